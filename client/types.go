@@ -1,0 +1,179 @@
+package client
+
+import "time"
+
+// Problem is an RFC 9457 application/problem+json error body.
+type Problem struct {
+	Type      string `json:"type,omitempty"`
+	Title     string `json:"title"`
+	Status    int    `json:"status"`
+	Detail    string `json:"detail,omitempty"`
+	Code      string `json:"code"`
+	Instance  string `json:"instance,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// Resources are the limits of a sandbox. Zero fields take the profile default.
+type Resources struct {
+	CPU      float64 `json:"cpu,omitempty"`
+	MemoryMB int64   `json:"memory_mb,omitempty"`
+	Pids     int64   `json:"pids,omitempty"`
+}
+
+// CreateSandboxRequest is the body of POST /v1/sandboxes.
+type CreateSandboxRequest struct {
+	Profile      string            `json:"profile"`
+	Runtime      string            `json:"runtime,omitempty"`
+	RiskLevel    string            `json:"risk_level,omitempty"`
+	Resources    *Resources        `json:"resources,omitempty"`
+	Env          map[string]string `json:"env,omitempty"`
+	Metadata     map[string]string `json:"metadata,omitempty"`
+	TTLSeconds   int64             `json:"ttl_seconds,omitempty"`
+	ReadOnlyRoot *bool             `json:"read_only_root,omitempty"`
+}
+
+// Sandbox is a sandbox as the API shows it. It never exposes container ids
+// or environment values.
+type Sandbox struct {
+	ID              string            `json:"id"`
+	State           string            `json:"state"`
+	Profile         string            `json:"profile"`
+	Runtime         string            `json:"runtime"`
+	RiskLevel       string            `json:"risk_level"`
+	Image           string            `json:"image"`
+	Resources       Resources         `json:"resources"`
+	EnvKeys         []string          `json:"env_keys,omitempty"`
+	Metadata        map[string]string `json:"metadata"`
+	FailureReason   string            `json:"failure_reason,omitempty"`
+	ResourceVersion string            `json:"resourceVersion"`
+	CreatedAt       time.Time         `json:"created_at"`
+	UpdatedAt       time.Time         `json:"updated_at"`
+	ExpiresAt       *time.Time        `json:"expires_at,omitempty"`
+}
+
+// SandboxList is the body of GET /v1/sandboxes.
+type SandboxList struct {
+	Items []Sandbox `json:"items"`
+}
+
+// PatchSandboxRequest is the body of PATCH /v1/sandboxes/{id}: a merge patch
+// of metadata; a null value deletes the key.
+type PatchSandboxRequest struct {
+	Metadata map[string]*string `json:"metadata"`
+}
+
+// ExecRequest is the body of POST /v1/sandboxes/{id}/exec. Exactly one of
+// Command (argv) and Script (run by /bin/sh -c) is set.
+type ExecRequest struct {
+	Command        []string          `json:"command,omitempty"`
+	Script         string            `json:"script,omitempty"`
+	Cwd            string            `json:"cwd,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+	Stdin          string            `json:"stdin,omitempty"`
+	TimeoutMS      int64             `json:"timeout_ms,omitempty"`
+	MaxOutputBytes int64             `json:"max_output_bytes,omitempty"`
+}
+
+// ExecResult is the answer of POST /v1/sandboxes/{id}/exec. Stdout and Stderr
+// are UTF-8 text (invalid bytes replaced); the *_base64 fields carry the
+// exact bytes when the output was not valid UTF-8.
+type ExecResult struct {
+	JobID           string `json:"job_id"`
+	ExitCode        int    `json:"exit_code"`
+	ExitReason      string `json:"exit_reason"`
+	Signal          string `json:"signal,omitempty"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutBase64    string `json:"stdout_base64,omitempty"`
+	StderrBase64    string `json:"stderr_base64,omitempty"`
+	StdoutTruncated bool   `json:"stdout_truncated"`
+	StderrTruncated bool   `json:"stderr_truncated"`
+	StdoutBytes     int64  `json:"stdout_bytes"`
+	StderrBytes     int64  `json:"stderr_bytes"`
+	DurationMS      int64  `json:"duration_ms"`
+}
+
+// Job is the record of one execution (GET /v1/jobs/{id}).
+type Job struct {
+	ID              string     `json:"id"`
+	SandboxID       string     `json:"sandbox_id"`
+	State           string     `json:"state"`
+	Command         []string   `json:"command,omitempty"`
+	Script          string     `json:"script,omitempty"`
+	Cwd             string     `json:"cwd,omitempty"`
+	ExitCode        *int       `json:"exit_code,omitempty"`
+	ExitReason      string     `json:"exit_reason,omitempty"`
+	Signal          string     `json:"signal,omitempty"`
+	Error           string     `json:"error,omitempty"`
+	StdoutBytes     int64      `json:"stdout_bytes"`
+	StderrBytes     int64      `json:"stderr_bytes"`
+	StdoutTruncated bool       `json:"stdout_truncated"`
+	StderrTruncated bool       `json:"stderr_truncated"`
+	TimeoutMS       int64      `json:"timeout_ms,omitempty"`
+	CreatedAt       time.Time  `json:"created_at"`
+	StartedAt       *time.Time `json:"started_at,omitempty"`
+	FinishedAt      *time.Time `json:"finished_at,omitempty"`
+}
+
+// Profile is a runtime profile as GET /v1/profiles shows it.
+type Profile struct {
+	Name             string    `json:"name"`
+	Description      string    `json:"description"`
+	Image            string    `json:"image"`
+	ImageStatus      string    `json:"image_status"` // present | not_built
+	BuildCommand     string    `json:"build_command,omitempty"`
+	AllowedRuntimes  []string  `json:"allowed_runtimes"`
+	UsableRuntimes   []string  `json:"usable_runtimes"`
+	DefaultResources Resources `json:"default_resources"`
+	Network          string    `json:"network"`
+	User             string    `json:"user"`
+	ReadOnlyRoot     bool      `json:"read_only_root"`
+}
+
+// ProfileList is the body of GET /v1/profiles.
+type ProfileList struct {
+	Items []Profile `json:"items"`
+}
+
+// RuntimeInfo is the probe result for one runtime.
+type RuntimeInfo struct {
+	Name      string    `json:"name"`
+	Path      string    `json:"path,omitempty"`
+	Version   string    `json:"version,omitempty"`
+	Healthy   bool      `json:"healthy"`
+	Error     string    `json:"error,omitempty"`
+	SmokeMS   int64     `json:"smoke_ms,omitempty"`
+	CheckedAt time.Time `json:"checked_at"`
+}
+
+// Feature is an optional capability found by the probe.
+type Feature struct {
+	Supported bool   `json:"supported"`
+	Enforced  bool   `json:"enforced"`
+	Method    string `json:"method,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// Capabilities is the body of GET /v1/capabilities.
+type Capabilities struct {
+	Driver        string        `json:"driver"`
+	Healthy       bool          `json:"healthy"`
+	Error         string        `json:"error,omitempty"`
+	DaemonVersion string        `json:"daemon_version,omitempty"`
+	APIVersion    string        `json:"api_version,omitempty"`
+	KernelVersion string        `json:"kernel_version,omitempty"`
+	CgroupVersion string        `json:"cgroup_version,omitempty"`
+	Runtimes      []RuntimeInfo `json:"runtimes"`
+	Checkpoint    Feature       `json:"checkpoint"`
+	DiskQuota     Feature       `json:"disk_quota"`
+	// RiskPolicy maps each risk level to the runtimes it may use.
+	RiskPolicy map[string][]string `json:"risk_policy"`
+	Profiles   []Profile           `json:"profiles"`
+	CheckedAt  time.Time           `json:"checked_at"`
+}
+
+// Health is the body of /healthz and /readyz.
+type Health struct {
+	Status string            `json:"status"` // ok | unavailable
+	Checks map[string]string `json:"checks,omitempty"`
+}

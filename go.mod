@@ -1,0 +1,3 @@
+module genesis.dev/sandbox
+
+go 1.26

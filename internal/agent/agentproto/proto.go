@@ -1,0 +1,65 @@
+// Package agentproto defines the wire protocol between the service and the
+// in-sandbox genesis-agent: JSON over HTTP/2 (prior knowledge, cleartext) on
+// the per-sandbox Unix socket, one multiplexed connection per sandbox.
+//
+// It holds only types, paths and constants, so both sides can import it
+// without importing each other.
+package agentproto
+
+// Version is the protocol version; the agent reports it from /v1/ping.
+const Version = "1"
+
+// Paths served by the agent.
+const (
+	PathPing = "/v1/ping"
+	PathExec = "/v1/exec"
+)
+
+// Ping is the answer of GET /v1/ping.
+type Ping struct {
+	Protocol string `json:"protocol"`
+	Agent    string `json:"agent"` // build version
+	PID      int    `json:"pid"`
+	UID      int    `json:"uid"`
+	Kernel   string `json:"kernel"` // uname -r inside the sandbox
+	UptimeMS int64  `json:"uptime_ms"`
+}
+
+// ExecRequest asks the agent to run one process and wait for it.
+// Exactly one of Command (argv) and Script (run by /bin/sh -c) is set.
+type ExecRequest struct {
+	JobID          string            `json:"job_id"`
+	Command        []string          `json:"command,omitempty"`
+	Script         string            `json:"script,omitempty"`
+	Shell          string            `json:"shell,omitempty"` // default /bin/sh
+	Cwd            string            `json:"cwd,omitempty"`
+	Env            map[string]string `json:"env,omitempty"` // added to the agent's base env
+	Stdin          []byte            `json:"stdin,omitempty"`
+	TimeoutMS      int64             `json:"timeout_ms,omitempty"`       // 0: no timeout
+	KillGraceMS    int64             `json:"kill_grace_ms,omitempty"`    // SIGTERM → SIGKILL grace on timeout; 0: SIGKILL at once
+	MaxOutputBytes int64             `json:"max_output_bytes,omitempty"` // per stream; 0: agent default (1 MiB)
+}
+
+// ExecResult is the outcome of an ExecRequest.
+type ExecResult struct {
+	ExitCode        int    `json:"exit_code"`
+	ExitReason      string `json:"exit_reason"` // exited | timeout | signal | oom | canceled
+	Signal          string `json:"signal,omitempty"`
+	Stdout          []byte `json:"stdout"`
+	Stderr          []byte `json:"stderr"`
+	StdoutBytes     int64  `json:"stdout_bytes"` // total produced, kept or not
+	StderrBytes     int64  `json:"stderr_bytes"`
+	StdoutTruncated bool   `json:"stdout_truncated"`
+	StderrTruncated bool   `json:"stderr_truncated"`
+	DurationMS      int64  `json:"duration_ms"`
+	PID             int    `json:"pid"`
+}
+
+// Error is the JSON body of a non-2xx agent answer.
+type Error struct {
+	Code    string `json:"code"` // invalid_argument, not_found, internal
+	Message string `json:"message"`
+}
+
+// DefaultMaxOutputBytes is the default cap per output stream.
+const DefaultMaxOutputBytes = 1 << 20

@@ -1,0 +1,98 @@
+package errdefs
+
+import (
+	"errors"
+	"net/http"
+)
+
+// Class sentinels. Wrap them; never compare error strings.
+var (
+	ErrInvalidArgument    = errors.New("invalid argument")
+	ErrNotFound           = errors.New("not found")
+	ErrAlreadyExists      = errors.New("already exists")
+	ErrConflict           = errors.New("conflict")
+	ErrFailedPrecondition = errors.New("failed precondition")
+	ErrPreconditionFailed = errors.New("precondition failed") // If-Match mismatch
+	ErrUnauthenticated    = errors.New("unauthenticated")
+	ErrPermissionDenied   = errors.New("permission denied")
+	ErrTooLarge           = errors.New("too large")
+	ErrResourceExhausted  = errors.New("resource exhausted")
+	ErrNotImplemented     = errors.New("not implemented")
+	ErrUnavailable        = errors.New("unavailable")
+	ErrDeadlineExceeded   = errors.New("deadline exceeded")
+	ErrInternal           = errors.New("internal error")
+)
+
+// Coded is implemented by errors that carry a stable, machine-readable problem
+// code (for example "runtime_unavailable" or "image_not_built").
+type Coded interface {
+	error
+	Code() string
+}
+
+type codedError struct {
+	code string
+	err  error
+}
+
+func (e *codedError) Error() string { return e.err.Error() }
+func (e *codedError) Unwrap() error { return e.err }
+func (e *codedError) Code() string  { return e.code }
+
+// WithCode attaches a stable problem code to err. The class of err is kept.
+func WithCode(code string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &codedError{code: code, err: err}
+}
+
+// Code returns the most specific problem code of err: an explicit code set
+// with WithCode, otherwise the default code of its class.
+func Code(err error) string {
+	var c Coded
+	if errors.As(err, &c) {
+		return c.Code()
+	}
+	return classOf(err).code
+}
+
+// HTTPStatus returns the HTTP status for err from the one class table.
+func HTTPStatus(err error) int { return classOf(err).status }
+
+type class struct {
+	sentinel error
+	status   int
+	code     string
+}
+
+// table is the one place where error classes map to HTTP statuses.
+var table = []class{
+	{ErrInvalidArgument, http.StatusBadRequest, "invalid_argument"},
+	{ErrUnauthenticated, http.StatusUnauthorized, "unauthenticated"},
+	{ErrPermissionDenied, http.StatusForbidden, "permission_denied"},
+	{ErrNotFound, http.StatusNotFound, "not_found"},
+	{ErrAlreadyExists, http.StatusConflict, "already_exists"},
+	{ErrConflict, http.StatusConflict, "conflict"},
+	{ErrFailedPrecondition, http.StatusConflict, "failed_precondition"},
+	{ErrPreconditionFailed, http.StatusPreconditionFailed, "precondition_failed"},
+	{ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large"},
+	{ErrResourceExhausted, http.StatusTooManyRequests, "resource_exhausted"},
+	{ErrNotImplemented, http.StatusNotImplemented, "not_implemented"},
+	{ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
+	{ErrDeadlineExceeded, http.StatusGatewayTimeout, "deadline_exceeded"},
+}
+
+var internalClass = class{ErrInternal, http.StatusInternalServerError, "internal"}
+
+func classOf(err error) class {
+	for _, c := range table {
+		if errors.Is(err, c.sentinel) {
+			return c
+		}
+	}
+	return internalClass
+}
+
+// Is reports whether err belongs to class; a shorthand for errors.Is.
+func Is(err, class error) bool { return errors.Is(err, class) }

@@ -1,0 +1,59 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"genesis.dev/sandbox/internal/sandbox"
+)
+
+// Store is the persistence contract. All methods are safe for concurrent use.
+// Not-found lookups return an error of class errdefs.ErrNotFound; a failed
+// optimistic-concurrency check returns errdefs.ErrPreconditionFailed.
+type Store interface {
+	// Ping checks that the store is reachable.
+	Ping(ctx context.Context) error
+	Close() error
+
+	// CreateSandbox inserts a new record (ResourceVersion is set to 1).
+	// A duplicate ID returns errdefs.ErrAlreadyExists.
+	CreateSandbox(ctx context.Context, sb *sandbox.Sandbox) error
+	// GetSandbox returns one sandbox. tenant "" matches any tenant; otherwise a
+	// sandbox of another tenant is reported as not found.
+	GetSandbox(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error)
+	// ListSandboxes returns the sandboxes matching f, oldest first.
+	ListSandboxes(ctx context.Context, f SandboxFilter) ([]*sandbox.Sandbox, error)
+	// UpdateSandbox applies fn to the current record and stores the result,
+	// bumping ResourceVersion and UpdatedAt (to now). If ifVersion is non-zero
+	// and differs from the stored version it returns ErrPreconditionFailed
+	// without calling fn. An error from fn aborts the update and is returned.
+	UpdateSandbox(ctx context.Context, id string, ifVersion int64, now time.Time, fn func(*sandbox.Sandbox) error) (*sandbox.Sandbox, error)
+
+	// CreateJob inserts a job record before the job runs.
+	CreateJob(ctx context.Context, j *sandbox.Job) error
+	// GetJob returns one job; tenant "" matches any tenant.
+	GetJob(ctx context.Context, tenant, id string) (*sandbox.Job, error)
+	// UpdateJob applies fn to the current job record and stores the result.
+	UpdateJob(ctx context.Context, id string, fn func(*sandbox.Job) error) (*sandbox.Job, error)
+	// ListJobs returns jobs matching f, oldest first.
+	ListJobs(ctx context.Context, f JobFilter) ([]*sandbox.Job, error)
+}
+
+// SandboxFilter selects sandboxes. Zero fields match everything.
+type SandboxFilter struct {
+	Tenant   string
+	States   []sandbox.State
+	Profile  string
+	Metadata map[string]string // all pairs must match
+	// ExcludeFinal drops destroyed sandboxes.
+	ExcludeFinal bool
+	Limit        int
+}
+
+// JobFilter selects jobs. Zero fields match everything.
+type JobFilter struct {
+	Tenant    string
+	SandboxID string
+	States    []sandbox.JobState
+	Limit     int
+}
