@@ -1,0 +1,91 @@
+package policy
+
+import (
+	"errors"
+	"testing"
+
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
+)
+
+func TestSelect(t *testing.T) {
+	t.Parallel()
+	both := []sandbox.Runtime{sandbox.RuntimeRunc, sandbox.RuntimeRunsc}
+	onlyRunc := []sandbox.Runtime{sandbox.RuntimeRunc}
+	onlyRunsc := []sandbox.Runtime{sandbox.RuntimeRunsc}
+	prof := ProfileRuntimes{Name: "tool-basic", AllowedRuntimes: both, DefaultRiskLevel: sandbox.RiskLow}
+	runcProf := ProfileRuntimes{Name: "trusted-only", AllowedRuntimes: onlyRunc, DefaultRiskLevel: sandbox.RiskTrusted}
+
+	tests := []struct {
+		name     string
+		req      RuntimeRequest
+		prof     ProfileRuntimes
+		tenant   TenantPolicy
+		healthy  []sandbox.Runtime
+		want     sandbox.Runtime
+		wantRisk sandbox.RiskLevel
+		wantErr  error
+		wantCode string
+	}{
+		{name: "profile default low picks runc", prof: prof, healthy: both, want: "runc", wantRisk: "low"},
+		{name: "trusted picks runc", req: RuntimeRequest{RiskLevel: "trusted"}, prof: prof, healthy: both, want: "runc", wantRisk: "trusted"},
+		{name: "medium picks runsc", req: RuntimeRequest{RiskLevel: "medium"}, prof: prof, healthy: both, want: "runsc", wantRisk: "medium"},
+		{name: "high picks runsc", req: RuntimeRequest{RiskLevel: "high"}, prof: prof, healthy: both, want: "runsc", wantRisk: "high"},
+		{name: "untrusted picks runsc", req: RuntimeRequest{RiskLevel: "untrusted"}, prof: prof, healthy: both, want: "runsc", wantRisk: "untrusted"},
+		{name: "low uses runsc when runc missing", req: RuntimeRequest{RiskLevel: "low"}, prof: prof, healthy: onlyRunsc, want: "runsc", wantRisk: "low"},
+		{name: "high never downgrades when runsc missing", req: RuntimeRequest{RiskLevel: "high"}, prof: prof, healthy: onlyRunc, wantErr: errdefs.ErrFailedPrecondition, wantCode: CodeRuntimeUnavailable},
+		{name: "untrusted with nothing healthy", req: RuntimeRequest{RiskLevel: "untrusted"}, prof: prof, healthy: nil, wantErr: errdefs.ErrFailedPrecondition, wantCode: CodeRuntimeUnavailable},
+		{name: "explicit runc for high refused", req: RuntimeRequest{RiskLevel: "high", Runtime: "runc"}, prof: prof, healthy: both, wantErr: errdefs.ErrInvalidArgument, wantCode: CodeRuntimeNotAllowed},
+		{name: "explicit runsc for low honoured", req: RuntimeRequest{RiskLevel: "low", Runtime: "runsc"}, prof: prof, healthy: both, want: "runsc", wantRisk: "low"},
+		{name: "explicit runsc missing", req: RuntimeRequest{Runtime: "runsc"}, prof: prof, healthy: onlyRunc, wantErr: errdefs.ErrFailedPrecondition, wantCode: CodeRuntimeUnavailable},
+		{name: "explicit runtime not in profile", req: RuntimeRequest{Runtime: "kata-qemu"}, prof: prof, healthy: both, wantErr: errdefs.ErrInvalidArgument, wantCode: CodeRuntimeNotAllowed},
+		{name: "tenant floor raises low to high", req: RuntimeRequest{RiskLevel: "low"}, prof: prof, tenant: TenantPolicy{MinRiskLevel: "high"}, healthy: both, want: "runsc", wantRisk: "high"},
+		{name: "tenant floor refuses explicit runc", req: RuntimeRequest{Runtime: "runc"}, prof: prof, tenant: TenantPolicy{MinRiskLevel: "untrusted"}, healthy: both, wantErr: errdefs.ErrInvalidArgument, wantCode: CodeRuntimeNotAllowed},
+		{name: "tenant floor below request does not lower it", req: RuntimeRequest{RiskLevel: "high"}, prof: prof, tenant: TenantPolicy{MinRiskLevel: "low"}, healthy: both, want: "runsc", wantRisk: "high"},
+		{name: "runc-only profile cannot serve high risk", req: RuntimeRequest{RiskLevel: "high"}, prof: runcProf, healthy: both, wantErr: errdefs.ErrFailedPrecondition, wantCode: CodeRuntimeUnavailable},
+		{name: "runc-only profile serves trusted", prof: runcProf, healthy: both, want: "runc", wantRisk: "trusted"},
+		{name: "unknown risk", req: RuntimeRequest{RiskLevel: "spicy"}, prof: prof, healthy: both, wantErr: errdefs.ErrInvalidArgument},
+		{name: "no default anywhere means medium", prof: ProfileRuntimes{Name: "x", AllowedRuntimes: both}, healthy: both, want: "runsc", wantRisk: "medium"},
+		{name: "kata counts as stronger than runsc", req: RuntimeRequest{RiskLevel: "untrusted"}, prof: ProfileRuntimes{Name: "vm", AllowedRuntimes: []sandbox.Runtime{"kata-qemu"}}, healthy: []sandbox.Runtime{"kata-qemu"}, want: "kata-qemu", wantRisk: "untrusted"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Select(tt.req, tt.prof, tt.tenant, tt.healthy)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("err = %v, want class %v", err, tt.wantErr)
+				}
+				if tt.wantCode != "" && errdefs.Code(err) != tt.wantCode {
+					t.Fatalf("code = %q, want %q (err %v)", errdefs.Code(err), tt.wantCode, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if got.Runtime != tt.want || got.RiskLevel != tt.wantRisk {
+				t.Fatalf("got %s/%s, want %s/%s", got.Runtime, got.RiskLevel, tt.want, tt.wantRisk)
+			}
+		})
+	}
+}
+
+func TestSelectNeverPicksWeakerThanRisk(t *testing.T) {
+	t.Parallel()
+	all := []sandbox.Runtime{"runc", "runsc", "kata-qemu"}
+	subsets := [][]sandbox.Runtime{nil, {"runc"}, {"runsc"}, {"runc", "runsc"}, all}
+	for _, risk := range sandbox.RiskLevels {
+		for _, healthy := range subsets {
+			for _, allowed := range subsets[1:] {
+				d, err := Select(RuntimeRequest{RiskLevel: risk}, ProfileRuntimes{Name: "p", AllowedRuntimes: allowed}, TenantPolicy{}, healthy)
+				if err != nil {
+					continue
+				}
+				if d.Runtime.Isolation() < MinIsolation(risk) {
+					t.Fatalf("risk %s got %s", risk, d.Runtime)
+				}
+			}
+		}
+	}
+}
