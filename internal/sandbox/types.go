@@ -72,10 +72,10 @@ func ParseRiskLevel(s string, def RiskLevel) (RiskLevel, error) {
 
 // Resources are the limits of one sandbox.
 type Resources struct {
-	CPU      float64 `json:"cpu"`       // CPUs (fractional)
-	MemoryMB int64   `json:"memory_mb"` // memory and memory+swap
-	Pids     int64   `json:"pids"`      // max processes
-	DiskMB   int64   `json:"disk_mb,omitempty"`
+	CPU      float64 `json:"cpu" yaml:"cpu"`             // CPUs (fractional)
+	MemoryMB int64   `json:"memory_mb" yaml:"memory_mb"` // memory and memory+swap
+	Pids     int64   `json:"pids" yaml:"pids"`           // max processes
+	DiskMB   int64   `json:"disk_mb,omitempty" yaml:"disk_mb"`
 }
 
 // Sandbox is the persistent record of one sandbox.

@@ -1,0 +1,229 @@
+package config
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"os"
+	"regexp"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
+)
+
+//go:embed default.yaml
+var defaultYAML []byte
+
+// Config is the whole service configuration.
+type Config struct {
+	Addr             string            `yaml:"addr"`
+	DataDir          string            `yaml:"data_dir"`
+	InstanceID       string            `yaml:"instance_id"`
+	DefaultRiskLevel sandbox.RiskLevel `yaml:"default_risk_level"`
+	Limits           Limits            `yaml:"limits"`
+	Intervals        Intervals         `yaml:"intervals"`
+	Tenants          map[string]Tenant `yaml:"tenants"`
+	Profiles         []Profile         `yaml:"profiles"`
+}
+
+// Limits bound what a request may ask for.
+type Limits struct {
+	MaxBodyBytes         int64   `yaml:"max_body_bytes"`
+	DefaultTTLSeconds    int64   `yaml:"default_ttl_seconds"`
+	MaxTTLSeconds        int64   `yaml:"max_ttl_seconds"`
+	MaxCPU               float64 `yaml:"max_cpu"`
+	MaxMemoryMB          int64   `yaml:"max_memory_mb"`
+	MaxPids              int64   `yaml:"max_pids"`
+	DefaultExecTimeoutMS int64   `yaml:"default_exec_timeout_ms"`
+	MaxExecTimeoutMS     int64   `yaml:"max_exec_timeout_ms"`
+	DefaultOutputBytes   int64   `yaml:"default_output_bytes"`
+	MaxOutputBytes       int64   `yaml:"max_output_bytes"`
+	MaxSandboxes         int     `yaml:"max_sandboxes"`
+}
+
+// Intervals are background periods and deadlines.
+type Intervals struct {
+	Probe             time.Duration `yaml:"probe"`
+	Reconcile         time.Duration `yaml:"reconcile"`
+	OrphanGrace       time.Duration `yaml:"orphan_grace"`
+	AgentReadyTimeout time.Duration `yaml:"agent_ready_timeout"`
+	DockerCallTimeout time.Duration `yaml:"docker_call_timeout"`
+}
+
+// Tenant is the operator's policy for one tenant.
+type Tenant struct {
+	// MinRiskLevel raises every request of the tenant to at least this level.
+	MinRiskLevel sandbox.RiskLevel `yaml:"min_risk_level"`
+	// APIKeys are extra keys for this tenant (plain text in the file; they
+	// are compared in constant time and never logged).
+	APIKeys []string `yaml:"api_keys"`
+}
+
+// Profile is a runtime profile: a named recipe for sandboxes.
+type Profile struct {
+	Name             string            `yaml:"name"`
+	Description      string            `yaml:"description"`
+	Recipe           string            `yaml:"recipe"` // image recipe name under images/
+	Image            string            `yaml:"image"`  // explicit image ref; overrides recipe
+	AllowedRuntimes  []sandbox.Runtime `yaml:"allowed_runtimes"`
+	DefaultRiskLevel sandbox.RiskLevel `yaml:"default_risk_level"`
+	Resources        sandbox.Resources `yaml:"resources"`
+	Network          string            `yaml:"network"`
+	User             string            `yaml:"user"`
+	ReadOnlyRoot     bool              `yaml:"read_only_root"`
+	CapAdd           []string          `yaml:"cap_add"`
+}
+
+// Profile returns the profile called name.
+func (c *Config) Profile(name string) (*Profile, bool) {
+	for i := range c.Profiles {
+		if c.Profiles[i].Name == name {
+			return &c.Profiles[i], true
+		}
+	}
+	return nil, false
+}
+
+// Default returns the embedded defaults, validated.
+func Default() (*Config, error) { return Load("") }
+
+// Load reads the embedded defaults and lays the YAML file at path (if not
+// empty) over them, then validates. Unknown keys in the file are errors.
+func Load(path string) (*Config, error) {
+	var c Config
+	if err := decode(defaultYAML, &c); err != nil {
+		return nil, fmt.Errorf("embedded defaults: %w", err)
+	}
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("config file: %w", err)
+		}
+		if err := decode(b, &c); err != nil {
+			return nil, fmt.Errorf("config file %s: %w", path, err)
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func decode(b []byte, c *Config) error {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil {
+		return fmt.Errorf("%v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+var profileName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// Validate checks every key and names the first offending one.
+func (c *Config) Validate() error {
+	bad := func(key, format string, args ...any) error {
+		return fmt.Errorf("config: %s: %s: %w", key, fmt.Sprintf(format, args...), errdefs.ErrInvalidArgument)
+	}
+	if c.Addr == "" {
+		return bad("addr", "must not be empty")
+	}
+	if c.DataDir == "" {
+		return bad("data_dir", "must not be empty")
+	}
+	if c.DefaultRiskLevel.Rank() < 0 {
+		return bad("default_risk_level", "unknown risk level %q", c.DefaultRiskLevel)
+	}
+	l := c.Limits
+	for key, v := range map[string]int64{
+		"limits.max_body_bytes": l.MaxBodyBytes, "limits.default_ttl_seconds": l.DefaultTTLSeconds,
+		"limits.max_ttl_seconds": l.MaxTTLSeconds, "limits.max_memory_mb": l.MaxMemoryMB, "limits.max_pids": l.MaxPids,
+		"limits.default_exec_timeout_ms": l.DefaultExecTimeoutMS, "limits.max_exec_timeout_ms": l.MaxExecTimeoutMS,
+		"limits.default_output_bytes": l.DefaultOutputBytes, "limits.max_output_bytes": l.MaxOutputBytes,
+		"limits.max_sandboxes": int64(l.MaxSandboxes),
+	} {
+		if v <= 0 {
+			return bad(key, "must be positive, got %d", v)
+		}
+	}
+	if l.MaxCPU <= 0 {
+		return bad("limits.max_cpu", "must be positive, got %v", l.MaxCPU)
+	}
+	if l.DefaultTTLSeconds > l.MaxTTLSeconds {
+		return bad("limits.default_ttl_seconds", "exceeds limits.max_ttl_seconds")
+	}
+	if l.DefaultExecTimeoutMS > l.MaxExecTimeoutMS {
+		return bad("limits.default_exec_timeout_ms", "exceeds limits.max_exec_timeout_ms")
+	}
+	if l.DefaultOutputBytes > l.MaxOutputBytes {
+		return bad("limits.default_output_bytes", "exceeds limits.max_output_bytes")
+	}
+	iv := c.Intervals
+	for key, v := range map[string]time.Duration{
+		"intervals.probe": iv.Probe, "intervals.reconcile": iv.Reconcile, "intervals.orphan_grace": iv.OrphanGrace,
+		"intervals.agent_ready_timeout": iv.AgentReadyTimeout, "intervals.docker_call_timeout": iv.DockerCallTimeout,
+	} {
+		if v <= 0 {
+			return bad(key, "must be a positive duration, got %v", v)
+		}
+	}
+	for name, t := range c.Tenants {
+		if !profileName.MatchString(name) {
+			return bad("tenants."+name, "tenant names are lowercase letters, digits and dashes")
+		}
+		if t.MinRiskLevel != "" && t.MinRiskLevel.Rank() < 0 {
+			return bad("tenants."+name+".min_risk_level", "unknown risk level %q", t.MinRiskLevel)
+		}
+		for i, k := range t.APIKeys {
+			if len(k) < 16 {
+				return bad(fmt.Sprintf("tenants.%s.api_keys[%d]", name, i), "API keys must be at least 16 characters")
+			}
+		}
+	}
+	if len(c.Profiles) == 0 {
+		return bad("profiles", "at least one profile is required")
+	}
+	seen := map[string]bool{}
+	for i, p := range c.Profiles {
+		key := fmt.Sprintf("profiles[%d]", i)
+		if !profileName.MatchString(p.Name) {
+			return bad(key+".name", "%q is not a valid profile name", p.Name)
+		}
+		key = "profiles." + p.Name
+		if seen[p.Name] {
+			return bad(key, "duplicate profile")
+		}
+		seen[p.Name] = true
+		if p.Recipe == "" && p.Image == "" {
+			return bad(key, "needs recipe or image")
+		}
+		if len(p.AllowedRuntimes) == 0 {
+			return bad(key+".allowed_runtimes", "must list at least one runtime")
+		}
+		for _, r := range p.AllowedRuntimes {
+			if r.Isolation() == 0 {
+				return bad(key+".allowed_runtimes", "unknown runtime %q", r)
+			}
+		}
+		if p.DefaultRiskLevel != "" && p.DefaultRiskLevel.Rank() < 0 {
+			return bad(key+".default_risk_level", "unknown risk level %q", p.DefaultRiskLevel)
+		}
+		r := p.Resources
+		if r.CPU <= 0 || r.CPU > l.MaxCPU {
+			return bad(key+".resources.cpu", "must be in (0, %v]", l.MaxCPU)
+		}
+		if r.MemoryMB < 16 || r.MemoryMB > l.MaxMemoryMB {
+			return bad(key+".resources.memory_mb", "must be in [16, %d]", l.MaxMemoryMB)
+		}
+		if r.Pids < 8 || r.Pids > l.MaxPids {
+			return bad(key+".resources.pids", "must be in [8, %d]", l.MaxPids)
+		}
+		if p.Network != "" && p.Network != "none" {
+			return bad(key+".network", "only \"none\" is supported so far, got %q", p.Network)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+func TestDefaultsValid(t *testing.T) {
+	t.Parallel()
+	c, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"tool-basic", "code-python-basic", "skill-python-basic", "code-python-data", "browser-playwright", "desktop-cloud"}
+	for _, n := range want {
+		if _, ok := c.Profile(n); !ok {
+			t.Errorf("built-in profile %s missing", n)
+		}
+	}
+	p, _ := c.Profile("tool-basic")
+	if p.Network != "none" || p.User != "1000:1000" {
+		t.Errorf("tool-basic not hardened by default: %+v", p)
+	}
+}
+
+func TestLoadOverlayAndErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(s string) string {
+		p := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+".yaml")
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	c, err := Load(write("addr: 127.0.0.1:9999\nlimits: {max_sandboxes: 3}\ntenants: {acme: {min_risk_level: high}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != "127.0.0.1:9999" || c.Limits.MaxSandboxes != 3 || c.Tenants["acme"].MinRiskLevel != "high" {
+		t.Fatalf("overlay not applied: %+v", c)
+	}
+	if c.Limits.MaxBodyBytes != 1<<20 {
+		t.Fatalf("untouched default lost: %d", c.Limits.MaxBodyBytes)
+	}
+	bad := map[string]string{
+		"limits: {max_pids: -1}\n":                 "limits.max_pids",
+		"limits: {max_sandboxes: 0}\n":             "limits.max_sandboxes",
+		"bogus_key: 1\n":                           "bogus_key",
+		"tenants: {acme: {min_risk_level: meh}}\n": "tenants.acme.min_risk_level",
+		"intervals: {probe: -1s}\n":                "intervals.probe",
+		"profiles: []\n":                           "profiles",
+		"profiles: [{name: x, recipe: r, allowed_runtimes: [runc], resources: {cpu: 1, memory_mb: 64, pids: 64}, network: open}]\n": "profiles.x.network",
+		"profiles: [{name: x, recipe: r, allowed_runtimes: [lxc], resources: {cpu: 1, memory_mb: 64, pids: 64}}]\n":                 "profiles.x.allowed_runtimes",
+		"profiles: [{name: x, recipe: r, allowed_runtimes: [runc], resources: {cpu: 1, memory_mb: 1, pids: 64}}]\n":                 "profiles.x.resources.memory_mb",
+	}
+	for body, key := range bad {
+		_, err := Load(write(body))
+		if err == nil || !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), key) {
+			t.Errorf("%q: err %v, want invalid argument naming %s", body, err, key)
+		}
+	}
+}
