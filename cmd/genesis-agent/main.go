@@ -8,10 +8,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
-	"syscall"
 )
 
 // agentVersion is the build version reported by the agent. It may be
@@ -30,42 +28,10 @@ func run(args []string) int {
 	switch args[0] {
 	case "version":
 		return runVersion()
+	case "serve":
+		return runServe(args[1:])
 	default:
 		fmt.Fprintf(os.Stderr, "genesis-agent: unknown subcommand %q\n", args[0])
 		return 2
 	}
-}
-
-type versionInfo struct {
-	Agent  string `json:"agent"`
-	Kernel string `json:"kernel"`
-	UID    int    `json:"uid"`
-}
-
-func runVersion() int {
-	b, err := json.Marshal(versionInfo{Agent: agentVersion, Kernel: kernelRelease(), UID: os.Getuid()})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "genesis-agent:", err)
-		return 1
-	}
-	b = append(b, '\n')
-	if _, err := os.Stdout.Write(b); err != nil {
-		return 1
-	}
-	return 0
-}
-
-func kernelRelease() string {
-	var u syscall.Utsname
-	if err := syscall.Uname(&u); err != nil {
-		return ""
-	}
-	b := make([]byte, 0, len(u.Release))
-	for _, c := range u.Release {
-		if c == 0 {
-			break
-		}
-		b = append(b, byte(c))
-	}
-	return string(b)
 }

@@ -63,3 +63,21 @@ type Error struct {
 
 // DefaultMaxOutputBytes is the default cap per output stream.
 const DefaultMaxOutputBytes = 1 << 20
+
+// VersionInfo is the single JSON line printed by `genesis-agent version`.
+// The capability probe runs that command in a throwaway container to prove a
+// runtime works and to read the kernel it presents (gVisor: 4.19.0-gvisor).
+type VersionInfo struct {
+	Agent  string `json:"agent"`
+	Kernel string `json:"kernel"`
+	UID    int    `json:"uid"`
+}
+
+// Exit reasons reported in ExecResult.ExitReason.
+const (
+	ExitReasonExited   = "exited"
+	ExitReasonSignal   = "signal"
+	ExitReasonTimeout  = "timeout"
+	ExitReasonOOM      = "oom"
+	ExitReasonCanceled = "canceled"
+)

@@ -1,0 +1,167 @@
+package agentclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+// baseURL is the authority used on the wire; the socket decides the target.
+const baseURL = "http://genesis-agent"
+
+// maxErrorBody bounds how much of a non-2xx answer is read.
+const maxErrorBody = 64 << 10
+
+// Client talks to one agent over its Unix socket. It is safe for concurrent
+// use; all calls share one HTTP/2 connection, dialled lazily.
+type Client struct {
+	socket    string
+	transport *http.Transport
+	http      *http.Client
+}
+
+// Dial returns a client for the agent listening on socketPath. It does not
+// connect: the first call does, and a broken connection is redialled.
+func Dial(socketPath string) *Client {
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	tr := &http.Transport{
+		Protocols: &protos,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, "unix", socketPath)
+		},
+		HTTP2: &http.HTTP2Config{
+			// Detect a dead agent connection instead of hanging on it.
+			SendPingTimeout: 15 * time.Second,
+			PingTimeout:     10 * time.Second,
+		},
+		MaxIdleConnsPerHost: 1,
+		DisableCompression:  true,
+	}
+	return &Client{
+		socket:    socketPath,
+		transport: tr,
+		http:      &http.Client{Transport: tr},
+	}
+}
+
+// Close drops the client's connection. The client may still be used; the
+// next call dials again.
+func (c *Client) Close() {
+	c.transport.CloseIdleConnections()
+}
+
+// Ping asks the agent who it is.
+func (c *Client) Ping(ctx context.Context) (agentproto.Ping, error) {
+	var p agentproto.Ping
+	err := c.do(ctx, http.MethodGet, agentproto.PathPing, nil, &p)
+	return p, err
+}
+
+// Exec runs one process in the sandbox and waits for its result. Canceling
+// ctx makes the agent kill the job.
+func (c *Client) Exec(ctx context.Context, req agentproto.ExecRequest) (agentproto.ExecResult, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return agentproto.ExecResult{}, fmt.Errorf("agentclient: encode exec request: %v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	var res agentproto.ExecResult
+	err = c.do(ctx, http.MethodPost, agentproto.PathExec, body, &res)
+	return res, err
+}
+
+// WaitReady pings the agent every poll interval until it answers or ctx
+// ends; the socket appears a few milliseconds after the container starts.
+func (c *Client) WaitReady(ctx context.Context, poll time.Duration) (agentproto.Ping, error) {
+	if poll <= 0 {
+		poll = 5 * time.Millisecond
+	}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	var last error
+	for {
+		select {
+		case <-ctx.Done():
+			if last == nil {
+				last = ctx.Err()
+			}
+			return agentproto.Ping{}, fmt.Errorf("agentclient: agent at %s not ready: %v: %w", c.socket, last, errdefs.ErrUnavailable)
+		case <-t.C:
+		}
+		p, err := c.Ping(ctx)
+		if err == nil {
+			return p, nil
+		}
+		if !errors.Is(err, errdefs.ErrUnavailable) {
+			return agentproto.Ping{}, err
+		}
+		last = err
+		t.Reset(poll)
+	}
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, baseURL+path, rd)
+	if err != nil {
+		return fmt.Errorf("agentclient: %s %s: %v: %w", method, path, err, errdefs.ErrInternal)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			class := errdefs.ErrUnavailable
+			if errors.Is(ctxErr, context.DeadlineExceeded) {
+				class = errdefs.ErrDeadlineExceeded
+			}
+			return fmt.Errorf("agentclient: %s %s: %w: %w", method, path, ctxErr, class)
+		}
+		return fmt.Errorf("agentclient: %s %s via %s: %v: %w", method, path, c.socket, err, errdefs.ErrUnavailable)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return decodeError(method, path, resp)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("agentclient: %s %s: %w: %w", method, path, ctx.Err(), errdefs.ErrUnavailable)
+		}
+		return fmt.Errorf("agentclient: %s %s: decode answer: %v: %w", method, path, err, errdefs.ErrInternal)
+	}
+	return nil
+}
+
+// decodeError maps a non-2xx agent answer to an error class.
+func decodeError(method, path string, resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	var e agentproto.Error
+	msg := string(b)
+	if json.Unmarshal(b, &e) == nil && e.Message != "" {
+		msg = e.Message
+	}
+	class := errdefs.ErrInternal
+	switch resp.StatusCode {
+	case http.StatusBadRequest:
+		class = errdefs.ErrInvalidArgument
+	case http.StatusServiceUnavailable:
+		class = errdefs.ErrUnavailable
+	case http.StatusRequestEntityTooLarge:
+		class = errdefs.ErrTooLarge
+	}
+	return fmt.Errorf("agentclient: %s %s: agent answered %d: %s: %w", method, path, resp.StatusCode, msg, class)
+}

@@ -1,0 +1,17 @@
+// Package agent implements genesis-agent, the static process supervisor that
+// runs as PID 1 inside every sandbox container.
+//
+// It owns: reaping every child (it is PID 1 or a child subreaper), forwarding
+// termination signals to running jobs, running jobs in their own process
+// groups with captured and capped output, timeouts and cancellation, and the
+// HTTP/2 (cleartext, prior knowledge) server on the per-sandbox Unix socket
+// that speaks the agentproto protocol.
+//
+// The agent never uses os/exec: one reaper goroutine calls wait4(-1) and
+// dispatches statuses to the jobs that registered their pids, so nothing else
+// may wait for children in this process.
+//
+// It imports only the standard library, agentproto and errdefs; it must not
+// import the service's control, driver or store packages, since it is built
+// into a small static binary that runs inside untrusted containers.
+package agent

@@ -1,0 +1,394 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+// defaultWorkdir is a job's working directory when the request names none
+// and the directory exists.
+const defaultWorkdir = "/workspace"
+
+// job is a validated request, ready to start.
+type job struct {
+	argv0   string
+	argv    []string
+	dir     string
+	env     []string
+	stdin   []byte
+	timeout time.Duration
+	grace   time.Duration
+	maxOut  int64
+}
+
+// runError is a failure to start the program that is reported to the caller
+// as a normal result (exit code 126 or 127), like a shell would.
+type runError struct {
+	code int
+	msg  string
+}
+
+// prepare validates req and resolves the program, directory and environment.
+// Invalid requests yield an error wrapping errdefs.ErrInvalidArgument; a
+// program or directory that cannot be used yields a *runError.
+func (s *Server) prepare(req *agentproto.ExecRequest) (*job, *runError, error) {
+	hasCmd, hasScript := len(req.Command) > 0, req.Script != ""
+	switch {
+	case hasCmd && hasScript:
+		return nil, nil, fmt.Errorf("exactly one of command and script must be set, got both: %w", errdefs.ErrInvalidArgument)
+	case !hasCmd && !hasScript:
+		if req.Command != nil {
+			return nil, nil, fmt.Errorf("command is an empty argv: %w", errdefs.ErrInvalidArgument)
+		}
+		return nil, nil, fmt.Errorf("exactly one of command and script must be set, got neither: %w", errdefs.ErrInvalidArgument)
+	case hasCmd && req.Command[0] == "":
+		return nil, nil, fmt.Errorf("command[0] is empty: %w", errdefs.ErrInvalidArgument)
+	case req.TimeoutMS < 0 || req.KillGraceMS < 0 || req.MaxOutputBytes < 0:
+		return nil, nil, fmt.Errorf("timeout_ms, kill_grace_ms and max_output_bytes must not be negative: %w", errdefs.ErrInvalidArgument)
+	case req.MaxOutputBytes > s.cfg.MaxOutputLimit:
+		return nil, nil, fmt.Errorf("max_output_bytes %d exceeds the agent limit %d: %w", req.MaxOutputBytes, s.cfg.MaxOutputLimit, errdefs.ErrInvalidArgument)
+	}
+	argv := req.Command
+	if hasScript {
+		sh := req.Shell
+		if sh == "" {
+			sh = "/bin/sh"
+		}
+		argv = []string{sh, "-c", req.Script}
+	}
+	for _, a := range argv {
+		if containsNUL(a) {
+			return nil, nil, fmt.Errorf("argument contains a NUL byte: %w", errdefs.ErrInvalidArgument)
+		}
+	}
+	if containsNUL(req.Cwd) {
+		return nil, nil, fmt.Errorf("cwd contains a NUL byte: %w", errdefs.ErrInvalidArgument)
+	}
+	env, path, err := s.env.with(req.Env)
+	if err != nil {
+		return nil, nil, err
+	}
+	j := &job{
+		argv:    argv,
+		env:     env,
+		stdin:   req.Stdin,
+		timeout: time.Duration(req.TimeoutMS) * time.Millisecond,
+		grace:   time.Duration(req.KillGraceMS) * time.Millisecond,
+		maxOut:  req.MaxOutputBytes,
+	}
+	if j.maxOut == 0 {
+		j.maxOut = s.cfg.DefaultMaxOutputBytes
+	}
+
+	base := s.workdir()
+	j.dir = req.Cwd
+	switch {
+	case j.dir == "":
+		j.dir = base
+	case !filepath.IsAbs(j.dir):
+		j.dir = filepath.Join(base, j.dir)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(j.dir, &st); err != nil {
+		code := 127
+		if err == syscall.EACCES {
+			code = 126
+		}
+		return nil, &runError{code: code, msg: fmt.Sprintf("cwd %s: %v", j.dir, err)}, nil
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return nil, &runError{code: 126, msg: fmt.Sprintf("cwd %s: not a directory", j.dir)}, nil
+	}
+
+	argv0, code, err := lookPath(argv[0], path, j.dir)
+	if err != nil {
+		return nil, &runError{code: code, msg: err.Error()}, nil
+	}
+	j.argv0 = argv0
+	return j, nil, nil
+}
+
+// workdir is the default working directory: /workspace if it exists, else /.
+func (s *Server) workdir() string {
+	var st syscall.Stat_t
+	if err := syscall.Stat(s.cfg.DefaultWorkdir, &st); err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		return s.cfg.DefaultWorkdir
+	}
+	return "/"
+}
+
+func containsNUL(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// runErrorResult is the result reported when a program could not be started.
+func runErrorResult(re *runError, d time.Duration) agentproto.ExecResult {
+	msg := []byte("genesis-agent: " + re.msg + "\n")
+	return agentproto.ExecResult{
+		ExitCode:    re.code,
+		ExitReason:  agentproto.ExitReasonExited,
+		Stdout:      []byte{},
+		Stderr:      msg,
+		StderrBytes: int64(len(msg)),
+		DurationMS:  d.Milliseconds(),
+	}
+}
+
+// capture collects one output stream up to max bytes and counts the rest.
+type capture struct {
+	max       int64
+	buf       []byte
+	total     int64
+	truncated bool
+}
+
+func (c *capture) drain(r *os.File, scratch []byte) {
+	for {
+		n, err := r.Read(scratch)
+		if n > 0 {
+			c.total += int64(n)
+			keep := int64(n)
+			if room := c.max - int64(len(c.buf)); keep > room {
+				keep = room
+				c.truncated = true
+			}
+			if keep > 0 {
+				c.buf = append(c.buf, scratch[:keep]...)
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// run starts j, waits for it under its timeout and ctx, and collects output.
+// The returned error wraps an errdefs class and means no result exists.
+func (s *Server) run(ctx context.Context, j *job) (agentproto.ExecResult, error) {
+	stdin := s.devNull
+	var stdinW *os.File
+	var toClose []*os.File
+	defer func() {
+		for _, f := range toClose {
+			f.Close()
+		}
+	}()
+	if len(j.stdin) > 0 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return agentproto.ExecResult{}, fmt.Errorf("stdin pipe: %w", errdefs.ErrInternal)
+		}
+		stdin, stdinW = r, w
+		toClose = append(toClose, r, w)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return agentproto.ExecResult{}, fmt.Errorf("stdout pipe: %v: %w", err, errdefs.ErrInternal)
+	}
+	toClose = append(toClose, outR, outW)
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return agentproto.ExecResult{}, fmt.Errorf("stderr pipe: %v: %w", err, errdefs.ErrInternal)
+	}
+	toClose = append(toClose, errR, errW)
+
+	// Fd puts the child's ends in blocking mode, which is what the child needs.
+	attr := &syscall.ProcAttr{
+		Dir:   j.dir,
+		Env:   j.env,
+		Files: []uintptr{stdin.Fd(), outW.Fd(), errW.Fd()},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	}
+	oomBefore, oomOK := s.oom.read()
+	start := time.Now()
+	pid, done, err := s.sup.start(j.argv0, j.argv, attr)
+	if err != nil {
+		if errors.Is(err, errdefs.ErrUnavailable) {
+			return agentproto.ExecResult{}, err
+		}
+		code := 126
+		if errors.Is(err, syscall.ENOENT) {
+			code = 127
+		}
+		return runErrorResult(&runError{code: code, msg: fmt.Sprintf("%s: %v", j.argv[0], err)}, time.Since(start)), nil
+	}
+	// The parent's copies of the child's ends must go now, or EOF never comes.
+	outW.Close()
+	errW.Close()
+	if stdinW != nil {
+		stdin.Close()
+	}
+
+	stdout := capture{max: j.maxOut}
+	stderr := capture{max: j.maxOut}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		b := s.getBuf()
+		defer s.putBuf(b)
+		stdout.drain(outR, b)
+	}()
+	go func() {
+		defer wg.Done()
+		b := s.getBuf()
+		defer s.putBuf(b)
+		stderr.drain(errR, b)
+	}()
+	if stdinW != nil {
+		go func(data []byte) {
+			stdinW.Write(data) // EPIPE when the job does not read it all: fine
+			stdinW.Close()
+		}(j.stdin)
+	}
+
+	var (
+		reason  string
+		sentKil bool
+		timeout <-chan time.Time
+		grace   <-chan time.Time
+		ctxDone = ctx.Done()
+		ei      exitInfo
+	)
+	if j.timeout > 0 {
+		t := time.NewTimer(j.timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+wait:
+	for {
+		select {
+		case ei = <-done:
+			break wait
+		case <-timeout:
+			timeout = nil
+			reason = agentproto.ExitReasonTimeout
+			if j.grace > 0 {
+				syscall.Kill(-pid, syscall.SIGTERM)
+				g := time.NewTimer(j.grace)
+				defer g.Stop()
+				grace = g.C
+			} else {
+				syscall.Kill(-pid, syscall.SIGKILL)
+				sentKil = true
+			}
+		case <-grace:
+			grace = nil
+			syscall.Kill(-pid, syscall.SIGKILL)
+			sentKil = true
+		case <-ctxDone:
+			ctxDone = nil
+			if reason == "" {
+				reason = agentproto.ExitReasonCanceled
+			}
+			syscall.Kill(-pid, syscall.SIGKILL)
+			sentKil = true
+		}
+	}
+	// Leave nothing of the job's group behind, and do not wait for pipes that
+	// escaped descendants still hold open beyond a short drain.
+	syscall.Kill(-pid, syscall.SIGKILL)
+	drainBy := time.Now().Add(s.cfg.DrainTimeout)
+	outR.SetReadDeadline(drainBy)
+	errR.SetReadDeadline(drainBy)
+	if stdinW != nil {
+		stdinW.Close()
+	}
+	wg.Wait()
+
+	res := agentproto.ExecResult{
+		PID:             pid,
+		DurationMS:      ei.at.Sub(start).Milliseconds(),
+		Stdout:          nonNil(stdout.buf),
+		Stderr:          nonNil(stderr.buf),
+		StdoutBytes:     stdout.total,
+		StderrBytes:     stderr.total,
+		StdoutTruncated: stdout.truncated,
+		StderrTruncated: stderr.truncated,
+	}
+	ws := ei.status
+	switch {
+	case ws.Signaled():
+		sig := ws.Signal()
+		res.ExitCode = 128 + int(sig)
+		res.Signal = signalName(sig)
+		res.ExitReason = agentproto.ExitReasonSignal
+		if sig == syscall.SIGKILL && !sentKil && oomOK {
+			if after, ok := s.oom.read(); ok && after > oomBefore {
+				res.ExitReason = agentproto.ExitReasonOOM
+			}
+		}
+	default:
+		res.ExitCode = ws.ExitStatus()
+		res.ExitReason = agentproto.ExitReasonExited
+	}
+	if reason != "" {
+		res.ExitReason = reason
+	}
+	return res, nil
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// signalName returns the conventional name of sig, such as "SIGKILL".
+func signalName(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGQUIT:
+		return "SIGQUIT"
+	case syscall.SIGILL:
+		return "SIGILL"
+	case syscall.SIGTRAP:
+		return "SIGTRAP"
+	case syscall.SIGABRT:
+		return "SIGABRT"
+	case syscall.SIGBUS:
+		return "SIGBUS"
+	case syscall.SIGFPE:
+		return "SIGFPE"
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGUSR1:
+		return "SIGUSR1"
+	case syscall.SIGSEGV:
+		return "SIGSEGV"
+	case syscall.SIGUSR2:
+		return "SIGUSR2"
+	case syscall.SIGPIPE:
+		return "SIGPIPE"
+	case syscall.SIGALRM:
+		return "SIGALRM"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGXCPU:
+		return "SIGXCPU"
+	case syscall.SIGXFSZ:
+		return "SIGXFSZ"
+	case syscall.SIGSYS:
+		return "SIGSYS"
+	}
+	return "SIG" + strconv.Itoa(int(sig))
+}

@@ -1,0 +1,340 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+// Config configures a Server. Zero fields take the documented defaults.
+type Config struct {
+	// SocketPath is where the agent listens (required), for example
+	// /run/genesis/agent.sock.
+	SocketPath string
+	// SocketMode is the permission of the socket file (default 0660).
+	SocketMode fs.FileMode
+	// Version is the agent build version reported by /v1/ping.
+	Version string
+	// Environ is the environment passed through to jobs, normally
+	// os.Environ(); GENESIS_AGENT_* variables are dropped.
+	Environ []string
+	// DefaultWorkdir is a job's cwd when none is given and it exists
+	// (default /workspace; otherwise / is used).
+	DefaultWorkdir string
+	// DefaultMaxOutputBytes caps each output stream when the request does
+	// not (default agentproto.DefaultMaxOutputBytes).
+	DefaultMaxOutputBytes int64
+	// MaxOutputLimit is the largest max_output_bytes a request may ask for
+	// (default 64 MiB).
+	MaxOutputLimit int64
+	// MaxRequestBytes bounds the JSON body of a request (default 80 MiB).
+	MaxRequestBytes int64
+	// DrainTimeout bounds how long output is still read after a job's main
+	// process exited, when escaped descendants hold its pipes (default 100 ms).
+	DrainTimeout time.Duration
+	// ShutdownGrace is how long jobs get between SIGTERM and SIGKILL when
+	// the agent shuts down (default 2 s).
+	ShutdownGrace time.Duration
+	// OOMCounterFiles are candidate files holding the memory cgroup's
+	// oom_kill counter (default DefaultOOMCounterFiles()).
+	OOMCounterFiles []string
+}
+
+// Server is the agent: a process supervisor with an HTTP/2 front end.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	sup     *supervisor
+	env     *baseEnv
+	oom     oomCounter
+	devNull *os.File
+	kernel  string
+	started time.Time
+	bufs    sync.Pool
+}
+
+// New validates cfg and returns a Server. It has no side effects; Run
+// starts everything.
+func New(cfg Config, log *slog.Logger) (*Server, error) {
+	if cfg.SocketPath == "" {
+		return nil, fmt.Errorf("agent: socket path is required: %w", errdefs.ErrInvalidArgument)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.SocketMode == 0 {
+		cfg.SocketMode = 0o660
+	}
+	if cfg.DefaultWorkdir == "" {
+		cfg.DefaultWorkdir = defaultWorkdir
+	}
+	if cfg.DefaultMaxOutputBytes <= 0 {
+		cfg.DefaultMaxOutputBytes = agentproto.DefaultMaxOutputBytes
+	}
+	if cfg.MaxOutputLimit <= 0 {
+		cfg.MaxOutputLimit = 64 << 20
+	}
+	if cfg.MaxOutputLimit < cfg.DefaultMaxOutputBytes {
+		return nil, fmt.Errorf("agent: MaxOutputLimit %d below DefaultMaxOutputBytes %d: %w",
+			cfg.MaxOutputLimit, cfg.DefaultMaxOutputBytes, errdefs.ErrInvalidArgument)
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = 80 << 20
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = 100 * time.Millisecond
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = 2 * time.Second
+	}
+	if cfg.OOMCounterFiles == nil {
+		cfg.OOMCounterFiles = DefaultOOMCounterFiles()
+	}
+	return &Server{cfg: cfg, log: log}, nil
+}
+
+// Run makes the process a reaper, listens on the socket and serves until ctx
+// ends or SIGTERM arrives; SIGINT and SIGHUP are forwarded to running jobs'
+// process groups. On the way out it terminates every job (SIGTERM, then
+// SIGKILL after ShutdownGrace), removes the socket and returns.
+func (s *Server) Run(ctx context.Context) error {
+	s.started = time.Now()
+	s.kernel = KernelRelease()
+	s.env = newBaseEnv(s.cfg.Environ, defaultHome(s.cfg.DefaultWorkdir))
+	s.oom = newOOMCounter(s.cfg.OOMCounterFiles)
+	s.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
+
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		return fmt.Errorf("agent: open %s: %v: %w", os.DevNull, err, errdefs.ErrInternal)
+	}
+	defer devNull.Close()
+	s.devNull = devNull
+
+	// Signals first, so none is lost between start-up steps.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	s.sup = newSupervisor(s.log)
+	s.sup.run()
+	defer s.sup.shutdown()
+
+	ln, err := listenUnix(s.cfg.SocketPath, s.cfg.SocketMode)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(s.cfg.SocketPath)
+
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		Protocols:         &protos,
+		ReadHeaderTimeout: 10 * time.Second,
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 1000},
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	s.log.Info("agent serving", "socket", s.cfg.SocketPath, "pid", os.Getpid(), "uid", os.Getuid(), "kernel", s.kernel,
+		"oom_counter", s.oom.path)
+
+	var runErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			s.log.Info("agent stopping", "reason", ctx.Err())
+			break loop
+		case err := <-serveErr:
+			runErr = fmt.Errorf("agent: serve: %v: %w", err, errdefs.ErrInternal)
+			break loop
+		case sig := <-sigs:
+			n := s.sup.signalAll(sig.(syscall.Signal))
+			s.log.Info("forwarded signal", "signal", sig, "jobs", n)
+			if sig == syscall.SIGTERM {
+				break loop
+			}
+		}
+	}
+	s.terminateJobs()
+	shutCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil {
+		srv.Close()
+	}
+	return runErr
+}
+
+// terminateJobs refuses new jobs, asks running ones to stop and kills what
+// is left after ShutdownGrace.
+func (s *Server) terminateJobs() {
+	if s.sup.closeStarts() == 0 {
+		return
+	}
+	s.sup.signalAll(syscall.SIGTERM)
+	if s.waitJobs(s.cfg.ShutdownGrace) {
+		return
+	}
+	n := s.sup.signalAll(syscall.SIGKILL)
+	s.log.Warn("killed jobs still running at shutdown", "jobs", n)
+	s.waitJobs(2 * time.Second)
+}
+
+// waitJobs polls until no job is running or d passed.
+func (s *Server) waitJobs(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for s.sup.running() > 0 {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
+
+// listenUnix creates the socket atomically: it binds a temporary name in the
+// same directory, sets its mode and renames it over path, so a client never
+// sees a half-made socket and a stale socket is replaced. If the rename is
+// refused it falls back to removing path and binding it directly.
+func listenUnix(path string, mode fs.FileMode) (*net.UnixListener, error) {
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+strconv.Itoa(os.Getpid()))
+	ln, err := bindUnix(tmp, mode)
+	if err == nil {
+		if err = os.Rename(tmp, path); err == nil {
+			return ln, nil
+		}
+		ln.Close()
+		os.Remove(tmp)
+	}
+	if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+		return nil, fmt.Errorf("agent: remove stale socket %s: %v: %w", path, rerr, errdefs.ErrUnavailable)
+	}
+	ln, err = bindUnix(path, mode)
+	if err != nil {
+		return nil, err
+	}
+	return ln, nil
+}
+
+func bindUnix(path string, mode fs.FileMode) (*net.UnixListener, error) {
+	os.Remove(path)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("agent: listen on %s: %v: %w", path, err, errdefs.ErrUnavailable)
+	}
+	// The file is removed by Run (it may have been renamed since).
+	ln.SetUnlinkOnClose(false)
+	if err := os.Chmod(path, mode); err != nil {
+		ln.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("agent: chmod %s: %v: %w", path, err, errdefs.ErrUnavailable)
+	}
+	return ln, nil
+}
+
+// Handler returns the HTTP handler serving the agentproto routes.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case agentproto.PathPing:
+			if r.Method != http.MethodGet {
+				writeError(w, fmt.Errorf("%s wants GET: %w", r.URL.Path, errdefs.ErrInvalidArgument))
+				return
+			}
+			s.handlePing(w)
+		case agentproto.PathExec:
+			if r.Method != http.MethodPost {
+				writeError(w, fmt.Errorf("%s wants POST: %w", r.URL.Path, errdefs.ErrInvalidArgument))
+				return
+			}
+			s.handleExec(w, r)
+		default:
+			writeError(w, fmt.Errorf("no route %s: %w", r.URL.Path, errdefs.ErrNotFound))
+		}
+	})
+}
+
+func (s *Server) handlePing(w http.ResponseWriter) {
+	writeJSON(w, http.StatusOK, agentproto.Ping{
+		Protocol: agentproto.Version,
+		Agent:    s.cfg.Version,
+		PID:      os.Getpid(),
+		UID:      os.Getuid(),
+		Kernel:   s.kernel,
+		UptimeMS: time.Since(s.started).Milliseconds(),
+	})
+}
+
+func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
+	var req agentproto.ExecRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes))
+	if err := dec.Decode(&req); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, fmt.Errorf("request body over %d bytes: %w", tooBig.Limit, errdefs.ErrTooLarge))
+			return
+		}
+		writeError(w, fmt.Errorf("decode exec request: %v: %w", err, errdefs.ErrInvalidArgument))
+		return
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		writeError(w, fmt.Errorf("decode exec request: trailing data after the JSON object: %w", errdefs.ErrInvalidArgument))
+		return
+	}
+	started := time.Now()
+	j, re, err := s.prepare(&req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var res agentproto.ExecResult
+	if re != nil {
+		res = runErrorResult(re, time.Since(started))
+	} else if res, err = s.run(r.Context(), j); err != nil {
+		writeError(w, err)
+		return
+	}
+	if s.log.Enabled(r.Context(), slog.LevelDebug) {
+		s.log.Debug("exec", "job", req.JobID, "pid", res.PID, "reason", res.ExitReason, "code", res.ExitCode, "ms", res.DurationMS)
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) getBuf() []byte  { return *(s.bufs.Get().(*[]byte)) }
+func (s *Server) putBuf(b []byte) { s.bufs.Put(&b) }
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(agentproto.Error{Code: "internal", Message: err.Error()})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// writeError answers with the class status and an agentproto.Error body.
+func writeError(w http.ResponseWriter, err error) {
+	writeJSON(w, errdefs.HTTPStatus(err), agentproto.Error{Code: errdefs.Code(err), Message: err.Error()})
+}

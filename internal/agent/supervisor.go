@@ -1,0 +1,163 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+// prSetChildSubreaper is PR_SET_CHILD_SUBREAPER from <linux/prctl.h>.
+const prSetChildSubreaper = 36
+
+// exitInfo is what the reaper learns about a finished child.
+type exitInfo struct {
+	status syscall.WaitStatus
+	at     time.Time
+}
+
+// supervisor starts child processes and is the only waiter for children in
+// this process. Starting a process and registering its pid happen under mu,
+// and the reaper dispatches under mu, so a child that exits before it is
+// registered can never be mistaken for an unknown orphan.
+type supervisor struct {
+	log *slog.Logger
+
+	mu      sync.Mutex
+	waiters map[int]chan exitInfo // pid -> result, buffered(1)
+	closed  bool
+
+	sigchld chan os.Signal
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func newSupervisor(log *slog.Logger) *supervisor {
+	return &supervisor{
+		log:     log,
+		waiters: make(map[int]chan exitInfo),
+	}
+}
+
+// run makes the process a child subreaper and starts the reaper goroutine.
+func (s *supervisor) run() {
+	if os.Getpid() != 1 {
+		if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
+			s.log.Warn("cannot become child subreaper; orphans of jobs will not be reaped here", "err", errno)
+		}
+	}
+	s.sigchld = make(chan os.Signal, 1)
+	s.stop = make(chan struct{})
+	s.done = make(chan struct{})
+	signal.Notify(s.sigchld, syscall.SIGCHLD)
+	go s.reapLoop()
+}
+
+// shutdown stops the reaper goroutine. Registered waiters are left as they are.
+func (s *supervisor) shutdown() {
+	if s.stop == nil {
+		return
+	}
+	signal.Stop(s.sigchld)
+	close(s.stop)
+	<-s.done
+}
+
+func (s *supervisor) reapLoop() {
+	defer close(s.done)
+	// A slow safety tick covers any SIGCHLD lost while the channel was full;
+	// the reap loop itself is idempotent.
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	s.reapAll()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.sigchld:
+		case <-tick.C:
+		}
+		s.reapAll()
+	}
+}
+
+// reapAll collects every exited child without blocking and hands each status
+// to the job that registered the pid; unknown children (orphans that were
+// reparented to us) are reaped silently.
+func (s *supervisor) reapAll() {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil || pid <= 0 {
+			return // ECHILD or nothing more to reap right now
+		}
+		if !ws.Exited() && !ws.Signaled() {
+			continue // stopped/continued: not reported without WUNTRACED, be safe
+		}
+		now := time.Now()
+		s.mu.Lock()
+		ch, ok := s.waiters[pid]
+		if ok {
+			delete(s.waiters, pid)
+		}
+		s.mu.Unlock()
+		if ok {
+			ch <- exitInfo{status: ws, at: now}
+		}
+	}
+}
+
+// start forks and execs argv0 with attr and registers the child atomically
+// with respect to the reaper. The returned channel receives its exit status.
+func (s *supervisor) start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, <-chan exitInfo, error) {
+	ch := make(chan exitInfo, 1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, nil, fmt.Errorf("agent is shutting down: %w", errdefs.ErrUnavailable)
+	}
+	pid, err := syscall.ForkExec(argv0, argv, attr)
+	if err != nil {
+		return 0, nil, err
+	}
+	s.waiters[pid] = ch
+	return pid, ch, nil
+}
+
+// signalAll sends sig to the process group of every registered job.
+// It returns the number of groups signalled.
+func (s *supervisor) signalAll(sig syscall.Signal) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for pid := range s.waiters {
+		if err := syscall.Kill(-pid, sig); err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// closeStarts refuses further starts and returns the number of running jobs.
+func (s *supervisor) closeStarts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return len(s.waiters)
+}
+
+// running returns the number of registered jobs that have not exited yet.
+func (s *supervisor) running() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waiters)
+}
