@@ -1,0 +1,189 @@
+package control
+
+import (
+	"context"
+	"fmt"
+
+	"genesis.dev/sandbox/images"
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/driver"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/policy"
+	"genesis.dev/sandbox/internal/sandbox"
+)
+
+// RefreshProbe runs the driver's capability probe now and caches the result.
+func (s *Service) RefreshProbe(ctx context.Context) driver.ProbeResult {
+	s.probeMu.Lock()
+	defer s.probeMu.Unlock()
+	res, err := s.driver.Probe(ctx)
+	if err != nil {
+		res = driver.ProbeResult{Driver: s.driver.Name(), Healthy: false, Error: err.Error(), CheckedAt: s.now()}
+	}
+	s.capsMu.Lock()
+	s.probe, s.probeOK = res, true
+	s.capsMu.Unlock()
+	attrs := []any{"healthy", res.Healthy, "daemon", res.DaemonVersion, "cgroup", res.CgroupVersion}
+	for _, r := range res.Runtimes {
+		attrs = append(attrs, r.Name, fmt.Sprintf("healthy=%v %s %s", r.Healthy, r.Version, r.Error))
+	}
+	s.log.Info("capability probe", attrs...)
+	return res
+}
+
+// Probe returns the cached probe result, probing first if there is none.
+func (s *Service) Probe(ctx context.Context) driver.ProbeResult {
+	s.capsMu.RLock()
+	res, ok := s.probe, s.probeOK
+	s.capsMu.RUnlock()
+	if ok {
+		return res
+	}
+	return s.RefreshProbe(ctx)
+}
+
+// ProfileView is a profile with its resolved image and status on this host.
+type ProfileView struct {
+	config.Profile
+	ImageRef       string
+	ImagePresent   bool
+	ImageDeclared  bool // a recipe or explicit image exists
+	BuildCommand   string
+	UsableRuntimes []sandbox.Runtime
+}
+
+// imageRef resolves the image a profile runs. ok is false when the profile
+// is declared but no recipe for its image exists in this version.
+func imageRef(p *config.Profile) (ref string, ok bool) {
+	if p.Image != "" {
+		return p.Image, true
+	}
+	r, ok := images.Lookup(p.Recipe)
+	if !ok {
+		return "genesis/" + p.Recipe + ":not-built", false
+	}
+	return r.Ref(), true
+}
+
+func buildCommand(p *config.Profile, declared bool) string {
+	if p.Image != "" {
+		return fmt.Sprintf("load image %s into Docker (it is configured explicitly)", p.Image)
+	}
+	if !declared {
+		return "no image recipe for " + p.Recipe + " in this version yet"
+	}
+	return "make images (or: sandbox-service images build --profile " + p.Name + ")"
+}
+
+// Profiles returns every configured profile with its image status.
+func (s *Service) Profiles(ctx context.Context) ([]ProfileView, error) {
+	healthy := s.Probe(ctx).HealthyRuntimes()
+	out := make([]ProfileView, 0, len(s.cfg.Profiles))
+	for i := range s.cfg.Profiles {
+		p := &s.cfg.Profiles[i]
+		v, err := s.profileView(ctx, p, healthy)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func (s *Service) profileView(ctx context.Context, p *config.Profile, healthy []sandbox.Runtime) (ProfileView, error) {
+	ref, declared := imageRef(p)
+	v := ProfileView{Profile: *p, ImageRef: ref, ImageDeclared: declared, BuildCommand: buildCommand(p, declared)}
+	if declared {
+		present, err := s.driver.ImagePresent(ctx, ref)
+		if err != nil {
+			return ProfileView{}, fmt.Errorf("image status of %s: %w", p.Name, err)
+		}
+		v.ImagePresent = present
+	}
+	for _, r := range p.AllowedRuntimes {
+		for _, h := range healthy {
+			if r == h {
+				v.UsableRuntimes = append(v.UsableRuntimes, r)
+			}
+		}
+	}
+	return v, nil
+}
+
+// RiskPolicy maps each risk level to the runtimes it may use (by isolation),
+// for GET /v1/capabilities.
+func RiskPolicy() map[string][]string {
+	out := map[string][]string{}
+	for _, r := range sandbox.RiskLevels {
+		for _, rt := range []sandbox.Runtime{sandbox.RuntimeRunc, sandbox.RuntimeRunsc, "kata"} {
+			if rt.Isolation() >= policy.MinIsolation(r) {
+				name := string(rt)
+				if rt == "kata" {
+					name = "kata-*"
+				}
+				out[string(r)] = append(out[string(r)], name)
+			}
+		}
+	}
+	return out
+}
+
+// Readiness reports whether the service can create sandboxes now, with one
+// entry per check.
+func (s *Service) Readiness(ctx context.Context) (bool, map[string]string) {
+	checks := map[string]string{}
+	ready := true
+	if err := s.store.Ping(ctx); err != nil {
+		checks["store"], ready = "error: "+err.Error(), false
+	} else {
+		checks["store"] = "ok"
+	}
+	p := s.Probe(ctx)
+	switch {
+	case !p.Healthy:
+		checks["driver"], ready = "unhealthy: "+p.Error, false
+	default:
+		checks["driver"] = "ok"
+	}
+	for _, r := range p.Runtimes {
+		if r.Healthy {
+			checks["runtime."+r.Name] = "ok"
+		} else {
+			checks["runtime."+r.Name] = "unhealthy: " + r.Error
+		}
+	}
+	views, err := s.Profiles(ctx)
+	if err != nil {
+		checks["images"], ready = "error: "+err.Error(), false
+		return ready, checks
+	}
+	present := 0
+	for _, v := range views {
+		switch {
+		case v.ImagePresent:
+			present++
+			checks["image."+v.Name] = "ok"
+		case v.ImageDeclared:
+			checks["image."+v.Name] = "not built: " + v.BuildCommand
+		default:
+			checks["image."+v.Name] = "not available in this version"
+		}
+	}
+	if present == 0 {
+		ready = false
+		checks["images"] = "no profile image is built; run: make images"
+	}
+	return ready, checks
+}
+
+// profile looks up a profile by name.
+func (s *Service) profile(name string) (*config.Profile, error) {
+	if name == "" {
+		return nil, fmt.Errorf("profile is required: %w", errdefs.ErrInvalidArgument)
+	}
+	p, ok := s.cfg.Profile(name)
+	if !ok {
+		return nil, errdefs.WithCode("profile_not_found", fmt.Errorf("unknown profile %q (see GET /v1/profiles): %w", name, errdefs.ErrNotFound))
+	}
+	return p, nil
+}

@@ -1,0 +1,181 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"time"
+
+	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
+)
+
+// ExecInput is one command or script to run in a sandbox.
+type ExecInput struct {
+	Tenant         string
+	SandboxID      string
+	Command        []string
+	Script         string
+	Cwd            string
+	Env            map[string]string
+	Stdin          []byte
+	TimeoutMS      int64
+	MaxOutputBytes int64
+}
+
+// ExecOutput is a finished job and its captured output.
+type ExecOutput struct {
+	Job    *sandbox.Job
+	Stdout []byte
+	Stderr []byte
+	// DurationMS is measured by the agent inside the sandbox.
+	DurationMS int64
+}
+
+// killGrace is how long a timed-out job gets between SIGTERM and SIGKILL.
+const killGrace = 200 * time.Millisecond
+
+func (s *Service) validateExec(in *ExecInput) error {
+	switch {
+	case len(in.Command) == 0 && in.Script == "":
+		return invalid("one of command and script is required")
+	case len(in.Command) > 0 && in.Script != "":
+		return invalid("command and script are mutually exclusive")
+	case len(in.Command) > 0 && in.Command[0] == "":
+		return invalid("command[0] must not be empty")
+	case in.Cwd != "" && !path.IsAbs(in.Cwd):
+		return invalid("cwd must be an absolute path, got %q", in.Cwd)
+	case in.TimeoutMS < 0 || in.TimeoutMS > s.cfg.Limits.MaxExecTimeoutMS:
+		return invalid("timeout_ms must be between 1 and %d, got %d", s.cfg.Limits.MaxExecTimeoutMS, in.TimeoutMS)
+	case in.MaxOutputBytes < 0 || in.MaxOutputBytes > s.cfg.Limits.MaxOutputBytes:
+		return invalid("max_output_bytes must be between 1 and %d, got %d", s.cfg.Limits.MaxOutputBytes, in.MaxOutputBytes)
+	}
+	for _, a := range in.Command {
+		if len(a) > 128<<10 {
+			return invalid("a command argument is longer than 128 KiB")
+		}
+	}
+	if in.TimeoutMS == 0 {
+		in.TimeoutMS = s.cfg.Limits.DefaultExecTimeoutMS
+	}
+	if in.MaxOutputBytes == 0 {
+		in.MaxOutputBytes = s.cfg.Limits.DefaultOutputBytes
+	}
+	return ValidateEnv(in.Env)
+}
+
+// Exec runs one job in a sandbox and waits for it. The job is recorded
+// before it runs and always ends in exactly one final state.
+func (s *Service) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
+	if err := s.validateExec(&in); err != nil {
+		return nil, err
+	}
+	sb, err := s.GetSandbox(ctx, in.Tenant, in.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	if !sb.State.Running() {
+		return nil, errdefs.WithCode("sandbox_not_running", fmt.Errorf(
+			"sandbox %s is %s; jobs run only in ready sandboxes: %w", sb.ID, sb.State, errdefs.ErrFailedPrecondition))
+	}
+	now := s.now()
+	job := &sandbox.Job{
+		ID:        sandbox.NewID("job"),
+		Tenant:    in.Tenant,
+		SandboxID: sb.ID,
+		Command:   in.Command,
+		Script:    in.Script,
+		Cwd:       in.Cwd,
+		State:     sandbox.JobRunning,
+		TimeoutMS: in.TimeoutMS,
+		CreatedAt: now,
+		StartedAt: &now,
+	}
+	if err := s.store.CreateJob(ctx, job); err != nil {
+		return nil, err
+	}
+	// The agent enforces the timeout; the host deadline is a backstop.
+	actx, cancel := context.WithTimeout(ctx, time.Duration(in.TimeoutMS)*time.Millisecond+killGrace+10*time.Second)
+	defer cancel()
+	res, runErr := s.agent(sb.ID).Exec(actx, agentproto.ExecRequest{
+		JobID:          job.ID,
+		Command:        in.Command,
+		Script:         in.Script,
+		Cwd:            in.Cwd,
+		Env:            in.Env,
+		Stdin:          in.Stdin,
+		TimeoutMS:      in.TimeoutMS,
+		KillGraceMS:    killGrace.Milliseconds(),
+		MaxOutputBytes: in.MaxOutputBytes,
+	})
+	fctx, fcancel := cleanupCtx(ctx, 10*time.Second)
+	defer fcancel()
+	if runErr != nil {
+		return nil, s.execFailed(fctx, sb, job, runErr, ctx.Err() != nil)
+	}
+	done := s.now()
+	code := res.ExitCode
+	final, err := s.store.UpdateJob(fctx, job.ID, func(j *sandbox.Job) error {
+		j.State = sandbox.FinalJobState(sandbox.ExitReason(res.ExitReason), res.ExitCode)
+		j.ExitCode = &code
+		j.ExitReason = sandbox.ExitReason(res.ExitReason)
+		j.Signal = res.Signal
+		j.StdoutBytes, j.StderrBytes = res.StdoutBytes, res.StderrBytes
+		j.StdoutTruncated, j.StderrTruncated = res.StdoutTruncated, res.StderrTruncated
+		j.FinishedAt = &done
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &ExecOutput{Job: final, Stdout: res.Stdout, Stderr: res.Stderr, DurationMS: res.DurationMS}, nil
+}
+
+// execFailed records the final state of a job whose agent call failed and
+// returns the error to show the caller.
+func (s *Service) execFailed(ctx context.Context, sb *sandbox.Sandbox, job *sandbox.Job, runErr error, callerGone bool) error {
+	state, reason := sandbox.JobLost, sandbox.ExitLost
+	if callerGone {
+		state, reason = sandbox.JobCanceled, sandbox.ExitCanceled
+	}
+	var out error = runErr
+	if !callerGone && errors.Is(runErr, errdefs.ErrUnavailable) {
+		// Is the sandbox itself gone?
+		if st, err := s.driver.Inspect(ctx, sb.ContainerID); err != nil || !st.Running {
+			why := "container is gone"
+			if err == nil {
+				why = fmt.Sprintf("container exited with code %d (oom_killed=%v)", st.ExitCode, st.OOMKilled)
+			}
+			s.markFailed(ctx, sb, why)
+			out = errdefs.WithCode("sandbox_failed", fmt.Errorf("sandbox %s failed during the job: %s: %w", sb.ID, why, errdefs.ErrFailedPrecondition))
+		}
+	}
+	done := s.now()
+	if _, err := s.store.UpdateJob(ctx, job.ID, func(j *sandbox.Job) error {
+		j.State, j.ExitReason, j.Error, j.FinishedAt = state, reason, runErr.Error(), &done
+		return nil
+	}); err != nil {
+		s.log.Error("recording job failure", "job", job.ID, "err", err)
+	}
+	return out
+}
+
+// markFailed moves a sandbox to failed and removes its remains.
+func (s *Service) markFailed(ctx context.Context, sb *sandbox.Sandbox, why string) {
+	if _, err := s.setState(ctx, sb.ID, sandbox.StateFailed, func(x *sandbox.Sandbox) { x.FailureReason = why }); err != nil {
+		s.log.Error("marking sandbox failed", "sandbox", sb.ID, "err", err)
+	}
+	s.teardown(ctx, sb.ID, sb.ContainerID)
+	s.log.Warn("sandbox failed", "sandbox", sb.ID, "reason", why)
+}
+
+// GetJob returns a job of tenant.
+func (s *Service) GetJob(ctx context.Context, tenant, id string) (*sandbox.Job, error) {
+	if !sandbox.ValidID("job", id) {
+		return nil, fmt.Errorf("job %q: %w", id, errdefs.ErrNotFound)
+	}
+	return s.store.GetJob(ctx, tenant, id)
+}
+

@@ -1,0 +1,149 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"genesis.dev/sandbox/internal/driver"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
+)
+
+// ReconcileReport counts what one reconciliation pass changed.
+type ReconcileReport struct {
+	OrphansRemoved int
+	MarkedFailed   int
+	Expired        int
+	JobsLost       int
+	DirsRemoved    int
+}
+
+// Reconcile brings records and the runtime into agreement:
+//   - containers labelled as ours with no live record are removed once older
+//     than the orphan grace (and probe leftovers likewise);
+//   - live records whose container is gone or stopped are marked failed;
+//   - at startup, records stuck in created/starting and jobs still running
+//     from the previous process are finished (failed / lost);
+//   - sandboxes past their TTL are destroyed;
+//   - sandbox directories with no live record are removed.
+func (s *Service) Reconcile(ctx context.Context, startup bool) error {
+	var rep ReconcileReport
+	now := s.now()
+	containers, err := s.driver.List(ctx)
+	if err != nil {
+		return fmt.Errorf("listing containers: %w", err)
+	}
+	records, err := s.store.ListSandboxes(ctx, store.SandboxFilter{States: liveStates})
+	if err != nil {
+		return err
+	}
+	live := map[string]*sandbox.Sandbox{}
+	for _, r := range records {
+		live[r.ID] = r
+	}
+	byContainer := map[string]driver.Status{}
+	for _, c := range containers {
+		id := c.Labels[driver.LabelSandbox]
+		byContainer[id] = c
+		if _, ok := live[id]; ok && c.Labels[driver.LabelPurpose] != "probe" {
+			continue
+		}
+		// No live record: an orphan (or a probe leftover), removed after grace.
+		if now.Sub(c.CreatedAt) < s.cfg.Intervals.OrphanGrace {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.Intervals.DockerCallTimeout)
+		err := s.driver.Remove(cctx, c.ID)
+		cancel()
+		if err != nil {
+			s.log.Warn("removing orphan container", "container", c.Name, "err", err)
+			continue
+		}
+		rep.OrphansRemoved++
+		s.log.Info("removed orphan container", "container", c.Name, "sandbox", id)
+	}
+
+	for _, r := range records {
+		c, hasContainer := byContainer[r.ID]
+		switch {
+		case r.State == sandbox.StateCreated || r.State == sandbox.StateStarting:
+			stuck := now.Sub(r.UpdatedAt) > s.cfg.Intervals.AgentReadyTimeout+3*s.cfg.Intervals.DockerCallTimeout
+			if startup || stuck {
+				s.markFailed(ctx, r, "service stopped while the sandbox was starting")
+				rep.MarkedFailed++
+			}
+		case r.State == sandbox.StateDraining:
+			if startup {
+				if err := s.destroy(ctx, r, r.FailureReason); err == nil {
+					rep.Expired++
+				}
+			}
+		case !hasContainer || !c.Running:
+			why := "container is gone"
+			if hasContainer {
+				why = fmt.Sprintf("container stopped (exit code %d, oom_killed=%v)", c.ExitCode, c.OOMKilled)
+			}
+			s.markFailed(ctx, r, why)
+			rep.MarkedFailed++
+		case r.Expired(now):
+			if err := s.destroy(ctx, r, "ttl expired"); err != nil {
+				s.log.Warn("destroying expired sandbox", "sandbox", r.ID, "err", err)
+			} else {
+				rep.Expired++
+			}
+		}
+	}
+
+	if startup {
+		jobs, err := s.store.ListJobs(ctx, store.JobFilter{States: []sandbox.JobState{sandbox.JobPending, sandbox.JobRunning}})
+		if err != nil {
+			return err
+		}
+		for _, j := range jobs {
+			done := now
+			if _, err := s.store.UpdateJob(ctx, j.ID, func(x *sandbox.Job) error {
+				x.State, x.ExitReason, x.FinishedAt = sandbox.JobLost, sandbox.ExitLost, &done
+				x.Error = "the service restarted while the job was running"
+				return nil
+			}); err == nil {
+				rep.JobsLost++
+			}
+		}
+	}
+
+	rep.DirsRemoved = s.removeStaleDirs(ctx)
+	if rep != (ReconcileReport{}) {
+		s.log.Info("reconciled", "orphans_removed", rep.OrphansRemoved, "marked_failed", rep.MarkedFailed,
+			"expired", rep.Expired, "jobs_lost", rep.JobsLost, "dirs_removed", rep.DirsRemoved)
+	}
+	return nil
+}
+
+// removeStaleDirs deletes sandbox directories whose record is not live.
+func (s *Service) removeStaleDirs(ctx context.Context) int {
+	entries, err := os.ReadDir(s.sandboxesDir())
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range entries {
+		sb, err := s.store.GetSandbox(ctx, "", e.Name())
+		if err == nil && (sb.State.Running() || sb.State == sandbox.StateCreated || sb.State == sandbox.StateStarting) {
+			continue
+		}
+		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			continue
+		}
+		if info, ierr := e.Info(); ierr == nil && time.Since(info.ModTime()) < s.cfg.Intervals.OrphanGrace && err != nil {
+			continue // a create may be in flight before its record is visible
+		}
+		if os.RemoveAll(s.sandboxDir(e.Name())) == nil {
+			n++
+		}
+	}
+	return n
+}

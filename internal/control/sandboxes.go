@@ -1,0 +1,461 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/driver"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/policy"
+	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
+)
+
+// CreateSandboxInput is a validated-on-use create request.
+type CreateSandboxInput struct {
+	Tenant       string
+	Profile      string
+	Runtime      string
+	RiskLevel    string
+	Resources    sandbox.Resources // zero fields take the profile default
+	Env          map[string]string
+	Metadata     map[string]string
+	TTLSeconds   int64 // 0: default TTL
+	ReadOnlyRoot *bool
+}
+
+var (
+	envKeyRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+	metaKeyRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$`)
+)
+
+const (
+	maxEnvEntries   = 128
+	maxEnvValue     = 32 << 10
+	maxMetaEntries  = 64
+	maxMetaValueLen = 1024
+)
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf(format+": %w", append(args, errdefs.ErrInvalidArgument)...)
+}
+
+// ValidateEnv checks environment keys and sizes.
+func ValidateEnv(env map[string]string) error {
+	if len(env) > maxEnvEntries {
+		return invalid("env has %d entries, at most %d allowed", len(env), maxEnvEntries)
+	}
+	for k, v := range env {
+		if !envKeyRE.MatchString(k) {
+			return invalid("env key %q is not a valid variable name", k)
+		}
+		if strings.HasPrefix(k, "GENESIS_AGENT_") {
+			return invalid("env key %q uses the reserved prefix GENESIS_AGENT_", k)
+		}
+		if len(v) > maxEnvValue || strings.ContainsRune(v, 0) {
+			return invalid("env value of %q is longer than %d bytes or contains NUL", k, maxEnvValue)
+		}
+	}
+	return nil
+}
+
+// ValidateMetadata checks metadata keys and sizes.
+func ValidateMetadata(md map[string]string) error {
+	if len(md) > maxMetaEntries {
+		return invalid("metadata has %d entries, at most %d allowed", len(md), maxMetaEntries)
+	}
+	for k, v := range md {
+		if !metaKeyRE.MatchString(k) {
+			return invalid("metadata key %q must match %s", k, metaKeyRE)
+		}
+		if len(v) > maxMetaValueLen {
+			return invalid("metadata value of %q is longer than %d bytes", k, maxMetaValueLen)
+		}
+	}
+	return nil
+}
+
+func (s *Service) resolveResources(p *config.Profile, req sandbox.Resources) (sandbox.Resources, error) {
+	l := s.cfg.Limits
+	r := p.Resources
+	if req.CPU < 0 || req.MemoryMB < 0 || req.Pids < 0 {
+		return r, invalid("resources must not be negative")
+	}
+	if req.CPU != 0 {
+		r.CPU = req.CPU
+	}
+	if req.MemoryMB != 0 {
+		r.MemoryMB = req.MemoryMB
+	}
+	if req.Pids != 0 {
+		r.Pids = req.Pids
+	}
+	switch {
+	case r.CPU < 0.01 || r.CPU > l.MaxCPU:
+		return r, invalid("resources.cpu must be between 0.01 and %v, got %v", l.MaxCPU, r.CPU)
+	case r.MemoryMB < 16 || r.MemoryMB > l.MaxMemoryMB:
+		return r, invalid("resources.memory_mb must be between 16 and %d, got %d", l.MaxMemoryMB, r.MemoryMB)
+	case r.Pids < 8 || r.Pids > l.MaxPids:
+		return r, invalid("resources.pids must be between 8 and %d, got %d", l.MaxPids, r.Pids)
+	}
+	return r, nil
+}
+
+// CreateSandbox creates and starts a sandbox and waits until its agent
+// answers. Every step that fails rolls back what the earlier steps made; the
+// record then says failed with the reason.
+func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sandbox.Sandbox, error) {
+	p, err := s.profile(in.Profile)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.resolveResources(p, in.Resources)
+	if err != nil {
+		return nil, err
+	}
+	if err := ValidateEnv(in.Env); err != nil {
+		return nil, err
+	}
+	if err := ValidateMetadata(in.Metadata); err != nil {
+		return nil, err
+	}
+	ttl := in.TTLSeconds
+	switch {
+	case ttl < 0 || ttl > s.cfg.Limits.MaxTTLSeconds:
+		return nil, invalid("ttl_seconds must be between 1 and %d, got %d", s.cfg.Limits.MaxTTLSeconds, ttl)
+	case ttl == 0:
+		ttl = s.cfg.Limits.DefaultTTLSeconds
+	}
+	risk, err := sandbox.ParseRiskLevel(in.RiskLevel, "")
+	if err != nil {
+		return nil, err
+	}
+	if in.Runtime != "" && sandbox.Runtime(in.Runtime).Isolation() == 0 {
+		return nil, errdefs.WithCode(policy.CodeRuntimeNotAllowed, invalid("unknown runtime %q (known: runc, runsc, kata-*)", in.Runtime))
+	}
+	ref, declared := imageRef(p)
+	if !declared {
+		return nil, errdefs.WithCode("image_not_built", fmt.Errorf(
+			"profile %s is declared but its image is not available: %s: %w", p.Name, buildCommand(p, false), errdefs.ErrFailedPrecondition))
+	}
+	defRisk := p.DefaultRiskLevel
+	if defRisk == "" {
+		defRisk = s.cfg.DefaultRiskLevel
+	}
+	dec, err := policy.Select(
+		policy.RuntimeRequest{RiskLevel: risk, Runtime: sandbox.Runtime(in.Runtime)},
+		policy.ProfileRuntimes{Name: p.Name, AllowedRuntimes: p.AllowedRuntimes, DefaultRiskLevel: defRisk},
+		policy.TenantPolicy{MinRiskLevel: s.cfg.Tenants[in.Tenant].MinRiskLevel},
+		s.Probe(ctx).HealthyRuntimes(),
+	)
+	if err != nil {
+		return nil, err
+	}
+	present, err := s.driver.ImagePresent(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if !present {
+		return nil, errdefs.WithCode("image_not_built", fmt.Errorf(
+			"image %s of profile %s is not built on this host; build it with: %s: %w", ref, p.Name, buildCommand(p, true), errdefs.ErrFailedPrecondition))
+	}
+	live, err := s.store.ListSandboxes(ctx, store.SandboxFilter{ExcludeFinal: true, States: liveStates})
+	if err != nil {
+		return nil, err
+	}
+	if len(live) >= s.cfg.Limits.MaxSandboxes {
+		return nil, errdefs.WithCode("capacity_exhausted", fmt.Errorf(
+			"this host runs its maximum of %d sandboxes: %w", s.cfg.Limits.MaxSandboxes, errdefs.ErrResourceExhausted))
+	}
+
+	now := s.now()
+	exp := now.Add(time.Duration(ttl) * time.Second)
+	readOnly := p.ReadOnlyRoot
+	if in.ReadOnlyRoot != nil {
+		readOnly = *in.ReadOnlyRoot
+	}
+	sb := &sandbox.Sandbox{
+		ID:        sandbox.NewID("sbx"),
+		Tenant:    in.Tenant,
+		Profile:   p.Name,
+		Runtime:   dec.Runtime,
+		RiskLevel: dec.RiskLevel,
+		State:     sandbox.StateCreated,
+		Image:     ref,
+		Resources: res,
+		Env:       in.Env,
+		Metadata:  in.Metadata,
+		CreatedAt: now,
+		UpdatedAt: now,
+		ExpiresAt: &exp,
+	}
+	if err := s.store.CreateSandbox(ctx, sb); err != nil {
+		return nil, err
+	}
+	// From here on the work must finish (or roll back) even if the caller
+	// goes away: detach from its cancellation, keep a deadline.
+	wctx, cancel := cleanupCtx(ctx, s.cfg.Intervals.AgentReadyTimeout+3*s.cfg.Intervals.DockerCallTimeout)
+	defer cancel()
+	select {
+	case s.createSem <- struct{}{}:
+		defer func() { <-s.createSem }()
+	case <-wctx.Done():
+		return nil, s.failCreate(wctx, sb, fmt.Errorf("waiting for a create slot: %w", errdefs.ErrDeadlineExceeded))
+	}
+	out, err := s.startSandbox(wctx, sb, p, readOnly)
+	if err != nil {
+		return nil, s.failCreate(wctx, sb, err)
+	}
+	return out, nil
+}
+
+var liveStates = []sandbox.State{sandbox.StateCreated, sandbox.StateStarting, sandbox.StateReady,
+	sandbox.StateLeased, sandbox.StateBusy, sandbox.StateIdle, sandbox.StateDraining}
+
+func parseUser(u string) (uid, gid int, err error) {
+	if u == "" {
+		return 0, 0, nil
+	}
+	a, b, _ := strings.Cut(u, ":")
+	if uid, err = strconv.Atoi(a); err != nil {
+		return 0, 0, invalid("profile user %q must be numeric uid:gid", u)
+	}
+	gid = uid
+	if b != "" {
+		if gid, err = strconv.Atoi(b); err != nil {
+			return 0, 0, invalid("profile user %q must be numeric uid:gid", u)
+		}
+	}
+	return uid, gid, nil
+}
+
+func (s *Service) startSandbox(ctx context.Context, sb *sandbox.Sandbox, p *config.Profile, readOnly bool) (*sandbox.Sandbox, error) {
+	uid, gid, err := parseUser(p.User)
+	if err != nil {
+		return nil, err
+	}
+	dir := s.sandboxDir(sb.ID)
+	runDir, wsDir := filepath.Join(dir, "run"), filepath.Join(dir, "workspace")
+	if n := len(s.socketPath(sb.ID)); n > 107 {
+		return nil, fmt.Errorf("agent socket path is %d bytes, over the 107-byte Unix limit; use a shorter --data-dir: %w", n, errdefs.ErrFailedPrecondition)
+	}
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{{dir, 0o711}, {runDir, 0o700}, {wsDir, 0o755}} {
+		if err := os.Mkdir(d.path, d.mode); err != nil {
+			return nil, fmt.Errorf("sandbox dir: %w", err)
+		}
+		if err := os.Chmod(d.path, d.mode); err != nil {
+			return nil, fmt.Errorf("sandbox dir: %w", err)
+		}
+		if d.path != dir {
+			if err := os.Chown(d.path, uid, gid); err != nil {
+				return nil, fmt.Errorf("sandbox dir owner: %w", err)
+			}
+		}
+	}
+	env := make([]string, 0, len(sb.Env))
+	for _, k := range sortedKeys(sb.Env) {
+		env = append(env, k+"="+sb.Env[k])
+	}
+	labels := map[string]string{
+		driver.LabelManaged:   "true",
+		driver.LabelInstance:  s.instance,
+		driver.LabelSandbox:   sb.ID,
+		driver.LabelProfile:   sb.Profile,
+		driver.LabelRuntime:   string(sb.Runtime),
+		driver.LabelPurpose:   "sandbox",
+		driver.LabelCreatedAt: sb.CreatedAt.Format(time.RFC3339),
+	}
+	if sb.ExpiresAt != nil {
+		labels[driver.LabelExpiresAt] = sb.ExpiresAt.Format(time.RFC3339)
+	}
+	spec := driver.Spec{
+		Name:      "genesis-" + sb.ID,
+		Image:     sb.Image,
+		Runtime:   sb.Runtime,
+		Labels:    labels,
+		Env:       env,
+		User:      p.User,
+		Cmd:       []string{driver.AgentBinary, "serve", "--socket", driver.AgentRunDir + "/" + driver.AgentSocketRel},
+		WorkDir:   "/workspace",
+		Resources: sb.Resources,
+		CapAdd:    p.CapAdd,
+		ReadOnly:  readOnly,
+		Mounts: []driver.Mount{
+			{Source: s.agentDir, Target: driver.AgentMountDir, ReadOnly: true},
+			{Source: runDir, Target: driver.AgentRunDir},
+			{Source: wsDir, Target: "/workspace"},
+		},
+		Network:  "none",
+		Hostname: "sandbox",
+	}
+	if readOnly {
+		spec.Tmpfs = map[string]string{"/tmp": "rw,nosuid,nodev,size=64m,mode=1777"}
+	}
+	cid, err := s.driver.Create(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.setState(ctx, sb.ID, sandbox.StateStarting, func(x *sandbox.Sandbox) { x.ContainerID = cid }); err != nil {
+		return nil, err
+	}
+	if err := s.driver.Start(ctx, cid); err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.Intervals.AgentReadyTimeout)
+	defer cancel()
+	if _, err := s.agent(sb.ID).WaitReady(rctx, 2*time.Millisecond); err != nil {
+		st, ierr := s.driver.Inspect(ctx, cid)
+		if ierr == nil && !st.Running {
+			return nil, fmt.Errorf("sandbox container exited (code %d) before its agent answered: %w", st.ExitCode, errdefs.ErrUnavailable)
+		}
+		return nil, fmt.Errorf("agent did not answer within %v: %w", s.cfg.Intervals.AgentReadyTimeout, err)
+	}
+	return s.setState(ctx, sb.ID, sandbox.StateReady, nil)
+}
+
+// failCreate rolls back a half-made sandbox and records why it failed.
+func (s *Service) failCreate(ctx context.Context, sb *sandbox.Sandbox, cause error) error {
+	s.log.Warn("sandbox create failed; rolling back", "sandbox", sb.ID, "err", cause)
+	s.teardown(ctx, sb.ID, "")
+	if _, err := s.setState(ctx, sb.ID, sandbox.StateFailed, func(x *sandbox.Sandbox) {
+		x.FailureReason = "create failed: " + cause.Error()
+	}); err != nil {
+		s.log.Error("recording failed create", "sandbox", sb.ID, "err", err)
+	}
+	return cause
+}
+
+// teardown removes a sandbox's container (found by record or by label) and
+// host directories. It is idempotent and best effort; errors are logged.
+func (s *Service) teardown(ctx context.Context, id, containerID string) {
+	s.dropAgent(id)
+	cctx, cancel := cleanupCtx(ctx, s.cfg.Intervals.DockerCallTimeout)
+	defer cancel()
+	if containerID == "" {
+		containerID = "genesis-" + id
+	}
+	if err := s.driver.Remove(cctx, containerID); err != nil {
+		s.log.Error("removing container", "sandbox", id, "err", err)
+	}
+	if err := os.RemoveAll(s.sandboxDir(id)); err != nil {
+		s.log.Error("removing sandbox dir", "sandbox", id, "err", err)
+	}
+}
+
+// setState moves a sandbox to state through the transition table, applying
+// mutate to the record in the same update.
+func (s *Service) setState(ctx context.Context, id string, to sandbox.State, mutate func(*sandbox.Sandbox)) (*sandbox.Sandbox, error) {
+	return s.store.UpdateSandbox(ctx, id, 0, s.now(), func(x *sandbox.Sandbox) error {
+		if x.State != to {
+			if err := sandbox.Transition(x.State, to); err != nil {
+				return err
+			}
+			x.State = to
+		}
+		if mutate != nil {
+			mutate(x)
+		}
+		return nil
+	})
+}
+
+// GetSandbox returns a sandbox of tenant.
+func (s *Service) GetSandbox(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error) {
+	if !sandbox.ValidID("sbx", id) {
+		return nil, fmt.Errorf("sandbox %q: %w", id, errdefs.ErrNotFound)
+	}
+	return s.store.GetSandbox(ctx, tenant, id)
+}
+
+// ListSandboxes lists a tenant's sandboxes.
+func (s *Service) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]*sandbox.Sandbox, error) {
+	for _, st := range f.States {
+		if !st.Valid() {
+			return nil, invalid("unknown state %q", st)
+		}
+	}
+	return s.store.ListSandboxes(ctx, f)
+}
+
+// PatchSandbox merges metadata (nil values delete keys), honouring ifVersion.
+func (s *Service) PatchSandbox(ctx context.Context, tenant, id string, ifVersion int64, patch map[string]*string) (*sandbox.Sandbox, error) {
+	if _, err := s.GetSandbox(ctx, tenant, id); err != nil {
+		return nil, err
+	}
+	return s.store.UpdateSandbox(ctx, id, ifVersion, s.now(), func(x *sandbox.Sandbox) error {
+		if x.State.Final() {
+			return errdefs.WithCode("invalid_state", fmt.Errorf("sandbox %s is destroyed: %w", id, errdefs.ErrFailedPrecondition))
+		}
+		md := maps.Clone(x.Metadata)
+		if md == nil {
+			md = map[string]string{}
+		}
+		for k, v := range patch {
+			if v == nil {
+				delete(md, k)
+			} else {
+				md[k] = *v
+			}
+		}
+		if err := ValidateMetadata(md); err != nil {
+			return err
+		}
+		x.Metadata = md
+		return nil
+	})
+}
+
+// DeleteSandbox destroys a sandbox. Deleting a destroyed sandbox succeeds.
+func (s *Service) DeleteSandbox(ctx context.Context, tenant, id string) error {
+	sb, err := s.GetSandbox(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	return s.destroy(ctx, sb, "")
+}
+
+func (s *Service) destroy(ctx context.Context, sb *sandbox.Sandbox, reason string) error {
+	if sb.State == sandbox.StateDestroyed {
+		return nil
+	}
+	if sb.State != sandbox.StateDraining {
+		if _, err := s.setState(ctx, sb.ID, sandbox.StateDraining, nil); err != nil && !errors.Is(err, errdefs.ErrFailedPrecondition) {
+			return err
+		}
+	}
+	s.teardown(ctx, sb.ID, sb.ContainerID)
+	cctx, cancel := cleanupCtx(ctx, 10*time.Second)
+	defer cancel()
+	_, err := s.setState(cctx, sb.ID, sandbox.StateDestroyed, func(x *sandbox.Sandbox) {
+		if reason != "" {
+			x.FailureReason = reason
+		}
+	})
+	if err != nil {
+		return err
+	}
+	s.log.Info("sandbox destroyed", "sandbox", sb.ID, "reason", reason)
+	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,202 @@
+package control
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"genesis.dev/sandbox/internal/agent/agentclient"
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/driver"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/store"
+)
+
+// Config wires a Service.
+type Config struct {
+	Settings *config.Config
+	Store    store.Store
+	Driver   driver.Driver
+	// AgentDir is the host directory holding the genesis-agent binary that is
+	// bind-mounted read-only into every sandbox.
+	AgentDir string
+	// InstanceID identifies this service instance in container labels.
+	InstanceID string
+	Logger     *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Service is the application service.
+type Service struct {
+	cfg      *config.Config
+	store    store.Store
+	driver   driver.Driver
+	agentDir string
+	instance string
+	log      *slog.Logger
+	now      func() time.Time
+
+	probeMu   sync.Mutex // serializes probe runs
+	capsMu    sync.RWMutex
+	probe     driver.ProbeResult
+	probeOK   bool
+	agentsMu  sync.Mutex
+	agents    map[string]*agentclient.Client
+	createSem chan struct{}
+
+	wg     sync.WaitGroup
+	cancel context.CancelFunc
+}
+
+// New validates cfg and returns a Service. It has no side effects; call Start.
+func New(cfg Config) (*Service, error) {
+	switch {
+	case cfg.Settings == nil:
+		return nil, fmt.Errorf("control: nil settings: %w", errdefs.ErrInvalidArgument)
+	case cfg.Store == nil:
+		return nil, fmt.Errorf("control: nil store: %w", errdefs.ErrInvalidArgument)
+	case cfg.Driver == nil:
+		return nil, fmt.Errorf("control: nil driver: %w", errdefs.ErrInvalidArgument)
+	case cfg.AgentDir == "":
+		return nil, fmt.Errorf("control: empty agent dir: %w", errdefs.ErrInvalidArgument)
+	case cfg.InstanceID == "":
+		return nil, fmt.Errorf("control: empty instance id: %w", errdefs.ErrInvalidArgument)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Service{
+		cfg:       cfg.Settings,
+		store:     cfg.Store,
+		driver:    cfg.Driver,
+		agentDir:  cfg.AgentDir,
+		instance:  cfg.InstanceID,
+		log:       cfg.Logger,
+		now:       func() time.Time { return cfg.Now().UTC() },
+		agents:    map[string]*agentclient.Client{},
+		createSem: make(chan struct{}, 4),
+	}, nil
+}
+
+// Start runs the first capability probe and reconciliation (recovering from
+// a previous crash), then starts the background probe and reconcile loops.
+func (s *Service) Start(ctx context.Context) error {
+	if err := os.MkdirAll(s.sandboxesDir(), 0o711); err != nil {
+		return fmt.Errorf("control: data dir: %w", err)
+	}
+	s.RefreshProbe(ctx)
+	if err := s.Reconcile(ctx, true); err != nil {
+		s.log.Error("startup reconcile failed", "err", err)
+	}
+	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	s.loop(loopCtx, s.cfg.Intervals.Probe, func(ctx context.Context) { s.RefreshProbe(ctx) })
+	s.loop(loopCtx, s.cfg.Intervals.Reconcile, func(ctx context.Context) {
+		if err := s.Reconcile(ctx, false); err != nil {
+			s.log.Warn("reconcile failed", "err", err)
+		}
+	})
+	return nil
+}
+
+func (s *Service) loop(ctx context.Context, every time.Duration, fn func(context.Context)) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				fn(ctx)
+			}
+		}
+	}()
+}
+
+// Close stops the background loops and closes agent connections. Sandboxes
+// keep running; a restarted service adopts them.
+func (s *Service) Close() {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+	s.agentsMu.Lock()
+	defer s.agentsMu.Unlock()
+	for id, c := range s.agents {
+		c.Close()
+		delete(s.agents, id)
+	}
+}
+
+// InstanceID loads or creates the persistent instance id in dataDir, so a
+// restarted service recognises the containers it made.
+func InstanceID(dataDir string) (string, error) {
+	p := filepath.Join(dataDir, "instance_id")
+	if b, err := os.ReadFile(p); err == nil {
+		if id := strings.TrimSpace(string(b)); id != "" {
+			return id, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	id := "gs-" + hex.EncodeToString(b[:])
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return "", err
+	}
+	return id, os.WriteFile(p, []byte(id+"\n"), 0o644)
+}
+
+func (s *Service) sandboxesDir() string { return filepath.Join(s.cfg.DataDir, "sandboxes") }
+
+func (s *Service) sandboxDir(id string) string { return filepath.Join(s.sandboxesDir(), id) }
+
+func (s *Service) socketPath(id string) string {
+	return filepath.Join(s.sandboxDir(id), "run", driver.AgentSocketRel)
+}
+
+// agent returns the (cached) agent client of a sandbox.
+func (s *Service) agent(id string) *agentclient.Client {
+	s.agentsMu.Lock()
+	defer s.agentsMu.Unlock()
+	c, ok := s.agents[id]
+	if !ok {
+		c = agentclient.Dial(s.socketPath(id))
+		s.agents[id] = c
+	}
+	return c
+}
+
+func (s *Service) dropAgent(id string) {
+	s.agentsMu.Lock()
+	c, ok := s.agents[id]
+	delete(s.agents, id)
+	s.agentsMu.Unlock()
+	if ok {
+		c.Close()
+	}
+}
+
+// cleanupCtx returns a context for rollback and cleanup work that must run
+// even when the caller's context is already canceled.
+func cleanupCtx(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), d)
+}
