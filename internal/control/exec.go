@@ -178,4 +178,3 @@ func (s *Service) GetJob(ctx context.Context, tenant, id string) (*sandbox.Job, 
 	}
 	return s.store.GetJob(ctx, tenant, id)
 }
-
