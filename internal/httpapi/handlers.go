@@ -1,0 +1,280 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
+)
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, client.Health{Status: "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ok, checks := s.ctl.Readiness(r.Context())
+	if !ok {
+		w.Header().Set("Retry-After", "5")
+		writeJSON(w, http.StatusServiceUnavailable, client.Health{Status: "unavailable", Checks: checks})
+		return
+	}
+	writeJSON(w, http.StatusOK, client.Health{Status: "ok", Checks: checks})
+}
+
+func profileWire(v control.ProfileView) client.Profile {
+	status := "not_built"
+	if v.ImagePresent {
+		status = "present"
+	}
+	p := client.Profile{
+		Name: v.Name, Description: v.Description, Image: v.ImageRef, ImageStatus: status,
+		AllowedRuntimes:  runtimes(v.AllowedRuntimes),
+		UsableRuntimes:   runtimes(v.UsableRuntimes),
+		DefaultResources: client.Resources{CPU: v.Resources.CPU, MemoryMB: v.Resources.MemoryMB, Pids: v.Resources.Pids},
+		Network:          v.Network, User: v.User, ReadOnlyRoot: v.ReadOnlyRoot,
+	}
+	if !v.ImagePresent {
+		p.BuildCommand = v.BuildCommand
+	}
+	return p
+}
+
+func runtimes(rs []sandbox.Runtime) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = string(r)
+	}
+	return out
+}
+
+func (s *Server) profileList(w http.ResponseWriter, r *http.Request) ([]client.Profile, bool) {
+	views, err := s.ctl.Profiles(r.Context())
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return nil, false
+	}
+	out := make([]client.Profile, len(views))
+	for i, v := range views {
+		out[i] = profileWire(v)
+	}
+	return out, true
+}
+
+func (s *Server) profiles(w http.ResponseWriter, r *http.Request) {
+	items, ok := s.profileList(w, r)
+	if ok {
+		writeJSON(w, http.StatusOK, client.ProfileList{Items: items})
+	}
+}
+
+func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
+	p := s.ctl.Probe(r.Context())
+	items, ok := s.profileList(w, r)
+	if !ok {
+		return
+	}
+	c := client.Capabilities{
+		Driver: p.Driver, Healthy: p.Healthy, Error: p.Error, DaemonVersion: p.DaemonVersion,
+		APIVersion: p.APIVersion, KernelVersion: p.KernelVersion, CgroupVersion: p.CgroupVersion,
+		Checkpoint: client.Feature{Supported: p.Checkpoint.Supported, Method: p.Checkpoint.Method, Reason: p.Checkpoint.Reason},
+		DiskQuota: client.Feature{Supported: p.DiskQuota.Supported, Method: p.DiskQuota.Method,
+			Reason: strings.TrimPrefix(p.DiskQuota.Reason+"; per-sandbox workspace quotas are not enforced yet", "; ")},
+		RiskPolicy: control.RiskPolicy(),
+		Profiles:   items,
+		CheckedAt:  p.CheckedAt,
+		Runtimes:   []client.RuntimeInfo{},
+	}
+	for _, rt := range p.Runtimes {
+		c.Runtimes = append(c.Runtimes, client.RuntimeInfo{Name: rt.Name, Path: rt.Path, Version: rt.Version,
+			Healthy: rt.Healthy, Error: rt.Error, SmokeMS: rt.SmokeMS, CheckedAt: rt.CheckedAt})
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
+func sandboxWire(sb *sandbox.Sandbox) client.Sandbox {
+	out := client.Sandbox{
+		ID: sb.ID, State: string(sb.State), Profile: sb.Profile, Runtime: string(sb.Runtime),
+		RiskLevel: string(sb.RiskLevel), Image: sb.Image,
+		Resources:     client.Resources{CPU: sb.Resources.CPU, MemoryMB: sb.Resources.MemoryMB, Pids: sb.Resources.Pids},
+		Metadata:      sb.Metadata,
+		FailureReason: sb.FailureReason, ResourceVersion: strconv.FormatInt(sb.ResourceVersion, 10),
+		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: sb.ExpiresAt,
+	}
+	if out.Metadata == nil {
+		out.Metadata = map[string]string{}
+	}
+	for k := range sb.Env {
+		out.EnvKeys = append(out.EnvKeys, k)
+	}
+	slices.Sort(out.EnvKeys)
+	return out
+}
+
+func etag(sb *sandbox.Sandbox) string { return `"` + strconv.FormatInt(sb.ResourceVersion, 10) + `"` }
+
+func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
+	var req client.CreateSandboxRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	in := control.CreateSandboxInput{
+		Tenant: tenantOf(r), Profile: req.Profile, Runtime: req.Runtime, RiskLevel: req.RiskLevel,
+		Env: req.Env, Metadata: req.Metadata, TTLSeconds: req.TTLSeconds, ReadOnlyRoot: req.ReadOnlyRoot,
+	}
+	if req.Resources != nil {
+		in.Resources = sandbox.Resources{CPU: req.Resources.CPU, MemoryMB: req.Resources.MemoryMB, Pids: req.Resources.Pids}
+	}
+	sb, err := s.ctl.CreateSandbox(r.Context(), in)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	w.Header().Set("ETag", etag(sb))
+	w.Header().Set("Location", "/v1/sandboxes/"+sb.ID)
+	writeJSON(w, http.StatusCreated, sandboxWire(sb))
+}
+
+func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := store.SandboxFilter{Tenant: tenantOf(r), Profile: q.Get("profile")}
+	for _, st := range q["state"] {
+		for _, one := range strings.Split(st, ",") {
+			f.States = append(f.States, sandbox.State(one))
+		}
+	}
+	for _, kv := range q["metadata"] {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			s.writeProblem(w, r, fmt.Errorf("metadata filter %q must be key=value: %w", kv, errdefs.ErrInvalidArgument))
+			return
+		}
+		if f.Metadata == nil {
+			f.Metadata = map[string]string{}
+		}
+		f.Metadata[k] = v
+	}
+	list, err := s.ctl.ListSandboxes(r.Context(), f)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	out := client.SandboxList{Items: make([]client.Sandbox, len(list))}
+	for i, sb := range list {
+		out.Items[i] = sandboxWire(sb)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.ctl.GetSandbox(r.Context(), tenantOf(r), r.PathValue("id"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	w.Header().Set("ETag", etag(sb))
+	writeJSON(w, http.StatusOK, sandboxWire(sb))
+}
+
+// parseIfMatch returns the resourceVersion in an If-Match header (0 if none).
+func parseIfMatch(h string) (int64, error) {
+	h = strings.TrimSpace(h)
+	if h == "" || h == "*" {
+		return 0, nil
+	}
+	h = strings.TrimPrefix(h, "W/")
+	v, err := strconv.ParseInt(strings.Trim(h, `"`), 10, 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("If-Match %q is not a resourceVersion ETag: %w", h, errdefs.ErrInvalidArgument)
+	}
+	return v, nil
+}
+
+func (s *Server) patchSandbox(w http.ResponseWriter, r *http.Request) {
+	ifv, err := parseIfMatch(r.Header.Get("If-Match"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	var req client.PatchSandboxRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	sb, err := s.ctl.PatchSandbox(r.Context(), tenantOf(r), r.PathValue("id"), ifv, req.Metadata)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	w.Header().Set("ETag", etag(sb))
+	writeJSON(w, http.StatusOK, sandboxWire(sb))
+}
+
+func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
+	if err := s.ctl.DeleteSandbox(r.Context(), tenantOf(r), r.PathValue("id")); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
+	var req client.ExecRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	out, err := s.ctl.Exec(r.Context(), control.ExecInput{
+		Tenant: tenantOf(r), SandboxID: r.PathValue("id"), Command: req.Command, Script: req.Script,
+		Cwd: req.Cwd, Env: req.Env, Stdin: []byte(req.Stdin), TimeoutMS: req.TimeoutMS, MaxOutputBytes: req.MaxOutputBytes,
+	})
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	j := out.Job
+	res := client.ExecResult{
+		JobID: j.ID, ExitReason: string(j.ExitReason), Signal: j.Signal,
+		Stdout: string(out.Stdout), Stderr: string(out.Stderr),
+		StdoutTruncated: j.StdoutTruncated, StderrTruncated: j.StderrTruncated,
+		StdoutBytes: j.StdoutBytes, StderrBytes: j.StderrBytes, DurationMS: out.DurationMS,
+	}
+	if j.ExitCode != nil {
+		res.ExitCode = *j.ExitCode
+	}
+	if !utf8.Valid(out.Stdout) {
+		res.StdoutBase64 = base64.StdEncoding.EncodeToString(out.Stdout)
+	}
+	if !utf8.Valid(out.Stderr) {
+		res.StderrBase64 = base64.StdEncoding.EncodeToString(out.Stderr)
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func jobWire(j *sandbox.Job) client.Job {
+	return client.Job{
+		ID: j.ID, SandboxID: j.SandboxID, State: string(j.State), Command: j.Command, Script: j.Script, Cwd: j.Cwd,
+		ExitCode: j.ExitCode, ExitReason: string(j.ExitReason), Signal: j.Signal, Error: j.Error,
+		StdoutBytes: j.StdoutBytes, StderrBytes: j.StderrBytes, StdoutTruncated: j.StdoutTruncated,
+		StderrTruncated: j.StderrTruncated, TimeoutMS: j.TimeoutMS, CreatedAt: j.CreatedAt,
+		StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
+	}
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	j, err := s.ctl.GetJob(r.Context(), tenantOf(r), r.PathValue("id"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, jobWire(j))
+}

@@ -1,0 +1,59 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+const problemType = "https://genesis.dev/problems/"
+
+// writeProblem writes err as application/problem+json with the status from
+// errdefs' class table.
+func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
+	status := errdefs.HTTPStatus(err)
+	code := errdefs.Code(err)
+	detail := err.Error()
+	if status == http.StatusInternalServerError {
+		s.log.Error("internal error", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err)
+		detail = "internal error; see the service log for request " + requestID(r)
+	}
+	switch {
+	case errors.Is(err, errdefs.ErrResourceExhausted):
+		w.Header().Set("Retry-After", "5")
+	case errors.Is(err, errdefs.ErrUnavailable):
+		w.Header().Set("Retry-After", "2")
+	case errors.Is(err, errdefs.ErrUnauthenticated):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="genesis"`)
+	}
+	p := client.Problem{
+		Type:      problemType + code,
+		Title:     http.StatusText(status),
+		Status:    status,
+		Detail:    detail,
+		Code:      code,
+		Instance:  r.URL.Path,
+		RequestID: requestID(r),
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		slog.Error("encoding response", "err", err)
+		http.Error(w, "encoding response", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

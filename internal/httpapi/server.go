@@ -1,0 +1,230 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+// Config wires a Server.
+type Config struct {
+	Control *control.Service
+	// Keys maps API keys to tenant names.
+	Keys         map[string]string
+	MaxBodyBytes int64
+	Logger       *slog.Logger
+}
+
+// Server is the HTTP API.
+type Server struct {
+	ctl     *control.Service
+	keys    []apiKey
+	maxBody int64
+	log     *slog.Logger
+	mux     *http.ServeMux
+	routes  []Route
+	metrics *metrics
+}
+
+type apiKey struct {
+	hash   [32]byte
+	tenant string
+}
+
+// Route is one served method and path pattern.
+type Route struct {
+	Method  string
+	Pattern string
+	Auth    bool
+}
+
+// New builds the server and its routes.
+func New(cfg Config) (*Server, error) {
+	if cfg.Control == nil {
+		return nil, fmt.Errorf("httpapi: nil control: %w", errdefs.ErrInvalidArgument)
+	}
+	if len(cfg.Keys) == 0 {
+		return nil, fmt.Errorf("httpapi: at least one API key is required: %w", errdefs.ErrInvalidArgument)
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{ctl: cfg.Control, maxBody: cfg.MaxBodyBytes, log: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics()}
+	for k, t := range cfg.Keys {
+		s.keys = append(s.keys, apiKey{hash: sha256.Sum256([]byte(k)), tenant: t})
+	}
+	s.routesInit()
+	return s, nil
+}
+
+// Routes lists every route served (for the OpenAPI coverage test).
+func (s *Server) Routes() []Route { return s.routes }
+
+func (s *Server) handle(method, pattern string, auth bool, h func(http.ResponseWriter, *http.Request)) {
+	s.routes = append(s.routes, Route{Method: method, Pattern: pattern, Auth: auth})
+	route := method + " " + pattern
+	var handler http.Handler = http.HandlerFunc(h)
+	if auth {
+		handler = s.authenticate(handler)
+	}
+	s.mux.Handle(route, s.metrics.instrument(route, handler))
+}
+
+func (s *Server) routesInit() {
+	s.handle("GET", "/healthz", false, s.healthz)
+	s.handle("GET", "/readyz", false, s.readyz)
+	s.handle("GET", "/metrics", false, s.serveMetrics)
+	s.handle("GET", "/v1/capabilities", true, s.capabilities)
+	s.handle("GET", "/v1/profiles", true, s.profiles)
+	s.handle("POST", "/v1/sandboxes", true, s.createSandbox)
+	s.handle("GET", "/v1/sandboxes", true, s.listSandboxes)
+	s.handle("GET", "/v1/sandboxes/{id}", true, s.getSandbox)
+	s.handle("PATCH", "/v1/sandboxes/{id}", true, s.patchSandbox)
+	s.handle("DELETE", "/v1/sandboxes/{id}", true, s.deleteSandbox)
+	s.handle("POST", "/v1/sandboxes/{id}/exec", true, s.exec)
+	s.handle("GET", "/v1/jobs/{id}", true, s.getJob)
+}
+
+type ctxKey int
+
+const (
+	requestIDKey ctxKey = iota
+	tenantKey
+)
+
+var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// Handler returns the root handler with request ids, panic recovery and
+// access logging.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rid := r.Header.Get("X-Request-ID")
+		if !requestIDRE.MatchString(rid) {
+			var b [8]byte
+			_, _ = rand.Read(b[:])
+			rid = "req_" + hex.EncodeToString(b[:])
+		}
+		w.Header().Set("X-Request-ID", rid)
+		r = r.WithContext(context.WithValue(r.Context(), requestIDKey, rid))
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("panic in handler", "request_id", rid, "panic", v, "stack", string(debug.Stack()))
+				if !sw.wrote {
+					s.writeProblem(sw, r, fmt.Errorf("panic: %v: %w", v, errdefs.ErrInternal))
+				}
+			}
+			s.log.Debug("request", "request_id", rid, "method", r.Method, "path", r.URL.Path,
+				"status", sw.status, "duration_ms", time.Since(start).Milliseconds())
+		}()
+		if _, pattern := s.mux.Handler(r); pattern == "" {
+			s.writeProblem(sw, r, errdefs.WithCode("route_not_found", fmt.Errorf("no route %s %s: %w", r.Method, r.URL.Path, errdefs.ErrNotFound)))
+			return
+		}
+		s.mux.ServeHTTP(sw, r)
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func requestID(r *http.Request) string {
+	id, _ := r.Context().Value(requestIDKey).(string)
+	return id
+}
+
+func tenantOf(r *http.Request) string {
+	t, _ := r.Context().Value(tenantKey).(string)
+	return t
+}
+
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := r.Header.Get("Authorization")
+		token, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok || token == "" {
+			s.writeProblem(w, r, errdefs.WithCode("unauthenticated", fmt.Errorf("missing Authorization: Bearer <api key> header: %w", errdefs.ErrUnauthenticated)))
+			return
+		}
+		sum := sha256.Sum256([]byte(token))
+		tenant := ""
+		for _, k := range s.keys {
+			if subtle.ConstantTimeCompare(sum[:], k.hash[:]) == 1 {
+				tenant = k.tenant
+			}
+		}
+		if tenant == "" {
+			s.writeProblem(w, r, errdefs.WithCode("unauthenticated", fmt.Errorf("invalid API key: %w", errdefs.ErrUnauthenticated)))
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey, tenant)))
+	})
+}
+
+// decode reads a JSON body strictly: size-capped, unknown fields refused,
+// exactly one value.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return errdefs.WithCode("unsupported_media_type", fmt.Errorf("Content-Type must be application/json, got %q: %w", ct, errdefs.ErrInvalidArgument))
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return fmt.Errorf("request body is larger than %d bytes: %w", s.maxBody, errdefs.ErrTooLarge)
+		}
+		return fmt.Errorf("reading request body: %v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return fmt.Errorf("request body is empty; a JSON object is required: %w", errdefs.ErrInvalidArgument)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("malformed JSON body: %v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	if dec.More() {
+		return fmt.Errorf("malformed JSON body: more than one JSON value: %w", errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
