@@ -1,0 +1,50 @@
+# Genesis Sandbox. `make run` and `make test` do all their own set-up.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin
+DATA_DIR ?= .data
+ADDR ?= 127.0.0.1:8080
+# Host set-up needs root; use sudo when not root.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -E)
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+# Images the tests need (the others are built by `make images`).
+TEST_IMAGES ?= tool-basic code-python-basic
+
+.PHONY: all build setup images test-images run test unit bench clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/genesis-agent ./cmd/genesis-agent
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/sandbox-service ./cmd/sandbox-service
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/genesis ./cmd/genesis
+
+# Install Docker, debootstrap, busybox and gVisor runsc if missing; start dockerd.
+setup:
+	$(SUDO) bash scripts/host-setup.sh
+
+# Build every profile image (cached by recipe hash: present images are skipped).
+images: setup build
+	$(SUDO) $(BIN)/sandbox-service images build
+
+test-images: setup build
+	$(SUDO) $(BIN)/sandbox-service images build $(addprefix --profile ,$(TEST_IMAGES))
+
+run: images
+	$(SUDO) $(BIN)/sandbox-service serve --addr $(ADDR) --data-dir $(DATA_DIR)
+
+# Unit, conformance, integration (real Docker, runc and runsc) and end-to-end tests.
+test: test-images
+	$(SUDO) env "PATH=$$PATH" $(GO) test -race -count=1 -timeout 30m ./...
+
+# Unit tests only (no Docker needed; integration tests skip with a reason).
+unit:
+	$(GO) test -race -count=1 ./...
+
+bench: test-images
+	$(SUDO) env "PATH=$$PATH" $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/
+
+clean:
+	rm -rf $(BIN)

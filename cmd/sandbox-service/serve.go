@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/driver/docker"
+	"genesis.dev/sandbox/internal/httpapi"
+	"genesis.dev/sandbox/internal/store/sqlite"
+)
+
+type serveFlags struct {
+	addr, dataDir, apiKey, configPath, agentBinary, dockerHost, logLevel string
+}
+
+func parseServeFlags(args []string) (serveFlags, error) {
+	var f serveFlags
+	fs := flag.NewFlagSet("sandbox-service serve", flag.ContinueOnError)
+	fs.StringVar(&f.addr, "addr", "", "listen address (default from config: 127.0.0.1:8080)")
+	fs.StringVar(&f.dataDir, "data-dir", "", "data directory for the database, sandbox dirs and agent (default from config: ./.data)")
+	fs.StringVar(&f.apiKey, "api-key", "", "API key of the default tenant (env GENESIS_API_KEY; generated and saved in the data dir if unset)")
+	fs.StringVar(&f.configPath, "config", os.Getenv("GENESIS_CONFIG"), "YAML config file laid over the embedded defaults (env GENESIS_CONFIG)")
+	fs.StringVar(&f.agentBinary, "agent-binary", "", "static genesis-agent binary (default: genesis-agent next to this executable)")
+	fs.StringVar(&f.dockerHost, "docker-host", "", "Docker daemon socket (default unix:///var/run/docker.sock)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if f.apiKey == "" {
+		f.apiKey = os.Getenv("GENESIS_API_KEY")
+	}
+	return f, nil
+}
+
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+func serve(ctx context.Context, args []string) error {
+	f, err := parseServeFlags(args)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(f.logLevel)
+	if err != nil {
+		return err
+	}
+	cfg, err := config.Load(f.configPath)
+	if err != nil {
+		return err
+	}
+	if f.addr != "" {
+		cfg.Addr = f.addr
+	}
+	if f.dataDir != "" {
+		cfg.DataDir = f.dataDir
+	}
+	if cfg.DataDir, err = filepath.Abs(cfg.DataDir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	apiKey, generated, err := resolveAPIKey(f.apiKey, cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	keys := map[string]string{apiKey: "default"}
+	for tenant, t := range cfg.Tenants {
+		for _, k := range t.APIKeys {
+			keys[k] = tenant
+		}
+	}
+	agentDir, err := installAgent(f.agentBinary, cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	instance, err := control.InstanceID(cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("instance id: %w", err)
+	}
+
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(cfg.DataDir, "genesis.db"), Logger: log})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	drv, err := docker.New(docker.Config{Host: f.dockerHost, CallTimeout: cfg.Intervals.DockerCallTimeout, AgentDir: agentDir, Logger: log})
+	if err != nil {
+		return err
+	}
+	ctl, err := control.New(control.Config{Settings: cfg, Store: st, Driver: drv, AgentDir: agentDir, InstanceID: instance, Logger: log})
+	if err != nil {
+		return err
+	}
+	api, err := httpapi.New(httpapi.Config{Control: ctl, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	if err := ctl.Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	defer ctl.Close()
+
+	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	log.Info("sandbox-service listening", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "instance", instance, "version", version)
+	if generated {
+		fmt.Fprintf(os.Stderr, "\nAPI key (saved in %s): %s\n  export GENESIS_URL=http://%s GENESIS_API_KEY=%s\n\n",
+			filepath.Join(cfg.DataDir, "api_key"), apiKey, ln.Addr().String(), apiKey)
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case sig := <-sigs:
+		log.Info("shutting down; sandboxes keep running and are adopted on restart", "signal", sig.String())
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// resolveAPIKey returns the given key, or the one saved in the data dir, or
+// a new random key that it saves there (0600).
+func resolveAPIKey(given, dataDir string) (key string, generated bool, err error) {
+	if given != "" {
+		if len(given) < 16 {
+			return "", false, errors.New("--api-key / GENESIS_API_KEY must be at least 16 characters")
+		}
+		return given, false, nil
+	}
+	p := filepath.Join(dataDir, "api_key")
+	if b, err := os.ReadFile(p); err == nil && len(bytes.TrimSpace(b)) >= 16 {
+		return strings.TrimSpace(string(b)), true, nil
+	}
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", false, err
+	}
+	key = "gsk_" + hex.EncodeToString(b[:])
+	return key, true, os.WriteFile(p, []byte(key+"\n"), 0o600)
+}
+
+// installAgent copies the static agent binary into <data>/agent so that the
+// directory bind-mounted into sandboxes holds exactly one file.
+func installAgent(src, dataDir string) (string, error) {
+	if src == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", err
+		}
+		src = filepath.Join(filepath.Dir(exe), "genesis-agent")
+	}
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return "", fmt.Errorf("genesis-agent binary: %w (build it with: make build, or pass --agent-binary)", err)
+	}
+	dir := filepath.Join(dataDir, "agent")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	dst := filepath.Join(dir, "genesis-agent")
+	if old, err := os.ReadFile(dst); err == nil && bytes.Equal(old, b) {
+		return dir, nil
+	}
+	tmp := dst + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", err
+	}
+	return dir, os.Rename(tmp, dst)
+}
