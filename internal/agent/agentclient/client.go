@@ -92,15 +92,15 @@ func (c *Client) WaitReady(ctx context.Context, poll time.Duration) (agentproto.
 	for {
 		select {
 		case <-ctx.Done():
-			if last == nil {
-				last = ctx.Err()
-			}
-			return agentproto.Ping{}, fmt.Errorf("agentclient: agent at %s not ready: %v: %w", c.socket, last, errdefs.ErrUnavailable)
+			return agentproto.Ping{}, c.notReady(ctx, last)
 		case <-t.C:
 		}
 		p, err := c.Ping(ctx)
 		if err == nil {
 			return p, nil
+		}
+		if ctx.Err() != nil {
+			return agentproto.Ping{}, c.notReady(ctx, last)
 		}
 		if !errors.Is(err, errdefs.ErrUnavailable) {
 			return agentproto.Ping{}, err
@@ -108,6 +108,15 @@ func (c *Client) WaitReady(ctx context.Context, poll time.Duration) (agentproto.
 		last = err
 		t.Reset(poll)
 	}
+}
+
+// notReady is WaitReady's error once ctx ended: ErrUnavailable, also
+// matching ctx's error, with the last connection failure for context.
+func (c *Client) notReady(ctx context.Context, last error) error {
+	if last == nil {
+		return fmt.Errorf("agentclient: agent at %s not ready: %w: %w", c.socket, ctx.Err(), errdefs.ErrUnavailable)
+	}
+	return fmt.Errorf("agentclient: agent at %s not ready (%v): %w: %w", c.socket, last, ctx.Err(), errdefs.ErrUnavailable)
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
