@@ -1,0 +1,396 @@
+package imagebuild
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"genesis.dev/sandbox/images"
+	"genesis.dev/sandbox/internal/driver"
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+// Deadlines for the calls into the image importer.
+const (
+	presenceTimeout = 30 * time.Second
+	importTimeout   = 15 * time.Minute
+	lockPoll        = 250 * time.Millisecond
+)
+
+// Importer is what the builder needs from the container engine: checking for
+// a local image and importing a root filesystem tarball as one. The Docker
+// driver implements it (driver.Driver's ImagePresent plus driver.ImageImporter).
+type Importer interface {
+	// ImagePresent reports whether ref exists locally. It never pulls.
+	ImagePresent(ctx context.Context, ref string) (bool, error)
+	driver.ImageImporter
+}
+
+// Config configures a Builder.
+type Config struct {
+	// Importer checks for and imports images. Required.
+	Importer Importer
+	// WorkDir holds scratch root filesystems, the shared package cache and
+	// lock files. It must be on a file system that allows device nodes and
+	// executables. Default: genesis-imagebuild under os.TempDir().
+	WorkDir string
+	// Mirror is the Debian archive URI for debootstrap. Default: the URI the
+	// machine's apt sources (/etc/apt) use for the recipe's suite.
+	Mirror string
+	// Logger receives progress. Default: discard.
+	Logger *slog.Logger
+}
+
+// Result describes one Build.
+type Result struct {
+	// Name is the profile name.
+	Name string
+	// Ref is the image reference, genesis/<name>:<hash>.
+	Ref string
+	// Hash is the recipe hash (also the dev.genesis.recipe label).
+	Hash string
+	// Skipped is true when the image was already present and not rebuilt.
+	Skipped bool
+	// Duration is the wall time of the Build call, waiting included.
+	Duration time.Duration
+}
+
+// Builder builds profile images. It is safe for concurrent use; builds run
+// one at a time.
+type Builder struct {
+	importer Importer
+	workDir  string
+	mirror   string
+	aptDir   string
+	log      *slog.Logger
+	// turn is a one-slot semaphore: holding its token means building.
+	turn chan struct{}
+
+	// Host access, fixed by New; tests in this package replace them.
+	geteuid  func() int
+	findTool func(name string) (string, error)
+}
+
+// New validates cfg and returns a Builder. It touches nothing on the host.
+func New(cfg Config) (*Builder, error) {
+	if cfg.Importer == nil {
+		return nil, fmt.Errorf("imagebuild: Importer is required: %w", errdefs.ErrInvalidArgument)
+	}
+	wd := cfg.WorkDir
+	if wd == "" {
+		wd = filepath.Join(os.TempDir(), "genesis-imagebuild")
+	}
+	wd, err := filepath.Abs(wd)
+	if err != nil {
+		return nil, fmt.Errorf("imagebuild: work dir %q: %w: %w", cfg.WorkDir, errdefs.ErrInvalidArgument, err)
+	}
+	if strings.ContainsAny(wd, ", \t\n") {
+		// debootstrap takes --cache-dir and the target as plain words.
+		return nil, fmt.Errorf("imagebuild: work dir %q must not contain spaces or commas: %w", wd, errdefs.ErrInvalidArgument)
+	}
+	if cfg.Mirror != "" && !usableMirror(cfg.Mirror) {
+		return nil, fmt.Errorf("imagebuild: mirror %q must be an http://, https:// or file:/ URI: %w", cfg.Mirror, errdefs.ErrInvalidArgument)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	b := &Builder{
+		importer: cfg.Importer,
+		workDir:  wd,
+		mirror:   cfg.Mirror,
+		aptDir:   "/etc/apt",
+		log:      log.With("component", "imagebuild"),
+		turn:     make(chan struct{}, 1),
+		geteuid:  os.Geteuid,
+		findTool: func(name string) (string, error) { return findTool(exec.LookPath, name) },
+	}
+	b.turn <- struct{}{}
+	return b, nil
+}
+
+// Build makes sure the image of profile name exists, building it unless it is
+// already present (or force is set). Errors: errdefs.ErrInvalidArgument for an
+// unknown profile; errdefs.ErrFailedPrecondition when the host cannot build
+// (not root, debootstrap missing, no mirror); errdefs.ErrUnavailable when the
+// engine or a build step fails; errdefs.ErrDeadlineExceeded when ctx ends
+// while waiting for another build.
+func (b *Builder) Build(ctx context.Context, name string, force bool) (Result, error) {
+	start := time.Now()
+	r, ok := images.Lookup(name)
+	if !ok {
+		return Result{Name: name}, fmt.Errorf("imagebuild: unknown image profile %q: %w", name, errdefs.ErrInvalidArgument)
+	}
+	res := Result{Name: r.Name, Ref: r.Ref(), Hash: r.Hash}
+	log := b.log.With("profile", r.Name, "ref", res.Ref)
+
+	select {
+	case <-b.turn:
+		defer func() { b.turn <- struct{}{} }()
+	case <-ctx.Done():
+		return res, fmt.Errorf("imagebuild: %s: waiting for the running build: %w: %w", res.Ref, errdefs.ErrDeadlineExceeded, ctx.Err())
+	}
+
+	if !force {
+		present, err := b.present(ctx, res.Ref)
+		if err != nil {
+			return res, err
+		}
+		if present {
+			res.Skipped = true
+			res.Duration = time.Since(start)
+			log.Debug("image present, build skipped")
+			return res, nil
+		}
+	}
+
+	tools, err := b.checkHost()
+	if err != nil {
+		return res, err
+	}
+	if err := os.MkdirAll(filepath.Join(b.workDir, "locks"), 0o700); err != nil {
+		return res, fmt.Errorf("imagebuild: create work dir: %w: %w", errdefs.ErrInternal, err)
+	}
+	lock, err := lockFile(ctx, filepath.Join(b.workDir, "locks", r.Name+"_"+r.Hash+".lock"), lockPoll)
+	if err != nil {
+		return res, fmt.Errorf("imagebuild: %s: %w", res.Ref, err)
+	}
+	defer lock.unlock()
+	if !force {
+		// Another process may have built it while we waited for the lock.
+		present, err := b.present(ctx, res.Ref)
+		if err != nil {
+			return res, err
+		}
+		if present {
+			res.Skipped = true
+			res.Duration = time.Since(start)
+			log.Info("image built by another process meanwhile, build skipped")
+			return res, nil
+		}
+	}
+
+	mirror := b.mirror
+	if mirror == "" {
+		if mirror, err = aptSourcesMirror(b.aptDir, r.Suite); err != nil {
+			return res, fmt.Errorf("imagebuild: %w", err)
+		}
+	}
+	log.Info("building image", "suite", r.Suite, "variant", r.Variant, "packages", r.Packages, "mirror", mirror)
+	if err := b.build(ctx, log, r, tools, mirror); err != nil {
+		return res, err
+	}
+	res.Duration = time.Since(start)
+	log.Info("image built", "duration", res.Duration.Round(time.Millisecond))
+	return res, nil
+}
+
+// hostTools are the absolute paths of the commands a build runs.
+type hostTools struct{ debootstrap, chroot, tar string }
+
+// checkHost verifies the process can build images.
+func (b *Builder) checkHost() (hostTools, error) {
+	if euid := b.geteuid(); euid != 0 {
+		return hostTools{}, fmt.Errorf("imagebuild: building images needs root (debootstrap and chroot), running as uid %d; run the build as root: %w",
+			euid, errdefs.ErrFailedPrecondition)
+	}
+	var t hostTools
+	for _, tool := range []struct {
+		name string
+		dst  *string
+	}{{"debootstrap", &t.debootstrap}, {"chroot", &t.chroot}, {"tar", &t.tar}} {
+		p, err := b.findTool(tool.name)
+		if err != nil {
+			return hostTools{}, fmt.Errorf("imagebuild: %v; install the host tools with scripts/host-setup.sh: %w",
+				err, errdefs.ErrFailedPrecondition)
+		}
+		*tool.dst = p
+	}
+	return t, nil
+}
+
+// present asks the importer whether ref exists, with a deadline.
+func (b *Builder) present(ctx context.Context, ref string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, presenceTimeout)
+	defer cancel()
+	ok, err := b.importer.ImagePresent(ctx, ref)
+	if err != nil {
+		return false, fmt.Errorf("imagebuild: check image %s: %w", ref, classify(err))
+	}
+	return ok, nil
+}
+
+// classify keeps an error's class, or marks an unclassified engine error
+// as errdefs.ErrUnavailable.
+func classify(err error) error {
+	if errdefs.HTTPStatus(err) != http.StatusInternalServerError || errors.Is(err, errdefs.ErrInternal) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", errdefs.ErrUnavailable, err)
+}
+
+// build runs every step in a fresh scratch directory and always removes it.
+func (b *Builder) build(ctx context.Context, log *slog.Logger, r images.Recipe, tools hostTools, mirror string) (err error) {
+	buildRoot := filepath.Join(b.workDir, "build")
+	cacheDir := filepath.Join(b.workDir, "cache", r.Suite)
+	for _, d := range []string{buildRoot, cacheDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("imagebuild: create %s: %w: %w", d, errdefs.ErrInternal, err)
+		}
+	}
+	prefix := r.Name + "_" + r.Hash + "-"
+	b.removeStale(log, buildRoot, prefix)
+	scratch, err := os.MkdirTemp(buildRoot, prefix)
+	if err != nil {
+		return fmt.Errorf("imagebuild: create scratch dir: %w: %w", errdefs.ErrInternal, err)
+	}
+	defer func() {
+		if rerr := removeScratch(scratch); rerr != nil {
+			log.Error("scratch directory left behind", "dir", scratch, "err", rerr)
+			if err == nil {
+				err = fmt.Errorf("imagebuild: image %s built but cleanup failed: %w: %w", r.Ref(), errdefs.ErrInternal, rerr)
+			}
+		}
+	}()
+	rootfs := filepath.Join(scratch, "rootfs")
+
+	step := time.Now()
+	if err := b.debootstrap(ctx, log, r, tools, rootfs, cacheDir, mirror); err != nil {
+		return err
+	}
+	log.Info("root filesystem bootstrapped", "duration", time.Since(step).Round(time.Millisecond))
+
+	step = time.Now()
+	for _, s := range r.Setup {
+		c := command{
+			path: tools.chroot,
+			args: []string{rootfs, "/bin/sh", "-euc", s.Content, s.Path},
+			env: []string{
+				"PATH=" + chrootPath, "HOME=/root", "LANG=C.UTF-8", "LC_ALL=C.UTF-8",
+				"DEBIAN_FRONTEND=noninteractive",
+			},
+			privateMounts: true,
+		}
+		if err := c.run(ctx, log); err != nil {
+			return fmt.Errorf("imagebuild: %s: setup script %s: %w: %w", r.Ref(), s.Path, errdefs.ErrUnavailable, err)
+		}
+	}
+	if left, _ := mountsUnder(scratch); len(left) > 0 {
+		return fmt.Errorf("imagebuild: %s: mounts left in the root filesystem: %v: %w", r.Ref(), left, errdefs.ErrInternal)
+	}
+	log.Info("image setup done", "duration", time.Since(step).Round(time.Millisecond))
+
+	step = time.Now()
+	if err := b.importRootfs(ctx, log, r, tools, rootfs); err != nil {
+		return err
+	}
+	present, err := b.present(ctx, r.Ref())
+	if err != nil {
+		return err
+	}
+	if !present {
+		return fmt.Errorf("imagebuild: %s: import reported success but the image is absent: %w", r.Ref(), errdefs.ErrUnavailable)
+	}
+	log.Info("image imported", "duration", time.Since(step).Round(time.Millisecond))
+	return nil
+}
+
+// removeStale deletes scratch directories of this image left by a crashed
+// build. The caller holds the image's lock, so no live build owns them.
+func (b *Builder) removeStale(log *slog.Logger, buildRoot, prefix string) {
+	stale, _ := filepath.Glob(filepath.Join(buildRoot, prefix+"*"))
+	for _, d := range stale {
+		if err := removeScratch(d); err != nil {
+			log.Warn("stale scratch directory not removed", "dir", d, "err", err)
+		} else {
+			log.Info("removed stale scratch directory", "dir", d)
+		}
+	}
+}
+
+// debootstrap creates the root filesystem. The package cache is shared by all
+// images of a suite, so a lock keeps two processes from filling it at once.
+func (b *Builder) debootstrap(ctx context.Context, log *slog.Logger, r images.Recipe, tools hostTools, rootfs, cacheDir, mirror string) error {
+	cacheLock, err := lockFile(ctx, cacheDir+".lock", lockPoll)
+	if err != nil {
+		return fmt.Errorf("imagebuild: %s: package cache: %w", r.Ref(), err)
+	}
+	defer cacheLock.unlock()
+
+	args := []string{"--variant=" + r.Variant, "--components=main", "--cache-dir=" + cacheDir}
+	if len(r.Packages) > 0 {
+		args = append(args, "--include="+strings.Join(r.Packages, ","))
+	}
+	args = append(args, r.Suite, rootfs, mirror)
+	c := command{
+		path:          tools.debootstrap,
+		args:          args,
+		env:           append(os.Environ(), "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive"),
+		privateMounts: true,
+	}
+	if err := c.run(ctx, log); err != nil {
+		detail := ""
+		if data, rerr := os.ReadFile(filepath.Join(rootfs, "debootstrap", "debootstrap.log")); rerr == nil {
+			detail = "\ndebootstrap.log (end):\n" + lastLines(string(data), 20)
+		}
+		return fmt.Errorf("imagebuild: %s: %w: %w%s", r.Ref(), errdefs.ErrUnavailable, err, detail)
+	}
+	return nil
+}
+
+// importRootfs streams the root filesystem as a tarball into the importer.
+// The stream ends with EOF only if tar succeeded; a failing tar makes the
+// importer's read fail, so a truncated tree is never imported.
+func (b *Builder) importRootfs(ctx context.Context, log *slog.Logger, r images.Recipe, tools hostTools, rootfs string) error {
+	ctx, cancel := context.WithTimeout(ctx, importTimeout)
+	defer cancel()
+	pr, pw := io.Pipe()
+	c := command{
+		path:   tools.tar,
+		args:   []string{"-C", rootfs, "--numeric-owner", "--one-file-system", "-c", "."},
+		env:    []string{"PATH=" + chrootPath, "LC_ALL=C"},
+		stdout: pw,
+	}
+	tarDone := make(chan error, 1)
+	go func() {
+		err := c.run(ctx, log)
+		pw.CloseWithError(err) // nil: EOF for the reader
+		tarDone <- err
+	}()
+	labels := map[string]string{
+		driver.LabelManaged: "true",
+		driver.LabelRecipe:  r.Hash,
+		driver.LabelProfile: r.Name,
+	}
+	log.Info("importing image", "changes", r.Changes())
+	ierr := b.importer.ImportImage(ctx, r.Ref(), pr, labels, r.Changes())
+	// If the importer stopped reading early, unblock tar so it exits.
+	pr.CloseWithError(errors.New("importer stopped reading"))
+	terr := <-tarDone
+	switch {
+	case terr != nil && ierr == nil:
+		return fmt.Errorf("imagebuild: %s: archive root filesystem: %w: %w", r.Ref(), errdefs.ErrInternal, terr)
+	case ierr != nil:
+		if terr != nil {
+			ierr = fmt.Errorf("%w (tar: %v)", ierr, terr)
+		}
+		return fmt.Errorf("imagebuild: %s: import: %w", r.Ref(), classify(ierr))
+	}
+	return nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,15 @@
+// Package imagebuild builds the profile images described by package images
+// on the local machine, without a registry: debootstrap a Debian root
+// filesystem, run the recipe's setup scripts in a chroot, stream the tree as a
+// tarball into an image import, and tag it with the recipe's Ref.
+//
+// Images are keyed by recipe hash: a build is skipped when the image is
+// already present. Builds run one at a time in a process, and a file lock
+// under the work directory keeps two processes from building the same image.
+// Every scratch directory is removed after a build, also on failure, and
+// nothing mounted during a build survives it.
+//
+// This package owns host commands (debootstrap, chroot, tar) and the scratch
+// space. It reaches the container engine only through the Importer it is
+// given and must not import a Docker client, the store or the HTTP layer.
+package imagebuild
