@@ -343,7 +343,7 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
 		return newAPIError(resp.StatusCode, resp.Header, body)
 	}
-	if out == nil || resp.StatusCode == http.StatusNoContent {
+	if out == nil {
 		return nil
 	}
 	return c.decode(resp, out)
@@ -381,11 +381,8 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 	if r.auth && c.apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+c.apiKey)
 	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", r.method, r.path, err)
-	}
-	return resp, nil
+	// The *url.Error of a failed Do already names the method and URL.
+	return c.http.Do(req)
 }
 
 // decode reads a JSON success body into out.

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"genesis.dev/sandbox/client"
+)
+
+// newCapabilitiesCmd builds "genesis capabilities".
+func newCapabilitiesCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:     "capabilities",
+		Aliases: []string{"caps"},
+		Short:   "Show the driver, runtimes, features and profiles the service found",
+		Args:    exactArgs(0, "no arguments"),
+		RunE: a.action(func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.callContext(cmd.Context())
+			defer cancel()
+			caps, err := c.Capabilities(ctx)
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return printJSON(a.stdout, caps)
+			}
+			return printCapabilities(a.stdout, caps)
+		}),
+	}
+}
+
+// printCapabilities writes the readable summary of a probe result.
+func printCapabilities(w io.Writer, c *client.Capabilities) error {
+	driver := c.Driver + " (healthy)"
+	if !c.Healthy {
+		driver = c.Driver + " (unhealthy"
+		if c.Error != "" {
+			driver += ": " + c.Error
+		}
+		driver += ")"
+	}
+	daemon := c.DaemonVersion
+	if c.APIVersion != "" {
+		daemon += " (API " + c.APIVersion + ")"
+	}
+	cgroup := c.CgroupVersion
+	if cgroup != "" && !strings.HasPrefix(cgroup, "v") {
+		cgroup = "v" + cgroup
+	}
+	if err := printFields(w, []field{
+		{"Driver", driver},
+		{"Daemon version", strings.TrimSpace(daemon)},
+		{"Kernel", c.KernelVersion},
+		{"Cgroup", cgroup},
+		{"Checkpoint", featureText(c.Checkpoint)},
+		{"Disk quota", featureText(c.DiskQuota)},
+		{"Checked", formatTime(c.CheckedAt)},
+	}); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w, "\nRuntimes:")
+	tw := newTable(w)
+	if len(c.Runtimes) == 0 {
+		fmt.Fprintln(tw, "  (none found)")
+	}
+	for _, r := range c.Runtimes {
+		status, detail := "healthy", ""
+		if !r.Healthy {
+			status = "unhealthy"
+			detail = r.Error
+		} else if r.SmokeMS > 0 {
+			detail = fmt.Sprintf("smoke test %dms", r.SmokeMS)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", r.Name, status, orDash(r.Version), detail)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	if len(c.RiskPolicy) > 0 {
+		fmt.Fprintln(w, "\nRisk policy:")
+		levels := make([]string, 0, len(c.RiskPolicy))
+		for l := range c.RiskPolicy {
+			levels = append(levels, l)
+		}
+		sort.Strings(levels)
+		tw = newTable(w)
+		for _, l := range levels {
+			fmt.Fprintf(tw, "  %s\t%s\n", l, orDash(strings.Join(c.RiskPolicy[l], ", ")))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+
+	fmt.Fprintln(w, "\nProfiles:")
+	return printProfileRows(w, c.Profiles, "  ")
+}
+
+// featureText describes an optional feature in a few words.
+func featureText(f client.Feature) string {
+	if !f.Supported {
+		if f.Reason != "" {
+			return "not supported: " + f.Reason
+		}
+		return "not supported"
+	}
+	s := "supported"
+	if f.Enforced {
+		s += ", enforced"
+	} else {
+		s += ", not enforced"
+	}
+	if f.Method != "" {
+		s += " (" + f.Method + ")"
+	}
+	if f.Reason != "" {
+		s += ": " + f.Reason
+	}
+	return s
+}

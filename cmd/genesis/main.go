@@ -1,0 +1,80 @@
+// Command genesis is the command-line client of the Genesis Sandbox HTTP
+// API v1. It is a thin layer over the public client package.
+//
+//	genesis sandbox create|ls|get|rm   manage sandboxes
+//	genesis exec SANDBOX -- CMD ARGS   run a command and relay its output
+//	genesis job get ID                 show a job record
+//	genesis capabilities | profiles    show what the service can do
+//	genesis version                    show the CLI build
+//
+// Exit status: 0 on success, 1 on errors, 2 on usage errors; genesis exec
+// exits with the job's exit status.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], &app{
+		stdin:  os.Stdin,
+		stdout: os.Stdout,
+		stderr: os.Stderr,
+		getenv: os.Getenv,
+		now:    time.Now,
+	})
+	stop()
+	os.Exit(code)
+}
+
+// run executes one invocation with the given arguments and returns the
+// process exit status.
+func run(ctx context.Context, args []string, a *app) int {
+	root := newRootCmd(a)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	return a.report(cmd, err)
+}
+
+// newRootCmd builds the command tree; every subcommand is wired here.
+func newRootCmd(a *app) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "genesis",
+		Short:         "Command-line client of the Genesis Sandbox service",
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			return a.validateGlobals()
+		},
+	}
+	root.SetIn(a.stdin)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &usageError{err: err}
+	})
+	root.CompletionOptions.DisableDefaultCmd = true
+
+	f := root.PersistentFlags()
+	f.StringVar(&a.url, "url", "", "service URL (default $GENESIS_URL, else http://127.0.0.1:8080)")
+	f.StringVar(&a.apiKey, "api-key", "", "API key (default $GENESIS_API_KEY)")
+	f.StringVarP(&a.output, "output", "o", outputText, "output format: text or json")
+	f.DurationVar(&a.timeout, "timeout", defaultTimeout, "time limit of each API call (0: none)")
+
+	root.AddCommand(
+		newSandboxCmd(a),
+		newExecCmd(a),
+		newJobCmd(a),
+		newCapabilitiesCmd(a),
+		newProfilesCmd(a),
+		newVersionCmd(a),
+	)
+	return root
+}

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"genesis.dev/sandbox/client"
+)
+
+// newSandboxCmd builds "genesis sandbox" and its subcommands.
+func newSandboxCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "sandbox",
+		Aliases: []string{"sandboxes", "sb"},
+		Short:   "Create, list, show and remove sandboxes",
+	}
+	cmd.AddCommand(
+		newSandboxCreateCmd(a),
+		newSandboxListCmd(a),
+		newSandboxGetCmd(a),
+		newSandboxRemoveCmd(a),
+	)
+	return cmd
+}
+
+// newSandboxCreateCmd builds "genesis sandbox create".
+func newSandboxCreateCmd(a *app) *cobra.Command {
+	var (
+		req            client.CreateSandboxRequest
+		res            client.Resources
+		env, meta      []string
+		ttl            time.Duration
+		idempotencyKey string
+	)
+	cmd := &cobra.Command{
+		Use:   "create --profile PROFILE [flags]",
+		Short: "Create a sandbox and print its id",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: a.action(func(cmd *cobra.Command, _ []string) error {
+			if req.Profile == "" {
+				return usageErrorf("--profile is required")
+			}
+			if res.CPU < 0 || res.MemoryMB < 0 || res.Pids < 0 {
+				return usageErrorf("--cpu, --memory-mb and --pids must not be negative")
+			}
+			if ttl < 0 {
+				return usageErrorf("--ttl must not be negative")
+			}
+			var err error
+			if req.Env, err = parseKV("env", env); err != nil {
+				return err
+			}
+			if req.Metadata, err = parseKV("meta", meta); err != nil {
+				return err
+			}
+			if res != (client.Resources{}) {
+				req.Resources = &res
+			}
+			// Round a fractional TTL up so that --ttl 1500ms is not "no TTL".
+			req.TTLSeconds = int64((ttl + time.Second - 1) / time.Second)
+
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.callContext(cmd.Context())
+			defer cancel()
+			sb, err := c.CreateSandbox(ctx, req, idempotencyKey)
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return printJSON(a.stdout, sb)
+			}
+			_, err = fmt.Fprintln(a.stdout, sb.ID)
+			return err
+		}),
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.Profile, "profile", "", "runtime profile (required; see genesis profiles)")
+	f.StringVar(&req.Runtime, "runtime", "", "OCI runtime, e.g. runc or runsc (default: chosen by risk level)")
+	f.StringVar(&req.RiskLevel, "risk", "", "risk level of the code to run (selects the runtime)")
+	f.Float64Var(&res.CPU, "cpu", 0, "CPU limit in cores (0: profile default)")
+	f.Int64Var(&res.MemoryMB, "memory-mb", 0, "memory limit in MiB (0: profile default)")
+	f.Int64Var(&res.Pids, "pids", 0, "process limit (0: profile default)")
+	f.StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE (repeatable)")
+	f.StringArrayVar(&meta, "meta", nil, "metadata KEY=VALUE (repeatable)")
+	f.DurationVar(&ttl, "ttl", 0, "destroy the sandbox after this long, e.g. 10m (0: service default)")
+	f.StringVar(&idempotencyKey, "idempotency-key", "", "retrying with the same key returns the same sandbox")
+	return cmd
+}
+
+// newSandboxListCmd builds "genesis sandbox ls".
+func newSandboxListCmd(a *app) *cobra.Command {
+	var (
+		opts client.ListSandboxesOptions
+		meta []string
+	)
+	cmd := &cobra.Command{
+		Use:     "ls [flags]",
+		Aliases: []string{"list"},
+		Short:   "List sandboxes",
+		Args:    exactArgs(0, "no arguments"),
+		RunE: a.action(func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if opts.Metadata, err = parseKV("meta", meta); err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.callContext(cmd.Context())
+			defer cancel()
+			list, err := c.ListSandboxes(ctx, opts)
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return printJSON(a.stdout, list)
+			}
+			return a.printSandboxTable(list.Items)
+		}),
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&opts.States, "state", nil, "only sandboxes in this state (repeatable or comma-separated)")
+	f.StringVar(&opts.Profile, "profile", "", "only sandboxes of this profile")
+	f.StringArrayVar(&meta, "meta", nil, "only sandboxes with metadata KEY=VALUE (repeatable)")
+	return cmd
+}
+
+// printSandboxTable prints one row per sandbox.
+func (a *app) printSandboxTable(items []client.Sandbox) error {
+	now := a.now()
+	tw := newTable(a.stdout)
+	fmt.Fprintln(tw, "ID\tSTATE\tPROFILE\tRUNTIME\tRISK\tAGE\tEXPIRES")
+	for _, s := range items {
+		age := "-"
+		if !s.CreatedAt.IsZero() {
+			age = shortDuration(now.Sub(s.CreatedAt))
+		}
+		expires := "-"
+		if s.ExpiresAt != nil {
+			if d := s.ExpiresAt.Sub(now); d > 0 {
+				expires = "in " + shortDuration(d)
+			} else {
+				expires = "expired"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			s.ID, orDash(s.State), orDash(s.Profile), orDash(s.Runtime), orDash(s.RiskLevel), age, expires)
+	}
+	return tw.Flush()
+}
+
+// newSandboxGetCmd builds "genesis sandbox get".
+func newSandboxGetCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:     "get SANDBOX",
+		Aliases: []string{"show", "inspect"},
+		Short:   "Show one sandbox",
+		Args:    exactArgs(1, "one sandbox id"),
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.callContext(cmd.Context())
+			defer cancel()
+			sb, err := c.GetSandbox(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return printJSON(a.stdout, sb)
+			}
+			return printFields(a.stdout, a.sandboxFields(sb))
+		}),
+	}
+}
+
+// sandboxFields is the text detail view of a sandbox.
+func (a *app) sandboxFields(s *client.Sandbox) []field {
+	var res []string
+	if s.Resources.CPU != 0 {
+		res = append(res, "cpu "+strconv.FormatFloat(s.Resources.CPU, 'g', -1, 64))
+	}
+	if s.Resources.MemoryMB != 0 {
+		res = append(res, fmt.Sprintf("memory %d MiB", s.Resources.MemoryMB))
+	}
+	if s.Resources.Pids != 0 {
+		res = append(res, fmt.Sprintf("pids %d", s.Resources.Pids))
+	}
+	expires := ""
+	if s.ExpiresAt != nil {
+		expires = formatTime(*s.ExpiresAt)
+		if d := s.ExpiresAt.Sub(a.now()); d > 0 {
+			expires += " (in " + shortDuration(d) + ")"
+		} else {
+			expires += " (expired)"
+		}
+	}
+	return []field{
+		{"ID", s.ID},
+		{"State", s.State},
+		{"Failure", s.FailureReason},
+		{"Profile", s.Profile},
+		{"Runtime", s.Runtime},
+		{"Risk level", s.RiskLevel},
+		{"Image", s.Image},
+		{"Resources", strings.Join(res, ", ")},
+		{"Env keys", strings.Join(s.EnvKeys, ", ")},
+		{"Metadata", joinMap(s.Metadata)},
+		{"Version", s.ResourceVersion},
+		{"Created", formatTime(s.CreatedAt)},
+		{"Updated", formatTime(s.UpdatedAt)},
+		{"Expires", expires},
+	}
+}
+
+// newSandboxRemoveCmd builds "genesis sandbox rm".
+func newSandboxRemoveCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:     "rm SANDBOX...",
+		Aliases: []string{"delete", "remove"},
+		Short:   "Destroy sandboxes (already destroyed ones are fine)",
+		Args:    minArgs(1, "at least one sandbox id"),
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			deleted := []string{}
+			failed := 0
+			for _, id := range args {
+				ctx, cancel := a.callContext(cmd.Context())
+				err := c.DeleteSandbox(ctx, id)
+				cancel()
+				if err != nil {
+					a.printError(id, err)
+					failed++
+					continue
+				}
+				deleted = append(deleted, id)
+				if !a.jsonOutput() {
+					fmt.Fprintln(a.stdout, id)
+				}
+			}
+			if a.jsonOutput() {
+				if err := printJSON(a.stdout, map[string][]string{"deleted": deleted}); err != nil {
+					return err
+				}
+			}
+			if failed > 0 {
+				return &exitError{code: 1}
+			}
+			return nil
+		}),
+	}
+}
