@@ -27,7 +27,7 @@ func run(args []string) int {
 	}
 	switch args[0] {
 	case "version":
-		return runVersion()
+		return runVersion(os.Stdout)
 	case "serve":
 		return runServe(args[1:])
 	default:

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 
 	"genesis.dev/sandbox/internal/agent"
@@ -11,7 +12,7 @@ import (
 
 // runVersion prints exactly one line of JSON: agent version, kernel release
 // and uid. The capability probe relies on this format.
-func runVersion() int {
+func runVersion(w io.Writer) int {
 	b, err := json.Marshal(agentproto.VersionInfo{
 		Agent:  agentVersion,
 		Kernel: agent.KernelRelease(),
@@ -22,7 +23,7 @@ func runVersion() int {
 		return 1
 	}
 	b = append(b, '\n')
-	if _, err := os.Stdout.Write(b); err != nil {
+	if _, err := w.Write(b); err != nil {
 		return 1
 	}
 	return 0
