@@ -1,0 +1,278 @@
+package main
+
+import (
+	"os"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"genesis.dev/sandbox/client"
+)
+
+// The OpenAPI document is the contract this CLI and the client package
+// speak; these tests keep it in step with the routes and the wire types.
+
+func loadOpenAPI(t *testing.T) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile("../../api/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("api/openapi.yaml: %v", err)
+	}
+	return doc
+}
+
+// dig walks nested maps by keys; nil when a key is missing.
+func dig(v any, keys ...string) any {
+	for _, k := range keys {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
+}
+
+// resolve follows a local $ref, if v is one.
+func resolve(doc map[string]any, v any) any {
+	ref, ok := dig(v, "$ref").(string)
+	if !ok {
+		return v
+	}
+	parts := strings.Split(strings.TrimPrefix(ref, "#/"), "/")
+	return dig(doc, parts...)
+}
+
+type apiRoute struct {
+	method, path string
+	statuses     []string
+}
+
+// apiRoutes is every route of the HTTP API v1 with the statuses the
+// contract must list.
+func apiRoutes() []apiRoute {
+	return []apiRoute{
+		{"get", "/healthz", []string{"200"}},
+		{"get", "/readyz", []string{"200", "503"}},
+		{"get", "/metrics", []string{"200"}},
+		{"get", "/v1/capabilities", []string{"200", "401"}},
+		{"get", "/v1/profiles", []string{"200", "401"}},
+		{"post", "/v1/sandboxes", []string{"201", "400", "401", "404", "409", "413", "503"}},
+		{"get", "/v1/sandboxes", []string{"200", "400", "401"}},
+		{"get", "/v1/sandboxes/{id}", []string{"200", "401", "404"}},
+		{"patch", "/v1/sandboxes/{id}", []string{"200", "400", "401", "404", "412"}},
+		{"delete", "/v1/sandboxes/{id}", []string{"204", "401", "404"}},
+		{"post", "/v1/sandboxes/{id}/exec", []string{"200", "400", "401", "404", "409"}},
+		{"get", "/v1/jobs/{id}", []string{"200", "401", "404"}},
+	}
+}
+
+func TestOpenAPIRoutes(t *testing.T) {
+	t.Parallel()
+	doc := loadOpenAPI(t)
+	if v, _ := doc["openapi"].(string); !strings.HasPrefix(v, "3.1.") {
+		t.Errorf("openapi = %q, want 3.1.x", v)
+	}
+	if dig(doc, "components", "securitySchemes", "bearerAuth", "scheme") != "bearer" {
+		t.Error("no bearerAuth security scheme")
+	}
+	for _, r := range apiRoutes() {
+		op, ok := dig(doc, "paths", r.path, r.method).(map[string]any)
+		if !ok {
+			t.Errorf("%s %s missing", strings.ToUpper(r.method), r.path)
+			continue
+		}
+		name := strings.ToUpper(r.method) + " " + r.path
+		sec, overridden := op["security"]
+		public := !strings.HasPrefix(r.path, "/v1/")
+		if public && (!overridden || len(sec.([]any)) != 0) {
+			t.Errorf("%s must declare security: []", name)
+		}
+		if !public && overridden {
+			t.Errorf("%s must not override the bearerAuth security", name)
+		}
+		for _, st := range r.statuses {
+			resp := resolve(doc, dig(op, "responses", st))
+			if resp == nil {
+				t.Errorf("%s: no %s response", name, st)
+				continue
+			}
+			if st[0] >= '4' && r.path != "/readyz" && dig(resp, "content", "application/problem+json") == nil {
+				t.Errorf("%s: %s response is not application/problem+json", name, st)
+			}
+		}
+		for st := range dig(op, "responses").(map[string]any) {
+			if st[0] >= '4' && r.path != "/readyz" && dig(resolve(doc, dig(op, "responses", st)), "content", "application/problem+json") == nil {
+				t.Errorf("%s: %s response is not application/problem+json", name, st)
+			}
+		}
+	}
+	// No route beyond the served ones: the document must not promise more.
+	want := map[string]bool{}
+	for _, r := range apiRoutes() {
+		want[r.method+" "+r.path] = true
+	}
+	for path, item := range dig(doc, "paths").(map[string]any) {
+		for method := range item.(map[string]any) {
+			if method == "parameters" {
+				continue
+			}
+			if !want[method+" "+path] {
+				t.Errorf("document lists %s %s which is not served", strings.ToUpper(method), path)
+			}
+		}
+	}
+}
+
+// params returns the names of the parameters of an operation, including
+// those of its path item.
+func params(doc map[string]any, path, method string) []string {
+	var names []string
+	for _, list := range []any{dig(doc, "paths", path, "parameters"), dig(doc, "paths", path, method, "parameters")} {
+		l, _ := list.([]any)
+		for _, p := range l {
+			if n, ok := dig(resolve(doc, p), "name").(string); ok {
+				names = append(names, n)
+			}
+		}
+	}
+	return names
+}
+
+func TestOpenAPIHeaders(t *testing.T) {
+	t.Parallel()
+	doc := loadOpenAPI(t)
+	for _, r := range apiRoutes() {
+		if r.path == "/metrics" {
+			continue
+		}
+		if !slices.Contains(params(doc, r.path, r.method), "X-Request-ID") {
+			t.Errorf("%s %s does not accept X-Request-ID", r.method, r.path)
+		}
+		for st := range dig(doc, "paths", r.path, r.method, "responses").(map[string]any) {
+			resp := resolve(doc, dig(doc, "paths", r.path, r.method, "responses", st))
+			if dig(resp, "headers", "X-Request-ID") == nil {
+				t.Errorf("%s %s %s does not echo X-Request-ID", r.method, r.path, st)
+			}
+		}
+	}
+	checks := []struct {
+		path, method, status string
+		param                string
+		headers              []string
+	}{
+		{"/v1/sandboxes", "post", "201", "Idempotency-Key", []string{"ETag", "Location"}},
+		{"/v1/sandboxes/{id}", "get", "200", "id", []string{"ETag"}},
+		{"/v1/sandboxes/{id}", "patch", "200", "If-Match", []string{"ETag"}},
+		{"/v1/sandboxes", "get", "200", "metadata", nil},
+		{"/v1/sandboxes", "get", "200", "state", nil},
+		{"/v1/sandboxes", "get", "200", "profile", nil},
+	}
+	for _, c := range checks {
+		if !slices.Contains(params(doc, c.path, c.method), c.param) {
+			t.Errorf("%s %s lacks parameter %s", c.method, c.path, c.param)
+		}
+		for _, h := range c.headers {
+			if dig(doc, "paths", c.path, c.method, "responses", c.status, "headers", h) == nil {
+				t.Errorf("%s %s %s lacks header %s", c.method, c.path, c.status, h)
+			}
+		}
+	}
+}
+
+func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
+	t.Parallel()
+	doc := loadOpenAPI(t)
+	types := map[string]any{
+		"Problem":              client.Problem{},
+		"Health":               client.Health{},
+		"Resources":            client.Resources{},
+		"CreateSandboxRequest": client.CreateSandboxRequest{},
+		"Sandbox":              client.Sandbox{},
+		"SandboxList":          client.SandboxList{},
+		"PatchSandboxRequest":  client.PatchSandboxRequest{},
+		"ExecRequest":          client.ExecRequest{},
+		"ExecResult":           client.ExecResult{},
+		"Job":                  client.Job{},
+		"Profile":              client.Profile{},
+		"ProfileList":          client.ProfileList{},
+		"RuntimeInfo":          client.RuntimeInfo{},
+		"Feature":              client.Feature{},
+		"Capabilities":         client.Capabilities{},
+	}
+	for name, v := range types {
+		schema, ok := dig(doc, "components", "schemas", name).(map[string]any)
+		if !ok {
+			t.Errorf("schema %s missing", name)
+			continue
+		}
+		var props, required []string
+		for p := range dig(schema, "properties").(map[string]any) {
+			props = append(props, p)
+		}
+		if l, ok := schema["required"].([]any); ok {
+			for _, r := range l {
+				required = append(required, r.(string))
+			}
+		}
+		fields, always := jsonFields(reflect.TypeOf(v))
+		sort.Strings(props)
+		sort.Strings(required)
+		if !slices.Equal(props, fields) {
+			t.Errorf("schema %s properties %v, Go fields %v", name, props, fields)
+		}
+		if !slices.Equal(required, always) {
+			t.Errorf("schema %s required %v, Go fields without omitempty %v", name, required, always)
+		}
+	}
+}
+
+// jsonFields returns the sorted JSON names of a struct's fields and of
+// those without omitempty.
+func jsonFields(t reflect.Type) (all, always []string) {
+	for i := range t.NumField() {
+		name, opts, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name == "-" || name == "" {
+			continue
+		}
+		all = append(all, name)
+		if !strings.Contains(opts, "omitempty") {
+			always = append(always, name)
+		}
+	}
+	sort.Strings(all)
+	sort.Strings(always)
+	return all, always
+}
+
+func TestOpenAPIRefsResolve(t *testing.T) {
+	t.Parallel()
+	doc := loadOpenAPI(t)
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if ref, ok := v["$ref"].(string); ok {
+				if !strings.HasPrefix(ref, "#/") || resolve(doc, v) == nil {
+					t.Errorf("%s: $ref %q does not resolve", path, ref)
+				}
+			}
+			for k, e := range v {
+				walk(path+"/"+k, e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(path, e)
+			}
+		}
+	}
+	walk("#", doc)
+}
