@@ -204,7 +204,9 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 // decode reads a JSON body strictly: size-capped, unknown fields refused,
 // exactly one value.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+	// The body must be JSON whatever Content-Type says (curl -d sends a form
+	// type by default); multipart bodies are refused explicitly.
+	if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "multipart/") {
 		return errdefs.WithCode("unsupported_media_type", fmt.Errorf("Content-Type must be application/json, got %q: %w", ct, errdefs.ErrInvalidArgument))
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
