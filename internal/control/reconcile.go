@@ -23,8 +23,9 @@ type ReconcileReport struct {
 }
 
 // Reconcile brings records and the runtime into agreement:
-//   - containers labelled as ours with no live record are removed once older
-//     than the orphan grace (and probe leftovers likewise);
+//   - containers labelled as ours (managed, and of this instance when they
+//     name one) with no live record are removed once older than the orphan
+//     grace (and probe leftovers likewise); other instances' are left alone;
 //   - live records whose container is gone or stopped are marked failed;
 //   - at startup, records stuck in created/starting and jobs still running
 //     from the previous process are finished (failed / lost);
@@ -47,6 +48,9 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 	}
 	byContainer := map[string]driver.Status{}
 	for _, c := range containers {
+		if inst := c.Labels[driver.LabelInstance]; inst != "" && inst != s.instance {
+			continue // another service instance's sandbox: not ours to judge
+		}
 		id := c.Labels[driver.LabelSandbox]
 		byContainer[id] = c
 		if _, ok := live[id]; ok && c.Labels[driver.LabelPurpose] != "probe" {
