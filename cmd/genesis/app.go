@@ -19,8 +19,10 @@ const (
 	outputJSON = "json"
 )
 
-// defaultTimeout bounds each API call unless --timeout says otherwise.
-const defaultTimeout = 30 * time.Second
+// defaultTimeout bounds each API call unless --timeout says otherwise. A
+// create may wait for the sandbox's agent (30s by default) and several
+// Docker calls, so this is generous; the service bounds its own work.
+const defaultTimeout = 2 * time.Minute
 
 // app is the state shared by every command of one invocation: the I/O
 // streams, the environment and the global flags.

@@ -69,7 +69,7 @@ func jobFields(j *client.Job) []field {
 	}
 	duration := ""
 	if j.StartedAt != nil && j.FinishedAt != nil {
-		duration = j.FinishedAt.Sub(*j.StartedAt).String()
+		duration = j.FinishedAt.Sub(*j.StartedAt).Round(time.Millisecond).String()
 	}
 	fields := []field{
 		{"ID", j.ID},

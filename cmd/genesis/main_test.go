@@ -230,6 +230,9 @@ func TestUsageErrors(t *testing.T) {
 		{"exec dash first", []string{"exec", "--", "ls"}, "SANDBOX must come before --"},
 		{"exec bad flag before dash", []string{"exec", "sb-1", "ls", "-la"}, "unknown shorthand flag"},
 		{"exec bad stdin file", []string{"exec", "--stdin-file", "/nonexistent/x", "sb-1", "--", "cat"}, "--stdin-file"},
+		{"empty sandbox id", []string{"sandbox", "get", ""}, "argument 1 is empty"},
+		{"empty id among many", []string{"sandbox", "rm", "sb-1", ""}, "argument 2 is empty"},
+		{"empty exec sandbox", []string{"exec", "", "--", "true"}, "argument 1 is empty"},
 		{"bad meta filter", []string{"sandbox", "ls", "--meta", "=v"}, "--meta wants KEY=VALUE"},
 	}
 	for _, tc := range tests {
@@ -659,7 +662,7 @@ func TestCapabilities(t *testing.T) {
 		"  low   runc, runsc\n",
 		"  tool-basic  present    runc (unusable: runsc)  none     shell tools\n",
 		"  python      not built  - (unusable: runsc)     none     CPython\n",
-		"  python: image genesis/python:1 not built; build it with: make image-python\n",
+		"  python: image genesis/python:1 is not built (make image-python)\n",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, r.stdout)

@@ -135,22 +135,34 @@ func shellJoin(argv []string) string {
 	return strings.Join(parts, " ")
 }
 
-// exactArgs is cobra.ExactArgs reporting a usage error.
+// exactArgs is cobra.ExactArgs reporting a usage error; arguments must
+// not be empty.
 func exactArgs(n int, names string) cobra.PositionalArgs {
 	return func(_ *cobra.Command, args []string) error {
 		if len(args) != n {
 			return usageErrorf("want %s, got %d argument(s)", names, len(args))
 		}
-		return nil
+		return noEmptyArgs(args)
 	}
 }
 
-// minArgs is cobra.MinimumNArgs reporting a usage error.
+// minArgs is cobra.MinimumNArgs reporting a usage error; the first n
+// arguments must not be empty.
 func minArgs(n int, names string) cobra.PositionalArgs {
 	return func(_ *cobra.Command, args []string) error {
 		if len(args) < n {
 			return usageErrorf("want %s", names)
 		}
-		return nil
+		return noEmptyArgs(args[:n])
 	}
+}
+
+// noEmptyArgs refuses empty ids such as an unset shell variable gives.
+func noEmptyArgs(args []string) error {
+	for i, a := range args {
+		if a == "" {
+			return usageErrorf("argument %d is empty", i+1)
+		}
+	}
+	return nil
 }

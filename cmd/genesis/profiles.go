@@ -56,9 +56,9 @@ func printProfileRows(w io.Writer, items []client.Profile, indent string) error 
 	}
 	for _, p := range missing {
 		if p.BuildCommand != "" {
-			fmt.Fprintf(w, "%s%s: image %s not built; build it with: %s\n", indent, p.Name, p.Image, p.BuildCommand)
+			fmt.Fprintf(w, "%s%s: image %s is not built (%s)\n", indent, p.Name, p.Image, p.BuildCommand)
 		} else {
-			fmt.Fprintf(w, "%s%s: image %s not built\n", indent, p.Name, p.Image)
+			fmt.Fprintf(w, "%s%s: image %s is not built\n", indent, p.Name, p.Image)
 		}
 	}
 	return nil

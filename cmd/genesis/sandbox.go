@@ -228,7 +228,12 @@ func newSandboxRemoveCmd(a *app) *cobra.Command {
 		Use:     "rm SANDBOX...",
 		Aliases: []string{"delete", "remove"},
 		Short:   "Destroy sandboxes (already destroyed ones are fine)",
-		Args:    minArgs(1, "at least one sandbox id"),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := minArgs(1, "at least one sandbox id")(cmd, args); err != nil {
+				return err
+			}
+			return noEmptyArgs(args)
+		},
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {

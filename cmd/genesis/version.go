@@ -8,6 +8,11 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// version is the release version, set at link time with
+// -ldflags "-X main.version=..." (the Makefile does); empty means use the
+// binary's build information.
+var version string
+
 // versionInfo describes this build of the CLI.
 type versionInfo struct {
 	Version  string `json:"version"`
@@ -17,16 +22,19 @@ type versionInfo struct {
 	Platform string `json:"platform"`
 }
 
-// buildVersion reads the version from the binary's build information: the
-// module version when installed with go install, else "dev" plus the VCS
-// revision when the build recorded one.
+// buildVersion returns the link-time version, else the module version when
+// installed with go install, else "dev"; plus the VCS revision when the
+// build recorded one.
 func buildVersion() versionInfo {
 	v := versionInfo{Version: "dev", Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	if version != "" {
+		v.Version = version
+	}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return v
 	}
-	if mv := info.Main.Version; mv != "" && mv != "(devel)" {
+	if mv := info.Main.Version; version == "" && mv != "" && mv != "(devel)" {
 		v.Version = mv
 	}
 	for _, s := range info.Settings {
