@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -463,4 +464,41 @@ func waitFile(t *testing.T, path string) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// BenchmarkHostExecOverhead compares an exec of true through the agent (a
+// subprocess on this host) with spawning true directly, so the difference
+// is what the agent and its HTTP/2 channel add.
+func BenchmarkHostExecOverhead(b *testing.B) {
+	trueBin, err := exec.LookPath("true")
+	if err != nil {
+		b.Skip("true not found")
+	}
+	b.Run("direct-spawn", func(b *testing.B) {
+		benchLatency(b, func() error { return exec.Command(trueBin).Run() })
+	})
+	b.Run("agent", func(b *testing.B) {
+		a := startAgentSocket(b, "", "GENESIS_AGENT_LOG_LEVEL=info")
+		req := agentproto.ExecRequest{Command: []string{trueBin}}
+		cpu0 := procCPU(b, a.pid())
+		benchLatency(b, func() error {
+			_, err := a.client.Exec(context.Background(), req)
+			return err
+		})
+		// CPU the agent process itself spent per exec (children excluded):
+		// a load-independent view of its overhead.
+		b.ReportMetric(float64((procCPU(b, a.pid())-cpu0).Microseconds())/float64(b.N+10)/1000, "agent-cpu-ms/op")
+	})
+}
+
+// procCPU returns user+system CPU time of pid, without its children.
+func procCPU(tb testing.TB, pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond // USER_HZ = 100
 }

@@ -54,6 +54,7 @@ func testMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "building genesis-agent: %v\n%s", err, out)
 		return 1
 	}
+	defer removeTestImage()
 	return m.Run()
 }
 
@@ -87,14 +88,14 @@ func (l *lockedBuffer) String() string {
 
 // startAgent runs the agent with extraEnv added to the test's environment
 // and waits until it answers a ping.
-func startAgent(t *testing.T, extraEnv ...string) *agentProc {
+func startAgent(t testing.TB, extraEnv ...string) *agentProc {
 	t.Helper()
 	return startAgentSocket(t, "", extraEnv...)
 }
 
 // startAgentSocket is startAgent on a given socket path ("" for a new
 // temporary directory).
-func startAgentSocket(t *testing.T, socket string, extraEnv ...string) *agentProc {
+func startAgentSocket(t testing.TB, socket string, extraEnv ...string) *agentProc {
 	t.Helper()
 	if socket == "" {
 		dir, err := os.MkdirTemp("", "ga")
@@ -149,7 +150,7 @@ func startAgentSocket(t *testing.T, socket string, extraEnv ...string) *agentPro
 
 // stop sends SIGTERM and waits for the agent to exit, killing it if it
 // takes too long.
-func (a *agentProc) stop(t *testing.T) {
+func (a *agentProc) stop(t testing.TB) {
 	select {
 	case <-a.exited:
 		return
