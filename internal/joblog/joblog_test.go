@@ -1,0 +1,232 @@
+package joblog
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	"genesis.dev/sandbox/internal/agent/agentproto"
+)
+
+func out(t agentproto.FrameType, off int64, s string) agentproto.Frame {
+	return agentproto.Frame{Type: t, Offset: off, Payload: []byte(s)}
+}
+
+func exitFrame(t *testing.T, code int) agentproto.Frame {
+	b, err := json.Marshal(agentproto.ExitResult{ExitCode: code, ExitReason: "exited"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return agentproto.Frame{Type: agentproto.FrameExit, Payload: b}
+}
+
+// collect reads everything from cursor and returns stdout, stderr, cursors.
+func collect(t *testing.T, l *Log, cursor int64) (stdout, stderr []byte, cursors []int64, exit bool) {
+	t.Helper()
+	err := l.Read(context.Background(), cursor, false, func(e Event) error {
+		switch e.Type {
+		case agentproto.FrameStdout:
+			stdout = append(stdout, e.Payload...)
+		case agentproto.FrameStderr:
+			stderr = append(stderr, e.Payload...)
+		case agentproto.FrameExit:
+			exit = true
+		}
+		cursors = append(cursors, e.Cursor)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return
+}
+
+func TestAppendReadResumeNoGapNoDuplicate(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Get("job_a", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var wantOut, wantErr []byte
+	for i := 0; i < 200; i++ {
+		chunk := make([]byte, rng.IntN(5000)+1)
+		for j := range chunk {
+			chunk[j] = byte(rng.IntN(256))
+		}
+		if rng.IntN(2) == 0 {
+			if err := l.Append(agentproto.Frame{Type: agentproto.FrameStdout, Offset: int64(len(wantOut)), Payload: chunk}); err != nil {
+				t.Fatal(err)
+			}
+			wantOut = append(wantOut, chunk...)
+		} else {
+			if err := l.Append(agentproto.Frame{Type: agentproto.FrameStderr, Offset: int64(len(wantErr)), Payload: chunk}); err != nil {
+				t.Fatal(err)
+			}
+			wantErr = append(wantErr, chunk...)
+		}
+	}
+	if err := l.Append(exitFrame(t, 0)); err != nil {
+		t.Fatal(err)
+	}
+	_, _, cursors, exit := collect(t, l, 0)
+	if !exit {
+		t.Fatal("no exit event")
+	}
+	// Resume from every cursor once: prefix before + suffix after equals whole.
+	for _, c := range cursors {
+		ok, err := l.ValidCursor(c)
+		if err != nil || !ok {
+			t.Fatalf("cursor %d not valid: %v", c, err)
+		}
+	}
+	for i := 0; i < 30; i++ {
+		cut := cursors[rng.IntN(len(cursors))]
+		var gotOut, gotErr []byte
+		err := l.Read(context.Background(), 0, false, func(e Event) error {
+			if e.Cursor > cut {
+				return errStop
+			}
+			if e.Type == agentproto.FrameStdout {
+				gotOut = append(gotOut, e.Payload...)
+			} else if e.Type == agentproto.FrameStderr {
+				gotErr = append(gotErr, e.Payload...)
+			}
+			return nil
+		})
+		if err != nil && err != errStop {
+			t.Fatal(err)
+		}
+		o2, e2, _, _ := collect(t, l, cut)
+		if !bytes.Equal(append(gotOut, o2...), wantOut) || !bytes.Equal(append(gotErr, e2...), wantErr) {
+			t.Fatalf("resume at %d lost or duplicated bytes", cut)
+		}
+	}
+	if ok, _ := l.ValidCursor(3); ok {
+		t.Fatal("mid-frame cursor accepted")
+	}
+	if ok, _ := l.ValidCursor(-1); ok {
+		t.Fatal("negative cursor accepted")
+	}
+}
+
+type stopErr struct{}
+
+func (stopErr) Error() string { return "stop" }
+
+var errStop = stopErr{}
+
+func TestAppendTrimsOverlapAndRefusesGap(t *testing.T) {
+	t.Parallel()
+	s, _ := Open(t.TempDir())
+	l, err := s.Get("job_b", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(l.Append(out(agentproto.FrameStdout, 0, "hello")))
+	must(l.Append(out(agentproto.FrameStdout, 3, "lo world"))) // overlap: "lo" dropped
+	must(l.Append(out(agentproto.FrameStdout, 0, "hel")))      // all old: dropped
+	if err := l.Append(out(agentproto.FrameStdout, 100, "x")); err == nil {
+		t.Fatal("gap accepted")
+	}
+	o, _, _, _ := collect(t, l, 0)
+	if string(o) != "hello world" {
+		t.Fatalf("got %q", o)
+	}
+	must(l.Append(exitFrame(t, 0)))
+	must(l.Append(out(agentproto.FrameStdout, 11, "late")))
+	o, _, _, exit := collect(t, l, 0)
+	if string(o) != "hello world" || !exit {
+		t.Fatalf("after exit got %q exit=%v", o, exit)
+	}
+}
+
+func TestRecoverTornTailAndOffsets(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, _ := Open(dir)
+	l, _ := s.Get("job_c", true)
+	if err := l.Append(out(agentproto.FrameStdout, 0, "abc"), out(agentproto.FrameStderr, 0, "E")); err != nil {
+		t.Fatal(err)
+	}
+	s.Release("job_c")
+	// Simulate a crash mid-append: half a frame at the end.
+	f, _ := os.OpenFile(s.path("job_c"), os.O_WRONLY|os.O_APPEND, 0)
+	f.Write(agentproto.AppendFrame(nil, out(agentproto.FrameStdout, 3, "defgh"))[:10])
+	f.Close()
+	s2, _ := Open(dir)
+	l2, err := s2.Get("job_c", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	so, se, exited := l2.Offsets()
+	if so != 3 || se != 1 || exited {
+		t.Fatalf("offsets %d %d %v", so, se, exited)
+	}
+	if err := l2.Append(out(agentproto.FrameStdout, 3, "def")); err != nil {
+		t.Fatal(err)
+	}
+	o, e, _, _ := collect(t, l2, 0)
+	if string(o) != "abcdef" || string(e) != "E" {
+		t.Fatalf("got %q %q", o, e)
+	}
+	if _, err := s2.Get("job_missing", false); err == nil {
+		t.Fatal("missing log opened")
+	}
+}
+
+func TestFollowWakesAndEndsAtExit(t *testing.T) {
+	t.Parallel()
+	s, _ := Open(t.TempDir())
+	l, _ := s.Get("job_d", true)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := make(chan string, 1)
+	go func() {
+		var b []byte
+		err := l.Read(ctx, 0, true, func(e Event) error {
+			b = append(b, e.Payload...)
+			return nil
+		})
+		if err != nil {
+			b = append(b, []byte("ERR:"+err.Error())...)
+		}
+		got <- string(b)
+	}()
+	for _, p := range []string{"a", "b", "c"} {
+		off := int64(p[0] - 'a')
+		if err := l.Append(out(agentproto.FrameStdout, off, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := exitFrame(t, 3)
+	if err := l.Append(x); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-got:
+		if s != "abc"+string(x.Payload) {
+			t.Fatalf("follower got %q", s)
+		}
+	case <-ctx.Done():
+		t.Fatal("follower did not end at the exit frame")
+	}
+	// A follower past the end of a finished log returns at once.
+	if err := l.Read(ctx, l.Size()+100, true, func(Event) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+}
