@@ -121,10 +121,20 @@ type Job struct {
 	StdoutTruncated bool       `json:"stdout_truncated"`
 	StderrTruncated bool       `json:"stderr_truncated"`
 	TimeoutMS       int64      `json:"timeout_ms,omitempty"`
+	Mode            JobMode    `json:"mode"`
 	CreatedAt       time.Time  `json:"created_at"`
 	StartedAt       *time.Time `json:"started_at,omitempty"`
 	FinishedAt      *time.Time `json:"finished_at,omitempty"`
 }
+
+// JobMode says how a job runs.
+type JobMode string
+
+// Job modes.
+const (
+	JobModeSync       JobMode = "sync"       // the caller waits for the result
+	JobModeBackground JobMode = "background" // detached; output kept in the job log
+)
 
 var idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
 

@@ -14,7 +14,7 @@ import (
 )
 
 const jobColumns = `id, tenant, sandbox_id, command, script, cwd, state, exit_code, exit_reason, signal, error,
-	stdout_bytes, stderr_bytes, stdout_truncated, stderr_truncated, timeout_ms, created_at, started_at, finished_at`
+	stdout_bytes, stderr_bytes, stdout_truncated, stderr_truncated, timeout_ms, created_at, started_at, finished_at, mode`
 
 // jobRow is a job in its stored form.
 type jobRow struct {
@@ -28,6 +28,7 @@ type jobRow struct {
 	timeoutMS                        int64
 	createdAt                        string
 	startedAt, finishedAt            sql.NullString
+	mode                             string
 }
 
 func encodeJob(j *sandbox.Job) (*jobRow, error) {
@@ -36,6 +37,10 @@ func encodeJob(j *sandbox.Job) (*jobRow, error) {
 		state: string(j.State), exitReason: string(j.ExitReason), signal: j.Signal, errText: j.Error,
 		stdoutBytes: j.StdoutBytes, stderrBytes: j.StderrBytes,
 		stdoutTruncated: j.StdoutTruncated, stderrTruncated: j.StderrTruncated, timeoutMS: j.TimeoutMS,
+		mode: string(j.Mode),
+	}
+	if r.mode == "" {
+		r.mode = string(sandbox.JobModeSync)
 	}
 	if j.ExitCode != nil {
 		r.exitCode = sql.NullInt64{Int64: int64(*j.ExitCode), Valid: true}
@@ -60,7 +65,7 @@ func scanJob(s scanner) (*sandbox.Job, error) {
 	var r jobRow
 	if err := s.Scan(&r.id, &r.tenant, &r.sandboxID, &r.command, &r.script, &r.cwd, &r.state,
 		&r.exitCode, &r.exitReason, &r.signal, &r.errText, &r.stdoutBytes, &r.stderrBytes,
-		&r.stdoutTruncated, &r.stderrTruncated, &r.timeoutMS, &r.createdAt, &r.startedAt, &r.finishedAt); err != nil {
+		&r.stdoutTruncated, &r.stderrTruncated, &r.timeoutMS, &r.createdAt, &r.startedAt, &r.finishedAt, &r.mode); err != nil {
 		return nil, err
 	}
 	j := &sandbox.Job{
@@ -68,6 +73,7 @@ func scanJob(s scanner) (*sandbox.Job, error) {
 		State: sandbox.JobState(r.state), ExitReason: sandbox.ExitReason(r.exitReason), Signal: r.signal,
 		Error: r.errText, StdoutBytes: r.stdoutBytes, StderrBytes: r.stderrBytes,
 		StdoutTruncated: r.stdoutTruncated, StderrTruncated: r.stderrTruncated, TimeoutMS: r.timeoutMS,
+		Mode: sandbox.JobMode(r.mode),
 	}
 	if r.exitCode.Valid {
 		code := int(r.exitCode.Int64)
@@ -101,10 +107,10 @@ func (s *Store) CreateJob(ctx context.Context, j *sandbox.Job) error {
 		return fmt.Errorf("create job %s: %w", j.ID, err)
 	}
 	_, err = s.writer.ExecContext(ctx, `INSERT INTO jobs (`+jobColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.id, r.tenant, r.sandboxID, r.command, r.script, r.cwd, r.state, r.exitCode, r.exitReason,
 		r.signal, r.errText, r.stdoutBytes, r.stderrBytes, r.stdoutTruncated, r.stderrTruncated,
-		r.timeoutMS, r.createdAt, r.startedAt, r.finishedAt)
+		r.timeoutMS, r.createdAt, r.startedAt, r.finishedAt, r.mode)
 	switch {
 	case err == nil:
 		return nil
