@@ -174,7 +174,7 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 		return nil, err
 	}
 	if len(live) >= s.cfg.Limits.MaxSandboxes {
-		return nil, errdefs.WithCode("capacity_exhausted", fmt.Errorf(
+		return nil, errdefs.WithCode("resource_exhausted", fmt.Errorf(
 			"this host runs its maximum of %d sandboxes: %w", s.cfg.Limits.MaxSandboxes, errdefs.ErrResourceExhausted))
 	}
 
