@@ -169,11 +169,16 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 		return nil, errdefs.WithCode("image_not_built", fmt.Errorf(
 			"image %s of profile %s is not built on this host; build it with: %s: %w", ref, p.Name, buildCommand(p, true), errdefs.ErrFailedPrecondition))
 	}
+	// Counting the live sandboxes and inserting the new record are one step;
+	// otherwise concurrent creates all pass the check.
+	s.admitMu.Lock()
 	live, err := s.store.ListSandboxes(ctx, store.SandboxFilter{ExcludeFinal: true, States: liveStates})
 	if err != nil {
+		s.admitMu.Unlock()
 		return nil, err
 	}
 	if len(live) >= s.cfg.Limits.MaxSandboxes {
+		s.admitMu.Unlock()
 		return nil, errdefs.WithCode("resource_exhausted", fmt.Errorf(
 			"this host runs its maximum of %d sandboxes: %w", s.cfg.Limits.MaxSandboxes, errdefs.ErrResourceExhausted))
 	}
@@ -199,7 +204,9 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 		UpdatedAt: now,
 		ExpiresAt: &exp,
 	}
-	if err := s.store.CreateSandbox(ctx, sb); err != nil {
+	err = s.store.CreateSandbox(ctx, sb)
+	s.admitMu.Unlock()
+	if err != nil {
 		return nil, err
 	}
 	// From here on the work must finish (or roll back) even if the caller

@@ -52,6 +52,7 @@ type Service struct {
 	agentsMu  sync.Mutex
 	agents    map[string]*agentclient.Client
 	createSem chan struct{}
+	admitMu   sync.Mutex // serializes the capacity check with the record insert
 
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
