@@ -475,7 +475,9 @@ func BenchmarkHostExecOverhead(b *testing.B) {
 		b.Skip("true not found")
 	}
 	b.Run("direct-spawn", func(b *testing.B) {
+		cpu0 := procCPU(b, os.Getpid())
 		benchLatency(b, func() error { return exec.Command(trueBin).Run() })
+		b.ReportMetric(float64((procCPU(b, os.Getpid())-cpu0).Microseconds())/float64(b.N+10)/1000, "parent-cpu-ms/op")
 	})
 	b.Run("agent", func(b *testing.B) {
 		a := startAgentSocket(b, "", "GENESIS_AGENT_LOG_LEVEL=info")
