@@ -13,6 +13,12 @@ import (
 	"genesis.dev/sandbox/internal/store"
 )
 
+// probeLeftoverGrace is the least age at which the reconciler removes a
+// capability-probe container: longer than a probe's smoke run may take (the
+// docker driver bounds it at 20 s; a probe removes its own container), so no
+// service instance's probe in flight loses its container.
+const probeLeftoverGrace = time.Minute
+
 // ReconcileReport counts what one reconciliation pass changed.
 type ReconcileReport struct {
 	OrphansRemoved int
@@ -57,7 +63,13 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 			continue
 		}
 		// No live record: an orphan (or a probe leftover), removed after grace.
-		if now.Sub(c.CreatedAt) < s.cfg.Intervals.OrphanGrace {
+		grace := s.cfg.Intervals.OrphanGrace
+		if c.Labels[driver.LabelPurpose] == "probe" {
+			// Probe containers carry no instance: one may be another
+			// service's probe still running; only a long-dead one is a leftover.
+			grace = max(grace, probeLeftoverGrace)
+		}
+		if now.Sub(c.CreatedAt) < grace {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, s.cfg.Intervals.DockerCallTimeout)
