@@ -161,3 +161,37 @@ func ValidID(prefix, id string) bool {
 	}
 	return true
 }
+
+// SessionKind says what a session keeps between calls.
+type SessionKind string
+
+// Session kinds.
+const (
+	SessionShell  SessionKind = "shell"  // cwd and exported environment, by script wrapping
+	SessionPython SessionKind = "python" // a code-interpreter context: Python globals
+)
+
+// SessionState is the state of a session.
+type SessionState string
+
+// Session states.
+const (
+	SessionActive SessionState = "active"
+	SessionClosed SessionState = "closed"
+)
+
+// Session is a StatefulSession or code-interpreter context bound to a sandbox.
+type Session struct {
+	ID        string       `json:"id"`
+	Tenant    string       `json:"tenant"`
+	SandboxID string       `json:"sandbox_id"`
+	Kind      SessionKind  `json:"kind"`
+	State     SessionState `json:"state"`
+	// Cwd and Env are the shell session's saved state as last reported by
+	// the sandbox (informational; the sandbox holds the authoritative copy).
+	Cwd       string    `json:"cwd,omitempty"`
+	LastJobID string    `json:"last_job_id,omitempty"`
+	Runs      int64     `json:"runs"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}

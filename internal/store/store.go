@@ -37,6 +37,13 @@ type Store interface {
 	UpdateJob(ctx context.Context, id string, fn func(*sandbox.Job) error) (*sandbox.Job, error)
 	// ListJobs returns jobs matching f, oldest first.
 	ListJobs(ctx context.Context, f JobFilter) ([]*sandbox.Job, error)
+
+	// CreateSession inserts a session of an existing sandbox.
+	CreateSession(ctx context.Context, se *sandbox.Session) error
+	// GetSession returns one session; tenant "" matches any tenant.
+	GetSession(ctx context.Context, tenant, id string) (*sandbox.Session, error)
+	// UpdateSession applies fn to the current session record and stores it.
+	UpdateSession(ctx context.Context, id string, fn func(*sandbox.Session) error) (*sandbox.Session, error)
 }
 
 // SandboxFilter selects sandboxes. Zero fields match everything.
