@@ -225,8 +225,9 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("malformed JSON body: %v: %w", err, errdefs.ErrInvalidArgument)
 	}
-	if dec.More() {
-		return fmt.Errorf("malformed JSON body: more than one JSON value: %w", errdefs.ErrInvalidArgument)
+	// Decoder.More is false before a stray '}' or ']', so check the rest.
+	if len(bytes.TrimSpace(body[dec.InputOffset():])) != 0 {
+		return fmt.Errorf("malformed JSON body: unexpected data after the JSON value: %w", errdefs.ErrInvalidArgument)
 	}
 	return nil
 }
