@@ -261,6 +261,16 @@ func (s *service) remove(ctx context.Context, id string) error {
 	return nil
 }
 
+// describe says what the service knows of a sandbox, for error messages
+// about one that went away under the benchmark.
+func (s *service) describe(ctx context.Context, id string) string {
+	sb, err := s.client.GetSandbox(ctx, id)
+	if err != nil {
+		return fmt.Sprintf("sandbox %s: %v", id, err)
+	}
+	return fmt.Sprintf("sandbox %s is %s: %s", id, sb.State, sb.FailureReason)
+}
+
 // rssKiB is the service process's VmRSS.
 func (s *service) rssKiB() (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
