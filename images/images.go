@@ -17,7 +17,7 @@ import (
 // BuildFormat is the version of the way the builder turns a recipe into an
 // image. It is part of every recipe hash: bump it whenever the builder changes
 // what it produces from the same recipe, so every image gets a new tag.
-const BuildFormat = 1
+const BuildFormat = 2
 
 // RefRepositoryPrefix is the repository prefix of every profile image reference.
 const RefRepositoryPrefix = "genesis/"

@@ -194,7 +194,7 @@ func (b *Builder) Build(ctx context.Context, name string, force bool) (Result, e
 }
 
 // hostTools are the absolute paths of the commands a build runs.
-type hostTools struct{ debootstrap, chroot, tar string }
+type hostTools struct{ debootstrap, chroot, tar, mount, sh string }
 
 // checkHost verifies the process can build images.
 func (b *Builder) checkHost() (hostTools, error) {
@@ -206,7 +206,10 @@ func (b *Builder) checkHost() (hostTools, error) {
 	for _, tool := range []struct {
 		name string
 		dst  *string
-	}{{"debootstrap", &t.debootstrap}, {"chroot", &t.chroot}, {"tar", &t.tar}} {
+	}{
+		{"debootstrap", &t.debootstrap}, {"chroot", &t.chroot}, {"tar", &t.tar},
+		{"mount", &t.mount}, {"sh", &t.sh},
+	} {
 		p, err := b.findTool(tool.name)
 		if err != nil {
 			return hostTools{}, fmt.Errorf("imagebuild: %v; install the host tools with scripts/host-setup.sh: %w",
@@ -241,7 +244,7 @@ func classify(err error) error {
 func (b *Builder) build(ctx context.Context, log *slog.Logger, r images.Recipe, tools hostTools, mirror string) (err error) {
 	buildRoot := filepath.Join(b.workDir, "build")
 	cacheDir := filepath.Join(b.workDir, "cache", r.Suite)
-	for _, d := range []string{buildRoot, cacheDir} {
+	for _, d := range []string{buildRoot, filepath.Join(cacheDir, "debootstrap"), filepath.Join(cacheDir, "apt")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("imagebuild: create %s: %w: %w", d, errdefs.ErrInternal, err)
 		}
@@ -263,10 +266,9 @@ func (b *Builder) build(ctx context.Context, log *slog.Logger, r images.Recipe, 
 	rootfs := filepath.Join(scratch, "rootfs")
 
 	step := time.Now()
-	if err := b.debootstrap(ctx, log, r, tools, rootfs, cacheDir, mirror); err != nil {
+	if err := b.bootstrap(ctx, log, r, tools, rootfs, cacheDir, mirror); err != nil {
 		return err
 	}
-	log.Info("root filesystem bootstrapped", "duration", time.Since(step).Round(time.Millisecond))
 
 	step = time.Now()
 	for _, s := range r.Setup {
@@ -316,23 +318,21 @@ func (b *Builder) removeStale(log *slog.Logger, buildRoot, prefix string) {
 	}
 }
 
-// debootstrap creates the root filesystem. The package cache is shared by all
-// images of a suite, so a lock keeps two processes from filling it at once.
-func (b *Builder) debootstrap(ctx context.Context, log *slog.Logger, r images.Recipe, tools hostTools, rootfs, cacheDir, mirror string) error {
+// bootstrap creates the root filesystem and installs the recipe's packages.
+// The package caches are shared by all images of a suite, so a lock keeps two
+// processes from filling them at once.
+func (b *Builder) bootstrap(ctx context.Context, log *slog.Logger, r images.Recipe, tools hostTools, rootfs, cacheDir, mirror string) error {
 	cacheLock, err := lockFile(ctx, cacheDir+".lock", lockPoll)
 	if err != nil {
 		return fmt.Errorf("imagebuild: %s: package cache: %w", r.Ref(), err)
 	}
 	defer cacheLock.unlock()
 
-	args := []string{"--variant=" + r.Variant, "--components=main", "--cache-dir=" + cacheDir}
-	if len(r.Packages) > 0 {
-		args = append(args, "--include="+strings.Join(r.Packages, ","))
-	}
-	args = append(args, r.Suite, rootfs, mirror)
+	step := time.Now()
 	c := command{
-		path:          tools.debootstrap,
-		args:          args,
+		path: tools.debootstrap,
+		args: []string{"--variant=" + r.Variant, "--components=main",
+			"--cache-dir=" + filepath.Join(cacheDir, "debootstrap"), r.Suite, rootfs, mirror},
 		env:           append(os.Environ(), "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive"),
 		privateMounts: true,
 	}
@@ -343,8 +343,43 @@ func (b *Builder) debootstrap(ctx context.Context, log *slog.Logger, r images.Re
 		}
 		return fmt.Errorf("imagebuild: %s: %w: %w%s", r.Ref(), errdefs.ErrUnavailable, err, detail)
 	}
+	log.Info("root filesystem bootstrapped", "duration", time.Since(step).Round(time.Millisecond))
+	if len(r.Packages) == 0 {
+		return nil
+	}
+
+	step = time.Now()
+	c = command{
+		path: tools.sh,
+		args: append([]string{"-euc", installScript, "install-packages",
+			rootfs, filepath.Join(cacheDir, "apt"), tools.mount, tools.chroot}, r.Packages...),
+		env: []string{"PATH=" + chrootPath, "HOME=/root", "LC_ALL=C.UTF-8",
+			"DEBIAN_FRONTEND=noninteractive"},
+		privateMounts: true,
+	}
+	if err := c.run(ctx, log); err != nil {
+		return fmt.Errorf("imagebuild: %s: install packages: %w: %w", r.Ref(), errdefs.ErrUnavailable, err)
+	}
+	log.Info("packages installed", "packages", r.Packages, "duration", time.Since(step).Round(time.Millisecond))
 	return nil
 }
+
+// installScript installs packages with apt inside the root filesystem. It
+// runs in a private mount namespace, so /proc and the bind-mounted package
+// cache vanish when it exits, however it exits. apt (not debootstrap's
+// resolver, which always takes the first alternative of a dependency)
+// resolves the packages, without recommends. dpkg's unsafe-io only skips
+// fsyncs, which a throwaway build tree does not need.
+// Arguments: rootfs, cache dir, mount path, chroot path, packages...
+const installScript = `root=$1 cache=$2 mount=$3 chroot=$4
+shift 4
+"$mount" -t proc proc "$root/proc"
+mkdir -p "$root/var/cache/apt/archives"
+"$mount" --bind "$cache" "$root/var/cache/apt/archives"
+"$chroot" "$root" apt-get -q update
+"$chroot" "$root" apt-get -q -y --no-install-recommends \
+	-o Dpkg::Options::=--force-unsafe-io -o Dpkg::Use-Pty=0 install -- "$@"
+`
 
 // importRootfs streams the root filesystem as a tarball into the importer.
 // The stream ends with EOF only if tar succeeded; a failing tar makes the

@@ -1,7 +1,10 @@
 // Package imagebuild builds the profile images described by package images
-// on the local machine, without a registry: debootstrap a Debian root
-// filesystem, run the recipe's setup scripts in a chroot, stream the tree as a
-// tarball into an image import, and tag it with the recipe's Ref.
+// on the local machine, without a registry: debootstrap a minimal Debian root
+// filesystem, install the recipe's packages with apt in a chroot (apt, not
+// debootstrap's --include, so dependency alternatives resolve properly and
+// recommends stay out), run the recipe's setup scripts, stream the tree as a
+// tarball into an image import, and tag it with the recipe's Ref. Package
+// downloads are cached per suite under the work directory.
 //
 // Images are keyed by recipe hash: a build is skipped when the image is
 // already present. Builds run one at a time in a process, and a file lock

@@ -91,12 +91,8 @@ func testWorkDir() string { return filepath.Join(os.TempDir(), "genesis-imagebui
 
 func newDockerBuilder(t *testing.T, d dockerCLI) *Builder {
 	t.Helper()
-	level := slog.LevelInfo
-	if testing.Verbose() {
-		level = slog.LevelInfo
-	}
 	b, err := New(Config{Importer: d, WorkDir: testWorkDir(),
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))})
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
