@@ -240,6 +240,15 @@ func classify(err error) error {
 	return fmt.Errorf("%w: %w", errdefs.ErrUnavailable, err)
 }
 
+// stepClass is the error class of a failed build step: the deadline when ctx
+// ended (the step was killed), otherwise unavailable.
+func stepClass(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return errdefs.ErrDeadlineExceeded
+	}
+	return errdefs.ErrUnavailable
+}
+
 // build runs every step in a fresh scratch directory and always removes it.
 func (b *Builder) build(ctx context.Context, log *slog.Logger, r images.Recipe, tools hostTools, mirror string) (err error) {
 	buildRoot := filepath.Join(b.workDir, "build")
@@ -265,12 +274,11 @@ func (b *Builder) build(ctx context.Context, log *slog.Logger, r images.Recipe, 
 	}()
 	rootfs := filepath.Join(scratch, "rootfs")
 
-	step := time.Now()
 	if err := b.bootstrap(ctx, log, r, tools, rootfs, cacheDir, mirror); err != nil {
 		return err
 	}
 
-	step = time.Now()
+	step := time.Now()
 	for _, s := range r.Setup {
 		c := command{
 			path: tools.chroot,
@@ -282,7 +290,7 @@ func (b *Builder) build(ctx context.Context, log *slog.Logger, r images.Recipe, 
 			privateMounts: true,
 		}
 		if err := c.run(ctx, log); err != nil {
-			return fmt.Errorf("imagebuild: %s: setup script %s: %w: %w", r.Ref(), s.Path, errdefs.ErrUnavailable, err)
+			return fmt.Errorf("imagebuild: %s: setup script %s: %w: %w", r.Ref(), s.Path, stepClass(ctx), err)
 		}
 	}
 	if left, _ := mountsUnder(scratch); len(left) > 0 {
@@ -341,7 +349,7 @@ func (b *Builder) bootstrap(ctx context.Context, log *slog.Logger, r images.Reci
 		if data, rerr := os.ReadFile(filepath.Join(rootfs, "debootstrap", "debootstrap.log")); rerr == nil {
 			detail = "\ndebootstrap.log (end):\n" + lastLines(string(data), 20)
 		}
-		return fmt.Errorf("imagebuild: %s: %w: %w%s", r.Ref(), errdefs.ErrUnavailable, err, detail)
+		return fmt.Errorf("imagebuild: %s: %w: %w%s", r.Ref(), stepClass(ctx), err, detail)
 	}
 	log.Info("root filesystem bootstrapped", "duration", time.Since(step).Round(time.Millisecond))
 	if len(r.Packages) == 0 {
@@ -358,7 +366,7 @@ func (b *Builder) bootstrap(ctx context.Context, log *slog.Logger, r images.Reci
 		privateMounts: true,
 	}
 	if err := c.run(ctx, log); err != nil {
-		return fmt.Errorf("imagebuild: %s: install packages: %w: %w", r.Ref(), errdefs.ErrUnavailable, err)
+		return fmt.Errorf("imagebuild: %s: install packages: %w: %w", r.Ref(), stepClass(ctx), err)
 	}
 	log.Info("packages installed", "packages", r.Packages, "duration", time.Since(step).Round(time.Millisecond))
 	return nil
@@ -416,6 +424,9 @@ func (b *Builder) importRootfs(ctx context.Context, log *slog.Logger, r images.R
 	case ierr != nil:
 		if terr != nil {
 			ierr = fmt.Errorf("%w (tar: %v)", ierr, terr)
+		}
+		if ctx.Err() != nil && !errors.Is(ierr, errdefs.ErrDeadlineExceeded) {
+			ierr = fmt.Errorf("%w: %w", errdefs.ErrDeadlineExceeded, ierr)
 		}
 		return fmt.Errorf("imagebuild: %s: import: %w", r.Ref(), classify(ierr))
 	}

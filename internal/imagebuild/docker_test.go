@@ -3,6 +3,7 @@ package imagebuild
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 
 	"genesis.dev/sandbox/images"
 	"genesis.dev/sandbox/internal/driver"
+	"genesis.dev/sandbox/internal/errdefs"
 )
 
 // dockerCLI implements Importer with the docker command line, standing in for
@@ -201,6 +203,75 @@ func TestBuildToolBasic(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(testWorkDir(), "build", "*")); len(left) > 0 {
 		t.Errorf("scratch directories left behind: %v", left)
 	}
+}
+
+// TestBuildCancelledLeavesNothing cancels a forced rebuild of tool-basic
+// while debootstrap runs: the error says deadline, no build process, mount or
+// scratch directory is left, and the cached image is untouched.
+func TestBuildCancelledLeavesNothing(t *testing.T) {
+	d := requireDocker(t)
+	requireBuildHost(t)
+	b := newDockerBuilder(t, d)
+	r := mustRecipe(t, "tool-basic")
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
+	_, err := b.Build(ctx, "tool-basic", false) // cheap when cached
+	cancel()
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	before := imageID(t, d, r.Ref())
+
+	const cancelAfter = 8 * time.Second // mid-debootstrap here; 40 s and 55 s were checked by hand too
+	ctx, cancel = context.WithTimeout(t.Context(), cancelAfter)
+	start := time.Now()
+	_, err = b.Build(ctx, "tool-basic", true)
+	cancel()
+	if !errors.Is(err, errdefs.ErrDeadlineExceeded) {
+		t.Fatalf("cancelled Build error = %v, want ErrDeadlineExceeded", err)
+	}
+	if took := time.Since(start); took > cancelAfter+20*time.Second {
+		t.Errorf("cancelled Build returned after %v", took)
+	}
+	buildDir := filepath.Join(testWorkDir(), "build")
+	if left, _ := filepath.Glob(filepath.Join(buildDir, "*")); len(left) > 0 {
+		t.Errorf("scratch directories left behind: %v", left)
+	}
+	if mps, err := mountsUnder(testWorkDir()); err != nil || len(mps) > 0 {
+		t.Errorf("mounts left under the work dir: %v %v", mps, err)
+	}
+	if procs := processesMentioning(buildDir); len(procs) > 0 {
+		t.Errorf("build processes still running: %v", procs)
+	}
+	if after := imageID(t, d, r.Ref()); after != before {
+		t.Errorf("image %s changed by a cancelled build: %s -> %s", r.Ref(), before, after)
+	}
+}
+
+func imageID(t *testing.T, d dockerCLI, ref string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	out, err := d.run(ctx, nil, "image", "inspect", "--format", "{{.Id}}", ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(out)
+}
+
+// processesMentioning lists processes whose command line contains s.
+func processesMentioning(s string) []string {
+	var out []string
+	pids, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range pids {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		if cmd := strings.ReplaceAll(string(b), "\x00", " "); strings.Contains(cmd, s) {
+			out = append(out, filepath.Base(filepath.Dir(p))+": "+cmd)
+		}
+	}
+	return out
 }
 
 // TestBuildAllProfiles builds every profile image (cached by hash) and checks
