@@ -119,14 +119,16 @@ func (c *Client) notReady(ctx context.Context, last error) error {
 	return fmt.Errorf("agentclient: agent at %s not ready (%v): %w: %w", c.socket, last, ctx.Err(), errdefs.ErrUnavailable)
 }
 
-func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
+// send performs one request and returns a 2xx response; other statuses
+// become class errors. The caller closes the body.
+func (c *Client) send(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, baseURL+path, rd)
 	if err != nil {
-		return fmt.Errorf("agentclient: %s %s: %v: %w", method, path, err, errdefs.ErrInternal)
+		return nil, fmt.Errorf("agentclient: %s %s: %v: %w", method, path, err, errdefs.ErrInternal)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -134,17 +136,37 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
-			class := errdefs.ErrUnavailable
-			if errors.Is(ctxErr, context.DeadlineExceeded) {
-				class = errdefs.ErrDeadlineExceeded
-			}
-			return fmt.Errorf("agentclient: %s %s: %w: %w", method, path, ctxErr, class)
+			return nil, ctxError(method, path, ctxErr)
 		}
-		return fmt.Errorf("agentclient: %s %s via %s: %v: %w", method, path, c.socket, err, errdefs.ErrUnavailable)
+		return nil, fmt.Errorf("agentclient: %s %s via %s: %v: %w", method, path, c.socket, err, errdefs.ErrUnavailable)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, decodeError(method, path, resp)
+	}
+	return resp, nil
+}
+
+// ctxError is the error of a call that ended because ctx did: it matches
+// ctx's error and the class ErrDeadlineExceeded or ErrUnavailable.
+func ctxError(method, path string, ctxErr error) error {
+	class := errdefs.ErrUnavailable
+	if errors.Is(ctxErr, context.DeadlineExceeded) {
+		class = errdefs.ErrDeadlineExceeded
+	}
+	return fmt.Errorf("agentclient: %s %s: %w: %w", method, path, ctxErr, class)
+}
+
+// do performs one JSON call; out nil discards the answer's body.
+func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
+	resp, err := c.send(ctx, method, path, body)
+	if err != nil {
+		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return decodeError(method, path, resp)
+	if out == nil {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		if ctx.Err() != nil {
@@ -167,6 +189,12 @@ func decodeError(method, path string, resp *http.Response) error {
 	switch resp.StatusCode {
 	case http.StatusBadRequest:
 		class = errdefs.ErrInvalidArgument
+	case http.StatusNotFound:
+		class = errdefs.ErrNotFound
+	case http.StatusConflict:
+		class = errdefs.ErrConflict
+	case http.StatusTooManyRequests:
+		class = errdefs.ErrResourceExhausted
 	case http.StatusServiceUnavailable:
 		class = errdefs.ErrUnavailable
 	case http.StatusRequestEntityTooLarge:

@@ -1,0 +1,132 @@
+package agentclient
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+// streamReadBuffer is the read buffer of a job stream.
+const streamReadBuffer = 256 << 10
+
+func jobPath(id, action string) string {
+	p := strings.Replace(agentproto.PathJob, "{id}", url.PathEscape(id), 1)
+	if action != "" {
+		p += "/" + action
+	}
+	return p
+}
+
+// StartJob starts a background job and returns once its command runs (or
+// could not be started, which ends the job with exit code 126 or 127). The
+// job is detached: canceling ctx or dropping the connection does not stop
+// it. An existing job id yields errdefs.ErrConflict, an invalid request
+// errdefs.ErrInvalidArgument.
+func (c *Client) StartJob(ctx context.Context, req agentproto.JobStartRequest) (agentproto.JobInfo, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return agentproto.JobInfo{}, fmt.Errorf("agentclient: encode job request: %v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	var info agentproto.JobInfo
+	err = c.do(ctx, http.MethodPost, agentproto.PathJobs, body, &info)
+	return info, err
+}
+
+// JobInfo returns what the agent knows about a job; errdefs.ErrNotFound if
+// it does not know it (never started, forgotten or evicted).
+func (c *Client) JobInfo(ctx context.Context, id string) (agentproto.JobInfo, error) {
+	var info agentproto.JobInfo
+	err := c.do(ctx, http.MethodGet, jobPath(id, ""), nil, &info)
+	return info, err
+}
+
+// ListJobs returns every job the agent knows, running or finished, oldest
+// first: what a restarted service re-attaches to.
+func (c *Client) ListJobs(ctx context.Context) ([]agentproto.JobInfo, error) {
+	var infos []agentproto.JobInfo
+	err := c.do(ctx, http.MethodGet, agentproto.PathJobs, nil, &infos)
+	return infos, err
+}
+
+// CancelJob stops a job's whole process tree: SIGTERM now, SIGKILL after
+// grace (at once when grace is 0). It returns when the agent has accepted
+// the request; the job's exit (reason "canceled") arrives on its stream.
+// Canceling a finished job changes nothing.
+func (c *Client) CancelJob(ctx context.Context, id string, grace time.Duration) error {
+	if grace < 0 {
+		return fmt.Errorf("agentclient: negative cancel grace %v: %w", grace, errdefs.ErrInvalidArgument)
+	}
+	body, err := json.Marshal(agentproto.JobCancelRequest{GraceMS: grace.Milliseconds()})
+	if err != nil {
+		return fmt.Errorf("agentclient: encode cancel request: %v: %w", err, errdefs.ErrInternal)
+	}
+	return c.do(ctx, http.MethodPost, jobPath(id, "cancel"), body, nil)
+}
+
+// ForgetJob drops a finished job and its kept output from the agent;
+// errdefs.ErrConflict while it still runs, errdefs.ErrNotFound if unknown.
+func (c *Client) ForgetJob(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, jobPath(id, ""), nil, nil)
+}
+
+// StreamJob reads a job's output from the given stdout and stderr offsets:
+// first what the agent kept, then live output, truncation markers and
+// finally the exit frame. It calls fn for every frame in order and returns
+//
+//   - nil after fn has been called with the exit frame;
+//   - fn's error, unchanged, if fn fails;
+//   - an errdefs.ErrUnavailable error if the stream ends without an exit
+//     frame (connection lost, agent gone): resume from the offsets reached;
+//   - a ctx error (classes ErrUnavailable or ErrDeadlineExceeded) when ctx
+//     ends; errdefs.ErrNotFound for an unknown job.
+//
+// The Frame's Payload is only valid during the call to fn: it is reused for
+// the next frame, so fn must copy what it keeps.
+func (c *Client) StreamJob(ctx context.Context, jobID string, stdoutOff, stderrOff int64, fn func(agentproto.Frame) error) error {
+	path := jobPath(jobID, "stream") + "?" + agentproto.StreamStdoutQ + "=" + strconv.FormatInt(stdoutOff, 10) +
+		"&" + agentproto.StreamStderrQ + "=" + strconv.FormatInt(stderrOff, 10)
+	resp, err := c.send(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != agentproto.ContentTypeRaw {
+		return fmt.Errorf("agentclient: GET %s: answer of type %q, want %s: %w", path, mt, agentproto.ContentTypeRaw, errdefs.ErrInternal)
+	}
+	r := bufio.NewReaderSize(resp.Body, streamReadBuffer)
+	var buf []byte
+	for {
+		fr, b, err := agentproto.ReadFrame(r, buf)
+		buf = b
+		if err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return ctxError(http.MethodGet, path, ctxErr)
+			}
+			if errors.Is(err, agentproto.ErrBadFrame) {
+				return fmt.Errorf("agentclient: job %s stream: %w: %w", jobID, err, errdefs.ErrInternal)
+			}
+			if errors.Is(err, io.EOF) {
+				err = errors.New("stream ended before the exit frame")
+			}
+			return fmt.Errorf("agentclient: job %s stream: %v: %w", jobID, err, errdefs.ErrUnavailable)
+		}
+		if err := fn(fr); err != nil {
+			return err
+		}
+		if fr.Type == agentproto.FrameExit {
+			return nil
+		}
+	}
+}
