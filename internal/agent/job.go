@@ -321,26 +321,28 @@ wait:
 		StdoutTruncated: stdout.truncated,
 		StderrTruncated: stderr.truncated,
 	}
-	ws := ei.status
-	switch {
-	case ws.Signaled():
-		sig := ws.Signal()
-		res.ExitCode = 128 + int(sig)
-		res.Signal = signalName(sig)
-		res.ExitReason = agentproto.ExitReasonSignal
-		if sig == syscall.SIGKILL && !sentKil && oomOK {
-			if after, ok := s.oom.read(); ok && after > oomBefore {
-				res.ExitReason = agentproto.ExitReasonOOM
-			}
-		}
-	default:
-		res.ExitCode = ws.ExitStatus()
-		res.ExitReason = agentproto.ExitReasonExited
-	}
+	res.ExitCode, res.ExitReason, res.Signal = s.classifyExit(ei.status, sentKil, oomBefore, oomOK)
 	if reason != "" {
 		res.ExitReason = reason
 	}
 	return res, nil
+}
+
+// classifyExit turns a wait status into exit code, reason and signal name.
+// A SIGKILL the agent did not send is reported as oom when the memory
+// cgroup's OOM-kill counter grew since oomBefore was read.
+func (s *Server) classifyExit(ws syscall.WaitStatus, sentKill bool, oomBefore uint64, oomOK bool) (int, string, string) {
+	if !ws.Signaled() {
+		return ws.ExitStatus(), agentproto.ExitReasonExited, ""
+	}
+	sig := ws.Signal()
+	reason := agentproto.ExitReasonSignal
+	if sig == syscall.SIGKILL && !sentKill && oomOK {
+		if after, ok := s.oom.read(); ok && after > oomBefore {
+			reason = agentproto.ExitReasonOOM
+		}
+	}
+	return 128 + int(sig), reason, signalName(sig)
 }
 
 func nonNil(b []byte) []byte {

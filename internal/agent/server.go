@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -54,6 +55,21 @@ type Config struct {
 	// OOMCounterFiles are candidate files holding the memory cgroup's
 	// oom_kill counter (default DefaultOOMCounterFiles()).
 	OOMCounterFiles []string
+	// JobOutputLimit is the largest max_output_bytes a background job may
+	// ask for (default 256 MiB): its output is streamed, not returned in
+	// one answer, so it may exceed MaxOutputLimit.
+	JobOutputLimit int64
+	// MaxRunningJobs bounds the background jobs running at once (default 1024).
+	MaxRunningJobs int
+	// MaxFinishedJobs bounds the finished background jobs kept until they
+	// are forgotten; the oldest are evicted first (default 256).
+	MaxFinishedJobs int
+	// FinishedJobsMemory bounds the output kept by finished background
+	// jobs; the oldest are evicted first, never the newest (default 512 MiB).
+	FinishedJobsMemory int64
+	// ShimPath is the agent binary that background jobs run under as their
+	// shim (default: this executable, else /.genesis/genesis-agent).
+	ShimPath string
 }
 
 // Server is the agent: a process supervisor with an HTTP/2 front end.
@@ -67,6 +83,11 @@ type Server struct {
 	kernel  string
 	started time.Time
 	bufs    sync.Pool
+
+	jobs     jobTable  // background jobs
+	discard  sync.Pool // *[]byte of discardBuf bytes: output beyond a cap
+	frames   sync.Pool // *[]byte: encoded frames of job streams
+	shimPath string
 }
 
 // New validates cfg and returns a Server. It has no side effects; Run
@@ -106,6 +127,22 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.OOMCounterFiles == nil {
 		cfg.OOMCounterFiles = DefaultOOMCounterFiles()
 	}
+	if cfg.JobOutputLimit <= 0 {
+		cfg.JobOutputLimit = 256 << 20
+	}
+	if cfg.JobOutputLimit < cfg.DefaultMaxOutputBytes {
+		return nil, fmt.Errorf("agent: JobOutputLimit %d below DefaultMaxOutputBytes %d: %w",
+			cfg.JobOutputLimit, cfg.DefaultMaxOutputBytes, errdefs.ErrInvalidArgument)
+	}
+	if cfg.MaxRunningJobs <= 0 {
+		cfg.MaxRunningJobs = 1024
+	}
+	if cfg.MaxFinishedJobs <= 0 {
+		cfg.MaxFinishedJobs = 256
+	}
+	if cfg.FinishedJobsMemory <= 0 {
+		cfg.FinishedJobsMemory = 512 << 20
+	}
 	return &Server{cfg: cfg, log: log}, nil
 }
 
@@ -113,12 +150,22 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 // ends or SIGTERM arrives; SIGINT and SIGHUP are forwarded to running jobs'
 // process groups. On the way out it terminates every job (SIGTERM, then
 // SIGKILL after ShutdownGrace), removes the socket and returns.
+//
+// A process started as a background job's shim (see shim.go) runs the shim
+// instead and exits.
 func (s *Server) Run(ctx context.Context) error {
+	if shimRequested() {
+		os.Exit(runShim(os.Args))
+	}
 	s.started = time.Now()
 	s.kernel = KernelRelease()
 	s.env = newBaseEnv(s.cfg.Environ, defaultHome(s.cfg.DefaultWorkdir))
 	s.oom = newOOMCounter(s.cfg.OOMCounterFiles)
 	s.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
+	s.discard.New = func() any { b := make([]byte, discardBuf); return &b }
+	s.frames.New = func() any { b := make([]byte, 0, streamBatch+8*agentproto.FrameHeaderSize); return &b }
+	s.jobs.init()
+	s.shimPath = resolveShimPath(s.cfg.ShimPath)
 
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
@@ -187,11 +234,19 @@ loop:
 // terminateJobs refuses new jobs, asks running ones to stop and kills what
 // is left after ShutdownGrace.
 func (s *Server) terminateJobs() {
+	s.jobs.close()
 	if s.sup.closeStarts() == 0 {
 		return
 	}
+	// Background jobs: their shims signal the whole tree, SIGKILL after
+	// the grace; killing a shim itself would orphan the tree.
+	s.jobs.terminateAll(s.cfg.ShutdownGrace)
 	s.sup.signalAll(syscall.SIGTERM)
 	if s.waitJobs(s.cfg.ShutdownGrace) {
+		return
+	}
+	s.jobs.killAll()
+	if s.waitJobs(time.Second) {
 		return
 	}
 	n := s.sup.signalAll(syscall.SIGKILL)
@@ -268,6 +323,10 @@ func (s *Server) Handler() http.Handler {
 			}
 			s.handleExec(w, r)
 		default:
+			if strings.HasPrefix(r.URL.Path, agentproto.PathJobs) {
+				s.serveJobs(w, r)
+				return
+			}
 			writeError(w, fmt.Errorf("no route %s: %w", r.URL.Path, errdefs.ErrNotFound))
 		}
 	})

@@ -1,0 +1,249 @@
+package agent
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+// Stream framing: output is sent in frames of at most streamFrame payload
+// bytes, several frames per write and flush, up to streamBatch bytes.
+const (
+	streamFrame = 64 << 10
+	streamBatch = 1 << 20
+)
+
+// defaultShimPath is where the agent binary is mounted in every sandbox.
+const defaultShimPath = "/.genesis/genesis-agent"
+
+// resolveShimPath picks the binary background jobs run under: the
+// configured one, else this executable, else the mounted agent.
+func resolveShimPath(configured string) string {
+	if configured != "" {
+		return configured
+	}
+	if p, err := os.Executable(); err == nil && syscall.Access(p, 1 /* X_OK */) == nil {
+		return p
+	}
+	return defaultShimPath
+}
+
+// serveJobs routes the /v1/jobs tree.
+func (s *Server) serveJobs(w http.ResponseWriter, r *http.Request) {
+	rest := strings.TrimPrefix(r.URL.Path, agentproto.PathJobs)
+	if rest == "" || rest == "/" {
+		switch r.Method {
+		case http.MethodPost:
+			s.handleJobStart(w, r)
+		case http.MethodGet:
+			infos := []agentproto.JobInfo{}
+			for _, j := range s.jobs.list() {
+				infos = append(infos, j.info())
+			}
+			writeJSON(w, http.StatusOK, infos)
+		default:
+			writeError(w, fmt.Errorf("%s wants GET or POST: %w", r.URL.Path, errdefs.ErrInvalidArgument))
+		}
+		return
+	}
+	id, action, _ := strings.Cut(strings.TrimPrefix(rest, "/"), "/")
+	if id == "" || !strings.HasPrefix(rest, "/") || strings.Contains(action, "/") {
+		writeError(w, fmt.Errorf("no route %s: %w", r.URL.Path, errdefs.ErrNotFound))
+		return
+	}
+	var methods []string
+	switch action {
+	case "":
+		methods = []string{http.MethodGet, http.MethodDelete}
+	case "stream":
+		methods = []string{http.MethodGet}
+	case "cancel":
+		methods = []string{http.MethodPost}
+	default:
+		writeError(w, fmt.Errorf("no route %s: %w", r.URL.Path, errdefs.ErrNotFound))
+		return
+	}
+	if !slices.Contains(methods, r.Method) {
+		writeError(w, fmt.Errorf("%s wants %s: %w", r.URL.Path, strings.Join(methods, " or "), errdefs.ErrInvalidArgument))
+		return
+	}
+	if action == "" && r.Method == http.MethodDelete {
+		if err := s.jobs.forget(id); err != nil {
+			writeError(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	j, err := s.jobs.get(id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	switch action {
+	case "":
+		writeJSON(w, http.StatusOK, j.info())
+	case "stream":
+		s.handleJobStream(w, r, j)
+	case "cancel":
+		s.handleJobCancel(w, r, j)
+	}
+}
+
+// decodeBody decodes exactly one JSON object from the request body; an
+// empty body leaves v as it is when emptyOK.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes))
+	if err := dec.Decode(v); err != nil {
+		if emptyOK && errors.Is(err, io.EOF) {
+			return nil
+		}
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return fmt.Errorf("request body over %d bytes: %w", tooBig.Limit, errdefs.ErrTooLarge)
+		}
+		return fmt.Errorf("decode request: %v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("decode request: trailing data after the JSON object: %w", errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+func (s *Server) handleJobStart(w http.ResponseWriter, r *http.Request) {
+	var req agentproto.JobStartRequest
+	if err := s.decodeBody(w, r, &req, false); err != nil {
+		writeError(w, err)
+		return
+	}
+	// The job must outlive this request: nothing below uses its context.
+	j, err := s.startJob(&req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, j.info())
+}
+
+func (s *Server) handleJobCancel(w http.ResponseWriter, r *http.Request, j *bgJob) {
+	var req agentproto.JobCancelRequest
+	if err := s.decodeBody(w, r, &req, true); err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.GraceMS < 0 {
+		writeError(w, fmt.Errorf("grace_ms must not be negative: %w", errdefs.ErrInvalidArgument))
+		return
+	}
+	j.terminate(agentproto.ExitReasonCanceled, time.Duration(req.GraceMS)*time.Millisecond)
+	writeJSON(w, http.StatusAccepted, j.info())
+}
+
+// parseStreamOffsets reads the stdout and stderr resume offsets.
+func parseStreamOffsets(r *http.Request) (cursor, error) {
+	var c cursor
+	q := r.URL.Query()
+	for i, name := range []string{agentproto.StreamStdoutQ, agentproto.StreamStderrQ} {
+		v := q.Get(name)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return c, fmt.Errorf("query %s=%q is not a byte offset: %w", name, v, errdefs.ErrInvalidArgument)
+		}
+		c[i] = n
+	}
+	return c, nil
+}
+
+// handleJobStream sends the job's kept output after the requested offsets,
+// then live output, truncation markers and finally the exit frame.
+func (s *Server) handleJobStream(w http.ResponseWriter, r *http.Request, j *bgJob) {
+	c, err := parseStreamOffsets(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	watch := j.out.watch()
+	defer j.out.unwatch(watch)
+	kept, _, _ := j.out.state()
+	for i := range c {
+		c[i] = min(c[i], kept[i]) // beyond what exists: from the end
+	}
+
+	w.Header().Set("Content-Type", agentproto.ContentTypeRaw)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	bp := s.frames.Get().(*[]byte)
+	defer s.frames.Put(bp)
+	var truncSent [2]bool
+	for {
+		segs, nc := j.out.next(c, streamFrame, streamBatch)
+		b := (*bp)[:0]
+		for _, g := range segs {
+			h := len(b)
+			b = agentproto.AppendFrame(b, agentproto.Frame{Type: frameType(g.stream), Offset: g.from})
+			b = g.appendTo(b)
+			// The header's length field (bytes 4-8) now gets the payload size.
+			binary.BigEndian.PutUint32(b[h+4:h+8], uint32(len(b)-h-agentproto.FrameHeaderSize))
+		}
+		c = nc
+		var ended bool
+		if len(segs) == 0 {
+			// Everything kept so far is sent: report caps that were hit
+			// and, once the job is over, its exit.
+			kept, trunc, closed := j.out.state()
+			for i := range trunc {
+				if trunc[i] && !truncSent[i] && c[i] >= kept[i] {
+					truncSent[i] = true
+					b = agentproto.AppendFrame(b, agentproto.Frame{
+						Type: agentproto.FrameTruncated, Offset: kept[i], Payload: []byte{byte(frameType(i))},
+					})
+				}
+			}
+			if closed {
+				x, _ := j.exitResult()
+				payload, _ := json.Marshal(x)
+				b = agentproto.AppendFrame(b, agentproto.Frame{Type: agentproto.FrameExit, Payload: payload})
+				ended = true
+			}
+		}
+		*bp = b
+		if len(b) > 0 {
+			if _, err := w.Write(b); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		}
+		if ended {
+			return
+		}
+		if len(segs) > 0 {
+			continue
+		}
+		select {
+		case <-watch:
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
