@@ -106,8 +106,8 @@ func TestHardening(t *testing.T) {
 			if fmt.Sprint(hc.SecurityOpt) != "[no-new-privileges:true]" {
 				t.Errorf("SecurityOpt = %v", hc.SecurityOpt)
 			}
-			if hc.PidsLimit == nil || *hc.PidsLimit != 50 {
-				t.Errorf("PidsLimit = %v; want 50", hc.PidsLimit)
+			if want := docker.HostPidsLimit(rt, 50); hc.PidsLimit == nil || *hc.PidsLimit != want {
+				t.Errorf("PidsLimit = %v; want %d", hc.PidsLimit, want)
 			}
 			if hc.Memory != 96<<20 || hc.MemorySwap != hc.Memory {
 				t.Errorf("Memory %d MemorySwap %d; want both %d", hc.Memory, hc.MemorySwap, 96<<20)
@@ -237,5 +237,15 @@ func TestStoppedContainerReportsExit(t *testing.T) {
 	st, err := d.Inspect(ctx, id)
 	if err != nil || st.Running || st.ExitCode != 7 || st.State != "exited" || st.OOMKilled {
 		t.Errorf("Inspect = %+v, %v; want exited with 7", st, err)
+	}
+}
+
+func TestHostPidsLimit(t *testing.T) {
+	t.Parallel()
+	if got := docker.HostPidsLimit(sandbox.RuntimeRunc, 64); got != 64 {
+		t.Errorf("runc: %d, want the limit itself", got)
+	}
+	if got := docker.HostPidsLimit(sandbox.RuntimeRunsc, 64); got != 192 {
+		t.Errorf("runsc: %d, want 2*64+64", got)
 	}
 }

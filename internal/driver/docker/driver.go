@@ -20,6 +20,7 @@ import (
 
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
 )
 
 // Defaults of Config.
@@ -216,7 +217,8 @@ func buildCreate(spec driver.Spec) (createRequest, error) {
 		hc.MemorySwap = hc.Memory
 	}
 	if r.Pids > 0 {
-		hc.PidsLimit = &r.Pids
+		limit := HostPidsLimit(spec.Runtime, r.Pids)
+		hc.PidsLimit = &limit
 	}
 	return createRequest{
 		Hostname:   spec.Hostname,
@@ -704,4 +706,19 @@ func (d *Driver) Logs(ctx context.Context, id string) (stdout, stderr []byte, er
 		return nil, nil, fmt.Errorf("docker: %s: %w", op, err)
 	}
 	return o.buf, e.buf, nil
+}
+
+// HostPidsLimit is the pids cgroup limit set on the host for a sandbox that
+// may run pids processes. Under runc it is pids itself. Under gVisor the
+// cgroup also counts the sandbox kernel's own tasks (about 30 at rest, plus
+// about two host tasks per sandboxed process with the systrap platform), so
+// the host limit is scaled to let roughly pids processes run inside. When a
+// gVisor sandbox reaches it, gVisor ends the whole sandbox rather than
+// failing the fork; the service then reports the sandbox failed. Either way
+// the host's process table is protected.
+func HostPidsLimit(rt sandbox.Runtime, pids int64) int64 {
+	if rt == sandbox.RuntimeRunsc {
+		return 2*pids + 64
+	}
+	return pids
 }
