@@ -70,8 +70,12 @@ type ExecRequest struct {
 	Cwd            string            `json:"cwd,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`
 	Stdin          string            `json:"stdin,omitempty"`
+	StdinBase64    string            `json:"stdin_base64,omitempty"` // exact bytes; exclusive with Stdin
 	TimeoutMS      int64             `json:"timeout_ms,omitempty"`
 	MaxOutputBytes int64             `json:"max_output_bytes,omitempty"`
+	// Background starts the job and answers 202 with the Job at once; read
+	// its output with GET /v1/jobs/{id}/logs.
+	Background bool `json:"background,omitempty"`
 }
 
 // ExecResult is the answer of POST /v1/sandboxes/{id}/exec. Stdout and Stderr
@@ -110,6 +114,7 @@ type Job struct {
 	StdoutTruncated bool       `json:"stdout_truncated"`
 	StderrTruncated bool       `json:"stderr_truncated"`
 	TimeoutMS       int64      `json:"timeout_ms,omitempty"`
+	Mode            string     `json:"mode"` // sync | background
 	CreatedAt       time.Time  `json:"created_at"`
 	StartedAt       *time.Time `json:"started_at,omitempty"`
 	FinishedAt      *time.Time `json:"finished_at,omitempty"`
@@ -176,4 +181,54 @@ type Capabilities struct {
 type Health struct {
 	Status string            `json:"status"` // ok | unavailable
 	Checks map[string]string `json:"checks,omitempty"`
+}
+
+// Session is a StatefulSession (kind "shell") or a code-interpreter context
+// (kind "python").
+type Session struct {
+	ID        string    `json:"id"`
+	SandboxID string    `json:"sandbox_id"`
+	Kind      string    `json:"kind"`
+	State     string    `json:"state"` // active | closed
+	LastJobID string    `json:"last_job_id,omitempty"`
+	Runs      int64     `json:"runs"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// CreateContextRequest is the body of POST /v1/sandboxes/{id}/contexts.
+type CreateContextRequest struct {
+	Language string `json:"language"` // python
+}
+
+// RunCodeRequest is the body of POST /v1/contexts/{id}/run.
+type RunCodeRequest struct {
+	Code      string `json:"code"`
+	TimeoutMS int64  `json:"timeout_ms,omitempty"`
+}
+
+// CodeError is an exception raised by code run in a context.
+type CodeError struct {
+	Name      string   `json:"ename"`
+	Value     string   `json:"evalue"`
+	Traceback []string `json:"traceback"`
+}
+
+// RichOutput is a rich result of a run (e.g. a matplotlib figure as PNG).
+type RichOutput struct {
+	MIME string `json:"mime"`
+	Data string `json:"data"` // base64
+}
+
+// RunCodeResult is the answer of POST /v1/contexts/{id}/run.
+type RunCodeResult struct {
+	JobID   string       `json:"job_id"`
+	Status  string       `json:"status"` // ok | error
+	Stdout  string       `json:"stdout"`
+	Stderr  string       `json:"stderr"`
+	Value   *string      `json:"value,omitempty"` // repr() of the final expression
+	Error   *CodeError   `json:"error,omitempty"`
+	Outputs []RichOutput `json:"outputs"`
+	// DurationMS is the run's time inside the sandbox.
+	DurationMS int64 `json:"duration_ms"`
 }

@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
@@ -90,6 +91,7 @@ func (s *Service) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 		Cwd:       in.Cwd,
 		State:     sandbox.JobRunning,
 		TimeoutMS: in.TimeoutMS,
+		Mode:      sandbox.JobModeSync,
 		CreatedAt: now,
 		StartedAt: &now,
 	}
@@ -115,6 +117,7 @@ func (s *Service) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	if runErr != nil {
 		return nil, s.execFailed(fctx, sb, job, runErr, ctx.Err() != nil)
 	}
+	s.writeSyncLog(job.ID, res)
 	done := s.now()
 	code := res.ExitCode
 	final, err := s.store.UpdateJob(fctx, job.ID, func(j *sandbox.Job) error {
@@ -152,6 +155,7 @@ func (s *Service) execFailed(ctx context.Context, sb *sandbox.Sandbox, job *sand
 			out = errdefs.WithCode("sandbox_failed", fmt.Errorf("sandbox %s failed during the job: %s: %w", sb.ID, why, errdefs.ErrFailedPrecondition))
 		}
 	}
+	s.writeSyncLog(job.ID, agentproto.ExecResult{ExitCode: -1, ExitReason: string(reason), Signal: runErr.Error()})
 	done := s.now()
 	if _, err := s.store.UpdateJob(ctx, job.ID, func(j *sandbox.Job) error {
 		j.State, j.ExitReason, j.Error, j.FinishedAt = state, reason, runErr.Error(), &done
@@ -177,4 +181,39 @@ func (s *Service) GetJob(ctx context.Context, tenant, id string) (*sandbox.Job, 
 		return nil, fmt.Errorf("job %q: %w", id, errdefs.ErrNotFound)
 	}
 	return s.store.GetJob(ctx, tenant, id)
+}
+
+// writeSyncLog keeps a synchronous job's output in its durable log too, so
+// GET /v1/jobs/{id}/logs serves every job the same way. Failures are logged:
+// the caller already has the output.
+func (s *Service) writeSyncLog(jobID string, res agentproto.ExecResult) {
+	l, err := s.logs.Get(jobID, true)
+	if err != nil {
+		s.log.Warn("creating job log", "job", jobID, "err", err)
+		return
+	}
+	defer s.logs.Release(jobID)
+	var frames []agentproto.Frame
+	for _, st := range []struct {
+		t         agentproto.FrameType
+		data      []byte
+		truncated bool
+	}{{agentproto.FrameStdout, res.Stdout, res.StdoutTruncated}, {agentproto.FrameStderr, res.Stderr, res.StderrTruncated}} {
+		for off := 0; off < len(st.data); off += agentproto.MaxFramePayload {
+			end := min(off+agentproto.MaxFramePayload, len(st.data))
+			frames = append(frames, agentproto.Frame{Type: st.t, Offset: int64(off), Payload: st.data[off:end]})
+		}
+		if st.truncated {
+			frames = append(frames, agentproto.Frame{Type: agentproto.FrameTruncated, Offset: int64(len(st.data)), Payload: []byte{byte(st.t)}})
+		}
+	}
+	x, _ := json.Marshal(agentproto.ExitResult{
+		ExitCode: res.ExitCode, ExitReason: res.ExitReason, Signal: res.Signal,
+		StdoutBytes: res.StdoutBytes, StderrBytes: res.StderrBytes,
+		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, DurationMS: res.DurationMS,
+	})
+	frames = append(frames, agentproto.Frame{Type: agentproto.FrameExit, Payload: x})
+	if err := l.Append(frames...); err != nil {
+		s.log.Warn("writing job log", "job", jobID, "err", err)
+	}
 }

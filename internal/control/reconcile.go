@@ -115,20 +115,7 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 	}
 
 	if startup {
-		jobs, err := s.store.ListJobs(ctx, store.JobFilter{States: []sandbox.JobState{sandbox.JobPending, sandbox.JobRunning}})
-		if err != nil {
-			return err
-		}
-		for _, j := range jobs {
-			done := now
-			if _, err := s.store.UpdateJob(ctx, j.ID, func(x *sandbox.Job) error {
-				x.State, x.ExitReason, x.FinishedAt = sandbox.JobLost, sandbox.ExitLost, &done
-				x.Error = "the service restarted while the job was running"
-				return nil
-			}); err == nil {
-				rep.JobsLost++
-			}
-		}
+		rep.JobsLost = s.reattachJobs(ctx)
 	}
 
 	rep.DirsRemoved = s.removeStaleDirs(ctx)

@@ -17,6 +17,7 @@ import (
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/joblog"
 	"genesis.dev/sandbox/internal/store"
 )
 
@@ -53,6 +54,14 @@ type Service struct {
 	agents    map[string]*agentclient.Client
 	createSem chan struct{}
 	admitMu   sync.Mutex // serializes the capacity check with the record insert
+	logs      *joblog.Store
+
+	sessionLocks sync.Map // session id → *sync.Mutex
+
+	followMu  sync.Mutex
+	following map[string]bool // job ids with a live follower
+	closing   bool
+	bgCtx     context.Context // background work; canceled by Close
 
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -88,6 +97,7 @@ func New(cfg Config) (*Service, error) {
 		now:       func() time.Time { return cfg.Now().UTC() },
 		agents:    map[string]*agentclient.Client{},
 		createSem: make(chan struct{}, 4),
+		following: map[string]bool{},
 	}, nil
 }
 
@@ -97,12 +107,20 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := os.MkdirAll(s.sandboxesDir(), 0o711); err != nil {
 		return fmt.Errorf("control: data dir: %w", err)
 	}
+	logs, err := joblog.Open(filepath.Join(s.cfg.DataDir, "jobs"))
+	if err != nil {
+		return err
+	}
+	s.logs = logs
+	if err := s.installKernel(); err != nil {
+		return err
+	}
+	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel, s.bgCtx = cancel, loopCtx
 	s.RefreshProbe(ctx)
 	if err := s.Reconcile(ctx, true); err != nil {
 		s.log.Error("startup reconcile failed", "err", err)
 	}
-	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.cancel = cancel
 	s.loop(loopCtx, s.cfg.Intervals.Probe, func(ctx context.Context) { s.RefreshProbe(ctx) })
 	s.loop(loopCtx, s.cfg.Intervals.Reconcile, func(ctx context.Context) {
 		if err := s.Reconcile(ctx, false); err != nil {
@@ -132,6 +150,9 @@ func (s *Service) loop(ctx context.Context, every time.Duration, fn func(context
 // Close stops the background loops and closes agent connections. Sandboxes
 // keep running; a restarted service adopts them.
 func (s *Service) Close() {
+	s.followMu.Lock()
+	s.closing = true
+	s.followMu.Unlock()
 	if s.cancel != nil {
 		s.cancel()
 	}

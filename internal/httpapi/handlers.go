@@ -227,20 +227,63 @@ func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// execInput translates an exec request body.
+func execInput(r *http.Request, req client.ExecRequest) (control.ExecInput, error) {
+	in := control.ExecInput{
+		Tenant: tenantOf(r), SandboxID: r.PathValue("id"), Command: req.Command, Script: req.Script,
+		Cwd: req.Cwd, Env: req.Env, Stdin: []byte(req.Stdin), TimeoutMS: req.TimeoutMS, MaxOutputBytes: req.MaxOutputBytes,
+	}
+	if req.StdinBase64 != "" {
+		if req.Stdin != "" {
+			return in, invalidArg("stdin and stdin_base64 are mutually exclusive")
+		}
+		b, err := base64.StdEncoding.DecodeString(req.StdinBase64)
+		if err != nil {
+			return in, invalidArg("stdin_base64 is not valid base64")
+		}
+		in.Stdin = b
+	}
+	return in, nil
+}
+
+func invalidArg(msg string) error { return fmt.Errorf("%s: %w", msg, errdefs.ErrInvalidArgument) }
+
+func notFound(what, id string) error { return fmt.Errorf("%s %q: %w", what, id, errdefs.ErrNotFound) }
+
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	var req client.ExecRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out, err := s.ctl.Exec(r.Context(), control.ExecInput{
-		Tenant: tenantOf(r), SandboxID: r.PathValue("id"), Command: req.Command, Script: req.Script,
-		Cwd: req.Cwd, Env: req.Env, Stdin: []byte(req.Stdin), TimeoutMS: req.TimeoutMS, MaxOutputBytes: req.MaxOutputBytes,
-	})
+	in, err := execInput(r, req)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
+	if wantsEventStream(r) {
+		s.execStream(w, r, in)
+		return
+	}
+	if req.Background {
+		job, err := s.ctl.StartJob(r.Context(), in)
+		if err != nil {
+			s.writeProblem(w, r, err)
+			return
+		}
+		w.Header().Set("Location", "/v1/jobs/"+job.ID)
+		writeJSON(w, http.StatusAccepted, jobWire(job))
+		return
+	}
+	out, err := s.ctl.Exec(r.Context(), in)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, execResultWire(out))
+}
+
+func execResultWire(out *control.ExecOutput) client.ExecResult {
 	j := out.Job
 	res := client.ExecResult{
 		JobID: j.ID, ExitReason: string(j.ExitReason), Signal: j.Signal,
@@ -257,7 +300,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	if !utf8.Valid(out.Stderr) {
 		res.StderrBase64 = base64.StdEncoding.EncodeToString(out.Stderr)
 	}
-	writeJSON(w, http.StatusOK, res)
+	return res
 }
 
 func jobWire(j *sandbox.Job) client.Job {
@@ -265,7 +308,7 @@ func jobWire(j *sandbox.Job) client.Job {
 		ID: j.ID, SandboxID: j.SandboxID, State: string(j.State), Command: j.Command, Script: j.Script, Cwd: j.Cwd,
 		ExitCode: j.ExitCode, ExitReason: string(j.ExitReason), Signal: j.Signal, Error: j.Error,
 		StdoutBytes: j.StdoutBytes, StderrBytes: j.StderrBytes, StdoutTruncated: j.StdoutTruncated,
-		StderrTruncated: j.StderrTruncated, TimeoutMS: j.TimeoutMS, CreatedAt: j.CreatedAt,
+		StderrTruncated: j.StderrTruncated, TimeoutMS: j.TimeoutMS, Mode: string(j.Mode), CreatedAt: j.CreatedAt,
 		StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
 	}
 }

@@ -28,18 +28,21 @@ type Config struct {
 	// Keys maps API keys to tenant names.
 	Keys         map[string]string
 	MaxBodyBytes int64
-	Logger       *slog.Logger
+	// KeepAlive is the interval of SSE keepalive comments (default 15 s).
+	KeepAlive time.Duration
+	Logger    *slog.Logger
 }
 
 // Server is the HTTP API.
 type Server struct {
-	ctl     *control.Service
-	keys    []apiKey
-	maxBody int64
-	log     *slog.Logger
-	mux     *http.ServeMux
-	routes  []Route
-	metrics *metrics
+	ctl       *control.Service
+	keys      []apiKey
+	maxBody   int64
+	log       *slog.Logger
+	mux       *http.ServeMux
+	routes    []Route
+	metrics   *metrics
+	keepalive time.Duration
 }
 
 type apiKey struct {
@@ -68,7 +71,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{ctl: cfg.Control, maxBody: cfg.MaxBodyBytes, log: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics()}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = 15 * time.Second
+	}
+	s := &Server{ctl: cfg.Control, maxBody: cfg.MaxBodyBytes, log: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics(), keepalive: cfg.KeepAlive}
 	for k, t := range cfg.Keys {
 		s.keys = append(s.keys, apiKey{hash: sha256.Sum256([]byte(k)), tenant: t})
 	}
@@ -102,6 +108,16 @@ func (s *Server) routesInit() {
 	s.handle("DELETE", "/v1/sandboxes/{id}", true, s.deleteSandbox)
 	s.handle("POST", "/v1/sandboxes/{id}/exec", true, s.exec)
 	s.handle("GET", "/v1/jobs/{id}", true, s.getJob)
+	s.handle("GET", "/v1/jobs/{id}/logs", true, s.jobLogs)
+	s.handle("POST", "/v1/jobs/{id}/cancel", true, s.cancelJob)
+	s.handle("POST", "/v1/sandboxes/{id}/sessions", true, s.createSession)
+	s.handle("GET", "/v1/sessions/{id}", true, s.getSession)
+	s.handle("POST", "/v1/sessions/{id}/exec", true, s.sessionExec)
+	s.handle("DELETE", "/v1/sessions/{id}", true, s.deleteSession)
+	s.handle("POST", "/v1/sandboxes/{id}/contexts", true, s.createContext)
+	s.handle("GET", "/v1/contexts/{id}", true, s.getContext)
+	s.handle("POST", "/v1/contexts/{id}/run", true, s.runCode)
+	s.handle("DELETE", "/v1/contexts/{id}", true, s.deleteContext)
 }
 
 type ctxKey int

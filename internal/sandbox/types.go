@@ -189,9 +189,11 @@ type Session struct {
 	State     SessionState `json:"state"`
 	// Cwd and Env are the shell session's saved state as last reported by
 	// the sandbox (informational; the sandbox holds the authoritative copy).
-	Cwd       string    `json:"cwd,omitempty"`
-	LastJobID string    `json:"last_job_id,omitempty"`
-	Runs      int64     `json:"runs"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Cwd       string `json:"cwd,omitempty"`
+	LastJobID string `json:"last_job_id,omitempty"`
+	// KernelJobID is the background job running a context's kernel.
+	KernelJobID string    `json:"kernel_job_id,omitempty"`
+	Runs        int64     `json:"runs"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
 }

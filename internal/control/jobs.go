@@ -1,0 +1,303 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/joblog"
+	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
+)
+
+var jobFilterRunning = store.JobFilter{States: []sandbox.JobState{sandbox.JobPending, sandbox.JobRunning}}
+
+// cancelGrace is how long a canceled job's processes get between SIGTERM
+// and SIGKILL.
+const cancelGrace = 2 * time.Second
+
+// StartJob starts a background job: it returns as soon as the agent has
+// started the process. The output is copied into the job's durable log by a
+// follower goroutine that survives client disconnects and re-attaches after
+// a service restart.
+func (s *Service) StartJob(ctx context.Context, in ExecInput) (*sandbox.Job, error) {
+	if err := s.validateExec(&in); err != nil {
+		return nil, err
+	}
+	sb, err := s.GetSandbox(ctx, in.Tenant, in.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	if !sb.State.Running() {
+		return nil, errdefs.WithCode("sandbox_not_running", fmt.Errorf(
+			"sandbox %s is %s; jobs run only in ready sandboxes: %w", sb.ID, sb.State, errdefs.ErrFailedPrecondition))
+	}
+	now := s.now()
+	job := &sandbox.Job{
+		ID: sandbox.NewID("job"), Tenant: in.Tenant, SandboxID: sb.ID, Command: in.Command, Script: in.Script,
+		Cwd: in.Cwd, State: sandbox.JobRunning, TimeoutMS: in.TimeoutMS, Mode: sandbox.JobModeBackground,
+		CreatedAt: now, StartedAt: &now,
+	}
+	if err := s.store.CreateJob(ctx, job); err != nil {
+		return nil, err
+	}
+	if _, err := s.logs.Get(job.ID, true); err != nil {
+		return nil, s.finishJob(ctx, job.ID, lostExit("cannot create the job log: "+err.Error()))
+	}
+	_, err = s.agent(sb.ID).StartJob(ctx, agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{
+		JobID: job.ID, Command: in.Command, Script: in.Script, Cwd: in.Cwd, Env: in.Env, Stdin: in.Stdin,
+		TimeoutMS: in.TimeoutMS, KillGraceMS: killGrace.Milliseconds(), MaxOutputBytes: in.MaxOutputBytes,
+	}})
+	if err != nil {
+		fctx, cancel := cleanupCtx(ctx, 10*time.Second)
+		defer cancel()
+		x := lostExit("the agent could not start the job: " + err.Error())
+		if errors.Is(err, errdefs.ErrInvalidArgument) {
+			x.ExitReason = string(sandbox.ExitExited)
+			x.ExitCode = 127
+		}
+		if ferr := s.finishJob(fctx, job.ID, x); ferr != nil {
+			s.log.Error("recording failed job start", "job", job.ID, "err", ferr)
+		}
+		return nil, err
+	}
+	s.followJob(sb.ID, job.ID)
+	return job, nil
+}
+
+func lostExit(why string) agentproto.ExitResult {
+	return agentproto.ExitResult{ExitCode: -1, ExitReason: string(sandbox.ExitLost), Signal: why}
+}
+
+// followJob starts (once per job) the goroutine that copies the job's output
+// from the agent into its log and records the final state.
+func (s *Service) followJob(sandboxID, jobID string) {
+	s.followMu.Lock()
+	defer s.followMu.Unlock()
+	if s.following[jobID] || s.closing {
+		return
+	}
+	s.following[jobID] = true
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer func() {
+			s.followMu.Lock()
+			delete(s.following, jobID)
+			s.followMu.Unlock()
+		}()
+		s.follow(sandboxID, jobID)
+	}()
+}
+
+func (s *Service) follow(sandboxID, jobID string) {
+	ctx := s.bgCtx
+	log, err := s.logs.Get(jobID, true)
+	if err != nil {
+		s.log.Error("opening job log", "job", jobID, "err", err)
+		_ = s.finishJob(ctx, jobID, lostExit(err.Error()))
+		return
+	}
+	backoff := 100 * time.Millisecond
+	lastRecord := time.Now()
+	for {
+		so, se, exited := log.Offsets()
+		if exited {
+			s.recordExitFromLog(ctx, jobID, log)
+			return
+		}
+		err := s.agent(sandboxID).StreamJob(ctx, jobID, so, se, func(fr agentproto.Frame) error {
+			if err := log.Append(fr); err != nil {
+				return err
+			}
+			if time.Since(lastRecord) > time.Second {
+				lastRecord = time.Now()
+				s.recordProgress(ctx, jobID, log)
+			}
+			return nil
+		})
+		if _, _, exited := log.Offsets(); exited {
+			s.recordExitFromLog(ctx, jobID, log)
+			return
+		}
+		if ctx.Err() != nil {
+			return // service shutting down: the job keeps running; re-attached on restart
+		}
+		if errors.Is(err, errdefs.ErrNotFound) {
+			_ = s.finishJob(ctx, jobID, lostExit("the agent no longer knows the job"))
+			return
+		}
+		sb, gerr := s.store.GetSandbox(ctx, "", sandboxID)
+		if gerr != nil || !sb.State.Running() {
+			_ = s.finishJob(ctx, jobID, lostExit("the sandbox is no longer running"))
+			return
+		}
+		if st, ierr := s.driver.Inspect(ctx, sb.ContainerID); ierr != nil || !st.Running {
+			why := "container is gone"
+			if ierr == nil {
+				why = fmt.Sprintf("container exited with code %d (oom_killed=%v)", st.ExitCode, st.OOMKilled)
+			}
+			s.markFailed(ctx, sb, why)
+			_ = s.finishJob(ctx, jobID, lostExit("the sandbox failed: "+why))
+			return
+		}
+		s.log.Warn("job output stream interrupted; resuming", "job", jobID, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+func (s *Service) recordProgress(ctx context.Context, jobID string, log *joblog.Log) {
+	so, se, _ := log.Offsets()
+	_, err := s.store.UpdateJob(ctx, jobID, func(j *sandbox.Job) error {
+		if j.State.Final() {
+			return nil
+		}
+		j.StdoutBytes, j.StderrBytes = max(j.StdoutBytes, so), max(j.StderrBytes, se)
+		return nil
+	})
+	if err != nil {
+		s.log.Warn("recording job progress", "job", jobID, "err", err)
+	}
+}
+
+// recordExitFromLog records the final state from the log's exit frame and
+// lets the agent forget the job.
+func (s *Service) recordExitFromLog(ctx context.Context, jobID string, log *joblog.Log) {
+	var x agentproto.ExitResult
+	found := false
+	_ = log.Read(ctx, 0, false, func(e joblog.Event) error {
+		if e.Type == agentproto.FrameExit {
+			if err := json.Unmarshal(e.Payload, &x); err == nil {
+				found = true
+			}
+		}
+		return nil
+	})
+	if !found {
+		x = lostExit("the job log has no exit record")
+	}
+	if err := s.recordExit(ctx, jobID, x); err != nil {
+		s.log.Error("recording job exit", "job", jobID, "err", err)
+		return
+	}
+	j, err := s.store.GetJob(ctx, "", jobID)
+	if err == nil {
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if ferr := s.agent(j.SandboxID).ForgetJob(fctx, jobID); ferr != nil && !errors.Is(ferr, errdefs.ErrNotFound) {
+			s.log.Debug("agent forget job", "job", jobID, "err", ferr)
+		}
+		cancel()
+	}
+	s.logs.Release(jobID)
+}
+
+// finishJob ends a job that has no exit frame yet: it appends x as the exit
+// frame (so log followers end) and records the final state.
+func (s *Service) finishJob(ctx context.Context, jobID string, x agentproto.ExitResult) error {
+	if log, err := s.logs.Get(jobID, true); err == nil {
+		if so, se, exited := log.Offsets(); !exited {
+			x.StdoutBytes, x.StderrBytes = max(x.StdoutBytes, so), max(x.StderrBytes, se)
+			b, _ := json.Marshal(x)
+			if err := log.Append(agentproto.Frame{Type: agentproto.FrameExit, Payload: b}); err != nil {
+				s.log.Error("appending exit frame", "job", jobID, "err", err)
+			}
+		}
+		s.logs.Release(jobID)
+	}
+	return s.recordExit(ctx, jobID, x)
+}
+
+func (s *Service) recordExit(ctx context.Context, jobID string, x agentproto.ExitResult) error {
+	done := s.now()
+	_, err := s.store.UpdateJob(ctx, jobID, func(j *sandbox.Job) error {
+		if j.State.Final() {
+			return nil
+		}
+		reason := sandbox.ExitReason(x.ExitReason)
+		j.State = sandbox.FinalJobState(reason, x.ExitCode)
+		j.ExitReason = reason
+		if reason == sandbox.ExitLost {
+			j.Error = x.Signal
+		} else {
+			code := x.ExitCode
+			j.ExitCode = &code
+			j.Signal = x.Signal
+		}
+		j.StdoutBytes, j.StderrBytes = max(j.StdoutBytes, x.StdoutBytes), max(j.StderrBytes, x.StderrBytes)
+		j.StdoutTruncated = j.StdoutTruncated || x.StdoutTruncated
+		j.StderrTruncated = j.StderrTruncated || x.StderrTruncated
+		j.FinishedAt = &done
+		return nil
+	})
+	return err
+}
+
+// CancelJob asks the agent to kill the whole process tree of a running job.
+// The job's final state (canceled) is recorded when its exit arrives.
+func (s *Service) CancelJob(ctx context.Context, tenant, jobID string) (*sandbox.Job, error) {
+	j, err := s.GetJob(ctx, tenant, jobID)
+	if err != nil {
+		return nil, err
+	}
+	if j.State.Final() {
+		return j, nil // canceling a finished job changes nothing
+	}
+	if j.Mode != sandbox.JobModeBackground {
+		return nil, errdefs.WithCode("not_cancelable", fmt.Errorf(
+			"job %s runs synchronously; it ends when its caller disconnects or its timeout passes: %w", jobID, errdefs.ErrFailedPrecondition))
+	}
+	err = s.agent(j.SandboxID).CancelJob(ctx, jobID, cancelGrace)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return j, s.finishJob(ctx, jobID, lostExit("the agent no longer knows the job"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// JobLog returns a job of tenant and its log.
+func (s *Service) JobLog(ctx context.Context, tenant, jobID string) (*sandbox.Job, *joblog.Log, error) {
+	j, err := s.GetJob(ctx, tenant, jobID)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := s.logs.Get(jobID, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return j, l, nil
+}
+
+// reattachJobs, at start-up, resumes following the background jobs that
+// were running when the service stopped; jobs that cannot be followed are
+// finished as lost.
+func (s *Service) reattachJobs(ctx context.Context) int {
+	jobs, err := s.store.ListJobs(ctx, jobFilterRunning)
+	if err != nil {
+		s.log.Error("listing running jobs", "err", err)
+		return 0
+	}
+	lost := 0
+	for _, j := range jobs {
+		if j.Mode == sandbox.JobModeBackground {
+			if sb, err := s.store.GetSandbox(ctx, "", j.SandboxID); err == nil && sb.State.Running() {
+				s.followJob(j.SandboxID, j.ID)
+				continue
+			}
+		}
+		if err := s.finishJob(ctx, j.ID, lostExit("the service restarted while the job was running")); err == nil {
+			lost++
+		}
+	}
+	return lost
+}

@@ -1,0 +1,272 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/joblog"
+	"genesis.dev/sandbox/internal/sandbox"
+)
+
+// sseOutput is the data of stdout and stderr events: the stream offset of
+// the first byte and the bytes themselves, base64-encoded (binary-safe).
+type sseOutput struct {
+	Offset int64  `json:"offset"`
+	Data   string `json:"data"`
+}
+
+// sseTruncated is the data of a truncated event.
+type sseTruncated struct {
+	Stream string `json:"stream"`
+	Kept   int64  `json:"kept"`
+}
+
+// sseExit is the data of the final exit event.
+type sseExit struct {
+	JobID           string `json:"job_id"`
+	State           string `json:"state"`
+	ExitCode        *int   `json:"exit_code"`
+	ExitReason      string `json:"exit_reason"`
+	Signal          string `json:"signal,omitempty"`
+	Error           string `json:"error,omitempty"`
+	StdoutBytes     int64  `json:"stdout_bytes"`
+	StderrBytes     int64  `json:"stderr_bytes"`
+	StdoutTruncated bool   `json:"stdout_truncated"`
+	StderrTruncated bool   `json:"stderr_truncated"`
+	DurationMS      int64  `json:"duration_ms,omitempty"`
+}
+
+// parseCursor reads the resume cursor from Last-Event-ID or ?cursor=.
+func parseCursor(r *http.Request) (int64, error) {
+	v := r.Header.Get("Last-Event-ID")
+	if q := r.URL.Query().Get("cursor"); q != "" {
+		v = q
+	}
+	if v == "" {
+		return 0, nil
+	}
+	c, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || c < 0 {
+		return 0, errdefs.WithCode("invalid_cursor", fmt.Errorf("cursor %q is not a non-negative event id: %w", v, errdefs.ErrInvalidArgument))
+	}
+	return c, nil
+}
+
+func parseBool(r *http.Request, name string, def bool) (bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%s=%q is not a boolean: %w", name, v, errdefs.ErrInvalidArgument)
+	}
+	return b, nil
+}
+
+// jobLogs serves GET /v1/jobs/{id}/logs as Server-Sent Events.
+func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
+	cursor, err := parseCursor(r)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	follow, err := parseBool(r, "follow", true)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	job, log, err := s.ctl.JobLog(r.Context(), tenantOf(r), r.PathValue("id"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	if ok, err := log.ValidCursor(cursor); err != nil || !ok {
+		s.writeProblem(w, r, errdefs.WithCode("invalid_cursor", fmt.Errorf(
+			"cursor %d is not an event id of job %s: %w", cursor, job.ID, errdefs.ErrInvalidArgument)))
+		return
+	}
+	s.streamLog(w, r, job.ID, log, cursor, follow, nil)
+}
+
+// streamLog writes the events of log from cursor on. first, if set, is sent
+// before anything else (the job event of a streamed exec).
+func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, jobID string, log *joblog.Log, cursor int64, follow bool, first func(*sseWriter) error) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	h.Set("X-Genesis-Job-ID", jobID)
+	w.WriteHeader(http.StatusOK)
+	sw := &sseWriter{w: w, rc: http.NewResponseController(w)}
+	if first != nil {
+		if first(sw) != nil {
+			return
+		}
+	}
+	ctx := r.Context()
+	keepalive := time.NewTicker(s.keepalive)
+	defer keepalive.Stop()
+	for {
+		changed := log.Wait()
+		exited := false
+		err := log.Read(ctx, cursor, false, func(e joblog.Event) error {
+			cursor = e.Cursor
+			if e.Type == agentproto.FrameExit {
+				exited = true
+			}
+			return sw.frame(e, jobID)
+		})
+		if err == nil {
+			err = sw.flush()
+		}
+		if err != nil || exited || ctx.Err() != nil {
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("log stream ended", "job", jobID, "err", err)
+			}
+			return
+		}
+		if !follow {
+			// Nothing more now. If the job is final but its log has no exit
+			// frame (it cannot happen for logs written by this version),
+			// say so rather than hanging.
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-keepalive.C:
+			if sw.comment("keepalive") != nil {
+				return
+			}
+		}
+	}
+}
+
+type sseWriter struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	buf []byte
+}
+
+func (sw *sseWriter) event(id, name string, data any) error {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	if id != "" {
+		sw.buf = append(sw.buf, "id: "...)
+		sw.buf = append(sw.buf, id...)
+		sw.buf = append(sw.buf, '\n')
+	}
+	sw.buf = append(sw.buf, "event: "...)
+	sw.buf = append(sw.buf, name...)
+	sw.buf = append(sw.buf, "\ndata: "...)
+	sw.buf = append(sw.buf, b...)
+	sw.buf = append(sw.buf, "\n\n"...)
+	if len(sw.buf) >= 256<<10 {
+		return sw.flush()
+	}
+	return nil
+}
+
+func (sw *sseWriter) comment(text string) error {
+	sw.buf = append(sw.buf, ": "+text+"\n\n"...)
+	return sw.flush()
+}
+
+func (sw *sseWriter) flush() error {
+	if len(sw.buf) > 0 {
+		if _, err := sw.w.Write(sw.buf); err != nil {
+			return err
+		}
+		sw.buf = sw.buf[:0]
+	}
+	return sw.rc.Flush()
+}
+
+func (sw *sseWriter) frame(e joblog.Event, jobID string) error {
+	id := strconv.FormatInt(e.Cursor, 10)
+	switch e.Type {
+	case agentproto.FrameStdout, agentproto.FrameStderr:
+		name := "stdout"
+		if e.Type == agentproto.FrameStderr {
+			name = "stderr"
+		}
+		return sw.event(id, name, sseOutput{Offset: e.Offset, Data: base64.StdEncoding.EncodeToString(e.Payload)})
+	case agentproto.FrameTruncated:
+		stream := "stdout"
+		if len(e.Payload) > 0 && e.Payload[0] == byte(agentproto.FrameStderr) {
+			stream = "stderr"
+		}
+		return sw.event(id, "truncated", sseTruncated{Stream: stream, Kept: e.Offset})
+	case agentproto.FrameExit:
+		x, err := e.Exit()
+		if err != nil {
+			return err
+		}
+		ev := sseExit{
+			JobID: jobID, ExitReason: x.ExitReason, Signal: x.Signal,
+			StdoutBytes: x.StdoutBytes, StderrBytes: x.StderrBytes,
+			StdoutTruncated: x.StdoutTruncated, StderrTruncated: x.StderrTruncated, DurationMS: x.DurationMS,
+		}
+		ev.State = string(sandbox.FinalJobState(sandbox.ExitReason(x.ExitReason), x.ExitCode))
+		if x.ExitReason == string(sandbox.ExitLost) {
+			ev.Error, ev.Signal = x.Signal, ""
+		} else {
+			code := x.ExitCode
+			ev.ExitCode = &code
+		}
+		return sw.event(id, "exit", ev)
+	}
+	return nil
+}
+
+// cancelJob serves POST /v1/jobs/{id}/cancel.
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
+	j, err := s.ctl.CancelJob(r.Context(), tenantOf(r), r.PathValue("id"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, jobWire(j))
+}
+
+// wantsEventStream reports whether the client asked for SSE.
+func wantsEventStream(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+// execStream starts a background job and streams its events live.
+func (s *Server) execStream(w http.ResponseWriter, r *http.Request, in control.ExecInput) {
+	job, err := s.ctl.StartJob(r.Context(), in)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	_, log, err := s.ctl.JobLog(r.Context(), tenantOf(r), job.ID)
+	if err != nil {
+		if errors.Is(err, errdefs.ErrNotFound) {
+			err = fmt.Errorf("job %s has no log: %w", job.ID, errdefs.ErrInternal)
+		}
+		s.writeProblem(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/jobs/"+job.ID)
+	s.streamLog(w, r, job.ID, log, 0, true, func(sw *sseWriter) error {
+		if err := sw.event("0", "job", jobWire(job)); err != nil {
+			return err
+		}
+		return sw.flush()
+	})
+}

@@ -1,0 +1,132 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/sandbox"
+)
+
+func sessionWire(se *sandbox.Session) client.Session {
+	return client.Session{ID: se.ID, SandboxID: se.SandboxID, Kind: string(se.Kind), State: string(se.State),
+		LastJobID: se.LastJobID, Runs: se.Runs, CreatedAt: se.CreatedAt, UpdatedAt: se.UpdatedAt}
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
+	se, err := s.ctl.CreateSession(r.Context(), tenantOf(r), r.PathValue("id"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/sessions/"+se.ID)
+	writeJSON(w, http.StatusCreated, sessionWire(se))
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
+	se, err := s.ctl.GetSession(r.Context(), tenantOf(r), r.PathValue("id"))
+	if err != nil || se.Kind != sandbox.SessionShell {
+		if err == nil {
+			err = notFound("session", r.PathValue("id"))
+		}
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sessionWire(se))
+}
+
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
+	s.closeSession(w, r, sandbox.SessionShell, "session")
+}
+
+func (s *Server) closeSession(w http.ResponseWriter, r *http.Request, kind sandbox.SessionKind, what string) {
+	se, err := s.ctl.GetSession(r.Context(), tenantOf(r), r.PathValue("id"))
+	if err == nil && se.Kind != kind {
+		err = notFound(what, r.PathValue("id"))
+	}
+	if err == nil {
+		err = s.ctl.CloseSession(r.Context(), tenantOf(r), se.ID)
+	}
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request) {
+	var req client.ExecRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	in, err := execInput(r, req)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	if req.Background || wantsEventStream(r) {
+		s.writeProblem(w, r, invalidArg("background and streamed execution are not available in sessions yet; use the sandbox exec"))
+		return
+	}
+	out, err := s.ctl.SessionExec(r.Context(), r.PathValue("id"), in)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, execResultWire(out))
+}
+
+func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
+	var req client.CreateContextRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	se, err := s.ctl.CreateContext(r.Context(), tenantOf(r), r.PathValue("id"), req.Language)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/contexts/"+se.ID)
+	writeJSON(w, http.StatusCreated, sessionWire(se))
+}
+
+func (s *Server) getContext(w http.ResponseWriter, r *http.Request) {
+	se, err := s.ctl.GetSession(r.Context(), tenantOf(r), r.PathValue("id"))
+	if err == nil && se.Kind != sandbox.SessionPython {
+		err = notFound("context", r.PathValue("id"))
+	}
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sessionWire(se))
+}
+
+func (s *Server) deleteContext(w http.ResponseWriter, r *http.Request) {
+	s.closeSession(w, r, sandbox.SessionPython, "context")
+}
+
+func (s *Server) runCode(w http.ResponseWriter, r *http.Request) {
+	var req client.RunCodeRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	res, err := s.ctl.RunCode(r.Context(), tenantOf(r), r.PathValue("id"), req.Code, req.TimeoutMS)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	out := client.RunCodeResult{
+		JobID: res.Exec.Job.ID, Status: res.Status, Stdout: string(res.Exec.Stdout), Stderr: string(res.Exec.Stderr),
+		Value: res.Value, DurationMS: res.Exec.DurationMS, Outputs: []client.RichOutput{},
+	}
+	if res.Error != nil {
+		out.Error = &client.CodeError{Name: res.Error.Name, Value: res.Error.Value, Traceback: res.Error.Traceback}
+	}
+	for _, o := range res.Outputs {
+		out.Outputs = append(out.Outputs, client.RichOutput{MIME: o.MIME, Data: o.Data})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
