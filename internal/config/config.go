@@ -49,6 +49,7 @@ type Intervals struct {
 	Probe             time.Duration `yaml:"probe"`
 	Reconcile         time.Duration `yaml:"reconcile"`
 	OrphanGrace       time.Duration `yaml:"orphan_grace"`
+	LogRetention      time.Duration `yaml:"log_retention"`
 	AgentReadyTimeout time.Duration `yaml:"agent_ready_timeout"`
 	DockerCallTimeout time.Duration `yaml:"docker_call_timeout"`
 }
@@ -164,6 +165,7 @@ func (c *Config) Validate() error {
 	iv := c.Intervals
 	for key, v := range map[string]time.Duration{
 		"intervals.probe": iv.Probe, "intervals.reconcile": iv.Reconcile, "intervals.orphan_grace": iv.OrphanGrace,
+		"intervals.log_retention":       iv.LogRetention,
 		"intervals.agent_ready_timeout": iv.AgentReadyTimeout, "intervals.docker_call_timeout": iv.DockerCallTimeout,
 	} {
 		if v <= 0 {

@@ -132,6 +132,11 @@ func (s *Service) follow(sandboxID, jobID string) {
 			return
 		}
 		sb, gerr := s.store.GetSandbox(ctx, "", sandboxID)
+		if gerr == nil && (sb.State == sandbox.StateDraining || sb.State == sandbox.StateDestroyed) {
+			x := agentproto.ExitResult{ExitCode: -1, ExitReason: string(sandbox.ExitCanceled), Signal: "SIGKILL"}
+			_ = s.finishJob(ctx, jobID, x)
+			return
+		}
 		if gerr != nil || !sb.State.Running() {
 			_ = s.finishJob(ctx, jobID, lostExit("the sandbox is no longer running"))
 			return

@@ -26,6 +26,7 @@ type ReconcileReport struct {
 	Expired        int
 	JobsLost       int
 	DirsRemoved    int
+	LogsExpired    int
 }
 
 // Reconcile brings records and the runtime into agreement:
@@ -119,9 +120,10 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 	}
 
 	rep.DirsRemoved = s.removeStaleDirs(ctx)
+	rep.LogsExpired = s.expireLogs(ctx, now)
 	if rep != (ReconcileReport{}) {
 		s.log.Info("reconciled", "orphans_removed", rep.OrphansRemoved, "marked_failed", rep.MarkedFailed,
-			"expired", rep.Expired, "jobs_lost", rep.JobsLost, "dirs_removed", rep.DirsRemoved)
+			"expired", rep.Expired, "jobs_lost", rep.JobsLost, "dirs_removed", rep.DirsRemoved, "logs_expired", rep.LogsExpired)
 	}
 	return nil
 }
@@ -145,6 +147,24 @@ func (s *Service) removeStaleDirs(ctx context.Context) int {
 			continue // a create may be in flight before its record is visible
 		}
 		if os.RemoveAll(s.sandboxDir(e.Name())) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// expireLogs deletes the logs of finished jobs older than the retention.
+func (s *Service) expireLogs(ctx context.Context, now time.Time) int {
+	if s.logs == nil {
+		return 0
+	}
+	n := 0
+	for _, id := range s.logs.Expired(now.Add(-s.cfg.Intervals.LogRetention)) {
+		j, err := s.store.GetJob(ctx, "", id)
+		if err == nil && !j.State.Final() {
+			continue
+		}
+		if s.logs.Remove(id) == nil {
 			n++
 		}
 	}

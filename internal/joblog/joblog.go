@@ -9,7 +9,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"time"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -289,4 +291,26 @@ func (l *Log) Wait() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.changed
+}
+
+// Expired lists the jobs whose log file was last written before cutoff and
+// is not open (being written or followed) now.
+func (s *Store) Expired(cutoff time.Time) []string {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, e := range entries {
+		id, ok := strings.CutSuffix(e.Name(), ".log")
+		if !ok || s.logs[id] != nil {
+			continue
+		}
+		if info, err := e.Info(); err == nil && info.ModTime().Before(cutoff) {
+			out = append(out, id)
+		}
+	}
+	return out
 }

@@ -230,3 +230,32 @@ func TestFollowWakesAndEndsAtExit(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestExpiredSkipsOpenAndRecentLogs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, _ := Open(dir)
+	for _, id := range []string{"job_old", "job_new", "job_open"} {
+		if _, err := s.Get(id, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Release("job_old")
+	s.Release("job_new")
+	old := time.Now().Add(-48 * time.Hour)
+	for _, id := range []string{"job_old", "job_open"} {
+		if err := os.Chtimes(s.path(id), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := s.Expired(time.Now().Add(-24 * time.Hour))
+	if len(got) != 1 || got[0] != "job_old" {
+		t.Fatalf("expired = %v, want [job_old]", got)
+	}
+	if err := s.Remove("job_old"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get("job_old", false); err == nil {
+		t.Fatal("removed log still opens")
+	}
+}
