@@ -2,6 +2,8 @@ package control
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base32"
 	"errors"
 	"fmt"
 	"maps"
@@ -32,7 +34,19 @@ type CreateSandboxInput struct {
 	Metadata     map[string]string
 	TTLSeconds   int64 // 0: default TTL
 	ReadOnlyRoot *bool
+	// IdempotencyKey, if set, makes retries safe: the sandbox id is derived
+	// from (tenant, key), so a repeated request returns the sandbox the
+	// first one made instead of creating another.
+	IdempotencyKey string
 }
+
+// idempotentID derives a sandbox id from a tenant's idempotency key.
+func idempotentID(tenant, key string) string {
+	sum := sha256.Sum256([]byte("genesis-idempotency\x00" + tenant + "\x00" + key))
+	return "sbx_" + idEncoding.EncodeToString(sum[:10])
+}
+
+var idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
 
 var (
 	envKeyRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
@@ -115,6 +129,14 @@ func (s *Service) resolveResources(p *config.Profile, req sandbox.Resources) (sa
 // answers. Every step that fails rolls back what the earlier steps made; the
 // record then says failed with the reason.
 func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sandbox.Sandbox, error) {
+	if in.IdempotencyKey != "" {
+		if len(in.IdempotencyKey) > 255 {
+			return nil, invalid("Idempotency-Key is longer than 255 bytes")
+		}
+		if sb, err := s.store.GetSandbox(ctx, in.Tenant, idempotentID(in.Tenant, in.IdempotencyKey)); err == nil {
+			return sb, nil // a retry: the first request's sandbox
+		}
+	}
 	p, err := s.profile(in.Profile)
 	if err != nil {
 		return nil, err
@@ -189,8 +211,12 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if in.ReadOnlyRoot != nil {
 		readOnly = *in.ReadOnlyRoot
 	}
+	id := sandbox.NewID("sbx")
+	if in.IdempotencyKey != "" {
+		id = idempotentID(in.Tenant, in.IdempotencyKey)
+	}
 	sb := &sandbox.Sandbox{
-		ID:        sandbox.NewID("sbx"),
+		ID:        id,
 		Tenant:    in.Tenant,
 		Profile:   p.Name,
 		Runtime:   dec.Runtime,
@@ -206,6 +232,10 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	}
 	err = s.store.CreateSandbox(ctx, sb)
 	s.admitMu.Unlock()
+	if errors.Is(err, errdefs.ErrAlreadyExists) && in.IdempotencyKey != "" {
+		// A concurrent retry with the same key won the insert.
+		return s.store.GetSandbox(ctx, in.Tenant, sb.ID)
+	}
 	if err != nil {
 		return nil, err
 	}
