@@ -13,6 +13,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 )
 
 // DefaultURL is the service address used by FromEnv when GENESIS_URL is unset.
@@ -40,6 +41,9 @@ type Client struct {
 	apiKey    string
 	userAgent string
 	http      *http.Client
+
+	// Reconnection backoff of resumed streams (0: the defaults).
+	retryMin, retryMax time.Duration
 }
 
 // Option configures a Client built by New.
@@ -370,9 +374,6 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", r.method, r.path, err)
 	}
-	for k, vs := range r.header {
-		req.Header[k] = vs
-	}
 	if r.body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -380,6 +381,9 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 	req.Header.Set("User-Agent", c.userAgent)
 	if r.auth && c.apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+c.apiKey)
+	}
+	for k, vs := range r.header {
+		req.Header[k] = vs
 	}
 	// The *url.Error of a failed Do already names the method and URL.
 	return c.http.Do(req)

@@ -254,6 +254,100 @@ func TestRequests(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "start job sets background",
+			ans:  answer{Status: 202, Body: `{"id":"job-1","sandbox_id":"sb-1","state":"running","mode":"background"}`},
+			call: func(c *Client) (any, error) {
+				return c.StartJob(ctx, "sb-1", ExecRequest{Script: "sleep 1", StdinBase64: "/wA="})
+			},
+			wantMethod: "POST", wantPath: "/v1/sandboxes/sb-1/exec",
+			wantBody: `{"script":"sleep 1","stdin_base64":"/wA=","background":true}`,
+			check: func(t *testing.T, got any) {
+				if j := got.(*Job); j.ID != "job-1" || j.Mode != "background" {
+					t.Errorf("job = %+v", j)
+				}
+			},
+		},
+		{
+			name:       "cancel job",
+			ans:        answer{Status: 202, Body: `{"id":"job-1","state":"running","mode":"background"}`},
+			call:       func(c *Client) (any, error) { return c.CancelJob(ctx, "job-1") },
+			wantMethod: "POST", wantPath: "/v1/jobs/job-1/cancel",
+		},
+		{
+			name:       "create session has no body",
+			ans:        answer{Status: 201, Body: `{"id":"ses-1","sandbox_id":"sb-1","kind":"shell","state":"active","runs":0}`},
+			call:       func(c *Client) (any, error) { return c.CreateSession(ctx, "sb-1") },
+			wantMethod: "POST", wantPath: "/v1/sandboxes/sb-1/sessions",
+			check: func(t *testing.T, got any) {
+				if s := got.(*Session); s.ID != "ses-1" || s.Kind != "shell" {
+					t.Errorf("session = %+v", s)
+				}
+			},
+		},
+		{
+			name:       "get session",
+			ans:        answer{Body: `{"id":"ses-1","runs":2}`},
+			call:       func(c *Client) (any, error) { return c.GetSession(ctx, "ses-1") },
+			wantMethod: "GET", wantPath: "/v1/sessions/ses-1",
+		},
+		{
+			name: "session exec",
+			ans:  answer{Body: `{"job_id":"j-2","exit_code":0,"exit_reason":"exited","stdout":"/tmp\n","stderr":""}`},
+			call: func(c *Client) (any, error) {
+				return c.SessionExec(ctx, "ses-1", ExecRequest{Command: []string{"pwd"}})
+			},
+			wantMethod: "POST", wantPath: "/v1/sessions/ses-1/exec",
+			wantBody: `{"command":["pwd"]}`,
+			check: func(t *testing.T, got any) {
+				if r := got.(*ExecResult); r.Stdout != "/tmp\n" {
+					t.Errorf("result = %+v", r)
+				}
+			},
+		},
+		{
+			name:       "delete session",
+			ans:        answer{Status: 204},
+			call:       func(c *Client) (any, error) { return nil, c.DeleteSession(ctx, "ses-1") },
+			wantMethod: "DELETE", wantPath: "/v1/sessions/ses-1",
+		},
+		{
+			name:       "create context",
+			ans:        answer{Status: 201, Body: `{"id":"ctx-1","sandbox_id":"sb-1","kind":"python","state":"active"}`},
+			call:       func(c *Client) (any, error) { return c.CreateContext(ctx, "sb-1", CreateContextRequest{Language: "python"}) },
+			wantMethod: "POST", wantPath: "/v1/sandboxes/sb-1/contexts",
+			wantBody: `{"language":"python"}`,
+		},
+		{
+			name:       "get context",
+			ans:        answer{Body: `{"id":"ctx-1","kind":"python"}`},
+			call:       func(c *Client) (any, error) { return c.GetContext(ctx, "ctx-1") },
+			wantMethod: "GET", wantPath: "/v1/contexts/ctx-1",
+		},
+		{
+			name: "run code",
+			ans: answer{Body: `{"job_id":"j-3","status":"error","stdout":"","stderr":"","value":"3",
+				"error":{"ename":"ZeroDivisionError","evalue":"division by zero","traceback":["Traceback\n"]},
+				"outputs":[{"mime":"image/png","data":"iVBO"}],"duration_ms":4}`},
+			call: func(c *Client) (any, error) {
+				return c.RunCode(ctx, "ctx-1", RunCodeRequest{Code: "1/0", TimeoutMS: 1000})
+			},
+			wantMethod: "POST", wantPath: "/v1/contexts/ctx-1/run",
+			wantBody: `{"code":"1/0","timeout_ms":1000}`,
+			check: func(t *testing.T, got any) {
+				r := got.(*RunCodeResult)
+				if r.Status != "error" || r.Error == nil || r.Error.Name != "ZeroDivisionError" || r.Value == nil || *r.Value != "3" ||
+					len(r.Outputs) != 1 || r.Outputs[0].MIME != "image/png" {
+					t.Errorf("result = %+v", r)
+				}
+			},
+		},
+		{
+			name:       "delete context",
+			ans:        answer{Status: 204},
+			call:       func(c *Client) (any, error) { return nil, c.DeleteContext(ctx, "ctx-1") },
+			wantMethod: "DELETE", wantPath: "/v1/contexts/ctx-1",
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

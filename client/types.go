@@ -232,3 +232,27 @@ type RunCodeResult struct {
 	// DurationMS is the run's time inside the sandbox.
 	DurationMS int64 `json:"duration_ms"`
 }
+
+// TruncatedEvent is the data of a "truncated" log event: the stream hit its
+// output cap after Kept bytes; what followed was dropped.
+type TruncatedEvent struct {
+	Stream string `json:"stream"` // stdout | stderr
+	Kept   int64  `json:"kept"`
+}
+
+// ExitEvent is the data of the final "exit" log event of a job.
+type ExitEvent struct {
+	JobID string `json:"job_id"`
+	State string `json:"state"`
+	// ExitCode is null when the job was lost (exit_reason "lost"; Error
+	// says why).
+	ExitCode        *int   `json:"exit_code"`
+	ExitReason      string `json:"exit_reason"`
+	Signal          string `json:"signal,omitempty"`
+	Error           string `json:"error,omitempty"`
+	StdoutBytes     int64  `json:"stdout_bytes"`
+	StderrBytes     int64  `json:"stderr_bytes"`
+	StdoutTruncated bool   `json:"stdout_truncated"`
+	StderrTruncated bool   `json:"stderr_truncated"`
+	DurationMS      int64  `json:"duration_ms,omitempty"`
+}

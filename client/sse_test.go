@@ -1,0 +1,188 @@
+package client
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+	"testing/iotest"
+	"time"
+)
+
+// readAll parses every event of an event stream.
+func readAll(r io.Reader) ([]sseEvent, *sseReader, error) {
+	p := newSSEReader(r)
+	var out []sseEvent
+	for {
+		ev, err := p.next()
+		if errors.Is(err, io.EOF) {
+			return out, p, nil
+		}
+		if err != nil {
+			return out, p, err
+		}
+		out = append(out, ev)
+	}
+}
+
+func TestSSEParser(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		in    string
+		want  []sseEvent
+		retry time.Duration
+	}{
+		{
+			name: "lf",
+			in:   "id: 1\nevent: stdout\ndata: {\"a\":1}\n\n",
+			want: []sseEvent{{ID: "1", Event: "stdout", Data: `{"a":1}`}},
+		},
+		{
+			name: "crlf",
+			in:   "id: 1\r\nevent: stdout\r\ndata: x\r\n\r\nid: 2\r\ndata: y\r\n\r\n",
+			want: []sseEvent{{ID: "1", Event: "stdout", Data: "x"}, {ID: "2", Event: "message", Data: "y"}},
+		},
+		{
+			name: "cr only",
+			in:   "id: 1\revent: e\rdata: x\r\rdata: y\r\r",
+			want: []sseEvent{{ID: "1", Event: "e", Data: "x"}, {ID: "1", Event: "message", Data: "y"}},
+		},
+		{
+			name: "mixed line ends",
+			in:   "data: a\r\ndata: b\rdata: c\n\r\n",
+			want: []sseEvent{{Event: "message", Data: "a\nb\nc"}},
+		},
+		{
+			name: "multi-line data",
+			in:   "data: first\ndata:second\ndata:  third\ndata\ndata:\n\n",
+			want: []sseEvent{{Event: "message", Data: "first\nsecond\n third\n\n"}},
+		},
+		{
+			name: "comments and keepalives",
+			in:   ": keepalive\n\n:\nevent: a\n: inside\ndata: 1\n\n: keepalive\n\n",
+			want: []sseEvent{{Event: "a", Data: "1"}},
+		},
+		{
+			name: "event without data is not dispatched, its id persists",
+			in:   "id: 5\nevent: ghost\n\ndata: x\n\n",
+			want: []sseEvent{{ID: "5", Event: "message", Data: "x"}},
+		},
+		{
+			name: "empty id resets, id with NUL is ignored",
+			in:   "id: 5\ndata: a\n\nid\ndata: b\n\nid: 7\x00\ndata: c\n\n",
+			want: []sseEvent{{ID: "5", Event: "message", Data: "a"}, {ID: "", Event: "message", Data: "b"}, {ID: "", Event: "message", Data: "c"}},
+		},
+		{
+			name: "unfinished event at the end is dropped",
+			in:   "data: done\n\nid: 9\nevent: stdout\ndata: cut",
+			want: []sseEvent{{Event: "message", Data: "done"}},
+		},
+		{
+			name: "unfinished event with a complete line is dropped",
+			in:   "data: done\n\ndata: half\n",
+			want: []sseEvent{{Event: "message", Data: "done"}},
+		},
+		{
+			name: "bom skipped once",
+			in:   "\xEF\xBB\xBFdata: a\n\n\xEF\xBB\xBFdata: b\n\n",
+			want: []sseEvent{{Event: "message", Data: "a"}},
+		},
+		{
+			name:  "retry and unknown fields",
+			in:    "retry: 1500\nretry: x1\nfoo: bar\ndata: a\n\n",
+			want:  []sseEvent{{Event: "message", Data: "a"}},
+			retry: 1500 * time.Millisecond,
+		},
+		{
+			name: "colon in value and no space",
+			in:   "event:exit\ndata:{\"a\":\"b:c\"}\n\n",
+			want: []sseEvent{{Event: "exit", Data: `{"a":"b:c"}`}},
+		},
+		{
+			name: "empty stream",
+			in:   "",
+		},
+	}
+	readers := map[string]func(string) io.Reader{
+		"whole":    func(s string) io.Reader { return strings.NewReader(s) },
+		"one byte": func(s string) io.Reader { return iotest.OneByteReader(strings.NewReader(s)) },
+		"half":     func(s string) io.Reader { return iotest.HalfReader(strings.NewReader(s)) },
+	}
+	for _, tc := range tests {
+		for rname, mk := range readers {
+			t.Run(tc.name+"/"+rname, func(t *testing.T) {
+				t.Parallel()
+				got, p, err := readAll(mk(tc.in))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, tc.want) {
+					t.Errorf("events = %+v\nwant     %+v", got, tc.want)
+				}
+				if p.retry != tc.retry {
+					t.Errorf("retry = %v, want %v", p.retry, tc.retry)
+				}
+			})
+		}
+	}
+}
+
+func TestSSEParserErrors(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("connection reset")
+	r := io.MultiReader(strings.NewReader("data: a\n\ndata: b"), iotest.ErrReader(boom))
+	got, _, err := readAll(r)
+	if !errors.Is(err, boom) || len(got) != 1 || got[0].Data != "a" {
+		t.Errorf("events %+v err %v, want one event then %v", got, err, boom)
+	}
+
+	limited := func(s string) error {
+		p := newSSEReader(strings.NewReader(s))
+		p.max = 1000
+		for {
+			if _, err := p.next(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := limited("data: " + strings.Repeat("x", 990) + "\n\n"); !errors.Is(err, io.EOF) {
+		t.Errorf("event within the limit: err = %v", err)
+	}
+	if err := limited("data: " + strings.Repeat("x", 1001) + "\n\n"); !errors.Is(err, errEventTooLarge) {
+		t.Errorf("oversized line: err = %v", err)
+	}
+	if err := limited(strings.Repeat("data: "+strings.Repeat("y", 100)+"\n", 11) + "\n"); !errors.Is(err, errEventTooLarge) {
+		t.Errorf("oversized event: err = %v", err)
+	}
+}
+
+// FuzzSSEParser checks that the parser never panics and that how the bytes
+// arrive (all at once or one by one) does not change what it reads.
+func FuzzSSEParser(f *testing.F) {
+	for _, s := range []string{
+		"id: 1\nevent: stdout\ndata: {}\n\n",
+		"data: a\r\ndata: b\r\r\n\n",
+		":x\n\xEF\xBB\xBFdata\n\n",
+		"retry: 10\nid: \x00\ndata:\n\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		whole, p1, err1 := readAll(bytes.NewReader(b))
+		bytewise, p2, err2 := readAll(iotest.OneByteReader(bytes.NewReader(b)))
+		if err1 != nil || err2 != nil {
+			t.Fatalf("errors %v %v", err1, err2)
+		}
+		if !reflect.DeepEqual(whole, bytewise) || p1.lastID != p2.lastID || p1.retry != p2.retry {
+			t.Fatalf("whole %+v / %q, bytewise %+v / %q", whole, p1.lastID, bytewise, p2.lastID)
+		}
+		for _, ev := range whole {
+			if strings.ContainsAny(ev.Event, "\r\n") || strings.ContainsAny(ev.ID, "\r\n\x00") {
+				t.Fatalf("line break or NUL leaked into %+v", ev)
+			}
+		}
+	})
+}
