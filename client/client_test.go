@@ -312,9 +312,11 @@ func TestRequests(t *testing.T) {
 			wantMethod: "DELETE", wantPath: "/v1/sessions/ses-1",
 		},
 		{
-			name:       "create context",
-			ans:        answer{Status: 201, Body: `{"id":"ctx-1","sandbox_id":"sb-1","kind":"python","state":"active"}`},
-			call:       func(c *Client) (any, error) { return c.CreateContext(ctx, "sb-1", CreateContextRequest{Language: "python"}) },
+			name: "create context",
+			ans:  answer{Status: 201, Body: `{"id":"ctx-1","sandbox_id":"sb-1","kind":"python","state":"active"}`},
+			call: func(c *Client) (any, error) {
+				return c.CreateContext(ctx, "sb-1", CreateContextRequest{Language: "python"})
+			},
 			wantMethod: "POST", wantPath: "/v1/sandboxes/sb-1/contexts",
 			wantBody: `{"language":"python"}`,
 		},
