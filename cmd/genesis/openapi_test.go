@@ -70,8 +70,18 @@ func apiRoutes() []apiRoute {
 		{"get", "/v1/sandboxes/{id}", []string{"200", "401", "404"}},
 		{"patch", "/v1/sandboxes/{id}", []string{"200", "400", "401", "404", "412"}},
 		{"delete", "/v1/sandboxes/{id}", []string{"204", "401", "404"}},
-		{"post", "/v1/sandboxes/{id}/exec", []string{"200", "400", "401", "404", "409"}},
+		{"post", "/v1/sandboxes/{id}/exec", []string{"200", "202", "400", "401", "404", "409"}},
 		{"get", "/v1/jobs/{id}", []string{"200", "401", "404"}},
+		{"get", "/v1/jobs/{id}/logs", []string{"200", "400", "401", "404"}},
+		{"post", "/v1/jobs/{id}/cancel", []string{"202", "401", "404", "409"}},
+		{"post", "/v1/sandboxes/{id}/sessions", []string{"201", "401", "404", "409"}},
+		{"get", "/v1/sessions/{id}", []string{"200", "401", "404"}},
+		{"delete", "/v1/sessions/{id}", []string{"204", "401", "404"}},
+		{"post", "/v1/sessions/{id}/exec", []string{"200", "400", "401", "404", "409"}},
+		{"post", "/v1/sandboxes/{id}/contexts", []string{"201", "400", "401", "404", "409"}},
+		{"get", "/v1/contexts/{id}", []string{"200", "401", "404"}},
+		{"delete", "/v1/contexts/{id}", []string{"204", "401", "404"}},
+		{"post", "/v1/contexts/{id}/run", []string{"200", "400", "401", "404", "409"}},
 	}
 }
 
@@ -175,6 +185,13 @@ func TestOpenAPIHeaders(t *testing.T) {
 		{"/v1/sandboxes", "get", "200", "metadata", nil},
 		{"/v1/sandboxes", "get", "200", "state", nil},
 		{"/v1/sandboxes", "get", "200", "profile", nil},
+		{"/v1/sandboxes/{id}/exec", "post", "202", "Accept", []string{"Location"}},
+		{"/v1/sandboxes/{id}/exec", "post", "200", "Accept", []string{"Location", "X-Genesis-Job-ID"}},
+		{"/v1/jobs/{id}/logs", "get", "200", "Last-Event-ID", []string{"X-Genesis-Job-ID"}},
+		{"/v1/jobs/{id}/logs", "get", "200", "cursor", nil},
+		{"/v1/jobs/{id}/logs", "get", "200", "follow", nil},
+		{"/v1/sandboxes/{id}/sessions", "post", "201", "id", []string{"Location"}},
+		{"/v1/sandboxes/{id}/contexts", "post", "201", "id", []string{"Location"}},
 	}
 	for _, c := range checks {
 		if !slices.Contains(params(doc, c.path, c.method), c.param) {
@@ -207,6 +224,20 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 		"RuntimeInfo":          client.RuntimeInfo{},
 		"Feature":              client.Feature{},
 		"Capabilities":         client.Capabilities{},
+		"TruncatedEvent":       client.TruncatedEvent{},
+		"ExitEvent":            client.ExitEvent{},
+		"Session":              client.Session{},
+		"CreateContextRequest": client.CreateContextRequest{},
+		"RunCodeRequest":       client.RunCodeRequest{},
+		"CodeError":            client.CodeError{},
+		"RichOutput":           client.RichOutput{},
+		"RunCodeResult":        client.RunCodeResult{},
+		// The data of stdout and stderr events; the client decodes it into
+		// LogEvent.Offset and LogEvent.Data.
+		"OutputEvent": struct {
+			Offset int64  `json:"offset"`
+			Data   string `json:"data"`
+		}{},
 	}
 	for name, v := range types {
 		schema, ok := dig(doc, "components", "schemas", name).(map[string]any)
@@ -251,6 +282,39 @@ func jsonFields(t reflect.Type) (all, always []string) {
 	sort.Strings(all)
 	sort.Strings(always)
 	return all, always
+}
+
+// TestOpenAPIEventStreams checks that the streaming answers are documented
+// as text/event-stream with the events the client decodes.
+func TestOpenAPIEventStreams(t *testing.T) {
+	t.Parallel()
+	doc := loadOpenAPI(t)
+	for _, op := range []struct{ path, method, status string }{
+		{"/v1/jobs/{id}/logs", "get", "200"},
+		{"/v1/sandboxes/{id}/exec", "post", "200"},
+	} {
+		media := dig(doc, "paths", op.path, op.method, "responses", op.status, "content", "text/event-stream")
+		if media == nil {
+			t.Errorf("%s %s %s is not text/event-stream", op.method, op.path, op.status)
+			continue
+		}
+		example, _ := dig(media, "example").(string)
+		want := []string{"event: " + client.EventStdout, "event: " + client.EventExit, "id: "}
+		if op.method == "post" {
+			want = append(want, "id: 0\nevent: "+client.EventJob+"\n")
+		}
+		for _, w := range want {
+			if !strings.Contains(example, w) {
+				t.Errorf("%s %s: example lacks %q", op.method, op.path, w)
+			}
+		}
+	}
+	desc, _ := dig(doc, "paths", "/v1/jobs/{id}/logs", "get", "description").(string)
+	for _, ev := range []string{client.EventStdout, client.EventStderr, client.EventTruncated, client.EventExit, "keepalive", "Last-Event-ID"} {
+		if !strings.Contains(desc, ev) {
+			t.Errorf("logs description does not mention %s", ev)
+		}
+	}
 }
 
 func TestOpenAPIRefsResolve(t *testing.T) {
