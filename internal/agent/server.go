@@ -88,6 +88,8 @@ type Server struct {
 	discard  sync.Pool // *[]byte of discardBuf bytes: output beyond a cap
 	frames   sync.Pool // *[]byte: encoded frames of job streams
 	shimPath string
+
+	terms terminalTable // processes on pseudo-terminals (pty.go)
 }
 
 // New validates cfg and returns a Server. It has no side effects; Run
@@ -235,6 +237,7 @@ loop:
 // is left after ShutdownGrace.
 func (s *Server) terminateJobs() {
 	s.jobs.close()
+	s.terms.hangupAll()
 	if s.sup.closeStarts() == 0 {
 		return
 	}
@@ -325,6 +328,10 @@ func (s *Server) Handler() http.Handler {
 		default:
 			if strings.HasPrefix(r.URL.Path, agentproto.PathJobs) {
 				s.serveJobs(w, r)
+				return
+			}
+			if strings.HasPrefix(r.URL.Path, agentproto.PathTerminals) {
+				s.serveTerminals(w, r)
 				return
 			}
 			writeError(w, fmt.Errorf("no route %s: %w", r.URL.Path, errdefs.ErrNotFound))
