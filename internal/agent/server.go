@@ -334,6 +334,10 @@ func (s *Server) Handler() http.Handler {
 				s.serveTerminals(w, r)
 				return
 			}
+			if strings.HasPrefix(r.URL.Path, agentproto.PathFiles) {
+				s.serveFiles(w, r)
+				return
+			}
 			writeError(w, fmt.Errorf("no route %s: %w", r.URL.Path, errdefs.ErrNotFound))
 		}
 	})

@@ -1,0 +1,234 @@
+package agentclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+// WriteFileRequest says where and how WriteFile writes.
+type WriteFileRequest struct {
+	Path      string
+	Mode      string // octal; "" for 0644
+	Overwrite bool
+	// MaxBytes is the most the agent accepts (it refuses a larger announced
+	// Size before writing anything); < 0 for no limit.
+	MaxBytes int64
+	// Size is the body's length when known, else -1.
+	Size int64
+}
+
+// WriteFile streams body into a file in the sandbox: the agent writes a
+// temporary file next to it and renames it into place, so the target is
+// either untouched or whole. If body fails, the stream is reset and the
+// agent removes what it wrote; the error then wraps body's error.
+func (c *Client) WriteFile(ctx context.Context, req WriteFileRequest, body io.Reader) (agentproto.FileWriteResult, error) {
+	q := url.Values{agentproto.QueryPath: {req.Path}, agentproto.QueryOverwrite: {strconv.FormatBool(req.Overwrite)}}
+	if req.Mode != "" {
+		q.Set(agentproto.QueryMode, req.Mode)
+	}
+	if req.MaxBytes >= 0 {
+		q.Set(agentproto.QueryMaxBytes, strconv.FormatInt(req.MaxBytes, 10))
+	}
+	target := agentproto.PathFiles + "?" + q.Encode()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPut, baseURL+target, body)
+	if err != nil {
+		return agentproto.FileWriteResult{}, fmt.Errorf("agentclient: PUT %s: %v: %w", agentproto.PathFiles, err, errdefs.ErrInternal)
+	}
+	hreq.ContentLength = req.Size
+	if req.Size == 0 {
+		hreq.Body = http.NoBody
+	}
+	hreq.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := c.fileRoundTrip(ctx, hreq)
+	if err != nil {
+		return agentproto.FileWriteResult{}, err
+	}
+	defer resp.Body.Close()
+	var res agentproto.FileWriteResult
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+		return res, fmt.Errorf("agentclient: PUT %s: decode answer: %v: %w", agentproto.PathFiles, err, errdefs.ErrInternal)
+	}
+	return res, nil
+}
+
+// FileResponse is a file read in flight: Status is 200, 206, 304, 412 or
+// 416 (the agent's http.ServeContent decided); the caller closes Body.
+type FileResponse struct {
+	Status int
+	Header http.Header
+	Body   io.ReadCloser
+}
+
+// ReadFile opens a file of the sandbox for reading with method GET or HEAD.
+// cond carries the caller's Range, If-Range, If-None-Match,
+// If-Modified-Since, If-Match and If-Unmodified-Since headers; the agent
+// answers them against the file it opened.
+func (c *Client) ReadFile(ctx context.Context, method, path string, cond http.Header) (*FileResponse, error) {
+	target := agentproto.PathFiles + "?" + url.Values{agentproto.QueryPath: {path}}.Encode()
+	hreq, err := http.NewRequestWithContext(ctx, method, baseURL+target, nil)
+	if err != nil {
+		return nil, fmt.Errorf("agentclient: %s %s: %v: %w", method, agentproto.PathFiles, err, errdefs.ErrInvalidArgument)
+	}
+	for _, k := range []string{"Range", "If-Range", "If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since"} {
+		if v, ok := cond[k]; ok {
+			hreq.Header[k] = v
+		}
+	}
+	resp, err := c.http.Do(hreq)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, ctxError(method, agentproto.PathFiles, ctxErr)
+		}
+		return nil, fmt.Errorf("agentclient: %s %s via %s: %v: %w", method, agentproto.PathFiles, c.socket, err, errdefs.ErrUnavailable)
+	}
+	switch resp.StatusCode {
+	case http.StatusOK, http.StatusPartialContent, http.StatusNotModified,
+		http.StatusPreconditionFailed, http.StatusRequestedRangeNotSatisfiable:
+		return &FileResponse{Status: resp.StatusCode, Header: resp.Header, Body: resp.Body}, nil
+	}
+	defer resp.Body.Close()
+	return nil, decodeFileError(method, agentproto.PathFiles, resp)
+}
+
+// StatFile describes a file without following a final symlink.
+func (c *Client) StatFile(ctx context.Context, path string) (agentproto.FileInfo, error) {
+	var info agentproto.FileInfo
+	err := c.fileCall(ctx, http.MethodGet, agentproto.PathFilesStat+"?"+url.Values{agentproto.QueryPath: {path}}.Encode(), nil, &info)
+	return info, err
+}
+
+// ListFiles lists a directory down to depth levels, at most limit entries
+// (0 for the agent's defaults).
+func (c *Client) ListFiles(ctx context.Context, path string, depth, limit int) (agentproto.FileList, error) {
+	q := url.Values{agentproto.QueryPath: {path}}
+	if depth > 0 {
+		q.Set(agentproto.QueryDepth, strconv.Itoa(depth))
+	}
+	if limit > 0 {
+		q.Set(agentproto.QueryLimit, strconv.Itoa(limit))
+	}
+	var list agentproto.FileList
+	err := c.fileCall(ctx, http.MethodGet, agentproto.PathFilesList+"?"+q.Encode(), nil, &list)
+	return list, err
+}
+
+// Mkdir creates a directory (by default with its parents).
+func (c *Client) Mkdir(ctx context.Context, req agentproto.MkdirRequest) (agentproto.FileInfo, error) {
+	var info agentproto.FileInfo
+	err := c.fileCall(ctx, http.MethodPost, agentproto.PathFilesMkdir, req, &info)
+	return info, err
+}
+
+// Move renames a file or directory within one allowed root.
+func (c *Client) Move(ctx context.Context, req agentproto.MoveRequest) (agentproto.FileInfo, error) {
+	var info agentproto.FileInfo
+	err := c.fileCall(ctx, http.MethodPost, agentproto.PathFilesMove, req, &info)
+	return info, err
+}
+
+// DeleteFile removes a file, symlink or directory (a tree with Recursive).
+func (c *Client) DeleteFile(ctx context.Context, req agentproto.DeleteRequest) error {
+	return c.fileCall(ctx, http.MethodPost, agentproto.PathFilesDelete, req, nil)
+}
+
+// Chmod sets a file's permission bits.
+func (c *Client) Chmod(ctx context.Context, req agentproto.ChmodRequest) (agentproto.FileInfo, error) {
+	var info agentproto.FileInfo
+	err := c.fileCall(ctx, http.MethodPost, agentproto.PathFilesChmod, req, &info)
+	return info, err
+}
+
+// fileCall performs one JSON file operation; target is path and query.
+func (c *Client) fileCall(ctx context.Context, method, target string, in, out any) error {
+	var rd io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("agentclient: encode %s request: %v: %w", target, err, errdefs.ErrInvalidArgument)
+		}
+		rd = bytes.NewReader(b)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, method, baseURL+target, rd)
+	if err != nil {
+		return fmt.Errorf("agentclient: %s %s: %v: %w", method, target, err, errdefs.ErrInvalidArgument)
+	}
+	if in != nil {
+		hreq.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.fileRoundTrip(ctx, hreq)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		if ctx.Err() != nil {
+			return ctxError(method, hreq.URL.Path, ctx.Err())
+		}
+		return fmt.Errorf("agentclient: %s %s: decode answer: %v: %w", method, hreq.URL.Path, err, errdefs.ErrInternal)
+	}
+	return nil
+}
+
+// fileRoundTrip sends hreq and returns a 2xx answer; other statuses become
+// class errors that keep the agent's problem code.
+func (c *Client) fileRoundTrip(ctx context.Context, hreq *http.Request) (*http.Response, error) {
+	method, path := hreq.Method, hreq.URL.Path
+	resp, err := c.http.Do(hreq)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, ctxError(method, path, ctxErr)
+		}
+		return nil, fmt.Errorf("agentclient: %s %s via %s: %w: %w", method, path, c.socket, err, errdefs.ErrUnavailable)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, decodeFileError(method, path, resp)
+	}
+	return resp, nil
+}
+
+// decodeFileError maps a non-2xx answer of a file operation to its class
+// and keeps the agent's problem code (path_outside_root, file_not_found…).
+func decodeFileError(method, path string, resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	var e agentproto.Error
+	msg := string(b)
+	if json.Unmarshal(b, &e) == nil && e.Message != "" {
+		msg = e.Message
+	}
+	class := errdefs.ErrInternal
+	switch resp.StatusCode {
+	case http.StatusBadRequest:
+		class = errdefs.ErrInvalidArgument
+	case http.StatusForbidden:
+		class = errdefs.ErrPermissionDenied
+	case http.StatusNotFound:
+		class = errdefs.ErrNotFound
+	case http.StatusConflict:
+		class = errdefs.ErrConflict
+	case http.StatusRequestEntityTooLarge:
+		class = errdefs.ErrTooLarge
+	case http.StatusTooManyRequests:
+		class = errdefs.ErrResourceExhausted
+	case http.StatusServiceUnavailable:
+		class = errdefs.ErrUnavailable
+	}
+	err := fmt.Errorf("agentclient: %s %s: agent answered %d: %s: %w", method, path, resp.StatusCode, msg, class)
+	if e.Code != "" && e.Code != "internal" {
+		err = errdefs.WithCode(e.Code, err)
+	}
+	return err
+}

@@ -1,0 +1,317 @@
+package agentproto
+
+import (
+	"fmt"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+// Paths of the file operations. Every path the agent touches is confined to
+// its allowed roots (default /workspace) and resolved inside the sandbox with
+// os.Root, as the sandbox user.
+const (
+	PathFiles       = "/v1/files"        // PUT ?path=&mode=&overwrite=&max_bytes= raw body → FileWriteResult; GET ?path= → raw bytes (Range, If-None-Match honoured)
+	PathFilesStat   = "/v1/files/stat"   // GET ?path= → FileInfo (the final symlink is not followed)
+	PathFilesList   = "/v1/files/list"   // GET ?path=&depth=&limit= → FileList
+	PathFilesMkdir  = "/v1/files/mkdir"  // POST MkdirRequest → FileInfo
+	PathFilesMove   = "/v1/files/move"   // POST MoveRequest → FileInfo of the destination
+	PathFilesDelete = "/v1/files/delete" // POST DeleteRequest → 204
+	PathFilesChmod  = "/v1/files/chmod"  // POST ChmodRequest → FileInfo
+)
+
+// Query parameters of the file operations.
+const (
+	QueryPath      = "path"
+	QueryMode      = "mode"
+	QueryOverwrite = "overwrite"
+	QueryMaxBytes  = "max_bytes"
+	QueryDepth     = "depth"
+	QueryLimit     = "limit"
+)
+
+// Headers the agent sets on a file read, besides ETag, Last-Modified,
+// Content-Length and Content-Range.
+const (
+	HeaderFileSize = "X-Genesis-File-Size" // size of the whole file in bytes
+	HeaderFileMode = "X-Genesis-File-Mode" // permission bits in octal, e.g. 0644
+)
+
+// FileRootsEnv names the agent's environment variable listing its allowed
+// roots, separated by ':' (absolute, clean paths). Unset, the only root is
+// DefaultFileRoot.
+const FileRootsEnv = "GENESIS_AGENT_FILE_ROOTS"
+
+// DefaultFileRoot is the allowed root when none is configured; relative
+// paths are resolved against the first root.
+const DefaultFileRoot = "/workspace"
+
+// Limits of the path policy and of listings.
+const (
+	MaxPathBytes     = 4096  // a whole path, as given
+	MaxNameBytes     = 255   // one component
+	DefaultListDepth = 1     // direct children only
+	MaxListDepth     = 32    // deepest listing
+	DefaultListLimit = 10000 // entries of one listing
+	MaxListLimit     = 100000
+)
+
+// File types reported in FileInfo.Type.
+const (
+	FileTypeFile    = "file"
+	FileTypeDir     = "dir"
+	FileTypeSymlink = "symlink"
+	FileTypeFIFO    = "fifo"
+	FileTypeSocket  = "socket"
+	FileTypeDevice  = "device"
+	FileTypeOther   = "other"
+)
+
+// Problem codes of the file operations (errdefs.WithCode).
+const (
+	CodePathOutsideRoot  = "path_outside_root"   // 400: .., absolute path or symlink leading out of the allowed roots
+	CodeInvalidPath      = "invalid_path"        // 400: empty, NUL byte, invalid UTF-8
+	CodePathTooLong      = "path_too_long"       // 400
+	CodeFileNotFound     = "file_not_found"      // 404
+	CodeFileExists       = "file_exists"         // 409
+	CodeNotADirectory    = "not_a_directory"     // 409
+	CodeIsADirectory     = "is_a_directory"      // 409
+	CodeDirNotEmpty      = "directory_not_empty" // 409
+	CodeNotRegularFile   = "not_regular_file"    // 400: device, FIFO, socket
+	CodeNoSpace          = "no_space"            // 413: the workspace is full (ENOSPC, EDQUOT)
+	CodeUploadTooLarge   = "upload_too_large"    // 413
+	CodeRootNotAllowed   = "path_is_root"        // 400: deleting or moving an allowed root itself
+	CodeCrossRoot        = "cross_root"          // 400: a move between two allowed roots
+	CodeInvalidMode      = "invalid_mode"        // 400
+	CodeTooManySymlinks  = "too_many_symlinks"   // 400
+	CodePermissionDenied = "permission_denied"   // 403
+)
+
+// FileInfo describes one file. Mode holds the permission bits (and setuid,
+// setgid, sticky) as an octal string.
+type FileInfo struct {
+	Path    string    `json:"path"` // absolute path inside the sandbox
+	Name    string    `json:"name"`
+	Type    string    `json:"type"` // file | dir | symlink | fifo | socket | device | other
+	Size    int64     `json:"size"`
+	Mode    string    `json:"mode"` // e.g. "0644"
+	ModTime time.Time `json:"mtime"`
+	UID     int       `json:"uid"`
+	GID     int       `json:"gid"`
+	// LinkTarget is what a symlink points at (never followed out of the root).
+	LinkTarget string `json:"link_target,omitempty"`
+	// NameInvalidUTF8 marks a name that is not valid UTF-8; Name and Path
+	// then hold U+FFFD in place of the invalid bytes and cannot be used to
+	// address the file.
+	NameInvalidUTF8 bool `json:"name_invalid_utf8,omitempty"`
+}
+
+// FileWriteResult is the answer of a write.
+type FileWriteResult struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"` // hex
+	Mode   string `json:"mode"`
+}
+
+// FileList is the answer of a listing: the entries below Path, depth first,
+// sorted by name within a directory; symlinks are listed, never descended.
+type FileList struct {
+	Path      string     `json:"path"`
+	Entries   []FileInfo `json:"entries"`
+	Truncated bool       `json:"truncated"` // the limit cut the listing short
+}
+
+// MkdirRequest creates a directory (with its parents unless Parents is false;
+// an existing directory is then not an error).
+type MkdirRequest struct {
+	Path    string `json:"path"`
+	Mode    string `json:"mode,omitempty"`    // default 0755
+	Parents *bool  `json:"parents,omitempty"` // default true
+}
+
+// MoveRequest renames From to To within one root. Without Overwrite an
+// existing To is a conflict.
+type MoveRequest struct {
+	From      string `json:"from"`
+	To        string `json:"to"`
+	Overwrite bool   `json:"overwrite,omitempty"`
+}
+
+// DeleteRequest removes a file, a symlink (never its target) or an empty
+// directory; with Recursive a whole tree, without following symlinks.
+type DeleteRequest struct {
+	Path      string `json:"path"`
+	Recursive bool   `json:"recursive,omitempty"`
+}
+
+// ChmodRequest sets the permission bits of a file or directory.
+type ChmodRequest struct {
+	Path string `json:"path"`
+	Mode string `json:"mode"`
+}
+
+func pathError(code, format string, args ...any) error {
+	return errdefs.WithCode(code, fmt.Errorf(format+": %w", append(args, errdefs.ErrInvalidArgument)...))
+}
+
+// ResolvePath applies the path policy: it maps p, an absolute path inside the
+// sandbox or a path relative to the first root, to the allowed root holding
+// it and a clean path local to that root (filepath.IsLocal; "." for the root
+// itself). It is purely lexical: it refuses NUL bytes, invalid UTF-8, over-long
+// paths or components, and any path that names a place outside every root
+// (.. included). Symlinks are the business of os.Root, which the agent resolves
+// every local path with.
+//
+// roots must be absolute and clean; the longest matching root wins.
+func ResolvePath(roots []string, p string) (root, rel string, err error) {
+	switch {
+	case p == "":
+		return "", "", pathError(CodeInvalidPath, "path is empty")
+	case len(p) > MaxPathBytes:
+		return "", "", pathError(CodePathTooLong, "path is %d bytes, over %d", len(p), MaxPathBytes)
+	case strings.IndexByte(p, 0) >= 0:
+		return "", "", pathError(CodeInvalidPath, "path contains a NUL byte")
+	case !utf8.ValidString(p):
+		return "", "", pathError(CodeInvalidPath, "path %q is not valid UTF-8", p)
+	case len(roots) == 0:
+		return "", "", pathError(CodePathOutsideRoot, "no allowed roots")
+	}
+	for c := range strings.SplitSeq(p, "/") {
+		if len(c) > MaxNameBytes {
+			return "", "", pathError(CodePathTooLong, "a path component is %d bytes, over %d", len(c), MaxNameBytes)
+		}
+	}
+	if !path.IsAbs(p) {
+		if !filepath.IsLocal(p) {
+			return "", "", pathError(CodePathOutsideRoot, "path %q leads outside %s", p, roots[0])
+		}
+		return roots[0], path.Clean(p), nil
+	}
+	clean := path.Clean(p)
+	best := -1
+	for i, r := range roots {
+		if !within(r, clean) {
+			continue
+		}
+		if best < 0 || len(r) > len(roots[best]) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return "", "", pathError(CodePathOutsideRoot, "path %q is outside the allowed roots (%s)", p, strings.Join(roots, ", "))
+	}
+	root = roots[best]
+	rel = strings.TrimLeft(strings.TrimPrefix(clean, root), "/")
+	if rel == "" {
+		rel = "."
+	}
+	if !filepath.IsLocal(rel) { // cannot happen after Clean; kept as the invariant's guard
+		return "", "", pathError(CodePathOutsideRoot, "path %q leads outside %s", p, root)
+	}
+	return root, rel, nil
+}
+
+// within reports whether the clean absolute path p is root or below it.
+func within(root, p string) bool {
+	if root == "/" {
+		return true
+	}
+	return p == root || strings.HasPrefix(p, root) && p[len(root)] == '/'
+}
+
+// JoinRoot is the absolute path of rel (as returned by ResolvePath) in root.
+func JoinRoot(root, rel string) string {
+	if rel == "." {
+		return root
+	}
+	return path.Join(root, rel)
+}
+
+// ParseRoots parses a FileRootsEnv value: absolute, clean, ':'-separated
+// paths. Empty yields the default root.
+func ParseRoots(v string) ([]string, error) {
+	if v == "" {
+		return []string{DefaultFileRoot}, nil
+	}
+	var out []string
+	for r := range strings.SplitSeq(v, ":") {
+		if r == "" {
+			continue
+		}
+		if !path.IsAbs(r) || path.Clean(r) != r || strings.IndexByte(r, 0) >= 0 {
+			return nil, fmt.Errorf("allowed root %q is not an absolute clean path: %w", r, errdefs.ErrInvalidArgument)
+		}
+		out = append(out, r)
+	}
+	if len(out) == 0 {
+		return []string{DefaultFileRoot}, nil
+	}
+	return out, nil
+}
+
+// ParseMode parses an octal permission string ("644", "0644" or "0o644");
+// bits above 07777 are refused. Empty yields def.
+func ParseMode(s string, def fs.FileMode) (fs.FileMode, error) {
+	if s == "" {
+		return def, nil
+	}
+	v := strings.TrimPrefix(strings.TrimPrefix(s, "0o"), "0O")
+	n, err := strconv.ParseUint(v, 8, 32)
+	if err != nil || n > 0o7777 || len(v) > 5 {
+		return 0, errdefs.WithCode(CodeInvalidMode, fmt.Errorf("mode %q is not an octal permission between 0 and 07777: %w", s, errdefs.ErrInvalidArgument))
+	}
+	m := fs.FileMode(n & 0o777)
+	if n&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if n&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if n&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	return m, nil
+}
+
+// FormatMode is the octal string of m's permission bits, setuid, setgid and
+// sticky bits, e.g. "0644" or "1777".
+func FormatMode(m fs.FileMode) string {
+	n := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		n |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		n |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		n |= 0o1000
+	}
+	return fmt.Sprintf("%04o", n)
+}
+
+// FileType names the type of m as in FileInfo.Type.
+func FileType(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return FileTypeFile
+	case m.IsDir():
+		return FileTypeDir
+	case m&fs.ModeSymlink != 0:
+		return FileTypeSymlink
+	case m&fs.ModeNamedPipe != 0:
+		return FileTypeFIFO
+	case m&fs.ModeSocket != 0:
+		return FileTypeSocket
+	case m&fs.ModeDevice != 0:
+		return FileTypeDevice
+	default:
+		return FileTypeOther
+	}
+}
