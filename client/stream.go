@@ -197,6 +197,9 @@ func (c *Client) followLogs(ctx context.Context, jobID, path string, opts Stream
 		if err == nil {
 			err = errNoExit
 		}
+		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			return fmt.Errorf("log stream of job %s: %w (last error: %v)", jobID, ctx.Err(), err)
+		}
 		if !opts.Resume || ctx.Err() != nil {
 			return fmt.Errorf("log stream of job %s: %w", jobID, err)
 		}
