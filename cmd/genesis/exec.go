@@ -1,7 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -25,17 +29,83 @@ const execWaitDefault = 10 * time.Minute
 // Exit statuses of genesis exec for jobs that did not exit by themselves,
 // following the conventions of timeout(1) and the shell.
 const (
-	exitTimedOut   = 124
-	exitSignalBase = 128
+	exitTimedOut    = 124
+	exitSignalBase  = 128
+	exitInterrupted = exitSignalBase + 2 // SIGINT
 )
+
+// execFlags are the flags that shape an exec request, shared by "exec" and
+// "session exec".
+type execFlags struct {
+	req       client.ExecRequest
+	timeout   time.Duration
+	env       []string
+	stdinFile string
+}
+
+// register adds the flags to cmd.
+func (f *execFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	// Shadows the global --timeout: here it is the job's limit.
+	fs.DurationVar(&f.timeout, "timeout", 0, "job time limit, e.g. 30s (0: service default)")
+	fs.StringVar(&f.req.Cwd, "cwd", "", "working directory in the sandbox")
+	fs.StringArrayVar(&f.env, "env", nil, "environment variable KEY=VALUE (repeatable)")
+	fs.StringVar(&f.stdinFile, "stdin-file", "", "send this file as the job's stdin (- for this process's stdin)")
+	fs.StringVar(&f.req.Script, "script", "", "shell text run by /bin/sh -c instead of a command")
+	fs.Int64Var(&f.req.MaxOutputBytes, "max-output-bytes", 0, "cap on each output stream (0: service default)")
+}
+
+// build checks the arguments (TARGET, then the command after --) and
+// returns the target and the request.
+func (f *execFlags) build(a *app, cmd *cobra.Command, args []string, target string) (string, client.ExecRequest, error) {
+	req := f.req
+	if dash := cmd.ArgsLenAtDash(); dash == 0 {
+		return "", req, usageErrorf("%s must come before --", target)
+	}
+	id, command := args[0], args[1:]
+	switch {
+	case len(command) > 0 && req.Script != "":
+		return "", req, usageErrorf("give either a command after -- or --script, not both")
+	case len(command) == 0 && req.Script == "":
+		return "", req, usageErrorf("no command: give one after -- or use --script")
+	}
+	req.Command = command
+	if f.timeout < 0 {
+		return "", req, usageErrorf("--timeout must not be negative")
+	}
+	if f.timeout%time.Millisecond != 0 {
+		f.timeout = f.timeout.Truncate(time.Millisecond) + time.Millisecond
+	}
+	req.TimeoutMS = f.timeout.Milliseconds()
+	if req.MaxOutputBytes < 0 {
+		return "", req, usageErrorf("--max-output-bytes must not be negative")
+	}
+	var err error
+	if req.Env, err = parseKV("env", f.env); err != nil {
+		return "", req, err
+	}
+	if f.stdinFile != "" {
+		if req.Stdin, req.StdinBase64, err = a.readStdin(f.stdinFile); err != nil {
+			return "", req, err
+		}
+	}
+	return id, req, nil
+}
+
+// wait is how long the CLI waits for a job: its time limit plus a grace,
+// or a default when it has none.
+func (f *execFlags) wait() time.Duration {
+	if f.timeout > 0 {
+		return f.timeout + execWaitGrace
+	}
+	return execWaitDefault
+}
 
 // newExecCmd builds "genesis exec".
 func newExecCmd(a *app) *cobra.Command {
 	var (
-		req       client.ExecRequest
-		timeout   time.Duration
-		env       []string
-		stdinFile string
+		f                  execFlags
+		stream, background bool
 	)
 	cmd := &cobra.Command{
 		Use:   "exec [flags] SANDBOX -- CMD [ARGS...]\n  genesis exec [flags] SANDBOX --script 'SHELL TEXT'",
@@ -47,88 +117,171 @@ byte for byte, and genesis exits with the job's exit status: 124 when the job
 timed out, 128+N when it was killed by signal N. A note goes to stderr when
 output was truncated or the job did not exit by itself.
 
+With --stream the output is written as it is produced; a dropped connection
+is resumed where it broke, and an interrupt (Ctrl-C) cancels the job. With
+-o json --stream each event is printed as one JSON object per line.
+
+With --background the job is started and its id printed at once; follow it
+with "genesis logs -f JOB" and stop it with "genesis cancel JOB".
+
 Here --timeout is the job's time limit (0: the service default); the call
 itself waits that long plus 30s.`,
 		Args: minArgs(1, "SANDBOX and a command (after --) or --script"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
-			if dash := cmd.ArgsLenAtDash(); dash == 0 {
-				return usageErrorf("SANDBOX must come before --")
+			if stream && background {
+				return usageErrorf("--stream and --background do not go together")
 			}
-			sandbox, command := args[0], args[1:]
-			switch {
-			case len(command) > 0 && req.Script != "":
-				return usageErrorf("give either a command after -- or --script, not both")
-			case len(command) == 0 && req.Script == "":
-				return usageErrorf("no command: give one after -- or use --script")
-			}
-			req.Command = command
-			if timeout < 0 {
-				return usageErrorf("--timeout must not be negative")
-			}
-			if timeout%time.Millisecond != 0 {
-				timeout = timeout.Truncate(time.Millisecond) + time.Millisecond
-			}
-			req.TimeoutMS = timeout.Milliseconds()
-			if req.MaxOutputBytes < 0 {
-				return usageErrorf("--max-output-bytes must not be negative")
-			}
-			var err error
-			if req.Env, err = parseKV("env", env); err != nil {
+			sandbox, req, err := f.build(a, cmd, args, "SANDBOX")
+			if err != nil {
 				return err
 			}
-			if stdinFile != "" {
-				if req.Stdin, err = a.readStdin(stdinFile); err != nil {
-					return err
-				}
-			}
-
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			wait := execWaitDefault
-			if timeout > 0 {
-				wait = timeout + execWaitGrace
+			if background {
+				ctx, cancel := a.callContext(cmd.Context())
+				defer cancel()
+				job, err := c.StartJob(ctx, sandbox, req)
+				if err != nil {
+					return err
+				}
+				if a.jsonOutput() {
+					return printJSON(a.stdout, job)
+				}
+				_, err = fmt.Fprintln(a.stdout, job.ID)
+				return err
 			}
-			ctx, cancel := withTimeout(cmd.Context(), wait)
+			ctx, cancel := withTimeout(cmd.Context(), f.wait())
 			defer cancel()
+			if stream {
+				return a.streamExec(cmd.Context(), ctx, c, sandbox, req, f.timeout)
+			}
 			res, err := c.Exec(ctx, sandbox, req)
 			if err != nil {
 				return err
 			}
-			return a.relayExec(res, timeout)
+			return a.relayExec(res, f.timeout)
 		}),
 	}
-	f := cmd.Flags()
-	// Shadows the global --timeout: for exec it is the job's limit.
-	f.DurationVar(&timeout, "timeout", 0, "job time limit, e.g. 30s (0: service default)")
-	f.StringVar(&req.Cwd, "cwd", "", "working directory in the sandbox")
-	f.StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE (repeatable)")
-	f.StringVar(&stdinFile, "stdin-file", "", "send this file as the job's stdin (- for this process's stdin)")
-	f.StringVar(&req.Script, "script", "", "shell text run by /bin/sh -c instead of a command")
-	f.Int64Var(&req.MaxOutputBytes, "max-output-bytes", 0, "cap on each output stream (0: service default)")
+	f.register(cmd)
+	cmd.Flags().BoolVar(&stream, "stream", false, "write output as it is produced (resumes after disconnects)")
+	cmd.Flags().BoolVar(&background, "background", false, "start the job, print its id and return")
 	return cmd
 }
 
-// readStdin reads the job's stdin from a file or, for "-", from stdin. The
-// API carries stdin as a JSON string, so it must be valid UTF-8.
-func (a *app) readStdin(name string) (string, error) {
-	var (
-		b   []byte
-		err error
-	)
+// readStdin reads the job's stdin from a file or, for "-", from stdin. Text
+// goes as stdin; other bytes go exactly, as stdin_base64.
+func (a *app) readStdin(name string) (text, b64 string, err error) {
+	var b []byte
 	if name == "-" {
 		b, err = io.ReadAll(a.stdin)
 	} else {
 		b, err = os.ReadFile(name)
 	}
 	if err != nil {
-		return "", usageErrorf("--stdin-file: %v", err)
+		return "", "", usageErrorf("--stdin-file: %v", err)
 	}
 	if !utf8.Valid(b) {
-		return "", usageErrorf("--stdin-file: input is not valid UTF-8 text; the API carries stdin as text")
+		return "", base64.StdEncoding.EncodeToString(b), nil
 	}
-	return string(b), nil
+	return string(b), "", nil
+}
+
+// streamExec runs a job with a live event stream and relays it. parent is
+// the command's context (it ends on an interrupt); ctx also bounds the wait.
+func (a *app) streamExec(parent, ctx context.Context, c *client.Client, sandbox string, req client.ExecRequest, timeout time.Duration) error {
+	var (
+		jobID string
+		exit  *client.ExitEvent
+	)
+	err := c.ExecStream(ctx, sandbox, req, client.StreamOptions{Resume: true}, func(ev client.LogEvent) error {
+		switch ev.Event {
+		case client.EventJob:
+			jobID = ev.Job.ID
+		case client.EventExit:
+			exit = ev.Exit
+		}
+		return a.writeEvent(ev)
+	})
+	if err == nil && exit != nil {
+		return a.reportEnd(endOfExit(exit), timeout)
+	}
+	if err == nil {
+		err = errors.New("the event stream ended without the job's exit")
+	}
+	if jobID == "" {
+		return err
+	}
+	return a.leaveJob(parent, c, jobID, err)
+}
+
+// leaveJob handles a stream that ended before its job did: after an
+// interrupt it cancels the job; otherwise it says how to find the job again.
+func (a *app) leaveJob(parent context.Context, c *client.Client, jobID string, err error) error {
+	if parent.Err() == nil {
+		a.printError("", err)
+		a.warnf("job %s may still be running; follow it with: genesis logs -f %s", jobID, jobID)
+		return &exitError{code: 1}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), 10*time.Second)
+	defer cancel()
+	if _, cerr := c.CancelJob(ctx, jobID); cerr != nil {
+		a.printError("interrupted; canceling job "+jobID, cerr)
+	} else {
+		a.warnf("interrupted; canceled job %s", jobID)
+	}
+	return &exitError{code: exitInterrupted}
+}
+
+// writeEvent relays one log event: output bytes to stdout or stderr as they
+// are, or, with -o json, the event as one line of JSON.
+func (a *app) writeEvent(ev client.LogEvent) error {
+	if a.jsonOutput() {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		_, err = a.stdout.Write(append(b, '\n'))
+		return err
+	}
+	var err error
+	switch ev.Event {
+	case client.EventStdout:
+		_, err = a.stdout.Write(ev.Data)
+	case client.EventStderr:
+		_, err = a.stderr.Write(ev.Data)
+	}
+	return err
+}
+
+// jobEnd is how a job ended, from an exec result or an exit event.
+type jobEnd struct {
+	reason, signal, err              string
+	code                             int
+	stdoutBytes, stderrBytes         int64
+	stdoutTruncated, stderrTruncated bool
+	durationMS                       int64
+}
+
+func endOfResult(r *client.ExecResult) jobEnd {
+	return jobEnd{
+		reason: r.ExitReason, signal: r.Signal, code: r.ExitCode,
+		stdoutBytes: r.StdoutBytes, stderrBytes: r.StderrBytes,
+		stdoutTruncated: r.StdoutTruncated, stderrTruncated: r.StderrTruncated, durationMS: r.DurationMS,
+	}
+}
+
+func endOfExit(x *client.ExitEvent) jobEnd {
+	e := jobEnd{
+		reason: x.ExitReason, signal: x.Signal, err: x.Error, code: -1,
+		stdoutBytes: x.StdoutBytes, stderrBytes: x.StderrBytes,
+		stdoutTruncated: x.StdoutTruncated, stderrTruncated: x.StderrTruncated, durationMS: x.DurationMS,
+	}
+	if x.ExitCode != nil {
+		e.code = *x.ExitCode
+	}
+	return e
 }
 
 // relayExec writes the job's output and notes and ends with its status.
@@ -145,30 +298,42 @@ func (a *app) relayExec(res *client.ExecResult, timeout time.Duration) error {
 			return err
 		}
 	}
-	if res.StdoutTruncated {
-		a.warnf("stdout truncated: %d bytes produced, the rest was dropped", res.StdoutBytes)
+	return a.reportEnd(endOfResult(res), timeout)
+}
+
+// reportEnd prints notes on truncation and on a job that did not exit by
+// itself, and ends with the job's status.
+func (a *app) reportEnd(e jobEnd, timeout time.Duration) error {
+	if e.stdoutTruncated {
+		a.warnf("stdout truncated: %d bytes produced, the rest was dropped", e.stdoutBytes)
 	}
-	if res.StderrTruncated {
-		a.warnf("stderr truncated: %d bytes produced, the rest was dropped", res.StderrBytes)
+	if e.stderrTruncated {
+		a.warnf("stderr truncated: %d bytes produced, the rest was dropped", e.stderrBytes)
 	}
-	switch res.ExitReason {
+	switch e.reason {
 	case "exited", "":
 	case "timeout":
 		limit := timeout
 		if limit <= 0 {
-			limit = time.Duration(res.DurationMS) * time.Millisecond
+			limit = time.Duration(e.durationMS) * time.Millisecond
 		}
 		a.warnf("job timed out after %s", limit)
 	case "signal":
-		a.warnf("job killed by signal %s", orDash(res.Signal))
+		a.warnf("job killed by signal %s", orDash(e.signal))
 	case "oom":
 		a.warnf("job killed: out of memory")
 	case "canceled":
 		a.warnf("job canceled")
+	case "lost":
+		if e.err != "" {
+			a.warnf("job lost: %s", e.err)
+		} else {
+			a.warnf("job ended: lost")
+		}
 	default:
-		a.warnf("job ended: %s", res.ExitReason)
+		a.warnf("job ended: %s", e.reason)
 	}
-	if code := jobExitStatus(res); code != 0 {
+	if code := jobExitStatus(e); code != 0 {
 		return &exitError{code: code}
 	}
 	return nil
@@ -191,24 +356,24 @@ func (a *app) streamBytes(name, text, b64 string) []byte {
 // jobExitStatus maps a job's end to this process's exit status: the exit
 // code when it exited, 124 on timeout, 128+N for signal N, and never 0 for
 // a job that did not exit by itself.
-func jobExitStatus(res *client.ExecResult) int {
-	switch res.ExitReason {
+func jobExitStatus(e jobEnd) int {
+	switch e.reason {
 	case "timeout":
 		return exitTimedOut
 	case "signal":
-		if n := signalNumber(res.Signal); n > 0 {
+		if n := signalNumber(e.signal); n > 0 {
 			return exitSignalBase + n
 		}
-		if res.ExitCode > exitSignalBase && res.ExitCode <= 255 {
-			return res.ExitCode
+		if e.code > exitSignalBase && e.code <= 255 {
+			return e.code
 		}
 		return 1
 	}
-	code := res.ExitCode
+	code := e.code
 	if code < 0 || code > 255 {
 		return 1
 	}
-	if code == 0 && res.ExitReason != "exited" && res.ExitReason != "" {
+	if code == 0 && e.reason != "exited" && e.reason != "" {
 		return 1
 	}
 	return code

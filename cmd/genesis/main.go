@@ -1,14 +1,22 @@
 // Command genesis is the command-line client of the Genesis Sandbox HTTP
 // API v1. It is a thin layer over the public client package.
 //
-//	genesis sandbox create|ls|get|rm   manage sandboxes
-//	genesis exec SANDBOX -- CMD ARGS   run a command and relay its output
-//	genesis job get ID                 show a job record
-//	genesis capabilities | profiles    show what the service can do
-//	genesis version                    show the CLI build
+//	genesis sandbox create|ls|get|rm         manage sandboxes
+//	genesis exec SANDBOX -- CMD ARGS         run a command and relay its output
+//	genesis exec --stream SANDBOX -- CMD     ... live, resuming after disconnects
+//	genesis exec --background SANDBOX -- CMD start a job and print its id
+//	genesis logs [-f] [--cursor N] JOB       print (or follow) a job's output
+//	genesis cancel JOB                       cancel a background job
+//	genesis job get ID                       show a job record
+//	genesis session create|get|exec|rm       shell sessions that keep cwd and env
+//	genesis context create|get|rm            Python code contexts
+//	genesis run-code (--context CTX | SANDBOX) CODE   run Python code
+//	genesis capabilities | profiles          show what the service can do
+//	genesis version                          show the CLI build
 //
-// Exit status: 0 on success, 1 on errors, 2 on usage errors; genesis exec
-// exits with the job's exit status.
+// Exit status: 0 on success, 1 on errors, 2 on usage errors; genesis exec,
+// session exec and logs -f exit with the job's exit status; run-code exits 1
+// when the code raised.
 package main
 
 import (
@@ -71,7 +79,12 @@ func newRootCmd(a *app) *cobra.Command {
 	root.AddCommand(
 		newSandboxCmd(a),
 		newExecCmd(a),
+		newLogsCmd(a),
+		newCancelCmd(a),
 		newJobCmd(a),
+		newSessionCmd(a),
+		newContextCmd(a),
+		newRunCodeCmd(a),
 		newCapabilitiesCmd(a),
 		newProfilesCmd(a),
 		newVersionCmd(a),

@@ -453,13 +453,14 @@ func TestExecRequestMapping(t *testing.T) {
 	}
 }
 
-func TestExecStdinMustBeText(t *testing.T) {
+func TestExecBinaryStdinGoesAsBase64(t *testing.T) {
 	t.Parallel()
-	api := newFakeAPI(t, reply(200, `{}`))
-	r := cli(t, api.URL, "\xff\xfe", nil, "exec", "--stdin-file", "-", "sb-1", "--", "cat")
-	if r.code != 2 || !strings.Contains(r.stderr, "not valid UTF-8") {
-		t.Errorf("exit %d stderr %q", r.code, r.stderr)
+	api := newFakeAPI(t, reply(200, `{"job_id":"j-1","exit_code":0,"exit_reason":"exited","stdout":"","stderr":""}`))
+	r := cli(t, api.URL, "\xff\xfe\x00a", nil, "exec", "--stdin-file", "-", "sb-1", "--", "cat")
+	if r.code != 0 {
+		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
 	}
+	jsonEqual(t, api.only(t).Body, `{"command":["cat"],"stdin_base64":"//4AYQ=="}`)
 }
 
 func TestExecOutputAndExitStatus(t *testing.T) {
@@ -741,7 +742,7 @@ func TestJobExitStatus(t *testing.T) {
 		{client.ExecResult{ExitReason: "oom", ExitCode: 137}, 137},
 	}
 	for _, tc := range tests {
-		if got := jobExitStatus(&tc.res); got != tc.want {
+		if got := jobExitStatus(endOfResult(&tc.res)); got != tc.want {
 			t.Errorf("jobExitStatus(%+v) = %d, want %d", tc.res, got, tc.want)
 		}
 	}
