@@ -1,25 +1,38 @@
 // Package bench holds the benchmarks behind `make bench`. They build
 // sandbox-service and genesis-agent, start the service as a subprocess on a
 // loopback port with its own data directory, and drive it through the public
-// client package over real HTTP, under runc and runsc:
+// client package over real HTTP (the streaming ones through their own SSE
+// reader), under runc and runsc:
 //
 //   - BenchmarkColdCreate: POST /v1/sandboxes until the first exec's output
 //     has arrived (also create-only and first-exec-only);
 //   - BenchmarkExecRoundTrip: sequential exec of `true` on one running
 //     sandbox, with `docker exec` on the same container as a reference;
 //   - BenchmarkMemory: idle RSS of genesis-agent in a sandbox, and the
-//     service's own RSS with no sandboxes and with idle ones alive.
+//     service's own RSS with no sandboxes and with idle ones alive;
+//   - BenchmarkStreamThroughput: MiB/s of a job's output decoded by an SSE
+//     client, through POST exec with Accept: text/event-stream, through
+//     GET /v1/jobs/{id}/logs?follow=true after a background start, and
+//     replayed from the finished log, with the CPU time of the client, the
+//     service and the sandbox's cgroup;
+//   - BenchmarkStreamTTFB: POST exec of `echo hi` with Accept:
+//     text/event-stream until its stdout event, on one warm sandbox;
+//   - BenchmarkStreamResume: GET /v1/jobs/{id}/logs of a finished job with
+//     Last-Event-ID in the middle of its log until the first event.
 //
 // Each benchmark runs its own fixed number of iterations (run it with
 // -benchtime 1x) and reports percentiles with b.ReportMetric plus a table in
 // the log; nothing asserts a duration. Iteration counts come from the
 // environment: GENESIS_BENCH_ITERS (cold creates per runtime, default 100),
 // GENESIS_BENCH_EXEC_ITERS (execs per runtime, default 500),
-// GENESIS_BENCH_DOCKER_EXEC_ITERS (docker exec reference, default 30) and
-// GENESIS_BENCH_IDLE (idle sandboxes per runtime, default 10).
+// GENESIS_BENCH_DOCKER_EXEC_ITERS (docker exec reference, default 30),
+// GENESIS_BENCH_IDLE (idle sandboxes per runtime, default 10),
+// GENESIS_BENCH_STREAM_MIB (output of the throughput job, default 512),
+// GENESIS_BENCH_TTFB_ITERS (default 300) and GENESIS_BENCH_RESUME_ITERS
+// (default 200).
 //
 // The benchmarks skip when Docker does not answer (failing instead when
 // CI=true), and remove every sandbox and stop every process they start.
-// The non-test files hold the reporting helpers; they import only the
-// standard library.
+// The non-test files hold the reporting helpers and the SSE reader; they
+// import only the standard library.
 package bench

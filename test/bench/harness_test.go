@@ -41,8 +41,10 @@ const (
 // removes any managed container it has no record of once it is older than
 // orphan_grace, whichever service started it; other services share this
 // Docker daemon, so the grace is long enough that this one never touches
-// theirs.
-const serviceConfig = `limits: {max_sandboxes: 500}
+// theirs. max_output_bytes is raised so that the streaming benchmarks can
+// keep hundreds of MiB of a job's output; requests that do not ask for more
+// still get default_output_bytes.
+const serviceConfig = `limits: {max_sandboxes: 500, max_output_bytes: 1073741824}
 intervals: {orphan_grace: 720h, reconcile: 1h}
 `
 
@@ -103,6 +105,8 @@ type service struct {
 	base     string // temp dir holding config, log and data dir
 	dataDir  string
 	logPath  string
+	url      string // http://127.0.0.1:port
+	key      string // API key of the default tenant
 	client   *client.Client
 	http     *http.Client
 	runtimes []string // usable runtimes of the profile, runc first
@@ -158,7 +162,8 @@ func startService(tb testing.TB) *service {
 	}
 	go func() { _ = s.cmd.Wait(); close(s.exited) }()
 	tb.Cleanup(func() { s.stop(tb) })
-	s.client = client.New("http://"+addr, key, client.WithHTTPClient(s.http))
+	s.url, s.key = "http://"+addr, key
+	s.client = client.New(s.url, key, client.WithHTTPClient(s.http))
 
 	if err := s.waitReady(); err != nil {
 		tb.Fatalf("sandbox-service not ready: %v\n%s", err, s.logTail())
