@@ -43,6 +43,7 @@ type Server struct {
 	routes    []Route
 	metrics   *metrics
 	keepalive time.Duration
+	terms     *control.Terminals
 }
 
 type apiKey struct {
@@ -78,6 +79,7 @@ func New(cfg Config) (*Server, error) {
 	for k, t := range cfg.Keys {
 		s.keys = append(s.keys, apiKey{hash: sha256.Sum256([]byte(k)), tenant: t})
 	}
+	s.terms = control.NewTerminals(cfg.Control)
 	s.routesInit()
 	return s, nil
 }
@@ -118,6 +120,7 @@ func (s *Server) routesInit() {
 	s.handle("GET", "/v1/contexts/{id}", true, s.getContext)
 	s.handle("POST", "/v1/contexts/{id}/run", true, s.runCode)
 	s.handle("DELETE", "/v1/contexts/{id}", true, s.deleteContext)
+	s.handle("GET", "/v1/sandboxes/{id}/terminal", true, s.terminal)
 }
 
 type ctxKey int

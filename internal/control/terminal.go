@@ -1,0 +1,310 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"genesis.dev/sandbox/internal/agent/agentclient"
+	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
+)
+
+// Interactive terminals. The agent in the sandbox owns each terminal: its
+// process, pseudo-terminal and recent output, which outlive every connection
+// and a restart of the service. Terminal ids are per sandbox, and reaching a
+// sandbox is tenant-checked, so a terminal id alone grants nothing.
+//
+// Terminals adds the one rule the agent does not know: one writer at a
+// time. Each connection (TerminalConn) has its own attachment to the agent;
+// only the writer's input and resizes reach the terminal. The first
+// connection to a terminal is its writer, later ones observe, and a
+// takeover makes its connection the writer and demotes the previous one.
+// When the writer leaves, the terminal has no writer until a connection
+// takes over or a new one arrives. The roles live in this process only.
+
+// terminalSetupTimeout bounds the agent calls that open a connection.
+const terminalSetupTimeout = 30 * time.Second
+
+// TerminalOptions says which terminal a connection is for.
+type TerminalOptions struct {
+	Tenant    string
+	SandboxID string
+	// TerminalID reconnects to an existing terminal of the sandbox; empty
+	// starts a new one running the sandbox user's shell.
+	TerminalID string
+	// Cols and Rows are the window size (0: leave as is, or 80x24 for a new
+	// terminal); applied only if the connection becomes the writer.
+	Cols, Rows int
+	// Takeover makes this connection the writer even if there is one.
+	Takeover bool
+}
+
+// TerminalEvent is what a connection reads: output, or finally the exit.
+type TerminalEvent struct {
+	// Output is terminal output; valid until the next call to Next.
+	Output []byte
+	// Exit is set once the terminal's process has exited; it is the last
+	// event.
+	Exit *agentproto.ExitResult
+}
+
+// Terminals tracks the connections to terminals and who writes to each.
+type Terminals struct {
+	svc *Service
+
+	mu   sync.Mutex
+	hubs map[string]*terminalHub // sandbox id + "/" + terminal id
+}
+
+// terminalHub is the set of connections to one terminal.
+type terminalHub struct {
+	key    string
+	conns  map[*TerminalConn]struct{}
+	writer *TerminalConn
+}
+
+// NewTerminals returns the terminal coordinator of svc.
+func NewTerminals(svc *Service) *Terminals {
+	return &Terminals{svc: svc, hubs: map[string]*terminalHub{}}
+}
+
+// TerminalConn is one connection to a terminal.
+type TerminalConn struct {
+	ts        *Terminals
+	hub       *terminalHub
+	agent     *agentclient.Client
+	att       *agentclient.Attachment
+	cancel    context.CancelFunc
+	sandboxID string
+	id        string
+	created   bool
+	roles     chan struct{} // one pending notification of a role change
+
+	// Guarded by ts.mu.
+	writer bool
+	closed bool
+}
+
+// validTerminalSize checks a requested window size (0 = unset).
+func validTerminalSize(cols, rows int) error {
+	if cols < 0 || rows < 0 || cols > agentproto.MaxTerminalSize || rows > agentproto.MaxTerminalSize {
+		return errdefs.WithCode("invalid_terminal_size", fmt.Errorf(
+			"terminal size %dx%d: cols and rows must be 1 to %d: %w", cols, rows, agentproto.MaxTerminalSize, errdefs.ErrInvalidArgument))
+	}
+	return nil
+}
+
+func terminalNotFound(sandboxID, id string) error {
+	return errdefs.WithCode("terminal_not_found", fmt.Errorf("sandbox %s has no terminal %q: %w", sandboxID, id, errdefs.ErrNotFound))
+}
+
+// Open connects to a terminal of a tenant's running sandbox, starting a new
+// terminal when o.TerminalID is empty. The connection's output starts with
+// the output the agent kept (for a reconnect, the recent screen). Errors
+// come before anything is attached: an unknown sandbox or terminal is
+// ErrNotFound. The caller must Close the connection; Abort also deletes a
+// terminal this connection started.
+func (ts *Terminals) Open(ctx context.Context, o TerminalOptions) (*TerminalConn, error) {
+	if err := validTerminalSize(o.Cols, o.Rows); err != nil {
+		return nil, err
+	}
+	sb, err := ts.svc.GetSandbox(ctx, o.Tenant, o.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	if !sb.State.Running() {
+		return nil, errdefs.WithCode("sandbox_not_running", fmt.Errorf(
+			"sandbox %s is %s; terminals run only in ready sandboxes: %w", sb.ID, sb.State, errdefs.ErrFailedPrecondition))
+	}
+	setup, cancelSetup := context.WithTimeout(ctx, terminalSetupTimeout)
+	defer cancelSetup()
+	ag := ts.svc.agent(sb.ID)
+	c := &TerminalConn{ts: ts, agent: ag, sandboxID: sb.ID, id: o.TerminalID, roles: make(chan struct{}, 1)}
+	if c.id == "" {
+		c.id = sandbox.NewID("term")
+		if _, err := ag.StartTerminal(setup, agentproto.TerminalStartRequest{ID: c.id, Cols: o.Cols, Rows: o.Rows}); err != nil {
+			return nil, fmt.Errorf("sandbox %s: start terminal: %w", sb.ID, err)
+		}
+		c.created = true
+	} else if !sandbox.ValidID("term", c.id) {
+		return nil, terminalNotFound(sb.ID, c.id)
+	}
+	// The attachment lives as long as the connection, not as ctx.
+	attCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	att, err := ag.AttachTerminal(attCtx, c.id, agentclient.AttachOptions{Replay: true})
+	if err != nil {
+		cancel()
+		if c.created {
+			c.deleteTerminal(ctx)
+		}
+		if errors.Is(err, errdefs.ErrNotFound) {
+			return nil, terminalNotFound(sb.ID, c.id)
+		}
+		return nil, fmt.Errorf("sandbox %s: attach terminal %s: %w", sb.ID, c.id, err)
+	}
+	c.att, c.cancel = att, cancel
+
+	key := sb.ID + "/" + c.id
+	ts.mu.Lock()
+	hub := ts.hubs[key]
+	if hub == nil {
+		hub = &terminalHub{key: key, conns: map[*TerminalConn]struct{}{}}
+		ts.hubs[key] = hub
+	}
+	c.hub = hub
+	hub.conns[c] = struct{}{}
+	if hub.writer == nil || o.Takeover {
+		ts.setWriterLocked(hub, c)
+	}
+	writer := c.writer
+	ts.mu.Unlock()
+
+	if writer && !c.created && o.Cols > 0 && o.Rows > 0 {
+		if err := resizeTerminal(setup, ag, c.id, o.Cols, o.Rows); err != nil {
+			ts.svc.log.Warn("terminal resize on connect", "sandbox", sb.ID, "terminal", c.id, "err", err)
+		}
+	}
+	return c, nil
+}
+
+// setWriterLocked makes c the writer of hub and demotes the previous one.
+func (ts *Terminals) setWriterLocked(hub *terminalHub, c *TerminalConn) {
+	if prev := hub.writer; prev != nil && prev != c {
+		prev.writer = false
+		prev.notify()
+	}
+	hub.writer = c
+	if !c.writer {
+		c.writer = true
+		c.notify()
+	}
+}
+
+func (c *TerminalConn) notify() {
+	select {
+	case c.roles <- struct{}{}:
+	default:
+	}
+}
+
+// ID is the terminal's id.
+func (c *TerminalConn) ID() string { return c.id }
+
+// Created reports whether this connection started the terminal.
+func (c *TerminalConn) Created() bool { return c.created }
+
+// Writer reports whether this connection is the terminal's writer now.
+func (c *TerminalConn) Writer() bool {
+	c.ts.mu.Lock()
+	defer c.ts.mu.Unlock()
+	return c.writer
+}
+
+// RoleChanged receives when the connection's role may have changed; read
+// Writer for the current role.
+func (c *TerminalConn) RoleChanged() <-chan struct{} { return c.roles }
+
+// Takeover makes this connection the writer; the previous writer becomes an
+// observer.
+func (c *TerminalConn) Takeover() {
+	c.ts.mu.Lock()
+	defer c.ts.mu.Unlock()
+	if !c.closed {
+		c.ts.setWriterLocked(c.hub, c)
+	}
+}
+
+// Input sends p to the terminal if this connection is the writer; it
+// reports whether it did.
+func (c *TerminalConn) Input(p []byte) (bool, error) {
+	if !c.Writer() {
+		return false, nil
+	}
+	if _, err := c.att.Write(p); err != nil {
+		return true, err
+	}
+	return true, nil
+}
+
+// Resize sets the window size if this connection is the writer; it reports
+// whether it did. Resizing an exited terminal changes nothing.
+func (c *TerminalConn) Resize(ctx context.Context, cols, rows int) (bool, error) {
+	if err := validTerminalSize(cols, rows); err != nil || cols == 0 || rows == 0 {
+		return false, errdefs.WithCode("invalid_terminal_size", fmt.Errorf(
+			"terminal size %dx%d: cols and rows must be 1 to %d: %w", cols, rows, agentproto.MaxTerminalSize, errdefs.ErrInvalidArgument))
+	}
+	if !c.Writer() {
+		return false, nil
+	}
+	return true, resizeTerminal(ctx, c.agent, c.id, cols, rows)
+}
+
+// Next returns the next output, and last the exit. An error means the
+// connection to the terminal was lost (the terminal may still run).
+func (c *TerminalConn) Next() (TerminalEvent, error) {
+	fr, err := c.att.Next()
+	if err != nil {
+		return TerminalEvent{}, err
+	}
+	if fr.Type == agentproto.FrameExit {
+		x, err := agentclient.DecodeExit(fr)
+		if err != nil {
+			return TerminalEvent{}, err
+		}
+		return TerminalEvent{Exit: &x}, nil
+	}
+	return TerminalEvent{Output: fr.Payload}, nil
+}
+
+// Close ends the connection; the terminal keeps running. If it was the
+// writer, the terminal has no writer until another connection takes over.
+func (c *TerminalConn) Close() {
+	c.ts.mu.Lock()
+	if c.closed {
+		c.ts.mu.Unlock()
+		return
+	}
+	c.closed = true
+	delete(c.hub.conns, c)
+	if c.hub.writer == c {
+		c.hub.writer = nil
+	}
+	c.writer = false
+	if len(c.hub.conns) == 0 && c.ts.hubs[c.hub.key] == c.hub {
+		delete(c.ts.hubs, c.hub.key)
+	}
+	c.ts.mu.Unlock()
+	c.att.Close()
+	c.cancel()
+}
+
+// Abort is Close that also deletes the terminal if this connection started
+// it: for a connection that never reached its client.
+func (c *TerminalConn) Abort(ctx context.Context) {
+	c.Close()
+	if c.created {
+		c.deleteTerminal(ctx)
+	}
+}
+
+func (c *TerminalConn) deleteTerminal(ctx context.Context) {
+	dctx, cancel := cleanupCtx(ctx, terminalSetupTimeout)
+	defer cancel()
+	if err := c.agent.DeleteTerminal(dctx, c.id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		c.ts.svc.log.Warn("deleting an unused terminal", "sandbox", c.sandboxID, "terminal", c.id, "err", err)
+	}
+}
+
+// resizeTerminal sets a terminal's window size; a terminal whose process
+// has exited (the agent answers failed precondition) is left alone.
+func resizeTerminal(ctx context.Context, ag *agentclient.Client, id string, cols, rows int) error {
+	_, err := ag.ResizeTerminal(ctx, id, cols, rows)
+	if errors.Is(err, errdefs.ErrConflict) {
+		return nil
+	}
+	return err
+}

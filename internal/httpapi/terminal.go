@@ -1,0 +1,253 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+// GET /v1/sandboxes/{id}/terminal upgrades to a WebSocket carrying one
+// interactive terminal. Query: terminal=<id> reconnects to an existing
+// terminal (otherwise a new one runs the sandbox user's shell), cols and
+// rows set the window size, takeover=1 makes this connection the writer.
+//
+// Binary messages are raw terminal bytes both ways. Text messages are JSON
+// control messages:
+//
+//	client → server  {"type":"resize","cols":N,"rows":N}   (writer only)
+//	                 {"type":"takeover"}
+//	server → client  {"type":"hello","terminal":"<id>","writer":bool}   first
+//	                 {"type":"writer","writer":bool}        the role changed
+//	                 {"type":"exit","code":N,"reason":"exited|signal","signal":"SIG…"}   last
+//
+// The first connection to a terminal is its writer; later ones observe:
+// their input and resizes are ignored (hello says writer false). On a
+// reconnect the recent output (the last 64 KiB) comes first. After the exit
+// message the server closes with status 1000; if the connection to the
+// sandbox is lost it closes with 1011 and the terminal may still run.
+//
+// Errors before the upgrade (auth, unknown sandbox or terminal: 404, bad
+// query: 400, not a WebSocket request: 400 websocket_required) are
+// problem+json answers like everywhere else.
+
+// terminalMessage is every text message of the terminal WebSocket.
+type terminalMessage struct {
+	Type     string `json:"type"`
+	Terminal string `json:"terminal,omitempty"`
+	Writer   *bool  `json:"writer,omitempty"`
+	Cols     int    `json:"cols,omitempty"`
+	Rows     int    `json:"rows,omitempty"`
+	Code     *int   `json:"code,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Signal   string `json:"signal,omitempty"`
+}
+
+// Terminal WebSocket limits and timings.
+const (
+	terminalReadLimit   = 1 << 20
+	terminalPingEvery   = 30 * time.Second
+	terminalPingTimeout = 20 * time.Second
+	terminalWriteWait   = 30 * time.Second
+)
+
+// queryInt reads a non-negative integer query parameter (0 when absent).
+func queryInt(r *http.Request, name string) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s=%q is not a non-negative integer: %w", name, v, errdefs.ErrInvalidArgument)
+	}
+	return n, nil
+}
+
+// isWebSocketUpgrade reports whether r asks for a WebSocket.
+func isWebSocketUpgrade(r *http.Request) bool {
+	return headerHasToken(r.Header, "Connection", "upgrade") && headerHasToken(r.Header, "Upgrade", "websocket")
+}
+
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// terminal serves GET /v1/sandboxes/{id}/terminal.
+func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
+	opts := control.TerminalOptions{Tenant: tenantOf(r), SandboxID: r.PathValue("id"), TerminalID: r.URL.Query().Get("terminal")}
+	var err error
+	if opts.Cols, err = queryInt(r, "cols"); err == nil {
+		if opts.Rows, err = queryInt(r, "rows"); err == nil {
+			opts.Takeover, err = parseBool(r, "takeover", false)
+		}
+	}
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	if !isWebSocketUpgrade(r) {
+		s.writeProblem(w, r, errdefs.WithCode("websocket_required", fmt.Errorf(
+			"this endpoint speaks WebSocket only (Connection: Upgrade, Upgrade: websocket): %w", errdefs.ErrInvalidArgument)))
+		return
+	}
+	conn, err := s.terms.Open(r.Context(), opts)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		// Accept has answered the client already.
+		s.log.Debug("terminal websocket upgrade failed", "request_id", requestID(r), "err", err)
+		conn.Abort(r.Context())
+		return
+	}
+	s.serveTerminal(r.Context(), ws, conn, requestID(r))
+}
+
+// serveTerminal pumps one terminal connection until the process exits, the
+// client goes away or the connection to the sandbox is lost.
+func (s *Server) serveTerminal(ctx context.Context, ws *websocket.Conn, conn *control.TerminalConn, rid string) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		conn.Close()
+		ws.CloseNow()
+		wg.Wait()
+	}()
+	ws.SetReadLimit(terminalReadLimit)
+	send := func(m terminalMessage) error {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return err
+		}
+		wctx, wcancel := context.WithTimeout(ctx, terminalWriteWait)
+		defer wcancel()
+		return ws.Write(wctx, websocket.MessageText, b)
+	}
+	writer := conn.Writer()
+	if err := send(terminalMessage{Type: "hello", Terminal: conn.ID(), Writer: &writer}); err != nil {
+		return
+	}
+	log := s.log.With("request_id", rid, "terminal", conn.ID())
+
+	wg.Add(3)
+	go func() { // role changes
+		defer wg.Done()
+		sent := writer
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-conn.RoleChanged():
+			}
+			if now := conn.Writer(); now != sent {
+				sent = now
+				if send(terminalMessage{Type: "writer", Writer: &now}) != nil {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	go func() { // client → terminal
+		defer wg.Done()
+		defer conn.Close() // the client is gone: end the output pump too
+		defer cancel()
+		for {
+			typ, data, err := ws.Read(ctx)
+			if err != nil {
+				return
+			}
+			if typ == websocket.MessageBinary {
+				if _, err := conn.Input(data); err != nil {
+					log.Debug("terminal input", "err", err)
+					return
+				}
+				continue
+			}
+			var m terminalMessage
+			if err := json.Unmarshal(data, &m); err != nil {
+				ws.Close(websocket.StatusUnsupportedData, "text messages must be JSON control messages")
+				return
+			}
+			switch m.Type {
+			case "resize":
+				if _, err := conn.Resize(ctx, m.Cols, m.Rows); err != nil {
+					log.Debug("terminal resize", "cols", m.Cols, "rows", m.Rows, "err", err)
+				}
+			case "takeover":
+				conn.Takeover()
+			default:
+				log.Debug("unknown terminal control message ignored", "type", m.Type)
+			}
+		}
+	}()
+	go func() { // keepalive: a dead peer is noticed
+		defer wg.Done()
+		t := time.NewTicker(terminalPingEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			pctx, pcancel := context.WithTimeout(ctx, terminalPingTimeout)
+			err := ws.Ping(pctx)
+			pcancel()
+			if err != nil {
+				cancel()
+				conn.Close()
+				return
+			}
+		}
+	}()
+
+	// terminal → client
+	for {
+		ev, err := conn.Next()
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("terminal stream lost", "err", err)
+				ws.Close(websocket.StatusInternalError, "connection to the sandbox lost")
+			}
+			return
+		}
+		if ev.Exit != nil {
+			code := ev.Exit.ExitCode
+			if send(terminalMessage{Type: "exit", Code: &code, Reason: ev.Exit.ExitReason, Signal: ev.Exit.Signal}) == nil {
+				ws.Close(websocket.StatusNormalClosure, "exited")
+			}
+			return
+		}
+		wctx, wcancel := context.WithTimeout(ctx, terminalWriteWait)
+		err = ws.Write(wctx, websocket.MessageBinary, ev.Output)
+		wcancel()
+		if err != nil {
+			if !errors.Is(err, context.Canceled) {
+				log.Debug("terminal output", "err", err)
+			}
+			return
+		}
+	}
+}
