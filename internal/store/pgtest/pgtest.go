@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -88,7 +89,7 @@ func Start(t testing.TB) (dsn string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := shared.admin(ctx, "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
+		if err := shared.admin(ctx, shared.dropDatabase(name)); err != nil {
 			t.Errorf("pgtest: drop database %s: %v", name, err)
 		}
 	})
@@ -112,6 +113,15 @@ func (c *cluster) createDatabase(name string) string {
 		return "CREATE DATABASE " + name + " STRATEGY FILE_COPY"
 	}
 	return "CREATE DATABASE " + name
+}
+
+// dropDatabase returns the statement that drops a database, ending its
+// sessions first where the server can (PostgreSQL 13 on).
+func (c *cluster) dropDatabase(name string) string {
+	if c.version >= 130000 {
+		return "DROP DATABASE " + name + " WITH (FORCE)"
+	}
+	return "DROP DATABASE " + name
 }
 
 // baseDir is where clusters are made: /dev/shm when it is there (a memory
@@ -226,7 +236,9 @@ func startCluster() (_ *cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp(baseDir(), "genesis-pgtest-")
+	base := baseDir()
+	sweepStale(base)
+	dir, err := os.MkdirTemp(base, dirPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -235,6 +247,9 @@ func startCluster() (_ *cluster, err error) {
 			os.RemoveAll(dir)
 		}
 	}()
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return nil, err
+	}
 	if cred != nil {
 		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
 			return nil, fmt.Errorf("hand %s to user %s: %w", dir, userName, err)
@@ -274,6 +289,53 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+const (
+	// dirPrefix starts the name of every cluster directory.
+	dirPrefix = "genesis-pgtest-"
+	// ownerFile in a cluster directory holds the PID of its test binary.
+	ownerFile = "owner.pid"
+)
+
+// sweepStale removes the cluster directories in base left behind by test
+// binaries that died without stopping their cluster: those whose owner and
+// postmaster are both gone. A directory without an owner file is being set
+// up, unless it is an hour old.
+func sweepStale(base string) {
+	dirs, _ := filepath.Glob(filepath.Join(base, dirPrefix+"*"))
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		if err != nil {
+			if fi, serr := os.Stat(dir); serr != nil || time.Since(fi.ModTime()) < time.Hour {
+				continue
+			}
+		} else if owner, err := strconv.Atoi(strings.TrimSpace(string(b))); err != nil || alive(owner) {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid")); err == nil {
+			first, _, _ := strings.Cut(string(b), "\n")
+			if pid, err := strconv.Atoi(strings.TrimSpace(first)); err == nil && alive(pid) {
+				continue // still shutting down
+			}
+		}
+		os.RemoveAll(dir)
+	}
+}
+
+// alive reports whether process pid exists and is not a zombie.
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist) // unreadable (hidepid): assume it lives
+	}
+	// The state follows the parenthesized command name.
+	st := string(b)
+	i := strings.LastIndexByte(st, ')')
+	return i < 0 || i+2 >= len(st) || st[i+2] != 'Z'
 }
 
 // childEnv is the environment of initdb and postgres.

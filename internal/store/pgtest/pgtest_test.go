@@ -3,10 +3,11 @@ package pgtest
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -126,16 +127,9 @@ func TestClusterDiesWithTestBinary(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // waiting for another process to exit; nothing to block on
 	}
-}
-
-// alive reports whether process pid exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
+	// The next cluster made in that place sweeps the orphan's directory.
+	sweepStale(filepath.Dir(dir))
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("orphaned cluster directory %s not swept: %v", dir, err)
 	}
-	// The state follows the parenthesized command name.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
