@@ -120,6 +120,7 @@ func (s *Server) routesInit() {
 	s.handle("GET", "/v1/contexts/{id}", true, s.getContext)
 	s.handle("POST", "/v1/contexts/{id}/run", true, s.runCode)
 	s.handle("DELETE", "/v1/contexts/{id}", true, s.deleteContext)
+	s.fileRoutes()
 	s.handle("GET", "/v1/sandboxes/{id}/terminal", true, s.terminal)
 }
 

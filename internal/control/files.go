@@ -1,0 +1,277 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"genesis.dev/sandbox/internal/agent/agentclient"
+	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
+)
+
+// FileLimits bound the file operations.
+type FileLimits struct {
+	// MaxUploadBytes is the largest file one upload may write (413 above).
+	MaxUploadBytes int64
+	// CallTimeout bounds a metadata call (stat, list, mkdir, move, delete,
+	// chmod) and the start of a transfer.
+	CallTimeout time.Duration
+	// TransferTimeout bounds a whole upload or download (a backstop; a
+	// dead agent connection is detected sooner by HTTP/2 pings).
+	TransferTimeout time.Duration
+}
+
+// DefaultFileLimits are the file limits when the configuration sets none.
+func DefaultFileLimits() FileLimits {
+	return FileLimits{MaxUploadBytes: 1 << 30, CallTimeout: 30 * time.Second, TransferTimeout: time.Hour}
+}
+
+// FileLimits returns the limits of the file operations. (They are the
+// defaults until the configuration has a files section.)
+func (s *Service) FileLimits() FileLimits { return DefaultFileLimits() }
+
+// fileRoots are the allowed roots of a sandbox's file operations: the
+// workspace its container mounts.
+func fileRoots() []string { return []string{agentproto.DefaultFileRoot} }
+
+// filePath applies the path policy on the service side too, so a bad path
+// is refused before a sandbox is looked up or a body streamed; the agent
+// applies it again (and resolves symlinks) inside the sandbox. It returns
+// the canonical absolute path.
+func filePath(p string) (string, error) {
+	root, rel, err := agentproto.ResolvePath(fileRoots(), p)
+	if err != nil {
+		return "", err
+	}
+	return agentproto.JoinRoot(root, rel), nil
+}
+
+// fileSandbox returns the running sandbox of tenant whose files are asked for.
+func (s *Service) fileSandbox(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error) {
+	sb, err := s.GetSandbox(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	if !sb.State.Running() {
+		return nil, errdefs.WithCode("sandbox_not_running", fmt.Errorf(
+			"sandbox %s is %s; files are reachable only in ready sandboxes: %w", sb.ID, sb.State, errdefs.ErrFailedPrecondition))
+	}
+	return sb, nil
+}
+
+// WriteFileInput is one upload.
+type WriteFileInput struct {
+	Tenant    string
+	SandboxID string
+	Path      string
+	Mode      string // octal; "" for 0644
+	Overwrite bool
+	// Size is the body's announced length, -1 when unknown.
+	Size int64
+	Body io.Reader
+}
+
+// bodyReader remembers the error its reader failed with, so a failed
+// upload can tell the caller's fault (too large, gone) from the agent's.
+type bodyReader struct {
+	r   io.Reader
+	mu  sync.Mutex
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		b.mu.Lock()
+		b.err = err
+		b.mu.Unlock()
+	}
+	return n, err
+}
+
+func (b *bodyReader) failed() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+// WriteFile streams an upload into a file of the sandbox through its agent
+// (temp file + rename inside the sandbox). A body announced or found larger
+// than MaxUploadBytes is refused with ErrTooLarge; an announced one before
+// anything is sent.
+func (s *Service) WriteFile(ctx context.Context, in WriteFileInput) (agentproto.FileWriteResult, error) {
+	lim := s.FileLimits()
+	p, err := filePath(in.Path)
+	if err != nil {
+		return agentproto.FileWriteResult{}, err
+	}
+	if _, err := agentproto.ParseMode(in.Mode, 0o644); err != nil {
+		return agentproto.FileWriteResult{}, err
+	}
+	if in.Size > lim.MaxUploadBytes {
+		return agentproto.FileWriteResult{}, errdefs.WithCode(agentproto.CodeUploadTooLarge, fmt.Errorf(
+			"upload of %d bytes is over the %d-byte limit: %w", in.Size, lim.MaxUploadBytes, errdefs.ErrTooLarge))
+	}
+	sb, err := s.fileSandbox(ctx, in.Tenant, in.SandboxID)
+	if err != nil {
+		return agentproto.FileWriteResult{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, lim.TransferTimeout)
+	defer cancel()
+	body := &bodyReader{r: in.Body}
+	res, err := s.agent(sb.ID).WriteFile(ctx, agentclient.WriteFileRequest{
+		Path: p, Mode: in.Mode, Overwrite: in.Overwrite, MaxBytes: lim.MaxUploadBytes, Size: in.Size,
+	}, body)
+	if err != nil {
+		if berr := body.failed(); berr != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(berr, &mbe) || errdefs.Is(berr, errdefs.ErrTooLarge) {
+				return res, errdefs.WithCode(agentproto.CodeUploadTooLarge, fmt.Errorf(
+					"upload is over the %d-byte limit; nothing was written: %w", lim.MaxUploadBytes, errdefs.ErrTooLarge))
+			}
+			return res, fmt.Errorf("reading the upload: %v; nothing was written: %w", berr, errdefs.ErrInvalidArgument)
+		}
+		return res, err
+	}
+	return res, nil
+}
+
+// ReadFile opens a file of the sandbox for a download. method is GET or
+// HEAD; cond carries the caller's Range and conditional headers, which the
+// agent answers against the file it opened. The caller closes the body.
+// The returned cancel ends the transfer's deadline; call it when done.
+func (s *Service) ReadFile(ctx context.Context, tenant, id, method, path string, cond http.Header) (*agentclient.FileResponse, context.CancelFunc, error) {
+	p, err := filePath(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	sb, err := s.fileSandbox(ctx, tenant, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.FileLimits().TransferTimeout)
+	fr, err := s.agent(sb.ID).ReadFile(ctx, method, p, cond)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return fr, cancel, nil
+}
+
+// fileCall runs one metadata call against the agent of a running sandbox.
+func (s *Service) fileCall(ctx context.Context, tenant, id string, call func(context.Context, *agentclient.Client) error) error {
+	sb, err := s.fileSandbox(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.FileLimits().CallTimeout)
+	defer cancel()
+	return call(ctx, s.agent(sb.ID))
+}
+
+// StatFile describes a file (a final symlink is described, not followed).
+func (s *Service) StatFile(ctx context.Context, tenant, id, path string) (agentproto.FileInfo, error) {
+	p, err := filePath(path)
+	if err != nil {
+		return agentproto.FileInfo{}, err
+	}
+	var info agentproto.FileInfo
+	err = s.fileCall(ctx, tenant, id, func(ctx context.Context, c *agentclient.Client) (err error) {
+		info, err = c.StatFile(ctx, p)
+		return err
+	})
+	return info, err
+}
+
+// ListFiles lists a directory down to depth levels, at most limit entries
+// (0: the defaults, 1 level and agentproto.DefaultListLimit entries).
+func (s *Service) ListFiles(ctx context.Context, tenant, id, path string, depth, limit int) (agentproto.FileList, error) {
+	p, err := filePath(path)
+	if err != nil {
+		return agentproto.FileList{}, err
+	}
+	switch {
+	case depth < 0 || depth > agentproto.MaxListDepth:
+		return agentproto.FileList{}, invalid("depth must be between 1 and %d, got %d", agentproto.MaxListDepth, depth)
+	case limit < 0 || limit > agentproto.MaxListLimit:
+		return agentproto.FileList{}, invalid("limit must be between 1 and %d, got %d", agentproto.MaxListLimit, limit)
+	}
+	var list agentproto.FileList
+	err = s.fileCall(ctx, tenant, id, func(ctx context.Context, c *agentclient.Client) (err error) {
+		list, err = c.ListFiles(ctx, p, depth, limit)
+		return err
+	})
+	return list, err
+}
+
+// Mkdir creates a directory, by default with its parents.
+func (s *Service) Mkdir(ctx context.Context, tenant, id string, req agentproto.MkdirRequest) (agentproto.FileInfo, error) {
+	var err error
+	if req.Path, err = filePath(req.Path); err != nil {
+		return agentproto.FileInfo{}, err
+	}
+	if _, err := agentproto.ParseMode(req.Mode, 0o755); err != nil {
+		return agentproto.FileInfo{}, err
+	}
+	var info agentproto.FileInfo
+	err = s.fileCall(ctx, tenant, id, func(ctx context.Context, c *agentclient.Client) (err error) {
+		info, err = c.Mkdir(ctx, req)
+		return err
+	})
+	return info, err
+}
+
+// MoveFile renames a file or directory inside the workspace.
+func (s *Service) MoveFile(ctx context.Context, tenant, id string, req agentproto.MoveRequest) (agentproto.FileInfo, error) {
+	var err error
+	if req.From, err = filePath(req.From); err != nil {
+		return agentproto.FileInfo{}, err
+	}
+	if req.To, err = filePath(req.To); err != nil {
+		return agentproto.FileInfo{}, err
+	}
+	var info agentproto.FileInfo
+	err = s.fileCall(ctx, tenant, id, func(ctx context.Context, c *agentclient.Client) (err error) {
+		info, err = c.Move(ctx, req)
+		return err
+	})
+	return info, err
+}
+
+// DeleteFile removes a file, symlink or empty directory, or with Recursive
+// a whole tree (symlinks are removed, never followed).
+func (s *Service) DeleteFile(ctx context.Context, tenant, id string, req agentproto.DeleteRequest) error {
+	var err error
+	if req.Path, err = filePath(req.Path); err != nil {
+		return err
+	}
+	return s.fileCall(ctx, tenant, id, func(ctx context.Context, c *agentclient.Client) error {
+		return c.DeleteFile(ctx, req)
+	})
+}
+
+// ChmodFile sets a file's permission bits.
+func (s *Service) ChmodFile(ctx context.Context, tenant, id string, req agentproto.ChmodRequest) (agentproto.FileInfo, error) {
+	var err error
+	if req.Path, err = filePath(req.Path); err != nil {
+		return agentproto.FileInfo{}, err
+	}
+	if req.Mode == "" {
+		return agentproto.FileInfo{}, errdefs.WithCode(agentproto.CodeInvalidMode, invalid("mode is required"))
+	}
+	if _, err := agentproto.ParseMode(req.Mode, 0); err != nil {
+		return agentproto.FileInfo{}, err
+	}
+	var info agentproto.FileInfo
+	err = s.fileCall(ctx, tenant, id, func(ctx context.Context, c *agentclient.Client) (err error) {
+		info, err = c.Chmod(ctx, req)
+		return err
+	})
+	return info, err
+}

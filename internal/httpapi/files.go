@@ -1,0 +1,272 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+// Wire shapes of the file routes.
+
+// fileInfo describes one file of a sandbox.
+type fileInfo struct {
+	Path            string    `json:"path"`
+	Name            string    `json:"name"`
+	Type            string    `json:"type"` // file | dir | symlink | fifo | socket | device | other
+	Size            int64     `json:"size"`
+	Mode            string    `json:"mode"` // octal, e.g. "0644"
+	ModTime         time.Time `json:"mtime"`
+	UID             int       `json:"uid"`
+	GID             int       `json:"gid"`
+	LinkTarget      string    `json:"link_target,omitempty"`
+	NameInvalidUTF8 bool      `json:"name_invalid_utf8,omitempty"`
+}
+
+// fileList is a listing.
+type fileList struct {
+	Path      string     `json:"path"`
+	Entries   []fileInfo `json:"entries"`
+	Truncated bool       `json:"truncated"`
+}
+
+// fileWritten is the answer of an upload.
+type fileWritten struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	Mode   string `json:"mode"`
+}
+
+type mkdirBody struct {
+	Path    string `json:"path"`
+	Mode    string `json:"mode,omitempty"`
+	Parents *bool  `json:"parents,omitempty"`
+}
+
+type moveBody struct {
+	From      string `json:"from"`
+	To        string `json:"to"`
+	Overwrite bool   `json:"overwrite,omitempty"`
+}
+
+type deleteBody struct {
+	Path      string `json:"path"`
+	Recursive bool   `json:"recursive,omitempty"`
+}
+
+type chmodBody struct {
+	Path string `json:"path"`
+	Mode string `json:"mode"`
+}
+
+func fileInfoWire(i agentproto.FileInfo) fileInfo {
+	return fileInfo{Path: i.Path, Name: i.Name, Type: i.Type, Size: i.Size, Mode: i.Mode, ModTime: i.ModTime,
+		UID: i.UID, GID: i.GID, LinkTarget: i.LinkTarget, NameInvalidUTF8: i.NameInvalidUTF8}
+}
+
+// fileRoutes registers the file routes.
+func (s *Server) fileRoutes() {
+	s.handle("PUT", "/v1/sandboxes/{id}/files", true, s.putFile)
+	s.handle("GET", "/v1/sandboxes/{id}/files", true, s.getFile)
+	s.handle("GET", "/v1/sandboxes/{id}/files/stat", true, s.statFile)
+	s.handle("GET", "/v1/sandboxes/{id}/files/list", true, s.listFiles)
+	s.handle("POST", "/v1/sandboxes/{id}/files/mkdir", true, s.mkdir)
+	s.handle("POST", "/v1/sandboxes/{id}/files/move", true, s.moveFile)
+	s.handle("POST", "/v1/sandboxes/{id}/files/delete", true, s.deleteFile)
+	s.handle("POST", "/v1/sandboxes/{id}/files/chmod", true, s.chmodFile)
+}
+
+// putFile serves PUT /v1/sandboxes/{id}/files?path=&mode=&overwrite=: the
+// raw body becomes the file. A body announced larger than the upload limit
+// is refused before anything is read or written; one that turns out larger
+// is cut off and nothing is written.
+func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	overwrite, err := parseBool(r, "overwrite", true)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "multipart/") {
+		s.writeProblem(w, r, errdefs.WithCode("unsupported_media_type", fmt.Errorf(
+			"the body is the file's content; multipart uploads are not supported (got %q): %w", ct, errdefs.ErrInvalidArgument)))
+		return
+	}
+	limit := s.ctl.FileLimits().MaxUploadBytes
+	if r.ContentLength > limit {
+		s.writeProblem(w, r, errdefs.WithCode(agentproto.CodeUploadTooLarge, fmt.Errorf(
+			"upload of %d bytes is over the %d-byte limit: %w", r.ContentLength, limit, errdefs.ErrTooLarge)))
+		return
+	}
+	res, err := s.ctl.WriteFile(r.Context(), control.WriteFileInput{
+		Tenant: tenantOf(r), SandboxID: r.PathValue("id"),
+		Path: q.Get("path"), Mode: q.Get("mode"), Overwrite: overwrite,
+		Size: r.ContentLength, Body: http.MaxBytesReader(w, r.Body, limit),
+	})
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/sandboxes/"+url.PathEscape(r.PathValue("id"))+"/files?"+url.Values{"path": {res.Path}}.Encode())
+	writeJSON(w, http.StatusCreated, fileWritten{Path: res.Path, Size: res.Size, SHA256: res.SHA256, Mode: res.Mode})
+}
+
+// getFile serves GET (and HEAD) /v1/sandboxes/{id}/files?path=, streamed
+// from the agent. Range (one or several ranges), If-Range, If-None-Match
+// and If-Modified-Since are answered by the agent against the file it
+// opened: 206, 416, 304.
+func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
+	fr, cancel, err := s.ctl.ReadFile(r.Context(), tenantOf(r), r.PathValue("id"), r.Method, r.URL.Query().Get("path"), r.Header)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	defer cancel()
+	defer fr.Body.Close()
+	switch fr.Status {
+	case http.StatusRequestedRangeNotSatisfiable:
+		w.Header().Set("Content-Range", fr.Header.Get("Content-Range"))
+		s.writeStatusProblem(w, r, fr.Status, "range_not_satisfiable",
+			fmt.Sprintf("range %q is not satisfiable for a file of %s bytes", r.Header.Get("Range"), fr.Header.Get(agentproto.HeaderFileSize)))
+		return
+	case http.StatusPreconditionFailed:
+		s.writeProblem(w, r, errdefs.WithCode("precondition_failed", fmt.Errorf("a precondition of the request does not hold for the file: %w", errdefs.ErrPreconditionFailed)))
+		return
+	}
+	h := w.Header()
+	for _, k := range []string{"Content-Length", "Content-Range", "Content-Type", "ETag", "Last-Modified",
+		"Accept-Ranges", agentproto.HeaderFileSize, agentproto.HeaderFileMode} {
+		if v := fr.Header.Values(k); len(v) > 0 {
+			h[k] = v
+		}
+	}
+	w.WriteHeader(fr.Status)
+	if r.Method == http.MethodHead || fr.Status == http.StatusNotModified {
+		return
+	}
+	buf := make([]byte, 256<<10)
+	if _, err := io.CopyBuffer(w, fr.Body, buf); err != nil && r.Context().Err() == nil {
+		// The status is sent; the short body tells the client.
+		s.log.Warn("file download cut short", "request_id", requestID(r), "sandbox", r.PathValue("id"), "err", err)
+	}
+}
+
+// writeStatusProblem writes a problem whose status is not an error class
+// of the one table (416 belongs to Range, not to a class).
+func (s *Server) writeStatusProblem(w http.ResponseWriter, r *http.Request, status int, code, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(client.Problem{
+		Type: problemType + code, Title: http.StatusText(status), Status: status, Detail: detail,
+		Code: code, Instance: r.URL.Path, RequestID: requestID(r),
+	})
+}
+
+func (s *Server) statFile(w http.ResponseWriter, r *http.Request) {
+	info, err := s.ctl.StatFile(r.Context(), tenantOf(r), r.PathValue("id"), r.URL.Query().Get("path"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, fileInfoWire(info))
+}
+
+func positiveQuery(r *http.Request, name string) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%s=%q is not a positive integer: %w", name, v, errdefs.ErrInvalidArgument)
+	}
+	return n, nil
+}
+
+func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
+	depth, err := positiveQuery(r, "depth")
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	limit, err := positiveQuery(r, "limit")
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	list, err := s.ctl.ListFiles(r.Context(), tenantOf(r), r.PathValue("id"), r.URL.Query().Get("path"), depth, limit)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	out := fileList{Path: list.Path, Truncated: list.Truncated, Entries: make([]fileInfo, len(list.Entries))}
+	for i, e := range list.Entries {
+		out.Entries[i] = fileInfoWire(e)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) mkdir(w http.ResponseWriter, r *http.Request) {
+	var b mkdirBody
+	if err := s.decode(w, r, &b); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	info, err := s.ctl.Mkdir(r.Context(), tenantOf(r), r.PathValue("id"), agentproto.MkdirRequest{Path: b.Path, Mode: b.Mode, Parents: b.Parents})
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, fileInfoWire(info))
+}
+
+func (s *Server) moveFile(w http.ResponseWriter, r *http.Request) {
+	var b moveBody
+	if err := s.decode(w, r, &b); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	info, err := s.ctl.MoveFile(r.Context(), tenantOf(r), r.PathValue("id"), agentproto.MoveRequest{From: b.From, To: b.To, Overwrite: b.Overwrite})
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, fileInfoWire(info))
+}
+
+func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
+	var b deleteBody
+	if err := s.decode(w, r, &b); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	if err := s.ctl.DeleteFile(r.Context(), tenantOf(r), r.PathValue("id"), agentproto.DeleteRequest{Path: b.Path, Recursive: b.Recursive}); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) chmodFile(w http.ResponseWriter, r *http.Request) {
+	var b chmodBody
+	if err := s.decode(w, r, &b); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	info, err := s.ctl.ChmodFile(r.Context(), tenantOf(r), r.PathValue("id"), agentproto.ChmodRequest{Path: b.Path, Mode: b.Mode})
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, fileInfoWire(info))
+}
