@@ -11,6 +11,7 @@
 //	genesis session create|get|exec|rm       shell sessions that keep cwd and env
 //	genesis context create|get|rm            Python code contexts
 //	genesis run-code (--context CTX | SANDBOX) CODE   run Python code
+//	genesis shell [--terminal ID] SANDBOX    interactive terminal (raw mode)
 //	genesis capabilities | profiles          show what the service can do
 //	genesis version                          show the CLI build
 //
@@ -83,6 +84,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newCancelCmd(a),
 		newJobCmd(a),
 		newSessionCmd(a),
+		newShellCmd(a),
 		newContextCmd(a),
 		newRunCodeCmd(a),
 		newCapabilitiesCmd(a),
