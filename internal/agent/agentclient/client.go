@@ -44,6 +44,9 @@ func Dial(socketPath string) *Client {
 			// Detect a dead agent connection instead of hanging on it.
 			SendPingTimeout: 15 * time.Second,
 			PingTimeout:     10 * time.Second,
+			// Large DATA frames: job output streams move hundreds of MiB,
+			// and under gVisor every socket write is costly.
+			MaxReadFrameSize: 1 << 20,
 		},
 		MaxIdleConnsPerHost: 1,
 		DisableCompression:  true,
