@@ -21,8 +21,11 @@ import (
 // Stream framing: output is sent in frames of at most streamFrame payload
 // bytes, several frames per write and flush, up to streamBatch bytes.
 const (
-	streamFrame = 64 << 10
-	streamBatch = 1 << 20
+	streamFrame    = 64 << 10
+	streamBatch    = 1 << 20
+	streamSegments = 256 // frames per batch
+	// streamBuffer holds a whole batch, headers included, so it never grows.
+	streamBuffer = streamBatch + (streamSegments+2)*agentproto.FrameHeaderSize + 4<<10
 )
 
 // defaultShimPath is where the agent binary is mounted in every sandbox.
@@ -179,8 +182,14 @@ func (s *Server) handleJobStream(w http.ResponseWriter, r *http.Request, j *bgJo
 	}
 	watch := j.out.watch()
 	defer j.out.unwatch(watch)
-	kept, _, _ := j.out.state()
+	kept, trunc, _ := j.out.state()
+	// A truncation frame comes once per stream, with the last kept byte. A
+	// stream resumed at (or beyond) the end of a truncated stream already
+	// had it, so it is not repeated into the caller's log; the exit frame
+	// carries the flags in any case.
+	var truncSent [2]bool
 	for i := range c {
+		truncSent[i] = trunc[i] && c[i] >= kept[i]
 		c[i] = min(c[i], kept[i]) // beyond what exists: from the end
 	}
 
@@ -193,9 +202,8 @@ func (s *Server) handleJobStream(w http.ResponseWriter, r *http.Request, j *bgJo
 	}
 	bp := s.frames.Get().(*[]byte)
 	defer s.frames.Put(bp)
-	var truncSent [2]bool
 	for {
-		segs, nc := j.out.next(c, streamFrame, streamBatch)
+		segs, nc := j.out.next(c, streamFrame, streamBatch, streamSegments)
 		b := (*bp)[:0]
 		for _, g := range segs {
 			h := len(b)
@@ -205,25 +213,23 @@ func (s *Server) handleJobStream(w http.ResponseWriter, r *http.Request, j *bgJo
 			binary.BigEndian.PutUint32(b[h+4:h+8], uint32(len(b)-h-agentproto.FrameHeaderSize))
 		}
 		c = nc
+		// Caps that were hit go out right after the last kept byte, in the
+		// same write; once everything is sent and the job is over, its exit.
+		kept, trunc, closed := j.out.state()
+		for i := range trunc {
+			if trunc[i] && !truncSent[i] && c[i] >= kept[i] {
+				truncSent[i] = true
+				b = agentproto.AppendFrame(b, agentproto.Frame{
+					Type: agentproto.FrameTruncated, Offset: kept[i], Payload: []byte{byte(frameType(i))},
+				})
+			}
+		}
 		var ended bool
-		if len(segs) == 0 {
-			// Everything kept so far is sent: report caps that were hit
-			// and, once the job is over, its exit.
-			kept, trunc, closed := j.out.state()
-			for i := range trunc {
-				if trunc[i] && !truncSent[i] && c[i] >= kept[i] {
-					truncSent[i] = true
-					b = agentproto.AppendFrame(b, agentproto.Frame{
-						Type: agentproto.FrameTruncated, Offset: kept[i], Payload: []byte{byte(frameType(i))},
-					})
-				}
-			}
-			if closed {
-				x, _ := j.exitResult()
-				payload, _ := json.Marshal(x)
-				b = agentproto.AppendFrame(b, agentproto.Frame{Type: agentproto.FrameExit, Payload: payload})
-				ended = true
-			}
+		if len(segs) == 0 && closed {
+			x, _ := j.exitResult()
+			payload, _ := json.Marshal(x)
+			b = agentproto.AppendFrame(b, agentproto.Frame{Type: agentproto.FrameExit, Payload: payload})
+			ended = true
 		}
 		*bp = b
 		if len(b) > 0 {

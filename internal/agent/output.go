@@ -4,9 +4,13 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"syscall"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
 )
+
+// madvHugepage is MADV_HUGEPAGE from <linux/mman.h>.
+const madvHugepage = 14
 
 // Stream indexes of an output.
 const (
@@ -20,7 +24,11 @@ const (
 	// block doubles, up to maxBlock, so small outputs stay small and large
 	// ones are read with large pipe reads.
 	firstBlock = 4 << 10
-	maxBlock   = 1 << 20
+	maxBlock   = 8 << 20
+	// hugeBlock is the block size from which blocks ask for transparent
+	// huge pages: fresh memory is what storing output costs most (page
+	// faults), and 2 MiB pages make far fewer of them.
+	hugeBlock = 4 << 20
 	// discardBuf is the read size once a stream's cap is reached.
 	discardBuf = 256 << 10
 )
@@ -83,6 +91,10 @@ func (o *output) grow(s int) []byte {
 		return nil
 	}
 	b := make([]byte, size)
+	if size >= hugeBlock {
+		// Best effort; the Go runtime leaves heap pages' THP flags alone.
+		syscall.Madvise(b, madvHugepage)
+	}
 	st.blocks = append(st.blocks, b)
 	st.starts = append(st.starts, st.alloc)
 	st.alloc += size
@@ -204,10 +216,12 @@ func (o *output) counts() (total, kept [2]int64, truncated [2]bool) {
 	return
 }
 
-// capture reads stream s from r until EOF, an error or the read deadline,
-// storing up to the cap and counting the rest. It never blocks the writer
-// on anything but this loop's own pace.
-func (o *output) capture(s int, r *os.File, discard *sync.Pool) {
+// capture reads stream s from f until EOF or an error, or, once f's read
+// deadline passed, until f holds nothing more (see lateReader), storing up
+// to the cap and counting the rest. It never blocks the writer on anything
+// but this loop's own pace.
+func (o *output) capture(s int, f *os.File, discard *sync.Pool) {
+	r := &lateReader{f: f, limit: pendingLimit}
 	var blk []byte // current block; blk[used:] is not yet valid
 	used := 0
 	full := false // the cap is allocated: count and drop the rest
@@ -257,14 +271,14 @@ type segment struct {
 type cursor [2]int64
 
 // next returns up to maxBytes of kept output after c in arrival order, as
-// segments no longer than maxFrame, and the position after them. With no
-// bytes pending it returns nil.
-func (o *output) next(c cursor, maxFrame, maxBytes int64) ([]segment, cursor) {
+// at most maxSegs segments no longer than maxFrame, and the position after
+// them. With no bytes pending it returns nil.
+func (o *output) next(c cursor, maxFrame, maxBytes int64, maxSegs int) ([]segment, cursor) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var segs []segment
 	var sent int64
-	for sent < maxBytes {
+	for sent < maxBytes && len(segs) < maxSegs {
 		i := sort.Search(len(o.marks), func(i int) bool {
 			return o.marks[i][0] > c[0] || o.marks[i][1] > c[1]
 		})

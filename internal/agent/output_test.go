@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -40,7 +41,7 @@ func put(t *testing.T, o *output, s int, data []byte) {
 // of each stream and the stream order of the segments.
 func readAll(o *output, c cursor, maxFrame, maxBytes int64) (out [2][]byte, order []int, end cursor) {
 	for {
-		segs, nc := o.next(c, maxFrame, maxBytes)
+		segs, nc := o.next(c, maxFrame, maxBytes, 1000)
 		if len(segs) == 0 {
 			return out, order, c
 		}
@@ -81,13 +82,18 @@ func TestOutputOrderAndOffsets(t *testing.T) {
 	if string(out[0]) != "bc" || string(out[1]) != "1E2" || !slices.Equal(order, []int{0, 1, 0, 1}) {
 		t.Errorf("from 4/1: %q %q %v", out[0], out[1], order)
 	}
-	if segs, _ := o.next(cursor{6, 4}, 64, 64); segs != nil {
+	if segs, _ := o.next(cursor{6, 4}, 64, 64, 10); segs != nil {
 		t.Errorf("at the end: %v", segs)
 	}
 	// maxBytes bounds one batch.
-	segs, c := o.next(cursor{}, 64, 4)
+	segs, c := o.next(cursor{}, 64, 4, 10)
 	if len(segs) != 1 || c != (cursor{4, 0}) {
 		t.Errorf("batch of 4: %+v %v", segs, c)
+	}
+	// So does maxSegs.
+	segs, c = o.next(cursor{}, 64, 100, 2)
+	if len(segs) != 2 || c != (cursor{5, 2}) {
+		t.Errorf("2 segments: %+v %v", segs, c)
 	}
 }
 
@@ -160,7 +166,7 @@ func TestOutputThinning(t *testing.T) {
 			var got [2][]byte
 			c := cursor{}
 			for {
-				segs, nc := o.next(c, int64(1+r*7), 1<<20)
+				segs, nc := o.next(c, int64(1+r*7), 1<<20, 64)
 				for _, g := range segs {
 					got[g.stream] = g.appendTo(got[g.stream])
 				}
@@ -168,7 +174,7 @@ func TestOutputThinning(t *testing.T) {
 				if len(segs) == 0 {
 					select {
 					case <-stop:
-						segs, _ := o.next(c, 1<<20, 1<<30)
+						segs, _ := o.next(c, 1<<20, 1<<30, 1<<30)
 						for _, g := range segs {
 							got[g.stream] = g.appendTo(got[g.stream])
 						}
@@ -356,5 +362,31 @@ func TestValidJobID(t *testing.T) {
 		if err := validJobID(id); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("%q accepted", id)
 		}
+	}
+}
+
+// TestLateReader: a reader that runs only after the drain deadline still
+// gets what the pipe held, bounded by its limit, although an (escaped)
+// writer keeps the pipe open.
+func TestLateReader(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ limit, want int64 }{{1 << 20, 10000}, {4096, 4096}} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(make([]byte, 10000)); err != nil {
+			t.Fatal(err)
+		}
+		r.SetReadDeadline(time.Now().Add(-time.Second))
+		if n, _ := r.Read(make([]byte, 10)); n != 0 {
+			t.Fatalf("a plain read past the deadline got %d bytes", n)
+		}
+		n, err := io.Copy(io.Discard, &lateReader{f: r, limit: tc.limit})
+		if n != tc.want || err != nil {
+			t.Errorf("limit %d: read %d bytes, %v; want %d", tc.limit, n, err, tc.want)
+		}
+		r.Close()
+		w.Close()
 	}
 }

@@ -165,7 +165,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.oom = newOOMCounter(s.cfg.OOMCounterFiles)
 	s.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
 	s.discard.New = func() any { b := make([]byte, discardBuf); return &b }
-	s.frames.New = func() any { b := make([]byte, 0, streamBatch+8*agentproto.FrameHeaderSize); return &b }
+	s.frames.New = func() any { b := make([]byte, 0, streamBuffer); return &b }
 	s.jobs.init()
 	s.shimPath = resolveShimPath(s.cfg.ShimPath)
 
