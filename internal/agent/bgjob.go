@@ -429,7 +429,15 @@ func (s *Server) launch(j *bgJob, spec *job) (err error) {
 	setPipeSize(outR, jobPipeSize)
 	setPipeSize(errR, jobPipeSize)
 
-	env := append(spec.env[:len(spec.env):len(spec.env)], shimEnvVar+"=1")
+	// The shim is the agent binary: agent-internal variables from the
+	// request would steer it, so background jobs never get them.
+	env := make([]string, 0, len(spec.env)+1)
+	for _, kv := range spec.env {
+		if !strings.HasPrefix(kv, internalEnvPrefix) {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, shimEnvVar+"=1")
 	attr := &syscall.ProcAttr{
 		Dir:   spec.dir,
 		Env:   env,

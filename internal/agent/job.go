@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -158,8 +159,9 @@ type capture struct {
 }
 
 func (c *capture) drain(r *os.File, scratch []byte) {
+	lr := &lateReader{f: r, limit: pendingLimit}
 	for {
-		n, err := r.Read(scratch)
+		n, err := lr.Read(scratch)
 		if n > 0 {
 			c.total += int64(n)
 			keep := int64(n)
@@ -175,6 +177,71 @@ func (c *capture) drain(r *os.File, scratch []byte) {
 			return
 		}
 	}
+}
+
+// pendingLimit bounds what a lateReader still reads after its deadline
+// (escaped processes may keep writing).
+const pendingLimit = 4 << 20
+
+// lateReader reads an output pipe whose read deadline bounds the wait for
+// escaped writers. Past the deadline it still takes what the pipe already
+// holds, without waiting, up to limit bytes, and then reports EOF: on a
+// loaded machine the reading goroutine may run only after the deadline, and
+// output that was written in time must not be lost.
+type lateReader struct {
+	f     *os.File
+	limit int64
+	late  bool
+}
+
+func (l *lateReader) Read(p []byte) (int, error) {
+	if !l.late {
+		n, err := l.f.Read(p)
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return n, err
+		}
+		l.late = true
+		if n > 0 {
+			return n, nil
+		}
+	}
+	if l.limit <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > l.limit {
+		p = p[:l.limit]
+	}
+	n, err := readPending(l.f, p)
+	l.limit -= int64(n)
+	return n, err
+}
+
+// readPending reads what the non-blocking pipe f holds now; io.EOF when it
+// holds nothing (or its writers are gone).
+func readPending(f *os.File, p []byte) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var rerr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			n, rerr = syscall.Read(int(fd), p)
+			if rerr != syscall.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return 0, err
+	}
+	switch {
+	case rerr == syscall.EAGAIN || rerr == nil && n <= 0:
+		return 0, io.EOF
+	case rerr != nil:
+		return 0, rerr
+	}
+	return n, nil
 }
 
 // run starts j, waits for it under its timeout and ctx, and collects output.
