@@ -11,6 +11,14 @@
 // dispatches statuses to the jobs that registered their pids, so nothing else
 // may wait for children in this process.
 //
+// Synchronous execs (POST /v1/exec) run directly under the agent. Background
+// jobs (/v1/jobs) run under a per-job shim, the agent binary re-executed as
+// a child subreaper (shim.go): everything the job forks stays below it, even
+// after setsid or a double fork, so cancel and timeout kill the whole tree.
+// Their output is kept in memory up to a cap per stream (output.go) and
+// streamed as agentproto frames from any offset, so a dropped connection
+// loses nothing.
+//
 // It imports only the standard library, agentproto and errdefs; it must not
 // import the service's control, driver or store packages, since it is built
 // into a small static binary that runs inside untrusted containers.

@@ -184,6 +184,17 @@ func TestJobStartStreamExit(t *testing.T) {
 		t.Errorf("stream from 1000/2: %q %q %+v", end.stdout, end.stderr, end.exit)
 	}
 	waitNoProcs(t, "processes of the job", 5*time.Second, func(p procInfo) bool { return p.pgrp == info.PID })
+
+	// Stdin is fed to the job; agent-internal variables do not reach it.
+	in := bytes.Repeat([]byte("stdin\x00"), 200000)
+	mustStart(t, a.client, agentproto.ExecRequest{
+		JobID: "stdin", Script: `wc -c; echo "[$GENESIS_AGENT_LOG_LEVEL$GENESIS_AGENT_SHIM]"`, Stdin: in,
+		Env: map[string]string{"GENESIS_AGENT_LOG_LEVEL": "bogus", "GENESIS_AGENT_SHIM": "0"},
+	})
+	sin := mustStream(t, a.client, "stdin", 0, 0)
+	if want := fmt.Sprintf("%d\n[]\n", len(in)); strings.TrimLeft(string(sin.stdout), " ") != want || sin.exit.ExitCode != 0 {
+		t.Errorf("stdin job: %q %q %+v, want %q", sin.stdout, sin.stderr, sin.exit, want)
+	}
 }
 
 func TestJobStreamResumeFromAnyOffset(t *testing.T) {
@@ -331,6 +342,16 @@ func TestJobOutputCapKeepsMemoryBounded(t *testing.T) {
 	x := out.exit
 	if x.ExitCode != 0 || x.StdoutBytes != total || x.StderrBytes != 3000005 || !x.StdoutTruncated || !x.StderrTruncated {
 		t.Errorf("exit %+v, want %d/3000005 bytes, both truncated", x, total)
+	}
+	// A resumed stream repeats a truncation frame only if it delivers the
+	// stream's last kept bytes again.
+	end := mustStream(t, a.client, "big", capBytes, capBytes+5)
+	if end.truncAt != [2]int64{-1, -1} || end.frames != 1 || end.exit != x {
+		t.Errorf("resumed at the caps: %d frames, truncation %v, exit %+v", end.frames, end.truncAt, end.exit)
+	}
+	tail := mustStream(t, a.client, "big", capBytes-10, capBytes)
+	if len(tail.stdout) != 10 || tail.truncAt != [2]int64{capBytes, -1} {
+		t.Errorf("resumed 10 bytes before the stdout cap: %d bytes, truncation %v", len(tail.stdout), tail.truncAt)
 	}
 	hwm := vmHWM(t, a.pid())
 	t.Logf("%d MiB through a 1 MiB cap in %v (%.0f MiB/s); agent peak RSS %.1f MiB",
