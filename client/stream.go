@@ -133,7 +133,9 @@ func (c *Client) StreamLogs(ctx context.Context, jobID string, opts StreamOption
 // arrive live, first a job event (LogEvent.Job) and then its output up to
 // the exit event, each passed to fn. The job does not stop when the
 // connection drops; with opts.Resume the stream continues through
-// StreamLogs from the last event seen. Only opts.Resume and
+// StreamLogs from the last event seen (if the connection broke inside the
+// job event, the job record is fetched with GetJob so that fn still sees
+// it first). The POST itself is never repeated. Only opts.Resume and
 // opts.IdleTimeout apply. It returns nil after the exit event.
 func (c *Client) ExecStream(ctx context.Context, sandboxID string, req ExecRequest, opts StreamOptions, fn func(LogEvent) error) error {
 	p, err := idPath("/v1/sandboxes/", sandboxID)
@@ -158,6 +160,20 @@ func (c *Client) ExecStream(ctx context.Context, sandboxID string, req ExecReque
 		return fmt.Errorf("streamed exec in sandbox %s: %w", sandboxID, err)
 	}
 	jp, _ := idPath("/v1/jobs/", jobID)
+	if s.job == nil {
+		// The connection broke inside the job event (only the header named
+		// the job): fetch the record so that fn still sees the job first.
+		// Best effort: the log resumes from the start either way.
+		if j, err := c.GetJob(ctx, jobID); err == nil {
+			if err := s.deliver(LogEvent{ID: "0", Event: EventJob, Job: j}); err != nil {
+				var ce *callbackError
+				if errors.As(err, &ce) {
+					return ce.err
+				}
+				return err
+			}
+		}
+	}
 	opts.Follow, opts.Cursor = true, ""
 	return c.followLogs(ctx, jobID, jp+"/logs", opts, s)
 }

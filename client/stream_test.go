@@ -132,6 +132,10 @@ func (s *sseServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Accept") != "text/event-stream" {
 			s.t.Errorf("exec Accept = %q", r.Header.Get("Accept"))
 		}
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/jobs/"+s.jobID:
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(Job{ID: s.jobID, SandboxID: "sb-1", State: "running", Mode: "background"})
+		return
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/jobs/"+s.jobID+"/logs":
 		c := r.Header.Get("Last-Event-ID")
 		if q := r.URL.Query().Get("cursor"); q != "" {
@@ -560,7 +564,7 @@ func TestExecStream(t *testing.T) {
 		{name: "no drop", conns: 1},
 		{name: "drop after the job event", plan: []int{0}, conns: 2},
 		{name: "drops in exec and in logs", plan: []int{6, 2, 0, 9}, conns: 5},
-		{name: "drop inside the job event", dropInJob: true, conns: 2},
+		{name: "drop inside the job event", dropInJob: true, conns: 3},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -579,7 +583,7 @@ func TestExecStream(t *testing.T) {
 			if x := got.exit(); x == nil || *x.ExitCode != 0 || x.JobID != "job-9" {
 				t.Errorf("exit %+v", x)
 			}
-			if !tc.dropInJob && (got.events[0].Event != EventJob || got.events[0].Job.ID != "job-9" || got.events[0].ID != "0") {
+			if got.events[0].Event != EventJob || got.events[0].Job.ID != "job-9" || got.events[0].ID != "0" {
 				t.Errorf("first event %+v, want the job", got.events[0])
 			}
 			conns, _, _ := s.stats()
