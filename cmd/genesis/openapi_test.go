@@ -82,6 +82,14 @@ func apiRoutes() []apiRoute {
 		{"get", "/v1/contexts/{id}", []string{"200", "401", "404"}},
 		{"delete", "/v1/contexts/{id}", []string{"204", "401", "404"}},
 		{"post", "/v1/contexts/{id}/run", []string{"200", "400", "401", "404", "409"}},
+		{"put", "/v1/sandboxes/{id}/files", []string{"201", "400", "401", "404", "409", "413"}},
+		{"get", "/v1/sandboxes/{id}/files", []string{"200", "206", "304", "400", "401", "404", "416"}},
+		{"get", "/v1/sandboxes/{id}/files/stat", []string{"200", "400", "401", "404"}},
+		{"get", "/v1/sandboxes/{id}/files/list", []string{"200", "400", "401", "404"}},
+		{"post", "/v1/sandboxes/{id}/files/mkdir", []string{"200", "400", "401", "404"}},
+		{"post", "/v1/sandboxes/{id}/files/move", []string{"200", "400", "401", "404"}},
+		{"post", "/v1/sandboxes/{id}/files/delete", []string{"204", "400", "401", "404"}},
+		{"post", "/v1/sandboxes/{id}/files/chmod", []string{"200", "400", "401", "404"}},
 	}
 }
 
