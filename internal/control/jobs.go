@@ -178,16 +178,7 @@ func (s *Service) recordProgress(ctx context.Context, jobID string, log *joblog.
 // lets the agent forget the job.
 func (s *Service) recordExitFromLog(ctx context.Context, jobID string, log *joblog.Log) {
 	var x agentproto.ExitResult
-	found := false
-	_ = log.Read(ctx, 0, false, func(e joblog.Event) error {
-		if e.Type == agentproto.FrameExit {
-			if err := json.Unmarshal(e.Payload, &x); err == nil {
-				found = true
-			}
-		}
-		return nil
-	})
-	if !found {
+	if p := log.ExitPayload(); p == nil || json.Unmarshal(p, &x) != nil {
 		x = lostExit("the job log has no exit record")
 	}
 	if err := s.recordExit(ctx, jobID, x); err != nil {

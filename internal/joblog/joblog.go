@@ -45,6 +45,7 @@ type Log struct {
 	stdout  int64 // next stdout offset
 	stderr  int64
 	exited  bool
+	exit    []byte        // payload of the exit frame, once appended
 	changed chan struct{} // closed and replaced on every append
 }
 
@@ -137,7 +138,16 @@ func (l *Log) apply(fr agentproto.Frame) {
 		l.stderr = fr.Offset + int64(len(fr.Payload))
 	case agentproto.FrameExit:
 		l.exited = true
+		l.exit = append([]byte(nil), fr.Payload...)
 	}
+}
+
+// ExitPayload returns the payload of the exit frame (the agent's ExitResult
+// JSON), or nil while the job has not ended.
+func (l *Log) ExitPayload() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.exit
 }
 
 // Offsets returns the next stdout and stderr offsets the log expects (where

@@ -259,3 +259,29 @@ func TestExpiredSkipsOpenAndRecentLogs(t *testing.T) {
 		t.Fatal("removed log still opens")
 	}
 }
+
+func TestExitPayloadKeptAndRecovered(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, _ := Open(dir)
+	l, _ := s.Get("job_e", true)
+	if l.ExitPayload() != nil {
+		t.Fatal("exit payload before exit")
+	}
+	x := exitFrame(t, 7)
+	if err := l.Append(out(agentproto.FrameStdout, 0, "a"), x); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(l.ExitPayload(), x.Payload) {
+		t.Fatalf("exit payload %q", l.ExitPayload())
+	}
+	s.Release("job_e")
+	s2, _ := Open(dir)
+	l2, err := s2.Get("job_e", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(l2.ExitPayload(), x.Payload) {
+		t.Fatalf("exit payload after reopen %q", l2.ExitPayload())
+	}
+}
