@@ -46,6 +46,32 @@ type LogEvent struct {
 	Job       *Job            `json:"job,omitempty"`
 }
 
+// MarshalJSON writes offset and data for stdout and stderr events only
+// (always, also when 0 or empty), so that JSON output says what it means.
+func (e LogEvent) MarshalJSON() ([]byte, error) {
+	type common struct {
+		ID    string `json:"id,omitempty"`
+		Event string `json:"event"`
+	}
+	if e.Event == EventStdout || e.Event == EventStderr {
+		data := e.Data
+		if data == nil {
+			data = []byte{}
+		}
+		return json.Marshal(struct {
+			common
+			Offset int64  `json:"offset"`
+			Data   []byte `json:"data"`
+		}{common{e.ID, e.Event}, e.Offset, data})
+	}
+	return json.Marshal(struct {
+		common
+		Truncated *TruncatedEvent `json:"truncated,omitempty"`
+		Exit      *ExitEvent      `json:"exit,omitempty"`
+		Job       *Job            `json:"job,omitempty"`
+	}{common{e.ID, e.Event}, e.Truncated, e.Exit, e.Job})
+}
+
 // StreamOptions configures StreamLogs and ExecStream.
 type StreamOptions struct {
 	// Cursor starts the stream after the event with this id ("" or "0":

@@ -633,3 +633,32 @@ func TestExecStreamFailures(t *testing.T) {
 		}
 	})
 }
+
+func TestLogEventJSON(t *testing.T) {
+	t.Parallel()
+	code := 0
+	tests := []struct {
+		ev   LogEvent
+		want string
+	}{
+		{LogEvent{ID: "9", Event: EventStdout, Offset: 0, Data: []byte{0xff}}, `{"id":"9","event":"stdout","offset":0,"data":"/w=="}`},
+		{LogEvent{ID: "10", Event: EventStderr, Offset: 4}, `{"id":"10","event":"stderr","offset":4,"data":""}`},
+		{LogEvent{ID: "11", Event: EventTruncated, Truncated: &TruncatedEvent{Stream: "stdout", Kept: 3}}, `{"id":"11","event":"truncated","truncated":{"stream":"stdout","kept":3}}`},
+		{LogEvent{ID: "12", Event: EventExit, Exit: &ExitEvent{JobID: "j", State: "succeeded", ExitCode: &code, ExitReason: "exited"}},
+			`{"id":"12","event":"exit","exit":{"job_id":"j","state":"succeeded","exit_code":0,"exit_reason":"exited","stdout_bytes":0,"stderr_bytes":0,"stdout_truncated":false,"stderr_truncated":false}}`},
+	}
+	for _, tc := range tests {
+		b, err := json.Marshal(tc.ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertJSONEqual(t, string(b), tc.want)
+		var back LogEvent
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if back.ID != tc.ev.ID || back.Event != tc.ev.Event || back.Offset != tc.ev.Offset || !bytes.Equal(back.Data, tc.ev.Data) {
+			t.Errorf("round trip %+v -> %+v", tc.ev, back)
+		}
+	}
+}
