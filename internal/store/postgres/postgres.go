@@ -104,14 +104,16 @@ func (s *Store) Close() error {
 
 // inTx runs f in a READ COMMITTED transaction and commits it. An error from
 // f rolls the transaction back and is returned unchanged: f classifies its
-// own database errors.
-func (s *Store) inTx(ctx context.Context, op string, f func(tx pgx.Tx) error) (err error) {
+// own database errors. A panic in f rolls back too, so that no row lock or
+// connection is left behind.
+func (s *Store) inTx(ctx context.Context, op string, f func(tx pgx.Tx) error) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return dbError(ctx, op, err)
 	}
+	committed := false
 	defer func() {
-		if err == nil {
+		if committed {
 			return
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
@@ -124,7 +126,11 @@ func (s *Store) inTx(ctx context.Context, op string, f func(tx pgx.Tx) error) (e
 	if err := f(tx); err != nil {
 		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
+	// A failed COMMIT ends the transaction as well; the deferred rollback
+	// then finds it closed.
+	err = tx.Commit(ctx)
+	committed = err == nil
+	if err != nil {
 		return dbError(ctx, "commit "+op, err)
 	}
 	return nil

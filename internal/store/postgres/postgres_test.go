@@ -381,3 +381,45 @@ func TestOpenErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestPanicInFnReleasesLock: a panicking fn (recovered by the caller, as an
+// HTTP server does) must not leave its transaction, row lock or pooled
+// connection behind.
+func TestPanicInFnReleasesLock(t *testing.T) {
+	t.Parallel()
+	s, err := postgres.Open(t.Context(), postgres.Config{DSN: pgtest.Start(t), MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		// Close waits for every pooled connection: a leaked one blocks it.
+		closed := make(chan struct{})
+		go func() { s.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			t.Error("Close blocked: a pooled connection was never released")
+		}
+	}()
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := s.CreateSandbox(t.Context(), &sandbox.Sandbox{ID: "sbx_p", CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("fn's panic did not reach the caller")
+			}
+		}()
+		_, _ = s.UpdateSandbox(t.Context(), "sbx_p", 0, now, func(*sandbox.Sandbox) error { panic("boom") })
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	got, err := s.UpdateSandbox(ctx, "sbx_p", 1, now, func(sb *sandbox.Sandbox) error { sb.ContainerID = "c"; return nil })
+	if err != nil {
+		t.Fatalf("UpdateSandbox after a panicking update: %v", err)
+	}
+	if got.ResourceVersion != 2 {
+		t.Errorf("ResourceVersion = %d, want 2 (the panicking update must not be stored)", got.ResourceVersion)
+	}
+}
