@@ -141,6 +141,11 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, jobID string,
 			// say so rather than hanging.
 			return
 		}
+		if _, _, done := log.Offsets(); done && cursor >= log.Size() {
+			// The log is complete and the reader is at or past its end
+			// (resumed after the exit event): nothing will ever follow.
+			return
+		}
 		select {
 		case <-ctx.Done():
 			return
