@@ -90,6 +90,7 @@ func apiRoutes() []apiRoute {
 		{"post", "/v1/sandboxes/{id}/files/move", []string{"200", "400", "401", "404"}},
 		{"post", "/v1/sandboxes/{id}/files/delete", []string{"204", "400", "401", "404"}},
 		{"post", "/v1/sandboxes/{id}/files/chmod", []string{"200", "400", "401", "404"}},
+		{"get", "/v1/sandboxes/{id}/terminal", []string{"101", "400", "401", "404", "409"}},
 	}
 }
 
