@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"genesis.dev/sandbox/client"
 )
@@ -356,6 +357,23 @@ func TestLogs(t *testing.T) {
 			if got != want[i] {
 				t.Errorf("request %d resumes at %q, want %q", i, got, want[i])
 			}
+		}
+	})
+	t.Run("an explicit --timeout bounds -f", func(t *testing.T) {
+		t.Parallel()
+		api := newFakeAPI(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(200)
+			_ = http.NewResponseController(w).Flush()
+			select { // a job that never ends
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Second):
+			}
+		})
+		start := time.Now()
+		r := cli(t, api.URL, "", nil, "--timeout", "200ms", "logs", "-f", "job-1")
+		if r.code != 1 || !strings.Contains(r.stderr, "deadline exceeded") || time.Since(start) > 5*time.Second {
+			t.Errorf("exit %d after %v, stderr %q", r.code, time.Since(start), r.stderr)
 		}
 	})
 	t.Run("unknown job", func(t *testing.T) {
