@@ -103,6 +103,9 @@ type cluster struct {
 	version int // server_version_num, e.g. 150013
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed when the postmaster has exited
+
+	adminMu   sync.Mutex
+	adminConn *pgx.Conn // see admin
 }
 
 // createDatabase returns the statement that creates a database. From
@@ -160,14 +163,19 @@ func (c *cluster) readVersion(ctx context.Context) error {
 	return err
 }
 
-// admin runs one statement in the "postgres" database.
+// admin runs one statement in the "postgres" database, on one connection
+// kept for the cluster's life (a new connection costs the server a process).
 func (c *cluster) admin(ctx context.Context, sql string) error {
-	conn, err := pgx.Connect(ctx, c.dsn("postgres"))
-	if err != nil {
-		return err
+	c.adminMu.Lock()
+	defer c.adminMu.Unlock()
+	if c.adminConn == nil || c.adminConn.IsClosed() {
+		conn, err := pgx.Connect(ctx, c.dsn("postgres"))
+		if err != nil {
+			return err
+		}
+		c.adminConn = conn
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	_, err = conn.Exec(ctx, sql)
+	_, err := c.adminConn.Exec(ctx, sql)
 	return err
 }
 
@@ -417,6 +425,13 @@ func (c *cluster) start(ctx context.Context, bin string, cred *syscall.Credentia
 
 // stop shuts the postmaster down and removes the cluster's directory.
 func (c *cluster) stop() error {
+	c.adminMu.Lock()
+	if c.adminConn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = c.adminConn.Close(ctx)
+		cancel()
+	}
+	c.adminMu.Unlock()
 	return errors.Join(c.kill(), os.RemoveAll(c.dir))
 }
 

@@ -25,7 +25,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 // testMaxConns keeps the pools of parallel tests within the test cluster's
 // max_connections.
-const testMaxConns = 8
+const testMaxConns = 4
 
 func open(t *testing.T, dsn string) *postgres.Store {
 	t.Helper()
