@@ -271,6 +271,11 @@ func (s *Service) JobLog(ctx context.Context, tenant, jobID string) (*sandbox.Jo
 	if err != nil {
 		return nil, nil, err
 	}
+	if j.State.Final() {
+		// Nothing will be appended: do not keep the file open. Readers open
+		// their own handle, so the returned log stays readable.
+		s.logs.Release(jobID)
+	}
 	return j, l, nil
 }
 

@@ -425,6 +425,32 @@ func testFilesHTTPOversize(a *filesAPI, id string) {
 	body, _ := io.ReadAll(resp.Body)
 	checkProblem(t, resp, body, http.StatusRequestEntityTooLarge, "upload_too_large")
 
+	// A body cut short (the client goes away): nothing written, and an
+	// existing file keeps its content.
+	if resp, body := a.call("PUT", filesURL(id, "", url.Values{"path": {"/workspace/kept"}}), strings.NewReader("old"), nil); resp.StatusCode != 201 {
+		t.Fatalf("put kept: %d %s", resp.StatusCode, body)
+	}
+	for _, p := range []string{"/workspace/cut", "/workspace/kept"} {
+		conn, err := net.DialTimeout("tcp", strings.TrimPrefix(a.url, "http://"), 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "PUT %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 1000000\r\n\r\n%s",
+			filesURL(id, "", url.Values{"path": {p}}), filesKey, strings.Repeat("x", 300000))
+		conn.Close()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := a.sh(id, "ls -A /workspace; cat /workspace/kept")
+		if !strings.Contains(got, ".genesis-upload") || time.Now().After(deadline) {
+			if strings.Contains(got, "cut") || !strings.HasSuffix(got, "old") || strings.Contains(got, ".genesis-upload") {
+				t.Errorf("after uploads cut short the workspace holds %q", got)
+			}
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // the service notices the dropped connection asynchronously
+	}
+
 	// Streamed (chunked) past the limit: cut off, nothing written.
 	if testing.Short() {
 		t.Log("skipping the streamed 1 GiB oversize upload in -short mode")

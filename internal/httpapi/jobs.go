@@ -185,6 +185,24 @@ func (sw *sseWriter) event(id, name string, data any) error {
 	return nil
 }
 
+// output appends a stdout/stderr event without intermediate allocations:
+// this is the hot path of log streaming. The data is the sseOutput JSON.
+func (sw *sseWriter) output(id, name string, offset int64, payload []byte) error {
+	sw.buf = append(sw.buf, "id: "...)
+	sw.buf = append(sw.buf, id...)
+	sw.buf = append(sw.buf, "\nevent: "...)
+	sw.buf = append(sw.buf, name...)
+	sw.buf = append(sw.buf, "\ndata: {\"offset\":"...)
+	sw.buf = strconv.AppendInt(sw.buf, offset, 10)
+	sw.buf = append(sw.buf, `,"data":"`...)
+	sw.buf = base64.StdEncoding.AppendEncode(sw.buf, payload)
+	sw.buf = append(sw.buf, "\"}\n\n"...)
+	if len(sw.buf) >= 256<<10 {
+		return sw.flush()
+	}
+	return nil
+}
+
 func (sw *sseWriter) comment(text string) error {
 	sw.buf = append(sw.buf, ": "+text+"\n\n"...)
 	return sw.flush()
@@ -208,7 +226,7 @@ func (sw *sseWriter) frame(e joblog.Event, jobID string) error {
 		if e.Type == agentproto.FrameStderr {
 			name = "stderr"
 		}
-		return sw.event(id, name, sseOutput{Offset: e.Offset, Data: base64.StdEncoding.EncodeToString(e.Payload)})
+		return sw.output(id, name, e.Offset, e.Payload)
 	case agentproto.FrameTruncated:
 		stream := "stdout"
 		if len(e.Payload) > 0 && e.Payload[0] == byte(agentproto.FrameStderr) {

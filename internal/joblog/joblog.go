@@ -105,29 +105,58 @@ func (s *Store) Remove(jobID string) error {
 	return err
 }
 
+// recover scans the frame headers (payloads are skipped, except the exit
+// frame's), so opening a large log costs one read per frame, not per byte.
+// A torn or corrupt tail (a crash mid-append) is cut off.
 func (l *Log) recover() error {
-	r := bufio.NewReaderSize(l.f, 64<<10)
+	info, err := l.f.Stat()
+	if err != nil {
+		return fmt.Errorf("joblog: %w", err)
+	}
+	end := info.Size()
 	var off int64
-	var buf []byte
-	for {
-		fr, b, err := agentproto.ReadFrame(r, buf)
-		buf = b
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			// A torn or corrupt tail (crash mid-append): cut it off.
-			if err := l.f.Truncate(off); err != nil {
-				return fmt.Errorf("joblog: truncating torn tail: %w", err)
-			}
+	var h [agentproto.FrameHeaderSize]byte
+	for off < end {
+		if end-off < agentproto.FrameHeaderSize {
 			break
 		}
-		l.apply(fr)
-		off += int64(agentproto.FrameHeaderSize + len(fr.Payload))
+		if _, err := l.f.ReadAt(h[:], off); err != nil {
+			return fmt.Errorf("joblog: reading %s: %w", l.path, err)
+		}
+		t, n, so, err := agentproto.ParseFrameHeader(h[:])
+		if err != nil || off+agentproto.FrameHeaderSize+int64(n) > end {
+			break
+		}
+		fr := agentproto.Frame{Type: t, Offset: so}
+		if t == agentproto.FrameExit {
+			fr.Payload = make([]byte, n)
+			if _, err := l.f.ReadAt(fr.Payload, off+agentproto.FrameHeaderSize); err != nil {
+				return fmt.Errorf("joblog: reading %s: %w", l.path, err)
+			}
+		}
+		l.applyLen(fr, int64(n))
+		off += agentproto.FrameHeaderSize + int64(n)
+	}
+	if off != end {
+		if err := l.f.Truncate(off); err != nil {
+			return fmt.Errorf("joblog: truncating torn tail: %w", err)
+		}
 	}
 	l.size = off
-	_, err := l.f.Seek(off, io.SeekStart)
+	_, err = l.f.Seek(off, io.SeekStart)
 	return err
+}
+
+// applyLen is apply for a frame whose payload may not have been read.
+func (l *Log) applyLen(fr agentproto.Frame, n int64) {
+	switch fr.Type {
+	case agentproto.FrameStdout:
+		l.stdout = fr.Offset + n
+	case agentproto.FrameStderr:
+		l.stderr = fr.Offset + n
+	default:
+		l.apply(fr)
+	}
 }
 
 func (l *Log) apply(fr agentproto.Frame) {

@@ -103,11 +103,9 @@ func ReadFrame(r io.Reader, buf []byte) (Frame, []byte, error) {
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return Frame{}, buf, err
 	}
-	t := FrameType(h[0])
-	n := binary.BigEndian.Uint32(h[4:8])
-	off := int64(binary.BigEndian.Uint64(h[8:16]))
-	if t < FrameStdout || t > FrameExit || n > MaxFramePayload || off < 0 || h[1]|h[2]|h[3] != 0 {
-		return Frame{}, buf, fmt.Errorf("%w: type %d, length %d, offset %d", ErrBadFrame, t, n, off)
+	t, n, off, err := ParseFrameHeader(h[:])
+	if err != nil {
+		return Frame{}, buf, err
 	}
 	if cap(buf) < int(n) {
 		buf = make([]byte, n)
@@ -120,4 +118,19 @@ func ReadFrame(r io.Reader, buf []byte) (Frame, []byte, error) {
 		return Frame{}, buf, err
 	}
 	return Frame{Type: t, Offset: off, Payload: buf}, buf, nil
+}
+
+// ParseFrameHeader decodes and checks a frame header (FrameHeaderSize bytes):
+// the frame's type, payload length and stream offset.
+func ParseFrameHeader(h []byte) (FrameType, uint32, int64, error) {
+	if len(h) < FrameHeaderSize {
+		return 0, 0, 0, fmt.Errorf("%w: short header", ErrBadFrame)
+	}
+	t := FrameType(h[0])
+	n := binary.BigEndian.Uint32(h[4:8])
+	off := int64(binary.BigEndian.Uint64(h[8:16]))
+	if t < FrameStdout || t > FrameExit || n > MaxFramePayload || off < 0 || h[1]|h[2]|h[3] != 0 {
+		return 0, 0, 0, fmt.Errorf("%w: type %d, length %d, offset %d", ErrBadFrame, t, n, off)
+	}
+	return t, n, off, nil
 }
