@@ -146,9 +146,8 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errTooLarge(display, maxBytes))
 		return
 	}
-	buf := s.getBuf()
-	defer s.putBuf(buf)
-	res, err := writeFile(writeSpec{root: root, rel: rel, display: display, mode: mode, overwrite: overwrite, maxBytes: maxBytes}, r.Body, buf)
+	res, err := writeFile(writeSpec{root: root, rel: rel, display: display, mode: mode, overwrite: overwrite, maxBytes: maxBytes},
+		r.Body, transferBuffer(r.ContentLength))
 	if err != nil {
 		var be *bodyError
 		if errors.As(err, &be) {
@@ -187,7 +186,7 @@ func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set(agentproto.HeaderFileSize, strconv.FormatInt(fi.Size(), 10))
 	h.Set(agentproto.HeaderFileMode, agentproto.FormatMode(fi.Mode()))
-	http.ServeContent(w, r, "", fi.ModTime(), f)
+	http.ServeContent(&bulkWriter{ResponseWriter: w, buf: transferBuffer(fi.Size())}, r, "", fi.ModTime(), f)
 }
 
 func (s *Server) handleFileStat(w http.ResponseWriter, r *http.Request) {

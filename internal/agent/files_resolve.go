@@ -233,7 +233,7 @@ func (t *tree) openFollow(rel string, flags int, check func(fs.FileMode) error) 
 				return nil, err
 			}
 		}
-		f, err := l.open(flags, 0)
+		fd, err := openat(l.dir, l.name, flags|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 		l.close()
 		if err == syscall.ELOOP {
 			continue // swapped for a symlink since the walk: walk again
@@ -242,16 +242,27 @@ func (t *tree) openFollow(rel string, flags int, check func(fs.FileMode) error) 
 			return nil, &fs.PathError{Op: "open", Path: rel, Err: err}
 		}
 		if check != nil {
-			fi, err := f.Stat()
+			var st syscall.Stat_t
+			err := syscall.Fstat(fd, &st)
 			if err == nil {
-				err = check(fi.Mode())
+				err = check(modeOf(st.Mode))
 			}
 			if err != nil {
-				f.Close()
+				syscall.Close(fd)
 				return nil, err
 			}
 		}
-		return f, nil
+		// O_NONBLOCK served the open only (a FIFO swapped in must not
+		// block it); os.NewFile would put a non-blocking descriptor in the
+		// poller, which gVisor accepts for regular files and then serves
+		// reads through it slowly.
+		if flags&syscall.O_NONBLOCK != 0 {
+			if err := syscall.SetNonblock(fd, false); err != nil {
+				syscall.Close(fd)
+				return nil, &fs.PathError{Op: "open", Path: rel, Err: err}
+			}
+		}
+		return os.NewFile(uintptr(fd), path.Join(t.root, rel)), nil
 	}
 	return nil, &fs.PathError{Op: "open", Path: rel, Err: syscall.ELOOP}
 }
