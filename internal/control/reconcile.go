@@ -55,8 +55,11 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 	}
 	byContainer := map[string]driver.Status{}
 	for _, c := range containers {
-		if inst := c.Labels[driver.LabelInstance]; inst != "" && inst != s.instance {
-			continue // another service instance's sandbox: not ours to judge
+		probe := c.Labels[driver.LabelPurpose] == "probe"
+		if c.Labels[driver.LabelInstance] != s.instance && !probe {
+			// Another service instance's sandbox, or a container some other
+			// tool labelled without an instance: not ours to judge.
+			continue
 		}
 		id := c.Labels[driver.LabelSandbox]
 		byContainer[id] = c

@@ -37,7 +37,18 @@ func TestReconcileOrphans(t *testing.T) {
 					driver.LabelInstance: testInstance, driver.LabelPurpose: "sandbox"},
 				"genesis-probe-leftover": {driver.LabelManaged: "true", driver.LabelPurpose: "probe"},
 			}
+			foreign := map[string]map[string]string{
+				// Labelled as managed by some other tool, without an instance.
+				"foreign-no-instance": {driver.LabelManaged: "true", driver.LabelSandbox: sandbox.NewID("sbx")},
+				"other-instance": {driver.LabelManaged: "true", driver.LabelSandbox: sandbox.NewID("sbx"),
+					driver.LabelInstance: "gs-someone-else", driver.LabelPurpose: "sandbox"},
+			}
 			for name, labels := range orphans {
+				if _, err := h.drv.Create(ctx, driver.Spec{Name: name, Image: testImage, Runtime: sandbox.RuntimeRunc, Labels: labels}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for name, labels := range foreign {
 				if _, err := h.drv.Create(ctx, driver.Spec{Name: name, Image: testImage, Runtime: sandbox.RuntimeRunc, Labels: labels}); err != nil {
 					t.Fatal(err)
 				}
@@ -57,6 +68,9 @@ func TestReconcileOrphans(t *testing.T) {
 			}
 			if !names["genesis-"+live.ID] {
 				t.Error("the container of a live sandbox was removed")
+			}
+			if !names["foreign-no-instance"] || !names["other-instance"] {
+				t.Error("a container without this service's instance label was removed")
 			}
 			if r := h.record(live.ID); r.State != sandbox.StateReady {
 				t.Errorf("live sandbox is %s after reconcile, want ready", r.State)
