@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -82,9 +83,75 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
 		if want(http.MethodPost) {
 			s.handleChmod(w, r)
 		}
+	case agentproto.PathFilesExtract:
+		if want(http.MethodPost) {
+			s.handleExtract(w, r)
+		}
+	case agentproto.PathFilesArchive:
+		if want(http.MethodGet) {
+			s.handleArchive(w, r)
+		}
 	default:
 		writeError(w, fmt.Errorf("no route %s: %w", r.URL.Path, errdefs.ErrNotFound))
 	}
+}
+
+// handleExtract extracts the tar (or tar.gz) body into the directory path.
+func (s *Server) handleExtract(w http.ResponseWriter, r *http.Request) {
+	display := r.URL.Query().Get(agentproto.QueryPath)
+	root, rel, err := s.resolve(display)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	maxBytes, err := queryInt(r, agentproto.QueryMaxBytes, 1<<62, 0, 1<<62)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	t, err := openTreeFor(root)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer t.close()
+	res, err := extractTar(t, extractSpec{dest: rel, display: display, maxBytes: maxBytes, maxEntries: agentproto.MaxArchiveEntries}, r.Body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// handleArchive streams the directory path as a tar. A failure once the
+// stream has begun cuts it short (a tar reader then reports a truncated
+// archive).
+func (s *Server) handleArchive(w http.ResponseWriter, r *http.Request) {
+	display := r.URL.Query().Get(agentproto.QueryPath)
+	root, rel, err := s.resolve(display)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	t, err := openTreeFor(root)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer t.close()
+	l, err := t.resolve(rel, true, true, false) // refuse a missing or non-directory path before the 200
+	if err != nil {
+		writeError(w, fileErr("archive", display, err))
+		return
+	}
+	l.close()
+	w.Header().Set("Content-Type", "application/x-tar")
+	bw := bufio.NewWriterSize(w, 1<<20)
+	if err := writeTar(t, rel, display, bw); err != nil {
+		s.log.Warn("archive cut short", "path", display, "err", err)
+		panic(http.ErrAbortHandler) // the client must not take a cut tar for a whole one
+	}
+	bw.Flush()
 }
 
 // decodeFileRequest reads a small JSON body strictly.

@@ -185,6 +185,11 @@ func writeFile(w writeSpec, body io.Reader, buf []byte) (agentproto.FileWriteRes
 		return agentproto.FileWriteResult{}, err
 	}
 	defer t.close()
+	return writeInTree(t, w, body, buf)
+}
+
+// writeInTree is writeFile in an opened tree.
+func writeInTree(t *tree, w writeSpec, body io.Reader, buf []byte) (agentproto.FileWriteResult, error) {
 	dir, base := path.Split(w.rel)
 	pd, err := t.resolve(path.Clean(dir), true, true, true)
 	if err != nil {

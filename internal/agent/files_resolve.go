@@ -70,6 +70,9 @@ type loc struct {
 	name  string
 	st    syscall.Stat_t
 	known bool // st is valid (the object existed when walked)
+	// canon is the path of dir relative to the root as the walk really
+	// went (symlinks resolved), "." for the root.
+	canon string
 }
 
 // close releases dir unless it is the root's descriptor.
@@ -87,6 +90,13 @@ func (l *loc) close() {
 // directories on the way are made (0755). The caller closes the result.
 func (t *tree) resolve(rel string, follow, asDir, create bool) (res loc, err error) {
 	stack := []int{t.fd}
+	names := []string{} // the components of the walk, parallel to stack[1:]
+	here := func() string {
+		if len(names) == 0 {
+			return "."
+		}
+		return strings.Join(names, "/")
+	}
 	defer func() {
 		for _, fd := range stack {
 			if fd != t.fd && (err != nil || fd != res.dir) {
@@ -115,17 +125,18 @@ func (t *tree) resolve(rel string, follow, asDir, create bool) (res loc, err err
 			}
 			syscall.Close(top)
 			stack = stack[:len(stack)-1]
+			names = names[:len(names)-1]
 			parts = rest
 			continue
 		}
 		last := len(rest) == 0 && !asDir
 		if last && !follow {
-			return loc{t: t, dir: top, name: c}, nil
+			return loc{t: t, dir: top, name: c, canon: here()}, nil
 		}
 		fd, err := openat(top, c, oPath|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 		if err == syscall.ENOENT {
 			if last {
-				return loc{t: t, dir: top, name: c}, nil
+				return loc{t: t, dir: top, name: c, canon: here()}, nil
 			}
 			if create {
 				if err := syscall.Mkdirat(top, c, 0o755); err != nil && err != syscall.EEXIST {
@@ -162,21 +173,22 @@ func (t *tree) resolve(rel string, follow, asDir, create bool) (res loc, err err
 			parts = append(splitRel(target), rest...)
 		case syscall.S_IFDIR:
 			stack = append(stack, fd)
+			names = append(names, c)
 			parts = rest
 			if last {
-				return loc{t: t, dir: fd, name: ".", st: st, known: true}, nil
+				return loc{t: t, dir: fd, name: ".", st: st, known: true, canon: here()}, nil
 			}
 		default:
 			syscall.Close(fd)
 			if last {
-				return loc{t: t, dir: top, name: c, st: st, known: true}, nil
+				return loc{t: t, dir: top, name: c, st: st, known: true, canon: here()}, nil
 			}
 			return loc{}, syscall.ENOTDIR
 		}
 	}
 	// Nothing left: the root itself, or a path that ended going up.
 	top := stack[len(stack)-1]
-	l := loc{t: t, dir: top, name: "."}
+	l := loc{t: t, dir: top, name: ".", canon: here()}
 	if err := syscall.Fstat(top, &l.st); err == nil {
 		l.known = true
 	}
@@ -451,6 +463,22 @@ func linkat(olddir int, oldname string, newdir int, newname string) error {
 	}
 	_, _, e := syscall.Syscall6(syscall.SYS_LINKAT, uintptr(olddir), uintptr(unsafe.Pointer(o)),
 		uintptr(newdir), uintptr(unsafe.Pointer(n)), 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+func symlinkat(target string, dir int, name string) error {
+	t, err := syscall.BytePtrFromString(target)
+	if err != nil {
+		return err
+	}
+	n, err := syscall.BytePtrFromString(name)
+	if err != nil {
+		return err
+	}
+	_, _, e := syscall.Syscall(syscall.SYS_SYMLINKAT, uintptr(unsafe.Pointer(t)), uintptr(dir), uintptr(unsafe.Pointer(n)))
 	if e != 0 {
 		return e
 	}

@@ -1,11 +1,14 @@
 package agent_test
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -92,6 +95,7 @@ func TestFilesOnHost(t *testing.T) {
 	e := hostFileEnv(t)
 	t.Run("operations", func(t *testing.T) { testFileOperations(t, e) })
 	t.Run("escapes", func(t *testing.T) { testFileEscapes(t, e) })
+	t.Run("archives", func(t *testing.T) { testFileArchives(t, e) })
 }
 
 func TestFilesRefuseDevicesOnHost(t *testing.T) {
@@ -444,5 +448,162 @@ func TestFilesProtocolErrors(t *testing.T) {
 	}
 	if _, err := e.c.Chmod(ctx, agentproto.ChmodRequest{Path: e.root}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("chmod without mode: %v", err)
+	}
+}
+
+// tarEntry is one entry of a test archive.
+type tarEntry struct {
+	name, body, link string
+	typ              byte
+	mode             int64
+}
+
+func mkTar(t *testing.T, gz bool, entries ...tarEntry) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	var w io.Writer = &buf
+	var zw *gzip.Writer
+	if gz {
+		zw = gzip.NewWriter(&buf)
+		w = zw
+	}
+	tw := tar.NewWriter(w)
+	for _, e := range entries {
+		h := &tar.Header{Name: e.name, Typeflag: e.typ, Linkname: e.link, Mode: e.mode, Size: int64(len(e.body)), ModTime: time.Unix(1700000000, 0)}
+		if h.Typeflag == 0 {
+			h.Typeflag = tar.TypeReg
+		}
+		if h.Typeflag != tar.TypeReg {
+			h.Size = 0
+		}
+		if h.Mode == 0 {
+			h.Mode = 0o644
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Size > 0 {
+			io.WriteString(tw, e.body)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if zw != nil {
+		zw.Close()
+	}
+	return buf.Bytes()
+}
+
+func extract(t *testing.T, c *agentclient.Client, dir string, max int64, archive []byte) (agentproto.ExtractResult, error) {
+	t.Helper()
+	return c.ExtractArchive(fctx(t), dir, max, int64(len(archive)), bytes.NewReader(archive))
+}
+
+// testFileArchives extracts good and hostile archives and streams a
+// directory back as a tar.
+func testFileArchives(t *testing.T, e *fileEnv) {
+	c := e.c
+	ctx := fctx(t)
+	good := []tarEntry{
+		{name: "./top/", typ: tar.TypeDir, mode: 0o750},
+		{name: "top/a.txt", body: "alpha", mode: 0o600},
+		{name: "top/sub/b.txt", body: "bravo"}, // parent made on the way
+		{name: "top/link", typ: tar.TypeSymlink, link: "sub/b.txt"},
+		{name: "top/up", typ: tar.TypeSymlink, link: "../top/a.txt"},
+		{name: "top/hard", typ: tar.TypeLink, link: "top/a.txt"},
+		{name: "top/fifo", typ: tar.TypeFifo},
+		{name: "top/a.txt", body: "alpha2", mode: 0o640}, // a later entry replaces an earlier one
+	}
+	for _, gz := range []bool{false, true} {
+		dest := e.p(fmt.Sprintf("x/gz-%v", gz))
+		res, err := extract(t, c, dest, -1, mkTar(t, gz, good...))
+		if err != nil {
+			t.Fatalf("extract (gzip %v): %v", gz, err)
+		}
+		if res.Entries != 8 || res.Files != 3 || res.Dirs != 1 || res.Symlinks != 2 || res.Hardlinks != 1 || res.Skipped != 1 || res.Bytes != 16 {
+			t.Errorf("extract (gzip %v) = %+v", gz, res)
+		}
+		for p, want := range map[string]string{"top/a.txt": "alpha2", "top/sub/b.txt": "bravo", "top/link": "bravo", "top/up": "alpha2", "top/hard": "alpha"} {
+			if _, _, got, err := readAll(t, c, dest+"/"+p, nil); err != nil || got != want {
+				t.Errorf("extracted %s = %q, %v; want %q", p, got, err, want)
+			}
+		}
+		if info, err := c.StatFile(ctx, dest+"/top"); err != nil || info.Mode != "0750" {
+			t.Errorf("extracted dir: %+v %v", info, err)
+		}
+		if info, err := c.StatFile(ctx, dest+"/top/a.txt"); err != nil || info.Mode != "0640" {
+			t.Errorf("extracted file mode: %+v %v", info, err)
+		}
+	}
+
+	// The directory back as a tar.
+	rc, err := c.ReadArchive(ctx, e.p("x/gz-true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(rc)
+	var got []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("archive stream: %v", err)
+		}
+		b, _ := io.ReadAll(tr)
+		got = append(got, fmt.Sprintf("%s:%c:%s:%s", h.Name, h.Typeflag, h.Linkname, b))
+	}
+	rc.Close()
+	want := "top/:5::|top/a.txt:0::alpha2|top/hard:0::alpha|top/link:2:sub/b.txt:|top/sub/:5::|top/sub/b.txt:0::bravo|top/up:2:../top/a.txt:"
+	if strings.Join(got, "|") != want {
+		t.Errorf("archive of the directory:\n got %s\nwant %s", strings.Join(got, "|"), want)
+	}
+	if _, err := c.ReadArchive(ctx, e.p("x/gz-true/top/a.txt")); !errors.Is(err, errdefs.ErrConflict) {
+		t.Errorf("archive of a file: %v", err)
+	}
+
+	// Hostile archives: each refused, nothing outside the root touched.
+	e.sh(t, `set -e; printf '`+strings.TrimSuffix(secret, "\n")+`\n' > `+e.outside+`/secret; cd `+e.root+`/x; ln -sfn `+e.outside+` pre`)
+	before := e.sh(t, "ls -la "+e.outside+"; cat "+e.outside+"/secret")
+	up := "../../../" + filepath.Base(e.outside) // from root/x/evil
+	for _, tc := range []struct {
+		name    string
+		entries []tarEntry
+	}{
+		{"zip slip", []tarEntry{{name: "../evil", body: "evil"}}},
+		{"deep zip slip", []tarEntry{{name: "a/b/../../../evil", body: "evil"}}},
+		{"absolute name", []tarEntry{{name: e.outside + "/evil", body: "evil"}}},
+		{"absolute symlink", []tarEntry{{name: "l", typ: tar.TypeSymlink, link: e.outside}, {name: "l/evil", body: "evil"}}},
+		{"relative symlink out", []tarEntry{{name: "l", typ: tar.TypeSymlink, link: up}, {name: "l/evil", body: "evil"}}},
+		{"lone relative symlink out", []tarEntry{{name: "l", typ: tar.TypeSymlink, link: up}}},
+		{"symlink through a link already there", []tarEntry{{name: "l", typ: tar.TypeSymlink, link: "../pre"}, {name: "l/evil", body: "evil"}}},
+		{"lone symlink through a link already there", []tarEntry{{name: "l", typ: tar.TypeSymlink, link: "../pre"}}},
+		{"symlink to /proc/self/root", []tarEntry{{name: "l", typ: tar.TypeSymlink, link: "/proc/self/root/etc"}}},
+		{"hard link out", []tarEntry{{name: "h", typ: tar.TypeLink, link: up + "/secret"}}},
+		{"hard link absolute", []tarEntry{{name: "h", typ: tar.TypeLink, link: e.outside + "/secret"}}},
+		{"file through a link already there", []tarEntry{{name: "../pre/evil", body: "evil"}}},
+	} {
+		_, err := extract(t, c, e.p("x/evil"), -1, mkTar(t, false, tc.entries...))
+		wantCode(t, tc.name, err, errdefs.ErrInvalidArgument, agentproto.CodePathOutsideRoot)
+	}
+	// Writing through a symlink already in the destination is confined too.
+	e.sh(t, "ln -sfn "+e.outside+" "+e.root+"/x/evil/out")
+	_, err = extract(t, c, e.p("x/evil"), -1, mkTar(t, false, tarEntry{name: "out/evil", body: "evil"}))
+	wantCode(t, "file through a link in the destination", err, errdefs.ErrInvalidArgument, agentproto.CodePathOutsideRoot)
+	if after := e.sh(t, "ls -la "+e.outside+"; cat "+e.outside+"/secret"); after != before {
+		t.Errorf("outside directory changed:\nbefore %s\nafter %s", before, after)
+	}
+	if list, err := c.ListFiles(ctx, e.p("x/evil"), 5, 0); err != nil || names(list) != "out" {
+		t.Errorf("refused archives left %q (%v)", names(list), err)
+	}
+
+	_, err = extract(t, c, e.p("x/big"), 10, mkTar(t, true, tarEntry{name: "a", body: "0123456789"}, tarEntry{name: "b", body: "0"}))
+	wantCode(t, "over max bytes", err, errdefs.ErrTooLarge, agentproto.CodeUploadTooLarge)
+	_, err = extract(t, c, e.p("x/bad"), -1, []byte("this is not a tar archive, not at all, no"))
+	wantCode(t, "garbage", err, errdefs.ErrInvalidArgument, "invalid_archive")
+	if err := c.DeleteFile(ctx, agentproto.DeleteRequest{Path: e.p("x"), Recursive: true}); err != nil {
+		t.Errorf("cleanup: %v", err)
 	}
 }

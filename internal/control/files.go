@@ -275,3 +275,60 @@ func (s *Service) ChmodFile(ctx context.Context, tenant, id string, req agentpro
 	})
 	return info, err
 }
+
+// ExtractArchive streams a tar or tar.gz upload into the directory dir of
+// the sandbox (made if missing). The agent refuses entries that would land
+// or point outside the workspace and stops at the first. The upload and the
+// content it unpacks to are each bounded by MaxUploadBytes.
+func (s *Service) ExtractArchive(ctx context.Context, tenant, id, dir string, size int64, body io.Reader) (agentproto.ExtractResult, error) {
+	lim := s.FileLimits()
+	p, err := filePath(dir)
+	if err != nil {
+		return agentproto.ExtractResult{}, err
+	}
+	if size > lim.MaxUploadBytes {
+		return agentproto.ExtractResult{}, errdefs.WithCode(agentproto.CodeUploadTooLarge, fmt.Errorf(
+			"archive of %d bytes is over the %d-byte limit: %w", size, lim.MaxUploadBytes, errdefs.ErrTooLarge))
+	}
+	sb, err := s.fileSandbox(ctx, tenant, id)
+	if err != nil {
+		return agentproto.ExtractResult{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, lim.TransferTimeout)
+	defer cancel()
+	br := &bodyReader{r: body}
+	res, err := s.agent(sb.ID).ExtractArchive(ctx, p, lim.MaxUploadBytes, size, br)
+	if err != nil {
+		if berr := br.failed(); berr != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(berr, &mbe) {
+				return res, errdefs.WithCode(agentproto.CodeUploadTooLarge, fmt.Errorf(
+					"archive is over the %d-byte limit: %w", lim.MaxUploadBytes, errdefs.ErrTooLarge))
+			}
+			return res, fmt.Errorf("reading the archive: %v: %w", berr, errdefs.ErrInvalidArgument)
+		}
+		return res, err
+	}
+	return res, nil
+}
+
+// ReadArchive streams the directory dir of the sandbox as a tar. The
+// caller closes the body and calls cancel when done; a body that ends in an
+// error is a tar cut short.
+func (s *Service) ReadArchive(ctx context.Context, tenant, id, dir string) (io.ReadCloser, context.CancelFunc, error) {
+	p, err := filePath(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	sb, err := s.fileSandbox(ctx, tenant, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.FileLimits().TransferTimeout)
+	rc, err := s.agent(sb.ID).ReadArchive(ctx, p)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return rc, cancel, nil
+}

@@ -84,6 +84,60 @@ func (s *Server) fileRoutes() {
 	s.handle("POST", "/v1/sandboxes/{id}/files/move", true, s.moveFile)
 	s.handle("POST", "/v1/sandboxes/{id}/files/delete", true, s.deleteFile)
 	s.handle("POST", "/v1/sandboxes/{id}/files/chmod", true, s.chmodFile)
+	s.handle("POST", "/v1/sandboxes/{id}/files/extract", true, s.extractArchive)
+	s.handle("GET", "/v1/sandboxes/{id}/files/archive", true, s.readArchive)
+}
+
+// extractResult is the answer of an extraction.
+type extractResult struct {
+	Path      string `json:"path"`
+	Entries   int    `json:"entries"`
+	Files     int    `json:"files"`
+	Dirs      int    `json:"dirs"`
+	Symlinks  int    `json:"symlinks"`
+	Hardlinks int    `json:"hardlinks"`
+	Skipped   int    `json:"skipped"`
+	Bytes     int64  `json:"bytes"`
+}
+
+// extractArchive serves POST /v1/sandboxes/{id}/files/extract?path=: the
+// raw body is a tar or tar.gz unpacked into the directory path.
+func (s *Server) extractArchive(w http.ResponseWriter, r *http.Request) {
+	limit := s.ctl.FileLimits().MaxUploadBytes
+	if r.ContentLength > limit {
+		s.writeProblem(w, r, errdefs.WithCode(agentproto.CodeUploadTooLarge, fmt.Errorf(
+			"archive of %d bytes is over the %d-byte limit: %w", r.ContentLength, limit, errdefs.ErrTooLarge)))
+		return
+	}
+	res, err := s.ctl.ExtractArchive(r.Context(), tenantOf(r), r.PathValue("id"), r.URL.Query().Get("path"),
+		r.ContentLength, http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, extractResult{Path: res.Path, Entries: res.Entries, Files: res.Files, Dirs: res.Dirs,
+		Symlinks: res.Symlinks, Hardlinks: res.Hardlinks, Skipped: res.Skipped, Bytes: res.Bytes})
+}
+
+// readArchive serves GET /v1/sandboxes/{id}/files/archive?path=: the
+// directory as a tar stream. If the stream breaks after it began, the
+// connection is cut, so a client never takes a partial tar for a whole one.
+func (s *Server) readArchive(w http.ResponseWriter, r *http.Request) {
+	rc, cancel, err := s.ctl.ReadArchive(r.Context(), tenantOf(r), r.PathValue("id"), r.URL.Query().Get("path"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	defer cancel()
+	defer rc.Close()
+	w.Header().Set("Content-Type", "application/x-tar")
+	w.WriteHeader(http.StatusOK)
+	if _, err := io.CopyBuffer(w, rc, make([]byte, 256<<10)); err != nil {
+		if r.Context().Err() == nil {
+			s.log.Warn("archive download cut short", "request_id", requestID(r), "sandbox", r.PathValue("id"), "err", err)
+		}
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // putFile serves PUT /v1/sandboxes/{id}/files?path=&mode=&overwrite=: the

@@ -1,7 +1,10 @@
 package httpapi_test
 
 import (
+	"archive/tar"
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -209,6 +212,7 @@ func TestFilesHTTP(t *testing.T) {
 			id := a.create(rt)
 			t.Run("operations", func(t *testing.T) { a.t = t; testFilesHTTPOperations(&a, id) })
 			t.Run("escapes", func(t *testing.T) { a.t = t; testFilesHTTPEscapes(&a, id) })
+			t.Run("archives", func(t *testing.T) { a.t = t; testFilesHTTPArchives(&a, id) })
 			t.Run("oversize", func(t *testing.T) { a.t = t; testFilesHTTPOversize(&a, id) })
 		})
 	}
@@ -470,4 +474,88 @@ type zeros struct{}
 func (zeros) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
+}
+
+func testFilesHTTPArchives(a *filesAPI, id string) {
+	t := a.t
+	mk := func(gz bool, entries ...*tar.Header) []byte {
+		var buf bytes.Buffer
+		var w io.Writer = &buf
+		var zw *gzip.Writer
+		if gz {
+			zw = gzip.NewWriter(&buf)
+			w = zw
+		}
+		tw := tar.NewWriter(w)
+		for _, h := range entries {
+			body := h.Name
+			if h.Typeflag == tar.TypeReg {
+				h.Size = int64(len(body))
+			}
+			if h.Mode == 0 {
+				h.Mode = 0o644
+			}
+			tw.WriteHeader(h)
+			if h.Size > 0 {
+				io.WriteString(tw, body)
+			}
+		}
+		tw.Close()
+		if zw != nil {
+			zw.Close()
+		}
+		return buf.Bytes()
+	}
+	good := mk(true,
+		&tar.Header{Name: "proj/", Typeflag: tar.TypeDir, Mode: 0o755},
+		&tar.Header{Name: "proj/main.py", Typeflag: tar.TypeReg},
+		&tar.Header{Name: "proj/lib/util.py", Typeflag: tar.TypeReg},
+		&tar.Header{Name: "proj/current", Typeflag: tar.TypeSymlink, Linkname: "lib"},
+	)
+	resp, body := a.call("POST", filesURL(id, "/extract", url.Values{"path": {"/workspace/arch"}}), bytes.NewReader(good), nil)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"files":2`) || !strings.Contains(string(body), `"symlinks":1`) {
+		t.Fatalf("extract: %d %s", resp.StatusCode, body)
+	}
+	if got := a.sh(id, "cat /workspace/arch/proj/current/util.py"); got != "proj/lib/util.py" {
+		t.Errorf("extracted through the symlink: %q", got)
+	}
+	resp, body = a.call("GET", filesURL(id, "/archive", url.Values{"path": {"/workspace/arch"}}), "", nil)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-tar" {
+		t.Fatalf("archive: %d %s", resp.StatusCode, resp.Header)
+	}
+	tr := tar.NewReader(bytes.NewReader(body))
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("archive: %v", err)
+		}
+		names = append(names, h.Name)
+	}
+	if got := strings.Join(names, " "); got != "proj/ proj/current proj/lib/ proj/lib/util.py proj/main.py" {
+		t.Errorf("archive entries: %s", got)
+	}
+
+	before := a.sh(id, "ls -la /tmp /etc | md5sum")
+	for name, archive := range map[string][]byte{
+		"zip slip":        mk(false, &tar.Header{Name: "../../tmp/evil", Typeflag: tar.TypeReg}),
+		"absolute":        mk(true, &tar.Header{Name: "/tmp/evil", Typeflag: tar.TypeReg}),
+		"symlink to /etc": mk(false, &tar.Header{Name: "etc", Typeflag: tar.TypeSymlink, Linkname: "/etc"}, &tar.Header{Name: "etc/evil", Typeflag: tar.TypeReg}),
+		"symlink up":      mk(false, &tar.Header{Name: "up", Typeflag: tar.TypeSymlink, Linkname: "../../../tmp"}, &tar.Header{Name: "up/evil", Typeflag: tar.TypeReg}),
+		"hard link out":   mk(false, &tar.Header{Name: "pw", Typeflag: tar.TypeLink, Linkname: "../../../etc/passwd"}),
+	} {
+		resp, body := a.call("POST", filesURL(id, "/extract", url.Values{"path": {"/workspace/evil"}}), bytes.NewReader(archive), nil)
+		if resp.StatusCode != 400 || !strings.Contains(string(body), `"code":"path_outside_root"`) {
+			t.Errorf("%s: %d %s", name, resp.StatusCode, body)
+		}
+	}
+	if after := a.sh(id, "ls -la /tmp /etc | md5sum"); after != before {
+		t.Errorf("outside the workspace changed by hostile archives")
+	}
+	resp, body = a.call("GET", filesURL(id, "/archive", url.Values{"path": {"/etc"}}), "", nil)
+	checkProblem(t, resp, body, http.StatusBadRequest, "path_outside_root")
+	a.sh(id, "rm -rf /workspace/arch /workspace/evil")
 }

@@ -279,3 +279,46 @@ func decodeFileError(method, path string, resp *http.Response) error {
 	}
 	return err
 }
+
+// ExtractArchive streams a tar or tar.gz into the directory dir of the
+// sandbox, over a connection of its own. The agent refuses entries that
+// would land or point outside the allowed root and stops at the first; at
+// most maxBytes of file content are written (< 0: no limit).
+func (c *Client) ExtractArchive(ctx context.Context, dir string, maxBytes, size int64, body io.Reader) (agentproto.ExtractResult, error) {
+	q := url.Values{agentproto.QueryPath: {dir}}
+	if maxBytes >= 0 {
+		q.Set(agentproto.QueryMaxBytes, strconv.FormatInt(maxBytes, 10))
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+agentproto.PathFilesExtract+"?"+q.Encode(), body)
+	if err != nil {
+		return agentproto.ExtractResult{}, fmt.Errorf("agentclient: POST %s: %v: %w", agentproto.PathFilesExtract, err, errdefs.ErrInternal)
+	}
+	hreq.ContentLength = size
+	hreq.Header.Set("Content-Type", "application/x-tar")
+	resp, err := c.fileRoundTrip(ctx, c.bulkClient(), hreq)
+	if err != nil {
+		return agentproto.ExtractResult{}, err
+	}
+	defer resp.Body.Close()
+	var res agentproto.ExtractResult
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+		return res, fmt.Errorf("agentclient: POST %s: decode answer: %v: %w", agentproto.PathFilesExtract, err, errdefs.ErrInternal)
+	}
+	return res, nil
+}
+
+// ReadArchive streams the directory dir of the sandbox as a tar, over a
+// connection of its own. The caller closes the body; a body that ends in
+// an error (not io.EOF) is a tar cut short.
+func (c *Client) ReadArchive(ctx context.Context, dir string) (io.ReadCloser, error) {
+	target := agentproto.PathFilesArchive + "?" + url.Values{agentproto.QueryPath: {dir}}.Encode()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+target, nil)
+	if err != nil {
+		return nil, fmt.Errorf("agentclient: GET %s: %v: %w", agentproto.PathFilesArchive, err, errdefs.ErrInternal)
+	}
+	resp, err := c.fileRoundTrip(ctx, c.bulkClient(), hreq)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}

@@ -24,6 +24,9 @@ const (
 	PathFilesMove   = "/v1/files/move"   // POST MoveRequest → FileInfo of the destination
 	PathFilesDelete = "/v1/files/delete" // POST DeleteRequest → 204
 	PathFilesChmod  = "/v1/files/chmod"  // POST ChmodRequest → FileInfo
+
+	PathFilesExtract = "/v1/files/extract" // POST ?path=&max_bytes= body tar or tar.gz → ExtractResult
+	PathFilesArchive = "/v1/files/archive" // GET ?path= → the directory as a tar stream
 )
 
 // Query parameters of the file operations.
@@ -127,6 +130,22 @@ type FileList struct {
 	Entries   []FileInfo `json:"entries"`
 	Truncated bool       `json:"truncated"` // the limit cut the listing short
 }
+
+// ExtractResult counts what an extraction made. Entries counts every
+// header read, Skipped the devices, FIFOs and unknown types left out.
+type ExtractResult struct {
+	Path      string `json:"path"`
+	Entries   int    `json:"entries"`
+	Files     int    `json:"files"`
+	Dirs      int    `json:"dirs"`
+	Symlinks  int    `json:"symlinks"`
+	Hardlinks int    `json:"hardlinks"`
+	Skipped   int    `json:"skipped"`
+	Bytes     int64  `json:"bytes"` // file content written
+}
+
+// MaxArchiveEntries bounds the entries of one extracted archive.
+const MaxArchiveEntries = 100000
 
 // MkdirRequest creates a directory (with its parents unless Parents is false;
 // an existing directory is then not an error).
