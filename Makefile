@@ -9,7 +9,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -E)
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 # Images the tests need (the others are built by `make images`).
-TEST_IMAGES ?= tool-basic code-python-basic
+TEST_IMAGES ?= tool-basic code-python-basic code-python-data
 
 .PHONY: all build setup images test-images run test unit bench clean
 

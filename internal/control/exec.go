@@ -117,7 +117,6 @@ func (s *Service) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	if runErr != nil {
 		return nil, s.execFailed(fctx, sb, job, runErr, ctx.Err() != nil)
 	}
-	s.writeSyncLog(job.ID, res)
 	done := s.now()
 	code := res.ExitCode
 	final, err := s.store.UpdateJob(fctx, job.ID, func(j *sandbox.Job) error {
@@ -133,6 +132,9 @@ func (s *Service) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The log is written after the record is final, so a reader that sees
+	// the exit event also sees the final state.
+	s.writeSyncLog(job.ID, res)
 	return &ExecOutput{Job: final, Stdout: res.Stdout, Stderr: res.Stderr, DurationMS: res.DurationMS}, nil
 }
 

@@ -111,6 +111,17 @@ func (s *Service) follow(sandboxID, jobID string) {
 			return
 		}
 		err := s.agent(sandboxID).StreamJob(ctx, jobID, so, se, func(fr agentproto.Frame) error {
+			if fr.Type == agentproto.FrameExit {
+				// Record the final state before the exit event becomes
+				// visible to log readers, so GET /v1/jobs/{id} never says
+				// running after a reader saw the exit.
+				var x agentproto.ExitResult
+				if json.Unmarshal(fr.Payload, &x) == nil {
+					if err := s.recordExit(ctx, jobID, x); err != nil {
+						return err
+					}
+				}
+			}
 			if err := log.Append(fr); err != nil {
 				return err
 			}

@@ -116,6 +116,32 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, jobID string,
 	ctx := r.Context()
 	keepalive := time.NewTicker(s.keepalive)
 	defer keepalive.Stop()
+	// A cursor beyond the current end: wait (follow) until the log reaches
+	// it, then it must be an event boundary; without follow, end cleanly.
+	for cursor > log.Size() {
+		if _, _, done := log.Offsets(); done || !follow {
+			return
+		}
+		changed := log.Wait()
+		if cursor <= log.Size() {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-keepalive.C:
+			if sw.comment("keepalive") != nil {
+				return
+			}
+		}
+	}
+	if ok, err := log.ValidCursor(cursor); err != nil || !ok {
+		_ = sw.event("", "error", map[string]string{"code": "invalid_cursor",
+			"detail": fmt.Sprintf("cursor %d is not an event id of job %s", cursor, jobID)})
+		_ = sw.flush()
+		return
+	}
 	for {
 		changed := log.Wait()
 		exited := false
@@ -136,10 +162,17 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, jobID string,
 			return
 		}
 		if !follow {
-			// Nothing more now. If the job is final but its log has no exit
-			// frame (it cannot happen for logs written by this version),
-			// say so rather than hanging.
-			return
+			return // nothing more now
+		}
+		if _, _, done := log.Offsets(); !done {
+			// A job can be final without an exit frame in its log (the
+			// service died between recording and appending it): end the
+			// stream with the record's exit rather than waiting forever.
+			if j, err := s.ctl.GetJob(ctx, tenantOf(r), jobID); err == nil && j.State.Final() {
+				_ = sw.event(strconv.FormatInt(cursor, 10), "exit", exitFromJob(j))
+				_ = sw.flush()
+				return
+			}
 		}
 		if _, _, done := log.Offsets(); done && cursor >= log.Size() {
 			// The log is complete and the reader is at or past its end
@@ -292,4 +325,13 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, in control.E
 		}
 		return sw.flush()
 	})
+}
+
+// exitFromJob builds an exit event from a job record.
+func exitFromJob(j *sandbox.Job) sseExit {
+	return sseExit{
+		JobID: j.ID, State: string(j.State), ExitCode: j.ExitCode, ExitReason: string(j.ExitReason),
+		Signal: j.Signal, Error: j.Error, StdoutBytes: j.StdoutBytes, StderrBytes: j.StderrBytes,
+		StdoutTruncated: j.StdoutTruncated, StderrTruncated: j.StderrTruncated,
+	}
 }
