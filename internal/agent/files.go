@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -90,6 +91,14 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
 	case agentproto.PathFilesArchive:
 		if want(http.MethodGet) {
 			s.handleArchive(w, r)
+		}
+	case agentproto.PathFilesSearch:
+		if want(http.MethodPost) {
+			s.handleSearch(w, r)
+		}
+	case agentproto.PathFilesReplace:
+		if want(http.MethodPost) {
+			s.handleReplace(w, r)
 		}
 	default:
 		writeError(w, fmt.Errorf("no route %s: %w", r.URL.Path, errdefs.ErrNotFound))
@@ -436,4 +445,58 @@ func (s *Server) handleChmod(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, fileInfo(root, rel, fi, ""))
+}
+
+func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request) {
+	var req agentproto.SearchRequest
+	if err := decodeFileRequest(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	root, rel, err := s.resolve(cmpOr(req.Path, "."))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	t, err := openTreeFor(root)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer t.close()
+	res, err := searchFiles(t, rel, req.Path, req, time.Now)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) handleReplace(w http.ResponseWriter, r *http.Request) {
+	var req agentproto.ReplaceRequest
+	if err := decodeFileRequest(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	first := req.Path
+	if len(req.Paths) > 0 {
+		first = req.Paths[0]
+	}
+	root, _, err := s.resolve(cmpOr(first, "."))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	t, err := openTreeFor(root)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer t.close()
+	res, err := replaceFiles(t, req, s.resolve)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }

@@ -30,6 +30,7 @@ func TestFilesInContainers(t *testing.T) {
 			t.Run("operations", func(t *testing.T) { testFileOperations(t, e) })
 			t.Run("escapes", func(t *testing.T) { testFileEscapes(t, e) })
 			t.Run("archives", func(t *testing.T) { testFileArchives(t, e) })
+			t.Run("search", func(t *testing.T) { testFileSearchReplace(t, e) })
 			t.Run("device", func(t *testing.T) {
 				// The sandbox user cannot mknod; a link to a device is the
 				// way in, and it leads out of the root.

@@ -96,6 +96,7 @@ func TestFilesOnHost(t *testing.T) {
 	t.Run("operations", func(t *testing.T) { testFileOperations(t, e) })
 	t.Run("escapes", func(t *testing.T) { testFileEscapes(t, e) })
 	t.Run("archives", func(t *testing.T) { testFileArchives(t, e) })
+	t.Run("search", func(t *testing.T) { testFileSearchReplace(t, e) })
 }
 
 func TestFilesRefuseDevicesOnHost(t *testing.T) {
@@ -604,6 +605,104 @@ func testFileArchives(t *testing.T, e *fileEnv) {
 	_, err = extract(t, c, e.p("x/bad"), -1, []byte("this is not a tar archive, not at all, no"))
 	wantCode(t, "garbage", err, errdefs.ErrInvalidArgument, "invalid_archive")
 	if err := c.DeleteFile(ctx, agentproto.DeleteRequest{Path: e.p("x"), Recursive: true}); err != nil {
+		t.Errorf("cleanup: %v", err)
+	}
+}
+
+// testFileSearchReplace covers search by name and content and batch
+// replace, including links that lead out (never followed).
+func testFileSearchReplace(t *testing.T, e *fileEnv) {
+	c := e.c
+	ctx := fctx(t)
+	for p, body := range map[string]string{
+		"s/src/a.py":      "import os\nprint('hello')\n",
+		"s/src/b.py":      "print('hello world')\n",
+		"s/src/sub/c.txt": "Hello\n",
+		"s/src/bin.dat":   "hello\x00binary",
+	} {
+		if _, err := write(t, c, e.p(p), body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.sh(t, `set -e; printf 'hello from outside\n' > `+e.outside+`/out.py; cd `+e.root+`/s/src; ln -s `+e.outside+` out; ln -s a.py alias.py; chmod 750 a.py`)
+	matches := func(r agentproto.SearchResult) string {
+		var out []string
+		for _, m := range r.Matches {
+			s := strings.TrimPrefix(m.Path, e.root+"/s/src/")
+			if m.Line > 0 {
+				s += fmt.Sprintf(":%d:%s", m.Line, m.Text)
+			}
+			out = append(out, s)
+		}
+		return strings.Join(out, "|")
+	}
+	for _, tc := range []struct {
+		req  agentproto.SearchRequest
+		want string
+	}{
+		{agentproto.SearchRequest{Glob: "*.py"}, "a.py|b.py"},
+		{agentproto.SearchRequest{Glob: "sub/*.txt"}, "sub/c.txt"},
+		{agentproto.SearchRequest{Content: "hello"}, "a.py:2:print('hello')|b.py:1:print('hello world')"},
+		{agentproto.SearchRequest{Content: "HELLO", IgnoreCase: true, Glob: "*.txt"}, "sub/c.txt:1:Hello"},
+		{agentproto.SearchRequest{Content: `print\('\w+ \w+`, Regex: true}, "b.py:1:print('hello world')"},
+	} {
+		tc.req.Path = e.p("s/src")
+		res, err := c.SearchFiles(ctx, tc.req)
+		if err != nil || matches(res) != tc.want || res.Truncated {
+			t.Errorf("search %+v = %q %v, want %q", tc.req, matches(res), err, tc.want)
+		}
+	}
+	res, err := c.SearchFiles(ctx, agentproto.SearchRequest{Path: e.p("s/src"), Content: "hello", MaxResults: 1})
+	if err != nil || len(res.Matches) != 1 || !res.Truncated {
+		t.Errorf("search capped: %+v %v", res, err)
+	}
+	res, err = c.SearchFiles(ctx, agentproto.SearchRequest{Path: e.p("s/src"), Content: "hello"})
+	if err != nil || res.FilesScanned != 3 || res.FilesSkipped != 1 { // a.py b.py sub/c.txt; bin.dat is binary
+		t.Errorf("search counts: %+v %v", res, err)
+	}
+	_, err = c.SearchFiles(ctx, agentproto.SearchRequest{Path: e.p("s/src"), Content: "(", Regex: true})
+	wantCode(t, "bad regex", err, errdefs.ErrInvalidArgument, "invalid_pattern")
+	_, err = c.SearchFiles(ctx, agentproto.SearchRequest{Path: e.p("s/src/out"), Glob: "*"})
+	wantCode(t, "search through a link out", err, errdefs.ErrInvalidArgument, agentproto.CodePathOutsideRoot)
+
+	// Batch replace: dry run, then for real; modes kept, links not followed out.
+	rr, err := c.ReplaceInFiles(ctx, agentproto.ReplaceRequest{Path: e.p("s/src"), Glob: "*.py", Find: "hello", Replace: "bye", DryRun: true})
+	if err != nil || rr.Replacements != 2 || rr.FilesChanged != 2 || len(rr.Files) != 2 {
+		t.Errorf("dry run: %+v %v", rr, err)
+	}
+	if _, _, got, _ := readAll(t, c, e.p("s/src/a.py"), nil); got != "import os\nprint('hello')\n" {
+		t.Errorf("dry run changed a.py: %q", got)
+	}
+	rr, err = c.ReplaceInFiles(ctx, agentproto.ReplaceRequest{Path: e.p("s/src"), Glob: "*.py", Find: `print\('(\w+)`, Replace: "log('${1}!", Regex: true})
+	if err != nil || rr.Replacements != 2 || rr.Failed != 0 {
+		t.Errorf("regex replace: %+v %v", rr, err)
+	}
+	if _, _, got, _ := readAll(t, c, e.p("s/src/b.py"), nil); got != "log('hello! world')\n" {
+		t.Errorf("b.py after replace: %q", got)
+	}
+	if info, err := c.StatFile(ctx, e.p("s/src/a.py")); err != nil || info.Mode != "0750" {
+		t.Errorf("a.py mode after replace: %+v %v", info, err)
+	}
+	rr, err = c.ReplaceInFiles(ctx, agentproto.ReplaceRequest{Paths: []string{e.p("s/src/alias.py"), e.p("s/src/bin.dat")}, Find: "log", Replace: "say"})
+	if err != nil || rr.Replacements != 1 || rr.Failed != 1 || rr.Files[1].Code != "binary_file" {
+		t.Errorf("replace by paths: %+v %v", rr, err)
+	}
+	if info, err := c.StatFile(ctx, e.p("s/src/alias.py")); err != nil || info.Type != "symlink" {
+		t.Errorf("the link replaced through became %+v %v", info, err)
+	}
+	if _, _, got, _ := readAll(t, c, e.p("s/src/a.py"), nil); got != "import os\nsay('hello!')\n" {
+		t.Errorf("a.py after replace through its link: %q", got)
+	}
+	_, err = c.ReplaceInFiles(ctx, agentproto.ReplaceRequest{Paths: []string{e.p("s/src/b.py"), e.outside + "/out.py"}, Find: "hello", Replace: "pwned"})
+	wantCode(t, "replace outside", err, errdefs.ErrInvalidArgument, agentproto.CodePathOutsideRoot)
+	rr, err = c.ReplaceInFiles(ctx, agentproto.ReplaceRequest{Paths: []string{e.p("s/src/out/out.py")}, Find: "hello", Replace: "pwned"})
+	if err != nil || rr.Failed != 1 || rr.Files[0].Code != agentproto.CodePathOutsideRoot {
+		t.Errorf("replace through a link out: %+v %v", rr, err)
+	}
+	if got := e.sh(t, "cat "+e.outside+"/out.py"); got != "hello from outside\n" {
+		t.Errorf("outside file changed: %q", got)
+	}
+	if err := c.DeleteFile(ctx, agentproto.DeleteRequest{Path: e.p("s"), Recursive: true}); err != nil {
 		t.Errorf("cleanup: %v", err)
 	}
 }

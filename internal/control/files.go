@@ -332,3 +332,62 @@ func (s *Service) ReadArchive(ctx context.Context, tenant, id, dir string) (io.R
 	}
 	return rc, cancel, nil
 }
+
+// searchBackstop bounds a search or replace call beyond its own time limit.
+const searchBackstop = 5 * time.Minute
+
+// SearchFiles finds files by name and/or content below req.Path.
+func (s *Service) SearchFiles(ctx context.Context, tenant, id string, req agentproto.SearchRequest) (agentproto.SearchResult, error) {
+	var err error
+	if req.Path, err = filePath(cmpOr(req.Path, agentproto.DefaultFileRoot)); err != nil {
+		return agentproto.SearchResult{}, err
+	}
+	if req.Glob == "" && req.Content == "" {
+		return agentproto.SearchResult{}, invalid("one of glob and content is required")
+	}
+	sb, err := s.fileSandbox(ctx, tenant, id)
+	if err != nil {
+		return agentproto.SearchResult{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, searchBackstop)
+	defer cancel()
+	return s.agent(sb.ID).SearchFiles(ctx, req)
+}
+
+// ReplaceInFiles applies a batch replace to req.Paths, or to the files
+// below req.Path matching req.Glob.
+func (s *Service) ReplaceInFiles(ctx context.Context, tenant, id string, req agentproto.ReplaceRequest) (agentproto.ReplaceResult, error) {
+	var err error
+	switch {
+	case req.Find == "":
+		return agentproto.ReplaceResult{}, invalid("find is required")
+	case len(req.Paths) > agentproto.MaxReplaceFiles:
+		return agentproto.ReplaceResult{}, invalid("at most %d paths, got %d", agentproto.MaxReplaceFiles, len(req.Paths))
+	case len(req.Paths) > 0 && req.Path != "":
+		return agentproto.ReplaceResult{}, invalid("paths and path are mutually exclusive")
+	}
+	for i, p := range req.Paths {
+		if req.Paths[i], err = filePath(p); err != nil {
+			return agentproto.ReplaceResult{}, err
+		}
+	}
+	if len(req.Paths) == 0 {
+		if req.Path, err = filePath(cmpOr(req.Path, agentproto.DefaultFileRoot)); err != nil {
+			return agentproto.ReplaceResult{}, err
+		}
+	}
+	sb, err := s.fileSandbox(ctx, tenant, id)
+	if err != nil {
+		return agentproto.ReplaceResult{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, searchBackstop)
+	defer cancel()
+	return s.agent(sb.ID).ReplaceInFiles(ctx, req)
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

@@ -86,6 +86,45 @@ func (s *Server) fileRoutes() {
 	s.handle("POST", "/v1/sandboxes/{id}/files/chmod", true, s.chmodFile)
 	s.handle("POST", "/v1/sandboxes/{id}/files/extract", true, s.extractArchive)
 	s.handle("GET", "/v1/sandboxes/{id}/files/archive", true, s.readArchive)
+	s.handle("POST", "/v1/sandboxes/{id}/files/search", true, s.searchFiles)
+	s.handle("POST", "/v1/sandboxes/{id}/files/replace", true, s.replaceInFiles)
+}
+
+// The search and replace bodies and answers are the agent protocol's
+// shapes, field for field.
+type (
+	searchBody    = agentproto.SearchRequest
+	replaceBody   = agentproto.ReplaceRequest
+	searchAnswer  = agentproto.SearchResult
+	replaceAnswer = agentproto.ReplaceResult
+)
+
+func (s *Server) searchFiles(w http.ResponseWriter, r *http.Request) {
+	var b searchBody
+	if err := s.decode(w, r, &b); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	res, err := s.ctl.SearchFiles(r.Context(), tenantOf(r), r.PathValue("id"), b)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, searchAnswer(res))
+}
+
+func (s *Server) replaceInFiles(w http.ResponseWriter, r *http.Request) {
+	var b replaceBody
+	if err := s.decode(w, r, &b); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	res, err := s.ctl.ReplaceInFiles(r.Context(), tenantOf(r), r.PathValue("id"), b)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, replaceAnswer(res))
 }
 
 // extractResult is the answer of an extraction.

@@ -213,6 +213,7 @@ func TestFilesHTTP(t *testing.T) {
 			t.Run("operations", func(t *testing.T) { a.t = t; testFilesHTTPOperations(&a, id) })
 			t.Run("escapes", func(t *testing.T) { a.t = t; testFilesHTTPEscapes(&a, id) })
 			t.Run("archives", func(t *testing.T) { a.t = t; testFilesHTTPArchives(&a, id) })
+			t.Run("search", func(t *testing.T) { a.t = t; testFilesHTTPSearch(&a, id) })
 			t.Run("oversize", func(t *testing.T) { a.t = t; testFilesHTTPOversize(&a, id) })
 		})
 	}
@@ -558,4 +559,35 @@ func testFilesHTTPArchives(a *filesAPI, id string) {
 	resp, body = a.call("GET", filesURL(id, "/archive", url.Values{"path": {"/etc"}}), "", nil)
 	checkProblem(t, resp, body, http.StatusBadRequest, "path_outside_root")
 	a.sh(id, "rm -rf /workspace/arch /workspace/evil")
+}
+
+func testFilesHTTPSearch(a *filesAPI, id string) {
+	t := a.t
+	a.sh(id, `set -e; mkdir -p /workspace/s/d; cd /workspace/s; printf 'x = "old"\n' > a.py; printf 'old\n' > d/b.py; printf 'old\n' > c.txt; ln -s /etc etc`)
+	resp, body := a.call("POST", filesURL(id, "/search", nil), `{"path":"/workspace/s","content":"old","glob":"*.py"}`, nil)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `{"path":"/workspace/s/a.py","line":1,"text":"x = \"old\""},{"path":"/workspace/s/d/b.py","line":1,"text":"old"}]`) {
+		t.Errorf("search: %d %s", resp.StatusCode, body)
+	}
+	resp, body = a.call("POST", filesURL(id, "/search", nil), `{"path":"/workspace/s/etc","glob":"passwd"}`, nil)
+	checkProblem(t, resp, body, http.StatusBadRequest, "path_outside_root")
+	resp, body = a.call("POST", filesURL(id, "/search", nil), `{"path":"/workspace/s"}`, nil)
+	checkProblem(t, resp, body, http.StatusBadRequest, "invalid_argument")
+	resp, body = a.call("POST", filesURL(id, "/replace", nil), `{"path":"/workspace/s","glob":"*.py","find":"old","replace":"new","dry_run":true}`, nil)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"replacements":2,"files_changed":2,"failed":0`) {
+		t.Errorf("replace dry run: %d %s", resp.StatusCode, body)
+	}
+	resp, body = a.call("POST", filesURL(id, "/replace", nil), `{"paths":["/workspace/s/a.py","/workspace/s/c.txt"],"find":"old","replace":"new"}`, nil)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"replacements":2,"files_changed":2`) {
+		t.Errorf("replace: %d %s", resp.StatusCode, body)
+	}
+	if got := a.sh(id, "cat /workspace/s/a.py /workspace/s/d/b.py /workspace/s/c.txt"); got != "x = \"new\"\nold\nnew\n" {
+		t.Errorf("after replace: %q", got)
+	}
+	resp, body = a.call("POST", filesURL(id, "/replace", nil), `{"paths":["/etc/passwd"],"find":"root","replace":"toor"}`, nil)
+	checkProblem(t, resp, body, http.StatusBadRequest, "path_outside_root")
+	resp, body = a.call("POST", filesURL(id, "/replace", nil), `{"paths":["/workspace/s/etc/passwd"],"find":"root","replace":"toor"}`, nil)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"code":"path_outside_root"`) {
+		t.Errorf("replace through a link out: %d %s", resp.StatusCode, body)
+	}
+	a.sh(id, "rm -rf /workspace/s")
 }

@@ -322,3 +322,17 @@ func (c *Client) ReadArchive(ctx context.Context, dir string) (io.ReadCloser, er
 	}
 	return resp.Body, nil
 }
+
+// SearchFiles finds files by name and/or lines by content.
+func (c *Client) SearchFiles(ctx context.Context, req agentproto.SearchRequest) (agentproto.SearchResult, error) {
+	var res agentproto.SearchResult
+	err := c.fileCall(ctx, http.MethodPost, agentproto.PathFilesSearch, req, &res)
+	return res, err
+}
+
+// ReplaceInFiles applies a batch replace.
+func (c *Client) ReplaceInFiles(ctx context.Context, req agentproto.ReplaceRequest) (agentproto.ReplaceResult, error) {
+	var res agentproto.ReplaceResult
+	err := c.fileCall(ctx, http.MethodPost, agentproto.PathFilesReplace, req, &res)
+	return res, err
+}

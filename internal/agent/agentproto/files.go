@@ -27,7 +27,88 @@ const (
 
 	PathFilesExtract = "/v1/files/extract" // POST ?path=&max_bytes= body tar or tar.gz → ExtractResult
 	PathFilesArchive = "/v1/files/archive" // GET ?path= → the directory as a tar stream
+	PathFilesSearch  = "/v1/files/search"  // POST SearchRequest → SearchResult
+	PathFilesReplace = "/v1/files/replace" // POST ReplaceRequest → ReplaceResult
 )
+
+// Limits of search and replace.
+const (
+	MaxPatternBytes        = 4096
+	MaxEditBytes           = 16 << 20 // files larger are skipped by a content search and refused by replace
+	MaxMatchText           = 512      // bytes of a matching line returned
+	DefaultSearchResults   = 1000
+	MaxSearchResults       = 10000
+	DefaultSearchTimeoutMS = 10000
+	MaxSearchTimeoutMS     = 60000
+	DefaultReplaceFiles    = 1000
+	MaxReplaceFiles        = 10000
+)
+
+// SearchRequest finds files below Path (default: the first root) by name
+// (Glob, path.Match syntax, against the base name or, with a slash, the
+// path below Path) and/or content (Content per line, literal or RE2 with
+// Regex). Symlinks are not followed; binary files and files over
+// MaxEditBytes are skipped for content.
+type SearchRequest struct {
+	Path       string `json:"path,omitempty"`
+	Glob       string `json:"glob,omitempty"`
+	Content    string `json:"content,omitempty"`
+	Regex      bool   `json:"regex,omitempty"`
+	IgnoreCase bool   `json:"ignore_case,omitempty"`
+	MaxDepth   int    `json:"max_depth,omitempty"`
+	MaxResults int    `json:"max_results,omitempty"`
+	TimeoutMS  int64  `json:"timeout_ms,omitempty"`
+}
+
+// SearchMatch is a file found by name (Line 0) or a matching line.
+type SearchMatch struct {
+	Path string `json:"path"`
+	Line int    `json:"line,omitempty"` // 1-based
+	Text string `json:"text,omitempty"` // the line, at most MaxMatchText bytes
+}
+
+// SearchResult is the answer of a search.
+type SearchResult struct {
+	Matches      []SearchMatch `json:"matches"`
+	Truncated    bool          `json:"truncated"` // MaxResults reached
+	TimedOut     bool          `json:"timed_out"`
+	FilesScanned int           `json:"files_scanned"`
+	FilesSkipped int           `json:"files_skipped"` // binary, too big or unreadable
+}
+
+// ReplaceRequest replaces Find (literal, or RE2 with Regex; the
+// replacement may then use $1) in the files Paths, or in every file below
+// Path matching Glob. DryRun counts without writing. Files are rewritten
+// with temp file + rename, keeping their mode.
+type ReplaceRequest struct {
+	Paths      []string `json:"paths,omitempty"`
+	Path       string   `json:"path,omitempty"`
+	Glob       string   `json:"glob,omitempty"`
+	Find       string   `json:"find"`
+	Replace    string   `json:"replace"`
+	Regex      bool     `json:"regex,omitempty"`
+	IgnoreCase bool     `json:"ignore_case,omitempty"`
+	DryRun     bool     `json:"dry_run,omitempty"`
+	MaxFiles   int      `json:"max_files,omitempty"`
+}
+
+// ReplaceFile is the outcome for one file.
+type ReplaceFile struct {
+	Path         string `json:"path"`
+	Replacements int    `json:"replacements"`
+	Error        string `json:"error,omitempty"`
+	Code         string `json:"code,omitempty"`
+}
+
+// ReplaceResult is the answer of a batch replace.
+type ReplaceResult struct {
+	Files        []ReplaceFile `json:"files"`
+	Replacements int           `json:"replacements"`
+	FilesChanged int           `json:"files_changed"`
+	Failed       int           `json:"failed"`
+	Truncated    bool          `json:"truncated"` // more files matched than MaxFiles
+	DryRun       bool          `json:"dry_run"`
+}
 
 // Query parameters of the file operations.
 const (
