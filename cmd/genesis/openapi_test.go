@@ -90,6 +90,10 @@ func apiRoutes() []apiRoute {
 		{"post", "/v1/sandboxes/{id}/files/move", []string{"200", "400", "401", "404"}},
 		{"post", "/v1/sandboxes/{id}/files/delete", []string{"204", "400", "401", "404"}},
 		{"post", "/v1/sandboxes/{id}/files/chmod", []string{"200", "400", "401", "404"}},
+		{"post", "/v1/sandboxes/{id}/files/extract", []string{"200", "400", "401", "404", "409", "413"}},
+		{"get", "/v1/sandboxes/{id}/files/archive", []string{"200", "400", "401", "404", "409"}},
+		{"post", "/v1/sandboxes/{id}/files/search", []string{"200", "400", "401", "404"}},
+		{"post", "/v1/sandboxes/{id}/files/replace", []string{"200", "400", "401", "404"}},
 		{"get", "/v1/sandboxes/{id}/terminal", []string{"101", "400", "401", "404", "409"}},
 	}
 }
