@@ -156,11 +156,9 @@ func (s *Store) UpdateJob(ctx context.Context, id string, fn func(*sandbox.Job) 
 	if err != nil {
 		return nil, dbError(ctx, "update job "+id, err)
 	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
+	// Always roll back on the way out (a no-op after Commit), so an error
+	// or a panic in fn never leaves the single writer inside a transaction.
+	defer func() { _ = tx.Rollback() }()
 	cur, err := getJob(ctx, tx, id)
 	if err != nil {
 		return nil, err

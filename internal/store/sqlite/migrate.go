@@ -98,11 +98,9 @@ func applyMigration(ctx context.Context, db *sql.DB, m migration, known int) (ap
 	if err != nil {
 		return false, dbError(ctx, "begin migration", err)
 	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
+	// Always roll back on the way out (a no-op after Commit), so an error
+	// or a panic in fn never leaves the single writer inside a transaction.
+	defer func() { _ = tx.Rollback() }()
 	var current int
 	if err := tx.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations").Scan(&current); err != nil {
 		return false, dbError(ctx, "read schema version", err)

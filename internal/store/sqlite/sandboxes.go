@@ -226,11 +226,9 @@ func (s *Store) UpdateSandbox(ctx context.Context, id string, ifVersion int64, n
 	if err != nil {
 		return nil, dbError(ctx, "update sandbox "+id, err)
 	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
+	// Always roll back on the way out (a no-op after Commit), so an error
+	// or a panic in fn never leaves the single writer inside a transaction.
+	defer func() { _ = tx.Rollback() }()
 	cur, err := getSandbox(ctx, tx, id)
 	if err != nil {
 		return nil, err

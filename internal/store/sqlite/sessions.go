@@ -61,11 +61,9 @@ func (s *Store) UpdateSession(ctx context.Context, id string, fn func(*sandbox.S
 	if err != nil {
 		return nil, dbError(ctx, "update session "+id, err)
 	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
+	// Always roll back on the way out (a no-op after Commit), so an error
+	// or a panic in fn never leaves the single writer inside a transaction.
+	defer func() { _ = tx.Rollback() }()
 	cur, err := getSession(ctx, tx, "", id)
 	if err != nil {
 		return nil, err

@@ -288,3 +288,29 @@ func TestCanceledContext(t *testing.T) {
 		t.Errorf("GetSandbox with a canceled context: err = %v, want it to wrap context.Canceled", err)
 	}
 }
+
+// TestUpdatePanicReleasesWriter: a callback that panics must not leave the
+// single write connection inside a transaction.
+func TestUpdatePanicReleasesWriter(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "p.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Now().UTC()
+	sb := &sandbox.Sandbox{ID: sandbox.NewID("sbx"), Tenant: "a", Profile: "p", Runtime: "runc", RiskLevel: "low",
+		State: sandbox.StateReady, Image: "i", CreatedAt: now, UpdatedAt: now}
+	if err := st.CreateSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() { _ = recover() }()
+		_, _ = st.UpdateSandbox(ctx, sb.ID, 0, now, func(*sandbox.Sandbox) error { panic("boom") })
+	}()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := st.UpdateSandbox(wctx, sb.ID, 0, now, func(x *sandbox.Sandbox) error { x.FailureReason = "ok"; return nil }); err != nil {
+		t.Fatalf("write after a panicking update: %v", err)
+	}
+}
