@@ -3,6 +3,7 @@ package errdefs
 import (
 	"errors"
 	"net/http"
+	"time"
 )
 
 // Class sentinels. Wrap them; never compare error strings.
@@ -96,3 +97,29 @@ func classOf(err error) class {
 
 // Is reports whether err belongs to class; a shorthand for errors.Is.
 func Is(err, class error) bool { return errors.Is(err, class) }
+
+type retryAfterError struct {
+	after time.Duration
+	err   error
+}
+
+func (e *retryAfterError) Error() string { return e.err.Error() }
+func (e *retryAfterError) Unwrap() error { return e.err }
+
+// WithRetryAfter attaches a hint of when the caller may retry (sent as the
+// Retry-After header). The class and code of err are kept.
+func WithRetryAfter(after time.Duration, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &retryAfterError{after: after, err: err}
+}
+
+// RetryAfter returns the retry hint attached with WithRetryAfter, if any.
+func RetryAfter(err error) (time.Duration, bool) {
+	var r *retryAfterError
+	if errors.As(err, &r) {
+		return r.after, true
+	}
+	return 0, false
+}

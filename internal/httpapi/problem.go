@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -23,7 +24,11 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 		s.log.Error("internal error", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err)
 		detail = "internal error; see the service log for request " + requestID(r)
 	}
+	if after, ok := errdefs.RetryAfter(err); ok {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int((after+time.Second-1)/time.Second))))
+	}
 	switch {
+	case w.Header().Get("Retry-After") != "":
 	case errors.Is(err, errdefs.ErrResourceExhausted):
 		w.Header().Set("Retry-After", "5")
 	case errors.Is(err, errdefs.ErrUnavailable):
