@@ -69,6 +69,8 @@ type Capabilities struct {
 	ImageImport bool `json:"image_import"`
 	Pause       bool `json:"pause"`
 	Checkpoint  bool `json:"checkpoint"`
+	// Networks: the driver implements Networker.
+	Networks bool `json:"networks"`
 }
 
 // Mount is a bind mount from the host into the container.
@@ -96,7 +98,10 @@ type Spec struct {
 	Mounts    []Mount           // bind mounts
 	Tmpfs     map[string]string // target → options
 	Network   string            // "none" (default) or a network name
-	Hostname  string
+	// Sysctls are namespaced kernel parameters of the container, e.g.
+	// net.ipv4.ip_unprivileged_port_start.
+	Sysctls  map[string]string
+	Hostname string
 }
 
 // Status is what the backend reports about one container.
@@ -113,6 +118,9 @@ type Status struct {
 	Pid       int
 	CreatedAt time.Time
 	StartedAt time.Time
+	// Networks maps each network the container is attached to, by name, to
+	// its IPv4 address there (Inspect only).
+	Networks map[string]string
 }
 
 // RuntimeInfo is the probe result for one runtime.

@@ -102,7 +102,7 @@ func (d *Driver) Name() string { return "docker" }
 
 // Capabilities reports image import; pause and checkpoint are not offered.
 func (d *Driver) Capabilities() driver.Capabilities {
-	return driver.Capabilities{ImageImport: true}
+	return driver.Capabilities{ImageImport: true, Networks: true}
 }
 
 // callCtx bounds ctx by the call timeout (an earlier deadline of ctx wins).
@@ -211,6 +211,7 @@ func buildCreate(spec driver.Spec) (createRequest, error) {
 		Runtime:        string(spec.Runtime),
 		Init:           &initFalse,
 		NanoCpus:       int64(math.Round(r.CPU * 1e9)),
+		Sysctls:        maps.Clone(spec.Sysctls),
 	}
 	if r.MemoryMB > 0 {
 		hc.Memory = r.MemoryMB << 20
@@ -477,7 +478,19 @@ func (d *Driver) Inspect(ctx context.Context, id string) (driver.Status, error) 
 		Pid:       c.State.Pid,
 		CreatedAt: parseTime(c.Created),
 		StartedAt: parseTime(c.State.StartedAt),
+		Networks:  networksOf(c),
 	}, nil
+}
+
+func networksOf(c containerJSON) map[string]string {
+	if len(c.NetworkSettings.Networks) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(c.NetworkSettings.Networks))
+	for name, n := range c.NetworkSettings.Networks {
+		out[name] = n.IPAddress
+	}
+	return out
 }
 
 // List returns every container labelled dev.genesis.managed=true. Entries

@@ -17,6 +17,7 @@ type hostConfig struct {
 	MemorySwap     int64             `json:"MemorySwap"`
 	NanoCpus       int64             `json:"NanoCpus"`
 	PidsLimit      *int64            `json:"PidsLimit,omitempty"`
+	Sysctls        map[string]string `json:"Sysctls,omitempty"`
 }
 
 type createRequest struct {
@@ -53,13 +54,19 @@ type containerState struct {
 }
 
 type containerJSON struct {
-	ID         string         `json:"Id"`
-	Name       string         `json:"Name"`
-	Created    string         `json:"Created"`
-	Image      string         `json:"Image"`
-	State      containerState `json:"State"`
-	HostConfig hostConfig     `json:"HostConfig"`
-	Config     struct {
+	ID              string         `json:"Id"`
+	Name            string         `json:"Name"`
+	Created         string         `json:"Created"`
+	Image           string         `json:"Image"`
+	State           containerState `json:"State"`
+	HostConfig      hostConfig     `json:"HostConfig"`
+	NetworkSettings struct {
+		Networks map[string]struct {
+			NetworkID string `json:"NetworkID"`
+			IPAddress string `json:"IPAddress"`
+		} `json:"Networks"`
+	} `json:"NetworkSettings"`
+	Config struct {
 		Image  string            `json:"Image"`
 		User   string            `json:"User"`
 		Labels map[string]string `json:"Labels"`

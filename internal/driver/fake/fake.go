@@ -94,6 +94,7 @@ type Driver struct {
 
 	mu         sync.Mutex
 	containers map[string]*container // by id
+	networks   map[string]*network   // by id
 	images     map[string]map[string]string
 	runtimes   []sandbox.Runtime
 	probe      driver.ProbeResult
@@ -123,6 +124,7 @@ func New(cfg Config) *Driver {
 		cfg:        cfg,
 		log:        log.With("driver", "fake"),
 		containers: map[string]*container{},
+		networks:   map[string]*network{},
 		images:     map[string]map[string]string{},
 		runtimes:   rts,
 		calls:      map[Op]int{},
@@ -252,8 +254,10 @@ func ctxErr(ctx context.Context, op Op) error {
 // Name returns "fake".
 func (d *Driver) Name() string { return "fake" }
 
-// Capabilities reports image import only.
-func (d *Driver) Capabilities() driver.Capabilities { return driver.Capabilities{ImageImport: true} }
+// Capabilities reports image import and networks.
+func (d *Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{ImageImport: true, Networks: true}
+}
 
 // Probe returns the configured probe result, stamped with the current time.
 func (d *Driver) Probe(ctx context.Context) (driver.ProbeResult, error) {
@@ -319,6 +323,10 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (string, error) {
 		ID: id, Name: name, Labels: labels, Image: spec.Image, Runtime: string(rt),
 		State: "created", CreatedAt: d.cfg.Now().UTC(),
 	}}
+	if n, ok := d.lookupNetwork(spec.Network); ok {
+		n.status.Members[id] = n.next.String()
+		n.next = n.next.Next()
+	}
 	d.log.DebugContext(ctx, "created", "container", id, "name", name)
 	return id, nil
 }
@@ -370,6 +378,9 @@ func (d *Driver) Remove(ctx context.Context, id string) error {
 	defer d.mu.Unlock()
 	if c, err := d.lookup(id); err == nil {
 		delete(d.containers, c.status.ID)
+		for _, n := range d.networks {
+			delete(n.status.Members, c.status.ID)
+		}
 	}
 	return nil
 }
@@ -385,7 +396,9 @@ func (d *Driver) Inspect(ctx context.Context, id string) (driver.Status, error) 
 	if err != nil {
 		return driver.Status{}, err
 	}
-	return clone(c.status), nil
+	st := clone(c.status)
+	st.Networks = d.networksOf(c.status.ID)
+	return st, nil
 }
 
 // List returns every container, sorted by creation time then id.

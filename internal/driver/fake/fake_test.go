@@ -22,3 +22,15 @@ func TestConformance(t *testing.T) {
 		}
 	})
 }
+
+func TestNetworkConformance(t *testing.T) {
+	drivertest.RunNetworks(t, func(t *testing.T) drivertest.Harness {
+		d := fake.New(fake.Config{Images: []string{"busybox:test"}})
+		return drivertest.Harness{
+			Driver:   d,
+			Image:    "busybox:test",
+			Runtimes: []sandbox.Runtime{sandbox.RuntimeRunc, sandbox.RuntimeRunsc},
+			Cmd:      []string{"/bin/busybox", "sleep", "300"},
+		}
+	}, "10.231.7.0/28")
+}
