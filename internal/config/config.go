@@ -12,6 +12,7 @@ import (
 
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/tenant"
 )
 
 //go:embed default.yaml
@@ -26,7 +27,20 @@ type Config struct {
 	Limits           Limits            `yaml:"limits"`
 	Intervals        Intervals         `yaml:"intervals"`
 	Tenants          map[string]Tenant `yaml:"tenants"`
-	Profiles         []Profile         `yaml:"profiles"`
+	// AdminAPIKey, if set, is a key of the built-in admin tenant "admin"
+	// (admin: true); GENESIS_ADMIN_KEY / --admin-key override it.
+	AdminAPIKey string    `yaml:"admin_api_key"`
+	Audit       Audit     `yaml:"audit"`
+	Profiles    []Profile `yaml:"profiles"`
+}
+
+// AdminTenant is the tenant that owns admin_api_key.
+const AdminTenant = "admin"
+
+// Audit configures the audit log.
+type Audit struct {
+	// Retention is how long audit records are kept (pruned by the reconciler).
+	Retention time.Duration `yaml:"retention"`
 }
 
 // Limits bound what a request may ask for.
@@ -61,6 +75,13 @@ type Tenant struct {
 	// APIKeys are extra keys for this tenant (plain text in the file; they
 	// are compared in constant time and never logged).
 	APIKeys []string `yaml:"api_keys"`
+	// Weight is the tenant's share in fair queueing (0: the default 1).
+	Weight int `yaml:"weight"`
+	// Admin lets the tenant's keys use the admin API (tenants, keys, every
+	// tenant's audit records).
+	Admin bool `yaml:"admin"`
+	// Quotas bound what the tenant holds at once (0: unlimited).
+	Quotas tenant.Quotas `yaml:"quotas"`
 }
 
 // Profile is a runtime profile: a named recipe for sandboxes.
@@ -184,6 +205,23 @@ func (c *Config) Validate() error {
 				return bad(fmt.Sprintf("tenants.%s.api_keys[%d]", name, i), "API keys must be at least 16 characters")
 			}
 		}
+		if t.Weight < 0 || t.Weight > 1000 {
+			return bad("tenants."+name+".weight", "must be between 1 and 1000 (0: the default 1), got %d", t.Weight)
+		}
+		if err := t.Quotas.Validate("tenants." + name + ".quotas"); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+	}
+	if c.AdminAPIKey != "" {
+		if len(c.AdminAPIKey) < 16 {
+			return bad("admin_api_key", "must be at least 16 characters")
+		}
+		if t, ok := c.Tenants[AdminTenant]; ok && !t.Admin {
+			return bad("tenants."+AdminTenant+".admin", "admin_api_key belongs to the tenant %q, which must then have admin: true", AdminTenant)
+		}
+	}
+	if c.Audit.Retention <= 0 {
+		return bad("audit.retention", "must be a positive duration, got %v", c.Audit.Retention)
 	}
 	if len(c.Profiles) == 0 {
 		return bad("profiles", "at least one profile is required")
