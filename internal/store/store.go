@@ -44,6 +44,9 @@ type Store interface {
 	GetSession(ctx context.Context, tenant, id string) (*sandbox.Session, error)
 	// UpdateSession applies fn to the current session record and stores it.
 	UpdateSession(ctx context.Context, id string, fn func(*sandbox.Session) error) (*sandbox.Session, error)
+
+	Tenants
+	Audit
 }
 
 // SandboxFilter selects sandboxes. Zero fields match everything.

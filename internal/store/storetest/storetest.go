@@ -44,6 +44,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListJobsFilters", testListJobsFilters},
 		{"NotFound", testNotFound},
 		{"Sessions", testSessions},
+		{"Tenants", testTenants},
+		{"Keys", testKeys},
+		{"Audit", testAudit},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
