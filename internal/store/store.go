@@ -11,6 +11,8 @@ import (
 // Not-found lookups return an error of class errdefs.ErrNotFound; a failed
 // optimistic-concurrency check returns errdefs.ErrPreconditionFailed.
 type Store interface {
+	NetworkStore
+
 	// Ping checks that the store is reachable.
 	Ping(ctx context.Context) error
 	Close() error

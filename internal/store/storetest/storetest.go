@@ -47,6 +47,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Tenants", testTenants},
 		{"Keys", testKeys},
 		{"Audit", testAudit},
+		{"Networks", testNetworks},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
