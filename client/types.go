@@ -18,6 +18,9 @@ type Resources struct {
 	CPU      float64 `json:"cpu,omitempty"`
 	MemoryMB int64   `json:"memory_mb,omitempty"`
 	Pids     int64   `json:"pids,omitempty"`
+	// DiskMB is the size of the sandbox's workspace in MiB (a quota that
+	// holds: writes beyond it fail with ENOSPC); 0 means no quota.
+	DiskMB int64 `json:"disk_mb,omitempty"`
 }
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes.

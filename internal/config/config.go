@@ -5,7 +5,9 @@ import (
 	_ "embed"
 	"fmt"
 	"os"
+	"path"
 	"regexp"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -56,7 +58,43 @@ type Limits struct {
 	DefaultOutputBytes   int64   `yaml:"default_output_bytes"`
 	MaxOutputBytes       int64   `yaml:"max_output_bytes"`
 	MaxSandboxes         int     `yaml:"max_sandboxes"`
+	// MaxDiskMB caps resources.disk_mb, the size of a sandbox's workspace.
+	MaxDiskMB int64 `yaml:"max_disk_mb"`
+	// Files bound the file operations.
+	Files FileLimits `yaml:"files"`
 }
+
+// FileLimits bound the file operations of the API. Zero is not a valid
+// value: every key must be positive.
+type FileLimits struct {
+	// MaxUploadBytes is the largest file one upload (or one part of a
+	// multipart upload, or one extracted archive) may write; larger
+	// announced bodies get 413 before anything is written.
+	MaxUploadBytes int64 `yaml:"max_upload_bytes"`
+	// MaxMultipartBytes bounds the whole body of one multipart upload.
+	MaxMultipartBytes int64 `yaml:"max_multipart_bytes"`
+	// MaxFilesPerCall bounds the files of one multipart upload and the
+	// paths of one batch replace.
+	MaxFilesPerCall int `yaml:"max_files_per_call"`
+	// MaxPathBytes bounds a path as given (at most 4096, the agent's own bound).
+	MaxPathBytes int `yaml:"max_path_bytes"`
+	// MaxSearchResults caps the matches of one search.
+	MaxSearchResults int `yaml:"max_search_results"`
+	// MaxSearchTimeout caps the time of one search.
+	MaxSearchTimeout time.Duration `yaml:"max_search_timeout"`
+	// MaxArchiveEntries caps the entries of one extracted archive.
+	MaxArchiveEntries int `yaml:"max_archive_entries"`
+	// CallTimeout bounds a metadata call (stat, list, mkdir, move, delete, chmod).
+	CallTimeout time.Duration `yaml:"call_timeout"`
+	// TransferTimeout bounds a whole upload or download.
+	TransferTimeout time.Duration `yaml:"transfer_timeout"`
+}
+
+// MaxPathBytesHard is the largest max_path_bytes: the agent's own bound.
+const MaxPathBytesHard = 4096
+
+// MinDiskMB is the smallest workspace a disk quota may ask for.
+const MinDiskMB = 16
 
 // Intervals are background periods and deadlines.
 type Intervals struct {
@@ -97,6 +135,21 @@ type Profile struct {
 	User             string            `yaml:"user"`
 	ReadOnlyRoot     bool              `yaml:"read_only_root"`
 	CapAdd           []string          `yaml:"cap_add"`
+	// FileRoots are the directories inside the sandbox the file API may
+	// touch (absolute, clean); empty means [/workspace]. Relative paths are
+	// resolved against the first.
+	FileRoots []string `yaml:"file_roots"`
+}
+
+// DefaultFileRoot is the file root of a profile that names none.
+const DefaultFileRoot = "/workspace"
+
+// Roots returns the profile's file roots, [/workspace] when it names none.
+func (p *Profile) Roots() []string {
+	if len(p.FileRoots) == 0 {
+		return []string{DefaultFileRoot}
+	}
+	return p.FileRoots
 }
 
 // Profile returns the profile called name.
@@ -165,11 +218,22 @@ func (c *Config) Validate() error {
 		"limits.max_ttl_seconds": l.MaxTTLSeconds, "limits.max_memory_mb": l.MaxMemoryMB, "limits.max_pids": l.MaxPids,
 		"limits.default_exec_timeout_ms": l.DefaultExecTimeoutMS, "limits.max_exec_timeout_ms": l.MaxExecTimeoutMS,
 		"limits.default_output_bytes": l.DefaultOutputBytes, "limits.max_output_bytes": l.MaxOutputBytes,
-		"limits.max_sandboxes": int64(l.MaxSandboxes),
+		"limits.max_sandboxes": int64(l.MaxSandboxes), "limits.max_disk_mb": l.MaxDiskMB,
+		"limits.files.max_upload_bytes": l.Files.MaxUploadBytes, "limits.files.max_multipart_bytes": l.Files.MaxMultipartBytes,
+		"limits.files.max_files_per_call": int64(l.Files.MaxFilesPerCall), "limits.files.max_path_bytes": int64(l.Files.MaxPathBytes),
+		"limits.files.max_search_results": int64(l.Files.MaxSearchResults), "limits.files.max_archive_entries": int64(l.Files.MaxArchiveEntries),
+		"limits.files.max_search_timeout": int64(l.Files.MaxSearchTimeout), "limits.files.call_timeout": int64(l.Files.CallTimeout),
+		"limits.files.transfer_timeout": int64(l.Files.TransferTimeout),
 	} {
 		if v <= 0 {
 			return bad(key, "must be positive, got %d", v)
 		}
+	}
+	if l.Files.MaxPathBytes > MaxPathBytesHard {
+		return bad("limits.files.max_path_bytes", "must be at most %d, got %d", MaxPathBytesHard, l.Files.MaxPathBytes)
+	}
+	if l.MaxDiskMB < MinDiskMB {
+		return bad("limits.max_disk_mb", "must be at least %d, got %d", MinDiskMB, l.MaxDiskMB)
 	}
 	if l.MaxCPU <= 0 {
 		return bad("limits.max_cpu", "must be positive, got %v", l.MaxCPU)
@@ -260,6 +324,14 @@ func (c *Config) Validate() error {
 		}
 		if r.Pids < 8 || r.Pids > l.MaxPids {
 			return bad(key+".resources.pids", "must be in [8, %d]", l.MaxPids)
+		}
+		if r.DiskMB != 0 && (r.DiskMB < MinDiskMB || r.DiskMB > l.MaxDiskMB) {
+			return bad(key+".resources.disk_mb", "must be 0 (no quota) or in [%d, %d], got %d", MinDiskMB, l.MaxDiskMB, r.DiskMB)
+		}
+		for j, root := range p.FileRoots {
+			if !path.IsAbs(root) || path.Clean(root) != root || root == "/" || strings.ContainsAny(root, ":\x00") {
+				return bad(fmt.Sprintf("%s.file_roots[%d]", key, j), "%q must be an absolute clean path other than / without ':'", root)
+			}
 		}
 		if p.Network != "" && p.Network != "none" {
 			return bad(key+".network", "only \"none\" is supported so far, got %q", p.Network)

@@ -149,7 +149,9 @@ func (s *Service) removeStaleDirs(ctx context.Context) int {
 		if info, ierr := e.Info(); ierr == nil && time.Since(info.ModTime()) < s.cfg.Intervals.OrphanGrace && err != nil {
 			continue // a create may be in flight before its record is visible
 		}
-		if os.RemoveAll(s.sandboxDir(e.Name())) == nil {
+		if err := s.removeSandboxDir(e.Name()); err != nil {
+			s.log.Warn("removing stale sandbox dir", "sandbox", e.Name(), "err", err)
+		} else {
 			n++
 		}
 	}

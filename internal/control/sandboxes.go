@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -102,7 +103,7 @@ func ValidateMetadata(md map[string]string) error {
 func (s *Service) resolveResources(p *config.Profile, req sandbox.Resources) (sandbox.Resources, error) {
 	l := s.cfg.Limits
 	r := p.Resources
-	if req.CPU < 0 || req.MemoryMB < 0 || req.Pids < 0 {
+	if req.CPU < 0 || req.MemoryMB < 0 || req.Pids < 0 || req.DiskMB < 0 {
 		return r, invalid("resources must not be negative")
 	}
 	if req.CPU != 0 {
@@ -143,6 +144,9 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	}
 	res, err := s.resolveResources(p, in.Resources)
 	if err != nil {
+		return nil, err
+	}
+	if res.DiskMB, err = s.resolveDisk(ctx, p, in.Resources.DiskMB); err != nil {
 		return nil, err
 	}
 	if err := ValidateEnv(in.Env); err != nil {
@@ -302,7 +306,13 @@ func (s *Service) startSandbox(ctx context.Context, sb *sandbox.Sandbox, p *conf
 			}
 		}
 	}
-	env := make([]string, 0, len(sb.Env))
+	if sb.Resources.DiskMB > 0 {
+		if err := s.mountWorkspace(ctx, sb, uid, gid); err != nil {
+			return nil, err
+		}
+	}
+	env := make([]string, 0, len(sb.Env)+1)
+	env = append(env, agentproto.FileRootsEnv+"="+strings.Join(p.Roots(), ":"))
 	for _, k := range sortedKeys(sb.Env) {
 		env = append(env, k+"="+sb.Env[k])
 	}
@@ -387,7 +397,7 @@ func (s *Service) teardown(ctx context.Context, id, containerID string) {
 	if err := s.driver.Remove(cctx, containerID); err != nil {
 		s.log.Error("removing container", "sandbox", id, "err", err)
 	}
-	if err := os.RemoveAll(s.sandboxDir(id)); err != nil {
+	if err := s.removeSandboxDir(id); err != nil {
 		s.log.Error("removing sandbox dir", "sandbox", id, "err", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"genesis.dev/sandbox/internal/agent/agentclient"
 	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/diskquota"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/joblog"
@@ -55,6 +56,7 @@ type Service struct {
 	createSem chan struct{}
 	admitMu   sync.Mutex // serializes the capacity check with the record insert
 	logs      *joblog.Store
+	quota     *diskquota.Manager // workspace quotas below the sandboxes dir
 
 	sessionLocks sync.Map // session id → *sync.Mutex
 
@@ -87,7 +89,16 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	dataDir, err := filepath.Abs(cfg.Settings.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("control: data dir: %w", err)
+	}
+	quota, err := diskquota.New(diskquota.Config{Root: filepath.Join(dataDir, "sandboxes"), Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
 	return &Service{
+		quota:     quota,
 		cfg:       cfg.Settings,
 		store:     cfg.Store,
 		driver:    cfg.Driver,
@@ -118,6 +129,7 @@ func (s *Service) Start(ctx context.Context) error {
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel, s.bgCtx = cancel, loopCtx
 	s.RefreshProbe(ctx)
+	s.recoverWorkspaces(ctx)
 	if err := s.Reconcile(ctx, true); err != nil {
 		s.log.Error("startup reconcile failed", "err", err)
 	}

@@ -39,7 +39,7 @@ func profileWire(v control.ProfileView) client.Profile {
 		Name: v.Name, Description: v.Description, Image: v.ImageRef, ImageStatus: status,
 		AllowedRuntimes:  runtimes(v.AllowedRuntimes),
 		UsableRuntimes:   runtimes(v.UsableRuntimes),
-		DefaultResources: client.Resources{CPU: v.Resources.CPU, MemoryMB: v.Resources.MemoryMB, Pids: v.Resources.Pids},
+		DefaultResources: client.Resources{CPU: v.Resources.CPU, MemoryMB: v.Resources.MemoryMB, Pids: v.Resources.Pids, DiskMB: v.Resources.DiskMB},
 		Network:          v.Network, User: v.User, ReadOnlyRoot: v.ReadOnlyRoot,
 	}
 	if !v.ImagePresent {
@@ -78,6 +78,7 @@ func (s *Server) profiles(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 	p := s.ctl.Probe(r.Context())
+	dq := s.ctl.DiskQuota(r.Context())
 	items, ok := s.profileList(w, r)
 	if !ok {
 		return
@@ -86,8 +87,7 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 		Driver: p.Driver, Healthy: p.Healthy, Error: p.Error, DaemonVersion: p.DaemonVersion,
 		APIVersion: p.APIVersion, KernelVersion: p.KernelVersion, CgroupVersion: p.CgroupVersion,
 		Checkpoint: client.Feature{Supported: p.Checkpoint.Supported, Method: p.Checkpoint.Method, Reason: p.Checkpoint.Reason},
-		DiskQuota: client.Feature{Supported: p.DiskQuota.Supported, Method: p.DiskQuota.Method,
-			Reason: strings.TrimPrefix(p.DiskQuota.Reason+"; per-sandbox workspace quotas are not enforced yet", "; ")},
+		DiskQuota: client.Feature{Supported: dq.Enforced, Enforced: dq.Enforced, Method: dq.Method, Reason: dq.Reason},
 		RiskPolicy: control.RiskPolicy(),
 		Profiles:   items,
 		CheckedAt:  p.CheckedAt,
@@ -104,7 +104,7 @@ func sandboxWire(sb *sandbox.Sandbox) client.Sandbox {
 	out := client.Sandbox{
 		ID: sb.ID, State: string(sb.State), Profile: sb.Profile, Runtime: string(sb.Runtime),
 		RiskLevel: string(sb.RiskLevel), Image: sb.Image,
-		Resources:     client.Resources{CPU: sb.Resources.CPU, MemoryMB: sb.Resources.MemoryMB, Pids: sb.Resources.Pids},
+		Resources:     client.Resources{CPU: sb.Resources.CPU, MemoryMB: sb.Resources.MemoryMB, Pids: sb.Resources.Pids, DiskMB: sb.Resources.DiskMB},
 		Metadata:      sb.Metadata,
 		FailureReason: sb.FailureReason, ResourceVersion: strconv.FormatInt(sb.ResourceVersion, 10),
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: sb.ExpiresAt,
@@ -133,7 +133,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		IdempotencyKey: r.Header.Get("Idempotency-Key"),
 	}
 	if req.Resources != nil {
-		in.Resources = sandbox.Resources{CPU: req.Resources.CPU, MemoryMB: req.Resources.MemoryMB, Pids: req.Resources.Pids}
+		in.Resources = sandbox.Resources{CPU: req.Resources.CPU, MemoryMB: req.Resources.MemoryMB, Pids: req.Resources.Pids, DiskMB: req.Resources.DiskMB}
 	}
 	sb, err := s.ctl.CreateSandbox(r.Context(), in)
 	if err != nil {

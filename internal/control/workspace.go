@@ -1,0 +1,122 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/diskquota"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
+)
+
+// CodeDiskQuotaUnavailable is the problem code of a create that asks for a
+// disk quota on a host that cannot enforce one.
+const CodeDiskQuotaUnavailable = "disk_quota_unavailable"
+
+// DiskQuotaStatus says whether per-sandbox workspace quotas are enforced.
+type DiskQuotaStatus struct {
+	Enforced bool
+	Method   string
+	Reason   string // why not, when not enforced
+}
+
+// DiskQuota reports whether this host enforces workspace quotas: it needs
+// loop-mounted ext4 on the service's host and a driver that bind-mounts
+// host directories (the probe says so).
+func (s *Service) DiskQuota(ctx context.Context) DiskQuotaStatus {
+	st := DiskQuotaStatus{Method: diskquota.Method}
+	if ok, why := s.quota.Available(); !ok {
+		st.Reason = why
+		return st
+	}
+	if f := s.Probe(ctx).DiskQuota; !f.Supported {
+		st.Reason = "driver " + s.driver.Name() + " cannot bind a quota-limited workspace"
+		if f.Reason != "" {
+			st.Reason += ": " + f.Reason
+		}
+		return st
+	}
+	st.Enforced = true
+	return st
+}
+
+// resolveDisk settles the workspace quota of a create: requested (0: the
+// profile default) must lie in [config.MinDiskMB, limits.max_disk_mb]. A
+// quota asked for explicitly on a host that cannot enforce it is refused; a
+// profile default there is dropped with a warning (capabilities say why).
+func (s *Service) resolveDisk(ctx context.Context, p *config.Profile, requested int64) (int64, error) {
+	mb := p.Resources.DiskMB
+	if requested != 0 {
+		mb = requested
+	}
+	if mb == 0 {
+		return 0, nil
+	}
+	if mb < config.MinDiskMB || mb > s.cfg.Limits.MaxDiskMB {
+		return 0, invalid("resources.disk_mb must be between %d and %d, got %d", config.MinDiskMB, s.cfg.Limits.MaxDiskMB, mb)
+	}
+	if st := s.DiskQuota(ctx); !st.Enforced {
+		if requested == 0 {
+			s.log.Warn("profile disk quota not enforced on this host", "profile", p.Name, "disk_mb", mb, "reason", st.Reason)
+			return 0, nil
+		}
+		return 0, errdefs.WithCode(CodeDiskQuotaUnavailable, fmt.Errorf(
+			"resources.disk_mb asks for a workspace quota, but this host cannot enforce one (%s): %w", st.Reason, errdefs.ErrFailedPrecondition))
+	}
+	return mb, nil
+}
+
+func (s *Service) workspaceImage(id string) string {
+	return filepath.Join(s.sandboxDir(id), "workspace.img")
+}
+
+func (s *Service) workspaceDir(id string) string {
+	return filepath.Join(s.sandboxDir(id), "workspace")
+}
+
+// mountWorkspace puts a filesystem of the sandbox's disk_mb on its
+// (existing, empty) workspace directory, owned by uid:gid.
+func (s *Service) mountWorkspace(ctx context.Context, sb *sandbox.Sandbox, uid, gid int) error {
+	return s.quota.Create(ctx, diskquota.Spec{
+		Image: s.workspaceImage(sb.ID), Dir: s.workspaceDir(sb.ID),
+		SizeMB: sb.Resources.DiskMB, UID: uid, GID: gid,
+	})
+}
+
+// removeSandboxDir releases a sandbox's workspace quota (if it has one)
+// and deletes its host directory. If the workspace cannot be unmounted the
+// directory is kept: removing it would reach into the mounted filesystem.
+func (s *Service) removeSandboxDir(id string) error {
+	img := s.workspaceImage(id)
+	if _, err := os.Lstat(img); err == nil {
+		if err := s.quota.Remove(img, s.workspaceDir(id)); err != nil {
+			return err
+		}
+	}
+	return os.RemoveAll(s.sandboxDir(id))
+}
+
+// recoverWorkspaces unmounts, at start-up, the workspaces below this
+// instance's data dir whose sandbox is not live any more (the service died
+// before it could tear them down). Their directories go with the stale
+// directory sweep.
+func (s *Service) recoverWorkspaces(ctx context.Context) {
+	n, err := s.quota.Recover(func(dir string) bool {
+		id := filepath.Base(filepath.Dir(dir))
+		sb, err := s.store.GetSandbox(ctx, "", id)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			return false
+		}
+		return err != nil || !sb.State.Final() // keep when unsure
+	})
+	if err != nil {
+		s.log.Error("recovering workspace mounts", "err", err)
+	}
+	if n > 0 {
+		s.log.Info("unmounted stale workspaces", "count", n)
+	}
+}
