@@ -71,10 +71,9 @@ func TestLoadOverlayAndErrors(t *testing.T) {
 		"profiles: [{name: x, recipe: r, allowed_runtimes: [runc], resources: {cpu: 1, memory_mb: 64, pids: 64, disk_mb: 4}}]\n":        "profiles.x.resources.disk_mb",
 		"profiles: [{name: x, recipe: r, allowed_runtimes: [runc], resources: {cpu: 1, memory_mb: 64, pids: 64}, file_roots: [tmp]}]\n": "profiles.x.file_roots[0]",
 		"profiles: [{name: x, recipe: r, allowed_runtimes: [runc], resources: {cpu: 1, memory_mb: 64, pids: 64}, file_roots: [/]}]\n":   "profiles.x.file_roots[0]",
-		"profiles: []\n": "profiles",
-		"profiles: [{name: x, recipe: r, allowed_runtimes: [runc], resources: {cpu: 1, memory_mb: 64, pids: 64}, network: open}]\n": "profiles.x.network",
-		"profiles: [{name: x, recipe: r, allowed_runtimes: [lxc], resources: {cpu: 1, memory_mb: 64, pids: 64}}]\n":                 "profiles.x.allowed_runtimes",
-		"profiles: [{name: x, recipe: r, allowed_runtimes: [runc], resources: {cpu: 1, memory_mb: 1, pids: 64}}]\n":                 "profiles.x.resources.memory_mb",
+		"profiles: [{name: x, recipe: r, allowed_runtimes: [runc], resources: {cpu: 1, memory_mb: 64, pids: 64}, network: open}]\n":     "profiles.x.network",
+		"profiles: [{name: x, recipe: r, allowed_runtimes: [lxc], resources: {cpu: 1, memory_mb: 64, pids: 64}}]\n":                     "profiles.x.allowed_runtimes",
+		"profiles: [{name: x, recipe: r, allowed_runtimes: [runc], resources: {cpu: 1, memory_mb: 1, pids: 64}}]\n":                     "profiles.x.resources.memory_mb",
 	}
 	for body, key := range bad {
 		_, err := Load(write(body))
