@@ -4,6 +4,7 @@ import (
 	"bytes"
 	_ "embed"
 	"fmt"
+	"math"
 	"os"
 	"path"
 	"regexp"
@@ -27,6 +28,7 @@ type Config struct {
 	InstanceID       string            `yaml:"instance_id"`
 	DefaultRiskLevel sandbox.RiskLevel `yaml:"default_risk_level"`
 	Limits           Limits            `yaml:"limits"`
+	Capacity         Capacity          `yaml:"capacity"`
 	Intervals        Intervals         `yaml:"intervals"`
 	Tenants          map[string]Tenant `yaml:"tenants"`
 	// AdminAPIKey, if set, is a key of the built-in admin tenant "admin"
@@ -95,6 +97,41 @@ const MaxPathBytesHard = 4096
 
 // MinDiskMB is the smallest workspace a disk quota may ask for.
 const MinDiskMB = 16
+
+// Capacity is what this host offers to all its sandboxes together; create
+// and lease requests beyond it wait in fair per-tenant queues (see
+// internal/admission). Zero totals are derived from the host.
+type Capacity struct {
+	Sandboxes int     `yaml:"sandboxes"` // live sandboxes; 0: limits.max_sandboxes
+	CPU       float64 `yaml:"cpu"`       // sum of CPU limits; 0: host CPUs × cpu_overcommit
+	MemoryMB  int64   `yaml:"memory_mb"` // sum of memory limits; 0: host memory × memory_overcommit
+	// CPUOvercommit and MemoryOvercommit scale the host's CPUs and memory
+	// when cpu or memory_mb is 0: sandbox limits are ceilings, not
+	// reservations, and most sandboxes idle most of the time.
+	CPUOvercommit    float64 `yaml:"cpu_overcommit"`
+	MemoryOvercommit float64 `yaml:"memory_overcommit"`
+	// MaxWaitSeconds bounds a request's wait_seconds.
+	MaxWaitSeconds int64 `yaml:"max_wait_seconds"`
+}
+
+// Totals returns the capacity with zero totals derived from the host's CPUs
+// and memory (hostMemoryMB ≤ 0: unknown, then memory is not what binds).
+func (c Capacity) Totals(l Limits, hostCPUs int, hostMemoryMB int64) (cpu float64, memoryMB int64, sandboxes int) {
+	cpu, memoryMB, sandboxes = c.CPU, c.MemoryMB, c.Sandboxes
+	if sandboxes == 0 {
+		sandboxes = l.MaxSandboxes
+	}
+	if cpu == 0 {
+		cpu = float64(max(hostCPUs, 1)) * c.CPUOvercommit
+	}
+	if memoryMB == 0 {
+		memoryMB = int64(float64(hostMemoryMB) * c.MemoryOvercommit)
+		if hostMemoryMB <= 0 {
+			memoryMB = l.MaxMemoryMB * int64(sandboxes)
+		}
+	}
+	return cpu, memoryMB, sandboxes
+}
 
 // Intervals are background periods and deadlines.
 type Intervals struct {
@@ -246,6 +283,21 @@ func (c *Config) Validate() error {
 	}
 	if l.DefaultOutputBytes > l.MaxOutputBytes {
 		return bad("limits.default_output_bytes", "exceeds limits.max_output_bytes")
+	}
+	cp := c.Capacity
+	switch {
+	case cp.Sandboxes < 0:
+		return bad("capacity.sandboxes", "must not be negative, got %d", cp.Sandboxes)
+	case cp.CPU < 0 || math.IsNaN(cp.CPU) || math.IsInf(cp.CPU, 0):
+		return bad("capacity.cpu", "must not be negative, got %v", cp.CPU)
+	case cp.MemoryMB < 0:
+		return bad("capacity.memory_mb", "must not be negative, got %d", cp.MemoryMB)
+	case cp.CPUOvercommit <= 0 || cp.CPUOvercommit > 1000:
+		return bad("capacity.cpu_overcommit", "must be in (0, 1000], got %v", cp.CPUOvercommit)
+	case cp.MemoryOvercommit <= 0 || cp.MemoryOvercommit > 1000:
+		return bad("capacity.memory_overcommit", "must be in (0, 1000], got %v", cp.MemoryOvercommit)
+	case cp.MaxWaitSeconds < 0:
+		return bad("capacity.max_wait_seconds", "must not be negative, got %d", cp.MaxWaitSeconds)
 	}
 	iv := c.Intervals
 	for key, v := range map[string]time.Duration{

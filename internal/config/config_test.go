@@ -74,11 +74,45 @@ func TestLoadOverlayAndErrors(t *testing.T) {
 		"profiles: [{name: x, recipe: r, allowed_runtimes: [runc], resources: {cpu: 1, memory_mb: 64, pids: 64}, network: open}]\n":     "profiles.x.network",
 		"profiles: [{name: x, recipe: r, allowed_runtimes: [lxc], resources: {cpu: 1, memory_mb: 64, pids: 64}}]\n":                     "profiles.x.allowed_runtimes",
 		"profiles: [{name: x, recipe: r, allowed_runtimes: [runc], resources: {cpu: 1, memory_mb: 1, pids: 64}}]\n":                     "profiles.x.resources.memory_mb",
+		"capacity: {sandboxes: -1}\n":        "capacity.sandboxes",
+		"capacity: {cpu: -2}\n":              "capacity.cpu",
+		"capacity: {memory_mb: -2}\n":        "capacity.memory_mb",
+		"capacity: {cpu_overcommit: 0}\n":    "capacity.cpu_overcommit",
+		"capacity: {max_wait_seconds: -1}\n": "capacity.max_wait_seconds",
 	}
 	for body, key := range bad {
 		_, err := Load(write(body))
 		if err == nil || !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), key) {
 			t.Errorf("%q: err %v, want invalid argument naming %s", body, err, key)
 		}
+	}
+}
+
+func TestCapacityTotals(t *testing.T) {
+	t.Parallel()
+	l := Limits{MaxSandboxes: 50, MaxMemoryMB: 1024}
+	for _, tc := range []struct {
+		c         Capacity
+		hostCPUs  int
+		hostMem   int64
+		cpu       float64
+		mem       int64
+		sandboxes int
+	}{
+		{Capacity{CPUOvercommit: 16, MemoryOvercommit: 2}, 2, 4000, 32, 8000, 50},
+		{Capacity{Sandboxes: 4, CPU: 3, MemoryMB: 100, CPUOvercommit: 16, MemoryOvercommit: 2}, 2, 4000, 3, 100, 4},
+		{Capacity{CPUOvercommit: 1, MemoryOvercommit: 1}, 0, 0, 1, 50 * 1024, 50}, // host unknown
+	} {
+		cpu, mem, n := tc.c.Totals(l, tc.hostCPUs, tc.hostMem)
+		if cpu != tc.cpu || mem != tc.mem || n != tc.sandboxes {
+			t.Errorf("%+v on %d CPUs, %d MB: %v, %d, %d; want %v, %d, %d", tc.c, tc.hostCPUs, tc.hostMem, cpu, mem, n, tc.cpu, tc.mem, tc.sandboxes)
+		}
+	}
+	d, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Capacity.CPUOvercommit <= 0 || d.Capacity.MaxWaitSeconds <= 0 {
+		t.Errorf("default capacity %+v lacks overcommit or max wait", d.Capacity)
 	}
 }
