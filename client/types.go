@@ -33,6 +33,9 @@ type CreateSandboxRequest struct {
 	Metadata     map[string]string `json:"metadata,omitempty"`
 	TTLSeconds   int64             `json:"ttl_seconds,omitempty"`
 	ReadOnlyRoot *bool             `json:"read_only_root,omitempty"`
+	// WaitSeconds is how long the request may wait for host capacity when
+	// it is exhausted (0: answer 503 capacity_exhausted at once).
+	WaitSeconds int64 `json:"wait_seconds,omitempty"`
 }
 
 // Sandbox is a sandbox as the API shows it. It never exposes container ids

@@ -33,7 +33,7 @@ func newSandboxCreateCmd(a *app) *cobra.Command {
 		req            client.CreateSandboxRequest
 		res            client.Resources
 		env, meta      []string
-		ttl            time.Duration
+		ttl, wait      time.Duration
 		idempotencyKey string
 	)
 	cmd := &cobra.Command{
@@ -62,12 +62,20 @@ func newSandboxCreateCmd(a *app) *cobra.Command {
 			}
 			// Round a fractional TTL up so that --ttl 1500ms is not "no TTL".
 			req.TTLSeconds = int64((ttl + time.Second - 1) / time.Second)
+			if wait < 0 {
+				return usageErrorf("--wait must not be negative")
+			}
+			req.WaitSeconds = int64((wait + time.Second - 1) / time.Second)
 
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := a.callContext(cmd.Context())
+			timeout := a.timeout
+			if timeout > 0 {
+				timeout += wait // waiting for capacity is not the call being slow
+			}
+			ctx, cancel := withTimeout(cmd.Context(), timeout)
 			defer cancel()
 			sb, err := c.CreateSandbox(ctx, req, idempotencyKey)
 			if err != nil {
@@ -91,6 +99,7 @@ func newSandboxCreateCmd(a *app) *cobra.Command {
 	f.StringArrayVar(&meta, "meta", nil, "metadata KEY=VALUE (repeatable)")
 	f.DurationVar(&ttl, "ttl", 0, "destroy the sandbox after this long, e.g. 10m (0: service default)")
 	f.StringVar(&idempotencyKey, "idempotency-key", "", "retrying with the same key returns the same sandbox")
+	f.DurationVar(&wait, "wait", 0, "wait up to this long for host capacity when it is exhausted, e.g. 30s (0: fail at once)")
 	return cmd
 }
 

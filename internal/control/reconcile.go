@@ -45,6 +45,7 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 	if err != nil {
 		return fmt.Errorf("listing containers: %w", err)
 	}
+	mark := s.capacityMark()
 	records, err := s.store.ListSandboxes(ctx, store.SandboxFilter{States: liveStates})
 	if err != nil {
 		return err
@@ -53,6 +54,7 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 	for _, r := range records {
 		live[r.ID] = r
 	}
+	s.sweepCapacity(live, mark)
 	byContainer := map[string]driver.Status{}
 	for _, c := range containers {
 		probe := c.Labels[driver.LabelPurpose] == "probe"

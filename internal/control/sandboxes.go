@@ -39,6 +39,9 @@ type CreateSandboxInput struct {
 	// from (tenant, key), so a repeated request returns the sandbox the
 	// first one made instead of creating another.
 	IdempotencyKey string
+	// WaitSeconds is how long the request may wait for host capacity (0:
+	// not at all).
+	WaitSeconds int64
 }
 
 // idempotentID derives a sandbox id from a tenant's idempotency key.
@@ -162,6 +165,10 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	case ttl == 0:
 		ttl = s.cfg.Limits.DefaultTTLSeconds
 	}
+	wait, err := s.waitDuration(in.WaitSeconds)
+	if err != nil {
+		return nil, err
+	}
 	risk, err := sandbox.ParseRiskLevel(in.RiskLevel, "")
 	if err != nil {
 		return nil, err
@@ -195,19 +202,13 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 		return nil, errdefs.WithCode("image_not_built", fmt.Errorf(
 			"image %s of profile %s is not built on this host; build it with: %s: %w", ref, p.Name, buildCommand(p, true), errdefs.ErrFailedPrecondition))
 	}
-	// Counting the live sandboxes and inserting the new record are one step;
-	// otherwise concurrent creates all pass the check.
-	s.admitMu.Lock()
-	live, err := s.store.ListSandboxes(ctx, store.SandboxFilter{ExcludeFinal: true, States: liveStates})
+	// Host capacity: wait for it in the tenant's fair queue. It is held by
+	// the record from its insert on and given back when the sandbox ends.
+	release, err := s.admit(ctx, in.Tenant, res, wait)
 	if err != nil {
-		s.admitMu.Unlock()
 		return nil, err
 	}
-	if len(live) >= s.cfg.Limits.MaxSandboxes {
-		s.admitMu.Unlock()
-		return nil, errdefs.WithCode("resource_exhausted", fmt.Errorf(
-			"this host runs its maximum of %d sandboxes: %w", s.cfg.Limits.MaxSandboxes, errdefs.ErrResourceExhausted))
-	}
+	s.admitMu.Lock()
 
 	now := s.now()
 	exp := now.Add(time.Duration(ttl) * time.Second)
@@ -236,6 +237,11 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	}
 	err = s.store.CreateSandbox(ctx, sb)
 	s.admitMu.Unlock()
+	if err != nil {
+		release()
+	} else {
+		s.holdCapacity(sb.ID, release)
+	}
 	if errors.Is(err, errdefs.ErrAlreadyExists) && in.IdempotencyKey != "" {
 		// A concurrent retry with the same key won the insert.
 		return s.store.GetSandbox(ctx, in.Tenant, sb.ID)
@@ -405,7 +411,7 @@ func (s *Service) teardown(ctx context.Context, id, containerID string) {
 // setState moves a sandbox to state through the transition table, applying
 // mutate to the record in the same update.
 func (s *Service) setState(ctx context.Context, id string, to sandbox.State, mutate func(*sandbox.Sandbox)) (*sandbox.Sandbox, error) {
-	return s.store.UpdateSandbox(ctx, id, 0, s.now(), func(x *sandbox.Sandbox) error {
+	sb, err := s.store.UpdateSandbox(ctx, id, 0, s.now(), func(x *sandbox.Sandbox) error {
 		if x.State != to {
 			if err := sandbox.Transition(x.State, to); err != nil {
 				return err
@@ -417,6 +423,10 @@ func (s *Service) setState(ctx context.Context, id string, to sandbox.State, mut
 		}
 		return nil
 	})
+	if err == nil && (to == sandbox.StateDestroyed || to == sandbox.StateFailed) {
+		s.releaseCapacity(id) // its container is gone
+	}
+	return sb, err
 }
 
 // GetSandbox returns a sandbox of tenant.

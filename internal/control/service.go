@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"genesis.dev/sandbox/internal/admission"
 	"genesis.dev/sandbox/internal/agent/agentclient"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/diskquota"
@@ -55,6 +56,8 @@ type Service struct {
 	agents    map[string]*agentclient.Client
 	createSem chan struct{}
 	admitMu   sync.Mutex // serializes the capacity check with the record insert
+	admission *admission.Controller
+	capacity  capacityHolds
 	logs      *joblog.Store
 	quota     *diskquota.Manager // workspace quotas below the sandboxes dir
 
@@ -97,6 +100,10 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	adm, err := newAdmission(cfg.Settings, cfg.Now)
+	if err != nil {
+		return nil, err
+	}
 	return &Service{
 		quota:     quota,
 		cfg:       cfg.Settings,
@@ -109,6 +116,8 @@ func New(cfg Config) (*Service, error) {
 		agents:    map[string]*agentclient.Client{},
 		createSem: make(chan struct{}, 4),
 		following: map[string]bool{},
+		admission: adm,
+		capacity:  capacityHolds{holds: map[string]capacityHold{}},
 	}, nil
 }
 
@@ -132,6 +141,9 @@ func (s *Service) Start(ctx context.Context) error {
 	s.recoverWorkspaces(ctx)
 	if err := s.Reconcile(ctx, true); err != nil {
 		s.log.Error("startup reconcile failed", "err", err)
+	}
+	if err := s.adoptCapacity(ctx); err != nil {
+		s.log.Error("accounting for the host capacity of existing sandboxes failed", "err", err)
 	}
 	s.loop(loopCtx, s.cfg.Intervals.Probe, func(ctx context.Context) { s.RefreshProbe(ctx) })
 	s.loop(loopCtx, s.cfg.Intervals.Reconcile, func(ctx context.Context) {

@@ -6,10 +6,8 @@ import (
 	"maps"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
-	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/driver/fake"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -206,58 +204,3 @@ func TestPatchSandbox(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-func TestCapacity(t *testing.T) {
-	t.Parallel()
-	t.Run("sequential", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t, func(c *config.Config) { c.Limits.MaxSandboxes = 1 })
-		ctx := context.Background()
-		first := h.create("a", control.CreateSandboxInput{})
-		_, err := h.svc.CreateSandbox(ctx, withTenant(control.CreateSandboxInput{}, "b"))
-		if !errors.Is(err, errdefs.ErrResourceExhausted) || errdefs.Code(err) != "resource_exhausted" ||
-			errdefs.HTTPStatus(err) != http.StatusTooManyRequests {
-			t.Fatalf("second create: %v (code %s), want resource_exhausted", err, errdefs.Code(err))
-		}
-		if r := h.records(); len(r) != 1 || len(h.containers()) != 1 {
-			t.Fatalf("%d records and %d containers after the refused create, want 1 and 1", len(r), len(h.containers()))
-		}
-		// A destroyed sandbox frees its slot.
-		if err := h.svc.DeleteSandbox(ctx, "a", first.ID); err != nil {
-			t.Fatal(err)
-		}
-		h.create("b", control.CreateSandboxInput{})
-	})
-	t.Run("concurrent", func(t *testing.T) {
-		t.Parallel()
-		const limit, tries = 2, 12
-		h := newHarness(t, func(c *config.Config) { c.Limits.MaxSandboxes = limit })
-		var wg sync.WaitGroup
-		errs := make(chan error, tries)
-		for range tries {
-			wg.Go(func() {
-				_, err := h.svc.CreateSandbox(context.Background(), withTenant(control.CreateSandboxInput{}, "a"))
-				errs <- err
-			})
-		}
-		wg.Wait()
-		close(errs)
-		ok := 0
-		for err := range errs {
-			switch {
-			case err == nil:
-				ok++
-			case !errors.Is(err, errdefs.ErrResourceExhausted):
-				t.Errorf("create: %v, want success or resource exhausted", err)
-			}
-		}
-		live, err := h.svc.ListSandboxes(context.Background(), store.SandboxFilter{States: []sandbox.State{sandbox.StateReady}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ok != limit || len(live) != limit || len(h.containers()) != limit || len(h.records()) != limit {
-			t.Errorf("%d creates succeeded, %d ready, %d containers, %d records; want %d each (max_sandboxes)",
-				ok, len(live), len(h.containers()), len(h.records()), limit)
-		}
-	})
-}

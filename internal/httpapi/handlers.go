@@ -130,7 +130,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	in := control.CreateSandboxInput{
 		Tenant: tenantOf(r), Profile: req.Profile, Runtime: req.Runtime, RiskLevel: req.RiskLevel,
 		Env: req.Env, Metadata: req.Metadata, TTLSeconds: req.TTLSeconds, ReadOnlyRoot: req.ReadOnlyRoot,
-		IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		IdempotencyKey: r.Header.Get("Idempotency-Key"), WaitSeconds: req.WaitSeconds,
 	}
 	if req.Resources != nil {
 		in.Resources = sandbox.Resources{CPU: req.Resources.CPU, MemoryMB: req.Resources.MemoryMB, Pids: req.Resources.Pids, DiskMB: req.Resources.DiskMB}

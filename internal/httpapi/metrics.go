@@ -73,6 +73,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "genesis_http_request_duration_seconds_count{route=%q} %d\n", k, m.counts[k])
 	}
 	m.mu.Unlock()
+	writeAdmissionMetrics(w, s.ctl.AdmissionStats())
 	list, err := s.ctl.ListSandboxes(r.Context(), store.SandboxFilter{})
 	if err != nil {
 		return

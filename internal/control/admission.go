@@ -1,0 +1,167 @@
+package control
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"genesis.dev/sandbox/internal/admission"
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/driver"
+	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
+)
+
+// capacityHolds maps live sandboxes to the host capacity they hold, so that
+// the capacity goes back when the sandbox is destroyed or fails, whichever
+// path gets it there.
+type capacityHolds struct {
+	mu    sync.Mutex
+	seq   uint64
+	holds map[string]capacityHold
+}
+
+type capacityHold struct {
+	release admission.Release
+	seq     uint64 // when it was registered, for the reconciler's sweep
+}
+
+// newAdmission builds the admission controller from the capacity config,
+// deriving unset totals from this host.
+func newAdmission(cfg *config.Config, now func() time.Time) (*admission.Controller, error) {
+	cpu, mem, n := cfg.Capacity.Totals(cfg.Limits, runtime.NumCPU(), hostMemoryMB())
+	return admission.New(admission.Config{
+		Capacity: admission.Capacity{CPU: cpu, MemoryMB: mem, Sandboxes: n},
+		Weight:   func(tenant string) int { return cfg.Tenants[tenant].Weight },
+		Now:      now,
+	})
+}
+
+// hostMemoryMB reads MemTotal from /proc/meminfo; 0 when unknown.
+func hostMemoryMB() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// admit waits, up to wait, for host capacity for one sandbox with resources
+// res of tenant, in the tenant's fair queue. The caller must call release if
+// the sandbox is not made, or hand it to holdCapacity once its record exists.
+func (s *Service) admit(ctx context.Context, tenant string, res sandbox.Resources, wait time.Duration) (release func(), err error) {
+	return s.admission.Acquire(ctx, tenant, res, wait)
+}
+
+// waitDuration validates a request's wait_seconds.
+func (s *Service) waitDuration(seconds int64) (time.Duration, error) {
+	if seconds < 0 || seconds > s.cfg.Capacity.MaxWaitSeconds {
+		return 0, invalid("wait_seconds must be between 0 and %d, got %d", s.cfg.Capacity.MaxWaitSeconds, seconds)
+	}
+	return time.Duration(seconds) * time.Second, nil
+}
+
+// holdCapacity ties capacity taken by admit to the sandbox id; it is given
+// back by releaseCapacity when the sandbox ends.
+func (s *Service) holdCapacity(id string, release func()) {
+	h := &s.capacity
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if old, ok := h.holds[id]; ok {
+		old.release()
+	}
+	h.seq++
+	h.holds[id] = capacityHold{release: release, seq: h.seq}
+}
+
+// releaseCapacity gives back what sandbox id holds (nothing if it holds
+// nothing).
+func (s *Service) releaseCapacity(id string) {
+	h := &s.capacity
+	h.mu.Lock()
+	hold, ok := h.holds[id]
+	delete(h.holds, id)
+	h.mu.Unlock()
+	if ok {
+		hold.release()
+	}
+}
+
+// capacityMark returns a mark to pass to sweepCapacity: holds registered
+// after it are not judged.
+func (s *Service) capacityMark() uint64 {
+	s.capacity.mu.Lock()
+	defer s.capacity.mu.Unlock()
+	return s.capacity.seq
+}
+
+// sweepCapacity releases holds, registered up to mark, of sandboxes that are
+// not in live (a live listing made after mark): a safety net for any path
+// that ends a sandbox without going through setState.
+func (s *Service) sweepCapacity(live map[string]*sandbox.Sandbox, mark uint64) {
+	h := &s.capacity
+	h.mu.Lock()
+	var leaked []capacityHold
+	for id, hold := range h.holds {
+		if _, ok := live[id]; !ok && hold.seq <= mark {
+			leaked = append(leaked, hold)
+			delete(h.holds, id)
+			s.log.Warn("released host capacity of a sandbox that is no longer live", "sandbox", id)
+		}
+	}
+	h.mu.Unlock()
+	for _, hold := range leaked {
+		hold.release()
+	}
+}
+
+// adoptCapacity accounts for the live sandboxes of this instance found at
+// start-up (they may exceed the capacity if it was lowered).
+func (s *Service) adoptCapacity(ctx context.Context) error {
+	containers, err := s.driver.List(ctx)
+	if err != nil {
+		return fmt.Errorf("listing containers: %w", err)
+	}
+	ours := map[string]bool{}
+	for _, c := range containers {
+		if c.Labels[driver.LabelInstance] == s.instance {
+			ours[c.Labels[driver.LabelSandbox]] = true
+		}
+	}
+	live, err := s.store.ListSandboxes(ctx, store.SandboxFilter{States: liveStates})
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, sb := range live {
+		if ours[sb.ID] {
+			s.holdCapacity(sb.ID, s.admission.Reserve(sb.Tenant, sb.Resources))
+			n++
+		}
+	}
+	if n > 0 {
+		s.log.Info("accounted host capacity of adopted sandboxes", "sandboxes", n)
+	}
+	return nil
+}
+
+// AdmissionStats returns the host capacity in use and the fair queues'
+// counters (for /metrics).
+func (s *Service) AdmissionStats() admission.Stats { return s.admission.Stats() }

@@ -1,0 +1,224 @@
+package control_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/testenv"
+)
+
+// capacityExhausted reports whether err is the 503 of a request that got no
+// host capacity, with a retry hint.
+func capacityExhausted(err error) bool {
+	_, hint := errdefs.RetryAfter(err)
+	return errors.Is(err, errdefs.ErrUnavailable) && errdefs.Code(err) == "capacity_exhausted" &&
+		errdefs.HTTPStatus(err) == http.StatusServiceUnavailable && hint
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestCapacity(t *testing.T) {
+	t.Parallel()
+	t.Run("sequential", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, func(c *config.Config) { c.Limits.MaxSandboxes = 1 })
+		ctx := context.Background()
+		first := h.create("a", control.CreateSandboxInput{})
+		_, err := h.svc.CreateSandbox(ctx, withTenant(control.CreateSandboxInput{}, "b"))
+		if !capacityExhausted(err) {
+			t.Fatalf("second create: %v (code %s), want 503 capacity_exhausted with Retry-After", err, errdefs.Code(err))
+		}
+		if r := h.records(); len(r) != 1 || len(h.containers()) != 1 {
+			t.Fatalf("%d records and %d containers after the refused create, want 1 and 1", len(r), len(h.containers()))
+		}
+		// A destroyed sandbox frees its slot.
+		if err := h.svc.DeleteSandbox(ctx, "a", first.ID); err != nil {
+			t.Fatal(err)
+		}
+		h.create("b", control.CreateSandboxInput{})
+	})
+	t.Run("concurrent", func(t *testing.T) {
+		t.Parallel()
+		const limit, tries = 2, 12
+		h := newHarness(t, func(c *config.Config) { c.Limits.MaxSandboxes = limit })
+		var wg sync.WaitGroup
+		errs := make(chan error, tries)
+		for range tries {
+			wg.Go(func() {
+				_, err := h.svc.CreateSandbox(context.Background(), withTenant(control.CreateSandboxInput{}, "a"))
+				errs <- err
+			})
+		}
+		wg.Wait()
+		close(errs)
+		ok := 0
+		for err := range errs {
+			switch {
+			case err == nil:
+				ok++
+			case !capacityExhausted(err):
+				t.Errorf("create: %v, want success or capacity_exhausted", err)
+			}
+		}
+		live, err := h.svc.ListSandboxes(context.Background(), store.SandboxFilter{States: []sandbox.State{sandbox.StateReady}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok != limit || len(live) != limit || len(h.containers()) != limit || len(h.records()) != limit {
+			t.Errorf("%d creates succeeded, %d ready, %d containers, %d records; want %d each (capacity)",
+				ok, len(live), len(h.containers()), len(h.records()), limit)
+		}
+	})
+	t.Run("cpu", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, func(c *config.Config) { c.Capacity.CPU = 1 }) // the test profile takes 0.5
+		h.create("a", control.CreateSandboxInput{})
+		h.create("a", control.CreateSandboxInput{})
+		_, err := h.svc.CreateSandbox(context.Background(), withTenant(control.CreateSandboxInput{}, "a"))
+		if !capacityExhausted(err) {
+			t.Fatalf("third create over the CPU capacity: %v, want capacity_exhausted", err)
+		}
+		_, err = h.svc.CreateSandbox(context.Background(), withTenant(control.CreateSandboxInput{
+			Resources: sandbox.Resources{CPU: 2}}, "a"))
+		if !errors.Is(err, errdefs.ErrInvalidArgument) || errdefs.Code(err) != "exceeds_capacity" {
+			t.Fatalf("create larger than the host: %v (code %s), want exceeds_capacity", err, errdefs.Code(err))
+		}
+	})
+}
+
+// A create with wait_seconds waits in its tenant's queue and gets the slot a
+// destroyed sandbox frees.
+func TestCreateWaitsForCapacity(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *config.Config) { c.Capacity.Sandboxes = 1 })
+	ctx := context.Background()
+	first := h.create("a", control.CreateSandboxInput{})
+
+	for _, bad := range []int64{-1, h.cfg.Capacity.MaxWaitSeconds + 1} {
+		_, err := h.svc.CreateSandbox(ctx, withTenant(control.CreateSandboxInput{WaitSeconds: bad}, "b"))
+		if !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("wait_seconds %d: %v, want invalid argument", bad, err)
+		}
+	}
+	type result struct {
+		sb  *sandbox.Sandbox
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		sb, err := h.svc.CreateSandbox(ctx, withTenant(control.CreateSandboxInput{WaitSeconds: 60}, "b"))
+		done <- result{sb, err}
+	}()
+	waitFor(t, "the create to queue", func() bool { return h.svc.AdmissionStats().Tenants["b"].Queued == 1 })
+	if err := h.svc.DeleteSandbox(ctx, "a", first.ID); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || r.sb.State != sandbox.StateReady {
+		t.Fatalf("waiting create: %v, want a ready sandbox", r.err)
+	}
+	st := h.svc.AdmissionStats()
+	if b := st.Tenants["b"]; b.Waits != 1 || b.Grants != 1 || st.InUse.Sandboxes != 1 || st.Wait.Count != 1 {
+		t.Errorf("stats after the wait: %+v", st)
+	}
+
+	// A short wait ends with 503 and leaves nothing behind.
+	start := time.Now()
+	_, err := h.svc.CreateSandbox(ctx, withTenant(control.CreateSandboxInput{WaitSeconds: 1}, "a"))
+	if !capacityExhausted(err) || time.Since(start) < time.Second {
+		t.Fatalf("create after %v: %v, want capacity_exhausted after the 1 s wait", time.Since(start), err)
+	}
+	if n := len(h.records()); n != 2 {
+		t.Errorf("%d records, want 2 (the timed out create made none)", n)
+	}
+}
+
+// Sandboxes that end by any path give their capacity back; concurrent
+// idempotent retries hold one slot.
+func TestCapacityReleasedByEveryEnd(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *config.Config) { c.Capacity.Sandboxes = 3 })
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if _, err := h.svc.CreateSandbox(ctx, withTenant(control.CreateSandboxInput{IdempotencyKey: "k", WaitSeconds: 30}, "a")); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := h.svc.AdmissionStats().InUse.Sandboxes; n != 1 {
+		t.Fatalf("%d sandboxes of capacity in use after idempotent retries, want 1", n)
+	}
+	ttl := h.create("a", control.CreateSandboxInput{TTLSeconds: 1})
+	gone := h.create("a", control.CreateSandboxInput{})
+	// The container vanishes: the reconciler marks the sandbox failed.
+	if err := h.drv.Remove(ctx, gone.ContainerID); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(2 * time.Second) // past ttl's TTL
+	if err := h.svc.Reconcile(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if s := h.record(ttl.ID).State; s != sandbox.StateDestroyed {
+		t.Fatalf("TTL sandbox is %s, want destroyed", s)
+	}
+	if s := h.record(gone.ID).State; s != sandbox.StateFailed {
+		t.Fatalf("sandbox without container is %s, want failed", s)
+	}
+	if n := h.svc.AdmissionStats().InUse.Sandboxes; n != 1 {
+		t.Fatalf("%d sandboxes of capacity in use, want 1 (the expired and the failed one gave theirs back)", n)
+	}
+}
+
+// A restarted service accounts for the sandboxes it adopts.
+func TestCapacityAdoptedAfterRestart(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *config.Config) { c.Capacity.Sandboxes = 2 })
+	ctx := context.Background()
+	kept := h.create("a", control.CreateSandboxInput{})
+	h.create("b", control.CreateSandboxInput{})
+	h.svc.Close()
+	svc, err := control.New(control.Config{
+		Settings: h.cfg, Store: h.st, Driver: h.drv, AgentDir: testenv.AgentDir(t), InstanceID: testInstance, Now: h.clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	if n := svc.AdmissionStats().InUse.Sandboxes; n != 2 {
+		t.Fatalf("restarted service accounts for %d sandboxes, want 2", n)
+	}
+	if _, err := svc.CreateSandbox(ctx, withTenant(control.CreateSandboxInput{Profile: testProfile}, "a")); !capacityExhausted(err) {
+		t.Fatalf("create on a full host after restart: %v, want capacity_exhausted", err)
+	}
+	if err := svc.DeleteSandbox(ctx, "a", kept.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.CreateSandbox(ctx, withTenant(control.CreateSandboxInput{Profile: testProfile}, "a")); err != nil {
+		t.Fatalf("create after a delete freed the adopted slot: %v", err)
+	}
+}
