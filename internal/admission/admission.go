@@ -31,8 +31,9 @@ type Capacity struct {
 type Config struct {
 	Capacity Capacity
 	// Weight returns the weight of a tenant's queue; nil, or a result below
-	// 1, means 1. It is asked when a tenant starts waiting.
-	Weight func(tenant string) int
+	// 1, means 1. It is asked (without locks held, so it may look the
+	// tenant up) whenever a request of the tenant has to wait.
+	Weight func(ctx context.Context, tenant string) int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -86,7 +87,7 @@ type queue struct {
 // Controller accounts for the host's capacity and admits requests. It is
 // safe for concurrent use.
 type Controller struct {
-	weight  func(string) int
+	weight  func(context.Context, string) int
 	now     func() time.Time
 	total   demand
 	quantum int64
@@ -142,20 +143,32 @@ func (c *Controller) Acquire(ctx context.Context, tenant string, r sandbox.Resou
 			"a sandbox with %v CPU and %d MB memory does not fit this host's capacity of %v CPU and %d MB: %w",
 			r.CPU, r.MemoryMB, float64(c.total.milliCPU)/1000, c.total.memoryMB, errdefs.ErrInvalidArgument))
 	}
+	weight := 0 // not asked yet
 	c.mu.Lock()
-	if c.waiting == 0 && c.used.plus(need).within(c.total) {
-		rel := c.grantLocked(need)
-		c.stats.tenant(tenant).Grants++
+	for {
+		if c.waiting == 0 && c.used.plus(need).within(c.total) {
+			rel := c.grantLocked(need)
+			c.stats.tenant(tenant).Grants++
+			c.mu.Unlock()
+			return rel, nil
+		}
+		if wait <= 0 || ctx.Err() != nil {
+			c.stats.tenant(tenant).Rejected++
+			err := c.exhaustedLocked(0)
+			c.mu.Unlock()
+			return nil, err
+		}
+		if weight > 0 {
+			break
+		}
 		c.mu.Unlock()
-		return rel, nil
+		weight = 1
+		if c.weight != nil {
+			weight = max(1, c.weight(ctx, tenant))
+		}
+		c.mu.Lock() // and look again: capacity may have been released meanwhile
 	}
-	if wait <= 0 || ctx.Err() != nil {
-		c.stats.tenant(tenant).Rejected++
-		err := c.exhaustedLocked(0)
-		c.mu.Unlock()
-		return nil, err
-	}
-	w := c.enqueueLocked(tenant, need)
+	w := c.enqueueLocked(tenant, need, weight)
 	c.dispatchLocked()
 	c.mu.Unlock()
 
@@ -239,16 +252,13 @@ func (c *Controller) releaseLocked(need demand) {
 	c.dispatchLocked()
 }
 
-func (c *Controller) enqueueLocked(tenant string, need demand) *waiter {
+func (c *Controller) enqueueLocked(tenant string, need demand, weight int) *waiter {
 	q, ok := c.queues[tenant]
 	if !ok {
-		weight := 1
-		if c.weight != nil {
-			weight = max(1, c.weight(tenant))
-		}
-		q = &queue{tenant: tenant, weight: int64(weight)}
+		q = &queue{tenant: tenant}
 		c.queues[tenant] = q
 	}
+	q.weight = int64(weight) // the latest word on it
 	if q.fifo.Len() == 0 {
 		// A newly backlogged tenant joins at the end of the current round.
 		c.ring = append(c.ring, nil)

@@ -25,7 +25,7 @@ func newController(t *testing.T, c Capacity, weights map[string]int) *Controller
 	if c.MemoryMB == 0 {
 		c.MemoryMB = 1 << 30
 	}
-	ctl, err := New(Config{Capacity: c, Weight: func(tenant string) int { return weights[tenant] }})
+	ctl, err := New(Config{Capacity: c, Weight: func(_ context.Context, tenant string) int { return weights[tenant] }})
 	if err != nil {
 		t.Fatal(err)
 	}

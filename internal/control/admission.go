@@ -38,7 +38,7 @@ func newAdmission(cfg *config.Config, now func() time.Time) (*admission.Controll
 	cpu, mem, n := cfg.Capacity.Totals(cfg.Limits, runtime.NumCPU(), hostMemoryMB())
 	return admission.New(admission.Config{
 		Capacity: admission.Capacity{CPU: cpu, MemoryMB: mem, Sandboxes: n},
-		Weight:   func(tenant string) int { return cfg.Tenants[tenant].Weight },
+		Weight:   func(_ context.Context, tenant string) int { return cfg.Tenants[tenant].Weight },
 		Now:      now,
 	})
 }
