@@ -18,6 +18,7 @@ all: build
 build:
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/genesis-agent ./cmd/genesis-agent
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/genesis-egress ./cmd/genesis-egress
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/sandbox-service ./cmd/sandbox-service
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/genesis ./cmd/genesis
 

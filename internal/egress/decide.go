@@ -201,49 +201,53 @@ func (r *Rules) Fixed(name string) ([]netip.Addr, bool) {
 
 // Decide is the connection-stage decision for name:port (name canonical;
 // empty for an IP literal, which is then addrs[0]) whose name resolved to
-// addrs. It applies the policy, then removes every address in the
-// always-denied set, the sandbox's extra deny list and the gateway's own
+// addrs. It applies the policy (DecidePort), then removes every address in
+// the always-denied set, the sandbox's extra deny list and the gateway's own
 // addresses, except addresses the operator mapped to this very name (static
 // hosts, internal endpoints). Tool-proxy names are decided by AllowName;
 // their upstream's addresses by FilterUpstream.
 func (r *Rules) Decide(name string, port int, addrs []netip.Addr) Decision {
-	if r.mode == ModeNone {
-		return deny(ReasonModeNone)
-	}
 	if name == "" {
+		if r.mode == ModeNone {
+			return deny(ReasonModeNone)
+		}
 		return r.decideLiteral(port, addrs)
 	}
-	var ports []int
+	if d := r.DecidePort(name, port); !d.Allow {
+		return d
+	}
+	return r.filter(name, addrs)
+}
+
+// DecidePort is the policy stage of Decide for a name, before any lookup:
+// is name allowed on port? The gateway asks it first so that a name the
+// policy refuses is never resolved.
+func (r *Rules) DecidePort(name string, port int) Decision {
 	switch r.mode {
+	case ModeNone:
+		return deny(ReasonModeNone)
 	case ModeAllowlist:
 		matched := false
 		for _, h := range r.hosts {
 			if MatchHost(h.pattern, name) {
 				matched = true
 				if slices.Contains(h.ports, port) {
-					ports = h.ports
-					break
+					return Decision{Allow: true, Reason: ReasonAllowed}
 				}
 			}
 		}
-		if !matched {
-			return deny(ReasonNameNotAllowed)
+		if matched {
+			return deny(ReasonPortNotAllowed)
 		}
 	case ModeInternalAPI:
-		e, ok := r.endpoints[name]
-		if !ok {
-			return deny(ReasonNameNotAllowed)
+		if e, ok := r.endpoints[name]; ok {
+			if slices.Contains(e.ports, port) {
+				return Decision{Allow: true, Reason: ReasonAllowed}
+			}
+			return deny(ReasonPortNotAllowed)
 		}
-		if slices.Contains(e.ports, port) {
-			ports = e.ports
-		}
-	default:
-		return deny(ReasonNameNotAllowed)
 	}
-	if ports == nil {
-		return deny(ReasonPortNotAllowed)
-	}
-	return r.filter(name, addrs)
+	return deny(ReasonNameNotAllowed)
 }
 
 func (r *Rules) decideLiteral(port int, addrs []netip.Addr) Decision {

@@ -134,18 +134,30 @@ func TestOperatorValidate(t *testing.T) {
 		"static ip":        func(c *OperatorConfig) { c.StaticHosts = map[string]string{"a.test": "nope"} },
 		"static name":      func(c *OperatorConfig) { c.StaticHosts = map[string]string{"A.test": "192.0.2.1"} },
 		"endpoint no addr": func(c *OperatorConfig) { c.InternalEndpoints["x"] = InternalEndpoint{Host: "x.internal"} },
-		"endpoint name":    func(c *OperatorConfig) { c.InternalEndpoints["X Y"] = InternalEndpoint{Host: "x.internal", Addresses: []string{"10.0.0.1"}} },
-		"tool scheme":      func(c *OperatorConfig) { c.Tools["t"] = Tool{Upstream: "ftp://x", Credential: Credential{Type: "bearer", Secret: "gh"}} },
+		"endpoint name": func(c *OperatorConfig) {
+			c.InternalEndpoints["X Y"] = InternalEndpoint{Host: "x.internal", Addresses: []string{"10.0.0.1"}}
+		},
+		"tool scheme": func(c *OperatorConfig) {
+			c.Tools["t"] = Tool{Upstream: "ftp://x", Credential: Credential{Type: "bearer", Secret: "gh"}}
+		},
 		"tool userinfo": func(c *OperatorConfig) {
 			c.Tools["t"] = Tool{Upstream: "https://u:p@x/", Credential: Credential{Type: "bearer", Secret: "gh"}}
 		},
-		"cred type":    func(c *OperatorConfig) { c.Tools["t"] = Tool{Upstream: "https://x/", Credential: Credential{Type: "oauth", Secret: "gh"}} },
-		"cred header":  func(c *OperatorConfig) { c.Tools["t"] = Tool{Upstream: "https://x/", Credential: Credential{Type: "header", Secret: "gh"}} },
-		"basic user":   func(c *OperatorConfig) { c.Tools["t"] = Tool{Upstream: "https://x/", Credential: Credential{Type: "basic", Secret: "gh"}} },
-		"cred secret":  func(c *OperatorConfig) { c.Tools["t"] = Tool{Upstream: "https://x/", Credential: Credential{Type: "bearer", Secret: "nope"}} },
-		"secret both":  func(c *OperatorConfig) { c.Secrets["gh"] = SecretSource{Env: "A", File: "/b"} },
-		"secret none":  func(c *OperatorConfig) { c.Secrets["gh"] = SecretSource{} },
-		"max rules":    func(c *OperatorConfig) { c.MaxRules = -1 },
+		"cred type": func(c *OperatorConfig) {
+			c.Tools["t"] = Tool{Upstream: "https://x/", Credential: Credential{Type: "oauth", Secret: "gh"}}
+		},
+		"cred header": func(c *OperatorConfig) {
+			c.Tools["t"] = Tool{Upstream: "https://x/", Credential: Credential{Type: "header", Secret: "gh"}}
+		},
+		"basic user": func(c *OperatorConfig) {
+			c.Tools["t"] = Tool{Upstream: "https://x/", Credential: Credential{Type: "basic", Secret: "gh"}}
+		},
+		"cred secret": func(c *OperatorConfig) {
+			c.Tools["t"] = Tool{Upstream: "https://x/", Credential: Credential{Type: "bearer", Secret: "nope"}}
+		},
+		"secret both": func(c *OperatorConfig) { c.Secrets["gh"] = SecretSource{Env: "A", File: "/b"} },
+		"secret none": func(c *OperatorConfig) { c.Secrets["gh"] = SecretSource{} },
+		"max rules":   func(c *OperatorConfig) { c.MaxRules = -1 },
 	}
 	for name, m := range mutate {
 		c := testOperator()

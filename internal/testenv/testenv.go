@@ -146,23 +146,27 @@ func AgentDir(t testing.TB) string {
 	return agent.dir
 }
 
-func buildAgent(root string) (string, error) {
-	if _, err := os.Stat(filepath.Join(root, "cmd", "genesis-agent")); err != nil {
-		return "", fmt.Errorf("cmd/genesis-agent not found in %s: %w", root, err)
+func buildAgent(root string) (string, error) { return buildStatic(root, "genesis-agent", "agent") }
+
+// buildStatic builds ./cmd/<name> with CGO_ENABLED=0 and installs it by hash
+// (see installByHash) in a directory for kind.
+func buildStatic(root, name, kind string) (string, error) {
+	if _, err := os.Stat(filepath.Join(root, "cmd", name)); err != nil {
+		return "", fmt.Errorf("cmd/%s not found in %s: %w", name, root, err)
 	}
-	tmp, err := os.MkdirTemp("", "genesis-agent-build-")
+	tmp, err := os.MkdirTemp("", name+"-build-")
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, "genesis-agent")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/genesis-agent")
+	bin := filepath.Join(tmp, name)
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/"+name)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("%v: %s", err, out)
 	}
-	return installByHash(bin, "agent")
+	return installByHash(bin, kind)
 }
 
 // installByHash moves file into <tmp>/genesis-testenv/<kind>-<hash>/ unless
