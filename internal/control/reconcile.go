@@ -112,7 +112,9 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 			s.markFailed(ctx, r, why)
 			rep.MarkedFailed++
 		case r.Expired(now):
-			if err := s.destroy(ctx, r, "ttl expired"); err != nil {
+			err := s.destroy(ctx, r, "ttl expired")
+			s.auditSystem(ctx, r.Tenant, "ttl_expired", r.ID, err)
+			if err != nil {
 				s.log.Warn("destroying expired sandbox", "sandbox", r.ID, "err", err)
 			} else {
 				rep.Expired++

@@ -185,10 +185,14 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if defRisk == "" {
 		defRisk = s.cfg.DefaultRiskLevel
 	}
+	tn, err := s.tenantRecord(ctx, in.Tenant)
+	if err != nil {
+		return nil, err
+	}
 	dec, err := policy.Select(
 		policy.RuntimeRequest{RiskLevel: risk, Runtime: sandbox.Runtime(in.Runtime)},
 		policy.ProfileRuntimes{Name: p.Name, AllowedRuntimes: p.AllowedRuntimes, DefaultRiskLevel: defRisk},
-		policy.TenantPolicy{MinRiskLevel: s.cfg.Tenants[in.Tenant].MinRiskLevel},
+		policy.TenantPolicy{MinRiskLevel: tn.MinRiskLevel},
 		s.Probe(ctx).HealthyRuntimes(),
 	)
 	if err != nil {
@@ -202,12 +206,24 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 		return nil, errdefs.WithCode("image_not_built", fmt.Errorf(
 			"image %s of profile %s is not built on this host; build it with: %s: %w", ref, p.Name, buildCommand(p, true), errdefs.ErrFailedPrecondition))
 	}
+	// A tenant over its quota is refused at once, before any wait for
+	// host capacity; the check is repeated under the tenant's lock below.
+	if err := s.checkQuota(ctx, in.Tenant, res, false); err != nil {
+		return nil, err
+	}
 	// Host capacity: wait for it in the tenant's fair queue. It is held by
 	// the record from its insert on and given back when the sandbox ends.
 	release, err := s.admit(ctx, in.Tenant, res, wait)
 	if err != nil {
 		return nil, err
 	}
+	// The tenant's quota is held from its check until the record exists.
+	releaseQuota, err := s.reserveQuota(ctx, in.Tenant, res, false)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	defer releaseQuota()
 	s.admitMu.Lock()
 
 	now := s.now()
@@ -237,6 +253,7 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	}
 	err = s.store.CreateSandbox(ctx, sb)
 	s.admitMu.Unlock()
+	releaseQuota()
 	if err != nil {
 		release()
 	} else {

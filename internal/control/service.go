@@ -62,6 +62,7 @@ type Service struct {
 	quota     *diskquota.Manager // workspace quotas below the sandboxes dir
 
 	sessionLocks sync.Map // session id → *sync.Mutex
+	quotaLocks   sync.Map // tenant name → *sync.Mutex (quota.go)
 
 	followMu  sync.Mutex
 	following map[string]bool // job ids with a live follower
@@ -135,6 +136,9 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.installKernel(); err != nil {
 		return err
 	}
+	if err := s.syncTenants(ctx); err != nil {
+		return err
+	}
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel, s.bgCtx = cancel, loopCtx
 	s.RefreshProbe(ctx)
@@ -146,6 +150,8 @@ func (s *Service) Start(ctx context.Context) error {
 		s.log.Error("accounting for the host capacity of existing sandboxes failed", "err", err)
 	}
 	s.loop(loopCtx, s.cfg.Intervals.Probe, func(ctx context.Context) { s.RefreshProbe(ctx) })
+	s.pruneAudit(ctx)
+	s.loop(loopCtx, auditPruneEvery, s.pruneAudit)
 	s.loop(loopCtx, s.cfg.Intervals.Reconcile, func(ctx context.Context) {
 		if err := s.Reconcile(ctx, false); err != nil {
 			s.log.Warn("reconcile failed", "err", err)
