@@ -26,7 +26,7 @@ import (
 )
 
 type serveFlags struct {
-	addr, dataDir, apiKey, configPath, agentBinary, dockerHost, logLevel string
+	addr, dataDir, apiKey, adminKey, configPath, agentBinary, dockerHost, logLevel string
 }
 
 func parseServeFlags(args []string) (serveFlags, error) {
@@ -35,6 +35,7 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.StringVar(&f.addr, "addr", "", "listen address (default from config: 127.0.0.1:8080)")
 	fs.StringVar(&f.dataDir, "data-dir", "", "data directory for the database, sandbox dirs and agent (default from config: ./.data)")
 	fs.StringVar(&f.apiKey, "api-key", "", "API key of the default tenant (env GENESIS_API_KEY; generated and saved in the data dir if unset)")
+	fs.StringVar(&f.adminKey, "admin-key", "", "key of the built-in admin tenant \"admin\", for the tenant and key API (env GENESIS_ADMIN_KEY; overrides admin_api_key in the config)")
 	fs.StringVar(&f.configPath, "config", os.Getenv("GENESIS_CONFIG"), "YAML config file laid over the embedded defaults (env GENESIS_CONFIG)")
 	fs.StringVar(&f.agentBinary, "agent-binary", "", "static genesis-agent binary (default: genesis-agent next to this executable)")
 	fs.StringVar(&f.dockerHost, "docker-host", "", "Docker daemon socket (default unix:///var/run/docker.sock)")
@@ -47,6 +48,9 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	}
 	if f.apiKey == "" {
 		f.apiKey = os.Getenv("GENESIS_API_KEY")
+	}
+	if f.adminKey == "" {
+		f.adminKey = os.Getenv("GENESIS_ADMIN_KEY")
 	}
 	return f, nil
 }
@@ -78,6 +82,12 @@ func serve(ctx context.Context, args []string) error {
 	if f.dataDir != "" {
 		cfg.DataDir = f.dataDir
 	}
+	if f.adminKey != "" {
+		cfg.AdminAPIKey = f.adminKey
+		if err := cfg.Validate(); err != nil {
+			return fmt.Errorf("--admin-key / GENESIS_ADMIN_KEY: %w", err)
+		}
+	}
 	if cfg.DataDir, err = filepath.Abs(cfg.DataDir); err != nil {
 		return err
 	}
@@ -88,11 +98,14 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	keys := map[string]string{apiKey: "default"}
+	keys := map[string]string{apiKey: control.DefaultTenant}
 	for tenant, t := range cfg.Tenants {
 		for _, k := range t.APIKeys {
 			keys[k] = tenant
 		}
+	}
+	if cfg.AdminAPIKey != "" {
+		keys[cfg.AdminAPIKey] = config.AdminTenant
 	}
 	agentDir, err := installAgent(f.agentBinary, cfg.DataDir)
 	if err != nil {

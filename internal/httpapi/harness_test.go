@@ -279,6 +279,7 @@ func newHarness(t *testing.T, configure func(*config.Config)) *harness {
 	cfg.Intervals.DockerCallTimeout = 5 * time.Second
 	cfg.Tenants["a"] = config.Tenant{}
 	cfg.Tenants["b"] = config.Tenant{}
+	cfg.AdminAPIKey = keyAdmin
 	cfg.Profiles = append(cfg.Profiles, config.Profile{
 		Name:             testProfile,
 		Description:      "test profile over the fake driver",
@@ -431,8 +432,9 @@ func (h *harness) assertNothingCreated() {
 
 // API keys of the two test tenants.
 const (
-	keyA = "key-a-0123456789abcdef"
-	keyB = "key-b-0123456789abcdef"
+	keyA     = "key-a-0123456789abcdef"
+	keyB     = "key-b-0123456789abcdef"
+	keyAdmin = "key-admin-0123456789abcdef"
 )
 
 // api is a harness with the HTTP API served on loopback.
@@ -451,7 +453,7 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 	h := newHarness(t, configure)
 	srv, err := httpapi.New(httpapi.Config{
 		Control:      h.svc,
-		Keys:         map[string]string{keyA: "a", keyB: "b"},
+		Keys:         map[string]string{keyA: "a", keyB: "b", keyAdmin: config.AdminTenant},
 		MaxBodyBytes: maxBody,
 	})
 	if err != nil {

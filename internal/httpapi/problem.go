@@ -19,6 +19,9 @@ const problemType = "https://genesis.dev/problems/"
 func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	status := errdefs.HTTPStatus(err)
 	code := errdefs.Code(err)
+	if ae := auditOf(r); ae != nil {
+		ae.code = code
+	}
 	detail := err.Error()
 	if status == http.StatusInternalServerError {
 		s.log.Error("internal error", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err)

@@ -20,12 +20,14 @@ import (
 
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/tenant"
 )
 
 // Config wires a Server.
 type Config struct {
 	Control *control.Service
-	// Keys maps API keys to tenant names.
+	// Keys maps API keys given in the config or on the command line to
+	// tenant names. Keys created through the admin API live in the store.
 	Keys         map[string]string
 	MaxBodyBytes int64
 	// KeepAlive is the interval of SSE keepalive comments (default 15 s).
@@ -62,9 +64,6 @@ type Route struct {
 func New(cfg Config) (*Server, error) {
 	if cfg.Control == nil {
 		return nil, fmt.Errorf("httpapi: nil control: %w", errdefs.ErrInvalidArgument)
-	}
-	if len(cfg.Keys) == 0 {
-		return nil, fmt.Errorf("httpapi: at least one API key is required: %w", errdefs.ErrInvalidArgument)
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
@@ -122,13 +121,16 @@ func (s *Server) routesInit() {
 	s.handle("DELETE", "/v1/contexts/{id}", true, s.deleteContext)
 	s.fileRoutes()
 	s.handle("GET", "/v1/sandboxes/{id}/terminal", true, s.terminal)
+	s.tenantRoutes()
+	s.handle("GET", "/v1/audit", true, s.listAudit)
 }
 
 type ctxKey int
 
 const (
 	requestIDKey ctxKey = iota
-	tenantKey
+	principalKey
+	auditKey
 )
 
 var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
@@ -147,6 +149,13 @@ func (s *Server) Handler() http.Handler {
 		r = r.WithContext(context.WithValue(r.Context(), requestIDKey, rid))
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		_, pattern := s.mux.Handler(r)
+		if mutating(r.Method) {
+			ae := &auditEntry{}
+			r = r.WithContext(context.WithValue(r.Context(), auditKey, ae))
+			// Deferred first, so it runs last: after a panic's problem.
+			defer s.recordAudit(r, pattern, ae, sw)
+		}
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
@@ -160,7 +169,7 @@ func (s *Server) Handler() http.Handler {
 			s.log.Debug("request", "request_id", rid, "method", r.Method, "path", r.URL.Path,
 				"status", sw.status, "duration_ms", time.Since(start).Milliseconds())
 		}()
-		if _, pattern := s.mux.Handler(r); pattern == "" {
+		if pattern == "" {
 			s.writeProblem(sw, r, errdefs.WithCode("route_not_found", fmt.Errorf("no route %s %s: %w", r.Method, r.URL.Path, errdefs.ErrNotFound)))
 			return
 		}
@@ -193,11 +202,19 @@ func requestID(r *http.Request) string {
 	return id
 }
 
-func tenantOf(r *http.Request) string {
-	t, _ := r.Context().Value(tenantKey).(string)
-	return t
+// principalOf returns who makes the (authenticated) request.
+func principalOf(r *http.Request) tenant.Principal {
+	p, _ := r.Context().Value(principalKey).(tenant.Principal)
+	return p
 }
 
+// tenantOf returns the tenant of the authenticated request.
+func tenantOf(r *http.Request) string { return principalOf(r).Tenant }
+
+// authenticate resolves the bearer key: keys from the config and command
+// line are compared in constant time here (every one of them, whatever
+// matches); any other key is looked up by its SHA-256 in the store on every
+// request, so a revocation takes effect on the next one.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := r.Header.Get("Authorization")
@@ -207,18 +224,35 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		sum := sha256.Sum256([]byte(token))
-		tenant := ""
+		static := ""
 		for _, k := range s.keys {
 			if subtle.ConstantTimeCompare(sum[:], k.hash[:]) == 1 {
-				tenant = k.tenant
+				static = k.tenant
 			}
 		}
-		if tenant == "" {
-			s.writeProblem(w, r, errdefs.WithCode("unauthenticated", fmt.Errorf("invalid API key: %w", errdefs.ErrUnauthenticated)))
+		p, err := s.ctl.Authenticate(r.Context(), sum, static)
+		if err != nil {
+			s.writeProblem(w, r, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey, tenant)))
+		if ae := auditOf(r); ae != nil {
+			ae.principal = p
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey, p)))
 	})
+}
+
+// adminOnly refuses callers whose tenant is not an admin tenant with 403
+// and code "admin_required".
+func (s *Server) adminOnly(h func(http.ResponseWriter, *http.Request)) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !principalOf(r).Admin {
+			s.writeProblem(w, r, errdefs.WithCode("admin_required", fmt.Errorf(
+				"%s %s needs an admin key (admin_api_key, or a key of a tenant with admin: true): %w", r.Method, r.Pattern, errdefs.ErrPermissionDenied)))
+			return
+		}
+		h(w, r)
+	}
 }
 
 // decode reads a JSON body strictly: size-capped, unknown fields refused,
