@@ -95,6 +95,15 @@ func apiRoutes() []apiRoute {
 		{"post", "/v1/sandboxes/{id}/files/search", []string{"200", "400", "401", "404"}},
 		{"post", "/v1/sandboxes/{id}/files/replace", []string{"200", "400", "401", "404"}},
 		{"get", "/v1/sandboxes/{id}/terminal", []string{"101", "400", "401", "404", "409"}},
+		{"post", "/v1/tenants", []string{"201", "400", "401", "403", "409"}},
+		{"get", "/v1/tenants", []string{"200", "401", "403"}},
+		{"get", "/v1/tenants/{name}", []string{"200", "401", "403", "404"}},
+		{"patch", "/v1/tenants/{name}", []string{"200", "400", "401", "403", "404", "409", "412"}},
+		{"delete", "/v1/tenants/{name}", []string{"204", "401", "403", "404", "409", "412"}},
+		{"post", "/v1/tenants/{name}/keys", []string{"201", "400", "401", "403", "404"}},
+		{"get", "/v1/tenants/{name}/keys", []string{"200", "401", "403", "404"}},
+		{"delete", "/v1/tenants/{name}/keys/{key_id}", []string{"204", "401", "403", "404"}},
+		{"get", "/v1/audit", []string{"200", "400", "401", "403"}},
 	}
 }
 
@@ -205,6 +214,8 @@ func TestOpenAPIHeaders(t *testing.T) {
 		{"/v1/jobs/{id}/logs", "get", "200", "follow", nil},
 		{"/v1/sandboxes/{id}/sessions", "post", "201", "id", []string{"Location"}},
 		{"/v1/sandboxes/{id}/contexts", "post", "201", "id", []string{"Location"}},
+		{"/v1/tenants/{name}", "patch", "200", "If-Match", []string{"ETag"}},
+		{"/v1/audit", "get", "200", "cursor", nil},
 	}
 	for _, c := range checks {
 		if !slices.Contains(params(doc, c.path, c.method), c.param) {
@@ -245,6 +256,18 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 		"CodeError":            client.CodeError{},
 		"RichOutput":           client.RichOutput{},
 		"RunCodeResult":        client.RunCodeResult{},
+		"Quotas":               client.Quotas{},
+		"QuotasPatch":          client.QuotasPatch{},
+		"Usage":                client.Usage{},
+		"Tenant":               client.Tenant{},
+		"TenantList":           client.TenantList{},
+		"CreateTenantRequest":  client.CreateTenantRequest{},
+		"UpdateTenantRequest":  client.UpdateTenantRequest{},
+		"APIKey":               client.APIKey{},
+		"APIKeyList":           client.APIKeyList{},
+		"CreateAPIKeyRequest":  client.CreateAPIKeyRequest{},
+		"AuditRecord":          client.AuditRecord{},
+		"AuditPage":            client.AuditPage{},
 		// The data of stdout and stderr events; the client decodes it into
 		// LogEvent.Offset and LogEvent.Data.
 		"OutputEvent": struct {
