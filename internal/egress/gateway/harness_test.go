@@ -48,7 +48,7 @@ type gw struct {
 	client *egressclient.Client
 }
 
-func startGateway(t *testing.T, mutate func(*Config)) *gw {
+func startGateway(t testing.TB, mutate func(*Config)) *gw {
 	t.Helper()
 	cfg := Config{ControlSocket: filepath.Join(t.TempDir(), "control.sock"), Version: "test", DialTimeout: 5 * time.Second}
 	if mutate != nil {
@@ -78,7 +78,7 @@ func startGateway(t *testing.T, mutate func(*Config)) *gw {
 }
 
 // put pushes a policy for sandbox id on ip, resolved against op.
-func (g *gw) put(t *testing.T, id string, ip netip.Addr, op egress.OperatorConfig, p egress.Policy) {
+func (g *gw) put(t testing.TB, id string, ip netip.Addr, op egress.OperatorConfig, p egress.Policy) {
 	t.Helper()
 	np, err := p.Normalize(op)
 	if err != nil {
@@ -195,7 +195,7 @@ type upstream struct {
 	seen  []*http.Request
 }
 
-func startUpstream(t *testing.T, handler http.HandlerFunc, names ...string) *upstream {
+func startUpstream(t testing.TB, handler http.HandlerFunc, names ...string) *upstream {
 	t.Helper()
 	u := &upstream{addr: loopbackAddr()}
 	cert, roots := selfSigned(t, names...)
@@ -233,7 +233,7 @@ func (u *upstream) requests() []*http.Request {
 	return append([]*http.Request(nil), u.seen...)
 }
 
-func selfSigned(t *testing.T, names ...string) (tls.Certificate, *x509.CertPool) {
+func selfSigned(t testing.TB, names ...string) (tls.Certificate, *x509.CertPool) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
