@@ -191,6 +191,7 @@ func get(t *testing.T, c *http.Client, url string, hdr ...string) (int, string, 
 type upstream struct {
 	addr  netip.Addr
 	roots *x509.CertPool
+	cert  []byte // DER of the self-signed certificate behind roots
 	mu    sync.Mutex
 	seen  []*http.Request
 }
@@ -199,7 +200,7 @@ func startUpstream(t testing.TB, handler http.HandlerFunc, names ...string) *ups
 	t.Helper()
 	u := &upstream{addr: loopbackAddr()}
 	cert, roots := selfSigned(t, names...)
-	u.roots = roots
+	u.roots, u.cert = roots, cert.Certificate[0]
 	if handler == nil {
 		handler = func(w http.ResponseWriter, r *http.Request) {
 			io.Copy(io.Discard, r.Body)
