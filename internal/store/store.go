@@ -49,6 +49,7 @@ type Store interface {
 
 	Tenants
 	Audit
+	Artifacts
 }
 
 // SandboxFilter selects sandboxes. Zero fields match everything.

@@ -48,6 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Keys", testKeys},
 		{"Audit", testAudit},
 		{"Networks", testNetworks},
+		{"Artifacts", testArtifacts},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
