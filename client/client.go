@@ -333,6 +333,10 @@ type request struct {
 	header http.Header
 	body   any // JSON-encoded when non-nil
 	auth   bool
+	// raw, when non-nil, is sent as is (application/octet-stream unless
+	// header says otherwise); rawLen is its length, -1 when unknown.
+	raw    io.Reader
+	rawLen int64
 }
 
 // do sends r and decodes a 2xx JSON answer into out (nil: body discarded).
@@ -370,12 +374,21 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 		}
 		body = bytes.NewReader(b)
 	}
+	if r.raw != nil {
+		body = r.raw
+	}
 	req, err := http.NewRequestWithContext(ctx, r.method, target, body)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", r.method, r.path, err)
 	}
 	if r.body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if r.raw != nil {
+		req.Header.Set("Content-Type", "application/octet-stream")
+		if r.rawLen >= 0 {
+			req.ContentLength = r.rawLen
+		}
 	}
 	req.Header.Set("Accept", "application/json, application/problem+json")
 	req.Header.Set("User-Agent", c.userAgent)

@@ -82,6 +82,8 @@ type ExecRequest struct {
 	// Background starts the job and answers 202 with the Job at once; read
 	// its output with GET /v1/jobs/{id}/logs.
 	Background bool `json:"background,omitempty"`
+	// Artifacts names files to keep when the job ends.
+	Artifacts *ArtifactRequest `json:"artifacts,omitempty"`
 }
 
 // ExecResult is the answer of POST /v1/sandboxes/{id}/exec. Stdout and Stderr
@@ -101,6 +103,8 @@ type ExecResult struct {
 	StdoutBytes     int64  `json:"stdout_bytes"`
 	StderrBytes     int64  `json:"stderr_bytes"`
 	DurationMS      int64  `json:"duration_ms"`
+	// Artifacts is the outcome of the job's artifact request, if any.
+	Artifacts *ArtifactSummary `json:"artifacts,omitempty"`
 }
 
 // Job is the record of one execution (GET /v1/jobs/{id}).
@@ -124,6 +128,8 @@ type Job struct {
 	CreatedAt       time.Time  `json:"created_at"`
 	StartedAt       *time.Time `json:"started_at,omitempty"`
 	FinishedAt      *time.Time `json:"finished_at,omitempty"`
+	// Artifacts is the outcome of the job's artifact request, if any.
+	Artifacts *ArtifactSummary `json:"artifacts,omitempty"`
 }
 
 // Profile is a runtime profile as GET /v1/profiles shows it.

@@ -41,6 +41,7 @@ type execFlags struct {
 	timeout   time.Duration
 	env       []string
 	stdinFile string
+	artifacts []string
 }
 
 // register adds the flags to cmd.
@@ -53,6 +54,7 @@ func (f *execFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.stdinFile, "stdin-file", "", "send this file as the job's stdin (- for this process's stdin)")
 	fs.StringVar(&f.req.Script, "script", "", "shell text run by /bin/sh -c instead of a command")
 	fs.Int64Var(&f.req.MaxOutputBytes, "max-output-bytes", 0, "cap on each output stream (0: service default)")
+	fs.StringArrayVar(&f.artifacts, "artifact", nil, "keep files matching GLOB (below /workspace) when the job ends (repeatable)")
 }
 
 // build checks the arguments (TARGET, then the command after --) and
@@ -79,6 +81,9 @@ func (f *execFlags) build(a *app, cmd *cobra.Command, args []string, target stri
 	req.TimeoutMS = f.timeout.Milliseconds()
 	if req.MaxOutputBytes < 0 {
 		return "", req, usageErrorf("--max-output-bytes must not be negative")
+	}
+	if len(f.artifacts) > 0 {
+		req.Artifacts = &client.ArtifactRequest{Paths: f.artifacts}
 	}
 	var err error
 	if req.Env, err = parseKV("env", f.env); err != nil {
@@ -297,6 +302,7 @@ func (a *app) relayExec(res *client.ExecResult, timeout time.Duration) error {
 		if _, err := a.stderr.Write(a.streamBytes("stderr", res.Stderr, res.StderrBase64)); err != nil {
 			return err
 		}
+		a.noteArtifacts(res.JobID, res.Artifacts)
 	}
 	return a.reportEnd(endOfResult(res), timeout)
 }

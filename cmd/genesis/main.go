@@ -8,6 +8,9 @@
 //	genesis logs [-f] [--cursor N] JOB       print (or follow) a job's output
 //	genesis cancel JOB                       cancel a background job
 //	genesis job get ID                       show a job record
+//	genesis artifacts ls JOB | get ID [-o F] list and download the files a job kept
+//	genesis cp SRC DST                       copy files/directories, SANDBOX:PATH on one side
+//	genesis ls | cat | find | replace        browse, read, search and edit sandbox files
 //	genesis session create|get|exec|rm       shell sessions that keep cwd and env
 //	genesis context create|get|rm            Python code contexts
 //	genesis run-code (--context CTX | SANDBOX) CODE   run Python code
@@ -83,6 +86,12 @@ func newRootCmd(a *app) *cobra.Command {
 		newLogsCmd(a),
 		newCancelCmd(a),
 		newJobCmd(a),
+		newArtifactsCmd(a),
+		newCpCmd(a),
+		newLsCmd(a),
+		newCatCmd(a),
+		newFindCmd(a),
+		newReplaceCmd(a),
 		newSessionCmd(a),
 		newShellCmd(a),
 		newContextCmd(a),

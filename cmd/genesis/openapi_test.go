@@ -104,6 +104,9 @@ func apiRoutes() []apiRoute {
 		{"get", "/v1/tenants/{name}/keys", []string{"200", "401", "403", "404"}},
 		{"delete", "/v1/tenants/{name}/keys/{key_id}", []string{"204", "401", "403", "404"}},
 		{"get", "/v1/audit", []string{"200", "400", "401", "403"}},
+		{"get", "/v1/jobs/{id}/artifacts", []string{"200", "401", "404"}},
+		{"get", "/v1/artifacts/{id}", []string{"200", "206", "304", "401", "404", "416"}},
+		{"get", "/v1/artifacts/{id}/meta", []string{"200", "401", "404"}},
 	}
 }
 
@@ -268,6 +271,23 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 		"CreateAPIKeyRequest":  client.CreateAPIKeyRequest{},
 		"AuditRecord":          client.AuditRecord{},
 		"AuditPage":            client.AuditPage{},
+		"ArtifactRequest":      client.ArtifactRequest{},
+		"ArtifactSummary":      client.ArtifactSummary{},
+		"Artifact":             client.Artifact{},
+		"SkippedArtifact":      client.SkippedArtifact{},
+		"ArtifactList":         client.ArtifactList{},
+		"FileInfo":             client.FileInfo{},
+		"FileList":             client.FileList{},
+		"FileWritten":          client.FileWritten{},
+		"MkdirRequest":         client.MkdirRequest{},
+		"MoveRequest":          client.MoveRequest{},
+		"DeleteFileRequest":    client.DeleteFileRequest{},
+		"ChmodRequest":         client.ChmodRequest{},
+		"ExtractResult":        client.ExtractResult{},
+		"SearchRequest":        client.SearchRequest{},
+		"SearchResult":         client.SearchResult{},
+		"ReplaceRequest":       client.ReplaceRequest{},
+		"ReplaceResult":        client.ReplaceResult{},
 		// The data of stdout and stderr events; the client decodes it into
 		// LogEvent.Offset and LogEvent.Data.
 		"OutputEvent": struct {

@@ -64,6 +64,16 @@ type Limits struct {
 	MaxDiskMB int64 `yaml:"max_disk_mb"`
 	// Files bound the file operations.
 	Files FileLimits `yaml:"files"`
+	// Artifacts caps what one job may keep as artifacts.
+	Artifacts ArtifactLimits `yaml:"artifacts"`
+}
+
+// ArtifactLimits cap the artifacts of one job. A request may lower them,
+// never raise them.
+type ArtifactLimits struct {
+	MaxFileBytes  int64 `yaml:"max_file_bytes"`
+	MaxTotalBytes int64 `yaml:"max_total_bytes"`
+	MaxFiles      int   `yaml:"max_files"`
 }
 
 // FileLimits bound the file operations of the API. Zero is not a valid
@@ -139,6 +149,7 @@ type Intervals struct {
 	Reconcile         time.Duration `yaml:"reconcile"`
 	OrphanGrace       time.Duration `yaml:"orphan_grace"`
 	LogRetention      time.Duration `yaml:"log_retention"`
+	ArtifactRetention time.Duration `yaml:"artifact_retention"`
 	AgentReadyTimeout time.Duration `yaml:"agent_ready_timeout"`
 	DockerCallTimeout time.Duration `yaml:"docker_call_timeout"`
 }
@@ -260,7 +271,9 @@ func (c *Config) Validate() error {
 		"limits.files.max_files_per_call": int64(l.Files.MaxFilesPerCall), "limits.files.max_path_bytes": int64(l.Files.MaxPathBytes),
 		"limits.files.max_search_results": int64(l.Files.MaxSearchResults), "limits.files.max_archive_entries": int64(l.Files.MaxArchiveEntries),
 		"limits.files.max_search_timeout": int64(l.Files.MaxSearchTimeout), "limits.files.call_timeout": int64(l.Files.CallTimeout),
-		"limits.files.transfer_timeout": int64(l.Files.TransferTimeout),
+		"limits.files.transfer_timeout":   int64(l.Files.TransferTimeout),
+		"limits.artifacts.max_file_bytes": l.Artifacts.MaxFileBytes, "limits.artifacts.max_total_bytes": l.Artifacts.MaxTotalBytes,
+		"limits.artifacts.max_files": int64(l.Artifacts.MaxFiles),
 	} {
 		if v <= 0 {
 			return bad(key, "must be positive, got %d", v)
@@ -280,6 +293,9 @@ func (c *Config) Validate() error {
 	}
 	if l.DefaultExecTimeoutMS > l.MaxExecTimeoutMS {
 		return bad("limits.default_exec_timeout_ms", "exceeds limits.max_exec_timeout_ms")
+	}
+	if l.Artifacts.MaxFileBytes > l.Artifacts.MaxTotalBytes {
+		return bad("limits.artifacts.max_file_bytes", "exceeds limits.artifacts.max_total_bytes")
 	}
 	if l.DefaultOutputBytes > l.MaxOutputBytes {
 		return bad("limits.default_output_bytes", "exceeds limits.max_output_bytes")
@@ -302,7 +318,7 @@ func (c *Config) Validate() error {
 	iv := c.Intervals
 	for key, v := range map[string]time.Duration{
 		"intervals.probe": iv.Probe, "intervals.reconcile": iv.Reconcile, "intervals.orphan_grace": iv.OrphanGrace,
-		"intervals.log_retention":       iv.LogRetention,
+		"intervals.log_retention": iv.LogRetention, "intervals.artifact_retention": iv.ArtifactRetention,
 		"intervals.agent_ready_timeout": iv.AgentReadyTimeout, "intervals.docker_call_timeout": iv.DockerCallTimeout,
 	} {
 		if v <= 0 {

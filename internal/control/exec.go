@@ -24,6 +24,8 @@ type ExecInput struct {
 	Stdin          []byte
 	TimeoutMS      int64
 	MaxOutputBytes int64
+	// Artifacts, if set, names files to keep when the job ends.
+	Artifacts *sandbox.ArtifactSpec
 }
 
 // ExecOutput is a finished job and its captured output.
@@ -64,6 +66,9 @@ func (s *Service) validateExec(in *ExecInput) error {
 	if in.MaxOutputBytes == 0 {
 		in.MaxOutputBytes = s.cfg.Limits.DefaultOutputBytes
 	}
+	if err := s.validateArtifacts(in.Artifacts); err != nil {
+		return err
+	}
 	return ValidateEnv(in.Env)
 }
 
@@ -97,6 +102,9 @@ func (s *Service) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	}
 	if err := s.store.CreateJob(ctx, job); err != nil {
 		return nil, err
+	}
+	if err := s.planArtifacts(ctx, job, in.Artifacts); err != nil {
+		return nil, s.execFailed(ctx, sb, job, err, false)
 	}
 	// The agent enforces the timeout; the host deadline is a backstop.
 	actx, cancel := context.WithTimeout(ctx, time.Duration(in.TimeoutMS)*time.Millisecond+killGrace+10*time.Second)
@@ -132,8 +140,9 @@ func (s *Service) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The log is written after the record is final, so a reader that sees
-	// the exit event also sees the final state.
+	// Artifacts are kept, and the log written, after the record is final,
+	// so a reader that sees the exit event also sees both.
+	s.collectArtifacts(context.WithoutCancel(ctx), job.ID)
 	s.writeSyncLog(job.ID, res)
 	return &ExecOutput{Job: final, Stdout: res.Stdout, Stderr: res.Stderr, DurationMS: res.DurationMS}, nil
 }
@@ -157,6 +166,7 @@ func (s *Service) execFailed(ctx context.Context, sb *sandbox.Sandbox, job *sand
 			out = errdefs.WithCode("sandbox_failed", fmt.Errorf("sandbox %s failed during the job: %s: %w", sb.ID, why, errdefs.ErrFailedPrecondition))
 		}
 	}
+	s.collectArtifacts(context.WithoutCancel(ctx), job.ID)
 	s.writeSyncLog(job.ID, agentproto.ExecResult{ExitCode: -1, ExitReason: string(reason), Signal: runErr.Error()})
 	done := s.now()
 	if _, err := s.store.UpdateJob(ctx, job.ID, func(j *sandbox.Job) error {

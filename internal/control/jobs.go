@@ -45,6 +45,9 @@ func (s *Service) StartJob(ctx context.Context, in ExecInput) (*sandbox.Job, err
 	if err := s.store.CreateJob(ctx, job); err != nil {
 		return nil, err
 	}
+	if err := s.planArtifacts(ctx, job, in.Artifacts); err != nil {
+		return nil, s.finishJob(ctx, job.ID, lostExit("cannot record the artifact request: "+err.Error()))
+	}
 	if _, err := s.logs.Get(job.ID, true); err != nil {
 		return nil, s.finishJob(ctx, job.ID, lostExit("cannot create the job log: "+err.Error()))
 	}
@@ -224,6 +227,7 @@ func (s *Service) finishJob(ctx context.Context, jobID string, x agentproto.Exit
 }
 
 func (s *Service) recordExit(ctx context.Context, jobID string, x agentproto.ExitResult) error {
+	s.collectArtifacts(ctx, jobID)
 	done := s.now()
 	_, err := s.store.UpdateJob(ctx, jobID, func(j *sandbox.Job) error {
 		if j.State.Final() {

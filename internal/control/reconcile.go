@@ -27,6 +27,10 @@ type ReconcileReport struct {
 	JobsLost       int
 	DirsRemoved    int
 	LogsExpired    int
+	// ArtifactsExpired counts artifact records past their retention;
+	// BlobsRemoved the artifact contents no record uses any more.
+	ArtifactsExpired int
+	BlobsRemoved     int
 }
 
 // Reconcile brings records and the runtime into agreement:
@@ -128,9 +132,11 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 
 	rep.DirsRemoved = s.removeStaleDirs(ctx)
 	rep.LogsExpired = s.expireLogs(ctx, now)
+	rep.ArtifactsExpired, rep.BlobsRemoved = s.collectArtifactGarbage(ctx, now, startup)
 	if rep != (ReconcileReport{}) {
 		s.log.Info("reconciled", "orphans_removed", rep.OrphansRemoved, "marked_failed", rep.MarkedFailed,
-			"expired", rep.Expired, "jobs_lost", rep.JobsLost, "dirs_removed", rep.DirsRemoved, "logs_expired", rep.LogsExpired)
+			"expired", rep.Expired, "jobs_lost", rep.JobsLost, "dirs_removed", rep.DirsRemoved, "logs_expired", rep.LogsExpired,
+			"artifacts_expired", rep.ArtifactsExpired, "blobs_removed", rep.BlobsRemoved)
 	}
 	return nil
 }

@@ -60,6 +60,7 @@ type Service struct {
 	capacity  capacityHolds
 	logs      *joblog.Store
 	quota     *diskquota.Manager // workspace quotas below the sandboxes dir
+	arts      *artifactKeeper
 
 	sessionLocks sync.Map // session id → *sync.Mutex
 	quotaLocks   sync.Map // tenant name → *sync.Mutex (quota.go)
@@ -133,6 +134,9 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	s.logs = logs
+	if err := s.openArtifacts(); err != nil {
+		return err
+	}
 	if err := s.installKernel(); err != nil {
 		return err
 	}

@@ -233,6 +233,7 @@ func execInput(r *http.Request, req client.ExecRequest) (control.ExecInput, erro
 	in := control.ExecInput{
 		Tenant: tenantOf(r), SandboxID: r.PathValue("id"), Command: req.Command, Script: req.Script,
 		Cwd: req.Cwd, Env: req.Env, Stdin: []byte(req.Stdin), TimeoutMS: req.TimeoutMS, MaxOutputBytes: req.MaxOutputBytes,
+		Artifacts: artifactSpec(req.Artifacts),
 	}
 	if req.StdinBase64 != "" {
 		if req.Stdin != "" {
@@ -273,7 +274,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		w.Header().Set("Location", "/v1/jobs/"+job.ID)
-		writeJSON(w, http.StatusAccepted, jobWire(job))
+		writeJSON(w, http.StatusAccepted, s.jobWithArtifacts(r, job))
 		return
 	}
 	out, err := s.ctl.Exec(r.Context(), in)
@@ -281,7 +282,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, execResultWire(out))
+	writeJSON(w, http.StatusOK, s.execResult(r, req, out))
 }
 
 func execResultWire(out *control.ExecOutput) client.ExecResult {
@@ -320,5 +321,5 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, jobWire(j))
+	writeJSON(w, http.StatusOK, s.jobWithArtifacts(r, j))
 }

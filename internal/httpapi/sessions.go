@@ -73,7 +73,7 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, execResultWire(out))
+	writeJSON(w, http.StatusOK, s.execResult(r, req, out))
 }
 
 func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,383 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"genesis.dev/sandbox/internal/agent/agentclient"
+	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/artifacts"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
+)
+
+// Artifacts: a job may name files (globs below the workspace) to keep.
+// When it ends, whatever its exit, the matching regular files are read out
+// of the sandbox through its agent (the same confined listing and read the
+// file API uses; never a host path into the container) and stored in the
+// content-addressed blob store under the data dir. The records outlive the
+// sandbox until they expire; the reconciler then removes them and every
+// blob no record uses.
+
+// artifactCollectTimeout bounds the collection of one job's artifacts.
+const artifactCollectTimeout = 10 * time.Minute
+
+// artifactGCBatch is how many expired records one GC step removes.
+const artifactGCBatch = 500
+
+// artifactKeeper is the service's artifact state.
+type artifactKeeper struct {
+	blobs *artifacts.Blobs
+	// gcMu is held shared from a blob's Put to its record's insert, and
+	// exclusively while GC decides a blob is unused and removes it, so a
+	// blob is never removed between its write and its record.
+	gcMu sync.RWMutex
+	busy sync.Map // job id → struct{} while its artifacts are collected
+}
+
+// openArtifacts opens the blob store; Start calls it.
+func (s *Service) openArtifacts() error {
+	b, err := artifacts.OpenBlobs(filepath.Join(s.cfg.DataDir, "artifacts"))
+	if err != nil {
+		return err
+	}
+	s.arts = &artifactKeeper{blobs: b}
+	return nil
+}
+
+// validateArtifacts checks an artifact request before its job is recorded.
+func (s *Service) validateArtifacts(spec *sandbox.ArtifactSpec) error {
+	if spec == nil {
+		return nil
+	}
+	lim := s.cfg.Limits.Artifacts
+	switch {
+	case len(spec.Paths) == 0:
+		return invalid("artifacts.paths must name at least one pattern")
+	case len(spec.Paths) > artifacts.MaxGlobs:
+		return invalid("artifacts.paths has %d patterns, at most %d are allowed", len(spec.Paths), artifacts.MaxGlobs)
+	case spec.MaxFileBytes < 0 || spec.MaxFileBytes > lim.MaxFileBytes:
+		return invalid("artifacts.max_file_bytes must be between 1 and %d, got %d", lim.MaxFileBytes, spec.MaxFileBytes)
+	case spec.MaxTotalBytes < 0 || spec.MaxTotalBytes > lim.MaxTotalBytes:
+		return invalid("artifacts.max_total_bytes must be between 1 and %d, got %d", lim.MaxTotalBytes, spec.MaxTotalBytes)
+	}
+	for _, p := range spec.Paths {
+		if _, err := artifacts.ParseGlob(agentproto.DefaultFileRoot, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// planArtifacts records the artifact request of a job just recorded.
+func (s *Service) planArtifacts(ctx context.Context, job *sandbox.Job, spec *sandbox.ArtifactSpec) error {
+	if spec == nil {
+		return nil
+	}
+	return s.store.PutArtifactCollection(ctx, &sandbox.ArtifactCollection{
+		JobID: job.ID, Tenant: job.Tenant, SandboxID: job.SandboxID, Spec: *spec, State: sandbox.ArtifactsPending,
+		CreatedAt: job.CreatedAt, ExpiresAt: job.CreatedAt.Add(s.cfg.Intervals.ArtifactRetention),
+	})
+}
+
+// collectArtifacts keeps the artifacts of a job that has ended, if it asked
+// for any and they are not collected yet. It records the outcome (and any
+// failure) on the job's collection record and never fails the job itself.
+// A ctx canceled from outside (service shutdown) leaves the request pending,
+// to be collected when the job's exit is recorded again after a restart.
+func (s *Service) collectArtifacts(ctx context.Context, jobID string) {
+	if s.arts == nil {
+		return
+	}
+	c, err := s.store.GetArtifactCollection(ctx, "", jobID)
+	if err != nil {
+		if !errors.Is(err, errdefs.ErrNotFound) {
+			s.log.Warn("reading artifact request", "job", jobID, "err", err)
+		}
+		return
+	}
+	if c.State != sandbox.ArtifactsPending {
+		return
+	}
+	if _, dup := s.arts.busy.LoadOrStore(jobID, struct{}{}); dup {
+		return
+	}
+	defer s.arts.busy.Delete(jobID)
+	cctx, cancel := context.WithTimeout(ctx, artifactCollectTimeout)
+	defer cancel()
+	start := time.Now()
+	err = s.gatherArtifacts(cctx, c)
+	if ctx.Err() != nil {
+		return
+	}
+	done := s.now()
+	c.FinishedAt, c.State = &done, sandbox.ArtifactsDone
+	if err != nil {
+		c.State, c.Error = sandbox.ArtifactsFailed, err.Error()
+	}
+	if perr := s.store.PutArtifactCollection(ctx, c); perr != nil {
+		s.log.Error("recording artifact collection", "job", jobID, "err", perr)
+	}
+	s.log.Debug("artifacts collected", "job", jobID, "collected", c.Collected, "skipped", len(c.Skipped),
+		"bytes", c.CollectedBytes, "duration_ms", time.Since(start).Milliseconds(), "err", err)
+}
+
+// matchedFile is a regular file an artifact pattern matched.
+type matchedFile struct {
+	abs, rel string
+	size     int64
+}
+
+// gatherArtifacts finds and keeps the files of c, updating its counts.
+func (s *Service) gatherArtifacts(ctx context.Context, c *sandbox.ArtifactCollection) error {
+	lim := s.cfg.Limits.Artifacts
+	maxFile, maxTotal := lim.MaxFileBytes, lim.MaxTotalBytes
+	if c.Spec.MaxFileBytes > 0 {
+		maxFile = c.Spec.MaxFileBytes
+	}
+	if c.Spec.MaxTotalBytes > 0 {
+		maxTotal = c.Spec.MaxTotalBytes
+	}
+	sb, err := s.fileSandbox(ctx, c.Tenant, c.SandboxID)
+	if err != nil {
+		return fmt.Errorf("cannot collect artifacts: %w", err)
+	}
+	ag := s.agent(sb.ID)
+	files, err := findArtifacts(ctx, ag, c.Spec.Paths)
+	if err != nil {
+		return err
+	}
+	var total int64
+	for _, f := range files {
+		skip := func(reason, detail string) {
+			c.Skipped = append(c.Skipped, sandbox.SkippedArtifact{Path: f.rel, Size: f.size, Reason: reason, Detail: detail})
+		}
+		switch {
+		case c.Collected >= lim.MaxFiles:
+			skip(sandbox.SkipTooManyFiles, fmt.Sprintf("a job keeps at most %d files", lim.MaxFiles))
+			continue
+		case f.size > maxFile:
+			skip(sandbox.SkipFileTooLarge, fmt.Sprintf("%d bytes is over the %d-byte per-file cap", f.size, maxFile))
+			continue
+		case total+f.size > maxTotal:
+			skip(sandbox.SkipTotalTooLarge, fmt.Sprintf("would take the job over its %d-byte total cap", maxTotal))
+			continue
+		}
+		a, err := s.keepArtifact(ctx, ag, c, f, min(maxFile, maxTotal-total))
+		switch {
+		case err == nil:
+			c.Collected++
+			c.CollectedBytes += a.Size
+			total += a.Size
+		case errors.Is(err, errdefs.ErrTooLarge):
+			skip(sandbox.SkipFileTooLarge, "the file grew over its cap while it was read")
+		case ctx.Err() != nil, errors.Is(err, errdefs.ErrUnavailable):
+			return fmt.Errorf("collecting %s: %w", f.rel, err)
+		default:
+			skip(sandbox.SkipUnreadable, err.Error())
+		}
+	}
+	return nil
+}
+
+// findArtifacts lists, through the agent, the regular files the patterns
+// match (symlinks are never followed), sorted by path without duplicates.
+func findArtifacts(ctx context.Context, ag *agentclient.Client, patterns []string) ([]matchedFile, error) {
+	root := agentproto.DefaultFileRoot
+	seen := map[string]bool{}
+	var out []matchedFile
+	for _, p := range patterns {
+		g, err := artifacts.ParseGlob(root, p)
+		if err != nil {
+			return nil, err
+		}
+		depth := g.Depth()
+		if depth < 0 {
+			depth = agentproto.MaxListDepth
+		}
+		list, err := ag.ListFiles(ctx, agentproto.JoinRoot(root, cmpOr(g.Base(), ".")), depth, agentproto.DefaultListLimit)
+		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrInvalidArgument) {
+			continue // nothing there (or not a directory): no match
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing artifacts of %q: %w", p, err)
+		}
+		if list.Truncated {
+			return nil, fmt.Errorf("artifact pattern %q: more than %d entries below %s; use a narrower pattern: %w",
+				p, agentproto.DefaultListLimit, list.Path, errdefs.ErrFailedPrecondition)
+		}
+		for _, e := range list.Entries {
+			rel, ok := strings.CutPrefix(e.Path, root+"/")
+			if e.Type != agentproto.FileTypeFile || !ok || seen[rel] || !g.Match(rel) {
+				continue
+			}
+			seen[rel] = true
+			out = append(out, matchedFile{abs: e.Path, rel: rel, size: e.Size})
+		}
+	}
+	slices.SortFunc(out, func(a, b matchedFile) int { return strings.Compare(a.rel, b.rel) })
+	return out, nil
+}
+
+// keepArtifact copies one file into the blob store and records it. More
+// than maxBytes bytes fail with ErrTooLarge and keep nothing.
+func (s *Service) keepArtifact(ctx context.Context, ag *agentclient.Client, c *sandbox.ArtifactCollection, f matchedFile, maxBytes int64) (*sandbox.Artifact, error) {
+	fr, err := ag.ReadFile(ctx, http.MethodGet, f.abs, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer fr.Body.Close()
+	if fr.Status != http.StatusOK {
+		return nil, fmt.Errorf("reading %s: agent answered %d: %w", f.rel, fr.Status, errdefs.ErrInternal)
+	}
+	s.arts.gcMu.RLock()
+	defer s.arts.gcMu.RUnlock()
+	put, err := s.arts.blobs.Put(fr.Body, maxBytes)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	a := &sandbox.Artifact{
+		ID: sandbox.NewID("art"), Tenant: c.Tenant, JobID: c.JobID, SandboxID: c.SandboxID, Path: f.rel,
+		Name: path.Base(f.rel), Size: put.Size, SHA256: put.SHA256, MIME: artifacts.DetectMIME(f.rel, put.Head),
+		CreatedAt: now, ExpiresAt: now.Add(s.cfg.Intervals.ArtifactRetention),
+	}
+	if err := s.store.CreateArtifact(ctx, a); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// JobArtifacts returns the artifact request of a job of tenant and the
+// artifacts kept so far. A job that asked for none has a nil collection.
+func (s *Service) JobArtifacts(ctx context.Context, tenant, jobID string) (*sandbox.ArtifactCollection, []*sandbox.Artifact, error) {
+	if !sandbox.ValidID("job", jobID) {
+		return nil, nil, fmt.Errorf("job %q: %w", jobID, errdefs.ErrNotFound)
+	}
+	c, err := s.store.GetArtifactCollection(ctx, tenant, jobID)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		if _, err := s.store.GetJob(ctx, tenant, jobID); err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	list, err := s.store.ListArtifacts(ctx, tenant, jobID)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := s.now()
+	list = slices.DeleteFunc(list, func(a *sandbox.Artifact) bool { return !now.Before(a.ExpiresAt) })
+	return c, list, nil
+}
+
+// ArtifactSummary returns the artifact request of a job and its outcome,
+// or nil when the job asked for none (or it cannot be read: the job record
+// is served without it).
+func (s *Service) ArtifactSummary(ctx context.Context, jobID string) *sandbox.ArtifactCollection {
+	c, err := s.store.GetArtifactCollection(ctx, "", jobID)
+	if err != nil {
+		if !errors.Is(err, errdefs.ErrNotFound) {
+			s.log.Warn("reading artifact collection", "job", jobID, "err", err)
+		}
+		return nil
+	}
+	return c
+}
+
+// GetArtifact returns an unexpired artifact of tenant.
+func (s *Service) GetArtifact(ctx context.Context, tenant, id string) (*sandbox.Artifact, error) {
+	if !sandbox.ValidID("art", id) {
+		return nil, fmt.Errorf("artifact %q: %w", id, errdefs.ErrNotFound)
+	}
+	a, err := s.store.GetArtifact(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	if !s.now().Before(a.ExpiresAt) {
+		return nil, errdefs.WithCode("artifact_expired", fmt.Errorf("artifact %s expired at %s: %w",
+			id, a.ExpiresAt.Format(time.RFC3339), errdefs.ErrNotFound))
+	}
+	return a, nil
+}
+
+// OpenArtifact returns an artifact of tenant and its content. The caller
+// closes the file.
+func (s *Service) OpenArtifact(ctx context.Context, tenant, id string) (*sandbox.Artifact, *os.File, error) {
+	a, err := s.GetArtifact(ctx, tenant, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := s.arts.blobs.Open(a.SHA256)
+	if err != nil {
+		if errors.Is(err, errdefs.ErrNotFound) {
+			err = fmt.Errorf("artifact %s: its content is missing from the store: %w", id, errdefs.ErrInternal)
+		}
+		return nil, nil, err
+	}
+	return a, f, nil
+}
+
+// collectArtifactGarbage removes expired artifact records and the blobs
+// no record uses any more; at startup it also sweeps every blob (a crash
+// between a blob's write and its record leaves one unused). It returns
+// the number of records and blobs removed.
+func (s *Service) collectArtifactGarbage(ctx context.Context, now time.Time, sweep bool) (records, blobs int) {
+	if s.arts == nil {
+		return 0, 0
+	}
+	var candidates []string
+	for {
+		gone, err := s.store.DeleteExpiredArtifacts(ctx, now, artifactGCBatch)
+		if err != nil {
+			s.log.Warn("removing expired artifacts", "err", err)
+			break
+		}
+		records += len(gone)
+		for _, a := range gone {
+			candidates = append(candidates, a.SHA256)
+		}
+		if len(gone) < artifactGCBatch {
+			break
+		}
+	}
+	if sweep {
+		all, err := s.arts.blobs.List(time.Hour)
+		if err != nil {
+			s.log.Warn("listing artifact blobs", "err", err)
+		}
+		candidates = append(candidates, all...)
+	}
+	slices.Sort(candidates)
+	for _, sum := range slices.Compact(candidates) {
+		if s.removeBlobIfUnused(ctx, sum) {
+			blobs++
+		}
+	}
+	return records, blobs
+}
+
+func (s *Service) removeBlobIfUnused(ctx context.Context, sum string) bool {
+	s.arts.gcMu.Lock()
+	defer s.arts.gcMu.Unlock()
+	inUse, err := s.store.ArtifactBlobInUse(ctx, sum)
+	if err != nil || inUse || !s.arts.blobs.Has(sum) {
+		return false
+	}
+	if err := s.arts.blobs.Remove(sum); err != nil {
+		s.log.Warn("removing artifact blob", "sha256", sum, "err", err)
+		return false
+	}
+	return true
+}

@@ -1,0 +1,100 @@
+package control_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"genesis.dev/sandbox/internal/artifacts"
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
+)
+
+// TestArtifactRetentionGC checks that the reconciler removes artifacts past
+// their retention and exactly the blobs no record uses any more, and that
+// an expired artifact is not served even before GC runs.
+func TestArtifactRetentionGC(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *config.Config) { c.Intervals.ArtifactRetention = time.Hour })
+	ctx := context.Background()
+	blobs, err := artifacts.OpenBlobs(filepath.Join(h.dir, "artifacts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(s string) string {
+		r, err := blobs.Put(strings.NewReader(s), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.SHA256
+	}
+	shared, alone, orphan := put("shared content"), put("content of one"), put("no record")
+	now := h.clock.Now().UTC()
+	mk := func(sum string, expires time.Time) *sandbox.Artifact {
+		a := &sandbox.Artifact{ID: sandbox.NewID("art"), Tenant: "a", JobID: sandbox.NewID("job"), SandboxID: sandbox.NewID("sbx"),
+			Path: "out/x", Name: "x", Size: 1, SHA256: sum, MIME: "text/plain", CreatedAt: now, ExpiresAt: expires}
+		if err := h.st.CreateArtifact(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	soon, later := now.Add(30*time.Minute), now.Add(2*time.Hour)
+	old1, old2, keep := mk(shared, soon), mk(alone, soon), mk(shared, later)
+
+	if _, err := h.svc.GetArtifact(ctx, "a", old1.ID); err != nil {
+		t.Fatalf("unexpired artifact: %v", err)
+	}
+	if _, err := h.svc.GetArtifact(ctx, "b", old1.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("another tenant's artifact: %v", err)
+	}
+	if err := h.svc.Reconcile(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, sum := range []string{shared, alone, orphan} {
+		if !blobs.Has(sum) {
+			t.Fatalf("blob %s removed before anything expired (a periodic pass does not sweep)", sum)
+		}
+	}
+
+	h.clock.Advance(45 * time.Minute)
+	if _, err := h.svc.GetArtifact(ctx, "a", old1.ID); !errors.Is(err, errdefs.ErrNotFound) || errdefs.Code(err) != "artifact_expired" {
+		t.Fatalf("expired artifact served before GC: %v", err)
+	}
+	if err := h.svc.Reconcile(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []*sandbox.Artifact{old1, old2} {
+		if _, err := h.st.GetArtifact(ctx, "", a.ID); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Errorf("expired record %s kept: %v", a.ID, err)
+		}
+	}
+	if _, err := h.st.GetArtifact(ctx, "", keep.ID); err != nil {
+		t.Errorf("unexpired record removed: %v", err)
+	}
+	if !blobs.Has(shared) {
+		t.Error("blob still used by an unexpired artifact was removed")
+	}
+	if blobs.Has(alone) {
+		t.Error("blob of the expired artifact was kept")
+	}
+	if !blobs.Has(orphan) {
+		t.Error("a periodic pass swept a blob it had no expired record for")
+	}
+	if _, f, err := h.svc.OpenArtifact(ctx, "a", keep.ID); err != nil {
+		t.Errorf("open the kept artifact: %v", err)
+	} else {
+		f.Close()
+	}
+
+	// The startup pass sweeps every blob: the one never recorded goes.
+	if err := h.svc.Reconcile(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if blobs.Has(orphan) || !blobs.Has(shared) {
+		t.Errorf("startup sweep: orphan kept=%v, shared kept=%v", blobs.Has(orphan), blobs.Has(shared))
+	}
+}

@@ -1,0 +1,137 @@
+package httpapi
+
+import (
+	"fmt"
+	"mime"
+	"net/http"
+
+	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/sandbox"
+)
+
+// artifactRoutes registers the artifact routes.
+func (s *Server) artifactRoutes() {
+	s.handle("GET", "/v1/jobs/{id}/artifacts", true, s.listArtifacts)
+	s.handle("GET", "/v1/artifacts/{id}", true, s.downloadArtifact)
+	s.handle("GET", "/v1/artifacts/{id}/meta", true, s.artifactMeta)
+}
+
+func artifactSpec(req *client.ArtifactRequest) *sandbox.ArtifactSpec {
+	if req == nil {
+		return nil
+	}
+	return &sandbox.ArtifactSpec{Paths: req.Paths, MaxFileBytes: req.MaxFileBytes, MaxTotalBytes: req.MaxTotalBytes}
+}
+
+func artifactWire(a *sandbox.Artifact) client.Artifact {
+	return client.Artifact{ID: a.ID, JobID: a.JobID, SandboxID: a.SandboxID, Path: a.Path, Name: a.Name, Size: a.Size,
+		SHA256: a.SHA256, MIME: a.MIME, CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt}
+}
+
+func artifactSummaryWire(c *sandbox.ArtifactCollection) *client.ArtifactSummary {
+	if c == nil {
+		return nil
+	}
+	return &client.ArtifactSummary{State: string(c.State), Collected: c.Collected, CollectedBytes: c.CollectedBytes,
+		Skipped: len(c.Skipped), Error: c.Error}
+}
+
+// execResult is the answer of a synchronous exec, with the outcome of its
+// artifact request when it made one.
+func (s *Server) execResult(r *http.Request, req client.ExecRequest, out *control.ExecOutput) client.ExecResult {
+	res := execResultWire(out)
+	if req.Artifacts != nil {
+		res.Artifacts = artifactSummaryWire(s.ctl.ArtifactSummary(r.Context(), out.Job.ID))
+	}
+	return res
+}
+
+// jobWithArtifacts is a job record with the outcome of its artifact
+// request, if it made one.
+func (s *Server) jobWithArtifacts(r *http.Request, j *sandbox.Job) client.Job {
+	w := jobWire(j)
+	w.Artifacts = artifactSummaryWire(s.ctl.ArtifactSummary(r.Context(), j.ID))
+	return w
+}
+
+// listArtifacts serves GET /v1/jobs/{id}/artifacts.
+func (s *Server) listArtifacts(w http.ResponseWriter, r *http.Request) {
+	jobID := r.PathValue("id")
+	c, list, err := s.ctl.JobArtifacts(r.Context(), tenantOf(r), jobID)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	out := client.ArtifactList{JobID: jobID, State: "none", Requested: []string{}, Items: []client.Artifact{}, Skipped: []client.SkippedArtifact{}}
+	if c != nil {
+		out.State, out.Requested, out.Error = string(c.State), c.Spec.Paths, c.Error
+		for _, sk := range c.Skipped {
+			out.Skipped = append(out.Skipped, client.SkippedArtifact{Path: sk.Path, Size: sk.Size, Reason: sk.Reason, Detail: sk.Detail})
+		}
+	}
+	for _, a := range list {
+		out.Items = append(out.Items, artifactWire(a))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// artifactMeta serves GET /v1/artifacts/{id}/meta.
+func (s *Server) artifactMeta(w http.ResponseWriter, r *http.Request) {
+	a, err := s.ctl.GetArtifact(r.Context(), tenantOf(r), r.PathValue("id"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	w.Header().Set("ETag", `"`+a.SHA256+`"`)
+	writeJSON(w, http.StatusOK, artifactWire(a))
+}
+
+// downloadArtifact serves GET /v1/artifacts/{id}: the content, with Range
+// (206, 416), If-None-Match and If-Range against the SHA-256 ETag.
+func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request) {
+	a, f, err := s.ctl.OpenArtifact(r.Context(), tenantOf(r), r.PathValue("id"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	defer f.Close()
+	h := w.Header()
+	h.Set("ETag", `"`+a.SHA256+`"`)
+	h.Set("Content-Type", a.MIME)
+	cd := mime.FormatMediaType("attachment", map[string]string{"filename": a.Name})
+	if cd == "" {
+		cd = "attachment"
+	}
+	h.Set("Content-Disposition", cd)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "private, max-age=0")
+	http.ServeContent(&rangeProblemWriter{ResponseWriter: w, s: s, r: r, size: a.Size}, r, "", a.CreatedAt, f)
+}
+
+// rangeProblemWriter turns the plain-text 416 of http.ServeContent into
+// the API's problem+json answer (Content-Range: bytes */size is kept).
+type rangeProblemWriter struct {
+	http.ResponseWriter
+	s          *Server
+	r          *http.Request
+	size       int64
+	suppressed bool
+}
+
+func (w *rangeProblemWriter) WriteHeader(code int) {
+	if code != http.StatusRequestedRangeNotSatisfiable {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	w.suppressed = true
+	w.s.writeStatusProblem(w.ResponseWriter, w.r, code, "range_not_satisfiable",
+		fmt.Sprintf("range %q is not satisfiable for an artifact of %d bytes", w.r.Header.Get("Range"), w.size))
+}
+
+func (w *rangeProblemWriter) Write(b []byte) (int, error) {
+	if w.suppressed {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
