@@ -34,13 +34,25 @@ type capacityHold struct {
 
 // newAdmission builds the admission controller from the capacity config,
 // deriving unset totals from this host.
-func newAdmission(cfg *config.Config, now func() time.Time) (*admission.Controller, error) {
+func newAdmission(cfg *config.Config, now func() time.Time, weight func(context.Context, string) int) (*admission.Controller, error) {
 	cpu, mem, n := cfg.Capacity.Totals(cfg.Limits, runtime.NumCPU(), hostMemoryMB())
 	return admission.New(admission.Config{
 		Capacity: admission.Capacity{CPU: cpu, MemoryMB: mem, Sandboxes: n},
-		Weight:   func(_ context.Context, tenant string) int { return cfg.Tenants[tenant].Weight },
+		Weight:   weight,
 		Now:      now,
 	})
+}
+
+// tenantWeight is a tenant's weight in the fair queues, from its record (the
+// config's tenants are synced into the store at start), so a changed weight
+// counts from the tenant's next wait on.
+func (s *Service) tenantWeight(ctx context.Context, name string) int {
+	t, err := s.tenantRecord(ctx, name)
+	if err != nil {
+		s.log.Warn("tenant weight unknown; using 1", "tenant", name, "err", err)
+		return 1
+	}
+	return t.Weight
 }
 
 // hostMemoryMB reads MemTotal from /proc/meminfo; 0 when unknown.

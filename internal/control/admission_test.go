@@ -222,3 +222,47 @@ func TestCapacityAdoptedAfterRestart(t *testing.T) {
 		t.Fatalf("create after a delete freed the adopted slot: %v", err)
 	}
 }
+
+// Queues take their weight from the tenant's record: from the config and
+// from tenants made through the API.
+func TestQueueWeightFromTenantRecord(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *config.Config) {
+		c.Capacity.Sandboxes = 1
+		c.Tenants["a"] = config.Tenant{Weight: 3}
+	})
+	ctx := context.Background()
+	if _, err := h.svc.CreateTenant(ctx, control.TenantInput{Name: "made", Weight: 5}); err != nil {
+		t.Fatal(err)
+	}
+	holder := h.create("b", control.CreateSandboxInput{})
+	var wg sync.WaitGroup
+	for _, tenant := range []string{"a", "made"} {
+		wg.Go(func() {
+			_, err := h.svc.CreateSandbox(ctx, withTenant(control.CreateSandboxInput{WaitSeconds: 60, Profile: testProfile}, tenant))
+			if err != nil {
+				t.Errorf("%s: %v", tenant, err)
+			}
+		})
+	}
+	waitFor(t, "both creates to queue", func() bool { return h.svc.AdmissionStats().Waiting == 2 })
+	st := h.svc.AdmissionStats()
+	if st.Tenants["a"].Weight != 3 || st.Tenants["made"].Weight != 5 {
+		t.Errorf("queue weights a=%d made=%d, want 3 and 5", st.Tenants["a"].Weight, st.Tenants["made"].Weight)
+	}
+	// Let both through: each frees the slot for the next.
+	if err := h.svc.DeleteSandbox(ctx, "b", holder.ID); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		waitFor(t, "a create to be granted", func() bool {
+			list, _ := h.svc.ListSandboxes(ctx, store.SandboxFilter{States: []sandbox.State{sandbox.StateReady}})
+			return len(list) == 1
+		})
+		list, _ := h.svc.ListSandboxes(ctx, store.SandboxFilter{States: []sandbox.State{sandbox.StateReady}})
+		if err := h.svc.DeleteSandbox(ctx, list[0].Tenant, list[0].ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+}

@@ -102,11 +102,12 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	adm, err := newAdmission(cfg.Settings, cfg.Now)
+	var s *Service
+	adm, err := newAdmission(cfg.Settings, cfg.Now, func(ctx context.Context, tenant string) int { return s.tenantWeight(ctx, tenant) })
 	if err != nil {
 		return nil, err
 	}
-	return &Service{
+	s = &Service{
 		quota:     quota,
 		cfg:       cfg.Settings,
 		store:     cfg.Store,
@@ -120,7 +121,8 @@ func New(cfg Config) (*Service, error) {
 		following: map[string]bool{},
 		admission: adm,
 		capacity:  capacityHolds{holds: map[string]capacityHold{}},
-	}, nil
+	}
+	return s, nil
 }
 
 // Start runs the first capability probe and reconciliation (recovering from
