@@ -355,3 +355,50 @@ func TestControlAPIErrorsAndDelete(t *testing.T) {
 		t.Fatalf("unassigned address: %v", err)
 	}
 }
+
+func TestConnectionCapPerSandbox(t *testing.T) {
+	t.Parallel()
+	web := startUpstream(t, nil, "web.test")
+	g := startGateway(t, func(c *Config) { c.MaxConnsPerSandbox = 2 })
+	ip := loopbackAddr()
+	g.put(t, "sb-cap", ip, webOperator(web), egress.Policy{Mode: egress.ModeAllowlist, Allow: []egress.Rule{{Host: "web.test"}}})
+	addr := netip.AddrPortFrom(ip, egress.PortHTTP).String()
+	var held []net.Conn
+	for range 2 {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	// The third is closed at once; poll until the gateway has seen the
+	// first two (accept is asynchronous).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		_, err = c.Read(make([]byte, 1))
+		c.Close()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("third connection not refused: %v", err)
+		}
+	}
+	held[0].Close()
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		if got := rawHTTP(t, netip.AddrPortFrom(ip, egress.PortHTTP), "GET / HTTP/1.1\r\nHost: web.test\r\nConnection: close\r\n\r\n"); strings.HasPrefix(got, "HTTP/1.1 200") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no room after a connection closed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -261,7 +261,9 @@ func (s *Server) deny(sb *sandbox, c net.Conn, proto, name, addr string, port in
 
 // splice copies client→upstream (after first) and upstream→client until
 // both directions end, half-closing each side as its source finishes, and
-// returns the bytes moved each way.
+// returns the bytes moved each way. An error in either direction (not a
+// clean end) closes both connections, so that neither copy can hang on a
+// peer that went away.
 func splice(client, upstream net.Conn, first []byte) (up, down int64) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -269,17 +271,28 @@ func splice(client, upstream net.Conn, first []byte) (up, down int64) {
 			n, err := upstream.Write(first)
 			up += int64(n)
 			if err != nil {
-				closeWrite(upstream)
+				client.Close()
+				upstream.Close()
 				return
 			}
 		}
-		n, _ := io.Copy(upstream, client)
+		n, err := io.Copy(upstream, client)
 		up += n
+		if err != nil {
+			client.Close()
+			upstream.Close()
+			return
+		}
 		closeWrite(upstream)
 	})
-	n, _ := io.Copy(client, upstream)
+	n, err := io.Copy(client, upstream)
 	down = n
-	closeWrite(client)
+	if err != nil {
+		client.Close()
+		upstream.Close()
+	} else {
+		closeWrite(client)
+	}
 	wg.Wait()
 	return up, down
 }

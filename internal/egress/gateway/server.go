@@ -38,6 +38,9 @@ type Config struct {
 	Ports         Ports
 	// EventCapacity bounds the event ring (default 65536).
 	EventCapacity int
+	// MaxConnsPerSandbox bounds the connections one sandbox may have open
+	// through the gateway (default 1024); more are closed at once.
+	MaxConnsPerSandbox int
 	// Resolver resolves upstream names (default net.DefaultResolver).
 	Resolver Resolver
 	// UpstreamTLS is the client TLS configuration for https tool upstreams
@@ -75,9 +78,10 @@ type sandbox struct {
 	rules atomic.Pointer[egress.Rules]
 	ls    *listeners
 
-	connMu sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
+	connMu  sync.Mutex
+	conns   map[net.Conn]struct{}
+	clients int // accepted connections open
+	closed  bool
 }
 
 // New checks cfg and returns a gateway; Run starts it.
@@ -95,6 +99,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	def(&cfg.Ports.TLS, egress.PortTLS)
 	def(&cfg.Ports.Proxy, egress.PortProxy)
 	def(&cfg.EventCapacity, 1<<16)
+	def(&cfg.MaxConnsPerSandbox, 1024)
 	defDur := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -255,6 +260,26 @@ func (sb *sandbox) track(c net.Conn) bool {
 	return true
 }
 
+// accepted tracks a connection the sandbox opened, unless it already has
+// max open or is gone.
+func (sb *sandbox) accepted(c net.Conn, max int) bool {
+	sb.connMu.Lock()
+	defer sb.connMu.Unlock()
+	if sb.closed || sb.clients >= max {
+		return false
+	}
+	sb.clients++
+	sb.conns[c] = struct{}{}
+	return true
+}
+
+func (sb *sandbox) released(c net.Conn) {
+	sb.connMu.Lock()
+	sb.clients--
+	delete(sb.conns, c)
+	sb.connMu.Unlock()
+}
+
 func (sb *sandbox) untrack(c net.Conn) {
 	sb.connMu.Lock()
 	delete(sb.conns, c)
@@ -356,12 +381,13 @@ func (s *Server) accept(l net.Listener, sb *sandbox, handle func(*sandbox, net.C
 			}
 			return
 		}
-		if !sb.track(c) {
+		if !sb.accepted(c, s.cfg.MaxConnsPerSandbox) {
 			c.Close()
-			return
+			s.counters.connDenied.Add(1)
+			continue
 		}
 		go func() {
-			defer sb.untrack(c)
+			defer sb.released(c)
 			defer c.Close()
 			handle(sb, c)
 		}()
