@@ -174,6 +174,13 @@ func TestSandboxCreate(t *testing.T) {
 			wantOut:    "sb-1\n",
 		},
 		{
+			name:       "wait for capacity rounds up",
+			args:       []string{"sandbox", "create", "--profile", "p", "--wait", "2500ms"},
+			wantBody:   `{"profile":"p","wait_seconds":3}`,
+			wantHeader: map[string]string{"Authorization": "Bearer k"},
+			wantOut:    "sb-1\n",
+		},
+		{
 			name:     "json output",
 			args:     []string{"-o", "json", "sandbox", "create", "--profile", "tool-basic"},
 			wantBody: `{"profile":"tool-basic"}`,
