@@ -2,6 +2,7 @@ package egress
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"net/url"
 	"os"
@@ -257,4 +258,27 @@ func ReadSecret(s SecretSource) (string, error) {
 		return "", fmt.Errorf("no source")
 	}
 	return v, nil
+}
+
+// HostAddresses lists this host's interface addresses that the
+// always-denied set does not already cover (typically its public
+// addresses), for the deny list the service passes to Resolve: the gateway,
+// in its own container, cannot see the host's interfaces. The Docker bridge
+// gateways are host interfaces in private ranges, already denied.
+func HostAddresses() ([]string, error) {
+	as, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("network: host addresses: %w", err)
+	}
+	var out []string
+	for _, a := range as {
+		p, err := netip.ParsePrefix(a.String())
+		if err != nil {
+			continue
+		}
+		if _, denied := AlwaysDenied.Contains(p.Addr()); !denied {
+			out = append(out, p.Addr().Unmap().String())
+		}
+	}
+	return out, nil
 }

@@ -210,3 +210,20 @@ func TestReadSecret(t *testing.T) {
 		t.Fatal("unset env accepted")
 	}
 }
+
+func TestHostAddressesAreNotAlreadyDenied(t *testing.T) {
+	t.Parallel()
+	list, err := HostAddresses()
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := ParsePrefixes(list)
+	if err != nil {
+		t.Fatalf("HostAddresses gave unparsable %v: %v", list, err)
+	}
+	for _, p := range set {
+		if _, denied := AlwaysDenied.Contains(p.Addr()); denied {
+			t.Errorf("%s is already always denied", p)
+		}
+	}
+}
