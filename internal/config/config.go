@@ -35,6 +35,7 @@ type Config struct {
 	// (admin: true); GENESIS_ADMIN_KEY / --admin-key override it.
 	AdminAPIKey string    `yaml:"admin_api_key"`
 	Audit       Audit     `yaml:"audit"`
+	Network     Network   `yaml:"network"`
 	Profiles    []Profile `yaml:"profiles"`
 }
 
@@ -168,6 +169,9 @@ type Tenant struct {
 	Admin bool `yaml:"admin"`
 	// Quotas bound what the tenant holds at once (0: unlimited).
 	Quotas tenant.Quotas `yaml:"quotas"`
+	// Network, if set, is the network policy of the tenant's sandboxes
+	// whose request names none (it wins over the profile's).
+	Network *NetworkPolicy `yaml:"network"`
 }
 
 // Profile is a runtime profile: a named recipe for sandboxes.
@@ -179,7 +183,7 @@ type Profile struct {
 	AllowedRuntimes  []sandbox.Runtime `yaml:"allowed_runtimes"`
 	DefaultRiskLevel sandbox.RiskLevel `yaml:"default_risk_level"`
 	Resources        sandbox.Resources `yaml:"resources"`
-	Network          string            `yaml:"network"`
+	Network          NetworkPolicy     `yaml:"network"`
 	User             string            `yaml:"user"`
 	ReadOnlyRoot     bool              `yaml:"read_only_root"`
 	CapAdd           []string          `yaml:"cap_add"`
@@ -355,6 +359,17 @@ func (c *Config) Validate() error {
 	if c.Audit.Retention <= 0 {
 		return bad("audit.retention", "must be a positive duration, got %v", c.Audit.Retention)
 	}
+	if err := c.Network.validate(); err != nil {
+		return err
+	}
+	for name, t := range c.Tenants {
+		if t.Network == nil {
+			continue
+		}
+		if err := t.Network.Validate(c.Network.OperatorConfig); err != nil {
+			return bad("tenants."+name+".network", "%v", err)
+		}
+	}
 	if len(c.Profiles) == 0 {
 		return bad("profiles", "at least one profile is required")
 	}
@@ -401,8 +416,8 @@ func (c *Config) Validate() error {
 				return bad(fmt.Sprintf("%s.file_roots[%d]", key, j), "%q must be an absolute clean path other than / without ':'", root)
 			}
 		}
-		if p.Network != "" && p.Network != "none" {
-			return bad(key+".network", "only \"none\" is supported so far, got %q", p.Network)
+		if err := p.Network.Validate(c.Network.OperatorConfig); err != nil {
+			return bad(key+".network", "%v", err)
 		}
 	}
 	return nil

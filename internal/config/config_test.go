@@ -23,7 +23,7 @@ func TestDefaultsValid(t *testing.T) {
 		}
 	}
 	p, _ := c.Profile("tool-basic")
-	if p.Network != "none" || p.User != "1000:1000" {
+	if p.Network.Mode != "none" || p.User != "1000:1000" {
 		t.Errorf("tool-basic not hardened by default: %+v", p)
 	}
 }

@@ -40,7 +40,7 @@ func profileWire(v control.ProfileView) client.Profile {
 		AllowedRuntimes:  runtimes(v.AllowedRuntimes),
 		UsableRuntimes:   runtimes(v.UsableRuntimes),
 		DefaultResources: client.Resources{CPU: v.Resources.CPU, MemoryMB: v.Resources.MemoryMB, Pids: v.Resources.Pids, DiskMB: v.Resources.DiskMB},
-		Network:          v.Network, User: v.User, ReadOnlyRoot: v.ReadOnlyRoot,
+		Network:          string(v.Network.Mode), User: v.User, ReadOnlyRoot: v.ReadOnlyRoot,
 	}
 	if !v.ImagePresent {
 		p.BuildCommand = v.BuildCommand
