@@ -36,6 +36,9 @@ type CreateSandboxRequest struct {
 	// WaitSeconds is how long the request may wait for host capacity when
 	// it is exhausted (0: answer 503 capacity_exhausted at once).
 	WaitSeconds int64 `json:"wait_seconds,omitempty"`
+	// Network is the network policy; nil takes the tenant's or profile's
+	// default (normally mode none: no interface but loopback).
+	Network *NetworkPolicy `json:"network,omitempty"`
 }
 
 // Sandbox is a sandbox as the API shows it. It never exposes container ids
@@ -55,6 +58,8 @@ type Sandbox struct {
 	CreatedAt       time.Time         `json:"created_at"`
 	UpdatedAt       time.Time         `json:"updated_at"`
 	ExpiresAt       *time.Time        `json:"expires_at,omitempty"`
+	// Network is set for networked sandboxes (GET and create answers).
+	Network *NetworkSummary `json:"network,omitempty"`
 }
 
 // SandboxList is the body of GET /v1/sandboxes.
@@ -187,6 +192,8 @@ type Capabilities struct {
 	RiskPolicy map[string][]string `json:"risk_policy"`
 	Profiles   []Profile           `json:"profiles"`
 	CheckedAt  time.Time           `json:"checked_at"`
+	// Network says which network modes this host can enforce now.
+	Network NetworkCapabilities `json:"network"`
 }
 
 // Health is the body of /healthz and /readyz.

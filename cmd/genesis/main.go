@@ -98,6 +98,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newRunCodeCmd(a),
 		newCapabilitiesCmd(a),
 		newProfilesCmd(a),
+		newNetCmd(a),
 		newVersionCmd(a),
 	)
 	return root

@@ -107,6 +107,9 @@ func apiRoutes() []apiRoute {
 		{"get", "/v1/jobs/{id}/artifacts", []string{"200", "401", "404"}},
 		{"get", "/v1/artifacts/{id}", []string{"200", "206", "304", "401", "404", "416"}},
 		{"get", "/v1/artifacts/{id}/meta", []string{"200", "401", "404"}},
+		{"get", "/v1/sandboxes/{id}/network", []string{"200", "401", "404"}},
+		{"put", "/v1/sandboxes/{id}/network", []string{"200", "400", "401", "404", "409", "412", "503"}},
+		{"get", "/v1/sandboxes/{id}/network/events", []string{"200", "400", "401", "404"}},
 	}
 }
 

@@ -35,6 +35,7 @@ func newSandboxCreateCmd(a *app) *cobra.Command {
 		env, meta      []string
 		ttl, wait      time.Duration
 		idempotencyKey string
+		net            policyFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "create --profile PROFILE [flags]",
@@ -59,6 +60,13 @@ func newSandboxCreateCmd(a *app) *cobra.Command {
 			}
 			if res != (client.Resources{}) {
 				req.Resources = &res
+			}
+			if net.set() {
+				pol, err := net.policy()
+				if err != nil {
+					return err
+				}
+				req.Network = &pol
 			}
 			// Round a fractional TTL up so that --ttl 1500ms is not "no TTL".
 			req.TTLSeconds = int64((ttl + time.Second - 1) / time.Second)
@@ -100,6 +108,7 @@ func newSandboxCreateCmd(a *app) *cobra.Command {
 	f.DurationVar(&ttl, "ttl", 0, "destroy the sandbox after this long, e.g. 10m (0: service default)")
 	f.StringVar(&idempotencyKey, "idempotency-key", "", "retrying with the same key returns the same sandbox")
 	f.DurationVar(&wait, "wait", 0, "wait up to this long for host capacity when it is exhausted, e.g. 30s (0: fail at once)")
+	net.register(f, "network")
 	return cmd
 }
 

@@ -26,7 +26,7 @@ import (
 )
 
 type serveFlags struct {
-	addr, dataDir, apiKey, adminKey, configPath, agentBinary, dockerHost, logLevel string
+	addr, dataDir, apiKey, adminKey, configPath, agentBinary, egressBinary, dockerHost, logLevel string
 }
 
 func parseServeFlags(args []string) (serveFlags, error) {
@@ -38,6 +38,7 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.StringVar(&f.adminKey, "admin-key", "", "key of the built-in admin tenant \"admin\", for the tenant and key API (env GENESIS_ADMIN_KEY; overrides admin_api_key in the config)")
 	fs.StringVar(&f.configPath, "config", os.Getenv("GENESIS_CONFIG"), "YAML config file laid over the embedded defaults (env GENESIS_CONFIG)")
 	fs.StringVar(&f.agentBinary, "agent-binary", "", "static genesis-agent binary (default: genesis-agent next to this executable)")
+	fs.StringVar(&f.egressBinary, "egress-binary", "", "static genesis-egress binary of the egress gateway (default: genesis-egress next to this executable; without it networked sandbox modes are unavailable)")
 	fs.StringVar(&f.dockerHost, "docker-host", "", "Docker daemon socket (default unix:///var/run/docker.sock)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -107,9 +108,17 @@ func serve(ctx context.Context, args []string) error {
 	if cfg.AdminAPIKey != "" {
 		keys[cfg.AdminAPIKey] = config.AdminTenant
 	}
-	agentDir, err := installAgent(f.agentBinary, cfg.DataDir)
+	agentDir, err := installBinary("genesis-agent", f.agentBinary, cfg.DataDir)
 	if err != nil {
 		return err
+	}
+	egressDir, err := installBinary("genesis-egress", f.egressBinary, cfg.DataDir)
+	if err != nil {
+		if f.egressBinary != "" {
+			return err
+		}
+		log.Warn("networked sandbox modes are unavailable", "err", err)
+		egressDir = ""
 	}
 	instance, err := control.InstanceID(cfg.DataDir)
 	if err != nil {
@@ -125,7 +134,7 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	ctl, err := control.New(control.Config{Settings: cfg, Store: st, Driver: drv, AgentDir: agentDir, InstanceID: instance, Logger: log})
+	ctl, err := control.New(control.Config{Settings: cfg, Store: st, Driver: drv, AgentDir: agentDir, EgressDir: egressDir, InstanceID: instance, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -188,25 +197,27 @@ func resolveAPIKey(given, dataDir string) (key string, generated bool, err error
 	return key, true, os.WriteFile(p, []byte(key+"\n"), 0o600)
 }
 
-// installAgent copies the static agent binary into <data>/agent so that the
-// directory bind-mounted into sandboxes holds exactly one file.
-func installAgent(src, dataDir string) (string, error) {
+// installBinary copies a static binary (genesis-agent or genesis-egress)
+// into its own directory under the data dir, so that the directory
+// bind-mounted into containers holds exactly one file. src "" means the
+// file of that name next to this executable.
+func installBinary(name, src, dataDir string) (string, error) {
 	if src == "" {
 		exe, err := os.Executable()
 		if err != nil {
 			return "", err
 		}
-		src = filepath.Join(filepath.Dir(exe), "genesis-agent")
+		src = filepath.Join(filepath.Dir(exe), name)
 	}
 	b, err := os.ReadFile(src)
 	if err != nil {
-		return "", fmt.Errorf("genesis-agent binary: %w (build it with: make build, or pass --agent-binary)", err)
+		return "", fmt.Errorf("%s binary: %w (build it with: make build, or pass --%s-binary)", name, err, strings.TrimPrefix(name, "genesis-"))
 	}
-	dir := filepath.Join(dataDir, "agent")
+	dir := filepath.Join(dataDir, strings.TrimPrefix(name, "genesis-"))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	dst := filepath.Join(dir, "genesis-agent")
+	dst := filepath.Join(dir, name)
 	if old, err := os.ReadFile(dst); err == nil && bytes.Equal(old, b) {
 		return dir, nil
 	}

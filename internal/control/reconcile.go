@@ -31,6 +31,8 @@ type ReconcileReport struct {
 	// BlobsRemoved the artifact contents no record uses any more.
 	ArtifactsExpired int
 	BlobsRemoved     int
+	// NetworksRemoved counts sandbox networks left behind by gone sandboxes.
+	NetworksRemoved int
 }
 
 // Reconcile brings records and the runtime into agreement:
@@ -61,6 +63,9 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 	s.sweepCapacity(live, mark)
 	byContainer := map[string]driver.Status{}
 	for _, c := range containers {
+		if c.Labels[driver.LabelPurpose] == driver.PurposeEgressGateway {
+			continue // the gateway's own loop owns it
+		}
 		probe := c.Labels[driver.LabelPurpose] == "probe"
 		if c.Labels[driver.LabelInstance] != s.instance && !probe {
 			// Another service instance's sandbox, or a container some other
@@ -130,12 +135,13 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 		rep.JobsLost = s.reattachJobs(ctx)
 	}
 
+	rep.NetworksRemoved = s.reconcileNetworks(ctx, live)
 	rep.DirsRemoved = s.removeStaleDirs(ctx)
 	rep.LogsExpired = s.expireLogs(ctx, now)
 	rep.ArtifactsExpired, rep.BlobsRemoved = s.collectArtifactGarbage(ctx, now, startup)
 	if rep != (ReconcileReport{}) {
 		s.log.Info("reconciled", "orphans_removed", rep.OrphansRemoved, "marked_failed", rep.MarkedFailed,
-			"expired", rep.Expired, "jobs_lost", rep.JobsLost, "dirs_removed", rep.DirsRemoved, "logs_expired", rep.LogsExpired,
+			"expired", rep.Expired, "jobs_lost", rep.JobsLost, "dirs_removed", rep.DirsRemoved, "networks_removed", rep.NetworksRemoved, "logs_expired", rep.LogsExpired,
 			"artifacts_expired", rep.ArtifactsExpired, "blobs_removed", rep.BlobsRemoved)
 	}
 	return nil

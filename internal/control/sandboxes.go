@@ -18,6 +18,7 @@ import (
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/driver"
+	"genesis.dev/sandbox/internal/egress"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/policy"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -42,6 +43,9 @@ type CreateSandboxInput struct {
 	// WaitSeconds is how long the request may wait for host capacity (0:
 	// not at all).
 	WaitSeconds int64
+	// Network is the requested network policy; nil takes the tenant's or
+	// the profile's default.
+	Network *egress.Policy
 }
 
 // idempotentID derives a sandbox id from a tenant's idempotency key.
@@ -158,6 +162,10 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if err := ValidateMetadata(in.Metadata); err != nil {
 		return nil, err
 	}
+	netPol, err := s.networkPolicy(ctx, in.Tenant, p, in.Network)
+	if err != nil {
+		return nil, err
+	}
 	ttl := in.TTLSeconds
 	switch {
 	case ttl < 0 || ttl > s.cfg.Limits.MaxTTLSeconds:
@@ -266,6 +274,9 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if err != nil {
 		return nil, err
 	}
+	if err := s.recordNetwork(ctx, sb, netPol); err != nil {
+		return nil, s.failCreate(ctx, sb, err)
+	}
 	// From here on the work must finish (or roll back) even if the caller
 	// goes away: detach from its cancellation, keep a deadline.
 	wctx, cancel := cleanupCtx(ctx, s.cfg.Intervals.AgentReadyTimeout+3*s.cfg.Intervals.DockerCallTimeout)
@@ -280,7 +291,7 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if err != nil {
 		return nil, s.failCreate(wctx, sb, err)
 	}
-	return out, nil
+	return s.withNetwork(wctx, out), nil
 }
 
 var liveStates = []sandbox.State{sandbox.StateCreated, sandbox.StateStarting, sandbox.StateReady,
@@ -374,6 +385,9 @@ func (s *Service) startSandbox(ctx context.Context, sb *sandbox.Sandbox, p *conf
 	if readOnly {
 		spec.Tmpfs = map[string]string{"/tmp": "rw,nosuid,nodev,size=64m,mode=1777"}
 	}
+	if err := s.prepareNetwork(ctx, sb, &spec); err != nil {
+		return nil, err
+	}
 	cid, err := s.driver.Create(ctx, spec)
 	if err != nil {
 		return nil, err
@@ -420,6 +434,7 @@ func (s *Service) teardown(ctx context.Context, id, containerID string) {
 	if err := s.driver.Remove(cctx, containerID); err != nil {
 		s.log.Error("removing container", "sandbox", id, "err", err)
 	}
+	s.releaseNetwork(cctx, id)
 	if err := s.removeSandboxDir(id); err != nil {
 		s.log.Error("removing sandbox dir", "sandbox", id, "err", err)
 	}
@@ -451,7 +466,11 @@ func (s *Service) GetSandbox(ctx context.Context, tenant, id string) (*sandbox.S
 	if !sandbox.ValidID("sbx", id) {
 		return nil, fmt.Errorf("sandbox %q: %w", id, errdefs.ErrNotFound)
 	}
-	return s.store.GetSandbox(ctx, tenant, id)
+	sb, err := s.store.GetSandbox(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.withNetwork(ctx, sb), nil
 }
 
 // ListSandboxes lists a tenant's sandboxes.

@@ -31,6 +31,9 @@ type Config struct {
 	// AgentDir is the host directory holding the genesis-agent binary that is
 	// bind-mounted read-only into every sandbox.
 	AgentDir string
+	// EgressDir is the host directory holding the genesis-egress binary that
+	// the egress gateway container runs; empty disables networked modes.
+	EgressDir string
 	// InstanceID identifies this service instance in container labels.
 	InstanceID string
 	Logger     *slog.Logger
@@ -61,6 +64,7 @@ type Service struct {
 	logs      *joblog.Store
 	quota     *diskquota.Manager // workspace quotas below the sandboxes dir
 	arts      *artifactKeeper
+	gw        *gateway // egress gateway of networked sandboxes
 
 	sessionLocks sync.Map // session id → *sync.Mutex
 	quotaLocks   sync.Map // tenant name → *sync.Mutex (quota.go)
@@ -122,6 +126,7 @@ func New(cfg Config) (*Service, error) {
 		admission: adm,
 		capacity:  capacityHolds{holds: map[string]capacityHold{}},
 	}
+	s.gw = newGateway(s, cfg.EgressDir)
 	return s, nil
 }
 
@@ -158,6 +163,7 @@ func (s *Service) Start(ctx context.Context) error {
 	s.loop(loopCtx, s.cfg.Intervals.Probe, func(ctx context.Context) { s.RefreshProbe(ctx) })
 	s.pruneAudit(ctx)
 	s.loop(loopCtx, auditPruneEvery, s.pruneAudit)
+	s.startNetworking(ctx, loopCtx)
 	s.loop(loopCtx, s.cfg.Intervals.Reconcile, func(ctx context.Context) {
 		if err := s.Reconcile(ctx, false); err != nil {
 			s.log.Warn("reconcile failed", "err", err)
@@ -193,6 +199,7 @@ func (s *Service) Close() {
 		s.cancel()
 	}
 	s.wg.Wait()
+	s.gw.close()
 	s.agentsMu.Lock()
 	defer s.agentsMu.Unlock()
 	for id, c := range s.agents {

@@ -20,6 +20,10 @@ type NetworkSpec struct {
 	Internal bool
 	// Subnet is an IPv4 prefix in CIDR notation; empty lets the backend pick.
 	Subnet string
+	// DynamicRange, a prefix inside Subnet, is where addresses given out
+	// without a request come from; the rest of Subnet stays free for
+	// ConnectNetwork with an explicit address. Empty means all of Subnet.
+	DynamicRange string
 	// Labels are put on the network (merged with LabelManaged).
 	Labels map[string]string
 }
@@ -50,8 +54,10 @@ type Networker interface {
 	// a missing network succeeds.
 	RemoveNetwork(ctx context.Context, name string) error
 	// ConnectNetwork attaches a container to a network and returns its IPv4
-	// address there. Connecting a member again returns its address.
-	ConnectNetwork(ctx context.Context, network, container string) (string, error)
+	// address there: addr when not empty (it must lie in the network's
+	// subnet), else one the backend picks. Connecting a member again returns
+	// its address. A container in network mode none cannot be connected.
+	ConnectNetwork(ctx context.Context, network, container, addr string) (string, error)
 	// DisconnectNetwork detaches a container. Detaching a non-member, or
 	// from a missing network, succeeds.
 	DisconnectNetwork(ctx context.Context, network, container string) error

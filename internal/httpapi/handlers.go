@@ -92,6 +92,7 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 		Profiles:   items,
 		CheckedAt:  p.CheckedAt,
 		Runtimes:   []client.RuntimeInfo{},
+		Network:    networkCapabilitiesWire(s.ctl.NetworkCapabilities()),
 	}
 	for _, rt := range p.Runtimes {
 		c.Runtimes = append(c.Runtimes, client.RuntimeInfo{Name: rt.Name, Path: rt.Path, Version: rt.Version,
@@ -108,6 +109,7 @@ func sandboxWire(sb *sandbox.Sandbox) client.Sandbox {
 		Metadata:      sb.Metadata,
 		FailureReason: sb.FailureReason, ResourceVersion: strconv.FormatInt(sb.ResourceVersion, 10),
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: sb.ExpiresAt,
+		Network: networkSummaryWire(sb.Network),
 	}
 	if out.Metadata == nil {
 		out.Metadata = map[string]string{}
@@ -130,7 +132,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	in := control.CreateSandboxInput{
 		Tenant: tenantOf(r), Profile: req.Profile, Runtime: req.Runtime, RiskLevel: req.RiskLevel,
 		Env: req.Env, Metadata: req.Metadata, TTLSeconds: req.TTLSeconds, ReadOnlyRoot: req.ReadOnlyRoot,
-		IdempotencyKey: r.Header.Get("Idempotency-Key"), WaitSeconds: req.WaitSeconds,
+		IdempotencyKey: r.Header.Get("Idempotency-Key"), WaitSeconds: req.WaitSeconds, Network: policyIn(req.Network),
 	}
 	if req.Resources != nil {
 		in.Resources = sandbox.Resources{CPU: req.Resources.CPU, MemoryMB: req.Resources.MemoryMB, Pids: req.Resources.Pids, DiskMB: req.Resources.DiskMB}

@@ -287,7 +287,6 @@ func newHarness(t *testing.T, configure func(*config.Config)) *harness {
 		AllowedRuntimes:  []sandbox.Runtime{sandbox.RuntimeRunc, sandbox.RuntimeRunsc},
 		DefaultRiskLevel: sandbox.RiskLow,
 		Resources:        sandbox.Resources{CPU: 0.5, MemoryMB: 256, Pids: 64},
-		Network:          "none",
 		User:             "1000:1000",
 	})
 	if configure != nil {

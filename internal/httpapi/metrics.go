@@ -87,6 +87,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	for _, st := range sandbox.AllStates {
 		fmt.Fprintf(w, "genesis_sandboxes{state=%q} %d\n", st, byState[st])
 	}
+	s.writeNetworkMetrics(w, r)
 }
 
 func compare(a, b string) int {

@@ -121,6 +121,7 @@ func (s *Server) routesInit() {
 	s.handle("DELETE", "/v1/contexts/{id}", true, s.deleteContext)
 	s.fileRoutes()
 	s.artifactRoutes()
+	s.networkRoutes()
 	s.handle("GET", "/v1/sandboxes/{id}/terminal", true, s.terminal)
 	s.tenantRoutes()
 	s.handle("GET", "/v1/audit", true, s.listAudit)

@@ -40,6 +40,14 @@ type Network struct {
 	UpdatedAt       time.Time `json:"updated_at"`
 }
 
+// NetworkSummary is the part of a sandbox's network state shown with the
+// sandbox itself.
+type NetworkSummary struct {
+	Mode         egress.Mode   `json:"mode"`
+	Status       NetworkStatus `json:"status"`
+	StatusReason string        `json:"status_reason,omitempty"`
+}
+
 // NetworkEvent is one allowed or denied DNS lookup or connection attempt of
 // a sandbox, as recorded by the service. Cursor orders a sandbox's events
 // and resumes a listing.

@@ -96,6 +96,9 @@ type Sandbox struct {
 	CreatedAt       time.Time         `json:"created_at"`
 	UpdatedAt       time.Time         `json:"updated_at"`
 	ExpiresAt       *time.Time        `json:"expires_at,omitempty"`
+	// Network is filled by the service for networked sandboxes; it is not
+	// part of the sandbox record.
+	Network *NetworkSummary `json:"network,omitempty"`
 }
 
 // Expired reports whether the sandbox's TTL has passed at now.

@@ -32,7 +32,8 @@ type networkIPAM struct {
 }
 
 type networkIPAMConfig struct {
-	Subnet string `json:"Subnet,omitempty"`
+	Subnet  string `json:"Subnet,omitempty"`
+	IPRange string `json:"IPRange,omitempty"`
 }
 
 type networkJSON struct {
@@ -68,7 +69,15 @@ func (d *Driver) CreateNetwork(ctx context.Context, spec driver.NetworkSpec) (st
 		if err != nil || !p.Addr().Is4() || p.Masked() != p {
 			return "", fmt.Errorf("docker: create network %s: bad subnet %q: %w", spec.Name, spec.Subnet, errdefs.ErrInvalidArgument)
 		}
-		body.IPAM = &networkIPAM{Driver: "default", Config: []networkIPAMConfig{{Subnet: p.String()}}}
+		cfg := networkIPAMConfig{Subnet: p.String()}
+		if spec.DynamicRange != "" {
+			r, err := netip.ParsePrefix(spec.DynamicRange)
+			if err != nil || r.Masked() != r || !p.Contains(r.Addr()) || r.Bits() < p.Bits() {
+				return "", fmt.Errorf("docker: create network %s: dynamic range %q is not a prefix inside %s: %w", spec.Name, spec.DynamicRange, p, errdefs.ErrInvalidArgument)
+			}
+			cfg.IPRange = r.String()
+		}
+		body.IPAM = &networkIPAM{Driver: "default", Config: []networkIPAMConfig{cfg}}
 	}
 	ctx, cancel := d.callCtx(ctx, 0)
 	defer cancel()
@@ -149,7 +158,7 @@ func (d *Driver) RemoveNetwork(ctx context.Context, name string) error {
 }
 
 // ConnectNetwork attaches a container and returns its IPv4 address there.
-func (d *Driver) ConnectNetwork(ctx context.Context, network, container string) (string, error) {
+func (d *Driver) ConnectNetwork(ctx context.Context, network, container, addr string) (string, error) {
 	if err := validID(network); err != nil {
 		return "", err
 	}
@@ -158,18 +167,25 @@ func (d *Driver) ConnectNetwork(ctx context.Context, network, container string) 
 	}
 	ctx, cancel := d.callCtx(ctx, 0)
 	defer cancel()
-	if addr, ok, err := d.memberAddress(ctx, network, container); err != nil || ok {
-		return addr, err
+	if got, ok, err := d.memberAddress(ctx, network, container); err != nil || ok {
+		return got, err
 	}
 	body := map[string]any{"Container": container}
+	if addr != "" {
+		a, err := netip.ParseAddr(addr)
+		if err != nil || !a.Is4() {
+			return "", fmt.Errorf("docker: connect %s to network %s: bad address %q: %w", container, network, addr, errdefs.ErrInvalidArgument)
+		}
+		body["EndpointConfig"] = map[string]any{"IPAMConfig": map[string]string{"IPv4Address": a.String()}}
+	}
 	if err := d.api.call(ctx, request{op: "connect " + container + " to network " + network, method: http.MethodPost, path: "/networks/" + network + "/connect", body: body}, nil); err != nil {
 		return "", err
 	}
-	addr, ok, err := d.memberAddress(ctx, network, container)
+	got, ok, err := d.memberAddress(ctx, network, container)
 	if err == nil && !ok {
 		err = fmt.Errorf("docker: connect %s to network %s: no address assigned: %w", container, network, errdefs.ErrInternal)
 	}
-	return addr, err
+	return got, err
 }
 
 // memberAddress returns the container's address on network, if attached.
@@ -233,26 +249,6 @@ func (d *Driver) ListNetworks(ctx context.Context) ([]driver.NetworkStatus, erro
 	for _, n := range ns {
 		n.Containers = nil
 		out = append(out, networkStatus(n))
-	}
-	return out, nil
-}
-
-// Subnets returns the IPv4 subnets of every network on the host (managed or
-// not), so that a caller can pick a free one.
-func (d *Driver) Subnets(ctx context.Context) ([]netip.Prefix, error) {
-	ctx, cancel := d.callCtx(ctx, 0)
-	defer cancel()
-	var ns []networkJSON
-	if err := d.api.call(ctx, request{op: "list networks", method: http.MethodGet, path: "/networks"}, &ns); err != nil {
-		return nil, err
-	}
-	var out []netip.Prefix
-	for _, n := range ns {
-		for _, c := range n.IPAM.Config {
-			if p, err := netip.ParsePrefix(c.Subnet); err == nil && p.Addr().Is4() {
-				out = append(out, p.Masked())
-			}
-		}
 	}
 	return out, nil
 }

@@ -24,7 +24,7 @@ func TestNetworkConformance(t *testing.T) {
 			Cmd:      []string{"/bin/busybox", "sleep", "300"},
 			Labels:   testLabels,
 		}
-	}, "")
+	}, "10.232.255.0/28")
 }
 
 // testNetwork creates an internal network removed at cleanup.
@@ -71,7 +71,7 @@ func TestInternalNetworkReach(t *testing.T) {
 		t.Run(string(rt), func(t *testing.T) {
 			net := "genesis-test-sbx-" + string(rt) + "-" + tag
 			testNetwork(t, d, net)
-			gwIP, err := d.ConnectNetwork(ctx, net, gw)
+			gwIP, err := d.ConnectNetwork(ctx, net, gw, "")
 			if err != nil {
 				t.Fatalf("ConnectNetwork gateway: %v", err)
 			}

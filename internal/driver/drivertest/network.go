@@ -50,7 +50,15 @@ func networks(t *testing.T, h Harness, rt sandbox.Runtime, subnet string) {
 			t.Errorf("cleanup: RemoveNetwork: %v", err)
 		}
 	})
-	id, err := nw.CreateNetwork(ctx, driver.NetworkSpec{Name: name, Internal: true, Subnet: subnet,
+	dynamic := ""
+	if subnet != "" {
+		// The upper half of the subnet for picked addresses.
+		p := netip.MustParsePrefix(subnet)
+		b := p.Addr().As4()
+		b[3] += byte(1 << (32 - p.Bits() - 1))
+		dynamic = netip.PrefixFrom(netip.AddrFrom4(b), p.Bits()+1).String()
+	}
+	id, err := nw.CreateNetwork(ctx, driver.NetworkSpec{Name: name, Internal: true, Subnet: subnet, DynamicRange: dynamic,
 		Labels: map[string]string{driver.LabelSandbox: "conf-" + tag}})
 	if err != nil {
 		t.Fatalf("CreateNetwork: %v", err)
@@ -107,14 +115,24 @@ func networks(t *testing.T, h Harness, rt sandbox.Runtime, subnet string) {
 			t.Fatalf("Start: %v", err)
 		}
 	}
-	addr, err := nw.ConnectNetwork(ctx, name, joiner)
+	want := ""
+	if subnet != "" {
+		// An explicit address outside the dynamic range.
+		want = prefix.Addr().Next().Next().String()
+	}
+	addr, err := nw.ConnectNetwork(ctx, name, joiner, want)
 	if err != nil {
 		t.Fatalf("ConnectNetwork: %v", err)
 	}
-	if a, err := netip.ParseAddr(addr); err != nil || !prefix.Contains(a) {
-		t.Errorf("ConnectNetwork address %q (%v) not in %s", addr, err, prefix)
+	if a, err := netip.ParseAddr(addr); err != nil || !prefix.Contains(a) || (want != "" && addr != want) {
+		t.Errorf("ConnectNetwork address %q (%v) not in %s or not the requested %q", addr, err, prefix, want)
 	}
-	if again, err := nw.ConnectNetwork(ctx, name, joiner); err != nil || again != addr {
+	if subnet != "" {
+		if m, _ := nw.InspectNetwork(ctx, name); m.Members[member] == "" || !netip.MustParsePrefix(dynamic).Contains(netip.MustParseAddr(m.Members[member])) {
+			t.Errorf("member address %q outside the dynamic range %s", m.Members[member], dynamic)
+		}
+	}
+	if again, err := nw.ConnectNetwork(ctx, name, joiner, ""); err != nil || again != addr {
 		t.Errorf("second ConnectNetwork = %q, %v; want %q, nil", again, err, addr)
 	}
 	ins, err := h.Driver.Inspect(ctx, joiner)

@@ -60,7 +60,7 @@ func (d *Driver) CreateNetwork(ctx context.Context, spec driver.NetworkSpec) (st
 	id := newID()
 	d.networks[id] = &network{
 		status: driver.NetworkStatus{ID: id, Name: spec.Name, Internal: spec.Internal, Subnet: p.String(), Labels: labels, Members: map[string]string{}},
-		next:   p.Addr().Next().Next(),
+		next:   dynamicStart(p, spec.DynamicRange),
 	}
 	return id, nil
 }
@@ -111,7 +111,7 @@ func (d *Driver) RemoveNetwork(ctx context.Context, name string) error {
 }
 
 // ConnectNetwork attaches a container and returns its address.
-func (d *Driver) ConnectNetwork(ctx context.Context, network, container string) (string, error) {
+func (d *Driver) ConnectNetwork(ctx context.Context, network, container, want string) (string, error) {
 	if err := d.enter(ctx, OpConnectNetwork, network); err != nil {
 		return "", err
 	}
@@ -132,7 +132,21 @@ func (d *Driver) ConnectNetwork(ctx context.Context, network, container string) 
 		return "", fmt.Errorf("fake: container %s has network mode none and cannot join %s: %w", container, network, errdefs.ErrInvalidArgument)
 	}
 	addr := n.next.String()
-	n.next = n.next.Next()
+	if want != "" {
+		a, err := netip.ParseAddr(want)
+		p, _ := netip.ParsePrefix(n.status.Subnet)
+		if err != nil || !p.Contains(a) {
+			return "", fmt.Errorf("fake: address %q is not in %s: %w", want, p, errdefs.ErrInvalidArgument)
+		}
+		for _, m := range n.status.Members {
+			if m == want {
+				return "", fmt.Errorf("fake: address %s in use: %w", want, errdefs.ErrConflict)
+			}
+		}
+		addr = want
+	} else {
+		n.next = n.next.Next()
+	}
 	n.status.Members[c.status.ID] = addr
 	return addr, nil
 }
@@ -186,4 +200,15 @@ func (d *Driver) networksOf(id string) map[string]string {
 		}
 	}
 	return out
+}
+
+// dynamicStart is the first address handed out without a request.
+func dynamicStart(subnet netip.Prefix, dynamic string) netip.Addr {
+	if r, err := netip.ParsePrefix(dynamic); err == nil && subnet.Contains(r.Addr()) {
+		if r.Addr() == subnet.Addr() {
+			return r.Addr().Next().Next()
+		}
+		return r.Addr()
+	}
+	return subnet.Addr().Next().Next()
 }
