@@ -87,7 +87,7 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 		Driver: p.Driver, Healthy: p.Healthy, Error: p.Error, DaemonVersion: p.DaemonVersion,
 		APIVersion: p.APIVersion, KernelVersion: p.KernelVersion, CgroupVersion: p.CgroupVersion,
 		Checkpoint: client.Feature{Supported: p.Checkpoint.Supported, Method: p.Checkpoint.Method, Reason: p.Checkpoint.Reason},
-		DiskQuota: client.Feature{Supported: dq.Enforced, Enforced: dq.Enforced, Method: dq.Method, Reason: dq.Reason},
+		DiskQuota:  client.Feature{Supported: dq.Enforced, Enforced: dq.Enforced, Method: dq.Method, Reason: dq.Reason},
 		RiskPolicy: control.RiskPolicy(),
 		Profiles:   items,
 		CheckedAt:  p.CheckedAt,
