@@ -70,20 +70,16 @@ func (s *Server) controlHandler() http.Handler {
 		writeJSON(w, http.StatusOK, s.Counters())
 	})
 	mux.HandleFunc("GET "+egress.PathHealth, func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		n := len(s.byID)
-		s.mu.Unlock()
+		// No lock: health must answer while a PUT waits for an address.
 		writeJSON(w, http.StatusOK, egress.Health{Status: "ok", Version: s.cfg.Version, Started: s.started.UTC(),
-			Sandboxes: n, LastSeq: s.events.last()})
+			Sandboxes: int(s.nSandboxes.Load()), LastSeq: s.events.last()})
 	})
 	return mux
 }
 
 // Counters returns the running totals.
 func (s *Server) Counters() egress.Counters {
-	s.mu.Lock()
-	n := len(s.byID)
-	s.mu.Unlock()
+	n := int(s.nSandboxes.Load())
 	c := &s.counters
 	return egress.Counters{DNSAllowed: c.dnsAllowed.Load(), DNSDenied: c.dnsDenied.Load(), ConnAllowed: c.connAllowed.Load(),
 		ConnDenied: c.connDenied.Load(), ConnActive: c.connActive.Load(), BytesUp: c.bytesUp.Load(), BytesDown: c.bytesDown.Load(),

@@ -125,6 +125,22 @@ func TestConnectProxyAndIPLiterals(t *testing.T) {
 	if code, body, _ := get(t, pc, "http://web.test/via-proxy"); code != 200 || body != "host=web.test path=/via-proxy auth=" {
 		t.Fatalf("proxied GET = %d %q", code, body)
 	}
+	// A body goes through the proxy streamed, with its framing: fixed
+	// length and chunked.
+	for want, body := range map[string]io.Reader{
+		"payload-123": strings.NewReader("payload-123"),                                        // Content-Length
+		"chunked-456": io.MultiReader(strings.NewReader("chunked-"), strings.NewReader("456")), // unknown length: chunked
+	} {
+		resp, err := pc.Post("http://web.test/post", "text/plain", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "host=web.test path=/post auth= body="+want {
+			t.Fatalf("proxied POST = %d %q", resp.StatusCode, b)
+		}
+	}
 	proxy := netip.AddrPortFrom(ip, egress.PortProxy)
 	if got := rawHTTP(t, proxy, "CONNECT other.test:443 HTTP/1.1\r\nHost: other.test:443\r\n\r\n"); !strings.HasPrefix(got, "HTTP/1.1 403") {
 		t.Fatalf("CONNECT other.test: %q", firstLine(got))

@@ -187,7 +187,7 @@ func get(t *testing.T, c *http.Client, url string, hdr ...string) (int, string, 
 // upstream is a stand-in for a server on the internet: HTTP on :80 and
 // HTTPS (a certificate for names, trusted by roots) on :443 of its own
 // loopback address. It answers "host=<Host> path=<path> auth=<Authorization>"
-// unless handler is set.
+// (and " body=<body>" when there is one) unless handler is set.
 type upstream struct {
 	addr  netip.Addr
 	roots *x509.CertPool
@@ -203,8 +203,11 @@ func startUpstream(t testing.TB, handler http.HandlerFunc, names ...string) *ups
 	u.roots, u.cert = roots, cert.Certificate[0]
 	if handler == nil {
 		handler = func(w http.ResponseWriter, r *http.Request) {
-			io.Copy(io.Discard, r.Body)
+			body, _ := io.ReadAll(r.Body)
 			fmt.Fprintf(w, "host=%s path=%s auth=%s", r.Host, r.URL.Path, r.Header.Get("Authorization"))
+			if len(body) > 0 {
+				fmt.Fprintf(w, " body=%s", body)
+			}
 		}
 	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -130,17 +130,43 @@ func (s *Server) serveProxy(sb *sandbox, c net.Conn) {
 			return
 		}
 	}
-	// Rewrite to origin form, one request per connection: a proxy client
-	// may send its next request for another host on the same connection.
-	req.Header.Del("Proxy-Connection")
-	req.Header.Del("Proxy-Authorization")
-	req.Close = true
-	if _, ok := req.Header["User-Agent"]; !ok {
-		req.Header["User-Agent"] = []string{""} // no default added by Write
+	// Rewrite the head to origin form, one request per connection (a proxy
+	// client may send its next request for another host on the same
+	// connection); the body follows unchanged, streamed.
+	first := originHead(req)
+	if n := br.Buffered(); n > 0 {
+		b, _ := br.Peek(n)
+		first = append(first, b...)
 	}
-	var head bytes.Buffer
-	req.Write(&head)
-	s.forward(sb, c, egress.ProtoHTTP, host, port, true, head.Bytes(), true)
+	s.forward(sb, c, egress.ProtoHTTP, host, port, true, first, true)
+}
+
+// originHead is the head of a proxy request rewritten for the origin:
+// origin-form target, no proxy headers, Connection: close, the body's
+// framing kept as it came.
+func originHead(req *http.Request) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\n", req.Method, req.URL.RequestURI(), req.URL.Host)
+	h := req.Header.Clone()
+	for _, f := range h["Connection"] {
+		for _, name := range strings.Split(f, ",") {
+			h.Del(strings.TrimSpace(name))
+		}
+	}
+	for _, name := range []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Te", "Upgrade",
+		"Transfer-Encoding", "Content-Length"} {
+		h.Del(name)
+	}
+	h.Set("Connection", "close")
+	switch {
+	case len(req.TransferEncoding) > 0:
+		h.Set("Transfer-Encoding", strings.Join(req.TransferEncoding, ", "))
+	case req.ContentLength > 0:
+		h.Set("Content-Length", strconv.FormatInt(req.ContentLength, 10))
+	}
+	h.Write(&b)
+	b.WriteString("\r\n")
+	return b.Bytes()
 }
 
 // requestReader serializes req back to the wire (used to hand a proxy

@@ -65,9 +65,11 @@ type Server struct {
 	started  time.Time
 	tool     *http.Transport
 
-	mu   sync.Mutex
+	mu   sync.Mutex // guards byID and byIP; held while a new address is bound
 	byID map[string]*sandbox
 	byIP map[netip.Addr]*sandbox
+	// nSandboxes is len(byID), readable without mu.
+	nSandboxes atomic.Int64
 }
 
 // sandbox is one sandbox's state: its address, its current rules (swapped
@@ -157,6 +159,7 @@ func (s *Server) closeAll() {
 		sbs = append(sbs, sb)
 	}
 	s.byID, s.byIP = map[string]*sandbox{}, map[netip.Addr]*sandbox{}
+	s.nSandboxes.Store(0)
 	s.mu.Unlock()
 	for _, sb := range sbs {
 		sb.close()
@@ -196,6 +199,7 @@ func (s *Server) Put(ctx context.Context, id string, cfg egress.SandboxConfig) (
 		}
 		delete(s.byID, id)
 		delete(s.byIP, old.ip)
+		s.nSandboxes.Store(int64(len(s.byID)))
 		old.close()
 	}
 	sb := &sandbox{id: id, ip: ip, conns: map[net.Conn]struct{}{}}
@@ -206,6 +210,7 @@ func (s *Server) Put(ctx context.Context, id string, cfg egress.SandboxConfig) (
 	}
 	sb.ls = ls
 	s.byID[id], s.byIP[ip] = sb, sb
+	s.nSandboxes.Store(int64(len(s.byID)))
 	s.log.Info("sandbox added", "sandbox", id, "local_ip", ip, "mode", rules.Mode())
 	return s.status(sb), nil
 }
@@ -218,6 +223,7 @@ func (s *Server) Delete(id string) {
 	if ok {
 		delete(s.byID, id)
 		delete(s.byIP, sb.ip)
+		s.nSandboxes.Store(int64(len(s.byID)))
 	}
 	s.mu.Unlock()
 	if ok {
