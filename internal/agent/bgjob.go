@@ -3,7 +3,6 @@ package agent
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -416,42 +415,40 @@ func (s *Server) launch(j *bgJob, spec *job) (err error) {
 		return err
 	}
 	childEnds, parentEnds = append(childEnds, errW), append(parentEnds, errR)
-	statR, statW, err := pipe("shim status")
-	if err != nil {
-		return err
-	}
-	childEnds, parentEnds = append(childEnds, statW), append(parentEnds, statR)
-	ctlR, ctlW, err := pipe("shim control")
-	if err != nil {
-		return err
-	}
-	childEnds, parentEnds = append(childEnds, ctlR), append(parentEnds, ctlW)
 	setPipeSize(outR, jobPipeSize)
 	setPipeSize(errR, jobPipeSize)
 
 	// The shim is the agent binary: agent-internal variables from the
 	// request would steer it, so background jobs never get them.
-	env := make([]string, 0, len(spec.env)+1)
+	env := make([]string, 0, len(spec.env))
 	for _, kv := range spec.env {
 		if !strings.HasPrefix(kv, internalEnvPrefix) {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, shimEnvVar+"=1")
-	attr := &syscall.ProcAttr{
-		Dir:   spec.dir,
-		Env:   env,
-		Files: []uintptr{stdin.Fd(), outW.Fd(), errW.Fd(), statW.Fd(), ctlR.Fd()},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
-	}
+	ss := shimSpec{Path: spec.argv0, Argv: spec.argv, Env: env, Dir: spec.dir}
+	stdio := [3]*os.File{stdin, outW, errW}
 	oomBefore, oomOK := s.oom.read()
-	shimPID, shimDone, err := s.sup.start(s.shimPath, shimArgs(spec.argv0, spec.argv), attr)
-	if err != nil {
-		if errors.Is(err, errdefs.ErrUnavailable) {
-			return err
+	defer s.refillSpare()
+	sp, err := s.takeSpare()
+	if err == nil {
+		if err = sp.hand(ss, stdio, time.Now().Add(shimStartTimeout)); err != nil {
+			// The spare died after it was taken: one more try with a new one.
+			s.log.Warn("job shim did not take its job; starting another", "job", j.id, "err", err)
+			syscall.Kill(sp.pid, syscall.SIGKILL)
+			sp.retire()
+			if sp, err = s.startSpare(); err == nil {
+				if err = sp.hand(ss, stdio, time.Now().Add(shimStartTimeout)); err != nil {
+					syscall.Kill(sp.pid, syscall.SIGKILL)
+					sp.retire()
+				}
+			}
 		}
-		return fmt.Errorf("start the job shim %s: %v: %w", s.shimPath, err, errdefs.ErrInternal)
 	}
+	if err != nil {
+		return err
+	}
+	shimPID, shimDone, statR, ctlW := sp.pid, sp.done, sp.status, sp.ctl
 	j.mu.Lock()
 	j.shimPID, j.ctl = shimPID, ctlW
 	j.mu.Unlock()

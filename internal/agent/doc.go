@@ -15,6 +15,8 @@
 // jobs (/v1/jobs) run under a per-job shim, the agent binary re-executed as
 // a child subreaper (shim.go): everything the job forks stays below it, even
 // after setsid or a double fork, so cancel and timeout kill the whole tree.
+// One shim is kept started ahead of its job (spare.go), so a job start does
+// not wait for a process and its runtime to come up.
 // Their output is kept in memory up to a cap per stream (output.go) and
 // streamed as agentproto frames from any offset, so a dropped connection
 // loses nothing.

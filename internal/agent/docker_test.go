@@ -312,17 +312,30 @@ func testInContainer(t *testing.T, rt string) {
 	t.Logf("%s: exec round trip of true via agentclient: p50 %v over 200 calls", rt, p50)
 }
 
-// containerProcs lists processes in the container other than the agent and
-// the listing job itself, as "pid state comm".
+// containerProcs lists processes in the container other than the agent,
+// its idle spare job shim and the listing job itself, as "pid state comm".
 func containerProcs(t *testing.T, c *sandboxContainer) []string {
 	t.Helper()
-	// Every line of /proc/N/stat; the listing shell and cat are ignored by pgid.
-	res := execOK(t, c.client, agentproto.ExecRequest{Script: `echo "self $$"; cat /proc/[0-9]*/stat 2>/dev/null`})
+	// Every line of /proc/N/stat (the listing shell and its children are
+	// ignored by pgid), then the idle spare shims: started as
+	// "genesis-agent-shim serve spare" and not (yet) renamed for a job.
+	res := execOK(t, c.client, agentproto.ExecRequest{Script: `echo "self $$"; cat /proc/[0-9]*/stat 2>/dev/null
+for p in /proc/[0-9]*; do
+  case "$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null)" in
+  "genesis-agent-shim serve spare ") read -r c <"$p/comm" && [ "$c" != genesis-shim ] && echo "spare ${p#/proc/}";;
+  esac
+done; true`})
 	lines := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
 	if len(lines) == 0 || !strings.HasPrefix(lines[0], "self ") {
 		t.Fatalf("proc listing: %q", res.Stdout)
 	}
 	self := strings.TrimPrefix(lines[0], "self ")
+	spare := map[string]bool{}
+	for _, l := range lines[1:] {
+		if pid, ok := strings.CutPrefix(l, "spare "); ok {
+			spare[pid] = true
+		}
+	}
 	var out []string
 	for _, l := range lines[1:] {
 		pid, rest, ok := strings.Cut(l, " ")
@@ -331,7 +344,7 @@ func containerProcs(t *testing.T, c *sandboxContainer) []string {
 			continue
 		}
 		f := strings.Fields(rest[i+1:])
-		if len(f) < 3 || pid == "1" || f[2] == self {
+		if len(f) < 3 || pid == "1" || f[2] == self || spare[pid] {
 			continue
 		}
 		out = append(out, pid+" "+f[0]+" "+rest[:i+1])

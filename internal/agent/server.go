@@ -88,6 +88,7 @@ type Server struct {
 	discard  sync.Pool // *[]byte of discardBuf bytes: output beyond a cap
 	frames   sync.Pool // *[]byte: encoded frames of job streams
 	shimPath string
+	spares   spareSet // job shims started ahead of their jobs (spare.go)
 
 	terms terminalTable // processes on pseudo-terminals (pty.go)
 }
@@ -184,6 +185,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.sup = newSupervisor(s.log)
 	s.sup.run()
 	defer s.sup.shutdown()
+	s.refillSpare()
 
 	ln, err := listenUnix(s.cfg.SocketPath, s.cfg.SocketMode)
 	if err != nil {
@@ -237,6 +239,7 @@ loop:
 // is left after ShutdownGrace.
 func (s *Server) terminateJobs() {
 	s.jobs.close()
+	s.closeSpares()
 	s.terms.hangupAll()
 	if s.sup.closeStarts() == 0 {
 		return

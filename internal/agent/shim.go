@@ -1,15 +1,17 @@
 package agent
 
 import (
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
-	"slices"
-	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // A background job runs under a shim: a second instance of the agent binary
@@ -19,34 +21,56 @@ import (
 // subreaper, the shim. So the job's tree is exactly the shim's descendants,
 // found by following PPid links in /proc, and the shim can signal all of it.
 //
-// The agent starts the shim as
+// Shims are started ahead of their jobs (spare.go), so a job start does not
+// wait for a new process and its runtime to come up. The agent starts one as
 //
-//	genesis-agent-shim serve -- PATH ARGV0 [ARG...]
+//	genesis-agent-shim serve spare
 //
-// with GENESIS_AGENT_SHIM=1 in its environment (Server.Run turns such a
-// process into a shim before doing anything else; the variable is removed
-// again before the job's command runs), the job's stdio as fds 0-2, the
-// status pipe as fd 3 and the control pipe as fd 4.
+// with only GENESIS_AGENT_SHIM=1 in its environment (Server.Run turns such
+// a process into a shim before doing anything else), /dev/null as fds 0-2,
+// the status pipe as fd 3 and the control socket (a Unix stream socket) as
+// fd 4. The idle shim names itself genesis-spare and waits on fd 4 for its
+// job: a 4-byte big-endian length carrying the job's stdin, stdout and
+// stderr as SCM_RIGHTS, then that many bytes of shimSpec JSON. It moves the
+// three descriptors to fds 0-2, names itself genesis-shim and runs the job.
+// End of file before a job arrives means the agent retired the spare.
 //
 // Status (shim → agent), one line each: "pid N" once the command runs,
 // "warn TEXT" for problems worth logging, and finally "exit WS" with the
 // command's raw wait status, after which the shim exits.
 //
-// Control (agent → shim), one byte each: 'T' sends SIGTERM to every process
-// of the tree; 'K' SIGKILLs the tree until it is empty. End of file (the
-// agent is gone) acts like 'K'.
+// Control (agent → shim, after the job), one byte each: 'T' sends SIGTERM
+// to every process of the tree; 'K' SIGKILLs the tree until it is empty.
+// End of file (the agent is gone) acts like 'K'.
 //
 // When the command exits, the shim SIGKILLs whatever is left of the tree,
 // so a finished job leaves nothing behind, then reports and exits.
 const (
 	shimEnvVar    = "GENESIS_AGENT_SHIM"
 	shimArgv0     = "genesis-agent-shim"
+	shimArgSpare  = "spare"
 	shimStatusFD  = 3
 	shimControlFD = 4
 
 	shimCmdTerm = 'T'
 	shimCmdKill = 'K'
+
+	// Process names (comm) of an idle spare and of a shim running a job.
+	shimNameSpare = "genesis-spare"
+	shimNameJob   = "genesis-shim"
 )
+
+// maxShimSpec bounds a job spec sent to a shim (argv and environment; the
+// request body that carried them is bounded too).
+const maxShimSpec = 256 << 20
+
+// shimSpec is the job a spare shim receives.
+type shimSpec struct {
+	Path string   `json:"path"`
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir"`
+}
 
 // shimKillWithin bounds how long a shim keeps killing a tree that does not
 // go away (processes stuck in uninterruptible sleep).
@@ -55,30 +79,125 @@ const shimKillWithin = 5 * time.Second
 // shimRequested reports whether this process was started as a job shim.
 func shimRequested() bool { return os.Getenv(shimEnvVar) == "1" }
 
-// shimArgs returns the argv with which the agent starts a shim for path/argv.
-func shimArgs(path string, argv []string) []string {
-	return append([]string{shimArgv0, "serve", "--", path}, argv...)
-}
+// shimArgs returns the argv with which the agent starts a spare shim.
+func shimArgs() []string { return []string{shimArgv0, "serve", shimArgSpare} }
 
 // runShim is the body of a shim process; args are its os.Args. It returns
 // the process exit code (the command's status travels over the status pipe).
 func runShim(args []string) int {
 	runtime.GOMAXPROCS(1)
-	i := slices.Index(args, "--")
-	if i < 0 || len(args) < i+3 {
-		fmt.Fprintln(os.Stderr, "genesis-agent: shim: want -- PATH ARGV0 [ARG...]")
+	if len(args) != 3 || args[2] != shimArgSpare {
+		fmt.Fprintln(os.Stderr, "genesis-agent: shim: want genesis-agent-shim serve spare")
 		return 2
 	}
-	path, argv := args[i+1], args[i+2:]
+	setProcName(shimNameSpare)
 	// The command must not inherit the shim's channels to the agent.
 	syscall.CloseOnExec(shimStatusFD)
 	syscall.CloseOnExec(shimControlFD)
+	spec, err := receiveShimSpec(shimControlFD)
+	if errors.Is(err, io.EOF) {
+		return 0 // retired before it got a job
+	}
+	if err != nil {
+		fmt.Fprintf(os.NewFile(shimStatusFD, "shim-status"), "warn spare shim: %v\nexit %d\n", err, 126<<8)
+		return 1
+	}
+	setProcName(shimNameJob)
 	sh := &shim{
 		status: os.NewFile(shimStatusFD, "shim-status"),
 		self:   os.Getpid(),
 		procs:  newProcScanner("/proc"),
 	}
-	return sh.run(path, argv, os.NewFile(shimControlFD, "shim-control"))
+	return sh.run(spec, os.NewFile(shimControlFD, "shim-control"))
+}
+
+// receiveShimSpec reads a job from the control socket fd and installs its
+// stdio as fds 0-2. io.EOF means the socket closed before a job came.
+func receiveShimSpec(fd int) (shimSpec, error) {
+	var hdr [4]byte
+	oob := make([]byte, syscall.CmsgSpace(3*4))
+	var n, oobn int
+	var err error
+	for {
+		n, oobn, _, _, err = syscall.Recvmsg(fd, hdr[:], oob, syscall.MSG_CMSG_CLOEXEC)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return shimSpec{}, fmt.Errorf("receive job: %w", err)
+	}
+	if n == 0 {
+		return shimSpec{}, io.EOF
+	}
+	var fds []int
+	if msgs, err := syscall.ParseSocketControlMessage(oob[:oobn]); err == nil {
+		for _, m := range msgs {
+			if rights, err := syscall.ParseUnixRights(&m); err == nil {
+				fds = append(fds, rights...)
+			}
+		}
+	}
+	if len(fds) != 3 {
+		for _, f := range fds {
+			syscall.Close(f)
+		}
+		return shimSpec{}, fmt.Errorf("receive job: %d descriptors, want 3", len(fds))
+	}
+	for i, f := range fds {
+		if err := syscall.Dup3(f, i, 0); err != nil {
+			return shimSpec{}, fmt.Errorf("install fd %d: %w", i, err)
+		}
+		syscall.Close(f)
+	}
+	if err := readFullFD(fd, hdr[n:]); err != nil {
+		return shimSpec{}, err
+	}
+	size := binary.BigEndian.Uint32(hdr[:])
+	if size > maxShimSpec {
+		return shimSpec{}, fmt.Errorf("receive job: spec of %d bytes", size)
+	}
+	body := make([]byte, size)
+	if err := readFullFD(fd, body); err != nil {
+		return shimSpec{}, err
+	}
+	var spec shimSpec
+	if err := json.Unmarshal(body, &spec); err != nil || spec.Path == "" || len(spec.Argv) == 0 {
+		return shimSpec{}, fmt.Errorf("receive job: malformed spec (%v)", err)
+	}
+	return spec, nil
+}
+
+// readFullFD fills b from the blocking descriptor fd.
+func readFullFD(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := syscall.Read(fd, b)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("receive job: %w", err)
+		}
+		if n == 0 {
+			return fmt.Errorf("receive job: %w", io.ErrUnexpectedEOF)
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// prSetName is PR_SET_NAME from <linux/prctl.h>.
+const prSetName = 15
+
+// setProcName sets the name (comm) /proc shows for the process, best
+// effort: with prctl when on the main thread, else through /proc/self/comm.
+func setProcName(name string) {
+	if syscall.Gettid() == os.Getpid() {
+		b := append([]byte(name), 0)
+		syscall.RawSyscall(syscall.SYS_PRCTL, prSetName, uintptr(unsafe.Pointer(&b[0])), 0)
+		return
+	}
+	os.WriteFile("/proc/self/comm", []byte(name), 0)
 }
 
 type shim struct {
@@ -95,7 +214,7 @@ func (sh *shim) report(format string, args ...any) {
 	fmt.Fprintf(sh.status, format+"\n", args...)
 }
 
-func (sh *shim) run(path string, argv []string, control *os.File) int {
+func (sh *shim) run(spec shimSpec, control *os.File) int {
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
 		sh.report("warn cannot become a child subreaper (%v): escaped descendants cannot be tracked", errno)
 	}
@@ -104,9 +223,9 @@ func (sh *shim) run(path string, argv []string, control *os.File) int {
 	fwd := make(chan os.Signal, 4)
 	signal.Notify(fwd, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 
-	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, shimEnvVar+"=") })
-	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
-		Env:   env,
+	pid, err := syscall.ForkExec(spec.Path, spec.Argv, &syscall.ProcAttr{
+		Dir:   spec.Dir,
+		Env:   spec.Env,
 		Files: []uintptr{0, 1, 2},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
@@ -115,7 +234,7 @@ func (sh *shim) run(path string, argv []string, control *os.File) int {
 		if errors.Is(err, syscall.ENOENT) {
 			code = 127
 		}
-		fmt.Fprintf(os.Stderr, "genesis-agent: %s: %v\n", argv[0], err)
+		fmt.Fprintf(os.Stderr, "genesis-agent: %s: %v\n", spec.Argv[0], err)
 		sh.report("exit %d", code<<8)
 		return 0
 	}
