@@ -103,6 +103,11 @@ func (s *Service) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	if err := s.store.CreateJob(ctx, job); err != nil {
 		return nil, err
 	}
+	// The log exists while the job runs, so it can be opened and followed
+	// like a background job's; the output is appended when the job ends.
+	if _, err := s.logs.Get(job.ID, true); err != nil {
+		s.log.Warn("creating job log", "job", job.ID, "err", err)
+	}
 	if err := s.planArtifacts(ctx, job, in.Artifacts); err != nil {
 		return nil, s.execFailed(ctx, sb, job, err, false)
 	}
@@ -138,6 +143,7 @@ func (s *Service) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 		return nil
 	})
 	if err != nil {
+		s.logs.Release(job.ID)
 		return nil, err
 	}
 	// Artifacts are kept, and the log written, after the record is final,

@@ -282,16 +282,17 @@ func (s *Service) JobLog(ctx context.Context, tenant, jobID string) (*sandbox.Jo
 	if err != nil {
 		return nil, nil, err
 	}
-	l, err := s.logs.Get(jobID, false)
+	l, err := s.logs.View(jobID)
 	if err != nil {
 		return nil, nil, err
 	}
-	if j.State.Final() {
-		// Nothing will be appended: do not keep the file open. Readers open
-		// their own handle, so the returned log stays readable.
-		s.logs.Release(jobID)
-	}
 	return j, l, nil
+}
+
+// StartedJobLog returns the log of a job that StartJob just returned to the
+// same caller, without reading the job's record again.
+func (s *Service) StartedJobLog(j *sandbox.Job) (*joblog.Log, error) {
+	return s.logs.View(j.ID)
 }
 
 // reattachJobs, at start-up, resumes following the background jobs that

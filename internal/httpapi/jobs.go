@@ -142,16 +142,18 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, jobID string,
 		_ = sw.flush()
 		return
 	}
+	rd, err := log.NewReader(cursor)
+	if err != nil {
+		s.log.Warn("log stream ended", "job", jobID, "err", err)
+		return
+	}
+	defer rd.Close()
+	// checkRecord: whether to look at the job record when the reader is at
+	// the end of an unfinished log (first at the end, then on keepalives).
+	checkRecord := true
 	for {
 		changed := log.Wait()
-		exited := false
-		err := log.Read(ctx, cursor, false, func(e joblog.Event) error {
-			cursor = e.Cursor
-			if e.Type == agentproto.FrameExit {
-				exited = true
-			}
-			return sw.frame(e, jobID)
-		})
+		exited, err := rd.ReadAvailable(func(e joblog.Event) error { return sw.frame(e, jobID) })
 		if err == nil {
 			err = sw.flush()
 		}
@@ -164,14 +166,20 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, jobID string,
 		if !follow {
 			return // nothing more now
 		}
-		if _, _, done := log.Offsets(); !done {
+		cursor = rd.Cursor()
+		if _, _, done := log.Offsets(); !done && checkRecord {
 			// A job can be final without an exit frame in its log (the
 			// service died between recording and appending it): end the
 			// stream with the record's exit rather than waiting forever.
-			if j, err := s.ctl.GetJob(ctx, tenantOf(r), jobID); err == nil && j.State.Final() {
-				_ = sw.event(strconv.FormatInt(cursor, 10), "exit", exitFromJob(j))
-				_ = sw.flush()
-				return
+			// The record is read when the reader first catches up and then
+			// at each keepalive, not on every append.
+			checkRecord = false
+			if j, err := s.ctl.GetJob(ctx, tenantOf(r), jobID); err == nil && j.State.Final() && cursor >= log.Size() {
+				if _, _, done := log.Offsets(); !done {
+					_ = sw.event(strconv.FormatInt(cursor, 10), "exit", exitFromJob(j))
+					_ = sw.flush()
+					return
+				}
 			}
 		}
 		if _, _, done := log.Offsets(); done && cursor >= log.Size() {
@@ -184,6 +192,7 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, jobID string,
 			return
 		case <-changed:
 		case <-keepalive.C:
+			checkRecord = true
 			if sw.comment("keepalive") != nil {
 				return
 			}
@@ -310,7 +319,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, in control.E
 		s.writeProblem(w, r, err)
 		return
 	}
-	_, log, err := s.ctl.JobLog(r.Context(), tenantOf(r), job.ID)
+	log, err := s.ctl.StartedJobLog(job)
 	if err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
 			err = fmt.Errorf("job %s has no log: %w", job.ID, errdefs.ErrInternal)

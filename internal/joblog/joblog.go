@@ -1,7 +1,6 @@
 package joblog
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -47,7 +46,11 @@ type Log struct {
 	exited  bool
 	exit    []byte        // payload of the exit frame, once appended
 	changed chan struct{} // closed and replaced on every append
+	wbuf    []byte        // encoding buffer of Append, reused
 }
+
+// maxKeptWriteBuffer bounds the encoding buffer a log keeps between appends.
+const maxKeptWriteBuffer = 4 << 20
 
 // Get opens (or returns the already open) log of jobID, creating the file if
 // create is set. On open it scans the file, drops a torn final frame left by
@@ -105,13 +108,61 @@ func (s *Store) Remove(jobID string) error {
 	return err
 }
 
-// recover scans the frame headers (payloads are skipped, except the exit
-// frame's), so opening a large log costs one read per frame, not per byte.
-// A torn or corrupt tail (a crash mid-append) is cut off.
+// View returns the log of jobID for reading: the open log when it is being
+// written, else a snapshot of the file that holds no file handle (nothing
+// appends to a log that is not open) and needs no Release.
+func (s *Store) View(jobID string) (*Log, error) {
+	s.mu.Lock()
+	l, ok := s.logs[jobID]
+	s.mu.Unlock()
+	if ok {
+		return l, nil
+	}
+	p := s.path(jobID)
+	f, err := os.Open(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("log of job %s: %w", jobID, errdefs.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("joblog: %w", err)
+	}
+	defer f.Close()
+	l = &Log{path: p, changed: make(chan struct{})}
+	if l.size, err = l.scan(f); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// recover scans the log (see scan), cuts off a torn or corrupt tail (a
+// crash mid-append) and positions the append handle at the end.
 func (l *Log) recover() error {
+	off, err := l.scan(l.f)
+	if err != nil {
+		return err
+	}
 	info, err := l.f.Stat()
 	if err != nil {
 		return fmt.Errorf("joblog: %w", err)
+	}
+	if off != info.Size() {
+		if err := l.f.Truncate(off); err != nil {
+			return fmt.Errorf("joblog: truncating torn tail: %w", err)
+		}
+	}
+	l.size = off
+	_, err = l.f.Seek(off, io.SeekStart)
+	return err
+}
+
+// scan reads the frame headers of f (payloads are skipped, except the exit
+// frame's), so opening a large log costs one read per frame, not per byte,
+// and recovers the stream offsets. It returns the end of the last whole,
+// valid frame.
+func (l *Log) scan(f *os.File) (int64, error) {
+	info, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("joblog: %w", err)
 	}
 	end := info.Size()
 	var off int64
@@ -120,8 +171,8 @@ func (l *Log) recover() error {
 		if end-off < agentproto.FrameHeaderSize {
 			break
 		}
-		if _, err := l.f.ReadAt(h[:], off); err != nil {
-			return fmt.Errorf("joblog: reading %s: %w", l.path, err)
+		if _, err := f.ReadAt(h[:], off); err != nil {
+			return 0, fmt.Errorf("joblog: reading %s: %w", l.path, err)
 		}
 		t, n, so, err := agentproto.ParseFrameHeader(h[:])
 		if err != nil || off+agentproto.FrameHeaderSize+int64(n) > end {
@@ -130,21 +181,14 @@ func (l *Log) recover() error {
 		fr := agentproto.Frame{Type: t, Offset: so}
 		if t == agentproto.FrameExit {
 			fr.Payload = make([]byte, n)
-			if _, err := l.f.ReadAt(fr.Payload, off+agentproto.FrameHeaderSize); err != nil {
-				return fmt.Errorf("joblog: reading %s: %w", l.path, err)
+			if _, err := f.ReadAt(fr.Payload, off+agentproto.FrameHeaderSize); err != nil {
+				return 0, fmt.Errorf("joblog: reading %s: %w", l.path, err)
 			}
 		}
 		l.applyLen(fr, int64(n))
 		off += agentproto.FrameHeaderSize + int64(n)
 	}
-	if off != end {
-		if err := l.f.Truncate(off); err != nil {
-			return fmt.Errorf("joblog: truncating torn tail: %w", err)
-		}
-	}
-	l.size = off
-	_, err = l.f.Seek(off, io.SeekStart)
-	return err
+	return off, nil
 }
 
 // applyLen is apply for a frame whose payload may not have been read.
@@ -204,7 +248,7 @@ func (l *Log) Append(frames ...agentproto.Frame) error {
 	if l.f == nil {
 		return fmt.Errorf("joblog: %s is closed: %w", l.path, errdefs.ErrFailedPrecondition)
 	}
-	var b []byte
+	b := l.wbuf[:0]
 	for _, fr := range frames {
 		if l.exited {
 			break
@@ -226,6 +270,9 @@ func (l *Log) Append(frames ...agentproto.Frame) error {
 		}
 		b = agentproto.AppendFrame(b, fr)
 		l.apply(fr)
+	}
+	if cap(b) <= maxKeptWriteBuffer {
+		l.wbuf = b[:0]
 	}
 	if len(b) == 0 {
 		return nil
@@ -258,7 +305,7 @@ func (l *Log) ValidCursor(cursor int64) (bool, error) {
 	if cursor < 0 {
 		return false, nil
 	}
-	if cursor >= size {
+	if cursor == 0 || cursor >= size {
 		return true, nil // at or beyond the end: the reader waits (follow) or ends
 	}
 	f, err := os.Open(l.path)
@@ -281,40 +328,20 @@ func (l *Log) ValidCursor(cursor int64) (bool, error) {
 // Read calls fn for each event from cursor on. With follow it waits for new
 // frames until the exit frame has been delivered or ctx ends; without it
 // returns at the current end. A cursor beyond the end waits (follow) or
-// returns at once.
+// returns at once. An event's Payload is only valid during the call to fn.
 func (l *Log) Read(ctx context.Context, cursor int64, follow bool, fn func(Event) error) error {
-	f, err := os.Open(l.path)
+	r, err := l.NewReader(cursor)
 	if err != nil {
-		return fmt.Errorf("joblog: %w", err)
+		return err
 	}
-	defer f.Close()
-	var buf []byte
+	defer r.Close()
 	for {
-		l.mu.Lock()
-		size, changed, exited := l.size, l.changed, l.exited
-		l.mu.Unlock()
-		if cursor < size {
-			if _, err := f.Seek(cursor, io.SeekStart); err != nil {
-				return err
-			}
-			r := bufio.NewReaderSize(io.LimitReader(f, size-cursor), 256<<10)
-			for cursor < size {
-				fr, b, err := agentproto.ReadFrame(r, buf)
-				buf = b
-				if err != nil {
-					return fmt.Errorf("joblog: reading %s at %d: %w", l.path, cursor, err)
-				}
-				cursor += int64(agentproto.FrameHeaderSize + len(fr.Payload))
-				if err := fn(Event{Frame: fr, Cursor: cursor}); err != nil {
-					return err
-				}
-				if fr.Type == agentproto.FrameExit {
-					return nil
-				}
-			}
-			continue
+		changed := l.Wait()
+		exited, err := r.ReadAvailable(fn)
+		if err != nil || exited {
+			return err
 		}
-		if !follow || exited {
+		if _, _, done := l.Offsets(); !follow || done && r.Cursor() >= l.Size() {
 			return nil
 		}
 		select {
@@ -323,6 +350,80 @@ func (l *Log) Read(ctx context.Context, cursor int64, follow bool, fn func(Event
 		case <-changed:
 		}
 	}
+}
+
+// readChunk is how much of the log a Reader reads at once (at least one
+// whole frame of the largest size).
+const readChunk = 2 << 20
+
+// Reader reads a log's events in order from a cursor. It keeps its own
+// file handle and buffer, so a follower woken by an append pays one read
+// for what was appended, and payloads are handed out straight from that
+// buffer.
+type Reader struct {
+	l      *Log
+	f      *os.File
+	cursor int64
+	buf    []byte
+}
+
+// NewReader returns a reader of l positioned at cursor, which should be a
+// frame boundary (see ValidCursor). Close it when done.
+func (l *Log) NewReader(cursor int64) (*Reader, error) {
+	f, err := os.Open(l.path)
+	if err != nil {
+		return nil, fmt.Errorf("joblog: %w", err)
+	}
+	return &Reader{l: l, f: f, cursor: cursor}, nil
+}
+
+// Close releases the reader's file handle.
+func (r *Reader) Close() error { return r.f.Close() }
+
+// Cursor is the position after the last event delivered: where a resumed
+// reader continues.
+func (r *Reader) Cursor() int64 { return r.cursor }
+
+// ReadAvailable calls fn for every event in the log now, from the reader's
+// position on, and reports whether the exit frame was among them (nothing
+// follows it). An event's Payload is only valid during the call to fn.
+// After an error from fn the reader stays at the event fn failed on.
+func (r *Reader) ReadAvailable(fn func(Event) error) (exited bool, err error) {
+	size := r.l.Size()
+	for r.cursor < size {
+		n := min(size-r.cursor, readChunk)
+		if int64(cap(r.buf)) < n {
+			r.buf = make([]byte, n)
+		}
+		b := r.buf[:n]
+		if _, err := r.f.ReadAt(b, r.cursor); err != nil {
+			return false, fmt.Errorf("joblog: reading %s at %d: %w", r.l.path, r.cursor, err)
+		}
+		for len(b) >= agentproto.FrameHeaderSize {
+			t, plen, off, err := agentproto.ParseFrameHeader(b)
+			if err != nil {
+				return false, fmt.Errorf("joblog: reading %s at %d: %w", r.l.path, r.cursor, err)
+			}
+			end := agentproto.FrameHeaderSize + int(plen)
+			if end > len(b) {
+				break // the rest of this frame comes with the next read
+			}
+			next := r.cursor + int64(end)
+			e := Event{Frame: agentproto.Frame{Type: t, Offset: off, Payload: b[agentproto.FrameHeaderSize:end:end]}, Cursor: next}
+			if err := fn(e); err != nil {
+				return false, err
+			}
+			r.cursor = next
+			if t == agentproto.FrameExit {
+				return true, nil
+			}
+			b = b[end:]
+		}
+		if len(b) > 0 && int64(len(b)) == n {
+			return false, fmt.Errorf("joblog: reading %s at %d: %w: frame beyond the log's end", r.l.path, r.cursor, agentproto.ErrBadFrame)
+		}
+	}
+	return false, nil
 }
 
 // Wait returns a channel closed at the next append (for keepalive loops).
