@@ -19,10 +19,13 @@ import (
 )
 
 // Stream framing: output is sent in frames of at most streamFrame payload
-// bytes, several frames per write and flush, up to streamBatch bytes.
+// bytes, several frames per write and flush, up to streamBatch bytes. Large
+// frames keep the per-frame work low all the way to the SSE client (one log
+// append, one event); a frame is only as large as the output that is there
+// when the reader comes for it, so a trickle still goes out at once.
 const (
-	streamFrame    = 64 << 10
-	streamBatch    = 1 << 20
+	streamFrame    = agentproto.MaxFramePayload
+	streamBatch    = 2 << 20
 	streamSegments = 256 // frames per batch
 	// streamBuffer holds a whole batch, headers included, so it never grows.
 	streamBuffer = streamBatch + (streamSegments+2)*agentproto.FrameHeaderSize + 4<<10
