@@ -149,8 +149,10 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, jobID string,
 	}
 	defer rd.Close()
 	// checkRecord: whether to look at the job record when the reader is at
-	// the end of an unfinished log (first at the end, then on keepalives).
-	checkRecord := true
+	// the end of an unfinished log: first at the end, then on keepalives.
+	// A job started by this request (first is set) is being followed right
+	// now, so its record waits for the first keepalive.
+	checkRecord := first == nil
 	for {
 		changed := log.Wait()
 		exited, err := rd.ReadAvailable(func(e joblog.Event) error { return sw.frame(e, jobID) })
