@@ -118,13 +118,18 @@ func (s *Server) handleExtract(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	maxEntries, err := queryInt(r, agentproto.QueryMaxEntries, agentproto.MaxArchiveEntries, 1, agentproto.MaxArchiveEntries)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	t, err := openTreeFor(root)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	defer t.close()
-	res, err := extractTar(t, extractSpec{dest: rel, display: display, maxBytes: maxBytes, maxEntries: agentproto.MaxArchiveEntries}, r.Body)
+	res, err := extractTar(t, extractSpec{dest: rel, display: display, maxBytes: maxBytes, maxEntries: int(maxEntries)}, r.Body)
 	if err != nil {
 		writeError(w, err)
 		return

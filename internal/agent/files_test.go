@@ -498,7 +498,7 @@ func mkTar(t *testing.T, gz bool, entries ...tarEntry) []byte {
 
 func extract(t *testing.T, c *agentclient.Client, dir string, max int64, archive []byte) (agentproto.ExtractResult, error) {
 	t.Helper()
-	return c.ExtractArchive(fctx(t), dir, max, int64(len(archive)), bytes.NewReader(archive))
+	return c.ExtractArchive(fctx(t), dir, max, 0, int64(len(archive)), bytes.NewReader(archive))
 }
 
 // testFileArchives extracts good and hostile archives and streams a

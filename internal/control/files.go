@@ -11,14 +11,27 @@ import (
 
 	"genesis.dev/sandbox/internal/agent/agentclient"
 	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
 
-// FileLimits bound the file operations.
+// FileLimits bound the file operations (limits.files of the config).
 type FileLimits struct {
 	// MaxUploadBytes is the largest file one upload may write (413 above).
 	MaxUploadBytes int64
+	// MaxMultipartBytes bounds the whole body of a multipart upload.
+	MaxMultipartBytes int64
+	// MaxFilesPerCall bounds the files of a multipart upload and the paths
+	// and files of a batch replace.
+	MaxFilesPerCall int
+	// MaxPathBytes bounds a path as given.
+	MaxPathBytes int
+	// MaxSearchResults and MaxSearchTimeout cap a search.
+	MaxSearchResults int
+	MaxSearchTimeout time.Duration
+	// MaxArchiveEntries caps the entries of an extracted archive.
+	MaxArchiveEntries int
 	// CallTimeout bounds a metadata call (stat, list, mkdir, move, delete,
 	// chmod) and the start of a transfer.
 	CallTimeout time.Duration
@@ -27,33 +40,54 @@ type FileLimits struct {
 	TransferTimeout time.Duration
 }
 
-// DefaultFileLimits are the file limits when the configuration sets none.
-func DefaultFileLimits() FileLimits {
-	return FileLimits{MaxUploadBytes: 1 << 30, CallTimeout: 30 * time.Second, TransferTimeout: time.Hour}
+func fileLimits(f config.FileLimits) FileLimits {
+	return FileLimits{
+		MaxUploadBytes: f.MaxUploadBytes, MaxMultipartBytes: f.MaxMultipartBytes, MaxFilesPerCall: f.MaxFilesPerCall,
+		MaxPathBytes: f.MaxPathBytes, MaxSearchResults: f.MaxSearchResults, MaxSearchTimeout: f.MaxSearchTimeout,
+		MaxArchiveEntries: f.MaxArchiveEntries, CallTimeout: f.CallTimeout, TransferTimeout: f.TransferTimeout,
+	}
 }
 
-// FileLimits returns the limits of the file operations. (They are the
-// defaults until the configuration has a files section.)
-func (s *Service) FileLimits() FileLimits { return DefaultFileLimits() }
+// DefaultFileLimits are the file limits of the embedded default config.
+func DefaultFileLimits() FileLimits {
+	c, err := config.Default()
+	if err != nil {
+		panic("control: embedded default config: " + err.Error()) // a build defect, caught by every test
+	}
+	return fileLimits(c.Limits.Files)
+}
 
-// fileRoots are the allowed roots of a sandbox's file operations: the
-// workspace its container mounts.
-func fileRoots() []string { return []string{agentproto.DefaultFileRoot} }
+// FileLimits returns the limits of the file operations.
+func (s *Service) FileLimits() FileLimits { return fileLimits(s.cfg.Limits.Files) }
+
+// fileRoots are the allowed roots of a sandbox's file operations: its
+// profile's file roots (the agent in the sandbox was given the same).
+func (s *Service) fileRoots(sb *sandbox.Sandbox) []string {
+	if p, ok := s.cfg.Profile(sb.Profile); ok {
+		return p.Roots()
+	}
+	return []string{config.DefaultFileRoot}
+}
 
 // filePath applies the path policy on the service side too, so a bad path
-// is refused before a sandbox is looked up or a body streamed; the agent
-// applies it again (and resolves symlinks) inside the sandbox. It returns
-// the canonical absolute path.
-func filePath(p string) (string, error) {
-	root, rel, err := agentproto.ResolvePath(fileRoots(), p)
+// is refused before a body is streamed; the agent applies it again (and
+// resolves symlinks) inside the sandbox. It returns the canonical absolute
+// path.
+func (s *Service) filePath(roots []string, p string) (string, error) {
+	if max := s.cfg.Limits.Files.MaxPathBytes; len(p) > max {
+		return "", errdefs.WithCode(agentproto.CodePathTooLong, fmt.Errorf(
+			"path is %d bytes, over the %d-byte limit: %w", len(p), max, errdefs.ErrInvalidArgument))
+	}
+	root, rel, err := agentproto.ResolvePath(roots, p)
 	if err != nil {
 		return "", err
 	}
 	return agentproto.JoinRoot(root, rel), nil
 }
 
-// fileSandbox returns the running sandbox of tenant whose files are asked for.
-func (s *Service) fileSandbox(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error) {
+// fileSandbox returns the running sandbox of tenant whose files are asked
+// for, and applies its path policy to each of paths in place.
+func (s *Service) fileSandbox(ctx context.Context, tenant, id string, paths ...*string) (*sandbox.Sandbox, error) {
 	sb, err := s.GetSandbox(ctx, tenant, id)
 	if err != nil {
 		return nil, err
@@ -61,6 +95,12 @@ func (s *Service) fileSandbox(ctx context.Context, tenant, id string) (*sandbox.
 	if !sb.State.Running() {
 		return nil, errdefs.WithCode("sandbox_not_running", fmt.Errorf(
 			"sandbox %s is %s; files are reachable only in ready sandboxes: %w", sb.ID, sb.State, errdefs.ErrFailedPrecondition))
+	}
+	roots := s.fileRoots(sb)
+	for _, p := range paths {
+		if *p, err = s.filePath(roots, *p); err != nil {
+			return nil, err
+		}
 	}
 	return sb, nil
 }
@@ -107,10 +147,6 @@ func (b *bodyReader) failed() error {
 // anything is sent.
 func (s *Service) WriteFile(ctx context.Context, in WriteFileInput) (agentproto.FileWriteResult, error) {
 	lim := s.FileLimits()
-	p, err := filePath(in.Path)
-	if err != nil {
-		return agentproto.FileWriteResult{}, err
-	}
 	if _, err := agentproto.ParseMode(in.Mode, 0o644); err != nil {
 		return agentproto.FileWriteResult{}, err
 	}
@@ -118,22 +154,29 @@ func (s *Service) WriteFile(ctx context.Context, in WriteFileInput) (agentproto.
 		return agentproto.FileWriteResult{}, errdefs.WithCode(agentproto.CodeUploadTooLarge, fmt.Errorf(
 			"upload of %d bytes is over the %d-byte limit: %w", in.Size, lim.MaxUploadBytes, errdefs.ErrTooLarge))
 	}
-	sb, err := s.fileSandbox(ctx, in.Tenant, in.SandboxID)
+	p := in.Path
+	sb, err := s.fileSandbox(ctx, in.Tenant, in.SandboxID, &p)
 	if err != nil {
 		return agentproto.FileWriteResult{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, lim.TransferTimeout)
 	defer cancel()
-	body := &bodyReader{r: in.Body}
-	res, err := s.agent(sb.ID).WriteFile(ctx, agentclient.WriteFileRequest{
+	return s.writeFile(ctx, sb, agentclient.WriteFileRequest{
 		Path: p, Mode: in.Mode, Overwrite: in.Overwrite, MaxBytes: lim.MaxUploadBytes, Size: in.Size,
-	}, body)
+	}, in.Body)
+}
+
+// writeFile streams body into a file of a running sandbox, telling the
+// caller's faults (too large, cut short) from the agent's.
+func (s *Service) writeFile(ctx context.Context, sb *sandbox.Sandbox, req agentclient.WriteFileRequest, r io.Reader) (agentproto.FileWriteResult, error) {
+	body := &bodyReader{r: r}
+	res, err := s.agent(sb.ID).WriteFile(ctx, req, body)
 	if err != nil {
 		if berr := body.failed(); berr != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(berr, &mbe) || errdefs.Is(berr, errdefs.ErrTooLarge) {
 				return res, errdefs.WithCode(agentproto.CodeUploadTooLarge, fmt.Errorf(
-					"upload is over the %d-byte limit; nothing was written: %w", lim.MaxUploadBytes, errdefs.ErrTooLarge))
+					"upload is over its limit; nothing was written: %w", errdefs.ErrTooLarge))
 			}
 			return res, fmt.Errorf("reading the upload: %v; nothing was written: %w", berr, errdefs.ErrInvalidArgument)
 		}
@@ -147,16 +190,12 @@ func (s *Service) WriteFile(ctx context.Context, in WriteFileInput) (agentproto.
 // agent answers against the file it opened. The caller closes the body.
 // The returned cancel ends the transfer's deadline; call it when done.
 func (s *Service) ReadFile(ctx context.Context, tenant, id, method, path string, cond http.Header) (*agentclient.FileResponse, context.CancelFunc, error) {
-	p, err := filePath(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	sb, err := s.fileSandbox(ctx, tenant, id)
+	sb, err := s.fileSandbox(ctx, tenant, id, &path)
 	if err != nil {
 		return nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.FileLimits().TransferTimeout)
-	fr, err := s.agent(sb.ID).ReadFile(ctx, method, p, cond)
+	fr, err := s.agent(sb.ID).ReadFile(ctx, method, path, cond)
 	if err != nil {
 		cancel()
 		return nil, nil, err
@@ -165,8 +204,8 @@ func (s *Service) ReadFile(ctx context.Context, tenant, id, method, path string,
 }
 
 // fileCall runs one metadata call against the agent of a running sandbox.
-func (s *Service) fileCall(ctx context.Context, tenant, id string, call func(context.Context, *agentclient.Client) error) error {
-	sb, err := s.fileSandbox(ctx, tenant, id)
+func (s *Service) fileCall(ctx context.Context, tenant, id string, paths []*string, call func(context.Context, *agentclient.Client) error) error {
+	sb, err := s.fileSandbox(ctx, tenant, id, paths...)
 	if err != nil {
 		return err
 	}
@@ -177,13 +216,9 @@ func (s *Service) fileCall(ctx context.Context, tenant, id string, call func(con
 
 // StatFile describes a file (a final symlink is described, not followed).
 func (s *Service) StatFile(ctx context.Context, tenant, id, path string) (agentproto.FileInfo, error) {
-	p, err := filePath(path)
-	if err != nil {
-		return agentproto.FileInfo{}, err
-	}
 	var info agentproto.FileInfo
-	err = s.fileCall(ctx, tenant, id, func(ctx context.Context, c *agentclient.Client) (err error) {
-		info, err = c.StatFile(ctx, p)
+	err := s.fileCall(ctx, tenant, id, []*string{&path}, func(ctx context.Context, c *agentclient.Client) (err error) {
+		info, err = c.StatFile(ctx, path)
 		return err
 	})
 	return info, err
@@ -192,10 +227,6 @@ func (s *Service) StatFile(ctx context.Context, tenant, id, path string) (agentp
 // ListFiles lists a directory down to depth levels, at most limit entries
 // (0: the defaults, 1 level and agentproto.DefaultListLimit entries).
 func (s *Service) ListFiles(ctx context.Context, tenant, id, path string, depth, limit int) (agentproto.FileList, error) {
-	p, err := filePath(path)
-	if err != nil {
-		return agentproto.FileList{}, err
-	}
 	switch {
 	case depth < 0 || depth > agentproto.MaxListDepth:
 		return agentproto.FileList{}, invalid("depth must be between 1 and %d, got %d", agentproto.MaxListDepth, depth)
@@ -203,8 +234,8 @@ func (s *Service) ListFiles(ctx context.Context, tenant, id, path string, depth,
 		return agentproto.FileList{}, invalid("limit must be between 1 and %d, got %d", agentproto.MaxListLimit, limit)
 	}
 	var list agentproto.FileList
-	err = s.fileCall(ctx, tenant, id, func(ctx context.Context, c *agentclient.Client) (err error) {
-		list, err = c.ListFiles(ctx, p, depth, limit)
+	err := s.fileCall(ctx, tenant, id, []*string{&path}, func(ctx context.Context, c *agentclient.Client) (err error) {
+		list, err = c.ListFiles(ctx, path, depth, limit)
 		return err
 	})
 	return list, err
@@ -212,15 +243,11 @@ func (s *Service) ListFiles(ctx context.Context, tenant, id, path string, depth,
 
 // Mkdir creates a directory, by default with its parents.
 func (s *Service) Mkdir(ctx context.Context, tenant, id string, req agentproto.MkdirRequest) (agentproto.FileInfo, error) {
-	var err error
-	if req.Path, err = filePath(req.Path); err != nil {
-		return agentproto.FileInfo{}, err
-	}
 	if _, err := agentproto.ParseMode(req.Mode, 0o755); err != nil {
 		return agentproto.FileInfo{}, err
 	}
 	var info agentproto.FileInfo
-	err = s.fileCall(ctx, tenant, id, func(ctx context.Context, c *agentclient.Client) (err error) {
+	err := s.fileCall(ctx, tenant, id, []*string{&req.Path}, func(ctx context.Context, c *agentclient.Client) (err error) {
 		info, err = c.Mkdir(ctx, req)
 		return err
 	})
@@ -229,15 +256,8 @@ func (s *Service) Mkdir(ctx context.Context, tenant, id string, req agentproto.M
 
 // MoveFile renames a file or directory inside the workspace.
 func (s *Service) MoveFile(ctx context.Context, tenant, id string, req agentproto.MoveRequest) (agentproto.FileInfo, error) {
-	var err error
-	if req.From, err = filePath(req.From); err != nil {
-		return agentproto.FileInfo{}, err
-	}
-	if req.To, err = filePath(req.To); err != nil {
-		return agentproto.FileInfo{}, err
-	}
 	var info agentproto.FileInfo
-	err = s.fileCall(ctx, tenant, id, func(ctx context.Context, c *agentclient.Client) (err error) {
+	err := s.fileCall(ctx, tenant, id, []*string{&req.From, &req.To}, func(ctx context.Context, c *agentclient.Client) (err error) {
 		info, err = c.Move(ctx, req)
 		return err
 	})
@@ -247,21 +267,13 @@ func (s *Service) MoveFile(ctx context.Context, tenant, id string, req agentprot
 // DeleteFile removes a file, symlink or empty directory, or with Recursive
 // a whole tree (symlinks are removed, never followed).
 func (s *Service) DeleteFile(ctx context.Context, tenant, id string, req agentproto.DeleteRequest) error {
-	var err error
-	if req.Path, err = filePath(req.Path); err != nil {
-		return err
-	}
-	return s.fileCall(ctx, tenant, id, func(ctx context.Context, c *agentclient.Client) error {
+	return s.fileCall(ctx, tenant, id, []*string{&req.Path}, func(ctx context.Context, c *agentclient.Client) error {
 		return c.DeleteFile(ctx, req)
 	})
 }
 
 // ChmodFile sets a file's permission bits.
 func (s *Service) ChmodFile(ctx context.Context, tenant, id string, req agentproto.ChmodRequest) (agentproto.FileInfo, error) {
-	var err error
-	if req.Path, err = filePath(req.Path); err != nil {
-		return agentproto.FileInfo{}, err
-	}
 	if req.Mode == "" {
 		return agentproto.FileInfo{}, errdefs.WithCode(agentproto.CodeInvalidMode, invalid("mode is required"))
 	}
@@ -269,7 +281,7 @@ func (s *Service) ChmodFile(ctx context.Context, tenant, id string, req agentpro
 		return agentproto.FileInfo{}, err
 	}
 	var info agentproto.FileInfo
-	err = s.fileCall(ctx, tenant, id, func(ctx context.Context, c *agentclient.Client) (err error) {
+	err := s.fileCall(ctx, tenant, id, []*string{&req.Path}, func(ctx context.Context, c *agentclient.Client) (err error) {
 		info, err = c.Chmod(ctx, req)
 		return err
 	})
@@ -282,22 +294,18 @@ func (s *Service) ChmodFile(ctx context.Context, tenant, id string, req agentpro
 // content it unpacks to are each bounded by MaxUploadBytes.
 func (s *Service) ExtractArchive(ctx context.Context, tenant, id, dir string, size int64, body io.Reader) (agentproto.ExtractResult, error) {
 	lim := s.FileLimits()
-	p, err := filePath(dir)
-	if err != nil {
-		return agentproto.ExtractResult{}, err
-	}
 	if size > lim.MaxUploadBytes {
 		return agentproto.ExtractResult{}, errdefs.WithCode(agentproto.CodeUploadTooLarge, fmt.Errorf(
 			"archive of %d bytes is over the %d-byte limit: %w", size, lim.MaxUploadBytes, errdefs.ErrTooLarge))
 	}
-	sb, err := s.fileSandbox(ctx, tenant, id)
+	sb, err := s.fileSandbox(ctx, tenant, id, &dir)
 	if err != nil {
 		return agentproto.ExtractResult{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, lim.TransferTimeout)
 	defer cancel()
 	br := &bodyReader{r: body}
-	res, err := s.agent(sb.ID).ExtractArchive(ctx, p, lim.MaxUploadBytes, size, br)
+	res, err := s.agent(sb.ID).ExtractArchive(ctx, dir, lim.MaxUploadBytes, min(lim.MaxArchiveEntries, agentproto.MaxArchiveEntries), size, br)
 	if err != nil {
 		if berr := br.failed(); berr != nil {
 			var mbe *http.MaxBytesError
@@ -316,16 +324,12 @@ func (s *Service) ExtractArchive(ctx context.Context, tenant, id, dir string, si
 // caller closes the body and calls cancel when done; a body that ends in an
 // error is a tar cut short.
 func (s *Service) ReadArchive(ctx context.Context, tenant, id, dir string) (io.ReadCloser, context.CancelFunc, error) {
-	p, err := filePath(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	sb, err := s.fileSandbox(ctx, tenant, id)
+	sb, err := s.fileSandbox(ctx, tenant, id, &dir)
 	if err != nil {
 		return nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.FileLimits().TransferTimeout)
-	rc, err := s.agent(sb.ID).ReadArchive(ctx, p)
+	rc, err := s.agent(sb.ID).ReadArchive(ctx, dir)
 	if err != nil {
 		cancel()
 		return nil, nil, err
@@ -336,17 +340,30 @@ func (s *Service) ReadArchive(ctx context.Context, tenant, id, dir string) (io.R
 // searchBackstop bounds a search or replace call beyond its own time limit.
 const searchBackstop = 5 * time.Minute
 
-// SearchFiles finds files by name and/or content below req.Path.
+// SearchFiles finds files by name and/or content below req.Path (default:
+// the first file root), within the configured result and time caps.
 func (s *Service) SearchFiles(ctx context.Context, tenant, id string, req agentproto.SearchRequest) (agentproto.SearchResult, error) {
-	var err error
-	if req.Path, err = filePath(cmpOr(req.Path, agentproto.DefaultFileRoot)); err != nil {
-		return agentproto.SearchResult{}, err
-	}
-	if req.Glob == "" && req.Content == "" {
+	lim := s.FileLimits()
+	maxResults := min(lim.MaxSearchResults, agentproto.MaxSearchResults)
+	maxTimeoutMS := min(lim.MaxSearchTimeout.Milliseconds(), agentproto.MaxSearchTimeoutMS)
+	switch {
+	case req.Glob == "" && req.Content == "":
 		return agentproto.SearchResult{}, invalid("one of glob and content is required")
+	case req.MaxResults < 0 || req.MaxResults > maxResults:
+		return agentproto.SearchResult{}, invalid("max_results must be between 1 and %d, got %d", maxResults, req.MaxResults)
+	case req.TimeoutMS < 0 || req.TimeoutMS > maxTimeoutMS:
+		return agentproto.SearchResult{}, invalid("timeout_ms must be between 1 and %d, got %d", maxTimeoutMS, req.TimeoutMS)
+	case req.MaxResults == 0:
+		req.MaxResults = min(agentproto.DefaultSearchResults, maxResults)
+	}
+	if req.TimeoutMS == 0 {
+		req.TimeoutMS = min(agentproto.DefaultSearchTimeoutMS, maxTimeoutMS)
 	}
 	sb, err := s.fileSandbox(ctx, tenant, id)
 	if err != nil {
+		return agentproto.SearchResult{}, err
+	}
+	if req.Path, err = s.filePath(s.fileRoots(sb), cmpOr(req.Path, s.fileRoots(sb)[0])); err != nil {
 		return agentproto.SearchResult{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, searchBackstop)
@@ -355,30 +372,36 @@ func (s *Service) SearchFiles(ctx context.Context, tenant, id string, req agentp
 }
 
 // ReplaceInFiles applies a batch replace to req.Paths, or to the files
-// below req.Path matching req.Glob.
+// below req.Path (default: the first file root) matching req.Glob, at most
+// limits.files.max_files_per_call of them.
 func (s *Service) ReplaceInFiles(ctx context.Context, tenant, id string, req agentproto.ReplaceRequest) (agentproto.ReplaceResult, error) {
-	var err error
+	maxFiles := min(s.FileLimits().MaxFilesPerCall, agentproto.MaxReplaceFiles)
 	switch {
 	case req.Find == "":
 		return agentproto.ReplaceResult{}, invalid("find is required")
-	case len(req.Paths) > agentproto.MaxReplaceFiles:
-		return agentproto.ReplaceResult{}, invalid("at most %d paths, got %d", agentproto.MaxReplaceFiles, len(req.Paths))
+	case len(req.Paths) > maxFiles:
+		return agentproto.ReplaceResult{}, invalid("at most %d paths, got %d", maxFiles, len(req.Paths))
+	case req.MaxFiles < 0 || req.MaxFiles > maxFiles:
+		return agentproto.ReplaceResult{}, invalid("max_files must be between 1 and %d, got %d", maxFiles, req.MaxFiles)
 	case len(req.Paths) > 0 && req.Path != "":
 		return agentproto.ReplaceResult{}, invalid("paths and path are mutually exclusive")
-	}
-	for i, p := range req.Paths {
-		if req.Paths[i], err = filePath(p); err != nil {
-			return agentproto.ReplaceResult{}, err
-		}
-	}
-	if len(req.Paths) == 0 {
-		if req.Path, err = filePath(cmpOr(req.Path, agentproto.DefaultFileRoot)); err != nil {
-			return agentproto.ReplaceResult{}, err
-		}
+	case req.MaxFiles == 0:
+		req.MaxFiles = min(agentproto.DefaultReplaceFiles, maxFiles)
 	}
 	sb, err := s.fileSandbox(ctx, tenant, id)
 	if err != nil {
 		return agentproto.ReplaceResult{}, err
+	}
+	roots := s.fileRoots(sb)
+	for i, p := range req.Paths {
+		if req.Paths[i], err = s.filePath(roots, p); err != nil {
+			return agentproto.ReplaceResult{}, err
+		}
+	}
+	if len(req.Paths) == 0 {
+		if req.Path, err = s.filePath(roots, cmpOr(req.Path, roots[0])); err != nil {
+			return agentproto.ReplaceResult{}, err
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, searchBackstop)
 	defer cancel()

@@ -77,6 +77,7 @@ func fileInfoWire(i agentproto.FileInfo) fileInfo {
 // fileRoutes registers the file routes.
 func (s *Server) fileRoutes() {
 	s.handle("PUT", "/v1/sandboxes/{id}/files", true, s.putFile)
+	s.handle("POST", "/v1/sandboxes/{id}/files", true, s.uploadFiles)
 	s.handle("GET", "/v1/sandboxes/{id}/files", true, s.getFile)
 	s.handle("GET", "/v1/sandboxes/{id}/files/stat", true, s.statFile)
 	s.handle("GET", "/v1/sandboxes/{id}/files/list", true, s.listFiles)
@@ -192,7 +193,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 	}
 	if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "multipart/") {
 		s.writeProblem(w, r, errdefs.WithCode("unsupported_media_type", fmt.Errorf(
-			"the body is the file's content; multipart uploads are not supported (got %q): %w", ct, errdefs.ErrInvalidArgument)))
+			"the body of a PUT is the file's content; send multipart uploads with POST (got %q): %w", ct, errdefs.ErrInvalidArgument)))
 		return
 	}
 	limit := s.ctl.FileLimits().MaxUploadBytes

@@ -52,6 +52,12 @@ type filesAPI struct {
 
 func newFilesAPI(t *testing.T) *filesAPI {
 	t.Helper()
+	return newFilesAPIWith(t, nil)
+}
+
+// newFilesAPIWith is newFilesAPI with the configuration changed by tune.
+func newFilesAPIWith(t *testing.T, tune func(*config.Config)) *filesAPI {
+	t.Helper()
 	drv := testenv.DockerWithAgent(t)
 	var rts []string
 	for _, r := range testenv.Runtimes(t, drv) {
@@ -84,6 +90,9 @@ func newFilesAPI(t *testing.T) *filesAPI {
 	cfg.DataDir = dir
 	cfg.Intervals.Reconcile = time.Hour
 	cfg.Intervals.OrphanGrace = 720 * time.Hour // never judge another test's containers
+	if tune != nil {
+		tune(cfg)
+	}
 	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(dir, "state.db")})
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +177,12 @@ func (a *filesAPI) call(method, path string, body any, header map[string]string)
 
 func (a *filesAPI) create(rt string) string {
 	a.t.Helper()
-	resp, body := a.call("POST", "/v1/sandboxes", fmt.Sprintf(`{"profile":"tool-basic","runtime":%q}`, rt), nil)
+	return a.createProfile(rt, "tool-basic")
+}
+
+func (a *filesAPI) createProfile(rt, profile string) string {
+	a.t.Helper()
+	resp, body := a.call("POST", "/v1/sandboxes", fmt.Sprintf(`{"profile":%q,"runtime":%q}`, profile, rt), nil)
 	if resp.StatusCode != http.StatusCreated {
 		a.t.Fatalf("create %s: %d %s", rt, resp.StatusCode, body)
 	}

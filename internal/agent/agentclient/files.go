@@ -284,10 +284,13 @@ func decodeFileError(method, path string, resp *http.Response) error {
 // sandbox, over a connection of its own. The agent refuses entries that
 // would land or point outside the allowed root and stops at the first; at
 // most maxBytes of file content are written (< 0: no limit).
-func (c *Client) ExtractArchive(ctx context.Context, dir string, maxBytes, size int64, body io.Reader) (agentproto.ExtractResult, error) {
+func (c *Client) ExtractArchive(ctx context.Context, dir string, maxBytes int64, maxEntries int, size int64, body io.Reader) (agentproto.ExtractResult, error) {
 	q := url.Values{agentproto.QueryPath: {dir}}
 	if maxBytes >= 0 {
 		q.Set(agentproto.QueryMaxBytes, strconv.FormatInt(maxBytes, 10))
+	}
+	if maxEntries > 0 {
+		q.Set(agentproto.QueryMaxEntries, strconv.Itoa(maxEntries))
 	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+agentproto.PathFilesExtract+"?"+q.Encode(), body)
 	if err != nil {

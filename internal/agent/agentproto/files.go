@@ -25,7 +25,7 @@ const (
 	PathFilesDelete = "/v1/files/delete" // POST DeleteRequest → 204
 	PathFilesChmod  = "/v1/files/chmod"  // POST ChmodRequest → FileInfo
 
-	PathFilesExtract = "/v1/files/extract" // POST ?path=&max_bytes= body tar or tar.gz → ExtractResult
+	PathFilesExtract = "/v1/files/extract" // POST ?path=&max_bytes=&max_entries= body tar or tar.gz → ExtractResult
 	PathFilesArchive = "/v1/files/archive" // GET ?path= → the directory as a tar stream
 	PathFilesSearch  = "/v1/files/search"  // POST SearchRequest → SearchResult
 	PathFilesReplace = "/v1/files/replace" // POST ReplaceRequest → ReplaceResult
@@ -116,8 +116,11 @@ const (
 	QueryMode      = "mode"
 	QueryOverwrite = "overwrite"
 	QueryMaxBytes  = "max_bytes"
-	QueryDepth     = "depth"
-	QueryLimit     = "limit"
+	// QueryMaxEntries bounds the entries of an extracted archive (default
+	// and at most MaxArchiveEntries).
+	QueryMaxEntries = "max_entries"
+	QueryDepth      = "depth"
+	QueryLimit      = "limit"
 )
 
 // Headers the agent sets on a file read, besides ETag, Last-Modified,
