@@ -11,7 +11,11 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 # Images the tests need (the others are built by `make images`).
 TEST_IMAGES ?= tool-basic code-python-basic code-python-data
 
-.PHONY: all build setup images test-images run test unit bench clean
+# Fuzz targets of the path policy, each run for FUZZTIME by `make test`.
+FUZZ_TARGETS ?= FuzzResolvePath FuzzResolveBelow
+FUZZTIME ?= 15s
+
+.PHONY: all build setup images test-images run test unit fuzz bench clean
 
 all: build
 
@@ -39,6 +43,15 @@ run: images
 # Unit, conformance, integration (real Docker, runc and runsc) and end-to-end tests.
 test: test-images
 	$(SUDO) env "PATH=$$PATH" $(GO) test -race -count=1 -timeout 30m ./...
+	$(MAKE) fuzz
+
+# The path-policy fuzz targets for FUZZTIME each; a finding fails the run
+# (its input is saved under internal/agent/agentproto/testdata/fuzz).
+fuzz:
+	@set -e; for f in $(FUZZ_TARGETS); do \
+		echo "fuzz $$f for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./internal/agent/agentproto/; \
+	done
 
 # Unit tests only (no Docker needed; integration tests skip with a reason).
 unit:

@@ -74,15 +74,29 @@ func (s *Service) fileRoots(sb *sandbox.Sandbox) []string {
 // resolves symlinks) inside the sandbox. It returns the canonical absolute
 // path.
 func (s *Service) filePath(roots []string, p string) (string, error) {
-	if max := s.cfg.Limits.Files.MaxPathBytes; len(p) > max {
-		return "", errdefs.WithCode(agentproto.CodePathTooLong, fmt.Errorf(
-			"path is %d bytes, over the %d-byte limit: %w", len(p), max, errdefs.ErrInvalidArgument))
+	return resolveFilePath(roots, s.cfg.Limits.Files.MaxPathBytes, p)
+}
+
+// resolveFilePath is the service's path policy: at most max bytes, then
+// agentproto.ResolvePath.
+func resolveFilePath(roots []string, max int, p string) (string, error) {
+	if err := checkPathLen(max, p); err != nil {
+		return "", err
 	}
 	root, rel, err := agentproto.ResolvePath(roots, p)
 	if err != nil {
 		return "", err
 	}
 	return agentproto.JoinRoot(root, rel), nil
+}
+
+// checkPathLen refuses a path longer than limits.files.max_path_bytes.
+func checkPathLen(max int, p string) error {
+	if len(p) > max {
+		return errdefs.WithCode(agentproto.CodePathTooLong, fmt.Errorf(
+			"path is %d bytes, over the %d-byte limit: %w", len(p), max, errdefs.ErrInvalidArgument))
+	}
+	return nil
 }
 
 // fileSandbox returns the running sandbox of tenant whose files are asked

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"strings"
 
 	"genesis.dev/sandbox/internal/agent/agentclient"
 	"genesis.dev/sandbox/internal/agent/agentproto"
@@ -81,7 +80,7 @@ func (s *Service) UploadFiles(ctx context.Context, in UploadFilesInput) ([]agent
 			return nil, rollback(errdefs.WithCode(CodeTooManyFiles, fmt.Errorf(
 				"the upload holds more than %d files; nothing was written: %w", lim.MaxFilesPerCall, errdefs.ErrInvalidArgument)))
 		}
-		target, err := s.uploadTarget(roots, in.Dir, name)
+		target, err := uploadTarget(roots, lim.MaxPathBytes, in.Dir, name)
 		if err != nil {
 			return nil, rollback(err)
 		}
@@ -124,22 +123,12 @@ func (s *Service) UploadFiles(ctx context.Context, in UploadFilesInput) ([]agent
 	return results, nil
 }
 
-// uploadTarget is the absolute path of name below dir: name must be a
-// local, relative, slash-separated path (no .., no leading /), and the
-// result must pass the sandbox's path policy.
-func (s *Service) uploadTarget(roots []string, dir, name string) (string, error) {
-	if name == "" {
-		return "", errdefs.WithCode(agentproto.CodeInvalidPath, invalid("every part needs a filename: the target path below the directory"))
+// uploadTarget is the absolute path of name below dir (a path already
+// resolved) under the path policy of roots (agentproto.ResolveBelow) with
+// paths of at most maxPath bytes.
+func uploadTarget(roots []string, maxPath int, dir, name string) (string, error) {
+	if err := checkPathLen(maxPath, dir+"/"+name); err != nil {
+		return "", err
 	}
-	if path.IsAbs(name) || !isLocal(name) {
-		return "", errdefs.WithCode(agentproto.CodePathOutsideRoot, invalid("filename %q must be a relative path that stays below %s", name, dir))
-	}
-	return s.filePath(roots, dir+"/"+name)
-}
-
-// isLocal reports whether the slash-separated name stays below its base
-// lexically (after cleaning, no leading ".." and not the base itself).
-func isLocal(name string) bool {
-	c := path.Clean(name)
-	return c != "." && c != ".." && !strings.HasPrefix(c, "../")
+	return agentproto.ResolveBelow(roots, dir, name)
 }

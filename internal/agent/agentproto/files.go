@@ -321,6 +321,26 @@ func ResolvePath(roots []string, p string) (root, rel string, err error) {
 	return root, rel, nil
 }
 
+// ResolveBelow applies the path policy to name taken relative to dir (an
+// absolute path inside the roots): name must be a relative, slash-separated
+// path that stays strictly below dir lexically (no leading /, no .. out of
+// it, not dir itself). It returns the canonical absolute path. Multipart
+// uploads name their files this way.
+func ResolveBelow(roots []string, dir, name string) (string, error) {
+	if name == "" {
+		return "", pathError(CodeInvalidPath, "the name is empty")
+	}
+	c := path.Clean(name)
+	if path.IsAbs(name) || c == "." || c == ".." || strings.HasPrefix(c, "../") {
+		return "", pathError(CodePathOutsideRoot, "name %q must be a relative path that stays below %s", name, dir)
+	}
+	root, rel, err := ResolvePath(roots, dir+"/"+name)
+	if err != nil {
+		return "", err
+	}
+	return JoinRoot(root, rel), nil
+}
+
 // within reports whether the clean absolute path p is root or below it.
 func within(root, p string) bool {
 	if root == "/" {

@@ -149,3 +149,37 @@ func FuzzResolvePath(f *testing.F) {
 		}
 	})
 }
+
+// FuzzResolveBelow checks the policy of names relative to a directory (the
+// file names of a multipart upload) on any directory and name: an accepted
+// name lands strictly below the directory, clean, inside a root.
+func FuzzResolveBelow(f *testing.F) {
+	for _, s := range []string{"a", "a/b", "../a", "a/../../b", "/abs", "", ".", "a/./b", "..%2fa", "a\x00", "\xff", "a//b/", "./..", "x/.."} {
+		f.Add("/workspace/up", s)
+	}
+	f.Add("/workspace", "../data/in/x")
+	roots := []string{"/workspace", "/data/in"}
+	f.Fuzz(func(t *testing.T, dir, name string) {
+		root, rel, err := ResolvePath(roots, dir)
+		if err != nil {
+			return
+		}
+		d := JoinRoot(root, rel)
+		got, err := ResolveBelow(roots, d, name)
+		if err != nil {
+			if !errors.Is(err, errdefs.ErrInvalidArgument) {
+				t.Fatalf("ResolveBelow(%q, %q): error %v is not invalid_argument", d, name, err)
+			}
+			return
+		}
+		if !strings.HasPrefix(got, d+"/") {
+			t.Fatalf("ResolveBelow(%q, %q) = %q, not below the directory", d, name, got)
+		}
+		if path.Clean(got) != got || strings.Contains(got+"/", "/../") {
+			t.Fatalf("ResolveBelow(%q, %q) = %q is not clean", d, name, got)
+		}
+		if !within(roots[0], got) && !within(roots[1], got) {
+			t.Fatalf("ResolveBelow(%q, %q) = %q outside the roots", d, name, got)
+		}
+	})
+}
