@@ -99,6 +99,8 @@ func newRootCmd(a *app) *cobra.Command {
 		newCapabilitiesCmd(a),
 		newProfilesCmd(a),
 		newNetCmd(a),
+		newTenantCmd(a),
+		newAuditCmd(a),
 		newVersionCmd(a),
 	)
 	return root
