@@ -1,0 +1,273 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/testenv"
+)
+
+// foreignBodies are valid request bodies (and queries) per route, so that a
+// foreign tenant's call fails on the resource, not on its input.
+var foreignBodies = map[string]string{
+	"PATCH /v1/sandboxes/{id}":              `{"metadata":{"owner":"thief"}}`,
+	"POST /v1/sandboxes/{id}/exec":          `{"command":["touch","/workspace/pwned"]}`,
+	"POST /v1/sandboxes/{id}/contexts":      `{"language":"python"}`,
+	"POST /v1/sessions/{id}/exec":           `{"script":"touch /workspace/pwned"}`,
+	"POST /v1/contexts/{id}/run":            `{"code":"open('/workspace/pwned','w')"}`,
+	"PUT /v1/sandboxes/{id}/files":          `pwned`,
+	"POST /v1/sandboxes/{id}/files/mkdir":   `{"path":"pwned"}`,
+	"POST /v1/sandboxes/{id}/files/move":    `{"from":"secret.txt","to":"moved.txt"}`,
+	"POST /v1/sandboxes/{id}/files/delete":  `{"path":"secret.txt"}`,
+	"POST /v1/sandboxes/{id}/files/chmod":   `{"path":"secret.txt","mode":"0777"}`,
+	"POST /v1/sandboxes/{id}/files/search":  `{"path":".","content":"s3cret"}`,
+	"POST /v1/sandboxes/{id}/files/replace": `{"path":".","glob":"*.txt","find":"s3cret","replace":"pwned"}`,
+	"POST /v1/sandboxes/{id}/files/extract": "",
+	"POST /v1/sandboxes/{id}/sessions":      "",
+	"POST /v1/jobs/{id}/cancel":             "",
+	"DELETE /v1/sandboxes/{id}":             "",
+	"DELETE /v1/sessions/{id}":              "",
+	"DELETE /v1/contexts/{id}":              "",
+	"GET /v1/sandboxes/{id}/terminal":       "",
+	"GET /v1/sandboxes/{id}/files":          "",
+	"GET /v1/sandboxes/{id}/files/stat":     "",
+	"GET /v1/sandboxes/{id}/files/list":     "",
+	"GET /v1/sandboxes/{id}/files/archive":  "",
+	"GET /v1/sandboxes/{id}":                "",
+	"GET /v1/jobs/{id}":                     "",
+	"GET /v1/jobs/{id}/logs":                "",
+	"GET /v1/sessions/{id}":                 "",
+	"GET /v1/contexts/{id}":                 "",
+}
+
+// documentedRoutes lists "METHOD /path" of every operation in
+// api/openapi.yaml (the contract test ties it to the served routes).
+func documentedRoutes(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(t), "api", "openapi.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Paths map[string]map[string]any `yaml:"paths"`
+	}
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for path, item := range doc.Paths {
+		for m := range item {
+			if m != "parameters" {
+				out = append(out, strings.ToUpper(m)+" "+path)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestCrossTenantIsolation gives tenant "default" a sandbox with a file, a
+// running job, a shell session and a code context, under runc and runsc,
+// then walks every documented route that names a resource with another
+// tenant's key: each answers 404 exactly as for an id that does not exist
+// (no existence leak), and afterwards nothing of the owner's has changed.
+// A route whose path parameter this test does not know fails it, so new
+// resource routes must be added here.
+func TestCrossTenantIsolation(t *testing.T) {
+	t.Parallel()
+	const otherKey, cappedKey = "e2e-other-tenant-key-0123456789", "e2e-capped-tenant-key-0123456789"
+	e := newEnv(t, "tenants:\n  other: {api_keys: [\""+otherKey+"\"]}\n"+
+		"  capped-runc: {api_keys: [\""+cappedKey+"-runc\"], quotas: {max_sandboxes: 1}}\n"+
+		"  capped-runsc: {api_keys: [\""+cappedKey+"-runsc\"], quotas: {max_sandboxes: 1}}\n")
+	e.requireImage(t, "code-python-basic")
+	svc := e.start(t)
+	owner, other := svc.client(), client.New(svc.url(), otherKey)
+	routes := documentedRoutes(t)
+
+	for _, rt := range e.runtimes(t) {
+		t.Run(rt, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+			defer cancel()
+			sb := e.createSandbox(t, client.CreateSandboxRequest{Profile: "code-python-basic", Runtime: rt, RiskLevel: "low", Metadata: map[string]string{"owner": "default"}})
+			if r := execOK(t, owner, sb.ID, "echo s3cret > /workspace/secret.txt"); r.ExitCode != 0 {
+				t.Fatalf("writing the secret: %+v", r)
+			}
+			job, err := owner.StartJob(ctx, sb.ID, client.ExecRequest{Command: []string{"sleep", "300"}, TimeoutMS: 600_000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ses, err := owner.CreateSession(ctx, sb.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cx, err := owner.CreateContext(ctx, sb.ID, client.CreateContextRequest{Language: "python"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids := map[string][2]string{ // prefix → owner's id, an id nobody has
+				"/v1/sandboxes/": {sb.ID, "sbx_00000000000000000000"},
+				"/v1/jobs/":      {job.ID, "job_00000000000000000000"},
+				"/v1/sessions/":  {ses.ID, "ses_00000000000000000000"},
+				"/v1/contexts/":  {cx.ID, "ctx_00000000000000000000"},
+			}
+			before, _ := owner.GetSandbox(ctx, sb.ID)
+
+			walked := 0
+			for _, route := range routes {
+				method, path, _ := strings.Cut(route, " ")
+				if !strings.Contains(path, "{") || strings.HasPrefix(path, "/v1/tenants") {
+					continue // collections and the admin API (403 for tenant keys, tested in httpapi)
+				}
+				var pair [2]string
+				for prefix, p := range ids {
+					if strings.HasPrefix(path, prefix) && strings.Count(path, "{") == 1 && strings.Contains(path, "{id}") {
+						pair = p
+					}
+				}
+				body, known := foreignBodies[route]
+				if pair[0] == "" || !known {
+					t.Errorf("%s names a resource this test does not know: add it to the isolation walk", route)
+					continue
+				}
+				walked++
+				foreign := callRaw(t, svc, otherKey, method, strings.Replace(path, "{id}", pair[0], 1), body)
+				missing := callRaw(t, svc, otherKey, method, strings.Replace(path, "{id}", pair[1], 1), body)
+				if foreign.status != http.StatusNotFound || foreign.status != missing.status || foreign.code != missing.code {
+					t.Errorf("%s with another tenant's key: %d %s %q; for a missing id: %d %s; want the same 404",
+						route, foreign.status, foreign.code, foreign.detail, missing.status, missing.code)
+				}
+				if strings.Contains(foreign.detail, "s3cret") {
+					t.Errorf("%s leaks file content: %s", route, foreign.detail)
+				}
+			}
+			if walked < 20 {
+				t.Fatalf("walked only %d routes", walked)
+			}
+			t.Logf("%s: %d routes answered another tenant 404, as for a missing id", rt, walked)
+
+			// Lists of the other tenant do not show the owner's sandbox.
+			list, err := other.ListSandboxes(ctx, client.ListSandboxesOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range list.Items {
+				if x.ID == sb.ID {
+					t.Errorf("the other tenant's list shows %s", sb.ID)
+				}
+			}
+			// Nothing changed.
+			after, err := owner.GetSandbox(ctx, sb.ID)
+			if err != nil || after.State != "ready" || after.ResourceVersion != before.ResourceVersion || after.Metadata["owner"] != "default" {
+				t.Errorf("sandbox after the walk: %+v %v (before: version %s)", after, err, before.ResourceVersion)
+			}
+			if r := execOK(t, owner, sb.ID, "cat /workspace/secret.txt; stat -c %a /workspace/secret.txt; ls /workspace"); r.Stdout != "s3cret\n644\nsecret.txt\n" {
+				t.Errorf("workspace after the walk: %q", r.Stdout)
+			}
+			if j, err := owner.GetJob(ctx, job.ID); err != nil || j.State != "running" {
+				t.Errorf("job after the walk: %+v %v", j, err)
+			}
+			if s, err := owner.GetSession(ctx, ses.ID); err != nil || s.State != "active" || s.Runs != 0 {
+				t.Errorf("session after the walk: %+v %v", s, err)
+			}
+			if c, err := owner.GetContext(ctx, cx.ID); err != nil || c.State != "active" || c.Runs != 0 {
+				t.Errorf("context after the walk: %+v %v", c, err)
+			}
+			if _, err := owner.CancelJob(ctx, job.ID); err != nil {
+				t.Errorf("owner's cancel: %v", err)
+			}
+
+			// The owner's audit records name the sandbox; the CLI shows them.
+			if r := svc.cli(t, "audit", "--target", sb.ID, "-o", "json"); r.code != 0 ||
+				!strings.Contains(r.stdout, `"action":"POST /v1/sandboxes/{id}/exec"`) || strings.Contains(r.stdout, `"tenant":"other"`) {
+				t.Errorf("audit of %s: %s", sb.ID, r)
+			}
+
+			// A tenant with a quota of one sandbox: of three concurrent
+			// creates, one is served and two get 429 quota_exceeded.
+			capped := client.New(svc.url(), cappedKey+"-"+rt)
+			type result struct {
+				sb  *client.Sandbox
+				err error
+			}
+			results := make(chan result, 3)
+			for range 3 {
+				go func() {
+					sb, err := capped.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "code-python-basic", Runtime: rt, RiskLevel: "low"}, "")
+					results <- result{sb, err}
+				}()
+			}
+			served, refused := 0, 0
+			for range 3 {
+				r := <-results
+				var ae *client.APIError
+				switch {
+				case r.err == nil:
+					served++
+					if err := capped.DeleteSandbox(ctx, r.sb.ID); err != nil {
+						t.Errorf("deleting %s: %v", r.sb.ID, err)
+					}
+				case errors.As(r.err, &ae) && ae.Status == http.StatusTooManyRequests && ae.Problem.Code == "quota_exceeded":
+					refused++
+				default:
+					t.Errorf("capped create: %v", r.err)
+				}
+			}
+			if served != 1 || refused != 2 {
+				t.Errorf("capped tenant: %d served, %d refused with quota_exceeded; want 1 and 2", served, refused)
+			}
+		})
+	}
+}
+
+// rawAnswer is the status and problem of one raw call.
+type rawAnswer struct {
+	status       int
+	code, detail string
+}
+
+// callRaw sends one request with key (and, for the terminal, the WebSocket
+// upgrade headers) and reads the problem answer.
+func callRaw(t *testing.T, s *service, key, method, path, body string) rawAnswer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	req, err := http.NewRequestWithContext(ctx, method, s.url()+path+sep+"path=secret.txt", rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	if strings.HasSuffix(path, "/terminal") {
+		for k, v := range map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="} {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var p client.Problem
+	_ = json.Unmarshal(b, &p)
+	return rawAnswer{status: resp.StatusCode, code: p.Code, detail: p.Detail}
+}
