@@ -49,6 +49,9 @@ var foreignBodies = map[string]string{
 	"GET /v1/jobs/{id}/logs":                "",
 	"GET /v1/sessions/{id}":                 "",
 	"GET /v1/contexts/{id}":                 "",
+	"GET /v1/jobs/{id}/artifacts":           "",
+	"GET /v1/artifacts/{id}":                "",
+	"GET /v1/artifacts/{id}/meta":           "",
 }
 
 // documentedRoutes lists "METHOD /path" of every operation in
@@ -101,8 +104,14 @@ func TestCrossTenantIsolation(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 			defer cancel()
 			sb := e.createSandbox(t, client.CreateSandboxRequest{Profile: "code-python-basic", Runtime: rt, RiskLevel: "low", Metadata: map[string]string{"owner": "default"}})
-			if r := execOK(t, owner, sb.ID, "echo s3cret > /workspace/secret.txt"); r.ExitCode != 0 {
-				t.Fatalf("writing the secret: %+v", r)
+			res, err := owner.Exec(ctx, sb.ID, client.ExecRequest{Script: "echo s3cret > /workspace/secret.txt", TimeoutMS: 30_000,
+				Artifacts: &client.ArtifactRequest{Paths: []string{"secret.txt"}}})
+			if err != nil || res.ExitCode != 0 {
+				t.Fatalf("writing the secret: %+v %v", res, err)
+			}
+			arts, err := owner.ListArtifacts(ctx, res.JobID)
+			if err != nil || len(arts.Items) != 1 {
+				t.Fatalf("artifacts of %s: %+v %v", res.JobID, arts, err)
 			}
 			job, err := owner.StartJob(ctx, sb.ID, client.ExecRequest{Command: []string{"sleep", "300"}, TimeoutMS: 600_000})
 			if err != nil {
@@ -121,6 +130,7 @@ func TestCrossTenantIsolation(t *testing.T) {
 				"/v1/jobs/":      {job.ID, "job_00000000000000000000"},
 				"/v1/sessions/":  {ses.ID, "ses_00000000000000000000"},
 				"/v1/contexts/":  {cx.ID, "ctx_00000000000000000000"},
+				"/v1/artifacts/": {arts.Items[0].ID, "art_00000000000000000000"},
 			}
 			before, _ := owner.GetSandbox(ctx, sb.ID)
 
