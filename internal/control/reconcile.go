@@ -57,10 +57,17 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 		return err
 	}
 	live := map[string]*sandbox.Sandbox{}
+	mine := records[:0]
 	for _, r := range records {
 		live[r.ID] = r
+		// Another instance sharing the store owns its records: only it can
+		// see their containers and reach their agents.
+		if r.Instance == "" || r.Instance == s.instance {
+			mine = append(mine, r)
+		}
 	}
 	s.sweepCapacity(live, mark)
+	records = mine
 	byContainer := map[string]driver.Status{}
 	for _, c := range containers {
 		if c.Labels[driver.LabelPurpose] == driver.PurposeEgressGateway {

@@ -247,6 +247,7 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	sb := &sandbox.Sandbox{
 		ID:        id,
 		Tenant:    in.Tenant,
+		Instance:  s.instance,
 		Profile:   p.Name,
 		Runtime:   dec.Runtime,
 		RiskLevel: dec.RiskLevel,

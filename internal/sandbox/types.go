@@ -80,22 +80,25 @@ type Resources struct {
 
 // Sandbox is the persistent record of one sandbox.
 type Sandbox struct {
-	ID              string            `json:"id"`
-	Tenant          string            `json:"tenant"`
-	Profile         string            `json:"profile"`
-	Runtime         Runtime           `json:"runtime"`
-	RiskLevel       RiskLevel         `json:"risk_level"`
-	State           State             `json:"state"`
-	Image           string            `json:"image"`
-	Resources       Resources         `json:"resources"`
-	Env             map[string]string `json:"env,omitempty"`
-	Metadata        map[string]string `json:"metadata,omitempty"`
-	ContainerID     string            `json:"-"`
-	FailureReason   string            `json:"failure_reason,omitempty"`
-	ResourceVersion int64             `json:"resourceVersion"`
-	CreatedAt       time.Time         `json:"created_at"`
-	UpdatedAt       time.Time         `json:"updated_at"`
-	ExpiresAt       *time.Time        `json:"expires_at,omitempty"`
+	ID          string            `json:"id"`
+	Tenant      string            `json:"tenant"`
+	Profile     string            `json:"profile"`
+	Runtime     Runtime           `json:"runtime"`
+	RiskLevel   RiskLevel         `json:"risk_level"`
+	State       State             `json:"state"`
+	Image       string            `json:"image"`
+	Resources   Resources         `json:"resources"`
+	Env         map[string]string `json:"env,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	ContainerID string            `json:"-"`
+	// Instance is the service instance that made the sandbox and alone can
+	// reach its agent (several instances may share one store).
+	Instance        string     `json:"-"`
+	FailureReason   string     `json:"failure_reason,omitempty"`
+	ResourceVersion int64      `json:"resourceVersion"`
+	CreatedAt       time.Time  `json:"created_at"`
+	UpdatedAt       time.Time  `json:"updated_at"`
+	ExpiresAt       *time.Time `json:"expires_at,omitempty"`
 	// Network is filled by the service for networked sandboxes; it is not
 	// part of the sandbox record.
 	Network *NetworkSummary `json:"network,omitempty"`

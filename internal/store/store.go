@@ -50,6 +50,7 @@ type Store interface {
 	Tenants
 	Audit
 	Artifacts
+	LeaseStore
 }
 
 // SandboxFilter selects sandboxes. Zero fields match everything.
@@ -58,6 +59,8 @@ type SandboxFilter struct {
 	States   []sandbox.State
 	Profile  string
 	Metadata map[string]string // all pairs must match
+	// Instance, if set, keeps sandboxes made by that service instance.
+	Instance string
 	// ExcludeFinal drops destroyed sandboxes.
 	ExcludeFinal bool
 	Limit        int

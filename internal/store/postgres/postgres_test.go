@@ -423,3 +423,15 @@ func TestPanicInFnReleasesLock(t *testing.T) {
 		t.Errorf("ResourceVersion = %d, want 2 (the panicking update must not be stored)", got.ResourceVersion)
 	}
 }
+
+// TestClaimStormTwoStores races pool claims through two stores (as two
+// service instances would) on one database.
+func TestClaimStormTwoStores(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.Start(t)
+	a := open(t, dsn)
+	defer a.Close()
+	b := open(t, dsn)
+	defer b.Close()
+	storetest.ClaimStorm(t, a, b)
+}

@@ -17,7 +17,7 @@ import (
 )
 
 const sandboxColumns = `id, tenant, profile, runtime, risk_level, state, image, resources, env, metadata,
-	container_id, failure_reason, resource_version, created_at, updated_at, expires_at`
+	container_id, failure_reason, resource_version, created_at, updated_at, expires_at, instance`
 
 // querier is what record reads need from a pool or a transaction.
 type querier interface {
@@ -32,11 +32,12 @@ type sandboxRow struct {
 	resourceVersion                                       int64
 	createdAt, updatedAt                                  int64
 	expiresAt                                             *int64
+	instance                                              string
 }
 
 func (r *sandboxRow) args() []any {
 	return []any{r.id, r.tenant, r.profile, r.runtime, r.riskLevel, r.state, r.image, r.resources, r.env,
-		r.metadata, r.containerID, r.failureReason, r.resourceVersion, r.createdAt, r.updatedAt, r.expiresAt}
+		r.metadata, r.containerID, r.failureReason, r.resourceVersion, r.createdAt, r.updatedAt, r.expiresAt, r.instance}
 }
 
 func encodeSandbox(sb *sandbox.Sandbox) (*sandboxRow, error) {
@@ -44,6 +45,7 @@ func encodeSandbox(sb *sandbox.Sandbox) (*sandboxRow, error) {
 		id: sb.ID, tenant: sb.Tenant, profile: sb.Profile, runtime: string(sb.Runtime),
 		riskLevel: string(sb.RiskLevel), state: string(sb.State), image: sb.Image,
 		containerID: sb.ContainerID, failureReason: sb.FailureReason, resourceVersion: sb.ResourceVersion,
+		instance: sb.Instance,
 	}
 	var err error
 	if r.resources, err = encodeJSON("resources", sb.Resources, false); err != nil {
@@ -71,13 +73,14 @@ func scanSandbox(row pgx.Row) (*sandbox.Sandbox, error) {
 	var r sandboxRow
 	if err := row.Scan(&r.id, &r.tenant, &r.profile, &r.runtime, &r.riskLevel, &r.state, &r.image,
 		&r.resources, &r.env, &r.metadata, &r.containerID, &r.failureReason, &r.resourceVersion,
-		&r.createdAt, &r.updatedAt, &r.expiresAt); err != nil {
+		&r.createdAt, &r.updatedAt, &r.expiresAt, &r.instance); err != nil {
 		return nil, err
 	}
 	sb := &sandbox.Sandbox{
 		ID: r.id, Tenant: r.tenant, Profile: r.profile, Runtime: sandbox.Runtime(r.runtime),
 		RiskLevel: sandbox.RiskLevel(r.riskLevel), State: sandbox.State(r.state), Image: r.image,
 		ContainerID: r.containerID, FailureReason: r.failureReason, ResourceVersion: r.resourceVersion,
+		Instance:  r.instance,
 		CreatedAt: decodeTime(r.createdAt), UpdatedAt: decodeTime(r.updatedAt), ExpiresAt: decodeOptTime(r.expiresAt),
 	}
 	if err := decodeJSON("resources", r.resources, &sb.Resources); err != nil {
@@ -104,7 +107,7 @@ func (s *Store) CreateSandbox(ctx context.Context, sb *sandbox.Sandbox) error {
 	}
 	r.resourceVersion = 1
 	_, err = s.pool.Exec(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`, r.args()...)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`, r.args()...)
 	if err != nil {
 		if isUniqueViolation(err) {
 			return fmt.Errorf("sandbox %s: %w", sb.ID, errdefs.ErrAlreadyExists)
@@ -166,6 +169,9 @@ func (s *Store) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]*sa
 	}
 	if f.Profile != "" {
 		where = append(where, "profile = "+a.add(f.Profile))
+	}
+	if f.Instance != "" {
+		where = append(where, "instance = "+a.add(f.Instance))
 	}
 	if f.ExcludeFinal {
 		var final []sandbox.State

@@ -15,7 +15,7 @@ import (
 )
 
 const sandboxColumns = `id, tenant, profile, runtime, risk_level, state, image, resources, env, metadata,
-	container_id, failure_reason, resource_version, created_at, updated_at, expires_at`
+	container_id, failure_reason, resource_version, created_at, updated_at, expires_at, instance`
 
 // queryer is what sandbox and job reads need from a pool or a transaction.
 type queryer interface {
@@ -36,6 +36,7 @@ type sandboxRow struct {
 	resourceVersion                                       int64
 	createdAt, updatedAt                                  string
 	expiresAt                                             sql.NullString
+	instance                                              string
 }
 
 func encodeSandbox(sb *sandbox.Sandbox) (*sandboxRow, error) {
@@ -43,6 +44,7 @@ func encodeSandbox(sb *sandbox.Sandbox) (*sandboxRow, error) {
 		id: sb.ID, tenant: sb.Tenant, profile: sb.Profile, runtime: string(sb.Runtime),
 		riskLevel: string(sb.RiskLevel), state: string(sb.State), image: sb.Image,
 		containerID: sb.ContainerID, failureReason: sb.FailureReason, resourceVersion: sb.ResourceVersion,
+		instance: sb.Instance,
 	}
 	res, err := encodeJSON("resources", sb.Resources, false)
 	if err != nil {
@@ -71,13 +73,14 @@ func scanSandbox(s scanner) (*sandbox.Sandbox, error) {
 	var r sandboxRow
 	if err := s.Scan(&r.id, &r.tenant, &r.profile, &r.runtime, &r.riskLevel, &r.state, &r.image,
 		&r.resources, &r.env, &r.metadata, &r.containerID, &r.failureReason, &r.resourceVersion,
-		&r.createdAt, &r.updatedAt, &r.expiresAt); err != nil {
+		&r.createdAt, &r.updatedAt, &r.expiresAt, &r.instance); err != nil {
 		return nil, err
 	}
 	sb := &sandbox.Sandbox{
 		ID: r.id, Tenant: r.tenant, Profile: r.profile, Runtime: sandbox.Runtime(r.runtime),
 		RiskLevel: sandbox.RiskLevel(r.riskLevel), State: sandbox.State(r.state), Image: r.image,
 		ContainerID: r.containerID, FailureReason: r.failureReason, ResourceVersion: r.resourceVersion,
+		Instance: r.instance,
 	}
 	var err error
 	if err = decodeJSON("resources", sql.NullString{String: r.resources, Valid: true}, &sb.Resources); err != nil {
@@ -113,9 +116,9 @@ func (s *Store) CreateSandbox(ctx context.Context, sb *sandbox.Sandbox) error {
 	}
 	r.resourceVersion = 1
 	_, err = s.writer.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.id, r.tenant, r.profile, r.runtime, r.riskLevel, r.state, r.image, r.resources, r.env, r.metadata,
-		r.containerID, r.failureReason, r.resourceVersion, r.createdAt, r.updatedAt, r.expiresAt)
+		r.containerID, r.failureReason, r.resourceVersion, r.createdAt, r.updatedAt, r.expiresAt, r.instance)
 	if err != nil {
 		if isUniqueViolation(err) {
 			return fmt.Errorf("sandbox %s: %w", sb.ID, errdefs.ErrAlreadyExists)
@@ -171,6 +174,10 @@ func (s *Store) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]*sa
 	if f.Profile != "" {
 		where = append(where, "profile = ?")
 		args = append(args, f.Profile)
+	}
+	if f.Instance != "" {
+		where = append(where, "instance = ?")
+		args = append(args, f.Instance)
 	}
 	if f.ExcludeFinal {
 		var final []any

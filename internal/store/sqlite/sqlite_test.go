@@ -314,3 +314,13 @@ func TestUpdatePanicReleasesWriter(t *testing.T) {
 		t.Fatalf("write after a panicking update: %v", err)
 	}
 }
+
+func TestClaimStormTwoHandles(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "state.db")
+	a := openFile(t, path)
+	defer a.Close()
+	b := openFile(t, path)
+	defer b.Close()
+	storetest.ClaimStorm(t, a, b)
+}

@@ -49,6 +49,11 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Audit", testAudit},
 		{"Networks", testNetworks},
 		{"Artifacts", testArtifacts},
+		{"ClaimFromPool", testClaimFromPool},
+		{"ClaimSandboxByID", testClaimSandboxByID},
+		{"OneActiveLeasePerSandbox", testOneActiveLeasePerSandbox},
+		{"ListLeases", testListLeases},
+		{"ConcurrentClaims", testConcurrentClaims},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -198,6 +203,7 @@ func checkSandbox(t *testing.T, what string, got, want *sandbox.Sandbox) {
 	d.strMap("Env", got.Env, want.Env)
 	d.strMap("Metadata", got.Metadata, want.Metadata)
 	d.eq("ContainerID", got.ContainerID, want.ContainerID)
+	d.eq("Instance", got.Instance, want.Instance)
 	d.eq("FailureReason", got.FailureReason, want.FailureReason)
 	d.eq("ResourceVersion", got.ResourceVersion, want.ResourceVersion)
 	d.time("CreatedAt", got.CreatedAt, want.CreatedAt)
