@@ -150,6 +150,22 @@ type Profile struct {
 	Network          string    `json:"network"`
 	User             string    `json:"user"`
 	ReadOnlyRoot     bool      `json:"read_only_root"`
+	// Pools are the profile's warm pools (empty when warm pools are off).
+	Pools []ProfilePool `json:"pools"`
+	Lease ProfileLease  `json:"lease"`
+}
+
+// ProfilePool sizes a profile's warm pool under one runtime.
+type ProfilePool struct {
+	Runtime  string `json:"runtime"`
+	MinIdle  int    `json:"min_idle"`
+	MaxTotal int    `json:"max_total"`
+}
+
+// ProfileLease bounds a profile's leases.
+type ProfileLease struct {
+	DefaultTTLSeconds int64 `json:"default_ttl_seconds"`
+	MaxTTLSeconds     int64 `json:"max_ttl_seconds"`
 }
 
 // ProfileList is the body of GET /v1/profiles.

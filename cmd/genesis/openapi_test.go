@@ -111,6 +111,13 @@ func apiRoutes() []apiRoute {
 		{"get", "/v1/sandboxes/{id}/network", []string{"200", "401", "404"}},
 		{"put", "/v1/sandboxes/{id}/network", []string{"200", "400", "401", "404", "409", "412", "503"}},
 		{"get", "/v1/sandboxes/{id}/network/events", []string{"200", "400", "401", "404"}},
+		{"post", "/v1/leases", []string{"201", "400", "401", "404", "409", "413", "429", "503"}},
+		{"get", "/v1/leases", []string{"200", "400", "401"}},
+		{"get", "/v1/leases/{id}", []string{"200", "401", "404"}},
+		{"post", "/v1/leases/{id}/renew", []string{"200", "400", "401", "404", "409"}},
+		{"delete", "/v1/leases/{id}", []string{"204", "401", "404", "409"}},
+		{"get", "/v1/pools", []string{"200", "401"}},
+		{"post", "/v1/pools/{name}/drain", []string{"200", "401", "404"}},
 	}
 }
 
@@ -294,6 +301,14 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 		"SearchResult":         client.SearchResult{},
 		"ReplaceRequest":       client.ReplaceRequest{},
 		"ReplaceResult":        client.ReplaceResult{},
+		"ProfilePool":          client.ProfilePool{},
+		"ProfileLease":         client.ProfileLease{},
+		"AcquireLeaseRequest":  client.AcquireLeaseRequest{},
+		"Lease":                client.Lease{},
+		"LeaseList":            client.LeaseList{},
+		"RenewLeaseRequest":    client.RenewLeaseRequest{},
+		"Pool":                 client.Pool{},
+		"PoolList":             client.PoolList{},
 		// The data of stdout and stderr events; the client decodes it into
 		// LogEvent.Offset and LogEvent.Data.
 		"OutputEvent": struct {

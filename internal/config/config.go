@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,6 +38,10 @@ type Config struct {
 	Audit       Audit     `yaml:"audit"`
 	Network     Network   `yaml:"network"`
 	Profiles    []Profile `yaml:"profiles"`
+	// WarmPools switches the profiles' warm pools on (the default) or off;
+	// with it off, every lease is a cold create.
+	WarmPools bool  `yaml:"warm_pools"`
+	Store     Store `yaml:"store"`
 }
 
 // AdminTenant is the tenant that owns admin_api_key.
@@ -46,6 +51,35 @@ const AdminTenant = "admin"
 type Audit struct {
 	// Retention is how long audit records are kept (pruned by the reconciler).
 	Retention time.Duration `yaml:"retention"`
+}
+
+// Store selects the state store.
+type Store struct {
+	// Driver is "sqlite" (a file in the data dir) or "postgres" (shared by
+	// several service instances).
+	Driver string `yaml:"driver"`
+	// DSN is the PostgreSQL connection string; the environment variable
+	// GENESIS_STORE_DSN, when set, overrides it (keep passwords out of files).
+	DSN string `yaml:"dsn"`
+}
+
+// PoolSpec sizes the warm pool of one (profile, runtime).
+type PoolSpec struct {
+	Runtime sandbox.Runtime `yaml:"runtime"`
+	// MinIdle idle sandboxes are kept warm, refilled right after each claim.
+	MinIdle int `yaml:"min_idle"`
+	// MaxTotal bounds the live sandboxes of this profile and runtime made by
+	// this instance (idle and leased); the pool never grows past it.
+	MaxTotal int `yaml:"max_total"`
+}
+
+// LeasePolicy bounds the leases of a profile.
+type LeasePolicy struct {
+	// DefaultTTLSeconds is the lease length when a request gives none;
+	// 0 takes limits.default_ttl_seconds.
+	DefaultTTLSeconds int64 `yaml:"default_ttl_seconds"`
+	// MaxTTLSeconds caps ttl_seconds; 0 takes limits.max_ttl_seconds.
+	MaxTTLSeconds int64 `yaml:"max_ttl_seconds"`
 }
 
 // Limits bound what a request may ask for.
@@ -153,6 +187,12 @@ type Intervals struct {
 	ArtifactRetention time.Duration `yaml:"artifact_retention"`
 	AgentReadyTimeout time.Duration `yaml:"agent_ready_timeout"`
 	DockerCallTimeout time.Duration `yaml:"docker_call_timeout"`
+	// PoolCheck is how often idle pool members are health-checked (agent
+	// ping) and pools topped up.
+	PoolCheck time.Duration `yaml:"pool_check"`
+	// DrainTimeout is how long a SIGTERM drain lets active leases finish
+	// before everything of this instance is destroyed.
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
 }
 
 // Tenant is the operator's policy for one tenant.
@@ -190,7 +230,9 @@ type Profile struct {
 	// FileRoots are the directories inside the sandbox the file API may
 	// touch (absolute, clean); empty means [/workspace]. Relative paths are
 	// resolved against the first.
-	FileRoots []string `yaml:"file_roots"`
+	FileRoots []string    `yaml:"file_roots"`
+	Pools     []PoolSpec  `yaml:"pools"`
+	Lease     LeasePolicy `yaml:"lease"`
 }
 
 // DefaultFileRoot is the file root of a profile that names none.
@@ -202,6 +244,18 @@ func (p *Profile) Roots() []string {
 		return []string{DefaultFileRoot}
 	}
 	return p.FileRoots
+}
+
+// LeaseTTL returns the default and maximum lease lengths of p in seconds.
+func (c *Config) LeaseTTL(p *Profile) (def, maxTTL int64) {
+	def, maxTTL = p.Lease.DefaultTTLSeconds, p.Lease.MaxTTLSeconds
+	if maxTTL == 0 {
+		maxTTL = c.Limits.MaxTTLSeconds
+	}
+	if def == 0 {
+		def = min(c.Limits.DefaultTTLSeconds, maxTTL)
+	}
+	return def, maxTTL
 }
 
 // Profile returns the profile called name.
@@ -232,6 +286,9 @@ func Load(path string) (*Config, error) {
 		if err := decode(b, &c); err != nil {
 			return nil, fmt.Errorf("config file %s: %w", path, err)
 		}
+	}
+	if dsn := os.Getenv("GENESIS_STORE_DSN"); dsn != "" {
+		c.Store.DSN = dsn
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -324,6 +381,7 @@ func (c *Config) Validate() error {
 		"intervals.probe": iv.Probe, "intervals.reconcile": iv.Reconcile, "intervals.orphan_grace": iv.OrphanGrace,
 		"intervals.log_retention": iv.LogRetention, "intervals.artifact_retention": iv.ArtifactRetention,
 		"intervals.agent_ready_timeout": iv.AgentReadyTimeout, "intervals.docker_call_timeout": iv.DockerCallTimeout,
+		"intervals.pool_check": iv.PoolCheck, "intervals.drain_timeout": iv.DrainTimeout,
 	} {
 		if v <= 0 {
 			return bad(key, "must be a positive duration, got %v", v)
@@ -369,6 +427,18 @@ func (c *Config) Validate() error {
 		if err := t.Network.Validate(c.Network.OperatorConfig); err != nil {
 			return bad("tenants."+name+".network", "%v", err)
 		}
+	}
+	switch c.Store.Driver {
+	case "sqlite":
+		if c.Store.DSN != "" {
+			return bad("store.dsn", "is for the postgres driver; sqlite keeps its file in the data dir")
+		}
+	case "postgres":
+		if c.Store.DSN == "" {
+			return bad("store.dsn", "the postgres driver needs a DSN (or GENESIS_STORE_DSN)")
+		}
+	default:
+		return bad("store.driver", "must be sqlite or postgres, got %q", c.Store.Driver)
 	}
 	if len(c.Profiles) == 0 {
 		return bad("profiles", "at least one profile is required")
@@ -419,6 +489,43 @@ func (c *Config) Validate() error {
 		if err := p.Network.Validate(c.Network.OperatorConfig); err != nil {
 			return bad(key+".network", "%v", err)
 		}
+		if err := c.validateLeasePools(key, &p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Config) validateLeasePools(key string, p *Profile) error {
+	bad := func(key, format string, args ...any) error {
+		return fmt.Errorf("config: %s: %s: %w", key, fmt.Sprintf(format, args...), errdefs.ErrInvalidArgument)
+	}
+	lp := p.Lease
+	switch {
+	case lp.MaxTTLSeconds < 0 || lp.MaxTTLSeconds > c.Limits.MaxTTLSeconds:
+		return bad(key+".lease.max_ttl_seconds", "must be in [0, limits.max_ttl_seconds %d], got %d", c.Limits.MaxTTLSeconds, lp.MaxTTLSeconds)
+	case lp.DefaultTTLSeconds < 0:
+		return bad(key+".lease.default_ttl_seconds", "must not be negative, got %d", lp.DefaultTTLSeconds)
+	}
+	if def, maxTTL := c.LeaseTTL(p); def > maxTTL {
+		return bad(key+".lease.default_ttl_seconds", "%d exceeds the maximum %d", def, maxTTL)
+	}
+	seen := map[sandbox.Runtime]bool{}
+	for i, ps := range p.Pools {
+		pk := fmt.Sprintf("%s.pools[%d]", key, i)
+		switch {
+		case !slices.Contains(p.AllowedRuntimes, ps.Runtime):
+			return bad(pk+".runtime", "%q is not in the profile's allowed_runtimes", ps.Runtime)
+		case seen[ps.Runtime]:
+			return bad(pk+".runtime", "a second pool for runtime %s", ps.Runtime)
+		case ps.MinIdle < 0:
+			return bad(pk+".min_idle", "must not be negative, got %d", ps.MinIdle)
+		case ps.MaxTotal <= 0:
+			return bad(pk+".max_total", "must be positive, got %d", ps.MaxTotal)
+		case ps.MinIdle > ps.MaxTotal:
+			return bad(pk+".min_idle", "%d exceeds max_total %d", ps.MinIdle, ps.MaxTotal)
+		}
+		seen[ps.Runtime] = true
 	}
 	return nil
 }

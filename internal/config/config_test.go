@@ -26,6 +26,9 @@ func TestDefaultsValid(t *testing.T) {
 	if p.Network.Mode != "none" || p.User != "1000:1000" {
 		t.Errorf("tool-basic not hardened by default: %+v", p)
 	}
+	if !c.WarmPools || len(p.Pools) != 1 || p.Pools[0].Runtime != "runc" || p.Pools[0].MinIdle != 2 || c.Store.Driver != "sqlite" {
+		t.Errorf("default warm pool of tool-basic (runc, min_idle 2) or store missing: %+v %+v", p.Pools, c.Store)
+	}
 }
 
 func TestLoadOverlayAndErrors(t *testing.T) {
@@ -79,6 +82,34 @@ func TestLoadOverlayAndErrors(t *testing.T) {
 		"capacity: {memory_mb: -2}\n":        "capacity.memory_mb",
 		"capacity: {cpu_overcommit: 0}\n":    "capacity.cpu_overcommit",
 		"capacity: {max_wait_seconds: -1}\n": "capacity.max_wait_seconds",
+	}
+	pool := func(pools, lease string) string {
+		return "profiles: [{name: x, recipe: r, allowed_runtimes: [runc], resources: {cpu: 1, memory_mb: 64, pids: 64}, pools: " + pools + ", lease: " + lease + "}]\n"
+	}
+	for body, key := range map[string]string{
+		pool("[{runtime: runsc, min_idle: 1, max_total: 2}]", "{}"):                                            "profiles.x.pools[0].runtime",
+		pool("[{runtime: runc, min_idle: -1, max_total: 2}]", "{}"):                                            "profiles.x.pools[0].min_idle",
+		pool("[{runtime: runc, min_idle: 3, max_total: 2}]", "{}"):                                             "profiles.x.pools[0].min_idle",
+		pool("[{runtime: runc, min_idle: 0, max_total: 0}]", "{}"):                                             "profiles.x.pools[0].max_total",
+		pool("[{runtime: runc, min_idle: 1, max_total: 2}, {runtime: runc, min_idle: 1, max_total: 2}]", "{}"): "profiles.x.pools[1].runtime",
+		pool("[]", "{max_ttl_seconds: -5}"):                                                                    "profiles.x.lease.max_ttl_seconds",
+		pool("[]", "{max_ttl_seconds: 999999999}"):                                                             "profiles.x.lease.max_ttl_seconds",
+		pool("[]", "{default_ttl_seconds: 100, max_ttl_seconds: 50}"):                                          "profiles.x.lease.default_ttl_seconds",
+		pool("[]", "{bogus: 1}"):                                                                               "bogus",
+		"store: {driver: mysql}\n":                                                                             "store.driver",
+		"store: {driver: postgres}\n":                                                                          "store.dsn",
+		"store: {driver: sqlite, dsn: x}\n":                                                                    "store.dsn",
+		"intervals: {drain_timeout: 0s}\n":                                                                     "intervals.drain_timeout",
+	} {
+		bad[body] = key
+	}
+	c, err = Load(write(pool("[{runtime: runc, min_idle: 2, max_total: 5}]", "{max_ttl_seconds: 60}")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, _ := c.Profile("x")
+	if def, mx := c.LeaseTTL(x); def != 60 || mx != 60 || x.Pools[0].MinIdle != 2 {
+		t.Errorf("lease ttl %d/%d, profile %+v; want the default capped to the profile maximum 60", def, mx, x)
 	}
 	for body, key := range bad {
 		_, err := Load(write(body))

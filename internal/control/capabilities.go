@@ -50,6 +50,11 @@ type ProfileView struct {
 	ImageDeclared  bool // a recipe or explicit image exists
 	BuildCommand   string
 	UsableRuntimes []sandbox.Runtime
+	// LeaseDefaultTTL and LeaseMaxTTL are the profile's lease lengths in
+	// seconds after the service limits are applied.
+	LeaseDefaultTTL, LeaseMaxTTL int64
+	// WarmPools says whether the profile's pools run (warm_pools).
+	WarmPools bool
 }
 
 // imageRef resolves the image a profile runs. ok is false when the profile
@@ -92,7 +97,8 @@ func (s *Service) Profiles(ctx context.Context) ([]ProfileView, error) {
 
 func (s *Service) profileView(ctx context.Context, p *config.Profile, healthy []sandbox.Runtime) (ProfileView, error) {
 	ref, declared := imageRef(p)
-	v := ProfileView{Profile: *p, ImageRef: ref, ImageDeclared: declared, BuildCommand: buildCommand(p, declared)}
+	v := ProfileView{Profile: *p, ImageRef: ref, ImageDeclared: declared, BuildCommand: buildCommand(p, declared), WarmPools: s.cfg.WarmPools}
+	v.LeaseDefaultTTL, v.LeaseMaxTTL = s.cfg.LeaseTTL(p)
 	if declared {
 		present, err := s.driver.ImagePresent(ctx, ref)
 		if err != nil {

@@ -111,6 +111,7 @@ func (s *Service) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	if err := s.planArtifacts(ctx, job, in.Artifacts); err != nil {
 		return nil, s.execFailed(ctx, sb, job, err, false)
 	}
+	defer s.jobRunning(ctx, sb)()
 	// The agent enforces the timeout; the host deadline is a backstop.
 	actx, cancel := context.WithTimeout(ctx, time.Duration(in.TimeoutMS)*time.Millisecond+killGrace+10*time.Second)
 	defer cancel()
@@ -119,7 +120,7 @@ func (s *Service) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 		Command:        in.Command,
 		Script:         in.Script,
 		Cwd:            in.Cwd,
-		Env:            in.Env,
+		Env:            mergeEnv(sb, in.Env),
 		Stdin:          in.Stdin,
 		TimeoutMS:      in.TimeoutMS,
 		KillGraceMS:    killGrace.Milliseconds(),

@@ -264,6 +264,7 @@ func newHarness(t *testing.T, configure func(*config.Config)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.WarmPools = false // tests that want pools set them up
 	cfg.DataDir = dir
 	cfg.Intervals.Probe = time.Hour
 	cfg.Intervals.Reconcile = time.Hour

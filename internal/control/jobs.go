@@ -52,7 +52,7 @@ func (s *Service) StartJob(ctx context.Context, in ExecInput) (*sandbox.Job, err
 		return nil, s.finishJob(ctx, job.ID, lostExit("cannot create the job log: "+err.Error()))
 	}
 	_, err = s.agent(sb.ID).StartJob(ctx, agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{
-		JobID: job.ID, Command: in.Command, Script: in.Script, Cwd: in.Cwd, Env: in.Env, Stdin: in.Stdin,
+		JobID: job.ID, Command: in.Command, Script: in.Script, Cwd: in.Cwd, Env: mergeEnv(sb, in.Env), Stdin: in.Stdin,
 		TimeoutMS: in.TimeoutMS, KillGraceMS: killGrace.Milliseconds(), MaxOutputBytes: in.MaxOutputBytes,
 	}})
 	if err != nil {
@@ -88,6 +88,9 @@ func (s *Service) followJob(sandboxID, jobID string) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		if sb, err := s.store.GetSandbox(s.bgCtx, "", sandboxID); err == nil {
+			defer s.jobRunning(s.bgCtx, sb)()
+		}
 		defer func() {
 			s.followMu.Lock()
 			delete(s.following, jobID)

@@ -33,6 +33,7 @@ type ReconcileReport struct {
 	BlobsRemoved     int
 	// NetworksRemoved counts sandbox networks left behind by gone sandboxes.
 	NetworksRemoved int
+	LeasesExpired   int
 }
 
 // Reconcile brings records and the runtime into agreement:
@@ -47,6 +48,7 @@ type ReconcileReport struct {
 func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 	var rep ReconcileReport
 	now := s.now()
+	rep.LeasesExpired = s.reapLeases(ctx, now)
 	containers, err := s.driver.List(ctx)
 	if err != nil {
 		return fmt.Errorf("listing containers: %w", err)
@@ -149,7 +151,7 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 	if rep != (ReconcileReport{}) {
 		s.log.Info("reconciled", "orphans_removed", rep.OrphansRemoved, "marked_failed", rep.MarkedFailed,
 			"expired", rep.Expired, "jobs_lost", rep.JobsLost, "dirs_removed", rep.DirsRemoved, "networks_removed", rep.NetworksRemoved, "logs_expired", rep.LogsExpired,
-			"artifacts_expired", rep.ArtifactsExpired, "blobs_removed", rep.BlobsRemoved)
+			"artifacts_expired", rep.ArtifactsExpired, "blobs_removed", rep.BlobsRemoved, "leases_expired", rep.LeasesExpired)
 	}
 	return nil
 }

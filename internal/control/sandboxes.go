@@ -46,6 +46,8 @@ type CreateSandboxInput struct {
 	// Network is the requested network policy; nil takes the tenant's or
 	// the profile's default.
 	Network *egress.Policy
+	// poolMember makes a tenant-less idle warm-pool member with no expiry.
+	poolMember bool
 }
 
 // idempotentID derives a sandbox id from a tenant's idempotency key.
@@ -137,6 +139,9 @@ func (s *Service) resolveResources(p *config.Profile, req sandbox.Resources) (sa
 // answers. Every step that fails rolls back what the earlier steps made; the
 // record then says failed with the reason.
 func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sandbox.Sandbox, error) {
+	if err := s.checkDraining(); err != nil {
+		return nil, err
+	}
 	if in.IdempotencyKey != "" {
 		if len(in.IdempotencyKey) > 255 {
 			return nil, invalid("Idempotency-Key is longer than 255 bytes")
@@ -216,26 +221,46 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	}
 	// A tenant over its quota is refused at once, before any wait for
 	// host capacity; the check is repeated under the tenant's lock below.
-	if err := s.checkQuota(ctx, in.Tenant, res, false); err != nil {
-		return nil, err
+	// Pool members belong to no tenant until a lease claims them (the
+	// claim checks the quota).
+	if !in.poolMember {
+		if err := s.checkQuota(ctx, in.Tenant, res, false); err != nil {
+			return nil, err
+		}
 	}
-	// Host capacity: wait for it in the tenant's fair queue. It is held by
-	// the record from its insert on and given back when the sandbox ends.
-	release, err := s.admit(ctx, in.Tenant, res, wait)
+	// Host capacity: wait for it in the tenant's fair queue (a pool member
+	// takes only free capacity nobody waits for). It is held by the record
+	// from its insert on and given back when the sandbox ends.
+	var release func()
+	if in.poolMember {
+		r, ok := s.admission.TryAcquire(in.Tenant, res)
+		if !ok {
+			return nil, errdefs.WithCode("capacity_exhausted", fmt.Errorf("no free host capacity for a pool member: %w", errdefs.ErrUnavailable))
+		}
+		release = r
+	} else {
+		release, err = s.admit(ctx, in.Tenant, res, wait)
+	}
 	if err != nil {
 		return nil, err
 	}
 	// The tenant's quota is held from its check until the record exists.
-	releaseQuota, err := s.reserveQuota(ctx, in.Tenant, res, false)
-	if err != nil {
-		release()
-		return nil, err
+	releaseQuota := func() {}
+	if !in.poolMember {
+		if releaseQuota, err = s.reserveQuota(ctx, in.Tenant, res, false); err != nil {
+			release()
+			return nil, err
+		}
 	}
 	defer releaseQuota()
 	s.admitMu.Lock()
 
 	now := s.now()
 	exp := now.Add(time.Duration(ttl) * time.Second)
+	expires := &exp
+	if in.poolMember {
+		expires = nil // idle until claimed; the claim sets the lease's expiry
+	}
 	readOnly := p.ReadOnlyRoot
 	if in.ReadOnlyRoot != nil {
 		readOnly = *in.ReadOnlyRoot
@@ -258,7 +283,7 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 		Metadata:  in.Metadata,
 		CreatedAt: now,
 		UpdatedAt: now,
-		ExpiresAt: &exp,
+		ExpiresAt: expires,
 	}
 	err = s.store.CreateSandbox(ctx, sb)
 	s.admitMu.Unlock()
@@ -289,6 +314,9 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 		return nil, s.failCreate(wctx, sb, fmt.Errorf("waiting for a create slot: %w", errdefs.ErrDeadlineExceeded))
 	}
 	out, err := s.startSandbox(wctx, sb, p, readOnly)
+	if err == nil && in.poolMember {
+		out, err = s.setState(wctx, sb.ID, sandbox.StateIdle, nil)
+	}
 	if err != nil {
 		return nil, s.failCreate(wctx, sb, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"genesis.dev/sandbox/internal/admission"
@@ -74,6 +75,13 @@ type Service struct {
 	closing   bool
 	bgCtx     context.Context // background work; canceled by Close
 
+	// Warm pools and draining (pools.go, leases.go).
+	pools    map[poolKey]*pool
+	poolList []*pool
+	draining atomic.Bool
+	busyMu   sync.Mutex
+	busy     map[string]int // sandbox id → jobs running on a leased sandbox
+
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
 }
@@ -125,8 +133,10 @@ func New(cfg Config) (*Service, error) {
 		following: map[string]bool{},
 		admission: adm,
 		capacity:  capacityHolds{holds: map[string]capacityHold{}},
+		busy:      map[string]int{},
 	}
 	s.gw = newGateway(s, cfg.EgressDir)
+	s.initPools()
 	return s, nil
 }
 
@@ -169,6 +179,7 @@ func (s *Service) Start(ctx context.Context) error {
 			s.log.Warn("reconcile failed", "err", err)
 		}
 	})
+	s.startPools(loopCtx)
 	return nil
 }
 

@@ -87,6 +87,7 @@ func newFilesAPIWith(t *testing.T, tune func(*config.Config)) *filesAPI {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.WarmPools = false // tests that want pools set them up
 	cfg.DataDir = dir
 	cfg.Intervals.Reconcile = time.Hour
 	cfg.Intervals.OrphanGrace = 720 * time.Hour // never judge another test's containers

@@ -45,6 +45,13 @@ func profileWire(v control.ProfileView) client.Profile {
 	if !v.ImagePresent {
 		p.BuildCommand = v.BuildCommand
 	}
+	p.Pools = []client.ProfilePool{}
+	if v.WarmPools {
+		for _, ps := range v.Pools {
+			p.Pools = append(p.Pools, client.ProfilePool{Runtime: string(ps.Runtime), MinIdle: ps.MinIdle, MaxTotal: ps.MaxTotal})
+		}
+	}
+	p.Lease = client.ProfileLease{DefaultTTLSeconds: v.LeaseDefaultTTL, MaxTTLSeconds: v.LeaseMaxTTL}
 	return p
 }
 

@@ -125,6 +125,7 @@ func (s *Server) routesInit() {
 	s.handle("GET", "/v1/sandboxes/{id}/terminal", true, s.terminal)
 	s.tenantRoutes()
 	s.handle("GET", "/v1/audit", true, s.listAudit)
+	s.leaseRoutes()
 }
 
 type ctxKey int

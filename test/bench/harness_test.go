@@ -44,7 +44,8 @@ const (
 // theirs. max_output_bytes is raised so that the streaming benchmarks can
 // keep hundreds of MiB of a job's output; requests that do not ask for more
 // still get default_output_bytes.
-const serviceConfig = `limits: {max_sandboxes: 500, max_output_bytes: 1073741824}
+const serviceConfig = `warm_pools: false
+limits: {max_sandboxes: 500, max_output_bytes: 1073741824}
 intervals: {orphan_grace: 720h, reconcile: 1h}
 `
 

@@ -65,6 +65,11 @@ func newEnv(t *testing.T, configYAML string) *env {
 		t.Fatal(err)
 	}
 	e := &env{dataDir: dir, apiKey: "e2e_" + randomHex(t, 16), docker: drv}
+	if !strings.Contains(configYAML, "warm_pools:") {
+		// The default warm pools would start containers for every test
+		// service; tests of pools configure their own.
+		configYAML = "warm_pools: false\n" + configYAML
+	}
 	if configYAML != "" {
 		e.config = filepath.Join(dir, "e2e-config.yaml")
 		if err := os.WriteFile(e.config, []byte(configYAML), 0o600); err != nil {

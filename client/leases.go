@@ -1,0 +1,170 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// AcquireLeaseRequest is the body of POST /v1/leases.
+type AcquireLeaseRequest struct {
+	Profile   string `json:"profile"`
+	RiskLevel string `json:"risk_level,omitempty"`
+	Runtime   string `json:"runtime,omitempty"`
+	// TTLSeconds is the lease length; nil takes the profile's default.
+	TTLSeconds *int64 `json:"ttl_seconds,omitempty"`
+	Holder     string `json:"holder,omitempty"`
+	// WaitSeconds is how long to wait for capacity when no warm sandbox is
+	// free and the host is full (0: answer 503 at once).
+	WaitSeconds int64             `json:"wait_seconds,omitempty"`
+	Env         map[string]string `json:"env,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	Resources   *Resources        `json:"resources,omitempty"`
+}
+
+// Lease is a time-bounded claim on a sandbox.
+type Lease struct {
+	LeaseID         string            `json:"lease_id"`
+	SandboxID       string            `json:"sandbox_id"`
+	State           string            `json:"state"` // active | released | expired
+	Warm            bool              `json:"warm"`
+	Profile         string            `json:"profile"`
+	Runtime         string            `json:"runtime"`
+	Holder          string            `json:"holder,omitempty"`
+	Metadata        map[string]string `json:"metadata"`
+	TTLSeconds      int64             `json:"ttl_seconds"`
+	ResourceVersion string            `json:"resourceVersion"`
+	CreatedAt       time.Time         `json:"created_at"`
+	RenewedAt       time.Time         `json:"renewed_at"`
+	ExpiresAt       time.Time         `json:"expires_at"`
+	EndedAt         *time.Time        `json:"ended_at,omitempty"`
+	EndReason       string            `json:"end_reason,omitempty"`
+	// Sandbox is the leased sandbox (in the answer to an acquire).
+	Sandbox *Sandbox `json:"sandbox,omitempty"`
+}
+
+// LeaseList is the body of GET /v1/leases.
+type LeaseList struct {
+	Items []Lease `json:"items"`
+}
+
+// RenewLeaseRequest is the body of POST /v1/leases/{id}/renew.
+type RenewLeaseRequest struct {
+	// TTLSeconds extends the lease this long from now; nil: the lease's own
+	// length.
+	TTLSeconds *int64 `json:"ttl_seconds,omitempty"`
+}
+
+// Pool is a warm pool of one profile under one runtime.
+type Pool struct {
+	Name     string `json:"name"`
+	Profile  string `json:"profile"`
+	Runtime  string `json:"runtime"`
+	MinIdle  int    `json:"min_idle"`
+	MaxTotal int    `json:"max_total"`
+	// Counts are the live sandboxes of this profile and runtime on this
+	// instance by state; "idle" ones are the warm members.
+	Counts   map[string]int `json:"counts"`
+	Total    int            `json:"total"`
+	Starting int64          `json:"starting"`
+	Hits     int64          `json:"hits"`
+	Misses   int64          `json:"misses"`
+	Made     int64          `json:"made"`
+	Replaced int64          `json:"replaced"`
+	// RefillRate is sandboxes made per second during the last refill run.
+	RefillRate float64 `json:"refill_rate"`
+	Draining   bool    `json:"draining"`
+	LastError  string  `json:"last_error,omitempty"`
+}
+
+// PoolList is the body of GET /v1/pools and POST /v1/pools/{name}/drain.
+type PoolList struct {
+	Items    []Pool `json:"items"`
+	Draining bool   `json:"draining"` // the whole service drains
+}
+
+// AcquireLease calls POST /v1/leases: a sandbox, warm from a pool when one
+// is idle. A full host answers 503 (code capacity_exhausted) with
+// Retry-After once wait_seconds have passed.
+func (c *Client) AcquireLease(ctx context.Context, req AcquireLeaseRequest) (*Lease, error) {
+	var v Lease
+	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/leases", body: req, auth: true}, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// GetLease calls GET /v1/leases/{id}.
+func (c *Client) GetLease(ctx context.Context, id string) (*Lease, error) {
+	p, err := idPath("/v1/leases/", id)
+	if err != nil {
+		return nil, err
+	}
+	var v Lease
+	if err := c.do(ctx, request{method: http.MethodGet, path: p, auth: true}, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// ListLeases calls GET /v1/leases; states filters (none: all).
+func (c *Client) ListLeases(ctx context.Context, states ...string) ([]Lease, error) {
+	q := url.Values{}
+	for _, s := range states {
+		q.Add("state", s)
+	}
+	var v LeaseList
+	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/leases", query: q, auth: true}, &v); err != nil {
+		return nil, err
+	}
+	return v.Items, nil
+}
+
+// RenewLease calls POST /v1/leases/{id}/renew (ttl nil: the lease's own
+// length from now).
+func (c *Client) RenewLease(ctx context.Context, id string, ttl *int64) (*Lease, error) {
+	p, err := idPath("/v1/leases/", id)
+	if err != nil {
+		return nil, err
+	}
+	var v Lease
+	r := request{method: http.MethodPost, path: p + "/renew", body: RenewLeaseRequest{TTLSeconds: ttl}, auth: true}
+	if err := c.do(ctx, r, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// ReleaseLease calls DELETE /v1/leases/{id}: running jobs are canceled and
+// the sandbox destroyed. Releasing a released lease succeeds.
+func (c *Client) ReleaseLease(ctx context.Context, id string) error {
+	p, err := idPath("/v1/leases/", id)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, request{method: http.MethodDelete, path: p, auth: true}, nil)
+}
+
+// Pools calls GET /v1/pools.
+func (c *Client) Pools(ctx context.Context) (*PoolList, error) {
+	var v PoolList
+	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/pools", auth: true}, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// DrainPool calls POST /v1/pools/{name}/drain (a pool name, or a profile
+// name for all of its pools).
+func (c *Client) DrainPool(ctx context.Context, name string) (*PoolList, error) {
+	p, err := idPath("/v1/pools/", name)
+	if err != nil {
+		return nil, err
+	}
+	var v PoolList
+	if err := c.do(ctx, request{method: http.MethodPost, path: p + "/drain", auth: true}, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}

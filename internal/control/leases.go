@@ -1,0 +1,426 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/policy"
+	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
+)
+
+// AcquireLeaseInput is a lease request.
+type AcquireLeaseInput struct {
+	Tenant    string
+	Profile   string
+	RiskLevel string
+	Runtime   string
+	// TTLSeconds nil takes the profile's default lease length.
+	TTLSeconds  *int64
+	Holder      string
+	WaitSeconds int64
+	Env         map[string]string
+	Metadata    map[string]string
+	Resources   sandbox.Resources // zero fields take the profile default
+}
+
+// LeaseOutput is a lease with the sandbox it holds.
+type LeaseOutput struct {
+	Lease   *sandbox.Lease
+	Sandbox *sandbox.Sandbox
+}
+
+func invalidTTL(ttl, maxTTL int64) error {
+	return errdefs.WithCode("invalid_ttl", invalid("ttl_seconds must be between 1 and %d, got %d", maxTTL, ttl))
+}
+
+// AcquireLease hands the tenant a sandbox for ttl: a warm pool member when
+// one is idle (one store transaction, no Docker call), else a cold create
+// after waiting up to wait_seconds for capacity.
+func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*LeaseOutput, error) {
+	if err := s.checkDraining(); err != nil {
+		return nil, err
+	}
+	p, err := s.profile(in.Profile)
+	if err != nil {
+		return nil, err
+	}
+	def, maxTTL := s.cfg.LeaseTTL(p)
+	ttl := def
+	if in.TTLSeconds != nil {
+		ttl = *in.TTLSeconds
+		if ttl <= 0 || ttl > maxTTL {
+			return nil, invalidTTL(ttl, maxTTL)
+		}
+	}
+	if _, err := s.waitDuration(in.WaitSeconds); err != nil {
+		return nil, err
+	}
+	if len(in.Holder) > 256 {
+		return nil, invalid("holder is longer than 256 bytes")
+	}
+	if err := ValidateEnv(in.Env); err != nil {
+		return nil, err
+	}
+	if err := ValidateMetadata(in.Metadata); err != nil {
+		return nil, err
+	}
+	res, err := s.resolveResources(p, in.Resources)
+	if err != nil {
+		return nil, err
+	}
+	risk, err := sandbox.ParseRiskLevel(in.RiskLevel, "")
+	if err != nil {
+		return nil, err
+	}
+	if in.Runtime != "" && sandbox.Runtime(in.Runtime).Isolation() == 0 {
+		return nil, errdefs.WithCode(policy.CodeRuntimeNotAllowed, invalid("unknown runtime %q (known: runc, runsc, kata-*)", in.Runtime))
+	}
+	defRisk := p.DefaultRiskLevel
+	if defRisk == "" {
+		defRisk = s.cfg.DefaultRiskLevel
+	}
+	dec, err := policy.Select(
+		policy.RuntimeRequest{RiskLevel: risk, Runtime: sandbox.Runtime(in.Runtime)},
+		policy.ProfileRuntimes{Name: p.Name, AllowedRuntimes: p.AllowedRuntimes, DefaultRiskLevel: defRisk},
+		policy.TenantPolicy{MinRiskLevel: s.cfg.Tenants[in.Tenant].MinRiskLevel},
+		s.Probe(ctx).HealthyRuntimes(),
+	)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkQuota(ctx, in.Tenant, res, true); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	lease := &sandbox.Lease{
+		ID: sandbox.NewID("lse"), Tenant: in.Tenant, Profile: p.Name, Runtime: dec.Runtime, Holder: in.Holder,
+		State: sandbox.LeaseActive, Metadata: in.Metadata, TTLSeconds: ttl,
+		CreatedAt: now, RenewedAt: now, ExpiresAt: now.Add(time.Duration(ttl) * time.Second),
+	}
+	claim := store.Claim{Lease: lease, Profile: p.Name, Runtime: dec.Runtime, Instance: s.instance,
+		RiskLevel: dec.RiskLevel, Env: in.Env, Metadata: in.Metadata}
+
+	pl := s.pool(p.Name, dec.Runtime)
+	if pl != nil && pl.draining.Load() {
+		return nil, errdefs.WithRetryAfter(5*time.Second, errdefs.WithCode("pool_draining", fmt.Errorf(
+			"pool %s is draining and hands out no sandboxes: %w", pl.key.name(), errdefs.ErrUnavailable)))
+	}
+	warmOK := pl != nil && res == p.Resources // members run the profile's resources
+	if warmOK {
+		if out, err := s.claimWarm(ctx, pl, claim, res); err == nil || !errors.Is(err, errdefs.ErrNotFound) {
+			return out, err
+		}
+		pl.misses.Add(1)
+	}
+	if err := s.checkDraining(); err != nil {
+		return nil, err
+	}
+	// Cold: the create waits for host capacity in the tenant's fair queue.
+	sb, err := s.CreateSandbox(ctx, CreateSandboxInput{
+		Tenant: in.Tenant, Profile: p.Name, Runtime: string(dec.Runtime), RiskLevel: string(dec.RiskLevel),
+		Resources: res, Env: in.Env, Metadata: in.Metadata, TTLSeconds: ttl, WaitSeconds: in.WaitSeconds,
+	})
+	if err != nil {
+		return nil, err
+	}
+	claim.SandboxID, claim.Env, claim.Metadata = sb.ID, nil, nil // set at create
+	claim.Now = s.now()
+	l, leased, err := s.store.ClaimSandbox(ctx, claim)
+	if err != nil {
+		cctx, cancel := cleanupCtx(ctx, 30*time.Second)
+		defer cancel()
+		_ = s.destroy(cctx, sb, "lease could not be recorded")
+		return nil, err
+	}
+	return &LeaseOutput{Lease: l, Sandbox: leased}, nil
+}
+
+// claimWarm takes an idle member of pl; errdefs.ErrNotFound when none is.
+func (s *Service) claimWarm(ctx context.Context, pl *pool, c store.Claim, res sandbox.Resources) (*LeaseOutput, error) {
+	c.Lease = func() *sandbox.Lease { l := *c.Lease; l.Warm = true; return &l }()
+	c.Now = s.now()
+	// The tenant's quota is held from its check until the claim is stored.
+	releaseQuota, err := s.reserveQuota(ctx, c.Lease.Tenant, res, true)
+	if err != nil {
+		return nil, err
+	}
+	l, sb, err := s.store.ClaimSandbox(ctx, c)
+	releaseQuota()
+	if err != nil {
+		return nil, err
+	}
+	pl.hits.Add(1)
+	pl.wake()
+	return &LeaseOutput{Lease: l, Sandbox: sb}, nil
+}
+
+// GetLease returns a lease of tenant as it stands now (an active lease past
+// its expiry reads as expired).
+func (s *Service) GetLease(ctx context.Context, tenant, id string) (*sandbox.Lease, error) {
+	if !sandbox.ValidID("lse", id) {
+		return nil, errdefs.WithCode("lease_not_found", fmt.Errorf("lease %q: %w", id, errdefs.ErrNotFound))
+	}
+	l, err := s.store.GetLease(ctx, tenant, id)
+	if err != nil {
+		if errors.Is(err, errdefs.ErrNotFound) {
+			return nil, errdefs.WithCode("lease_not_found", err)
+		}
+		return nil, err
+	}
+	l.State = l.Effective(s.now())
+	return l, nil
+}
+
+// ListLeases lists a tenant's leases.
+func (s *Service) ListLeases(ctx context.Context, f store.LeaseFilter) ([]*sandbox.Lease, error) {
+	for _, st := range f.States {
+		if st != sandbox.LeaseActive && !st.Final() {
+			return nil, invalid("unknown lease state %q", st)
+		}
+	}
+	list, err := s.store.ListLeases(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	for _, l := range list {
+		l.State = l.Effective(now)
+	}
+	return list, nil
+}
+
+// leaseEnded is the error for renewing or releasing a lease that ended.
+func leaseEnded(l *sandbox.Lease, now time.Time) error {
+	st := l.Effective(now)
+	return errdefs.WithCode("lease_"+string(st), fmt.Errorf("lease %s is %s: %w", l.ID, st, errdefs.ErrConflict))
+}
+
+// RenewLease extends an active lease by ttl seconds from now (nil: the
+// lease's own length). An expired or released lease is not renewed.
+func (s *Service) RenewLease(ctx context.Context, tenant, id string, ttl *int64) (*sandbox.Lease, error) {
+	cur, err := s.GetLease(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	p, err := s.profile(cur.Profile)
+	if err != nil {
+		return nil, err
+	}
+	_, maxTTL := s.cfg.LeaseTTL(p)
+	n := cur.TTLSeconds
+	if ttl != nil {
+		if n = *ttl; n <= 0 || n > maxTTL {
+			return nil, invalidTTL(n, maxTTL)
+		}
+	}
+	now := s.now()
+	exp := now.Add(time.Duration(n) * time.Second)
+	l, err := s.store.UpdateLease(ctx, id, func(l *sandbox.Lease) error {
+		if l.State != sandbox.LeaseActive || l.Expired(now) {
+			return leaseEnded(l, now)
+		}
+		l.RenewedAt, l.ExpiresAt, l.TTLSeconds = now, exp, n
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.store.UpdateSandbox(ctx, l.SandboxID, 0, now, func(x *sandbox.Sandbox) error {
+		x.ExpiresAt = &exp
+		return nil
+	}); err != nil {
+		s.log.Warn("renewing the sandbox expiry of a lease", "lease", id, "sandbox", l.SandboxID, "err", err)
+	}
+	return l, nil
+}
+
+// ReleaseLease ends an active lease: its running jobs are canceled and its
+// sandbox destroyed. Releasing a released lease succeeds; an expired one is a
+// conflict (the reaper has ended or will end it).
+func (s *Service) ReleaseLease(ctx context.Context, tenant, id string) error {
+	cur, err := s.GetLease(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	if cur.State == sandbox.LeaseReleased {
+		return nil
+	}
+	now := s.now()
+	l, err := s.endLease(ctx, cur.ID, sandbox.LeaseReleased, "released", func(l *sandbox.Lease) error {
+		if l.Expired(now) {
+			return leaseEnded(l, now)
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, errdefs.ErrFailedPrecondition) {
+			return nil // released concurrently
+		}
+		return err
+	}
+	return s.recycle(ctx, l)
+}
+
+// endLease moves an active lease to a final state; check may refuse.
+// A lease that is no longer active is errdefs.ErrFailedPrecondition.
+func (s *Service) endLease(ctx context.Context, id string, to sandbox.LeaseState, reason string, check func(*sandbox.Lease) error) (*sandbox.Lease, error) {
+	now := s.now()
+	return s.store.UpdateLease(ctx, id, func(l *sandbox.Lease) error {
+		if l.State != sandbox.LeaseActive {
+			return fmt.Errorf("lease %s is %s: %w", l.ID, l.State, errdefs.ErrFailedPrecondition)
+		}
+		if check != nil {
+			if err := check(l); err != nil {
+				return err
+			}
+		}
+		l.State, l.EndedAt, l.EndReason = to, &now, reason
+		return nil
+	})
+}
+
+// endSandboxLeases ends the active lease of a sandbox, if any.
+func (s *Service) endSandboxLeases(ctx context.Context, sandboxID string, to sandbox.LeaseState, reason string) error {
+	leases, err := s.store.ListLeases(ctx, store.LeaseFilter{SandboxID: sandboxID, States: []sandbox.LeaseState{sandbox.LeaseActive}})
+	if err != nil {
+		return err
+	}
+	for _, l := range leases {
+		if _, err := s.endLease(ctx, l.ID, to, reason, nil); err != nil && !errors.Is(err, errdefs.ErrFailedPrecondition) {
+			return err
+		}
+	}
+	return nil
+}
+
+// recycle disposes of the sandbox of an ended lease: its running jobs are
+// canceled, then it is destroyed (a fresh pool member replaces it).
+func (s *Service) recycle(ctx context.Context, l *sandbox.Lease) error {
+	sb, err := s.store.GetSandbox(ctx, "", l.SandboxID)
+	if err != nil {
+		return err
+	}
+	s.cancelJobs(ctx, sb)
+	cctx, cancel := cleanupCtx(ctx, 2*time.Minute)
+	defer cancel()
+	err = s.destroy(cctx, sb, "lease "+string(l.State))
+	if pl := s.pool(sb.Profile, sb.Runtime); pl != nil {
+		pl.wake()
+	}
+	return err
+}
+
+// cancelJobs cancels the running background jobs of a sandbox so that they
+// end as canceled rather than lost.
+func (s *Service) cancelJobs(ctx context.Context, sb *sandbox.Sandbox) {
+	jobs, err := s.store.ListJobs(ctx, store.JobFilter{SandboxID: sb.ID, States: jobFilterRunning.States})
+	if err != nil {
+		s.log.Warn("listing jobs to cancel", "sandbox", sb.ID, "err", err)
+		return
+	}
+	for _, j := range jobs {
+		if j.Mode != sandbox.JobModeBackground {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if _, err := s.CancelJob(cctx, "", j.ID); err != nil {
+			s.log.Warn("canceling job of an ended lease", "job", j.ID, "err", err)
+		}
+		cancel()
+	}
+}
+
+// reapLeases ends the active leases of this instance's sandboxes whose
+// expiry has passed and recycles their sandboxes.
+func (s *Service) reapLeases(ctx context.Context, now time.Time) int {
+	leases, err := s.store.ListLeases(ctx, store.LeaseFilter{States: []sandbox.LeaseState{sandbox.LeaseActive}, ExpiresBefore: now})
+	if err != nil {
+		s.log.Warn("listing expired leases", "err", err)
+		return 0
+	}
+	n := 0
+	for _, l := range leases {
+		sb, err := s.store.GetSandbox(ctx, "", l.SandboxID)
+		if err != nil || (sb.Instance != "" && sb.Instance != s.instance) {
+			continue // another instance reaps its own
+		}
+		ended, err := s.endLease(ctx, l.ID, sandbox.LeaseExpired, "ttl expired", func(x *sandbox.Lease) error {
+			if !x.Expired(now) {
+				return fmt.Errorf("lease %s was renewed: %w", x.ID, errdefs.ErrFailedPrecondition)
+			}
+			return nil
+		})
+		if err != nil {
+			continue
+		}
+		if err := s.recycle(ctx, ended); err != nil {
+			s.log.Warn("recycling the sandbox of an expired lease", "lease", l.ID, "err", err)
+		}
+		n++
+	}
+	return n
+}
+
+// mergeEnv lays a job's env over the sandbox's (given at create or claim).
+func mergeEnv(sb *sandbox.Sandbox, env map[string]string) map[string]string {
+	if len(sb.Env) == 0 {
+		return env
+	}
+	out := maps.Clone(sb.Env)
+	maps.Copy(out, env)
+	return out
+}
+
+// jobRunning keeps a leased sandbox busy while a job runs on it: the first
+// running job moves it leased → busy, and the returned func, called when
+// the job ends, moves it back once no job runs. Sandboxes that are not
+// leased are left as they are.
+func (s *Service) jobRunning(ctx context.Context, sb *sandbox.Sandbox) (done func()) {
+	if sb.State != sandbox.StateLeased && sb.State != sandbox.StateBusy {
+		return func() {}
+	}
+	s.busyMu.Lock()
+	s.busy[sb.ID]++
+	first := s.busy[sb.ID] == 1
+	if first {
+		s.flipBusy(ctx, sb.ID, sandbox.StateLeased, sandbox.StateBusy)
+	}
+	s.busyMu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.busyMu.Lock()
+			defer s.busyMu.Unlock()
+			if s.busy[sb.ID]--; s.busy[sb.ID] > 0 {
+				return
+			}
+			delete(s.busy, sb.ID)
+			cctx, cancel := cleanupCtx(ctx, 10*time.Second)
+			defer cancel()
+			s.flipBusy(cctx, sb.ID, sandbox.StateBusy, sandbox.StateLeased)
+		})
+	}
+}
+
+// flipBusy moves a sandbox from → to when it is in from (a release or a
+// failure in between wins).
+func (s *Service) flipBusy(ctx context.Context, id string, from, to sandbox.State) {
+	_, err := s.store.UpdateSandbox(ctx, id, 0, s.now(), func(x *sandbox.Sandbox) error {
+		if x.State != from {
+			return errNoChange
+		}
+		x.State = to
+		return nil
+	})
+	if err != nil && !errors.Is(err, errNoChange) {
+		s.log.Warn("recording a leased sandbox busy or not", "sandbox", id, "to", to, "err", err)
+	}
+}
+
+var errNoChange = errors.New("no change")

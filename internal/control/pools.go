@@ -1,0 +1,400 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
+)
+
+// poolKey names the warm pool of one profile under one runtime.
+type poolKey struct {
+	profile string
+	runtime sandbox.Runtime
+}
+
+func (k poolKey) name() string { return k.profile + "-" + string(k.runtime) }
+
+// pool is the in-memory side of one warm pool: its settings, statistics and
+// draining flag. Its members live in the store: sandboxes of this instance,
+// of tenant "", in state idle, of the pool's profile and runtime; they are
+// invisible to every tenant until a claim hands one over.
+type pool struct {
+	key  poolKey
+	spec config.PoolSpec
+	kick chan struct{} // wakes the refill loop; capacity 1
+
+	draining atomic.Bool
+	hits     atomic.Int64 // leases served warm
+	misses   atomic.Int64 // leases that found the pool empty
+	replaced atomic.Int64 // unhealthy idle members replaced
+	creating atomic.Int64 // members being made now
+
+	mu       sync.Mutex
+	made     int64     // members made ready in all
+	runStart time.Time // start of the current refill run (zero: none)
+	runMade  int64     // members made in the current run
+	rate     float64   // members/s of the last refill run
+	lastErr  string
+}
+
+// PoolView is a pool with its counts and statistics, for GET /v1/pools.
+type PoolView struct {
+	Name     string
+	Profile  string
+	Runtime  sandbox.Runtime
+	MinIdle  int
+	MaxTotal int
+	// Counts by state of the live sandboxes of this profile and runtime
+	// made by this instance (idle ones are the pool's warm members).
+	Counts     map[sandbox.State]int
+	Total      int
+	Starting   int64
+	Hits       int64
+	Misses     int64
+	Made       int64
+	Replaced   int64
+	RefillRate float64 // members/s of the last (or current) refill run
+	Draining   bool
+	LastError  string
+}
+
+// initPools builds the configured pools (nothing runs until startPools).
+func (s *Service) initPools() {
+	s.pools = map[poolKey]*pool{}
+	if !s.cfg.WarmPools {
+		return
+	}
+	for _, p := range s.cfg.Profiles {
+		for _, spec := range p.Pools {
+			k := poolKey{p.Name, spec.Runtime}
+			pl := &pool{key: k, spec: spec, kick: make(chan struct{}, 1)}
+			s.pools[k] = pl
+			s.poolList = append(s.poolList, pl)
+		}
+	}
+}
+
+// startPools starts one refill loop per pool whose image is present and
+// runtime healthy; a pool that cannot be filled says why in its view.
+func (s *Service) startPools(ctx context.Context) {
+	for _, pl := range s.poolList {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.poolLoop(ctx, pl)
+		}()
+	}
+}
+
+func (pl *pool) wake() {
+	select {
+	case pl.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Service) poolLoop(ctx context.Context, pl *pool) {
+	t := time.NewTicker(s.cfg.Intervals.PoolCheck)
+	defer t.Stop()
+	for {
+		s.refill(ctx, pl)
+		select {
+		case <-ctx.Done():
+			return
+		case <-pl.kick:
+		case <-t.C:
+			s.checkIdle(ctx, pl)
+		}
+	}
+}
+
+// poolMembers lists the live sandboxes of a pool's profile and runtime made
+// by this instance.
+func (s *Service) poolMembers(ctx context.Context, k poolKey) ([]*sandbox.Sandbox, error) {
+	list, err := s.store.ListSandboxes(ctx, store.SandboxFilter{Instance: s.instance, Profile: k.profile, States: liveStates})
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(list, func(sb *sandbox.Sandbox) bool { return sb.Runtime != k.runtime }), nil
+}
+
+func isIdleMember(sb *sandbox.Sandbox) bool { return sb.Tenant == "" && sb.State == sandbox.StateIdle }
+
+// refill makes members until the pool holds min_idle idle ones, without
+// passing max_total or taking host capacity that requests wait for.
+func (s *Service) refill(ctx context.Context, pl *pool) {
+	for ctx.Err() == nil && !pl.draining.Load() && !s.draining.Load() {
+		list, err := s.poolMembers(ctx, pl.key)
+		if err != nil {
+			s.log.Warn("pool refill: listing members", "pool", pl.key.name(), "err", err)
+			return
+		}
+		idle := 0
+		for _, sb := range list {
+			if isIdleMember(sb) {
+				idle++
+			}
+		}
+		creating := int(pl.creating.Load())
+		// Host capacity is checked per member: a member takes only free
+		// capacity that no waiting request could have had.
+		n := min(pl.spec.MinIdle-idle-creating, pl.spec.MaxTotal-len(list)-creating)
+		if n <= 0 {
+			pl.mu.Lock()
+			pl.runStart = time.Time{}
+			pl.mu.Unlock()
+			return
+		}
+		pl.mu.Lock()
+		if pl.runStart.IsZero() {
+			pl.runStart, pl.runMade = time.Now(), 0
+		}
+		pl.mu.Unlock()
+		var wg sync.WaitGroup
+		var failed atomic.Bool
+		for range n {
+			pl.creating.Add(1)
+			wg.Go(func() {
+				defer pl.creating.Add(-1)
+				if err := s.makeMember(ctx, pl); err != nil {
+					failed.Store(true)
+				}
+			})
+		}
+		wg.Wait()
+		if failed.Load() {
+			return // try again at the next kick or tick, not in a tight loop
+		}
+	}
+}
+
+// makeMember cold-creates one idle, tenant-less member of pl.
+func (s *Service) makeMember(ctx context.Context, pl *pool) error {
+	_, err := s.CreateSandbox(ctx, CreateSandboxInput{
+		Profile: pl.key.profile, Runtime: string(pl.key.runtime),
+		// The claim sets the holder's effective risk; the runtime is fixed by
+		// the pool and every claim is checked against policy first.
+		RiskLevel:  string(sandbox.RiskTrusted),
+		poolMember: true,
+	})
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if err != nil {
+		pl.lastErr = err.Error()
+		if errdefs.Code(err) != "capacity_exhausted" {
+			s.log.Warn("pool refill: creating a member", "pool", pl.key.name(), "err", err)
+		}
+		return err
+	}
+	pl.lastErr = ""
+	pl.made++
+	pl.runMade++
+	if d := time.Since(pl.runStart).Seconds(); d > 0 {
+		pl.rate = float64(pl.runMade) / d
+	}
+	return nil
+}
+
+// checkIdle pings the agent of every idle member and replaces those that do
+// not answer.
+func (s *Service) checkIdle(ctx context.Context, pl *pool) {
+	list, err := s.poolMembers(ctx, pl.key)
+	if err != nil {
+		return
+	}
+	for _, sb := range list {
+		if !isIdleMember(sb) {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := s.agent(sb.ID).Ping(pctx)
+		cancel()
+		if err == nil {
+			continue
+		}
+		if s.retireMember(ctx, sb, "unhealthy pool member: "+err.Error()) {
+			pl.replaced.Add(1)
+		}
+	}
+}
+
+// retireMember destroys an idle member unless a claim took it first.
+func (s *Service) retireMember(ctx context.Context, sb *sandbox.Sandbox, reason string) bool {
+	cur, err := s.store.UpdateSandbox(ctx, sb.ID, 0, s.now(), func(x *sandbox.Sandbox) error {
+		if !isIdleMember(x) {
+			return fmt.Errorf("sandbox %s was claimed: %w", x.ID, errdefs.ErrConflict)
+		}
+		x.State = sandbox.StateDraining
+		return nil
+	})
+	if err != nil {
+		return false
+	}
+	if err := s.destroy(ctx, cur, reason); err != nil {
+		s.log.Warn("retiring pool member", "sandbox", sb.ID, "err", err)
+	}
+	return true
+}
+
+// pool returns the pool a lease of profile under rt draws from, or nil.
+func (s *Service) pool(profile string, rt sandbox.Runtime) *pool {
+	return s.pools[poolKey{profile, rt}]
+}
+
+// Pools returns every pool with its counts.
+func (s *Service) Pools(ctx context.Context) ([]PoolView, error) {
+	out := make([]PoolView, 0, len(s.poolList))
+	for _, pl := range s.poolList {
+		list, err := s.poolMembers(ctx, pl.key)
+		if err != nil {
+			return nil, err
+		}
+		v := PoolView{
+			Name: pl.key.name(), Profile: pl.key.profile, Runtime: pl.key.runtime,
+			MinIdle: pl.spec.MinIdle, MaxTotal: pl.spec.MaxTotal, Counts: map[sandbox.State]int{},
+			Total: len(list), Starting: pl.creating.Load(), Hits: pl.hits.Load(), Misses: pl.misses.Load(),
+			Replaced: pl.replaced.Load(), Draining: pl.draining.Load() || s.draining.Load(),
+		}
+		for _, sb := range list {
+			v.Counts[sb.State]++
+		}
+		pl.mu.Lock()
+		v.Made, v.RefillRate, v.LastError = pl.made, pl.rate, pl.lastErr
+		pl.mu.Unlock()
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// DrainPool stops the pools called name (a pool name such as
+// "tool-basic-runc", or a profile name for all of its pools) from handing
+// out members and destroys their idle members. Leases already taken are
+// left alone.
+func (s *Service) DrainPool(ctx context.Context, name string) ([]PoolView, error) {
+	var hit []*pool
+	for _, pl := range s.poolList {
+		if pl.key.name() == name || pl.key.profile == name {
+			hit = append(hit, pl)
+		}
+	}
+	if len(hit) == 0 {
+		return nil, errdefs.WithCode("pool_not_found", fmt.Errorf("no pool %q (see GET /v1/pools): %w", name, errdefs.ErrNotFound))
+	}
+	for _, pl := range hit {
+		pl.draining.Store(true)
+		s.retireIdle(ctx, pl)
+	}
+	views, err := s.Pools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(views, func(v PoolView) bool {
+		return !slices.ContainsFunc(hit, func(pl *pool) bool { return pl.key.name() == v.Name })
+	}), nil
+}
+
+// retireIdle destroys every idle member of pl.
+func (s *Service) retireIdle(ctx context.Context, pl *pool) {
+	list, err := s.poolMembers(ctx, pl.key)
+	if err != nil {
+		s.log.Warn("draining pool", "pool", pl.key.name(), "err", err)
+		return
+	}
+	var wg sync.WaitGroup
+	for _, sb := range list {
+		if isIdleMember(sb) {
+			wg.Go(func() { s.retireMember(ctx, sb, "pool drained") })
+		}
+	}
+	wg.Wait()
+}
+
+var errDraining = errdefs.WithRetryAfter(5*time.Second, errdefs.WithCode("service_draining",
+	fmt.Errorf("this service instance is draining and takes no new sandboxes or leases: %w", errdefs.ErrUnavailable)))
+
+// isDraining reports errDraining while the service drains.
+func (s *Service) checkDraining() error {
+	if s.draining.Load() {
+		return errDraining
+	}
+	return nil
+}
+
+// Draining reports whether the service drains.
+func (s *Service) Draining() bool { return s.draining.Load() }
+
+// Drain stops this instance from taking new sandboxes and leases, destroys
+// the pools' idle members, lets active leases run until they end or
+// timeout passes, then destroys every live sandbox of this instance (ending
+// the leases still active). It returns when everything is gone or ctx ends.
+func (s *Service) Drain(ctx context.Context, timeout time.Duration) error {
+	s.draining.Store(true)
+	s.log.Info("draining", "timeout", timeout)
+	for _, pl := range s.poolList {
+		s.retireIdle(ctx, pl)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		n, err := s.activeLeases(ctx)
+		if err != nil {
+			s.log.Warn("drain: counting leases", "err", err)
+		}
+		if n == 0 && err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			s.log.Warn("drain deadline passed with leases active; destroying them", "leases", n)
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	live, err := s.store.ListSandboxes(ctx, store.SandboxFilter{Instance: s.instance, States: liveStates})
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	for _, sb := range live {
+		wg.Go(func() {
+			if err := s.endSandboxLeases(ctx, sb.ID, sandbox.LeaseExpired, "service drained"); err != nil {
+				s.log.Warn("drain: ending lease", "sandbox", sb.ID, "err", err)
+			}
+			if err := s.destroy(ctx, sb, "service drained"); err != nil {
+				s.log.Warn("drain: destroying", "sandbox", sb.ID, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+	s.log.Info("drained", "destroyed", len(live))
+	return nil
+}
+
+// activeLeases counts the active leases on this instance's sandboxes.
+func (s *Service) activeLeases(ctx context.Context) (int, error) {
+	leases, err := s.store.ListLeases(ctx, store.LeaseFilter{States: []sandbox.LeaseState{sandbox.LeaseActive}})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, l := range leases {
+		sb, err := s.store.GetSandbox(ctx, "", l.SandboxID)
+		if err == nil && sb.Instance == s.instance && !sb.State.Final() {
+			n++
+		} else if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return 0, err
+		}
+	}
+	return n, nil
+}
