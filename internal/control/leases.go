@@ -94,9 +94,6 @@ func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkQuota(ctx, in.Tenant, res, true); err != nil {
-		return nil, err
-	}
 	now := s.now()
 	lease := &sandbox.Lease{
 		ID: sandbox.NewID("lse"), Tenant: in.Tenant, Profile: p.Name, Runtime: dec.Runtime, Holder: in.Holder,
@@ -119,6 +116,9 @@ func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 		pl.misses.Add(1)
 	}
 	if err := s.checkDraining(); err != nil {
+		return nil, err
+	}
+	if err := s.checkQuota(ctx, in.Tenant, res, true); err != nil {
 		return nil, err
 	}
 	// Cold: the create waits for host capacity in the tenant's fair queue.
