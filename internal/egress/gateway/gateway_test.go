@@ -221,7 +221,22 @@ func TestPolicyUpdateAppliesImmediately(t *testing.T) {
 	if code, _, _ := get(t, sc.http, "http://web.test/"); code != 200 {
 		t.Fatalf("before update: %d", code)
 	}
+	// A kept-alive connection to web.test, open across the update.
+	kept, err := net.DialTimeout("tcp", netip.AddrPortFrom(ip, egress.PortHTTP).String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kept.Close()
+	kept.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(kept)
+	if err := oneRequest(kept, br, "/", false); err != nil {
+		t.Fatalf("kept-alive request: %v", err)
+	}
 	g.put(t, "sb-upd", ip, op, egress.Policy{Mode: egress.ModeAllowlist, Allow: []egress.Rule{{Host: "other.test"}}})
+	// The update cut it: the next read ends instead of waiting.
+	if _, err := br.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("connection to web.test still open after the update: %v", err)
+	}
 	// No waiting: the very next lookup and connection see the new policy.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

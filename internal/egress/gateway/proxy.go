@@ -230,6 +230,7 @@ func (s *Server) forward(sb *sandbox, c net.Conn, proto, host string, port int, 
 			return
 		}
 	}
+	sb.routed(c, &route{name: name, port: port, addr: addr})
 	s.counters.connActive.Add(1)
 	upN, downN := splice(c, up, first)
 	s.counters.connActive.Add(-1)

@@ -81,8 +81,8 @@ type sandbox struct {
 	ls    *listeners
 
 	connMu  sync.Mutex
-	conns   map[net.Conn]struct{}
-	clients int // accepted connections open
+	conns   map[net.Conn]*route // open connections; a spliced client connection has its route
+	clients int                 // accepted connections open
 	closed  bool
 }
 
@@ -170,7 +170,7 @@ var sandboxID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 
 // Put creates or replaces the configuration of sandbox id. A new policy on
 // the same address takes effect for every lookup and connection that
-// starts after Put returns; connections already open keep going.
+// starts after Put returns, and open connections it refuses are closed.
 func (s *Server) Put(ctx context.Context, id string, cfg egress.SandboxConfig) (egress.SandboxStatus, error) {
 	if !sandboxID.MatchString(id) {
 		return egress.SandboxStatus{}, fmt.Errorf("gateway: sandbox id %q is not valid: %w", id, errdefs.ErrInvalidArgument)
@@ -194,7 +194,8 @@ func (s *Server) Put(ctx context.Context, id string, cfg egress.SandboxConfig) (
 	if old, ok := s.byID[id]; ok {
 		if old.ip == ip {
 			old.rules.Store(rules)
-			s.log.Info("sandbox policy updated", "sandbox", id, "mode", rules.Mode())
+			cut := old.recheck(rules)
+			s.log.Info("sandbox policy updated", "sandbox", id, "mode", rules.Mode(), "connections_cut", cut)
 			return s.status(old), nil
 		}
 		delete(s.byID, id)
@@ -202,7 +203,7 @@ func (s *Server) Put(ctx context.Context, id string, cfg egress.SandboxConfig) (
 		s.nSandboxes.Store(int64(len(s.byID)))
 		old.close()
 	}
-	sb := &sandbox{id: id, ip: ip, conns: map[net.Conn]struct{}{}}
+	sb := &sandbox{id: id, ip: ip, conns: map[net.Conn]*route{}}
 	sb.rules.Store(rules)
 	ls, err := s.listen(ctx, sb)
 	if err != nil {
@@ -262,7 +263,7 @@ func (sb *sandbox) track(c net.Conn) bool {
 	if sb.closed {
 		return false
 	}
-	sb.conns[c] = struct{}{}
+	sb.conns[c] = nil
 	return true
 }
 
@@ -275,7 +276,7 @@ func (sb *sandbox) accepted(c net.Conn, max int) bool {
 		return false
 	}
 	sb.clients++
-	sb.conns[c] = struct{}{}
+	sb.conns[c] = nil
 	return true
 }
 
@@ -284,6 +285,39 @@ func (sb *sandbox) released(c net.Conn) {
 	sb.clients--
 	delete(sb.conns, c)
 	sb.connMu.Unlock()
+}
+
+// route is where a spliced connection goes, kept to re-decide it when the
+// policy changes.
+type route struct {
+	name string // "" for an IP literal
+	port int
+	addr netip.Addr
+}
+
+// routed records the route of an open client connection.
+func (sb *sandbox) routed(c net.Conn, r *route) {
+	sb.connMu.Lock()
+	if _, ok := sb.conns[c]; ok {
+		sb.conns[c] = r
+	}
+	sb.connMu.Unlock()
+}
+
+// recheck closes every spliced connection the new rules no longer allow,
+// so that a policy change also ends connections already open, and returns
+// how many it closed.
+func (sb *sandbox) recheck(rules *egress.Rules) int {
+	sb.connMu.Lock()
+	defer sb.connMu.Unlock()
+	n := 0
+	for c, r := range sb.conns {
+		if r != nil && !rules.Decide(r.name, r.port, []netip.Addr{r.addr}).Allow {
+			c.Close()
+			n++
+		}
+	}
+	return n
 }
 
 func (sb *sandbox) untrack(c net.Conn) {
