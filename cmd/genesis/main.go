@@ -101,6 +101,8 @@ func newRootCmd(a *app) *cobra.Command {
 		newNetCmd(a),
 		newTenantCmd(a),
 		newAuditCmd(a),
+		newLeaseCmd(a),
+		newPoolCmd(a),
 		newVersionCmd(a),
 	)
 	return root

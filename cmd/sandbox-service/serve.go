@@ -22,6 +22,8 @@ import (
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/driver/docker"
 	"genesis.dev/sandbox/internal/httpapi"
+	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/store/postgres"
 	"genesis.dev/sandbox/internal/store/sqlite"
 )
 
@@ -125,7 +127,7 @@ func serve(ctx context.Context, args []string) error {
 		return fmt.Errorf("instance id: %w", err)
 	}
 
-	st, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(cfg.DataDir, "genesis.db"), Logger: log})
+	st, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -166,7 +168,20 @@ func serve(ctx context.Context, args []string) error {
 	case err := <-errc:
 		return err
 	case sig := <-sigs:
-		log.Info("shutting down; sandboxes keep running and are adopted on restart", "signal", sig.String())
+		if sig == syscall.SIGTERM {
+			// Drain while still serving, so holders can finish and release:
+			// new leases and creates get 503, and at the deadline everything
+			// of this instance is destroyed.
+			log.Info("SIGTERM: draining", "drain_timeout", cfg.Intervals.DrainTimeout)
+			dctx, cancel := context.WithTimeout(ctx, cfg.Intervals.DrainTimeout+2*time.Minute)
+			err := ctl.Drain(dctx, cfg.Intervals.DrainTimeout)
+			cancel()
+			if err != nil {
+				log.Error("drain did not finish", "err", err)
+			}
+		} else {
+			log.Info("shutting down; sandboxes keep running and are adopted on restart", "signal", sig.String())
+		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -174,6 +189,17 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	return nil
+}
+
+// openStore opens the configured state store: SQLite in the data dir, or
+// PostgreSQL (shared by several service instances).
+func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (store.Store, error) {
+	switch cfg.Store.Driver {
+	case "postgres":
+		return postgres.Open(ctx, postgres.Config{DSN: cfg.Store.DSN, Logger: log})
+	default:
+		return sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(cfg.DataDir, "genesis.db"), Logger: log})
+	}
 }
 
 // resolveAPIKey returns the given key, or the one saved in the data dir, or

@@ -139,6 +139,9 @@ func RiskPolicy() map[string][]string {
 func (s *Service) Readiness(ctx context.Context) (bool, map[string]string) {
 	checks := map[string]string{}
 	ready := true
+	if s.draining.Load() {
+		checks["drain"], ready = "draining: no new sandboxes or leases", false
+	}
 	if err := s.store.Ping(ctx); err != nil {
 		checks["store"], ready = "error: "+err.Error(), false
 	} else {
