@@ -58,7 +58,7 @@ unit:
 	$(GO) test -race -count=1 ./...
 
 bench: test-images
-	$(SUDO) env "PATH=$$PATH" $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/
+	$(SUDO) env "PATH=$$PATH" $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/ ./internal/egress/gateway/
 
 clean:
 	rm -rf $(BIN)

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -37,6 +38,19 @@ var (
 	addrNext atomic.Uint32
 )
 
+// needPrivilegedPorts skips t when it cannot bind ports below 1024 (make
+// test runs as root; in CI it must).
+func needPrivilegedPorts(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("the gateway tests bind ports 53, 80, 443 and 3128 on loopback and need root")
+	}
+	t.Skip("the gateway tests bind ports 53, 80, 443 and 3128 on loopback and need root (make test runs them as root)")
+}
+
 func loopbackAddr() netip.Addr {
 	n := addrNext.Add(1)
 	return netip.AddrFrom4([4]byte{127, byte(addrBase), byte(n >> 8), byte(n)})
@@ -50,6 +64,7 @@ type gw struct {
 
 func startGateway(t testing.TB, mutate func(*Config)) *gw {
 	t.Helper()
+	needPrivilegedPorts(t)
 	cfg := Config{ControlSocket: filepath.Join(t.TempDir(), "control.sock"), Version: "test", DialTimeout: 5 * time.Second}
 	if mutate != nil {
 		mutate(&cfg)
