@@ -230,10 +230,26 @@ func TestArtifacts(t *testing.T) {
 			t.Errorf("artifacts get wrote %q", got)
 		}
 
+		// A job still running when its sandbox goes: the collection fails,
+		// the failure is recorded, and the job keeps its own end.
+		doomed, err := c.StartJob(ctx, sb.ID, client.ExecRequest{Script: "touch /workspace/out/late.txt; sleep 120",
+			Artifacts: &client.ArtifactRequest{Paths: []string{"out/late.txt"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+
 		// The artifacts outlive the sandbox.
 		if err := c.DeleteSandbox(ctx, sb.ID); err != nil {
 			t.Fatal(err)
 		}
+		eventually(t, finalWithin, "job of the deleted sandbox ends with its artifact failure recorded", func() (bool, string) {
+			j, err := c.GetJob(ctx, doomed.ID)
+			if err != nil || j.FinishedAt == nil || j.Artifacts == nil {
+				return false, errString(err)
+			}
+			return (j.State == "canceled" || j.State == "lost") && j.Artifacts.State == "failed" && j.Artifacts.Error != "" && j.Artifacts.Collected == 0,
+				j.State + " " + j.Artifacts.State + " " + j.Artifacts.Error
+		})
 		d, err = c.DownloadArtifact(ctx, byPath["report/sub/r.txt"].ID, nil)
 		if err != nil {
 			t.Fatalf("download after the sandbox is gone: %v", err)
