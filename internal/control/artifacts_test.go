@@ -10,8 +10,10 @@ import (
 
 	"genesis.dev/sandbox/internal/artifacts"
 	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
 )
 
 // TestArtifactRetentionGC checks that the reconciler removes artifacts past
@@ -96,5 +98,57 @@ func TestArtifactRetentionGC(t *testing.T) {
 	}
 	if blobs.Has(orphan) || !blobs.Has(shared) {
 		t.Errorf("startup sweep: orphan kept=%v, shared kept=%v", blobs.Has(orphan), blobs.Has(shared))
+	}
+}
+
+// TestArtifactRequestValidation checks that a bad artifact request is
+// refused before anything is recorded or run, and that a good one is
+// recorded and settled (never left pending) when its job ends.
+func TestArtifactRequestValidation(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *config.Config) {
+		c.Limits.Artifacts = config.ArtifactLimits{MaxFileBytes: 1000, MaxTotalBytes: 5000, MaxFiles: 10}
+	})
+	ctx := context.Background()
+	sb := h.create("a", control.CreateSandboxInput{})
+	many := make([]string, 33)
+	for i := range many {
+		many[i] = "x"
+	}
+	for _, spec := range []sandbox.ArtifactSpec{
+		{}, {Paths: []string{""}}, {Paths: []string{"../x"}}, {Paths: []string{"/etc/*"}}, {Paths: []string{"a/b**"}},
+		{Paths: []string{"[x"}}, {Paths: many}, {Paths: []string{"x"}, MaxFileBytes: 1001},
+		{Paths: []string{"x"}, MaxTotalBytes: 5001}, {Paths: []string{"x"}, MaxFileBytes: -1},
+	} {
+		_, err := h.svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"}, Artifacts: &spec})
+		if !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("spec %+v: %v, want invalid argument", spec, err)
+		}
+		if _, err := h.svc.StartJob(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"}, Artifacts: &spec}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("background, spec %+v: %v, want invalid argument", spec, err)
+		}
+	}
+	if jobs, err := h.st.ListJobs(ctx, store.JobFilter{}); err != nil || len(jobs) != 0 {
+		t.Fatalf("refused requests recorded %d jobs (%v)", len(jobs), err)
+	}
+
+	out, err := h.svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"},
+		Artifacts: &sandbox.ArtifactSpec{Paths: []string{"out/*.png"}, MaxFileBytes: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := h.svc.ArtifactSummary(ctx, out.Job.ID)
+	if c == nil || c.State == sandbox.ArtifactsPending || c.FinishedAt == nil || c.Spec.MaxFileBytes != 10 || c.Tenant != "a" {
+		t.Fatalf("collection after the job: %+v", c)
+	}
+	if _, _, err := h.svc.JobArtifacts(ctx, "b", out.Job.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("another tenant lists the job's artifacts: %v", err)
+	}
+	plain, err := h.svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, list, err := h.svc.JobArtifacts(ctx, "a", plain.Job.ID); err != nil || c != nil || len(list) != 0 {
+		t.Errorf("a job without an artifact request: %+v %v %v", c, list, err)
 	}
 }
