@@ -31,6 +31,9 @@ import (
 // artifactCollectTimeout bounds the collection of one job's artifacts.
 const artifactCollectTimeout = 10 * time.Minute
 
+// artifactReaders is how many files of one job are read at once.
+const artifactReaders = 4
+
 // artifactGCBatch is how many expired records one GC step removes.
 const artifactGCBatch = 500
 
@@ -156,37 +159,62 @@ func (s *Service) gatherArtifacts(ctx context.Context, c *sandbox.ArtifactCollec
 	if err != nil {
 		return err
 	}
-	var total int64
+	// Decide by the listed sizes, in path order, what fits the caps; then
+	// read the chosen files a few at a time. A file may grow between the
+	// listing and its read: each gets its listed size plus an equal share
+	// of the unused total, so the job's total cap holds whatever happens.
+	skip := func(f matchedFile, reason, detail string) {
+		c.Skipped = append(c.Skipped, sandbox.SkippedArtifact{Path: f.rel, Size: f.size, Reason: reason, Detail: detail})
+	}
+	var picks []matchedFile
+	var reserved int64
 	for _, f := range files {
-		skip := func(reason, detail string) {
-			c.Skipped = append(c.Skipped, sandbox.SkippedArtifact{Path: f.rel, Size: f.size, Reason: reason, Detail: detail})
-		}
 		switch {
-		case c.Collected >= lim.MaxFiles:
-			skip(sandbox.SkipTooManyFiles, fmt.Sprintf("a job keeps at most %d files", lim.MaxFiles))
-			continue
+		case len(picks) >= lim.MaxFiles:
+			skip(f, sandbox.SkipTooManyFiles, fmt.Sprintf("a job keeps at most %d files", lim.MaxFiles))
 		case f.size > maxFile:
-			skip(sandbox.SkipFileTooLarge, fmt.Sprintf("%d bytes is over the %d-byte per-file cap", f.size, maxFile))
-			continue
-		case total+f.size > maxTotal:
-			skip(sandbox.SkipTotalTooLarge, fmt.Sprintf("would take the job over its %d-byte total cap", maxTotal))
-			continue
+			skip(f, sandbox.SkipFileTooLarge, fmt.Sprintf("%d bytes is over the %d-byte per-file cap", f.size, maxFile))
+		case reserved+f.size > maxTotal:
+			skip(f, sandbox.SkipTotalTooLarge, fmt.Sprintf("would take the job over its %d-byte total cap", maxTotal))
+		default:
+			reserved += f.size
+			picks = append(picks, f)
 		}
-		a, err := s.keepArtifact(ctx, ag, c, f, min(maxFile, maxTotal-total))
+	}
+	if len(picks) == 0 {
+		return nil
+	}
+	share := (maxTotal - reserved) / int64(len(picks))
+	kept := make([]*sandbox.Artifact, len(picks))
+	errs := make([]error, len(picks))
+	sem := make(chan struct{}, artifactReaders)
+	var wg sync.WaitGroup
+	for i, f := range picks {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			kept[i], errs[i] = s.keepArtifact(ctx, ag, c, f, min(maxFile, f.size+share))
+		})
+	}
+	wg.Wait()
+	var fatal error
+	for i, f := range picks {
+		err := errs[i]
 		switch {
 		case err == nil:
 			c.Collected++
-			c.CollectedBytes += a.Size
-			total += a.Size
+			c.CollectedBytes += kept[i].Size
 		case errors.Is(err, errdefs.ErrTooLarge):
-			skip(sandbox.SkipFileTooLarge, "the file grew over its cap while it was read")
+			skip(f, sandbox.SkipFileTooLarge, "the file grew over its cap while it was read")
 		case ctx.Err() != nil, errors.Is(err, errdefs.ErrUnavailable):
-			return fmt.Errorf("collecting %s: %w", f.rel, err)
+			if fatal == nil {
+				fatal = fmt.Errorf("collecting %s: %w", f.rel, err)
+			}
 		default:
-			skip(sandbox.SkipUnreadable, err.Error())
+			skip(f, sandbox.SkipUnreadable, err.Error())
 		}
 	}
-	return nil
+	return fatal
 }
 
 // findArtifacts lists, through the agent, the regular files the patterns
@@ -279,6 +307,8 @@ func (s *Service) JobArtifacts(ctx context.Context, tenant, jobID string) (*sand
 	}
 	now := s.now()
 	list = slices.DeleteFunc(list, func(a *sandbox.Artifact) bool { return !now.Before(a.ExpiresAt) })
+	// Files are read concurrently; list them in path order.
+	slices.SortStableFunc(list, func(a, b *sandbox.Artifact) int { return strings.Compare(a.Path, b.Path) })
 	return c, list, nil
 }
 
