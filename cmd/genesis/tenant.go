@@ -198,7 +198,11 @@ func (a *app) printTenant(t *client.Tenant) error {
 		{"Memory MB", float64(u.MemoryMB), float64(q.MaxMemoryMB)},
 		{"Leases", float64(u.Leases), float64(q.MaxLeases)},
 	} {
-		fields = append(fields, field{r.name, strconv.FormatFloat(r.used, 'f', -1, 64) + " of " + map[bool]string{true: "unlimited", false: limit(r.max)}[r.max == 0]})
+		of := "unlimited"
+		if r.max != 0 {
+			of = limit(r.max)
+		}
+		fields = append(fields, field{r.name, strconv.FormatFloat(r.used, 'f', -1, 64) + " of " + of})
 	}
 	fields = append(fields, field{"Created", formatTime(t.CreatedAt)}, field{"Version", t.ResourceVersion})
 	return printFields(a.stdout, fields)
