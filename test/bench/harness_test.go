@@ -47,7 +47,12 @@ const (
 const serviceConfig = `warm_pools: false
 limits: {max_sandboxes: 500, max_output_bytes: 1073741824}
 intervals: {orphan_grace: 720h, reconcile: 1h}
+admin_api_key: ` + benchAdminKey + `
 `
+
+// benchAdminKey is the admin key of the benchmark service (for the tenant
+// and key API).
+const benchAdminKey = "bench-admin-key-0123456789abcdef"
 
 var bins struct {
 	once sync.Once
