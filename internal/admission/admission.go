@@ -216,6 +216,7 @@ func (c *Controller) TryAcquire(tenant string, r sandbox.Resources) (Release, bo
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.waiting > 0 || !c.used.plus(need).within(c.total) {
+		c.stats.tenant(tenant).Rejected++
 		return nil, false
 	}
 	c.stats.tenant(tenant).Grants++

@@ -13,7 +13,7 @@ type TenantStats struct {
 	Waits    uint64 // requests that had to wait
 	Timeouts uint64 // waiting requests whose wait ended without a grant
 	Canceled uint64 // waiting requests whose caller went away
-	Rejected uint64 // requests refused at once (no wait allowed)
+	Rejected uint64 // requests refused at once (no wait allowed, or TryAcquire)
 }
 
 // Histogram is a cumulative histogram in the Prometheus sense: Counts[i] is

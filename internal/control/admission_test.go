@@ -266,3 +266,67 @@ func TestQueueWeightFromTenantRecord(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// Pool refill takes only capacity nobody waits for: a cold lease for the
+// whole host waits while a smaller pool member would fit; the refill is
+// refused, and the lease gets the host once the other lease ends. Once
+// nobody waits, the pool refills.
+func TestPoolRefillYieldsToWaitingRequests(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *config.Config) {
+		withPool(1, 3)(c)
+		c.Capacity.CPU = 1 // two members of the test profile (0.5 CPU each)
+	})
+	ctx := context.Background()
+	lease := func(tenant string, cpu float64, wait int64) (*control.LeaseOutput, error) {
+		return h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: tenant, Profile: testProfile, RiskLevel: "low",
+			WaitSeconds: wait, Resources: sandbox.Resources{CPU: cpu}})
+	}
+	poolRefused := func(n uint64) func() bool {
+		return func() bool { return h.svc.AdmissionStats().Tenants[""].Rejected == n }
+	}
+	h.waitIdle(1)
+	a, err := lease("a", 0, 0)
+	if err != nil || !a.Lease.Warm {
+		t.Fatalf("first lease: %v, want a warm claim", err)
+	}
+	h.waitIdle(1) // the refill took the rest of the host
+	type result struct {
+		out *control.LeaseOutput
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := lease("c", 1, 60) // the whole host: a cold create
+		done <- result{out, err}
+	}()
+	waitFor(t, "the large lease to queue", func() bool { return h.svc.AdmissionStats().Waiting == 1 })
+	b, err := lease("b", 0, 0)
+	if err != nil || !b.Lease.Warm {
+		t.Fatalf("second lease: %v, want a warm claim", err)
+	}
+	waitFor(t, "the refill after the claim to be refused (host full)", poolRefused(1))
+
+	// Half the host is free now, enough for a member, but the large lease
+	// waits for it.
+	if err := h.svc.ReleaseLease(ctx, "a", a.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the refill after the release to be refused (a request waits)", poolRefused(2))
+	st := h.svc.AdmissionStats()
+	if v := h.waitIdle(0); st.InUse.CPU != 0.5 || st.Waiting != 1 {
+		t.Fatalf("after the release: %v CPU in use, %d waiting, pool %+v; want 0.5, 1 and no idle member", st.InUse.CPU, st.Waiting, v)
+	}
+	if err := h.svc.ReleaseLease(ctx, "b", b.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || r.out.Lease.Warm || r.out.Sandbox.Resources.CPU != 1 {
+		t.Fatalf("large lease: %v, want a cold lease of 1 CPU", r.err)
+	}
+	// Nobody waits any more: the slot the large lease frees refills the pool.
+	if err := h.svc.ReleaseLease(ctx, "c", r.out.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.waitIdle(1)
+}

@@ -9,6 +9,10 @@ import (
 	"genesis.dev/sandbox/internal/admission"
 )
 
+// poolTenantLabel is the tenant label of warm pool refills, which belong to
+// no tenant (tenant names cannot contain parentheses).
+const poolTenantLabel = "(pool)"
+
 // writeAdmissionMetrics writes the host capacity and the fair queues'
 // counters in the Prometheus text format.
 func writeAdmissionMetrics(w io.Writer, st admission.Stats) {
@@ -50,7 +54,11 @@ func writeAdmissionMetrics(w io.Writer, st admission.Stats) {
 	for _, m := range perTenant {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", m.name, m.help, m.name, m.kind)
 		for _, name := range tenants {
-			fmt.Fprintf(w, "%s{tenant=%q} %d\n", m.name, name, m.value(st.Tenants[name]))
+			label := name
+			if label == "" {
+				label = poolTenantLabel
+			}
+			fmt.Fprintf(w, "%s{tenant=%q} %d\n", m.name, label, m.value(st.Tenants[name]))
 		}
 	}
 
