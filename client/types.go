@@ -153,6 +153,9 @@ type Profile struct {
 	// Pools are the profile's warm pools (empty when warm pools are off).
 	Pools []ProfilePool `json:"pools"`
 	Lease ProfileLease  `json:"lease"`
+	// FileRoots are the directories the file API may touch in the
+	// profile's sandboxes; relative paths resolve against the first.
+	FileRoots []string `json:"file_roots"`
 }
 
 // ProfilePool sizes a profile's warm pool under one runtime.

@@ -45,8 +45,8 @@ func newSandboxCreateCmd(a *app) *cobra.Command {
 			if req.Profile == "" {
 				return usageErrorf("--profile is required")
 			}
-			if res.CPU < 0 || res.MemoryMB < 0 || res.Pids < 0 {
-				return usageErrorf("--cpu, --memory-mb and --pids must not be negative")
+			if res.CPU < 0 || res.MemoryMB < 0 || res.Pids < 0 || res.DiskMB < 0 {
+				return usageErrorf("--cpu, --memory-mb, --pids and --disk-mb must not be negative")
 			}
 			if ttl < 0 {
 				return usageErrorf("--ttl must not be negative")
@@ -103,6 +103,7 @@ func newSandboxCreateCmd(a *app) *cobra.Command {
 	f.Float64Var(&res.CPU, "cpu", 0, "CPU limit in cores (0: profile default)")
 	f.Int64Var(&res.MemoryMB, "memory-mb", 0, "memory limit in MiB (0: profile default)")
 	f.Int64Var(&res.Pids, "pids", 0, "process limit (0: profile default)")
+	f.Int64Var(&res.DiskMB, "disk-mb", 0, "size of /workspace in MiB, enforced (0: profile default)")
 	f.StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE (repeatable)")
 	f.StringArrayVar(&meta, "meta", nil, "metadata KEY=VALUE (repeatable)")
 	f.DurationVar(&ttl, "ttl", 0, "destroy the sandbox after this long, e.g. 10m (0: service default)")
@@ -212,6 +213,9 @@ func (a *app) sandboxFields(s *client.Sandbox) []field {
 	}
 	if s.Resources.Pids != 0 {
 		res = append(res, fmt.Sprintf("pids %d", s.Resources.Pids))
+	}
+	if s.Resources.DiskMB != 0 {
+		res = append(res, fmt.Sprintf("disk %d MiB", s.Resources.DiskMB))
 	}
 	expires := ""
 	if s.ExpiresAt != nil {

@@ -194,6 +194,14 @@ func testMultipartBad(a *filesAPI, id string) {
 // tool-basic here has /workspace and /tmp, tool-tmp only /tmp.
 func testFileRoots(a *filesAPI, wide, narrow string) {
 	t := a.t
+	_, body := a.call("GET", "/v1/profiles", "", nil)
+	roots := map[string][]string{}
+	for _, p := range decodeJSON[client.ProfileList](t, body).Items {
+		roots[p.Name] = p.FileRoots
+	}
+	if fmt.Sprint(roots["tool-basic"], roots["tool-tmp"], roots["code-python-basic"]) != "[/workspace /tmp] [/tmp] [/workspace]" {
+		t.Errorf("profiles show file roots %v", roots)
+	}
 	if resp, body := a.call("PUT", filesURL(wide, "", url.Values{"path": {"/tmp/rooted"}}), strings.NewReader("tmp"), nil); resp.StatusCode != 201 {
 		t.Errorf("put into the second root: %d %s", resp.StatusCode, body)
 	}

@@ -41,6 +41,7 @@ func profileWire(v control.ProfileView) client.Profile {
 		UsableRuntimes:   runtimes(v.UsableRuntimes),
 		DefaultResources: client.Resources{CPU: v.Resources.CPU, MemoryMB: v.Resources.MemoryMB, Pids: v.Resources.Pids, DiskMB: v.Resources.DiskMB},
 		Network:          string(v.Network.Mode), User: v.User, ReadOnlyRoot: v.ReadOnlyRoot,
+		FileRoots: v.Roots(),
 	}
 	if !v.ImagePresent {
 		p.BuildCommand = v.BuildCommand
