@@ -122,9 +122,13 @@ func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 		return nil, err
 	}
 	// Cold: the create waits for host capacity in the tenant's fair queue.
+	// The disk quota stays as asked (0: the profile default, dropped where
+	// quotas cannot be enforced; asked for: refused there).
+	coldRes := res
+	coldRes.DiskMB = in.Resources.DiskMB
 	sb, err := s.CreateSandbox(ctx, CreateSandboxInput{
 		Tenant: in.Tenant, Profile: p.Name, Runtime: string(dec.Runtime), RiskLevel: string(dec.RiskLevel),
-		Resources: res, Env: in.Env, Metadata: in.Metadata, TTLSeconds: ttl, WaitSeconds: in.WaitSeconds,
+		Resources: coldRes, Env: in.Env, Metadata: in.Metadata, TTLSeconds: ttl, WaitSeconds: in.WaitSeconds,
 	})
 	if err != nil {
 		return nil, err

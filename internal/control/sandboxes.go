@@ -124,6 +124,9 @@ func (s *Service) resolveResources(p *config.Profile, req sandbox.Resources) (sa
 	if req.Pids != 0 {
 		r.Pids = req.Pids
 	}
+	if req.DiskMB != 0 {
+		r.DiskMB = req.DiskMB // settled by resolveDisk
+	}
 	switch {
 	case r.CPU < 0.01 || r.CPU > l.MaxCPU:
 		return r, invalid("resources.cpu must be between 0.01 and %v, got %v", l.MaxCPU, r.CPU)

@@ -195,6 +195,8 @@ func TestBadInput(t *testing.T) {
 		{"absurd disk", create(`{"profile":"test-basic","resources":{"disk_mb":1099511627776}}`), 400, "invalid_argument"},
 		{"tiny disk", create(`{"profile":"test-basic","resources":{"disk_mb":1}}`), 400, "invalid_argument"},
 		{"disk quota on a host without", create(`{"profile":"test-basic","resources":{"disk_mb":64}}`), 409, "disk_quota_unavailable"},
+		{"lease with a disk quota on a host without", req{method: "POST", path: "/v1/leases", body: `{"profile":"test-basic","resources":{"disk_mb":64}}`}, 409, "disk_quota_unavailable"},
+		{"lease with a negative disk", req{method: "POST", path: "/v1/leases", body: `{"profile":"test-basic","resources":{"disk_mb":-5}}`}, 400, "invalid_argument"},
 		{"unknown runtime", create(`{"profile":"test-basic","runtime":"kvm"}`), 400, "runtime_not_allowed"},
 		{"runc for untrusted", create(`{"profile":"test-basic","runtime":"runc","risk_level":"untrusted"}`), 400, "runtime_not_allowed"},
 		{"ttl over max", create(`{"profile":"test-basic","ttl_seconds":86401}`), 400, "invalid_argument"},

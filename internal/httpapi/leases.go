@@ -44,7 +44,7 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
 		TTLSeconds: req.TTLSeconds, Holder: req.Holder, WaitSeconds: req.WaitSeconds, Env: req.Env, Metadata: req.Metadata,
 	}
 	if req.Resources != nil {
-		in.Resources = sandbox.Resources{CPU: req.Resources.CPU, MemoryMB: req.Resources.MemoryMB, Pids: req.Resources.Pids}
+		in.Resources = sandbox.Resources{CPU: req.Resources.CPU, MemoryMB: req.Resources.MemoryMB, Pids: req.Resources.Pids, DiskMB: req.Resources.DiskMB}
 	}
 	out, err := s.ctl.AcquireLease(r.Context(), in)
 	if err != nil {

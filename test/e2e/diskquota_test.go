@@ -149,6 +149,20 @@ func TestDiskQuota(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 			defer cancel()
+			// A lease takes the same quota.
+			l, err := c.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: "tool-basic", Runtime: rt, Resources: &client.Resources{DiskMB: 32}})
+			if err != nil {
+				t.Fatalf("lease with disk_mb: %v", err)
+			}
+			res = execOK(t, c, l.SandboxID, "dd if=/dev/zero of=/workspace/big bs=1M count=64")
+			if l.Warm || res.ExitCode == 0 || !strings.Contains(res.Stderr, "No space left on device") {
+				t.Errorf("writing 64 MiB into a leased 32 MiB workspace (warm %v): exit %d, stderr %q", l.Warm, res.ExitCode, res.Stderr)
+			}
+			if err := c.ReleaseLease(ctx, l.LeaseID); err != nil {
+				t.Fatal(err)
+			}
+			waitWorkspaceGone(t, m, e.dataDir, l.SandboxID)
+
 			if err := c.DeleteSandbox(ctx, full.ID); err != nil {
 				t.Fatal(err)
 			}
