@@ -3,6 +3,8 @@ package control
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"genesis.dev/sandbox/images"
 	"genesis.dev/sandbox/internal/config"
@@ -21,6 +23,9 @@ func (s *Service) RefreshProbe(ctx context.Context) driver.ProbeResult {
 		res = driver.ProbeResult{Driver: s.driver.Name(), Healthy: false, Error: err.Error(), CheckedAt: s.now()}
 	}
 	s.capsMu.Lock()
+	if s.probeOK {
+		s.probeFails = keepThroughBlips(&res, s.probe, s.probeFails)
+	}
 	s.probe, s.probeOK = res, true
 	s.capsMu.Unlock()
 	attrs := []any{"healthy", res.Healthy, "daemon", res.DaemonVersion, "cgroup", res.CgroupVersion}
@@ -29,6 +34,77 @@ func (s *Service) RefreshProbe(ctx context.Context) driver.ProbeResult {
 	}
 	s.log.Info("capability probe", attrs...)
 	return res
+}
+
+// probeBlips is how many probes in a row a runtime that passed before may
+// fail before it is reported unhealthy. A smoke run that misses its deadline
+// on a heavily loaded host says little about the runtime; refusing every
+// create because of one would turn load into an outage.
+const probeBlips = 2
+
+// keepThroughBlips reports a runtime that was healthy in prev as still
+// healthy in res while its run of failed probes (counted in fails, which it
+// returns updated) is at most probeBlips long. The failure stays visible in
+// the runtime's error.
+func keepThroughBlips(res *driver.ProbeResult, prev driver.ProbeResult, fails map[string]int) map[string]int {
+	was := map[string]bool{}
+	for _, r := range prev.Runtimes {
+		was[r.Name] = r.Healthy
+	}
+	next := map[string]int{}
+	for i := range res.Runtimes {
+		r := &res.Runtimes[i]
+		if r.Healthy || !was[r.Name] {
+			continue
+		}
+		n := fails[r.Name] + 1
+		if n > probeBlips {
+			continue
+		}
+		next[r.Name] = n
+		r.Healthy = true
+		r.Error = fmt.Sprintf("last probe failed (%d of %d tolerated): %s", n, probeBlips, r.Error)
+		res.Healthy = true
+		res.Error = ""
+	}
+	return next
+}
+
+// probeLoop re-runs the probe every interval, and every few seconds while
+// some runtime is unhealthy, so a host that was busy at start-up becomes
+// ready soon after it calms down.
+func (s *Service) probeLoop(ctx context.Context, interval time.Duration) {
+	const retry = 10 * time.Second
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTimer(s.nextProbe(interval, retry))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				s.RefreshProbe(ctx)
+				t.Reset(s.nextProbe(interval, retry))
+			}
+		}
+	}()
+}
+
+func (s *Service) nextProbe(interval, retry time.Duration) time.Duration {
+	s.capsMu.RLock()
+	res := s.probe
+	s.capsMu.RUnlock()
+	for _, r := range res.Runtimes {
+		if !r.Healthy || strings.HasPrefix(r.Error, "last probe failed") {
+			return min(interval, retry)
+		}
+	}
+	if !res.Healthy {
+		return min(interval, retry)
+	}
+	return interval
 }
 
 // Probe returns the cached probe result, probing first if there is none.

@@ -84,6 +84,10 @@ type Service struct {
 
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
+
+	// probeFails counts failed probes in a row of runtimes that passed
+	// before (see keepThroughBlips); under capsMu.
+	probeFails map[string]int
 }
 
 // New validates cfg and returns a Service. It has no side effects; call Start.
@@ -170,7 +174,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.adoptCapacity(ctx); err != nil {
 		s.log.Error("accounting for the host capacity of existing sandboxes failed", "err", err)
 	}
-	s.loop(loopCtx, s.cfg.Intervals.Probe, func(ctx context.Context) { s.RefreshProbe(ctx) })
+	s.probeLoop(loopCtx, s.cfg.Intervals.Probe)
 	s.pruneAudit(ctx)
 	s.loop(loopCtx, auditPruneEvery, s.pruneAudit)
 	s.startNetworking(ctx, loopCtx)
