@@ -79,7 +79,7 @@ type NetworkEventList struct {
 // NetworkCapabilities says which network modes this host can enforce now.
 type NetworkCapabilities struct {
 	Modes     map[string]bool `json:"modes"`
-	Gateway   string          `json:"gateway"` // running | down | unavailable
+	Gateway   string          `json:"gateway"` // running | idle | down | unavailable
 	Reason    string          `json:"reason,omitempty"`
 	Tools     []string        `json:"tools"`
 	Endpoints []string        `json:"endpoints"`

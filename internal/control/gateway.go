@@ -84,7 +84,7 @@ func newGateway(s *Service, egressDir string) *gateway {
 	case egressDir == "":
 		g.reason = "the genesis-egress binary is not installed (build it with make build, or pass --egress-binary)"
 	default:
-		g.reason = "the egress gateway has not started yet"
+		g.reason = ""
 	}
 	return g
 }
@@ -97,11 +97,20 @@ func (g *gateway) runDir() string { return filepath.Join(g.s.cfg.DataDir, "egres
 
 func (g *gateway) socketPath() string { return filepath.Join(g.runDir(), gatewaySocketRel) }
 
-// available reports whether networked modes can be enforced now, and why not.
-func (g *gateway) available() (bool, string) {
+// available reports whether networked modes can be enforced now (the
+// gateway runs, or has not been needed yet and can be started), and why not.
+func (g *gateway) available() (ok bool, state, reason string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.up, g.reason
+	switch {
+	case g.nw == nil || g.dir == "":
+		return false, "unavailable", g.reason
+	case g.up:
+		return true, "running", ""
+	case g.client == nil && g.reason == "":
+		return true, "idle", "started with the first networked sandbox"
+	}
+	return false, "down", g.reason
 }
 
 // image is the image the gateway container runs.
@@ -227,13 +236,13 @@ func (g *gateway) restartLocked(ctx context.Context) (err error) {
 		}
 		return err
 	}
+	if err := g.s.driver.Start(ctx, id); err != nil {
+		return fail(fmt.Errorf("starting the gateway container: %w", err))
+	}
 	for _, n := range g.s.cfg.Network.UpstreamNetworks {
 		if _, err := g.nw.ConnectNetwork(ctx, n, id, ""); err != nil {
 			return fail(fmt.Errorf("joining upstream network %s: %w", n, err))
 		}
-	}
-	if err := g.s.driver.Start(ctx, id); err != nil {
-		return fail(fmt.Errorf("starting the gateway container: %w", err))
 	}
 	client := egressclient.Dial(g.socketPath())
 	rctx, rcancel := context.WithTimeout(ctx, gatewayReadyTimeout)
@@ -309,7 +318,13 @@ func (g *gateway) pushLocked(ctx context.Context, sandboxID, gwIP string, pol eg
 	if g.client == nil {
 		return g.unavailable()
 	}
-	res, err := g.s.cfg.Network.Resolve(pol, nil, nil)
+	// The host's own addresses (the Docker bridge gateways among them) are
+	// denied as upstreams; they change as networks come and go.
+	deny, err := egress.HostAddresses()
+	if err != nil {
+		return err
+	}
+	res, err := g.s.cfg.Network.Resolve(pol, deny, nil)
 	if err != nil {
 		return err
 	}
@@ -364,8 +379,15 @@ func (g *gateway) check(ctx context.Context) {
 		return
 	}
 	g.mu.Lock()
-	c, started := g.client, g.started
+	c, started, up := g.client, g.started, g.up
 	g.mu.Unlock()
+	if c == nil && !up {
+		// Started lazily: only when a sandbox needs it.
+		recs, err := g.s.store.ListSandboxNetworks(ctx, sandbox.NetworkActive, sandbox.NetworkEnforcementDown)
+		if err != nil || len(recs) == 0 {
+			return
+		}
+	}
 	var herr error
 	if c == nil {
 		herr = errors.New("not started")
@@ -474,8 +496,12 @@ func (s *Service) startNetworking(ctx, loopCtx context.Context) {
 		s.log.Info("networked sandbox modes are unavailable", "reason", g.reason)
 		return
 	}
-	if err := g.ensure(ctx); err != nil {
-		s.log.Error("egress gateway did not start; networked modes are unavailable until it does", "err", err)
+	// The gateway starts with the first networked sandbox; after a restart
+	// of the service it is needed at once if networked sandboxes live on.
+	if recs, err := s.store.ListSandboxNetworks(ctx, sandbox.NetworkActive, sandbox.NetworkEnforcementDown); err == nil && len(recs) > 0 {
+		if err := g.ensure(ctx); err != nil {
+			s.log.Error("egress gateway did not start; networked sandboxes have no route until it does", "err", err)
+		}
 	}
 	s.loop(loopCtx, g.cfg().HealthInterval, g.check)
 	s.loop(loopCtx, g.cfg().EventsInterval, g.pullEvents)

@@ -47,7 +47,7 @@ func (s *Service) networkPolicy(ctx context.Context, tenant string, p *config.Pr
 	if norm.Mode.Networked() {
 		if err := s.gw.ensure(ctx); err != nil {
 			return egress.Policy{}, errdefs.WithCode(CodeNetworkModeUnavailable, fmt.Errorf(
-				"network mode %s cannot be enforced on this host, so the sandbox is not made: %w", norm.Mode, err))
+				"network mode %s cannot be enforced on this host, so the sandbox is not made: %v: %w", norm.Mode, err, errdefs.ErrFailedPrecondition))
 		}
 	}
 	return norm, nil
@@ -382,7 +382,8 @@ func (s *Service) NetworkMetrics(ctx context.Context) NetworkMetrics {
 		}
 		return m.Events[i].Decision < m.Events[j].Decision
 	})
-	m.GatewayUp, _ = g.available()
+	_, state, _ := g.available()
+	m.GatewayUp = state == "running"
 	if recs, err := s.store.ListSandboxNetworks(ctx, sandbox.NetworkActive); err == nil {
 		m.SandboxesEnforced = len(recs)
 	}
@@ -395,7 +396,7 @@ func (s *Service) NetworkMetrics(ctx context.Context) NetworkMetrics {
 // NetworkCapability says which network modes this host can enforce now.
 type NetworkCapability struct {
 	Modes   map[egress.Mode]bool
-	Gateway string // "running", "down" or "unavailable"
+	Gateway string // "running", "idle" (starts on first use), "down" or "unavailable"
 	Reason  string
 	Tools   []string // operator tool names
 	// Endpoints are the operator's internal endpoint names.
@@ -405,16 +406,10 @@ type NetworkCapability struct {
 // NetworkCapabilities reports the enforceable modes: none always; the
 // networked ones only while the gateway runs.
 func (s *Service) NetworkCapabilities() NetworkCapability {
-	up, reason := s.gw.available()
-	c := NetworkCapability{Modes: map[egress.Mode]bool{egress.ModeNone: true}, Gateway: "running", Reason: reason}
+	ok, state, reason := s.gw.available()
+	c := NetworkCapability{Modes: map[egress.Mode]bool{egress.ModeNone: true}, Gateway: state, Reason: reason}
 	for _, m := range []egress.Mode{egress.ModeAllowlist, egress.ModeInternalAPI, egress.ModeToolProxy} {
-		c.Modes[m] = up
-	}
-	switch {
-	case s.gw.nw == nil || s.gw.dir == "":
-		c.Gateway = "unavailable"
-	case !up:
-		c.Gateway = "down"
+		c.Modes[m] = ok
 	}
 	for k := range s.cfg.Network.Tools {
 		c.Tools = append(c.Tools, k)

@@ -87,6 +87,8 @@ func binDir(tb testing.TB) string {
 		}{
 			{"./cmd/sandbox-service", "sandbox-service", nil},
 			{"./cmd/genesis-agent", "genesis-agent", []string{"CGO_ENABLED=0"}},
+			{"./cmd/genesis-egress", "genesis-egress", []string{"CGO_ENABLED=0"}},
+			{"./test/e2e/inetserver", "inetserver", []string{"CGO_ENABLED=0"}},
 		} {
 			cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, b.out), b.pkg)
 			cmd.Dir = root
@@ -127,6 +129,13 @@ type service struct {
 // removes everything it made.
 func startService(tb testing.TB) *service {
 	tb.Helper()
+	return startServiceWith(tb, "")
+}
+
+// startServiceWith is startService with extraConfig (YAML) appended to the
+// benchmark config.
+func startServiceWith(tb testing.TB, extraConfig string) *service {
+	tb.Helper()
 	d := testenv.Docker(tb) // skips (or fails in CI) without Docker
 	registered := testenv.Runtimes(tb, d)
 	dir := binDir(tb)
@@ -145,7 +154,7 @@ func startService(tb testing.TB) *service {
 		http:    &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute}},
 	}
 	cfgPath := filepath.Join(base, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(serviceConfig), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(serviceConfig+extraConfig), 0o600); err != nil {
 		tb.Fatal(err)
 	}
 	logf, err := os.Create(s.logPath)

@@ -51,6 +51,7 @@ func buildBinaries(dir string) error {
 		{"./cmd/sandbox-service", "sandbox-service", false},
 		{"./cmd/genesis", "genesis", false},
 		{"./cmd/genesis-agent", "genesis-agent", true},
+		{"./cmd/genesis-egress", "genesis-egress", true},
 	}
 	for _, b := range builds {
 		cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, b.name), b.pkg)
