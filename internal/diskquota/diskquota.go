@@ -1,19 +1,17 @@
 package diskquota
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/mountinfo"
 )
 
 // Method names how quotas are enforced, as capabilities report it.
@@ -135,60 +133,25 @@ func (m *Manager) Remove(image, dir string) error {
 	return nil
 }
 
-// Mounts lists the mount points below the root, from /proc/self/mountinfo.
+// Mounts lists the mount points below the root.
 func (m *Manager) Mounts() ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	mps, err := mountinfo.Read()
 	if err != nil {
 		return nil, fmt.Errorf("diskquota: %w", err)
 	}
-	defer f.Close()
-	return mountsBelow(f, m.root)
+	return m.below(mps), nil
 }
 
-// mountsBelow parses mountinfo lines and returns the mount points strictly
-// below root (root itself resolved through symlinks too).
-func mountsBelow(r io.Reader, root string) ([]string, error) {
-	roots := []string{root}
-	if real, err := filepath.EvalSymlinks(root); err == nil && real != root {
-		roots = append(roots, real)
-	}
+// below keeps the mount points strictly below the root (the root also
+// taken through symlinks, as the kernel reports real paths).
+func (m *Manager) below(mps []string) []string {
 	var out []string
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMountinfo(fields[4])
-		for _, r := range roots {
-			if rel, err := filepath.Rel(r, mp); err == nil && rel != "." && filepath.IsLocal(rel) {
-				out = append(out, mp)
-				break
-			}
+	for _, mp := range mps {
+		if m.within(mp) || m.withinReal(mp) {
+			out = append(out, mp)
 		}
 	}
-	return out, sc.Err()
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 and the like) of a
-// mountinfo path.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return out
 }
 
 // Recover removes the workspaces below the root that keep does not claim:

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -192,15 +191,13 @@ func TestRefusesPathsOutsideRoot(t *testing.T) {
 
 func TestMountsBelow(t *testing.T) {
 	t.Parallel()
-	info := `22 1 8:1 / / rw - ext4 /dev/root rw
-30 22 7:0 / /data/sandboxes/sbx_a/workspace rw,nosuid - ext4 /dev/loop0 rw
-31 22 7:1 / /data/sandboxes/sbx\040b/workspace rw - ext4 /dev/loop1 rw
-32 22 7:2 / /data/sandboxes rw - ext4 /dev/loop2 rw
-33 22 7:3 / /data/sandboxes2/x rw - ext4 /dev/loop3 rw
-`
-	got, err := mountsBelow(strings.NewReader(info), "/data/sandboxes")
+	m, err := New(Config{Root: "/data/sandboxes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := m.below([]string{"/", "/data/sandboxes/sbx_a/workspace", "/data/sandboxes/sbx b/workspace", "/data/sandboxes", "/data/sandboxes2/x"})
 	want := []string{"/data/sandboxes/sbx_a/workspace", "/data/sandboxes/sbx b/workspace"}
-	if err != nil || !slices.Equal(got, want) {
-		t.Errorf("mountsBelow = %q, %v; want %q", got, err, want)
+	if !slices.Equal(got, want) {
+		t.Errorf("below = %q, want %q", got, want)
 	}
 }

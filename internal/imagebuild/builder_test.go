@@ -367,22 +367,6 @@ func TestOutputLogTail(t *testing.T) {
 	}
 }
 
-func TestUnescapeMountPath(t *testing.T) {
-	t.Parallel()
-	cases := map[string]string{
-		`/a/b`:          "/a/b",
-		`/a\040b`:       "/a b",
-		`/a\011b\134c`:  "/a\tb\\c",
-		`/trailing\04`:  `/trailing\04`,
-		`/not\999octal`: `/not\999octal`,
-	}
-	for in, want := range cases {
-		if got := unescapeMountPath(in); got != want {
-			t.Errorf("unescapeMountPath(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestRemoveScratch(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "scratch")

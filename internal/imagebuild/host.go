@@ -1,7 +1,6 @@
 package imagebuild
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -17,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"genesis.dev/sandbox/internal/mountinfo"
 )
 
 // chrootPath is the PATH inside the image while its setup scripts run.
@@ -154,50 +155,19 @@ func (o *outputLog) tail() string {
 // mountsUnder returns the mount points at or below dir in this process's
 // mount namespace, deepest first.
 func mountsUnder(dir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	mps, err := mountinfo.Read()
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	dir = filepath.Clean(dir)
 	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMountPath(fields[4])
+	for _, mp := range mps {
 		if mp == dir || strings.HasPrefix(mp, dir+"/") {
 			out = append(out, mp)
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
 	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
 	return out, nil
-}
-
-// unescapeMountPath decodes the octal escapes (\040 for space, ...) the
-// kernel uses in /proc/self/mountinfo.
-func unescapeMountPath(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // unmountUnder detaches every mount at or below dir and verifies none remain.
