@@ -44,8 +44,7 @@ const (
 // theirs. max_output_bytes is raised so that the streaming benchmarks can
 // keep hundreds of MiB of a job's output; requests that do not ask for more
 // still get default_output_bytes.
-const serviceConfig = `warm_pools: false
-limits: {max_sandboxes: 500, max_output_bytes: 1073741824}
+const serviceConfig = `limits: {max_sandboxes: 500, max_output_bytes: 1073741824}
 intervals: {orphan_grace: 720h, reconcile: 1h}
 admin_api_key: ` + benchAdminKey + `
 `
@@ -154,6 +153,11 @@ func startServiceWith(tb testing.TB, extraConfig string) *service {
 		http:    &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute}},
 	}
 	cfgPath := filepath.Join(base, "config.yaml")
+	if !strings.Contains(extraConfig, "warm_pools:") {
+		// The default warm pools would start containers the benchmarks do
+		// not measure; the pool benchmarks switch them on.
+		extraConfig += "warm_pools: false\n"
+	}
 	if err := os.WriteFile(cfgPath, []byte(serviceConfig+extraConfig), 0o600); err != nil {
 		tb.Fatal(err)
 	}

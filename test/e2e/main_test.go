@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"genesis.dev/sandbox/internal/store/pgtest"
 )
 
 // binDir holds sandbox-service, genesis and genesis-agent, built once by
@@ -29,7 +31,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	binDir = dir
-	return m.Run()
+	return pgtest.Main(m) // stops the PostgreSQL cluster a test may start
 }
 
 // buildBinaries builds the three binaries into dir. genesis-agent is static

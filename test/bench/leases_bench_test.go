@@ -1,0 +1,104 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"genesis.dev/sandbox/client"
+)
+
+// leaseConfig, laid over the benchmark config, keeps warm pools of the
+// benchmark profile under runc and runsc.
+const leaseConfig = `warm_pools: true
+profiles:
+  - name: tool-basic
+    recipe: tool-basic
+    allowed_runtimes: [runc, runsc]
+    default_risk_level: low
+    resources: {cpu: 1, memory_mb: 512, pids: 256}
+    network: none
+    user: "1000:1000"
+    pools: [{runtime: runc, min_idle: 4, max_total: 8}, {runtime: runsc, min_idle: 4, max_total: 8}]
+`
+
+// waitIdle polls GET /v1/pools (outside any timed section) until pool
+// holds at least n idle members, and returns it.
+func (s *service) waitIdle(b *testing.B, name string, n int) client.Pool {
+	deadline := time.Now().Add(opTimeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		pl, err := s.client.Pools(ctx)
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, p := range pl.Items {
+			if p.Name == name && p.Counts["idle"] >= n {
+				return p
+			}
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("pool %s never held %d idle members: %+v\n%s", name, n, pl, s.logTail())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// BenchmarkLeaseFirstEcho measures, per runtime, POST /v1/leases from a
+// warm pool until the answer of the first exec (`echo hi`) has arrived with
+// its output. Each lease is released outside the timed section, and each
+// iteration starts once the pool holds an idle member again, so every
+// measured lease is a warm claim (a cold one fails the run). The pool's
+// refill rate is reported too. GENESIS_BENCH_ITERS sets the iterations
+// (default 200).
+func BenchmarkLeaseFirstEcho(b *testing.B) {
+	s := startServiceWith(b, leaseConfig)
+	iters := envInt(b, "GENESIS_BENCH_ITERS", 200)
+	tbl := NewTable("runtime", "n", "p50 ms", "p99 ms", "mean ms", "min ms", "max ms", "lease p50", "1st echo p50", "refill/s")
+	s.eachRuntime(b, func(b *testing.B, rt string) {
+		pool := profile + "-" + rt
+		s.waitIdle(b, pool, 4)
+		var total, lease, first []time.Duration
+		ttl := int64(300)
+		for range iters {
+			s.waitIdle(b, pool, 1)
+			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+			t0 := time.Now()
+			l, err := s.client.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: profile, Runtime: rt, TTLSeconds: &ttl})
+			t1 := time.Now()
+			if err != nil {
+				cancel()
+				b.Fatalf("lease (%s): %v", rt, err)
+			}
+			res, err := s.client.Exec(ctx, l.SandboxID, client.ExecRequest{Command: []string{"echo", "hi"}})
+			t2 := time.Now()
+			rerr := s.client.ReleaseLease(ctx, l.LeaseID)
+			cancel()
+			switch {
+			case err != nil:
+				b.Fatalf("first echo in %s (%s): %v", l.SandboxID, rt, err)
+			case res.ExitCode != 0 || res.Stdout != "hi\n":
+				b.Fatalf("first echo in %s (%s): exit %d, stdout %q", l.SandboxID, rt, res.ExitCode, res.Stdout)
+			case rerr != nil:
+				b.Fatalf("release %s: %v", l.LeaseID, rerr)
+			case !l.Warm:
+				b.Fatalf("lease %s under %s was not served warm although the pool had an idle member", l.LeaseID, rt)
+			}
+			total = append(total, t2.Sub(t0))
+			lease = append(lease, t1.Sub(t0))
+			first = append(first, t2.Sub(t1))
+		}
+		p := s.waitIdle(b, pool, 1)
+		sum := Summarize(total)
+		reportSummary(b, "", sum)
+		b.ReportMetric(Ms(Summarize(lease).P50), "lease-p50-ms")
+		b.ReportMetric(Ms(Summarize(first).P50), "first-echo-p50-ms")
+		b.ReportMetric(p.RefillRate, "refill-per-s")
+		tbl.Row(rt, strconv.Itoa(sum.N), FormatMs(sum.P50), FormatMs(sum.P99), FormatMs(sum.Mean), FormatMs(sum.Min),
+			FormatMs(sum.Max), FormatMs(Summarize(lease).P50), FormatMs(Summarize(first).P50), fmt.Sprintf("%.2f", p.RefillRate))
+	})
+	printTable(fmt.Sprintf("warm lease → first echo output, ms (%s)", profile), tbl)
+}
