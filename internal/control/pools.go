@@ -189,10 +189,11 @@ func (s *Service) makeMember(ctx context.Context, pl *pool) error {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	if err != nil {
-		pl.lastErr = err.Error()
-		if errdefs.Code(err) != "capacity_exhausted" {
+		// Logged when the reason changes, not at every retry.
+		if err.Error() != pl.lastErr && errdefs.Code(err) != "capacity_exhausted" {
 			s.log.Warn("pool refill: creating a member", "pool", pl.key.name(), "err", err)
 		}
+		pl.lastErr = err.Error()
 		return err
 	}
 	pl.lastErr = ""
