@@ -284,10 +284,8 @@ func (t *jobTable) close() {
 	t.mu.Unlock()
 }
 
-func (j *bgJob) keptBytes() int64 {
-	_, kept, _ := j.out.counts()
-	return kept[streamStdout] + kept[streamStderr]
-}
+// keptBytes is the memory the job's output holds.
+func (j *bgJob) keptBytes() int64 { return j.out.resident() }
 
 // validJobID checks that id can be used as one path segment.
 func validJobID(id string) error {

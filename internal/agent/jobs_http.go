@@ -75,7 +75,7 @@ func (s *Server) serveJobs(w http.ResponseWriter, r *http.Request) {
 		methods = []string{http.MethodGet, http.MethodDelete}
 	case "stream":
 		methods = []string{http.MethodGet}
-	case "cancel":
+	case "cancel", "release":
 		methods = []string{http.MethodPost}
 	default:
 		writeError(w, fmt.Errorf("no route %s: %w", r.URL.Path, errdefs.ErrNotFound))
@@ -105,6 +105,14 @@ func (s *Server) serveJobs(w http.ResponseWriter, r *http.Request) {
 		s.handleJobStream(w, r, j)
 	case "cancel":
 		s.handleJobCancel(w, r, j)
+	case "release":
+		c, err := parseStreamOffsets(r)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		j.out.release(c)
+		w.WriteHeader(http.StatusNoContent)
 	}
 }
 
@@ -186,6 +194,15 @@ func (s *Server) handleJobStream(w http.ResponseWriter, r *http.Request, j *bgJo
 	watch := j.out.watch()
 	defer j.out.unwatch(watch)
 	kept, trunc, _ := j.out.state()
+	for i := range c {
+		c[i] = min(c[i], kept[i]) // beyond what exists: from the end
+	}
+	rp, err := j.out.addReader(c)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer j.out.dropReader(rp)
 	// A truncation frame comes once per stream, with the last kept byte. A
 	// stream resumed at (or beyond) the end of a truncated stream already
 	// had it, so it is not repeated into the caller's log; the exit frame
@@ -193,7 +210,6 @@ func (s *Server) handleJobStream(w http.ResponseWriter, r *http.Request, j *bgJo
 	var truncSent [2]bool
 	for i := range c {
 		truncSent[i] = trunc[i] && c[i] >= kept[i]
-		c[i] = min(c[i], kept[i]) // beyond what exists: from the end
 	}
 
 	w.Header().Set("Content-Type", agentproto.ContentTypeRaw)
@@ -216,6 +232,7 @@ func (s *Server) handleJobStream(w http.ResponseWriter, r *http.Request, j *bgJo
 			binary.BigEndian.PutUint32(b[h+4:h+8], uint32(len(b)-h-agentproto.FrameHeaderSize))
 		}
 		c = nc
+		j.out.advance(rp, c) // the batch holds copies of the bytes
 		// Caps that were hit go out right after the last kept byte, in the
 		// same write; once everything is sent and the job is over, its exit.
 		kept, trunc, closed := j.out.state()

@@ -648,3 +648,46 @@ func TestAgentShutdownKillsJobTrees(t *testing.T) {
 	}
 	waitGone(t, 5*time.Second, pids...)
 }
+
+// TestJobReleaseDropsStoredOutput releases a finished job's output in
+// steps: streams from a released offset still get every byte after it and
+// a stream from before it is refused (TestOutputRelease checks the memory).
+func TestJobReleaseDropsStoredOutput(t *testing.T) {
+	t.Parallel()
+	a := startAgent(t)
+	const mib = 1 << 20
+	// 48 MiB of stdout in 1 MiB writes, each a different byte, and a
+	// little stderr.
+	script := `i=0; while [ $i -lt 48 ]; do head -c 1048576 /dev/zero | tr '\0' "\\$(printf %o $((i % 200 + 32)))"; i=$((i+1)); done; echo done >&2`
+	mustStart(t, a.client, agentproto.ExecRequest{JobID: "rel", Script: script, MaxOutputBytes: 64 * mib})
+	full := mustStream(t, a.client, "rel", 0, 0)
+	if len(full.stdout) != 48*mib || string(full.stderr) != "done\n" || full.exit.ExitCode != 0 {
+		t.Fatalf("job wrote %d bytes, stderr %q, exit %+v", len(full.stdout), full.stderr, full.exit)
+	}
+	ctx := context.Background()
+	for _, at := range []int64{5*mib + 17, 30 * mib, 47 * mib} {
+		if err := a.client.ReleaseJob(ctx, "rel", at, 0); err != nil {
+			t.Fatalf("release at %d: %v", at, err)
+		}
+		got := mustStream(t, a.client, "rel", at, 0)
+		if !bytes.Equal(got.stdout, full.stdout[at:]) || !bytes.Equal(got.stderr, full.stderr) || got.exit != full.exit {
+			t.Fatalf("stream from the released offset %d: %d bytes, want the last %d", at, len(got.stdout), int64(len(full.stdout))-at)
+		}
+	}
+	// Whole blocks below the last release are gone: a stream from the start
+	// is refused with a clear class.
+	_, err := streamJob(ctx, a.client, "rel", 0, 0)
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("stream from 0 after release: %v, want failed precondition", err)
+	}
+	// Release is idempotent and never moves back.
+	if err := a.client.ReleaseJob(ctx, "rel", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustStream(t, a.client, "rel", 47*mib, 0); len(got.stdout) != mib {
+		t.Fatalf("stream from 47 MiB after a smaller release: %d bytes", len(got.stdout))
+	}
+	if err := a.client.ReleaseJob(ctx, "nosuchjob", 0, 0); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("release of an unknown job: %v", err)
+	}
+}

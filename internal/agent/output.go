@@ -1,12 +1,15 @@
 package agent
 
 import (
+	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"syscall"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/errdefs"
 )
 
 // madvHugepage is MADV_HUGEPAGE from <linux/mman.h>.
@@ -52,7 +55,19 @@ type output struct {
 	maxMarks int
 	watchers map[chan struct{}]struct{}
 	closed   bool // no more bytes will come (producers are done)
+
+	// Released output: released[s] is the offset below which the service
+	// has stored stream s (see release). Whole blocks below it and below
+	// every open reader's position are dropped and their memory reused for
+	// new output, so a long job does not fill the sandbox's memory and new
+	// output does not pay for fresh pages.
+	released [2]int64
+	readers  map[*cursor]struct{} // positions of open stream readers
+	free     [][]byte             // dropped blocks, for reuse by grow
 }
+
+// maxFreeBlocks bounds the dropped blocks an output keeps for reuse.
+const maxFreeBlocks = 4
 
 // streamStore is one stream's storage: append-only blocks, each full except
 // the last, block i holding the bytes from starts[i].
@@ -64,10 +79,12 @@ type streamStore struct {
 	kept      int64 // valid bytes
 	total     int64 // produced, kept or not
 	truncated bool
+	live      int   // blocks[:live] were dropped (released); they are nil
+	dropped   int64 // bytes of the dropped blocks
 }
 
 func newOutput(maxStdout, maxStderr int64) *output {
-	o := &output{last: -1, watchers: make(map[chan struct{}]struct{})}
+	o := &output{last: -1, watchers: make(map[chan struct{}]struct{}), readers: make(map[*cursor]struct{})}
 	o.streams[streamStdout].max = maxStdout
 	o.streams[streamStderr].max = maxStderr
 	// Thin the order index when segments average under 256 bytes, so its
@@ -90,10 +107,20 @@ func (o *output) grow(s int) []byte {
 	if size <= 0 {
 		return nil
 	}
-	b := make([]byte, size)
-	if size >= hugeBlock {
-		// Best effort; the Go runtime leaves heap pages' THP flags alone.
-		syscall.Madvise(b, madvHugepage)
+	var b []byte
+	for i, f := range o.free {
+		if int64(cap(f)) >= size {
+			b = f[:size:size]
+			o.free = slices.Delete(o.free, i, i+1)
+			break
+		}
+	}
+	if b == nil {
+		b = make([]byte, size)
+		if size >= hugeBlock {
+			// Best effort; the Go runtime leaves heap pages' THP flags alone.
+			syscall.Madvise(b, madvHugepage)
+		}
 	}
 	st.blocks = append(st.blocks, b)
 	st.starts = append(st.starts, st.alloc)
@@ -164,7 +191,7 @@ func (o *output) close() {
 	for s := range o.streams {
 		st := &o.streams[s]
 		n := len(st.blocks)
-		if n == 0 {
+		if n == 0 || st.live >= n {
 			continue
 		}
 		used := st.kept - st.starts[n-1]
@@ -178,6 +205,87 @@ func (o *output) close() {
 		st.alloc = st.kept
 	}
 	o.wake()
+}
+
+// addReader registers a stream reader starting at c; it fails when the
+// output before c was already dropped. Remove it with dropReader.
+func (o *output) addReader(c cursor) (*cursor, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for s := range o.streams {
+		if end := o.streams[s].droppedEnd(); c[s] < end {
+			return nil, fmt.Errorf("%s before offset %d was released once the service stored it: %w",
+				streamName(s), end, errdefs.ErrFailedPrecondition)
+		}
+	}
+	rp := new(cursor)
+	*rp = c
+	o.readers[rp] = struct{}{}
+	return rp, nil
+}
+
+// droppedEnd is the offset where the kept blocks start.
+func (st *streamStore) droppedEnd() int64 {
+	if st.live == 0 {
+		return 0
+	}
+	return st.starts[st.live]
+}
+
+func streamName(s int) string {
+	if s == streamStderr {
+		return "stderr"
+	}
+	return "stdout"
+}
+
+// advance records that the reader rp no longer reads output before c.
+func (o *output) advance(rp *cursor, c cursor) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	*rp = c
+	o.reclaim()
+}
+
+func (o *output) dropReader(rp *cursor) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.readers, rp)
+	o.reclaim()
+}
+
+// release records that the output before c is stored elsewhere and may be
+// dropped once no reader needs it.
+func (o *output) release(c cursor) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for s := range o.streams {
+		o.released[s] = max(o.released[s], min(c[s], o.streams[s].kept))
+	}
+	o.reclaim()
+}
+
+// reclaim drops the whole blocks below the released offsets and below
+// every reader, keeping a few for reuse. Called with mu held.
+func (o *output) reclaim() {
+	for s := range o.streams {
+		low := o.released[s]
+		for rp := range o.readers {
+			low = min(low, rp[s])
+		}
+		st := &o.streams[s]
+		for st.live < len(st.blocks) && st.live+1 < len(st.starts) && st.starts[st.live+1] <= low {
+			b := st.blocks[st.live]
+			// Readers may hold the slice of blocks: clear the element,
+			// never reslice, so later readers see the block gone.
+			st.blocks[st.live] = nil
+			st.dropped += int64(len(b))
+			st.live++
+			if len(o.free) < maxFreeBlocks {
+				o.free = append(o.free, b)
+			}
+		}
+	}
 }
 
 // wake tells every watcher something changed. Called with mu held.
@@ -202,6 +310,14 @@ func (o *output) unwatch(ch chan struct{}) {
 	o.mu.Lock()
 	delete(o.watchers, ch)
 	o.mu.Unlock()
+}
+
+// resident returns the bytes of both streams' blocks not yet dropped.
+func (o *output) resident() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.streams[streamStdout].alloc - o.streams[streamStdout].dropped +
+		o.streams[streamStderr].alloc - o.streams[streamStderr].dropped
 }
 
 // counts returns produced bytes, kept bytes and truncation of both streams.

@@ -390,3 +390,86 @@ func TestLateReader(t *testing.T) {
 		w.Close()
 	}
 }
+
+// patterned is the byte at offset i of stream s in TestOutputRelease.
+func patterned(s int, i int64) byte { return byte(i*7 + i>>13 + int64(s)*101) }
+
+// TestOutputRelease checks that output the service stored is dropped once
+// no reader needs it, that its blocks carry new output without changing
+// what readers get, that a reader holds back what it has not read, and that
+// a stream cannot start below the dropped output.
+func TestOutputRelease(t *testing.T) {
+	t.Parallel()
+	const total = 96 << 20
+	o := newOutput(total, total)
+	live, err := o.addReader(cursor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	var written cursor
+	var c cursor
+	var maxResident int64
+	check := func(segs []segment) {
+		for _, g := range segs {
+			b := g.appendTo(nil)
+			for i, x := range b {
+				if want := patterned(g.stream, g.from+int64(i)); x != want {
+					t.Fatalf("stream %d offset %d: %d, want %d", g.stream, g.from+int64(i), x, want)
+				}
+			}
+		}
+	}
+	var late *cursor // a second reader, opened at 32 MiB, that reads nothing until the end
+	for written[0]+written[1] < total {
+		s := rng.IntN(2)
+		chunk := make([]byte, 1+rng.IntN(3<<20))
+		for i := range chunk {
+			chunk[i] = patterned(s, written[s]+int64(i))
+		}
+		put(t, o, s, chunk)
+		written[s] += int64(len(chunk))
+		for {
+			segs, nc := o.next(c, 1<<20, 4<<20, 64)
+			if len(segs) == 0 {
+				break
+			}
+			check(segs)
+			c = nc
+			o.advance(live, c)
+		}
+		o.release(c)
+		if late == nil && c[0] >= 32<<20 {
+			if late, err = o.addReader(c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		maxResident = max(maxResident, o.resident())
+	}
+	if late == nil {
+		t.Fatal("stdout never reached 32 MiB")
+	}
+	// The late reader kept its part: it reads everything after its start.
+	lc := *late
+	for {
+		segs, nc := o.next(lc, 1<<20, 4<<20, 64)
+		if len(segs) == 0 {
+			break
+		}
+		check(segs)
+		lc = nc
+	}
+	if lc != written {
+		t.Fatalf("late reader ended at %v, want %v", lc, written)
+	}
+	if _, err := o.addReader(cursor{}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("reader from 0 after release: %v, want failed precondition", err)
+	}
+	before := o.resident()
+	o.dropReader(late)
+	o.dropReader(live)
+	if after := o.resident(); after >= before || after > 2*maxBlock {
+		t.Errorf("resident %d bytes with the late reader, %d after it left; want far less", before, after)
+	}
+	t.Logf("%d MiB written, at most %d MiB resident", total>>20, maxResident>>20)
+}

@@ -16,6 +16,9 @@ import (
 
 var jobFilterRunning = store.JobFilter{States: []sandbox.JobState{sandbox.JobPending, sandbox.JobRunning}}
 
+// releaseEvery is how much newly stored output lets the agent drop its copy.
+const releaseEvery = 8 << 20
+
 // cancelGrace is how long a canceled job's processes get between SIGTERM
 // and SIGKILL.
 const cancelGrace = 2 * time.Second
@@ -110,12 +113,14 @@ func (s *Service) follow(sandboxID, jobID string) {
 	}
 	backoff := 100 * time.Millisecond
 	lastRecord := time.Now()
+	var released int64 // stdout+stderr bytes the agent was told it may drop
 	for {
 		so, se, exited := log.Offsets()
 		if exited {
 			s.recordExitFromLog(ctx, jobID, log)
 			return
 		}
+		var storeErr error // the service's own failure, not the agent's
 		err := s.agent(sandboxID).StreamJob(ctx, jobID, so, se, func(fr agentproto.Frame) error {
 			if fr.Type == agentproto.FrameExit {
 				// Record the final state before the exit event becomes
@@ -123,17 +128,27 @@ func (s *Service) follow(sandboxID, jobID string) {
 				// running after a reader saw the exit.
 				var x agentproto.ExitResult
 				if json.Unmarshal(fr.Payload, &x) == nil {
-					if err := s.recordExit(ctx, jobID, x); err != nil {
-						return err
+					if storeErr = s.recordExit(ctx, jobID, x); storeErr != nil {
+						return storeErr
 					}
 				}
 			}
-			if err := log.Append(fr); err != nil {
-				return err
+			if storeErr = log.Append(fr); storeErr != nil {
+				return storeErr
 			}
 			if time.Since(lastRecord) > time.Second {
 				lastRecord = time.Now()
 				s.recordProgress(ctx, jobID, log)
+			}
+			// What the log holds, the agent need not keep: telling it lets
+			// it reuse that memory for the job's next output.
+			if so, se, _ := log.Offsets(); so+se-released >= releaseEvery {
+				released = so + se
+				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				if err := s.agent(sandboxID).ReleaseJob(rctx, jobID, so, se); err != nil {
+					s.log.Debug("releasing stored job output", "job", jobID, "err", err)
+				}
+				cancel()
 			}
 			return nil
 		})
@@ -146,6 +161,10 @@ func (s *Service) follow(sandboxID, jobID string) {
 		}
 		if errors.Is(err, errdefs.ErrNotFound) {
 			_ = s.finishJob(ctx, jobID, lostExit("the agent no longer knows the job"))
+			return
+		}
+		if storeErr == nil && errors.Is(err, errdefs.ErrFailedPrecondition) {
+			_ = s.finishJob(ctx, jobID, lostExit("the agent dropped output the job log does not hold: "+err.Error()))
 			return
 		}
 		sb, gerr := s.store.GetSandbox(ctx, "", sandboxID)

@@ -196,6 +196,9 @@ func decodeError(method, path string, resp *http.Response) error {
 		class = errdefs.ErrNotFound
 	case http.StatusConflict:
 		class = errdefs.ErrConflict
+		if e.Code == errdefs.Code(errdefs.ErrFailedPrecondition) {
+			class = errdefs.ErrFailedPrecondition
+		}
 	case http.StatusTooManyRequests:
 		class = errdefs.ErrResourceExhausted
 	case http.StatusServiceUnavailable:

@@ -75,6 +75,19 @@ func (c *Client) CancelJob(ctx context.Context, id string, grace time.Duration) 
 	return c.do(ctx, http.MethodPost, jobPath(id, "cancel"), body, nil)
 }
 
+// ReleaseJob tells the agent that the caller has stored the job's output
+// before the given offsets, so the agent may drop it and reuse its memory.
+// Streams asked from below those offsets fail afterwards with
+// errdefs.ErrFailedPrecondition.
+func (c *Client) ReleaseJob(ctx context.Context, id string, stdoutOff, stderrOff int64) error {
+	return c.do(ctx, http.MethodPost, jobPath(id, "release")+offsetQuery(stdoutOff, stderrOff), nil, nil)
+}
+
+func offsetQuery(stdoutOff, stderrOff int64) string {
+	return "?" + agentproto.StreamStdoutQ + "=" + strconv.FormatInt(stdoutOff, 10) +
+		"&" + agentproto.StreamStderrQ + "=" + strconv.FormatInt(stderrOff, 10)
+}
+
 // ForgetJob drops a finished job and its kept output from the agent;
 // errdefs.ErrConflict while it still runs, errdefs.ErrNotFound if unknown.
 func (c *Client) ForgetJob(ctx context.Context, id string) error {
@@ -95,8 +108,7 @@ func (c *Client) ForgetJob(ctx context.Context, id string) error {
 // The Frame's Payload is only valid during the call to fn: it is reused for
 // the next frame, so fn must copy what it keeps.
 func (c *Client) StreamJob(ctx context.Context, jobID string, stdoutOff, stderrOff int64, fn func(agentproto.Frame) error) error {
-	path := jobPath(jobID, "stream") + "?" + agentproto.StreamStdoutQ + "=" + strconv.FormatInt(stdoutOff, 10) +
-		"&" + agentproto.StreamStderrQ + "=" + strconv.FormatInt(stderrOff, 10)
+	path := jobPath(jobID, "stream") + offsetQuery(stdoutOff, stderrOff)
 	resp, err := c.send(ctx, http.MethodGet, path, nil)
 	if err != nil {
 		return err

@@ -9,13 +9,18 @@ import (
 
 // Paths for background jobs. {id} is the service's job id.
 const (
-	PathJobs       = "/v1/jobs"             // POST: start (JobStartRequest → JobInfo); GET: list ([]JobInfo)
-	PathJob        = "/v1/jobs/{id}"        // GET: JobInfo; DELETE: forget a finished job
-	PathJobStream  = "/v1/jobs/{id}/stream" // GET ?stdout=N&stderr=M: frames from those offsets, live, then an exit frame
-	PathJobCancel  = "/v1/jobs/{id}/cancel" // POST JobCancelRequest: kill the whole process tree
-	PathJobStdin   = "/v1/jobs/{id}/stdin"  // POST body: bytes appended to the job's stdin (later)
-	StreamStdoutQ  = "stdout"               // query parameter: stdout offset to resume from
-	StreamStderrQ  = "stderr"               // query parameter: stderr offset to resume from
+	PathJobs      = "/v1/jobs"             // POST: start (JobStartRequest → JobInfo); GET: list ([]JobInfo)
+	PathJob       = "/v1/jobs/{id}"        // GET: JobInfo; DELETE: forget a finished job
+	PathJobStream = "/v1/jobs/{id}/stream" // GET ?stdout=N&stderr=M: frames from those offsets, live, then an exit frame
+	PathJobCancel = "/v1/jobs/{id}/cancel" // POST JobCancelRequest: kill the whole process tree
+	// PathJobRelease: POST ?stdout=N&stderr=M: the caller has stored the
+	// output before those offsets, so the agent may drop it (answer 204). A
+	// stream asked from below a dropped offset then fails with 409
+	// (failed_precondition).
+	PathJobRelease = "/v1/jobs/{id}/release"
+	PathJobStdin   = "/v1/jobs/{id}/stdin" // POST body: bytes appended to the job's stdin (later)
+	StreamStdoutQ  = "stdout"              // query parameter: stdout offset to resume from
+	StreamStderrQ  = "stderr"              // query parameter: stderr offset to resume from
 	ContentTypeRaw = "application/x-genesis-frames"
 )
 
