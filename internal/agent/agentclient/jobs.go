@@ -1,7 +1,6 @@
 package agentclient
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,8 +17,37 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 )
 
-// streamReadBuffer is the read buffer of a job stream.
-const streamReadBuffer = 256 << 10
+// frameReader reads a job stream's body. Reads of at least
+// directReadSize bytes (frame payloads) bypass its buffer; smaller ones
+// (headers, small payloads) are served from a buffered chunk of the body.
+type frameReader struct {
+	body io.Reader
+	buf  [directReadSize]byte
+	r, w int
+}
+
+// directReadSize is the read size from which frameReader copies straight
+// into the caller's buffer.
+const directReadSize = 32 << 10
+
+func (f *frameReader) Read(p []byte) (int, error) {
+	if f.r < f.w {
+		n := copy(p, f.buf[f.r:f.w])
+		f.r += n
+		return n, nil
+	}
+	if len(p) >= directReadSize {
+		return f.body.Read(p)
+	}
+	n, err := f.body.Read(f.buf[:])
+	f.r, f.w = 0, n
+	m := copy(p, f.buf[:n])
+	f.r = m
+	if m < n {
+		err = nil // the rest is delivered first; the error comes again
+	}
+	return m, err
+}
 
 func jobPath(id, action string) string {
 	p := strings.Replace(agentproto.PathJob, "{id}", url.PathEscape(id), 1)
@@ -117,7 +145,11 @@ func (c *Client) StreamJob(ctx context.Context, jobID string, stdoutOff, stderrO
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != agentproto.ContentTypeRaw {
 		return fmt.Errorf("agentclient: GET %s: answer of type %q, want %s: %w", path, mt, agentproto.ContentTypeRaw, errdefs.ErrInternal)
 	}
-	r := bufio.NewReaderSize(resp.Body, streamReadBuffer)
+	// Frames are read straight from the body: a frame's payload is copied
+	// once, from the connection's buffers into buf. Small frames go through
+	// a small buffer, so a trickle of output does not cost a read per
+	// header.
+	r := &frameReader{body: resp.Body}
 	var buf []byte
 	for {
 		fr, b, err := agentproto.ReadFrame(r, buf)
