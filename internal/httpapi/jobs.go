@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -239,7 +238,7 @@ func (sw *sseWriter) output(id, name string, offset int64, payload []byte) error
 	sw.buf = append(sw.buf, "\ndata: {\"offset\":"...)
 	sw.buf = strconv.AppendInt(sw.buf, offset, 10)
 	sw.buf = append(sw.buf, `,"data":"`...)
-	sw.buf = base64.StdEncoding.AppendEncode(sw.buf, payload)
+	sw.buf = appendBase64(sw.buf, payload)
 	sw.buf = append(sw.buf, "\"}\n\n"...)
 	if len(sw.buf) >= 256<<10 {
 		return sw.flush()

@@ -1,0 +1,46 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"sync"
+)
+
+// base64Pairs maps 12 bits to their two characters of the standard base64
+// alphabet, little endian (first character in the low byte).
+var base64Pairs = sync.OnceValue(func() *[1 << 12]uint16 {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	var t [1 << 12]uint16
+	for i := range t {
+		t[i] = uint16(alphabet[i>>6]) | uint16(alphabet[i&0x3F])<<8
+	}
+	return &t
+})
+
+// appendBase64 appends the standard (padded) base64 encoding of src to
+// dst, exactly as base64.StdEncoding.AppendEncode does, about twice as
+// fast: six input bytes become eight characters with four table lookups
+// and one store. Job output in SSE events is most of what the service
+// encodes.
+func appendBase64(dst, src []byte) []byte {
+	n := base64.StdEncoding.EncodedLen(len(src))
+	start := len(dst)
+	if cap(dst)-start < n {
+		grown := make([]byte, start, start+n+(start+n)/4)
+		copy(grown, dst)
+		dst = grown
+	}
+	dst = dst[:start+n]
+	out := dst[start:]
+	t := base64Pairs()
+	si, di := 0, 0
+	// Each step reads 8 bytes and encodes the first 6 of them.
+	for ; si+8 <= len(src); si, di = si+6, di+8 {
+		v := binary.BigEndian.Uint64(src[si:])
+		w := uint64(t[v>>52&0xFFF]) | uint64(t[v>>40&0xFFF])<<16 |
+			uint64(t[v>>28&0xFFF])<<32 | uint64(t[v>>16&0xFFF])<<48
+		binary.LittleEndian.PutUint64(out[di:], w)
+	}
+	base64.StdEncoding.Encode(out[di:], src[si:])
+	return dst
+}
