@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -47,6 +48,51 @@ type Log struct {
 	exit    []byte        // payload of the exit frame, once appended
 	changed chan struct{} // closed and replaced on every append
 	wbuf    []byte        // encoding buffer of Append, reused
+	// index holds frame starts, one at least every indexEvery bytes of
+	// log, in order: a cursor is checked from the nearest one below it.
+	index []int64
+}
+
+// indexEvery is the spacing of the sparse frame index.
+const indexEvery = 256 << 10
+
+// noteFrame adds the frame starting at off to the sparse index.
+func (l *Log) noteFrame(off int64) {
+	last := int64(0)
+	if n := len(l.index); n > 0 {
+		last = l.index[n-1]
+	}
+	if off-last >= indexEvery {
+		l.index = append(l.index, off)
+	}
+}
+
+// headerReader reads frame headers at arbitrary offsets of a log file
+// through a window, so runs of small frames cost one read per window and a
+// large frame's payload is skipped, not read.
+type headerReader struct {
+	f          *os.File
+	end        int64
+	win        []byte
+	start, got int64 // the window holds [start, start+got)
+}
+
+// header returns the header of the frame at off.
+func (h *headerReader) header(off int64) ([]byte, error) {
+	if off < h.start || off+agentproto.FrameHeaderSize > h.start+h.got {
+		if h.win == nil {
+			h.win = make([]byte, 64<<10)
+		}
+		n := min(int64(len(h.win)), h.end-off)
+		if n < agentproto.FrameHeaderSize {
+			return nil, io.ErrUnexpectedEOF
+		}
+		if _, err := h.f.ReadAt(h.win[:n], off); err != nil {
+			return nil, err
+		}
+		h.start, h.got = off, n
+	}
+	return h.win[off-h.start : off-h.start+agentproto.FrameHeaderSize], nil
 }
 
 // maxKeptWriteBuffer bounds the encoding buffer a log keeps between appends.
@@ -165,19 +211,21 @@ func (l *Log) scan(f *os.File) (int64, error) {
 		return 0, fmt.Errorf("joblog: %w", err)
 	}
 	end := info.Size()
+	hr := &headerReader{f: f, end: end}
 	var off int64
-	var h [agentproto.FrameHeaderSize]byte
 	for off < end {
 		if end-off < agentproto.FrameHeaderSize {
 			break
 		}
-		if _, err := f.ReadAt(h[:], off); err != nil {
+		h, err := hr.header(off)
+		if err != nil {
 			return 0, fmt.Errorf("joblog: reading %s: %w", l.path, err)
 		}
-		t, n, so, err := agentproto.ParseFrameHeader(h[:])
+		t, n, so, err := agentproto.ParseFrameHeader(h)
 		if err != nil || off+agentproto.FrameHeaderSize+int64(n) > end {
 			break
 		}
+		l.noteFrame(off)
 		fr := agentproto.Frame{Type: t, Offset: so}
 		if t == agentproto.FrameExit {
 			fr.Payload = make([]byte, n)
@@ -268,6 +316,7 @@ func (l *Log) Append(frames ...agentproto.Frame) error {
 			}
 			fr = agentproto.Frame{Type: fr.Type, Offset: *next, Payload: fr.Payload[skip:]}
 		}
+		l.noteFrame(l.size + int64(len(b)))
 		b = agentproto.AppendFrame(b, fr)
 		l.apply(fr)
 	}
@@ -308,19 +357,29 @@ func (l *Log) ValidCursor(cursor int64) (bool, error) {
 	if cursor == 0 || cursor >= size {
 		return true, nil // at or beyond the end: the reader waits (follow) or ends
 	}
+	l.mu.Lock()
+	i, _ := slices.BinarySearch(l.index, cursor+1)
+	var off int64
+	if i > 0 {
+		off = l.index[i-1] // the nearest indexed frame at or below cursor
+	}
+	l.mu.Unlock()
 	f, err := os.Open(l.path)
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
-	var off int64
-	var h [agentproto.FrameHeaderSize]byte
+	hr := &headerReader{f: f, end: size}
 	for off < cursor {
-		if _, err := f.ReadAt(h[:], off); err != nil {
+		h, err := hr.header(off)
+		if err != nil {
 			return false, err
 		}
-		n := int64(h[4])<<24 | int64(h[5])<<16 | int64(h[6])<<8 | int64(h[7])
-		off += agentproto.FrameHeaderSize + n
+		_, n, _, err := agentproto.ParseFrameHeader(h)
+		if err != nil {
+			return false, err
+		}
+		off += agentproto.FrameHeaderSize + int64(n)
 	}
 	return off == cursor, nil
 }

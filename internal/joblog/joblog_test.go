@@ -285,3 +285,58 @@ func TestExitPayloadKeptAndRecovered(t *testing.T) {
 		t.Fatalf("exit payload after reopen %q", l2.ExitPayload())
 	}
 }
+
+// TestValidCursorWithIndex checks every event id of a log of many small and
+// some large frames, and the positions next to them, on the live log and on
+// a read-only view that rebuilt its index from the file.
+func TestValidCursorWithIndex(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Get("job_idx", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	var next [2]int64
+	for i := 0; i < 12000; i++ {
+		st := rng.IntN(2)
+		n := 1 + rng.IntN(200)
+		if i%1000 == 999 {
+			n = 300 << 10 // now and then a frame larger than the index spacing
+		}
+		fr := agentproto.Frame{Type: agentproto.FrameStdout + agentproto.FrameType(st), Offset: next[st], Payload: make([]byte, n)}
+		if err := l.Append(fr); err != nil {
+			t.Fatal(err)
+		}
+		next[st] += int64(n)
+	}
+	if err := l.Append(exitFrame(t, 0)); err != nil {
+		t.Fatal(err)
+	}
+	_, _, cursors, _ := collect(t, l, 0)
+	s.Release("job_idx")
+	view, err := s.View("job_idx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.index) < 10 || len(view.index) != len(l.index) {
+		t.Fatalf("index of %d entries live, %d in the view", len(l.index), len(view.index))
+	}
+	for _, lg := range []*Log{l, view} {
+		for i, c := range cursors {
+			if i%7 != 0 && i < len(cursors)-3 {
+				continue
+			}
+			for _, d := range []int64{-1, 0, 1} {
+				ok, err := lg.ValidCursor(c + d)
+				want := d == 0 || c+d >= lg.Size()
+				if err != nil || ok != want {
+					t.Fatalf("ValidCursor(%d) = %v, %v; want %v", c+d, ok, err, want)
+				}
+			}
+		}
+	}
+}
