@@ -420,6 +420,21 @@ func TestOutputRelease(t *testing.T) {
 			}
 		}
 	}
+	// drain reads and checks everything pending after c, advancing the
+	// registered reader rp (if any) as it goes.
+	drain := func(c cursor, rp *cursor) cursor {
+		for {
+			segs, nc := o.next(c, 1<<20, 4<<20, 64)
+			if len(segs) == 0 {
+				return c
+			}
+			check(segs)
+			c = nc
+			if rp != nil {
+				o.advance(rp, c)
+			}
+		}
+	}
 	var late *cursor // a second reader, opened at 32 MiB, that reads nothing until the end
 	for written[0]+written[1] < total {
 		s := rng.IntN(2)
@@ -429,15 +444,7 @@ func TestOutputRelease(t *testing.T) {
 		}
 		put(t, o, s, chunk)
 		written[s] += int64(len(chunk))
-		for {
-			segs, nc := o.next(c, 1<<20, 4<<20, 64)
-			if len(segs) == 0 {
-				break
-			}
-			check(segs)
-			c = nc
-			o.advance(live, c)
-		}
+		c = drain(c, live)
 		o.release(c)
 		if late == nil && c[0] >= 32<<20 {
 			if late, err = o.addReader(c); err != nil {
@@ -450,16 +457,7 @@ func TestOutputRelease(t *testing.T) {
 		t.Fatal("stdout never reached 32 MiB")
 	}
 	// The late reader kept its part: it reads everything after its start.
-	lc := *late
-	for {
-		segs, nc := o.next(lc, 1<<20, 4<<20, 64)
-		if len(segs) == 0 {
-			break
-		}
-		check(segs)
-		lc = nc
-	}
-	if lc != written {
+	if lc := drain(*late, nil); lc != written {
 		t.Fatalf("late reader ended at %v, want %v", lc, written)
 	}
 	if _, err := o.addReader(cursor{}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
