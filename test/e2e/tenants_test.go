@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -49,6 +51,10 @@ var foreignBodies = map[string]string{
 	"GET /v1/jobs/{id}/logs":                "",
 	"GET /v1/sessions/{id}":                 "",
 	"GET /v1/contexts/{id}":                 "",
+	"POST /v1/sandboxes/{id}/files":         multipartMarker,
+	"GET /v1/leases/{id}":                   "",
+	"POST /v1/leases/{id}/renew":            `{"ttl_seconds":600}`,
+	"DELETE /v1/leases/{id}":                "",
 	"GET /v1/sandboxes/{id}/network":        "",
 	"PUT /v1/sandboxes/{id}/network":        `{"mode":"none"}`,
 	"GET /v1/sandboxes/{id}/network/events": "",
@@ -56,6 +62,9 @@ var foreignBodies = map[string]string{
 	"GET /v1/artifacts/{id}":                "",
 	"GET /v1/artifacts/{id}/meta":           "",
 }
+
+// multipartMarker stands for a multipart/form-data upload of one file.
+const multipartMarker = "\x00multipart"
 
 // documentedRoutes lists "METHOD /path" of every operation in
 // api/openapi.yaml (the contract test ties it to the served routes).
@@ -128,20 +137,31 @@ func TestCrossTenantIsolation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			ttl := int64(300)
+			lease, err := owner.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: "code-python-basic", Runtime: rt, RiskLevel: "low", TTLSeconds: &ttl})
+			if err != nil {
+				t.Fatalf("lease: %v", err)
+			}
+			defer func() {
+				if err := owner.ReleaseLease(context.WithoutCancel(ctx), lease.LeaseID); err != nil {
+					t.Errorf("releasing the lease: %v", err)
+				}
+			}()
 			ids := map[string][2]string{ // prefix → owner's id, an id nobody has
 				"/v1/sandboxes/": {sb.ID, "sbx_00000000000000000000"},
 				"/v1/jobs/":      {job.ID, "job_00000000000000000000"},
 				"/v1/sessions/":  {ses.ID, "ses_00000000000000000000"},
 				"/v1/contexts/":  {cx.ID, "ctx_00000000000000000000"},
 				"/v1/artifacts/": {arts.Items[0].ID, "art_00000000000000000000"},
+				"/v1/leases/":    {lease.LeaseID, "lse_00000000000000000000"},
 			}
 			before, _ := owner.GetSandbox(ctx, sb.ID)
 
 			walked := 0
 			for _, route := range routes {
 				method, path, _ := strings.Cut(route, " ")
-				if !strings.Contains(path, "{") || strings.HasPrefix(path, "/v1/tenants") {
-					continue // collections and the admin API (403 for tenant keys, tested in httpapi)
+				if !strings.Contains(path, "{") || strings.HasPrefix(path, "/v1/tenants") || strings.HasPrefix(path, "/v1/pools/") {
+					continue // collections, the admin API (403 for tenant keys, tested in httpapi) and service-wide pools
 				}
 				var pair [2]string
 				for prefix, p := range ids {
@@ -196,6 +216,9 @@ func TestCrossTenantIsolation(t *testing.T) {
 			}
 			if c, err := owner.GetContext(ctx, cx.ID); err != nil || c.State != "active" || c.Runs != 0 {
 				t.Errorf("context after the walk: %+v %v", c, err)
+			}
+			if l, err := owner.GetLease(ctx, lease.LeaseID); err != nil || l.State != "active" || l.ResourceVersion != lease.ResourceVersion {
+				t.Errorf("lease after the walk: %+v %v (before: version %s)", l, err, lease.ResourceVersion)
 			}
 			if _, err := owner.CancelJob(ctx, job.ID); err != nil {
 				t.Errorf("owner's cancel: %v", err)
@@ -257,7 +280,20 @@ func callRaw(t *testing.T, s *service, key, method, path, body string) rawAnswer
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	var rd io.Reader
-	if body != "" {
+	contentType := ""
+	switch body {
+	case "":
+	case multipartMarker:
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		fw, err := mw.CreateFormFile("file", "pwned.txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = fw.Write([]byte("pwned"))
+		_ = mw.Close()
+		rd, contentType = &buf, mw.FormDataContentType()
+	default:
 		rd = strings.NewReader(body)
 	}
 	sep := "?"
@@ -269,6 +305,9 @@ func callRaw(t *testing.T, s *service, key, method, path, body string) rawAnswer
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+key)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
 	if strings.HasSuffix(path, "/terminal") {
 		for k, v := range map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="} {
 			req.Header.Set(k, v)
