@@ -362,6 +362,16 @@ func testAllowlist(t *testing.T, e *env, c *client.Client, in *internet, rt stri
 		"allowed_ip":    "!",                            // still no direct route
 	})
 
+	// The CLI shows the same policy and the events.
+	e.mu.Lock()
+	svc := e.current
+	e.mu.Unlock()
+	var shown client.SandboxNetwork
+	if r := svc.cli(t, "net", "get", sb.ID, "-o", "json"); json.Unmarshal([]byte(r.stdout), &shown) != nil ||
+		shown.ResourceVersion != n2.ResourceVersion || len(shown.Policy.Allow) != 3 || shown.Status != "active" {
+		t.Errorf("genesis net get = %q", r.stdout)
+	}
+
 	// Refused changes leave the policy as it is.
 	if _, err := c.SetNetwork(ctx, sb.ID, client.NetworkPolicy{Mode: client.NetworkAllowlist, Allow: []client.NetworkRule{{Host: "x.test"}}}, n.ResourceVersion); !isStatus(err, 412, "") {
 		t.Errorf("stale If-Match: %v; want 412", err)
