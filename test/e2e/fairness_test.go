@@ -16,16 +16,18 @@ import (
 )
 
 // Fair queueing against the real service: the host capacity is 4
-// sandboxes, tenant "flood" keeps ten times as many create requests
-// outstanding as tenant "calm", and every granted sandbox runs one command
-// and is deleted again. The grants, in the order the service made them,
-// must split evenly between the two tenants (within 10%), under runc and
-// runsc.
+// sandboxes, tenant "flood" keeps ten times as many requests outstanding as
+// tenant "calm" (half of each tenant's clients create sandboxes, half take
+// leases), and every granted sandbox runs one command and is deleted or
+// released again. The grants, in the order the service made them, must
+// split evenly between the two tenants (within 10%), under runc and runsc.
 func TestFairQueueingUnderExhaustedCapacity(t *testing.T) {
 	t.Parallel()
 	const capacity = 4
 	floodKey, calmKey := "e2e_flood_"+randomHex(t, 12), "e2e_calm_"+randomHex(t, 12)
-	e := newEnv(t, fmt.Sprintf("capacity: {sandboxes: %d}\ntenants: {flood: {api_keys: [%q]}, calm: {api_keys: [%q]}}\n",
+	// The run takes minutes on a loaded machine: no capability re-probe in
+	// between (its smoke runs can time out under such load).
+	e := newEnv(t, fmt.Sprintf("capacity: {sandboxes: %d}\nintervals: {probe: 1h}\ntenants: {flood: {api_keys: [%q]}, calm: {api_keys: [%q]}}\n",
 		capacity, floodKey, calmKey))
 	e.requireImage(t, "tool-basic")
 	svc := e.start(t)
@@ -68,16 +70,14 @@ func runFairness(t *testing.T, svc *service, runtime string, capacity int, tenan
 	}
 	start := time.Now()
 	for _, tn := range tenants {
-		for range tn.outstanding {
+		for i := range tn.outstanding {
+			leases := i%2 == 1
 			wg.Go(func() {
 				for ctx.Err() == nil {
-					sb, err := tn.c.CreateSandbox(ctx, client.CreateSandboxRequest{
-						Profile: "tool-basic", Runtime: runtime, WaitSeconds: 300,
-						Metadata: map[string]string{"run": run},
-					}, "")
+					id, giveBack, err := acquireForFairness(ctx, tn.c, leases, runtime, run)
 					if err != nil {
 						if ctx.Err() == nil {
-							fail("%s: create: %v", tn.name, err)
+							fail("%s: %v", tn.name, err)
 						}
 						return
 					}
@@ -86,12 +86,12 @@ func runFairness(t *testing.T, svc *service, runtime string, capacity int, tenan
 					}
 					// Hold the sandbox for one command, then give it back.
 					cctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-					res, err := tn.c.Exec(cctx, sb.ID, client.ExecRequest{Command: []string{"echo", tn.name}})
+					res, err := tn.c.Exec(cctx, id, client.ExecRequest{Command: []string{"echo", tn.name}})
 					if err != nil || strings.TrimSpace(res.Stdout) != tn.name {
-						fail("%s: exec in %s: %v %+v", tn.name, sb.ID, err, res)
+						fail("%s: exec in %s: %v %+v", tn.name, id, err, res)
 					}
-					if err := tn.c.DeleteSandbox(cctx, sb.ID); err != nil {
-						fail("%s: delete %s: %v", tn.name, sb.ID, err)
+					if err := giveBack(cctx); err != nil {
+						fail("%s: giving %s back: %v", tn.name, id, err)
 					}
 					cancel()
 				}
@@ -168,6 +168,24 @@ func runFairness(t *testing.T, svc *service, runtime string, capacity int, tenan
 		strings.Contains(m, `genesis_admission_waits_total{tenant="calm"} 0`+"\n") {
 		t.Errorf("the calm tenant never waited: capacity was not exhausted\n%s", admissionLines(m))
 	}
+}
+
+// acquireForFairness gets a sandbox for run by a create or by a lease,
+// waiting for capacity, and returns its id and how to give it back.
+func acquireForFairness(ctx context.Context, c *client.Client, lease bool, runtime, run string) (string, func(context.Context) error, error) {
+	md := map[string]string{"run": run}
+	if lease {
+		l, err := c.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: "tool-basic", Runtime: runtime, WaitSeconds: 300, Metadata: md})
+		if err != nil {
+			return "", nil, fmt.Errorf("lease: %w", err)
+		}
+		return l.SandboxID, func(ctx context.Context) error { return c.ReleaseLease(ctx, l.LeaseID) }, nil
+	}
+	sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "tool-basic", Runtime: runtime, WaitSeconds: 300, Metadata: md}, "")
+	if err != nil {
+		return "", nil, fmt.Errorf("create: %w", err)
+	}
+	return sb.ID, func(ctx context.Context) error { return c.DeleteSandbox(ctx, sb.ID) }, nil
 }
 
 func outstandingOf(tenants []fairTenant) string {
