@@ -117,7 +117,7 @@ func apiRoutes() []apiRoute {
 		{"post", "/v1/leases/{id}/renew", []string{"200", "400", "401", "404", "409"}},
 		{"delete", "/v1/leases/{id}", []string{"204", "401", "404", "409"}},
 		{"get", "/v1/pools", []string{"200", "401"}},
-		{"post", "/v1/pools/{name}/drain", []string{"200", "401", "404"}},
+		{"post", "/v1/pools/{name}/drain", []string{"200", "401", "403", "404"}},
 	}
 }
 

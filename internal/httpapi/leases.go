@@ -17,7 +17,8 @@ func (s *Server) leaseRoutes() {
 	s.handle("POST", "/v1/leases/{id}/renew", true, s.renewLease)
 	s.handle("DELETE", "/v1/leases/{id}", true, s.releaseLease)
 	s.handle("GET", "/v1/pools", true, s.listPools)
-	s.handle("POST", "/v1/pools/{name}/drain", true, s.drainPool)
+	// Draining takes capacity away from every tenant: an operator action.
+	s.handle("POST", "/v1/pools/{name}/drain", true, s.adminOnly(s.drainPool))
 }
 
 func leaseWire(l *sandbox.Lease) client.Lease {
