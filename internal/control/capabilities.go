@@ -42,8 +42,9 @@ func (s *Service) RefreshProbe(ctx context.Context) driver.ProbeResult {
 // create because of one would turn load into an outage.
 const probeBlips = 2
 
-// keepThroughBlips reports a runtime that was healthy in prev as still
-// healthy in res while its run of failed probes (counted in fails, which it
+// keepThroughBlips reports a runtime that was healthy in prev and whose
+// smoke run in res only missed its deadline as still healthy while its run
+// of such failed probes (counted in fails, which it
 // returns updated) is at most probeBlips long. The failure stays visible in
 // the runtime's error.
 func keepThroughBlips(res *driver.ProbeResult, prev driver.ProbeResult, fails map[string]int) map[string]int {
@@ -54,7 +55,7 @@ func keepThroughBlips(res *driver.ProbeResult, prev driver.ProbeResult, fails ma
 	next := map[string]int{}
 	for i := range res.Runtimes {
 		r := &res.Runtimes[i]
-		if r.Healthy || !was[r.Name] {
+		if r.Healthy || !r.TimedOut || !was[r.Name] {
 			continue
 		}
 		n := fails[r.Name] + 1

@@ -16,6 +16,7 @@ func probeOf(healthy ...bool) driver.ProbeResult {
 			res.Healthy = true
 		} else {
 			res.Runtimes[i].Error = "smoke run: deadline exceeded"
+			res.Runtimes[i].TimedOut = true
 		}
 	}
 	if !res.Healthy {
@@ -46,6 +47,13 @@ func TestProbeToleratesBlipsOfHealthyRuntimes(t *testing.T) {
 	keepThroughBlips(&res, prev, fails)
 	if res.Runtimes[0].Healthy || res.Runtimes[1].Healthy != true {
 		t.Fatalf("got %+v; want runc unhealthy (it failed before) and runsc kept (it passed before)", res)
+	}
+	// A failure that is not a missed deadline counts at once.
+	res = probeOf(true, false)
+	res.Runtimes[1].TimedOut = false
+	keepThroughBlips(&res, probeOf(true, true), nil)
+	if res.Runtimes[1].Healthy {
+		t.Fatalf("a runtime error (not a timeout) was tolerated: %+v", res)
 	}
 	res = probeOf(true, true)
 	if got := keepThroughBlips(&res, prev, fails); len(got) != 0 {

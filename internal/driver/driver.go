@@ -132,6 +132,9 @@ type RuntimeInfo struct {
 	Error     string    `json:"error,omitempty"`
 	SmokeMS   int64     `json:"smoke_ms,omitempty"`
 	CheckedAt time.Time `json:"checked_at"`
+	// TimedOut says the smoke run failed only by missing its deadline
+	// (a busy host), not by an error of the runtime.
+	TimedOut bool `json:"-"`
 }
 
 // Feature is an optional capability found by the probe.

@@ -146,7 +146,7 @@ func TestQuotaConcurrentCreates(t *testing.T) {
 		quotas string
 	}{
 		{"max_sandboxes", `{"max_sandboxes":2,"max_cpu":0,"max_memory_mb":0,"max_leases":0}`},
-		{"max_cpu", `{"max_sandboxes":0,"max_cpu":1,"max_memory_mb":0,"max_leases":0}`},        // 0.5 CPU each
+		{"max_cpu", `{"max_sandboxes":0,"max_cpu":1,"max_memory_mb":0,"max_leases":0}`},         // 0.5 CPU each
 		{"max_memory_mb", `{"max_sandboxes":0,"max_cpu":0,"max_memory_mb":600,"max_leases":0}`}, // 256 MB each
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -196,6 +196,7 @@ func (d *Driver) smoke(ctx context.Context, ri *driver.RuntimeInfo) {
 	})
 	if err != nil {
 		ri.Error = err.Error()
+		ri.TimedOut = ctx.Err() != nil
 		return
 	}
 	defer func() {
@@ -207,11 +208,13 @@ func (d *Driver) smoke(ctx context.Context, ri *driver.RuntimeInfo) {
 	}()
 	if err := d.Start(ctx, id); err != nil {
 		ri.Error = err.Error()
+		ri.TimedOut = ctx.Err() != nil
 		return
 	}
 	code, err := d.Wait(ctx, id)
 	if err != nil {
 		ri.Error = err.Error()
+		ri.TimedOut = ctx.Err() != nil
 		return
 	}
 	stdout, stderr, err := d.Logs(ctx, id)
