@@ -85,10 +85,15 @@ func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	if defRisk == "" {
 		defRisk = s.cfg.DefaultRiskLevel
 	}
+	// The stored tenant (from the configuration or the API) sets the floor.
+	tn, err := s.tenantRecord(ctx, in.Tenant)
+	if err != nil {
+		return nil, err
+	}
 	dec, err := policy.Select(
 		policy.RuntimeRequest{RiskLevel: risk, Runtime: sandbox.Runtime(in.Runtime)},
 		policy.ProfileRuntimes{Name: p.Name, AllowedRuntimes: p.AllowedRuntimes, DefaultRiskLevel: defRisk},
-		policy.TenantPolicy{MinRiskLevel: s.cfg.Tenants[in.Tenant].MinRiskLevel},
+		policy.TenantPolicy{MinRiskLevel: tn.MinRiskLevel},
 		s.Probe(ctx).HealthyRuntimes(),
 	)
 	if err != nil {
@@ -121,19 +126,21 @@ func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	if err := s.checkQuota(ctx, in.Tenant, res, true); err != nil {
 		return nil, err
 	}
-	// Cold: the create waits for host capacity in the tenant's fair queue.
-	// The disk quota stays as asked (0: the profile default, dropped where
-	// quotas cannot be enforced; asked for: refused there).
+	// Cold: the create waits for host capacity in the tenant's fair queue
+	// and selects the runtime from the caller's request itself. The disk
+	// quota stays as asked (0: the profile default, dropped where quotas
+	// cannot be enforced; asked for: refused there).
 	coldRes := res
 	coldRes.DiskMB = in.Resources.DiskMB
 	sb, err := s.CreateSandbox(ctx, CreateSandboxInput{
-		Tenant: in.Tenant, Profile: p.Name, Runtime: string(dec.Runtime), RiskLevel: string(dec.RiskLevel),
+		Tenant: in.Tenant, Profile: p.Name, Runtime: in.Runtime, RiskLevel: in.RiskLevel,
 		Resources: coldRes, Env: in.Env, Metadata: in.Metadata, TTLSeconds: ttl, WaitSeconds: in.WaitSeconds,
 	})
 	if err != nil {
 		return nil, err
 	}
 	claim.SandboxID, claim.Env, claim.Metadata = sb.ID, nil, nil // set at create
+	claim.Runtime, claim.RiskLevel, claim.Lease.Runtime = sb.Runtime, sb.RiskLevel, sb.Runtime
 	claim.Now = s.now()
 	l, leased, err := s.store.ClaimSandbox(ctx, claim)
 	if err != nil {
