@@ -64,6 +64,11 @@ func (s *Store) ClaimSandbox(ctx context.Context, c store.Claim) (*sandbox.Lease
 		if tag.RowsAffected() != 1 {
 			return fmt.Errorf("claim sandbox %s: record changed during the claim: %w", id, errdefs.ErrConflict)
 		}
+		// A pool member's network record changes hands with it.
+		if _, err := tx.Exec(ctx, `UPDATE sandbox_networks SET tenant = $1, doc = jsonb_set(doc, '{tenant}', to_jsonb($1::text))
+			WHERE sandbox_id = $2`, next.Tenant, id); err != nil {
+			return dbError(ctx, "claim network of sandbox "+id, err)
+		}
 		l = store.CloneLease(c.Lease)
 		l.SandboxID, l.ResourceVersion = id, 1
 		store.NormalizeLease(l)

@@ -62,6 +62,11 @@ func (s *Store) ClaimSandbox(ctx context.Context, c store.Claim) (_ *sandbox.Lea
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return nil, nil, fmt.Errorf("claim sandbox %s: record changed during the claim: %w", id, errdefs.ErrConflict)
 	}
+	// A pool member's network record changes hands with it.
+	if _, err := tx.ExecContext(ctx, `UPDATE sandbox_networks SET tenant = ?, doc = json_set(doc, '$.tenant', ?)
+		WHERE sandbox_id = ?`, next.Tenant, next.Tenant, id); err != nil {
+		return nil, nil, dbError(ctx, "claim network of sandbox "+id, err)
+	}
 	l := store.CloneLease(c.Lease)
 	l.SandboxID, l.ResourceVersion = id, 1
 	store.NormalizeLease(l)

@@ -54,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"OneActiveLeasePerSandbox", testOneActiveLeasePerSandbox},
 		{"ListLeases", testListLeases},
 		{"ConcurrentClaims", testConcurrentClaims},
+		{"ClaimHandsOverNetwork", testClaimHandsOverNetwork},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
