@@ -21,6 +21,9 @@ type AcquireLeaseRequest struct {
 	Env         map[string]string `json:"env,omitempty"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
 	Resources   *Resources        `json:"resources,omitempty"`
+	// Network is the network policy; nil takes the tenant's or profile's
+	// default. A warm sandbox is handed out only when it runs this policy.
+	Network *NetworkPolicy `json:"network,omitempty"`
 }
 
 // Lease is a time-bounded claim on a sandbox.

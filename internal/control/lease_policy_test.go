@@ -4,7 +4,9 @@ import (
 	"context"
 	"testing"
 
+	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/egress"
 	"genesis.dev/sandbox/internal/sandbox"
 )
 
@@ -30,4 +32,32 @@ func TestLeaseTenantMinRisk(t *testing.T) {
 	}
 	_, err = h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "strict", Profile: testProfile, Runtime: "runc"})
 	wantProblem(t, "runc for a min-risk-high tenant", err, 400, "runtime_not_allowed")
+}
+
+// TestLeaseNetworkPolicy: a lease asking for another network policy than
+// the pool members run — in its request or through its tenant's default —
+// is never served a warm member; without a gateway it is refused (409), the
+// member stays idle.
+func TestLeaseNetworkPolicy(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *config.Config) {
+		withPool(1, 2)(c)
+		c.Tenants["netted"] = config.Tenant{Network: &config.NetworkPolicy{Policy: egress.Policy{
+			Mode: egress.ModeAllowlist, Allow: []egress.Rule{{Host: "api.example.com"}}}}}
+	})
+	ctx := context.Background()
+	h.waitIdle(1)
+	allow := &egress.Policy{Mode: egress.ModeAllowlist, Allow: []egress.Rule{{Host: "api.example.com"}}}
+	_, err := h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: testProfile, Network: allow})
+	wantProblem(t, "lease asking for allowlist", err, 409, control.CodeNetworkModeUnavailable)
+	_, err = h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "netted", Profile: testProfile})
+	wantProblem(t, "lease of a tenant with an allowlist default", err, 409, control.CodeNetworkModeUnavailable)
+	if v := h.waitIdle(1); v.Hits != 0 {
+		t.Errorf("pool handed out members to leases of another network policy: %+v", v)
+	}
+	// The members' own policy (none) is served warm.
+	out, err := h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: testProfile, Network: &egress.Policy{Mode: egress.ModeNone}})
+	if err != nil || !out.Lease.Warm {
+		t.Fatalf("lease asking for mode none: %+v, %v; want a warm member", out, err)
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/egress"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/policy"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -27,6 +29,9 @@ type AcquireLeaseInput struct {
 	Env         map[string]string
 	Metadata    map[string]string
 	Resources   sandbox.Resources // zero fields take the profile default
+	// Network is the requested network policy; nil takes the tenant's or
+	// the profile's default.
+	Network *egress.Policy
 }
 
 // LeaseOutput is a lease with the sandbox it holds.
@@ -113,7 +118,13 @@ func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 		return nil, errdefs.WithRetryAfter(5*time.Second, errdefs.WithCode("pool_draining", fmt.Errorf(
 			"pool %s is draining and hands out no sandboxes: %w", pl.key.name(), errdefs.ErrUnavailable)))
 	}
-	warmOK := pl != nil && res == p.Resources // members run the profile's resources
+	// Members run the profile's resources and network policy: a lease
+	// that asks (or whose tenant asks) for other ones is created cold.
+	netPol, err := s.networkPolicy(ctx, in.Tenant, p, in.Network)
+	if err != nil {
+		return nil, err
+	}
+	warmOK := pl != nil && res == p.Resources && s.memberPolicy(p, netPol)
 	if warmOK {
 		if out, err := s.claimWarm(ctx, pl, claim, res); err == nil || !errors.Is(err, errdefs.ErrNotFound) {
 			return out, err
@@ -135,6 +146,7 @@ func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	sb, err := s.CreateSandbox(ctx, CreateSandboxInput{
 		Tenant: in.Tenant, Profile: p.Name, Runtime: in.Runtime, RiskLevel: in.RiskLevel,
 		Resources: coldRes, Env: in.Env, Metadata: in.Metadata, TTLSeconds: ttl, WaitSeconds: in.WaitSeconds,
+		Network: &netPol,
 	})
 	if err != nil {
 		return nil, err
@@ -150,6 +162,13 @@ func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 		return nil, err
 	}
 	return &LeaseOutput{Lease: l, Sandbox: leased}, nil
+}
+
+// memberPolicy reports whether pol is the network policy the pool members
+// of p run with (the profile's, as a tenant-less create picks it).
+func (s *Service) memberPolicy(p *config.Profile, pol egress.Policy) bool {
+	member, err := p.Network.Policy.Normalize(s.cfg.Network.OperatorConfig)
+	return err == nil && member.Equal(pol)
 }
 
 // claimWarm takes an idle member of pl; errdefs.ErrNotFound when none is.

@@ -43,6 +43,7 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
 	in := control.AcquireLeaseInput{
 		Tenant: tenantOf(r), Profile: req.Profile, RiskLevel: req.RiskLevel, Runtime: req.Runtime,
 		TTLSeconds: req.TTLSeconds, Holder: req.Holder, WaitSeconds: req.WaitSeconds, Env: req.Env, Metadata: req.Metadata,
+		Network: policyIn(req.Network),
 	}
 	if req.Resources != nil {
 		in.Resources = sandbox.Resources{CPU: req.Resources.CPU, MemoryMB: req.Resources.MemoryMB, Pids: req.Resources.Pids, DiskMB: req.Resources.DiskMB}
