@@ -62,6 +62,7 @@ type gateway struct {
 	started     time.Time
 	backoff     time.Duration
 	nextRestart time.Time
+	stopped     bool   // removed by shutdown: never started again
 	cursor      uint64 // events: last gateway seq ingested
 
 	locks sync.Map // sandbox id → *sync.Mutex: one network change at a time
@@ -135,7 +136,7 @@ func (g *gateway) image() (string, error) {
 func (g *gateway) ensure(ctx context.Context) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.nw == nil || g.dir == "" {
+	if g.nw == nil || g.dir == "" || g.stopped {
 		return g.unavailable()
 	}
 	if g.client != nil {
@@ -379,8 +380,11 @@ func (g *gateway) check(ctx context.Context) {
 		return
 	}
 	g.mu.Lock()
-	c, started, up := g.client, g.started, g.up
+	c, started, up, stopped := g.client, g.started, g.up, g.stopped
 	g.mu.Unlock()
+	if stopped {
+		return
+	}
 	if c == nil && !up {
 		// Started lazily: only when a sandbox needs it.
 		recs, err := g.s.store.ListSandboxNetworks(ctx, sandbox.NetworkActive, sandbox.NetworkEnforcementDown)
@@ -407,6 +411,9 @@ func (g *gateway) check(ctx context.Context) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.stopped {
+		return
+	}
 	now := time.Now()
 	if g.up {
 		g.up = false
@@ -515,5 +522,29 @@ func (g *gateway) close() {
 	if g.client != nil {
 		g.client.Close()
 		g.client = nil
+	}
+}
+
+// shutdown ends the gateway for good at the end of a drain: its container
+// and run directory are removed and it is not started again by this
+// process.
+func (g *gateway) shutdown(ctx context.Context) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.stopped, g.up, g.reason = true, false, "the service has drained"
+	if g.client != nil {
+		g.client.Close()
+		g.client = nil
+	}
+	if g.nw == nil || g.dir == "" {
+		return // never started
+	}
+	cctx, cancel := cleanupCtx(ctx, g.s.cfg.Intervals.DockerCallTimeout)
+	defer cancel()
+	if err := g.s.driver.Remove(cctx, g.containerName()); err != nil {
+		g.s.log.Warn("drain: removing the egress gateway container", "err", err)
+	}
+	if err := os.RemoveAll(g.runDir()); err != nil {
+		g.s.log.Warn("drain: removing the egress gateway run directory", "err", err)
 	}
 }

@@ -249,6 +249,13 @@ func traversable(p string) bool {
 // runsc healthy. configure, if not nil, edits the settings first.
 func newHarness(t *testing.T, configure func(*config.Config)) *harness {
 	t.Helper()
+	return newHarnessWith(t, configure, nil)
+}
+
+// newHarnessWith is newHarness with tune changing the service's own
+// settings before it starts.
+func newHarnessWith(t *testing.T, configure func(*config.Config), tune func(*control.Config)) *harness {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("control creates sandbox directories owned by the profile user (chown to 1000); needs root")
 	}
@@ -312,9 +319,13 @@ func newHarness(t *testing.T, configure func(*config.Config)) *harness {
 	t.Cleanup(func() { st.Close() })
 
 	clk := &clock{}
-	svc, err := control.New(control.Config{
+	ccfg := control.Config{
 		Settings: cfg, Store: st, Driver: drv, AgentDir: agentDir, InstanceID: testInstance, Now: clk.Now,
-	})
+	}
+	if tune != nil {
+		tune(&ccfg)
+	}
+	svc, err := control.New(ccfg)
 	if err != nil {
 		t.Fatal(err)
 	}
