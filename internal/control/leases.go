@@ -426,14 +426,23 @@ func (s *Service) jobRunning(ctx context.Context, sb *sandbox.Sandbox) (done fun
 	return func() {
 		once.Do(func() {
 			s.busyMu.Lock()
-			defer s.busyMu.Unlock()
-			if s.busy[sb.ID]--; s.busy[sb.ID] > 0 {
-				return
-			}
-			delete(s.busy, sb.ID)
-			cctx, cancel := cleanupCtx(ctx, 10*time.Second)
-			defer cancel()
-			s.flipBusy(cctx, sb.ID, sandbox.StateBusy, sandbox.StateLeased)
+			s.busy[sb.ID]--
+			s.busyMu.Unlock()
+			// Off the caller's answer: the flip re-checks under the lock
+			// that no job started meanwhile.
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.busyMu.Lock()
+				defer s.busyMu.Unlock()
+				if s.busy[sb.ID] > 0 {
+					return
+				}
+				delete(s.busy, sb.ID)
+				cctx, cancel := cleanupCtx(ctx, 10*time.Second)
+				defer cancel()
+				s.flipBusy(cctx, sb.ID, sandbox.StateBusy, sandbox.StateLeased)
+			}()
 		})
 	}
 }
