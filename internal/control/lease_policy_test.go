@@ -2,7 +2,9 @@ package control_test
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
@@ -59,5 +61,61 @@ func TestLeaseNetworkPolicy(t *testing.T) {
 	out, err := h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: testProfile, Network: &egress.Policy{Mode: egress.ModeNone}})
 	if err != nil || !out.Lease.Warm {
 		t.Fatalf("lease asking for mode none: %+v, %v; want a warm member", out, err)
+	}
+}
+
+// TestLeaseEndsWithSandbox: the lease of a deleted or failed sandbox ends
+// with it, and a drain does not wait for a lease whose sandbox no longer
+// runs.
+func TestLeaseEndsWithSandbox(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	acquire := func() *control.LeaseOutput {
+		t.Helper()
+		out, err := h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: testProfile, TTLSeconds: ttl(600)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	wantEnded := func(what string, out *control.LeaseOutput, reason string) {
+		t.Helper()
+		l, err := h.svc.GetLease(ctx, "a", out.Lease.ID)
+		if err != nil || l.State != sandbox.LeaseReleased || !strings.Contains(l.EndReason, reason) || l.EndedAt == nil {
+			t.Errorf("lease of a %s sandbox: %+v, %v; want released with a reason saying %q", what, l, err, reason)
+		}
+	}
+	deleted := acquire()
+	if err := h.svc.DeleteSandbox(ctx, "a", deleted.Sandbox.ID); err != nil {
+		t.Fatal(err)
+	}
+	wantEnded("deleted", deleted, "destroyed")
+
+	failed := acquire()
+	if err := h.drv.Exit(h.record(failed.Sandbox.ID).ContainerID, 137, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.svc.Reconcile(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.record(failed.Sandbox.ID).State; st != sandbox.StateFailed {
+		t.Fatalf("sandbox with an exited container is %s, want failed", st)
+	}
+	wantEnded("failed", failed, "failed")
+
+	// A lease left active on a sandbox that failed (as an older version
+	// left them) does not hold up a drain until its timeout.
+	stale := acquire()
+	if _, err := h.st.UpdateSandbox(ctx, stale.Sandbox.ID, 0, time.Now(), func(x *sandbox.Sandbox) error {
+		x.State = sandbox.StateFailed
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := h.svc.Drain(dctx, 10*time.Minute); err != nil {
+		t.Errorf("drain with only a failed sandbox's lease left: %v; want done at once", err)
 	}
 }

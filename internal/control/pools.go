@@ -383,7 +383,8 @@ func (s *Service) Drain(ctx context.Context, timeout time.Duration) error {
 	return nil
 }
 
-// activeLeases counts the active leases on this instance's sandboxes.
+// activeLeases counts the active leases on this instance's running
+// sandboxes (a lease of a failed or ending sandbox has nothing to wait for).
 func (s *Service) activeLeases(ctx context.Context) (int, error) {
 	leases, err := s.store.ListLeases(ctx, store.LeaseFilter{States: []sandbox.LeaseState{sandbox.LeaseActive}})
 	if err != nil {
@@ -392,7 +393,7 @@ func (s *Service) activeLeases(ctx context.Context) (int, error) {
 	n := 0
 	for _, l := range leases {
 		sb, err := s.store.GetSandbox(ctx, "", l.SandboxID)
-		if err == nil && sb.Instance == s.instance && !sb.State.Final() {
+		if err == nil && sb.Instance == s.instance && sb.State.Running() {
 			n++
 		} else if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			return 0, err

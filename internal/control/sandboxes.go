@@ -489,6 +489,14 @@ func (s *Service) setState(ctx context.Context, id string, to sandbox.State, mut
 	})
 	if err == nil && (to == sandbox.StateDestroyed || to == sandbox.StateFailed) {
 		s.releaseCapacity(id) // its container is gone
+		// A lease of a sandbox that is gone holds nothing: it ends too.
+		why := "sandbox " + string(to)
+		if sb.FailureReason != "" {
+			why += ": " + sb.FailureReason
+		}
+		if lerr := s.endSandboxLeases(ctx, id, sandbox.LeaseReleased, why); lerr != nil {
+			s.log.Warn("ending the lease of an ended sandbox", "sandbox", id, "err", lerr)
+		}
 	}
 	return sb, err
 }
