@@ -9,7 +9,10 @@ import (
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/egress"
+	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/tenant"
 )
 
 // TestLeaseTenantMinRisk: the min_risk_level of a tenant made through the
@@ -117,5 +120,40 @@ func TestLeaseEndsWithSandbox(t *testing.T) {
 	defer cancel()
 	if err := h.svc.Drain(dctx, 10*time.Minute); err != nil {
 		t.Errorf("drain with only a failed sandbox's lease left: %v; want done at once", err)
+	}
+}
+
+// TestColdLeasesKeepMaxLeases: concurrent cold leases of a tenant never
+// pass its max_leases; the rest are refused with 429 quota_exceeded.
+func TestColdLeasesKeepMaxLeases(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	if _, err := h.svc.CreateTenant(ctx, control.TenantInput{Name: "capped", Quotas: tenant.Quotas{MaxLeases: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "capped", Profile: testProfile})
+			errs <- err
+		}()
+	}
+	ok := 0
+	for range n {
+		err := <-errs
+		switch {
+		case err == nil:
+			ok++
+		case errdefs.Code(err) != "quota_exceeded":
+			t.Errorf("lease refused with %v; want quota_exceeded", err)
+		}
+	}
+	if ok != 2 {
+		t.Errorf("%d of %d concurrent cold leases granted with max_leases 2", ok, n)
+	}
+	if list, err := h.svc.ListLeases(ctx, store.LeaseFilter{Tenant: "capped", States: []sandbox.LeaseState{sandbox.LeaseActive}}); err != nil || len(list) != 2 {
+		t.Errorf("active leases: %d, %v; want 2", len(list), err)
 	}
 }

@@ -134,9 +134,11 @@ func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	if err := s.checkDraining(); err != nil {
 		return nil, err
 	}
-	if err := s.checkQuota(ctx, in.Tenant, res, true); err != nil {
+	coldDone, err := s.reserveColdLease(ctx, in.Tenant, res)
+	if err != nil {
 		return nil, err
 	}
+	defer coldDone()
 	// Cold: the create waits for host capacity in the tenant's fair queue
 	// and selects the runtime from the caller's request itself. The disk
 	// quota stays as asked (0: the profile default, dropped where quotas
@@ -155,6 +157,7 @@ func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	claim.Runtime, claim.RiskLevel, claim.Lease.Runtime = sb.Runtime, sb.RiskLevel, sb.Runtime
 	claim.Now = s.now()
 	l, leased, err := s.store.ClaimSandbox(ctx, claim)
+	coldDone() // the stored claim counts from here on
 	if err != nil {
 		cctx, cancel := cleanupCtx(ctx, 30*time.Second)
 		defer cancel()

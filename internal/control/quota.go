@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"genesis.dev/sandbox/internal/errdefs"
@@ -57,6 +58,8 @@ func (s *Service) reserveQuota(ctx context.Context, tenantName string, add sandb
 	if err != nil {
 		return nil, err
 	}
+	// Cold leases being made hold a lease before their claim is stored.
+	u.Leases += int(s.coldLeaseCount(tenantName).Load())
 	over := t.Quotas.Exceeded(u.Add(add, lease))
 	if over == "" {
 		return unlock, nil
@@ -68,6 +71,26 @@ func (s *Service) reserveQuota(ctx context.Context, tenantName string, add sandb
 	return nil, errdefs.WithRetryAfter(retry, errdefs.WithCode("quota_exceeded", fmt.Errorf(
 		"tenant %s would exceed its quota %s (holds %d sandboxes, %g CPUs, %d MB, %d leases): %w",
 		tenantName, over, u.Sandboxes, u.CPU, u.MemoryMB, u.Leases, errdefs.ErrResourceExhausted)))
+}
+
+func (s *Service) coldLeaseCount(tenantName string) *atomic.Int64 {
+	v, _ := s.coldLeases.LoadOrStore(tenantName, new(atomic.Int64))
+	return v.(*atomic.Int64)
+}
+
+// reserveColdLease checks the tenant's quotas for one more lease of a
+// sandbox using add and counts the lease as held until done is called
+// (after its claim is stored), so that concurrent cold leases of one tenant
+// cannot pass max_leases while their sandboxes are being made.
+func (s *Service) reserveColdLease(ctx context.Context, tenantName string, add sandbox.Resources) (done func(), err error) {
+	release, err := s.reserveQuota(ctx, tenantName, add, true)
+	if err != nil {
+		return nil, err
+	}
+	n := s.coldLeaseCount(tenantName)
+	n.Add(1) // under the tenant's quota lock
+	release()
+	return sync.OnceFunc(func() { n.Add(-1) }), nil
 }
 
 // checkQuota is called before a sandbox is created for tenant or handed to it

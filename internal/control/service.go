@@ -69,6 +69,7 @@ type Service struct {
 
 	sessionLocks sync.Map // session id → *sync.Mutex
 	quotaLocks   sync.Map // tenant name → *sync.Mutex (quota.go)
+	coldLeases   sync.Map // tenant name → *atomic.Int64: cold leases being made (quota.go)
 
 	followMu  sync.Mutex
 	following map[string]bool // job ids with a live follower
