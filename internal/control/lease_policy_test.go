@@ -157,3 +157,45 @@ func TestColdLeasesKeepMaxLeases(t *testing.T) {
 		t.Errorf("active leases: %d, %v; want 2", len(list), err)
 	}
 }
+
+// TestWarmLeaseTerminalEnv: a terminal of a warm-leased sandbox has the
+// env the lease gave, as its jobs do.
+func TestWarmLeaseTerminalEnv(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, withPool(1, 2))
+	ctx := context.Background()
+	h.waitIdle(1)
+	out, err := h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: testProfile,
+		Env: map[string]string{"LEASE_VAR": "from-claim"}})
+	if err != nil || !out.Lease.Warm {
+		t.Fatalf("warm lease: %+v, %v", out, err)
+	}
+	conn, err := control.NewTerminals(h.svc).Open(ctx, control.TerminalOptions{Tenant: "a", SandboxID: out.Sandbox.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if ok, err := conn.Input([]byte("echo \"<${LEASE_VAR}>\"; exit\n")); !ok || err != nil {
+		t.Fatalf("terminal input: %v %v", ok, err)
+	}
+	got := make(chan string, 1)
+	go func() {
+		var buf strings.Builder
+		for {
+			ev, err := conn.Next()
+			if err != nil || ev.Exit != nil {
+				got <- buf.String()
+				return
+			}
+			buf.Write(ev.Output)
+		}
+	}()
+	select {
+	case s := <-got:
+		if !strings.Contains(s, "<from-claim>") {
+			t.Errorf("terminal output %q; want the lease's LEASE_VAR", s)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the terminal did not exit")
+	}
+}

@@ -126,7 +126,9 @@ func (ts *Terminals) Open(ctx context.Context, o TerminalOptions) (*TerminalConn
 	c := &TerminalConn{ts: ts, agent: ag, sandboxID: sb.ID, id: o.TerminalID, roles: make(chan struct{}, 1)}
 	if c.id == "" {
 		c.id = sandbox.NewID("term")
-		if _, err := ag.StartTerminal(setup, agentproto.TerminalStartRequest{ID: c.id, Cols: o.Cols, Rows: o.Rows}); err != nil {
+		// The sandbox's env (a warm lease's is set at its claim, not in
+		// the container) holds in its terminals as in its jobs.
+		if _, err := ag.StartTerminal(setup, agentproto.TerminalStartRequest{ID: c.id, Cols: o.Cols, Rows: o.Rows, Env: sb.Env}); err != nil {
 			return nil, fmt.Errorf("sandbox %s: start terminal: %w", sb.ID, err)
 		}
 		c.created = true
