@@ -199,3 +199,32 @@ func TestWarmLeaseTerminalEnv(t *testing.T) {
 		t.Fatal("the terminal did not exit")
 	}
 }
+
+// TestLeaseSystemEndsAudited: the reaper's end of an expired lease and a
+// drain's destroy of a tenant's sandbox leave system audit records.
+func TestLeaseSystemEndsAudited(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	expired, err := h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: testProfile, TTLSeconds: ttl(5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(6 * time.Second)
+	if err := h.svc.Reconcile(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	kept := h.create("b", control.CreateSandboxInput{})
+	if err := h.svc.Drain(ctx, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []struct{ tenant, action, target string }{
+		{"a", "system lease_expired", expired.Lease.ID},
+		{"b", "system service_drained", kept.ID},
+	} {
+		recs, err := h.svc.ListAudit(ctx, store.AuditFilter{Tenant: want.tenant, Action: want.action, Target: want.target})
+		if err != nil || len(recs) != 1 || recs[0].Actor != "system" || recs[0].Status != 200 {
+			t.Errorf("audit of %s on %s: %+v, %v; want one system record", want.action, want.target, recs, err)
+		}
+	}
+}

@@ -392,9 +392,11 @@ func (s *Service) reapLeases(ctx context.Context, now time.Time) int {
 		if err != nil {
 			continue
 		}
-		if err := s.recycle(ctx, ended); err != nil {
+		err = s.recycle(ctx, ended)
+		if err != nil {
 			s.log.Warn("recycling the sandbox of an expired lease", "lease", l.ID, "err", err)
 		}
+		s.auditSystem(ctx, l.Tenant, "lease_expired", l.ID, err)
 		n++
 	}
 	return n

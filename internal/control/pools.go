@@ -372,8 +372,12 @@ func (s *Service) Drain(ctx context.Context, timeout time.Duration) error {
 			if err := s.endSandboxLeases(ctx, sb.ID, sandbox.LeaseExpired, "service drained"); err != nil {
 				s.log.Warn("drain: ending lease", "sandbox", sb.ID, "err", err)
 			}
-			if err := s.destroy(ctx, sb, "service drained"); err != nil {
+			err := s.destroy(ctx, sb, "service drained")
+			if err != nil {
 				s.log.Warn("drain: destroying", "sandbox", sb.ID, "err", err)
+			}
+			if sb.Tenant != "" { // pool members belong to nobody
+				s.auditSystem(ctx, sb.Tenant, "service_drained", sb.ID, err)
 			}
 		})
 	}
