@@ -340,6 +340,11 @@ func (s *Service) Draining() bool { return s.draining.Load() }
 func (s *Service) Drain(ctx context.Context, timeout time.Duration) error {
 	s.draining.Store(true)
 	s.log.Info("draining", "timeout", timeout)
+	// A member being made may not have its record yet: wait until the
+	// refills in flight are done (no new ones start while draining).
+	if err := s.waitPoolCreates(ctx); err != nil {
+		return err
+	}
 	for _, pl := range s.poolList {
 		s.retireIdle(ctx, pl)
 	}
@@ -385,6 +390,26 @@ func (s *Service) Drain(ctx context.Context, timeout time.Duration) error {
 	s.gw.shutdown(ctx)
 	s.log.Info("drained", "destroyed", len(live))
 	return nil
+}
+
+// waitPoolCreates waits until no pool member is being made. A member's
+// count is raised before its create checks for draining, so once draining
+// is set and the counts read zero no member can appear any more.
+func (s *Service) waitPoolCreates(ctx context.Context) error {
+	for {
+		n := int64(0)
+		for _, pl := range s.poolList {
+			n += pl.creating.Load()
+		}
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // activeLeases counts the active leases on this instance's running
