@@ -33,16 +33,7 @@ func TestDrainWaitsForPoolCreates(t *testing.T) {
 	gate := make(chan struct{})
 	h := newHarnessWith(t, withPool(1, 1), func(c *control.Config) { c.Driver = &gatedDriver{Driver: c.Driver, gate: gate} })
 	ctx := context.Background()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if v := h.testPool(); v.Starting == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no member create in flight: %+v", h.testPool())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	h.waitStarting(1)
 	drained := make(chan error, 1)
 	go func() { drained <- h.svc.Drain(ctx, time.Second) }()
 	close(gate)
@@ -55,16 +46,7 @@ func TestDrainWaitsForPoolCreates(t *testing.T) {
 		t.Fatal("the drain did not end")
 	}
 	// Whatever the in-flight create did, it is over and nothing lives.
-	deadline = time.Now().Add(30 * time.Second)
-	for {
-		if v := h.testPool(); v.Starting == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("member create still in flight: %+v", h.testPool())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	h.waitStarting(0)
 	for _, r := range h.records() {
 		if r.State != sandbox.StateDestroyed && r.State != sandbox.StateFailed {
 			t.Errorf("sandbox %s is %s after the drain; want none live", r.ID, r.State)
@@ -87,4 +69,16 @@ func (h *harness) testPool() control.PoolView {
 	}
 	h.t.Fatalf("no pool of %s: %+v", testProfile, views)
 	return control.PoolView{}
+}
+
+// waitStarting polls until n members of the test pool are being made.
+func (h *harness) waitStarting(n int64) {
+	h.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for h.testPool().Starting != n {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("pool never had %d member creates in flight: %+v", n, h.testPool())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
