@@ -37,6 +37,7 @@ func newLeaseAcquireCmd(a *app) *cobra.Command {
 		req       client.AcquireLeaseRequest
 		env, meta []string
 		ttl, wait time.Duration
+		net       policyFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "acquire --profile PROFILE [flags]",
@@ -55,6 +56,13 @@ func newLeaseAcquireCmd(a *app) *cobra.Command {
 			}
 			if req.Metadata, err = parseKV("meta", meta); err != nil {
 				return err
+			}
+			if net.set() {
+				pol, err := net.policy()
+				if err != nil {
+					return err
+				}
+				req.Network = &pol
 			}
 			req.TTLSeconds = ttlSeconds(ttl)
 			req.WaitSeconds = int64((wait + time.Second - 1) / time.Second)
@@ -88,6 +96,7 @@ func newLeaseAcquireCmd(a *app) *cobra.Command {
 	f.DurationVar(&wait, "wait", 0, "wait up to this long for capacity when no warm sandbox is idle and the host is full")
 	f.StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE for every job (repeatable)")
 	f.StringArrayVar(&meta, "meta", nil, "metadata KEY=VALUE (repeatable)")
+	net.register(f, "network")
 	return cmd
 }
 
