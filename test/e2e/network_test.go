@@ -238,13 +238,15 @@ func networkConfig(in *internet, secretFile string) string {
 	return fmt.Sprintf(`network:
   upstream_networks: [%s]
   static_hosts: {allowed.test: %s, other.test: %s, tools.test: %s}
+  internal_endpoints:
+    billing: {host: billing.internal, addresses: [%s], ports: [80]}
   tools:
     echo: {upstream: "http://tools.test/tool", credential: {type: bearer, secret: echo}}
   secrets:
     echo: {file: %s}
   gateway:
     restart_backoff: 45s # the window in which the test sees egress blocked
-`, in.network, in.allowed, in.other, in.allowed, secretFile)
+`, in.network, in.allowed, in.other, in.allowed, in.other, secretFile)
 }
 
 func TestNetworkPolicy(t *testing.T) {
@@ -281,6 +283,7 @@ func TestNetworkPolicy(t *testing.T) {
 			testAllowlist(t, e, c, in, rt)
 			testNone(t, e, c, in, rt)
 			testToolProxy(t, e, c, in, rt, secret)
+			testInternalAPI(t, e, c, rt)
 		})
 	})
 	if t.Failed() {
@@ -462,6 +465,23 @@ func testNone(t *testing.T, e *env, c *client.Client, in *internet, rt string) {
 		Allow: []client.NetworkRule{{Host: "allowed.test"}}}, ""); !isStatus(err, 409, "network_mode_requires_recreate") {
 		t.Errorf("none → allowlist: %v; want 409 network_mode_requires_recreate", err)
 	}
+}
+
+// testInternalAPI: a sandbox in mode internal-api reaches the operator's
+// endpoint by its configured name (its private address is allowed only for
+// that name) and nothing else.
+func testInternalAPI(t *testing.T, e *env, c *client.Client, rt string) {
+	sb := e.createSandbox(t, client.CreateSandboxRequest{Profile: "code-python-basic", Runtime: rt, RiskLevel: "low",
+		Network: &client.NetworkPolicy{Mode: client.NetworkInternalAPI, Endpoints: []string{"billing"}}})
+	got := probe(t, c, sb.ID, map[string]string{
+		"endpoint":   `get("http://billing.internal/")`,
+		"other_port": `tcp("billing.internal", 8080, t=2)`,
+		"allowed":    `resolve("allowed.test")`,
+		"other":      `get("http://other.test/", t=3)`,
+	})
+	expect(t, rt+" internal-api", got, map[string]string{
+		"endpoint": "=hello from other via http", "other_port": "!", "allowed": "!", "other": "!",
+	})
 }
 
 // testToolProxy checks that the tool's upstream gets the credential and
