@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"strconv"
 	"strings"
@@ -108,33 +109,18 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
 // handleExtract extracts the tar (or tar.gz) body into the directory path.
 func (s *Server) handleExtract(w http.ResponseWriter, r *http.Request) {
 	display := r.URL.Query().Get(agentproto.QueryPath)
-	root, rel, err := s.resolve(display)
-	if err != nil {
-		writeError(w, err)
-		return
+	var maxBytes, maxEntries int64
+	limits := func(_, _ string) (err error) {
+		if maxBytes, err = queryInt(r, agentproto.QueryMaxBytes, 1<<62, 0, 1<<62); err != nil {
+			return err
+		}
+		maxEntries, err = queryInt(r, agentproto.QueryMaxEntries, agentproto.MaxArchiveEntries, 1, agentproto.MaxArchiveEntries)
+		return err
 	}
-	maxBytes, err := queryInt(r, agentproto.QueryMaxBytes, 1<<62, 0, 1<<62)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	maxEntries, err := queryInt(r, agentproto.QueryMaxEntries, agentproto.MaxArchiveEntries, 1, agentproto.MaxArchiveEntries)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	t, err := openTreeFor(root)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	defer t.close()
-	res, err := extractTar(t, extractSpec{dest: rel, display: display, maxBytes: maxBytes, maxEntries: int(maxEntries)}, r.Body)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
+	res, err := inTree(s, display, limits, func(t *tree, _, rel string) (agentproto.ExtractResult, error) {
+		return extractTar(t, extractSpec{dest: rel, display: display, maxBytes: maxBytes, maxEntries: int(maxEntries)}, r.Body)
+	})
+	answer(w, http.StatusOK, res, err)
 }
 
 // handleArchive streams the directory path as a tar. A failure once the
@@ -142,30 +128,24 @@ func (s *Server) handleExtract(w http.ResponseWriter, r *http.Request) {
 // archive).
 func (s *Server) handleArchive(w http.ResponseWriter, r *http.Request) {
 	display := r.URL.Query().Get(agentproto.QueryPath)
-	root, rel, err := s.resolve(display)
+	_, err := inTree(s, display, nil, func(t *tree, _, rel string) (struct{}, error) {
+		l, err := t.resolve(rel, true, true, false) // refuse a missing or non-directory path before the 200
+		if err != nil {
+			return struct{}{}, fileErr("archive", display, err)
+		}
+		l.close()
+		w.Header().Set("Content-Type", "application/x-tar")
+		bw := bufio.NewWriterSize(w, 1<<20)
+		if err := writeTar(t, rel, display, bw); err != nil {
+			s.log.Warn("archive cut short", "path", display, "err", err)
+			panic(http.ErrAbortHandler) // the client must not take a cut tar for a whole one
+		}
+		bw.Flush()
+		return struct{}{}, nil
+	})
 	if err != nil {
 		writeError(w, err)
-		return
 	}
-	t, err := openTreeFor(root)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	defer t.close()
-	l, err := t.resolve(rel, true, true, false) // refuse a missing or non-directory path before the 200
-	if err != nil {
-		writeError(w, fileErr("archive", display, err))
-		return
-	}
-	l.close()
-	w.Header().Set("Content-Type", "application/x-tar")
-	bw := bufio.NewWriterSize(w, 1<<20)
-	if err := writeTar(t, rel, display, bw); err != nil {
-		s.log.Warn("archive cut short", "path", display, "err", err)
-		panic(http.ErrAbortHandler) // the client must not take a cut tar for a whole one
-	}
-	bw.Flush()
 }
 
 // decodeFileRequest reads a small JSON body strictly.
@@ -183,6 +163,54 @@ func decodeFileRequest(w http.ResponseWriter, r *http.Request, v any) error {
 		return fmt.Errorf("decode %s request: trailing data after the JSON object: %w", r.URL.Path, errdefs.ErrInvalidArgument)
 	}
 	return nil
+}
+
+// handleJSON serves a file operation with a JSON body: it decodes the body
+// strictly into a Req, calls op and answers its result with status.
+func handleJSON[Req, Resp any](w http.ResponseWriter, r *http.Request, status int, op func(Req) (Resp, error)) {
+	var req Req
+	if err := decodeFileRequest(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	res, err := op(req)
+	answer(w, status, res, err)
+}
+
+// answer writes err as an agentproto.Error, else res as JSON with status
+// (a 204 without a body).
+func answer(w http.ResponseWriter, status int, res any, err error) {
+	switch {
+	case err != nil:
+		writeError(w, err)
+	case status == http.StatusNoContent:
+		w.WriteHeader(status)
+	default:
+		writeJSON(w, status, res)
+	}
+}
+
+// inTree applies the path policy to display, then runs check with the
+// result (the operation's other argument checks, which come after the
+// path's; nil for none), opens the allowed root and calls op with it and the path relative
+// to it. The root is closed when op returns.
+func inTree[T any](s *Server, display string, check func(root, rel string) error, op func(t *tree, root, rel string) (T, error)) (T, error) {
+	var zero T
+	root, rel, err := s.resolve(display)
+	if err != nil {
+		return zero, err
+	}
+	if check != nil {
+		if err := check(root, rel); err != nil {
+			return zero, err
+		}
+	}
+	t, err := openTreeFor(root)
+	if err != nil {
+		return zero, err
+	}
+	defer t.close()
+	return op(t, root, rel)
 }
 
 func queryInt(r *http.Request, name string, def, min, max int64) (int64, error) {
@@ -245,263 +273,132 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 // the ETag and modification time of the opened descriptor.
 func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request) {
 	display := r.URL.Query().Get(agentproto.QueryPath)
-	root, rel, err := s.resolve(display)
+	_, err := inTree(s, display, nil, func(t *tree, _, rel string) (struct{}, error) {
+		f, fi, err := openRegular(t, rel, display)
+		if err != nil {
+			return struct{}{}, err
+		}
+		defer f.Close()
+		h := w.Header()
+		h.Set("ETag", fileETag(fi))
+		h.Set("Content-Type", "application/octet-stream")
+		h.Set(agentproto.HeaderFileSize, strconv.FormatInt(fi.Size(), 10))
+		h.Set(agentproto.HeaderFileMode, agentproto.FormatMode(fi.Mode()))
+		http.ServeContent(&bulkWriter{ResponseWriter: w, buf: transferBuffer(fi.Size())}, r, "", fi.ModTime(), f)
+		return struct{}{}, nil
+	})
 	if err != nil {
 		writeError(w, err)
-		return
 	}
-	rt, err := openTreeFor(root)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	defer rt.close()
-	f, fi, err := openRegular(rt, rel, display)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	defer f.Close()
-	h := w.Header()
-	h.Set("ETag", fileETag(fi))
-	h.Set("Content-Type", "application/octet-stream")
-	h.Set(agentproto.HeaderFileSize, strconv.FormatInt(fi.Size(), 10))
-	h.Set(agentproto.HeaderFileMode, agentproto.FormatMode(fi.Mode()))
-	http.ServeContent(&bulkWriter{ResponseWriter: w, buf: transferBuffer(fi.Size())}, r, "", fi.ModTime(), f)
 }
 
 func (s *Server) handleFileStat(w http.ResponseWriter, r *http.Request) {
 	display := r.URL.Query().Get(agentproto.QueryPath)
-	root, rel, err := s.resolve(display)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	rt, err := openTreeFor(root)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	defer rt.close()
-	info, err := statPath(rt, rel, display)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, info)
+	info, err := inTree(s, display, nil, func(t *tree, _, rel string) (agentproto.FileInfo, error) {
+		return statPath(t, rel, display)
+	})
+	answer(w, http.StatusOK, info, err)
 }
 
 func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request) {
 	display := r.URL.Query().Get(agentproto.QueryPath)
-	root, rel, err := s.resolve(display)
-	if err != nil {
-		writeError(w, err)
-		return
+	var depth, limit int64
+	bounds := func(_, _ string) (err error) {
+		if depth, err = queryInt(r, agentproto.QueryDepth, agentproto.DefaultListDepth, 1, agentproto.MaxListDepth); err != nil {
+			return err
+		}
+		limit, err = queryInt(r, agentproto.QueryLimit, agentproto.DefaultListLimit, 1, agentproto.MaxListLimit)
+		return err
 	}
-	depth, err := queryInt(r, agentproto.QueryDepth, agentproto.DefaultListDepth, 1, agentproto.MaxListDepth)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	limit, err := queryInt(r, agentproto.QueryLimit, agentproto.DefaultListLimit, 1, agentproto.MaxListLimit)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	rt, err := openTreeFor(root)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	defer rt.close()
-	list, err := listDir(rt, rel, display, int(depth), int(limit))
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, list)
+	list, err := inTree(s, display, bounds, func(t *tree, _, rel string) (agentproto.FileList, error) {
+		return listDir(t, rel, display, int(depth), int(limit))
+	})
+	answer(w, http.StatusOK, list, err)
 }
 
 func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) {
-	var req agentproto.MkdirRequest
-	if err := decodeFileRequest(w, r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	root, rel, err := s.resolve(req.Path)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	mode, err := agentproto.ParseMode(req.Mode, 0o755)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	rt, err := openTreeFor(root)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	defer rt.close()
-	info, err := mkdirPath(rt, rel, req.Path, mode, req.Parents == nil || *req.Parents, req.Mode != "")
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, info)
+	handleJSON(w, r, http.StatusOK, func(req agentproto.MkdirRequest) (agentproto.FileInfo, error) {
+		var mode fs.FileMode
+		parseMode := func(_, _ string) (err error) {
+			mode, err = agentproto.ParseMode(req.Mode, 0o755)
+			return err
+		}
+		return inTree(s, req.Path, parseMode, func(t *tree, _, rel string) (agentproto.FileInfo, error) {
+			return mkdirPath(t, rel, req.Path, mode, req.Parents == nil || *req.Parents, req.Mode != "")
+		})
+	})
 }
 
 func (s *Server) handleMove(w http.ResponseWriter, r *http.Request) {
-	var req agentproto.MoveRequest
-	if err := decodeFileRequest(w, r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	root, from, err := s.resolve(req.From)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	toRoot, to, err := s.resolve(req.To)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	switch {
-	case from == ".":
-		writeError(w, rootItself("move", req.From))
-		return
-	case to == ".":
-		writeError(w, rootItself("move onto", req.To))
-		return
-	case toRoot != root:
-		writeError(w, errdefs.WithCode(agentproto.CodeCrossRoot, fmt.Errorf(
-			"move %q to %q: the two paths are in different allowed roots: %w", req.From, req.To, errdefs.ErrInvalidArgument)))
-		return
-	}
-	rt, err := openTreeFor(root)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	defer rt.close()
-	info, err := movePath(rt, from, to, req.From, req.To, req.Overwrite)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, info)
+	handleJSON(w, r, http.StatusOK, func(req agentproto.MoveRequest) (agentproto.FileInfo, error) {
+		var to string
+		paths := func(root, from string) error {
+			toRoot, toRel, err := s.resolve(req.To)
+			if err != nil {
+				return err
+			}
+			switch {
+			case from == ".":
+				return rootItself("move", req.From)
+			case toRel == ".":
+				return rootItself("move onto", req.To)
+			case toRoot != root:
+				return errdefs.WithCode(agentproto.CodeCrossRoot, fmt.Errorf(
+					"move %q to %q: the two paths are in different allowed roots: %w", req.From, req.To, errdefs.ErrInvalidArgument))
+			}
+			to = toRel
+			return nil
+		}
+		return inTree(s, req.From, paths, func(t *tree, _, from string) (agentproto.FileInfo, error) {
+			return movePath(t, from, to, req.From, req.To, req.Overwrite)
+		})
+	})
 }
 
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
-	var req agentproto.DeleteRequest
-	if err := decodeFileRequest(w, r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	root, rel, err := s.resolve(req.Path)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	rt, err := openTreeFor(root)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	defer rt.close()
-	if err := deletePath(rt, rel, req.Path, req.Recursive); err != nil {
-		writeError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	handleJSON(w, r, http.StatusNoContent, func(req agentproto.DeleteRequest) (struct{}, error) {
+		return inTree(s, req.Path, nil, func(t *tree, _, rel string) (struct{}, error) {
+			return struct{}{}, deletePath(t, rel, req.Path, req.Recursive)
+		})
+	})
 }
 
 func (s *Server) handleChmod(w http.ResponseWriter, r *http.Request) {
-	var req agentproto.ChmodRequest
-	if err := decodeFileRequest(w, r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	root, rel, err := s.resolve(req.Path)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if req.Mode == "" {
-		writeError(w, errdefs.WithCode(agentproto.CodeInvalidMode, fmt.Errorf("chmod: mode is required: %w", errdefs.ErrInvalidArgument)))
-		return
-	}
-	mode, err := agentproto.ParseMode(req.Mode, 0)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	rt, err := openTreeFor(root)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	defer rt.close()
-	fi, err := rt.chmod(rel, mode)
-	if err != nil {
-		writeError(w, fileErr("chmod", req.Path, err))
-		return
-	}
-	writeJSON(w, http.StatusOK, fileInfo(root, rel, fi, ""))
+	handleJSON(w, r, http.StatusOK, func(req agentproto.ChmodRequest) (agentproto.FileInfo, error) {
+		var mode fs.FileMode
+		parseMode := func(_, _ string) (err error) {
+			if req.Mode == "" {
+				return errdefs.WithCode(agentproto.CodeInvalidMode, fmt.Errorf("chmod: mode is required: %w", errdefs.ErrInvalidArgument))
+			}
+			mode, err = agentproto.ParseMode(req.Mode, 0)
+			return err
+		}
+		return inTree(s, req.Path, parseMode, func(t *tree, root, rel string) (agentproto.FileInfo, error) {
+			fi, err := t.chmod(rel, mode)
+			if err != nil {
+				return agentproto.FileInfo{}, fileErr("chmod", req.Path, err)
+			}
+			return fileInfo(root, rel, fi, ""), nil
+		})
+	})
 }
 
 func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request) {
-	var req agentproto.SearchRequest
-	if err := decodeFileRequest(w, r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	root, rel, err := s.resolve(cmpOr(req.Path, "."))
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	t, err := openTreeFor(root)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	defer t.close()
-	res, err := searchFiles(t, rel, req.Path, req, time.Now)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
+	handleJSON(w, r, http.StatusOK, func(req agentproto.SearchRequest) (agentproto.SearchResult, error) {
+		return inTree(s, cmpOr(req.Path, "."), nil, func(t *tree, _, rel string) (agentproto.SearchResult, error) {
+			return searchFiles(t, rel, req.Path, req, time.Now)
+		})
+	})
 }
 
 func (s *Server) handleReplace(w http.ResponseWriter, r *http.Request) {
-	var req agentproto.ReplaceRequest
-	if err := decodeFileRequest(w, r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	first := req.Path
-	if len(req.Paths) > 0 {
-		first = req.Paths[0]
-	}
-	root, _, err := s.resolve(cmpOr(first, "."))
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	t, err := openTreeFor(root)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	defer t.close()
-	res, err := replaceFiles(t, req, s.resolve)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
+	handleJSON(w, r, http.StatusOK, func(req agentproto.ReplaceRequest) (agentproto.ReplaceResult, error) {
+		first := req.Path
+		if len(req.Paths) > 0 {
+			first = req.Paths[0]
+		}
+		return inTree(s, cmpOr(first, "."), nil, func(t *tree, _, _ string) (agentproto.ReplaceResult, error) {
+			return replaceFiles(t, req, s.resolve)
+		})
+	})
 }
