@@ -55,15 +55,6 @@ func decodeOptTime(ns *int64) *time.Time {
 	return &t
 }
 
-// utcPtr returns a copy of *t in UTC, or nil.
-func utcPtr(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
-}
-
 // encodeJSON returns v as JSON for a JSONB column; empty is true for an
 // empty map or slice, which is stored as NULL (a nil []byte).
 func encodeJSON(field string, v any, empty bool) ([]byte, error) {

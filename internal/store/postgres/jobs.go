@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -156,13 +155,13 @@ func (s *Store) UpdateJob(ctx context.Context, id string, fn func(*sandbox.Job) 
 		if err != nil {
 			return err
 		}
-		next = cloneJob(cur)
+		next = store.CloneJob(cur)
 		if err := fn(next); err != nil {
 			return err
 		}
 		next.ID, next.Tenant, next.SandboxID, next.CreatedAt = cur.ID, cur.Tenant, cur.SandboxID, cur.CreatedAt
 		next.Mode = cur.Mode
-		next.StartedAt, next.FinishedAt = utcPtr(next.StartedAt), utcPtr(next.FinishedAt)
+		next.StartedAt, next.FinishedAt = store.UTCPtr(next.StartedAt), store.UTCPtr(next.FinishedAt)
 		if len(next.Command) == 0 {
 			next.Command = nil
 		}
@@ -213,39 +212,5 @@ func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]*sandbox.Job
 		q += " LIMIT " + a.add(f.Limit)
 	}
 	rows, err := s.pool.Query(ctx, q, a...)
-	if err != nil {
-		return nil, dbError(ctx, "list jobs", err)
-	}
-	defer rows.Close()
-	var out []*sandbox.Job
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, dbError(ctx, "list jobs", err)
-		}
-		out = append(out, j)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbError(ctx, "list jobs", err)
-	}
-	return out, nil
-}
-
-// cloneJob returns a deep copy of j.
-func cloneJob(j *sandbox.Job) *sandbox.Job {
-	c := *j
-	c.Command = slices.Clone(j.Command)
-	if j.ExitCode != nil {
-		code := *j.ExitCode
-		c.ExitCode = &code
-	}
-	if j.StartedAt != nil {
-		t := *j.StartedAt
-		c.StartedAt = &t
-	}
-	if j.FinishedAt != nil {
-		t := *j.FinishedAt
-		c.FinishedAt = &t
-	}
-	return &c
+	return collectRows(ctx, "list jobs", nil, scanJob, rows, err)
 }

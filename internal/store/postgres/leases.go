@@ -45,7 +45,7 @@ func (s *Store) ClaimSandbox(ctx context.Context, c store.Claim) (*sandbox.Lease
 		} else if cur, err = getSandbox(ctx, tx, id, "FOR UPDATE"); err != nil {
 			return err
 		}
-		next = cloneSandbox(cur)
+		next = store.CloneSandbox(cur)
 		if err := store.ApplyClaim(next, c); err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
 )
 
 // CreateSandboxNetwork inserts a sandbox's network record.
@@ -68,8 +69,8 @@ func (s *Store) UpdateSandboxNetwork(ctx context.Context, id string, ifVersion i
 		if err != nil {
 			return err
 		}
-		if ifVersion != 0 && ifVersion != cur.ResourceVersion {
-			return fmt.Errorf("network of sandbox %s is at version %d, not %d: %w", id, cur.ResourceVersion, ifVersion, errdefs.ErrPreconditionFailed)
+		if err := store.CheckVersion("network of sandbox "+id, cur.ResourceVersion, ifVersion); err != nil {
+			return err
 		}
 		next = *cur
 		if err := fn(&next); err != nil {

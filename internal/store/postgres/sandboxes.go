@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -200,22 +199,7 @@ func (s *Store) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]*sa
 		q += " LIMIT " + a.add(f.Limit)
 	}
 	rows, err := s.pool.Query(ctx, q, a...)
-	if err != nil {
-		return nil, dbError(ctx, "list sandboxes", err)
-	}
-	defer rows.Close()
-	var out []*sandbox.Sandbox
-	for rows.Next() {
-		sb, err := scanSandbox(rows)
-		if err != nil {
-			return nil, dbError(ctx, "list sandboxes", err)
-		}
-		out = append(out, sb)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbError(ctx, "list sandboxes", err)
-	}
-	return out, nil
+	return collectRows(ctx, "list sandboxes", nil, scanSandbox, rows, err)
 }
 
 func stateStrings[S ~string](states []S) []string {
@@ -242,17 +226,17 @@ func (s *Store) UpdateSandbox(ctx context.Context, id string, ifVersion int64, n
 		if err != nil {
 			return err
 		}
-		if ifVersion != 0 && cur.ResourceVersion != ifVersion {
-			return fmt.Errorf("sandbox %s is at version %d, not %d: %w", id, cur.ResourceVersion, ifVersion, errdefs.ErrPreconditionFailed)
+		if err := store.CheckVersion("sandbox "+id, cur.ResourceVersion, ifVersion); err != nil {
+			return err
 		}
-		next = cloneSandbox(cur) // fn may change next freely; cur stays as stored
+		next = store.CloneSandbox(cur) // fn may change next freely; cur stays as stored
 		if err := fn(next); err != nil {
 			return err
 		}
 		next.ID, next.Tenant, next.CreatedAt = cur.ID, cur.Tenant, cur.CreatedAt
 		next.ResourceVersion = cur.ResourceVersion + 1
 		next.UpdatedAt = now.UTC()
-		normalizeSandbox(next)
+		store.NormalizeSandbox(next)
 		r, err := encodeSandbox(next)
 		if err != nil {
 			return fmt.Errorf("update sandbox %s: %w", id, err)
@@ -277,29 +261,4 @@ func (s *Store) UpdateSandbox(ctx context.Context, id string, ifVersion int64, n
 		return nil, err
 	}
 	return next, nil
-}
-
-// cloneSandbox returns a deep copy of sb.
-func cloneSandbox(sb *sandbox.Sandbox) *sandbox.Sandbox {
-	c := *sb
-	c.Env = maps.Clone(sb.Env)
-	c.Metadata = maps.Clone(sb.Metadata)
-	if sb.ExpiresAt != nil {
-		t := *sb.ExpiresAt
-		c.ExpiresAt = &t
-	}
-	return &c
-}
-
-// normalizeSandbox puts sb in the form a read returns: times in UTC, empty
-// maps as nil.
-func normalizeSandbox(sb *sandbox.Sandbox) {
-	sb.CreatedAt, sb.UpdatedAt = sb.CreatedAt.UTC(), sb.UpdatedAt.UTC()
-	sb.ExpiresAt = utcPtr(sb.ExpiresAt)
-	if len(sb.Env) == 0 {
-		sb.Env = nil
-	}
-	if len(sb.Metadata) == 0 {
-		sb.Metadata = nil
-	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
@@ -97,22 +98,7 @@ func (s *Store) GetTenant(ctx context.Context, name string) (*tenant.Tenant, err
 // ListTenants returns every tenant in name order.
 func (s *Store) ListTenants(ctx context.Context) ([]*tenant.Tenant, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+tenantColumns+` FROM tenants ORDER BY name`)
-	if err != nil {
-		return nil, dbError(ctx, "list tenants", err)
-	}
-	defer rows.Close()
-	out := []*tenant.Tenant{}
-	for rows.Next() {
-		t, err := scanTenant(rows)
-		if err != nil {
-			return nil, dbError(ctx, "list tenants", err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbError(ctx, "list tenants", err)
-	}
-	return out, nil
+	return collectRows(ctx, "list tenants", []*tenant.Tenant{}, scanTenant, rows, err)
 }
 
 // UpdateTenant applies fn to the stored tenant in one transaction holding
@@ -124,8 +110,8 @@ func (s *Store) UpdateTenant(ctx context.Context, name string, ifVersion int64, 
 		if err != nil {
 			return err
 		}
-		if ifVersion != 0 && ifVersion != cur.ResourceVersion {
-			return fmt.Errorf("tenant %s is at version %d, not %d: %w", name, cur.ResourceVersion, ifVersion, errdefs.ErrPreconditionFailed)
+		if err := store.CheckVersion("tenant "+name, cur.ResourceVersion, ifVersion); err != nil {
+			return err
 		}
 		next = *cur
 		if err := fn(&next); err != nil {
@@ -157,8 +143,8 @@ func (s *Store) DeleteTenant(ctx context.Context, name string, ifVersion int64) 
 		if err != nil {
 			return err
 		}
-		if ifVersion != 0 && ifVersion != cur.ResourceVersion {
-			return fmt.Errorf("tenant %s is at version %d, not %d: %w", name, cur.ResourceVersion, ifVersion, errdefs.ErrPreconditionFailed)
+		if err := store.CheckVersion("tenant "+name, cur.ResourceVersion, ifVersion); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM tenants WHERE name = $1`, name); err != nil {
 			return dbError(ctx, "delete tenant "+name, err)
@@ -223,22 +209,7 @@ func (s *Store) KeyByHash(ctx context.Context, hash [32]byte) (*tenant.Key, erro
 // ListKeys returns a tenant's keys, oldest first.
 func (s *Store) ListKeys(ctx context.Context, name string) ([]*tenant.Key, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE tenant = $1 ORDER BY created_at, seq`, name)
-	if err != nil {
-		return nil, dbError(ctx, "list keys", err)
-	}
-	defer rows.Close()
-	out := []*tenant.Key{}
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, dbError(ctx, "list keys", err)
-		}
-		out = append(out, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbError(ctx, "list keys", err)
-	}
-	return out, nil
+	return collectRows(ctx, "list keys", []*tenant.Key{}, scanKey, rows, err)
 }
 
 // RevokeKey marks a key of tenant revoked at now (once).

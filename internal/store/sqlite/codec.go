@@ -35,15 +35,6 @@ func encodeOptTime(field string, t *time.Time) (sql.NullString, error) {
 	return sql.NullString{String: s, Valid: err == nil}, err
 }
 
-// utcPtr returns a copy of *t in UTC, or nil.
-func utcPtr(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
-}
-
 func decodeTime(field, s string) (time.Time, error) {
 	t, err := time.Parse(timeLayout, s)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"genesis.dev/sandbox/internal/errdefs"
@@ -151,44 +150,33 @@ func getJob(ctx context.Context, q queryer, id string) (*sandbox.Job, error) {
 // is returned unchanged. Changes fn makes to ID, Tenant, SandboxID or
 // CreatedAt are ignored. fn runs while the store's write connection is held:
 // it must be quick and must not call the store.
-func (s *Store) UpdateJob(ctx context.Context, id string, fn func(*sandbox.Job) error) (_ *sandbox.Job, err error) {
-	tx, err := s.writer.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, dbError(ctx, "update job "+id, err)
-	}
-	// Always roll back on the way out (a no-op after Commit), so an error
-	// or a panic in fn never leaves the single writer inside a transaction.
-	defer func() { _ = tx.Rollback() }()
-	cur, err := getJob(ctx, tx, id)
-	if err != nil {
-		return nil, err
-	}
-	next := cloneJob(cur)
-	if err := fn(next); err != nil {
-		return nil, err
-	}
-	next.ID, next.Tenant, next.SandboxID, next.CreatedAt = cur.ID, cur.Tenant, cur.SandboxID, cur.CreatedAt
-	next.StartedAt, next.FinishedAt = utcPtr(next.StartedAt), utcPtr(next.FinishedAt)
-	if len(next.Command) == 0 {
-		next.Command = nil
-	}
-	r, err := encodeJob(next)
-	if err != nil {
-		return nil, fmt.Errorf("update job %s: %w", id, err)
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE jobs SET command = ?, script = ?, cwd = ?, state = ?, exit_code = ?,
-		exit_reason = ?, signal = ?, error = ?, stdout_bytes = ?, stderr_bytes = ?, stdout_truncated = ?,
-		stderr_truncated = ?, timeout_ms = ?, started_at = ?, finished_at = ?
-		WHERE id = ?`,
-		r.command, r.script, r.cwd, r.state, r.exitCode, r.exitReason, r.signal, r.errText,
-		r.stdoutBytes, r.stderrBytes, r.stdoutTruncated, r.stderrTruncated, r.timeoutMS,
-		r.startedAt, r.finishedAt, cur.ID); err != nil {
-		return nil, dbError(ctx, "update job "+id, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, dbError(ctx, "commit job "+id, err)
-	}
-	return next, nil
+func (s *Store) UpdateJob(ctx context.Context, id string, fn func(*sandbox.Job) error) (*sandbox.Job, error) {
+	get := func(tx queryer) (*sandbox.Job, error) { return getJob(ctx, tx, id) }
+	return updateRow(ctx, s, "job "+id, get, func(tx *sql.Tx, cur *sandbox.Job) (*sandbox.Job, error) {
+		next := store.CloneJob(cur)
+		if err := fn(next); err != nil {
+			return nil, err
+		}
+		next.ID, next.Tenant, next.SandboxID, next.CreatedAt = cur.ID, cur.Tenant, cur.SandboxID, cur.CreatedAt
+		next.StartedAt, next.FinishedAt = store.UTCPtr(next.StartedAt), store.UTCPtr(next.FinishedAt)
+		if len(next.Command) == 0 {
+			next.Command = nil
+		}
+		r, err := encodeJob(next)
+		if err != nil {
+			return nil, fmt.Errorf("update job %s: %w", id, err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET command = ?, script = ?, cwd = ?, state = ?, exit_code = ?,
+			exit_reason = ?, signal = ?, error = ?, stdout_bytes = ?, stderr_bytes = ?, stdout_truncated = ?,
+			stderr_truncated = ?, timeout_ms = ?, started_at = ?, finished_at = ?
+			WHERE id = ?`,
+			r.command, r.script, r.cwd, r.state, r.exitCode, r.exitReason, r.signal, r.errText,
+			r.stdoutBytes, r.stderrBytes, r.stdoutTruncated, r.stderrTruncated, r.timeoutMS,
+			r.startedAt, r.finishedAt, cur.ID); err != nil {
+			return nil, dbError(ctx, "update job "+id, err)
+		}
+		return next, nil
+	})
 }
 
 // ListJobs returns the jobs matching f, oldest first (by CreatedAt, then
@@ -222,40 +210,5 @@ func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]*sandbox.Job
 		q += " LIMIT ?"
 		args = append(args, f.Limit)
 	}
-	rows, err := s.reader.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, dbError(ctx, "list jobs", err)
-	}
-	defer rows.Close()
-	var out []*sandbox.Job
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, dbError(ctx, "list jobs", err)
-		}
-		out = append(out, j)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbError(ctx, "list jobs", err)
-	}
-	return out, nil
-}
-
-// cloneJob returns a deep copy of j.
-func cloneJob(j *sandbox.Job) *sandbox.Job {
-	c := *j
-	c.Command = slices.Clone(j.Command)
-	if j.ExitCode != nil {
-		code := *j.ExitCode
-		c.ExitCode = &code
-	}
-	if j.StartedAt != nil {
-		t := *j.StartedAt
-		c.StartedAt = &t
-	}
-	if j.FinishedAt != nil {
-		t := *j.FinishedAt
-		c.FinishedAt = &t
-	}
-	return &c
+	return appendRows(ctx, s.reader, nil, "list jobs", scanJob, q, args...)
 }

@@ -43,7 +43,7 @@ func (s *Store) ClaimSandbox(ctx context.Context, c store.Claim) (_ *sandbox.Lea
 	if err != nil {
 		return nil, nil, err
 	}
-	next := cloneSandbox(cur)
+	next := store.CloneSandbox(cur)
 	if err := store.ApplyClaim(next, c); err != nil {
 		return nil, nil, err
 	}
@@ -195,39 +195,30 @@ func (s *Store) ListLeases(ctx context.Context, f store.LeaseFilter) ([]*sandbox
 
 // UpdateLease applies fn to the current lease inside one write transaction.
 func (s *Store) UpdateLease(ctx context.Context, id string, fn func(*sandbox.Lease) error) (*sandbox.Lease, error) {
-	tx, err := s.writer.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, dbError(ctx, "update lease "+id, err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	cur, err := getLease(ctx, tx, "", id)
-	if err != nil {
-		return nil, err
-	}
-	next := store.CloneLease(cur)
-	if err := fn(next); err != nil {
-		return nil, err
-	}
-	next.ID, next.Tenant, next.SandboxID, next.CreatedAt = cur.ID, cur.Tenant, cur.SandboxID, cur.CreatedAt
-	next.ResourceVersion = cur.ResourceVersion + 1
-	store.NormalizeLease(next)
-	doc, err := json.Marshal(next)
-	if err != nil {
-		return nil, fmt.Errorf("update lease %s: %v: %w", id, err, errdefs.ErrInvalidArgument)
-	}
-	exp, err := encodeTime("expires_at", next.ExpiresAt)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE leases SET state = ?, expires_at = ?, doc = ? WHERE id = ?`,
-		string(next.State), exp, string(doc), id); err != nil {
-		if isUniqueViolation(err) {
-			return nil, fmt.Errorf("lease %s: sandbox %s is already in another active lease: %w", id, next.SandboxID, errdefs.ErrConflict)
+	get := func(tx queryer) (*sandbox.Lease, error) { return getLease(ctx, tx, "", id) }
+	return updateRow(ctx, s, "lease "+id, get, func(tx *sql.Tx, cur *sandbox.Lease) (*sandbox.Lease, error) {
+		next := store.CloneLease(cur)
+		if err := fn(next); err != nil {
+			return nil, err
 		}
-		return nil, dbError(ctx, "update lease "+id, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, dbError(ctx, "commit lease "+id, err)
-	}
-	return next, nil
+		next.ID, next.Tenant, next.SandboxID, next.CreatedAt = cur.ID, cur.Tenant, cur.SandboxID, cur.CreatedAt
+		next.ResourceVersion = cur.ResourceVersion + 1
+		store.NormalizeLease(next)
+		doc, err := json.Marshal(next)
+		if err != nil {
+			return nil, fmt.Errorf("update lease %s: %v: %w", id, err, errdefs.ErrInvalidArgument)
+		}
+		exp, err := encodeTime("expires_at", next.ExpiresAt)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE leases SET state = ?, expires_at = ?, doc = ? WHERE id = ?`,
+			string(next.State), exp, string(doc), id); err != nil {
+			if isUniqueViolation(err) {
+				return nil, fmt.Errorf("lease %s: sandbox %s is already in another active lease: %w", id, next.SandboxID, errdefs.ErrConflict)
+			}
+			return nil, dbError(ctx, "update lease "+id, err)
+		}
+		return next, nil
+	})
 }

@@ -11,6 +11,7 @@ import (
 
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
 )
 
 // CreateSandboxNetwork inserts a sandbox's network record.
@@ -60,37 +61,28 @@ func (s *Store) GetSandboxNetwork(ctx context.Context, tenant, id string) (*sand
 }
 
 // UpdateSandboxNetwork applies fn and stores the result in one transaction.
-func (s *Store) UpdateSandboxNetwork(ctx context.Context, id string, ifVersion int64, now time.Time, fn func(*sandbox.Network) error) (_ *sandbox.Network, err error) {
-	tx, err := s.writer.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, dbError(ctx, "update sandbox network "+id, err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	cur, err := getSandboxNetwork(ctx, tx, "", id)
-	if err != nil {
-		return nil, err
-	}
-	if ifVersion != 0 && ifVersion != cur.ResourceVersion {
-		return nil, fmt.Errorf("network of sandbox %s is at version %d, not %d: %w", id, cur.ResourceVersion, ifVersion, errdefs.ErrPreconditionFailed)
-	}
-	next := *cur
-	if err := fn(&next); err != nil {
-		return nil, err
-	}
-	next.SandboxID, next.Tenant = cur.SandboxID, cur.Tenant
-	next.ResourceVersion, next.UpdatedAt = cur.ResourceVersion+1, now.UTC()
-	doc, err := json.Marshal(&next)
-	if err != nil {
-		return nil, fmt.Errorf("update sandbox network %s: %v: %w", id, err, errdefs.ErrInvalidArgument)
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE sandbox_networks SET status = ?, resource_version = ?, doc = ? WHERE sandbox_id = ?`,
-		string(next.Status), next.ResourceVersion, string(doc), id); err != nil {
-		return nil, dbError(ctx, "update sandbox network "+id, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, dbError(ctx, "commit sandbox network "+id, err)
-	}
-	return &next, nil
+func (s *Store) UpdateSandboxNetwork(ctx context.Context, id string, ifVersion int64, now time.Time, fn func(*sandbox.Network) error) (*sandbox.Network, error) {
+	get := func(tx queryer) (*sandbox.Network, error) { return getSandboxNetwork(ctx, tx, "", id) }
+	return updateRow(ctx, s, "sandbox network "+id, get, func(tx *sql.Tx, cur *sandbox.Network) (*sandbox.Network, error) {
+		if err := store.CheckVersion("network of sandbox "+id, cur.ResourceVersion, ifVersion); err != nil {
+			return nil, err
+		}
+		next := *cur
+		if err := fn(&next); err != nil {
+			return nil, err
+		}
+		next.SandboxID, next.Tenant = cur.SandboxID, cur.Tenant
+		next.ResourceVersion, next.UpdatedAt = cur.ResourceVersion+1, now.UTC()
+		doc, err := json.Marshal(&next)
+		if err != nil {
+			return nil, fmt.Errorf("update sandbox network %s: %v: %w", id, err, errdefs.ErrInvalidArgument)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE sandbox_networks SET status = ?, resource_version = ?, doc = ? WHERE sandbox_id = ?`,
+			string(next.Status), next.ResourceVersion, string(doc), id); err != nil {
+			return nil, dbError(ctx, "update sandbox network "+id, err)
+		}
+		return &next, nil
+	})
 }
 
 // ListSandboxNetworks returns the records with one of statuses (all when empty).

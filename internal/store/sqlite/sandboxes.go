@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
@@ -202,23 +201,7 @@ func (s *Store) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]*sa
 		q += " LIMIT ?"
 		args = append(args, f.Limit)
 	}
-	rows, err := s.reader.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, dbError(ctx, "list sandboxes", err)
-	}
-	defer rows.Close()
-	var out []*sandbox.Sandbox
-	for rows.Next() {
-		sb, err := scanSandbox(rows)
-		if err != nil {
-			return nil, dbError(ctx, "list sandboxes", err)
-		}
-		out = append(out, sb)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbError(ctx, "list sandboxes", err)
-	}
-	return out, nil
+	return appendRows(ctx, s.reader, nil, "list sandboxes", scanSandbox, q, args...)
 }
 
 // UpdateSandbox applies fn to the current record inside one write
@@ -228,76 +211,40 @@ func (s *Store) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]*sa
 // aborts the update and is returned unchanged. Changes fn makes to ID, Tenant
 // or CreatedAt are ignored. fn runs while the store's write connection is
 // held: it must be quick and must not call the store.
-func (s *Store) UpdateSandbox(ctx context.Context, id string, ifVersion int64, now time.Time, fn func(*sandbox.Sandbox) error) (_ *sandbox.Sandbox, err error) {
-	tx, err := s.writer.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, dbError(ctx, "update sandbox "+id, err)
-	}
-	// Always roll back on the way out (a no-op after Commit), so an error
-	// or a panic in fn never leaves the single writer inside a transaction.
-	defer func() { _ = tx.Rollback() }()
-	cur, err := getSandbox(ctx, tx, id)
-	if err != nil {
-		return nil, err
-	}
-	if ifVersion != 0 && cur.ResourceVersion != ifVersion {
-		return nil, fmt.Errorf("sandbox %s is at version %d, not %d: %w", id, cur.ResourceVersion, ifVersion, errdefs.ErrPreconditionFailed)
-	}
-	next := cloneSandbox(cur) // fn may change next freely; cur stays as stored
-	if err := fn(next); err != nil {
-		return nil, err
-	}
-	next.ID, next.Tenant, next.CreatedAt = cur.ID, cur.Tenant, cur.CreatedAt
-	next.ResourceVersion = cur.ResourceVersion + 1
-	next.UpdatedAt = now.UTC()
-	normalizeSandbox(next)
-	r, err := encodeSandbox(next)
-	if err != nil {
-		return nil, fmt.Errorf("update sandbox %s: %w", id, err)
-	}
-	res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET profile = ?, runtime = ?, risk_level = ?, state = ?,
-		image = ?, resources = ?, env = ?, metadata = ?, container_id = ?, failure_reason = ?,
-		resource_version = ?, updated_at = ?, expires_at = ?
-		WHERE id = ? AND resource_version = ?`,
-		r.profile, r.runtime, r.riskLevel, r.state, r.image, r.resources, r.env, r.metadata,
-		r.containerID, r.failureReason, r.resourceVersion, r.updatedAt, r.expiresAt,
-		cur.ID, cur.ResourceVersion)
-	if err != nil {
-		return nil, dbError(ctx, "update sandbox "+id, err)
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		// Unreachable while this transaction holds the write lock.
-		return nil, fmt.Errorf("update sandbox %s: record changed during update (%d rows, %v): %w", id, n, err, errdefs.ErrConflict)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, dbError(ctx, "commit sandbox "+id, err)
-	}
-	return next, nil
-}
-
-// cloneSandbox returns a deep copy of sb.
-func cloneSandbox(sb *sandbox.Sandbox) *sandbox.Sandbox {
-	c := *sb
-	c.Env = maps.Clone(sb.Env)
-	c.Metadata = maps.Clone(sb.Metadata)
-	if sb.ExpiresAt != nil {
-		t := *sb.ExpiresAt
-		c.ExpiresAt = &t
-	}
-	return &c
-}
-
-// normalizeSandbox puts sb in the form a read returns: times in UTC, empty
-// maps as nil.
-func normalizeSandbox(sb *sandbox.Sandbox) {
-	sb.CreatedAt, sb.UpdatedAt = sb.CreatedAt.UTC(), sb.UpdatedAt.UTC()
-	sb.ExpiresAt = utcPtr(sb.ExpiresAt)
-	if len(sb.Env) == 0 {
-		sb.Env = nil
-	}
-	if len(sb.Metadata) == 0 {
-		sb.Metadata = nil
-	}
+func (s *Store) UpdateSandbox(ctx context.Context, id string, ifVersion int64, now time.Time, fn func(*sandbox.Sandbox) error) (*sandbox.Sandbox, error) {
+	get := func(tx queryer) (*sandbox.Sandbox, error) { return getSandbox(ctx, tx, id) }
+	return updateRow(ctx, s, "sandbox "+id, get, func(tx *sql.Tx, cur *sandbox.Sandbox) (*sandbox.Sandbox, error) {
+		if err := store.CheckVersion("sandbox "+id, cur.ResourceVersion, ifVersion); err != nil {
+			return nil, err
+		}
+		next := store.CloneSandbox(cur) // fn may change next freely; cur stays as stored
+		if err := fn(next); err != nil {
+			return nil, err
+		}
+		next.ID, next.Tenant, next.CreatedAt = cur.ID, cur.Tenant, cur.CreatedAt
+		next.ResourceVersion = cur.ResourceVersion + 1
+		next.UpdatedAt = now.UTC()
+		store.NormalizeSandbox(next)
+		r, err := encodeSandbox(next)
+		if err != nil {
+			return nil, fmt.Errorf("update sandbox %s: %w", id, err)
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET profile = ?, runtime = ?, risk_level = ?, state = ?,
+			image = ?, resources = ?, env = ?, metadata = ?, container_id = ?, failure_reason = ?,
+			resource_version = ?, updated_at = ?, expires_at = ?
+			WHERE id = ? AND resource_version = ?`,
+			r.profile, r.runtime, r.riskLevel, r.state, r.image, r.resources, r.env, r.metadata,
+			r.containerID, r.failureReason, r.resourceVersion, r.updatedAt, r.expiresAt,
+			cur.ID, cur.ResourceVersion)
+		if err != nil {
+			return nil, dbError(ctx, "update sandbox "+id, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			// Unreachable while this transaction holds the write lock.
+			return nil, fmt.Errorf("update sandbox %s: record changed during update (%d rows, %v): %w", id, n, err, errdefs.ErrConflict)
+		}
+		return next, nil
+	})
 }
 
 // placeholders returns "?, ?, …" with n marks.

@@ -56,32 +56,21 @@ func (s *Store) GetSession(ctx context.Context, tenant, id string) (*sandbox.Ses
 
 // UpdateSession applies fn to the session and stores the result. ID, tenant,
 // sandbox and creation time cannot change.
-func (s *Store) UpdateSession(ctx context.Context, id string, fn func(*sandbox.Session) error) (_ *sandbox.Session, err error) {
-	tx, err := s.writer.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, dbError(ctx, "update session "+id, err)
-	}
-	// Always roll back on the way out (a no-op after Commit), so an error
-	// or a panic in fn never leaves the single writer inside a transaction.
-	defer func() { _ = tx.Rollback() }()
-	cur, err := getSession(ctx, tx, "", id)
-	if err != nil {
-		return nil, err
-	}
-	next := *cur
-	if err := fn(&next); err != nil {
-		return nil, err
-	}
-	next.ID, next.Tenant, next.SandboxID, next.CreatedAt = cur.ID, cur.Tenant, cur.SandboxID, cur.CreatedAt
-	doc, err := json.Marshal(&next)
-	if err != nil {
-		return nil, fmt.Errorf("update session %s: %v: %w", id, err, errdefs.ErrInvalidArgument)
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE sessions SET doc = ? WHERE id = ?`, string(doc), id); err != nil {
-		return nil, dbError(ctx, "update session "+id, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, dbError(ctx, "commit session "+id, err)
-	}
-	return &next, nil
+func (s *Store) UpdateSession(ctx context.Context, id string, fn func(*sandbox.Session) error) (*sandbox.Session, error) {
+	get := func(tx queryer) (*sandbox.Session, error) { return getSession(ctx, tx, "", id) }
+	return updateRow(ctx, s, "session "+id, get, func(tx *sql.Tx, cur *sandbox.Session) (*sandbox.Session, error) {
+		next := *cur
+		if err := fn(&next); err != nil {
+			return nil, err
+		}
+		next.ID, next.Tenant, next.SandboxID, next.CreatedAt = cur.ID, cur.Tenant, cur.SandboxID, cur.CreatedAt
+		doc, err := json.Marshal(&next)
+		if err != nil {
+			return nil, fmt.Errorf("update session %s: %v: %w", id, err, errdefs.ErrInvalidArgument)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET doc = ? WHERE id = ?`, string(doc), id); err != nil {
+			return nil, dbError(ctx, "update session "+id, err)
+		}
+		return &next, nil
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
@@ -102,57 +103,32 @@ func (s *Store) GetTenant(ctx context.Context, name string) (*tenant.Tenant, err
 
 // ListTenants returns every tenant in name order.
 func (s *Store) ListTenants(ctx context.Context) ([]*tenant.Tenant, error) {
-	rows, err := s.reader.QueryContext(ctx, `SELECT `+tenantColumns+` FROM tenants ORDER BY name`)
-	if err != nil {
-		return nil, dbError(ctx, "list tenants", err)
-	}
-	defer rows.Close()
-	out := []*tenant.Tenant{}
-	for rows.Next() {
-		t, err := scanTenant(rows)
-		if err != nil {
-			return nil, dbError(ctx, "list tenants", err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbError(ctx, "list tenants", err)
-	}
-	return out, nil
+	return appendRows(ctx, s.reader, []*tenant.Tenant{}, "list tenants", scanTenant, `SELECT `+tenantColumns+` FROM tenants ORDER BY name`)
 }
 
 // UpdateTenant applies fn to the stored tenant in one write transaction.
-func (s *Store) UpdateTenant(ctx context.Context, name string, ifVersion int64, now time.Time, fn func(*tenant.Tenant) error) (_ *tenant.Tenant, err error) {
-	tx, err := s.writer.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, dbError(ctx, "update tenant "+name, err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	cur, err := getTenant(ctx, tx, name)
-	if err != nil {
-		return nil, err
-	}
-	if ifVersion != 0 && ifVersion != cur.ResourceVersion {
-		return nil, fmt.Errorf("tenant %s is at version %d, not %d: %w", name, cur.ResourceVersion, ifVersion, errdefs.ErrPreconditionFailed)
-	}
-	next := *cur
-	if err := fn(&next); err != nil {
-		return nil, err
-	}
-	next.Name, next.Source, next.CreatedAt = cur.Name, cur.Source, cur.CreatedAt
-	next.ResourceVersion, next.UpdatedAt = cur.ResourceVersion+1, now.UTC()
-	doc, _, updated, err := tenantRow(&next)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE tenants SET doc = ?, resource_version = ?, updated_at = ? WHERE name = ?`,
-		doc, next.ResourceVersion, updated, name); err != nil {
-		return nil, dbError(ctx, "update tenant "+name, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, dbError(ctx, "commit tenant "+name, err)
-	}
-	return &next, nil
+func (s *Store) UpdateTenant(ctx context.Context, name string, ifVersion int64, now time.Time, fn func(*tenant.Tenant) error) (*tenant.Tenant, error) {
+	get := func(tx queryer) (*tenant.Tenant, error) { return getTenant(ctx, tx, name) }
+	return updateRow(ctx, s, "tenant "+name, get, func(tx *sql.Tx, cur *tenant.Tenant) (*tenant.Tenant, error) {
+		if err := store.CheckVersion("tenant "+name, cur.ResourceVersion, ifVersion); err != nil {
+			return nil, err
+		}
+		next := *cur
+		if err := fn(&next); err != nil {
+			return nil, err
+		}
+		next.Name, next.Source, next.CreatedAt = cur.Name, cur.Source, cur.CreatedAt
+		next.ResourceVersion, next.UpdatedAt = cur.ResourceVersion+1, now.UTC()
+		doc, _, updated, err := tenantRow(&next)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE tenants SET doc = ?, resource_version = ?, updated_at = ? WHERE name = ?`,
+			doc, next.ResourceVersion, updated, name); err != nil {
+			return nil, dbError(ctx, "update tenant "+name, err)
+		}
+		return &next, nil
+	})
 }
 
 // DeleteTenant removes a tenant and its keys.
@@ -166,8 +142,8 @@ func (s *Store) DeleteTenant(ctx context.Context, name string, ifVersion int64) 
 	if err != nil {
 		return err
 	}
-	if ifVersion != 0 && ifVersion != cur.ResourceVersion {
-		return fmt.Errorf("tenant %s is at version %d, not %d: %w", name, cur.ResourceVersion, ifVersion, errdefs.ErrPreconditionFailed)
+	if err := store.CheckVersion("tenant "+name, cur.ResourceVersion, ifVersion); err != nil {
+		return err
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM api_keys WHERE tenant = ?`, name); err != nil {
 		return dbError(ctx, "delete keys of tenant "+name, err)
@@ -251,23 +227,8 @@ func (s *Store) KeyByHash(ctx context.Context, hash [32]byte) (*tenant.Key, erro
 
 // ListKeys returns a tenant's keys, oldest first.
 func (s *Store) ListKeys(ctx context.Context, name string) ([]*tenant.Key, error) {
-	rows, err := s.reader.QueryContext(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE tenant = ? ORDER BY created_at, rowid`, name)
-	if err != nil {
-		return nil, dbError(ctx, "list keys", err)
-	}
-	defer rows.Close()
-	out := []*tenant.Key{}
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, dbError(ctx, "list keys", err)
-		}
-		out = append(out, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbError(ctx, "list keys", err)
-	}
-	return out, nil
+	return appendRows(ctx, s.reader, []*tenant.Key{}, "list keys", scanKey,
+		`SELECT `+keyColumns+` FROM api_keys WHERE tenant = ? ORDER BY created_at, rowid`, name)
 }
 
 // RevokeKey marks a key of tenant revoked at now (once).

@@ -1,0 +1,27 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// collectRows scans every row of a query's result with scan and appends it
+// to out; err is the query's own error. op names the call in errors.
+func collectRows[T any](ctx context.Context, op string, out []T, scan func(pgx.Row) (T, error), rows pgx.Rows, err error) ([]T, error) {
+	if err != nil {
+		return nil, dbError(ctx, op, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, dbError(ctx, op, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbError(ctx, op, err)
+	}
+	return out, nil
+}
