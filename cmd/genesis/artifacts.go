@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -33,20 +34,11 @@ func newArtifactsLsCmd(a *app) *cobra.Command {
 		Short:   "List the artifacts of a job, and the matched files it skipped",
 		Args:    exactArgs(1, "one job id"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.callContext(cmd.Context())
-			defer cancel()
-			list, err := c.ListArtifacts(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if a.jsonOutput() {
-				return printJSON(a.stdout, list)
-			}
-			return a.printArtifacts(list)
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.ArtifactList, error) {
+				return c.ListArtifacts(ctx, args[0])
+			}, func(list *client.ArtifactList) error {
+				return a.printArtifacts(list)
+			})
 		}),
 	}
 }
@@ -61,24 +53,18 @@ func (a *app) printArtifacts(list *client.ArtifactList) error {
 	case "failed":
 		a.warnf("collecting the artifacts of job %s failed: %s", list.JobID, list.Error)
 	}
-	tw := newTable(a.stdout)
-	fmt.Fprintln(tw, "ID\tPATH\tSIZE\tMIME\tSHA256")
-	for _, it := range list.Items {
+	if err := printTable(a.stdout, "ID\tPATH\tSIZE\tMIME\tSHA256", list.Items, func(tw io.Writer, it client.Artifact) {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", it.ID, it.Path, it.Size, it.MIME, it.SHA256[:min(12, len(it.SHA256))])
-	}
-	if err := tw.Flush(); err != nil {
+	}); err != nil {
 		return err
 	}
 	if len(list.Skipped) == 0 {
 		return nil
 	}
 	fmt.Fprintln(a.stdout)
-	tw = newTable(a.stdout)
-	fmt.Fprintln(tw, "SKIPPED\tSIZE\tREASON")
-	for _, s := range list.Skipped {
+	return printTable(a.stdout, "SKIPPED\tSIZE\tREASON", list.Skipped, func(tw io.Writer, s client.SkippedArtifact) {
 		fmt.Fprintf(tw, "%s\t%d\t%s\n", s.Path, s.Size, s.Reason)
-	}
-	return tw.Flush()
+	})
 }
 
 // newArtifactsGetCmd builds "genesis artifacts get ARTIFACT [-o FILE]".

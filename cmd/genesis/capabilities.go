@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"sort"
@@ -19,20 +20,11 @@ func newCapabilitiesCmd(a *app) *cobra.Command {
 		Short:   "Show the driver, runtimes, features and profiles the service found",
 		Args:    exactArgs(0, "no arguments"),
 		RunE: a.action(func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.callContext(cmd.Context())
-			defer cancel()
-			caps, err := c.Capabilities(ctx)
-			if err != nil {
-				return err
-			}
-			if a.jsonOutput() {
-				return printJSON(a.stdout, caps)
-			}
-			return printCapabilities(a.stdout, caps)
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.Capabilities, error) {
+				return c.Capabilities(ctx)
+			}, func(caps *client.Capabilities) error {
+				return printCapabilities(a.stdout, caps)
+			})
 		}),
 	}
 }

@@ -331,38 +331,26 @@ func newLsCmd(a *app) *cobra.Command {
 		Args:  exactArgs(1, "SANDBOX or SANDBOX:PATH"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
 			r := sandboxArg(args[0], "/workspace")
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.callContext(cmd.Context())
-			defer cancel()
-			list, err := c.ListFiles(ctx, r.sandbox, r.path, depth, limit)
-			if err != nil {
-				return err
-			}
-			if a.jsonOutput() {
-				return printJSON(a.stdout, list)
-			}
-			tw := newTable(a.stdout)
-			fmt.Fprintln(tw, "MODE\tSIZE\tMODIFIED\tPATH")
-			for _, e := range list.Entries {
-				name := e.Path
-				switch e.Type {
-				case "dir":
-					name += "/"
-				case "symlink":
-					name += " -> " + e.LinkTarget
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.FileList, error) {
+				return c.ListFiles(ctx, r.sandbox, r.path, depth, limit)
+			}, func(list *client.FileList) error {
+				if err := printTable(a.stdout, "MODE\tSIZE\tMODIFIED\tPATH", list.Entries, func(tw io.Writer, e client.FileInfo) {
+					name := e.Path
+					switch e.Type {
+					case "dir":
+						name += "/"
+					case "symlink":
+						name += " -> " + e.LinkTarget
+					}
+					fmt.Fprintf(tw, "%s%s\t%d\t%s\t%s\n", typeLetter(e.Type), e.Mode, e.Size, formatTime(e.ModTime), name)
+				}); err != nil {
+					return err
 				}
-				fmt.Fprintf(tw, "%s%s\t%d\t%s\t%s\n", typeLetter(e.Type), e.Mode, e.Size, formatTime(e.ModTime), name)
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			if list.Truncated {
-				a.warnf("listing truncated; raise --limit or list a deeper directory")
-			}
-			return nil
+				if list.Truncated {
+					a.warnf("listing truncated; raise --limit or list a deeper directory")
+				}
+				return nil
+			})
 		}),
 	}
 	cmd.Flags().IntVarP(&depth, "depth", "d", 1, "levels to descend (1: the directory's entries)")

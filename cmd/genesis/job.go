@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"time"
@@ -28,20 +29,11 @@ func newJobGetCmd(a *app) *cobra.Command {
 		Short: "Show one job",
 		Args:  exactArgs(1, "one job id"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.callContext(cmd.Context())
-			defer cancel()
-			job, err := c.GetJob(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if a.jsonOutput() {
-				return printJSON(a.stdout, job)
-			}
-			return printFields(a.stdout, jobFields(job))
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.Job, error) {
+				return c.GetJob(ctx, args[0])
+			}, func(job *client.Job) error {
+				return printFields(a.stdout, jobFields(job))
+			})
 		}),
 	}
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"time"
@@ -179,28 +181,19 @@ func newLeaseGetCmd(a *app) *cobra.Command {
 		Short:   "Show one lease",
 		Args:    exactArgs(1, "one lease id"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.callContext(cmd.Context())
-			defer cancel()
-			l, err := c.GetLease(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if a.jsonOutput() {
-				return printJSON(a.stdout, l)
-			}
-			ended := ""
-			if l.EndedAt != nil {
-				ended = formatTime(*l.EndedAt) + " (" + l.EndReason + ")"
-			}
-			return printFields(a.stdout, []field{
-				{"ID", l.LeaseID}, {"State", l.State}, {"Sandbox", l.SandboxID}, {"Warm", strconv.FormatBool(l.Warm)},
-				{"Profile", l.Profile}, {"Runtime", l.Runtime}, {"Holder", l.Holder}, {"Metadata", joinMap(l.Metadata)},
-				{"TTL", (time.Duration(l.TTLSeconds) * time.Second).String()}, {"Created", formatTime(l.CreatedAt)},
-				{"Renewed", formatTime(l.RenewedAt)}, {"Expires", formatTime(l.ExpiresAt)}, {"Ended", ended},
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.Lease, error) {
+				return c.GetLease(ctx, args[0])
+			}, func(l *client.Lease) error {
+				ended := ""
+				if l.EndedAt != nil {
+					ended = formatTime(*l.EndedAt) + " (" + l.EndReason + ")"
+				}
+				return printFields(a.stdout, []field{
+					{"ID", l.LeaseID}, {"State", l.State}, {"Sandbox", l.SandboxID}, {"Warm", strconv.FormatBool(l.Warm)},
+					{"Profile", l.Profile}, {"Runtime", l.Runtime}, {"Holder", l.Holder}, {"Metadata", joinMap(l.Metadata)},
+					{"TTL", (time.Duration(l.TTLSeconds) * time.Second).String()}, {"Created", formatTime(l.CreatedAt)},
+					{"Renewed", formatTime(l.RenewedAt)}, {"Expires", formatTime(l.ExpiresAt)}, {"Ended", ended},
+				})
 			})
 		}),
 	}
@@ -229,16 +222,13 @@ func newLeaseListCmd(a *app) *cobra.Command {
 				return printJSON(a.stdout, client.LeaseList{Items: list})
 			}
 			now := a.now()
-			tw := newTable(a.stdout)
-			fmt.Fprintln(tw, "LEASE\tSTATE\tSANDBOX\tPROFILE\tRUNTIME\tWARM\tHOLDER\tEXPIRES")
-			for _, l := range list {
+			return printTable(a.stdout, "LEASE\tSTATE\tSANDBOX\tPROFILE\tRUNTIME\tWARM\tHOLDER\tEXPIRES", list, func(tw io.Writer, l client.Lease) {
 				expires := "-"
 				if l.State == "active" {
 					expires = "in " + shortDuration(l.ExpiresAt.Sub(now))
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", l.LeaseID, l.State, l.SandboxID, l.Profile, l.Runtime, l.Warm, orDash(l.Holder), expires)
-			}
-			return tw.Flush()
+			})
 		}),
 	}
 	cmd.Flags().StringSliceVar(&states, "state", nil, "only leases in this state: active, released, expired (repeatable)")
@@ -256,9 +246,7 @@ func newPoolCmd(a *app) *cobra.Command {
 		if a.jsonOutput() {
 			return printJSON(a.stdout, pl)
 		}
-		tw := newTable(a.stdout)
-		fmt.Fprintln(tw, "POOL\tIDLE\tLEASED\tBUSY\tSTARTING\tTOTAL\tMIN/MAX\tHITS\tMISSES\tREFILL/S\tSTATE")
-		for _, p := range pl.Items {
+		return printTable(a.stdout, "POOL\tIDLE\tLEASED\tBUSY\tSTARTING\tTOTAL\tMIN/MAX\tHITS\tMISSES\tREFILL/S\tSTATE", pl.Items, func(tw io.Writer, p client.Pool) {
 			state := "ok"
 			if p.Draining {
 				state = "draining"
@@ -267,8 +255,7 @@ func newPoolCmd(a *app) *cobra.Command {
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d/%d\t%d\t%d\t%.2f\t%s\n", p.Name, p.Counts["idle"], p.Counts["leased"],
 				p.Counts["busy"], p.Starting, p.Total, p.MinIdle, p.MaxTotal, p.Hits, p.Misses, p.RefillRate, state)
-		}
-		return tw.Flush()
+		})
 	}
 	ls := &cobra.Command{
 		Use:     "ls",

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -74,25 +75,16 @@ the job's id. A job that already ended is left as it is (a note says so);
 a synchronous job cannot be canceled.`,
 		Args: exactArgs(1, "one job id"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.Job, error) {
+				return c.CancelJob(ctx, args[0])
+			}, func(job *client.Job) error {
+				switch job.State {
+				case "succeeded", "failed", "canceled", "lost":
+					a.warnf("job %s had already ended (%s)", job.ID, job.State)
+				}
+				_, err := fmt.Fprintln(a.stdout, job.ID)
 				return err
-			}
-			ctx, cancel := a.callContext(cmd.Context())
-			defer cancel()
-			job, err := c.CancelJob(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if a.jsonOutput() {
-				return printJSON(a.stdout, job)
-			}
-			switch job.State {
-			case "succeeded", "failed", "canceled", "lost":
-				a.warnf("job %s had already ended (%s)", job.ID, job.State)
-			}
-			_, err = fmt.Fprintln(a.stdout, job.ID)
-			return err
+			})
 		}),
 	}
 }

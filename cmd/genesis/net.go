@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -199,30 +201,18 @@ func newNetEventsCmd(a *app) *cobra.Command {
 			if limit < 0 {
 				return usageErrorf("--limit must not be negative")
 			}
-			c, err := a.client()
-			if err != nil {
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.NetworkEventList, error) {
+				return c.NetworkEvents(ctx, args[0], cursor, limit)
+			}, func(page *client.NetworkEventList) error {
+				if err := printTable(a.stdout, "TIME\tPROTO\tDECISION\tNAME\tADDRESS\tPORT\tUP\tDOWN\tREASON", page.Items, func(tw io.Writer, e client.NetworkEvent) {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", e.Time.Format("15:04:05.000"), e.Proto, e.Decision,
+						orDash(e.Name), orDash(e.Address), e.Port, e.BytesUp, e.BytesDown, orDash(e.Reason))
+				}); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintf(a.stderr, "next cursor: %s\n", page.NextCursor)
 				return err
-			}
-			ctx, cancel := a.callContext(cmd.Context())
-			defer cancel()
-			page, err := c.NetworkEvents(ctx, args[0], cursor, limit)
-			if err != nil {
-				return err
-			}
-			if a.jsonOutput() {
-				return printJSON(a.stdout, page)
-			}
-			tw := newTable(a.stdout)
-			fmt.Fprintln(tw, "TIME\tPROTO\tDECISION\tNAME\tADDRESS\tPORT\tUP\tDOWN\tREASON")
-			for _, e := range page.Items {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", e.Time.Format("15:04:05.000"), e.Proto, e.Decision,
-					orDash(e.Name), orDash(e.Address), e.Port, e.BytesUp, e.BytesDown, orDash(e.Reason))
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(a.stderr, "next cursor: %s\n", page.NextCursor)
-			return err
+			})
 		}),
 	}
 	cmd.Flags().StringVar(&cursor, "cursor", "", "list events after this cursor")

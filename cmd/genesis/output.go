@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"genesis.dev/sandbox/client"
 )
 
 // printJSON writes v as indented JSON followed by a newline.
@@ -18,6 +21,36 @@ func printJSON(w io.Writer, v any) error {
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// callAndPrint runs fn with a client under --timeout and prints its result:
+// as JSON with -o json, else with text.
+func callAndPrint[T any](a *app, cmd *cobra.Command, fn func(context.Context, *client.Client) (T, error), text func(T) error) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := a.callContext(cmd.Context())
+	defer cancel()
+	v, err := fn(ctx, c)
+	if err != nil {
+		return err
+	}
+	if a.jsonOutput() {
+		return printJSON(a.stdout, v)
+	}
+	return text(v)
+}
+
+// printTable writes a tab-aligned table to w: the header line, then what
+// row writes for each item.
+func printTable[T any](w io.Writer, header string, items []T, row func(w io.Writer, item T)) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, header)
+	for _, it := range items {
+		row(tw, it)
+	}
+	return tw.Flush()
 }
 
 // newTable returns a tab-aligned writer; the caller flushes it.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -18,20 +19,11 @@ func newProfilesCmd(a *app) *cobra.Command {
 		Short:   "List runtime profiles, their images and usable runtimes",
 		Args:    exactArgs(0, "no arguments"),
 		RunE: a.action(func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.callContext(cmd.Context())
-			defer cancel()
-			list, err := c.Profiles(ctx)
-			if err != nil {
-				return err
-			}
-			if a.jsonOutput() {
-				return printJSON(a.stdout, list)
-			}
-			return printProfileRows(a.stdout, list.Items, "")
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.ProfileList, error) {
+				return c.Profiles(ctx)
+			}, func(list *client.ProfileList) error {
+				return printProfileRows(a.stdout, list.Items, "")
+			})
 		}),
 	}
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -129,20 +131,11 @@ func newSandboxListCmd(a *app) *cobra.Command {
 			if opts.Metadata, err = parseKV("meta", meta); err != nil {
 				return err
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.callContext(cmd.Context())
-			defer cancel()
-			list, err := c.ListSandboxes(ctx, opts)
-			if err != nil {
-				return err
-			}
-			if a.jsonOutput() {
-				return printJSON(a.stdout, list)
-			}
-			return a.printSandboxTable(list.Items)
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.SandboxList, error) {
+				return c.ListSandboxes(ctx, opts)
+			}, func(list *client.SandboxList) error {
+				return a.printSandboxTable(list.Items)
+			})
 		}),
 	}
 	f := cmd.Flags()
@@ -155,9 +148,7 @@ func newSandboxListCmd(a *app) *cobra.Command {
 // printSandboxTable prints one row per sandbox.
 func (a *app) printSandboxTable(items []client.Sandbox) error {
 	now := a.now()
-	tw := newTable(a.stdout)
-	fmt.Fprintln(tw, "ID\tSTATE\tPROFILE\tRUNTIME\tRISK\tAGE\tEXPIRES")
-	for _, s := range items {
+	return printTable(a.stdout, "ID\tSTATE\tPROFILE\tRUNTIME\tRISK\tAGE\tEXPIRES", items, func(tw io.Writer, s client.Sandbox) {
 		age := "-"
 		if !s.CreatedAt.IsZero() {
 			age = shortDuration(now.Sub(s.CreatedAt))
@@ -172,8 +163,7 @@ func (a *app) printSandboxTable(items []client.Sandbox) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			s.ID, orDash(s.State), orDash(s.Profile), orDash(s.Runtime), orDash(s.RiskLevel), age, expires)
-	}
-	return tw.Flush()
+	})
 }
 
 // newSandboxGetCmd builds "genesis sandbox get".
@@ -184,20 +174,11 @@ func newSandboxGetCmd(a *app) *cobra.Command {
 		Short:   "Show one sandbox",
 		Args:    exactArgs(1, "one sandbox id"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.callContext(cmd.Context())
-			defer cancel()
-			sb, err := c.GetSandbox(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if a.jsonOutput() {
-				return printJSON(a.stdout, sb)
-			}
-			return printFields(a.stdout, a.sandboxFields(sb))
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.Sandbox, error) {
+				return c.GetSandbox(ctx, args[0])
+			}, func(sb *client.Sandbox) error {
+				return printFields(a.stdout, a.sandboxFields(sb))
+			})
 		}),
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -10,25 +11,6 @@ import (
 
 	"genesis.dev/sandbox/client"
 )
-
-// callAndPrint runs fn with a client under --timeout and prints its result:
-// as JSON with -o json, else with text.
-func callAndPrint[T any](a *app, cmd *cobra.Command, fn func(context.Context, *client.Client) (T, error), text func(T) error) error {
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := a.callContext(cmd.Context())
-	defer cancel()
-	v, err := fn(ctx, c)
-	if err != nil {
-		return err
-	}
-	if a.jsonOutput() {
-		return printJSON(a.stdout, v)
-	}
-	return text(v)
-}
 
 // quotaFlags are the --max-* flags of tenant create and tenant quota.
 type quotaFlags struct {
@@ -114,14 +96,11 @@ func newTenantCmd(a *app) *cobra.Command {
 			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.TenantList, error) {
 				return c.ListTenants(ctx)
 			}, func(l *client.TenantList) error {
-				tw := newTable(a.stdout)
-				fmt.Fprintln(tw, "NAME\tSOURCE\tADMIN\tWEIGHT\tMAX SANDBOXES\tMAX CPU\tMAX MEMORY MB\tMAX LEASES")
-				for _, t := range l.Items {
+				return printTable(a.stdout, "NAME\tSOURCE\tADMIN\tWEIGHT\tMAX SANDBOXES\tMAX CPU\tMAX MEMORY MB\tMAX LEASES", l.Items, func(tw io.Writer, t client.Tenant) {
 					q := t.Quotas
 					fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\t%s\t%s\t%s\n", t.Name, t.Source, t.Admin, t.Weight,
 						limit(float64(q.MaxSandboxes)), limit(q.MaxCPU), limit(float64(q.MaxMemoryMB)), limit(float64(q.MaxLeases)))
-				}
-				return tw.Flush()
+				})
 			})
 		}),
 	}
@@ -236,16 +215,13 @@ func newTenantKeyCmd(a *app) *cobra.Command {
 			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.APIKeyList, error) {
 				return c.ListAPIKeys(ctx, args[0])
 			}, func(l *client.APIKeyList) error {
-				tw := newTable(a.stdout)
-				fmt.Fprintln(tw, "ID\tPREFIX\tCREATED\tREVOKED\tDESCRIPTION")
-				for _, k := range l.Items {
+				return printTable(a.stdout, "ID\tPREFIX\tCREATED\tREVOKED\tDESCRIPTION", l.Items, func(tw io.Writer, k client.APIKey) {
 					revoked := "-"
 					if k.RevokedAt != nil {
 						revoked = formatTime(*k.RevokedAt)
 					}
 					fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%s\n", k.ID, k.Prefix, formatTime(k.CreatedAt), revoked, orDash(k.Description))
-				}
-				return tw.Flush()
+				})
 			})
 		}),
 	}
