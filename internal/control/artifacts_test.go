@@ -23,7 +23,7 @@ func TestArtifactRetentionGC(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, func(c *config.Config) { c.Intervals.ArtifactRetention = time.Hour })
 	ctx := context.Background()
-	blobs, err := artifacts.OpenBlobs(filepath.Join(h.dir, "artifacts"))
+	blobs, err := artifacts.OpenBlobs(filepath.Join(h.Dir, "artifacts"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,11 +35,11 @@ func TestArtifactRetentionGC(t *testing.T) {
 		return r.SHA256
 	}
 	shared, alone, orphan := put("shared content"), put("content of one"), put("no record")
-	now := h.clock.Now().UTC()
+	now := h.Clock.Now().UTC()
 	mk := func(sum string, expires time.Time) *sandbox.Artifact {
 		a := &sandbox.Artifact{ID: sandbox.NewID("art"), Tenant: "a", JobID: sandbox.NewID("job"), SandboxID: sandbox.NewID("sbx"),
 			Path: "out/x", Name: "x", Size: 1, SHA256: sum, MIME: "text/plain", CreatedAt: now, ExpiresAt: expires}
-		if err := h.st.CreateArtifact(ctx, a); err != nil {
+		if err := h.St.CreateArtifact(ctx, a); err != nil {
 			t.Fatal(err)
 		}
 		return a
@@ -47,13 +47,13 @@ func TestArtifactRetentionGC(t *testing.T) {
 	soon, later := now.Add(30*time.Minute), now.Add(2*time.Hour)
 	old1, old2, keep := mk(shared, soon), mk(alone, soon), mk(shared, later)
 
-	if _, err := h.svc.GetArtifact(ctx, "a", old1.ID); err != nil {
+	if _, err := h.Svc.GetArtifact(ctx, "a", old1.ID); err != nil {
 		t.Fatalf("unexpired artifact: %v", err)
 	}
-	if _, err := h.svc.GetArtifact(ctx, "b", old1.ID); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := h.Svc.GetArtifact(ctx, "b", old1.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("another tenant's artifact: %v", err)
 	}
-	if err := h.svc.Reconcile(ctx, false); err != nil {
+	if err := h.Svc.Reconcile(ctx, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, sum := range []string{shared, alone, orphan} {
@@ -62,19 +62,19 @@ func TestArtifactRetentionGC(t *testing.T) {
 		}
 	}
 
-	h.clock.Advance(45 * time.Minute)
-	if _, err := h.svc.GetArtifact(ctx, "a", old1.ID); !errors.Is(err, errdefs.ErrNotFound) || errdefs.Code(err) != "artifact_expired" {
+	h.Clock.Advance(45 * time.Minute)
+	if _, err := h.Svc.GetArtifact(ctx, "a", old1.ID); !errors.Is(err, errdefs.ErrNotFound) || errdefs.Code(err) != "artifact_expired" {
 		t.Fatalf("expired artifact served before GC: %v", err)
 	}
-	if err := h.svc.Reconcile(ctx, false); err != nil {
+	if err := h.Svc.Reconcile(ctx, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range []*sandbox.Artifact{old1, old2} {
-		if _, err := h.st.GetArtifact(ctx, "", a.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		if _, err := h.St.GetArtifact(ctx, "", a.ID); !errors.Is(err, errdefs.ErrNotFound) {
 			t.Errorf("expired record %s kept: %v", a.ID, err)
 		}
 	}
-	if _, err := h.st.GetArtifact(ctx, "", keep.ID); err != nil {
+	if _, err := h.St.GetArtifact(ctx, "", keep.ID); err != nil {
 		t.Errorf("unexpired record removed: %v", err)
 	}
 	if !blobs.Has(shared) {
@@ -86,14 +86,14 @@ func TestArtifactRetentionGC(t *testing.T) {
 	if !blobs.Has(orphan) {
 		t.Error("a periodic pass swept a blob it had no expired record for")
 	}
-	if _, f, err := h.svc.OpenArtifact(ctx, "a", keep.ID); err != nil {
+	if _, f, err := h.Svc.OpenArtifact(ctx, "a", keep.ID); err != nil {
 		t.Errorf("open the kept artifact: %v", err)
 	} else {
 		f.Close()
 	}
 
 	// The startup pass sweeps every blob: the one never recorded goes.
-	if err := h.svc.Reconcile(ctx, true); err != nil {
+	if err := h.Svc.Reconcile(ctx, true); err != nil {
 		t.Fatal(err)
 	}
 	if blobs.Has(orphan) || !blobs.Has(shared) {
@@ -110,7 +110,7 @@ func TestArtifactRequestValidation(t *testing.T) {
 		c.Limits.Artifacts = config.ArtifactLimits{MaxFileBytes: 1000, MaxTotalBytes: 5000, MaxFiles: 10}
 	})
 	ctx := context.Background()
-	sb := h.create("a", control.CreateSandboxInput{})
+	sb := h.Create("a", control.CreateSandboxInput{})
 	many := make([]string, 33)
 	for i := range many {
 		many[i] = "x"
@@ -120,35 +120,35 @@ func TestArtifactRequestValidation(t *testing.T) {
 		{Paths: []string{"[x"}}, {Paths: many}, {Paths: []string{"x"}, MaxFileBytes: 1001},
 		{Paths: []string{"x"}, MaxTotalBytes: 5001}, {Paths: []string{"x"}, MaxFileBytes: -1},
 	} {
-		_, err := h.svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"}, Artifacts: &spec})
+		_, err := h.Svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"}, Artifacts: &spec})
 		if !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("spec %+v: %v, want invalid argument", spec, err)
 		}
-		if _, err := h.svc.StartJob(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"}, Artifacts: &spec}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		if _, err := h.Svc.StartJob(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"}, Artifacts: &spec}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("background, spec %+v: %v, want invalid argument", spec, err)
 		}
 	}
-	if jobs, err := h.st.ListJobs(ctx, store.JobFilter{}); err != nil || len(jobs) != 0 {
+	if jobs, err := h.St.ListJobs(ctx, store.JobFilter{}); err != nil || len(jobs) != 0 {
 		t.Fatalf("refused requests recorded %d jobs (%v)", len(jobs), err)
 	}
 
-	out, err := h.svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"},
+	out, err := h.Svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"},
 		Artifacts: &sandbox.ArtifactSpec{Paths: []string{"out/*.png"}, MaxFileBytes: 10}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := h.svc.ArtifactSummary(ctx, out.Job.ID)
+	c := h.Svc.ArtifactSummary(ctx, out.Job.ID)
 	if c == nil || c.State == sandbox.ArtifactsPending || c.FinishedAt == nil || c.Spec.MaxFileBytes != 10 || c.Tenant != "a" {
 		t.Fatalf("collection after the job: %+v", c)
 	}
-	if _, _, err := h.svc.JobArtifacts(ctx, "b", out.Job.ID); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, _, err := h.Svc.JobArtifacts(ctx, "b", out.Job.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("another tenant lists the job's artifacts: %v", err)
 	}
-	plain, err := h.svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"}})
+	plain, err := h.Svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c, list, err := h.svc.JobArtifacts(ctx, "a", plain.Job.ID); err != nil || c != nil || len(list) != 0 {
+	if c, list, err := h.Svc.JobArtifacts(ctx, "a", plain.Job.ID); err != nil || c != nil || len(list) != 0 {
 		t.Errorf("a job without an artifact request: %+v %v %v", c, list, err)
 	}
 }

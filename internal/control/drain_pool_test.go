@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -35,7 +36,7 @@ func TestDrainWaitsForPoolCreates(t *testing.T) {
 	ctx := context.Background()
 	h.waitStarting(1)
 	drained := make(chan error, 1)
-	go func() { drained <- h.svc.Drain(ctx, time.Second) }()
+	go func() { drained <- h.Svc.Drain(ctx, time.Second) }()
 	close(gate)
 	select {
 	case err := <-drained:
@@ -47,37 +48,37 @@ func TestDrainWaitsForPoolCreates(t *testing.T) {
 	}
 	// Whatever the in-flight create did, it is over and nothing lives.
 	h.waitStarting(0)
-	for _, r := range h.records() {
+	for _, r := range h.Records() {
 		if r.State != sandbox.StateDestroyed && r.State != sandbox.StateFailed {
 			t.Errorf("sandbox %s is %s after the drain; want none live", r.ID, r.State)
 		}
 	}
-	h.waitAgents(0)
+	h.WaitAgents(0)
 }
 
 // testPool returns the view of the test profile's pool.
 func (h *harness) testPool() control.PoolView {
-	h.t.Helper()
-	views, err := h.svc.Pools(context.Background())
+	h.T.Helper()
+	views, err := h.Svc.Pools(context.Background())
 	if err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
 	for _, v := range views {
-		if v.Profile == testProfile {
+		if v.Profile == controltest.Profile {
 			return v
 		}
 	}
-	h.t.Fatalf("no pool of %s: %+v", testProfile, views)
+	h.T.Fatalf("no pool of %s: %+v", controltest.Profile, views)
 	return control.PoolView{}
 }
 
 // waitStarting polls until n members of the test pool are being made.
 func (h *harness) waitStarting(n int64) {
-	h.t.Helper()
+	h.T.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for h.testPool().Starting != n {
 		if time.Now().After(deadline) {
-			h.t.Fatalf("pool never had %d member creates in flight: %+v", n, h.testPool())
+			h.T.Fatalf("pool never had %d member creates in flight: %+v", n, h.testPool())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

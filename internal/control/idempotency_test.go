@@ -13,14 +13,14 @@ import (
 func TestCreateIdempotencyKey(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
-	first := h.create("a", control.CreateSandboxInput{IdempotencyKey: "retry-me"})
+	first := h.Create("a", control.CreateSandboxInput{IdempotencyKey: "retry-me"})
 	var wg sync.WaitGroup
 	ids := make([]string, 8)
 	for i := range ids {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ids[i] = h.create("a", control.CreateSandboxInput{IdempotencyKey: "retry-me"}).ID
+			ids[i] = h.Create("a", control.CreateSandboxInput{IdempotencyKey: "retry-me"}).ID
 		}()
 	}
 	wg.Wait()
@@ -29,15 +29,15 @@ func TestCreateIdempotencyKey(t *testing.T) {
 			t.Fatalf("retry got %s, want %s", id, first.ID)
 		}
 	}
-	other := h.create("b", control.CreateSandboxInput{IdempotencyKey: "retry-me"})
+	other := h.Create("b", control.CreateSandboxInput{IdempotencyKey: "retry-me"})
 	if other.ID == first.ID {
 		t.Fatal("tenants share idempotency keys")
 	}
-	fresh := h.create("a", control.CreateSandboxInput{IdempotencyKey: "another"})
+	fresh := h.Create("a", control.CreateSandboxInput{IdempotencyKey: "another"})
 	if fresh.ID == first.ID {
 		t.Fatal("different keys gave the same sandbox")
 	}
-	if n := len(h.containers()); n != 3 {
+	if n := len(h.Containers()); n != 3 {
 		t.Fatalf("%d containers, want 3 (one per distinct tenant+key)", n)
 	}
 }

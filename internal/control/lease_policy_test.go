@@ -8,6 +8,7 @@ import (
 
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/egress"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -22,11 +23,11 @@ func TestLeaseTenantMinRisk(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, withPool(1, 2))
 	ctx := context.Background()
-	if _, err := h.svc.CreateTenant(ctx, control.TenantInput{Name: "strict", MinRiskLevel: "high"}); err != nil {
+	if _, err := h.Svc.CreateTenant(ctx, control.TenantInput{Name: "strict", MinRiskLevel: "high"}); err != nil {
 		t.Fatal(err)
 	}
 	h.waitIdle(1)
-	out, err := h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "strict", Profile: testProfile})
+	out, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "strict", Profile: controltest.Profile})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +36,7 @@ func TestLeaseTenantMinRisk(t *testing.T) {
 		t.Errorf("lease of a min-risk-high tenant: warm %v, lease runtime %s, sandbox %s at %s; want a cold runsc sandbox at high",
 			out.Lease.Warm, out.Lease.Runtime, out.Sandbox.Runtime, out.Sandbox.RiskLevel)
 	}
-	_, err = h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "strict", Profile: testProfile, Runtime: "runc"})
+	_, err = h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "strict", Profile: controltest.Profile, Runtime: "runc"})
 	wantProblem(t, "runc for a min-risk-high tenant", err, 400, "runtime_not_allowed")
 }
 
@@ -53,15 +54,15 @@ func TestLeaseNetworkPolicy(t *testing.T) {
 	ctx := context.Background()
 	h.waitIdle(1)
 	allow := &egress.Policy{Mode: egress.ModeAllowlist, Allow: []egress.Rule{{Host: "api.example.com"}}}
-	_, err := h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: testProfile, Network: allow})
+	_, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: controltest.Profile, Network: allow})
 	wantProblem(t, "lease asking for allowlist", err, 409, control.CodeNetworkModeUnavailable)
-	_, err = h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "netted", Profile: testProfile})
+	_, err = h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "netted", Profile: controltest.Profile})
 	wantProblem(t, "lease of a tenant with an allowlist default", err, 409, control.CodeNetworkModeUnavailable)
 	if v := h.waitIdle(1); v.Hits != 0 {
 		t.Errorf("pool handed out members to leases of another network policy: %+v", v)
 	}
 	// The members' own policy (none) is served warm.
-	out, err := h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: testProfile, Network: &egress.Policy{Mode: egress.ModeNone}})
+	out, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: controltest.Profile, Network: &egress.Policy{Mode: egress.ModeNone}})
 	if err != nil || !out.Lease.Warm {
 		t.Fatalf("lease asking for mode none: %+v, %v; want a warm member", out, err)
 	}
@@ -76,7 +77,7 @@ func TestLeaseEndsWithSandbox(t *testing.T) {
 	ctx := context.Background()
 	acquire := func() *control.LeaseOutput {
 		t.Helper()
-		out, err := h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: testProfile, TTLSeconds: ttl(600)})
+		out, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: controltest.Profile, TTLSeconds: ttl(600)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,25 +85,25 @@ func TestLeaseEndsWithSandbox(t *testing.T) {
 	}
 	wantEnded := func(what string, out *control.LeaseOutput, reason string) {
 		t.Helper()
-		l, err := h.svc.GetLease(ctx, "a", out.Lease.ID)
+		l, err := h.Svc.GetLease(ctx, "a", out.Lease.ID)
 		if err != nil || l.State != sandbox.LeaseReleased || !strings.Contains(l.EndReason, reason) || l.EndedAt == nil {
 			t.Errorf("lease of a %s sandbox: %+v, %v; want released with a reason saying %q", what, l, err, reason)
 		}
 	}
 	deleted := acquire()
-	if err := h.svc.DeleteSandbox(ctx, "a", deleted.Sandbox.ID); err != nil {
+	if err := h.Svc.DeleteSandbox(ctx, "a", deleted.Sandbox.ID); err != nil {
 		t.Fatal(err)
 	}
 	wantEnded("deleted", deleted, "destroyed")
 
 	failed := acquire()
-	if err := h.drv.Exit(h.record(failed.Sandbox.ID).ContainerID, 137, true); err != nil {
+	if err := h.Drv.Exit(h.Record(failed.Sandbox.ID).ContainerID, 137, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.svc.Reconcile(ctx, false); err != nil {
+	if err := h.Svc.Reconcile(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	if st := h.record(failed.Sandbox.ID).State; st != sandbox.StateFailed {
+	if st := h.Record(failed.Sandbox.ID).State; st != sandbox.StateFailed {
 		t.Fatalf("sandbox with an exited container is %s, want failed", st)
 	}
 	wantEnded("failed", failed, "failed")
@@ -110,7 +111,7 @@ func TestLeaseEndsWithSandbox(t *testing.T) {
 	// A lease left active on a sandbox that failed (as an older version
 	// left them) does not hold up a drain until its timeout.
 	stale := acquire()
-	if _, err := h.st.UpdateSandbox(ctx, stale.Sandbox.ID, 0, time.Now(), func(x *sandbox.Sandbox) error {
+	if _, err := h.St.UpdateSandbox(ctx, stale.Sandbox.ID, 0, time.Now(), func(x *sandbox.Sandbox) error {
 		x.State = sandbox.StateFailed
 		return nil
 	}); err != nil {
@@ -118,7 +119,7 @@ func TestLeaseEndsWithSandbox(t *testing.T) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := h.svc.Drain(dctx, 10*time.Minute); err != nil {
+	if err := h.Svc.Drain(dctx, 10*time.Minute); err != nil {
 		t.Errorf("drain with only a failed sandbox's lease left: %v; want done at once", err)
 	}
 }
@@ -129,14 +130,14 @@ func TestColdLeasesKeepMaxLeases(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := context.Background()
-	if _, err := h.svc.CreateTenant(ctx, control.TenantInput{Name: "capped", Quotas: tenant.Quotas{MaxLeases: 2}}); err != nil {
+	if _, err := h.Svc.CreateTenant(ctx, control.TenantInput{Name: "capped", Quotas: tenant.Quotas{MaxLeases: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 6
 	errs := make(chan error, n)
 	for range n {
 		go func() {
-			_, err := h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "capped", Profile: testProfile})
+			_, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "capped", Profile: controltest.Profile})
 			errs <- err
 		}()
 	}
@@ -153,7 +154,7 @@ func TestColdLeasesKeepMaxLeases(t *testing.T) {
 	if ok != 2 {
 		t.Errorf("%d of %d concurrent cold leases granted with max_leases 2", ok, n)
 	}
-	if list, err := h.svc.ListLeases(ctx, store.LeaseFilter{Tenant: "capped", States: []sandbox.LeaseState{sandbox.LeaseActive}}); err != nil || len(list) != 2 {
+	if list, err := h.Svc.ListLeases(ctx, store.LeaseFilter{Tenant: "capped", States: []sandbox.LeaseState{sandbox.LeaseActive}}); err != nil || len(list) != 2 {
 		t.Errorf("active leases: %d, %v; want 2", len(list), err)
 	}
 }
@@ -165,12 +166,12 @@ func TestWarmLeaseTerminalEnv(t *testing.T) {
 	h := newHarness(t, withPool(1, 2))
 	ctx := context.Background()
 	h.waitIdle(1)
-	out, err := h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: testProfile,
+	out, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: controltest.Profile,
 		Env: map[string]string{"LEASE_VAR": "from-claim"}})
 	if err != nil || !out.Lease.Warm {
 		t.Fatalf("warm lease: %+v, %v", out, err)
 	}
-	conn, err := control.NewTerminals(h.svc).Open(ctx, control.TerminalOptions{Tenant: "a", SandboxID: out.Sandbox.ID})
+	conn, err := control.NewTerminals(h.Svc).Open(ctx, control.TerminalOptions{Tenant: "a", SandboxID: out.Sandbox.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,23 +207,23 @@ func TestLeaseSystemEndsAudited(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := context.Background()
-	expired, err := h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: testProfile, TTLSeconds: ttl(5)})
+	expired, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: controltest.Profile, TTLSeconds: ttl(5)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.clock.Advance(6 * time.Second)
-	if err := h.svc.Reconcile(ctx, false); err != nil {
+	h.Clock.Advance(6 * time.Second)
+	if err := h.Svc.Reconcile(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	kept := h.create("b", control.CreateSandboxInput{})
-	if err := h.svc.Drain(ctx, time.Second); err != nil {
+	kept := h.Create("b", control.CreateSandboxInput{})
+	if err := h.Svc.Drain(ctx, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []struct{ tenant, action, target string }{
 		{"a", "system lease_expired", expired.Lease.ID},
 		{"b", "system service_drained", kept.ID},
 	} {
-		recs, err := h.svc.ListAudit(ctx, store.AuditFilter{Tenant: want.tenant, Action: want.action, Target: want.target})
+		recs, err := h.Svc.ListAudit(ctx, store.AuditFilter{Tenant: want.tenant, Action: want.action, Target: want.target})
 		if err != nil || len(recs) != 1 || recs[0].Actor != "system" || recs[0].Status != 200 {
 			t.Errorf("audit of %s on %s: %+v, %v; want one system record", want.action, want.target, recs, err)
 		}

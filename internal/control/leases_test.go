@@ -10,6 +10,7 @@ import (
 
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
@@ -21,7 +22,7 @@ func withPool(minIdle, maxTotal int) func(*config.Config) {
 		c.WarmPools = true
 		c.Intervals.PoolCheck = time.Hour
 		for i := range c.Profiles {
-			if c.Profiles[i].Name == testProfile {
+			if c.Profiles[i].Name == controltest.Profile {
 				c.Profiles[i].Pools = []config.PoolSpec{{Runtime: sandbox.RuntimeRunc, MinIdle: minIdle, MaxTotal: maxTotal}}
 				c.Profiles[i].Lease = config.LeasePolicy{DefaultTTLSeconds: 60, MaxTTLSeconds: 600}
 			}
@@ -31,20 +32,20 @@ func withPool(minIdle, maxTotal int) func(*config.Config) {
 
 // waitIdle polls until the test pool holds n idle members.
 func (h *harness) waitIdle(n int) control.PoolView {
-	h.t.Helper()
+	h.T.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		views, err := h.svc.Pools(context.Background())
+		views, err := h.Svc.Pools(context.Background())
 		if err != nil {
-			h.t.Fatal(err)
+			h.T.Fatal(err)
 		}
 		for _, v := range views {
-			if v.Profile == testProfile && v.Counts[sandbox.StateIdle] == n && v.Starting == 0 {
+			if v.Profile == controltest.Profile && v.Counts[sandbox.StateIdle] == n && v.Starting == 0 {
 				return v
 			}
 		}
 		if time.Now().After(deadline) {
-			h.t.Fatalf("pool never held %d idle members: %+v", n, views)
+			h.T.Fatalf("pool never held %d idle members: %+v", n, views)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -68,14 +69,14 @@ func TestLeaseWarmClaim(t *testing.T) {
 	h := newHarness(t, withPool(2, 4))
 	ctx := context.Background()
 	h.waitIdle(2)
-	if list, _ := h.svc.ListSandboxes(ctx, store.SandboxFilter{Tenant: "a"}); len(list) != 0 {
+	if list, _ := h.Svc.ListSandboxes(ctx, store.SandboxFilter{Tenant: "a"}); len(list) != 0 {
 		t.Fatalf("pool members visible to a tenant: %d", len(list))
 	}
 	before := map[string]bool{}
-	for _, c := range h.containers() {
+	for _, c := range h.Containers() {
 		before[c.ID] = true
 	}
-	out, err := h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: testProfile, TTLSeconds: ttl(30),
+	out, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: controltest.Profile, TTLSeconds: ttl(30),
 		Holder: "h1", Env: map[string]string{"LEASE_VAR": "from-claim"}, Metadata: map[string]string{"run": "1"}})
 	if err != nil {
 		t.Fatal(err)
@@ -86,24 +87,24 @@ func TestLeaseWarmClaim(t *testing.T) {
 	}
 	// The refill the claim wakes may start a container at once; what
 	// matters is that the lease got one that was already running.
-	if c, ok := h.container(sb.ID); !ok || !before[c.ID] {
+	if c, ok := h.Container(sb.ID); !ok || !before[c.ID] {
 		t.Errorf("the warm claim did not hand over a container that ran before it (container %+v, found %v)", c, ok)
 	}
-	res, err := h.svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Script: `echo "$LEASE_VAR"`})
+	res, err := h.Svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Script: `echo "$LEASE_VAR"`})
 	if err != nil || strings.TrimSpace(string(res.Stdout)) != "from-claim" {
 		t.Fatalf("claim env not applied: %q %v", res.Stdout, err)
 	}
-	if _, err := h.svc.GetLease(ctx, "b", l.ID); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := h.Svc.GetLease(ctx, "b", l.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("another tenant reads the lease: %v", err)
 	}
-	wantProblem(t, "foreign release", h.svc.ReleaseLease(ctx, "b", l.ID), http.StatusNotFound, "lease_not_found")
+	wantProblem(t, "foreign release", h.Svc.ReleaseLease(ctx, "b", l.ID), http.StatusNotFound, "lease_not_found")
 
-	job, err := h.svc.StartJob(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"sleep", "30"}})
+	job, err := h.Svc.StartJob(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"sleep", "30"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, h, sb.ID, sandbox.StateBusy)
-	if _, err := h.svc.CancelJob(ctx, "a", job.ID); err != nil {
+	if _, err := h.Svc.CancelJob(ctx, "a", job.ID); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, h, sb.ID, sandbox.StateLeased)
@@ -112,23 +113,23 @@ func TestLeaseWarmClaim(t *testing.T) {
 	if v.Hits != 1 || v.Counts[sandbox.StateLeased] != 1 {
 		t.Errorf("pool after one claim: %+v", v)
 	}
-	renewed, err := h.svc.RenewLease(ctx, "a", l.ID, ttl(120))
-	if err != nil || !renewed.ExpiresAt.After(l.ExpiresAt) || h.record(sb.ID).ExpiresAt.Before(renewed.ExpiresAt) {
+	renewed, err := h.Svc.RenewLease(ctx, "a", l.ID, ttl(120))
+	if err != nil || !renewed.ExpiresAt.After(l.ExpiresAt) || h.Record(sb.ID).ExpiresAt.Before(renewed.ExpiresAt) {
 		t.Fatalf("renew: %+v %v", renewed, err)
 	}
-	wantProblem(t, "renew past the profile maximum", func() error { _, err := h.svc.RenewLease(ctx, "a", l.ID, ttl(601)); return err }(), 400, "invalid_ttl")
-	if err := h.svc.ReleaseLease(ctx, "a", l.ID); err != nil {
+	wantProblem(t, "renew past the profile maximum", func() error { _, err := h.Svc.RenewLease(ctx, "a", l.ID, ttl(601)); return err }(), 400, "invalid_ttl")
+	if err := h.Svc.ReleaseLease(ctx, "a", l.ID); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.record(sb.ID).State; got != sandbox.StateDestroyed {
+	if got := h.Record(sb.ID).State; got != sandbox.StateDestroyed {
 		t.Errorf("released sandbox is %s, want destroyed", got)
 	}
-	if err := h.svc.ReleaseLease(ctx, "a", l.ID); err != nil {
+	if err := h.Svc.ReleaseLease(ctx, "a", l.ID); err != nil {
 		t.Errorf("second release: %v, want success", err)
 	}
-	_, err = h.svc.RenewLease(ctx, "a", l.ID, nil)
+	_, err = h.Svc.RenewLease(ctx, "a", l.ID, nil)
 	wantProblem(t, "renew of a released lease", err, http.StatusConflict, "lease_released")
-	got, _ := h.svc.GetLease(ctx, "a", l.ID)
+	got, _ := h.Svc.GetLease(ctx, "a", l.ID)
 	if got.State != sandbox.LeaseReleased || got.EndedAt == nil {
 		t.Errorf("released lease reads %+v", got)
 	}
@@ -137,9 +138,9 @@ func TestLeaseWarmClaim(t *testing.T) {
 func waitState(t *testing.T, h *harness, id string, want sandbox.State) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
-	for h.record(id).State != want {
+	for h.Record(id).State != want {
 		if time.Now().After(deadline) {
-			t.Fatalf("sandbox %s is %s, want %s", id, h.record(id).State, want)
+			t.Fatalf("sandbox %s is %s, want %s", id, h.Record(id).State, want)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -153,9 +154,9 @@ func TestLeaseBadInput(t *testing.T) {
 	acquire := func(in control.AcquireLeaseInput) error {
 		in.Tenant = "a"
 		if in.Profile == "" {
-			in.Profile = testProfile
+			in.Profile = controltest.Profile
 		}
-		_, err := h.svc.AcquireLease(ctx, in)
+		_, err := h.Svc.AcquireLease(ctx, in)
 		return err
 	}
 	wantProblem(t, "unknown profile", acquire(control.AcquireLeaseInput{Profile: "nope"}), 404, "profile_not_found")
@@ -165,9 +166,9 @@ func TestLeaseBadInput(t *testing.T) {
 	wantProblem(t, "negative wait", acquire(control.AcquireLeaseInput{WaitSeconds: -1}), 400, "invalid_argument")
 	wantProblem(t, "reserved env", acquire(control.AcquireLeaseInput{Env: map[string]string{"GENESIS_AGENT_X": "1"}}), 400, "invalid_argument")
 	wantProblem(t, "weak runtime for high risk", acquire(control.AcquireLeaseInput{RiskLevel: "high", Runtime: "runc"}), 400, "runtime_not_allowed")
-	_, err := h.svc.GetLease(ctx, "a", "lse_0000000000000000")
+	_, err := h.Svc.GetLease(ctx, "a", "lse_0000000000000000")
 	wantProblem(t, "unknown lease", err, 404, "lease_not_found")
-	h.assertNothingCreated()
+	h.AssertNothingCreated()
 }
 
 // TestLeaseExpiryReaped: a lease past its expiry reads expired at once, the
@@ -176,31 +177,31 @@ func TestLeaseExpiryReaped(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := context.Background()
-	out, err := h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: testProfile, TTLSeconds: ttl(5)})
+	out, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: controltest.Profile, TTLSeconds: ttl(5)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if out.Lease.Warm {
 		t.Error("a lease without a pool says warm")
 	}
-	h.clock.Advance(6 * time.Second)
-	if l, _ := h.svc.GetLease(ctx, "a", out.Lease.ID); l.State != sandbox.LeaseExpired {
+	h.Clock.Advance(6 * time.Second)
+	if l, _ := h.Svc.GetLease(ctx, "a", out.Lease.ID); l.State != sandbox.LeaseExpired {
 		t.Errorf("lease past expiry reads %s", l.State)
 	}
-	_, err = h.svc.RenewLease(ctx, "a", out.Lease.ID, nil)
+	_, err = h.Svc.RenewLease(ctx, "a", out.Lease.ID, nil)
 	wantProblem(t, "renew of an expired lease", err, 409, "lease_expired")
-	wantProblem(t, "release of an expired lease", h.svc.ReleaseLease(ctx, "a", out.Lease.ID), 409, "lease_expired")
-	if err := h.svc.Reconcile(ctx, false); err != nil {
+	wantProblem(t, "release of an expired lease", h.Svc.ReleaseLease(ctx, "a", out.Lease.ID), 409, "lease_expired")
+	if err := h.Svc.Reconcile(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.record(out.Sandbox.ID).State; got != sandbox.StateDestroyed {
+	if got := h.Record(out.Sandbox.ID).State; got != sandbox.StateDestroyed {
 		t.Errorf("sandbox of the reaped lease is %s", got)
 	}
-	stored, _ := h.st.GetLease(ctx, "", out.Lease.ID)
+	stored, _ := h.St.GetLease(ctx, "", out.Lease.ID)
 	if stored.State != sandbox.LeaseExpired || stored.EndReason != "ttl expired" {
 		t.Errorf("reaped lease stored as %+v", stored)
 	}
-	h.assertGone(out.Sandbox.ID)
+	h.AssertGone(out.Sandbox.ID)
 }
 
 // TestLeaseCapacityWait: with the host full a lease waits up to
@@ -210,21 +211,21 @@ func TestLeaseCapacityWait(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, func(c *config.Config) { c.Limits.MaxSandboxes = 1 })
 	ctx := context.Background()
-	first, err := h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: testProfile})
+	first, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: controltest.Profile})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "b", Profile: testProfile})
+	_, err = h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "b", Profile: controltest.Profile})
 	wantProblem(t, "full host, no wait", err, 503, "capacity_exhausted")
 	if d, ok := errdefs.RetryAfter(err); !ok || d <= 0 {
 		t.Errorf("no retry hint: %v", err)
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "b", Profile: testProfile, WaitSeconds: 60})
+		_, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "b", Profile: controltest.Profile, WaitSeconds: 60})
 		done <- err
 	}()
-	if err := h.svc.ReleaseLease(ctx, "a", first.Lease.ID); err != nil {
+	if err := h.Svc.ReleaseLease(ctx, "a", first.Lease.ID); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -244,13 +245,13 @@ func TestPoolDrain(t *testing.T) {
 	h := newHarness(t, withPool(2, 3))
 	ctx := context.Background()
 	h.waitIdle(2)
-	views, err := h.svc.DrainPool(ctx, testProfile+"-runc")
+	views, err := h.Svc.DrainPool(ctx, controltest.Profile+"-runc")
 	if err != nil || len(views) != 1 || !views[0].Draining || views[0].Counts[sandbox.StateIdle] != 0 {
 		t.Fatalf("drain: %+v %v", views, err)
 	}
-	_, err = h.svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: testProfile, RiskLevel: "low"})
+	_, err = h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: controltest.Profile, RiskLevel: "low"})
 	wantProblem(t, "lease of a drained pool", err, 503, "pool_draining")
-	_, err = h.svc.DrainPool(ctx, "nope")
+	_, err = h.Svc.DrainPool(ctx, "nope")
 	wantProblem(t, "drain of an unknown pool", err, 404, "pool_not_found")
-	h.waitAgents(0)
+	h.WaitAgents(0)
 }

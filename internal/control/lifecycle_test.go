@@ -13,6 +13,7 @@ import (
 
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/driver/fake"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -24,29 +25,29 @@ func TestCreateExecDelete(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := context.Background()
 
-	sb := h.create("a", control.CreateSandboxInput{
+	sb := h.Create("a", control.CreateSandboxInput{
 		Env:      map[string]string{"GREETING": "hello"},
 		Metadata: map[string]string{"owner": "t"},
 	})
 	if sb.State != sandbox.StateReady || sb.Runtime != sandbox.RuntimeRunc || sb.RiskLevel != sandbox.RiskLow {
 		t.Fatalf("created %s/%s/%s, want ready/runc/low (profile default risk)", sb.State, sb.Runtime, sb.RiskLevel)
 	}
-	rec := h.record(sb.ID)
-	if rec.State != sandbox.StateReady || rec.ContainerID == "" || rec.Tenant != "a" || rec.Image != testImage {
-		t.Fatalf("record %+v, want ready with a container, tenant a, image %s", rec, testImage)
+	rec := h.Record(sb.ID)
+	if rec.State != sandbox.StateReady || rec.ContainerID == "" || rec.Tenant != "a" || rec.Image != controltest.Image {
+		t.Fatalf("record %+v, want ready with a container, tenant a, image %s", rec, controltest.Image)
 	}
-	if rec.ExpiresAt == nil || rec.ExpiresAt.Sub(rec.CreatedAt) != time.Duration(h.cfg.Limits.DefaultTTLSeconds)*time.Second {
+	if rec.ExpiresAt == nil || rec.ExpiresAt.Sub(rec.CreatedAt) != time.Duration(h.Cfg.Limits.DefaultTTLSeconds)*time.Second {
 		t.Errorf("expires_at %v, want created_at + default TTL", rec.ExpiresAt)
 	}
 
 	// The container: labels and hardening.
-	cs := h.containers()
+	cs := h.Containers()
 	if len(cs) != 1 || cs[0].ID != rec.ContainerID || !cs[0].Running {
 		t.Fatalf("containers %+v, want exactly the running %s", cs, rec.ContainerID)
 	}
 	wantLabels := map[string]string{
-		driver.LabelManaged: "true", driver.LabelSandbox: sb.ID, driver.LabelInstance: testInstance,
-		driver.LabelProfile: testProfile, driver.LabelRuntime: "runc", driver.LabelPurpose: "sandbox",
+		driver.LabelManaged: "true", driver.LabelSandbox: sb.ID, driver.LabelInstance: controltest.Instance,
+		driver.LabelProfile: controltest.Profile, driver.LabelRuntime: "runc", driver.LabelPurpose: "sandbox",
 	}
 	for k, v := range wantLabels {
 		if got := cs[0].Labels[k]; got != v {
@@ -58,13 +59,13 @@ func TestCreateExecDelete(t *testing.T) {
 			t.Errorf("label %s = %q: %v", k, cs[0].Labels[k], err)
 		}
 	}
-	spec, ok := h.drv.Spec(rec.ContainerID)
+	spec, ok := h.Drv.Spec(rec.ContainerID)
 	if !ok {
 		t.Fatal("no spec for the container")
 	}
 	if spec.Network != "none" || spec.User != "1000:1000" || spec.Runtime != sandbox.RuntimeRunc ||
-		spec.Image != testImage || spec.Name != "genesis-"+sb.ID || spec.ReadOnly {
-		t.Errorf("spec %+v: want network none, user 1000:1000, runc, %s, name genesis-<id>, writable root", spec, testImage)
+		spec.Image != controltest.Image || spec.Name != "genesis-"+sb.ID || spec.ReadOnly {
+		t.Errorf("spec %+v: want network none, user 1000:1000, runc, %s, name genesis-<id>, writable root", spec, controltest.Image)
 	}
 	if want := (sandbox.Resources{CPU: 0.5, MemoryMB: 256, Pids: 64}); spec.Resources != want {
 		t.Errorf("resources %+v, want profile default %+v", spec.Resources, want)
@@ -82,11 +83,11 @@ func TestCreateExecDelete(t *testing.T) {
 	if m := mounts[driver.AgentMountDir]; !m.ReadOnly || m.Source == "" {
 		t.Errorf("agent mount %+v, want read-only", m)
 	}
-	runDir := filepath.Join(h.sandboxDir(sb.ID), "run")
+	runDir := filepath.Join(h.SandboxDir(sb.ID), "run")
 	if m := mounts[driver.AgentRunDir]; m.Source != runDir || m.ReadOnly {
 		t.Errorf("run mount %+v, want %s read-write", m, runDir)
 	}
-	if m := mounts["/workspace"]; m.Source != filepath.Join(h.sandboxDir(sb.ID), "workspace") {
+	if m := mounts["/workspace"]; m.Source != filepath.Join(h.SandboxDir(sb.ID), "workspace") {
 		t.Errorf("workspace mount %+v", m)
 	}
 
@@ -94,7 +95,7 @@ func TestCreateExecDelete(t *testing.T) {
 	for _, d := range []struct {
 		path string
 		mode os.FileMode
-	}{{runDir, 0o700}, {filepath.Join(h.sandboxDir(sb.ID), "workspace"), 0o755}} {
+	}{{runDir, 0o700}, {filepath.Join(h.SandboxDir(sb.ID), "workspace"), 0o755}} {
 		fi, err := os.Stat(d.path)
 		if err != nil {
 			t.Fatal(err)
@@ -104,7 +105,7 @@ func TestCreateExecDelete(t *testing.T) {
 			t.Errorf("%s: mode %v owner %d:%d, want %v 1000:1000", d.path, fi.Mode().Perm(), st.Uid, st.Gid, d.mode)
 		}
 	}
-	if !exists(filepath.Join(runDir, driver.AgentSocketRel)) {
+	if !controltest.Exists(filepath.Join(runDir, driver.AgentSocketRel)) {
 		t.Error("agent socket missing")
 	}
 
@@ -130,7 +131,7 @@ func TestCreateExecDelete(t *testing.T) {
 		in := e.in
 		in.Tenant, in.SandboxID = "a", sb.ID
 		start := time.Now()
-		out, err := h.svc.Exec(ctx, in)
+		out, err := h.Svc.Exec(ctx, in)
 		if err != nil {
 			t.Fatalf("%s: Exec: %v", e.name, err)
 		}
@@ -143,7 +144,7 @@ func TestCreateExecDelete(t *testing.T) {
 		if out.Job.ExitReason != e.reason || (e.reason == sandbox.ExitExited && (out.Job.ExitCode == nil || *out.Job.ExitCode != e.code)) {
 			t.Errorf("%s: exit %v reason %s, want %d %s", e.name, out.Job.ExitCode, out.Job.ExitReason, e.code, e.reason)
 		}
-		j, err := h.svc.GetJob(ctx, "a", out.Job.ID)
+		j, err := h.Svc.GetJob(ctx, "a", out.Job.ID)
 		if err != nil {
 			t.Fatalf("%s: GetJob: %v", e.name, err)
 		}
@@ -154,21 +155,21 @@ func TestCreateExecDelete(t *testing.T) {
 	}
 
 	// Delete, then delete again.
-	if err := h.svc.DeleteSandbox(ctx, "a", sb.ID); err != nil {
+	if err := h.Svc.DeleteSandbox(ctx, "a", sb.ID); err != nil {
 		t.Fatalf("DeleteSandbox: %v", err)
 	}
-	gone := h.record(sb.ID)
+	gone := h.Record(sb.ID)
 	if gone.State != sandbox.StateDestroyed {
 		t.Fatalf("state after delete %s, want destroyed", gone.State)
 	}
-	h.assertGone(sb.ID)
-	if err := h.svc.DeleteSandbox(ctx, "a", sb.ID); err != nil {
+	h.AssertGone(sb.ID)
+	if err := h.Svc.DeleteSandbox(ctx, "a", sb.ID); err != nil {
 		t.Fatalf("second DeleteSandbox: %v, want nil (idempotent)", err)
 	}
-	if again := h.record(sb.ID); again.State != sandbox.StateDestroyed || again.ResourceVersion != gone.ResourceVersion {
+	if again := h.Record(sb.ID); again.State != sandbox.StateDestroyed || again.ResourceVersion != gone.ResourceVersion {
 		t.Errorf("second delete changed the record: %s v%d → %s v%d", gone.State, gone.ResourceVersion, again.State, again.ResourceVersion)
 	}
-	_, err := h.svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"}})
+	_, err := h.Svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"}})
 	if !errors.Is(err, errdefs.ErrFailedPrecondition) || errdefs.Code(err) != "sandbox_not_running" {
 		t.Errorf("exec in destroyed sandbox: %v (code %s), want sandbox_not_running", err, errdefs.Code(err))
 	}
@@ -202,23 +203,23 @@ func TestCreateRuntimeAndSpecChoices(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			sb, err := h.svc.CreateSandbox(context.Background(), withTenant(tc.in, "a"))
+			sb, err := h.Svc.CreateSandbox(context.Background(), withTenant(tc.in, "a"))
 			if err != nil {
 				t.Fatalf("CreateSandbox: %v", err)
 			}
 			defer func() {
-				if err := h.svc.DeleteSandbox(context.Background(), "a", sb.ID); err != nil {
+				if err := h.Svc.DeleteSandbox(context.Background(), "a", sb.ID); err != nil {
 					t.Errorf("DeleteSandbox: %v", err)
 				}
 			}()
 			if sb.Runtime != tc.runtime || sb.RiskLevel != tc.risk || sb.Resources != tc.res {
 				t.Errorf("sandbox %s/%s %+v, want %s/%s %+v", sb.Runtime, sb.RiskLevel, sb.Resources, tc.runtime, tc.risk, tc.res)
 			}
-			rec, err := h.st.GetSandbox(context.Background(), "a", sb.ID)
+			rec, err := h.St.GetSandbox(context.Background(), "a", sb.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			spec, ok := h.drv.Spec(rec.ContainerID)
+			spec, ok := h.Drv.Spec(rec.ContainerID)
 			if !ok {
 				t.Fatalf("no container %s", rec.ContainerID)
 			}
@@ -235,7 +236,7 @@ func TestCreateRuntimeAndSpecChoices(t *testing.T) {
 func withTenant(in control.CreateSandboxInput, tenant string) control.CreateSandboxInput {
 	in.Tenant = tenant
 	if in.Profile == "" {
-		in.Profile = testProfile
+		in.Profile = controltest.Profile
 	}
 	return in
 }
@@ -250,9 +251,9 @@ func TestCreateRollsBack(t *testing.T) {
 		wantErr error
 		maxTime time.Duration
 	}{
-		{name: "create fault", setup: func(h *harness) { h.drv.SetFaults(fake.Faults{Create: errCreate}) }, wantErr: errCreate},
-		{name: "start fault", setup: func(h *harness) { h.drv.SetFaults(fake.Faults{Start: errStart}) }, wantErr: errStart},
-		{name: "agent never answers", setup: func(h *harness) { h.agents.enabled.Store(false) },
+		{name: "create fault", setup: func(h *harness) { h.Drv.SetFaults(fake.Faults{Create: errCreate}) }, wantErr: errCreate},
+		{name: "start fault", setup: func(h *harness) { h.Drv.SetFaults(fake.Faults{Start: errStart}) }, wantErr: errStart},
+		{name: "agent never answers", setup: func(h *harness) { h.Agents.Enabled.Store(false) },
 			wantErr: errdefs.ErrUnavailable, maxTime: 5 * time.Second},
 	}
 	for _, tc := range tests {
@@ -261,14 +262,14 @@ func TestCreateRollsBack(t *testing.T) {
 			h := newHarness(t, func(c *config.Config) { c.Intervals.AgentReadyTimeout = 300 * time.Millisecond })
 			tc.setup(h)
 			start := time.Now()
-			_, err := h.svc.CreateSandbox(context.Background(), withTenant(control.CreateSandboxInput{}, "a"))
+			_, err := h.Svc.CreateSandbox(context.Background(), withTenant(control.CreateSandboxInput{}, "a"))
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("CreateSandbox: %v, want %v", err, tc.wantErr)
 			}
 			if tc.maxTime > 0 && time.Since(start) > tc.maxTime {
 				t.Errorf("failing create took %v, want under %v", time.Since(start), tc.maxTime)
 			}
-			recs := h.records()
+			recs := h.Records()
 			if len(recs) != 1 {
 				t.Fatalf("%d records, want the one failed record", len(recs))
 			}
@@ -276,14 +277,14 @@ func TestCreateRollsBack(t *testing.T) {
 			if r.State != sandbox.StateFailed || !strings.Contains(r.FailureReason, "create failed") {
 				t.Errorf("record %s %q, want failed with the reason", r.State, r.FailureReason)
 			}
-			if c := h.containers(); len(c) != 0 {
+			if c := h.Containers(); len(c) != 0 {
 				t.Errorf("%d containers left behind", len(c))
 			}
-			if d := h.sandboxDirs(); len(d) != 0 {
+			if d := h.SandboxDirs(); len(d) != 0 {
 				t.Errorf("sandbox dirs left behind: %v", d)
 			}
-			h.waitAgents(0)
-			if got := h.drv.Calls(fake.OpCreate); got != 1 {
+			h.WaitAgents(0)
+			if got := h.Drv.Calls(fake.OpCreate); got != 1 {
 				t.Errorf("%d driver creates, want 1", got)
 			}
 		})

@@ -10,6 +10,7 @@ import (
 
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -30,11 +31,11 @@ func TestReconcileOrphans(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, func(c *config.Config) { c.Intervals.OrphanGrace = 30 * time.Second })
 			ctx := context.Background()
-			live := h.create("a", control.CreateSandboxInput{})
+			live := h.Create("a", control.CreateSandboxInput{})
 			orphanID := sandbox.NewID("sbx")
 			orphans := map[string]map[string]string{
 				"genesis-" + orphanID: {driver.LabelManaged: "true", driver.LabelSandbox: orphanID,
-					driver.LabelInstance: testInstance, driver.LabelPurpose: "sandbox"},
+					driver.LabelInstance: controltest.Instance, driver.LabelPurpose: "sandbox"},
 				"genesis-probe-leftover": {driver.LabelManaged: "true", driver.LabelPurpose: "probe"},
 			}
 			foreign := map[string]map[string]string{
@@ -44,21 +45,21 @@ func TestReconcileOrphans(t *testing.T) {
 					driver.LabelInstance: "gs-someone-else", driver.LabelPurpose: "sandbox"},
 			}
 			for name, labels := range orphans {
-				if _, err := h.drv.Create(ctx, driver.Spec{Name: name, Image: testImage, Runtime: sandbox.RuntimeRunc, Labels: labels}); err != nil {
+				if _, err := h.Drv.Create(ctx, driver.Spec{Name: name, Image: controltest.Image, Runtime: sandbox.RuntimeRunc, Labels: labels}); err != nil {
 					t.Fatal(err)
 				}
 			}
 			for name, labels := range foreign {
-				if _, err := h.drv.Create(ctx, driver.Spec{Name: name, Image: testImage, Runtime: sandbox.RuntimeRunc, Labels: labels}); err != nil {
+				if _, err := h.Drv.Create(ctx, driver.Spec{Name: name, Image: controltest.Image, Runtime: sandbox.RuntimeRunc, Labels: labels}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			h.clock.Advance(tc.advance)
-			if err := h.svc.Reconcile(ctx, false); err != nil {
+			h.Clock.Advance(tc.advance)
+			if err := h.Svc.Reconcile(ctx, false); err != nil {
 				t.Fatalf("Reconcile: %v", err)
 			}
 			names := map[string]bool{}
-			for _, c := range h.containers() {
+			for _, c := range h.Containers() {
 				names[c.Name] = true
 			}
 			for name := range orphans {
@@ -72,7 +73,7 @@ func TestReconcileOrphans(t *testing.T) {
 			if !names["foreign-no-instance"] || !names["other-instance"] {
 				t.Error("a container without this service's instance label was removed")
 			}
-			if r := h.record(live.ID); r.State != sandbox.StateReady {
+			if r := h.Record(live.ID); r.State != sandbox.StateReady {
 				t.Errorf("live sandbox is %s after reconcile, want ready", r.State)
 			}
 		})
@@ -87,10 +88,10 @@ func TestReconcileBrokenContainers(t *testing.T) {
 		reason string
 	}{
 		{name: "container removed behind our back", breakC: func(h *harness, cid string) error {
-			return h.drv.Remove(context.Background(), cid)
+			return h.Drv.Remove(context.Background(), cid)
 		}, reason: "container is gone"},
 		{name: "container exited", breakC: func(h *harness, cid string) error {
-			return h.drv.Exit(cid, 137, true)
+			return h.Drv.Exit(cid, 137, true)
 		}, reason: "exit code 137, oom_killed=true"},
 	}
 	for _, tc := range tests {
@@ -98,31 +99,31 @@ func TestReconcileBrokenContainers(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, nil)
 			ctx := context.Background()
-			broken := h.create("a", control.CreateSandboxInput{})
-			healthy := h.create("a", control.CreateSandboxInput{})
-			if err := tc.breakC(h, h.record(broken.ID).ContainerID); err != nil {
+			broken := h.Create("a", control.CreateSandboxInput{})
+			healthy := h.Create("a", control.CreateSandboxInput{})
+			if err := tc.breakC(h, h.Record(broken.ID).ContainerID); err != nil {
 				t.Fatal(err)
 			}
-			if err := h.svc.Reconcile(ctx, false); err != nil {
+			if err := h.Svc.Reconcile(ctx, false); err != nil {
 				t.Fatalf("Reconcile: %v", err)
 			}
-			r := h.record(broken.ID)
+			r := h.Record(broken.ID)
 			if r.State != sandbox.StateFailed || !strings.Contains(r.FailureReason, tc.reason) {
 				t.Errorf("broken sandbox %s %q, want failed with %q", r.State, r.FailureReason, tc.reason)
 			}
-			if c, ok := h.container(broken.ID); ok {
+			if c, ok := h.Container(broken.ID); ok {
 				t.Errorf("container of the failed sandbox is left (%s)", c.State)
 			}
-			if exists(h.sandboxDir(broken.ID)) {
+			if controltest.Exists(h.SandboxDir(broken.ID)) {
 				t.Error("dir of the failed sandbox is left")
 			}
-			if r := h.record(healthy.ID); r.State != sandbox.StateReady {
+			if r := h.Record(healthy.ID); r.State != sandbox.StateReady {
 				t.Errorf("healthy sandbox is %s, want ready", r.State)
 			}
-			if _, ok := h.container(healthy.ID); !ok || !exists(h.sandboxDir(healthy.ID)) {
+			if _, ok := h.Container(healthy.ID); !ok || !controltest.Exists(h.SandboxDir(healthy.ID)) {
 				t.Error("healthy sandbox lost its container or dir")
 			}
-			h.waitAgents(1)
+			h.WaitAgents(1)
 		})
 	}
 }
@@ -131,18 +132,18 @@ func TestReconcileStartup(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := context.Background()
-	ready := h.create("a", control.CreateSandboxInput{})
-	now := h.clock.Now().UTC()
+	ready := h.Create("a", control.CreateSandboxInput{})
+	now := h.Clock.Now().UTC()
 	mk := func(state sandbox.State) *sandbox.Sandbox {
 		sb := &sandbox.Sandbox{
-			ID: sandbox.NewID("sbx"), Tenant: "a", Profile: testProfile, Runtime: sandbox.RuntimeRunc,
-			RiskLevel: sandbox.RiskLow, State: state, Image: testImage,
+			ID: sandbox.NewID("sbx"), Tenant: "a", Profile: controltest.Profile, Runtime: sandbox.RuntimeRunc,
+			RiskLevel: sandbox.RiskLow, State: state, Image: controltest.Image,
 			Resources: sandbox.Resources{CPU: 0.5, MemoryMB: 256, Pids: 64}, CreatedAt: now, UpdatedAt: now,
 		}
-		if err := h.st.CreateSandbox(ctx, sb); err != nil {
+		if err := h.St.CreateSandbox(ctx, sb); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.MkdirAll(filepath.Join(h.sandboxDir(sb.ID), "run"), 0o700); err != nil {
+		if err := os.MkdirAll(filepath.Join(h.SandboxDir(sb.ID), "run"), 0o700); err != nil {
 			t.Fatal(err)
 		}
 		return sb
@@ -153,45 +154,45 @@ func TestReconcileStartup(t *testing.T) {
 	for _, st := range []sandbox.JobState{sandbox.JobRunning, sandbox.JobPending} {
 		j := &sandbox.Job{ID: sandbox.NewID("job"), Tenant: "a", SandboxID: ready.ID, Command: []string{"sleep", "1"},
 			State: st, CreatedAt: now, StartedAt: &started}
-		if err := h.st.CreateJob(ctx, j); err != nil {
+		if err := h.St.CreateJob(ctx, j); err != nil {
 			t.Fatal(err)
 		}
 		jobs = append(jobs, j)
 	}
 
 	// A periodic pass leaves a fresh create in progress alone.
-	if err := h.svc.Reconcile(ctx, false); err != nil {
+	if err := h.Svc.Reconcile(ctx, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, sb := range []*sandbox.Sandbox{created, starting} {
-		if r := h.record(sb.ID); r.State != sb.State {
+		if r := h.Record(sb.ID); r.State != sb.State {
 			t.Errorf("periodic reconcile moved an in-progress %s sandbox to %s", sb.State, r.State)
 		}
 	}
-	if j, _ := h.svc.GetJob(ctx, "a", jobs[0].ID); j.State != sandbox.JobRunning {
+	if j, _ := h.Svc.GetJob(ctx, "a", jobs[0].ID); j.State != sandbox.JobRunning {
 		t.Errorf("periodic reconcile moved a running job to %s", j.State)
 	}
 
 	// At startup, nothing of the previous process is in flight any more.
-	if err := h.svc.Reconcile(ctx, true); err != nil {
+	if err := h.Svc.Reconcile(ctx, true); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]sandbox.State{created.ID: sandbox.StateFailed, starting.ID: sandbox.StateFailed,
 		draining.ID: sandbox.StateDestroyed, ready.ID: sandbox.StateReady}
 	for id, st := range want {
-		r := h.record(id)
+		r := h.Record(id)
 		if r.State != st {
 			t.Errorf("sandbox %s is %s, want %s", id, r.State, st)
 		}
 		if st == sandbox.StateFailed && !strings.Contains(r.FailureReason, "service stopped") {
 			t.Errorf("failed sandbox reason %q", r.FailureReason)
 		}
-		if st != sandbox.StateReady && exists(h.sandboxDir(id)) {
+		if st != sandbox.StateReady && controltest.Exists(h.SandboxDir(id)) {
 			t.Errorf("dir of %s sandbox %s is left", st, id)
 		}
 	}
 	for _, j := range jobs {
-		got, err := h.svc.GetJob(ctx, "a", j.ID)
+		got, err := h.Svc.GetJob(ctx, "a", j.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,7 +200,7 @@ func TestReconcileStartup(t *testing.T) {
 			t.Errorf("job %s after startup: %s/%s finished %v, want lost/lost with a time and an error", j.State, got.State, got.ExitReason, got.FinishedAt)
 		}
 	}
-	if _, err := h.svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: ready.ID, Command: []string{"true"}}); err != nil {
+	if _, err := h.Svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: ready.ID, Command: []string{"true"}}); err != nil {
 		t.Errorf("the ready sandbox no longer runs jobs after startup reconcile: %v", err)
 	}
 }
@@ -208,40 +209,40 @@ func TestReconcileExpiresTTL(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := context.Background()
-	short := h.create("a", control.CreateSandboxInput{TTLSeconds: 60})
-	long := h.create("a", control.CreateSandboxInput{TTLSeconds: 3600})
+	short := h.Create("a", control.CreateSandboxInput{TTLSeconds: 60})
+	long := h.Create("a", control.CreateSandboxInput{TTLSeconds: 3600})
 
-	h.clock.Advance(45 * time.Second) // a wide margin: the harness clock is real time plus an offset
-	if err := h.svc.Reconcile(ctx, false); err != nil {
+	h.Clock.Advance(45 * time.Second) // a wide margin: the harness clock is real time plus an offset
+	if err := h.Svc.Reconcile(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	if r := h.record(short.ID); r.State != sandbox.StateReady {
+	if r := h.Record(short.ID); r.State != sandbox.StateReady {
 		t.Fatalf("sandbox destroyed before its TTL: %s", r.State)
 	}
 
-	h.clock.Advance(16 * time.Second)
-	if err := h.svc.Reconcile(ctx, false); err != nil {
+	h.Clock.Advance(16 * time.Second)
+	if err := h.Svc.Reconcile(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	r := h.record(short.ID)
+	r := h.Record(short.ID)
 	if r.State != sandbox.StateDestroyed || r.FailureReason != "ttl expired" {
 		t.Errorf("expired sandbox %s %q, want destroyed with \"ttl expired\"", r.State, r.FailureReason)
 	}
 	h.assertGoneExceptAgents(short.ID)
-	if r := h.record(long.ID); r.State != sandbox.StateReady {
+	if r := h.Record(long.ID); r.State != sandbox.StateReady {
 		t.Errorf("unexpired sandbox is %s", r.State)
 	}
-	h.waitAgents(1)
+	h.WaitAgents(1)
 }
 
 // assertGoneExceptAgents checks that sandbox id has no container or dir.
 func (h *harness) assertGoneExceptAgents(id string) {
-	h.t.Helper()
-	if _, ok := h.container(id); ok {
-		h.t.Errorf("container of %s is left", id)
+	h.T.Helper()
+	if _, ok := h.Container(id); ok {
+		h.T.Errorf("container of %s is left", id)
 	}
-	if exists(h.sandboxDir(id)) {
-		h.t.Errorf("dir of %s is left", id)
+	if controltest.Exists(h.SandboxDir(id)) {
+		h.T.Errorf("dir of %s is left", id)
 	}
 }
 
@@ -249,9 +250,9 @@ func TestReconcileStaleDirs(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := context.Background()
-	live := h.create("a", control.CreateSandboxInput{})
-	destroyed := h.create("a", control.CreateSandboxInput{})
-	if err := h.svc.DeleteSandbox(ctx, "a", destroyed.ID); err != nil {
+	live := h.Create("a", control.CreateSandboxInput{})
+	destroyed := h.Create("a", control.CreateSandboxInput{})
+	if err := h.Svc.DeleteSandbox(ctx, "a", destroyed.ID); err != nil {
 		t.Fatal(err)
 	}
 	old := time.Now().Add(-time.Hour)
@@ -266,7 +267,7 @@ func TestReconcileStaleDirs(t *testing.T) {
 		{id: live.ID, age: true, kept: true},               // live sandbox
 	}
 	for _, d := range dirs {
-		p := h.sandboxDir(d.id)
+		p := h.SandboxDir(d.id)
 		if err := os.MkdirAll(filepath.Join(p, "workspace"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -276,15 +277,15 @@ func TestReconcileStaleDirs(t *testing.T) {
 			}
 		}
 	}
-	if err := h.svc.Reconcile(ctx, false); err != nil {
+	if err := h.Svc.Reconcile(ctx, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range dirs {
-		if got := exists(h.sandboxDir(d.id)); got != d.kept {
+		if got := controltest.Exists(h.SandboxDir(d.id)); got != d.kept {
 			t.Errorf("dir %s (old=%v) exists=%v, want %v", d.id, d.age, got, d.kept)
 		}
 	}
-	if !exists(filepath.Join(h.sandboxDir(live.ID), "run", driver.AgentSocketRel)) {
+	if !controltest.Exists(filepath.Join(h.SandboxDir(live.ID), "run", driver.AgentSocketRel)) {
 		t.Error("the live sandbox lost its agent socket")
 	}
 }

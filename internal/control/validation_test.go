@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/driver/fake"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -19,7 +20,7 @@ func TestCreateRejectsBadInput(t *testing.T) {
 	t.Parallel()
 	both := newHarness(t, nil)
 	runcOnly := newHarness(t, nil)
-	runcOnly.setProbe(probeWith("runc"))
+	runcOnly.SetProbe(controltest.ProbeWith("runc"))
 
 	tests := []struct {
 		name     string
@@ -83,7 +84,7 @@ func TestCreateRejectsBadInput(t *testing.T) {
 			if tc.runcOnly {
 				h = runcOnly
 			}
-			sb, err := h.svc.CreateSandbox(context.Background(), withTenant(tc.in, "a"))
+			sb, err := h.Svc.CreateSandbox(context.Background(), withTenant(tc.in, "a"))
 			if err == nil {
 				t.Fatalf("CreateSandbox succeeded (%s %s), want %v", sb.ID, sb.Runtime, tc.class)
 			}
@@ -98,8 +99,8 @@ func TestCreateRejectsBadInput(t *testing.T) {
 		// the driver was never asked to create (so never a runc container
 		// for high-risk work).
 		for _, h := range []*harness{both, runcOnly} {
-			h.assertNothingCreated()
-			if n := h.drv.Calls(fake.OpCreate); n != 0 {
+			h.AssertNothingCreated()
+			if n := h.Drv.Calls(fake.OpCreate); n != 0 {
 				t.Errorf("driver Create called %d times", n)
 			}
 		}
@@ -110,8 +111,8 @@ func TestTenantIsolation(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := context.Background()
-	sb := h.create("a", control.CreateSandboxInput{Metadata: map[string]string{"k": "v"}})
-	out, err := h.svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"}})
+	sb := h.Create("a", control.CreateSandboxInput{Metadata: map[string]string{"k": "v"}})
+	out, err := h.Svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,35 +121,35 @@ func TestTenantIsolation(t *testing.T) {
 		name string
 		do   func() error
 	}{
-		{"get", func() error { _, err := h.svc.GetSandbox(ctx, "b", sb.ID); return err }},
+		{"get", func() error { _, err := h.Svc.GetSandbox(ctx, "b", sb.ID); return err }},
 		{"exec", func() error {
-			_, err := h.svc.Exec(ctx, control.ExecInput{Tenant: "b", SandboxID: sb.ID, Command: []string{"true"}})
+			_, err := h.Svc.Exec(ctx, control.ExecInput{Tenant: "b", SandboxID: sb.ID, Command: []string{"true"}})
 			return err
 		}},
 		{"patch", func() error {
-			_, err := h.svc.PatchSandbox(ctx, "b", sb.ID, 0, map[string]*string{"k": &v})
+			_, err := h.Svc.PatchSandbox(ctx, "b", sb.ID, 0, map[string]*string{"k": &v})
 			return err
 		}},
-		{"delete", func() error { return h.svc.DeleteSandbox(ctx, "b", sb.ID) }},
-		{"get job", func() error { _, err := h.svc.GetJob(ctx, "b", out.Job.ID); return err }},
+		{"delete", func() error { return h.Svc.DeleteSandbox(ctx, "b", sb.ID) }},
+		{"get job", func() error { _, err := h.Svc.GetJob(ctx, "b", out.Job.ID); return err }},
 	}
 	for _, op := range ops {
 		if err := op.do(); !errors.Is(err, errdefs.ErrNotFound) {
 			t.Errorf("tenant b %s of a's sandbox: %v, want not found", op.name, err)
 		}
 	}
-	list, err := h.svc.ListSandboxes(ctx, store.SandboxFilter{Tenant: "b"})
+	list, err := h.Svc.ListSandboxes(ctx, store.SandboxFilter{Tenant: "b"})
 	if err != nil || len(list) != 0 {
 		t.Errorf("tenant b lists %d sandboxes (err %v), want none", len(list), err)
 	}
-	rec := h.record(sb.ID)
+	rec := h.Record(sb.ID)
 	if rec.State != sandbox.StateReady || rec.Metadata["k"] != "v" || rec.ResourceVersion != sb.ResourceVersion {
 		t.Errorf("tenant b changed a's sandbox: %s %v v%d", rec.State, rec.Metadata, rec.ResourceVersion)
 	}
-	if _, ok := h.container(sb.ID); !ok {
+	if _, ok := h.Container(sb.ID); !ok {
 		t.Error("tenant b removed a's container")
 	}
-	if jobs, _ := h.st.ListJobs(ctx, store.JobFilter{SandboxID: sb.ID}); len(jobs) != 1 {
+	if jobs, _ := h.St.ListJobs(ctx, store.JobFilter{SandboxID: sb.ID}); len(jobs) != 1 {
 		t.Errorf("%d jobs recorded, want only a's one (b's exec must not be recorded)", len(jobs))
 	}
 }
@@ -157,9 +158,9 @@ func TestPatchSandbox(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := context.Background()
-	sb := h.create("a", control.CreateSandboxInput{Metadata: map[string]string{"keep": "1", "drop": "x"}})
+	sb := h.Create("a", control.CreateSandboxInput{Metadata: map[string]string{"keep": "1", "drop": "x"}})
 	add := "y"
-	got, err := h.svc.PatchSandbox(ctx, "a", sb.ID, sb.ResourceVersion, map[string]*string{"drop": nil, "add": &add})
+	got, err := h.Svc.PatchSandbox(ctx, "a", sb.ID, sb.ResourceVersion, map[string]*string{"drop": nil, "add": &add})
 	if err != nil {
 		t.Fatalf("PatchSandbox: %v", err)
 	}
@@ -185,19 +186,19 @@ func TestPatchSandbox(t *testing.T) {
 		if f.name == "unknown id" {
 			id = sandbox.NewID("sbx")
 		}
-		_, err := h.svc.PatchSandbox(ctx, "a", id, f.version, f.patch)
+		_, err := h.Svc.PatchSandbox(ctx, "a", id, f.version, f.patch)
 		if !errors.Is(err, f.class) {
 			t.Errorf("%s: %v, want %v", f.name, err, f.class)
 		}
-		if rec := h.record(sb.ID); !maps.Equal(rec.Metadata, want) || rec.ResourceVersion != got.ResourceVersion {
+		if rec := h.Record(sb.ID); !maps.Equal(rec.Metadata, want) || rec.ResourceVersion != got.ResourceVersion {
 			t.Errorf("%s changed the record: %v v%d", f.name, rec.Metadata, rec.ResourceVersion)
 		}
 	}
 
-	if err := h.svc.DeleteSandbox(ctx, "a", sb.ID); err != nil {
+	if err := h.Svc.DeleteSandbox(ctx, "a", sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	_, err = h.svc.PatchSandbox(ctx, "a", sb.ID, 0, map[string]*string{"add": &bad})
+	_, err = h.Svc.PatchSandbox(ctx, "a", sb.ID, 0, map[string]*string{"add": &bad})
 	if !errors.Is(err, errdefs.ErrFailedPrecondition) || errdefs.Code(err) != "invalid_state" {
 		t.Errorf("patch of destroyed sandbox: %v, want invalid_state", err)
 	}

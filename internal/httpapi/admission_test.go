@@ -10,6 +10,7 @@ import (
 
 	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/controltest"
 )
 
 // Host capacity over HTTP: a full host answers 503 capacity_exhausted with
@@ -20,7 +21,7 @@ func TestCreateWaitsForCapacityOverHTTP(t *testing.T) {
 	a := newAPI(t, func(c *config.Config) { c.Capacity.Sandboxes = 1 })
 	first, _ := a.createHTTP(keyA, client.CreateSandboxRequest{})
 	body := func(cr client.CreateSandboxRequest) string {
-		cr.Profile = testProfile
+		cr.Profile = controltest.Profile
 		b, _ := json.Marshal(cr)
 		return string(b)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/sandbox"
 )
 
@@ -36,7 +37,7 @@ func TestAuth(t *testing.T) {
 	a := newAPI(t, nil)
 	routes := []req{
 		{method: "GET", path: "/v1/sandboxes"},
-		{method: "POST", path: "/v1/sandboxes", body: `{"profile":"` + testProfile + `"}`},
+		{method: "POST", path: "/v1/sandboxes", body: `{"profile":"` + controltest.Profile + `"}`},
 		{method: "GET", path: "/v1/capabilities"},
 		{method: "GET", path: "/v1/profiles"},
 		{method: "DELETE", path: "/v1/sandboxes/" + sandbox.NewID("sbx")},
@@ -76,7 +77,7 @@ func TestAuth(t *testing.T) {
 			}
 		})
 	}
-	t.Cleanup(a.assertNothingCreated)
+	t.Cleanup(a.AssertNothingCreated)
 }
 
 func TestTenantIsolationHTTP(t *testing.T) {
@@ -167,7 +168,7 @@ func TestBadInput(t *testing.T) {
 	patch := func(ifMatch string) req {
 		return req{method: "PATCH", path: sbPath, body: `{"metadata":{"k":"changed"}}`, header: map[string]string{"If-Match": ifMatch}}
 	}
-	big := `{"profile":"` + testProfile + `","metadata":{"x":"` + strings.Repeat("a", maxBody) + `"}}`
+	big := `{"profile":"` + controltest.Profile + `","metadata":{"x":"` + strings.Repeat("a", maxBody) + `"}}`
 	tests := []struct {
 		name   string
 		r      req
@@ -230,13 +231,13 @@ func TestBadInput(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		// Nothing was created or changed by any of them.
-		if recs := a.records(); len(recs) != 1 || recs[0].ID != sb.ID {
+		if recs := a.Records(); len(recs) != 1 || recs[0].ID != sb.ID {
 			t.Errorf("%d records after bad input, want only the first sandbox", len(recs))
 		}
-		if cs := a.containers(); len(cs) != 1 {
+		if cs := a.Containers(); len(cs) != 1 {
 			t.Errorf("%d containers after bad input, want 1", len(cs))
 		}
-		rec := a.record(sb.ID)
+		rec := a.Record(sb.ID)
 		if rec.State != sandbox.StateReady || rec.Metadata["k"] != "v" || len(rec.Metadata) != 1 {
 			t.Errorf("sandbox changed by bad input: %s %v", rec.State, rec.Metadata)
 		}
@@ -254,7 +255,7 @@ func TestHappyPath(t *testing.T) {
 		Env:      map[string]string{"GREETING": "secret-value"},
 		Metadata: map[string]string{"team": "x", "owner": "me"},
 	})
-	if sb.State != "ready" || sb.Profile != testProfile || sb.Runtime != "runc" || sb.RiskLevel != "low" ||
+	if sb.State != "ready" || sb.Profile != controltest.Profile || sb.Runtime != "runc" || sb.RiskLevel != "low" ||
 		!slices.Equal(sb.EnvKeys, []string{"GREETING"}) || sb.ExpiresAt == nil {
 		t.Errorf("created %+v", sb)
 	}
@@ -289,7 +290,7 @@ func TestHappyPath(t *testing.T) {
 		{"?state=ready", []string{sb.ID, other.ID}},
 		{"?state=destroyed,failed", nil},
 		{"?state=failed&state=ready", []string{sb.ID, other.ID}},
-		{"?profile=" + testProfile, []string{sb.ID, other.ID}},
+		{"?profile=" + controltest.Profile, []string{sb.ID, other.ID}},
 		{"?profile=tool-basic", nil},
 		{"?metadata=team=x", []string{sb.ID}},
 		{"?metadata=team=y", []string{other.ID}},
@@ -353,10 +354,10 @@ func TestHappyPath(t *testing.T) {
 	if got := decodeJSON[client.Sandbox](t, body); resp.StatusCode != http.StatusOK || got.State != "destroyed" {
 		t.Errorf("after delete: %d %s", resp.StatusCode, got.State)
 	}
-	if _, ok := a.container(sb.ID); ok || exists(a.sandboxDir(sb.ID)) {
+	if _, ok := a.Container(sb.ID); ok || controltest.Exists(a.SandboxDir(sb.ID)) {
 		t.Error("deleted sandbox left its container or dir")
 	}
-	if _, ok := a.container(other.ID); !ok {
+	if _, ok := a.Container(other.ID); !ok {
 		t.Error("deleting one sandbox removed the other's container")
 	}
 
@@ -364,7 +365,7 @@ func TestHappyPath(t *testing.T) {
 	resp, body = a.do(req{method: "GET", path: "/v1/profiles", key: keyA})
 	var found bool
 	for _, p := range decodeJSON[client.ProfileList](t, body).Items {
-		if p.Name == testProfile {
+		if p.Name == controltest.Profile {
 			found = p.ImageStatus == "present" && slices.Equal(p.UsableRuntimes, []string{"runc", "runsc"})
 		}
 	}

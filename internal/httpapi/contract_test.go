@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/testenv"
 )
@@ -77,10 +78,10 @@ func TestReadyz(t *testing.T) {
 	}{
 		{name: "healthy", status: http.StatusOK},
 		{name: "probe unhealthy", status: http.StatusServiceUnavailable, check: "driver", break_: func(a *api) {
-			a.setProbe(driver.ProbeResult{Driver: "fake", Healthy: false, Error: "daemon not answering"})
+			a.SetProbe(driver.ProbeResult{Driver: "fake", Healthy: false, Error: "daemon not answering"})
 		}},
 		{name: "no image present", status: http.StatusServiceUnavailable, check: "images", break_: func(a *api) {
-			a.drv.RemoveImage(testImage)
+			a.Drv.RemoveImage(controltest.Image)
 		}},
 	}
 	for _, tc := range tests {
@@ -96,7 +97,7 @@ func TestReadyz(t *testing.T) {
 				t.Fatalf("readyz: %d %+v, want %d with checks", resp.StatusCode, h, tc.status)
 			}
 			if tc.status == http.StatusOK {
-				if h.Status != "ok" || h.Checks["driver"] != "ok" || h.Checks["image."+testProfile] != "ok" {
+				if h.Status != "ok" || h.Checks["driver"] != "ok" || h.Checks["image."+controltest.Profile] != "ok" {
 					t.Errorf("ready answer %+v", h)
 				}
 				return

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"encoding/json"
 	"fmt"
+	"genesis.dev/sandbox/internal/controltest"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -81,10 +82,10 @@ func TestTenantsAndKeys(t *testing.T) {
 
 	// The new key works as tenant acme, whose quota allows one sandbox.
 	sb, _ := a.createHTTP(k.Key, client.CreateSandboxRequest{})
-	if rec := a.record(sb.ID); rec.Tenant != "acme" {
+	if rec := a.Record(sb.ID); rec.Tenant != "acme" {
 		t.Fatalf("sandbox of tenant %q, want acme", rec.Tenant)
 	}
-	resp, body = a.do(req{method: "POST", path: "/v1/sandboxes", key: k.Key, body: `{"profile":"` + testProfile + `"}`})
+	resp, body = a.do(req{method: "POST", path: "/v1/sandboxes", key: k.Key, body: `{"profile":"` + controltest.Profile + `"}`})
 	if resp.StatusCode != http.StatusTooManyRequests || problemCode(t, body) != "quota_exceeded" || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("second sandbox over quota: %d %s (Retry-After %q)", resp.StatusCode, body, resp.Header.Get("Retry-After"))
 	}
@@ -124,7 +125,7 @@ func TestTenantsAndKeys(t *testing.T) {
 	}
 
 	for _, id := range []string{sb.ID, sb2.ID} {
-		if err := a.svc.DeleteSandbox(t.Context(), "acme", id); err != nil {
+		if err := a.Svc.DeleteSandbox(t.Context(), "acme", id); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -166,7 +167,7 @@ func TestQuotaConcurrentCreates(t *testing.T) {
 			var wg sync.WaitGroup
 			for i := range n {
 				wg.Go(func() {
-					resp, body := a.do(req{method: "POST", path: "/v1/sandboxes", key: key, body: `{"profile":"` + testProfile + `"}`})
+					resp, body := a.do(req{method: "POST", path: "/v1/sandboxes", key: key, body: `{"profile":"` + controltest.Profile + `"}`})
 					statuses[i] = resp.StatusCode
 					if resp.StatusCode == http.StatusTooManyRequests {
 						if problemCode(t, body) != "quota_exceeded" || resp.Header.Get("Retry-After") == "" {
@@ -185,7 +186,7 @@ func TestQuotaConcurrentCreates(t *testing.T) {
 				}
 			}
 			live := 0
-			for _, r := range a.records() {
+			for _, r := range a.Records() {
 				if r.Tenant == "q" {
 					live++
 				}
@@ -199,12 +200,12 @@ func TestQuotaConcurrentCreates(t *testing.T) {
 
 // auditPage reads one page of GET /v1/audit with key.
 func (a *api) auditPage(key, query string) client.AuditPage {
-	a.t.Helper()
+	a.T.Helper()
 	resp, body := a.do(req{method: "GET", path: "/v1/audit?" + query, key: key})
 	if resp.StatusCode != http.StatusOK {
-		a.t.Fatalf("audit %s: %d %s", query, resp.StatusCode, body)
+		a.T.Fatalf("audit %s: %d %s", query, resp.StatusCode, body)
 	}
-	return decodeJSON[client.AuditPage](a.t, body)
+	return decodeJSON[client.AuditPage](a.T, body)
 }
 
 // TestAuditEveryMutatingRoute calls every served POST, PUT, PATCH and

@@ -44,7 +44,7 @@ type termClient struct {
 }
 
 func (a *api) dialTerminal(sandboxID, query, key string) (*termClient, *http.Response, error) {
-	a.t.Helper()
+	a.T.Helper()
 	u := strings.Replace(a.url, "http://", "ws://", 1) + "/v1/sandboxes/" + sandboxID + "/terminal"
 	if query != "" {
 		u += "?" + query
@@ -59,21 +59,21 @@ func (a *api) dialTerminal(sandboxID, query, key string) (*termClient, *http.Res
 		cancel()
 		return nil, resp, err
 	}
-	c := &termClient{t: a.t, ws: ws, ctx: ctx, done: make(chan struct{})}
-	a.t.Cleanup(func() { ws.CloseNow(); cancel(); <-c.done })
+	c := &termClient{t: a.T, ws: ws, ctx: ctx, done: make(chan struct{})}
+	a.T.Cleanup(func() { ws.CloseNow(); cancel(); <-c.done })
 	go c.read()
 	return c, resp, nil
 }
 
 func (a *api) openTerminal(sandboxID, query string) *termClient {
-	a.t.Helper()
+	a.T.Helper()
 	c, resp, err := a.dialTerminal(sandboxID, query, keyA)
 	if err != nil {
 		status := 0
 		if resp != nil {
 			status = resp.StatusCode
 		}
-		a.t.Fatalf("terminal websocket (%s): %v (status %d)", query, err, status)
+		a.T.Fatalf("terminal websocket (%s): %v (status %d)", query, err, status)
 	}
 	return c
 }

@@ -1,0 +1,469 @@
+package controltest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/driver"
+	"genesis.dev/sandbox/internal/driver/fake"
+	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/store/sqlite"
+	"genesis.dev/sandbox/internal/testenv"
+)
+
+// The names the harness gives its image, profile and service instance.
+const (
+	Image    = "genesis-test/fake:1"
+	Profile  = "test-basic"
+	Instance = "gs-test"
+)
+
+// Clock is the service's injected clock: real time plus an offset.
+type Clock struct{ off atomic.Int64 }
+
+// Now is the real time plus the offset.
+func (c *Clock) Now() time.Time { return time.Now().Add(time.Duration(c.off.Load())) }
+
+// Advance moves the clock d ahead.
+func (c *Clock) Advance(d time.Duration) { c.off.Add(int64(d)) }
+
+// ProbeWith is a healthy probe result in which only the named runtimes pass
+// their smoke test.
+func ProbeWith(healthy ...string) driver.ProbeResult {
+	p := driver.ProbeResult{Driver: "fake", Healthy: true, CgroupVersion: "2", CheckedAt: time.Now().UTC()}
+	for _, rt := range []string{"runc", "runsc"} {
+		ri := driver.RuntimeInfo{Name: rt, Healthy: false, Error: "smoke test failed", CheckedAt: p.CheckedAt}
+		for _, h := range healthy {
+			if h == rt {
+				ri.Healthy, ri.Error = true, ""
+			}
+		}
+		p.Runtimes = append(p.Runtimes, ri)
+	}
+	return p
+}
+
+// lockedBuffer collects agent output for the log of a failed test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type agentProc struct {
+	cmd  *exec.Cmd
+	keys []string // container id and name
+	done chan struct{}
+}
+
+func (p *agentProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Agents runs one genesis-agent host process per started fake container.
+type Agents struct {
+	// Enabled lets a started fake container get an agent (a test clears
+	// it to have containers whose agent never answers).
+	Enabled atomic.Bool
+
+	bin    string
+	asUser bool // run as the spec's uid:gid
+	drv    *fake.Driver
+	log    lockedBuffer
+
+	mu    sync.Mutex
+	byKey map[string]*agentProc
+	all   []*agentProc
+}
+
+func (a *Agents) hook(_ context.Context, op fake.Op, id string) error {
+	switch op {
+	case fake.OpStart:
+		if a.Enabled.Load() {
+			return a.start(id)
+		}
+	case fake.OpRemove:
+		a.stop(id)
+	}
+	return nil
+}
+
+func (a *Agents) start(id string) error {
+	spec, ok := a.drv.Spec(id)
+	if !ok {
+		return nil // the fake reports the missing container itself
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p := a.byKey[id]; p != nil && !p.exited() {
+		return nil // already running
+	}
+	runDir := ""
+	for _, m := range spec.Mounts {
+		if m.Target == driver.AgentRunDir {
+			runDir = m.Source
+		}
+	}
+	if runDir == "" {
+		return fmt.Errorf("harness: spec of %s has no mount at %s", id, driver.AgentRunDir)
+	}
+	cmd := exec.Command(a.bin, "serve", "--socket", filepath.Join(runDir, driver.AgentSocketRel))
+	cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, spec.Env...)
+	cmd.Stdout, cmd.Stderr = &a.log, &a.log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if a.asUser && spec.User != "" {
+		uid, gid, err := parseUser(spec.User)
+		if err != nil {
+			return err
+		}
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("harness: starting agent: %w", err)
+	}
+	p := &agentProc{cmd: cmd, keys: []string{id, spec.Name}, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	for _, k := range p.keys {
+		a.byKey[k] = p
+	}
+	a.all = append(a.all, p)
+	return nil
+}
+
+func parseUser(u string) (uid, gid uint32, err error) {
+	a, b, _ := strings.Cut(u, ":")
+	x, err := strconv.ParseUint(a, 10, 32)
+	if err != nil {
+		return 0, 0, err
+	}
+	y := x
+	if b != "" {
+		if y, err = strconv.ParseUint(b, 10, 32); err != nil {
+			return 0, 0, err
+		}
+	}
+	return uint32(x), uint32(y), nil
+}
+
+// stop ends the agent of a container (by id or name) and reaps it: SIGTERM
+// first, so it can end its jobs, SIGKILL after a deadline.
+func (a *Agents) stop(id string) {
+	a.mu.Lock()
+	p := a.byKey[id]
+	if p != nil {
+		for _, k := range p.keys {
+			delete(a.byKey, k)
+		}
+	}
+	a.mu.Unlock()
+	if p == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// Running counts agent processes that have not exited.
+func (a *Agents) Running() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, p := range a.all {
+		if !p.exited() {
+			n++
+		}
+	}
+	return n
+}
+
+func (a *Agents) killAll() {
+	a.mu.Lock()
+	all := append([]*agentProc(nil), a.all...)
+	a.mu.Unlock()
+	for _, p := range all {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// Harness is a started service over the fake driver and what it runs on.
+type Harness struct {
+	T      *testing.T
+	Dir    string // data dir
+	Cfg    *config.Config
+	Drv    *fake.Driver
+	St     *sqlite.Store
+	Svc    *control.Service
+	Clock  *Clock
+	Agents *Agents
+}
+
+// traversable reports whether every ancestor of p lets others search it, so
+// that an agent running as the sandbox user can reach p.
+func traversable(p string) bool {
+	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if d == filepath.Dir(d) {
+			return true
+		}
+	}
+}
+
+// New builds a started service over the fake driver with runc and runsc
+// healthy, tenants "a" and "b" and the profile Profile. configure, if not
+// nil, edits the settings first.
+func New(t *testing.T, configure func(*config.Config)) *Harness {
+	t.Helper()
+	return NewWith(t, configure, nil)
+}
+
+// NewWith is New with tune changing the service's own settings before it
+// starts.
+func NewWith(t *testing.T, configure func(*config.Config), tune func(*control.Config)) *Harness {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("control creates sandbox directories owned by the profile user (chown to 1000); needs root")
+	}
+	dir, err := os.MkdirTemp("", "gc") // short: the agent socket path must stay under 107 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.WarmPools = false // tests that want pools set them up
+	cfg.DataDir = dir
+	cfg.Intervals.Probe = time.Hour
+	cfg.Intervals.Reconcile = time.Hour
+	cfg.Intervals.AgentReadyTimeout = 10 * time.Second
+	cfg.Intervals.DockerCallTimeout = 5 * time.Second
+	cfg.Tenants["a"] = config.Tenant{}
+	cfg.Tenants["b"] = config.Tenant{}
+	cfg.Profiles = append(cfg.Profiles, config.Profile{
+		Name:             Profile,
+		Description:      "test profile over the fake driver",
+		Image:            Image,
+		AllowedRuntimes:  []sandbox.Runtime{sandbox.RuntimeRunc, sandbox.RuntimeRunsc},
+		DefaultRiskLevel: sandbox.RiskLow,
+		Resources:        sandbox.Resources{CPU: 0.5, MemoryMB: 256, Pids: 64},
+		User:             "1000:1000",
+	})
+	if configure != nil {
+		configure(cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("test config: %v", err)
+	}
+
+	agentDir := testenv.AgentDir(t)
+	ag := &Agents{bin: filepath.Join(agentDir, "genesis-agent"), byKey: map[string]*agentProc{}}
+	ag.asUser = traversable(filepath.Join(dir, "x")) && traversable(ag.bin)
+	if !ag.asUser {
+		t.Logf("data dir or agent binary not reachable by uid 1000: agents run as root")
+	}
+	ag.Enabled.Store(true)
+	drv := fake.New(fake.Config{Images: []string{Image}, Hook: ag.hook})
+	ag.drv = drv
+	drv.SetProbeResult(ProbeWith("runc", "runsc"))
+	t.Cleanup(func() {
+		ag.killAll()
+		if t.Failed() {
+			t.Logf("agent output:\n%s", ag.log.String())
+		}
+	})
+
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "state.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+
+	clk := &Clock{}
+	ccfg := control.Config{
+		Settings: cfg, Store: st, Driver: drv, AgentDir: agentDir, InstanceID: Instance, Now: clk.Now,
+	}
+	if tune != nil {
+		tune(&ccfg)
+	}
+	svc, err := control.New(ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	return &Harness{T: t, Dir: dir, Cfg: cfg, Drv: drv, St: st, Svc: svc, Clock: clk, Agents: ag}
+}
+
+// SetProbe replaces the probe result and refreshes the service's cache.
+func (h *Harness) SetProbe(p driver.ProbeResult) {
+	h.Drv.SetProbeResult(p)
+	h.Svc.RefreshProbe(context.Background())
+}
+
+// Create creates a sandbox of tenant (of the profile Profile unless in
+// names one) and fails the test when that fails.
+func (h *Harness) Create(tenant string, in control.CreateSandboxInput) *sandbox.Sandbox {
+	h.T.Helper()
+	in.Tenant = tenant
+	if in.Profile == "" {
+		in.Profile = Profile
+	}
+	sb, err := h.Svc.CreateSandbox(context.Background(), in)
+	if err != nil {
+		h.T.Fatalf("CreateSandbox(%+v): %v", in, err)
+	}
+	return sb
+}
+
+// Record returns the stored record of sandbox id.
+func (h *Harness) Record(id string) *sandbox.Sandbox {
+	h.T.Helper()
+	sb, err := h.St.GetSandbox(context.Background(), "", id)
+	if err != nil {
+		h.T.Fatalf("record %s: %v", id, err)
+	}
+	return sb
+}
+
+// Records returns every stored sandbox record.
+func (h *Harness) Records() []*sandbox.Sandbox {
+	h.T.Helper()
+	list, err := h.St.ListSandboxes(context.Background(), store.SandboxFilter{})
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	return list
+}
+
+// Containers lists the fake's containers.
+func (h *Harness) Containers() []driver.Status {
+	h.T.Helper()
+	list, err := h.Drv.List(context.Background())
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	return list
+}
+
+// Container returns the fake's container of sandbox id, if any.
+func (h *Harness) Container(id string) (driver.Status, bool) {
+	h.T.Helper()
+	for _, c := range h.Containers() {
+		if c.Labels[driver.LabelSandbox] == id {
+			return c, true
+		}
+	}
+	return driver.Status{}, false
+}
+
+// SandboxDir is the directory of sandbox id under the data dir.
+func (h *Harness) SandboxDir(id string) string { return filepath.Join(h.Dir, "sandboxes", id) }
+
+// Exists reports whether p exists (a dangling symlink counts).
+func Exists(p string) bool {
+	_, err := os.Lstat(p)
+	return !errors.Is(err, os.ErrNotExist)
+}
+
+// SandboxDirs lists the entries of <data-dir>/sandboxes.
+func (h *Harness) SandboxDirs() []string {
+	h.T.Helper()
+	entries, err := os.ReadDir(filepath.Join(h.Dir, "sandboxes"))
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// AssertGone checks that sandbox id left no container, directory or agent.
+func (h *Harness) AssertGone(id string) {
+	h.T.Helper()
+	if c, ok := h.Container(id); ok {
+		h.T.Errorf("container %s of %s still in the driver (state %s)", c.ID, id, c.State)
+	}
+	if Exists(h.SandboxDir(id)) {
+		h.T.Errorf("sandbox dir of %s still exists", id)
+	}
+	h.WaitAgents(0)
+}
+
+// WaitAgents polls until n agent processes run.
+func (h *Harness) WaitAgents(n int) {
+	h.T.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.Agents.Running() != n {
+		if time.Now().After(deadline) {
+			h.T.Errorf("%d agent processes run, want %d", h.Agents.Running(), n)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// AssertNothingCreated checks that no record, container, directory or
+// agent exists.
+func (h *Harness) AssertNothingCreated() {
+	h.T.Helper()
+	if r := h.Records(); len(r) != 0 {
+		h.T.Errorf("%d sandbox records exist, want none (first: %s %s)", len(r), r[0].ID, r[0].State)
+	}
+	if c := h.Containers(); len(c) != 0 {
+		h.T.Errorf("%d containers exist, want none", len(c))
+	}
+	if d := h.SandboxDirs(); len(d) != 0 {
+		h.T.Errorf("sandbox dirs exist: %v", d)
+	}
+	if n := h.Agents.Running(); n != 0 {
+		h.T.Errorf("%d agents run, want none", n)
+	}
+}
