@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"genesis.dev/sandbox/internal/agent"
 )
@@ -13,6 +14,8 @@ import (
 // runServe runs the agent until SIGTERM. The log level comes from
 // GENESIS_AGENT_LOG_LEVEL (debug, info, warn, error; default info), which,
 // like every GENESIS_AGENT_* variable, is not passed on to jobs.
+// GENESIS_AGENT_RESET_DIRS (colon-separated) names the directories a reset
+// empties when the agent does not run as a container's init (tests).
 func runServe(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	socket := fs.String("socket", "/run/genesis/agent.sock", "Unix socket to listen on")
@@ -31,6 +34,7 @@ func runServe(args []string) int {
 		SocketPath: *socket,
 		Version:    agentVersion,
 		Environ:    os.Environ(),
+		ResetDirs:  resetDirs(),
 	}, log)
 	if err != nil {
 		log.Error("invalid configuration", "err", err)
@@ -41,4 +45,13 @@ func runServe(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// resetDirs reads GENESIS_AGENT_RESET_DIRS; unset or empty is nil.
+func resetDirs() []string {
+	v := os.Getenv("GENESIS_AGENT_RESET_DIRS")
+	if v == "" {
+		return nil
+	}
+	return filepath.SplitList(v)
 }

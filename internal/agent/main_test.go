@@ -97,6 +97,13 @@ func startAgent(t testing.TB, extraEnv ...string) *agentProc {
 // temporary directory).
 func startAgentSocket(t testing.TB, socket string, extraEnv ...string) *agentProc {
 	t.Helper()
+	return startAgentAs(t, socket, nil, extraEnv...)
+}
+
+// startAgentAs is startAgentSocket running the agent with cred (nil: the
+// test's own user).
+func startAgentAs(t testing.TB, socket string, cred *syscall.Credential, extraEnv ...string) *agentProc {
+	t.Helper()
 	if socket == "" {
 		dir, err := os.MkdirTemp("", "ga")
 		if err != nil {
@@ -116,6 +123,9 @@ func startAgentSocket(t testing.TB, socket string, extraEnv ...string) *agentPro
 	a.cmd.Env = append(os.Environ(), "GENESIS_AGENT_LOG_LEVEL=debug")
 	a.cmd.Env = append(a.cmd.Env, extraEnv...)
 	a.cmd.Stderr = a.stderr
+	if cred != nil {
+		a.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
 	if err := a.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

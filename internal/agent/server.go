@@ -70,6 +70,10 @@ type Config struct {
 	// ShimPath is the agent binary that background jobs run under as their
 	// shim (default: this executable, else /.genesis/genesis-agent).
 	ShimPath string
+	// ResetDirs are the directories a reset empties when the agent is not
+	// the container's init (a host process in tests). Inside a container
+	// the agent finds them itself (reset.go); nil outside one refuses resets.
+	ResetDirs []string
 }
 
 // Server is the agent: a process supervisor with an HTTP/2 front end.
@@ -91,6 +95,8 @@ type Server struct {
 	spares   spareSet // job shims started ahead of their jobs (spare.go)
 
 	terms terminalTable // processes on pseudo-terminals (pty.go)
+
+	resetMu sync.Mutex // one reset at a time (reset.go)
 }
 
 // New validates cfg and returns a Server. It has no side effects; Run
@@ -322,6 +328,8 @@ func (s *Server) Handler() http.Handler {
 				return
 			}
 			s.handlePing(w)
+		case agentproto.PathReset:
+			s.handleReset(w, r)
 		case agentproto.PathExec:
 			if r.Method != http.MethodPost {
 				writeError(w, fmt.Errorf("%s wants POST: %w", r.URL.Path, errdefs.ErrInvalidArgument))

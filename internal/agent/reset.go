@@ -1,0 +1,408 @@
+package agent
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+// A reset prepares a running sandbox for another holder, possibly of
+// another tenant: it must leave nothing of the previous one behind, and it
+// fails (code reset_incomplete) rather than answer with something left.
+//
+// Inside a container the agent is the init process: every other process
+// in /proc is the previous holder's, and the places to empty are found in
+// /proc/self/mountinfo. Run as a host process (tests), it kills only its own
+// descendants (orphans are reparented to it, a child subreaper) and empties
+// only Config.ResetDirs; without them it refuses.
+
+const (
+	// resetJobsWait bounds the wait for killed background jobs to end; it
+	// covers a shim's own hard-kill fallback.
+	resetJobsWait = hardKillAfter + 2*time.Second
+	// resetProcsWait bounds the sweep of the remaining processes.
+	resetProcsWait = 10 * time.Second
+	// resetReport is how many leftovers an error names.
+	resetReport = 8
+)
+
+// codeResetIncomplete is the problem code of a reset that left something.
+const codeResetIncomplete = "reset_incomplete"
+
+func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		writeError(w, fmt.Errorf("%s wants POST: %w", r.URL.Path, errdefs.ErrInvalidArgument))
+		return
+	}
+	res, err := s.reset()
+	if err != nil {
+		s.log.Warn("reset failed", "err", err)
+		writeError(w, err)
+		return
+	}
+	s.log.Info("reset", "killed", res.Killed, "jobs", res.JobsDropped, "terminals", res.TerminalsDropped,
+		"removed", res.Removed, "ms", res.DurationMS)
+	writeJSON(w, http.StatusOK, res)
+}
+
+// reset kills every process but the agent, forgets jobs and terminals, and
+// empties every writable place. Resets do not overlap.
+func (s *Server) reset() (agentproto.ResetResult, error) {
+	s.resetMu.Lock()
+	defer s.resetMu.Unlock()
+	start := time.Now()
+	var res agentproto.ResetResult
+	uid := os.Getuid()
+	if uid == 0 {
+		return res, errdefs.WithCode("reset_unsupported", fmt.Errorf(
+			"the agent runs as root, so a reset cannot vouch that nothing was left: %w", errdefs.ErrFailedPrecondition))
+	}
+	asInit := os.Getpid() == 1
+	if !asInit && s.cfg.ResetDirs == nil {
+		return res, errdefs.WithCode("reset_unsupported", fmt.Errorf(
+			"the agent is not the sandbox's init and has no reset directories: %w", errdefs.ErrFailedPrecondition))
+	}
+
+	// The idle spare shim is retired too: nothing the previous holder could
+	// reach survives. A new one starts with the next job.
+	s.spares.mu.Lock()
+	sp := s.spares.idle
+	s.spares.idle = nil
+	s.spares.mu.Unlock()
+	if sp != nil {
+		sp.retire()
+	}
+
+	for _, t := range s.terms.list() {
+		s.deleteTerminal(t)
+		res.TerminalsDropped++
+	}
+	killed, err := s.resetJobs()
+	res.Killed += killed
+	if err != nil {
+		return res, err
+	}
+	for _, j := range s.jobs.list() {
+		if s.jobs.forget(j.id) == nil {
+			res.JobsDropped++
+		}
+	}
+	n, err := s.sweepProcs(asInit)
+	res.Killed += n
+	if err != nil {
+		return res, err
+	}
+
+	var mounts []mountEntry
+	places := s.cfg.ResetDirs
+	if asInit {
+		if mounts, err = readMountinfo("/proc/self/mountinfo"); err != nil {
+			return res, err
+		}
+		places = resetPlaces(mounts, s.cfg.DefaultWorkdir, s.env.vars["HOME"], filepath.Dir(s.cfg.SocketPath))
+	}
+	w := &wiper{uid: uid, gid: os.Getgid(), mountPoints: map[string]bool{}}
+	for _, m := range mounts {
+		w.mountPoints[m.point] = true
+	}
+	for _, p := range places {
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.IsDir() {
+			continue // not in this image
+		}
+		w.empty(p)
+		res.Emptied = append(res.Emptied, p)
+	}
+	if i := slices.IndexFunc(mounts, func(m mountEntry) bool { return m.point == "/" }); i >= 0 && mounts[i].rw {
+		w.scanRoot()
+		res.RootScanned = true
+	}
+	for _, p := range res.Emptied {
+		w.checkEmpty(p)
+	}
+	res.Removed = w.removed
+	res.DurationMS = time.Since(start).Milliseconds()
+	if len(w.left) > 0 {
+		return res, errdefs.WithCode(codeResetIncomplete, fmt.Errorf("reset left %d entries behind: %s: %w",
+			len(w.left), strings.Join(w.left[:min(len(w.left), resetReport)], "; "), errdefs.ErrInternal))
+	}
+	return res, nil
+}
+
+// resetJobs kills every running background job's tree through its shim and
+// waits until all have ended.
+func (s *Server) resetJobs() (int, error) {
+	running := s.jobs.running()
+	if len(running) == 0 {
+		return 0, nil
+	}
+	s.jobs.killAll()
+	deadline := time.Now().Add(resetJobsWait)
+	for len(s.jobs.running()) > 0 {
+		if time.Now().After(deadline) {
+			return len(running), errdefs.WithCode(codeResetIncomplete, fmt.Errorf(
+				"%d background jobs still run %v after SIGKILL: %w", len(s.jobs.running()), resetJobsWait, errdefs.ErrInternal))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return len(running), nil
+}
+
+// sweepProcs SIGKILLs every process other than the agent (as init) or every
+// descendant of it (as a host process) until none is left, zombies
+// included: the supervisor reaps those.
+func (s *Server) sweepProcs(asInit bool) (int, error) {
+	scan := newProcScanner("/proc")
+	self := os.Getpid()
+	killed := map[int]bool{}
+	deadline := time.Now().Add(resetProcsWait)
+	for {
+		var procs []procEntry
+		var err error
+		if asInit {
+			procs, err = scan.scan()
+			procs = slices.DeleteFunc(procs, func(p procEntry) bool { return p.pid == self })
+		} else {
+			procs, err = scan.descendants(self)
+		}
+		if err != nil {
+			return len(killed), fmt.Errorf("reset: list processes: %v: %w", err, errdefs.ErrInternal)
+		}
+		if len(procs) == 0 {
+			return len(killed), nil
+		}
+		if time.Now().After(deadline) {
+			pids := make([]string, 0, resetReport)
+			for _, p := range procs[:min(len(procs), resetReport)] {
+				pids = append(pids, fmt.Sprintf("%d(%c)", p.pid, p.state))
+			}
+			return len(killed), errdefs.WithCode(codeResetIncomplete, fmt.Errorf(
+				"%d processes survive SIGKILL after %v: %s: %w", len(procs), resetProcsWait, strings.Join(pids, " "), errdefs.ErrInternal))
+		}
+		for _, p := range procs {
+			if p.zombie() {
+				continue
+			}
+			if err := syscall.Kill(p.pid, syscall.SIGKILL); err == nil {
+				killed[p.pid] = true
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// mountEntry is one line of /proc/self/mountinfo.
+type mountEntry struct {
+	point  string
+	fstype string
+	rw     bool
+}
+
+// readMountinfo parses a mountinfo file.
+func readMountinfo(path string) ([]mountEntry, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reset: %v: %w", err, errdefs.ErrInternal)
+	}
+	defer f.Close()
+	var out []mountEntry
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if m, ok := parseMountinfoLine(sc.Text()); ok {
+			out = append(out, m)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reset: read %s: %v: %w", path, err, errdefs.ErrInternal)
+	}
+	return out, nil
+}
+
+// parseMountinfoLine reads "id parent maj:min root point options
+// [optional...] - fstype source superoptions".
+func parseMountinfoLine(line string) (mountEntry, bool) {
+	f := strings.Fields(line)
+	sep := slices.Index(f, "-")
+	if len(f) < 6 || sep < 6 || sep+1 >= len(f) {
+		return mountEntry{}, false
+	}
+	opts := strings.Split(f[5], ",")
+	return mountEntry{point: unescapeMount(f[4]), fstype: f[sep+1], rw: slices.Contains(opts, "rw")}, true
+}
+
+// unescapeMount undoes the octal escapes (\040 for a space) of mountinfo.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// resetSkipFS are file systems with nothing a holder can leave in them
+// (or nothing a reset may touch).
+var resetSkipFS = []string{"proc", "sysfs", "cgroup", "cgroup2", "devpts", "securityfs", "debugfs", "tracefs", "bpf"}
+
+// resetPlaces lists the directories a reset empties: the workspace, the
+// temporary directories, the home directory, and every other read-write
+// mount except the root (scanned instead), /proc, /sys, /dev itself and the
+// agent's socket directory.
+func resetPlaces(mounts []mountEntry, workdir, home, socketDir string) []string {
+	places := []string{workdir, "/tmp", "/var/tmp", "/dev/shm"}
+	if home != "" && home != "/" {
+		places = append(places, home)
+	}
+	for _, m := range mounts {
+		if !m.rw || m.point == "/" || m.point == "/dev" || m.point == socketDir || slices.Contains(resetSkipFS, m.fstype) ||
+			under(m.point, "/proc") || under(m.point, "/sys") {
+			continue
+		}
+		places = append(places, m.point)
+	}
+	out := places[:0]
+	for _, p := range places {
+		p = filepath.Clean(p)
+		if p != "/" && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// under reports whether p is dir or inside it.
+func under(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+
+// wiper removes what the sandbox user left, counting and noting leftovers.
+type wiper struct {
+	uid, gid    int
+	mountPoints map[string]bool
+	removed     int
+	left        []string
+}
+
+func (w *wiper) fail(path string, err error) {
+	w.left = append(w.left, fmt.Sprintf("%s: %v", path, err))
+}
+
+// empty removes everything inside dir; mount points inside it are left to
+// their own entry.
+func (w *wiper) empty(dir string) {
+	w.own(dir)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		w.fail(dir, err)
+		return
+	}
+	for _, e := range ents {
+		w.remove(filepath.Join(dir, e.Name()))
+	}
+}
+
+// own makes a directory of the user's searchable and writable again (the
+// holder may have removed its own permissions).
+func (w *wiper) own(dir string) {
+	var st syscall.Stat_t
+	if syscall.Lstat(dir, &st) == nil && int(st.Uid) == w.uid && st.Mode&0o700 != 0o700 {
+		os.Chmod(dir, fs.FileMode(st.Mode&0o7777|0o700))
+	}
+}
+
+// remove deletes path and, for a directory, everything in it.
+func (w *wiper) remove(path string) {
+	if w.mountPoints[path] {
+		return
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			w.fail(path, err)
+		}
+		return
+	}
+	if fi.IsDir() {
+		w.empty(path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		w.fail(path, err)
+		return
+	}
+	w.removed++
+}
+
+// checkEmpty notes anything still inside dir other than mount points.
+func (w *wiper) checkEmpty(dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		w.fail(dir, err)
+		return
+	}
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		if !w.mountPoints[p] && !slices.ContainsFunc(w.left, func(l string) bool { return strings.HasPrefix(l, p) }) {
+			w.fail(p, errors.New("still present"))
+		}
+	}
+}
+
+// scanRoot searches a writable root file system for what the user made:
+// every entry it owns inside a directory it can write to is removed. Mount
+// points (emptied on their own), /proc, /sys and /dev are not entered.
+func (w *wiper) scanRoot() {
+	stack := []string{"/"}
+	for len(stack) > 0 {
+		dir := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		var st syscall.Stat_t
+		if err := syscall.Lstat(dir, &st); err != nil {
+			continue
+		}
+		w.own(dir)
+		writable := int(st.Uid) == w.uid || st.Mode&0o002 != 0 || (int(st.Gid) == w.gid && st.Mode&0o020 != 0)
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			if writable {
+				w.fail(dir, err)
+			}
+			continue
+		}
+		for _, e := range ents {
+			p := filepath.Join(dir, e.Name())
+			if w.mountPoints[p] || p == "/proc" || p == "/sys" || p == "/dev" {
+				continue
+			}
+			if writable {
+				var est syscall.Stat_t
+				if err := syscall.Lstat(p, &est); err == nil && int(est.Uid) == w.uid {
+					w.remove(p)
+					continue
+				}
+			}
+			if e.IsDir() {
+				stack = append(stack, p)
+			}
+		}
+	}
+}
