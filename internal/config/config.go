@@ -80,7 +80,25 @@ type LeasePolicy struct {
 	DefaultTTLSeconds int64 `yaml:"default_ttl_seconds"`
 	// MaxTTLSeconds caps ttl_seconds; 0 takes limits.max_ttl_seconds.
 	MaxTTLSeconds int64 `yaml:"max_ttl_seconds"`
+	// OnRelease is what happens to a released or expired lease's sandbox:
+	// destroy (the default; the pool makes a fresh member) or reset (a
+	// sandbox taken from the pool and still like its members is wiped and
+	// returned to it; anything else is destroyed).
+	OnRelease ReleaseAction `yaml:"on_release"`
 }
+
+// ReleaseAction is a profile's lease.on_release.
+type ReleaseAction string
+
+// Release actions; "" means ReleaseDestroy.
+const (
+	ReleaseDestroy ReleaseAction = "destroy"
+	ReleaseReset   ReleaseAction = "reset"
+)
+
+// Resets reports whether released sandboxes of the profile are reset and
+// returned to their pool rather than destroyed.
+func (lp LeasePolicy) Resets() bool { return lp.OnRelease == ReleaseReset }
 
 // Limits bound what a request may ask for.
 type Limits struct {
@@ -509,6 +527,17 @@ func (c *Config) validateLeasePools(key string, p *Profile) error {
 	}
 	if def, maxTTL := c.LeaseTTL(p); def > maxTTL {
 		return bad(key+".lease.default_ttl_seconds", "%d exceeds the maximum %d", def, maxTTL)
+	}
+	switch lp.OnRelease {
+	case "", ReleaseDestroy:
+	case ReleaseReset:
+		// The agent runs as the profile's user and wipes what that user
+		// could write; as root it could not vouch for anything.
+		if uid, _, _ := strings.Cut(p.User, ":"); uid == "" || uid == "0" || uid == "root" {
+			return bad(key+".lease.on_release", "reset needs the profile to run as a non-root user (user: \"uid:gid\"), got user %q", p.User)
+		}
+	default:
+		return bad(key+".lease.on_release", "must be destroy or reset, got %q", lp.OnRelease)
 	}
 	seen := map[sandbox.Runtime]bool{}
 	for i, ps := range p.Pools {

@@ -96,6 +96,8 @@ func TestLoadOverlayAndErrors(t *testing.T) {
 		pool("[]", "{max_ttl_seconds: 999999999}"):                                                             "profiles.x.lease.max_ttl_seconds",
 		pool("[]", "{default_ttl_seconds: 100, max_ttl_seconds: 50}"):                                          "profiles.x.lease.default_ttl_seconds",
 		pool("[]", "{bogus: 1}"):                                                                               "bogus",
+		pool("[]", "{on_release: recycle}"):                                                                    "profiles.x.lease.on_release",
+		pool("[]", "{on_release: reset}"):                                                                      "profiles.x.lease.on_release",
 		"store: {driver: mysql}\n":                                                                             "store.driver",
 		"store: {driver: postgres}\n":                                                                          "store.dsn",
 		"store: {driver: sqlite, dsn: x}\n":                                                                    "store.dsn",
@@ -110,6 +112,18 @@ func TestLoadOverlayAndErrors(t *testing.T) {
 	x, _ := c.Profile("x")
 	if def, mx := c.LeaseTTL(x); def != 60 || mx != 60 || x.Pools[0].MinIdle != 2 {
 		t.Errorf("lease ttl %d/%d, profile %+v; want the default capped to the profile maximum 60", def, mx, x)
+	}
+	c, err = Load(write(strings.Replace(pool("[{runtime: runc, min_idle: 1, max_total: 2}]", "{on_release: reset}"), "pools:", "user: \"1000:1000\", pools:", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x, _ := c.Profile("x"); !x.Lease.Resets() {
+		t.Errorf("on_release: reset not read: %+v", x.Lease)
+	}
+	for _, p := range c.Profiles {
+		if p.Name != "x" && p.Lease.Resets() {
+			t.Errorf("built-in profile %s resets released sandboxes; built-ins destroy them", p.Name)
+		}
 	}
 	for body, key := range bad {
 		_, err := Load(write(body))
