@@ -51,6 +51,7 @@ type Store interface {
 	Audit
 	Artifacts
 	LeaseStore
+	SandboxSessions
 }
 
 // SandboxFilter selects sandboxes. Zero fields match everything.

@@ -55,6 +55,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListLeases", testListLeases},
 		{"ConcurrentClaims", testConcurrentClaims},
 		{"ClaimHandsOverNetwork", testClaimHandsOverNetwork},
+		{"SandboxSessions", testSandboxSessions},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
