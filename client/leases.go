@@ -75,6 +75,11 @@ type Pool struct {
 	Misses   int64          `json:"misses"`
 	Made     int64          `json:"made"`
 	Replaced int64          `json:"replaced"`
+	// Recycled counts released sandboxes reset and returned to the pool
+	// (profile lease.on_release: reset); ResetFailed the resets that
+	// failed, whose sandboxes were destroyed instead.
+	Recycled    int64 `json:"recycled"`
+	ResetFailed int64 `json:"reset_failed"`
 	// RefillRate is sandboxes made per second during the last refill run.
 	RefillRate float64 `json:"refill_rate"`
 	Draining   bool    `json:"draining"`

@@ -246,15 +246,15 @@ func newPoolCmd(a *app) *cobra.Command {
 		if a.jsonOutput() {
 			return printJSON(a.stdout, pl)
 		}
-		return printTable(a.stdout, "POOL\tIDLE\tLEASED\tBUSY\tSTARTING\tTOTAL\tMIN/MAX\tHITS\tMISSES\tREFILL/S\tSTATE", pl.Items, func(tw io.Writer, p client.Pool) {
+		return printTable(a.stdout, "POOL\tIDLE\tLEASED\tBUSY\tSTARTING\tTOTAL\tMIN/MAX\tHITS\tMISSES\tRECYCLED\tREFILL/S\tSTATE", pl.Items, func(tw io.Writer, p client.Pool) {
 			state := "ok"
 			if p.Draining {
 				state = "draining"
 			} else if p.LastError != "" {
 				state = "error: " + p.LastError
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d/%d\t%d\t%d\t%.2f\t%s\n", p.Name, p.Counts["idle"], p.Counts["leased"],
-				p.Counts["busy"], p.Starting, p.Total, p.MinIdle, p.MaxTotal, p.Hits, p.Misses, p.RefillRate, state)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d/%d\t%d\t%d\t%d\t%.2f\t%s\n", p.Name, p.Counts["idle"], p.Counts["leased"],
+				p.Counts["busy"], p.Starting, p.Total, p.MinIdle, p.MaxTotal, p.Hits, p.Misses, p.Recycled, p.RefillRate, state)
 		})
 	}
 	ls := &cobra.Command{

@@ -332,23 +332,6 @@ func (s *Service) endSandboxLeases(ctx context.Context, sandboxID string, to san
 	return nil
 }
 
-// recycle disposes of the sandbox of an ended lease: its running jobs are
-// canceled, then it is destroyed (a fresh pool member replaces it).
-func (s *Service) recycle(ctx context.Context, l *sandbox.Lease) error {
-	sb, err := s.store.GetSandbox(ctx, "", l.SandboxID)
-	if err != nil {
-		return err
-	}
-	s.cancelJobs(ctx, sb)
-	cctx, cancel := cleanupCtx(ctx, 2*time.Minute)
-	defer cancel()
-	err = s.destroy(cctx, sb, "lease "+string(l.State))
-	if pl := s.pool(sb.Profile, sb.Runtime); pl != nil {
-		pl.wake()
-	}
-	return err
-}
-
 // cancelJobs cancels the running background jobs of a sandbox so that they
 // end as canceled rather than lost.
 func (s *Service) cancelJobs(ctx context.Context, sb *sandbox.Sandbox) {

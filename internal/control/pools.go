@@ -36,7 +36,10 @@ type pool struct {
 	hits     atomic.Int64 // leases served warm
 	misses   atomic.Int64 // leases that found the pool empty
 	replaced atomic.Int64 // unhealthy idle members replaced
-	creating atomic.Int64 // members being made now
+	recycled atomic.Int64 // released sandboxes reset and returned (on_release: reset)
+	// resetFailed counts resets that failed, whose sandboxes were destroyed.
+	resetFailed atomic.Int64
+	creating    atomic.Int64 // members being made now
 
 	mu       sync.Mutex
 	made     int64     // members made ready in all
@@ -55,16 +58,20 @@ type PoolView struct {
 	MaxTotal int
 	// Counts by state of the live sandboxes of this profile and runtime
 	// made by this instance (idle ones are the pool's warm members).
-	Counts     map[sandbox.State]int
-	Total      int
-	Starting   int64
-	Hits       int64
-	Misses     int64
-	Made       int64
-	Replaced   int64
-	RefillRate float64 // members/s of the last (or current) refill run
-	Draining   bool
-	LastError  string
+	Counts   map[sandbox.State]int
+	Total    int
+	Starting int64
+	Hits     int64
+	Misses   int64
+	Made     int64
+	Replaced int64
+	// Recycled counts released sandboxes reset and returned to the pool;
+	// ResetFailed the resets that failed (those sandboxes were destroyed).
+	Recycled    int64
+	ResetFailed int64
+	RefillRate  float64 // members/s of the last (or current) refill run
+	Draining    bool
+	LastError   string
 }
 
 // initPools builds the configured pools (nothing runs until startPools).
@@ -263,7 +270,7 @@ func (s *Service) Pools(ctx context.Context) ([]PoolView, error) {
 			Name: pl.key.name(), Profile: pl.key.profile, Runtime: pl.key.runtime,
 			MinIdle: pl.spec.MinIdle, MaxTotal: pl.spec.MaxTotal, Counts: map[sandbox.State]int{},
 			Total: len(list), Starting: pl.creating.Load(), Hits: pl.hits.Load(), Misses: pl.misses.Load(),
-			Replaced: pl.replaced.Load(), Draining: pl.draining.Load() || s.draining.Load(),
+			Replaced: pl.replaced.Load(), Recycled: pl.recycled.Load(), ResetFailed: pl.resetFailed.Load(), Draining: pl.draining.Load() || s.draining.Load(),
 		}
 		for _, sb := range list {
 			v.Counts[sb.State]++

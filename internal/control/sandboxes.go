@@ -580,6 +580,10 @@ func (s *Service) destroy(ctx context.Context, sb *sandbox.Sandbox, reason strin
 	if err != nil {
 		return err
 	}
+	// Its sessions end as after a reset (session_closed).
+	if err := s.endSessions(cctx, sb.ID); err != nil {
+		s.log.Warn("ending the sessions of a destroyed sandbox", "sandbox", sb.ID, "err", err)
+	}
 	s.log.Info("sandbox destroyed", "sandbox", sb.ID, "reason", reason)
 	return nil
 }

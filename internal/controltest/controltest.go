@@ -140,6 +140,13 @@ func (a *Agents) start(id string) error {
 	}
 	cmd := exec.Command(a.bin, "serve", "--socket", filepath.Join(runDir, driver.AgentSocketRel))
 	cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, spec.Env...)
+	// Outside a container the agent resets only the directories named
+	// here: the sandbox's workspace.
+	for _, m := range spec.Mounts {
+		if m.Target == "/workspace" {
+			cmd.Env = append(cmd.Env, "GENESIS_AGENT_RESET_DIRS="+m.Source)
+		}
+	}
 	cmd.Stdout, cmd.Stderr = &a.log, &a.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if a.asUser && spec.User != "" {
@@ -198,6 +205,10 @@ func (a *Agents) stop(id string) {
 		<-p.done
 	}
 }
+
+// AsUser reports whether the agents run as the profile's user (they run as
+// root when the data dir or agent binary is out of that user's reach).
+func (a *Agents) AsUser() bool { return a.asUser }
 
 // Running counts agent processes that have not exited.
 func (a *Agents) Running() int {

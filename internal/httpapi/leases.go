@@ -116,7 +116,7 @@ func poolsWire(views []control.PoolView, draining bool) client.PoolList {
 		p := client.Pool{
 			Name: v.Name, Profile: v.Profile, Runtime: string(v.Runtime), MinIdle: v.MinIdle, MaxTotal: v.MaxTotal,
 			Counts: map[string]int{}, Total: v.Total, Starting: v.Starting, Hits: v.Hits, Misses: v.Misses,
-			Made: v.Made, Replaced: v.Replaced, RefillRate: v.RefillRate, Draining: v.Draining, LastError: v.LastError,
+			Made: v.Made, Replaced: v.Replaced, Recycled: v.Recycled, ResetFailed: v.ResetFailed, RefillRate: v.RefillRate, Draining: v.Draining, LastError: v.LastError,
 		}
 		for st, n := range v.Counts {
 			p.Counts[string(st)] = n

@@ -28,13 +28,15 @@ var AllStates = []State{StateCreated, StateStarting, StateReady, StateLeased, St
 
 // transitions is the one table of allowed sandbox state changes.
 var transitions = map[State][]State{
-	StateCreated:   {StateStarting, StateDraining, StateDestroyed, StateFailed},
-	StateStarting:  {StateReady, StateDraining, StateDestroyed, StateFailed},
-	StateReady:     {StateLeased, StateBusy, StateIdle, StateDraining, StateDestroyed, StateFailed},
-	StateLeased:    {StateBusy, StateIdle, StateReady, StateDraining, StateDestroyed, StateFailed},
-	StateBusy:      {StateLeased, StateIdle, StateReady, StateDraining, StateDestroyed, StateFailed},
-	StateIdle:      {StateLeased, StateBusy, StateReady, StateDraining, StateDestroyed, StateFailed},
-	StateDraining:  {StateDestroyed, StateFailed},
+	StateCreated:  {StateStarting, StateDraining, StateDestroyed, StateFailed},
+	StateStarting: {StateReady, StateDraining, StateDestroyed, StateFailed},
+	StateReady:    {StateLeased, StateBusy, StateIdle, StateDraining, StateDestroyed, StateFailed},
+	StateLeased:   {StateBusy, StateIdle, StateReady, StateDraining, StateDestroyed, StateFailed},
+	StateBusy:     {StateLeased, StateIdle, StateReady, StateDraining, StateDestroyed, StateFailed},
+	StateIdle:     {StateLeased, StateBusy, StateReady, StateDraining, StateDestroyed, StateFailed},
+	// draining → idle: a reset pool member returns to its pool
+	// (on_release: reset); every other draining sandbox is destroyed.
+	StateDraining:  {StateIdle, StateDestroyed, StateFailed},
 	StateFailed:    {StateDraining, StateDestroyed},
 	StateDestroyed: {},
 }

@@ -14,7 +14,7 @@ func TestTransitions(t *testing.T) {
 		{StateCreated, StateStarting}, {StateStarting, StateReady}, {StateReady, StateLeased},
 		{StateLeased, StateBusy}, {StateBusy, StateIdle}, {StateIdle, StateLeased},
 		{StateReady, StateDraining}, {StateDraining, StateDestroyed}, {StateStarting, StateFailed},
-		{StateFailed, StateDestroyed},
+		{StateFailed, StateDestroyed}, {StateLeased, StateDraining}, {StateDraining, StateIdle},
 	}
 	for _, p := range allowed {
 		if err := Transition(p[0], p[1]); err != nil {

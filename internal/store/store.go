@@ -52,6 +52,7 @@ type Store interface {
 	Artifacts
 	LeaseStore
 	SandboxSessions
+	PoolReturn
 }
 
 // SandboxFilter selects sandboxes. Zero fields match everything.

@@ -56,6 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentClaims", testConcurrentClaims},
 		{"ClaimHandsOverNetwork", testClaimHandsOverNetwork},
 		{"SandboxSessions", testSandboxSessions},
+		{"ReturnSandbox", testReturnSandbox},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
