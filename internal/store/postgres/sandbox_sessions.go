@@ -3,9 +3,9 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
-	"genesis.dev/sandbox/internal/errdefs"
+	"github.com/jackc/pgx/v5"
+
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 )
@@ -13,24 +13,16 @@ import (
 // ListSandboxSessions returns every session of a sandbox, oldest first.
 func (s *Store) ListSandboxSessions(ctx context.Context, sandboxID string) ([]*sandbox.Session, error) {
 	rows, err := s.pool.Query(ctx, `SELECT doc FROM sessions WHERE sandbox_id = $1`, sandboxID)
-	if err != nil {
-		return nil, dbError(ctx, "list sessions of "+sandboxID, err)
-	}
-	defer rows.Close()
-	out := []*sandbox.Session{}
-	for rows.Next() {
+	out, err := collectRows(ctx, "list sessions of "+sandboxID, []*sandbox.Session{}, func(r pgx.Row) (*sandbox.Session, error) {
 		var doc []byte
-		if err := rows.Scan(&doc); err != nil {
-			return nil, dbError(ctx, "list sessions of "+sandboxID, err)
+		if err := r.Scan(&doc); err != nil {
+			return nil, err
 		}
 		var se sandbox.Session
-		if err := json.Unmarshal(doc, &se); err != nil {
-			return nil, fmt.Errorf("session of %s: corrupt record: %v: %w", sandboxID, err, errdefs.ErrInternal)
-		}
-		out = append(out, &se)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbError(ctx, "list sessions of "+sandboxID, err)
+		return &se, json.Unmarshal(doc, &se)
+	}, rows, err)
+	if err != nil {
+		return nil, err
 	}
 	store.SortSessions(out)
 	return out, nil

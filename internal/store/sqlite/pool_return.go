@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"genesis.dev/sandbox/internal/errdefs"
@@ -10,38 +11,29 @@ import (
 )
 
 // ReturnSandbox makes a reset sandbox an idle pool member again.
-func (s *Store) ReturnSandbox(ctx context.Context, r store.Return) (_ *sandbox.Sandbox, err error) {
-	tx, err := s.writer.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, dbError(ctx, "return sandbox "+r.SandboxID, err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	cur, err := getSandbox(ctx, tx, r.SandboxID)
-	if err != nil {
-		return nil, err
-	}
-	next := store.CloneSandbox(cur)
-	if err := store.ApplyReturn(next, r); err != nil {
-		return nil, err
-	}
-	store.NormalizeSandbox(next)
-	row, err := encodeSandbox(next)
-	if err != nil {
-		return nil, fmt.Errorf("return sandbox %s: %w", r.SandboxID, err)
-	}
-	res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET tenant = ?, state = ?, risk_level = ?, env = ?, metadata = ?,
-		failure_reason = ?, resource_version = ?, updated_at = ?, expires_at = ?
-		WHERE id = ? AND resource_version = ? AND state = ?`,
-		row.tenant, row.state, row.riskLevel, row.env, row.metadata, row.failureReason, row.resourceVersion, row.updatedAt, row.expiresAt,
-		cur.ID, cur.ResourceVersion, string(cur.State))
-	if err != nil {
-		return nil, dbError(ctx, "return sandbox "+r.SandboxID, err)
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return nil, fmt.Errorf("return sandbox %s: record changed during the update: %w", r.SandboxID, errdefs.ErrConflict)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, dbError(ctx, "commit return of "+r.SandboxID, err)
-	}
-	return next, nil
+func (s *Store) ReturnSandbox(ctx context.Context, r store.Return) (*sandbox.Sandbox, error) {
+	get := func(tx queryer) (*sandbox.Sandbox, error) { return getSandbox(ctx, tx, r.SandboxID) }
+	return updateRow(ctx, s, "sandbox "+r.SandboxID, get, func(tx *sql.Tx, cur *sandbox.Sandbox) (*sandbox.Sandbox, error) {
+		next := store.CloneSandbox(cur)
+		if err := store.ApplyReturn(next, r); err != nil {
+			return nil, err
+		}
+		store.NormalizeSandbox(next)
+		row, err := encodeSandbox(next)
+		if err != nil {
+			return nil, fmt.Errorf("return sandbox %s: %w", r.SandboxID, err)
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET tenant = ?, state = ?, risk_level = ?, env = ?, metadata = ?,
+			failure_reason = ?, resource_version = ?, updated_at = ?, expires_at = ?
+			WHERE id = ? AND resource_version = ? AND state = ?`,
+			row.tenant, row.state, row.riskLevel, row.env, row.metadata, row.failureReason, row.resourceVersion, row.updatedAt, row.expiresAt,
+			cur.ID, cur.ResourceVersion, string(cur.State))
+		if err != nil {
+			return nil, dbError(ctx, "return sandbox "+r.SandboxID, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return nil, fmt.Errorf("return sandbox %s: record changed during the update: %w", r.SandboxID, errdefs.ErrConflict)
+		}
+		return next, nil
+	})
 }

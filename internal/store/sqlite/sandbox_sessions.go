@@ -3,34 +3,23 @@ package sqlite
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
-	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 )
 
 // ListSandboxSessions returns every session of a sandbox, oldest first.
 func (s *Store) ListSandboxSessions(ctx context.Context, sandboxID string) ([]*sandbox.Session, error) {
-	rows, err := s.reader.QueryContext(ctx, `SELECT doc FROM sessions WHERE sandbox_id = ?`, sandboxID)
-	if err != nil {
-		return nil, dbError(ctx, "list sessions of "+sandboxID, err)
-	}
-	defer rows.Close()
-	out := []*sandbox.Session{}
-	for rows.Next() {
+	out, err := appendRows(ctx, s.reader, []*sandbox.Session{}, "list sessions of "+sandboxID, func(r scanner) (*sandbox.Session, error) {
 		var doc string
-		if err := rows.Scan(&doc); err != nil {
-			return nil, dbError(ctx, "list sessions of "+sandboxID, err)
+		if err := r.Scan(&doc); err != nil {
+			return nil, err
 		}
 		var se sandbox.Session
-		if err := json.Unmarshal([]byte(doc), &se); err != nil {
-			return nil, fmt.Errorf("session of %s: corrupt record: %v: %w", sandboxID, err, errdefs.ErrInternal)
-		}
-		out = append(out, &se)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbError(ctx, "list sessions of "+sandboxID, err)
+		return &se, json.Unmarshal([]byte(doc), &se)
+	}, `SELECT doc FROM sessions WHERE sandbox_id = ?`, sandboxID)
+	if err != nil {
+		return nil, err
 	}
 	store.SortSessions(out)
 	return out, nil
