@@ -34,3 +34,80 @@ func TestSSEOutputEventMatchesJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestSSEOutputTextForm: in text mode, bytes that are UTF-8 without CR and
+// have lines of 18 bytes or more on average go as "<offset>\n<bytes>" data
+// lines; anything else keeps the JSON form. Either way an SSE parser gets
+// the exact bytes back.
+func TestSSEOutputTextForm(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", 40)
+	for _, tc := range []struct {
+		payload string
+		text    bool
+	}{
+		{"", true},
+		{long, true},
+		{long + "\n", true},
+		{long + "\n\n" + long + "\n", true},
+		{" leading space and a trailing one " + long + " ", true},
+		{"zero \x00 bytes and ünïcödé " + long, true},
+		{"y\ny\ny\ny\n", false},           // short lines: base64 is smaller
+		{long + "\r\n" + long, false},     // CR ends an SSE line
+		{long + "\xff\xfe" + long, false}, // not UTF-8
+		{long + "\xe2\x82", false},        // a character cut at the end
+		{strings.Repeat(long+"\n", 5000), true},
+	} {
+		sw := &sseWriter{w: httptest.NewRecorder(), text: true}
+		if err := sw.output("9", "stdout", 5, []byte(tc.payload)); err != nil {
+			t.Fatal(err)
+		}
+		data := sseData(t, string(sw.buf))
+		if isJSON := strings.HasPrefix(data, "{"); isJSON == tc.text {
+			t.Errorf("%.40q: text form %v, want %v", tc.payload, !isJSON, tc.text)
+		}
+		var off int64
+		var got []byte
+		if tc.text {
+			head, rest, ok := strings.Cut(data, "\n")
+			if !ok || head != "5" {
+				t.Fatalf("%.40q: text data %.60q does not start with the offset line", tc.payload, data)
+			}
+			off, got = 5, []byte(rest)
+		} else {
+			var o sseOutput
+			if err := json.Unmarshal([]byte(data), &o); err != nil {
+				t.Fatalf("%.40q: data is not JSON: %v", tc.payload, err)
+			}
+			b, err := base64.StdEncoding.DecodeString(o.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			off, got = o.Offset, b
+		}
+		if off != 5 || string(got) != tc.payload {
+			t.Errorf("%.40q: decoded offset %d, %.40q", tc.payload, off, got)
+		}
+	}
+}
+
+// sseData parses one event as an SSE client does and returns its data:
+// the data fields' values (one leading space removed) joined with LF.
+func sseData(t *testing.T, ev string) string {
+	t.Helper()
+	body, ok := strings.CutSuffix(ev, "\n\n")
+	if !ok {
+		t.Fatalf("event %.60q does not end with a blank line", ev)
+	}
+	var data []string
+	for _, line := range strings.Split(body, "\n") {
+		if strings.ContainsRune(line, '\r') {
+			t.Fatalf("event line %.60q holds a CR", line)
+		}
+		field, value, _ := strings.Cut(line, ":")
+		if field == "data" {
+			data = append(data, strings.TrimPrefix(value, " "))
+		}
+	}
+	return strings.Join(data, "\n")
+}
