@@ -662,3 +662,53 @@ func TestLogEventJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamLogsTextEncoding: the client asks for the text encoding unless
+// told otherwise, decodes text-form output events (offset line, then the
+// bytes) exactly, JSON ones in the same stream too, and refuses an unknown
+// encoding before sending anything.
+func TestStreamLogsTextEncoding(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var encodings []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		encodings = append(encodings, r.URL.Query().Get("encoding"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "id: 10\nevent: stdout\ndata: 0\ndata:  two spaces, then a NUL \x00 and ünï\ndata: \ndata: next\n\n"+
+			"id: 20\nevent: stderr\ndata: 7\ndata: {not json}\n\n"+
+			"id: 30\nevent: stdout\ndata: {\"offset\":41,\"data\":\"/w0K\"}\n\n"+
+			"id: 40\nevent: stdout\ndata: 44\ndata: \ndata: \n\n"+
+			"id: 50\nevent: exit\ndata: {\"job_id\":\"job-1\",\"state\":\"succeeded\",\"exit_code\":0,\"exit_reason\":\"exited\"}\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	c := New(srv.URL, "key")
+	var got collector
+	if err := c.StreamLogs(context.Background(), "job-1", StreamOptions{Follow: true}, got.fn); err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		offset int64
+		data   string
+	}{{0, " two spaces, then a NUL \x00 and ünï\n\nnext"}, {7, "{not json}"}, {41, "\xff\r\n"}, {44, "\n"}}
+	if len(got.events) != len(want)+1 {
+		t.Fatalf("%d events, want %d", len(got.events), len(want)+1)
+	}
+	for i, w := range want {
+		if e := got.events[i]; e.Offset != w.offset || string(e.Data) != w.data {
+			t.Errorf("event %d: offset %d data %q, want %d %q", i, e.Offset, e.Data, w.offset, w.data)
+		}
+	}
+	if err := c.StreamLogs(context.Background(), "job-1", StreamOptions{Encoding: EncodingBase64}, func(LogEvent) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StreamLogs(context.Background(), "job-1", StreamOptions{Encoding: "utf-7"}, func(LogEvent) error { return nil }); err == nil {
+		t.Error("an unknown encoding was accepted")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(encodings, ",") != "text,base64" {
+		t.Errorf("encoding parameters sent %q, want text then base64 and nothing for the bad one", encodings)
+	}
+}
