@@ -110,13 +110,22 @@ var (
 	outputSuffix = []byte(`"}`)
 )
 
-// DecodeOutput decodes the data of a stdout or stderr event, a JSON object
-// {"offset": N, "data": "<base64>"}, into the stream offset and the bytes,
-// which it stores in dst's array if it is large enough. The service's own
-// encoding (those two keys in that order, no escapes) takes a fast path
-// that decodes the base64 in place; anything else goes through
+// DecodeOutput decodes the data of a stdout or stderr event into the
+// stream offset and the bytes, which it stores in dst's array if it is
+// large enough. The data is either the text form "<offset>\n<bytes>" (of
+// ?encoding=text) or a JSON object {"offset": N, "data": "<base64>"}. The
+// service's own JSON (those two keys in that order, no escapes) takes a
+// fast path that decodes the base64 in place; other JSON goes through
 // encoding/json.
 func DecodeOutput(data, dst []byte) (int64, []byte, error) {
+	if len(data) > 0 && data[0] != '{' {
+		head, text, ok := bytes.Cut(data, []byte{'\n'})
+		off, err := strconv.ParseInt(string(head), 10, 64)
+		if !ok || err != nil || off < 0 || head[0] < '0' || head[0] > '9' {
+			return 0, nil, fmt.Errorf("output event %.80q: want \"<offset>\\n<text>\" or a JSON object", data)
+		}
+		return off, append(dst[:0], text...), nil
+	}
 	if rest, ok := bytes.CutPrefix(data, outputPrefix); ok && bytes.HasSuffix(rest, outputSuffix) {
 		if i := bytes.Index(rest, outputData); i > 0 && i+len(outputData) <= len(rest)-len(outputSuffix) {
 			off, err := strconv.ParseInt(string(rest[:i]), 10, 64)

@@ -85,6 +85,8 @@ func TestDecodeOutput(t *testing.T) {
 		{"other key order", `{"data":"` + b64 + `","offset":42}`, 42, payload},
 		{"spaces", `{ "offset": 42, "data": "` + b64 + `" }`, 42, payload},
 		{"escaped slash", `{"offset":1,"data":"` + "\\/w==" + `"}`, 1, []byte{0xff}},
+		{"text", "7\nhi\n\x00 there\n", 7, []byte("hi\n\x00 there\n")},
+		{"text, empty", "0\n", 0, []byte{}},
 	} {
 		dst := make([]byte, 0, 4)
 		off, got, err := DecodeOutput([]byte(tc.data), dst)
@@ -93,7 +95,7 @@ func TestDecodeOutput(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{
-		`{"offset":-1,"data":""}`, `{"data":""}`, `{"offset":1}`, `{"offset":1,"data":"!!"}`, `not json`,
+		`{"offset":-1,"data":""}`, `{"data":""}`, `{"offset":1}`, `{"offset":1,"data":"!!"}`, `not json`, "12", "-1\nx", "+1\nx", "1x\nx",
 	} {
 		if _, _, err := DecodeOutput([]byte(bad), nil); err == nil {
 			t.Errorf("DecodeOutput(%s) succeeded", bad)

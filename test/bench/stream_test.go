@@ -106,12 +106,21 @@ func expect(resp *http.Response, code int, mediaType string) error {
 }
 
 // execStream posts an exec asking for its events as they happen.
-func (a *rawAPI) execStream(ctx context.Context, sandboxID string, req client.ExecRequest) (*http.Response, error) {
-	resp, err := a.request(ctx, http.MethodPost, "/v1/sandboxes/"+url.PathEscape(sandboxID)+"/exec", req, "text/event-stream", "")
+func (a *rawAPI) execStream(ctx context.Context, sandboxID string, req client.ExecRequest, encoding string) (*http.Response, error) {
+	resp, err := a.request(ctx, http.MethodPost, "/v1/sandboxes/"+url.PathEscape(sandboxID)+"/exec"+encodingQuery("?", encoding), req, "text/event-stream", "")
 	if err != nil {
 		return nil, err
 	}
 	return resp, expect(resp, http.StatusOK, "text/event-stream")
+}
+
+// encodingQuery is the query parameter asking for an output encoding
+// ("" for the default), after sep.
+func encodingQuery(sep, encoding string) string {
+	if encoding == "" {
+		return ""
+	}
+	return sep + "encoding=" + url.QueryEscape(encoding)
 }
 
 // startJob starts a background job.
@@ -134,8 +143,8 @@ func (a *rawAPI) startJob(ctx context.Context, sandboxID string, req client.Exec
 
 // logs opens the event stream of a job's log after lastEventID ("" from
 // the start).
-func (a *rawAPI) logs(ctx context.Context, jobID, lastEventID string, follow bool) (*http.Response, error) {
-	path := "/v1/jobs/" + url.PathEscape(jobID) + "/logs?follow=" + strconv.FormatBool(follow)
+func (a *rawAPI) logs(ctx context.Context, jobID, lastEventID string, follow bool, encoding string) (*http.Response, error) {
+	path := "/v1/jobs/" + url.PathEscape(jobID) + "/logs?follow=" + strconv.FormatBool(follow) + encodingQuery("&", encoding)
 	resp, err := a.request(ctx, http.MethodGet, path, nil, "text/event-stream", lastEventID)
 	if err != nil {
 		return nil, err
@@ -487,8 +496,10 @@ func bulkJob(ctx context.Context, api *rawAPI, sandboxID string, total int64) (c
 // 512) MiB of zeros, read live through POST exec with Accept:
 // text/event-stream, then again live through GET /v1/jobs/{id}/logs after a
 // background start, and that second job's finished log read back from the
-// start. MiB/s is decoded payload over the time from sending the request to
-// the exit event; CPU times show who did the work.
+// start; each path once with the default base64 encoding and once with
+// ?encoding=text (rows suffixed -text). MiB/s is decoded payload over the
+// time from sending the request to the exit event; CPU times show who did
+// the work.
 func BenchmarkStreamThroughput(b *testing.B) {
 	s := startService(b)
 	api := newRawAPI(b, s)
@@ -575,20 +586,26 @@ func BenchmarkStreamThroughput(b *testing.B) {
 			return t.exit.JobID
 		}
 		b.ReportMetric(0, "ns/op")
-		measure("exec-sse", true, func() (*http.Response, error) { return api.execStream(ctx, sb.ID, req) })
-		jobID := measure("follow", true, func() (*http.Response, error) {
-			j, err := api.startJob(ctx, sb.ID, req)
-			if err != nil {
-				return nil, err
+		for _, enc := range []string{"", "text"} {
+			suffix := ""
+			if enc != "" {
+				suffix = "-" + enc
 			}
-			return api.logs(ctx, j.ID, "", true)
-		})
-		measure("replay", false, func() (*http.Response, error) { return api.logs(ctx, jobID, "", false) })
+			measure("exec-sse"+suffix, true, func() (*http.Response, error) { return api.execStream(ctx, sb.ID, req, enc) })
+			jobID := measure("follow"+suffix, true, func() (*http.Response, error) {
+				j, err := api.startJob(ctx, sb.ID, req)
+				if err != nil {
+					return nil, err
+				}
+				return api.logs(ctx, j.ID, "", true, enc)
+			})
+			measure("replay"+suffix, false, func() (*http.Response, error) { return api.logs(ctx, jobID, "", false, enc) })
+		}
 	})
 	printTable(fmt.Sprintf("job output → SSE client, decoded payload (%s)", profile), tbl)
 	fmt.Printf("job: %s; sandboxes: %d MiB, the profile's CPUs.\n"+
 		"exec-sse: POST exec, Accept: text/event-stream; follow: background start, then GET …/logs?follow=true;\n"+
-		"replay: GET …/logs?follow=false of the finished follow job. wall: request sent → exit event; final +ms: exit\n"+
+		"replay: GET …/logs?follow=false of the finished follow job; -text: the same with ?encoding=text. wall: request sent → exit event; final +ms: exit\n"+
 		"event → job record final; CPU: this process (client), the service, the sandbox's cgroup.\n", job, streamMemoryMB)
 }
 
@@ -619,7 +636,7 @@ func BenchmarkStreamTTFB(b *testing.B) {
 		one := func() (*tally, time.Time, error) {
 			t := &tally{keep: true}
 			t0 := time.Now()
-			resp, err := api.execStream(ctx, sb.ID, req)
+			resp, err := api.execStream(ctx, sb.ID, req, "")
 			if err != nil {
 				return nil, t0, err
 			}
@@ -712,7 +729,7 @@ func BenchmarkStreamResume(b *testing.B) {
 			// Run the job and list its event ids.
 			var ids []string
 			t := &tally{each: func(ev SSEEvent) { ids = append(ids, ev.ID) }}
-			resp, err := api.execStream(ctx, sb.ID, lg.req)
+			resp, err := api.execStream(ctx, sb.ID, lg.req, "")
 			if err == nil {
 				err = t.readStream(resp)
 			}
@@ -741,7 +758,7 @@ func BenchmarkStreamResume(b *testing.B) {
 			resume := func(at int) (first, rest time.Duration, err error) {
 				t := &tally{}
 				t0 := time.Now()
-				resp, err := api.logs(ctx, jobID, ids[at], true)
+				resp, err := api.logs(ctx, jobID, ids[at], true, "")
 				if err != nil {
 					return 0, 0, err
 				}

@@ -57,6 +57,9 @@ func testJobLogsBadInput(t *testing.T, e *env, svc *service, otherKey string) {
 		if status, p, err := raw.try(http.MethodGet, "/v1/jobs/"+job.ID+"/logs?follow=maybe", nil, nil); err != nil || status != http.StatusBadRequest {
 			t.Errorf("?follow=maybe: %d %q (%v); want 400", status, p.Code, err)
 		}
+		if status, p, err := raw.try(http.MethodGet, "/v1/jobs/"+job.ID+"/logs?encoding=utf-7", nil, nil); err != nil || status != http.StatusBadRequest || p.Code != "invalid_encoding" {
+			t.Errorf("?encoding=utf-7: %d %q (%v); want 400 invalid_encoding", status, p.Code, err)
+		}
 
 		// At or beyond the end of a finished job's log: 200, and the stream
 		// just ends, with follow=false and also when following (a client

@@ -184,13 +184,23 @@ func mixedOutputScript(rng *rand.Rand, out, errf string, outLen, errLen int64) (
 	return b.String(), segments
 }
 
+// mixedBytesScript writes n bytes to file: runs of random bytes, of base64
+// text and of multi-byte UTF-8 text lines, so that some output events can
+// go as text (?encoding=text) and others cannot.
+func mixedBytesScript(n int64, file string) string {
+	return fmt.Sprintf("i=0; { while [ $i -lt 64 ]; do head -c 40000 /dev/urandom; head -c 30000 /dev/urandom | base64; "+
+		"yes 'grüße, ünïcödé — a line of text' | head -c 50000; i=$((i+1)); done; } | head -c %d > %s", n, file)
+}
+
 // testJobLogResume is the property test of resumable logs: a background job
-// writes about 4 MiB of random bytes, interleaved on stdout and stderr; a
+// writes about 4 MiB of random bytes and text, interleaved on stdout and
+// stderr; a
 // reader disconnects at random points (after a random number of events, or
 // by cutting the connection after a random number of bytes, mid-event),
 // sometimes replays from an earlier event boundary, and resumes with
-// Last-Event-ID or ?cursor=. Every output event must start exactly where its
-// stream ended, and the reassembled streams must equal the files inside the
+// Last-Event-ID or ?cursor=, each connection asking for the base64 or the
+// text encoding. Every output event must start exactly where its stream
+// ended, and the reassembled streams must equal the files inside the
 // sandbox byte for byte.
 func testJobLogResume(t *testing.T, e *env, svc *service) {
 	seed := testSeed(t)
@@ -204,7 +214,7 @@ func testJobLogResume(t *testing.T, e *env, svc *service) {
 
 			outLen := int64(2<<20) + rng.Int64N(64<<10)
 			errLen := int64(2<<20) - rng.Int64N(64<<10)
-			gen := raw.exec(t, sb.ID, fmt.Sprintf("head -c %d /dev/urandom > /tmp/gs-out && head -c %d /dev/urandom > /tmp/gs-err", outLen, errLen))
+			gen := raw.exec(t, sb.ID, mixedBytesScript(outLen, "/tmp/gs-out")+" && "+mixedBytesScript(errLen, "/tmp/gs-err"))
 			if gen.ExitCode != 0 {
 				t.Fatalf("writing the random files: exit %d, stderr %q", gen.ExitCode, gen.Stderr)
 			}
@@ -224,7 +234,7 @@ func testJobLogResume(t *testing.T, e *env, svc *service) {
 					l.rewind(rng.IntN(len(l.marks)+1) - 1) // replay from an earlier boundary
 					rewinds++
 				}
-				req := logRequest{query: rng.IntN(3) == 0, noFollow: rng.IntN(10) == 0}
+				req := logRequest{query: rng.IntN(3) == 0, noFollow: rng.IntN(10) == 0, text: rng.IntN(2) == 0}
 				if l.cursor > 0 || rng.IntN(2) == 0 {
 					req.cursor = strconv.FormatInt(l.cursor, 10)
 				}
@@ -248,7 +258,11 @@ func testJobLogResume(t *testing.T, e *env, svc *service) {
 					t.Fatalf("connection %d (%+v): %v", conns, req, err)
 				}
 			}
-			t.Logf("reassembled from %d connections (%d cut mid-stream, %d replays from an earlier event), %d events", conns, cuts, rewinds, len(l.marks))
+			t.Logf("reassembled from %d connections (%d cut mid-stream, %d replays from an earlier event), %d events, %d of them as text",
+				conns, cuts, rewinds, len(l.marks), l.textEvents)
+			if l.textEvents == 0 {
+				t.Error("no output event came in the text form")
+			}
 
 			x := l.exit
 			if x.State != "succeeded" || x.ExitReason != "exited" || x.ExitCode == nil || *x.ExitCode != 0 {
@@ -272,7 +286,7 @@ func testJobLogResume(t *testing.T, e *env, svc *service) {
 			again := &jobLog{}
 			ctx, cancel := contextWithTimeout(callTimeout)
 			defer cancel()
-			if err := raw.readLogs(ctx, job.ID, again, logRequest{cursor: "0", query: true, noFollow: true}); err != nil {
+			if err := raw.readLogs(ctx, job.ID, again, logRequest{cursor: "0", query: true, noFollow: true, text: true}); err != nil {
 				t.Fatal(err)
 			}
 			if again.exit == nil || !bytes.Equal(again.stdout, l.stdout) || !bytes.Equal(again.stderr, l.stderr) || again.cursor != l.cursor {

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"genesis.dev/sandbox/client"
 )
@@ -133,6 +134,10 @@ type jobLog struct {
 	exit           *sseExit
 	cursor         int64     // id of the last event applied ("0": none yet)
 	marks          []logMark // every event boundary seen, in order
+	// text: the connection asked for ?encoding=text; textEvents counts the
+	// output events that came in the text form.
+	text       bool
+	textEvents int
 }
 
 // logMark is the reassembly state right after one event.
@@ -182,12 +187,27 @@ func (l *jobLog) apply(it sseItem) error {
 	switch it.Event {
 	case "stdout", "stderr":
 		var o sseOutput
-		if err := json.Unmarshal([]byte(it.Data), &o); err != nil {
-			return fmt.Errorf("%s event %d: %v in %.200q", it.Event, id, err, it.Data)
-		}
-		b, err := base64.StdEncoding.DecodeString(o.Data)
-		if err != nil {
-			return fmt.Errorf("%s event %d: data is not base64: %v", it.Event, id, err)
+		var b []byte
+		if head, text, ok := strings.Cut(it.Data, "\n"); ok && !strings.HasPrefix(it.Data, "{") {
+			// The text form: "<offset>\n<bytes>".
+			if !l.text {
+				return fmt.Errorf("%s event %d is in the text form, which was not asked for", it.Event, id)
+			}
+			if o.Offset, err = strconv.ParseInt(head, 10, 64); err != nil || head[0] == '+' || head[0] == '-' {
+				return fmt.Errorf("%s event %d: text form without an offset line: %.200q", it.Event, id, it.Data)
+			}
+			if strings.ContainsRune(text, '\r') || !utf8.ValidString(text) {
+				return fmt.Errorf("%s event %d: text form holds a CR or is not UTF-8", it.Event, id)
+			}
+			b = []byte(text)
+			l.textEvents++
+		} else {
+			if err := json.Unmarshal([]byte(it.Data), &o); err != nil {
+				return fmt.Errorf("%s event %d: %v in %.200q", it.Event, id, err, it.Data)
+			}
+			if b, err = base64.StdEncoding.DecodeString(o.Data); err != nil {
+				return fmt.Errorf("%s event %d: data is not base64: %v", it.Event, id, err)
+			}
 		}
 		buf := &l.stdout
 		if it.Event == "stderr" {
@@ -231,6 +251,7 @@ type logRequest struct {
 	// cutAfter, if positive, ends the connection after that many body
 	// bytes, possibly mid-event (a dropped connection).
 	cutAfter int64
+	text     bool // ?encoding=text
 }
 
 // errCut is returned by a body reader that simulates a dropped connection.
@@ -262,6 +283,9 @@ func (a *rawAPI) openLogs(ctx context.Context, jobID string, req logRequest) (*h
 	}
 	if req.noFollow {
 		q.Set("follow", "false")
+	}
+	if req.text {
+		q.Set("encoding", "text")
 	}
 	u := a.base + "/v1/jobs/" + url.PathEscape(jobID) + "/logs"
 	if len(q) > 0 {
@@ -297,6 +321,7 @@ func (a *rawAPI) readLogs(ctx context.Context, jobID string, l *jobLog, req logR
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		return fmt.Errorf("GET logs of %s: content type %q, want text/event-stream", jobID, mt)
 	}
+	l.text = req.text
 	var body io.Reader = resp.Body
 	if req.cutAfter > 0 {
 		body = &cutReader{r: body, left: req.cutAfter}
