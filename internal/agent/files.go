@@ -42,68 +42,59 @@ func (s *Server) resolve(p string) (root, rel string, err error) {
 
 // serveFiles routes the file operations under agentproto.PathFiles.
 func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
-	want := func(methods ...string) bool {
-		for _, m := range methods {
-			if r.Method == m {
-				return true
-			}
-		}
-		writeError(w, fmt.Errorf("%s wants %s: %w", r.URL.Path, strings.Join(methods, " or "), errdefs.ErrInvalidArgument))
-		return false
-	}
-	switch r.URL.Path {
-	case agentproto.PathFiles:
+	if r.URL.Path == agentproto.PathFiles {
 		switch r.Method {
 		case http.MethodPut:
 			s.handleFileWrite(w, r)
 		case http.MethodGet, http.MethodHead:
 			s.handleFileRead(w, r)
 		default:
-			want(http.MethodGet, http.MethodHead, http.MethodPut)
+			wrongMethod(w, r, http.MethodGet, http.MethodHead, http.MethodPut)
 		}
-	case agentproto.PathFilesStat:
-		if want(http.MethodGet) {
-			s.handleFileStat(w, r)
-		}
-	case agentproto.PathFilesList:
-		if want(http.MethodGet) {
-			s.handleFileList(w, r)
-		}
-	case agentproto.PathFilesMkdir:
-		if want(http.MethodPost) {
-			s.handleMkdir(w, r)
-		}
-	case agentproto.PathFilesMove:
-		if want(http.MethodPost) {
-			s.handleMove(w, r)
-		}
-	case agentproto.PathFilesDelete:
-		if want(http.MethodPost) {
-			s.handleDelete(w, r)
-		}
-	case agentproto.PathFilesChmod:
-		if want(http.MethodPost) {
-			s.handleChmod(w, r)
-		}
-	case agentproto.PathFilesExtract:
-		if want(http.MethodPost) {
-			s.handleExtract(w, r)
-		}
-	case agentproto.PathFilesArchive:
-		if want(http.MethodGet) {
-			s.handleArchive(w, r)
-		}
-	case agentproto.PathFilesSearch:
-		if want(http.MethodPost) {
-			s.handleSearch(w, r)
-		}
-	case agentproto.PathFilesReplace:
-		if want(http.MethodPost) {
-			s.handleReplace(w, r)
-		}
-	default:
-		writeError(w, fmt.Errorf("no route %s: %w", r.URL.Path, errdefs.ErrNotFound))
+		return
 	}
+	method, handle := s.fileRoute(r.URL.Path)
+	switch {
+	case handle == nil:
+		writeError(w, fmt.Errorf("no route %s: %w", r.URL.Path, errdefs.ErrNotFound))
+	case r.Method != method:
+		wrongMethod(w, r, method)
+	default:
+		handle(w, r)
+	}
+}
+
+// fileRoute returns the method and handler of a file operation path other
+// than agentproto.PathFiles itself; nil for an unknown path.
+func (s *Server) fileRoute(path string) (string, http.HandlerFunc) {
+	switch path {
+	case agentproto.PathFilesStat:
+		return http.MethodGet, s.handleFileStat
+	case agentproto.PathFilesList:
+		return http.MethodGet, s.handleFileList
+	case agentproto.PathFilesArchive:
+		return http.MethodGet, s.handleArchive
+	case agentproto.PathFilesMkdir:
+		return http.MethodPost, s.handleMkdir
+	case agentproto.PathFilesMove:
+		return http.MethodPost, s.handleMove
+	case agentproto.PathFilesDelete:
+		return http.MethodPost, s.handleDelete
+	case agentproto.PathFilesChmod:
+		return http.MethodPost, s.handleChmod
+	case agentproto.PathFilesExtract:
+		return http.MethodPost, s.handleExtract
+	case agentproto.PathFilesSearch:
+		return http.MethodPost, s.handleSearch
+	case agentproto.PathFilesReplace:
+		return http.MethodPost, s.handleReplace
+	}
+	return "", nil
+}
+
+// wrongMethod answers a request whose method the path does not take.
+func wrongMethod(w http.ResponseWriter, r *http.Request, methods ...string) {
+	writeError(w, fmt.Errorf("%s wants %s: %w", r.URL.Path, strings.Join(methods, " or "), errdefs.ErrInvalidArgument))
 }
 
 // handleExtract extracts the tar (or tar.gz) body into the directory path.
