@@ -208,26 +208,18 @@ func newLeaseListCmd(a *app) *cobra.Command {
 		Short:   "List leases",
 		Args:    exactArgs(0, "no arguments"),
 		RunE: a.action(func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.callContext(cmd.Context())
-			defer cancel()
-			list, err := c.ListLeases(ctx, states...)
-			if err != nil {
-				return err
-			}
-			if a.jsonOutput() {
-				return printJSON(a.stdout, client.LeaseList{Items: list})
-			}
-			now := a.now()
-			return printTable(a.stdout, "LEASE\tSTATE\tSANDBOX\tPROFILE\tRUNTIME\tWARM\tHOLDER\tEXPIRES", list, func(tw io.Writer, l client.Lease) {
-				expires := "-"
-				if l.State == "active" {
-					expires = "in " + shortDuration(l.ExpiresAt.Sub(now))
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", l.LeaseID, l.State, l.SandboxID, l.Profile, l.Runtime, l.Warm, orDash(l.Holder), expires)
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (client.LeaseList, error) {
+				list, err := c.ListLeases(ctx, states...)
+				return client.LeaseList{Items: list}, err
+			}, func(list client.LeaseList) error {
+				now := a.now()
+				return printTable(a.stdout, "LEASE\tSTATE\tSANDBOX\tPROFILE\tRUNTIME\tWARM\tHOLDER\tEXPIRES", list.Items, func(tw io.Writer, l client.Lease) {
+					expires := "-"
+					if l.State == "active" {
+						expires = "in " + shortDuration(l.ExpiresAt.Sub(now))
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", l.LeaseID, l.State, l.SandboxID, l.Profile, l.Runtime, l.Warm, orDash(l.Holder), expires)
+				})
 			})
 		}),
 	}
@@ -243,9 +235,6 @@ func newPoolCmd(a *app) *cobra.Command {
 		Short:   "Show and drain warm pools",
 	}
 	printPools := func(pl *client.PoolList) error {
-		if a.jsonOutput() {
-			return printJSON(a.stdout, pl)
-		}
 		return printTable(a.stdout, "POOL\tIDLE\tLEASED\tBUSY\tSTARTING\tTOTAL\tMIN/MAX\tHITS\tMISSES\tRECYCLED\tREFILL/S\tSTATE", pl.Items, func(tw io.Writer, p client.Pool) {
 			state := "ok"
 			if p.Draining {
@@ -263,18 +252,13 @@ func newPoolCmd(a *app) *cobra.Command {
 		Short:   "List warm pools with counts, hits, misses and refill rate",
 		Args:    exactArgs(0, "no arguments"),
 		RunE: a.action(func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.callContext(cmd.Context())
-			defer cancel()
-			pl, err := c.Pools(ctx)
-			if err != nil {
-				return err
-			}
-			sort.Slice(pl.Items, func(i, j int) bool { return pl.Items[i].Name < pl.Items[j].Name })
-			return printPools(pl)
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.PoolList, error) {
+				pl, err := c.Pools(ctx)
+				if err == nil {
+					sort.Slice(pl.Items, func(i, j int) bool { return pl.Items[i].Name < pl.Items[j].Name })
+				}
+				return pl, err
+			}, printPools)
 		}),
 	}
 	drain := &cobra.Command{
@@ -282,17 +266,9 @@ func newPoolCmd(a *app) *cobra.Command {
 		Short: "Stop a pool (or all pools of a profile) handing out sandboxes and destroy its idle members",
 		Args:  exactArgs(1, "one pool or profile name"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.callContext(cmd.Context())
-			defer cancel()
-			pl, err := c.DrainPool(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			return printPools(pl)
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.PoolList, error) {
+				return c.DrainPool(ctx, args[0])
+			}, printPools)
 		}),
 	}
 	cmd.AddCommand(ls, drain)

@@ -102,11 +102,8 @@ func parseAllow(s string) (client.NetworkRule, error) {
 	return r, nil
 }
 
-func printNetwork(a *app, n *client.SandboxNetwork) error {
-	if a.jsonOutput() {
-		return printJSON(a.stdout, n)
-	}
-	w := a.stdout
+// printNetwork writes the text view of a sandbox's network policy and status.
+func printNetwork(w io.Writer, n *client.SandboxNetwork) error {
 	fmt.Fprintf(w, "sandbox:  %s\nmode:     %s\nstatus:   %s\n", n.SandboxID, n.Policy.Mode, n.Status)
 	if n.StatusReason != "" {
 		fmt.Fprintf(w, "reason:   %s\n", n.StatusReason)
@@ -141,17 +138,9 @@ func newNetGetCmd(a *app) *cobra.Command {
 		Short: "Show a sandbox's network policy and enforcement status",
 		Args:  exactArgs(1, "SANDBOX"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.callContext(cmd.Context())
-			defer cancel()
-			n, err := c.GetNetwork(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			return printNetwork(a, n)
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.SandboxNetwork, error) {
+				return c.GetNetwork(ctx, args[0])
+			}, func(n *client.SandboxNetwork) error { return printNetwork(a.stdout, n) })
 		}),
 	}
 }
@@ -170,17 +159,9 @@ func newNetSetCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.callContext(cmd.Context())
-			defer cancel()
-			n, err := c.SetNetwork(ctx, args[0], pol, ifMatch)
-			if err != nil {
-				return err
-			}
-			return printNetwork(a, n)
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.SandboxNetwork, error) {
+				return c.SetNetwork(ctx, args[0], pol, ifMatch)
+			}, func(n *client.SandboxNetwork) error { return printNetwork(a.stdout, n) })
 		}),
 	}
 	pf.register(cmd.Flags(), "mode")
