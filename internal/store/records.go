@@ -60,4 +60,3 @@ func NormalizeSandbox(sb *sandbox.Sandbox) {
 		sb.Metadata = nil
 	}
 }
-

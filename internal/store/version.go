@@ -15,3 +15,12 @@ func CheckVersion(what string, have, ifVersion int64) error {
 	}
 	return nil
 }
+
+// CheckLimit refuses a negative list limit (0 means no limit); op names the
+// list call ("list jobs").
+func CheckLimit(op string, limit int) error {
+	if limit < 0 {
+		return fmt.Errorf("%s: negative limit %d: %w", op, limit, errdefs.ErrInvalidArgument)
+	}
+	return nil
+}

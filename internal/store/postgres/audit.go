@@ -2,14 +2,12 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/tenant"
 )
@@ -44,8 +42,8 @@ func (s *Store) AppendAudit(ctx context.Context, r *tenant.AuditRecord) error {
 
 // ListAudit returns the records matching f in seq order.
 func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]*tenant.AuditRecord, error) {
-	if f.Limit < 0 {
-		return nil, fmt.Errorf("list audit: negative limit %d: %w", f.Limit, errdefs.ErrInvalidArgument)
+	if err := store.CheckLimit("list audit", f.Limit); err != nil {
+		return nil, err
 	}
 	var a args
 	where := []string{"seq > " + a.add(f.AfterSeq)}

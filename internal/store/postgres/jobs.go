@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -189,8 +188,8 @@ func (s *Store) UpdateJob(ctx context.Context, id string, fn func(*sandbox.Job) 
 // ListJobs returns the jobs matching f, oldest first (by CreatedAt, then
 // insertion order).
 func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]*sandbox.Job, error) {
-	if f.Limit < 0 {
-		return nil, fmt.Errorf("list jobs: negative limit %d: %w", f.Limit, errdefs.ErrInvalidArgument)
+	if err := store.CheckLimit("list jobs", f.Limit); err != nil {
+		return nil, err
 	}
 	var where []string
 	var a args
@@ -203,14 +202,7 @@ func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]*sandbox.Job
 	if len(f.States) > 0 {
 		where = append(where, "state = ANY("+a.add(stateStrings(f.States))+")")
 	}
-	q := `SELECT ` + jobColumns + ` FROM jobs`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY created_at, seq"
-	if f.Limit > 0 {
-		q += " LIMIT " + a.add(f.Limit)
-	}
+	q := oldestFirst(`SELECT `+jobColumns+` FROM jobs`, where, &a, f.Limit)
 	rows, err := s.pool.Query(ctx, q, a...)
 	return collectRows(ctx, "list jobs", nil, scanJob, rows, err)
 }

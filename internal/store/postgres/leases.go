@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -139,8 +138,8 @@ func (s *Store) GetLease(ctx context.Context, tenant, id string) (*sandbox.Lease
 
 // ListLeases returns the leases matching f, oldest first.
 func (s *Store) ListLeases(ctx context.Context, f store.LeaseFilter) ([]*sandbox.Lease, error) {
-	if f.Limit < 0 {
-		return nil, fmt.Errorf("list leases: negative limit %d: %w", f.Limit, errdefs.ErrInvalidArgument)
+	if err := store.CheckLimit("list leases", f.Limit); err != nil {
+		return nil, err
 	}
 	var where []string
 	var a args
@@ -160,14 +159,7 @@ func (s *Store) ListLeases(ctx context.Context, f store.LeaseFilter) ([]*sandbox
 		}
 		where = append(where, "expires_at < "+a.add(t))
 	}
-	q := `SELECT id, doc FROM leases`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY created_at, seq"
-	if f.Limit > 0 {
-		q += " LIMIT " + a.add(f.Limit)
-	}
+	q := oldestFirst(`SELECT id, doc FROM leases`, where, &a, f.Limit)
 	rows, err := s.pool.Query(ctx, q, a...)
 	if err != nil {
 		return nil, dbError(ctx, "list leases", err)

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -24,4 +25,19 @@ func collectRows[T any](ctx context.Context, op string, out []T, scan func(pgx.R
 		return nil, dbError(ctx, op, err)
 	}
 	return out, nil
+}
+
+// oldestFirst finishes a list query: base, the conditions where joined with
+// AND, oldest first (by created_at, then insertion order), at most limit
+// rows when limit > 0 (its placeholder added to a).
+func oldestFirst(base string, where []string, a *args, limit int) string {
+	q := base
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY created_at, seq"
+	if limit > 0 {
+		q += " LIMIT " + a.add(limit)
+	}
+	return q
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -155,8 +154,8 @@ func (a *args) add(v any) string {
 // ListSandboxes returns the sandboxes matching f, oldest first (by CreatedAt,
 // then insertion order).
 func (s *Store) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]*sandbox.Sandbox, error) {
-	if f.Limit < 0 {
-		return nil, fmt.Errorf("list sandboxes: negative limit %d: %w", f.Limit, errdefs.ErrInvalidArgument)
+	if err := store.CheckLimit("list sandboxes", f.Limit); err != nil {
+		return nil, err
 	}
 	var where []string
 	var a args
@@ -190,14 +189,7 @@ func (s *Store) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]*sa
 		}
 		where = append(where, "metadata @> "+a.add(m)+"::jsonb")
 	}
-	q := `SELECT ` + sandboxColumns + ` FROM sandboxes`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY created_at, seq"
-	if f.Limit > 0 {
-		q += " LIMIT " + a.add(f.Limit)
-	}
+	q := oldestFirst(`SELECT `+sandboxColumns+` FROM sandboxes`, where, &a, f.Limit)
 	rows, err := s.pool.Query(ctx, q, a...)
 	return collectRows(ctx, "list sandboxes", nil, scanSandbox, rows, err)
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -182,8 +181,8 @@ func (s *Store) UpdateJob(ctx context.Context, id string, fn func(*sandbox.Job) 
 // ListJobs returns the jobs matching f, oldest first (by CreatedAt, then
 // insertion order).
 func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]*sandbox.Job, error) {
-	if f.Limit < 0 {
-		return nil, fmt.Errorf("list jobs: negative limit %d: %w", f.Limit, errdefs.ErrInvalidArgument)
+	if err := store.CheckLimit("list jobs", f.Limit); err != nil {
+		return nil, err
 	}
 	var where []string
 	var args []any
@@ -201,14 +200,6 @@ func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]*sandbox.Job
 			args = append(args, string(st))
 		}
 	}
-	q := `SELECT ` + jobColumns + ` FROM jobs`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY created_at, rowid"
-	if f.Limit > 0 {
-		q += " LIMIT ?"
-		args = append(args, f.Limit)
-	}
+	q, args := oldestFirst(`SELECT `+jobColumns+` FROM jobs`, where, args, f.Limit)
 	return appendRows(ctx, s.reader, nil, "list jobs", scanJob, q, args...)
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -137,8 +136,8 @@ func (s *Store) GetLease(ctx context.Context, tenant, id string) (*sandbox.Lease
 
 // ListLeases returns the leases matching f, oldest first.
 func (s *Store) ListLeases(ctx context.Context, f store.LeaseFilter) ([]*sandbox.Lease, error) {
-	if f.Limit < 0 {
-		return nil, fmt.Errorf("list leases: negative limit %d: %w", f.Limit, errdefs.ErrInvalidArgument)
+	if err := store.CheckLimit("list leases", f.Limit); err != nil {
+		return nil, err
 	}
 	var where []string
 	var args []any
@@ -161,15 +160,7 @@ func (s *Store) ListLeases(ctx context.Context, f store.LeaseFilter) ([]*sandbox
 		}
 		where, args = append(where, "expires_at < ?"), append(args, t)
 	}
-	q := `SELECT id, doc FROM leases`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY created_at, rowid"
-	if f.Limit > 0 {
-		q += " LIMIT ?"
-		args = append(args, f.Limit)
-	}
+	q, args := oldestFirst(`SELECT id, doc FROM leases`, where, args, f.Limit)
 	rows, err := s.reader.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, dbError(ctx, "list leases", err)

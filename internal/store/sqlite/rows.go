@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"strings"
 )
 
 // updateRow is the read-modify-write of one record in one write
@@ -51,4 +52,20 @@ func appendRows[T any](ctx context.Context, q rowsQueryer, out []T, op string, s
 		return nil, dbError(ctx, op, err)
 	}
 	return out, nil
+}
+
+// oldestFirst finishes a list query: base, the conditions where joined with
+// AND, oldest first (by created_at, then insertion order), at most limit
+// rows when limit > 0.
+func oldestFirst(base string, where []string, args []any, limit int) (string, []any) {
+	q := base
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY created_at, rowid"
+	if limit > 0 {
+		q += " LIMIT ?"
+		args = append(args, limit)
+	}
+	return q, args
 }

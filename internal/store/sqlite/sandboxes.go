@@ -155,8 +155,8 @@ func getSandbox(ctx context.Context, q queryer, id string) (*sandbox.Sandbox, er
 // ListSandboxes returns the sandboxes matching f, oldest first (by CreatedAt,
 // then insertion order).
 func (s *Store) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]*sandbox.Sandbox, error) {
-	if f.Limit < 0 {
-		return nil, fmt.Errorf("list sandboxes: negative limit %d: %w", f.Limit, errdefs.ErrInvalidArgument)
+	if err := store.CheckLimit("list sandboxes", f.Limit); err != nil {
+		return nil, err
 	}
 	var where []string
 	var args []any
@@ -192,15 +192,7 @@ func (s *Store) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]*sa
 		where = append(where, "EXISTS (SELECT 1 FROM json_each(sandboxes.metadata) AS m WHERE m.key = ? AND m.type = 'text' AND m.value = ?)")
 		args = append(args, k, v)
 	}
-	q := `SELECT ` + sandboxColumns + ` FROM sandboxes`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY created_at, rowid"
-	if f.Limit > 0 {
-		q += " LIMIT ?"
-		args = append(args, f.Limit)
-	}
+	q, args := oldestFirst(`SELECT `+sandboxColumns+` FROM sandboxes`, where, args, f.Limit)
 	return appendRows(ctx, s.reader, nil, "list sandboxes", scanSandbox, q, args...)
 }
 
