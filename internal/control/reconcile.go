@@ -165,7 +165,10 @@ func (s *Service) removeStaleDirs(ctx context.Context) int {
 	n := 0
 	for _, e := range entries {
 		sb, err := s.store.GetSandbox(ctx, "", e.Name())
-		if err == nil && (sb.State.Running() || sb.State == sandbox.StateCreated || sb.State == sandbox.StateStarting) {
+		// A draining sandbox's directories go with its teardown; until then
+		// its agent may still work in them (a reset, on_release: reset).
+		if err == nil && (sb.State.Running() || sb.State == sandbox.StateCreated || sb.State == sandbox.StateStarting ||
+			sb.State == sandbox.StateDraining) {
 			continue
 		}
 		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
