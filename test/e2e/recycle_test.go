@@ -1,0 +1,151 @@
+package e2e
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"genesis.dev/sandbox/client"
+)
+
+// resetPoolConfig is tool-basic with one pool member per runtime (so the
+// next lease must get the reset sandbox) whose released sandboxes are reset
+// and returned.
+func resetPoolConfig() string {
+	return strings.Replace(poolConfig(1, 1, 20*time.Second, ""),
+		"lease: {default_ttl_seconds: 300, max_ttl_seconds: 600}",
+		"lease: {default_ttl_seconds: 300, max_ttl_seconds: 600, on_release: reset}", 1)
+}
+
+// holderScript leaves what a lease holder may leave: files in every
+// writable place (one in a directory it made unreadable), and a setsid
+// orphan that ignores SIGTERM, whose parent exits.
+const holderScript = `set -e
+for d in /workspace /tmp /var/tmp /dev/shm "$HOME"; do
+  [ -w "$d" ] || continue
+  echo "$LEASE_SECRET" > "$d/.secret"; mkdir -p "$d/sub/deeper"; echo x > "$d/sub/deeper/f"; chmod 000 "$d/sub"
+done
+(setsid sh -c 'echo $$ > /workspace/orphan.pid; trap "" TERM HUP; exec sleep 1000' </dev/null >/dev/null 2>&1 &)
+while [ ! -s /workspace/orphan.pid ]; do sleep 0.05; done
+echo "home=$HOME"`
+
+// leftoversScript prints the holder's env, every entry of the writable
+// places, and the processes other than the agent and this script's own.
+const leftoversScript = `echo "env=[$LEASE_SECRET]"
+for d in /workspace /tmp /var/tmp /dev/shm "$HOME"; do [ "$d" = / ] || ls -A "$d" 2>/dev/null | sed "s|^|file=$d/|"; done
+for p in /proc/[0-9]*; do
+  pid=${p#/proc/}; [ "$pid" = 1 ] || [ "$pid" = $$ ] || echo "proc=$pid $(cat $p/comm 2>/dev/null)"
+done`
+
+// TestLeaseReset, under runc and runsc: with on_release: reset a released
+// sandbox is wiped and the next lease (of another holder) gets the same
+// sandbox and container with none of the files, processes or env of the
+// first; a lease unlike the pool's members (other resources) is destroyed.
+func TestLeaseReset(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, resetPoolConfig())
+	e.requireImage(t, "tool-basic")
+	svc := e.start(t)
+	c := svc.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	for _, rt := range e.runtimes(t) {
+		t.Run(rt, func(t *testing.T) {
+			pool := "tool-basic-" + rt
+			before := waitPool(t, c, pool, 1)
+			secret := "s-" + randomHex(t, 8)
+			l1, err := c.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: "tool-basic", Runtime: rt, Holder: "first",
+				Env: map[string]string{"LEASE_SECRET": secret}, Metadata: map[string]string{"holder": "first"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !l1.Warm {
+				t.Fatalf("first lease not warm: %+v", l1)
+			}
+			cont := sandboxContainers(t, l1.SandboxID)
+			res := execOK(t, c, l1.SandboxID, holderScript)
+			if res.ExitCode != 0 {
+				t.Fatalf("holder script: %d %s", res.ExitCode, res.Stderr)
+			}
+			t.Logf("%s: %s", rt, strings.TrimSpace(res.Stdout))
+			if _, err := c.StartJob(ctx, l1.SandboxID, client.ExecRequest{Script: "trap '' TERM; while :; do sleep 1; done"}); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(processNames(t, c, l1.SandboxID), "sleep") {
+				t.Fatalf("the holder's processes are not running")
+			}
+			start := time.Now()
+			if err := c.ReleaseLease(ctx, l1.LeaseID); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: release with reset took %v", rt, time.Since(start))
+			if _, err := c.GetSandbox(ctx, l1.SandboxID); err == nil {
+				t.Errorf("the tenant still sees the reset sandbox as its own")
+			}
+			p := waitPool(t, c, pool, 1)
+			if p.Recycled != before.Recycled+1 || p.ResetFailed != before.ResetFailed {
+				t.Errorf("pool after the reset: recycled %d → %d, reset_failed %d → %d", before.Recycled, p.Recycled, before.ResetFailed, p.ResetFailed)
+			}
+
+			l2, err := c.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: "tool-basic", Runtime: rt, Holder: "second"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = c.ReleaseLease(context.WithoutCancel(ctx), l2.LeaseID) }()
+			if l2.SandboxID != l1.SandboxID {
+				t.Fatalf("second lease got %s, want the reset sandbox %s", l2.SandboxID, l1.SandboxID)
+			}
+			if got := sandboxContainers(t, l2.SandboxID); len(got) != 1 || !slices.Equal(got, cont) {
+				t.Errorf("second lease's container %v, want the first's %v", got, cont)
+			}
+			sb, err := c.GetSandbox(ctx, l2.SandboxID)
+			if err != nil || sb.Metadata["holder"] != "" {
+				t.Errorf("second holder's sandbox record %+v %v: the first's metadata is left", sb, err)
+			}
+			out := execOK(t, c, l2.SandboxID, leftoversScript).Stdout
+			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+				switch {
+				case strings.HasPrefix(line, "env=") && line != "env=[]":
+					t.Errorf("the first holder's env is visible: %q", line)
+				case strings.HasPrefix(line, "file="):
+					t.Errorf("the first holder's file is left: %q", line)
+				case strings.HasPrefix(line, "proc="):
+					// Only this script's own children (cat, ls, sed) may show.
+					if name := line[strings.LastIndexByte(line, ' ')+1:]; name != "cat" && name != "ls" && name != "sed" {
+						t.Errorf("a process is left: %q", line)
+					}
+				}
+			}
+			if strings.Contains(out, secret) {
+				t.Errorf("the first holder's secret leaks:\n%s", out)
+			}
+			if err := c.ReleaseLease(ctx, l2.LeaseID); err != nil {
+				t.Fatal(err)
+			}
+
+			// A lease unlike the members (other resources) is created cold
+			// and destroyed on release.
+			mem := int64(192)
+			l3, err := c.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: "tool-basic", Runtime: rt,
+				Resources: &client.Resources{MemoryMB: mem}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l3.Warm || l3.SandboxID == l1.SandboxID {
+				t.Fatalf("a lease with other resources was served from the pool: %+v", l3)
+			}
+			p = waitPool(t, c, pool, 1)
+			if err := c.ReleaseLease(ctx, l3.LeaseID); err != nil {
+				t.Fatal(err)
+			}
+			if left := sandboxContainers(t, l3.SandboxID); len(left) != 0 {
+				t.Errorf("containers of the unlike lease after release: %v", left)
+			}
+			if after := waitPool(t, c, pool, 1); after.Recycled != p.Recycled {
+				t.Errorf("the unlike lease's sandbox was recycled: %d → %d", p.Recycled, after.Recycled)
+			}
+		})
+	}
+}
