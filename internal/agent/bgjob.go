@@ -40,9 +40,10 @@ type bgJob struct {
 	mu       sync.Mutex
 	pid      int      // the command's pid; 0 until known or if it never ran
 	shimPID  int      // 0 when there is no shim
-	ctl      *os.File // control pipe to the shim; nil once the shim is gone
+	ctl      *os.File // control socket to the shim; nil once the job ended
 	reason   string   // timeout or canceled, once requested
 	sentKill bool
+	sentCtl  bool // a control byte went to the shim: it is not reused
 	timers   []*time.Timer
 	exit     *agentproto.ExitResult
 }
@@ -143,6 +144,7 @@ func (j *bgJob) hardKill() {
 
 // send writes one control byte to the shim. Called with mu held.
 func (j *bgJob) send(c byte) {
+	j.sentCtl = true
 	j.ctl.SetWriteDeadline(time.Now().Add(time.Second))
 	j.ctl.Write([]byte{c}) // EPIPE: the shim is exiting anyway
 }
@@ -156,10 +158,7 @@ func (j *bgJob) finish(x agentproto.ExitResult) {
 		t.Stop()
 	}
 	j.timers = nil
-	if j.ctl != nil {
-		j.ctl.Close()
-		j.ctl = nil
-	}
+	j.ctl = nil // the shim's socket: retired or reused by whoever ended the job
 	close(j.done)
 	j.mu.Unlock()
 	j.out.close()
@@ -366,9 +365,11 @@ func (s *Server) finishUnstarted(j *bgJob, re *runError) {
 // shimStatus is what the status pipe told about the command.
 type shimStatus struct {
 	started chan struct{} // closed at "pid N"
-	done    chan struct{} // closed at EOF
+	done    chan struct{} // closed at the exit line or the pipe's end
 	pid     int
-	exited  bool
+	exited  bool // an exit line came
+	idle    bool // ... saying the shim waits for another job
+	at      time.Time
 	ws      syscall.WaitStatus
 }
 
@@ -427,7 +428,6 @@ func (s *Server) launch(j *bgJob, spec *job) (err error) {
 	ss := shimSpec{Path: spec.argv0, Argv: spec.argv, Env: env, Dir: spec.dir}
 	stdio := [3]*os.File{stdin, outW, errW}
 	oomBefore, oomOK := s.oom.read()
-	defer s.refillSpare()
 	sp, err := s.takeSpare()
 	if err == nil {
 		if err = sp.hand(ss, stdio, time.Now().Add(shimStartTimeout)); err != nil {
@@ -446,9 +446,8 @@ func (s *Server) launch(j *bgJob, spec *job) (err error) {
 	if err != nil {
 		return err
 	}
-	shimPID, shimDone, statR, ctlW := sp.pid, sp.done, sp.status, sp.ctl
 	j.mu.Lock()
-	j.shimPID, j.ctl = shimPID, ctlW
+	j.shimPID, j.ctl = sp.pid, sp.ctl
 	j.mu.Unlock()
 
 	var capture sync.WaitGroup
@@ -462,48 +461,54 @@ func (s *Server) launch(j *bgJob, spec *job) (err error) {
 		}(spec.stdin)
 	}
 	st := &shimStatus{started: make(chan struct{}), done: make(chan struct{})}
-	go s.readShimStatus(j, statR, st)
+	go s.readShimStatus(j, sp.lines, st)
 
 	go func() {
-		ei := <-shimDone
-		// The shim is gone, so its status pipe ends now; output pipes end
-		// as soon as the kernel buffers are read, unless escaped processes
-		// (possible only when the shim died early) still hold them.
-		select {
-		case <-st.done:
-		case <-time.After(s.cfg.DrainTimeout):
-			statR.Close()
-			<-st.done
-		}
+		<-st.done
+		ws, at := st.ws, st.at
 		if !st.exited {
+			// No exit line: the shim died, and with it its status pipe.
+			ei := <-sp.done
+			sp.dead = true
+			ws, at = ei.status, ei.at
 			j.mu.Lock()
 			if j.pid > 0 {
 				syscall.Kill(-j.pid, syscall.SIGKILL)
 			}
 			j.mu.Unlock()
 		}
+		// The shim holds none of the output pipes now; they end as soon as
+		// the kernel buffers are read, unless processes that survived the
+		// shim's kill (or escaped a shim that died) still hold them.
 		drainBy := time.Now().Add(s.cfg.DrainTimeout)
 		outR.SetReadDeadline(drainBy)
 		errR.SetReadDeadline(drainBy)
 		capture.Wait()
 		outR.Close()
 		errR.Close()
-		statR.Close()
 
-		ws := ei.status
-		if st.exited {
-			ws = st.ws
-		}
 		j.mu.Lock()
 		sentKill, reason := j.sentKill, j.reason
+		// The shim serves the next job only when it said it is idle and
+		// got no control byte that the next job could mistake for its
+		// header. No byte is sent once ctl is cleared.
+		reuse := st.idle && !j.sentCtl
+		j.ctl = nil
 		j.mu.Unlock()
+		// Back in the idle set before the exit is visible, so that a caller
+		// that starts its next job on seeing it finds the shim.
+		if reuse && sp.alive() {
+			s.returnSpare(sp)
+		} else {
+			s.retireAndWait(sp)
+		}
 		total, _, trunc := j.out.counts()
 		x := agentproto.ExitResult{
 			StdoutBytes:     total[streamStdout],
 			StderrBytes:     total[streamStderr],
 			StdoutTruncated: trunc[streamStdout],
 			StderrTruncated: trunc[streamStderr],
-			DurationMS:      ei.at.Sub(j.started).Milliseconds(),
+			DurationMS:      at.Sub(j.started).Milliseconds(),
 		}
 		x.ExitCode, x.ExitReason, x.Signal = s.classifyExit(ws, sentKill, oomBefore, oomOK)
 		if reason != "" {
@@ -534,18 +539,22 @@ func (s *Server) launch(j *bgJob, spec *job) (err error) {
 	case <-st.started:
 	case <-j.done:
 	case <-wait.C:
-		s.log.Warn("job shim did not report the command's start", "job", j.id, "shim", shimPID)
+		s.log.Warn("job shim did not report the command's start", "job", j.id, "shim", sp.pid)
 	}
 	return nil
 }
 
-// readShimStatus parses the shim's status lines until EOF.
-func (s *Server) readShimStatus(j *bgJob, r *os.File, st *shimStatus) {
+// readShimStatus parses the shim's status lines until the job's exit line
+// or the pipe's end.
+func (s *Server) readShimStatus(j *bgJob, r *bufio.Reader, st *shimStatus) {
 	defer close(st.done)
-	sc := bufio.NewScanner(r)
 	startedClosed := false
-	for sc.Scan() {
-		kind, arg, _ := strings.Cut(sc.Text(), " ")
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		kind, arg, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
 		switch kind {
 		case "pid":
 			pid, err := strconv.Atoi(arg)
@@ -559,10 +568,14 @@ func (s *Server) readShimStatus(j *bgJob, r *os.File, st *shimStatus) {
 			startedClosed = true
 			close(st.started)
 		case "exit":
-			ws, err := strconv.ParseUint(arg, 10, 32)
-			if err == nil {
-				st.exited, st.ws = true, syscall.WaitStatus(ws)
+			code, flag, _ := strings.Cut(arg, " ")
+			ws, err := strconv.ParseUint(code, 10, 32)
+			if err != nil {
+				s.log.Warn("job shim: malformed exit line", "job", j.id, "line", line)
+				continue
 			}
+			st.exited, st.idle, st.at, st.ws = true, flag == "idle", time.Now(), syscall.WaitStatus(ws)
+			return
 		case "warn":
 			s.log.Warn("job shim: "+arg, "job", j.id)
 		}

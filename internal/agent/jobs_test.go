@@ -691,3 +691,101 @@ func TestJobReleaseDropsStoredOutput(t *testing.T) {
 		t.Fatalf("release of an unknown job: %v", err)
 	}
 }
+
+// shimOf runs a job that prints its parent's pid, which is its shim's.
+func shimOf(t *testing.T, c *agentclient.Client, id string) int {
+	t.Helper()
+	mustStart(t, c, agentproto.ExecRequest{JobID: id, Script: `echo $PPID`})
+	out := mustStream(t, c, id, 0, 0)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out.stdout)))
+	if err != nil || out.exit.ExitCode != 0 {
+		t.Fatalf("job %s: %q %q %+v", id, out.stdout, out.stderr, out.exit)
+	}
+	return pid
+}
+
+// procAlive reports whether pid exists and is not a zombie.
+func procAlive(pid int) bool {
+	p, ok := readProc(pid)
+	return ok && p.state != 'Z'
+}
+
+func TestJobShimReuse(t *testing.T) {
+	t.Parallel()
+	a := startAgent(t)
+	children := func() []procInfo {
+		return procsWhere(func(p procInfo) bool { return p.ppid == a.pid() })
+	}
+
+	// Jobs one after another run under the same warm shim, and no other
+	// process is started for them.
+	first := shimOf(t, a.client, "one")
+	before := children()
+	for i := range 5 {
+		if got := shimOf(t, a.client, fmt.Sprintf("seq%d", i)); got != first {
+			t.Fatalf("job %d ran under shim %d, the one before under %d: shims are not reused", i, got, first)
+		}
+	}
+	if after := children(); len(after) != len(before) {
+		t.Errorf("the agent's children went from %+v to %+v over jobs that reused one shim", before, after)
+	}
+	// Between jobs the shim is an idle spare again, holding none of the
+	// last job's descriptors.
+	if !idleSpare(first) {
+		t.Errorf("shim %d is not named as an idle spare after its job", first)
+	}
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", first))
+	for _, fd := range fds {
+		if n, _ := strconv.Atoi(fd.Name()); n <= 2 {
+			if target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", first, n)); target != os.DevNull {
+				t.Errorf("idle shim's fd %d is %s, want %s", n, target, os.DevNull)
+			}
+		}
+	}
+
+	// A signal the agent forwards while the shim is idle does not reach
+	// the shim's next job.
+	if err := syscall.Kill(a.pid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the forwarded SIGHUP to be logged", 5*time.Second, func() bool {
+		return strings.Contains(a.stderr.String(), "forwarded signal")
+	})
+	mustStart(t, a.client, agentproto.ExecRequest{JobID: "after-hup", Script: `sleep 0.3; echo $PPID`})
+	hup := mustStream(t, a.client, "after-hup", 0, 0)
+	if hup.exit.ExitCode != 0 || strings.TrimSpace(string(hup.stdout)) != strconv.Itoa(first) {
+		t.Errorf("job after an idle-time SIGHUP: %q %+v, want exit 0 under shim %d", hup.stdout, hup.exit, first)
+	}
+
+	// A shim that was sent a control byte (a cancel) is retired, not
+	// reused: the next job gets another shim and the old one exits.
+	mustStart(t, a.client, agentproto.ExecRequest{JobID: "canceled", Script: `echo $PPID; exec sleep 60`})
+	waitFor(t, "the canceled job's output", 10*time.Second, func() bool {
+		info, err := a.client.JobInfo(context.Background(), "canceled")
+		return err == nil && info.StdoutBytes > 0
+	})
+	if err := a.client.CancelJob(context.Background(), "canceled", 0); err != nil {
+		t.Fatal(err)
+	}
+	c := mustStream(t, a.client, "canceled", 0, 0)
+	canceledShim, _ := strconv.Atoi(strings.TrimSpace(string(c.stdout)))
+	if canceledShim != first || c.exit.ExitReason != agentproto.ExitReasonCanceled {
+		t.Fatalf("canceled job: shim %d (want %d), exit %+v", canceledShim, first, c.exit)
+	}
+	if next := shimOf(t, a.client, "after-cancel"); next == canceledShim {
+		t.Errorf("the job after a cancel ran under the canceled job's shim %d", next)
+	}
+	waitFor(t, "the canceled job's shim to exit", 10*time.Second, func() bool { return !procAlive(canceledShim) })
+}
+
+// waitFor polls cond until it holds or within passes.
+func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -21,30 +21,36 @@ import (
 // subreaper, the shim. So the job's tree is exactly the shim's descendants,
 // found by following PPid links in /proc, and the shim can signal all of it.
 //
-// Shims are started ahead of their jobs (spare.go), so a job start does not
-// wait for a new process and its runtime to come up. The agent starts one as
+// Shims are started ahead of their jobs and serve one job after another
+// (spare.go), so a job start neither waits for a new process and its
+// runtime to come up nor pays for one. The agent starts one as
 //
 //	genesis-agent-shim serve spare
 //
 // with only GENESIS_AGENT_SHIM=1 in its environment (Server.Run turns such
 // a process into a shim before doing anything else), /dev/null as fds 0-2,
 // the status pipe as fd 3 and the control socket (a Unix stream socket) as
-// fd 4. The idle shim names itself genesis-spare and waits on fd 4 for its
+// fd 4. The idle shim names itself genesis-spare and waits on fd 4 for a
 // job: a 4-byte big-endian length carrying the job's stdin, stdout and
 // stderr as SCM_RIGHTS, then that many bytes of shimSpec JSON. It moves the
 // three descriptors to fds 0-2, names itself genesis-shim and runs the job.
-// End of file before a job arrives means the agent retired the spare.
+// End of file while idle means the agent retired the shim.
 //
 // Status (shim → agent), one line each: "pid N" once the command runs,
 // "warn TEXT" for problems worth logging, and finally "exit WS" with the
-// command's raw wait status, after which the shim exits.
+// command's raw wait status, or "exit WS idle" when the shim has emptied
+// the job's tree, put /dev/null back on fds 0-2 and waits for the next job.
+// Without "idle" the shim exits after the line.
 //
-// Control (agent → shim, after the job), one byte each: 'T' sends SIGTERM
+// Control (agent → shim, during a job), one byte each: 'T' sends SIGTERM
 // to every process of the tree; 'K' SIGKILLs the tree until it is empty.
-// End of file (the agent is gone) acts like 'K'.
+// End of file (the agent is gone) acts like 'K', and the shim then exits.
+// A shim that got a control byte is not given another job: the agent
+// retires it, so a byte that crossed the job's end can never be taken for
+// the next job's header.
 //
 // When the command exits, the shim SIGKILLs whatever is left of the tree,
-// so a finished job leaves nothing behind, then reports and exits.
+// so a finished job leaves nothing behind, then reports.
 const (
 	shimEnvVar    = "GENESIS_AGENT_SHIM"
 	shimArgv0     = "genesis-agent-shim"
@@ -83,7 +89,7 @@ func shimRequested() bool { return os.Getenv(shimEnvVar) == "1" }
 func shimArgs() []string { return []string{shimArgv0, "serve", shimArgSpare} }
 
 // runShim is the body of a shim process; args are its os.Args. It returns
-// the process exit code (the command's status travels over the status pipe).
+// the process exit code (each command's status travels over the status pipe).
 func runShim(args []string) int {
 	runtime.GOMAXPROCS(1)
 	if len(args) != 3 || args[2] != shimArgSpare {
@@ -94,38 +100,75 @@ func runShim(args []string) int {
 	// The command must not inherit the shim's channels to the agent.
 	syscall.CloseOnExec(shimStatusFD)
 	syscall.CloseOnExec(shimControlFD)
-	spec, err := receiveShimSpec(shimControlFD)
-	if errors.Is(err, io.EOF) {
-		return 0 // retired before it got a job
-	}
-	if err != nil {
-		fmt.Fprintf(os.NewFile(shimStatusFD, "shim-status"), "warn spare shim: %v\nexit %d\n", err, 126<<8)
+	status := os.NewFile(shimStatusFD, "shim-status")
+	// Non-blocking, so that the control reader of a job can be stopped with
+	// a deadline when the job ends and the socket goes back to carrying jobs.
+	if err := syscall.SetNonblock(shimControlFD, true); err != nil {
+		fmt.Fprintf(status, "warn spare shim: control socket: %v\nexit %d\n", err, 126<<8)
 		return 1
 	}
-	setProcName(shimNameJob)
-	sh := &shim{
-		status: os.NewFile(shimStatusFD, "shim-status"),
-		self:   os.Getpid(),
-		procs:  newProcScanner("/proc"),
+	control := os.NewFile(shimControlFD, "shim-control")
+	devNull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		fmt.Fprintf(status, "warn spare shim: %v\nexit %d\n", err, 126<<8)
+		return 1
 	}
-	return sh.run(spec, os.NewFile(shimControlFD, "shim-control"))
+	sh := &shim{
+		status:  status,
+		control: control,
+		devNull: devNull,
+		self:    os.Getpid(),
+		procs:   newProcScanner("/proc"),
+		chld:    make(chan os.Signal, 1),
+		fwd:     make(chan os.Signal, 4),
+	}
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
+		sh.warnSubreaper = errno
+	}
+	signal.Notify(sh.chld, syscall.SIGCHLD)
+	signal.Notify(sh.fwd, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	for {
+		spec, err := receiveShimSpec(control)
+		if errors.Is(err, io.EOF) {
+			return 0 // retired
+		}
+		if err != nil {
+			sh.report("warn spare shim: %v", err)
+			sh.report("exit %d", 126<<8)
+			return 1
+		}
+		setProcName(shimNameJob)
+		if !sh.run(spec) {
+			return 0
+		}
+		setProcName(shimNameSpare)
+	}
 }
 
-// receiveShimSpec reads a job from the control socket fd and installs its
-// stdio as fds 0-2. io.EOF means the socket closed before a job came.
-func receiveShimSpec(fd int) (shimSpec, error) {
+// receiveShimSpec reads a job from the (non-blocking) control socket and
+// installs its stdio as fds 0-2. io.EOF means the socket closed before a
+// job came.
+func receiveShimSpec(control *os.File) (shimSpec, error) {
+	rc, err := control.SyscallConn()
+	if err != nil {
+		return shimSpec{}, fmt.Errorf("receive job: %w", err)
+	}
 	var hdr [4]byte
 	oob := make([]byte, syscall.CmsgSpace(3*4))
 	var n, oobn int
-	var err error
-	for {
-		n, oobn, _, _, err = syscall.Recvmsg(fd, hdr[:], oob, syscall.MSG_CMSG_CLOEXEC)
-		if err != syscall.EINTR {
-			break
+	var rerr error
+	if err := rc.Read(func(fd uintptr) bool {
+		for {
+			n, oobn, _, _, rerr = syscall.Recvmsg(int(fd), hdr[:], oob, syscall.MSG_CMSG_CLOEXEC)
+			if rerr != syscall.EINTR {
+				return rerr != syscall.EAGAIN
+			}
 		}
+	}); err != nil {
+		rerr = err
 	}
-	if err != nil {
-		return shimSpec{}, fmt.Errorf("receive job: %w", err)
+	if rerr != nil {
+		return shimSpec{}, fmt.Errorf("receive job: %w", rerr)
 	}
 	if n == 0 {
 		return shimSpec{}, io.EOF
@@ -150,40 +193,22 @@ func receiveShimSpec(fd int) (shimSpec, error) {
 		}
 		syscall.Close(f)
 	}
-	if err := readFullFD(fd, hdr[n:]); err != nil {
-		return shimSpec{}, err
+	if _, err := io.ReadFull(control, hdr[n:]); err != nil {
+		return shimSpec{}, fmt.Errorf("receive job: %w", err)
 	}
 	size := binary.BigEndian.Uint32(hdr[:])
 	if size > maxShimSpec {
 		return shimSpec{}, fmt.Errorf("receive job: spec of %d bytes", size)
 	}
 	body := make([]byte, size)
-	if err := readFullFD(fd, body); err != nil {
-		return shimSpec{}, err
+	if _, err := io.ReadFull(control, body); err != nil {
+		return shimSpec{}, fmt.Errorf("receive job: %w", err)
 	}
 	var spec shimSpec
 	if err := json.Unmarshal(body, &spec); err != nil || spec.Path == "" || len(spec.Argv) == 0 {
 		return shimSpec{}, fmt.Errorf("receive job: malformed spec (%v)", err)
 	}
 	return spec, nil
-}
-
-// readFullFD fills b from the blocking descriptor fd.
-func readFullFD(fd int, b []byte) error {
-	for len(b) > 0 {
-		n, err := syscall.Read(fd, b)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("receive job: %w", err)
-		}
-		if n == 0 {
-			return fmt.Errorf("receive job: %w", io.ErrUnexpectedEOF)
-		}
-		b = b[n:]
-	}
-	return nil
 }
 
 // prSetName is PR_SET_NAME from <linux/prctl.h>.
@@ -201,10 +226,16 @@ func setProcName(name string) {
 }
 
 type shim struct {
-	status     *os.File
-	self       int
-	procs      *procScanner
-	chld       chan os.Signal
+	status        *os.File
+	control       *os.File
+	devNull       *os.File
+	self          int
+	procs         *procScanner
+	chld          chan os.Signal
+	fwd           chan os.Signal
+	warnSubreaper syscall.Errno // why the shim is not a subreaper, if it is not
+
+	// The current job.
 	main       int
 	mainDone   bool
 	mainStatus syscall.WaitStatus
@@ -214,15 +245,15 @@ func (sh *shim) report(format string, args ...any) {
 	fmt.Fprintf(sh.status, format+"\n", args...)
 }
 
-func (sh *shim) run(spec shimSpec, control *os.File) int {
-	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
-		sh.report("warn cannot become a child subreaper (%v): escaped descendants cannot be tracked", errno)
+// run runs one job. It reports whether the shim may take another: not when
+// the agent is gone or part of the tree survived.
+func (sh *shim) run(spec shimSpec) bool {
+	if sh.warnSubreaper != 0 {
+		sh.report("warn cannot become a child subreaper (%v): escaped descendants cannot be tracked", sh.warnSubreaper)
 	}
-	sh.chld = make(chan os.Signal, 1)
-	signal.Notify(sh.chld, syscall.SIGCHLD)
-	fwd := make(chan os.Signal, 4)
-	signal.Notify(fwd, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-
+	sh.main, sh.mainDone, sh.mainStatus = 0, false, 0
+	drainSignals(sh.chld) // the last job's; a signal to an idle shim is not this job's
+	drainSignals(sh.fwd)
 	pid, err := syscall.ForkExec(spec.Path, spec.Argv, &syscall.ProcAttr{
 		Dir:   spec.Dir,
 		Env:   spec.Env,
@@ -235,27 +266,32 @@ func (sh *shim) run(spec shimSpec, control *os.File) int {
 			code = 127
 		}
 		fmt.Fprintf(os.Stderr, "genesis-agent: %s: %v\n", spec.Argv[0], err)
-		sh.report("exit %d", code<<8)
-		return 0
+		sh.releaseStdio()
+		sh.report("exit %d idle", code<<8)
+		return true
 	}
 	sh.main = pid
 	sh.report("pid %d", pid)
 
 	ctl := make(chan byte, 4)
-	go readShimControl(control, ctl)
-	terminating, killed := false, false
+	go readShimControl(sh.control, ctl)
+	terminating, killed, agentGone := false, false, false
 	for !sh.mainDone {
 		select {
 		case <-sh.chld:
 			sh.reap()
-		case sig := <-fwd:
+		case sig := <-sh.fwd:
 			// Like a sync job, the command's group gets forwarded signals.
 			syscall.Kill(-pid, sig.(syscall.Signal))
 		case c := <-ctl:
-			if c == shimCmdTerm {
+			switch c {
+			case shimCmdTerm:
 				terminating = true
 				sh.signalTree(syscall.SIGTERM)
-			} else {
+			case 0:
+				agentGone = true
+				fallthrough
+			default:
 				killed = true
 				sh.killTree(time.Now().Add(shimKillWithin))
 			}
@@ -264,25 +300,67 @@ func (sh *shim) run(spec shimSpec, control *os.File) int {
 	if terminating && !killed {
 		// The rest of the tree got SIGTERM too: it has until the agent's
 		// SIGKILL (at the end of the grace) to finish on its own.
-		sh.awaitTree(ctl)
+		if sh.awaitTree(ctl) == 0 {
+			agentGone = true
+		}
 	}
-	if left := sh.killTree(time.Now().Add(shimKillWithin)); left > 0 {
+	left := sh.killTree(time.Now().Add(shimKillWithin))
+	if left > 0 {
 		sh.report("warn %d processes of the job survived SIGKILL for %v", left, shimKillWithin)
 	}
-	sh.report("exit %d", uint32(sh.mainStatus))
-	return 0
+	// Stop reading control bytes: the socket carries the next job.
+	sh.control.SetReadDeadline(time.Now())
+	for c := range ctl {
+		if c == 0 {
+			agentGone = true
+		}
+	}
+	sh.control.SetReadDeadline(time.Time{})
+	idle := left == 0 && !agentGone
+	sh.releaseStdio()
+	sh.main = 0
+	if idle {
+		sh.report("exit %d idle", uint32(sh.mainStatus))
+	} else {
+		sh.report("exit %d", uint32(sh.mainStatus))
+	}
+	return idle
 }
 
-// readShimControl forwards control bytes; 0 means the agent is gone.
+// releaseStdio puts /dev/null on fds 0-2, so that the shim holds none of
+// the last job's pipes: the agent's readers see their end.
+func (sh *shim) releaseStdio() {
+	for fd := 0; fd <= 2; fd++ {
+		syscall.Dup3(int(sh.devNull.Fd()), fd, 0)
+	}
+}
+
+// readShimControl forwards control bytes until the control socket's read
+// deadline passes, then closes out; 0 means the agent is gone.
 func readShimControl(f *os.File, out chan<- byte) {
+	defer close(out)
 	b := make([]byte, 16)
 	for {
 		n, err := f.Read(b)
 		for _, c := range b[:n] {
 			out <- c
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return
+		}
 		if err != nil {
 			out <- 0
+			return
+		}
+	}
+}
+
+// drainSignals empties a signal channel.
+func drainSignals(c chan os.Signal) {
+	for {
+		select {
+		case <-c:
+		default:
 			return
 		}
 	}
@@ -311,17 +389,20 @@ func (sh *shim) reap() bool {
 	}
 }
 
-// awaitTree waits until the tree is empty or the agent asks to kill it.
-func (sh *shim) awaitTree(ctl <-chan byte) {
+// awaitTree waits until the tree is empty or the agent asks to kill it;
+// it returns the control byte that ended the wait (0: the agent is gone),
+// or shimCmdTerm when the tree emptied.
+func (sh *shim) awaitTree(ctl <-chan byte) byte {
 	for sh.reap() {
 		select {
 		case <-sh.chld:
 		case c := <-ctl:
 			if c != shimCmdTerm {
-				return
+				return c
 			}
 		}
 	}
+	return shimCmdTerm
 }
 
 // signalTree sends sig once to every live process of the tree.

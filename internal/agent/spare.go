@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -15,24 +16,38 @@ import (
 
 // A background job's shim is started before the job: starting a process
 // and its Go runtime costs milliseconds that a job start should not wait
-// for. The agent keeps one idle shim (a spare) waiting on its control
-// socket; a job start hands it the job (shim.go describes the exchange) and
-// starts the next spare in the background. An idle spare holds no job's
-// data and runs nothing: it only waits, so retiring it is closing its
-// socket.
+// for. The agent keeps idle shims (spares) waiting on their control
+// sockets; a job start hands one the job (shim.go describes the exchange).
+// A shim whose job ended cleanly goes back to the idle set, so a steady
+// stream of jobs reuses warm shims and starts no process but the jobs'
+// own. Only when a job start found the set empty is another spare started,
+// a little later and in the background, so that the start does not compete
+// with the job it is for. An idle spare holds no job's data and runs
+// nothing: it only waits, so retiring it is closing its socket.
+
+// maxIdleSpares bounds the idle shims kept: one that comes back to a full
+// set is retired.
+const maxIdleSpares = 2
+
+// spareRefillDelay is how long after a job start that took the last idle
+// shim the agent starts another, unless a shim came back meanwhile.
+const spareRefillDelay = 50 * time.Millisecond
 
 // spareShim is a shim process waiting for its job.
 type spareShim struct {
 	pid    int
 	done   <-chan exitInfo // the supervisor's report of its exit
 	status *os.File        // read end of its status pipe
+	lines  *bufio.Reader   // status lines; kept across the shim's jobs
 	ctl    *os.File        // the agent's end of its control socket (non-blocking)
+	dead   bool            // its exit report was consumed
 }
 
-// spareSet holds the idle spare.
+// spareSet holds the idle spares, the most recently used last.
 type spareSet struct {
 	mu      sync.Mutex
-	idle    *spareShim
+	idle    []*spareShim
+	added   uint64 // counts shims put into idle
 	filling bool
 	closed  bool
 }
@@ -74,14 +89,18 @@ func (s *Server) startSpare() (sp *spareShim, err error) {
 		}
 		return nil, fmt.Errorf("start the job shim %s: %v: %w", s.shimPath, err, errdefs.ErrInternal)
 	}
-	return &spareShim{pid: pid, done: done, status: statR, ctl: ctl}, nil
+	return &spareShim{pid: pid, done: done, status: statR, lines: bufio.NewReaderSize(statR, 512), ctl: ctl}, nil
 }
 
-// alive reports whether the spare has not exited (a signal may have ended
-// it while it waited). A dead spare's exit report is consumed.
+// alive reports whether the shim has not exited (a signal may have ended
+// it while it waited). A dead shim's exit report is consumed.
 func (sp *spareShim) alive() bool {
+	if sp.dead {
+		return false
+	}
 	select {
 	case <-sp.done:
+		sp.dead = true
 		return false
 	default:
 		return true
@@ -135,21 +154,57 @@ func (sp *spareShim) hand(spec shimSpec, stdio [3]*os.File, deadline time.Time) 
 	return nil
 }
 
-// takeSpare returns a shim for a job: the idle spare, or a new one when
-// there is none (or it died). The caller starts the next spare
-// (refillSpare) once its job runs, so that the two do not compete.
+// takeSpare returns a shim for a job: the most recently used idle spare, or
+// a new one when there is none alive. Taking the last idle spare schedules
+// a refill (refillSpare).
 func (s *Server) takeSpare() (*spareShim, error) {
-	s.spares.mu.Lock()
-	sp := s.spares.idle
-	s.spares.idle = nil
-	s.spares.mu.Unlock()
-	if sp != nil {
+	for {
+		s.spares.mu.Lock()
+		var sp *spareShim
+		if n := len(s.spares.idle); n > 0 {
+			sp = s.spares.idle[n-1]
+			s.spares.idle = s.spares.idle[:n-1]
+			if n == 1 {
+				added := s.spares.added
+				time.AfterFunc(spareRefillDelay, func() { s.refillSpareUnless(added) })
+			}
+		}
+		s.spares.mu.Unlock()
+		if sp == nil {
+			return s.startSpare()
+		}
 		if sp.alive() {
 			return sp, nil
 		}
 		sp.retire()
 	}
-	return s.startSpare()
+}
+
+// returnSpare puts a shim whose job ended back into the idle set, or
+// retires it when the set is full or closed.
+func (s *Server) returnSpare(sp *spareShim) {
+	s.spares.mu.Lock()
+	keep := !s.spares.closed && len(s.spares.idle) < maxIdleSpares
+	if keep {
+		s.spares.idle = append(s.spares.idle, sp)
+		s.spares.added++
+	}
+	s.spares.mu.Unlock()
+	if !keep {
+		sp.retire()
+	}
+}
+
+// refillSpareUnless is refillSpare unless a shim was put into the idle set
+// since added was read: then the set was not empty for long, as when jobs
+// run one after another, and a new process would only cost CPU.
+func (s *Server) refillSpareUnless(added uint64) {
+	s.spares.mu.Lock()
+	again := s.spares.added != added
+	s.spares.mu.Unlock()
+	if !again {
+		s.refillSpare()
+	}
 }
 
 // refillSpare starts a spare in the background unless one is idle or
@@ -157,7 +212,7 @@ func (s *Server) takeSpare() (*spareShim, error) {
 func (s *Server) refillSpare() {
 	s.spares.mu.Lock()
 	defer s.spares.mu.Unlock()
-	if s.spares.closed || s.spares.filling || s.spares.idle != nil {
+	if s.spares.closed || s.spares.filling || len(s.spares.idle) > 0 {
 		return
 	}
 	s.spares.filling = true
@@ -165,8 +220,9 @@ func (s *Server) refillSpare() {
 		sp, err := s.startSpare()
 		s.spares.mu.Lock()
 		s.spares.filling = false
-		if err == nil && !s.spares.closed && s.spares.idle == nil {
-			s.spares.idle, sp = sp, nil
+		if err == nil && !s.spares.closed && len(s.spares.idle) < maxIdleSpares {
+			s.spares.idle, sp = append(s.spares.idle, sp), nil
+			s.spares.added++
 		}
 		s.spares.mu.Unlock()
 		if sp != nil {
@@ -178,14 +234,40 @@ func (s *Server) refillSpare() {
 	}()
 }
 
-// closeSpares retires the idle spare and starts no more.
+// retireAndWait retires a shim that is not reused and waits until it has
+// exited (and was reaped), so that a job's end leaves no process of it
+// behind; one that does not exit in time is killed.
+func (s *Server) retireAndWait(sp *spareShim) {
+	sp.retire()
+	if sp.dead {
+		return
+	}
+	t := time.NewTimer(retireWithin)
+	defer t.Stop()
+	select {
+	case <-sp.done:
+		return
+	case <-t.C:
+	}
+	syscall.Kill(sp.pid, syscall.SIGKILL)
+	select {
+	case <-sp.done:
+	case <-time.After(retireWithin):
+		s.log.Warn("retired job shim did not exit", "pid", sp.pid)
+	}
+}
+
+// retireWithin bounds the wait for a retired shim to exit.
+const retireWithin = 2 * time.Second
+
+// closeSpares retires the idle spares and starts no more.
 func (s *Server) closeSpares() {
 	s.spares.mu.Lock()
-	sp := s.spares.idle
+	idle := s.spares.idle
 	s.spares.idle = nil
 	s.spares.closed = true
 	s.spares.mu.Unlock()
-	if sp != nil {
+	for _, sp := range idle {
 		sp.retire()
 	}
 }
