@@ -148,7 +148,17 @@ func (s *Server) handleJobStart(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, j.info())
+	if !req.Follow {
+		writeJSON(w, http.StatusCreated, j.info())
+		return
+	}
+	info, err := json.Marshal(j.info())
+	if err != nil {
+		writeError(w, fmt.Errorf("encode job info: %v: %w", err, errdefs.ErrInternal))
+		return
+	}
+	w.Header().Set(agentproto.HeaderJobInfo, string(info))
+	s.streamJob(w, r, j, cursor{}, http.StatusCreated)
 }
 
 func (s *Server) handleJobCancel(w http.ResponseWriter, r *http.Request, j *bgJob) {
@@ -191,6 +201,11 @@ func (s *Server) handleJobStream(w http.ResponseWriter, r *http.Request, j *bgJo
 		writeError(w, err)
 		return
 	}
+	s.streamJob(w, r, j, c, http.StatusOK)
+}
+
+// streamJob answers with status and j's stream from c.
+func (s *Server) streamJob(w http.ResponseWriter, r *http.Request, j *bgJob, c cursor, status int) {
 	watch := j.out.watch()
 	defer j.out.unwatch(watch)
 	kept, trunc, _ := j.out.state()
@@ -214,7 +229,7 @@ func (s *Server) handleJobStream(w http.ResponseWriter, r *http.Request, j *bgJo
 
 	w.Header().Set("Content-Type", agentproto.ContentTypeRaw)
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
+	w.WriteHeader(status)
 	rc := http.NewResponseController(w)
 	if err := rc.Flush(); err != nil {
 		return

@@ -789,3 +789,52 @@ func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) 
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestJobStartFollow(t *testing.T) {
+	t.Parallel()
+	a := startAgent(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var info agentproto.JobInfo
+	var got jobOutput
+	err := a.client.StartJobFollow(ctx, agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{
+		JobID: "follow", Script: `echo out; echo err >&2; exit 4`,
+	}}, func(i agentproto.JobInfo) {
+		if got.frames > 0 {
+			t.Errorf("started called after %d frames", got.frames)
+		}
+		info = i
+	}, func(fr agentproto.Frame) error {
+		got.frames++
+		switch fr.Type {
+		case agentproto.FrameStdout:
+			got.stdout = append(got.stdout, fr.Payload...)
+		case agentproto.FrameStderr:
+			got.stderr = append(got.stderr, fr.Payload...)
+		case agentproto.FrameExit:
+			return json.Unmarshal(fr.Payload, &got.exit)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.JobID != "follow" || info.PID <= 0 {
+		t.Errorf("started with %+v", info)
+	}
+	if string(got.stdout) != "out\n" || string(got.stderr) != "err\n" || got.exit.ExitCode != 4 {
+		t.Errorf("followed %q %q %+v", got.stdout, got.stderr, got.exit)
+	}
+	// The job is an ordinary background job: its stream can be read again.
+	if again := mustStream(t, a.client, "follow", 0, 0); string(again.stdout) != "out\n" || again.exit != got.exit {
+		t.Errorf("stream after follow: %q %+v", again.stdout, again.exit)
+	}
+
+	// A request the agent refuses never calls started.
+	called := false
+	err = a.client.StartJobFollow(ctx, agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{JobID: "follow", Script: "true"}},
+		func(agentproto.JobInfo) { called = true }, func(agentproto.Frame) error { return nil })
+	if !errors.Is(err, errdefs.ErrConflict) || called {
+		t.Errorf("second start of the same id: %v (started called: %v), want a conflict", err, called)
+	}
+}

@@ -54,10 +54,40 @@ func (s *Service) StartJob(ctx context.Context, in ExecInput) (*sandbox.Job, err
 	if _, err := s.logs.Get(job.ID, true); err != nil {
 		return nil, s.finishJob(ctx, job.ID, lostExit("cannot create the job log: "+err.Error()))
 	}
-	_, err = s.agent(sb.ID).StartJob(ctx, agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{
+	req := agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{
 		JobID: job.ID, Command: in.Command, Script: in.Script, Cwd: in.Cwd, Env: mergeEnv(sb, in.Env), Stdin: in.Stdin,
 		TimeoutMS: in.TimeoutMS, KillGraceMS: killGrace.Milliseconds(), MaxOutputBytes: in.MaxOutputBytes,
-	}})
+	}}
+	// One agent request starts the job and streams it to the follower, so
+	// the first output does not wait for a second request. The request
+	// belongs to the follower, not to the caller: a caller that goes away
+	// neither stops the job nor its recording.
+	started := make(chan error, 1)
+	following := s.followJob(sb, job.ID, func(ctx context.Context, fn func(agentproto.Frame) error) error {
+		sctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		deadline := time.AfterFunc(jobStartTimeout, cancel)
+		ok := false
+		err := s.agent(sb.ID).StartJobFollow(sctx, req, func(agentproto.JobInfo) {
+			ok = true
+			deadline.Stop()
+			started <- nil
+		}, fn)
+		if !ok {
+			deadline.Stop()
+			if err == nil {
+				err = fmt.Errorf("the agent's answer ended before the job started: %w", errdefs.ErrInternal)
+			}
+			started <- err
+			return errNotStarted
+		}
+		return err
+	})
+	if !following {
+		err = fmt.Errorf("the service is shutting down: %w", errdefs.ErrUnavailable)
+	} else {
+		err = <-started
+	}
 	if err != nil {
 		fctx, cancel := cleanupCtx(ctx, 10*time.Second)
 		defer cancel()
@@ -71,39 +101,50 @@ func (s *Service) StartJob(ctx context.Context, in ExecInput) (*sandbox.Job, err
 		}
 		return nil, err
 	}
-	s.followJob(sb.ID, job.ID)
 	return job, nil
 }
+
+// jobStartTimeout bounds the wait for the agent to start a job's command.
+const jobStartTimeout = time.Minute
+
+// errNotStarted ends a follower whose job's start failed: StartJob
+// records that end.
+var errNotStarted = errors.New("job not started")
+
+// streamFunc streams a job's frames to fn; see agentclient.StreamJob.
+type streamFunc func(ctx context.Context, fn func(agentproto.Frame) error) error
 
 func lostExit(why string) agentproto.ExitResult {
 	return agentproto.ExitResult{ExitCode: -1, ExitReason: string(sandbox.ExitLost), Signal: why}
 }
 
 // followJob starts (once per job) the goroutine that copies the job's output
-// from the agent into its log and records the final state.
-func (s *Service) followJob(sandboxID, jobID string) {
+// from the agent into its log and records the final state. first, if set,
+// opens the job's first stream (StartJob's start-and-follow request). It
+// reports whether the goroutine runs: not once the service is closing, nor
+// when the job is followed already.
+func (s *Service) followJob(sb *sandbox.Sandbox, jobID string, first streamFunc) bool {
 	s.followMu.Lock()
 	defer s.followMu.Unlock()
 	if s.following[jobID] || s.closing {
-		return
+		return false
 	}
 	s.following[jobID] = true
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if sb, err := s.store.GetSandbox(s.bgCtx, "", sandboxID); err == nil {
-			defer s.jobRunning(s.bgCtx, sb)()
-		}
+		defer s.jobRunning(s.bgCtx, sb)()
 		defer func() {
 			s.followMu.Lock()
 			delete(s.following, jobID)
 			s.followMu.Unlock()
 		}()
-		s.follow(sandboxID, jobID)
+		s.follow(sb.ID, jobID, first)
 	}()
+	return true
 }
 
-func (s *Service) follow(sandboxID, jobID string) {
+func (s *Service) follow(sandboxID, jobID string, first streamFunc) {
 	ctx := s.bgCtx
 	log, err := s.logs.Get(jobID, true)
 	if err != nil {
@@ -121,7 +162,7 @@ func (s *Service) follow(sandboxID, jobID string) {
 			return
 		}
 		var storeErr error // the service's own failure, not the agent's
-		err := s.agent(sandboxID).StreamJob(ctx, jobID, so, se, func(fr agentproto.Frame) error {
+		onFrame := func(fr agentproto.Frame) error {
 			if fr.Type == agentproto.FrameExit {
 				// Record the final state before the exit event becomes
 				// visible to log readers, so GET /v1/jobs/{id} never says
@@ -151,7 +192,16 @@ func (s *Service) follow(sandboxID, jobID string) {
 				cancel()
 			}
 			return nil
-		})
+		}
+		var err error
+		if first != nil {
+			err, first = first(ctx, onFrame), nil
+			if errors.Is(err, errNotStarted) {
+				return
+			}
+		} else {
+			err = s.agent(sandboxID).StreamJob(ctx, jobID, so, se, onFrame)
+		}
 		if _, _, exited := log.Offsets(); exited {
 			s.recordExitFromLog(ctx, jobID, log)
 			return
@@ -330,7 +380,7 @@ func (s *Service) reattachJobs(ctx context.Context) int {
 	for _, j := range jobs {
 		if j.Mode == sandbox.JobModeBackground {
 			if sb, err := s.store.GetSandbox(ctx, "", j.SandboxID); err == nil && sb.State.Running() {
-				s.followJob(j.SandboxID, j.ID)
+				s.followJob(sb, j.ID, nil)
 				continue
 			}
 		}

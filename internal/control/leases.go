@@ -398,41 +398,64 @@ func mergeEnv(sb *sandbox.Sandbox, env map[string]string) map[string]string {
 // jobRunning keeps a leased sandbox busy while a job runs on it: the first
 // running job moves it leased → busy, and the returned func, called when
 // the job ends, moves it back once no job runs. Sandboxes that are not
-// leased are left as they are.
+// leased are left as they are. The record follows in the background, so
+// that no job waits for the write.
 func (s *Service) jobRunning(ctx context.Context, sb *sandbox.Sandbox) (done func()) {
 	if sb.State != sandbox.StateLeased && sb.State != sandbox.StateBusy {
 		return func() {}
 	}
 	s.busyMu.Lock()
 	s.busy[sb.ID]++
-	first := s.busy[sb.ID] == 1
-	if first {
-		s.flipBusy(ctx, sb.ID, sandbox.StateLeased, sandbox.StateBusy)
-	}
+	s.syncBusyLocked(context.WithoutCancel(ctx), sb.ID)
 	s.busyMu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			s.busyMu.Lock()
-			s.busy[sb.ID]--
-			s.busyMu.Unlock()
-			// Off the caller's answer: the flip re-checks under the lock
-			// that no job started meanwhile.
-			s.wg.Add(1)
-			go func() {
-				defer s.wg.Done()
-				s.busyMu.Lock()
-				defer s.busyMu.Unlock()
-				if s.busy[sb.ID] > 0 {
-					return
-				}
+			if s.busy[sb.ID]--; s.busy[sb.ID] <= 0 {
 				delete(s.busy, sb.ID)
-				cctx, cancel := cleanupCtx(ctx, 10*time.Second)
-				defer cancel()
-				s.flipBusy(cctx, sb.ID, sandbox.StateBusy, sandbox.StateLeased)
-			}()
+			}
+			s.syncBusyLocked(context.WithoutCancel(ctx), sb.ID)
+			s.busyMu.Unlock()
 		})
 	}
+}
+
+// syncBusyLocked makes sure that a goroutine moves the sandbox's record to
+// busy while jobs run on it and back to leased when none does. One runs
+// per sandbox at a time, and it re-reads the count after each write, so
+// the record ends in line with the last change. Called with busyMu held.
+func (s *Service) syncBusyLocked(ctx context.Context, id string) {
+	if s.busySync[id] {
+		return
+	}
+	s.busySync[id] = true
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		written := -1 // 1: busy, 0: leased
+		for {
+			s.busyMu.Lock()
+			want := 0
+			if s.busy[id] > 0 {
+				want = 1
+			}
+			if want == written {
+				delete(s.busySync, id)
+				s.busyMu.Unlock()
+				return
+			}
+			s.busyMu.Unlock()
+			cctx, cancel := cleanupCtx(ctx, 10*time.Second)
+			if want == 1 {
+				s.flipBusy(cctx, id, sandbox.StateLeased, sandbox.StateBusy)
+			} else {
+				s.flipBusy(cctx, id, sandbox.StateBusy, sandbox.StateLeased)
+			}
+			cancel()
+			written = want
+		}
+	}()
 }
 
 // flipBusy moves a sandbox from → to when it is in from (a release or a

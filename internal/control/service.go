@@ -81,7 +81,8 @@ type Service struct {
 	poolList []*pool
 	draining atomic.Bool
 	busyMu   sync.Mutex
-	busy     map[string]int // sandbox id → jobs running on a leased sandbox
+	busy     map[string]int  // sandbox id → jobs running on a leased sandbox
+	busySync map[string]bool // sandbox id → a goroutine brings its record in line with busy
 
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -139,6 +140,7 @@ func New(cfg Config) (*Service, error) {
 		admission: adm,
 		capacity:  capacityHolds{holds: map[string]capacityHold{}},
 		busy:      map[string]int{},
+		busySync:  map[string]bool{},
 	}
 	s.gw = newGateway(s, cfg.EgressDir)
 	s.initPools()

@@ -142,8 +142,38 @@ func (c *Client) StreamJob(ctx context.Context, jobID string, stdoutOff, stderrO
 		return err
 	}
 	defer resp.Body.Close()
+	return readFrames(ctx, http.MethodGet, path, jobID, resp, fn)
+}
+
+// StartJobFollow starts a background job like StartJob and streams it like
+// StreamJob from its start, over one request: started is called with the
+// job's JobInfo once its command runs, before any frame. It returns like
+// StreamJob; an error before started was called means the job may not have
+// started (it did not when the error is of class ErrInvalidArgument or
+// ErrConflict). Canceling ctx ends the stream, not the job.
+func (c *Client) StartJobFollow(ctx context.Context, req agentproto.JobStartRequest, started func(agentproto.JobInfo), fn func(agentproto.Frame) error) error {
+	req.Follow = true
+	body, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("agentclient: encode job request: %v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	resp, err := c.send(ctx, http.MethodPost, agentproto.PathJobs, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var info agentproto.JobInfo
+	if err := json.Unmarshal([]byte(resp.Header.Get(agentproto.HeaderJobInfo)), &info); err != nil || info.JobID != req.JobID {
+		return fmt.Errorf("agentclient: POST %s: no job info for %s in the answer (%v): %w", agentproto.PathJobs, req.JobID, err, errdefs.ErrInternal)
+	}
+	started(info)
+	return readFrames(ctx, http.MethodPost, agentproto.PathJobs, req.JobID, resp, fn)
+}
+
+// readFrames reads the frames of a job stream answer (see StreamJob).
+func readFrames(ctx context.Context, method, path, jobID string, resp *http.Response, fn func(agentproto.Frame) error) error {
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != agentproto.ContentTypeRaw {
-		return fmt.Errorf("agentclient: GET %s: answer of type %q, want %s: %w", path, mt, agentproto.ContentTypeRaw, errdefs.ErrInternal)
+		return fmt.Errorf("agentclient: %s %s: answer of type %q, want %s: %w", method, path, mt, agentproto.ContentTypeRaw, errdefs.ErrInternal)
 	}
 	// Frames are read straight from the body: a frame's payload is copied
 	// once, from the connection's buffers into buf. Small frames go through
@@ -156,7 +186,7 @@ func (c *Client) StreamJob(ctx context.Context, jobID string, stdoutOff, stderrO
 		buf = b
 		if err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
-				return ctxError(http.MethodGet, path, ctxErr)
+				return ctxError(method, path, ctxErr)
 			}
 			if errors.Is(err, agentproto.ErrBadFrame) {
 				return fmt.Errorf("agentclient: job %s stream: %w: %w", jobID, err, errdefs.ErrInternal)

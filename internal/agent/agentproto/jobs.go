@@ -28,9 +28,18 @@ const (
 // HTTP request that started it: a dropped connection neither kills it nor
 // loses its output (the agent keeps up to MaxOutputBytes per stream until
 // the job is forgotten).
+//
+// With Follow set, the answer (201) is the job's stream from its start, as
+// GET …/stream with both offsets 0 would give it, and the JobInfo of the
+// started job travels in the HeaderJobInfo header: one request both starts
+// and follows the job.
 type JobStartRequest struct {
 	ExecRequest
+	Follow bool `json:"follow,omitempty"`
 }
+
+// HeaderJobInfo carries the JSON JobInfo of a job started with Follow.
+const HeaderJobInfo = "Genesis-Job-Info"
 
 // JobInfo describes a job the agent knows.
 type JobInfo struct {
