@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"time"
 
 	"genesis.dev/sandbox/internal/agent"
 )
@@ -14,6 +16,8 @@ import (
 // runServe runs the agent until SIGTERM. The log level comes from
 // GENESIS_AGENT_LOG_LEVEL (debug, info, warn, error; default info), which,
 // like every GENESIS_AGENT_* variable, is not passed on to jobs.
+// GENESIS_AGENT_SPARE_REFILL_MS sets how long after a job start that took
+// the last idle job shim another is started (default 50).
 // GENESIS_AGENT_RESET_DIRS (colon-separated) names the directories a reset
 // empties when the agent does not run as a container's init (tests).
 func runServe(args []string) int {
@@ -29,12 +33,22 @@ func runServe(args []string) int {
 			return 2
 		}
 	}
+	var refill time.Duration
+	if v := os.Getenv("GENESIS_AGENT_SPARE_REFILL_MS"); v != "" {
+		ms, err := strconv.ParseUint(v, 10, 31)
+		if err != nil || ms == 0 {
+			fmt.Fprintf(os.Stderr, "genesis-agent: GENESIS_AGENT_SPARE_REFILL_MS: want a positive number of milliseconds, got %q\n", v)
+			return 2
+		}
+		refill = time.Duration(ms) * time.Millisecond
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	srv, err := agent.New(agent.Config{
-		SocketPath: *socket,
-		Version:    agentVersion,
-		Environ:    os.Environ(),
-		ResetDirs:  resetDirs(),
+		SocketPath:       *socket,
+		Version:          agentVersion,
+		Environ:          os.Environ(),
+		ResetDirs:        resetDirs(),
+		SpareRefillDelay: refill,
 	}, log)
 	if err != nil {
 		log.Error("invalid configuration", "err", err)

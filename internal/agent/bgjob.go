@@ -428,23 +428,22 @@ func (s *Server) launch(j *bgJob, spec *job) (err error) {
 	ss := shimSpec{Path: spec.argv0, Argv: spec.argv, Env: env, Dir: spec.dir}
 	stdio := [3]*os.File{stdin, outW, errW}
 	oomBefore, oomOK := s.oom.read()
-	sp, err := s.takeSpare()
-	if err == nil {
-		if err = sp.hand(ss, stdio, time.Now().Add(shimStartTimeout)); err != nil {
-			// The spare died after it was taken: one more try with a new one.
-			s.log.Warn("job shim did not take its job; starting another", "job", j.id, "err", err)
-			syscall.Kill(sp.pid, syscall.SIGKILL)
-			sp.retire()
-			if sp, err = s.startSpare(); err == nil {
-				if err = sp.hand(ss, stdio, time.Now().Add(shimStartTimeout)); err != nil {
-					syscall.Kill(sp.pid, syscall.SIGKILL)
-					sp.retire()
-				}
-			}
+	// A shim can die while idle (a signal from inside the sandbox): such
+	// a one refuses its job, and the next idle one or a new one gets it.
+	var sp *spareShim
+	for attempt := 0; ; attempt++ {
+		if sp, err = s.takeSpare(); err != nil {
+			return err
 		}
-	}
-	if err != nil {
-		return err
+		if err = sp.hand(ss, stdio, time.Now().Add(shimStartTimeout)); err == nil {
+			break
+		}
+		syscall.Kill(sp.pid, syscall.SIGKILL)
+		sp.retire()
+		if attempt == maxIdleSpares {
+			return err
+		}
+		s.log.Warn("job shim did not take its job; trying another", "job", j.id, "err", err)
 	}
 	j.mu.Lock()
 	j.shimPID, j.ctl = sp.pid, sp.ctl

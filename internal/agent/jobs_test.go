@@ -712,7 +712,9 @@ func procAlive(pid int) bool {
 
 func TestJobShimReuse(t *testing.T) {
 	t.Parallel()
-	a := startAgent(t)
+	// No spare is started in the background while a job runs, however
+	// slow the machine: the shims seen are the ones the jobs used.
+	a := startAgent(t, "GENESIS_AGENT_SPARE_REFILL_MS=600000")
 	children := func() []procInfo {
 		return procsWhere(func(p procInfo) bool { return p.ppid == a.pid() })
 	}

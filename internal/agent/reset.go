@@ -75,15 +75,9 @@ func (s *Server) reset() (agentproto.ResetResult, error) {
 			"the agent is not the sandbox's init and has no reset directories: %w", errdefs.ErrFailedPrecondition))
 	}
 
-	// The idle spare shim is retired too: nothing the previous holder could
-	// reach survives. A new one starts with the next job.
-	s.spares.mu.Lock()
-	sp := s.spares.idle
-	s.spares.idle = nil
-	s.spares.mu.Unlock()
-	if sp != nil {
-		sp.retire()
-	}
+	// The idle spare shims are retired too: nothing the previous holder
+	// could reach survives. A new one starts with the next job.
+	s.retireSpares()
 
 	for _, t := range s.terms.list() {
 		s.deleteTerminal(t)

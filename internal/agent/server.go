@@ -49,6 +49,10 @@ type Config struct {
 	// DrainTimeout bounds how long output is still read after a job's main
 	// process exited, when escaped descendants hold its pipes (default 100 ms).
 	DrainTimeout time.Duration
+	// SpareRefillDelay is how long after a job start that took the last idle
+	// job shim another is started, unless a shim came back meanwhile
+	// (default 50 ms; see spare.go).
+	SpareRefillDelay time.Duration
 	// ShutdownGrace is how long jobs get between SIGTERM and SIGKILL when
 	// the agent shuts down (default 2 s).
 	ShutdownGrace time.Duration
@@ -132,6 +136,9 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = 2 * time.Second
+	}
+	if cfg.SpareRefillDelay <= 0 {
+		cfg.SpareRefillDelay = 50 * time.Millisecond
 	}
 	if cfg.OOMCounterFiles == nil {
 		cfg.OOMCounterFiles = DefaultOOMCounterFiles()

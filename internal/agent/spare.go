@@ -29,10 +29,6 @@ import (
 // set is retired.
 const maxIdleSpares = 2
 
-// spareRefillDelay is how long after a job start that took the last idle
-// shim the agent starts another, unless a shim came back meanwhile.
-const spareRefillDelay = 50 * time.Millisecond
-
 // spareShim is a shim process waiting for its job.
 type spareShim struct {
 	pid    int
@@ -41,6 +37,7 @@ type spareShim struct {
 	lines  *bufio.Reader   // status lines; kept across the shim's jobs
 	ctl    *os.File        // the agent's end of its control socket (non-blocking)
 	dead   bool            // its exit report was consumed
+	gen    uint64          // the spare set's generation when it was started
 }
 
 // spareSet holds the idle spares, the most recently used last.
@@ -48,12 +45,16 @@ type spareSet struct {
 	mu      sync.Mutex
 	idle    []*spareShim
 	added   uint64 // counts shims put into idle
+	gen     uint64 // bumped by retireSpares: older shims are not kept
 	filling bool
 	closed  bool
 }
 
 // startSpare starts an idle shim.
 func (s *Server) startSpare() (sp *spareShim, err error) {
+	s.spares.mu.Lock()
+	gen := s.spares.gen
+	s.spares.mu.Unlock()
 	statR, statW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("shim status pipe: %v: %w", err, errdefs.ErrInternal)
@@ -89,7 +90,7 @@ func (s *Server) startSpare() (sp *spareShim, err error) {
 		}
 		return nil, fmt.Errorf("start the job shim %s: %v: %w", s.shimPath, err, errdefs.ErrInternal)
 	}
-	return &spareShim{pid: pid, done: done, status: statR, lines: bufio.NewReaderSize(statR, 512), ctl: ctl}, nil
+	return &spareShim{pid: pid, done: done, status: statR, lines: bufio.NewReaderSize(statR, 512), ctl: ctl, gen: gen}, nil
 }
 
 // alive reports whether the shim has not exited (a signal may have ended
@@ -166,7 +167,7 @@ func (s *Server) takeSpare() (*spareShim, error) {
 			s.spares.idle = s.spares.idle[:n-1]
 			if n == 1 {
 				added := s.spares.added
-				time.AfterFunc(spareRefillDelay, func() { s.refillSpareUnless(added) })
+				time.AfterFunc(s.cfg.SpareRefillDelay, func() { s.refillSpareUnless(added) })
 			}
 		}
 		s.spares.mu.Unlock()
@@ -184,7 +185,7 @@ func (s *Server) takeSpare() (*spareShim, error) {
 // retires it when the set is full or closed.
 func (s *Server) returnSpare(sp *spareShim) {
 	s.spares.mu.Lock()
-	keep := !s.spares.closed && len(s.spares.idle) < maxIdleSpares
+	keep := !s.spares.closed && len(s.spares.idle) < maxIdleSpares && sp.gen == s.spares.gen
 	if keep {
 		s.spares.idle = append(s.spares.idle, sp)
 		s.spares.added++
@@ -220,7 +221,7 @@ func (s *Server) refillSpare() {
 		sp, err := s.startSpare()
 		s.spares.mu.Lock()
 		s.spares.filling = false
-		if err == nil && !s.spares.closed && len(s.spares.idle) < maxIdleSpares {
+		if err == nil && !s.spares.closed && len(s.spares.idle) < maxIdleSpares && sp.gen == s.spares.gen {
 			s.spares.idle, sp = append(s.spares.idle, sp), nil
 			s.spares.added++
 		}
@@ -259,6 +260,23 @@ func (s *Server) retireAndWait(sp *spareShim) {
 
 // retireWithin bounds the wait for a retired shim to exit.
 const retireWithin = 2 * time.Second
+
+// retireSpares retires every idle shim and waits for them to exit; shims
+// started or used before the call are not kept afterwards (those of
+// running jobs are retired when their jobs end), and no refill that was
+// due starts one. A reset uses it so that no process the previous holder
+// could reach runs the next holder's jobs.
+func (s *Server) retireSpares() {
+	s.spares.mu.Lock()
+	idle := s.spares.idle
+	s.spares.idle = nil
+	s.spares.gen++
+	s.spares.added++
+	s.spares.mu.Unlock()
+	for _, sp := range idle {
+		s.retireAndWait(sp)
+	}
+}
 
 // closeSpares retires the idle spares and starts no more.
 func (s *Server) closeSpares() {
