@@ -330,9 +330,9 @@ func TestTerminalDeleteKillsProcessGroup(t *testing.T) {
 	if err := a.client.DeleteTerminal(ctx, "del"); err != nil {
 		t.Fatal(err)
 	}
-	if left := procsWhere(func(p procInfo) bool { return p.pgrp == pid && p.state != 'Z' }); len(left) > 0 {
-		t.Fatalf("processes of the terminal's group left after DELETE: %+v", left)
-	}
+	// SIGKILL went to the whole group; a loaded machine may take a moment
+	// to run the deaths.
+	waitNoProcs(t, "processes of the terminal's group after DELETE", 5*time.Second, func(p procInfo) bool { return p.pgrp == pid && p.state != 'Z' })
 	if x := r.waitExit(t); x.ExitReason != agentproto.ExitReasonSignal || x.Signal != "SIGKILL" {
 		t.Fatalf("exit after delete %+v, want SIGKILL", x)
 	}
