@@ -102,3 +102,94 @@ func BenchmarkLeaseFirstEcho(b *testing.B) {
 	})
 	printTable(fmt.Sprintf("warm lease → first echo output, ms (%s)", profile), tbl)
 }
+
+// recycleConfig keeps pools of two members of the benchmark image under
+// runc and runsc for two profiles that differ only in lease.on_release.
+const recycleConfig = `warm_pools: true
+profiles:
+  - name: tool-basic
+    recipe: tool-basic
+    allowed_runtimes: [runc, runsc]
+    default_risk_level: low
+    resources: {cpu: 1, memory_mb: 512, pids: 256}
+    network: none
+    user: "1000:1000"
+    pools: [{runtime: runc, min_idle: 2, max_total: 2}, {runtime: runsc, min_idle: 2, max_total: 2}]
+    lease: {on_release: destroy}
+  - name: tool-basic-reset
+    recipe: tool-basic
+    allowed_runtimes: [runc, runsc]
+    default_risk_level: low
+    resources: {cpu: 1, memory_mb: 512, pids: 256}
+    network: none
+    user: "1000:1000"
+    pools: [{runtime: runc, min_idle: 2, max_total: 2}, {runtime: runsc, min_idle: 2, max_total: 2}]
+    lease: {on_release: reset}
+`
+
+// BenchmarkLeaseRecycle measures, per runtime, how fast a pool of two
+// sustains back-to-back leases when released sandboxes are destroyed (the
+// pool cold-creates replacements) or reset and returned (on_release:
+// reset): each cycle is lease → `echo hi` → release, the next cycle
+// starting at once. It reports cycles per second, the release's p50/p99,
+// the whole cycle's p50/p99 and how many leases were warm.
+// GENESIS_BENCH_RECYCLE_ITERS sets the cycles per mode (default 40).
+func BenchmarkLeaseRecycle(b *testing.B) {
+	s := startServiceWith(b, recycleConfig)
+	iters := envInt(b, "GENESIS_BENCH_RECYCLE_ITERS", 40)
+	tbl := NewTable("runtime", "on_release", "n", "cycles/s", "release p50", "release p99", "cycle p50", "cycle p99", "warm", "recycled")
+	s.eachRuntime(b, func(b *testing.B, rt string) {
+		for _, mode := range []struct{ name, profile string }{{"destroy", "tool-basic"}, {"reset", "tool-basic-reset"}} {
+			b.Run(mode.name, func(b *testing.B) {
+				pool := mode.profile + "-" + rt
+				s.waitIdle(b, pool, 2)
+				before := s.waitIdle(b, pool, 2)
+				var release, cycle []time.Duration
+				warm := 0
+				ttl := int64(300)
+				start := time.Now()
+				for range iters {
+					ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+					t0 := time.Now()
+					l, err := s.client.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: mode.profile, Runtime: rt, TTLSeconds: &ttl, WaitSeconds: 60})
+					if err != nil {
+						cancel()
+						b.Fatalf("lease (%s, %s): %v\n%s", rt, mode.name, err, s.logTail())
+					}
+					res, err := s.client.Exec(ctx, l.SandboxID, client.ExecRequest{Command: []string{"echo", "hi"}})
+					if err != nil || res.ExitCode != 0 || res.Stdout != "hi\n" {
+						cancel()
+						b.Fatalf("echo in %s (%s): %+v %v", l.SandboxID, rt, res, err)
+					}
+					t1 := time.Now()
+					err = s.client.ReleaseLease(ctx, l.LeaseID)
+					t2 := time.Now()
+					cancel()
+					if err != nil {
+						b.Fatalf("release %s: %v", l.LeaseID, err)
+					}
+					if l.Warm {
+						warm++
+					}
+					release = append(release, t2.Sub(t1))
+					cycle = append(cycle, t2.Sub(t0))
+				}
+				rate := float64(iters) / time.Since(start).Seconds()
+				after := s.waitIdle(b, pool, 2)
+				rel, cyc := Summarize(release), Summarize(cycle)
+				reportSummary(b, "release-", rel)
+				b.ReportMetric(Ms(cyc.P50), "cycle-p50-ms")
+				b.ReportMetric(Ms(cyc.P99), "cycle-p99-ms")
+				b.ReportMetric(rate, "cycles-per-s")
+				b.ReportMetric(float64(warm)/float64(iters), "warm-fraction")
+				recycled := after.Recycled - before.Recycled
+				if mode.name == "reset" && after.ResetFailed != before.ResetFailed {
+					b.Errorf("%d resets failed", after.ResetFailed-before.ResetFailed)
+				}
+				tbl.Row(rt, mode.name, strconv.Itoa(iters), fmt.Sprintf("%.2f", rate), FormatMs(rel.P50), FormatMs(rel.P99),
+					FormatMs(cyc.P50), FormatMs(cyc.P99), fmt.Sprintf("%d/%d", warm, iters), strconv.FormatInt(recycled, 10))
+			})
+		}
+	})
+	printTable("sequential lease → echo → release on a pool of 2, ms", tbl)
+}
