@@ -21,7 +21,8 @@
 // streamed as agentproto frames from any offset, so a dropped connection
 // loses nothing.
 //
-// It imports only the standard library, agentproto and errdefs; it must not
-// import the service's control, driver or store packages, since it is built
-// into a small static binary that runs inside untrusted containers.
+// It imports only the standard library, agentproto, errdefs and mountinfo;
+// it must not import the service's control, driver or store packages, since
+// it is built into a small static binary that runs inside untrusted
+// containers.
 package agent

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,13 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/mountinfo"
 )
 
 // A reset prepares a running sandbox for another holder, possibly of
@@ -99,17 +98,17 @@ func (s *Server) reset() (agentproto.ResetResult, error) {
 		return res, err
 	}
 
-	var mounts []mountEntry
+	var mounts []mountinfo.Mount
 	places := s.cfg.ResetDirs
 	if asInit {
-		if mounts, err = readMountinfo("/proc/self/mountinfo"); err != nil {
-			return res, err
+		if mounts, err = mountinfo.ReadMounts(); err != nil {
+			return res, fmt.Errorf("reset: read the mounts: %v: %w", err, errdefs.ErrInternal)
 		}
 		places = resetPlaces(mounts, s.cfg.DefaultWorkdir, s.env.vars["HOME"], filepath.Dir(s.cfg.SocketPath))
 	}
 	w := &wiper{uid: uid, gid: os.Getgid(), mountPoints: map[string]bool{}}
 	for _, m := range mounts {
-		w.mountPoints[m.point] = true
+		w.mountPoints[m.Point] = true
 	}
 	for _, p := range places {
 		fi, err := os.Lstat(p)
@@ -119,7 +118,7 @@ func (s *Server) reset() (agentproto.ResetResult, error) {
 		w.empty(p)
 		res.Emptied = append(res.Emptied, p)
 	}
-	if i := slices.IndexFunc(mounts, func(m mountEntry) bool { return m.point == "/" }); i >= 0 && mounts[i].rw {
+	if i := slices.IndexFunc(mounts, func(m mountinfo.Mount) bool { return m.Point == "/" }); i >= 0 && mounts[i].ReadWrite {
 		w.scanRoot()
 		res.RootScanned = true
 	}
@@ -197,65 +196,6 @@ func (s *Server) sweepProcs(asInit bool) (int, error) {
 	}
 }
 
-// mountEntry is one line of /proc/self/mountinfo.
-type mountEntry struct {
-	point  string
-	fstype string
-	rw     bool
-}
-
-// readMountinfo parses a mountinfo file.
-func readMountinfo(path string) ([]mountEntry, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("reset: %v: %w", err, errdefs.ErrInternal)
-	}
-	defer f.Close()
-	var out []mountEntry
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		if m, ok := parseMountinfoLine(sc.Text()); ok {
-			out = append(out, m)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reset: read %s: %v: %w", path, err, errdefs.ErrInternal)
-	}
-	return out, nil
-}
-
-// parseMountinfoLine reads "id parent maj:min root point options
-// [optional...] - fstype source superoptions".
-func parseMountinfoLine(line string) (mountEntry, bool) {
-	f := strings.Fields(line)
-	sep := slices.Index(f, "-")
-	if len(f) < 6 || sep < 6 || sep+1 >= len(f) {
-		return mountEntry{}, false
-	}
-	opts := strings.Split(f[5], ",")
-	return mountEntry{point: unescapeMount(f[4]), fstype: f[sep+1], rw: slices.Contains(opts, "rw")}, true
-}
-
-// unescapeMount undoes the octal escapes (\040 for a space) of mountinfo.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
 // resetSkipFS are file systems with nothing a holder can leave in them
 // (or nothing a reset may touch).
 var resetSkipFS = []string{"proc", "sysfs", "cgroup", "cgroup2", "devpts", "securityfs", "debugfs", "tracefs", "bpf"}
@@ -264,17 +204,17 @@ var resetSkipFS = []string{"proc", "sysfs", "cgroup", "cgroup2", "devpts", "secu
 // temporary directories, the home directory, and every other read-write
 // mount except the root (scanned instead), /proc, /sys, /dev itself and the
 // agent's socket directory.
-func resetPlaces(mounts []mountEntry, workdir, home, socketDir string) []string {
+func resetPlaces(mounts []mountinfo.Mount, workdir, home, socketDir string) []string {
 	places := []string{workdir, "/tmp", "/var/tmp", "/dev/shm"}
 	if home != "" && home != "/" {
 		places = append(places, home)
 	}
 	for _, m := range mounts {
-		if !m.rw || m.point == "/" || m.point == "/dev" || m.point == socketDir || slices.Contains(resetSkipFS, m.fstype) ||
-			under(m.point, "/proc") || under(m.point, "/sys") {
+		if !m.ReadWrite || m.Point == "/" || m.Point == "/dev" || m.Point == socketDir || slices.Contains(resetSkipFS, m.FSType) ||
+			under(m.Point, "/proc") || under(m.Point, "/sys") {
 			continue
 		}
-		places = append(places, m.point)
+		places = append(places, m.Point)
 	}
 	out := places[:0]
 	for _, p := range places {

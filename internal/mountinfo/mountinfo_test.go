@@ -32,3 +32,16 @@ func TestParse(t *testing.T) {
 		t.Errorf("Read = %v, %v; want the root mount among them", mps, err)
 	}
 }
+
+func TestParseMounts(t *testing.T) {
+	t.Parallel()
+	in := "22 1 8:1 / / ro,relatime shared:1 - ext4 /dev/root rw\n" +
+		"23 22 0:5 / /dev/shm rw,nosuid - tmpfs shm rw\n" +
+		"24 22 0:6 / /my\\040dir rw - 9p none rw\n" +
+		"short line\n"
+	got, err := ParseMounts(strings.NewReader(in))
+	want := []Mount{{"/", "ext4", false}, {"/dev/shm", "tmpfs", true}, {"/my dir", "9p", true}}
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("ParseMounts = %+v, %v; want %+v", got, err, want)
+	}
+}
