@@ -20,8 +20,9 @@ import (
 )
 
 // testImage is the tiny busybox image the container tests build with
-// docker import (there is no registry to pull from).
-const testImage = "genesis-test/busybox:agent"
+// docker import (there is no registry to pull from). An image of that name
+// is reused, so the tag changes with the recipe.
+const testImage = "genesis-test/busybox:agent-2"
 
 // sandboxUID is the unprivileged user the agent runs as in the containers.
 const sandboxUID = 1000
@@ -112,7 +113,8 @@ func buildTestImage() error {
 		name string
 		mode int64
 		uid  int
-	}{{"bin/", 0o755, 0}, {"tmp/", 0o1777, 0}, {"workspace/", 0o755, sandboxUID}, {"etc/", 0o755, 0}}
+	}{{"bin/", 0o755, 0}, {"tmp/", 0o1777, 0}, {"workspace/", 0o755, sandboxUID}, {"etc/", 0o755, 0},
+		{"srv/", 0o755, 0}, {"srv/drop/", 0o777, 0}} // a writable directory on the root that no mount covers
 	for _, d := range dirs {
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d.name, Mode: d.mode, Uid: d.uid, Gid: d.uid, ModTime: now}); err != nil {
 			return err

@@ -119,7 +119,7 @@ func (s *Server) reset() (agentproto.ResetResult, error) {
 		res.Emptied = append(res.Emptied, p)
 	}
 	if i := slices.IndexFunc(mounts, func(m mountinfo.Mount) bool { return m.Point == "/" }); i >= 0 && mounts[i].ReadWrite {
-		w.scanRoot()
+		s.rootDirs = w.scanRoot(s.rootDirs)
 		res.RootScanned = true
 	}
 	for _, p := range res.Emptied {
@@ -304,7 +304,21 @@ func (w *wiper) checkEmpty(dir string) {
 // scanRoot searches a writable root file system for what the user made:
 // every entry it owns inside a directory it can write to is removed. Mount
 // points (emptied on their own), /proc, /sys and /dev are not entered.
-func (w *wiper) scanRoot() {
+//
+// The first scan walks the whole tree and returns the directories the user
+// can write to (or owns) that it kept; later scans look only in those. That
+// is enough: a new entry can only appear in a directory the user can write
+// to; one the user made is its own and is removed whole; the modes of the
+// directories the user does not own cannot change; and the ones it owns are
+// listed whatever their mode.
+func (w *wiper) scanRoot(cached []string) []string {
+	if cached != nil {
+		for _, dir := range cached {
+			w.sweepDir(dir)
+		}
+		return cached
+	}
+	var writable []string
 	stack := []string{"/"}
 	for len(stack) > 0 {
 		dir := stack[len(stack)-1]
@@ -313,30 +327,51 @@ func (w *wiper) scanRoot() {
 		if err := syscall.Lstat(dir, &st); err != nil {
 			continue
 		}
-		w.own(dir)
-		writable := int(st.Uid) == w.uid || st.Mode&0o002 != 0 || (int(st.Gid) == w.gid && st.Mode&0o020 != 0)
+		if w.canWrite(&st) {
+			w.sweepDir(dir)
+			writable = append(writable, dir)
+		}
 		ents, err := os.ReadDir(dir)
 		if err != nil {
-			if writable {
-				w.fail(dir, err)
-			}
-			continue
+			continue // not readable by the user: nothing of it inside either
 		}
 		for _, e := range ents {
-			p := filepath.Join(dir, e.Name())
-			if w.mountPoints[p] || p == "/proc" || p == "/sys" || p == "/dev" {
-				continue
-			}
-			if writable {
-				var est syscall.Stat_t
-				if err := syscall.Lstat(p, &est); err == nil && int(est.Uid) == w.uid {
-					w.remove(p)
-					continue
-				}
-			}
-			if e.IsDir() {
+			if p := filepath.Join(dir, e.Name()); e.IsDir() && !w.skipRoot(p) {
 				stack = append(stack, p)
 			}
+		}
+	}
+	return writable
+}
+
+// canWrite reports whether the user can add entries to a directory with st.
+func (w *wiper) canWrite(st *syscall.Stat_t) bool {
+	return int(st.Uid) == w.uid || st.Mode&0o002 != 0 || (int(st.Gid) == w.gid && st.Mode&0o020 != 0)
+}
+
+// skipRoot reports whether the root scan leaves p alone.
+func (w *wiper) skipRoot(p string) bool {
+	return w.mountPoints[p] || p == "/proc" || p == "/sys" || p == "/dev"
+}
+
+// sweepDir removes every entry of dir the user owns.
+func (w *wiper) sweepDir(dir string) {
+	w.own(dir)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			w.fail(dir, err)
+		}
+		return
+	}
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		if w.skipRoot(p) {
+			continue
+		}
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err == nil && int(st.Uid) == w.uid {
+			w.remove(p)
 		}
 	}
 }

@@ -165,8 +165,8 @@ func testResetInContainer(t *testing.T, rt string) {
 	c := startContainer(t, rt, "--tmpfs", "/scratch:rw,mode=1777", "-v", stuck+":/stuck")
 	places := []string{"/workspace", "/tmp", "/dev/shm", "/scratch"}
 	holderLeftovers(t, c.client, places...)
-	// A file of the user on the writable root, outside every listed place.
-	execOK(t, c.client, agentproto.ExecRequest{Script: "mkdir -p /workspace/.x && echo s > /stuck/mine"})
+	// Files of the user on the writable root, outside every listed place.
+	execOK(t, c.client, agentproto.ExecRequest{Script: "mkdir -p /workspace/.x /srv/drop/x && echo s > /stuck/mine && echo s > /srv/drop/x/y"})
 	before := execOK(t, c.client, agentproto.ExecRequest{Script: procWalk})
 	if n := strings.Count(string(before.Stdout), "\n"); n < 3 {
 		t.Fatalf("processes before reset:\n%s", before.Stdout)
@@ -182,7 +182,7 @@ func testResetInContainer(t *testing.T, rt string) {
 			t.Errorf("%s not among the emptied places %v", p, res.Emptied)
 		}
 	}
-	out := execOK(t, c.client, agentproto.ExecRequest{Script: "ls -A " + strings.Join(places, " ") + " /stuck; echo ---; " + procWalk})
+	out := execOK(t, c.client, agentproto.ExecRequest{Script: "ls -A " + strings.Join(places, " ") + " /stuck /srv/drop; echo ---; " + procWalk})
 	files, procs, _ := strings.Cut(string(out.Stdout), "---\n")
 	for _, line := range strings.Split(files, "\n") {
 		if line != "" && !strings.HasSuffix(line, ":") {
@@ -193,6 +193,17 @@ func testResetInContainer(t *testing.T, rt string) {
 	// stat) may show; none of the holder's sleeps.
 	if strings.Contains(procs, "sleep") {
 		t.Errorf("processes of the previous holder after reset:\n%s", procs)
+	}
+
+	// The second reset looks only in the writable directories the first
+	// found: what the next holder leaves on the root is still found.
+	execOK(t, c.client, agentproto.ExecRequest{Script: "mkdir -p /srv/drop/d && echo s > /srv/drop/d/f && echo s > /srv/drop/g"})
+	res = resetOK(t, c.client)
+	if res.Removed != 3 {
+		t.Errorf("second reset removed %d entries, want the 3 under /srv/drop (%+v)", res.Removed, res)
+	}
+	if out := execOK(t, c.client, agentproto.ExecRequest{Script: "ls -A /srv/drop"}); len(out.Stdout) != 0 {
+		t.Errorf("left under /srv/drop after the second reset: %q", out.Stdout)
 	}
 
 	// Now a root file in the sticky mount: the user cannot remove it, so

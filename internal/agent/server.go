@@ -100,7 +100,8 @@ type Server struct {
 
 	terms terminalTable // processes on pseudo-terminals (pty.go)
 
-	resetMu sync.Mutex // one reset at a time (reset.go)
+	resetMu  sync.Mutex // one reset at a time (reset.go)
+	rootDirs []string   // the root's directories the user can write to, found by the first reset
 }
 
 // New validates cfg and returns a Server. It has no side effects; Run
