@@ -149,3 +149,47 @@ func TestLeaseReset(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseResetDiskQuota, under runc and runsc: a reset empties a
+// workspace that is a disk-quota mount without unmounting it: the next
+// holder finds it empty, still mounted and still bounded by the quota.
+func TestLeaseResetDiskQuota(t *testing.T) {
+	t.Parallel()
+	cfg := strings.Replace(resetPoolConfig(), "pids: 128}", "pids: 128, disk_mb: 16}", 1)
+	e, svc, _ := quotaEnv(t, cfg)
+	c := svc.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	const mounted = `awk '$5 == "/workspace"' /proc/self/mountinfo | wc -l`
+	for _, rt := range e.runtimes(t) {
+		t.Run(rt, func(t *testing.T) {
+			pool := "tool-basic-" + rt
+			before := waitPool(t, c, pool, 1)
+			l1, err := c.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: "tool-basic", Runtime: rt})
+			if err != nil || !l1.Warm {
+				t.Fatalf("first lease: %+v %v", l1, err)
+			}
+			if res := execOK(t, c, l1.SandboxID, "head -c 4194304 /dev/zero > /workspace/big && mkdir /workspace/d && "+mounted); res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != "1" {
+				t.Fatalf("filling the quota workspace: %+v", res)
+			}
+			if err := c.ReleaseLease(ctx, l1.LeaseID); err != nil {
+				t.Fatal(err)
+			}
+			if p := waitPool(t, c, pool, 1); p.Recycled != before.Recycled+1 {
+				t.Fatalf("pool after the release: %+v, want one more recycled", p)
+			}
+			l2, err := c.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: "tool-basic", Runtime: rt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = c.ReleaseLease(context.WithoutCancel(ctx), l2.LeaseID) }()
+			if l2.SandboxID != l1.SandboxID {
+				t.Fatalf("second lease got %s, want the reset sandbox %s", l2.SandboxID, l1.SandboxID)
+			}
+			res := execOK(t, c, l2.SandboxID, "ls -A /workspace; echo mounts=$("+mounted+"); head -c 33554432 /dev/zero > /workspace/over 2>&1; echo rc=$?")
+			if !strings.HasPrefix(res.Stdout, "mounts=1\n") || strings.Contains(res.Stdout, "rc=0") {
+				t.Errorf("after the reset: %q; want an empty workspace, still mounted, writes past 16 MiB refused", res.Stdout)
+			}
+		})
+	}
+}
