@@ -12,17 +12,26 @@ import (
 
 // leaseConfig, laid over the benchmark config, keeps warm pools of the
 // benchmark profile under runc and runsc.
-const leaseConfig = `warm_pools: true
-profiles:
-  - name: tool-basic
+var leaseConfig = "warm_pools: true\nprofiles:\n" + pooledProfile("tool-basic", 4, 8, "")
+
+// pooledProfile is a profile of the benchmark image named name with pools
+// of minIdle..maxTotal members under runc and runsc, and the given lease
+// policy ("" for none), as YAML list item.
+func pooledProfile(name string, minIdle, maxTotal int, lease string) string {
+	y := fmt.Sprintf(`  - name: %s
     recipe: tool-basic
     allowed_runtimes: [runc, runsc]
     default_risk_level: low
     resources: {cpu: 1, memory_mb: 512, pids: 256}
     network: none
     user: "1000:1000"
-    pools: [{runtime: runc, min_idle: 4, max_total: 8}, {runtime: runsc, min_idle: 4, max_total: 8}]
-`
+    pools: [{runtime: runc, min_idle: %[2]d, max_total: %[3]d}, {runtime: runsc, min_idle: %[2]d, max_total: %[3]d}]
+`, name, minIdle, maxTotal)
+	if lease != "" {
+		y += "    lease: " + lease + "\n"
+	}
+	return y
+}
 
 // waitIdle polls GET /v1/pools (outside any timed section) until pool
 // holds at least n idle members, and returns it.
@@ -105,27 +114,8 @@ func BenchmarkLeaseFirstEcho(b *testing.B) {
 
 // recycleConfig keeps pools of two members of the benchmark image under
 // runc and runsc for two profiles that differ only in lease.on_release.
-const recycleConfig = `warm_pools: true
-profiles:
-  - name: tool-basic
-    recipe: tool-basic
-    allowed_runtimes: [runc, runsc]
-    default_risk_level: low
-    resources: {cpu: 1, memory_mb: 512, pids: 256}
-    network: none
-    user: "1000:1000"
-    pools: [{runtime: runc, min_idle: 2, max_total: 2}, {runtime: runsc, min_idle: 2, max_total: 2}]
-    lease: {on_release: destroy}
-  - name: tool-basic-reset
-    recipe: tool-basic
-    allowed_runtimes: [runc, runsc]
-    default_risk_level: low
-    resources: {cpu: 1, memory_mb: 512, pids: 256}
-    network: none
-    user: "1000:1000"
-    pools: [{runtime: runc, min_idle: 2, max_total: 2}, {runtime: runsc, min_idle: 2, max_total: 2}]
-    lease: {on_release: reset}
-`
+var recycleConfig = "warm_pools: true\nprofiles:\n" + pooledProfile("tool-basic", 2, 2, "{on_release: destroy}") +
+	pooledProfile("tool-basic-reset", 2, 2, "{on_release: reset}")
 
 // BenchmarkLeaseRecycle measures, per runtime, how fast a pool of two
 // sustains back-to-back leases when released sandboxes are destroyed (the
