@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -96,6 +97,11 @@ func (s *Server) reset() (agentproto.ResetResult, error) {
 	res.Killed += n
 	if err != nil {
 		return res, err
+	}
+	if asInit {
+		if err := checkIPC(); err != nil {
+			return res, err
+		}
 	}
 
 	var mounts []mountinfo.Mount
@@ -374,4 +380,53 @@ func (w *wiper) sweepDir(dir string) {
 			w.remove(p)
 		}
 	}
+}
+
+// System V IPC commands that report how many objects exist (<linux/shm.h>,
+// <linux/msg.h>, <linux/sem.h>).
+const (
+	shmInfo = 14 // SHM_INFO: struct shm_info, used_ids first
+	msgInfo = 12 // MSG_INFO: struct msginfo, msgpool (queues) first
+	semInfo = 19 // SEM_INFO: struct seminfo, semusz (sets) at byte 28
+)
+
+// checkIPC fails when System V shared memory segments, message queues or
+// semaphore sets exist: they outlive the processes that made them and hold
+// data the next holder (the same uid) could open, and gVisor offers no
+// /proc/sysvipc to list and remove them by, so such a sandbox is destroyed.
+func checkIPC() error {
+	buf := new([128]byte) // on the heap, which does not move, so p stays valid
+	p := uintptr(unsafe.Pointer(buf))
+	count := func(what string, off int, call func() syscall.Errno) (int32, error) {
+		clear(buf[:])
+		if e := call(); e != 0 {
+			return 0, fmt.Errorf("reset: count %s: %v: %w", what, e, errdefs.ErrInternal)
+		}
+		return *(*int32)(unsafe.Pointer(&buf[off])), nil
+	}
+	var found []string
+	for _, c := range []struct {
+		what string
+		off  int
+		call func() syscall.Errno
+	}{
+		{"shared memory segments", 0, func() syscall.Errno { _, _, e := syscall.Syscall(syscall.SYS_SHMCTL, 0, shmInfo, p); return e }},
+		{"message queues", 0, func() syscall.Errno { _, _, e := syscall.Syscall(syscall.SYS_MSGCTL, 0, msgInfo, p); return e }},
+		{"semaphore sets", 28, func() syscall.Errno {
+			_, _, e := syscall.Syscall6(syscall.SYS_SEMCTL, 0, 0, semInfo, p, 0, 0)
+			return e
+		}},
+	} {
+		n, err := count(c.what, c.off, c.call)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			found = append(found, fmt.Sprintf("%d System V %s", n, c.what))
+		}
+	}
+	if len(found) > 0 {
+		return errdefs.WithCode(codeResetIncomplete, fmt.Errorf("reset: the holder left %s: %w", strings.Join(found, ", "), errdefs.ErrInternal))
+	}
+	return nil
 }

@@ -146,6 +146,27 @@ func TestLeaseReset(t *testing.T) {
 			if after := waitPool(t, c, pool, 1); after.Recycled != p.Recycled {
 				t.Errorf("the unlike lease's sandbox was recycled: %d → %d", p.Recycled, after.Recycled)
 			}
+
+			// System V IPC objects outlive their processes and cannot all be
+			// listed under gVisor: a holder that made one gets its sandbox
+			// destroyed, not handed on.
+			p = waitPool(t, c, pool, 1)
+			l4, err := c.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: "tool-basic", Runtime: rt})
+			if err != nil || !l4.Warm {
+				t.Fatalf("lease from the pool: %+v %v", l4, err)
+			}
+			if res := execOK(t, c, l4.SandboxID, "ipcmk -M 4096 && ipcmk -Q"); res.ExitCode != 0 {
+				t.Fatalf("ipcmk: %+v", res)
+			}
+			if err := c.ReleaseLease(ctx, l4.LeaseID); err != nil {
+				t.Fatal(err)
+			}
+			if left := sandboxContainers(t, l4.SandboxID); len(left) != 0 {
+				t.Errorf("the sandbox with System V IPC objects was not destroyed: %v", left)
+			}
+			if after := waitPool(t, c, pool, 1); after.ResetFailed != p.ResetFailed+1 || after.Recycled != p.Recycled {
+				t.Errorf("pool after a reset refused for IPC objects: %+v (before %+v)", after, p)
+			}
 		})
 	}
 }
