@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
@@ -169,5 +170,33 @@ func TestLeaseResetOnlyPoolLike(t *testing.T) {
 	}
 	if v := h.testPool(); v.Recycled != 0 || v.ResetFailed != 0 {
 		t.Errorf("pool counted a reset of a sandbox that was not its member: %+v", v)
+	}
+}
+
+// TestLeaseResetOnExpiry: the reaper recycles the sandbox of an expired
+// lease like a release does.
+func TestLeaseResetOnExpiry(t *testing.T) {
+	t.Parallel()
+	h := resetHarness(t, 1, 1)
+	ctx := context.Background()
+	h.waitIdle(1)
+	out, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: controltest.Profile, TTLSeconds: ttl(5),
+		Env: map[string]string{"LEASE_VAR": "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Clock.Advance(6 * time.Second)
+	if err := h.Svc.Reconcile(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := h.St.GetLease(ctx, "", out.Lease.ID); l.State != sandbox.LeaseExpired {
+		t.Errorf("lease after the reaper: %s, want expired", l.State)
+	}
+	rec := h.Record(out.Sandbox.ID)
+	if rec.State != sandbox.StateIdle || rec.Tenant != "" || len(rec.Env) != 0 || rec.ExpiresAt != nil {
+		t.Errorf("sandbox of the reaped lease: %+v, want an idle member again", rec)
+	}
+	if v := h.testPool(); v.Recycled != 1 {
+		t.Errorf("pool after the reaper: %+v, want one recycled", v)
 	}
 }
