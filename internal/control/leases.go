@@ -189,7 +189,7 @@ func (s *Service) claimWarm(ctx context.Context, pl *pool, c store.Claim, res sa
 		return nil, err
 	}
 	pl.hits.Add(1)
-	pl.wake()
+	pl.wakeSoon()
 	return &LeaseOutput{Lease: l, Sandbox: sb}, nil
 }
 

@@ -28,9 +28,10 @@ func (k poolKey) name() string { return k.profile + "-" + string(k.runtime) }
 // of tenant "", in state idle, of the pool's profile and runtime; they are
 // invisible to every tenant until a claim hands one over.
 type pool struct {
-	key  poolKey
-	spec config.PoolSpec
-	kick chan struct{} // wakes the refill loop; capacity 1
+	key         poolKey
+	spec        config.PoolSpec
+	kick        chan struct{} // wakes the refill loop; capacity 1
+	wakePending atomic.Bool   // a delayed wake is due (wakeSoon)
 
 	draining atomic.Bool
 	hits     atomic.Int64 // leases served warm
@@ -99,6 +100,23 @@ func (s *Service) startPools(ctx context.Context) {
 			defer s.wg.Done()
 			s.poolLoop(ctx, pl)
 		}()
+	}
+}
+
+// claimRefillDelay is how long after a claim the pool starts refilling.
+// Creating a member costs the host a burst of CPU (Docker, the runtime,
+// the new agent); holding it back this long lets the lease holder's first
+// commands, which usually follow the lease at once, run without it.
+const claimRefillDelay = 100 * time.Millisecond
+
+// wakeSoon wakes the refill loop after claimRefillDelay; wakes asked for
+// while one is pending are merged into it.
+func (pl *pool) wakeSoon() {
+	if pl.wakePending.CompareAndSwap(false, true) {
+		time.AfterFunc(claimRefillDelay, func() {
+			pl.wakePending.Store(false)
+			pl.wake()
+		})
 	}
 }
 

@@ -318,12 +318,41 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	}
 	out, err := s.startSandbox(wctx, sb, p, readOnly)
 	if err == nil && in.poolMember {
-		out, err = s.setState(wctx, sb.ID, sandbox.StateIdle, nil)
+		if err = s.warmUp(wctx, sb.ID); err == nil {
+			out, err = s.setState(wctx, sb.ID, sandbox.StateIdle, nil)
+		}
 	}
 	if err != nil {
 		return nil, s.failCreate(wctx, sb, err)
 	}
 	return s.withNetwork(wctx, out), nil
+}
+
+// warmUp runs one exec and one background job through a new pool
+// member's agent before the member is handed out, so that a lease holder's
+// first command finds the agent's code, its job shim and the sandbox's
+// shell already in memory instead of paying for the first use of each. A
+// member whose agent cannot do this is not healthy: its create fails.
+func (s *Service) warmUp(ctx context.Context, id string) error {
+	a := s.agent(id)
+	cmd := []string{"/bin/sh", "-c", "echo warm"}
+	res, err := a.Exec(ctx, agentproto.ExecRequest{Command: cmd})
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("exited with %d: %s", res.ExitCode, res.Stderr)
+	}
+	if err != nil {
+		return fmt.Errorf("warm-up exec in the new pool member: %w", err)
+	}
+	const job = "pool-warm-up"
+	err = a.StartJobFollow(ctx, agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{JobID: job, Command: cmd}},
+		func(agentproto.JobInfo) {}, func(agentproto.Frame) error { return nil })
+	if err == nil {
+		err = a.ForgetJob(ctx, job)
+	}
+	if err != nil {
+		return fmt.Errorf("warm-up job in the new pool member: %w", err)
+	}
+	return nil
 }
 
 var liveStates = []sandbox.State{sandbox.StateCreated, sandbox.StateStarting, sandbox.StateReady,
