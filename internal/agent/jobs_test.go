@@ -750,7 +750,7 @@ func TestJobShimReuse(t *testing.T) {
 	if err := syscall.Kill(a.pid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the forwarded SIGHUP to be logged", 5*time.Second, func() bool {
+	waitCond(t, "the forwarded SIGHUP to be logged", func() bool {
 		return strings.Contains(a.stderr.String(), "forwarded signal")
 	})
 	mustStart(t, a.client, agentproto.ExecRequest{JobID: "after-hup", Script: `sleep 0.3; echo $PPID`})
@@ -762,7 +762,7 @@ func TestJobShimReuse(t *testing.T) {
 	// A shim that was sent a control byte (a cancel) is retired, not
 	// reused: the next job gets another shim and the old one exits.
 	mustStart(t, a.client, agentproto.ExecRequest{JobID: "canceled", Script: `echo $PPID; exec sleep 60`})
-	waitFor(t, "the canceled job's output", 10*time.Second, func() bool {
+	waitCond(t, "the canceled job's output", func() bool {
 		info, err := a.client.JobInfo(context.Background(), "canceled")
 		return err == nil && info.StdoutBytes > 0
 	})
@@ -777,19 +777,7 @@ func TestJobShimReuse(t *testing.T) {
 	if next := shimOf(t, a.client, "after-cancel"); next == canceledShim {
 		t.Errorf("the job after a cancel ran under the canceled job's shim %d", next)
 	}
-	waitFor(t, "the canceled job's shim to exit", 10*time.Second, func() bool { return !procAlive(canceledShim) })
-}
-
-// waitFor polls cond until it holds or within passes.
-func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitCond(t, "the canceled job's shim to exit", func() bool { return !procAlive(canceledShim) })
 }
 
 func TestJobStartFollow(t *testing.T) {
