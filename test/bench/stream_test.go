@@ -466,34 +466,51 @@ func sandboxCgroup(ctx context.Context, sandboxID string) (*cgroupCPU, error) {
 	return cgroupOf(pid)
 }
 
-// bulkJob returns the request of a job writing total bytes of zeros that
+// bulkJob returns the request of a job writing total bytes of log lines that
 // the service keeps all of: on stdout alone when the service accepts a cap
 // that large for one stream, else half on stdout and then half on stderr.
-// (The agent caps each stream of a background job at 256 MiB.) It also
-// says which it chose and why.
-func bulkJob(ctx context.Context, api *rawAPI, sandboxID string, total int64) (client.ExecRequest, string, error) {
+// (The agent caps each stream of a background job at 256 MiB.) The lines
+// are written to a file in the workspace first, outside any measurement,
+// and the job is a cat of it: what is measured is the way of the output,
+// not the program making it (a `yes | head` pipeline alone takes a good
+// part of the sandbox's one CPU). It also says which it chose and why.
+func bulkJob(ctx context.Context, s *service, api *rawAPI, sandboxID string, total int64) (client.ExecRequest, string, error) {
 	_, err := api.startJob(ctx, sandboxID, client.ExecRequest{Command: []string{"true"}, MaxOutputBytes: total, TimeoutMS: jobTimeoutMS})
 	var se *statusError
+	per, script, how := total, "cat "+benchFile, fmt.Sprintf("cat of %d bytes of %d-byte log lines on stdout, max_output_bytes %d", total, len(benchLine)+1, total)
 	switch {
 	case err == nil:
-		return client.ExecRequest{
-			Command:        []string{"head", "-c", strconv.FormatInt(total, 10), "/dev/zero"},
-			MaxOutputBytes: total, TimeoutMS: jobTimeoutMS,
-		}, fmt.Sprintf("head -c %d /dev/zero, max_output_bytes %d", total, total), nil
 	case errors.As(err, &se) && se.code == http.StatusBadRequest:
-		half := strconv.FormatInt(total/2, 10)
-		return client.ExecRequest{
-				Script:         "head -c " + half + " /dev/zero && head -c " + half + " /dev/zero >&2",
-				MaxOutputBytes: total / 2, TimeoutMS: jobTimeoutMS,
-			}, fmt.Sprintf("head -c %s /dev/zero, then the same on stderr, max_output_bytes %s: a %d-byte cap on one stream is refused: %s",
-				half, half, total, se.msg), nil
+		per = total / 2
+		script = "cat " + benchFile + " && cat " + benchFile + " >&2"
+		how = fmt.Sprintf("cat of %d bytes of log lines, then the same on stderr, max_output_bytes %d: a %d-byte cap on one stream is refused: %s",
+			per, per, total, se.msg)
+	default:
+		return client.ExecRequest{}, "", fmt.Errorf("probing a %d-byte output cap: %w", total, err)
 	}
-	return client.ExecRequest{}, "", fmt.Errorf("probing a %d-byte output cap: %w", total, err)
+	res, err := s.client.Exec(ctx, sandboxID, client.ExecRequest{
+		Script: "yes '" + benchLine + "' | head -c " + strconv.FormatInt(per, 10) + " > " + benchFile, TimeoutMS: jobTimeoutMS,
+	})
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
+	}
+	if err != nil {
+		return client.ExecRequest{}, "", fmt.Errorf("writing the output file: %w", err)
+	}
+	return client.ExecRequest{Script: script, MaxOutputBytes: per, TimeoutMS: jobTimeoutMS}, how, nil
 }
+
+// benchLine is the line the throughput job's output repeats: an ordinary
+// log line, the kind of output a job streams (a stream of zeros would
+// flatter the text encoding, whose cost grows with the number of lines).
+const benchLine = "2026-11-30T10:00:00.000Z INFO worker=7 GET /api/v1/items?page=2 status=200 bytes=5120 took=3.2ms"
+
+// benchFile holds the throughput job's output in the sandbox.
+const benchFile = "/workspace/stream-bench.txt"
 
 // BenchmarkStreamThroughput measures, per runtime, how fast a job's output
 // reaches an SSE client: a job writing GENESIS_BENCH_STREAM_MIB (default
-// 512) MiB of zeros, read live through POST exec with Accept:
+// 512) MiB of log lines (benchLine), read live through POST exec with Accept:
 // text/event-stream, then again live through GET /v1/jobs/{id}/logs after a
 // background start, and that second job's finished log read back from the
 // start; each path once with the default base64 encoding and once with
@@ -526,7 +543,7 @@ func BenchmarkStreamThroughput(b *testing.B) {
 		if _, err := s.client.Exec(ctx, sb.ID, client.ExecRequest{Command: []string{"true"}}); err != nil {
 			b.Fatalf("warm-up exec (%s): %v", rt, err)
 		}
-		req, how, err := bulkJob(ctx, api, sb.ID, total)
+		req, how, err := bulkJob(ctx, s, api, sb.ID, total)
 		if err != nil {
 			b.Fatal(err)
 		}
