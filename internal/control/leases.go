@@ -86,21 +86,7 @@ func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	if in.Runtime != "" && sandbox.Runtime(in.Runtime).Isolation() == 0 {
 		return nil, errdefs.WithCode(policy.CodeRuntimeNotAllowed, invalid("unknown runtime %q (known: runc, runsc, kata-*)", in.Runtime))
 	}
-	defRisk := p.DefaultRiskLevel
-	if defRisk == "" {
-		defRisk = s.cfg.DefaultRiskLevel
-	}
-	// The stored tenant (from the configuration or the API) sets the floor.
-	tn, err := s.tenantRecord(ctx, in.Tenant)
-	if err != nil {
-		return nil, err
-	}
-	dec, err := policy.Select(
-		policy.RuntimeRequest{RiskLevel: risk, Runtime: sandbox.Runtime(in.Runtime)},
-		policy.ProfileRuntimes{Name: p.Name, AllowedRuntimes: p.AllowedRuntimes, DefaultRiskLevel: defRisk},
-		policy.TenantPolicy{MinRiskLevel: tn.MinRiskLevel},
-		s.Probe(ctx).HealthyRuntimes(),
-	)
+	dec, err := s.selectRuntime(ctx, p, in.Tenant, risk, in.Runtime)
 	if err != nil {
 		return nil, err
 	}

@@ -197,20 +197,7 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 		return nil, errdefs.WithCode("image_not_built", fmt.Errorf(
 			"profile %s is declared but its image is not available: %s: %w", p.Name, buildCommand(p, false), errdefs.ErrFailedPrecondition))
 	}
-	defRisk := p.DefaultRiskLevel
-	if defRisk == "" {
-		defRisk = s.cfg.DefaultRiskLevel
-	}
-	tn, err := s.tenantRecord(ctx, in.Tenant)
-	if err != nil {
-		return nil, err
-	}
-	dec, err := policy.Select(
-		policy.RuntimeRequest{RiskLevel: risk, Runtime: sandbox.Runtime(in.Runtime)},
-		policy.ProfileRuntimes{Name: p.Name, AllowedRuntimes: p.AllowedRuntimes, DefaultRiskLevel: defRisk},
-		policy.TenantPolicy{MinRiskLevel: tn.MinRiskLevel},
-		s.Probe(ctx).HealthyRuntimes(),
-	)
+	dec, err := s.selectRuntime(ctx, p, in.Tenant, risk, in.Runtime)
 	if err != nil {
 		return nil, err
 	}
@@ -326,6 +313,27 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 		return nil, s.failCreate(wctx, sb, err)
 	}
 	return s.withNetwork(wctx, out), nil
+}
+
+// selectRuntime applies the runtime policy to a request of tenant for
+// profile p: the profile's (or the service's) default risk level, the
+// stored tenant's floor (from the configuration or the API) and the
+// runtimes that are healthy now.
+func (s *Service) selectRuntime(ctx context.Context, p *config.Profile, tenant string, risk sandbox.RiskLevel, runtime string) (policy.Decision, error) {
+	defRisk := p.DefaultRiskLevel
+	if defRisk == "" {
+		defRisk = s.cfg.DefaultRiskLevel
+	}
+	tn, err := s.tenantRecord(ctx, tenant)
+	if err != nil {
+		return policy.Decision{}, err
+	}
+	return policy.Select(
+		policy.RuntimeRequest{RiskLevel: risk, Runtime: sandbox.Runtime(runtime)},
+		policy.ProfileRuntimes{Name: p.Name, AllowedRuntimes: p.AllowedRuntimes, DefaultRiskLevel: defRisk},
+		policy.TenantPolicy{MinRiskLevel: tn.MinRiskLevel},
+		s.Probe(ctx).HealthyRuntimes(),
+	)
 }
 
 // warmUp runs one exec and one background job through a new pool
