@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	_ "embed"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -42,6 +43,8 @@ type Config struct {
 	// with it off, every lease is a cold create.
 	WarmPools bool  `yaml:"warm_pools"`
 	Store     Store `yaml:"store"`
+	// Ports configures reaching ports inside sandboxes.
+	Ports PortsConfig `yaml:"ports"`
 }
 
 // AdminTenant is the tenant that owns admin_api_key.
@@ -251,6 +254,12 @@ type Profile struct {
 	FileRoots []string    `yaml:"file_roots"`
 	Pools     []PoolSpec  `yaml:"pools"`
 	Lease     LeasePolicy `yaml:"lease"`
+	// Ports is which ports inside the sandbox callers may reach.
+	Ports PortPolicy `yaml:"ports"`
+	// Endpoints name ports the sandboxes serve (listed with their URLs).
+	Endpoints []EndpointSpec `yaml:"endpoints"`
+	// Services are started once a sandbox is ready and kept running.
+	Services []ServiceSpec `yaml:"services"`
 }
 
 // DefaultFileRoot is the file root of a profile that names none.
@@ -460,6 +469,9 @@ func (c *Config) Validate() error {
 	}
 	if len(c.Profiles) == 0 {
 		return bad("profiles", "at least one profile is required")
+	}
+	if errs := c.validatePorts(); len(errs) > 0 {
+		return errors.Join(errs...)
 	}
 	seen := map[string]bool{}
 	for i, p := range c.Profiles {

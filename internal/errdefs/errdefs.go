@@ -21,6 +21,7 @@ var (
 	ErrNotImplemented     = errors.New("not implemented")
 	ErrUnavailable        = errors.New("unavailable")
 	ErrDeadlineExceeded   = errors.New("deadline exceeded")
+	ErrBadGateway         = errors.New("bad gateway") // a service inside a sandbox did not answer
 	ErrInternal           = errors.New("internal error")
 )
 
@@ -81,6 +82,7 @@ var table = []class{
 	{ErrResourceExhausted, http.StatusTooManyRequests, "resource_exhausted"},
 	{ErrNotImplemented, http.StatusNotImplemented, "not_implemented"},
 	{ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
+	{ErrBadGateway, http.StatusBadGateway, "bad_gateway"},
 	{ErrDeadlineExceeded, http.StatusGatewayTimeout, "deadline_exceeded"},
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
@@ -32,7 +33,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// KeepAlive is the interval of SSE keepalive comments (default 15 s).
 	KeepAlive time.Duration
-	Logger    *slog.Logger
+	// Ports, when set, serves the port routes (proxy, TCP, preview links).
+	Ports  *ports.Proxy
+	Logger *slog.Logger
 }
 
 // Server is the HTTP API.
@@ -46,6 +49,10 @@ type Server struct {
 	metrics   *metrics
 	keepalive time.Duration
 	terms     *control.Terminals
+	ports     *ports.Proxy
+	// unaudited are route patterns whose mutating requests are not
+	// audited: traffic proxied to a sandbox's own server.
+	unaudited map[string]bool
 }
 
 type apiKey struct {
@@ -74,7 +81,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = 15 * time.Second
 	}
-	s := &Server{ctl: cfg.Control, maxBody: cfg.MaxBodyBytes, log: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics(), keepalive: cfg.KeepAlive}
+	s := &Server{ctl: cfg.Control, maxBody: cfg.MaxBodyBytes, log: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics(), keepalive: cfg.KeepAlive,
+		ports: cfg.Ports, unaudited: map[string]bool{}}
 	for k, t := range cfg.Keys {
 		s.keys = append(s.keys, apiKey{hash: sha256.Sum256([]byte(k)), tenant: t})
 	}
@@ -126,6 +134,7 @@ func (s *Server) routesInit() {
 	s.tenantRoutes()
 	s.handle("GET", "/v1/audit", true, s.listAudit)
 	s.leaseRoutes()
+	s.portRoutes()
 }
 
 type ctxKey int
@@ -153,7 +162,7 @@ func (s *Server) Handler() http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		_, pattern := s.mux.Handler(r)
-		if mutating(r.Method) {
+		if mutating(r.Method) && !s.unaudited[pattern] {
 			ae := &auditEntry{}
 			r = r.WithContext(context.WithValue(r.Context(), auditKey, ae))
 			// Deferred first, so it runs last: after a panic's problem.

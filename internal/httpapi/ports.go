@@ -1,0 +1,136 @@
+package httpapi
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/ports"
+)
+
+// Port routes. Every port inside a sandbox is reached through its agent,
+// so a sandbox with network mode none serves them too:
+//
+//	ANY  /v1/sandboxes/{id}/ports/{port}/{path...}  HTTP reverse proxy to 127.0.0.1:{port}
+//	GET  /v1/sandboxes/{id}/ports/{port}/tcp        WebSocket carrying raw TCP bytes
+//	POST /v1/sandboxes/{id}/ports/{port}/links      a preview link {ttl_seconds} → {url}
+//	ANY  /v1/previews/{token}/{path...}             what a preview link opens (no API key)
+//
+// The two names tcp and links directly under a port are the service's own;
+// a sandbox server's own /tcp or /links is reached through a preview link,
+// which forwards every path.
+func (s *Server) portRoutes() {
+	if s.ports == nil {
+		return
+	}
+	s.handleAny("/v1/sandboxes/{id}/ports/{port}/{path...}", true, s.proxyPort)
+	s.handle("GET", "/v1/sandboxes/{id}/ports/{port}/tcp", true, s.portTCP)
+	s.handle("POST", "/v1/sandboxes/{id}/ports/{port}/links", true, s.createPortLink)
+	s.handleAny("/v1/previews/{token}/{path...}", false, s.preview)
+	s.unaudited["/v1/sandboxes/{id}/ports/{port}/{path...}"] = true
+	s.unaudited["/v1/previews/{token}/{path...}"] = true
+}
+
+// handleAny registers a route for every method.
+func (s *Server) handleAny(pattern string, auth bool, h func(http.ResponseWriter, *http.Request)) {
+	s.routes = append(s.routes, Route{Method: "*", Pattern: pattern, Auth: auth})
+	var handler http.Handler = http.HandlerFunc(h)
+	if auth {
+		handler = s.authenticate(handler)
+	}
+	s.mux.Handle(pattern, s.metrics.instrument(pattern, handler))
+}
+
+func (s *Server) portOf(w http.ResponseWriter, r *http.Request) (int, bool) {
+	port, err := ports.ParsePort(r.PathValue("port"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return 0, false
+	}
+	return port, true
+}
+
+func (s *Server) proxyPort(w http.ResponseWriter, r *http.Request) {
+	port, ok := s.portOf(w, r)
+	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	s.ports.ServeHTTP(w, r, ports.Request{
+		Tenant: tenantOf(r), SandboxID: id, Port: port, Path: r.PathValue("path"),
+		Prefix: "/v1/sandboxes/" + url.PathEscape(id) + "/ports/" + strconv.Itoa(port),
+	})
+}
+
+func (s *Server) portTCP(w http.ResponseWriter, r *http.Request) {
+	port, ok := s.portOf(w, r)
+	if !ok {
+		return
+	}
+	if !isWebSocketUpgrade(r) {
+		s.writeProblem(w, r, errdefs.WithCode("websocket_required",
+			invalidArg("this endpoint speaks WebSocket only (Connection: Upgrade, Upgrade: websocket)")))
+		return
+	}
+	s.ports.ServeTCP(w, r, tenantOf(r), r.PathValue("id"), port)
+}
+
+func (s *Server) createPortLink(w http.ResponseWriter, r *http.Request) {
+	port, ok := s.portOf(w, r)
+	if !ok {
+		return
+	}
+	var req client.CreatePortLinkRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	id := r.PathValue("id")
+	token, exp, err := s.ports.NewLink(r.Context(), tenantOf(r), id, port, time.Duration(req.TTLSeconds)*time.Second)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, client.PortLink{
+		URL: baseURLOf(r) + "/v1/previews/" + token + "/", SandboxID: id, Port: port, ExpiresAt: exp.UTC(),
+	})
+}
+
+// preview serves a preview link: the token in the path is the only
+// credential, and it names the tenant, sandbox and port.
+func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
+	token := r.PathValue("token")
+	c, err := s.ports.VerifyLink(token)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	// A page's own links are relative to the token prefix; the caller's
+	// Authorization (if any) is dropped by the proxy as on every route.
+	s.ports.ServeHTTP(w, r, ports.Request{
+		Tenant: c.Tenant, SandboxID: c.SandboxID, Port: c.Port, Path: r.PathValue("path"),
+		Prefix: "/v1/previews/" + token,
+	})
+}
+
+// baseURLOf is the scheme and host the caller used to reach the service.
+func baseURLOf(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// endpointURL is the URL of a sandbox port through the service.
+func endpointURL(r *http.Request, sandboxID string, port int, protocol string) string {
+	u := baseURLOf(r) + client.PortPath(sandboxID, port)
+	if protocol == "tcp" {
+		u = "ws" + strings.TrimPrefix(u, "http") + "tcp"
+	}
+	return u
+}

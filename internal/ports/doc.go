@@ -1,0 +1,16 @@
+// Package ports reaches TCP ports inside running sandboxes for callers of
+// the service: an HTTP reverse proxy (WebSocket upgrades passed through,
+// bodies streamed both ways, nothing buffered), raw TCP carried over a
+// WebSocket, and signed, expiring preview links a person can open in a
+// browser without an API key.
+//
+// Every connection goes through the sandbox's agent (a dial on the
+// sandbox's own loopback, one HTTP/2 stream per connection), so a sandbox
+// with network mode none serves its ports without any route in or out.
+// Which ports may be reached is the profile's policy (config.PortPolicy).
+//
+// It reaches a sandbox only through the Sandboxes interface it declares
+// (the lifecycle layer's Attach, adapted by the binary's wiring). It may
+// import config, errdefs and the standard library; it must not import
+// httpapi, control, store, driver or the agent's packages.
+package ports

@@ -1,0 +1,399 @@
+package ports
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+// Target is a running sandbox as the proxy needs it: its ports policy and a
+// way to dial a port on its loopback. Release ends the attachment.
+type Target struct {
+	SandboxID string
+	Policy    config.PortPolicy
+	// Dial connects to 127.0.0.1:port inside the sandbox. A port nobody
+	// listens on fails fast with code port_unreachable.
+	Dial    func(ctx context.Context, port int) (net.Conn, error)
+	Release func()
+}
+
+// Sandboxes finds a caller's running sandbox: ErrNotFound when it does not
+// exist for tenant, code sandbox_not_running when it is not running.
+type Sandboxes interface {
+	AttachPorts(ctx context.Context, tenant, sandboxID string) (*Target, error)
+}
+
+// Config wires a Proxy.
+type Config struct {
+	Sandboxes Sandboxes
+	Signer    *Signer
+	// MaxLinkTTL bounds preview links (default 24 h).
+	MaxLinkTTL time.Duration
+	// ErrorHandler writes err as the caller's answer (problem+json).
+	ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
+	Now          func() time.Time
+	Logger       *slog.Logger
+}
+
+// Proxy serves the port routes. It is safe for concurrent use.
+type Proxy struct {
+	cfg Config
+
+	mu sync.Mutex
+	// per sandbox: the HTTP transport (its idle connections) and the live
+	// upgraded and TCP connections, closed when the sandbox ends.
+	sandboxes map[string]*sandboxConns
+}
+
+type sandboxConns struct {
+	transport *http.Transport
+	live      map[io.Closer]struct{}
+}
+
+// New returns a Proxy.
+func New(cfg Config) (*Proxy, error) {
+	if cfg.Sandboxes == nil || cfg.Signer == nil || cfg.ErrorHandler == nil {
+		return nil, fmt.Errorf("ports: Sandboxes, Signer and ErrorHandler are required: %w", errdefs.ErrInvalidArgument)
+	}
+	if cfg.MaxLinkTTL <= 0 {
+		cfg.MaxLinkTTL = 24 * time.Hour
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Proxy{cfg: cfg, sandboxes: make(map[string]*sandboxConns)}, nil
+}
+
+// Name is the proxy's hook name.
+func (p *Proxy) Name() string { return "ports" }
+
+// SandboxEnding closes everything the proxy holds open into the sandbox.
+func (p *Proxy) SandboxEnding(_ context.Context, sandboxID, _ string) {
+	p.mu.Lock()
+	sc := p.sandboxes[sandboxID]
+	delete(p.sandboxes, sandboxID)
+	var live []io.Closer
+	if sc != nil {
+		for c := range sc.live {
+			live = append(live, c)
+		}
+	}
+	p.mu.Unlock()
+	if sc == nil {
+		return
+	}
+	sc.transport.CloseIdleConnections()
+	for _, c := range live {
+		c.Close()
+	}
+}
+
+// ParsePort reads a port path segment.
+func ParsePort(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != s {
+		return 0, errdefs.WithCode("invalid_port", fmt.Errorf("port %.12q is not a number in 1-65535: %w", s, errdefs.ErrInvalidArgument))
+	}
+	return n, nil
+}
+
+// attach finds the sandbox and checks the port against its policy.
+func (p *Proxy) attach(ctx context.Context, tenant, sandboxID string, port int) (*Target, error) {
+	t, err := p.cfg.Sandboxes.AttachPorts(ctx, tenant, sandboxID)
+	if err != nil {
+		return nil, err
+	}
+	if !t.Policy.Allows(port) {
+		t.Release()
+		return nil, errdefs.WithCode("port_not_allowed", fmt.Errorf(
+			"port %d of sandbox %s is not allowed by its profile's ports policy: %w", port, sandboxID, errdefs.ErrPermissionDenied))
+	}
+	return t, nil
+}
+
+// conns returns the per-sandbox state, made on first use.
+func (p *Proxy) conns(t *Target) *sandboxConns {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sc := p.sandboxes[t.SandboxID]
+	if sc == nil {
+		sc = &sandboxConns{live: make(map[io.Closer]struct{})}
+		sc.transport = &http.Transport{
+			// The address is "port.sandbox:80" (see upstreamHost); the
+			// target travels in the request context, the port in the host.
+			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+				tgt, _ := ctx.Value(targetKey{}).(*Target)
+				if tgt == nil {
+					return nil, fmt.Errorf("ports: no target in context: %w", errdefs.ErrInternal)
+				}
+				host, _, _ := net.SplitHostPort(addr)
+				portStr, _, _ := strings.Cut(host, ".")
+				port, err := strconv.Atoi(portStr)
+				if err != nil {
+					return nil, fmt.Errorf("ports: bad upstream address %q: %w", addr, errdefs.ErrInternal)
+				}
+				return tgt.Dial(ctx, port)
+			},
+			MaxIdleConnsPerHost:   16,
+			IdleConnTimeout:       60 * time.Second,
+			ResponseHeaderTimeout: 0, // long polls and slow apps are the app's business
+			DisableCompression:    true,
+			ForceAttemptHTTP2:     false,
+		}
+		p.sandboxes[t.SandboxID] = sc
+	}
+	return sc
+}
+
+// track registers a live connection of sandbox id until the returned
+// func is called.
+func (p *Proxy) track(id string, c io.Closer) func() {
+	p.mu.Lock()
+	sc := p.sandboxes[id]
+	if sc != nil {
+		sc.live[c] = struct{}{}
+	}
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		if sc != nil {
+			delete(sc.live, c)
+		}
+		p.mu.Unlock()
+	}
+}
+
+type targetKey struct{}
+
+// upstreamHost names the upstream of one port: each (sandbox, port) gets
+// its own transport pool entry.
+func upstreamHost(port int) string { return strconv.Itoa(port) + ".sandbox" }
+
+// Request is one proxied request as the HTTP layer parsed it.
+type Request struct {
+	Tenant    string
+	SandboxID string
+	Port      int
+	// Path is the path inside the sandbox's server, without the prefix
+	// ("" or "a/b"); the query is taken from the request.
+	Path string
+	// Prefix is the URL path the caller used for the port's root (for
+	// X-Forwarded-Prefix and for rewriting redirects), without a
+	// trailing slash.
+	Prefix string
+}
+
+// ServeHTTP proxies r to the port: any method, WebSocket upgrades passed
+// through, bodies streamed both ways, hop-by-hop headers dropped,
+// X-Forwarded-* set. The caller's Authorization header and the service's
+// own cookies never reach the sandbox.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, pr Request) {
+	t, err := p.attach(r.Context(), pr.Tenant, pr.SandboxID, pr.Port)
+	if err != nil {
+		p.cfg.ErrorHandler(w, r, err)
+		return
+	}
+	defer t.Release()
+	sc := p.conns(t)
+	upstream := &url.URL{Scheme: "http", Host: upstreamHost(pr.Port)}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(out *httputil.ProxyRequest) {
+			out.Out.URL.Scheme = upstream.Scheme
+			out.Out.URL.Host = upstream.Host
+			out.Out.URL.Path = "/" + pr.Path
+			out.Out.URL.RawPath = ""
+			out.Out.Host = "127.0.0.1:" + strconv.Itoa(pr.Port)
+			out.SetXForwarded()
+			out.Out.Header.Set("X-Forwarded-Prefix", pr.Prefix)
+			out.Out.Header.Del("Authorization")
+			out.Out.Header.Del("Proxy-Authorization")
+			out.Out = out.Out.WithContext(context.WithValue(out.Out.Context(), targetKey{}, t))
+		},
+		Transport:     sc.transport,
+		FlushInterval: -1, // stream: never hold a response body back
+		ModifyResponse: func(resp *http.Response) error {
+			rewriteLocation(resp, pr)
+			if resp.StatusCode == http.StatusSwitchingProtocols {
+				// The upgraded connection is closed when the sandbox ends.
+				if c, ok := resp.Body.(io.Closer); ok {
+					untrack := p.track(t.SandboxID, c)
+					resp.Body = &closeHook{ReadWriteCloser: resp.Body.(io.ReadWriteCloser), after: untrack}
+				}
+			}
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			p.cfg.ErrorHandler(w, r, upstreamError(pr, err))
+		},
+		ErrorLog: slog.NewLogLogger(p.cfg.Logger.Handler(), slog.LevelDebug),
+	}
+	rp.ServeHTTP(w, r)
+}
+
+// closeHook runs after once the wrapped connection is closed.
+type closeHook struct {
+	io.ReadWriteCloser
+	once  sync.Once
+	after func()
+}
+
+func (c *closeHook) Close() error {
+	err := c.ReadWriteCloser.Close()
+	c.once.Do(c.after)
+	return err
+}
+
+// upstreamError classes a failure to reach or read the port.
+func upstreamError(pr Request, err error) error {
+	if errdefs.Code(err) == "port_unreachable" || errors.Is(err, errdefs.ErrBadGateway) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("port %d of sandbox %s: %w", pr.Port, pr.SandboxID, err)
+	}
+	if c := errdefs.Code(err); c != "internal" {
+		return err
+	}
+	return errdefs.WithCode("upstream_failed", fmt.Errorf("port %d of sandbox %s: %v: %w", pr.Port, pr.SandboxID, err, errdefs.ErrBadGateway))
+}
+
+// rewriteLocation turns a redirect to an absolute path of the sandbox's
+// server ("/dir/") into the same path under the caller's prefix, so that
+// following it stays on the proxied port.
+func rewriteLocation(resp *http.Response, pr Request) {
+	loc := resp.Header.Get("Location")
+	if loc == "" {
+		return
+	}
+	u, err := url.Parse(loc)
+	if err != nil {
+		return
+	}
+	switch {
+	case u.Scheme == "" && u.Host == "" && strings.HasPrefix(u.Path, "/"):
+	case (u.Scheme == "http" || u.Scheme == "https") && isLoopbackHost(u.Host, pr.Port):
+		u.Scheme, u.Host = "", ""
+	default:
+		return
+	}
+	u.Path = pr.Prefix + u.Path
+	u.RawPath = ""
+	resp.Header.Set("Location", u.String())
+}
+
+func isLoopbackHost(hostport string, port int) bool {
+	h, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		h, p = hostport, "80"
+	}
+	return (h == "127.0.0.1" || h == "localhost" || h == "::1") && p == strconv.Itoa(port)
+}
+
+// TCP WebSocket limits.
+const (
+	tcpCopyBuffer = 64 << 10
+	tcpPingEvery  = 30 * time.Second
+)
+
+// ServeTCP upgrades r to a WebSocket and joins it to a new TCP connection
+// to the port: binary messages carry the bytes each way. The WebSocket
+// closes with 1000 when the sandbox side ends the connection, and the TCP
+// connection is closed when the WebSocket ends.
+func (p *Proxy) ServeTCP(w http.ResponseWriter, r *http.Request, tenant, sandboxID string, port int) {
+	t, err := p.attach(r.Context(), tenant, sandboxID, port)
+	if err != nil {
+		p.cfg.ErrorHandler(w, r, err)
+		return
+	}
+	defer t.Release()
+	p.conns(t)
+	// Dial before the upgrade, so a closed port is a plain 502 answer.
+	up, err := t.Dial(r.Context(), port)
+	if err != nil {
+		p.cfg.ErrorHandler(w, r, upstreamError(Request{SandboxID: sandboxID, Port: port}, err))
+		return
+	}
+	defer up.Close()
+	untrack := p.track(sandboxID, up)
+	defer untrack()
+	// The default origin check stays: the API key never travels in a
+	// cookie, so a page of another origin has no ambient authority anyway.
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		return // Accept answered the client
+	}
+	ws.SetReadLimit(-1) // a message is bytes of a stream; NetConn reads in parts
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
+	nc := websocket.NetConn(ctx, ws, websocket.MessageBinary)
+	untrackWS := p.track(sandboxID, nc)
+	defer untrackWS()
+	Join(nc, up)
+	ws.Close(websocket.StatusNormalClosure, "")
+}
+
+// Join copies a and b into each other until both directions end, passing
+// each direction's end on as a half close where the connection has one,
+// then closes both.
+func Join(a, b net.Conn) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	pipe := func(dst, src net.Conn) {
+		defer wg.Done()
+		buf := make([]byte, tcpCopyBuffer)
+		_, err := io.CopyBuffer(dst, src, buf)
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok && err == nil {
+			cw.CloseWrite()
+		} else {
+			// No half close (a WebSocket): the whole connection ends.
+			dst.Close()
+			src.Close()
+		}
+	}
+	go pipe(a, b)
+	go pipe(b, a)
+	wg.Wait()
+	a.Close()
+	b.Close()
+}
+
+// NewLink signs a preview link for the caller's sandbox port, valid for
+// ttl (at most MaxLinkTTL). It checks that the sandbox runs and the port
+// is allowed now; the link is checked again on every use.
+func (p *Proxy) NewLink(ctx context.Context, tenant, sandboxID string, port int, ttl time.Duration) (token string, expires time.Time, err error) {
+	if ttl <= 0 || ttl > p.cfg.MaxLinkTTL {
+		return "", time.Time{}, errdefs.WithCode("invalid_ttl", fmt.Errorf(
+			"ttl_seconds must be between 1 and %d: %w", int64(p.cfg.MaxLinkTTL/time.Second), errdefs.ErrInvalidArgument))
+	}
+	t, err := p.attach(ctx, tenant, sandboxID, port)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	t.Release()
+	expires = p.cfg.Now().Add(ttl).Truncate(time.Second)
+	token = p.cfg.Signer.Sign(LinkClaims{Tenant: tenant, SandboxID: sandboxID, Port: port, Expires: expires.Unix()})
+	return token, expires, nil
+}
+
+// VerifyLink checks a preview-link token now.
+func (p *Proxy) VerifyLink(token string) (LinkClaims, error) {
+	return p.cfg.Signer.Verify(token, p.cfg.Now())
+}

@@ -1,0 +1,418 @@
+package ports
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+// fakeSandboxes stands in for the lifecycle layer: sandbox "sb-1" of tenant
+// "t1" runs, its ports are this host's loopback ports. (The real path
+// through the agent is tested end to end under Docker.)
+type fakeSandboxes struct {
+	policy  config.PortPolicy
+	running bool
+	mu      sync.Mutex
+	dials   int
+}
+
+func (f *fakeSandboxes) AttachPorts(_ context.Context, tenant, id string) (*Target, error) {
+	if tenant != "t1" || id != "sb-1" {
+		return nil, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
+	}
+	f.mu.Lock()
+	running := f.running
+	f.mu.Unlock()
+	if !running {
+		return nil, errdefs.WithCode("sandbox_not_running", fmt.Errorf("sandbox %s is stopped: %w", id, errdefs.ErrFailedPrecondition))
+	}
+	return &Target{SandboxID: id, Policy: f.policy, Release: func() {}, Dial: func(ctx context.Context, port int) (net.Conn, error) {
+		f.mu.Lock()
+		f.dials++
+		f.mu.Unlock()
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			return nil, errdefs.WithCode("port_unreachable", fmt.Errorf("port %d: %v: %w", port, err, errdefs.ErrBadGateway))
+		}
+		return c, nil
+	}}, nil
+}
+
+type harness struct {
+	proxy *Proxy
+	sbs   *fakeSandboxes
+	now   time.Time
+	srv   *httptest.Server
+}
+
+func newHarness(t *testing.T, policy config.PortPolicy) *harness {
+	t.Helper()
+	h := &harness{sbs: &fakeSandboxes{policy: policy, running: true}, now: time.Unix(1_800_000_000, 0)}
+	signer, err := NewSigner(bytes.Repeat([]byte("k"), 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.proxy, err = New(Config{
+		Sandboxes: h.sbs, Signer: signer, MaxLinkTTL: time.Hour,
+		Now: func() time.Time { return h.now },
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			w.Header().Set("X-Code", errdefs.Code(err))
+			http.Error(w, err.Error(), errdefs.HTTPStatus(err))
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/s/{id}/ports/{port}/{path...}", func(w http.ResponseWriter, r *http.Request) {
+		port, err := ParsePort(r.PathValue("port"))
+		if err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		h.proxy.ServeHTTP(w, r, Request{Tenant: r.Header.Get("X-Tenant"), SandboxID: r.PathValue("id"), Port: port,
+			Path: r.PathValue("path"), Prefix: "/s/" + r.PathValue("id") + "/ports/" + r.PathValue("port")})
+	})
+	mux.HandleFunc("GET /s/{id}/tcp/{port}", func(w http.ResponseWriter, r *http.Request) {
+		port, _ := ParsePort(r.PathValue("port"))
+		h.proxy.ServeTCP(w, r, r.Header.Get("X-Tenant"), r.PathValue("id"), port)
+	})
+	h.srv = httptest.NewServer(mux)
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+// upstream starts a server on loopback standing for the sandbox's one.
+func upstream(t *testing.T, h http.Handler) int {
+	t.Helper()
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	_, p, _ := net.SplitHostPort(s.Listener.Addr().String())
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+func (h *harness) get(t *testing.T, method, path string, body io.Reader, hdr map[string]string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(method, h.srv.URL+path, body)
+	req.Header.Set("X-Tenant", "t1")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultTransport.(*http.Transport).Clone().RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func TestProxyHTTP(t *testing.T) {
+	t.Parallel()
+	all := config.PortPolicy{Allow: []string{"1-65535"}}
+	h := newHarness(t, all)
+	var mu sync.Mutex
+	var seen http.Header
+	var seenPath, seenHost string
+	port := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen, seenPath, seenHost = r.Header.Clone(), r.URL.RequestURI(), r.Host
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/dir":
+			http.Redirect(w, r, "/dir/", http.StatusMovedPermanently)
+		case "/echo":
+			sum := sha256.New()
+			n, _ := io.Copy(sum, r.Body)
+			fmt.Fprintf(w, "%d %x", n, sum.Sum(nil))
+		default:
+			fmt.Fprint(w, "hello "+r.Method)
+		}
+	}))
+	base := "/s/sb-1/ports/" + strconv.Itoa(port)
+
+	resp := h.get(t, "GET", base+"/a/b?x=1", nil, map[string]string{"Authorization": "Bearer secret-key", "Connection": "X-Hop", "X-Hop": "1"})
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(b) != "hello GET" {
+		t.Fatalf("GET: %d %q", resp.StatusCode, b)
+	}
+	mu.Lock()
+	if seenPath != "/a/b?x=1" || seenHost != "127.0.0.1:"+strconv.Itoa(port) {
+		t.Errorf("upstream saw %q host %q", seenPath, seenHost)
+	}
+	if seen.Get("Authorization") != "" || seen.Get("X-Hop") != "" {
+		t.Errorf("Authorization or a hop-by-hop header reached the sandbox: %v", seen)
+	}
+	if seen.Get("X-Forwarded-For") == "" || seen.Get("X-Forwarded-Prefix") != base || seen.Get("X-Forwarded-Host") == "" {
+		t.Errorf("X-Forwarded-* not set: %v", seen)
+	}
+	mu.Unlock()
+
+	// A redirect to an absolute path stays under the prefix.
+	resp = h.get(t, "GET", base+"/dir", nil, nil)
+	if loc := resp.Header.Get("Location"); resp.StatusCode != 301 || loc != base+"/dir/" {
+		t.Errorf("redirect: %d Location %q, want %s/dir/", resp.StatusCode, loc, base)
+	}
+
+	// A streamed body of 32 MiB arrives whole.
+	payload := bytes.Repeat([]byte("0123456789abcdef"), 2<<20)
+	resp = h.get(t, "POST", base+"/echo", bytes.NewReader(payload), nil)
+	b, _ = io.ReadAll(resp.Body)
+	if want := fmt.Sprintf("%d %x", len(payload), sha256.Sum256(payload)); string(b) != want {
+		t.Errorf("echo: %q, want %q", b, want)
+	}
+}
+
+func TestProxyRefusals(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, config.PortPolicy{Allow: []string{"1024-65535"}})
+	// A port nobody listens on: 502 port_unreachable, fast.
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	closed := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	start := time.Now()
+	resp := h.get(t, "GET", "/s/sb-1/ports/"+strconv.Itoa(closed)+"/", nil, nil)
+	if resp.StatusCode != 502 || resp.Header.Get("X-Code") != "port_unreachable" {
+		t.Errorf("closed port: %d %s", resp.StatusCode, resp.Header.Get("X-Code"))
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("closed port took %v", d)
+	}
+	// Outside the policy: 403, and no dial is made.
+	h.sbs.mu.Lock()
+	before := h.sbs.dials
+	h.sbs.mu.Unlock()
+	resp = h.get(t, "GET", "/s/sb-1/ports/80/", nil, nil)
+	h.sbs.mu.Lock()
+	dials := h.sbs.dials - before
+	h.sbs.mu.Unlock()
+	if resp.StatusCode != 403 || resp.Header.Get("X-Code") != "port_not_allowed" || dials != 0 {
+		t.Errorf("port 80: %d %s dials %d", resp.StatusCode, resp.Header.Get("X-Code"), dials)
+	}
+	// Another tenant's sandbox: 404.
+	resp = h.get(t, "GET", "/s/sb-1/ports/8000/", nil, map[string]string{"X-Tenant": "t2"})
+	if resp.StatusCode != 404 {
+		t.Errorf("foreign sandbox: %d", resp.StatusCode)
+	}
+	// A stopped sandbox: 409 sandbox_not_running.
+	h.sbs.mu.Lock()
+	h.sbs.running = false
+	h.sbs.mu.Unlock()
+	resp = h.get(t, "GET", "/s/sb-1/ports/8000/", nil, nil)
+	if resp.StatusCode != 409 || resp.Header.Get("X-Code") != "sandbox_not_running" {
+		t.Errorf("stopped sandbox: %d %s", resp.StatusCode, resp.Header.Get("X-Code"))
+	}
+	for _, bad := range []string{"0", "65536", "-1", "08000", "x"} {
+		if _, err := ParsePort(bad); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("ParsePort(%q) = %v", bad, err)
+		}
+	}
+}
+
+// wsEcho is a WebSocket echo server standing for one inside a sandbox.
+func wsEcho(t *testing.T) int {
+	return upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		for {
+			typ, b, err := c.Read(r.Context())
+			if err != nil {
+				return
+			}
+			if err := c.Write(r.Context(), typ, append([]byte("echo:"), b...)); err != nil {
+				return
+			}
+		}
+	}))
+}
+
+func TestProxyWebSocketAndEnding(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, config.PortPolicy{Allow: []string{"1-65535"}})
+	port := wsEcho(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	u := "ws" + strings.TrimPrefix(h.srv.URL, "http") + "/s/sb-1/ports/" + strconv.Itoa(port) + "/ws"
+	c, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"X-Tenant": {"t1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	for i := range 3 {
+		msg := fmt.Sprintf("m%d", i)
+		if err := c.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		_, b, err := c.Read(ctx)
+		if err != nil || string(b) != "echo:"+msg {
+			t.Fatalf("read %q %v", b, err)
+		}
+	}
+	// The sandbox ends: the upgraded connection is closed by the proxy.
+	h.proxy.SandboxEnding(ctx, "sb-1", "deleted")
+	if _, _, err := c.Read(ctx); err == nil {
+		t.Fatal("read after SandboxEnding succeeded")
+	} else if ctx.Err() != nil {
+		t.Fatal("connection stayed open after SandboxEnding")
+	}
+}
+
+func TestServeTCP(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, config.PortPolicy{Allow: []string{"1-65535"}})
+	// A TCP echo server standing for the sandbox's.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); io.Copy(c, c) }()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	u := "ws" + strings.TrimPrefix(h.srv.URL, "http") + "/s/sb-1/tcp/" + strconv.Itoa(port)
+	ws, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"X-Tenant": {"t1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws.SetReadLimit(-1)
+	nc := websocket.NetConn(ctx, ws, websocket.MessageBinary)
+	payload := bytes.Repeat([]byte("tcp-bytes-"), 400_000)
+	go nc.Write(payload)
+	got := make([]byte, len(payload))
+	if _, err := io.ReadFull(nc, got); err != nil || !bytes.Equal(got, payload) {
+		t.Fatalf("echo over tcp: %v (equal %v)", err, bytes.Equal(got, payload))
+	}
+	// Closing the WebSocket closes the connection inside: the echo
+	// server's copy ends, and the proxy forgets the connection.
+	nc.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h.proxy.mu.Lock()
+		n := len(h.proxy.sandboxes["sb-1"].live)
+		h.proxy.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d live connections left after close", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// A closed port answers 502 before any upgrade.
+	ln2, _ := net.Listen("tcp", "127.0.0.1:0")
+	closed := ln2.Addr().(*net.TCPAddr).Port
+	ln2.Close()
+	_, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(h.srv.URL, "http")+"/s/sb-1/tcp/"+strconv.Itoa(closed),
+		&websocket.DialOptions{HTTPHeader: http.Header{"X-Tenant": {"t1"}}})
+	if err == nil || resp == nil || resp.StatusCode != 502 {
+		t.Fatalf("closed port over tcp: %v %v", resp, err)
+	}
+}
+
+func TestLinks(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, config.PortPolicy{})
+	ctx := context.Background()
+	tok, exp, err := h.proxy.NewLink(ctx, "t1", "sb-1", 8000, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exp.Sub(h.now) != 10*time.Minute {
+		t.Errorf("expires %v", exp)
+	}
+	c, err := h.proxy.VerifyLink(tok)
+	if err != nil || c.SandboxID != "sb-1" || c.Port != 8000 || c.Tenant != "t1" {
+		t.Fatalf("verify: %+v %v", c, err)
+	}
+	// Tampered: any changed byte fails, with one class for all failures.
+	for i := 3; i < len(tok); i += 7 {
+		b := []byte(tok)
+		b[i] ^= 1
+		if _, err := h.proxy.VerifyLink(string(b)); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Fatalf("tampered at %d verified: %v", i, err)
+		}
+	}
+	// A token signed with another key.
+	other, _ := NewSigner(bytes.Repeat([]byte("o"), 32))
+	if _, err := h.proxy.VerifyLink(other.Sign(c)); errdefs.Code(err) != "link_invalid" {
+		t.Errorf("foreign key: %v", err)
+	}
+	h.now = h.now.Add(10 * time.Minute)
+	if _, err := h.proxy.VerifyLink(tok); errdefs.Code(err) != "link_expired" {
+		t.Errorf("expired: %v", err)
+	}
+	// Refusals when asking.
+	if _, _, err := h.proxy.NewLink(ctx, "t1", "sb-1", 8000, 2*time.Hour); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("ttl over max: %v", err)
+	}
+	if _, _, err := h.proxy.NewLink(ctx, "t1", "sb-1", 80, time.Minute); !errors.Is(err, errdefs.ErrPermissionDenied) {
+		t.Errorf("port 80: %v", err)
+	}
+	if _, _, err := h.proxy.NewLink(ctx, "t2", "sb-1", 8000, time.Minute); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("foreign: %v", err)
+	}
+}
+
+func TestLoadOrCreateKey(t *testing.T) {
+	t.Parallel()
+	p := t.TempDir() + "/keys/link.key"
+	k1, err := LoadOrCreateKey(p)
+	if err != nil || len(k1) < MinLinkKeyBytes {
+		t.Fatalf("%q %v", k1, err)
+	}
+	k2, err := LoadOrCreateKey(p)
+	if err != nil || !bytes.Equal(k1, k2) {
+		t.Fatalf("second load %q %v", k2, err)
+	}
+}
+
+func TestPortPolicy(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		p    config.PortPolicy
+		port int
+		want bool
+	}{
+		{config.PortPolicy{}, 8000, true},
+		{config.PortPolicy{}, 1023, false},
+		{config.PortPolicy{}, 65535, true},
+		{config.PortPolicy{Allow: []string{"9222", "5900-5910"}}, 5905, true},
+		{config.PortPolicy{Allow: []string{"9222", "5900-5910"}}, 8000, false},
+		{config.PortPolicy{Disabled: true}, 8000, false},
+		{config.PortPolicy{}, 0, false},
+	} {
+		if got := c.p.Allows(c.port); got != c.want {
+			t.Errorf("%+v.Allows(%d) = %v", c.p, c.port, got)
+		}
+	}
+}
