@@ -103,6 +103,8 @@ func newRootCmd(a *app) *cobra.Command {
 		newAuditCmd(a),
 		newLeaseCmd(a),
 		newPoolCmd(a),
+		newPortCmd(a),
+		newPortForwardCmd(a),
 		newVersionCmd(a),
 	)
 	return root

@@ -35,9 +35,15 @@ func (s *Server) portRoutes() {
 	s.unaudited["/v1/previews/{token}/{path...}"] = true
 }
 
-// handleAny registers a route for every method.
+// anyMethods are the methods a route registered with handleAny lists.
+var anyMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+
+// handleAny registers a route for every method (Routes lists the common
+// ones).
 func (s *Server) handleAny(pattern string, auth bool, h func(http.ResponseWriter, *http.Request)) {
-	s.routes = append(s.routes, Route{Method: "*", Pattern: pattern, Auth: auth})
+	for _, m := range anyMethods {
+		s.routes = append(s.routes, Route{Method: m, Pattern: pattern, Auth: auth})
+	}
 	var handler http.Handler = http.HandlerFunc(h)
 	if auth {
 		handler = s.authenticate(handler)
