@@ -102,14 +102,11 @@ func checkPathLen(max int, p string) error {
 // fileSandbox returns the running sandbox of tenant whose files are asked
 // for, and applies its path policy to each of paths in place.
 func (s *Service) fileSandbox(ctx context.Context, tenant, id string, paths ...*string) (*sandbox.Sandbox, error) {
-	sb, err := s.GetSandbox(ctx, tenant, id)
+	att, err := s.Attach(ctx, tenant, id, AttachOptions{})
 	if err != nil {
 		return nil, err
 	}
-	if !sb.State.Running() {
-		return nil, errdefs.WithCode("sandbox_not_running", fmt.Errorf(
-			"sandbox %s is %s; files are reachable only in ready sandboxes: %w", sb.ID, sb.State, errdefs.ErrFailedPrecondition))
-	}
+	sb := att.Sandbox
 	roots := s.fileRoots(sb)
 	for _, p := range paths {
 		if *p, err = s.filePath(roots, *p); err != nil {

@@ -112,17 +112,14 @@ func (ts *Terminals) Open(ctx context.Context, o TerminalOptions) (*TerminalConn
 	if err := validTerminalSize(o.Cols, o.Rows); err != nil {
 		return nil, err
 	}
-	sb, err := ts.svc.GetSandbox(ctx, o.Tenant, o.SandboxID)
+	sa, err := ts.svc.Attach(ctx, o.Tenant, o.SandboxID, AttachOptions{})
 	if err != nil {
 		return nil, err
 	}
-	if !sb.State.Running() {
-		return nil, errdefs.WithCode("sandbox_not_running", fmt.Errorf(
-			"sandbox %s is %s; terminals run only in ready sandboxes: %w", sb.ID, sb.State, errdefs.ErrFailedPrecondition))
-	}
+	sb := sa.Sandbox
 	setup, cancelSetup := context.WithTimeout(ctx, terminalSetupTimeout)
 	defer cancelSetup()
-	ag := ts.svc.agent(sb.ID)
+	ag := sa.Agent
 	c := &TerminalConn{ts: ts, agent: ag, sandboxID: sb.ID, id: o.TerminalID, roles: make(chan struct{}, 1)}
 	if c.id == "" {
 		c.id = sandbox.NewID("term")

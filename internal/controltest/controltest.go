@@ -271,6 +271,23 @@ func New(t *testing.T, configure func(*config.Config)) *Harness {
 // starts.
 func NewWith(t *testing.T, configure func(*config.Config), tune func(*control.Config)) *Harness {
 	t.Helper()
+	return NewOpts(t, Options{Configure: configure, Tune: tune})
+}
+
+// Options are the optional parts of a harness.
+type Options struct {
+	// Configure, if set, edits the settings.
+	Configure func(*config.Config)
+	// Tune, if set, edits the service's own config before it is built.
+	Tune func(*control.Config)
+	// Hooks are registered with the service before it starts.
+	Hooks []control.Hook
+}
+
+// NewOpts is New with options.
+func NewOpts(t *testing.T, o Options) *Harness {
+	t.Helper()
+	configure, tune := o.Configure, o.Tune
 	if os.Geteuid() != 0 {
 		t.Skip("control creates sandbox directories owned by the profile user (chown to 1000); needs root")
 	}
@@ -343,6 +360,9 @@ func NewWith(t *testing.T, configure func(*config.Config), tune func(*control.Co
 	svc, err := control.New(ccfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, hk := range o.Hooks {
+		svc.AddHook(hk)
 	}
 	if err := svc.Start(context.Background()); err != nil {
 		t.Fatal(err)
