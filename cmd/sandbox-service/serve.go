@@ -22,6 +22,7 @@ import (
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/driver/docker"
 	"genesis.dev/sandbox/internal/httpapi"
+	"genesis.dev/sandbox/internal/interactive"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/postgres"
 	"genesis.dev/sandbox/internal/store/sqlite"
@@ -140,7 +141,14 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	api, err := httpapi.New(httpapi.Config{Control: ctl, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log})
+	// The workload managers work inside running sandboxes through
+	// ctl.Attach and follow the sandboxes' lives through their hooks.
+	terms, err := interactive.New(interactive.Config{Sandboxes: ctl, Logger: log})
+	if err != nil {
+		return err
+	}
+	ctl.AddHook(terms)
+	api, err := httpapi.New(httpapi.Config{Control: ctl, Terminals: terms, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/driver/fake"
+	"genesis.dev/sandbox/internal/interactive"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/sqlite"
@@ -235,14 +237,16 @@ func (a *Agents) killAll() {
 
 // Harness is a started service over the fake driver and what it runs on.
 type Harness struct {
-	T      *testing.T
-	Dir    string // data dir
-	Cfg    *config.Config
-	Drv    *fake.Driver
-	St     *sqlite.Store
-	Svc    *control.Service
-	Clock  *Clock
-	Agents *Agents
+	T   *testing.T
+	Dir string // data dir
+	Cfg *config.Config
+	Drv *fake.Driver
+	St  *sqlite.Store
+	Svc *control.Service
+	// The workload managers over Svc, with their hooks registered.
+	Terminals *interactive.Terminals
+	Clock     *Clock
+	Agents    *Agents
 }
 
 // traversable reports whether every ancestor of p lets others search it, so
@@ -361,14 +365,18 @@ func NewOpts(t *testing.T, o Options) *Harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, hk := range o.Hooks {
+	m, err := NewManagers(svc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, hk := range append(m.Hooks(), o.Hooks...) {
 		svc.AddHook(hk)
 	}
 	if err := svc.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	return &Harness{T: t, Dir: dir, Cfg: cfg, Drv: drv, St: st, Svc: svc, Clock: clk, Agents: ag}
+	return &Harness{T: t, Dir: dir, Cfg: cfg, Drv: drv, St: st, Svc: svc, Terminals: m.Terminals, Clock: clk, Agents: ag}
 }
 
 // SetProbe replaces the probe result and refreshes the service's cache.
@@ -497,4 +505,25 @@ func (h *Harness) AssertNothingCreated() {
 	if n := h.Agents.Running(); n != 0 {
 		h.T.Errorf("%d agents run, want none", n)
 	}
+}
+
+// Managers are the workload managers over one service, built the way
+// cmd/sandbox-service builds them.
+type Managers struct {
+	Terminals *interactive.Terminals
+}
+
+// NewManagers builds the managers over svc; register Hooks with svc
+// before it starts.
+func NewManagers(svc *control.Service, log *slog.Logger) (*Managers, error) {
+	terms, err := interactive.New(interactive.Config{Sandboxes: svc, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return &Managers{Terminals: terms}, nil
+}
+
+// Hooks are the managers' control hooks.
+func (m *Managers) Hooks() []control.Hook {
+	return []control.Hook{m.Terminals}
 }

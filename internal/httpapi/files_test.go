@@ -26,6 +26,7 @@ import (
 	"genesis.dev/sandbox/images"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/httpapi"
 	"genesis.dev/sandbox/internal/store/sqlite"
@@ -106,11 +107,18 @@ func newFilesAPIWith(t *testing.T, tune func(*config.Config)) *filesAPI {
 	if err != nil {
 		t.Fatal(err)
 	}
+	m, err := controltest.NewManagers(svc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, hk := range m.Hooks() {
+		svc.AddHook(hk)
+	}
 	if err := svc.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	srv, err := httpapi.New(httpapi.Config{Control: svc, Keys: map[string]string{filesKey: "default"}})
+	srv, err := httpapi.New(httpapi.Config{Control: svc, Terminals: m.Terminals, Keys: map[string]string{filesKey: "default"}})
 	if err != nil {
 		t.Fatal(err)
 	}

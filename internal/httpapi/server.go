@@ -20,12 +20,15 @@ import (
 
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/interactive"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
 // Config wires a Server.
 type Config struct {
 	Control *control.Service
+	// Terminals serves the terminal WebSocket.
+	Terminals *interactive.Terminals
 	// Keys maps API keys given in the config or on the command line to
 	// tenant names. Keys created through the admin API live in the store.
 	Keys         map[string]string
@@ -45,7 +48,7 @@ type Server struct {
 	routes    []Route
 	metrics   *metrics
 	keepalive time.Duration
-	terms     *control.Terminals
+	terms     *interactive.Terminals
 }
 
 type apiKey struct {
@@ -65,6 +68,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Control == nil {
 		return nil, fmt.Errorf("httpapi: nil control: %w", errdefs.ErrInvalidArgument)
 	}
+	if cfg.Terminals == nil {
+		return nil, fmt.Errorf("httpapi: nil terminals: %w", errdefs.ErrInvalidArgument)
+	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
@@ -78,7 +84,7 @@ func New(cfg Config) (*Server, error) {
 	for k, t := range cfg.Keys {
 		s.keys = append(s.keys, apiKey{hash: sha256.Sum256([]byte(k)), tenant: t})
 	}
-	s.terms = control.NewTerminals(cfg.Control)
+	s.terms = cfg.Terminals
 	s.routesInit()
 	return s, nil
 }
