@@ -21,6 +21,7 @@ import (
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/driver/docker"
+	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/httpapi"
 	"genesis.dev/sandbox/internal/interactive"
 	"genesis.dev/sandbox/internal/store"
@@ -148,7 +149,11 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	ctl.AddHook(terms)
-	api, err := httpapi.New(httpapi.Config{Control: ctl, Terminals: terms, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log})
+	fs, err := files.New(files.Config{Sandboxes: ctl, Limits: cfg.Limits.Files, Logger: log})
+	if err != nil {
+		return err
+	}
+	api, err := httpapi.New(httpapi.Config{Control: ctl, Terminals: terms, Files: fs, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/driver/fake"
+	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/interactive"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
@@ -245,6 +246,7 @@ type Harness struct {
 	Svc *control.Service
 	// The workload managers over Svc, with their hooks registered.
 	Terminals *interactive.Terminals
+	Files     *files.Gateway
 	Clock     *Clock
 	Agents    *Agents
 }
@@ -365,7 +367,7 @@ func NewOpts(t *testing.T, o Options) *Harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewManagers(svc, nil)
+	m, err := NewManagers(svc, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +378,7 @@ func NewOpts(t *testing.T, o Options) *Harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	return &Harness{T: t, Dir: dir, Cfg: cfg, Drv: drv, St: st, Svc: svc, Terminals: m.Terminals, Clock: clk, Agents: ag}
+	return &Harness{T: t, Dir: dir, Cfg: cfg, Drv: drv, St: st, Svc: svc, Terminals: m.Terminals, Files: m.Files, Clock: clk, Agents: ag}
 }
 
 // SetProbe replaces the probe result and refreshes the service's cache.
@@ -511,16 +513,21 @@ func (h *Harness) AssertNothingCreated() {
 // cmd/sandbox-service builds them.
 type Managers struct {
 	Terminals *interactive.Terminals
+	Files     *files.Gateway
 }
 
-// NewManagers builds the managers over svc; register Hooks with svc
-// before it starts.
-func NewManagers(svc *control.Service, log *slog.Logger) (*Managers, error) {
+// NewManagers builds the managers over svc, which runs with settings cfg;
+// register Hooks with svc before it starts.
+func NewManagers(svc *control.Service, cfg *config.Config, log *slog.Logger) (*Managers, error) {
 	terms, err := interactive.New(interactive.Config{Sandboxes: svc, Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	return &Managers{Terminals: terms}, nil
+	fs, err := files.New(files.Config{Sandboxes: svc, Limits: cfg.Limits.Files, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return &Managers{Terminals: terms, Files: fs}, nil
 }
 
 // Hooks are the managers' control hooks.

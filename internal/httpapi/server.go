@@ -20,6 +20,7 @@ import (
 
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/interactive"
 	"genesis.dev/sandbox/internal/tenant"
 )
@@ -27,6 +28,8 @@ import (
 // Config wires a Server.
 type Config struct {
 	Control *control.Service
+	// Files serves the file routes.
+	Files *files.Gateway
 	// Terminals serves the terminal WebSocket.
 	Terminals *interactive.Terminals
 	// Keys maps API keys given in the config or on the command line to
@@ -49,6 +52,7 @@ type Server struct {
 	metrics   *metrics
 	keepalive time.Duration
 	terms     *interactive.Terminals
+	files     *files.Gateway
 }
 
 type apiKey struct {
@@ -68,6 +72,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Control == nil {
 		return nil, fmt.Errorf("httpapi: nil control: %w", errdefs.ErrInvalidArgument)
 	}
+	if cfg.Files == nil {
+		return nil, fmt.Errorf("httpapi: nil file gateway: %w", errdefs.ErrInvalidArgument)
+	}
 	if cfg.Terminals == nil {
 		return nil, fmt.Errorf("httpapi: nil terminals: %w", errdefs.ErrInvalidArgument)
 	}
@@ -84,7 +91,7 @@ func New(cfg Config) (*Server, error) {
 	for k, t := range cfg.Keys {
 		s.keys = append(s.keys, apiKey{hash: sha256.Sum256([]byte(k)), tenant: t})
 	}
-	s.terms = cfg.Terminals
+	s.terms, s.files = cfg.Terminals, cfg.Files
 	s.routesInit()
 	return s, nil
 }
