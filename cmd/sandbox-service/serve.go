@@ -21,7 +21,9 @@ import (
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/driver/docker"
+	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/httpapi"
+	"genesis.dev/sandbox/internal/interactive"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/postgres"
 	"genesis.dev/sandbox/internal/store/sqlite"
@@ -140,7 +142,18 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	api, err := httpapi.New(httpapi.Config{Control: ctl, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log})
+	// The workload managers work inside running sandboxes through
+	// ctl.Attach and follow the sandboxes' lives through their hooks.
+	terms, err := interactive.New(interactive.Config{Sandboxes: ctl, Logger: log})
+	if err != nil {
+		return err
+	}
+	ctl.AddHook(terms)
+	fs, err := files.New(files.Config{Sandboxes: ctl, Limits: cfg.Limits.Files, Logger: log})
+	if err != nil {
+		return err
+	}
+	api, err := httpapi.New(httpapi.Config{Control: ctl, Terminals: terms, Files: fs, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -150,11 +151,11 @@ func (s *Service) gatherArtifacts(ctx context.Context, c *sandbox.ArtifactCollec
 	if c.Spec.MaxTotalBytes > 0 {
 		maxTotal = c.Spec.MaxTotalBytes
 	}
-	sb, err := s.fileSandbox(ctx, c.Tenant, c.SandboxID)
+	att, err := s.Attach(ctx, c.Tenant, c.SandboxID, AttachOptions{})
 	if err != nil {
 		return fmt.Errorf("cannot collect artifacts: %w", err)
 	}
-	ag := s.agent(sb.ID)
+	ag := att.Agent
 	files, err := findArtifacts(ctx, ag, c.Spec.Paths)
 	if err != nil {
 		return err
@@ -232,7 +233,7 @@ func findArtifacts(ctx context.Context, ag *agentclient.Client, patterns []strin
 		if depth < 0 {
 			depth = agentproto.MaxListDepth
 		}
-		list, err := ag.ListFiles(ctx, agentproto.JoinRoot(root, cmpOr(g.Base(), ".")), depth, agentproto.DefaultListLimit)
+		list, err := ag.ListFiles(ctx, agentproto.JoinRoot(root, cmp.Or(g.Base(), ".")), depth, agentproto.DefaultListLimit)
 		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrInvalidArgument) {
 			continue // nothing there (or not a directory): no match
 		}

@@ -53,13 +53,11 @@ func (s *Service) CreateContext(ctx context.Context, tenant, sandboxID, language
 	if language != "python" && language != "" {
 		return nil, errdefs.WithCode("language_unsupported", invalid("language %q is not supported (supported: python)", language))
 	}
-	sb, err := s.GetSandbox(ctx, tenant, sandboxID)
+	att, err := s.Attach(ctx, tenant, sandboxID, AttachOptions{})
 	if err != nil {
 		return nil, err
 	}
-	if !sb.State.Running() {
-		return nil, errdefs.WithCode("sandbox_not_running", fmt.Errorf("sandbox %s is %s: %w", sb.ID, sb.State, errdefs.ErrFailedPrecondition))
-	}
+	sb := att.Sandbox
 	now := s.now()
 	se := &sandbox.Session{
 		ID: sandbox.NewID("ctx"), Tenant: tenant, SandboxID: sb.ID, Kind: sandbox.SessionPython,

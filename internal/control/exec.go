@@ -78,14 +78,11 @@ func (s *Service) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	if err := s.validateExec(&in); err != nil {
 		return nil, err
 	}
-	sb, err := s.GetSandbox(ctx, in.Tenant, in.SandboxID)
+	att, err := s.Attach(ctx, in.Tenant, in.SandboxID, AttachOptions{Busy: true})
 	if err != nil {
 		return nil, err
 	}
-	if !sb.State.Running() {
-		return nil, errdefs.WithCode("sandbox_not_running", fmt.Errorf(
-			"sandbox %s is %s; jobs run only in ready sandboxes: %w", sb.ID, sb.State, errdefs.ErrFailedPrecondition))
-	}
+	sb := att.Sandbox
 	now := s.now()
 	job := &sandbox.Job{
 		ID:        sandbox.NewID("job"),
@@ -100,6 +97,7 @@ func (s *Service) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 		CreatedAt: now,
 		StartedAt: &now,
 	}
+	defer att.Release()
 	if err := s.store.CreateJob(ctx, job); err != nil {
 		return nil, err
 	}
@@ -111,11 +109,10 @@ func (s *Service) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	if err := s.planArtifacts(ctx, job, in.Artifacts); err != nil {
 		return nil, s.execFailed(ctx, sb, job, err, false)
 	}
-	defer s.jobRunning(ctx, sb)()
 	// The agent enforces the timeout; the host deadline is a backstop.
 	actx, cancel := context.WithTimeout(ctx, time.Duration(in.TimeoutMS)*time.Millisecond+killGrace+10*time.Second)
 	defer cancel()
-	res, runErr := s.agent(sb.ID).Exec(actx, agentproto.ExecRequest{
+	res, runErr := att.Agent.Exec(actx, agentproto.ExecRequest{
 		JobID:          job.ID,
 		Command:        in.Command,
 		Script:         in.Script,
@@ -191,6 +188,7 @@ func (s *Service) markFailed(ctx context.Context, sb *sandbox.Sandbox, why strin
 		s.log.Error("marking sandbox failed", "sandbox", sb.ID, "err", err)
 	}
 	s.teardown(ctx, sb.ID, sb.ContainerID)
+	s.sandboxEnding(ctx, sb.ID, "failed: "+why)
 	s.log.Warn("sandbox failed", "sandbox", sb.ID, "reason", why)
 }
 

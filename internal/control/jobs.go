@@ -31,14 +31,11 @@ func (s *Service) StartJob(ctx context.Context, in ExecInput) (*sandbox.Job, err
 	if err := s.validateExec(&in); err != nil {
 		return nil, err
 	}
-	sb, err := s.GetSandbox(ctx, in.Tenant, in.SandboxID)
+	att, err := s.Attach(ctx, in.Tenant, in.SandboxID, AttachOptions{})
 	if err != nil {
 		return nil, err
 	}
-	if !sb.State.Running() {
-		return nil, errdefs.WithCode("sandbox_not_running", fmt.Errorf(
-			"sandbox %s is %s; jobs run only in ready sandboxes: %w", sb.ID, sb.State, errdefs.ErrFailedPrecondition))
-	}
+	sb := att.Sandbox
 	now := s.now()
 	job := &sandbox.Job{
 		ID: sandbox.NewID("job"), Tenant: in.Tenant, SandboxID: sb.ID, Command: in.Command, Script: in.Script,
@@ -68,7 +65,7 @@ func (s *Service) StartJob(ctx context.Context, in ExecInput) (*sandbox.Job, err
 		defer cancel()
 		deadline := time.AfterFunc(jobStartTimeout, cancel)
 		ok := false
-		err := s.agent(sb.ID).StartJobFollow(sctx, req, func(agentproto.JobInfo) {
+		err := att.Agent.StartJobFollow(sctx, req, func(agentproto.JobInfo) {
 			ok = true
 			deadline.Stop()
 			started <- nil

@@ -11,6 +11,7 @@ import (
 	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/egress"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/interactive"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/tenant"
@@ -171,7 +172,7 @@ func TestWarmLeaseTerminalEnv(t *testing.T) {
 	if err != nil || !out.Lease.Warm {
 		t.Fatalf("warm lease: %+v, %v", out, err)
 	}
-	conn, err := control.NewTerminals(h.Svc).Open(ctx, control.TerminalOptions{Tenant: "a", SandboxID: out.Sandbox.ID})
+	conn, err := h.Terminals.Open(ctx, interactive.TerminalOptions{Tenant: "a", SandboxID: out.Sandbox.ID})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -142,12 +142,14 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 
 	if startup {
 		rep.JobsLost = s.reattachJobs(ctx)
+		s.recoverHooks(ctx)
 	}
 
 	rep.NetworksRemoved = s.reconcileNetworks(ctx, live)
 	rep.DirsRemoved = s.removeStaleDirs(ctx)
 	rep.LogsExpired = s.expireLogs(ctx, now)
 	rep.ArtifactsExpired, rep.BlobsRemoved = s.collectArtifactGarbage(ctx, now, startup)
+	s.sweepHooks(ctx, now, startup)
 	if rep != (ReconcileReport{}) {
 		s.log.Info("reconciled", "orphans_removed", rep.OrphansRemoved, "marked_failed", rep.MarkedFailed,
 			"expired", rep.Expired, "jobs_lost", rep.JobsLost, "dirs_removed", rep.DirsRemoved, "networks_removed", rep.NetworksRemoved, "logs_expired", rep.LogsExpired,

@@ -26,6 +26,7 @@ func (s *Service) recycle(ctx context.Context, l *sandbox.Lease) error {
 		return err
 	}
 	s.cancelJobs(ctx, sb)
+	s.sandboxEnding(ctx, sb.ID, "lease "+string(l.State))
 	pl := s.pool(sb.Profile, sb.Runtime)
 	reason := "lease " + string(l.State)
 	if why := s.resetRefusal(ctx, l, sb, pl); why != "" {
@@ -113,6 +114,9 @@ func (s *Service) resetMember(ctx context.Context, pl *pool, l *sandbox.Lease, s
 	}
 	if pl.draining.Load() || s.draining.Load() {
 		return fmt.Errorf("pool %s started draining during the reset: %w", pl.key.name(), errdefs.ErrConflict)
+	}
+	if err := s.sandboxReady(ctx, s.attachment(sb)); err != nil {
+		return fmt.Errorf("after the reset: %w", err)
 	}
 	// The record a fresh member has (makeMember): nobody's, trusted until
 	// a claim sets the holder's risk level.

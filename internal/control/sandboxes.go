@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base32"
@@ -305,9 +306,13 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	}
 	out, err := s.startSandbox(wctx, sb, p, readOnly)
 	if err == nil && in.poolMember {
-		if err = s.warmUp(wctx, sb.ID); err == nil {
-			out, err = s.setState(wctx, sb.ID, sandbox.StateIdle, nil)
-		}
+		err = s.warmUp(wctx, sb.ID)
+	}
+	if err == nil {
+		err = s.sandboxReady(wctx, s.attachment(out))
+	}
+	if err == nil && in.poolMember {
+		out, err = s.setState(wctx, sb.ID, sandbox.StateIdle, nil)
 	}
 	if err != nil {
 		return nil, s.failCreate(wctx, sb, err)
@@ -488,6 +493,7 @@ func (s *Service) failCreate(ctx context.Context, sb *sandbox.Sandbox, cause err
 	}); err != nil {
 		s.log.Error("recording failed create", "sandbox", sb.ID, "err", err)
 	}
+	s.sandboxEnding(ctx, sb.ID, "create failed")
 	return cause
 }
 
@@ -617,6 +623,7 @@ func (s *Service) destroy(ctx context.Context, sb *sandbox.Sandbox, reason strin
 	if err != nil {
 		return err
 	}
+	s.sandboxEnding(cctx, sb.ID, cmp.Or(reason, "destroyed"))
 	// Its sessions end as after a reset (session_closed).
 	if err := s.endSessions(cctx, sb.ID); err != nil {
 		s.log.Warn("ending the sessions of a destroyed sandbox", "sandbox", sb.ID, "err", err)

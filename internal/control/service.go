@@ -66,6 +66,7 @@ type Service struct {
 	quota     *diskquota.Manager // workspace quotas below the sandboxes dir
 	arts      *artifactKeeper
 	gw        *gateway // egress gateway of networked sandboxes
+	hooks     []Hook   // hooks.go; set before Start
 
 	sessionLocks sync.Map // session id → *sync.Mutex
 	quotaLocks   sync.Map // tenant name → *sync.Mutex (quota.go)

@@ -17,14 +17,11 @@ const sessionStateDir = "/tmp/.genesis-sessions"
 
 // CreateSession opens a StatefulSession on a running sandbox.
 func (s *Service) CreateSession(ctx context.Context, tenant, sandboxID string) (*sandbox.Session, error) {
-	sb, err := s.GetSandbox(ctx, tenant, sandboxID)
+	att, err := s.Attach(ctx, tenant, sandboxID, AttachOptions{})
 	if err != nil {
 		return nil, err
 	}
-	if !sb.State.Running() {
-		return nil, errdefs.WithCode("sandbox_not_running", fmt.Errorf(
-			"sandbox %s is %s: %w", sb.ID, sb.State, errdefs.ErrFailedPrecondition))
-	}
+	sb := att.Sandbox
 	now := s.now()
 	se := &sandbox.Session{
 		ID: sandbox.NewID("ses"), Tenant: tenant, SandboxID: sb.ID, Kind: sandbox.SessionShell,

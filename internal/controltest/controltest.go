@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,8 @@ import (
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/driver/fake"
+	"genesis.dev/sandbox/internal/files"
+	"genesis.dev/sandbox/internal/interactive"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/sqlite"
@@ -235,14 +238,17 @@ func (a *Agents) killAll() {
 
 // Harness is a started service over the fake driver and what it runs on.
 type Harness struct {
-	T      *testing.T
-	Dir    string // data dir
-	Cfg    *config.Config
-	Drv    *fake.Driver
-	St     *sqlite.Store
-	Svc    *control.Service
-	Clock  *Clock
-	Agents *Agents
+	T   *testing.T
+	Dir string // data dir
+	Cfg *config.Config
+	Drv *fake.Driver
+	St  *sqlite.Store
+	Svc *control.Service
+	// The workload managers over Svc, with their hooks registered.
+	Terminals *interactive.Terminals
+	Files     *files.Gateway
+	Clock     *Clock
+	Agents    *Agents
 }
 
 // traversable reports whether every ancestor of p lets others search it, so
@@ -271,6 +277,23 @@ func New(t *testing.T, configure func(*config.Config)) *Harness {
 // starts.
 func NewWith(t *testing.T, configure func(*config.Config), tune func(*control.Config)) *Harness {
 	t.Helper()
+	return NewOpts(t, Options{Configure: configure, Tune: tune})
+}
+
+// Options are the optional parts of a harness.
+type Options struct {
+	// Configure, if set, edits the settings.
+	Configure func(*config.Config)
+	// Tune, if set, edits the service's own config before it is built.
+	Tune func(*control.Config)
+	// Hooks are registered with the service before it starts.
+	Hooks []control.Hook
+}
+
+// NewOpts is New with options.
+func NewOpts(t *testing.T, o Options) *Harness {
+	t.Helper()
+	configure, tune := o.Configure, o.Tune
 	if os.Geteuid() != 0 {
 		t.Skip("control creates sandbox directories owned by the profile user (chown to 1000); needs root")
 	}
@@ -344,11 +367,18 @@ func NewWith(t *testing.T, configure func(*config.Config), tune func(*control.Co
 	if err != nil {
 		t.Fatal(err)
 	}
+	m, err := NewManagers(svc, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, hk := range append(m.Hooks(), o.Hooks...) {
+		svc.AddHook(hk)
+	}
 	if err := svc.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	return &Harness{T: t, Dir: dir, Cfg: cfg, Drv: drv, St: st, Svc: svc, Clock: clk, Agents: ag}
+	return &Harness{T: t, Dir: dir, Cfg: cfg, Drv: drv, St: st, Svc: svc, Terminals: m.Terminals, Files: m.Files, Clock: clk, Agents: ag}
 }
 
 // SetProbe replaces the probe result and refreshes the service's cache.
@@ -477,4 +507,30 @@ func (h *Harness) AssertNothingCreated() {
 	if n := h.Agents.Running(); n != 0 {
 		h.T.Errorf("%d agents run, want none", n)
 	}
+}
+
+// Managers are the workload managers over one service, built the way
+// cmd/sandbox-service builds them.
+type Managers struct {
+	Terminals *interactive.Terminals
+	Files     *files.Gateway
+}
+
+// NewManagers builds the managers over svc, which runs with settings cfg;
+// register Hooks with svc before it starts.
+func NewManagers(svc *control.Service, cfg *config.Config, log *slog.Logger) (*Managers, error) {
+	terms, err := interactive.New(interactive.Config{Sandboxes: svc, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	fs, err := files.New(files.Config{Sandboxes: svc, Limits: cfg.Limits.Files, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return &Managers{Terminals: terms, Files: fs}, nil
+}
+
+// Hooks are the managers' control hooks.
+func (m *Managers) Hooks() []control.Hook {
+	return []control.Hook{m.Terminals}
 }

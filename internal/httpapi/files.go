@@ -12,8 +12,8 @@ import (
 
 	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/internal/agent/agentproto"
-	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/files"
 )
 
 // Wire shapes of the file routes.
@@ -106,7 +106,7 @@ func (s *Server) searchFiles(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	res, err := s.ctl.SearchFiles(r.Context(), tenantOf(r), r.PathValue("id"), b)
+	res, err := s.files.SearchFiles(r.Context(), tenantOf(r), r.PathValue("id"), b)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -120,7 +120,7 @@ func (s *Server) replaceInFiles(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	res, err := s.ctl.ReplaceInFiles(r.Context(), tenantOf(r), r.PathValue("id"), b)
+	res, err := s.files.ReplaceInFiles(r.Context(), tenantOf(r), r.PathValue("id"), b)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -143,13 +143,13 @@ type extractResult struct {
 // extractArchive serves POST /v1/sandboxes/{id}/files/extract?path=: the
 // raw body is a tar or tar.gz unpacked into the directory path.
 func (s *Server) extractArchive(w http.ResponseWriter, r *http.Request) {
-	limit := s.ctl.FileLimits().MaxUploadBytes
+	limit := s.files.Limits().MaxUploadBytes
 	if r.ContentLength > limit {
 		s.writeProblem(w, r, errdefs.WithCode(agentproto.CodeUploadTooLarge, fmt.Errorf(
 			"archive of %d bytes is over the %d-byte limit: %w", r.ContentLength, limit, errdefs.ErrTooLarge)))
 		return
 	}
-	res, err := s.ctl.ExtractArchive(r.Context(), tenantOf(r), r.PathValue("id"), r.URL.Query().Get("path"),
+	res, err := s.files.ExtractArchive(r.Context(), tenantOf(r), r.PathValue("id"), r.URL.Query().Get("path"),
 		r.ContentLength, http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		s.writeProblem(w, r, err)
@@ -163,7 +163,7 @@ func (s *Server) extractArchive(w http.ResponseWriter, r *http.Request) {
 // directory as a tar stream. If the stream breaks after it began, the
 // connection is cut, so a client never takes a partial tar for a whole one.
 func (s *Server) readArchive(w http.ResponseWriter, r *http.Request) {
-	rc, cancel, err := s.ctl.ReadArchive(r.Context(), tenantOf(r), r.PathValue("id"), r.URL.Query().Get("path"))
+	rc, cancel, err := s.files.ReadArchive(r.Context(), tenantOf(r), r.PathValue("id"), r.URL.Query().Get("path"))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -196,13 +196,13 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 			"the body of a PUT is the file's content; send multipart uploads with POST (got %q): %w", ct, errdefs.ErrInvalidArgument)))
 		return
 	}
-	limit := s.ctl.FileLimits().MaxUploadBytes
+	limit := s.files.Limits().MaxUploadBytes
 	if r.ContentLength > limit {
 		s.writeProblem(w, r, errdefs.WithCode(agentproto.CodeUploadTooLarge, fmt.Errorf(
 			"upload of %d bytes is over the %d-byte limit: %w", r.ContentLength, limit, errdefs.ErrTooLarge)))
 		return
 	}
-	res, err := s.ctl.WriteFile(r.Context(), control.WriteFileInput{
+	res, err := s.files.WriteFile(r.Context(), files.WriteFileInput{
 		Tenant: tenantOf(r), SandboxID: r.PathValue("id"),
 		Path: q.Get("path"), Mode: q.Get("mode"), Overwrite: overwrite,
 		Size: r.ContentLength, Body: http.MaxBytesReader(w, r.Body, limit),
@@ -220,7 +220,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 // and If-Modified-Since are answered by the agent against the file it
 // opened: 206, 416, 304.
 func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
-	fr, cancel, err := s.ctl.ReadFile(r.Context(), tenantOf(r), r.PathValue("id"), r.Method, r.URL.Query().Get("path"), r.Header)
+	fr, cancel, err := s.files.ReadFile(r.Context(), tenantOf(r), r.PathValue("id"), r.Method, r.URL.Query().Get("path"), r.Header)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -267,7 +267,7 @@ func (s *Server) writeStatusProblem(w http.ResponseWriter, r *http.Request, stat
 }
 
 func (s *Server) statFile(w http.ResponseWriter, r *http.Request) {
-	info, err := s.ctl.StatFile(r.Context(), tenantOf(r), r.PathValue("id"), r.URL.Query().Get("path"))
+	info, err := s.files.StatFile(r.Context(), tenantOf(r), r.PathValue("id"), r.URL.Query().Get("path"))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -298,7 +298,7 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	list, err := s.ctl.ListFiles(r.Context(), tenantOf(r), r.PathValue("id"), r.URL.Query().Get("path"), depth, limit)
+	list, err := s.files.ListFiles(r.Context(), tenantOf(r), r.PathValue("id"), r.URL.Query().Get("path"), depth, limit)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -316,7 +316,7 @@ func (s *Server) mkdir(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	info, err := s.ctl.Mkdir(r.Context(), tenantOf(r), r.PathValue("id"), agentproto.MkdirRequest{Path: b.Path, Mode: b.Mode, Parents: b.Parents})
+	info, err := s.files.Mkdir(r.Context(), tenantOf(r), r.PathValue("id"), agentproto.MkdirRequest{Path: b.Path, Mode: b.Mode, Parents: b.Parents})
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -330,7 +330,7 @@ func (s *Server) moveFile(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	info, err := s.ctl.MoveFile(r.Context(), tenantOf(r), r.PathValue("id"), agentproto.MoveRequest{From: b.From, To: b.To, Overwrite: b.Overwrite})
+	info, err := s.files.MoveFile(r.Context(), tenantOf(r), r.PathValue("id"), agentproto.MoveRequest{From: b.From, To: b.To, Overwrite: b.Overwrite})
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -344,7 +344,7 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	if err := s.ctl.DeleteFile(r.Context(), tenantOf(r), r.PathValue("id"), agentproto.DeleteRequest{Path: b.Path, Recursive: b.Recursive}); err != nil {
+	if err := s.files.DeleteFile(r.Context(), tenantOf(r), r.PathValue("id"), agentproto.DeleteRequest{Path: b.Path, Recursive: b.Recursive}); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
@@ -357,7 +357,7 @@ func (s *Server) chmodFile(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	info, err := s.ctl.ChmodFile(r.Context(), tenantOf(r), r.PathValue("id"), agentproto.ChmodRequest{Path: b.Path, Mode: b.Mode})
+	info, err := s.files.ChmodFile(r.Context(), tenantOf(r), r.PathValue("id"), agentproto.ChmodRequest{Path: b.Path, Mode: b.Mode})
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

@@ -9,8 +9,8 @@ import (
 	"net/http"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
-	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/files"
 )
 
 // filesUploaded is the answer of a multipart upload: the files written,
@@ -23,7 +23,7 @@ type filesUploaded struct {
 // with a multipart/form-data body: each part's filename is its target path
 // relative to DIR. The parts are streamed to the sandbox one after the
 // other, never buffered whole; the upload is all or nothing (see
-// control.UploadFiles). A body announced larger than the per-call limit is
+// files.Gateway.UploadFiles). A body announced larger than the per-call limit is
 // refused before anything is read.
 func (s *Server) uploadFiles(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
@@ -39,7 +39,7 @@ func (s *Server) uploadFiles(w http.ResponseWriter, r *http.Request) {
 			r.Header.Get("Content-Type"), errdefs.ErrInvalidArgument)))
 		return
 	}
-	lim := s.ctl.FileLimits()
+	lim := s.files.Limits()
 	if r.ContentLength > lim.MaxMultipartBytes {
 		s.writeProblem(w, r, errdefs.WithCode(agentproto.CodeUploadTooLarge, fmt.Errorf(
 			"multipart upload of %d bytes is over the %d-byte limit: %w", r.ContentLength, lim.MaxMultipartBytes, errdefs.ErrTooLarge)))
@@ -61,7 +61,7 @@ func (s *Server) uploadFiles(w http.ResponseWriter, r *http.Request) {
 		}
 		return partFilename(part), part, nil
 	}
-	res, err := s.ctl.UploadFiles(r.Context(), control.UploadFilesInput{
+	res, err := s.files.UploadFiles(r.Context(), files.UploadFilesInput{
 		Tenant: tenantOf(r), SandboxID: r.PathValue("id"), Dir: q.Get("path"),
 		Mode: q.Get("mode"), Overwrite: overwrite, Next: next,
 	})

@@ -26,6 +26,7 @@ import (
 	"genesis.dev/sandbox/images"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/httpapi"
 	"genesis.dev/sandbox/internal/store/sqlite"
@@ -106,11 +107,18 @@ func newFilesAPIWith(t *testing.T, tune func(*config.Config)) *filesAPI {
 	if err != nil {
 		t.Fatal(err)
 	}
+	m, err := controltest.NewManagers(svc, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, hk := range m.Hooks() {
+		svc.AddHook(hk)
+	}
 	if err := svc.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	srv, err := httpapi.New(httpapi.Config{Control: svc, Keys: map[string]string{filesKey: "default"}})
+	srv, err := httpapi.New(httpapi.Config{Control: svc, Terminals: m.Terminals, Files: m.Files, Keys: map[string]string{filesKey: "default"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,7 +483,7 @@ func testFilesHTTPOversize(a *filesAPI, id string) {
 	if testing.Short() {
 		t.Log("skipping the streamed 1 GiB oversize upload in -short mode")
 	} else {
-		limit := control.DefaultFileLimits().MaxUploadBytes
+		limit := defaultLimits(t).Files.MaxUploadBytes
 		resp, body = a.call("PUT", filesURL(id, "", url.Values{"path": {"/workspace/huge"}}), io.LimitReader(zeros{}, limit+1), nil)
 		checkProblem(t, resp, body, http.StatusRequestEntityTooLarge, "upload_too_large")
 	}
@@ -605,4 +613,14 @@ func testFilesHTTPSearch(a *filesAPI, id string) {
 		t.Errorf("replace through a link out: %d %s", resp.StatusCode, body)
 	}
 	a.sh(id, "rm -rf /workspace/s")
+}
+
+// defaultLimits are the limits of the embedded default config.
+func defaultLimits(t *testing.T) config.Limits {
+	t.Helper()
+	c, err := config.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Limits
 }

@@ -49,6 +49,8 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 	})
 	srv, err := httpapi.New(httpapi.Config{
 		Control:      h.Svc,
+		Terminals:    h.Terminals,
+		Files:        h.Files,
 		Keys:         map[string]string{keyA: "a", keyB: "b", keyAdmin: config.AdminTenant},
 		MaxBodyBytes: maxBody,
 	})

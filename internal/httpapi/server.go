@@ -20,6 +20,8 @@ import (
 
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/files"
+	"genesis.dev/sandbox/internal/interactive"
 	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/tenant"
 )
@@ -27,6 +29,10 @@ import (
 // Config wires a Server.
 type Config struct {
 	Control *control.Service
+	// Files serves the file routes.
+	Files *files.Gateway
+	// Terminals serves the terminal WebSocket.
+	Terminals *interactive.Terminals
 	// Keys maps API keys given in the config or on the command line to
 	// tenant names. Keys created through the admin API live in the store.
 	Keys         map[string]string
@@ -48,7 +54,8 @@ type Server struct {
 	routes    []Route
 	metrics   *metrics
 	keepalive time.Duration
-	terms     *control.Terminals
+	terms     *interactive.Terminals
+	files     *files.Gateway
 	ports     *ports.Proxy
 	// unaudited are route patterns whose mutating requests are not
 	// audited: traffic proxied to a sandbox's own server.
@@ -72,6 +79,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Control == nil {
 		return nil, fmt.Errorf("httpapi: nil control: %w", errdefs.ErrInvalidArgument)
 	}
+	if cfg.Files == nil {
+		return nil, fmt.Errorf("httpapi: nil file gateway: %w", errdefs.ErrInvalidArgument)
+	}
+	if cfg.Terminals == nil {
+		return nil, fmt.Errorf("httpapi: nil terminals: %w", errdefs.ErrInvalidArgument)
+	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
@@ -86,7 +99,7 @@ func New(cfg Config) (*Server, error) {
 	for k, t := range cfg.Keys {
 		s.keys = append(s.keys, apiKey{hash: sha256.Sum256([]byte(k)), tenant: t})
 	}
-	s.terms = control.NewTerminals(cfg.Control)
+	s.terms, s.files = cfg.Terminals, cfg.Files
 	s.routesInit()
 	return s, nil
 }

@@ -13,8 +13,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/interactive"
 )
 
 // GET /v1/sandboxes/{id}/terminal upgrades to a WebSocket carrying one
@@ -92,7 +92,7 @@ func headerHasToken(h http.Header, name, token string) bool {
 
 // terminal serves GET /v1/sandboxes/{id}/terminal.
 func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
-	opts := control.TerminalOptions{Tenant: tenantOf(r), SandboxID: r.PathValue("id"), TerminalID: r.URL.Query().Get("terminal")}
+	opts := interactive.TerminalOptions{Tenant: tenantOf(r), SandboxID: r.PathValue("id"), TerminalID: r.URL.Query().Get("terminal")}
 	var err error
 	if opts.Cols, err = queryInt(r, "cols"); err == nil {
 		if opts.Rows, err = queryInt(r, "rows"); err == nil {
@@ -125,7 +125,7 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
 
 // serveTerminal pumps one terminal connection until the process exits, the
 // client goes away or the connection to the sandbox is lost.
-func (s *Server) serveTerminal(ctx context.Context, ws *websocket.Conn, conn *control.TerminalConn, rid string) {
+func (s *Server) serveTerminal(ctx context.Context, ws *websocket.Conn, conn *interactive.TerminalConn, rid string) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() {

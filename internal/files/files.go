@@ -1,10 +1,12 @@
-package control
+package files
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"sync"
 	"time"
@@ -12,59 +14,60 @@ import (
 	"genesis.dev/sandbox/internal/agent/agentclient"
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
-	"genesis.dev/sandbox/internal/sandbox"
 )
 
-// FileLimits bound the file operations (limits.files of the config).
-type FileLimits struct {
-	// MaxUploadBytes is the largest file one upload may write (413 above).
-	MaxUploadBytes int64
-	// MaxMultipartBytes bounds the whole body of a multipart upload.
-	MaxMultipartBytes int64
-	// MaxFilesPerCall bounds the files of a multipart upload and the paths
-	// and files of a batch replace.
-	MaxFilesPerCall int
-	// MaxPathBytes bounds a path as given.
-	MaxPathBytes int
-	// MaxSearchResults and MaxSearchTimeout cap a search.
-	MaxSearchResults int
-	MaxSearchTimeout time.Duration
-	// MaxArchiveEntries caps the entries of an extracted archive.
-	MaxArchiveEntries int
-	// CallTimeout bounds a metadata call (stat, list, mkdir, move, delete,
-	// chmod) and the start of a transfer.
-	CallTimeout time.Duration
-	// TransferTimeout bounds a whole upload or download (a backstop; a
-	// dead agent connection is detected sooner by HTTP/2 pings).
-	TransferTimeout time.Duration
+// sandboxes is what the gateway needs of the control layer.
+type sandboxes interface {
+	Attach(ctx context.Context, tenant, id string, o control.AttachOptions) (*control.Attachment, error)
 }
 
-func fileLimits(f config.FileLimits) FileLimits {
-	return FileLimits{
-		MaxUploadBytes: f.MaxUploadBytes, MaxMultipartBytes: f.MaxMultipartBytes, MaxFilesPerCall: f.MaxFilesPerCall,
-		MaxPathBytes: f.MaxPathBytes, MaxSearchResults: f.MaxSearchResults, MaxSearchTimeout: f.MaxSearchTimeout,
-		MaxArchiveEntries: f.MaxArchiveEntries, CallTimeout: f.CallTimeout, TransferTimeout: f.TransferTimeout,
+// Config wires a Gateway.
+type Config struct {
+	// Sandboxes attaches to running sandboxes (a *control.Service).
+	Sandboxes sandboxes
+	// Limits are limits.files of the configuration.
+	Limits config.FileLimits
+	Logger *slog.Logger
+}
+
+// Gateway is the file API of running sandboxes: it applies the path policy
+// and the limits on the service side and calls the sandbox's agent, which
+// applies the path policy again inside the sandbox.
+type Gateway struct {
+	sbx sandboxes
+	lim config.FileLimits
+	log *slog.Logger
+}
+
+// New validates cfg and returns a Gateway.
+func New(cfg Config) (*Gateway, error) {
+	switch {
+	case cfg.Sandboxes == nil:
+		return nil, fmt.Errorf("files: nil sandboxes: %w", errdefs.ErrInvalidArgument)
+	case cfg.Limits.MaxUploadBytes <= 0 || cfg.Limits.MaxPathBytes <= 0 || cfg.Limits.MaxFilesPerCall <= 0 ||
+		cfg.Limits.CallTimeout <= 0 || cfg.Limits.TransferTimeout <= 0:
+		return nil, fmt.Errorf("files: limits %+v must be positive: %w", cfg.Limits, errdefs.ErrInvalidArgument)
 	}
-}
-
-// DefaultFileLimits are the file limits of the embedded default config.
-func DefaultFileLimits() FileLimits {
-	c, err := config.Default()
-	if err != nil {
-		panic("control: embedded default config: " + err.Error()) // a build defect, caught by every test
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return fileLimits(c.Limits.Files)
+	return &Gateway{sbx: cfg.Sandboxes, lim: cfg.Limits, log: cfg.Logger}, nil
 }
 
-// FileLimits returns the limits of the file operations.
-func (s *Service) FileLimits() FileLimits { return fileLimits(s.cfg.Limits.Files) }
+// Limits returns the limits of the file operations.
+func (g *Gateway) Limits() config.FileLimits { return g.lim }
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf(format+": %w", append(args, errdefs.ErrInvalidArgument)...)
+}
 
 // fileRoots are the allowed roots of a sandbox's file operations: its
 // profile's file roots (the agent in the sandbox was given the same).
-func (s *Service) fileRoots(sb *sandbox.Sandbox) []string {
-	if p, ok := s.cfg.Profile(sb.Profile); ok {
-		return p.Roots()
+func fileRoots(a *control.Attachment) []string {
+	if a.Profile != nil {
+		return a.Profile.Roots()
 	}
 	return []string{config.DefaultFileRoot}
 }
@@ -73,8 +76,8 @@ func (s *Service) fileRoots(sb *sandbox.Sandbox) []string {
 // is refused before a body is streamed; the agent applies it again (and
 // resolves symlinks) inside the sandbox. It returns the canonical absolute
 // path.
-func (s *Service) filePath(roots []string, p string) (string, error) {
-	return resolveFilePath(roots, s.cfg.Limits.Files.MaxPathBytes, p)
+func (g *Gateway) filePath(roots []string, p string) (string, error) {
+	return resolveFilePath(roots, g.lim.MaxPathBytes, p)
 }
 
 // resolveFilePath is the service's path policy: at most max bytes, then
@@ -99,24 +102,21 @@ func checkPathLen(max int, p string) error {
 	return nil
 }
 
-// fileSandbox returns the running sandbox of tenant whose files are asked
-// for, and applies its path policy to each of paths in place.
-func (s *Service) fileSandbox(ctx context.Context, tenant, id string, paths ...*string) (*sandbox.Sandbox, error) {
-	sb, err := s.GetSandbox(ctx, tenant, id)
+// fileSandbox attaches to the running sandbox of tenant whose files are
+// asked for, and applies its path policy to each of paths in place.
+func (g *Gateway) fileSandbox(ctx context.Context, tenant, id string, paths ...*string) (*control.Attachment, error) {
+	att, err := g.sbx.Attach(ctx, tenant, id, control.AttachOptions{})
 	if err != nil {
 		return nil, err
 	}
-	if !sb.State.Running() {
-		return nil, errdefs.WithCode("sandbox_not_running", fmt.Errorf(
-			"sandbox %s is %s; files are reachable only in ready sandboxes: %w", sb.ID, sb.State, errdefs.ErrFailedPrecondition))
-	}
-	roots := s.fileRoots(sb)
+	att.Release() // file calls hold no busy accounting
+	roots := fileRoots(att)
 	for _, p := range paths {
-		if *p, err = s.filePath(roots, *p); err != nil {
+		if *p, err = g.filePath(roots, *p); err != nil {
 			return nil, err
 		}
 	}
-	return sb, nil
+	return att, nil
 }
 
 // WriteFileInput is one upload.
@@ -132,7 +132,7 @@ type WriteFileInput struct {
 }
 
 // bodyReader remembers the error its reader failed with, so a failed
-// upload can tell the caller's fault (too large, gone) from the agent's.
+// upload can tell the caller's fault (too large, gone) from the agent'g.
 type bodyReader struct {
 	r   io.Reader
 	mu  sync.Mutex
@@ -159,8 +159,8 @@ func (b *bodyReader) failed() error {
 // (temp file + rename inside the sandbox). A body announced or found larger
 // than MaxUploadBytes is refused with ErrTooLarge; an announced one before
 // anything is sent.
-func (s *Service) WriteFile(ctx context.Context, in WriteFileInput) (agentproto.FileWriteResult, error) {
-	lim := s.FileLimits()
+func (g *Gateway) WriteFile(ctx context.Context, in WriteFileInput) (agentproto.FileWriteResult, error) {
+	lim := g.Limits()
 	if _, err := agentproto.ParseMode(in.Mode, 0o644); err != nil {
 		return agentproto.FileWriteResult{}, err
 	}
@@ -169,22 +169,22 @@ func (s *Service) WriteFile(ctx context.Context, in WriteFileInput) (agentproto.
 			"upload of %d bytes is over the %d-byte limit: %w", in.Size, lim.MaxUploadBytes, errdefs.ErrTooLarge))
 	}
 	p := in.Path
-	sb, err := s.fileSandbox(ctx, in.Tenant, in.SandboxID, &p)
+	att, err := g.fileSandbox(ctx, in.Tenant, in.SandboxID, &p)
 	if err != nil {
 		return agentproto.FileWriteResult{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, lim.TransferTimeout)
 	defer cancel()
-	return s.writeFile(ctx, sb, agentclient.WriteFileRequest{
+	return g.writeFile(ctx, att.Agent, agentclient.WriteFileRequest{
 		Path: p, Mode: in.Mode, Overwrite: in.Overwrite, MaxBytes: lim.MaxUploadBytes, Size: in.Size,
 	}, in.Body)
 }
 
 // writeFile streams body into a file of a running sandbox, telling the
-// caller's faults (too large, cut short) from the agent's.
-func (s *Service) writeFile(ctx context.Context, sb *sandbox.Sandbox, req agentclient.WriteFileRequest, r io.Reader) (agentproto.FileWriteResult, error) {
+// caller's faults (too large, cut short) from the agent'g.
+func (g *Gateway) writeFile(ctx context.Context, ag *agentclient.Client, req agentclient.WriteFileRequest, r io.Reader) (agentproto.FileWriteResult, error) {
 	body := &bodyReader{r: r}
-	res, err := s.agent(sb.ID).WriteFile(ctx, req, body)
+	res, err := ag.WriteFile(ctx, req, body)
 	if err != nil {
 		if berr := body.failed(); berr != nil {
 			var mbe *http.MaxBytesError
@@ -203,13 +203,13 @@ func (s *Service) writeFile(ctx context.Context, sb *sandbox.Sandbox, req agentc
 // HEAD; cond carries the caller's Range and conditional headers, which the
 // agent answers against the file it opened. The caller closes the body.
 // The returned cancel ends the transfer's deadline; call it when done.
-func (s *Service) ReadFile(ctx context.Context, tenant, id, method, path string, cond http.Header) (*agentclient.FileResponse, context.CancelFunc, error) {
-	sb, err := s.fileSandbox(ctx, tenant, id, &path)
+func (g *Gateway) ReadFile(ctx context.Context, tenant, id, method, path string, cond http.Header) (*agentclient.FileResponse, context.CancelFunc, error) {
+	att, err := g.fileSandbox(ctx, tenant, id, &path)
 	if err != nil {
 		return nil, nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.FileLimits().TransferTimeout)
-	fr, err := s.agent(sb.ID).ReadFile(ctx, method, path, cond)
+	ctx, cancel := context.WithTimeout(ctx, g.Limits().TransferTimeout)
+	fr, err := att.Agent.ReadFile(ctx, method, path, cond)
 	if err != nil {
 		cancel()
 		return nil, nil, err
@@ -218,20 +218,20 @@ func (s *Service) ReadFile(ctx context.Context, tenant, id, method, path string,
 }
 
 // fileCall runs one metadata call against the agent of a running sandbox.
-func (s *Service) fileCall(ctx context.Context, tenant, id string, paths []*string, call func(context.Context, *agentclient.Client) error) error {
-	sb, err := s.fileSandbox(ctx, tenant, id, paths...)
+func (g *Gateway) fileCall(ctx context.Context, tenant, id string, paths []*string, call func(context.Context, *agentclient.Client) error) error {
+	att, err := g.fileSandbox(ctx, tenant, id, paths...)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.FileLimits().CallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, g.Limits().CallTimeout)
 	defer cancel()
-	return call(ctx, s.agent(sb.ID))
+	return call(ctx, att.Agent)
 }
 
 // StatFile describes a file (a final symlink is described, not followed).
-func (s *Service) StatFile(ctx context.Context, tenant, id, path string) (agentproto.FileInfo, error) {
+func (g *Gateway) StatFile(ctx context.Context, tenant, id, path string) (agentproto.FileInfo, error) {
 	var info agentproto.FileInfo
-	err := s.fileCall(ctx, tenant, id, []*string{&path}, func(ctx context.Context, c *agentclient.Client) (err error) {
+	err := g.fileCall(ctx, tenant, id, []*string{&path}, func(ctx context.Context, c *agentclient.Client) (err error) {
 		info, err = c.StatFile(ctx, path)
 		return err
 	})
@@ -240,7 +240,7 @@ func (s *Service) StatFile(ctx context.Context, tenant, id, path string) (agentp
 
 // ListFiles lists a directory down to depth levels, at most limit entries
 // (0: the defaults, 1 level and agentproto.DefaultListLimit entries).
-func (s *Service) ListFiles(ctx context.Context, tenant, id, path string, depth, limit int) (agentproto.FileList, error) {
+func (g *Gateway) ListFiles(ctx context.Context, tenant, id, path string, depth, limit int) (agentproto.FileList, error) {
 	switch {
 	case depth < 0 || depth > agentproto.MaxListDepth:
 		return agentproto.FileList{}, invalid("depth must be between 1 and %d, got %d", agentproto.MaxListDepth, depth)
@@ -248,7 +248,7 @@ func (s *Service) ListFiles(ctx context.Context, tenant, id, path string, depth,
 		return agentproto.FileList{}, invalid("limit must be between 1 and %d, got %d", agentproto.MaxListLimit, limit)
 	}
 	var list agentproto.FileList
-	err := s.fileCall(ctx, tenant, id, []*string{&path}, func(ctx context.Context, c *agentclient.Client) (err error) {
+	err := g.fileCall(ctx, tenant, id, []*string{&path}, func(ctx context.Context, c *agentclient.Client) (err error) {
 		list, err = c.ListFiles(ctx, path, depth, limit)
 		return err
 	})
@@ -256,12 +256,12 @@ func (s *Service) ListFiles(ctx context.Context, tenant, id, path string, depth,
 }
 
 // Mkdir creates a directory, by default with its parents.
-func (s *Service) Mkdir(ctx context.Context, tenant, id string, req agentproto.MkdirRequest) (agentproto.FileInfo, error) {
+func (g *Gateway) Mkdir(ctx context.Context, tenant, id string, req agentproto.MkdirRequest) (agentproto.FileInfo, error) {
 	if _, err := agentproto.ParseMode(req.Mode, 0o755); err != nil {
 		return agentproto.FileInfo{}, err
 	}
 	var info agentproto.FileInfo
-	err := s.fileCall(ctx, tenant, id, []*string{&req.Path}, func(ctx context.Context, c *agentclient.Client) (err error) {
+	err := g.fileCall(ctx, tenant, id, []*string{&req.Path}, func(ctx context.Context, c *agentclient.Client) (err error) {
 		info, err = c.Mkdir(ctx, req)
 		return err
 	})
@@ -269,9 +269,9 @@ func (s *Service) Mkdir(ctx context.Context, tenant, id string, req agentproto.M
 }
 
 // MoveFile renames a file or directory inside the workspace.
-func (s *Service) MoveFile(ctx context.Context, tenant, id string, req agentproto.MoveRequest) (agentproto.FileInfo, error) {
+func (g *Gateway) MoveFile(ctx context.Context, tenant, id string, req agentproto.MoveRequest) (agentproto.FileInfo, error) {
 	var info agentproto.FileInfo
-	err := s.fileCall(ctx, tenant, id, []*string{&req.From, &req.To}, func(ctx context.Context, c *agentclient.Client) (err error) {
+	err := g.fileCall(ctx, tenant, id, []*string{&req.From, &req.To}, func(ctx context.Context, c *agentclient.Client) (err error) {
 		info, err = c.Move(ctx, req)
 		return err
 	})
@@ -280,14 +280,14 @@ func (s *Service) MoveFile(ctx context.Context, tenant, id string, req agentprot
 
 // DeleteFile removes a file, symlink or empty directory, or with Recursive
 // a whole tree (symlinks are removed, never followed).
-func (s *Service) DeleteFile(ctx context.Context, tenant, id string, req agentproto.DeleteRequest) error {
-	return s.fileCall(ctx, tenant, id, []*string{&req.Path}, func(ctx context.Context, c *agentclient.Client) error {
+func (g *Gateway) DeleteFile(ctx context.Context, tenant, id string, req agentproto.DeleteRequest) error {
+	return g.fileCall(ctx, tenant, id, []*string{&req.Path}, func(ctx context.Context, c *agentclient.Client) error {
 		return c.DeleteFile(ctx, req)
 	})
 }
 
 // ChmodFile sets a file's permission bits.
-func (s *Service) ChmodFile(ctx context.Context, tenant, id string, req agentproto.ChmodRequest) (agentproto.FileInfo, error) {
+func (g *Gateway) ChmodFile(ctx context.Context, tenant, id string, req agentproto.ChmodRequest) (agentproto.FileInfo, error) {
 	if req.Mode == "" {
 		return agentproto.FileInfo{}, errdefs.WithCode(agentproto.CodeInvalidMode, invalid("mode is required"))
 	}
@@ -295,7 +295,7 @@ func (s *Service) ChmodFile(ctx context.Context, tenant, id string, req agentpro
 		return agentproto.FileInfo{}, err
 	}
 	var info agentproto.FileInfo
-	err := s.fileCall(ctx, tenant, id, []*string{&req.Path}, func(ctx context.Context, c *agentclient.Client) (err error) {
+	err := g.fileCall(ctx, tenant, id, []*string{&req.Path}, func(ctx context.Context, c *agentclient.Client) (err error) {
 		info, err = c.Chmod(ctx, req)
 		return err
 	})
@@ -306,20 +306,20 @@ func (s *Service) ChmodFile(ctx context.Context, tenant, id string, req agentpro
 // the sandbox (made if missing). The agent refuses entries that would land
 // or point outside the workspace and stops at the first. The upload and the
 // content it unpacks to are each bounded by MaxUploadBytes.
-func (s *Service) ExtractArchive(ctx context.Context, tenant, id, dir string, size int64, body io.Reader) (agentproto.ExtractResult, error) {
-	lim := s.FileLimits()
+func (g *Gateway) ExtractArchive(ctx context.Context, tenant, id, dir string, size int64, body io.Reader) (agentproto.ExtractResult, error) {
+	lim := g.Limits()
 	if size > lim.MaxUploadBytes {
 		return agentproto.ExtractResult{}, errdefs.WithCode(agentproto.CodeUploadTooLarge, fmt.Errorf(
 			"archive of %d bytes is over the %d-byte limit: %w", size, lim.MaxUploadBytes, errdefs.ErrTooLarge))
 	}
-	sb, err := s.fileSandbox(ctx, tenant, id, &dir)
+	att, err := g.fileSandbox(ctx, tenant, id, &dir)
 	if err != nil {
 		return agentproto.ExtractResult{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, lim.TransferTimeout)
 	defer cancel()
 	br := &bodyReader{r: body}
-	res, err := s.agent(sb.ID).ExtractArchive(ctx, dir, lim.MaxUploadBytes, min(lim.MaxArchiveEntries, agentproto.MaxArchiveEntries), size, br)
+	res, err := att.Agent.ExtractArchive(ctx, dir, lim.MaxUploadBytes, min(lim.MaxArchiveEntries, agentproto.MaxArchiveEntries), size, br)
 	if err != nil {
 		if berr := br.failed(); berr != nil {
 			var mbe *http.MaxBytesError
@@ -337,13 +337,13 @@ func (s *Service) ExtractArchive(ctx context.Context, tenant, id, dir string, si
 // ReadArchive streams the directory dir of the sandbox as a tar. The
 // caller closes the body and calls cancel when done; a body that ends in an
 // error is a tar cut short.
-func (s *Service) ReadArchive(ctx context.Context, tenant, id, dir string) (io.ReadCloser, context.CancelFunc, error) {
-	sb, err := s.fileSandbox(ctx, tenant, id, &dir)
+func (g *Gateway) ReadArchive(ctx context.Context, tenant, id, dir string) (io.ReadCloser, context.CancelFunc, error) {
+	att, err := g.fileSandbox(ctx, tenant, id, &dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.FileLimits().TransferTimeout)
-	rc, err := s.agent(sb.ID).ReadArchive(ctx, dir)
+	ctx, cancel := context.WithTimeout(ctx, g.Limits().TransferTimeout)
+	rc, err := att.Agent.ReadArchive(ctx, dir)
 	if err != nil {
 		cancel()
 		return nil, nil, err
@@ -356,8 +356,8 @@ const searchBackstop = 5 * time.Minute
 
 // SearchFiles finds files by name and/or content below req.Path (default:
 // the first file root), within the configured result and time caps.
-func (s *Service) SearchFiles(ctx context.Context, tenant, id string, req agentproto.SearchRequest) (agentproto.SearchResult, error) {
-	lim := s.FileLimits()
+func (g *Gateway) SearchFiles(ctx context.Context, tenant, id string, req agentproto.SearchRequest) (agentproto.SearchResult, error) {
+	lim := g.Limits()
 	maxResults := min(lim.MaxSearchResults, agentproto.MaxSearchResults)
 	maxTimeoutMS := min(lim.MaxSearchTimeout.Milliseconds(), agentproto.MaxSearchTimeoutMS)
 	switch {
@@ -373,23 +373,23 @@ func (s *Service) SearchFiles(ctx context.Context, tenant, id string, req agentp
 	if req.TimeoutMS == 0 {
 		req.TimeoutMS = min(agentproto.DefaultSearchTimeoutMS, maxTimeoutMS)
 	}
-	sb, err := s.fileSandbox(ctx, tenant, id)
+	att, err := g.fileSandbox(ctx, tenant, id)
 	if err != nil {
 		return agentproto.SearchResult{}, err
 	}
-	if req.Path, err = s.filePath(s.fileRoots(sb), cmpOr(req.Path, s.fileRoots(sb)[0])); err != nil {
+	if req.Path, err = g.filePath(fileRoots(att), cmp.Or(req.Path, fileRoots(att)[0])); err != nil {
 		return agentproto.SearchResult{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, searchBackstop)
 	defer cancel()
-	return s.agent(sb.ID).SearchFiles(ctx, req)
+	return att.Agent.SearchFiles(ctx, req)
 }
 
 // ReplaceInFiles applies a batch replace to req.Paths, or to the files
 // below req.Path (default: the first file root) matching req.Glob, at most
 // limits.files.max_files_per_call of them.
-func (s *Service) ReplaceInFiles(ctx context.Context, tenant, id string, req agentproto.ReplaceRequest) (agentproto.ReplaceResult, error) {
-	maxFiles := min(s.FileLimits().MaxFilesPerCall, agentproto.MaxReplaceFiles)
+func (g *Gateway) ReplaceInFiles(ctx context.Context, tenant, id string, req agentproto.ReplaceRequest) (agentproto.ReplaceResult, error) {
+	maxFiles := min(g.Limits().MaxFilesPerCall, agentproto.MaxReplaceFiles)
 	switch {
 	case req.Find == "":
 		return agentproto.ReplaceResult{}, invalid("find is required")
@@ -402,29 +402,22 @@ func (s *Service) ReplaceInFiles(ctx context.Context, tenant, id string, req age
 	case req.MaxFiles == 0:
 		req.MaxFiles = min(agentproto.DefaultReplaceFiles, maxFiles)
 	}
-	sb, err := s.fileSandbox(ctx, tenant, id)
+	att, err := g.fileSandbox(ctx, tenant, id)
 	if err != nil {
 		return agentproto.ReplaceResult{}, err
 	}
-	roots := s.fileRoots(sb)
+	roots := fileRoots(att)
 	for i, p := range req.Paths {
-		if req.Paths[i], err = s.filePath(roots, p); err != nil {
+		if req.Paths[i], err = g.filePath(roots, p); err != nil {
 			return agentproto.ReplaceResult{}, err
 		}
 	}
 	if len(req.Paths) == 0 {
-		if req.Path, err = s.filePath(roots, cmpOr(req.Path, roots[0])); err != nil {
+		if req.Path, err = g.filePath(roots, cmp.Or(req.Path, roots[0])); err != nil {
 			return agentproto.ReplaceResult{}, err
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, searchBackstop)
 	defer cancel()
-	return s.agent(sb.ID).ReplaceInFiles(ctx, req)
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
+	return att.Agent.ReplaceInFiles(ctx, req)
 }

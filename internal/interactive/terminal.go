@@ -1,14 +1,16 @@
-package control
+package interactive
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"genesis.dev/sandbox/internal/agent/agentclient"
 	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -18,16 +20,24 @@ import (
 // and a restart of the service. Terminal ids are per sandbox, and reaching a
 // sandbox is tenant-checked, so a terminal id alone grants nothing.
 //
-// Terminals adds the one rule the agent does not know: one writer at a
-// time. Each connection (TerminalConn) has its own attachment to the agent;
-// only the writer's input and resizes reach the terminal. The first
-// connection to a terminal is its writer, later ones observe, and a
-// takeover makes its connection the writer and demotes the previous one.
-// When the writer leaves, the terminal has no writer until a connection
-// takes over or a new one arrives. The roles live in this process only.
+// Terminals adds the roles of a Hub: each connection (TerminalConn) has
+// its own attachment to the agent; only the writer's input and resizes
+// reach the terminal.
 
 // terminalSetupTimeout bounds the agent calls that open a connection.
 const terminalSetupTimeout = 30 * time.Second
+
+// sandboxes is what terminals need of the control layer.
+type sandboxes interface {
+	Attach(ctx context.Context, tenant, id string, o control.AttachOptions) (*control.Attachment, error)
+}
+
+// Config wires Terminals.
+type Config struct {
+	// Sandboxes attaches to running sandboxes (a *control.Service).
+	Sandboxes sandboxes
+	Logger    *slog.Logger
+}
 
 // TerminalOptions says which terminal a connection is for.
 type TerminalOptions struct {
@@ -54,39 +64,52 @@ type TerminalEvent struct {
 
 // Terminals tracks the connections to terminals and who writes to each.
 type Terminals struct {
-	svc *Service
+	sbx sandboxes
+	log *slog.Logger
+	hub *Hub
 
-	mu   sync.Mutex
-	hubs map[string]*terminalHub // sandbox id + "/" + terminal id
+	mu        sync.Mutex
+	bySandbox map[string]map[*TerminalConn]struct{}
 }
 
-// terminalHub is the set of connections to one terminal.
-type terminalHub struct {
-	key    string
-	conns  map[*TerminalConn]struct{}
-	writer *TerminalConn
+// New returns the terminal coordinator.
+func New(cfg Config) (*Terminals, error) {
+	if cfg.Sandboxes == nil {
+		return nil, fmt.Errorf("interactive: nil sandboxes: %w", errdefs.ErrInvalidArgument)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Terminals{sbx: cfg.Sandboxes, log: cfg.Logger, hub: NewHub(), bySandbox: map[string]map[*TerminalConn]struct{}{}}, nil
 }
 
-// NewTerminals returns the terminal coordinator of svc.
-func NewTerminals(svc *Service) *Terminals {
-	return &Terminals{svc: svc, hubs: map[string]*terminalHub{}}
+// Name names the terminals' control hook.
+func (ts *Terminals) Name() string { return "terminals" }
+
+// SandboxEnding closes every connection to the terminals of a sandbox
+// that ends (its terminals end with it, or with its reset).
+func (ts *Terminals) SandboxEnding(_ context.Context, sandboxID, _ string) {
+	ts.mu.Lock()
+	conns := make([]*TerminalConn, 0, len(ts.bySandbox[sandboxID]))
+	for c := range ts.bySandbox[sandboxID] {
+		conns = append(conns, c)
+	}
+	ts.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
 }
 
 // TerminalConn is one connection to a terminal.
 type TerminalConn struct {
+	*Conn
 	ts        *Terminals
-	hub       *terminalHub
 	agent     *agentclient.Client
 	att       *agentclient.Attachment
 	cancel    context.CancelFunc
 	sandboxID string
 	id        string
 	created   bool
-	roles     chan struct{} // one pending notification of a role change
-
-	// Guarded by ts.mu.
-	writer bool
-	closed bool
 }
 
 // validTerminalSize checks a requested window size (0 = unset).
@@ -112,18 +135,16 @@ func (ts *Terminals) Open(ctx context.Context, o TerminalOptions) (*TerminalConn
 	if err := validTerminalSize(o.Cols, o.Rows); err != nil {
 		return nil, err
 	}
-	sb, err := ts.svc.GetSandbox(ctx, o.Tenant, o.SandboxID)
+	sa, err := ts.sbx.Attach(ctx, o.Tenant, o.SandboxID, control.AttachOptions{})
 	if err != nil {
 		return nil, err
 	}
-	if !sb.State.Running() {
-		return nil, errdefs.WithCode("sandbox_not_running", fmt.Errorf(
-			"sandbox %s is %s; terminals run only in ready sandboxes: %w", sb.ID, sb.State, errdefs.ErrFailedPrecondition))
-	}
+	defer sa.Release()
+	sb := sa.Sandbox
 	setup, cancelSetup := context.WithTimeout(ctx, terminalSetupTimeout)
 	defer cancelSetup()
-	ag := ts.svc.agent(sb.ID)
-	c := &TerminalConn{ts: ts, agent: ag, sandboxID: sb.ID, id: o.TerminalID, roles: make(chan struct{}, 1)}
+	ag := sa.Agent
+	c := &TerminalConn{ts: ts, agent: ag, sandboxID: sb.ID, id: o.TerminalID}
 	if c.id == "" {
 		c.id = sandbox.NewID("term")
 		// The sandbox's env (a warm lease's is set at its claim, not in
@@ -149,48 +170,20 @@ func (ts *Terminals) Open(ctx context.Context, o TerminalOptions) (*TerminalConn
 		return nil, fmt.Errorf("sandbox %s: attach terminal %s: %w", sb.ID, c.id, err)
 	}
 	c.att, c.cancel = att, cancel
-
-	key := sb.ID + "/" + c.id
+	c.Conn = ts.hub.Join(sb.ID+"/"+c.id, att, o.Takeover)
 	ts.mu.Lock()
-	hub := ts.hubs[key]
-	if hub == nil {
-		hub = &terminalHub{key: key, conns: map[*TerminalConn]struct{}{}}
-		ts.hubs[key] = hub
+	if ts.bySandbox[sb.ID] == nil {
+		ts.bySandbox[sb.ID] = map[*TerminalConn]struct{}{}
 	}
-	c.hub = hub
-	hub.conns[c] = struct{}{}
-	if hub.writer == nil || o.Takeover {
-		ts.setWriterLocked(hub, c)
-	}
-	writer := c.writer
+	ts.bySandbox[sb.ID][c] = struct{}{}
 	ts.mu.Unlock()
 
-	if writer && !c.created && o.Cols > 0 && o.Rows > 0 {
+	if c.Writer() && !c.created && o.Cols > 0 && o.Rows > 0 {
 		if err := resizeTerminal(setup, ag, c.id, o.Cols, o.Rows); err != nil {
-			ts.svc.log.Warn("terminal resize on connect", "sandbox", sb.ID, "terminal", c.id, "err", err)
+			ts.log.Warn("terminal resize on connect", "sandbox", sb.ID, "terminal", c.id, "err", err)
 		}
 	}
 	return c, nil
-}
-
-// setWriterLocked makes c the writer of hub and demotes the previous one.
-func (ts *Terminals) setWriterLocked(hub *terminalHub, c *TerminalConn) {
-	if prev := hub.writer; prev != nil && prev != c {
-		prev.writer = false
-		prev.notify()
-	}
-	hub.writer = c
-	if !c.writer {
-		c.writer = true
-		c.notify()
-	}
-}
-
-func (c *TerminalConn) notify() {
-	select {
-	case c.roles <- struct{}{}:
-	default:
-	}
 }
 
 // ID is the terminal's id.
@@ -198,39 +191,6 @@ func (c *TerminalConn) ID() string { return c.id }
 
 // Created reports whether this connection started the terminal.
 func (c *TerminalConn) Created() bool { return c.created }
-
-// Writer reports whether this connection is the terminal's writer now.
-func (c *TerminalConn) Writer() bool {
-	c.ts.mu.Lock()
-	defer c.ts.mu.Unlock()
-	return c.writer
-}
-
-// RoleChanged receives when the connection's role may have changed; read
-// Writer for the current role.
-func (c *TerminalConn) RoleChanged() <-chan struct{} { return c.roles }
-
-// Takeover makes this connection the writer; the previous writer becomes an
-// observer.
-func (c *TerminalConn) Takeover() {
-	c.ts.mu.Lock()
-	defer c.ts.mu.Unlock()
-	if !c.closed {
-		c.ts.setWriterLocked(c.hub, c)
-	}
-}
-
-// Input sends p to the terminal if this connection is the writer; it
-// reports whether it did.
-func (c *TerminalConn) Input(p []byte) (bool, error) {
-	if !c.Writer() {
-		return false, nil
-	}
-	if _, err := c.att.Write(p); err != nil {
-		return true, err
-	}
-	return true, nil
-}
 
 // Resize sets the window size if this connection is the writer; it reports
 // whether it did. Resizing an exited terminal changes nothing.
@@ -265,19 +225,15 @@ func (c *TerminalConn) Next() (TerminalEvent, error) {
 // Close ends the connection; the terminal keeps running. If it was the
 // writer, the terminal has no writer until another connection takes over.
 func (c *TerminalConn) Close() {
-	c.ts.mu.Lock()
-	if c.closed {
-		c.ts.mu.Unlock()
+	if !c.Leave() {
 		return
 	}
-	c.closed = true
-	delete(c.hub.conns, c)
-	if c.hub.writer == c {
-		c.hub.writer = nil
-	}
-	c.writer = false
-	if len(c.hub.conns) == 0 && c.ts.hubs[c.hub.key] == c.hub {
-		delete(c.ts.hubs, c.hub.key)
+	c.ts.mu.Lock()
+	if m := c.ts.bySandbox[c.sandboxID]; m != nil {
+		delete(m, c)
+		if len(m) == 0 {
+			delete(c.ts.bySandbox, c.sandboxID)
+		}
 	}
 	c.ts.mu.Unlock()
 	c.att.Close()
@@ -294,10 +250,10 @@ func (c *TerminalConn) Abort(ctx context.Context) {
 }
 
 func (c *TerminalConn) deleteTerminal(ctx context.Context) {
-	dctx, cancel := cleanupCtx(ctx, terminalSetupTimeout)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), terminalSetupTimeout)
 	defer cancel()
 	if err := c.agent.DeleteTerminal(dctx, c.id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		c.ts.svc.log.Warn("deleting an unused terminal", "sandbox", c.sandboxID, "terminal", c.id, "err", err)
+		c.ts.log.Warn("deleting an unused terminal", "sandbox", c.sandboxID, "terminal", c.id, "err", err)
 	}
 }
 

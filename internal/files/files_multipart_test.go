@@ -1,4 +1,4 @@
-package control
+package files
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package control
+package files
 
 import (
 	"context"
@@ -38,16 +38,16 @@ type UploadFilesInput struct {
 // file over MaxUploadBytes, an existing target without Overwrite or a body
 // cut short leaves the targets untouched and the staged files removed
 // (parent directories made on the way stay).
-func (s *Service) UploadFiles(ctx context.Context, in UploadFilesInput) ([]agentproto.FileWriteResult, error) {
-	lim := s.FileLimits()
+func (g *Gateway) UploadFiles(ctx context.Context, in UploadFilesInput) ([]agentproto.FileWriteResult, error) {
+	lim := g.Limits()
 	if _, err := agentproto.ParseMode(in.Mode, 0o644); err != nil {
 		return nil, err
 	}
-	sb, err := s.fileSandbox(ctx, in.Tenant, in.SandboxID, &in.Dir)
+	att, err := g.fileSandbox(ctx, in.Tenant, in.SandboxID, &in.Dir)
 	if err != nil {
 		return nil, err
 	}
-	roots := s.fileRoots(sb)
+	roots := fileRoots(att)
 	ctx, cancel := context.WithTimeout(ctx, lim.TransferTimeout)
 	defer cancel()
 	var tok [8]byte
@@ -58,11 +58,11 @@ func (s *Service) UploadFiles(ctx context.Context, in UploadFilesInput) ([]agent
 	var done []staged
 	var results []agentproto.FileWriteResult
 	rollback := func(cause error) error {
-		cctx, ccancel := cleanupCtx(ctx, lim.CallTimeout)
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), lim.CallTimeout)
 		defer ccancel()
 		for _, f := range done {
-			if err := s.agent(sb.ID).DeleteFile(cctx, agentproto.DeleteRequest{Path: f.tmp}); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
-				s.log.Warn("removing a staged upload", "sandbox", sb.ID, "path", f.tmp, "err", err)
+			if err := att.Agent.DeleteFile(cctx, agentproto.DeleteRequest{Path: f.tmp}); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
+				g.log.Warn("removing a staged upload", "sandbox", att.Sandbox.ID, "path", f.tmp, "err", err)
 			}
 		}
 		return cause
@@ -89,7 +89,7 @@ func (s *Service) UploadFiles(ctx context.Context, in UploadFilesInput) ([]agent
 		}
 		targets[target] = true
 		tmp := path.Join(path.Dir(target), fmt.Sprintf(".genesis-part-%x-%d", tok, i))
-		res, err := s.writeFile(ctx, sb, agentclient.WriteFileRequest{
+		res, err := g.writeFile(ctx, att.Agent, agentclient.WriteFileRequest{
 			Path: tmp, Mode: in.Mode, Overwrite: false, MaxBytes: lim.MaxUploadBytes, Size: -1,
 		}, body)
 		if err != nil {
@@ -104,7 +104,7 @@ func (s *Service) UploadFiles(ctx context.Context, in UploadFilesInput) ([]agent
 	}
 	if !in.Overwrite {
 		for _, f := range done {
-			_, err := s.agent(sb.ID).StatFile(ctx, f.target)
+			_, err := att.Agent.StatFile(ctx, f.target)
 			if err == nil {
 				return nil, rollback(errdefs.WithCode(agentproto.CodeFileExists, fmt.Errorf(
 					"%s exists and overwrite is false; nothing was written: %w", f.target, errdefs.ErrConflict)))
@@ -115,7 +115,7 @@ func (s *Service) UploadFiles(ctx context.Context, in UploadFilesInput) ([]agent
 		}
 	}
 	for i, f := range done {
-		if _, err := s.agent(sb.ID).Move(ctx, agentproto.MoveRequest{From: f.tmp, To: f.target, Overwrite: in.Overwrite}); err != nil {
+		if _, err := att.Agent.Move(ctx, agentproto.MoveRequest{From: f.tmp, To: f.target, Overwrite: in.Overwrite}); err != nil {
 			done = done[i:] // the files before are in place
 			return nil, rollback(fmt.Errorf("moving %s into place after %d of %d files: %w", f.target, i, len(results), err))
 		}

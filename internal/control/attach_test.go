@@ -1,0 +1,158 @@
+package control_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/controltest"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
+)
+
+// recordingHook records the hook calls it gets; readyErr, if set, fails
+// SandboxReady.
+type recordingHook struct {
+	mu       sync.Mutex
+	calls    []string
+	readyErr error
+}
+
+func (r *recordingHook) Name() string { return "recording" }
+
+func (r *recordingHook) add(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, s)
+}
+
+func (r *recordingHook) SandboxReady(ctx context.Context, a *control.Attachment) error {
+	if a.Agent == nil || a.Profile == nil {
+		return errors.New("attachment without agent or profile")
+	}
+	if _, err := a.Agent.Ping(ctx); err != nil {
+		return err
+	}
+	r.add("ready " + a.Sandbox.ID)
+	return r.readyErr
+}
+
+func (r *recordingHook) SandboxEnding(_ context.Context, id, reason string) {
+	r.add("ending " + id)
+}
+
+func (r *recordingHook) Recover(context.Context) error {
+	r.add("recover")
+	return nil
+}
+
+func (r *recordingHook) Sweep(context.Context, time.Time, bool) { r.add("sweep") }
+
+func (r *recordingHook) seen(s string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Contains(r.calls, s)
+}
+
+// TestAttach checks the one running-sandbox check: tenancy, state and busy
+// accounting.
+func TestAttach(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	sb := h.Create("a", control.CreateSandboxInput{})
+
+	a, err := h.Svc.Attach(ctx, "a", sb.ID, control.AttachOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Sandbox.ID != sb.ID || a.Profile == nil || a.Profile.Name != controltest.Profile || a.Agent == nil {
+		t.Fatalf("attachment %+v", a)
+	}
+	if _, err := a.Agent.Ping(ctx); err != nil {
+		t.Fatalf("agent of the attachment: %v", err)
+	}
+	a.Release()
+	a.Release() // idempotent
+
+	if _, err := h.Svc.Attach(ctx, "b", sb.ID, control.AttachOptions{}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("attach to another tenant's sandbox: %v, want not found", err)
+	}
+	if _, err := h.Svc.Attach(ctx, "a", "sbx_nope", control.AttachOptions{}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("attach to a bad id: %v, want not found", err)
+	}
+	if err := h.Svc.DeleteSandbox(ctx, "a", sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.Svc.Attach(ctx, "a", sb.ID, control.AttachOptions{})
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || errdefs.Code(err) != "sandbox_not_running" {
+		t.Errorf("attach to a destroyed sandbox: %v (code %q), want sandbox_not_running", err, errdefs.Code(err))
+	}
+}
+
+// TestAttachBusy checks that a busy attachment holds a leased sandbox busy
+// until it is released.
+func TestAttachBusy(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	out, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: controltest.Profile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := out.Sandbox.ID
+	a, err := h.Svc.Attach(ctx, "a", id, control.AttachOptions{Busy: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h, id, sandbox.StateBusy)
+	a.Release()
+	waitState(t, h, id, sandbox.StateLeased)
+}
+
+// TestHooks checks when control calls the hooks, and that a failing ready
+// hook fails the create and rolls it back.
+func TestHooks(t *testing.T) {
+	t.Parallel()
+	rec := &recordingHook{}
+	h := &harness{controltest.NewOpts(t, controltest.Options{Hooks: []control.Hook{rec}})}
+	ctx := context.Background()
+	if !rec.seen("recover") || !rec.seen("sweep") {
+		t.Errorf("start-up calls %v, want recover and sweep", rec.calls)
+	}
+	sb := h.Create("a", control.CreateSandboxInput{})
+	if !rec.seen("ready " + sb.ID) {
+		t.Errorf("calls %v, want ready of %s", rec.calls, sb.ID)
+	}
+	if err := h.Svc.DeleteSandbox(ctx, "a", sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if !rec.seen("ending " + sb.ID) {
+		t.Errorf("calls %v, want ending of %s", rec.calls, sb.ID)
+	}
+
+	rec.mu.Lock()
+	rec.readyErr = errors.New("service did not start")
+	rec.mu.Unlock()
+	_, err := h.Svc.CreateSandbox(ctx, control.CreateSandboxInput{Tenant: "a", Profile: controltest.Profile})
+	if err == nil {
+		t.Fatal("create with a failing ready hook succeeded")
+	}
+	var failed *sandbox.Sandbox
+	for _, r := range h.Records() {
+		if r.ID != sb.ID {
+			failed = r
+		}
+	}
+	if failed == nil || failed.State != sandbox.StateFailed {
+		t.Fatalf("records after the failed create: %+v", h.Records())
+	}
+	if !rec.seen("ending " + failed.ID) {
+		t.Errorf("calls %v, want ending of the failed %s", rec.calls, failed.ID)
+	}
+	h.AssertGone(failed.ID)
+}

@@ -1,0 +1,13 @@
+// Package interactive owns the interactive connections into running
+// sandboxes: terminals today. Its Hub holds the one rule the agent does not
+// know — one writer at a time, observers read only, a takeover switches the
+// writer — over any byte stream, so that other interactive streams (a VNC
+// connection) can share the same roles.
+//
+// It reaches a sandbox only through control's Attach (a small interface it
+// declares), and closes its connections when control reports, through the
+// SandboxEnding hook, that a sandbox ends.
+//
+// It may import control, agentclient, agentproto, sandbox and errdefs; it
+// must not import httpapi, store, driver or the other workload packages.
+package interactive
