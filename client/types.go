@@ -60,6 +60,9 @@ type Sandbox struct {
 	ExpiresAt       *time.Time        `json:"expires_at,omitempty"`
 	// Network is set for networked sandboxes (GET and create answers).
 	Network *NetworkSummary `json:"network,omitempty"`
+	// Endpoints are the named ports of the sandbox's profile with their
+	// URLs through the service (GET answers).
+	Endpoints []Endpoint `json:"endpoints,omitempty"`
 }
 
 // SandboxList is the body of GET /v1/sandboxes.

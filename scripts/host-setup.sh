@@ -37,6 +37,9 @@ command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 [ -x /bin/busybox ] || missing+=(busybox-static)
 command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)
+# Debian's Chromium: browser tests drive it (preview links, the browser
+# profile, the console); it is never downloaded by a test tool.
+[ -x /usr/bin/chromium ] || missing+=(chromium fonts-liberation)
 if [ "${#missing[@]}" -gt 0 ]; then
   say "installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive

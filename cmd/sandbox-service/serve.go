@@ -24,6 +24,7 @@ import (
 	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/httpapi"
 	"genesis.dev/sandbox/internal/interactive"
+	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/postgres"
 	"genesis.dev/sandbox/internal/store/sqlite"
@@ -153,7 +154,12 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	api, err := httpapi.New(httpapi.Config{Control: ctl, Terminals: terms, Files: fs, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log})
+	pp, err := newPortsProxy(ctl, cfg, log)
+	if err != nil {
+		return err
+	}
+	ctl.AddHook(pp)
+	api, err := httpapi.New(httpapi.Config{Control: ctl, Terminals: terms, Files: fs, Ports: pp, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -268,4 +274,24 @@ func installBinary(name, src, dataDir string) (string, error) {
 		return "", err
 	}
 	return dir, os.Rename(tmp, dst)
+}
+
+// newPortsProxy builds the port proxy with the preview-link key of the
+// data dir (made on first start).
+func newPortsProxy(ctl *control.Service, cfg *config.Config, log *slog.Logger) (*ports.Proxy, error) {
+	keyFile := cfg.Ports.LinkKeyFile
+	if !filepath.IsAbs(keyFile) {
+		keyFile = filepath.Join(cfg.DataDir, keyFile)
+	}
+	key, err := ports.LoadOrCreateKey(keyFile)
+	if err != nil {
+		return nil, err
+	}
+	signer, err := ports.NewSigner(key)
+	if err != nil {
+		return nil, err
+	}
+	return ports.New(ports.Config{
+		Sandboxes: ports.FromControl(ctl), Signer: signer, MaxLinkTTL: cfg.Ports.MaxLinkTTL, Logger: log,
+	})
 }

@@ -23,6 +23,7 @@ import (
 	"genesis.dev/sandbox/internal/driver/fake"
 	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/interactive"
+	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/sqlite"
@@ -247,6 +248,7 @@ type Harness struct {
 	// The workload managers over Svc, with their hooks registered.
 	Terminals *interactive.Terminals
 	Files     *files.Gateway
+	Ports     *ports.Proxy
 	Clock     *Clock
 	Agents    *Agents
 }
@@ -378,7 +380,7 @@ func NewOpts(t *testing.T, o Options) *Harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	return &Harness{T: t, Dir: dir, Cfg: cfg, Drv: drv, St: st, Svc: svc, Terminals: m.Terminals, Files: m.Files, Clock: clk, Agents: ag}
+	return &Harness{T: t, Dir: dir, Cfg: cfg, Drv: drv, St: st, Svc: svc, Terminals: m.Terminals, Files: m.Files, Ports: m.Ports, Clock: clk, Agents: ag}
 }
 
 // SetProbe replaces the probe result and refreshes the service's cache.
@@ -514,6 +516,7 @@ func (h *Harness) AssertNothingCreated() {
 type Managers struct {
 	Terminals *interactive.Terminals
 	Files     *files.Gateway
+	Ports     *ports.Proxy
 }
 
 // NewManagers builds the managers over svc, which runs with settings cfg;
@@ -527,10 +530,18 @@ func NewManagers(svc *control.Service, cfg *config.Config, log *slog.Logger) (*M
 	if err != nil {
 		return nil, err
 	}
-	return &Managers{Terminals: terms, Files: fs}, nil
+	signer, err := ports.NewSigner([]byte("controltest-preview-link-key-0123456789"))
+	if err != nil {
+		return nil, err
+	}
+	pp, err := ports.New(ports.Config{Sandboxes: ports.FromControl(svc), Signer: signer, MaxLinkTTL: cfg.Ports.MaxLinkTTL, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return &Managers{Terminals: terms, Files: fs, Ports: pp}, nil
 }
 
 // Hooks are the managers' control hooks.
 func (m *Managers) Hooks() []control.Hook {
-	return []control.Hook{m.Terminals}
+	return []control.Hook{m.Terminals, m.Ports}
 }

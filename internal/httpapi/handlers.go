@@ -193,7 +193,9 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("ETag", etag(sb))
-	writeJSON(w, http.StatusOK, sandboxWire(sb))
+	out := sandboxWire(sb)
+	out.Endpoints = s.endpoints(r, sb.ID, sb.Profile)
+	writeJSON(w, http.StatusOK, out)
 }
 
 // parseIfMatch returns the resourceVersion in an If-Match header (0 if none).

@@ -51,6 +51,7 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 		Control:      h.Svc,
 		Terminals:    h.Terminals,
 		Files:        h.Files,
+		Ports:        h.Ports,
 		Keys:         map[string]string{keyA: "a", keyB: "b", keyAdmin: config.AdminTenant},
 		MaxBodyBytes: maxBody,
 	})

@@ -69,7 +69,7 @@ func (s *Server) proxyPort(w http.ResponseWriter, r *http.Request) {
 	s.ports.ServeHTTP(w, r, ports.Request{
 		Tenant: tenantOf(r), SandboxID: id, Port: port, Path: r.PathValue("path"),
 		Prefix: "/v1/sandboxes/" + url.PathEscape(id) + "/ports/" + strconv.Itoa(port),
-	})
+	}, s.writeProblem)
 }
 
 func (s *Server) portTCP(w http.ResponseWriter, r *http.Request) {
@@ -82,7 +82,7 @@ func (s *Server) portTCP(w http.ResponseWriter, r *http.Request) {
 			invalidArg("this endpoint speaks WebSocket only (Connection: Upgrade, Upgrade: websocket)")))
 		return
 	}
-	s.ports.ServeTCP(w, r, tenantOf(r), r.PathValue("id"), port)
+	s.ports.ServeTCP(w, r, tenantOf(r), r.PathValue("id"), port, s.writeProblem)
 }
 
 func (s *Server) createPortLink(w http.ResponseWriter, r *http.Request) {
@@ -120,7 +120,7 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 	s.ports.ServeHTTP(w, r, ports.Request{
 		Tenant: c.Tenant, SandboxID: c.SandboxID, Port: c.Port, Path: r.PathValue("path"),
 		Prefix: "/v1/previews/" + token,
-	})
+	}, s.writeProblem)
 }
 
 // baseURLOf is the scheme and host the caller used to reach the service.
@@ -139,4 +139,22 @@ func endpointURL(r *http.Request, sandboxID string, port int, protocol string) s
 		u = "ws" + strings.TrimPrefix(u, "http") + "tcp"
 	}
 	return u
+}
+
+// endpoints lists the named ports of a sandbox's profile with their URLs
+// (nil when it declares none).
+func (s *Server) endpoints(r *http.Request, sandboxID, profile string) []client.Endpoint {
+	p, ok := s.ctl.ProfileConfig(profile)
+	if !ok || len(p.Endpoints) == 0 {
+		return nil
+	}
+	out := make([]client.Endpoint, 0, len(p.Endpoints))
+	for _, e := range p.Endpoints {
+		proto := e.Protocol
+		if proto == "" {
+			proto = "http"
+		}
+		out = append(out, client.Endpoint{Name: e.Name, Port: e.Port, Protocol: proto, URL: endpointURL(r, sandboxID, e.Port, proto)})
+	}
+	return out
 }

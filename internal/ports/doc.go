@@ -9,8 +9,8 @@
 // with network mode none serves its ports without any route in or out.
 // Which ports may be reached is the profile's policy (config.PortPolicy).
 //
-// It reaches a sandbox only through the Sandboxes interface it declares
-// (the lifecycle layer's Attach, adapted by the binary's wiring). It may
-// import config, errdefs and the standard library; it must not import
-// httpapi, control, store, driver or the agent's packages.
+// It reaches a sandbox only through control's Attach (FromControl adapts
+// it to the Sandboxes seam its tests fake). It may import control,
+// config, errdefs and the agent client; it must not import httpapi, store
+// or driver.
 package ports

@@ -18,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 
 	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 )
 
@@ -44,10 +45,8 @@ type Config struct {
 	Signer    *Signer
 	// MaxLinkTTL bounds preview links (default 24 h).
 	MaxLinkTTL time.Duration
-	// ErrorHandler writes err as the caller's answer (problem+json).
-	ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
-	Now          func() time.Time
-	Logger       *slog.Logger
+	Now        func() time.Time
+	Logger     *slog.Logger
 }
 
 // Proxy serves the port routes. It is safe for concurrent use.
@@ -67,8 +66,8 @@ type sandboxConns struct {
 
 // New returns a Proxy.
 func New(cfg Config) (*Proxy, error) {
-	if cfg.Sandboxes == nil || cfg.Signer == nil || cfg.ErrorHandler == nil {
-		return nil, fmt.Errorf("ports: Sandboxes, Signer and ErrorHandler are required: %w", errdefs.ErrInvalidArgument)
+	if cfg.Sandboxes == nil || cfg.Signer == nil {
+		return nil, fmt.Errorf("ports: Sandboxes and Signer are required: %w", errdefs.ErrInvalidArgument)
 	}
 	if cfg.MaxLinkTTL <= 0 {
 		cfg.MaxLinkTTL = 24 * time.Hour
@@ -201,14 +200,17 @@ type Request struct {
 	Prefix string
 }
 
+// ErrorWriter answers a request with err (problem+json at the HTTP layer).
+type ErrorWriter func(w http.ResponseWriter, r *http.Request, err error)
+
 // ServeHTTP proxies r to the port: any method, WebSocket upgrades passed
 // through, bodies streamed both ways, hop-by-hop headers dropped,
-// X-Forwarded-* set. The caller's Authorization header and the service's
-// own cookies never reach the sandbox.
-func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, pr Request) {
+// X-Forwarded-* set. The caller's Authorization header never reaches the
+// sandbox. Failures before the sandbox's server answered go to fail.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, pr Request, fail ErrorWriter) {
 	t, err := p.attach(r.Context(), pr.Tenant, pr.SandboxID, pr.Port)
 	if err != nil {
-		p.cfg.ErrorHandler(w, r, err)
+		fail(w, r, err)
 		return
 	}
 	defer t.Release()
@@ -241,7 +243,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, pr Request) {
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			p.cfg.ErrorHandler(w, r, upstreamError(pr, err))
+			fail(w, r, upstreamError(pr, err))
 		},
 		ErrorLog: slog.NewLogLogger(p.cfg.Logger.Handler(), slog.LevelDebug),
 	}
@@ -317,10 +319,10 @@ const (
 // to the port: binary messages carry the bytes each way. The WebSocket
 // closes with 1000 when the sandbox side ends the connection, and the TCP
 // connection is closed when the WebSocket ends.
-func (p *Proxy) ServeTCP(w http.ResponseWriter, r *http.Request, tenant, sandboxID string, port int) {
+func (p *Proxy) ServeTCP(w http.ResponseWriter, r *http.Request, tenant, sandboxID string, port int, fail ErrorWriter) {
 	t, err := p.attach(r.Context(), tenant, sandboxID, port)
 	if err != nil {
-		p.cfg.ErrorHandler(w, r, err)
+		fail(w, r, err)
 		return
 	}
 	defer t.Release()
@@ -328,7 +330,7 @@ func (p *Proxy) ServeTCP(w http.ResponseWriter, r *http.Request, tenant, sandbox
 	// Dial before the upgrade, so a closed port is a plain 502 answer.
 	up, err := t.Dial(r.Context(), port)
 	if err != nil {
-		p.cfg.ErrorHandler(w, r, upstreamError(Request{SandboxID: sandboxID, Port: port}, err))
+		fail(w, r, upstreamError(Request{SandboxID: sandboxID, Port: port}, err))
 		return
 	}
 	defer up.Close()
@@ -396,4 +398,27 @@ func (p *Proxy) NewLink(ctx context.Context, tenant, sandboxID string, port int,
 // VerifyLink checks a preview-link token now.
 func (p *Proxy) VerifyLink(token string) (LinkClaims, error) {
 	return p.cfg.Signer.Verify(token, p.cfg.Now())
+}
+
+// Attacher is the lifecycle layer as the proxy uses it (control.Service).
+type Attacher interface {
+	Attach(ctx context.Context, tenant, id string, o control.AttachOptions) (*control.Attachment, error)
+}
+
+// FromControl adapts the lifecycle layer's Attach to Sandboxes: the policy
+// is the sandbox profile's, and a port is dialled through the agent.
+func FromControl(a Attacher) Sandboxes { return controlSandboxes{a} }
+
+type controlSandboxes struct{ a Attacher }
+
+func (c controlSandboxes) AttachPorts(ctx context.Context, tenant, id string) (*Target, error) {
+	at, err := c.a.Attach(ctx, tenant, id, control.AttachOptions{})
+	if err != nil {
+		return nil, err
+	}
+	t := &Target{SandboxID: at.Sandbox.ID, Release: at.Release, Dial: at.Agent.DialPort}
+	if at.Profile != nil {
+		t.Policy = at.Profile.Ports
+	}
+	return t, nil
 }

@@ -55,6 +55,11 @@ func (f *fakeSandboxes) AttachPorts(_ context.Context, tenant, id string) (*Targ
 	}}, nil
 }
 
+func writeErr(w http.ResponseWriter, _ *http.Request, err error) {
+	w.Header().Set("X-Code", errdefs.Code(err))
+	http.Error(w, err.Error(), errdefs.HTTPStatus(err))
+}
+
 type harness struct {
 	proxy *Proxy
 	sbs   *fakeSandboxes
@@ -72,10 +77,6 @@ func newHarness(t *testing.T, policy config.PortPolicy) *harness {
 	h.proxy, err = New(Config{
 		Sandboxes: h.sbs, Signer: signer, MaxLinkTTL: time.Hour,
 		Now: func() time.Time { return h.now },
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			w.Header().Set("X-Code", errdefs.Code(err))
-			http.Error(w, err.Error(), errdefs.HTTPStatus(err))
-		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -88,11 +89,11 @@ func newHarness(t *testing.T, policy config.PortPolicy) *harness {
 			return
 		}
 		h.proxy.ServeHTTP(w, r, Request{Tenant: r.Header.Get("X-Tenant"), SandboxID: r.PathValue("id"), Port: port,
-			Path: r.PathValue("path"), Prefix: "/s/" + r.PathValue("id") + "/ports/" + r.PathValue("port")})
+			Path: r.PathValue("path"), Prefix: "/s/" + r.PathValue("id") + "/ports/" + r.PathValue("port")}, writeErr)
 	})
 	mux.HandleFunc("GET /s/{id}/tcp/{port}", func(w http.ResponseWriter, r *http.Request) {
 		port, _ := ParsePort(r.PathValue("port"))
-		h.proxy.ServeTCP(w, r, r.Header.Get("X-Tenant"), r.PathValue("id"), port)
+		h.proxy.ServeTCP(w, r, r.Header.Get("X-Tenant"), r.PathValue("id"), port, writeErr)
 	})
 	h.srv = httptest.NewServer(mux)
 	t.Cleanup(h.srv.Close)

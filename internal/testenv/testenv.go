@@ -347,3 +347,17 @@ func busyboxRootfs(bin []byte) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
+
+// Chromium returns the path of Debian's chromium (installed by
+// scripts/host-setup.sh) for browser tests; without it t is skipped, or
+// failed in CI.
+func Chromium(t testing.TB) string {
+	t.Helper()
+	for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	unavailable(t, "chromium not installed (make setup installs Debian's chromium)")
+	return ""
+}
