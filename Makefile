@@ -15,7 +15,7 @@ TEST_IMAGES ?= tool-basic code-python-basic code-python-data
 FUZZ_TARGETS ?= FuzzResolvePath FuzzResolveBelow
 FUZZTIME ?= 15s
 
-.PHONY: all build setup images test-images run test unit fuzz bench clean
+.PHONY: all build setup images test-images run test unit fuzz cross bench clean
 
 all: build
 
@@ -41,9 +41,14 @@ run: images
 	$(SUDO) $(BIN)/sandbox-service serve --addr $(ADDR) --data-dir $(DATA_DIR)
 
 # Unit, conformance, integration (real Docker, runc and runsc) and end-to-end tests.
-test: test-images
+test: test-images cross
 	$(SUDO) env "PATH=$$PATH" $(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) fuzz
+
+# The CLI also builds for macOS and Windows (compile only; a few seconds).
+cross:
+	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./cmd/genesis
+	GOOS=windows GOARCH=amd64 $(GO) build -o /dev/null ./cmd/genesis
 
 # The path-policy fuzz targets for FUZZTIME each; a finding fails the run
 # (its input is saved under internal/agent/agentproto/testdata/fuzz).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -476,8 +477,12 @@ func TestErrorHelpersOnOtherErrors(t *testing.T) {
 	if !IsNotFound(wrapped) || ErrorCode(wrapped) != "not_found" {
 		t.Errorf("helpers do not unwrap: %v %q", IsNotFound(wrapped), ErrorCode(wrapped))
 	}
+	stale := fmt.Errorf("patch: %w", &APIError{Status: 412, Problem: Problem{Code: "precondition_failed"}})
+	if !IsPreconditionFailed(stale) || IsPreconditionFailed(wrapped) || IsNotFound(stale) {
+		t.Errorf("IsPreconditionFailed(412) = %v, (404) = %v", IsPreconditionFailed(stale), IsPreconditionFailed(wrapped))
+	}
 	plain := errors.New("boom")
-	if IsNotFound(plain) || ErrorCode(plain) != "" || IsNotFound(nil) {
+	if IsNotFound(plain) || ErrorCode(plain) != "" || IsNotFound(nil) || IsPreconditionFailed(plain) {
 		t.Error("helpers misreport a non-API error")
 	}
 }

@@ -94,3 +94,11 @@ func ErrorCode(err error) string {
 	}
 	return ""
 }
+
+// IsPreconditionFailed reports whether err is an *APIError of status 412:
+// the If-Match given no longer names the resource's current version (or
+// never could), so re-read the resource and decide again.
+func IsPreconditionFailed(err error) bool {
+	var e *APIError
+	return errors.As(err, &e) && e.Status == http.StatusPreconditionFailed
+}

@@ -11,12 +11,10 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
-	"unsafe"
 
 	"github.com/coder/websocket"
-	"github.com/creack/pty"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"genesis.dev/sandbox/client"
 )
@@ -97,9 +95,9 @@ func (a *app) shell(ctx context.Context, sandboxID, terminal string, takeover bo
 		q.Set("takeover", "1")
 	}
 	if tty {
-		if ws, err := pty.GetsizeFull(in); err == nil && ws.Cols > 0 && ws.Rows > 0 {
-			q.Set("cols", strconv.Itoa(int(ws.Cols)))
-			q.Set("rows", strconv.Itoa(int(ws.Rows)))
+		if cols, rows, ok := terminalSize(in); ok {
+			q.Set("cols", strconv.Itoa(cols))
+			q.Set("rows", strconv.Itoa(rows))
 		}
 	}
 	u := base + "/v1/sandboxes/" + url.PathEscape(sandboxID) + "/terminal"
@@ -197,7 +195,7 @@ func (s *shellSession) run(ctx context.Context, tty bool, in *os.File) error {
 	}()
 	if tty {
 		winch := make(chan os.Signal, 1)
-		signal.Notify(winch, syscall.SIGWINCH)
+		notifyResize(winch) // no such signal on Windows: the size is sent once
 		defer signal.Stop(winch)
 		go func() {
 			for {
@@ -206,8 +204,8 @@ func (s *shellSession) run(ctx context.Context, tty bool, in *os.File) error {
 					return
 				case <-winch:
 				}
-				if ws, err := pty.GetsizeFull(in); err == nil && ws.Cols > 0 && ws.Rows > 0 {
-					if s.control(ctx, shellMessage{Type: "resize", Cols: int(ws.Cols), Rows: int(ws.Rows)}) != nil {
+				if cols, rows, ok := terminalSize(in); ok {
+					if s.control(ctx, shellMessage{Type: "resize", Cols: cols, Rows: rows}) != nil {
 						return
 					}
 				}
@@ -272,51 +270,20 @@ func (s *shellSession) run(ctx context.Context, tty bool, in *os.File) error {
 }
 
 // isTerminal reports whether f is a terminal.
-func isTerminal(f *os.File) bool {
-	_, err := getTermios(f)
-	return err == nil
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+// terminalSize returns the window size of the terminal f.
+func terminalSize(f *os.File) (cols, rows int, ok bool) {
+	cols, rows, err := term.GetSize(int(f.Fd()))
+	return cols, rows, err == nil && cols > 0 && rows > 0
 }
 
-func getTermios(f *os.File) (syscall.Termios, error) {
-	var t syscall.Termios
-	err := termiosIoctl(f, syscall.TCGETS, &t)
-	return t, err
-}
-
-func termiosIoctl(f *os.File, req uintptr, t *syscall.Termios) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var errno syscall.Errno
-	if err := rc.Control(func(fd uintptr) {
-		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, req, uintptr(unsafe.Pointer(t)))
-	}); err != nil {
-		return err
-	}
-	if errno != 0 {
-		return errno
-	}
-	return nil
-}
-
-// makeRaw puts the terminal f in raw mode (like cfmakeraw) and returns the
-// function that restores its previous mode.
+// makeRaw puts the terminal f in raw mode and returns the function that
+// restores its previous mode.
 func makeRaw(f *os.File) (func(), error) {
-	old, err := getTermios(f)
+	old, err := term.MakeRaw(int(f.Fd()))
 	if err != nil {
 		return nil, err
 	}
-	raw := old
-	raw.Iflag &^= syscall.IGNBRK | syscall.BRKINT | syscall.PARMRK | syscall.ISTRIP | syscall.INLCR | syscall.IGNCR | syscall.ICRNL | syscall.IXON
-	raw.Oflag &^= syscall.OPOST
-	raw.Lflag &^= syscall.ECHO | syscall.ECHONL | syscall.ICANON | syscall.ISIG | syscall.IEXTEN
-	raw.Cflag &^= syscall.CSIZE | syscall.PARENB
-	raw.Cflag |= syscall.CS8
-	raw.Cc[syscall.VMIN] = 1
-	raw.Cc[syscall.VTIME] = 0
-	if err := termiosIoctl(f, syscall.TCSETS, &raw); err != nil {
-		return nil, err
-	}
-	return func() { _ = termiosIoctl(f, syscall.TCSETS, &old) }, nil
+	return func() { _ = term.Restore(int(f.Fd()), old) }, nil
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -334,22 +335,27 @@ func decode(b []byte, c *Config) error {
 
 var profileName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
-// Validate checks every key and names the first offending one.
+// Validate checks every key and reports each offending one, joined with
+// errors.Join in the order of their keys (ErrInvalidArgument).
 func (c *Config) Validate() error {
-	bad := func(key, format string, args ...any) error {
-		return fmt.Errorf("config: %s: %s: %w", key, fmt.Sprintf(format, args...), errdefs.ErrInvalidArgument)
-	}
+	var v problems
+	c.validate(&v)
+	return v.err()
+}
+
+func (c *Config) validate(v *problems) {
+	bad := v.add
 	if c.Addr == "" {
-		return bad("addr", "must not be empty")
+		bad("addr", "must not be empty")
 	}
 	if c.DataDir == "" {
-		return bad("data_dir", "must not be empty")
+		bad("data_dir", "must not be empty")
 	}
 	if c.DefaultRiskLevel.Rank() < 0 {
-		return bad("default_risk_level", "unknown risk level %q", c.DefaultRiskLevel)
+		bad("default_risk_level", "unknown risk level %q", c.DefaultRiskLevel)
 	}
 	l := c.Limits
-	for key, v := range map[string]int64{
+	for key, n := range map[string]int64{
 		"limits.max_body_bytes": l.MaxBodyBytes, "limits.default_ttl_seconds": l.DefaultTTLSeconds,
 		"limits.max_ttl_seconds": l.MaxTTLSeconds, "limits.max_memory_mb": l.MaxMemoryMB, "limits.max_pids": l.MaxPids,
 		"limits.default_exec_timeout_ms": l.DefaultExecTimeoutMS, "limits.max_exec_timeout_ms": l.MaxExecTimeoutMS,
@@ -363,112 +369,114 @@ func (c *Config) Validate() error {
 		"limits.artifacts.max_file_bytes": l.Artifacts.MaxFileBytes, "limits.artifacts.max_total_bytes": l.Artifacts.MaxTotalBytes,
 		"limits.artifacts.max_files": int64(l.Artifacts.MaxFiles),
 	} {
-		if v <= 0 {
-			return bad(key, "must be positive, got %d", v)
+		if n <= 0 {
+			bad(key, "must be positive, got %d", n)
 		}
 	}
 	if l.Files.MaxPathBytes > MaxPathBytesHard {
-		return bad("limits.files.max_path_bytes", "must be at most %d, got %d", MaxPathBytesHard, l.Files.MaxPathBytes)
+		bad("limits.files.max_path_bytes", "must be at most %d, got %d", MaxPathBytesHard, l.Files.MaxPathBytes)
 	}
 	if l.MaxDiskMB < MinDiskMB {
-		return bad("limits.max_disk_mb", "must be at least %d, got %d", MinDiskMB, l.MaxDiskMB)
+		bad("limits.max_disk_mb", "must be at least %d, got %d", MinDiskMB, l.MaxDiskMB)
 	}
 	if l.MaxCPU <= 0 {
-		return bad("limits.max_cpu", "must be positive, got %v", l.MaxCPU)
+		bad("limits.max_cpu", "must be positive, got %v", l.MaxCPU)
 	}
 	if l.DefaultTTLSeconds > l.MaxTTLSeconds {
-		return bad("limits.default_ttl_seconds", "exceeds limits.max_ttl_seconds")
+		bad("limits.default_ttl_seconds", "exceeds limits.max_ttl_seconds")
 	}
 	if l.DefaultExecTimeoutMS > l.MaxExecTimeoutMS {
-		return bad("limits.default_exec_timeout_ms", "exceeds limits.max_exec_timeout_ms")
+		bad("limits.default_exec_timeout_ms", "exceeds limits.max_exec_timeout_ms")
 	}
 	if l.Artifacts.MaxFileBytes > l.Artifacts.MaxTotalBytes {
-		return bad("limits.artifacts.max_file_bytes", "exceeds limits.artifacts.max_total_bytes")
+		bad("limits.artifacts.max_file_bytes", "exceeds limits.artifacts.max_total_bytes")
 	}
 	if l.DefaultOutputBytes > l.MaxOutputBytes {
-		return bad("limits.default_output_bytes", "exceeds limits.max_output_bytes")
+		bad("limits.default_output_bytes", "exceeds limits.max_output_bytes")
 	}
 	cp := c.Capacity
-	switch {
-	case cp.Sandboxes < 0:
-		return bad("capacity.sandboxes", "must not be negative, got %d", cp.Sandboxes)
-	case cp.CPU < 0 || math.IsNaN(cp.CPU) || math.IsInf(cp.CPU, 0):
-		return bad("capacity.cpu", "must not be negative, got %v", cp.CPU)
-	case cp.MemoryMB < 0:
-		return bad("capacity.memory_mb", "must not be negative, got %d", cp.MemoryMB)
-	case cp.CPUOvercommit <= 0 || cp.CPUOvercommit > 1000:
-		return bad("capacity.cpu_overcommit", "must be in (0, 1000], got %v", cp.CPUOvercommit)
-	case cp.MemoryOvercommit <= 0 || cp.MemoryOvercommit > 1000:
-		return bad("capacity.memory_overcommit", "must be in (0, 1000], got %v", cp.MemoryOvercommit)
-	case cp.MaxWaitSeconds < 0:
-		return bad("capacity.max_wait_seconds", "must not be negative, got %d", cp.MaxWaitSeconds)
+	if cp.Sandboxes < 0 {
+		bad("capacity.sandboxes", "must not be negative, got %d", cp.Sandboxes)
+	}
+	if cp.CPU < 0 || math.IsNaN(cp.CPU) || math.IsInf(cp.CPU, 0) {
+		bad("capacity.cpu", "must not be negative, got %v", cp.CPU)
+	}
+	if cp.MemoryMB < 0 {
+		bad("capacity.memory_mb", "must not be negative, got %d", cp.MemoryMB)
+	}
+	if !(cp.CPUOvercommit > 0 && cp.CPUOvercommit <= 1000) {
+		bad("capacity.cpu_overcommit", "must be in (0, 1000], got %v", cp.CPUOvercommit)
+	}
+	if !(cp.MemoryOvercommit > 0 && cp.MemoryOvercommit <= 1000) {
+		bad("capacity.memory_overcommit", "must be in (0, 1000], got %v", cp.MemoryOvercommit)
+	}
+	if cp.MaxWaitSeconds < 0 {
+		bad("capacity.max_wait_seconds", "must not be negative, got %d", cp.MaxWaitSeconds)
 	}
 	iv := c.Intervals
-	for key, v := range map[string]time.Duration{
+	for key, d := range map[string]time.Duration{
 		"intervals.probe": iv.Probe, "intervals.reconcile": iv.Reconcile, "intervals.orphan_grace": iv.OrphanGrace,
 		"intervals.log_retention": iv.LogRetention, "intervals.artifact_retention": iv.ArtifactRetention,
 		"intervals.agent_ready_timeout": iv.AgentReadyTimeout, "intervals.docker_call_timeout": iv.DockerCallTimeout,
 		"intervals.pool_check": iv.PoolCheck, "intervals.drain_timeout": iv.DrainTimeout,
 	} {
-		if v <= 0 {
-			return bad(key, "must be a positive duration, got %v", v)
+		if d <= 0 {
+			bad(key, "must be a positive duration, got %v", d)
 		}
 	}
 	for name, t := range c.Tenants {
 		if !profileName.MatchString(name) {
-			return bad("tenants."+name, "tenant names are lowercase letters, digits and dashes")
+			bad("tenants."+name, "tenant names are lowercase letters, digits and dashes")
 		}
 		if t.MinRiskLevel != "" && t.MinRiskLevel.Rank() < 0 {
-			return bad("tenants."+name+".min_risk_level", "unknown risk level %q", t.MinRiskLevel)
+			bad("tenants."+name+".min_risk_level", "unknown risk level %q", t.MinRiskLevel)
 		}
 		for i, k := range t.APIKeys {
 			if len(k) < 16 {
-				return bad(fmt.Sprintf("tenants.%s.api_keys[%d]", name, i), "API keys must be at least 16 characters")
+				bad(fmt.Sprintf("tenants.%s.api_keys[%d]", name, i), "API keys must be at least 16 characters")
 			}
 		}
 		if t.Weight < 0 || t.Weight > 1000 {
-			return bad("tenants."+name+".weight", "must be between 1 and 1000 (0: the default 1), got %d", t.Weight)
+			bad("tenants."+name+".weight", "must be between 1 and 1000 (0: the default 1), got %d", t.Weight)
 		}
 		if err := t.Quotas.Validate("tenants." + name + ".quotas"); err != nil {
-			return fmt.Errorf("config: %w", err)
+			v.wrap("tenants."+name+".quotas", err)
 		}
 	}
 	if c.AdminAPIKey != "" {
 		if len(c.AdminAPIKey) < 16 {
-			return bad("admin_api_key", "must be at least 16 characters")
+			bad("admin_api_key", "must be at least 16 characters")
 		}
 		if t, ok := c.Tenants[AdminTenant]; ok && !t.Admin {
-			return bad("tenants."+AdminTenant+".admin", "admin_api_key belongs to the tenant %q, which must then have admin: true", AdminTenant)
+			bad("tenants."+AdminTenant+".admin", "admin_api_key belongs to the tenant %q, which must then have admin: true", AdminTenant)
 		}
 	}
 	if c.Audit.Retention <= 0 {
-		return bad("audit.retention", "must be a positive duration, got %v", c.Audit.Retention)
+		bad("audit.retention", "must be a positive duration, got %v", c.Audit.Retention)
 	}
-	if err := c.Network.validate(); err != nil {
-		return err
-	}
+	c.Network.validate(v)
 	for name, t := range c.Tenants {
 		if t.Network == nil {
 			continue
 		}
 		if err := t.Network.Validate(c.Network.OperatorConfig); err != nil {
-			return bad("tenants."+name+".network", "%v", err)
+			bad("tenants."+name+".network", "%v", err)
 		}
 	}
 	switch c.Store.Driver {
 	case "sqlite":
 		if c.Store.DSN != "" {
-			return bad("store.dsn", "is for the postgres driver; sqlite keeps its file in the data dir")
+			bad("store.dsn", "is for the postgres driver; sqlite keeps its file in the data dir")
 		}
 	case "postgres":
 		if c.Store.DSN == "" {
-			return bad("store.dsn", "the postgres driver needs a DSN (or GENESIS_STORE_DSN)")
+			bad("store.dsn", "the postgres driver needs a DSN (or GENESIS_STORE_DSN)")
 		}
 	default:
-		return bad("store.driver", "must be sqlite or postgres, got %q", c.Store.Driver)
+		bad("store.driver", "must be sqlite or postgres, got %q", c.Store.Driver)
 	}
 	if len(c.Profiles) == 0 {
-		return bad("profiles", "at least one profile is required")
+		bad("profiles", "at least one profile is required")
 	}
 	if errs := c.validatePorts(); len(errs) > 0 {
 		return errors.Join(errs...)
@@ -476,69 +484,65 @@ func (c *Config) Validate() error {
 	seen := map[string]bool{}
 	for i, p := range c.Profiles {
 		key := fmt.Sprintf("profiles[%d]", i)
-		if !profileName.MatchString(p.Name) {
-			return bad(key+".name", "%q is not a valid profile name", p.Name)
+		if profileName.MatchString(p.Name) {
+			key = "profiles." + p.Name
+		} else {
+			bad(key+".name", "%q is not a valid profile name", p.Name)
 		}
-		key = "profiles." + p.Name
 		if seen[p.Name] {
-			return bad(key, "duplicate profile")
+			bad(key, "duplicate profile")
+			continue
 		}
 		seen[p.Name] = true
 		if p.Recipe == "" && p.Image == "" {
-			return bad(key, "needs recipe or image")
+			bad(key, "needs recipe or image")
 		}
 		if len(p.AllowedRuntimes) == 0 {
-			return bad(key+".allowed_runtimes", "must list at least one runtime")
+			bad(key+".allowed_runtimes", "must list at least one runtime")
 		}
 		for _, r := range p.AllowedRuntimes {
 			if r.Isolation() == 0 {
-				return bad(key+".allowed_runtimes", "unknown runtime %q", r)
+				bad(key+".allowed_runtimes", "unknown runtime %q", r)
 			}
 		}
 		if p.DefaultRiskLevel != "" && p.DefaultRiskLevel.Rank() < 0 {
-			return bad(key+".default_risk_level", "unknown risk level %q", p.DefaultRiskLevel)
+			bad(key+".default_risk_level", "unknown risk level %q", p.DefaultRiskLevel)
 		}
 		r := p.Resources
 		if r.CPU <= 0 || r.CPU > l.MaxCPU {
-			return bad(key+".resources.cpu", "must be in (0, %v]", l.MaxCPU)
+			bad(key+".resources.cpu", "must be in (0, %v]", l.MaxCPU)
 		}
 		if r.MemoryMB < 16 || r.MemoryMB > l.MaxMemoryMB {
-			return bad(key+".resources.memory_mb", "must be in [16, %d]", l.MaxMemoryMB)
+			bad(key+".resources.memory_mb", "must be in [16, %d]", l.MaxMemoryMB)
 		}
 		if r.Pids < 8 || r.Pids > l.MaxPids {
-			return bad(key+".resources.pids", "must be in [8, %d]", l.MaxPids)
+			bad(key+".resources.pids", "must be in [8, %d]", l.MaxPids)
 		}
 		if r.DiskMB != 0 && (r.DiskMB < MinDiskMB || r.DiskMB > l.MaxDiskMB) {
-			return bad(key+".resources.disk_mb", "must be 0 (no quota) or in [%d, %d], got %d", MinDiskMB, l.MaxDiskMB, r.DiskMB)
+			bad(key+".resources.disk_mb", "must be 0 (no quota) or in [%d, %d], got %d", MinDiskMB, l.MaxDiskMB, r.DiskMB)
 		}
 		for j, root := range p.FileRoots {
 			if !path.IsAbs(root) || path.Clean(root) != root || root == "/" || strings.ContainsAny(root, ":\x00") {
-				return bad(fmt.Sprintf("%s.file_roots[%d]", key, j), "%q must be an absolute clean path other than / without ':'", root)
+				bad(fmt.Sprintf("%s.file_roots[%d]", key, j), "%q must be an absolute clean path other than / without ':'", root)
 			}
 		}
 		if err := p.Network.Validate(c.Network.OperatorConfig); err != nil {
-			return bad(key+".network", "%v", err)
+			bad(key+".network", "%v", err)
 		}
-		if err := c.validateLeasePools(key, &p); err != nil {
-			return err
-		}
+		c.validateLeasePools(v, key, &p)
 	}
-	return nil
 }
 
-func (c *Config) validateLeasePools(key string, p *Profile) error {
-	bad := func(key, format string, args ...any) error {
-		return fmt.Errorf("config: %s: %s: %w", key, fmt.Sprintf(format, args...), errdefs.ErrInvalidArgument)
-	}
+func (c *Config) validateLeasePools(v *problems, key string, p *Profile) {
+	bad := v.add
 	lp := p.Lease
-	switch {
-	case lp.MaxTTLSeconds < 0 || lp.MaxTTLSeconds > c.Limits.MaxTTLSeconds:
-		return bad(key+".lease.max_ttl_seconds", "must be in [0, limits.max_ttl_seconds %d], got %d", c.Limits.MaxTTLSeconds, lp.MaxTTLSeconds)
-	case lp.DefaultTTLSeconds < 0:
-		return bad(key+".lease.default_ttl_seconds", "must not be negative, got %d", lp.DefaultTTLSeconds)
+	if lp.MaxTTLSeconds < 0 || lp.MaxTTLSeconds > c.Limits.MaxTTLSeconds {
+		bad(key+".lease.max_ttl_seconds", "must be in [0, limits.max_ttl_seconds %d], got %d", c.Limits.MaxTTLSeconds, lp.MaxTTLSeconds)
 	}
-	if def, maxTTL := c.LeaseTTL(p); def > maxTTL {
-		return bad(key+".lease.default_ttl_seconds", "%d exceeds the maximum %d", def, maxTTL)
+	if lp.DefaultTTLSeconds < 0 {
+		bad(key+".lease.default_ttl_seconds", "must not be negative, got %d", lp.DefaultTTLSeconds)
+	} else if def, maxTTL := c.LeaseTTL(p); def > maxTTL {
+		bad(key+".lease.default_ttl_seconds", "%d exceeds the maximum %d", def, maxTTL)
 	}
 	switch lp.OnRelease {
 	case "", ReleaseDestroy:
@@ -546,27 +550,64 @@ func (c *Config) validateLeasePools(key string, p *Profile) error {
 		// The agent runs as the profile's user and wipes what that user
 		// could write; as root it could not vouch for anything.
 		if uid, _, _ := strings.Cut(p.User, ":"); uid == "" || uid == "0" || uid == "root" {
-			return bad(key+".lease.on_release", "reset needs the profile to run as a non-root user (user: \"uid:gid\"), got user %q", p.User)
+			bad(key+".lease.on_release", "reset needs the profile to run as a non-root user (user: \"uid:gid\"), got user %q", p.User)
 		}
 	default:
-		return bad(key+".lease.on_release", "must be destroy or reset, got %q", lp.OnRelease)
+		bad(key+".lease.on_release", "must be destroy or reset, got %q", lp.OnRelease)
 	}
 	seen := map[sandbox.Runtime]bool{}
 	for i, ps := range p.Pools {
 		pk := fmt.Sprintf("%s.pools[%d]", key, i)
 		switch {
 		case !slices.Contains(p.AllowedRuntimes, ps.Runtime):
-			return bad(pk+".runtime", "%q is not in the profile's allowed_runtimes", ps.Runtime)
+			bad(pk+".runtime", "%q is not in the profile's allowed_runtimes", ps.Runtime)
 		case seen[ps.Runtime]:
-			return bad(pk+".runtime", "a second pool for runtime %s", ps.Runtime)
-		case ps.MinIdle < 0:
-			return bad(pk+".min_idle", "must not be negative, got %d", ps.MinIdle)
-		case ps.MaxTotal <= 0:
-			return bad(pk+".max_total", "must be positive, got %d", ps.MaxTotal)
-		case ps.MinIdle > ps.MaxTotal:
-			return bad(pk+".min_idle", "%d exceeds max_total %d", ps.MinIdle, ps.MaxTotal)
+			bad(pk+".runtime", "a second pool for runtime %s", ps.Runtime)
 		}
 		seen[ps.Runtime] = true
+		if ps.MinIdle < 0 {
+			bad(pk+".min_idle", "must not be negative, got %d", ps.MinIdle)
+		}
+		if ps.MaxTotal <= 0 {
+			bad(pk+".max_total", "must be positive, got %d", ps.MaxTotal)
+		} else if ps.MinIdle > ps.MaxTotal {
+			bad(pk+".min_idle", "%d exceeds max_total %d", ps.MinIdle, ps.MaxTotal)
+		}
 	}
-	return nil
+}
+
+// problems collects the invalid keys of a config.
+type problems []keyProblem
+
+// keyProblem is one invalid key and what is wrong with it.
+type keyProblem struct {
+	key string
+	err error
+}
+
+// add records that key is invalid, with a message from format and args.
+func (v *problems) add(key, format string, args ...any) {
+	*v = append(*v, keyProblem{key, fmt.Errorf("config: %s: %s: %w", key, fmt.Sprintf(format, args...), errdefs.ErrInvalidArgument)})
+}
+
+// wrap records err, which already names key and carries its class.
+func (v *problems) wrap(key string, err error) {
+	*v = append(*v, keyProblem{key, fmt.Errorf("config: %w", err)})
+}
+
+// err joins the problems in the order of their keys (then messages), so
+// that the report is the same from run to run; nil when there are none.
+func (v problems) err() error {
+	if len(v) == 0 {
+		return nil
+	}
+	sorted := slices.Clone(v)
+	slices.SortFunc(sorted, func(a, b keyProblem) int {
+		return cmp.Or(strings.Compare(a.key, b.key), strings.Compare(a.err.Error(), b.err.Error()))
+	})
+	errs := make([]error, len(sorted))
+	for i, p := range sorted {
+		errs[i] = p.err
+	}
+	return errors.Join(errs...)
 }

@@ -161,3 +161,55 @@ func TestCapacityTotals(t *testing.T) {
 		t.Errorf("default capacity %+v lacks overcommit or max wait", d.Capacity)
 	}
 }
+
+func TestValidateReportsEveryBadKeySorted(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "bad.yaml")
+	body := `addr: ""
+limits: {max_pids: -1, max_sandboxes: 0}
+capacity: {sandboxes: -1, cpu_overcommit: 0}
+intervals: {probe: -1s, drain_timeout: 0s}
+tenants:
+  zeta: {weight: -1}
+  alpha: {min_risk_level: meh, quotas: {max_cpu: -1}}
+store: {driver: mysql}
+network: {gateway: {subnet_pool: nonsense}}
+profiles: [{name: x, recipe: r, allowed_runtimes: [lxc], resources: {cpu: 1, memory_mb: 1, pids: 64}}]
+`
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"addr", "capacity.cpu_overcommit", "capacity.sandboxes", "intervals.drain_timeout", "intervals.probe",
+		"limits.max_pids", "limits.max_sandboxes", "network.gateway.subnet_pool",
+		"profiles.x.allowed_runtimes", "profiles.x.resources.memory_mb",
+		"profiles.x.resources.pids", // against the bad limits.max_pids
+		"store.driver",
+		"tenants.alpha.min_risk_level", "tenants.alpha.quotas", "tenants.zeta.weight",
+	}
+	var first string
+	for range 5 { // map iteration order differs from run to run; the report must not
+		_, err := Load(p)
+		if !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Fatalf("Load: %v; want ErrInvalidArgument", err)
+		}
+		joined, ok := err.(interface{ Unwrap() []error })
+		if !ok {
+			t.Fatalf("Load: %T; want a joined error", err)
+		}
+		errs := joined.Unwrap()
+		if len(errs) != len(want) {
+			t.Errorf("%d problems, want %d:\n%v", len(errs), len(want), err)
+		}
+		for i, e := range errs {
+			if i < len(want) && !strings.HasPrefix(e.Error(), "config: "+want[i]) {
+				t.Errorf("problem %d = %q; want it about %s", i, e, want[i])
+			}
+		}
+		if first == "" {
+			first = err.Error()
+		} else if err.Error() != first {
+			t.Fatalf("report changed between runs:\n%s\n---\n%s", first, err)
+		}
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"genesis.dev/sandbox/internal/egress"
-	"genesis.dev/sandbox/internal/errdefs"
 )
 
 // Network is the operator's network configuration: what tenants may pick
@@ -52,39 +51,36 @@ var networkName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 // SandboxPrefixBits is the size of each sandbox network.
 const SandboxPrefixBits = 28
 
-func (n Network) validate() error {
-	bad := func(key, format string, args ...any) error {
-		return fmt.Errorf("config: network.%s: %s: %w", key, fmt.Sprintf(format, args...), errdefs.ErrInvalidArgument)
-	}
+func (n Network) validate(v *problems) {
+	bad := func(key, format string, args ...any) { v.add("network."+key, format, args...) }
 	if err := n.OperatorConfig.Validate(); err != nil {
-		return err
+		v.wrap("network", err)
 	}
 	g := n.Gateway
 	if g.Profile == "" && g.Image == "" {
-		return bad("gateway", "needs profile or image")
+		bad("gateway", "needs profile or image")
 	}
 	if !networkName.MatchString(g.UpstreamNetwork) {
-		return bad("gateway.upstream_network", "%q is not a valid network name", g.UpstreamNetwork)
+		bad("gateway.upstream_network", "%q is not a valid network name", g.UpstreamNetwork)
 	}
 	for i, u := range n.UpstreamNetworks {
 		if !networkName.MatchString(u) {
-			return bad(fmt.Sprintf("upstream_networks[%d]", i), "%q is not a valid network name", u)
+			bad(fmt.Sprintf("upstream_networks[%d]", i), "%q is not a valid network name", u)
 		}
 	}
 	p, err := netip.ParsePrefix(g.SubnetPool)
 	if err != nil || !p.Addr().Is4() || p.Masked() != p || p.Bits() > SandboxPrefixBits-2 {
-		return bad("gateway.subnet_pool", "%q must be an IPv4 prefix of /%d or broader", g.SubnetPool, SandboxPrefixBits-2)
+		bad("gateway.subnet_pool", "%q must be an IPv4 prefix of /%d or broader", g.SubnetPool, SandboxPrefixBits-2)
 	}
 	if g.UpstreamCA != "" && !path.IsAbs(g.UpstreamCA) {
-		return bad("gateway.upstream_ca", "must be an absolute path")
+		bad("gateway.upstream_ca", "must be an absolute path")
 	}
 	for key, v := range map[string]time.Duration{"gateway.health_interval": g.HealthInterval,
 		"gateway.events_interval": g.EventsInterval, "gateway.restart_backoff": g.RestartBackoff} {
 		if v <= 0 {
-			return bad(key, "must be a positive duration, got %v", v)
+			bad(key, "must be a positive duration, got %v", v)
 		}
 	}
-	return nil
 }
 
 // NetworkPolicy is a network policy in the config file: a mode name alone

@@ -1,6 +1,7 @@
 package errdefs
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -62,6 +63,20 @@ func Code(err error) string {
 // HTTPStatus returns the HTTP status for err from the one class table.
 func HTTPStatus(err error) int { return classOf(err).status }
 
+// StatusClientClosed is the non-standard status of a request the client gave
+// up on before the answer (context.Canceled), as nginx logs it. Nobody reads
+// the answer; the status keeps such requests apart from server faults in
+// logs and metrics.
+const StatusClientClosed = 499
+
+// StatusText is http.StatusText that also names StatusClientClosed.
+func StatusText(status int) string {
+	if status == StatusClientClosed {
+		return "Client Closed Request"
+	}
+	return http.StatusText(status)
+}
+
 type class struct {
 	sentinel error
 	status   int
@@ -84,6 +99,10 @@ var table = []class{
 	{ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
 	{ErrBadGateway, http.StatusBadGateway, "bad_gateway"},
 	{ErrDeadlineExceeded, http.StatusGatewayTimeout, "deadline_exceeded"},
+	// Context errors that reach the edge unclassified: the caller went away,
+	// or a deadline ran out on the way. Neither is an internal error.
+	{context.Canceled, StatusClientClosed, "client_closed"},
+	{context.DeadlineExceeded, http.StatusGatewayTimeout, "deadline_exceeded"},
 }
 
 var internalClass = class{ErrInternal, http.StatusInternalServerError, "internal"}

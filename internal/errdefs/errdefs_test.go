@@ -1,6 +1,8 @@
 package errdefs
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -16,5 +18,37 @@ func TestRetryAfterKeepsClassAndCode(t *testing.T) {
 	}
 	if _, ok := RetryAfter(ErrUnavailable); ok {
 		t.Fatal("a plain class error carries no retry hint")
+	}
+}
+
+func TestClassTable(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{fmt.Errorf("bad: %w", ErrInvalidArgument), 400, "invalid_argument"},
+		{fmt.Errorf("If-Match: %w", ErrPreconditionFailed), 412, "precondition_failed"},
+		{fmt.Errorf("exec: %w", context.Canceled), StatusClientClosed, "client_closed"},
+		{fmt.Errorf("exec: %w", context.DeadlineExceeded), 504, "deadline_exceeded"},
+		{context.Canceled, StatusClientClosed, "client_closed"},
+		// A classified error keeps its class even when a context error is
+		// also in its chain.
+		{fmt.Errorf("docker: %w: %w", ErrUnavailable, context.Canceled), 503, "unavailable"},
+		{fmt.Errorf("docker: %w: %w", ErrDeadlineExceeded, context.DeadlineExceeded), 504, "deadline_exceeded"},
+		{errors.New("boom"), 500, "internal"},
+		{nil, 500, "internal"},
+	}
+	for _, c := range cases {
+		if got := HTTPStatus(c.err); got != c.status {
+			t.Errorf("HTTPStatus(%v) = %d; want %d", c.err, got, c.status)
+		}
+		if got := Code(c.err); got != c.code {
+			t.Errorf("Code(%v) = %q; want %q", c.err, got, c.code)
+		}
+	}
+	if StatusText(StatusClientClosed) != "Client Closed Request" || StatusText(404) != "Not Found" {
+		t.Errorf("StatusText: %q, %q", StatusText(StatusClientClosed), StatusText(404))
 	}
 }

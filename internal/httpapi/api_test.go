@@ -210,7 +210,12 @@ func TestBadInput(t *testing.T) {
 		{"exec unknown sandbox", req{method: "POST", path: "/v1/sandboxes/" + sandbox.NewID("sbx") + "/exec", body: `{"command":["true"]}`}, 404, "not_found"},
 		{"If-Match mismatch", patch(`"999"`), 412, "precondition_failed"},
 		{"malformed If-Match", patch(`abc`), 400, "invalid_argument"},
-		{"zero If-Match", patch(`"0"`), 400, "invalid_argument"},
+		{"zero If-Match", patch(`"0"`), 412, "precondition_failed"},
+		{"opaque If-Match", patch(`"bogus"`), 412, "precondition_failed"},
+		{"another resource's ETag", patch(`"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"`), 412, "precondition_failed"},
+		{"weak If-Match", patch(`W/"1"`), 412, "precondition_failed"},
+		{"unterminated If-Match", patch(`"1`), 400, "invalid_argument"},
+		{"star in a list", patch(`*, "1"`), 400, "invalid_argument"},
 		{"patch bad metadata key", req{method: "PATCH", path: sbPath, body: `{"metadata":{"bad key":"x"}}`}, 400, "invalid_argument"},
 		{"patch unknown sandbox", req{method: "PATCH", path: "/v1/sandboxes/" + sandbox.NewID("sbx"), body: `{"metadata":{}}`}, 404, "not_found"},
 		{"get malformed sandbox id", req{method: "GET", path: "/v1/sandboxes/..%2f..%2fetc"}, 404, "not_found"},
@@ -321,6 +326,12 @@ func TestHappyPath(t *testing.T) {
 	resp, body = a.do(req{method: "PATCH", path: path, key: keyA, body: `{"metadata":{"stage":"3"}}`,
 		header: map[string]string{"If-Match": etag}})
 	checkProblem(t, resp, body, http.StatusPreconditionFailed, "precondition_failed")
+	// "*" matches whatever the current version is.
+	resp, body = a.do(req{method: "PATCH", path: path, key: keyA, body: `{"metadata":{"stage":"3"}}`,
+		header: map[string]string{"If-Match": "*"}})
+	if starred := decodeJSON[client.Sandbox](t, body); resp.StatusCode != http.StatusOK || starred.Metadata["stage"] != "3" {
+		t.Errorf("patch with If-Match *: %d %s", resp.StatusCode, body)
+	}
 
 	// Exec and its job record.
 	resp, body = a.do(req{method: "POST", path: path + "/exec", key: keyA, body: `{"command":["echo","hi"]}`})

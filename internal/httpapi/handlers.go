@@ -198,20 +198,6 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// parseIfMatch returns the resourceVersion in an If-Match header (0 if none).
-func parseIfMatch(h string) (int64, error) {
-	h = strings.TrimSpace(h)
-	if h == "" || h == "*" {
-		return 0, nil
-	}
-	h = strings.TrimPrefix(h, "W/")
-	v, err := strconv.ParseInt(strings.Trim(h, `"`), 10, 64)
-	if err != nil || v <= 0 {
-		return 0, fmt.Errorf("If-Match %q is not a resourceVersion ETag: %w", h, errdefs.ErrInvalidArgument)
-	}
-	return v, nil
-}
-
 func (s *Server) patchSandbox(w http.ResponseWriter, r *http.Request) {
 	ifv, err := parseIfMatch(r.Header.Get("If-Match"))
 	if err != nil {

@@ -23,7 +23,12 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 		ae.code = code
 	}
 	detail := err.Error()
-	if status == http.StatusInternalServerError {
+	switch status {
+	case errdefs.StatusClientClosed:
+		// The client went away; nobody reads this answer and nothing failed
+		// on our side.
+		s.log.Debug("client closed request", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err)
+	case http.StatusInternalServerError:
 		s.log.Error("internal error", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err)
 		detail = "internal error; see the service log for request " + requestID(r)
 	}
@@ -41,7 +46,7 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	}
 	p := client.Problem{
 		Type:      problemType + code,
-		Title:     http.StatusText(status),
+		Title:     errdefs.StatusText(status),
 		Status:    status,
 		Detail:    detail,
 		Code:      code,

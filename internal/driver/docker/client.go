@@ -17,11 +17,26 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 )
 
-// maxAPIVersion is the highest Engine API version this client is known to
-// work with; minAPIVersion the lowest it accepts.
+// The Engine API versions this client speaks. Negotiation works as the
+// Docker CLI does it: the client uses the lower of the daemon's highest
+// version and clientMaxAPIVersion, and refuses a daemon whose lowest
+// accepted version (MinAPIVersion) is above that, or whose highest is below
+// clientMinAPIVersion.
+//
+// The client is a small hand-written one rather than the Engine SDK's wire
+// types: the driver uses about twenty fields of a dozen endpoints, and every
+// one of them keeps its shape from API 1.40 to 1.52 (checked against the
+// Engine API changelog for containers create/inspect/start/stop/wait/logs/
+// remove/list, images inspect/create/remove, networks create/inspect/
+// connect/disconnect/remove/list, info and version). Differences the driver
+// has to care about are handled where they arise: networkCreateRequest sends
+// CheckDuplicate only below 1.44, where duplicate names stopped being
+// accepted at all; import progress reads errorDetail before the "error"
+// field deprecated in 1.48; container inspect reads addresses from
+// NetworkSettings.Networks, since 1.52 drops the top-level copies.
 const (
-	maxAPIVersion = "1.41"
-	minAPIVersion = "1.40"
+	clientMaxAPIVersion = "1.52"
+	clientMinAPIVersion = "1.40"
 )
 
 // maxErrorBody bounds how much of an error answer is read.
@@ -228,7 +243,7 @@ func (c *apiClient) negotiate(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	v, err = pickVersion(info.APIVersion)
+	v, err = pickVersion(info, clientMinAPIVersion, clientMaxAPIVersion)
 	if err != nil {
 		return "", err
 	}
@@ -238,18 +253,27 @@ func (c *apiClient) negotiate(ctx context.Context) (string, error) {
 	return v, nil
 }
 
-// pickVersion caps the daemon's API version at maxAPIVersion.
-func pickVersion(daemon string) (string, error) {
-	if daemon == "" {
+// pickVersion chooses the API version for a daemon reporting info, for a
+// client speaking versions clientMin to clientMax: the lower of the daemon's
+// and the client's highest, refused (ErrUnavailable) when that is below
+// either side's lowest. A daemon that reports no MinAPIVersion (very old
+// engines) is taken to accept anything up to its highest.
+func pickVersion(info versionInfo, clientMin, clientMax string) (string, error) {
+	daemonMax, daemonMin := info.APIVersion, info.MinAPIVersion
+	if daemonMax == "" {
 		return "", fmt.Errorf("daemon reported no API version: %w", errdefs.ErrUnavailable)
 	}
-	if compareVersions(daemon, minAPIVersion) < 0 {
-		return "", fmt.Errorf("daemon API version %s is older than the minimum %s: %w", daemon, minAPIVersion, errdefs.ErrFailedPrecondition)
+	v := clientMax
+	if compareVersions(daemonMax, clientMax) < 0 {
+		v = daemonMax
 	}
-	if compareVersions(daemon, maxAPIVersion) > 0 {
-		return maxAPIVersion, nil
+	if daemonMin != "" && compareVersions(v, daemonMin) < 0 {
+		return "", fmt.Errorf("daemon requires Engine API %s or newer, this client speaks at most %s: %w", daemonMin, clientMax, errdefs.ErrUnavailable)
 	}
-	return daemon, nil
+	if compareVersions(v, clientMin) < 0 {
+		return "", fmt.Errorf("daemon speaks Engine API %s at most, this client needs %s or newer: %w", daemonMax, clientMin, errdefs.ErrUnavailable)
+	}
+	return v, nil
 }
 
 // compareVersions compares dotted numeric versions such as "1.41".

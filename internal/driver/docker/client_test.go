@@ -48,6 +48,13 @@ func (f *fakeDaemon) called(prefix string) int {
 // takes it over.
 func newFakeDaemon(t *testing.T, apiVersion string, handler http.HandlerFunc) *fakeDaemon {
 	t.Helper()
+	return newFakeDaemonVersions(t, versionInfo{APIVersion: apiVersion}, handler)
+}
+
+// newFakeDaemonVersions serves handler; /version answers ver unless its
+// APIVersion is empty (then handler takes it over).
+func newFakeDaemonVersions(t *testing.T, ver versionInfo, handler http.HandlerFunc) *fakeDaemon {
+	t.Helper()
 	f := &fakeDaemon{socket: filepath.Join(t.TempDir(), "d.sock")}
 	l, err := net.Listen("unix", f.socket)
 	if err != nil {
@@ -55,8 +62,8 @@ func newFakeDaemon(t *testing.T, apiVersion string, handler http.HandlerFunc) *f
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.record(r)
-		if r.URL.Path == "/version" && apiVersion != "" {
-			json.NewEncoder(w).Encode(map[string]string{"ApiVersion": apiVersion})
+		if r.URL.Path == "/version" && ver.APIVersion != "" {
+			json.NewEncoder(w).Encode(ver)
 			return
 		}
 		handler(w, r)
@@ -166,18 +173,23 @@ func TestStuckDaemonHitsCallTimeout(t *testing.T) {
 func TestVersionNegotiation(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		daemon, want string
-		class        error
+		name     string
+		min, max string // the daemon's MinAPIVersion and ApiVersion
+		want     string
+		class    error
 	}{
-		{"1.45", "/v1.41/", nil},
-		{"1.41", "/v1.41/", nil},
-		{"1.40", "/v1.40/", nil},
-		{"1.24", "", errdefs.ErrFailedPrecondition},
+		{"engine 29 (1.44-1.52)", "1.44", "1.52", "/v1.52/", nil},
+		{"newer engine than the client", "1.44", "1.60", "/v" + clientMaxAPIVersion + "/", nil},
+		{"engine 20.10 (1.12-1.41)", "1.12", "1.41", "/v1.41/", nil},
+		{"no MinAPIVersion", "", "1.45", "/v1.45/", nil},
+		{"oldest the client speaks", "1.12", "1.40", "/v1.40/", nil},
+		{"too old for the client", "1.12", "1.24", "", errdefs.ErrUnavailable},
+		{"client too old for the daemon", "1.60", "1.62", "", errdefs.ErrUnavailable},
 	}
 	for _, c := range cases {
-		t.Run(c.daemon, func(t *testing.T) {
+		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFakeDaemon(t, c.daemon, func(w http.ResponseWriter, r *http.Request) {
+			f := newFakeDaemonVersions(t, versionInfo{APIVersion: c.max, MinAPIVersion: c.min}, func(w http.ResponseWriter, r *http.Request) {
 				w.Write([]byte("[]"))
 			})
 			d := newTestDriver(t, f.socket, 5*time.Second)
@@ -186,6 +198,14 @@ func TestVersionNegotiation(t *testing.T) {
 				if c.class != nil {
 					if !errors.Is(err, c.class) {
 						t.Fatalf("List: %v; want %v", err, c.class)
+					}
+					// The message names both sides' versions.
+					if !strings.Contains(err.Error(), c.max) && !strings.Contains(err.Error(), c.min) ||
+						!strings.Contains(err.Error(), clientMaxAPIVersion) && !strings.Contains(err.Error(), clientMinAPIVersion) {
+						t.Errorf("List: %q; want a message naming the daemon's and the client's versions", err)
+					}
+					if n := f.called("GET /v1."); n != 0 {
+						t.Errorf("%d versioned calls after a refused negotiation; want none", n)
 					}
 					return
 				}
@@ -198,6 +218,72 @@ func TestVersionNegotiation(t *testing.T) {
 			}
 			if n := f.called("GET " + c.want + "containers/json"); n != 2 {
 				t.Errorf("calls %v; want two list calls under %s", f.calls, c.want)
+			}
+		})
+	}
+}
+
+func TestPickVersion(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		min, max             string // daemon
+		clientMin, clientMax string
+		want                 string // "" for a refusal
+		msg                  []string
+	}{
+		{"1.44", "1.52", "1.40", "1.52", "1.52", nil},
+		{"1.44", "1.52", "1.40", "1.47", "1.47", nil},
+		{"1.12", "1.41", "1.40", "1.52", "1.41", nil},
+		{"1.44", "1.52", "1.40", "1.43", "", []string{"1.44", "1.43"}},
+		{"1.12", "1.39", "1.40", "1.52", "", []string{"1.39", "1.40"}},
+		{"1.12", "", "1.40", "1.52", "", []string{"no API version"}},
+		{"1.9", "1.10", "1.9", "1.52", "1.10", nil}, // numeric, not lexical, order
+	}
+	for _, c := range cases {
+		got, err := pickVersion(versionInfo{APIVersion: c.max, MinAPIVersion: c.min}, c.clientMin, c.clientMax)
+		if c.want != "" {
+			if got != c.want || err != nil {
+				t.Errorf("pickVersion(daemon %s-%s, client %s-%s) = %q, %v; want %q", c.min, c.max, c.clientMin, c.clientMax, got, err, c.want)
+			}
+			continue
+		}
+		if !errors.Is(err, errdefs.ErrUnavailable) {
+			t.Errorf("pickVersion(daemon %s-%s, client %s-%s) = %q, %v; want ErrUnavailable", c.min, c.max, c.clientMin, c.clientMax, got, err)
+			continue
+		}
+		for _, m := range c.msg {
+			if !strings.Contains(err.Error(), m) {
+				t.Errorf("pickVersion(daemon %s-%s, client %s-%s): %q does not name %s", c.min, c.max, c.clientMin, c.clientMax, err, m)
+			}
+		}
+	}
+}
+
+func TestCreateNetworkCheckDuplicateOnlyBelow144(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		version string
+		want    bool
+	}{{"1.41", true}, {"1.44", false}, {"1.52", false}} {
+		t.Run(c.version, func(t *testing.T) {
+			t.Parallel()
+			bodies := make(chan map[string]any, 1)
+			f := newFakeDaemon(t, c.version, func(w http.ResponseWriter, r *http.Request) {
+				var m map[string]any
+				json.NewDecoder(r.Body).Decode(&m)
+				bodies <- m
+				w.Write([]byte(`{"Id":"n1"}`))
+			})
+			d := newTestDriver(t, f.socket, 5*time.Second)
+			if _, err := d.CreateNetwork(t.Context(), driver.NetworkSpec{Name: "gen-n1"}); err != nil {
+				t.Fatal(err)
+			}
+			m := <-bodies
+			if _, got := m["CheckDuplicate"]; got != c.want {
+				t.Errorf("API %s: CheckDuplicate sent = %v; want %v (body %v)", c.version, got, c.want, m)
+			}
+			if n := f.called("POST /v" + c.version + "/networks/create"); n != 1 {
+				t.Errorf("calls %v; want one create under /v%s", f.calls, c.version)
 			}
 		})
 	}

@@ -17,13 +17,14 @@ import (
 var _ driver.Networker = (*Driver)(nil)
 
 type networkCreateRequest struct {
-	Name           string            `json:"Name"`
-	CheckDuplicate bool              `json:"CheckDuplicate"`
-	Driver         string            `json:"Driver"`
-	Internal       bool              `json:"Internal"`
-	Labels         map[string]string `json:"Labels"`
-	Options        map[string]string `json:"Options,omitempty"`
-	IPAM           *networkIPAM      `json:"IPAM,omitempty"`
+	Name           string `json:"Name"`
+	CheckDuplicate *bool  `json:"CheckDuplicate,omitempty"` // below API 1.44 only
+
+	Driver   string            `json:"Driver"`
+	Internal bool              `json:"Internal"`
+	Labels   map[string]string `json:"Labels"`
+	Options  map[string]string `json:"Options,omitempty"`
+	IPAM     *networkIPAM      `json:"IPAM,omitempty"`
 }
 
 type networkIPAM struct {
@@ -56,7 +57,7 @@ func (d *Driver) CreateNetwork(ctx context.Context, spec driver.NetworkSpec) (st
 	if err := validID(spec.Name); err != nil {
 		return "", err
 	}
-	body := networkCreateRequest{Name: spec.Name, CheckDuplicate: true, Driver: "bridge", Internal: spec.Internal, Labels: maps.Clone(spec.Labels)}
+	body := networkCreateRequest{Name: spec.Name, Driver: "bridge", Internal: spec.Internal, Labels: maps.Clone(spec.Labels)}
 	if body.Labels == nil {
 		body.Labels = map[string]string{}
 	}
@@ -81,10 +82,20 @@ func (d *Driver) CreateNetwork(ctx context.Context, spec driver.NetworkSpec) (st
 	}
 	ctx, cancel := d.callCtx(ctx, 0)
 	defer cancel()
+	version, err := d.api.negotiate(ctx)
+	if err != nil {
+		return "", fmt.Errorf("docker: create network %s: %w", spec.Name, err)
+	}
+	if compareVersions(version, "1.44") < 0 {
+		// Older daemons accept a duplicate name unless asked not to; from
+		// 1.44 on a duplicate always fails and the field is deprecated.
+		check := true
+		body.CheckDuplicate = &check
+	}
 	var created struct {
 		ID string `json:"Id"`
 	}
-	err := d.api.call(ctx, request{op: "create network " + spec.Name, method: http.MethodPost, path: "/networks/create", body: body}, &created)
+	err = d.api.call(ctx, request{op: "create network " + spec.Name, method: http.MethodPost, path: "/networks/create", body: body}, &created)
 	switch statusOf(err) {
 	case 0:
 	case http.StatusConflict:
