@@ -40,7 +40,8 @@ type ReconcileReport struct {
 //   - containers labelled as ours (managed, and of this instance when they
 //     name one) with no live record are removed once older than the orphan
 //     grace (and probe leftovers likewise); other instances' are left alone;
-//   - live records whose container is gone or stopped are marked failed;
+//   - live records whose container is gone or stopped (by an inspection
+//     made after the records were read) are marked failed;
 //   - at startup, records stuck in created/starting and jobs still running
 //     from the previous process are finished (failed / lost);
 //   - sandboxes past their TTL are destroyed;
