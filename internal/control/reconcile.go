@@ -40,7 +40,8 @@ type ReconcileReport struct {
 //   - containers labelled as ours (managed, and of this instance when they
 //     name one) with no live record are removed once older than the orphan
 //     grace (and probe leftovers likewise); other instances' are left alone;
-//   - live records whose container is gone or stopped are marked failed;
+//   - live records whose container is gone or stopped (by an inspection
+//     made after the records were read) are marked failed;
 //   - at startup, records stuck in created/starting and jobs still running
 //     from the previous process are finished (failed / lost);
 //   - sandboxes past their TTL are destroyed;
@@ -123,9 +124,9 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 				}
 			}
 		case !hasContainer || !c.Running:
-			why := "container is gone"
-			if hasContainer {
-				why = fmt.Sprintf("container stopped (exit code %d, oom_killed=%v)", c.ExitCode, c.OOMKilled)
+			why, stopped := s.containerStopped(ctx, r)
+			if !stopped {
+				continue
 			}
 			s.markFailed(ctx, r, why)
 			rep.MarkedFailed++
@@ -156,6 +157,34 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 			"artifacts_expired", rep.ArtifactsExpired, "blobs_removed", rep.BlobsRemoved, "leases_expired", rep.LeasesExpired)
 	}
 	return nil
+}
+
+// containerStopped tells whether the container of r, a live record that
+// the pass's container listing shows gone or not running, is so now, and
+// why. The listing is made before the records are read (so that no
+// container is taken for an orphan before its record could be seen), so
+// it is older than r: a sandbox created or started in between is ready in
+// r while the listing has its container missing or not yet started. Only
+// an inspection made after r was read decides; it also gives the exit code
+// and OOM flag, which a listing does not carry.
+func (s *Service) containerStopped(ctx context.Context, r *sandbox.Sandbox) (string, bool) {
+	id := r.ContainerID
+	if id == "" {
+		id = "genesis-" + r.ID
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.Intervals.DockerCallTimeout)
+	defer cancel()
+	st, err := s.driver.Inspect(cctx, id)
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		return "container is gone", true
+	case err != nil:
+		s.log.Warn("inspecting the container of a live sandbox", "sandbox", r.ID, "err", err)
+		return "", false
+	case st.Running:
+		return "", false
+	}
+	return fmt.Sprintf("container stopped (exit code %d, oom_killed=%v)", st.ExitCode, st.OOMKilled), true
 }
 
 // removeStaleDirs deletes sandbox directories whose record is not live.

@@ -135,9 +135,17 @@ type jobLog struct {
 	cursor         int64     // id of the last event applied ("0": none yet)
 	marks          []logMark // every event boundary seen, in order
 	// text: the connection asked for ?encoding=text; textEvents counts the
-	// output events that came in the text form.
-	text       bool
-	textEvents int
+	// output events that came in the text form, outputEvents all of them.
+	text         bool
+	textEvents   int
+	outputEvents int
+}
+
+// textQualifies is the service's rule for the text form of an output
+// event: valid UTF-8 without CR, and lines of 18 bytes on average at least
+// (shorter ones would cost more on the wire than base64).
+func textQualifies(b []byte) bool {
+	return 18*bytes.Count(b, []byte{'\n'}) <= len(b) && bytes.IndexByte(b, '\r') < 0 && utf8.Valid(b)
 }
 
 // logMark is the reassembly state right after one event.
@@ -196,10 +204,10 @@ func (l *jobLog) apply(it sseItem) error {
 			if o.Offset, err = strconv.ParseInt(head, 10, 64); err != nil || head[0] == '+' || head[0] == '-' {
 				return fmt.Errorf("%s event %d: text form without an offset line: %.200q", it.Event, id, it.Data)
 			}
-			if strings.ContainsRune(text, '\r') || !utf8.ValidString(text) {
-				return fmt.Errorf("%s event %d: text form holds a CR or is not UTF-8", it.Event, id)
-			}
 			b = []byte(text)
+			if !textQualifies(b) {
+				return fmt.Errorf("%s event %d: text form of bytes that do not qualify for it (CR, not UTF-8 or short lines): %.200q", it.Event, id, text)
+			}
 			l.textEvents++
 		} else {
 			if err := json.Unmarshal([]byte(it.Data), &o); err != nil {
@@ -208,7 +216,11 @@ func (l *jobLog) apply(it sseItem) error {
 			if b, err = base64.StdEncoding.DecodeString(o.Data); err != nil {
 				return fmt.Errorf("%s event %d: data is not base64: %v", it.Event, id, err)
 			}
+			if l.text && textQualifies(b) {
+				return fmt.Errorf("%s event %d: text was asked for and its %d bytes qualify, but it came as base64", it.Event, id, len(b))
+			}
 		}
+		l.outputEvents++
 		buf := &l.stdout
 		if it.Event == "stderr" {
 			buf = &l.stderr

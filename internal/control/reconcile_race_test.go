@@ -1,0 +1,125 @@
+package control_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/controltest"
+	"genesis.dev/sandbox/internal/driver"
+	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
+)
+
+// beforeRecords is a store that runs a function, once, just before the
+// reconciler reads the live records (after it has listed the containers).
+type beforeRecords struct {
+	store.Store
+	fn atomic.Pointer[func()]
+}
+
+func (s *beforeRecords) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]*sandbox.Sandbox, error) {
+	// The reconciler's listing: every live record of every instance.
+	if f.Instance == "" && f.Tenant == "" && f.Profile == "" && len(f.States) > 0 {
+		if fn := s.fn.Swap(nil); fn != nil {
+			(*fn)()
+		}
+	}
+	return s.Store.ListSandboxes(ctx, f)
+}
+
+// gatedStart is a driver whose Start, while armed, waits for the gate.
+type gatedStart struct {
+	driver.Driver
+	armed   atomic.Bool
+	waiting chan struct{} // a Start waits at the gate
+	gate    chan struct{} // closed to let it through
+}
+
+func (d *gatedStart) Start(ctx context.Context, id string) error {
+	if d.armed.CompareAndSwap(true, false) {
+		close(d.waiting)
+		select {
+		case <-d.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return d.Driver.Start(ctx, id)
+}
+
+// TestReconcileSandboxStartedDuringPass: the reconciler lists the
+// containers before it reads the records, so a sandbox that was created or
+// started in between is in its records as ready while the listing shows
+// its container missing or not yet running. Such a sandbox is healthy and
+// must be left alone; its container's state now is what counts.
+func TestReconcileSandboxStartedDuringPass(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// startedBefore: the container exists (created, not started) when
+		// the reconciler lists the containers; else it is all made later.
+		startedBefore bool
+	}{
+		{name: "created and started after the listing", startedBefore: false},
+		{name: "started after the listing", startedBefore: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var st *beforeRecords
+			var drv *gatedStart
+			h := newHarnessWith(t, nil, func(c *control.Config) {
+				st = &beforeRecords{Store: c.Store}
+				drv = &gatedStart{Driver: c.Driver, waiting: make(chan struct{}), gate: make(chan struct{})}
+				c.Store, c.Driver = st, drv
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+
+			created := make(chan *sandbox.Sandbox, 1)
+			create := func() {
+				sb, err := h.Svc.CreateSandbox(ctx, control.CreateSandboxInput{Tenant: "a", Profile: controltest.Profile})
+				if err != nil {
+					t.Errorf("CreateSandbox: %v", err)
+				}
+				created <- sb
+			}
+			var sb *sandbox.Sandbox
+			if tc.startedBefore {
+				drv.armed.Store(true)
+				go create()
+				select {
+				case <-drv.waiting: // created, about to start
+				case <-ctx.Done():
+					t.Fatal("the create did not reach its start")
+				}
+				finish := func() {
+					close(drv.gate)
+					sb = <-created
+				}
+				st.fn.Store(&finish)
+			} else {
+				finish := func() {
+					go create()
+					sb = <-created
+				}
+				st.fn.Store(&finish)
+			}
+			if err := h.Svc.Reconcile(ctx, false); err != nil {
+				t.Fatalf("Reconcile: %v", err)
+			}
+			if sb == nil {
+				t.Fatal("the sandbox was not made during the pass")
+			}
+			if r := h.Record(sb.ID); r.State != sandbox.StateReady || r.FailureReason != "" {
+				t.Errorf("sandbox started during the pass is %s (%q) after it, want ready", r.State, r.FailureReason)
+			}
+			if c, ok := h.Container(sb.ID); !ok || !c.Running {
+				t.Errorf("container of the sandbox started during the pass: %+v present=%v, want running", c, ok)
+			}
+			h.WaitAgents(1)
+		})
+	}
+}
