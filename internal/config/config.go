@@ -478,9 +478,7 @@ func (c *Config) validate(v *problems) {
 	if len(c.Profiles) == 0 {
 		bad("profiles", "at least one profile is required")
 	}
-	if errs := c.validatePorts(); len(errs) > 0 {
-		return errors.Join(errs...)
-	}
+	c.validatePorts(v)
 	seen := map[string]bool{}
 	for i, p := range c.Profiles {
 		key := fmt.Sprintf("profiles[%d]", i)

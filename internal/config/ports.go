@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"genesis.dev/sandbox/internal/errdefs"
 )
 
 // PortPolicy says which TCP ports inside a sandbox the service may reach
@@ -115,12 +114,9 @@ type PortsConfig struct {
 var serviceName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
 // validatePorts checks the port, endpoint and service keys of every
-// profile and the ports section, appending one error per bad key.
-func (c *Config) validatePorts() []error {
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("config: %s: %s: %w", key, fmt.Sprintf(format, args...), errdefs.ErrInvalidArgument))
-	}
+// profile and the ports section, recording one problem per bad key.
+func (c *Config) validatePorts(v *problems) {
+	bad := v.add
 	if c.Ports.MaxLinkTTL <= 0 {
 		bad("ports.max_link_ttl", "must be a positive duration, got %v", c.Ports.MaxLinkTTL)
 	}
@@ -177,5 +173,4 @@ func (c *Config) validatePorts() []error {
 			}
 		}
 	}
-	return errs
 }
