@@ -21,6 +21,10 @@
 // streamed as agentproto frames from any offset, so a dropped connection
 // loses nothing.
 //
+// A port of the sandbox's loopback is reached through one request that
+// carries a TCP connection full duplex (ports.go): a service inside a
+// sandbox without network is reachable by the host.
+//
 // It imports only the standard library, agentproto, errdefs and mountinfo;
 // it must not import the service's control, driver or store packages, since
 // it is built into a small static binary that runs inside untrusted

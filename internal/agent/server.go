@@ -357,6 +357,10 @@ func (s *Server) Handler() http.Handler {
 				s.serveFiles(w, r)
 				return
 			}
+			if strings.HasPrefix(r.URL.Path, agentproto.PathPorts) {
+				s.servePorts(w, r)
+				return
+			}
 			writeError(w, fmt.Errorf("no route %s: %w", r.URL.Path, errdefs.ErrNotFound))
 		}
 	})

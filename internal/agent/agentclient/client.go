@@ -21,24 +21,39 @@ const baseURL = "http://genesis-agent"
 // maxErrorBody bounds how much of a non-2xx answer is read.
 const maxErrorBody = 64 << 10
 
-// Client talks to one agent over its Unix socket. It is safe for concurrent
-// use; all calls share one HTTP/2 connection, dialled lazily.
+// Dialer opens a connection to the agent: a Unix socket today, a vsock or
+// a port-forward for other backends. ctx bounds the connect only.
+type Dialer func(ctx context.Context) (net.Conn, error)
+
+// Client talks to one agent. It is safe for concurrent use; all calls share
+// one HTTP/2 connection, dialled lazily and redialled when it breaks.
 type Client struct {
-	socket    string
+	dial      Dialer
+	name      string // where the agent is, for errors
 	transport *http.Transport
 	http      *http.Client
 }
 
-// Dial returns a client for the agent listening on socketPath. It does not
-// connect: the first call does, and a broken connection is redialled.
+// Dial returns a client for the agent listening on the Unix socket
+// socketPath: New with a dialer of that socket.
 func Dial(socketPath string) *Client {
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	c := New(func(ctx context.Context) (net.Conn, error) {
+		return d.DialContext(ctx, "unix", socketPath)
+	})
+	c.name = socketPath
+	return c
+}
+
+// New returns a client that reaches the agent through d. It does not
+// connect: the first call does.
+func New(d Dialer) *Client {
 	var protos http.Protocols
 	protos.SetUnencryptedHTTP2(true)
-	d := &net.Dialer{Timeout: 5 * time.Second}
 	tr := &http.Transport{
 		Protocols: &protos,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, "unix", socketPath)
+			return d(ctx)
 		},
 		HTTP2: &http.HTTP2Config{
 			// Detect a dead agent connection instead of hanging on it.
@@ -52,7 +67,8 @@ func Dial(socketPath string) *Client {
 		DisableCompression:  true,
 	}
 	return &Client{
-		socket:    socketPath,
+		dial:      d,
+		name:      "its dialer",
 		transport: tr,
 		http:      &http.Client{Transport: tr},
 	}
@@ -117,9 +133,9 @@ func (c *Client) WaitReady(ctx context.Context, poll time.Duration) (agentproto.
 // matching ctx's error, with the last connection failure for context.
 func (c *Client) notReady(ctx context.Context, last error) error {
 	if last == nil {
-		return fmt.Errorf("agentclient: agent at %s not ready: %w: %w", c.socket, ctx.Err(), errdefs.ErrUnavailable)
+		return fmt.Errorf("agentclient: agent via %s not ready: %w: %w", c.name, ctx.Err(), errdefs.ErrUnavailable)
 	}
-	return fmt.Errorf("agentclient: agent at %s not ready (%v): %w: %w", c.socket, last, ctx.Err(), errdefs.ErrUnavailable)
+	return fmt.Errorf("agentclient: agent via %s not ready (%v): %w: %w", c.name, last, ctx.Err(), errdefs.ErrUnavailable)
 }
 
 // send performs one request and returns a 2xx response; other statuses
@@ -141,7 +157,7 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte) (*h
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxError(method, path, ctxErr)
 		}
-		return nil, fmt.Errorf("agentclient: %s %s via %s: %v: %w", method, path, c.socket, err, errdefs.ErrUnavailable)
+		return nil, fmt.Errorf("agentclient: %s %s via %s: %v: %w", method, path, c.name, err, errdefs.ErrUnavailable)
 	}
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()

@@ -158,3 +158,29 @@ func TestClientUnavailable(t *testing.T) {
 		t.Errorf("WaitReady without agent: %v, want ErrUnavailable and DeadlineExceeded", err)
 	}
 }
+
+func TestNewTakesADialer(t *testing.T) {
+	t.Parallel()
+	sock, conns := fakeAgent(t, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, agentproto.Ping{Protocol: agentproto.Version, PID: 7})
+	})
+	var dials atomic.Int32
+	c := New(func(ctx context.Context) (net.Conn, error) {
+		dials.Add(1)
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	})
+	defer c.Close()
+	for range 3 {
+		if p, err := c.Ping(context.Background()); err != nil || p.PID != 7 {
+			t.Fatalf("Ping = %+v, %v", p, err)
+		}
+	}
+	if dials.Load() != 1 || conns.Load() != 1 {
+		t.Fatalf("%d dials, %d connections; want 1 and 1", dials.Load(), conns.Load())
+	}
+	failing := New(func(context.Context) (net.Conn, error) { return nil, errors.New("no route") })
+	if _, err := failing.Ping(context.Background()); !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Fatalf("Ping through a failing dialer: %v, want ErrUnavailable", err)
+	}
+}

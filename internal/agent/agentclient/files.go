@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -29,11 +28,10 @@ const bulkThreshold = 256 << 10
 func (c *Client) bulkClient() *http.Client {
 	var protos http.Protocols
 	protos.SetHTTP1(true)
-	d := &net.Dialer{Timeout: 5 * time.Second}
 	return &http.Client{Transport: &http.Transport{
 		Protocols: &protos,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, "unix", c.socket)
+			return c.dial(ctx)
 		},
 		DisableKeepAlives:  true,
 		DisableCompression: true,
@@ -135,7 +133,7 @@ func (c *Client) readFile(ctx context.Context, hc *http.Client, method, path str
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxError(method, agentproto.PathFiles, ctxErr)
 		}
-		return nil, fmt.Errorf("agentclient: %s %s via %s: %v: %w", method, agentproto.PathFiles, c.socket, err, errdefs.ErrUnavailable)
+		return nil, fmt.Errorf("agentclient: %s %s via %s: %v: %w", method, agentproto.PathFiles, c.name, err, errdefs.ErrUnavailable)
 	}
 	switch resp.StatusCode {
 	case http.StatusOK, http.StatusPartialContent, http.StatusNotModified,
@@ -143,7 +141,7 @@ func (c *Client) readFile(ctx context.Context, hc *http.Client, method, path str
 		return resp, nil
 	}
 	defer resp.Body.Close()
-	return nil, decodeFileError(method, agentproto.PathFiles, resp)
+	return nil, decodeCodedError(method, agentproto.PathFiles, resp)
 }
 
 // StatFile describes a file without following a final symlink.
@@ -238,18 +236,18 @@ func (c *Client) fileRoundTrip(ctx context.Context, hc *http.Client, hreq *http.
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxError(method, path, ctxErr)
 		}
-		return nil, fmt.Errorf("agentclient: %s %s via %s: %w: %w", method, path, c.socket, err, errdefs.ErrUnavailable)
+		return nil, fmt.Errorf("agentclient: %s %s via %s: %w: %w", method, path, c.name, err, errdefs.ErrUnavailable)
 	}
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
-		return nil, decodeFileError(method, path, resp)
+		return nil, decodeCodedError(method, path, resp)
 	}
 	return resp, nil
 }
 
-// decodeFileError maps a non-2xx answer of a file operation to its class
+// decodeCodedError maps a non-2xx answer of a file operation to its class
 // and keeps the agent's problem code (path_outside_root, file_not_found…).
-func decodeFileError(method, path string, resp *http.Response) error {
+func decodeCodedError(method, path string, resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	var e agentproto.Error
 	msg := string(b)

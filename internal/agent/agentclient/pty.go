@@ -120,7 +120,7 @@ func (c *Client) AttachTerminal(ctx context.Context, id string, opts AttachOptio
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxError(http.MethodPost, path, ctxErr)
 		}
-		return nil, fmt.Errorf("agentclient: POST %s via %s: %v: %w", path, c.socket, err, errdefs.ErrUnavailable)
+		return nil, fmt.Errorf("agentclient: POST %s via %s: %v: %w", path, c.name, err, errdefs.ErrUnavailable)
 	}
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()

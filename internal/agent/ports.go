@@ -1,0 +1,132 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+// portDialTimeout bounds the connect to a port of the sandbox's loopback:
+// a refused port answers at once, a filtered one must not hang the caller.
+const portDialTimeout = 2 * time.Second
+
+// portChunk is the most one copy step moves in either direction of a
+// dialled port, so a stream holds at most this much per direction.
+const portChunk = 32 << 10
+
+// servePorts routes /v1/ports/{port}/dial.
+func (s *Server) servePorts(w http.ResponseWriter, r *http.Request) {
+	rest := strings.TrimPrefix(r.URL.Path, agentproto.PathPorts)
+	ps, action, ok := strings.Cut(rest, "/")
+	if !ok || action != "dial" {
+		writeError(w, fmt.Errorf("no route %s: %w", r.URL.Path, errdefs.ErrNotFound))
+		return
+	}
+	if r.Method != http.MethodPost {
+		writeError(w, fmt.Errorf("%s wants POST: %w", r.URL.Path, errdefs.ErrInvalidArgument))
+		return
+	}
+	port, err := parsePort(ps)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.handlePortDial(w, r, port)
+}
+
+// parsePort reads a TCP port number, 1..65535.
+func parsePort(s string) (int, error) {
+	p, err := strconv.Atoi(s)
+	if err != nil || p < 1 || p > 65535 || strconv.Itoa(p) != s {
+		return 0, fmt.Errorf("port %.20q is not a TCP port (1..65535): %w", s, errdefs.ErrInvalidArgument)
+	}
+	return p, nil
+}
+
+// handlePortDial connects to 127.0.0.1:port and carries the connection
+// over the request (see agentproto.PathPortDial): the request body goes to
+// the socket, the socket's bytes come back as the response body. Nothing is
+// buffered beyond one chunk per direction, so a slow reader on either side
+// slows the writer on the other through the stream's flow control.
+func (s *Server) handlePortDial(w http.ResponseWriter, r *http.Request, port int) {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	ctx, cancel := context.WithTimeout(r.Context(), portDialTimeout)
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp4", addr)
+	cancel()
+	if err != nil {
+		writeError(w, errdefs.WithCode(agentproto.CodePortUnreachable,
+			fmt.Errorf("dial %s in the sandbox: %v: %w", addr, err, errdefs.ErrUnavailable)))
+		return
+	}
+	conn := c.(*net.TCPConn)
+	defer conn.Close()
+	// The caller going away (stream reset, connection lost) ends both
+	// directions: a blocked socket read or write returns.
+	stop := context.AfterFunc(r.Context(), func() { conn.Close() })
+	defer stop()
+
+	rc := http.NewResponseController(w)
+	rc.EnableFullDuplex() // HTTP/1 only; HTTP/2 streams are full duplex anyway
+	w.Header().Set("Content-Type", agentproto.ContentTypeStream)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return
+	}
+
+	upDone := make(chan struct{})
+	go func() {
+		defer close(upDone)
+		b := s.getBuf()
+		defer s.putBuf(b)
+		for {
+			n, err := r.Body.Read(b[:portChunk])
+			if n > 0 {
+				if _, werr := conn.Write(b[:n]); werr != nil {
+					conn.Close()
+					return
+				}
+			}
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					conn.CloseWrite() // the caller is done sending: the service reads EOF
+				} else {
+					conn.Close()
+				}
+				return
+			}
+		}
+	}()
+
+	b := s.getBuf()
+	defer s.putBuf(b)
+	for {
+		n, err := conn.Read(b[:portChunk])
+		if n > 0 {
+			if _, werr := w.Write(b[:n]); werr != nil {
+				break
+			}
+			if ferr := rc.Flush(); ferr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	// The service closed its side (or the exchange broke): the answer ends
+	// with the handler, so the request body is of no more use.
+	conn.Close()
+	r.Body.Close()
+	<-upDone
+}
