@@ -118,6 +118,22 @@ func apiRoutes() []apiRoute {
 		{"delete", "/v1/leases/{id}", []string{"204", "401", "404", "409"}},
 		{"get", "/v1/pools", []string{"200", "401"}},
 		{"post", "/v1/pools/{name}/drain", []string{"200", "401", "403", "404"}},
+		{"get", "/v1/sandboxes/{id}/ports/{port}/tcp", []string{"101", "400", "401", "403", "404", "409", "502"}},
+		{"post", "/v1/sandboxes/{id}/ports/{port}/links", []string{"201", "400", "401", "403", "404", "409"}},
+		{"get", "/v1/sandboxes/{id}/ports/{port}/{path}", []string{"200", "401", "403", "404", "409", "502"}},
+		{"get", "/v1/previews/{token}/{path}", []string{"200", "404", "409", "502"}},
+		{"head", "/v1/sandboxes/{id}/ports/{port}/{path}", []string{"200", "401", "403", "404", "409", "502"}},
+		{"head", "/v1/previews/{token}/{path}", []string{"200", "404", "409", "502"}},
+		{"post", "/v1/sandboxes/{id}/ports/{port}/{path}", []string{"200", "401", "403", "404", "409", "502"}},
+		{"post", "/v1/previews/{token}/{path}", []string{"200", "404", "409", "502"}},
+		{"put", "/v1/sandboxes/{id}/ports/{port}/{path}", []string{"200", "401", "403", "404", "409", "502"}},
+		{"put", "/v1/previews/{token}/{path}", []string{"200", "404", "409", "502"}},
+		{"patch", "/v1/sandboxes/{id}/ports/{port}/{path}", []string{"200", "401", "403", "404", "409", "502"}},
+		{"patch", "/v1/previews/{token}/{path}", []string{"200", "404", "409", "502"}},
+		{"delete", "/v1/sandboxes/{id}/ports/{port}/{path}", []string{"200", "401", "403", "404", "409", "502"}},
+		{"delete", "/v1/previews/{token}/{path}", []string{"200", "404", "409", "502"}},
+		{"options", "/v1/sandboxes/{id}/ports/{port}/{path}", []string{"200", "401", "403", "404", "409", "502"}},
+		{"options", "/v1/previews/{token}/{path}", []string{"200", "404", "409", "502"}},
 	}
 }
 
@@ -138,7 +154,8 @@ func TestOpenAPIRoutes(t *testing.T) {
 		}
 		name := strings.ToUpper(r.method) + " " + r.path
 		sec, overridden := op["security"]
-		public := !strings.HasPrefix(r.path, "/v1/")
+		// Preview links carry their own credential in the path.
+		public := !strings.HasPrefix(r.path, "/v1/") || strings.HasPrefix(r.path, "/v1/previews/")
 		if public && (!overridden || len(sec.([]any)) != 0) {
 			t.Errorf("%s must declare security: []", name)
 		}

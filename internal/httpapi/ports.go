@@ -31,19 +31,19 @@ func (s *Server) portRoutes() {
 	s.handle("GET", "/v1/sandboxes/{id}/ports/{port}/tcp", true, s.portTCP)
 	s.handle("POST", "/v1/sandboxes/{id}/ports/{port}/links", true, s.createPortLink)
 	s.handleAny("/v1/previews/{token}/{path...}", false, s.preview)
-	s.unaudited["/v1/sandboxes/{id}/ports/{port}/{path...}"] = true
-	s.unaudited["/v1/previews/{token}/{path...}"] = true
 }
 
 // anyMethods are the methods a route registered with handleAny lists.
 var anyMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 
 // handleAny registers a route for every method (Routes lists the common
-// ones).
+// ones) to a sandbox's own server: its requests are not audited, only
+// what the service itself does (such as making a preview link).
 func (s *Server) handleAny(pattern string, auth bool, h func(http.ResponseWriter, *http.Request)) {
 	for _, m := range anyMethods {
-		s.routes = append(s.routes, Route{Method: m, Pattern: pattern, Auth: auth})
+		s.routes = append(s.routes, Route{Method: m, Pattern: pattern, Auth: auth, Unaudited: true})
 	}
+	s.unaudited[pattern] = true
 	var handler http.Handler = http.HandlerFunc(h)
 	if auth {
 		handler = s.authenticate(handler)

@@ -72,6 +72,9 @@ type Route struct {
 	Method  string
 	Pattern string
 	Auth    bool
+	// Unaudited routes carry traffic to a sandbox's own server; their
+	// mutating requests are not audit records.
+	Unaudited bool
 }
 
 // New builds the server and its routes.

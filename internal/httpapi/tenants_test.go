@@ -218,7 +218,7 @@ func TestAuditEveryMutatingRoute(t *testing.T) {
 	cursor := a.auditPage(keyAdmin, "").NextCursor
 	n := 0
 	for _, r := range a.srv.Routes() {
-		if r.Method == "GET" {
+		if r.Method == "GET" || r.Unaudited {
 			continue
 		}
 		key := keyA

@@ -16,9 +16,12 @@ func chromiumText(t *testing.T, url string) string {
 	t.Helper()
 	ctx, cancel := chromiumContext(t)
 	defer cancel()
-	var text string
-	if err := chromedp.Run(ctx, chromedp.Navigate(url), chromedp.Text("body", &text, chromedp.ByQuery)); err != nil {
+	if _, err := chromedp.Run(ctx, chromedp.Navigate(url)); err != nil {
 		t.Fatalf("chromium on %s: %v", url, err)
+	}
+	text, err := chromedp.Run(ctx, chromedp.Text("body"))
+	if err != nil {
+		t.Fatalf("chromium on %s: body text: %v", url, err)
 	}
 	return text
 }
@@ -39,6 +42,8 @@ func chromiumContext(t *testing.T) (context.Context, context.CancelFunc) {
 	)
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
+	// The whole browser lives under one deadline: the first Run allocates
+	// it under ctx.
 	ctx, tcancel := context.WithTimeout(ctx, callTimeout)
 	return ctx, func() { tcancel(); cancel(); acancel() }
 }
