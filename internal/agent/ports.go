@@ -65,7 +65,7 @@ func (s *Server) handlePortDial(w http.ResponseWriter, r *http.Request, port int
 	cancel()
 	if err != nil {
 		writeError(w, errdefs.WithCode(agentproto.CodePortUnreachable,
-			fmt.Errorf("dial %s in the sandbox: %v: %w", addr, err, errdefs.ErrUnavailable)))
+			fmt.Errorf("dial %s in the sandbox: %v: %w", addr, err, errdefs.ErrBadGateway)))
 		return
 	}
 	conn := c.(*net.TCPConn)

@@ -48,7 +48,7 @@ func TestDialPortInContainers(t *testing.T) {
 
 			start := time.Now()
 			_, err := c.client.DialPort(ctx, 8001)
-			if !errors.Is(err, errdefs.ErrUnavailable) || errdefs.Code(err) != agentproto.CodePortUnreachable {
+			if !errors.Is(err, errdefs.ErrBadGateway) || errdefs.Code(err) != agentproto.CodePortUnreachable {
 				t.Fatalf("dial a closed port: %v", err)
 			}
 			if el := time.Since(start); el > 3*time.Second {

@@ -193,8 +193,8 @@ func TestDialPortRefused(t *testing.T) {
 	if el := time.Since(start); el > time.Second {
 		t.Errorf("refused dial took %v", el)
 	}
-	if !errors.Is(err, errdefs.ErrUnavailable) || errdefs.Code(err) != agentproto.CodePortUnreachable {
-		t.Fatalf("DialPort of a closed port: %v (code %q), want ErrUnavailable with code %s", err, errdefs.Code(err), agentproto.CodePortUnreachable)
+	if !errors.Is(err, errdefs.ErrBadGateway) || errdefs.Code(err) != agentproto.CodePortUnreachable {
+		t.Fatalf("DialPort of a closed port: %v (code %q), want ErrBadGateway with code %s", err, errdefs.Code(err), agentproto.CodePortUnreachable)
 	}
 	for _, p := range []int{0, -1, 65536} {
 		if _, err := a.client.DialPort(context.Background(), p); !errors.Is(err, errdefs.ErrInvalidArgument) {

@@ -219,6 +219,8 @@ func decodeError(method, path string, resp *http.Response) error {
 		class = errdefs.ErrResourceExhausted
 	case http.StatusServiceUnavailable:
 		class = errdefs.ErrUnavailable
+	case http.StatusBadGateway:
+		class = errdefs.ErrBadGateway
 	case http.StatusRequestEntityTooLarge:
 		class = errdefs.ErrTooLarge
 	}

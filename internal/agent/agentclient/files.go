@@ -270,6 +270,8 @@ func decodeCodedError(method, path string, resp *http.Response) error {
 		class = errdefs.ErrResourceExhausted
 	case http.StatusServiceUnavailable:
 		class = errdefs.ErrUnavailable
+	case http.StatusBadGateway:
+		class = errdefs.ErrBadGateway
 	}
 	err := fmt.Errorf("agentclient: %s %s: agent answered %d: %s: %w", method, path, resp.StatusCode, msg, class)
 	if e.Code != "" && e.Code != "internal" {

@@ -26,7 +26,7 @@ const portReadChunk = 64 << 10
 // the connection lives until Close.
 //
 // A port outside 1..65535 yields errdefs.ErrInvalidArgument; a port that
-// refuses or does not answer yields errdefs.ErrUnavailable with the code
+// refuses or does not answer yields errdefs.ErrBadGateway with the code
 // agentproto.CodePortUnreachable (errdefs.Code), quickly.
 //
 // The connection supports CloseWrite() error (the service reads EOF while
