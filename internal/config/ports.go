@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
 )
 
 // PortPolicy says which TCP ports inside a sandbox the service may reach
