@@ -21,9 +21,7 @@ import (
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/driver/docker"
-	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/httpapi"
-	"genesis.dev/sandbox/internal/interactive"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/postgres"
 	"genesis.dev/sandbox/internal/store/sqlite"
@@ -142,18 +140,11 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// The workload managers work inside running sandboxes through
-	// ctl.Attach and follow the sandboxes' lives through their hooks.
-	terms, err := interactive.New(interactive.Config{Sandboxes: ctl, Logger: log})
+	m, err := newManagers(ctl, st, cfg, agentDir, log)
 	if err != nil {
 		return err
 	}
-	ctl.AddHook(terms)
-	fs, err := files.New(files.Config{Sandboxes: ctl, Limits: cfg.Limits.Files, Logger: log})
-	if err != nil {
-		return err
-	}
-	api, err := httpapi.New(httpapi.Config{Control: ctl, Terminals: terms, Files: fs, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log})
+	api, err := httpapi.New(httpapi.Config{Control: ctl, Terminals: m.terms, Files: m.files, Jobs: m.jobs, Artifacts: m.arts, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -166,6 +157,7 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer ctl.Close()
+	defer m.jobs.Close() // before ctl.Close: followers hold busy attachments
 
 	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	log.Info("sandbox-service listening", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "instance", instance, "version", version)

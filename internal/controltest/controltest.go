@@ -17,12 +17,15 @@ import (
 	"testing"
 	"time"
 
+	"genesis.dev/sandbox/internal/artifacts"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/driver/fake"
 	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/interactive"
+	"genesis.dev/sandbox/internal/joblog"
+	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/sqlite"
@@ -247,6 +250,8 @@ type Harness struct {
 	// The workload managers over Svc, with their hooks registered.
 	Terminals *interactive.Terminals
 	Files     *files.Gateway
+	Jobs      *jobs.Manager
+	Artifacts *artifacts.Keeper
 	Clock     *Clock
 	Agents    *Agents
 }
@@ -367,7 +372,7 @@ func NewOpts(t *testing.T, o Options) *Harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewManagers(svc, cfg, nil)
+	m, err := NewManagers(ManagersConfig{Service: svc, Store: st, Settings: cfg, AgentDir: agentDir, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +383,8 @@ func NewOpts(t *testing.T, o Options) *Harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	return &Harness{T: t, Dir: dir, Cfg: cfg, Drv: drv, St: st, Svc: svc, Terminals: m.Terminals, Files: m.Files, Clock: clk, Agents: ag}
+	t.Cleanup(m.Close) // before svc.Close: followers hold busy attachments
+	return &Harness{T: t, Dir: dir, Cfg: cfg, Drv: drv, St: st, Svc: svc, Terminals: m.Terminals, Files: m.Files, Jobs: m.Jobs, Artifacts: m.Artifacts, Clock: clk, Agents: ag}
 }
 
 // SetProbe replaces the probe result and refreshes the service's cache.
@@ -514,23 +520,62 @@ func (h *Harness) AssertNothingCreated() {
 type Managers struct {
 	Terminals *interactive.Terminals
 	Files     *files.Gateway
+	Jobs      *jobs.Manager
+	Artifacts *artifacts.Keeper
 }
 
-// NewManagers builds the managers over svc, which runs with settings cfg;
-// register Hooks with svc before it starts.
-func NewManagers(svc *control.Service, cfg *config.Config, log *slog.Logger) (*Managers, error) {
-	terms, err := interactive.New(interactive.Config{Sandboxes: svc, Logger: log})
+// ManagersConfig says what the managers run over.
+type ManagersConfig struct {
+	Service  *control.Service
+	Store    store.Store
+	Settings *config.Config
+	// AgentDir is the directory every sandbox mounts at /.genesis.
+	AgentDir string
+	// Now is the service's clock; nil means time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// NewManagers builds the managers; register Hooks with the service before
+// it starts, and Close the managers before the service.
+func NewManagers(c ManagersConfig) (*Managers, error) {
+	svc, cfg := c.Service, c.Settings
+	terms, err := interactive.New(interactive.Config{Sandboxes: svc, Logger: c.Logger})
 	if err != nil {
 		return nil, err
 	}
-	fs, err := files.New(files.Config{Sandboxes: svc, Limits: cfg.Limits.Files, Logger: log})
+	fs, err := files.New(files.Config{Sandboxes: svc, Limits: cfg.Limits.Files, Logger: c.Logger})
 	if err != nil {
 		return nil, err
 	}
-	return &Managers{Terminals: terms, Files: fs}, nil
+	blobs, err := artifacts.OpenBlobs(filepath.Join(cfg.DataDir, "artifacts"))
+	if err != nil {
+		return nil, err
+	}
+	arts, err := artifacts.NewKeeper(artifacts.KeeperConfig{Blobs: blobs, Store: c.Store, Sandboxes: svc,
+		Limits: cfg.Limits.Artifacts, Retention: cfg.Intervals.ArtifactRetention, Now: c.Now, Logger: c.Logger})
+	if err != nil {
+		return nil, err
+	}
+	logs, err := joblog.Open(filepath.Join(cfg.DataDir, "jobs"))
+	if err != nil {
+		return nil, err
+	}
+	if err := jobs.InstallKernel(c.AgentDir); err != nil {
+		return nil, err
+	}
+	jm, err := jobs.New(jobs.Config{Sandboxes: svc, Store: c.Store, Logs: logs, Artifacts: arts, Limits: cfg.Limits,
+		LogRetention: cfg.Intervals.LogRetention, Now: c.Now, Logger: c.Logger})
+	if err != nil {
+		return nil, err
+	}
+	return &Managers{Terminals: terms, Files: fs, Jobs: jm, Artifacts: arts}, nil
 }
 
 // Hooks are the managers' control hooks.
 func (m *Managers) Hooks() []control.Hook {
-	return []control.Hook{m.Terminals}
+	return []control.Hook{m.Jobs, m.Artifacts, m.Terminals}
 }
+
+// Close stops the managers' background work (the job followers).
+func (m *Managers) Close() { m.Jobs.Close() }

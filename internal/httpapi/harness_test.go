@@ -51,6 +51,8 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 		Control:      h.Svc,
 		Terminals:    h.Terminals,
 		Files:        h.Files,
+		Jobs:         h.Jobs,
+		Artifacts:    h.Artifacts,
 		Keys:         map[string]string{keyA: "a", keyB: "b", keyAdmin: config.AdminTenant},
 		MaxBodyBytes: maxBody,
 	})
