@@ -21,10 +21,7 @@ import (
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/driver/docker"
-	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/httpapi"
-	"genesis.dev/sandbox/internal/interactive"
-	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/postgres"
 	"genesis.dev/sandbox/internal/store/sqlite"
@@ -143,23 +140,11 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// The workload managers work inside running sandboxes through
-	// ctl.Attach and follow the sandboxes' lives through their hooks.
-	terms, err := interactive.New(interactive.Config{Sandboxes: ctl, Logger: log})
+	m, err := newManagers(ctl, st, cfg, agentDir, log)
 	if err != nil {
 		return err
 	}
-	ctl.AddHook(terms)
-	fs, err := files.New(files.Config{Sandboxes: ctl, Limits: cfg.Limits.Files, Logger: log})
-	if err != nil {
-		return err
-	}
-	pp, err := newPortsProxy(ctl, cfg, log)
-	if err != nil {
-		return err
-	}
-	ctl.AddHook(pp)
-	api, err := httpapi.New(httpapi.Config{Control: ctl, Terminals: terms, Files: fs, Ports: pp, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log})
+	api, err := httpapi.New(httpapi.Config{Control: ctl, Terminals: m.terms, Files: m.files, Jobs: m.jobs, Artifacts: m.arts, Ports: m.ports, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -172,6 +157,7 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer ctl.Close()
+	defer m.jobs.Close() // before ctl.Close: followers hold busy attachments
 
 	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	log.Info("sandbox-service listening", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "instance", instance, "version", version)
@@ -274,24 +260,4 @@ func installBinary(name, src, dataDir string) (string, error) {
 		return "", err
 	}
 	return dir, os.Rename(tmp, dst)
-}
-
-// newPortsProxy builds the port proxy with the preview-link key of the
-// data dir (made on first start).
-func newPortsProxy(ctl *control.Service, cfg *config.Config, log *slog.Logger) (*ports.Proxy, error) {
-	keyFile := cfg.Ports.LinkKeyFile
-	if !filepath.IsAbs(keyFile) {
-		keyFile = filepath.Join(cfg.DataDir, keyFile)
-	}
-	key, err := ports.LoadOrCreateKey(keyFile)
-	if err != nil {
-		return nil, err
-	}
-	signer, err := ports.NewSigner(key)
-	if err != nil {
-		return nil, err
-	}
-	return ports.New(ports.Config{
-		Sandboxes: ports.FromControl(ctl), Signer: signer, MaxLinkTTL: cfg.Ports.MaxLinkTTL, Logger: log,
-	})
 }

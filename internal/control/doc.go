@@ -1,9 +1,18 @@
-// Package control is the application service: the only thing httpapi calls.
-// It turns API requests into store records, driver calls and agent calls,
-// enforces limits and the runtime policy, rolls back half-made sandboxes,
-// caches the capability probe, and reconciles state with the runtime
-// (orphan recovery, TTL reaping, lost jobs).
+// Package control is the lifecycle core: sandboxes (create, start,
+// destroy, workspace quotas, rollback), warm pools, leases and their
+// recycling, admission and tenant quotas, tenants and API keys, audit, the
+// capability probe, the egress gateway and per-sandbox networks, and
+// reconciliation with the runtime (orphans, TTLs, stale directories).
 //
-// It may import driver, store, agent client, policy, config, images, sandbox
-// and errdefs; it must not import httpapi or the public client package.
+// Everything that works inside a running sandbox lives above it, in the
+// workload packages (jobs, files, artifacts, interactive, ports), which
+// reach a sandbox through Attach — the one tenant and running check, the
+// agent client and busy accounting — and follow the sandboxes' lives
+// through the hooks control declares (SandboxReady, SandboxEnding,
+// Recover, Sweep) and cmd registers with AddHook.
+//
+// It may import driver, store, the agent client and protocol, policy,
+// config, images, admission, diskquota, egress and its client, tenant,
+// sandbox and errdefs; it must not import the workload packages, httpapi
+// or the public client package (internal/layering checks both).
 package control

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"sync"
 	"time"
 
@@ -318,26 +317,6 @@ func (s *Service) endSandboxLeases(ctx context.Context, sandboxID string, to san
 	return nil
 }
 
-// cancelJobs cancels the running background jobs of a sandbox so that they
-// end as canceled rather than lost.
-func (s *Service) cancelJobs(ctx context.Context, sb *sandbox.Sandbox) {
-	jobs, err := s.store.ListJobs(ctx, store.JobFilter{SandboxID: sb.ID, States: jobFilterRunning.States})
-	if err != nil {
-		s.log.Warn("listing jobs to cancel", "sandbox", sb.ID, "err", err)
-		return
-	}
-	for _, j := range jobs {
-		if j.Mode != sandbox.JobModeBackground {
-			continue
-		}
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if _, err := s.CancelJob(cctx, "", j.ID); err != nil {
-			s.log.Warn("canceling job of an ended lease", "job", j.ID, "err", err)
-		}
-		cancel()
-	}
-}
-
 // reapLeases ends the active leases of this instance's sandboxes whose
 // expiry has passed and recycles their sandboxes.
 func (s *Service) reapLeases(ctx context.Context, now time.Time) int {
@@ -369,16 +348,6 @@ func (s *Service) reapLeases(ctx context.Context, now time.Time) int {
 		n++
 	}
 	return n
-}
-
-// mergeEnv lays a job's env over the sandbox's (given at create or claim).
-func mergeEnv(sb *sandbox.Sandbox, env map[string]string) map[string]string {
-	if len(sb.Env) == 0 {
-		return env
-	}
-	out := maps.Clone(sb.Env)
-	maps.Copy(out, env)
-	return out
 }
 
 // jobRunning keeps a leased sandbox busy while a job runs on it: the first

@@ -12,6 +12,7 @@ import (
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 )
@@ -90,7 +91,7 @@ func TestLeaseWarmClaim(t *testing.T) {
 	if c, ok := h.Container(sb.ID); !ok || !before[c.ID] {
 		t.Errorf("the warm claim did not hand over a container that ran before it (container %+v, found %v)", c, ok)
 	}
-	res, err := h.Svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Script: `echo "$LEASE_VAR"`})
+	res, err := h.Jobs.Exec(ctx, jobs.ExecInput{Tenant: "a", SandboxID: sb.ID, Script: `echo "$LEASE_VAR"`})
 	if err != nil || strings.TrimSpace(string(res.Stdout)) != "from-claim" {
 		t.Fatalf("claim env not applied: %q %v", res.Stdout, err)
 	}
@@ -99,12 +100,12 @@ func TestLeaseWarmClaim(t *testing.T) {
 	}
 	wantProblem(t, "foreign release", h.Svc.ReleaseLease(ctx, "b", l.ID), http.StatusNotFound, "lease_not_found")
 
-	job, err := h.Svc.StartJob(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"sleep", "30"}})
+	job, err := h.Jobs.StartJob(ctx, jobs.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"sleep", "30"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, h, sb.ID, sandbox.StateBusy)
-	if _, err := h.Svc.CancelJob(ctx, "a", job.ID); err != nil {
+	if _, err := h.Jobs.CancelJob(ctx, "a", job.ID); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, h, sb.ID, sandbox.StateLeased)

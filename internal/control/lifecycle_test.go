@@ -17,6 +17,7 @@ import (
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/driver/fake"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
 
@@ -112,7 +113,7 @@ func TestCreateExecDelete(t *testing.T) {
 	// Exec: success, failure, timeout. Each job ends in one final state.
 	execs := []struct {
 		name       string
-		in         control.ExecInput
+		in         jobs.ExecInput
 		code       int
 		reason     sandbox.ExitReason
 		state      sandbox.JobState
@@ -120,18 +121,18 @@ func TestCreateExecDelete(t *testing.T) {
 		stderr     string
 		maxElapsed time.Duration
 	}{
-		{name: "echo", in: control.ExecInput{Command: []string{"echo", "hi"}},
+		{name: "echo", in: jobs.ExecInput{Command: []string{"echo", "hi"}},
 			reason: sandbox.ExitExited, state: sandbox.JobSucceeded, stdout: "hi\n"},
-		{name: "sandbox env and exit code", in: control.ExecInput{Script: `echo "$GREETING $X"; echo oops >&2; exit 3`, Env: map[string]string{"X": "y"}},
+		{name: "sandbox env and exit code", in: jobs.ExecInput{Script: `echo "$GREETING $X"; echo oops >&2; exit 3`, Env: map[string]string{"X": "y"}},
 			code: 3, reason: sandbox.ExitExited, state: sandbox.JobFailed, stdout: "hello y\n", stderr: "oops\n"},
-		{name: "timeout", in: control.ExecInput{Command: []string{"sleep", "30"}, TimeoutMS: 300},
+		{name: "timeout", in: jobs.ExecInput{Command: []string{"sleep", "30"}, TimeoutMS: 300},
 			reason: sandbox.ExitTimeout, state: sandbox.JobFailed, maxElapsed: 5 * time.Second},
 	}
 	for _, e := range execs {
 		in := e.in
 		in.Tenant, in.SandboxID = "a", sb.ID
 		start := time.Now()
-		out, err := h.Svc.Exec(ctx, in)
+		out, err := h.Jobs.Exec(ctx, in)
 		if err != nil {
 			t.Fatalf("%s: Exec: %v", e.name, err)
 		}
@@ -144,7 +145,7 @@ func TestCreateExecDelete(t *testing.T) {
 		if out.Job.ExitReason != e.reason || (e.reason == sandbox.ExitExited && (out.Job.ExitCode == nil || *out.Job.ExitCode != e.code)) {
 			t.Errorf("%s: exit %v reason %s, want %d %s", e.name, out.Job.ExitCode, out.Job.ExitReason, e.code, e.reason)
 		}
-		j, err := h.Svc.GetJob(ctx, "a", out.Job.ID)
+		j, err := h.Jobs.GetJob(ctx, "a", out.Job.ID)
 		if err != nil {
 			t.Fatalf("%s: GetJob: %v", e.name, err)
 		}
@@ -169,7 +170,7 @@ func TestCreateExecDelete(t *testing.T) {
 	if again := h.Record(sb.ID); again.State != sandbox.StateDestroyed || again.ResourceVersion != gone.ResourceVersion {
 		t.Errorf("second delete changed the record: %s v%d → %s v%d", gone.State, gone.ResourceVersion, again.State, again.ResourceVersion)
 	}
-	_, err := h.Svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"}})
+	_, err := h.Jobs.Exec(ctx, jobs.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"}})
 	if !errors.Is(err, errdefs.ErrFailedPrecondition) || errdefs.Code(err) != "sandbox_not_running" {
 		t.Errorf("exec in destroyed sandbox: %v (code %s), want sandbox_not_running", err, errdefs.Code(err))
 	}

@@ -24,13 +24,7 @@ type ReconcileReport struct {
 	OrphansRemoved int
 	MarkedFailed   int
 	Expired        int
-	JobsLost       int
 	DirsRemoved    int
-	LogsExpired    int
-	// ArtifactsExpired counts artifact records past their retention;
-	// BlobsRemoved the artifact contents no record uses any more.
-	ArtifactsExpired int
-	BlobsRemoved     int
 	// NetworksRemoved counts sandbox networks left behind by gone sandboxes.
 	NetworksRemoved int
 	LeasesExpired   int
@@ -142,19 +136,15 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 	}
 
 	if startup {
-		rep.JobsLost = s.reattachJobs(ctx)
-		s.recoverHooks(ctx)
+		s.recoverHooks(ctx) // jobs left running are followed again or lost
 	}
 
 	rep.NetworksRemoved = s.reconcileNetworks(ctx, live)
 	rep.DirsRemoved = s.removeStaleDirs(ctx)
-	rep.LogsExpired = s.expireLogs(ctx, now)
-	rep.ArtifactsExpired, rep.BlobsRemoved = s.collectArtifactGarbage(ctx, now, startup)
 	s.sweepHooks(ctx, now, startup)
 	if rep != (ReconcileReport{}) {
 		s.log.Info("reconciled", "orphans_removed", rep.OrphansRemoved, "marked_failed", rep.MarkedFailed,
-			"expired", rep.Expired, "jobs_lost", rep.JobsLost, "dirs_removed", rep.DirsRemoved, "networks_removed", rep.NetworksRemoved, "logs_expired", rep.LogsExpired,
-			"artifacts_expired", rep.ArtifactsExpired, "blobs_removed", rep.BlobsRemoved, "leases_expired", rep.LeasesExpired)
+			"expired", rep.Expired, "dirs_removed", rep.DirsRemoved, "networks_removed", rep.NetworksRemoved, "leases_expired", rep.LeasesExpired)
 	}
 	return nil
 }
@@ -211,24 +201,6 @@ func (s *Service) removeStaleDirs(ctx context.Context) int {
 		if err := s.removeSandboxDir(e.Name()); err != nil {
 			s.log.Warn("removing stale sandbox dir", "sandbox", e.Name(), "err", err)
 		} else {
-			n++
-		}
-	}
-	return n
-}
-
-// expireLogs deletes the logs of finished jobs older than the retention.
-func (s *Service) expireLogs(ctx context.Context, now time.Time) int {
-	if s.logs == nil {
-		return 0
-	}
-	n := 0
-	for _, id := range s.logs.Expired(now.Add(-s.cfg.Intervals.LogRetention)) {
-		j, err := s.store.GetJob(ctx, "", id)
-		if err == nil && !j.State.Final() {
-			continue
-		}
-		if s.logs.Remove(id) == nil {
 			n++
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/driver"
+	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
 
@@ -150,14 +151,14 @@ func TestReconcileStartup(t *testing.T) {
 	}
 	created, starting, draining := mk(sandbox.StateCreated), mk(sandbox.StateStarting), mk(sandbox.StateDraining)
 	started := now
-	var jobs []*sandbox.Job
+	var running []*sandbox.Job
 	for _, st := range []sandbox.JobState{sandbox.JobRunning, sandbox.JobPending} {
 		j := &sandbox.Job{ID: sandbox.NewID("job"), Tenant: "a", SandboxID: ready.ID, Command: []string{"sleep", "1"},
 			State: st, CreatedAt: now, StartedAt: &started}
 		if err := h.St.CreateJob(ctx, j); err != nil {
 			t.Fatal(err)
 		}
-		jobs = append(jobs, j)
+		running = append(running, j)
 	}
 
 	// A periodic pass leaves a fresh create in progress alone.
@@ -169,7 +170,7 @@ func TestReconcileStartup(t *testing.T) {
 			t.Errorf("periodic reconcile moved an in-progress %s sandbox to %s", sb.State, r.State)
 		}
 	}
-	if j, _ := h.Svc.GetJob(ctx, "a", jobs[0].ID); j.State != sandbox.JobRunning {
+	if j, _ := h.Jobs.GetJob(ctx, "a", running[0].ID); j.State != sandbox.JobRunning {
 		t.Errorf("periodic reconcile moved a running job to %s", j.State)
 	}
 
@@ -191,8 +192,8 @@ func TestReconcileStartup(t *testing.T) {
 			t.Errorf("dir of %s sandbox %s is left", st, id)
 		}
 	}
-	for _, j := range jobs {
-		got, err := h.Svc.GetJob(ctx, "a", j.ID)
+	for _, j := range running {
+		got, err := h.Jobs.GetJob(ctx, "a", j.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +201,7 @@ func TestReconcileStartup(t *testing.T) {
 			t.Errorf("job %s after startup: %s/%s finished %v, want lost/lost with a time and an error", j.State, got.State, got.ExitReason, got.FinishedAt)
 		}
 	}
-	if _, err := h.Svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: ready.ID, Command: []string{"true"}}); err != nil {
+	if _, err := h.Jobs.Exec(ctx, jobs.ExecInput{Tenant: "a", SandboxID: ready.ID, Command: []string{"true"}}); err != nil {
 		t.Errorf("the ready sandbox no longer runs jobs after startup reconcile: %v", err)
 	}
 }

@@ -15,8 +15,8 @@ import (
 // and job kills have their own shorter deadlines inside).
 const resetTimeout = 90 * time.Second
 
-// recycle disposes of the sandbox of an ended lease: its running jobs are
-// canceled, then it is reset and returned to its pool where the profile
+// recycle disposes of the sandbox of an ended lease: the SandboxEnding
+// hooks are told first (the jobs hook cancels its running jobs), then it is reset and returned to its pool where the profile
 // says so (lease.on_release: reset) and the sandbox is still like the
 // pool's members; otherwise, or when any step of the reset fails, it is
 // destroyed and the pool makes a fresh member.
@@ -25,7 +25,6 @@ func (s *Service) recycle(ctx context.Context, l *sandbox.Lease) error {
 	if err != nil {
 		return err
 	}
-	s.cancelJobs(ctx, sb)
 	s.sandboxEnding(ctx, sb.ID, "lease "+string(l.State))
 	pl := s.pool(sb.Profile, sb.Runtime)
 	reason := "lease " + string(l.State)
@@ -146,7 +145,6 @@ func (s *Service) endSessions(ctx context.Context, sandboxID string) error {
 		}); err != nil {
 			return err
 		}
-		s.sessionLocks.Delete(se.ID)
 	}
 	return nil
 }

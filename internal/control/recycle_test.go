@@ -12,6 +12,7 @@ import (
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/controltest"
+	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
 
@@ -54,15 +55,15 @@ func TestLeaseResetReturnsToPool(t *testing.T) {
 	sb := out.Sandbox
 	cont, _ := h.Container(sb.ID)
 	ws := filepath.Join(h.SandboxDir(sb.ID), "workspace")
-	if res, err := h.Svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID,
+	if res, err := h.Jobs.Exec(ctx, jobs.ExecInput{Tenant: "a", SandboxID: sb.ID,
 		Script: `mkdir -p ` + ws + `/d && echo "$LEASE_VAR" > ` + ws + `/d/f`}); err != nil || *res.Job.ExitCode != 0 {
 		t.Fatalf("writing to the workspace: %+v %v", res, err)
 	}
-	job, err := h.Svc.StartJob(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Script: "trap '' TERM; while :; do sleep 1; done"})
+	job, err := h.Jobs.StartJob(ctx, jobs.ExecInput{Tenant: "a", SandboxID: sb.ID, Script: "trap '' TERM; while :; do sleep 1; done"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	se, err := h.Svc.CreateSession(ctx, "a", sb.ID)
+	se, err := h.Jobs.CreateSession(ctx, "a", sb.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,10 +79,10 @@ func TestLeaseResetReturnsToPool(t *testing.T) {
 	if ents, err := os.ReadDir(ws); err != nil || len(ents) != 0 {
 		t.Errorf("workspace after reset: %d entries, %v", len(ents), err)
 	}
-	if j, err := h.Svc.GetJob(ctx, "a", job.ID); err != nil || j.State != sandbox.JobCanceled {
+	if j, err := h.Jobs.GetJob(ctx, "a", job.ID); err != nil || j.State != sandbox.JobCanceled {
 		t.Errorf("job of the released lease: %+v %v, want canceled", j, err)
 	}
-	_, err = h.Svc.SessionExec(ctx, se.ID, control.ExecInput{Tenant: "a", Script: "true"})
+	_, err = h.Jobs.SessionExec(ctx, se.ID, jobs.ExecInput{Tenant: "a", Script: "true"})
 	wantProblem(t, "session of the released lease", err, http.StatusConflict, "session_closed")
 	v := h.testPool()
 	if v.Recycled != 1 || v.ResetFailed != 0 || v.Counts[sandbox.StateIdle] != 2 {
@@ -99,7 +100,7 @@ func TestLeaseResetReturnsToPool(t *testing.T) {
 	if c, _ := h.Container(sb.ID); c.ID != cont.ID {
 		t.Errorf("second lease runs in container %s, want the same container %s", c.ID, cont.ID)
 	}
-	res, err := h.Svc.Exec(ctx, control.ExecInput{Tenant: "b", SandboxID: sb.ID, Script: `echo "[$LEASE_VAR]"; ls -A ` + ws})
+	res, err := h.Jobs.Exec(ctx, jobs.ExecInput{Tenant: "b", SandboxID: sb.ID, Script: `echo "[$LEASE_VAR]"; ls -A ` + ws})
 	if err != nil || string(res.Stdout) != "[]\n" {
 		t.Errorf("second holder sees %q (%v), want no env and an empty workspace", res.Stdout, err)
 	}

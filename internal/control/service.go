@@ -20,7 +20,6 @@ import (
 	"genesis.dev/sandbox/internal/diskquota"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/errdefs"
-	"genesis.dev/sandbox/internal/joblog"
 	"genesis.dev/sandbox/internal/store"
 )
 
@@ -62,20 +61,12 @@ type Service struct {
 	admitMu   sync.Mutex // serializes the capacity check with the record insert
 	admission *admission.Controller
 	capacity  capacityHolds
-	logs      *joblog.Store
 	quota     *diskquota.Manager // workspace quotas below the sandboxes dir
-	arts      *artifactKeeper
-	gw        *gateway // egress gateway of networked sandboxes
-	hooks     []Hook   // hooks.go; set before Start
+	gw        *gateway           // egress gateway of networked sandboxes
+	hooks     []Hook             // hooks.go; set before Start
 
-	sessionLocks sync.Map // session id → *sync.Mutex
-	quotaLocks   sync.Map // tenant name → *sync.Mutex (quota.go)
-	coldLeases   sync.Map // tenant name → *atomic.Int64: cold leases being made (quota.go)
-
-	followMu  sync.Mutex
-	following map[string]bool // job ids with a live follower
-	closing   bool
-	bgCtx     context.Context // background work; canceled by Close
+	quotaLocks sync.Map // tenant name → *sync.Mutex (quota.go)
+	coldLeases sync.Map // tenant name → *atomic.Int64: cold leases being made (quota.go)
 
 	// Warm pools and draining (pools.go, leases.go).
 	pools    map[poolKey]*pool
@@ -137,7 +128,6 @@ func New(cfg Config) (*Service, error) {
 		now:       func() time.Time { return cfg.Now().UTC() },
 		agents:    map[string]*agentclient.Client{},
 		createSem: make(chan struct{}, 4),
-		following: map[string]bool{},
 		admission: adm,
 		capacity:  capacityHolds{holds: map[string]capacityHold{}},
 		busy:      map[string]int{},
@@ -154,22 +144,11 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := os.MkdirAll(s.sandboxesDir(), 0o711); err != nil {
 		return fmt.Errorf("control: data dir: %w", err)
 	}
-	logs, err := joblog.Open(filepath.Join(s.cfg.DataDir, "jobs"))
-	if err != nil {
-		return err
-	}
-	s.logs = logs
-	if err := s.openArtifacts(); err != nil {
-		return err
-	}
-	if err := s.installKernel(); err != nil {
-		return err
-	}
 	if err := s.syncTenants(ctx); err != nil {
 		return err
 	}
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.cancel, s.bgCtx = cancel, loopCtx
+	s.cancel = cancel
 	s.RefreshProbe(ctx)
 	s.recoverWorkspaces(ctx)
 	if err := s.Reconcile(ctx, true); err != nil {
@@ -211,9 +190,6 @@ func (s *Service) loop(ctx context.Context, every time.Duration, fn func(context
 // Close stops the background loops and closes agent connections. Sandboxes
 // keep running; a restarted service adopts them.
 func (s *Service) Close() {
-	s.followMu.Lock()
-	s.closing = true
-	s.followMu.Unlock()
 	if s.cancel != nil {
 		s.cancel()
 	}

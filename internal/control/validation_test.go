@@ -12,6 +12,7 @@ import (
 	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/driver/fake"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 )
@@ -112,7 +113,7 @@ func TestTenantIsolation(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := context.Background()
 	sb := h.Create("a", control.CreateSandboxInput{Metadata: map[string]string{"k": "v"}})
-	out, err := h.Svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"}})
+	out, err := h.Jobs.Exec(ctx, jobs.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestTenantIsolation(t *testing.T) {
 	}{
 		{"get", func() error { _, err := h.Svc.GetSandbox(ctx, "b", sb.ID); return err }},
 		{"exec", func() error {
-			_, err := h.Svc.Exec(ctx, control.ExecInput{Tenant: "b", SandboxID: sb.ID, Command: []string{"true"}})
+			_, err := h.Jobs.Exec(ctx, jobs.ExecInput{Tenant: "b", SandboxID: sb.ID, Command: []string{"true"}})
 			return err
 		}},
 		{"patch", func() error {
@@ -131,7 +132,7 @@ func TestTenantIsolation(t *testing.T) {
 			return err
 		}},
 		{"delete", func() error { return h.Svc.DeleteSandbox(ctx, "b", sb.ID) }},
-		{"get job", func() error { _, err := h.Svc.GetJob(ctx, "b", out.Job.ID); return err }},
+		{"get job", func() error { _, err := h.Jobs.GetJob(ctx, "b", out.Job.ID); return err }},
 	}
 	for _, op := range ops {
 		if err := op.do(); !errors.Is(err, errdefs.ErrNotFound) {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"genesis.dev/sandbox/internal/artifacts"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/driver"
@@ -24,6 +25,8 @@ import (
 	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/interactive"
 	"genesis.dev/sandbox/internal/ports"
+	"genesis.dev/sandbox/internal/joblog"
+	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/sqlite"
@@ -249,6 +252,8 @@ type Harness struct {
 	Terminals *interactive.Terminals
 	Files     *files.Gateway
 	Ports     *ports.Proxy
+	Jobs      *jobs.Manager
+	Artifacts *artifacts.Keeper
 	Clock     *Clock
 	Agents    *Agents
 }
@@ -369,7 +374,7 @@ func NewOpts(t *testing.T, o Options) *Harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewManagers(svc, cfg, nil)
+	m, err := NewManagers(ManagersConfig{Service: svc, Store: st, Settings: cfg, AgentDir: agentDir, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +385,8 @@ func NewOpts(t *testing.T, o Options) *Harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	return &Harness{T: t, Dir: dir, Cfg: cfg, Drv: drv, St: st, Svc: svc, Terminals: m.Terminals, Files: m.Files, Ports: m.Ports, Clock: clk, Agents: ag}
+	t.Cleanup(m.Close) // before svc.Close: followers hold busy attachments
+	return &Harness{T: t, Dir: dir, Cfg: cfg, Drv: drv, St: st, Svc: svc, Terminals: m.Terminals, Files: m.Files, Jobs: m.Jobs, Artifacts: m.Artifacts, Ports: m.Ports, Clock: clk, Agents: ag}
 }
 
 // SetProbe replaces the probe result and refreshes the service's cache.
@@ -517,16 +523,52 @@ type Managers struct {
 	Terminals *interactive.Terminals
 	Files     *files.Gateway
 	Ports     *ports.Proxy
+	Jobs      *jobs.Manager
+	Artifacts *artifacts.Keeper
 }
 
-// NewManagers builds the managers over svc, which runs with settings cfg;
-// register Hooks with svc before it starts.
-func NewManagers(svc *control.Service, cfg *config.Config, log *slog.Logger) (*Managers, error) {
-	terms, err := interactive.New(interactive.Config{Sandboxes: svc, Logger: log})
+// ManagersConfig says what the managers run over.
+type ManagersConfig struct {
+	Service  *control.Service
+	Store    store.Store
+	Settings *config.Config
+	// AgentDir is the directory every sandbox mounts at /.genesis.
+	AgentDir string
+	// Now is the service's clock; nil means time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// NewManagers builds the managers; register Hooks with the service before
+// it starts, and Close the managers before the service.
+func NewManagers(c ManagersConfig) (*Managers, error) {
+	svc, cfg := c.Service, c.Settings
+	terms, err := interactive.New(interactive.Config{Sandboxes: svc, Logger: c.Logger})
 	if err != nil {
 		return nil, err
 	}
-	fs, err := files.New(files.Config{Sandboxes: svc, Limits: cfg.Limits.Files, Logger: log})
+	fs, err := files.New(files.Config{Sandboxes: svc, Limits: cfg.Limits.Files, Logger: c.Logger})
+	if err != nil {
+		return nil, err
+	}
+	blobs, err := artifacts.OpenBlobs(filepath.Join(cfg.DataDir, "artifacts"))
+	if err != nil {
+		return nil, err
+	}
+	arts, err := artifacts.NewKeeper(artifacts.KeeperConfig{Blobs: blobs, Store: c.Store, Sandboxes: svc,
+		Limits: cfg.Limits.Artifacts, Retention: cfg.Intervals.ArtifactRetention, Now: c.Now, Logger: c.Logger})
+	if err != nil {
+		return nil, err
+	}
+	logs, err := joblog.Open(filepath.Join(cfg.DataDir, "jobs"))
+	if err != nil {
+		return nil, err
+	}
+	if err := jobs.InstallKernel(c.AgentDir); err != nil {
+		return nil, err
+	}
+	jm, err := jobs.New(jobs.Config{Sandboxes: svc, Store: c.Store, Logs: logs, Artifacts: arts, Limits: cfg.Limits,
+		LogRetention: cfg.Intervals.LogRetention, Now: c.Now, Logger: c.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -534,14 +576,17 @@ func NewManagers(svc *control.Service, cfg *config.Config, log *slog.Logger) (*M
 	if err != nil {
 		return nil, err
 	}
-	pp, err := ports.New(ports.Config{Sandboxes: ports.FromControl(svc), Signer: signer, MaxLinkTTL: cfg.Ports.MaxLinkTTL, Logger: log})
+	pp, err := ports.New(ports.Config{Sandboxes: ports.FromControl(svc), Signer: signer, MaxLinkTTL: cfg.Ports.MaxLinkTTL, Logger: c.Logger})
 	if err != nil {
 		return nil, err
 	}
-	return &Managers{Terminals: terms, Files: fs, Ports: pp}, nil
+	return &Managers{Terminals: terms, Files: fs, Jobs: jm, Artifacts: arts, Ports: pp}, nil
 }
 
 // Hooks are the managers' control hooks.
 func (m *Managers) Hooks() []control.Hook {
-	return []control.Hook{m.Terminals, m.Ports}
+	return []control.Hook{m.Jobs, m.Artifacts, m.Terminals, m.Ports}
 }
+
+// Close stops the managers' background work (the job followers).
+func (m *Managers) Close() { m.Jobs.Close() }

@@ -6,7 +6,7 @@ import (
 	"net/http"
 
 	"genesis.dev/sandbox/client"
-	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
 
@@ -39,10 +39,10 @@ func artifactSummaryWire(c *sandbox.ArtifactCollection) *client.ArtifactSummary 
 
 // execResult is the answer of a synchronous exec, with the outcome of its
 // artifact request when it made one.
-func (s *Server) execResult(r *http.Request, req client.ExecRequest, out *control.ExecOutput) client.ExecResult {
+func (s *Server) execResult(r *http.Request, req client.ExecRequest, out *jobs.ExecOutput) client.ExecResult {
 	res := execResultWire(out)
 	if req.Artifacts != nil {
-		res.Artifacts = artifactSummaryWire(s.ctl.ArtifactSummary(r.Context(), out.Job.ID))
+		res.Artifacts = artifactSummaryWire(s.arts.Summary(r.Context(), out.Job.ID))
 	}
 	return res
 }
@@ -51,14 +51,14 @@ func (s *Server) execResult(r *http.Request, req client.ExecRequest, out *contro
 // request, if it made one.
 func (s *Server) jobWithArtifacts(r *http.Request, j *sandbox.Job) client.Job {
 	w := jobWire(j)
-	w.Artifacts = artifactSummaryWire(s.ctl.ArtifactSummary(r.Context(), j.ID))
+	w.Artifacts = artifactSummaryWire(s.arts.Summary(r.Context(), j.ID))
 	return w
 }
 
 // listArtifacts serves GET /v1/jobs/{id}/artifacts.
 func (s *Server) listArtifacts(w http.ResponseWriter, r *http.Request) {
 	jobID := r.PathValue("id")
-	c, list, err := s.ctl.JobArtifacts(r.Context(), tenantOf(r), jobID)
+	c, list, err := s.arts.JobArtifacts(r.Context(), tenantOf(r), jobID)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -78,7 +78,7 @@ func (s *Server) listArtifacts(w http.ResponseWriter, r *http.Request) {
 
 // artifactMeta serves GET /v1/artifacts/{id}/meta.
 func (s *Server) artifactMeta(w http.ResponseWriter, r *http.Request) {
-	a, err := s.ctl.GetArtifact(r.Context(), tenantOf(r), r.PathValue("id"))
+	a, err := s.arts.Get(r.Context(), tenantOf(r), r.PathValue("id"))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -90,7 +90,7 @@ func (s *Server) artifactMeta(w http.ResponseWriter, r *http.Request) {
 // downloadArtifact serves GET /v1/artifacts/{id}: the content, with Range
 // (206, 416), If-None-Match and If-Range against the SHA-256 ETag.
 func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request) {
-	a, f, err := s.ctl.OpenArtifact(r.Context(), tenantOf(r), r.PathValue("id"))
+	a, f, err := s.arts.Open(r.Context(), tenantOf(r), r.PathValue("id"))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

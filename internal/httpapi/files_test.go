@@ -107,7 +107,7 @@ func newFilesAPIWith(t *testing.T, tune func(*config.Config)) *filesAPI {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := controltest.NewManagers(svc, cfg, nil)
+	m, err := controltest.NewManagers(controltest.ManagersConfig{Service: svc, Store: st, Settings: cfg, AgentDir: testenv.AgentDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,8 @@ func newFilesAPIWith(t *testing.T, tune func(*config.Config)) *filesAPI {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	srv, err := httpapi.New(httpapi.Config{Control: svc, Terminals: m.Terminals, Files: m.Files, Keys: map[string]string{filesKey: "default"}})
+	t.Cleanup(m.Close)
+	srv, err := httpapi.New(httpapi.Config{Control: svc, Terminals: m.Terminals, Files: m.Files, Jobs: m.Jobs, Artifacts: m.Artifacts, Keys: map[string]string{filesKey: "default"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 )
@@ -227,8 +228,8 @@ func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 }
 
 // execInput translates an exec request body.
-func execInput(r *http.Request, req client.ExecRequest) (control.ExecInput, error) {
-	in := control.ExecInput{
+func execInput(r *http.Request, req client.ExecRequest) (jobs.ExecInput, error) {
+	in := jobs.ExecInput{
 		Tenant: tenantOf(r), SandboxID: r.PathValue("id"), Command: req.Command, Script: req.Script,
 		Cwd: req.Cwd, Env: req.Env, Stdin: []byte(req.Stdin), TimeoutMS: req.TimeoutMS, MaxOutputBytes: req.MaxOutputBytes,
 		Artifacts: artifactSpec(req.Artifacts),
@@ -266,7 +267,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Background {
-		job, err := s.ctl.StartJob(r.Context(), in)
+		job, err := s.jobs.StartJob(r.Context(), in)
 		if err != nil {
 			s.writeProblem(w, r, err)
 			return
@@ -275,7 +276,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusAccepted, s.jobWithArtifacts(r, job))
 		return
 	}
-	out, err := s.ctl.Exec(r.Context(), in)
+	out, err := s.jobs.Exec(r.Context(), in)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -283,7 +284,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.execResult(r, req, out))
 }
 
-func execResultWire(out *control.ExecOutput) client.ExecResult {
+func execResultWire(out *jobs.ExecOutput) client.ExecResult {
 	j := out.Job
 	res := client.ExecResult{
 		JobID: j.ID, ExitReason: string(j.ExitReason), Signal: j.Signal,
@@ -314,7 +315,7 @@ func jobWire(j *sandbox.Job) client.Job {
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
-	j, err := s.ctl.GetJob(r.Context(), tenantOf(r), r.PathValue("id"))
+	j, err := s.jobs.GetJob(r.Context(), tenantOf(r), r.PathValue("id"))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

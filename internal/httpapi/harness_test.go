@@ -52,6 +52,8 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 		Terminals:    h.Terminals,
 		Files:        h.Files,
 		Ports:        h.Ports,
+		Jobs:         h.Jobs,
+		Artifacts:    h.Artifacts,
 		Keys:         map[string]string{keyA: "a", keyB: "b", keyAdmin: config.AdminTenant},
 		MaxBodyBytes: maxBody,
 	})

@@ -12,9 +12,9 @@ import (
 	"unicode/utf8"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
-	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/joblog"
+	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
 
@@ -105,7 +105,7 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	job, log, err := s.ctl.JobLog(r.Context(), tenantOf(r), r.PathValue("id"))
+	job, log, err := s.jobs.JobLog(r.Context(), tenantOf(r), r.PathValue("id"))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -197,7 +197,7 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, jobID string,
 			// The record is read when the reader first catches up and then
 			// at each keepalive, not on every append.
 			checkRecord = false
-			if j, err := s.ctl.GetJob(ctx, tenantOf(r), jobID); err == nil && j.State.Final() && cursor >= log.Size() {
+			if j, err := s.jobs.GetJob(ctx, tenantOf(r), jobID); err == nil && j.State.Final() && cursor >= log.Size() {
 				if _, _, done := log.Offsets(); !done {
 					_ = sw.event(strconv.FormatInt(cursor, 10), "exit", exitFromJob(j))
 					_ = sw.flush()
@@ -353,7 +353,7 @@ func (sw *sseWriter) frame(e joblog.Event, jobID string) error {
 
 // cancelJob serves POST /v1/jobs/{id}/cancel.
 func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
-	j, err := s.ctl.CancelJob(r.Context(), tenantOf(r), r.PathValue("id"))
+	j, err := s.jobs.CancelJob(r.Context(), tenantOf(r), r.PathValue("id"))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -367,18 +367,18 @@ func wantsEventStream(r *http.Request) bool {
 }
 
 // execStream starts a background job and streams its events live.
-func (s *Server) execStream(w http.ResponseWriter, r *http.Request, in control.ExecInput) {
+func (s *Server) execStream(w http.ResponseWriter, r *http.Request, in jobs.ExecInput) {
 	text, err := parseTextEncoding(r)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	job, err := s.ctl.StartJob(r.Context(), in)
+	job, err := s.jobs.StartJob(r.Context(), in)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	log, err := s.ctl.StartedJobLog(job)
+	log, err := s.jobs.StartedJobLog(job)
 	if err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
 			err = fmt.Errorf("job %s has no log: %w", job.ID, errdefs.ErrInternal)

@@ -18,17 +18,23 @@ import (
 	"strings"
 	"time"
 
+	"genesis.dev/sandbox/internal/artifacts"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/interactive"
 	"genesis.dev/sandbox/internal/ports"
+	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
 // Config wires a Server.
 type Config struct {
 	Control *control.Service
+	// Jobs serves exec, jobs, sessions and code contexts.
+	Jobs *jobs.Manager
+	// Artifacts serves the artifacts of jobs.
+	Artifacts *artifacts.Keeper
 	// Files serves the file routes.
 	Files *files.Gateway
 	// Terminals serves the terminal WebSocket.
@@ -60,6 +66,8 @@ type Server struct {
 	// unaudited are route patterns whose mutating requests are not
 	// audited: traffic proxied to a sandbox's own server.
 	unaudited map[string]bool
+	jobs      *jobs.Manager
+	arts      *artifacts.Keeper
 }
 
 type apiKey struct {
@@ -82,6 +90,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Control == nil {
 		return nil, fmt.Errorf("httpapi: nil control: %w", errdefs.ErrInvalidArgument)
 	}
+	if cfg.Jobs == nil || cfg.Artifacts == nil {
+		return nil, fmt.Errorf("httpapi: nil jobs manager or artifact keeper: %w", errdefs.ErrInvalidArgument)
+	}
 	if cfg.Files == nil {
 		return nil, fmt.Errorf("httpapi: nil file gateway: %w", errdefs.ErrInvalidArgument)
 	}
@@ -102,7 +113,7 @@ func New(cfg Config) (*Server, error) {
 	for k, t := range cfg.Keys {
 		s.keys = append(s.keys, apiKey{hash: sha256.Sum256([]byte(k)), tenant: t})
 	}
-	s.terms, s.files = cfg.Terminals, cfg.Files
+	s.terms, s.files, s.jobs, s.arts = cfg.Terminals, cfg.Files, cfg.Jobs, cfg.Artifacts
 	s.routesInit()
 	return s, nil
 }

@@ -13,7 +13,7 @@ func sessionWire(se *sandbox.Session) client.Session {
 }
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
-	se, err := s.ctl.CreateSession(r.Context(), tenantOf(r), r.PathValue("id"))
+	se, err := s.jobs.CreateSession(r.Context(), tenantOf(r), r.PathValue("id"))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -23,7 +23,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
-	se, err := s.ctl.GetSession(r.Context(), tenantOf(r), r.PathValue("id"))
+	se, err := s.jobs.GetSession(r.Context(), tenantOf(r), r.PathValue("id"))
 	if err != nil || se.Kind != sandbox.SessionShell {
 		if err == nil {
 			err = notFound("session", r.PathValue("id"))
@@ -39,12 +39,12 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) closeSession(w http.ResponseWriter, r *http.Request, kind sandbox.SessionKind, what string) {
-	se, err := s.ctl.GetSession(r.Context(), tenantOf(r), r.PathValue("id"))
+	se, err := s.jobs.GetSession(r.Context(), tenantOf(r), r.PathValue("id"))
 	if err == nil && se.Kind != kind {
 		err = notFound(what, r.PathValue("id"))
 	}
 	if err == nil {
-		err = s.ctl.CloseSession(r.Context(), tenantOf(r), se.ID)
+		err = s.jobs.CloseSession(r.Context(), tenantOf(r), se.ID)
 	}
 	if err != nil {
 		s.writeProblem(w, r, err)
@@ -68,7 +68,7 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, invalidArg("background and streamed execution are not available in sessions yet; use the sandbox exec"))
 		return
 	}
-	out, err := s.ctl.SessionExec(r.Context(), r.PathValue("id"), in)
+	out, err := s.jobs.SessionExec(r.Context(), r.PathValue("id"), in)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -82,7 +82,7 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	se, err := s.ctl.CreateContext(r.Context(), tenantOf(r), r.PathValue("id"), req.Language)
+	se, err := s.jobs.CreateContext(r.Context(), tenantOf(r), r.PathValue("id"), req.Language)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -92,7 +92,7 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getContext(w http.ResponseWriter, r *http.Request) {
-	se, err := s.ctl.GetSession(r.Context(), tenantOf(r), r.PathValue("id"))
+	se, err := s.jobs.GetSession(r.Context(), tenantOf(r), r.PathValue("id"))
 	if err == nil && se.Kind != sandbox.SessionPython {
 		err = notFound("context", r.PathValue("id"))
 	}
@@ -113,7 +113,7 @@ func (s *Server) runCode(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	res, err := s.ctl.RunCode(r.Context(), tenantOf(r), r.PathValue("id"), req.Code, req.TimeoutMS)
+	res, err := s.jobs.RunCode(r.Context(), tenantOf(r), r.PathValue("id"), req.Code, req.TimeoutMS)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

@@ -1,4 +1,4 @@
-package control
+package jobs
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -16,8 +17,8 @@ import (
 const sessionStateDir = "/tmp/.genesis-sessions"
 
 // CreateSession opens a StatefulSession on a running sandbox.
-func (s *Service) CreateSession(ctx context.Context, tenant, sandboxID string) (*sandbox.Session, error) {
-	att, err := s.Attach(ctx, tenant, sandboxID, AttachOptions{})
+func (s *Manager) CreateSession(ctx context.Context, tenant, sandboxID string) (*sandbox.Session, error) {
+	att, err := s.sbx.Attach(ctx, tenant, sandboxID, control.AttachOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -34,14 +35,14 @@ func (s *Service) CreateSession(ctx context.Context, tenant, sandboxID string) (
 }
 
 // GetSession returns a session of tenant.
-func (s *Service) GetSession(ctx context.Context, tenant, id string) (*sandbox.Session, error) {
+func (s *Manager) GetSession(ctx context.Context, tenant, id string) (*sandbox.Session, error) {
 	if !sandbox.ValidID("ses", id) && !sandbox.ValidID("ctx", id) {
 		return nil, fmt.Errorf("session %q: %w", id, errdefs.ErrNotFound)
 	}
 	return s.store.GetSession(ctx, tenant, id)
 }
 
-func (s *Service) activeSession(ctx context.Context, tenant, id string, kind sandbox.SessionKind) (*sandbox.Session, error) {
+func (s *Manager) activeSession(ctx context.Context, tenant, id string, kind sandbox.SessionKind) (*sandbox.Session, error) {
 	se, err := s.GetSession(ctx, tenant, id)
 	if err != nil {
 		return nil, err
@@ -57,7 +58,7 @@ func (s *Service) activeSession(ctx context.Context, tenant, id string, kind san
 
 // sessionLock serializes calls within one session, so each call sees the
 // state the previous one saved.
-func (s *Service) sessionLock(id string) *sync.Mutex {
+func (s *Manager) sessionLock(id string) *sync.Mutex {
 	v, _ := s.sessionLocks.LoadOrStore(id, &sync.Mutex{})
 	return v.(*sync.Mutex)
 }
@@ -102,7 +103,7 @@ trap __gs_save EXIT
 // SessionExec runs a command or script inside a shell session: it starts in
 // the cwd and exported environment the previous call left, and saves them
 // when it ends.
-func (s *Service) SessionExec(ctx context.Context, sessionID string, in ExecInput) (*ExecOutput, error) {
+func (s *Manager) SessionExec(ctx context.Context, sessionID string, in ExecInput) (*ExecOutput, error) {
 	se, err := s.activeSession(ctx, in.Tenant, sessionID, sandbox.SessionShell)
 	if err != nil {
 		return nil, err
@@ -124,7 +125,7 @@ func (s *Service) SessionExec(ctx context.Context, sessionID string, in ExecInpu
 	if in.Cwd != "" {
 		script = "cd " + shellQuote(in.Cwd) + " || exit 1\n" + script
 	}
-	if err := ValidateEnv(in.Env); err != nil {
+	if err := control.ValidateEnv(in.Env); err != nil {
 		return nil, err
 	}
 	wrapped := wrapSessionScript(se.ID, script, in.Env)
@@ -147,7 +148,7 @@ func (s *Service) SessionExec(ctx context.Context, sessionID string, in ExecInpu
 
 // CloseSession ends a session and removes its saved state in the sandbox.
 // Closing a closed session succeeds.
-func (s *Service) CloseSession(ctx context.Context, tenant, id string) error {
+func (s *Manager) CloseSession(ctx context.Context, tenant, id string) error {
 	se, err := s.GetSession(ctx, tenant, id)
 	if err != nil {
 		return err

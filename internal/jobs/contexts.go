@@ -1,4 +1,4 @@
-package control
+package jobs
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -27,9 +28,11 @@ const (
 	kernelStartTimeout = 20 * time.Second
 )
 
-// installKernel writes the kernel script into the agent directory.
-func (s *Service) installKernel() error {
-	dst := filepath.Join(s.agentDir, pykernelName)
+// InstallKernel writes the code-interpreter kernel into the agent
+// directory agentDir, which every sandbox mounts read-only at /.genesis;
+// call it before the service starts.
+func InstallKernel(agentDir string) error {
+	dst := filepath.Join(agentDir, pykernelName)
 	if old, err := os.ReadFile(dst); err == nil && string(old) == string(pykernel) {
 		return nil
 	}
@@ -49,11 +52,11 @@ func contextSocket(id string) string { return contextStateDir + "/" + id + "/k.s
 
 // CreateContext starts a Python code-interpreter context in a sandbox: a
 // kernel process (a background job) that keeps variables between runs.
-func (s *Service) CreateContext(ctx context.Context, tenant, sandboxID, language string) (*sandbox.Session, error) {
+func (s *Manager) CreateContext(ctx context.Context, tenant, sandboxID, language string) (*sandbox.Session, error) {
 	if language != "python" && language != "" {
 		return nil, errdefs.WithCode("language_unsupported", invalid("language %q is not supported (supported: python)", language))
 	}
-	att, err := s.Attach(ctx, tenant, sandboxID, AttachOptions{})
+	att, err := s.sbx.Attach(ctx, tenant, sandboxID, control.AttachOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +70,7 @@ func (s *Service) CreateContext(ctx context.Context, tenant, sandboxID, language
 		Tenant: tenant, SandboxID: sb.ID,
 		Command:   []string{"python3", "-u", kernelPath(), "serve", contextSocket(se.ID)},
 		Env:       map[string]string{"MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1"},
-		TimeoutMS: s.cfg.Limits.MaxExecTimeoutMS,
+		TimeoutMS: s.lim.MaxExecTimeoutMS,
 	})
 	if err != nil {
 		return nil, err
@@ -122,7 +125,7 @@ type RunResult struct {
 }
 
 // RunCode runs code in a context; variables persist between runs.
-func (s *Service) RunCode(ctx context.Context, tenant, contextID, code string, timeoutMS int64) (*RunResult, error) {
+func (s *Manager) RunCode(ctx context.Context, tenant, contextID, code string, timeoutMS int64) (*RunResult, error) {
 	se, err := s.activeSession(ctx, tenant, contextID, sandbox.SessionPython)
 	if err != nil {
 		return nil, err
@@ -149,7 +152,7 @@ func (s *Service) RunCode(ctx context.Context, tenant, contextID, code string, t
 		return res, nil
 	}
 	cat, err := s.Exec(ctx, ExecInput{
-		Tenant: tenant, SandboxID: se.SandboxID, TimeoutMS: 10000, MaxOutputBytes: s.cfg.Limits.MaxOutputBytes,
+		Tenant: tenant, SandboxID: se.SandboxID, TimeoutMS: 10000, MaxOutputBytes: s.lim.MaxOutputBytes,
 		Script: "cat " + shellQuote(resultPath) + " && rm -f " + shellQuote(resultPath),
 	})
 	if err != nil {

@@ -1,4 +1,4 @@
-package control
+package jobs
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -40,7 +41,8 @@ type ExecOutput struct {
 // killGrace is how long a timed-out job gets between SIGTERM and SIGKILL.
 const killGrace = 200 * time.Millisecond
 
-func (s *Service) validateExec(in *ExecInput) error {
+func (s *Manager) validateExec(in *ExecInput) error {
+	lim := s.lim
 	switch {
 	case len(in.Command) == 0 && in.Script == "":
 		return invalid("one of command and script is required")
@@ -50,10 +52,10 @@ func (s *Service) validateExec(in *ExecInput) error {
 		return invalid("command[0] must not be empty")
 	case in.Cwd != "" && !path.IsAbs(in.Cwd):
 		return invalid("cwd must be an absolute path, got %q", in.Cwd)
-	case in.TimeoutMS < 0 || in.TimeoutMS > s.cfg.Limits.MaxExecTimeoutMS:
-		return invalid("timeout_ms must be between 1 and %d, got %d", s.cfg.Limits.MaxExecTimeoutMS, in.TimeoutMS)
-	case in.MaxOutputBytes < 0 || in.MaxOutputBytes > s.cfg.Limits.MaxOutputBytes:
-		return invalid("max_output_bytes must be between 1 and %d, got %d", s.cfg.Limits.MaxOutputBytes, in.MaxOutputBytes)
+	case in.TimeoutMS < 0 || in.TimeoutMS > lim.MaxExecTimeoutMS:
+		return invalid("timeout_ms must be between 1 and %d, got %d", lim.MaxExecTimeoutMS, in.TimeoutMS)
+	case in.MaxOutputBytes < 0 || in.MaxOutputBytes > lim.MaxOutputBytes:
+		return invalid("max_output_bytes must be between 1 and %d, got %d", lim.MaxOutputBytes, in.MaxOutputBytes)
 	}
 	for _, a := range in.Command {
 		if len(a) > 128<<10 {
@@ -61,27 +63,28 @@ func (s *Service) validateExec(in *ExecInput) error {
 		}
 	}
 	if in.TimeoutMS == 0 {
-		in.TimeoutMS = s.cfg.Limits.DefaultExecTimeoutMS
+		in.TimeoutMS = lim.DefaultExecTimeoutMS
 	}
 	if in.MaxOutputBytes == 0 {
-		in.MaxOutputBytes = s.cfg.Limits.DefaultOutputBytes
+		in.MaxOutputBytes = lim.DefaultOutputBytes
 	}
-	if err := s.validateArtifacts(in.Artifacts); err != nil {
+	if err := s.arts.Validate(in.Artifacts); err != nil {
 		return err
 	}
-	return ValidateEnv(in.Env)
+	return control.ValidateEnv(in.Env)
 }
 
 // Exec runs one job in a sandbox and waits for it. The job is recorded
 // before it runs and always ends in exactly one final state.
-func (s *Service) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
+func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	if err := s.validateExec(&in); err != nil {
 		return nil, err
 	}
-	att, err := s.Attach(ctx, in.Tenant, in.SandboxID, AttachOptions{Busy: true})
+	att, err := s.sbx.Attach(ctx, in.Tenant, in.SandboxID, control.AttachOptions{Busy: true})
 	if err != nil {
 		return nil, err
 	}
+	defer att.Release()
 	sb := att.Sandbox
 	now := s.now()
 	job := &sandbox.Job{
@@ -97,7 +100,6 @@ func (s *Service) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 		CreatedAt: now,
 		StartedAt: &now,
 	}
-	defer att.Release()
 	if err := s.store.CreateJob(ctx, job); err != nil {
 		return nil, err
 	}
@@ -106,7 +108,7 @@ func (s *Service) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	if _, err := s.logs.Get(job.ID, true); err != nil {
 		s.log.Warn("creating job log", "job", job.ID, "err", err)
 	}
-	if err := s.planArtifacts(ctx, job, in.Artifacts); err != nil {
+	if err := s.arts.Plan(ctx, job, in.Artifacts); err != nil {
 		return nil, s.execFailed(ctx, sb, job, err, false)
 	}
 	// The agent enforces the timeout; the host deadline is a backstop.
@@ -146,14 +148,14 @@ func (s *Service) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	}
 	// Artifacts are kept, and the log written, after the record is final,
 	// so a reader that sees the exit event also sees both.
-	s.collectArtifacts(context.WithoutCancel(ctx), job.ID)
+	s.arts.Collect(context.WithoutCancel(ctx), job.ID)
 	s.writeSyncLog(job.ID, res)
 	return &ExecOutput{Job: final, Stdout: res.Stdout, Stderr: res.Stderr, DurationMS: res.DurationMS}, nil
 }
 
 // execFailed records the final state of a job whose agent call failed and
 // returns the error to show the caller.
-func (s *Service) execFailed(ctx context.Context, sb *sandbox.Sandbox, job *sandbox.Job, runErr error, callerGone bool) error {
+func (s *Manager) execFailed(ctx context.Context, sb *sandbox.Sandbox, job *sandbox.Job, runErr error, callerGone bool) error {
 	state, reason := sandbox.JobLost, sandbox.ExitLost
 	if callerGone {
 		state, reason = sandbox.JobCanceled, sandbox.ExitCanceled
@@ -161,16 +163,11 @@ func (s *Service) execFailed(ctx context.Context, sb *sandbox.Sandbox, job *sand
 	var out error = runErr
 	if !callerGone && errors.Is(runErr, errdefs.ErrUnavailable) {
 		// Is the sandbox itself gone?
-		if st, err := s.driver.Inspect(ctx, sb.ContainerID); err != nil || !st.Running {
-			why := "container is gone"
-			if err == nil {
-				why = fmt.Sprintf("container exited with code %d (oom_killed=%v)", st.ExitCode, st.OOMKilled)
-			}
-			s.markFailed(ctx, sb, why)
+		if why, failed := s.sbx.FailIfGone(ctx, sb); failed {
 			out = errdefs.WithCode("sandbox_failed", fmt.Errorf("sandbox %s failed during the job: %s: %w", sb.ID, why, errdefs.ErrFailedPrecondition))
 		}
 	}
-	s.collectArtifacts(context.WithoutCancel(ctx), job.ID)
+	s.arts.Collect(context.WithoutCancel(ctx), job.ID)
 	s.writeSyncLog(job.ID, agentproto.ExecResult{ExitCode: -1, ExitReason: string(reason), Signal: runErr.Error()})
 	done := s.now()
 	if _, err := s.store.UpdateJob(ctx, job.ID, func(j *sandbox.Job) error {
@@ -182,18 +179,8 @@ func (s *Service) execFailed(ctx context.Context, sb *sandbox.Sandbox, job *sand
 	return out
 }
 
-// markFailed moves a sandbox to failed and removes its remains.
-func (s *Service) markFailed(ctx context.Context, sb *sandbox.Sandbox, why string) {
-	if _, err := s.setState(ctx, sb.ID, sandbox.StateFailed, func(x *sandbox.Sandbox) { x.FailureReason = why }); err != nil {
-		s.log.Error("marking sandbox failed", "sandbox", sb.ID, "err", err)
-	}
-	s.teardown(ctx, sb.ID, sb.ContainerID)
-	s.sandboxEnding(ctx, sb.ID, "failed: "+why)
-	s.log.Warn("sandbox failed", "sandbox", sb.ID, "reason", why)
-}
-
 // GetJob returns a job of tenant.
-func (s *Service) GetJob(ctx context.Context, tenant, id string) (*sandbox.Job, error) {
+func (s *Manager) GetJob(ctx context.Context, tenant, id string) (*sandbox.Job, error) {
 	if !sandbox.ValidID("job", id) {
 		return nil, fmt.Errorf("job %q: %w", id, errdefs.ErrNotFound)
 	}
@@ -203,7 +190,7 @@ func (s *Service) GetJob(ctx context.Context, tenant, id string) (*sandbox.Job, 
 // writeSyncLog keeps a synchronous job's output in its durable log too, so
 // GET /v1/jobs/{id}/logs serves every job the same way. Failures are logged:
 // the caller already has the output.
-func (s *Service) writeSyncLog(jobID string, res agentproto.ExecResult) {
+func (s *Manager) writeSyncLog(jobID string, res agentproto.ExecResult) {
 	l, err := s.logs.Get(jobID, true)
 	if err != nil {
 		s.log.Warn("creating job log", "job", jobID, "err", err)

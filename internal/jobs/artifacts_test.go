@@ -1,4 +1,4 @@
-package control_test
+package jobs_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 )
@@ -47,10 +48,10 @@ func TestArtifactRetentionGC(t *testing.T) {
 	soon, later := now.Add(30*time.Minute), now.Add(2*time.Hour)
 	old1, old2, keep := mk(shared, soon), mk(alone, soon), mk(shared, later)
 
-	if _, err := h.Svc.GetArtifact(ctx, "a", old1.ID); err != nil {
+	if _, err := h.Artifacts.Get(ctx, "a", old1.ID); err != nil {
 		t.Fatalf("unexpired artifact: %v", err)
 	}
-	if _, err := h.Svc.GetArtifact(ctx, "b", old1.ID); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := h.Artifacts.Get(ctx, "b", old1.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("another tenant's artifact: %v", err)
 	}
 	if err := h.Svc.Reconcile(ctx, false); err != nil {
@@ -63,7 +64,7 @@ func TestArtifactRetentionGC(t *testing.T) {
 	}
 
 	h.Clock.Advance(45 * time.Minute)
-	if _, err := h.Svc.GetArtifact(ctx, "a", old1.ID); !errors.Is(err, errdefs.ErrNotFound) || errdefs.Code(err) != "artifact_expired" {
+	if _, err := h.Artifacts.Get(ctx, "a", old1.ID); !errors.Is(err, errdefs.ErrNotFound) || errdefs.Code(err) != "artifact_expired" {
 		t.Fatalf("expired artifact served before GC: %v", err)
 	}
 	if err := h.Svc.Reconcile(ctx, false); err != nil {
@@ -86,7 +87,7 @@ func TestArtifactRetentionGC(t *testing.T) {
 	if !blobs.Has(orphan) {
 		t.Error("a periodic pass swept a blob it had no expired record for")
 	}
-	if _, f, err := h.Svc.OpenArtifact(ctx, "a", keep.ID); err != nil {
+	if _, f, err := h.Artifacts.Open(ctx, "a", keep.ID); err != nil {
 		t.Errorf("open the kept artifact: %v", err)
 	} else {
 		f.Close()
@@ -120,11 +121,11 @@ func TestArtifactRequestValidation(t *testing.T) {
 		{Paths: []string{"[x"}}, {Paths: many}, {Paths: []string{"x"}, MaxFileBytes: 1001},
 		{Paths: []string{"x"}, MaxTotalBytes: 5001}, {Paths: []string{"x"}, MaxFileBytes: -1},
 	} {
-		_, err := h.Svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"}, Artifacts: &spec})
+		_, err := h.Jobs.Exec(ctx, jobs.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"}, Artifacts: &spec})
 		if !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("spec %+v: %v, want invalid argument", spec, err)
 		}
-		if _, err := h.Svc.StartJob(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"}, Artifacts: &spec}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		if _, err := h.Jobs.StartJob(ctx, jobs.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"}, Artifacts: &spec}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("background, spec %+v: %v, want invalid argument", spec, err)
 		}
 	}
@@ -132,23 +133,23 @@ func TestArtifactRequestValidation(t *testing.T) {
 		t.Fatalf("refused requests recorded %d jobs (%v)", len(jobs), err)
 	}
 
-	out, err := h.Svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"},
+	out, err := h.Jobs.Exec(ctx, jobs.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"},
 		Artifacts: &sandbox.ArtifactSpec{Paths: []string{"out/*.png"}, MaxFileBytes: 10}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := h.Svc.ArtifactSummary(ctx, out.Job.ID)
+	c := h.Artifacts.Summary(ctx, out.Job.ID)
 	if c == nil || c.State == sandbox.ArtifactsPending || c.FinishedAt == nil || c.Spec.MaxFileBytes != 10 || c.Tenant != "a" {
 		t.Fatalf("collection after the job: %+v", c)
 	}
-	if _, _, err := h.Svc.JobArtifacts(ctx, "b", out.Job.ID); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, _, err := h.Artifacts.JobArtifacts(ctx, "b", out.Job.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("another tenant lists the job's artifacts: %v", err)
 	}
-	plain, err := h.Svc.Exec(ctx, control.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"}})
+	plain, err := h.Jobs.Exec(ctx, jobs.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"true"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c, list, err := h.Svc.JobArtifacts(ctx, "a", plain.Job.ID); err != nil || c != nil || len(list) != 0 {
+	if c, list, err := h.Artifacts.JobArtifacts(ctx, "a", plain.Job.ID); err != nil || c != nil || len(list) != 0 {
 		t.Errorf("a job without an artifact request: %+v %v %v", c, list, err)
 	}
 }

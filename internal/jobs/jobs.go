@@ -1,4 +1,4 @@
-package control
+package jobs
 
 import (
 	"context"
@@ -7,14 +7,13 @@ import (
 	"fmt"
 	"time"
 
+	"genesis.dev/sandbox/internal/agent/agentclient"
 	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/joblog"
 	"genesis.dev/sandbox/internal/sandbox"
-	"genesis.dev/sandbox/internal/store"
 )
-
-var jobFilterRunning = store.JobFilter{States: []sandbox.JobState{sandbox.JobPending, sandbox.JobRunning}}
 
 // releaseEvery is how much newly stored output lets the agent drop its copy.
 const releaseEvery = 8 << 20
@@ -27,11 +26,11 @@ const cancelGrace = 2 * time.Second
 // started the process. The output is copied into the job's durable log by a
 // follower goroutine that survives client disconnects and re-attaches after
 // a service restart.
-func (s *Service) StartJob(ctx context.Context, in ExecInput) (*sandbox.Job, error) {
+func (s *Manager) StartJob(ctx context.Context, in ExecInput) (*sandbox.Job, error) {
 	if err := s.validateExec(&in); err != nil {
 		return nil, err
 	}
-	att, err := s.Attach(ctx, in.Tenant, in.SandboxID, AttachOptions{})
+	att, err := s.sbx.Attach(ctx, in.Tenant, in.SandboxID, control.AttachOptions{Busy: true})
 	if err != nil {
 		return nil, err
 	}
@@ -43,12 +42,15 @@ func (s *Service) StartJob(ctx context.Context, in ExecInput) (*sandbox.Job, err
 		CreatedAt: now, StartedAt: &now,
 	}
 	if err := s.store.CreateJob(ctx, job); err != nil {
+		att.Release()
 		return nil, err
 	}
-	if err := s.planArtifacts(ctx, job, in.Artifacts); err != nil {
+	if err := s.arts.Plan(ctx, job, in.Artifacts); err != nil {
+		att.Release()
 		return nil, s.finishJob(ctx, job.ID, lostExit("cannot record the artifact request: "+err.Error()))
 	}
 	if _, err := s.logs.Get(job.ID, true); err != nil {
+		att.Release()
 		return nil, s.finishJob(ctx, job.ID, lostExit("cannot create the job log: "+err.Error()))
 	}
 	req := agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{
@@ -60,7 +62,7 @@ func (s *Service) StartJob(ctx context.Context, in ExecInput) (*sandbox.Job, err
 	// belongs to the follower, not to the caller: a caller that goes away
 	// neither stops the job nor its recording.
 	started := make(chan error, 1)
-	following := s.followJob(sb, job.ID, func(ctx context.Context, fn func(agentproto.Frame) error) error {
+	following := s.followJob(att, job.ID, func(ctx context.Context, fn func(agentproto.Frame) error) error {
 		sctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		deadline := time.AfterFunc(jobStartTimeout, cancel)
@@ -117,32 +119,43 @@ func lostExit(why string) agentproto.ExitResult {
 
 // followJob starts (once per job) the goroutine that copies the job's output
 // from the agent into its log and records the final state. first, if set,
-// opens the job's first stream (StartJob's start-and-follow request). It
-// reports whether the goroutine runs: not once the service is closing, nor
-// when the job is followed already.
-func (s *Service) followJob(sb *sandbox.Sandbox, jobID string, first streamFunc) bool {
+// opens the job's first stream (StartJob's start-and-follow request). The
+// goroutine owns att (a busy attachment: the sandbox is busy while the job
+// runs) and releases it when it ends. It reports whether the goroutine
+// runs: not once the manager is closing, nor when the job is followed
+// already; then att is released at once.
+func (s *Manager) followJob(att *control.Attachment, jobID string, first streamFunc) bool {
 	s.followMu.Lock()
 	defer s.followMu.Unlock()
-	if s.following[jobID] || s.closing {
+	if s.following[jobID] != nil || s.closing {
+		att.Release()
 		return false
 	}
-	s.following[jobID] = true
+	s.following[jobID] = att
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		defer s.jobRunning(s.bgCtx, sb)()
+		defer att.Release()
 		defer func() {
 			s.followMu.Lock()
 			delete(s.following, jobID)
 			s.followMu.Unlock()
 		}()
-		s.follow(sb.ID, jobID, first)
+		s.follow(att, jobID, first)
 	}()
 	return true
 }
 
-func (s *Service) follow(sandboxID, jobID string, first streamFunc) {
+// followed returns the attachment of a job's follower, or nil.
+func (s *Manager) followed(jobID string) *control.Attachment {
+	s.followMu.Lock()
+	defer s.followMu.Unlock()
+	return s.following[jobID]
+}
+
+func (s *Manager) follow(att *control.Attachment, jobID string, first streamFunc) {
 	ctx := s.bgCtx
+	sandboxID, ag := att.Sandbox.ID, att.Agent
 	log, err := s.logs.Get(jobID, true)
 	if err != nil {
 		s.log.Error("opening job log", "job", jobID, "err", err)
@@ -155,7 +168,7 @@ func (s *Service) follow(sandboxID, jobID string, first streamFunc) {
 	for {
 		so, se, exited := log.Offsets()
 		if exited {
-			s.recordExitFromLog(ctx, jobID, log)
+			s.recordExitFromLog(ctx, ag, jobID, log)
 			return
 		}
 		var storeErr error // the service's own failure, not the agent's
@@ -183,7 +196,7 @@ func (s *Service) follow(sandboxID, jobID string, first streamFunc) {
 			if so, se, _ := log.Offsets(); so+se-released >= releaseEvery {
 				released = so + se
 				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				if err := s.agent(sandboxID).ReleaseJob(rctx, jobID, so, se); err != nil {
+				if err := ag.ReleaseJob(rctx, jobID, so, se); err != nil {
 					s.log.Debug("releasing stored job output", "job", jobID, "err", err)
 				}
 				cancel()
@@ -197,10 +210,10 @@ func (s *Service) follow(sandboxID, jobID string, first streamFunc) {
 				return
 			}
 		} else {
-			err = s.agent(sandboxID).StreamJob(ctx, jobID, so, se, onFrame)
+			err = ag.StreamJob(ctx, jobID, so, se, onFrame)
 		}
 		if _, _, exited := log.Offsets(); exited {
-			s.recordExitFromLog(ctx, jobID, log)
+			s.recordExitFromLog(ctx, ag, jobID, log)
 			return
 		}
 		if ctx.Err() != nil {
@@ -224,12 +237,7 @@ func (s *Service) follow(sandboxID, jobID string, first streamFunc) {
 			_ = s.finishJob(ctx, jobID, lostExit("the sandbox is no longer running"))
 			return
 		}
-		if st, ierr := s.driver.Inspect(ctx, sb.ContainerID); ierr != nil || !st.Running {
-			why := "container is gone"
-			if ierr == nil {
-				why = fmt.Sprintf("container exited with code %d (oom_killed=%v)", st.ExitCode, st.OOMKilled)
-			}
-			s.markFailed(ctx, sb, why)
+		if why, failed := s.sbx.FailIfGone(ctx, sb); failed {
 			_ = s.finishJob(ctx, jobID, lostExit("the sandbox failed: "+why))
 			return
 		}
@@ -243,7 +251,7 @@ func (s *Service) follow(sandboxID, jobID string, first streamFunc) {
 	}
 }
 
-func (s *Service) recordProgress(ctx context.Context, jobID string, log *joblog.Log) {
+func (s *Manager) recordProgress(ctx context.Context, jobID string, log *joblog.Log) {
 	so, se, _ := log.Offsets()
 	_, err := s.store.UpdateJob(ctx, jobID, func(j *sandbox.Job) error {
 		if j.State.Final() {
@@ -259,7 +267,7 @@ func (s *Service) recordProgress(ctx context.Context, jobID string, log *joblog.
 
 // recordExitFromLog records the final state from the log's exit frame and
 // lets the agent forget the job.
-func (s *Service) recordExitFromLog(ctx context.Context, jobID string, log *joblog.Log) {
+func (s *Manager) recordExitFromLog(ctx context.Context, ag *agentclient.Client, jobID string, log *joblog.Log) {
 	var x agentproto.ExitResult
 	if p := log.ExitPayload(); p == nil || json.Unmarshal(p, &x) != nil {
 		x = lostExit("the job log has no exit record")
@@ -268,20 +276,17 @@ func (s *Service) recordExitFromLog(ctx context.Context, jobID string, log *jobl
 		s.log.Error("recording job exit", "job", jobID, "err", err)
 		return
 	}
-	j, err := s.store.GetJob(ctx, "", jobID)
-	if err == nil {
-		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if ferr := s.agent(j.SandboxID).ForgetJob(fctx, jobID); ferr != nil && !errors.Is(ferr, errdefs.ErrNotFound) {
-			s.log.Debug("agent forget job", "job", jobID, "err", ferr)
-		}
-		cancel()
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	if ferr := ag.ForgetJob(fctx, jobID); ferr != nil && !errors.Is(ferr, errdefs.ErrNotFound) {
+		s.log.Debug("agent forget job", "job", jobID, "err", ferr)
 	}
+	cancel()
 	s.logs.Release(jobID)
 }
 
 // finishJob ends a job that has no exit frame yet: it appends x as the exit
 // frame (so log followers end) and records the final state.
-func (s *Service) finishJob(ctx context.Context, jobID string, x agentproto.ExitResult) error {
+func (s *Manager) finishJob(ctx context.Context, jobID string, x agentproto.ExitResult) error {
 	if log, err := s.logs.Get(jobID, true); err == nil {
 		if so, se, exited := log.Offsets(); !exited {
 			x.StdoutBytes, x.StderrBytes = max(x.StdoutBytes, so), max(x.StderrBytes, se)
@@ -295,8 +300,8 @@ func (s *Service) finishJob(ctx context.Context, jobID string, x agentproto.Exit
 	return s.recordExit(ctx, jobID, x)
 }
 
-func (s *Service) recordExit(ctx context.Context, jobID string, x agentproto.ExitResult) error {
-	s.collectArtifacts(ctx, jobID)
+func (s *Manager) recordExit(ctx context.Context, jobID string, x agentproto.ExitResult) error {
+	s.arts.Collect(ctx, jobID)
 	done := s.now()
 	_, err := s.store.UpdateJob(ctx, jobID, func(j *sandbox.Job) error {
 		if j.State.Final() {
@@ -323,7 +328,7 @@ func (s *Service) recordExit(ctx context.Context, jobID string, x agentproto.Exi
 
 // CancelJob asks the agent to kill the whole process tree of a running job.
 // The job's final state (canceled) is recorded when its exit arrives.
-func (s *Service) CancelJob(ctx context.Context, tenant, jobID string) (*sandbox.Job, error) {
+func (s *Manager) CancelJob(ctx context.Context, tenant, jobID string) (*sandbox.Job, error) {
 	j, err := s.GetJob(ctx, tenant, jobID)
 	if err != nil {
 		return nil, err
@@ -335,7 +340,16 @@ func (s *Service) CancelJob(ctx context.Context, tenant, jobID string) (*sandbox
 		return nil, errdefs.WithCode("not_cancelable", fmt.Errorf(
 			"job %s runs synchronously; it ends when its caller disconnects or its timeout passes: %w", jobID, errdefs.ErrFailedPrecondition))
 	}
-	err = s.agent(j.SandboxID).CancelJob(ctx, jobID, cancelGrace)
+	// The follower's attachment reaches the agent; a job nobody follows
+	// here (another instance's) is reached through a new attachment.
+	att := s.followed(jobID)
+	if att == nil {
+		if att, err = s.sbx.Attach(ctx, tenant, j.SandboxID, control.AttachOptions{}); err != nil {
+			return nil, err
+		}
+		att.Release()
+	}
+	err = att.Agent.CancelJob(ctx, jobID, cancelGrace)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return j, s.finishJob(ctx, jobID, lostExit("the agent no longer knows the job"))
 	}
@@ -346,7 +360,7 @@ func (s *Service) CancelJob(ctx context.Context, tenant, jobID string) (*sandbox
 }
 
 // JobLog returns a job of tenant and its log.
-func (s *Service) JobLog(ctx context.Context, tenant, jobID string) (*sandbox.Job, *joblog.Log, error) {
+func (s *Manager) JobLog(ctx context.Context, tenant, jobID string) (*sandbox.Job, *joblog.Log, error) {
 	j, err := s.GetJob(ctx, tenant, jobID)
 	if err != nil {
 		return nil, nil, err
@@ -360,14 +374,14 @@ func (s *Service) JobLog(ctx context.Context, tenant, jobID string) (*sandbox.Jo
 
 // StartedJobLog returns the log of a job that StartJob just returned to the
 // same caller, without reading the job's record again.
-func (s *Service) StartedJobLog(j *sandbox.Job) (*joblog.Log, error) {
+func (s *Manager) StartedJobLog(j *sandbox.Job) (*joblog.Log, error) {
 	return s.logs.View(j.ID)
 }
 
 // reattachJobs, at start-up, resumes following the background jobs that
 // were running when the service stopped; jobs that cannot be followed are
-// finished as lost.
-func (s *Service) reattachJobs(ctx context.Context) int {
+// finished as lost. It returns how many were lost.
+func (s *Manager) reattachJobs(ctx context.Context) int {
 	jobs, err := s.store.ListJobs(ctx, jobFilterRunning)
 	if err != nil {
 		s.log.Error("listing running jobs", "err", err)
@@ -376,8 +390,8 @@ func (s *Service) reattachJobs(ctx context.Context) int {
 	lost := 0
 	for _, j := range jobs {
 		if j.Mode == sandbox.JobModeBackground {
-			if sb, err := s.store.GetSandbox(ctx, "", j.SandboxID); err == nil && sb.State.Running() {
-				s.followJob(sb, j.ID, nil)
+			if att, err := s.sbx.Attach(ctx, "", j.SandboxID, control.AttachOptions{Busy: true}); err == nil {
+				s.followJob(att, j.ID, nil)
 				continue
 			}
 		}

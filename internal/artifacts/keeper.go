@@ -1,14 +1,14 @@
-package control
+package artifacts
 
 import (
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,18 +16,20 @@ import (
 
 	"genesis.dev/sandbox/internal/agent/agentclient"
 	"genesis.dev/sandbox/internal/agent/agentproto"
-	"genesis.dev/sandbox/internal/artifacts"
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
 )
 
-// Artifacts: a job may name files (globs below the workspace) to keep.
+// Keeper: a job may name files (globs below the workspace) to keep.
 // When it ends, whatever its exit, the matching regular files are read out
 // of the sandbox through its agent (the same confined listing and read the
 // file API uses; never a host path into the container) and stored in the
 // content-addressed blob store under the data dir. The records outlive the
-// sandbox until they expire; the reconciler then removes them and every
-// blob no record uses.
+// sandbox until they expire; Sweep then removes them and every blob no
+// record uses.
 
 // artifactCollectTimeout bounds the collection of one job's artifacts.
 const artifactCollectTimeout = 10 * time.Minute
@@ -38,9 +40,45 @@ const artifactReaders = 4
 // artifactGCBatch is how many expired records one GC step removes.
 const artifactGCBatch = 500
 
-// artifactKeeper is the service's artifact state.
-type artifactKeeper struct {
-	blobs *artifacts.Blobs
+// records is what the keeper needs of the store.
+type records interface {
+	store.Artifacts
+	GetJob(ctx context.Context, tenant, id string) (*sandbox.Job, error)
+}
+
+// sandboxes is what the keeper needs of the control layer.
+type sandboxes interface {
+	Attach(ctx context.Context, tenant, id string, o control.AttachOptions) (*control.Attachment, error)
+}
+
+// KeeperConfig wires a Keeper.
+type KeeperConfig struct {
+	// Blobs holds the artifacts' content.
+	Blobs *Blobs
+	// Store holds the artifact records.
+	Store records
+	// Sandboxes attaches to the sandbox a job ran in (a *control.Service).
+	Sandboxes sandboxes
+	// Limits are limits.artifacts of the configuration.
+	Limits config.ArtifactLimits
+	// Retention is how long artifacts are kept (intervals.artifact_retention).
+	Retention time.Duration
+	// Now is the clock; nil means time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Keeper keeps the artifacts of jobs: it records what a job asks for,
+// reads the matching files out of the sandbox when the job ends, serves
+// them, and removes them when they expire.
+type Keeper struct {
+	blobs *Blobs
+	store records
+	sbx   sandboxes
+	lim   config.ArtifactLimits
+	ttl   time.Duration
+	now   func() time.Time
+	log   *slog.Logger
 	// gcMu is held shared from a blob's Put to its record's insert, and
 	// exclusively while GC decides a blob is unused and removes it, so a
 	// blob is never removed between its write and its record.
@@ -48,60 +86,85 @@ type artifactKeeper struct {
 	busy sync.Map // job id → struct{} while its artifacts are collected
 }
 
-// openArtifacts opens the blob store; Start calls it.
-func (s *Service) openArtifacts() error {
-	b, err := artifacts.OpenBlobs(filepath.Join(s.cfg.DataDir, "artifacts"))
-	if err != nil {
-		return err
+// NewKeeper validates cfg and returns a Keeper.
+func NewKeeper(cfg KeeperConfig) (*Keeper, error) {
+	switch {
+	case cfg.Blobs == nil:
+		return nil, fmt.Errorf("artifacts: nil blobs: %w", errdefs.ErrInvalidArgument)
+	case cfg.Store == nil:
+		return nil, fmt.Errorf("artifacts: nil store: %w", errdefs.ErrInvalidArgument)
+	case cfg.Sandboxes == nil:
+		return nil, fmt.Errorf("artifacts: nil sandboxes: %w", errdefs.ErrInvalidArgument)
+	case cfg.Retention <= 0:
+		return nil, fmt.Errorf("artifacts: retention %v must be positive: %w", cfg.Retention, errdefs.ErrInvalidArgument)
 	}
-	s.arts = &artifactKeeper{blobs: b}
-	return nil
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	now := cfg.Now
+	return &Keeper{blobs: cfg.Blobs, store: cfg.Store, sbx: cfg.Sandboxes, lim: cfg.Limits, ttl: cfg.Retention,
+		now: func() time.Time { return now().UTC() }, log: cfg.Logger}, nil
 }
 
-// validateArtifacts checks an artifact request before its job is recorded.
-func (s *Service) validateArtifacts(spec *sandbox.ArtifactSpec) error {
+// Name names the keeper's control hook.
+func (s *Keeper) Name() string { return "artifacts" }
+
+// Sweep removes expired artifacts and unused blobs (a control.SweepHook).
+func (s *Keeper) Sweep(ctx context.Context, now time.Time, startup bool) {
+	records, blobs := s.collectGarbage(ctx, now, startup)
+	if records+blobs > 0 {
+		s.log.Info("artifacts expired", "artifacts_expired", records, "blobs_removed", blobs)
+	}
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf(format+": %w", append(args, errdefs.ErrInvalidArgument)...)
+}
+
+// Validate checks an artifact request before its job is recorded.
+func (s *Keeper) Validate(spec *sandbox.ArtifactSpec) error {
 	if spec == nil {
 		return nil
 	}
-	lim := s.cfg.Limits.Artifacts
+	lim := s.lim
 	switch {
 	case len(spec.Paths) == 0:
 		return invalid("artifacts.paths must name at least one pattern")
-	case len(spec.Paths) > artifacts.MaxGlobs:
-		return invalid("artifacts.paths has %d patterns, at most %d are allowed", len(spec.Paths), artifacts.MaxGlobs)
+	case len(spec.Paths) > MaxGlobs:
+		return invalid("artifacts.paths has %d patterns, at most %d are allowed", len(spec.Paths), MaxGlobs)
 	case spec.MaxFileBytes < 0 || spec.MaxFileBytes > lim.MaxFileBytes:
 		return invalid("artifacts.max_file_bytes must be between 1 and %d, got %d", lim.MaxFileBytes, spec.MaxFileBytes)
 	case spec.MaxTotalBytes < 0 || spec.MaxTotalBytes > lim.MaxTotalBytes:
 		return invalid("artifacts.max_total_bytes must be between 1 and %d, got %d", lim.MaxTotalBytes, spec.MaxTotalBytes)
 	}
 	for _, p := range spec.Paths {
-		if _, err := artifacts.ParseGlob(agentproto.DefaultFileRoot, p); err != nil {
+		if _, err := ParseGlob(agentproto.DefaultFileRoot, p); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// planArtifacts records the artifact request of a job just recorded.
-func (s *Service) planArtifacts(ctx context.Context, job *sandbox.Job, spec *sandbox.ArtifactSpec) error {
+// Plan records the artifact request of a job just recorded.
+func (s *Keeper) Plan(ctx context.Context, job *sandbox.Job, spec *sandbox.ArtifactSpec) error {
 	if spec == nil {
 		return nil
 	}
 	return s.store.PutArtifactCollection(ctx, &sandbox.ArtifactCollection{
 		JobID: job.ID, Tenant: job.Tenant, SandboxID: job.SandboxID, Spec: *spec, State: sandbox.ArtifactsPending,
-		CreatedAt: job.CreatedAt, ExpiresAt: job.CreatedAt.Add(s.cfg.Intervals.ArtifactRetention),
+		CreatedAt: job.CreatedAt, ExpiresAt: job.CreatedAt.Add(s.ttl),
 	})
 }
 
-// collectArtifacts keeps the artifacts of a job that has ended, if it asked
+// Collect keeps the artifacts of a job that has ended, if it asked
 // for any and they are not collected yet. It records the outcome (and any
 // failure) on the job's collection record and never fails the job itself.
 // A ctx canceled from outside (service shutdown) leaves the request pending,
 // to be collected when the job's exit is recorded again after a restart.
-func (s *Service) collectArtifacts(ctx context.Context, jobID string) {
-	if s.arts == nil {
-		return
-	}
+func (s *Keeper) Collect(ctx context.Context, jobID string) {
 	c, err := s.store.GetArtifactCollection(ctx, "", jobID)
 	if err != nil {
 		if !errors.Is(err, errdefs.ErrNotFound) {
@@ -112,14 +175,14 @@ func (s *Service) collectArtifacts(ctx context.Context, jobID string) {
 	if c.State != sandbox.ArtifactsPending {
 		return
 	}
-	if _, dup := s.arts.busy.LoadOrStore(jobID, struct{}{}); dup {
+	if _, dup := s.busy.LoadOrStore(jobID, struct{}{}); dup {
 		return
 	}
-	defer s.arts.busy.Delete(jobID)
+	defer s.busy.Delete(jobID)
 	cctx, cancel := context.WithTimeout(ctx, artifactCollectTimeout)
 	defer cancel()
 	start := time.Now()
-	err = s.gatherArtifacts(cctx, c)
+	err = s.gather(cctx, c)
 	if ctx.Err() != nil {
 		return
 	}
@@ -141,9 +204,9 @@ type matchedFile struct {
 	size     int64
 }
 
-// gatherArtifacts finds and keeps the files of c, updating its counts.
-func (s *Service) gatherArtifacts(ctx context.Context, c *sandbox.ArtifactCollection) error {
-	lim := s.cfg.Limits.Artifacts
+// gather finds and keeps the files of c, updating its counts.
+func (s *Keeper) gather(ctx context.Context, c *sandbox.ArtifactCollection) error {
+	lim := s.lim
 	maxFile, maxTotal := lim.MaxFileBytes, lim.MaxTotalBytes
 	if c.Spec.MaxFileBytes > 0 {
 		maxFile = c.Spec.MaxFileBytes
@@ -151,10 +214,11 @@ func (s *Service) gatherArtifacts(ctx context.Context, c *sandbox.ArtifactCollec
 	if c.Spec.MaxTotalBytes > 0 {
 		maxTotal = c.Spec.MaxTotalBytes
 	}
-	att, err := s.Attach(ctx, c.Tenant, c.SandboxID, AttachOptions{})
+	att, err := s.sbx.Attach(ctx, c.Tenant, c.SandboxID, control.AttachOptions{})
 	if err != nil {
 		return fmt.Errorf("cannot collect artifacts: %w", err)
 	}
+	att.Release()
 	ag := att.Agent
 	files, err := findArtifacts(ctx, ag, c.Spec.Paths)
 	if err != nil {
@@ -194,7 +258,7 @@ func (s *Service) gatherArtifacts(ctx context.Context, c *sandbox.ArtifactCollec
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			kept[i], errs[i] = s.keepArtifact(ctx, ag, c, f, min(maxFile, f.size+share))
+			kept[i], errs[i] = s.keep(ctx, ag, c, f, min(maxFile, f.size+share))
 		})
 	}
 	wg.Wait()
@@ -225,7 +289,7 @@ func findArtifacts(ctx context.Context, ag *agentclient.Client, patterns []strin
 	seen := map[string]bool{}
 	var out []matchedFile
 	for _, p := range patterns {
-		g, err := artifacts.ParseGlob(root, p)
+		g, err := ParseGlob(root, p)
 		if err != nil {
 			return nil, err
 		}
@@ -257,9 +321,9 @@ func findArtifacts(ctx context.Context, ag *agentclient.Client, patterns []strin
 	return out, nil
 }
 
-// keepArtifact copies one file into the blob store and records it. More
+// keep copies one file into the blob store and records it. More
 // than maxBytes bytes fail with ErrTooLarge and keep nothing.
-func (s *Service) keepArtifact(ctx context.Context, ag *agentclient.Client, c *sandbox.ArtifactCollection, f matchedFile, maxBytes int64) (*sandbox.Artifact, error) {
+func (s *Keeper) keep(ctx context.Context, ag *agentclient.Client, c *sandbox.ArtifactCollection, f matchedFile, maxBytes int64) (*sandbox.Artifact, error) {
 	fr, err := ag.ReadFile(ctx, http.MethodGet, f.abs, nil)
 	if err != nil {
 		return nil, err
@@ -268,17 +332,17 @@ func (s *Service) keepArtifact(ctx context.Context, ag *agentclient.Client, c *s
 	if fr.Status != http.StatusOK {
 		return nil, fmt.Errorf("reading %s: agent answered %d: %w", f.rel, fr.Status, errdefs.ErrInternal)
 	}
-	s.arts.gcMu.RLock()
-	defer s.arts.gcMu.RUnlock()
-	put, err := s.arts.blobs.Put(fr.Body, maxBytes)
+	s.gcMu.RLock()
+	defer s.gcMu.RUnlock()
+	put, err := s.blobs.Put(fr.Body, maxBytes)
 	if err != nil {
 		return nil, err
 	}
 	now := s.now()
 	a := &sandbox.Artifact{
 		ID: sandbox.NewID("art"), Tenant: c.Tenant, JobID: c.JobID, SandboxID: c.SandboxID, Path: f.rel,
-		Name: path.Base(f.rel), Size: put.Size, SHA256: put.SHA256, MIME: artifacts.DetectMIME(f.rel, put.Head),
-		CreatedAt: now, ExpiresAt: now.Add(s.cfg.Intervals.ArtifactRetention),
+		Name: path.Base(f.rel), Size: put.Size, SHA256: put.SHA256, MIME: DetectMIME(f.rel, put.Head),
+		CreatedAt: now, ExpiresAt: now.Add(s.ttl),
 	}
 	if err := s.store.CreateArtifact(ctx, a); err != nil {
 		return nil, err
@@ -288,7 +352,7 @@ func (s *Service) keepArtifact(ctx context.Context, ag *agentclient.Client, c *s
 
 // JobArtifacts returns the artifact request of a job of tenant and the
 // artifacts kept so far. A job that asked for none has a nil collection.
-func (s *Service) JobArtifacts(ctx context.Context, tenant, jobID string) (*sandbox.ArtifactCollection, []*sandbox.Artifact, error) {
+func (s *Keeper) JobArtifacts(ctx context.Context, tenant, jobID string) (*sandbox.ArtifactCollection, []*sandbox.Artifact, error) {
 	if !sandbox.ValidID("job", jobID) {
 		return nil, nil, fmt.Errorf("job %q: %w", jobID, errdefs.ErrNotFound)
 	}
@@ -313,10 +377,10 @@ func (s *Service) JobArtifacts(ctx context.Context, tenant, jobID string) (*sand
 	return c, list, nil
 }
 
-// ArtifactSummary returns the artifact request of a job and its outcome,
+// Summary returns the artifact request of a job and its outcome,
 // or nil when the job asked for none (or it cannot be read: the job record
 // is served without it).
-func (s *Service) ArtifactSummary(ctx context.Context, jobID string) *sandbox.ArtifactCollection {
+func (s *Keeper) Summary(ctx context.Context, jobID string) *sandbox.ArtifactCollection {
 	c, err := s.store.GetArtifactCollection(ctx, "", jobID)
 	if err != nil {
 		if !errors.Is(err, errdefs.ErrNotFound) {
@@ -327,8 +391,8 @@ func (s *Service) ArtifactSummary(ctx context.Context, jobID string) *sandbox.Ar
 	return c
 }
 
-// GetArtifact returns an unexpired artifact of tenant.
-func (s *Service) GetArtifact(ctx context.Context, tenant, id string) (*sandbox.Artifact, error) {
+// Get returns an unexpired artifact of tenant.
+func (s *Keeper) Get(ctx context.Context, tenant, id string) (*sandbox.Artifact, error) {
 	if !sandbox.ValidID("art", id) {
 		return nil, fmt.Errorf("artifact %q: %w", id, errdefs.ErrNotFound)
 	}
@@ -343,14 +407,14 @@ func (s *Service) GetArtifact(ctx context.Context, tenant, id string) (*sandbox.
 	return a, nil
 }
 
-// OpenArtifact returns an artifact of tenant and its content. The caller
+// Open returns an artifact of tenant and its content. The caller
 // closes the file.
-func (s *Service) OpenArtifact(ctx context.Context, tenant, id string) (*sandbox.Artifact, *os.File, error) {
-	a, err := s.GetArtifact(ctx, tenant, id)
+func (s *Keeper) Open(ctx context.Context, tenant, id string) (*sandbox.Artifact, *os.File, error) {
+	a, err := s.Get(ctx, tenant, id)
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err := s.arts.blobs.Open(a.SHA256)
+	f, err := s.blobs.Open(a.SHA256)
 	if err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
 			err = fmt.Errorf("artifact %s: its content is missing from the store: %w", id, errdefs.ErrInternal)
@@ -360,14 +424,11 @@ func (s *Service) OpenArtifact(ctx context.Context, tenant, id string) (*sandbox
 	return a, f, nil
 }
 
-// collectArtifactGarbage removes expired artifact records and the blobs
+// collectGarbage removes expired artifact records and the blobs
 // no record uses any more; at startup it also sweeps every blob (a crash
 // between a blob's write and its record leaves one unused). It returns
 // the number of records and blobs removed.
-func (s *Service) collectArtifactGarbage(ctx context.Context, now time.Time, sweep bool) (records, blobs int) {
-	if s.arts == nil {
-		return 0, 0
-	}
+func (s *Keeper) collectGarbage(ctx context.Context, now time.Time, sweep bool) (records, blobs int) {
 	var candidates []string
 	for {
 		gone, err := s.store.DeleteExpiredArtifacts(ctx, now, artifactGCBatch)
@@ -384,7 +445,7 @@ func (s *Service) collectArtifactGarbage(ctx context.Context, now time.Time, swe
 		}
 	}
 	if sweep {
-		all, err := s.arts.blobs.List(time.Hour)
+		all, err := s.blobs.List(time.Hour)
 		if err != nil {
 			s.log.Warn("listing artifact blobs", "err", err)
 		}
@@ -399,14 +460,14 @@ func (s *Service) collectArtifactGarbage(ctx context.Context, now time.Time, swe
 	return records, blobs
 }
 
-func (s *Service) removeBlobIfUnused(ctx context.Context, sum string) bool {
-	s.arts.gcMu.Lock()
-	defer s.arts.gcMu.Unlock()
+func (s *Keeper) removeBlobIfUnused(ctx context.Context, sum string) bool {
+	s.gcMu.Lock()
+	defer s.gcMu.Unlock()
 	inUse, err := s.store.ArtifactBlobInUse(ctx, sum)
-	if err != nil || inUse || !s.arts.blobs.Has(sum) {
+	if err != nil || inUse || !s.blobs.Has(sum) {
 		return false
 	}
-	if err := s.arts.blobs.Remove(sum); err != nil {
+	if err := s.blobs.Remove(sum); err != nil {
 		s.log.Warn("removing artifact blob", "sha256", sum, "err", err)
 		return false
 	}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"log/slog"
+	"path/filepath"
+
+	"genesis.dev/sandbox/internal/artifacts"
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/files"
+	"genesis.dev/sandbox/internal/interactive"
+	"genesis.dev/sandbox/internal/joblog"
+	"genesis.dev/sandbox/internal/jobs"
+	"genesis.dev/sandbox/internal/ports"
+	"genesis.dev/sandbox/internal/store"
+)
+
+// managers are the workload packages: they work inside running sandboxes
+// through ctl.Attach and follow the sandboxes' lives through the hooks
+// they register with ctl.
+type managers struct {
+	jobs  *jobs.Manager
+	arts  *artifacts.Keeper
+	files *files.Gateway
+	terms *interactive.Terminals
+	ports *ports.Proxy
+}
+
+// newManagers builds the managers over ctl and registers their hooks; call
+// it before ctl.Start.
+func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agentDir string, log *slog.Logger) (*managers, error) {
+	blobs, err := artifacts.OpenBlobs(filepath.Join(cfg.DataDir, "artifacts"))
+	if err != nil {
+		return nil, err
+	}
+	arts, err := artifacts.NewKeeper(artifacts.KeeperConfig{Blobs: blobs, Store: st, Sandboxes: ctl,
+		Limits: cfg.Limits.Artifacts, Retention: cfg.Intervals.ArtifactRetention, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	logs, err := joblog.Open(filepath.Join(cfg.DataDir, "jobs"))
+	if err != nil {
+		return nil, err
+	}
+	if err := jobs.InstallKernel(agentDir); err != nil {
+		return nil, err
+	}
+	jm, err := jobs.New(jobs.Config{Sandboxes: ctl, Store: st, Logs: logs, Artifacts: arts, Limits: cfg.Limits,
+		LogRetention: cfg.Intervals.LogRetention, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	fs, err := files.New(files.Config{Sandboxes: ctl, Limits: cfg.Limits.Files, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	terms, err := interactive.New(interactive.Config{Sandboxes: ctl, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	pp, err := newPortsProxy(ctl, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	// Order matters where hooks share a moment: jobs cancel their jobs
+	// before the keeper sweeps and terminals and port connections close.
+	ctl.AddHook(jm)
+	ctl.AddHook(arts)
+	ctl.AddHook(terms)
+	ctl.AddHook(pp)
+	return &managers{jobs: jm, arts: arts, files: fs, terms: terms, ports: pp}, nil
+}
+
+// newPortsProxy builds the port proxy with the preview-link key of the
+// data dir (made on first start).
+func newPortsProxy(ctl *control.Service, cfg *config.Config, log *slog.Logger) (*ports.Proxy, error) {
+	keyFile := cfg.Ports.LinkKeyFile
+	if !filepath.IsAbs(keyFile) {
+		keyFile = filepath.Join(cfg.DataDir, keyFile)
+	}
+	key, err := ports.LoadOrCreateKey(keyFile)
+	if err != nil {
+		return nil, err
+	}
+	signer, err := ports.NewSigner(key)
+	if err != nil {
+		return nil, err
+	}
+	return ports.New(ports.Config{
+		Sandboxes: ports.FromControl(ctl), Signer: signer, MaxLinkTTL: cfg.Ports.MaxLinkTTL, Logger: log,
+	})
+}

@@ -1,0 +1,304 @@
+package layering
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// module is the module path; rules name packages relative to it.
+const module = "genesis.dev/sandbox"
+
+// pkg is what the rules need of one package of the module: its direct
+// imports and all its dependencies (both without test files), as paths
+// relative to the module for the module's own packages.
+type pkg struct {
+	Path    string
+	Imports []string
+	Deps    []string
+}
+
+// workloads are the packages that work inside running sandboxes over
+// control's Attach and hooks. Some do not exist yet; their rules hold the
+// day they are added.
+var workloads = []string{
+	"internal/jobs", "internal/files", "internal/interactive", "internal/artifacts",
+	"internal/ports", "internal/mcp", "internal/browser", "internal/desktop", "internal/trace",
+}
+
+// rule constrains the packages matching Pkg ("x" is x itself, "x/..." is x
+// and every package below it).
+type rule struct {
+	Pkg string
+	// Why is the rule in words, as the package's doc.go states it.
+	Why string
+	// Forbid lists packages (patterns as Pkg) that Pkg must not depend
+	// on, directly or through another package.
+	Forbid []string
+	// NoImport lists packages that Pkg must not import directly (it may
+	// reach them through the layer below it, as everything above control
+	// reaches the store and the driver through control).
+	NoImport []string
+	// Only, if not nil, lists the module packages (patterns) Pkg may
+	// import directly; External the non-standard-library imports it may
+	// have. Only nil leaves both unchecked.
+	Only     []string
+	External []string
+}
+
+func concat(lists ...[]string) []string { return slices.Concat(lists...) }
+
+// rules is the layering. Exceptions are written into the rules with the
+// reason they stand.
+var rules = []rule{
+	{
+		Pkg:    "internal/control",
+		Why:    "control is the lifecycle core: it calls the workload packages only through the hooks it declares, and knows no API",
+		Forbid: concat(workloads, []string{"internal/httpapi", "client", "cmd/..."}),
+		Only: []string{"internal/driver", "internal/store", "internal/agent/agentclient", "internal/agent/agentproto",
+			"internal/policy", "internal/config", "images", "internal/admission", "internal/diskquota",
+			"internal/egress/...", "internal/tenant", "internal/sandbox", "internal/errdefs"},
+	},
+	{
+		Pkg:    "internal/driver/...",
+		Why:    "drivers run containers; records and policy are above them",
+		Forbid: []string{"internal/store/...", "internal/control", "internal/httpapi"},
+	},
+	{
+		Pkg:    "internal/store/...",
+		Why:    "stores persist records; they know neither the runtime nor the application",
+		Forbid: concat(workloads, []string{"internal/driver/...", "internal/control", "internal/httpapi"}),
+	},
+	{
+		Pkg: "internal/sandbox",
+		Why: "sandbox is the domain vocabulary: it imports only errdefs; " +
+			"exception: egress, whose Policy is part of a sandbox's Network record (egress itself imports only errdefs)",
+		Only: []string{"internal/errdefs", "internal/egress"},
+	},
+	{
+		Pkg: "internal/agent",
+		Why: "the agent runs inside the sandbox: the standard library, its wire protocol, errdefs and mountinfo; " +
+			"its own subpackages except the host-side client; externals: x/sys and creack/pty (its terminals)",
+		Only:     []string{"internal/agent/agentproto", "internal/agent/fsops", "internal/errdefs", "internal/mountinfo"},
+		External: []string{"golang.org/x/sys/...", "github.com/creack/pty"},
+		Forbid:   []string{"internal/agent/agentclient"},
+	},
+	{
+		Pkg:    "internal/agent/agentproto",
+		Why:    "the wire protocol is shared by agent and host: it imports only errdefs",
+		Only:   []string{"internal/errdefs"},
+		Forbid: []string{"internal/agent", "internal/agent/agentclient"},
+	},
+	{
+		Pkg:      "internal/ports",
+		Why:      "ports is a workload package: control, agentclient, config, sandbox and errdefs; no API, store or driver",
+		Forbid:   concat([]string{"internal/httpapi", "client"}, without(workloads, "internal/ports")),
+		NoImport: []string{"internal/store/...", "internal/driver/..."},
+	},
+	{
+		Pkg:      "internal/interactive",
+		Why:      "interactive reaches sandboxes through Attach only",
+		Forbid:   concat([]string{"internal/httpapi", "client"}, without(workloads, "internal/interactive")),
+		NoImport: []string{"internal/store/...", "internal/driver/..."},
+	},
+	{
+		Pkg:      "internal/files",
+		Why:      "files reaches sandboxes through Attach only",
+		Forbid:   concat([]string{"internal/httpapi", "client"}, without(workloads, "internal/files")),
+		NoImport: []string{"internal/store/...", "internal/driver/..."},
+	},
+	{
+		Pkg:      "internal/artifacts",
+		Why:      "the keeper reaches sandboxes through Attach and its records through the store contract",
+		Forbid:   concat([]string{"internal/httpapi", "client"}, without(workloads, "internal/artifacts")),
+		NoImport: []string{"internal/driver/..."},
+	},
+	{
+		Pkg:      "internal/jobs",
+		Why:      "jobs reach sandboxes through Attach, and keep job records, logs and artifacts",
+		Forbid:   concat([]string{"internal/httpapi", "client"}, without(workloads, "internal/jobs", "internal/artifacts")),
+		NoImport: []string{"internal/driver/..."},
+	},
+	{
+		Pkg:      "internal/httpapi",
+		Why:      "the API calls control and the workload managers; it never reaches a driver or a concrete store",
+		Forbid:   []string{"cmd/..."},
+		NoImport: []string{"internal/driver/...", "internal/store/sqlite", "internal/store/postgres"},
+	},
+}
+
+func without(list []string, drop ...string) []string {
+	return slices.DeleteFunc(slices.Clone(list), func(s string) bool { return slices.Contains(drop, s) })
+}
+
+// match reports whether path matches pattern ("x" or "x/...").
+func match(pattern, path string) bool {
+	if base, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return path == base || strings.HasPrefix(path, base+"/")
+	}
+	return path == pattern
+}
+
+func matchAny(patterns []string, path string) bool {
+	return slices.ContainsFunc(patterns, func(p string) bool { return match(p, path) })
+}
+
+// standard reports whether an import path is of the standard library (its
+// first element has no dot).
+func standard(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
+}
+
+// own reports whether path is of the module and returns it relative.
+func own(path string) (string, bool) {
+	if path == module {
+		return ".", true
+	}
+	return strings.CutPrefix(path, module+"/")
+}
+
+// violations checks pkgs against rules and returns one line per broken
+// rule and offending import.
+func violations(rules []rule, pkgs []pkg) []string {
+	var out []string
+	for _, r := range rules {
+		for _, p := range pkgs {
+			if !match(r.Pkg, p.Path) {
+				continue
+			}
+			for _, d := range p.Deps {
+				if rel, ok := own(d); ok && matchAny(r.Forbid, rel) {
+					out = append(out, fmt.Sprintf("%s depends on %s: %s", p.Path, rel, r.Why))
+				}
+			}
+			for _, imp := range p.Imports {
+				if rel, ok := own(imp); ok && matchAny(r.NoImport, rel) {
+					out = append(out, fmt.Sprintf("%s imports %s: %s", p.Path, rel, r.Why))
+				}
+			}
+			if r.Only == nil {
+				continue
+			}
+			for _, imp := range p.Imports {
+				rel, ok := own(imp)
+				switch {
+				case ok && !matchAny(r.Only, rel):
+					out = append(out, fmt.Sprintf("%s imports %s: %s", p.Path, rel, r.Why))
+				case !ok && !standard(imp) && !matchAny(r.External, imp):
+					out = append(out, fmt.Sprintf("%s imports %s: %s", p.Path, imp, r.Why))
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// listModule runs go list over the module and returns its packages.
+func listModule(t *testing.T) []pkg {
+	t.Helper()
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	root := strings.TrimSuffix(strings.TrimSpace(string(gomod)), "/go.mod")
+	cmd := exec.Command("go", "list", "-deps=false", "-json=ImportPath,Imports,Deps", "./...")
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	outb, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v: %s", err, stderr.String())
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(bytes.NewReader(outb))
+	for {
+		var p struct {
+			ImportPath    string
+			Imports, Deps []string
+		}
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decoding go list: %v", err)
+		}
+		rel, ok := own(p.ImportPath)
+		if !ok {
+			continue
+		}
+		pkgs = append(pkgs, pkg{Path: rel, Imports: p.Imports, Deps: p.Deps})
+	}
+	if len(pkgs) < 20 {
+		t.Fatalf("go list found %d packages of the module; want the whole module", len(pkgs))
+	}
+	return pkgs
+}
+
+// TestImportRules checks the module's packages against the rules.
+func TestImportRules(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list over the module")
+	}
+	pkgs := listModule(t)
+	for _, r := range rules {
+		if !slices.ContainsFunc(pkgs, func(p pkg) bool { return match(r.Pkg, p.Path) }) && !matchAny(workloads, r.Pkg) {
+			t.Errorf("rule for %s matches no package: a rule that checks nothing", r.Pkg)
+		}
+	}
+	for _, v := range violations(rules, pkgs) {
+		t.Error(v)
+	}
+}
+
+// TestRulesCatchUpwardImports feeds the rules synthetic import lists with
+// one forbidden arrow each and checks that each is caught, so that
+// TestImportRules can fail.
+func TestRulesCatchUpwardImports(t *testing.T) {
+	t.Parallel()
+	m := func(rel string) string { return module + "/" + rel }
+	tests := []struct {
+		name string
+		pkg  pkg
+		want string // a substring of the violation; "" for none
+	}{
+		{"control imports jobs", pkg{Path: "internal/control", Imports: []string{m("internal/jobs")}, Deps: []string{m("internal/jobs")}}, "internal/control depends on internal/jobs"},
+		{"control reaches httpapi through another package", pkg{Path: "internal/control", Deps: []string{m("internal/x"), m("internal/httpapi")}}, "depends on internal/httpapi"},
+		{"control imports the future ports", pkg{Path: "internal/control", Deps: []string{m("internal/ports")}}, "depends on internal/ports"},
+		{"docker driver imports the store", pkg{Path: "internal/driver/docker", Deps: []string{m("internal/store")}}, "depends on internal/store"},
+		{"sandbox imports config", pkg{Path: "internal/sandbox", Imports: []string{m("internal/config")}, Deps: []string{m("internal/config")}}, "internal/sandbox imports internal/config"},
+		{"agent imports a third-party module", pkg{Path: "internal/agent", Imports: []string{"github.com/some/lib"}}, "imports github.com/some/lib"},
+		{"agent imports its host client", pkg{Path: "internal/agent", Imports: []string{m("internal/agent/agentclient")}, Deps: []string{m("internal/agent/agentclient")}}, "internal/agent imports internal/agent/agentclient"},
+		{"ports imports httpapi", pkg{Path: "internal/ports", Deps: []string{m("internal/httpapi")}}, "internal/ports depends on internal/httpapi"},
+		{"ports imports the store", pkg{Path: "internal/ports", Imports: []string{m("internal/store")}, Deps: []string{m("internal/store")}}, "internal/ports imports internal/store"},
+		{"ports reaches the store through control", pkg{Path: "internal/ports", Imports: []string{m("internal/control")}, Deps: []string{m("internal/control"), m("internal/store")}}, ""},
+		{"files imports jobs", pkg{Path: "internal/files", Deps: []string{m("internal/jobs")}}, "internal/files depends on internal/jobs"},
+		{"httpapi imports a driver", pkg{Path: "internal/httpapi", Imports: []string{m("internal/driver/docker")}}, "imports internal/driver/docker"},
+		{"control imports joblog", pkg{Path: "internal/control", Imports: []string{m("internal/joblog")}}, "internal/control imports internal/joblog"},
+		{"sandbox with errdefs only", pkg{Path: "internal/sandbox", Imports: []string{"fmt", m("internal/errdefs")}, Deps: []string{"fmt", m("internal/errdefs")}}, ""},
+		{"agent with x/sys", pkg{Path: "internal/agent", Imports: []string{"golang.org/x/sys/unix", m("internal/agent/agentproto")}}, ""},
+		{"jobs with artifacts and control", pkg{Path: "internal/jobs", Deps: []string{m("internal/artifacts"), m("internal/control")}}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := violations(rules, []pkg{tc.pkg})
+			if tc.want == "" {
+				if len(got) != 0 {
+					t.Fatalf("violations %q, want none", got)
+				}
+				return
+			}
+			if !slices.ContainsFunc(got, func(v string) bool { return strings.Contains(v, tc.want) }) {
+				t.Fatalf("violations %q, want one with %q", got, tc.want)
+			}
+		})
+	}
+}
