@@ -136,11 +136,12 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	ctl, err := control.New(control.Config{Settings: cfg, Store: st, Driver: drv, AgentDir: agentDir, EgressDir: egressDir, InstanceID: instance, Logger: log})
+	metrics := httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: st})
+	ctl, err := control.New(control.Config{Settings: cfg, Store: st, Driver: drv, AgentDir: agentDir, EgressDir: egressDir, InstanceID: instance, Logger: log, Metrics: metrics})
 	if err != nil {
 		return err
 	}
-	api, err := httpapi.New(httpapi.Config{Control: ctl, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log})
+	api, err := httpapi.New(httpapi.Config{Control: ctl, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics})
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,8 @@ type Config struct {
 	Logger     *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Metrics, if set, is told operation latencies (see Observer).
+	Metrics Observer
 }
 
 // Service is the application service.
@@ -51,6 +53,7 @@ type Service struct {
 	instance string
 	log      *slog.Logger
 	now      func() time.Time
+	obs      Observer
 
 	probeMu   sync.Mutex // serializes probe runs
 	capsMu    sync.RWMutex
@@ -112,6 +115,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = noObserver{}
+	}
 	dataDir, err := filepath.Abs(cfg.Settings.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("control: data dir: %w", err)
@@ -134,6 +140,7 @@ func New(cfg Config) (*Service, error) {
 		instance:  cfg.InstanceID,
 		log:       cfg.Logger,
 		now:       func() time.Time { return cfg.Now().UTC() },
+		obs:       cfg.Metrics,
 		agents:    map[string]*agentclient.Client{},
 		createSem: make(chan struct{}, 4),
 		following: map[string]bool{},

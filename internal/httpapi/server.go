@@ -33,6 +33,10 @@ type Config struct {
 	// KeepAlive is the interval of SSE keepalive comments (default 15 s).
 	KeepAlive time.Duration
 	Logger    *slog.Logger
+	// Metrics is the instrumentation served at /metrics; nil means a new
+	// NewMetrics(MetricsConfig{}). Give the same Metrics to the control
+	// service (control.Config.Metrics) for its exec latencies.
+	Metrics *Metrics
 }
 
 // Server is the HTTP API.
@@ -43,7 +47,7 @@ type Server struct {
 	log       *slog.Logger
 	mux       *http.ServeMux
 	routes    []Route
-	metrics   *metrics
+	metrics   *Metrics
 	keepalive time.Duration
 	terms     *control.Terminals
 }
@@ -74,7 +78,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = 15 * time.Second
 	}
-	s := &Server{ctl: cfg.Control, maxBody: cfg.MaxBodyBytes, log: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics(), keepalive: cfg.KeepAlive}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(MetricsConfig{})
+	}
+	s := &Server{ctl: cfg.Control, maxBody: cfg.MaxBodyBytes, log: cfg.Logger, mux: http.NewServeMux(), metrics: cfg.Metrics, keepalive: cfg.KeepAlive}
 	for k, t := range cfg.Keys {
 		s.keys = append(s.keys, apiKey{hash: sha256.Sum256([]byte(k)), tenant: t})
 	}
