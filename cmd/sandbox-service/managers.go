@@ -28,7 +28,7 @@ type managers struct {
 
 // newManagers builds the managers over ctl and registers their hooks; call
 // it before ctl.Start.
-func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agentDir string, log *slog.Logger) (*managers, error) {
+func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agentDir string, obs jobs.Observer, log *slog.Logger) (*managers, error) {
 	blobs, err := artifacts.OpenBlobs(filepath.Join(cfg.DataDir, "artifacts"))
 	if err != nil {
 		return nil, err
@@ -46,7 +46,7 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 		return nil, err
 	}
 	jm, err := jobs.New(jobs.Config{Sandboxes: ctl, Store: st, Logs: logs, Artifacts: arts, Limits: cfg.Limits,
-		LogRetention: cfg.Intervals.LogRetention, Logger: log})
+		LogRetention: cfg.Intervals.LogRetention, Metrics: obs, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -136,15 +136,16 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	metrics := httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: st})
 	ctl, err := control.New(control.Config{Settings: cfg, Store: st, Driver: drv, AgentDir: agentDir, EgressDir: egressDir, InstanceID: instance, Logger: log})
 	if err != nil {
 		return err
 	}
-	m, err := newManagers(ctl, st, cfg, agentDir, log)
+	m, err := newManagers(ctl, st, cfg, agentDir, metrics, log)
 	if err != nil {
 		return err
 	}
-	api, err := httpapi.New(httpapi.Config{Control: ctl, Terminals: m.terms, Files: m.files, Jobs: m.jobs, Artifacts: m.arts, Ports: m.ports, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log})
+	api, err := httpapi.New(httpapi.Config{Control: ctl, Terminals: m.terms, Files: m.files, Jobs: m.jobs, Artifacts: m.arts, Ports: m.ports, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics})
 	if err != nil {
 		return err
 	}

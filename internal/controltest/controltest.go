@@ -24,9 +24,9 @@ import (
 	"genesis.dev/sandbox/internal/driver/fake"
 	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/interactive"
-	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/joblog"
 	"genesis.dev/sandbox/internal/jobs"
+	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/sqlite"
@@ -295,6 +295,9 @@ type Options struct {
 	Tune func(*control.Config)
 	// Hooks are registered with the service before it starts.
 	Hooks []control.Hook
+	// Metrics, if set, is called after Tune for the jobs manager's
+	// latency observer.
+	Metrics func() jobs.Observer
 }
 
 // NewOpts is New with options.
@@ -374,7 +377,11 @@ func NewOpts(t *testing.T, o Options) *Harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewManagers(ManagersConfig{Service: svc, Store: st, Settings: cfg, AgentDir: agentDir, Now: clk.Now})
+	mc := ManagersConfig{Service: svc, Store: st, Settings: cfg, AgentDir: agentDir, Now: clk.Now}
+	if o.Metrics != nil {
+		mc.Metrics = o.Metrics()
+	}
+	m, err := NewManagers(mc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -537,6 +544,8 @@ type ManagersConfig struct {
 	// Now is the service's clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Metrics, if set, observes the jobs' latencies.
+	Metrics jobs.Observer
 }
 
 // NewManagers builds the managers; register Hooks with the service before
@@ -568,7 +577,7 @@ func NewManagers(c ManagersConfig) (*Managers, error) {
 		return nil, err
 	}
 	jm, err := jobs.New(jobs.Config{Sandboxes: svc, Store: c.Store, Logs: logs, Artifacts: arts, Limits: cfg.Limits,
-		LogRetention: cfg.Intervals.LogRetention, Now: c.Now, Logger: c.Logger})
+		LogRetention: cfg.Intervals.LogRetention, Metrics: c.Metrics, Now: c.Now, Logger: c.Logger})
 	if err != nil {
 		return nil, err
 	}

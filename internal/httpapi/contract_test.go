@@ -129,7 +129,9 @@ func TestMetrics(t *testing.T) {
 		`genesis_http_requests_total{route="GET /healthz",status="200"} 2`,
 		`genesis_http_requests_total{route="GET /v1/sandboxes",status="401"} 1`,
 		`genesis_http_requests_total{route="POST /v1/sandboxes",status="201"} 1`,
-		`genesis_http_request_duration_seconds_count{route="GET /healthz"} 2`,
+		`genesis_http_request_duration_seconds_count{route="GET /healthz",status="200"} 2`,
+		`genesis_http_request_duration_seconds_bucket{route="GET /healthz",status="200",le="+Inf"} 2`,
+		`genesis_sandbox_create_duration_seconds_count{runtime="runc"} 1`,
 		`genesis_sandboxes{state="ready"} 1`,
 	} {
 		if !strings.Contains(text, want+"\n") {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"genesis.dev/sandbox/client"
@@ -146,11 +147,13 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	if req.Resources != nil {
 		in.Resources = sandbox.Resources{CPU: req.Resources.CPU, MemoryMB: req.Resources.MemoryMB, Pids: req.Resources.Pids, DiskMB: req.Resources.DiskMB}
 	}
+	start := time.Now()
 	sb, err := s.ctl.CreateSandbox(r.Context(), in)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
+	s.metrics.observeCreate(sb.Runtime, start)
 	w.Header().Set("ETag", etag(sb))
 	w.Header().Set("Location", "/v1/sandboxes/"+sb.ID)
 	writeJSON(w, http.StatusCreated, sandboxWire(sb))

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"strconv"
+	"time"
 
 	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/internal/control"
@@ -48,11 +49,13 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
 	if req.Resources != nil {
 		in.Resources = sandbox.Resources{CPU: req.Resources.CPU, MemoryMB: req.Resources.MemoryMB, Pids: req.Resources.Pids, DiskMB: req.Resources.DiskMB}
 	}
+	start := time.Now()
 	out, err := s.ctl.AcquireLease(r.Context(), in)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
+	s.metrics.observeLeaseWait(out.Sandbox.Runtime, start)
 	l := leaseWire(out.Lease)
 	sb := sandboxWire(out.Sandbox)
 	l.Sandbox = &sb

@@ -1,31 +1,119 @@
 package httpapi
 
 import (
-	"fmt"
+	"context"
 	"net/http"
-	"slices"
 	"strconv"
-	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 )
 
-// metrics is a small Prometheus text-format exporter for request counts and
-// latencies; sandbox counts are read from the store at scrape time.
-type metrics struct {
-	mu       sync.Mutex
-	requests map[[2]string]uint64 // route, status → count
-	seconds  map[string]float64   // route → total seconds
-	counts   map[string]uint64    // route → count
+// Latency buckets, in seconds.
+var (
+	// httpBuckets span a fast GET to a long synchronous exec.
+	httpBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+	// execBuckets: an exec's floor is a couple of milliseconds under runc.
+	execBuckets = []float64{0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
+	// createBuckets: a warm claim takes milliseconds, a cold create with
+	// a wait for capacity up to minutes.
+	createBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+)
+
+// SandboxSource is where the sandbox counts of /metrics come from: a store.
+// A store that also offers CountSandboxesByState (sandboxCounter) is asked
+// that one GROUP BY query per scrape; any other lists every record.
+type SandboxSource interface {
+	ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]*sandbox.Sandbox, error)
 }
 
-func newMetrics() *metrics {
-	return &metrics{requests: map[[2]string]uint64{}, seconds: map[string]float64{}, counts: map[string]uint64{}}
+// sandboxCounter is the optional store method for the sandbox counts.
+type sandboxCounter interface {
+	CountSandboxesByState(ctx context.Context) (map[sandbox.State]int, error)
 }
 
-func (m *metrics) instrument(route string, next http.Handler) http.Handler {
+// MetricsConfig configures NewMetrics.
+type MetricsConfig struct {
+	// Sandboxes is read for the sandbox counts at scrape time; nil means the
+	// control service's sandbox listing.
+	Sandboxes SandboxSource
+}
+
+// Metrics is the service's Prometheus instrumentation: request latency by
+// route and status, operation latencies by runtime (it is the
+// control.Observer of exec and first-output times), the Go and process
+// collectors, and gauges read from the service at scrape time. One Metrics
+// serves one Server.
+type Metrics struct {
+	reg       *prometheus.Registry
+	sandboxes SandboxSource
+
+	requests    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	exec        *prometheus.HistogramVec
+	firstOutput *prometheus.HistogramVec
+	create      *prometheus.HistogramVec
+	leaseWait   *prometheus.HistogramVec
+}
+
+var _ jobs.Observer = (*Metrics)(nil)
+
+// NewMetrics builds the metrics and their registry.
+func NewMetrics(cfg MetricsConfig) *Metrics {
+	byRuntime := func(name, help string, buckets []float64) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, []string{"runtime"})
+	}
+	m := &Metrics{
+		reg:       prometheus.NewRegistry(),
+		sandboxes: cfg.Sandboxes,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "genesis_http_requests_total", Help: "HTTP requests by route and status.",
+		}, []string{"route", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "genesis_http_request_duration_seconds", Help: "Time spent serving requests by route and status.", Buckets: httpBuckets,
+		}, []string{"route", "status"}),
+		exec: byRuntime("genesis_exec_duration_seconds",
+			"Time of synchronous execs, from the request to the agent to the result, by runtime.", execBuckets),
+		firstOutput: byRuntime("genesis_exec_first_output_seconds",
+			"Time from starting a background or streamed job to its first output, by runtime.", execBuckets),
+		create: byRuntime("genesis_sandbox_create_duration_seconds",
+			"Time of successful sandbox creates through the API (waits for capacity included), by runtime.", createBuckets),
+		leaseWait: byRuntime("genesis_lease_wait_seconds",
+			"Time from a lease request to its grant (a warm claim or a cold create), by runtime.", createBuckets),
+	}
+	m.reg.MustRegister(m.requests, m.duration, m.exec, m.firstOutput, m.create, m.leaseWait,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// ObserveExec records the time of a synchronous exec (control.Observer).
+func (m *Metrics) ObserveExec(rt sandbox.Runtime, d time.Duration) {
+	m.exec.WithLabelValues(string(rt)).Observe(d.Seconds())
+}
+
+// ObserveFirstOutput records a job's time to first output (control.Observer).
+func (m *Metrics) ObserveFirstOutput(rt sandbox.Runtime, d time.Duration) {
+	m.firstOutput.WithLabelValues(string(rt)).Observe(d.Seconds())
+}
+
+// observeCreate records a successful create through the API.
+func (m *Metrics) observeCreate(rt sandbox.Runtime, since time.Time) {
+	m.create.WithLabelValues(string(rt)).Observe(time.Since(since).Seconds())
+}
+
+// observeLeaseWait records the time until a lease was granted.
+func (m *Metrics) observeLeaseWait(rt sandbox.Runtime, since time.Time) {
+	m.leaseWait.WithLabelValues(string(rt)).Observe(time.Since(since).Seconds())
+}
+
+// instrument counts and times the requests of one route.
+func (m *Metrics) instrument(route string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw, ok := w.(*statusWriter)
@@ -33,69 +121,110 @@ func (m *metrics) instrument(route string, next http.Handler) http.Handler {
 			sw = &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		}
 		next.ServeHTTP(sw, r)
-		d := time.Since(start).Seconds()
-		m.mu.Lock()
-		m.requests[[2]string{route, strconv.Itoa(sw.status)}]++
-		m.seconds[route] += d
-		m.counts[route]++
-		m.mu.Unlock()
+		status := strconv.Itoa(sw.status)
+		m.requests.WithLabelValues(route, status).Inc()
+		m.duration.WithLabelValues(route, status).Observe(time.Since(start).Seconds())
 	})
 }
 
+// serveMetrics answers a scrape: the registered metrics, and the gauges and
+// counters read from the service for this scrape (with its context).
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	m := s.metrics
-	m.mu.Lock()
-	keys := make([][2]string, 0, len(m.requests))
-	for k := range m.requests {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b [2]string) int {
-		if a[0] != b[0] {
-			return compare(a[0], b[0])
-		}
-		return compare(a[1], b[1])
-	})
-	fmt.Fprintln(w, "# HELP genesis_http_requests_total HTTP requests by route and status.")
-	fmt.Fprintln(w, "# TYPE genesis_http_requests_total counter")
-	for _, k := range keys {
-		fmt.Fprintf(w, "genesis_http_requests_total{route=%q,status=%q} %d\n", k[0], k[1], m.requests[k])
-	}
-	routes := make([]string, 0, len(m.counts))
-	for k := range m.counts {
-		routes = append(routes, k)
-	}
-	slices.Sort(routes)
-	fmt.Fprintln(w, "# HELP genesis_http_request_duration_seconds Time spent serving requests by route.")
-	fmt.Fprintln(w, "# TYPE genesis_http_request_duration_seconds summary")
-	for _, k := range routes {
-		fmt.Fprintf(w, "genesis_http_request_duration_seconds_sum{route=%q} %g\n", k, m.seconds[k])
-		fmt.Fprintf(w, "genesis_http_request_duration_seconds_count{route=%q} %d\n", k, m.counts[k])
-	}
-	m.mu.Unlock()
-	writeAdmissionMetrics(w, s.ctl.AdmissionStats())
-	list, err := s.ctl.ListSandboxes(r.Context(), store.SandboxFilter{})
+	scrape := prometheus.NewRegistry()
+	scrape.MustRegister(&serviceCollector{s: s, ctx: r.Context()})
+	promhttp.HandlerFor(prometheus.Gatherers{s.metrics.reg, scrape}, promhttp.HandlerOpts{
+		ErrorLog:      slogErrorLog{s},
+		ErrorHandling: promhttp.ContinueOnError,
+	}).ServeHTTP(w, r)
+}
+
+// slogErrorLog sends the exposition's errors to the service log.
+type slogErrorLog struct{ s *Server }
+
+func (l slogErrorLog) Println(v ...any) { l.s.log.Warn("metrics", "err", v) }
+
+// serviceCollector reads the service's state for one scrape.
+type serviceCollector struct {
+	s   *Server
+	ctx context.Context
+}
+
+// Describe sends nothing: the collector is unchecked (its series depend on
+// the tenants, pools and states present).
+func (c *serviceCollector) Describe(chan<- *prometheus.Desc) {}
+
+// Collect sends the scrape-time metrics.
+func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
+	collectAdmission(ch, c.s.ctl.AdmissionStats())
+	c.collectSandboxes(ch)
+	c.collectPools(ch)
+	collectNetwork(ch, c.s.ctl.NetworkMetrics(c.ctx))
+}
+
+var sandboxesDesc = prometheus.NewDesc("genesis_sandboxes", "Sandboxes known to the store by state.", []string{"state"}, nil)
+
+// collectSandboxes counts sandboxes by state with one store query.
+func (c *serviceCollector) collectSandboxes(ch chan<- prometheus.Metric) {
+	byState, err := c.s.countSandboxes(c.ctx)
 	if err != nil {
+		c.s.log.Warn("metrics: counting sandboxes", "err", err)
 		return
+	}
+	for _, st := range sandbox.AllStates {
+		ch <- prometheus.MustNewConstMetric(sandboxesDesc, prometheus.GaugeValue, float64(byState[st]), string(st))
+	}
+}
+
+// countSandboxes returns the number of sandboxes in each state.
+func (s *Server) countSandboxes(ctx context.Context) (map[sandbox.State]int, error) {
+	src := s.metrics.sandboxes
+	if c, ok := src.(sandboxCounter); ok {
+		return c.CountSandboxesByState(ctx)
+	}
+	var list []*sandbox.Sandbox
+	var err error
+	if src != nil {
+		list, err = src.ListSandboxes(ctx, store.SandboxFilter{})
+	} else {
+		list, err = s.ctl.ListSandboxes(ctx, store.SandboxFilter{})
+	}
+	if err != nil {
+		return nil, err
 	}
 	byState := map[sandbox.State]int{}
 	for _, sb := range list {
 		byState[sb.State]++
 	}
-	fmt.Fprintln(w, "# HELP genesis_sandboxes Sandboxes known to the store by state.")
-	fmt.Fprintln(w, "# TYPE genesis_sandboxes gauge")
-	for _, st := range sandbox.AllStates {
-		fmt.Fprintf(w, "genesis_sandboxes{state=%q} %d\n", st, byState[st])
-	}
-	s.writeNetworkMetrics(w, r)
+	return byState, nil
 }
 
-func compare(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+var (
+	poolMembersDesc = prometheus.NewDesc("genesis_pool_members",
+		"Live sandboxes of a warm pool by state (idle ones are its warm members).", []string{"pool", "state"}, nil)
+	poolStartingDesc = prometheus.NewDesc("genesis_pool_starting", "Pool members being created now.", []string{"pool"}, nil)
+	poolMinIdleDesc  = prometheus.NewDesc("genesis_pool_min_idle", "Warm members a pool keeps ready.", []string{"pool"}, nil)
+	poolMaxTotalDesc = prometheus.NewDesc("genesis_pool_max_total", "Most members a pool holds, leased ones included.", []string{"pool"}, nil)
+	poolHitsDesc     = prometheus.NewDesc("genesis_pool_hits_total", "Leases served by a warm member.", []string{"pool"}, nil)
+	poolMissesDesc   = prometheus.NewDesc("genesis_pool_misses_total", "Leases that found no warm member.", []string{"pool"}, nil)
+)
+
+// collectPools sends the warm pools' sizes and counters.
+func (c *serviceCollector) collectPools(ch chan<- prometheus.Metric) {
+	pools, err := c.s.ctl.Pools(c.ctx)
+	if err != nil {
+		c.s.log.Warn("metrics: reading pools", "err", err)
+		return
 	}
-	return 0
+	for _, p := range pools {
+		for _, st := range sandbox.AllStates {
+			if n, ok := p.Counts[st]; ok || st == sandbox.StateIdle {
+				ch <- prometheus.MustNewConstMetric(poolMembersDesc, prometheus.GaugeValue, float64(n), p.Name, string(st))
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(poolStartingDesc, prometheus.GaugeValue, float64(p.Starting), p.Name)
+		ch <- prometheus.MustNewConstMetric(poolMinIdleDesc, prometheus.GaugeValue, float64(p.MinIdle), p.Name)
+		ch <- prometheus.MustNewConstMetric(poolMaxTotalDesc, prometheus.GaugeValue, float64(p.MaxTotal), p.Name)
+		ch <- prometheus.MustNewConstMetric(poolHitsDesc, prometheus.CounterValue, float64(p.Hits), p.Name)
+		ch <- prometheus.MustNewConstMetric(poolMissesDesc, prometheus.CounterValue, float64(p.Misses), p.Name)
+	}
 }

@@ -1,74 +1,96 @@
 package httpapi
 
 import (
-	"fmt"
-	"io"
-	"slices"
-	"strconv"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"genesis.dev/sandbox/internal/admission"
+	"genesis.dev/sandbox/internal/control"
 )
 
 // poolTenantLabel is the tenant label of warm pool refills, which belong to
 // no tenant (tenant names cannot contain parentheses).
 const poolTenantLabel = "(pool)"
 
-// writeAdmissionMetrics writes the host capacity and the fair queues'
-// counters in the Prometheus text format.
-func writeAdmissionMetrics(w io.Writer, st admission.Stats) {
-	fmt.Fprintln(w, "# HELP genesis_capacity Host capacity for sandboxes by resource.")
-	fmt.Fprintln(w, "# TYPE genesis_capacity gauge")
-	fmt.Fprintf(w, "genesis_capacity{resource=\"cpu\"} %g\n", st.Capacity.CPU)
-	fmt.Fprintf(w, "genesis_capacity{resource=\"memory_mb\"} %d\n", st.Capacity.MemoryMB)
-	fmt.Fprintf(w, "genesis_capacity{resource=\"sandboxes\"} %d\n", st.Capacity.Sandboxes)
-	fmt.Fprintln(w, "# HELP genesis_capacity_in_use Host capacity held by sandboxes by resource.")
-	fmt.Fprintln(w, "# TYPE genesis_capacity_in_use gauge")
-	fmt.Fprintf(w, "genesis_capacity_in_use{resource=\"cpu\"} %g\n", st.InUse.CPU)
-	fmt.Fprintf(w, "genesis_capacity_in_use{resource=\"memory_mb\"} %d\n", st.InUse.MemoryMB)
-	fmt.Fprintf(w, "genesis_capacity_in_use{resource=\"sandboxes\"} %d\n", st.InUse.Sandboxes)
+var (
+	capacityDesc      = prometheus.NewDesc("genesis_capacity", "Host capacity for sandboxes by resource.", []string{"resource"}, nil)
+	capacityInUseDesc = prometheus.NewDesc("genesis_capacity_in_use", "Host capacity held by sandboxes by resource.", []string{"resource"}, nil)
+	admissionWaitDesc = prometheus.NewDesc("genesis_admission_wait_seconds", "Time requests waited in the fair queues before a grant.", nil, nil)
 
-	tenants := slices.Sorted(func(yield func(string) bool) {
-		for name := range st.Tenants {
-			if !yield(name) {
-				return
-			}
-		}
-	})
-	perTenant := []struct {
-		name, help, kind string
-		value            func(admission.TenantStats) uint64
+	perTenant = []struct {
+		desc  *prometheus.Desc
+		kind  prometheus.ValueType
+		value func(admission.TenantStats) uint64
 	}{
-		{"genesis_admission_queue_length", "Requests waiting for host capacity by tenant.", "gauge",
+		{tenantDesc("genesis_admission_queue_length", "Requests waiting for host capacity by tenant."), prometheus.GaugeValue,
 			func(t admission.TenantStats) uint64 { return uint64(t.Queued) }},
-		{"genesis_admission_grants_total", "Requests granted host capacity by tenant.", "counter",
+		{tenantDesc("genesis_admission_grants_total", "Requests granted host capacity by tenant."), prometheus.CounterValue,
 			func(t admission.TenantStats) uint64 { return t.Grants }},
-		{"genesis_admission_waits_total", "Requests that waited for host capacity by tenant.", "counter",
+		{tenantDesc("genesis_admission_waits_total", "Requests that waited for host capacity by tenant."), prometheus.CounterValue,
 			func(t admission.TenantStats) uint64 { return t.Waits }},
-		{"genesis_admission_timeouts_total", "Waiting requests that got no capacity within their wait by tenant.", "counter",
+		{tenantDesc("genesis_admission_timeouts_total", "Waiting requests that got no capacity within their wait by tenant."), prometheus.CounterValue,
 			func(t admission.TenantStats) uint64 { return t.Timeouts }},
-		{"genesis_admission_canceled_total", "Waiting requests whose caller went away by tenant.", "counter",
+		{tenantDesc("genesis_admission_canceled_total", "Waiting requests whose caller went away by tenant."), prometheus.CounterValue,
 			func(t admission.TenantStats) uint64 { return t.Canceled }},
-		{"genesis_admission_rejected_total", "Requests refused at once for lack of capacity (no wait) by tenant.", "counter",
+		{tenantDesc("genesis_admission_rejected_total", "Requests refused at once for lack of capacity (no wait) by tenant."), prometheus.CounterValue,
 			func(t admission.TenantStats) uint64 { return t.Rejected }},
 	}
-	for _, m := range perTenant {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", m.name, m.help, m.name, m.kind)
-		for _, name := range tenants {
-			label := name
-			if label == "" {
-				label = poolTenantLabel
-			}
-			fmt.Fprintf(w, "%s{tenant=%q} %d\n", m.name, label, m.value(st.Tenants[name]))
+)
+
+func tenantDesc(name, help string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, []string{"tenant"}, nil)
+}
+
+// collectAdmission sends the host capacity and the fair queues' depths and
+// counters.
+func collectAdmission(ch chan<- prometheus.Metric, st admission.Stats) {
+	for _, c := range []struct {
+		desc *prometheus.Desc
+		cap  admission.Capacity
+	}{{capacityDesc, st.Capacity}, {capacityInUseDesc, st.InUse}} {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, c.cap.CPU, "cpu")
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(c.cap.MemoryMB), "memory_mb")
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(c.cap.Sandboxes), "sandboxes")
+	}
+	for name, t := range st.Tenants {
+		label := name
+		if label == "" {
+			label = poolTenantLabel
+		}
+		for _, m := range perTenant {
+			ch <- prometheus.MustNewConstMetric(m.desc, m.kind, float64(m.value(t)), label)
 		}
 	}
-
 	h := st.Wait
-	fmt.Fprintln(w, "# HELP genesis_admission_wait_seconds Time requests waited in the fair queues before a grant.")
-	fmt.Fprintln(w, "# TYPE genesis_admission_wait_seconds histogram")
+	buckets := make(map[float64]uint64, len(h.Bounds))
 	for i, b := range h.Bounds {
-		fmt.Fprintf(w, "genesis_admission_wait_seconds_bucket{le=%q} %d\n", strconv.FormatFloat(b, 'g', -1, 64), h.Counts[i])
+		buckets[b] = h.Counts[i]
 	}
-	fmt.Fprintf(w, "genesis_admission_wait_seconds_bucket{le=\"+Inf\"} %d\n", h.Count)
-	fmt.Fprintf(w, "genesis_admission_wait_seconds_sum %g\n", h.Sum)
-	fmt.Fprintf(w, "genesis_admission_wait_seconds_count %d\n", h.Count)
+	ch <- prometheus.MustNewConstHistogram(admissionWaitDesc, h.Count, h.Sum, buckets)
+}
+
+var (
+	egressEventsDesc = prometheus.NewDesc("genesis_egress_events_total",
+		"Egress DNS lookups and connection attempts recorded, by protocol and decision.", []string{"proto", "decision"}, nil)
+	egressBytesDesc = prometheus.NewDesc("genesis_egress_bytes_total", "Bytes moved by allowed egress connections.", []string{"direction"}, nil)
+	egressLostDesc  = prometheus.NewDesc("genesis_egress_events_lost_total",
+		"Egress events the gateway dropped before the service read them.", nil, nil)
+	egressUpDesc = prometheus.NewDesc("genesis_egress_gateway_up", "Whether the egress gateway answers its health check.", nil, nil)
+	networksDesc = prometheus.NewDesc("genesis_sandbox_networks", "Networked sandboxes by enforcement status.", []string{"status"}, nil)
+)
+
+// collectNetwork sends the egress gateway's decisions and state.
+func collectNetwork(ch chan<- prometheus.Metric, m control.NetworkMetrics) {
+	for _, c := range m.Events {
+		ch <- prometheus.MustNewConstMetric(egressEventsDesc, prometheus.CounterValue, float64(c.Count), c.Proto, c.Decision)
+	}
+	ch <- prometheus.MustNewConstMetric(egressBytesDesc, prometheus.CounterValue, float64(m.BytesUp), "up")
+	ch <- prometheus.MustNewConstMetric(egressBytesDesc, prometheus.CounterValue, float64(m.BytesDown), "down")
+	ch <- prometheus.MustNewConstMetric(egressLostDesc, prometheus.CounterValue, float64(m.EventsLost))
+	up := 0.0
+	if m.GatewayUp {
+		up = 1
+	}
+	ch <- prometheus.MustNewConstMetric(egressUpDesc, prometheus.GaugeValue, up)
+	ch <- prometheus.MustNewConstMetric(networksDesc, prometheus.GaugeValue, float64(m.SandboxesEnforced), "active")
+	ch <- prometheus.MustNewConstMetric(networksDesc, prometheus.GaugeValue, float64(m.SandboxesEnforceOff), "enforcement_down")
 }

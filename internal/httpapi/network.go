@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 
@@ -129,32 +128,4 @@ func (s *Server) networkEvents(w http.ResponseWriter, r *http.Request) {
 			Proto: e.Proto, Decision: e.Decision, Reason: e.Reason, BytesUp: e.BytesUp, BytesDown: e.BytesDown}
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// writeNetworkMetrics appends the egress counters to /metrics.
-func (s *Server) writeNetworkMetrics(w io.Writer, r *http.Request) {
-	m := s.ctl.NetworkMetrics(r.Context())
-	fmt.Fprintln(w, "# HELP genesis_egress_events_total Egress DNS lookups and connection attempts recorded, by protocol and decision.")
-	fmt.Fprintln(w, "# TYPE genesis_egress_events_total counter")
-	for _, c := range m.Events {
-		fmt.Fprintf(w, "genesis_egress_events_total{proto=%q,decision=%q} %d\n", c.Proto, c.Decision, c.Count)
-	}
-	fmt.Fprintln(w, "# HELP genesis_egress_bytes_total Bytes moved by allowed egress connections.")
-	fmt.Fprintln(w, "# TYPE genesis_egress_bytes_total counter")
-	fmt.Fprintf(w, "genesis_egress_bytes_total{direction=\"up\"} %d\n", m.BytesUp)
-	fmt.Fprintf(w, "genesis_egress_bytes_total{direction=\"down\"} %d\n", m.BytesDown)
-	fmt.Fprintln(w, "# HELP genesis_egress_events_lost_total Egress events the gateway dropped before the service read them.")
-	fmt.Fprintln(w, "# TYPE genesis_egress_events_lost_total counter")
-	fmt.Fprintf(w, "genesis_egress_events_lost_total %d\n", m.EventsLost)
-	up := 0
-	if m.GatewayUp {
-		up = 1
-	}
-	fmt.Fprintln(w, "# HELP genesis_egress_gateway_up Whether the egress gateway answers its health check.")
-	fmt.Fprintln(w, "# TYPE genesis_egress_gateway_up gauge")
-	fmt.Fprintf(w, "genesis_egress_gateway_up %d\n", up)
-	fmt.Fprintln(w, "# HELP genesis_sandbox_networks Networked sandboxes by enforcement status.")
-	fmt.Fprintln(w, "# TYPE genesis_sandbox_networks gauge")
-	fmt.Fprintf(w, "genesis_sandbox_networks{status=\"active\"} %d\n", m.SandboxesEnforced)
-	fmt.Fprintf(w, "genesis_sandbox_networks{status=\"enforcement_down\"} %d\n", m.SandboxesEnforceOff)
 }

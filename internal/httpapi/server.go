@@ -23,8 +23,8 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/interactive"
-	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/jobs"
+	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
@@ -48,6 +48,10 @@ type Config struct {
 	// Ports, when set, serves the port routes (proxy, TCP, preview links).
 	Ports  *ports.Proxy
 	Logger *slog.Logger
+	// Metrics is the instrumentation served at /metrics; nil means a new
+	// NewMetrics(MetricsConfig{}). Give the same Metrics to the jobs
+	// manager (jobs.Config.Metrics) for its exec latencies.
+	Metrics *Metrics
 }
 
 // Server is the HTTP API.
@@ -58,7 +62,7 @@ type Server struct {
 	log       *slog.Logger
 	mux       *http.ServeMux
 	routes    []Route
-	metrics   *metrics
+	metrics   *Metrics
 	keepalive time.Duration
 	terms     *interactive.Terminals
 	files     *files.Gateway
@@ -108,7 +112,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = 15 * time.Second
 	}
-	s := &Server{ctl: cfg.Control, maxBody: cfg.MaxBodyBytes, log: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics(), keepalive: cfg.KeepAlive,
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(MetricsConfig{})
+	}
+	s := &Server{ctl: cfg.Control, maxBody: cfg.MaxBodyBytes, log: cfg.Logger, mux: http.NewServeMux(), metrics: cfg.Metrics, keepalive: cfg.KeepAlive,
 		ports: cfg.Ports, unaudited: map[string]bool{}}
 	for k, t := range cfg.Keys {
 		s.keys = append(s.keys, apiKey{hash: sha256.Sum256([]byte(k)), tenant: t})

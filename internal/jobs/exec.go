@@ -114,6 +114,7 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	// The agent enforces the timeout; the host deadline is a backstop.
 	actx, cancel := context.WithTimeout(ctx, time.Duration(in.TimeoutMS)*time.Millisecond+killGrace+10*time.Second)
 	defer cancel()
+	start := time.Now() // wall time for the latency metric, not the service clock
 	res, runErr := att.Agent.Exec(actx, agentproto.ExecRequest{
 		JobID:          job.ID,
 		Command:        in.Command,
@@ -130,6 +131,7 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	if runErr != nil {
 		return nil, s.execFailed(fctx, sb, job, runErr, ctx.Err() != nil)
 	}
+	s.obs.ObserveExec(sb.Runtime, time.Since(start))
 	done := s.now()
 	code := res.ExitCode
 	final, err := s.store.UpdateJob(fctx, job.ID, func(j *sandbox.Job) error {

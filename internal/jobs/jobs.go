@@ -67,11 +67,18 @@ func (s *Manager) StartJob(ctx context.Context, in ExecInput) (*sandbox.Job, err
 		defer cancel()
 		deadline := time.AfterFunc(jobStartTimeout, cancel)
 		ok := false
+		start, output := time.Now(), false // wall time for the first-output metric
 		err := att.Agent.StartJobFollow(sctx, req, func(agentproto.JobInfo) {
 			ok = true
 			deadline.Stop()
 			started <- nil
-		}, fn)
+		}, func(f agentproto.Frame) error {
+			if !output && (f.Type == agentproto.FrameStdout || f.Type == agentproto.FrameStderr) {
+				output = true
+				s.obs.ObserveFirstOutput(sb.Runtime, time.Since(start))
+			}
+			return fn(f)
+		})
 		if !ok {
 			deadline.Stop()
 			if err == nil {

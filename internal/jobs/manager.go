@@ -51,6 +51,8 @@ type Config struct {
 	Limits config.Limits
 	// LogRetention is how long a finished job's log is kept.
 	LogRetention time.Duration
+	// Metrics, if set, is told exec and first-output latencies.
+	Metrics Observer
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -70,6 +72,7 @@ type Manager struct {
 	ret   time.Duration
 	now   func() time.Time
 	log   *slog.Logger
+	obs   Observer
 
 	sessionLocks sync.Map // session id → *sync.Mutex
 
@@ -101,11 +104,14 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = noObserver{}
+	}
 	now := cfg.Now
 	bg, cancel := context.WithCancel(context.Background())
 	return &Manager{
 		sbx: cfg.Sandboxes, store: cfg.Store, logs: cfg.Logs, arts: cfg.Artifacts, lim: cfg.Limits, ret: cfg.LogRetention,
-		now: func() time.Time { return now().UTC() }, log: cfg.Logger,
+		now: func() time.Time { return now().UTC() }, log: cfg.Logger, obs: cfg.Metrics,
 		following: map[string]*control.Attachment{}, bgCtx: bg, cancel: cancel,
 	}, nil
 }

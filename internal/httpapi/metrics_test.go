@@ -1,0 +1,168 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/controltest"
+	"genesis.dev/sandbox/internal/httpapi"
+	"genesis.dev/sandbox/internal/jobs"
+	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
+)
+
+// countingStore wraps the harness's store and counts the queries a scrape
+// can make for the sandbox counts. With counter set it also offers the
+// one-query CountSandboxesByState.
+type countingStore struct {
+	store.Store
+	counter bool
+	lists   atomic.Int64
+	counts  atomic.Int64
+}
+
+func (c *countingStore) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]*sandbox.Sandbox, error) {
+	c.lists.Add(1)
+	return c.Store.ListSandboxes(ctx, f)
+}
+
+// countingCounter is a countingStore that offers CountSandboxesByState.
+type countingCounter struct{ *countingStore }
+
+func (c countingCounter) CountSandboxesByState(ctx context.Context) (map[sandbox.State]int, error) {
+	c.counts.Add(1)
+	list, err := c.Store.ListSandboxes(ctx, store.SandboxFilter{}) // the real store's GROUP BY stands in here
+	if err != nil {
+		return nil, err
+	}
+	out := map[sandbox.State]int{}
+	for _, sb := range list {
+		out[sb.State]++
+	}
+	return out, nil
+}
+
+// newMetricsAPI is newAPI with one Metrics shared by the control service
+// and the HTTP API, as the service wires them, reading sandbox counts from a
+// counting wrapper of the store.
+func newMetricsAPI(t *testing.T, withCounter bool) (*api, *countingStore) {
+	t.Helper()
+	var cs *countingStore
+	var m *httpapi.Metrics
+	h := controltest.NewOpts(t, controltest.Options{Configure: func(c *config.Config) {
+		c.WarmPools = false // pools would read the store on every scrape too
+	}, Tune: func(c *control.Config) {
+		cs = &countingStore{Store: c.Store}
+		var src httpapi.SandboxSource = cs
+		if withCounter {
+			src = countingCounter{cs}
+		}
+		m = httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: src})
+	}, Metrics: func() jobs.Observer { return m }})
+	srv, err := httpapi.New(httpapi.Config{Control: h.Svc, Terminals: h.Terminals, Files: h.Files, Jobs: h.Jobs, Artifacts: h.Artifacts, Ports: h.Ports,
+		Keys: map[string]string{keyA: "a", keyB: "b"}, MaxBodyBytes: maxBody, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	return &api{Harness: h, srv: srv, url: ts.URL, hc: ts.Client()}, cs
+}
+
+func TestMetricsHistogramsAndProcess(t *testing.T) {
+	t.Parallel()
+	a, _ := newMetricsAPI(t, true)
+	sb, _ := a.createHTTP(keyA, client.CreateSandboxRequest{})
+	resp, body := a.do(req{method: "POST", path: "/v1/sandboxes/" + sb.ID + "/exec", key: keyA, body: `{"command":["echo","hi"]}`})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("exec: %d %s", resp.StatusCode, body)
+	}
+	resp, body = a.do(req{method: "POST", path: "/v1/sandboxes/" + sb.ID + "/exec", key: keyA, body: `{"command":["echo","streamed"]}`,
+		header: map[string]string{"Accept": "text/event-stream"}})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "streamed") {
+		t.Fatalf("streamed exec: %d %s", resp.StatusCode, body)
+	}
+	resp, body = a.do(req{method: "GET", path: "/metrics"})
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		t.Fatalf("metrics: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	text := string(body)
+	for _, want := range []string{
+		"# TYPE genesis_http_request_duration_seconds histogram",
+		`genesis_http_request_duration_seconds_bucket{route="POST /v1/sandboxes/{id}/exec",status="200",le="+Inf"} 2`,
+		"# TYPE genesis_exec_duration_seconds histogram",
+		`genesis_exec_duration_seconds_bucket{runtime="runc",le="+Inf"} 1`,
+		`genesis_exec_duration_seconds_count{runtime="runc"} 1`,
+		`genesis_exec_first_output_seconds_count{runtime="runc"} 1`,
+		`genesis_sandbox_create_duration_seconds_count{runtime="runc"} 1`,
+		`genesis_sandboxes{state="ready"} 1`,
+		`genesis_admission_wait_seconds_count 0`,
+		`genesis_egress_gateway_up 0`,
+	} {
+		if !strings.Contains(text, want+"\n") {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	for _, prefix := range []string{"\nprocess_cpu_seconds_total ", "\nprocess_resident_memory_bytes ", "\ngo_goroutines "} {
+		if !strings.Contains(text, prefix) {
+			t.Errorf("metrics lack %q", strings.TrimSpace(prefix))
+		}
+	}
+	// The exec took real time: some bucket below +Inf is short of the count
+	// or the sum is positive.
+	if strings.Contains(text, `genesis_exec_duration_seconds_sum{runtime="runc"} 0`+"\n") {
+		t.Error("exec duration sum is 0")
+	}
+}
+
+func TestMetricsScrapeCountsSandboxesInOneQuery(t *testing.T) {
+	t.Parallel()
+	for _, withCounter := range []bool{true, false} {
+		t.Run(fmt.Sprintf("counter=%v", withCounter), func(t *testing.T) {
+			t.Parallel()
+			a, cs := newMetricsAPI(t, withCounter)
+			ctx := context.Background()
+			now := time.Now().UTC()
+			for i := range 1000 {
+				st := sandbox.StateDestroyed
+				if i%4 == 0 {
+					st = sandbox.StateFailed
+				}
+				sb := &sandbox.Sandbox{ID: fmt.Sprintf("sbx_metrics%04d", i), Tenant: "a", Profile: controltest.Profile,
+					Runtime: sandbox.RuntimeRunc, RiskLevel: sandbox.RiskLow, State: st, Image: controltest.Image,
+					Resources: sandbox.Resources{CPU: 0.5, MemoryMB: 256, Pids: 64}, CreatedAt: now, UpdatedAt: now}
+				if err := cs.Store.CreateSandbox(ctx, sb); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cs.lists.Store(0)
+			cs.counts.Store(0)
+			resp, body := a.do(req{method: "GET", path: "/metrics"})
+			lists, counts := cs.lists.Load(), cs.counts.Load()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("metrics: %d", resp.StatusCode)
+			}
+			text := string(body)
+			for _, want := range []string{`genesis_sandboxes{state="destroyed"} 750`, `genesis_sandboxes{state="failed"} 250`} {
+				if !strings.Contains(text, want+"\n") {
+					t.Errorf("metrics lack %q", want)
+				}
+			}
+			if withCounter && (counts != 1 || lists != 0) {
+				t.Errorf("scrape: %d CountSandboxesByState and %d ListSandboxes calls; want one count and no listing", counts, lists)
+			}
+			if !withCounter && (counts != 0 || lists != 1) {
+				t.Errorf("scrape without the counter: %d counts and %d listings; want one listing", counts, lists)
+			}
+		})
+	}
+}
