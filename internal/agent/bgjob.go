@@ -37,6 +37,9 @@ type bgJob struct {
 	out     *output
 	done    chan struct{} // closed when exit is set
 
+	stdinStreamed bool      // started with stdin_stream
+	stdin         *jobStdin // its write end; nil if not streamed or never started
+
 	mu       sync.Mutex
 	pid      int      // the command's pid; 0 until known or if it never ran
 	shimPID  int      // 0 when there is no shim
@@ -65,6 +68,7 @@ func (j *bgJob) info() agentproto.JobInfo {
 		StderrBytes:     total[streamStderr],
 		StdoutTruncated: trunc[streamStdout],
 		StderrTruncated: trunc[streamStderr],
+		StdinOpen:       j.stdin != nil && j.stdin.open(),
 	}
 	if j.exit != nil {
 		x := *j.exit
@@ -327,15 +331,34 @@ func (s *Server) startJob(req *agentproto.JobStartRequest) (*bgJob, error) {
 		maxOut = s.cfg.DefaultMaxOutputBytes
 	}
 	j := newBGJob(req.JobID, maxOut, time.Now())
+	j.stdinStreamed = er.StdinStream
+	// The stdin pipe exists before the job is visible, so a write that
+	// races the start finds it.
+	var stdinR *os.File
+	if er.StdinStream && re == nil {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, fmt.Errorf("stdin pipe: %v: %w", err, errdefs.ErrInternal)
+		}
+		setPipeSize(w, jobPipeSize)
+		stdinR, j.stdin = r, &jobStdin{w: w}
+	}
 	if err := s.jobs.add(j, s.cfg.MaxRunningJobs); err != nil {
+		if stdinR != nil {
+			stdinR.Close()
+			j.stdin.close()
+		}
 		return nil, err
 	}
 	if re != nil {
 		s.finishUnstarted(j, re)
 		return j, nil
 	}
-	if err := s.launch(j, spec); err != nil {
+	if err := s.launch(j, spec, stdinR); err != nil {
 		s.jobs.remove(j)
+		if j.stdin != nil {
+			j.stdin.close()
+		}
 		return nil, err
 	}
 	return j, nil
@@ -374,8 +397,9 @@ type shimStatus struct {
 }
 
 // launch starts the shim for j and the goroutines that capture its output
-// and wait for it, and waits until the command runs.
-func (s *Server) launch(j *bgJob, spec *job) (err error) {
+// and wait for it, and waits until the command runs. stdinR, if not nil,
+// is the read end of the job's streamed stdin; launch closes it.
+func (s *Server) launch(j *bgJob, spec *job, stdinR *os.File) (err error) {
 	var parentEnds, childEnds []*os.File
 	defer func() {
 		for _, f := range childEnds {
@@ -396,7 +420,10 @@ func (s *Server) launch(j *bgJob, spec *job) (err error) {
 	}
 	stdin := s.devNull
 	var stdinW *os.File
-	if len(spec.stdin) > 0 {
+	if stdinR != nil {
+		stdin = stdinR
+		childEnds = append(childEnds, stdinR)
+	} else if len(spec.stdin) > 0 {
 		r, w, err := pipe("stdin")
 		if err != nil {
 			return err
@@ -486,6 +513,9 @@ func (s *Server) launch(j *bgJob, spec *job) (err error) {
 		outR.Close()
 		errR.Close()
 
+		if j.stdin != nil {
+			j.stdin.close() // the job is over: a writer gets job_not_running
+		}
 		j.mu.Lock()
 		sentKill, reason := j.sentKill, j.reason
 		// The shim serves the next job only when it said it is idle and

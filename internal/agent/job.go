@@ -56,6 +56,8 @@ func (s *Server) prepare(req *agentproto.ExecRequest) (*job, *runError, error) {
 		return nil, nil, fmt.Errorf("command[0] is empty: %w", errdefs.ErrInvalidArgument)
 	case req.TimeoutMS < 0 || req.KillGraceMS < 0 || req.MaxOutputBytes < 0:
 		return nil, nil, fmt.Errorf("timeout_ms, kill_grace_ms and max_output_bytes must not be negative: %w", errdefs.ErrInvalidArgument)
+	case req.StdinStream && len(req.Stdin) > 0:
+		return nil, nil, fmt.Errorf("stdin and stdin_stream exclude each other: %w", errdefs.ErrInvalidArgument)
 	case req.MaxOutputBytes > s.cfg.MaxOutputLimit:
 		return nil, nil, fmt.Errorf("max_output_bytes %d exceeds the agent limit %d: %w", req.MaxOutputBytes, s.cfg.MaxOutputLimit, errdefs.ErrInvalidArgument)
 	}

@@ -65,7 +65,7 @@ func (s *Server) serveJobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, action, _ := strings.Cut(strings.TrimPrefix(rest, "/"), "/")
-	if id == "" || !strings.HasPrefix(rest, "/") || strings.Contains(action, "/") {
+	if id == "" || !strings.HasPrefix(rest, "/") || strings.Contains(action, "/") && action != "stdin/close" {
 		writeError(w, fmt.Errorf("no route %s: %w", r.URL.Path, errdefs.ErrNotFound))
 		return
 	}
@@ -75,8 +75,10 @@ func (s *Server) serveJobs(w http.ResponseWriter, r *http.Request) {
 		methods = []string{http.MethodGet, http.MethodDelete}
 	case "stream":
 		methods = []string{http.MethodGet}
-	case "cancel", "release":
+	case "cancel", "release", "stdin/close":
 		methods = []string{http.MethodPost}
+	case "stdin":
+		methods = []string{http.MethodPut}
 	default:
 		writeError(w, fmt.Errorf("no route %s: %w", r.URL.Path, errdefs.ErrNotFound))
 		return
@@ -105,6 +107,10 @@ func (s *Server) serveJobs(w http.ResponseWriter, r *http.Request) {
 		s.handleJobStream(w, r, j)
 	case "cancel":
 		s.handleJobCancel(w, r, j)
+	case "stdin":
+		s.handleJobStdin(w, r, j)
+	case "stdin/close":
+		s.handleJobStdinClose(w, j)
 	case "release":
 		c, err := parseStreamOffsets(r)
 		if err != nil {

@@ -393,6 +393,10 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("decode exec request: trailing data after the JSON object: %w", errdefs.ErrInvalidArgument))
 		return
 	}
+	if req.StdinStream {
+		writeError(w, fmt.Errorf("stdin_stream needs a background job (POST %s): %w", agentproto.PathJobs, errdefs.ErrInvalidArgument))
+		return
+	}
 	started := time.Now()
 	j, re, err := s.prepare(&req)
 	if err != nil {

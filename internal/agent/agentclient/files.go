@@ -245,8 +245,8 @@ func (c *Client) fileRoundTrip(ctx context.Context, hc *http.Client, hreq *http.
 	return resp, nil
 }
 
-// decodeCodedError maps a non-2xx answer of a file operation to its class
-// and keeps the agent's problem code (path_outside_root, file_not_found…).
+// decodeCodedError maps a non-2xx answer to its class and keeps the
+// agent's problem code (path_outside_root, port_unreachable…).
 func decodeCodedError(method, path string, resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	var e agentproto.Error
@@ -263,7 +263,7 @@ func decodeCodedError(method, path string, resp *http.Response) error {
 	case http.StatusNotFound:
 		class = errdefs.ErrNotFound
 	case http.StatusConflict:
-		class = errdefs.ErrConflict
+		class = classOfCode(e.Code, errdefs.ErrConflict)
 	case http.StatusRequestEntityTooLarge:
 		class = errdefs.ErrTooLarge
 	case http.StatusTooManyRequests:
@@ -278,6 +278,18 @@ func decodeCodedError(method, path string, resp *http.Response) error {
 		err = errdefs.WithCode(e.Code, err)
 	}
 	return err
+}
+
+// classOfCode is the class of an agent problem code that a status alone
+// does not tell (409 is conflict or failed precondition), else def.
+func classOfCode(code string, def error) error {
+	switch code {
+	case errdefs.Code(errdefs.ErrFailedPrecondition), agentproto.CodeStdinNotStreamed, agentproto.CodeJobNotRunning, agentproto.CodeStdinClosed:
+		return errdefs.ErrFailedPrecondition
+	case agentproto.CodeStdinBusy:
+		return errdefs.ErrConflict
+	}
+	return def
 }
 
 // ExtractArchive streams a tar or tar.gz into the directory dir of the

@@ -18,11 +18,36 @@ const (
 	// stream asked from below a dropped offset then fails with 409
 	// (failed_precondition).
 	PathJobRelease = "/v1/jobs/{id}/release"
-	PathJobStdin   = "/v1/jobs/{id}/stdin" // POST body: bytes appended to the job's stdin (later)
-	StreamStdoutQ  = "stdout"              // query parameter: stdout offset to resume from
-	StreamStderrQ  = "stderr"              // query parameter: stderr offset to resume from
-	ContentTypeRaw = "application/x-genesis-frames"
+	// PathJobStdin: PUT, body streamed into the stdin of a job started
+	// with StdinStream, in order, as it arrives. One writer at a time (a
+	// second gets 409 CodeStdinBusy); sequential PUTs append. The agent
+	// answers 200 as soon as it took the writer and, once the body ended
+	// or the stream broke, sends a JobStdinResult. The end of a PUT does
+	// not close the job's stdin.
+	PathJobStdin = "/v1/jobs/{id}/stdin"
+	// PathJobStdinClose: POST closes the job's stdin, so the process reads
+	// EOF (204). Idempotent; a finished job's stdin is closed already.
+	PathJobStdinClose = "/v1/jobs/{id}/stdin/close"
+	StreamStdoutQ     = "stdout" // query parameter: stdout offset to resume from
+	StreamStderrQ     = "stderr" // query parameter: stderr offset to resume from
+	ContentTypeRaw    = "application/x-genesis-frames"
 )
+
+// Problem codes of the job stdin routes (all 409).
+const (
+	CodeStdinNotStreamed = "stdin_not_streamed" // the job was not started with stdin_stream
+	CodeJobNotRunning    = "job_not_running"    // the job has ended
+	CodeStdinClosed      = "stdin_closed"       // closed by PathJobStdinClose, or the process closed it
+	CodeStdinBusy        = "stdin_busy"         // another PUT is streaming into it
+)
+
+// JobStdinResult ends the answer of PUT PathJobStdin: the bytes written
+// into the job's stdin, and the problem that ended the stream early, if
+// any (Error.Code CodeJobNotRunning or CodeStdinClosed).
+type JobStdinResult struct {
+	Written int64  `json:"written"`
+	Error   *Error `json:"error,omitempty"`
+}
 
 // JobStartRequest starts a background job. The job runs detached from the
 // HTTP request that started it: a dropped connection neither kills it nor
@@ -50,7 +75,8 @@ type JobInfo struct {
 	StderrBytes     int64       `json:"stderr_bytes"`
 	StdoutTruncated bool        `json:"stdout_truncated"`
 	StderrTruncated bool        `json:"stderr_truncated"`
-	Exit            *ExitResult `json:"exit,omitempty"` // set once the job has ended
+	StdinOpen       bool        `json:"stdin_open,omitempty"` // a streamed stdin that is not closed yet
+	Exit            *ExitResult `json:"exit,omitempty"`       // set once the job has ended
 }
 
 // ExitResult is how a background job ended (the payload of an exit frame).

@@ -28,16 +28,20 @@ type Ping struct {
 // ExecRequest asks the agent to run one process and wait for it.
 // Exactly one of Command (argv) and Script (run by /bin/sh -c) is set.
 type ExecRequest struct {
-	JobID          string            `json:"job_id"`
-	Command        []string          `json:"command,omitempty"`
-	Script         string            `json:"script,omitempty"`
-	Shell          string            `json:"shell,omitempty"` // default /bin/sh
-	Cwd            string            `json:"cwd,omitempty"`
-	Env            map[string]string `json:"env,omitempty"` // added to the agent's base env
-	Stdin          []byte            `json:"stdin,omitempty"`
-	TimeoutMS      int64             `json:"timeout_ms,omitempty"`       // 0: no timeout
-	KillGraceMS    int64             `json:"kill_grace_ms,omitempty"`    // SIGTERM → SIGKILL grace on timeout; 0: SIGKILL at once
-	MaxOutputBytes int64             `json:"max_output_bytes,omitempty"` // per stream; 0: agent default (1 MiB)
+	JobID   string            `json:"job_id"`
+	Command []string          `json:"command,omitempty"`
+	Script  string            `json:"script,omitempty"`
+	Shell   string            `json:"shell,omitempty"` // default /bin/sh
+	Cwd     string            `json:"cwd,omitempty"`
+	Env     map[string]string `json:"env,omitempty"` // added to the agent's base env
+	Stdin   []byte            `json:"stdin,omitempty"`
+	// StdinStream (background jobs only) gives the job a pipe as its stdin
+	// that stays open: PUT PathJobStdin streams bytes into it, POST
+	// PathJobStdinClose (or the job's end) closes it. Not with Stdin.
+	StdinStream    bool  `json:"stdin_stream,omitempty"`
+	TimeoutMS      int64 `json:"timeout_ms,omitempty"`       // 0: no timeout
+	KillGraceMS    int64 `json:"kill_grace_ms,omitempty"`    // SIGTERM → SIGKILL grace on timeout; 0: SIGKILL at once
+	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"` // per stream; 0: agent default (1 MiB)
 }
 
 // ExecResult is the outcome of an ExecRequest.
