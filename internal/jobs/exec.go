@@ -16,13 +16,16 @@ import (
 
 // ExecInput is one command or script to run in a sandbox.
 type ExecInput struct {
-	Tenant         string
-	SandboxID      string
-	Command        []string
-	Script         string
-	Cwd            string
-	Env            map[string]string
-	Stdin          []byte
+	Tenant    string
+	SandboxID string
+	Command   []string
+	Script    string
+	Cwd       string
+	Env       map[string]string
+	Stdin     []byte
+	// StdinStream (background jobs) gives the job a pipe as stdin that
+	// OpenStdin writes into and CloseStdin closes; Stdin must be empty.
+	StdinStream    bool
 	TimeoutMS      int64
 	MaxOutputBytes int64
 	// Artifacts, if set, names files to keep when the job ends.
@@ -50,6 +53,8 @@ func (s *Manager) validateExec(in *ExecInput) error {
 		return invalid("command and script are mutually exclusive")
 	case len(in.Command) > 0 && in.Command[0] == "":
 		return invalid("command[0] must not be empty")
+	case in.StdinStream && len(in.Stdin) > 0:
+		return invalid("stdin and stdin_stream are mutually exclusive")
 	case in.Cwd != "" && !path.IsAbs(in.Cwd):
 		return invalid("cwd must be an absolute path, got %q", in.Cwd)
 	case in.TimeoutMS < 0 || in.TimeoutMS > lim.MaxExecTimeoutMS:
@@ -79,6 +84,10 @@ func (s *Manager) validateExec(in *ExecInput) error {
 func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	if err := s.validateExec(&in); err != nil {
 		return nil, err
+	}
+	if in.StdinStream {
+		return nil, errdefs.WithCode("stdin_stream_needs_background", fmt.Errorf(
+			"stdin_stream is for background jobs (or a streamed exec); a synchronous exec takes stdin or stdin_base64: %w", errdefs.ErrInvalidArgument))
 	}
 	att, err := s.sbx.Attach(ctx, in.Tenant, in.SandboxID, control.AttachOptions{Busy: true})
 	if err != nil {

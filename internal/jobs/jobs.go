@@ -56,6 +56,7 @@ func (s *Manager) StartJob(ctx context.Context, in ExecInput) (*sandbox.Job, err
 	req := agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{
 		JobID: job.ID, Command: in.Command, Script: in.Script, Cwd: in.Cwd, Env: mergeEnv(sb, in.Env), Stdin: in.Stdin,
 		TimeoutMS: in.TimeoutMS, KillGraceMS: killGrace.Milliseconds(), MaxOutputBytes: in.MaxOutputBytes,
+		StdinStream: in.StdinStream,
 	}}
 	// One agent request starts the job and streams it to the follower, so
 	// the first output does not wait for a second request. The request

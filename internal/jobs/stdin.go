@@ -1,0 +1,86 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
+)
+
+// stdinAgent finds the agent of a running background job of tenant for a
+// stdin call; the follower's attachment is used when this instance follows
+// the job.
+func (s *Manager) stdinAgent(ctx context.Context, tenant, jobID string) (*control.Attachment, error) {
+	j, err := s.GetJob(ctx, tenant, jobID)
+	if err != nil {
+		return nil, err
+	}
+	if j.State.Final() {
+		return nil, errdefs.WithCode("job_not_running", fmt.Errorf("job %s has ended (%s): %w", jobID, j.State, errdefs.ErrFailedPrecondition))
+	}
+	if j.Mode != sandbox.JobModeBackground {
+		return nil, errdefs.WithCode("stdin_not_streamed", fmt.Errorf(
+			"job %s runs synchronously; its stdin is the request's stdin: %w", jobID, errdefs.ErrFailedPrecondition))
+	}
+	if att := s.followed(jobID); att != nil {
+		return att, nil
+	}
+	att, err := s.sbx.Attach(ctx, tenant, j.SandboxID, control.AttachOptions{})
+	if err != nil {
+		return nil, err
+	}
+	att.Release()
+	return att, nil
+}
+
+// OpenStdin streams into the stdin of a running background job of tenant
+// started with StdinStream: what is written reaches the process in order.
+// Close of the writer ends this stream only; CloseStdin closes the job's
+// stdin. A job without a streamed stdin is code stdin_not_streamed, an
+// ended one job_not_running (both failed preconditions); a second
+// concurrent stream is stdin_busy (conflict).
+func (s *Manager) OpenStdin(ctx context.Context, tenant, jobID string) (io.WriteCloser, error) {
+	att, err := s.stdinAgent(ctx, tenant, jobID)
+	if err != nil {
+		return nil, err
+	}
+	return att.Agent.OpenStdin(ctx, jobID)
+}
+
+// WriteStdin copies r into the job's stdin over one stream and reports how
+// many bytes the agent took.
+func (s *Manager) WriteStdin(ctx context.Context, tenant, jobID string, r io.Reader) (int64, error) {
+	w, err := s.OpenStdin(ctx, tenant, jobID)
+	if err != nil {
+		return 0, err
+	}
+	n, cerr := io.CopyBuffer(w, r, make([]byte, 64<<10))
+	if err := w.Close(); err != nil {
+		return n, err
+	}
+	if cerr != nil {
+		return n, fmt.Errorf("reading the stdin body: %v: %w", cerr, errdefs.ErrInvalidArgument)
+	}
+	return n, nil
+}
+
+// CloseStdin closes a job's streamed stdin: the process reads end of file
+// after what was written. Closing it again, or after the job ended,
+// succeeds.
+func (s *Manager) CloseStdin(ctx context.Context, tenant, jobID string) error {
+	j, err := s.GetJob(ctx, tenant, jobID)
+	if err != nil {
+		return err
+	}
+	if j.State.Final() {
+		return nil
+	}
+	att, err := s.stdinAgent(ctx, tenant, jobID)
+	if err != nil {
+		return err
+	}
+	return att.Agent.CloseStdin(ctx, jobID)
+}
