@@ -23,6 +23,7 @@ import (
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/sqlite"
+	"genesis.dev/sandbox/internal/store/sqlstore"
 	"genesis.dev/sandbox/internal/testenv"
 )
 
@@ -239,7 +240,7 @@ type Harness struct {
 	Dir    string // data dir
 	Cfg    *config.Config
 	Drv    *fake.Driver
-	St     *sqlite.Store
+	St     *sqlstore.Store
 	Svc    *control.Service
 	Clock  *Clock
 	Agents *Agents

@@ -18,6 +18,7 @@ import (
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/pgtest"
 	"genesis.dev/sandbox/internal/store/postgres"
+	"genesis.dev/sandbox/internal/store/sqlstore"
 	"genesis.dev/sandbox/internal/store/storetest"
 )
 
@@ -27,7 +28,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 // max_connections.
 const testMaxConns = 4
 
-func open(t *testing.T, dsn string) *postgres.Store {
+func open(t *testing.T, dsn string) *sqlstore.Store {
 	t.Helper()
 	s, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn, MaxConns: testMaxConns})
 	if err != nil {
@@ -67,6 +68,10 @@ func schemaVersions(t *testing.T, c *pgx.Conn) []int {
 	return vs
 }
 
+// firstVersion is the first version of the single schema history (the
+// baseline).
+const firstVersion = 8
+
 func TestMigrationsIdempotentOnReopen(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.Start(t)
@@ -84,8 +89,8 @@ func TestMigrationsIdempotentOnReopen(t *testing.T) {
 		t.Fatal("schema_migrations is empty after Open")
 	}
 	for i, v := range vs {
-		if v != i+1 {
-			t.Fatalf("schema_migrations versions = %v, want 1…n, each once", vs)
+		if v != firstVersion+i {
+			t.Fatalf("schema_migrations versions = %v, want %d…n, each once", vs, firstVersion)
 		}
 	}
 }
@@ -110,8 +115,8 @@ func TestConcurrentOpen(t *testing.T) {
 	wg.Wait()
 	vs := schemaVersions(t, rawConn(t, dsn))
 	for i, v := range vs {
-		if v != i+1 {
-			t.Fatalf("schema_migrations versions = %v after %d concurrent opens, want 1…n, each once", vs, n)
+		if v != firstVersion+i {
+			t.Fatalf("schema_migrations versions = %v after %d concurrent opens, want %d…n, each once", vs, n, firstVersion)
 		}
 	}
 }
@@ -153,7 +158,7 @@ func TestTwoStoresOnOneDatabase(t *testing.T) {
 	}
 	const perStore = 25
 	var wg sync.WaitGroup
-	for _, s := range []*postgres.Store{a, b} {
+	for _, s := range []*sqlstore.Store{a, b} {
 		for i := range perStore {
 			wg.Go(func() {
 				_, err := s.UpdateSandbox(ctx, "sbx_shared", 0, now, func(sb *sandbox.Sandbox) error {

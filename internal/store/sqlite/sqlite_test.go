@@ -15,10 +15,11 @@ import (
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/sqlite"
+	"genesis.dev/sandbox/internal/store/sqlstore"
 	"genesis.dev/sandbox/internal/store/storetest"
 )
 
-func openFile(t *testing.T, path string) *sqlite.Store {
+func openFile(t *testing.T, path string) *sqlstore.Store {
 	t.Helper()
 	s, err := sqlite.Open(t.Context(), sqlite.Config{Path: path})
 	if err != nil {
@@ -73,6 +74,10 @@ func schemaVersions(t *testing.T, db *sql.DB) []int {
 	return vs
 }
 
+// firstVersion is the first version of the single schema history (the
+// baseline).
+const firstVersion = 8
+
 func TestMigrationsIdempotentOnReopen(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "state.db")
@@ -87,16 +92,16 @@ func TestMigrationsIdempotentOnReopen(t *testing.T) {
 	}
 	db := rawDB(t, path)
 	vs := schemaVersions(t, db)
-	if len(vs) == 0 || vs[0] != 1 {
-		t.Fatalf("schema_migrations versions = %v, want 1…n", vs)
+	if len(vs) == 0 || vs[0] != firstVersion {
+		t.Fatalf("schema_migrations versions = %v, want %d…n", vs, firstVersion)
 	}
 	for i, v := range vs {
-		if v != i+1 {
+		if v != firstVersion+i {
 			t.Fatalf("schema_migrations versions = %v, want each version once, in order", vs)
 		}
 	}
 	var appliedAt string
-	if err := db.QueryRowContext(t.Context(), "SELECT applied_at FROM schema_migrations WHERE version = 1").Scan(&appliedAt); err != nil {
+	if err := db.QueryRowContext(t.Context(), "SELECT applied_at FROM schema_migrations WHERE version = ?", firstVersion).Scan(&appliedAt); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := time.Parse(time.RFC3339Nano, appliedAt); err != nil {
@@ -235,7 +240,7 @@ func TestTwoStoresOnOneFile(t *testing.T) {
 	}
 	const perStore = 15
 	var wg sync.WaitGroup
-	for _, s := range []*sqlite.Store{a, b} {
+	for _, s := range []*sqlstore.Store{a, b} {
 		for i := range perStore {
 			wg.Go(func() {
 				_, err := s.UpdateSandbox(ctx, "sbx_shared", 0, now, func(sb *sandbox.Sandbox) error {
