@@ -42,10 +42,6 @@ type Config struct {
 // migrations (see sqlstore.Open for the refusals). An unreachable server is
 // errdefs.ErrUnavailable.
 func Open(ctx context.Context, cfg Config) (*sqlstore.Store, error) {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	if cfg.DSN == "" {
 		return nil, fmt.Errorf("postgres store: empty DSN: %w", errdefs.ErrInvalidArgument)
 	}
@@ -67,13 +63,11 @@ func Open(ctx context.Context, cfg Config) (*sqlstore.Store, error) {
 	db.SetMaxIdleConns(int(pcfg.MaxConns))
 	db.SetConnMaxLifetime(pcfg.MaxConnLifetime)
 	db.SetConnMaxIdleTime(pcfg.MaxConnIdleTime)
-	s, err := sqlstore.Open(ctx, sqlstore.Config{Dialect: Dialect{}, Writer: db, Logger: log})
+	s, err := sqlstore.Open(ctx, sqlstore.Config{Dialect: Dialect{}, Writer: db, Logger: cfg.Logger})
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	log.Debug("postgres store opened", "host", pcfg.ConnConfig.Host, "database", pcfg.ConnConfig.Database,
-		"max_conns", pcfg.MaxConns)
 	return s, nil
 }
 

@@ -39,10 +39,6 @@ type Config struct {
 // Open opens (creating if needed) the database at cfg.Path, configures it and
 // applies any pending migrations (see sqlstore.Open for the refusals).
 func Open(ctx context.Context, cfg Config) (*sqlstore.Store, error) {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	if cfg.Path == "" {
 		return nil, fmt.Errorf("sqlite store: empty database path: %w", errdefs.ErrInvalidArgument)
 	}
@@ -68,7 +64,7 @@ func Open(ctx context.Context, cfg Config) (*sqlstore.Store, error) {
 		reader.SetMaxOpenConns(maxReadConns)
 		reader.SetMaxIdleConns(maxReadConns)
 	}
-	s, err := sqlstore.Open(ctx, sqlstore.Config{Dialect: Dialect{}, Writer: writer, Reader: reader, Logger: log})
+	s, err := sqlstore.Open(ctx, sqlstore.Config{Dialect: Dialect{}, Writer: writer, Reader: reader, Logger: cfg.Logger})
 	if err != nil {
 		if reader != nil {
 			reader.Close()
@@ -76,7 +72,6 @@ func Open(ctx context.Context, cfg Config) (*sqlstore.Store, error) {
 		writer.Close()
 		return nil, err
 	}
-	log.Debug("sqlite store opened", "path", cfg.Path)
 	return s, nil
 }
 

@@ -49,26 +49,18 @@ func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]*tenant.A
 	if err := store.CheckLimit("list audit", f.Limit); err != nil {
 		return nil, err
 	}
-	where := []string{"seq > ?"}
-	args := []any{f.AfterSeq}
-	add := func(cond string, v ...any) {
-		where = append(where, cond)
-		args = append(args, v...)
-	}
-	if f.Tenant != "" {
-		add("tenant = ?", f.Tenant)
-	}
+	var c conds
+	c.add("seq > ?", f.AfterSeq)
+	c.eq("tenant", f.Tenant)
 	switch {
 	case f.Action == "":
 	case strings.Contains(f.Action, " "):
-		add("action = ?", f.Action)
+		c.add("action = ?", f.Action)
 	default:
 		prefix := f.Action + " "
-		add("substr(action, 1, ?) = ?", utf8.RuneCountInString(prefix), prefix)
+		c.add("substr(action, 1, ?) = ?", utf8.RuneCountInString(prefix), prefix)
 	}
-	if f.Target != "" {
-		add("target = ?", f.Target)
-	}
+	c.eq("target", f.Target)
 	for _, b := range []struct {
 		cond string
 		t    time.Time
@@ -80,21 +72,19 @@ func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]*tenant.A
 		if err != nil {
 			return nil, err
 		}
-		add(b.cond, v)
+		c.add(b.cond, v)
 	}
 	if f.Status != 0 {
-		add("status = ?", f.Status)
+		c.add("status = ?", f.Status)
 	}
 	if f.StatusClass != 0 {
-		add("status >= ? AND status < ?", f.StatusClass*100, f.StatusClass*100+100)
+		c.add("status >= ? AND status < ?", f.StatusClass*100, f.StatusClass*100+100)
 	}
-	if f.Code != "" {
-		add("code = ?", f.Code)
-	}
-	q := `SELECT ` + auditColumns + ` FROM audit WHERE ` + strings.Join(where, " AND ") + ` ORDER BY seq`
+	c.eq("code", f.Code)
+	q := c.sql(`SELECT `+auditColumns+` FROM audit`) + ` ORDER BY seq`
 	if f.Limit > 0 {
 		q += " LIMIT ?"
-		args = append(args, f.Limit)
+		c.args = append(c.args, f.Limit)
 	}
 	return appendRows(ctx, s, s.reader, []*tenant.AuditRecord{}, "list audit", func(row scanner) (*tenant.AuditRecord, error) {
 		var r tenant.AuditRecord
@@ -104,7 +94,7 @@ func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]*tenant.A
 		}
 		r.Time = at.t
 		return &r, nil
-	}, q, args...)
+	}, q, c.args...)
 }
 
 // PruneAudit deletes records older than before.

@@ -27,17 +27,19 @@ import (
 	"genesis.dev/sandbox/internal/tenant"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
-
-// A backend as the releases before the single schema history left it: the
-// old migration files of that backend (kept under testdata/legacy), applied
-// the way its old runner applied them, and rows in its stored forms.
-type legacyBackend struct {
+// backend is one database the store runs on, with what the tests need to
+// reach it behind the store's back; also as the releases before the single
+// schema history left it: the old migration files of that backend (kept
+// under testdata/legacy), applied the way its old runner applied them, and
+// rows in its stored forms.
+type backend struct {
 	name string
 	// newDB returns an empty database: the raw handle and the target the
 	// store opens.
-	newDB func(t *testing.T) (db *sql.DB, target string)
+	newDB func(t testing.TB) (db *sql.DB, target string)
 	open  func(ctx context.Context, target string) (*sqlstore.Store, error)
+	// openSingle opens the store on one connection.
+	openSingle func(ctx context.Context, target string) (*sqlstore.Store, error)
 	// createVersions and recordVersion are the old runner's statements.
 	createVersions, recordVersion string
 	// rebind turns "?" placeholders into the database's.
@@ -50,10 +52,10 @@ type legacyBackend struct {
 	schema func(t *testing.T, db *sql.DB) []string
 }
 
-func sqliteBackend() legacyBackend {
-	return legacyBackend{
+func sqliteBackend() backend {
+	return backend{
 		name: "sqlite",
-		newDB: func(t *testing.T) (*sql.DB, string) {
+		newDB: func(t testing.TB) (*sql.DB, string) {
 			p := filepath.Join(t.TempDir(), "genesis.db")
 			db, err := sql.Open("sqlite", p+"?_busy_timeout=5000&_foreign_keys=on")
 			if err != nil {
@@ -65,6 +67,9 @@ func sqliteBackend() legacyBackend {
 		},
 		open: func(ctx context.Context, p string) (*sqlstore.Store, error) {
 			return sqlite.Open(ctx, sqlite.Config{Path: p})
+		},
+		openSingle: func(ctx context.Context, p string) (*sqlstore.Store, error) {
+			return sqlite.Open(ctx, sqlite.Config{Path: p}) // one write connection
 		},
 		createVersions: `CREATE TABLE IF NOT EXISTS schema_migrations (
 			version    INTEGER NOT NULL PRIMARY KEY,
@@ -83,10 +88,10 @@ func sqliteBackend() legacyBackend {
 	}
 }
 
-func postgresBackend() legacyBackend {
-	return legacyBackend{
+func postgresBackend() backend {
+	return backend{
 		name: "postgres",
-		newDB: func(t *testing.T) (*sql.DB, string) {
+		newDB: func(t testing.TB) (*sql.DB, string) {
 			dsn := pgtest.Start(t)
 			db, err := sql.Open("pgx", dsn)
 			if err != nil {
@@ -96,7 +101,12 @@ func postgresBackend() legacyBackend {
 			return db, dsn
 		},
 		open: func(ctx context.Context, dsn string) (*sqlstore.Store, error) {
+			// Few connections, so that parallel tests stay within the test
+			// cluster's max_connections.
 			return postgres.Open(ctx, postgres.Config{DSN: dsn, MaxConns: 4})
+		},
+		openSingle: func(ctx context.Context, dsn string) (*sqlstore.Store, error) {
+			return postgres.Open(ctx, postgres.Config{DSN: dsn, MaxConns: 1})
 		},
 		createVersions: `CREATE TABLE IF NOT EXISTS schema_migrations (
 			version    INTEGER     NOT NULL PRIMARY KEY,
@@ -122,11 +132,11 @@ func postgresBackend() legacyBackend {
 	}
 }
 
-func backends() []legacyBackend { return []legacyBackend{sqliteBackend(), postgresBackend()} }
+func backends() []backend { return []backend{sqliteBackend(), postgresBackend()} }
 
 // applyLegacy applies the old migrations 1..upTo of the backend, each in a
 // transaction with its schema_migrations row, as the old runner did.
-func (b legacyBackend) applyLegacy(t *testing.T, db *sql.DB, upTo int) {
+func (b backend) applyLegacy(t *testing.T, db *sql.DB, upTo int) {
 	t.Helper()
 	ctx := t.Context()
 	if _, err := db.ExecContext(ctx, b.createVersions); err != nil {
@@ -232,7 +242,7 @@ func mustJSON(t *testing.T, v any) string {
 }
 
 // writeLegacyRows inserts the old records in the old stored forms.
-func (b legacyBackend) writeLegacyRows(t *testing.T, db *sql.DB) {
+func (b backend) writeLegacyRows(t *testing.T, db *sql.DB) {
 	t.Helper()
 	ctx := t.Context()
 	exec := func(q string, args ...any) {
@@ -515,14 +525,14 @@ func TestRefusesPartOfOldHistory(t *testing.T) {
 	}
 }
 
-func legacyVersion(b legacyBackend) int {
+func legacyVersion(b backend) int {
 	if b.name == "sqlite" {
 		return 7
 	}
 	return 5
 }
 
-func legacyVersions(b legacyBackend) []int {
+func legacyVersions(b backend) []int {
 	var vs []int
 	for v := 1; v <= legacyVersion(b); v++ {
 		vs = append(vs, v)

@@ -164,19 +164,10 @@ func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]*sandbox.Job
 	if err := store.CheckLimit("list jobs", f.Limit); err != nil {
 		return nil, err
 	}
-	var where []string
-	var args []any
-	if f.Tenant != "" {
-		where, args = append(where, "tenant = ?"), append(args, f.Tenant)
-	}
-	if f.SandboxID != "" {
-		where, args = append(where, "sandbox_id = ?"), append(args, f.SandboxID)
-	}
-	if len(f.States) > 0 {
-		var cond string
-		cond, args = in("state", f.States, args)
-		where = append(where, cond)
-	}
-	q, args := s.oldestFirst(`SELECT `+jobColumns+` FROM jobs`, where, args, f.Limit)
+	var c conds
+	c.eq("tenant", f.Tenant)
+	c.eq("sandbox_id", f.SandboxID)
+	in(&c, "state", "IN", f.States)
+	q, args := s.oldestFirst(`SELECT `+jobColumns+` FROM jobs`, &c, f.Limit)
 	return appendRows(ctx, s, s.reader, nil, "list jobs", scanJob, q, args...)
 }

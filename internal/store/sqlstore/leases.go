@@ -122,27 +122,18 @@ func (s *Store) ListLeases(ctx context.Context, f store.LeaseFilter) ([]*sandbox
 	if err := store.CheckLimit("list leases", f.Limit); err != nil {
 		return nil, err
 	}
-	var where []string
-	var args []any
-	if f.Tenant != "" {
-		where, args = append(where, "tenant = ?"), append(args, f.Tenant)
-	}
-	if f.SandboxID != "" {
-		where, args = append(where, "sandbox_id = ?"), append(args, f.SandboxID)
-	}
-	if len(f.States) > 0 {
-		var cond string
-		cond, args = in("state", f.States, args)
-		where = append(where, cond)
-	}
+	var c conds
+	c.eq("tenant", f.Tenant)
+	c.eq("sandbox_id", f.SandboxID)
+	in(&c, "state", "IN", f.States)
 	if !f.ExpiresBefore.IsZero() {
 		t, err := s.encodeTime("expires_before", f.ExpiresBefore)
 		if err != nil {
 			return nil, err
 		}
-		where, args = append(where, "expires_at < ?"), append(args, t)
+		c.add("expires_at < ?", t)
 	}
-	q, args := s.oldestFirst(`SELECT id, doc FROM leases`, where, args, f.Limit)
+	q, args := s.oldestFirst(`SELECT id, doc FROM leases`, &c, f.Limit)
 	return appendRows(ctx, s, s.reader, nil, "list leases", func(r scanner) (*sandbox.Lease, error) {
 		var id, doc string
 		if err := r.Scan(&id, &doc); err != nil {

@@ -76,13 +76,8 @@ func (s *Store) UpdateSandboxNetwork(ctx context.Context, id string, ifVersion i
 
 // ListSandboxNetworks returns the records with one of statuses (all when empty).
 func (s *Store) ListSandboxNetworks(ctx context.Context, statuses ...sandbox.NetworkStatus) ([]*sandbox.Network, error) {
-	q := `SELECT doc FROM sandbox_networks`
-	var args []any
-	if len(statuses) > 0 {
-		var cond string
-		cond, args = in("status", statuses, args)
-		q += " WHERE " + cond
-	}
+	var c conds
+	in(&c, "status", "IN", statuses)
 	return appendRows(ctx, s, s.reader, nil, "list sandbox networks", func(r scanner) (*sandbox.Network, error) {
 		var doc string
 		if err := r.Scan(&doc); err != nil {
@@ -90,7 +85,7 @@ func (s *Store) ListSandboxNetworks(ctx context.Context, statuses ...sandbox.Net
 		}
 		var n sandbox.Network
 		return &n, unmarshalDoc("sandbox network", doc, &n)
-	}, q+` ORDER BY sandbox_id`, args...)
+	}, c.sql(`SELECT doc FROM sandbox_networks`)+` ORDER BY sandbox_id`, c.args...)
 }
 
 // AppendNetworkEvents records events in one transaction; events of unknown

@@ -136,22 +136,11 @@ func (s *Store) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]*sa
 	if err := store.CheckLimit("list sandboxes", f.Limit); err != nil {
 		return nil, err
 	}
-	var where []string
-	var args []any
-	if f.Tenant != "" {
-		where, args = append(where, "tenant = ?"), append(args, f.Tenant)
-	}
-	if len(f.States) > 0 {
-		var cond string
-		cond, args = in("state", f.States, args)
-		where = append(where, cond)
-	}
-	if f.Profile != "" {
-		where, args = append(where, "profile = ?"), append(args, f.Profile)
-	}
-	if f.Instance != "" {
-		where, args = append(where, "instance = ?"), append(args, f.Instance)
-	}
+	var c conds
+	c.eq("tenant", f.Tenant)
+	in(&c, "state", "IN", f.States)
+	c.eq("profile", f.Profile)
+	c.eq("instance", f.Instance)
 	if f.ExcludeFinal {
 		var final []sandbox.State
 		for _, st := range sandbox.AllStates {
@@ -159,18 +148,16 @@ func (s *Store) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]*sa
 				final = append(final, st)
 			}
 		}
-		var cond string
-		cond, args = in("state", final, args)
-		where = append(where, "NOT "+cond)
+		in(&c, "state", "NOT IN", final)
 	}
 	if len(f.Metadata) > 0 {
-		cond, margs, err := s.d.MetadataContains("metadata", f.Metadata)
+		cond, args, err := s.d.MetadataContains("metadata", f.Metadata)
 		if err != nil {
 			return nil, fmt.Errorf("list sandboxes: %w", err)
 		}
-		where, args = append(where, cond), append(args, margs...)
+		c.add(cond, args...)
 	}
-	q, args := s.oldestFirst(`SELECT `+sandboxColumns+` FROM sandboxes`, where, args, f.Limit)
+	q, args := s.oldestFirst(`SELECT `+sandboxColumns+` FROM sandboxes`, &c, f.Limit)
 	return appendRows(ctx, s, s.reader, nil, "list sandboxes", scanSandbox, q, args...)
 }
 

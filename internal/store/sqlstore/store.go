@@ -70,6 +70,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := s.Ping(ctx); err != nil {
 		return nil, err
 	}
+	log.Debug("store opened", "dialect", s.d.Name())
 	return s, nil
 }
 
@@ -203,26 +204,53 @@ func appendRows[T any](ctx context.Context, s *Store, q queryer, out []T, op str
 	return out, nil
 }
 
-// oldestFirst finishes a list query: base, the conditions where joined with
-// AND, oldest first (by created_at, then insertion order), at most limit
-// rows when limit > 0.
-func (s *Store) oldestFirst(base string, where []string, args []any, limit int) (string, []any) {
-	q := base
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY created_at, " + s.d.InsertOrder()
-	if limit > 0 {
-		q += " LIMIT ?"
-		args = append(args, limit)
-	}
-	return q, args
+// conds collects the conditions of a list query, joined with AND, and
+// their arguments.
+type conds struct {
+	where []string
+	args  []any
 }
 
-// in returns "col IN (?, ?, …)" for values and appends them to args.
-func in[S ~string](col string, values []S, args []any) (string, []any) {
-	for _, v := range values {
-		args = append(args, string(v))
+// add appends cond with its arguments.
+func (c *conds) add(cond string, args ...any) {
+	c.where = append(c.where, cond)
+	c.args = append(c.args, args...)
+}
+
+// eq appends "col = v" unless v is "" (a filter field left out).
+func (c *conds) eq(col, v string) {
+	if v != "" {
+		c.add(col+" = ?", v)
 	}
-	return col + " IN (?" + strings.Repeat(", ?", len(values)-1) + ")", args
+}
+
+// in appends "col IN (…)" for values unless there are none; op is "IN" or
+// "NOT IN".
+func in[S ~string](c *conds, col, op string, values []S) {
+	if len(values) == 0 {
+		return
+	}
+	for _, v := range values {
+		c.args = append(c.args, string(v))
+	}
+	c.where = append(c.where, col+" "+op+" (?"+strings.Repeat(", ?", len(values)-1)+")")
+}
+
+// sql returns base with the conditions.
+func (c *conds) sql(base string) string {
+	if len(c.where) == 0 {
+		return base
+	}
+	return base + " WHERE " + strings.Join(c.where, " AND ")
+}
+
+// oldestFirst finishes a list query: base with the conditions, oldest first
+// (by created_at, then insertion order), at most limit rows when limit > 0.
+func (s *Store) oldestFirst(base string, c *conds, limit int) (string, []any) {
+	q := c.sql(base) + " ORDER BY created_at, " + s.d.InsertOrder()
+	if limit > 0 {
+		q += " LIMIT ?"
+		c.args = append(c.args, limit)
+	}
+	return q, c.args
 }
