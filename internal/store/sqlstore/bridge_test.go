@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx", for raw access
@@ -604,4 +606,59 @@ func postgresSchema(t *testing.T, db *sql.DB) []string {
 	out = append(out, queryLines(t, db, `SELECT conrelid::regclass::text AS tbl, conname, pg_get_constraintdef(oid) AS def
 		FROM pg_constraint WHERE connamespace = 'public'::regnamespace ORDER BY 1, 2`)...)
 	return out
+}
+
+// TestLaterStepAppliesToBridgedAndNew: a step after the baseline runs on a
+// bridged database and on a new one alike, once, and a build without it
+// refuses the database afterwards.
+func TestLaterStepAppliesToBridgedAndNew(t *testing.T) {
+	t.Parallel()
+	baseline, err := fs.ReadFile(sqlstore.MigrationFS, "migrations/0008_baseline.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := fstest.MapFS{
+		"migrations/0008_baseline.sql": {Data: baseline},
+		"migrations/0009_note.sql": {Data: []byte(`ALTER TABLE sandboxes ADD COLUMN note TEXT NOT NULL DEFAULT '';
+CREATE INDEX sandboxes_note ON sandboxes (note{{.SeqKey}});`)},
+	}
+	for _, b := range backends() {
+		for _, bridged := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/bridged=%v", b.name, bridged), func(t *testing.T) {
+				t.Parallel()
+				ctx := t.Context()
+				db, target := b.newDB(t)
+				if bridged {
+					b.applyLegacy(t, db, legacyVersion(b))
+					b.writeLegacyRows(t, db)
+				}
+				s, err := b.open(ctx, target)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range 2 { // the second run finds nothing to do
+					if err := sqlstore.MigrateFrom(ctx, s, next); err != nil {
+						t.Fatalf("migrate to 9: %v", err)
+					}
+				}
+				s.Close()
+				vs := schemaVersions(t, db)
+				if got := vs[len(vs)-2:]; !slices.Equal(got, []int{8, 9}) {
+					t.Errorf("schema_migrations versions = %v, want … 8 9", vs)
+				}
+				var notes int
+				if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM sandboxes WHERE note = ''").Scan(&notes); err != nil {
+					t.Errorf("the step's column: %v", err)
+				} else if bridged && notes != 2 {
+					t.Errorf("old sandboxes with the new column's default: %d, want 2", notes)
+				}
+				if s, err = b.open(ctx, target); err == nil {
+					s.Close()
+				}
+				if errdefs.Code(err) != "schema_too_new" {
+					t.Errorf("Open by a build that knows only the baseline: err = %v, want code schema_too_new", err)
+				}
+			})
+		}
+	}
 }

@@ -102,8 +102,13 @@ func loadMigrations(fsys fs.FS, schema Schema) ([]migration, error) {
 // schema_migrations row, and re-reads the applied version inside it, so two
 // processes opening one database at once apply each step exactly once.
 func (s *Store) migrate(ctx context.Context) error {
+	return s.migrateFrom(ctx, migrationFS)
+}
+
+// migrateFrom is migrate with the migrations of fsys.
+func (s *Store) migrateFrom(ctx context.Context, fsys fs.FS) error {
 	schema := s.d.Schema()
-	migs, err := loadMigrations(migrationFS, schema)
+	migs, err := loadMigrations(fsys, schema)
 	if err != nil {
 		return fmt.Errorf("%s store: %w", s.d.Name(), err)
 	}
