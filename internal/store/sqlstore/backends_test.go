@@ -18,6 +18,7 @@ import (
 	"genesis.dev/sandbox/internal/store/pgtest"
 	"genesis.dev/sandbox/internal/store/sqlstore"
 	"genesis.dev/sandbox/internal/store/storetest"
+	"genesis.dev/sandbox/internal/tenant"
 )
 
 // The tests of this file run on every backend: what the store does beyond
@@ -245,7 +246,7 @@ func TestForeignKeys(t *testing.T) {
 		if !errors.Is(err, errdefs.ErrNotFound) {
 			t.Errorf("CreateSession for an unknown sandbox: err = %v, want class ErrNotFound", err)
 		}
-		err = s.CreateKey(t.Context(), oldKey)
+		err = s.CreateKey(t.Context(), &tenant.Key{ID: "key_orphan", Tenant: "nobody", Hash: [32]byte{1}, CreatedAt: time.Unix(0, 0)})
 		if !errors.Is(err, errdefs.ErrNotFound) {
 			t.Errorf("CreateKey for an unknown tenant: err = %v, want class ErrNotFound", err)
 		}

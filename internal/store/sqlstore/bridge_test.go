@@ -3,37 +3,27 @@ package sqlstore_test
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
-	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx", for raw access
 
 	"genesis.dev/sandbox/internal/errdefs"
-	"genesis.dev/sandbox/internal/sandbox"
-	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/pgtest"
 	"genesis.dev/sandbox/internal/store/postgres"
 	"genesis.dev/sandbox/internal/store/sqlite"
 	"genesis.dev/sandbox/internal/store/sqlstore"
-	"genesis.dev/sandbox/internal/tenant"
 )
 
 // backend is one database the store runs on, with what the tests need to
-// reach it behind the store's back; also as the releases before the single
-// schema history left it: the old migration files of that backend (kept
-// under testdata/legacy), applied the way its old runner applied them, and
-// rows in its stored forms.
+// reach it behind the store's back and to play the release before the
+// single schema history.
 type backend struct {
 	name string
 	// newDB returns an empty database: the raw handle and the target the
@@ -46,9 +36,6 @@ type backend struct {
 	createVersions, recordVersion string
 	// rebind turns "?" placeholders into the database's.
 	rebind func(string) string
-	// encodeTime and encodeBool are the old stored forms.
-	encodeTime func(time.Time) any
-	encodeBool func(bool) any
 	// schema describes the database's tables, columns, indexes and
 	// constraints, to compare a bridged schema with a new one.
 	schema func(t *testing.T, db *sql.DB) []string
@@ -79,14 +66,7 @@ func sqliteBackend() backend {
 		) STRICT`,
 		recordVersion: "INSERT INTO schema_migrations (version, applied_at) VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
 		rebind:        func(q string) string { return q },
-		encodeTime:    func(t time.Time) any { return t.UTC().Format(sqlstore.TextTimeLayout) },
-		encodeBool: func(b bool) any {
-			if b {
-				return 1
-			}
-			return 0
-		},
-		schema: sqliteSchema,
+		schema:        sqliteSchema,
 	}
 }
 
@@ -128,178 +108,11 @@ func postgresBackend() backend {
 			}
 			return b.String()
 		},
-		encodeTime: func(t time.Time) any { return t.UnixNano() },
-		encodeBool: func(b bool) any { return b },
-		schema:     postgresSchema,
+		schema: postgresSchema,
 	}
 }
 
 func backends() []backend { return []backend{sqliteBackend(), postgresBackend()} }
-
-// applyLegacy applies the old migrations 1..upTo of the backend, each in a
-// transaction with its schema_migrations row, as the old runner did.
-func (b backend) applyLegacy(t *testing.T, db *sql.DB, upTo int) {
-	t.Helper()
-	ctx := t.Context()
-	if _, err := db.ExecContext(ctx, b.createVersions); err != nil {
-		t.Fatal(err)
-	}
-	dir := path.Join("testdata", "legacy", b.name)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	applied := 0
-	for _, e := range entries {
-		var v int
-		if _, err := fmt.Sscanf(e.Name(), "%04d_", &v); err != nil || v > upTo {
-			continue
-		}
-		body, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-			t.Fatalf("old migration %s: %v", e.Name(), err)
-		}
-		if _, err := tx.ExecContext(ctx, b.rebind(b.recordVersion), v); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		applied++
-	}
-	if applied != upTo {
-		t.Fatalf("applied %d old migrations of %s, want %d", applied, b.name, upTo)
-	}
-}
-
-// The records the old release wrote.
-var (
-	t0      = time.Date(2025, 6, 7, 8, 9, 10, 123456789, time.UTC)
-	expires = t0.Add(time.Hour)
-
-	oldSandbox = &sandbox.Sandbox{
-		ID: "sbx_old", Tenant: "acme", Profile: "code-python-basic", Runtime: sandbox.RuntimeRunc,
-		RiskLevel: sandbox.RiskLow, State: sandbox.StateLeased, Image: "genesis/code-python-basic:1",
-		Resources: sandbox.Resources{CPU: 1, MemoryMB: 256, Pids: 64},
-		Env:       map[string]string{"A": "1"}, Metadata: map[string]string{"k": "v"},
-		ContainerID: "c0ffee", ResourceVersion: 3, CreatedAt: t0, UpdatedAt: t0.Add(time.Second),
-		ExpiresAt: &expires, Instance: "inst-1",
-	}
-	poolSandbox = &sandbox.Sandbox{
-		ID: "sbx_pool", Profile: "code-python-basic", Runtime: sandbox.RuntimeRunc,
-		RiskLevel: sandbox.RiskLow, State: sandbox.StateIdle, Image: "genesis/code-python-basic:1",
-		Resources: sandbox.Resources{CPU: 1, MemoryMB: 256, Pids: 64}, ResourceVersion: 1,
-		CreatedAt: t0, UpdatedAt: t0, Instance: "inst-1",
-	}
-	exitCode = 0
-	finished = t0.Add(3 * time.Second)
-	started  = t0.Add(2 * time.Second)
-	oldJob   = &sandbox.Job{
-		ID: "job_old", Tenant: "acme", SandboxID: "sbx_old", Command: []string{"echo", "hi"}, Cwd: "/workspace",
-		State: sandbox.JobSucceeded, ExitCode: &exitCode, ExitReason: sandbox.ExitExited,
-		StdoutBytes: 3, StdoutTruncated: true, TimeoutMS: 30000, Mode: sandbox.JobModeBackground,
-		CreatedAt: t0, StartedAt: &started, FinishedAt: &finished,
-	}
-	oldSession = &sandbox.Session{ID: "ses_old", Tenant: "acme", SandboxID: "sbx_old", Kind: sandbox.SessionShell,
-		State: sandbox.SessionActive, Cwd: "/workspace", Runs: 2, CreatedAt: t0, UpdatedAt: t0}
-	oldTenant = &tenant.Tenant{Name: "acme", Weight: 2, Admin: true, Source: tenant.SourceAPI,
-		ResourceVersion: 4, CreatedAt: t0, UpdatedAt: t0.Add(time.Minute)}
-	oldKey = &tenant.Key{ID: "key_old", Tenant: "acme", Prefix: "gsk_abcd", Description: "ci",
-		Hash: [32]byte{1, 2, 3, 31: 9}, CreatedAt: t0, RevokedAt: &finished}
-	oldAudit = []*tenant.AuditRecord{
-		{Time: t0, Actor: "key_old", Tenant: "acme", Action: "POST /v1/sandboxes", Target: "sbx_old", Status: 201, RequestID: "r1", Remote: "127.0.0.1"},
-		{Time: t0.Add(time.Second), Actor: "anonymous", Action: "GET /v1/sandboxes", Status: 401, Code: "unauthenticated", RequestID: "r2"},
-	}
-	oldNetwork = &sandbox.Network{SandboxID: "sbx_old", Tenant: "acme", Status: sandbox.NetworkStatus("active"),
-		GatewayIP: "10.0.0.1", ResourceVersion: 2, UpdatedAt: t0}
-	oldEvents = []sandbox.NetworkEvent{
-		{SandboxID: "sbx_old", Time: t0, Name: "pypi.org", Port: 443, Proto: "tcp", Decision: "allow", BytesUp: 10, BytesDown: 20},
-		{SandboxID: "sbx_old", Time: t0.Add(time.Second), Address: "203.0.113.9", Port: 80, Proto: "tcp", Decision: "deny", Reason: "not allowed"},
-	}
-	oldArtifact = &sandbox.Artifact{ID: "art_old", Tenant: "acme", JobID: "job_old", SandboxID: "sbx_old",
-		Path: "out/a.txt", Name: "a.txt", Size: 5, SHA256: strings.Repeat("ab", 32), MIME: "text/plain",
-		CreatedAt: t0, ExpiresAt: t0.Add(24 * time.Hour)}
-	oldCollection = &sandbox.ArtifactCollection{JobID: "job_old", Tenant: "acme", SandboxID: "sbx_old",
-		Spec: sandbox.ArtifactSpec{Paths: []string{"out/*"}}, State: sandbox.ArtifactsDone, Collected: 1,
-		CollectedBytes: 5, CreatedAt: t0, FinishedAt: &finished, ExpiresAt: t0.Add(24 * time.Hour)}
-	oldLease = &sandbox.Lease{ID: "lse_old", Tenant: "acme", SandboxID: "sbx_old", Profile: "code-python-basic",
-		Runtime: sandbox.RuntimeRunc, State: sandbox.LeaseActive, Warm: true, Metadata: map[string]string{"k": "v"},
-		TTLSeconds: 3600, ResourceVersion: 1, CreatedAt: t0, RenewedAt: t0, ExpiresAt: expires}
-)
-
-func mustJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-// writeLegacyRows inserts the old records in the old stored forms.
-func (b backend) writeLegacyRows(t *testing.T, db *sql.DB) {
-	t.Helper()
-	ctx := t.Context()
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := db.ExecContext(ctx, b.rebind(q), args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	tm := b.encodeTime
-	for _, sb := range []*sandbox.Sandbox{oldSandbox, poolSandbox} {
-		var env, md, exp any
-		if sb.Env != nil {
-			env, md = mustJSON(t, sb.Env), mustJSON(t, sb.Metadata)
-		}
-		if sb.ExpiresAt != nil {
-			exp = tm(*sb.ExpiresAt)
-		}
-		exec(`INSERT INTO sandboxes (id, tenant, profile, runtime, risk_level, state, image, resources, env, metadata,
-			container_id, failure_reason, resource_version, created_at, updated_at, expires_at, instance)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			sb.ID, sb.Tenant, sb.Profile, string(sb.Runtime), string(sb.RiskLevel), string(sb.State), sb.Image,
-			mustJSON(t, sb.Resources), env, md, sb.ContainerID, sb.FailureReason, sb.ResourceVersion,
-			tm(sb.CreatedAt), tm(sb.UpdatedAt), exp, sb.Instance)
-	}
-	j := oldJob
-	exec(`INSERT INTO jobs (id, tenant, sandbox_id, command, script, cwd, state, exit_code, exit_reason, signal, error,
-		stdout_bytes, stderr_bytes, stdout_truncated, stderr_truncated, timeout_ms, created_at, started_at, finished_at, mode)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		j.ID, j.Tenant, j.SandboxID, mustJSON(t, j.Command), j.Script, j.Cwd, string(j.State), *j.ExitCode,
-		string(j.ExitReason), j.Signal, j.Error, j.StdoutBytes, j.StderrBytes, b.encodeBool(j.StdoutTruncated),
-		b.encodeBool(j.StderrTruncated), j.TimeoutMS, tm(j.CreatedAt), tm(*j.StartedAt), tm(*j.FinishedAt), string(j.Mode))
-	exec(`INSERT INTO sessions (id, tenant, sandbox_id, doc) VALUES (?, ?, ?, ?)`,
-		oldSession.ID, oldSession.Tenant, oldSession.SandboxID, mustJSON(t, oldSession))
-	exec(`INSERT INTO tenants (name, doc, resource_version, created_at, updated_at) VALUES (?, ?, ?, ?, ?)`,
-		oldTenant.Name, mustJSON(t, oldTenant), oldTenant.ResourceVersion, tm(oldTenant.CreatedAt), tm(oldTenant.UpdatedAt))
-	exec(`INSERT INTO api_keys (id, tenant, hash, prefix, description, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		oldKey.ID, oldKey.Tenant, oldKey.Hash[:], oldKey.Prefix, oldKey.Description, tm(oldKey.CreatedAt), tm(*oldKey.RevokedAt))
-	for _, r := range oldAudit {
-		exec(`INSERT INTO audit (time, actor, tenant, action, target, status, code, request_id, remote) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			tm(r.Time), r.Actor, r.Tenant, r.Action, r.Target, r.Status, r.Code, r.RequestID, r.Remote)
-	}
-	exec(`INSERT INTO sandbox_networks (sandbox_id, tenant, status, resource_version, doc) VALUES (?, ?, ?, ?, ?)`,
-		oldNetwork.SandboxID, oldNetwork.Tenant, string(oldNetwork.Status), oldNetwork.ResourceVersion, mustJSON(t, oldNetwork))
-	for _, e := range oldEvents {
-		exec(`INSERT INTO network_events (sandbox_id, time, name, address, port, proto, decision, reason, bytes_up, bytes_down)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			e.SandboxID, tm(e.Time), e.Name, e.Address, e.Port, e.Proto, e.Decision, e.Reason, e.BytesUp, e.BytesDown)
-	}
-	exec(`INSERT INTO artifacts (id, tenant, job_id, sha256, expires_at, doc) VALUES (?, ?, ?, ?, ?, ?)`,
-		oldArtifact.ID, oldArtifact.Tenant, oldArtifact.JobID, oldArtifact.SHA256, tm(oldArtifact.ExpiresAt), mustJSON(t, oldArtifact))
-	exec(`INSERT INTO artifact_collections (job_id, tenant, expires_at, doc) VALUES (?, ?, ?, ?)`,
-		oldCollection.JobID, oldCollection.Tenant, tm(oldCollection.ExpiresAt), mustJSON(t, oldCollection))
-	exec(`INSERT INTO leases (id, tenant, sandbox_id, state, expires_at, created_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		oldLease.ID, oldLease.Tenant, oldLease.SandboxID, string(oldLease.State), tm(oldLease.ExpiresAt), tm(oldLease.CreatedAt), mustJSON(t, oldLease))
-}
 
 func schemaVersions(t *testing.T, db *sql.DB) []int {
 	t.Helper()
@@ -322,150 +135,9 @@ func schemaVersions(t *testing.T, db *sql.DB) []int {
 	return vs
 }
 
-func check(t *testing.T, what string, got, want any) {
-	t.Helper()
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("%s after the bridge:\n got %+v\nwant %+v", what, got, want)
-	}
-}
-
-// TestBridgeKeepsData opens a database made by the previous release's
-// schema history and rows with the single-history store: the bridge marks
-// it at the baseline, every record reads back as it was written, and the
-// store works on it (a claim, an update, an audit append).
-func TestBridgeKeepsData(t *testing.T) {
-	t.Parallel()
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := t.Context()
-			db, target := b.newDB(t)
-			b.applyLegacy(t, db, legacyVersion(b))
-			b.writeLegacyRows(t, db)
-
-			s, err := b.open(ctx, target)
-			if err != nil {
-				t.Fatalf("Open of the old database: %v", err)
-			}
-			defer s.Close()
-			want := append(legacyVersions(b), 8)
-			if vs := schemaVersions(t, db); !slices.Equal(vs[:len(want)], want) {
-				t.Errorf("schema_migrations versions = %v, want %v then the later steps", vs, want)
-			}
-
-			sb, err := s.GetSandbox(ctx, "acme", "sbx_old")
-			if err != nil {
-				t.Fatal(err)
-			}
-			check(t, "sandbox", sb, oldSandbox)
-			j, err := s.GetJob(ctx, "acme", "job_old")
-			if err != nil {
-				t.Fatal(err)
-			}
-			check(t, "job", j, oldJob)
-			se, err := s.GetSession(ctx, "acme", "ses_old")
-			if err != nil {
-				t.Fatal(err)
-			}
-			check(t, "session", se, oldSession)
-			tn, err := s.GetTenant(ctx, "acme")
-			if err != nil {
-				t.Fatal(err)
-			}
-			check(t, "tenant", tn, oldTenant)
-			k, err := s.KeyByHash(ctx, oldKey.Hash)
-			if err != nil {
-				t.Fatal(err)
-			}
-			check(t, "key", k, oldKey)
-			recs, err := s.ListAudit(ctx, store.AuditFilter{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, r := range recs {
-				if r.Seq <= 0 || (i > 0 && r.Seq <= recs[i-1].Seq) {
-					t.Errorf("audit seq %d after %v", r.Seq, recs[:i])
-				}
-				r.Seq = 0
-			}
-			check(t, "audit", recs, oldAudit)
-			n, err := s.GetSandboxNetwork(ctx, "acme", "sbx_old")
-			if err != nil {
-				t.Fatal(err)
-			}
-			check(t, "network", n, oldNetwork)
-			evs, err := s.ListNetworkEvents(ctx, "sbx_old", 0, 10)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range evs {
-				evs[i].Cursor = 0
-			}
-			check(t, "network events", evs, oldEvents)
-			a, err := s.GetArtifact(ctx, "acme", "art_old")
-			if err != nil {
-				t.Fatal(err)
-			}
-			check(t, "artifact", a, oldArtifact)
-			c, err := s.GetArtifactCollection(ctx, "acme", "job_old")
-			if err != nil {
-				t.Fatal(err)
-			}
-			check(t, "artifact collection", c, oldCollection)
-			l, err := s.GetLease(ctx, "acme", "lse_old")
-			if err != nil {
-				t.Fatal(err)
-			}
-			check(t, "lease", l, oldLease)
-			counts, err := s.CountSandboxesByState(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			check(t, "counts", counts, map[sandbox.State]int{sandbox.StateLeased: 1, sandbox.StateIdle: 1})
-
-			// The store writes to the bridged schema as to a new one.
-			nl := &sandbox.Lease{ID: "lse_new", Tenant: "beta", State: sandbox.LeaseActive,
-				CreatedAt: t0, RenewedAt: t0, ExpiresAt: expires}
-			if _, claimed, err := s.ClaimSandbox(ctx, store.Claim{Lease: nl, Profile: "code-python-basic",
-				Runtime: sandbox.RuntimeRunc, Instance: "inst-1", Now: t0}); err != nil || claimed.ID != "sbx_pool" {
-				t.Errorf("ClaimSandbox from the old pool = %v, %v; want sbx_pool", claimed, err)
-			}
-			if _, _, err := s.ClaimSandbox(ctx, store.Claim{Lease: &sandbox.Lease{ID: "lse_dup", Tenant: "acme",
-				State: sandbox.LeaseActive, ExpiresAt: expires}, SandboxID: "sbx_old", Now: t0}); !errors.Is(err, errdefs.ErrConflict) {
-				t.Errorf("second lease of sbx_old: err = %v, want ErrConflict", err)
-			}
-			if _, err := s.UpdateJob(ctx, "job_old", func(j *sandbox.Job) error {
-				j.Mode, j.StderrBytes = sandbox.JobModeSync, 9
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-			if j, err := s.GetJob(ctx, "", "job_old"); err != nil || j.Mode != sandbox.JobModeBackground || j.StderrBytes != 9 {
-				t.Errorf("job after update = %+v, %v; want mode kept and stderr_bytes 9", j, err)
-			}
-			r := &tenant.AuditRecord{Time: t0.Add(time.Minute), Actor: "system", Action: "system ttl_expired", Status: 200}
-			if err := s.AppendAudit(ctx, r); err != nil || r.Seq <= recs[len(recs)-1].Seq {
-				t.Errorf("AppendAudit after the bridge: seq %d, %v; want after %d", r.Seq, err, recs[len(recs)-1].Seq)
-			}
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-
-			// A second open finds nothing to do.
-			s2, err := b.open(ctx, target)
-			if err != nil {
-				t.Fatalf("reopen after the bridge: %v", err)
-			}
-			s2.Close()
-			if vs := schemaVersions(t, db); !slices.Equal(vs[:len(want)], want) || slices.Index(vs, 8) != len(want)-1 {
-				t.Errorf("schema_migrations versions after reopen = %v", vs)
-			}
-		})
-	}
-}
-
-// TestBridgedSchemaMatchesNew compares the schema of a database bridged
-// from the old history with that of a new database: tables, column types,
+// TestBridgedSchemaMatchesNew compares the schema of a release database
+// (testdata/release) bridged from the old history with that of a new
+// database: tables, column types,
 // defaults, indexes and constraints must be the same, so that later steps
 // of the single history apply to both alike.
 func TestBridgedSchemaMatchesNew(t *testing.T) {
@@ -475,7 +147,7 @@ func TestBridgedSchemaMatchesNew(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
 			oldDB, oldTarget := b.newDB(t)
-			b.applyLegacy(t, oldDB, legacyVersion(b))
+			b.loadRelease(t, oldDB)
 			newDB, newTarget := b.newDB(t)
 			for _, target := range []string{oldTarget, newTarget} {
 				s, err := b.open(ctx, target)
@@ -503,15 +175,22 @@ func TestBridgedSchemaMatchesNew(t *testing.T) {
 }
 
 // TestRefusesPartOfOldHistory: a database part way through an old history
-// is refused (it must be finished by the release that used it), and left
-// unchanged.
+// (here at its version 3) is refused, since it must be finished by the
+// release that used that history, and left unchanged.
 func TestRefusesPartOfOldHistory(t *testing.T) {
 	t.Parallel()
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			db, target := b.newDB(t)
-			b.applyLegacy(t, db, 3)
+			if _, err := db.ExecContext(t.Context(), b.createVersions); err != nil {
+				t.Fatal(err)
+			}
+			for v := 1; v <= 3; v++ {
+				if _, err := db.ExecContext(t.Context(), b.rebind(b.recordVersion), v); err != nil {
+					t.Fatal(err)
+				}
+			}
 			s, err := b.open(t.Context(), target)
 			if err == nil {
 				s.Close()
@@ -527,16 +206,14 @@ func TestRefusesPartOfOldHistory(t *testing.T) {
 	}
 }
 
-func legacyVersion(b backend) int {
-	if b.name == "sqlite" {
-		return 7
-	}
-	return 5
-}
-
+// legacyVersions are the versions of the backend's old history.
 func legacyVersions(b backend) []int {
+	last := 5 // PostgreSQL 0001–0005
+	if b.name == "sqlite" {
+		last = 7 // SQLite 0001–0007
+	}
 	var vs []int
-	for v := 1; v <= legacyVersion(b); v++ {
+	for v := 1; v <= last; v++ {
 		vs = append(vs, v)
 	}
 	return vs
@@ -629,8 +306,7 @@ CREATE INDEX sandboxes_note ON sandboxes (note{{.SeqKey}});`)},
 				ctx := t.Context()
 				db, target := b.newDB(t)
 				if bridged {
-					b.applyLegacy(t, db, legacyVersion(b))
-					b.writeLegacyRows(t, db)
+					b.loadRelease(t, db)
 				}
 				s, err := b.open(ctx, target)
 				if err != nil {
@@ -649,8 +325,8 @@ CREATE INDEX sandboxes_note ON sandboxes (note{{.SeqKey}});`)},
 				var notes int
 				if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM sandboxes WHERE note = ''").Scan(&notes); err != nil {
 					t.Errorf("the step's column: %v", err)
-				} else if bridged && notes != 2 {
-					t.Errorf("old sandboxes with the new column's default: %d, want 2", notes)
+				} else if bridged && notes != 3 {
+					t.Errorf("old sandboxes with the new column's default: %d, want 3", notes)
 				}
 				if s, err = b.open(ctx, target); err == nil {
 					s.Close()

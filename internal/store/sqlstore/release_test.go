@@ -6,11 +6,15 @@ import (
 	"database/sql/driver"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/sqlstore"
@@ -84,10 +88,12 @@ func readRecords(ctx context.Context, s *sqlstore.Store) (*releaseRecords, error
 	return &r, nil
 }
 
-// loadDump runs a fixture dump on a connection of its own (a dump may
-// change session settings such as search_path).
-func loadDump(t *testing.T, db *sql.DB, file string) {
+// loadRelease loads the backend's release database (a dump) into db, on a
+// connection of its own (a dump may change session settings such as
+// search_path).
+func (b backend) loadRelease(t *testing.T, db *sql.DB) {
 	t.Helper()
+	file := filepath.Join("testdata", "release", b.name+".sql")
 	dump, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -104,9 +110,9 @@ func loadDump(t *testing.T, db *sql.DB, file string) {
 }
 
 // TestReleaseDatabases opens databases written by the previous release's
-// own store (testdata/release) with the single-history store: every record
-// reads back exactly as the old store read it, and the store goes on
-// working on them.
+// own store (testdata/release) with the single-history store: the bridge
+// marks them at the baseline, every record reads back exactly as the old
+// store read it, and the store goes on working on them.
 func TestReleaseDatabases(t *testing.T) {
 	t.Parallel()
 	wantJSON, err := os.ReadFile(filepath.Join("testdata", "release", "release.json"))
@@ -122,12 +128,11 @@ func TestReleaseDatabases(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
 			db, target := b.newDB(t)
-			loadDump(t, db, filepath.Join("testdata", "release", b.name+".sql"))
+			b.loadRelease(t, db)
 			s, err := b.open(ctx, target)
 			if err != nil {
 				t.Fatalf("Open of the release database: %v", err)
 			}
-			defer s.Close()
 			got, err := readRecords(ctx, s)
 			if err != nil {
 				t.Fatal(err)
@@ -153,13 +158,33 @@ func TestReleaseDatabases(t *testing.T) {
 				t.Errorf("KeyByHash = %v, %v; want key_old", k, err)
 			}
 
-			// And it goes on: a claim from the old pool, a new job, an audit
-			// record after the old ones.
+			want := append(legacyVersions(b), firstVersion)
+			if vs := schemaVersions(t, db); !slices.Equal(vs, want) {
+				t.Errorf("schema_migrations versions = %v, want %v (the old history, then the bridged baseline)", vs, want)
+			}
+			counts, err := s.CountSandboxesByState(ctx)
+			if err != nil || !maps.Equal(counts, map[sandbox.State]int{sandbox.StateLeased: 1, sandbox.StateIdle: 1, sandbox.StateDestroyed: 1}) {
+				t.Errorf("CountSandboxesByState = %v, %v", counts, err)
+			}
+
+			// And it goes on: a claim from the old pool, the one-active-lease
+			// index, job updates keeping the mode, an audit record and a
+			// network event after the old ones.
 			t1 := time.Date(2025, 6, 8, 0, 0, 0, 0, time.UTC)
 			l := &sandbox.Lease{ID: "lse_new", Tenant: "beta", State: sandbox.LeaseActive, CreatedAt: t1, RenewedAt: t1, ExpiresAt: t1.Add(time.Hour)}
 			if _, sb, err := s.ClaimSandbox(ctx, store.Claim{Lease: l, Profile: "code-python-basic", Runtime: sandbox.RuntimeRunc,
 				Instance: "inst-1", Now: t1}); err != nil || sb.ID != "sbx_pool" {
 				t.Errorf("ClaimSandbox from the release's pool = %v, %v; want sbx_pool", sb, err)
+			}
+			if _, _, err := s.ClaimSandbox(ctx, store.Claim{Lease: &sandbox.Lease{ID: "lse_dup", Tenant: "acme",
+				State: sandbox.LeaseActive, ExpiresAt: t1.Add(time.Hour)}, SandboxID: "sbx_old", Now: t1}); !errors.Is(err, errdefs.ErrConflict) {
+				t.Errorf("second lease of sbx_old: err = %v, want ErrConflict", err)
+			}
+			if j, err := s.UpdateJob(ctx, "job_old", func(j *sandbox.Job) error {
+				j.Mode, j.StderrBytes = sandbox.JobModeSync, 9
+				return nil
+			}); err != nil || j.Mode != sandbox.JobModeBackground || j.StderrBytes != 9 {
+				t.Errorf("UpdateJob = %+v, %v; want mode kept and stderr_bytes 9", j, err)
 			}
 			if err := s.CreateJob(ctx, &sandbox.Job{ID: "job_new", Tenant: "acme", SandboxID: "sbx_old", State: sandbox.JobPending, CreatedAt: t1}); err != nil {
 				t.Error(err)
@@ -174,6 +199,17 @@ func TestReleaseDatabases(t *testing.T) {
 			evs, err := s.ListNetworkEvents(ctx, "sbx_old", got.NetworkEvents[len(got.NetworkEvents)-1].Cursor, 10)
 			if err != nil || len(evs) != 1 {
 				t.Errorf("events after the release's = %v, %v; want the new one", evs, err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s2, err := b.open(ctx, target)
+			if err != nil {
+				t.Fatalf("reopen: %v", err)
+			}
+			s2.Close()
+			if vs := schemaVersions(t, db); !slices.Equal(vs, want) {
+				t.Errorf("schema_migrations versions after reopen = %v, want %v", vs, want)
 			}
 		})
 	}
