@@ -37,11 +37,7 @@ func (s *Store) PutArtifactCollection(ctx context.Context, c *sandbox.ArtifactCo
 // GetArtifactCollection returns the collection record of a job; tenant ""
 // matches any tenant.
 func (s *Store) GetArtifactCollection(ctx context.Context, tenant, jobID string) (*sandbox.ArtifactCollection, error) {
-	var c sandbox.ArtifactCollection
-	if err := s.getDoc(ctx, s.reader, `SELECT tenant, doc FROM artifact_collections WHERE job_id = ?`, "artifact collection", tenant, jobID, &c); err != nil {
-		return nil, err
-	}
-	return &c, nil
+	return getDoc[sandbox.ArtifactCollection](ctx, s, s.reader, `SELECT tenant, doc FROM artifact_collections WHERE job_id = ?`, "artifact collection", tenant, jobID)
 }
 
 // CreateArtifact inserts one artifact record.
@@ -70,11 +66,7 @@ func (s *Store) CreateArtifact(ctx context.Context, a *sandbox.Artifact) error {
 
 // GetArtifact returns one artifact; tenant "" matches any tenant.
 func (s *Store) GetArtifact(ctx context.Context, tenant, id string) (*sandbox.Artifact, error) {
-	var a sandbox.Artifact
-	if err := s.getDoc(ctx, s.reader, `SELECT tenant, doc FROM artifacts WHERE id = ?`, "artifact", tenant, id, &a); err != nil {
-		return nil, err
-	}
-	return &a, nil
+	return getDoc[sandbox.Artifact](ctx, s, s.reader, `SELECT tenant, doc FROM artifacts WHERE id = ?`, "artifact", tenant, id)
 }
 
 func scanArtifact(r scanner) (*sandbox.Artifact, error) {

@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"math"
 
@@ -118,14 +117,7 @@ func (s *Store) GetJob(ctx context.Context, tenant, id string) (*sandbox.Job, er
 
 // getJob reads one job; lock is "" or the dialect's row lock.
 func (s *Store) getJob(ctx context.Context, q queryer, id, lock string) (*sandbox.Job, error) {
-	j, err := scanJob(q.QueryRowContext(ctx, s.q(`SELECT `+jobColumns+` FROM jobs WHERE id = ? `+lock), id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("job %s: %w", id, errdefs.ErrNotFound)
-	}
-	if err != nil {
-		return nil, s.dbError(ctx, "get job "+id, err)
-	}
-	return j, nil
+	return getRow(ctx, s, q, "job", id, scanJob, `SELECT `+jobColumns+` FROM jobs WHERE id = ? `+lock)
 }
 
 // UpdateJob applies fn to the current job record and stores the result as

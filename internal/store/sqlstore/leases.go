@@ -105,11 +105,7 @@ func (s *Store) insertLease(ctx context.Context, tx *sql.Tx, l *sandbox.Lease) e
 // getLease reads one lease; tenant "" matches any tenant; lock is "" or the
 // dialect's row lock.
 func (s *Store) getLease(ctx context.Context, q queryer, tenant, id, lock string) (*sandbox.Lease, error) {
-	var l sandbox.Lease
-	if err := s.getDoc(ctx, q, `SELECT tenant, doc FROM leases WHERE id = ? `+lock, "lease", tenant, id, &l); err != nil {
-		return nil, err
-	}
-	return &l, nil
+	return getDoc[sandbox.Lease](ctx, s, q, `SELECT tenant, doc FROM leases WHERE id = ? `+lock, "lease", tenant, id)
 }
 
 // GetLease returns one lease; tenant "" matches any tenant.

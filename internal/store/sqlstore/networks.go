@@ -37,11 +37,7 @@ func (s *Store) CreateSandboxNetwork(ctx context.Context, n *sandbox.Network) er
 }
 
 func (s *Store) getSandboxNetwork(ctx context.Context, q queryer, tenant, id, lock string) (*sandbox.Network, error) {
-	var n sandbox.Network
-	if err := s.getDoc(ctx, q, `SELECT tenant, doc FROM sandbox_networks WHERE sandbox_id = ? `+lock, "network of sandbox", tenant, id, &n); err != nil {
-		return nil, err
-	}
-	return &n, nil
+	return getDoc[sandbox.Network](ctx, s, q, `SELECT tenant, doc FROM sandbox_networks WHERE sandbox_id = ? `+lock, "network of sandbox", tenant, id)
 }
 
 // GetSandboxNetwork returns a sandbox's network record.

@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -120,14 +119,7 @@ func (s *Store) GetSandbox(ctx context.Context, tenant, id string) (*sandbox.San
 
 // getSandbox reads one sandbox; lock is "" or the dialect's row lock.
 func (s *Store) getSandbox(ctx context.Context, q queryer, id, lock string) (*sandbox.Sandbox, error) {
-	sb, err := scanSandbox(q.QueryRowContext(ctx, s.q(`SELECT `+sandboxColumns+` FROM sandboxes WHERE id = ? `+lock), id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
-	}
-	if err != nil {
-		return nil, s.dbError(ctx, "get sandbox "+id, err)
-	}
-	return sb, nil
+	return getRow(ctx, s, q, "sandbox", id, scanSandbox, `SELECT `+sandboxColumns+` FROM sandboxes WHERE id = ? `+lock)
 }
 
 // ListSandboxes returns the sandboxes matching f, oldest first (by CreatedAt,

@@ -35,27 +35,42 @@ func (s *Store) CreateSession(ctx context.Context, se *sandbox.Session) error {
 	return s.dbError(ctx, "create session "+se.ID, err)
 }
 
-// getDoc reads the (tenant, doc) row that query selects by id into v; a
-// missing row, or one of another tenant when tenant is not "", is
-// errdefs.ErrNotFound. what names the record ("session").
-func (s *Store) getDoc(ctx context.Context, q queryer, query, what, tenant, id string, v any) error {
+// getRow reads the one row that query selects by id with scan; no row is
+// errdefs.ErrNotFound. what names the record ("sandbox").
+func getRow[T any](ctx context.Context, s *Store, q queryer, what, id string, scan func(scanner) (T, error), query string) (T, error) {
+	v, err := scan(q.QueryRowContext(ctx, s.q(query), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		var zero T
+		return zero, fmt.Errorf("%s %s: %w", what, id, errdefs.ErrNotFound)
+	}
+	if err != nil {
+		var zero T
+		return zero, s.dbError(ctx, "get "+what+" "+id, err)
+	}
+	return v, nil
+}
+
+// getDoc reads a record kept as a JSON document: the (tenant, doc) row that
+// query selects by id. A missing row, or one of another tenant when tenant
+// is not "", is errdefs.ErrNotFound. what names the record ("session").
+func getDoc[T any](ctx context.Context, s *Store, q queryer, query, what, tenant, id string) (*T, error) {
 	var t, doc string
 	err := q.QueryRowContext(ctx, s.q(query), id).Scan(&t, &doc)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && tenant != "" && t != tenant) {
-		return fmt.Errorf("%s %s: %w", what, id, errdefs.ErrNotFound)
+		return nil, fmt.Errorf("%s %s: %w", what, id, errdefs.ErrNotFound)
 	}
 	if err != nil {
-		return s.dbError(ctx, "get "+what+" "+id, err)
+		return nil, s.dbError(ctx, "get "+what+" "+id, err)
 	}
-	return unmarshalDoc(what+" "+id, doc, v)
+	var v T
+	if err := unmarshalDoc(what+" "+id, doc, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
 }
 
 func (s *Store) getSession(ctx context.Context, q queryer, tenant, id, lock string) (*sandbox.Session, error) {
-	var se sandbox.Session
-	if err := s.getDoc(ctx, q, `SELECT tenant, doc FROM sessions WHERE id = ? `+lock, "session", tenant, id, &se); err != nil {
-		return nil, err
-	}
-	return &se, nil
+	return getDoc[sandbox.Session](ctx, s, q, `SELECT tenant, doc FROM sessions WHERE id = ? `+lock, "session", tenant, id)
 }
 
 // GetSession returns one session; tenant "" matches any tenant, and a

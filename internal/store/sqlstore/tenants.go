@@ -45,14 +45,7 @@ func scanTenant(row scanner) (*tenant.Tenant, error) {
 }
 
 func (s *Store) getTenant(ctx context.Context, q queryer, name, lock string) (*tenant.Tenant, error) {
-	t, err := scanTenant(q.QueryRowContext(ctx, s.q(`SELECT `+tenantColumns+` FROM tenants WHERE name = ? `+lock), name))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("tenant %s: %w", name, errdefs.ErrNotFound)
-	}
-	if err != nil {
-		return nil, s.dbError(ctx, "get tenant "+name, err)
-	}
-	return t, nil
+	return getRow(ctx, s, q, "tenant", name, scanTenant, `SELECT `+tenantColumns+` FROM tenants WHERE name = ? `+lock)
 }
 
 // CreateTenant inserts a new tenant with ResourceVersion 1.
