@@ -30,6 +30,7 @@ import (
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/sqlite"
+	"genesis.dev/sandbox/internal/store/sqlstore"
 	"genesis.dev/sandbox/internal/testenv"
 )
 
@@ -246,7 +247,7 @@ type Harness struct {
 	Dir string // data dir
 	Cfg *config.Config
 	Drv *fake.Driver
-	St  *sqlite.Store
+	St  *sqlstore.Store
 	Svc *control.Service
 	// The workload managers over Svc, with their hooks registered.
 	Terminals *interactive.Terminals

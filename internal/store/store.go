@@ -26,16 +26,21 @@ type Store interface {
 	// ListSandboxes returns the sandboxes matching f, oldest first.
 	ListSandboxes(ctx context.Context, f SandboxFilter) ([]*sandbox.Sandbox, error)
 	// UpdateSandbox applies fn to the current record and stores the result,
-	// bumping ResourceVersion and UpdatedAt (to now). If ifVersion is non-zero
-	// and differs from the stored version it returns ErrPreconditionFailed
-	// without calling fn. An error from fn aborts the update and is returned.
+	// bumping ResourceVersion and UpdatedAt (to now); the fields NextSandbox
+	// keeps cannot change. If ifVersion is non-zero and differs from the
+	// stored version it returns ErrPreconditionFailed without calling fn. An
+	// error from fn aborts the update and is returned.
 	UpdateSandbox(ctx context.Context, id string, ifVersion int64, now time.Time, fn func(*sandbox.Sandbox) error) (*sandbox.Sandbox, error)
+	// CountSandboxesByState returns how many sandboxes (of every tenant) are
+	// in each state; a state without sandboxes is absent from the map.
+	CountSandboxesByState(ctx context.Context) (map[sandbox.State]int, error)
 
 	// CreateJob inserts a job record before the job runs.
 	CreateJob(ctx context.Context, j *sandbox.Job) error
 	// GetJob returns one job; tenant "" matches any tenant.
 	GetJob(ctx context.Context, tenant, id string) (*sandbox.Job, error)
-	// UpdateJob applies fn to the current job record and stores the result.
+	// UpdateJob applies fn to the current job record and stores the result;
+	// the fields NextJob keeps (among them Mode) cannot change.
 	UpdateJob(ctx context.Context, id string, fn func(*sandbox.Job) error) (*sandbox.Job, error)
 	// ListJobs returns jobs matching f, oldest first.
 	ListJobs(ctx context.Context, f JobFilter) ([]*sandbox.Job, error)
@@ -44,7 +49,8 @@ type Store interface {
 	CreateSession(ctx context.Context, se *sandbox.Session) error
 	// GetSession returns one session; tenant "" matches any tenant.
 	GetSession(ctx context.Context, tenant, id string) (*sandbox.Session, error)
-	// UpdateSession applies fn to the current session record and stores it.
+	// UpdateSession applies fn to the current session record and stores it;
+	// the fields NextSession keeps cannot change.
 	UpdateSession(ctx context.Context, id string, fn func(*sandbox.Session) error) (*sandbox.Session, error)
 
 	Tenants

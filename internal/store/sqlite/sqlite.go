@@ -8,12 +8,13 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"genesis.dev/sandbox/internal/errdefs"
-	"genesis.dev/sandbox/internal/store"
-
-	// The pure-Go SQLite driver, registered with database/sql as "sqlite".
-	_ "modernc.org/sqlite"
+	"genesis.dev/sandbox/internal/store/sqlstore"
 )
 
 // MemoryPath is the Config.Path that selects a private in-memory database.
@@ -27,7 +28,7 @@ const busyTimeoutMS = 5000
 // maxReadConns bounds the pool of read-only connections of a file database.
 const maxReadConns = 4
 
-// Config configures a Store.
+// Config configures a store.
 type Config struct {
 	// Path is the database file, created if missing, or MemoryPath.
 	Path string
@@ -35,37 +36,15 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Store is the SQLite implementation of store.Store. It is safe for
-// concurrent use.
-type Store struct {
-	writer *sql.DB // exactly one connection; BEGIN IMMEDIATE transactions
-	reader *sql.DB // read-only connections; the writer itself in memory mode
-	log    *slog.Logger
-}
-
-var _ store.Store = (*Store)(nil)
-
 // Open opens (creating if needed) the database at cfg.Path, configures it and
-// applies any pending embedded migrations. It refuses, with an error of class
-// errdefs.ErrFailedPrecondition, a database whose schema version is newer
-// than this build knows.
-func Open(ctx context.Context, cfg Config) (*Store, error) {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+// applies any pending migrations (see sqlstore.Open for the refusals).
+func Open(ctx context.Context, cfg Config) (*sqlstore.Store, error) {
 	if cfg.Path == "" {
 		return nil, fmt.Errorf("sqlite store: empty database path: %w", errdefs.ErrInvalidArgument)
 	}
 	if strings.ContainsRune(cfg.Path, '?') || strings.HasPrefix(cfg.Path, "file:") {
 		return nil, fmt.Errorf("sqlite store: database path %q must be a plain file path (no '?', no file: URI): %w", cfg.Path, errdefs.ErrInvalidArgument)
 	}
-	migs, err := loadMigrations(migrationFS)
-	if err != nil {
-		return nil, err
-	}
-
-	memory := cfg.Path == MemoryPath
 	writer, err := sql.Open("sqlite", dsn(cfg.Path, false))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite store: open %s: %w: %w", cfg.Path, errdefs.ErrUnavailable, err)
@@ -76,31 +55,23 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	writer.SetMaxIdleConns(1)
 	writer.SetConnMaxLifetime(0)
 	writer.SetConnMaxIdleTime(0)
-	s := &Store{writer: writer, reader: writer, log: log}
-
-	if err := writer.PingContext(ctx); err != nil {
-		writer.Close()
-		return nil, dbError(ctx, "open "+cfg.Path, err)
-	}
-	if err := migrate(ctx, writer, migs, log); err != nil {
-		writer.Close()
-		return nil, err
-	}
-	if !memory {
-		reader, err := sql.Open("sqlite", dsn(cfg.Path, true))
-		if err != nil {
+	var reader *sql.DB
+	if cfg.Path != MemoryPath {
+		if reader, err = sql.Open("sqlite", dsn(cfg.Path, true)); err != nil {
 			writer.Close()
 			return nil, fmt.Errorf("sqlite store: open %s for reading: %w: %w", cfg.Path, errdefs.ErrUnavailable, err)
 		}
 		reader.SetMaxOpenConns(maxReadConns)
 		reader.SetMaxIdleConns(maxReadConns)
-		s.reader = reader
-		if err := reader.PingContext(ctx); err != nil {
-			s.Close()
-			return nil, dbError(ctx, "open "+cfg.Path+" for reading", err)
-		}
 	}
-	log.Debug("sqlite store opened", "path", cfg.Path, "schema_version", migs[len(migs)-1].version)
+	s, err := sqlstore.Open(ctx, sqlstore.Config{Dialect: Dialect{}, Writer: writer, Reader: reader, Logger: cfg.Logger})
+	if err != nil {
+		if reader != nil {
+			reader.Close()
+		}
+		writer.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -121,26 +92,91 @@ func dsn(path string, readOnly bool) string {
 	return path + "?" + q.Encode()
 }
 
-// Ping checks that the database answers on both the read and write side.
-func (s *Store) Ping(ctx context.Context) error {
-	for _, db := range []*sql.DB{s.reader, s.writer} {
-		var one int
-		if err := db.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
-			return dbError(ctx, "ping", err)
-		}
+// Dialect is SQLite's sqlstore.Dialect.
+type Dialect struct{}
+
+var _ sqlstore.Dialect = Dialect{}
+
+// Name implements sqlstore.Dialect.
+func (Dialect) Name() string { return "sqlite" }
+
+// Placeholder implements sqlstore.Dialect.
+func (Dialect) Placeholder(int) string { return "?" }
+
+// RowLock is empty: every write transaction holds the single writer (BEGIN
+// IMMEDIATE), so no other writer can change a row it read.
+func (Dialect) RowLock() string { return "" }
+
+// SkipLockedRowLock is empty, as RowLock.
+func (Dialect) SkipLockedRowLock() string { return "" }
+
+// InsertOrder is the implicit rowid.
+func (Dialect) InsertOrder() string { return "rowid" }
+
+// EncodeTime renders t in UTC in sqlstore.TextTimeLayout. Years outside
+// 1–9999 do not fit the layout.
+func (Dialect) EncodeTime(field string, t time.Time) (any, error) {
+	u := t.UTC()
+	if y := u.Year(); y < 1 || y > 9999 {
+		return nil, fmt.Errorf("%s %v is out of range (years 1 to 9999): %w", field, t, errdefs.ErrInvalidArgument)
 	}
-	return nil
+	return u.Format(sqlstore.TextTimeLayout), nil
 }
 
-// Close closes the database. An in-memory database is discarded.
-func (s *Store) Close() error {
-	var errs []error
-	if s.reader != s.writer {
-		errs = append(errs, s.reader.Close())
+// MetadataContains matches each pair with json_each.
+func (Dialect) MetadataContains(col string, m map[string]string) (string, []any, error) {
+	conds := make([]string, 0, len(m))
+	args := make([]any, 0, 2*len(m))
+	for k, v := range m {
+		conds = append(conds, "EXISTS (SELECT 1 FROM json_each("+col+") AS m WHERE m.key = ? AND m.type = 'text' AND m.value = ?)")
+		args = append(args, k, v)
 	}
-	errs = append(errs, s.writer.Close())
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("sqlite store: close: %w: %w", errdefs.ErrInternal, err)
+	return strings.Join(conds, " AND "), args, nil
+}
+
+// SetJSONString uses json_set.
+func (Dialect) SetJSONString(col, key string) string {
+	return "json_set(" + col + ", '$." + key + "', ?)"
+}
+
+// AuditOrderLock is empty: the single writer orders audit inserts.
+func (Dialect) AuditOrderLock() string { return "" }
+
+// Schema implements sqlstore.Dialect: STRICT tables of SQLite's five types.
+func (Dialect) Schema() sqlstore.Schema {
+	return sqlstore.Schema{
+		Time: "TEXT", JSON: "TEXT", Int64: "INTEGER", Bool: "INTEGER", Bytes: "BLOB",
+		Serial:       "INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT",
+		TableOptions: "STRICT",
+		AppliedAt:    "TEXT NOT NULL",
+		Now:          "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
 	}
-	return nil
+}
+
+// LegacyVersion is the last version of the SQLite history of earlier
+// releases (0007_leases.sql).
+func (Dialect) LegacyVersion() int { return 7 }
+
+// LockMigrations does nothing: each migration runs in a BEGIN IMMEDIATE
+// transaction that re-reads the applied version, which serializes
+// processes opening the same file.
+func (Dialect) LockMigrations(context.Context, *sql.Conn) (func(context.Context) error, error) {
+	return func(context.Context) error { return nil }, nil
+}
+
+// Classify maps SQLite's extended result codes.
+func (Dialect) Classify(err error) sqlstore.ErrorKind {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return sqlstore.KindOther
+	}
+	switch code := se.Code(); {
+	case code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || code == sqlite3.SQLITE_CONSTRAINT_UNIQUE:
+		return sqlstore.KindUniqueViolation
+	case code == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
+		return sqlstore.KindForeignKeyViolation
+	case code&0xff == sqlite3.SQLITE_BUSY || code&0xff == sqlite3.SQLITE_LOCKED:
+		return sqlstore.KindUnavailable
+	}
+	return sqlstore.KindOther
 }

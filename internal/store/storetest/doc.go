@@ -1,6 +1,7 @@
 // Package storetest is the conformance suite of the store contract. Every
-// store.Store implementation (store/sqlite, later store/postgres) runs Run
-// from its own tests, so that they all behave the same way.
+// store.Store implementation (store/sqlstore, on SQLite files, in-memory
+// SQLite and PostgreSQL) runs Run from its own tests, so that they all
+// behave the same way. Bench measures the hot paths.
 //
 // Beyond the words of the contract, the suite fixes these behaviours:
 // times round-trip as the same instant, in UTC, to the nanosecond; a nil and
@@ -9,8 +10,9 @@
 // the caller's ResourceVersion to 1; List results are ordered by CreatedAt;
 // unknown IDs are errdefs.ErrNotFound for every method, including
 // UpdateSandbox with a non-zero ifVersion; UpdateSandbox and UpdateJob never
-// let fn change the ID, Tenant or CreatedAt (nor a job's SandboxID); every job
-// the suite creates belongs to a sandbox created first.
+// let fn change the fields store.NextSandbox and store.NextJob keep (ID,
+// Tenant, CreatedAt, a sandbox's Instance, a job's SandboxID and Mode);
+// every job the suite creates belongs to a sandbox created first.
 //
 // It imports store, sandbox and errdefs and the standard library's testing
 // package; it must not import an implementation.

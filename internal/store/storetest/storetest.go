@@ -30,6 +30,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SandboxDuplicateID", testSandboxDuplicateID},
 		{"TenantIsolation", testTenantIsolation},
 		{"ListSandboxesFilters", testListSandboxesFilters},
+		{"CountSandboxesByState", testCountSandboxesByState},
 		{"UpdateSandbox", testUpdateSandbox},
 		{"UpdateSandboxFnErrorAborts", testUpdateSandboxFnError},
 		{"UpdateSandboxKeepsIdentity", testUpdateSandboxKeepsIdentity},
@@ -242,6 +243,11 @@ func checkJob(t *testing.T, what string, got, want *sandbox.Job) {
 	d.time("CreatedAt", got.CreatedAt, want.CreatedAt)
 	d.optTime("StartedAt", got.StartedAt, want.StartedAt)
 	d.optTime("FinishedAt", got.FinishedAt, want.FinishedAt)
+	wantMode := want.Mode
+	if wantMode == "" {
+		wantMode = sandbox.JobModeSync // the stored default
+	}
+	d.eq("Mode", got.Mode, wantMode)
 	d.report(t, what)
 }
 
@@ -512,11 +518,14 @@ func testUpdateSandboxFnError(t *testing.T, s store.Store) {
 }
 
 func testUpdateSandboxKeepsIdentity(t *testing.T, s store.Store) {
-	mustCreateSandbox(t, s, newSandbox("sbx_i", "tenant-1", base))
+	created := newSandbox("sbx_i", "tenant-1", base)
+	created.Instance = "instance-1"
+	mustCreateSandbox(t, s, created)
 	now := base.Add(time.Hour)
 	got, err := s.UpdateSandbox(t.Context(), "sbx_i", 0, now, func(sb *sandbox.Sandbox) error {
 		sb.ID = "sbx_other"
 		sb.Tenant = "tenant-evil"
+		sb.Instance = "instance-2" // a sandbox stays with the service that made it
 		sb.CreatedAt = base.Add(-time.Hour)
 		sb.ResourceVersion = 99
 		sb.UpdatedAt = base.Add(-time.Hour)
@@ -524,6 +533,7 @@ func testUpdateSandboxKeepsIdentity(t *testing.T, s store.Store) {
 		return nil
 	})
 	want := newSandbox("sbx_i", "tenant-1", base)
+	want.Instance = "instance-1"
 	if err == nil {
 		// Changes to identity are ignored; the rest is stored.
 		want.Profile, want.ResourceVersion, want.UpdatedAt = "tool-basic", 2, now
@@ -727,13 +737,17 @@ func testUpdateJobFnError(t *testing.T, s store.Store) {
 func testUpdateJobKeepsIdentity(t *testing.T, s store.Store) {
 	mustCreateSandbox(t, s, newSandbox("sbx_j", "tenant-1", base))
 	mustCreateSandbox(t, s, newSandbox("sbx_k", "tenant-2", base))
-	mustCreateJob(t, s, newJob("job_i", "tenant-1", "sbx_j", base))
+	created := newJob("job_i", "tenant-1", "sbx_j", base)
+	created.Mode = sandbox.JobModeBackground
+	mustCreateJob(t, s, created)
 	got, err := s.UpdateJob(t.Context(), "job_i", func(j *sandbox.Job) error {
 		j.ID, j.Tenant, j.SandboxID, j.CreatedAt = "job_other", "tenant-2", "sbx_k", base.Add(time.Hour)
+		j.Mode = sandbox.JobModeSync // fixed when the job is created
 		j.Cwd = "/tmp"
 		return nil
 	})
 	want := newJob("job_i", "tenant-1", "sbx_j", base)
+	want.Mode = sandbox.JobModeBackground
 	if err == nil {
 		want.Cwd = "/tmp"
 		checkJob(t, "UpdateJob result", got, want)
