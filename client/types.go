@@ -79,14 +79,18 @@ type PatchSandboxRequest struct {
 // ExecRequest is the body of POST /v1/sandboxes/{id}/exec. Exactly one of
 // Command (argv) and Script (run by /bin/sh -c) is set.
 type ExecRequest struct {
-	Command        []string          `json:"command,omitempty"`
-	Script         string            `json:"script,omitempty"`
-	Cwd            string            `json:"cwd,omitempty"`
-	Env            map[string]string `json:"env,omitempty"`
-	Stdin          string            `json:"stdin,omitempty"`
-	StdinBase64    string            `json:"stdin_base64,omitempty"` // exact bytes; exclusive with Stdin
-	TimeoutMS      int64             `json:"timeout_ms,omitempty"`
-	MaxOutputBytes int64             `json:"max_output_bytes,omitempty"`
+	Command     []string          `json:"command,omitempty"`
+	Script      string            `json:"script,omitempty"`
+	Cwd         string            `json:"cwd,omitempty"`
+	Env         map[string]string `json:"env,omitempty"`
+	Stdin       string            `json:"stdin,omitempty"`
+	StdinBase64 string            `json:"stdin_base64,omitempty"` // exact bytes; exclusive with Stdin
+	// StdinStream (background and streamed jobs) gives the job a pipe as
+	// its stdin, written with WriteStdin or AttachJob and closed with
+	// CloseStdin; exclusive with Stdin and StdinBase64.
+	StdinStream    bool  `json:"stdin_stream,omitempty"`
+	TimeoutMS      int64 `json:"timeout_ms,omitempty"`
+	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
 	// Background starts the job and answers 202 with the Job at once; read
 	// its output with GET /v1/jobs/{id}/logs.
 	Background bool `json:"background,omitempty"`

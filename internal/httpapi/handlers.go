@@ -235,7 +235,7 @@ func execInput(r *http.Request, req client.ExecRequest) (jobs.ExecInput, error) 
 	in := jobs.ExecInput{
 		Tenant: tenantOf(r), SandboxID: r.PathValue("id"), Command: req.Command, Script: req.Script,
 		Cwd: req.Cwd, Env: req.Env, Stdin: []byte(req.Stdin), TimeoutMS: req.TimeoutMS, MaxOutputBytes: req.MaxOutputBytes,
-		Artifacts: artifactSpec(req.Artifacts),
+		Artifacts: artifactSpec(req.Artifacts), StdinStream: req.StdinStream,
 	}
 	if req.StdinBase64 != "" {
 		if req.Stdin != "" {

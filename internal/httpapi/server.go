@@ -169,6 +169,7 @@ func (s *Server) routesInit() {
 	s.handle("GET", "/v1/audit", true, s.listAudit)
 	s.leaseRoutes()
 	s.portRoutes()
+	s.stdinRoutes()
 }
 
 type ctxKey int
