@@ -109,8 +109,8 @@ func (f *execFlags) wait() time.Duration {
 // newExecCmd builds "genesis exec".
 func newExecCmd(a *app) *cobra.Command {
 	var (
-		f                  execFlags
-		stream, background bool
+		f                               execFlags
+		stream, background, interactive bool
 	)
 	cmd := &cobra.Command{
 		Use:   "exec [flags] SANDBOX -- CMD [ARGS...]\n  genesis exec [flags] SANDBOX --script 'SHELL TEXT'",
@@ -129,12 +129,19 @@ is resumed where it broke, and an interrupt (Ctrl-C) cancels the job. With
 With --background the job is started and its id printed at once; follow it
 with "genesis logs -f JOB" and stop it with "genesis cancel JOB".
 
+With -i this process's stdin is piped into the job as it is read (the job's
+stdin ends when this stdin does), and the output is written as it comes:
+for interactive programs such as a stdio server or a REPL.
+
 Here --timeout is the job's time limit (0: the service default); the call
 itself waits that long plus 30s.`,
 		Args: minArgs(1, "SANDBOX and a command (after --) or --script"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
 			if stream && background {
 				return usageErrorf("--stream and --background do not go together")
+			}
+			if interactive && (background || f.stdinFile != "") {
+				return usageErrorf("-i does not go with --background or --stdin-file")
 			}
 			sandbox, req, err := f.build(a, cmd, args, "SANDBOX")
 			if err != nil {
@@ -157,6 +164,9 @@ itself waits that long plus 30s.`,
 				_, err = fmt.Fprintln(a.stdout, job.ID)
 				return err
 			}
+			if interactive {
+				return a.interactiveExec(cmd.Context(), c, sandbox, req, f.timeout)
+			}
 			ctx, cancel := withTimeout(cmd.Context(), f.wait())
 			defer cancel()
 			if stream {
@@ -172,7 +182,47 @@ itself waits that long plus 30s.`,
 	f.register(cmd)
 	cmd.Flags().BoolVar(&stream, "stream", false, "write output as it is produced (resumes after disconnects)")
 	cmd.Flags().BoolVar(&background, "background", false, "start the job, print its id and return")
+	cmd.Flags().BoolVarP(&interactive, "interactive", "i", false, "pipe this process's stdin into the job and write its output as it comes")
 	return cmd
+}
+
+// interactiveExec starts the job with a streamed stdin, attaches to it,
+// copies this process's stdin in (closing the job's stdin at its end) and
+// the output out, and ends with the job's status.
+func (a *app) interactiveExec(ctx context.Context, c *client.Client, sandbox string, req client.ExecRequest, timeout time.Duration) error {
+	req.StdinStream = true
+	sctx, cancel := a.callContext(ctx)
+	job, err := c.StartJob(sctx, sandbox, req)
+	if err != nil {
+		cancel()
+		return err
+	}
+	att, err := c.AttachJob(sctx, job.ID, 0)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer att.Close()
+	go func() {
+		buf := make([]byte, 32<<10)
+		for {
+			n, rerr := a.stdin.Read(buf)
+			if n > 0 {
+				if _, err := att.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+			if rerr != nil {
+				att.CloseStdin()
+				return
+			}
+		}
+	}()
+	x, err := att.Pump(a.stdout, a.stderr)
+	if err != nil {
+		return err
+	}
+	return a.reportEnd(jobEnd{reason: x.ExitReason, signal: x.Signal, code: x.ExitCode}, timeout)
 }
 
 // readStdin reads the job's stdin from a file or, for "-", from stdin. Text
