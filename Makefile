@@ -15,7 +15,7 @@ TEST_IMAGES ?= tool-basic code-python-basic code-python-data
 FUZZ_TARGETS ?= FuzzResolvePath FuzzResolveBelow
 FUZZTIME ?= 15s
 
-.PHONY: all build setup images test-images run test unit fuzz cross bench clean
+.PHONY: all build setup images test-images run test unit fuzz cross lint bench clean
 
 all: build
 
@@ -44,6 +44,17 @@ run: images
 test: test-images cross
 	$(SUDO) env "PATH=$$PATH" $(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) fuzz
+	$(MAKE) lint
+
+# go vet and staticcheck, pinned by tools/go.mod (built once into bin/).
+STATICCHECK := $(BIN)/staticcheck
+lint: $(STATICCHECK)
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+$(STATICCHECK): tools/go.mod tools/go.sum
+	@mkdir -p $(BIN)
+	cd tools && $(GO) build -o ../$(STATICCHECK) honnef.co/go/tools/cmd/staticcheck
 
 # The CLI also builds for macOS and Windows (compile only; a few seconds).
 cross:

@@ -440,6 +440,12 @@ func TestProblemDecoding(t *testing.T) {
 			wantMsg: "502 bad_gateway: <html> bad gateway </html>",
 		},
 		{
+			name:       "client closed, no body",
+			ans:        answer{Status: 499},
+			wantStatus: 499, wantCode: "",
+			wantMsg: "499 client_closed_request: Client Closed Request",
+		},
+		{
 			name:       "empty body",
 			ans:        answer{Status: 401},
 			wantStatus: 401, wantCode: "",

@@ -27,7 +27,7 @@ type APIError struct {
 func (e *APIError) Error() string {
 	code := e.Problem.Code
 	if code == "" {
-		code = strings.ToLower(strings.ReplaceAll(http.StatusText(e.Status), " ", "_"))
+		code = strings.ToLower(strings.ReplaceAll(statusText(e.Status), " ", "_"))
 	}
 	return fmt.Sprintf("%d %s: %s", e.Status, code, e.Message())
 }
@@ -41,8 +41,20 @@ func (e *APIError) Message() string {
 	case e.Problem.Title != "":
 		return e.Problem.Title
 	default:
-		return http.StatusText(e.Status)
+		return statusText(e.Status)
 	}
+}
+
+// StatusClientClosed is the status the service gives a request whose
+// caller went away before the answer (problem code "client_closed").
+const StatusClientClosed = 499
+
+// statusText is http.StatusText that also names StatusClientClosed.
+func statusText(status int) string {
+	if status == StatusClientClosed {
+		return "Client Closed Request"
+	}
+	return http.StatusText(status)
 }
 
 // newAPIError builds the error for a non-2xx answer with the given body.
@@ -55,7 +67,7 @@ func newAPIError(status int, h http.Header, body []byte) *APIError {
 			e.Problem.Status = status
 		}
 	} else {
-		e.Problem = Problem{Title: http.StatusText(status), Status: status, Detail: bodySnippet(body)}
+		e.Problem = Problem{Title: statusText(status), Status: status, Detail: bodySnippet(body)}
 	}
 	if e.RequestID == "" {
 		e.RequestID = e.Problem.RequestID

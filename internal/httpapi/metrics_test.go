@@ -21,13 +21,11 @@ import (
 )
 
 // countingStore wraps the harness's store and counts the queries a scrape
-// can make for the sandbox counts. With counter set it also offers the
-// one-query CountSandboxesByState.
+// can make for the sandbox counts.
 type countingStore struct {
 	store.Store
-	counter bool
-	lists   atomic.Int64
-	counts  atomic.Int64
+	lists  atomic.Int64
+	counts atomic.Int64
 }
 
 func (c *countingStore) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]*sandbox.Sandbox, error) {

@@ -80,6 +80,7 @@ func newDocker(t testing.TB, agentDir string) *docker.Driver {
 	if err != nil {
 		t.Fatalf("docker driver: %v", err)
 	}
+	t.Cleanup(d.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
 	defer cancel()
 	if err := d.Ping(ctx); err != nil {

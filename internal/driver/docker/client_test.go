@@ -79,6 +79,7 @@ func newTestDriver(t *testing.T, socket string, timeout time.Duration) *Driver {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(d.Close)
 	return d
 }
 

@@ -116,6 +116,12 @@ func (d *Driver) cleanupCtx(ctx context.Context) (context.Context, context.Cance
 	return context.WithTimeout(context.WithoutCancel(ctx), d.cfg.CallTimeout)
 }
 
+// Close closes the driver's idle connections to the daemon. Calls still
+// running are not affected, and the driver stays usable (a later call dials
+// again); a process that drops a Driver calls it so that no connection
+// goroutines outlive it.
+func (d *Driver) Close() { d.api.http.CloseIdleConnections() }
+
 // Ping checks that the daemon answers.
 func (d *Driver) Ping(ctx context.Context) error {
 	ctx, cancel := d.callCtx(ctx, 0)
