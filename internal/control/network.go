@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -441,6 +442,12 @@ func (s *Service) reconcileNetworks(ctx context.Context, live map[string]*sandbo
 		}
 		id := nt.Labels[driver.LabelSandbox]
 		if _, ok := live[id]; ok {
+			continue
+		}
+		// live was read before the networks were listed, and a sandbox's
+		// record is made before its network: one made since is not in it.
+		sb, err := s.store.GetSandbox(ctx, "", id)
+		if err == nil && slices.Contains(liveStates, sb.State) || err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			continue
 		}
 		if err := s.gw.nw.RemoveNetwork(ctx, nt.Name); err != nil {

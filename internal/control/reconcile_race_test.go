@@ -13,21 +13,27 @@ import (
 	"genesis.dev/sandbox/internal/store"
 )
 
-// beforeRecords is a store that runs a function, once, just before the
-// reconciler reads the live records (after it has listed the containers).
-type beforeRecords struct {
+// aroundRecords is a store that runs a function, once, just before the
+// reconciler reads the live records (after it has listed the containers),
+// and another just after (before it lists the networks).
+type aroundRecords struct {
 	store.Store
-	fn atomic.Pointer[func()]
+	fn, after atomic.Pointer[func()]
 }
 
-func (s *beforeRecords) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]*sandbox.Sandbox, error) {
+func (s *aroundRecords) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]*sandbox.Sandbox, error) {
 	// The reconciler's listing: every live record of every instance.
-	if f.Instance == "" && f.Tenant == "" && f.Profile == "" && len(f.States) > 0 {
-		if fn := s.fn.Swap(nil); fn != nil {
-			(*fn)()
-		}
+	if !(f.Instance == "" && f.Tenant == "" && f.Profile == "" && len(f.States) > 0) {
+		return s.Store.ListSandboxes(ctx, f)
 	}
-	return s.Store.ListSandboxes(ctx, f)
+	if fn := s.fn.Swap(nil); fn != nil {
+		(*fn)()
+	}
+	list, err := s.Store.ListSandboxes(ctx, f)
+	if fn := s.after.Swap(nil); fn != nil {
+		(*fn)()
+	}
+	return list, err
 }
 
 // gatedStart is a driver whose Start, while armed, waits for the gate.
@@ -68,10 +74,10 @@ func TestReconcileSandboxStartedDuringPass(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var st *beforeRecords
+			var st *aroundRecords
 			var drv *gatedStart
 			h := newHarnessWith(t, nil, func(c *control.Config) {
-				st = &beforeRecords{Store: c.Store}
+				st = &aroundRecords{Store: c.Store}
 				drv = &gatedStart{Driver: c.Driver, waiting: make(chan struct{}), gate: make(chan struct{})}
 				c.Store, c.Driver = st, drv
 			})
@@ -122,4 +128,55 @@ func TestReconcileSandboxStartedDuringPass(t *testing.T) {
 			h.WaitAgents(1)
 		})
 	}
+}
+
+// TestReconcileNetworkOfSandboxMadeDuringPass: the reconciler reads the
+// live records before it lists the sandbox networks, so the network of a
+// sandbox made in between (its record comes first, then its network) is
+// not among the records it read. That network is not an orphan and must
+// be kept.
+func TestReconcileNetworkOfSandboxMadeDuringPass(t *testing.T) {
+	t.Parallel()
+	var st *aroundRecords
+	h := newHarnessWith(t, nil, func(c *control.Config) {
+		st = &aroundRecords{Store: c.Store}
+		c.Store = st
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var nw driver.Networker = h.Drv
+	var sb *sandbox.Sandbox
+	name := ""
+	makeOne := func() {
+		sb = h.Create("a", control.CreateSandboxInput{})
+		// What a networked create does next: the sandbox's own network.
+		name = "genesis-net-" + sb.ID
+		if _, err := nw.CreateNetwork(ctx, driver.NetworkSpec{Name: name, Internal: true, Labels: map[string]string{
+			driver.LabelInstance: controltest.Instance, driver.LabelSandbox: sb.ID, driver.LabelPurpose: driver.PurposeSandboxNetwork,
+		}}); err != nil {
+			t.Errorf("CreateNetwork: %v", err)
+		}
+	}
+	st.after.Store(&makeOne)
+	if err := h.Svc.Reconcile(ctx, false); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	if sb == nil {
+		t.Fatal("the sandbox was not made during the pass")
+	}
+	nets, err := nw.ListNetworks(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := false
+	for _, n := range nets {
+		kept = kept || n.Name == name
+	}
+	if !kept {
+		t.Errorf("the network %s of sandbox %s, made during the pass, was removed as an orphan", name, sb.ID)
+	}
+	if r := h.Record(sb.ID); r.State != sandbox.StateReady {
+		t.Errorf("sandbox made during the pass is %s (%q), want ready", r.State, r.FailureReason)
+	}
+	h.WaitAgents(1)
 }
