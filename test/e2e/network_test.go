@@ -25,12 +25,11 @@ import (
 
 // internet is a test-owned stand-in for the internet.
 type internet struct {
-	network  string
-	allowed  string // address of the server "allowed.test"
-	other    string // address of the server "other.test"
-	serverA  string // container name of the allowed server (also tools.test)
-	serverB  string
-	gwPrefix string // name prefix of this env's gateway container
+	network string
+	allowed string // address of the server "allowed.test"
+	other   string // address of the server "other.test"
+	serverA string // container name of the allowed server (also tools.test)
+	serverB string
 }
 
 var inetBuild struct {
