@@ -7,9 +7,10 @@
 // tenants, networks, audit, capabilities) and the workload managers for
 // what runs inside a running sandbox: jobs (exec, jobs, sessions,
 // contexts), artifacts, files and interactive (terminals). It never
-// imports a driver or a concrete store (internal/layering checks this).
+// imports a driver, the store or admission (internal/layering checks
+// this); the list filters and admission figures it needs are named by
+// control.
 //
-// Known leaks, kept for now: control's list methods take store filter
-// types, job log streaming reads joblog events, and the file routes pass
-// agentproto request and result types through.
+// Known leaks, kept for now: job log streaming reads joblog events, and
+// the file routes pass agentproto request and result types through.
 package httpapi

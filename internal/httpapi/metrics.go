@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/sandbox"
-	"genesis.dev/sandbox/internal/store"
 )
 
 // metrics is a small Prometheus text-format exporter for request counts and
@@ -74,7 +74,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	}
 	m.mu.Unlock()
 	writeAdmissionMetrics(w, s.ctl.AdmissionStats())
-	list, err := s.ctl.ListSandboxes(r.Context(), store.SandboxFilter{})
+	list, err := s.ctl.ListSandboxes(r.Context(), control.SandboxFilter{})
 	if err != nil {
 		return
 	}

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strconv"
 
-	"genesis.dev/sandbox/internal/admission"
+	"genesis.dev/sandbox/internal/control"
 )
 
 // poolTenantLabel is the tenant label of warm pool refills, which belong to
@@ -15,7 +15,7 @@ const poolTenantLabel = "(pool)"
 
 // writeAdmissionMetrics writes the host capacity and the fair queues'
 // counters in the Prometheus text format.
-func writeAdmissionMetrics(w io.Writer, st admission.Stats) {
+func writeAdmissionMetrics(w io.Writer, st control.AdmissionStats) {
 	fmt.Fprintln(w, "# HELP genesis_capacity Host capacity for sandboxes by resource.")
 	fmt.Fprintln(w, "# TYPE genesis_capacity gauge")
 	fmt.Fprintf(w, "genesis_capacity{resource=\"cpu\"} %g\n", st.Capacity.CPU)
@@ -36,20 +36,20 @@ func writeAdmissionMetrics(w io.Writer, st admission.Stats) {
 	})
 	perTenant := []struct {
 		name, help, kind string
-		value            func(admission.TenantStats) uint64
+		value            func(control.AdmissionTenantStats) uint64
 	}{
 		{"genesis_admission_queue_length", "Requests waiting for host capacity by tenant.", "gauge",
-			func(t admission.TenantStats) uint64 { return uint64(t.Queued) }},
+			func(t control.AdmissionTenantStats) uint64 { return uint64(t.Queued) }},
 		{"genesis_admission_grants_total", "Requests granted host capacity by tenant.", "counter",
-			func(t admission.TenantStats) uint64 { return t.Grants }},
+			func(t control.AdmissionTenantStats) uint64 { return t.Grants }},
 		{"genesis_admission_waits_total", "Requests that waited for host capacity by tenant.", "counter",
-			func(t admission.TenantStats) uint64 { return t.Waits }},
+			func(t control.AdmissionTenantStats) uint64 { return t.Waits }},
 		{"genesis_admission_timeouts_total", "Waiting requests that got no capacity within their wait by tenant.", "counter",
-			func(t admission.TenantStats) uint64 { return t.Timeouts }},
+			func(t control.AdmissionTenantStats) uint64 { return t.Timeouts }},
 		{"genesis_admission_canceled_total", "Waiting requests whose caller went away by tenant.", "counter",
-			func(t admission.TenantStats) uint64 { return t.Canceled }},
+			func(t control.AdmissionTenantStats) uint64 { return t.Canceled }},
 		{"genesis_admission_rejected_total", "Requests refused at once for lack of capacity (no wait) by tenant.", "counter",
-			func(t admission.TenantStats) uint64 { return t.Rejected }},
+			func(t control.AdmissionTenantStats) uint64 { return t.Rejected }},
 	}
 	for _, m := range perTenant {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", m.name, m.help, m.name, m.kind)
