@@ -128,9 +128,9 @@ var rules = []rule{
 	},
 	{
 		Pkg:      "internal/httpapi",
-		Why:      "the API calls control and the workload managers; it never imports a driver, the store or admission",
+		Why:      "the API calls control and the workload managers; it never imports a driver, the store, admission, the job log or the agent protocol",
 		Forbid:   []string{"cmd/..."},
-		NoImport: []string{"internal/driver/...", "internal/store/...", "internal/admission"},
+		NoImport: []string{"internal/driver/...", "internal/store/...", "internal/admission", "internal/joblog", "internal/agent/..."},
 	},
 }
 
@@ -281,6 +281,7 @@ func TestRulesCatchUpwardImports(t *testing.T) {
 		{"ports reaches the store through control", pkg{Path: "internal/ports", Imports: []string{m("internal/control")}, Deps: []string{m("internal/control"), m("internal/store")}}, ""},
 		{"files imports jobs", pkg{Path: "internal/files", Deps: []string{m("internal/jobs")}}, "internal/files depends on internal/jobs"},
 		{"httpapi imports the store", pkg{Path: "internal/httpapi", Imports: []string{m("internal/store")}}, "internal/httpapi imports internal/store"},
+		{"httpapi imports joblog", pkg{Path: "internal/httpapi", Imports: []string{m("internal/joblog")}}, "internal/httpapi imports internal/joblog"},
 		{"httpapi imports a driver", pkg{Path: "internal/httpapi", Imports: []string{m("internal/driver/docker")}}, "imports internal/driver/docker"},
 		{"control imports joblog", pkg{Path: "internal/control", Imports: []string{m("internal/joblog")}}, "internal/control imports internal/joblog"},
 		{"sandbox with errdefs only", pkg{Path: "internal/sandbox", Imports: []string{"fmt", m("internal/errdefs")}, Deps: []string{"fmt", m("internal/errdefs")}}, ""},
