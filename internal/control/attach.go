@@ -11,6 +11,11 @@ import (
 	"genesis.dev/sandbox/internal/sandbox"
 )
 
+// CodeNotRunning is the problem code of a call that needs a running
+// sandbox and found it in another state; Attach is the one place that
+// produces it.
+const CodeNotRunning = "sandbox_not_running"
+
 // AttachOptions says how a caller uses the sandbox it attaches to.
 type AttachOptions struct {
 	// Busy holds a leased sandbox busy (leased → busy) until Release: for
@@ -50,14 +55,14 @@ func (a *Attachment) Release() {
 // Attach checks that sandbox id belongs to tenant ("" for any tenant) and
 // is running, and returns what working inside it needs. A sandbox of
 // another tenant is errdefs.ErrNotFound; one that is not running is
-// errdefs.ErrFailedPrecondition with the code sandbox_not_running.
+// errdefs.ErrFailedPrecondition with the code CodeNotRunning.
 func (s *Service) Attach(ctx context.Context, tenant, id string, o AttachOptions) (*Attachment, error) {
 	sb, err := s.GetSandbox(ctx, tenant, id)
 	if err != nil {
 		return nil, err
 	}
 	if !sb.State.Running() {
-		return nil, errdefs.WithCode("sandbox_not_running", fmt.Errorf(
+		return nil, errdefs.WithCode(CodeNotRunning, fmt.Errorf(
 			"sandbox %s is %s; jobs, files and terminals are reachable only in running sandboxes: %w", sb.ID, sb.State, errdefs.ErrFailedPrecondition))
 	}
 	a := s.attachment(sb)

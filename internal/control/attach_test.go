@@ -124,7 +124,12 @@ func TestHooks(t *testing.T) {
 	if !rec.seen("recover") || !rec.seen("sweep") {
 		t.Errorf("start-up calls %v, want recover and sweep", rec.calls)
 	}
+	late := &recordingHook{}
+	h.Svc.AddHook(late) // after Start: refused
 	sb := h.Create("a", control.CreateSandboxInput{})
+	if late.seen("ready " + sb.ID) {
+		t.Error("a hook added after Start was called")
+	}
 	if !rec.seen("ready " + sb.ID) {
 		t.Errorf("calls %v, want ready of %s", rec.calls, sb.ID)
 	}

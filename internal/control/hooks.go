@@ -58,7 +58,13 @@ type SweepHook interface {
 }
 
 // AddHook registers h. Call it before Start; hooks run in the order added.
+// A hook added after Start is refused (logged): the hook list is read
+// without a lock once the service runs.
 func (s *Service) AddHook(h Hook) {
+	if s.started.Load() {
+		s.log.Error("hook added after Start; ignored", "hook", h.Name())
+		return
+	}
 	s.hooks = append(s.hooks, h)
 }
 

@@ -202,15 +202,21 @@ func (s *Service) refill(ctx context.Context, pl *pool) {
 	}
 }
 
-// makeMember cold-creates one idle, tenant-less member of pl.
+// makeMember cold-creates one idle, tenant-less member of pl. A member
+// that comes out of a pool (or service) that started draining meanwhile
+// is retired at once: the drain's sweep of idle members may have listed
+// them before this one was idle.
 func (s *Service) makeMember(ctx context.Context, pl *pool) error {
-	_, err := s.CreateSandbox(ctx, CreateSandboxInput{
+	sb, err := s.CreateSandbox(ctx, CreateSandboxInput{
 		Profile: pl.key.profile, Runtime: string(pl.key.runtime),
 		// The claim sets the holder's effective risk; the runtime is fixed by
 		// the pool and every claim is checked against policy first.
 		RiskLevel:  string(sandbox.RiskTrusted),
 		poolMember: true,
 	})
+	if err == nil && (pl.draining.Load() || s.draining.Load()) {
+		s.retireMember(ctx, sb, "pool drained")
+	}
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	if err != nil {

@@ -64,6 +64,7 @@ type Service struct {
 	quota     *diskquota.Manager // workspace quotas below the sandboxes dir
 	gw        *gateway           // egress gateway of networked sandboxes
 	hooks     []Hook             // hooks.go; set before Start
+	started   atomic.Bool
 
 	quotaLocks sync.Map // tenant name → *sync.Mutex (quota.go)
 	coldLeases sync.Map // tenant name → *atomic.Int64: cold leases being made (quota.go)
@@ -141,6 +142,7 @@ func New(cfg Config) (*Service, error) {
 // Start runs the first capability probe and reconciliation (recovering from
 // a previous crash), then starts the background probe and reconcile loops.
 func (s *Service) Start(ctx context.Context) error {
+	s.started.Store(true)
 	if err := os.MkdirAll(s.sandboxesDir(), 0o711); err != nil {
 		return fmt.Errorf("control: data dir: %w", err)
 	}

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
-	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
@@ -90,10 +90,10 @@ var problemCodeRE = regexp.MustCompile(`^[a-z][a-z_]{0,63}$`)
 // auditFilter reads the query of GET /v1/audit. A tenant's key sees only
 // its own records (asking for another tenant is 403); an admin key sees
 // every tenant's, and the records of unauthenticated calls.
-func auditFilter(r *http.Request) (store.AuditFilter, error) {
+func auditFilter(r *http.Request) (control.AuditFilter, error) {
 	q := r.URL.Query()
 	p := principalOf(r)
-	f := store.AuditFilter{Tenant: q.Get("tenant"), Action: q.Get("action"), Target: q.Get("target"), Limit: auditDefaultLimit}
+	f := control.AuditFilter{Tenant: q.Get("tenant"), Action: q.Get("action"), Target: q.Get("target"), Limit: auditDefaultLimit}
 	if !p.Admin {
 		if f.Tenant != "" && f.Tenant != p.Tenant {
 			return f, errdefs.WithCode("admin_required", fmt.Errorf("only an admin key may read another tenant's audit records: %w", errdefs.ErrPermissionDenied))

@@ -7,9 +7,8 @@
 // tenants, networks, audit, capabilities) and the workload managers for
 // what runs inside a running sandbox: jobs (exec, jobs, sessions,
 // contexts), artifacts, files and interactive (terminals). It never
-// imports a driver or a concrete store (internal/layering checks this).
-//
-// Known leaks, kept for now: control's list methods take store filter
-// types, job log streaming reads joblog events, and the file routes pass
-// agentproto request and result types through.
+// imports a driver, the store, admission, joblog or the agent packages
+// (internal/layering checks this): the types it needs of them are named
+// by control (list filters, admission figures), jobs (the job log) and
+// files (the file requests and results).
 package httpapi

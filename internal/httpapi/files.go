@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/client"
-	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/files"
 )
@@ -69,7 +68,7 @@ type chmodBody struct {
 	Mode string `json:"mode"`
 }
 
-func fileInfoWire(i agentproto.FileInfo) fileInfo {
+func fileInfoWire(i files.FileInfo) fileInfo {
 	return fileInfo{Path: i.Path, Name: i.Name, Type: i.Type, Size: i.Size, Mode: i.Mode, ModTime: i.ModTime,
 		UID: i.UID, GID: i.GID, LinkTarget: i.LinkTarget, NameInvalidUTF8: i.NameInvalidUTF8}
 }
@@ -94,10 +93,10 @@ func (s *Server) fileRoutes() {
 // The search and replace bodies and answers are the agent protocol's
 // shapes, field for field.
 type (
-	searchBody    = agentproto.SearchRequest
-	replaceBody   = agentproto.ReplaceRequest
-	searchAnswer  = agentproto.SearchResult
-	replaceAnswer = agentproto.ReplaceResult
+	searchBody    = files.SearchRequest
+	replaceBody   = files.ReplaceRequest
+	searchAnswer  = files.SearchResult
+	replaceAnswer = files.ReplaceResult
 )
 
 func (s *Server) searchFiles(w http.ResponseWriter, r *http.Request) {
@@ -145,7 +144,7 @@ type extractResult struct {
 func (s *Server) extractArchive(w http.ResponseWriter, r *http.Request) {
 	limit := s.files.Limits().MaxUploadBytes
 	if r.ContentLength > limit {
-		s.writeProblem(w, r, errdefs.WithCode(agentproto.CodeUploadTooLarge, fmt.Errorf(
+		s.writeProblem(w, r, errdefs.WithCode(files.CodeUploadTooLarge, fmt.Errorf(
 			"archive of %d bytes is over the %d-byte limit: %w", r.ContentLength, limit, errdefs.ErrTooLarge)))
 		return
 	}
@@ -198,7 +197,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 	}
 	limit := s.files.Limits().MaxUploadBytes
 	if r.ContentLength > limit {
-		s.writeProblem(w, r, errdefs.WithCode(agentproto.CodeUploadTooLarge, fmt.Errorf(
+		s.writeProblem(w, r, errdefs.WithCode(files.CodeUploadTooLarge, fmt.Errorf(
 			"upload of %d bytes is over the %d-byte limit: %w", r.ContentLength, limit, errdefs.ErrTooLarge)))
 		return
 	}
@@ -231,7 +230,7 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 	case http.StatusRequestedRangeNotSatisfiable:
 		w.Header().Set("Content-Range", fr.Header.Get("Content-Range"))
 		s.writeStatusProblem(w, r, fr.Status, "range_not_satisfiable",
-			fmt.Sprintf("range %q is not satisfiable for a file of %s bytes", r.Header.Get("Range"), fr.Header.Get(agentproto.HeaderFileSize)))
+			fmt.Sprintf("range %q is not satisfiable for a file of %s bytes", r.Header.Get("Range"), fr.Header.Get(files.HeaderFileSize)))
 		return
 	case http.StatusPreconditionFailed:
 		s.writeProblem(w, r, errdefs.WithCode("precondition_failed", fmt.Errorf("a precondition of the request does not hold for the file: %w", errdefs.ErrPreconditionFailed)))
@@ -239,7 +238,7 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 	}
 	h := w.Header()
 	for _, k := range []string{"Content-Length", "Content-Range", "Content-Type", "ETag", "Last-Modified",
-		"Accept-Ranges", agentproto.HeaderFileSize, agentproto.HeaderFileMode} {
+		"Accept-Ranges", files.HeaderFileSize, files.HeaderFileMode} {
 		if v := fr.Header.Values(k); len(v) > 0 {
 			h[k] = v
 		}
@@ -316,7 +315,7 @@ func (s *Server) mkdir(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	info, err := s.files.Mkdir(r.Context(), tenantOf(r), r.PathValue("id"), agentproto.MkdirRequest{Path: b.Path, Mode: b.Mode, Parents: b.Parents})
+	info, err := s.files.Mkdir(r.Context(), tenantOf(r), r.PathValue("id"), files.MkdirRequest{Path: b.Path, Mode: b.Mode, Parents: b.Parents})
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -330,7 +329,7 @@ func (s *Server) moveFile(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	info, err := s.files.MoveFile(r.Context(), tenantOf(r), r.PathValue("id"), agentproto.MoveRequest{From: b.From, To: b.To, Overwrite: b.Overwrite})
+	info, err := s.files.MoveFile(r.Context(), tenantOf(r), r.PathValue("id"), files.MoveRequest{From: b.From, To: b.To, Overwrite: b.Overwrite})
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -344,7 +343,7 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	if err := s.files.DeleteFile(r.Context(), tenantOf(r), r.PathValue("id"), agentproto.DeleteRequest{Path: b.Path, Recursive: b.Recursive}); err != nil {
+	if err := s.files.DeleteFile(r.Context(), tenantOf(r), r.PathValue("id"), files.DeleteRequest{Path: b.Path, Recursive: b.Recursive}); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
@@ -357,7 +356,7 @@ func (s *Server) chmodFile(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	info, err := s.files.ChmodFile(r.Context(), tenantOf(r), r.PathValue("id"), agentproto.ChmodRequest{Path: b.Path, Mode: b.Mode})
+	info, err := s.files.ChmodFile(r.Context(), tenantOf(r), r.PathValue("id"), files.ChmodRequest{Path: b.Path, Mode: b.Mode})
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

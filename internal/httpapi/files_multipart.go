@@ -8,7 +8,6 @@ import (
 	"mime/multipart"
 	"net/http"
 
-	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/files"
 )
@@ -41,7 +40,7 @@ func (s *Server) uploadFiles(w http.ResponseWriter, r *http.Request) {
 	}
 	lim := s.files.Limits()
 	if r.ContentLength > lim.MaxMultipartBytes {
-		s.writeProblem(w, r, errdefs.WithCode(agentproto.CodeUploadTooLarge, fmt.Errorf(
+		s.writeProblem(w, r, errdefs.WithCode(files.CodeUploadTooLarge, fmt.Errorf(
 			"multipart upload of %d bytes is over the %d-byte limit: %w", r.ContentLength, lim.MaxMultipartBytes, errdefs.ErrTooLarge)))
 		return
 	}
@@ -54,7 +53,7 @@ func (s *Server) uploadFiles(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				return "", nil, errdefs.WithCode(agentproto.CodeUploadTooLarge, fmt.Errorf(
+				return "", nil, errdefs.WithCode(files.CodeUploadTooLarge, fmt.Errorf(
 					"multipart upload is over the %d-byte limit; nothing was written: %w", lim.MaxMultipartBytes, errdefs.ErrTooLarge))
 			}
 			return "", nil, fmt.Errorf("reading the multipart body: %v: %w", err, errdefs.ErrInvalidArgument)

@@ -15,7 +15,6 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
-	"genesis.dev/sandbox/internal/store"
 )
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
@@ -161,7 +160,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := store.SandboxFilter{Tenant: tenantOf(r), Profile: q.Get("profile")}
+	f := control.SandboxFilter{Tenant: tenantOf(r), Profile: q.Get("profile")}
 	for _, st := range q["state"] {
 		for _, one := range strings.Split(st, ",") {
 			f.States = append(f.States, sandbox.State(one))

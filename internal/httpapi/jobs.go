@@ -11,9 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
-	"genesis.dev/sandbox/internal/joblog"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -121,7 +119,7 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 // streamLog writes the events of log from cursor on, output as text where
 // it can be (see sseWriter.output). first, if set, is sent before anything
 // else (the job event of a streamed exec).
-func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, jobID string, log *joblog.Log, cursor int64, follow, text bool, first func(*sseWriter) error) {
+func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, jobID string, log *jobs.Log, cursor int64, follow, text bool, first func(*sseWriter) error) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -176,7 +174,7 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, jobID string,
 	checkRecord := first == nil
 	for {
 		changed := log.Wait()
-		exited, err := rd.ReadAvailable(func(e joblog.Event) error { return sw.frame(e, jobID) })
+		exited, err := rd.ReadAvailable(func(e jobs.LogEvent) error { return sw.frame(e, jobID) })
 		if err == nil {
 			err = sw.flush()
 		}
@@ -314,22 +312,22 @@ func (sw *sseWriter) flush() error {
 	return sw.rc.Flush()
 }
 
-func (sw *sseWriter) frame(e joblog.Event, jobID string) error {
+func (sw *sseWriter) frame(e jobs.LogEvent, jobID string) error {
 	id := strconv.FormatInt(e.Cursor, 10)
 	switch e.Type {
-	case agentproto.FrameStdout, agentproto.FrameStderr:
+	case jobs.FrameStdout, jobs.FrameStderr:
 		name := "stdout"
-		if e.Type == agentproto.FrameStderr {
+		if e.Type == jobs.FrameStderr {
 			name = "stderr"
 		}
 		return sw.output(id, name, e.Offset, e.Payload)
-	case agentproto.FrameTruncated:
+	case jobs.FrameTruncated:
 		stream := "stdout"
-		if len(e.Payload) > 0 && e.Payload[0] == byte(agentproto.FrameStderr) {
+		if len(e.Payload) > 0 && e.Payload[0] == byte(jobs.FrameStderr) {
 			stream = "stderr"
 		}
 		return sw.event(id, "truncated", sseTruncated{Stream: stream, Kept: e.Offset})
-	case agentproto.FrameExit:
+	case jobs.FrameExit:
 		x, err := e.Exit()
 		if err != nil {
 			return err

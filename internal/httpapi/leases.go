@@ -8,7 +8,6 @@ import (
 	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/sandbox"
-	"genesis.dev/sandbox/internal/store"
 )
 
 func (s *Server) leaseRoutes() {
@@ -64,7 +63,7 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listLeases(w http.ResponseWriter, r *http.Request) {
-	f := store.LeaseFilter{Tenant: tenantOf(r)}
+	f := control.LeaseFilter{Tenant: tenantOf(r)}
 	for _, st := range r.URL.Query()["state"] {
 		f.States = append(f.States, sandbox.LeaseState(st))
 	}

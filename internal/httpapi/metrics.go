@@ -10,9 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
-	"genesis.dev/sandbox/internal/store"
 )
 
 // Latency buckets, in seconds.
@@ -30,7 +30,7 @@ var (
 // A store that also offers CountSandboxesByState (sandboxCounter) is asked
 // that one GROUP BY query per scrape; any other lists every record.
 type SandboxSource interface {
-	ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]*sandbox.Sandbox, error)
+	ListSandboxes(ctx context.Context, f control.SandboxFilter) ([]*sandbox.Sandbox, error)
 }
 
 // sandboxCounter is the optional store method for the sandbox counts.
@@ -184,9 +184,9 @@ func (s *Server) countSandboxes(ctx context.Context) (map[sandbox.State]int, err
 	var list []*sandbox.Sandbox
 	var err error
 	if src != nil {
-		list, err = src.ListSandboxes(ctx, store.SandboxFilter{})
+		list, err = src.ListSandboxes(ctx, control.SandboxFilter{})
 	} else {
-		list, err = s.ctl.ListSandboxes(ctx, store.SandboxFilter{})
+		list, err = s.ctl.ListSandboxes(ctx, control.SandboxFilter{})
 	}
 	if err != nil {
 		return nil, err

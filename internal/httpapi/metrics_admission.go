@@ -3,7 +3,6 @@ package httpapi
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"genesis.dev/sandbox/internal/admission"
 	"genesis.dev/sandbox/internal/control"
 )
 
@@ -19,20 +18,20 @@ var (
 	perTenant = []struct {
 		desc  *prometheus.Desc
 		kind  prometheus.ValueType
-		value func(admission.TenantStats) uint64
+		value func(control.AdmissionTenantStats) uint64
 	}{
 		{tenantDesc("genesis_admission_queue_length", "Requests waiting for host capacity by tenant."), prometheus.GaugeValue,
-			func(t admission.TenantStats) uint64 { return uint64(t.Queued) }},
+			func(t control.AdmissionTenantStats) uint64 { return uint64(t.Queued) }},
 		{tenantDesc("genesis_admission_grants_total", "Requests granted host capacity by tenant."), prometheus.CounterValue,
-			func(t admission.TenantStats) uint64 { return t.Grants }},
+			func(t control.AdmissionTenantStats) uint64 { return t.Grants }},
 		{tenantDesc("genesis_admission_waits_total", "Requests that waited for host capacity by tenant."), prometheus.CounterValue,
-			func(t admission.TenantStats) uint64 { return t.Waits }},
+			func(t control.AdmissionTenantStats) uint64 { return t.Waits }},
 		{tenantDesc("genesis_admission_timeouts_total", "Waiting requests that got no capacity within their wait by tenant."), prometheus.CounterValue,
-			func(t admission.TenantStats) uint64 { return t.Timeouts }},
+			func(t control.AdmissionTenantStats) uint64 { return t.Timeouts }},
 		{tenantDesc("genesis_admission_canceled_total", "Waiting requests whose caller went away by tenant."), prometheus.CounterValue,
-			func(t admission.TenantStats) uint64 { return t.Canceled }},
+			func(t control.AdmissionTenantStats) uint64 { return t.Canceled }},
 		{tenantDesc("genesis_admission_rejected_total", "Requests refused at once for lack of capacity (no wait) by tenant."), prometheus.CounterValue,
-			func(t admission.TenantStats) uint64 { return t.Rejected }},
+			func(t control.AdmissionTenantStats) uint64 { return t.Rejected }},
 	}
 )
 
@@ -42,10 +41,10 @@ func tenantDesc(name, help string) *prometheus.Desc {
 
 // collectAdmission sends the host capacity and the fair queues' depths and
 // counters.
-func collectAdmission(ch chan<- prometheus.Metric, st admission.Stats) {
+func collectAdmission(ch chan<- prometheus.Metric, st control.AdmissionStats) {
 	for _, c := range []struct {
 		desc *prometheus.Desc
-		cap  admission.Capacity
+		cap  control.AdmissionCapacity
 	}{{capacityDesc, st.Capacity}, {capacityInUseDesc, st.InUse}} {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, c.cap.CPU, "cpu")
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(c.cap.MemoryMB), "memory_mb")

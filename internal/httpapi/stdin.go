@@ -10,9 +10,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
-	"genesis.dev/sandbox/internal/joblog"
+	"genesis.dev/sandbox/internal/jobs"
 )
 
 // Streamed stdin of background jobs started with "stdin_stream": true:
@@ -187,17 +186,17 @@ func (s *Server) attachJob(w http.ResponseWriter, r *http.Request) {
 	// Log → client.
 	buf := make([]byte, 0, 64<<10)
 	var last int64 = cursor
-	err = log.Read(ctx, cursor, true, func(e joblog.Event) error {
+	err = log.Read(ctx, cursor, true, func(e jobs.LogEvent) error {
 		last = e.Cursor
 		switch e.Type {
-		case agentproto.FrameStdout, agentproto.FrameStderr:
+		case jobs.FrameStdout, jobs.FrameStderr:
 			tag := attachStdout
-			if e.Type == agentproto.FrameStderr {
+			if e.Type == jobs.FrameStderr {
 				tag = attachStderr
 			}
 			buf = append(append(buf[:0], tag), e.Payload...)
 			return send(websocket.MessageBinary, buf)
-		case agentproto.FrameExit:
+		case jobs.FrameExit:
 			x, err := e.Exit()
 			if err != nil {
 				return err

@@ -98,8 +98,8 @@ var rules = []rule{
 	},
 	{
 		Pkg:      "internal/ports",
-		Why:      "ports is a workload package: control, agentclient, config, sandbox and errdefs; no API, store or driver",
-		Forbid:   concat([]string{"internal/httpapi", "client"}, without(workloads, "internal/ports")),
+		Why:      "ports is a workload package: control, agentclient, config, sandbox and errdefs (and interactive's Hub, for a VNC takeover); no API, store or driver",
+		Forbid:   concat([]string{"internal/httpapi", "client"}, without(workloads, "internal/ports", "internal/interactive")),
 		NoImport: []string{"internal/store/...", "internal/driver/..."},
 	},
 	{
@@ -128,9 +128,9 @@ var rules = []rule{
 	},
 	{
 		Pkg:      "internal/httpapi",
-		Why:      "the API calls control and the workload managers; it never reaches a driver or a concrete store",
+		Why:      "the API calls control and the workload managers; it never imports a driver, the store, admission, the job log or the agent protocol",
 		Forbid:   []string{"cmd/..."},
-		NoImport: []string{"internal/driver/...", "internal/store/sqlite", "internal/store/postgres"},
+		NoImport: []string{"internal/driver/...", "internal/store/...", "internal/admission", "internal/joblog", "internal/agent/..."},
 	},
 }
 
@@ -280,6 +280,8 @@ func TestRulesCatchUpwardImports(t *testing.T) {
 		{"ports imports the store", pkg{Path: "internal/ports", Imports: []string{m("internal/store")}, Deps: []string{m("internal/store")}}, "internal/ports imports internal/store"},
 		{"ports reaches the store through control", pkg{Path: "internal/ports", Imports: []string{m("internal/control")}, Deps: []string{m("internal/control"), m("internal/store")}}, ""},
 		{"files imports jobs", pkg{Path: "internal/files", Deps: []string{m("internal/jobs")}}, "internal/files depends on internal/jobs"},
+		{"httpapi imports the store", pkg{Path: "internal/httpapi", Imports: []string{m("internal/store")}}, "internal/httpapi imports internal/store"},
+		{"httpapi imports joblog", pkg{Path: "internal/httpapi", Imports: []string{m("internal/joblog")}}, "internal/httpapi imports internal/joblog"},
 		{"httpapi imports a driver", pkg{Path: "internal/httpapi", Imports: []string{m("internal/driver/docker")}}, "imports internal/driver/docker"},
 		{"control imports joblog", pkg{Path: "internal/control", Imports: []string{m("internal/joblog")}}, "internal/control imports internal/joblog"},
 		{"sandbox with errdefs only", pkg{Path: "internal/sandbox", Imports: []string{"fmt", m("internal/errdefs")}, Deps: []string{"fmt", m("internal/errdefs")}}, ""},
