@@ -63,6 +63,23 @@ type Sandbox struct {
 	// Endpoints are the named ports of the sandbox's profile with their
 	// URLs through the service (GET answers).
 	Endpoints []Endpoint `json:"endpoints,omitempty"`
+	// Services are the profile's services and how they run (GET answers).
+	Services []ServiceStatus `json:"services,omitempty"`
+}
+
+// ServiceStatus is one profile service of a sandbox: a long-running job
+// the service starts once the sandbox is ready and restarts with backoff.
+type ServiceStatus struct {
+	Name string `json:"name"`
+	// State: starting, running, ready (its ready port answers), backoff
+	// (waiting to restart), exited (not restarted) or failed.
+	State        string     `json:"state"`
+	JobID        string     `json:"job_id,omitempty"` // its current job (logs: GET /v1/jobs/{id}/logs)
+	Restarts     int        `json:"restarts"`
+	LastExitCode *int       `json:"last_exit_code,omitempty"`
+	Error        string     `json:"error,omitempty"`
+	Since        time.Time  `json:"since"`
+	ReadyAt      *time.Time `json:"ready_at,omitempty"`
 }
 
 // SandboxList is the body of GET /v1/sandboxes.

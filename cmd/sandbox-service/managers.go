@@ -24,6 +24,7 @@ type managers struct {
 	files *files.Gateway
 	terms *interactive.Terminals
 	ports *ports.Proxy
+	svcs  *jobs.Services
 }
 
 // newManagers builds the managers over ctl and registers their hooks; call
@@ -64,11 +65,13 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 	}
 	// Order matters where hooks share a moment: jobs cancel their jobs
 	// before the keeper sweeps and terminals and port connections close.
+	svcs := jobs.NewServices(jm)
 	ctl.AddHook(jm)
+	ctl.AddHook(svcs) // after the jobs: their cancel ends the services' jobs
 	ctl.AddHook(arts)
 	ctl.AddHook(terms)
 	ctl.AddHook(pp)
-	return &managers{jobs: jm, arts: arts, files: fs, terms: terms, ports: pp}, nil
+	return &managers{jobs: jm, arts: arts, files: fs, terms: terms, ports: pp, svcs: svcs}, nil
 }
 
 // newPortsProxy builds the port proxy with the preview-link key of the

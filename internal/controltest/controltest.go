@@ -255,6 +255,7 @@ type Harness struct {
 	Ports     *ports.Proxy
 	Jobs      *jobs.Manager
 	Artifacts *artifacts.Keeper
+	Services  *jobs.Services
 	Clock     *Clock
 	Agents    *Agents
 }
@@ -394,7 +395,7 @@ func NewOpts(t *testing.T, o Options) *Harness {
 	}
 	t.Cleanup(svc.Close)
 	t.Cleanup(m.Close) // before svc.Close: followers hold busy attachments
-	return &Harness{T: t, Dir: dir, Cfg: cfg, Drv: drv, St: st, Svc: svc, Terminals: m.Terminals, Files: m.Files, Jobs: m.Jobs, Artifacts: m.Artifacts, Ports: m.Ports, Clock: clk, Agents: ag}
+	return &Harness{T: t, Dir: dir, Cfg: cfg, Drv: drv, St: st, Svc: svc, Terminals: m.Terminals, Files: m.Files, Jobs: m.Jobs, Artifacts: m.Artifacts, Ports: m.Ports, Services: m.Services, Clock: clk, Agents: ag}
 }
 
 // SetProbe replaces the probe result and refreshes the service's cache.
@@ -533,6 +534,7 @@ type Managers struct {
 	Ports     *ports.Proxy
 	Jobs      *jobs.Manager
 	Artifacts *artifacts.Keeper
+	Services  *jobs.Services
 }
 
 // ManagersConfig says what the managers run over.
@@ -590,13 +592,13 @@ func NewManagers(c ManagersConfig) (*Managers, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Managers{Terminals: terms, Files: fs, Jobs: jm, Artifacts: arts, Ports: pp}, nil
+	return &Managers{Terminals: terms, Files: fs, Jobs: jm, Artifacts: arts, Ports: pp, Services: jobs.NewServices(jm)}, nil
 }
 
 // Hooks are the managers' control hooks.
 func (m *Managers) Hooks() []control.Hook {
-	return []control.Hook{m.Jobs, m.Artifacts, m.Terminals, m.Ports}
+	return []control.Hook{m.Jobs, m.Services, m.Artifacts, m.Terminals, m.Ports}
 }
 
 // Close stops the managers' background work (the job followers).
-func (m *Managers) Close() { m.Jobs.Close() }
+func (m *Managers) Close() { m.Services.Close(); m.Jobs.Close() }

@@ -198,6 +198,12 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("ETag", etag(sb))
 	out := sandboxWire(sb)
 	out.Endpoints = s.endpoints(r, sb.ID, sb.Profile)
+	if s.services != nil {
+		for _, st := range s.services.Of(sb.ID) {
+			out.Services = append(out.Services, client.ServiceStatus{Name: st.Name, State: st.State, JobID: st.JobID,
+				Restarts: st.Restarts, LastExitCode: st.LastExit, Error: st.Error, Since: st.Since, ReadyAt: st.Ready})
+		}
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -52,6 +52,7 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 		Terminals:    h.Terminals,
 		Files:        h.Files,
 		Ports:        h.Ports,
+		Services:     h.Services,
 		Jobs:         h.Jobs,
 		Artifacts:    h.Artifacts,
 		Keys:         map[string]string{keyA: "a", keyB: "b", keyAdmin: config.AdminTenant},

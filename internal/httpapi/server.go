@@ -46,8 +46,10 @@ type Config struct {
 	// KeepAlive is the interval of SSE keepalive comments (default 15 s).
 	KeepAlive time.Duration
 	// Ports, when set, serves the port routes (proxy, TCP, preview links).
-	Ports  *ports.Proxy
-	Logger *slog.Logger
+	Ports *ports.Proxy
+	// Services, when set, reports the profile services on GET sandbox.
+	Services *jobs.Services
+	Logger   *slog.Logger
 	// Metrics is the instrumentation served at /metrics; nil means a new
 	// NewMetrics(MetricsConfig{}). Give the same Metrics to the jobs
 	// manager (jobs.Config.Metrics) for its exec latencies.
@@ -67,6 +69,7 @@ type Server struct {
 	terms     *interactive.Terminals
 	files     *files.Gateway
 	ports     *ports.Proxy
+	services  *jobs.Services
 	// unaudited are route patterns whose mutating requests are not
 	// audited: traffic proxied to a sandbox's own server.
 	unaudited map[string]bool
@@ -116,7 +119,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Metrics = NewMetrics(MetricsConfig{})
 	}
 	s := &Server{ctl: cfg.Control, maxBody: cfg.MaxBodyBytes, log: cfg.Logger, mux: http.NewServeMux(), metrics: cfg.Metrics, keepalive: cfg.KeepAlive,
-		ports: cfg.Ports, unaudited: map[string]bool{}}
+		ports: cfg.Ports, services: cfg.Services, unaudited: map[string]bool{}}
 	for k, t := range cfg.Keys {
 		s.keys = append(s.keys, apiKey{hash: sha256.Sum256([]byte(k)), tenant: t})
 	}

@@ -30,7 +30,13 @@ func (s *Manager) StartJob(ctx context.Context, in ExecInput) (*sandbox.Job, err
 	if err := s.validateExec(&in); err != nil {
 		return nil, err
 	}
-	att, err := s.sbx.Attach(ctx, in.Tenant, in.SandboxID, control.AttachOptions{Busy: true})
+	return s.startJob(ctx, in, true)
+}
+
+// startJob starts a validated background job; busy holds a leased sandbox
+// busy while it runs (a profile service does not).
+func (s *Manager) startJob(ctx context.Context, in ExecInput, busy bool) (*sandbox.Job, error) {
+	att, err := s.sbx.Attach(ctx, in.Tenant, in.SandboxID, control.AttachOptions{Busy: busy})
 	if err != nil {
 		return nil, err
 	}

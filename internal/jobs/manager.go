@@ -21,6 +21,9 @@ import (
 type sandboxes interface {
 	Attach(ctx context.Context, tenant, id string, o control.AttachOptions) (*control.Attachment, error)
 	FailIfGone(ctx context.Context, sb *sandbox.Sandbox) (why string, failed bool)
+	// For profile services: which sandboxes run and their profiles.
+	ListSandboxes(ctx context.Context, f control.SandboxFilter) ([]*sandbox.Sandbox, error)
+	ProfileConfig(name string) (*config.Profile, bool)
 }
 
 // records is what jobs need of the store: job and session records, and

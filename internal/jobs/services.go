@@ -1,0 +1,315 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
+)
+
+// Services runs the profile services of each sandbox (config.ServiceSpec):
+// long-running commands started as background jobs once the sandbox is
+// ready, restarted with backoff when they exit (by their restart policy),
+// until the sandbox leaves its holder or stops. Their output is kept like
+// any background job's (GET /v1/jobs/{id}/logs), and a service job does not
+// hold a leased sandbox busy.
+//
+// It implements control's SandboxReady, SandboxEnding and Recover hooks:
+// register it after the Manager. After a restart of the service process,
+// Recover resumes supervising the services of the sandboxes that still
+// run, adopting a service job that still runs instead of starting another.
+type Services struct {
+	m   *Manager
+	log *slog.Logger
+
+	mu   sync.Mutex
+	sbx  map[string]*sandboxServices // sandbox id →
+	done bool
+}
+
+// sandboxServices is the supervision of one sandbox's services.
+type sandboxServices struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	state  []ServiceState
+}
+
+// ServiceState is how one profile service of a sandbox is doing.
+type ServiceState struct {
+	Name string `json:"name"`
+	// State is starting, running, ready (its ready port answers),
+	// backoff (waiting to restart), exited (not restarted) or failed
+	// (could not be started).
+	State    string     `json:"state"`
+	JobID    string     `json:"job_id,omitempty"`
+	Restarts int        `json:"restarts"`
+	LastExit *int       `json:"last_exit_code,omitempty"`
+	Error    string     `json:"error,omitempty"`
+	Since    time.Time  `json:"since"`
+	Ready    *time.Time `json:"ready_at,omitempty"`
+}
+
+// Restart backoff of a service: doubling from serviceBackoffMin up to
+// serviceBackoffMax; a run longer than serviceStableRun resets it.
+const (
+	serviceBackoffMin = time.Second
+	serviceBackoffMax = 30 * time.Second
+	serviceStableRun  = time.Minute
+	serviceReadyWait  = 60 * time.Second
+)
+
+// NewServices returns the profile-service supervisor over m.
+func NewServices(m *Manager) *Services {
+	return &Services{m: m, log: m.log.With("component", "services"), sbx: map[string]*sandboxServices{}}
+}
+
+// Name is the hook name.
+func (v *Services) Name() string { return "services" }
+
+// SandboxReady starts supervising the sandbox's profile services.
+func (v *Services) SandboxReady(_ context.Context, a *control.Attachment) error {
+	if a.Profile == nil || len(a.Profile.Services) == 0 {
+		return nil
+	}
+	v.supervise(a.Sandbox, a.Profile.Services, nil)
+	return nil
+}
+
+// SandboxEnding stops supervising (the Manager cancels the jobs).
+func (v *Services) SandboxEnding(_ context.Context, sandboxID, _ string) {
+	v.mu.Lock()
+	ss := v.sbx[sandboxID]
+	delete(v.sbx, sandboxID)
+	v.mu.Unlock()
+	if ss != nil {
+		ss.cancel()
+	}
+}
+
+// Recover resumes supervision of the services of running sandboxes.
+func (v *Services) Recover(ctx context.Context) error {
+	list, err := v.m.sbx.ListSandboxes(ctx, control.SandboxFilter{})
+	if err != nil {
+		return err
+	}
+	for _, sb := range list {
+		if !sb.State.Running() {
+			continue
+		}
+		p, ok := v.m.sbx.ProfileConfig(sb.Profile)
+		if !ok || len(p.Services) == 0 {
+			continue
+		}
+		running, err := v.m.store.ListJobs(ctx, store.JobFilter{SandboxID: sb.ID, States: []sandbox.JobState{sandbox.JobRunning}})
+		if err != nil {
+			return err
+		}
+		v.supervise(sb, p.Services, running)
+	}
+	return nil
+}
+
+// Close stops every supervisor and waits for them.
+func (v *Services) Close() {
+	v.mu.Lock()
+	v.done = true
+	all := v.sbx
+	v.sbx = map[string]*sandboxServices{}
+	v.mu.Unlock()
+	for _, ss := range all {
+		ss.cancel()
+		ss.wg.Wait()
+	}
+}
+
+// Of returns the state of a sandbox's services (nil when it has none or
+// none are supervised here).
+func (v *Services) Of(sandboxID string) []ServiceState {
+	v.mu.Lock()
+	ss := v.sbx[sandboxID]
+	v.mu.Unlock()
+	if ss == nil {
+		return nil
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return slices.Clone(ss.state)
+}
+
+func (v *Services) supervise(sb *sandbox.Sandbox, specs []config.ServiceSpec, running []*sandbox.Job) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.done {
+		return
+	}
+	if old := v.sbx[sb.ID]; old != nil {
+		old.cancel() // a reset sandbox made ready again
+	}
+	ctx, cancel := context.WithCancel(v.m.bgCtx)
+	ss := &sandboxServices{cancel: cancel, state: make([]ServiceState, len(specs))}
+	v.sbx[sb.ID] = ss
+	now := v.m.now()
+	for i, spec := range specs {
+		ss.state[i] = ServiceState{Name: spec.Name, State: "starting", Since: now}
+		var adopt *sandbox.Job
+		for _, j := range running {
+			if j.Mode == sandbox.JobModeBackground && slices.Equal(j.Command, spec.Command) {
+				adopt = j
+				break
+			}
+		}
+		ss.wg.Add(1)
+		go func() {
+			defer ss.wg.Done()
+			v.run(ctx, ss, i, sb, spec, adopt)
+		}()
+	}
+}
+
+// set updates service i's state.
+func (ss *sandboxServices) set(i int, f func(*ServiceState)) {
+	ss.mu.Lock()
+	f(&ss.state[i])
+	ss.mu.Unlock()
+}
+
+// run keeps one service running until ctx ends.
+func (v *Services) run(ctx context.Context, ss *sandboxServices, i int, sb *sandbox.Sandbox, spec config.ServiceSpec, adopt *sandbox.Job) {
+	log := v.log.With("sandbox", sb.ID, "service", spec.Name)
+	backoff := serviceBackoffMin
+	for attempt := 0; ; attempt++ {
+		job := adopt
+		adopt = nil
+		if job == nil {
+			var err error
+			job, err = v.m.startJob(ctx, ExecInput{
+				Tenant: sb.Tenant, SandboxID: sb.ID, Command: spec.Command, Cwd: spec.Cwd, Env: spec.Env,
+				MaxOutputBytes: v.m.lim.DefaultOutputBytes,
+			}, false)
+			if err != nil {
+				if ctx.Err() != nil || sandboxGone(err) {
+					return
+				}
+				log.Warn("starting a profile service", "err", err)
+				ss.set(i, func(s *ServiceState) { s.State, s.Error, s.Since = "failed", err.Error(), v.m.now() })
+				if !sleepCtx(ctx, backoff) {
+					return
+				}
+				backoff = min(2*backoff, serviceBackoffMax)
+				continue
+			}
+		}
+		started := time.Now()
+		ss.set(i, func(s *ServiceState) {
+			s.State, s.JobID, s.Error, s.Since, s.Ready = "running", job.ID, "", v.m.now(), nil
+			if attempt > 0 {
+				s.Restarts++
+			}
+		})
+		if spec.ReadyPort > 0 {
+			go v.watchReady(ctx, ss, i, sb, job.ID, spec.ReadyPort)
+		}
+		code, ok := v.waitJob(ctx, job.ID)
+		if !ok {
+			return // ctx ended: the sandbox left its holder or the service stops
+		}
+		ss.set(i, func(s *ServiceState) { s.LastExit = &code })
+		if spec.Restart == config.RestartNever || (spec.Restart == config.RestartOnFailure && code == 0) {
+			ss.set(i, func(s *ServiceState) { s.State, s.Since = "exited", v.m.now() })
+			return
+		}
+		if time.Since(started) > serviceStableRun {
+			backoff = serviceBackoffMin
+		}
+		log.Info("profile service exited; restarting", "exit_code", code, "in", backoff)
+		ss.set(i, func(s *ServiceState) { s.State, s.Since = "backoff", v.m.now() })
+		if !sleepCtx(ctx, backoff) {
+			return
+		}
+		backoff = min(2*backoff, serviceBackoffMax)
+	}
+}
+
+// sandboxGone reports whether err says the sandbox no longer runs, so
+// supervision ends.
+func sandboxGone(err error) bool {
+	return errdefs.Code(err) == control.CodeNotRunning || errors.Is(err, errdefs.ErrNotFound)
+}
+
+// waitJob waits until job id ends and returns its exit code (-1 without
+// one); false when ctx ended first.
+func (v *Services) waitJob(ctx context.Context, id string) (int, bool) {
+	l, err := v.m.logs.View(id)
+	if err != nil {
+		return -1, ctx.Err() == nil
+	}
+	if err := l.Read(ctx, l.Size(), true, func(LogEvent) error { return nil }); ctx.Err() != nil {
+		return 0, false
+	} else if err != nil {
+		v.log.Debug("reading a service job's log", "job", id, "err", err)
+	}
+	// The log's exit frame is written before the record is final; the
+	// record is what the API shows, so wait for it briefly.
+	for range 50 {
+		j, err := v.m.store.GetJob(ctx, "", id)
+		if err == nil && j.State.Final() {
+			if j.ExitCode != nil {
+				return *j.ExitCode, true
+			}
+			return -1, true
+		}
+		if !sleepCtx(ctx, 20*time.Millisecond) {
+			return 0, false
+		}
+	}
+	return -1, true
+}
+
+// watchReady marks the service ready once its port accepts a connection.
+func (v *Services) watchReady(ctx context.Context, ss *sandboxServices, i int, sb *sandbox.Sandbox, jobID string, port int) {
+	deadline := time.Now().Add(serviceReadyWait)
+	for time.Now().Before(deadline) {
+		att, err := v.m.sbx.Attach(ctx, "", sb.ID, control.AttachOptions{})
+		if err != nil {
+			return
+		}
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		c, err := att.Agent.DialPort(dctx, port)
+		cancel()
+		att.Release()
+		if err == nil {
+			c.Close()
+			now := v.m.now()
+			ss.set(i, func(s *ServiceState) {
+				if s.JobID == jobID && s.State == "running" {
+					s.State, s.Ready = "ready", &now
+				}
+			})
+			return
+		}
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			return
+		}
+	}
+}
+
+// sleepCtx sleeps d unless ctx ends first (false then).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
