@@ -45,6 +45,9 @@ type Config struct {
 	Signer    *Signer
 	// MaxLinkTTL bounds preview links (default 24 h).
 	MaxLinkTTL time.Duration
+	// DialTimeout bounds connecting to a port (default 2 s; the agent
+	// gives up after 2 s on its side too).
+	DialTimeout time.Duration
 	Now        func() time.Time
 	Logger     *slog.Logger
 }
@@ -71,6 +74,9 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	if cfg.MaxLinkTTL <= 0 {
 		cfg.MaxLinkTTL = 24 * time.Hour
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 2 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -119,6 +125,14 @@ func (p *Proxy) attach(ctx context.Context, tenant, sandboxID string, port int) 
 	t, err := p.cfg.Sandboxes.AttachPorts(ctx, tenant, sandboxID)
 	if err != nil {
 		return nil, err
+	}
+	dial, limit := t.Dial, p.cfg.DialTimeout
+	t.Dial = func(ctx context.Context, port int) (net.Conn, error) {
+		// The deadline bounds the connect only: DialPort's connection
+		// outlives the context it was dialled with.
+		dctx, cancel := context.WithTimeout(ctx, limit)
+		defer cancel()
+		return dial(dctx, port)
 	}
 	if !t.Policy.Allows(port) {
 		t.Release()
