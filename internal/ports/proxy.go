@@ -247,6 +247,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, pr Request, fa
 		FlushInterval: -1, // stream: never hold a response body back
 		ModifyResponse: func(resp *http.Response) error {
 			rewriteLocation(resp, pr)
+			scopeCookies(resp, pr)
 			if resp.StatusCode == http.StatusSwitchingProtocols {
 				// The upgraded connection is closed when the sandbox ends.
 				if c, ok := resp.Body.(io.Closer); ok {
@@ -313,6 +314,34 @@ func rewriteLocation(resp *http.Response, pr Request) {
 	u.Path = pr.Prefix + u.Path
 	u.RawPath = ""
 	resp.Header.Set("Location", u.String())
+}
+
+// scopeCookies confines the cookies a sandbox's server sets to its own
+// prefix: every preview shares the service's origin, so a cookie with
+// Path=/ would otherwise go to every other sandbox's server too. A Domain
+// attribute is dropped for the same reason.
+func scopeCookies(resp *http.Response, pr Request) {
+	vals := resp.Header.Values("Set-Cookie")
+	if len(vals) == 0 {
+		return
+	}
+	out := make([]string, 0, len(vals))
+	for _, v := range vals {
+		c, err := http.ParseSetCookie(v)
+		if err != nil {
+			continue // not a cookie a browser would keep either
+		}
+		p := c.Path
+		if !strings.HasPrefix(p, "/") {
+			p = "/"
+		}
+		c.Path, c.Domain = pr.Prefix+p, ""
+		out = append(out, c.String())
+	}
+	resp.Header.Del("Set-Cookie")
+	for _, v := range out {
+		resp.Header.Add("Set-Cookie", v)
+	}
 }
 
 func isLoopbackHost(hostport string, port int) bool {

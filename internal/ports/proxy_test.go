@@ -139,6 +139,9 @@ func TestProxyHTTP(t *testing.T) {
 		switch r.URL.Path {
 		case "/dir":
 			http.Redirect(w, r, "/dir/", http.StatusMovedPermanently)
+		case "/cookie":
+			w.Header().Add("Set-Cookie", "a=1; Path=/; Domain=example.test; HttpOnly")
+			w.Header().Add("Set-Cookie", "b=2")
 		case "/echo":
 			sum := sha256.New()
 			n, _ := io.Copy(sum, r.Body)
@@ -170,6 +173,12 @@ func TestProxyHTTP(t *testing.T) {
 	resp = h.get(t, "GET", base+"/dir", nil, nil)
 	if loc := resp.Header.Get("Location"); resp.StatusCode != 301 || loc != base+"/dir/" {
 		t.Errorf("redirect: %d Location %q, want %s/dir/", resp.StatusCode, loc, base)
+	}
+
+	// Cookies stay under the port's prefix.
+	resp = h.get(t, "GET", base+"/cookie", nil, nil)
+	if got := resp.Header.Values("Set-Cookie"); len(got) != 2 || got[0] != "a=1; Path="+base+"/; HttpOnly" || got[1] != "b=2; Path="+base+"/" {
+		t.Errorf("Set-Cookie through the proxy: %q", got)
 	}
 
 	// A streamed body of 32 MiB arrives whole.
