@@ -93,6 +93,7 @@ type Server struct {
 	bufs    sync.Pool
 
 	jobs     jobTable  // background jobs
+	execs    execSet   // synchronous execs running (job.go)
 	discard  sync.Pool // *[]byte of discardBuf bytes: output beyond a cap
 	frames   sync.Pool // *[]byte: encoded frames of job streams
 	shimPath string
@@ -258,14 +259,21 @@ func (s *Server) terminateJobs() {
 	if s.sup.closeStarts() == 0 {
 		return
 	}
-	// Background jobs: their shims signal the whole tree, SIGKILL after
-	// the grace; killing a shim itself would orphan the tree.
+	// Background jobs and execs: their shims signal the whole tree,
+	// SIGKILL after the grace; killing a shim itself would orphan the tree.
 	s.jobs.terminateAll(s.cfg.ShutdownGrace)
+	execs := s.execs.close()
+	for _, j := range execs {
+		j.terminate("", s.cfg.ShutdownGrace)
+	}
 	s.sup.signalAll(syscall.SIGTERM)
 	if s.waitJobs(s.cfg.ShutdownGrace) {
 		return
 	}
 	s.jobs.killAll()
+	for _, j := range execs {
+		j.kill()
+	}
 	if s.waitJobs(time.Second) {
 		return
 	}
@@ -406,7 +414,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	var res agentproto.ExecResult
 	if re != nil {
 		res = runErrorResult(re, time.Since(started))
-	} else if res, err = s.run(r.Context(), j); err != nil {
+	} else if res, err = s.run(r.Context(), req.JobID, j); err != nil {
 		writeError(w, err)
 		return
 	}
