@@ -321,11 +321,11 @@ func containerProcs(t *testing.T, c *sandboxContainer) []string {
 	t.Helper()
 	// Every line of /proc/N/stat (the listing shell and its children are
 	// ignored by pgid), then the idle spare shims: started as
-	// "genesis-agent-shim serve spare" and not (yet) renamed for a job.
+	// "genesis-agent-shim shim spare" and not (yet) renamed for a job.
 	res := execOK(t, c.client, agentproto.ExecRequest{Script: `echo "self $$ $PPID"; cat /proc/[0-9]*/stat 2>/dev/null
 for p in /proc/[0-9]*; do
   case "$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null)" in
-  "genesis-agent-shim serve spare ") read -r c <"$p/comm" && [ "$c" != genesis-shim ] && echo "spare ${p#/proc/}";;
+  "genesis-agent-shim shim spare ") read -r c <"$p/comm" && [ "$c" != genesis-shim ] && echo "spare ${p#/proc/}";;
   esac
 done; true`})
 	lines := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")

@@ -168,13 +168,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 // ends or SIGTERM arrives; SIGINT and SIGHUP are forwarded to running jobs'
 // process groups. On the way out it terminates every job (SIGTERM, then
 // SIGKILL after ShutdownGrace), removes the socket and returns.
-//
-// A process started as a background job's shim (see shim.go) runs the shim
-// instead and exits.
 func (s *Server) Run(ctx context.Context) error {
-	if shimRequested() {
-		os.Exit(runShim(os.Args))
-	}
 	s.started = time.Now()
 	s.kernel = KernelRelease()
 	s.env = newBaseEnv(s.cfg.Environ, defaultHome(s.cfg.DefaultWorkdir))
