@@ -14,7 +14,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -328,46 +327,6 @@ func bindUnix(path string, mode fs.FileMode) (*net.UnixListener, error) {
 	return ln, nil
 }
 
-// Handler returns the HTTP handler serving the agentproto routes.
-func (s *Server) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case agentproto.PathPing:
-			if r.Method != http.MethodGet {
-				writeError(w, fmt.Errorf("%s wants GET: %w", r.URL.Path, errdefs.ErrInvalidArgument))
-				return
-			}
-			s.handlePing(w)
-		case agentproto.PathReset:
-			s.handleReset(w, r)
-		case agentproto.PathExec:
-			if r.Method != http.MethodPost {
-				writeError(w, fmt.Errorf("%s wants POST: %w", r.URL.Path, errdefs.ErrInvalidArgument))
-				return
-			}
-			s.handleExec(w, r)
-		default:
-			if strings.HasPrefix(r.URL.Path, agentproto.PathJobs) {
-				s.serveJobs(w, r)
-				return
-			}
-			if strings.HasPrefix(r.URL.Path, agentproto.PathTerminals) {
-				s.serveTerminals(w, r)
-				return
-			}
-			if strings.HasPrefix(r.URL.Path, agentproto.PathFiles) {
-				s.serveFiles(w, r)
-				return
-			}
-			if strings.HasPrefix(r.URL.Path, agentproto.PathPorts) {
-				s.servePorts(w, r)
-				return
-			}
-			writeError(w, fmt.Errorf("no route %s: %w", r.URL.Path, errdefs.ErrNotFound))
-		}
-	})
-}
-
 func (s *Server) handlePing(w http.ResponseWriter) {
 	writeJSON(w, http.StatusOK, agentproto.Ping{
 		Protocol: agentproto.Version,
@@ -425,7 +384,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
-		b, _ = json.Marshal(agentproto.Error{Code: "internal", Message: err.Error()})
+		b = marshalError(agentproto.Error{Code: "internal", Message: err.Error()})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
@@ -436,4 +395,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // writeError answers with the class status and an agentproto.Error body.
 func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, errdefs.HTTPStatus(err), agentproto.Error{Code: errdefs.Code(err), Message: err.Error()})
+}
+
+// marshalError encodes an error body.
+func marshalError(e agentproto.Error) []byte {
+	b, _ := json.Marshal(e)
+	return b
 }
