@@ -5,11 +5,14 @@
 //
 //	genesis-agent version                 print one JSON line and exit
 //	genesis-agent serve --socket PATH     run as the container's PID 1
+//	genesis-agent shim spare              a job shim; only the agent starts it
 package main
 
 import (
 	"fmt"
 	"os"
+
+	"genesis.dev/sandbox/internal/agent"
 )
 
 // agentVersion is the build version reported by the agent. It may be
@@ -17,6 +20,10 @@ import (
 var agentVersion = "0.1.0"
 
 func main() {
+	// Agents before the shim subcommand started shims as "serve spare".
+	if agent.IsLegacyShim(os.Args) {
+		os.Exit(agent.RunShim(os.Args))
+	}
 	os.Exit(run(os.Args[1:]))
 }
 
@@ -30,6 +37,8 @@ func run(args []string) int {
 		return runVersion(os.Stdout)
 	case "serve":
 		return runServe(args[1:])
+	case agent.ShimCommand:
+		return agent.RunShim(os.Args)
 	default:
 		fmt.Fprintf(os.Stderr, "genesis-agent: unknown subcommand %q\n", args[0])
 		return 2

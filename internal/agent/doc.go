@@ -11,13 +11,16 @@
 // dispatches statuses to the jobs that registered their pids, so nothing else
 // may wait for children in this process.
 //
-// Synchronous execs (POST /v1/exec) run directly under the agent. Background
-// jobs (/v1/jobs) run under a per-job shim, the agent binary re-executed as
-// a child subreaper (shim.go): everything the job forks stays below it, even
-// after setsid or a double fork, so cancel and timeout kill the whole tree.
-// One shim is kept started ahead of its job (spare.go), so a job start does
-// not wait for a process and its runtime to come up.
-// Their output is kept in memory up to a cap per stream (output.go) and
+// Synchronous execs (POST /v1/exec) and background jobs (/v1/jobs) run the
+// same way: under a shim, the agent binary re-executed as a child subreaper
+// (shim.go), so everything the command forks stays below it, even after
+// setsid or a double fork, and a timeout, a cancel or the command's exit
+// kills the whole tree. Shims are started ahead of their jobs and reused
+// (spare.go), so a start does not wait for a process and its runtime to
+// come up. An exec is a job that lives only as long as its request and is
+// collected into one answer. Terminals (pty.go) still run directly under
+// the agent and are contained by their process group only.
+// Job output is kept in memory up to a cap per stream (output.go) and
 // streamed as agentproto frames from any offset, so a dropped connection
 // loses nothing.
 //

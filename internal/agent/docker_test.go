@@ -315,23 +315,24 @@ func testInContainer(t *testing.T, rt string) {
 }
 
 // containerProcs lists processes in the container other than the agent,
-// its idle spare job shim and the listing job itself, as "pid state comm".
+// its idle spare job shims and the listing exec itself (its shell, their
+// children and the shim it runs under), as "pid state comm".
 func containerProcs(t *testing.T, c *sandboxContainer) []string {
 	t.Helper()
 	// Every line of /proc/N/stat (the listing shell and its children are
 	// ignored by pgid), then the idle spare shims: started as
-	// "genesis-agent-shim serve spare" and not (yet) renamed for a job.
-	res := execOK(t, c.client, agentproto.ExecRequest{Script: `echo "self $$"; cat /proc/[0-9]*/stat 2>/dev/null
+	// "genesis-agent-shim shim spare" and not (yet) renamed for a job.
+	res := execOK(t, c.client, agentproto.ExecRequest{Script: `echo "self $$ $PPID"; cat /proc/[0-9]*/stat 2>/dev/null
 for p in /proc/[0-9]*; do
   case "$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null)" in
-  "genesis-agent-shim serve spare ") read -r c <"$p/comm" && [ "$c" != genesis-shim ] && echo "spare ${p#/proc/}";;
+  "genesis-agent-shim shim spare ") read -r c <"$p/comm" && [ "$c" != genesis-shim ] && echo "spare ${p#/proc/}";;
   esac
 done; true`})
 	lines := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
 	if len(lines) == 0 || !strings.HasPrefix(lines[0], "self ") {
 		t.Fatalf("proc listing: %q", res.Stdout)
 	}
-	self := strings.TrimPrefix(lines[0], "self ")
+	self, shim, _ := strings.Cut(strings.TrimPrefix(lines[0], "self "), " ")
 	spare := map[string]bool{}
 	for _, l := range lines[1:] {
 		if pid, ok := strings.CutPrefix(l, "spare "); ok {
@@ -346,7 +347,7 @@ done; true`})
 			continue
 		}
 		f := strings.Fields(rest[i+1:])
-		if len(f) < 3 || pid == "1" || f[2] == self || spare[pid] {
+		if len(f) < 3 || pid == "1" || pid == shim || f[2] == self || spare[pid] {
 			continue
 		}
 		out = append(out, pid+" "+f[0]+" "+rest[:i+1])

@@ -40,63 +40,6 @@ func (s *Server) resolve(p string) (root, rel string, err error) {
 	return agentproto.ResolvePath(roots, p)
 }
 
-// serveFiles routes the file operations under agentproto.PathFiles.
-func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == agentproto.PathFiles {
-		switch r.Method {
-		case http.MethodPut:
-			s.handleFileWrite(w, r)
-		case http.MethodGet, http.MethodHead:
-			s.handleFileRead(w, r)
-		default:
-			wrongMethod(w, r, http.MethodGet, http.MethodHead, http.MethodPut)
-		}
-		return
-	}
-	method, handle := s.fileRoute(r.URL.Path)
-	switch {
-	case handle == nil:
-		writeError(w, fmt.Errorf("no route %s: %w", r.URL.Path, errdefs.ErrNotFound))
-	case r.Method != method:
-		wrongMethod(w, r, method)
-	default:
-		handle(w, r)
-	}
-}
-
-// fileRoute returns the method and handler of a file operation path other
-// than agentproto.PathFiles itself; nil for an unknown path.
-func (s *Server) fileRoute(path string) (string, http.HandlerFunc) {
-	switch path {
-	case agentproto.PathFilesStat:
-		return http.MethodGet, s.handleFileStat
-	case agentproto.PathFilesList:
-		return http.MethodGet, s.handleFileList
-	case agentproto.PathFilesArchive:
-		return http.MethodGet, s.handleArchive
-	case agentproto.PathFilesMkdir:
-		return http.MethodPost, s.handleMkdir
-	case agentproto.PathFilesMove:
-		return http.MethodPost, s.handleMove
-	case agentproto.PathFilesDelete:
-		return http.MethodPost, s.handleDelete
-	case agentproto.PathFilesChmod:
-		return http.MethodPost, s.handleChmod
-	case agentproto.PathFilesExtract:
-		return http.MethodPost, s.handleExtract
-	case agentproto.PathFilesSearch:
-		return http.MethodPost, s.handleSearch
-	case agentproto.PathFilesReplace:
-		return http.MethodPost, s.handleReplace
-	}
-	return "", nil
-}
-
-// wrongMethod answers a request whose method the path does not take.
-func wrongMethod(w http.ResponseWriter, r *http.Request, methods ...string) {
-	writeError(w, fmt.Errorf("%s wants %s: %w", r.URL.Path, strings.Join(methods, " or "), errdefs.ErrInvalidArgument))
-}
-
 // handleExtract extracts the tar (or tar.gz) body into the directory path.
 func (s *Server) handleExtract(w http.ResponseWriter, r *http.Request) {
 	display := r.URL.Query().Get(agentproto.QueryPath)

@@ -152,35 +152,6 @@ func runErrorResult(re *runError, d time.Duration) agentproto.ExecResult {
 	}
 }
 
-// capture collects one output stream up to max bytes and counts the rest.
-type capture struct {
-	max       int64
-	buf       []byte
-	total     int64
-	truncated bool
-}
-
-func (c *capture) drain(r *os.File, scratch []byte) {
-	lr := &lateReader{f: r, limit: pendingLimit}
-	for {
-		n, err := lr.Read(scratch)
-		if n > 0 {
-			c.total += int64(n)
-			keep := int64(n)
-			if room := c.max - int64(len(c.buf)); keep > room {
-				keep = room
-				c.truncated = true
-			}
-			if keep > 0 {
-				c.buf = append(c.buf, scratch[:keep]...)
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
 // pendingLimit bounds what a lateReader still reads after its deadline
 // (escaped processes may keep writing).
 const pendingLimit = 4 << 20
@@ -246,155 +217,83 @@ func readPending(f *os.File, p []byte) (int, error) {
 	return n, nil
 }
 
-// run starts j, waits for it under its timeout and ctx, and collects output.
-// The returned error wraps an errdefs class and means no result exists.
-func (s *Server) run(ctx context.Context, j *job) (agentproto.ExecResult, error) {
-	stdin := s.devNull
-	var stdinW *os.File
-	var toClose []*os.File
-	defer func() {
-		for _, f := range toClose {
-			f.Close()
-		}
-	}()
-	if len(j.stdin) > 0 {
-		r, w, err := os.Pipe()
-		if err != nil {
-			return agentproto.ExecResult{}, fmt.Errorf("stdin pipe: %w", errdefs.ErrInternal)
-		}
-		stdin, stdinW = r, w
-		toClose = append(toClose, r, w)
+// run runs j the way a background job runs, under a warm shim (see
+// shim.go), so that its whole tree, including descendants that left its
+// process group or session, is killed at its timeout, when ctx ends, and
+// when its main process exits; then it collects the result. The job is not
+// registered in the job table: it lives as long as the request. The
+// returned error wraps an errdefs class and means no result exists.
+func (s *Server) run(ctx context.Context, id string, spec *job) (agentproto.ExecResult, error) {
+	j := newBGJob(id, spec.maxOut, time.Now())
+	if !s.execs.add(j) {
+		return agentproto.ExecResult{}, fmt.Errorf("agent is shutting down: %w", errdefs.ErrUnavailable)
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return agentproto.ExecResult{}, fmt.Errorf("stdout pipe: %v: %w", err, errdefs.ErrInternal)
+	defer s.execs.remove(j)
+	if err := s.launch(j, spec, nil); err != nil {
+		return agentproto.ExecResult{}, err
 	}
-	toClose = append(toClose, outR, outW)
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		return agentproto.ExecResult{}, fmt.Errorf("stderr pipe: %v: %w", err, errdefs.ErrInternal)
+	select {
+	case <-j.done:
+	case <-ctx.Done():
+		j.terminate(agentproto.ExitReasonCanceled, 0)
+		<-j.done
 	}
-	toClose = append(toClose, errR, errW)
-
-	// Fd puts the child's ends in blocking mode, which is what the child needs.
-	attr := &syscall.ProcAttr{
-		Dir:   j.dir,
-		Env:   j.env,
-		Files: []uintptr{stdin.Fd(), outW.Fd(), errW.Fd()},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
-	}
-	oomBefore, oomOK := s.oom.read()
-	start := time.Now()
-	pid, done, err := s.sup.start(j.argv0, j.argv, attr)
-	if err != nil {
-		if errors.Is(err, errdefs.ErrUnavailable) {
-			return agentproto.ExecResult{}, err
-		}
-		code := 126
-		if errors.Is(err, syscall.ENOENT) {
-			code = 127
-		}
-		return runErrorResult(&runError{code: code, msg: fmt.Sprintf("%s: %v", j.argv[0], err)}, time.Since(start)), nil
-	}
-	// The parent's copies of the child's ends must go now, or EOF never comes.
-	outW.Close()
-	errW.Close()
-	if stdinW != nil {
-		stdin.Close()
-	}
-
-	stdout := capture{max: j.maxOut}
-	stderr := capture{max: j.maxOut}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		b := s.getBuf()
-		defer s.putBuf(b)
-		stdout.drain(outR, b)
-	}()
-	go func() {
-		defer wg.Done()
-		b := s.getBuf()
-		defer s.putBuf(b)
-		stderr.drain(errR, b)
-	}()
-	if stdinW != nil {
-		go func(data []byte) {
-			stdinW.Write(data) // EPIPE when the job does not read it all: fine
-			stdinW.Close()
-		}(j.stdin)
-	}
-
-	var (
-		reason  string
-		sentKil bool
-		timeout <-chan time.Time
-		grace   <-chan time.Time
-		ctxDone = ctx.Done()
-		ei      exitInfo
-	)
-	if j.timeout > 0 {
-		t := time.NewTimer(j.timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-wait:
-	for {
-		select {
-		case ei = <-done:
-			break wait
-		case <-timeout:
-			timeout = nil
-			reason = agentproto.ExitReasonTimeout
-			if j.grace > 0 {
-				syscall.Kill(-pid, syscall.SIGTERM)
-				g := time.NewTimer(j.grace)
-				defer g.Stop()
-				grace = g.C
-			} else {
-				syscall.Kill(-pid, syscall.SIGKILL)
-				sentKil = true
-			}
-		case <-grace:
-			grace = nil
-			syscall.Kill(-pid, syscall.SIGKILL)
-			sentKil = true
-		case <-ctxDone:
-			ctxDone = nil
-			if reason == "" {
-				reason = agentproto.ExitReasonCanceled
-			}
-			syscall.Kill(-pid, syscall.SIGKILL)
-			sentKil = true
-		}
-	}
-	// Leave nothing of the job's group behind, and do not wait for pipes that
-	// escaped descendants still hold open beyond a short drain.
-	syscall.Kill(-pid, syscall.SIGKILL)
-	drainBy := time.Now().Add(s.cfg.DrainTimeout)
-	outR.SetReadDeadline(drainBy)
-	errR.SetReadDeadline(drainBy)
-	if stdinW != nil {
-		stdinW.Close()
-	}
-	wg.Wait()
-
-	res := agentproto.ExecResult{
+	x, _ := j.exitResult()
+	j.mu.Lock()
+	pid := j.pid
+	j.mu.Unlock()
+	return agentproto.ExecResult{
+		ExitCode:        x.ExitCode,
+		ExitReason:      x.ExitReason,
+		Signal:          x.Signal,
+		Stdout:          j.out.keptBytes(streamStdout),
+		Stderr:          j.out.keptBytes(streamStderr),
+		StdoutBytes:     x.StdoutBytes,
+		StderrBytes:     x.StderrBytes,
+		StdoutTruncated: x.StdoutTruncated,
+		StderrTruncated: x.StderrTruncated,
+		DurationMS:      x.DurationMS,
 		PID:             pid,
-		DurationMS:      ei.at.Sub(start).Milliseconds(),
-		Stdout:          nonNil(stdout.buf),
-		Stderr:          nonNil(stderr.buf),
-		StdoutBytes:     stdout.total,
-		StderrBytes:     stderr.total,
-		StdoutTruncated: stdout.truncated,
-		StderrTruncated: stderr.truncated,
+	}, nil
+}
+
+// execSet holds the synchronous execs that run, so that a shutdown ends
+// their trees through their shims as it does for background jobs.
+type execSet struct {
+	mu     sync.Mutex
+	jobs   map[*bgJob]struct{}
+	closed bool
+}
+
+func (e *execSet) add(j *bgJob) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
 	}
-	res.ExitCode, res.ExitReason, res.Signal = s.classifyExit(ei.status, sentKil, oomBefore, oomOK)
-	if reason != "" {
-		res.ExitReason = reason
+	if e.jobs == nil {
+		e.jobs = make(map[*bgJob]struct{})
 	}
-	return res, nil
+	e.jobs[j] = struct{}{}
+	return true
+}
+
+func (e *execSet) remove(j *bgJob) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.jobs, j)
+}
+
+// close refuses further execs and returns the running ones.
+func (e *execSet) close() []*bgJob {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.closed = true
+	out := make([]*bgJob, 0, len(e.jobs))
+	for j := range e.jobs {
+		out = append(out, j)
+	}
+	return out
 }
 
 // classifyExit turns a wait status into exit code, reason and signal name.

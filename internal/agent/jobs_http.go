@@ -8,9 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -46,80 +44,32 @@ func resolveShimPath(configured string) string {
 	return defaultShimPath
 }
 
-// serveJobs routes the /v1/jobs tree.
-func (s *Server) serveJobs(w http.ResponseWriter, r *http.Request) {
-	rest := strings.TrimPrefix(r.URL.Path, agentproto.PathJobs)
-	if rest == "" || rest == "/" {
-		switch r.Method {
-		case http.MethodPost:
-			s.handleJobStart(w, r)
-		case http.MethodGet:
-			infos := []agentproto.JobInfo{}
-			for _, j := range s.jobs.list() {
-				infos = append(infos, j.info())
-			}
-			writeJSON(w, http.StatusOK, infos)
-		default:
-			writeError(w, fmt.Errorf("%s wants GET or POST: %w", r.URL.Path, errdefs.ErrInvalidArgument))
-		}
+func (s *Server) handleJobList(w http.ResponseWriter, _ *http.Request) {
+	infos := []agentproto.JobInfo{}
+	for _, j := range s.jobs.list() {
+		infos = append(infos, j.info())
+	}
+	writeJSON(w, http.StatusOK, infos)
+}
+
+// handleJobForget drops a finished job.
+func (s *Server) handleJobForget(w http.ResponseWriter, r *http.Request) {
+	if err := s.jobs.forget(r.PathValue("id")); err != nil {
+		writeError(w, err)
 		return
 	}
-	id, action, _ := strings.Cut(strings.TrimPrefix(rest, "/"), "/")
-	if id == "" || !strings.HasPrefix(rest, "/") || strings.Contains(action, "/") && action != "stdin/close" {
-		writeError(w, fmt.Errorf("no route %s: %w", r.URL.Path, errdefs.ErrNotFound))
-		return
-	}
-	var methods []string
-	switch action {
-	case "":
-		methods = []string{http.MethodGet, http.MethodDelete}
-	case "stream":
-		methods = []string{http.MethodGet}
-	case "cancel", "release", "stdin/close":
-		methods = []string{http.MethodPost}
-	case "stdin":
-		methods = []string{http.MethodPut}
-	default:
-		writeError(w, fmt.Errorf("no route %s: %w", r.URL.Path, errdefs.ErrNotFound))
-		return
-	}
-	if !slices.Contains(methods, r.Method) {
-		writeError(w, fmt.Errorf("%s wants %s: %w", r.URL.Path, strings.Join(methods, " or "), errdefs.ErrInvalidArgument))
-		return
-	}
-	if action == "" && r.Method == http.MethodDelete {
-		if err := s.jobs.forget(id); err != nil {
-			writeError(w, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	j, err := s.jobs.get(id)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// handleJobRelease lets the agent drop output the caller has stored.
+func (s *Server) handleJobRelease(w http.ResponseWriter, r *http.Request, j *bgJob) {
+	c, err := parseStreamOffsets(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	switch action {
-	case "":
-		writeJSON(w, http.StatusOK, j.info())
-	case "stream":
-		s.handleJobStream(w, r, j)
-	case "cancel":
-		s.handleJobCancel(w, r, j)
-	case "stdin":
-		s.handleJobStdin(w, r, j)
-	case "stdin/close":
-		s.handleJobStdinClose(w, j)
-	case "release":
-		c, err := parseStreamOffsets(r)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		j.out.release(c)
-		w.WriteHeader(http.StatusNoContent)
-	}
+	j.out.release(c)
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // decodeBody decodes exactly one JSON object from the request body; an

@@ -244,11 +244,11 @@ func waitNoProcs(t *testing.T, what string, within time.Duration, keep func(proc
 }
 
 // idleSpare reports whether pid is the agent's idle spare job shim (see
-// spare.go): started as "genesis-agent-shim serve spare" and not renamed
+// spare.go): started as "genesis-agent-shim shim spare" and not renamed
 // for a job.
 func idleSpare(pid int) bool {
 	cmd, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil || string(cmd) != "genesis-agent-shim\x00serve\x00spare\x00" {
+	if err != nil || string(cmd) != "genesis-agent-shim\x00shim\x00spare\x00" {
 		return false
 	}
 	comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")

@@ -332,6 +332,22 @@ func (o *output) counts() (total, kept [2]int64, truncated [2]bool) {
 	return
 }
 
+// keptBytes returns a copy of the kept bytes of stream s (never nil).
+func (o *output) keptBytes(s int) []byte {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	st := &o.streams[s]
+	out := make([]byte, 0, st.kept-st.dropped)
+	for i := st.live; i < len(st.blocks); i++ {
+		b := st.blocks[i]
+		if end := st.kept - st.starts[i]; int64(len(b)) > end {
+			b = b[:max(end, 0)]
+		}
+		out = append(out, b...)
+	}
+	return out
+}
+
 // capture reads stream s from f until EOF or an error, or, once f's read
 // deadline passed, until f holds nothing more (see lateReader), storing up
 // to the cap and counting the rest. It never blocks the writer on anything

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
@@ -22,26 +21,6 @@ const portDialTimeout = 2 * time.Second
 // portChunk is the most one copy step moves in either direction of a
 // dialled port, so a stream holds at most this much per direction.
 const portChunk = 32 << 10
-
-// servePorts routes /v1/ports/{port}/dial.
-func (s *Server) servePorts(w http.ResponseWriter, r *http.Request) {
-	rest := strings.TrimPrefix(r.URL.Path, agentproto.PathPorts)
-	ps, action, ok := strings.Cut(rest, "/")
-	if !ok || action != "dial" {
-		writeError(w, fmt.Errorf("no route %s: %w", r.URL.Path, errdefs.ErrNotFound))
-		return
-	}
-	if r.Method != http.MethodPost {
-		writeError(w, fmt.Errorf("%s wants POST: %w", r.URL.Path, errdefs.ErrInvalidArgument))
-		return
-	}
-	port, err := parsePort(ps)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	s.handlePortDial(w, r, port)
-}
 
 // parsePort reads a TCP port number, 1..65535.
 func parsePort(s string) (int, error) {

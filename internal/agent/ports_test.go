@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -224,13 +225,54 @@ func TestDialPortRouteRejectsBadPorts(t *testing.T) {
 			t.Errorf("port %q: status %d, want 400", p, resp.StatusCode)
 		}
 	}
-	resp, err := hc.Get("http://agent/v1/ports/80/dial")
-	if err != nil {
-		t.Fatal(err)
+}
+
+// TestRoutes checks the router's answers for wrong methods and paths.
+func TestRoutes(t *testing.T) {
+	t.Parallel()
+	a := startAgent(t)
+	hc := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", a.socket)
+		},
+	}}
+	tests := []struct {
+		method, path string
+		status       int
+		code, allow  string
+	}{
+		{"GET", "/v1/ports/80/dial", 405, "method_not_allowed", "POST"},
+		{"POST", "/v1/ping", 405, "method_not_allowed", "GET, HEAD"},
+		{"GET", "/v1/exec", 405, "method_not_allowed", "POST"},
+		{"PATCH", "/v1/jobs", 405, "method_not_allowed", "GET, HEAD, POST"},
+		{"POST", "/v1/jobs/x/stdin", 405, "method_not_allowed", "PUT"},
+		{"GET", "/v1/nothing", 404, "not_found", ""},
+		{"GET", "/v1/jobs/x/y/z", 404, "not_found", ""},
+		{"GET", "/v1/jobs/nobody", 404, "not_found", ""},
+		{"GET", "/v1/jobs", 200, "", ""},
+		{"GET", "/v1/jobs/", 200, "", ""},
+		{"GET", "/v1/terminals/", 200, "", ""},
 	}
-	resp.Body.Close()
-	if resp.StatusCode/100 != 4 {
-		t.Errorf("GET dial: status %d, want 4xx", resp.StatusCode)
+	for _, tc := range tests {
+		req, _ := http.NewRequest(tc.method, "http://agent"+tc.path, nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e agentproto.Error
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s %s: status %d, want %d", tc.method, tc.path, resp.StatusCode, tc.status)
+			continue
+		}
+		if tc.code == "" {
+			continue
+		}
+		if err := json.Unmarshal(body, &e); err != nil || e.Code != tc.code || resp.Header.Get("Allow") != tc.allow {
+			t.Errorf("%s %s: body %q (Allow %q), want code %s, Allow %q", tc.method, tc.path, body, resp.Header.Get("Allow"), tc.code, tc.allow)
+		}
 	}
 }
 

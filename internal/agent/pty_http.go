@@ -5,80 +5,35 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
-	"strings"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
 )
 
-// serveTerminals routes the /v1/terminals tree.
-func (s *Server) serveTerminals(w http.ResponseWriter, r *http.Request) {
-	rest := strings.TrimPrefix(r.URL.Path, agentproto.PathTerminals)
-	if rest == "" || rest == "/" {
-		switch r.Method {
-		case http.MethodPost:
-			s.handleTerminalStart(w, r)
-		case http.MethodGet:
-			infos := []agentproto.TerminalInfo{}
-			for _, t := range s.terms.list() {
-				infos = append(infos, t.info())
-			}
-			writeJSON(w, http.StatusOK, infos)
-		default:
-			writeError(w, fmt.Errorf("%s wants GET or POST: %w", r.URL.Path, errdefs.ErrInvalidArgument))
-		}
-		return
+func (s *Server) handleTerminalList(w http.ResponseWriter, _ *http.Request) {
+	infos := []agentproto.TerminalInfo{}
+	for _, t := range s.terms.list() {
+		infos = append(infos, t.info())
 	}
-	id, action, _ := strings.Cut(strings.TrimPrefix(rest, "/"), "/")
-	if id == "" || !strings.HasPrefix(rest, "/") || strings.Contains(action, "/") {
-		writeError(w, fmt.Errorf("no route %s: %w", r.URL.Path, errdefs.ErrNotFound))
-		return
-	}
-	var methods []string
-	switch action {
-	case "":
-		methods = []string{http.MethodGet, http.MethodDelete}
-	case "attach", "resize":
-		methods = []string{http.MethodPost}
-	default:
-		writeError(w, fmt.Errorf("no route %s: %w", r.URL.Path, errdefs.ErrNotFound))
-		return
-	}
-	if !slices.Contains(methods, r.Method) {
-		writeError(w, fmt.Errorf("%s wants %s: %w", r.URL.Path, strings.Join(methods, " or "), errdefs.ErrInvalidArgument))
-		return
-	}
-	t, err := s.terms.get(id)
-	if err != nil {
+	writeJSON(w, http.StatusOK, infos)
+}
+
+func (s *Server) handleTerminalResize(w http.ResponseWriter, r *http.Request, t *terminal) {
+	var req agentproto.TerminalResize
+	if err := s.decodeBody(w, r, &req, false); err != nil {
 		writeError(w, err)
 		return
 	}
-	switch {
-	case action == "" && r.Method == http.MethodGet:
-		writeJSON(w, http.StatusOK, t.info())
-	case action == "":
-		s.deleteTerminal(t)
-		w.WriteHeader(http.StatusNoContent)
-	case action == "resize":
-		var req agentproto.TerminalResize
-		if err := s.decodeBody(w, r, &req, false); err != nil {
-			writeError(w, err)
-			return
-		}
-		if err := validSize(req.Cols, req.Rows, false); err != nil {
-			writeError(w, err)
-			return
-		}
-		if err := t.resize(req.Cols, req.Rows); err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, t.info())
-	case action == "attach":
-		s.handleTerminalAttach(w, r, t)
+	if err := validSize(req.Cols, req.Rows, false); err != nil {
+		writeError(w, err)
+		return
 	}
+	if err := t.resize(req.Cols, req.Rows); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, t.info())
 }
 
 func (s *Server) handleTerminalStart(w http.ResponseWriter, r *http.Request) {

@@ -42,10 +42,6 @@ const (
 const codeResetIncomplete = "reset_incomplete"
 
 func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		writeError(w, fmt.Errorf("%s wants POST: %w", r.URL.Path, errdefs.ErrInvalidArgument))
-		return
-	}
 	res, err := s.reset()
 	if err != nil {
 		s.log.Warn("reset failed", "err", err)

@@ -26,13 +26,31 @@ func holderLeftovers(t *testing.T, c *agentclient.Client, dirs ...string) {
 	for _, d := range dirs {
 		script += "echo secret > " + d + "/f; mkdir -p " + d + "/d/e; echo x > " + d + "/d/e/g; ln -s /etc " + d + "/l; chmod 000 " + d + "/d\n"
 	}
-	// The orphan says when it has its own session, so the exec's end (which
-	// kills the exec's process group) cannot take it along.
-	pidFile := dirs[0] + "/orphan.pid"
-	script += "(setsid sh -c 'echo $$ > " + pidFile + "; trap \"\" TERM HUP; exec sleep 1000' </dev/null >/dev/null 2>&1 &)\n"
-	script += "while [ ! -s " + pidFile + " ]; do sleep 0.05; done\n"
 	if res := execOK(t, c, agentproto.ExecRequest{Script: script}); res.ExitCode != 0 {
 		t.Fatalf("writing leftovers: %d %s", res.ExitCode, res.Stderr)
+	}
+	// A stray: a process in its own session whose parent is gone. An exec
+	// or a job kills its whole tree when it ends, a terminal only its
+	// process group, so the stray comes from a terminal that has ended.
+	pidFile := dirs[0] + "/orphan.pid"
+	if _, err := c.StartTerminal(context.Background(), agentproto.TerminalStartRequest{ID: "orphan", Command: []string{"/bin/sh", "-c",
+		"(setsid sh -c 'echo $$ > " + pidFile + "; trap \"\" TERM HUP; exec sleep 1000' </dev/null >/dev/null 2>&1 &)\n" +
+			"while [ ! -s " + pidFile + " ]; do sleep 0.05; done"}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		info, err := c.TerminalInfo(context.Background(), "orphan")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !info.Running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the terminal that leaves the stray did not end")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

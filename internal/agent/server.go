@@ -14,7 +14,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -93,6 +92,7 @@ type Server struct {
 	bufs    sync.Pool
 
 	jobs     jobTable  // background jobs
+	execs    execSet   // synchronous execs running (job.go)
 	discard  sync.Pool // *[]byte of discardBuf bytes: output beyond a cap
 	frames   sync.Pool // *[]byte: encoded frames of job streams
 	shimPath string
@@ -167,13 +167,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 // ends or SIGTERM arrives; SIGINT and SIGHUP are forwarded to running jobs'
 // process groups. On the way out it terminates every job (SIGTERM, then
 // SIGKILL after ShutdownGrace), removes the socket and returns.
-//
-// A process started as a background job's shim (see shim.go) runs the shim
-// instead and exits.
 func (s *Server) Run(ctx context.Context) error {
-	if shimRequested() {
-		os.Exit(runShim(os.Args))
-	}
 	s.started = time.Now()
 	s.kernel = KernelRelease()
 	s.env = newBaseEnv(s.cfg.Environ, defaultHome(s.cfg.DefaultWorkdir))
@@ -258,14 +252,21 @@ func (s *Server) terminateJobs() {
 	if s.sup.closeStarts() == 0 {
 		return
 	}
-	// Background jobs: their shims signal the whole tree, SIGKILL after
-	// the grace; killing a shim itself would orphan the tree.
+	// Background jobs and execs: their shims signal the whole tree,
+	// SIGKILL after the grace; killing a shim itself would orphan the tree.
 	s.jobs.terminateAll(s.cfg.ShutdownGrace)
+	execs := s.execs.close()
+	for _, j := range execs {
+		j.terminate("", s.cfg.ShutdownGrace)
+	}
 	s.sup.signalAll(syscall.SIGTERM)
 	if s.waitJobs(s.cfg.ShutdownGrace) {
 		return
 	}
 	s.jobs.killAll()
+	for _, j := range execs {
+		j.kill()
+	}
 	if s.waitJobs(time.Second) {
 		return
 	}
@@ -326,46 +327,6 @@ func bindUnix(path string, mode fs.FileMode) (*net.UnixListener, error) {
 	return ln, nil
 }
 
-// Handler returns the HTTP handler serving the agentproto routes.
-func (s *Server) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case agentproto.PathPing:
-			if r.Method != http.MethodGet {
-				writeError(w, fmt.Errorf("%s wants GET: %w", r.URL.Path, errdefs.ErrInvalidArgument))
-				return
-			}
-			s.handlePing(w)
-		case agentproto.PathReset:
-			s.handleReset(w, r)
-		case agentproto.PathExec:
-			if r.Method != http.MethodPost {
-				writeError(w, fmt.Errorf("%s wants POST: %w", r.URL.Path, errdefs.ErrInvalidArgument))
-				return
-			}
-			s.handleExec(w, r)
-		default:
-			if strings.HasPrefix(r.URL.Path, agentproto.PathJobs) {
-				s.serveJobs(w, r)
-				return
-			}
-			if strings.HasPrefix(r.URL.Path, agentproto.PathTerminals) {
-				s.serveTerminals(w, r)
-				return
-			}
-			if strings.HasPrefix(r.URL.Path, agentproto.PathFiles) {
-				s.serveFiles(w, r)
-				return
-			}
-			if strings.HasPrefix(r.URL.Path, agentproto.PathPorts) {
-				s.servePorts(w, r)
-				return
-			}
-			writeError(w, fmt.Errorf("no route %s: %w", r.URL.Path, errdefs.ErrNotFound))
-		}
-	})
-}
-
 func (s *Server) handlePing(w http.ResponseWriter) {
 	writeJSON(w, http.StatusOK, agentproto.Ping{
 		Protocol: agentproto.Version,
@@ -406,7 +367,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	var res agentproto.ExecResult
 	if re != nil {
 		res = runErrorResult(re, time.Since(started))
-	} else if res, err = s.run(r.Context(), j); err != nil {
+	} else if res, err = s.run(r.Context(), req.JobID, j); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -423,7 +384,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
-		b, _ = json.Marshal(agentproto.Error{Code: "internal", Message: err.Error()})
+		b = marshalError(agentproto.Error{Code: "internal", Message: err.Error()})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
@@ -434,4 +395,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // writeError answers with the class status and an agentproto.Error body.
 func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, errdefs.HTTPStatus(err), agentproto.Error{Code: errdefs.Code(err), Message: err.Error()})
+}
+
+// marshalError encodes an error body.
+func marshalError(e agentproto.Error) []byte {
+	b, _ := json.Marshal(e)
+	return b
 }

@@ -25,10 +25,10 @@ import (
 // (spare.go), so a job start neither waits for a new process and its
 // runtime to come up nor pays for one. The agent starts one as
 //
-//	genesis-agent-shim serve spare
+//	genesis-agent-shim shim spare
 //
-// with only GENESIS_AGENT_SHIM=1 in its environment (Server.Run turns such
-// a process into a shim before doing anything else), /dev/null as fds 0-2,
+// (the "genesis-agent shim" subcommand, which calls RunShim) with only
+// GENESIS_AGENT_SHIM=1 in its environment, /dev/null as fds 0-2,
 // the status pipe as fd 3 and the control socket (a Unix stream socket) as
 // fd 4. The idle shim names itself genesis-spare and waits on fd 4 for a
 // job: a 4-byte big-endian length carrying the job's stdin, stdout and
@@ -52,7 +52,7 @@ import (
 // When the command exits, the shim SIGKILLs whatever is left of the tree,
 // so a finished job leaves nothing behind, then reports.
 const (
-	shimEnvVar    = "GENESIS_AGENT_SHIM"
+	shimEnvVar    = ShimEnvVar
 	shimArgv0     = "genesis-agent-shim"
 	shimArgSpare  = "spare"
 	shimStatusFD  = 3
@@ -82,18 +82,34 @@ type shimSpec struct {
 // go away (processes stuck in uninterruptible sleep).
 const shimKillWithin = 5 * time.Second
 
-// shimRequested reports whether this process was started as a job shim.
-func shimRequested() bool { return os.Getenv(shimEnvVar) == "1" }
+// ShimEnvVar is set to 1 in the environment of every job shim the agent
+// starts. Agents before the shim subcommand started shims as
+// "genesis-agent-shim serve spare" and recognised them by it alone;
+// IsLegacyShim tells such a start apart from a real serve.
+const ShimEnvVar = "GENESIS_AGENT_SHIM"
+
+// ShimCommand is the subcommand of genesis-agent that runs a job shim.
+const ShimCommand = "shim"
 
 // shimArgs returns the argv with which the agent starts a spare shim.
-func shimArgs() []string { return []string{shimArgv0, "serve", shimArgSpare} }
+func shimArgs() []string { return []string{shimArgv0, ShimCommand, shimArgSpare} }
 
-// runShim is the body of a shim process; args are its os.Args. It returns
-// the process exit code (each command's status travels over the status pipe).
-func runShim(args []string) int {
+// IsLegacyShim reports whether a process with argv args was started as a
+// job shim the old way (the serve subcommand with ShimEnvVar=1); it must
+// then run RunShim, not serve.
+func IsLegacyShim(args []string) bool {
+	return os.Getenv(shimEnvVar) == "1" && len(args) == 3 && args[1] == "serve" && args[2] == shimArgSpare
+}
+
+// RunShim is the body of a job shim process (see above); args are its
+// os.Args: argv0, "shim" (or "serve" for IsLegacyShim) and "spare". It
+// returns the process exit code (each command's status travels over the
+// status pipe). Only the agent starts shims: the descriptors 3 and 4 it
+// expects are the agent's.
+func RunShim(args []string) int {
 	runtime.GOMAXPROCS(1)
-	if len(args) != 3 || args[2] != shimArgSpare {
-		fmt.Fprintln(os.Stderr, "genesis-agent: shim: want genesis-agent-shim serve spare")
+	if len(args) != 3 || args[2] != shimArgSpare || args[1] != ShimCommand && !IsLegacyShim(args) {
+		fmt.Fprintln(os.Stderr, "genesis-agent: shim: want genesis-agent-shim shim spare, started by the agent")
 		return 2
 	}
 	setProcName(shimNameSpare)

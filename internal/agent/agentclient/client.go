@@ -206,7 +206,7 @@ func decodeError(method, path string, resp *http.Response) error {
 	}
 	class := errdefs.ErrInternal
 	switch resp.StatusCode {
-	case http.StatusBadRequest:
+	case http.StatusBadRequest, http.StatusMethodNotAllowed:
 		class = errdefs.ErrInvalidArgument
 	case http.StatusNotFound:
 		class = errdefs.ErrNotFound

@@ -256,7 +256,7 @@ func decodeCodedError(method, path string, resp *http.Response) error {
 	}
 	class := errdefs.ErrInternal
 	switch resp.StatusCode {
-	case http.StatusBadRequest:
+	case http.StatusBadRequest, http.StatusMethodNotAllowed:
 		class = errdefs.ErrInvalidArgument
 	case http.StatusForbidden:
 		class = errdefs.ErrPermissionDenied
