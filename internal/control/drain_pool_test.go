@@ -83,3 +83,48 @@ func (h *harness) waitStarting(n int64) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestPoolDrainWaitsForMemberCreates: a member whose create is in flight
+// when its pool is drained does not outlive the drain, and the drained pool
+// starts no new member.
+func TestPoolDrainWaitsForMemberCreates(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	h := newHarnessWith(t, withPool(1, 2), func(c *control.Config) { c.Driver = &gatedDriver{Driver: c.Driver, gate: gate} })
+	ctx := context.Background()
+	h.waitStarting(1)
+	type drained struct {
+		views []control.PoolView
+		err   error
+	}
+	done := make(chan drained, 1)
+	go func() {
+		views, err := h.Svc.DrainPool(ctx, controltest.Profile+"-runc")
+		done <- drained{views, err}
+	}()
+	// The drain is under way (the pool says so) before the create goes on.
+	for deadline := time.Now().Add(30 * time.Second); !h.testPool().Draining; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the pool never said draining")
+		}
+	}
+	close(gate)
+	var d drained
+	select {
+	case d = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the drain did not end")
+	}
+	if d.err != nil || len(d.views) != 1 || d.views[0].Starting != 0 || d.views[0].Counts[sandbox.StateIdle] != 0 {
+		t.Fatalf("drain: %+v %v", d.views, d.err)
+	}
+	// When DrainPool answers, the member is gone: no live record, no agent.
+	for _, r := range h.Records() {
+		if r.State != sandbox.StateDestroyed && r.State != sandbox.StateFailed {
+			t.Errorf("sandbox %s is %s after the pool drain; want none live", r.ID, r.State)
+		}
+	}
+	if n := h.Agents.Running(); n != 0 {
+		t.Errorf("%d agent processes run after the pool drain, want 0", n)
+	}
+}

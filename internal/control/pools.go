@@ -202,11 +202,16 @@ func (s *Service) refill(ctx context.Context, pl *pool) {
 	}
 }
 
-// makeMember cold-creates one idle, tenant-less member of pl. A member
-// that comes out of a pool (or service) that started draining meanwhile
-// is retired at once: the drain's sweep of idle members may have listed
-// them before this one was idle.
+// errPoolDrained refuses a member create of a drained pool.
+var errPoolDrained = fmt.Errorf("the pool is drained: %w", errdefs.ErrUnavailable)
+
+// makeMember cold-creates one idle, tenant-less member of pl. The caller
+// has raised pl.creating; the draining check comes after that, so a drain
+// that has waited for pl.creating to read zero sees no member appear.
 func (s *Service) makeMember(ctx context.Context, pl *pool) error {
+	if pl.draining.Load() {
+		return errPoolDrained
+	}
 	sb, err := s.CreateSandbox(ctx, CreateSandboxInput{
 		Profile: pl.key.profile, Runtime: string(pl.key.runtime),
 		// The claim sets the holder's effective risk; the runtime is fixed by
@@ -214,9 +219,21 @@ func (s *Service) makeMember(ctx context.Context, pl *pool) error {
 		RiskLevel:  string(sandbox.RiskTrusted),
 		poolMember: true,
 	})
-	if err == nil && (pl.draining.Load() || s.draining.Load()) {
-		s.retireMember(ctx, sb, "pool drained")
+	s.memberMade(pl, err)
+	if err != nil {
+		return err
 	}
+	if pl.draining.Load() || s.draining.Load() {
+		// Drained (or the service drains) while it was being made: it must not stay idle, even if
+		// nobody waits for it (a DrainPool whose caller went away). Done
+		// before pl.creating drops, so a waiting drain finds it gone.
+		s.retireMember(context.WithoutCancel(ctx), sb, "pool drained")
+	}
+	return nil
+}
+
+// memberMade records the outcome of a member create in pl's statistics.
+func (s *Service) memberMade(pl *pool, err error) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	if err != nil {
@@ -225,7 +242,7 @@ func (s *Service) makeMember(ctx context.Context, pl *pool) error {
 			s.log.Warn("pool refill: creating a member", "pool", pl.key.name(), "err", err)
 		}
 		pl.lastErr = err.Error()
-		return err
+		return
 	}
 	pl.lastErr = ""
 	pl.made++
@@ -233,7 +250,6 @@ func (s *Service) makeMember(ctx context.Context, pl *pool) error {
 	if d := time.Since(pl.runStart).Seconds(); d > 0 {
 		pl.rate = float64(pl.runMade) / d
 	}
-	return nil
 }
 
 // checkIdle pings the agent of every idle member and replaces those that do
@@ -309,8 +325,9 @@ func (s *Service) Pools(ctx context.Context) ([]PoolView, error) {
 
 // DrainPool stops the pools called name (a pool name such as
 // "tool-basic-runc", or a profile name for all of its pools) from handing
-// out members and destroys their idle members. Leases already taken are
-// left alone.
+// out and making members, waits for the member creates in flight and
+// destroys every idle member: when it returns, the pools hold no idle
+// member and none is being made. Leases already taken are left alone.
 func (s *Service) DrainPool(ctx context.Context, name string) ([]PoolView, error) {
 	var hit []*pool
 	for _, pl := range s.poolList {
@@ -321,8 +338,16 @@ func (s *Service) DrainPool(ctx context.Context, name string) ([]PoolView, error
 	if len(hit) == 0 {
 		return nil, errdefs.WithCode("pool_not_found", fmt.Errorf("no pool %q (see GET /v1/pools): %w", name, errdefs.ErrNotFound))
 	}
+	// A member being made may not be idle yet (or not even have its
+	// record): wait until the creates in flight are done (no new one starts
+	// once draining is set), then destroy every idle member.
 	for _, pl := range hit {
 		pl.draining.Store(true)
+	}
+	if err := waitPoolCreates(ctx, hit); err != nil {
+		return nil, err
+	}
+	for _, pl := range hit {
 		s.retireIdle(ctx, pl)
 	}
 	views, err := s.Pools(ctx)
@@ -373,7 +398,7 @@ func (s *Service) Drain(ctx context.Context, timeout time.Duration) error {
 	s.log.Info("draining", "timeout", timeout)
 	// A member being made may not have its record yet: wait until the
 	// refills in flight are done (no new ones start while draining).
-	if err := s.waitPoolCreates(ctx); err != nil {
+	if err := waitPoolCreates(ctx, s.poolList); err != nil {
 		return err
 	}
 	for _, pl := range s.poolList {
@@ -423,13 +448,14 @@ func (s *Service) Drain(ctx context.Context, timeout time.Duration) error {
 	return nil
 }
 
-// waitPoolCreates waits until no pool member is being made. A member's
-// count is raised before its create checks for draining, so once draining
-// is set and the counts read zero no member can appear any more.
-func (s *Service) waitPoolCreates(ctx context.Context) error {
+// waitPoolCreates waits until no member of pools is being made. A member's
+// count is raised before its create checks for draining (the service's or
+// its pool's), so once draining is set and the counts read zero no member
+// can appear any more.
+func waitPoolCreates(ctx context.Context, pools []*pool) error {
 	for {
 		n := int64(0)
-		for _, pl := range s.poolList {
+		for _, pl := range pools {
 			n += pl.creating.Load()
 		}
 		if n == 0 {

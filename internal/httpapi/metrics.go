@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -26,22 +25,16 @@ var (
 	createBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 )
 
-// SandboxSource is where the sandbox counts of /metrics come from: a store.
-// A store that also offers CountSandboxesByState (sandboxCounter) is asked
-// that one GROUP BY query per scrape; any other lists every record.
+// SandboxSource is where the sandbox counts of /metrics come from (a
+// store.Store is one): one count query per scrape, never a listing.
 type SandboxSource interface {
-	ListSandboxes(ctx context.Context, f control.SandboxFilter) ([]*sandbox.Sandbox, error)
-}
-
-// sandboxCounter is the optional store method for the sandbox counts.
-type sandboxCounter interface {
 	CountSandboxesByState(ctx context.Context) (map[sandbox.State]int, error)
 }
 
 // MetricsConfig configures NewMetrics.
 type MetricsConfig struct {
 	// Sandboxes is read for the sandbox counts at scrape time; nil means the
-	// control service's sandbox listing.
+	// control service's store.
 	Sandboxes SandboxSource
 }
 
@@ -175,27 +168,13 @@ func (c *serviceCollector) collectSandboxes(ch chan<- prometheus.Metric) {
 	}
 }
 
-// countSandboxes returns the number of sandboxes in each state.
+// countSandboxes returns the number of sandboxes in each state, with one
+// count query.
 func (s *Server) countSandboxes(ctx context.Context) (map[sandbox.State]int, error) {
-	src := s.metrics.sandboxes
-	if c, ok := src.(sandboxCounter); ok {
-		return c.CountSandboxesByState(ctx)
+	if src := s.metrics.sandboxes; src != nil {
+		return src.CountSandboxesByState(ctx)
 	}
-	var list []*sandbox.Sandbox
-	var err error
-	if src != nil {
-		list, err = src.ListSandboxes(ctx, control.SandboxFilter{})
-	} else {
-		list, err = s.ctl.ListSandboxes(ctx, control.SandboxFilter{})
-	}
-	if err != nil {
-		return nil, err
-	}
-	byState := map[sandbox.State]int{}
-	for _, sb := range list {
-		byState[sb.State]++
-	}
-	return byState, nil
+	return s.ctl.CountSandboxesByState(ctx)
 }
 
 var (
