@@ -105,7 +105,7 @@ func extractTar(t *tree, x extractSpec, r io.Reader) (agentproto.ExtractResult, 
 				return res, fileErr("extract", h.Name, err)
 			}
 			res.Dirs++
-		case tar.TypeReg, tar.TypeRegA:
+		case tar.TypeReg: // the reader reports the old '\x00' type as TypeReg
 			if rel == x.dest {
 				return res, archiveErr(agentproto.CodeIsADirectory, errdefs.ErrConflict, h.Name, "a file in place of the destination")
 			}

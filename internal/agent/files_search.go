@@ -26,9 +26,8 @@ import (
 
 // matcher finds a literal or an RE2 regular expression in a line.
 type matcher struct {
-	lit   []byte
-	re    *regexp.Regexp
-	icase bool
+	lit []byte
+	re  *regexp.Regexp
 }
 
 func newMatcher(pattern string, regex, icase bool) (*matcher, error) {
