@@ -354,7 +354,7 @@ func isLoopbackHost(hostport string, port int) bool {
 
 // TCP WebSocket limits.
 const (
-	tcpCopyBuffer = 64 << 10
+	tcpCopyBuffer = 256 << 10
 	tcpPingEvery  = 30 * time.Second
 )
 

@@ -18,7 +18,7 @@ import (
 )
 
 // portReadChunk is the most one read of a dialled port's answer holds.
-const portReadChunk = 64 << 10
+const portReadChunk = 256 << 10
 
 // DialPort connects to TCP 127.0.0.1:port inside the sandbox, over one
 // stream of the agent connection, and returns it as a net.Conn. ctx bounds
