@@ -46,15 +46,16 @@ test: test-images cross
 	$(MAKE) fuzz
 	$(MAKE) lint
 
-# go vet and staticcheck, pinned by tools/go.mod (built once into bin/).
+# go vet and staticcheck, pinned by tools/lint/go.mod (built once into bin/;
+# a module of its own, so the service's go.mod does not carry it).
 STATICCHECK := $(BIN)/staticcheck
 lint: $(STATICCHECK)
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
 
-$(STATICCHECK): tools/go.mod tools/go.sum
+$(STATICCHECK): tools/lint/go.mod tools/lint/go.sum
 	@mkdir -p $(BIN)
-	cd tools && $(GO) build -o ../$(STATICCHECK) honnef.co/go/tools/cmd/staticcheck
+	cd tools/lint && $(GO) build -o ../../$(STATICCHECK) honnef.co/go/tools/cmd/staticcheck
 
 # The CLI also builds for macOS and Windows (compile only; a few seconds).
 cross:

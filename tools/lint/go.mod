@@ -1,6 +1,6 @@
 // Pinned developer tools (not part of the service): `make lint` builds
 // staticcheck from here, so its version and checksums are fixed by go.sum.
-module genesis.dev/sandbox/tools
+module genesis.dev/sandbox/tools/lint
 
 go 1.26.0
 
