@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -425,4 +426,59 @@ func TestPortPolicy(t *testing.T) {
 			t.Errorf("%+v.Allows(%d) = %v", c.p, c.port, got)
 		}
 	}
+}
+
+// TestServeTCPPeerThatNeverReads: a WebSocket peer that reads nothing
+// stops the sandbox side's writes through flow control; what piles up is
+// bounded by the socket and stream windows, not by the service's memory.
+func TestServeTCPPeerThatNeverReads(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, config.PortPolicy{Allow: []string{"1-65535"}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var written atomic.Int64
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := c.Write(buf)
+			written.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	u := "ws" + strings.TrimPrefix(h.srv.URL, "http") + "/s/sb-1/tcp/" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	ws, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"X-Tenant": {"t1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	// Wait until the writer is stuck: no progress over half a second.
+	last := int64(-1)
+	for {
+		time.Sleep(500 * time.Millisecond)
+		n := written.Load()
+		if n == last {
+			break
+		}
+		last = n
+		if ctx.Err() != nil {
+			t.Fatalf("the sandbox side kept writing: %d bytes", n)
+		}
+	}
+	// Kernel socket buffers on both hops plus one copy step in the proxy.
+	if last > 64<<20 {
+		t.Errorf("%d MiB went out to a peer that reads nothing; want it bounded by the buffers", last>>20)
+	}
+	t.Logf("stalled after %d KiB", last>>10)
 }
