@@ -8,7 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
 )
@@ -422,65 +423,23 @@ func openat(dir int, name string, flags int, perm uint32) (int, error) {
 }
 
 func readlinkat(dir int, name string) (string, error) {
-	p, err := syscall.BytePtrFromString(name)
-	if err != nil {
-		return "", err
-	}
 	for size := 256; size <= 1<<16; size *= 4 {
 		buf := make([]byte, size)
-		n, _, e := syscall.Syscall6(syscall.SYS_READLINKAT, uintptr(dir), uintptr(unsafe.Pointer(p)),
-			uintptr(unsafe.Pointer(&buf[0])), uintptr(size), 0, 0)
-		if e != 0 {
-			return "", e
+		n, err := unix.Readlinkat(dir, name, buf)
+		if err != nil {
+			return "", err
 		}
-		if int(n) < size {
+		if n < size {
 			return string(buf[:n]), nil
 		}
 	}
 	return "", syscall.ENAMETOOLONG
 }
 
-func unlinkat(dir int, name string, flags int) error {
-	p, err := syscall.BytePtrFromString(name)
-	if err != nil {
-		return err
-	}
-	_, _, e := syscall.Syscall(syscall.SYS_UNLINKAT, uintptr(dir), uintptr(unsafe.Pointer(p)), uintptr(flags))
-	if e != 0 {
-		return e
-	}
-	return nil
-}
+func unlinkat(dir int, name string, flags int) error { return unix.Unlinkat(dir, name, flags) }
 
 func linkat(olddir int, oldname string, newdir int, newname string) error {
-	o, err := syscall.BytePtrFromString(oldname)
-	if err != nil {
-		return err
-	}
-	n, err := syscall.BytePtrFromString(newname)
-	if err != nil {
-		return err
-	}
-	_, _, e := syscall.Syscall6(syscall.SYS_LINKAT, uintptr(olddir), uintptr(unsafe.Pointer(o)),
-		uintptr(newdir), uintptr(unsafe.Pointer(n)), 0, 0)
-	if e != 0 {
-		return e
-	}
-	return nil
+	return unix.Linkat(olddir, oldname, newdir, newname, 0)
 }
 
-func symlinkat(target string, dir int, name string) error {
-	t, err := syscall.BytePtrFromString(target)
-	if err != nil {
-		return err
-	}
-	n, err := syscall.BytePtrFromString(name)
-	if err != nil {
-		return err
-	}
-	_, _, e := syscall.Syscall(syscall.SYS_SYMLINKAT, uintptr(unsafe.Pointer(t)), uintptr(dir), uintptr(unsafe.Pointer(n)))
-	if e != 0 {
-		return e
-	}
-	return nil
-}
+func symlinkat(target string, dir int, name string) error { return unix.Symlinkat(target, dir, name) }
