@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
 )
@@ -615,9 +617,6 @@ func (s *Server) readShimStatus(j *bgJob, r *bufio.Reader, st *shimStatus) {
 // the job and the agent trade large chunks (best effort).
 const jobPipeSize = 1 << 20
 
-// fSetPipeSize is F_SETPIPE_SZ from <linux/fcntl.h>.
-const fSetPipeSize = 1031
-
 // setPipeSize asks for a larger pipe buffer; failures are ignored (the
 // per-user limit may be reached, or the runtime may not support it).
 func setPipeSize(f *os.File, size int) {
@@ -626,7 +625,7 @@ func setPipeSize(f *os.File, size int) {
 		return
 	}
 	rc.Control(func(fd uintptr) {
-		syscall.Syscall(syscall.SYS_FCNTL, fd, fSetPipeSize, uintptr(size))
+		unix.FcntlInt(fd, unix.F_SETPIPE_SZ, size)
 	})
 }
 

@@ -24,12 +24,16 @@
 // streamed as agentproto frames from any offset, so a dropped connection
 // loses nothing.
 //
+// File operations live in internal/agent/fsops; files.go only maps the
+// file routes onto it.
+//
 // A port of the sandbox's loopback is reached through one request that
 // carries a TCP connection full duplex (ports.go): a service inside a
 // sandbox without network is reachable by the host.
 //
-// It imports only the standard library, agentproto, errdefs and mountinfo;
-// it must not import the service's control, driver or store packages, since
-// it is built into a small static binary that runs inside untrusted
+// It imports only the standard library, agentproto, fsops, errdefs,
+// mountinfo, golang.org/x/sys/unix and github.com/creack/pty (terminals);
+// it must not import the service's control, driver or store packages,
+// since it is built into a small static binary that runs inside untrusted
 // containers.
 package agent

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/agent/fsops"
 	"genesis.dev/sandbox/internal/errdefs"
 )
 
@@ -51,8 +53,8 @@ func (s *Server) handleExtract(w http.ResponseWriter, r *http.Request) {
 		maxEntries, err = queryInt(r, agentproto.QueryMaxEntries, agentproto.MaxArchiveEntries, 1, agentproto.MaxArchiveEntries)
 		return err
 	}
-	res, err := inTree(s, display, limits, func(t *tree, _, rel string) (agentproto.ExtractResult, error) {
-		return extractTar(t, extractSpec{dest: rel, display: display, maxBytes: maxBytes, maxEntries: int(maxEntries)}, r.Body)
+	res, err := inTree(s, display, limits, func(t *fsops.Tree, _, rel string) (agentproto.ExtractResult, error) {
+		return fsops.ExtractTar(t, fsops.ExtractSpec{Dest: rel, Display: display, MaxBytes: maxBytes, MaxEntries: int(maxEntries)}, r.Body)
 	})
 	answer(w, http.StatusOK, res, err)
 }
@@ -62,15 +64,13 @@ func (s *Server) handleExtract(w http.ResponseWriter, r *http.Request) {
 // archive).
 func (s *Server) handleArchive(w http.ResponseWriter, r *http.Request) {
 	display := r.URL.Query().Get(agentproto.QueryPath)
-	_, err := inTree(s, display, nil, func(t *tree, _, rel string) (struct{}, error) {
-		l, err := t.resolve(rel, true, true, false) // refuse a missing or non-directory path before the 200
-		if err != nil {
-			return struct{}{}, fileErr("archive", display, err)
+	_, err := inTree(s, display, nil, func(t *fsops.Tree, _, rel string) (struct{}, error) {
+		if err := t.CheckDir(rel); err != nil { // refuse a missing or non-directory path before the 200
+			return struct{}{}, fsops.FileErr("archive", display, err)
 		}
-		l.close()
 		w.Header().Set("Content-Type", "application/x-tar")
 		bw := bufio.NewWriterSize(w, 1<<20)
-		if err := writeTar(t, rel, display, bw); err != nil {
+		if err := fsops.WriteTar(t, rel, display, bw); err != nil {
 			s.log.Warn("archive cut short", "path", display, "err", err)
 			panic(http.ErrAbortHandler) // the client must not take a cut tar for a whole one
 		}
@@ -128,7 +128,7 @@ func answer(w http.ResponseWriter, status int, res any, err error) {
 // result (the operation's other argument checks, which come after the
 // path's; nil for none), opens the allowed root and calls op with it and the path relative
 // to it. The root is closed when op returns.
-func inTree[T any](s *Server, display string, check func(root, rel string) error, op func(t *tree, root, rel string) (T, error)) (T, error) {
+func inTree[T any](s *Server, display string, check func(root, rel string) error, op func(t *fsops.Tree, root, rel string) (T, error)) (T, error) {
 	var zero T
 	root, rel, err := s.resolve(display)
 	if err != nil {
@@ -139,11 +139,11 @@ func inTree[T any](s *Server, display string, check func(root, rel string) error
 			return zero, err
 		}
 	}
-	t, err := openTreeFor(root)
+	t, err := fsops.OpenTree(root)
 	if err != nil {
 		return zero, err
 	}
-	defer t.close()
+	defer t.Close()
 	return op(t, root, rel)
 }
 
@@ -186,13 +186,13 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 	}
 	// Refused before anything is written when the size is announced.
 	if maxBytes >= 0 && r.ContentLength > maxBytes {
-		writeError(w, errTooLarge(display, maxBytes))
+		writeError(w, fsops.ErrTooLarge(display, maxBytes))
 		return
 	}
-	res, err := writeFile(writeSpec{root: root, rel: rel, display: display, mode: mode, overwrite: overwrite, maxBytes: maxBytes},
-		r.Body, transferBuffer(r.ContentLength))
+	res, err := fsops.WriteFile(fsops.WriteSpec{Root: root, Rel: rel, Display: display, Mode: mode, Overwrite: overwrite, MaxBytes: maxBytes},
+		r.Body, fsops.TransferBuffer(r.ContentLength))
 	if err != nil {
-		var be *bodyError
+		var be *fsops.BodyError
 		if errors.As(err, &be) {
 			err = fmt.Errorf("write %q: %v: %w", display, be, errdefs.ErrInvalidArgument)
 		}
@@ -207,18 +207,18 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 // the ETag and modification time of the opened descriptor.
 func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request) {
 	display := r.URL.Query().Get(agentproto.QueryPath)
-	_, err := inTree(s, display, nil, func(t *tree, _, rel string) (struct{}, error) {
-		f, fi, err := openRegular(t, rel, display)
+	_, err := inTree(s, display, nil, func(t *fsops.Tree, _, rel string) (struct{}, error) {
+		f, fi, err := fsops.OpenRegular(t, rel, display)
 		if err != nil {
 			return struct{}{}, err
 		}
 		defer f.Close()
 		h := w.Header()
-		h.Set("ETag", fileETag(fi))
+		h.Set("ETag", fsops.FileETag(fi))
 		h.Set("Content-Type", "application/octet-stream")
 		h.Set(agentproto.HeaderFileSize, strconv.FormatInt(fi.Size(), 10))
 		h.Set(agentproto.HeaderFileMode, agentproto.FormatMode(fi.Mode()))
-		http.ServeContent(&bulkWriter{ResponseWriter: w, buf: transferBuffer(fi.Size())}, r, "", fi.ModTime(), f)
+		http.ServeContent(fsops.NewBulkWriter(w, fsops.TransferBuffer(fi.Size())), r, "", fi.ModTime(), f)
 		return struct{}{}, nil
 	})
 	if err != nil {
@@ -228,8 +228,8 @@ func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleFileStat(w http.ResponseWriter, r *http.Request) {
 	display := r.URL.Query().Get(agentproto.QueryPath)
-	info, err := inTree(s, display, nil, func(t *tree, _, rel string) (agentproto.FileInfo, error) {
-		return statPath(t, rel, display)
+	info, err := inTree(s, display, nil, func(t *fsops.Tree, _, rel string) (agentproto.FileInfo, error) {
+		return fsops.StatPath(t, rel, display)
 	})
 	answer(w, http.StatusOK, info, err)
 }
@@ -244,8 +244,8 @@ func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request) {
 		limit, err = queryInt(r, agentproto.QueryLimit, agentproto.DefaultListLimit, 1, agentproto.MaxListLimit)
 		return err
 	}
-	list, err := inTree(s, display, bounds, func(t *tree, _, rel string) (agentproto.FileList, error) {
-		return listDir(t, rel, display, int(depth), int(limit))
+	list, err := inTree(s, display, bounds, func(t *fsops.Tree, _, rel string) (agentproto.FileList, error) {
+		return fsops.ListDir(t, rel, display, int(depth), int(limit))
 	})
 	answer(w, http.StatusOK, list, err)
 }
@@ -257,8 +257,8 @@ func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) {
 			mode, err = agentproto.ParseMode(req.Mode, 0o755)
 			return err
 		}
-		return inTree(s, req.Path, parseMode, func(t *tree, _, rel string) (agentproto.FileInfo, error) {
-			return mkdirPath(t, rel, req.Path, mode, req.Parents == nil || *req.Parents, req.Mode != "")
+		return inTree(s, req.Path, parseMode, func(t *fsops.Tree, _, rel string) (agentproto.FileInfo, error) {
+			return fsops.MkdirPath(t, rel, req.Path, mode, req.Parents == nil || *req.Parents, req.Mode != "")
 		})
 	})
 }
@@ -273,9 +273,9 @@ func (s *Server) handleMove(w http.ResponseWriter, r *http.Request) {
 			}
 			switch {
 			case from == ".":
-				return rootItself("move", req.From)
+				return fsops.RootItself("move", req.From)
 			case toRel == ".":
-				return rootItself("move onto", req.To)
+				return fsops.RootItself("move onto", req.To)
 			case toRoot != root:
 				return errdefs.WithCode(agentproto.CodeCrossRoot, fmt.Errorf(
 					"move %q to %q: the two paths are in different allowed roots: %w", req.From, req.To, errdefs.ErrInvalidArgument))
@@ -283,16 +283,16 @@ func (s *Server) handleMove(w http.ResponseWriter, r *http.Request) {
 			to = toRel
 			return nil
 		}
-		return inTree(s, req.From, paths, func(t *tree, _, from string) (agentproto.FileInfo, error) {
-			return movePath(t, from, to, req.From, req.To, req.Overwrite)
+		return inTree(s, req.From, paths, func(t *fsops.Tree, _, from string) (agentproto.FileInfo, error) {
+			return fsops.MovePath(t, from, to, req.From, req.To, req.Overwrite)
 		})
 	})
 }
 
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	handleJSON(w, r, http.StatusNoContent, func(req agentproto.DeleteRequest) (struct{}, error) {
-		return inTree(s, req.Path, nil, func(t *tree, _, rel string) (struct{}, error) {
-			return struct{}{}, deletePath(t, rel, req.Path, req.Recursive)
+		return inTree(s, req.Path, nil, func(t *fsops.Tree, _, rel string) (struct{}, error) {
+			return struct{}{}, fsops.DeletePath(t, rel, req.Path, req.Recursive)
 		})
 	})
 }
@@ -307,20 +307,20 @@ func (s *Server) handleChmod(w http.ResponseWriter, r *http.Request) {
 			mode, err = agentproto.ParseMode(req.Mode, 0)
 			return err
 		}
-		return inTree(s, req.Path, parseMode, func(t *tree, root, rel string) (agentproto.FileInfo, error) {
-			fi, err := t.chmod(rel, mode)
+		return inTree(s, req.Path, parseMode, func(t *fsops.Tree, root, rel string) (agentproto.FileInfo, error) {
+			fi, err := t.Chmod(rel, mode)
 			if err != nil {
-				return agentproto.FileInfo{}, fileErr("chmod", req.Path, err)
+				return agentproto.FileInfo{}, fsops.FileErr("chmod", req.Path, err)
 			}
-			return fileInfo(root, rel, fi, ""), nil
+			return fsops.FileInfo(root, rel, fi, ""), nil
 		})
 	})
 }
 
 func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request) {
 	handleJSON(w, r, http.StatusOK, func(req agentproto.SearchRequest) (agentproto.SearchResult, error) {
-		return inTree(s, cmpOr(req.Path, "."), nil, func(t *tree, _, rel string) (agentproto.SearchResult, error) {
-			return searchFiles(t, rel, req.Path, req, time.Now)
+		return inTree(s, cmp.Or(req.Path, "."), nil, func(t *fsops.Tree, _, rel string) (agentproto.SearchResult, error) {
+			return fsops.SearchFiles(t, rel, req.Path, req, time.Now)
 		})
 	})
 }
@@ -331,8 +331,8 @@ func (s *Server) handleReplace(w http.ResponseWriter, r *http.Request) {
 		if len(req.Paths) > 0 {
 			first = req.Paths[0]
 		}
-		return inTree(s, cmpOr(first, "."), nil, func(t *tree, _, _ string) (agentproto.ReplaceResult, error) {
-			return replaceFiles(t, req, s.resolve)
+		return inTree(s, cmp.Or(first, "."), nil, func(t *fsops.Tree, _, _ string) (agentproto.ReplaceResult, error) {
+			return fsops.ReplaceFiles(t, req, s.resolve)
 		})
 	})
 }

@@ -8,9 +8,10 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/creack/pty"
+
+	"golang.org/x/sys/unix"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -224,21 +225,16 @@ func (t *terminal) fail() {
 // setWinsize sets a tty's window size without putting f in blocking mode
 // (which os.File.Fd would).
 func setWinsize(f *os.File, cols, rows int) error {
-	ws := pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}
+	ws := unix.Winsize{Col: uint16(cols), Row: uint16(rows)}
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return err
 	}
-	var errno syscall.Errno
-	if err := rc.Control(func(fd uintptr) {
-		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCSWINSZ, uintptr(unsafe.Pointer(&ws)))
-	}); err != nil {
+	var ierr error
+	if err := rc.Control(func(fd uintptr) { ierr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &ws) }); err != nil {
 		return err
 	}
-	if errno != 0 {
-		return errno
-	}
-	return nil
+	return ierr
 }
 
 // openPTY opens a new pseudo-terminal. The master is returned in
@@ -249,18 +245,18 @@ func openPTY() (master, tty *os.File, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	fd, _, errno := syscall.Syscall(syscall.SYS_FCNTL, m.Fd(), syscall.F_DUPFD_CLOEXEC, 0)
+	fd, err := unix.FcntlInt(m.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	m.Close()
-	if errno != 0 {
+	if err != nil {
 		tty.Close()
-		return nil, nil, fmt.Errorf("dup pty master: %w", errno)
+		return nil, nil, fmt.Errorf("dup pty master: %w", err)
 	}
 	if err := syscall.SetNonblock(int(fd), true); err != nil {
 		syscall.Close(int(fd))
 		tty.Close()
 		return nil, nil, fmt.Errorf("pty master non-blocking: %w", err)
 	}
-	return os.NewFile(fd, "/dev/ptmx"), tty, nil
+	return os.NewFile(uintptr(fd), "/dev/ptmx"), tty, nil
 }
 
 // defaultShell is the user's shell: /bin/bash if present, else /bin/sh.

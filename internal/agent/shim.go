@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // A background job runs under a shim: a second instance of the agent binary
@@ -138,8 +140,8 @@ func RunShim(args []string) int {
 		chld:    make(chan os.Signal, 1),
 		fwd:     make(chan os.Signal, 4),
 	}
-	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
-		sh.warnSubreaper = errno
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		sh.warnSubreaper = err
 	}
 	signal.Notify(sh.chld, syscall.SIGCHLD)
 	signal.Notify(sh.fwd, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
@@ -227,15 +229,13 @@ func receiveShimSpec(control *os.File) (shimSpec, error) {
 	return spec, nil
 }
 
-// prSetName is PR_SET_NAME from <linux/prctl.h>.
-const prSetName = 15
-
 // setProcName sets the name (comm) /proc shows for the process, best
 // effort: with prctl when on the main thread, else through /proc/self/comm.
 func setProcName(name string) {
 	if syscall.Gettid() == os.Getpid() {
-		b := append([]byte(name), 0)
-		syscall.RawSyscall(syscall.SYS_PRCTL, prSetName, uintptr(unsafe.Pointer(&b[0])), 0)
+		if p, err := unix.BytePtrFromString(name); err == nil {
+			unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(p)), 0, 0, 0)
+		}
 		return
 	}
 	os.WriteFile("/proc/self/comm", []byte(name), 0)
@@ -249,7 +249,7 @@ type shim struct {
 	procs         *procScanner
 	chld          chan os.Signal
 	fwd           chan os.Signal
-	warnSubreaper syscall.Errno // why the shim is not a subreaper, if it is not
+	warnSubreaper error // why the shim is not a subreaper, if it is not
 
 	// The current job.
 	main       int
@@ -264,7 +264,7 @@ func (sh *shim) report(format string, args ...any) {
 // run runs one job. It reports whether the shim may take another: not when
 // the agent is gone or part of the tree survived.
 func (sh *shim) run(spec shimSpec) bool {
-	if sh.warnSubreaper != 0 {
+	if sh.warnSubreaper != nil {
 		sh.report("warn cannot become a child subreaper (%v): escaped descendants cannot be tracked", sh.warnSubreaper)
 	}
 	sh.main, sh.mainDone, sh.mainStatus = 0, false, 0

@@ -10,11 +10,10 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"genesis.dev/sandbox/internal/errdefs"
 )
-
-// prSetChildSubreaper is PR_SET_CHILD_SUBREAPER from <linux/prctl.h>.
-const prSetChildSubreaper = 36
 
 // exitInfo is what the reaper learns about a finished child.
 type exitInfo struct {
@@ -48,8 +47,8 @@ func newSupervisor(log *slog.Logger) *supervisor {
 // run makes the process a child subreaper and starts the reaper goroutine.
 func (s *supervisor) run() {
 	if os.Getpid() != 1 {
-		if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
-			s.log.Warn("cannot become child subreaper; orphans of jobs will not be reaped here", "err", errno)
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			s.log.Warn("cannot become child subreaper; orphans of jobs will not be reaped here", "err", err)
 		}
 	}
 	s.sigchld = make(chan os.Signal, 1)

@@ -152,3 +152,26 @@ func FuzzPrepare(f *testing.F) {
 		}
 	})
 }
+
+func TestIsLegacyShim(t *testing.T) {
+	tests := []struct {
+		env  string
+		args []string
+		want bool
+	}{
+		{"1", []string{"genesis-agent-shim", "serve", "spare"}, true},
+		{"", []string{"genesis-agent-shim", "serve", "spare"}, false},
+		{"1", []string{"genesis-agent", "serve", "--socket"}, false},
+		{"1", []string{"genesis-agent-shim", "shim", "spare"}, false}, // the current start: the shim subcommand
+		{"0", []string{"genesis-agent-shim", "serve", "spare"}, false},
+	}
+	for _, tc := range tests {
+		t.Setenv(ShimEnvVar, tc.env)
+		if got := IsLegacyShim(tc.args); got != tc.want {
+			t.Errorf("IsLegacyShim(%q) with %s=%q = %v, want %v", tc.args, ShimEnvVar, tc.env, got, tc.want)
+		}
+	}
+	if got := shimArgs(); !slices.Equal(got, []string{shimArgv0, ShimCommand, shimArgSpare}) {
+		t.Errorf("shimArgs() = %q", got)
+	}
+}

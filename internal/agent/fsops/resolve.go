@@ -1,4 +1,4 @@
-package agent
+package fsops
 
 import (
 	"errors"
@@ -8,7 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
 )
@@ -46,26 +47,26 @@ const (
 var errEscape = errors.New("path escapes from the allowed root")
 
 // tree is an allowed root opened for confined resolution.
-type tree struct {
+type Tree struct {
 	root string // absolute path of the root (for names and messages)
 	fd   int
 }
 
 // openTree opens the allowed root root (a trusted, configured path).
-func openTree(root string) (*tree, error) {
+func openTree(root string) (*Tree, error) {
 	fd, err := openat(-100, root, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0) // AT_FDCWD
 	if err != nil {
 		return nil, &fs.PathError{Op: "open root", Path: root, Err: err}
 	}
-	return &tree{root: root, fd: fd}, nil
+	return &Tree{root: root, fd: fd}, nil
 }
 
-func (t *tree) close() { syscall.Close(t.fd) }
+func (t *Tree) close() { syscall.Close(t.fd) }
 
 // loc is a resolved location: name in the directory dir. name is "." when
 // the location is dir itself. st is the lstat of the location when known.
 type loc struct {
-	t     *tree
+	t     *Tree
 	dir   int
 	name  string
 	st    syscall.Stat_t
@@ -88,7 +89,7 @@ func (l *loc) close() {
 // only with follow. With asDir the whole path must be a directory and the
 // result is that directory itself (name "."); with create, missing
 // directories on the way are made (0755). The caller closes the result.
-func (t *tree) resolve(rel string, follow, asDir, create bool) (res loc, err error) {
+func (t *Tree) resolve(rel string, follow, asDir, create bool) (res loc, err error) {
 	stack := []int{t.fd}
 	names := []string{} // the components of the walk, parallel to stack[1:]
 	here := func() string {
@@ -229,7 +230,7 @@ func (l *loc) open(flags int, perm uint32) (*os.File, error) {
 // openFollow resolves rel following every symlink inside the root and opens
 // the result with flags. check, if not nil, vets the walked object before it
 // is opened (so FIFOs and devices are never opened) and the opened file.
-func (t *tree) openFollow(rel string, flags int, check func(fs.FileMode) error) (*os.File, error) {
+func (t *Tree) openFollow(rel string, flags int, check func(fs.FileMode) error) (*os.File, error) {
 	for range maxRetries {
 		l, err := t.resolve(rel, true, false, false)
 		if err != nil {
@@ -282,7 +283,7 @@ func (t *tree) openFollow(rel string, flags int, check func(fs.FileMode) error) 
 // chmod sets the mode of rel, following symlinks inside the root. It changes
 // the object opened with O_PATH|O_NOFOLLOW through /proc/self/fd (so it
 // works for files the user cannot read), or with fchmod when /proc is absent.
-func (t *tree) chmod(rel string, mode fs.FileMode) (fs.FileInfo, error) {
+func (t *Tree) chmod(rel string, mode fs.FileMode) (fs.FileInfo, error) {
 	for range maxRetries {
 		l, err := t.resolve(rel, true, false, false)
 		if err != nil {
@@ -315,7 +316,7 @@ func (t *tree) chmod(rel string, mode fs.FileMode) (fs.FileInfo, error) {
 }
 
 // fchmod is chmod without /proc: open for reading, then fchmod.
-func (t *tree) fchmod(rel string, mode fs.FileMode) error {
+func (t *Tree) fchmod(rel string, mode fs.FileMode) error {
 	f, err := t.openFollow(rel, syscall.O_RDONLY|syscall.O_NONBLOCK, func(m fs.FileMode) error {
 		if !m.IsRegular() && !m.IsDir() {
 			return &fs.PathError{Op: "chmod", Path: rel, Err: syscall.EPERM}
@@ -422,65 +423,23 @@ func openat(dir int, name string, flags int, perm uint32) (int, error) {
 }
 
 func readlinkat(dir int, name string) (string, error) {
-	p, err := syscall.BytePtrFromString(name)
-	if err != nil {
-		return "", err
-	}
 	for size := 256; size <= 1<<16; size *= 4 {
 		buf := make([]byte, size)
-		n, _, e := syscall.Syscall6(syscall.SYS_READLINKAT, uintptr(dir), uintptr(unsafe.Pointer(p)),
-			uintptr(unsafe.Pointer(&buf[0])), uintptr(size), 0, 0)
-		if e != 0 {
-			return "", e
+		n, err := unix.Readlinkat(dir, name, buf)
+		if err != nil {
+			return "", err
 		}
-		if int(n) < size {
+		if n < size {
 			return string(buf[:n]), nil
 		}
 	}
 	return "", syscall.ENAMETOOLONG
 }
 
-func unlinkat(dir int, name string, flags int) error {
-	p, err := syscall.BytePtrFromString(name)
-	if err != nil {
-		return err
-	}
-	_, _, e := syscall.Syscall(syscall.SYS_UNLINKAT, uintptr(dir), uintptr(unsafe.Pointer(p)), uintptr(flags))
-	if e != 0 {
-		return e
-	}
-	return nil
-}
+func unlinkat(dir int, name string, flags int) error { return unix.Unlinkat(dir, name, flags) }
 
 func linkat(olddir int, oldname string, newdir int, newname string) error {
-	o, err := syscall.BytePtrFromString(oldname)
-	if err != nil {
-		return err
-	}
-	n, err := syscall.BytePtrFromString(newname)
-	if err != nil {
-		return err
-	}
-	_, _, e := syscall.Syscall6(syscall.SYS_LINKAT, uintptr(olddir), uintptr(unsafe.Pointer(o)),
-		uintptr(newdir), uintptr(unsafe.Pointer(n)), 0, 0)
-	if e != 0 {
-		return e
-	}
-	return nil
+	return unix.Linkat(olddir, oldname, newdir, newname, 0)
 }
 
-func symlinkat(target string, dir int, name string) error {
-	t, err := syscall.BytePtrFromString(target)
-	if err != nil {
-		return err
-	}
-	n, err := syscall.BytePtrFromString(name)
-	if err != nil {
-		return err
-	}
-	_, _, e := syscall.Syscall(syscall.SYS_SYMLINKAT, uintptr(unsafe.Pointer(t)), uintptr(dir), uintptr(unsafe.Pointer(n)))
-	if e != 0 {
-		return e
-	}
-	return nil
-}
+func symlinkat(target string, dir int, name string) error { return unix.Symlinkat(target, dir, name) }

@@ -1,4 +1,4 @@
-package agent
+package fsops
 
 import (
 	"bufio"
@@ -94,7 +94,7 @@ func globMatch(glob, rel, name string) bool {
 // to maxDepth levels), sorted by name; relFile is the file's real path below
 // the root of t, below its path below rel. fn returning errStopWalk ends
 // the walk without error.
-func walkFiles(t *tree, rel, display string, maxDepth int, fn func(dir int, name, relFile, below string) error) error {
+func walkFiles(t *Tree, rel, display string, maxDepth int, fn func(dir int, name, relFile, below string) error) error {
 	l, err := t.resolve(rel, true, true, false)
 	if err != nil {
 		return fileErr("search", display, err)
@@ -148,7 +148,7 @@ var errStopWalk = errors.New("stop the walk")
 func isBinary(head []byte) bool { return bytes.IndexByte(head, 0) >= 0 }
 
 // searchFiles runs a search request below the directory rel.
-func searchFiles(t *tree, rel, display string, req agentproto.SearchRequest, now func() time.Time) (agentproto.SearchResult, error) {
+func searchFiles(t *Tree, rel, display string, req agentproto.SearchRequest, now func() time.Time) (agentproto.SearchResult, error) {
 	res := agentproto.SearchResult{Matches: []agentproto.SearchMatch{}}
 	if req.Glob == "" && req.Content == "" {
 		return res, fmt.Errorf("search: glob or content is required: %w", errdefs.ErrInvalidArgument)
@@ -243,7 +243,7 @@ func clampInt(v, def, max int) int {
 }
 
 // replaceFiles applies a batch replace to the files named or found.
-func replaceFiles(t *tree, req agentproto.ReplaceRequest, resolve func(string) (string, string, error)) (agentproto.ReplaceResult, error) {
+func replaceFiles(t *Tree, req agentproto.ReplaceRequest, resolve func(string) (string, string, error)) (agentproto.ReplaceResult, error) {
 	res := agentproto.ReplaceResult{DryRun: req.DryRun, Files: []agentproto.ReplaceFile{}}
 	if req.Find == "" {
 		return res, fmt.Errorf("replace: find is required: %w", errdefs.ErrInvalidArgument)
@@ -321,7 +321,7 @@ func cmpOr(a, b string) string {
 
 // replaceOne rewrites one file (following symlinks inside the root to the
 // real file, whose mode is kept).
-func replaceOne(t *tree, rel, display string, m *matcher, repl string, dryRun bool, buf []byte) (int, error) {
+func replaceOne(t *Tree, rel, display string, m *matcher, repl string, dryRun bool, buf []byte) (int, error) {
 	l, err := t.resolve(rel, true, false, false)
 	if err != nil {
 		return 0, fileErr("replace in", display, err)

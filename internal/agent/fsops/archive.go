@@ -1,4 +1,4 @@
-package agent
+package fsops
 
 import (
 	"archive/tar"
@@ -58,7 +58,7 @@ type extractSpec struct {
 // extractTar reads a tar (gzip-compressed or not) from r into the
 // destination, creating it. It stops at the first refused entry; entries
 // before it stay extracted.
-func extractTar(t *tree, x extractSpec, r io.Reader) (agentproto.ExtractResult, error) {
+func extractTar(t *Tree, x extractSpec, r io.Reader) (agentproto.ExtractResult, error) {
 	res := agentproto.ExtractResult{Path: agentproto.JoinRoot(t.root, x.dest)}
 	dl, err := t.resolve(x.dest, true, true, true)
 	if err != nil {
@@ -159,7 +159,7 @@ func archiveBodyErr(err error) error {
 // extractSymlink makes the symlink of entry h at rel, replacing a file or
 // symlink there. Its target must be relative and stay inside the root when
 // resolved from the directory the link really lands in.
-func extractSymlink(t *tree, rel string, h *tar.Header) error {
+func extractSymlink(t *Tree, rel string, h *tar.Header) error {
 	target := h.Linkname
 	if target == "" || strings.IndexByte(target, 0) >= 0 || path.IsAbs(target) {
 		return archiveErr(agentproto.CodePathOutsideRoot, errdefs.ErrInvalidArgument, h.Name, "symlink to %q: only relative targets inside the root are allowed", target)
@@ -193,7 +193,7 @@ func extractSymlink(t *tree, rel string, h *tar.Header) error {
 
 // extractHardlink links newRel to the existing oldRel (a link itself is
 // linked, never followed).
-func extractHardlink(t *tree, oldRel, newRel, entry string) error {
+func extractHardlink(t *Tree, oldRel, newRel, entry string) error {
 	old, err := t.resolve(oldRel, false, false, false)
 	if err != nil {
 		return fileErr("extract", entry, err)
@@ -237,7 +237,7 @@ func replaceable(pd *loc, name, entry string) error {
 // writeTar streams the tree below rel as a tar: directories, regular files
 // and symlinks (as links, never followed), sorted by name; other files are
 // left out. Names are relative to rel.
-func writeTar(t *tree, rel, display string, w io.Writer) error {
+func writeTar(t *Tree, rel, display string, w io.Writer) error {
 	l, err := t.resolve(rel, true, true, false)
 	if err != nil {
 		return fileErr("archive", display, err)

@@ -1,4 +1,4 @@
-package agent
+package fsops
 
 import (
 	"crypto/rand"
@@ -86,7 +86,7 @@ func rootItself(op, display string) error {
 }
 
 // openTreeFor opens an allowed root for an operation.
-func openTreeFor(root string) (*tree, error) {
+func openTreeFor(root string) (*Tree, error) {
 	t, err := openTree(root)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -122,7 +122,7 @@ func fileInfo(root, rel string, fi fs.FileInfo, link string) agentproto.FileInfo
 }
 
 // statPath is FileInfo of rel without following a final symlink.
-func statPath(t *tree, rel, display string) (agentproto.FileInfo, error) {
+func statPath(t *Tree, rel, display string) (agentproto.FileInfo, error) {
 	l, err := t.resolve(rel, false, false, false)
 	if err != nil {
 		return agentproto.FileInfo{}, fileErr("stat", display, err)
@@ -189,7 +189,7 @@ func writeFile(w writeSpec, body io.Reader, buf []byte) (agentproto.FileWriteRes
 }
 
 // writeInTree is writeFile in an opened tree.
-func writeInTree(t *tree, w writeSpec, body io.Reader, buf []byte) (agentproto.FileWriteResult, error) {
+func writeInTree(t *Tree, w writeSpec, body io.Reader, buf []byte) (agentproto.FileWriteResult, error) {
 	dir, base := path.Split(w.rel)
 	pd, err := t.resolve(path.Clean(dir), true, true, true)
 	if err != nil {
@@ -340,7 +340,7 @@ func (b *bulkWriter) ReadFrom(r io.Reader) (int64, error) {
 // the walked object is checked before it is opened (so FIFOs and devices are
 // never opened) and the opened descriptor after (authoritative); O_NONBLOCK
 // keeps a FIFO swapped in between from blocking the open.
-func openRegular(t *tree, rel, display string) (*os.File, fs.FileInfo, error) {
+func openRegular(t *Tree, rel, display string) (*os.File, fs.FileInfo, error) {
 	f, err := t.openFollow(rel, syscall.O_RDONLY|syscall.O_NONBLOCK, func(m fs.FileMode) error {
 		if !m.IsRegular() {
 			return notRegular("read", display, m)
@@ -362,7 +362,7 @@ func openRegular(t *tree, rel, display string) (*os.File, fs.FileInfo, error) {
 // entries, depth first and sorted by name within each directory. Symlinks
 // are listed, never descended; every directory is entered through the
 // descriptor of the object that was stat'ed.
-func listDir(t *tree, rel, display string, depth, limit int) (agentproto.FileList, error) {
+func listDir(t *Tree, rel, display string, depth, limit int) (agentproto.FileList, error) {
 	out := agentproto.FileList{Path: agentproto.JoinRoot(t.root, rel), Entries: []agentproto.FileInfo{}}
 	l, err := t.resolve(rel, true, false, false)
 	if err != nil {
@@ -434,7 +434,7 @@ func listDir(t *tree, rel, display string, depth, limit int) (agentproto.FileLis
 
 // mkdirPath makes rel (with its parents unless parents is false) and sets
 // mode on it when setMode (the umask aside).
-func mkdirPath(t *tree, rel, display string, mode fs.FileMode, parents, setMode bool) (agentproto.FileInfo, error) {
+func mkdirPath(t *Tree, rel, display string, mode fs.FileMode, parents, setMode bool) (agentproto.FileInfo, error) {
 	if parents {
 		l, err := t.resolve(rel, true, true, true)
 		if err != nil {
@@ -473,7 +473,7 @@ func mkdirPath(t *tree, rel, display string, mode fs.FileMode, parents, setMode 
 // destination is a conflict; the check is not atomic with the rename, it
 // guards against clobbering by mistake and confinement does not depend on
 // it.
-func movePath(t *tree, from, to, fromDisplay, toDisplay string, overwrite bool) (agentproto.FileInfo, error) {
+func movePath(t *Tree, from, to, fromDisplay, toDisplay string, overwrite bool) (agentproto.FileInfo, error) {
 	src, err := t.resolve(from, false, false, false)
 	if err != nil {
 		return agentproto.FileInfo{}, fileErr("move", fromDisplay, err)
@@ -503,7 +503,7 @@ func movePath(t *tree, from, to, fromDisplay, toDisplay string, overwrite bool) 
 
 // deletePath removes rel: a file, a symlink (not its target) or an empty
 // directory; with recursive a whole tree, never following symlinks.
-func deletePath(t *tree, rel, display string, recursive bool) error {
+func deletePath(t *Tree, rel, display string, recursive bool) error {
 	if rel == "." {
 		return rootItself("delete", display)
 	}
