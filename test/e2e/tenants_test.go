@@ -23,44 +23,56 @@ import (
 // foreignBodies are valid request bodies (and queries) per route, so that a
 // foreign tenant's call fails on the resource, not on its input.
 var foreignBodies = map[string]string{
-	"PATCH /v1/sandboxes/{id}":              `{"metadata":{"owner":"thief"}}`,
-	"POST /v1/sandboxes/{id}/exec":          `{"command":["touch","/workspace/pwned"]}`,
-	"POST /v1/sandboxes/{id}/contexts":      `{"language":"python"}`,
-	"POST /v1/sessions/{id}/exec":           `{"script":"touch /workspace/pwned"}`,
-	"POST /v1/contexts/{id}/run":            `{"code":"open('/workspace/pwned','w')"}`,
-	"PUT /v1/sandboxes/{id}/files":          `pwned`,
-	"POST /v1/sandboxes/{id}/files/mkdir":   `{"path":"pwned"}`,
-	"POST /v1/sandboxes/{id}/files/move":    `{"from":"secret.txt","to":"moved.txt"}`,
-	"POST /v1/sandboxes/{id}/files/delete":  `{"path":"secret.txt"}`,
-	"POST /v1/sandboxes/{id}/files/chmod":   `{"path":"secret.txt","mode":"0777"}`,
-	"POST /v1/sandboxes/{id}/files/search":  `{"path":".","content":"s3cret"}`,
-	"POST /v1/sandboxes/{id}/files/replace": `{"path":".","glob":"*.txt","find":"s3cret","replace":"pwned"}`,
-	"POST /v1/sandboxes/{id}/files/extract": "",
-	"POST /v1/sandboxes/{id}/sessions":      "",
-	"POST /v1/jobs/{id}/cancel":             "",
-	"DELETE /v1/sandboxes/{id}":             "",
-	"DELETE /v1/sessions/{id}":              "",
-	"DELETE /v1/contexts/{id}":              "",
-	"GET /v1/sandboxes/{id}/terminal":       "",
-	"GET /v1/sandboxes/{id}/files":          "",
-	"GET /v1/sandboxes/{id}/files/stat":     "",
-	"GET /v1/sandboxes/{id}/files/list":     "",
-	"GET /v1/sandboxes/{id}/files/archive":  "",
-	"GET /v1/sandboxes/{id}":                "",
-	"GET /v1/jobs/{id}":                     "",
-	"GET /v1/jobs/{id}/logs":                "",
-	"GET /v1/sessions/{id}":                 "",
-	"GET /v1/contexts/{id}":                 "",
-	"POST /v1/sandboxes/{id}/files":         multipartMarker,
-	"GET /v1/leases/{id}":                   "",
-	"POST /v1/leases/{id}/renew":            `{"ttl_seconds":600}`,
-	"DELETE /v1/leases/{id}":                "",
-	"GET /v1/sandboxes/{id}/network":        "",
-	"PUT /v1/sandboxes/{id}/network":        `{"mode":"none"}`,
-	"GET /v1/sandboxes/{id}/network/events": "",
-	"GET /v1/jobs/{id}/artifacts":           "",
-	"GET /v1/artifacts/{id}":                "",
-	"GET /v1/artifacts/{id}/meta":           "",
+	"PATCH /v1/sandboxes/{id}":                       `{"metadata":{"owner":"thief"}}`,
+	"POST /v1/sandboxes/{id}/exec":                   `{"command":["touch","/workspace/pwned"]}`,
+	"POST /v1/sandboxes/{id}/contexts":               `{"language":"python"}`,
+	"POST /v1/sessions/{id}/exec":                    `{"script":"touch /workspace/pwned"}`,
+	"POST /v1/contexts/{id}/run":                     `{"code":"open('/workspace/pwned','w')"}`,
+	"PUT /v1/sandboxes/{id}/files":                   `pwned`,
+	"POST /v1/sandboxes/{id}/files/mkdir":            `{"path":"pwned"}`,
+	"POST /v1/sandboxes/{id}/files/move":             `{"from":"secret.txt","to":"moved.txt"}`,
+	"POST /v1/sandboxes/{id}/files/delete":           `{"path":"secret.txt"}`,
+	"POST /v1/sandboxes/{id}/files/chmod":            `{"path":"secret.txt","mode":"0777"}`,
+	"POST /v1/sandboxes/{id}/files/search":           `{"path":".","content":"s3cret"}`,
+	"POST /v1/sandboxes/{id}/files/replace":          `{"path":".","glob":"*.txt","find":"s3cret","replace":"pwned"}`,
+	"POST /v1/sandboxes/{id}/files/extract":          "",
+	"POST /v1/sandboxes/{id}/sessions":               "",
+	"POST /v1/jobs/{id}/cancel":                      "",
+	"DELETE /v1/sandboxes/{id}":                      "",
+	"DELETE /v1/sessions/{id}":                       "",
+	"DELETE /v1/contexts/{id}":                       "",
+	"GET /v1/sandboxes/{id}/terminal":                "",
+	"GET /v1/sandboxes/{id}/files":                   "",
+	"GET /v1/sandboxes/{id}/files/stat":              "",
+	"GET /v1/sandboxes/{id}/files/list":              "",
+	"GET /v1/sandboxes/{id}/files/archive":           "",
+	"GET /v1/sandboxes/{id}":                         "",
+	"GET /v1/jobs/{id}":                              "",
+	"GET /v1/jobs/{id}/logs":                         "",
+	"GET /v1/sessions/{id}":                          "",
+	"GET /v1/contexts/{id}":                          "",
+	"POST /v1/sandboxes/{id}/files":                  multipartMarker,
+	"GET /v1/leases/{id}":                            "",
+	"POST /v1/leases/{id}/renew":                     `{"ttl_seconds":600}`,
+	"DELETE /v1/leases/{id}":                         "",
+	"GET /v1/sandboxes/{id}/network":                 "",
+	"PUT /v1/sandboxes/{id}/network":                 `{"mode":"none"}`,
+	"GET /v1/sandboxes/{id}/network/events":          "",
+	"GET /v1/jobs/{id}/artifacts":                    "",
+	"GET /v1/artifacts/{id}":                         "",
+	"GET /v1/artifacts/{id}/meta":                    "",
+	"GET /v1/jobs/{id}/attach":                       "",
+	"PUT /v1/jobs/{id}/stdin":                        "pwned",
+	"POST /v1/jobs/{id}/stdin/close":                 "",
+	"GET /v1/sandboxes/{id}/ports/{port}/tcp":        "",
+	"POST /v1/sandboxes/{id}/ports/{port}/links":     `{"ttl_seconds":60}`,
+	"GET /v1/sandboxes/{id}/ports/{port}/{path}":     "",
+	"HEAD /v1/sandboxes/{id}/ports/{port}/{path}":    "",
+	"POST /v1/sandboxes/{id}/ports/{port}/{path}":    "pwned",
+	"PUT /v1/sandboxes/{id}/ports/{port}/{path}":     "pwned",
+	"PATCH /v1/sandboxes/{id}/ports/{port}/{path}":   "pwned",
+	"DELETE /v1/sandboxes/{id}/ports/{port}/{path}":  "",
+	"OPTIONS /v1/sandboxes/{id}/ports/{port}/{path}": "",
 }
 
 // multipartMarker stands for a multipart/form-data upload of one file.
@@ -160,9 +172,14 @@ func TestCrossTenantIsolation(t *testing.T) {
 			walked := 0
 			for _, route := range routes {
 				method, path, _ := strings.Cut(route, " ")
-				if !strings.Contains(path, "{") || strings.HasPrefix(path, "/v1/tenants") || strings.HasPrefix(path, "/v1/pools/") {
-					continue // collections, the admin API (403 for tenant keys, tested in httpapi) and service-wide pools
+				if !strings.Contains(path, "{") || strings.HasPrefix(path, "/v1/tenants") || strings.HasPrefix(path, "/v1/pools/") ||
+					strings.HasPrefix(path, "/v1/previews/") {
+					// collections, the admin API (403 for tenant keys, tested in httpapi), service-wide
+					// pools, and preview links (their token is the credential: tested in TestPorts)
+					continue
 				}
+				// A port route: port 8000 and a path on the sandbox's server.
+				path = strings.NewReplacer("{port}", "8000", "{path}", "x").Replace(path)
 				var pair [2]string
 				for prefix, p := range ids {
 					if strings.HasPrefix(path, prefix) && strings.Count(path, "{") == 1 && strings.Contains(path, "{id}") {
@@ -308,7 +325,7 @@ func callRaw(t *testing.T, s *service, key, method, path, body string) rawAnswer
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	if strings.HasSuffix(path, "/terminal") {
+	if strings.HasSuffix(path, "/terminal") || strings.HasSuffix(path, "/attach") || strings.HasSuffix(path, "/tcp") {
 		for k, v := range map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="} {
 			req.Header.Set(k, v)
 		}
