@@ -184,13 +184,20 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	size := r.ContentLength
+	if v := r.Header.Get(agentproto.HeaderUploadSize); v != "" && size < 0 {
+		if size, err = strconv.ParseInt(v, 10, 64); err != nil || size < 0 {
+			writeError(w, fmt.Errorf("%s=%q is not a size: %w", agentproto.HeaderUploadSize, v, errdefs.ErrInvalidArgument))
+			return
+		}
+	}
 	// Refused before anything is written when the size is announced.
-	if maxBytes >= 0 && r.ContentLength > maxBytes {
+	if maxBytes >= 0 && size > maxBytes {
 		writeError(w, fsops.ErrTooLarge(display, maxBytes))
 		return
 	}
 	res, err := fsops.WriteFile(fsops.WriteSpec{Root: root, Rel: rel, Display: display, Mode: mode, Overwrite: overwrite, MaxBytes: maxBytes},
-		r.Body, fsops.TransferBuffer(r.ContentLength))
+		&uploadBody{r: r, size: size}, fsops.TransferBuffer(size))
 	if err != nil {
 		var be *fsops.BodyError
 		if errors.As(err, &be) {
@@ -200,6 +207,30 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, res)
+}
+
+// uploadBody is the body of an upload: it fails, instead of ending, when
+// the sender ended it with agentproto.TrailerUploadAbort or it is not of
+// the announced size (size < 0: not announced).
+type uploadBody struct {
+	r    *http.Request
+	size int64
+	n    int64
+}
+
+func (b *uploadBody) Read(p []byte) (int, error) {
+	n, err := b.r.Body.Read(p)
+	b.n += int64(n)
+	if err != io.EOF {
+		return n, err
+	}
+	if why := b.r.Trailer.Get(agentproto.TrailerUploadAbort); why != "" {
+		return n, fmt.Errorf("the sender aborted the upload: %s", why)
+	}
+	if b.size >= 0 && b.n != b.size {
+		return n, fmt.Errorf("the body has %d bytes, %d were announced", b.n, b.size)
+	}
+	return n, io.EOF
 }
 
 // handleFileRead streams a regular file. http.ServeContent answers Range

@@ -191,6 +191,10 @@ func testFileOperations(t *testing.T, e *fileEnv) {
 	if err == nil {
 		t.Errorf("failing body: no error")
 	}
+	// The agent removed its temporary file before it answered.
+	if list, err := c.ListFiles(ctx, e.p("a/b"), 0, 0); err != nil || strings.Contains(names(list), ".genesis-upload-") {
+		t.Errorf("a failed write left a temporary file when its error came: %q %v", names(list), err)
+	}
 	if _, _, got, _ := readAll(t, c, e.p("a/b/c.txt"), nil); got != "new" {
 		t.Errorf("after a failed write the file holds %d bytes, want the old content", len(got))
 	}

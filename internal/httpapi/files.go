@@ -182,7 +182,8 @@ func (s *Server) readArchive(w http.ResponseWriter, r *http.Request) {
 // putFile serves PUT /v1/sandboxes/{id}/files?path=&mode=&overwrite=: the
 // raw body becomes the file. A body announced larger than the upload limit
 // is refused before anything is read or written; one that turns out larger
-// is cut off and nothing is written.
+// (or ends short) is cut off and nothing is written: the agent has removed
+// its temporary file before the error is answered.
 func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	overwrite, err := parseBool(r, "overwrite", true)

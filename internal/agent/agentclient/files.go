@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
+	"time"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -52,10 +55,17 @@ type WriteFileRequest struct {
 	Size int64
 }
 
+// abortGrace is how long an upload whose ctx has ended still waits for the
+// agent's answer to its abort (see WriteFile).
+const abortGrace = 10 * time.Second
+
 // WriteFile streams body into a file in the sandbox: the agent writes a
 // temporary file next to it and renames it into place, so the target is
-// either untouched or whole. If body fails, the stream is reset and the
-// agent removes what it wrote; the error then wraps body's error.
+// either untouched or whole. If body fails or ctx ends first, the upload
+// is ended with agentproto.TrailerUploadAbort and WriteFile waits (up to
+// abortGrace past ctx's end) for the agent's answer, which it gives after
+// removing what it wrote: when WriteFile returns that error, nothing of the
+// upload is left in the sandbox. The error wraps body's error.
 func (c *Client) WriteFile(ctx context.Context, req WriteFileRequest, body io.Reader) (agentproto.FileWriteResult, error) {
 	q := url.Values{agentproto.QueryPath: {req.Path}, agentproto.QueryOverwrite: {strconv.FormatBool(req.Overwrite)}}
 	if req.Mode != "" {
@@ -65,20 +75,37 @@ func (c *Client) WriteFile(ctx context.Context, req WriteFileRequest, body io.Re
 		q.Set(agentproto.QueryMaxBytes, strconv.FormatInt(req.MaxBytes, 10))
 	}
 	target := agentproto.PathFiles + "?" + q.Encode()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPut, baseURL+target, body)
+	rctx, cancel := withGrace(ctx, abortGrace)
+	defer cancel()
+	ab := &abortableBody{ctx: ctx, r: body, trailer: http.Header{agentproto.TrailerUploadAbort: nil}, chunk: chunkSize(req.Size)}
+	hreq, err := http.NewRequestWithContext(rctx, http.MethodPut, baseURL+target, ab)
 	if err != nil {
 		return agentproto.FileWriteResult{}, fmt.Errorf("agentclient: PUT %s: %v: %w", agentproto.PathFiles, err, errdefs.ErrInternal)
 	}
-	hreq.ContentLength = req.Size
+	// A length of its own would keep the body from ending early with the
+	// abort trailer: the size travels in a header.
+	hreq.ContentLength, hreq.Trailer = -1, ab.trailer
+	if req.Size >= 0 {
+		hreq.Header.Set(agentproto.HeaderUploadSize, strconv.FormatInt(req.Size, 10))
+	}
 	if req.Size == 0 {
-		hreq.Body = http.NoBody
+		hreq.Body, hreq.ContentLength, hreq.Trailer = http.NoBody, 0, nil
 	}
 	hreq.Header.Set("Content-Type", "application/octet-stream")
 	hc := c.http
 	if req.Size < 0 || req.Size > bulkThreshold {
 		hc = c.bulkClient()
 	}
-	resp, err := c.fileRoundTrip(ctx, hc, hreq)
+	resp, err := c.fileRoundTrip(rctx, hc, hreq)
+	if aerr := ab.failed(); aerr != nil {
+		if resp != nil {
+			resp.Body.Close()
+		}
+		if ctx.Err() != nil && errors.Is(aerr, ctx.Err()) {
+			return agentproto.FileWriteResult{}, ctxError(http.MethodPut, agentproto.PathFiles, aerr)
+		}
+		return agentproto.FileWriteResult{}, fmt.Errorf("agentclient: PUT %s: the upload's body failed (agent: %v): %w", agentproto.PathFiles, err, aerr)
+	}
 	if err != nil {
 		return agentproto.FileWriteResult{}, err
 	}
@@ -88,6 +115,115 @@ func (c *Client) WriteFile(ctx context.Context, req WriteFileRequest, body io.Re
 		return res, fmt.Errorf("agentclient: PUT %s: decode answer: %v: %w", agentproto.PathFiles, err, errdefs.ErrInternal)
 	}
 	return res, nil
+}
+
+// withGrace returns a context that ends grace after ctx ends (with its
+// values), and its cancel.
+func withGrace(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	gctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-gctx.Done():
+			return
+		}
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-gctx.Done():
+		}
+	}()
+	return gctx, cancel
+}
+
+// abortableBody is an upload's body as sent: when its source fails or ctx
+// ends, it ends (io.EOF) with the reason in its trailer instead, so the
+// agent hears of the failure and answers.
+type abortableBody struct {
+	ctx     context.Context
+	r       io.Reader
+	trailer http.Header
+
+	chunk int // bytes per write (WriteTo)
+
+	mu  sync.Mutex
+	err error // why it was aborted
+}
+
+func (b *abortableBody) Read(p []byte) (int, error) {
+	if err := b.failed(); err != nil {
+		return 0, io.EOF
+	}
+	if err := b.ctx.Err(); err != nil {
+		return 0, b.abort(err)
+	}
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		return n, b.abort(err)
+	}
+	return n, err
+}
+
+// WriteTo sends the body in writes of up to b.chunk bytes. The transport
+// sends each write as one chunk and flushes it, and every chunk costs the
+// agent a read: under gVisor, 32 KiB chunks (io.Copy's) halve the upload
+// rate.
+func (b *abortableBody) WriteTo(w io.Writer) (int64, error) {
+	buf := make([]byte, b.chunk)
+	var n int64
+	for {
+		m := 0
+		var err error
+		for m < len(buf) && err == nil {
+			var k int
+			k, err = b.Read(buf[m:])
+			m += k
+		}
+		if m > 0 {
+			if _, werr := w.Write(buf[:m]); werr != nil {
+				return n, werr
+			}
+			n += int64(m)
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// chunkSize is the chunk size of an upload of size bytes (< 0: unknown).
+func chunkSize(size int64) int {
+	const max = 1 << 20
+	if size < 0 || size > max {
+		return max
+	}
+	return int(size) + 1 // the last read sees the end
+}
+
+// abort records why the body ended early, sets the trailer and returns
+// io.EOF. The transport reads the trailer after the body's io.EOF, in the
+// goroutine that read the body.
+func (b *abortableBody) abort(err error) error {
+	b.mu.Lock()
+	b.err = err
+	b.mu.Unlock()
+	why := "the sender's source failed"
+	if b.ctx.Err() != nil {
+		why = "the sender's context ended"
+	}
+	b.trailer.Set(agentproto.TrailerUploadAbort, why)
+	return io.EOF
+}
+
+func (b *abortableBody) failed() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
 }
 
 // FileResponse is a file read in flight: Status is 200, 206, 304, 412 or

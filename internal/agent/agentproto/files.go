@@ -123,6 +123,17 @@ const (
 	QueryLimit      = "limit"
 )
 
+// An upload (PUT PathFiles) is sent as a body of unannounced length: its
+// size, when known, travels in HeaderUploadSize (the agent refuses a body
+// of another length), and a sender whose source fails ends the body
+// cleanly with the trailer TrailerUploadAbort saying why. The agent then
+// removes what it wrote before it answers, so once the answer is in,
+// nothing of the upload is left.
+const (
+	HeaderUploadSize   = "Genesis-Upload-Size"
+	TrailerUploadAbort = "Genesis-Upload-Abort"
+)
+
 // Headers the agent sets on a file read, besides ETag, Last-Modified,
 // Content-Length and Content-Range.
 const (
