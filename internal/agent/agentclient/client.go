@@ -3,7 +3,6 @@ package agentclient
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,8 +10,6 @@ import (
 	"net"
 	"net/http"
 	"time"
-
-	"golang.org/x/net/http2"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -33,7 +30,7 @@ type Dialer func(ctx context.Context) (net.Conn, error)
 type Client struct {
 	dial      Dialer
 	name      string // where the agent is, for errors
-	transport *http2.Transport
+	transport *http.Transport
 	http      *http.Client
 }
 
@@ -50,26 +47,24 @@ func Dial(socketPath string) *Client {
 
 // New returns a client that reaches the agent through d. It does not
 // connect: the first call does.
-//
-// The transport is x/net's HTTP/2 one (cleartext, prior knowledge): its
-// pool dials at most once per address at a time and adds the connection
-// before any caller uses it, so concurrent first calls share one
-// connection. net/http's transport can open a second connection for a
-// call that starts just after the first dial (the new connection reaches
-// its idle pool only after the dialling call got it).
 func New(d Dialer) *Client {
-	tr := &http2.Transport{
-		AllowHTTP: true,
-		DialTLSContext: func(ctx context.Context, _, _ string, _ *tls.Config) (net.Conn, error) {
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{
+		Protocols: &protos,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return d(ctx)
 		},
-		// Detect a dead agent connection instead of hanging on it.
-		ReadIdleTimeout: 15 * time.Second,
-		PingTimeout:     10 * time.Second,
-		// Large DATA frames: job output streams move hundreds of MiB,
-		// and under gVisor every socket write is costly.
-		MaxReadFrameSize:   1 << 20,
-		DisableCompression: true,
+		HTTP2: &http.HTTP2Config{
+			// Detect a dead agent connection instead of hanging on it.
+			SendPingTimeout: 15 * time.Second,
+			PingTimeout:     10 * time.Second,
+			// Large DATA frames: job output streams move hundreds of MiB,
+			// and under gVisor every socket write is costly.
+			MaxReadFrameSize: 1 << 20,
+		},
+		MaxIdleConnsPerHost: 1,
+		DisableCompression:  true,
 	}
 	return &Client{
 		dial:      d,
