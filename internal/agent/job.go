@@ -313,7 +313,6 @@ func (s *Server) classifyExit(ws syscall.WaitStatus, sentKill bool, oomBefore ui
 	return 128 + int(sig), reason, signalName(sig)
 }
 
-
 // signalName returns the conventional name of sig, such as "SIGKILL".
 func signalName(sig syscall.Signal) string {
 	switch sig {

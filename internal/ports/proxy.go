@@ -48,8 +48,8 @@ type Config struct {
 	// DialTimeout bounds connecting to a port (default 2 s; the agent
 	// gives up after 2 s on its side too).
 	DialTimeout time.Duration
-	Now        func() time.Time
-	Logger     *slog.Logger
+	Now         func() time.Time
+	Logger      *slog.Logger
 }
 
 // Proxy serves the port routes. It is safe for concurrent use.
