@@ -28,10 +28,10 @@ type Dialer func(ctx context.Context) (net.Conn, error)
 // Client talks to one agent. It is safe for concurrent use; all calls share
 // one HTTP/2 connection, dialled lazily and redialled when it breaks.
 type Client struct {
-	dial      Dialer
-	name      string // where the agent is, for errors
-	transport *http.Transport
-	http      *http.Client
+	dial  Dialer
+	name  string // where the agent is, for errors
+	conns *conns
+	http  *http.Client
 }
 
 // Dial returns a client for the agent listening on the Unix socket
@@ -63,21 +63,21 @@ func New(d Dialer) *Client {
 			// and under gVisor every socket write is costly.
 			MaxReadFrameSize: 1 << 20,
 		},
-		MaxIdleConnsPerHost: 1,
-		DisableCompression:  true,
+		DisableCompression: true,
 	}
+	p := &conns{tr: tr}
 	return &Client{
-		dial:      d,
-		name:      "its dialer",
-		transport: tr,
-		http:      &http.Client{Transport: tr},
+		dial:  d,
+		name:  "its dialer",
+		conns: p,
+		http:  &http.Client{Transport: p},
 	}
 }
 
-// Close drops the client's connection. The client may still be used; the
-// next call dials again.
+// Close drops the client's connections; calls still in flight on them fail.
+// The client may still be used: the next call dials again.
 func (c *Client) Close() {
-	c.transport.CloseIdleConnections()
+	c.conns.close()
 }
 
 // Ping asks the agent who it is.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -182,5 +183,52 @@ func TestNewTakesADialer(t *testing.T) {
 	failing := New(func(context.Context) (net.Conn, error) { return nil, errors.New("no route") })
 	if _, err := failing.Ping(context.Background()); !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Fatalf("Ping through a failing dialer: %v, want ErrUnavailable", err)
+	}
+}
+
+func TestClientRedialsAfterItsConnectionEnds(t *testing.T) {
+	t.Parallel()
+	sock, conns := fakeAgent(t, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, agentproto.Ping{Protocol: agentproto.Version, PID: 3})
+	})
+	var mu sync.Mutex
+	var dialled []net.Conn
+	c := New(func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, "unix", sock)
+		if err == nil {
+			mu.Lock()
+			dialled = append(dialled, nc)
+			mu.Unlock()
+		}
+		return nc, err
+	})
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The socket breaks under the client (as when the agent dies): once
+	// the connection noticed, the next call dials a new one.
+	mu.Lock()
+	dialled[0].Close()
+	mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := c.Ping(ctx)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errdefs.ErrUnavailable) || time.Now().After(deadline) {
+			t.Fatalf("Ping after the connection broke: %v", err)
+		}
+	}
+	// Close drops the connection; the client still works.
+	c.Close()
+	if _, err := c.Ping(ctx); err != nil {
+		t.Fatalf("Ping after Close: %v", err)
+	}
+	if n := conns.Load(); n != 3 {
+		t.Fatalf("agent saw %d connections, want 3", n)
 	}
 }
