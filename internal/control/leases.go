@@ -141,8 +141,13 @@ func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	claim.SandboxID, claim.Env, claim.Metadata = sb.ID, nil, nil // set at create
 	claim.Runtime, claim.RiskLevel, claim.Lease.Runtime = sb.Runtime, sb.RiskLevel, sb.Runtime
 	claim.Now = s.now()
+	// The stored claim replaces the cold count under the tenant's quota
+	// lock: a concurrent quota check sees the lease once, never twice
+	// (counted and stored), which would refuse a lease or a create that fits.
+	unlock := s.lockTenant(in.Tenant)
 	l, leased, err := s.store.ClaimSandbox(ctx, claim)
-	coldDone() // the stored claim counts from here on
+	coldDone()
+	unlock()
 	if err != nil {
 		cctx, cancel := cleanupCtx(ctx, 30*time.Second)
 		defer cancel()
