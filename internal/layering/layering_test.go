@@ -127,6 +127,12 @@ var rules = []rule{
 		NoImport: []string{"internal/driver/..."},
 	},
 	{
+		Pkg:      "internal/mcp",
+		Why:      "mcp is the protocol proxy of one server: errdefs and the MCP SDK (with its JSON Schema validator); it knows no sandbox, lease or API",
+		Only:     []string{"internal/errdefs"},
+		External: []string{"github.com/modelcontextprotocol/go-sdk/...", "github.com/google/jsonschema-go/..."},
+	},
+	{
 		Pkg:      "internal/httpapi",
 		Why:      "the API calls control and the workload managers; it never imports a driver, the store, admission, the job log or the agent protocol",
 		Forbid:   []string{"cmd/..."},
