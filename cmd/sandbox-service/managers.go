@@ -11,6 +11,7 @@ import (
 	"genesis.dev/sandbox/internal/interactive"
 	"genesis.dev/sandbox/internal/joblog"
 	"genesis.dev/sandbox/internal/jobs"
+	"genesis.dev/sandbox/internal/mcp/servers"
 	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/store"
 )
@@ -25,6 +26,7 @@ type managers struct {
 	terms *interactive.Terminals
 	ports *ports.Proxy
 	svcs  *jobs.Services
+	mcp   *servers.Manager
 }
 
 // newManagers builds the managers over ctl and registers their hooks; call
@@ -71,7 +73,12 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 	ctl.AddHook(arts)
 	ctl.AddHook(terms)
 	ctl.AddHook(pp)
-	return &managers{jobs: jm, arts: arts, files: fs, terms: terms, ports: pp, svcs: svcs}, nil
+	ms, err := servers.New(servers.Config{Leases: ctl, Jobs: jm, Catalog: mcpCatalog(cfg.MCP), Ceiling: cfg.MCP.MaxRiskLevel,
+		AllowedOrigins: cfg.MCP.AllowedOrigins, Audit: mcpAudit(ctl, log), Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return &managers{jobs: jm, arts: arts, files: fs, terms: terms, ports: pp, svcs: svcs, mcp: ms}, nil
 }
 
 // newPortsProxy builds the port proxy with the preview-link key of the

@@ -46,6 +46,8 @@ type Config struct {
 	Store     Store `yaml:"store"`
 	// Ports configures reaching ports inside sandboxes.
 	Ports PortsConfig `yaml:"ports"`
+	// MCP configures MCP server instances.
+	MCP MCP `yaml:"mcp"`
 }
 
 // AdminTenant is the tenant that owns admin_api_key.
@@ -479,6 +481,7 @@ func (c *Config) validate(v *problems) {
 		bad("profiles", "at least one profile is required")
 	}
 	c.validatePorts(v)
+	c.validateMCP(v)
 	seen := map[string]bool{}
 	for i, p := range c.Profiles {
 		key := fmt.Sprintf("profiles[%d]", i)

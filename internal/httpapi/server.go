@@ -24,6 +24,7 @@ import (
 	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/interactive"
 	"genesis.dev/sandbox/internal/jobs"
+	"genesis.dev/sandbox/internal/mcp/servers"
 	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/tenant"
 )
@@ -47,6 +48,8 @@ type Config struct {
 	KeepAlive time.Duration
 	// Ports, when set, serves the port routes (proxy, TCP, preview links).
 	Ports *ports.Proxy
+	// MCP, when set, serves the MCP server routes.
+	MCP *servers.Manager
 	// Services, when set, reports the profile services on GET sandbox.
 	Services *jobs.Services
 	Logger   *slog.Logger
@@ -75,6 +78,7 @@ type Server struct {
 	unaudited map[string]bool
 	jobs      *jobs.Manager
 	arts      *artifacts.Keeper
+	mcp       *servers.Manager
 }
 
 type apiKey struct {
@@ -123,7 +127,7 @@ func New(cfg Config) (*Server, error) {
 	for k, t := range cfg.Keys {
 		s.keys = append(s.keys, apiKey{hash: sha256.Sum256([]byte(k)), tenant: t})
 	}
-	s.terms, s.files, s.jobs, s.arts = cfg.Terminals, cfg.Files, cfg.Jobs, cfg.Artifacts
+	s.terms, s.files, s.jobs, s.arts, s.mcp = cfg.Terminals, cfg.Files, cfg.Jobs, cfg.Artifacts, cfg.MCP
 	s.routesInit()
 	return s, nil
 }
@@ -173,6 +177,7 @@ func (s *Server) routesInit() {
 	s.leaseRoutes()
 	s.portRoutes()
 	s.stdinRoutes()
+	s.mcpRoutes()
 }
 
 type ctxKey int

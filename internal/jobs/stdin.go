@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 
+	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/joblog"
 	"genesis.dev/sandbox/internal/sandbox"
 )
 
@@ -83,4 +85,35 @@ func (s *Manager) CloseStdin(ctx context.Context, tenant, jobID string) error {
 		return err
 	}
 	return att.Agent.CloseStdin(ctx, jobID)
+}
+
+// StartServer starts a long-running server process (a stdio MCP server) as
+// a background job: its stdin is streamed (OpenStdin), it has no timeout,
+// its output is kept up to the largest output limit, and it does not hold
+// a leased sandbox busy. It ends when it exits, is cancelled, or its
+// sandbox ends.
+func (s *Manager) StartServer(ctx context.Context, in ExecInput) (*sandbox.Job, error) {
+	in.StdinStream, in.Stdin, in.TimeoutMS = true, nil, 0
+	if err := s.validateExec(&in); err != nil {
+		return nil, err
+	}
+	in.TimeoutMS, in.MaxOutputBytes = 0, s.lim.MaxOutputBytes
+	return s.startJob(ctx, in, false)
+}
+
+// CopyOutput writes a job's standard output, from its start, to stdout as
+// it is recorded, and returns when the job has exited (its exit frame is
+// in the log) or ctx ends. Standard error stays in the job's log.
+func (s *Manager) CopyOutput(ctx context.Context, tenant, jobID string, stdout io.Writer) error {
+	_, log, err := s.JobLog(ctx, tenant, jobID)
+	if err != nil {
+		return err
+	}
+	return log.Read(ctx, 0, true, func(e joblog.Event) error {
+		if e.Type != agentproto.FrameStdout {
+			return nil
+		}
+		_, err := stdout.Write(e.Payload)
+		return err
+	})
 }

@@ -133,6 +133,12 @@ var rules = []rule{
 		External: []string{"github.com/modelcontextprotocol/go-sdk/...", "github.com/google/jsonschema-go/..."},
 	},
 	{
+		Pkg:      "internal/mcp/servers",
+		Why:      "servers places MCP servers in sandboxes through control's leases and jobs' background jobs; no API, store or driver",
+		Forbid:   []string{"internal/httpapi", "client", "cmd/..."},
+		NoImport: []string{"internal/store/...", "internal/driver/...", "internal/joblog", "internal/agent/..."},
+	},
+	{
 		Pkg:      "internal/httpapi",
 		Why:      "the API calls control and the workload managers; it never imports a driver, the store, admission, the job log or the agent protocol",
 		Forbid:   []string{"cmd/..."},

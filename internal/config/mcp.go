@@ -1,0 +1,75 @@
+package config
+
+import (
+	"fmt"
+
+	"genesis.dev/sandbox/internal/sandbox"
+)
+
+// MCP configures MCP server instances (POST /v1/mcp/servers).
+type MCP struct {
+	// MaxRiskLevel is the ceiling: an instance whose risk is above it is
+	// refused, never relabelled (default high).
+	MaxRiskLevel sandbox.RiskLevel `yaml:"max_risk_level"`
+	// AllowedOrigins are the browser origins the endpoints accept; a
+	// request with any other Origin header is refused.
+	AllowedOrigins []string `yaml:"allowed_origins"`
+	// Catalog lists the servers a request may name by "catalog".
+	Catalog []MCPEntry `yaml:"catalog"`
+}
+
+// MCPEntry is one catalogued MCP server.
+type MCPEntry struct {
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	// Source is builtin, verified, registry, unverified or ad-hoc: it
+	// sets the server's least risk.
+	Source      string            `yaml:"source"`
+	Profile     string            `yaml:"profile"`
+	Command     []string          `yaml:"command"`
+	Cwd         string            `yaml:"cwd"`
+	Env         map[string]string `yaml:"env"`
+	Permissions MCPPermissions    `yaml:"permissions"`
+	Tools       MCPToolRules      `yaml:"tools"`
+}
+
+// MCPPermissions are what a catalogued server declares it needs.
+type MCPPermissions struct {
+	// Network lists the hosts it must reach (an egress allowlist of
+	// exactly those); empty: no network.
+	Network []string `yaml:"network"`
+	// Workspace is none, read or write.
+	Workspace string `yaml:"workspace"`
+}
+
+// MCPToolRules are path.Match patterns of tool names.
+type MCPToolRules struct {
+	Allow []string `yaml:"allow"`
+	Deny  []string `yaml:"deny"`
+}
+
+func (c *Config) validateMCP(v *problems) {
+	bad := v.add
+	if r := c.MCP.MaxRiskLevel; r != "" && r.Rank() < 0 {
+		bad("mcp.max_risk_level", "unknown risk level %q", r)
+	}
+	seen := map[string]bool{}
+	for i, e := range c.MCP.Catalog {
+		key := fmt.Sprintf("mcp.catalog[%d]", i)
+		switch {
+		case !profileName.MatchString(e.Name):
+			bad(key+".name", "%q is not a valid name (lowercase letters, digits, dashes)", e.Name)
+		case seen[e.Name]:
+			bad(key, "duplicate catalog entry %q", e.Name)
+		}
+		seen[e.Name] = true
+		if len(e.Command) == 0 {
+			bad(key+".command", "is required")
+		}
+		switch e.Source {
+		case "builtin", "verified", "registry", "unverified", "ad-hoc":
+		default:
+			bad(key+".source", "must be builtin, verified, registry, unverified or ad-hoc, got %q", e.Source)
+		}
+	}
+}

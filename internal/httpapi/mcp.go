@@ -1,0 +1,167 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/mcp/servers"
+)
+
+// MCP server routes:
+//
+//	POST   /v1/mcp/servers                      start an instance {catalog | spec, tools, …}
+//	GET    /v1/mcp/servers                      the tenant's instances
+//	GET    /v1/mcp/servers/{id}                 one instance
+//	DELETE /v1/mcp/servers/{id}                 stop it (and its own lease)
+//	GET    /v1/mcp/servers/{id}/tools           its tools as clients see them
+//	GET    /v1/mcp/servers/{id}/pins            its tool pins (and changes)
+//	POST   /v1/mcp/servers/{id}/pins/{tool}/approve   approve a changed tool {hash}
+//	GET    /v1/mcp/servers/{id}/calls           its call records (?cursor, ?limit)
+//	GET    /v1/mcp/catalog                      the catalog
+//	POST|GET|DELETE /v1/mcp/servers/{id}/mcp    the Streamable HTTP endpoint (instance token)
+func (s *Server) mcpRoutes() {
+	if s.mcp == nil {
+		return
+	}
+	s.handle("POST", "/v1/mcp/servers", true, s.createMCPServer)
+	s.handle("GET", "/v1/mcp/servers", true, s.listMCPServers)
+	s.handle("GET", "/v1/mcp/servers/{id}", true, s.getMCPServer)
+	s.handle("DELETE", "/v1/mcp/servers/{id}", true, s.deleteMCPServer)
+	s.handle("GET", "/v1/mcp/servers/{id}/tools", true, s.mcpServerTools)
+	s.handle("GET", "/v1/mcp/servers/{id}/pins", true, s.mcpServerPins)
+	s.handle("POST", "/v1/mcp/servers/{id}/pins/{tool}/approve", true, s.approveMCPPin)
+	s.handle("GET", "/v1/mcp/servers/{id}/calls", true, s.mcpServerCalls)
+	s.handle("GET", "/v1/mcp/catalog", true, s.mcpCatalog)
+	// The endpoint an MCP client connects to: authenticated by the
+	// instance's own token (never a tenant key), its calls audited one by
+	// one by the manager rather than as HTTP requests.
+	for _, m := range []string{"POST", "GET", "DELETE"} {
+		pattern := "/v1/mcp/servers/{id}/mcp"
+		s.routes = append(s.routes, Route{Method: m, Pattern: pattern, Unaudited: true})
+		s.unaudited[pattern] = true
+		route := m + " " + pattern
+		s.mux.Handle(route, s.metrics.instrument(route, http.HandlerFunc(s.serveMCP)))
+	}
+}
+
+func (s *Server) createMCPServer(w http.ResponseWriter, r *http.Request) {
+	var req servers.CreateRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	inst, err := s.mcp.Create(r.Context(), tenantOf(r), req)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/mcp/servers/"+inst.ID)
+	writeJSON(w, http.StatusCreated, inst)
+}
+
+func (s *Server) listMCPServers(w http.ResponseWriter, r *http.Request) {
+	items := s.mcp.List(tenantOf(r))
+	if items == nil {
+		items = []servers.Instance{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+}
+
+func (s *Server) getMCPServer(w http.ResponseWriter, r *http.Request) {
+	inst, err := s.mcp.Get(tenantOf(r), r.PathValue("id"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, inst)
+}
+
+func (s *Server) deleteMCPServer(w http.ResponseWriter, r *http.Request) {
+	if err := s.mcp.Delete(tenantOf(r), r.PathValue("id")); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) mcpServerTools(w http.ResponseWriter, r *http.Request) {
+	tools, err := s.mcp.Tools(r.Context(), tenantOf(r), r.PathValue("id"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	if tools == nil {
+		writeJSON(w, http.StatusOK, map[string]any{"items": []any{}})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": tools})
+}
+
+func (s *Server) mcpServerPins(w http.ResponseWriter, r *http.Request) {
+	pins, err := s.mcp.Pins(tenantOf(r), r.PathValue("id"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": pins})
+}
+
+func (s *Server) approveMCPPin(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Hash string `json:"hash"`
+	}
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	pin, err := s.mcp.ApprovePin(tenantOf(r), r.PathValue("id"), r.PathValue("tool"), req.Hash)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, pin)
+}
+
+func (s *Server) mcpServerCalls(w http.ResponseWriter, r *http.Request) {
+	var cursor int64
+	if c := r.URL.Query().Get("cursor"); c != "" {
+		n, err := strconv.ParseInt(c, 10, 64)
+		if err != nil || n < 0 {
+			s.writeProblem(w, r, errdefs.WithCode("invalid_cursor", fmt.Errorf("cursor must be a cursor from a previous page, got %q: %w", c, errdefs.ErrInvalidArgument)))
+			return
+		}
+		cursor = n
+	}
+	limit := 100
+	if l := r.URL.Query().Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 1000 {
+			s.writeProblem(w, r, fmt.Errorf("limit must be between 1 and 1000, got %q: %w", l, errdefs.ErrInvalidArgument))
+			return
+		}
+		limit = n
+	}
+	recs, next, err := s.mcp.Calls(tenantOf(r), r.PathValue("id"), cursor, limit)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	if recs == nil {
+		recs = []servers.CallEntry{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": recs, "next_cursor": next})
+}
+
+func (s *Server) mcpCatalog(w http.ResponseWriter, r *http.Request) {
+	items := s.mcp.Catalog()
+	if items == nil {
+		items = []servers.Entry{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+}
+
+func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
+	s.mcp.ServeMCP(w, r, r.PathValue("id"), s.writeProblem)
+}

@@ -1,0 +1,872 @@
+package servers
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/egress"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/jobs"
+	"genesis.dev/sandbox/internal/mcp"
+	"genesis.dev/sandbox/internal/sandbox"
+)
+
+// Instance states.
+const (
+	StateStarting   = "starting"
+	StateReady      = "ready"
+	StateRestarting = "restarting"
+	StateFailed     = "failed"
+	StateStopped    = "stopped"
+)
+
+// maxRestarts is how often a server that ended is started again (not
+// after a protocol breach) before its instance fails.
+const maxRestarts = 3
+
+// callRing is how many call records an instance keeps for GET calls.
+const callRing = 1000
+
+// leases is what the manager needs of control.
+type leases interface {
+	AcquireLease(ctx context.Context, in control.AcquireLeaseInput) (*control.LeaseOutput, error)
+	GetLease(ctx context.Context, tenant, id string) (*sandbox.Lease, error)
+	RenewLease(ctx context.Context, tenant, id string, ttl *int64) (*sandbox.Lease, error)
+	ReleaseLease(ctx context.Context, tenant, id string) error
+}
+
+// jobRunner is what the manager needs of jobs.
+type jobRunner interface {
+	StartServer(ctx context.Context, in jobs.ExecInput) (*sandbox.Job, error)
+	OpenStdin(ctx context.Context, tenant, jobID string) (io.WriteCloser, error)
+	CopyOutput(ctx context.Context, tenant, jobID string, stdout io.Writer) error
+	CancelJob(ctx context.Context, tenant, jobID string) (*sandbox.Job, error)
+	GetJob(ctx context.Context, tenant, jobID string) (*sandbox.Job, error)
+}
+
+// Config configures a Manager.
+type Config struct {
+	Leases leases
+	Jobs   jobRunner
+	// Catalog is the servers a request may name (operator entries).
+	Catalog []Entry
+	// Ceiling is the highest risk an instance may have (default high).
+	Ceiling sandbox.RiskLevel
+	// LeaseTTL is the length of an instance's own lease, renewed while it
+	// runs (default 10 minutes).
+	LeaseTTL time.Duration
+	// AllowedOrigins are the browser origins an endpoint accepts.
+	AllowedOrigins []string
+	// Audit, if set, records every call of every instance.
+	Audit  func(tenant, instance string, rec mcp.CallRecord)
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// Manager runs the instances.
+type Manager struct {
+	cfg  Config
+	log  *slog.Logger
+	ctx  context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+
+	mu    sync.Mutex
+	insts map[string]*instance
+
+	audits chan auditItem
+}
+
+type auditItem struct {
+	tenant, instance string
+	rec              mcp.CallRecord
+}
+
+// New makes a manager; Close stops its instances.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Leases == nil || cfg.Jobs == nil {
+		return nil, fmt.Errorf("mcp servers: nil leases or jobs: %w", errdefs.ErrInvalidArgument)
+	}
+	if cfg.Ceiling == "" {
+		cfg.Ceiling = sandbox.RiskHigh
+	}
+	if cfg.Ceiling.Rank() < 0 {
+		return nil, fmt.Errorf("mcp servers: unknown ceiling %q: %w", cfg.Ceiling, errdefs.ErrInvalidArgument)
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 10 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	for _, e := range cfg.Catalog {
+		if err := e.Validate(); err != nil {
+			return nil, fmt.Errorf("mcp catalog entry %q: %w", e.Name, err)
+		}
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	m := &Manager{cfg: cfg, log: cfg.Logger, ctx: ctx, stop: stop, insts: map[string]*instance{}, audits: make(chan auditItem, 4096)}
+	m.wg.Add(2)
+	go m.sweep()
+	go m.auditor()
+	return m, nil
+}
+
+// Close stops every instance and waits for them.
+func (m *Manager) Close() {
+	m.stop()
+	m.mu.Lock()
+	all := make([]*instance, 0, len(m.insts))
+	for _, in := range m.insts {
+		all = append(all, in)
+	}
+	m.mu.Unlock()
+	for _, in := range all {
+		m.halt(in, StateStopped, "the service is stopping")
+	}
+	m.wg.Wait()
+}
+
+// Catalog lists the catalog.
+func (m *Manager) Catalog() []Entry { return slices.Clone(m.cfg.Catalog) }
+
+// CreateRequest asks for an instance: a catalog entry or an ad-hoc spec.
+type CreateRequest struct {
+	Catalog string `json:"catalog,omitempty"`
+	Spec    *Spec  `json:"spec,omitempty"`
+	// Scope is dedicated (one sandbox per instance; the default).
+	Scope string `json:"scope,omitempty"`
+	// LeaseID runs the server in a sandbox the tenant already leases
+	// (it must be at least as isolated as the decision needs).
+	LeaseID string    `json:"lease_id,omitempty"`
+	Tools   mcp.Rules `json:"tools,omitempty"`
+	// PinMode is block (the default for medium risk and above) or warn.
+	PinMode        mcp.PinMode `json:"pin_mode,omitempty"`
+	IdleTTLSeconds int64       `json:"idle_ttl_seconds,omitempty"`
+	CallTimeoutMS  int64       `json:"call_timeout_ms,omitempty"`
+	CallCeilingMS  int64       `json:"call_ceiling_ms,omitempty"`
+	InitTimeoutMS  int64       `json:"init_timeout_ms,omitempty"`
+}
+
+// Spec is an ad-hoc server: a command in a profile.
+type Spec struct {
+	Command     []string          `json:"command"`
+	Cwd         string            `json:"cwd,omitempty"`
+	Env         map[string]string `json:"env,omitempty"`
+	Profile     string            `json:"profile,omitempty"`
+	Permissions Permissions       `json:"permissions,omitempty"`
+}
+
+// Instance is the API view of an instance.
+type Instance struct {
+	ID        string   `json:"id"`
+	Tenant    string   `json:"tenant"`
+	Catalog   string   `json:"catalog,omitempty"`
+	Command   []string `json:"command"`
+	Profile   string   `json:"profile"`
+	Scope     string   `json:"scope"`
+	Endpoint  string   `json:"endpoint"`
+	Token     string   `json:"token,omitempty"` // only in the answer to create
+	LeaseID   string   `json:"lease_id"`
+	OwnLease  bool     `json:"own_lease"`
+	SandboxID string   `json:"sandbox_id"`
+	// JobID is the server process's job: its stderr is
+	// GET /v1/jobs/{job_id}/logs (resumable).
+	JobID           string              `json:"job_id,omitempty"`
+	Runtime         sandbox.Runtime     `json:"runtime"`
+	Risk            sandbox.RiskLevel   `json:"risk"`
+	Network         string              `json:"network"`
+	Decision        Decision            `json:"decision"`
+	State           string              `json:"state"`
+	Restarts        int                 `json:"restarts"`
+	LastExitCode    *int                `json:"last_exit_code,omitempty"`
+	LastError       string              `json:"last_error,omitempty"`
+	Server          *sdk.Implementation `json:"server,omitempty"`
+	ProtocolVersion string              `json:"protocol_version,omitempty"`
+	Tools           mcp.Rules           `json:"tools"`
+	PinMode         mcp.PinMode         `json:"pin_mode"`
+	IdleTTLSeconds  int64               `json:"idle_ttl_seconds"`
+	CreatedAt       time.Time           `json:"created_at"`
+	ReadyAt         *time.Time          `json:"ready_at,omitempty"`
+	LastUsedAt      time.Time           `json:"last_used_at"`
+}
+
+// instance is one running server.
+type instance struct {
+	tokenHash [32]byte
+	policy    *mcp.Policy
+	cfg       mcp.Config // timeouts
+	cmd       jobs.ExecInput
+	cancel    context.CancelFunc
+	done      chan struct{}
+
+	mu      sync.Mutex
+	view    Instance
+	stdio   *mcp.Stdio
+	proxy   *mcp.Proxy
+	handler http.Handler
+	calls   []CallEntry
+	seq     int64
+}
+
+// CallEntry is a call record with its place in the instance's log.
+type CallEntry struct {
+	Seq int64 `json:"seq"`
+	mcp.CallRecord
+}
+
+func newToken() (string, [32]byte) {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	tok := "gmcp_" + base64.RawURLEncoding.EncodeToString(b)
+	return tok, sha256.Sum256([]byte(tok))
+}
+
+func invalid(format string, a ...any) error {
+	return fmt.Errorf(format+": %w", append(a, errdefs.ErrInvalidArgument)...)
+}
+
+// Create starts an instance and returns it ready (or the reason it could
+// not start; nothing is left behind).
+func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) (*Instance, error) {
+	var entry Entry
+	switch {
+	case req.Catalog != "" && req.Spec != nil:
+		return nil, invalid("catalog and spec are mutually exclusive")
+	case req.Catalog != "":
+		i := slices.IndexFunc(m.cfg.Catalog, func(e Entry) bool { return e.Name == req.Catalog })
+		if i < 0 {
+			return nil, errdefs.WithCode("catalog_entry_not_found", fmt.Errorf("no catalog entry %q (GET /v1/mcp/catalog lists them): %w", req.Catalog, errdefs.ErrNotFound))
+		}
+		entry = m.cfg.Catalog[i]
+	case req.Spec != nil:
+		entry = Entry{Source: SourceAdHoc, Command: req.Spec.Command, Cwd: req.Spec.Cwd, Env: req.Spec.Env,
+			Profile: req.Spec.Profile, Permissions: req.Spec.Permissions}
+		if err := entry.Validate(); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, invalid("one of catalog and spec is required")
+	}
+	switch req.Scope {
+	case "", "dedicated":
+		req.Scope = "dedicated"
+	case "ephemeral":
+		return nil, errdefs.WithCode("scope_not_implemented", fmt.Errorf("scope ephemeral (one sandbox per call) is not implemented yet; use dedicated: %w", errdefs.ErrNotImplemented))
+	default:
+		return nil, invalid("scope must be dedicated, got %q", req.Scope)
+	}
+	rules := mcp.Rules{Allow: slices.Concat(entry.Tools.Allow, req.Tools.Allow), Deny: slices.Concat(entry.Tools.Deny, req.Tools.Deny)}
+	if len(entry.Tools.Allow) > 0 && len(req.Tools.Allow) > 0 {
+		// a request narrows the entry's allow list, never widens it
+		rules.Allow = slices.DeleteFunc(slices.Clone(req.Tools.Allow), func(t string) bool {
+			ok, _ := entry.Tools.Visible(t)
+			return !ok
+		})
+		if len(rules.Allow) == 0 {
+			return nil, invalid("tools.allow names no tool the catalog entry allows")
+		}
+	}
+	if err := rules.Validate(); err != nil {
+		return nil, err
+	}
+	if req.IdleTTLSeconds < 0 || req.CallTimeoutMS < 0 || req.CallCeilingMS < 0 || req.InitTimeoutMS < 0 {
+		return nil, invalid("idle_ttl_seconds, call_timeout_ms, call_ceiling_ms and init_timeout_ms must not be negative")
+	}
+	switch req.PinMode {
+	case "", mcp.PinBlock, mcp.PinWarn:
+	default:
+		return nil, invalid("pin_mode must be block or warn, got %q", req.PinMode)
+	}
+	dec, err := Decide(entry.Source, entry.Permissions, m.cfg.Ceiling)
+	if err != nil {
+		return nil, err
+	}
+	mode := req.PinMode
+	if mode == "" || dec.Risk.Rank() >= sandbox.RiskMedium.Rank() {
+		mode = mcp.PinBlock // a change of a medium-risk server's tools always blocks
+	}
+	if mode == mcp.PinWarn && req.PinMode == "" {
+		mode = mcp.PinBlock
+	}
+
+	id := sandbox.NewID("mcp")
+	tok, hash := newToken()
+	now := m.cfg.Now().UTC()
+	in := &instance{tokenHash: hash, done: make(chan struct{})}
+	in.policy, err = mcp.NewPolicy(rules, mode, entry.Pins, m.cfg.Now, nil)
+	if err != nil {
+		return nil, err
+	}
+	in.cfg = mcp.Config{
+		InitTimeout: time.Duration(req.InitTimeoutMS) * time.Millisecond, CallTimeout: time.Duration(req.CallTimeoutMS) * time.Millisecond,
+		CallCeiling: time.Duration(req.CallCeilingMS) * time.Millisecond, AllowedOrigins: m.cfg.AllowedOrigins,
+		Logger: slog.New(quiet{m.log.Handler()}),
+	}
+	in.view = Instance{ID: id, Tenant: tenant, Catalog: entry.Name, Command: entry.Command, Profile: entry.Profile, Scope: req.Scope,
+		Endpoint: "/v1/mcp/servers/" + id + "/mcp", Risk: dec.Risk, Network: dec.Network, Decision: dec, State: StateStarting,
+		Tools: rules, PinMode: mode, IdleTTLSeconds: req.IdleTTLSeconds, CreatedAt: now, LastUsedAt: now}
+
+	// The sandbox: a lease of its own, or the tenant's.
+	var sb *sandbox.Sandbox
+	if req.LeaseID != "" {
+		l, err := m.cfg.Leases.GetLease(ctx, tenant, req.LeaseID)
+		if err != nil {
+			return nil, err
+		}
+		if l.State != sandbox.LeaseActive {
+			return nil, errdefs.WithCode("lease_not_active", fmt.Errorf("lease %s is %s: %w", l.ID, l.State, errdefs.ErrFailedPrecondition))
+		}
+		if l.Runtime.Isolation() < dec.Isolation.Isolation() {
+			return nil, errdefs.WithCode("runtime_too_weak", fmt.Errorf(
+				"the server's risk %s needs runtime %s or stronger; lease %s runs %s (it is never downgraded): %w",
+				dec.Risk, dec.Isolation, l.ID, l.Runtime, errdefs.ErrFailedPrecondition))
+		}
+		in.view.LeaseID, in.view.SandboxID, in.view.Runtime, in.view.Profile = l.ID, l.SandboxID, l.Runtime, l.Profile
+	} else {
+		ttl := int64(m.cfg.LeaseTTL / time.Second)
+		out, err := m.cfg.Leases.AcquireLease(ctx, control.AcquireLeaseInput{
+			Tenant: tenant, Profile: entry.Profile, RiskLevel: string(dec.Risk), TTLSeconds: &ttl, Holder: "mcp:" + id,
+			Network: networkPolicy(dec), Metadata: map[string]string{"mcp_server": id},
+		})
+		if err != nil {
+			return nil, err
+		}
+		sb = out.Sandbox
+		in.view.LeaseID, in.view.OwnLease, in.view.SandboxID, in.view.Runtime, in.view.Profile = out.Lease.ID, true, sb.ID, sb.Runtime, sb.Profile
+		if sb.Runtime.Isolation() < dec.Isolation.Isolation() { // placement is policy's; check it anyway
+			m.release(tenant, out.Lease.ID)
+			return nil, fmt.Errorf("lease placed a risk %s server on %s: %w", dec.Risk, sb.Runtime, errdefs.ErrInternal)
+		}
+	}
+	in.cmd = jobs.ExecInput{Tenant: tenant, SandboxID: in.view.SandboxID, Command: entry.Command, Cwd: entry.Cwd, Env: entry.Env}
+
+	rctx, cancel := context.WithCancel(m.ctx)
+	in.cancel = cancel
+	if err := m.start(ctx, rctx, in); err != nil {
+		cancel()
+		if in.view.OwnLease {
+			m.release(tenant, in.view.LeaseID)
+		}
+		close(in.done)
+		return nil, err
+	}
+	m.mu.Lock()
+	m.insts[id] = in
+	m.mu.Unlock()
+	m.wg.Add(1)
+	go m.supervise(rctx, in)
+	v := in.snapshot()
+	v.Token = tok
+	return &v, nil
+}
+
+// networkPolicy is the egress policy of a decision.
+func networkPolicy(d Decision) *egress.Policy {
+	if d.Network != "allowlist" {
+		return &egress.Policy{Mode: egress.ModeNone}
+	}
+	p := &egress.Policy{Mode: egress.ModeAllowlist}
+	for _, h := range d.Hosts {
+		r := egress.Rule{Host: h}
+		if host, port, err := net.SplitHostPort(h); err == nil {
+			if n, err := strconv.Atoi(port); err == nil {
+				r = egress.Rule{Host: host, Ports: []int{n}}
+			}
+		}
+		p.Allow = append(p.Allow, r)
+	}
+	return p
+}
+
+func (m *Manager) release(tenant, leaseID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m.cfg.Leases.ReleaseLease(ctx, tenant, leaseID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		m.log.Warn("releasing an MCP server's lease", "lease", leaseID, "err", err)
+	}
+}
+
+// start starts the server process and initializes it. ctx bounds the
+// start; rctx is the instance's life.
+func (m *Manager) start(ctx, rctx context.Context, in *instance) error {
+	tenant := in.cmd.Tenant
+	job, err := m.cfg.Jobs.StartServer(ctx, in.cmd)
+	if err != nil {
+		return err
+	}
+	kill := func(reason string) {
+		m.log.Warn("killing an MCP server", "instance", in.view.ID, "job", job.ID, "reason", reason)
+		kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = m.cfg.Jobs.CancelJob(kctx, tenant, job.ID)
+	}
+	// The stdin stream lives as long as the instance, not the request
+	// that started it.
+	stdin, err := m.cfg.Jobs.OpenStdin(rctx, tenant, job.ID)
+	if err != nil {
+		kill("its stdin could not be opened: " + err.Error())
+		return err
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		err := m.cfg.Jobs.CopyOutput(rctx, tenant, job.ID, pw)
+		if err == nil {
+			err = io.EOF
+		}
+		pw.CloseWithError(err)
+	}()
+	stdio := mcp.NewStdio(pr, stdin, 0, kill)
+	cfg := in.cfg
+	cfg.Backend = stdio
+	cfg.Policy = in.policy
+	cfg.OnCall = func(rec mcp.CallRecord) { m.record(in, rec) }
+	in.mu.Lock()
+	in.view.JobID = job.ID
+	in.mu.Unlock()
+	p, err := mcp.Connect(ctx, cfg)
+	if err != nil {
+		kill("it did not initialize: " + err.Error())
+		_ = stdin.Close()
+		if b := stdio.Breach(); b != nil {
+			err = errdefs.WithCode("mcp_protocol_breach", fmt.Errorf("%v: %w", b, errdefs.ErrBadGateway))
+		} else if j, gerr := m.cfg.Jobs.GetJob(context.Background(), tenant, job.ID); gerr == nil && j.State.Final() {
+			err = errdefs.WithCode("mcp_server_exited", fmt.Errorf(
+				"the MCP server exited before it initialized (%s, exit code %s; its stderr: GET /v1/jobs/%s/logs): %w",
+				j.State, exitCode(j), job.ID, errdefs.ErrBadGateway))
+		}
+		return err
+	}
+	now := m.cfg.Now().UTC()
+	in.mu.Lock()
+	in.proxy, in.handler, in.stdio = p, p.Handler(), stdio
+	in.view.State, in.view.ReadyAt, in.view.LastError = StateReady, &now, ""
+	in.view.Server, in.view.ProtocolVersion = p.ServerInfo(), p.ProtocolVersion()
+	in.mu.Unlock()
+	return nil
+}
+
+func exitCode(j *sandbox.Job) string {
+	if j.ExitCode == nil {
+		return "none"
+	}
+	return strconv.Itoa(*j.ExitCode)
+}
+
+// supervise restarts the server when it ends (up to maxRestarts, never
+// after a protocol breach) and renews its own lease.
+func (m *Manager) supervise(ctx context.Context, in *instance) {
+	defer m.wg.Done()
+	defer close(in.done)
+	renew := time.NewTicker(m.cfg.LeaseTTL / 3)
+	defer renew.Stop()
+	for {
+		in.mu.Lock()
+		p := in.proxy
+		in.mu.Unlock()
+		if p != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-renew.C:
+				if !m.renew(ctx, in) {
+					return
+				}
+				continue
+			case <-p.Done():
+			}
+			if m.ended(ctx, in, p) {
+				return
+			}
+		}
+		in.mu.Lock()
+		restarts := in.view.Restarts
+		if restarts >= maxRestarts {
+			why := in.view.LastError
+			in.mu.Unlock()
+			m.halt(in, StateFailed, fmt.Sprintf("%s (after %d restarts)", why, restarts))
+			return
+		}
+		in.view.Restarts++
+		in.view.State = StateRestarting
+		in.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(250<<restarts) * time.Millisecond):
+		}
+		sctx, cancel := context.WithTimeout(ctx, time.Minute)
+		err := m.start(sctx, ctx, in)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			m.log.Warn("restarting an MCP server", "instance", in.view.ID, "err", err)
+			in.mu.Lock()
+			in.view.LastError = err.Error()
+			in.mu.Unlock()
+			if errdefs.Code(err) == "mcp_protocol_breach" || errors.Is(err, errdefs.ErrFailedPrecondition) || errors.Is(err, errdefs.ErrNotFound) {
+				// a breach, or its sandbox has ended: starting again cannot help
+				m.halt(in, StateFailed, err.Error())
+				return
+			}
+		}
+	}
+}
+
+// renew renews an instance's own lease; false when the lease has ended
+// (and with it the instance).
+func (m *Manager) renew(ctx context.Context, in *instance) bool {
+	if !in.view.OwnLease {
+		return true
+	}
+	ttl := int64(m.cfg.LeaseTTL / time.Second)
+	_, err := m.cfg.Leases.RenewLease(ctx, in.view.Tenant, in.view.LeaseID, &ttl)
+	if err == nil || ctx.Err() != nil {
+		return true
+	}
+	m.log.Warn("renewing an MCP server's lease", "instance", in.view.ID, "err", err)
+	if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrFailedPrecondition) {
+		m.halt(in, StateFailed, "its lease ended: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// ended handles the end of a server's connection: true when the instance
+// is over (a protocol breach, or a process that hung up but still runs).
+func (m *Manager) ended(ctx context.Context, in *instance, p *mcp.Proxy) bool {
+	why := "the server ended"
+	if err := p.Err(); err != nil {
+		why += ": " + err.Error()
+	}
+	in.mu.Lock()
+	jobID, stdio := in.view.JobID, in.stdio
+	in.proxy, in.handler = nil, nil
+	in.mu.Unlock()
+	p.Close()
+	over := false
+	if b := stdio.Breach(); b != nil {
+		why, over = "protocol breach: "+b.Error(), true
+	}
+	// The process's end is recorded just after its output ends.
+	jctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		j, err := m.cfg.Jobs.GetJob(jctx, in.view.Tenant, jobID)
+		if err != nil {
+			break
+		}
+		if j.State.Final() {
+			if !over {
+				why += fmt.Sprintf(" (job %s %s, exit code %s)", jobID, j.State, exitCode(j))
+			}
+			in.mu.Lock()
+			in.view.LastExitCode = j.ExitCode
+			in.mu.Unlock()
+			break
+		}
+		if over || jctx.Err() != nil {
+			// it is being killed, or it closed its stdout and still runs
+			_, _ = m.cfg.Jobs.CancelJob(context.WithoutCancel(jctx), in.view.Tenant, jobID)
+			if !over {
+				why, over = why+" (it closed its stdout but kept running)", true
+			}
+			break
+		}
+		select {
+		case <-jctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	in.mu.Lock()
+	in.view.LastError = why
+	in.mu.Unlock()
+	if over {
+		m.halt(in, StateFailed, why)
+	}
+	return over
+}
+
+// halt ends an instance: its proxy, its process and its own lease.
+func (m *Manager) halt(in *instance, state, why string) {
+	in.mu.Lock()
+	if in.view.State == StateStopped || in.view.State == StateFailed {
+		in.mu.Unlock()
+		return
+	}
+	in.view.State = state
+	if why != "" && state == StateFailed {
+		in.view.LastError = why
+	}
+	p, jobID := in.proxy, in.view.JobID
+	in.proxy, in.handler = nil, nil
+	in.mu.Unlock()
+	in.cancel()
+	if p != nil {
+		p.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if jobID != "" {
+		_, _ = m.cfg.Jobs.CancelJob(ctx, in.view.Tenant, jobID)
+	}
+	if in.view.OwnLease {
+		m.release(in.view.Tenant, in.view.LeaseID)
+	}
+}
+
+func (m *Manager) record(in *instance, rec mcp.CallRecord) {
+	in.mu.Lock()
+	in.seq++
+	in.calls = append(in.calls, CallEntry{Seq: in.seq, CallRecord: rec})
+	if len(in.calls) > callRing {
+		in.calls = slices.Delete(in.calls, 0, len(in.calls)-callRing)
+	}
+	tenant, id := in.view.Tenant, in.view.ID
+	in.mu.Unlock()
+	if m.cfg.Audit == nil {
+		return
+	}
+	select {
+	case m.audits <- auditItem{tenant, id, rec}:
+	default:
+		m.log.Error("the MCP audit queue is full; a call record is only in the instance's call log", "instance", id, "tool", rec.Tool)
+	}
+}
+
+// auditor writes call records to the audit log off the call's path.
+func (m *Manager) auditor() {
+	defer m.wg.Done()
+	for {
+		select {
+		case a := <-m.audits:
+			m.cfg.Audit(a.tenant, a.instance, a.rec)
+		case <-m.ctx.Done():
+			for {
+				select {
+				case a := <-m.audits:
+					m.cfg.Audit(a.tenant, a.instance, a.rec)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (in *instance) snapshot() Instance {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	v := in.view
+	v.Command = slices.Clone(v.Command)
+	return v
+}
+
+func (m *Manager) get(tenant, id string) (*instance, error) {
+	m.mu.Lock()
+	in := m.insts[id]
+	m.mu.Unlock()
+	if in == nil || in.view.Tenant != tenant {
+		return nil, errdefs.WithCode("mcp_server_not_found", fmt.Errorf("no MCP server %s: %w", id, errdefs.ErrNotFound))
+	}
+	return in, nil
+}
+
+// Get returns an instance of tenant.
+func (m *Manager) Get(tenant, id string) (*Instance, error) {
+	in, err := m.get(tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	v := in.snapshot()
+	return &v, nil
+}
+
+// List lists tenant's instances, newest first.
+func (m *Manager) List(tenant string) []Instance {
+	m.mu.Lock()
+	var out []Instance
+	for _, in := range m.insts {
+		if in.view.Tenant == tenant {
+			out = append(out, in.snapshot())
+		}
+	}
+	m.mu.Unlock()
+	slices.SortFunc(out, func(a, b Instance) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	return out
+}
+
+// Delete stops an instance and forgets it. Deleting one that is gone
+// succeeds.
+func (m *Manager) Delete(tenant, id string) error {
+	in, err := m.get(tenant, id)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil
+	}
+	m.mu.Lock()
+	delete(m.insts, id)
+	m.mu.Unlock()
+	m.halt(in, StateStopped, "")
+	<-in.done
+	return nil
+}
+
+// Calls are an instance's call records after cursor (a seq), oldest
+// first, at most limit; next is the cursor of the next page ("" at the end).
+func (m *Manager) Calls(tenant, id string, cursor int64, limit int) (recs []CallEntry, next string, err error) {
+	in, err := m.get(tenant, id)
+	if err != nil {
+		return nil, "", err
+	}
+	if limit <= 0 || limit > callRing {
+		limit = 100
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, c := range in.calls {
+		if c.Seq <= cursor {
+			continue
+		}
+		if len(recs) == limit {
+			next = strconv.FormatInt(recs[len(recs)-1].Seq, 10)
+			break
+		}
+		recs = append(recs, c)
+	}
+	return recs, next, nil
+}
+
+// Tools lists an instance's tools as its clients see them.
+func (m *Manager) Tools(ctx context.Context, tenant, id string) ([]*sdk.Tool, error) {
+	in, err := m.get(tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	in.mu.Lock()
+	p := in.proxy
+	state := in.view.State
+	in.mu.Unlock()
+	if p == nil {
+		return nil, errdefs.WithCode("mcp_server_not_ready", fmt.Errorf("MCP server %s is %s: %w", id, state, errdefs.ErrUnavailable))
+	}
+	return p.Tools(ctx)
+}
+
+// Pins are an instance's tool pins.
+func (m *Manager) Pins(tenant, id string) ([]mcp.Pin, error) {
+	in, err := m.get(tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	return in.policy.Pins(), nil
+}
+
+// ApprovePin approves the changed definition of a tool (by its hash).
+func (m *Manager) ApprovePin(tenant, id, tool, hash string) (mcp.Pin, error) {
+	in, err := m.get(tenant, id)
+	if err != nil {
+		return mcp.Pin{}, err
+	}
+	if hash == "" {
+		return mcp.Pin{}, invalid("hash is required: the hash of the changed definition being approved (GET …/pins)")
+	}
+	return in.policy.Approve(tool, hash)
+}
+
+// ServeMCP serves an instance's Streamable HTTP endpoint. The caller is
+// authenticated by the instance's own bearer token, never a tenant key;
+// the token is not passed to the server.
+func (m *Manager) ServeMCP(w http.ResponseWriter, r *http.Request, id string, fail func(http.ResponseWriter, *http.Request, error)) {
+	m.mu.Lock()
+	in := m.insts[id]
+	m.mu.Unlock()
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if in == nil || !ok {
+		// an unknown instance and a missing token answer alike
+		w.Header().Set("WWW-Authenticate", `Bearer realm="genesis-mcp"`)
+		fail(w, r, errdefs.WithCode("mcp_token_invalid", fmt.Errorf("this endpoint takes the instance's bearer token: %w", errdefs.ErrUnauthenticated)))
+		return
+	}
+	h := sha256.Sum256([]byte(tok))
+	if subtle.ConstantTimeCompare(h[:], in.tokenHash[:]) != 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="genesis-mcp", error="invalid_token"`)
+		fail(w, r, errdefs.WithCode("mcp_token_invalid", fmt.Errorf("this endpoint takes the instance's bearer token: %w", errdefs.ErrUnauthenticated)))
+		return
+	}
+	in.mu.Lock()
+	handler, state, why := in.handler, in.view.State, in.view.LastError
+	in.view.LastUsedAt = m.cfg.Now().UTC()
+	in.mu.Unlock()
+	if handler == nil {
+		if state == StateRestarting || state == StateStarting {
+			w.Header().Set("Retry-After", "1")
+		}
+		fail(w, r, errdefs.WithCode("mcp_server_not_ready", fmt.Errorf("MCP server %s is %s %s: %w", id, state, why, errdefs.ErrUnavailable)))
+		return
+	}
+	r.Header.Del("Authorization")
+	handler.ServeHTTP(w, r)
+}
+
+// sweep stops instances idle past their idle TTL.
+func (m *Manager) sweep() {
+	defer m.wg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := m.cfg.Now()
+		var idle []*instance
+		m.mu.Lock()
+		for _, in := range m.insts {
+			in.mu.Lock()
+			if in.view.IdleTTLSeconds > 0 && in.view.State == StateReady &&
+				now.Sub(in.view.LastUsedAt) > time.Duration(in.view.IdleTTLSeconds)*time.Second {
+				idle = append(idle, in)
+			}
+			in.mu.Unlock()
+		}
+		m.mu.Unlock()
+		for _, in := range idle {
+			m.halt(in, StateStopped, "idle")
+		}
+	}
+}
+
+// quiet passes on the SDK's warnings and errors only (it logs every
+// session's connect and disconnect at info).
+type quiet struct{ slog.Handler }
+
+func (q quiet) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && q.Handler.Enabled(ctx, l)
+}
+
+func (q quiet) WithAttrs(a []slog.Attr) slog.Handler { return quiet{q.Handler.WithAttrs(a)} }
+
+func (q quiet) WithGroup(g string) slog.Handler { return quiet{q.Handler.WithGroup(g)} }

@@ -1,0 +1,133 @@
+package servers
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/policy"
+	"genesis.dev/sandbox/internal/sandbox"
+)
+
+// Source is where a server's code comes from.
+type Source string
+
+// Sources, from most to least trusted.
+const (
+	// SourceBuiltin is shipped with the service (installed in an image at
+	// build time).
+	SourceBuiltin Source = "builtin"
+	// SourceVerified is pinned by digest and reviewed by the operator.
+	SourceVerified Source = "verified"
+	// SourceRegistry comes from a package registry by name and version.
+	SourceRegistry Source = "registry"
+	// SourceUnverified is anything else the operator catalogued.
+	SourceUnverified Source = "unverified"
+	// SourceAdHoc is a command the caller gave (no catalog entry).
+	SourceAdHoc Source = "ad-hoc"
+)
+
+// sourceRisk is the risk of running code from a source.
+var sourceRisk = map[Source]sandbox.RiskLevel{
+	SourceBuiltin: sandbox.RiskLow, SourceVerified: sandbox.RiskLow, SourceRegistry: sandbox.RiskMedium,
+	SourceUnverified: sandbox.RiskHigh, SourceAdHoc: sandbox.RiskHigh,
+}
+
+// Permissions are what a server declares it needs.
+type Permissions struct {
+	// Network lists the hosts (host or host:port) it must reach; empty:
+	// no network at all.
+	Network []string `json:"network,omitempty" yaml:"network"`
+	// Workspace is none, read or write: what it does with the workspace.
+	Workspace string `json:"workspace,omitempty" yaml:"workspace"`
+	// EnvSecrets names secrets it takes as raw environment variables
+	// (each raises its risk to high and is audited).
+	EnvSecrets []string `json:"env_secrets,omitempty" yaml:"env_secrets"`
+}
+
+// Validate checks the permissions.
+func (p Permissions) Validate() error {
+	switch p.Workspace {
+	case "", "none", "read", "write":
+	default:
+		return fmt.Errorf("permissions.workspace must be none, read or write, got %q: %w", p.Workspace, errdefs.ErrInvalidArgument)
+	}
+	for _, h := range p.Network {
+		if h == "" || strings.ContainsAny(h, "/ \t") {
+			return fmt.Errorf("permissions.network entry %q must be a host or host:port: %w", h, errdefs.ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+// Decision is where and how an instance runs, with the inputs and the
+// rule that decided.
+type Decision struct {
+	Source         Source            `json:"source"`
+	SourceRisk     sandbox.RiskLevel `json:"source_risk"`
+	PermissionRisk sandbox.RiskLevel `json:"permission_risk"`
+	Risk           sandbox.RiskLevel `json:"risk"`
+	Ceiling        sandbox.RiskLevel `json:"ceiling"`
+	// Rule is the decision in words.
+	Rule string `json:"rule"`
+	// Isolation is the least runtime the risk allows (runc or runsc); the
+	// lease's placement picks a runtime at least this strong.
+	Isolation sandbox.Runtime `json:"min_runtime"`
+	// Network is none or allowlist (with Hosts).
+	Network string   `json:"network"`
+	Hosts   []string `json:"hosts,omitempty"`
+	// Secrets is none or env (raw environment variables, declared).
+	Secrets string `json:"secrets"`
+}
+
+// Decide applies the risk rule. A decision above ceiling is an error
+// (risk_above_ceiling), never a relabelled one.
+func Decide(src Source, perm Permissions, ceiling sandbox.RiskLevel) (Decision, error) {
+	sr, ok := sourceRisk[src]
+	if !ok {
+		return Decision{}, fmt.Errorf("unknown source %q (builtin, verified, registry, unverified, ad-hoc): %w", src, errdefs.ErrInvalidArgument)
+	}
+	if err := perm.Validate(); err != nil {
+		return Decision{}, err
+	}
+	pr, why := sandbox.RiskLow, []string{}
+	raise := func(r sandbox.RiskLevel, reason string) {
+		if r.Rank() > pr.Rank() {
+			pr = r
+		}
+		why = append(why, reason)
+	}
+	d := Decision{Source: src, SourceRisk: sr, Network: "none", Secrets: "none", Ceiling: ceiling}
+	if len(perm.Network) > 0 {
+		raise(sandbox.RiskMedium, "network "+strings.Join(perm.Network, ",")+" → medium")
+		d.Network, d.Hosts = "allowlist", slices.Clone(perm.Network)
+	}
+	if perm.Workspace == "write" {
+		raise(sandbox.RiskLow, "workspace write → low")
+	}
+	if len(perm.EnvSecrets) > 0 {
+		raise(sandbox.RiskHigh, "env secrets "+strings.Join(perm.EnvSecrets, ",")+" → high")
+		d.Secrets = "env"
+	}
+	d.PermissionRisk = pr
+	d.Risk = sr
+	if pr.Rank() > sr.Rank() {
+		d.Risk = pr
+	}
+	if len(why) == 0 {
+		why = append(why, "no permissions → low")
+	}
+	d.Isolation = sandbox.RuntimeRunc
+	if policy.MinIsolation(d.Risk) > sandbox.RuntimeRunc.Isolation() {
+		d.Isolation = sandbox.RuntimeRunsc
+	}
+	d.Rule = fmt.Sprintf("risk = max(source %s → %s, permissions: %s) = %s → runtime %s or stronger, network %s, secrets %s",
+		src, sr, strings.Join(why, "; "), d.Risk, d.Isolation, d.Network, d.Secrets)
+	if ceiling != "" && d.Risk.Rank() > ceiling.Rank() {
+		return d, errdefs.WithCode("risk_above_ceiling", fmt.Errorf(
+			"the server's risk is %s (%s), above the ceiling %s; it is refused, not relabelled: %w",
+			d.Risk, d.Rule, ceiling, errdefs.ErrPermissionDenied))
+	}
+	return d, nil
+}

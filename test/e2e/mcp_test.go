@@ -1,0 +1,564 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/testenv"
+)
+
+// mcpFixtureBuild builds ./test/mcpfixture (static) once.
+var mcpFixtureBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+func mcpFixtureBinary(t *testing.T) string {
+	t.Helper()
+	mcpFixtureBuild.once.Do(func() {
+		dir, err := os.MkdirTemp("", "genesis-mcpfixture-")
+		if err != nil {
+			mcpFixtureBuild.err = err
+			return
+		}
+		p := filepath.Join(dir, "mcpfixture")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", p, "./test/mcpfixture")
+		cmd.Dir = testenv.ModuleRoot(t)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			mcpFixtureBuild.err = fmt.Errorf("%v: %s", err, out)
+			return
+		}
+		mcpFixtureBuild.path = p
+	})
+	if mcpFixtureBuild.err != nil {
+		t.Fatalf("building mcpfixture: %v", mcpFixtureBuild.err)
+	}
+	return mcpFixtureBuild.path
+}
+
+// mcpServer is the API view of an instance (the fields the tests read).
+type mcpServer struct {
+	ID        string `json:"id"`
+	Endpoint  string `json:"endpoint"`
+	Token     string `json:"token"`
+	Runtime   string `json:"runtime"`
+	Risk      string `json:"risk"`
+	Network   string `json:"network"`
+	State     string `json:"state"`
+	LeaseID   string `json:"lease_id"`
+	OwnLease  bool   `json:"own_lease"`
+	SandboxID string `json:"sandbox_id"`
+	JobID     string `json:"job_id"`
+	LastError string `json:"last_error"`
+	Decision  struct {
+		Source    string `json:"source"`
+		Risk      string `json:"risk"`
+		Rule      string `json:"rule"`
+		MinRun    string `json:"min_runtime"`
+		NetworkIs string `json:"network"`
+	} `json:"decision"`
+	Server *struct {
+		Name string `json:"name"`
+	} `json:"server"`
+}
+
+// apiJSON sends a JSON request with the tenant key and decodes the answer
+// into out (when not nil); it returns the status and the raw body.
+func apiJSON(t *testing.T, svc *service, method, path string, body any, out any) (int, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, method, svc.url()+path, rd)
+	req.Header.Set("Authorization", "Bearer "+svc.e.apiKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: decoding %s: %v", method, path, b, err)
+		}
+	}
+	return resp.StatusCode, string(b)
+}
+
+// bearer is an http.Client that sends token on every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+func mcpConnect(t *testing.T, svc *service, s *mcpServer, version string, opts *sdk.ClientOptions, rt http.RoundTripper) *sdk.ClientSession {
+	t.Helper()
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	c := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "1"}, opts)
+	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: svc.url() + s.Endpoint,
+		HTTPClient: &http.Client{Transport: bearer{s.Token, rt}}, MaxRetries: 3}, &sdk.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("MCP connect (%s): %v", version, err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func toolText(res *sdk.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func callCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestMCPServers runs stdio MCP servers in sandboxes under runc and runsc
+// and serves each to unmodified MCP clients (the Go SDK's) at its own
+// endpoint: list and call, both protocol revisions, duplicate ids from two
+// clients, a dropped SSE stream resumed with no gap or duplicate, the
+// instance token (never the tenant key), the risk rule (an ad-hoc server
+// needs runsc and is refused on a runc lease), a rug pull blocked until
+// approved, a server that breaks the protocol killed, the call log and the
+// audit, and delete.
+func TestMCPServers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, `
+mcp:
+  catalog:
+    - name: fixture
+      description: the test fixture, trusted by this operator
+      source: verified
+      command: ["/workspace/mcpfixture", "serve"]
+`)
+	e.requireImage(t, "tool-basic")
+	svc := e.start(t)
+	c := svc.client()
+	bin := mcpFixtureBinary(t)
+	for _, rt := range e.runtimes(t) {
+		t.Run(rt, func(t *testing.T) {
+			t.Parallel()
+			risk := "low"
+			if rt == "runsc" {
+				risk = "high"
+			}
+			ctx := callCtx(t)
+			lease, err := c.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: "tool-basic", RiskLevel: risk, Runtime: rt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.ReleaseLease(context.Background(), lease.LeaseID) })
+			f, err := os.Open(bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fi, _ := f.Stat()
+			_, err = c.WriteFile(ctx, lease.SandboxID, "/workspace/mcpfixture", f, client.WriteFileOptions{Mode: "0755", Size: fi.Size()})
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			// An ad-hoc server is high risk: runsc, never a runc lease.
+			adhoc := map[string]any{"spec": map[string]any{"command": []string{"/workspace/mcpfixture", "serve"}}, "lease_id": lease.LeaseID}
+			var s mcpServer
+			if rt == "runc" {
+				code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", adhoc, nil)
+				if code != 409 && code != 412 || !strings.Contains(body, "runtime_too_weak") {
+					t.Fatalf("an ad-hoc server on a runc lease: %d %s", code, body)
+				}
+				code, body = apiJSON(t, svc, "POST", "/v1/mcp/servers",
+					map[string]any{"catalog": "fixture", "lease_id": lease.LeaseID, "call_timeout_ms": 2000}, &s)
+				if code != 201 {
+					t.Fatalf("create from the catalog: %d %s", code, body)
+				}
+				if s.Decision.Source != "verified" || s.Risk != "low" {
+					t.Fatalf("decision %+v", s.Decision)
+				}
+			} else {
+				adhoc["call_timeout_ms"] = 2000
+				code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", adhoc, &s)
+				if code != 201 {
+					t.Fatalf("create ad hoc: %d %s", code, body)
+				}
+				if s.Decision.Source != "ad-hoc" || s.Risk != "high" || s.Decision.MinRun != "runsc" || !strings.Contains(s.Decision.Rule, "ad-hoc") {
+					t.Fatalf("decision %+v", s.Decision)
+				}
+			}
+			if s.State != "ready" || s.Runtime != rt || !strings.HasPrefix(s.Token, "gmcp_") || s.Server == nil || s.Server.Name != "mcpfixture" {
+				t.Fatalf("instance %+v", s)
+			}
+
+			// Two protocol revisions, each a stock Go SDK client.
+			for _, v := range []string{"2025-11-25", "2026-07-28"} {
+				cs := mcpConnect(t, svc, &s, v, nil, nil)
+				if got := cs.InitializeResult().ProtocolVersion; got != v {
+					t.Fatalf("negotiated %s, want %s", got, v)
+				}
+				lt, err := cs.ListTools(callCtx(t), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(lt.Tools) < 3 {
+					t.Fatalf("tools %d", len(lt.Tools))
+				}
+				res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi " + v}})
+				if err != nil || toolText(res) != "echo: hi "+v {
+					t.Fatalf("echo over %s: %v %v", v, res, err)
+				}
+			}
+
+			// Two clients, the same JSON-RPC ids, concurrent calls.
+			var wg sync.WaitGroup
+			errs := make(chan error, 40)
+			for k := range 2 {
+				cs := mcpConnect(t, svc, &s, "2025-11-25", nil, nil)
+				for i := range 10 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						want := fmt.Sprintf("c%d-%d", k, i)
+						res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": want}})
+						if err != nil {
+							errs <- err
+						} else if toolText(res) != "echo: "+want {
+							errs <- fmt.Errorf("asked %s, got %s", want, toolText(res))
+						}
+					}()
+				}
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+
+			// A dropped SSE stream mid-call resumes: every progress step
+			// once, then the answer.
+			cut := &streamCutter{}
+			var mu sync.Mutex
+			var steps []float64
+			cs := mcpConnect(t, svc, &s, "2025-11-25", &sdk.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) {
+				mu.Lock()
+				steps = append(steps, r.Params.Progress)
+				mu.Unlock()
+			}}, cut)
+			p := &sdk.CallToolParams{Name: "slow", Arguments: map[string]any{"steps": 5, "step_ms": 150}}
+			p.SetProgressToken("e2e")
+			res, err := cs.CallTool(callCtx(t), p)
+			if err != nil || toolText(res) != "done after 5 steps" {
+				t.Fatalf("slow: %v %v", res, err)
+			}
+			eventually(t, 10*time.Second, "five progress steps", func() (bool, string) {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(steps) >= 5, fmt.Sprint(steps)
+			})
+			mu.Lock()
+			if fmt.Sprint(steps) != "[1 2 3 4 5]" || !cut.wasCut() {
+				t.Fatalf("progress after a cut stream %v (cut %v)", steps, cut.wasCut())
+			}
+			mu.Unlock()
+
+			// The endpoint takes the instance token only.
+			for _, key := range []string{"", e.apiKey, "gmcp_wrong"} {
+				req, _ := http.NewRequest("POST", svc.url()+s.Endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				if key != "" {
+					req.Header.Set("Authorization", "Bearer "+key)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") == "" {
+					t.Fatalf("key %q: %d", key, resp.StatusCode)
+				}
+			}
+
+			// The call log holds every echo of this instance, allowed.
+			var calls struct {
+				Items []struct {
+					Seq      int64  `json:"seq"`
+					Tool     string `json:"tool"`
+					Decision string `json:"decision"`
+					Outcome  string `json:"outcome"`
+				} `json:"items"`
+				Next string `json:"next_cursor"`
+			}
+			if code, body := apiJSON(t, svc, "GET", "/v1/mcp/servers/"+s.ID+"/calls?limit=1000", nil, &calls); code != 200 {
+				t.Fatalf("calls: %d %s", code, body)
+			}
+			echoes := 0
+			for _, it := range calls.Items {
+				if it.Tool == "echo" && it.Decision == "allowed" && it.Outcome == "ok" {
+					echoes++
+				}
+			}
+			if echoes != 22 {
+				t.Fatalf("want 22 echo calls in the log, got %d of %d", echoes, len(calls.Items))
+			}
+			eventually(t, 20*time.Second, "the calls in the audit log", func() (bool, string) {
+				page, err := c.ListAudit(callCtx(t), client.AuditQuery{Action: "mcp tools/call", Limit: 500})
+				if err != nil {
+					return false, err.Error()
+				}
+				n := 0
+				for _, r := range page.Items {
+					if strings.HasPrefix(r.Target, s.ID+"/echo") {
+						n++
+					}
+				}
+				return n == 22, fmt.Sprintf("%d audit records", n)
+			})
+
+			// A server that writes non-JSON to stdout is killed; the
+			// instance fails and says why.
+			if _, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "spew"}); err == nil {
+				t.Fatal("spew answered")
+			}
+			eventually(t, 30*time.Second, "the instance to fail", func() (bool, string) {
+				var got mcpServer
+				apiJSON(t, svc, "GET", "/v1/mcp/servers/"+s.ID, nil, &got)
+				return got.State == "failed" && strings.Contains(got.LastError, "not JSON"), got.State + " " + got.LastError
+			})
+
+			if code, body := apiJSON(t, svc, "DELETE", "/v1/mcp/servers/"+s.ID, nil, nil); code != 204 {
+				t.Fatalf("delete: %d %s", code, body)
+			}
+			if code, _ := apiJSON(t, svc, "GET", "/v1/mcp/servers/"+s.ID, nil, nil); code != 404 {
+				t.Fatalf("after delete: %d", code)
+			}
+		})
+	}
+}
+
+// TestMCPRugPull: a server that changes a tool's description after the
+// first tools/list has that tool hidden and its calls refused until the
+// change is approved by its hash.
+func TestMCPRugPull(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	e.requireImage(t, "tool-basic")
+	svc := e.start(t)
+	c := svc.client()
+	ctx := callCtx(t)
+	lease, err := c.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: "tool-basic", RiskLevel: "high"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.ReleaseLease(context.Background(), lease.LeaseID) })
+	f, err := os.Open(mcpFixtureBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	_, err = c.WriteFile(ctx, lease.SandboxID, "/workspace/mcpfixture", f, client.WriteFileOptions{Mode: "0755", Size: fi.Size()})
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s mcpServer
+	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", map[string]any{
+		"spec": map[string]any{"command": []string{"/workspace/mcpfixture", "rugpull"}}, "lease_id": lease.LeaseID,
+		"pin_mode": "warn", // asked for, but a high-risk server's changes always block
+	}, &s); code != 201 {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	cs := mcpConnect(t, svc, &s, "2025-11-25", nil, nil)
+	names := func() string {
+		lt, err := cs.ListTools(callCtx(t), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n []string
+		for _, tl := range lt.Tools {
+			n = append(n, tl.Name)
+		}
+		return strings.Join(n, ",")
+	}
+	if !strings.Contains(names(), "echo") {
+		t.Fatal("echo missing at first")
+	}
+	if strings.Contains(names(), "echo") {
+		t.Fatal("the changed echo is still listed")
+	}
+	res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
+	if err != nil || !res.IsError || !strings.Contains(toolText(res), "changed its definition") {
+		t.Fatalf("call of the changed tool: %v %v", res, err)
+	}
+	var pins struct {
+		Items []struct {
+			Tool    string `json:"tool"`
+			Changed *struct {
+				Hash       string          `json:"hash"`
+				Blocked    bool            `json:"blocked"`
+				Definition json.RawMessage `json:"definition"`
+			} `json:"changed"`
+		} `json:"items"`
+	}
+	apiJSON(t, svc, "GET", "/v1/mcp/servers/"+s.ID+"/pins", nil, &pins)
+	var hash string
+	for _, p := range pins.Items {
+		if p.Tool == "echo" && p.Changed != nil && p.Changed.Blocked && strings.Contains(string(p.Changed.Definition), "id_rsa") {
+			hash = p.Changed.Hash
+		}
+	}
+	if hash == "" {
+		t.Fatalf("no blocked change of echo in %+v", pins)
+	}
+	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers/"+s.ID+"/pins/echo/approve", map[string]any{"hash": "sha256:00"}, nil); code != 409 {
+		t.Fatalf("approving another hash: %d %s", code, body)
+	}
+	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers/"+s.ID+"/pins/echo/approve", map[string]any{"hash": hash}, nil); code != 200 {
+		t.Fatalf("approve: %d %s", code, body)
+	}
+	res, err = cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
+	if err != nil || res.IsError || toolText(res) != "echo: x" {
+		t.Fatalf("after approval: %v %v", res, err)
+	}
+}
+
+// TestMCPOwnLease: without lease_id an instance takes a lease of its own,
+// placed by the risk rule (ad-hoc: runsc, no network), and releases it on
+// delete. The server is a Python script in the profile's image.
+func TestMCPOwnLease(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	e.requireImage(t, "code-python-basic")
+	if !strings.Contains(strings.Join(e.runtimes(t), ","), "runsc") {
+		t.Fatal("runsc is not available; an ad-hoc server needs it")
+	}
+	svc := e.start(t)
+	c := svc.client()
+	script, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(t), "test", "mcpfixture", "server.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s mcpServer
+	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", map[string]any{
+		"spec": map[string]any{"command": []string{"python3", "-c", string(script)}, "profile": "code-python-basic"},
+	}, &s); code != 201 {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	if !s.OwnLease || s.Runtime != "runsc" || s.Network != "none" || s.State != "ready" {
+		t.Fatalf("instance %+v", s)
+	}
+	cs := mcpConnect(t, svc, &s, "2025-11-25", nil, nil)
+	res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "py"}})
+	if err != nil || toolText(res) != "echo: py" {
+		t.Fatalf("echo: %v %v", res, err)
+	}
+	// The sandbox runs runsc with no network.
+	sb, err := c.GetSandbox(callCtx(t), s.SandboxID)
+	if err != nil || sb.Runtime != "runsc" || sb.Network != nil {
+		t.Fatalf("the server's sandbox: %+v %v", sb, err)
+	}
+	if code, body := apiJSON(t, svc, "DELETE", "/v1/mcp/servers/"+s.ID, nil, nil); code != 204 {
+		t.Fatalf("delete: %d %s", code, body)
+	}
+	l, err := c.GetLease(callCtx(t), s.LeaseID)
+	if err != nil || l.State == "active" {
+		t.Fatalf("the instance's lease after delete: %+v %v", l, err)
+	}
+}
+
+// streamCutter drops the first event stream that carries the second
+// progress step, right after it, as a broken connection would.
+type streamCutter struct {
+	mu  sync.Mutex
+	cut bool
+}
+
+func (c *streamCutter) cutNow() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	first := !c.cut
+	c.cut = true
+	return first
+}
+
+func (c *streamCutter) wasCut() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cut
+}
+
+func (c *streamCutter) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil || r.Method != http.MethodPost || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return resp, err
+	}
+	pr, pw := io.Pipe()
+	body := resp.Body
+	go func() {
+		defer body.Close()
+		br := bufio.NewReader(body)
+		var ev strings.Builder
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				pw.CloseWithError(err)
+				return
+			}
+			ev.WriteString(line)
+			if line != "\n" {
+				continue
+			}
+			if _, err := io.WriteString(pw, ev.String()); err != nil {
+				return
+			}
+			if strings.Contains(ev.String(), `"progress":2`) && c.cutNow() {
+				pw.CloseWithError(io.ErrUnexpectedEOF)
+				return
+			}
+			ev.Reset()
+		}
+	}()
+	resp.Body = pr
+	return resp, nil
+}
