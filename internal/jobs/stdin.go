@@ -87,6 +87,10 @@ func (s *Manager) CloseStdin(ctx context.Context, tenant, jobID string) error {
 	return att.Agent.CloseStdin(ctx, jobID)
 }
 
+// serverOutputLimit is the most a server job's output may be: the agent's
+// limit of a background job's output.
+const serverOutputLimit = 256 << 20
+
 // StartServer starts a long-running server process (a stdio MCP server) as
 // a background job: its stdin is streamed (OpenStdin), it has no timeout,
 // its output is kept up to the largest output limit, and it does not hold
@@ -97,7 +101,7 @@ func (s *Manager) StartServer(ctx context.Context, in ExecInput) (*sandbox.Job, 
 	if err := s.validateExec(&in); err != nil {
 		return nil, err
 	}
-	in.TimeoutMS, in.MaxOutputBytes = 0, s.lim.MaxOutputBytes
+	in.TimeoutMS, in.MaxOutputBytes = 0, min(s.lim.MaxOutputBytes, serverOutputLimit)
 	return s.startJob(ctx, in, false)
 }
 

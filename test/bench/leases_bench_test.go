@@ -18,19 +18,25 @@ var leaseConfig = "warm_pools: true\nprofiles:\n" + pooledProfile("tool-basic", 
 // of minIdle..maxTotal members under runc and runsc, and the given lease
 // policy ("" for none), as YAML list item.
 func pooledProfile(name string, minIdle, maxTotal int, lease string) string {
-	y := fmt.Sprintf(`  - name: %s
-    recipe: tool-basic
+	y := pooledProfileOf(name, "tool-basic", minIdle, maxTotal)
+	if lease != "" {
+		y += "    lease: " + lease + "\n"
+	}
+	return y
+}
+
+// pooledProfileOf is a profile named name of the image of recipe with
+// pools of minIdle..maxTotal members under runc and runsc.
+func pooledProfileOf(name, recipe string, minIdle, maxTotal int) string {
+	return fmt.Sprintf(`  - name: %s
+    recipe: %s
     allowed_runtimes: [runc, runsc]
     default_risk_level: low
     resources: {cpu: 1, memory_mb: 512, pids: 256}
     network: none
     user: "1000:1000"
-    pools: [{runtime: runc, min_idle: %[2]d, max_total: %[3]d}, {runtime: runsc, min_idle: %[2]d, max_total: %[3]d}]
-`, name, minIdle, maxTotal)
-	if lease != "" {
-		y += "    lease: " + lease + "\n"
-	}
-	return y
+    pools: [{runtime: runc, min_idle: %[3]d, max_total: %[4]d}, {runtime: runsc, min_idle: %[3]d, max_total: %[4]d}]
+`, name, recipe, minIdle, maxTotal)
 }
 
 // waitIdle polls GET /v1/pools (outside any timed section) until pool

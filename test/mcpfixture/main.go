@@ -8,16 +8,21 @@
 //	         tools/list (a "rug pull")
 //	exit     exits at once with status 3
 //	noinit   reads stdin and never answers
+//	bench    a client: starts itself as a serve child over stdio, calls
+//	         echo -n times and prints {"US":[µs per call]} (the direct
+//	         stdio baseline of the benchmarks)
 //
 // It logs what it does to stderr ("cancelled slow", "called echo").
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -40,6 +45,7 @@ type sizeArgs struct {
 }
 
 func main() {
+	n := flag.Int("n", 1000, "bench: calls")
 	flag.Parse()
 	mode := flag.Arg(0)
 	switch mode {
@@ -48,6 +54,9 @@ func main() {
 		os.Exit(3)
 	case "noinit":
 		_, _ = io.Copy(io.Discard, os.Stdin)
+		return
+	case "bench":
+		bench(*n)
 		return
 	case "serve", "rugpull":
 	default:
@@ -123,4 +132,26 @@ func addEcho(s *mcp.Server, desc string) {
 
 func text(s string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
+
+func bench(n int) {
+	ctx := context.Background()
+	c := mcp.NewClient(&mcp.Implementation{Name: "mcpfixture-bench", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: exec.Command(os.Args[0], "serve")}, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "connect:", err)
+		os.Exit(1)
+	}
+	defer cs.Close()
+	us := make([]int64, 0, n)
+	for i := range n {
+		t0 := time.Now()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": fmt.Sprint(i)}})
+		if err != nil || res.IsError {
+			fmt.Fprintln(os.Stderr, "call:", err)
+			os.Exit(1)
+		}
+		us = append(us, time.Since(t0).Microseconds())
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(map[string][]int64{"US": us})
 }

@@ -1,0 +1,212 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/testenv"
+)
+
+// mcpCatalog is a catalog of the fixture server (in /workspace, uploaded
+// by the benchmark) as a verified entry, so that it may run under runc too.
+const mcpCatalog = `mcp:
+  catalog:
+    - {name: fixture, source: verified, command: ["/workspace/mcpfixture", "serve"]}
+`
+
+// mcpInstance is what the benchmarks read of an instance.
+type mcpInstance struct {
+	ID       string `json:"id"`
+	Endpoint string `json:"endpoint"`
+	Token    string `json:"token"`
+	Runtime  string `json:"runtime"`
+	LeaseID  string `json:"lease_id"`
+	State    string `json:"state"`
+}
+
+func (s *service) apiJSON(ctx context.Context, method, path string, body, out any) (int, string, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, "", err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequestWithContext(ctx, method, s.url+path, rd)
+	req.Header.Set("Authorization", "Bearer "+s.key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(b, out); err != nil {
+			return resp.StatusCode, string(b), err
+		}
+	}
+	return resp.StatusCode, string(b), nil
+}
+
+type bearerRT struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// BenchmarkMCPToolCall measures tools/call (echo) through the service —
+// an unmodified Go SDK client → Streamable HTTP endpoint → the proxy →
+// the server's stdin stream in the sandbox → its stdout back through the
+// job log — against the same call made directly over stdio by a Go SDK
+// client inside the same sandbox (the fixture's bench mode), and reports
+// the overhead as the difference of the medians.
+func BenchmarkMCPToolCall(b *testing.B) {
+	s := startServiceWith(b, mcpCatalog)
+	iters := envInt(b, "GENESIS_BENCH_MCP_ITERS", 1000)
+	tbl := NewTable("runtime", "n", "direct p50 ms", "direct p99 ms", "service p50 ms", "service p99 ms", "overhead p50 ms", "calls/s")
+	s.eachRuntime(b, func(b *testing.B, rt string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		lease, err := s.client.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: profile, Runtime: rt, RiskLevel: map[string]string{"runc": "low", "runsc": "high"}[rt]})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.client.ReleaseLease(context.Background(), lease.LeaseID)
+		f, err := os.Open(filepath.Join(binDir(b), "mcpfixture"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		fi, _ := f.Stat()
+		_, err = s.client.WriteFile(ctx, lease.SandboxID, "/workspace/mcpfixture", f, client.WriteFileOptions{Mode: "0755", Size: fi.Size()})
+		f.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+
+		// Direct: a stdio client inside the sandbox.
+		res, err := s.client.Exec(ctx, lease.SandboxID, client.ExecRequest{Command: []string{
+			"/workspace/mcpfixture", "-n", strconv.Itoa(iters + 20), "bench"}, TimeoutMS: 300_000, MaxOutputBytes: 16 << 20})
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("direct: %v %+v", err, res)
+		}
+		var direct struct{ US []int64 }
+		if err := json.Unmarshal([]byte(res.Stdout), &direct); err != nil {
+			b.Fatalf("direct output %q: %v", res.Stdout, err)
+		}
+		var ds []time.Duration
+		for _, us := range direct.US[20:] {
+			ds = append(ds, time.Duration(us)*time.Microsecond)
+		}
+		dsum := Summarize(ds)
+
+		// Through the service.
+		var inst mcpInstance
+		if code, body, err := s.apiJSON(ctx, "POST", "/v1/mcp/servers", map[string]any{"catalog": "fixture", "lease_id": lease.LeaseID}, &inst); err != nil || code != 201 {
+			b.Fatalf("create: %d %s %v", code, body, err)
+		}
+		defer s.apiJSON(context.Background(), "DELETE", "/v1/mcp/servers/"+inst.ID, nil, nil)
+		c := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil)
+		cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: s.url + inst.Endpoint,
+			HTTPClient: &http.Client{Transport: bearerRT{inst.Token, s.http.Transport}}}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cs.Close()
+		call := func(i int) error {
+			r, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": strconv.Itoa(i)}})
+			if err != nil {
+				return err
+			}
+			if r.IsError {
+				return fmt.Errorf("tool error")
+			}
+			return nil
+		}
+		for i := range 20 {
+			if err := call(i); err != nil {
+				b.Fatal(err)
+			}
+		}
+		ps := make([]time.Duration, 0, iters)
+		start := time.Now()
+		for i := range iters {
+			t0 := time.Now()
+			if err := call(i); err != nil {
+				b.Fatal(err)
+			}
+			ps = append(ps, time.Since(t0))
+		}
+		rate := float64(iters) / time.Since(start).Seconds()
+		psum := Summarize(ps)
+		reportSummary(b, "service-", psum)
+		b.ReportMetric(Ms(dsum.P50), "direct-p50-ms")
+		b.ReportMetric(Ms(psum.P50-dsum.P50), "overhead-p50-ms")
+		tbl.Row(rt, strconv.Itoa(iters), fmt.Sprintf("%.3f", Ms(dsum.P50)), fmt.Sprintf("%.3f", Ms(dsum.P99)),
+			fmt.Sprintf("%.3f", Ms(psum.P50)), fmt.Sprintf("%.3f", Ms(psum.P99)), fmt.Sprintf("%.3f", Ms(psum.P50-dsum.P50)), fmt.Sprintf("%.0f", rate))
+	})
+	printTable("MCP tools/call through the service vs a direct stdio call in the sandbox", tbl)
+}
+
+// BenchmarkMCPColdStart measures POST /v1/mcp/servers until it answers
+// with a ready instance (its own lease from a warm pool, the server process
+// started and initialized), for a Python stdio server present in the
+// image; each instance is deleted outside the timed section and the next
+// starts once the pool has settled again.
+func BenchmarkMCPColdStart(b *testing.B) {
+	script, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(b), "test", "mcpfixture", "server.py"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd, _ := json.Marshal([]string{"python3", "-c", string(script)})
+	cfg := "warm_pools: true\nprofiles:\n" + pooledProfileOf("mcp-py", "code-python-basic", 2, 4) +
+		pooledProfileOf(profile, profile, 0, 4) +
+		"mcp:\n  catalog:\n" +
+		"    - {name: py-low, source: verified, profile: mcp-py, command: " + string(cmd) + "}\n" +
+		"    - {name: py-high, source: unverified, profile: mcp-py, command: " + string(cmd) + "}\n"
+	s := startServiceWith(b, cfg)
+	iters := envInt(b, "GENESIS_BENCH_MCP_COLD_ITERS", 30)
+	tbl := NewTable("runtime", "n", "p50 ms", "p99 ms", "max ms")
+	s.eachRuntime(b, func(b *testing.B, rt string) {
+		entry := map[string]string{"runc": "py-low", "runsc": "py-high"}[rt]
+		pool := "mcp-py-" + rt
+		var ds []time.Duration
+		for range iters {
+			s.waitSettled(b, pool)
+			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+			var inst mcpInstance
+			t0 := time.Now()
+			code, body, err := s.apiJSON(ctx, "POST", "/v1/mcp/servers", map[string]any{"catalog": entry}, &inst)
+			d := time.Since(t0)
+			if err != nil || code != 201 || inst.State != "ready" || inst.Runtime != rt {
+				cancel()
+				b.Fatalf("create: %d %s %v", code, body, err)
+			}
+			ds = append(ds, d)
+			s.apiJSON(ctx, "DELETE", "/v1/mcp/servers/"+inst.ID, nil, nil)
+			cancel()
+		}
+		sum := Summarize(ds)
+		reportSummary(b, "cold-", sum)
+		tbl.Row(rt, strconv.Itoa(iters), FormatMs(sum.P50), FormatMs(sum.P99), FormatMs(sum.Max))
+	})
+	printTable("MCP instance cold start (POST /v1/mcp/servers → ready, warm pool)", tbl)
+}
