@@ -9,13 +9,13 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -E)
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 # Images the tests need (the others are built by `make images`).
-TEST_IMAGES ?= tool-basic code-python-basic code-python-data
+TEST_IMAGES ?= tool-basic tool-node code-python-basic code-python-data
 
 # Fuzz targets of the path policy, each run for FUZZTIME by `make test`.
 FUZZ_TARGETS ?= FuzzResolvePath FuzzResolveBelow
 FUZZTIME ?= 15s
 
-.PHONY: all build setup images test-images run test unit fuzz cross lint bench clean
+.PHONY: all build setup images test-images test-deps run test unit fuzz cross lint bench clean
 
 all: build
 
@@ -40,8 +40,13 @@ test-images: setup build
 run: images
 	$(SUDO) $(BIN)/sandbox-service serve --addr $(ADDR) --data-dir $(DATA_DIR)
 
+# The npm packages the tests run (the TypeScript MCP SDK's client), from
+# their lockfile.
+test-deps: setup
+	cd test/mcpclient && npm ci --no-audit --no-fund --loglevel=warn
+
 # Unit, conformance, integration (real Docker, runc and runsc) and end-to-end tests.
-test: test-images cross
+test: test-images test-deps cross
 	$(SUDO) env "PATH=$$PATH" $(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) fuzz
 	$(MAKE) lint

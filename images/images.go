@@ -25,7 +25,7 @@ const RefRepositoryPrefix = "genesis/"
 // recipeFile is the file name of a recipe inside its profile directory.
 const recipeFile = "recipe.json"
 
-//go:embed */recipe.json common/*.sh
+//go:embed */recipe.json common/*.sh tool-node/*.sh */files/*
 var files embed.FS
 
 // Script is a shell script run inside the image root filesystem during the
@@ -35,6 +35,16 @@ type Script struct {
 	// e.g. "common/setup.sh".
 	Path string
 	// Content is the script text.
+	Content string
+}
+
+// File is a file of the images directory placed in an image.
+type File struct {
+	// Dest is the absolute path in the image.
+	Dest string
+	// Path is the file's path relative to the images directory.
+	Path string
+	// Content is the file's bytes.
 	Content string
 }
 
@@ -52,6 +62,9 @@ type Recipe struct {
 	Packages []string
 	// Setup are the scripts run inside the root filesystem, in order.
 	Setup []Script
+	// Files are placed in the root filesystem before the setup scripts
+	// run (a lockfile the setup installs from, say), in order of Dest.
+	Files []File
 	// Env are the image's environment variables, KEY=VALUE.
 	Env []string
 	// WorkDir is the image's working directory.
@@ -159,6 +172,9 @@ type recipeJSON struct {
 	Variant     string   `json:"variant"`
 	Packages    []string `json:"packages"`
 	Setup       []string `json:"setup"`
+	// Files maps an absolute path in the image to a file of the images
+	// directory.
+	Files map[string]string `json:"files"`
 	Env         []string `json:"env"`
 	WorkDir     string   `json:"workdir"`
 }
@@ -222,6 +238,20 @@ func parse(fsys fs.FS, name string, raw []byte) (Recipe, error) {
 		}
 		r.Setup = append(r.Setup, Script{Path: p, Content: string(body)})
 	}
+	for dest, p := range rj.Files {
+		if !path.IsAbs(dest) || path.Clean(dest) != dest || dest == "/" || strings.HasPrefix(dest, "/proc/") || strings.HasPrefix(dest, "/dev/") {
+			return fail("file destination %q must be a clean absolute path outside /proc and /dev", dest)
+		}
+		if !fs.ValidPath(p) {
+			return fail("invalid file path %q", p)
+		}
+		body, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return fail("file: %v", err)
+		}
+		r.Files = append(r.Files, File{Dest: dest, Path: p, Content: string(body)})
+	}
+	slices.SortFunc(r.Files, func(a, b File) int { return strings.Compare(a.Dest, b.Dest) })
 	seen := map[string]bool{}
 	for _, kv := range rj.Env {
 		k, v, ok := strings.Cut(kv, "=")
@@ -258,6 +288,11 @@ func hash(r Recipe) string {
 	for _, s := range r.Setup {
 		field("setup-path", s.Path)
 		field("setup-content", s.Content)
+	}
+	for _, f := range r.Files { // none in most recipes: their hashes stay as they were
+		field("file-dest", f.Dest)
+		field("file-path", f.Path)
+		field("file-content", f.Content)
 	}
 	for _, kv := range r.Env {
 		field("env", kv)

@@ -43,8 +43,14 @@ func TestEmbeddedRecipes(t *testing.T) {
 	var names []string
 	for _, r := range rs {
 		names = append(names, r.Name)
-		if r.Suite != "bookworm" || r.Variant != "minbase" {
-			t.Errorf("%s: suite/variant = %s/%s, want bookworm/minbase", r.Name, r.Suite, r.Variant)
+		// tool-node needs Node.js 20 (its MCP servers' engines), which is
+		// trixie's; bookworm has 18.
+		wantSuite := map[string]string{"tool-node": "trixie"}[r.Name]
+		if wantSuite == "" {
+			wantSuite = "bookworm"
+		}
+		if r.Suite != wantSuite || r.Variant != "minbase" {
+			t.Errorf("%s: suite/variant = %s/%s, want %s/minbase", r.Name, r.Suite, r.Variant, wantSuite)
 		}
 		if len(r.Setup) == 0 || r.Setup[0].Path != "common/setup.sh" || r.Setup[0].Content == "" {
 			t.Errorf("%s: setup = %+v, want common/setup.sh first", r.Name, r.Setup)
@@ -62,7 +68,7 @@ func TestEmbeddedRecipes(t *testing.T) {
 			t.Errorf("Lookup(%q) = %s, Recipes has %s", r.Name, got.Ref(), r.Ref())
 		}
 	}
-	want := []string{"code-python-basic", "code-python-data", "skill-python-basic", "tool-basic"}
+	want := []string{"code-python-basic", "code-python-data", "skill-python-basic", "tool-basic", "tool-node"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("recipes = %v, want %v", names, want)
 	}

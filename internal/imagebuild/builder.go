@@ -278,20 +278,56 @@ func (b *Builder) build(ctx context.Context, log *slog.Logger, r images.Recipe, 
 		return err
 	}
 
+	for _, f := range r.Files {
+		dest := filepath.Join(rootfs, filepath.FromSlash(f.Dest))
+		if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+			return fmt.Errorf("imagebuild: %s: placing %s: %w: %w", r.Ref(), f.Dest, errdefs.ErrInternal, err)
+		}
+		if err := os.WriteFile(dest, []byte(f.Content), 0o644); err != nil {
+			return fmt.Errorf("imagebuild: %s: placing %s: %w: %w", r.Ref(), f.Dest, errdefs.ErrInternal, err)
+		}
+	}
+	// Setup scripts may fetch (npm ci from a lockfile, say): each starts
+	// with the host's resolver configuration, and none of it stays.
+	// They also trust what the host trusts (a TLS-inspecting proxy's CA,
+	// say) through NODE_EXTRA_CA_CERTS and SSL_CERT_FILE, removed after.
+	hostResolv, _ := os.ReadFile("/etc/resolv.conf")
+	resolv := filepath.Join(rootfs, "etc", "resolv.conf")
+	hostCA, _ := os.ReadFile("/etc/ssl/certs/ca-certificates.crt")
+	const caInRoot = "/.genesis-build-ca.pem"
+	caFile := filepath.Join(rootfs, caInRoot)
+	defer os.Remove(caFile)
 	step := time.Now()
 	for _, s := range r.Setup {
+		_ = os.Remove(resolv) // a symlink would write through to elsewhere
+		if err := os.WriteFile(resolv, hostResolv, 0o644); err != nil {
+			return fmt.Errorf("imagebuild: %s: %w: %w", r.Ref(), errdefs.ErrInternal, err)
+		}
+		var caEnv []string
+		if len(hostCA) > 0 {
+			if err := os.WriteFile(caFile, hostCA, 0o644); err != nil {
+				return fmt.Errorf("imagebuild: %s: %w: %w", r.Ref(), errdefs.ErrInternal, err)
+			}
+			caEnv = []string{"NODE_EXTRA_CA_CERTS=" + caInRoot, "SSL_CERT_FILE=" + caInRoot}
+		}
 		c := command{
 			path: tools.chroot,
 			args: []string{rootfs, "/bin/sh", "-euc", s.Content, s.Path},
-			env: []string{
+			env: append([]string{
 				"PATH=" + chrootPath, "HOME=/root", "LANG=C.UTF-8", "LC_ALL=C.UTF-8",
 				"DEBIAN_FRONTEND=noninteractive",
-			},
+			}, caEnv...),
 			privateMounts: true,
 		}
 		if err := c.run(ctx, log); err != nil {
 			return fmt.Errorf("imagebuild: %s: setup script %s: %w: %w", r.Ref(), s.Path, stepClass(ctx), err)
 		}
+	}
+	if err := os.WriteFile(resolv, nil, 0o644); err != nil {
+		return fmt.Errorf("imagebuild: %s: %w: %w", r.Ref(), errdefs.ErrInternal, err)
+	}
+	if err := os.Remove(caFile); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("imagebuild: %s: %w: %w", r.Ref(), errdefs.ErrInternal, err)
 	}
 	if left, _ := mountsUnder(scratch); len(left) > 0 {
 		return fmt.Errorf("imagebuild: %s: mounts left in the root filesystem: %v: %w", r.Ref(), left, errdefs.ErrInternal)

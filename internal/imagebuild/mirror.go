@@ -16,7 +16,30 @@ import (
 // aptSourcesMirror returns the first Debian archive URI that the machine's apt
 // sources under aptDir (normally /etc/apt) use for suite: deb822 files in
 // sources.list.d/*.sources first, then one-line sources.list files.
+//
+// A Debian release the sources do not list is served by the archive of
+// one they do (deb.debian.org/debian holds every release): the URI of the
+// first listed Debian release is used.
 func aptSourcesMirror(aptDir, suite string) (string, error) {
+	uri, tried := sourcesMirror(aptDir, suite)
+	if uri != "" {
+		return uri, nil
+	}
+	if slices.Contains(debianReleases, suite) {
+		for _, other := range debianReleases {
+			if uri, _ := sourcesMirror(aptDir, other); uri != "" {
+				return uri, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no apt source for suite %q in %v; set the builder's Mirror: %w",
+		suite, tried, errdefs.ErrFailedPrecondition)
+}
+
+// debianReleases are the Debian codenames one archive serves together.
+var debianReleases = []string{"bookworm", "trixie", "forky", "bullseye", "sid"}
+
+func sourcesMirror(aptDir, suite string) (string, []string) {
 	var tried []string
 	deb822, _ := filepath.Glob(filepath.Join(aptDir, "sources.list.d", "*.sources"))
 	sort.Strings(deb822)
@@ -27,7 +50,7 @@ func aptSourcesMirror(aptDir, suite string) (string, error) {
 		}
 		tried = append(tried, f)
 		if uri := mirrorFromDeb822(data, suite); uri != "" {
-			return uri, nil
+			return uri, tried
 		}
 	}
 	lists, _ := filepath.Glob(filepath.Join(aptDir, "sources.list.d", "*.list"))
@@ -40,11 +63,10 @@ func aptSourcesMirror(aptDir, suite string) (string, error) {
 		}
 		tried = append(tried, f)
 		if uri := mirrorFromOneLine(data, suite); uri != "" {
-			return uri, nil
+			return uri, tried
 		}
 	}
-	return "", fmt.Errorf("no apt source for suite %q in %v; set the builder's Mirror: %w",
-		suite, tried, errdefs.ErrFailedPrecondition)
+	return "", tried
 }
 
 // mirrorFromDeb822 returns the first usable URI of a deb822 stanza whose

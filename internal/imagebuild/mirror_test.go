@@ -84,4 +84,12 @@ func TestAptSourcesMirror(t *testing.T) {
 	if got, err := aptSourcesMirror(dir, "bookworm"); err != nil || got != "http://deb822.example/debian" {
 		t.Fatalf("deb822: got %q, %v", got, err)
 	}
+	// A Debian release the sources do not list comes from the archive of
+	// one they do; a suite that is no Debian release does not.
+	if got, err := aptSourcesMirror(dir, "trixie"); err != nil || got != "http://deb822.example/debian" {
+		t.Fatalf("trixie from a bookworm archive: got %q, %v", got, err)
+	}
+	if _, err := aptSourcesMirror(dir, "jammy"); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("jammy: error = %v, want ErrFailedPrecondition", err)
+	}
 }

@@ -562,3 +562,73 @@ func (c *streamCutter) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp.Body = pr
 	return resp, nil
 }
+
+// TestMCPEverything starts the built-in catalog's reference server from
+// npm (@modelcontextprotocol/server-everything in the tool-node image)
+// with POST /v1/mcp/servers {"catalog": "everything"} under runc and
+// runsc, with no network, and drives it with the official TypeScript MCP
+// SDK's client (two clients at once, colliding ids) and the Go SDK's.
+func TestMCPEverything(t *testing.T) {
+	t.Parallel()
+	root := testenv.ModuleRoot(t)
+	if _, err := os.Stat(filepath.Join(root, "test", "mcpclient", "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		t.Fatalf("the TypeScript MCP SDK is not installed (make test-deps): %v", err)
+	}
+	e := newEnv(t, "")
+	e.requireImage(t, "tool-node")
+	svc := e.start(t)
+	c := svc.client()
+	for _, rt := range e.runtimes(t) {
+		t.Run(rt, func(t *testing.T) {
+			t.Parallel()
+			var s mcpServer
+			if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", map[string]any{"catalog": "everything", "runtime": rt}, &s); code != 201 {
+				t.Fatalf("create: %d %s", code, body)
+			}
+			t.Cleanup(func() { apiJSON(t, svc, "DELETE", "/v1/mcp/servers/"+s.ID, nil, nil) })
+			if s.Runtime != rt || s.Network != "none" || s.Decision.Source != "builtin" || s.Server == nil || !strings.Contains(s.Server.Name, "everything") {
+				t.Fatalf("instance %+v", s)
+			}
+			sb, err := c.GetSandbox(callCtx(t), s.SandboxID)
+			if err != nil || sb.Runtime != rt || sb.Network != nil {
+				t.Fatalf("the server's sandbox: %+v %v", sb, err)
+			}
+
+			// The TypeScript SDK's client, unmodified.
+			ctx := callCtx(t)
+			cmd := exec.CommandContext(ctx, "node", filepath.Join(root, "test", "mcpclient", "client.mjs"), svc.url()+s.Endpoint, s.Token)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("the TypeScript client: %v\n%s", err, stderr.String())
+			}
+			var ts struct {
+				Protocol string   `json:"protocol"`
+				Tools    []string `json:"tools"`
+				Answers  []struct {
+					Want string `json:"want"`
+					Got  string `json:"got"`
+				} `json:"answers"`
+			}
+			if err := json.Unmarshal(out, &ts); err != nil {
+				t.Fatalf("TypeScript client output %q: %v", out, err)
+			}
+			if !strings.Contains(strings.Join(ts.Tools, ","), "echo") || len(ts.Answers) != 20 {
+				t.Fatalf("TypeScript client saw %+v", ts)
+			}
+			for _, a := range ts.Answers {
+				if a.Got != "Echo: "+a.Want {
+					t.Errorf("TypeScript client asked %q, got %q", a.Want, a.Got)
+				}
+			}
+
+			// The Go SDK's client.
+			cs := mcpConnect(t, svc, &s, "2025-11-25", nil, nil)
+			res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "from go"}})
+			if err != nil || toolText(res) != "Echo: from go" {
+				t.Fatalf("Go client echo: %v %v", res, err)
+			}
+		})
+	}
+}

@@ -158,8 +158,11 @@ type CreateRequest struct {
 	Scope string `json:"scope,omitempty"`
 	// LeaseID runs the server in a sandbox the tenant already leases
 	// (it must be at least as isolated as the decision needs).
-	LeaseID string    `json:"lease_id,omitempty"`
-	Tools   mcp.Rules `json:"tools,omitempty"`
+	LeaseID string `json:"lease_id,omitempty"`
+	// Runtime asks for a runtime at least as strong as the decision's
+	// (runsc for a low-risk server, say); a weaker one is refused.
+	Runtime sandbox.Runtime `json:"runtime,omitempty"`
+	Tools   mcp.Rules       `json:"tools,omitempty"`
 	// PinMode is block (the default for medium risk and above) or warn.
 	PinMode        mcp.PinMode `json:"pin_mode,omitempty"`
 	IdleTTLSeconds int64       `json:"idle_ttl_seconds,omitempty"`
@@ -302,6 +305,16 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 	if err != nil {
 		return nil, err
 	}
+	if req.Runtime != "" {
+		if req.Runtime.Isolation() == 0 {
+			return nil, invalid("unknown runtime %q", req.Runtime)
+		}
+		if req.Runtime.Isolation() < dec.Isolation.Isolation() {
+			return nil, errdefs.WithCode("runtime_too_weak", fmt.Errorf(
+				"the server's risk %s needs runtime %s or stronger, not %s (it is never downgraded): %w",
+				dec.Risk, dec.Isolation, req.Runtime, errdefs.ErrInvalidArgument))
+		}
+	}
 	mode := req.PinMode
 	if mode == "" || dec.Risk.Rank() >= sandbox.RiskMedium.Rank() {
 		mode = mcp.PinBlock // a change of a medium-risk server's tools always blocks
@@ -337,6 +350,10 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 		if l.State != sandbox.LeaseActive {
 			return nil, errdefs.WithCode("lease_not_active", fmt.Errorf("lease %s is %s: %w", l.ID, l.State, errdefs.ErrFailedPrecondition))
 		}
+		if req.Runtime != "" && l.Runtime.Isolation() < req.Runtime.Isolation() {
+			return nil, errdefs.WithCode("runtime_too_weak", fmt.Errorf(
+				"runtime %s was asked for; lease %s runs %s: %w", req.Runtime, l.ID, l.Runtime, errdefs.ErrFailedPrecondition))
+		}
 		if l.Runtime.Isolation() < dec.Isolation.Isolation() {
 			return nil, errdefs.WithCode("runtime_too_weak", fmt.Errorf(
 				"the server's risk %s needs runtime %s or stronger; lease %s runs %s (it is never downgraded): %w",
@@ -346,7 +363,7 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 	} else {
 		ttl := int64(m.cfg.LeaseTTL / time.Second)
 		out, err := m.cfg.Leases.AcquireLease(ctx, control.AcquireLeaseInput{
-			Tenant: tenant, Profile: entry.Profile, RiskLevel: string(dec.Risk), TTLSeconds: &ttl, Holder: "mcp:" + id,
+			Tenant: tenant, Profile: entry.Profile, RiskLevel: string(dec.Risk), Runtime: string(req.Runtime), TTLSeconds: &ttl, Holder: "mcp:" + id,
 			Network: networkPolicy(dec), Metadata: map[string]string{"mcp_server": id},
 		})
 		if err != nil {
