@@ -1,0 +1,66 @@
+package servers
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
+)
+
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		src     Source
+		perm    Permissions
+		ceiling sandbox.RiskLevel
+		risk    sandbox.RiskLevel
+		runtime sandbox.Runtime
+		network string
+		err     error
+		code    string
+	}{
+		{"builtin, nothing asked", SourceBuiltin, Permissions{}, sandbox.RiskHigh, sandbox.RiskLow, sandbox.RuntimeRunc, "none", nil, ""},
+		{"verified", SourceVerified, Permissions{Workspace: "write"}, sandbox.RiskHigh, sandbox.RiskLow, sandbox.RuntimeRunc, "none", nil, ""},
+		{"registry", SourceRegistry, Permissions{}, sandbox.RiskHigh, sandbox.RiskMedium, sandbox.RuntimeRunsc, "none", nil, ""},
+		{"builtin asking for network is medium", SourceBuiltin, Permissions{Network: []string{"api.example:443"}}, sandbox.RiskHigh,
+			sandbox.RiskMedium, sandbox.RuntimeRunsc, "allowlist", nil, ""},
+		{"unverified", SourceUnverified, Permissions{Network: []string{"api.example"}}, sandbox.RiskHigh, sandbox.RiskHigh, sandbox.RuntimeRunsc, "allowlist", nil, ""},
+		{"ad-hoc", SourceAdHoc, Permissions{}, sandbox.RiskHigh, sandbox.RiskHigh, sandbox.RuntimeRunsc, "none", nil, ""},
+		{"above the ceiling is refused", SourceAdHoc, Permissions{}, sandbox.RiskMedium, sandbox.RiskHigh, sandbox.RuntimeRunsc, "none",
+			errdefs.ErrPermissionDenied, "risk_above_ceiling"},
+		{"unknown source", Source("somewhere"), Permissions{}, sandbox.RiskHigh, "", "", "", errdefs.ErrInvalidArgument, ""},
+		{"bad workspace", SourceBuiltin, Permissions{Workspace: "all"}, sandbox.RiskHigh, "", "", "", errdefs.ErrInvalidArgument, ""},
+		{"bad host", SourceBuiltin, Permissions{Network: []string{"http://x/"}}, sandbox.RiskHigh, "", "", "", errdefs.ErrInvalidArgument, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := Decide(tc.src, tc.perm, tc.ceiling)
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) || tc.code != "" && errdefs.Code(err) != tc.code {
+					t.Fatalf("err %v (code %s), want %v %s", err, errdefs.Code(err), tc.err, tc.code)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Risk != tc.risk || d.Isolation != tc.runtime || d.Network != tc.network {
+				t.Fatalf("decision %+v, want risk %s runtime %s network %s", d, tc.risk, tc.runtime, tc.network)
+			}
+			if !strings.Contains(d.Rule, string(tc.src)) || !strings.Contains(d.Rule, string(d.Risk)) {
+				t.Fatalf("rule %q does not say its inputs", d.Rule)
+			}
+			if tc.network == "allowlist" {
+				p := networkPolicy(d)
+				if p.Mode != "allowlist" || len(p.Allow) != len(tc.perm.Network) {
+					t.Fatalf("egress policy %+v", p)
+				}
+			} else if networkPolicy(d).Mode != "none" {
+				t.Fatalf("a server that asked for no network gets %+v", networkPolicy(d))
+			}
+		})
+	}
+}
