@@ -632,3 +632,73 @@ func TestMCPEverything(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPNetworkAllowlist: an unverified server that declares the one host
+// it needs runs under runsc with an egress allowlist of exactly that host:
+// from inside its sandbox the host answers and nothing else is reachable
+// (the test's own "internet" on a Docker network it creates).
+func TestMCPNetworkAllowlist(t *testing.T) {
+	t.Parallel()
+	in := startInternet(t)
+	secretFile := filepath.Join(t.TempDir(), "echo.secret")
+	if err := os.WriteFile(secretFile, []byte("unused-"+randomHex(t, 8)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(t), "test", "mcpfixture", "server.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, _ := json.Marshal([]string{"python3", "-c", string(script)})
+	e := newEnv(t, networkConfig(in, secretFile)+`mcp:
+  catalog:
+    - name: net-server
+      source: unverified
+      profile: code-python-basic
+      command: `+string(cmd)+`
+      permissions: {network: [allowed.test]}
+`)
+	e.requireImage(t, "code-python-basic")
+	t.Cleanup(func() {
+		if inst := e.instance(); inst != "" {
+			dockerCmdQuiet("rm", "-f", "genesis-egress-"+inst)
+		}
+	})
+	if !strings.Contains(strings.Join(e.runtimes(t), ","), "runsc") {
+		t.Fatal("runsc is not available; an unverified server needs it")
+	}
+	svc := e.start(t)
+	c := svc.client()
+	var s struct {
+		mcpServer
+		Decision struct {
+			Risk  string   `json:"risk"`
+			Hosts []string `json:"hosts"`
+			Rule  string   `json:"rule"`
+		} `json:"decision"`
+	}
+	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", map[string]any{"catalog": "net-server"}, &s); code != 201 {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	t.Cleanup(func() { apiJSON(t, svc, "DELETE", "/v1/mcp/servers/"+s.ID, nil, nil) })
+	if s.Runtime != "runsc" || s.Network != "allowlist" || s.Decision.Risk != "high" || strings.Join(s.Decision.Hosts, ",") != "allowed.test" {
+		t.Fatalf("instance %+v", s)
+	}
+	sb, err := c.GetSandbox(callCtx(t), s.SandboxID)
+	if err != nil || sb.Network == nil || sb.Network.Mode != client.NetworkAllowlist {
+		t.Fatalf("the server's sandbox: %+v %v", sb, err)
+	}
+	got := probe(t, c, s.SandboxID, map[string]string{
+		"http":       `get("http://allowed.test/")`,
+		"other_name": `resolve("other.test")`,
+		"other_http": `get("http://other.test/", t=3)`,
+		"other_ip":   fmt.Sprintf(`tcp(%q, 80)`, in.other),
+	})
+	expect(t, "the MCP server's sandbox", got, map[string]string{
+		"http": "=hello from allowed via http", "other_name": "!", "other_http": "!", "other_ip": "!",
+	})
+	cs := mcpConnect(t, svc, &s.mcpServer, "2025-11-25", nil, nil)
+	res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "net"}})
+	if err != nil || toolText(res) != "echo: net" {
+		t.Fatalf("echo: %v %v", res, err)
+	}
+}
