@@ -78,6 +78,7 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 	if err != nil {
 		return nil, err
 	}
+	ctl.AddHook(ms) // an instance ends with its sandbox
 	return &managers{jobs: jm, arts: arts, files: fs, terms: terms, ports: pp, svcs: svcs, mcp: ms}, nil
 }
 

@@ -461,6 +461,16 @@ func TestMCPRugPull(t *testing.T) {
 	if err != nil || res.IsError || toolText(res) != "echo: x" {
 		t.Fatalf("after approval: %v %v", res, err)
 	}
+
+	// The instance ends with the lease it runs in.
+	if err := c.ReleaseLease(callCtx(t), lease.LeaseID); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the instance to stop with its lease", func() (bool, string) {
+		var got mcpServer
+		apiJSON(t, svc, "GET", "/v1/mcp/servers/"+s.ID, nil, &got)
+		return got.State == "stopped" && strings.Contains(got.LastError, "sandbox ended"), got.State + " " + got.LastError
+	})
 }
 
 // TestMCPOwnLease: without lease_id an instance takes a lease of its own,

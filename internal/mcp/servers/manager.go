@@ -887,3 +887,46 @@ func (q quiet) Enabled(ctx context.Context, l slog.Level) bool {
 func (q quiet) WithAttrs(a []slog.Attr) slog.Handler { return quiet{q.Handler.WithAttrs(a)} }
 
 func (q quiet) WithGroup(g string) slog.Handler { return quiet{q.Handler.WithGroup(g)} }
+
+// Name names the manager as a control hook.
+func (m *Manager) Name() string { return "mcp-servers" }
+
+// SandboxEnding stops the instances that run in a sandbox that leaves its
+// holder or stops (a lease released or expired, a sandbox destroyed): they
+// end with it, stopped, not failed and never restarted elsewhere. The stop
+// runs apart from the lifecycle call that tells it.
+func (m *Manager) SandboxEnding(_ context.Context, sandboxID, reason string) {
+	m.mu.Lock()
+	var ending []*instance
+	for _, in := range m.insts {
+		in.mu.Lock()
+		if in.view.SandboxID == sandboxID && in.view.State != StateStopped && in.view.State != StateFailed {
+			in.view.State, in.view.LastError = StateStopped, "its sandbox ended: "+reason
+			ending = append(ending, in)
+		}
+		in.mu.Unlock()
+	}
+	m.mu.Unlock()
+	for _, in := range ending {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.stopEnded(in)
+		}()
+	}
+}
+
+// stopEnded ends an instance whose sandbox has ended (state already set).
+func (m *Manager) stopEnded(in *instance) {
+	in.mu.Lock()
+	p := in.proxy
+	in.proxy, in.handler = nil, nil
+	in.mu.Unlock()
+	in.cancel()
+	if p != nil {
+		p.Close()
+	}
+	if in.view.OwnLease {
+		m.release(in.view.Tenant, in.view.LeaseID)
+	}
+}
