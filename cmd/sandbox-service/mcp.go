@@ -20,7 +20,7 @@ func mcpCatalog(c config.MCP) []servers.Entry {
 		out = append(out, servers.Entry{
 			Name: e.Name, Description: e.Description, Source: servers.Source(e.Source), Profile: e.Profile,
 			Command: e.Command, Cwd: e.Cwd, Env: e.Env,
-			Permissions: servers.Permissions{Network: e.Permissions.Network, Workspace: e.Permissions.Workspace},
+			Permissions: servers.Permissions{Network: e.Permissions.Network, Workspace: e.Permissions.Workspace, Tools: e.Permissions.Tools},
 			Tools:       mcp.Rules{Allow: e.Tools.Allow, Deny: e.Tools.Deny},
 		})
 	}

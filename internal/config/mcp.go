@@ -40,6 +40,9 @@ type MCPPermissions struct {
 	Network []string `yaml:"network"`
 	// Workspace is none, read or write.
 	Workspace string `yaml:"workspace"`
+	// Tools names operator tools (network.tools) it calls through the
+	// egress gateway, which holds their credentials.
+	Tools []string `yaml:"tools"`
 }
 
 // MCPToolRules are path.Match patterns of tool names.

@@ -646,12 +646,15 @@ func TestMCPEverything(t *testing.T) {
 // TestMCPNetworkAllowlist: an unverified server that declares the one host
 // it needs runs under runsc with an egress allowlist of exactly that host:
 // from inside its sandbox the host answers and nothing else is reachable
-// (the test's own "internet" on a Docker network it creates).
+// (the test's own "internet" on a Docker network it creates). A server that
+// declares an operator tool reaches it through the gateway, which adds the
+// credential: the secret is in no env, file or /proc entry of its sandbox.
 func TestMCPNetworkAllowlist(t *testing.T) {
 	t.Parallel()
 	in := startInternet(t)
+	secret := "gs-mcp-tool-secret-" + randomHex(t, 16)
 	secretFile := filepath.Join(t.TempDir(), "echo.secret")
-	if err := os.WriteFile(secretFile, []byte("unused-"+randomHex(t, 8)+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	script, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(t), "test", "mcpfixture", "server.py"))
@@ -666,6 +669,11 @@ func TestMCPNetworkAllowlist(t *testing.T) {
       profile: code-python-basic
       command: `+string(cmd)+`
       permissions: {network: [allowed.test]}
+    - name: tool-server
+      source: verified
+      profile: code-python-basic
+      command: `+string(cmd)+`
+      permissions: {tools: [echo]}
 `)
 	e.requireImage(t, "code-python-basic")
 	t.Cleanup(func() {
@@ -710,5 +718,38 @@ func TestMCPNetworkAllowlist(t *testing.T) {
 	res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "net"}})
 	if err != nil || toolText(res) != "echo: net" {
 		t.Fatalf("echo: %v %v", res, err)
+	}
+
+	// A server that calls an operator tool: the gateway adds the tool's
+	// credential outside the sandbox; the credential is nowhere inside.
+	var ts struct {
+		mcpServer
+		Decision struct {
+			Risk    string   `json:"risk"`
+			Tools   []string `json:"tools"`
+			Secrets string   `json:"secrets"`
+		} `json:"decision"`
+	}
+	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", map[string]any{"catalog": "tool-server"}, &ts); code != 201 {
+		t.Fatalf("create tool-server: %d %s", code, body)
+	}
+	t.Cleanup(func() { apiJSON(t, svc, "DELETE", "/v1/mcp/servers/"+ts.ID, nil, nil) })
+	if ts.Runtime != "runsc" || ts.Network != "tool-proxy" || ts.Decision.Risk != "medium" || ts.Decision.Secrets != "gateway" {
+		t.Fatalf("tool-server instance %+v", ts)
+	}
+	marker := "/mcp-" + randomHex(t, 6)
+	got = probe(t, c, ts.SandboxID, map[string]string{
+		"tool":  fmt.Sprintf(`get(os.environ["GENESIS_TOOL_ECHO_URL"] + %q)`, strings.TrimPrefix(marker, "/")),
+		"other": `get("http://allowed.test/", t=3)`,
+	})
+	expect(t, "the tool-server's sandbox", got, map[string]string{"tool": "=tool ok", "other": "!"})
+	eventually(t, 30*time.Second, "upstream saw the injected credential", func() (bool, string) {
+		logs := dockerLogs(t, in.serverA)
+		return strings.Contains(logs, "AUTH /tool"+marker+" Bearer "+secret), logs
+	})
+	half := len(secret) / 2
+	got = probe(t, c, ts.SandboxID, map[string]string{"hits": fmt.Sprintf(`secret_hits(%q, %q)`, secret[:half], secret[half:])})
+	if got["hits"] != "hits:" {
+		t.Errorf("the MCP server's sandbox holds the tool secret: %s", got["hits"])
 	}
 }

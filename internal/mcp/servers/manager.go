@@ -400,7 +400,11 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 
 // networkPolicy is the egress policy of a decision.
 func networkPolicy(d Decision) *egress.Policy {
-	if d.Network != "allowlist" {
+	switch d.Network {
+	case "tool-proxy":
+		return &egress.Policy{Mode: egress.ModeToolProxy, Tools: slices.Clone(d.Tools)}
+	case "allowlist":
+	default:
 		return &egress.Policy{Mode: egress.ModeNone}
 	}
 	p := &egress.Policy{Mode: egress.ModeAllowlist}

@@ -41,6 +41,11 @@ type Permissions struct {
 	Network []string `json:"network,omitempty" yaml:"network"`
 	// Workspace is none, read or write: what it does with the workspace.
 	Workspace string `json:"workspace,omitempty" yaml:"workspace"`
+	// Tools names operator tools (network.tools of the service's config)
+	// it calls: the sandbox reaches each at http://NAME.tool/ through the
+	// egress gateway, which adds the tool's credential; the sandbox never
+	// holds the credential. Exclusive with Network.
+	Tools []string `json:"tools,omitempty" yaml:"tools"`
 	// EnvSecrets names secrets it takes as raw environment variables
 	// (each raises its risk to high and is audited).
 	EnvSecrets []string `json:"env_secrets,omitempty" yaml:"env_secrets"`
@@ -56,6 +61,14 @@ func (p Permissions) Validate() error {
 	for _, h := range p.Network {
 		if h == "" || strings.ContainsAny(h, "/ \t") {
 			return fmt.Errorf("permissions.network entry %q must be a host or host:port: %w", h, errdefs.ErrInvalidArgument)
+		}
+	}
+	if len(p.Network) > 0 && len(p.Tools) > 0 {
+		return fmt.Errorf("permissions.network and permissions.tools are exclusive (a sandbox has one egress mode): %w", errdefs.ErrInvalidArgument)
+	}
+	for _, t := range p.Tools {
+		if t == "" || strings.ContainsAny(t, "/ .\t") {
+			return fmt.Errorf("permissions.tools entry %q must be a tool name: %w", t, errdefs.ErrInvalidArgument)
 		}
 	}
 	return nil
@@ -74,10 +87,12 @@ type Decision struct {
 	// Isolation is the least runtime the risk allows (runc or runsc); the
 	// lease's placement picks a runtime at least this strong.
 	Isolation sandbox.Runtime `json:"min_runtime"`
-	// Network is none or allowlist (with Hosts).
+	// Network is none, allowlist (with Hosts) or tool-proxy (with Tools).
 	Network string   `json:"network"`
 	Hosts   []string `json:"hosts,omitempty"`
-	// Secrets is none or env (raw environment variables, declared).
+	Tools   []string `json:"tools,omitempty"`
+	// Secrets is none, gateway (credentials added by the egress gateway
+	// outside the sandbox) or env (raw environment variables, declared).
 	Secrets string `json:"secrets"`
 }
 
@@ -102,6 +117,10 @@ func Decide(src Source, perm Permissions, ceiling sandbox.RiskLevel) (Decision, 
 	if len(perm.Network) > 0 {
 		raise(sandbox.RiskMedium, "network "+strings.Join(perm.Network, ",")+" → medium")
 		d.Network, d.Hosts = "allowlist", slices.Clone(perm.Network)
+	}
+	if len(perm.Tools) > 0 {
+		raise(sandbox.RiskMedium, "tools "+strings.Join(perm.Tools, ",")+" (credentials at the gateway) → medium")
+		d.Network, d.Tools, d.Secrets = "tool-proxy", slices.Clone(perm.Tools), "gateway"
 	}
 	if perm.Workspace == "write" {
 		raise(sandbox.RiskLow, "workspace write → low")

@@ -28,6 +28,8 @@ func TestDecide(t *testing.T) {
 		{"builtin asking for network is medium", SourceBuiltin, Permissions{Network: []string{"api.example:443"}}, sandbox.RiskHigh,
 			sandbox.RiskMedium, sandbox.RuntimeRunsc, "allowlist", nil, ""},
 		{"unverified", SourceUnverified, Permissions{Network: []string{"api.example"}}, sandbox.RiskHigh, sandbox.RiskHigh, sandbox.RuntimeRunsc, "allowlist", nil, ""},
+		{"tools through the gateway", SourceVerified, Permissions{Tools: []string{"echo"}}, sandbox.RiskHigh, sandbox.RiskMedium, sandbox.RuntimeRunsc, "tool-proxy", nil, ""},
+		{"network and tools", SourceVerified, Permissions{Tools: []string{"echo"}, Network: []string{"a.example"}}, sandbox.RiskHigh, "", "", "", errdefs.ErrInvalidArgument, ""},
 		{"ad-hoc", SourceAdHoc, Permissions{}, sandbox.RiskHigh, sandbox.RiskHigh, sandbox.RuntimeRunsc, "none", nil, ""},
 		{"above the ceiling is refused", SourceAdHoc, Permissions{}, sandbox.RiskMedium, sandbox.RiskHigh, sandbox.RuntimeRunsc, "none",
 			errdefs.ErrPermissionDenied, "risk_above_ceiling"},
@@ -53,12 +55,16 @@ func TestDecide(t *testing.T) {
 			if !strings.Contains(d.Rule, string(tc.src)) || !strings.Contains(d.Rule, string(d.Risk)) {
 				t.Fatalf("rule %q does not say its inputs", d.Rule)
 			}
-			if tc.network == "allowlist" {
-				p := networkPolicy(d)
+			switch p := networkPolicy(d); {
+			case tc.network == "allowlist":
 				if p.Mode != "allowlist" || len(p.Allow) != len(tc.perm.Network) {
 					t.Fatalf("egress policy %+v", p)
 				}
-			} else if networkPolicy(d).Mode != "none" {
+			case tc.network == "tool-proxy":
+				if p.Mode != "tool-proxy" || len(p.Tools) != 1 || d.Secrets != "gateway" {
+					t.Fatalf("egress policy %+v, secrets %s", p, d.Secrets)
+				}
+			case p.Mode != "none":
 				t.Fatalf("a server that asked for no network gets %+v", networkPolicy(d))
 			}
 		})
