@@ -22,11 +22,14 @@ import (
 type Rules struct {
 	Allow []string `json:"allow,omitempty"`
 	Deny  []string `json:"deny,omitempty"`
+	// Approve names the tools each call of which waits for a person's
+	// decision bound to exactly that call (tool and argument digest).
+	Approve []string `json:"approve,omitempty"`
 }
 
 // Validate checks the patterns.
 func (r Rules) Validate() error {
-	for _, p := range slices.Concat(r.Allow, r.Deny) {
+	for _, p := range slices.Concat(r.Allow, r.Deny, r.Approve) {
 		if p == "" {
 			return fmt.Errorf("an empty tool pattern: %w", errdefs.ErrInvalidArgument)
 		}
@@ -54,6 +57,16 @@ func (r Rules) Visible(tool string) (bool, string) {
 		}
 	}
 	return false, "not in the allow list"
+}
+
+// NeedsApproval reports whether each call of tool waits for an approval.
+func (r Rules) NeedsApproval(tool string) bool {
+	for _, p := range r.Approve {
+		if ok, _ := path.Match(p, tool); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // PinMode is what a tool definition that changed since it was pinned does.
@@ -250,6 +263,9 @@ type Decision struct {
 	// Err is why an allowed-looking tool is refused (changed pin, bad
 	// arguments): a message for the client.
 	Err error
+	// NeedsApproval is true when the allowed call must wait for an
+	// approval first.
+	NeedsApproval bool
 }
 
 // Check decides a call of tool with args. The tool must have been seen in
@@ -293,7 +309,7 @@ func (p *Policy) Check(tool string, args json.RawMessage) Decision {
 	if pin.Changed != nil {
 		rule = "allowed (pin changed; warn mode)"
 	}
-	return Decision{Allowed: true, Rule: rule}
+	return Decision{Allowed: true, Rule: rule, NeedsApproval: p.rules.NeedsApproval(tool)}
 }
 
 // Pins are the policy's pins, by tool name.

@@ -53,6 +53,9 @@ type Config struct {
 	// OnCall, if set, receives a record of every tools/call,
 	// resources/read and prompts/get (audit). It must not block.
 	OnCall func(CallRecord)
+	// Approver, if set, decides the calls the policy holds for approval;
+	// without it such calls are refused.
+	Approver Approver
 	// AllowedOrigins are the Origin header values a browser-based client
 	// may send; a request with any other Origin is refused (403). A request
 	// without Origin is not a browser's and passes.
@@ -61,6 +64,22 @@ type Config struct {
 	SessionTimeout time.Duration
 	Logger         *slog.Logger
 	Now            func() time.Time
+}
+
+// ApprovalRequest is one held call: what a reviewer sees and decides on.
+type ApprovalRequest struct {
+	Tool       string
+	Args       json.RawMessage
+	ArgsDigest string
+	Session    string
+	Client     string
+}
+
+// Approver decides held calls. Approve blocks until the call is approved
+// (nil), denied or expired (an error saying so, shown to the client), or
+// ctx ends.
+type Approver interface {
+	Approve(ctx context.Context, req ApprovalRequest) (by string, err error)
 }
 
 // CallRecord is the audit record of one call through the proxy.
@@ -473,6 +492,25 @@ func (p *Proxy) callTool(ctx context.Context, r *sdk.CallToolRequest) (sdk.Resul
 		res := &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: d.Err.Error()}}}
 		p.finish(&rec, start, res, d.Err, OutcomeRefused)
 		return res, nil
+	}
+	if d.NeedsApproval {
+		var err error
+		by := ""
+		if p.cfg.Approver == nil {
+			err = fmt.Errorf("tool %q needs an approval of each call and this server has no approver: %w", name, errdefs.ErrFailedPrecondition)
+		} else {
+			// The wait is bounded by the call's ceiling, not its idle timeout.
+			actx, cancel := context.WithTimeout(ctx, p.cfg.CallCeiling)
+			by, err = p.cfg.Approver.Approve(actx, ApprovalRequest{Tool: name, Args: args, ArgsDigest: rec.ArgsDigest, Session: rec.Session, Client: rec.Client})
+			cancel()
+		}
+		if err != nil {
+			rec.Decision, rec.Rule = "refused", "approval: "+err.Error()
+			res := &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: err.Error()}}}
+			p.finish(&rec, start, res, err, OutcomeRefused)
+			return res, nil
+		}
+		rec.Rule = "approved by " + by
 	}
 	rec.Decision = "allowed"
 

@@ -625,3 +625,64 @@ func TestDroppedStreamResumesWithoutGapOrDuplicate(t *testing.T) {
 		t.Fatal("the drop cancelled the call")
 	}
 }
+
+// fakeApprover answers held calls from a channel of decisions.
+type fakeApprover struct {
+	seen      chan mcp.ApprovalRequest
+	decisions chan error
+}
+
+func (f fakeApprover) Approve(ctx context.Context, req mcp.ApprovalRequest) (string, error) {
+	f.seen <- req
+	select {
+	case err := <-f.decisions:
+		return "reviewer", err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+func TestHeldCallsWaitForTheirApproval(t *testing.T) {
+	pol, err := mcp.NewPolicy(mcp.Rules{Approve: []string{"echo"}}, mcp.PinBlock, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap := fakeApprover{seen: make(chan mcp.ApprovalRequest, 1), decisions: make(chan error, 1)}
+	s := newSetup(t, "serve", mcp.Config{Policy: pol, Approver: ap})
+	cs := connect(t, s.url, "2025-11-25", nil, nil)
+	for _, tc := range []struct {
+		decision error
+		want     string
+	}{{nil, "echo: held"}, {errors.New("not today"), "not today"}} {
+		type answer struct {
+			res *sdk.CallToolResult
+			err error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			res, err := cs.CallTool(ctx10(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "held"}})
+			done <- answer{res, err}
+		}()
+		req := <-ap.seen
+		if req.Tool != "echo" || !strings.HasPrefix(req.ArgsDigest, "sha256:") || !strings.Contains(string(req.Args), "held") {
+			t.Fatalf("approval request %+v", req)
+		}
+		select {
+		case a := <-done:
+			t.Fatalf("the call answered before its decision: %+v", a)
+		case <-time.After(100 * time.Millisecond):
+		}
+		calledBefore := strings.Count(s.b.stderr.String(), "called echo")
+		ap.decisions <- tc.decision
+		a := <-done
+		if a.err != nil || !strings.Contains(textOf(t, a.res), tc.want) || a.res.IsError != (tc.decision != nil) {
+			t.Fatalf("decision %v: answer %+v %v", tc.decision, a.res, a.err)
+		}
+		if tc.decision == nil {
+			// the server's stderr is copied apart from its answer
+			waitFor(t, "the approved call at the server", func() bool { return strings.Count(s.b.stderr.String(), "called echo") > calledBefore })
+		} else if strings.Count(s.b.stderr.String(), "called echo") > calledBefore {
+			t.Fatalf("a denied call reached the server")
+		}
+	}
+}

@@ -169,6 +169,9 @@ type CreateRequest struct {
 	CallTimeoutMS  int64       `json:"call_timeout_ms,omitempty"`
 	CallCeilingMS  int64       `json:"call_ceiling_ms,omitempty"`
 	InitTimeoutMS  int64       `json:"init_timeout_ms,omitempty"`
+	// ApprovalTTLSeconds is how long a call of a tools.approve tool waits
+	// for its decision (default 300; at most the call ceiling).
+	ApprovalTTLSeconds int64 `json:"approval_ttl_seconds,omitempty"`
 }
 
 // Spec is an ad-hoc server: a command in a profile.
@@ -223,13 +226,14 @@ type instance struct {
 	cancel    context.CancelFunc
 	done      chan struct{}
 
-	mu      sync.Mutex
-	view    Instance
-	stdio   *mcp.Stdio
-	proxy   *mcp.Proxy
-	handler http.Handler
-	calls   []CallEntry
-	seq     int64
+	mu        sync.Mutex
+	view      Instance
+	stdio     *mcp.Stdio
+	proxy     *mcp.Proxy
+	handler   http.Handler
+	calls     []CallEntry
+	seq       int64
+	approvals []*Approval
 }
 
 // CallEntry is a call record with its place in the instance's log.
@@ -279,7 +283,8 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 	default:
 		return nil, invalid("scope must be dedicated, got %q", req.Scope)
 	}
-	rules := mcp.Rules{Allow: slices.Concat(entry.Tools.Allow, req.Tools.Allow), Deny: slices.Concat(entry.Tools.Deny, req.Tools.Deny)}
+	rules := mcp.Rules{Allow: slices.Concat(entry.Tools.Allow, req.Tools.Allow), Deny: slices.Concat(entry.Tools.Deny, req.Tools.Deny),
+		Approve: slices.Concat(entry.Tools.Approve, req.Tools.Approve)}
 	if len(entry.Tools.Allow) > 0 && len(req.Tools.Allow) > 0 {
 		// a request narrows the entry's allow list, never widens it
 		rules.Allow = slices.DeleteFunc(slices.Clone(req.Tools.Allow), func(t string) bool {
@@ -293,8 +298,8 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 	if err := rules.Validate(); err != nil {
 		return nil, err
 	}
-	if req.IdleTTLSeconds < 0 || req.CallTimeoutMS < 0 || req.CallCeilingMS < 0 || req.InitTimeoutMS < 0 {
-		return nil, invalid("idle_ttl_seconds, call_timeout_ms, call_ceiling_ms and init_timeout_ms must not be negative")
+	if req.IdleTTLSeconds < 0 || req.CallTimeoutMS < 0 || req.CallCeilingMS < 0 || req.InitTimeoutMS < 0 || req.ApprovalTTLSeconds < 0 {
+		return nil, invalid("idle_ttl_seconds, call_timeout_ms, call_ceiling_ms, init_timeout_ms and approval_ttl_seconds must not be negative")
 	}
 	switch req.PinMode {
 	case "", mcp.PinBlock, mcp.PinWarn:
@@ -336,6 +341,11 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 		CallCeiling: time.Duration(req.CallCeilingMS) * time.Millisecond, AllowedOrigins: m.cfg.AllowedOrigins,
 		Logger: slog.New(quiet{m.log.Handler()}),
 	}
+	approvalTTL := DefaultApprovalTTL
+	if req.ApprovalTTLSeconds > 0 {
+		approvalTTL = time.Duration(req.ApprovalTTLSeconds) * time.Second
+	}
+	in.cfg.Approver = approver{m: m, in: in, ttl: approvalTTL}
 	in.view = Instance{ID: id, Tenant: tenant, Catalog: entry.Name, Command: entry.Command, Profile: entry.Profile, Scope: req.Scope,
 		Endpoint: "/v1/mcp/servers/" + id + "/mcp", Risk: dec.Risk, Network: dec.Network, Decision: dec, State: StateStarting,
 		Tools: rules, PinMode: mode, IdleTTLSeconds: req.IdleTTLSeconds, CreatedAt: now, LastUsedAt: now}
