@@ -19,6 +19,8 @@ import (
 //	GET    /v1/mcp/servers/{id}/pins            its tool pins (and changes)
 //	POST   /v1/mcp/servers/{id}/pins/{tool}/approve   approve a changed tool {hash}
 //	GET    /v1/mcp/servers/{id}/calls           its call records (?cursor, ?limit)
+//	GET    /v1/mcp/servers/{id}/approvals       its held calls (tools.approve)
+//	POST   /v1/mcp/servers/{id}/approvals/{approval}  decide one {decision, args_digest, reason}
 //	GET    /v1/mcp/catalog                      the catalog
 //	POST|GET|DELETE /v1/mcp/servers/{id}/mcp    the Streamable HTTP endpoint (instance token)
 func (s *Server) mcpRoutes() {
@@ -33,6 +35,8 @@ func (s *Server) mcpRoutes() {
 	s.handle("GET", "/v1/mcp/servers/{id}/pins", true, s.mcpServerPins)
 	s.handle("POST", "/v1/mcp/servers/{id}/pins/{tool}/approve", true, s.approveMCPPin)
 	s.handle("GET", "/v1/mcp/servers/{id}/calls", true, s.mcpServerCalls)
+	s.handle("GET", "/v1/mcp/servers/{id}/approvals", true, s.mcpApprovals)
+	s.handle("POST", "/v1/mcp/servers/{id}/approvals/{approval}", true, s.decideMCPApproval)
 	s.handle("GET", "/v1/mcp/catalog", true, s.mcpCatalog)
 	// The endpoint an MCP client connects to: authenticated by the
 	// instance's own token (never a tenant key), its calls audited one by
@@ -152,6 +156,38 @@ func (s *Server) mcpServerCalls(w http.ResponseWriter, r *http.Request) {
 		recs = []servers.CallEntry{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": recs, "next_cursor": next})
+}
+
+func (s *Server) mcpApprovals(w http.ResponseWriter, r *http.Request) {
+	items, err := s.mcp.Approvals(tenantOf(r), r.PathValue("id"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+}
+
+func (s *Server) decideMCPApproval(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Decision   string `json:"decision"`
+		ArgsDigest string `json:"args_digest"`
+		Reason     string `json:"reason"`
+	}
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	p := principalOf(r)
+	by := p.Tenant
+	if p.KeyID != "" {
+		by += "/" + p.KeyID
+	}
+	ap, err := s.mcp.Decide(p.Tenant, r.PathValue("id"), r.PathValue("approval"), req.Decision, req.ArgsDigest, by, req.Reason)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ap)
 }
 
 func (s *Server) mcpCatalog(w http.ResponseWriter, r *http.Request) {

@@ -379,7 +379,9 @@ mcp:
 
 // TestMCPRugPull: a server that changes a tool's description after the
 // first tools/list has that tool hidden and its calls refused until the
-// change is approved by its hash.
+// change is approved by its hash. A tool under tools.approve waits for a
+// decision on each call, bound to the call's argument digest (approve and
+// deny). Both instances end with the lease they run in.
 func TestMCPRugPull(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "")
@@ -460,6 +462,60 @@ func TestMCPRugPull(t *testing.T) {
 	res, err = cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
 	if err != nil || res.IsError || toolText(res) != "echo: x" {
 		t.Fatalf("after approval: %v %v", res, err)
+	}
+
+	// A second server in the same sandbox whose echo needs an approval of
+	// each call: the call waits until a decision bound to its arguments.
+	var held mcpServer
+	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", map[string]any{
+		"spec": map[string]any{"command": []string{"/workspace/mcpfixture", "serve"}}, "lease_id": lease.LeaseID,
+		"tools": map[string]any{"approve": []string{"echo"}},
+	}, &held); code != 201 {
+		t.Fatalf("create the held server: %d %s", code, body)
+	}
+	hcs := mcpConnect(t, svc, &held, "2025-11-25", nil, nil)
+	type answer struct {
+		res *sdk.CallToolResult
+		err error
+	}
+	for _, decision := range []string{"approve", "deny"} {
+		done := make(chan answer, 1)
+		go func() {
+			res, err := hcs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": decision}})
+			done <- answer{res, err}
+		}()
+		var pending struct {
+			ID         string `json:"id"`
+			Tool       string `json:"tool"`
+			ArgsDigest string `json:"args_digest"`
+			State      string `json:"state"`
+		}
+		eventually(t, 30*time.Second, "a pending approval", func() (bool, string) {
+			var list struct {
+				Items []json.RawMessage `json:"items"`
+			}
+			apiJSON(t, svc, "GET", "/v1/mcp/servers/"+held.ID+"/approvals", nil, &list)
+			if len(list.Items) == 0 {
+				return false, "none"
+			}
+			_ = json.Unmarshal(list.Items[0], &pending)
+			return pending.State == "pending", string(list.Items[0])
+		})
+		path := "/v1/mcp/servers/" + held.ID + "/approvals/" + pending.ID
+		if code, body := apiJSON(t, svc, "POST", path, map[string]any{"decision": decision, "args_digest": "sha256:00"}, nil); code != 409 {
+			t.Fatalf("a decision for other arguments: %d %s", code, body)
+		}
+		if code, body := apiJSON(t, svc, "POST", path, map[string]any{"decision": decision, "args_digest": pending.ArgsDigest, "reason": "checked"}, nil); code != 200 {
+			t.Fatalf("decide: %d %s", code, body)
+		}
+		a := <-done
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		if decision == "approve" && (a.res.IsError || toolText(a.res) != "echo: approve") ||
+			decision == "deny" && (!a.res.IsError || !strings.Contains(toolText(a.res), "denied")) {
+			t.Fatalf("%s: answer %q (error %v)", decision, toolText(a.res), a.res.IsError)
+		}
 	}
 
 	// The instance ends with the lease it runs in.
