@@ -24,6 +24,10 @@ type AcquireLeaseRequest struct {
 	// Network is the network policy; nil takes the tenant's or profile's
 	// default. A warm sandbox is handed out only when it runs this policy.
 	Network *NetworkPolicy `json:"network,omitempty"`
+	// MCP starts these MCP servers in the leased sandbox (lease_id is the
+	// lease's); they stop when the lease ends. One that cannot start
+	// fails the acquire, and the lease is released.
+	MCP []MCPCreateRequest `json:"mcp,omitempty"`
 }
 
 // Lease is a time-bounded claim on a sandbox.
@@ -45,6 +49,9 @@ type Lease struct {
 	EndReason       string            `json:"end_reason,omitempty"`
 	// Sandbox is the leased sandbox (in the answer to an acquire).
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
+	// MCPServers are the servers started with the lease (in the answer to
+	// an acquire with mcp), each with its endpoint and token.
+	MCPServers []MCPServer `json:"mcp_servers,omitempty"`
 }
 
 // LeaseList is the body of GET /v1/leases.

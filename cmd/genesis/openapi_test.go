@@ -137,8 +137,30 @@ func apiRoutes() []apiRoute {
 		{"delete", "/v1/previews/{token}/{path}", []string{"200", "404", "409", "502"}},
 		{"options", "/v1/sandboxes/{id}/ports/{port}/{path}", []string{"200", "401", "403", "404", "409", "502"}},
 		{"options", "/v1/previews/{token}/{path}", []string{"200", "404", "409", "502"}},
+		{"post", "/v1/mcp/servers", []string{"201", "400", "401", "403", "404", "409", "413", "429", "501", "502", "503"}},
+		{"get", "/v1/mcp/servers", []string{"200", "401"}},
+		{"get", "/v1/mcp/servers/{id}", []string{"200", "401", "404"}},
+		{"delete", "/v1/mcp/servers/{id}", []string{"204", "401"}},
+		{"get", "/v1/mcp/servers/{id}/tools", []string{"200", "401", "404", "503"}},
+		{"get", "/v1/mcp/servers/{id}/pins", []string{"200", "401", "404"}},
+		{"post", "/v1/mcp/servers/{id}/pins/{tool}/approve", []string{"200", "400", "401", "404", "409"}},
+		{"get", "/v1/mcp/servers/{id}/approvals", []string{"200", "401", "404"}},
+		{"post", "/v1/mcp/servers/{id}/approvals/{approval}", []string{"200", "400", "401", "404", "409"}},
+		{"get", "/v1/mcp/servers/{id}/calls", []string{"200", "400", "401", "404"}},
+		{"get", "/v1/mcp/catalog", []string{"200", "401"}},
+		{"post", mcpEndpoint, []string{"200", "202", "400", "401", "403", "404", "503"}},
+		{"get", mcpEndpoint, []string{"200", "400", "401", "403", "404", "405", "503"}},
+		{"delete", mcpEndpoint, []string{"204", "400", "401", "403", "404", "503"}},
 	}
 }
+
+// mcpEndpoint is an MCP server instance's Streamable HTTP endpoint: it
+// takes the instance's own token, not an API key, and its transport
+// errors are the MCP transport's (text/plain or JSON-RPC), not problems.
+const mcpEndpoint = "/v1/mcp/servers/{id}/mcp"
+
+// problemErrors reports whether the 4xx answers of path are problem details.
+func problemErrors(path string) bool { return path != "/readyz" && path != mcpEndpoint }
 
 func TestOpenAPIRoutes(t *testing.T) {
 	t.Parallel()
@@ -157,8 +179,9 @@ func TestOpenAPIRoutes(t *testing.T) {
 		}
 		name := strings.ToUpper(r.method) + " " + r.path
 		sec, overridden := op["security"]
-		// Preview links carry their own credential in the path.
-		public := !strings.HasPrefix(r.path, "/v1/") || strings.HasPrefix(r.path, "/v1/previews/")
+		// Preview links carry their own credential in the path, MCP
+		// endpoints their instance's token.
+		public := !strings.HasPrefix(r.path, "/v1/") || strings.HasPrefix(r.path, "/v1/previews/") || r.path == mcpEndpoint
 		if public && (!overridden || len(sec.([]any)) != 0) {
 			t.Errorf("%s must declare security: []", name)
 		}
@@ -171,12 +194,12 @@ func TestOpenAPIRoutes(t *testing.T) {
 				t.Errorf("%s: no %s response", name, st)
 				continue
 			}
-			if st[0] >= '4' && r.path != "/readyz" && dig(resp, "content", "application/problem+json") == nil {
+			if st[0] >= '4' && problemErrors(r.path) && dig(resp, "content", "application/problem+json") == nil {
 				t.Errorf("%s: %s response is not application/problem+json", name, st)
 			}
 		}
 		for st := range dig(op, "responses").(map[string]any) {
-			if st[0] >= '4' && r.path != "/readyz" && dig(resolve(doc, dig(op, "responses", st)), "content", "application/problem+json") == nil {
+			if st[0] >= '4' && problemErrors(r.path) && dig(resolve(doc, dig(op, "responses", st)), "content", "application/problem+json") == nil {
 				t.Errorf("%s: %s response is not application/problem+json", name, st)
 			}
 		}
@@ -329,6 +352,26 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 		"RenewLeaseRequest":    client.RenewLeaseRequest{},
 		"Pool":                 client.Pool{},
 		"PoolList":             client.PoolList{},
+		"MCPToolRules":         client.MCPToolRules{},
+		"MCPPermissions":       client.MCPPermissions{},
+		"MCPSpec":              client.MCPSpec{},
+		"MCPCreateRequest":     client.MCPCreateRequest{},
+		"MCPDecision":          client.MCPDecision{},
+		"MCPImplementation":    client.MCPImplementation{},
+		"MCPServer":            client.MCPServer{},
+		"MCPServerList":        client.MCPServerList{},
+		"MCPTool":              client.MCPTool{},
+		"MCPToolList":          client.MCPToolList{},
+		"MCPPinChange":         client.MCPPinChange{},
+		"MCPPin":               client.MCPPin{},
+		"MCPPinList":           client.MCPPinList{},
+		"MCPCallRecord":        client.MCPCallRecord{},
+		"MCPCallPage":          client.MCPCallPage{},
+		"MCPCatalogEntry":      client.MCPCatalogEntry{},
+		"MCPApproval":          client.MCPApproval{},
+		"MCPApprovalList":      client.MCPApprovalList{},
+		"MCPApprovalDecision":  client.MCPApprovalDecision{},
+		"MCPCatalog":           client.MCPCatalog{},
 		// The data of stdout and stderr events; the client decodes it into
 		// LogEvent.Offset and LogEvent.Data.
 		"OutputEvent": struct {

@@ -13,6 +13,7 @@ import (
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/httpapi"
+	"genesis.dev/sandbox/internal/mcp/servers"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 )
@@ -47,7 +48,13 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 			configure(c)
 		}
 	})
+	ms, err := servers.New(servers.Config{Leases: h.Svc, Jobs: h.Jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ms.Close)
 	srv, err := httpapi.New(httpapi.Config{
+		MCP:          ms,
 		Control:      h.Svc,
 		Terminals:    h.Terminals,
 		Files:        h.Files,

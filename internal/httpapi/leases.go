@@ -48,6 +48,11 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
 	if req.Resources != nil {
 		in.Resources = sandbox.Resources{CPU: req.Resources.CPU, MemoryMB: req.Resources.MemoryMB, Pids: req.Resources.Pids, DiskMB: req.Resources.DiskMB}
 	}
+	mcpReqs, err := s.leaseMCPRequests(req.MCP)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
 	start := time.Now()
 	out, err := s.ctl.AcquireLease(r.Context(), in)
 	if err != nil {
@@ -58,6 +63,13 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
 	l := leaseWire(out.Lease)
 	sb := sandboxWire(out.Sandbox)
 	l.Sandbox = &sb
+	if len(mcpReqs) > 0 {
+		l.MCPServers, err = s.startLeaseMCP(r, out.Lease.ID, mcpReqs)
+		if err != nil {
+			s.writeProblem(w, r, err)
+			return
+		}
+	}
 	w.Header().Set("Location", "/v1/leases/"+l.LeaseID)
 	writeJSON(w, http.StatusCreated, l)
 }

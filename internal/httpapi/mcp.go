@@ -1,10 +1,15 @@
 package httpapi
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
+	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/mcp/servers"
 )
@@ -200,4 +205,70 @@ func (s *Server) mcpCatalog(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 	s.mcp.ServeMCP(w, r, r.PathValue("id"), s.writeProblem)
+}
+
+// maxLeaseMCP is how many MCP servers one lease request may start.
+const maxLeaseMCP = 16
+
+// leaseMCPRequests checks the mcp option of a lease request before the
+// lease is made: the same body as POST /v1/mcp/servers, without lease_id.
+func (s *Server) leaseMCPRequests(reqs []client.MCPCreateRequest) ([]servers.CreateRequest, error) {
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	if s.mcp == nil {
+		return nil, errdefs.WithCode("mcp_not_configured", fmt.Errorf("this service runs no MCP servers: %w", errdefs.ErrNotImplemented))
+	}
+	if len(reqs) > maxLeaseMCP {
+		return nil, fmt.Errorf("mcp lists %d servers; a lease starts at most %d: %w", len(reqs), maxLeaseMCP, errdefs.ErrInvalidArgument)
+	}
+	out := make([]servers.CreateRequest, len(reqs))
+	for i, r := range reqs {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return nil, err
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&out[i]); err != nil {
+			return nil, fmt.Errorf("mcp[%d]: %v: %w", i, err, errdefs.ErrInvalidArgument)
+		}
+		if out[i].LeaseID != "" {
+			return nil, fmt.Errorf("mcp[%d]: lease_id is the lease being acquired; leave it out: %w", i, errdefs.ErrInvalidArgument)
+		}
+	}
+	return out, nil
+}
+
+// startLeaseMCP starts a new lease's MCP servers; when one cannot start,
+// the others are stopped and the lease is released.
+func (s *Server) startLeaseMCP(r *http.Request, leaseID string, reqs []servers.CreateRequest) ([]client.MCPServer, error) {
+	tenant := tenantOf(r)
+	var made []client.MCPServer
+	undo := func() {
+		for _, m := range made {
+			_ = s.mcp.Delete(tenant, m.ID)
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
+		defer cancel()
+		if err := s.ctl.ReleaseLease(ctx, tenant, leaseID); err != nil {
+			s.log.Warn("releasing a lease whose MCP server did not start", "lease", leaseID, "err", err)
+		}
+	}
+	for i, req := range reqs {
+		req.LeaseID = leaseID
+		inst, err := s.mcp.Create(r.Context(), tenant, req)
+		if err != nil {
+			undo()
+			return nil, fmt.Errorf("mcp[%d] did not start, so the lease was released: %w", i, err)
+		}
+		var wire client.MCPServer
+		b, _ := json.Marshal(inst)
+		if err := json.Unmarshal(b, &wire); err != nil {
+			undo()
+			return nil, fmt.Errorf("mcp[%d]: %v: %w", i, err, errdefs.ErrInternal)
+		}
+		made = append(made, wire)
+	}
+	return made, nil
 }
