@@ -16,6 +16,7 @@
 //	genesis run-code (--context CTX | SANDBOX) CODE   run Python code
 //	genesis shell [--terminal ID] SANDBOX    interactive terminal (raw mode)
 //	genesis capabilities | profiles          show what the service can do
+//	genesis mcp run|ls|get|rm|tools|pins|approve|calls|catalog|stdio   MCP servers in sandboxes
 //	genesis version                          show the CLI build
 //
 // Exit status: 0 on success, 1 on errors, 2 on usage errors; genesis exec,
@@ -105,6 +106,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newPoolCmd(a),
 		newPortCmd(a),
 		newPortForwardCmd(a),
+		newMCPCmd(a),
 		newVersionCmd(a),
 	)
 	return root

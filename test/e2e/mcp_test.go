@@ -695,6 +695,74 @@ func TestMCPEverything(t *testing.T) {
 			if err != nil || toolText(res) != "Echo: from go" {
 				t.Fatalf("Go client echo: %v %v", res, err)
 			}
+
+			// genesis mcp stdio: a stdio-only client's messages, line by
+			// line, bridged to the endpoint; it ends when stdin ends and the
+			// answers due have come.
+			bridge := exec.CommandContext(callCtx(t), filepath.Join(binDir, "genesis"), "mcp", "stdio", s.ID)
+			bridge.Env = append(os.Environ(), client.EnvURL+"="+svc.url(), client.EnvAPIKey+"="+svc.e.apiKey, "GENESIS_MCP_TOKEN="+s.Token)
+			bridge.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"stdio-e2e","version":"1"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"over stdio"}}}
+{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"no-such-tool","arguments":{}}}
+`)
+			var bridgeErr bytes.Buffer
+			bridge.Stderr = &bridgeErr
+			bout, err := bridge.Output()
+			if err != nil {
+				t.Fatalf("genesis mcp stdio: %v\n%s", err, bridgeErr.String())
+			}
+			answers := map[string]string{}
+			for _, line := range strings.Split(strings.TrimSpace(string(bout)), "\n") {
+				var m struct {
+					ID     json.RawMessage `json:"id"`
+					Result json.RawMessage `json:"result"`
+					Error  json.RawMessage `json:"error"`
+				}
+				if err := json.Unmarshal([]byte(line), &m); err != nil {
+					t.Fatalf("genesis mcp stdio wrote %q: %v", line, err)
+				}
+				if m.ID != nil {
+					answers[string(m.ID)] += string(m.Result) + string(m.Error)
+				}
+			}
+			if len(answers) != 2 || !strings.Contains(answers["1"], "Echo: over stdio") || !strings.Contains(answers[`"x"`], "no-such-tool") {
+				t.Fatalf("genesis mcp stdio answers %v (all: %s)", answers, bout)
+			}
+
+			// The server started with a lease, and stopped with it.
+			var lease struct {
+				LeaseID    string      `json:"lease_id"`
+				SandboxID  string      `json:"sandbox_id"`
+				MCPServers []mcpServer `json:"mcp_servers"`
+			}
+			if code, body := apiJSON(t, svc, "POST", "/v1/leases", map[string]any{"profile": "tool-node", "runtime": rt,
+				"mcp": []map[string]any{{"catalog": "everything"}}}, &lease); code != 201 || len(lease.MCPServers) != 1 {
+				t.Fatalf("lease with mcp: %d %s", code, body)
+			}
+			ls := lease.MCPServers[0]
+			if ls.LeaseID != lease.LeaseID || ls.SandboxID != lease.SandboxID || ls.State != "ready" || ls.Token == "" {
+				t.Fatalf("the lease's server %+v", ls)
+			}
+			lcs := mcpConnect(t, svc, &ls, "2025-11-25", nil, nil)
+			res, err = lcs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "leased"}})
+			if err != nil || toolText(res) != "Echo: leased" {
+				t.Fatalf("the lease's server echo: %v %v", res, err)
+			}
+			if err := c.ReleaseLease(callCtx(t), lease.LeaseID); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 30*time.Second, "the lease's server to stop", func() (bool, string) {
+				var got mcpServer
+				apiJSON(t, svc, "GET", "/v1/mcp/servers/"+ls.ID, nil, &got)
+				return got.State == "stopped", got.State
+			})
+			// A server that cannot start fails the acquire and releases the lease.
+			code, body := apiJSON(t, svc, "POST", "/v1/leases", map[string]any{"profile": "tool-node", "runtime": rt,
+				"mcp": []map[string]any{{"catalog": "no-such-server"}}}, nil)
+			if code != 404 || !strings.Contains(body, "catalog_entry_not_found") {
+				t.Fatalf("lease with an unknown server: %d %s", code, body)
+			}
 		})
 	}
 }
