@@ -59,6 +59,7 @@ type Store interface {
 	LeaseStore
 	SandboxSessions
 	PoolReturn
+	Skills
 }
 
 // SandboxFilter selects sandboxes. Zero fields match everything.

@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +32,25 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 // firstVersion is the first version of the single schema history.
 const firstVersion = 8
+
+// embeddedVersions are the versions of the embedded steps, in order.
+func embeddedVersions(t *testing.T) []int {
+	t.Helper()
+	steps, err := fs.Glob(sqlstore.MigrationFS, "migrations/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vs []int
+	for _, p := range steps {
+		v, err := strconv.Atoi(strings.SplitN(path.Base(p), "_", 2)[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs = append(vs, v)
+	}
+	slices.Sort(vs)
+	return vs
+}
 
 // forEach runs f on each backend, in parallel, with a new empty database:
 // db reaches it behind the store's back, as an operator would, and the

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -285,20 +287,32 @@ func postgresSchema(t *testing.T, db *sql.DB) []string {
 	return out
 }
 
-// TestLaterStepAppliesToBridgedAndNew: a step after the baseline runs on a
-// bridged database and on a new one alike, once, and a build without it
-// refuses the database afterwards.
+// TestLaterStepAppliesToBridgedAndNew: a step after the embedded history
+// runs on a bridged database and on a new one alike, once, and a build
+// without it refuses the database afterwards.
 func TestLaterStepAppliesToBridgedAndNew(t *testing.T) {
 	t.Parallel()
-	baseline, err := fs.ReadFile(sqlstore.MigrationFS, "migrations/0008_baseline.sql")
-	if err != nil {
-		t.Fatal(err)
+	steps, err := fs.Glob(sqlstore.MigrationFS, "migrations/*.sql")
+	if err != nil || len(steps) == 0 {
+		t.Fatalf("embedded steps %v: %v", steps, err)
 	}
-	next := fstest.MapFS{
-		"migrations/0008_baseline.sql": {Data: baseline},
-		"migrations/0009_note.sql": {Data: []byte(`ALTER TABLE sandboxes ADD COLUMN note TEXT NOT NULL DEFAULT '';
-CREATE INDEX sandboxes_note ON sandboxes (note{{.SeqKey}});`)},
+	next := fstest.MapFS{}
+	last := 0
+	for _, p := range steps {
+		data, err := fs.ReadFile(sqlstore.MigrationFS, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next[p] = &fstest.MapFile{Data: data}
+		v, err := strconv.Atoi(strings.SplitN(path.Base(p), "_", 2)[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = max(last, v)
 	}
+	later := last + 1
+	next[fmt.Sprintf("migrations/%04d_note.sql", later)] = &fstest.MapFile{Data: []byte(`ALTER TABLE sandboxes ADD COLUMN note TEXT NOT NULL DEFAULT '';
+CREATE INDEX sandboxes_note ON sandboxes (note{{.SeqKey}});`)}
 	for _, b := range backends() {
 		for _, bridged := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/bridged=%v", b.name, bridged), func(t *testing.T) {
@@ -314,13 +328,13 @@ CREATE INDEX sandboxes_note ON sandboxes (note{{.SeqKey}});`)},
 				}
 				for range 2 { // the second run finds nothing to do
 					if err := sqlstore.MigrateFrom(ctx, s, next); err != nil {
-						t.Fatalf("migrate to 9: %v", err)
+						t.Fatalf("migrate to %d: %v", later, err)
 					}
 				}
 				s.Close()
 				vs := schemaVersions(t, db)
-				if got := vs[len(vs)-2:]; !slices.Equal(got, []int{8, 9}) {
-					t.Errorf("schema_migrations versions = %v, want … 8 9", vs)
+				if got := vs[len(vs)-2:]; !slices.Equal(got, []int{last, later}) {
+					t.Errorf("schema_migrations versions = %v, want … %d %d", vs, last, later)
 				}
 				var notes int
 				if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM sandboxes WHERE note = ''").Scan(&notes); err != nil {
@@ -332,7 +346,7 @@ CREATE INDEX sandboxes_note ON sandboxes (note{{.SeqKey}});`)},
 					s.Close()
 				}
 				if errdefs.Code(err) != "schema_too_new" {
-					t.Errorf("Open by a build that knows only the baseline: err = %v, want code schema_too_new", err)
+					t.Errorf("Open by a build that knows only the embedded steps: err = %v, want code schema_too_new", err)
 				}
 			})
 		}

@@ -158,9 +158,9 @@ func TestReleaseDatabases(t *testing.T) {
 				t.Errorf("KeyByHash = %v, %v; want key_old", k, err)
 			}
 
-			want := append(legacyVersions(b), firstVersion)
+			want := append(legacyVersions(b), embeddedVersions(t)...)
 			if vs := schemaVersions(t, db); !slices.Equal(vs, want) {
-				t.Errorf("schema_migrations versions = %v, want %v (the old history, then the bridged baseline)", vs, want)
+				t.Errorf("schema_migrations versions = %v, want %v (the old history, the bridged baseline, then the later steps)", vs, want)
 			}
 			counts, err := s.CountSandboxesByState(ctx)
 			if err != nil || !maps.Equal(counts, map[sandbox.State]int{sandbox.StateLeased: 1, sandbox.StateIdle: 1, sandbox.StateDestroyed: 1}) {

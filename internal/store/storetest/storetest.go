@@ -58,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ClaimHandsOverNetwork", testClaimHandsOverNetwork},
 		{"SandboxSessions", testSandboxSessions},
 		{"ReturnSandbox", testReturnSandbox},
+		{"Skills", testSkills},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
