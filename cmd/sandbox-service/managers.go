@@ -13,6 +13,7 @@ import (
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/mcp/servers"
 	"genesis.dev/sandbox/internal/ports"
+	"genesis.dev/sandbox/internal/skills"
 	"genesis.dev/sandbox/internal/store"
 )
 
@@ -27,6 +28,7 @@ type managers struct {
 	ports *ports.Proxy
 	svcs  *jobs.Services
 	mcp   *servers.Manager
+	sk    *skills.Manager
 }
 
 // newManagers builds the managers over ctl and registers their hooks; call
@@ -79,7 +81,13 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 		return nil, err
 	}
 	ctl.AddHook(ms) // an instance ends with its sandbox
-	return &managers{jobs: jm, arts: arts, files: fs, terms: terms, ports: pp, svcs: svcs, mcp: ms}, nil
+	sk, err := skills.New(skills.Config{Store: st, Sandboxes: ctl, Jobs: jm, Files: fs, Artifacts: arts,
+		Dir: filepath.Join(cfg.DataDir, "skills"), Profile: cfg.Skills.Profile, Ceiling: cfg.Skills.MaxRiskLevel,
+		AllowNetwork: cfg.Skills.AllowNetwork, Limits: skillLimits(cfg.Skills), Audit: skillsAudit(ctl, log), Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return &managers{jobs: jm, arts: arts, files: fs, terms: terms, ports: pp, svcs: svcs, mcp: ms, sk: sk}, nil
 }
 
 // newPortsProxy builds the port proxy with the preview-link key of the

@@ -10,6 +10,7 @@ import (
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/mcp"
 	"genesis.dev/sandbox/internal/mcp/servers"
+	"genesis.dev/sandbox/internal/skills"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
@@ -58,6 +59,39 @@ func mcpAudit(ctl *control.Service, log *slog.Logger) func(string, string, mcp.C
 		})
 		if err != nil {
 			log.Warn("recording an MCP call in the audit log", "instance", instance, "err", err)
+		}
+	}
+}
+
+// skillLimits are the configured archive limits, defaults filled in.
+func skillLimits(c config.Skills) skills.Limits {
+	l := skills.DefaultLimits
+	if c.MaxArchiveBytes > 0 {
+		l.MaxArchiveBytes = c.MaxArchiveBytes
+	}
+	if c.MaxTotalBytes > 0 {
+		l.MaxTotalBytes = c.MaxTotalBytes
+	}
+	if c.MaxFiles > 0 {
+		l.MaxFiles = c.MaxFiles
+	}
+	return l
+}
+
+// skillsAudit records what the skills MCP server runs: action
+// "skills-mcp run_skill_script", target "skill@revision/script job=…", the
+// refusal's code if it was refused.
+func skillsAudit(ctl *control.Service, log *slog.Logger) func(context.Context, string, string, string, string) {
+	return func(ctx context.Context, tn, action, target, code string) {
+		status := http.StatusOK
+		if code != "" {
+			status = http.StatusBadRequest
+		}
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := ctl.RecordAudit(actx, &tenant.AuditRecord{Time: time.Now().UTC(), Actor: "skills-mcp", Tenant: tn, Action: action,
+			Target: target, Status: status, Code: code}); err != nil {
+			log.Warn("recording a skills MCP run in the audit log", "target", target, "err", err)
 		}
 	}
 }

@@ -48,6 +48,8 @@ type Config struct {
 	Ports PortsConfig `yaml:"ports"`
 	// MCP configures MCP server instances.
 	MCP MCP `yaml:"mcp"`
+	// Skills configures skills and their runs.
+	Skills Skills `yaml:"skills"`
 }
 
 // AdminTenant is the tenant that owns admin_api_key.
@@ -482,6 +484,7 @@ func (c *Config) validate(v *problems) {
 	}
 	c.validatePorts(v)
 	c.validateMCP(v)
+	c.validateSkills(v)
 	seen := map[string]bool{}
 	for i, p := range c.Profiles {
 		key := fmt.Sprintf("profiles[%d]", i)

@@ -47,8 +47,36 @@ type CreateSandboxInput struct {
 	// Network is the requested network policy; nil takes the tenant's or
 	// the profile's default.
 	Network *egress.Policy
+	// ReadOnlyDirs are host directories bind-mounted read-only into the
+	// sandbox, container path → host directory: for workload packages
+	// (a skill revision at /skill), never from the API.
+	ReadOnlyDirs map[string]string
 	// poolMember makes a tenant-less idle warm-pool member with no expiry.
 	poolMember bool
+}
+
+// reservedMountTargets are container paths a read-only dir may not cover.
+var reservedMountTargets = []string{"/", "/workspace", driver.AgentMountDir, driver.AgentRunDir, "/proc", "/sys", "/dev", "/etc", "/tmp", "/usr", "/bin", "/sbin", "/lib"}
+
+// readOnlyMounts checks ReadOnlyDirs and returns them as mounts.
+func readOnlyMounts(dirs map[string]string) ([]driver.Mount, error) {
+	var out []driver.Mount
+	for _, target := range sortedKeys(dirs) {
+		src := dirs[target]
+		if !filepath.IsAbs(target) || filepath.Clean(target) != target || !filepath.IsAbs(src) {
+			return nil, invalid("read-only dir %q → %q: both must be clean absolute paths", target, src)
+		}
+		for _, r := range reservedMountTargets {
+			if target == r || strings.HasPrefix(r, target+"/") || (r != "/" && strings.HasPrefix(target, r+"/")) {
+				return nil, invalid("read-only dir %q overlaps the reserved path %s", target, r)
+			}
+		}
+		if fi, err := os.Stat(src); err != nil || !fi.IsDir() {
+			return nil, invalid("read-only dir source %q is not a directory", src)
+		}
+		out = append(out, driver.Mount{Source: src, Target: target, ReadOnly: true})
+	}
+	return out, nil
 }
 
 // idempotentID derives a sandbox id from a tenant's idempotency key.
@@ -172,6 +200,10 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 		return nil, err
 	}
 	netPol, err := s.networkPolicy(ctx, in.Tenant, p, in.Network)
+	if err != nil {
+		return nil, err
+	}
+	roMounts, err := readOnlyMounts(in.ReadOnlyDirs)
 	if err != nil {
 		return nil, err
 	}
@@ -304,7 +336,7 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	case <-wctx.Done():
 		return nil, s.failCreate(wctx, sb, fmt.Errorf("waiting for a create slot: %w", errdefs.ErrDeadlineExceeded))
 	}
-	out, err := s.startSandbox(wctx, sb, p, readOnly)
+	out, err := s.startSandbox(wctx, sb, p, readOnly, roMounts)
 	if err == nil && in.poolMember {
 		err = s.warmUp(wctx, sb.ID)
 	}
@@ -388,7 +420,7 @@ func parseUser(u string) (uid, gid int, err error) {
 	return uid, gid, nil
 }
 
-func (s *Service) startSandbox(ctx context.Context, sb *sandbox.Sandbox, p *config.Profile, readOnly bool) (*sandbox.Sandbox, error) {
+func (s *Service) startSandbox(ctx context.Context, sb *sandbox.Sandbox, p *config.Profile, readOnly bool, extra []driver.Mount) (*sandbox.Sandbox, error) {
 	uid, gid, err := parseUser(p.User)
 	if err != nil {
 		return nil, err
@@ -456,6 +488,7 @@ func (s *Service) startSandbox(ctx context.Context, sb *sandbox.Sandbox, p *conf
 		Network:  "none",
 		Hostname: "sandbox",
 	}
+	spec.Mounts = append(spec.Mounts, extra...)
 	if readOnly {
 		spec.Tmpfs = map[string]string{"/tmp": "rw,nosuid,nodev,size=64m,mode=1777"}
 	}

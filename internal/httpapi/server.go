@@ -26,6 +26,7 @@ import (
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/mcp/servers"
 	"genesis.dev/sandbox/internal/ports"
+	"genesis.dev/sandbox/internal/skills"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
@@ -50,6 +51,8 @@ type Config struct {
 	Ports *ports.Proxy
 	// MCP, when set, serves the MCP server routes.
 	MCP *servers.Manager
+	// Skills, when set, serves the skill routes and the skills MCP server.
+	Skills *skills.Manager
 	// Services, when set, reports the profile services on GET sandbox.
 	Services *jobs.Services
 	Logger   *slog.Logger
@@ -79,6 +82,7 @@ type Server struct {
 	jobs      *jobs.Manager
 	arts      *artifacts.Keeper
 	mcp       *servers.Manager
+	skills    *skills.Manager
 }
 
 type apiKey struct {
@@ -128,6 +132,7 @@ func New(cfg Config) (*Server, error) {
 		s.keys = append(s.keys, apiKey{hash: sha256.Sum256([]byte(k)), tenant: t})
 	}
 	s.terms, s.files, s.jobs, s.arts, s.mcp = cfg.Terminals, cfg.Files, cfg.Jobs, cfg.Artifacts, cfg.MCP
+	s.skills = cfg.Skills
 	s.routesInit()
 	return s, nil
 }
@@ -178,6 +183,7 @@ func (s *Server) routesInit() {
 	s.portRoutes()
 	s.stdinRoutes()
 	s.mcpRoutes()
+	s.skillRoutes()
 }
 
 type ctxKey int

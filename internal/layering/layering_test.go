@@ -30,7 +30,7 @@ type pkg struct {
 // day they are added.
 var workloads = []string{
 	"internal/jobs", "internal/files", "internal/interactive", "internal/artifacts",
-	"internal/ports", "internal/mcp", "internal/browser", "internal/desktop", "internal/trace",
+	"internal/ports", "internal/mcp", "internal/skills", "internal/browser", "internal/desktop", "internal/trace",
 }
 
 // rule constrains the packages matching Pkg ("x" is x itself, "x/..." is x
@@ -137,6 +137,13 @@ var rules = []rule{
 		Why:      "servers places MCP servers in sandboxes through control's leases and jobs' background jobs; no API, store or driver",
 		Forbid:   []string{"internal/httpapi", "client", "cmd/..."},
 		NoImport: []string{"internal/store/...", "internal/driver/...", "internal/joblog", "internal/agent/..."},
+	},
+	{
+		Pkg: "internal/skills",
+		Why: "skills keeps revisions through the store contract and runs scripts through control's sandboxes, jobs' exec, files and artifacts; no API, driver, job log or agent client",
+		Forbid: concat([]string{"internal/httpapi", "client", "cmd/..."},
+			without(workloads, "internal/skills", "internal/jobs", "internal/files", "internal/artifacts")),
+		NoImport: []string{"internal/driver/...", "internal/joblog", "internal/agent/agentclient", "internal/store/sqlstore", "internal/store/sqlite", "internal/store/postgres"},
 	},
 	{
 		Pkg:      "internal/httpapi",

@@ -1,0 +1,177 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/skills"
+)
+
+// Skill routes:
+//
+//	POST /v1/skills                             push an archive (tar, tar.gz or zip of a folder with SKILL.md)
+//	GET  /v1/skills                             the tenant's skills (latest revision of each)
+//	GET  /v1/skills/{name}                      the latest revision
+//	GET  /v1/skills/{name}/revisions            every revision, newest first
+//	GET  /v1/skills/{name}/revisions/{revision} one revision
+//	GET  /v1/skills/{name}/files/{path...}      a file of a revision (?revision=N)
+//	POST /v1/skills/{name}/runs                 run one of its scripts {revision, script, args, stdin, files, timeout_ms}
+//	POST|GET|DELETE /v1/mcp/skills              the tenant's skills MCP server (the tenant's API key)
+func (s *Server) skillRoutes() {
+	if s.skills == nil {
+		return
+	}
+	s.handle("POST", "/v1/skills", true, s.pushSkill)
+	s.handle("GET", "/v1/skills", true, s.listSkills)
+	s.handle("GET", "/v1/skills/{name}", true, s.getSkill)
+	s.handle("GET", "/v1/skills/{name}/revisions", true, s.listSkillRevisions)
+	s.handle("GET", "/v1/skills/{name}/revisions/{revision}", true, s.getSkillRevision)
+	s.handle("GET", "/v1/skills/{name}/files/{path...}", true, s.getSkillFile)
+	s.handle("POST", "/v1/skills/{name}/runs", true, s.runSkill)
+	h := s.skills.MCPHandler(tenantOf, "1")
+	for _, m := range []string{"POST", "GET", "DELETE"} {
+		s.handle(m, "/v1/mcp/skills", true, h.ServeHTTP)
+	}
+}
+
+// skillArchiveTypes are the Content-Types a push accepts; the archive's
+// own magic bytes decide how it is read.
+var skillArchiveTypes = map[string]bool{
+	"application/gzip": true, "application/x-gzip": true, "application/x-tar": true, "application/zip": true,
+	"application/octet-stream": true, "application/x-compressed-tar": true,
+}
+
+func (s *Server) pushSkill(w http.ResponseWriter, r *http.Request) {
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if !skillArchiveTypes[ct] {
+		s.writeProblem(w, r, errdefs.WithCode("unsupported_media_type", fmt.Errorf(
+			"Content-Type must be an archive (application/gzip, application/x-tar, application/zip or application/octet-stream), got %q: %w",
+			r.Header.Get("Content-Type"), errdefs.ErrInvalidArgument)))
+		return
+	}
+	rev, created, err := s.skills.Push(r.Context(), tenantOf(r), r.Body)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/skills/"+rev.Name+"/revisions/"+strconv.FormatInt(rev.Revision, 10))
+	status := http.StatusCreated
+	if !created {
+		status = http.StatusOK // the latest revision already has this content
+	}
+	writeJSON(w, status, rev)
+}
+
+func (s *Server) listSkills(w http.ResponseWriter, r *http.Request) {
+	list, err := s.skills.List(r.Context(), tenantOf(r))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	if list == nil {
+		list = []*skills.Revision{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": list})
+}
+
+func (s *Server) getSkill(w http.ResponseWriter, r *http.Request) {
+	rev, err := s.skills.Get(r.Context(), tenantOf(r), r.PathValue("name"), 0)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rev)
+}
+
+func (s *Server) listSkillRevisions(w http.ResponseWriter, r *http.Request) {
+	list, err := s.skills.Revisions(r.Context(), tenantOf(r), r.PathValue("name"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": list})
+}
+
+// revisionParam reads a revision number: "" is 0 (the latest).
+func revisionParam(v string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 {
+		return 0, errdefs.WithCode("invalid_argument", fmt.Errorf("revision must be a positive integer, got %q: %w", v, errdefs.ErrInvalidArgument))
+	}
+	return n, nil
+}
+
+func (s *Server) getSkillRevision(w http.ResponseWriter, r *http.Request) {
+	n, err := revisionParam(r.PathValue("revision"))
+	if err == nil && n == 0 {
+		err = fmt.Errorf("revision is required: %w", errdefs.ErrInvalidArgument)
+	}
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	rev, err := s.skills.Get(r.Context(), tenantOf(r), r.PathValue("name"), n)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rev)
+}
+
+func (s *Server) getSkillFile(w http.ResponseWriter, r *http.Request) {
+	n, err := revisionParam(r.URL.Query().Get("revision"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	rev, err := s.skills.Get(r.Context(), tenantOf(r), r.PathValue("name"), n)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	p := r.PathValue("path")
+	data, err := s.skills.ReadFile(r.Context(), rev, p)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	ct := "application/octet-stream"
+	if i := strings.LastIndexByte(p, '.'); i >= 0 {
+		if t := mime.TypeByExtension(p[i:]); t != "" {
+			ct = t
+		}
+	}
+	if strings.HasSuffix(p, ".md") || strings.HasSuffix(p, ".py") || strings.HasSuffix(p, ".sh") {
+		ct = "text/plain; charset=utf-8"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("X-Skill-Revision", strconv.FormatInt(rev.Revision, 10))
+	w.Header().Set("X-Skill-Digest", rev.Digest)
+	_, _ = w.Write(data)
+}
+
+func (s *Server) runSkill(w http.ResponseWriter, r *http.Request) {
+	var req skills.RunRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	run, err := s.skills.Run(r.Context(), tenantOf(r), r.PathValue("name"), req)
+	if err != nil {
+		if errors.Is(err, errdefs.ErrNotFound) && errdefs.Code(err) == "" {
+			err = errdefs.WithCode("skill_not_found", err)
+		}
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, run)
+}
