@@ -844,6 +844,22 @@ func TestMCPNetworkAllowlist(t *testing.T) {
 		t.Fatalf("echo: %v %v", res, err)
 	}
 
+	// In a tenant's lease whose sandbox reaches more than the decision
+	// allows, the server is refused: the sandbox's network must be no
+	// wider than the server's.
+	var wide struct {
+		LeaseID string `json:"lease_id"`
+	}
+	if code, body := apiJSON(t, svc, "POST", "/v1/leases", map[string]any{"profile": "code-python-basic", "runtime": "runsc",
+		"network": map[string]any{"mode": "allowlist", "allow": []map[string]any{{"host": "other.test"}}}}, &wide); code != 201 {
+		t.Fatalf("a networked lease: %d %s", code, body)
+	}
+	t.Cleanup(func() { _ = c.ReleaseLease(context.Background(), wide.LeaseID) })
+	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", map[string]any{"catalog": "net-server", "lease_id": wide.LeaseID}, nil); code != 409 ||
+		!strings.Contains(body, "lease_network_wider") {
+		t.Errorf("a server in a wider lease: %d %s", code, body)
+	}
+
 	// A server that calls an operator tool: the gateway adds the tool's
 	// credential outside the sandbox; the credential is nowhere inside.
 	var ts struct {

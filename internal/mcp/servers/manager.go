@@ -1,6 +1,7 @@
 package servers
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -50,6 +51,7 @@ type leases interface {
 	GetLease(ctx context.Context, tenant, id string) (*sandbox.Lease, error)
 	RenewLease(ctx context.Context, tenant, id string, ttl *int64) (*sandbox.Lease, error)
 	ReleaseLease(ctx context.Context, tenant, id string) error
+	GetNetwork(ctx context.Context, tenant, id string) (*sandbox.Network, error)
 }
 
 // jobRunner is what the manager needs of jobs.
@@ -369,6 +371,18 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 				"the server's risk %s needs runtime %s or stronger; lease %s runs %s (it is never downgraded): %w",
 				dec.Risk, dec.Isolation, l.ID, l.Runtime, errdefs.ErrFailedPrecondition))
 		}
+		// The lease's network must be no wider than the decision's: a
+		// server never reaches more than its risk allows because its
+		// sandbox happens to.
+		n, err := m.cfg.Leases.GetNetwork(ctx, tenant, l.SandboxID)
+		if err != nil {
+			return nil, err
+		}
+		if !policyWithin(n.Policy, *networkPolicy(dec)) {
+			return nil, errdefs.WithCode("lease_network_wider", fmt.Errorf(
+				"lease %s's sandbox has network %s, wider than the server's decision (network %s): %w",
+				l.ID, describePolicy(n.Policy), describePolicy(*networkPolicy(dec)), errdefs.ErrFailedPrecondition))
+		}
 		in.view.LeaseID, in.view.SandboxID, in.view.Runtime, in.view.Profile = l.ID, l.SandboxID, l.Runtime, l.Profile
 	} else {
 		ttl := int64(m.cfg.LeaseTTL / time.Second)
@@ -406,6 +420,67 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 	v := in.snapshot()
 	v.Token = tok
 	return &v, nil
+}
+
+// policyWithin reports whether a sandbox with policy have reaches nothing
+// that want does not allow: no network at all, or the same mode with its
+// hosts (ports) and tools among want's.
+func policyWithin(have, want egress.Policy) bool {
+	if have.Mode == egress.ModeNone || have.Mode == "" {
+		return true
+	}
+	if have.Mode != want.Mode {
+		return false
+	}
+	switch have.Mode {
+	case egress.ModeAllowlist:
+		for _, r := range have.Allow {
+			if r.CIDR != "" {
+				return false
+			}
+			ports := r.Ports
+			if len(ports) == 0 {
+				ports = egress.DefaultPorts
+			}
+			for _, p := range ports {
+				if !slices.ContainsFunc(want.Allow, func(w egress.Rule) bool {
+					wp := w.Ports
+					if len(wp) == 0 {
+						wp = egress.DefaultPorts
+					}
+					return w.Host == r.Host && slices.Contains(wp, p)
+				}) {
+					return false
+				}
+			}
+		}
+		return true
+	case egress.ModeToolProxy:
+		for _, t := range have.Tools {
+			if !slices.Contains(want.Tools, t) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// describePolicy is a policy in a few words, for errors.
+func describePolicy(p egress.Policy) string {
+	switch p.Mode {
+	case egress.ModeAllowlist:
+		var hosts []string
+		for _, r := range p.Allow {
+			hosts = append(hosts, cmp.Or(r.Host, r.CIDR))
+		}
+		return "allowlist " + strings.Join(hosts, ",")
+	case egress.ModeToolProxy:
+		return "tool-proxy " + strings.Join(p.Tools, ",")
+	case "":
+		return "none"
+	}
+	return string(p.Mode)
 }
 
 // networkPolicy is the egress policy of a decision.
