@@ -17,11 +17,12 @@
 //	genesis shell [--terminal ID] SANDBOX    interactive terminal (raw mode)
 //	genesis capabilities | profiles          show what the service can do
 //	genesis mcp run|ls|get|rm|tools|pins|approve|calls|catalog|stdio   MCP servers in sandboxes
+//	genesis skill push|ls|get|revisions|cat|run   skills: push folders with SKILL.md, run their scripts
 //	genesis version                          show the CLI build
 //
 // Exit status: 0 on success, 1 on errors, 2 on usage errors; genesis exec,
-// session exec and logs -f exit with the job's exit status; run-code exits 1
-// when the code raised.
+// session exec, logs -f and skill run exit with the job's exit status;
+// run-code exits 1 when the code raised.
 package main
 
 import (
@@ -107,6 +108,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newPortCmd(a),
 		newPortForwardCmd(a),
 		newMCPCmd(a),
+		newSkillCmd(a),
 		newVersionCmd(a),
 	)
 	return root

@@ -151,6 +151,16 @@ func apiRoutes() []apiRoute {
 		{"post", mcpEndpoint, []string{"200", "202", "400", "401", "403", "404", "503"}},
 		{"get", mcpEndpoint, []string{"200", "400", "401", "403", "404", "405", "503"}},
 		{"delete", mcpEndpoint, []string{"204", "400", "401", "403", "404", "503"}},
+		{"post", "/v1/skills", []string{"200", "201", "400", "401", "413"}},
+		{"get", "/v1/skills", []string{"200", "401"}},
+		{"get", "/v1/skills/{name}", []string{"200", "401", "404"}},
+		{"get", "/v1/skills/{name}/revisions", []string{"200", "401", "404"}},
+		{"get", "/v1/skills/{name}/revisions/{revision}", []string{"200", "400", "401", "404"}},
+		{"get", "/v1/skills/{name}/files/{path}", []string{"200", "400", "401", "404"}},
+		{"post", "/v1/skills/{name}/runs", []string{"200", "400", "401", "403", "404", "409", "413", "429", "503"}},
+		{"post", skillsMCPEndpoint, []string{"200", "202", "400", "401", "413", "415"}},
+		{"get", skillsMCPEndpoint, []string{"401", "405"}},
+		{"delete", skillsMCPEndpoint, []string{"401", "405"}},
 	}
 }
 
@@ -159,8 +169,15 @@ func apiRoutes() []apiRoute {
 // errors are the MCP transport's (text/plain or JSON-RPC), not problems.
 const mcpEndpoint = "/v1/mcp/servers/{id}/mcp"
 
+// skillsMCPEndpoint is the tenant's skills MCP server: it takes the API
+// key (bearerAuth) like any /v1 route, but its transport errors are the
+// MCP transport's too; only the service's own 401 is a problem.
+const skillsMCPEndpoint = "/v1/mcp/skills"
+
 // problemErrors reports whether the 4xx answers of path are problem details.
-func problemErrors(path string) bool { return path != "/readyz" && path != mcpEndpoint }
+func problemErrors(path string) bool {
+	return path != "/readyz" && path != mcpEndpoint && path != skillsMCPEndpoint
+}
 
 func TestOpenAPIRoutes(t *testing.T) {
 	t.Parallel()
@@ -372,6 +389,17 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 		"MCPApprovalList":      client.MCPApprovalList{},
 		"MCPApprovalDecision":  client.MCPApprovalDecision{},
 		"MCPCatalog":           client.MCPCatalog{},
+		"SkillManifest":        client.SkillManifest{},
+		"SkillFile":            client.SkillFile{},
+		"SkillSecretFinding":   client.SkillSecretFinding{},
+		"SkillReport":          client.SkillReport{},
+		"SkillRevision":        client.SkillRevision{},
+		"SkillList":            client.SkillList{},
+		"SkillRevisionList":    client.SkillRevisionList{},
+		"SkillInputFile":       client.SkillInputFile{},
+		"SkillRunRequest":      client.SkillRunRequest{},
+		"SkillRunDecision":     client.SkillRunDecision{},
+		"SkillRun":             client.SkillRun{},
 		// The data of stdout and stderr events; the client decodes it into
 		// LogEvent.Offset and LogEvent.Data.
 		"OutputEvent": struct {

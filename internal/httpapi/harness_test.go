@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	"genesis.dev/sandbox/internal/httpapi"
 	"genesis.dev/sandbox/internal/mcp/servers"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/skills"
 	"genesis.dev/sandbox/internal/store"
 )
 
@@ -53,8 +55,14 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 		t.Fatal(err)
 	}
 	t.Cleanup(ms.Close)
+	sk, err := skills.New(skills.Config{Store: h.St, Sandboxes: h.Svc, Jobs: h.Jobs, Files: h.Files, Artifacts: h.Artifacts,
+		Dir: filepath.Join(h.Dir, "skills")})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv, err := httpapi.New(httpapi.Config{
 		MCP:          ms,
+		Skills:       sk,
 		Control:      h.Svc,
 		Terminals:    h.Terminals,
 		Files:        h.Files,

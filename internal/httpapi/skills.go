@@ -1,13 +1,13 @@
 package httpapi
 
 import (
-	"errors"
 	"fmt"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/skills"
 )
@@ -110,10 +110,7 @@ func revisionParam(v string) (int64, error) {
 }
 
 func (s *Server) getSkillRevision(w http.ResponseWriter, r *http.Request) {
-	n, err := revisionParam(r.PathValue("revision"))
-	if err == nil && n == 0 {
-		err = fmt.Errorf("revision is required: %w", errdefs.ErrInvalidArgument)
-	}
+	n, err := revisionParam(r.PathValue("revision")) // never "": the pattern needs a segment
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -167,11 +164,16 @@ func (s *Server) runSkill(w http.ResponseWriter, r *http.Request) {
 	}
 	run, err := s.skills.Run(r.Context(), tenantOf(r), r.PathValue("name"), req)
 	if err != nil {
-		if errors.Is(err, errdefs.ErrNotFound) && errdefs.Code(err) == "" {
-			err = errdefs.WithCode("skill_not_found", err)
-		}
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, run)
+	// Artifacts in their API form, as every other answer gives them.
+	out := struct {
+		*skills.Run
+		Artifacts []client.Artifact `json:"artifacts"`
+	}{Run: run, Artifacts: []client.Artifact{}}
+	for _, a := range run.Artifacts {
+		out.Artifacts = append(out.Artifacts, artifactWire(a))
+	}
+	writeJSON(w, http.StatusOK, out)
 }

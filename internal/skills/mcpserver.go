@@ -17,7 +17,7 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 )
 
-// The skills MCP server: every tenant has one, at /v1/skills/mcp under the
+// The skills MCP server: every tenant has one, at /v1/mcp/skills under the
 // tenant's own API key. Its resources are the tenant's skills (each
 // revision's files at skill://NAME/PATH, the latest revision's SKILL.md
 // listed); its tools list the skills and run a script, each run in a
@@ -97,7 +97,12 @@ func ResourceURI(name, p string) string {
 func (m *Manager) MCPHandler(tenantOf func(*http.Request) string, version string) http.Handler {
 	return sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
 		return m.mcpServer(r.Context(), tenantOf(r), version)
-	}, &sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: slog.New(slog.DiscardHandler)})
+	}, &sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, PropagateRequestCancellation: true,
+		// The API authenticates every request with the tenant's key, a
+		// bearer token no browser sends by itself; the Host check would
+		// refuse a service behind a proxy on loopback.
+		DisableLocalhostProtection: true,
+		Logger:                     slog.New(slog.DiscardHandler)})
 }
 
 func (m *Manager) mcpServer(ctx context.Context, tenant, version string) *sdk.Server {

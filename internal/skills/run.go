@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +29,8 @@ type RunRequest struct {
 	Script string   `json:"script"`
 	Args   []string `json:"args,omitempty"`
 	Stdin  string   `json:"stdin,omitempty"`
+	// StdinBase64 is stdin as base64, for bytes that are not text.
+	StdinBase64 string `json:"stdin_base64,omitempty"`
 	// Files are written to the workspace before the script starts.
 	Files     []InputFile `json:"files,omitempty"`
 	TimeoutMS int64       `json:"timeout_ms,omitempty"`
@@ -146,11 +149,20 @@ func checkRunRequest(req *RunRequest) error {
 	case len(req.Files) > maxRunFiles:
 		return bad("invalid_argument", "at most %d files", maxRunFiles)
 	}
-	if p := req.Script; path.IsAbs(p) || !strings.HasPrefix(path.Clean("/"+p), "/") || path.Clean(p) != p || strings.HasPrefix(p, "../") || p == ".." {
+	if p := req.Script; path.IsAbs(p) || !filepath.IsLocal(p) || strings.Contains(p, "\\") {
 		return bad("skill_script_outside", "script %q must be a path inside the skill (relative, no ..)", p)
 	}
+	req.Script = path.Clean(req.Script)
+	if req.Stdin != "" && req.StdinBase64 != "" {
+		return bad("invalid_argument", "stdin and stdin_base64 are mutually exclusive")
+	}
+	if req.StdinBase64 != "" {
+		if _, err := base64.StdEncoding.DecodeString(req.StdinBase64); err != nil {
+			return bad("invalid_argument", "stdin_base64: %v", err)
+		}
+	}
 	for _, f := range req.Files {
-		if f.Path == "" || path.IsAbs(f.Path) || path.Clean(f.Path) != f.Path || f.Path == ".." || strings.HasPrefix(f.Path, "../") {
+		if f.Path == "" || path.IsAbs(f.Path) || !filepath.IsLocal(f.Path) || strings.Contains(f.Path, "\\") {
 			return bad("invalid_argument", "file path %q must be relative to the workspace, with no ..", f.Path)
 		}
 		if f.Content != "" && f.ContentBase64 != "" {
@@ -209,7 +221,7 @@ func (m *Manager) Run(ctx context.Context, tenant, name string, req RunRequest) 
 	started := m.cfg.Now().UTC()
 	sb, err := m.cfg.Sandboxes.CreateSandbox(ctx, control.CreateSandboxInput{
 		Tenant: tenant, Profile: m.cfg.Profile, Runtime: string(dec.Runtime), RiskLevel: string(dec.Risk),
-		Metadata: map[string]string{"genesis.dev/skill": rev.Name, "genesis.dev/skill-revision": strconv.FormatInt(rev.Revision, 10)},
+		Metadata:     map[string]string{"genesis.dev/skill": rev.Name, "genesis.dev/skill-revision": strconv.FormatInt(rev.Revision, 10)},
 		TTLSeconds:   int64(timeout/time.Second) + 300,
 		Network:      pol,
 		ReadOnlyDirs: map[string]string{MountDir: dir},
@@ -240,8 +252,12 @@ func (m *Manager) Run(ctx context.Context, tenant, name string, req RunRequest) 
 			return nil, fmt.Errorf("writing %s: %w", in.Path, err)
 		}
 	}
+	stdin := []byte(req.Stdin)
+	if req.StdinBase64 != "" {
+		stdin, _ = base64.StdEncoding.DecodeString(req.StdinBase64) // checked above
+	}
 	out, err := m.cfg.Jobs.Exec(ctx, jobs.ExecInput{
-		Tenant: tenant, SandboxID: sb.ID, Command: argv, Cwd: "/workspace", Stdin: []byte(req.Stdin),
+		Tenant: tenant, SandboxID: sb.ID, Command: argv, Cwd: "/workspace", Stdin: stdin,
 		Env:       map[string]string{"SKILL_DIR": MountDir, "SKILL_OUTPUT_DIR": OutputDir, "SKILL_NAME": rev.Name, "SKILL_REVISION": strconv.FormatInt(rev.Revision, 10)},
 		TimeoutMS: timeout.Milliseconds(),
 		Artifacts: &sandbox.ArtifactSpec{Paths: []string{strings.TrimPrefix(OutputDir, "/workspace/") + "/**"}},

@@ -360,6 +360,25 @@ func TestSkills(t *testing.T) {
 	if r := run(t, map[string]any{"script": "scripts/report.py", "revision": 1, "files": req["files"]}); !strings.Contains(r.Stdout, `"rows": 3`) || r.Revision != 1 {
 		t.Errorf("revision 1 run %+v", r)
 	}
+	// The CLI: a folder pushed as it is, and a run whose exit status is the
+	// script's.
+	dir := t.TempDir()
+	for name, body := range changed {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := svc.cli(t, "skill", "push", dir); r.code != 0 || !strings.Contains(r.stdout, "csv-report 2 "+rev2.Digest) {
+		t.Errorf("genesis skill push of revision 2's folder: %v", r)
+	}
+	if r := svc.cli(t, "skill", "run", "csv-report", "scripts/fail.sh"); r.code != 7 || !strings.Contains(r.stderr, "about to fail") {
+		t.Errorf("genesis skill run: %v", r)
+	}
+
 	// No run leaves a sandbox behind.
 	eventually(t, callTimeout, "the runs' sandboxes to be gone", func() (bool, string) {
 		left := containers(t, "label="+driver.LabelProfile+"=skill-python-basic", "label="+driver.LabelInstance+"="+e.instance())

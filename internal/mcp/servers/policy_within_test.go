@@ -8,7 +8,9 @@ import (
 
 func TestPolicyWithin(t *testing.T) {
 	t.Parallel()
-	allow := func(rules ...egress.Rule) egress.Policy { return egress.Policy{Mode: egress.ModeAllowlist, Allow: rules} }
+	allow := func(rules ...egress.Rule) egress.Policy {
+		return egress.Policy{Mode: egress.ModeAllowlist, Allow: rules}
+	}
 	want := allow(egress.Rule{Host: "a.test"}, egress.Rule{Host: "b.test", Ports: []int{8443}})
 	for _, tc := range []struct {
 		name string
