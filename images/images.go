@@ -174,9 +174,9 @@ type recipeJSON struct {
 	Setup       []string `json:"setup"`
 	// Files maps an absolute path in the image to a file of the images
 	// directory.
-	Files map[string]string `json:"files"`
-	Env         []string `json:"env"`
-	WorkDir     string   `json:"workdir"`
+	Files   map[string]string `json:"files"`
+	Env     []string          `json:"env"`
+	WorkDir string            `json:"workdir"`
 }
 
 // load reads, validates and hashes the recipe in directory name of fsys.

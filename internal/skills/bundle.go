@@ -132,16 +132,14 @@ func addFile(files []File, seen map[string]bool, name string, mode fs.FileMode, 
 	if strings.Contains(name, "\\") {
 		return nil, invalid("invalid_skill_archive", "entry %q has a backslash in its path", name)
 	}
-	p := strings.TrimPrefix(name, "./")
-	if strings.HasSuffix(p, "/") && mode.IsDir() {
-		return files, nil
+	if mode.IsDir() {
+		return files, nil // folders are implied by their files' paths ("./" too)
 	}
+	p := strings.TrimPrefix(name, "./")
 	if p == "" || path.IsAbs(p) || !fs.ValidPath(p) || p != path.Clean(p) {
 		return nil, invalid("skill_path_escapes", "entry %q is not a clean path inside the skill (no .., no absolute paths)", name)
 	}
 	switch {
-	case mode.IsDir():
-		return files, nil
 	case mode&fs.ModeSymlink != 0:
 		return nil, invalid("skill_link_refused", "entry %q is a symbolic link; a skill holds regular files only", name)
 	case !mode.IsRegular():

@@ -100,6 +100,16 @@ var goodFiles = []entry{
 	{name: "scripts/run", body: "#!/bin/sh\necho run\n", mode: 0o755},
 }
 
+// dotted is files named as "tar -C dir ." names them.
+func dotted(files []entry) []entry {
+	out := make([]entry, len(files))
+	for i, e := range files {
+		e.name = "./" + e.name
+		out[i] = e
+	}
+	return out
+}
+
 func TestParseFormatsShareOneDigest(t *testing.T) {
 	t.Parallel()
 	prefixed := make([]entry, 0, len(goodFiles)+1)
@@ -113,6 +123,7 @@ func TestParseFormatsShareOneDigest(t *testing.T) {
 		"tar.gz":            tarOf(t, true, goodFiles...),
 		"zip":               zipOf(t, goodFiles...),
 		"tar in a folder":   tarOf(t, true, prefixed...),
+		"tar -C dir .":      tarOf(t, true, append([]entry{{name: "./", typ: tar.TypeDir, mode: 0o755}, {name: "./scripts/", typ: tar.TypeDir, mode: 0o755}}, dotted(goodFiles)...)...),
 		"./ names, reorder": tarOf(t, false, entry{name: "./scripts/run", body: "#!/bin/sh\necho run\n", mode: 0o700}, entry{name: "./SKILL.md", body: skillMD}, entry{name: "./scripts/fill.py", body: "print('filled')\n", mode: 0o600}),
 	}
 	var digest string

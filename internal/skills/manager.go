@@ -94,8 +94,10 @@ type Config struct {
 type Manager struct {
 	cfg Config
 	log *slog.Logger
-	// unpack serializes unpacking per process (a digest is unpacked once).
-	unpack sync.Mutex
+	// mu guards locks: one per digest, so a digest is checked and
+	// unpacked by one run at a time while other skills' runs go on.
+	mu    sync.Mutex
+	locks map[string]*digestLock
 }
 
 // New checks cfg and makes a Manager.
@@ -264,8 +266,8 @@ func (m *Manager) unpacked(ctx context.Context, digest string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	m.unpack.Lock()
-	defer m.unpack.Unlock()
+	unlock := m.lockDigest(digest)
+	defer unlock()
 	got, err := dirDigest(dir)
 	if err == nil && got == digest {
 		return dir, nil
@@ -299,6 +301,37 @@ func (m *Manager) unpacked(ctx context.Context, digest string) (string, error) {
 		return "", fmt.Errorf("skills: %v: %w", err, errdefs.ErrUnavailable)
 	}
 	return dir, nil
+}
+
+// digestLock is the lock of one digest and how many hold or wait for it.
+type digestLock struct {
+	sync.Mutex
+	refs int
+}
+
+// lockDigest locks digest and returns its unlock; locks of digests no one
+// holds are dropped.
+func (m *Manager) lockDigest(digest string) func() {
+	m.mu.Lock()
+	if m.locks == nil {
+		m.locks = map[string]*digestLock{}
+	}
+	l := m.locks[digest]
+	if l == nil {
+		l = &digestLock{}
+		m.locks[digest] = l
+	}
+	l.refs++
+	m.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		m.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(m.locks, digest)
+		}
+		m.mu.Unlock()
+	}
 }
 
 // writeTree writes a canonical tar's files below dir: files 0644 or 0755,

@@ -34,13 +34,14 @@ const ListToolName = "list_skills"
 
 // RunToolInput is the input of run_skill_script.
 type RunToolInput struct {
-	Skill     string      `json:"skill" jsonschema:"the skill's name"`
-	Script    string      `json:"script" jsonschema:"the path of one of the skill's scripts, relative to its root, e.g. scripts/run.py"`
-	Args      []string    `json:"args,omitempty" jsonschema:"arguments after the script"`
-	Stdin     string      `json:"stdin,omitempty" jsonschema:"standard input of the script"`
-	Revision  int64       `json:"revision,omitempty" jsonschema:"the revision to run; 0 or absent: the latest"`
-	Files     []InputFile `json:"files,omitempty" jsonschema:"files written to the workspace (/workspace) before the script starts"`
-	TimeoutMS int64       `json:"timeout_ms,omitempty" jsonschema:"the run's timeout in milliseconds (default 60000)"`
+	Skill       string      `json:"skill" jsonschema:"the skill's name"`
+	Script      string      `json:"script" jsonschema:"the path of one of the skill's scripts, relative to its root, e.g. scripts/run.py"`
+	Args        []string    `json:"args,omitempty" jsonschema:"arguments after the script"`
+	Stdin       string      `json:"stdin,omitempty" jsonschema:"standard input of the script"`
+	StdinBase64 string      `json:"stdin_base64,omitempty" jsonschema:"standard input as base64, for bytes that are not text"`
+	Revision    int64       `json:"revision,omitempty" jsonschema:"the revision to run; 0 or absent: the latest"`
+	Files       []InputFile `json:"files,omitempty" jsonschema:"files written to the workspace (/workspace) before the script starts"`
+	TimeoutMS   int64       `json:"timeout_ms,omitempty" jsonschema:"the run's timeout in milliseconds (default 60000)"`
 }
 
 // RunToolOutput is the structured result of run_skill_script.
@@ -138,7 +139,7 @@ func (m *Manager) mcpServer(ctx context.Context, tenant, version string) *sdk.Se
 		"Returns its exit code, output and the files it wrote below " + OutputDir + " as artifacts."},
 		func(ctx context.Context, _ *sdk.CallToolRequest, in RunToolInput) (*sdk.CallToolResult, RunToolOutput, error) {
 			run, err := m.Run(ctx, tenant, in.Skill, RunRequest{Revision: in.Revision, Script: in.Script, Args: in.Args, Stdin: in.Stdin,
-				Files: in.Files, TimeoutMS: in.TimeoutMS})
+				StdinBase64: in.StdinBase64, Files: in.Files, TimeoutMS: in.TimeoutMS})
 			target := in.Skill + "/" + in.Script
 			if err != nil {
 				m.audit(ctx, tenant, target, cmp.Or(errdefs.Code(err), "error"))

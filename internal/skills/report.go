@@ -2,6 +2,7 @@ package skills
 
 import (
 	"bytes"
+	"net"
 	"net/url"
 	"path"
 	"regexp"
@@ -109,10 +110,10 @@ func Analyze(b *Bundle) Report {
 	declared := map[string]bool{}
 	for _, h := range b.Manifest.Network {
 		host := h
-		if i := strings.LastIndexByte(h, ':'); i > 0 && !strings.HasSuffix(h, "]") {
-			host = h[:i]
+		if hp, _, err := net.SplitHostPort(h); err == nil {
+			host = hp
 		}
-		declared[strings.ToLower(host)] = true
+		declared[strings.ToLower(strings.Trim(host, "[]"))] = true
 	}
 	for h := range hosts {
 		r.Hosts = append(r.Hosts, h)

@@ -70,7 +70,8 @@ type Run struct {
 	JobID     string   `json:"job_id"`
 	Profile   string   `json:"profile"`
 	Decision  Decision `json:"decision"`
-	// State is the job's final state (succeeded, failed, timeout, …).
+	// State is the job's final state: succeeded, or failed (ExitReason says
+	// how: exited, timeout, signal, oom, …).
 	State           string              `json:"state"`
 	ExitCode        *int                `json:"exit_code,omitempty"`
 	ExitReason      string              `json:"exit_reason,omitempty"`
