@@ -45,8 +45,9 @@ type MCPPermissions struct {
 	// tool's credential, so the sandbox never holds it (tool-proxy
 	// network). Exclusive with Network.
 	Tools []string `json:"tools,omitempty"`
-	// EnvSecrets are secrets as raw environment variables (not
-	// implemented yet: 501 env_secrets_not_implemented).
+	// EnvSecrets are operator secrets as raw environment variables of the
+	// server ("VAR=secret" or "secret"): risk high, and only a catalog
+	// entry may declare them (a spec's are 403 env_secrets_catalog_only).
 	EnvSecrets []string `json:"env_secrets,omitempty"`
 }
 
@@ -103,7 +104,8 @@ type MCPDecision struct {
 	Hosts   []string `json:"hosts,omitempty"`
 	Tools   []string `json:"tools,omitempty"`
 	// Secrets is none, gateway (credentials added by the egress gateway
-	// outside the sandbox) or env (raw environment variables, declared).
+	// outside the sandbox), env (raw environment variables, declared) or
+	// gateway+env.
 	Secrets string `json:"secrets"`
 }
 
@@ -151,6 +153,9 @@ type MCPServer struct {
 	CreatedAt       time.Time          `json:"created_at"`
 	ReadyAt         *time.Time         `json:"ready_at,omitempty"`
 	LastUsedAt      time.Time          `json:"last_used_at"`
+	// Secrets names what the server holds or reaches: "env:VAR=secret"
+	// for env secrets, "gateway:TOOL" for operator tools. Never values.
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // MCPServerList is the body of GET /v1/mcp/servers.
@@ -219,6 +224,8 @@ type MCPCallRecord struct {
 	Outcome     string `json:"outcome"`
 	Error       string `json:"error,omitempty"`
 	ResultBytes int    `json:"result_bytes"`
+	// Secrets are the instance's Secrets at the call.
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // MCPCallPage is the body of GET /v1/mcp/servers/{id}/calls.

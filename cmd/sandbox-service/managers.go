@@ -76,7 +76,7 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 	ctl.AddHook(terms)
 	ctl.AddHook(pp)
 	ms, err := servers.New(servers.Config{Leases: ctl, Jobs: jm, Catalog: mcpCatalog(cfg.MCP), Ceiling: cfg.MCP.MaxRiskLevel,
-		AllowedOrigins: cfg.MCP.AllowedOrigins, Audit: mcpAudit(ctl, log), Logger: log})
+		AllowedOrigins: cfg.MCP.AllowedOrigins, Audit: mcpAudit(ctl, log), Secret: mcpSecret(cfg.Network), Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -2,12 +2,17 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/egress"
 	"genesis.dev/sandbox/internal/mcp"
 	"genesis.dev/sandbox/internal/mcp/servers"
 	"genesis.dev/sandbox/internal/skills"
@@ -21,11 +26,33 @@ func mcpCatalog(c config.MCP) []servers.Entry {
 		out = append(out, servers.Entry{
 			Name: e.Name, Description: e.Description, Source: servers.Source(e.Source), Profile: e.Profile,
 			Command: e.Command, Cwd: e.Cwd, Env: e.Env,
-			Permissions: servers.Permissions{Network: e.Permissions.Network, Workspace: e.Permissions.Workspace, Tools: e.Permissions.Tools},
-			Tools:       mcp.Rules{Allow: e.Tools.Allow, Deny: e.Tools.Deny},
+			Permissions: servers.Permissions{Network: e.Permissions.Network, Workspace: e.Permissions.Workspace, Tools: e.Permissions.Tools,
+				EnvSecrets: e.Permissions.EnvSecrets},
+			Tools: mcp.Rules{Allow: e.Tools.Allow, Deny: e.Tools.Deny, Approve: e.Tools.Approve},
+			Pins:  catalogPins(e.Pins),
 		})
 	}
 	return out
+}
+
+// catalogPins are an entry's configured pins, by tool name.
+func catalogPins(pins map[string]string) []mcp.Pin {
+	var out []mcp.Pin
+	for _, tool := range slices.Sorted(maps.Keys(pins)) {
+		out = append(out, mcp.Pin{Tool: tool, Hash: pins[tool]})
+	}
+	return out
+}
+
+// mcpSecret reads an operator secret (network.secrets) by name.
+func mcpSecret(c config.Network) func(string) (string, error) {
+	return func(name string) (string, error) {
+		src, ok := c.Secrets[name]
+		if !ok {
+			return "", fmt.Errorf("no secret %q in network.secrets", name)
+		}
+		return egress.ReadSecret(src)
+	}
 }
 
 // mcpAudit stores each MCP call as an audit record: action "mcp
@@ -50,6 +77,9 @@ func mcpAudit(ctl *control.Service, log *slog.Logger) func(string, string, mcp.C
 		target := instance + "/" + rec.Tool
 		if rec.ArgsDigest != "" {
 			target += " args=" + rec.ArgsDigest
+		}
+		if len(rec.Secrets) > 0 {
+			target += " secrets=" + strings.Join(rec.Secrets, ",")
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

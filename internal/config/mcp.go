@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strings"
 
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -31,6 +32,11 @@ type MCPEntry struct {
 	Env         map[string]string `yaml:"env"`
 	Permissions MCPPermissions    `yaml:"permissions"`
 	Tools       MCPToolRules      `yaml:"tools"`
+	// Pins are the reviewed hashes of its tools' definitions (tool →
+	// sha256:…, as GET /v1/mcp/servers/{id}/pins shows them): a server
+	// whose tool differs from its pin is blocked from the first
+	// tools/list, not only after a change.
+	Pins map[string]string `yaml:"pins"`
 }
 
 // MCPPermissions are what a catalogued server declares it needs.
@@ -43,12 +49,18 @@ type MCPPermissions struct {
 	// Tools names operator tools (network.tools) it calls through the
 	// egress gateway, which holds their credentials.
 	Tools []string `yaml:"tools"`
+	// EnvSecrets are operator secrets (network.secrets) the server takes
+	// as raw environment variables, "VAR=secret" or "secret": risk high,
+	// named in every call record.
+	EnvSecrets []string `yaml:"env_secrets"`
 }
 
 // MCPToolRules are path.Match patterns of tool names.
 type MCPToolRules struct {
 	Allow []string `yaml:"allow"`
 	Deny  []string `yaml:"deny"`
+	// Approve are tools whose every call waits for a person's decision.
+	Approve []string `yaml:"approve"`
 }
 
 func (c *Config) validateMCP(v *problems) {
@@ -68,6 +80,20 @@ func (c *Config) validateMCP(v *problems) {
 		seen[e.Name] = true
 		if len(e.Command) == 0 {
 			bad(key+".command", "is required")
+		}
+		for _, es := range e.Permissions.EnvSecrets {
+			_, name, _ := strings.Cut(es, "=")
+			if !strings.Contains(es, "=") {
+				name = es
+			}
+			if _, ok := c.Network.Secrets[name]; !ok {
+				bad(key+".permissions.env_secrets", "no secret %q in network.secrets", name)
+			}
+		}
+		for tool, h := range e.Pins {
+			if !strings.HasPrefix(h, "sha256:") || len(h) != len("sha256:")+64 {
+				bad(key+".pins."+tool, "must be sha256:<64 hex digits>, got %q", h)
+			}
 		}
 		switch e.Source {
 		case "builtin", "verified", "registry", "unverified", "ad-hoc":

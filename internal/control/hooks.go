@@ -3,6 +3,8 @@ package control
 import (
 	"context"
 	"time"
+
+	"genesis.dev/sandbox/internal/egress"
 )
 
 // Hooks let the packages that work inside running sandboxes (jobs, files,
@@ -55,6 +57,27 @@ type RecoverHook interface {
 type SweepHook interface {
 	Hook
 	Sweep(ctx context.Context, now time.Time, startup bool)
+}
+
+// NetworkChangeHook may refuse a new network policy for a running
+// sandbox: a workload that holds a sandbox to a narrower policy than its
+// tenant may ask for (an MCP server's decision). An error refuses the
+// change, which is then returned to the caller unmade.
+type NetworkChangeHook interface {
+	Hook
+	NetworkChange(ctx context.Context, sandboxID string, pol egress.Policy) error
+}
+
+// networkChange runs the NetworkChange hooks; the first error refuses.
+func (s *Service) networkChange(ctx context.Context, id string, pol egress.Policy) error {
+	for _, h := range s.hooks {
+		if nh, ok := h.(NetworkChangeHook); ok {
+			if err := nh.NetworkChange(ctx, id, pol); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // AddHook registers h. Call it before Start; hooks run in the order added.

@@ -224,6 +224,9 @@ func (s *Service) UpdateNetwork(ctx context.Context, tenant, id string, ifVersio
 	if err != nil {
 		return nil, err
 	}
+	if err := s.networkChange(ctx, id, norm); err != nil {
+		return nil, err
+	}
 	unlock := s.gw.lock(id)
 	defer unlock()
 	cur, err := s.GetNetwork(ctx, tenant, id)

@@ -99,6 +99,9 @@ type CallRecord struct {
 	Outcome     string `json:"outcome"` // ok, tool_error, error, timeout, cancelled, refused
 	Error       string `json:"error,omitempty"`
 	ResultBytes int    `json:"result_bytes"`
+	// Secrets names the secrets the server holds or reaches (set by the
+	// instance's manager; never their values).
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // Call outcomes.

@@ -384,7 +384,16 @@ mcp:
 // deny). Both instances end with the lease they run in.
 func TestMCPRugPull(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, "")
+	// An operator's catalog entry that pins echo to a reviewed hash the
+	// fixture's echo does not have.
+	e := newEnv(t, `mcp:
+  catalog:
+    - name: pinned
+      source: verified
+      profile: tool-basic
+      command: [/workspace/mcpfixture, serve]
+      pins: {echo: "sha256:`+strings.Repeat("0", 64)+`"}
+`)
 	e.requireImage(t, "tool-basic")
 	svc := e.start(t)
 	c := svc.client()
@@ -516,6 +525,49 @@ func TestMCPRugPull(t *testing.T) {
 			decision == "deny" && (!a.res.IsError || !strings.Contains(toolText(a.res), "denied")) {
 			t.Fatalf("%s: answer %q (error %v)", decision, toolText(a.res), a.res.IsError)
 		}
+	}
+
+	// A tool that differs from the operator's pin is blocked from the
+	// very first tools/list, until its definition is approved.
+	var ps mcpServer
+	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", map[string]any{"catalog": "pinned", "lease_id": lease.LeaseID}, &ps); code != 201 {
+		t.Fatalf("create pinned: %d %s", code, body)
+	}
+	pcs := mcpConnect(t, svc, &ps, "2025-11-25", nil, nil)
+	lt, err := pcs.ListTools(callCtx(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range lt.Tools {
+		if tl.Name == "echo" {
+			t.Fatal("echo, whose definition is not the pinned one, is listed")
+		}
+	}
+	var ppins struct {
+		Items []struct {
+			Tool    string `json:"tool"`
+			Hash    string `json:"hash"`
+			Changed *struct {
+				Hash    string `json:"hash"`
+				Blocked bool   `json:"blocked"`
+			} `json:"changed"`
+		} `json:"items"`
+	}
+	apiJSON(t, svc, "GET", "/v1/mcp/servers/"+ps.ID+"/pins", nil, &ppins)
+	var real string
+	for _, p := range ppins.Items {
+		if p.Tool == "echo" && p.Hash == "sha256:"+strings.Repeat("0", 64) && p.Changed != nil && p.Changed.Blocked {
+			real = p.Changed.Hash
+		}
+	}
+	if real == "" {
+		t.Fatalf("pins of the pinned server: %+v", ppins)
+	}
+	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers/"+ps.ID+"/pins/echo/approve", map[string]any{"hash": real}, nil); code != 200 {
+		t.Fatalf("approve: %d %s", code, body)
+	}
+	if res, err := pcs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "pinned"}}); err != nil || res.IsError {
+		t.Fatalf("echo after approval: %v %v", res, err)
 	}
 
 	// The instance ends with the lease it runs in.
@@ -798,6 +850,11 @@ func TestMCPNetworkAllowlist(t *testing.T) {
       profile: code-python-basic
       command: `+string(cmd)+`
       permissions: {tools: [echo]}
+    - name: env-server
+      source: verified
+      profile: code-python-basic
+      command: `+string(cmd)+`
+      permissions: {env_secrets: [ECHO_TOKEN=echo]}
 `)
 	e.requireImage(t, "code-python-basic")
 	t.Cleanup(func() {
@@ -842,6 +899,24 @@ func TestMCPNetworkAllowlist(t *testing.T) {
 	res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "net"}})
 	if err != nil || toolText(res) != "echo: net" {
 		t.Fatalf("echo: %v %v", res, err)
+	}
+
+	// The tenant cannot widen the server's sandbox afterwards.
+	req, _ := http.NewRequestWithContext(callCtx(t), "PUT", svc.url()+"/v1/sandboxes/"+s.SandboxID+"/network",
+		strings.NewReader(`{"mode":"allowlist","allow":[{"host":"allowed.test"},{"host":"other.test"}]}`))
+	req.Header.Set("Authorization", "Bearer "+svc.e.apiKey)
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 409 || !strings.Contains(string(b), "network_wider_than_mcp_server") {
+			t.Errorf("widening the server's sandbox: %d %s", resp.StatusCode, b)
+		}
+	}
+	if got := probe(t, c, s.SandboxID, map[string]string{"other_http": `get("http://other.test/", t=3)`}); !strings.HasPrefix(got["other_http"], "ERR") {
+		t.Errorf("after the refused change, other.test: %q", got["other_http"])
 	}
 
 	// In a tenant's lease whose sandbox reaches more than the decision
@@ -891,5 +966,52 @@ func TestMCPNetworkAllowlist(t *testing.T) {
 	got = probe(t, c, ts.SandboxID, map[string]string{"hits": fmt.Sprintf(`secret_hits(%q, %q)`, secret[:half], secret[half:])})
 	if got["hits"] != "hits:" {
 		t.Errorf("the MCP server's sandbox holds the tool secret: %s", got["hits"])
+	}
+
+	// A catalog entry that declares an env secret: risk high, runsc, the
+	// secret in the server's own environment (and there only), named in
+	// every call record. A tenant's ad-hoc spec cannot ask for one.
+	var es struct {
+		mcpServer
+		Secrets  []string `json:"secrets"`
+		Decision struct {
+			Risk    string `json:"risk"`
+			Secrets string `json:"secrets"`
+		} `json:"decision"`
+	}
+	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", map[string]any{"catalog": "env-server"}, &es); code != 201 {
+		t.Fatalf("create env-server: %d %s", code, body)
+	}
+	t.Cleanup(func() { apiJSON(t, svc, "DELETE", "/v1/mcp/servers/"+es.ID, nil, nil) })
+	if es.Runtime != "runsc" || es.Decision.Risk != "high" || es.Decision.Secrets != "env" || strings.Join(es.Secrets, ",") != "env:ECHO_TOKEN=echo" {
+		t.Fatalf("env-server instance %+v", es)
+	}
+	got = probe(t, c, es.SandboxID, map[string]string{"hits": fmt.Sprintf(`secret_hits(%q, %q)`, secret[:half], secret[half:])})
+	hits := strings.Fields(strings.ReplaceAll(strings.TrimPrefix(got["hits"], "hits:"), ",", " "))
+	if len(hits) == 0 {
+		t.Errorf("the env secret is not in the server's environment: %s", got["hits"])
+	}
+	for _, h := range hits { // the server's process only: not the sandbox's env, no file
+		if !strings.HasPrefix(h, "/proc/") || !strings.HasSuffix(h, "/environ") {
+			t.Errorf("the env secret is at %s in the sandbox (all hits: %s)", h, got["hits"])
+		}
+	}
+	ecs := mcpConnect(t, svc, &es.mcpServer, "2025-11-25", nil, nil)
+	if res, err := ecs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "env"}}); err != nil || toolText(res) != "echo: env" {
+		t.Fatalf("env-server echo: %v %v", res, err)
+	}
+	var calls struct {
+		Items []struct {
+			Tool    string   `json:"tool"`
+			Secrets []string `json:"secrets"`
+		} `json:"items"`
+	}
+	if code, body := apiJSON(t, svc, "GET", "/v1/mcp/servers/"+es.ID+"/calls", nil, &calls); code != 200 || len(calls.Items) != 1 ||
+		strings.Join(calls.Items[0].Secrets, ",") != "env:ECHO_TOKEN=echo" {
+		t.Errorf("env-server calls: %d %s", code, body)
+	}
+	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", map[string]any{"spec": map[string]any{"command": []string{"python3", "-c", "1"},
+		"profile": "code-python-basic", "permissions": map[string]any{"env_secrets": []string{"echo"}}}}, nil); code != 403 || !strings.Contains(body, "env_secrets_catalog_only") {
+		t.Errorf("an ad-hoc spec with env_secrets: %d %s", code, body)
 	}
 }

@@ -35,9 +35,5 @@ func (e Entry) Validate() error {
 	if err := e.Permissions.Validate(); err != nil {
 		return err
 	}
-	if len(e.Permissions.EnvSecrets) > 0 {
-		return errdefs.WithCode("env_secrets_not_implemented", fmt.Errorf(
-			"env_secrets are not implemented yet (secrets are never placed in a sandbox): %w", errdefs.ErrNotImplemented))
-	}
 	return e.Tools.Validate()
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -77,7 +78,10 @@ type Config struct {
 	// AllowedOrigins are the browser origins an endpoint accepts.
 	AllowedOrigins []string
 	// Audit, if set, records every call of every instance.
-	Audit  func(tenant, instance string, rec mcp.CallRecord)
+	Audit func(tenant, instance string, rec mcp.CallRecord)
+	// Secret reads an operator secret by name (network.secrets), for a
+	// catalog entry's env_secrets; nil refuses such entries.
+	Secret func(name string) (string, error)
 	Logger *slog.Logger
 	Now    func() time.Time
 }
@@ -217,6 +221,10 @@ type Instance struct {
 	CreatedAt       time.Time           `json:"created_at"`
 	ReadyAt         *time.Time          `json:"ready_at,omitempty"`
 	LastUsedAt      time.Time           `json:"last_used_at"`
+	// Secrets are the secrets the server's process holds or reaches, by
+	// name: "env:VAR=secret" for env_secrets, "gateway:TOOL" for operator
+	// tools (whose credentials stay at the gateway). Never their values.
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // instance is one running server.
@@ -273,6 +281,10 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 			Profile: req.Spec.Profile, Permissions: req.Spec.Permissions}
 		if err := entry.Validate(); err != nil {
 			return nil, err
+		}
+		if len(entry.Permissions.EnvSecrets) > 0 {
+			return nil, errdefs.WithCode("env_secrets_catalog_only", fmt.Errorf(
+				"an ad-hoc server cannot take the operator's secrets; only a catalog entry may declare env_secrets: %w", errdefs.ErrPermissionDenied))
 		}
 	default:
 		return nil, invalid("one of catalog and spec is required")
@@ -348,9 +360,21 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 		approvalTTL = time.Duration(req.ApprovalTTLSeconds) * time.Second
 	}
 	in.cfg.Approver = approver{m: m, in: in, ttl: approvalTTL}
-	in.view = Instance{ID: id, Tenant: tenant, Catalog: entry.Name, Command: entry.Command, Profile: entry.Profile, Scope: req.Scope,
+	var secrets []string
+	for _, e := range entry.Permissions.EnvSecrets {
+		secrets = append(secrets, "env:"+e)
+	}
+	for _, t := range entry.Permissions.Tools {
+		secrets = append(secrets, "gateway:"+t)
+	}
+	in.view = Instance{ID: id, Tenant: tenant, Catalog: entry.Name, Command: entry.Command, Profile: entry.Profile, Scope: req.Scope, Secrets: secrets,
 		Endpoint: "/v1/mcp/servers/" + id + "/mcp", Risk: dec.Risk, Network: dec.Network, Decision: dec, State: StateStarting,
 		Tools: rules, PinMode: mode, IdleTTLSeconds: req.IdleTTLSeconds, CreatedAt: now, LastUsedAt: now}
+
+	env, err := m.serverEnv(entry) // before the sandbox: nothing to undo
+	if err != nil {
+		return nil, err
+	}
 
 	// The sandbox: a lease of its own, or the tenant's.
 	var sb *sandbox.Sandbox
@@ -400,7 +424,7 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 			return nil, fmt.Errorf("lease placed a risk %s server on %s: %w", dec.Risk, sb.Runtime, errdefs.ErrInternal)
 		}
 	}
-	in.cmd = jobs.ExecInput{Tenant: tenant, SandboxID: in.view.SandboxID, Command: entry.Command, Cwd: entry.Cwd, Env: entry.Env}
+	in.cmd = jobs.ExecInput{Tenant: tenant, SandboxID: in.view.SandboxID, Command: entry.Command, Cwd: entry.Cwd, Env: env}
 
 	rctx, cancel := context.WithCancel(m.ctx)
 	in.cancel = cancel
@@ -420,6 +444,55 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 	v := in.snapshot()
 	v.Token = tok
 	return &v, nil
+}
+
+// NetworkChange implements control.NetworkChangeHook: the network of a
+// sandbox an instance runs in may not grow wider than the instance's
+// decision (409 network_wider_than_mcp_server).
+func (m *Manager) NetworkChange(_ context.Context, sandboxID string, pol egress.Policy) error {
+	m.mu.Lock()
+	insts := slices.Collect(maps.Values(m.insts))
+	m.mu.Unlock()
+	for _, in := range insts {
+		v := in.snapshot()
+		if v.SandboxID != sandboxID || v.State == StateStopped || v.State == StateFailed {
+			continue
+		}
+		if want := *networkPolicy(v.Decision); !policyWithin(pol, want) {
+			return errdefs.WithCode("network_wider_than_mcp_server", fmt.Errorf(
+				"MCP server %s runs in sandbox %s and its decision allows network %s, not %s: %w",
+				v.ID, sandboxID, describePolicy(want), describePolicy(pol), errdefs.ErrConflict))
+		}
+	}
+	return nil
+}
+
+// serverEnv is the environment of an entry's server process: its env and
+// the values of its env_secrets, read now (a secret that cannot be read
+// fails the create: secret_unreadable).
+func (m *Manager) serverEnv(e Entry) (map[string]string, error) {
+	if len(e.Permissions.EnvSecrets) == 0 {
+		return e.Env, nil
+	}
+	if m.cfg.Secret == nil {
+		return nil, errdefs.WithCode("secret_unreadable", fmt.Errorf("this service reads no secrets for env_secrets: %w", errdefs.ErrUnavailable))
+	}
+	env := maps.Clone(e.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	for _, es := range e.Permissions.EnvSecrets {
+		v, name, err := ParseEnvSecret(es)
+		if err != nil {
+			return nil, err
+		}
+		val, err := m.cfg.Secret(name)
+		if err != nil {
+			return nil, errdefs.WithCode("secret_unreadable", fmt.Errorf("env secret %s: %v: %w", name, err, errdefs.ErrUnavailable))
+		}
+		env[v] = val
+	}
+	return env, nil
 }
 
 // policyWithin reports whether a sandbox with policy have reaches nothing
@@ -745,6 +818,7 @@ func (m *Manager) halt(in *instance, state, why string) {
 
 func (m *Manager) record(in *instance, rec mcp.CallRecord) {
 	in.mu.Lock()
+	rec.Secrets = in.view.Secrets
 	in.seq++
 	in.calls = append(in.calls, CallEntry{Seq: in.seq, CallRecord: rec})
 	if len(in.calls) > callRing {

@@ -2,6 +2,7 @@ package servers
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -46,8 +47,12 @@ type Permissions struct {
 	// egress gateway, which adds the tool's credential; the sandbox never
 	// holds the credential. Exclusive with Network.
 	Tools []string `json:"tools,omitempty" yaml:"tools"`
-	// EnvSecrets names secrets it takes as raw environment variables
-	// (each raises its risk to high and is audited).
+	// EnvSecrets names operator secrets (network.secrets of the service's
+	// config) it takes as raw environment variables, each "VAR=secret" or
+	// "secret" (VAR is then the secret's name in upper case, - as _). Each
+	// raises its risk to high, and every call record names them. Only a
+	// catalog entry may declare them: a tenant's ad-hoc spec never names
+	// the operator's secrets.
 	EnvSecrets []string `json:"env_secrets,omitempty" yaml:"env_secrets"`
 }
 
@@ -66,12 +71,38 @@ func (p Permissions) Validate() error {
 	if len(p.Network) > 0 && len(p.Tools) > 0 {
 		return fmt.Errorf("permissions.network and permissions.tools are exclusive (a sandbox has one egress mode): %w", errdefs.ErrInvalidArgument)
 	}
+	for _, e := range p.EnvSecrets {
+		if _, _, err := ParseEnvSecret(e); err != nil {
+			return err
+		}
+	}
 	for _, t := range p.Tools {
 		if t == "" || strings.ContainsAny(t, "/ .\t") {
 			return fmt.Errorf("permissions.tools entry %q must be a tool name: %w", t, errdefs.ErrInvalidArgument)
 		}
 	}
 	return nil
+}
+
+var (
+	envVarRE     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+	secretNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+)
+
+// ParseEnvSecret reads one env_secrets entry: "VAR=secret" or "secret".
+func ParseEnvSecret(e string) (envVar, secret string, err error) {
+	envVar, secret, ok := strings.Cut(e, "=")
+	if !ok {
+		secret = envVar
+		envVar = strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(secret))
+	}
+	switch {
+	case !secretNameRE.MatchString(secret):
+		return "", "", fmt.Errorf("env_secrets entry %q: %q is not a secret name: %w", e, secret, errdefs.ErrInvalidArgument)
+	case !envVarRE.MatchString(envVar) || strings.HasPrefix(envVar, "GENESIS_"):
+		return "", "", fmt.Errorf("env_secrets entry %q: %q is not a variable name (or uses the reserved prefix GENESIS_): %w", e, envVar, errdefs.ErrInvalidArgument)
+	}
+	return envVar, secret, nil
 }
 
 // Decision is where and how an instance runs, with the inputs and the
@@ -127,7 +158,11 @@ func Decide(src Source, perm Permissions, ceiling sandbox.RiskLevel) (Decision, 
 	}
 	if len(perm.EnvSecrets) > 0 {
 		raise(sandbox.RiskHigh, "env secrets "+strings.Join(perm.EnvSecrets, ",")+" → high")
-		d.Secrets = "env"
+		if d.Secrets == "gateway" {
+			d.Secrets = "gateway+env"
+		} else {
+			d.Secrets = "env"
+		}
 	}
 	d.PermissionRisk = pr
 	d.Risk = sr

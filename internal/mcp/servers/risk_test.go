@@ -9,6 +9,21 @@ import (
 	"genesis.dev/sandbox/internal/sandbox"
 )
 
+func TestParseEnvSecret(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string][2]string{"TOKEN=github": {"TOKEN", "github"}, "github-token": {"GITHUB_TOKEN", "github-token"}, "a.b": {"A_B", "a.b"}} {
+		v, name, err := ParseEnvSecret(in)
+		if err != nil || v != want[0] || name != want[1] {
+			t.Errorf("ParseEnvSecret(%q) = %q %q %v, want %v", in, v, name, err, want)
+		}
+	}
+	for _, in := range []string{"", "=x", "X=", "1X=x", "GENESIS_AGENT=x", "X=a/b", "X Y=z"} {
+		if _, _, err := ParseEnvSecret(in); err == nil {
+			t.Errorf("ParseEnvSecret(%q) succeeded", in)
+		}
+	}
+}
+
 func TestDecide(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -36,6 +51,10 @@ func TestDecide(t *testing.T) {
 		{"unknown source", Source("somewhere"), Permissions{}, sandbox.RiskHigh, "", "", "", errdefs.ErrInvalidArgument, ""},
 		{"bad workspace", SourceBuiltin, Permissions{Workspace: "all"}, sandbox.RiskHigh, "", "", "", errdefs.ErrInvalidArgument, ""},
 		{"bad host", SourceBuiltin, Permissions{Network: []string{"http://x/"}}, sandbox.RiskHigh, "", "", "", errdefs.ErrInvalidArgument, ""},
+		{"env secrets are high", SourceBuiltin, Permissions{EnvSecrets: []string{"TOKEN=github"}}, sandbox.RiskHigh, sandbox.RiskHigh, sandbox.RuntimeRunsc, "none", nil, ""},
+		{"env secrets above a medium ceiling", SourceBuiltin, Permissions{EnvSecrets: []string{"github"}}, sandbox.RiskMedium, "", "", "",
+			errdefs.ErrPermissionDenied, "risk_above_ceiling"},
+		{"bad env secret", SourceBuiltin, Permissions{EnvSecrets: []string{"GENESIS_X=github"}}, sandbox.RiskHigh, "", "", "", errdefs.ErrInvalidArgument, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
