@@ -136,13 +136,16 @@ type MCPServer struct {
 	OwnLease  bool   `json:"own_lease"`
 	SandboxID string `json:"sandbox_id"`
 	// JobID is the server process's job: its stderr is GetJob's logs.
-	JobID           string             `json:"job_id,omitempty"`
-	Runtime         string             `json:"runtime"`
-	Risk            string             `json:"risk"`
-	Network         string             `json:"network"`
-	Decision        MCPDecision        `json:"decision"`
-	State           string             `json:"state"`
-	Restarts        int                `json:"restarts"`
+	JobID    string      `json:"job_id,omitempty"`
+	Runtime  string      `json:"runtime"`
+	Risk     string      `json:"risk"`
+	Network  string      `json:"network"`
+	Decision MCPDecision `json:"decision"`
+	State    string      `json:"state"`
+	Restarts int         `json:"restarts"`
+	// OutputRestarts counts planned restarts of a server whose stdout
+	// neared its output limit (not failures); its sessions end with each.
+	OutputRestarts  int                `json:"output_restarts,omitempty"`
 	LastExitCode    *int               `json:"last_exit_code,omitempty"`
 	LastError       string             `json:"last_error,omitempty"`
 	Server          *MCPImplementation `json:"server,omitempty"`

@@ -91,6 +91,11 @@ func (s *Manager) CloseStdin(ctx context.Context, tenant, jobID string) error {
 // limit of a background job's output.
 const serverOutputLimit = 256 << 20
 
+// ServerOutputLimit is the most output a server job's log keeps (the
+// configured limits.max_output_bytes, at most 256 MiB); past it the agent
+// drops the server's output, so its supervisor restarts it first.
+func (s *Manager) ServerOutputLimit() int64 { return min(s.lim.MaxOutputBytes, serverOutputLimit) }
+
 // StartServer starts a long-running server process (a stdio MCP server) as
 // a background job: its stdin is streamed (OpenStdin), it has no timeout,
 // its output is kept up to the largest output limit, and it does not hold
@@ -101,7 +106,7 @@ func (s *Manager) StartServer(ctx context.Context, in ExecInput) (*sandbox.Job, 
 	if err := s.validateExec(&in); err != nil {
 		return nil, err
 	}
-	in.TimeoutMS, in.MaxOutputBytes = 0, min(s.lim.MaxOutputBytes, serverOutputLimit)
+	in.TimeoutMS, in.MaxOutputBytes = 0, s.ServerOutputLimit()
 	return s.startJob(ctx, in, false)
 }
 

@@ -1015,3 +1015,73 @@ func TestMCPNetworkAllowlist(t *testing.T) {
 		t.Errorf("an ad-hoc spec with env_secrets: %d %s", code, body)
 	}
 }
+
+// TestMCPOutputRollover: a server's stdout passes through its job's log,
+// which keeps at most the output limit. Near it the server is started
+// again (planned: not counted as a failure), its clients reconnect, and
+// calls go on; without it the server would fall silent.
+func TestMCPOutputRollover(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "limits:\n  max_output_bytes: 1048576\n")
+	e.requireImage(t, "tool-basic")
+	svc := e.start(t)
+	c := svc.client()
+	ctx := callCtx(t)
+	lease, err := c.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: "tool-basic", RiskLevel: "high"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.ReleaseLease(context.Background(), lease.LeaseID) })
+	f, err := os.Open(mcpFixtureBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	_, err = c.WriteFile(ctx, lease.SandboxID, "/workspace/mcpfixture", f, client.WriteFileOptions{Mode: "0755", Size: fi.Size()})
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s mcpServer
+	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", map[string]any{
+		"spec": map[string]any{"command": []string{"/workspace/mcpfixture", "serve"}}, "lease_id": lease.LeaseID}, &s); code != 201 {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	type state struct {
+		State          string `json:"state"`
+		Restarts       int    `json:"restarts"`
+		OutputRestarts int    `json:"output_restarts"`
+		JobID          string `json:"job_id"`
+	}
+	get := func() state {
+		var st state
+		apiJSON(t, svc, "GET", "/v1/mcp/servers/"+s.ID, nil, &st)
+		return st
+	}
+	first := get().JobID
+	text := strings.Repeat("x", 64<<10)
+	cs := mcpConnect(t, svc, &s, "2025-11-25", nil, nil)
+	ok, failed := 0, 0
+	// 30 answers of 64 KiB are about twice the 1 MiB limit.
+	for i := 0; i < 30; i++ {
+		res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}})
+		if err == nil && toolText(res) == "echo: "+text {
+			ok++
+			continue
+		}
+		failed++
+		if failed > 3 {
+			t.Fatalf("call %d: %v (%d ok, %d failed; instance %+v)", i, err, ok, failed, get())
+		}
+		// The server was started again: its sessions ended with it.
+		eventually(t, callTimeout, "the server to be ready again", func() (bool, string) {
+			st := get()
+			return st.State == "ready" && st.OutputRestarts >= failed, fmt.Sprint(st)
+		})
+		cs = mcpConnect(t, svc, &s, "2025-11-25", nil, nil)
+	}
+	st := get()
+	if st.OutputRestarts < 1 || st.Restarts != 0 || st.State != "ready" || st.JobID == first || ok < 26 {
+		t.Errorf("after %d ok and %d failed calls: %+v (first job %s)", ok, failed, st, first)
+	}
+}

@@ -122,6 +122,10 @@ func TestCrossTenantIsolation(t *testing.T) {
 	owner, other := svc.client(), client.New(svc.url(), otherKey)
 	routes := documentedRoutes(t)
 
+	t.Run("mcp-and-skills", func(t *testing.T) {
+		t.Parallel()
+		crossTenantMCPAndSkills(t, e, svc, otherKey, routes)
+	})
 	for _, rt := range e.runtimes(t) {
 		t.Run(rt, func(t *testing.T) {
 			t.Parallel()
@@ -173,7 +177,8 @@ func TestCrossTenantIsolation(t *testing.T) {
 			for _, route := range routes {
 				method, path, _ := strings.Cut(route, " ")
 				if !strings.Contains(path, "{") || strings.HasPrefix(path, "/v1/tenants") || strings.HasPrefix(path, "/v1/pools/") ||
-					strings.HasPrefix(path, "/v1/previews/") {
+					strings.HasPrefix(path, "/v1/previews/") || strings.HasPrefix(path, "/v1/mcp/") || strings.HasPrefix(path, "/v1/skills/") {
+					// MCP servers and skills are walked by crossTenantMCPAndSkills
 					// collections, the admin API (403 for tenant keys, tested in httpapi), service-wide
 					// pools, and preview links (their token is the credential: tested in TestPorts)
 					continue
@@ -339,4 +344,73 @@ func callRaw(t *testing.T, s *service, key, method, path, body string) rawAnswer
 	var p client.Problem
 	_ = json.Unmarshal(b, &p)
 	return rawAnswer{status: resp.StatusCode, code: p.Code, detail: p.Detail}
+}
+
+// crossTenantMCPAndSkills walks the MCP server and skill routes with
+// another tenant's key: each answers as for an instance or skill that does
+// not exist (404, or the idempotent 204 of a delete), and the owner's
+// server and skill are unchanged afterwards. The Streamable HTTP endpoint
+// takes an instance token, not a tenant key: there too the answer is the
+// same as for a missing instance.
+func crossTenantMCPAndSkills(t *testing.T, e *env, svc *service, otherKey string, routes []string) {
+	e.requireImage(t, "tool-node")
+	var s mcpServer
+	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", map[string]any{"catalog": "everything"}, &s); code != 201 {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	t.Cleanup(func() { apiJSON(t, svc, "DELETE", "/v1/mcp/servers/"+s.ID, nil, nil) })
+	if code, body := pushSkill(t, svc, skillArchive(t, reportSkill), "application/gzip", nil); code != 201 {
+		t.Fatalf("push: %d %s", code, body)
+	}
+	bodies := map[string]string{
+		"POST /v1/mcp/servers/{id}/pins/{tool}/approve":  `{"hash":"sha256:00"}`,
+		"POST /v1/mcp/servers/{id}/approvals/{approval}": `{"decision":"approve","args_digest":"sha256:00"}`,
+		"POST /v1/mcp/servers/{id}/mcp":                  `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+		"POST /v1/skills/{name}/runs":                    `{"script":"scripts/report.py"}`,
+	}
+	walked := 0
+	for _, route := range routes {
+		method, path, _ := strings.Cut(route, " ")
+		var own, missing string
+		switch {
+		case strings.HasPrefix(path, "/v1/mcp/servers/{id}"):
+			own, missing = s.ID, "mcp_00000000000000000000"
+		case strings.HasPrefix(path, "/v1/skills/{name}"):
+			own, missing = "csv-report", "no-such-skill"
+		default:
+			continue
+		}
+		path = strings.NewReplacer("{tool}", "echo", "{approval}", "apr_00000000000000000000", "{revision}", "1",
+			"{path}", "SKILL.md").Replace(path)
+		walked++
+		param := "{id}"
+		if strings.Contains(path, "{name}") {
+			param = "{name}"
+		}
+		foreign := callRaw(t, svc, otherKey, method, strings.Replace(path, param, own, 1), bodies[route])
+		absent := callRaw(t, svc, otherKey, method, strings.Replace(path, param, missing, 1), bodies[route])
+		want := http.StatusNotFound
+		switch {
+		case method == "DELETE" && strings.HasSuffix(path, "/mcp"):
+			want = absent.status
+		case method == "DELETE":
+			want = http.StatusNoContent
+		case strings.HasSuffix(path, "/mcp"):
+			want = http.StatusUnauthorized // a tenant key is no instance token
+		}
+		if foreign.status != want || foreign.status != absent.status || foreign.code != absent.code {
+			t.Errorf("%s with another tenant's key: %d %s %q; for a missing one: %d %s; want the same %d",
+				route, foreign.status, foreign.code, foreign.detail, absent.status, absent.code, want)
+		}
+	}
+	if walked < 12 {
+		t.Fatalf("walked only %d MCP and skill routes", walked)
+	}
+	var got mcpServer
+	if code, _ := apiJSON(t, svc, "GET", "/v1/mcp/servers/"+s.ID, nil, &got); code != 200 || got.State != "ready" {
+		t.Errorf("the owner's MCP server after the walk: %d %+v", code, got)
+	}
+	if code, body := apiJSON(t, svc, "GET", "/v1/skills/csv-report", nil, nil); code != 200 {
+		t.Errorf("the owner's skill after the walk: %d %s", code, body)
+	}
 }

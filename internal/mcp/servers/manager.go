@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -58,6 +59,7 @@ type leases interface {
 // jobRunner is what the manager needs of jobs.
 type jobRunner interface {
 	StartServer(ctx context.Context, in jobs.ExecInput) (*sandbox.Job, error)
+	ServerOutputLimit() int64
 	OpenStdin(ctx context.Context, tenant, jobID string) (io.WriteCloser, error)
 	CopyOutput(ctx context.Context, tenant, jobID string, stdout io.Writer) error
 	CancelJob(ctx context.Context, tenant, jobID string) (*sandbox.Job, error)
@@ -204,13 +206,17 @@ type Instance struct {
 	SandboxID string   `json:"sandbox_id"`
 	// JobID is the server process's job: its stderr is
 	// GET /v1/jobs/{job_id}/logs (resumable).
-	JobID           string              `json:"job_id,omitempty"`
-	Runtime         sandbox.Runtime     `json:"runtime"`
-	Risk            sandbox.RiskLevel   `json:"risk"`
-	Network         string              `json:"network"`
-	Decision        Decision            `json:"decision"`
-	State           string              `json:"state"`
-	Restarts        int                 `json:"restarts"`
+	JobID    string            `json:"job_id,omitempty"`
+	Runtime  sandbox.Runtime   `json:"runtime"`
+	Risk     sandbox.RiskLevel `json:"risk"`
+	Network  string            `json:"network"`
+	Decision Decision          `json:"decision"`
+	State    string            `json:"state"`
+	Restarts int               `json:"restarts"`
+	// OutputRestarts counts the planned restarts of a server whose
+	// stdout neared its job's output limit (not failures: they do not
+	// count against the restart budget). Its sessions end with it.
+	OutputRestarts  int                 `json:"output_restarts,omitempty"`
 	LastExitCode    *int                `json:"last_exit_code,omitempty"`
 	LastError       string              `json:"last_error,omitempty"`
 	Server          *sdk.Implementation `json:"server,omitempty"`
@@ -235,6 +241,10 @@ type instance struct {
 	cmd       jobs.ExecInput
 	cancel    context.CancelFunc
 	done      chan struct{}
+
+	// rollover is set when the server is stopped because its stdout
+	// neared the output limit: the next start is planned, not a failure.
+	rollover atomic.Bool
 
 	mu        sync.Mutex
 	view      Instance
@@ -446,6 +456,28 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 	return &v, nil
 }
 
+// outputMeter counts a server's stdout on its way to the bridge. Past soft
+// bytes, at the end of a line (an answer is whole), or past hard bytes in
+// any case, it calls full once: the server is stopped and started again
+// before the agent's output limit would silence it.
+type outputMeter struct {
+	w          io.Writer
+	soft, hard int64
+	full       func()
+	n          int64
+	done       bool
+}
+
+func (o *outputMeter) Write(p []byte) (int, error) {
+	n, err := o.w.Write(p)
+	o.n += int64(n)
+	if !o.done && (o.n >= o.hard || (o.n >= o.soft && n > 0 && p[n-1] == '\n')) {
+		o.done = true
+		o.full()
+	}
+	return n, err
+}
+
 // NetworkChange implements control.NetworkChangeHook: the network of a
 // sandbox an instance runs in may not grow wider than the instance's
 // decision (409 network_wider_than_mcp_server).
@@ -608,8 +640,14 @@ func (m *Manager) start(ctx, rctx context.Context, in *instance) error {
 		return err
 	}
 	pr, pw := io.Pipe()
+	limit := m.cfg.Jobs.ServerOutputLimit()
+	margin := min(limit/4, 4<<20)
+	out := &outputMeter{w: pw, soft: limit - margin, hard: limit - min(margin/4, 64<<10), full: func() {
+		in.rollover.Store(true)
+		kill(fmt.Sprintf("its stdout neared its output limit of %d bytes; it is started again", limit))
+	}}
 	go func() {
-		err := m.cfg.Jobs.CopyOutput(rctx, tenant, job.ID, pw)
+		err := m.cfg.Jobs.CopyOutput(rctx, tenant, job.ID, out)
 		if err == nil {
 			err = io.EOF
 		}
@@ -677,6 +715,22 @@ func (m *Manager) supervise(ctx context.Context, in *instance) {
 			if m.ended(ctx, in, p) {
 				return
 			}
+		}
+		if in.rollover.Swap(false) {
+			// planned: its output log is full, not a failure
+			in.mu.Lock()
+			in.view.OutputRestarts++
+			in.view.State = StateRestarting
+			in.mu.Unlock()
+			sctx, cancel := context.WithTimeout(ctx, time.Minute)
+			err := m.start(sctx, ctx, in)
+			cancel()
+			if err == nil || ctx.Err() != nil {
+				continue
+			}
+			in.mu.Lock()
+			in.view.LastError = err.Error()
+			in.mu.Unlock()
 		}
 		in.mu.Lock()
 		restarts := in.view.Restarts
