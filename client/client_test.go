@@ -78,7 +78,10 @@ func newTestClient(t *testing.T, a answer, opts ...Option) (*Client, *fakeServer
 	f := &fakeServer{ans: a}
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
-	return New(srv.URL+"/", "key-123", opts...), f
+	// Each test server gets its own transport: httptest.Server.Close closes
+	// the idle connections of http.DefaultTransport, which would break a
+	// parallel test's request on a connection it is about to use.
+	return New(srv.URL+"/", "key-123", append([]Option{WithHTTPClient(srv.Client())}, opts...)...), f
 }
 
 func TestRequests(t *testing.T) {
@@ -537,7 +540,7 @@ func TestOptionsAndBaseURL(t *testing.T) {
 	var used bool
 	hc := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		used = true
-		return http.DefaultTransport.RoundTrip(r)
+		return srv.Client().Transport.RoundTrip(r)
 	})}
 	c := New(srv.URL+"/prefix/", "", WithHTTPClient(hc), WithUserAgent("genesis-cli/1"))
 	if _, err := c.Profiles(context.Background()); err != nil {

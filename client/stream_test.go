@@ -240,7 +240,7 @@ func newSSEClient(t *testing.T, s *sseServer) *Client {
 	t.Helper()
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
-	c := New(srv.URL, "key-123")
+	c := New(srv.URL, "key-123", WithHTTPClient(srv.Client()))
 	c.retryMin, c.retryMax = time.Millisecond, 5*time.Millisecond
 	return c
 }
@@ -309,7 +309,7 @@ func TestStreamLogsDecodesEvents(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	var got collector
-	err := New(srv.URL, "key-123").StreamLogs(context.Background(), "job-1", StreamOptions{Cursor: "40", Follow: true}, got.fn)
+	err := New(srv.URL, "key-123", WithHTTPClient(srv.Client())).StreamLogs(context.Background(), "job-1", StreamOptions{Cursor: "40", Follow: true}, got.fn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,7 +501,7 @@ func TestStreamLogsEnds(t *testing.T) {
 		_, _ = io.WriteString(w, "id: 20\nevent: stdout\ndata: {\"offset\":0,\"data\":\"aGk=\"}\n\n")
 	}))
 	t.Cleanup(srv.Close)
-	c := New(srv.URL, "k")
+	c := New(srv.URL, "k", WithHTTPClient(srv.Client()))
 	var got collector
 	if err := c.StreamLogs(context.Background(), "job-1", StreamOptions{Resume: true}, got.fn); err != nil || got.stdout.String() != "hi" {
 		t.Errorf("without follow: err %v, stdout %q; want the log so far and no error", err, got.stdout.String())
@@ -538,7 +538,7 @@ func TestStreamLogsProtocolErrors(t *testing.T) {
 				_, _ = io.WriteString(w, tc.body)
 			}))
 			t.Cleanup(srv.Close)
-			err := New(srv.URL, "k").StreamLogs(context.Background(), "job-1", StreamOptions{Follow: true, Resume: true}, (&collector{}).fn)
+			err := New(srv.URL, "k", WithHTTPClient(srv.Client())).StreamLogs(context.Background(), "job-1", StreamOptions{Follow: true, Resume: true}, (&collector{}).fn)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -683,7 +683,7 @@ func TestStreamLogsTextEncoding(t *testing.T) {
 			"id: 50\nevent: exit\ndata: {\"job_id\":\"job-1\",\"state\":\"succeeded\",\"exit_code\":0,\"exit_reason\":\"exited\"}\n\n")
 	}))
 	t.Cleanup(srv.Close)
-	c := New(srv.URL, "key")
+	c := New(srv.URL, "key", WithHTTPClient(srv.Client()))
 	var got collector
 	if err := c.StreamLogs(context.Background(), "job-1", StreamOptions{Follow: true}, got.fn); err != nil {
 		t.Fatal(err)
