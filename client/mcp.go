@@ -95,6 +95,9 @@ type MCPDecision struct {
 	PermissionRisk string `json:"permission_risk"`
 	Risk           string `json:"risk"`
 	Ceiling        string `json:"ceiling"`
+	// CeilingFrom is operator, or tenant when the tenant's
+	// max_tool_risk_level is the lower.
+	CeilingFrom string `json:"ceiling_from,omitempty"`
 	// Rule is the decision in words.
 	Rule string `json:"rule"`
 	// MinRuntime is the least runtime the risk allows (runc or runsc).

@@ -140,7 +140,10 @@ type SkillRunDecision struct {
 	PermissionRisk string `json:"permission_risk"`
 	Risk           string `json:"risk"`
 	Ceiling        string `json:"ceiling"`
-	Runtime        string `json:"runtime"`
+	// CeilingFrom is operator, or tenant when the tenant's
+	// max_tool_risk_level is the lower.
+	CeilingFrom string `json:"ceiling_from,omitempty"`
+	Runtime     string `json:"runtime"`
 	// Network is none or allowlist (with Hosts).
 	Network string   `json:"network"`
 	Hosts   []string `json:"hosts,omitempty"`

@@ -37,8 +37,11 @@ type Tenant struct {
 	Name         string `json:"name"`
 	Weight       int    `json:"weight"`
 	MinRiskLevel string `json:"min_risk_level,omitempty"`
-	Admin        bool   `json:"admin"`
-	Quotas       Quotas `json:"quotas"`
+	// MaxToolRiskLevel caps the risk of the tenant's MCP server instances
+	// and skill runs (absent: the operator's ceiling alone).
+	MaxToolRiskLevel string `json:"max_tool_risk_level,omitempty"`
+	Admin            bool   `json:"admin"`
+	Quotas           Quotas `json:"quotas"`
 	// Source is "config" (defined in the config file; read-only here) or
 	// "api".
 	Source string `json:"source"`
@@ -56,20 +59,23 @@ type TenantList struct {
 
 // CreateTenantRequest is the body of POST /v1/tenants.
 type CreateTenantRequest struct {
-	Name         string  `json:"name"`
-	Weight       int     `json:"weight,omitempty"`
-	MinRiskLevel string  `json:"min_risk_level,omitempty"`
-	Admin        bool    `json:"admin,omitempty"`
-	Quotas       *Quotas `json:"quotas,omitempty"`
+	Name             string  `json:"name"`
+	Weight           int     `json:"weight,omitempty"`
+	MinRiskLevel     string  `json:"min_risk_level,omitempty"`
+	MaxToolRiskLevel string  `json:"max_tool_risk_level,omitempty"`
+	Admin            bool    `json:"admin,omitempty"`
+	Quotas           *Quotas `json:"quotas,omitempty"`
 }
 
 // UpdateTenantRequest is the body of PATCH /v1/tenants/{name}; nil fields
 // are unchanged.
 type UpdateTenantRequest struct {
-	Weight       *int         `json:"weight,omitempty"`
-	MinRiskLevel *string      `json:"min_risk_level,omitempty"`
-	Admin        *bool        `json:"admin,omitempty"`
-	Quotas       *QuotasPatch `json:"quotas,omitempty"`
+	Weight       *int    `json:"weight,omitempty"`
+	MinRiskLevel *string `json:"min_risk_level,omitempty"`
+	// MaxToolRiskLevel "" removes the tenant's own ceiling.
+	MaxToolRiskLevel *string      `json:"max_tool_risk_level,omitempty"`
+	Admin            *bool        `json:"admin,omitempty"`
+	Quotas           *QuotasPatch `json:"quotas,omitempty"`
 }
 
 // APIKey is an API key of a tenant. Key (the secret) is set only in the

@@ -84,6 +84,7 @@ func newTenantCmd(a *app) *cobra.Command {
 	}
 	create.Flags().IntVar(&in.Weight, "weight", 0, "share in fair queueing (0: 1)")
 	create.Flags().StringVar(&in.MinRiskLevel, "min-risk", "", "raise every request of the tenant to at least this risk level")
+	create.Flags().StringVar(&in.MaxToolRiskLevel, "max-tool-risk", "", "refuse MCP servers and skill runs of the tenant above this risk level")
 	create.Flags().BoolVar(&in.Admin, "admin", false, "let the tenant's keys use the admin API")
 	qf.register(create.Flags())
 
@@ -162,7 +163,7 @@ func (a *app) printTenant(t *client.Tenant) error {
 	q := t.Quotas
 	fields := []field{
 		{"Name", t.Name}, {"Source", t.Source}, {"Admin", strconv.FormatBool(t.Admin)}, {"Weight", strconv.Itoa(t.Weight)},
-		{"Min risk level", t.MinRiskLevel},
+		{"Min risk level", t.MinRiskLevel}, {"Max tool risk level", t.MaxToolRiskLevel},
 	}
 	var u client.Usage
 	if t.Usage != nil {

@@ -75,14 +75,14 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 	ctl.AddHook(arts)
 	ctl.AddHook(terms)
 	ctl.AddHook(pp)
-	ms, err := servers.New(servers.Config{Leases: ctl, Jobs: jm, Catalog: mcpCatalog(cfg.MCP), Ceiling: cfg.MCP.MaxRiskLevel,
+	ms, err := servers.New(servers.Config{Leases: ctl, Jobs: jm, Catalog: mcpCatalog(cfg.MCP), Ceiling: cfg.MCP.MaxRiskLevel, TenantCeiling: ctl.ToolRiskCeiling,
 		AllowedOrigins: cfg.MCP.AllowedOrigins, Audit: mcpAudit(ctl, log), Secret: mcpSecret(cfg.Network), Logger: log})
 	if err != nil {
 		return nil, err
 	}
 	ctl.AddHook(ms) // an instance ends with its sandbox
 	sk, err := skills.New(skills.Config{Store: st, Sandboxes: ctl, Jobs: jm, Files: fs, Artifacts: arts,
-		Dir: filepath.Join(cfg.DataDir, "skills"), Profile: cfg.Skills.Profile, Ceiling: cfg.Skills.MaxRiskLevel,
+		Dir: filepath.Join(cfg.DataDir, "skills"), Profile: cfg.Skills.Profile, Ceiling: cfg.Skills.MaxRiskLevel, TenantCeiling: ctl.ToolRiskCeiling,
 		AllowNetwork: cfg.Skills.AllowNetwork, Limits: skillLimits(cfg.Skills), Audit: skillsAudit(ctl, log), Logger: log})
 	if err != nil {
 		return nil, err

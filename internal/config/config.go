@@ -225,6 +225,10 @@ type Intervals struct {
 type Tenant struct {
 	// MinRiskLevel raises every request of the tenant to at least this level.
 	MinRiskLevel sandbox.RiskLevel `yaml:"min_risk_level"`
+	// MaxToolRiskLevel is the highest risk of an MCP server instance or a
+	// skill run the tenant may start; the lower of it and mcp. or
+	// skills.max_risk_level applies.
+	MaxToolRiskLevel sandbox.RiskLevel `yaml:"max_tool_risk_level"`
 	// APIKeys are extra keys for this tenant (plain text in the file; they
 	// are compared in constant time and never logged).
 	APIKeys []string `yaml:"api_keys"`
@@ -434,6 +438,9 @@ func (c *Config) validate(v *problems) {
 		}
 		if t.MinRiskLevel != "" && t.MinRiskLevel.Rank() < 0 {
 			bad("tenants."+name+".min_risk_level", "unknown risk level %q", t.MinRiskLevel)
+		}
+		if t.MaxToolRiskLevel != "" && t.MaxToolRiskLevel.Rank() < 0 {
+			bad("tenants."+name+".max_tool_risk_level", "unknown risk level %q", t.MaxToolRiskLevel)
 		}
 		for i, k := range t.APIKeys {
 			if len(k) < 16 {

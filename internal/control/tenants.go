@@ -38,7 +38,7 @@ func (s *Service) syncTenants(ctx context.Context) error {
 	}
 	now := s.now()
 	for name, t := range want {
-		rec := &tenant.Tenant{Name: name, Weight: t.Weight, MinRiskLevel: t.MinRiskLevel, Admin: t.Admin, Quotas: t.Quotas,
+		rec := &tenant.Tenant{Name: name, Weight: t.Weight, MinRiskLevel: t.MinRiskLevel, MaxToolRiskLevel: t.MaxToolRiskLevel, Admin: t.Admin, Quotas: t.Quotas,
 			Source: tenant.SourceConfig, CreatedAt: now, UpdatedAt: now}
 		if _, err := s.store.PutTenant(ctx, rec); err != nil {
 			return fmt.Errorf("writing config tenant %s: %w", name, err)
@@ -88,16 +88,19 @@ type TenantInput struct {
 	Name         string
 	Weight       int
 	MinRiskLevel string
-	Admin        bool
-	Quotas       tenant.Quotas
+	// MaxToolRiskLevel caps the risk of the tenant's MCP servers and skill runs.
+	MaxToolRiskLevel string
+	Admin            bool
+	Quotas           tenant.Quotas
 }
 
 // TenantPatch changes the fields that are not nil.
 type TenantPatch struct {
-	Weight       *int
-	MinRiskLevel *string
-	Admin        *bool
-	Quotas       QuotasPatch
+	Weight           *int
+	MinRiskLevel     *string
+	MaxToolRiskLevel *string
+	Admin            *bool
+	Quotas           QuotasPatch
 }
 
 // QuotasPatch changes the quotas that are not nil.
@@ -133,7 +136,8 @@ func (s *Service) getTenant(ctx context.Context, name string) (*tenant.Tenant, e
 // CreateTenant creates an API-managed tenant.
 func (s *Service) CreateTenant(ctx context.Context, in TenantInput) (*tenant.Tenant, error) {
 	now := s.now()
-	t := &tenant.Tenant{Name: in.Name, Weight: in.Weight, MinRiskLevel: sandbox.RiskLevel(in.MinRiskLevel), Admin: in.Admin,
+	t := &tenant.Tenant{Name: in.Name, Weight: in.Weight, MinRiskLevel: sandbox.RiskLevel(in.MinRiskLevel),
+		MaxToolRiskLevel: sandbox.RiskLevel(in.MaxToolRiskLevel), Admin: in.Admin,
 		Quotas: in.Quotas, Source: tenant.SourceAPI, CreatedAt: now, UpdatedAt: now}
 	if err := t.Validate(); err != nil {
 		return nil, err
@@ -177,6 +181,9 @@ func (s *Service) UpdateTenant(ctx context.Context, name string, ifVersion int64
 		set(&t.Weight, patch.Weight)
 		if patch.MinRiskLevel != nil {
 			t.MinRiskLevel = sandbox.RiskLevel(*patch.MinRiskLevel)
+		}
+		if patch.MaxToolRiskLevel != nil {
+			t.MaxToolRiskLevel = sandbox.RiskLevel(*patch.MaxToolRiskLevel)
 		}
 		set(&t.Admin, patch.Admin)
 		q := patch.Quotas
@@ -309,4 +316,17 @@ func (s *Service) usage(ctx context.Context, name string) (tenant.Usage, sandbox
 		}
 	}
 	return u, first, nil
+}
+
+// ToolRiskCeiling returns the tenant's own max_tool_risk_level ("": none,
+// also for a tenant that is gone, whose keys no longer authenticate).
+func (s *Service) ToolRiskCeiling(ctx context.Context, name string) (sandbox.RiskLevel, error) {
+	t, err := s.store.GetTenant(ctx, name)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return t.MaxToolRiskLevel, nil
 }

@@ -26,7 +26,7 @@ func (s *Server) tenantRoutes() {
 func tenantWire(t *tenant.Tenant) client.Tenant {
 	q := t.Quotas
 	return client.Tenant{
-		Name: t.Name, Weight: max(t.Weight, 1), MinRiskLevel: string(t.MinRiskLevel), Admin: t.Admin,
+		Name: t.Name, Weight: max(t.Weight, 1), MinRiskLevel: string(t.MinRiskLevel), MaxToolRiskLevel: string(t.MaxToolRiskLevel), Admin: t.Admin,
 		Quotas: client.Quotas{MaxSandboxes: q.MaxSandboxes, MaxCPU: q.MaxCPU, MaxMemoryMB: q.MaxMemoryMB, MaxLeases: q.MaxLeases},
 		Source: string(t.Source), ResourceVersion: strconv.FormatInt(t.ResourceVersion, 10),
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
@@ -45,7 +45,7 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	in := control.TenantInput{Name: req.Name, Weight: req.Weight, MinRiskLevel: req.MinRiskLevel, Admin: req.Admin}
+	in := control.TenantInput{Name: req.Name, Weight: req.Weight, MinRiskLevel: req.MinRiskLevel, MaxToolRiskLevel: req.MaxToolRiskLevel, Admin: req.Admin}
 	if q := req.Quotas; q != nil {
 		in.Quotas = tenant.Quotas{MaxSandboxes: q.MaxSandboxes, MaxCPU: q.MaxCPU, MaxMemoryMB: q.MaxMemoryMB, MaxLeases: q.MaxLeases}
 	}
@@ -96,7 +96,7 @@ func (s *Server) patchTenant(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	p := control.TenantPatch{Weight: req.Weight, MinRiskLevel: req.MinRiskLevel, Admin: req.Admin}
+	p := control.TenantPatch{Weight: req.Weight, MinRiskLevel: req.MinRiskLevel, MaxToolRiskLevel: req.MaxToolRiskLevel, Admin: req.Admin}
 	if q := req.Quotas; q != nil {
 		p.Quotas = control.QuotasPatch{MaxSandboxes: q.MaxSandboxes, MaxCPU: q.MaxCPU, MaxMemoryMB: q.MaxMemoryMB, MaxLeases: q.MaxLeases}
 	}

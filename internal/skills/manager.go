@@ -24,6 +24,7 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/jobs"
+	"genesis.dev/sandbox/internal/policy"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 )
@@ -80,6 +81,8 @@ type Config struct {
 	Limits  Limits
 	// Ceiling is the highest risk a run may have (default high).
 	Ceiling sandbox.RiskLevel
+	// TenantCeiling, if set, lowers Ceiling for a tenant that set its own.
+	TenantCeiling policy.TenantCeiling
 	// AllowNetwork lets a skill that declares hosts reach exactly those
 	// (an egress allowlist); without it such a skill's runs are refused.
 	AllowNetwork bool

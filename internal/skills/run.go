@@ -52,7 +52,10 @@ type Decision struct {
 	PermissionRisk sandbox.RiskLevel `json:"permission_risk"`
 	Risk           sandbox.RiskLevel `json:"risk"`
 	Ceiling        sandbox.RiskLevel `json:"ceiling"`
-	Runtime        sandbox.Runtime   `json:"runtime"`
+	// CeilingFrom says whose ceiling it is: operator or tenant (the
+	// tenant's max_tool_risk_level, when lower).
+	CeilingFrom string          `json:"ceiling_from,omitempty"`
+	Runtime     sandbox.Runtime `json:"runtime"`
 	// Network is none or allowlist (with Hosts).
 	Network string   `json:"network"`
 	Hosts   []string `json:"hosts,omitempty"`
@@ -89,8 +92,12 @@ type Run struct {
 // unsigned (risk medium); declaring hosts is risk medium and needs the
 // operator's AllowNetwork. Medium and above run under runsc. A risk
 // above the ceiling is refused, never relabelled.
-func (m *Manager) Decide(rev *Revision) (Decision, error) {
-	d := Decision{Source: rev.Source, SourceRisk: sandbox.RiskMedium, PermissionRisk: sandbox.RiskLow, Ceiling: m.cfg.Ceiling, Network: "none"}
+func (m *Manager) Decide(ctx context.Context, tenant string, rev *Revision) (Decision, error) {
+	ceiling, from, err := m.cfg.TenantCeiling.Ceiling(ctx, tenant, m.cfg.Ceiling)
+	if err != nil {
+		return Decision{}, err
+	}
+	d := Decision{Source: rev.Source, SourceRisk: sandbox.RiskMedium, PermissionRisk: sandbox.RiskLow, Ceiling: ceiling, CeilingFrom: from, Network: "none"}
 	if len(rev.Manifest.Network) > 0 {
 		if !m.cfg.AllowNetwork {
 			return d, errdefs.WithCode("skill_network_not_allowed", fmt.Errorf(
@@ -104,7 +111,12 @@ func (m *Manager) Decide(rev *Revision) (Decision, error) {
 		d.Risk = d.PermissionRisk
 	}
 	if d.Risk.Rank() > d.Ceiling.Rank() {
-		return d, errdefs.WithCode("risk_above_ceiling", fmt.Errorf("skill %s has risk %s, above the ceiling %s: %w", rev.Name, d.Risk, d.Ceiling, errdefs.ErrPermissionDenied))
+		whose := "the operator's skills.max_risk_level"
+		if from == "tenant" {
+			whose = "tenant " + tenant + "'s max_tool_risk_level"
+		}
+		return d, errdefs.WithCode("risk_above_ceiling", fmt.Errorf("skill %s has risk %s, above the ceiling %s (%s); it is refused, not relabelled: %w",
+			rev.Name, d.Risk, d.Ceiling, whose, errdefs.ErrPermissionDenied))
 	}
 	d.Runtime = sandbox.RuntimeRunc
 	if d.Risk.Rank() >= sandbox.RiskMedium.Rank() {
@@ -195,7 +207,7 @@ func (m *Manager) Run(ctx context.Context, tenant, name string, req RunRequest) 
 		return nil, errdefs.WithCode("skill_script_not_found", fmt.Errorf("skill %s revision %d has no file %q: %w",
 			rev.Name, rev.Revision, req.Script, errdefs.ErrNotFound))
 	}
-	dec, err := m.Decide(rev)
+	dec, err := m.Decide(ctx, tenant, rev)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package skills
 
 import (
+	"context"
 	"testing"
 
 	"genesis.dev/sandbox/internal/errdefs"
@@ -22,11 +23,14 @@ func TestDecide(t *testing.T) {
 		{"declared hosts become the allowlist", Config{Ceiling: sandbox.RiskHigh, AllowNetwork: true}, online, "", "allowlist"},
 		{"network not allowed", Config{Ceiling: sandbox.RiskHigh}, online, "skill_network_not_allowed", ""},
 		{"above the ceiling", Config{Ceiling: sandbox.RiskLow}, offline, "risk_above_ceiling", ""},
+		{"above the tenant's ceiling", Config{Ceiling: sandbox.RiskHigh, TenantCeiling: lowTenant}, offline, "risk_above_ceiling", ""},
+		{"a tenant ceiling above the operator's does not raise it", Config{Ceiling: sandbox.RiskLow, TenantCeiling: untrustedTenant}, offline, "risk_above_ceiling", ""},
+		{"a tenant ceiling that fits", Config{Ceiling: sandbox.RiskHigh, TenantCeiling: untrustedTenant}, offline, "", "none"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			m := &Manager{cfg: tc.cfg}
-			d, err := m.Decide(tc.rev)
+			d, err := m.Decide(context.Background(), "acme", tc.rev)
 			if tc.code != "" {
 				if errdefs.Code(err) != tc.code {
 					t.Fatalf("err %v, want code %s", err, tc.code)
@@ -78,4 +82,15 @@ func TestCheckRunRequest(t *testing.T) {
 			t.Errorf("checkRunRequest(%+v) = %v (code %q), want %q", tc.req, err, errdefs.Code(err), tc.code)
 		}
 	}
+}
+
+func lowTenant(_ context.Context, tenant string) (sandbox.RiskLevel, error) {
+	if tenant != "acme" {
+		return "", nil
+	}
+	return sandbox.RiskLow, nil
+}
+
+func untrustedTenant(context.Context, string) (sandbox.RiskLevel, error) {
+	return sandbox.RiskUntrusted, nil
 }

@@ -95,9 +95,13 @@ type Tenant struct {
 	Name         string            `json:"name"`
 	Weight       int               `json:"weight"`
 	MinRiskLevel sandbox.RiskLevel `json:"min_risk_level,omitempty"`
-	Admin        bool              `json:"admin"`
-	Quotas       Quotas            `json:"quotas"`
-	Source       Source            `json:"source"`
+	// MaxToolRiskLevel is the highest risk of an MCP server instance or a
+	// skill run the tenant may start ("": the operator's ceiling alone). A
+	// request above it is refused, never relabelled.
+	MaxToolRiskLevel sandbox.RiskLevel `json:"max_tool_risk_level,omitempty"`
+	Admin            bool              `json:"admin"`
+	Quotas           Quotas            `json:"quotas"`
+	Source           Source            `json:"source"`
 	// ResourceVersion is bumped by every update (the ETag of the record).
 	ResourceVersion int64     `json:"resource_version"`
 	CreatedAt       time.Time `json:"created_at"`
@@ -120,6 +124,9 @@ func (t *Tenant) Validate() error {
 	}
 	if t.MinRiskLevel != "" && t.MinRiskLevel.Rank() < 0 {
 		return fmt.Errorf("unknown min_risk_level %q: %w", t.MinRiskLevel, errdefs.ErrInvalidArgument)
+	}
+	if t.MaxToolRiskLevel != "" && t.MaxToolRiskLevel.Rank() < 0 {
+		return fmt.Errorf("unknown max_tool_risk_level %q: %w", t.MaxToolRiskLevel, errdefs.ErrInvalidArgument)
 	}
 	return t.Quotas.Validate("quotas")
 }

@@ -68,11 +68,13 @@ type mcpServer struct {
 	JobID     string `json:"job_id"`
 	LastError string `json:"last_error"`
 	Decision  struct {
-		Source    string `json:"source"`
-		Risk      string `json:"risk"`
-		Rule      string `json:"rule"`
-		MinRun    string `json:"min_runtime"`
-		NetworkIs string `json:"network"`
+		Source      string `json:"source"`
+		Risk        string `json:"risk"`
+		Ceiling     string `json:"ceiling"`
+		CeilingFrom string `json:"ceiling_from"`
+		Rule        string `json:"rule"`
+		MinRun      string `json:"min_runtime"`
+		NetworkIs   string `json:"network"`
 	} `json:"decision"`
 	Server *struct {
 		Name string `json:"name"`
@@ -82,6 +84,12 @@ type mcpServer struct {
 // apiJSON sends a JSON request with the tenant key and decodes the answer
 // into out (when not nil); it returns the status and the raw body.
 func apiJSON(t *testing.T, svc *service, method, path string, body any, out any) (int, string) {
+	t.Helper()
+	return apiJSONAs(t, svc, svc.e.apiKey, method, path, body, out)
+}
+
+// apiJSONAs is apiJSON with the API key key.
+func apiJSONAs(t *testing.T, svc *service, key, method, path string, body any, out any) (int, string) {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -94,7 +102,7 @@ func apiJSON(t *testing.T, svc *service, method, path string, body any, out any)
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, method, svc.url()+path, rd)
-	req.Header.Set("Authorization", "Bearer "+svc.e.apiKey)
+	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

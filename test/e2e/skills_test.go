@@ -81,8 +81,14 @@ func skillArchive(t *testing.T, files map[string]string) []byte {
 // pushSkill posts an archive and returns the status and body.
 func pushSkill(t *testing.T, svc *service, archive []byte, contentType string, out any) (int, string) {
 	t.Helper()
+	return pushSkillAs(t, svc, svc.e.apiKey, archive, contentType, out)
+}
+
+// pushSkillAs is pushSkill with the API key key.
+func pushSkillAs(t *testing.T, svc *service, key string, archive []byte, contentType string, out any) (int, string) {
+	t.Helper()
 	req, _ := http.NewRequestWithContext(callCtx(t), "POST", svc.url()+"/v1/skills", bytes.NewReader(archive))
-	req.Header.Set("Authorization", "Bearer "+svc.e.apiKey)
+	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Content-Type", contentType)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -28,6 +28,7 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/mcp"
+	"genesis.dev/sandbox/internal/policy"
 	"genesis.dev/sandbox/internal/sandbox"
 )
 
@@ -74,6 +75,8 @@ type Config struct {
 	Catalog []Entry
 	// Ceiling is the highest risk an instance may have (default high).
 	Ceiling sandbox.RiskLevel
+	// TenantCeiling, if set, lowers Ceiling for a tenant that set its own.
+	TenantCeiling policy.TenantCeiling
 	// LeaseTTL is the length of an instance's own lease, renewed while it
 	// runs (default 10 minutes).
 	LeaseTTL time.Duration
@@ -330,8 +333,16 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 	default:
 		return nil, invalid("pin_mode must be block or warn, got %q", req.PinMode)
 	}
-	dec, err := Decide(entry.Source, entry.Permissions, m.cfg.Ceiling)
+	ceiling, from, err := m.cfg.TenantCeiling.Ceiling(ctx, tenant, m.cfg.Ceiling)
 	if err != nil {
+		return nil, err
+	}
+	dec, err := Decide(entry.Source, entry.Permissions, ceiling)
+	dec.CeilingFrom = from
+	if err != nil {
+		if from == "tenant" && errdefs.Code(err) == "risk_above_ceiling" {
+			err = errdefs.WithCode("risk_above_ceiling", fmt.Errorf("%w (the ceiling is tenant %s's max_tool_risk_level)", err, tenant))
+		}
 		return nil, err
 	}
 	if req.Runtime != "" {

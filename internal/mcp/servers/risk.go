@@ -113,6 +113,9 @@ type Decision struct {
 	PermissionRisk sandbox.RiskLevel `json:"permission_risk"`
 	Risk           sandbox.RiskLevel `json:"risk"`
 	Ceiling        sandbox.RiskLevel `json:"ceiling"`
+	// CeilingFrom says whose ceiling it is: operator or tenant (the
+	// tenant's max_tool_risk_level, when lower).
+	CeilingFrom string `json:"ceiling_from,omitempty"`
 	// Rule is the decision in words.
 	Rule string `json:"rule"`
 	// Isolation is the least runtime the risk allows (runc or runsc); the
