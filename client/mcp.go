@@ -253,6 +253,34 @@ type MCPCatalogEntry struct {
 	Permissions MCPPermissions    `json:"permissions"`
 	Tools       MCPToolRules      `json:"tools"`
 	Pins        []MCPPin          `json:"pins,omitempty"`
+	// Owner is operator (the service's config) or tenant (an entry your
+	// tenant added, seen by it alone).
+	Owner     string     `json:"owner,omitempty"`
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+}
+
+// AddMCPCatalogEntryRequest is the body of POST /v1/mcp/catalog: a
+// tenant's own entry. Source is registry, unverified (the default) or
+// ad-hoc; env_secrets are the operator's catalog's alone.
+type AddMCPCatalogEntryRequest struct {
+	Name        string            `json:"name"`
+	Description string            `json:"description,omitempty"`
+	Source      string            `json:"source,omitempty"`
+	Profile     string            `json:"profile,omitempty"`
+	Command     []string          `json:"command"`
+	Cwd         string            `json:"cwd,omitempty"`
+	Env         map[string]string `json:"env,omitempty"`
+	Permissions MCPPermissions    `json:"permissions,omitzero"`
+	Tools       MCPToolRules      `json:"tools,omitzero"`
+	// Pins are known-good definitions by tool: {tool, hash} as GET
+	// /v1/mcp/servers/{id}/pins shows them.
+	Pins []MCPPinRef `json:"pins,omitempty"`
+}
+
+// MCPPinRef is a pin given by hash alone.
+type MCPPinRef struct {
+	Tool string `json:"tool"`
+	Hash string `json:"hash"`
 }
 
 // MCPCatalog is the body of GET /v1/mcp/catalog.
@@ -389,6 +417,40 @@ func (c *Client) MCPCatalog(ctx context.Context) ([]MCPCatalogEntry, error) {
 		return nil, err
 	}
 	return v.Items, nil
+}
+
+func mcpCatalogPath(name string) (string, error) { return idPath("/v1/mcp/catalog/", name) }
+
+// AddMCPCatalogEntry calls POST /v1/mcp/catalog.
+func (c *Client) AddMCPCatalogEntry(ctx context.Context, req AddMCPCatalogEntryRequest) (*MCPCatalogEntry, error) {
+	var v MCPCatalogEntry
+	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/mcp/catalog", body: req, auth: true}, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// GetMCPCatalogEntry calls GET /v1/mcp/catalog/{name}.
+func (c *Client) GetMCPCatalogEntry(ctx context.Context, name string) (*MCPCatalogEntry, error) {
+	p, err := mcpCatalogPath(name)
+	if err != nil {
+		return nil, err
+	}
+	var v MCPCatalogEntry
+	if err := c.do(ctx, request{method: http.MethodGet, path: p, auth: true}, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// DeleteMCPCatalogEntry calls DELETE /v1/mcp/catalog/{name}: one of your
+// tenant's own entries (running instances are unaffected).
+func (c *Client) DeleteMCPCatalogEntry(ctx context.Context, name string) error {
+	p, err := mcpCatalogPath(name)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, request{method: http.MethodDelete, path: p, auth: true}, nil)
 }
 
 // MCP approval states.

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -500,9 +502,9 @@ func newMCPCallsCmd(a *app) *cobra.Command {
 
 // newMCPCatalogCmd builds "genesis mcp catalog".
 func newMCPCatalogCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "catalog",
-		Short: "List the MCP servers genesis mcp run --catalog can start",
+		Short: "List the MCP servers genesis mcp run --catalog can start (the operator's and your tenant's)",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: a.action(func(cmd *cobra.Command, _ []string) error {
 			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (client.MCPCatalog, error) {
@@ -512,17 +514,62 @@ func newMCPCatalogCmd(a *app) *cobra.Command {
 				}
 				return client.MCPCatalog{Items: items}, err
 			}, func(cat client.MCPCatalog) error {
-				return printTable(a.stdout, "NAME\tSOURCE\tPROFILE\tNETWORK\tCOMMAND\tDESCRIPTION", cat.Items, func(tw io.Writer, e client.MCPCatalogEntry) {
+				return printTable(a.stdout, "NAME\tOWNER\tSOURCE\tPROFILE\tNETWORK\tCOMMAND\tDESCRIPTION", cat.Items, func(tw io.Writer, e client.MCPCatalogEntry) {
 					network := "none"
 					if len(e.Permissions.Network) > 0 {
 						network = strings.Join(e.Permissions.Network, ",")
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.Source, orDash(e.Profile), network, shellJoin(e.Command),
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, orDash(e.Owner), e.Source, orDash(e.Profile), network, shellJoin(e.Command),
 						orDash(firstLine(e.Description, 60)))
 				})
 			})
 		}),
 	}
+	add := &cobra.Command{
+		Use:   "add FILE",
+		Short: "Add an entry to your tenant's own catalog from a JSON file (- for stdin)",
+		Long: `FILE holds one entry as POST /v1/mcp/catalog takes it: name, command, and
+optionally description, source (registry, unverified — the default — or
+ad-hoc), profile, cwd, env, permissions, tools and pins. The entry is your
+tenant's alone; genesis mcp run --catalog NAME starts it.`,
+		Args: exactArgs(1, "one file"),
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			var data []byte
+			var err error
+			if args[0] == "-" {
+				data, err = io.ReadAll(a.stdin)
+			} else {
+				data, err = os.ReadFile(args[0])
+			}
+			if err != nil {
+				return err
+			}
+			var req client.AddMCPCatalogEntryRequest
+			dec := json.NewDecoder(bytes.NewReader(data))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&req); err != nil {
+				return usageErrorf("%s is not a catalog entry: %v", args[0], err)
+			}
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.MCPCatalogEntry, error) {
+				return c.AddMCPCatalogEntry(ctx, req)
+			}, func(e *client.MCPCatalogEntry) error { _, err := fmt.Fprintln(a.stdout, e.Name); return err })
+		}),
+	}
+	rm := &cobra.Command{
+		Use:     "rm NAME",
+		Aliases: []string{"delete"},
+		Short:   "Remove an entry of your tenant's own catalog (running instances are unaffected)",
+		Args:    exactArgs(1, "one entry name"),
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			return c.DeleteMCPCatalogEntry(cmd.Context(), args[0])
+		}),
+	}
+	cmd.AddCommand(add, rm)
+	return cmd
 }
 
 // newMCPStdioCmd builds "genesis mcp stdio".

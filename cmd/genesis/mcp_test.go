@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -116,6 +118,10 @@ func TestMCPRunJSONAndErrors(t *testing.T) {
 // TestMCPVerbs: each verb calls its route and prints its answer.
 func TestMCPVerbs(t *testing.T) {
 	t.Parallel()
+	entryFile := filepath.Join(t.TempDir(), "entry.json")
+	if err := os.WriteFile(entryFile, []byte(`{"name":"mine","command":["node","s.js"],"tools":{"deny":["rm"]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name                 string
 		args                 []string
@@ -195,6 +201,16 @@ func TestMCPVerbs(t *testing.T) {
 			body: `{"items":[{"name":"fetch","description":"Fetch web pages","source":"registry","command":["mcp-fetch"],
 				"permissions":{"network":["example.com:443"]},"tools":{}}]}`,
 			wantMethod: "GET", wantPath: "/v1/mcp/catalog", wantOut: []string{"fetch", "registry", "example.com:443", "Fetch web pages"},
+		},
+		{
+			name: "catalog add", args: []string{"mcp", "catalog", "add", entryFile}, status: 201,
+			body:       `{"name":"mine","source":"unverified","command":["node","s.js"],"permissions":{},"tools":{"deny":["rm"]},"owner":"tenant"}`,
+			wantMethod: "POST", wantPath: "/v1/mcp/catalog", wantBody: `{"name":"mine","command":["node","s.js"],"tools":{"deny":["rm"]}}`,
+			wantOut: []string{"mine"},
+		},
+		{
+			name: "catalog rm", args: []string{"mcp", "catalog", "rm", "mine"}, status: 204,
+			wantMethod: "DELETE", wantPath: "/v1/mcp/catalog/mine",
 		},
 	}
 	for _, tc := range tests {

@@ -75,7 +75,7 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 	ctl.AddHook(arts)
 	ctl.AddHook(terms)
 	ctl.AddHook(pp)
-	ms, err := servers.New(servers.Config{Leases: ctl, Jobs: jm, Catalog: mcpCatalog(cfg.MCP), Ceiling: cfg.MCP.MaxRiskLevel, TenantCeiling: ctl.ToolRiskCeiling,
+	ms, err := servers.New(servers.Config{Leases: ctl, Jobs: jm, Catalog: mcpCatalog(cfg.MCP), TenantCatalog: mcpCatalogStore{st}, Ceiling: cfg.MCP.MaxRiskLevel, TenantCeiling: ctl.ToolRiskCeiling,
 		AllowedOrigins: cfg.MCP.AllowedOrigins, Audit: mcpAudit(ctl, log), Secret: mcpSecret(cfg.Network), Logger: log})
 	if err != nil {
 		return nil, err

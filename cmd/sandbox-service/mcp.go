@@ -16,6 +16,7 @@ import (
 	"genesis.dev/sandbox/internal/mcp"
 	"genesis.dev/sandbox/internal/mcp/servers"
 	"genesis.dev/sandbox/internal/skills"
+	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
@@ -124,4 +125,35 @@ func skillsAudit(ctl *control.Service, log *slog.Logger) func(context.Context, s
 			log.Warn("recording a skills MCP run in the audit log", "target", target, "err", err)
 		}
 	}
+}
+
+// mcpCatalogStore keeps the tenants' own MCP catalog entries in the store.
+type mcpCatalogStore struct{ st store.MCPCatalog }
+
+func (c mcpCatalogStore) CreateEntry(ctx context.Context, tenant, name string, at time.Time, doc []byte) error {
+	return c.st.CreateMCPCatalogEntry(ctx, &store.MCPCatalogEntry{Tenant: tenant, Name: name, CreatedAt: at, Doc: doc})
+}
+
+func (c mcpCatalogStore) GetEntry(ctx context.Context, tenant, name string) ([]byte, error) {
+	e, err := c.st.GetMCPCatalogEntry(ctx, tenant, name)
+	if err != nil {
+		return nil, err
+	}
+	return e.Doc, nil
+}
+
+func (c mcpCatalogStore) ListEntries(ctx context.Context, tenant string) ([][]byte, error) {
+	list, err := c.st.ListMCPCatalogEntries(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(list))
+	for i, e := range list {
+		out[i] = e.Doc
+	}
+	return out, nil
+}
+
+func (c mcpCatalogStore) DeleteEntry(ctx context.Context, tenant, name string) error {
+	return c.st.DeleteMCPCatalogEntry(ctx, tenant, name)
 }

@@ -43,6 +43,9 @@ func (s *Server) mcpRoutes() {
 	s.handle("GET", "/v1/mcp/servers/{id}/approvals", true, s.mcpApprovals)
 	s.handle("POST", "/v1/mcp/servers/{id}/approvals/{approval}", true, s.decideMCPApproval)
 	s.handle("GET", "/v1/mcp/catalog", true, s.mcpCatalog)
+	s.handle("POST", "/v1/mcp/catalog", true, s.addMCPCatalogEntry)
+	s.handle("GET", "/v1/mcp/catalog/{name}", true, s.getMCPCatalogEntry)
+	s.handle("DELETE", "/v1/mcp/catalog/{name}", true, s.deleteMCPCatalogEntry)
 	// The endpoint an MCP client connects to: authenticated by the
 	// instance's own token (never a tenant key), its calls audited one by
 	// one by the manager rather than as HTTP requests.
@@ -196,11 +199,47 @@ func (s *Server) decideMCPApproval(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) mcpCatalog(w http.ResponseWriter, r *http.Request) {
-	items := s.mcp.Catalog()
+	items, err := s.mcp.CatalogFor(r.Context(), tenantOf(r))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
 	if items == nil {
 		items = []servers.Entry{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+}
+
+func (s *Server) addMCPCatalogEntry(w http.ResponseWriter, r *http.Request) {
+	var e servers.Entry // owner and created_at are the manager's to set
+	if err := s.decode(w, r, &e); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	out, err := s.mcp.AddCatalogEntry(r.Context(), tenantOf(r), e)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/mcp/catalog/"+out.Name)
+	writeJSON(w, http.StatusCreated, out)
+}
+
+func (s *Server) getMCPCatalogEntry(w http.ResponseWriter, r *http.Request) {
+	e, err := s.mcp.CatalogEntry(r.Context(), tenantOf(r), r.PathValue("name"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, e)
+}
+
+func (s *Server) deleteMCPCatalogEntry(w http.ResponseWriter, r *http.Request) {
+	if err := s.mcp.DeleteCatalogEntry(r.Context(), tenantOf(r), r.PathValue("name")); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {

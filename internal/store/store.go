@@ -60,6 +60,7 @@ type Store interface {
 	SandboxSessions
 	PoolReturn
 	Skills
+	MCPCatalog
 }
 
 // SandboxFilter selects sandboxes. Zero fields match everything.

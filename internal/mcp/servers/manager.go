@@ -73,6 +73,8 @@ type Config struct {
 	Jobs   jobRunner
 	// Catalog is the servers a request may name (operator entries).
 	Catalog []Entry
+	// TenantCatalog, if set, keeps the tenants' own entries.
+	TenantCatalog CatalogStore
 	// Ceiling is the highest risk an instance may have (default high).
 	Ceiling sandbox.RiskLevel
 	// TenantCeiling, if set, lowers Ceiling for a tenant that set its own.
@@ -130,10 +132,12 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	for _, e := range cfg.Catalog {
+	cfg.Catalog = slices.Clone(cfg.Catalog)
+	for i, e := range cfg.Catalog {
 		if err := e.Validate(); err != nil {
 			return nil, fmt.Errorf("mcp catalog entry %q: %w", e.Name, err)
 		}
+		cfg.Catalog[i].Owner = OwnerOperator
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	m := &Manager{cfg: cfg, log: cfg.Logger, ctx: ctx, stop: stop, insts: map[string]*instance{}, audits: make(chan auditItem, 4096)}
@@ -284,11 +288,11 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 	case req.Catalog != "" && req.Spec != nil:
 		return nil, invalid("catalog and spec are mutually exclusive")
 	case req.Catalog != "":
-		i := slices.IndexFunc(m.cfg.Catalog, func(e Entry) bool { return e.Name == req.Catalog })
-		if i < 0 {
-			return nil, errdefs.WithCode("catalog_entry_not_found", fmt.Errorf("no catalog entry %q (GET /v1/mcp/catalog lists them): %w", req.Catalog, errdefs.ErrNotFound))
+		e, err := m.CatalogEntry(ctx, tenant, req.Catalog)
+		if err != nil {
+			return nil, err
 		}
-		entry = m.cfg.Catalog[i]
+		entry = *e
 	case req.Spec != nil:
 		entry = Entry{Source: SourceAdHoc, Command: req.Spec.Command, Cwd: req.Spec.Cwd, Env: req.Spec.Env,
 			Profile: req.Spec.Profile, Permissions: req.Spec.Permissions}

@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SandboxSessions", testSandboxSessions},
 		{"ReturnSandbox", testReturnSandbox},
 		{"Skills", testSkills},
+		{"MCPCatalog", testMCPCatalog},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
