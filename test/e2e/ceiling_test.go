@@ -61,7 +61,10 @@ func TestToolRiskCeiling(t *testing.T) {
 	refused(t, key.Key)
 	patch := func(level string) {
 		t.Helper()
-		if code, body := apiJSONAs(t, svc, adminKey, "PATCH", "/v1/tenants/api-capped", map[string]any{"max_tool_risk_level": level}, &tn); code != 200 || tn.MaxToolRiskLevel != level {
+		var got struct {
+			MaxToolRiskLevel string `json:"max_tool_risk_level"`
+		}
+		if code, body := apiJSONAs(t, svc, adminKey, "PATCH", "/v1/tenants/api-capped", map[string]any{"max_tool_risk_level": level}, &got); code != 200 || got.MaxToolRiskLevel != level {
 			t.Fatalf("patch %q: %d %s", level, code, body)
 		}
 	}
