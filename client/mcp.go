@@ -232,6 +232,10 @@ type MCPCallRecord struct {
 	ResultBytes int    `json:"result_bytes"`
 	// Secrets are the instance's Secrets at the call.
 	Secrets []string `json:"secrets,omitempty"`
+	// Egress are the egress gateway's events of the instance's sandbox in
+	// the call's window, when it has network (concurrent calls share
+	// theirs; the newest may come on a later read).
+	Egress []NetworkEvent `json:"egress,omitempty"`
 }
 
 // MCPCallPage is the body of GET /v1/mcp/servers/{id}/calls.

@@ -15,6 +15,7 @@ import (
 	"genesis.dev/sandbox/internal/egress"
 	"genesis.dev/sandbox/internal/mcp"
 	"genesis.dev/sandbox/internal/mcp/servers"
+	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/skills"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/tenant"
@@ -156,4 +157,12 @@ func (c mcpCatalogStore) ListEntries(ctx context.Context, tenant string) ([][]by
 
 func (c mcpCatalogStore) DeleteEntry(ctx context.Context, tenant, name string) error {
 	return c.st.DeleteMCPCatalogEntry(ctx, tenant, name)
+}
+
+// mcpNetworkEvents pages a sandbox's egress events for the MCP call log.
+func mcpNetworkEvents(ctl *control.Service) func(ctx context.Context, tenant, sandboxID string, cursor int64, limit int) ([]sandbox.NetworkEvent, int64, error) {
+	return func(ctx context.Context, tenant, sandboxID string, cursor int64, limit int) ([]sandbox.NetworkEvent, int64, error) {
+		p, err := ctl.ListNetworkEvents(ctx, tenant, sandboxID, cursor, limit)
+		return p.Events, p.Next, err
+	}
 }

@@ -155,7 +155,7 @@ func (s *Server) mcpServerCalls(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	recs, next, err := s.mcp.Calls(tenantOf(r), r.PathValue("id"), cursor, limit)
+	recs, next, err := s.mcp.Calls(r.Context(), tenantOf(r), r.PathValue("id"), cursor, limit)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

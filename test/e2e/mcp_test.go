@@ -909,6 +909,48 @@ func TestMCPNetworkAllowlist(t *testing.T) {
 		t.Fatalf("echo: %v %v", res, err)
 	}
 
+	// The server's own traffic during a call is in that call's record: the
+	// allowed fetch and the refused one, each joined to its own call.
+	for url, want := range map[string]string{"http://allowed.test/": "200 hello from allowed via http", "http://other.test/": ""} {
+		res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "fetch", Arguments: map[string]any{"url": url}})
+		if err != nil {
+			t.Fatalf("fetch %s: %v", url, err)
+		}
+		if (want != "" && toolText(res) != want) || (want == "" && !res.IsError) {
+			t.Fatalf("fetch %s: %q (error %v)", url, toolText(res), res.IsError)
+		}
+	}
+	type egressEvent struct {
+		Name, Proto, Decision string
+		BytesDown             int64 `json:"bytes_down"`
+	}
+	eventually(t, 30*time.Second, "the fetches' egress events in their call records", func() (bool, string) {
+		var log struct {
+			Items []struct {
+				Tool   string        `json:"tool"`
+				Egress []egressEvent `json:"egress"`
+			} `json:"items"`
+		}
+		if code, body := apiJSON(t, svc, "GET", "/v1/mcp/servers/"+s.ID+"/calls", nil, &log); code != 200 {
+			t.Fatalf("calls: %d %s", code, body)
+		}
+		var allowed, denied, echoQuiet bool
+		fetches := 0
+		for _, c := range log.Items {
+			switch c.Tool {
+			case "echo":
+				echoQuiet = len(c.Egress) == 0
+			case "fetch":
+				fetches++
+				for _, ev := range c.Egress {
+					allowed = allowed || (fetches == 1 && ev.Decision == "allow" && ev.Name == "allowed.test" && ev.Proto == "http" && ev.BytesDown > 0)
+					denied = denied || (fetches == 2 && ev.Decision == "deny" && strings.TrimSuffix(ev.Name, ".") == "other.test")
+				}
+			}
+		}
+		return allowed && denied && echoQuiet, fmt.Sprintf("allowed fetch %v, refused fetch %v, echo without events %v: %+v", allowed, denied, echoQuiet, log.Items)
+	})
+
 	// The tenant cannot widen the server's sandbox afterwards.
 	req, _ := http.NewRequestWithContext(callCtx(t), "PUT", svc.url()+"/v1/sandboxes/"+s.SandboxID+"/network",
 		strings.NewReader(`{"mode":"allowlist","allow":[{"host":"allowed.test"},{"host":"other.test"}]}`))

@@ -86,6 +86,9 @@ type Config struct {
 	AllowedOrigins []string
 	// Audit, if set, records every call of every instance.
 	Audit func(tenant, instance string, rec mcp.CallRecord)
+	// NetworkEvents, if set, pages a sandbox's egress events (control's
+	// ListNetworkEvents); the call log joins them to each call's window.
+	NetworkEvents func(ctx context.Context, tenant, sandboxID string, cursor int64, limit int) ([]sandbox.NetworkEvent, int64, error)
 	// Secret reads an operator secret by name (network.secrets), for a
 	// catalog entry's env_secrets; nil refuses such entries.
 	Secret func(name string) (string, error)
@@ -267,6 +270,12 @@ type instance struct {
 type CallEntry struct {
 	Seq int64 `json:"seq"`
 	mcp.CallRecord
+	// Egress are the egress gateway's events of the instance's sandbox in
+	// the call's window (from its start to its end), when the sandbox has
+	// network. Concurrent calls of one instance share their events. The
+	// gateway's events reach the store every few seconds, so those of a
+	// call that just ended may come on a later read.
+	Egress []sandbox.NetworkEvent `json:"egress,omitempty"`
 }
 
 func newToken() (string, [32]byte) {
@@ -984,7 +993,7 @@ func (m *Manager) Delete(tenant, id string) error {
 
 // Calls are an instance's call records after cursor (a seq), oldest
 // first, at most limit; next is the cursor of the next page ("" at the end).
-func (m *Manager) Calls(tenant, id string, cursor int64, limit int) (recs []CallEntry, next string, err error) {
+func (m *Manager) Calls(ctx context.Context, tenant, id string, cursor int64, limit int) (recs []CallEntry, next string, err error) {
 	in, err := m.get(tenant, id)
 	if err != nil {
 		return nil, "", err
@@ -993,7 +1002,6 @@ func (m *Manager) Calls(tenant, id string, cursor int64, limit int) (recs []Call
 		limit = 100
 	}
 	in.mu.Lock()
-	defer in.mu.Unlock()
 	for _, c := range in.calls {
 		if c.Seq <= cursor {
 			continue
@@ -1004,7 +1012,54 @@ func (m *Manager) Calls(tenant, id string, cursor int64, limit int) (recs []Call
 		}
 		recs = append(recs, c)
 	}
+	sandboxID, network := in.view.SandboxID, in.view.Network
+	in.mu.Unlock()
+	if len(recs) > 0 && network != "" && network != "none" && m.cfg.NetworkEvents != nil {
+		if err := m.joinEgress(ctx, tenant, sandboxID, recs); err != nil {
+			return nil, "", err
+		}
+	}
 	return recs, next, nil
+}
+
+// maxEgressJoin bounds the events read to join one page of calls.
+const maxEgressJoin = 10000
+
+// joinEgress gives each call the sandbox's egress events in its window.
+func (m *Manager) joinEgress(ctx context.Context, tenant, sandboxID string, recs []CallEntry) error {
+	from := recs[0].Time
+	to := from
+	for _, r := range recs {
+		if end := r.Time.Add(time.Duration(r.DurationMS+1) * time.Millisecond); end.After(to) {
+			to = end
+		}
+	}
+	var cursor int64
+	for read := 0; read < maxEgressJoin; {
+		evs, next, err := m.cfg.NetworkEvents(ctx, tenant, sandboxID, cursor, 1000)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			return nil // the sandbox is gone and its events with it
+		}
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			if ev.Time.Before(from) || ev.Time.After(to) {
+				continue
+			}
+			for i := range recs {
+				end := recs[i].Time.Add(time.Duration(recs[i].DurationMS+1) * time.Millisecond)
+				if !ev.Time.Before(recs[i].Time) && !ev.Time.After(end) {
+					recs[i].Egress = append(recs[i].Egress, ev)
+				}
+			}
+		}
+		if len(evs) == 0 || next == cursor || (len(evs) > 0 && evs[len(evs)-1].Time.After(to)) {
+			return nil
+		}
+		cursor, read = next, read+len(evs)
+	}
+	return nil
 }
 
 // Tools lists an instance's tools as its clients see them.
