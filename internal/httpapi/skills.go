@@ -109,13 +109,18 @@ func revisionParam(v string) (int64, error) {
 	return n, nil
 }
 
-func (s *Server) getSkillRevision(w http.ResponseWriter, r *http.Request) {
-	n, err := revisionParam(r.PathValue("revision")) // never "": the pattern needs a segment
+// skillRevision is the revision of the path's skill that revision (a
+// number, "" or "latest") names.
+func (s *Server) skillRevision(r *http.Request, revision string) (*skills.Revision, error) {
+	n, err := revisionParam(revision)
 	if err != nil {
-		s.writeProblem(w, r, err)
-		return
+		return nil, err
 	}
-	rev, err := s.skills.Get(r.Context(), tenantOf(r), r.PathValue("name"), n)
+	return s.skills.Get(r.Context(), tenantOf(r), r.PathValue("name"), n)
+}
+
+func (s *Server) getSkillRevision(w http.ResponseWriter, r *http.Request) {
+	rev, err := s.skillRevision(r, r.PathValue("revision")) // never "": the pattern needs a segment
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -124,12 +129,7 @@ func (s *Server) getSkillRevision(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getSkillFile(w http.ResponseWriter, r *http.Request) {
-	n, err := revisionParam(r.URL.Query().Get("revision"))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	rev, err := s.skills.Get(r.Context(), tenantOf(r), r.PathValue("name"), n)
+	rev, err := s.skillRevision(r, r.URL.Query().Get("revision"))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

@@ -97,36 +97,16 @@ func (s *Store) GetSkillRevision(ctx context.Context, tenant, name string, revis
 	return rev, nil
 }
 
-func (s *Store) listSkills(ctx context.Context, op, query string, args ...any) ([]*store.SkillRevision, error) {
-	rows, err := s.reader.QueryContext(ctx, s.q(query), args...)
-	if err != nil {
-		return nil, s.dbError(ctx, op, err)
-	}
-	defer rows.Close()
-	var out []*store.SkillRevision
-	for rows.Next() {
-		rev, err := scanSkill(rows)
-		if err != nil {
-			return nil, s.dbError(ctx, op, err)
-		}
-		out = append(out, rev)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.dbError(ctx, op, err)
-	}
-	return out, nil
-}
-
 // ListSkills returns the latest revision of each of the tenant's skills.
 func (s *Store) ListSkills(ctx context.Context, tenant string) ([]*store.SkillRevision, error) {
-	return s.listSkills(ctx, "list skills", `SELECT `+skillColumns+` FROM skill_revisions r WHERE tenant = ?
+	return appendRows(ctx, s, s.reader, []*store.SkillRevision(nil), "list skills", scanSkill, `SELECT `+skillColumns+` FROM skill_revisions r WHERE tenant = ?
 		AND revision = (SELECT MAX(revision) FROM skill_revisions l WHERE l.tenant = r.tenant AND l.name = r.name)
 		ORDER BY name`, tenant)
 }
 
 // ListSkillRevisions returns every revision of a skill, newest first.
 func (s *Store) ListSkillRevisions(ctx context.Context, tenant, name string) ([]*store.SkillRevision, error) {
-	return s.listSkills(ctx, "list skill revisions "+name, `SELECT `+skillColumns+` FROM skill_revisions
+	return appendRows(ctx, s, s.reader, []*store.SkillRevision(nil), "list skill revisions "+name, scanSkill, `SELECT `+skillColumns+` FROM skill_revisions
 		WHERE tenant = ? AND name = ? ORDER BY revision DESC`, tenant, name)
 }
 
