@@ -66,7 +66,8 @@ type MCPSpec struct {
 type MCPCreateRequest struct {
 	Catalog string   `json:"catalog,omitempty"`
 	Spec    *MCPSpec `json:"spec,omitempty"`
-	// Scope is dedicated (the default; ephemeral is not implemented yet).
+	// Scope is dedicated (the default: one sandbox for the instance) or
+	// ephemeral (each tools/call in a sandbox and server of its own).
 	Scope string `json:"scope,omitempty"`
 	// LeaseID runs the server in a sandbox the tenant already leases.
 	LeaseID string `json:"lease_id,omitempty"`
@@ -236,6 +237,9 @@ type MCPCallRecord struct {
 	// the call's window, when it has network (concurrent calls share
 	// theirs; the newest may come on a later read).
 	Egress []NetworkEvent `json:"egress,omitempty"`
+	// SandboxID is, for scope ephemeral, the sandbox of the call's own
+	// server.
+	SandboxID string `json:"sandbox_id,omitempty"`
 }
 
 // MCPCallPage is the body of GET /v1/mcp/servers/{id}/calls.

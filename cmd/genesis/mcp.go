@@ -42,10 +42,10 @@ bearer token and a tool policy. See docs/mcp.md.`,
 
 // mcpRunFlags are the flags of genesis mcp run.
 type mcpRunFlags struct {
-	catalog, profile, lease, cwd, workspace, pinMode, runtime string
-	allow, deny, approve, network, tools, env                 []string
-	idleTTL, approvalTTL                                      string
-	callTimeout, callCeiling, initTimeout                     time.Duration
+	catalog, profile, lease, cwd, workspace, pinMode, runtime, scope string
+	allow, deny, approve, network, tools, env                        []string
+	idleTTL, approvalTTL                                             string
+	callTimeout, callCeiling, initTimeout                            time.Duration
 }
 
 // build checks the flags and arguments (the command after --) and returns
@@ -89,6 +89,12 @@ func (f *mcpRunFlags) build(cmd *cobra.Command, args []string) (client.MCPCreate
 	}
 	if len(f.allow)+len(f.deny)+len(f.approve) > 0 {
 		req.Tools = &client.MCPToolRules{Allow: f.allow, Deny: f.deny, Approve: f.approve}
+	}
+	switch f.scope {
+	case "", "dedicated", "ephemeral":
+		req.Scope = f.scope
+	default:
+		return req, usageErrorf("--scope must be dedicated or ephemeral, not %q", f.scope)
 	}
 	switch f.pinMode {
 	case "", "block", "warn":
@@ -200,6 +206,7 @@ server must reach (an egress allowlist of exactly those; risk medium).`,
 	fl.StringVar(&f.workspace, "workspace", "", "what a command does with the workspace: none, read or write")
 	fl.StringVar(&f.cwd, "cwd", "", "working directory of a command in the sandbox")
 	fl.StringArrayVar(&f.env, "env", nil, "environment variable KEY=VALUE of a command (repeatable)")
+	fl.StringVar(&f.scope, "scope", "", "dedicated (default: one sandbox for the server) or ephemeral (a sandbox of its own for each tools/call)")
 	fl.StringVar(&f.pinMode, "pin-mode", "", "what a tool whose definition changed does: block (default) or warn (risk low only)")
 	fl.DurationVar(&f.callTimeout, "call-timeout", 0, "cancel a call without answer or progress for this long (0: service default, 60s)")
 	fl.DurationVar(&f.callCeiling, "call-ceiling", 0, "cancel a call after this long, progress or not (0: service default, 10m)")

@@ -40,6 +40,12 @@ const codeRequestTimeout = -32001
 type Config struct {
 	// Backend is the transport to the MCP server (Stdio.Transport).
 	Backend sdk.Transport
+	// CallBackend, if set, starts a server of its own for each tools/call
+	// (scope ephemeral): the call is sent to it after its initialize, and
+	// done is called when the call ends, whatever its outcome. Backend
+	// still serves the lists, resources and prompts. where names the
+	// call's server in its record (its sandbox).
+	CallBackend func(ctx context.Context) (t sdk.Transport, where string, done func(), err error)
 	// Policy is the tool policy; nil allows every tool and blocks changed
 	// definitions.
 	Policy *Policy
@@ -102,6 +108,9 @@ type CallRecord struct {
 	// Secrets names the secrets the server holds or reaches (set by the
 	// instance's manager; never their values).
 	Secrets []string `json:"secrets,omitempty"`
+	// SandboxID is the sandbox of the server that served the call when it
+	// was one of its own (scope ephemeral).
+	SandboxID string `json:"sandbox_id,omitempty"`
 }
 
 // Call outcomes.
@@ -565,7 +574,19 @@ func (p *Proxy) callTool(ctx context.Context, r *sdk.CallToolRequest) (sdk.Resul
 		p.mu.Unlock()
 	}()
 
-	res, err := p.cs.CallTool(cctx, out)
+	cs := p.cs
+	if p.cfg.CallBackend != nil {
+		ecs, where, done, err := p.callSession(cctx)
+		rec.SandboxID = where
+		if err != nil {
+			p.finish(&rec, start, nil, err, "")
+			return nil, err
+		}
+		defer done()
+		defer ecs.Close()
+		cs = ecs
+	}
+	res, err := cs.CallTool(cctx, out)
 	if err != nil {
 		if cause := context.Cause(cctx); cctx.Err() != nil && ctx.Err() == nil && cause != nil {
 			terr := &jsonrpc.Error{Code: codeRequestTimeout, Message: fmt.Sprintf("tool %q timed out: %v (the server was told to cancel)", name, cause)}
@@ -578,6 +599,28 @@ func (p *Proxy) callTool(ctx context.Context, r *sdk.CallToolRequest) (sdk.Resul
 	}
 	p.finish(&rec, start, res, nil, "")
 	return res, nil
+}
+
+// callSession starts and initializes a server for one call.
+func (p *Proxy) callSession(ctx context.Context) (*sdk.ClientSession, string, func(), error) {
+	t, where, done, err := p.cfg.CallBackend(ctx)
+	if err != nil {
+		return nil, where, nil, errdefs.WithCode("mcp_call_server_failed", fmt.Errorf("starting the call's own MCP server: %v: %w", err, errdefs.ErrUnavailable))
+	}
+	if st, ok := t.(*Stdio); ok {
+		st.setObserver(p.onLine)
+	}
+	client := sdk.NewClient(&sdk.Implementation{Name: "genesis-sandbox", Version: "1"}, &sdk.ClientOptions{
+		ProgressNotificationHandler: p.onProgress,
+	})
+	ictx, cancel := context.WithTimeout(ctx, p.cfg.InitTimeout)
+	defer cancel()
+	cs, err := client.Connect(ictx, t, nil)
+	if err != nil {
+		done()
+		return nil, where, nil, errdefs.WithCode("mcp_init_failed", fmt.Errorf("the call's own MCP server did not initialize: %v: %w", err, errdefs.ErrUnavailable))
+	}
+	return cs, where, done, nil
 }
 
 // onProgress forwards progress from a backend whose lines the proxy does

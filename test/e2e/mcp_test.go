@@ -118,6 +118,31 @@ func apiJSONAs(t *testing.T, svc *service, key, method, path string, body any, o
 	return resp.StatusCode, string(b)
 }
 
+// leaseWithFixture acquires a lease (released at cleanup) and uploads the
+// fixture binary bin to its /workspace/mcpfixture.
+func leaseWithFixture(t *testing.T, c *client.Client, req client.AcquireLeaseRequest, bin string) *client.Lease {
+	t.Helper()
+	ctx := callCtx(t)
+	lease, err := c.AcquireLease(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.ReleaseLease(context.Background(), lease.LeaseID) })
+	f, err := os.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WriteFile(ctx, lease.SandboxID, "/workspace/mcpfixture", f, client.WriteFileOptions{Mode: "0755", Size: fi.Size()}); err != nil {
+		t.Fatal(err)
+	}
+	return lease
+}
+
 // bearer is an http.Client that sends token on every request.
 type bearer struct {
 	token string
@@ -192,22 +217,7 @@ mcp:
 			if rt == "runsc" {
 				risk = "high"
 			}
-			ctx := callCtx(t)
-			lease, err := c.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: "tool-basic", RiskLevel: risk, Runtime: rt})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = c.ReleaseLease(context.Background(), lease.LeaseID) })
-			f, err := os.Open(bin)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fi, _ := f.Stat()
-			_, err = c.WriteFile(ctx, lease.SandboxID, "/workspace/mcpfixture", f, client.WriteFileOptions{Mode: "0755", Size: fi.Size()})
-			f.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
+			lease := leaseWithFixture(t, c, client.AcquireLeaseRequest{Profile: "tool-basic", RiskLevel: risk, Runtime: rt}, bin)
 
 			// An ad-hoc server is high risk: runsc, never a runc lease.
 			adhoc := map[string]any{"spec": map[string]any{"command": []string{"/workspace/mcpfixture", "serve"}}, "lease_id": lease.LeaseID}
@@ -405,22 +415,7 @@ func TestMCPRugPull(t *testing.T) {
 	e.requireImage(t, "tool-basic")
 	svc := e.start(t)
 	c := svc.client()
-	ctx := callCtx(t)
-	lease, err := c.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: "tool-basic", RiskLevel: "high"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.ReleaseLease(context.Background(), lease.LeaseID) })
-	f, err := os.Open(mcpFixtureBinary(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fi, _ := f.Stat()
-	_, err = c.WriteFile(ctx, lease.SandboxID, "/workspace/mcpfixture", f, client.WriteFileOptions{Mode: "0755", Size: fi.Size()})
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := leaseWithFixture(t, c, client.AcquireLeaseRequest{Profile: "tool-basic", RiskLevel: "high"}, mcpFixtureBinary(t))
 	var s mcpServer
 	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", map[string]any{
 		"spec": map[string]any{"command": []string{"/workspace/mcpfixture", "rugpull"}}, "lease_id": lease.LeaseID,
@@ -1076,22 +1071,7 @@ func TestMCPOutputRollover(t *testing.T) {
 	e.requireImage(t, "tool-basic")
 	svc := e.start(t)
 	c := svc.client()
-	ctx := callCtx(t)
-	lease, err := c.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: "tool-basic", RiskLevel: "high"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.ReleaseLease(context.Background(), lease.LeaseID) })
-	f, err := os.Open(mcpFixtureBinary(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fi, _ := f.Stat()
-	_, err = c.WriteFile(ctx, lease.SandboxID, "/workspace/mcpfixture", f, client.WriteFileOptions{Mode: "0755", Size: fi.Size()})
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := leaseWithFixture(t, c, client.AcquireLeaseRequest{Profile: "tool-basic", RiskLevel: "high"}, mcpFixtureBinary(t))
 	var s mcpServer
 	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", map[string]any{
 		"spec": map[string]any{"command": []string{"/workspace/mcpfixture", "serve"}}, "lease_id": lease.LeaseID}, &s); code != 201 {

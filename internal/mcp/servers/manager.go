@@ -249,6 +249,7 @@ type instance struct {
 	policy    *mcp.Policy
 	cfg       mcp.Config // timeouts
 	cmd       jobs.ExecInput
+	callSpec  callSpec // scope ephemeral: what each call's sandbox runs
 	cancel    context.CancelFunc
 	done      chan struct{}
 
@@ -319,7 +320,9 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 	case "", "dedicated":
 		req.Scope = "dedicated"
 	case "ephemeral":
-		return nil, errdefs.WithCode("scope_not_implemented", fmt.Errorf("scope ephemeral (one sandbox per call) is not implemented yet; use dedicated: %w", errdefs.ErrNotImplemented))
+		if req.LeaseID != "" {
+			return nil, invalid("scope ephemeral starts a sandbox of its own for each call; it takes no lease_id")
+		}
 	default:
 		return nil, invalid("scope must be dedicated, got %q", req.Scope)
 	}
@@ -394,6 +397,10 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 		approvalTTL = time.Duration(req.ApprovalTTLSeconds) * time.Second
 	}
 	in.cfg.Approver = approver{m: m, in: in, ttl: approvalTTL}
+	if req.Scope == "ephemeral" {
+		in.callSpec = callSpec{profile: entry.Profile, decision: dec, runtime: req.Runtime, command: entry.Command, cwd: entry.Cwd}
+		in.cfg.CallBackend = func(ctx context.Context) (sdk.Transport, string, func(), error) { return m.callServer(ctx, in) }
+	}
 	var secrets []string
 	for _, e := range entry.Permissions.EnvSecrets {
 		secrets = append(secrets, "env:"+e)
@@ -478,6 +485,71 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 	v := in.snapshot()
 	v.Token = tok
 	return &v, nil
+}
+
+// callSpec is how an ephemeral instance's call servers are placed and run.
+type callSpec struct {
+	profile  string
+	decision Decision
+	runtime  sandbox.Runtime
+	command  []string
+	cwd      string
+}
+
+// callServer starts one call's server (scope ephemeral) in a sandbox of its
+// own, leased with the instance's decision; done kills it and releases the
+// lease, so nothing of one call is left for the next.
+func (m *Manager) callServer(ctx context.Context, in *instance) (sdk.Transport, string, func(), error) {
+	tenant, id, spec := in.cmd.Tenant, in.view.ID, in.callSpec
+	ttl := int64(m.cfg.LeaseTTL / time.Second)
+	out, err := m.cfg.Leases.AcquireLease(ctx, control.AcquireLeaseInput{
+		Tenant: tenant, Profile: spec.profile, RiskLevel: string(spec.decision.Risk), Runtime: string(spec.runtime), TTLSeconds: &ttl,
+		Holder: "mcp:" + id + ":call", Network: networkPolicy(spec.decision), Metadata: map[string]string{"mcp_server": id, "mcp_scope": "ephemeral"},
+	})
+	if err != nil {
+		return nil, "", nil, err
+	}
+	sb := out.Sandbox
+	release := func() { m.release(tenant, out.Lease.ID) }
+	if sb.Runtime.Isolation() < spec.decision.Isolation.Isolation() {
+		release()
+		return nil, sb.ID, nil, fmt.Errorf("lease placed a risk %s server on %s: %w", spec.decision.Risk, sb.Runtime, errdefs.ErrInternal)
+	}
+	cmd := in.cmd
+	cmd.SandboxID = sb.ID
+	job, err := m.cfg.Jobs.StartServer(ctx, cmd)
+	if err != nil {
+		release()
+		return nil, sb.ID, nil, err
+	}
+	jctx, stop := context.WithCancel(m.ctx)
+	kill := func(string) {
+		kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = m.cfg.Jobs.CancelJob(kctx, tenant, job.ID)
+	}
+	stdin, err := m.cfg.Jobs.OpenStdin(jctx, tenant, job.ID)
+	if err != nil {
+		stop()
+		kill("")
+		release()
+		return nil, sb.ID, nil, err
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		err := m.cfg.Jobs.CopyOutput(jctx, tenant, job.ID, pw)
+		if err == nil {
+			err = io.EOF
+		}
+		pw.CloseWithError(err)
+	}()
+	done := func() {
+		_ = stdin.Close()
+		kill("")
+		stop()
+		release()
+	}
+	return mcp.NewStdio(pr, stdin, 0, kill), sb.ID, done, nil
 }
 
 // outputMeter counts a server's stdout on its way to the bridge. Past soft
