@@ -172,17 +172,7 @@ func BenchmarkMCPToolCall(b *testing.B) {
 // image; each instance is deleted outside the timed section and the next
 // starts once the pool has settled again.
 func BenchmarkMCPColdStart(b *testing.B) {
-	script, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(b), "test", "mcpfixture", "server.py"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd, _ := json.Marshal([]string{"python3", "-c", string(script)})
-	cfg := "warm_pools: true\nprofiles:\n" + pooledProfileOf("mcp-py", "code-python-basic", 2, 4) +
-		pooledProfileOf(profile, profile, 0, 4) +
-		"mcp:\n  catalog:\n" +
-		"    - {name: py-low, source: verified, profile: mcp-py, command: " + string(cmd) + "}\n" +
-		"    - {name: py-high, source: unverified, profile: mcp-py, command: " + string(cmd) + "}\n"
-	s := startServiceWith(b, cfg)
+	s := startServiceWith(b, mcpPyConfig(b))
 	iters := envInt(b, "GENESIS_BENCH_MCP_COLD_ITERS", 30)
 	tbl := NewTable("runtime", "n", "p50 ms", "p99 ms", "max ms")
 	s.eachRuntime(b, func(b *testing.B, rt string) {
@@ -209,4 +199,68 @@ func BenchmarkMCPColdStart(b *testing.B) {
 		tbl.Row(rt, strconv.Itoa(iters), FormatMs(sum.P50), FormatMs(sum.P99), FormatMs(sum.Max))
 	})
 	printTable("MCP instance cold start (POST /v1/mcp/servers → ready, warm pool)", tbl)
+}
+
+// mcpPyConfig is a service config with the Python fixture server in a
+// pooled profile, as py-low (runc) and py-high (runsc).
+func mcpPyConfig(b *testing.B) string {
+	script, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(b), "test", "mcpfixture", "server.py"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd, _ := json.Marshal([]string{"python3", "-c", string(script)})
+	return "warm_pools: true\nprofiles:\n" + pooledProfileOf("mcp-py", "code-python-basic", 2, 4) +
+		pooledProfileOf(profile, profile, 0, 4) +
+		"mcp:\n  catalog:\n" +
+		"    - {name: py-low, source: verified, profile: mcp-py, command: " + string(cmd) + "}\n" +
+		"    - {name: py-high, source: unverified, profile: mcp-py, command: " + string(cmd) + "}\n"
+}
+
+// BenchmarkMCPEphemeralCall measures a tools/call of a scope ephemeral
+// instance (a sandbox from the warm pool, the server started and
+// initialized, the call, the lease released) against the same call of a
+// dedicated instance, in the same run. Each ephemeral call starts once
+// the pool has settled again.
+func BenchmarkMCPEphemeralCall(b *testing.B) {
+	s := startServiceWith(b, mcpPyConfig(b))
+	iters := envInt(b, "GENESIS_BENCH_MCP_EPHEMERAL_ITERS", 30)
+	tbl := NewTable("runtime", "n", "dedicated p50 ms", "dedicated p99 ms", "ephemeral p50 ms", "ephemeral p99 ms")
+	s.eachRuntime(b, func(b *testing.B, rt string) {
+		entry := map[string]string{"runc": "py-low", "runsc": "py-high"}[rt]
+		pool := "mcp-py-" + rt
+		measure := func(scope string) Summary {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			s.waitSettled(b, pool)
+			var inst mcpInstance
+			if code, body, err := s.apiJSON(ctx, "POST", "/v1/mcp/servers", map[string]any{"catalog": entry, "scope": scope}, &inst); err != nil || code != 201 {
+				b.Fatalf("create %s: %d %s %v", scope, code, body, err)
+			}
+			defer s.apiJSON(context.Background(), "DELETE", "/v1/mcp/servers/"+inst.ID, nil, nil)
+			c := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil)
+			cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: s.url + inst.Endpoint,
+				HTTPClient: &http.Client{Transport: bearerRT{inst.Token, s.http.Transport}}}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cs.Close()
+			var ds []time.Duration
+			for i := range iters {
+				s.waitSettled(b, pool)
+				t0 := time.Now()
+				r, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": strconv.Itoa(i)}})
+				d := time.Since(t0)
+				if err != nil || r.IsError {
+					b.Fatalf("%s call: %v %+v", scope, err, r)
+				}
+				ds = append(ds, d)
+			}
+			return Summarize(ds)
+		}
+		ded, eph := measure("dedicated"), measure("ephemeral")
+		reportSummary(b, "ephemeral-", eph)
+		b.ReportMetric(Ms(ded.P50), "dedicated-p50-ms")
+		tbl.Row(rt, strconv.Itoa(iters), FormatMs(ded.P50), FormatMs(ded.P99), FormatMs(eph.P50), FormatMs(eph.P99))
+	})
+	printTable("MCP tools/call, scope ephemeral (a sandbox and server per call) vs dedicated", tbl)
 }
