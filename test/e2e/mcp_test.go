@@ -906,7 +906,9 @@ func TestMCPNetworkAllowlist(t *testing.T) {
 
 	// The server's own traffic during a call is in that call's record: the
 	// allowed fetch and the refused one, each joined to its own call.
-	for url, want := range map[string]string{"http://allowed.test/": "200 hello from allowed via http", "http://other.test/": ""} {
+	// In this order: the log's first fetch is the allowed one.
+	for _, f := range []struct{ url, want string }{{"http://allowed.test/", "200 hello from allowed via http"}, {"http://other.test/", ""}} {
+		url, want := f.url, f.want
 		res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "fetch", Arguments: map[string]any{"url": url}})
 		if err != nil {
 			t.Fatalf("fetch %s: %v", url, err)
