@@ -54,11 +54,16 @@ type MCPPermissions struct {
 // MCPSpec is an ad-hoc server (source ad-hoc, risk high): a stdio MCP
 // server command in a profile.
 type MCPSpec struct {
-	Command     []string          `json:"command"`
-	Cwd         string            `json:"cwd,omitempty"`
-	Env         map[string]string `json:"env,omitempty"`
-	Profile     string            `json:"profile,omitempty"`
-	Permissions *MCPPermissions   `json:"permissions,omitempty"`
+	Command []string          `json:"command"`
+	Cwd     string            `json:"cwd,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	Profile string            `json:"profile,omitempty"`
+	// Transport is stdio (the default) or http: the server serves
+	// Streamable HTTP on Port at Path (default /mcp) inside its sandbox.
+	Transport   string          `json:"transport,omitempty"`
+	Port        int             `json:"port,omitempty"`
+	Path        string          `json:"path,omitempty"`
+	Permissions *MCPPermissions `json:"permissions,omitempty"`
 }
 
 // MCPCreateRequest is the body of POST /v1/mcp/servers: exactly one of
@@ -258,9 +263,14 @@ type MCPCatalogEntry struct {
 	Command     []string          `json:"command"`
 	Cwd         string            `json:"cwd,omitempty"`
 	Env         map[string]string `json:"env,omitempty"`
-	Permissions MCPPermissions    `json:"permissions"`
-	Tools       MCPToolRules      `json:"tools"`
-	Pins        []MCPPin          `json:"pins,omitempty"`
+	// Transport is stdio (the default) or http: the server serves
+	// Streamable HTTP on Port at Path (default /mcp) inside its sandbox.
+	Transport   string         `json:"transport,omitempty"`
+	Port        int            `json:"port,omitempty"`
+	Path        string         `json:"path,omitempty"`
+	Permissions MCPPermissions `json:"permissions"`
+	Tools       MCPToolRules   `json:"tools"`
+	Pins        []MCPPin       `json:"pins,omitempty"`
 	// Owner is operator (the service's config) or tenant (an entry your
 	// tenant added, seen by it alone).
 	Owner     string     `json:"owner,omitempty"`
@@ -278,8 +288,13 @@ type AddMCPCatalogEntryRequest struct {
 	Command     []string          `json:"command"`
 	Cwd         string            `json:"cwd,omitempty"`
 	Env         map[string]string `json:"env,omitempty"`
-	Permissions MCPPermissions    `json:"permissions,omitzero"`
-	Tools       MCPToolRules      `json:"tools,omitzero"`
+	// Transport is stdio (the default) or http: the server serves
+	// Streamable HTTP on Port at Path (default /mcp) inside its sandbox.
+	Transport   string         `json:"transport,omitempty"`
+	Port        int            `json:"port,omitempty"`
+	Path        string         `json:"path,omitempty"`
+	Permissions MCPPermissions `json:"permissions,omitzero"`
+	Tools       MCPToolRules   `json:"tools,omitzero"`
 	// Pins are known-good definitions by tool: {tool, hash} as GET
 	// /v1/mcp/servers/{id}/pins shows them.
 	Pins []MCPPinRef `json:"pins,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -27,7 +28,7 @@ func mcpCatalog(c config.MCP) []servers.Entry {
 	for _, e := range c.Catalog {
 		out = append(out, servers.Entry{
 			Name: e.Name, Description: e.Description, Source: servers.Source(e.Source), Profile: e.Profile,
-			Command: e.Command, Cwd: e.Cwd, Env: e.Env,
+			Command: e.Command, Cwd: e.Cwd, Env: e.Env, Transport: e.Transport, Port: e.Port, Path: e.Path,
 			Permissions: servers.Permissions{Network: e.Permissions.Network, Workspace: e.Permissions.Workspace, Tools: e.Permissions.Tools,
 				EnvSecrets: e.Permissions.EnvSecrets},
 			Tools: mcp.Rules{Allow: e.Tools.Allow, Deny: e.Tools.Deny, Approve: e.Tools.Approve},
@@ -164,5 +165,18 @@ func mcpNetworkEvents(ctl *control.Service) func(ctx context.Context, tenant, sa
 	return func(ctx context.Context, tenant, sandboxID string, cursor int64, limit int) ([]sandbox.NetworkEvent, int64, error) {
 		p, err := ctl.ListNetworkEvents(ctx, tenant, sandboxID, cursor, limit)
 		return p.Events, p.Next, err
+	}
+}
+
+// mcpDialPort connects to a port inside a sandbox through its agent, for
+// MCP servers of transport http.
+func mcpDialPort(ctl *control.Service) func(ctx context.Context, tenant, sandboxID string, port int) (net.Conn, error) {
+	return func(ctx context.Context, tenant, sandboxID string, port int) (net.Conn, error) {
+		at, err := ctl.Attach(ctx, tenant, sandboxID, control.AttachOptions{})
+		if err != nil {
+			return nil, err
+		}
+		defer at.Release()
+		return at.Agent.DialPort(ctx, port)
 	}
 }

@@ -25,13 +25,18 @@ type MCPEntry struct {
 	Description string `yaml:"description"`
 	// Source is builtin, verified, registry, unverified or ad-hoc: it
 	// sets the server's least risk.
-	Source      string            `yaml:"source"`
-	Profile     string            `yaml:"profile"`
-	Command     []string          `yaml:"command"`
-	Cwd         string            `yaml:"cwd"`
-	Env         map[string]string `yaml:"env"`
-	Permissions MCPPermissions    `yaml:"permissions"`
-	Tools       MCPToolRules      `yaml:"tools"`
+	Source  string            `yaml:"source"`
+	Profile string            `yaml:"profile"`
+	Command []string          `yaml:"command"`
+	Cwd     string            `yaml:"cwd"`
+	Env     map[string]string `yaml:"env"`
+	// Transport is stdio (the default) or http: the server serves
+	// Streamable HTTP on Port at Path (default /mcp) in its sandbox.
+	Transport   string         `yaml:"transport"`
+	Port        int            `yaml:"port"`
+	Path        string         `yaml:"path"`
+	Permissions MCPPermissions `yaml:"permissions"`
+	Tools       MCPToolRules   `yaml:"tools"`
 	// Pins are the reviewed hashes of its tools' definitions (tool →
 	// sha256:…, as GET /v1/mcp/servers/{id}/pins shows them): a server
 	// whose tool differs from its pin is blocked from the first

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"genesis.dev/sandbox/internal/errdefs"
@@ -23,8 +24,14 @@ type Entry struct {
 	Command     []string          `json:"command" yaml:"command"`
 	Cwd         string            `json:"cwd,omitempty" yaml:"cwd"`
 	Env         map[string]string `json:"env,omitempty" yaml:"env"`
-	Permissions Permissions       `json:"permissions" yaml:"permissions"`
-	Tools       mcp.Rules         `json:"tools" yaml:"tools"`
+	// Transport is stdio (the default: the command speaks MCP on its
+	// stdin and stdout) or http (it serves Streamable HTTP on Port at
+	// Path inside its sandbox, reached through the port primitive).
+	Transport   string      `json:"transport,omitempty" yaml:"transport"`
+	Port        int         `json:"port,omitempty" yaml:"port"`
+	Path        string      `json:"path,omitempty" yaml:"path"`
+	Permissions Permissions `json:"permissions" yaml:"permissions"`
+	Tools       mcp.Rules   `json:"tools" yaml:"tools"`
 	// Pins are known-good tool definitions (a changed one is a rug pull
 	// from the first tools/list on).
 	Pins []mcp.Pin `json:"pins,omitempty" yaml:"pins"`
@@ -33,6 +40,12 @@ type Entry struct {
 	Owner     string     `json:"owner,omitempty" yaml:"-"`
 	CreatedAt *time.Time `json:"created_at,omitempty" yaml:"-"`
 }
+
+// Transports of a server.
+const (
+	TransportStdio = "stdio"
+	TransportHTTP  = "http"
+)
 
 // Owners of catalog entries.
 const (
@@ -55,6 +68,21 @@ func (e Entry) Validate() error {
 	}
 	if err := e.Permissions.Validate(); err != nil {
 		return err
+	}
+	switch e.Transport {
+	case "", TransportStdio:
+		if e.Port != 0 || e.Path != "" {
+			return fmt.Errorf("port and path go with transport http: %w", errdefs.ErrInvalidArgument)
+		}
+	case TransportHTTP:
+		if e.Port < 1 || e.Port > 65535 {
+			return fmt.Errorf("transport http needs the port the server listens on (1-65535), got %d: %w", e.Port, errdefs.ErrInvalidArgument)
+		}
+		if e.Path != "" && !strings.HasPrefix(e.Path, "/") {
+			return fmt.Errorf("path must start with /, got %q: %w", e.Path, errdefs.ErrInvalidArgument)
+		}
+	default:
+		return fmt.Errorf("transport must be stdio or http, got %q: %w", e.Transport, errdefs.ErrInvalidArgument)
 	}
 	for _, p := range e.Pins {
 		if p.Tool == "" || !pinHashRE.MatchString(p.Hash) {

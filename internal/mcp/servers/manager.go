@@ -86,6 +86,10 @@ type Config struct {
 	AllowedOrigins []string
 	// Audit, if set, records every call of every instance.
 	Audit func(tenant, instance string, rec mcp.CallRecord)
+	// DialPort, if set, connects to a TCP port inside a sandbox (the port
+	// primitive), for servers of transport http; without it they are
+	// refused.
+	DialPort func(ctx context.Context, tenant, sandboxID string, port int) (net.Conn, error)
 	// NetworkEvents, if set, pages a sandbox's egress events (control's
 	// ListNetworkEvents); the call log joins them to each call's window.
 	NetworkEvents func(ctx context.Context, tenant, sandboxID string, cursor int64, limit int) ([]sandbox.NetworkEvent, int64, error)
@@ -194,11 +198,16 @@ type CreateRequest struct {
 
 // Spec is an ad-hoc server: a command in a profile.
 type Spec struct {
-	Command     []string          `json:"command"`
-	Cwd         string            `json:"cwd,omitempty"`
-	Env         map[string]string `json:"env,omitempty"`
-	Profile     string            `json:"profile,omitempty"`
-	Permissions Permissions       `json:"permissions,omitempty"`
+	Command []string          `json:"command"`
+	Cwd     string            `json:"cwd,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	Profile string            `json:"profile,omitempty"`
+	// Transport, Port and Path: as in a catalog entry (stdio by default;
+	// http with the port the server listens on).
+	Transport   string      `json:"transport,omitempty"`
+	Port        int         `json:"port,omitempty"`
+	Path        string      `json:"path,omitempty"`
+	Permissions Permissions `json:"permissions,omitempty"`
 }
 
 // Instance is the API view of an instance.
@@ -249,7 +258,8 @@ type instance struct {
 	policy    *mcp.Policy
 	cfg       mcp.Config // timeouts
 	cmd       jobs.ExecInput
-	callSpec  callSpec // scope ephemeral: what each call's sandbox runs
+	callSpec  callSpec  // scope ephemeral: what each call's sandbox runs
+	http      *httpSpec // transport http: where the server listens
 	cancel    context.CancelFunc
 	done      chan struct{}
 
@@ -305,7 +315,7 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 		entry = *e
 	case req.Spec != nil:
 		entry = Entry{Source: SourceAdHoc, Command: req.Spec.Command, Cwd: req.Spec.Cwd, Env: req.Spec.Env,
-			Profile: req.Spec.Profile, Permissions: req.Spec.Permissions}
+			Profile: req.Spec.Profile, Permissions: req.Spec.Permissions, Transport: req.Spec.Transport, Port: req.Spec.Port, Path: req.Spec.Path}
 		if err := entry.Validate(); err != nil {
 			return nil, err
 		}
@@ -322,6 +332,9 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 	case "ephemeral":
 		if req.LeaseID != "" {
 			return nil, invalid("scope ephemeral starts a sandbox of its own for each call; it takes no lease_id")
+		}
+		if entry.Transport == TransportHTTP {
+			return nil, invalid("scope ephemeral runs stdio servers; an http server is dedicated")
 		}
 	default:
 		return nil, invalid("scope must be dedicated, got %q", req.Scope)
@@ -397,6 +410,16 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 		approvalTTL = time.Duration(req.ApprovalTTLSeconds) * time.Second
 	}
 	in.cfg.Approver = approver{m: m, in: in, ttl: approvalTTL}
+	if entry.Transport == TransportHTTP {
+		if m.cfg.DialPort == nil {
+			return nil, errdefs.WithCode("mcp_http_not_configured", fmt.Errorf("this service cannot reach ports in sandboxes, so it runs stdio servers only: %w", errdefs.ErrNotImplemented))
+		}
+		path := entry.Path
+		if path == "" {
+			path = "/mcp"
+		}
+		in.http = &httpSpec{port: entry.Port, path: path}
+	}
 	if req.Scope == "ephemeral" {
 		in.callSpec = callSpec{profile: entry.Profile, decision: dec, runtime: req.Runtime, command: entry.Command, cwd: entry.Cwd}
 		in.cfg.CallBackend = func(ctx context.Context) (sdk.Transport, string, func(), error) { return m.callServer(ctx, in) }
@@ -485,6 +508,52 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 	v := in.snapshot()
 	v.Token = tok
 	return &v, nil
+}
+
+// httpSpec is where a server of transport http listens in its sandbox.
+type httpSpec struct {
+	port int
+	path string
+}
+
+// startHTTP waits until the server's port accepts (within the init
+// timeout, failing at once if the job ends) and returns a Streamable HTTP
+// client transport to it over the port primitive. Every message still
+// passes through the bridge, parsed for policy and audit.
+func (m *Manager) startHTTP(ctx context.Context, in *instance, jobID string) (sdk.Transport, error) {
+	tenant, sandboxID, spec := in.cmd.Tenant, in.view.SandboxID, *in.http
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return m.cfg.DialPort(ctx, tenant, sandboxID, spec.port)
+	}
+	wait := in.cfg.InitTimeout
+	if wait <= 0 {
+		wait = mcp.DefaultInitTimeout
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		c, err := dial(dctx, "", "")
+		cancel()
+		if err == nil {
+			c.Close()
+			break
+		}
+		if j, gerr := m.cfg.Jobs.GetJob(ctx, tenant, jobID); gerr == nil && j.State.Final() {
+			return nil, errdefs.WithCode("mcp_server_exited", fmt.Errorf(
+				"the MCP server exited before it listened on port %d (%s, exit code %s; its output: GET /v1/jobs/%s/logs): %w",
+				spec.port, j.State, exitCode(j), jobID, errdefs.ErrBadGateway))
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, errdefs.WithCode("mcp_init_timeout", fmt.Errorf(
+				"the MCP server did not listen on port %d within %s: %w", spec.port, wait, errdefs.ErrUnavailable))
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: dial, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}
+	return &sdk.StreamableClientTransport{Endpoint: "http://127.0.0.1:" + strconv.Itoa(spec.port) + spec.path, HTTPClient: hc, MaxRetries: 3}, nil
 }
 
 // callSpec is how an ephemeral instance's call servers are placed and run.
@@ -728,6 +797,9 @@ func (m *Manager) start(ctx, rctx context.Context, in *instance) error {
 		defer cancel()
 		_, _ = m.cfg.Jobs.CancelJob(kctx, tenant, job.ID)
 	}
+	if in.http != nil {
+		return m.startHTTPInstance(ctx, in, job.ID, kill)
+	}
 	// The stdin stream lives as long as the instance, not the request
 	// that started it.
 	stdin, err := m.cfg.Jobs.OpenStdin(rctx, tenant, job.ID)
@@ -776,6 +848,49 @@ func (m *Manager) start(ctx, rctx context.Context, in *instance) error {
 	in.view.State, in.view.ReadyAt, in.view.LastError = StateReady, &now, ""
 	in.view.Server, in.view.ProtocolVersion = p.ServerInfo(), p.ProtocolVersion()
 	in.mu.Unlock()
+	return nil
+}
+
+// startHTTPInstance connects the bridge to a server of transport http.
+func (m *Manager) startHTTPInstance(ctx context.Context, in *instance, jobID string, kill func(string)) error {
+	t, err := m.startHTTP(ctx, in, jobID)
+	if err != nil {
+		kill(err.Error())
+		return err
+	}
+	cfg := in.cfg
+	cfg.Backend = t
+	cfg.Policy = in.policy
+	cfg.OnCall = func(rec mcp.CallRecord) { m.record(in, rec) }
+	in.mu.Lock()
+	in.view.JobID = jobID
+	in.mu.Unlock()
+	p, err := mcp.Connect(ctx, cfg)
+	if err != nil {
+		kill("it did not initialize: " + err.Error())
+		return err
+	}
+	now := m.cfg.Now().UTC()
+	in.mu.Lock()
+	in.proxy, in.handler, in.stdio = p, p.Handler(), nil
+	in.view.State, in.view.ReadyAt, in.view.LastError = StateReady, &now, ""
+	in.view.Server, in.view.ProtocolVersion = p.ServerInfo(), p.ProtocolVersion()
+	in.mu.Unlock()
+	// An HTTP connection does not end with the process: the job's end
+	// closes the bridge, and supervise takes it from there.
+	go func() {
+		for {
+			select {
+			case <-p.Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			if j, err := m.cfg.Jobs.GetJob(m.ctx, in.cmd.Tenant, jobID); err == nil && j.State.Final() {
+				p.Close()
+				return
+			}
+		}
+	}()
 	return nil
 }
 
@@ -896,8 +1011,10 @@ func (m *Manager) ended(ctx context.Context, in *instance, p *mcp.Proxy) bool {
 	in.mu.Unlock()
 	p.Close()
 	over := false
-	if b := stdio.Breach(); b != nil {
-		why, over = "protocol breach: "+b.Error(), true
+	if stdio != nil {
+		if b := stdio.Breach(); b != nil {
+			why, over = "protocol breach: "+b.Error(), true
+		}
 	}
 	// The process's end is recorded just after its output ends.
 	jctx, cancel := context.WithTimeout(ctx, 10*time.Second)
