@@ -822,14 +822,7 @@ func (m *Manager) start(ctx, rctx context.Context, in *instance) error {
 		pw.CloseWithError(err)
 	}()
 	stdio := mcp.NewStdio(pr, stdin, 0, kill)
-	cfg := in.cfg
-	cfg.Backend = stdio
-	cfg.Policy = in.policy
-	cfg.OnCall = func(rec mcp.CallRecord) { m.record(in, rec) }
-	in.mu.Lock()
-	in.view.JobID = job.ID
-	in.mu.Unlock()
-	p, err := mcp.Connect(ctx, cfg)
+	p, err := mcp.Connect(ctx, m.bridgeConfig(in, stdio, job.ID))
 	if err != nil {
 		kill("it did not initialize: " + err.Error())
 		_ = stdin.Close()
@@ -842,13 +835,31 @@ func (m *Manager) start(ctx, rctx context.Context, in *instance) error {
 		}
 		return err
 	}
+	m.ready(in, p, stdio)
+	return nil
+}
+
+// bridgeConfig is the instance's bridge configuration for a backend of
+// job jobID (which it records as the instance's job).
+func (m *Manager) bridgeConfig(in *instance, backend sdk.Transport, jobID string) mcp.Config {
+	cfg := in.cfg
+	cfg.Backend = backend
+	cfg.Policy = in.policy
+	cfg.OnCall = func(rec mcp.CallRecord) { m.record(in, rec) }
+	in.mu.Lock()
+	in.view.JobID = jobID
+	in.mu.Unlock()
+	return cfg
+}
+
+// ready makes p the instance's bridge (stdio nil for an http server).
+func (m *Manager) ready(in *instance, p *mcp.Proxy, stdio *mcp.Stdio) {
 	now := m.cfg.Now().UTC()
 	in.mu.Lock()
 	in.proxy, in.handler, in.stdio = p, p.Handler(), stdio
 	in.view.State, in.view.ReadyAt, in.view.LastError = StateReady, &now, ""
 	in.view.Server, in.view.ProtocolVersion = p.ServerInfo(), p.ProtocolVersion()
 	in.mu.Unlock()
-	return nil
 }
 
 // startHTTPInstance connects the bridge to a server of transport http.
@@ -858,24 +869,12 @@ func (m *Manager) startHTTPInstance(ctx context.Context, in *instance, jobID str
 		kill(err.Error())
 		return err
 	}
-	cfg := in.cfg
-	cfg.Backend = t
-	cfg.Policy = in.policy
-	cfg.OnCall = func(rec mcp.CallRecord) { m.record(in, rec) }
-	in.mu.Lock()
-	in.view.JobID = jobID
-	in.mu.Unlock()
-	p, err := mcp.Connect(ctx, cfg)
+	p, err := mcp.Connect(ctx, m.bridgeConfig(in, t, jobID))
 	if err != nil {
 		kill("it did not initialize: " + err.Error())
 		return err
 	}
-	now := m.cfg.Now().UTC()
-	in.mu.Lock()
-	in.proxy, in.handler, in.stdio = p, p.Handler(), nil
-	in.view.State, in.view.ReadyAt, in.view.LastError = StateReady, &now, ""
-	in.view.Server, in.view.ProtocolVersion = p.ServerInfo(), p.ProtocolVersion()
-	in.mu.Unlock()
+	m.ready(in, p, nil)
 	// An HTTP connection does not end with the process: the job's end
 	// closes the bridge, and supervise takes it from there.
 	go func() {

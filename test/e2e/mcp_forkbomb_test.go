@@ -1,0 +1,63 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestMCPForkBomb: a server that forks without end instead of speaking MCP
+// hits its sandbox's pids limit, fails its initialize within the timeout
+// (a clear 503, its sandbox released) and leaves the service and another
+// instance serving. An ad-hoc server is high risk, so this is under runsc.
+func TestMCPForkBomb(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	e.requireImage(t, "tool-node")
+	e.requireImage(t, "tool-basic")
+	svc := e.start(t)
+	c := svc.client()
+	var good mcpServer
+	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", map[string]any{"catalog": "everything"}, &good); code != 201 {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	t.Cleanup(func() { apiJSON(t, svc, "DELETE", "/v1/mcp/servers/"+good.ID, nil, nil) })
+	cs := mcpConnect(t, svc, &good, "2025-11-25", nil, nil)
+
+	t0 := time.Now()
+	code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", map[string]any{"init_timeout_ms": 3000, "spec": map[string]any{
+		"profile": "tool-basic", "command": []string{"sh", "-c", "while :; do sleep 60 & done"}}}, nil)
+	if code != 503 || !strings.Contains(body, "mcp_init_timeout") {
+		t.Fatalf("a fork-bombing server: %d %s, want 503 mcp_init_timeout", code, body)
+	}
+	if d := time.Since(t0); d > 20*time.Second {
+		t.Errorf("the refusal took %v", d)
+	}
+	var list struct {
+		Items []mcpServer `json:"items"`
+	}
+	if code, body := apiJSON(t, svc, "GET", "/v1/mcp/servers", nil, &list); code != 200 || len(list.Items) != 1 || list.Items[0].ID != good.ID {
+		t.Errorf("instances after the refusal: %d %s", code, body)
+	}
+	// Its lease was released: the one active lease is the good instance's.
+	eventually(t, 30*time.Second, "the fork bomb's lease released", func() (bool, string) {
+		ls, err := c.ListLeases(callCtx(t), "active")
+		if err != nil {
+			return false, err.Error()
+		}
+		var held []string
+		for _, l := range ls {
+			held = append(held, l.Holder)
+		}
+		return len(ls) == 1 && ls[0].LeaseID == good.LeaseID, strings.Join(held, ",")
+	})
+	res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "still here"}})
+	if err != nil || !strings.Contains(toolText(res), "still here") {
+		t.Fatalf("the other instance after the fork bomb: %q %v", toolText(res), err)
+	}
+	if _, err := c.Health(callCtx(t)); err != nil {
+		t.Errorf("health: %v", err)
+	}
+}
