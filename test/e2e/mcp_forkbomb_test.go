@@ -10,7 +10,7 @@ import (
 
 // TestMCPForkBomb: a server that forks without end instead of speaking MCP
 // hits its sandbox's pids limit, fails its initialize within the timeout
-// (a clear 503, its sandbox released) and leaves the service and another
+// (a clear 502 or 503, its lease released) and leaves the service and another
 // instance serving. An ad-hoc server is high risk, so this is under runsc.
 func TestMCPForkBomb(t *testing.T) {
 	t.Parallel()
@@ -29,8 +29,12 @@ func TestMCPForkBomb(t *testing.T) {
 	t0 := time.Now()
 	code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", map[string]any{"init_timeout_ms": 3000, "spec": map[string]any{
 		"profile": "tool-basic", "command": []string{"sh", "-c", "while :; do sleep 60 & done"}}}, nil)
-	if code != 503 || !strings.Contains(body, "mcp_init_timeout") {
-		t.Fatalf("a fork-bombing server: %d %s, want 503 mcp_init_timeout", code, body)
+	// Which process the pids limit stops first is up to the race: the
+	// server never answers (mcp_init_timeout) or its stdout ends with it
+	// (mcp_init_failed), or the job is lost when the limit also stops the
+	// sandbox's exec path (mcp_server_exited). Each is a clear refusal.
+	if (code != 503 && code != 502) || !(strings.Contains(body, `"mcp_init_timeout"`) || strings.Contains(body, `"mcp_init_failed"`) || strings.Contains(body, `"mcp_server_exited"`)) {
+		t.Fatalf("a fork-bombing server: %d %s, want 503 mcp_init_timeout or mcp_init_failed, or 502 mcp_server_exited", code, body)
 	}
 	if d := time.Since(t0); d > 20*time.Second {
 		t.Errorf("the refusal took %v", d)
