@@ -119,18 +119,8 @@ func BenchmarkMCPToolCall(b *testing.B) {
 		dsum := Summarize(ds)
 
 		// Through the service.
-		var inst mcpInstance
-		if code, body, err := s.apiJSON(ctx, "POST", "/v1/mcp/servers", map[string]any{"catalog": "fixture", "lease_id": lease.LeaseID}, &inst); err != nil || code != 201 {
-			b.Fatalf("create: %d %s %v", code, body, err)
-		}
-		defer s.apiJSON(context.Background(), "DELETE", "/v1/mcp/servers/"+inst.ID, nil, nil)
-		c := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil)
-		cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: s.url + inst.Endpoint,
-			HTTPClient: &http.Client{Transport: bearerRT{inst.Token, s.http.Transport}}}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer cs.Close()
+		cs, done := s.mcpSession(ctx, b, map[string]any{"catalog": "fixture", "lease_id": lease.LeaseID})
+		defer done()
 		call := func(i int) error {
 			r, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": strconv.Itoa(i)}})
 			if err != nil {
@@ -164,6 +154,25 @@ func BenchmarkMCPToolCall(b *testing.B) {
 			fmt.Sprintf("%.3f", Ms(psum.P50)), fmt.Sprintf("%.3f", Ms(psum.P99)), fmt.Sprintf("%.3f", Ms(psum.P50-dsum.P50)), fmt.Sprintf("%.0f", rate))
 	})
 	printTable("MCP tools/call through the service vs a direct stdio call in the sandbox", tbl)
+}
+
+// mcpSession creates an instance from req and connects an MCP client to
+// its endpoint; done closes the client and deletes the instance.
+func (s *service) mcpSession(ctx context.Context, b *testing.B, req map[string]any) (*sdk.ClientSession, func()) {
+	b.Helper()
+	var inst mcpInstance
+	if code, body, err := s.apiJSON(ctx, "POST", "/v1/mcp/servers", req, &inst); err != nil || code != 201 {
+		b.Fatalf("create %v: %d %s %v", req, code, body, err)
+	}
+	del := func() { s.apiJSON(context.Background(), "DELETE", "/v1/mcp/servers/"+inst.ID, nil, nil) }
+	c := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: s.url + inst.Endpoint,
+		HTTPClient: &http.Client{Transport: bearerRT{inst.Token, s.http.Transport}}}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		del()
+		b.Fatal(err)
+	}
+	return cs, func() { cs.Close(); del() }
 }
 
 // BenchmarkMCPColdStart measures POST /v1/mcp/servers until it answers
@@ -232,18 +241,8 @@ func BenchmarkMCPEphemeralCall(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			s.waitSettled(b, pool)
-			var inst mcpInstance
-			if code, body, err := s.apiJSON(ctx, "POST", "/v1/mcp/servers", map[string]any{"catalog": entry, "scope": scope}, &inst); err != nil || code != 201 {
-				b.Fatalf("create %s: %d %s %v", scope, code, body, err)
-			}
-			defer s.apiJSON(context.Background(), "DELETE", "/v1/mcp/servers/"+inst.ID, nil, nil)
-			c := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil)
-			cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: s.url + inst.Endpoint,
-				HTTPClient: &http.Client{Transport: bearerRT{inst.Token, s.http.Transport}}}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer cs.Close()
+			cs, done := s.mcpSession(ctx, b, map[string]any{"catalog": entry, "scope": scope})
+			defer done()
 			var ds []time.Duration
 			for i := range iters {
 				s.waitSettled(b, pool)
