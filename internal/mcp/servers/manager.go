@@ -421,7 +421,7 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 		in.http = &httpSpec{port: entry.Port, path: path}
 	}
 	if req.Scope == "ephemeral" {
-		in.callSpec = callSpec{profile: entry.Profile, decision: dec, runtime: req.Runtime, command: entry.Command, cwd: entry.Cwd}
+		in.callSpec = callSpec{profile: entry.Profile, decision: dec, runtime: req.Runtime}
 		in.cfg.CallBackend = func(ctx context.Context) (sdk.Transport, string, func(), error) { return m.callServer(ctx, in) }
 	}
 	var secrets []string
@@ -473,20 +473,12 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 		}
 		in.view.LeaseID, in.view.SandboxID, in.view.Runtime, in.view.Profile = l.ID, l.SandboxID, l.Runtime, l.Profile
 	} else {
-		ttl := int64(m.cfg.LeaseTTL / time.Second)
-		out, err := m.cfg.Leases.AcquireLease(ctx, control.AcquireLeaseInput{
-			Tenant: tenant, Profile: entry.Profile, RiskLevel: string(dec.Risk), Runtime: string(req.Runtime), TTLSeconds: &ttl, Holder: "mcp:" + id,
-			Network: networkPolicy(dec), Metadata: map[string]string{"mcp_server": id},
-		})
+		out, err := m.ownLease(ctx, tenant, "mcp:"+id, entry.Profile, dec, req.Runtime, map[string]string{"mcp_server": id})
 		if err != nil {
 			return nil, err
 		}
 		sb = out.Sandbox
 		in.view.LeaseID, in.view.OwnLease, in.view.SandboxID, in.view.Runtime, in.view.Profile = out.Lease.ID, true, sb.ID, sb.Runtime, sb.Profile
-		if sb.Runtime.Isolation() < dec.Isolation.Isolation() { // placement is policy's; check it anyway
-			m.release(tenant, out.Lease.ID)
-			return nil, fmt.Errorf("lease placed a risk %s server on %s: %w", dec.Risk, sb.Runtime, errdefs.ErrInternal)
-		}
 	}
 	in.cmd = jobs.ExecInput{Tenant: tenant, SandboxID: in.view.SandboxID, Command: entry.Command, Cwd: entry.Cwd, Env: env}
 
@@ -556,13 +548,30 @@ func (m *Manager) startHTTP(ctx context.Context, in *instance, jobID string) (sd
 	return &sdk.StreamableClientTransport{Endpoint: "http://127.0.0.1:" + strconv.Itoa(spec.port) + spec.path, HTTPClient: hc, MaxRetries: 3}, nil
 }
 
-// callSpec is how an ephemeral instance's call servers are placed and run.
+// callSpec is how an ephemeral instance's call servers are placed (they
+// run the instance's command).
 type callSpec struct {
 	profile  string
 	decision Decision
 	runtime  sandbox.Runtime
-	command  []string
-	cwd      string
+}
+
+// ownLease leases a sandbox for a server of decision dec (at least as
+// strong a runtime as rt, if given) and checks its placement.
+func (m *Manager) ownLease(ctx context.Context, tenant, holder, profile string, dec Decision, rt sandbox.Runtime, meta map[string]string) (*control.LeaseOutput, error) {
+	ttl := int64(m.cfg.LeaseTTL / time.Second)
+	out, err := m.cfg.Leases.AcquireLease(ctx, control.AcquireLeaseInput{
+		Tenant: tenant, Profile: profile, RiskLevel: string(dec.Risk), Runtime: string(rt), TTLSeconds: &ttl, Holder: holder,
+		Network: networkPolicy(dec), Metadata: meta,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if out.Sandbox.Runtime.Isolation() < dec.Isolation.Isolation() { // placement is policy's; check it anyway
+		m.release(tenant, out.Lease.ID)
+		return nil, fmt.Errorf("lease placed a risk %s server on %s: %w", dec.Risk, out.Sandbox.Runtime, errdefs.ErrInternal)
+	}
+	return out, nil
 }
 
 // callServer starts one call's server (scope ephemeral) in a sandbox of its
@@ -570,20 +579,13 @@ type callSpec struct {
 // lease, so nothing of one call is left for the next.
 func (m *Manager) callServer(ctx context.Context, in *instance) (sdk.Transport, string, func(), error) {
 	tenant, id, spec := in.cmd.Tenant, in.view.ID, in.callSpec
-	ttl := int64(m.cfg.LeaseTTL / time.Second)
-	out, err := m.cfg.Leases.AcquireLease(ctx, control.AcquireLeaseInput{
-		Tenant: tenant, Profile: spec.profile, RiskLevel: string(spec.decision.Risk), Runtime: string(spec.runtime), TTLSeconds: &ttl,
-		Holder: "mcp:" + id + ":call", Network: networkPolicy(spec.decision), Metadata: map[string]string{"mcp_server": id, "mcp_scope": "ephemeral"},
-	})
+	out, err := m.ownLease(ctx, tenant, "mcp:"+id+":call", spec.profile, spec.decision, spec.runtime,
+		map[string]string{"mcp_server": id, "mcp_scope": "ephemeral"})
 	if err != nil {
 		return nil, "", nil, err
 	}
 	sb := out.Sandbox
 	release := func() { m.release(tenant, out.Lease.ID) }
-	if sb.Runtime.Isolation() < spec.decision.Isolation.Isolation() {
-		release()
-		return nil, sb.ID, nil, fmt.Errorf("lease placed a risk %s server on %s: %w", spec.decision.Risk, sb.Runtime, errdefs.ErrInternal)
-	}
 	cmd := in.cmd
 	cmd.SandboxID = sb.ID
 	job, err := m.cfg.Jobs.StartServer(ctx, cmd)
