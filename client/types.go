@@ -180,6 +180,20 @@ type Profile struct {
 	// FileRoots are the directories the file API may touch in the
 	// profile's sandboxes; relative paths resolve against the first.
 	FileRoots []string `json:"file_roots"`
+	// Versions are the component versions the built image reports
+	// (chromium, playwright, node, ...); empty while the image is not built.
+	Versions map[string]string `json:"versions,omitempty"`
+	// Browser is set for a browser profile: its sandboxes serve
+	// /v1/sandboxes/{id}/browser.
+	Browser *ProfileBrowser `json:"browser,omitempty"`
+}
+
+// ProfileBrowser describes a browser profile's browser.
+type ProfileBrowser struct {
+	CDPPort        int    `json:"cdp_port"`
+	PlaywrightPort int    `json:"playwright_port,omitempty"`
+	DownloadsDir   string `json:"downloads_dir"`
+	MaxActions     int    `json:"max_actions"`
 }
 
 // ProfilePool sizes a profile's warm pool under one runtime.

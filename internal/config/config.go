@@ -269,6 +269,8 @@ type Profile struct {
 	Endpoints []EndpointSpec `yaml:"endpoints"`
 	// Services are started once a sandbox is ready and kept running.
 	Services []ServiceSpec `yaml:"services"`
+	// Browser, if set, makes this a browser profile (config.BrowserSpec).
+	Browser *BrowserSpec `yaml:"browser"`
 }
 
 // DefaultFileRoot is the file root of a profile that names none.
@@ -490,6 +492,7 @@ func (c *Config) validate(v *problems) {
 		bad("profiles", "at least one profile is required")
 	}
 	c.validatePorts(v)
+	c.validateBrowser(v)
 	c.validateMCP(v)
 	c.validateSkills(v)
 	seen := map[string]bool{}

@@ -132,6 +132,14 @@ type ProfileView struct {
 	LeaseDefaultTTL, LeaseMaxTTL int64
 	// WarmPools says whether the profile's pools run (warm_pools).
 	WarmPools bool
+	// Versions are the component versions the built image reports
+	// (chromium, playwright, ...), from its labels.
+	Versions map[string]string
+}
+
+// imageLabeler is the driver's optional look at an image's labels.
+type imageLabeler interface {
+	ImageLabels(ctx context.Context, ref string) (map[string]string, bool, error)
 }
 
 // imageRef resolves the image a profile runs. ok is false when the profile
@@ -177,11 +185,27 @@ func (s *Service) profileView(ctx context.Context, p *config.Profile, healthy []
 	v := ProfileView{Profile: *p, ImageRef: ref, ImageDeclared: declared, BuildCommand: buildCommand(p, declared), WarmPools: s.cfg.WarmPools}
 	v.LeaseDefaultTTL, v.LeaseMaxTTL = s.cfg.LeaseTTL(p)
 	if declared {
-		present, err := s.driver.ImagePresent(ctx, ref)
-		if err != nil {
-			return ProfileView{}, fmt.Errorf("image status of %s: %w", p.Name, err)
+		if il, ok := s.driver.(imageLabeler); ok {
+			labels, present, err := il.ImageLabels(ctx, ref)
+			if err != nil {
+				return ProfileView{}, fmt.Errorf("image status of %s: %w", p.Name, err)
+			}
+			v.ImagePresent = present
+			for k, val := range labels {
+				if name, ok := strings.CutPrefix(k, driver.LabelVersionPrefix); ok {
+					if v.Versions == nil {
+						v.Versions = map[string]string{}
+					}
+					v.Versions[name] = val
+				}
+			}
+		} else {
+			present, err := s.driver.ImagePresent(ctx, ref)
+			if err != nil {
+				return ProfileView{}, fmt.Errorf("image status of %s: %w", p.Name, err)
+			}
+			v.ImagePresent = present
 		}
-		v.ImagePresent = present
 	}
 	for _, r := range p.AllowedRuntimes {
 		for _, h := range healthy {

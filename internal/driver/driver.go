@@ -19,6 +19,8 @@ const (
 	LabelExpiresAt = "dev.genesis.expires-at" // RFC 3339, empty if none
 	LabelRecipe    = "dev.genesis.recipe"     // image recipe hash (images only)
 	LabelPurpose   = "dev.genesis.purpose"    // "sandbox" or "probe"
+	// LabelVersionPrefix + component: a version an image reports (images only).
+	LabelVersionPrefix = "dev.genesis.version."
 )
 
 // AgentMountDir is where the agent binary's directory is mounted read-only

@@ -54,6 +54,10 @@ func profileWire(v control.ProfileView) client.Profile {
 		}
 	}
 	p.Lease = client.ProfileLease{DefaultTTLSeconds: v.LeaseDefaultTTL, MaxTTLSeconds: v.LeaseMaxTTL}
+	p.Versions = v.Versions
+	if b := v.Browser; b != nil {
+		p.Browser = &client.ProfileBrowser{CDPPort: b.CDPPort, PlaywrightPort: b.PlaywrightPort, DownloadsDir: b.DownloadsDir, MaxActions: b.MaxActions}
+	}
 	return p
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -449,6 +450,13 @@ func (b *Builder) importRootfs(ctx context.Context, log *slog.Logger, r images.R
 		driver.LabelRecipe:  r.Hash,
 		driver.LabelProfile: r.Name,
 	}
+	versions, err := readVersions(rootfs)
+	if err != nil {
+		return fmt.Errorf("imagebuild: %s: %w", r.Ref(), err)
+	}
+	for name, v := range versions {
+		labels[driver.LabelVersionPrefix+name] = v
+	}
 	log.Info("importing image", "changes", r.Changes())
 	ierr := b.importer.ImportImage(ctx, r.Ref(), pr, labels, r.Changes())
 	// If the importer stopped reading early, unblock tar so it exits.
@@ -476,3 +484,37 @@ func lastLines(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// versionsDir holds, in an image, one file per component version the image
+// reports (GET /v1/profiles): the file name is the component, the first
+// line the version.
+const versionsDir = "etc/genesis/versions"
+
+// readVersions reads the version files of the root filesystem.
+func readVersions(rootfs string) (map[string]string, error) {
+	dir := filepath.Join(rootfs, versionsDir)
+	entries, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w: %w", versionsDir, errdefs.ErrInternal, err)
+	}
+	out := map[string]string{}
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !versionName.MatchString(e.Name()) {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("reading %s/%s: %w: %w", versionsDir, e.Name(), errdefs.ErrInternal, err)
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		if v := strings.TrimSpace(line); v != "" && len(v) <= 128 {
+			out[e.Name()] = v
+		}
+	}
+	return out, nil
+}
+
+var versionName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)

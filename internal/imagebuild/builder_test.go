@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -378,5 +379,36 @@ func TestRemoveScratch(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("scratch dir still there: %v", err)
+	}
+}
+
+func TestReadVersions(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	if v, err := readVersions(root); err != nil || v != nil {
+		t.Fatalf("no versions dir: %v, %v", v, err)
+	}
+	dir := filepath.Join(root, versionsDir)
+	if err := os.MkdirAll(filepath.Join(dir, "subdir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{
+		"chromium":   "156.0.1\nignored second line\n",
+		"playwright": "  1.65.1  \n",
+		"empty":      "\n",
+		"Bad.Name":   "1",
+		"long":       strings.Repeat("x", 129),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, err := readVersions(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"chromium": "156.0.1", "playwright": "1.65.1"}
+	if !maps.Equal(v, want) {
+		t.Errorf("readVersions = %v, want %v", v, want)
 	}
 }

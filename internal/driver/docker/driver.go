@@ -553,6 +553,29 @@ func (d *Driver) imagePresent(ctx context.Context, ref string) (bool, error) {
 	return err == nil, err
 }
 
+// ImageLabels returns the labels of the local image ref (nil, false when it
+// is absent). It never pulls.
+func (d *Driver) ImageLabels(ctx context.Context, ref string) (map[string]string, bool, error) {
+	ctx, cancel := d.callCtx(ctx, 0)
+	defer cancel()
+	if err := validRef(ref); err != nil {
+		return nil, false, err
+	}
+	var img struct {
+		Config struct {
+			Labels map[string]string `json:"Labels"`
+		} `json:"Config"`
+	}
+	err := d.api.call(ctx, request{op: "inspect image " + ref, method: http.MethodGet, path: "/images/" + ref + "/json"}, &img)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return img.Config.Labels, true, nil
+}
+
 // splitRef splits "repo[:tag]" into repo and tag (default "latest").
 func splitRef(ref string) (repo, tag string, err error) {
 	if err := validRef(ref); err != nil {
