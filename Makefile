@@ -40,10 +40,11 @@ test-images: setup build
 run: images
 	$(SUDO) $(BIN)/sandbox-service serve --addr $(ADDR) --data-dir $(DATA_DIR)
 
-# The npm packages the tests run (the TypeScript MCP SDK's client), from
-# their lockfile.
+# The npm packages the tests run (the TypeScript MCP SDK's client,
+# Playwright's client), from their lockfiles.
 test-deps: setup
 	cd test/mcpclient && npm ci --no-audit --no-fund --loglevel=warn
+	cd test/browserclient && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --ignore-scripts --no-audit --no-fund --loglevel=warn
 
 # Unit, conformance, integration (real Docker, runc and runsc) and end-to-end tests.
 test: test-images test-deps cross

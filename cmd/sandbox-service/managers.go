@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 
 	"genesis.dev/sandbox/internal/artifacts"
+	"genesis.dev/sandbox/internal/browser"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/files"
@@ -29,11 +30,13 @@ type managers struct {
 	svcs  *jobs.Services
 	mcp   *servers.Manager
 	sk    *skills.Manager
+	// browser serves the browser routes of browser profiles.
+	browser *browser.Manager
 }
 
 // newManagers builds the managers over ctl and registers their hooks; call
 // it before ctl.Start.
-func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agentDir string, obs jobs.Observer, log *slog.Logger) (*managers, error) {
+func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agentDir string, images browser.Images, obs jobs.Observer, log *slog.Logger) (*managers, error) {
 	blobs, err := artifacts.OpenBlobs(filepath.Join(cfg.DataDir, "artifacts"))
 	if err != nil {
 		return nil, err
@@ -75,6 +78,11 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 	ctl.AddHook(arts)
 	ctl.AddHook(terms)
 	ctl.AddHook(pp)
+	bm, err := browser.New(browser.Config{Sandboxes: browser.FromControl(ctl), Ports: pp, Images: images, Artifacts: arts, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	ctl.AddHook(bm) // after the port proxy: its connections close first
 	ms, err := servers.New(servers.Config{Leases: ctl, Jobs: jm, Catalog: mcpCatalog(cfg.MCP), TenantCatalog: mcpCatalogStore{st}, Ceiling: cfg.MCP.MaxRiskLevel, TenantCeiling: ctl.ToolRiskCeiling,
 		AllowedOrigins: cfg.MCP.AllowedOrigins, Audit: mcpAudit(ctl, log), Secret: mcpSecret(cfg.Network), Logger: log,
 		NetworkEvents: mcpNetworkEvents(ctl), DialPort: mcpDialPort(ctl)})
@@ -88,7 +96,7 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 	if err != nil {
 		return nil, err
 	}
-	return &managers{jobs: jm, arts: arts, files: fs, terms: terms, ports: pp, svcs: svcs, mcp: ms, sk: sk}, nil
+	return &managers{jobs: jm, arts: arts, files: fs, terms: terms, ports: pp, svcs: svcs, mcp: ms, sk: sk, browser: bm}, nil
 }
 
 // newPortsProxy builds the port proxy with the preview-link key of the

@@ -141,11 +141,11 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	m, err := newManagers(ctl, st, cfg, agentDir, metrics, log)
+	m, err := newManagers(ctl, st, cfg, agentDir, drv, metrics, log)
 	if err != nil {
 		return err
 	}
-	api, err := httpapi.New(httpapi.Config{Control: ctl, Terminals: m.terms, Files: m.files, Jobs: m.jobs, Artifacts: m.arts, Ports: m.ports, Services: m.svcs, MCP: m.mcp, Skills: m.sk, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics})
+	api, err := httpapi.New(httpapi.Config{Control: ctl, Terminals: m.terms, Files: m.files, Jobs: m.jobs, Artifacts: m.arts, Ports: m.ports, Browser: m.browser, Services: m.svcs, MCP: m.mcp, Skills: m.sk, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics})
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -472,4 +473,28 @@ func (s *Keeper) removeBlobIfUnused(ctx context.Context, sum string) bool {
 		return false
 	}
 	return true
+}
+
+// KeepBytes keeps what r holds as an artifact of the sandbox that no job
+// made (a browser screenshot or download): name is its file name, and the
+// per-file cap applies.
+func (s *Keeper) KeepBytes(ctx context.Context, tenant, sandboxID, name string, r io.Reader) (*sandbox.Artifact, error) {
+	if name == "" || strings.ContainsAny(name, "/\x00") {
+		return nil, fmt.Errorf("artifact name %q must be a plain file name: %w", name, errdefs.ErrInvalidArgument)
+	}
+	s.gcMu.RLock()
+	defer s.gcMu.RUnlock()
+	put, err := s.blobs.Put(r, s.lim.MaxFileBytes)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	a := &sandbox.Artifact{
+		ID: sandbox.NewID("art"), Tenant: tenant, SandboxID: sandboxID, Path: name, Name: name,
+		Size: put.Size, SHA256: put.SHA256, MIME: DetectMIME(name, put.Head), CreatedAt: now, ExpiresAt: now.Add(s.ttl),
+	}
+	if err := s.store.CreateArtifact(ctx, a); err != nil {
+		return nil, err
+	}
+	return a, nil
 }

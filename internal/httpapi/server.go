@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/internal/artifacts"
+	"genesis.dev/sandbox/internal/browser"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/files"
@@ -53,6 +54,8 @@ type Config struct {
 	MCP *servers.Manager
 	// Skills, when set, serves the skill routes and the skills MCP server.
 	Skills *skills.Manager
+	// Browser, when set, serves the browser routes (needs Ports).
+	Browser *browser.Manager
 	// Services, when set, reports the profile services on GET sandbox.
 	Services *jobs.Services
 	Logger   *slog.Logger
@@ -83,6 +86,7 @@ type Server struct {
 	arts      *artifacts.Keeper
 	mcp       *servers.Manager
 	skills    *skills.Manager
+	browser   *browser.Manager
 }
 
 type apiKey struct {
@@ -133,6 +137,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.terms, s.files, s.jobs, s.arts, s.mcp = cfg.Terminals, cfg.Files, cfg.Jobs, cfg.Artifacts, cfg.MCP
 	s.skills = cfg.Skills
+	if cfg.Ports != nil {
+		s.browser = cfg.Browser
+	}
 	s.routesInit()
 	return s, nil
 }
@@ -184,6 +191,7 @@ func (s *Server) routesInit() {
 	s.stdinRoutes()
 	s.mcpRoutes()
 	s.skillRoutes()
+	s.browserRoutes()
 }
 
 type ctxKey int

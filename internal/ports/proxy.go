@@ -212,6 +212,13 @@ type Request struct {
 	// X-Forwarded-Prefix and for rewriting redirects), without a
 	// trailing slash.
 	Prefix string
+	// StripOrigin drops the caller's Origin header: for servers that refuse
+	// a WebSocket with a foreign Origin (Chromium's DevTools) while the
+	// service has already authenticated the caller.
+	StripOrigin bool
+	// ModifyResponse, if set, runs on the sandbox server's response after
+	// the proxy's own rewrites (redirects, cookies).
+	ModifyResponse func(*http.Response) error
 }
 
 // ErrorWriter answers a request with err (problem+json at the HTTP layer).
@@ -241,6 +248,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, pr Request, fa
 			out.Out.Header.Set("X-Forwarded-Prefix", pr.Prefix)
 			out.Out.Header.Del("Authorization")
 			out.Out.Header.Del("Proxy-Authorization")
+			if pr.StripOrigin {
+				out.Out.Header.Del("Origin")
+			}
 			out.Out = out.Out.WithContext(context.WithValue(out.Out.Context(), targetKey{}, t))
 		},
 		Transport:     sc.transport,
@@ -248,6 +258,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, pr Request, fa
 		ModifyResponse: func(resp *http.Response) error {
 			rewriteLocation(resp, pr)
 			scopeCookies(resp, pr)
+			if pr.ModifyResponse != nil {
+				if err := pr.ModifyResponse(resp); err != nil {
+					return err
+				}
+			}
 			if resp.StatusCode == http.StatusSwitchingProtocols {
 				// The upgraded connection is closed when the sandbox ends.
 				if c, ok := resp.Body.(io.Closer); ok {

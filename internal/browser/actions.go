@@ -1,0 +1,567 @@
+package browser
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	cdpbrowser "github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/target"
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
+)
+
+// Action is one step of POST /v1/sandboxes/{id}/browser/actions (see
+// client.BrowserAction for its fields).
+type Action = client.BrowserAction
+
+// ActionsRequest is the body of POST .../browser/actions.
+type ActionsRequest = client.BrowserActionsRequest
+
+// Tab is one page of the browser.
+type Tab = client.BrowserTab
+
+// ActionResult is what one action did; Artifact is a kept screenshot.
+type ActionResult struct {
+	Index    int
+	Type     string
+	OK       bool
+	Ms       int64
+	Error    string
+	Value    any
+	Artifact *sandbox.Artifact
+}
+
+// ActionsResult is the answer of POST .../browser/actions. Actions run in
+// order and stop at the first that fails: OK is false and the failed
+// action's result says why; the actions after it did not run.
+type ActionsResult struct {
+	OK      bool
+	Results []ActionResult
+	// URL, Title and Tab are the active tab's after the last action run.
+	URL, Title, Tab string
+}
+
+var actionTypes = map[string]bool{
+	"navigate": true, "back": true, "forward": true, "reload": true, "click": true, "fill": true, "type": true,
+	"press": true, "hover": true, "scroll": true, "wait": true, "evaluate": true, "text": true, "screenshot": true,
+	"upload": true, "tab_new": true, "tab_switch": true, "tab_close": true, "tabs": true,
+}
+
+var keyNames = map[string]string{
+	"Enter": kb.Enter, "Tab": kb.Tab, "Escape": kb.Escape, "Backspace": kb.Backspace, "Delete": kb.Delete,
+	"ArrowUp": kb.ArrowUp, "ArrowDown": kb.ArrowDown, "ArrowLeft": kb.ArrowLeft, "ArrowRight": kb.ArrowRight,
+	"Home": kb.Home, "End": kb.End, "PageUp": kb.PageUp, "PageDown": kb.PageDown, "Space": " ",
+}
+
+// validate checks every action before any runs.
+func validate(req *ActionsRequest, t *Target) error {
+	bad := func(i int, format string, args ...any) error {
+		return errdefs.WithCode("invalid_action", fmt.Errorf("actions[%d]: "+format+": %w", append([]any{i}, append(args, errdefs.ErrInvalidArgument)...)...))
+	}
+	if len(req.Actions) == 0 {
+		return errdefs.WithCode("invalid_action", fmt.Errorf("actions: give at least one action: %w", errdefs.ErrInvalidArgument))
+	}
+	if len(req.Actions) > t.Spec.MaxActions {
+		return errdefs.WithCode("too_many_actions", fmt.Errorf("actions: %d actions, at most %d in one request: %w", len(req.Actions), t.Spec.MaxActions, errdefs.ErrInvalidArgument))
+	}
+	for i, a := range req.Actions {
+		if !actionTypes[a.Type] {
+			return bad(i, "unknown type %q", a.Type)
+		}
+		if a.TimeoutMs < 0 || time.Duration(a.TimeoutMs)*time.Millisecond > t.Spec.MaxActionTimeout {
+			return bad(i, "timeout_ms %d is not between 0 and %d", a.TimeoutMs, t.Spec.MaxActionTimeout.Milliseconds())
+		}
+		needSel := func() error {
+			if a.Selector == "" {
+				return bad(i, "%s needs a selector", a.Type)
+			}
+			return nil
+		}
+		var err error
+		switch a.Type {
+		case "navigate":
+			u, perr := url.Parse(a.URL)
+			if perr != nil || (u.Scheme != "http" && u.Scheme != "https" && a.URL != "about:blank") {
+				err = bad(i, "url %q must be an http or https URL", a.URL)
+			}
+		case "tab_new":
+			if a.URL != "" {
+				if u, perr := url.Parse(a.URL); perr != nil || (u.Scheme != "http" && u.Scheme != "https") {
+					err = bad(i, "url %q must be an http or https URL", a.URL)
+				}
+			}
+		case "click", "hover":
+			if a.Selector == "" && (a.X == nil || a.Y == nil) {
+				err = bad(i, "%s needs a selector or x and y", a.Type)
+			}
+		case "fill", "type", "upload":
+			err = needSel()
+			if err == nil && a.Type == "upload" && len(a.Files) == 0 {
+				err = bad(i, "upload needs files")
+			}
+		case "press":
+			if _, ok := keyNames[a.Key]; !ok && len([]rune(a.Key)) != 1 {
+				err = bad(i, "key %q is not a key name (Enter, Tab, Escape, ...) or one character", a.Key)
+			}
+		case "wait":
+			if a.Selector == "" && a.Ms <= 0 {
+				err = bad(i, "wait needs a selector or ms")
+			}
+			if time.Duration(a.Ms)*time.Millisecond > t.Spec.MaxActionTimeout {
+				err = bad(i, "ms %d is over the %d ms an action may take", a.Ms, t.Spec.MaxActionTimeout.Milliseconds())
+			}
+		case "evaluate":
+			if a.Expression == "" {
+				err = bad(i, "evaluate needs an expression")
+			}
+		case "screenshot":
+			if a.Format != "" && a.Format != "png" && a.Format != "jpeg" {
+				err = bad(i, "format %q is not png or jpeg", a.Format)
+			}
+			if a.Quality < 0 || a.Quality > 100 {
+				err = bad(i, "quality %d is not 0-100", a.Quality)
+			}
+			if a.Name != "" && (strings.ContainsAny(a.Name, "/\\\x00") || len(a.Name) > 255) {
+				err = bad(i, "name %q must be a plain file name", a.Name)
+			}
+		case "tab_switch", "tab_close":
+			if a.Type == "tab_switch" && a.Tab == "" {
+				err = bad(i, "tab_switch needs a tab")
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// session is the actions API's connection to one sandbox's browser. One
+// request runs at a time.
+type session struct {
+	mu      sync.Mutex
+	t       *Target
+	acancel context.CancelFunc
+	bctx    context.Context // browser-level chromedp context
+	bcancel context.CancelFunc
+	tabs    map[target.ID]tabCtx
+	active  target.ID
+	shots   int
+}
+
+type tabCtx struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// open connects to the browser and adopts its first page.
+func openSession(ctx context.Context, t *Target) (*session, error) {
+	actx, acancel := chromedp.NewAllocatorContext(context.Background(), &allocator{t: t})
+	bctx, bcancel := chromedp.NewContext(actx)
+	s := &session{t: t, acancel: acancel, bctx: bctx, bcancel: bcancel, tabs: map[target.ID]tabCtx{}}
+	fail := func(err error) (*session, error) {
+		s.close()
+		return nil, err
+	}
+	// The browser-level calls run under the request's deadline.
+	infos, err := withDeadline(ctx, bctx, func(c context.Context) ([]*target.Info, error) { return chromedp.Targets(c) })
+	if err != nil {
+		return fail(fmt.Errorf("attaching to the browser of sandbox %s: %v: %w", t.SandboxID, err, errdefs.ErrBadGateway))
+	}
+	if _, err := withDeadline(ctx, bctx, func(c context.Context) (struct{}, error) {
+		_, err := chromedp.CallBrowser(c, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
+			Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: t.Spec.DownloadsDir,
+		})
+		return struct{}{}, err
+	}); err != nil {
+		return fail(fmt.Errorf("setting the download directory: %v: %w", err, errdefs.ErrBadGateway))
+	}
+	for _, in := range infos {
+		if in.Type == "page" {
+			if err := s.adopt(ctx, in.TargetID); err != nil {
+				return fail(err)
+			}
+			return s, nil
+		}
+	}
+	if _, err := s.newTab(ctx, ""); err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+// withDeadline runs f on the chromedp context c, cancelled when ctx ends
+// (chromedp keys its state by c, so c itself must be passed down).
+func withDeadline[T any](ctx, c context.Context, f func(context.Context) (T, error)) (T, error) {
+	done := make(chan struct{})
+	var v T
+	var err error
+	go func() { defer close(done); v, err = f(c) }()
+	select {
+	case <-done:
+		return v, err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+// adopt makes the page id a tab of the session, and the active one. The
+// tab's chromedp context is attached here, under its own long-lived
+// context: chromedp binds a target's event loop to the context of its
+// first Run, so that Run must not carry an action's deadline. Ending the
+// session detaches from the page and leaves it open.
+func (s *session) adopt(ctx context.Context, id target.ID) error {
+	c, cancel := chromedp.NewContext(s.bctx, chromedp.WithTargetID(id), chromedp.WithDetachOnCancel())
+	if _, err := withDeadline(ctx, c, func(c context.Context) (chromedp.Void, error) {
+		return chromedp.Run(c, chromedp.Func(func(context.Context, *chromedp.Target) error { return nil }))
+	}); err != nil {
+		cancel()
+		return fmt.Errorf("attaching to tab %s: %w", id, err)
+	}
+	s.tabs[id] = tabCtx{c, cancel}
+	s.active = id
+	return nil
+}
+
+// newTab opens a page (url or about:blank) and makes it active.
+func (s *session) newTab(ctx context.Context, u string) (target.ID, error) {
+	if u == "" {
+		u = "about:blank"
+	}
+	res, err := withDeadline(ctx, s.bctx, func(c context.Context) (target.CreateTargetResult, error) {
+		return chromedp.CallBrowser(c, target.CreateTarget, target.CreateTargetParams{URL: u})
+	})
+	if err != nil {
+		return "", fmt.Errorf("opening a tab: %w", err)
+	}
+	return res.TargetID, s.adopt(ctx, res.TargetID)
+}
+
+func (s *session) close() {
+	for _, tc := range s.tabs {
+		tc.cancel()
+	}
+	s.bcancel()
+	s.acancel()
+}
+
+// dead reports whether the session lost its browser.
+func (s *session) dead() bool { return s.bctx.Err() != nil }
+
+// Run runs the actions of req in the sandbox's browser.
+func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsRequest) (*ActionsResult, error) {
+	t, err := m.attach(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Release()
+	if err := validate(req, t); err != nil {
+		return nil, err
+	}
+	if err := m.waitReady(ctx, t); err != nil {
+		return nil, err
+	}
+	s, err := m.session(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := &ActionsResult{OK: true, Results: make([]ActionResult, 0, len(req.Actions))}
+	for i, a := range req.Actions {
+		start := time.Now()
+		r := ActionResult{Index: i, Type: a.Type}
+		timeout := t.Spec.ActionTimeout
+		if a.TimeoutMs > 0 {
+			timeout = time.Duration(a.TimeoutMs) * time.Millisecond
+		}
+		if a.Type == "wait" && a.Selector == "" {
+			timeout = max(timeout, time.Duration(a.Ms)*time.Millisecond+time.Second)
+		}
+		err := s.do(ctx, tenant, a, timeout, &r, m.cfg.Artifacts)
+		r.Ms = time.Since(start).Milliseconds()
+		if err != nil {
+			r.Error = actionError(err, timeout)
+			out.OK = false
+		} else {
+			r.OK = true
+		}
+		out.Results = append(out.Results, r)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			break
+		}
+	}
+	if tc, ok := s.tabs[s.active]; ok {
+		out.Tab = string(s.active)
+		info, err := withDeadline(ctx, tc.ctx, func(c context.Context) (pageInfo, error) {
+			c, cancel := context.WithTimeout(c, 2*time.Second)
+			defer cancel()
+			return chromedp.Run(c, chromedp.Evaluate[pageInfo](`({url: document.location.href, title: document.title})`))
+		})
+		if err == nil {
+			out.URL, out.Title = info.URL, info.Title
+		}
+	}
+	return out, nil
+}
+
+type pageInfo struct {
+	URL   string `json:"url"`
+	Title string `json:"title"`
+}
+
+// actionError is the message of a failed action.
+func actionError(err error, timeout time.Duration) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Sprintf("timed out after %v (raise timeout_ms, at most the profile's max_action_timeout)", timeout)
+	}
+	return err.Error()
+}
+
+// session returns the sandbox's actions session, opening it if needed.
+func (m *Manager) session(ctx context.Context, t *Target) (*session, error) {
+	m.mu.Lock()
+	s := m.sessions[t.SandboxID]
+	if s != nil && s.dead() {
+		delete(m.sessions, t.SandboxID)
+		s = nil
+	}
+	m.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	s, err := openSession(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old := m.sessions[t.SandboxID]; old != nil && !old.dead() {
+		s.close()
+		return old, nil
+	}
+	m.sessions[t.SandboxID] = s
+	return s, nil
+}
+
+// do runs one action on the active tab.
+func (s *session) do(ctx context.Context, tenant string, a Action, timeout time.Duration, r *ActionResult, keep Keeper) error {
+	switch a.Type {
+	case "tab_new":
+		id, err := s.newTab(ctx, a.URL)
+		r.Value = string(id)
+		return err
+	case "tabs":
+		tabs, err := s.listTabs(ctx)
+		r.Value = tabs
+		return err
+	case "tab_switch":
+		id := target.ID(a.Tab)
+		if _, ok := s.tabs[id]; !ok {
+			tabs, err := s.listTabs(ctx)
+			if err != nil {
+				return err
+			}
+			found := false
+			for _, tb := range tabs {
+				found = found || tb.ID == a.Tab
+			}
+			if !found {
+				return fmt.Errorf("no tab %q (list them with a tabs action)", a.Tab)
+			}
+			if err := s.adopt(ctx, id); err != nil {
+				return err
+			}
+		}
+		s.active = id
+		_, err := withDeadline(ctx, s.bctx, func(c context.Context) (struct{}, error) {
+			_, err := chromedp.CallBrowser(c, target.ActivateTarget, target.ActivateTargetParams{TargetID: id})
+			return struct{}{}, err
+		})
+		return err
+	case "tab_close":
+		id := s.active
+		if a.Tab != "" {
+			id = target.ID(a.Tab)
+		}
+		_, err := withDeadline(ctx, s.bctx, func(c context.Context) (struct{}, error) {
+			_, err := chromedp.CallBrowser(c, target.CloseTarget, target.CloseTargetParams{TargetID: id})
+			return struct{}{}, err
+		})
+		if tc, ok := s.tabs[id]; ok {
+			tc.cancel()
+			delete(s.tabs, id)
+		}
+		if err == nil && id == s.active {
+			s.active = ""
+			for other := range s.tabs {
+				s.active = other
+				break
+			}
+		}
+		return err
+	}
+	tc, ok := s.tabs[s.active]
+	if !ok || tc.ctx.Err() != nil {
+		if _, err := s.newTab(ctx, ""); err != nil {
+			return err
+		}
+		tc = s.tabs[s.active]
+	}
+	v, err := withDeadline(ctx, tc.ctx, func(c context.Context) (any, error) {
+		c, cancel := context.WithTimeout(c, timeout)
+		defer cancel()
+		return s.page(c, a)
+	})
+	if err != nil {
+		return err
+	}
+	if shot, ok := v.([]byte); ok && a.Type == "screenshot" {
+		s.shots++
+		name := a.Name
+		if name == "" {
+			ext := "png"
+			if a.Format == "jpeg" {
+				ext = "jpg"
+			}
+			name = fmt.Sprintf("screenshot-%d.%s", s.shots, ext)
+		}
+		if keep == nil {
+			return fmt.Errorf("screenshots are not kept on this service: %w", errdefs.ErrUnavailable)
+		}
+		art, err := keep.KeepBytes(ctx, tenant, s.t.SandboxID, name, bytes.NewReader(shot))
+		if err != nil {
+			return fmt.Errorf("keeping the screenshot: %w", err)
+		}
+		r.Artifact = art
+		return nil
+	}
+	r.Value = v
+	return nil
+}
+
+// listTabs lists the browser's pages.
+func (s *session) listTabs(ctx context.Context) ([]Tab, error) {
+	infos, err := withDeadline(ctx, s.bctx, func(c context.Context) ([]*target.Info, error) { return chromedp.Targets(c) })
+	if err != nil {
+		return nil, err
+	}
+	tabs := []Tab{}
+	for _, in := range infos {
+		if in.Type == "page" {
+			tabs = append(tabs, Tab{ID: string(in.TargetID), URL: in.URL, Title: in.Title, Active: in.TargetID == s.active})
+		}
+	}
+	return tabs, nil
+}
+
+// page runs a page action on the chromedp tab context c.
+func (s *session) page(c context.Context, a Action) (any, error) {
+	sel := chromedp.CSS(a.Selector)
+	switch a.Type {
+	case "navigate":
+		return nil, chromedp.Do(c, chromedp.Navigate(a.URL))
+	case "back":
+		return nil, chromedp.Do(c, chromedp.NavigateBack())
+	case "forward":
+		return nil, chromedp.Do(c, chromedp.NavigateForward())
+	case "reload":
+		return nil, chromedp.Do(c, chromedp.Reload())
+	case "click":
+		if a.Selector == "" {
+			return nil, chromedp.Do(c, chromedp.MouseClickXY(*a.X, *a.Y))
+		}
+		return nil, chromedp.Do(c, chromedp.Click(sel))
+	case "hover":
+		if a.Selector == "" {
+			return nil, chromedp.Do(c, chromedp.MouseEvent(chromedp.MouseMoved, *a.X, *a.Y))
+		}
+		return nil, chromedp.Do(c, chromedp.ScrollIntoView(sel), chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			_, err := chromedp.Evaluate[bool](fmt.Sprintf(`(() => { const e = document.querySelector(%s); if (!e) return false;
+				const r = e.getBoundingClientRect(); e.dispatchEvent(new MouseEvent('mouseover', {bubbles: true, clientX: r.x + r.width/2, clientY: r.y + r.height/2})); return true })()`, jsString(a.Selector)))(ctx, t)
+			return err
+		}))
+	case "fill":
+		return nil, chromedp.Do(c, chromedp.Clear(sel), chromedp.SendKeys(sel, a.Text))
+	case "type":
+		return nil, chromedp.Do(c, chromedp.SendKeys(sel, a.Text))
+	case "press":
+		k := keyNames[a.Key]
+		if k == "" {
+			k = a.Key
+		}
+		if a.Selector != "" {
+			return nil, chromedp.Do(c, chromedp.SendKeys(sel, k))
+		}
+		return nil, chromedp.Do(c, chromedp.KeyEvent(k))
+	case "scroll":
+		if a.Selector != "" {
+			return nil, chromedp.Do(c, chromedp.ScrollIntoView(sel))
+		}
+		_, err := chromedp.Run(c, chromedp.Evaluate[bool](fmt.Sprintf(`(window.scrollBy(%g, %g), true)`, a.DeltaX, a.DeltaY)))
+		return nil, err
+	case "wait":
+		if a.Selector != "" {
+			return nil, chromedp.Do(c, chromedp.WaitVisible(sel))
+		}
+		return nil, chromedp.Do(c, chromedp.Sleep(time.Duration(a.Ms)*time.Millisecond))
+	case "evaluate":
+		v, err := chromedp.Run(c, chromedp.Evaluate[json.RawMessage](a.Expression, chromedp.EvalAwaitPromise))
+		if errors.Is(err, chromedp.ErrJSNull) || errors.Is(err, chromedp.ErrJSUndefined) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return v, nil
+	case "text":
+		if a.Selector == "" {
+			return chromedp.Run(c, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+		}
+		return chromedp.Run(c, chromedp.Text(sel))
+	case "upload":
+		return nil, chromedp.Do(c, chromedp.SetUploadFiles(sel, a.Files))
+	case "screenshot":
+		p := page.CaptureScreenshotParams{Format: page.CaptureScreenshotFormatPng}
+		if a.Format == "jpeg" {
+			p.Format = page.CaptureScreenshotFormatJpeg
+			q := int64(80)
+			if a.Quality > 0 {
+				q = int64(a.Quality)
+			}
+			p.Quality = &q
+		}
+		if a.FullPage {
+			yes := true
+			p.CaptureBeyondViewport = &yes
+		}
+		res, err := chromedp.Call(c, page.CaptureScreenshot, p)
+		if err != nil {
+			return nil, err
+		}
+		return res.Data, nil
+	}
+	return nil, fmt.Errorf("action %q: %w", a.Type, errdefs.ErrInternal)
+}
+
+// jsString quotes s as a JavaScript string literal.
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

@@ -1,0 +1,237 @@
+package browser
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"image/png"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/ports"
+	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/testenv"
+)
+
+// hostBrowser starts this machine's Chromium with its DevTools port on
+// loopback and returns a Target that dials it directly (the agent's dial
+// in production).
+func hostBrowser(t *testing.T) *Target {
+	t.Helper()
+	profile, err := os.MkdirTemp("", "genesis-browser-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(testenv.Chromium(t), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", "--user-data-dir="+profile, "about:blank")
+	// Its own process group: the cleanup stops Chromium's helpers too,
+	// before its profile is removed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+		os.RemoveAll(profile)
+	})
+	port := make(chan int, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "DevTools listening on ws://127.0.0.1:"); ok {
+				p, _ := strconv.Atoi(rest[:strings.IndexByte(rest, '/')])
+				port <- p
+			}
+		}
+		io.Copy(io.Discard, stderr)
+	}()
+	var p int
+	select {
+	case p = <-port:
+	case <-time.After(30 * time.Second):
+		t.Fatal("chromium did not print its DevTools address within 30 s")
+	}
+	dl := t.TempDir()
+	return &Target{
+		Tenant: "t1", SandboxID: "sbx_1",
+		Spec: config.BrowserSpec{CDPPort: p, DownloadsDir: dl, ProfileDir: "/p", ActionTimeout: 5 * time.Second, MaxActionTimeout: 20 * time.Second, MaxActions: 10},
+		Dial: func(ctx context.Context, _ int) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", "127.0.0.1:"+strconv.Itoa(p))
+		},
+		Release: func() {},
+	}
+}
+
+type oneSandbox struct{ t *Target }
+
+func (o oneSandbox) AttachBrowser(_ context.Context, tenant, id string) (*Target, error) {
+	if tenant != o.t.Tenant || id != o.t.SandboxID {
+		return nil, fmt.Errorf("no sandbox %s", id)
+	}
+	return o.t, nil
+}
+
+type memKeeper struct {
+	mu   sync.Mutex
+	kept map[string][]byte
+}
+
+func (k *memKeeper) KeepBytes(_ context.Context, tenant, sandboxID, name string, r io.Reader) (*sandbox.Artifact, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.kept == nil {
+		k.kept = map[string][]byte{}
+	}
+	k.kept[name] = b
+	return &sandbox.Artifact{ID: "art_" + name, Tenant: tenant, SandboxID: sandboxID, Name: name, Size: int64(len(b))}, nil
+}
+
+func newManager(t *testing.T, tgt *Target, keep Keeper) *Manager {
+	t.Helper()
+	signer, err := ports.NewSigner(bytes.Repeat([]byte{1}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pp, err := ports.New(ports.Config{Sandboxes: portsOf{tgt}, Signer: signer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Config{Sandboxes: oneSandbox{tgt}, Ports: pp, Artifacts: keep, ReadyWait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return m
+}
+
+type portsOf struct{ t *Target }
+
+func (p portsOf) AttachPorts(context.Context, string, string) (*ports.Target, error) {
+	return &ports.Target{SandboxID: p.t.SandboxID, Dial: p.t.Dial, Release: func() {}}, nil
+}
+
+// TestActionsDriveARealChromium runs the actions API against this
+// machine's Chromium: a form filled and submitted, text read, a screenshot
+// kept as a PNG, a failing wait that stops the run, tabs.
+func TestActionsDriveARealChromium(t *testing.T) {
+	t.Parallel()
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/":
+			fmt.Fprint(w, `<html><head><title>form</title></head><body><form action="/done"><input id="q" name="q"><button id="go">Go</button></form></body></html>`)
+		case "/done":
+			fmt.Fprintf(w, `<html><head><title>done</title></head><body><p id="out">got %s</p></body></html>`, r.URL.Query().Get("q"))
+		}
+	}))
+	defer site.Close()
+	tgt := hostBrowser(t)
+	keep := &memKeeper{}
+	m := newManager(t, tgt, keep)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := m.Run(ctx, "t1", "sbx_1", &ActionsRequest{Actions: []Action{
+		{Type: "navigate", URL: site.URL + "/"},
+		{Type: "fill", Selector: "#q", Text: "hello genesis"},
+		{Type: "click", Selector: "#go"},
+		{Type: "wait", Selector: "#out"},
+		{Type: "text", Selector: "#out"},
+		{Type: "screenshot", Name: "done.png"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.Results {
+		t.Logf("%d %s ok=%v %dms %s %v", r.Index, r.Type, r.OK, r.Ms, r.Error, r.Value)
+	}
+	if !res.OK || len(res.Results) != 6 {
+		t.Fatalf("actions did not all succeed: %+v", res)
+	}
+	if got := res.Results[4].Value; got != "got hello genesis" {
+		t.Errorf("text = %q, want the submitted form's answer", got)
+	}
+	if res.Title != "done" || !strings.HasPrefix(res.URL, site.URL+"/done?q=hello") {
+		t.Errorf("final page = %q %q", res.Title, res.URL)
+	}
+	shot := keep.kept["done.png"]
+	img, err := png.Decode(bytes.NewReader(shot))
+	if err != nil || img.Bounds().Dx() < 100 {
+		t.Errorf("screenshot does not decode as a PNG page: %v (%d bytes)", err, len(shot))
+	}
+	if res.Results[5].Artifact == nil || res.Results[5].Artifact.Size != int64(len(shot)) {
+		t.Errorf("screenshot artifact = %+v", res.Results[5].Artifact)
+	}
+
+	// A wait that cannot succeed fails its action, and the run stops there.
+	res, err = m.Run(ctx, "t1", "sbx_1", &ActionsRequest{Actions: []Action{
+		{Type: "wait", Selector: "#never", TimeoutMs: 300},
+		{Type: "navigate", URL: site.URL + "/"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK || len(res.Results) != 1 || res.Results[0].OK || !strings.Contains(res.Results[0].Error, "timed out") {
+		t.Errorf("a failing wait: %+v", res)
+	}
+	if res.Title != "done" {
+		t.Errorf("the action after the failed one ran: title %q", res.Title)
+	}
+
+	// Tabs: open a second one, list both, close it; the first stays.
+	res, err = m.Run(ctx, "t1", "sbx_1", &ActionsRequest{Actions: []Action{
+		{Type: "tab_new", URL: site.URL + "/"},
+		{Type: "tabs"},
+		{Type: "tab_close"},
+		{Type: "tabs"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.OK {
+		t.Fatalf("tabs: %+v", res)
+	}
+	if n := len(res.Results[1].Value.([]Tab)); n != 2 {
+		t.Errorf("tabs after tab_new = %d, want 2", n)
+	}
+	if tabs := res.Results[3].Value.([]Tab); len(tabs) != 1 || tabs[0].Title != "done" {
+		t.Errorf("tabs after tab_close = %+v, want the first tab only", tabs)
+	}
+
+	// Ending the session detaches: the page stays open in the browser.
+	m.Close()
+	v, err := fetchVersion(ctx, tgt)
+	if err != nil || v.Browser == "" {
+		t.Fatalf("the browser after the session ended: %v %v", v, err)
+	}
+	resp, err := httpClient(tgt).Get("http://127.0.0.1:" + strconv.Itoa(tgt.Spec.CDPPort) + "/json/list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Contains(body, []byte(site.URL+"/done?q=hello")) {
+		t.Errorf("the session's page was closed when the session ended: /json/list = %s", body)
+	}
+}

@@ -1,0 +1,419 @@
+// Package browser serves the browser of a browser profile's sandbox
+// (config.BrowserSpec): Chromium's DevTools protocol (CDP) and the
+// Playwright protocol through the service, and an actions API that drives
+// the page from the service side. The sandbox itself stays offline: every
+// byte goes through its agent's port dial, as the port proxy's do.
+package browser
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/driver"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/ports"
+	"genesis.dev/sandbox/internal/sandbox"
+)
+
+// Error codes of the browser routes.
+const (
+	CodeNotBrowser      = "not_a_browser_profile"
+	CodeNotReady        = "browser_not_ready"
+	CodeVersionMismatch = "playwright_version_mismatch"
+	CodeNoPlaywright    = "playwright_not_served"
+)
+
+// Target is a running browser sandbox as the browser routes need it.
+type Target struct {
+	Tenant    string
+	SandboxID string
+	Image     string
+	Spec      config.BrowserSpec
+	// Dial connects to 127.0.0.1:port inside the sandbox; it stays usable
+	// after Release while the sandbox runs.
+	Dial    func(ctx context.Context, port int) (net.Conn, error)
+	Release func()
+}
+
+// Sandboxes finds a caller's running sandbox (ErrNotFound, or code
+// sandbox_not_running); a sandbox whose profile has no browser is
+// refused by the Manager.
+type Sandboxes interface {
+	AttachBrowser(ctx context.Context, tenant, sandboxID string) (*Target, error)
+}
+
+// Images reads the labels of a local image (driver.LabelVersionPrefix).
+type Images interface {
+	ImageLabels(ctx context.Context, ref string) (map[string]string, bool, error)
+}
+
+// Keeper keeps bytes as an artifact of a sandbox (screenshots, downloads).
+type Keeper interface {
+	KeepBytes(ctx context.Context, tenant, sandboxID, name string, r io.Reader) (*sandbox.Artifact, error)
+}
+
+// Config wires a Manager.
+type Config struct {
+	Sandboxes Sandboxes
+	// Ports proxies the CDP and Playwright connections (its connection
+	// tracking closes them when the sandbox ends).
+	Ports     *ports.Proxy
+	Images    Images
+	Artifacts Keeper
+	// ReadyWait bounds how long a request waits for a sandbox's browser
+	// to start answering (default 30 s).
+	ReadyWait time.Duration
+	Logger    *slog.Logger
+}
+
+// Manager serves the browser routes. It is safe for concurrent use.
+type Manager struct {
+	cfg Config
+
+	mu       sync.Mutex
+	sessions map[string]*session // sandbox id → the actions API's session
+}
+
+// New returns a Manager.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Sandboxes == nil || cfg.Ports == nil {
+		return nil, fmt.Errorf("browser: Sandboxes and Ports are required: %w", errdefs.ErrInvalidArgument)
+	}
+	if cfg.ReadyWait <= 0 {
+		cfg.ReadyWait = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Manager{cfg: cfg, sessions: map[string]*session{}}, nil
+}
+
+// Name is the manager's hook name.
+func (m *Manager) Name() string { return "browser" }
+
+// SandboxEnding ends the actions session of the sandbox (the port proxy
+// closes the CDP and Playwright connections).
+func (m *Manager) SandboxEnding(_ context.Context, sandboxID, _ string) {
+	m.mu.Lock()
+	s := m.sessions[sandboxID]
+	delete(m.sessions, sandboxID)
+	m.mu.Unlock()
+	if s != nil {
+		s.close()
+	}
+}
+
+// Close ends every actions session.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	all := m.sessions
+	m.sessions = map[string]*session{}
+	m.mu.Unlock()
+	for _, s := range all {
+		s.close()
+	}
+}
+
+// attach finds a caller's running browser sandbox.
+func (m *Manager) attach(ctx context.Context, tenant, id string) (*Target, error) {
+	return m.cfg.Sandboxes.AttachBrowser(ctx, tenant, id)
+}
+
+// waitReady waits until the browser's CDP port answers, up to ReadyWait
+// (a fresh sandbox's Chromium takes a few seconds to start).
+func (m *Manager) waitReady(ctx context.Context, t *Target) error {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyWait)
+	defer cancel()
+	for {
+		dctx, dcancel := context.WithTimeout(ctx, 2*time.Second)
+		c, err := t.Dial(dctx, t.Spec.CDPPort)
+		dcancel()
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if errdefs.Code(err) != "port_unreachable" {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errdefs.WithCode(CodeNotReady, fmt.Errorf(
+				"the browser of sandbox %s did not answer on its DevTools port within %v (see its chromium service in GET /v1/sandboxes/%s): %w",
+				t.SandboxID, m.cfg.ReadyWait, t.SandboxID, errdefs.ErrUnavailable))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Request is one proxied browser request as the HTTP layer parsed it.
+type Request struct {
+	Tenant    string
+	SandboxID string
+	// Path below the browser's root ("json/version", "devtools/page/ID").
+	Path string
+	// Prefix is the URL path of the browser's root as the caller used it
+	// (for the WebSocket URLs in /json answers), without a trailing slash.
+	Prefix string
+	// WSBase is "ws://host" or "wss://host" as the caller reached the
+	// service.
+	WSBase string
+	// Query is appended to rewritten WebSocket URLs ("token=..."), or "".
+	Query string
+	// Port, if set, is the port a capability token was made for: it must
+	// be the browser's CDP port.
+	Port int
+}
+
+// ServeCDP proxies Chromium's DevTools HTTP endpoints (/json/version,
+// /json/list, /json/new, ...) and its WebSocket endpoints (/devtools/...),
+// rewriting the WebSocket URLs Chromium reports to the service's. The
+// caller's Origin is dropped: the service authenticated the caller, and
+// Chromium refuses a WebSocket whose Origin it was not started to allow
+// (and must not allow one: pages inside the sandbox could then drive it).
+func (m *Manager) ServeCDP(w http.ResponseWriter, r *http.Request, br Request, fail ports.ErrorWriter) {
+	t, err := m.attach(r.Context(), br.Tenant, br.SandboxID)
+	if err != nil {
+		fail(w, r, err)
+		return
+	}
+	err = m.waitReady(r.Context(), t)
+	t.Release()
+	if err == nil {
+		err = checkPort(br, t)
+	}
+	if err != nil {
+		fail(w, r, err)
+		return
+	}
+	upstream := "127.0.0.1:" + strconv.Itoa(t.Spec.CDPPort)
+	rewrite := func(resp *http.Response) error {
+		if !strings.HasPrefix(br.Path, "json") || resp.StatusCode != http.StatusOK {
+			return nil
+		}
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		body = rewriteDevtoolsURLs(body, upstream, br)
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		resp.ContentLength = int64(len(body))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		return nil
+	}
+	m.cfg.Ports.ServeHTTP(w, r, ports.Request{
+		Tenant: br.Tenant, SandboxID: br.SandboxID, Port: t.Spec.CDPPort, Path: br.Path, Prefix: br.Prefix,
+		StripOrigin: true, ModifyResponse: rewrite,
+	}, fail)
+}
+
+// rewriteDevtoolsURLs turns Chromium's own WebSocket addresses
+// (ws://127.0.0.1:9222/devtools/..., and ws=127.0.0.1:9222/devtools/... in
+// devtoolsFrontendUrl) into the service's.
+func rewriteDevtoolsURLs(body []byte, upstream string, br Request) []byte {
+	hostPath := strings.TrimPrefix(strings.TrimPrefix(br.WSBase, "wss://"), "ws://") + br.Prefix
+	ws := br.WSBase + br.Prefix + "/devtools/"
+	out := bytes.ReplaceAll(body, []byte("ws://"+upstream+"/devtools/"), []byte(ws))
+	out = bytes.ReplaceAll(out, []byte("ws="+upstream+"/devtools/"), []byte("ws="+hostPath+"/devtools/"))
+	if br.Query == "" {
+		return out
+	}
+	// Each webSocketDebuggerUrl ends at its closing quote: carry the query.
+	var b bytes.Buffer
+	for {
+		i := bytes.Index(out, []byte(ws))
+		if i < 0 {
+			b.Write(out)
+			return b.Bytes()
+		}
+		j := bytes.IndexByte(out[i:], '"')
+		if j < 0 {
+			b.Write(out)
+			return b.Bytes()
+		}
+		b.Write(out[:i+j])
+		b.WriteString("?" + br.Query)
+		out = out[i+j:]
+	}
+}
+
+// ServePlaywright proxies a Playwright client's connection
+// (browserType.connect) to the sandbox's Playwright server, after checking
+// that the client's version matches the image's: Playwright's protocol
+// changes between minor versions, and a mismatch otherwise surfaces as an
+// opaque WebSocket failure.
+func (m *Manager) ServePlaywright(w http.ResponseWriter, r *http.Request, br Request, fail ports.ErrorWriter) {
+	t, err := m.attach(r.Context(), br.Tenant, br.SandboxID)
+	if err != nil {
+		fail(w, r, err)
+		return
+	}
+	t.Release()
+	if err := checkPort(br, t); err != nil {
+		fail(w, r, err)
+		return
+	}
+	if t.Spec.PlaywrightPort == 0 {
+		fail(w, r, errdefs.WithCode(CodeNoPlaywright, fmt.Errorf(
+			"the profile of sandbox %s serves no Playwright server; connect over CDP at %s (chromium.connectOverCDP): %w",
+			t.SandboxID, br.Prefix, errdefs.ErrFailedPrecondition)))
+		return
+	}
+	server := m.versions(r.Context(), t)["playwright"]
+	if client, ok := playwrightClientVersion(r.Header.Get("User-Agent")); ok && server != "" && !sameMinor(client, server) {
+		fail(w, r, errdefs.WithCode(CodeVersionMismatch, fmt.Errorf(
+			"your Playwright client is %s, the sandbox's Playwright server is %s: install playwright-core@%s on your side (its major.minor must match), or connect over CDP at %s with chromium.connectOverCDP, which works across versions: %w",
+			client, server, server, br.Prefix, errdefs.ErrFailedPrecondition)))
+		return
+	}
+	if err := m.waitPort(r.Context(), t, t.Spec.PlaywrightPort); err != nil {
+		fail(w, r, err)
+		return
+	}
+	m.cfg.Ports.ServeHTTP(w, r, ports.Request{
+		Tenant: br.Tenant, SandboxID: br.SandboxID, Port: t.Spec.PlaywrightPort, Path: "playwright", Prefix: br.Prefix,
+		StripOrigin: true,
+	}, fail)
+}
+
+// checkPort refuses a capability token made for another port of the
+// sandbox (a preview link of some port is not a browser link).
+func checkPort(br Request, t *Target) error {
+	if br.Port != 0 && br.Port != t.Spec.CDPPort {
+		return errdefs.WithCode("link_not_for_browser", fmt.Errorf(
+			"this link opens port %d of sandbox %s, not its browser: make one with POST /v1/sandboxes/%s/browser/links: %w",
+			br.Port, t.SandboxID, t.SandboxID, errdefs.ErrPermissionDenied))
+	}
+	return nil
+}
+
+// waitPort waits for the browser, then for port.
+func (m *Manager) waitPort(ctx context.Context, t *Target, port int) error {
+	if err := m.waitReady(ctx, t); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyWait)
+	defer cancel()
+	for {
+		c, err := t.Dial(ctx, port)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if errdefs.Code(err) != "port_unreachable" {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errdefs.WithCode(CodeNotReady, fmt.Errorf("port %d of sandbox %s did not answer within %v: %w", port, t.SandboxID, m.cfg.ReadyWait, errdefs.ErrUnavailable))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// versions are the component versions of the sandbox's image.
+func (m *Manager) versions(ctx context.Context, t *Target) map[string]string {
+	if m.cfg.Images == nil || t.Image == "" {
+		return nil
+	}
+	labels, ok, err := m.cfg.Images.ImageLabels(ctx, t.Image)
+	if err != nil || !ok {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range labels {
+		if name, ok := strings.CutPrefix(k, driver.LabelVersionPrefix); ok {
+			out[name] = v
+		}
+	}
+	return out
+}
+
+// playwrightClientVersion reads "Playwright/1.65.1 (...)" from a
+// Playwright client's User-Agent.
+func playwrightClientVersion(ua string) (string, bool) {
+	for _, f := range strings.Fields(ua) {
+		if v, ok := strings.CutPrefix(f, "Playwright/"); ok && v != "" {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// sameMinor reports whether two versions share major.minor.
+func sameMinor(a, b string) bool {
+	mm := func(v string) string {
+		parts := strings.SplitN(v, ".", 3)
+		if len(parts) < 2 {
+			return v
+		}
+		return parts[0] + "." + parts[1]
+	}
+	return mm(a) == mm(b)
+}
+
+// Status is what GET /v1/sandboxes/{id}/browser reports.
+type Status struct {
+	SandboxID string            `json:"sandbox_id"`
+	Ready     bool              `json:"ready"`
+	Versions  map[string]string `json:"versions,omitempty"`
+	// Browser is Chromium's /json/version "Browser" field once ready.
+	Browser string `json:"browser,omitempty"`
+	// Playwright reports whether the Playwright protocol is served.
+	Playwright   bool   `json:"playwright"`
+	CDPPort      int    `json:"cdp_port"`
+	DownloadsDir string `json:"downloads_dir"`
+	// Session reports whether the actions API holds a session open.
+	Session bool `json:"session"`
+}
+
+// Status reports a browser sandbox's browser without waiting for it.
+func (m *Manager) Status(ctx context.Context, tenant, id string) (*Status, error) {
+	t, err := m.attach(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Release()
+	st := &Status{SandboxID: t.SandboxID, Versions: m.versions(ctx, t), Playwright: t.Spec.PlaywrightPort != 0, CDPPort: t.Spec.CDPPort, DownloadsDir: t.Spec.DownloadsDir}
+	m.mu.Lock()
+	st.Session = m.sessions[t.SandboxID] != nil
+	m.mu.Unlock()
+	if v, err := fetchVersion(ctx, t); err == nil {
+		st.Ready, st.Browser = true, v.Browser
+	}
+	return st, nil
+}
+
+// FromControl adapts the lifecycle layer's Attach: a sandbox whose
+// profile has no browser key is refused with code not_a_browser_profile.
+func FromControl(a ports.Attacher) Sandboxes { return controlSandboxes{a} }
+
+type controlSandboxes struct{ a ports.Attacher }
+
+func (c controlSandboxes) AttachBrowser(ctx context.Context, tenant, id string) (*Target, error) {
+	at, err := c.a.Attach(ctx, tenant, id, control.AttachOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if at.Profile == nil || at.Profile.Browser == nil {
+		at.Release()
+		return nil, errdefs.WithCode(CodeNotBrowser, fmt.Errorf(
+			"sandbox %s runs profile %s, which has no browser (create it with a browser profile such as browser-playwright): %w",
+			id, at.Sandbox.Profile, errdefs.ErrFailedPrecondition))
+	}
+	return &Target{
+		Tenant: at.Sandbox.Tenant, SandboxID: at.Sandbox.ID, Image: at.Sandbox.Image, Spec: *at.Profile.Browser,
+		Dial: at.Agent.DialPort, Release: at.Release,
+	}, nil
+}

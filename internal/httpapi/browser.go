@@ -1,0 +1,165 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/browser"
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+// Browser routes of a browser profile's sandbox. The root
+// /v1/sandboxes/{id}/browser is a DevTools endpoint as Chromium serves it,
+// so chromium.connectOverCDP(root, {headers}) and CDP clients work on it:
+//
+//	GET  /v1/sandboxes/{id}/browser                  status: ready, versions, URLs
+//	ANY  /v1/sandboxes/{id}/browser/json[/{path...}] Chromium's /json endpoints, WebSocket URLs rewritten
+//	GET  /v1/sandboxes/{id}/browser/devtools/{path...} CDP WebSocket (browser or page)
+//	GET  /v1/sandboxes/{id}/browser/playwright       Playwright protocol WebSocket (browserType.connect)
+//	POST /v1/sandboxes/{id}/browser/actions          run actions (navigate, click, fill, screenshot, ...)
+//	POST /v1/sandboxes/{id}/browser/links            a capability URL {ttl_seconds} for clients that cannot send headers
+//	ANY  /v1/browsers/{token}/...                    what a capability URL opens (no API key)
+func (s *Server) browserRoutes() {
+	if s.browser == nil {
+		return
+	}
+	s.handle("GET", "/v1/sandboxes/{id}/browser", true, s.browserStatus)
+	s.handleAny("/v1/sandboxes/{id}/browser/json", true, s.browserJSON)
+	s.handleAny("/v1/sandboxes/{id}/browser/json/{path...}", true, s.browserJSON)
+	s.handle("GET", "/v1/sandboxes/{id}/browser/devtools/{path...}", true, s.browserDevtools)
+	s.handle("GET", "/v1/sandboxes/{id}/browser/playwright", true, s.browserPlaywright)
+	s.handle("POST", "/v1/sandboxes/{id}/browser/actions", true, s.browserActions)
+	s.handle("POST", "/v1/sandboxes/{id}/browser/links", true, s.browserLink)
+	s.handleAny("/v1/browsers/{token}/json", false, s.browserJSON)
+	s.handleAny("/v1/browsers/{token}/json/{path...}", false, s.browserJSON)
+	s.handle("GET", "/v1/browsers/{token}/devtools/{path...}", false, s.browserDevtools)
+	s.handle("GET", "/v1/browsers/{token}/playwright", false, s.browserPlaywright)
+}
+
+// browserRequest reads who is asking for which sandbox: an API key's
+// tenant and the path's sandbox, or a capability token's claims.
+func (s *Server) browserRequest(w http.ResponseWriter, r *http.Request, sub string) (browser.Request, bool) {
+	br := browser.Request{WSBase: "ws" + strings.TrimPrefix(baseURLOf(r), "http")}
+	if token := r.PathValue("token"); token != "" {
+		c, err := s.ports.VerifyLink(token)
+		if err != nil {
+			s.writeProblem(w, r, err)
+			return br, false
+		}
+		br.Tenant, br.SandboxID, br.Prefix, br.Port = c.Tenant, c.SandboxID, "/v1/browsers/"+token, c.Port
+	} else {
+		id := r.PathValue("id")
+		br.Tenant, br.SandboxID, br.Prefix = tenantOf(r), id, "/v1/sandboxes/"+url.PathEscape(id)+"/browser"
+	}
+	br.Path = sub
+	if p := r.PathValue("path"); p != "" {
+		br.Path += "/" + p
+	} else if strings.HasSuffix(r.URL.Path, "/") && sub == "json" {
+		br.Path += "/"
+	}
+	return br, true
+}
+
+func (s *Server) browserJSON(w http.ResponseWriter, r *http.Request) {
+	if br, ok := s.browserRequest(w, r, "json"); ok {
+		s.browser.ServeCDP(w, r, br, s.writeProblem)
+	}
+}
+
+func (s *Server) browserDevtools(w http.ResponseWriter, r *http.Request) {
+	if !isWebSocketUpgrade(r) {
+		s.writeProblem(w, r, errdefs.WithCode("websocket_required",
+			invalidArg("this endpoint speaks WebSocket only (Connection: Upgrade, Upgrade: websocket)")))
+		return
+	}
+	if br, ok := s.browserRequest(w, r, "devtools"); ok {
+		s.browser.ServeCDP(w, r, br, s.writeProblem)
+	}
+}
+
+func (s *Server) browserPlaywright(w http.ResponseWriter, r *http.Request) {
+	if !isWebSocketUpgrade(r) {
+		s.writeProblem(w, r, errdefs.WithCode("websocket_required",
+			invalidArg("this endpoint speaks WebSocket only: connect with Playwright's browserType.connect(wsEndpoint)")))
+		return
+	}
+	br, ok := s.browserRequest(w, r, "playwright")
+	if !ok {
+		return
+	}
+	s.browser.ServePlaywright(w, r, br, s.writeProblem)
+}
+
+func (s *Server) browserStatus(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	st, err := s.browser.Status(r.Context(), tenantOf(r), id)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	base := baseURLOf(r) + "/v1/sandboxes/" + url.PathEscape(id) + "/browser"
+	out := client.BrowserStatus{SandboxID: st.SandboxID, Ready: st.Ready, Browser: st.Browser, Versions: st.Versions,
+		DownloadsDir: st.DownloadsDir, Session: st.Session, CDPURL: base}
+	if st.Playwright {
+		out.PlaywrightURL = "ws" + strings.TrimPrefix(base, "http") + "/playwright"
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) browserActions(w http.ResponseWriter, r *http.Request) {
+	var req browser.ActionsRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	res, err := s.browser.Run(r.Context(), tenantOf(r), r.PathValue("id"), &req)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	out := client.BrowserActionsResult{OK: res.OK, URL: res.URL, Title: res.Title, Tab: res.Tab,
+		Results: make([]client.BrowserActionResult, len(res.Results))}
+	for i, ar := range res.Results {
+		cr := client.BrowserActionResult{Index: ar.Index, Type: ar.Type, OK: ar.OK, Ms: ar.Ms, Error: ar.Error}
+		if ar.Value != nil {
+			if b, err := json.Marshal(ar.Value); err == nil {
+				cr.Value = b
+			}
+		}
+		if ar.Artifact != nil {
+			a := artifactWire(ar.Artifact)
+			cr.Artifact = &a
+		}
+		out.Results[i] = cr
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) browserLink(w http.ResponseWriter, r *http.Request) {
+	var req client.CreatePortLinkRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	id := r.PathValue("id")
+	st, err := s.browser.Status(r.Context(), tenantOf(r), id)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	token, exp, err := s.ports.NewLink(r.Context(), tenantOf(r), id, st.CDPPort, time.Duration(req.TTLSeconds)*time.Second)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	base := baseURLOf(r) + "/v1/browsers/" + token
+	out := client.BrowserLink{CDPURL: base, SandboxID: id, ExpiresAt: exp.UTC()}
+	if st.Playwright {
+		out.PlaywrightURL = "ws" + strings.TrimPrefix(base, "http") + "/playwright"
+	}
+	writeJSON(w, http.StatusCreated, out)
+}
