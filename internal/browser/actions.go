@@ -321,6 +321,12 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 	return out, nil
 }
 
+// navResult is a navigate action's value: the main document's response.
+type navResult struct {
+	Status int64  `json:"status"`
+	URL    string `json:"url"`
+}
+
 type pageInfo struct {
 	URL   string `json:"url"`
 	Title string `json:"title"`
@@ -476,7 +482,28 @@ func (s *session) page(c context.Context, a Action) (any, error) {
 	sel := chromedp.CSS(a.Selector)
 	switch a.Type {
 	case "navigate":
-		return nil, chromedp.Do(c, chromedp.Navigate(a.URL))
+		if a.URL == "about:blank" {
+			return nil, chromedp.Do(c, chromedp.Navigate(a.URL))
+		}
+		resp, err := chromedp.Run(c, chromedp.NavigateResponse(a.URL))
+		if err != nil {
+			return nil, err
+		}
+		if resp == nil {
+			return nil, nil
+		}
+		// The egress gateway answers a refused plain-HTTP request itself:
+		// that is the policy speaking, not the site.
+		for k, v := range resp.Headers {
+			if strings.EqualFold(k, "X-Genesis-Egress-Reason") {
+				host := a.URL
+				if u, err := url.Parse(a.URL); err == nil {
+					host = u.Host
+				}
+				return nil, fmt.Errorf("the sandbox's network policy refused %s (%v): see GET /v1/sandboxes/{id}/network/events", host, v)
+			}
+		}
+		return navResult{Status: resp.Status, URL: resp.URL}, nil
 	case "back":
 		return nil, chromedp.Do(c, chromedp.NavigateBack())
 	case "forward":

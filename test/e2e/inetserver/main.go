@@ -4,7 +4,10 @@
 // "hello from NAME via http|https", serves N bytes at /bytes?n=N, counts an
 // upload at /sink, and at /tool/… logs the Authorization header it got to
 // stdout (so a test can see an injected credential without the sandbox
-// ever receiving it) and answers "tool ok".
+// ever receiving it) and answers "tool ok". For the browser tests it serves
+// a form at /form (input #q, button #go) whose submission /done shows
+// "got Q" in #out, and a file to download at /download (linked from
+// /download-page).
 //
 // With -bench URL it is instead the client of the network benchmark: it
 // times -n requests on a new connection each, -n requests on one kept-alive
@@ -22,6 +25,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"html"
 	"io"
 	"log"
 	"math/big"
@@ -64,6 +68,22 @@ func main() {
 	mux.HandleFunc("/sink", func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
 		fmt.Fprintf(w, "%d\n", n)
+	})
+	mux.HandleFunc("/form", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `<!doctype html><html><head><title>form</title></head><body>
+<form action="/done"><input id="q" name="q"><button id="go">Go</button></form></body></html>`)
+	})
+	mux.HandleFunc("/done", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><html><head><title>done</title></head><body><p id="out">got %s</p></body></html>`,
+			html.EscapeString(r.URL.Query().Get("q")))
+	})
+	mux.HandleFunc("/download-page", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `<!doctype html><html><head><title>download</title></head><body><a id="dl" href="/download">report</a></body></html>`)
+	})
+	mux.HandleFunc("/download", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Disposition", `attachment; filename="report.bin"`)
+		w.Write(DownloadBody())
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		scheme := "http"
@@ -145,4 +165,14 @@ func runBench(base string, n int, size int64) error {
 	}
 	res.DownloadNS, res.Bytes = int64(time.Since(t0)), got
 	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// DownloadBody is what /download serves: 64 KiB of a fixed pattern, so a
+// test knows its digest.
+func DownloadBody() []byte {
+	b := make([]byte, 64<<10)
+	for i := range b {
+		b[i] = byte(i * 7)
+	}
+	return b
 }
