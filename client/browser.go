@@ -11,12 +11,14 @@ import (
 // BrowserAction is one step of POST /v1/sandboxes/{id}/browser/actions.
 type BrowserAction struct {
 	// Type: navigate, back, forward, reload, click, fill, type, press,
-	// hover, scroll, wait, evaluate, text, screenshot, upload, tab_new,
-	// tab_switch, tab_close, tabs.
+	// hover, scroll, select, wait, evaluate, text, snapshot, screenshot,
+	// upload, tab_new, tab_activate (or tab_switch), tab_close, tabs.
 	Type     string `json:"type"`
 	URL      string `json:"url,omitempty"`
 	Selector string `json:"selector,omitempty"` // a CSS selector
 	Text     string `json:"text,omitempty"`
+	// Value is the option value select chooses.
+	Value string `json:"value,omitempty"`
 	// Key names a key for press: Enter, Tab, Escape, Backspace, Delete,
 	// ArrowUp, ArrowDown, ArrowLeft, ArrowRight, Home, End, PageUp,
 	// PageDown, Space, or one character.
@@ -36,10 +38,12 @@ type BrowserAction struct {
 	Format   string `json:"format,omitempty"`
 	Quality  int    `json:"quality,omitempty"`
 	FullPage bool   `json:"full_page,omitempty"`
-	Name     string `json:"name,omitempty"`
+	// Scale resizes the screenshot (0.1-2; default 1).
+	Scale float64 `json:"scale,omitempty"`
+	Name  string  `json:"name,omitempty"`
 	// Files are paths inside the sandbox (upload).
 	Files []string `json:"files,omitempty"`
-	// Tab is a tab id (tab_switch, tab_close; default the active tab).
+	// Tab is a tab id (tab_activate, tab_close; default the active tab).
 	Tab string `json:"tab,omitempty"`
 	// TimeoutMs bounds this action (default the profile's action_timeout).
 	TimeoutMs int `json:"timeout_ms,omitempty"`

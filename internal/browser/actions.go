@@ -11,7 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chromedp/cdproto/accessibility"
 	cdpbrowser "github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
@@ -56,7 +58,8 @@ type ActionsResult struct {
 var actionTypes = map[string]bool{
 	"navigate": true, "back": true, "forward": true, "reload": true, "click": true, "fill": true, "type": true,
 	"press": true, "hover": true, "scroll": true, "wait": true, "evaluate": true, "text": true, "screenshot": true,
-	"upload": true, "tab_new": true, "tab_switch": true, "tab_close": true, "tabs": true,
+	"upload": true, "tab_new": true, "tab_switch": true, "tab_activate": true, "tab_close": true, "tabs": true,
+	"select": true, "snapshot": true,
 }
 
 var keyNames = map[string]string{
@@ -106,6 +109,8 @@ func validate(req *ActionsRequest, t *Target) error {
 			if a.Selector == "" && (a.X == nil || a.Y == nil) {
 				err = bad(i, "%s needs a selector or x and y", a.Type)
 			}
+		case "select":
+			err = needSel()
 		case "fill", "type", "upload":
 			err = needSel()
 			if err == nil && a.Type == "upload" && len(a.Files) == 0 {
@@ -130,15 +135,18 @@ func validate(req *ActionsRequest, t *Target) error {
 			if a.Format != "" && a.Format != "png" && a.Format != "jpeg" {
 				err = bad(i, "format %q is not png or jpeg", a.Format)
 			}
+			if a.Scale != 0 && (a.Scale < 0.1 || a.Scale > 2) {
+				err = bad(i, "scale %g is not between 0.1 and 2", a.Scale)
+			}
 			if a.Quality < 0 || a.Quality > 100 {
 				err = bad(i, "quality %d is not 0-100", a.Quality)
 			}
 			if a.Name != "" && (strings.ContainsAny(a.Name, "/\\\x00") || len(a.Name) > 255) {
 				err = bad(i, "name %q must be a plain file name", a.Name)
 			}
-		case "tab_switch", "tab_close":
-			if a.Type == "tab_switch" && a.Tab == "" {
-				err = bad(i, "tab_switch needs a tab")
+		case "tab_switch", "tab_activate", "tab_close":
+			if a.Type != "tab_close" && a.Tab == "" {
+				err = bad(i, "%s needs a tab", a.Type)
 			}
 		}
 		if err != nil {
@@ -377,7 +385,7 @@ func (s *session) do(ctx context.Context, tenant string, a Action, timeout time.
 		tabs, err := s.listTabs(ctx)
 		r.Value = tabs
 		return err
-	case "tab_switch":
+	case "tab_switch", "tab_activate":
 		id := target.ID(a.Tab)
 		if _, ok := s.tabs[id]; !ok {
 			tabs, err := s.listTabs(ctx)
@@ -564,6 +572,21 @@ func (s *session) page(c context.Context, a Action) (any, error) {
 		return chromedp.Run(c, chromedp.Text(sel))
 	case "upload":
 		return nil, chromedp.Do(c, chromedp.SetUploadFiles(sel, a.Files))
+	case "select":
+		if err := chromedp.Do(c, chromedp.WaitReady(sel)); err != nil {
+			return nil, err
+		}
+		return chromedp.Run(c, chromedp.Evaluate[string](fmt.Sprintf(`(() => {
+  const e = document.querySelector(%s), v = %s;
+  if (!e || e.tagName !== 'SELECT') throw new Error('the selector matches no <select>');
+  if (![...e.options].some(o => o.value === v)) throw new Error('the <select> has no option ' + JSON.stringify(v));
+  e.value = v;
+  e.dispatchEvent(new Event('input', {bubbles: true}));
+  e.dispatchEvent(new Event('change', {bubbles: true}));
+  return e.value;
+})()`, jsString(a.Selector), jsString(a.Value))))
+	case "snapshot":
+		return snapshot(c)
 	case "screenshot":
 		p := page.CaptureScreenshotParams{Format: page.CaptureScreenshotFormatPng}
 		if a.Format == "jpeg" {
@@ -578,6 +601,20 @@ func (s *session) page(c context.Context, a Action) (any, error) {
 			yes := true
 			p.CaptureBeyondViewport = &yes
 		}
+		if a.Scale != 0 && a.Scale != 1 {
+			m, err := chromedp.Call(c, page.GetLayoutMetrics, cdp.Empty{})
+			if err != nil {
+				return nil, err
+			}
+			clip := &page.Viewport{Scale: a.Scale}
+			if vv := m.CSSVisualViewport; vv != nil {
+				clip.X, clip.Y, clip.Width, clip.Height = vv.PageX, vv.PageY, vv.ClientWidth, vv.ClientHeight
+			}
+			if cs := m.CSSContentSize; a.FullPage && cs != nil {
+				clip.X, clip.Y, clip.Width, clip.Height = 0, 0, cs.Width, cs.Height
+			}
+			p.Clip = clip
+		}
 		res, err := chromedp.Call(c, page.CaptureScreenshot, p)
 		if err != nil {
 			return nil, err
@@ -591,4 +628,81 @@ func (s *session) page(c context.Context, a Action) (any, error) {
 func jsString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// maxSnapshotLines bounds an accessibility snapshot.
+const maxSnapshotLines = 5000
+
+// Snapshot is the snapshot action's value: the page's accessibility tree,
+// one node a line ("  role "name" value"), indented by depth, ignored
+// nodes left out.
+type Snapshot struct {
+	Text      string `json:"text"`
+	Nodes     int    `json:"nodes"`
+	Truncated bool   `json:"truncated,omitempty"`
+}
+
+func snapshot(c context.Context) (*Snapshot, error) {
+	res, err := chromedp.Call(c, accessibility.GetFullAXTree, accessibility.GetFullAXTreeParams{})
+	if err != nil {
+		return nil, err
+	}
+	byID := map[accessibility.NodeID]*accessibility.Node{}
+	var roots []*accessibility.Node
+	for _, n := range res.Nodes {
+		byID[n.NodeID] = n
+	}
+	for _, n := range res.Nodes {
+		if _, ok := byID[n.ParentID]; !ok {
+			roots = append(roots, n)
+		}
+	}
+	str := func(v *accessibility.Value) string {
+		if v == nil || len(v.Value) == 0 {
+			return ""
+		}
+		var s string
+		if json.Unmarshal(v.Value, &s) == nil {
+			return s
+		}
+		return string(v.Value)
+	}
+	out := &Snapshot{}
+	var b strings.Builder
+	lines := 0
+	var walk func(n *accessibility.Node, depth int)
+	walk = func(n *accessibility.Node, depth int) {
+		if out.Truncated {
+			return
+		}
+		role := str(n.Role)
+		shown := !n.Ignored && role != "none" && role != "generic" && role != "InlineTextBox"
+		if shown {
+			if lines >= maxSnapshotLines {
+				out.Truncated = true
+				return
+			}
+			b.WriteString(strings.Repeat("  ", depth) + role)
+			if name := str(n.Name); name != "" {
+				b.WriteString(" " + jsString(name))
+			}
+			if val := str(n.Value); val != "" {
+				b.WriteString(" value=" + jsString(val))
+			}
+			b.WriteByte('\n')
+			lines++
+			out.Nodes++
+			depth++
+		}
+		for _, id := range n.ChildIDs {
+			if ch := byID[id]; ch != nil {
+				walk(ch, depth)
+			}
+		}
+	}
+	for _, r := range roots {
+		walk(r, 0)
+	}
+	out.Text = b.String()
+	return out, nil
 }

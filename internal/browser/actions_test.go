@@ -142,6 +142,11 @@ func TestActionsDriveARealChromium(t *testing.T) {
 		switch r.URL.Path {
 		case "/":
 			fmt.Fprint(w, `<html><head><title>form</title></head><body><form action="/done"><input id="q" name="q"><button id="go">Go</button></form></body></html>`)
+		case "/more":
+			fmt.Fprint(w, `<html><head><title>more</title></head><body style="height:3000px"><h1>Pick one</h1>
+<select id="s" onchange="document.title='picked '+this.value"><option value="a">A</option><option value="b">B</option></select>
+<input id="k" onkeydown="if (event.key === 'Enter') document.getElementById('log').textContent = 'enter ' + this.value">
+<p id="log"></p></body></html>`)
 		case "/done":
 			fmt.Fprintf(w, `<html><head><title>done</title></head><body><p id="out">got %s</p></body></html>`, r.URL.Query().Get("q"))
 		}
@@ -199,6 +204,36 @@ func TestActionsDriveARealChromium(t *testing.T) {
 		t.Errorf("the action after the failed one ran: title %q", res.Title)
 	}
 
+	// select, press, snapshot, a scaled screenshot.
+	res, err = m.Run(ctx, "t1", "sbx_1", &ActionsRequest{Actions: []Action{
+		{Type: "navigate", URL: site.URL + "/more"},
+		{Type: "select", Selector: "#s", Value: "b"},
+		{Type: "type", Selector: "#k", Text: "abc"},
+		{Type: "press", Selector: "#k", Key: "Enter"},
+		{Type: "text", Selector: "#log"},
+		{Type: "snapshot"},
+		{Type: "screenshot", Scale: 0.5, Name: "half.png"},
+		{Type: "select", Selector: "#s", Value: "zzz"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK || len(res.Results) != 8 || !strings.Contains(res.Results[7].Error, "no option") {
+		t.Fatalf("select of a missing option should fail the last action: %+v", res)
+	}
+	if res.Results[1].Value != "b" || res.Results[4].Value != "enter abc" || res.Title != "picked b" {
+		t.Errorf("select/press: %v %v title %q", res.Results[1].Value, res.Results[4].Value, res.Title)
+	}
+	snap, _ := res.Results[5].Value.(*Snapshot)
+	if snap == nil || !strings.Contains(snap.Text, `heading "Pick one"`) || !strings.Contains(snap.Text, "combobox") {
+		t.Errorf("snapshot = %+v", snap)
+	}
+	half, err := png.Decode(bytes.NewReader(keep.kept["half.png"]))
+	// Half the viewport (less a scrollbar on this long page).
+	if w, full := half.Bounds().Dx(), img.Bounds().Dx(); err != nil || w < full*45/100 || w > full/2 {
+		t.Errorf("a screenshot at scale 0.5: %v, width %d vs %d", err, half.Bounds().Dx(), img.Bounds().Dx())
+	}
+
 	// Tabs: open a second one, list both, close it; the first stays.
 	res, err = m.Run(ctx, "t1", "sbx_1", &ActionsRequest{Actions: []Action{
 		{Type: "tab_new", URL: site.URL + "/"},
@@ -215,7 +250,7 @@ func TestActionsDriveARealChromium(t *testing.T) {
 	if n := len(res.Results[1].Value.([]Tab)); n != 2 {
 		t.Errorf("tabs after tab_new = %d, want 2", n)
 	}
-	if tabs := res.Results[3].Value.([]Tab); len(tabs) != 1 || tabs[0].Title != "done" {
+	if tabs := res.Results[3].Value.([]Tab); len(tabs) != 1 || tabs[0].Title != "picked b" {
 		t.Errorf("tabs after tab_close = %+v, want the first tab only", tabs)
 	}
 
@@ -231,7 +266,7 @@ func TestActionsDriveARealChromium(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !bytes.Contains(body, []byte(site.URL+"/done?q=hello")) {
+	if !bytes.Contains(body, []byte(site.URL+"/more")) {
 		t.Errorf("the session's page was closed when the session ended: /json/list = %s", body)
 	}
 }
