@@ -150,3 +150,51 @@ func (c *Client) CreateBrowserLink(ctx context.Context, sandboxID string, ttl ti
 	}
 	return &out, nil
 }
+
+// BrowserDownload is a file the browser downloaded into its downloads
+// directory.
+type BrowserDownload struct {
+	Name    string    `json:"name"`
+	Path    string    `json:"path"`
+	Size    int64     `json:"size"`
+	SHA256  string    `json:"sha256,omitempty"`
+	ModTime time.Time `json:"mtime"`
+	// Partial is set while Chromium still writes the file (no digest yet).
+	Partial bool `json:"partial,omitempty"`
+	// Artifact is set when the file was kept.
+	Artifact *Artifact `json:"artifact,omitempty"`
+}
+
+// BrowserDownloadList is GET /v1/sandboxes/{id}/browser/downloads, newest
+// first.
+type BrowserDownloadList struct {
+	Items []BrowserDownload `json:"items"`
+}
+
+// KeepBrowserDownloadsRequest is the body of POST
+// .../browser/downloads/keep: the names to keep (all complete ones when
+// empty).
+type KeepBrowserDownloadsRequest struct {
+	Names []string `json:"names,omitempty"`
+}
+
+// BrowserDownloads lists a browser sandbox's downloads with their sha256.
+func (c *Client) BrowserDownloads(ctx context.Context, sandboxID string) (*BrowserDownloadList, error) {
+	var out BrowserDownloadList
+	if err := c.do(ctx, request{method: http.MethodGet, path: BrowserPath(sandboxID) + "/downloads", auth: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// KeepBrowserDownloads keeps downloads (all complete ones when names is
+// empty) as artifacts and lists them.
+func (c *Client) KeepBrowserDownloads(ctx context.Context, sandboxID string, names ...string) (*BrowserDownloadList, error) {
+	var out BrowserDownloadList
+	err := c.do(ctx, request{method: http.MethodPost, path: BrowserPath(sandboxID) + "/downloads/keep", auth: true,
+		body: KeepBrowserDownloadsRequest{Names: names}}, &out)
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

@@ -43,6 +43,7 @@ type Target struct {
 	// Dial connects to 127.0.0.1:port inside the sandbox; it stays usable
 	// after Release while the sandbox runs.
 	Dial    func(ctx context.Context, port int) (net.Conn, error)
+	Files   Files
 	Release func()
 }
 
@@ -414,6 +415,6 @@ func (c controlSandboxes) AttachBrowser(ctx context.Context, tenant, id string) 
 	}
 	return &Target{
 		Tenant: at.Sandbox.Tenant, SandboxID: at.Sandbox.ID, Image: at.Sandbox.Image, Spec: *at.Profile.Browser,
-		Dial: at.Agent.DialPort, Release: at.Release,
+		Dial: at.Agent.DialPort, Files: at.Agent, Release: at.Release,
 	}, nil
 }

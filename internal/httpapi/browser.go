@@ -21,6 +21,8 @@ import (
 //	GET  /v1/sandboxes/{id}/browser/devtools/{path...} CDP WebSocket (browser or page)
 //	GET  /v1/sandboxes/{id}/browser/playwright       Playwright protocol WebSocket (browserType.connect)
 //	POST /v1/sandboxes/{id}/browser/actions          run actions (navigate, click, fill, screenshot, ...)
+//	GET  /v1/sandboxes/{id}/browser/downloads        downloaded files with their sha256
+//	POST /v1/sandboxes/{id}/browser/downloads/keep   keep downloads as artifacts {names?}
 //	POST /v1/sandboxes/{id}/browser/links            a capability URL {ttl_seconds} for clients that cannot send headers
 //	ANY  /v1/browsers/{token}/...                    what a capability URL opens (no API key)
 func (s *Server) browserRoutes() {
@@ -34,6 +36,8 @@ func (s *Server) browserRoutes() {
 	s.handle("GET", "/v1/sandboxes/{id}/browser/playwright", true, s.browserPlaywright)
 	s.handle("POST", "/v1/sandboxes/{id}/browser/actions", true, s.browserActions)
 	s.handle("POST", "/v1/sandboxes/{id}/browser/links", true, s.browserLink)
+	s.handle("GET", "/v1/sandboxes/{id}/browser/downloads", true, s.browserDownloads)
+	s.handle("POST", "/v1/sandboxes/{id}/browser/downloads/keep", true, s.keepBrowserDownloads)
 	s.handleAny("/v1/browsers/{token}/json", false, s.browserJSON)
 	s.handleAny("/v1/browsers/{token}/json/{path...}", false, s.browserJSON)
 	s.handle("GET", "/v1/browsers/{token}/devtools/{path...}", false, s.browserDevtools)
@@ -162,4 +166,34 @@ func (s *Server) browserLink(w http.ResponseWriter, r *http.Request) {
 		out.PlaywrightURL = "ws" + strings.TrimPrefix(base, "http") + "/playwright"
 	}
 	writeJSON(w, http.StatusCreated, out)
+}
+
+func (s *Server) browserDownloads(w http.ResponseWriter, r *http.Request) {
+	s.writeDownloads(w, r, false, nil)
+}
+
+func (s *Server) keepBrowserDownloads(w http.ResponseWriter, r *http.Request) {
+	var req client.KeepBrowserDownloadsRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	s.writeDownloads(w, r, true, req.Names)
+}
+
+func (s *Server) writeDownloads(w http.ResponseWriter, r *http.Request, keep bool, names []string) {
+	list, err := s.browser.Downloads(r.Context(), tenantOf(r), r.PathValue("id"), keep, names)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	out := client.BrowserDownloadList{Items: make([]client.BrowserDownload, len(list))}
+	for i, d := range list {
+		out.Items[i] = client.BrowserDownload{Name: d.Name, Path: d.Path, Size: d.Size, SHA256: d.SHA256, ModTime: d.ModTime.UTC(), Partial: d.Partial}
+		if d.Artifact != nil {
+			a := artifactWire(d.Artifact)
+			out.Items[i].Artifact = &a
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }

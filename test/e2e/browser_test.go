@@ -240,6 +240,19 @@ func TestBrowser(t *testing.T) {
 			if sum := sha256.Sum256(got); sum != wantSum {
 				t.Errorf("downloaded sha256 %s, want %s", hex.EncodeToString(sum[:]), hex.EncodeToString(wantSum[:]))
 			}
+			// Listed with its digest, and kept as an artifact on request.
+			wantHex := hex.EncodeToString(wantSum[:])
+			dls, err := c.BrowserDownloads(callCtx(t), sb.ID)
+			if err != nil || len(dls.Items) != 1 || dls.Items[0].SHA256 != wantHex || dls.Items[0].Artifact != nil {
+				t.Fatalf("downloads: %+v %v", dls, err)
+			}
+			if _, err := c.KeepBrowserDownloads(callCtx(t), sb.ID, "nope.bin"); !client.IsNotFound(err) {
+				t.Errorf("keeping a download that is not there: %v", err)
+			}
+			kept, err := c.KeepBrowserDownloads(callCtx(t), sb.ID)
+			if err != nil || len(kept.Items) != 1 || kept.Items[0].Artifact == nil || kept.Items[0].Artifact.SHA256 != wantHex {
+				t.Fatalf("keeping the downloads: %+v %v", kept, err)
+			}
 
 			// Playwright inside the sandbox, on the sandbox's own browser;
 			// its screenshot is kept as the job's artifact.

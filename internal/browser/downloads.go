@@ -1,0 +1,114 @@
+package browser
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"genesis.dev/sandbox/internal/agent/agentclient"
+	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
+)
+
+// Files is the sandbox's file access as the downloads listing needs it
+// (the agent's client).
+type Files interface {
+	ListFiles(ctx context.Context, path string, depth, limit int) (agentproto.FileList, error)
+	ReadFile(ctx context.Context, method, path string, cond http.Header) (*agentclient.FileResponse, error)
+}
+
+// maxDownloads bounds the files one downloads listing reads.
+const maxDownloads = 200
+
+// Download is a file the browser downloaded.
+type Download struct {
+	Name    string
+	Path    string
+	Size    int64
+	SHA256  string
+	ModTime time.Time
+	// Partial is set while Chromium still writes it (.crdownload); it has
+	// no digest then and is never kept.
+	Partial bool
+	// Artifact is set when the file was kept.
+	Artifact *sandbox.Artifact
+}
+
+// Downloads lists the files of the sandbox's downloads directory with
+// their sha256, newest first. With keep, the complete files whose names
+// are in names (all when names is empty) are kept as artifacts.
+func (m *Manager) Downloads(ctx context.Context, tenant, id string, keep bool, names []string) ([]Download, error) {
+	t, err := m.attach(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Release()
+	if t.Files == nil {
+		return nil, fmt.Errorf("browser: no file access to sandbox %s: %w", id, errdefs.ErrInternal)
+	}
+	if keep && m.cfg.Artifacts == nil {
+		return nil, fmt.Errorf("downloads are not kept on this service: %w", errdefs.ErrUnavailable)
+	}
+	list, err := t.Files.ListFiles(ctx, t.Spec.DownloadsDir, 1, maxDownloads)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return []Download{}, nil // nothing downloaded yet
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := []Download{}
+	for _, e := range list.Entries {
+		if e.Type != agentproto.FileTypeFile {
+			continue
+		}
+		d := Download{Name: e.Name, Path: e.Path, Size: e.Size, ModTime: e.ModTime, Partial: strings.HasSuffix(e.Name, ".crdownload")}
+		if !d.Partial {
+			want := keep && (len(names) == 0 || slices.Contains(names, e.Name))
+			if err := m.digest(ctx, t, &d, want); err != nil {
+				return nil, fmt.Errorf("reading download %s: %w", e.Name, err)
+			}
+		}
+		out = append(out, d)
+	}
+	for _, n := range names {
+		if !slices.ContainsFunc(out, func(d Download) bool { return d.Name == n && !d.Partial }) {
+			return nil, errdefs.WithCode("no_such_download", fmt.Errorf("no complete download %q in %s: %w", n, t.Spec.DownloadsDir, errdefs.ErrNotFound))
+		}
+	}
+	slices.SortFunc(out, func(a, b Download) int { return b.ModTime.Compare(a.ModTime) })
+	return out, nil
+}
+
+// digest reads a download once: its sha256, and its bytes into the
+// artifact store when keep.
+func (m *Manager) digest(ctx context.Context, t *Target, d *Download, keep bool) error {
+	fr, err := t.Files.ReadFile(ctx, http.MethodGet, d.Path, nil)
+	if err != nil {
+		return err
+	}
+	defer fr.Body.Close()
+	if fr.Status != http.StatusOK {
+		return fmt.Errorf("agent answered %d: %w", fr.Status, errdefs.ErrInternal)
+	}
+	h := sha256.New()
+	r := io.TeeReader(fr.Body, h)
+	if keep {
+		a, err := m.cfg.Artifacts.KeepBytes(ctx, t.Tenant, t.SandboxID, d.Name, r)
+		if err != nil {
+			return err
+		}
+		d.Artifact = a
+	} else if _, err := io.Copy(io.Discard, r); err != nil {
+		return err
+	}
+	d.SHA256 = hex.EncodeToString(h.Sum(nil))
+	return nil
+}
