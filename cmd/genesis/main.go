@@ -107,6 +107,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newPoolCmd(a),
 		newPortCmd(a),
 		newPortForwardCmd(a),
+		newBrowserCmd(a),
 		newMCPCmd(a),
 		newSkillCmd(a),
 		newVersionCmd(a),
