@@ -1,0 +1,232 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"genesis.dev/sandbox/client"
+)
+
+// browserProfile is a browser-playwright profile named name of the
+// benchmark service, allowed under runc too (the default profile runs
+// high-risk pages under runsc only), with pools of pool idle members per
+// runtime when pool > 0.
+func browserProfile(name string, pool int) string {
+	y := fmt.Sprintf(`  - name: %s
+    recipe: browser-playwright
+    allowed_runtimes: [runsc, runc]
+    default_risk_level: low
+    resources: {cpu: 2, memory_mb: 2048, pids: 1024}
+    network: none
+    user: "1000:1000"
+    services:
+      - {name: chromium, command: [/opt/genesis/browser/chromium.sh], ready_port: 9222}
+      - {name: playwright, command: [node, /opt/genesis/browser/playwright-server.mjs], ready_port: 9223}
+    browser: {cdp_port: 9222, playwright_port: 9223, downloads_dir: /workspace/downloads, profile_dir: /home/sandbox/.genesis-browser, action_timeout: 10s, max_action_timeout: 60s, max_actions: 100}
+`, name)
+	if pool > 0 {
+		y += fmt.Sprintf("    pools: [{runtime: runc, min_idle: %[1]d, max_total: %[1]d}, {runtime: runsc, min_idle: %[1]d, max_total: %[1]d}]\n", pool)
+	}
+	return y
+}
+
+var browserConfig = "warm_pools: true\nprofiles:\n" + `  - name: tool-basic
+    recipe: tool-basic
+    allowed_runtimes: [runc, runsc]
+    default_risk_level: low
+    resources: {cpu: 1, memory_mb: 512, pids: 256}
+    network: none
+    user: "1000:1000"
+` + browserProfile("browser-cold", 0) + browserProfile("browser-warm", 1)
+
+// cdpAnswer asks the sandbox's browser for /json/version through the
+// service; the service waits for a starting browser, so the answer comes
+// when Chromium answers.
+func (s *service) cdpAnswer(ctx context.Context, id string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url+client.BrowserPath(id)+"/json/version", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.key)
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "webSocketDebuggerUrl") {
+		return fmt.Errorf("/json/version of %s: %d %s", id, resp.StatusCode, body)
+	}
+	return nil
+}
+
+// BenchmarkBrowser measures, per runtime, the browser-playwright profile:
+//
+//   - cold: POST /v1/sandboxes until Chromium's first CDP answer through
+//     the service (GENESIS_BENCH_BROWSER_COLD, default 5);
+//   - warm: POST /v1/leases from a warm pool of one until the first CDP
+//     answer (GENESIS_BENCH_BROWSER_WARM, default 5), each iteration on a
+//     settled pool;
+//   - actions on one sandbox, each a request of one action
+//     (GENESIS_BENCH_BROWSER_ACTIONS, default 50): evaluate of a constant
+//     (the round-trip floor: service → agent → Chromium and back),
+//     click, and a 1280×800 viewport PNG screenshot kept as an artifact;
+//   - the idle memory of one browser sandbox (its container's cgroup, as
+//     docker stats reports it), measured after the actions.
+func BenchmarkBrowser(b *testing.B) {
+	s := startServiceWith(b, browserConfig)
+	cold := envInt(b, "GENESIS_BENCH_BROWSER_COLD", 5)
+	warm := envInt(b, "GENESIS_BENCH_BROWSER_WARM", 5)
+	acts := envInt(b, "GENESIS_BENCH_BROWSER_ACTIONS", 50)
+	tbl := NewTable("runtime", "measure", "n", "p50 ms", "p99 ms", "mean ms", "min ms", "max ms")
+	row := func(rt, what string, d []time.Duration) Summary {
+		sum := Summarize(d)
+		tbl.Row(rt, what, strconv.Itoa(sum.N), FormatMs(sum.P50), FormatMs(sum.P99), FormatMs(sum.Mean), FormatMs(sum.Min), FormatMs(sum.Max))
+		return sum
+	}
+	mem := NewTable("runtime", "idle browser sandbox memory")
+	s.eachRuntime(b, func(b *testing.B, rt string) {
+		b.Run("cold", func(b *testing.B) {
+			var total, create []time.Duration
+			for range cold {
+				ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+				t0 := time.Now()
+				sb, err := s.client.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "browser-cold", Runtime: rt}, "")
+				t1 := time.Now()
+				if err != nil {
+					cancel()
+					b.Fatalf("create (%s): %v", rt, err)
+				}
+				err = s.cdpAnswer(ctx, sb.ID)
+				t2 := time.Now()
+				derr := s.client.DeleteSandbox(ctx, sb.ID)
+				cancel()
+				if err != nil || derr != nil {
+					b.Fatalf("first CDP answer of %s: %v; delete: %v", sb.ID, err, derr)
+				}
+				total = append(total, t2.Sub(t0))
+				create = append(create, t1.Sub(t0))
+			}
+			sum := row(rt, "create → first CDP answer", total)
+			row(rt, "  of which create", create)
+			reportSummary(b, "", sum)
+		})
+		b.Run("warm", func(b *testing.B) {
+			pool := "browser-warm-" + rt
+			var total []time.Duration
+			ttl := int64(300)
+			for range warm {
+				s.waitSettled(b, pool)
+				ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+				t0 := time.Now()
+				l, err := s.client.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: "browser-warm", Runtime: rt, TTLSeconds: &ttl})
+				if err != nil {
+					cancel()
+					b.Fatalf("lease (%s): %v", rt, err)
+				}
+				err = s.cdpAnswer(ctx, l.SandboxID)
+				t1 := time.Now()
+				rerr := s.client.ReleaseLease(ctx, l.LeaseID)
+				cancel()
+				switch {
+				case err != nil:
+					b.Fatal(err)
+				case rerr != nil:
+					b.Fatalf("release: %v", rerr)
+				case !l.Warm:
+					b.Fatalf("lease %s under %s was not warm", l.LeaseID, rt)
+				}
+				total = append(total, t1.Sub(t0))
+			}
+			reportSummary(b, "", row(rt, "warm lease → first CDP answer", total))
+		})
+		b.Run("actions", func(b *testing.B) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			sb, err := s.client.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "browser-cold", Runtime: rt}, "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.client.DeleteSandbox(context.Background(), sb.ID)
+			if err := s.cdpAnswer(ctx, sb.ID); err != nil {
+				b.Fatal(err)
+			}
+			run := func(a client.BrowserAction) time.Duration {
+				t0 := time.Now()
+				res, err := s.client.BrowserActions(ctx, sb.ID, a)
+				d := time.Since(t0)
+				if err != nil || !res.OK {
+					b.Fatalf("%s: %+v %v", a.Type, res, err)
+				}
+				return d
+			}
+			// A page of the viewport's size with a button that counts.
+			run(client.BrowserAction{Type: "evaluate", Expression: `document.body.innerHTML = '<button id="b" style="width:200px;height:80px" onclick="this.textContent = +this.textContent + 1">0</button><div style="height:700px;background:linear-gradient(#39f,#f93)"></div>'; true`})
+			var eval, click, shot []time.Duration
+			for range acts {
+				eval = append(eval, run(client.BrowserAction{Type: "evaluate", Expression: "1"}))
+			}
+			for range acts {
+				click = append(click, run(client.BrowserAction{Type: "click", Selector: "#b"}))
+			}
+			for range acts {
+				shot = append(shot, run(client.BrowserAction{Type: "screenshot"}))
+			}
+			res, err := s.client.BrowserActions(ctx, sb.ID, client.BrowserAction{Type: "text", Selector: "#b"})
+			if err != nil || string(res.Results[0].Value) != strconv.Quote(strconv.Itoa(acts)) {
+				b.Fatalf("the button counted %s clicks, want %d (%v)", res.Results[0].Value, acts, err)
+			}
+			row(rt, "evaluate (round-trip floor)", eval)
+			cs := row(rt, "click", click)
+			ss := row(rt, "screenshot 1280×800 png, kept", shot)
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(Ms(cs.P50), "click-p50-ms")
+			b.ReportMetric(Ms(ss.P50), "screenshot-p50-ms")
+			b.ReportMetric(Ms(Summarize(eval).P50), "evaluate-p50-ms")
+			c, err := containerOf(ctx, sb.ID)
+			if err != nil {
+				b.Fatal(err)
+			}
+			out, err := dockerCLI(ctx, "stats", "--no-stream", "--format", "{{.MemUsage}}", c)
+			if err != nil {
+				b.Fatal(err)
+			}
+			mib, err := memUsageMiB(out)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(mib, "idle-MiB")
+			mem.Row(rt, fmt.Sprintf("%.1f MiB", mib))
+		})
+	})
+	printTable("browser-playwright: readiness and actions API, ms", tbl)
+	printTable("browser-playwright: one idle browser sandbox after the actions (docker stats)", mem)
+}
+
+var memUsageRE = regexp.MustCompile(`^([0-9.]+)\s*([KMG]i?B)`)
+
+// memUsageMiB reads the used part of docker stats' "123.4MiB / 2GiB".
+func memUsageMiB(s string) (float64, error) {
+	m := memUsageRE.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return 0, fmt.Errorf("docker stats memory %q", s)
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return 0, err
+	}
+	switch m[2][0] {
+	case 'K':
+		v /= 1024
+	case 'G':
+		v *= 1024
+	}
+	return v, nil
+}
