@@ -43,9 +43,9 @@ func TestEmbeddedRecipes(t *testing.T) {
 	var names []string
 	for _, r := range rs {
 		names = append(names, r.Name)
-		// tool-node needs Node.js 20 (its MCP servers' engines), which is
-		// trixie's; bookworm has 18.
-		wantSuite := map[string]string{"tool-node": "trixie"}[r.Name]
+		// tool-node and browser-playwright need Node.js 20 (MCP servers'
+		// engines, playwright-core), which is trixie's; bookworm has 18.
+		wantSuite := map[string]string{"tool-node": "trixie", "browser-playwright": "trixie"}[r.Name]
 		if wantSuite == "" {
 			wantSuite = "bookworm"
 		}
@@ -68,7 +68,7 @@ func TestEmbeddedRecipes(t *testing.T) {
 			t.Errorf("Lookup(%q) = %s, Recipes has %s", r.Name, got.Ref(), r.Ref())
 		}
 	}
-	want := []string{"code-python-basic", "code-python-data", "skill-python-basic", "tool-basic", "tool-node"}
+	want := []string{"browser-playwright", "code-python-basic", "code-python-data", "skill-python-basic", "tool-basic", "tool-node"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("recipes = %v, want %v", names, want)
 	}
