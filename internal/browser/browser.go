@@ -134,11 +134,20 @@ func (m *Manager) attach(ctx context.Context, tenant, id string) (*Target, error
 // waitReady waits until the browser's CDP port answers, up to ReadyWait
 // (a fresh sandbox's Chromium takes a few seconds to start).
 func (m *Manager) waitReady(ctx context.Context, t *Target) error {
+	return m.waitDial(ctx, t, t.Spec.CDPPort, func() error {
+		return fmt.Errorf("the browser of sandbox %s did not answer on its DevTools port within %v (see its chromium service in GET /v1/sandboxes/%s)",
+			t.SandboxID, m.cfg.ReadyWait, t.SandboxID)
+	})
+}
+
+// waitDial polls port until a dial succeeds, up to ReadyWait; then it
+// fails with code browser_not_ready and late()'s message.
+func (m *Manager) waitDial(ctx context.Context, t *Target, port int, late func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyWait)
 	defer cancel()
 	for {
 		dctx, dcancel := context.WithTimeout(ctx, 2*time.Second)
-		c, err := t.Dial(dctx, t.Spec.CDPPort)
+		c, err := t.Dial(dctx, port)
 		dcancel()
 		if err == nil {
 			c.Close()
@@ -149,9 +158,7 @@ func (m *Manager) waitReady(ctx context.Context, t *Target) error {
 		}
 		select {
 		case <-ctx.Done():
-			return errdefs.WithCode(CodeNotReady, fmt.Errorf(
-				"the browser of sandbox %s did not answer on its DevTools port within %v (see its chromium service in GET /v1/sandboxes/%s): %w",
-				t.SandboxID, m.cfg.ReadyWait, t.SandboxID, errdefs.ErrUnavailable))
+			return errdefs.WithCode(CodeNotReady, fmt.Errorf("%w: %w", late(), errdefs.ErrUnavailable))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -304,23 +311,9 @@ func (m *Manager) waitPort(ctx context.Context, t *Target, port int) error {
 	if err := m.waitReady(ctx, t); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyWait)
-	defer cancel()
-	for {
-		c, err := t.Dial(ctx, port)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		if errdefs.Code(err) != "port_unreachable" {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return errdefs.WithCode(CodeNotReady, fmt.Errorf("port %d of sandbox %s did not answer within %v: %w", port, t.SandboxID, m.cfg.ReadyWait, errdefs.ErrUnavailable))
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return m.waitDial(ctx, t, port, func() error {
+		return fmt.Errorf("port %d of sandbox %s did not answer within %v", port, t.SandboxID, m.cfg.ReadyWait)
+	})
 }
 
 // versions are the component versions of the sandbox's image.
