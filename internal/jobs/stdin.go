@@ -81,10 +81,15 @@ func (s *Manager) CloseStdin(ctx context.Context, tenant, jobID string) error {
 		return nil
 	}
 	att, err := s.stdinAgent(ctx, tenant, jobID)
-	if err != nil {
-		return err
+	if err == nil {
+		err = att.Agent.CloseStdin(ctx, jobID)
 	}
-	return att.Agent.CloseStdin(ctx, jobID)
+	// The job may end between the state read above and the agent's answer
+	// (a cat exits as soon as its stdin is closed): its stdin is closed.
+	if errdefs.Code(err) == agentproto.CodeJobNotRunning {
+		return nil
+	}
+	return err
 }
 
 // serverOutputLimit is the most a server job's output may be: the agent's

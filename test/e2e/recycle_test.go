@@ -73,9 +73,11 @@ func TestLeaseReset(t *testing.T) {
 			if _, err := c.StartJob(ctx, l1.SandboxID, client.ExecRequest{Script: "trap '' TERM; while :; do sleep 1; done"}); err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Contains(processNames(t, c, l1.SandboxID), "sleep") {
-				t.Fatalf("the holder's processes are not running")
-			}
+			// The job's shell forks its first sleep after StartJob returns.
+			eventually(t, 20*time.Second, "the holder's sleep runs", func() (bool, string) {
+				names := processNames(t, c, l1.SandboxID)
+				return slices.Contains(names, "sleep"), "processes " + strings.Join(names, " ")
+			})
 			start := time.Now()
 			if err := c.ReleaseLease(ctx, l1.LeaseID); err != nil {
 				t.Fatal(err)
