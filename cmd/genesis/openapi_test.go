@@ -137,6 +137,43 @@ func apiRoutes() []apiRoute {
 		{"delete", "/v1/previews/{token}/{path}", []string{"200", "404", "409", "502"}},
 		{"options", "/v1/sandboxes/{id}/ports/{port}/{path}", []string{"200", "401", "403", "404", "409", "502"}},
 		{"options", "/v1/previews/{token}/{path}", []string{"200", "404", "409", "502"}},
+		{"get", "/v1/sandboxes/{id}/browser", []string{"200", "401", "404", "409", "500"}},
+		{"get", "/v1/sandboxes/{id}/browser/json", []string{"200", "401", "403", "404", "409", "502", "503"}},
+		{"head", "/v1/sandboxes/{id}/browser/json", []string{"200", "401", "403", "404", "409", "502", "503"}},
+		{"post", "/v1/sandboxes/{id}/browser/json", []string{"200", "401", "403", "404", "409", "502", "503"}},
+		{"put", "/v1/sandboxes/{id}/browser/json", []string{"200", "401", "403", "404", "409", "502", "503"}},
+		{"patch", "/v1/sandboxes/{id}/browser/json", []string{"200", "401", "403", "404", "409", "502", "503"}},
+		{"delete", "/v1/sandboxes/{id}/browser/json", []string{"200", "401", "403", "404", "409", "502", "503"}},
+		{"options", "/v1/sandboxes/{id}/browser/json", []string{"200", "401", "403", "404", "409", "502", "503"}},
+		{"get", "/v1/sandboxes/{id}/browser/json/{path}", []string{"200", "401", "403", "404", "409", "502", "503"}},
+		{"head", "/v1/sandboxes/{id}/browser/json/{path}", []string{"200", "401", "403", "404", "409", "502", "503"}},
+		{"post", "/v1/sandboxes/{id}/browser/json/{path}", []string{"200", "401", "403", "404", "409", "502", "503"}},
+		{"put", "/v1/sandboxes/{id}/browser/json/{path}", []string{"200", "401", "403", "404", "409", "502", "503"}},
+		{"patch", "/v1/sandboxes/{id}/browser/json/{path}", []string{"200", "401", "403", "404", "409", "502", "503"}},
+		{"delete", "/v1/sandboxes/{id}/browser/json/{path}", []string{"200", "401", "403", "404", "409", "502", "503"}},
+		{"options", "/v1/sandboxes/{id}/browser/json/{path}", []string{"200", "401", "403", "404", "409", "502", "503"}},
+		{"get", "/v1/sandboxes/{id}/browser/devtools/{path}", []string{"101", "400", "401", "403", "404", "409", "502", "503"}},
+		{"get", "/v1/sandboxes/{id}/browser/playwright", []string{"101", "400", "401", "403", "404", "409", "502", "503"}},
+		{"post", "/v1/sandboxes/{id}/browser/actions", []string{"200", "400", "401", "404", "409", "413", "500", "502", "503", "504"}},
+		{"get", "/v1/sandboxes/{id}/browser/downloads", []string{"200", "401", "404", "409", "500"}},
+		{"post", "/v1/sandboxes/{id}/browser/downloads/keep", []string{"200", "400", "401", "404", "409", "413", "500", "503"}},
+		{"post", "/v1/sandboxes/{id}/browser/links", []string{"201", "400", "401", "403", "404", "409", "413", "500"}},
+		{"get", "/v1/browsers/{token}/json", []string{"200", "403", "404", "409", "502", "503"}},
+		{"head", "/v1/browsers/{token}/json", []string{"200", "403", "404", "409", "502", "503"}},
+		{"post", "/v1/browsers/{token}/json", []string{"200", "403", "404", "409", "502", "503"}},
+		{"put", "/v1/browsers/{token}/json", []string{"200", "403", "404", "409", "502", "503"}},
+		{"patch", "/v1/browsers/{token}/json", []string{"200", "403", "404", "409", "502", "503"}},
+		{"delete", "/v1/browsers/{token}/json", []string{"200", "403", "404", "409", "502", "503"}},
+		{"options", "/v1/browsers/{token}/json", []string{"200", "403", "404", "409", "502", "503"}},
+		{"get", "/v1/browsers/{token}/json/{path}", []string{"200", "403", "404", "409", "502", "503"}},
+		{"head", "/v1/browsers/{token}/json/{path}", []string{"200", "403", "404", "409", "502", "503"}},
+		{"post", "/v1/browsers/{token}/json/{path}", []string{"200", "403", "404", "409", "502", "503"}},
+		{"put", "/v1/browsers/{token}/json/{path}", []string{"200", "403", "404", "409", "502", "503"}},
+		{"patch", "/v1/browsers/{token}/json/{path}", []string{"200", "403", "404", "409", "502", "503"}},
+		{"delete", "/v1/browsers/{token}/json/{path}", []string{"200", "403", "404", "409", "502", "503"}},
+		{"options", "/v1/browsers/{token}/json/{path}", []string{"200", "403", "404", "409", "502", "503"}},
+		{"get", "/v1/browsers/{token}/devtools/{path}", []string{"101", "400", "403", "404", "409", "502", "503"}},
+		{"get", "/v1/browsers/{token}/playwright", []string{"101", "400", "403", "404", "409", "502", "503"}},
 		{"post", "/v1/mcp/servers", []string{"201", "400", "401", "403", "404", "409", "413", "429", "501", "502", "503"}},
 		{"get", "/v1/mcp/servers", []string{"200", "401"}},
 		{"get", "/v1/mcp/servers/{id}", []string{"200", "401", "404"}},
@@ -199,9 +236,10 @@ func TestOpenAPIRoutes(t *testing.T) {
 		}
 		name := strings.ToUpper(r.method) + " " + r.path
 		sec, overridden := op["security"]
-		// Preview links carry their own credential in the path, MCP
+		// Preview and browser links carry their own credential in the path, MCP
 		// endpoints their instance's token.
-		public := !strings.HasPrefix(r.path, "/v1/") || strings.HasPrefix(r.path, "/v1/previews/") || r.path == mcpEndpoint
+		public := !strings.HasPrefix(r.path, "/v1/") || strings.HasPrefix(r.path, "/v1/previews/") ||
+			strings.HasPrefix(r.path, "/v1/browsers/") || r.path == mcpEndpoint
 		if public && (!overridden || len(sec.([]any)) != 0) {
 			t.Errorf("%s must declare security: []", name)
 		}

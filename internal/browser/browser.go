@@ -181,6 +181,10 @@ type Request struct {
 	// Port, if set, is the port a capability token was made for: it must
 	// be the browser's CDP port.
 	Port int
+	// Refuse, if set, is the answer once the sandbox is known to be the
+	// caller's (a plain GET of a WebSocket-only path): a sandbox of
+	// another tenant is not found first, as for any route.
+	Refuse error
 }
 
 // ServeCDP proxies Chromium's DevTools HTTP endpoints (/json/version,
@@ -193,6 +197,11 @@ func (m *Manager) ServeCDP(w http.ResponseWriter, r *http.Request, br Request, f
 	t, err := m.attach(r.Context(), br.Tenant, br.SandboxID)
 	if err != nil {
 		fail(w, r, err)
+		return
+	}
+	if br.Refuse != nil {
+		t.Release()
+		fail(w, r, br.Refuse)
 		return
 	}
 	err = m.waitReady(r.Context(), t)
@@ -270,6 +279,10 @@ func (m *Manager) ServePlaywright(w http.ResponseWriter, r *http.Request, br Req
 	t.Release()
 	if err := checkPort(br, t); err != nil {
 		fail(w, r, err)
+		return
+	}
+	if br.Refuse != nil {
+		fail(w, r, br.Refuse)
 		return
 	}
 	if t.Spec.PlaywrightPort == 0 {

@@ -75,25 +75,23 @@ func (s *Server) browserJSON(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) browserDevtools(w http.ResponseWriter, r *http.Request) {
-	if !isWebSocketUpgrade(r) {
-		s.writeProblem(w, r, errdefs.WithCode("websocket_required",
-			invalidArg("this endpoint speaks WebSocket only (Connection: Upgrade, Upgrade: websocket)")))
-		return
-	}
 	if br, ok := s.browserRequest(w, r, "devtools"); ok {
+		if !isWebSocketUpgrade(r) {
+			br.Refuse = errdefs.WithCode("websocket_required",
+				invalidArg("this endpoint speaks WebSocket only (Connection: Upgrade, Upgrade: websocket)"))
+		}
 		s.browser.ServeCDP(w, r, br, s.writeProblem)
 	}
 }
 
 func (s *Server) browserPlaywright(w http.ResponseWriter, r *http.Request) {
-	if !isWebSocketUpgrade(r) {
-		s.writeProblem(w, r, errdefs.WithCode("websocket_required",
-			invalidArg("this endpoint speaks WebSocket only: connect with Playwright's browserType.connect(wsEndpoint)")))
-		return
-	}
 	br, ok := s.browserRequest(w, r, "playwright")
 	if !ok {
 		return
+	}
+	if !isWebSocketUpgrade(r) {
+		br.Refuse = errdefs.WithCode("websocket_required",
+			invalidArg("this endpoint speaks WebSocket only: connect with Playwright's browserType.connect(wsEndpoint)"))
 	}
 	s.browser.ServePlaywright(w, r, br, s.writeProblem)
 }

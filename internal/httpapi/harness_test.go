@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/browser"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/httpapi"
@@ -60,7 +61,12 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 	if err != nil {
 		t.Fatal(err)
 	}
+	bm, err := browser.New(browser.Config{Sandboxes: browser.FromControl(h.Svc), Ports: h.Ports, Artifacts: h.Artifacts})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv, err := httpapi.New(httpapi.Config{
+		Browser:      bm,
 		MCP:          ms,
 		Skills:       sk,
 		Control:      h.Svc,

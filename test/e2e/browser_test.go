@@ -148,6 +148,12 @@ func TestBrowser(t *testing.T) {
 			if d.OK || !strings.Contains(d.Error, "playwright_version_mismatch") || !strings.Contains(d.Error, "1.64.1") || !strings.Contains(d.Error, pkg.Version) {
 				t.Errorf("an older Playwright client: %+v", d)
 			}
+			// A plain GET of a WebSocket-only path says so.
+			for _, p := range []string{"/devtools/browser/x", "/playwright"} {
+				if code, body := apiJSON(t, svc, "GET", "/v1/sandboxes/"+sb.ID+"/browser"+p, nil, nil); code != 400 || !strings.Contains(body, "websocket_required") {
+					t.Errorf("a plain GET of %s: %d %s", p, code, body)
+				}
+			}
 			// Without the key: refused; with a capability link: no key needed.
 			if d := drive(t, dir, "cdp", st.CDPURL, "", ""); d.OK || !strings.Contains(d.Error, "401") {
 				t.Errorf("CDP without the API key: %+v", d)

@@ -73,6 +73,27 @@ var foreignBodies = map[string]string{
 	"PATCH /v1/sandboxes/{id}/ports/{port}/{path}":   "pwned",
 	"DELETE /v1/sandboxes/{id}/ports/{port}/{path}":  "",
 	"OPTIONS /v1/sandboxes/{id}/ports/{port}/{path}": "",
+	"GET /v1/sandboxes/{id}/browser":                 "",
+	"GET /v1/sandboxes/{id}/browser/devtools/{path}": "",
+	"GET /v1/sandboxes/{id}/browser/playwright":      "",
+	"POST /v1/sandboxes/{id}/browser/actions":        `{"actions":[{"type":"evaluate","expression":"1"}]}`,
+	"POST /v1/sandboxes/{id}/browser/links":          `{"ttl_seconds":60}`,
+	"GET /v1/sandboxes/{id}/browser/downloads":       "",
+	"POST /v1/sandboxes/{id}/browser/downloads/keep": `{"names":["x"]}`,
+	"GET /v1/sandboxes/{id}/browser/json":            "",
+	"GET /v1/sandboxes/{id}/browser/json/{path}":     "",
+	"HEAD /v1/sandboxes/{id}/browser/json":           "",
+	"HEAD /v1/sandboxes/{id}/browser/json/{path}":    "",
+	"POST /v1/sandboxes/{id}/browser/json":           "",
+	"POST /v1/sandboxes/{id}/browser/json/{path}":    "",
+	"PUT /v1/sandboxes/{id}/browser/json":            "",
+	"PUT /v1/sandboxes/{id}/browser/json/{path}":     "",
+	"PATCH /v1/sandboxes/{id}/browser/json":          "",
+	"PATCH /v1/sandboxes/{id}/browser/json/{path}":   "",
+	"DELETE /v1/sandboxes/{id}/browser/json":         "",
+	"DELETE /v1/sandboxes/{id}/browser/json/{path}":  "",
+	"OPTIONS /v1/sandboxes/{id}/browser/json":        "",
+	"OPTIONS /v1/sandboxes/{id}/browser/json/{path}": "",
 }
 
 // multipartMarker stands for a multipart/form-data upload of one file.
@@ -177,10 +198,12 @@ func TestCrossTenantIsolation(t *testing.T) {
 			for _, route := range routes {
 				method, path, _ := strings.Cut(route, " ")
 				if !strings.Contains(path, "{") || strings.HasPrefix(path, "/v1/tenants") || strings.HasPrefix(path, "/v1/pools/") ||
-					strings.HasPrefix(path, "/v1/previews/") || strings.HasPrefix(path, "/v1/mcp/") || strings.HasPrefix(path, "/v1/skills/") {
+					strings.HasPrefix(path, "/v1/previews/") || strings.HasPrefix(path, "/v1/browsers/") ||
+					strings.HasPrefix(path, "/v1/mcp/") || strings.HasPrefix(path, "/v1/skills/") {
 					// MCP servers and skills are walked by crossTenantMCPAndSkills
 					// collections, the admin API (403 for tenant keys, tested in httpapi), service-wide
-					// pools, and preview links (their token is the credential: tested in TestPorts)
+					// pools, and preview and browser links (their token is the
+					// credential: tested in TestPorts and TestBrowser)
 					continue
 				}
 				// A port route: port 8000 and a path on the sandbox's server.
