@@ -89,6 +89,11 @@ type ServiceSpec struct {
 	// ReadyPort, when set, is a port the service listens on; the service
 	// counts as ready once a TCP dial to it succeeds.
 	ReadyPort int `yaml:"ready_port"`
+	// ReadyPath, when set (with ReadyPort), makes readiness an HTTP GET of
+	// this path on the port answered with a 2xx or 3xx status: a server
+	// that accepts connections before it serves (Chromium's DevTools)
+	// counts as ready only when it answers.
+	ReadyPath string `yaml:"ready_path"`
 }
 
 // Service restart policies.
@@ -169,6 +174,13 @@ func (c *Config) validatePorts(v *problems) {
 			}
 			if s.ReadyPort != 0 && (s.ReadyPort < 1 || s.ReadyPort > 65535) {
 				bad(k+".ready_port", "%d is not a port", s.ReadyPort)
+			}
+			switch {
+			case s.ReadyPath == "":
+			case s.ReadyPort == 0:
+				bad(k+".ready_path", "needs ready_port (the port to GET it on)")
+			case !strings.HasPrefix(s.ReadyPath, "/") || strings.ContainsAny(s.ReadyPath, " \t\r\n"):
+				bad(k+".ready_path", "%q: an absolute URL path without spaces, like /healthz", s.ReadyPath)
 			}
 		}
 	}

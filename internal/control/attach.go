@@ -34,6 +34,11 @@ type Attachment struct {
 	// Agent is the client of the sandbox's agent; it stays usable after
 	// Release while the sandbox lives.
 	Agent *agentclient.Client
+	// Warm is set when the sandbox is about to count as an idle pool
+	// member (SandboxReady of a new member, or of one a reset returns): a
+	// hook returns only once what it started serves, so that a warm lease
+	// does not wait for it.
+	Warm bool
 
 	once    sync.Once
 	release func()

@@ -26,8 +26,9 @@ type Hook interface {
 
 // SandboxReadyHook is told when a sandbox has become ready: after its
 // agent first answers (a pool member: after its warm-up, before it is
-// idle) and after a reset returns it to its pool. An error fails the
-// sandbox: a create fails and rolls back, a reset destroys the sandbox.
+// idle) and after a reset returns it to its pool (then Attachment.Warm is
+// set). An error fails the sandbox: a create fails and rolls back, a reset
+// destroys the sandbox.
 type SandboxReadyHook interface {
 	Hook
 	SandboxReady(ctx context.Context, a *Attachment) error

@@ -89,7 +89,9 @@ func (s *Service) resetRefusal(ctx context.Context, l *sandbox.Lease, sb *sandbo
 //  3. The agent kills everything but itself, forgets its jobs and
 //     terminals and empties every writable place.
 //  4. One store update clears the holder's env and metadata and makes the
-//     sandbox an idle member again; only then can a claim take it.
+//     sandbox nobody's again, ready but not claimable.
+//  5. The ready hooks run as for a new member (profile services start and
+//     answer); only then is it idle, and a claim can take it.
 func (s *Service) resetMember(ctx context.Context, pl *pool, l *sandbox.Lease, sb *sandbox.Sandbox) error {
 	ctx, cancel := cleanupCtx(ctx, resetTimeout+30*time.Second)
 	defer cancel()
@@ -114,13 +116,29 @@ func (s *Service) resetMember(ctx context.Context, pl *pool, l *sandbox.Lease, s
 	if pl.draining.Load() || s.draining.Load() {
 		return fmt.Errorf("pool %s started draining during the reset: %w", pl.key.name(), errdefs.ErrConflict)
 	}
-	if err := s.sandboxReady(ctx, s.attachment(sb)); err != nil {
+	// The record a fresh member has (makeMember): nobody's, trusted until
+	// a claim sets the holder's risk level; ready, not yet idle, while the
+	// ready hooks start its profile services as nobody's.
+	back, err := s.store.ReturnSandbox(ctx, store.Return{SandboxID: sb.ID, Tenant: l.Tenant, From: sandbox.StateDraining,
+		To: sandbox.StateReady, RiskLevel: sandbox.RiskTrusted, Now: s.now()})
+	if err != nil {
+		return err
+	}
+	a := s.attachment(back)
+	a.Warm = true
+	if err := s.sandboxReady(ctx, a); err != nil {
 		return fmt.Errorf("after the reset: %w", err)
 	}
-	// The record a fresh member has (makeMember): nobody's, trusted until
-	// a claim sets the holder's risk level.
-	if _, err := s.store.ReturnSandbox(ctx, store.Return{SandboxID: sb.ID, Tenant: l.Tenant, From: sandbox.StateDraining,
-		RiskLevel: sandbox.RiskTrusted, Now: s.now()}); err != nil {
+	if pl.draining.Load() || s.draining.Load() {
+		return fmt.Errorf("pool %s started draining during the reset: %w", pl.key.name(), errdefs.ErrConflict)
+	}
+	if _, err := s.store.UpdateSandbox(ctx, sb.ID, 0, s.now(), func(x *sandbox.Sandbox) error {
+		if x.Tenant != "" || x.State != sandbox.StateReady {
+			return fmt.Errorf("sandbox %s became %s of %q during its reset: %w", x.ID, x.State, x.Tenant, errdefs.ErrConflict)
+		}
+		x.State = sandbox.StateIdle
+		return nil
+	}); err != nil {
 		return err
 	}
 	s.log.Info("sandbox reset and returned to its pool", "sandbox", sb.ID, "pool", pl.key.name(), "lease", l.ID,

@@ -341,7 +341,9 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 		err = s.warmUp(wctx, sb.ID)
 	}
 	if err == nil {
-		err = s.sandboxReady(wctx, s.attachment(out))
+		a := s.attachment(out)
+		a.Warm = in.poolMember
+		err = s.sandboxReady(wctx, a)
 	}
 	if err == nil && in.poolMember {
 		out, err = s.setState(wctx, sb.ID, sandbox.StateIdle, nil)

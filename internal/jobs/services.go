@@ -1,9 +1,13 @@
 package jobs
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -41,6 +45,8 @@ type sandboxServices struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	state  []ServiceState
+	// changed is closed (and replaced) at every change of state.
+	changed chan struct{}
 }
 
 // ServiceState is how one profile service of a sandbox is doing.
@@ -75,13 +81,54 @@ func NewServices(m *Manager) *Services {
 // Name is the hook name.
 func (v *Services) Name() string { return "services" }
 
-// SandboxReady starts supervising the sandbox's profile services.
-func (v *Services) SandboxReady(_ context.Context, a *control.Attachment) error {
+// SandboxReady starts supervising the sandbox's profile services. For a
+// sandbox about to be an idle pool member (a.Warm) it returns once every
+// service with a ready port answers on it, so that a warm lease finds its
+// browser or server already up; a service that cannot get there fails the
+// member.
+func (v *Services) SandboxReady(ctx context.Context, a *control.Attachment) error {
 	if a.Profile == nil || len(a.Profile.Services) == 0 {
 		return nil
 	}
-	v.supervise(a.Sandbox, a.Profile.Services, nil)
-	return nil
+	ss := v.supervise(a.Sandbox, a.Profile.Services, nil)
+	if !a.Warm || ss == nil {
+		return nil
+	}
+	return ss.waitReady(ctx, a.Profile.Services)
+}
+
+// waitReady waits until every service of specs with a ready port is
+// ready; one that exited and is not restarted fails it at once.
+func (ss *sandboxServices) waitReady(ctx context.Context, specs []config.ServiceSpec) error {
+	for {
+		ss.mu.Lock()
+		changed := ss.changed
+		var pending *ServiceState
+		port := 0
+		for i, spec := range specs {
+			if spec.ReadyPort > 0 && ss.state[i].State != "ready" {
+				st := ss.state[i]
+				pending, port = &st, spec.ReadyPort
+				break
+			}
+		}
+		ss.mu.Unlock()
+		if pending == nil {
+			return nil
+		}
+		why := fmt.Sprintf("profile service %s is %s, not answering on port %d", pending.Name, pending.State, port)
+		if pending.Error != "" {
+			why += ": " + pending.Error
+		}
+		if pending.State == "exited" {
+			return fmt.Errorf("%s, and it is not restarted: %w", why, errdefs.ErrUnavailable)
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", why, errdefs.ErrUnavailable)
+		}
+	}
 }
 
 // SandboxEnding stops supervising (the Manager cancels the jobs).
@@ -145,17 +192,17 @@ func (v *Services) Of(sandboxID string) []ServiceState {
 	return slices.Clone(ss.state)
 }
 
-func (v *Services) supervise(sb *sandbox.Sandbox, specs []config.ServiceSpec, running []*sandbox.Job) {
+func (v *Services) supervise(sb *sandbox.Sandbox, specs []config.ServiceSpec, running []*sandbox.Job) *sandboxServices {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.done {
-		return
+		return nil
 	}
 	if old := v.sbx[sb.ID]; old != nil {
 		old.cancel() // a reset sandbox made ready again
 	}
 	ctx, cancel := context.WithCancel(v.m.bgCtx)
-	ss := &sandboxServices{cancel: cancel, state: make([]ServiceState, len(specs))}
+	ss := &sandboxServices{cancel: cancel, state: make([]ServiceState, len(specs)), changed: make(chan struct{})}
 	v.sbx[sb.ID] = ss
 	now := v.m.now()
 	for i, spec := range specs {
@@ -173,12 +220,15 @@ func (v *Services) supervise(sb *sandbox.Sandbox, specs []config.ServiceSpec, ru
 			v.run(ctx, ss, i, sb, spec, adopt)
 		}()
 	}
+	return ss
 }
 
 // set updates service i's state.
 func (ss *sandboxServices) set(i int, f func(*ServiceState)) {
 	ss.mu.Lock()
 	f(&ss.state[i])
+	close(ss.changed)
+	ss.changed = make(chan struct{})
 	ss.mu.Unlock()
 }
 
@@ -216,7 +266,7 @@ func (v *Services) run(ctx context.Context, ss *sandboxServices, i int, sb *sand
 			}
 		})
 		if spec.ReadyPort > 0 {
-			go v.watchReady(ctx, ss, i, sb, job.ID, spec.ReadyPort)
+			go v.watchReady(ctx, ss, i, sb, job.ID, spec.ReadyPort, spec.ReadyPath)
 		}
 		code, ok := v.waitJob(ctx, job.ID)
 		if !ok {
@@ -274,8 +324,9 @@ func (v *Services) waitJob(ctx context.Context, id string) (int, bool) {
 	return -1, true
 }
 
-// watchReady marks the service ready once its port accepts a connection.
-func (v *Services) watchReady(ctx context.Context, ss *sandboxServices, i int, sb *sandbox.Sandbox, jobID string, port int) {
+// watchReady marks the service ready once its port accepts a connection
+// or, with a path, answers an HTTP GET of it with a 2xx or 3xx status.
+func (v *Services) watchReady(ctx context.Context, ss *sandboxServices, i int, sb *sandbox.Sandbox, jobID string, port int, path string) {
 	deadline := time.Now().Add(serviceReadyWait)
 	for time.Now().Before(deadline) {
 		att, err := v.m.sbx.Attach(ctx, "", sb.ID, control.AttachOptions{})
@@ -284,10 +335,15 @@ func (v *Services) watchReady(ctx context.Context, ss *sandboxServices, i int, s
 		}
 		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		c, err := att.Agent.DialPort(dctx, port)
+		if err == nil {
+			if path != "" {
+				err = probeHTTP(dctx, c, port, path)
+			}
+			c.Close()
+		}
 		cancel()
 		att.Release()
 		if err == nil {
-			c.Close()
 			now := v.m.now()
 			ss.set(i, func(s *ServiceState) {
 				if s.JobID == jobID && s.State == "running" {
@@ -300,6 +356,26 @@ func (v *Services) watchReady(ctx context.Context, ss *sandboxServices, i int, s
 			return
 		}
 	}
+}
+
+// probeHTTP sends GET path over c and wants a 2xx or 3xx answer before
+// ctx ends.
+func probeHTTP(ctx context.Context, c net.Conn, port int, path string) error {
+	if d, ok := ctx.Deadline(); ok {
+		c.SetDeadline(d)
+	}
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUser-Agent: genesis-ready-probe\r\nConnection: close\r\n\r\n", path, port); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+		return fmt.Errorf("GET %s answered %s", path, resp.Status)
+	}
+	return nil
 }
 
 // sleepCtx sleeps d unless ctx ends first (false then).

@@ -2,6 +2,9 @@ package jobs_test
 
 import (
 	"context"
+	"net"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +14,7 @@ import (
 	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
 )
 
 // waitService polls the state of service name of sandbox id until cond
@@ -95,5 +99,93 @@ func TestProfileServices(t *testing.T) {
 			t.Fatalf("after delete: job %+v (%v), services %+v", j, err, svcs.Of(sb.ID))
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestPoolMemberWaitsForServices: a pool member is idle only once its
+// profile services with a ready port answer on it, so a warm lease never
+// waits for them; until then it is not handed out.
+func TestPoolMemberWaitsForServices(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close() // the "service" listens when the test says so
+	h := newHarness(t, func(c *config.Config) {
+		c.WarmPools = true
+		c.Intervals.PoolCheck = time.Hour
+		p, _ := c.Profile(controltest.Profile)
+		p.Pools = []config.PoolSpec{{Runtime: sandbox.RuntimeRunc, MinIdle: 1, MaxTotal: 1}}
+		p.Lease = config.LeasePolicy{DefaultTTLSeconds: 60, MaxTTLSeconds: 600, OnRelease: config.ReleaseReset}
+		p.Services = []config.ServiceSpec{{Name: "web", Command: []string{"sleep", "1000"}, ReadyPort: port}}
+	})
+	ctx := context.Background()
+	// The member exists and its service runs, but its port is closed.
+	var member *sandbox.Sandbox
+	deadline := time.Now().Add(20 * time.Second)
+	for member == nil {
+		list, err := h.St.ListSandboxes(ctx, store.SandboxFilter{ExcludeFinal: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sb := range list {
+			if sb.Tenant == "" && slices.ContainsFunc(h.Services.Of(sb.ID), func(s jobs.ServiceState) bool { return s.State == "running" }) {
+				member = sb
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pool member with a running service: %+v", list)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := h.Record(member.ID).State; st == sandbox.StateIdle {
+		t.Fatalf("the member is idle while its service's port is closed")
+	}
+
+	ln, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		t.Fatalf("listening on the service's port again: %v", err)
+	}
+	defer ln.Close()
+	deadline = time.Now().Add(20 * time.Second)
+	for h.Record(member.ID).State != sandbox.StateIdle {
+		if time.Now().After(deadline) {
+			t.Fatalf("the member never became idle once its service answered: %s, %+v", h.Record(member.ID).State, h.Services.Of(member.ID))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := h.Services.Of(member.ID); len(st) != 1 || st[0].State != "ready" || st[0].Ready == nil {
+		t.Errorf("service state of the idle member: %+v", st)
+	}
+	l, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: controltest.Profile, Runtime: "runc"})
+	if err != nil || !l.Lease.Warm || l.Sandbox.ID != member.ID {
+		t.Fatalf("lease after the service answered: %+v %v; want the member, warm", l, err)
+	}
+	first := h.Services.Of(member.ID)[0].JobID
+
+	// Released and reset (which kills every process), the member is idle
+	// again only with its service restarted and answering, as nobody's:
+	// the service's job is not the previous holder's.
+	if err := h.Svc.ReleaseLease(ctx, "a", l.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		st := h.Services.Of(member.ID)
+		if h.Record(member.ID).State == sandbox.StateIdle && h.Record(member.ID).Tenant == "" {
+			if len(st) != 1 || st[0].State != "ready" || st[0].JobID == first {
+				t.Fatalf("the reset member is idle with its service %+v (the first run was %s)", st, first)
+			}
+			if _, err := h.Jobs.GetJob(ctx, "a", st[0].JobID); err == nil {
+				t.Errorf("the reset member's service job %s belongs to the previous holder", st[0].JobID)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the released member never came back idle: %+v, services %+v", h.Record(member.ID), st)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

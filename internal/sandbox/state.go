@@ -34,9 +34,11 @@ var transitions = map[State][]State{
 	StateLeased:   {StateBusy, StateIdle, StateReady, StateDraining, StateDestroyed, StateFailed},
 	StateBusy:     {StateLeased, StateIdle, StateReady, StateDraining, StateDestroyed, StateFailed},
 	StateIdle:     {StateLeased, StateBusy, StateReady, StateDraining, StateDestroyed, StateFailed},
-	// draining → idle: a reset pool member returns to its pool
-	// (on_release: reset); every other draining sandbox is destroyed.
-	StateDraining:  {StateIdle, StateDestroyed, StateFailed},
+	// draining → ready → idle: a reset pool member returns to its pool
+	// (on_release: reset), ready (nobody's, not claimable) while its ready
+	// hooks run, as a new member is; every other draining sandbox is
+	// destroyed.
+	StateDraining:  {StateIdle, StateReady, StateDestroyed, StateFailed},
 	StateFailed:    {StateDraining, StateDestroyed},
 	StateDestroyed: {},
 }

@@ -15,6 +15,7 @@ func TestTransitions(t *testing.T) {
 		{StateLeased, StateBusy}, {StateBusy, StateIdle}, {StateIdle, StateLeased},
 		{StateReady, StateDraining}, {StateDraining, StateDestroyed}, {StateStarting, StateFailed},
 		{StateFailed, StateDestroyed}, {StateLeased, StateDraining}, {StateDraining, StateIdle},
+		{StateDraining, StateReady},
 	}
 	for _, p := range allowed {
 		if err := Transition(p[0], p[1]); err != nil {
@@ -23,7 +24,7 @@ func TestTransitions(t *testing.T) {
 	}
 	refused := [][2]State{
 		{StateDestroyed, StateReady}, {StateDestroyed, StateFailed}, {StateCreated, StateReady},
-		{StateDraining, StateReady}, {StateFailed, StateReady},
+		{StateDraining, StateLeased}, {StateFailed, StateReady},
 	}
 	for _, p := range refused {
 		err := Transition(p[0], p[1])

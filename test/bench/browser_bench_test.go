@@ -27,7 +27,7 @@ func browserProfile(name string, pool int) string {
     network: none
     user: "1000:1000"
     services:
-      - {name: chromium, command: [/opt/genesis/browser/chromium.sh], ready_port: 9222}
+      - {name: chromium, command: [/opt/genesis/browser/chromium.sh], ready_port: 9222, ready_path: /json/version}
       - {name: playwright, command: [node, /opt/genesis/browser/playwright-server.mjs], ready_port: 9223}
     browser: {cdp_port: 9222, playwright_port: 9223, downloads_dir: /workspace/downloads, profile_dir: /home/sandbox/.genesis-browser, action_timeout: 10s, max_action_timeout: 60s, max_actions: 100}
 `, name)
@@ -120,7 +120,7 @@ func BenchmarkBrowser(b *testing.B) {
 		})
 		b.Run("warm", func(b *testing.B) {
 			pool := "browser-warm-" + rt
-			var total []time.Duration
+			var total, lease []time.Duration
 			ttl := int64(300)
 			for range warm {
 				s.waitSettled(b, pool)
@@ -131,6 +131,7 @@ func BenchmarkBrowser(b *testing.B) {
 					cancel()
 					b.Fatalf("lease (%s): %v", rt, err)
 				}
+				lease = append(lease, time.Since(t0))
 				err = s.cdpAnswer(ctx, l.SandboxID)
 				t1 := time.Now()
 				rerr := s.client.ReleaseLease(ctx, l.LeaseID)
@@ -146,6 +147,7 @@ func BenchmarkBrowser(b *testing.B) {
 				total = append(total, t1.Sub(t0))
 			}
 			reportSummary(b, "", row(rt, "warm lease → first CDP answer", total))
+			row(rt, "  of which the lease", lease)
 		})
 		b.Run("actions", func(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

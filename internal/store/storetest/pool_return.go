@@ -76,3 +76,38 @@ func testReturnSandbox(t *testing.T, s store.Store) {
 		t.Fatalf("claim of the returned member: %+v %v", sb2, err)
 	}
 }
+
+// testReturnSandboxReady: a reset sandbox may come back ready (nobody's,
+// not claimable while its ready hooks run); no other state but idle.
+func testReturnSandboxReady(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	now := base
+	m2 := newPoolMember("p", sandbox.RuntimeRunc, "i1", now)
+	mustCreateSandbox(t, s, m2)
+	c2 := poolClaim(newLease("a", now, time.Minute), "p", sandbox.RuntimeRunc, "i1", now.Add(time.Second))
+	if _, _, err := s.ClaimSandbox(ctx, c2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateSandbox(ctx, m2.ID, 0, now, func(x *sandbox.Sandbox) error { x.State = sandbox.StateDraining; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	bad := store.Return{SandboxID: m2.ID, Tenant: "a", From: sandbox.StateDraining, To: sandbox.StateLeased, RiskLevel: sandbox.RiskTrusted, Now: now}
+	if _, err := s.ReturnSandbox(ctx, bad); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("return to leased: %v, want invalid argument", err)
+	}
+	ready := bad
+	ready.To = sandbox.StateReady
+	got2, err := s.ReturnSandbox(ctx, ready)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got2.Tenant != "" || got2.State != sandbox.StateReady || len(got2.Env) != 0 {
+		t.Errorf("returned ready: %+v", got2)
+	}
+	if st := mustGetSandbox(t, s, "", m2.ID).State; st != sandbox.StateReady {
+		t.Errorf("stored state after a return to ready: %s", st)
+	}
+	if _, _, err := s.ClaimSandbox(ctx, poolClaim(newLease("b", now, time.Minute), "p", sandbox.RuntimeRunc, "i1", now.Add(time.Minute))); !errors.Is(err, errdefs.ErrNotFound) && !errors.Is(err, errdefs.ErrConflict) {
+		t.Errorf("a claim took a ready (not idle) member: %v", err)
+	}
+}

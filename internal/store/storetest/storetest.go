@@ -58,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ClaimHandsOverNetwork", testClaimHandsOverNetwork},
 		{"SandboxSessions", testSandboxSessions},
 		{"ReturnSandbox", testReturnSandbox},
+		{"ReturnSandboxReady", testReturnSandboxReady},
 		{"Skills", testSkills},
 		{"MCPCatalog", testMCPCatalog},
 	}
