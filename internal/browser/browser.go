@@ -103,6 +103,33 @@ func New(cfg Config) (*Manager, error) {
 // Name is the manager's hook name.
 func (m *Manager) Name() string { return "browser" }
 
+// SandboxReady warms the browser of a sandbox about to be an idle pool
+// member (a.Warm): it opens the actions session and evaluates in the page,
+// so that Chromium has finished starting (it answers slowly for a while
+// after its DevTools port first does) and a warm lease's first CDP answer
+// and first action pay for neither. A browser that cannot do this fails
+// the member. Other sandboxes open their session at their first action.
+func (m *Manager) SandboxReady(ctx context.Context, a *control.Attachment) error {
+	if !a.Warm || a.Profile == nil || a.Profile.Browser == nil {
+		return nil
+	}
+	t := targetOf(a)
+	if err := m.waitReady(ctx, t); err != nil {
+		return err
+	}
+	s, err := m.session(ctx, t)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var r ActionResult
+	if err := s.do(ctx, "", Action{Type: "evaluate", Expression: "1"}, t.Spec.ActionTimeout, &r, nil); err != nil {
+		return fmt.Errorf("warming the browser of sandbox %s: %w", t.SandboxID, err)
+	}
+	return nil
+}
+
 // SandboxEnding ends the actions session of the sandbox (the port proxy
 // closes the CDP and Playwright connections).
 func (m *Manager) SandboxEnding(_ context.Context, sandboxID, _ string) {
@@ -419,8 +446,13 @@ func (c controlSandboxes) AttachBrowser(ctx context.Context, tenant, id string) 
 			"sandbox %s runs profile %s, which has no browser (create it with a browser profile such as browser-playwright): %w",
 			id, at.Sandbox.Profile, errdefs.ErrFailedPrecondition))
 	}
+	return targetOf(at), nil
+}
+
+// targetOf is the browser of a browser profile's attachment.
+func targetOf(at *control.Attachment) *Target {
 	return &Target{
 		Tenant: at.Sandbox.Tenant, SandboxID: at.Sandbox.ID, Image: at.Sandbox.Image, Spec: *at.Profile.Browser,
 		Dial: at.Agent.DialPort, Files: at.Agent, Release: at.Release,
-	}, nil
+	}
 }

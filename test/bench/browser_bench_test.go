@@ -73,7 +73,7 @@ func (s *service) cdpAnswer(ctx context.Context, id string) error {
 //     the service (GENESIS_BENCH_BROWSER_COLD, default 5);
 //   - warm: POST /v1/leases from a warm pool of one until the first CDP
 //     answer (GENESIS_BENCH_BROWSER_WARM, default 5), each iteration on a
-//     settled pool;
+//     settled pool, then the first action (an evaluate) of the lease;
 //   - actions on one sandbox, each a request of one action
 //     (GENESIS_BENCH_BROWSER_ACTIONS, default 50): evaluate of a constant
 //     (the round-trip floor: service → agent → Chromium and back),
@@ -120,7 +120,7 @@ func BenchmarkBrowser(b *testing.B) {
 		})
 		b.Run("warm", func(b *testing.B) {
 			pool := "browser-warm-" + rt
-			var total, lease []time.Duration
+			var total, lease, action []time.Duration
 			ttl := int64(300)
 			for range warm {
 				s.waitSettled(b, pool)
@@ -134,6 +134,14 @@ func BenchmarkBrowser(b *testing.B) {
 				lease = append(lease, time.Since(t0))
 				err = s.cdpAnswer(ctx, l.SandboxID)
 				t1 := time.Now()
+				if err == nil {
+					var res *client.BrowserActionsResult
+					res, err = s.client.BrowserActions(ctx, l.SandboxID, client.BrowserAction{Type: "evaluate", Expression: "1+1"})
+					if err == nil && !res.OK {
+						err = fmt.Errorf("first action: %+v", res)
+					}
+					action = append(action, time.Since(t1))
+				}
 				rerr := s.client.ReleaseLease(ctx, l.LeaseID)
 				cancel()
 				switch {
@@ -148,6 +156,7 @@ func BenchmarkBrowser(b *testing.B) {
 			}
 			reportSummary(b, "", row(rt, "warm lease → first CDP answer", total))
 			row(rt, "  of which the lease", lease)
+			row(rt, "then the first action (evaluate)", action)
 		})
 		b.Run("actions", func(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
