@@ -54,18 +54,21 @@ type SandboxNetwork struct {
 	UpdatedAt       time.Time     `json:"updated_at"`
 }
 
-// NetworkEvent is one allowed or denied DNS lookup or connection attempt.
+// NetworkEvent is one allowed or denied DNS lookup or connection attempt,
+// at Time. An allowed connection is listed once it has ended, with the bytes
+// it moved and DurationMS, how long it was open.
 type NetworkEvent struct {
-	Cursor    int64     `json:"cursor"`
-	Time      time.Time `json:"time"`
-	Name      string    `json:"name,omitempty"`
-	Address   string    `json:"address,omitempty"`
-	Port      int       `json:"port,omitempty"`
-	Proto     string    `json:"proto"`
-	Decision  string    `json:"decision"`
-	Reason    string    `json:"reason,omitempty"`
-	BytesUp   int64     `json:"bytes_up"`
-	BytesDown int64     `json:"bytes_down"`
+	Cursor     int64     `json:"cursor"`
+	Time       time.Time `json:"time"`
+	DurationMS int64     `json:"duration_ms,omitempty"`
+	Name       string    `json:"name,omitempty"`
+	Address    string    `json:"address,omitempty"`
+	Port       int       `json:"port,omitempty"`
+	Proto      string    `json:"proto"`
+	Decision   string    `json:"decision"`
+	Reason     string    `json:"reason,omitempty"`
+	BytesUp    int64     `json:"bytes_up"`
+	BytesDown  int64     `json:"bytes_down"`
 }
 
 // NetworkEventList is the body of GET /v1/sandboxes/{id}/network/events.

@@ -317,7 +317,7 @@ func (g *gateway) pullEvents(ctx context.Context) {
 		}
 		evs := make([]sandbox.NetworkEvent, 0, len(page.Events))
 		for _, e := range page.Events {
-			evs = append(evs, sandbox.NetworkEvent{SandboxID: e.Sandbox, Time: e.Time.UTC(), Name: e.Name, Address: e.Address,
+			evs = append(evs, sandbox.NetworkEvent{SandboxID: e.Sandbox, Time: e.Time.UTC(), DurationMS: e.DurationMS, Name: e.Name, Address: e.Address,
 				Port: e.Port, Proto: e.Proto, Decision: e.Decision, Reason: e.Reason, BytesUp: e.BytesUp, BytesDown: e.BytesDown})
 		}
 		if err := g.s.store.AppendNetworkEvents(ctx, evs); err != nil {

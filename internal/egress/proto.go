@@ -107,20 +107,25 @@ const (
 	DecisionDeny  = "deny"
 )
 
-// Event is one allowed or denied DNS lookup or connection attempt. Allowed
-// connections are recorded when they end, with the bytes moved.
+// Event is one allowed or denied DNS lookup or connection attempt. Time is
+// when the sandbox made it. Allowed connections are recorded when they end,
+// with the bytes moved and how long they lasted, so a connection's event
+// can come after events of attempts made while it was open.
 type Event struct {
-	Seq       uint64    `json:"seq"`
-	Time      time.Time `json:"time"`
-	Sandbox   string    `json:"sandbox"`
-	Name      string    `json:"name,omitempty"`
-	Address   string    `json:"address,omitempty"`
-	Port      int       `json:"port,omitempty"`
-	Proto     string    `json:"proto"`
-	Decision  string    `json:"decision"`
-	Reason    string    `json:"reason"`
-	BytesUp   int64     `json:"bytes_up"`
-	BytesDown int64     `json:"bytes_down"`
+	Seq  uint64    `json:"seq"`
+	Time time.Time `json:"time"`
+	// DurationMS is how long an allowed connection (or tool request) was
+	// open; zero for denials and lookups.
+	DurationMS int64  `json:"duration_ms,omitempty"`
+	Sandbox    string `json:"sandbox"`
+	Name       string `json:"name,omitempty"`
+	Address    string `json:"address,omitempty"`
+	Port       int    `json:"port,omitempty"`
+	Proto      string `json:"proto"`
+	Decision   string `json:"decision"`
+	Reason     string `json:"reason"`
+	BytesUp    int64  `json:"bytes_up"`
+	BytesDown  int64  `json:"bytes_down"`
 }
 
 // EventsPage answers GET /v1/events?after=N&limit=M: events with seq > N in

@@ -124,7 +124,7 @@ func (s *Server) networkEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	out := client.NetworkEventList{Items: make([]client.NetworkEvent, len(page.Events)), NextCursor: strconv.FormatInt(page.Next, 10)}
 	for i, e := range page.Events {
-		out.Items[i] = client.NetworkEvent{Cursor: e.Cursor, Time: e.Time, Name: e.Name, Address: e.Address, Port: e.Port,
+		out.Items[i] = client.NetworkEvent{Cursor: e.Cursor, Time: e.Time, DurationMS: e.DurationMS, Name: e.Name, Address: e.Address, Port: e.Port,
 			Proto: e.Proto, Decision: e.Decision, Reason: e.Reason, BytesUp: e.BytesUp, BytesDown: e.BytesDown}
 	}
 	writeJSON(w, http.StatusOK, out)

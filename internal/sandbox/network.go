@@ -55,12 +55,15 @@ type NetworkEvent struct {
 	Cursor    int64     `json:"cursor"`
 	SandboxID string    `json:"sandbox_id"`
 	Time      time.Time `json:"time"`
-	Name      string    `json:"name,omitempty"`
-	Address   string    `json:"address,omitempty"`
-	Port      int       `json:"port,omitempty"`
-	Proto     string    `json:"proto"`
-	Decision  string    `json:"decision"`
-	Reason    string    `json:"reason,omitempty"`
-	BytesUp   int64     `json:"bytes_up"`
-	BytesDown int64     `json:"bytes_down"`
+	// DurationMS is how long an allowed connection was open (Time is
+	// when it was made); zero for lookups and denials.
+	DurationMS int64  `json:"duration_ms,omitempty"`
+	Name       string `json:"name,omitempty"`
+	Address    string `json:"address,omitempty"`
+	Port       int    `json:"port,omitempty"`
+	Proto      string `json:"proto"`
+	Decision   string `json:"decision"`
+	Reason     string `json:"reason,omitempty"`
+	BytesUp    int64  `json:"bytes_up"`
+	BytesDown  int64  `json:"bytes_down"`
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -431,5 +432,44 @@ func TestConnectionCapPerSandbox(t *testing.T) {
 			t.Fatal("no room after a connection closed")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestConnectionEventTimes: an allowed connection's event is stamped with
+// when the sandbox opened it and says how long it was open, though it is
+// recorded only when the connection ends (the MCP call log joins events to
+// calls by the time they were made).
+func TestConnectionEventTimes(t *testing.T) {
+	t.Parallel()
+	var clock atomic.Int64
+	opened := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	clock.Store(opened.UnixNano())
+	web := startUpstream(t, nil, "web.test")
+	g := startGateway(t, func(c *Config) { c.Now = func() time.Time { return time.Unix(0, clock.Load()) } })
+	ip := loopbackAddr()
+	g.put(t, "sb-times", ip, webOperator(web), egress.Policy{Mode: egress.ModeAllowlist, Allow: []egress.Rule{{Host: "web.test"}}})
+
+	c, err := net.DialTimeout("tcp", netip.AddrPortFrom(ip, egress.PortHTTP).String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, "GET /held HTTP/1.1\r\nHost: web.test\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("response %v %v", resp, err)
+	}
+	resp.Body.Close()
+	// The connection stays open (keep-alive) while the clock moves on.
+	clock.Add(int64(7 * time.Second))
+	c.Close()
+	ev := g.waitEvent(t, "the held connection's event", func(e egress.Event) bool {
+		return e.Sandbox == "sb-times" && e.Proto == egress.ProtoHTTP && e.Decision == egress.DecisionAllow
+	})
+	if !ev.Time.Equal(opened) || ev.DurationMS != 7000 {
+		t.Fatalf("event at %s lasting %d ms; want %s lasting 7000 ms", ev.Time, ev.DurationMS, opened)
 	}
 }

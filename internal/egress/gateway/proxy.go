@@ -182,6 +182,7 @@ func requestReader(req *http.Request) io.Reader {
 // allows an IP address as host (CONNECT and proxy requests); httpDenial
 // answers a denial with an HTTP 403 instead of closing.
 func (s *Server) forward(sb *sandbox, c net.Conn, proto, host string, port int, literal bool, first []byte, httpDenial bool) {
+	start := s.cfg.Now().UTC()
 	rules := sb.rules.Load()
 	name, addrs := "", []netip.Addr(nil)
 	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
@@ -234,8 +235,8 @@ func (s *Server) forward(sb *sandbox, c net.Conn, proto, host string, port int, 
 	s.counters.connActive.Add(1)
 	upN, downN := splice(c, up, first)
 	s.counters.connActive.Add(-1)
-	s.record(egress.Event{Sandbox: sb.id, Name: name, Address: addr.String(), Port: port, Proto: proto,
-		Decision: egress.DecisionAllow, Reason: egress.ReasonAllowed, BytesUp: upN, BytesDown: downN})
+	s.record(egress.Event{Time: start, DurationMS: s.cfg.Now().Sub(start).Milliseconds(), Sandbox: sb.id, Name: name, Address: addr.String(),
+		Port: port, Proto: proto, Decision: egress.DecisionAllow, Reason: egress.ReasonAllowed, BytesUp: upN, BytesDown: downN})
 }
 
 // resolve returns the addresses of name: the operator's mapping when there

@@ -86,6 +86,7 @@ func (s *Server) serveTool(sb *sandbox, c net.Conn, br *bufio.Reader) {
 // toolRequest forwards one request and reports whether the connection may
 // carry another.
 func (s *Server) toolRequest(sb *sandbox, c net.Conn, req *http.Request) bool {
+	start := s.cfg.Now().UTC()
 	rules := sb.rules.Load()
 	name, _ := egress.CanonicalName(hostOnly(req.Host))
 	if req.URL.IsAbs() {
@@ -141,7 +142,8 @@ func (s *Server) toolRequest(sb *sandbox, c net.Conn, req *http.Request) bool {
 	resp.Close = req.Close
 	cw := &countingWriter{w: c}
 	err = resp.Write(cw)
-	s.record(egress.Event{Sandbox: sb.id, Name: name, Address: remote, Port: upstreamPort(out.URL), Proto: egress.ProtoTool,
+	s.record(egress.Event{Time: start, DurationMS: s.cfg.Now().Sub(start).Milliseconds(), Sandbox: sb.id, Name: name, Address: remote,
+		Port: upstreamPort(out.URL), Proto: egress.ProtoTool,
 		Decision: egress.DecisionAllow, Reason: egress.ReasonAllowed, BytesUp: body.n, BytesDown: cw.n})
 	return err == nil && !req.Close
 }

@@ -1215,7 +1215,12 @@ func (m *Manager) Calls(ctx context.Context, tenant, id string, cursor int64, li
 // maxEgressJoin bounds the events read to join one page of calls.
 const maxEgressJoin = 10000
 
-// joinEgress gives each call the sandbox's egress events in its window.
+// joinEgress gives each call the sandbox's egress events made in its
+// window. An event's time is when the sandbox made the attempt; an allowed
+// connection is recorded only when it ends, which may be after the call
+// answered, so its event joins the call that opened it. Events are listed
+// in the order they were recorded: the scan stops after a page whose last
+// event was recorded (made, plus open for) after the window.
 func (m *Manager) joinEgress(ctx context.Context, tenant, sandboxID string, recs []CallEntry) error {
 	from := recs[0].Time
 	to := from
@@ -1244,12 +1249,18 @@ func (m *Manager) joinEgress(ctx context.Context, tenant, sandboxID string, recs
 				}
 			}
 		}
-		if len(evs) == 0 || next == cursor || (len(evs) > 0 && evs[len(evs)-1].Time.After(to)) {
+		if len(evs) == 0 || next == cursor || recordedAt(evs[len(evs)-1]).After(to) {
 			return nil
 		}
 		cursor, read = next, read+len(evs)
 	}
 	return nil
+}
+
+// recordedAt is when the gateway recorded ev: once it was made, or for an
+// allowed connection, once it ended.
+func recordedAt(ev sandbox.NetworkEvent) time.Time {
+	return ev.Time.Add(time.Duration(ev.DurationMS) * time.Millisecond)
 }
 
 // Tools lists an instance's tools as its clients see them.

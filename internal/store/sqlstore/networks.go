@@ -96,9 +96,9 @@ func (s *Store) AppendNetworkEvents(ctx context.Context, events []sandbox.Networ
 			if err != nil {
 				return err
 			}
-			_, err = tx.ExecContext(ctx, s.q(`INSERT INTO network_events (sandbox_id, time, name, address, port, proto, decision, reason, bytes_up, bytes_down)
-				SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM sandboxes WHERE id = ?)`),
-				e.SandboxID, ts, e.Name, e.Address, e.Port, e.Proto, e.Decision, e.Reason, e.BytesUp, e.BytesDown, e.SandboxID)
+			_, err = tx.ExecContext(ctx, s.q(`INSERT INTO network_events (sandbox_id, time, duration_ms, name, address, port, proto, decision, reason, bytes_up, bytes_down)
+				SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM sandboxes WHERE id = ?)`),
+				e.SandboxID, ts, e.DurationMS, e.Name, e.Address, e.Port, e.Proto, e.Decision, e.Reason, e.BytesUp, e.BytesDown, e.SandboxID)
 			if err != nil {
 				return s.dbError(ctx, "append network events", err)
 			}
@@ -115,9 +115,9 @@ func (s *Store) ListNetworkEvents(ctx context.Context, sandboxID string, after i
 	return appendRows(ctx, s, s.reader, []sandbox.NetworkEvent{}, "list network events", func(r scanner) (sandbox.NetworkEvent, error) {
 		e := sandbox.NetworkEvent{SandboxID: sandboxID}
 		var ts dbTime
-		err := r.Scan(&e.Cursor, &ts, &e.Name, &e.Address, &e.Port, &e.Proto, &e.Decision, &e.Reason, &e.BytesUp, &e.BytesDown)
+		err := r.Scan(&e.Cursor, &ts, &e.DurationMS, &e.Name, &e.Address, &e.Port, &e.Proto, &e.Decision, &e.Reason, &e.BytesUp, &e.BytesDown)
 		e.Time = ts.t
 		return e, err
-	}, `SELECT id, time, name, address, port, proto, decision, reason, bytes_up, bytes_down
+	}, `SELECT id, time, duration_ms, name, address, port, proto, decision, reason, bytes_up, bytes_down
 		FROM network_events WHERE sandbox_id = ? AND id > ? ORDER BY id LIMIT ?`, sandboxID, after, limit)
 }

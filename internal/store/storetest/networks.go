@@ -95,7 +95,7 @@ func testNetworks(t *testing.T, st store.Store) {
 		}
 		evs = append(evs, sandbox.NetworkEvent{SandboxID: sb, Time: base.Add(time.Duration(i) * time.Millisecond).In(west),
 			Name: fmt.Sprintf("h%d.example.com", i), Address: "203.0.113.7", Port: 443, Proto: egress.ProtoTLS,
-			Decision: egress.DecisionAllow, Reason: "rule", BytesUp: int64(i), BytesDown: int64(10 * i)})
+			Decision: egress.DecisionAllow, Reason: "rule", BytesUp: int64(i), BytesDown: int64(10 * i), DurationMS: int64(100 * i)})
 	}
 	evs = append(evs, sandbox.NetworkEvent{SandboxID: "sbx_nope", Time: base, Proto: egress.ProtoDNS, Decision: egress.DecisionDeny})
 	if err := st.AppendNetworkEvents(ctx, evs[:3]); err != nil {
@@ -128,7 +128,7 @@ func testNetworks(t *testing.T, st store.Store) {
 	for i, e := range seen {
 		w := evs[2*i]
 		if e.Name != w.Name || e.SandboxID != a.ID || !e.Time.Equal(w.Time) || e.Time.Location() != time.UTC ||
-			e.BytesDown != w.BytesDown || e.Port != 443 || e.Proto != w.Proto || e.Decision != w.Decision || e.Reason != "rule" {
+			e.BytesDown != w.BytesDown || e.DurationMS != w.DurationMS || e.Port != 443 || e.Proto != w.Proto || e.Decision != w.Decision || e.Reason != "rule" {
 			t.Errorf("event %d = %+v; want %+v", i, e, w)
 		}
 	}
