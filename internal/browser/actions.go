@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -418,6 +419,11 @@ func (s *session) do(ctx context.Context, tenant string, a Action, timeout time.
 			_, err := chromedp.CallBrowser(c, target.CloseTarget, target.CloseTargetParams{TargetID: id})
 			return struct{}{}, err
 		})
+		if err == nil {
+			// Chromium answers before the page is gone: a tabs action
+			// right after would still list it.
+			err = s.waitGone(ctx, id, timeout)
+		}
 		if tc, ok := s.tabs[id]; ok {
 			tc.cancel()
 			delete(s.tabs, id)
@@ -471,6 +477,27 @@ func (s *session) do(ctx context.Context, tenant string, a Action, timeout time.
 }
 
 // listTabs lists the browser's pages.
+// waitGone waits, up to timeout, until the browser no longer lists the
+// target id.
+func (s *session) waitGone(ctx context.Context, id target.ID, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		infos, err := withDeadline(ctx, s.bctx, func(c context.Context) ([]*target.Info, error) { return chromedp.Targets(c) })
+		if err != nil {
+			return fmt.Errorf("tab %s was closed, but listing the tabs failed: %w", id, err)
+		}
+		if !slices.ContainsFunc(infos, func(in *target.Info) bool { return in.TargetID == id }) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("tab %s was closed but is still listed after %v: %w", id, timeout, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 func (s *session) listTabs(ctx context.Context) ([]Tab, error) {
 	infos, err := withDeadline(ctx, s.bctx, func(c context.Context) ([]*target.Info, error) { return chromedp.Targets(c) })
 	if err != nil {
