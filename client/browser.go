@@ -198,3 +198,53 @@ func (c *Client) KeepBrowserDownloads(ctx context.Context, sandboxID string, nam
 	}
 	return &out, nil
 }
+
+// SaveBrowserProfileRequest is the body of POST
+// .../browser/profile/save: the artifact's file name (default
+// browser-profile.tar.gz).
+type SaveBrowserProfileRequest struct {
+	Name string `json:"name,omitempty"`
+}
+
+// LoadBrowserProfileRequest is the body of POST .../browser/profile/load:
+// a saved profile, an artifact of the caller's.
+type LoadBrowserProfileRequest struct {
+	ArtifactID string `json:"artifact_id"`
+}
+
+// BrowserProfile is what saving or loading a browser profile did. Both
+// stop the sandbox's Chromium (closing its pages) and start it again.
+type BrowserProfile struct {
+	SandboxID string `json:"sandbox_id"`
+	// Artifact is the saved profile (a tar.gz of Chromium's
+	// user-data-dir without its caches), or the one loaded.
+	Artifact Artifact `json:"artifact"`
+	// Entries and Bytes count what a load extracted.
+	Entries    int   `json:"entries,omitempty"`
+	Bytes      int64 `json:"bytes,omitempty"`
+	DurationMS int64 `json:"duration_ms"`
+}
+
+// SaveBrowserProfile saves the browser profile (cookies, storage) of a
+// browser sandbox as an artifact; name may be empty.
+func (c *Client) SaveBrowserProfile(ctx context.Context, sandboxID, name string) (*BrowserProfile, error) {
+	var out BrowserProfile
+	err := c.do(ctx, request{method: http.MethodPost, path: BrowserPath(sandboxID) + "/profile/save", auth: true,
+		body: SaveBrowserProfileRequest{Name: name}}, &out)
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// LoadBrowserProfile replaces the browser profile of a browser sandbox
+// with a saved one (an artifact of the caller's, from any sandbox).
+func (c *Client) LoadBrowserProfile(ctx context.Context, sandboxID, artifactID string) (*BrowserProfile, error) {
+	var out BrowserProfile
+	err := c.do(ctx, request{method: http.MethodPost, path: BrowserPath(sandboxID) + "/profile/load", auth: true,
+		body: LoadBrowserProfileRequest{ArtifactID: artifactID}}, &out)
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

@@ -30,7 +30,49 @@ for the endpoints, which take the API key; genesis browser link for URLs that
 need none).`,
 	}
 	cmd.AddCommand(newBrowserStatusCmd(a), newBrowserActionsCmd(a), newBrowserOpenCmd(a),
-		newBrowserScreenshotCmd(a), newBrowserLinkCmd(a), newBrowserCDPURLCmd(a), newBrowserDownloadsCmd(a))
+		newBrowserScreenshotCmd(a), newBrowserLinkCmd(a), newBrowserCDPURLCmd(a), newBrowserDownloadsCmd(a), newBrowserProfileCmd(a))
+	return cmd
+}
+
+// newBrowserProfileCmd builds "genesis browser profile save|load".
+func newBrowserProfileCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "profile",
+		Short: "Save a browser's profile (cookies, storage) as an artifact, or load one into another browser",
+		Long: `Both stop the sandbox's Chromium (closing its pages) and start it again with the
+profile. A saved profile is an artifact: genesis artifact get fetches it, and any
+browser sandbox of yours can load it.`,
+	}
+	var name string
+	save := &cobra.Command{
+		Use:   "save SANDBOX [--name FILE]",
+		Short: "Save the browser profile as a tar.gz artifact and print its id",
+		Args:  exactArgs(1, "one sandbox id"),
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.BrowserProfile, error) {
+				return c.SaveBrowserProfile(ctx, args[0], name)
+			}, func(p *client.BrowserProfile) error {
+				_, err := fmt.Fprintln(a.stdout, p.Artifact.ID)
+				a.warnf("saved %s (%d bytes, sha256 %s) in %d ms", p.Artifact.Name, p.Artifact.Size, p.Artifact.SHA256, p.DurationMS)
+				return err
+			})
+		}),
+	}
+	save.Flags().StringVar(&name, "name", "", "the artifact's file name (default browser-profile.tar.gz)")
+	load := &cobra.Command{
+		Use:   "load SANDBOX ARTIFACT",
+		Short: "Replace the browser profile with a saved one",
+		Args:  exactArgs(2, "a sandbox id and the artifact id of a saved profile"),
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.BrowserProfile, error) {
+				return c.LoadBrowserProfile(ctx, args[0], args[1])
+			}, func(p *client.BrowserProfile) error {
+				_, err := fmt.Fprintf(a.stdout, "loaded %s into %s: %d entries, %d bytes, in %d ms\n", p.Artifact.ID, p.SandboxID, p.Entries, p.Bytes, p.DurationMS)
+				return err
+			})
+		}),
+	}
+	cmd.AddCommand(save, load)
 	return cmd
 }
 

@@ -78,7 +78,8 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 	ctl.AddHook(arts)
 	ctl.AddHook(terms)
 	ctl.AddHook(pp)
-	bm, err := browser.New(browser.Config{Sandboxes: browser.FromControl(ctl), Ports: pp, Images: images, Artifacts: arts, Logger: log})
+	bm, err := browser.New(browser.Config{Sandboxes: browser.FromControl(ctl), Ports: pp, Images: images, Artifacts: arts, ArtifactSource: arts,
+		Services: svcs, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -72,6 +72,11 @@ type Config struct {
 	Ports     *ports.Proxy
 	Images    Images
 	Artifacts Keeper
+	// ArtifactSource opens a saved profile to load; Services stops the
+	// browser's service around a profile save or load. Without them
+	// profiles are neither saved nor loaded.
+	ArtifactSource ArtifactSource
+	Services       ServiceHolder
 	// ReadyWait bounds how long a request waits for a sandbox's browser
 	// to start answering (default 30 s).
 	ReadyWait time.Duration

@@ -23,6 +23,11 @@ import (
 type Files interface {
 	ListFiles(ctx context.Context, path string, depth, limit int) (agentproto.FileList, error)
 	ReadFile(ctx context.Context, method, path string, cond http.Header) (*agentclient.FileResponse, error)
+	// For saving and loading a browser profile.
+	ReadArchive(ctx context.Context, dir string) (io.ReadCloser, error)
+	ExtractArchive(ctx context.Context, dir string, maxBytes int64, maxEntries int, size int64, body io.Reader) (agentproto.ExtractResult, error)
+	DeleteFile(ctx context.Context, req agentproto.DeleteRequest) error
+	Mkdir(ctx context.Context, req agentproto.MkdirRequest) (agentproto.FileInfo, error)
 }
 
 // maxDownloads bounds the files one downloads listing reads.

@@ -2,6 +2,8 @@ package config
 
 import (
 	"path"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -20,8 +22,13 @@ type BrowserSpec struct {
 	// file root of the profile).
 	DownloadsDir string `yaml:"downloads_dir"`
 	// ProfileDir is Chromium's user-data-dir inside the sandbox, which
-	// browser state save and load archive.
+	// saving and loading a browser profile archive; with Service set it
+	// must be under a file root of the profile.
 	ProfileDir string `yaml:"profile_dir"`
+	// Service is the profile service that runs Chromium; saving or
+	// loading a profile stops it and starts it again. Without it a
+	// profile can be neither saved nor loaded.
+	Service string `yaml:"service"`
 	// ActionTimeout bounds one action of the actions API that names no
 	// timeout; MaxActionTimeout bounds any.
 	ActionTimeout    time.Duration `yaml:"action_timeout"`
@@ -50,6 +57,14 @@ func (c *Config) validateBrowser(v *problems) {
 		for _, d := range []struct{ name, dir string }{{"downloads_dir", b.DownloadsDir}, {"profile_dir", b.ProfileDir}} {
 			if d.dir == "" || !path.IsAbs(d.dir) || path.Clean(d.dir) != d.dir || d.dir == "/" {
 				v.add(key+"."+d.name, "%q must be an absolute, clean path below /", d.dir)
+			}
+		}
+		if b.Service != "" {
+			if !slices.ContainsFunc(p.Services, func(s ServiceSpec) bool { return s.Name == b.Service }) {
+				v.add(key+".service", "%q is not a service of the profile", b.Service)
+			}
+			if !slices.ContainsFunc(p.Roots(), func(r string) bool { return b.ProfileDir == r || strings.HasPrefix(b.ProfileDir, r+"/") }) {
+				v.add(key+".profile_dir", "%q is not under a file root of the profile (%s); saving and loading a profile need it", b.ProfileDir, strings.Join(p.Roots(), ", "))
 			}
 		}
 		if b.ActionTimeout <= 0 || b.MaxActionTimeout < b.ActionTimeout {

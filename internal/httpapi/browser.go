@@ -23,6 +23,8 @@ import (
 //	POST /v1/sandboxes/{id}/browser/actions          run actions (navigate, click, fill, screenshot, ...)
 //	GET  /v1/sandboxes/{id}/browser/downloads        downloaded files with their sha256
 //	POST /v1/sandboxes/{id}/browser/downloads/keep   keep downloads as artifacts {names?}
+//	POST /v1/sandboxes/{id}/browser/profile/save     save the browser profile as an artifact {name?}
+//	POST /v1/sandboxes/{id}/browser/profile/load     load a saved profile {artifact_id}
 //	POST /v1/sandboxes/{id}/browser/links            a capability URL {ttl_seconds} for clients that cannot send headers
 //	ANY  /v1/browsers/{token}/...                    what a capability URL opens (no API key)
 func (s *Server) browserRoutes() {
@@ -38,6 +40,8 @@ func (s *Server) browserRoutes() {
 	s.handle("POST", "/v1/sandboxes/{id}/browser/links", true, s.browserLink)
 	s.handle("GET", "/v1/sandboxes/{id}/browser/downloads", true, s.browserDownloads)
 	s.handle("POST", "/v1/sandboxes/{id}/browser/downloads/keep", true, s.keepBrowserDownloads)
+	s.handle("POST", "/v1/sandboxes/{id}/browser/profile/save", true, s.saveBrowserProfile)
+	s.handle("POST", "/v1/sandboxes/{id}/browser/profile/load", true, s.loadBrowserProfile)
 	s.handleAny("/v1/browsers/{token}/json", false, s.browserJSON)
 	s.handleAny("/v1/browsers/{token}/json/{path...}", false, s.browserJSON)
 	s.handle("GET", "/v1/browsers/{token}/devtools/{path...}", false, s.browserDevtools)
@@ -194,4 +198,33 @@ func (s *Server) writeDownloads(w http.ResponseWriter, r *http.Request, keep boo
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) saveBrowserProfile(w http.ResponseWriter, r *http.Request) {
+	var req client.SaveBrowserProfileRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	res, err := s.browser.SaveProfile(r.Context(), tenantOf(r), r.PathValue("id"), req.Name)
+	s.writeBrowserProfile(w, r, res, err)
+}
+
+func (s *Server) loadBrowserProfile(w http.ResponseWriter, r *http.Request) {
+	var req client.LoadBrowserProfileRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	res, err := s.browser.LoadProfile(r.Context(), tenantOf(r), r.PathValue("id"), req.ArtifactID)
+	s.writeBrowserProfile(w, r, res, err)
+}
+
+func (s *Server) writeBrowserProfile(w http.ResponseWriter, r *http.Request, res *browser.ProfileResult, err error) {
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, client.BrowserProfile{SandboxID: res.SandboxID, Artifact: artifactWire(res.Artifact),
+		Entries: res.Entries, Bytes: res.Bytes, DurationMS: res.DurationMS})
 }

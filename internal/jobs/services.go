@@ -43,8 +43,11 @@ type Services struct {
 type sandboxServices struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	specs  []config.ServiceSpec
 	mu     sync.Mutex
 	state  []ServiceState
+	// held[i] keeps service i stopped (Hold) until it is resumed.
+	held []bool
 	// changed is closed (and replaced) at every change of state.
 	changed chan struct{}
 }
@@ -53,8 +56,9 @@ type sandboxServices struct {
 type ServiceState struct {
 	Name string `json:"name"`
 	// State is starting, running, ready (its ready port answers),
-	// backoff (waiting to restart), exited (not restarted) or failed
-	// (could not be started).
+	// backoff (waiting to restart), exited (not restarted), failed
+	// (could not be started) or held (stopped for an operation on its
+	// files, such as saving a browser profile; it starts again after).
 	State    string     `json:"state"`
 	JobID    string     `json:"job_id,omitempty"`
 	Restarts int        `json:"restarts"`
@@ -202,7 +206,7 @@ func (v *Services) supervise(sb *sandbox.Sandbox, specs []config.ServiceSpec, ru
 		old.cancel() // a reset sandbox made ready again
 	}
 	ctx, cancel := context.WithCancel(v.m.bgCtx)
-	ss := &sandboxServices{cancel: cancel, state: make([]ServiceState, len(specs)), changed: make(chan struct{})}
+	ss := &sandboxServices{cancel: cancel, specs: specs, state: make([]ServiceState, len(specs)), held: make([]bool, len(specs)), changed: make(chan struct{})}
 	v.sbx[sb.ID] = ss
 	now := v.m.now()
 	for i, spec := range specs {
@@ -239,6 +243,13 @@ func (v *Services) run(ctx context.Context, ss *sandboxServices, i int, sb *sand
 	for attempt := 0; ; attempt++ {
 		job := adopt
 		adopt = nil
+		wasHeld := false
+		if job == nil {
+			var alive bool
+			if alive, wasHeld = ss.waitUnheld(ctx, i, v.m.now); !alive {
+				return
+			}
+		}
 		if job == nil {
 			var err error
 			job, err = v.m.startJob(ctx, ExecInput{
@@ -251,7 +262,7 @@ func (v *Services) run(ctx context.Context, ss *sandboxServices, i int, sb *sand
 				}
 				log.Warn("starting a profile service", "err", err)
 				ss.set(i, func(s *ServiceState) { s.State, s.Error, s.Since = "failed", err.Error(), v.m.now() })
-				if !sleepCtx(ctx, backoff) {
+				if !ss.sleep(ctx, i, backoff) {
 					return
 				}
 				backoff = min(2*backoff, serviceBackoffMax)
@@ -261,7 +272,7 @@ func (v *Services) run(ctx context.Context, ss *sandboxServices, i int, sb *sand
 		started := time.Now()
 		ss.set(i, func(s *ServiceState) {
 			s.State, s.JobID, s.Error, s.Since, s.Ready = "running", job.ID, "", v.m.now(), nil
-			if attempt > 0 {
+			if attempt > 0 && !wasHeld {
 				s.Restarts++
 			}
 		})
@@ -273,6 +284,9 @@ func (v *Services) run(ctx context.Context, ss *sandboxServices, i int, sb *sand
 			return // ctx ended: the sandbox left its holder or the service stops
 		}
 		ss.set(i, func(s *ServiceState) { s.LastExit = &code })
+		if ss.isHeld(i) {
+			continue // stopped by Hold: started again when resumed
+		}
 		if spec.Restart == config.RestartNever || (spec.Restart == config.RestartOnFailure && code == 0) {
 			ss.set(i, func(s *ServiceState) { s.State, s.Since = "exited", v.m.now() })
 			return
@@ -282,10 +296,161 @@ func (v *Services) run(ctx context.Context, ss *sandboxServices, i int, sb *sand
 		}
 		log.Info("profile service exited; restarting", "exit_code", code, "in", backoff)
 		ss.set(i, func(s *ServiceState) { s.State, s.Since = "backoff", v.m.now() })
-		if !sleepCtx(ctx, backoff) {
+		if !ss.sleep(ctx, i, backoff) {
 			return
 		}
 		backoff = min(2*backoff, serviceBackoffMax)
+	}
+}
+
+// Hold stops the profile service called name of a sandbox and keeps it
+// stopped until resume is called, for an operation on files the service
+// must not have open (a browser's profile directory). stop, if set, asks
+// the service to end gracefully (Chromium's Browser.close, which writes
+// its state); a service that has not ended within holdGrace of it is
+// canceled (SIGTERM, then SIGKILL). Hold returns once the service's job
+// has ended. resume starts the service again and waits, up to its ctx,
+// until it is ready (its ready port, else running). A service already
+// held is ErrConflict.
+func (v *Services) Hold(ctx context.Context, sandboxID, name string, stop func(context.Context) error) (resume func(context.Context) error, err error) {
+	v.mu.Lock()
+	ss := v.sbx[sandboxID]
+	v.mu.Unlock()
+	if ss == nil {
+		return nil, fmt.Errorf("sandbox %s has no supervised profile services: %w", sandboxID, errdefs.ErrFailedPrecondition)
+	}
+	i := slices.IndexFunc(ss.specs, func(s config.ServiceSpec) bool { return s.Name == name })
+	if i < 0 {
+		return nil, fmt.Errorf("sandbox %s has no profile service %s: %w", sandboxID, name, errdefs.ErrFailedPrecondition)
+	}
+	ss.mu.Lock()
+	if ss.state[i].State == "exited" {
+		ss.mu.Unlock()
+		return nil, fmt.Errorf("profile service %s of sandbox %s has exited and is not restarted: %w", name, sandboxID, errdefs.ErrFailedPrecondition)
+	}
+	if ss.held[i] {
+		ss.mu.Unlock()
+		return nil, errdefs.WithCode("service_held", fmt.Errorf("profile service %s of sandbox %s is already stopped for another operation: %w", name, sandboxID, errdefs.ErrConflict))
+	}
+	ss.held[i] = true
+	jobID := ss.state[i].JobID
+	ss.mu.Unlock()
+	resume = func(ctx context.Context) error {
+		ss.mu.Lock()
+		ss.held[i] = false
+		close(ss.changed)
+		ss.changed = make(chan struct{})
+		ss.mu.Unlock()
+		return ss.waitFor(ctx, i, func(st ServiceState, spec config.ServiceSpec) (bool, error) {
+			switch {
+			case st.State == "ready" || (st.State == "running" && spec.ReadyPort == 0):
+				return true, nil
+			case st.State == "exited":
+				return false, fmt.Errorf("profile service %s of sandbox %s exited after it was resumed: %w", name, sandboxID, errdefs.ErrUnavailable)
+			}
+			return false, nil
+		})
+	}
+	fail := func(err error) (func(context.Context) error, error) {
+		_ = resume(context.WithoutCancel(ctx)) // best effort: the service runs again
+		return nil, err
+	}
+	ended := func(st ServiceState, _ config.ServiceSpec) (bool, error) {
+		return st.State == "held" || st.State == "exited", nil
+	}
+	if stop != nil && jobID != "" {
+		if err := stop(ctx); err != nil {
+			v.log.Info("a graceful stop of a profile service failed; canceling it", "sandbox", sandboxID, "service", name, "err", err)
+		} else {
+			wctx, cancel := context.WithTimeout(ctx, holdGrace)
+			err = ss.waitFor(wctx, i, ended)
+			cancel()
+			if err == nil {
+				return resume, nil
+			}
+		}
+	}
+	if jobID != "" {
+		if _, err := v.m.CancelJob(ctx, "", jobID); err != nil && !errors.Is(err, errdefs.ErrNotFound) && errdefs.Code(err) != control.CodeNotRunning {
+			return fail(err)
+		}
+	}
+	if err := ss.waitFor(ctx, i, ended); err != nil {
+		return fail(fmt.Errorf("stopping profile service %s of sandbox %s: %w", name, sandboxID, err))
+	}
+	return resume, nil
+}
+
+// holdGrace is how long Hold waits for a service asked to stop gracefully.
+const holdGrace = 10 * time.Second
+
+// waitFor waits until cond holds for service i (or fails, or ctx ends).
+func (ss *sandboxServices) waitFor(ctx context.Context, i int, cond func(ServiceState, config.ServiceSpec) (bool, error)) error {
+	for {
+		ss.mu.Lock()
+		st, changed := ss.state[i], ss.changed
+		ss.mu.Unlock()
+		if ok, err := cond(st, ss.specs[i]); ok || err != nil {
+			return err
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("profile service %s is %s: %w", st.Name, st.State, errdefs.ErrUnavailable)
+		}
+	}
+}
+
+func (ss *sandboxServices) isHeld(i int) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.held[i]
+}
+
+// waitUnheld marks service i held and waits while Hold keeps it so. It
+// reports whether ctx is still alive, and whether the service was held.
+func (ss *sandboxServices) waitUnheld(ctx context.Context, i int, now func() time.Time) (alive, wasHeld bool) {
+	for {
+		ss.mu.Lock()
+		if !ss.held[i] {
+			ss.mu.Unlock()
+			return true, wasHeld
+		}
+		wasHeld = true
+		if st := &ss.state[i]; st.State != "held" {
+			st.State, st.Since, st.Ready = "held", now(), nil
+			close(ss.changed)
+			ss.changed = make(chan struct{})
+		}
+		changed := ss.changed
+		ss.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false, wasHeld
+		}
+	}
+}
+
+// sleep waits d, or less when service i is held meanwhile; false when
+// ctx ended first.
+func (ss *sandboxServices) sleep(ctx context.Context, i int, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		ss.mu.Lock()
+		held, changed := ss.held[i], ss.changed
+		ss.mu.Unlock()
+		if held {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		case <-changed:
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/controltest"
+	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
@@ -187,5 +189,65 @@ func TestPoolMemberWaitsForServices(t *testing.T) {
 			t.Fatalf("the released member never came back idle: %+v, services %+v", h.Record(member.ID), st)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestServiceHold: a held service is stopped (gracefully by its stop
+// function, else canceled), not restarted while held, and started again
+// by resume; a second hold is refused while the first lasts.
+func TestServiceHold(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *config.Config) {
+		p, _ := c.Profile(controltest.Profile)
+		p.Services = []config.ServiceSpec{{Name: "long", Command: []string{"sleep", "1000"}}}
+	})
+	sb := h.Create("a", control.CreateSandboxInput{})
+	svcs := h.Services
+	ctx := context.Background()
+	first := waitService(t, svcs, sb.ID, "long", "running", func(s jobs.ServiceState) bool { return s.State == "running" })
+
+	// Without a stop function the service's job is canceled.
+	resume, err := svcs.Hold(ctx, sb.ID, "long", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j, err := h.Jobs.GetJob(ctx, "", first.JobID); err != nil || !j.State.Final() {
+		t.Fatalf("the held service's job: %+v %v; want it ended", j, err)
+	}
+	if st := svcs.Of(sb.ID)[0]; st.State != "held" || st.JobID != first.JobID {
+		t.Fatalf("held service: %+v", st)
+	}
+	if _, err := svcs.Hold(ctx, sb.ID, "long", nil); errdefs.Code(err) != "service_held" {
+		t.Fatalf("a second hold: %v; want service_held", err)
+	}
+	if _, err := svcs.Hold(ctx, sb.ID, "nope", nil); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("holding an unknown service: %v", err)
+	}
+	if err := resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := svcs.Of(sb.ID)[0]
+	if second.State != "running" || second.JobID == first.JobID || second.Restarts != 0 {
+		t.Fatalf("resumed service: %+v (first job %s)", second, first.JobID)
+	}
+
+	// With a stop function that ends the job, nothing is canceled for it.
+	stopped := false
+	resume, err = svcs.Hold(ctx, sb.ID, "long", func(ctx context.Context) error {
+		stopped = true
+		_, err := h.Jobs.CancelJob(ctx, "", second.JobID)
+		return err
+	})
+	if err != nil || !stopped {
+		t.Fatalf("hold with a stop function: %v (called %v)", err, stopped)
+	}
+	if st := svcs.Of(sb.ID)[0]; st.State != "held" {
+		t.Fatalf("held service: %+v", st)
+	}
+	if err := resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := svcs.Of(sb.ID)[0]; st.State != "running" || st.JobID == second.JobID {
+		t.Fatalf("resumed again: %+v", st)
 	}
 }
