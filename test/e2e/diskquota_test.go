@@ -126,9 +126,12 @@ func TestDiskQuota(t *testing.T) {
 				t.Fatalf("writing 1 GiB into 64 MiB: exit %d, stderr %q; want ENOSPC", res.ExitCode, res.Stderr)
 			}
 			after := freeBytes(t, e.dataDir)
-			// Other processes share the host disk: allow them 256 MiB of noise,
-			// far below the 1 GiB an unbounded write would have taken.
-			if drop := before - after; drop > 320<<20 {
+			// Other processes share the host disk and write while the dd runs
+			// (the other subtest, other tests, other users of the machine), so
+			// this bound is loose: 768 MiB still catches the 1 GiB an unbounded
+			// write would have taken. The real guarantee is the image's
+			// allocation, checked next.
+			if drop := before - after; drop > 768<<20 {
 				t.Errorf("host free space dropped by %d MiB", drop>>20)
 			}
 			if a := allocated(t, img); a > 65<<20 {

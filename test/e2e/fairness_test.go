@@ -16,8 +16,8 @@ import (
 )
 
 // Fair queueing against the real service: the host capacity is 4
-// sandboxes, tenant "flood" keeps ten times as many requests outstanding as
-// tenant "calm" (half of each tenant's clients create sandboxes, half take
+// sandboxes, tenant "flood" keeps four times as many requests outstanding
+// as tenant "calm" (half of each tenant's clients create sandboxes, half take
 // leases), and every granted sandbox runs one command and is deleted or
 // released again. The grants, in the order the service made them, must
 // split evenly between the two tenants (within 10%), under runc and runsc.
@@ -31,9 +31,16 @@ func TestFairQueueingUnderExhaustedCapacity(t *testing.T) {
 		capacity, floodKey, calmKey))
 	e.requireImage(t, "tool-basic")
 	svc := e.start(t)
+	// A fair queue can only grant a tenant that is waiting. Calm's clients
+	// that hold a sandbox or are giving one back are not, so calm has more
+	// clients than the capacity and always some of them queued; with only
+	// as many as the capacity it is sometimes not waiting when a slot
+	// frees, and its share drifts below half for that reason, not for a
+	// fault of the queue. A per-request queue would still give flood four
+	// of five grants.
 	tenants := []fairTenant{
 		{name: "flood", c: client.New(svc.url(), floodKey), outstanding: 40},
-		{name: "calm", c: client.New(svc.url(), calmKey), outstanding: 4},
+		{name: "calm", c: client.New(svc.url(), calmKey), outstanding: 2*capacity + 2},
 	}
 	for _, rt := range e.runtimes(t) {
 		t.Run(rt, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -158,8 +159,9 @@ func (b *lockedBuffer) String() string {
 }
 
 // start runs `sandbox-service serve` on a free loopback port for e and waits
-// until /readyz answers 200. The service is stopped (SIGTERM) when t ends,
-// and its log is added to t's output if t failed.
+// until /readyz answers 200 with every runtime of e.runtimes healthy. The
+// service is stopped (SIGTERM) when t ends, and its log is added to t's
+// output if t failed.
 func (e *env) start(t *testing.T) *service {
 	t.Helper()
 	var lastErr error
@@ -189,6 +191,7 @@ func (e *env) startOnce(t *testing.T) (*service, error) {
 	if err != nil {
 		return nil, err
 	}
+	runtimes := e.runtimes(t)
 	args := []string{"serve", "--addr", addr, "--data-dir", e.dataDir, "--api-key", e.apiKey}
 	if e.config != "" {
 		args = append(args, "--config", e.config)
@@ -210,7 +213,7 @@ func (e *env) startOnce(t *testing.T) (*service, error) {
 			t.Logf("sandbox-service log (%s, data dir %s):\n%s", addr, e.dataDir, s.log.String())
 		}
 	})
-	if err := s.waitReady(); err != nil {
+	if err := s.waitReady(runtimes); err != nil {
 		if errors.Is(err, errExitedEarly) {
 			t.Logf("sandbox-service exited early (%v); log:\n%s", s.err, s.log.String())
 		}
@@ -229,7 +232,12 @@ func freeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-func (s *service) waitReady() error {
+// waitReady polls /readyz until it answers 200 and reports each of runtimes
+// healthy. A 200 alone is not enough: the service is ready once any runtime
+// passed its smoke run, and one whose first smoke run timed out on a busy
+// host is refused until the probe loop retries it, so a test that creates a
+// sandbox under it at once would fail.
+func (s *service) waitReady(runtimes []string) error {
 	hc := &http.Client{Timeout: 5 * time.Second}
 	deadline := time.Now().Add(readyTimeout)
 	last := "no answer yet"
@@ -244,18 +252,35 @@ func (s *service) waitReady() error {
 			body := new(bytes.Buffer)
 			_, _ = body.ReadFrom(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
 			last = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(body.String()))
+			if resp.StatusCode == http.StatusOK {
+				var h client.Health
+				if err := json.Unmarshal(body.Bytes(), &h); err != nil {
+					return fmt.Errorf("/readyz body %q: %w", body.String(), err)
+				}
+				if runtimesHealthy(h, runtimes) {
+					return nil
+				}
+			}
 		} else {
 			last = err.Error()
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("/readyz not 200 within %v; last answer: %s; log:\n%s", readyTimeout, last, s.log.String())
+			return fmt.Errorf("/readyz not 200 with runtimes %v healthy within %v; last answer: %s; log:\n%s", runtimes, readyTimeout, last, s.log.String())
 		}
 		time.Sleep(pollEvery)
 	}
+}
+
+// runtimesHealthy reports whether the readiness report h says each of
+// runtimes is healthy.
+func runtimesHealthy(h client.Health, runtimes []string) bool {
+	for _, rt := range runtimes {
+		if h.Checks["runtime."+rt] != "ok" {
+			return false
+		}
+	}
+	return true
 }
 
 // url is the service's base URL.

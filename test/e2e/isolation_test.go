@@ -163,15 +163,26 @@ func TestExecTimeout(t *testing.T) {
 			if res.ExitReason != "timeout" {
 				t.Errorf("exit_reason %q, want timeout (exit %d, signal %q)", res.ExitReason, res.ExitCode, res.Signal)
 			}
-			if wall < 500*time.Millisecond || wall >= 2*time.Second {
-				t.Errorf("wall time %v, want in [500ms, 2s)", wall)
+			if wall < 500*time.Millisecond {
+				t.Errorf("wall time %v, want at least the 500ms limit", wall)
 			}
 			job, err := c.GetJob(ctx, res.JobID)
 			if err != nil {
 				t.Fatalf("get job: %v", err)
 			}
-			if job.ExitReason != "timeout" || job.FinishedAt == nil {
-				t.Errorf("job record: exit_reason %q finished_at %v, want timeout and a finish time", job.ExitReason, job.FinishedAt)
+			if job.ExitReason != "timeout" || job.StartedAt == nil || job.FinishedAt == nil {
+				t.Errorf("job record: exit_reason %q started_at %v finished_at %v, want timeout and both times", job.ExitReason, job.StartedAt, job.FinishedAt)
+			} else {
+				// The job's own recorded run time, not the caller's wall time,
+				// shows the kill came on time: the wall time also counts the
+				// request's queueing and round trips, which a loaded machine
+				// stretches. The 2s of slack over the limit plus the 200ms
+				// kill grace is far below the 30s sleep, so a missed kill fails.
+				ran := job.FinishedAt.Sub(*job.StartedAt)
+				t.Logf("job record: ran %v", ran.Round(time.Millisecond))
+				if limit := 500*time.Millisecond + 200*time.Millisecond + 2*time.Second; ran >= limit {
+					t.Errorf("job ran %v by its record, want under %v", ran, limit)
+				}
 			}
 			if names := processNames(t, c, sb.ID); slices.Contains(names, "sleep") {
 				t.Errorf("a sleep process is left after the timeout: %v", names)

@@ -219,7 +219,10 @@ mcp:
 			}
 			lease := leaseWithFixture(t, c, client.AcquireLeaseRequest{Profile: "tool-basic", RiskLevel: risk, Runtime: rt}, bin)
 
-			// An ad-hoc server is high risk: runsc, never a runc lease.
+			// An ad-hoc server is high risk: runsc, never a runc lease. The
+			// instance keeps the default call timeout: a short one would
+			// cancel an echo of the concurrent calls below that a loaded
+			// machine stalls for a moment, and no case here needs one.
 			adhoc := map[string]any{"spec": map[string]any{"command": []string{"/workspace/mcpfixture", "serve"}}, "lease_id": lease.LeaseID}
 			var s mcpServer
 			if rt == "runc" {
@@ -228,7 +231,7 @@ mcp:
 					t.Fatalf("an ad-hoc server on a runc lease: %d %s", code, body)
 				}
 				code, body = apiJSON(t, svc, "POST", "/v1/mcp/servers",
-					map[string]any{"catalog": "fixture", "lease_id": lease.LeaseID, "call_timeout_ms": 2000}, &s)
+					map[string]any{"catalog": "fixture", "lease_id": lease.LeaseID}, &s)
 				if code != 201 {
 					t.Fatalf("create from the catalog: %d %s", code, body)
 				}
@@ -236,7 +239,6 @@ mcp:
 					t.Fatalf("decision %+v", s.Decision)
 				}
 			} else {
-				adhoc["call_timeout_ms"] = 2000
 				code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", adhoc, &s)
 				if code != 201 {
 					t.Fatalf("create ad hoc: %d %s", code, body)

@@ -35,7 +35,9 @@ func TestCrashRecovery(t *testing.T) {
 	for _, rt := range e.runtimes(t) {
 		sbs = append(sbs, e.createSandbox(t, client.CreateSandboxRequest{Profile: "tool-basic", Runtime: rt}))
 	}
-	// One long job per sandbox, in flight when the service dies.
+	// One long job per sandbox, in flight when the service dies. The calls
+	// to the restarted service below take their own contexts, so the time
+	// spent killing and restarting does not eat into their limits.
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	inFlight := make(chan error, len(sbs))
@@ -89,7 +91,7 @@ func TestCrashRecovery(t *testing.T) {
 
 	for sbID, jobID := range jobOf {
 		eventually(t, 10*time.Second, "job "+jobID+" of "+sbID+" marked lost", func() (bool, string) {
-			j, err := c2.GetJob(ctx, jobID)
+			j, err := c2.GetJob(callCtx(t), jobID)
 			if err != nil {
 				return false, err.Error()
 			}
@@ -98,14 +100,14 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	for _, sb := range sbs {
 		eventually(t, 30*time.Second, sb.Runtime+" sandbox "+sb.ID+" adopted and answering", func() (bool, string) {
-			got, err := c2.GetSandbox(ctx, sb.ID)
+			got, err := c2.GetSandbox(callCtx(t), sb.ID)
 			if err != nil {
 				return false, err.Error()
 			}
 			if got.State != "ready" {
 				return false, "state " + got.State + " " + got.FailureReason
 			}
-			res, err := c2.Exec(ctx, sb.ID, client.ExecRequest{Command: []string{"echo", "back"}})
+			res, err := c2.Exec(callCtx(t), sb.ID, client.ExecRequest{Command: []string{"echo", "back"}})
 			if err != nil {
 				return false, err.Error()
 			}
@@ -129,7 +131,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 
 	for _, sb := range sbs {
-		if err := c2.DeleteSandbox(ctx, sb.ID); err != nil {
+		if err := c2.DeleteSandbox(callCtx(t), sb.ID); err != nil {
 			t.Fatalf("delete %s: %v", sb.ID, err)
 		}
 		if left := sandboxContainers(t, sb.ID); len(left) != 0 {

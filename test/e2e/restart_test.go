@@ -27,8 +27,9 @@ func restartAfterKill(t *testing.T, e *env, sandboxIDs ...string) *service {
 
 // TestJobsSurviveRestart kills the service with SIGKILL while, in a runc
 // and a runsc sandbox, a background job writes output over about 8 s (part
-// of its log already read), a synchronous exec runs, and a shell session
-// holds saved state; then it starts the service again on the same data dir.
+// of its log already read) and then waits for a signal file, a synchronous
+// exec runs, and a shell session holds saved state; then it starts the
+// service again on the same data dir.
 // Each background job's log, resumed from the last cursor, must be complete
 // and exact, and the job must end with its real exit code (the restarted
 // service re-attached to the agent's job); each synchronous job must end
@@ -101,9 +102,13 @@ type restartCase struct {
 }
 
 // The background job writes restartRounds chunks 0.1 s apart (8 s or
-// more), long enough to be running still when both runtimes' jobs have
-// been started and the service is killed.
+// more), then waits until restartGo exists and exits 7. The wait, not the
+// rounds' length, keeps it running when both runtimes' jobs have been
+// started and the service is killed, however slow the machine; the test
+// creates the file after the restart.
 const restartRounds, restartOutChunk, restartErrChunk = 80, 20000, 7000
+
+const restartGo = "/tmp/gs-go"
 
 // setup creates the sandbox and the session with saved state.
 func (c *restartCase) setup(t *testing.T, e *env, svc *service) {
@@ -131,8 +136,9 @@ while [ $i -lt %d ]; do
   sleep 0.1
   i=$((i+1))
 done
+while [ ! -e %s ]; do sleep 0.1; done
 exit 7
-`, restartRounds, restartOutChunk, restartErrChunk)
+`, restartRounds, restartOutChunk, restartErrChunk, restartGo)
 	c.jobID = raw.startJob(t, c.sandboxID, execBody{Script: script, MaxOutputBytes: 4 << 20, TimeoutMS: 300_000}).ID
 	c.log = &jobLog{}
 	if err := raw.readLogs(ctx, c.jobID, c.log, logRequest{stop: func(l *jobLog) bool { return len(l.stdout) >= 5*restartOutChunk }}); err != nil {
@@ -159,6 +165,10 @@ exit 7
 func (c *restartCase) after(t *testing.T, svc *service) {
 	raw := svc.raw()
 	l := c.log
+	// Let the background job end now that it outlived the kill.
+	if res := raw.exec(t, c.sandboxID, "touch "+restartGo); res.ExitCode != 0 {
+		t.Fatalf("%s: creating %s: exit %d, stderr %q", c.rt, restartGo, res.ExitCode, res.Stderr)
+	}
 	raw.followLogs(t, c.jobID, l, 3*time.Minute)
 	t.Logf("read %d stdout bytes before the kill, the remaining %d after the restart", c.readBefore, len(l.stdout)-c.readBefore)
 

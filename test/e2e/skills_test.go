@@ -434,12 +434,15 @@ func TestSkillNetwork(t *testing.T) {
 		}
 	})
 	svc := e.start(t)
+	// The allowed fetch has 30 s, so a slow gateway on a loaded machine does
+	// not make it fail; the fetches expected to fail keep 3 s, which bounds
+	// only how long the refusal is waited for.
 	files := map[string]string{
 		"SKILL.md": "---\nname: fetcher\ndescription: Fetch one page.\nmetadata:\n  network: allowed.test\n---\nRun fetch.py.\n",
 		"fetch.py": `import socket, urllib.request
-def get(u):
+def get(u, t=3):
     try:
-        return urllib.request.urlopen(u, timeout=3).read().decode().strip()
+        return urllib.request.urlopen(u, timeout=t).read().decode().strip()
     except Exception as e:
         return "error: %s" % type(e).__name__
 def tcp(host, port):
@@ -448,7 +451,7 @@ def tcp(host, port):
         return "connected"
     except Exception as e:
         return "error: %s" % type(e).__name__
-print(get("http://allowed.test/"))
+print(get("http://allowed.test/", 30))
 print(get("http://other.test/"))
 print(tcp("` + in.other + `", 80))
 `,

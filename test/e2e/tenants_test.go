@@ -80,6 +80,8 @@ var foreignBodies = map[string]string{
 	"POST /v1/sandboxes/{id}/browser/links":          `{"ttl_seconds":60}`,
 	"GET /v1/sandboxes/{id}/browser/downloads":       "",
 	"POST /v1/sandboxes/{id}/browser/downloads/keep": `{"names":["x"]}`,
+	"POST /v1/sandboxes/{id}/browser/profile/save":   `{}`,
+	"POST /v1/sandboxes/{id}/browser/profile/load":   `{"artifact_id":"art_00000000000000000000"}`,
 	"GET /v1/sandboxes/{id}/browser/json":            "",
 	"GET /v1/sandboxes/{id}/browser/json/{path}":     "",
 	"HEAD /v1/sandboxes/{id}/browser/json":           "",
@@ -150,37 +152,37 @@ func TestCrossTenantIsolation(t *testing.T) {
 	for _, rt := range e.runtimes(t) {
 		t.Run(rt, func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-			defer cancel()
+			// Each call has its own context: one for the whole subtest would
+			// let slow early steps on a loaded machine starve the later ones.
 			sb := e.createSandbox(t, client.CreateSandboxRequest{Profile: "code-python-basic", Runtime: rt, RiskLevel: "low", Metadata: map[string]string{"owner": "default"}})
-			res, err := owner.Exec(ctx, sb.ID, client.ExecRequest{Script: "echo s3cret > /workspace/secret.txt", TimeoutMS: 30_000,
+			res, err := owner.Exec(callCtx(t), sb.ID, client.ExecRequest{Script: "echo s3cret > /workspace/secret.txt", TimeoutMS: 30_000,
 				Artifacts: &client.ArtifactRequest{Paths: []string{"secret.txt"}}})
 			if err != nil || res.ExitCode != 0 {
 				t.Fatalf("writing the secret: %+v %v", res, err)
 			}
-			arts, err := owner.ListArtifacts(ctx, res.JobID)
+			arts, err := owner.ListArtifacts(callCtx(t), res.JobID)
 			if err != nil || len(arts.Items) != 1 {
 				t.Fatalf("artifacts of %s: %+v %v", res.JobID, arts, err)
 			}
-			job, err := owner.StartJob(ctx, sb.ID, client.ExecRequest{Command: []string{"sleep", "300"}, TimeoutMS: 600_000})
+			job, err := owner.StartJob(callCtx(t), sb.ID, client.ExecRequest{Command: []string{"sleep", "300"}, TimeoutMS: 600_000})
 			if err != nil {
 				t.Fatal(err)
 			}
-			ses, err := owner.CreateSession(ctx, sb.ID)
+			ses, err := owner.CreateSession(callCtx(t), sb.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			cx, err := owner.CreateContext(ctx, sb.ID, client.CreateContextRequest{Language: "python"})
+			cx, err := owner.CreateContext(callCtx(t), sb.ID, client.CreateContextRequest{Language: "python"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			ttl := int64(300)
-			lease, err := owner.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: "code-python-basic", Runtime: rt, RiskLevel: "low", TTLSeconds: &ttl})
+			lease, err := owner.AcquireLease(callCtx(t), client.AcquireLeaseRequest{Profile: "code-python-basic", Runtime: rt, RiskLevel: "low", TTLSeconds: &ttl})
 			if err != nil {
 				t.Fatalf("lease: %v", err)
 			}
 			defer func() {
-				if err := owner.ReleaseLease(context.WithoutCancel(ctx), lease.LeaseID); err != nil {
+				if err := owner.ReleaseLease(callCtx(t), lease.LeaseID); err != nil {
 					t.Errorf("releasing the lease: %v", err)
 				}
 			}()
@@ -192,7 +194,7 @@ func TestCrossTenantIsolation(t *testing.T) {
 				"/v1/artifacts/": {arts.Items[0].ID, "art_00000000000000000000"},
 				"/v1/leases/":    {lease.LeaseID, "lse_00000000000000000000"},
 			}
-			before, _ := owner.GetSandbox(ctx, sb.ID)
+			before, _ := owner.GetSandbox(callCtx(t), sb.ID)
 
 			walked := 0
 			for _, route := range routes {
@@ -236,7 +238,7 @@ func TestCrossTenantIsolation(t *testing.T) {
 			t.Logf("%s: %d routes answered another tenant 404, as for a missing id", rt, walked)
 
 			// Lists of the other tenant do not show the owner's sandbox.
-			list, err := other.ListSandboxes(ctx, client.ListSandboxesOptions{})
+			list, err := other.ListSandboxes(callCtx(t), client.ListSandboxesOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -246,26 +248,26 @@ func TestCrossTenantIsolation(t *testing.T) {
 				}
 			}
 			// Nothing changed.
-			after, err := owner.GetSandbox(ctx, sb.ID)
+			after, err := owner.GetSandbox(callCtx(t), sb.ID)
 			if err != nil || after.State != "ready" || after.ResourceVersion != before.ResourceVersion || after.Metadata["owner"] != "default" {
 				t.Errorf("sandbox after the walk: %+v %v (before: version %s)", after, err, before.ResourceVersion)
 			}
 			if r := execOK(t, owner, sb.ID, "cat /workspace/secret.txt; stat -c %a /workspace/secret.txt; ls /workspace"); r.Stdout != "s3cret\n644\nsecret.txt\n" {
 				t.Errorf("workspace after the walk: %q", r.Stdout)
 			}
-			if j, err := owner.GetJob(ctx, job.ID); err != nil || j.State != "running" {
+			if j, err := owner.GetJob(callCtx(t), job.ID); err != nil || j.State != "running" {
 				t.Errorf("job after the walk: %+v %v", j, err)
 			}
-			if s, err := owner.GetSession(ctx, ses.ID); err != nil || s.State != "active" || s.Runs != 0 {
+			if s, err := owner.GetSession(callCtx(t), ses.ID); err != nil || s.State != "active" || s.Runs != 0 {
 				t.Errorf("session after the walk: %+v %v", s, err)
 			}
-			if c, err := owner.GetContext(ctx, cx.ID); err != nil || c.State != "active" || c.Runs != 0 {
+			if c, err := owner.GetContext(callCtx(t), cx.ID); err != nil || c.State != "active" || c.Runs != 0 {
 				t.Errorf("context after the walk: %+v %v", c, err)
 			}
-			if l, err := owner.GetLease(ctx, lease.LeaseID); err != nil || l.State != "active" || l.ResourceVersion != lease.ResourceVersion {
+			if l, err := owner.GetLease(callCtx(t), lease.LeaseID); err != nil || l.State != "active" || l.ResourceVersion != lease.ResourceVersion {
 				t.Errorf("lease after the walk: %+v %v (before: version %s)", l, err, lease.ResourceVersion)
 			}
-			if _, err := owner.CancelJob(ctx, job.ID); err != nil {
+			if _, err := owner.CancelJob(callCtx(t), job.ID); err != nil {
 				t.Errorf("owner's cancel: %v", err)
 			}
 
@@ -285,7 +287,7 @@ func TestCrossTenantIsolation(t *testing.T) {
 			results := make(chan result, 3)
 			for range 3 {
 				go func() {
-					sb, err := capped.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "code-python-basic", Runtime: rt, RiskLevel: "low"}, "")
+					sb, err := capped.CreateSandbox(callCtx(t), client.CreateSandboxRequest{Profile: "code-python-basic", Runtime: rt, RiskLevel: "low"}, "")
 					results <- result{sb, err}
 				}()
 			}
@@ -296,7 +298,7 @@ func TestCrossTenantIsolation(t *testing.T) {
 				switch {
 				case r.err == nil:
 					served++
-					if err := capped.DeleteSandbox(ctx, r.sb.ID); err != nil {
+					if err := capped.DeleteSandbox(callCtx(t), r.sb.ID); err != nil {
 						t.Errorf("deleting %s: %v", r.sb.ID, err)
 					}
 				case errors.As(r.err, &ae) && ae.Status == http.StatusTooManyRequests && ae.Problem.Code == "quota_exceeded":
