@@ -72,7 +72,8 @@ type Sandbox struct {
 type ServiceStatus struct {
 	Name string `json:"name"`
 	// State: starting, running, ready (its ready port answers), backoff
-	// (waiting to restart), exited (not restarted) or failed.
+	// (waiting to restart), exited (not restarted), failed, or held
+	// (stopped while its browser profile is saved or loaded).
 	State        string     `json:"state"`
 	JobID        string     `json:"job_id,omitempty"` // its current job (logs: GET /v1/jobs/{id}/logs)
 	Restarts     int        `json:"restarts"`

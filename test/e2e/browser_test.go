@@ -130,6 +130,24 @@ func TestBrowser(t *testing.T) {
 				st, err := c.BrowserStatus(callCtx(t), sb.ID)
 				return err == nil && st.Ready, fmt_(st, err)
 			})
+			// An idle browser sandbox runs one Chromium: the Playwright
+			// server, probed ready by the service, launches its own only for
+			// a client that speaks.
+			eventually(t, 60*time.Second, "the playwright service ready", func() (bool, string) {
+				got, err := c.GetSandbox(callCtx(t), sb.ID)
+				if err != nil {
+					return false, err.Error()
+				}
+				for _, s := range got.Services {
+					if s.Name == "playwright" && s.State == "ready" {
+						return true, ""
+					}
+				}
+				return false, fmt_(got.Services, nil)
+			})
+			if res := execOK(t, c, sb.ID, "pgrep -c -f remote-debugging-pipe || true"); strings.TrimSpace(res.Stdout) != "0" {
+				t.Errorf("an idle browser sandbox runs the Playwright server's Chromium (%s processes)", strings.TrimSpace(res.Stdout))
+			}
 
 			// Playwright's client over CDP and over its own protocol, with
 			// the API key as a header, fills and submits the form.

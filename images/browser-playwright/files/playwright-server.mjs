@@ -1,7 +1,9 @@
 // The Playwright protocol server of a browser-playwright sandbox, on
 // 127.0.0.1:9223 (path /playwright). It listens at once but launches its
 // Chromium (the image's own, through the pinned playwright-core) only when
-// the first client connects, so an idle sandbox runs one browser, not two.
+// the first client sends its first bytes, so an idle sandbox runs one
+// browser, not two: the service's readiness probe, which connects and
+// closes without a word, launches nothing.
 import net from 'node:net';
 import { chromium } from 'playwright-core';
 
@@ -30,16 +32,20 @@ function launch() {
 }
 
 net.createServer((client) => {
-  client.pause();
-  launch().then(() => {
-    const upstream = net.connect(innerPort, '127.0.0.1');
-    upstream.on('error', () => client.destroy());
-    client.on('error', () => upstream.destroy());
-    client.pipe(upstream).pipe(client);
-    client.resume();
-  }, (err) => {
-    console.error('playwright server: launching chromium:', err.message);
-    client.destroy();
+  client.on('error', () => client.destroy());
+  client.once('data', (first) => {
+    client.pause();
+    launch().then(() => {
+      const upstream = net.connect(innerPort, '127.0.0.1');
+      upstream.on('error', () => client.destroy());
+      client.on('error', () => upstream.destroy());
+      upstream.write(first);
+      client.pipe(upstream).pipe(client);
+      client.resume();
+    }, (err) => {
+      console.error('playwright server: launching chromium:', err.message);
+      client.destroy();
+    });
   });
 }).listen(listenPort, '127.0.0.1', () => {
   console.log(`playwright-core ${process.env.npm_package_version || ''} protocol server on 127.0.0.1:${listenPort}/playwright`);
