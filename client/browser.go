@@ -41,12 +41,25 @@ type BrowserAction struct {
 	// Scale resizes the screenshot (0.1-2; default 1).
 	Scale float64 `json:"scale,omitempty"`
 	Name  string  `json:"name,omitempty"`
+	// Keep false answers the screenshot in the action's value
+	// (BrowserImage) instead of keeping it as an artifact (the default).
+	Keep *bool `json:"keep,omitempty"`
+	// Compress encodes a PNG for size rather than speed (the default is
+	// fast encoding: larger files, a fraction of the time).
+	Compress bool `json:"compress,omitempty"`
 	// Files are paths inside the sandbox (upload).
 	Files []string `json:"files,omitempty"`
 	// Tab is a tab id (tab_activate, tab_close; default the active tab).
 	Tab string `json:"tab,omitempty"`
 	// TimeoutMs bounds this action (default the profile's action_timeout).
 	TimeoutMs int `json:"timeout_ms,omitempty"`
+}
+
+// BrowserImage is the value of a screenshot action with keep false.
+type BrowserImage struct {
+	MIME string `json:"mime"`
+	// Data is the image (base64 in JSON).
+	Data []byte `json:"data"`
 }
 
 // BrowserActionsRequest is the body of POST .../browser/actions.

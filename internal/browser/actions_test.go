@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -187,6 +188,32 @@ func TestActionsDriveARealChromium(t *testing.T) {
 	}
 	if res.Results[5].Artifact == nil || res.Results[5].Artifact.Size != int64(len(shot)) {
 		t.Errorf("screenshot artifact = %+v", res.Results[5].Artifact)
+	}
+	// Not kept: the image is in the answer, and nothing is kept. The same
+	// page encoded for size is a valid PNG too, and no larger.
+	no := false
+	res, err = m.Run(ctx, "t1", "sbx_1", &ActionsRequest{Actions: []Action{
+		{Type: "screenshot", Keep: &no}, {Type: "screenshot", Keep: &no, Compress: true},
+	}})
+	if err != nil || !res.OK {
+		t.Fatalf("screenshots not kept: %+v %v", res, err)
+	}
+	var sizes [2]int
+	for i, r := range res.Results {
+		im, ok := r.Value.(client.BrowserImage)
+		if !ok || im.MIME != "image/png" || r.Artifact != nil {
+			t.Fatalf("screenshot %d not kept: value %T, artifact %+v", i, r.Value, r.Artifact)
+		}
+		if _, err := png.Decode(bytes.NewReader(im.Data)); err != nil {
+			t.Errorf("screenshot %d not kept does not decode: %v", i, err)
+		}
+		sizes[i] = len(im.Data)
+	}
+	if sizes[1] > sizes[0] {
+		t.Errorf("the PNG encoded for size is %d bytes, the fast one %d", sizes[1], sizes[0])
+	}
+	if len(keep.kept) != 1 {
+		t.Errorf("kept %d artifacts, want only done.png", len(keep.kept))
 	}
 
 	// A wait that cannot succeed fails its action, and the run stops there.

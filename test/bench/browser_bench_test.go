@@ -77,7 +77,10 @@ func (s *service) cdpAnswer(ctx context.Context, id string) error {
 //   - actions on one sandbox, each a request of one action
 //     (GENESIS_BENCH_BROWSER_ACTIONS, default 50): evaluate of a constant
 //     (the round-trip floor: service → agent → Chromium and back),
-//     click, and a 1280×800 viewport PNG screenshot kept as an artifact;
+//     click, and a 1280×800 viewport PNG screenshot kept as an artifact
+//     (fast PNG encoding, the default), beside the same encoded for size
+//     (compress, the encoding before it was the default) and one answered
+//     inline (keep false), interleaved so that all three see the same load;
 //   - the idle memory of one browser sandbox (its container's cgroup, as
 //     docker stats reports it), measured after the actions.
 func BenchmarkBrowser(b *testing.B) {
@@ -180,7 +183,8 @@ func BenchmarkBrowser(b *testing.B) {
 			}
 			// A page of the viewport's size with a button that counts.
 			run(client.BrowserAction{Type: "evaluate", Expression: `document.body.innerHTML = '<button id="b" style="width:200px;height:80px" onclick="this.textContent = +this.textContent + 1">0</button><div style="height:700px;background:linear-gradient(#39f,#f93)"></div>'; true`})
-			var eval, click, shot []time.Duration
+			var eval, click, shot, shotSmall, shotInline []time.Duration
+			no := false
 			for range acts {
 				eval = append(eval, run(client.BrowserAction{Type: "evaluate", Expression: "1"}))
 			}
@@ -189,6 +193,8 @@ func BenchmarkBrowser(b *testing.B) {
 			}
 			for range acts {
 				shot = append(shot, run(client.BrowserAction{Type: "screenshot"}))
+				shotSmall = append(shotSmall, run(client.BrowserAction{Type: "screenshot", Compress: true}))
+				shotInline = append(shotInline, run(client.BrowserAction{Type: "screenshot", Keep: &no}))
 			}
 			res, err := s.client.BrowserActions(ctx, sb.ID, client.BrowserAction{Type: "text", Selector: "#b"})
 			if err != nil || string(res.Results[0].Value) != strconv.Quote(strconv.Itoa(acts)) {
@@ -197,6 +203,8 @@ func BenchmarkBrowser(b *testing.B) {
 			row(rt, "evaluate (round-trip floor)", eval)
 			cs := row(rt, "click", click)
 			ss := row(rt, "screenshot 1280×800 png, kept", shot)
+			row(rt, "… encoded for size (compress, as before)", shotSmall)
+			row(rt, "… in the answer, not kept (keep false)", shotInline)
 			b.ReportMetric(0, "ns/op")
 			b.ReportMetric(Ms(cs.P50), "click-p50-ms")
 			b.ReportMetric(Ms(ss.P50), "screenshot-p50-ms")
