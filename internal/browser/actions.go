@@ -280,8 +280,13 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 	if err := validate(req, t); err != nil {
 		return nil, err
 	}
-	if err := m.waitReady(ctx, t); err != nil {
-		return nil, err
+	// A live session is a connection to the browser: it needs no readiness
+	// dial (a round trip into the sandbox per request, a dear one under
+	// runsc).
+	if !m.liveSession(t.SandboxID) {
+		if err := m.waitReady(ctx, t); err != nil {
+			return nil, err
+		}
 	}
 	s, err := m.session(ctx, t)
 	if err != nil {
@@ -347,6 +352,15 @@ func actionError(err error, timeout time.Duration) string {
 		return fmt.Sprintf("timed out after %v (raise timeout_ms, at most the profile's max_action_timeout)", timeout)
 	}
 	return err.Error()
+}
+
+// liveSession reports whether the sandbox has an actions session whose
+// connection is up.
+func (m *Manager) liveSession(sandboxID string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.sessions[sandboxID]
+	return s != nil && !s.dead()
 }
 
 // session returns the sandbox's actions session, opening it if needed.
