@@ -55,6 +55,12 @@ func Open(ctx context.Context, cfg Config) (*sqlstore.Store, error) {
 	writer.SetMaxIdleConns(1)
 	writer.SetConnMaxLifetime(0)
 	writer.SetConnMaxIdleTime(0)
+	if cfg.Path != MemoryPath {
+		if err := enableWAL(ctx, writer); err != nil {
+			writer.Close()
+			return nil, fmt.Errorf("sqlite store: %s: switching to WAL: %w: %w", cfg.Path, errdefs.ErrUnavailable, err)
+		}
+	}
 	var reader *sql.DB
 	if cfg.Path != MemoryPath {
 		if reader, err = sql.Open("sqlite", dsn(cfg.Path, true)); err != nil {
@@ -75,9 +81,38 @@ func Open(ctx context.Context, cfg Config) (*sqlstore.Store, error) {
 	return s, nil
 }
 
-// dsn builds the driver data source name for path. Write connections use WAL
-// (a persistent property of the file), synchronous NORMAL and BEGIN
-// IMMEDIATE; read connections are query-only.
+// enableWAL switches the database file to WAL, a persistent property of
+// the file. Processes opening one new file at once can each hold a lock the
+// other's switch needs; SQLite then answers SQLITE_BUSY at once instead of
+// calling the busy handler (waiting could deadlock), so the switch is tried
+// again, with a short pause, for up to busyTimeoutMS. (Set as a connection
+// parameter, the switch failed the connection itself: two of four services
+// starting together on one new file could fail to open it.)
+func enableWAL(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(busyTimeoutMS * time.Millisecond)
+	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
+		var mode string
+		err := db.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode)
+		if err == nil {
+			if !strings.EqualFold(mode, "wal") {
+				return fmt.Errorf("journal mode is %q, not wal", mode)
+			}
+			return nil
+		}
+		if (Dialect{}).Classify(err) != sqlstore.KindUnavailable || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pause):
+		}
+	}
+}
+
+// dsn builds the driver data source name for path. Write connections use
+// synchronous NORMAL and BEGIN IMMEDIATE (and WAL, which enableWAL sets on
+// the file); read connections are query-only.
 func dsn(path string, readOnly bool) string {
 	q := url.Values{}
 	q.Set("_busy_timeout", fmt.Sprint(busyTimeoutMS))
@@ -85,7 +120,6 @@ func dsn(path string, readOnly bool) string {
 	if readOnly {
 		q.Set("_query_only", "on")
 	} else {
-		q.Set("_journal_mode", "WAL")
 		q.Set("_synchronous", "NORMAL")
 		q.Set("_txlock", "immediate")
 	}
