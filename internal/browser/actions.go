@@ -307,6 +307,9 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 		}
 		err := s.do(ctx, tenant, a, timeout, &r, m.cfg.Artifacts)
 		r.Ms = time.Since(start).Milliseconds()
+		if err != nil && ctx.Err() == nil && s.dead() {
+			err = fmt.Errorf("the browser went away during the action: Chromium exited, or its sandbox ended (GET /v1/sandboxes/%s says which): %w", t.SandboxID, err)
+		}
 		if err != nil {
 			r.Error = actionError(err, timeout)
 			out.OK = false

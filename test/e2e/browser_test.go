@@ -145,7 +145,7 @@ func TestBrowser(t *testing.T) {
 				}
 				return false, fmt_(got.Services, nil)
 			})
-			if res := execOK(t, c, sb.ID, "pgrep -c -f remote-debugging-pipe || true"); strings.TrimSpace(res.Stdout) != "0" {
+			if res := execOK(t, c, sb.ID, "pgrep -c -f 'remote-debugging-[p]ipe' || true"); strings.TrimSpace(res.Stdout) != "0" {
 				t.Errorf("an idle browser sandbox runs the Playwright server's Chromium (%s processes)", strings.TrimSpace(res.Stdout))
 			}
 

@@ -26,6 +26,8 @@ set -- --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
 	--no-first-run --no-default-browser-check --disable-background-networking \
 	--disable-component-update --disable-sync --disable-default-apps \
 	--disable-breakpad --disable-crash-reporter --metrics-recording-only --disable-quic \
+	--disable-features=AutofillServerCommunication,OptimizationHints,Translate,MediaRouter \
+	--disable-client-side-phishing-detection --no-pings \
 	--password-store=basic --use-mock-keychain "$@"
 # Networked policies give the sandbox HTTPS_PROXY (the egress gateway):
 # Chromium takes it as its proxy, so pages need no per-request settings.

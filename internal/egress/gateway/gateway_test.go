@@ -473,3 +473,46 @@ func TestConnectionEventTimes(t *testing.T) {
 		t.Fatalf("event at %s lasting %d ms; want %s lasting 7000 ms", ev.Time, ev.DurationMS, opened)
 	}
 }
+
+// TestIdleConnectionsClosedSilently: a connection to the proxy or HTTP
+// port that sends nothing until the header timeout (a browser's preconnect)
+// is closed without an answer and without an event; one that sends garbage
+// gets the 400 and its event.
+func TestIdleConnectionsClosedSilently(t *testing.T) {
+	t.Parallel()
+	web := startUpstream(t, nil, "web.test")
+	g := startGateway(t, func(c *Config) { c.HeaderTimeout = 300 * time.Millisecond })
+	ip := loopbackAddr()
+	g.put(t, "sb-idle", ip, webOperator(web), egress.Policy{Mode: egress.ModeAllowlist, Allow: []egress.Rule{{Host: "web.test"}}})
+	for _, port := range []uint16{egress.PortHTTP, uint16(g.srv.cfg.Ports.Proxy)} {
+		c, err := net.DialTimeout("tcp", netip.AddrPortFrom(ip, port).String(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		b, err := io.ReadAll(c) // until the gateway closes it
+		c.Close()
+		if err != nil || len(b) != 0 {
+			t.Errorf("port %d: an idle connection got %q (%v); want it closed without an answer", port, b, err)
+		}
+	}
+	if got := rawHTTP(t, netip.AddrPortFrom(ip, uint16(g.srv.cfg.Ports.Proxy)), "NOT HTTP\r\n\r\n"); !strings.HasPrefix(got, "HTTP/1.1 400") {
+		t.Errorf("garbage to the proxy port: %q", firstLine(got))
+	}
+	g.waitEvent(t, "the garbage's bad_request event", func(e egress.Event) bool {
+		return e.Sandbox == "sb-idle" && e.Reason == egress.ReasonBadRequest
+	})
+	p, err := g.client.Events(context.Background(), 0, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range p.Events {
+		if e.Sandbox == "sb-idle" && e.Reason == egress.ReasonBadRequest {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d bad_request events, want the garbage's only: %+v", n, p.Events)
+	}
+}

@@ -42,6 +42,9 @@ func (s *Server) serveHTTP(sb *sandbox, c net.Conn) {
 	rec := &recorder{Conn: c}
 	br := bufio.NewReader(rec)
 	c.SetReadDeadline(time.Now().Add(s.cfg.HeaderTimeout))
+	if idleClose(br) {
+		return
+	}
 	req, err := http.ReadRequest(br)
 	if err != nil {
 		s.deny(sb, c, egress.ProtoHTTP, "", "", s.cfg.Ports.HTTP, egress.ReasonBadRequest, true)
@@ -56,6 +59,16 @@ func (s *Server) serveHTTP(sb *sandbox, c net.Conn) {
 		}
 	}
 	s.forward(sb, c, egress.ProtoHTTP, host, egress.PortHTTP, false, rec.buf.Bytes(), true)
+}
+
+// idleClose reports whether the client sent nothing before it closed or the
+// header timeout passed: a connection opened ahead of need (browsers
+// preconnect) and never used. It is closed without an answer and is no
+// attempt worth an event: a 400 written into it would sit in the socket and
+// be read by the client as the answer to the next request it sends there.
+func idleClose(br *bufio.Reader) bool {
+	_, err := br.Peek(1)
+	return err != nil
 }
 
 // serveTLS peeks the server name of the ClientHello (the TLS session is
@@ -92,6 +105,9 @@ func peekSNI(c net.Conn) string {
 func (s *Server) serveProxy(sb *sandbox, c net.Conn) {
 	br := bufio.NewReader(c)
 	c.SetReadDeadline(time.Now().Add(s.cfg.HeaderTimeout))
+	if idleClose(br) {
+		return
+	}
 	req, err := http.ReadRequest(br)
 	if err != nil {
 		s.deny(sb, c, egress.ProtoConnect, "", "", s.cfg.Ports.Proxy, egress.ReasonBadRequest, true)
