@@ -150,6 +150,11 @@ func TestActionsDriveARealChromium(t *testing.T) {
 <p id="log"></p></body></html>`)
 		case "/done":
 			fmt.Fprintf(w, `<html><head><title>done</title></head><body><p id="out">got %s</p></body></html>`, r.URL.Query().Get("q"))
+		case "/never":
+			// A page that never finishes: the head, then nothing.
+			fmt.Fprint(w, `<html><head><title>never</title></head><body>`)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
 		}
 	}))
 	defer site.Close()
@@ -214,6 +219,21 @@ func TestActionsDriveARealChromium(t *testing.T) {
 	}
 	if len(keep.kept) != 1 {
 		t.Errorf("kept %d artifacts, want only done.png", len(keep.kept))
+	}
+
+	// A page that never finishes loading fails its navigate at the
+	// action's timeout; the next request's navigate works.
+	t0 := time.Now()
+	res, err = m.Run(ctx, "t1", "sbx_1", &ActionsRequest{Actions: []Action{{Type: "navigate", URL: site.URL + "/never", TimeoutMs: 500}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK || !strings.Contains(res.Results[0].Error, "timed out") || time.Since(t0) > 10*time.Second {
+		t.Errorf("a page that never loads: %+v after %v", res, time.Since(t0))
+	}
+	res, err = m.Run(ctx, "t1", "sbx_1", &ActionsRequest{Actions: []Action{{Type: "navigate", URL: site.URL + "/done?q=after"}, {Type: "text", Selector: "#out"}}})
+	if err != nil || !res.OK || res.Results[1].Value != "got after" {
+		t.Fatalf("a navigate after the one that never loaded: %+v %v", res, err)
 	}
 
 	// A wait that cannot succeed fails its action, and the run stops there.

@@ -307,6 +307,19 @@ func TestBrowser(t *testing.T) {
 				}
 				return len(l.Items) == 1 && l.Items[0].Name == "inside.png" && l.Items[0].MIME == "image/png", fmt_(l, nil)
 			})
+			// A script can also launch a Chromium of its own.
+			own := `const { chromium } = require('playwright-core');
+(async () => {
+  const b = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox'] });
+  const p = await b.newPage();
+  await p.setContent('<title>own</title><p>mine</p>');
+  console.log('own=' + await p.title() + ' ' + b.version());
+  await b.close();
+})().catch(e => { console.error(e); process.exit(1); });`
+			ex, err = c.Exec(callCtx(t), sb.ID, client.ExecRequest{Command: []string{"node", "-e", own}})
+			if err != nil || ex.ExitCode != 0 || !strings.Contains(ex.Stdout, "own=own ") {
+				t.Errorf("Playwright inside launching its own Chromium: %+v %v", ex, err)
+			}
 			// Disconnecting Playwright inside left the browser running.
 			if st, err := c.BrowserStatus(callCtx(t), sb.ID); err != nil || !st.Ready {
 				t.Errorf("the browser after Playwright inside disconnected: %+v %v", st, err)
