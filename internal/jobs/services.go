@@ -334,6 +334,8 @@ func (v *Services) Hold(ctx context.Context, sandboxID, name string, stop func(c
 	}
 	ss.held[i] = true
 	jobID := ss.state[i].JobID
+	close(ss.changed) // wakes a restart backoff, which then holds
+	ss.changed = make(chan struct{})
 	ss.mu.Unlock()
 	resume = func(ctx context.Context) error {
 		ss.mu.Lock()

@@ -199,12 +199,26 @@ func TestServiceHold(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, func(c *config.Config) {
 		p, _ := c.Profile(controltest.Profile)
-		p.Services = []config.ServiceSpec{{Name: "long", Command: []string{"sleep", "1000"}}}
+		p.Services = []config.ServiceSpec{{Name: "long", Command: []string{"sleep", "1000"}},
+			{Name: "crashy", Command: []string{"sh", "-c", "exit 3"}}}
 	})
 	sb := h.Create("a", control.CreateSandboxInput{})
 	svcs := h.Services
 	ctx := context.Background()
 	first := waitService(t, svcs, sb.ID, "long", "running", func(s jobs.ServiceState) bool { return s.State == "running" })
+
+	// A service waiting out a restart backoff is held at once: after three
+	// restarts the backoff is 8 s, and the hold has 4.
+	waitService(t, svcs, sb.ID, "crashy", "a fourth backoff", func(s jobs.ServiceState) bool { return s.Restarts >= 3 && s.State == "backoff" })
+	hctx, cancel := context.WithTimeout(ctx, 4*time.Second)
+	resumeCrashy, err := svcs.Hold(hctx, sb.ID, "crashy", nil)
+	cancel()
+	if err != nil {
+		t.Fatalf("holding a service in its backoff: %v", err)
+	}
+	if err := resumeCrashy(ctx); err != nil {
+		t.Fatalf("resuming the crashing service: %v", err)
+	}
 
 	// Without a stop function the service's job is canceled.
 	resume, err := svcs.Hold(ctx, sb.ID, "long", nil)
