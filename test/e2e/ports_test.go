@@ -131,6 +131,21 @@ func TestPorts(t *testing.T) {
 			if !strings.Contains(body, "Directory listing") {
 				t.Errorf("not a directory listing: %.300q", body)
 			}
+			// The other two servers start beside it: each is reached only
+			// once it listens (a runsc start on a loaded machine can take
+			// seconds longer than python's).
+			for _, port := range []int{8001, 9000} {
+				eventually(t, 30*time.Second, fmt.Sprintf("port %d listening", port), func() (bool, string) {
+					ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+					defer cancel()
+					conn, err := c.DialPort(ctx, sb.ID, port)
+					if err != nil {
+						return false, err.Error()
+					}
+					conn.Close()
+					return true, ""
+				})
+			}
 			// No API key: 401; another key: 401 too (unknown tenant).
 			if code, _, _ := apiGet(t, svc, base, ""); code != 401 {
 				t.Errorf("proxy without a key: %d", code)
@@ -208,7 +223,7 @@ func testPortForward(t *testing.T, svc *service, id string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
+	var stderr lockedBuffer // written by the command's copier while read here
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
