@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,18 +23,7 @@ import (
 // sandbox can be destroyed.
 func TestBrowserBadInput(t *testing.T) {
 	t.Parallel()
-	in := startInternet(t)
-	secretFile := filepath.Join(t.TempDir(), "echo.secret")
-	if err := os.WriteFile(secretFile, []byte("unused\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	e := newEnv(t, networkConfig(in, secretFile))
-	e.requireImage(t, "browser-playwright")
-	t.Cleanup(func() {
-		if inst := e.instance(); inst != "" {
-			dockerCmdQuiet("rm", "-f", "genesis-egress-"+inst)
-		}
-	})
+	e, _ := browserEnv(t, "")
 	svc := e.start(t)
 	c := svc.client()
 
@@ -44,20 +31,7 @@ func TestBrowserBadInput(t *testing.T) {
 		t.Run(rt, func(t *testing.T) {
 			// One CPU and 1 GiB each: the bombs below reach the limits
 			// sooner and press less on the tests that run beside this one.
-			create := func() *client.Sandbox {
-				req := client.CreateSandboxRequest{Profile: "browser-playwright", Runtime: rt,
-					Resources: &client.Resources{CPU: 1, MemoryMB: 1024},
-					Network:   &client.NetworkPolicy{Mode: client.NetworkAllowlist, Allow: []client.NetworkRule{{Host: "allowed.test", Ports: []int{80}}}}}
-				if rt == "runc" {
-					req.RiskLevel = "low"
-				}
-				sb, err := c.CreateSandbox(callCtx(t), req, "")
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { c.DeleteSandbox(context.Background(), sb.ID) })
-				return sb
-			}
+			create := func() *client.Sandbox { return createBrowser(t, c, rt, &client.Resources{CPU: 1, MemoryMB: 1024}) }
 			actions := func(id string, as ...client.BrowserAction) *client.BrowserActionsResult {
 				t.Helper()
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -3,11 +3,8 @@ package e2e
 import (
 	"archive/tar"
 	"compress/gzip"
-	"context"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -22,38 +19,15 @@ import (
 // profile.
 func TestBrowserProfile(t *testing.T) {
 	t.Parallel()
-	in := startInternet(t)
-	secretFile := filepath.Join(t.TempDir(), "echo.secret")
-	if err := os.WriteFile(secretFile, []byte("unused\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	otherKey := "gs-other-" + randomHex(t, 8)
-	e := newEnv(t, networkConfig(in, secretFile)+"tenants:\n  other: {api_keys: [\""+otherKey+"\"]}\n")
-	e.requireImage(t, "browser-playwright")
-	t.Cleanup(func() {
-		if inst := e.instance(); inst != "" {
-			dockerCmdQuiet("rm", "-f", "genesis-egress-"+inst)
-		}
-	})
+	e, _ := browserEnv(t, "tenants:\n  other: {api_keys: [\""+otherKey+"\"]}\n")
 	svc := e.start(t)
 	c := svc.client()
 	other := client.New(svc.url(), otherKey)
 
 	for _, rt := range e.runtimes(t) {
 		t.Run(rt, func(t *testing.T) {
-			create := func() *client.Sandbox {
-				req := client.CreateSandboxRequest{Profile: "browser-playwright", Runtime: rt,
-					Network: &client.NetworkPolicy{Mode: client.NetworkAllowlist, Allow: []client.NetworkRule{{Host: "allowed.test", Ports: []int{80}}}}}
-				if rt == "runc" {
-					req.RiskLevel = "low"
-				}
-				sb, err := c.CreateSandbox(callCtx(t), req, "")
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { c.DeleteSandbox(context.Background(), sb.ID) })
-				return sb
-			}
+			create := func() *client.Sandbox { return createBrowser(t, c, rt, nil) }
 			eval := func(id, expr string) string {
 				t.Helper()
 				res, err := c.BrowserActions(callCtx(t), id, client.BrowserAction{Type: "evaluate", Expression: expr})

@@ -62,20 +62,46 @@ func drive(t *testing.T, dir, mode, endpoint, key, url string) playwrightDrive {
 // TestBrowser drives the browser-playwright profile end to end, under each
 // runtime, with Playwright's own client on this machine and the actions
 // API: the sandbox reaches only the host its allowlist names.
-func TestBrowser(t *testing.T) {
+// browserEnv is an env of the browser tests: its networked sandboxes
+// reach the test's own "internet" (startInternet), extra is appended to its
+// config, and the egress gateway's container is removed at the end.
+func browserEnv(t *testing.T, extra string) (*env, *internet) {
+	t.Helper()
 	in := startInternet(t)
 	secretFile := filepath.Join(t.TempDir(), "echo.secret")
 	if err := os.WriteFile(secretFile, []byte("unused\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t, networkConfig(in, secretFile))
+	e := newEnv(t, networkConfig(in, secretFile)+extra)
 	e.requireImage(t, "browser-playwright")
-	e.requireImage(t, "tool-basic")
 	t.Cleanup(func() {
 		if inst := e.instance(); inst != "" {
 			dockerCmdQuiet("rm", "-f", "genesis-egress-"+inst)
 		}
 	})
+	return e, in
+}
+
+// createBrowser creates a browser-playwright sandbox under rt that reaches
+// allowed.test:80, deleted when t ends; res may be nil.
+func createBrowser(t *testing.T, c *client.Client, rt string, res *client.Resources) *client.Sandbox {
+	t.Helper()
+	req := client.CreateSandboxRequest{Profile: "browser-playwright", Runtime: rt, Resources: res,
+		Network: &client.NetworkPolicy{Mode: client.NetworkAllowlist, Allow: []client.NetworkRule{{Host: "allowed.test", Ports: []int{80}}}}}
+	if rt == "runc" {
+		req.RiskLevel = "low" // the profile's default (high) runs under runsc only
+	}
+	sb, err := c.CreateSandbox(callCtx(t), req, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.DeleteSandbox(context.Background(), sb.ID) })
+	return sb
+}
+
+func TestBrowser(t *testing.T) {
+	e, in := browserEnv(t, "")
+	e.requireImage(t, "tool-basic")
 	dir := browserClientDir(t)
 	var pkg struct{ Version string }
 	b, err := os.ReadFile(filepath.Join(dir, "node_modules", "playwright-core", "package.json"))
@@ -106,16 +132,7 @@ func TestBrowser(t *testing.T) {
 
 	for _, rt := range e.runtimes(t) {
 		t.Run(rt, func(t *testing.T) {
-			req := client.CreateSandboxRequest{Profile: "browser-playwright", Runtime: rt,
-				Network: &client.NetworkPolicy{Mode: client.NetworkAllowlist, Allow: []client.NetworkRule{{Host: "allowed.test", Ports: []int{80}}}}}
-			if rt == "runc" {
-				req.RiskLevel = "low" // the profile's default (high) runs under runsc only
-			}
-			sb, err := c.CreateSandbox(callCtx(t), req, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.DeleteSandbox(context.Background(), sb.ID)
+			sb := createBrowser(t, c, rt, nil)
 			if sb.Runtime != rt {
 				t.Fatalf("sandbox runtime %s, want %s", sb.Runtime, rt)
 			}
