@@ -446,33 +446,13 @@ func (s *Server) launch(j *bgJob, spec *job, stdinR *os.File) (err error) {
 	setPipeSize(outR, jobPipeSize)
 	setPipeSize(errR, jobPipeSize)
 
-	// The shim is the agent binary: agent-internal variables from the
-	// request would steer it, so background jobs never get them.
-	env := make([]string, 0, len(spec.env))
-	for _, kv := range spec.env {
-		if !strings.HasPrefix(kv, internalEnvPrefix) {
-			env = append(env, kv)
-		}
-	}
-	ss := shimSpec{Path: spec.argv0, Argv: spec.argv, Env: env, Dir: spec.dir}
+	ss := shimSpecOf(spec)
+	ss.LatePID = spec.sync
 	stdio := [3]*os.File{stdin, outW, errW}
 	oomBefore, oomOK := s.oom.read()
-	// A shim can die while idle (a signal from inside the sandbox): such
-	// a one refuses its job, and the next idle one or a new one gets it.
-	var sp *spareShim
-	for attempt := 0; ; attempt++ {
-		if sp, err = s.takeSpare(); err != nil {
-			return err
-		}
-		if err = sp.hand(ss, stdio, time.Now().Add(shimStartTimeout)); err == nil {
-			break
-		}
-		syscall.Kill(sp.pid, syscall.SIGKILL)
-		sp.retire()
-		if attempt == maxIdleSpares {
-			return err
-		}
-		s.log.Warn("job shim did not take its job; trying another", "job", j.id, "err", err)
+	sp, err := s.handToShim(j.id, ss, stdio)
+	if err != nil {
+		return err
 	}
 	j.mu.Lock()
 	j.shimPID, j.ctl = sp.pid, sp.ctl
@@ -489,7 +469,11 @@ func (s *Server) launch(j *bgJob, spec *job, stdinR *os.File) (err error) {
 		}(spec.stdin)
 	}
 	st := &shimStatus{started: make(chan struct{}), done: make(chan struct{})}
-	go s.readShimStatus(j, sp.lines, st)
+	go s.readShimStatus(j.id, sp.lines, st, func(pid int) {
+		j.mu.Lock()
+		j.pid = pid
+		j.mu.Unlock()
+	})
 
 	go func() {
 		<-st.done
@@ -526,6 +510,9 @@ func (s *Server) launch(j *bgJob, spec *job, stdinR *os.File) (err error) {
 		reuse := st.idle && !j.sentCtl
 		j.ctl = nil
 		j.mu.Unlock()
+		if !st.idle {
+			s.noteStrays() // the shim may have left part of the tree
+		}
 		// Back in the idle set before the exit is visible, so that a caller
 		// that starts its next job on seeing it finds the shim.
 		if reuse && sp.alive() {
@@ -563,6 +550,9 @@ func (s *Server) launch(j *bgJob, spec *job, stdinR *os.File) (err error) {
 		j.mu.Unlock()
 	}
 
+	if spec.sync {
+		return nil // its caller waits for the end, which carries the pid
+	}
 	// Answer once the command runs, or the job is over (exec failed).
 	wait := time.NewTimer(shimStartTimeout)
 	defer wait.Stop()
@@ -575,9 +565,44 @@ func (s *Server) launch(j *bgJob, spec *job, stdinR *os.File) (err error) {
 	return nil
 }
 
+// shimSpecOf is what a shim needs of j. The shim is the agent binary:
+// agent-internal variables from the request would steer it, so commands
+// under shims never get them.
+func shimSpecOf(j *job) shimSpec {
+	env := make([]string, 0, len(j.env))
+	for _, kv := range j.env {
+		if !strings.HasPrefix(kv, internalEnvPrefix) {
+			env = append(env, kv)
+		}
+	}
+	return shimSpec{Path: j.argv0, Argv: j.argv, Env: env, Dir: j.dir}
+}
+
+// handToShim hands a command to a warm shim. A shim can die while idle (a
+// signal from inside the sandbox): such a one refuses its job, and the next
+// idle one or a new one gets it. id names the job in logs.
+func (s *Server) handToShim(id string, ss shimSpec, stdio [3]*os.File) (*spareShim, error) {
+	for attempt := 0; ; attempt++ {
+		sp, err := s.takeSpare()
+		if err != nil {
+			return nil, err
+		}
+		if err = sp.hand(ss, stdio, time.Now().Add(shimStartTimeout)); err == nil {
+			return sp, nil
+		}
+		syscall.Kill(sp.pid, syscall.SIGKILL)
+		sp.retire()
+		if attempt == maxIdleSpares {
+			return nil, err
+		}
+		s.log.Warn("job shim did not take its job; trying another", "job", id, "err", err)
+	}
+}
+
 // readShimStatus parses the shim's status lines until the job's exit line
-// or the pipe's end.
-func (s *Server) readShimStatus(j *bgJob, r *bufio.Reader, st *shimStatus) {
+// or the pipe's end; setPID learns the command's pid before st.started
+// closes. id names the job in logs.
+func (s *Server) readShimStatus(id string, r *bufio.Reader, st *shimStatus, setPID func(int)) {
 	defer close(st.done)
 	startedClosed := false
 	for {
@@ -592,9 +617,7 @@ func (s *Server) readShimStatus(j *bgJob, r *bufio.Reader, st *shimStatus) {
 			if err != nil || startedClosed {
 				continue
 			}
-			j.mu.Lock()
-			j.pid = pid
-			j.mu.Unlock()
+			setPID(pid)
 			st.pid = pid
 			startedClosed = true
 			close(st.started)
@@ -602,13 +625,13 @@ func (s *Server) readShimStatus(j *bgJob, r *bufio.Reader, st *shimStatus) {
 			code, flag, _ := strings.Cut(arg, " ")
 			ws, err := strconv.ParseUint(code, 10, 32)
 			if err != nil {
-				s.log.Warn("job shim: malformed exit line", "job", j.id, "line", line)
+				s.log.Warn("job shim: malformed exit line", "job", id, "line", line)
 				continue
 			}
 			st.exited, st.idle, st.at, st.ws = true, flag == "idle", time.Now(), syscall.WaitStatus(ws)
 			return
 		case "warn":
-			s.log.Warn("job shim: "+arg, "job", j.id)
+			s.log.Warn("job shim: "+arg, "job", id)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -105,5 +106,108 @@ func TestExecTimeoutKillsEscapedTreeInContainers(t *testing.T) {
 				t.Errorf("processes left after the exec's timeout: %q", left)
 			}
 		})
+	}
+}
+
+// TestExecLeavesNoDaemon: a sync exec that exits at once, leaving a
+// daemonized child (a double fork into its own session), leaves nothing
+// behind either way it runs: in the agent's direct slot, and under a shim
+// (a second exec while the first holds the slot).
+func TestExecLeavesNoDaemon(t *testing.T) {
+	t.Parallel()
+	a := startAgent(t)
+	ctx := context.Background()
+	// The first exec holds the direct slot, where the agent is the
+	// command's parent; the one beside it runs under a shim.
+	holder := make(chan agentproto.ExecResult, 1)
+	go func() {
+		res, err := a.client.Exec(ctx, agentproto.ExecRequest{Script: "echo $PPID; (setsid sleep 1021 &); sleep 1"})
+		if err != nil {
+			t.Error(err)
+		}
+		holder <- res
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(hostSleeps("1021")) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first exec's daemon did not start")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	beside := execOK(t, a.client, agentproto.ExecRequest{Script: "echo $PPID; (setsid sleep 1022 &)"})
+	first := <-holder
+	agentPID := strconv.Itoa(a.pid())
+	if got := strings.TrimSpace(string(first.Stdout)); got != agentPID {
+		t.Errorf("first exec's parent %s, want the agent %s (the direct slot)", got, agentPID)
+	}
+	if got := strings.TrimSpace(string(beside.Stdout)); got == agentPID || got == "" {
+		t.Errorf("second exec's parent %q, want a shim, not the agent %s", got, agentPID)
+	}
+	// Each result is answered once its tree is gone.
+	if left := hostSleeps("1021", "1022"); len(left) > 0 {
+		t.Fatalf("daemons left after their execs ended: %v", left)
+	}
+}
+
+// TestExecSparesOlderOrphans: an exec in the direct slot kills its own
+// tree, not a process the agent adopted before it started (the orphan of a
+// job whose shim was killed), and a terminal's tree goes when it ends.
+func TestExecSparesOlderOrphans(t *testing.T) {
+	t.Parallel()
+	a := startAgent(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := a.client.StartJob(ctx, agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{JobID: "escapee",
+		Script: "(setsid sleep 1023 </dev/null >/dev/null 2>&1 &); sleep 0.2; kill -KILL $PPID; exec sleep 1000"}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := a.client.JobInfo(ctx, "escapee")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !info.Running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the job whose shim was killed did not end")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stray := hostSleeps("1023")
+	if len(stray) != 1 {
+		t.Fatalf("stray sleeps %v, want one", stray)
+	}
+	execOK(t, a.client, agentproto.ExecRequest{Script: "(setsid sleep 1024 &)"})
+	if left := hostSleeps("1024"); len(left) > 0 {
+		t.Errorf("the exec's own daemon survived: %v", left)
+	}
+	if got := hostSleeps("1023"); !slices.Equal(got, stray) {
+		t.Errorf("the older stray %v is now %v: an exec killed a process that was not its own", stray, got)
+	}
+	syscall.Kill(stray[0], syscall.SIGKILL)
+
+	// A terminal's whole tree goes when its process exits.
+	if _, err := a.client.StartTerminal(ctx, agentproto.TerminalStartRequest{ID: "t", Command: []string{"/bin/sh", "-c",
+		"(setsid sleep 1025 </dev/null >/dev/null 2>&1 &); sleep 0.2"}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		info, err := a.client.TerminalInfo(ctx, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !info.Running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the terminal did not end")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if left := hostSleeps("1025"); len(left) > 0 {
+		t.Errorf("the terminal's daemon survived its end: %v", left)
 	}
 }

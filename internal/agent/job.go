@@ -30,6 +30,10 @@ type job struct {
 	timeout time.Duration
 	grace   time.Duration
 	maxOut  int64
+	// sync is set for a synchronous exec: its caller waits for the whole
+	// job, so the start is not waited for and the shim reports the pid
+	// with the exit (shimSpec.LatePID).
+	sync bool
 }
 
 // runError is a failure to start the program that is reported to the caller
@@ -217,14 +221,20 @@ func readPending(f *os.File, p []byte) (int, error) {
 	return n, nil
 }
 
-// run runs j the way a background job runs, under a warm shim (see
-// shim.go), so that its whole tree, including descendants that left its
-// process group or session, is killed at its timeout, when ctx ends, and
-// when its main process exits; then it collects the result. The job is not
+// run runs j under a subreaper — the agent itself when the direct slot is
+// free (direct.go), else a warm shim as a background job runs (shim.go) —
+// so that its whole tree, including descendants that left its process
+// group or session, is killed at its timeout, when ctx ends, and when its
+// main process exits; then it collects the result. The job is not
 // registered in the job table: it lives as long as the request. The
 // returned error wraps an errdefs class and means no result exists.
 func (s *Server) run(ctx context.Context, id string, spec *job) (agentproto.ExecResult, error) {
+	if s.takeDirect() {
+		defer s.releaseDirect()
+		return s.runDirect(ctx, spec)
+	}
 	j := newBGJob(id, spec.maxOut, time.Now())
+	spec.sync = true
 	if !s.execs.add(j) {
 		return agentproto.ExecResult{}, fmt.Errorf("agent is shutting down: %w", errdefs.ErrUnavailable)
 	}

@@ -732,15 +732,32 @@ func TestJobShimReuse(t *testing.T) {
 		t.Errorf("the agent's children went from %+v to %+v over jobs that reused one shim", before, after)
 	}
 	// Between jobs the shim is an idle spare again, holding none of the
-	// last job's descriptors.
+	// last job's descriptors: its stdio is what the agent started it with
+	// (/dev/null, and the agent's stderr for its own messages).
 	if !idleSpare(first) {
 		t.Errorf("shim %d is not named as an idle spare after its job", first)
 	}
+	agentStderr, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/2", a.pid()))
+	for n, want := range []string{os.DevNull, os.DevNull, agentStderr} {
+		if target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", first, n)); target != want {
+			t.Errorf("idle shim's fd %d is %s, want %s", n, target, want)
+		}
+	}
+	// Beyond its stdio, status pipe (3) and control socket (4), it holds
+	// no pipe of its own (the agent's inherited descriptors aside): the
+	// jobs' ends were closed as their commands started, and the agent
+	// closed its ends when the jobs ended.
+	agentFDs := map[string]bool{}
+	afds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", a.pid()))
+	for _, fd := range afds {
+		target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", a.pid(), fd.Name()))
+		agentFDs[target] = true
+	}
 	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", first))
 	for _, fd := range fds {
-		if n, _ := strconv.Atoi(fd.Name()); n <= 2 {
-			if target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", first, n)); target != os.DevNull {
-				t.Errorf("idle shim's fd %d is %s, want %s", n, target, os.DevNull)
+		if n, _ := strconv.Atoi(fd.Name()); n > 4 {
+			if target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", first, n)); strings.HasPrefix(target, "pipe:") && !agentFDs[target] {
+				t.Errorf("idle shim holds fd %d, %s", n, target)
 			}
 		}
 	}

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -18,8 +17,9 @@ import (
 )
 
 // Terminals: a process started on a new pseudo-terminal as the leader of its
-// own session (the tty is its controlling terminal), through the supervisor
-// like every other child. Output is read from the master side into a ring of
+// own session (the tty is its controlling terminal), under a shim like a
+// background job (shim.go): when it exits, or is deleted, its whole tree
+// goes, including processes that left its session. Output is read from the master side into a ring of
 // the last agentproto.TerminalBufferBytes; attached clients follow the ring
 // by offset, so a slow client never blocks the process or other clients (it
 // skips ahead instead). The process keeps running when clients go away.
@@ -53,6 +53,9 @@ type terminal struct {
 	changed  chan struct{} // closed and replaced on every change
 	exit     *agentproto.ExitResult
 	sentKill bool
+	ctl      *os.File // control socket to the shim; nil once the terminal ended
+	shimPID  int
+	sentCtl  bool // a control byte went to the shim: it is not reused
 }
 
 func newTerminal(id string, argv []string, cols, rows int, now time.Time) *terminal {
@@ -155,8 +158,21 @@ func (t *terminal) kill() {
 		return
 	}
 	t.sentKill = true
-	if t.pid > 0 { // else startTerminal kills it once started
+	t.killLocked()
+}
+
+// killLocked SIGKILLs the terminal's group and asks its shim to kill the
+// rest of the tree. Called with mu held; before the process started it does
+// nothing, and startTerminal calls it once the process runs.
+func (t *terminal) killLocked() {
+	if t.pid > 0 {
 		syscall.Kill(-t.pid, syscall.SIGKILL)
+	}
+	if t.ctl != nil { // the rest of the tree, through the shim
+		t.sentCtl = true
+		t.ctl.SetWriteDeadline(time.Now().Add(time.Second))
+		t.ctl.Write([]byte{shimCmdKill}) // EPIPE: the shim is exiting anyway
+		syscall.Kill(t.shimPID, syscall.SIGCONT)
 	}
 }
 
@@ -173,7 +189,7 @@ func (t *terminal) hangup() {
 // pump reads the master into the ring until the process has exited and its
 // output is drained, then records the exit, kills what is left of the
 // process group, hangs the terminal up and closes the master.
-func (t *terminal) pump(s *Server, exited <-chan exitInfo) {
+func (t *terminal) pump(s *Server, sp *spareShim, st *shimStatus) {
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
@@ -190,7 +206,17 @@ func (t *terminal) pump(s *Server, exited <-chan exitInfo) {
 			}
 		}
 	}()
-	ei := <-exited
+	<-st.done
+	ws, at := st.ws, st.at
+	if !st.exited {
+		// No exit line: the shim died, and with it its status pipe.
+		ei := <-sp.done
+		sp.dead = true
+		ws, at = ei.status, ei.at
+	}
+	// The shim killed the rest of the tree; if it died, the group is what
+	// can still be reached.
+	syscall.Kill(-t.pid, syscall.SIGKILL)
 	select {
 	case <-readDone:
 	case <-time.After(terminalDrain):
@@ -198,17 +224,25 @@ func (t *terminal) pump(s *Server, exited <-chan exitInfo) {
 		<-readDone
 	}
 	t.mu.Lock()
-	code, reason, sig := s.classifyExit(ei.status, t.sentKill, 0, false)
-	// Whatever the leader left in its group goes with it.
-	syscall.Kill(-t.pid, syscall.SIGKILL)
+	code, reason, sig := s.classifyExit(ws, t.sentKill, 0, false)
 	t.master.Close()
 	t.exit = &agentproto.ExitResult{
 		ExitCode: code, ExitReason: reason, Signal: sig,
-		StdoutBytes: t.total, DurationMS: ei.at.Sub(t.started).Milliseconds(),
+		StdoutBytes: t.total, DurationMS: at.Sub(t.started).Milliseconds(),
+	}
+	reuse := st.idle && !t.sentCtl
+	t.ctl = nil
+	if !st.idle {
+		s.noteStrays() // the shim may have left part of the tree
 	}
 	close(t.done)
 	t.wakeLocked()
 	t.mu.Unlock()
+	if reuse && sp.alive() {
+		s.returnSpare(sp)
+	} else {
+		s.retireAndWait(sp)
+	}
 	s.terms.finished(t)
 }
 
@@ -344,29 +378,52 @@ func (s *Server) startTerminal(req *agentproto.TerminalStartRequest) (*terminal,
 		s.terms.remove(t)
 		return nil, fmt.Errorf("terminal %s: set window size: %v: %w", t.id, err, errdefs.ErrInternal)
 	}
-	fd := tty.Fd()
-	pid, exited, err := s.sup.start(j.argv0, j.argv, &syscall.ProcAttr{
-		Dir:   j.dir,
-		Env:   j.env,
-		Files: []uintptr{fd, fd, fd},
-		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0},
-	})
+	ss := shimSpecOf(j)
+	ss.TTY = true
+	sp, err := s.handToShim("terminal "+t.id, ss, [3]*os.File{tty, tty, tty})
 	if err != nil {
 		master.Close()
 		t.fail()
 		s.terms.remove(t)
-		if errors.Is(err, errdefs.ErrUnavailable) {
-			return nil, err
-		}
-		return nil, errdefs.WithCode("command_not_runnable", fmt.Errorf("terminal %s: start %s: %v: %w", t.id, j.argv0, err, errdefs.ErrInvalidArgument))
+		return nil, err
 	}
+	st := &shimStatus{started: make(chan struct{}), done: make(chan struct{})}
+	go s.readShimStatus("terminal "+t.id, sp.lines, st, func(int) {})
+	wait := time.NewTimer(shimStartTimeout)
+	defer wait.Stop()
+	select {
+	case <-st.started:
+	case <-st.done:
+	case <-wait.C:
+	}
+	if st.pid == 0 {
+		// The command did not start (the shim wrote why into the tty,
+		// which nobody reads), or the shim is stuck or gone.
+		master.Close()
+		t.fail()
+		s.terms.remove(t)
+		go func() {
+			<-st.done
+			if st.exited && st.idle {
+				s.returnSpare(sp)
+			} else {
+				s.retireAndWait(sp)
+			}
+		}()
+		if st.exited {
+			return nil, errdefs.WithCode("command_not_runnable", fmt.Errorf("terminal %s: start %s: exit status %d: %w", t.id, j.argv0, st.ws.ExitStatus(), errdefs.ErrInvalidArgument))
+		}
+		syscall.Kill(sp.pid, syscall.SIGKILL)
+		return nil, fmt.Errorf("terminal %s: the shim did not start %s: %w", t.id, j.argv0, errdefs.ErrUnavailable)
+	}
+	pid := st.pid
 	t.mu.Lock()
-	t.pid, t.master = pid, master
+	t.pid, t.master, t.ctl, t.shimPID = pid, master, sp.ctl, sp.pid
 	if t.sentKill { // deleted while starting
-		syscall.Kill(-pid, syscall.SIGKILL)
+		t.killLocked()
 	}
 	t.mu.Unlock()
-	go t.pump(s, exited)
+	go t.pump(s, sp, st)
 	s.log.Debug("terminal started", "terminal", t.id, "pid", pid, "argv", argv, "cols", cols, "rows", rows)
 	return t, nil
 }

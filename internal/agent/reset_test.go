@@ -18,8 +18,9 @@ import (
 
 // holderLeftovers is what a previous holder leaves in a sandbox: files in
 // every writable place (one in a directory it made unreadable), a
-// background job that ignores SIGTERM, and a setsid orphan whose parent
-// exited. dirs are the places to write into.
+// background job that ignores SIGTERM, and a setsid orphan of a job that
+// killed its own shim (a second, finished job). dirs are the places to
+// write into.
 func holderLeftovers(t *testing.T, c *agentclient.Client, dirs ...string) {
 	t.Helper()
 	script := "set -e\n"
@@ -29,18 +30,22 @@ func holderLeftovers(t *testing.T, c *agentclient.Client, dirs ...string) {
 	if res := execOK(t, c, agentproto.ExecRequest{Script: script}); res.ExitCode != 0 {
 		t.Fatalf("writing leftovers: %d %s", res.ExitCode, res.Stderr)
 	}
-	// A stray: a process in its own session whose parent is gone. An exec
-	// or a job kills its whole tree when it ends, a terminal only its
-	// process group, so the stray comes from a terminal that has ended.
+	// A stray: a process in its own session whose job lost its shim. Every
+	// exec, job and terminal runs under a subreaper that kills its whole
+	// tree when it ends, so a stray comes only from a tree whose shim was
+	// killed from inside the sandbox: the agent then kills the job's group
+	// and adopts the rest.
 	pidFile := dirs[0] + "/orphan.pid"
-	if _, err := c.StartTerminal(context.Background(), agentproto.TerminalStartRequest{ID: "orphan", Command: []string{"/bin/sh", "-c",
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.StartJob(ctx, agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{JobID: "escapee", Script: "" +
 		"(setsid sh -c 'echo $$ > " + pidFile + "; trap \"\" TERM HUP; exec sleep 1000' </dev/null >/dev/null 2>&1 &)\n" +
-			"while [ ! -s " + pidFile + " ]; do sleep 0.05; done"}}); err != nil {
+		"while [ ! -s " + pidFile + " ]; do sleep 0.05; done; kill -KILL $PPID; exec sleep 1000"}}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		info, err := c.TerminalInfo(context.Background(), "orphan")
+		info, err := c.JobInfo(ctx, "escapee")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,12 +53,10 @@ func holderLeftovers(t *testing.T, c *agentclient.Client, dirs ...string) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the terminal that leaves the stray did not end")
+			t.Fatal("the job that leaves the stray did not end")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	if _, err := c.StartJob(ctx, agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{
 		JobID: "stubborn", Script: "trap '' TERM; while :; do sleep 1; done"}}); err != nil {
 		t.Fatal(err)
@@ -100,7 +103,7 @@ func TestResetHostProcess(t *testing.T) {
 	}
 
 	res := resetOK(t, a.client)
-	if res.Killed < 2 || res.JobsDropped != 1 || res.Removed < 10 || len(res.Emptied) != 2 || res.RootScanned {
+	if res.Killed < 2 || res.JobsDropped != 2 || res.Removed < 10 || len(res.Emptied) != 2 || res.RootScanned {
 		// Killed: the job and the orphan at least.
 		t.Errorf("reset result %+v", res)
 	}
@@ -192,7 +195,7 @@ func testResetInContainer(t *testing.T, rt string) {
 
 	res := resetOK(t, c.client)
 	t.Logf("%s: reset %+v", rt, res)
-	if !res.RootScanned || res.JobsDropped != 1 || res.Killed < 2 {
+	if !res.RootScanned || res.JobsDropped != 2 || res.Killed < 2 {
 		t.Errorf("reset result %+v", res)
 	}
 	for _, p := range append(places, "/stuck") {

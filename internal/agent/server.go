@@ -91,10 +91,11 @@ type Server struct {
 	started time.Time
 	bufs    sync.Pool
 
-	jobs     jobTable  // background jobs
-	execs    execSet   // synchronous execs running (job.go)
-	discard  sync.Pool // *[]byte of discardBuf bytes: output beyond a cap
-	frames   sync.Pool // *[]byte: encoded frames of job streams
+	jobs     jobTable   // background jobs
+	execs    execSet    // synchronous execs running under shims (job.go)
+	direct   directSlot // the one synchronous exec that runs without a shim (direct.go)
+	discard  sync.Pool  // *[]byte of discardBuf bytes: output beyond a cap
+	frames   sync.Pool  // *[]byte: encoded frames of job streams
 	shimPath string
 	spares   spareSet // job shims started ahead of their jobs (spare.go)
 
@@ -191,7 +192,7 @@ func (s *Server) Run(ctx context.Context) error {
 	defer signal.Stop(sigs)
 
 	s.sup = newSupervisor(s.log)
-	s.sup.run()
+	s.initDirect(s.sup.run())
 	defer s.sup.shutdown()
 	s.refillSpare()
 

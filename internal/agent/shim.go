@@ -34,15 +34,17 @@ import (
 // the status pipe as fd 3 and the control socket (a Unix stream socket) as
 // fd 4. The idle shim names itself genesis-spare and waits on fd 4 for a
 // job: a 4-byte big-endian length carrying the job's stdin, stdout and
-// stderr as SCM_RIGHTS, then that many bytes of shimSpec JSON. It moves the
-// three descriptors to fds 0-2, names itself genesis-shim and runs the job.
-// End of file while idle means the agent retired the shim.
+// stderr as SCM_RIGHTS, then that many bytes of shimSpec JSON. It names
+// itself genesis-shim and runs the job with the three descriptors as the
+// command's fds 0-2, closing its own copies as soon as the command runs
+// (its own fds 0-2 stay /dev/null). End of file while idle means the agent
+// retired the shim.
 //
-// Status (shim → agent), one line each: "pid N" once the command runs,
-// "warn TEXT" for problems worth logging, and finally "exit WS" with the
-// command's raw wait status, or "exit WS idle" when the shim has emptied
-// the job's tree, put /dev/null back on fds 0-2 and waits for the next job.
-// Without "idle" the shim exits after the line.
+// Status (shim → agent), one line each: "pid N" once the command runs (or,
+// with LatePID, just before the exit line, in the same write), "warn TEXT"
+// for problems worth logging, and finally "exit WS" with the command's raw
+// wait status, or "exit WS idle" when the shim has emptied the job's tree
+// and waits for the next job. Without "idle" the shim exits after the line.
 //
 // Control (agent → shim, during a job), one byte each: 'T' sends SIGTERM
 // to every process of the tree; 'K' SIGKILLs the tree until it is empty.
@@ -78,6 +80,14 @@ type shimSpec struct {
 	Argv []string `json:"argv"`
 	Env  []string `json:"env"`
 	Dir  string   `json:"dir"`
+	// LatePID holds the "pid N" line back until the exit line, which it
+	// then precedes in one write: a caller that waits for the whole job
+	// (a sync exec) does not need the pid at the start, and every status
+	// line is a wake-up of the agent.
+	LatePID bool `json:"late_pid,omitempty"`
+	// TTY starts the command as a session leader with fd 0 (a terminal)
+	// as its controlling terminal.
+	TTY bool `json:"tty,omitempty"`
 }
 
 // shimKillWithin bounds how long a shim keeps killing a tree that does not
@@ -126,15 +136,9 @@ func RunShim(args []string) int {
 		return 1
 	}
 	control := os.NewFile(shimControlFD, "shim-control")
-	devNull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		fmt.Fprintf(status, "warn spare shim: %v\nexit %d\n", err, 126<<8)
-		return 1
-	}
 	sh := &shim{
 		status:  status,
 		control: control,
-		devNull: devNull,
 		self:    os.Getpid(),
 		procs:   newProcScanner("/proc"),
 		chld:    make(chan os.Signal, 1),
@@ -146,7 +150,7 @@ func RunShim(args []string) int {
 	signal.Notify(sh.chld, syscall.SIGCHLD)
 	signal.Notify(sh.fwd, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	for {
-		spec, err := receiveShimSpec(control)
+		spec, stdio, err := receiveShimSpec(control)
 		if errors.Is(err, io.EOF) {
 			return 0 // retired
 		}
@@ -156,20 +160,21 @@ func RunShim(args []string) int {
 			return 1
 		}
 		setProcName(shimNameJob)
-		if !sh.run(spec) {
+		if !sh.run(spec, stdio) {
 			return 0
 		}
 		setProcName(shimNameSpare)
 	}
 }
 
-// receiveShimSpec reads a job from the (non-blocking) control socket and
-// installs its stdio as fds 0-2. io.EOF means the socket closed before a
+// receiveShimSpec reads a job from the (non-blocking) control socket: its
+// spec and its stdin, stdout and stderr (close-on-exec descriptors the shim
+// must close once the command has them). io.EOF means the socket closed before a
 // job came.
-func receiveShimSpec(control *os.File) (shimSpec, error) {
+func receiveShimSpec(control *os.File) (shimSpec, [3]int, error) {
 	rc, err := control.SyscallConn()
 	if err != nil {
-		return shimSpec{}, fmt.Errorf("receive job: %w", err)
+		return shimSpec{}, [3]int{}, fmt.Errorf("receive job: %w", err)
 	}
 	var hdr [4]byte
 	oob := make([]byte, syscall.CmsgSpace(3*4))
@@ -186,10 +191,10 @@ func receiveShimSpec(control *os.File) (shimSpec, error) {
 		rerr = err
 	}
 	if rerr != nil {
-		return shimSpec{}, fmt.Errorf("receive job: %w", rerr)
+		return shimSpec{}, [3]int{}, fmt.Errorf("receive job: %w", rerr)
 	}
 	if n == 0 {
-		return shimSpec{}, io.EOF
+		return shimSpec{}, [3]int{}, io.EOF
 	}
 	var fds []int
 	if msgs, err := syscall.ParseSocketControlMessage(oob[:oobn]); err == nil {
@@ -203,30 +208,33 @@ func receiveShimSpec(control *os.File) (shimSpec, error) {
 		for _, f := range fds {
 			syscall.Close(f)
 		}
-		return shimSpec{}, fmt.Errorf("receive job: %d descriptors, want 3", len(fds))
+		return shimSpec{}, [3]int{}, fmt.Errorf("receive job: %d descriptors, want 3", len(fds))
 	}
-	for i, f := range fds {
-		if err := syscall.Dup3(f, i, 0); err != nil {
-			return shimSpec{}, fmt.Errorf("install fd %d: %w", i, err)
+	closeFDs := func() {
+		for _, f := range fds {
+			syscall.Close(f)
 		}
-		syscall.Close(f)
 	}
 	if _, err := io.ReadFull(control, hdr[n:]); err != nil {
-		return shimSpec{}, fmt.Errorf("receive job: %w", err)
+		closeFDs()
+		return shimSpec{}, [3]int{}, fmt.Errorf("receive job: %w", err)
 	}
 	size := binary.BigEndian.Uint32(hdr[:])
 	if size > maxShimSpec {
-		return shimSpec{}, fmt.Errorf("receive job: spec of %d bytes", size)
+		closeFDs()
+		return shimSpec{}, [3]int{}, fmt.Errorf("receive job: spec of %d bytes", size)
 	}
 	body := make([]byte, size)
 	if _, err := io.ReadFull(control, body); err != nil {
-		return shimSpec{}, fmt.Errorf("receive job: %w", err)
+		closeFDs()
+		return shimSpec{}, [3]int{}, fmt.Errorf("receive job: %w", err)
 	}
 	var spec shimSpec
 	if err := json.Unmarshal(body, &spec); err != nil || spec.Path == "" || len(spec.Argv) == 0 {
-		return shimSpec{}, fmt.Errorf("receive job: malformed spec (%v)", err)
+		closeFDs()
+		return shimSpec{}, [3]int{}, fmt.Errorf("receive job: malformed spec (%v)", err)
 	}
-	return spec, nil
+	return spec, [3]int{fds[0], fds[1], fds[2]}, nil
 }
 
 // setProcName sets the name (comm) /proc shows for the process, best
@@ -244,7 +252,6 @@ func setProcName(name string) {
 type shim struct {
 	status        *os.File
 	control       *os.File
-	devNull       *os.File
 	self          int
 	procs         *procScanner
 	chld          chan os.Signal
@@ -261,36 +268,52 @@ func (sh *shim) report(format string, args ...any) {
 	fmt.Fprintf(sh.status, format+"\n", args...)
 }
 
-// run runs one job. It reports whether the shim may take another: not when
-// the agent is gone or part of the tree survived.
-func (sh *shim) run(spec shimSpec) bool {
+// run runs one job with stdio as its fds 0-2. It reports whether the shim
+// may take another: not when the agent is gone or part of the tree
+// survived. The shim keeps no copy of the job's stdio once the command
+// runs, so the agent sees the end of its output as soon as the job's
+// processes are gone, not only after the shim's exit report.
+func (sh *shim) run(spec shimSpec, stdio [3]int) bool {
 	if sh.warnSubreaper != nil {
 		sh.report("warn cannot become a child subreaper (%v): escaped descendants cannot be tracked", sh.warnSubreaper)
 	}
 	sh.main, sh.mainDone, sh.mainStatus = 0, false, 0
 	drainSignals(sh.chld) // the last job's; a signal to an idle shim is not this job's
 	drainSignals(sh.fwd)
+	// The control reader is up before the command starts, so that it does
+	// not compete with the command's start for the CPU.
+	ctl := make(chan byte, 4)
+	go readShimControl(sh.control, ctl)
+	sys := &syscall.SysProcAttr{Setpgid: true}
+	if spec.TTY {
+		sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}
 	pid, err := syscall.ForkExec(spec.Path, spec.Argv, &syscall.ProcAttr{
 		Dir:   spec.Dir,
 		Env:   spec.Env,
-		Files: []uintptr{0, 1, 2},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+		Files: []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2])},
+		Sys:   sys,
 	})
 	if err != nil {
 		code := 126
 		if errors.Is(err, syscall.ENOENT) {
 			code = 127
 		}
-		fmt.Fprintf(os.Stderr, "genesis-agent: %s: %v\n", spec.Argv[0], err)
-		sh.releaseStdio()
+		syscall.Write(stdio[2], fmt.Appendf(nil, "genesis-agent: %s: %v\n", spec.Argv[0], err))
+		closeStdio(stdio)
+		if sh.stopControl(ctl) {
+			sh.report("exit %d", code<<8)
+			return false
+		}
 		sh.report("exit %d idle", code<<8)
 		return true
 	}
+	closeStdio(stdio)
 	sh.main = pid
-	sh.report("pid %d", pid)
+	if !spec.LatePID {
+		sh.report("pid %d", pid)
+	}
 
-	ctl := make(chan byte, 4)
-	go readShimControl(sh.control, ctl)
 	terminating, killed, agentGone := false, false, false
 	for !sh.mainDone {
 		select {
@@ -324,7 +347,26 @@ func (sh *shim) run(spec shimSpec) bool {
 	if left > 0 {
 		sh.report("warn %d processes of the job survived SIGKILL for %v", left, shimKillWithin)
 	}
-	// Stop reading control bytes: the socket carries the next job.
+	if sh.stopControl(ctl) {
+		agentGone = true
+	}
+	idle := left == 0 && !agentGone
+	sh.main = 0
+	pidLine := ""
+	if spec.LatePID {
+		pidLine = fmt.Sprintf("pid %d\n", pid)
+	}
+	if idle {
+		sh.report("%sexit %d idle", pidLine, uint32(sh.mainStatus))
+	} else {
+		sh.report("%sexit %d", pidLine, uint32(sh.mainStatus))
+	}
+	return idle
+}
+
+// stopControl stops the job's control reader, whose channel is ctl: the
+// socket carries the next job. It reports whether the agent is gone.
+func (sh *shim) stopControl(ctl <-chan byte) (agentGone bool) {
 	sh.control.SetReadDeadline(time.Now())
 	for c := range ctl {
 		if c == 0 {
@@ -332,22 +374,13 @@ func (sh *shim) run(spec shimSpec) bool {
 		}
 	}
 	sh.control.SetReadDeadline(time.Time{})
-	idle := left == 0 && !agentGone
-	sh.releaseStdio()
-	sh.main = 0
-	if idle {
-		sh.report("exit %d idle", uint32(sh.mainStatus))
-	} else {
-		sh.report("exit %d", uint32(sh.mainStatus))
-	}
-	return idle
+	return agentGone
 }
 
-// releaseStdio puts /dev/null on fds 0-2, so that the shim holds none of
-// the last job's pipes: the agent's readers see their end.
-func (sh *shim) releaseStdio() {
-	for fd := 0; fd <= 2; fd++ {
-		syscall.Dup3(int(sh.devNull.Fd()), fd, 0)
+// closeStdio closes the shim's copies of a job's stdio.
+func closeStdio(stdio [3]int) {
+	for _, fd := range stdio {
+		syscall.Close(fd)
 	}
 }
 

@@ -45,10 +45,14 @@ func newSupervisor(log *slog.Logger) *supervisor {
 }
 
 // run makes the process a child subreaper and starts the reaper goroutine.
-func (s *supervisor) run() {
+// It reports whether the process is init or a child subreaper: whether
+// every orphan without a shim above it comes to this process.
+func (s *supervisor) run() (subreaper bool) {
+	subreaper = true
 	if os.Getpid() != 1 {
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 			s.log.Warn("cannot become child subreaper; orphans of jobs will not be reaped here", "err", err)
+			subreaper = false
 		}
 	}
 	s.sigchld = make(chan os.Signal, 1)
@@ -56,6 +60,15 @@ func (s *supervisor) run() {
 	s.done = make(chan struct{})
 	signal.Notify(s.sigchld, syscall.SIGCHLD)
 	go s.reapLoop()
+	return subreaper
+}
+
+// withKnown calls fn with a test for the pids this supervisor started and
+// waits for, under its lock: no child is started or dispatched meanwhile.
+func (s *supervisor) withKnown(fn func(known func(pid int) bool)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn(func(pid int) bool { _, ok := s.waiters[pid]; return ok })
 }
 
 // shutdown stops the reaper goroutine. Registered waiters are left as they are.
