@@ -11,15 +11,17 @@
 // dispatches statuses to the jobs that registered their pids, so nothing else
 // may wait for children in this process.
 //
-// Synchronous execs (POST /v1/exec) and background jobs (/v1/jobs) run the
-// same way: under a shim, the agent binary re-executed as a child subreaper
-// (shim.go), so everything the command forks stays below it, even after
-// setsid or a double fork, and a timeout, a cancel or the command's exit
-// kills the whole tree. Shims are started ahead of their jobs and reused
-// (spare.go), so a start does not wait for a process and its runtime to
-// come up. An exec is a job that lives only as long as its request and is
-// collected into one answer. Terminals (pty.go) still run directly under
-// the agent and are contained by their process group only.
+// Synchronous execs (POST /v1/exec), background jobs (/v1/jobs) and
+// terminals (pty.go) run the same way: under a subreaper, so everything the
+// command forks stays below it, even after setsid or a double fork, and a
+// timeout, a cancel or the command's exit kills the whole tree. The
+// subreaper is a shim, the agent binary re-executed as a child subreaper
+// (shim.go), or — for one synchronous exec at a time, the direct slot
+// (direct.go) — the agent itself, which saves the hand-over to another
+// process. Shims are started ahead of their jobs and reused (spare.go), so
+// a start does not wait for a process and its runtime to come up. An exec
+// is a job that lives only as long as its request and is collected into
+// one answer.
 // Job output is kept in memory up to a cap per stream (output.go) and
 // streamed as agentproto frames from any offset, so a dropped connection
 // loses nothing.
