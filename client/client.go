@@ -441,3 +441,18 @@ func isProblem(h http.Header) bool {
 	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
 	return err == nil && mt == "application/problem+json"
 }
+
+// CreateTerminalTicket calls POST /v1/sandboxes/{id}/terminal/tickets: a
+// single-use ticket for the sandbox's terminal WebSocket, valid for about
+// 30 seconds.
+func (c *Client) CreateTerminalTicket(ctx context.Context, sandboxID string) (*TerminalTicket, error) {
+	p, err := idPath("/v1/sandboxes/", sandboxID)
+	if err != nil {
+		return nil, err
+	}
+	var v TerminalTicket
+	if err := c.do(ctx, request{method: http.MethodPost, path: p + "/terminal/tickets", body: struct{}{}, auth: true}, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}

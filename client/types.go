@@ -333,3 +333,12 @@ type ExitEvent struct {
 	StderrTruncated bool   `json:"stderr_truncated"`
 	DurationMS      int64  `json:"duration_ms,omitempty"`
 }
+
+// TerminalTicket opens one sandbox's terminal WebSocket once, within a short
+// time, as the caller who asked for it: for clients (browsers) that cannot
+// send an Authorization header on a WebSocket. Give it as ?ticket= on
+// GET /v1/sandboxes/{id}/terminal.
+type TerminalTicket struct {
+	Ticket    string    `json:"ticket"`
+	ExpiresAt time.Time `json:"expires_at"`
+}

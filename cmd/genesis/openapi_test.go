@@ -96,6 +96,7 @@ func apiRoutes() []apiRoute {
 		{"post", "/v1/sandboxes/{id}/files/search", []string{"200", "400", "401", "404"}},
 		{"post", "/v1/sandboxes/{id}/files/replace", []string{"200", "400", "401", "404"}},
 		{"get", "/v1/sandboxes/{id}/terminal", []string{"101", "400", "401", "404", "409"}},
+		{"post", "/v1/sandboxes/{id}/terminal/tickets", []string{"201", "401", "404"}},
 		{"post", "/v1/tenants", []string{"201", "400", "401", "403", "409"}},
 		{"get", "/v1/tenants", []string{"200", "401", "403"}},
 		{"get", "/v1/tenants/{name}", []string{"200", "401", "403", "404"}},

@@ -25,6 +25,7 @@ func newSandboxCmd(a *app) *cobra.Command {
 		newSandboxListCmd(a),
 		newSandboxGetCmd(a),
 		newSandboxRemoveCmd(a),
+		newSandboxTicketCmd(a),
 	)
 	return cmd
 }
@@ -267,6 +268,26 @@ func newSandboxRemoveCmd(a *app) *cobra.Command {
 				return &exitError{code: 1}
 			}
 			return nil
+		}),
+	}
+}
+
+// newSandboxTicketCmd builds "genesis sandbox terminal-ticket".
+func newSandboxTicketCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "terminal-ticket SANDBOX",
+		Short: "Get a single-use ticket for the sandbox's terminal WebSocket",
+		Long: `Get a ticket that opens the sandbox's terminal WebSocket once, within
+about 30 seconds, as this key: GET /v1/sandboxes/{id}/terminal?ticket=T. For
+clients such as browsers that cannot send an Authorization header on a
+WebSocket; the API key itself never goes into a URL.`,
+		Args: exactArgs(1, "one sandbox id"),
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.TerminalTicket, error) {
+				return c.CreateTerminalTicket(ctx, args[0])
+			}, func(t *client.TerminalTicket) error {
+				return printFields(a.stdout, []field{{"Ticket", t.Ticket}, {"Expires", formatTime(t.ExpiresAt)}})
+			})
 		}),
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/console"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/driver/docker"
 	"genesis.dev/sandbox/internal/httpapi"
@@ -162,7 +163,11 @@ func serve(ctx context.Context, args []string) error {
 	defer m.svcs.Close() // before the jobs: no service restarts while they close
 	defer m.mcp.Close()  // before the jobs: an instance stops its server job and own lease
 
-	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	handler := api.Handler()
+	if cfg.Console.Enabled {
+		handler = withConsole(handler, log)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	log.Info("sandbox-service listening", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "instance", instance, "version", version)
 	if generated {
 		fmt.Fprintf(os.Stderr, "\nAPI key (saved in %s): %s\n  export GENESIS_URL=http://%s GENESIS_API_KEY=%s\n\n",
@@ -263,4 +268,21 @@ func installBinary(name, src, dataDir string) (string, error) {
 		return "", err
 	}
 	return dir, os.Rename(tmp, dst)
+}
+
+// withConsole serves the web console at /console/ beside the API. A plain
+// prefix test, not a ServeMux: a mux would clean (redirect) the API's paths,
+// and proxied paths into a sandbox must reach it as sent.
+func withConsole(api http.Handler, log *slog.Logger) http.Handler {
+	c := console.New()
+	if !c.Built() {
+		log.Warn("the web console's front-end is not built into this binary: /console/ says so; run make build")
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, console.Prefix) || r.URL.Path+"/" == console.Prefix {
+			c.ServeHTTP(w, r)
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
 }

@@ -50,6 +50,15 @@ type Config struct {
 	MCP MCP `yaml:"mcp"`
 	// Skills configures skills and their runs.
 	Skills Skills `yaml:"skills"`
+	// Console configures the web console.
+	Console Console `yaml:"console"`
+}
+
+// Console configures the web console served at /console/.
+type Console struct {
+	// Enabled serves the console (default true); off, /console/ is an
+	// unknown route like any other.
+	Enabled bool `yaml:"enabled"`
 }
 
 // AdminTenant is the tenant that owns admin_api_key.

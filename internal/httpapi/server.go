@@ -87,6 +87,7 @@ type Server struct {
 	mcp       *servers.Manager
 	skills    *skills.Manager
 	browser   *browser.Manager
+	tickets   terminalTickets
 }
 
 type apiKey struct {
@@ -183,7 +184,7 @@ func (s *Server) routesInit() {
 	s.fileRoutes()
 	s.artifactRoutes()
 	s.networkRoutes()
-	s.handle("GET", "/v1/sandboxes/{id}/terminal", true, s.terminal)
+	s.terminalRoutes()
 	s.tenantRoutes()
 	s.handle("GET", "/v1/audit", true, s.listAudit)
 	s.leaseRoutes()
@@ -292,14 +293,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			s.writeProblem(w, r, errdefs.WithCode("unauthenticated", fmt.Errorf("missing Authorization: Bearer <api key> header: %w", errdefs.ErrUnauthenticated)))
 			return
 		}
-		sum := sha256.Sum256([]byte(token))
-		static := ""
-		for _, k := range s.keys {
-			if subtle.ConstantTimeCompare(sum[:], k.hash[:]) == 1 {
-				static = k.tenant
-			}
-		}
-		p, err := s.ctl.Authenticate(r.Context(), sum, static)
+		p, err := s.resolveKey(r.Context(), sha256.Sum256([]byte(token)))
 		if err != nil {
 			s.writeProblem(w, r, err)
 			return
@@ -309,6 +303,17 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey, p)))
 	})
+}
+
+// resolveKey answers whose key has the SHA-256 sum.
+func (s *Server) resolveKey(ctx context.Context, sum [32]byte) (tenant.Principal, error) {
+	static := ""
+	for _, k := range s.keys {
+		if subtle.ConstantTimeCompare(sum[:], k.hash[:]) == 1 {
+			static = k.tenant
+		}
+	}
+	return s.ctl.Authenticate(ctx, sum, static)
 }
 
 // adminOnly refuses callers whose tenant is not an admin tenant with 403

@@ -146,6 +146,12 @@ var rules = []rule{
 		NoImport: []string{"internal/driver/...", "internal/joblog", "internal/agent/agentclient", "internal/store/sqlstore", "internal/store/sqlite", "internal/store/postgres"},
 	},
 	{
+		Pkg:      "internal/console",
+		Why:      "the console only serves its embedded files: the standard library and nothing of the project",
+		Only:     []string{},
+		External: []string{},
+	},
+	{
 		Pkg:      "internal/httpapi",
 		Why:      "the API calls control and the workload managers; it never imports a driver, the store, admission, the job log or the agent protocol",
 		Forbid:   []string{"cmd/..."},
