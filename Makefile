@@ -15,16 +15,21 @@ TEST_IMAGES ?= tool-basic tool-node code-python-basic code-python-data skill-pyt
 FUZZ_TARGETS ?= FuzzResolvePath FuzzResolveBelow
 FUZZTIME ?= 15s
 
-.PHONY: all build setup images test-images test-deps run test unit fuzz cross lint bench clean
+.PHONY: all build console setup images test-images test-deps run test unit fuzz cross lint bench clean
 
 all: build
 
-build:
+build: console
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/genesis-agent ./cmd/genesis-agent
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/genesis-egress ./cmd/genesis-egress
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/sandbox-service ./cmd/sandbox-service
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/genesis ./cmd/genesis
+
+# The web console's front-end (console/, npm packages from its lockfile),
+# bundled into internal/console/dist, which sandbox-service embeds.
+console:
+	cd console && npm ci --no-audit --no-fund --loglevel=warn && npm run --silent build
 
 # Install Docker, debootstrap, busybox and gVisor runsc if missing; start dockerd.
 setup:

@@ -1,0 +1,33 @@
+// build.mjs bundles src/ into ../internal/console/dist (app.js, app.css,
+// index.html), which the service embeds, and prints the bundle sizes.
+import { build } from 'esbuild';
+import { copyFileSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { gzipSync } from 'node:zlib';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const out = new URL('../internal/console/dist/', import.meta.url).pathname;
+for (const f of readdirSync(out, { withFileTypes: true })) {
+  if (!f.name.startsWith('.')) rmSync(join(out, f.name), { recursive: true });
+}
+mkdirSync(out, { recursive: true });
+await build({
+  entryPoints: { app: 'src/main.js', style: 'src/style.css' },
+  bundle: true,
+  minify: true,
+  format: 'esm',
+  target: ['chrome110', 'firefox115', 'safari16'],
+  outdir: out,
+  entryNames: '[name]',
+  legalComments: 'none',
+  logLevel: 'warning',
+});
+copyFileSync('src/index.html', join(out, 'index.html'));
+let total = 0, gz = 0;
+for (const f of readdirSync(out)) {
+  if (f.startsWith('.')) continue;
+  const b = readFileSync(join(out, f));
+  total += b.length; gz += gzipSync(b).length;
+  console.log(`console: ${f} ${statSync(join(out, f)).size} bytes`);
+}
+console.log(`console: bundle ${total} bytes (${gz} gzipped)`);

@@ -1,0 +1,153 @@
+// main.js: sign-in, the header, the theme and the hash router. Every view
+// has its own URL (#/sandboxes/ID, #/jobs/ID, …) so a link can be shared
+// and a reload shows the same view.
+import { h, replace, note, field } from './dom.js';
+import { session, request, whenSignedOut, ApiError } from './api.js';
+import { startSampler } from './metrics.js';
+import { sandboxesView } from './views/sandboxes.js';
+import { sandboxView } from './views/sandbox.js';
+import { jobView } from './views/job.js';
+import { filesView, fileView } from './views/files.js';
+import { terminalView } from './views/terminal.js';
+import { leasesView, poolsView } from './views/leases.js';
+import { tenantsView } from './views/tenants.js';
+import { auditView } from './views/audit.js';
+import { systemView } from './views/system.js';
+import { laterView, notFoundView } from './views/misc.js';
+
+const routes = [
+  [/^\/sandboxes$/, sandboxesView, 'sandboxes'],
+  [/^\/sandboxes\/([^/]+)$/, sandboxView, 'sandboxes'],
+  [/^\/sandboxes\/([^/]+)\/files$/, filesView, 'sandboxes'],
+  [/^\/sandboxes\/([^/]+)\/files\/view$/, fileView, 'sandboxes'],
+  [/^\/sandboxes\/([^/]+)\/terminal$/, terminalView, 'sandboxes'],
+  [/^\/jobs\/([^/]+)$/, jobView, 'sandboxes'],
+  [/^\/leases$/, leasesView, 'leases'],
+  [/^\/pools$/, poolsView, 'pools'],
+  [/^\/tenants$/, tenantsView, 'tenants'],
+  [/^\/audit$/, auditView, 'audit'],
+  [/^\/system$/, systemView, 'system'],
+  [/^\/desktop$/, laterView('Desktops', 'The live view of a desktop sandbox, with observe, take over and release, comes with the desktop issue; it will appear here.'), 'desktop'],
+  [/^\/traces$/, laterView('Traces', 'The trace player comes with the trace issue; it will appear here.'), 'traces'],
+];
+
+const nav = [
+  ['sandboxes', 'Sandboxes'], ['leases', 'Leases'], ['pools', 'Pools'], ['tenants', 'Tenants', true],
+  ['audit', 'Audit log'], ['system', 'System'], ['desktop', 'Desktops'], ['traces', 'Traces'],
+];
+
+const main = document.getElementById('main');
+const top = document.getElementById('top');
+let cleanup = null;
+let renderSeq = 0;
+
+// Theme: the system's by default, or the one chosen (kept in localStorage:
+// it is no secret).
+function applyTheme() {
+  const t = localStorage.getItem('genesis.theme');
+  if (t) document.documentElement.dataset.theme = t;
+  else delete document.documentElement.dataset.theme;
+}
+function toggleTheme() {
+  const dark = document.documentElement.dataset.theme
+    ? document.documentElement.dataset.theme === 'dark'
+    : matchMedia('(prefers-color-scheme: dark)').matches;
+  localStorage.setItem('genesis.theme', dark ? 'light' : 'dark');
+  applyTheme();
+}
+
+export function parseHash() {
+  const raw = location.hash.replace(/^#/, '') || '/sandboxes';
+  const [path, qs] = raw.split('?');
+  return { path, query: new URLSearchParams(qs || '') };
+}
+
+// go navigates to a view (#/path?query).
+export function go(path, query) {
+  const qs = query ? new URLSearchParams(Object.entries(query).filter(([, v]) => v !== '' && v != null)).toString() : '';
+  location.hash = '#' + path + (qs ? '?' + qs : '');
+}
+
+function header(active) {
+  const links = nav.filter(([, , admin]) => !admin || session.admin).map(([id, label]) =>
+    h('li', {}, h('a', { href: `#/${id}`, 'aria-current': id === active ? 'page' : null }, label)));
+  replace(top,
+    h('div', { class: 'brand' }, h('a', { href: '#/sandboxes' }, 'Genesis Sandbox')),
+    session.key ? h('nav', { 'aria-label': 'Main' }, h('ul', {}, links)) : null,
+    h('div', { class: 'tools' },
+      session.key ? h('span', { class: 'muted', id: 'who' }, session.admin ? 'admin key' : 'tenant key') : null,
+      h('button', { type: 'button', class: 'ghost', onclick: toggleTheme, 'aria-label': 'Switch between dark and light theme' }, 'Theme'),
+      session.key ? h('button', { type: 'button', class: 'ghost', id: 'signout', onclick: signOut }, 'Sign out') : null));
+}
+
+function signOut() {
+  session.clear();
+  render();
+}
+
+function signIn(message) {
+  header('');
+  const input = h('input', { type: 'password', name: 'key', autocomplete: 'off', required: true, spellcheck: 'false', id: 'key' });
+  const msg = h('div', { id: 'signin-msg' }, message ? note(message, 'error') : null);
+  const form = h('form', { class: 'card narrow', 'aria-labelledby': 'signin-title' },
+    h('h1', { id: 'signin-title' }, 'Sign in'),
+    h('p', { class: 'muted' }, 'Use an API key of the service. It is kept in this tab only (session storage) and sent only in the Authorization header.'),
+    field('API key', input),
+    h('button', { type: 'submit', id: 'signin' }, 'Sign in'),
+    msg);
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const key = input.value.trim();
+    replace(msg, note('Checking…'));
+    try {
+      await request('GET', '/v1/capabilities', { key });
+    } catch (e) {
+      const why = e instanceof ApiError && e.status === 401
+        ? `This key was not accepted (${e.code || 'unauthenticated'}): check it, or ask for a new one if it was revoked.`
+        : `Could not sign in: ${e.message}`;
+      replace(msg, note(why, 'error'));
+      input.focus();
+      return;
+    }
+    let admin = false;
+    try { await request('GET', '/v1/tenants', { key }); admin = true; } catch { /* a tenant key */ }
+    session.set(key, admin);
+    render();
+  });
+  replace(main, form);
+  input.focus();
+}
+
+whenSignedOut(() => {
+  session.clear();
+  signIn('Your key is no longer accepted; sign in again.');
+});
+
+async function render() {
+  if (cleanup) { try { cleanup(); } catch { /* view gone */ } cleanup = null; }
+  const seq = ++renderSeq;
+  if (!session.key) { signIn(); return; }
+  const { path, query } = parseHash();
+  const hit = routes.map(([re, view, tab]) => [path.match(re), view, tab]).find(([m]) => m);
+  header(hit ? hit[2] : '');
+  const root = h('div', { class: 'view' });
+  replace(main, root);
+  if (!hit) { notFoundView(root, 'There is no such page in the console.'); return; }
+  const [m, view] = hit;
+  try {
+    const c = await view(root, { params: m.slice(1).map(decodeURIComponent), query, go, refresh: render });
+    if (seq !== renderSeq) { if (typeof c === 'function') c(); return; }
+    cleanup = typeof c === 'function' ? c : null;
+  } catch (e) {
+    if (seq !== renderSeq) return;
+    if (e instanceof ApiError && e.status === 404) notFoundView(root, e.message);
+    else if (!(e instanceof ApiError && e.status === 401)) replace(root, note(`${e.message}${e.code ? ` (${e.code})` : ''}`, 'error'));
+  }
+  const h1 = root.querySelector('h1');
+  if (h1) document.title = `${h1.textContent} – Genesis Sandbox`;
+}
+
+applyTheme();
+window.addEventListener('hashchange', () => { render(); main.focus({ preventScroll: true }); });
+startSampler();
+render();

@@ -1,0 +1,89 @@
+import { h, replace, table, badge, note, fmtTime, fmtBytes, field } from '../dom.js';
+import { get, post, del, enc } from '../api.js';
+import { jobsOf, rememberJob } from './jobstore.js';
+
+export async function sandboxView(root, { params: [id], go }) {
+  const sb = await get(`/v1/sandboxes/${enc(id)}`);
+  const base = `/v1/sandboxes/${enc(sb.id)}`;
+  const r = sb.resources || {};
+  const msg = h('div', { 'aria-live': 'polite' });
+  const live = !['destroyed', 'failed', 'draining'].includes(sb.state);
+
+  const facts = h('dl', { class: 'facts' },
+    [['State', badge(sb.state)], ['Profile', sb.profile], ['Runtime', sb.runtime], ['Risk level', sb.risk_level],
+      ['Image', sb.image], ['CPU', r.cpu || '–'], ['Memory', r.memory_mb ? `${r.memory_mb} MiB` : '–'], ['Pids', r.pids || '–'],
+      ['Disk', r.disk_mb ? `${r.disk_mb} MiB` : 'no quota'], ['Created', fmtTime(sb.created_at)], ['Updated', fmtTime(sb.updated_at)],
+      ['Expires', fmtTime(sb.expires_at)], ['Failure', sb.failure_reason || null],
+      ['Metadata', Object.entries(sb.metadata || {}).map(([k, v]) => `${k}=${v}`).join(', ') || '–'],
+      ['Env keys', (sb.env_keys || []).join(', ') || '–']]
+      .filter(([, v]) => v !== null).map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
+
+  const run = h('form', { class: 'card', id: 'run', 'aria-labelledby': 'run-title' },
+    h('h2', { id: 'run-title' }, 'Run a command'),
+    field('Shell command', h('input', { name: 'script', id: 'script', required: true, placeholder: 'echo hello; ls /workspace', autocomplete: 'off' })),
+    h('button', { type: 'submit', disabled: !live }, 'Run'));
+  run.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const script = new FormData(run).get('script');
+    try {
+      const job = await post(`${base}/exec`, { script, background: true });
+      rememberJob(sb.id, { id: job.id, what: script });
+      go(`/jobs/${job.id}`);
+    } catch (e) { replace(msg, note(`${e.message}${e.code ? ` (${e.code})` : ''}`, 'error')); }
+  });
+
+  const jobs = jobsOf(sb.id).map((j) => h('tr', {}, h('td', {}, h('a', { href: `#/jobs/${enc(j.id)}` }, j.id)), h('td', {}, h('code', {}, j.what)), h('td', {}, fmtTime(j.at))));
+  const services = (sb.services || []).map((s) => h('tr', {}, h('td', {}, s.name), h('td', {}, badge(s.state)), h('td', {}, String(s.restarts)),
+    h('td', {}, s.job_id ? h('a', { href: `#/jobs/${enc(s.job_id)}` }, 'log') : '–'), h('td', {}, s.error || '')));
+
+  const endpoints = (sb.endpoints || []).map((e) => {
+    const out = h('span', {});
+    return h('tr', {}, h('td', {}, e.name), h('td', {}, String(e.port)), h('td', {}, e.protocol),
+      h('td', {}, e.protocol === 'tcp' ? '–' : h('button', {
+        type: 'button', class: 'small', onclick: async () => {
+          try {
+            const l = await post(`${base}/ports/${e.port}/links`, { ttl_seconds: 3600 });
+            replace(out, h('a', { href: l.url, target: '_blank', rel: 'noopener noreferrer' }, 'open preview (1 h)'));
+          } catch (err) { replace(out, note(err.message, 'error')); }
+        },
+      }, 'Make preview link'), ' ', out));
+  });
+  const portForm = h('form', { class: 'inline', 'aria-label': 'Preview link to any port' },
+    field('Port', h('input', { name: 'port', type: 'number', min: '1', max: '65535', required: true })),
+    h('button', { type: 'submit', class: 'small' }, 'Preview link'));
+  const portOut = h('div', {});
+  portForm.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    try {
+      const l = await post(`${base}/ports/${Number(new FormData(portForm).get('port'))}/links`, { ttl_seconds: 3600 });
+      replace(portOut, h('a', { href: l.url, target: '_blank', rel: 'noopener noreferrer' }, l.url));
+    } catch (err) { replace(portOut, note(`${err.message}${err.code ? ` (${err.code})` : ''}`, 'error')); }
+  });
+
+  const net = sb.network || { mode: 'none', status: 'none' };
+  const events = h('div', {}, h('p', { class: 'muted' }, 'Loading egress events…'));
+  if (net.mode !== 'none') {
+    get(`${base}/network/events`, { limit: 100 }).then((l) => replace(events, table('Egress events', ['Time', 'Decision', 'Proto', 'Name', 'Address', 'Port', 'Up', 'Down', 'Reason'],
+      (l.items || []).map((e) => h('tr', {}, h('td', {}, fmtTime(e.time)), h('td', {}, badge(e.decision)), h('td', {}, e.proto), h('td', {}, e.name || ''),
+        h('td', {}, e.address || ''), h('td', {}, e.port ? String(e.port) : ''), h('td', {}, fmtBytes(e.bytes_up)), h('td', {}, fmtBytes(e.bytes_down)), h('td', {}, e.reason || ''))),
+      'No egress events yet.'))).catch((e) => replace(events, note(e.message, 'error')));
+  } else replace(events, h('p', { class: 'muted' }, 'No network: the sandbox has only loopback, so there are no egress events.'));
+
+  replace(root,
+    h('div', { class: 'title-row' }, h('h1', { id: 'sandbox-title' }, `Sandbox ${sb.id}`),
+      h('div', { class: 'actions' },
+        h('a', { class: 'button', href: `#/sandboxes/${enc(sb.id)}/files`, id: 'open-files' }, 'Files'),
+        h('a', { class: 'button', href: `#/sandboxes/${enc(sb.id)}/terminal`, id: 'open-terminal' }, 'Terminal'),
+        h('button', { type: 'button', class: 'danger', onclick: async () => {
+          if (!confirm(`Delete sandbox ${sb.id}?`)) return;
+          try { await del(base); go('/sandboxes'); } catch (e) { replace(msg, note(e.message, 'error')); }
+        } }, 'Delete'))),
+    msg, facts, run,
+    h('section', { 'aria-labelledby': 'jobs-title' }, h('h2', { id: 'jobs-title' }, 'Jobs started here'),
+      table('Jobs', ['Job', 'Command', 'Started'], jobs, 'No job started from this browser tab yet (the API does not list a sandbox\'s jobs).')),
+    services.length ? h('section', {}, h('h2', {}, 'Services'), table('Services', ['Name', 'State', 'Restarts', 'Log', 'Error'], services)) : null,
+    h('section', { 'aria-labelledby': 'ports-title' }, h('h2', { id: 'ports-title' }, 'Endpoints and ports'),
+      table('Endpoints', ['Name', 'Port', 'Protocol', 'Preview'], endpoints, 'The profile names no endpoints.'), portForm, portOut),
+    h('section', { 'aria-labelledby': 'net-title' }, h('h2', { id: 'net-title' }, 'Network'),
+      h('p', {}, 'Mode ', badge(net.mode), ' status ', badge(net.status), net.status_reason ? ` – ${net.status_reason}` : ''), events));
+}
