@@ -456,3 +456,13 @@ func (c *Client) CreateTerminalTicket(ctx context.Context, sandboxID string) (*T
 	}
 	return &v, nil
 }
+
+// Whoami calls GET /v1/whoami: the tenant of this client's key and whether
+// it is an admin key.
+func (c *Client) Whoami(ctx context.Context) (*Whoami, error) {
+	var v Whoami
+	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/whoami", auth: true}, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}

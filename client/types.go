@@ -342,3 +342,12 @@ type TerminalTicket struct {
 	Ticket    string    `json:"ticket"`
 	ExpiresAt time.Time `json:"expires_at"`
 }
+
+// Whoami is the answer of GET /v1/whoami: who the caller's key is.
+type Whoami struct {
+	Tenant string `json:"tenant"`
+	// KeyID is the key's id (key_…, or cfgkey_… for keys from the config).
+	KeyID string `json:"key_id"`
+	// Admin: the key may use the admin API.
+	Admin bool `json:"admin"`
+}

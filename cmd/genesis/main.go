@@ -16,6 +16,7 @@
 //	genesis run-code (--context CTX | SANDBOX) CODE   run Python code
 //	genesis shell [--terminal ID] SANDBOX    interactive terminal (raw mode)
 //	genesis capabilities | profiles          show what the service can do
+//	genesis whoami                           the tenant of the key, admin or not
 //	genesis mcp run|ls|get|rm|tools|pins|approve|calls|catalog|stdio   MCP servers in sandboxes
 //	genesis skill push|ls|get|revisions|cat|run   skills: push folders with SKILL.md, run their scripts
 //	genesis version                          show the CLI build
@@ -99,6 +100,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newContextCmd(a),
 		newRunCodeCmd(a),
 		newCapabilitiesCmd(a),
+		newWhoamiCmd(a),
 		newProfilesCmd(a),
 		newNetCmd(a),
 		newTenantCmd(a),

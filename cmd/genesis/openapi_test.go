@@ -64,6 +64,7 @@ func apiRoutes() []apiRoute {
 		{"get", "/readyz", []string{"200", "503"}},
 		{"get", "/metrics", []string{"200"}},
 		{"get", "/v1/capabilities", []string{"200", "401"}},
+		{"get", "/v1/whoami", []string{"200", "401"}},
 		{"get", "/v1/profiles", []string{"200", "401"}},
 		{"post", "/v1/sandboxes", []string{"201", "400", "401", "404", "409", "413", "503"}},
 		{"get", "/v1/sandboxes", []string{"200", "400", "401"}},

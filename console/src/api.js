@@ -4,12 +4,14 @@
 
 const KEY = 'genesis.apiKey';
 const ADMIN = 'genesis.admin';
+const TENANT = 'genesis.tenant';
 
 export const session = {
   get key() { return sessionStorage.getItem(KEY) || ''; },
   get admin() { return sessionStorage.getItem(ADMIN) === '1'; },
-  set(key, admin) { sessionStorage.setItem(KEY, key); sessionStorage.setItem(ADMIN, admin ? '1' : '0'); },
-  clear() { sessionStorage.removeItem(KEY); sessionStorage.removeItem(ADMIN); },
+  get tenant() { return sessionStorage.getItem(TENANT) || ''; },
+  set(key, admin, tenant) { sessionStorage.setItem(KEY, key); sessionStorage.setItem(ADMIN, admin ? '1' : '0'); sessionStorage.setItem(TENANT, tenant || ''); },
+  clear() { sessionStorage.removeItem(KEY); sessionStorage.removeItem(ADMIN); sessionStorage.removeItem(TENANT); },
 };
 
 // ApiError is a problem+json answer (or a network failure, status 0).

@@ -75,7 +75,7 @@ function header(active) {
     h('div', { class: 'brand' }, h('a', { href: '#/sandboxes' }, 'Genesis Sandbox')),
     session.key ? h('nav', { 'aria-label': 'Main' }, h('ul', {}, links)) : null,
     h('div', { class: 'tools' },
-      session.key ? h('span', { class: 'muted', id: 'who' }, session.admin ? 'admin key' : 'tenant key') : null,
+      session.key ? h('span', { class: 'muted', id: 'who' }, `${session.tenant}${session.admin ? ' (admin)' : ''}`) : null,
       h('button', { type: 'button', class: 'ghost', onclick: toggleTheme, 'aria-label': 'Switch between dark and light theme' }, 'Theme'),
       session.key ? h('button', { type: 'button', class: 'ghost', id: 'signout', onclick: signOut }, 'Sign out') : null));
 }
@@ -99,8 +99,9 @@ function signIn(message) {
     ev.preventDefault();
     const key = input.value.trim();
     replace(msg, note('Checking…'));
+    let me;
     try {
-      await request('GET', '/v1/capabilities', { key });
+      me = await request('GET', '/v1/whoami', { key });
     } catch (e) {
       const why = e instanceof ApiError && e.status === 401
         ? `This key was not accepted (${e.code || 'unauthenticated'}): check it, or ask for a new one if it was revoked.`
@@ -109,9 +110,7 @@ function signIn(message) {
       input.focus();
       return;
     }
-    let admin = false;
-    try { await request('GET', '/v1/tenants', { key }); admin = true; } catch { /* a tenant key */ }
-    session.set(key, admin);
+    session.set(key, me.admin, me.tenant);
     render();
   });
   replace(main, form);

@@ -163,6 +163,7 @@ func (s *Server) routesInit() {
 	s.handle("GET", "/readyz", false, s.readyz)
 	s.handle("GET", "/metrics", false, s.serveMetrics)
 	s.handle("GET", "/v1/capabilities", true, s.capabilities)
+	s.handle("GET", "/v1/whoami", true, s.whoami)
 	s.handle("GET", "/v1/profiles", true, s.profiles)
 	s.handle("POST", "/v1/sandboxes", true, s.createSandbox)
 	s.handle("GET", "/v1/sandboxes", true, s.listSandboxes)

@@ -1,0 +1,227 @@
+// console.mjs MODE BASE KEY OTHER_KEY ADMIN_KEY OUT_DIR PROFILE RUNTIME
+// drives the web console at BASE/console/ in this machine's Chromium with
+// Playwright's own client and prints one JSON line of what it saw.
+// MODE flow: sign in (a wrong key first), create a sandbox, run a command
+// and follow its log (with a pause and resume), upload and view a file,
+// refuse a huge one, run echo in the terminal, page through the audit log,
+// visit the other views (screenshots of each in OUT_DIR), then another
+// tenant opens the sandbox's URL. MODE perf: sign in and load the sandbox
+// list, reporting when it was listed.
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+const require = createRequire(import.meta.url);
+const { chromium } = require('playwright-core');
+
+const [mode, base, key, otherKey, adminKey, outDir, profile, runtime] = process.argv.slice(2);
+const out = { ok: true, steps: [], console_errors: [], screenshots: [] };
+const T = 60000;
+let browser;
+let phase = 'start';
+
+async function shot(page, name) {
+  const p = join(outDir, `${name}.png`);
+  await page.screenshot({ path: p, fullPage: true });
+  out.screenshots.push(p);
+}
+// step ends a phase; console errors are reported with the phase they
+// happened in (a refused key's 401 and a hidden sandbox's 404 are logged
+// by Chromium as failed loads: the test allows exactly those).
+function step(name, extra = {}) { out.steps.push({ name, ...extra }); phase = `after ${name}`; }
+function watch(page, who) {
+  page.on('console', (m) => { if (m.type() === 'error') out.console_errors.push({ phase, who, text: m.text() }); });
+  page.on('pageerror', (e) => out.console_errors.push({ phase, who, text: `page error: ${e.message}` }));
+}
+async function signIn(page, k) {
+  await page.goto(`${base}/console/`, { timeout: T });
+  await page.fill('#key', k);
+  await page.click('#signin');
+}
+async function api(method, path, body, k = key) {
+  const r = await fetch(base + path, { method, headers: { Authorization: `Bearer ${k}`, 'Content-Type': 'application/json' }, body: body ? JSON.stringify(body) : undefined });
+  if (!r.ok) throw new Error(`${method} ${path}: ${r.status} ${await r.text()}`);
+  return r.status === 204 ? null : r.json();
+}
+
+try {
+  browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium', headless: true, timeout: T,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run', '--disable-dev-shm-usage'],
+  });
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 860 }, acceptDownloads: true });
+  const page = await ctx.newPage();
+  page.setDefaultTimeout(T);
+  watch(page, 'tenant');
+
+  if (mode === 'perf') {
+    await signIn(page, key);
+    await page.waitForSelector('[data-listed]');
+    const times = [];
+    for (let i = 0; i < 5; i++) {
+      await page.reload();
+      await page.waitForSelector('[data-listed]');
+      times.push(await page.evaluate(() => ({
+        listed: Number(document.querySelector('[data-listed]').dataset.listed),
+        ms: performance.getEntriesByName('sandboxes-listed')[0].startTime,
+        dcl: performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd,
+      })));
+    }
+    out.perf = times;
+    await shot(page, 'sandboxes-100');
+  } else {
+    // A wrong key: a clear error, nothing stored.
+    phase = 'wrong key';
+    await signIn(page, 'wrong-key-0123456789');
+    await page.waitForSelector('#signin-msg [role=alert]');
+    out.wrong_key_message = await page.textContent('#signin-msg');
+    out.stored_after_wrong_key = await page.evaluate(() => sessionStorage.length);
+    await shot(page, 'signin-error');
+    step('wrong key');
+
+    phase = 'sign in';
+    await page.fill('#key', key);
+    await page.click('#signin');
+    await page.waitForSelector('h1:text("Sandboxes")');
+    out.who = await page.textContent('#who');
+    out.key_in_url = page.url().includes(key);
+    await shot(page, 'sandboxes');
+    step('signed in');
+
+    // Create a sandbox from a profile with a runtime and risk level.
+    await page.selectOption('#create select[name=profile]', profile);
+    await page.selectOption('#create select[name=runtime]', runtime);
+    await page.selectOption('#create select[name=risk_level]', runtime === 'runsc' ? 'untrusted' : 'low');
+    await page.fill('#create input[name=metadata]', 'purpose=console-e2e');
+    await page.click('#create-submit');
+    await page.waitForURL(/#\/sandboxes\/[^/]+$/, { timeout: 120000 });
+    const sbID = decodeURIComponent(page.url().split('#/sandboxes/')[1]);
+    out.sandbox_id = sbID;
+    await page.waitForSelector('#sandbox-title');
+    out.sandbox_facts = await page.textContent('dl.facts');
+    await shot(page, 'sandbox');
+    step('created', { id: sbID });
+
+    // Run a command; its output streams in, paused and resumed midway.
+    await page.fill('#script', 'for i in $(seq 1 30); do echo line-$i; sleep 0.1; done; echo oops-1 >&2; exit 3');
+    await page.click('#run button[type=submit]');
+    await page.waitForURL(/#\/jobs\//);
+    await page.waitForFunction(() => /line-3\b/.test(document.querySelector('#log')?.textContent || ''));
+    out.seen_while_running = !(await page.$('#exit [data-code]')) && !(await page.textContent('#exit'));
+    await page.click('#pause');
+    await page.waitForSelector('#log-status:text-matches("Paused")');
+    await page.waitForTimeout(700); // lines arrive meanwhile; the resume must catch up without repeating
+    await page.click('#pause');
+    await page.waitForFunction(() => document.querySelector('#exit')?.dataset.code !== undefined, null, { timeout: 120000 });
+    out.job_log = await page.textContent('#log');
+    out.job_stderr = await page.$$eval('#log span.stderr', (s) => s.map((x) => x.textContent).join(''));
+    out.job_exit = await page.textContent('#exit');
+    const dl = page.waitForEvent('download');
+    await page.click('#download');
+    const d = await dl;
+    out.job_download_name = d.suggestedFilename();
+    await shot(page, 'job');
+    step('job');
+
+    // Files: upload one, see it listed, view it; a huge one is refused.
+    await api('POST', `/v1/sandboxes/${encodeURIComponent(sbID)}/exec`, { script: 'head -c 3000000 /dev/zero > /workspace/big.bin' });
+    await page.goto(`${base}/console/#/sandboxes/${encodeURIComponent(sbID)}/files`);
+    await page.waitForSelector('#upload');
+    await page.setInputFiles('#upload-file', { name: 'hello.txt', mimeType: 'text/plain', buffer: Buffer.from('hello from the console\n') });
+    await page.click('#upload button[type=submit]');
+    await page.waitForSelector('tr[data-name="hello.txt"]');
+    out.files_listed = await page.$$eval('tbody tr', (rs) => rs.map((r) => r.dataset.name));
+    await shot(page, 'files');
+    await page.click('tr[data-name="hello.txt"] a');
+    await page.waitForSelector('#viewer pre');
+    out.file_text = await page.textContent('#viewer pre');
+    await page.goto(`${base}/console/#/sandboxes/${encodeURIComponent(sbID)}/files/view?path=%2Fworkspace%2Fbig.bin`);
+    await page.waitForSelector('#viewer .note');
+    out.big_file_note = await page.textContent('#viewer');
+    out.big_file_download_offered = !!(await page.$('#download-file'));
+    step('files');
+
+    // Terminal: echo through the WebSocket (a ticket, no key in the URL).
+    const wsURLs = [];
+    page.on('websocket', (ws) => wsURLs.push(ws.url()));
+    await page.goto(`${base}/console/#/sandboxes/${encodeURIComponent(sbID)}/terminal`);
+    await page.waitForSelector('#term-status:text-matches("Connected")');
+    await page.fill('#term-input', 'echo hi-$((6*7))');
+    await page.press('#term-input', 'Enter');
+    await page.waitForFunction(() => /hi-42/.test(document.querySelector('#term')?.textContent || ''));
+    out.terminal_text = await page.textContent('#term');
+    out.ws_urls_with_key = wsURLs.filter((u) => u.includes(key)).length;
+    out.ws_urls = wsURLs.length;
+    await shot(page, 'terminal');
+    step('terminal');
+
+    // Audit log: page forward and back.
+    await page.goto(`${base}/console/#/audit?limit=3`);
+    await page.waitForSelector('#audit-rows tr');
+    const seqs = () => page.$$eval('#audit-rows tr', (rs) => rs.map((r) => Number(r.dataset.seq)));
+    out.audit_page1 = await seqs();
+    await page.click('#audit-next');
+    await page.waitForFunction((first) => Number(document.querySelector('#audit-rows tr')?.dataset.seq) > first, out.audit_page1[2]);
+    out.audit_page2 = await seqs();
+    await shot(page, 'audit');
+    await page.click('#audit-prev');
+    await page.waitForFunction((first) => Number(document.querySelector('#audit-rows tr')?.dataset.seq) === first, out.audit_page1[0]);
+    out.audit_back = await seqs();
+    step('audit');
+
+    for (const v of ['system', 'leases', 'pools', 'desktop']) {
+      await page.goto(`${base}/console/#/${v}`);
+      await page.waitForSelector('main h1');
+      if (v === 'system') await page.waitForSelector('figure');
+      await shot(page, v);
+    }
+    // The theme switch, and the dark view of a sandbox.
+    await page.goto(`${base}/console/#/sandboxes/${encodeURIComponent(sbID)}`);
+    await page.waitForSelector('#sandbox-title');
+    await page.click('button:text("Theme")');
+    out.theme = await page.evaluate(() => document.documentElement.dataset.theme);
+    await shot(page, 'sandbox-theme-switched');
+    // Keyboard: the skip link is the first stop.
+    await page.reload();
+    await page.waitForSelector('#sandbox-title');
+    await page.keyboard.press('Tab');
+    out.first_tab = await page.evaluate(() => document.activeElement?.textContent);
+    step('views');
+
+    // Another tenant opening the sandbox's URL gets the not-found page.
+    phase = 'other tenant';
+    const ctx2 = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const p2 = await ctx2.newPage();
+    p2.setDefaultTimeout(T);
+    watch(p2, 'other');
+    await signIn(p2, otherKey);
+    await p2.waitForSelector('h1:text("Sandboxes")');
+    out.other_list = await p2.$$eval('tbody tr', (rs) => rs.map((r) => r.dataset.id));
+    await p2.goto(`${base}/console/#/sandboxes/${encodeURIComponent(sbID)}`);
+    await p2.waitForSelector('#not-found');
+    out.other_page = await p2.textContent('main');
+    await shot(p2, 'not-found');
+    step('other tenant');
+
+    // The admin sees the tenants view.
+    const ctx3 = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const p3 = await ctx3.newPage();
+    p3.setDefaultTimeout(T);
+    watch(p3, 'admin');
+    await signIn(p3, adminKey);
+    await p3.waitForSelector('h1:text("Sandboxes")');
+    await p3.goto(`${base}/console/#/tenants`);
+    await p3.waitForSelector('h1:text("Tenants")');
+    out.tenants_text = await p3.textContent('main');
+    await shot(p3, 'tenants');
+    // A narrow screen (responsive layout).
+    await p3.setViewportSize({ width: 390, height: 800 });
+    await shot(p3, 'tenants-narrow');
+    step('admin');
+  }
+} catch (e) {
+  out.ok = false;
+  out.error = String((e && e.stack) || e);
+} finally {
+  if (browser) await browser.close().catch(() => {});
+}
+console.log(JSON.stringify(out));
+if (!out.ok) process.exitCode = 1;
