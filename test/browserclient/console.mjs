@@ -114,6 +114,7 @@ try {
     out.job_log = await page.textContent('#log');
     out.job_stderr = await page.$$eval('#log span.stderr', (s) => s.map((x) => x.textContent).join(''));
     out.job_exit = await page.textContent('#exit');
+    out.job_state = await page.textContent('.view > p .badge');
     const dl = page.waitForEvent('download');
     await page.click('#download');
     const d = await dl;

@@ -28,34 +28,35 @@ type consoleRun struct {
 	ConsoleErrors []struct {
 		Phase, Who, Text string
 	} `json:"console_errors"`
-	Screenshots        []string `json:"screenshots"`
-	WrongKeyMessage    string   `json:"wrong_key_message"`
-	StoredAfterWrong   int      `json:"stored_after_wrong_key"`
-	Who                string   `json:"who"`
-	KeyInURL           bool     `json:"key_in_url"`
-	SandboxID          string   `json:"sandbox_id"`
-	SandboxFacts       string   `json:"sandbox_facts"`
-	SeenWhileRunning   bool     `json:"seen_while_running"`
-	JobLog             string   `json:"job_log"`
-	JobStderr          string   `json:"job_stderr"`
-	JobExit            string   `json:"job_exit"`
-	JobDownloadName    string   `json:"job_download_name"`
-	FilesListed        []string `json:"files_listed"`
-	FileText           string   `json:"file_text"`
-	BigFileNote        string   `json:"big_file_note"`
-	BigFileDownload    bool     `json:"big_file_download_offered"`
-	TerminalText       string   `json:"terminal_text"`
-	WSURLs             int      `json:"ws_urls"`
-	WSURLsWithKey      int      `json:"ws_urls_with_key"`
-	AuditPage1         []int64  `json:"audit_page1"`
-	AuditPage2         []int64  `json:"audit_page2"`
-	AuditBack          []int64  `json:"audit_back"`
-	Theme              string   `json:"theme"`
-	FirstTab           string   `json:"first_tab"`
-	OtherList          []string `json:"other_list"`
-	OtherPage          string   `json:"other_page"`
-	TenantsText        string   `json:"tenants_text"`
-	Perf               []struct {
+	Screenshots      []string `json:"screenshots"`
+	WrongKeyMessage  string   `json:"wrong_key_message"`
+	StoredAfterWrong int      `json:"stored_after_wrong_key"`
+	Who              string   `json:"who"`
+	KeyInURL         bool     `json:"key_in_url"`
+	SandboxID        string   `json:"sandbox_id"`
+	SandboxFacts     string   `json:"sandbox_facts"`
+	SeenWhileRunning bool     `json:"seen_while_running"`
+	JobLog           string   `json:"job_log"`
+	JobStderr        string   `json:"job_stderr"`
+	JobExit          string   `json:"job_exit"`
+	JobState         string   `json:"job_state"`
+	JobDownloadName  string   `json:"job_download_name"`
+	FilesListed      []string `json:"files_listed"`
+	FileText         string   `json:"file_text"`
+	BigFileNote      string   `json:"big_file_note"`
+	BigFileDownload  bool     `json:"big_file_download_offered"`
+	TerminalText     string   `json:"terminal_text"`
+	WSURLs           int      `json:"ws_urls"`
+	WSURLsWithKey    int      `json:"ws_urls_with_key"`
+	AuditPage1       []int64  `json:"audit_page1"`
+	AuditPage2       []int64  `json:"audit_page2"`
+	AuditBack        []int64  `json:"audit_back"`
+	Theme            string   `json:"theme"`
+	FirstTab         string   `json:"first_tab"`
+	OtherList        []string `json:"other_list"`
+	OtherPage        string   `json:"other_page"`
+	TenantsText      string   `json:"tenants_text"`
+	Perf             []struct {
 		Listed int     `json:"listed"`
 		MS     float64 `json:"ms"`
 		DCL    float64 `json:"dcl"`
@@ -169,8 +170,8 @@ func TestConsole(t *testing.T) {
 				fmt.Fprintf(&want, "line-%d\n", i)
 			}
 			want.WriteString("oops-1\n")
-			if !r.SeenWhileRunning || r.JobLog != want.String() || r.JobStderr != "oops-1\n" || !strings.Contains(r.JobExit, "code 3") {
-				t.Errorf("job log: seen while running %v, exit %q, stderr %q, log %q (want every line once)", r.SeenWhileRunning, r.JobExit, r.JobStderr, r.JobLog)
+			if !r.SeenWhileRunning || r.JobLog != want.String() || r.JobStderr != "oops-1\n" || !strings.Contains(r.JobExit, "code 3") || r.JobState != "failed" {
+				t.Errorf("job log: seen while running %v, state %q, exit %q, stderr %q, log %q (want every line once)", r.SeenWhileRunning, r.JobState, r.JobExit, r.JobStderr, r.JobLog)
 			}
 			if !strings.HasSuffix(r.JobDownloadName, ".log") {
 				t.Errorf("job download name %q", r.JobDownloadName)

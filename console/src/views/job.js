@@ -49,6 +49,7 @@ export async function jobView(root, { params: [id] }) {
     } else if (ev.event === 'exit') {
       const d = JSON.parse(ev.data);
       ended = true;
+      stateBadge.replaceWith(stateBadge = badge(d.state));
       replace(exit, h('p', { class: 'card' }, 'Exit ', badge(d.state), ` code ${d.exit_code ?? '–'} (${d.exit_reason}${d.signal ? ' ' + d.signal : ''})`,
         d.duration_ms !== undefined ? ` in ${d.duration_ms} ms` : '', d.error ? ` – ${d.error}` : ''));
       exit.dataset.code = String(d.exit_code ?? '');
@@ -79,10 +80,11 @@ export async function jobView(root, { params: [id] }) {
   }
 
   const what = job.script || (job.command || []).join(' ');
+  let stateBadge = badge(job.state);
   replace(root,
     h('div', { class: 'title-row' }, h('h1', {}, `Job ${job.id}`),
       h('div', { class: 'actions' }, pauseBtn, dl, h('a', { class: 'button', href: `#/sandboxes/${enc(job.sandbox_id)}` }, 'Sandbox'))),
-    h('p', {}, badge(job.state), ' ', h('code', {}, what), ` · ${job.mode} · started ${fmtTime(job.started_at || job.created_at)}`),
+    h('p', {}, stateBadge, ' ', h('code', {}, what), ` · ${job.mode} · started ${fmtTime(job.started_at || job.created_at)}`),
     h('p', { class: 'legend' }, h('span', { class: 'stdout' }, 'stdout'), ' ', h('span', { class: 'stderr' }, 'stderr')),
     status, out, exit);
   follow();
