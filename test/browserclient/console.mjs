@@ -36,6 +36,17 @@ async function signIn(page, k) {
   await page.fill('#key', k);
   await page.click('#signin');
 }
+// signedInPage signs in with k in a browser context of its own (its own
+// sessionStorage), as another person would.
+async function signedInPage(who, k) {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const p = await ctx.newPage();
+  p.setDefaultTimeout(T);
+  watch(p, who);
+  await signIn(p, k);
+  await p.waitForSelector('h1:text("Sandboxes")');
+  return p;
+}
 async function api(method, path, body, k = key) {
   const r = await fetch(base + path, { method, headers: { Authorization: `Bearer ${k}`, 'Content-Type': 'application/json' }, body: body ? JSON.stringify(body) : undefined });
   if (!r.ok) throw new Error(`${method} ${path}: ${r.status} ${await r.text()}`);
@@ -130,6 +141,10 @@ try {
     await page.click('#upload button[type=submit]');
     await page.waitForSelector('tr[data-name="hello.txt"]');
     out.files_listed = await page.$$eval('tbody tr', (rs) => rs.map((r) => r.dataset.name));
+    await page.fill('#search input[name=content]', 'from the console');
+    await page.click('#search button[type=submit]');
+    await page.waitForSelector('#search-results table');
+    out.search_results = await page.$$eval('#search-results tbody tr', (rs) => rs.map((r) => r.textContent));
     await shot(page, 'files');
     await page.click('tr[data-name="hello.txt"] a');
     await page.waitForSelector('#viewer pre');
@@ -177,6 +192,8 @@ try {
     // The theme switch, and the dark view of a sandbox.
     await page.goto(`${base}/console/#/sandboxes/${encodeURIComponent(sbID)}`);
     await page.waitForSelector('#sandbox-title');
+    await page.waitForSelector('#history table');
+    out.history = await page.textContent('#history');
     await page.click('button:text("Theme")');
     out.theme = await page.evaluate(() => document.documentElement.dataset.theme);
     await shot(page, 'sandbox-theme-switched');
@@ -189,12 +206,7 @@ try {
 
     // Another tenant opening the sandbox's URL gets the not-found page.
     phase = 'other tenant';
-    const ctx2 = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-    const p2 = await ctx2.newPage();
-    p2.setDefaultTimeout(T);
-    watch(p2, 'other');
-    await signIn(p2, otherKey);
-    await p2.waitForSelector('h1:text("Sandboxes")');
+    const p2 = await signedInPage('other', otherKey);
     out.other_list = await p2.$$eval('tbody tr', (rs) => rs.map((r) => r.dataset.id));
     await p2.goto(`${base}/console/#/sandboxes/${encodeURIComponent(sbID)}`);
     await p2.waitForSelector('#not-found');
@@ -203,12 +215,7 @@ try {
     step('other tenant');
 
     // The admin sees the tenants view.
-    const ctx3 = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-    const p3 = await ctx3.newPage();
-    p3.setDefaultTimeout(T);
-    watch(p3, 'admin');
-    await signIn(p3, adminKey);
-    await p3.waitForSelector('h1:text("Sandboxes")');
+    const p3 = await signedInPage('admin', adminKey);
     await p3.goto(`${base}/console/#/tenants`);
     await p3.waitForSelector('h1:text("Tenants")');
     out.tenants_text = await p3.textContent('main');

@@ -43,6 +43,8 @@ type consoleRun struct {
 	JobDownloadName  string   `json:"job_download_name"`
 	FilesListed      []string `json:"files_listed"`
 	FileText         string   `json:"file_text"`
+	SearchResults    []string `json:"search_results"`
+	History          string   `json:"history"`
 	BigFileNote      string   `json:"big_file_note"`
 	BigFileDownload  bool     `json:"big_file_download_offered"`
 	TerminalText     string   `json:"terminal_text"`
@@ -178,6 +180,12 @@ func TestConsole(t *testing.T) {
 			}
 			if !slices.Contains(r.FilesListed, "hello.txt") || r.FileText != "hello from the console\n" {
 				t.Errorf("files: listed %v, viewed %q", r.FilesListed, r.FileText)
+			}
+			if len(r.SearchResults) != 1 || !strings.Contains(r.SearchResults[0], "/workspace/hello.txt") {
+				t.Errorf("search for the uploaded text: %q", r.SearchResults)
+			}
+			if !strings.Contains(r.History, "POST /v1/sandboxes/{id}/exec") || !strings.Contains(r.History, "PUT /v1/sandboxes/{id}/files") {
+				t.Errorf("sandbox history: %q", r.History)
 			}
 			if got := execOK(t, svc.client(), r.SandboxID, "cat /workspace/hello.txt"); got.Stdout != "hello from the console\n" {
 				t.Errorf("uploaded file in the sandbox: %q", got.Stdout)

@@ -52,13 +52,34 @@ export async function filesView(root, { params: [id], query, refresh, go }) {
     try { await post(`${base}/files/mkdir`, { path: `${path.replace(/\/$/, '')}/${new FormData(mk).get('name')}` }); refresh(); } catch (e) { fail(e); }
   });
 
+  const found = h('div', { id: 'search-results', 'aria-live': 'polite' });
+  const search = h('form', { class: 'inline', id: 'search', role: 'search', 'aria-label': 'Search below this directory' },
+    field('File names (glob)', h('input', { name: 'glob', placeholder: '*.py' })),
+    field('Containing text', h('input', { name: 'content', placeholder: 'TODO' })),
+    h('button', { type: 'submit' }, 'Search'));
+  search.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const d = Object.fromEntries(new FormData(search));
+    const body = { path, max_results: 200 };
+    if (d.glob) body.glob = d.glob;
+    if (d.content) body.content = d.content;
+    replace(found, note('Searching…'));
+    try {
+      const r = await post(`${base}/files/search`, body);
+      replace(found, table('Search results', ['Path', 'Line', 'Text'], (r.matches || []).map((m) => h('tr', {},
+        h('td', {}, h('a', { href: link(m.path, { view: true }) }, m.path)), h('td', { class: 'num' }, m.line ? String(m.line) : ''), h('td', {}, m.text ? h('code', {}, m.text) : ''))),
+      'Nothing found.'), r.truncated || r.timed_out ? note(`Results were cut off (${r.timed_out ? 'time limit' : 'result limit'}).`, 'warn') : null);
+    } catch (e) { fail(e); }
+  });
+
   replace(root,
     h('div', { class: 'title-row' }, h('h1', {}, `Files of ${sb.id}`), h('a', { class: 'button', href: `#/sandboxes/${enc(sb.id)}` }, 'Sandbox')),
     h('nav', { 'aria-label': 'Path', class: 'crumbs' }, h('code', { id: 'cwd' }, path), path !== '/' ? [' ', h('a', { href: link(parent(path)) }, 'up')] : null),
     msg,
     table(`Files in ${path}`, ['Name', 'Type', 'Size', 'Mode', 'Modified', ''], rows, 'This directory is empty.'),
     list.truncated ? note('The listing was cut off.', 'warn') : null,
-    h('div', { class: 'card grid' }, up, mk));
+    h('div', { class: 'card grid' }, up, mk),
+    h('section', { class: 'card', 'aria-label': 'Search' }, search, found));
   void go;
 }
 

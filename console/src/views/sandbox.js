@@ -69,6 +69,14 @@ export async function sandboxView(root, { params: [id], go }) {
       'No egress events yet.'))).catch((e) => replace(events, note(e.message, 'error')));
   } else replace(events, h('p', { class: 'muted' }, 'No network: the sandbox has only loopback, so there are no egress events.'));
 
+  // The sandbox's history: the audit records about it (oldest first).
+  const history = h('div', { id: 'history' }, h('p', { class: 'muted' }, 'Loading…'));
+  get('/v1/audit', { target: sb.id, limit: 100 }).then((p) => replace(history, table('History', ['Time', 'Action', 'Status', 'Actor'],
+    (p.items || []).map((a) => h('tr', {}, h('td', {}, fmtTime(a.time)), h('td', {}, h('code', {}, a.action)),
+      h('td', {}, badge(String(a.status), a.status >= 400 ? 'failed' : 'ready')), h('td', {}, a.actor)))),
+  p.has_more ? h('a', { href: `#/audit?target=${enc(sb.id)}` }, 'More in the audit log') : null))
+    .catch((e) => replace(history, note(e.message, 'error')));
+
   replace(root,
     h('div', { class: 'title-row' }, h('h1', { id: 'sandbox-title' }, `Sandbox ${sb.id}`),
       h('div', { class: 'actions' },
@@ -85,5 +93,6 @@ export async function sandboxView(root, { params: [id], go }) {
     h('section', { 'aria-labelledby': 'ports-title' }, h('h2', { id: 'ports-title' }, 'Endpoints and ports'),
       table('Endpoints', ['Name', 'Port', 'Protocol', 'Preview'], endpoints, 'The profile names no endpoints.'), portForm, portOut),
     h('section', { 'aria-labelledby': 'net-title' }, h('h2', { id: 'net-title' }, 'Network'),
-      h('p', {}, 'Mode ', badge(net.mode), ' status ', badge(net.status), net.status_reason ? ` – ${net.status_reason}` : ''), events));
+      h('p', {}, 'Mode ', badge(net.mode), ' status ', badge(net.status), net.status_reason ? ` – ${net.status_reason}` : ''), events),
+    h('section', { 'aria-labelledby': 'history-title' }, h('h2', { id: 'history-title' }, 'History'), history));
 }
