@@ -15,7 +15,7 @@ TEST_IMAGES ?= tool-basic tool-node code-python-basic code-python-data skill-pyt
 FUZZ_TARGETS ?= FuzzResolvePath FuzzResolveBelow
 FUZZTIME ?= 15s
 
-.PHONY: all build console setup images test-images test-deps run test unit fuzz cross lint bench clean
+.PHONY: all build console console-test setup images test-images test-deps run test unit fuzz cross lint bench clean
 
 all: build
 
@@ -30,6 +30,10 @@ build: console
 # bundled into internal/console/dist, which sandbox-service embeds.
 console:
 	cd console && npm ci --no-audit --no-fund --loglevel=warn && npm run --silent build
+
+# The console's unit tests (node's own test runner; no packages needed).
+console-test:
+	cd console && node --test test/
 
 # Install Docker, debootstrap, busybox and gVisor runsc if missing; start dockerd.
 setup:
@@ -54,6 +58,7 @@ test-deps: setup
 # Unit, conformance, integration (real Docker, runc and runsc) and end-to-end tests.
 test: test-images test-deps cross
 	$(SUDO) env "PATH=$$PATH" $(GO) test -race -count=1 -timeout 30m ./...
+	$(MAKE) console-test
 	$(MAKE) fuzz
 	$(MAKE) lint
 

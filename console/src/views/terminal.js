@@ -80,7 +80,12 @@ export class Screen {
         const rest = s.slice(i);
         const m = rest.match(/^\x1b\[([0-9;?]*)[ -\/]*([@-~])/) || rest.match(/^\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)/) || rest.match(/^\x1b[()#][0-9A-Za-z]/) || rest.match(/^\x1b[=>78DEHMNOc]/);
         if (!m) { if (rest.length < 32) { this.pending = rest; return; } continue; }
-        if (m[2] === 'K') this.cur = this.cur.slice(0, this.col);
+        if (m[2] === 'K') {
+          // Erase in line: 0 (or none) to its end, 1 to the cursor, 2 all of it; the cursor stays.
+          if (m[1] === '2') this.cur = '';
+          else if (m[1] === '1') this.cur = ' '.repeat(this.col) + this.cur.slice(this.col);
+          else this.cur = this.cur.slice(0, this.col);
+        }
         if (m[2] === 'C') this.col += Number(m[1] || 1);
         if (m[2] === 'D') this.col = Math.max(0, this.col - Number(m[1] || 1));
         if (m[2] === 'J' && m[1] === '2') { this.lines = ['']; this.col = 0; }
