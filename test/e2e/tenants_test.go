@@ -42,6 +42,7 @@ var foreignBodies = map[string]string{
 	"DELETE /v1/sessions/{id}":                       "",
 	"DELETE /v1/contexts/{id}":                       "",
 	"GET /v1/sandboxes/{id}/terminal":                "",
+	"POST /v1/sandboxes/{id}/terminal/tickets":       "{}",
 	"GET /v1/sandboxes/{id}/files":                   "",
 	"GET /v1/sandboxes/{id}/files/stat":              "",
 	"GET /v1/sandboxes/{id}/files/list":              "",

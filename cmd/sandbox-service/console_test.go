@@ -1,0 +1,41 @@
+package main
+
+import (
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+// TestWithConsole: /console and below go to the console, everything else to
+// the API exactly as sent (no path cleaning or redirects on the way).
+func TestWithConsole(t *testing.T) {
+	t.Parallel()
+	var got string
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = r.URL.Path; w.WriteHeader(http.StatusTeapot) })
+	h := withConsole(api, slog.New(slog.DiscardHandler))
+	for _, tc := range []struct {
+		path   string
+		status int
+		toAPI  bool
+	}{
+		{"/console/", http.StatusOK, false},
+		{"/console", http.StatusMovedPermanently, false},
+		{"/console/nope.js", http.StatusNotFound, false},
+		{"/consoles", http.StatusTeapot, true},
+		{"/v1/sandboxes/sbx_1/ports/80//a/../b", http.StatusTeapot, true},
+		{"/", http.StatusTeapot, true},
+	} {
+		got = ""
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "/", nil)
+		r.URL.Path = tc.path
+		h.ServeHTTP(w, r)
+		if w.Code != tc.status || (got == tc.path) != tc.toAPI {
+			t.Errorf("%s: %d, API saw %q; want %d, to the API %v", tc.path, w.Code, got, tc.status, tc.toAPI)
+		}
+		if !tc.toAPI && w.Header().Get("Content-Security-Policy") == "" {
+			t.Errorf("%s: no CSP", tc.path)
+		}
+	}
+}
