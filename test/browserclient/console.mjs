@@ -1,8 +1,9 @@
-// console.mjs MODE BASE KEY OTHER_KEY ADMIN_KEY OUT_DIR PROFILE RUNTIME
+// console.mjs MODE BASE KEY OTHER_KEY ADMIN_KEY OUT_DIR PROFILE RUNTIME [CUT_URL]
 // drives the web console at BASE/console/ in this machine's Chromium with
 // Playwright's own client and prints one JSON line of what it saw.
 // MODE flow: sign in (a wrong key first), create a sandbox, run a command
-// and follow its log (with a pause and resume), upload and view a file,
+// and follow its log (through a dropped connection: a GET of CUT_URL makes
+// the test's proxy cut every open connection; and a pause and resume), upload and view a file,
 // refuse a huge one, run echo in the terminal, page through the audit log,
 // visit the other views (screenshots of each in OUT_DIR), then another
 // tenant opens the sandbox's URL. MODE perf: sign in and load the sandbox
@@ -12,7 +13,7 @@ import { join } from 'node:path';
 const require = createRequire(import.meta.url);
 const { chromium } = require('playwright-core');
 
-const [mode, base, key, otherKey, adminKey, outDir, profile, runtime] = process.argv.slice(2);
+const [mode, base, key, otherKey, adminKey, outDir, profile, runtime, cutURL] = process.argv.slice(2);
 const out = { ok: true, steps: [], console_errors: [], screenshots: [] };
 const T = 60000;
 let browser;
@@ -112,11 +113,18 @@ try {
     step('created', { id: sbID });
 
     // Run a command; its output streams in, paused and resumed midway.
-    await page.fill('#script', 'for i in $(seq 1 30); do echo line-$i; sleep 0.1; done; echo oops-1 >&2; exit 3');
+    await page.fill('#script', 'for i in $(seq 1 50); do echo line-$i; sleep 0.1; done; echo oops-1 >&2; exit 3');
     await page.click('#run button[type=submit]');
     await page.waitForURL(/#\/jobs\//);
     await page.waitForFunction(() => /line-3\b/.test(document.querySelector('#log')?.textContent || ''));
     out.seen_while_running = !(await page.$('#exit [data-code]')) && !(await page.textContent('#exit'));
+    // The connection drops (the test's proxy cuts it) and the log resumes.
+    phase = 'drop';
+    const cut = await (await fetch(cutURL)).text();
+    out.cut_connections = Number(cut);
+    await page.waitForFunction(() => /line-2\d\b/.test(document.querySelector('#log')?.textContent || ''), null, { timeout: 120000 });
+    out.reconnects = Number(await page.getAttribute('#log', 'data-reconnects'));
+    phase = 'job';
     await page.click('#pause');
     await page.waitForSelector('#log-status:text-matches("Paused")');
     await page.waitForTimeout(700); // lines arrive meanwhile; the resume must catch up without repeating

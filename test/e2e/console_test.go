@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -40,6 +41,8 @@ type consoleRun struct {
 	JobStderr        string   `json:"job_stderr"`
 	JobExit          string   `json:"job_exit"`
 	JobState         string   `json:"job_state"`
+	Reconnects       int      `json:"reconnects"`
+	CutConnections   int      `json:"cut_connections"`
 	JobDownloadName  string   `json:"job_download_name"`
 	FilesListed      []string `json:"files_listed"`
 	FileText         string   `json:"file_text"`
@@ -100,6 +103,68 @@ func runConsole(t *testing.T, args ...string) consoleRun {
 	return r
 }
 
+// cutProxy forwards loopback TCP connections to the service and cuts every
+// open one when its control URL is fetched: a dropped connection, as a
+// network failure makes it, under the browser's feet.
+type cutProxy struct {
+	ln, ctl net.Listener
+	mu      sync.Mutex
+	conns   []net.Conn
+}
+
+func startCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	p := &cutProxy{}
+	var err error
+	if p.ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	if p.ctl, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.ln.Close(); p.ctl.Close(); p.cut() })
+	go func() {
+		for {
+			c, err := p.ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(up, c); up.Close() }()
+			go func() { _, _ = io.Copy(c, up); c.Close() }()
+		}
+	}()
+	go func() {
+		_ = http.Serve(p.ctl, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprint(w, p.cut())
+		}))
+	}()
+	return p
+}
+
+// cut closes every open connection through the proxy and answers how many
+// browser connections there were.
+func (p *cutProxy) cut() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	n := len(p.conns) / 2
+	p.conns = nil
+	return n
+}
+
+func (p *cutProxy) url() string    { return "http://" + p.ln.Addr().String() }
+func (p *cutProxy) cutURL() string { return "http://" + p.ctl.Addr().String() + "/cut" }
+
 // requireConsoleBuilt fails t when the binary carries the placeholder page
 // instead of the console, and checks the headers every console answer has.
 func requireConsoleBuilt(t *testing.T, svc *service) {
@@ -142,13 +207,15 @@ func TestConsole(t *testing.T) {
 	for _, rt := range e.runtimes(t) {
 		t.Run(rt, func(t *testing.T) {
 			out := consoleArtifacts(t, rt)
-			r := runConsole(t, "flow", svc.url(), e.apiKey, otherKey, adminKey, out, "tool-basic", rt)
+			proxy := startCutProxy(t, svc.addr)
+			r := runConsole(t, "flow", proxy.url(), e.apiKey, otherKey, adminKey, out, "tool-basic", rt, proxy.cutURL())
 			if r.SandboxID != "" {
 				e.deleteOnCleanup(t, r.SandboxID)
 			}
 			t.Logf("%d screenshots in %s", len(r.Screenshots), out)
 			for _, ce := range r.ConsoleErrors {
 				allowed := (ce.Phase == "wrong key" && strings.Contains(ce.Text, "status of 401")) ||
+					(ce.Phase == "drop" && strings.Contains(ce.Text, "net::")) ||
 					(ce.Phase == "other tenant" && ce.Who == "other" && strings.Contains(ce.Text, "status of 404"))
 				if !allowed {
 					t.Errorf("console error (%s, %s): %s", ce.Phase, ce.Who, ce.Text)
@@ -168,12 +235,12 @@ func TestConsole(t *testing.T) {
 				t.Errorf("sandbox page facts %q lack the runtime", r.SandboxFacts)
 			}
 			var want strings.Builder
-			for i := 1; i <= 30; i++ {
+			for i := 1; i <= 50; i++ {
 				fmt.Fprintf(&want, "line-%d\n", i)
 			}
 			want.WriteString("oops-1\n")
-			if !r.SeenWhileRunning || r.JobLog != want.String() || r.JobStderr != "oops-1\n" || !strings.Contains(r.JobExit, "code 3") || r.JobState != "failed" {
-				t.Errorf("job log: seen while running %v, state %q, exit %q, stderr %q, log %q (want every line once)", r.SeenWhileRunning, r.JobState, r.JobExit, r.JobStderr, r.JobLog)
+			if !r.SeenWhileRunning || r.JobLog != want.String() || r.JobStderr != "oops-1\n" || !strings.Contains(r.JobExit, "code 3") || r.JobState != "failed" || r.Reconnects < 1 || r.CutConnections < 1 {
+				t.Errorf("job log: seen while running %v, %d connections cut, %d reconnects, state %q, exit %q, stderr %q, log %q (want every line once)", r.SeenWhileRunning, r.CutConnections, r.Reconnects, r.JobState, r.JobExit, r.JobStderr, r.JobLog)
 			}
 			if !strings.HasSuffix(r.JobDownloadName, ".log") {
 				t.Errorf("job download name %q", r.JobDownloadName)
