@@ -90,7 +90,7 @@ fuzz:
 unit:
 	$(GO) test -race -count=1 ./...
 
-bench: test-images
+bench: test-images test-deps
 	$(SUDO) env "PATH=$$PATH" $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/ ./internal/egress/gateway/
 
 clean:

@@ -18,7 +18,9 @@
 //   - BenchmarkStreamTTFB: POST exec of `echo hi` with Accept:
 //     text/event-stream until its stdout event, on one warm sandbox;
 //   - BenchmarkStreamResume: GET /v1/jobs/{id}/logs of a finished job with
-//     Last-Event-ID in the middle of its log until the first event.
+//     Last-Event-ID in the middle of its log until the first event;
+//   - BenchmarkConsoleFirstView: the web console's sandbox list with 100
+//     sandboxes, reloaded in Chromium until it is rendered.
 //
 // Each benchmark runs its own fixed number of iterations (run it with
 // -benchtime 1x) and reports percentiles with b.ReportMetric plus a table in

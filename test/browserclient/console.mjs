@@ -68,7 +68,7 @@ try {
     await signIn(page, key);
     await page.waitForSelector('[data-listed]');
     const times = [];
-    for (let i = 0; i < 5; i++) {
+    for (let i = 0; i < Number(process.env.CONSOLE_RELOADS || 5); i++) {
       await page.reload();
       await page.waitForSelector('[data-listed]');
       times.push(await page.evaluate(() => ({

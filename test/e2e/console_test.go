@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/internal/testenv"
 )
 
@@ -280,51 +279,4 @@ func TestConsole(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestConsoleHundredSandboxes lists 100 sandboxes in the console and logs
-// how long the first view took to show them (a measurement, not an
-// assertion on time; the machine is shared).
-func TestConsoleHundredSandboxes(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, "")
-	e.requireImage(t, "tool-basic")
-	svc := e.start(t)
-	requireConsoleBuilt(t, svc)
-	const n = 100
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 6)
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			sb, err := svc.client().CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "tool-basic", Runtime: "runc", WaitSeconds: 60,
-				Resources: &client.Resources{CPU: 0.1, MemoryMB: 64}, Metadata: map[string]string{"n": fmt.Sprint(i)}}, "")
-			if err != nil {
-				t.Errorf("create sandbox %d: %v", i, err)
-				return
-			}
-			e.deleteOnCleanup(t, sb.ID)
-		}(i)
-	}
-	wg.Wait()
-	if t.Failed() {
-		return
-	}
-	r := runConsole(t, "perf", svc.url(), e.apiKey, "", "", consoleArtifacts(t, "perf"), "tool-basic", "runc")
-	load, _ := os.ReadFile("/proc/loadavg")
-	for _, p := range r.Perf {
-		if p.Listed != n {
-			t.Fatalf("the console listed %d sandboxes, want %d", p.Listed, n)
-		}
-	}
-	var ms []string
-	for _, p := range r.Perf {
-		ms = append(ms, fmt.Sprintf("%.0f ms (DOMContentLoaded %.0f ms)", p.MS, p.DCL))
-	}
-	t.Logf("first view with %d sandboxes listed, from navigation start, 5 reloads: %s; load %s", n, strings.Join(ms, ", "), strings.TrimSpace(string(load)))
 }
