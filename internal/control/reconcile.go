@@ -37,7 +37,8 @@ type ReconcileReport struct {
 //   - live records whose container is gone or stopped (by an inspection
 //     made after the records were read) are marked failed;
 //   - at startup, records stuck in created/starting and jobs still running
-//     from the previous process are finished (failed / lost);
+//     from the previous process are finished (failed / lost), and pool
+//     members it left between start (or reset) and idle are destroyed;
 //   - sandboxes past their TTL are destroyed;
 //   - sandbox directories with no live record are removed.
 func (s *Service) Reconcile(ctx context.Context, startup bool) error {
@@ -116,6 +117,14 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 				if err := s.destroy(ctx, r, r.FailureReason); err == nil {
 					rep.Expired++
 				}
+			}
+		case startup && r.Tenant == "" && r.State == sandbox.StateReady:
+			// A pool member between its start (or its reset) and idle: the
+			// previous process stopped while its services started. Nobody
+			// can lease it and it counts against the pool's size, so it
+			// goes; the pool makes another.
+			if err := s.destroy(ctx, r, "pool member left unfinished by the previous process"); err == nil {
+				rep.Expired++
 			}
 		case !hasContainer || !c.Running:
 			why, stopped := s.containerStopped(ctx, r)

@@ -14,6 +14,7 @@ import (
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
 )
 
 func TestReconcileOrphans(t *testing.T) {
@@ -150,6 +151,16 @@ func TestReconcileStartup(t *testing.T) {
 		return sb
 	}
 	created, starting, draining := mk(sandbox.StateCreated), mk(sandbox.StateStarting), mk(sandbox.StateDraining)
+	// A pool member the previous process left ready, nobody's, before idle
+	// (while its services started after a create or a reset).
+	unfinished := h.Create("a", control.CreateSandboxInput{})
+	if _, err := h.St.UpdateSandbox(ctx, unfinished.ID, 0, now, func(x *sandbox.Sandbox) error { x.State = sandbox.StateDraining; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.St.ReturnSandbox(ctx, store.Return{SandboxID: unfinished.ID, Tenant: "a", From: sandbox.StateDraining,
+		To: sandbox.StateReady, RiskLevel: sandbox.RiskTrusted, Now: now}); err != nil {
+		t.Fatal(err)
+	}
 	started := now
 	var running []*sandbox.Job
 	for _, st := range []sandbox.JobState{sandbox.JobRunning, sandbox.JobPending} {
@@ -165,7 +176,7 @@ func TestReconcileStartup(t *testing.T) {
 	if err := h.Svc.Reconcile(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	for _, sb := range []*sandbox.Sandbox{created, starting} {
+	for _, sb := range []*sandbox.Sandbox{created, starting, unfinished} {
 		if r := h.Record(sb.ID); r.State != sb.State {
 			t.Errorf("periodic reconcile moved an in-progress %s sandbox to %s", sb.State, r.State)
 		}
@@ -179,7 +190,7 @@ func TestReconcileStartup(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]sandbox.State{created.ID: sandbox.StateFailed, starting.ID: sandbox.StateFailed,
-		draining.ID: sandbox.StateDestroyed, ready.ID: sandbox.StateReady}
+		draining.ID: sandbox.StateDestroyed, unfinished.ID: sandbox.StateDestroyed, ready.ID: sandbox.StateReady}
 	for id, st := range want {
 		r := h.Record(id)
 		if r.State != st {
