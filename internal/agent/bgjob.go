@@ -476,13 +476,8 @@ func (s *Server) launch(j *bgJob, spec *job, stdinR *os.File) (err error) {
 	})
 
 	go func() {
-		<-st.done
-		ws, at := st.ws, st.at
-		if !st.exited {
-			// No exit line: the shim died, and with it its status pipe.
-			ei := <-sp.done
-			sp.dead = true
-			ws, at = ei.status, ei.at
+		ws, at, died := awaitShim(sp, st)
+		if died {
 			j.mu.Lock()
 			if j.pid > 0 {
 				syscall.Kill(-j.pid, syscall.SIGKILL)
@@ -507,19 +502,12 @@ func (s *Server) launch(j *bgJob, spec *job, stdinR *os.File) (err error) {
 		// The shim serves the next job only when it said it is idle and
 		// got no control byte that the next job could mistake for its
 		// header. No byte is sent once ctl is cleared.
-		reuse := st.idle && !j.sentCtl
+		reuse := !j.sentCtl
 		j.ctl = nil
 		j.mu.Unlock()
-		if !st.idle {
-			s.noteStrays() // the shim may have left part of the tree
-		}
 		// Back in the idle set before the exit is visible, so that a caller
 		// that starts its next job on seeing it finds the shim.
-		if reuse && sp.alive() {
-			s.returnSpare(sp)
-		} else {
-			s.retireAndWait(sp)
-		}
+		s.releaseShim(sp, st, reuse)
 		total, _, trunc := j.out.counts()
 		x := agentproto.ExitResult{
 			StdoutBytes:     total[streamStdout],
@@ -563,6 +551,35 @@ func (s *Server) launch(j *bgJob, spec *job, stdinR *os.File) (err error) {
 		s.log.Warn("job shim did not report the command's start", "job", j.id, "shim", sp.pid)
 	}
 	return nil
+}
+
+// awaitShim waits until the command handed to sp ends and returns its wait
+// status and when it ended. died reports that the shim itself died
+// without an exit line; its own status stands in.
+func awaitShim(sp *spareShim, st *shimStatus) (ws syscall.WaitStatus, at time.Time, died bool) {
+	<-st.done
+	if st.exited {
+		return st.ws, st.at, false
+	}
+	// No exit line: the shim died, and with it its status pipe.
+	ei := <-sp.done
+	sp.dead = true
+	return ei.status, ei.at, true
+}
+
+// releaseShim puts sp back into the idle set when it said it is idle and
+// reuse allows (no control byte went to it that the next job could take
+// for its header), and retires it otherwise. A shim that did not end idle
+// may have left part of its tree to the agent.
+func (s *Server) releaseShim(sp *spareShim, st *shimStatus, reuse bool) {
+	if !st.idle {
+		s.noteStrays()
+	}
+	if reuse && st.idle && sp.alive() {
+		s.returnSpare(sp)
+	} else {
+		s.retireAndWait(sp)
+	}
 }
 
 // shimSpecOf is what a shim needs of j. The shim is the agent binary:

@@ -206,14 +206,7 @@ func (t *terminal) pump(s *Server, sp *spareShim, st *shimStatus) {
 			}
 		}
 	}()
-	<-st.done
-	ws, at := st.ws, st.at
-	if !st.exited {
-		// No exit line: the shim died, and with it its status pipe.
-		ei := <-sp.done
-		sp.dead = true
-		ws, at = ei.status, ei.at
-	}
+	ws, at, _ := awaitShim(sp, st)
 	// The shim killed the rest of the tree; if it died, the group is what
 	// can still be reached.
 	syscall.Kill(-t.pid, syscall.SIGKILL)
@@ -230,19 +223,12 @@ func (t *terminal) pump(s *Server, sp *spareShim, st *shimStatus) {
 		ExitCode: code, ExitReason: reason, Signal: sig,
 		StdoutBytes: t.total, DurationMS: at.Sub(t.started).Milliseconds(),
 	}
-	reuse := st.idle && !t.sentCtl
+	reuse := !t.sentCtl
 	t.ctl = nil
-	if !st.idle {
-		s.noteStrays() // the shim may have left part of the tree
-	}
 	close(t.done)
 	t.wakeLocked()
 	t.mu.Unlock()
-	if reuse && sp.alive() {
-		s.returnSpare(sp)
-	} else {
-		s.retireAndWait(sp)
-	}
+	s.releaseShim(sp, st, reuse)
 	s.terms.finished(t)
 }
 
@@ -403,12 +389,8 @@ func (s *Server) startTerminal(req *agentproto.TerminalStartRequest) (*terminal,
 		t.fail()
 		s.terms.remove(t)
 		go func() {
-			<-st.done
-			if st.exited && st.idle {
-				s.returnSpare(sp)
-			} else {
-				s.retireAndWait(sp)
-			}
+			awaitShim(sp, st)
+			s.releaseShim(sp, st, true)
 		}()
 		if st.exited {
 			return nil, errdefs.WithCode("command_not_runnable", fmt.Errorf("terminal %s: start %s: exit status %d: %w", t.id, j.argv0, st.ws.ExitStatus(), errdefs.ErrInvalidArgument))
