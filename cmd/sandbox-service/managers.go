@@ -8,6 +8,7 @@ import (
 	"genesis.dev/sandbox/internal/browser"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/interactive"
 	"genesis.dev/sandbox/internal/joblog"
@@ -32,6 +33,8 @@ type managers struct {
 	sk    *skills.Manager
 	// browser serves the browser routes of browser profiles.
 	browser *browser.Manager
+	// desktop serves the computer-use routes of desktop profiles.
+	desktop *desktop.Manager
 }
 
 // newManagers builds the managers over ctl and registers their hooks; call
@@ -84,6 +87,11 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 		return nil, err
 	}
 	ctl.AddHook(bm) // after the port proxy: its connections close first
+	dm, err := desktop.New(desktop.Config{Sandboxes: desktop.FromControl(ctl), Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	ctl.AddHook(dm)
 	ms, err := servers.New(servers.Config{Leases: ctl, Jobs: jm, Catalog: mcpCatalog(cfg.MCP), TenantCatalog: mcpCatalogStore{st}, Ceiling: cfg.MCP.MaxRiskLevel, TenantCeiling: ctl.ToolRiskCeiling,
 		AllowedOrigins: cfg.MCP.AllowedOrigins, Audit: mcpAudit(ctl, log), Secret: mcpSecret(cfg.Network), Logger: log,
 		NetworkEvents: mcpNetworkEvents(ctl), DialPort: mcpDialPort(ctl)})
@@ -97,7 +105,7 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 	if err != nil {
 		return nil, err
 	}
-	return &managers{jobs: jm, arts: arts, files: fs, terms: terms, ports: pp, svcs: svcs, mcp: ms, sk: sk, browser: bm}, nil
+	return &managers{jobs: jm, arts: arts, files: fs, terms: terms, ports: pp, svcs: svcs, mcp: ms, sk: sk, browser: bm, desktop: dm}, nil
 }
 
 // newPortsProxy builds the port proxy with the preview-link key of the

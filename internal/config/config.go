@@ -280,6 +280,8 @@ type Profile struct {
 	Services []ServiceSpec `yaml:"services"`
 	// Browser, if set, makes this a browser profile (config.BrowserSpec).
 	Browser *BrowserSpec `yaml:"browser"`
+	// Desktop, if set, makes this a desktop profile (config.DesktopSpec).
+	Desktop *DesktopSpec `yaml:"desktop"`
 }
 
 // DefaultFileRoot is the file root of a profile that names none.
@@ -502,6 +504,7 @@ func (c *Config) validate(v *problems) {
 	}
 	c.validatePorts(v)
 	c.validateBrowser(v)
+	c.validateDesktop(v)
 	c.validateMCP(v)
 	c.validateSkills(v)
 	seen := map[string]bool{}

@@ -16,7 +16,7 @@ func TestDefaultsValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"tool-basic", "code-python-basic", "skill-python-basic", "code-python-data", "browser-playwright", "desktop-cloud"}
+	want := []string{"tool-basic", "code-python-basic", "skill-python-basic", "code-python-data", "browser-playwright", "desktop-vnc"}
 	for _, n := range want {
 		if _, ok := c.Profile(n); !ok {
 			t.Errorf("built-in profile %s missing", n)

@@ -14,6 +14,7 @@ import (
 	"genesis.dev/sandbox/internal/browser"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/controltest"
+	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/httpapi"
 	"genesis.dev/sandbox/internal/mcp/servers"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -65,8 +66,14 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dm, err := desktop.New(desktop.Config{Sandboxes: desktop.FromControl(h.Svc)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dm.Close)
 	srv, err := httpapi.New(httpapi.Config{
 		Browser:      bm,
+		Desktop:      dm,
 		MCP:          ms,
 		Skills:       sk,
 		Control:      h.Svc,

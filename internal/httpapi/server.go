@@ -21,6 +21,7 @@ import (
 	"genesis.dev/sandbox/internal/artifacts"
 	"genesis.dev/sandbox/internal/browser"
 	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/interactive"
@@ -56,6 +57,8 @@ type Config struct {
 	Skills *skills.Manager
 	// Browser, when set, serves the browser routes (needs Ports).
 	Browser *browser.Manager
+	// Desktop, when set, serves the desktop (computer-use) routes.
+	Desktop *desktop.Manager
 	// Services, when set, reports the profile services on GET sandbox.
 	Services *jobs.Services
 	Logger   *slog.Logger
@@ -88,6 +91,7 @@ type Server struct {
 	skills    *skills.Manager
 	browser   *browser.Manager
 	tickets   terminalTickets
+	desktop   *desktop.Manager
 }
 
 type apiKey struct {
@@ -138,6 +142,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.terms, s.files, s.jobs, s.arts, s.mcp = cfg.Terminals, cfg.Files, cfg.Jobs, cfg.Artifacts, cfg.MCP
 	s.skills = cfg.Skills
+	s.desktop = cfg.Desktop
 	if cfg.Ports != nil {
 		s.browser = cfg.Browser
 	}
@@ -194,6 +199,7 @@ func (s *Server) routesInit() {
 	s.mcpRoutes()
 	s.skillRoutes()
 	s.browserRoutes()
+	s.desktopRoutes()
 }
 
 type ctxKey int

@@ -152,6 +152,12 @@ var rules = []rule{
 		External: []string{},
 	},
 	{
+		Pkg:      "internal/desktop",
+		Why:      "desktop is a workload package: it reaches sandboxes through control's Attach and hooks only (the agent's port dial and job start); it imports no API, store or driver package",
+		Forbid:   concat([]string{"internal/httpapi", "client", "cmd/..."}, without(workloads, "internal/desktop", "internal/ports", "internal/interactive")),
+		NoImport: []string{"internal/store/...", "internal/driver/..."},
+	},
+	{
 		Pkg:      "internal/httpapi",
 		Why:      "the API calls control and the workload managers; it never imports a driver, the store, admission, the job log or the agent protocol",
 		Forbid:   []string{"cmd/..."},

@@ -1,0 +1,601 @@
+package desktop
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"image"
+	"image/png"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jezek/xgb/xproto"
+
+	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+// Error codes of the actions API.
+const (
+	CodeUnknownAction = "unknown_action"
+	CodeOutOfRange    = "coordinate_out_of_range"
+	CodeActionFailed  = "action_failed"
+)
+
+// Size is a display size in pixels.
+type Size struct {
+	Width  int `json:"width"`
+	Height int `json:"height"`
+}
+
+// Point is a position in logical coordinates.
+type Point struct {
+	X int `json:"x"`
+	Y int `json:"y"`
+}
+
+// Action is one step of a batch. Action names the kind; the fields it
+// uses are those of the Anthropic computer tool (coordinate, text,
+// scroll_direction, scroll_amount, duration, region) or of OpenAI's
+// computer-use actions (x, y, button, path, keys, scroll_x, scroll_y).
+type Action struct {
+	Action string `json:"action"`
+	// Coordinate is [x, y] (Anthropic); X and Y are the same (OpenAI).
+	Coordinate []int `json:"coordinate,omitempty"`
+	X          *int  `json:"x,omitempty"`
+	Y          *int  `json:"y,omitempty"`
+	// StartCoordinate starts a left_click_drag (Anthropic); Path is a
+	// drag's whole path (OpenAI).
+	StartCoordinate []int   `json:"start_coordinate,omitempty"`
+	Path            []Point `json:"path,omitempty"`
+	// Button of click: left, right, middle, back, forward (OpenAI).
+	Button string `json:"button,omitempty"`
+	// Text is typed (type), or is a key chord such as "ctrl+s" (key,
+	// hold_key), or modifiers held during a click or scroll ("shift").
+	Text string   `json:"text,omitempty"`
+	Keys []string `json:"keys,omitempty"`
+	// ScrollDirection up|down|left|right with ScrollAmount wheel clicks
+	// (Anthropic); ScrollX/ScrollY in pixels, 100 per click (OpenAI).
+	ScrollDirection string `json:"scroll_direction,omitempty"`
+	ScrollAmount    int    `json:"scroll_amount,omitempty"`
+	ScrollX         int    `json:"scroll_x,omitempty"`
+	ScrollY         int    `json:"scroll_y,omitempty"`
+	// Duration in seconds (wait, hold_key).
+	Duration float64 `json:"duration,omitempty"`
+	// Region [x0, y0, x1, y1] to zoom into.
+	Region []int `json:"region,omitempty"`
+	// Window is a window id of list_windows (focus_window).
+	Window string `json:"window,omitempty"`
+	// Command is the program to launch (launch), with Env added.
+	Command []string          `json:"command,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+}
+
+// ActionsRequest is the body of POST /v1/sandboxes/{id}/computer/actions.
+type ActionsRequest struct {
+	Actions []Action `json:"actions"`
+	// Screenshot adds a screenshot after the last action.
+	Screenshot bool `json:"screenshot,omitempty"`
+	// Display is the logical display size the caller's coordinates and
+	// screenshots are in; the real display's size when absent.
+	Display *Size `json:"display,omitempty"`
+}
+
+// StepResult answers one action.
+type StepResult struct {
+	Index  int    `json:"index"`
+	Action string `json:"action"`
+	OK     bool   `json:"ok"`
+	Error  string `json:"error,omitempty"`
+	Code   string `json:"code,omitempty"`
+	// Screenshot is a base64 PNG (screenshot, zoom).
+	Screenshot string   `json:"screenshot,omitempty"`
+	Cursor     *Point   `json:"cursor,omitempty"`
+	Windows    []Window `json:"windows,omitempty"`
+	// JobID is the agent job of a launched program.
+	JobID      string `json:"job_id,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// ActionsResult answers a batch: a result per action run (the batch stops
+// at the first failure), and the final screenshot when asked.
+type ActionsResult struct {
+	Results    []StepResult `json:"results"`
+	Completed  int          `json:"completed"`
+	OK         bool         `json:"ok"`
+	Display    Size         `json:"display"`
+	Real       Size         `json:"real"`
+	Screenshot string       `json:"screenshot,omitempty"`
+}
+
+// step is a validated action.
+type step struct {
+	kind    string
+	pts     []Point // logical
+	button  byte
+	clicks  int
+	keys    []keysym
+	text    string
+	hold    time.Duration
+	scrollB byte
+	amount  int
+	region  image.Rectangle // logical
+	window  xproto.Window
+	cmd     []string
+	env     map[string]string
+}
+
+func bad(code, format string, args ...any) error {
+	return errdefs.WithCode(code, fmt.Errorf(format+": %w", append(args, errdefs.ErrInvalidArgument)...))
+}
+
+// point reads a step's single position from coordinate or x/y.
+func point(i int, a Action, logical Size) (Point, error) {
+	var p Point
+	switch {
+	case len(a.Coordinate) == 2:
+		p = Point{a.Coordinate[0], a.Coordinate[1]}
+	case len(a.Coordinate) != 0:
+		return p, bad("invalid_action", "actions[%d]: coordinate must be [x, y]", i)
+	case a.X != nil && a.Y != nil:
+		p = Point{*a.X, *a.Y}
+	default:
+		return p, bad("invalid_action", "actions[%d] (%s): needs coordinate [x, y] or x and y", i, a.Action)
+	}
+	return p, inRange(i, p, logical)
+}
+
+func inRange(i int, p Point, logical Size) error {
+	if p.X < 0 || p.Y < 0 || p.X >= logical.Width || p.Y >= logical.Height {
+		return bad(CodeOutOfRange, "actions[%d]: (%d, %d) is outside the %dx%d display", i, p.X, p.Y, logical.Width, logical.Height)
+	}
+	return nil
+}
+
+// optPoint is point when the action names one, nil when not.
+func optPoint(i int, a Action, logical Size) ([]Point, error) {
+	if len(a.Coordinate) == 0 && a.X == nil && a.Y == nil {
+		return nil, nil
+	}
+	p, err := point(i, a, logical)
+	return []Point{p}, err
+}
+
+var buttons = map[string]byte{"": 1, "left": 1, "middle": 2, "wheel": 2, "right": 3, "back": 8, "forward": 9}
+
+// validate checks a whole batch before anything runs: a bad action
+// anywhere answers 400 and changes nothing.
+func validate(req *ActionsRequest, logical Size, maxActions int) ([]step, error) {
+	if len(req.Actions) == 0 {
+		return nil, bad("invalid_action", "actions is empty")
+	}
+	if len(req.Actions) > maxActions {
+		return nil, bad("invalid_action", "%d actions; at most %d per request", len(req.Actions), maxActions)
+	}
+	out := make([]step, 0, len(req.Actions))
+	for i, a := range req.Actions {
+		s := step{kind: a.Action}
+		var err error
+		switch a.Action {
+		case "screenshot", "cursor_position", "list_windows":
+		case "mouse_move", "move":
+			s.kind = "mouse_move"
+			var p Point
+			p, err = point(i, a, logical)
+			s.pts = []Point{p}
+		case "left_click", "right_click", "middle_click", "double_click", "triple_click", "click", "left_mouse_down", "left_mouse_up":
+			s.pts, err = optPoint(i, a, logical)
+			s.button, s.clicks = 1, 1
+			switch a.Action {
+			case "right_click":
+				s.button = 3
+			case "middle_click":
+				s.button = 2
+			case "double_click":
+				s.clicks = 2
+			case "triple_click":
+				s.clicks = 3
+			case "click":
+				b, ok := buttons[a.Button]
+				if !ok {
+					return nil, bad("invalid_action", "actions[%d]: unknown button %q (left, right, middle, back, forward)", i, a.Button)
+				}
+				s.button = b
+			}
+			if err == nil && a.Text != "" {
+				s.keys, err = parseCombo(a.Text)
+			}
+		case "left_click_drag", "drag":
+			s.kind = "drag"
+			switch {
+			case len(a.Path) > 0:
+				if len(a.Path) < 2 {
+					return nil, bad("invalid_action", "actions[%d]: a drag path needs at least two points", i)
+				}
+				s.pts = a.Path
+			case len(a.StartCoordinate) == 2:
+				var end Point
+				if end, err = point(i, a, logical); err == nil {
+					s.pts = []Point{{a.StartCoordinate[0], a.StartCoordinate[1]}, end}
+				}
+			default:
+				return nil, bad("invalid_action", "actions[%d]: drag needs path or start_coordinate and coordinate", i)
+			}
+			for _, p := range s.pts {
+				if err == nil {
+					err = inRange(i, p, logical)
+				}
+			}
+		case "scroll":
+			s.pts, err = optPoint(i, a, logical)
+			dir, amount := a.ScrollDirection, a.ScrollAmount
+			if dir == "" {
+				// OpenAI: pixels, 100 per wheel click; vertical wins.
+				switch {
+				case a.ScrollY < 0:
+					dir, amount = "up", -a.ScrollY
+				case a.ScrollY > 0:
+					dir, amount = "down", a.ScrollY
+				case a.ScrollX < 0:
+					dir, amount = "left", -a.ScrollX
+				case a.ScrollX > 0:
+					dir, amount = "right", a.ScrollX
+				}
+				amount = (amount + 99) / 100
+			}
+			b, ok := map[string]byte{"up": 4, "down": 5, "left": 6, "right": 7}[dir]
+			if !ok {
+				return nil, bad("invalid_action", "actions[%d]: scroll_direction must be up, down, left or right (or give scroll_x/scroll_y)", i)
+			}
+			if amount < 1 || amount > 100 {
+				return nil, bad("invalid_action", "actions[%d]: scroll amount %d is not 1..100", i, amount)
+			}
+			s.scrollB, s.amount = b, amount
+			if err == nil && a.Text != "" {
+				s.keys, err = parseCombo(a.Text)
+			}
+		case "type":
+			if a.Text == "" || len(a.Text) > 10000 {
+				return nil, bad("invalid_action", "actions[%d]: type needs text of 1..10000 bytes", i)
+			}
+			s.text = a.Text
+		case "key", "keypress", "hotkey", "hold_key":
+			if len(a.Keys) > 0 {
+				s.keys, err = parseKeyList(a.Keys)
+			} else {
+				s.keys, err = parseCombo(a.Text)
+			}
+			if a.Action == "hold_key" {
+				if a.Duration <= 0 || a.Duration > 30 {
+					return nil, bad("invalid_action", "actions[%d]: hold_key needs a duration of 0..30 seconds", i)
+				}
+				s.hold = time.Duration(a.Duration * float64(time.Second))
+			} else {
+				s.kind = "key"
+			}
+		case "wait":
+			d := a.Duration
+			if d == 0 {
+				d = 1
+			}
+			if d < 0 || d > 30 {
+				return nil, bad("invalid_action", "actions[%d]: wait duration must be 0..30 seconds", i)
+			}
+			s.hold = time.Duration(d * float64(time.Second))
+		case "zoom":
+			if len(a.Region) != 4 {
+				return nil, bad("invalid_action", "actions[%d]: zoom needs region [x0, y0, x1, y1]", i)
+			}
+			r := image.Rect(a.Region[0], a.Region[1], a.Region[2], a.Region[3])
+			if r.Empty() || r.Min.X < 0 || r.Min.Y < 0 || r.Max.X > logical.Width || r.Max.Y > logical.Height || r != r.Canon() ||
+				a.Region[0] >= a.Region[2] || a.Region[1] >= a.Region[3] {
+				return nil, bad(CodeOutOfRange, "actions[%d]: region %v is not inside the %dx%d display", i, a.Region, logical.Width, logical.Height)
+			}
+			s.region = r
+		case "focus_window":
+			v, perr := strconv.ParseUint(strings.TrimPrefix(a.Window, "0x"), 16, 32)
+			if perr != nil || !strings.HasPrefix(a.Window, "0x") {
+				return nil, bad("invalid_action", "actions[%d]: window %q is not a window id of list_windows (0x…)", i, a.Window)
+			}
+			s.window = xproto.Window(v)
+		case "launch":
+			if len(a.Command) == 0 || a.Command[0] == "" {
+				return nil, bad("invalid_action", "actions[%d]: launch needs a command", i)
+			}
+			s.cmd, s.env = a.Command, a.Env
+		default:
+			return nil, bad(CodeUnknownAction, "actions[%d]: unknown action %q", i, a.Action)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// scaler maps logical coordinates to real ones and back.
+type scaler struct{ logical, real Size }
+
+func (s scaler) toReal(p Point) (int, int) {
+	x := int(math.Round(float64(p.X) * float64(s.real.Width) / float64(s.logical.Width)))
+	y := int(math.Round(float64(p.Y) * float64(s.real.Height) / float64(s.logical.Height)))
+	return min(x, s.real.Width-1), min(y, s.real.Height-1)
+}
+
+func (s scaler) toLogical(x, y int) Point {
+	lx := int(math.Round(float64(x) * float64(s.logical.Width) / float64(s.real.Width)))
+	ly := int(math.Round(float64(y) * float64(s.logical.Height) / float64(s.real.Height)))
+	return Point{min(lx, s.logical.Width-1), min(ly, s.logical.Height-1)}
+}
+
+func (s scaler) rectToReal(r image.Rectangle) image.Rectangle {
+	x0 := r.Min.X * s.real.Width / s.logical.Width
+	y0 := r.Min.Y * s.real.Height / s.logical.Height
+	x1 := (r.Max.X*s.real.Width + s.logical.Width - 1) / s.logical.Width
+	y1 := (r.Max.Y*s.real.Height + s.logical.Height - 1) / s.logical.Height
+	return image.Rect(x0, y0, x1, y1)
+}
+
+// Run runs a batch of actions on a desktop sandbox's display, in order,
+// stopping at the first failure. The whole batch is checked first; a bad
+// action answers 400 and nothing runs.
+func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsRequest) (*ActionsResult, error) {
+	t, err := m.cfg.Sandboxes.AttachDesktop(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Release()
+	real := Size{t.Spec.Width, t.Spec.Height}
+	logical := real
+	if req.Display != nil {
+		logical = *req.Display
+		if logical.Width < 64 || logical.Height < 64 || logical.Width > 7680 || logical.Height > 4320 {
+			return nil, bad("invalid_display", "display %dx%d is not between 64x64 and 7680x4320", logical.Width, logical.Height)
+		}
+	}
+	steps, err := validate(req, logical, t.Spec.MaxActions)
+	if err != nil {
+		return nil, err
+	}
+	s, err := m.session(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.d == nil {
+		return nil, errdefs.WithCode(CodeNotReady, fmt.Errorf("the display connection of sandbox %s closed; retry: %w", id, errdefs.ErrUnavailable))
+	}
+	// The real size is the server's, whatever the profile says.
+	real = Size{s.d.width, s.d.height}
+	sc := scaler{logical: logical, real: real}
+	ctx, cancel := context.WithTimeout(ctx, t.Spec.ActionTimeout)
+	defer cancel()
+	res := &ActionsResult{Results: []StepResult{}, Display: logical, Real: real, OK: true}
+	for i, st := range steps {
+		start := time.Now()
+		r := StepResult{Index: i, Action: req.Actions[i].Action, OK: true}
+		if err := m.runStep(ctx, t, s.d, sc, st, &r); err != nil {
+			r.OK, r.Error, r.Code = false, err.Error(), CodeActionFailed
+			if c := errdefs.Code(err); c != "" {
+				r.Code = c
+			}
+			res.OK = false
+			// The connection may be what failed: the next batch opens a
+			// new one (one dial) rather than guess.
+			s.broken = true
+			s.d.close()
+			s.d = nil
+		}
+		r.DurationMS = time.Since(start).Milliseconds()
+		res.Results = append(res.Results, r)
+		if !r.OK {
+			return res, nil
+		}
+		res.Completed++
+	}
+	if req.Screenshot {
+		img, err := shot(s.d, sc, image.Rect(0, 0, real.Width, real.Height), logical)
+		if err != nil {
+			return nil, errdefs.WithCode(CodeActionFailed, fmt.Errorf("final screenshot: %v: %w", err, errdefs.ErrBadGateway))
+		}
+		res.Screenshot = img
+	}
+	return res, nil
+}
+
+func (m *Manager) runStep(ctx context.Context, t *Target, d *display, sc scaler, st step, r *StepResult) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("the batch ran out of time: %w", err)
+	}
+	moveTo := func() {
+		if len(st.pts) > 0 {
+			x, y := sc.toReal(st.pts[0])
+			d.move(x, y)
+		}
+	}
+	withMods := func(f func() error) error {
+		for _, k := range st.keys {
+			if err := d.key(k, true); err != nil {
+				return err
+			}
+		}
+		err := f()
+		for i := len(st.keys) - 1; i >= 0; i-- {
+			if kerr := d.key(st.keys[i], false); kerr != nil && err == nil {
+				err = kerr
+			}
+		}
+		return err
+	}
+	switch st.kind {
+	case "screenshot":
+		img, err := shot(d, sc, image.Rect(0, 0, sc.real.Width, sc.real.Height), sc.logical)
+		r.Screenshot = img
+		return err
+	case "zoom":
+		img, err := shot(d, sc, sc.rectToReal(st.region), Size{})
+		r.Screenshot = img
+		return err
+	case "cursor_position":
+		x, y, err := d.pointer()
+		if err == nil {
+			p := sc.toLogical(x, y)
+			r.Cursor = &p
+		}
+		return err
+	case "mouse_move":
+		moveTo()
+		return d.sync()
+	case "left_click", "right_click", "middle_click", "double_click", "triple_click", "click":
+		moveTo()
+		err := withMods(func() error {
+			for range st.clicks {
+				d.button(st.button, true)
+				d.button(st.button, false)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return d.sync()
+	case "left_mouse_down", "left_mouse_up":
+		moveTo()
+		d.button(1, st.kind == "left_mouse_down")
+		return d.sync()
+	case "drag":
+		x, y := sc.toReal(st.pts[0])
+		d.move(x, y)
+		d.button(1, true)
+		for _, p := range st.pts[1:] {
+			x, y := sc.toReal(p)
+			d.move(x, y)
+			// Each point is its own motion event the application sees.
+			if err := d.sync(); err != nil {
+				return err
+			}
+		}
+		d.button(1, false)
+		return d.sync()
+	case "scroll":
+		moveTo()
+		err := withMods(func() error {
+			for range st.amount {
+				d.button(st.scrollB, true)
+				d.button(st.scrollB, false)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return d.sync()
+	case "type":
+		for _, ru := range st.text {
+			if err := d.chord([]keysym{runeKeysym(ru)}, 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "key":
+		return d.chord(st.keys, 0)
+	case "hold_key":
+		return d.chord(st.keys, st.hold)
+	case "wait":
+		select {
+		case <-time.After(st.hold):
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("the batch ran out of time: %w", ctx.Err())
+		}
+	case "list_windows":
+		ws, err := d.windows()
+		for i := range ws {
+			p := sc.toLogical(ws[i].X, ws[i].Y)
+			e := sc.toLogical(ws[i].X+ws[i].Width, ws[i].Y+ws[i].Height)
+			ws[i].X, ws[i].Y, ws[i].Width, ws[i].Height = p.X, p.Y, e.X-p.X, e.Y-p.Y
+		}
+		r.Windows = ws
+		return err
+	case "focus_window":
+		deadline, ok := ctx.Deadline()
+		if !ok {
+			deadline = time.Now().Add(5 * time.Second)
+		}
+		return d.focus(st.window, deadline)
+	case "launch":
+		env := map[string]string{"DISPLAY": fmt.Sprintf(":%d", t.Spec.Display)}
+		for k, v := range st.env {
+			env[k] = v
+		}
+		var id [8]byte
+		if _, err := rand.Read(id[:]); err != nil {
+			return err
+		}
+		info, err := t.Launch(ctx, agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{
+			JobID: "desktop-launch-" + hex.EncodeToString(id[:]), Command: st.cmd, Env: env, MaxOutputBytes: 64 << 10}})
+		if err != nil {
+			return fmt.Errorf("launch %s: %w", st.cmd[0], err)
+		}
+		r.JobID = info.JobID
+		return nil
+	}
+	return fmt.Errorf("action %q has no runner: %w", st.kind, errdefs.ErrInternal)
+}
+
+// shot captures real region r and encodes it as base64 PNG, scaled to
+// out (the logical display) when out is set and differs.
+func shot(d *display, sc scaler, r image.Rectangle, out Size) (string, error) {
+	img, err := d.capture(r)
+	if err != nil {
+		return "", err
+	}
+	var src image.Image = img
+	if out.Width != 0 && (out.Width != r.Dx() || out.Height != r.Dy()) {
+		src = scale(img, out)
+	}
+	var buf bytes.Buffer
+	enc := png.Encoder{CompressionLevel: png.BestSpeed}
+	if err := enc.Encode(&buf, src); err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(buf.Bytes()), nil
+}
+
+// scale resizes img to out by averaging the source pixels each target
+// pixel covers (a box filter: sharp enough for text at the common
+// down-scales, and no dependency).
+func scale(img *image.RGBA, out Size) *image.RGBA {
+	b := img.Bounds()
+	dst := image.NewRGBA(image.Rect(0, 0, out.Width, out.Height))
+	sw, sh := b.Dx(), b.Dy()
+	for y := range out.Height {
+		y0 := y * sh / out.Height
+		y1 := max(y0+1, (y+1)*sh/out.Height)
+		for x := range out.Width {
+			x0 := x * sw / out.Width
+			x1 := max(x0+1, (x+1)*sw/out.Width)
+			var rs, gs, bs, n int
+			for yy := y0; yy < y1; yy++ {
+				o := img.PixOffset(b.Min.X+x0, b.Min.Y+yy)
+				for xx := x0; xx < x1; xx++ {
+					rs += int(img.Pix[o])
+					gs += int(img.Pix[o+1])
+					bs += int(img.Pix[o+2])
+					o += 4
+					n++
+				}
+			}
+			do := dst.PixOffset(x, y)
+			dst.Pix[do], dst.Pix[do+1], dst.Pix[do+2], dst.Pix[do+3] = uint8(rs/n), uint8(gs/n), uint8(bs/n), 0xff
+		}
+	}
+	return dst
+}

@@ -1,0 +1,191 @@
+package desktop
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/ports"
+)
+
+// Error codes of the desktop routes.
+const (
+	CodeNotDesktop = "not_a_desktop_profile"
+	CodeNotReady   = "desktop_not_ready"
+)
+
+// Target is a running desktop sandbox as the desktop routes need it.
+type Target struct {
+	Tenant    string
+	SandboxID string
+	Spec      config.DesktopSpec
+	// Dial connects to 127.0.0.1:port inside the sandbox; it stays usable
+	// after Release while the sandbox runs.
+	Dial func(ctx context.Context, port int) (net.Conn, error)
+	// Launch starts a program in the background inside the sandbox.
+	Launch  func(ctx context.Context, req agentproto.JobStartRequest) (agentproto.JobInfo, error)
+	Release func()
+}
+
+// Sandboxes finds a caller's running desktop sandbox (ErrNotFound, or code
+// sandbox_not_running); a sandbox whose profile has no desktop is refused
+// with code not_a_desktop_profile.
+type Sandboxes interface {
+	AttachDesktop(ctx context.Context, tenant, sandboxID string) (*Target, error)
+}
+
+// Config wires a Manager.
+type Config struct {
+	Sandboxes Sandboxes
+	// ReadyWait bounds how long a request waits for a sandbox's X server
+	// to start answering (default 30 s).
+	ReadyWait time.Duration
+	Logger    *slog.Logger
+}
+
+// Manager serves the desktop routes. It is safe for concurrent use.
+type Manager struct {
+	cfg Config
+
+	mu       sync.Mutex
+	sessions map[string]*session // sandbox id → its X connection
+}
+
+// New returns a Manager.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Sandboxes == nil {
+		return nil, fmt.Errorf("desktop: Sandboxes is required: %w", errdefs.ErrInvalidArgument)
+	}
+	if cfg.ReadyWait <= 0 {
+		cfg.ReadyWait = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Manager{cfg: cfg, sessions: map[string]*session{}}, nil
+}
+
+// Name is the manager's hook name.
+func (m *Manager) Name() string { return "desktop" }
+
+// SandboxEnding closes the sandbox's X connection.
+func (m *Manager) SandboxEnding(_ context.Context, sandboxID, _ string) {
+	m.mu.Lock()
+	s := m.sessions[sandboxID]
+	delete(m.sessions, sandboxID)
+	m.mu.Unlock()
+	if s != nil {
+		s.close()
+	}
+}
+
+// Close closes every X connection.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	all := m.sessions
+	m.sessions = map[string]*session{}
+	m.mu.Unlock()
+	for _, s := range all {
+		s.close()
+	}
+}
+
+// session is the service's X connection to one sandbox's display; mu
+// serialises the batches run on it (one batch at a time per display).
+type session struct {
+	mu     sync.Mutex
+	d      *display
+	broken bool
+}
+
+func (s *session) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.d != nil {
+		s.d.close()
+		s.d = nil
+	}
+	s.broken = true
+}
+
+// session returns the sandbox's X session, connecting (and waiting up to
+// ReadyWait for the X server) when there is none or the last one broke.
+func (m *Manager) session(ctx context.Context, t *Target) (*session, error) {
+	m.mu.Lock()
+	s := m.sessions[t.SandboxID]
+	if s != nil && !s.broken {
+		m.mu.Unlock()
+		return s, nil
+	}
+	m.mu.Unlock()
+	d, err := m.connect(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	s = &session{d: d}
+	m.mu.Lock()
+	if old := m.sessions[t.SandboxID]; old != nil && !old.broken {
+		m.mu.Unlock()
+		d.close()
+		return old, nil
+	}
+	m.sessions[t.SandboxID] = s
+	m.mu.Unlock()
+	return s, nil
+}
+
+// connect dials the X server's port until it answers, up to ReadyWait.
+func (m *Manager) connect(ctx context.Context, t *Target) (*display, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyWait)
+	defer cancel()
+	var last error
+	for {
+		c, err := t.Dial(ctx, t.Spec.XPort())
+		if err == nil {
+			d, err := openDisplay(c)
+			if err == nil {
+				return d, nil
+			}
+			last = err
+		} else {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, errdefs.WithCode(CodeNotReady, fmt.Errorf(
+				"the display of sandbox %s did not answer within %v (see its display service in GET /v1/sandboxes/%s): %v: %w",
+				t.SandboxID, m.cfg.ReadyWait, t.SandboxID, last, errdefs.ErrUnavailable))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// FromControl adapts the lifecycle layer's Attach: a sandbox whose
+// profile has no desktop key is refused with code not_a_desktop_profile.
+func FromControl(a ports.Attacher) Sandboxes { return controlSandboxes{a} }
+
+type controlSandboxes struct{ a ports.Attacher }
+
+func (c controlSandboxes) AttachDesktop(ctx context.Context, tenant, id string) (*Target, error) {
+	at, err := c.a.Attach(ctx, tenant, id, control.AttachOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if at.Profile == nil || at.Profile.Desktop == nil {
+		at.Release()
+		return nil, errdefs.WithCode(CodeNotDesktop, fmt.Errorf(
+			"sandbox %s runs profile %s, which has no desktop (create it with a desktop profile such as desktop-vnc): %w",
+			id, at.Sandbox.Profile, errdefs.ErrFailedPrecondition))
+	}
+	return &Target{
+		Tenant: at.Sandbox.Tenant, SandboxID: at.Sandbox.ID, Spec: *at.Profile.Desktop,
+		Dial: at.Agent.DialPort, Launch: at.Agent.StartJob, Release: at.Release,
+	}, nil
+}
