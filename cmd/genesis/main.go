@@ -110,6 +110,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newPortCmd(a),
 		newPortForwardCmd(a),
 		newBrowserCmd(a),
+		newDesktopCmd(a),
 		newMCPCmd(a),
 		newSkillCmd(a),
 		newVersionCmd(a),

@@ -78,6 +78,7 @@ var foreignBodies = map[string]string{
 	"GET /v1/sandboxes/{id}/browser/devtools/{path}": "",
 	"GET /v1/sandboxes/{id}/browser/playwright":      "",
 	"POST /v1/sandboxes/{id}/browser/actions":        `{"actions":[{"type":"evaluate","expression":"1"}]}`,
+	"POST /v1/sandboxes/{id}/computer/actions":       `{"actions":[{"action":"left_click","coordinate":[1,1]}]}`,
 	"POST /v1/sandboxes/{id}/browser/links":          `{"ttl_seconds":60}`,
 	"GET /v1/sandboxes/{id}/browser/downloads":       "",
 	"POST /v1/sandboxes/{id}/browser/downloads/keep": `{"names":["x"]}`,

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"genesis.dev/sandbox/client"
+)
+
+// newDesktopCmd builds "genesis desktop" and its subcommands.
+func newDesktopCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "desktop",
+		Short: "Operate the display of a desktop sandbox: computer-use actions and screenshots",
+		Long: `A sandbox of a desktop profile (such as desktop-vnc) runs an X display.
+Run computer-use actions on it (genesis desktop actions) in the Anthropic
+computer tool's or OpenAI's vocabulary, or take a screenshot.`,
+	}
+	cmd.AddCommand(newDesktopActionsCmd(a), newDesktopScreenshotCmd(a))
+	return cmd
+}
+
+// newDesktopActionsCmd builds "genesis desktop actions SANDBOX [FILE|-]".
+func newDesktopActionsCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "actions SANDBOX [FILE|-]",
+		Short: "Run computer-use actions from a JSON file or stdin",
+		Long: `Reads {"actions":[...], "display":{...}, "screenshot":true} or a bare JSON
+array of actions from FILE, or from stdin without FILE or for "-", and runs
+them in order on the sandbox's display, for example:
+
+  [{"action":"left_click","coordinate":[400,300]},
+   {"action":"type","text":"hello"},
+   {"action":"key","text":"ctrl+s"}]
+
+Prints one line per action run (index, action, ok, milliseconds, error); with
+--json the whole answer, screenshots included as base64 PNG. The actions stop
+at the first that fails; then the exit status is 1.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) < 1 || len(args) > 2 {
+				return usageErrorf("want a sandbox id and optionally FILE or -, got %d argument(s)", len(args))
+			}
+			return noEmptyArgs(args)
+		},
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			name := "-"
+			if len(args) == 2 {
+				name = args[1]
+			}
+			var (
+				b   []byte
+				err error
+			)
+			if name == "-" {
+				b, err = io.ReadAll(a.stdin)
+			} else {
+				b, err = os.ReadFile(name)
+			}
+			if err != nil {
+				return usageErrorf("reading the actions: %v", err)
+			}
+			b = bytes.TrimSpace(b)
+			var req client.ComputerActionsRequest
+			if len(b) > 0 && b[0] == '[' {
+				err = decodeStrict(b, &req.Actions)
+			} else {
+				err = decodeStrict(b, &req)
+			}
+			if err != nil {
+				return usageErrorf("the actions are not {\"actions\":[...]} or a JSON array of actions: %v", err)
+			}
+			if len(req.Actions) == 0 {
+				return usageErrorf("no actions to run")
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.callContext(cmd.Context())
+			defer cancel()
+			res, err := c.ComputerActions(ctx, args[0], req)
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				if err := printJSON(a.stdout, res); err != nil {
+					return err
+				}
+			} else {
+				for _, r := range res.Results {
+					line := fmt.Sprintf("%d\t%s\t%v\t%dms", r.Index, r.Action, r.OK, r.DurationMS)
+					if r.Error != "" {
+						line += "\t" + r.Error
+					}
+					if r.Cursor != nil {
+						line += fmt.Sprintf("\tcursor %d,%d", r.Cursor.X, r.Cursor.Y)
+					}
+					for _, w := range r.Windows {
+						line += fmt.Sprintf("\n\twindow %s %q at %d,%d %dx%d", w.ID, w.Title, w.X, w.Y, w.Width, w.Height)
+					}
+					if _, err := fmt.Fprintln(a.stdout, line); err != nil {
+						return err
+					}
+				}
+			}
+			if !res.OK {
+				return fmt.Errorf("%d of %d actions completed", res.Completed, len(req.Actions))
+			}
+			return nil
+		}),
+	}
+}
+
+// newDesktopScreenshotCmd builds "genesis desktop screenshot SANDBOX".
+func newDesktopScreenshotCmd(a *app) *cobra.Command {
+	var (
+		dest          string
+		width, height int
+	)
+	cmd := &cobra.Command{
+		Use:   "screenshot SANDBOX [-O FILE] [--width W --height H]",
+		Short: "Save a PNG screenshot of a desktop sandbox's display",
+		Long: `Writes the display as a PNG to FILE (default screenshot.png), scaled to
+--width x --height when given (the logical display size an agent works in).`,
+		Args: exactArgs(1, "one sandbox id"),
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			if dest == "" {
+				return usageErrorf("--output-file must not be empty")
+			}
+			req := client.ComputerActionsRequest{Actions: []client.ComputerAction{{Action: "screenshot"}}}
+			if width != 0 || height != 0 {
+				req.Display = &client.DisplaySize{Width: width, Height: height}
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.callContext(cmd.Context())
+			defer cancel()
+			res, err := c.ComputerActions(ctx, args[0], req)
+			if err != nil {
+				return err
+			}
+			if !res.OK {
+				return fmt.Errorf("screenshot: %s", res.Results[0].Error)
+			}
+			png, err := base64.StdEncoding.DecodeString(res.Results[0].Screenshot)
+			if err != nil {
+				return fmt.Errorf("the screenshot is not base64: %w", err)
+			}
+			if err := writeFileAtomic(dest, 0o644, func(w io.Writer) error { _, err := w.Write(png); return err }); err != nil {
+				return err
+			}
+			a.warnf("wrote %s (%d bytes, %dx%d)", dest, len(png), res.Display.Width, res.Display.Height)
+			return nil
+		}),
+	}
+	cmd.Flags().StringVarP(&dest, "output-file", "O", "screenshot.png", "where to write the PNG")
+	cmd.Flags().IntVar(&width, "width", 0, "logical display width to scale to")
+	cmd.Flags().IntVar(&height, "height", 0, "logical display height to scale to")
+	return cmd
+}
