@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
+	"time"
 )
 
 // ComputerPoint is a position in logical display coordinates.
@@ -101,6 +103,82 @@ func (c *Client) ComputerActions(ctx context.Context, sandboxID string, req Comp
 	var out ComputerActionsResult
 	err := c.do(ctx, request{method: http.MethodPost, path: ComputerPath(sandboxID) + "/actions", auth: true, body: req}, &out)
 	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DesktopControlRequest is an agent's request for a human.
+type DesktopControlRequest struct {
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// DesktopControl is who holds a desktop's control: "agent", "human:<who>"
+// or "" (nobody; the agent may act). Version grows with every change.
+type DesktopControl struct {
+	SandboxID        string                  `json:"sandbox_id"`
+	Holder           string                  `json:"holder"`
+	Reason           string                  `json:"reason,omitempty"`
+	Since            time.Time               `json:"since"`
+	AllowScreenshots bool                    `json:"allow_screenshots"`
+	Requests         []DesktopControlRequest `json:"requests"`
+	Version          int64                   `json:"version"`
+}
+
+// TakeDesktopControlRequest is the body of POST …/control.
+type TakeDesktopControlRequest struct {
+	Holder           string `json:"holder"`
+	Reason           string `json:"reason,omitempty"`
+	AllowScreenshots bool   `json:"allow_screenshots,omitempty"`
+}
+
+// RequestHumanRequest is the body of POST …/control/requests.
+type RequestHumanRequest struct {
+	Reason string `json:"reason"`
+}
+
+// ControlPath is the control lease of a desktop sandbox.
+func ControlPath(sandboxID string) string {
+	return "/v1/sandboxes/" + url.PathEscape(sandboxID) + "/control"
+}
+
+// DesktopControl reports who holds a desktop's control. With after >= 0
+// the service answers once the version is past after, or after wait.
+func (c *Client) DesktopControl(ctx context.Context, sandboxID string, after int64, wait time.Duration) (*DesktopControl, error) {
+	p := ControlPath(sandboxID)
+	if after >= 0 {
+		p += "?after=" + strconv.FormatInt(after, 10) + "&wait_ms=" + strconv.FormatInt(wait.Milliseconds(), 10)
+	}
+	var out DesktopControl
+	if err := c.do(ctx, request{method: http.MethodGet, path: p, auth: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// TakeDesktopControl makes holder ("agent" or "human:<who>") the holder.
+func (c *Client) TakeDesktopControl(ctx context.Context, sandboxID string, req TakeDesktopControlRequest) (*DesktopControl, error) {
+	var out DesktopControl
+	if err := c.do(ctx, request{method: http.MethodPost, path: ControlPath(sandboxID), auth: true, body: req}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ReleaseDesktopControl gives control back to nobody.
+func (c *Client) ReleaseDesktopControl(ctx context.Context, sandboxID string) (*DesktopControl, error) {
+	var out DesktopControl
+	if err := c.do(ctx, request{method: http.MethodDelete, path: ControlPath(sandboxID), auth: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RequestHuman records an agent's request for a human.
+func (c *Client) RequestHuman(ctx context.Context, sandboxID, reason string) (*DesktopControl, error) {
+	var out DesktopControl
+	if err := c.do(ctx, request{method: http.MethodPost, path: ControlPath(sandboxID) + "/requests", auth: true, body: RequestHumanRequest{Reason: reason}}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -21,7 +22,7 @@ func newDesktopCmd(a *app) *cobra.Command {
 Run computer-use actions on it (genesis desktop actions) in the Anthropic
 computer tool's or OpenAI's vocabulary, or take a screenshot.`,
 	}
-	cmd.AddCommand(newDesktopActionsCmd(a), newDesktopScreenshotCmd(a))
+	cmd.AddCommand(newDesktopActionsCmd(a), newDesktopScreenshotCmd(a), newDesktopControlCmd(a))
 	return cmd
 }
 
@@ -163,5 +164,82 @@ func newDesktopScreenshotCmd(a *app) *cobra.Command {
 	cmd.Flags().StringVarP(&dest, "output-file", "O", "screenshot.png", "where to write the PNG")
 	cmd.Flags().IntVar(&width, "width", 0, "logical display width to scale to")
 	cmd.Flags().IntVar(&height, "height", 0, "logical display height to scale to")
+	return cmd
+}
+
+// newDesktopControlCmd builds "genesis desktop control SANDBOX [take HOLDER|release|request REASON|wait]".
+func newDesktopControlCmd(a *app) *cobra.Command {
+	var (
+		reason      string
+		screenshots bool
+	)
+	cmd := &cobra.Command{
+		Use:   "control SANDBOX [take HOLDER | release | request REASON | wait]",
+		Short: "Show or change who controls a desktop sandbox (agent or human:<who>)",
+		Long: `Without a verb, prints the control lease: holder, reason, since, requests.
+"take human:alice --reason R" takes control for a person at once (the agent's
+actions then answer 409 control_held; --allow-screenshots lets it look);
+"take agent" takes it for the agent; "release" gives it back; "request R"
+asks for a human; "wait" waits (up to 60 s) for the next change.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) < 1 || len(args) > 3 {
+				return usageErrorf("want a sandbox id and optionally a verb, got %d argument(s)", len(args))
+			}
+			return noEmptyArgs(args)
+		},
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.callContext(cmd.Context())
+			defer cancel()
+			verb := ""
+			if len(args) > 1 {
+				verb = args[1]
+			}
+			need := map[string]int{"": 1, "take": 3, "release": 2, "request": 3, "wait": 2}
+			if n, ok := need[verb]; !ok || n != len(args) {
+				return usageErrorf("want: control SANDBOX [take HOLDER | release | request REASON | wait]")
+			}
+			var st *client.DesktopControl
+			switch verb {
+			case "":
+				st, err = c.DesktopControl(ctx, args[0], -1, 0)
+			case "take":
+				st, err = c.TakeDesktopControl(ctx, args[0], client.TakeDesktopControlRequest{Holder: args[2], Reason: reason, AllowScreenshots: screenshots})
+			case "release":
+				st, err = c.ReleaseDesktopControl(ctx, args[0])
+			case "request":
+				st, err = c.RequestHuman(ctx, args[0], args[2])
+			case "wait":
+				if st, err = c.DesktopControl(ctx, args[0], -1, 0); err == nil {
+					st, err = c.DesktopControl(ctx, args[0], st.Version, 60*time.Second)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return printJSON(a.stdout, st)
+			}
+			holder := st.Holder
+			if holder == "" {
+				holder = "(nobody)"
+			}
+			if _, err := fmt.Fprintf(a.stdout, "holder\t%s\nreason\t%s\nsince\t%s\nscreenshots\t%v\nversion\t%d\n", holder, st.Reason,
+				st.Since.Format(time.RFC3339), st.AllowScreenshots, st.Version); err != nil {
+				return err
+			}
+			for _, r := range st.Requests {
+				if _, err := fmt.Fprintf(a.stdout, "request\t%s\t%s\n", r.At.Format(time.RFC3339), r.Reason); err != nil {
+					return err
+				}
+			}
+			return nil
+		}),
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why control is taken")
+	cmd.Flags().BoolVar(&screenshots, "allow-screenshots", false, "let the agent take screenshots while a human holds control")
 	return cmd
 }

@@ -319,6 +319,18 @@ func validate(req *ActionsRequest, logical Size, maxActions int) ([]step, error)
 	return out, nil
 }
 
+// onlyLooks reports whether a batch changes nothing on the display.
+func onlyLooks(steps []step) bool {
+	for _, s := range steps {
+		switch s.kind {
+		case "screenshot", "zoom", "cursor_position", "list_windows", "wait":
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // scaler maps logical coordinates to real ones and back.
 type scaler struct{ logical, real Size }
 
@@ -363,6 +375,10 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 	if err != nil {
 		return nil, err
 	}
+	// A human holding control wins at once: nothing is queued.
+	if err := m.ctl.checkAgent(t.SandboxID, onlyLooks(steps)); err != nil {
+		return nil, err
+	}
 	s, err := m.session(ctx, t)
 	if err != nil {
 		return nil, err
@@ -381,7 +397,18 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 	for i, st := range steps {
 		start := time.Now()
 		r := StepResult{Index: i, Action: req.Actions[i].Action, OK: true}
-		if err := m.runStep(ctx, t, s.d, sc, st, &r); err != nil {
+		// A takeover during the batch stops it before its next input.
+		err := m.ctl.checkAgent(t.SandboxID, onlyLooks([]step{st}))
+		if err == nil {
+			err = m.runStep(ctx, t, s.d, sc, st, &r)
+		}
+		if err != nil && errdefs.Code(err) == CodeControlHeld {
+			r.OK, r.Error, r.Code = false, err.Error(), CodeControlHeld
+			res.OK = false
+			res.Results = append(res.Results, r)
+			return res, nil
+		}
+		if err != nil {
 			r.OK, r.Error, r.Code = false, err.Error(), CodeActionFailed
 			if c := errdefs.Code(err); c != "" {
 				r.Code = c

@@ -56,6 +56,7 @@ type Manager struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session // sandbox id → its X connection
+	ctl      controlLeases
 }
 
 // New returns a Manager.
@@ -69,7 +70,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{cfg: cfg, sessions: map[string]*session{}}, nil
+	return &Manager{cfg: cfg, sessions: map[string]*session{}, ctl: controlLeases{leases: map[string]*lease{}}}, nil
 }
 
 // Name is the manager's hook name.
@@ -84,6 +85,7 @@ func (m *Manager) SandboxEnding(_ context.Context, sandboxID, _ string) {
 	if s != nil {
 		s.close()
 	}
+	m.dropControl(sandboxID)
 }
 
 // Close closes every X connection.

@@ -1,20 +1,109 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
+	"strconv"
+	"time"
 
 	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/internal/desktop"
+	"genesis.dev/sandbox/internal/errdefs"
 )
 
 // Desktop routes of a desktop profile's sandbox:
 //
-//	POST /v1/sandboxes/{id}/computer/actions   run computer-use actions (screenshot, click, type, key, ...)
+//	POST   /v1/sandboxes/{id}/computer/actions   run computer-use actions (screenshot, click, type, key, ...)
+//	GET    /v1/sandboxes/{id}/control            who holds control (?after=N&wait_ms=M waits for a change)
+//	POST   /v1/sandboxes/{id}/control            take control {holder: agent | human:<who>, reason, allow_screenshots}
+//	DELETE /v1/sandboxes/{id}/control            release control
+//	POST   /v1/sandboxes/{id}/control/requests   an agent asks for a human {reason}
 func (s *Server) desktopRoutes() {
 	if s.desktop == nil {
 		return
 	}
 	s.handle("POST", "/v1/sandboxes/{id}/computer/actions", true, s.computerActions)
+	s.handle("GET", "/v1/sandboxes/{id}/control", true, s.desktopControl)
+	s.handle("POST", "/v1/sandboxes/{id}/control", true, s.takeDesktopControl)
+	s.handle("DELETE", "/v1/sandboxes/{id}/control", true, s.releaseDesktopControl)
+	s.handle("POST", "/v1/sandboxes/{id}/control/requests", true, s.requestHuman)
+}
+
+// maxControlWait bounds GET …/control?after=N's wait.
+const maxControlWait = 60 * time.Second
+
+func controlWire(st *desktop.ControlState) client.DesktopControl {
+	out := client.DesktopControl{SandboxID: st.SandboxID, Holder: st.Holder, Reason: st.Reason, Since: st.Since.UTC(),
+		AllowScreenshots: st.AllowScreenshots, Version: st.Version, Requests: make([]client.DesktopControlRequest, len(st.Requests))}
+	for i, r := range st.Requests {
+		out.Requests[i] = client.DesktopControlRequest{Reason: r.Reason, At: r.At.UTC()}
+	}
+	return out
+}
+
+func (s *Server) desktopControl(w http.ResponseWriter, r *http.Request) {
+	after, wait := int64(-1), 30*time.Second
+	q := r.URL.Query()
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			s.writeProblem(w, r, fmt.Errorf("after %q is not a version: %w", v, errdefs.ErrInvalidArgument))
+			return
+		}
+		after = n
+	}
+	if v := q.Get("wait_ms"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || time.Duration(n)*time.Millisecond > maxControlWait {
+			s.writeProblem(w, r, fmt.Errorf("wait_ms %q is not 0..%d: %w", v, maxControlWait.Milliseconds(), errdefs.ErrInvalidArgument))
+			return
+		}
+		wait = time.Duration(n) * time.Millisecond
+	}
+	st, err := s.desktop.Control(r.Context(), tenantOf(r), r.PathValue("id"), after, wait)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, controlWire(st))
+}
+
+func (s *Server) takeDesktopControl(w http.ResponseWriter, r *http.Request) {
+	var req client.TakeDesktopControlRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	st, err := s.desktop.TakeControl(r.Context(), tenantOf(r), r.PathValue("id"),
+		desktop.TakeControl{Holder: req.Holder, Reason: req.Reason, AllowScreenshots: req.AllowScreenshots})
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, controlWire(st))
+}
+
+func (s *Server) releaseDesktopControl(w http.ResponseWriter, r *http.Request) {
+	st, err := s.desktop.ReleaseControl(r.Context(), tenantOf(r), r.PathValue("id"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, controlWire(st))
+}
+
+func (s *Server) requestHuman(w http.ResponseWriter, r *http.Request) {
+	var req client.RequestHumanRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	st, err := s.desktop.RequestHuman(r.Context(), tenantOf(r), r.PathValue("id"), req.Reason)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, controlWire(st))
 }
 
 func (s *Server) computerActions(w http.ResponseWriter, r *http.Request) {

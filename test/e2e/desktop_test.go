@@ -186,6 +186,62 @@ func TestDesktop(t *testing.T) {
 			if res := execOK(t, c, sb.ID, "test -e /workspace/never && echo present || echo absent"); strings.TrimSpace(res.Stdout) != "absent" {
 				t.Errorf("a rejected batch typed its first action")
 			}
+
+			// The control lease: a human's takeover wins at once; the agent's
+			// next input answers 409 control_held, its screenshots too
+			// unless allowed; the release wakes an agent waiting for it.
+			st, err := c.RequestHuman(callCtx(t), sb.ID, "a captcha")
+			if err != nil || len(st.Requests) != 1 || st.Holder != "" {
+				t.Fatalf("request a human: %+v %v", st, err)
+			}
+			took := time.Now()
+			st, err = c.TakeDesktopControl(callCtx(t), sb.ID, client.TakeDesktopControlRequest{Holder: "human:alice", Reason: "captcha"})
+			if err != nil || st.Holder != "human:alice" || len(st.Requests) != 0 {
+				t.Fatalf("takeover: %+v %v", st, err)
+			}
+			code, body := apiJSON(t, svc, "POST", "/v1/sandboxes/"+sb.ID+"/computer/actions",
+				client.ComputerActionsRequest{Actions: []client.ComputerAction{{Action: "type", Text: "touch /workspace/held\n"}}}, nil)
+			t.Logf("takeover → the agent's refused action: %v", time.Since(took))
+			if code != 409 || !strings.Contains(body, `"code":"control_held"`) {
+				t.Errorf("agent input while a human holds control: %d %s", code, body)
+			}
+			if code, body := apiJSON(t, svc, "POST", "/v1/sandboxes/"+sb.ID+"/computer/actions",
+				client.ComputerActionsRequest{Actions: []client.ComputerAction{{Action: "screenshot"}}}, nil); code != 409 || !strings.Contains(body, "control_held") {
+				t.Errorf("agent screenshot while a human holds control: %d %s", code, body)
+			}
+			if _, err := c.TakeDesktopControl(callCtx(t), sb.ID, client.TakeDesktopControlRequest{Holder: "agent"}); err == nil {
+				t.Errorf("the agent took control from a human")
+			}
+			if code, body := apiJSON(t, svc, "POST", "/v1/sandboxes/"+sb.ID+"/control", map[string]any{"holder": "root"}, nil); code != 400 || !strings.Contains(body, "invalid_holder") {
+				t.Errorf("holder root: %d %s", code, body)
+			}
+			if _, err := c.TakeDesktopControl(callCtx(t), sb.ID, client.TakeDesktopControlRequest{Holder: "human:alice", AllowScreenshots: true}); err != nil {
+				t.Fatal(err)
+			}
+			run(client.ComputerAction{Action: "screenshot"})
+			held, err := c.DesktopControl(callCtx(t), sb.ID, -1, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			released := make(chan *client.DesktopControl, 1)
+			go func() {
+				st, err := c.DesktopControl(callCtx(t), sb.ID, held.Version, 30*time.Second)
+				if err != nil {
+					st = nil
+				}
+				released <- st
+			}()
+			if _, err := c.ReleaseDesktopControl(callCtx(t), sb.ID); err != nil {
+				t.Fatal(err)
+			}
+			if st := <-released; st == nil || st.Holder != "" || st.Version <= held.Version {
+				t.Errorf("the waiting agent saw %+v after the release", st)
+			}
+			run(client.ComputerAction{Action: "type", Text: "echo back > /workspace/back.txt\n"})
+			eventually(t, 20*time.Second, "the agent's input after the release", func() (bool, string) {
+				res, err := c.Exec(callCtx(t), sb.ID, client.ExecRequest{Script: "cat /workspace/back.txt 2>/dev/null; test -e /workspace/held && echo HELD"})
+				return err == nil && strings.TrimSpace(res.Stdout) == "back", fmt.Sprint(res, err)
+			})
 		})
 	}
 }

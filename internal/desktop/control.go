@@ -1,0 +1,238 @@
+package desktop
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+// CodeControlHeld answers an agent action while a human holds control.
+const CodeControlHeld = "control_held"
+
+// Holders of a desktop's control.
+const (
+	HolderNone     = ""
+	HolderAgent    = "agent"
+	holderHumanPfx = "human:"
+)
+
+// maxRequests bounds the open requests for a human kept per sandbox.
+const maxRequests = 16
+
+// ControlRequest is an agent's request for a human.
+type ControlRequest struct {
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// ControlState is who holds a desktop's control. Version grows with every
+// change, so that a caller can wait for the next (GET …/control?after=N).
+type ControlState struct {
+	SandboxID string `json:"sandbox_id"`
+	// Holder is "agent", "human:<who>" or "" (nobody: the agent may act).
+	Holder string    `json:"holder"`
+	Reason string    `json:"reason,omitempty"`
+	Since  time.Time `json:"since"`
+	// AllowScreenshots lets the agent take screenshots while a human holds
+	// control (off by default: the human may be typing a password).
+	AllowScreenshots bool             `json:"allow_screenshots"`
+	Requests         []ControlRequest `json:"requests"`
+	Version          int64            `json:"version"`
+}
+
+// TakeControl is the body of POST …/control.
+type TakeControl struct {
+	Holder           string `json:"holder"`
+	Reason           string `json:"reason,omitempty"`
+	AllowScreenshots bool   `json:"allow_screenshots,omitempty"`
+}
+
+// lease is one sandbox's control state; changed is closed and replaced on
+// every change.
+type lease struct {
+	st      ControlState
+	changed chan struct{}
+}
+
+// control keeps the leases of every desktop sandbox in memory (a service
+// restart releases them all).
+type controlLeases struct {
+	mu     sync.Mutex
+	leases map[string]*lease
+}
+
+func (c *controlLeases) get(id string, now time.Time) *lease {
+	l := c.leases[id]
+	if l == nil {
+		l = &lease{st: ControlState{SandboxID: id, Since: now, Requests: []ControlRequest{}}, changed: make(chan struct{})}
+		c.leases[id] = l
+	}
+	return l
+}
+
+func (l *lease) bump() {
+	l.st.Version++
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+func (l *lease) snapshot() ControlState {
+	s := l.st
+	s.Requests = append([]ControlRequest{}, l.st.Requests...)
+	return s
+}
+
+// humanHolds reports whether a human holds the lease.
+func humanHolds(holder string) bool { return strings.HasPrefix(holder, holderHumanPfx) }
+
+func validHolder(h string) error {
+	if h == HolderAgent {
+		return nil
+	}
+	who, ok := strings.CutPrefix(h, holderHumanPfx)
+	if !ok || who == "" || len(who) > 128 || strings.ContainsFunc(who, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return bad("invalid_holder", "holder %.80q must be agent or human:<who>", h)
+	}
+	return nil
+}
+
+// checkAgent answers whether the agent may run a batch now: never while a
+// human holds control, except a batch that only looks when the human
+// allows screenshots.
+func (c *controlLeases) checkAgent(id string, onlyLooks bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.leases[id]
+	if l == nil || !humanHolds(l.st.Holder) {
+		return nil
+	}
+	if onlyLooks && l.st.AllowScreenshots {
+		return nil
+	}
+	what := "input"
+	if onlyLooks {
+		what = "screenshots (the holder does not allow them)"
+	}
+	return errdefs.WithCode(CodeControlHeld, fmt.Errorf("%s holds control of sandbox %s since %s (%s): agent %s refused; wait for the release (GET /v1/sandboxes/%s/control?after=%d): %w",
+		l.st.Holder, id, l.st.Since.UTC().Format(time.RFC3339), l.st.Reason, what, id, l.st.Version, errdefs.ErrConflict))
+}
+
+// Control reports who holds a desktop sandbox's control. With after >= 0
+// it waits (up to wait) until the version is past after.
+func (m *Manager) Control(ctx context.Context, tenant, id string, after int64, wait time.Duration) (*ControlState, error) {
+	t, err := m.cfg.Sandboxes.AttachDesktop(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	t.Release()
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		m.ctl.mu.Lock()
+		l := m.ctl.get(t.SandboxID, time.Now())
+		st, ch := l.snapshot(), l.changed
+		m.ctl.mu.Unlock()
+		if after < 0 || st.Version > after {
+			return &st, nil
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return &st, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// TakeControl makes req.Holder the holder: a human takes control from
+// anyone at once (a takeover); the agent takes it only from nobody or
+// itself (409 control_held while a human holds it).
+func (m *Manager) TakeControl(ctx context.Context, tenant, id string, req TakeControl) (*ControlState, error) {
+	if err := validHolder(req.Holder); err != nil {
+		return nil, err
+	}
+	if len(req.Reason) > 1024 {
+		return nil, bad("invalid_argument", "reason is longer than 1024 bytes")
+	}
+	t, err := m.cfg.Sandboxes.AttachDesktop(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	t.Release()
+	now := time.Now()
+	m.ctl.mu.Lock()
+	defer m.ctl.mu.Unlock()
+	l := m.ctl.get(t.SandboxID, now)
+	if req.Holder == HolderAgent && humanHolds(l.st.Holder) {
+		return nil, errdefs.WithCode(CodeControlHeld, fmt.Errorf("%s holds control of sandbox %s: %w", l.st.Holder, id, errdefs.ErrConflict))
+	}
+	if l.st.Holder != req.Holder {
+		l.st.Since = now
+	}
+	l.st.Holder, l.st.Reason, l.st.AllowScreenshots = req.Holder, req.Reason, req.AllowScreenshots
+	if humanHolds(req.Holder) {
+		l.st.Requests = l.st.Requests[:0] // a human came: the requests are answered
+	}
+	l.bump()
+	st := l.snapshot()
+	return &st, nil
+}
+
+// ReleaseControl gives control back to nobody (the agent may act again);
+// waiters on GET …/control?after= see the change. It is idempotent.
+func (m *Manager) ReleaseControl(ctx context.Context, tenant, id string) (*ControlState, error) {
+	t, err := m.cfg.Sandboxes.AttachDesktop(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	t.Release()
+	now := time.Now()
+	m.ctl.mu.Lock()
+	defer m.ctl.mu.Unlock()
+	l := m.ctl.get(t.SandboxID, now)
+	if l.st.Holder != HolderNone {
+		l.st.Holder, l.st.Reason, l.st.AllowScreenshots, l.st.Since = HolderNone, "", false, now
+		l.bump()
+	}
+	st := l.snapshot()
+	return &st, nil
+}
+
+// RequestHuman records an agent's request for a human, visible in the
+// control state (and so to viewers); the oldest is dropped past 16.
+func (m *Manager) RequestHuman(ctx context.Context, tenant, id, reason string) (*ControlState, error) {
+	if reason == "" || len(reason) > 1024 {
+		return nil, bad("invalid_argument", "reason must be 1..1024 bytes")
+	}
+	t, err := m.cfg.Sandboxes.AttachDesktop(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	t.Release()
+	now := time.Now()
+	m.ctl.mu.Lock()
+	defer m.ctl.mu.Unlock()
+	l := m.ctl.get(t.SandboxID, now)
+	l.st.Requests = append(l.st.Requests, ControlRequest{Reason: reason, At: now.UTC()})
+	if len(l.st.Requests) > maxRequests {
+		l.st.Requests = l.st.Requests[len(l.st.Requests)-maxRequests:]
+	}
+	l.bump()
+	st := l.snapshot()
+	return &st, nil
+}
+
+// dropControl forgets a sandbox's lease, waking its waiters.
+func (m *Manager) dropControl(id string) {
+	m.ctl.mu.Lock()
+	defer m.ctl.mu.Unlock()
+	if l := m.ctl.leases[id]; l != nil {
+		close(l.changed)
+		delete(m.ctl.leases, id)
+	}
+}
