@@ -1,0 +1,156 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"genesis.dev/sandbox/client"
+)
+
+var desktopConfig = "profiles:\n" + `  - name: tool-basic
+    recipe: tool-basic
+    allowed_runtimes: [runc, runsc]
+    default_risk_level: low
+    resources: {cpu: 1, memory_mb: 512, pids: 256}
+    network: none
+    user: "1000:1000"
+  - name: desktop
+    recipe: desktop-vnc
+    allowed_runtimes: [runsc, runc]
+    default_risk_level: low
+    resources: {cpu: 2, memory_mb: 2048, pids: 512}
+    network: none
+    user: "1000:1000"
+    services:
+      - {name: display, command: [/opt/genesis/desktop/display.sh], ready_port: 6001}
+      - {name: wm, command: [/opt/genesis/desktop/wm.sh], env: {DISPLAY: ":1"}}
+    desktop: {display: 1, width: 1280, height: 800, action_timeout: 10s, max_actions: 100}
+`
+
+// BenchmarkDesktop measures, per runtime, the desktop-vnc profile:
+//
+//   - ready: POST /v1/sandboxes until the first screenshot through the
+//     computer actions API (the service waits for the X server)
+//     (GENESIS_BENCH_DESKTOP_COLD, default 5);
+//   - on one sandbox, each a request of one action
+//     (GENESIS_BENCH_DESKTOP_ACTIONS, default 50): a 1280×800 PNG
+//     screenshot, a left click (XTEST, synced with the X server), typing
+//     one character, and a takeover (a human's POST …/control) followed
+//     by the agent's refused action, then the release;
+//   - the idle memory of one desktop sandbox (docker stats).
+func BenchmarkDesktop(b *testing.B) {
+	s := startServiceWith(b, desktopConfig)
+	cold := envInt(b, "GENESIS_BENCH_DESKTOP_COLD", 5)
+	acts := envInt(b, "GENESIS_BENCH_DESKTOP_ACTIONS", 50)
+	tbl := NewTable("runtime", "measure", "n", "p50 ms", "p99 ms", "mean ms", "min ms", "max ms")
+	row := func(rt, what string, d []time.Duration) Summary {
+		sum := Summarize(d)
+		tbl.Row(rt, what, strconv.Itoa(sum.N), FormatMs(sum.P50), FormatMs(sum.P99), FormatMs(sum.Mean), FormatMs(sum.Min), FormatMs(sum.Max))
+		return sum
+	}
+	mem := NewTable("runtime", "idle desktop sandbox memory")
+	one := func(ctx context.Context, id string, a client.ComputerAction) error {
+		res, err := s.client.ComputerActions(ctx, id, client.ComputerActionsRequest{Actions: []client.ComputerAction{a}})
+		if err == nil && !res.OK {
+			err = fmt.Errorf("%s: %s", a.Action, res.Results[0].Error)
+		}
+		return err
+	}
+	s.eachRuntime(b, func(b *testing.B, rt string) {
+		b.Run("ready", func(b *testing.B) {
+			var total, create []time.Duration
+			for range cold {
+				ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+				t0 := time.Now()
+				sb, err := s.client.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "desktop", Runtime: rt}, "")
+				t1 := time.Now()
+				if err != nil {
+					cancel()
+					b.Fatalf("create (%s): %v", rt, err)
+				}
+				err = one(ctx, sb.ID, client.ComputerAction{Action: "screenshot"})
+				t2 := time.Now()
+				derr := s.client.DeleteSandbox(ctx, sb.ID)
+				cancel()
+				if err != nil || derr != nil {
+					b.Fatalf("first screenshot of %s: %v; delete: %v", sb.ID, err, derr)
+				}
+				total = append(total, t2.Sub(t0))
+				create = append(create, t1.Sub(t0))
+			}
+			sum := row(rt, "create → first screenshot", total)
+			row(rt, "  of which create", create)
+			reportSummary(b, "", sum)
+		})
+		b.Run("actions", func(b *testing.B) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*opTimeout)
+			defer cancel()
+			sb, err := s.client.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "desktop", Runtime: rt}, "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.client.DeleteSandbox(context.Background(), sb.ID)
+			if err := one(ctx, sb.ID, client.ComputerAction{Action: "screenshot"}); err != nil {
+				b.Fatal(err)
+			}
+			var shot, click, key, takeover []time.Duration
+			for i := range acts {
+				t0 := time.Now()
+				if err := one(ctx, sb.ID, client.ComputerAction{Action: "screenshot"}); err != nil {
+					b.Fatal(err)
+				}
+				shot = append(shot, time.Since(t0))
+				t0 = time.Now()
+				if err := one(ctx, sb.ID, client.ComputerAction{Action: "left_click", Coordinate: []int{10 + i%100, 700}}); err != nil {
+					b.Fatal(err)
+				}
+				click = append(click, time.Since(t0))
+				t0 = time.Now()
+				if err := one(ctx, sb.ID, client.ComputerAction{Action: "key", Text: "shift"}); err != nil {
+					b.Fatal(err)
+				}
+				key = append(key, time.Since(t0))
+				// Takeover: the human's POST, then the agent's next action
+				// answered 409 — the time until the agent knows.
+				t0 = time.Now()
+				if _, err := s.client.TakeDesktopControl(ctx, sb.ID, client.TakeDesktopControlRequest{Holder: "human:bench"}); err != nil {
+					b.Fatal(err)
+				}
+				if err := one(ctx, sb.ID, client.ComputerAction{Action: "mouse_move", Coordinate: []int{5, 5}}); err == nil {
+					b.Fatal("the agent acted while a human held control")
+				}
+				takeover = append(takeover, time.Since(t0))
+				if _, err := s.client.ReleaseDesktopControl(ctx, sb.ID); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ss := row(rt, "screenshot 1280×800 png (inline)", shot)
+			cs := row(rt, "left click", click)
+			row(rt, "key (one chord)", key)
+			ts := row(rt, "takeover → agent's action refused", takeover)
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(Ms(ss.P50), "screenshot-p50-ms")
+			b.ReportMetric(Ms(cs.P50), "click-p50-ms")
+			b.ReportMetric(Ms(ts.P50), "takeover-p50-ms")
+			c, err := containerOf(ctx, sb.ID)
+			if err != nil {
+				b.Fatal(err)
+			}
+			out, err := dockerCLI(ctx, "stats", "--no-stream", "--format", "{{.MemUsage}}", c)
+			if err != nil {
+				b.Fatal(err)
+			}
+			mib, err := memUsageMiB(out)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(mib, "idle-MiB")
+			mem.Row(rt, fmt.Sprintf("%.1f MiB", mib))
+		})
+	})
+	printTable("desktop-vnc: readiness and computer actions API, ms", tbl)
+	printTable("desktop-vnc: one idle desktop sandbox after the actions (docker stats)", mem)
+}
