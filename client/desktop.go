@@ -2,10 +2,16 @@ package client
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/coder/websocket"
 )
 
 // ComputerPoint is a position in logical display coordinates.
@@ -182,4 +188,33 @@ func (c *Client) RequestHuman(ctx context.Context, sandboxID, reason string) (*D
 		return nil, err
 	}
 	return &out, nil
+}
+
+// DialDisplayVNC opens the live view of a desktop sandbox: RFB (3.8, the
+// None security type) to its VNC server, carried over a WebSocket through
+// the service (GET /v1/sandboxes/{id}/display/vnc). role is observer
+// (the service drops its input) or controller (takes the pen from any
+// other controller).
+func (c *Client) DialDisplayVNC(ctx context.Context, sandboxID, role string) (net.Conn, error) {
+	if err := ValidateBaseURL(c.baseURL); err != nil {
+		return nil, err
+	}
+	u := c.baseURL + "/v1/sandboxes/" + url.PathEscape(sandboxID) + "/display/vnc?role=" + url.QueryEscape(role)
+	u = "ws" + strings.TrimPrefix(u, "http")
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+c.apiKey)
+	if c.userAgent != "" {
+		h.Set("User-Agent", c.userAgent)
+	}
+	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: c.http, HTTPHeader: h,
+		CompressionMode: websocket.CompressionDisabled, Subprotocols: []string{"binary"}})
+	if err != nil {
+		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
+			return nil, newAPIError(resp.StatusCode, resp.Header, body)
+		}
+		return nil, fmt.Errorf("live view of sandbox %s: %w", sandboxID, err)
+	}
+	ws.SetReadLimit(-1)
+	return websocket.NetConn(context.WithoutCancel(ctx), ws, websocket.MessageBinary), nil
 }

@@ -158,6 +158,7 @@ func apiRoutes() []apiRoute {
 		{"get", "/v1/sandboxes/{id}/browser/playwright", []string{"101", "400", "401", "403", "404", "409", "502", "503"}},
 		{"post", "/v1/sandboxes/{id}/browser/actions", []string{"200", "400", "401", "404", "409", "413", "500", "502", "503", "504"}},
 		{"post", "/v1/sandboxes/{id}/computer/actions", []string{"200", "400", "401", "404", "409", "413", "500", "503"}},
+		{"get", "/v1/sandboxes/{id}/display/vnc", []string{"101", "400", "401", "404", "409", "503"}},
 		{"get", "/v1/sandboxes/{id}/control", []string{"200", "400", "401", "404", "409", "500"}},
 		{"post", "/v1/sandboxes/{id}/control", []string{"200", "400", "401", "404", "409", "413", "500"}},
 		{"delete", "/v1/sandboxes/{id}/control", []string{"200", "401", "404", "409", "500"}},

@@ -12,6 +12,7 @@ import (
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/interactive"
 	"genesis.dev/sandbox/internal/ports"
 )
 
@@ -57,6 +58,7 @@ type Manager struct {
 	mu       sync.Mutex
 	sessions map[string]*session // sandbox id → its X connection
 	ctl      controlLeases
+	hub      *interactive.Hub // the live view's controllers, per sandbox
 }
 
 // New returns a Manager.
@@ -70,7 +72,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{cfg: cfg, sessions: map[string]*session{}, ctl: controlLeases{leases: map[string]*lease{}}}, nil
+	return &Manager{cfg: cfg, sessions: map[string]*session{}, ctl: controlLeases{leases: map[string]*lease{}}, hub: interactive.NewHub()}, nil
 }
 
 // Name is the manager's hook name.
@@ -164,10 +166,13 @@ func (m *Manager) connect(ctx context.Context, t *Target) (*display, error) {
 			return nil, errdefs.WithCode(CodeNotReady, fmt.Errorf(
 				"the display of sandbox %s did not answer within %v (see its display service in GET /v1/sandboxes/%s): %v: %w",
 				t.SandboxID, m.cfg.ReadyWait, t.SandboxID, last, errdefs.ErrUnavailable))
-		case <-time.After(50 * time.Millisecond):
+		case <-waitTick():
 		}
 	}
 }
+
+// waitTick paces the polls for a starting display.
+func waitTick() <-chan time.Time { return time.After(50 * time.Millisecond) }
 
 // FromControl adapts the lifecycle layer's Attach: a sandbox whose
 // profile has no desktop key is refused with code not_a_desktop_profile.

@@ -1,10 +1,13 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/internal/desktop"
@@ -18,6 +21,7 @@ import (
 //	POST   /v1/sandboxes/{id}/control            take control {holder: agent | human:<who>, reason, allow_screenshots}
 //	DELETE /v1/sandboxes/{id}/control            release control
 //	POST   /v1/sandboxes/{id}/control/requests   an agent asks for a human {reason}
+//	GET    /v1/sandboxes/{id}/display/vnc        live view: RFB over WebSocket, ?role=observer|controller
 func (s *Server) desktopRoutes() {
 	if s.desktop == nil {
 		return
@@ -27,6 +31,36 @@ func (s *Server) desktopRoutes() {
 	s.handle("POST", "/v1/sandboxes/{id}/control", true, s.takeDesktopControl)
 	s.handle("DELETE", "/v1/sandboxes/{id}/control", true, s.releaseDesktopControl)
 	s.handle("POST", "/v1/sandboxes/{id}/control/requests", true, s.requestHuman)
+	s.handle("GET", "/v1/sandboxes/{id}/display/vnc", true, s.displayVNC)
+}
+
+// displayVNC serves the live view: the VNC server's RFB over a WebSocket
+// (binary messages), with the client's input dropped unless its role is
+// controller and it holds the pen.
+func (s *Server) displayVNC(w http.ResponseWriter, r *http.Request) {
+	role := r.URL.Query().Get("role")
+	if role == "" {
+		role = desktop.RoleObserver
+	}
+	v, err := s.desktop.OpenVNC(r.Context(), tenantOf(r), r.PathValue("id"), role)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	// The default origin check stays: the API key never travels in a
+	// cookie, so a page of another origin has no ambient authority.
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled, Subprotocols: []string{"binary"}})
+	if err != nil {
+		v.Close()
+		return
+	}
+	ws.SetReadLimit(-1) // messages are parts of a byte stream; the RFB parser bounds them
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
+	nc := websocket.NetConn(ctx, ws, websocket.MessageBinary)
+	if err := v.Serve(ctx, nc); err != nil {
+		s.log.Debug("live view ended", "request_id", requestID(r), "sandbox", v.SandboxID, "err", err)
+	}
 }
 
 // maxControlWait bounds GET …/control?after=N's wait.

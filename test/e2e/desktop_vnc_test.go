@@ -1,0 +1,170 @@
+package e2e
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"genesis.dev/sandbox/client"
+)
+
+// rfbClient is the least RFB 3.8 client: the handshake, key and pointer
+// events, and a reader that discards what the server sends.
+type rfbClient struct {
+	conn          net.Conn
+	width, height int
+	got           chan byte // the type of the first server message
+}
+
+func dialRFB(t *testing.T, c *client.Client, id, role string) *rfbClient {
+	t.Helper()
+	conn, err := c.DialDisplayVNC(callCtx(t), id, role)
+	if err != nil {
+		t.Fatalf("live view as %s: %v", role, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	read := func(n int) []byte {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(conn, b); err != nil {
+			t.Fatalf("rfb handshake (%s): %v", role, err)
+		}
+		return b
+	}
+	if v := string(read(12)); !strings.HasPrefix(v, "RFB 003.") {
+		t.Fatalf("server version %q", v)
+	}
+	conn.Write([]byte("RFB 003.008\n"))
+	n := int(read(1)[0])
+	types := read(n)
+	if !strings.Contains(string(types), "\x01") {
+		t.Fatalf("security types %v lack None", types)
+	}
+	conn.Write([]byte{1})
+	if r := binary.BigEndian.Uint32(read(4)); r != 0 {
+		t.Fatalf("security result %d", r)
+	}
+	conn.Write([]byte{0}) // not shared: the service makes it shared
+	init := read(24)
+	read(int(binary.BigEndian.Uint32(init[20:])))
+	_ = conn.SetDeadline(time.Time{})
+	rc := &rfbClient{conn: conn, width: int(binary.BigEndian.Uint16(init[0:])), height: int(binary.BigEndian.Uint16(init[2:])), got: make(chan byte, 1)}
+	go func() {
+		b := make([]byte, 64<<10)
+		first := true
+		for {
+			n, err := conn.Read(b)
+			if n > 0 && first {
+				rc.got <- b[0]
+				first = false
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return rc
+}
+
+// typeText sends key down and up events of text's characters (ASCII;
+// '\n' is Return).
+func (r *rfbClient) typeText(text string) {
+	for _, ch := range text {
+		ks := uint32(ch)
+		if ch == '\n' {
+			ks = 0xff0d
+		}
+		for _, down := range []byte{1, 0} {
+			m := []byte{4, down, 0, 0, 0, 0, 0, 0}
+			binary.BigEndian.PutUint32(m[4:], ks)
+			r.conn.Write(m)
+		}
+	}
+}
+
+// TestDesktopLiveView drives the live view (RFB over the service's
+// WebSocket) under each runtime: both roles see the 1280×800 desktop; an
+// observer's typing changes nothing in the sandbox, a controller's does;
+// a second controller takes the pen and the first one's input is dropped
+// from then on.
+func TestDesktopLiveView(t *testing.T) {
+	e := newEnv(t, "")
+	e.requireImage(t, "desktop-vnc")
+	svc := e.start(t)
+	c := svc.client()
+	for _, rt := range e.runtimes(t) {
+		t.Run(rt, func(t *testing.T) {
+			sb := createDesktop(t, c, rt)
+			res, err := c.ComputerActions(callCtx(t), sb.ID, client.ComputerActionsRequest{Actions: []client.ComputerAction{
+				{Action: "launch", Command: []string{"xterm", "-fa", "DejaVu Sans Mono", "-fs", "12", "-geometry", "80x20+0+0"}}}})
+			if err != nil || !res.OK {
+				t.Fatalf("launch: %+v %v", res, err)
+			}
+			var win client.ComputerWindow
+			eventually(t, 30*time.Second, "the xterm window", func() (bool, string) {
+				res, err := c.ComputerActions(callCtx(t), sb.ID, client.ComputerActionsRequest{Actions: []client.ComputerAction{{Action: "list_windows"}}})
+				if err != nil || len(res.Results[0].Windows) == 0 {
+					return false, fmt.Sprint(res, err)
+				}
+				win = res.Results[0].Windows[0]
+				return true, ""
+			})
+			execOK(t, c, sb.ID, "for i in $(seq 100); do pgrep -u sandbox -x bash >/dev/null && exit 0; sleep 0.1; done; exit 1")
+			if res, err := c.ComputerActions(callCtx(t), sb.ID, client.ComputerActionsRequest{Actions: []client.ComputerAction{
+				{Action: "left_click", Coordinate: []int{win.X + win.Width/2, win.Y + win.Height/2}}}}); err != nil || !res.OK {
+				t.Fatalf("focus the xterm: %+v %v", res, err)
+			}
+
+			obs := dialRFB(t, c, sb.ID, "observer")
+			ctl := dialRFB(t, c, sb.ID, "controller")
+			if obs.width != 1280 || obs.height != 800 {
+				t.Fatalf("server init %dx%d", obs.width, obs.height)
+			}
+			// A full update request: the desktop is sent (type 0).
+			for _, r := range []*rfbClient{obs, ctl} {
+				r.conn.Write([]byte{3, 0, 0, 0, 0, 0, 0x05, 0x00, 0x03, 0x20})
+				select {
+				case typ := <-r.got:
+					if typ != 0 {
+						t.Errorf("first server message type %d, want a FramebufferUpdate", typ)
+					}
+				case <-time.After(20 * time.Second):
+					t.Fatal("no framebuffer update")
+				}
+			}
+			// The observer types and clicks; then the controller types. The
+			// X server handles them in order, so once the controller's
+			// file exists the observer's would too, had it been let through.
+			obs.typeText("touch /workspace/observer\n")
+			obs.conn.Write([]byte{5, 1, 0, 10, 0, 10})
+			obs.conn.Write([]byte{5, 0, 0, 10, 0, 10})
+			ctl.typeText("touch /workspace/controller\n")
+			eventually(t, 20*time.Second, "the controller's command", func() (bool, string) {
+				r, err := c.Exec(callCtx(t), sb.ID, client.ExecRequest{Script: "ls /workspace"})
+				return err == nil && strings.Contains(r.Stdout, "controller"), fmt.Sprint(r, err)
+			})
+			// A second controller takes the pen; the first is now an
+			// observer.
+			ctl2 := dialRFB(t, c, sb.ID, "controller")
+			ctl.typeText("touch /workspace/demoted\n")
+			ctl2.typeText("touch /workspace/taken\n")
+			eventually(t, 20*time.Second, "the new controller's command", func() (bool, string) {
+				r, err := c.Exec(callCtx(t), sb.ID, client.ExecRequest{Script: "ls /workspace"})
+				return err == nil && strings.Contains(r.Stdout, "taken"), fmt.Sprint(r, err)
+			})
+			if r := execOK(t, c, sb.ID, "ls /workspace"); strings.Contains(r.Stdout, "observer") || strings.Contains(r.Stdout, "demoted") {
+				t.Errorf("an observer's input reached the desktop: %q", r.Stdout)
+			}
+			// A client breaking the protocol is disconnected.
+			obs.conn.Write([]byte{99})
+			_ = obs.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.Copy(io.Discard, obs.conn); err != nil && strings.Contains(err.Error(), "timeout") {
+				t.Errorf("a client sending message type 99 stayed connected")
+			}
+		})
+	}
+}
