@@ -17,7 +17,7 @@ var handshake = []byte("RFB 003.008\n\x01\x00")
 func TestFilterRFB(t *testing.T) {
 	t.Parallel()
 	msgs := [][]byte{
-		{3, 0, 0, 0, 0, 0, 5, 0, 3, 32},                 // FramebufferUpdateRequest
+		{3, 0, 0, 0, 0, 0, 5, 0, 3, 32},                  // FramebufferUpdateRequest
 		{2, 0, 0, 2, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0x21}, // SetEncodings ×2
 		{4, 1, 0, 0, 0, 0, 0, 'a'},                       // KeyEvent
 		{5, 1, 0, 10, 0, 10},                             // PointerEvent
