@@ -121,19 +121,28 @@ func (c *controlLeases) checkAgent(id string, onlyLooks bool) error {
 		l.st.Holder, id, l.st.Since.UTC().Format(time.RFC3339), l.st.Reason, what, id, l.st.Version, errdefs.ErrConflict))
 }
 
+// desktopID checks that id is a caller's running desktop sandbox.
+func (m *Manager) desktopID(ctx context.Context, tenant, id string) (string, error) {
+	t, err := m.cfg.Sandboxes.AttachDesktop(ctx, tenant, id)
+	if err != nil {
+		return "", err
+	}
+	t.Release()
+	return t.SandboxID, nil
+}
+
 // Control reports who holds a desktop sandbox's control. With after >= 0
 // it waits (up to wait) until the version is past after.
 func (m *Manager) Control(ctx context.Context, tenant, id string, after int64, wait time.Duration) (*ControlState, error) {
-	t, err := m.cfg.Sandboxes.AttachDesktop(ctx, tenant, id)
+	sandboxID, err := m.desktopID(ctx, tenant, id)
 	if err != nil {
 		return nil, err
 	}
-	t.Release()
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
 		m.ctl.mu.Lock()
-		l := m.ctl.get(t.SandboxID, time.Now())
+		l := m.ctl.get(sandboxID, time.Now())
 		st, ch := l.snapshot(), l.changed
 		m.ctl.mu.Unlock()
 		if after < 0 || st.Version > after {
@@ -149,6 +158,28 @@ func (m *Manager) Control(ctx context.Context, tenant, id string, after int64, w
 	}
 }
 
+// change runs f on the lease of a caller's desktop sandbox under the
+// lock; f reports whether it changed the lease (which wakes the waiters).
+func (m *Manager) change(ctx context.Context, tenant, id string, f func(l *lease, now time.Time) (bool, error)) (*ControlState, error) {
+	sandboxID, err := m.desktopID(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	m.ctl.mu.Lock()
+	defer m.ctl.mu.Unlock()
+	l := m.ctl.get(sandboxID, now)
+	changed, err := f(l, now)
+	if err != nil {
+		return nil, err
+	}
+	if changed {
+		l.bump()
+	}
+	st := l.snapshot()
+	return &st, nil
+}
+
 // TakeControl makes req.Holder the holder: a human takes control from
 // anyone at once (a takeover); the agent takes it only from nobody or
 // itself (409 control_held while a human holds it).
@@ -159,48 +190,31 @@ func (m *Manager) TakeControl(ctx context.Context, tenant, id string, req TakeCo
 	if len(req.Reason) > 1024 {
 		return nil, bad("invalid_argument", "reason is longer than 1024 bytes")
 	}
-	t, err := m.cfg.Sandboxes.AttachDesktop(ctx, tenant, id)
-	if err != nil {
-		return nil, err
-	}
-	t.Release()
-	now := time.Now()
-	m.ctl.mu.Lock()
-	defer m.ctl.mu.Unlock()
-	l := m.ctl.get(t.SandboxID, now)
-	if req.Holder == HolderAgent && humanHolds(l.st.Holder) {
-		return nil, errdefs.WithCode(CodeControlHeld, fmt.Errorf("%s holds control of sandbox %s: %w", l.st.Holder, id, errdefs.ErrConflict))
-	}
-	if l.st.Holder != req.Holder {
-		l.st.Since = now
-	}
-	l.st.Holder, l.st.Reason, l.st.AllowScreenshots = req.Holder, req.Reason, req.AllowScreenshots
-	if humanHolds(req.Holder) {
-		l.st.Requests = l.st.Requests[:0] // a human came: the requests are answered
-	}
-	l.bump()
-	st := l.snapshot()
-	return &st, nil
+	return m.change(ctx, tenant, id, func(l *lease, now time.Time) (bool, error) {
+		if req.Holder == HolderAgent && humanHolds(l.st.Holder) {
+			return false, errdefs.WithCode(CodeControlHeld, fmt.Errorf("%s holds control of sandbox %s: %w", l.st.Holder, id, errdefs.ErrConflict))
+		}
+		if l.st.Holder != req.Holder {
+			l.st.Since = now
+		}
+		l.st.Holder, l.st.Reason, l.st.AllowScreenshots = req.Holder, req.Reason, req.AllowScreenshots
+		if humanHolds(req.Holder) {
+			l.st.Requests = l.st.Requests[:0] // a human came: the requests are answered
+		}
+		return true, nil
+	})
 }
 
 // ReleaseControl gives control back to nobody (the agent may act again);
 // waiters on GET …/control?after= see the change. It is idempotent.
 func (m *Manager) ReleaseControl(ctx context.Context, tenant, id string) (*ControlState, error) {
-	t, err := m.cfg.Sandboxes.AttachDesktop(ctx, tenant, id)
-	if err != nil {
-		return nil, err
-	}
-	t.Release()
-	now := time.Now()
-	m.ctl.mu.Lock()
-	defer m.ctl.mu.Unlock()
-	l := m.ctl.get(t.SandboxID, now)
-	if l.st.Holder != HolderNone {
+	return m.change(ctx, tenant, id, func(l *lease, now time.Time) (bool, error) {
+		if l.st.Holder == HolderNone {
+			return false, nil
+		}
 		l.st.Holder, l.st.Reason, l.st.AllowScreenshots, l.st.Since = HolderNone, "", false, now
-		l.bump()
-	}
-	st := l.snapshot()
-	return &st, nil
+		return true, nil
+	})
 }
 
 // RequestHuman records an agent's request for a human, visible in the
@@ -209,22 +223,13 @@ func (m *Manager) RequestHuman(ctx context.Context, tenant, id, reason string) (
 	if reason == "" || len(reason) > 1024 {
 		return nil, bad("invalid_argument", "reason must be 1..1024 bytes")
 	}
-	t, err := m.cfg.Sandboxes.AttachDesktop(ctx, tenant, id)
-	if err != nil {
-		return nil, err
-	}
-	t.Release()
-	now := time.Now()
-	m.ctl.mu.Lock()
-	defer m.ctl.mu.Unlock()
-	l := m.ctl.get(t.SandboxID, now)
-	l.st.Requests = append(l.st.Requests, ControlRequest{Reason: reason, At: now.UTC()})
-	if len(l.st.Requests) > maxRequests {
-		l.st.Requests = l.st.Requests[len(l.st.Requests)-maxRequests:]
-	}
-	l.bump()
-	st := l.snapshot()
-	return &st, nil
+	return m.change(ctx, tenant, id, func(l *lease, now time.Time) (bool, error) {
+		l.st.Requests = append(l.st.Requests, ControlRequest{Reason: reason, At: now.UTC()})
+		if len(l.st.Requests) > maxRequests {
+			l.st.Requests = l.st.Requests[len(l.st.Requests)-maxRequests:]
+		}
+		return true, nil
+	})
 }
 
 // dropControl forgets a sandbox's lease, waking its waiters.

@@ -53,10 +53,6 @@ var namedKeys = func() map[string]keysym {
 	return m
 }()
 
-// modifierKeysyms are the keysyms of modifier keys.
-var modifierKeysyms = map[keysym]bool{0xffe1: true, 0xffe2: true, 0xffe3: true, 0xffe4: true, 0xffe9: true,
-	0xffea: true, 0xffeb: true, 0xffec: true, 0xffe7: true, 0xffe8: true}
-
 // runeKeysym is the keysym that types r: Latin-1 keysyms are the code
 // point, others are 0x01000000 + the code point (the X convention).
 func runeKeysym(r rune) keysym {

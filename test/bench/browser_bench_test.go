@@ -209,24 +209,32 @@ func BenchmarkBrowser(b *testing.B) {
 			b.ReportMetric(Ms(cs.P50), "click-p50-ms")
 			b.ReportMetric(Ms(ss.P50), "screenshot-p50-ms")
 			b.ReportMetric(Ms(Summarize(eval).P50), "evaluate-p50-ms")
-			c, err := containerOf(ctx, sb.ID)
-			if err != nil {
-				b.Fatal(err)
-			}
-			out, err := dockerCLI(ctx, "stats", "--no-stream", "--format", "{{.MemUsage}}", c)
-			if err != nil {
-				b.Fatal(err)
-			}
-			mib, err := memUsageMiB(out)
-			if err != nil {
-				b.Fatal(err)
-			}
+			mib := sandboxMemMiB(ctx, b, sb.ID)
 			b.ReportMetric(mib, "idle-MiB")
 			mem.Row(rt, fmt.Sprintf("%.1f MiB", mib))
 		})
 	})
 	printTable("browser-playwright: readiness and actions API, ms", tbl)
 	printTable("browser-playwright: one idle browser sandbox after the actions (docker stats)", mem)
+}
+
+// sandboxMemMiB is the memory a sandbox's container uses now, as docker
+// stats reports it.
+func sandboxMemMiB(ctx context.Context, b *testing.B, id string) float64 {
+	b.Helper()
+	c, err := containerOf(ctx, id)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := dockerCLI(ctx, "stats", "--no-stream", "--format", "{{.MemUsage}}", c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	mib, err := memUsageMiB(out)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return mib
 }
 
 var memUsageRE = regexp.MustCompile(`^([0-9.]+)\s*([KMG]i?B)`)

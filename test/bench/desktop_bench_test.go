@@ -135,18 +135,7 @@ func BenchmarkDesktop(b *testing.B) {
 			b.ReportMetric(Ms(ss.P50), "screenshot-p50-ms")
 			b.ReportMetric(Ms(cs.P50), "click-p50-ms")
 			b.ReportMetric(Ms(ts.P50), "takeover-p50-ms")
-			c, err := containerOf(ctx, sb.ID)
-			if err != nil {
-				b.Fatal(err)
-			}
-			out, err := dockerCLI(ctx, "stats", "--no-stream", "--format", "{{.MemUsage}}", c)
-			if err != nil {
-				b.Fatal(err)
-			}
-			mib, err := memUsageMiB(out)
-			if err != nil {
-				b.Fatal(err)
-			}
+			mib := sandboxMemMiB(ctx, b, sb.ID)
 			b.ReportMetric(mib, "idle-MiB")
 			mem.Row(rt, fmt.Sprintf("%.1f MiB", mib))
 		})
