@@ -36,8 +36,10 @@ func (c *Config) validateDesktop(v *problems) {
 		key := "profiles." + p.Name + ".desktop"
 		if d.Display < 0 || d.Display > 63 {
 			v.add(key+".display", "%d is not a display number 0..63", d.Display)
-		} else if !p.Ports.Allows(d.XPort()) {
-			v.add(key+".display", "the X port %d is not allowed by the profile's ports policy", d.XPort())
+		} else if p.Ports.Allows(d.XPort()) || p.Ports.Allows(d.VNCPort()) {
+			// The desktop routes dial these ports themselves; through the
+			// generic port proxy they would bypass the live view's roles.
+			v.add(key+".display", "the profile's ports policy allows the X port %d or the VNC port %d; leave both out of ports.allow", d.XPort(), d.VNCPort())
 		}
 		if d.Width < 64 || d.Height < 64 || d.Width > 7680 || d.Height > 4320 {
 			v.add(key+".width", "%dx%d is not a display size between 64x64 and 7680x4320", d.Width, d.Height)

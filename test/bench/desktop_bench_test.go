@@ -24,6 +24,7 @@ var desktopConfig = "profiles:\n" + `  - name: tool-basic
     resources: {cpu: 2, memory_mb: 2048, pids: 512}
     network: none
     user: "1000:1000"
+    ports: {allow: ["1024-5899", "5964-5999", "6064-65535"]}
     services:
       - {name: display, command: [/opt/genesis/desktop/display.sh], ready_port: 6001}
       - {name: wm, command: [/opt/genesis/desktop/wm.sh], env: {DISPLAY: ":1"}}

@@ -119,6 +119,16 @@ func TestDesktopLiveView(t *testing.T) {
 				t.Fatalf("focus the xterm: %+v %v", res, err)
 			}
 
+			// The raw X and VNC ports are not reachable through the generic
+			// port proxy (it would bypass the roles).
+			for _, port := range []int{5901, 6001} {
+				if _, err := c.DialPort(callCtx(t), sb.ID, port); client.ErrorCode(err) != "port_not_allowed" {
+					t.Errorf("port %d through the port proxy: %v, want port_not_allowed", port, err)
+				}
+			}
+			if code, body := apiJSON(t, svc, "GET", "/v1/sandboxes/"+sb.ID+"/display/vnc?role=admin", nil, nil); code != 400 || !strings.Contains(body, "invalid_role") {
+				t.Errorf("role admin: %d %s", code, body)
+			}
 			obs := dialRFB(t, c, sb.ID, "observer")
 			ctl := dialRFB(t, c, sb.ID, "controller")
 			if obs.width != 1280 || obs.height != 800 {
