@@ -218,3 +218,31 @@ func (c *Client) DialDisplayVNC(ctx context.Context, sandboxID, role string) (ne
 	ws.SetReadLimit(-1)
 	return websocket.NetConn(context.WithoutCancel(ctx), ws, websocket.MessageBinary), nil
 }
+
+// CreateDisplayLinkRequest asks for a live-view link.
+type CreateDisplayLinkRequest struct {
+	// Role is observer (its input is dropped) or controller.
+	Role       string `json:"role"`
+	TTLSeconds int64  `json:"ttl_seconds"`
+}
+
+// DisplayLink is a short-lived live-view link: VNCURL is a WebSocket URL
+// carrying RFB that needs no API key; it holds no VNC password.
+type DisplayLink struct {
+	SandboxID string    `json:"sandbox_id"`
+	Role      string    `json:"role"`
+	VNCURL    string    `json:"vnc_url"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// CreateDisplayLink makes a live-view link of a desktop sandbox for role,
+// valid for ttl.
+func (c *Client) CreateDisplayLink(ctx context.Context, sandboxID, role string, ttl time.Duration) (*DisplayLink, error) {
+	var out DisplayLink
+	err := c.do(ctx, request{method: http.MethodPost, path: "/v1/sandboxes/" + url.PathEscape(sandboxID) + "/display/links", auth: true,
+		body: CreateDisplayLinkRequest{Role: role, TTLSeconds: int64(ttl / time.Second)}}, &out)
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -22,7 +23,7 @@ func newDesktopCmd(a *app) *cobra.Command {
 Run computer-use actions on it (genesis desktop actions) in the Anthropic
 computer tool's or OpenAI's vocabulary, or take a screenshot.`,
 	}
-	cmd.AddCommand(newDesktopActionsCmd(a), newDesktopScreenshotCmd(a), newDesktopControlCmd(a))
+	cmd.AddCommand(newDesktopActionsCmd(a), newDesktopScreenshotCmd(a), newDesktopControlCmd(a), newDesktopViewCmd(a))
 	return cmd
 }
 
@@ -241,5 +242,34 @@ asks for a human; "wait" waits (up to 60 s) for the next change.`,
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why control is taken")
 	cmd.Flags().BoolVar(&screenshots, "allow-screenshots", false, "let the agent take screenshots while a human holds control")
+	return cmd
+}
+
+// newDesktopViewCmd builds "genesis desktop view SANDBOX [--role R] [--ttl D]".
+func newDesktopViewCmd(a *app) *cobra.Command {
+	var (
+		role string
+		ttl  time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "view SANDBOX [--role observer|controller] [--ttl 10m]",
+		Short: "Print a short-lived live-view link (RFB over a WebSocket, no API key in it)",
+		Long: `Prints the WebSocket URL of a live-view link for the role: a VNC client that
+speaks RFB over WebSockets (noVNC's RFB class, for one) connects to it without
+the API key. An observer's input is dropped by the service; a controller
+takes the pen from any other controller.`,
+		Args: exactArgs(1, "one sandbox id"),
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.DisplayLink, error) {
+				return c.CreateDisplayLink(ctx, args[0], role, ttl)
+			}, func(l *client.DisplayLink) error {
+				_, err := fmt.Fprintln(a.stdout, l.VNCURL)
+				a.warnf("%s link, expires %s", l.Role, l.ExpiresAt.Format(time.RFC3339))
+				return err
+			})
+		}),
+	}
+	cmd.Flags().StringVar(&role, "role", "observer", "observer or controller")
+	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Minute, "how long the link works")
 	return cmd
 }

@@ -159,6 +159,8 @@ func apiRoutes() []apiRoute {
 		{"post", "/v1/sandboxes/{id}/browser/actions", []string{"200", "400", "401", "404", "409", "413", "500", "502", "503", "504"}},
 		{"post", "/v1/sandboxes/{id}/computer/actions", []string{"200", "400", "401", "404", "409", "413", "500", "503"}},
 		{"get", "/v1/sandboxes/{id}/display/vnc", []string{"101", "400", "401", "404", "409", "503"}},
+		{"post", "/v1/sandboxes/{id}/display/links", []string{"201", "400", "401", "404", "409", "413", "500"}},
+		{"get", "/v1/displays/{token}/vnc", []string{"101", "400", "404", "409", "503"}},
 		{"get", "/v1/sandboxes/{id}/control", []string{"200", "400", "401", "404", "409", "500"}},
 		{"post", "/v1/sandboxes/{id}/control", []string{"200", "400", "401", "404", "409", "413", "500"}},
 		{"delete", "/v1/sandboxes/{id}/control", []string{"200", "401", "404", "409", "500"}},
@@ -246,10 +248,10 @@ func TestOpenAPIRoutes(t *testing.T) {
 		}
 		name := strings.ToUpper(r.method) + " " + r.path
 		sec, overridden := op["security"]
-		// Preview and browser links carry their own credential in the path, MCP
+		// Preview, browser and display links carry their own credential in the path, MCP
 		// endpoints their instance's token.
 		public := !strings.HasPrefix(r.path, "/v1/") || strings.HasPrefix(r.path, "/v1/previews/") ||
-			strings.HasPrefix(r.path, "/v1/browsers/") || r.path == mcpEndpoint
+			strings.HasPrefix(r.path, "/v1/browsers/") || strings.HasPrefix(r.path, "/v1/displays/") || r.path == mcpEndpoint
 		if public && (!overridden || len(sec.([]any)) != 0) {
 			t.Errorf("%s must declare security: []", name)
 		}

@@ -121,6 +121,12 @@ func (c *controlLeases) checkAgent(id string, onlyLooks bool) error {
 		l.st.Holder, id, l.st.Since.UTC().Format(time.RFC3339), l.st.Reason, what, id, l.st.Version, errdefs.ErrConflict))
 }
 
+// CheckDesktop checks that id is a caller's running desktop sandbox (the
+// errors of the desktop routes) and returns its id.
+func (m *Manager) CheckDesktop(ctx context.Context, tenant, id string) (string, error) {
+	return m.desktopID(ctx, tenant, id)
+}
+
 // desktopID checks that id is a caller's running desktop sandbox.
 func (m *Manager) desktopID(ctx context.Context, tenant, id string) (string, error) {
 	t, err := m.cfg.Sandboxes.AttachDesktop(ctx, tenant, id)

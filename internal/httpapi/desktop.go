@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -22,6 +23,8 @@ import (
 //	DELETE /v1/sandboxes/{id}/control            release control
 //	POST   /v1/sandboxes/{id}/control/requests   an agent asks for a human {reason}
 //	GET    /v1/sandboxes/{id}/display/vnc        live view: RFB over WebSocket, ?role=observer|controller
+//	POST   /v1/sandboxes/{id}/display/links      a short-lived live-view link {role, ttl_seconds} (no API key in it)
+//	GET    /v1/displays/{token}/vnc              what a live-view link opens (no API key)
 func (s *Server) desktopRoutes() {
 	if s.desktop == nil {
 		return
@@ -32,17 +35,57 @@ func (s *Server) desktopRoutes() {
 	s.handle("DELETE", "/v1/sandboxes/{id}/control", true, s.releaseDesktopControl)
 	s.handle("POST", "/v1/sandboxes/{id}/control/requests", true, s.requestHuman)
 	s.handle("GET", "/v1/sandboxes/{id}/display/vnc", true, s.displayVNC)
+	if s.ports != nil {
+		s.handle("POST", "/v1/sandboxes/{id}/display/links", true, s.displayLink)
+		s.handle("GET", "/v1/displays/{token}/vnc", false, s.displayVNC)
+	}
+}
+
+// displayScope prefixes the scope of live-view links; the role follows.
+const displayScope = "display:"
+
+func (s *Server) displayLink(w http.ResponseWriter, r *http.Request) {
+	var req client.CreateDisplayLinkRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	if req.Role != desktop.RoleObserver && req.Role != desktop.RoleController {
+		s.writeProblem(w, r, errdefs.WithCode("invalid_role", fmt.Errorf("role %.40q must be observer or controller: %w", req.Role, errdefs.ErrInvalidArgument)))
+		return
+	}
+	id, err := s.desktop.CheckDesktop(r.Context(), tenantOf(r), r.PathValue("id"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	token, exp, err := s.ports.NewScopedLink(tenantOf(r), id, displayScope+req.Role, time.Duration(req.TTLSeconds)*time.Second)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	base := "ws" + strings.TrimPrefix(baseURLOf(r), "http")
+	writeJSON(w, http.StatusCreated, client.DisplayLink{SandboxID: id, Role: req.Role, VNCURL: base + "/v1/displays/" + token + "/vnc", ExpiresAt: exp.UTC()})
 }
 
 // displayVNC serves the live view: the VNC server's RFB over a WebSocket
 // (binary messages), with the client's input dropped unless its role is
 // controller and it holds the pen.
 func (s *Server) displayVNC(w http.ResponseWriter, r *http.Request) {
-	role := r.URL.Query().Get("role")
+	tenant, id, role := tenantOf(r), r.PathValue("id"), r.URL.Query().Get("role")
 	if role == "" {
 		role = desktop.RoleObserver
 	}
-	v, err := s.desktop.OpenVNC(r.Context(), tenantOf(r), r.PathValue("id"), role)
+	if token := r.PathValue("token"); token != "" {
+		// A live-view link: its claims name the sandbox and the role.
+		c, linkRole, err := s.ports.VerifyScopedLink(token, displayScope)
+		if err != nil {
+			s.writeProblem(w, r, err)
+			return
+		}
+		tenant, id, role = c.Tenant, c.SandboxID, linkRole
+	}
+	v, err := s.desktop.OpenVNC(r.Context(), tenant, id, role)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

@@ -33,6 +33,10 @@ type LinkClaims struct {
 	SandboxID string `json:"s"`
 	Port      int    `json:"p"`
 	Expires   int64  `json:"e"` // unix seconds
+	// Scope, when set, makes the token a link to another route of the
+	// sandbox (such as "display:observer"); VerifyLink refuses it, so it
+	// never opens a port.
+	Scope string `json:"k,omitempty"`
 }
 
 // Signer makes and checks preview-link tokens.

@@ -453,9 +453,44 @@ func (p *Proxy) NewLink(ctx context.Context, tenant, sandboxID string, port int,
 	return token, expires, nil
 }
 
-// VerifyLink checks a preview-link token now.
+// VerifyLink checks a preview-link token now; a scoped link (NewScopedLink)
+// is not one.
 func (p *Proxy) VerifyLink(token string) (LinkClaims, error) {
-	return p.cfg.Signer.Verify(token, p.cfg.Now())
+	c, err := p.cfg.Signer.Verify(token, p.cfg.Now())
+	if err == nil && c.Scope != "" {
+		return LinkClaims{}, errdefs.WithCode("link_invalid", fmt.Errorf("preview link is not valid: %w", errdefs.ErrNotFound))
+	}
+	return c, err
+}
+
+// NewScopedLink signs a link to another route of a sandbox the caller has
+// checked (scope names the route and its rights, e.g. "display:observer"),
+// valid for ttl (at most MaxLinkTTL).
+func (p *Proxy) NewScopedLink(tenant, sandboxID, scope string, ttl time.Duration) (token string, expires time.Time, err error) {
+	if ttl <= 0 || ttl > p.cfg.MaxLinkTTL {
+		return "", time.Time{}, errdefs.WithCode("invalid_ttl", fmt.Errorf(
+			"ttl_seconds must be between 1 and %d: %w", int64(p.cfg.MaxLinkTTL/time.Second), errdefs.ErrInvalidArgument))
+	}
+	if scope == "" {
+		return "", time.Time{}, fmt.Errorf("ports: a scoped link needs a scope: %w", errdefs.ErrInvalidArgument)
+	}
+	expires = p.cfg.Now().Add(ttl).Truncate(time.Second)
+	return p.cfg.Signer.Sign(LinkClaims{Tenant: tenant, SandboxID: sandboxID, Scope: scope, Expires: expires.Unix()}), expires, nil
+}
+
+// VerifyScopedLink checks a scoped link token now and returns its claims
+// and the part of its scope after prefix; a token of another scope, or a
+// port link, is link_invalid.
+func (p *Proxy) VerifyScopedLink(token, prefix string) (LinkClaims, string, error) {
+	c, err := p.cfg.Signer.Verify(token, p.cfg.Now())
+	if err != nil {
+		return LinkClaims{}, "", err
+	}
+	rest, ok := strings.CutPrefix(c.Scope, prefix)
+	if !ok || c.Scope == "" {
+		return LinkClaims{}, "", errdefs.WithCode("link_invalid", fmt.Errorf("link is not valid here: %w", errdefs.ErrNotFound))
+	}
+	return c, rest, nil
 }
 
 // Attacher is the lifecycle layer as the proxy uses it (control.Service).

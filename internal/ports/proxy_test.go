@@ -482,3 +482,38 @@ func TestServeTCPPeerThatNeverReads(t *testing.T) {
 	}
 	t.Logf("stalled after %d KiB", last>>10)
 }
+
+// TestScopedLinks: a scoped link opens only its own scope, never a port,
+// and a port link is never a scoped one.
+func TestScopedLinks(t *testing.T) {
+	t.Parallel()
+	signer, err := NewSigner(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{Sandboxes: &fakeSandboxes{}, Signer: signer, MaxLinkTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := p.NewScopedLink("a", "sbx_1", "display:observer", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.VerifyLink(tok); errdefs.Code(err) != "link_invalid" {
+		t.Errorf("a scoped link opened a port: %v", err)
+	}
+	c, role, err := p.VerifyScopedLink(tok, "display:")
+	if err != nil || role != "observer" || c.SandboxID != "sbx_1" || c.Tenant != "a" {
+		t.Errorf("VerifyScopedLink = %+v %q %v", c, role, err)
+	}
+	if _, _, err := p.VerifyScopedLink(tok, "other:"); errdefs.Code(err) != "link_invalid" {
+		t.Errorf("a scoped link opened another scope: %v", err)
+	}
+	portTok := signer.Sign(LinkClaims{Tenant: "a", SandboxID: "sbx_1", Port: 5901, Expires: time.Now().Add(time.Minute).Unix()})
+	if _, _, err := p.VerifyScopedLink(portTok, "display:"); errdefs.Code(err) != "link_invalid" {
+		t.Errorf("a port link opened the display: %v", err)
+	}
+	if _, _, err := p.NewScopedLink("a", "sbx_1", "display:observer", 2*time.Hour); errdefs.Code(err) != "invalid_ttl" {
+		t.Errorf("a link longer than MaxLinkTTL: %v", err)
+	}
+}

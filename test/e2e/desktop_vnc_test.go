@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"genesis.dev/sandbox/client"
 )
@@ -26,6 +29,22 @@ func dialRFB(t *testing.T, c *client.Client, id, role string) *rfbClient {
 	if err != nil {
 		t.Fatalf("live view as %s: %v", role, err)
 	}
+	return handshakeRFB(t, conn, role)
+}
+
+// dialRFBURL opens a live-view link with no API key.
+func dialRFBURL(t *testing.T, u string) *rfbClient {
+	t.Helper()
+	ws, _, err := websocket.Dial(callCtx(t), u, &websocket.DialOptions{Subprotocols: []string{"binary"}})
+	if err != nil {
+		t.Fatalf("live-view link: %v", err)
+	}
+	ws.SetReadLimit(-1)
+	return handshakeRFB(t, websocket.NetConn(context.Background(), ws, websocket.MessageBinary), "link")
+}
+
+func handshakeRFB(t *testing.T, conn net.Conn, role string) *rfbClient {
+	t.Helper()
 	t.Cleanup(func() { conn.Close() })
 	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
 	read := func(n int) []byte {
@@ -169,6 +188,39 @@ func TestDesktopLiveView(t *testing.T) {
 			if r := execOK(t, c, sb.ID, "ls /workspace"); strings.Contains(r.Stdout, "observer") || strings.Contains(r.Stdout, "demoted") {
 				t.Errorf("an observer's input reached the desktop: %q", r.Stdout)
 			}
+			// A live-view link opens the view without the API key, as its
+			// role; a tampered or expired one is a 404 and changes nothing.
+			link, err := c.CreateDisplayLink(callCtx(t), sb.ID, "observer", time.Minute)
+			if err != nil || !strings.Contains(link.VNCURL, "/v1/displays/") || strings.Contains(link.VNCURL, svc.e.apiKey) {
+				t.Fatalf("display link: %+v %v", link, err)
+			}
+			viaLink := dialRFBURL(t, link.VNCURL)
+			viaLink.typeText("touch /workspace/linked\n")
+			ctl2.typeText("touch /workspace/after-link\n")
+			eventually(t, 20*time.Second, "the controller's command after the link's", func() (bool, string) {
+				r, err := c.Exec(callCtx(t), sb.ID, client.ExecRequest{Script: "ls /workspace"})
+				return err == nil && strings.Contains(r.Stdout, "after-link"), fmt.Sprint(r, err)
+			})
+			if r := execOK(t, c, sb.ID, "ls /workspace"); strings.Contains(r.Stdout, "linked") {
+				t.Errorf("an observer link's input reached the desktop: %q", r.Stdout)
+			}
+			tampered := strings.Replace(link.VNCURL, "/v1/displays/v1.", "/v1/displays/v1.A", 1)
+			if code, body := apiJSONAs(t, svc, "", "GET", strings.TrimPrefix(strings.Replace(tampered, "ws://", "http://", 1), svc.url()), nil, nil); code != 404 || !strings.Contains(body, "link_invalid") {
+				t.Errorf("tampered link: %d %s", code, body)
+			}
+			short, err := c.CreateDisplayLink(callCtx(t), sb.ID, "controller", time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := strings.TrimPrefix(strings.Replace(short.VNCURL, "ws://", "http://", 1), svc.url())
+			eventually(t, 10*time.Second, "the 1 s link expired", func() (bool, string) {
+				code, body := apiJSONAs(t, svc, "", "GET", path, nil, nil)
+				return code == 404 && strings.Contains(body, "link_expired"), body
+			})
+			if code, body := apiJSON(t, svc, "POST", "/v1/sandboxes/"+sb.ID+"/display/links", map[string]any{"role": "admin", "ttl_seconds": 60}, nil); code != 400 || !strings.Contains(body, "invalid_role") {
+				t.Errorf("link role admin: %d %s", code, body)
+			}
+
 			// A client breaking the protocol is disconnected.
 			obs.conn.Write([]byte{99})
 			_ = obs.conn.SetReadDeadline(time.Now().Add(10 * time.Second))

@@ -81,6 +81,7 @@ var foreignBodies = map[string]string{
 	"POST /v1/sandboxes/{id}/computer/actions":       `{"actions":[{"action":"left_click","coordinate":[1,1]}]}`,
 	"GET /v1/sandboxes/{id}/control":                 "",
 	"GET /v1/sandboxes/{id}/display/vnc":             "",
+	"POST /v1/sandboxes/{id}/display/links":          `{"role":"controller","ttl_seconds":60}`,
 	"POST /v1/sandboxes/{id}/control":                `{"holder":"human:mallory"}`,
 	"DELETE /v1/sandboxes/{id}/control":              "",
 	"POST /v1/sandboxes/{id}/control/requests":       `{"reason":"pwned"}`,
