@@ -208,12 +208,12 @@ func TestCrossTenantIsolation(t *testing.T) {
 			for _, route := range routes {
 				method, path, _ := strings.Cut(route, " ")
 				if !strings.Contains(path, "{") || strings.HasPrefix(path, "/v1/tenants") || strings.HasPrefix(path, "/v1/pools/") ||
-					strings.HasPrefix(path, "/v1/previews/") || strings.HasPrefix(path, "/v1/browsers/") ||
+					strings.HasPrefix(path, "/v1/previews/") || strings.HasPrefix(path, "/v1/browsers/") || strings.HasPrefix(path, "/v1/displays/") ||
 					strings.HasPrefix(path, "/v1/mcp/") || strings.HasPrefix(path, "/v1/skills/") {
 					// MCP servers and skills are walked by crossTenantMCPAndSkills
 					// collections, the admin API (403 for tenant keys, tested in httpapi), service-wide
-					// pools, and preview and browser links (their token is the
-					// credential: tested in TestPorts and TestBrowser)
+					// pools, and preview, browser and display links (their token is the
+					// credential: tested in TestPorts, TestBrowser and TestDesktopLiveView)
 					continue
 				}
 				// A port route: port 8000 and a path on the sandbox's server.
