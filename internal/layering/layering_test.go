@@ -158,6 +158,12 @@ var rules = []rule{
 		NoImport: []string{"internal/store/...", "internal/driver/..."},
 	},
 	{
+		Pkg:      "internal/trace",
+		Why:      "trace is a leaf every producer may record through: errdefs and the standard library only",
+		Only:     []string{"internal/errdefs"},
+		External: []string{},
+	},
+	{
 		Pkg:      "internal/httpapi",
 		Why:      "the API calls control and the workload managers; it never imports a driver, the store, admission, the job log or the agent protocol",
 		Forbid:   []string{"cmd/..."},

@@ -1,0 +1,400 @@
+package trace
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+// Actors of events. A person is "human:<who>".
+const (
+	ActorAgent  = "agent"
+	ActorAPI    = "api"
+	ActorSystem = "system"
+)
+
+// HumanActor is the actor of something a person did.
+func HumanActor(who string) string { return "human:" + who }
+
+// ValidActor reports whether a is one of the actors of an event.
+func ValidActor(a string) bool {
+	switch a {
+	case ActorAgent, ActorAPI, ActorSystem:
+		return true
+	}
+	who, ok := strings.CutPrefix(a, "human:")
+	return ok && who != "" && len(who) <= 128
+}
+
+// Event is one entry of a trace. Seq and Time are set by Append; Data holds
+// the kind's own fields (a JSON object).
+type Event struct {
+	Seq   int64           `json:"seq"`
+	Time  time.Time       `json:"time"`
+	Actor string          `json:"actor"`
+	Kind  string          `json:"kind"`
+	Data  json.RawMessage `json:"data,omitempty"`
+}
+
+// Recorder is what producers (browser, desktop, jobs, MCP) record through.
+// It never fails the producer's operation: a trace that cannot be written
+// is logged by the implementation.
+type Recorder interface {
+	Record(ctx context.Context, tenant, sandboxID string, e Event)
+}
+
+// MaxDataBytes bounds the data of one event.
+const MaxDataBytes = 64 << 10
+
+var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+// Config configures a Store.
+type Config struct {
+	// Dir holds the trace files (created if missing).
+	Dir string
+	// Retention is how long a trace is kept after its sandbox ended
+	// (default 7 days).
+	Retention time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Store holds the traces of all sandboxes.
+type Store struct {
+	dir       string
+	retention time.Duration
+	now       func() time.Time
+
+	mu   sync.Mutex
+	logs map[string]*log
+}
+
+type meta struct {
+	Tenant string     `json:"tenant"`
+	Ended  *time.Time `json:"ended_at,omitempty"`
+}
+
+// log is one open trace.
+type log struct {
+	mu      sync.Mutex
+	f       *os.File
+	meta    meta
+	offsets []int64 // offsets[i] is where the event of seq i+1 starts
+	size    int64
+	changed chan struct{}
+}
+
+// Open returns a Store for cfg.
+func Open(cfg Config) (*Store, error) {
+	if cfg.Dir == "" {
+		return nil, fmt.Errorf("trace: no directory: %w", errdefs.ErrInvalidArgument)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = 7 * 24 * time.Hour
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Store{dir: cfg.Dir, retention: cfg.Retention, now: cfg.Now, logs: map[string]*log{}}, nil
+}
+
+func (s *Store) path(id string) string { return filepath.Join(s.dir, id+".jsonl") }
+func (s *Store) metaPath(id string) string {
+	return filepath.Join(s.dir, id+".meta.json")
+}
+
+func notFound(id string) error {
+	return errdefs.WithCode("trace_not_found", fmt.Errorf("no trace of sandbox %s: %w", id, errdefs.ErrNotFound))
+}
+
+// get opens the trace of sandboxID. With create, a missing trace is made
+// for tenant; without, a missing trace or one of another tenant is not
+// found.
+func (s *Store) get(tenant, id string, create bool) (*log, error) {
+	if !idRE.MatchString(id) {
+		return nil, notFound(id)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l, ok := s.logs[id]; ok {
+		if l.meta.Tenant != tenant {
+			return nil, notFound(id)
+		}
+		return l, nil
+	}
+	var m meta
+	b, err := os.ReadFile(s.metaPath(id))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if !create {
+			return nil, notFound(id)
+		}
+		m = meta{Tenant: tenant}
+		if err := writeMeta(s.metaPath(id), m); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, fmt.Errorf("trace: %w", err)
+	default:
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, fmt.Errorf("trace: metadata of %s: %w", id, err)
+		}
+	}
+	if m.Tenant != tenant {
+		return nil, notFound(id)
+	}
+	f, err := os.OpenFile(s.path(id), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	l := &log{f: f, meta: m, changed: make(chan struct{})}
+	if err := l.recover(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	s.logs[id] = l
+	return l, nil
+}
+
+func writeMeta(p string, m meta) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	return nil
+}
+
+// recover indexes the file's events and cuts off a torn or corrupt tail.
+func (l *log) recover() error {
+	if _, err := l.f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	br := bufio.NewReader(l.f)
+	var off int64
+	for {
+		line, err := br.ReadBytes('\n')
+		if err != nil { // EOF: a last line without LF is torn
+			break
+		}
+		var e struct {
+			Seq int64 `json:"seq"`
+		}
+		if json.Unmarshal(line, &e) != nil || e.Seq != int64(len(l.offsets))+1 {
+			break
+		}
+		l.offsets = append(l.offsets, off)
+		off += int64(len(line))
+	}
+	if err := l.f.Truncate(off); err != nil {
+		return fmt.Errorf("trace: truncating torn tail: %w", err)
+	}
+	if _, err := l.f.Seek(off, io.SeekStart); err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	l.size = off
+	return nil
+}
+
+// Append adds e to the trace of sandboxID (made for tenant if it has none),
+// setting its seq and time, and returns it.
+func (s *Store) Append(ctx context.Context, tenant, sandboxID string, e Event) (Event, error) {
+	if !ValidActor(e.Actor) {
+		return Event{}, fmt.Errorf("trace: actor %q: %w", e.Actor, errdefs.ErrInvalidArgument)
+	}
+	if e.Kind == "" {
+		return Event{}, fmt.Errorf("trace: empty kind: %w", errdefs.ErrInvalidArgument)
+	}
+	if len(e.Data) > MaxDataBytes {
+		return Event{}, fmt.Errorf("trace: event data of %d bytes exceeds %d: %w", len(e.Data), MaxDataBytes, errdefs.ErrInvalidArgument)
+	}
+	if len(e.Data) > 0 {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, e.Data); err != nil || buf.Len() == 0 || buf.Bytes()[0] != '{' {
+			return Event{}, fmt.Errorf("trace: event data must be a JSON object: %w", errdefs.ErrInvalidArgument)
+		}
+		e.Data = buf.Bytes()
+	}
+	l, err := s.get(tenant, sandboxID, true)
+	if err != nil {
+		return Event{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e.Seq = int64(len(l.offsets)) + 1
+	e.Time = s.now().UTC()
+	line, err := json.Marshal(e)
+	if err != nil {
+		return Event{}, fmt.Errorf("trace: %w", err)
+	}
+	line = append(line, '\n')
+	if _, err := l.f.Write(line); err != nil {
+		// Leave the file as the index says: a partial line is cut off.
+		_ = l.f.Truncate(l.size)
+		_, _ = l.f.Seek(l.size, io.SeekStart)
+		return Event{}, fmt.Errorf("trace: %w", err)
+	}
+	l.offsets = append(l.offsets, l.size)
+	l.size += int64(len(line))
+	close(l.changed)
+	l.changed = make(chan struct{})
+	return e, nil
+}
+
+// Record appends e and drops an error: the Recorder of producers.
+func (s *Store) Record(ctx context.Context, tenant, sandboxID string, e Event) {
+	_, _ = s.Append(ctx, tenant, sandboxID, e)
+}
+
+// Last returns the seq of the newest event of the trace of sandboxID.
+func (s *Store) Last(tenant, sandboxID string) (int64, error) {
+	l, err := s.get(tenant, sandboxID, false)
+	if err != nil {
+		return 0, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return int64(len(l.offsets)), nil
+}
+
+// ErrInvalidCursor classes a cursor that is not an event of the trace.
+func invalidCursor(after, last int64, id string) error {
+	return errdefs.WithCode("invalid_cursor", fmt.Errorf(
+		"cursor %d is not an event of the trace of sandbox %s (0..%d): %w", after, id, last, errdefs.ErrInvalidArgument))
+}
+
+// Read returns up to limit events after seq after, and a channel closed on
+// the next append (for followers: take it before reading, wait on it when
+// the read came back empty). A cursor below 0 or beyond the newest event is
+// invalid_cursor.
+func (s *Store) Read(tenant, sandboxID string, after int64, limit int) ([]Event, <-chan struct{}, error) {
+	l, err := s.get(tenant, sandboxID, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	l.mu.Lock()
+	n := int64(len(l.offsets))
+	changed := l.changed
+	if after < 0 || after > n {
+		l.mu.Unlock()
+		return nil, nil, invalidCursor(after, n, sandboxID)
+	}
+	if limit <= 0 {
+		limit = 1000
+	}
+	end := min(n, after+int64(limit))
+	if end == after {
+		l.mu.Unlock()
+		return nil, changed, nil
+	}
+	start, stop := l.offsets[after], l.size
+	if end < n {
+		stop = l.offsets[end]
+	}
+	buf := make([]byte, stop-start)
+	_, err = l.f.ReadAt(buf, start)
+	l.mu.Unlock()
+	if err != nil {
+		return nil, nil, fmt.Errorf("trace: %w", err)
+	}
+	out := make([]Event, 0, end-after)
+	for line := range bytes.Lines(buf) {
+		var e Event
+		if err := json.Unmarshal(line, &e); err != nil {
+			return nil, nil, fmt.Errorf("trace: event %d: %w", after+int64(len(out))+1, err)
+		}
+		out = append(out, e)
+	}
+	return out, changed, nil
+}
+
+// End marks the trace of sandboxID as ended now: Sweep removes it once the
+// retention has passed. Nothing happens when the sandbox has no trace.
+func (s *Store) End(sandboxID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.metaPath(sandboxID)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	var m meta
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("trace: metadata of %s: %w", sandboxID, err)
+	}
+	now := s.now().UTC()
+	m.Ended = &now
+	if l, ok := s.logs[sandboxID]; ok {
+		l.meta = m
+	}
+	return writeMeta(p, m)
+}
+
+// Sweep removes the traces whose sandbox ended more than the retention
+// before now, and returns how many it removed.
+func (s *Store) Sweep(now time.Time) (int, error) {
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return 0, fmt.Errorf("trace: %w", err)
+	}
+	removed := 0
+	for _, ent := range ents {
+		id, ok := strings.CutSuffix(ent.Name(), ".meta.json")
+		if !ok {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(s.dir, ent.Name()))
+		if err != nil {
+			continue
+		}
+		var m meta
+		if json.Unmarshal(b, &m) != nil || m.Ended == nil || now.Sub(*m.Ended) < s.retention {
+			continue
+		}
+		s.mu.Lock()
+		if l, ok := s.logs[id]; ok {
+			l.f.Close()
+			delete(s.logs, id)
+		}
+		os.Remove(s.path(id))
+		os.Remove(s.metaPath(id))
+		s.mu.Unlock()
+		removed++
+	}
+	return removed, nil
+}
+
+// Close closes the open traces.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, l := range s.logs {
+		l.f.Close()
+		delete(s.logs, id)
+	}
+	return nil
+}
