@@ -17,6 +17,7 @@ import (
 	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/skills"
 	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/trace"
 )
 
 // managers are the workload packages: they work inside running sandboxes
@@ -35,6 +36,8 @@ type managers struct {
 	browser *browser.Manager
 	// desktop serves the computer-use routes of desktop profiles.
 	desktop *desktop.Manager
+	// trace keeps the operation trace of each sandbox.
+	trace *trace.Store
 }
 
 // newManagers builds the managers over ctl and registers their hooks; call
@@ -105,7 +108,12 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 	if err != nil {
 		return nil, err
 	}
-	return &managers{jobs: jm, arts: arts, files: fs, terms: terms, ports: pp, svcs: svcs, mcp: ms, sk: sk, browser: bm, desktop: dm}, nil
+	tr, err := trace.Open(trace.Config{Dir: filepath.Join(cfg.DataDir, "traces"), Retention: cfg.Intervals.LogRetention})
+	if err != nil {
+		return nil, err
+	}
+	ctl.AddHook(tr) // a trace is kept for the log retention after its sandbox ends
+	return &managers{trace: tr, jobs: jm, arts: arts, files: fs, terms: terms, ports: pp, svcs: svcs, mcp: ms, sk: sk, browser: bm, desktop: dm}, nil
 }
 
 // newPortsProxy builds the port proxy with the preview-link key of the

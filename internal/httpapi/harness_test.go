@@ -20,6 +20,7 @@ import (
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/skills"
 	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/trace"
 )
 
 // The HTTP API is tested through a real HTTP client on loopback against the
@@ -71,7 +72,13 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 		t.Fatal(err)
 	}
 	t.Cleanup(dm.Close)
+	tr, err := trace.Open(trace.Config{Dir: filepath.Join(h.Dir, "traces")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
 	srv, err := httpapi.New(httpapi.Config{
+		Trace:        tr,
 		Browser:      bm,
 		Desktop:      dm,
 		MCP:          ms,

@@ -30,6 +30,7 @@ import (
 	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/skills"
 	"genesis.dev/sandbox/internal/tenant"
+	"genesis.dev/sandbox/internal/trace"
 )
 
 // Config wires a Server.
@@ -59,6 +60,8 @@ type Config struct {
 	Browser *browser.Manager
 	// Desktop, when set, serves the desktop (computer-use) routes.
 	Desktop *desktop.Manager
+	// Trace, when set, serves the trace routes.
+	Trace *trace.Store
 	// Services, when set, reports the profile services on GET sandbox.
 	Services *jobs.Services
 	Logger   *slog.Logger
@@ -92,6 +95,7 @@ type Server struct {
 	browser   *browser.Manager
 	tickets   terminalTickets
 	desktop   *desktop.Manager
+	trace     *trace.Store
 }
 
 type apiKey struct {
@@ -143,6 +147,7 @@ func New(cfg Config) (*Server, error) {
 	s.terms, s.files, s.jobs, s.arts, s.mcp = cfg.Terminals, cfg.Files, cfg.Jobs, cfg.Artifacts, cfg.MCP
 	s.skills = cfg.Skills
 	s.desktop = cfg.Desktop
+	s.trace = cfg.Trace
 	if cfg.Ports != nil {
 		s.browser = cfg.Browser
 	}
@@ -200,6 +205,7 @@ func (s *Server) routesInit() {
 	s.skillRoutes()
 	s.browserRoutes()
 	s.desktopRoutes()
+	s.traceRoutes()
 }
 
 type ctxKey int

@@ -242,6 +242,14 @@ func (s *Store) Append(ctx context.Context, tenant, sandboxID string, e Event) (
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.meta.Ended != nil { // the sandbox is back (a stop, then a start)
+		m := l.meta
+		m.Ended = nil
+		if err := writeMeta(s.metaPath(sandboxID), m); err != nil {
+			return Event{}, err
+		}
+		l.meta = m
+	}
 	e.Seq = int64(len(l.offsets)) + 1
 	e.Time = s.now().UTC()
 	line, err := json.Marshal(e)
@@ -266,6 +274,24 @@ func (s *Store) Append(ctx context.Context, tenant, sandboxID string, e Event) (
 func (s *Store) Record(ctx context.Context, tenant, sandboxID string, e Event) {
 	_, _ = s.Append(ctx, tenant, sandboxID, e)
 }
+
+// Ensure makes the (empty) trace of sandboxID for tenant if it has none,
+// so that a reader can follow it from its start; another tenant's trace is
+// not found.
+func (s *Store) Ensure(tenant, sandboxID string) error {
+	_, err := s.get(tenant, sandboxID, true)
+	return err
+}
+
+// Name names the store among control's hooks.
+func (s *Store) Name() string { return "trace" }
+
+// SandboxEnding marks the sandbox's trace ended (control's hook): it is
+// kept for the retention from now.
+func (s *Store) SandboxEnding(ctx context.Context, sandboxID, reason string) { _ = s.End(sandboxID) }
+
+// Sweep is control's sweep hook: it removes expired traces (Expire).
+func (s *Store) Sweep(ctx context.Context, now time.Time, startup bool) { _, _ = s.Expire(now) }
 
 // Last returns the seq of the newest event of the trace of sandboxID.
 func (s *Store) Last(tenant, sandboxID string) (int64, error) {
@@ -329,7 +355,7 @@ func (s *Store) Read(tenant, sandboxID string, after int64, limit int) ([]Event,
 	return out, changed, nil
 }
 
-// End marks the trace of sandboxID as ended now: Sweep removes it once the
+// End marks the trace of sandboxID as ended now: Expire removes it once the
 // retention has passed. Nothing happens when the sandbox has no trace.
 func (s *Store) End(sandboxID string) error {
 	s.mu.Lock()
@@ -354,9 +380,9 @@ func (s *Store) End(sandboxID string) error {
 	return writeMeta(p, m)
 }
 
-// Sweep removes the traces whose sandbox ended more than the retention
+// Expire removes the traces whose sandbox ended more than the retention
 // before now, and returns how many it removed.
-func (s *Store) Sweep(now time.Time) (int, error) {
+func (s *Store) Expire(now time.Time) (int, error) {
 	ents, err := os.ReadDir(s.dir)
 	if err != nil {
 		return 0, fmt.Errorf("trace: %w", err)

@@ -242,10 +242,10 @@ func TestSweepAfterRetention(t *testing.T) {
 	if err := s.End("ended"); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.Sweep(now.Add(59 * time.Minute)); err != nil || n != 0 {
+	if n, err := s.Expire(now.Add(59 * time.Minute)); err != nil || n != 0 {
 		t.Fatalf("sweep within retention removed %d, %v", n, err)
 	}
-	if n, err := s.Sweep(now.Add(61 * time.Minute)); err != nil || n != 1 {
+	if n, err := s.Expire(now.Add(61 * time.Minute)); err != nil || n != 1 {
 		t.Fatalf("sweep after retention removed %d, %v; want 1", n, err)
 	}
 	if _, _, err := s.Read("t1", "ended", 0, 1); !errors.Is(err, errdefs.ErrNotFound) {

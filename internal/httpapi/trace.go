@@ -1,0 +1,196 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/trace"
+)
+
+func (s *Server) traceRoutes() {
+	if s.trace == nil {
+		return
+	}
+	s.handle("GET", "/v1/sandboxes/{id}/trace", true, s.readTrace)
+	s.handle("POST", "/v1/sandboxes/{id}/trace/events", true, s.postTraceEvent)
+}
+
+// callerTraceKinds are the kinds a caller may post to a trace.
+var callerTraceKinds = map[string]bool{"annotation": true, "task.status": true}
+
+// traceEventIn is the body of POST /v1/sandboxes/{id}/trace/events.
+type traceEventIn struct {
+	Kind string `json:"kind"`
+	// Actor defaults to "api"; a caller may say "agent" or "human:<who>".
+	Actor string          `json:"actor,omitempty"`
+	Data  json.RawMessage `json:"data,omitempty"`
+}
+
+// traceOf opens the trace of the request's sandbox: the sandbox must be
+// the caller's while it lives (its trace is made then, empty); after it is
+// gone its trace is still the caller's tenant's.
+func (s *Server) traceOf(r *http.Request) (string, error) {
+	id, ten := r.PathValue("id"), tenantOf(r)
+	if _, err := s.trace.Last(ten, id); err == nil {
+		return id, nil
+	}
+	if _, err := s.ctl.GetSandbox(r.Context(), ten, id); err != nil {
+		return "", err
+	}
+	return id, s.trace.Ensure(ten, id)
+}
+
+// postTraceEvent serves POST /v1/sandboxes/{id}/trace/events.
+func (s *Server) postTraceEvent(w http.ResponseWriter, r *http.Request) {
+	var in traceEventIn
+	if err := s.decode(w, r, &in); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	if !callerTraceKinds[in.Kind] {
+		s.writeProblem(w, r, errdefs.WithCode("invalid_trace_event", fmt.Errorf(
+			"kind %q: a caller may post annotation or task.status: %w", in.Kind, errdefs.ErrInvalidArgument)))
+		return
+	}
+	if in.Actor == "" {
+		in.Actor = trace.ActorAPI
+	}
+	if in.Actor == trace.ActorSystem || !trace.ValidActor(in.Actor) {
+		s.writeProblem(w, r, errdefs.WithCode("invalid_trace_event", fmt.Errorf(
+			"actor %q: want api, agent or human:<who>: %w", in.Actor, errdefs.ErrInvalidArgument)))
+		return
+	}
+	id, err := s.traceOf(r)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	e, err := s.trace.Append(r.Context(), tenantOf(r), id, trace.Event{Actor: in.Actor, Kind: in.Kind, Data: in.Data})
+	if err != nil {
+		if errors.Is(err, errdefs.ErrInvalidArgument) && errdefs.Code(err) == "" {
+			err = errdefs.WithCode("invalid_trace_event", err)
+		}
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, e)
+}
+
+// traceCursor reads the resume point: Last-Event-ID, ?cursor= or ?after=
+// (a seq; 0 is the start).
+func traceCursor(r *http.Request) (int64, error) {
+	v := r.Header.Get("Last-Event-ID")
+	for _, q := range []string{"cursor", "after"} {
+		if qv := r.URL.Query().Get(q); qv != "" {
+			v = qv
+		}
+	}
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, errdefs.WithCode("invalid_cursor", fmt.Errorf("cursor %q is not an event seq: %w", v, errdefs.ErrInvalidArgument))
+	}
+	return n, nil
+}
+
+// tracePage is the JSON form of GET /v1/sandboxes/{id}/trace.
+type tracePage struct {
+	Events []trace.Event `json:"events"`
+	// Next is the cursor to read on from (the last event's seq).
+	Next int64 `json:"next"`
+}
+
+// readTrace serves GET /v1/sandboxes/{id}/trace: SSE by default (follow
+// unless ?follow=false), JSON pages with ?format=json.
+func (s *Server) readTrace(w http.ResponseWriter, r *http.Request) {
+	cursor, err := traceCursor(r)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	follow, err := parseBool(r, "follow", true)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	limit := 100
+	if v := r.URL.Query().Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 1000 {
+			s.writeProblem(w, r, fmt.Errorf("limit=%q: want 1..1000: %w", v, errdefs.ErrInvalidArgument))
+			return
+		}
+	}
+	format := r.URL.Query().Get("format")
+	if format != "" && format != "json" && format != "sse" {
+		s.writeProblem(w, r, fmt.Errorf("format=%q: want json or sse: %w", format, errdefs.ErrInvalidArgument))
+		return
+	}
+	id, err := s.traceOf(r)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	ten := tenantOf(r)
+	evs, changed, err := s.trace.Read(ten, id, cursor, limit)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	if format == "json" {
+		next := cursor
+		if len(evs) > 0 {
+			next = evs[len(evs)-1].Seq
+		}
+		if evs == nil {
+			evs = []trace.Event{}
+		}
+		writeJSON(w, http.StatusOK, tracePage{Events: evs, Next: next})
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	sw := &sseWriter{w: w, rc: http.NewResponseController(w)}
+	keepalive := time.NewTicker(s.keepalive)
+	defer keepalive.Stop()
+	ctx := r.Context()
+	for {
+		for _, e := range evs {
+			if sw.event(strconv.FormatInt(e.Seq, 10), "trace", e) != nil {
+				return
+			}
+			cursor = e.Seq
+		}
+		if sw.flush() != nil {
+			return
+		}
+		if len(evs) == 0 {
+			if !follow {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			case <-keepalive.C:
+				if sw.comment("keepalive") != nil {
+					return
+				}
+			}
+		}
+		if evs, changed, err = s.trace.Read(ten, id, cursor, 1000); err != nil {
+			_ = sw.event("", "error", map[string]string{"code": errdefs.Code(err), "detail": err.Error()})
+			_ = sw.flush()
+			return
+		}
+	}
+}
