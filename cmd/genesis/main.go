@@ -113,6 +113,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newDesktopCmd(a),
 		newMCPCmd(a),
 		newSkillCmd(a),
+		newTraceCmd(a),
 		newVersionCmd(a),
 	)
 	return root

@@ -167,6 +167,8 @@ func apiRoutes() []apiRoute {
 		{"post", "/v1/sandboxes/{id}/control/requests", []string{"201", "400", "401", "404", "409", "413", "500"}},
 		{"get", "/v1/sandboxes/{id}/browser/downloads", []string{"200", "401", "404", "409", "500"}},
 		{"post", "/v1/sandboxes/{id}/browser/downloads/keep", []string{"200", "400", "401", "404", "409", "413", "500", "503"}},
+		{"get", "/v1/sandboxes/{id}/trace", []string{"200", "400", "401", "404", "500"}},
+		{"post", "/v1/sandboxes/{id}/trace/events", []string{"201", "400", "401", "404", "413", "500"}},
 		{"post", "/v1/sandboxes/{id}/browser/profile/save", []string{"200", "400", "401", "404", "409", "413", "500", "503"}},
 		{"post", "/v1/sandboxes/{id}/browser/profile/load", []string{"200", "400", "401", "404", "409", "500", "503"}},
 		{"post", "/v1/sandboxes/{id}/browser/links", []string{"201", "400", "401", "403", "404", "409", "413", "500"}},

@@ -88,6 +88,8 @@ var foreignBodies = map[string]string{
 	"POST /v1/sandboxes/{id}/browser/links":          `{"ttl_seconds":60}`,
 	"GET /v1/sandboxes/{id}/browser/downloads":       "",
 	"POST /v1/sandboxes/{id}/browser/downloads/keep": `{"names":["x"]}`,
+	"GET /v1/sandboxes/{id}/trace":                   "",
+	"POST /v1/sandboxes/{id}/trace/events":           `{"kind":"annotation","data":{"text":"x"}}`,
 	"POST /v1/sandboxes/{id}/browser/profile/save":   `{}`,
 	"POST /v1/sandboxes/{id}/browser/profile/load":   `{"artifact_id":"art_00000000000000000000"}`,
 	"GET /v1/sandboxes/{id}/browser/json":            "",

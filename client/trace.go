@@ -1,0 +1,136 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// TracePath is the path of a sandbox's operation trace.
+func TracePath(id string) string { return "/v1/sandboxes/" + url.PathEscape(id) + "/trace" }
+
+// TraceEvent is one event of a sandbox's operation trace.
+type TraceEvent struct {
+	// Seq is dense and monotonic from 1 within the trace: the cursor.
+	Seq  int64     `json:"seq"`
+	Time time.Time `json:"time"`
+	// Actor is agent, api, system or human:<who>.
+	Actor string          `json:"actor"`
+	Kind  string          `json:"kind"`
+	Data  json.RawMessage `json:"data,omitempty"`
+}
+
+// TracePage is one JSON page of a trace.
+type TracePage struct {
+	Events []TraceEvent `json:"events"`
+	// Next is the cursor to read on from.
+	Next int64 `json:"next"`
+}
+
+// TraceEventRequest is the body of POST .../trace/events: kind annotation
+// or task.status, actor api (default), agent or human:<who>.
+type TraceEventRequest struct {
+	Kind  string          `json:"kind"`
+	Actor string          `json:"actor,omitempty"`
+	Data  json.RawMessage `json:"data,omitempty"`
+}
+
+// TracePage reads up to limit events after the cursor after.
+func (c *Client) TracePage(ctx context.Context, sandboxID string, after int64, limit int) (*TracePage, error) {
+	q := url.Values{"format": {"json"}, "after": {strconv.FormatInt(after, 10)}}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out TracePage
+	if err := c.do(ctx, request{method: http.MethodGet, path: TracePath(sandboxID), query: q, auth: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PostTraceEvent adds an annotation or task status to the trace.
+func (c *Client) PostTraceEvent(ctx context.Context, sandboxID string, req TraceEventRequest) (*TraceEvent, error) {
+	var out TraceEvent
+	if err := c.do(ctx, request{method: http.MethodPost, path: TracePath(sandboxID) + "/events", body: req, auth: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// FollowTrace calls fn with each event after cursor, in order, until ctx
+// ends, fn fails or (follow false) the trace's end. A dropped connection is
+// resumed after the last event seen, so fn sees every event once.
+func (c *Client) FollowTrace(ctx context.Context, sandboxID string, cursor int64, follow bool, fn func(TraceEvent) error) error {
+	for {
+		done, err := c.traceOnce(ctx, sandboxID, &cursor, follow, fn)
+		if done || ctx.Err() != nil {
+			if ctx.Err() != nil && err == nil {
+				err = ctx.Err()
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+
+// traceOnce reads one connection's worth of the trace; done reports
+// whether nothing is left to retry.
+func (c *Client) traceOnce(ctx context.Context, sandboxID string, cursor *int64, follow bool, fn func(TraceEvent) error) (bool, error) {
+	q := url.Values{"cursor": {strconv.FormatInt(*cursor, 10)}, "follow": {strconv.FormatBool(follow)}}
+	resp, err := c.send(ctx, request{method: http.MethodGet, path: TracePath(sandboxID), query: q, auth: true,
+		header: http.Header{"Accept": {"text/event-stream"}, "Cache-Control": {"no-cache"}}})
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
+		e := newAPIError(resp.StatusCode, resp.Header, body)
+		switch resp.StatusCode {
+		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return false, e
+		}
+		return true, e
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		return true, fmt.Errorf("GET %s: answer is %q, not text/event-stream", TracePath(sandboxID), resp.Header.Get("Content-Type"))
+	}
+	rd := newSSEReader(resp.Body)
+	for {
+		ev, err := rd.next()
+		if errors.Is(err, io.EOF) {
+			return !follow, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		switch ev.Event {
+		case "trace":
+			var te TraceEvent
+			if err := json.Unmarshal([]byte(ev.Data), &te); err != nil {
+				return true, fmt.Errorf("trace event: %w", err)
+			}
+			if te.Seq != *cursor+1 {
+				return true, fmt.Errorf("trace event %d after cursor %d", te.Seq, *cursor)
+			}
+			if err := fn(te); err != nil {
+				return true, err
+			}
+			*cursor = te.Seq
+		case "error":
+			return true, fmt.Errorf("trace stream: %s", ev.Data)
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"genesis.dev/sandbox/client"
+)
+
+// newTraceCmd builds "genesis trace" and its subcommands.
+func newTraceCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "trace",
+		Short: "Read a sandbox's operation trace and add to it (docs/trace.md)",
+	}
+	cmd.AddCommand(newTraceFollowCmd(a), newTraceAnnotateCmd(a))
+	return cmd
+}
+
+// newTraceFollowCmd builds "genesis trace follow SANDBOX".
+func newTraceFollowCmd(a *app) *cobra.Command {
+	var (
+		cursor string
+		noWait bool
+	)
+	cmd := &cobra.Command{
+		Use:   "follow [--cursor N] [--no-follow] SANDBOX",
+		Short: "Print a sandbox's trace events as they happen",
+		Long: `Print the events of a sandbox's trace, one line each (one JSON object a
+line with -o json), after the event with seq --cursor (default: from the
+start). It follows new events until interrupted, resuming after dropped
+connections with no gap or duplicate; --no-follow stops at the end. With
+following, the global --timeout applies only when given.`,
+		Args: exactArgs(1, "one sandbox id"),
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			var after int64
+			if cursor != "" {
+				if !isDigits(cursor) {
+					return usageErrorf("--cursor wants an event seq (a non-negative integer), got %q", cursor)
+				}
+				after, _ = strconv.ParseInt(cursor, 10, 64)
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			limit := a.timeout
+			if !noWait && !cmd.Flags().Changed("timeout") {
+				limit = 0
+			}
+			ctx, cancel := withTimeout(cmd.Context(), limit)
+			defer cancel()
+			return c.FollowTrace(ctx, args[0], after, !noWait, func(e client.TraceEvent) error {
+				if a.jsonOutput() {
+					b, err := json.Marshal(e)
+					if err != nil {
+						return err
+					}
+					_, err = fmt.Fprintf(a.stdout, "%s\n", b)
+					return err
+				}
+				_, err := fmt.Fprintf(a.stdout, "%d\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.Format("15:04:05.000"), e.Actor, e.Kind, e.Data)
+				return err
+			})
+		}),
+	}
+	cmd.Flags().StringVar(&cursor, "cursor", "", "start after the event with this seq")
+	cmd.Flags().BoolVar(&noWait, "no-follow", false, "stop at the end of the trace")
+	return cmd
+}
+
+// newTraceAnnotateCmd builds "genesis trace annotate SANDBOX TEXT".
+func newTraceAnnotateCmd(a *app) *cobra.Command {
+	var (
+		status string
+		actor  string
+	)
+	cmd := &cobra.Command{
+		Use:   "annotate [--status STATE] [--actor WHO] SANDBOX TEXT",
+		Short: "Add an annotation (or, with --status, a task status) to a sandbox's trace",
+		Long: `Append the caller's event to a sandbox's trace: an annotation
+{"text": TEXT}, or with --status a task status {"status": STATE, "text":
+TEXT}. --actor is api (default), agent or human:<who>. Prints the event's
+seq.`,
+		Args: exactArgs(2, "a sandbox id and a text"),
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			req := client.TraceEventRequest{Kind: "annotation", Actor: actor}
+			data := map[string]string{"text": args[1]}
+			if status != "" {
+				req.Kind, data["status"] = "task.status", status
+			}
+			req.Data, _ = json.Marshal(data)
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.TraceEvent, error) {
+				return c.PostTraceEvent(ctx, args[0], req)
+			}, func(e *client.TraceEvent) error {
+				_, err := fmt.Fprintln(a.stdout, e.Seq)
+				return err
+			})
+		}),
+	}
+	cmd.Flags().StringVar(&status, "status", "", "post a task status (e.g. running, done, failed) instead of an annotation")
+	cmd.Flags().StringVar(&actor, "actor", "", "who: api (default), agent or human:<who>")
+	return cmd
+}
