@@ -52,6 +52,10 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 	if err != nil {
 		return nil, err
 	}
+	tr, err := trace.Open(trace.Config{Dir: filepath.Join(cfg.DataDir, "traces"), Retention: cfg.Intervals.LogRetention})
+	if err != nil {
+		return nil, err
+	}
 	logs, err := joblog.Open(filepath.Join(cfg.DataDir, "jobs"))
 	if err != nil {
 		return nil, err
@@ -60,7 +64,7 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 		return nil, err
 	}
 	jm, err := jobs.New(jobs.Config{Sandboxes: ctl, Store: st, Logs: logs, Artifacts: arts, Limits: cfg.Limits,
-		LogRetention: cfg.Intervals.LogRetention, Metrics: obs, Logger: log})
+		LogRetention: cfg.Intervals.LogRetention, Metrics: obs, Trace: tr, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -105,10 +109,6 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 	sk, err := skills.New(skills.Config{Store: st, Sandboxes: ctl, Jobs: jm, Files: fs, Artifacts: arts,
 		Dir: filepath.Join(cfg.DataDir, "skills"), Profile: cfg.Skills.Profile, Ceiling: cfg.Skills.MaxRiskLevel, TenantCeiling: ctl.ToolRiskCeiling,
 		AllowNetwork: cfg.Skills.AllowNetwork, Limits: skillLimits(cfg.Skills), Audit: skillsAudit(ctl, log), Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	tr, err := trace.Open(trace.Config{Dir: filepath.Join(cfg.DataDir, "traces"), Retention: cfg.Intervals.LogRetention})
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/trace"
 )
 
 // ExecInput is one command or script to run in a sandbox.
@@ -112,6 +113,7 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	if err := s.store.CreateJob(ctx, job); err != nil {
 		return nil, err
 	}
+	s.traceJob(ctx, job, "job.started", trace.ActorAgent)
 	// The log exists while the job runs, so it can be opened and followed
 	// like a background job's; the output is appended when the job ends.
 	if _, err := s.logs.Get(job.ID, true); err != nil {
@@ -157,6 +159,7 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 		s.logs.Release(job.ID)
 		return nil, err
 	}
+	s.traceJob(ctx, final, "job.finished", trace.ActorSystem)
 	// Artifacts are kept, and the log written, after the record is final,
 	// so a reader that sees the exit event also sees both.
 	s.arts.Collect(context.WithoutCancel(ctx), job.ID)
@@ -181,11 +184,13 @@ func (s *Manager) execFailed(ctx context.Context, sb *sandbox.Sandbox, job *sand
 	s.arts.Collect(context.WithoutCancel(ctx), job.ID)
 	s.writeSyncLog(job.ID, agentproto.ExecResult{ExitCode: -1, ExitReason: string(reason), Signal: runErr.Error()})
 	done := s.now()
-	if _, err := s.store.UpdateJob(ctx, job.ID, func(j *sandbox.Job) error {
+	if final, err := s.store.UpdateJob(ctx, job.ID, func(j *sandbox.Job) error {
 		j.State, j.ExitReason, j.Error, j.FinishedAt = state, reason, runErr.Error(), &done
 		return nil
 	}); err != nil {
 		s.log.Error("recording job failure", "job", job.ID, "err", err)
+	} else {
+		s.traceJob(ctx, final, "job.finished", trace.ActorSystem)
 	}
 	return out
 }

@@ -13,6 +13,7 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/joblog"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/trace"
 )
 
 // releaseEvery is how much newly stored output lets the agent drop its copy.
@@ -51,6 +52,11 @@ func (s *Manager) startJob(ctx context.Context, in ExecInput, busy bool) (*sandb
 		att.Release()
 		return nil, err
 	}
+	actor := trace.ActorAgent
+	if !busy {
+		actor = trace.ActorSystem
+	}
+	s.traceJob(ctx, job, "job.started", actor)
 	if err := s.arts.Plan(ctx, job, in.Artifacts); err != nil {
 		att.Release()
 		return nil, s.finishJob(ctx, job.ID, lostExit("cannot record the artifact request: "+err.Error()))
@@ -317,10 +323,12 @@ func (s *Manager) finishJob(ctx context.Context, jobID string, x agentproto.Exit
 func (s *Manager) recordExit(ctx context.Context, jobID string, x agentproto.ExitResult) error {
 	s.arts.Collect(ctx, jobID)
 	done := s.now()
-	_, err := s.store.UpdateJob(ctx, jobID, func(j *sandbox.Job) error {
+	ended := false
+	final, err := s.store.UpdateJob(ctx, jobID, func(j *sandbox.Job) error {
 		if j.State.Final() {
 			return nil
 		}
+		ended = true
 		reason := sandbox.ExitReason(x.ExitReason)
 		j.State = sandbox.FinalJobState(reason, x.ExitCode)
 		j.ExitReason = reason
@@ -337,6 +345,9 @@ func (s *Manager) recordExit(ctx context.Context, jobID string, x agentproto.Exi
 		j.FinishedAt = &done
 		return nil
 	})
+	if err == nil && ended {
+		s.traceJob(ctx, final, "job.finished", trace.ActorSystem)
+	}
 	return err
 }
 

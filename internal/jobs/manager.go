@@ -15,6 +15,7 @@ import (
 	"genesis.dev/sandbox/internal/joblog"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/trace"
 )
 
 // sandboxes is what jobs need of the control layer.
@@ -56,6 +57,9 @@ type Config struct {
 	LogRetention time.Duration
 	// Metrics, if set, is told exec and first-output latencies.
 	Metrics Observer
+	// Trace, if set, is told when jobs start and finish (the sandbox's
+	// operation trace).
+	Trace trace.Recorder
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -76,6 +80,7 @@ type Manager struct {
 	now   func() time.Time
 	log   *slog.Logger
 	obs   Observer
+	trace trace.Recorder
 
 	sessionLocks sync.Map // session id → *sync.Mutex
 
@@ -114,7 +119,7 @@ func New(cfg Config) (*Manager, error) {
 	bg, cancel := context.WithCancel(context.Background())
 	return &Manager{
 		sbx: cfg.Sandboxes, store: cfg.Store, logs: cfg.Logs, arts: cfg.Artifacts, lim: cfg.Limits, ret: cfg.LogRetention,
-		now: func() time.Time { return now().UTC() }, log: cfg.Logger, obs: cfg.Metrics,
+		now: func() time.Time { return now().UTC() }, log: cfg.Logger, obs: cfg.Metrics, trace: cfg.Trace,
 		following: map[string]*control.Attachment{}, bgCtx: bg, cancel: cancel,
 	}, nil
 }

@@ -1,0 +1,50 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+
+	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/trace"
+)
+
+// traceJob records a job's start or end in its sandbox's trace, if the
+// manager has one. Jobs a caller starts are the agent's; profile services
+// and stdin-fed service jobs (not busy) are the system's.
+func (s *Manager) traceJob(ctx context.Context, j *sandbox.Job, kind, actor string) {
+	if s.trace == nil || j == nil {
+		return
+	}
+	d := map[string]any{"job_id": j.ID, "mode": j.Mode}
+	if len(j.Command) > 0 {
+		d["command"] = j.Command
+	}
+	if j.Script != "" {
+		d["script"] = j.Script
+	}
+	if kind == "job.finished" {
+		d["state"] = j.State
+		if j.ExitCode != nil {
+			d["exit_code"] = *j.ExitCode
+		}
+		if j.ExitReason != "" {
+			d["exit_reason"] = j.ExitReason
+		}
+		if j.Error != "" {
+			d["error"] = j.Error
+		}
+		if j.StartedAt != nil && j.FinishedAt != nil {
+			d["duration_ms"] = j.FinishedAt.Sub(*j.StartedAt).Milliseconds()
+		}
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return
+	}
+	if len(b) > trace.MaxDataBytes/2 { // a huge script: keep the event, not the text
+		delete(d, "script")
+		d["script_bytes"] = len(j.Script)
+		b, _ = json.Marshal(d)
+	}
+	s.trace.Record(context.WithoutCancel(ctx), j.Tenant, j.SandboxID, trace.Event{Actor: actor, Kind: kind, Data: b})
+}
