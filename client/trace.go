@@ -134,3 +134,27 @@ func (c *Client) traceOnce(ctx context.Context, sandboxID string, cursor *int64,
 		}
 	}
 }
+
+// TraceInterruption is a sandbox's interrupt state.
+type TraceInterruption struct {
+	// State is running, paused or aborted.
+	State string `json:"state"`
+	// Steps is how many agent actions may still pass while paused.
+	Steps int `json:"steps"`
+	// CanceledJobs are the jobs an abort canceled.
+	CanceledJobs []string `json:"canceled_jobs,omitempty"`
+}
+
+// InterruptTrace pauses, resumes, steps or aborts the agent of a sandbox
+// (op is one of those words); actor is "" (api) or human:<who>.
+func (c *Client) InterruptTrace(ctx context.Context, sandboxID, op, actor string) (*TraceInterruption, error) {
+	var out TraceInterruption
+	body := map[string]string{}
+	if actor != "" {
+		body["actor"] = actor
+	}
+	if err := c.do(ctx, request{method: http.MethodPost, path: TracePath(sandboxID) + "/" + url.PathEscape(op), body: body, auth: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

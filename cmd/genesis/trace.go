@@ -18,6 +18,44 @@ func newTraceCmd(a *app) *cobra.Command {
 		Short: "Read a sandbox's operation trace and add to it (docs/trace.md)",
 	}
 	cmd.AddCommand(newTraceFollowCmd(a), newTraceAnnotateCmd(a))
+	for _, op := range []string{"pause", "resume", "step", "abort"} {
+		cmd.AddCommand(newTraceInterruptCmd(a, op))
+	}
+	return cmd
+}
+
+// traceInterruptShort says what each interrupt verb does.
+var traceInterruptShort = map[string]string{
+	"pause":  "Pause a sandbox's agent: its next exec or job answers 409 paused",
+	"resume": "Let a paused or aborted sandbox's agent act again",
+	"step":   "Let one agent action through while paused",
+	"abort":  "Cancel the agent's running jobs and refuse its actions until resume",
+}
+
+// newTraceInterruptCmd builds "genesis trace pause|resume|step|abort SANDBOX".
+func newTraceInterruptCmd(a *app, op string) *cobra.Command {
+	var actor string
+	cmd := &cobra.Command{
+		Use:   op + " [--actor human:WHO] SANDBOX",
+		Short: traceInterruptShort[op],
+		Long: traceInterruptShort[op] + `. Prints the agent's state (running,
+paused or aborted), the steps left and, for abort, the canceled jobs. The
+operation is recorded in the sandbox's trace by --actor (default api).`,
+		Args: exactArgs(1, "one sandbox id"),
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.TraceInterruption, error) {
+				return c.InterruptTrace(ctx, args[0], op, actor)
+			}, func(st *client.TraceInterruption) error {
+				_, err := fmt.Fprintf(a.stdout, "%s\tsteps %d", st.State, st.Steps)
+				for _, j := range st.CanceledJobs {
+					fmt.Fprintf(a.stdout, "\tcanceled %s", j)
+				}
+				fmt.Fprintln(a.stdout)
+				return err
+			})
+		}),
+	}
+	cmd.Flags().StringVar(&actor, "actor", "", "who: api (default) or human:<who>")
 	return cmd
 }
 

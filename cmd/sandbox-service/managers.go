@@ -64,7 +64,7 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 		return nil, err
 	}
 	jm, err := jobs.New(jobs.Config{Sandboxes: ctl, Store: st, Logs: logs, Artifacts: arts, Limits: cfg.Limits,
-		LogRetention: cfg.Intervals.LogRetention, Metrics: obs, Trace: tr, Logger: log})
+		LogRetention: cfg.Intervals.LogRetention, Metrics: obs, Trace: tr, Gate: tr, Logger: log})
 	if err != nil {
 		return nil, err
 	}

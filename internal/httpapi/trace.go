@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"genesis.dev/sandbox/internal/errdefs"
@@ -18,6 +19,63 @@ func (s *Server) traceRoutes() {
 	}
 	s.handle("GET", "/v1/sandboxes/{id}/trace", true, s.readTrace)
 	s.handle("POST", "/v1/sandboxes/{id}/trace/events", true, s.postTraceEvent)
+	for _, op := range []string{"pause", "resume", "step", "abort"} {
+		s.handle("POST", "/v1/sandboxes/{id}/trace/"+op, true, s.interruptTrace(op))
+	}
+}
+
+// interruptIn is the optional body of the interrupt routes.
+type interruptIn struct {
+	// Actor is who interrupts: api (default) or human:<who>.
+	Actor string `json:"actor,omitempty"`
+}
+
+// interruptOut answers an interrupt.
+type interruptOut struct {
+	trace.Interruption
+	// CanceledJobs are the jobs an abort canceled.
+	CanceledJobs []string `json:"canceled_jobs,omitempty"`
+}
+
+// interruptTrace serves POST /v1/sandboxes/{id}/trace/{pause,resume,step,abort}.
+func (s *Server) interruptTrace(op string) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var in interruptIn
+		if r.ContentLength != 0 {
+			if err := s.decode(w, r, &in); err != nil {
+				s.writeProblem(w, r, err)
+				return
+			}
+		}
+		if in.Actor == "" {
+			in.Actor = trace.ActorAPI
+		}
+		if in.Actor != trace.ActorAPI && (!trace.ValidActor(in.Actor) || !strings.HasPrefix(in.Actor, "human:")) {
+			s.writeProblem(w, r, errdefs.WithCode("invalid_trace_event", fmt.Errorf(
+				"actor %q: want api or human:<who>: %w", in.Actor, errdefs.ErrInvalidArgument)))
+			return
+		}
+		id, ten := r.PathValue("id"), tenantOf(r)
+		if _, err := s.ctl.GetSandbox(r.Context(), ten, id); err != nil {
+			s.writeProblem(w, r, err)
+			return
+		}
+		st, err := s.trace.Interrupt(r.Context(), ten, id, op, in.Actor)
+		if err != nil {
+			s.writeProblem(w, r, err)
+			return
+		}
+		out := interruptOut{Interruption: st}
+		if op == "abort" {
+			ids, err := s.jobs.CancelAgentJobs(r.Context(), ten, id)
+			out.CanceledJobs = ids
+			if err != nil {
+				s.writeProblem(w, r, err)
+				return
+			}
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
 }
 
 // callerTraceKinds are the kinds a caller may post to a trace.

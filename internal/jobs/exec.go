@@ -90,6 +90,9 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 		return nil, errdefs.WithCode("stdin_stream_needs_background", fmt.Errorf(
 			"stdin_stream is for background jobs (or a streamed exec); a synchronous exec takes stdin or stdin_base64: %w", errdefs.ErrInvalidArgument))
 	}
+	if err := s.admit(ctx, in, "exec"); err != nil {
+		return nil, err
+	}
 	att, err := s.sbx.Attach(ctx, in.Tenant, in.SandboxID, control.AttachOptions{Busy: true})
 	if err != nil {
 		return nil, err

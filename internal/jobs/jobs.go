@@ -31,6 +31,9 @@ func (s *Manager) StartJob(ctx context.Context, in ExecInput) (*sandbox.Job, err
 	if err := s.validateExec(&in); err != nil {
 		return nil, err
 	}
+	if err := s.admit(ctx, in, "job"); err != nil {
+		return nil, err
+	}
 	return s.startJob(ctx, in, true)
 }
 
@@ -55,6 +58,8 @@ func (s *Manager) startJob(ctx context.Context, in ExecInput, busy bool) (*sandb
 	actor := trace.ActorAgent
 	if !busy {
 		actor = trace.ActorSystem
+	} else {
+		s.agentJobs.Store(job.ID, struct{}{})
 	}
 	s.traceJob(ctx, job, "job.started", actor)
 	if err := s.arts.Plan(ctx, job, in.Artifacts); err != nil {
@@ -345,6 +350,7 @@ func (s *Manager) recordExit(ctx context.Context, jobID string, x agentproto.Exi
 		j.FinishedAt = &done
 		return nil
 	})
+	s.agentJobs.Delete(jobID)
 	if err == nil && ended {
 		s.traceJob(ctx, final, "job.finished", trace.ActorSystem)
 	}

@@ -60,6 +60,9 @@ type Config struct {
 	// Trace, if set, is told when jobs start and finish (the sandbox's
 	// operation trace).
 	Trace trace.Recorder
+	// Gate, if set, is asked before an agent's exec or job starts (the
+	// trace's pause and abort).
+	Gate trace.Gate
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -81,6 +84,10 @@ type Manager struct {
 	log   *slog.Logger
 	obs   Observer
 	trace trace.Recorder
+	gate  trace.Gate
+	// agentJobs holds the ids of background jobs callers started (not
+	// services), which an abort cancels.
+	agentJobs sync.Map
 
 	sessionLocks sync.Map // session id → *sync.Mutex
 
@@ -119,7 +126,7 @@ func New(cfg Config) (*Manager, error) {
 	bg, cancel := context.WithCancel(context.Background())
 	return &Manager{
 		sbx: cfg.Sandboxes, store: cfg.Store, logs: cfg.Logs, arts: cfg.Artifacts, lim: cfg.Limits, ret: cfg.LogRetention,
-		now: func() time.Time { return now().UTC() }, log: cfg.Logger, obs: cfg.Metrics, trace: cfg.Trace,
+		now: func() time.Time { return now().UTC() }, log: cfg.Logger, obs: cfg.Metrics, trace: cfg.Trace, gate: cfg.Gate,
 		following: map[string]*control.Attachment{}, bgCtx: bg, cancel: cancel,
 	}, nil
 }

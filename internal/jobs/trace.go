@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/trace"
 )
 
@@ -47,4 +48,35 @@ func (s *Manager) traceJob(ctx context.Context, j *sandbox.Job, kind, actor stri
 		b, _ = json.Marshal(d)
 	}
 	s.trace.Record(context.WithoutCancel(ctx), j.Tenant, j.SandboxID, trace.Event{Actor: actor, Kind: kind, Data: b})
+}
+
+// admit asks the gate (the trace's interrupt state) whether an agent job
+// may start on the sandbox now.
+func (s *Manager) admit(ctx context.Context, in ExecInput, action string) error {
+	if s.gate == nil {
+		return nil
+	}
+	return s.gate.Admit(ctx, in.Tenant, in.SandboxID, action)
+}
+
+// CancelAgentJobs cancels the running background jobs a caller started on
+// tenant's sandbox through this process (not its profile services or MCP
+// servers: they are not the agent's), for an abort, and returns their ids. Synchronous execs end
+// with their caller or timeout.
+func (s *Manager) CancelAgentJobs(ctx context.Context, tenant, sandboxID string) ([]string, error) {
+	list, err := s.store.ListJobs(ctx, store.JobFilter{Tenant: tenant, SandboxID: sandboxID, States: []sandbox.JobState{sandbox.JobRunning}})
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, j := range list {
+		if _, mine := s.agentJobs.Load(j.ID); j.Mode != sandbox.JobModeBackground || !mine {
+			continue
+		}
+		if _, err := s.CancelJob(ctx, tenant, j.ID); err != nil {
+			return ids, err
+		}
+		ids = append(ids, j.ID)
+	}
+	return ids, nil
 }

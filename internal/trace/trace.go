@@ -77,8 +77,9 @@ type Store struct {
 	retention time.Duration
 	now       func() time.Time
 
-	mu   sync.Mutex
-	logs map[string]*log
+	mu    sync.Mutex
+	logs  map[string]*log
+	gates map[string]*gate // interrupt states of sandboxes not running freely
 }
 
 type meta struct {
@@ -110,7 +111,7 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Store{dir: cfg.Dir, retention: cfg.Retention, now: cfg.Now, logs: map[string]*log{}}, nil
+	return &Store{dir: cfg.Dir, retention: cfg.Retention, now: cfg.Now, logs: map[string]*log{}, gates: map[string]*gate{}}, nil
 }
 
 func (s *Store) path(id string) string { return filepath.Join(s.dir, id+".jsonl") }
@@ -406,6 +407,7 @@ func (s *Store) Expire(now time.Time) (int, error) {
 			l.f.Close()
 			delete(s.logs, id)
 		}
+		delete(s.gates, id)
 		os.Remove(s.path(id))
 		os.Remove(s.metaPath(id))
 		s.mu.Unlock()

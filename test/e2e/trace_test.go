@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -89,11 +91,86 @@ func TestTrace(t *testing.T) {
 				strings.Count(r.stdout, "\n") != 2 || !strings.HasPrefix(r.stdout, "5\t") || !strings.Contains(r.stdout, "human:reviewer\tannotation") {
 				t.Fatalf("genesis trace follow: %s", r)
 			}
+			// Pause: the next exec is refused at once with 409 paused until
+			// a step lets one through; abort cancels a running job and
+			// refuses actions until resume. All of it is in the trace.
+			long, err := c.StartJob(callCtx(t), sb.ID, client.ExecRequest{Command: []string{"sleep", "300"}, TimeoutMS: 600_000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := svc.cli(t, "trace", "pause", "--actor", "human:ann", sb.ID); r.code != 0 || !strings.HasPrefix(r.stdout, "paused") {
+				t.Fatalf("genesis trace pause: %s", r)
+			}
+			refused := func(code string) {
+				t.Helper()
+				start := time.Now()
+				_, err := c.Exec(callCtx(t), sb.ID, client.ExecRequest{Script: "true", TimeoutMS: 30_000})
+				var ae *client.APIError
+				if !errors.As(err, &ae) || ae.Status != 409 || ae.Problem.Code != code {
+					t.Fatalf("exec while %s: %v", code, err)
+				}
+				if d := time.Since(start); d > 5*time.Second {
+					t.Fatalf("exec while %s answered after %v, not at once", code, d)
+				}
+			}
+			refused("paused")
+			if st, err := c.InterruptTrace(callCtx(t), sb.ID, "step", ""); err != nil || st.Steps != 1 {
+				t.Fatalf("step: %+v %v", st, err)
+			}
+			execOK(t, c, sb.ID, "true")
+			refused("paused")
+			st, err := c.InterruptTrace(callCtx(t), sb.ID, "abort", "human:ann")
+			if err != nil || st.State != "aborted" || len(st.CanceledJobs) != 1 || st.CanceledJobs[0] != long.ID {
+				t.Fatalf("abort: %+v %v", st, err)
+			}
+			// The canceled job's end is in the trace (followed, not polled)
+			// before the next action is tried, so the order below is fixed.
+			fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			errEnded := errors.New("ended")
+			err = c.FollowTrace(fctx, sb.ID, 0, true, func(ev client.TraceEvent) error {
+				var d struct {
+					JobID string `json:"job_id"`
+					State string `json:"state"`
+				}
+				_ = json.Unmarshal(ev.Data, &d)
+				if ev.Kind == "job.finished" && d.JobID == long.ID {
+					if d.State != "canceled" {
+						return fmt.Errorf("aborted job finished %s", d.State)
+					}
+					return errEnded
+				}
+				return nil
+			})
+			cancel()
+			if !errors.Is(err, errEnded) {
+				t.Fatalf("following the trace to the aborted job's end: %v", err)
+			}
+			refused("aborted")
+			if _, err := c.InterruptTrace(callCtx(t), sb.ID, "resume", ""); err != nil {
+				t.Fatal(err)
+			}
+			execOK(t, c, sb.ID, "true")
+			var kinds []string
+			if err := c.FollowTrace(callCtx(t), sb.ID, int64(len(want)), false, func(ev client.TraceEvent) error {
+				kinds = append(kinds, ev.Actor+" "+ev.Kind)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			wantKinds := []string{
+				"agent job.started", "human:ann interrupt.pause", "system action.refused",
+				"api interrupt.step", "system interrupt.stepped", "agent job.started", "system job.finished", "system action.refused",
+				"human:ann interrupt.abort", "system job.finished", "system action.refused", "api interrupt.resume",
+				"agent job.started", "system job.finished",
+			}
+			if strings.Join(kinds, "\n") != strings.Join(wantKinds, "\n") {
+				t.Fatalf("trace of the interrupts:\n%s\nwant:\n%s", strings.Join(kinds, "\n"), strings.Join(wantKinds, "\n"))
+			}
 			if err := c.DeleteSandbox(callCtx(t), sb.ID); err != nil {
 				t.Fatal(err)
 			}
 			page, err := c.TracePage(callCtx(t), sb.ID, 0, 100)
-			if err != nil || len(page.Events) != len(want) || page.Next != int64(len(want)) {
+			if n := len(want) + len(wantKinds); err != nil || len(page.Events) != n || page.Next != int64(n) {
 				t.Fatalf("trace after delete: %+v %v", page, err)
 			}
 		})
