@@ -139,23 +139,18 @@ func (s *Server) postTraceEvent(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, e)
 }
 
-// traceCursor reads the resume point: Last-Event-ID, ?cursor= or ?after=
-// (a seq; 0 is the start).
+// traceCursor reads the resume point as job logs do (Last-Event-ID or
+// ?cursor=, see parseCursor), or ?after= of the JSON pages: a seq, 0 the
+// start.
 func traceCursor(r *http.Request) (int64, error) {
-	v := r.Header.Get("Last-Event-ID")
-	for _, q := range []string{"cursor", "after"} {
-		if qv := r.URL.Query().Get(q); qv != "" {
-			v = qv
-		}
+	if after := r.URL.Query().Get("after"); after != "" {
+		q := r.URL.Query()
+		q.Set("cursor", after)
+		r2 := r.Clone(r.Context())
+		r2.URL.RawQuery = q.Encode()
+		return parseCursor(r2)
 	}
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		return 0, errdefs.WithCode("invalid_cursor", fmt.Errorf("cursor %q is not an event seq: %w", v, errdefs.ErrInvalidArgument))
-	}
-	return n, nil
+	return parseCursor(r)
 }
 
 // tracePage is the JSON form of GET /v1/sandboxes/{id}/trace.
