@@ -53,6 +53,9 @@ type BrowserAction struct {
 	Tab string `json:"tab,omitempty"`
 	// TimeoutMs bounds this action (default the profile's action_timeout).
 	TimeoutMs int `json:"timeout_ms,omitempty"`
+	// Sensitive records the action's text in the sandbox's trace as a
+	// count, not the text (text typed into a password field always is).
+	Sensitive bool `json:"sensitive,omitempty"`
 }
 
 // BrowserImage is the value of a screenshot action with keep false.

@@ -89,7 +89,7 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 	ctl.AddHook(terms)
 	ctl.AddHook(pp)
 	bm, err := browser.New(browser.Config{Sandboxes: browser.FromControl(ctl), Ports: pp, Images: images, Artifacts: arts, ArtifactSource: arts,
-		Services: svcs, Logger: log})
+		Services: svcs, Trace: tr, Gate: tr, Logger: log})
 	if err != nil {
 		return nil, err
 	}

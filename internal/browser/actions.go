@@ -168,6 +168,9 @@ type session struct {
 	tabs    map[target.ID]tabCtx
 	active  target.ID
 	shots   int
+	// lastURL is the page last recorded in the trace (navigation events
+	// are recorded when it changes).
+	lastURL string
 }
 
 type tabCtx struct {
@@ -280,6 +283,11 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 	if err := validate(req, t); err != nil {
 		return nil, err
 	}
+	if m.cfg.Gate != nil {
+		if err := m.cfg.Gate.Admit(ctx, tenant, t.SandboxID, "browser"); err != nil {
+			return nil, err
+		}
+	}
 	// A live session is a connection to the browser: it needs no readiness
 	// dial (a round trip into the sandbox per request, a dear one under
 	// runsc).
@@ -305,6 +313,8 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 		if a.Type == "wait" && a.Selector == "" {
 			timeout = max(timeout, time.Duration(a.Ms)*time.Millisecond+time.Second)
 		}
+		redact := m.cfg.Trace != nil && s.redacted(ctx, a)
+		m.traceStarted(ctx, t, i, a, redact)
 		err := s.do(ctx, tenant, a, timeout, &r, m.cfg.Artifacts)
 		r.Ms = time.Since(start).Milliseconds()
 		if err != nil && ctx.Err() == nil && s.dead() {
@@ -317,6 +327,7 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 			r.OK = true
 		}
 		out.Results = append(out.Results, r)
+		m.traceFinished(ctx, t, r)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -335,6 +346,7 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 			out.URL, out.Title = info.URL, info.Title
 		}
 	}
+	m.traceNavigation(ctx, t, s, out)
 	return out, nil
 }
 

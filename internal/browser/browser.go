@@ -24,6 +24,7 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/trace"
 )
 
 // Error codes of the browser routes.
@@ -80,7 +81,11 @@ type Config struct {
 	// ReadyWait bounds how long a request waits for a sandbox's browser
 	// to start answering (default 30 s).
 	ReadyWait time.Duration
-	Logger    *slog.Logger
+	// Trace, if set, records the actions in the sandbox's trace; Gate, if
+	// set, is asked before each request of actions (pause and abort).
+	Trace  trace.Recorder
+	Gate   trace.Gate
+	Logger *slog.Logger
 }
 
 // Manager serves the browser routes. It is safe for concurrent use.

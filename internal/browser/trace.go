@@ -1,0 +1,101 @@
+package browser
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+	"unicode/utf8"
+
+	"github.com/chromedp/chromedp"
+
+	"genesis.dev/sandbox/internal/trace"
+)
+
+// redacted reports whether an action's text goes into the trace as a
+// count: the action says sensitive, or it fills or types into a password
+// field (its selector's element, or the focused one for type without a
+// selector). A page that cannot be asked is taken as a password field: a
+// secret is never recorded by mistake.
+func (s *session) redacted(ctx context.Context, a Action) bool {
+	if a.Sensitive {
+		return true
+	}
+	if a.Text == "" || (a.Type != "fill" && a.Type != "type") {
+		return false
+	}
+	tc, ok := s.tabs[s.active]
+	if !ok {
+		return true
+	}
+	expr := `(document.activeElement && document.activeElement.type === "password")`
+	if a.Selector != "" {
+		expr = `(() => { const e = document.querySelector(` + jsString(a.Selector) + `); return !!e && e.type === "password"; })()`
+	}
+	pw, err := withDeadline(ctx, tc.ctx, func(c context.Context) (bool, error) {
+		c, cancel := context.WithTimeout(c, 2*time.Second)
+		defer cancel()
+		return chromedp.Run(c, chromedp.Evaluate[bool](expr))
+	})
+	return err != nil || pw
+}
+
+// traceStarted records that action i starts, with its arguments; the text
+// of a redacted action is its length in characters.
+func (m *Manager) traceStarted(ctx context.Context, t *Target, i int, a Action, redact bool) {
+	if m.cfg.Trace == nil {
+		return
+	}
+	args := a
+	args.Files = append([]string(nil), a.Files...)
+	d := map[string]any{"index": i, "type": a.Type}
+	if redact {
+		d["redacted"] = true
+		d["text_chars"] = utf8.RuneCountInString(a.Text)
+		args.Text, args.Value, args.Expression = "", "", ""
+	}
+	d["args"] = args
+	m.record(ctx, t, trace.ActorAgent, "browser.action.started", d)
+}
+
+// traceFinished records how action r ended: duration, result or error,
+// and the artifact of a kept screenshot.
+func (m *Manager) traceFinished(ctx context.Context, t *Target, r ActionResult) {
+	if m.cfg.Trace == nil {
+		return
+	}
+	d := map[string]any{"index": r.Index, "type": r.Type, "ok": r.OK, "duration_ms": r.Ms}
+	if r.Error != "" {
+		d["error"] = r.Error
+	}
+	if r.Artifact != nil {
+		d["artifact"] = map[string]any{"id": r.Artifact.ID, "sha256": r.Artifact.SHA256, "size": r.Artifact.Size, "mime": r.Artifact.MIME}
+	}
+	if r.Type == "navigate" {
+		d["value"] = r.Value
+	}
+	m.record(ctx, t, trace.ActorSystem, "browser.action.finished", d)
+}
+
+// traceNavigation records the active tab's page when it changed.
+func (m *Manager) traceNavigation(ctx context.Context, t *Target, s *session, out *ActionsResult) {
+	if m.cfg.Trace == nil || out.URL == "" || out.URL == s.lastURL {
+		return
+	}
+	s.lastURL = out.URL
+	m.record(ctx, t, trace.ActorSystem, "browser.navigation", map[string]any{"url": out.URL, "title": out.Title, "tab": out.Tab})
+}
+
+func (m *Manager) record(ctx context.Context, t *Target, actor, kind string, d map[string]any) {
+	b, err := json.Marshal(d)
+	if err != nil {
+		return
+	}
+	if len(b) > trace.MaxDataBytes { // a huge expression or text: keep the event
+		delete(d, "args")
+		d["args_dropped"] = true
+		if b, err = json.Marshal(d); err != nil {
+			return
+		}
+	}
+	m.cfg.Trace.Record(context.WithoutCancel(ctx), t.Tenant, t.SandboxID, trace.Event{Actor: actor, Kind: kind, Data: b})
+}
