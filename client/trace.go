@@ -84,7 +84,6 @@ func (c *Client) FollowTrace(ctx context.Context, sandboxID string, cursor int64
 	}
 }
 
-
 // traceOnce reads one connection's worth of the trace; done reports
 // whether nothing is left to retry.
 func (c *Client) traceOnce(ctx context.Context, sandboxID string, cursor *int64, follow bool, fn func(TraceEvent) error) (bool, error) {
