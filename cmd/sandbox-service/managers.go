@@ -56,6 +56,13 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 	if err != nil {
 		return nil, err
 	}
+	// The producers record into the trace, and ask it before agent
+	// actions, unless trace.record is off.
+	var rec trace.Recorder
+	var gate trace.Gate
+	if cfg.Trace.Record {
+		rec, gate = tr, tr
+	}
 	logs, err := joblog.Open(filepath.Join(cfg.DataDir, "jobs"))
 	if err != nil {
 		return nil, err
@@ -64,7 +71,7 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 		return nil, err
 	}
 	jm, err := jobs.New(jobs.Config{Sandboxes: ctl, Store: st, Logs: logs, Artifacts: arts, Limits: cfg.Limits,
-		LogRetention: cfg.Intervals.LogRetention, Metrics: obs, Trace: tr, Gate: tr, Logger: log})
+		LogRetention: cfg.Intervals.LogRetention, Metrics: obs, Trace: rec, Gate: gate, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +96,7 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 	ctl.AddHook(terms)
 	ctl.AddHook(pp)
 	bm, err := browser.New(browser.Config{Sandboxes: browser.FromControl(ctl), Ports: pp, Images: images, Artifacts: arts, ArtifactSource: arts,
-		Services: svcs, Trace: tr, Gate: tr, Logger: log})
+		Services: svcs, Trace: rec, Gate: gate, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -52,6 +52,16 @@ type Config struct {
 	Skills Skills `yaml:"skills"`
 	// Console configures the web console.
 	Console Console `yaml:"console"`
+	// Trace configures the sandboxes' operation traces.
+	Trace Trace `yaml:"trace"`
+}
+
+// Trace configures the operation traces (docs/trace.md).
+type Trace struct {
+	// Record, when false, leaves browser actions and jobs out of the
+	// traces and turns off pause and abort (the traces still take the
+	// caller's events). Default true.
+	Record bool `yaml:"record"`
 }
 
 // Console configures the web console served at /console/.
