@@ -157,3 +157,19 @@ func (c *Client) InterruptTrace(ctx context.Context, sandboxID, op, actor string
 	}
 	return &out, nil
 }
+
+// ExportTrace downloads the trace as a tar.gz (events.jsonl, the
+// screenshots the events name, manifest.json with sha256s); the caller
+// closes it.
+func (c *Client) ExportTrace(ctx context.Context, sandboxID string) (io.ReadCloser, error) {
+	resp, err := c.send(ctx, request{method: http.MethodGet, path: TracePath(sandboxID) + "/export", auth: true})
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
+		return nil, newAPIError(resp.StatusCode, resp.Header, body)
+	}
+	return resp.Body, nil
+}

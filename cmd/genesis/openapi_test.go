@@ -169,6 +169,7 @@ func apiRoutes() []apiRoute {
 		{"post", "/v1/sandboxes/{id}/browser/downloads/keep", []string{"200", "400", "401", "404", "409", "413", "500", "503"}},
 		{"get", "/v1/sandboxes/{id}/trace", []string{"200", "400", "401", "404", "500"}},
 		{"post", "/v1/sandboxes/{id}/trace/events", []string{"201", "400", "401", "404", "413", "500"}},
+		{"get", "/v1/sandboxes/{id}/trace/export", []string{"200", "401", "404", "500"}},
 		{"post", "/v1/sandboxes/{id}/trace/pause", []string{"200", "400", "401", "404", "409", "500"}},
 		{"post", "/v1/sandboxes/{id}/trace/resume", []string{"200", "400", "401", "404", "409", "500"}},
 		{"post", "/v1/sandboxes/{id}/trace/step", []string{"200", "400", "401", "404", "409", "500"}},

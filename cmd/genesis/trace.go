@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -17,7 +19,7 @@ func newTraceCmd(a *app) *cobra.Command {
 		Use:   "trace",
 		Short: "Read a sandbox's operation trace and add to it (docs/trace.md)",
 	}
-	cmd.AddCommand(newTraceFollowCmd(a), newTraceAnnotateCmd(a))
+	cmd.AddCommand(newTraceFollowCmd(a), newTraceAnnotateCmd(a), newTraceExportCmd(a))
 	for _, op := range []string{"pause", "resume", "step", "abort"} {
 		cmd.AddCommand(newTraceInterruptCmd(a, op))
 	}
@@ -143,4 +145,44 @@ seq.`,
 	cmd.Flags().StringVar(&status, "status", "", "post a task status (e.g. running, done, failed) instead of an annotation")
 	cmd.Flags().StringVar(&actor, "actor", "", "who: api (default), agent or human:<who>")
 	return cmd
+}
+
+// newTraceExportCmd builds "genesis trace export SANDBOX FILE".
+func newTraceExportCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "export SANDBOX FILE",
+		Short: "Save a sandbox's trace as a tar.gz (events, screenshots, manifest with sha256s)",
+		Long: `Download the trace archive of a sandbox into FILE ("-" for stdout):
+events.jsonl, the screenshots its events name, and manifest.json with every
+file's sha256. It works while the trace is retained, also after the sandbox
+is gone.`,
+		Args: exactArgs(2, "a sandbox id and a file"),
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.callContext(cmd.Context())
+			defer cancel()
+			body, err := c.ExportTrace(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			defer body.Close()
+			if args[1] == "-" {
+				_, err = io.Copy(a.stdout, body)
+				return err
+			}
+			f, err := os.Create(args[1])
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(f, body); err != nil {
+				f.Close()
+				os.Remove(args[1])
+				return err
+			}
+			return f.Close()
+		}),
+	}
 }

@@ -1,10 +1,17 @@
 package httpapi
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +26,7 @@ func (s *Server) traceRoutes() {
 	}
 	s.handle("GET", "/v1/sandboxes/{id}/trace", true, s.readTrace)
 	s.handle("POST", "/v1/sandboxes/{id}/trace/events", true, s.postTraceEvent)
+	s.handle("GET", "/v1/sandboxes/{id}/trace/export", true, s.exportTrace)
 	for _, op := range []string{"pause", "resume", "step", "abort"} {
 		s.handle("POST", "/v1/sandboxes/{id}/trace/"+op, true, s.interruptTrace(op))
 	}
@@ -245,5 +253,125 @@ func (s *Server) readTrace(w http.ResponseWriter, r *http.Request) {
 			_ = sw.flush()
 			return
 		}
+	}
+}
+
+// traceManifest is manifest.json of a trace export.
+type traceManifest struct {
+	SandboxID  string              `json:"sandbox_id"`
+	ExportedAt time.Time           `json:"exported_at"`
+	Events     int                 `json:"events"`
+	Files      []traceManifestFile `json:"files"`
+	// Missing lists artifacts the events name that are no longer kept.
+	Missing []string `json:"missing_artifacts,omitempty"`
+}
+
+type traceManifestFile struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	// ArtifactID is the artifact the file is, for artifacts.
+	ArtifactID string `json:"artifact_id,omitempty"`
+}
+
+// exportTrace serves GET /v1/sandboxes/{id}/trace/export: a tar.gz of
+// events.jsonl, the artifacts the events name (artifacts/<id>) and
+// manifest.json (last) with every file's size and sha256.
+func (s *Server) exportTrace(w http.ResponseWriter, r *http.Request) {
+	id, err := s.traceOf(r)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	ten := tenantOf(r)
+	var events bytes.Buffer
+	var artIDs []string
+	seen := map[string]bool{}
+	n := 0
+	for after := int64(0); ; {
+		evs, _, err := s.trace.Read(ten, id, after, 1000)
+		if err != nil {
+			s.writeProblem(w, r, err)
+			return
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for _, e := range evs {
+			b, err := json.Marshal(e)
+			if err != nil {
+				s.writeProblem(w, r, err)
+				return
+			}
+			events.Write(b)
+			events.WriteByte('\n')
+			var d struct {
+				Artifact struct {
+					ID string `json:"id"`
+				} `json:"artifact"`
+			}
+			if json.Unmarshal(e.Data, &d) == nil && d.Artifact.ID != "" && !seen[d.Artifact.ID] {
+				seen[d.Artifact.ID] = true
+				artIDs = append(artIDs, d.Artifact.ID)
+			}
+			after = e.Seq
+			n++
+		}
+	}
+	w.Header().Set("Content-Type", "application/gzip")
+	w.Header().Set("Content-Disposition", `attachment; filename="trace-`+id+`.tar.gz"`)
+	w.WriteHeader(http.StatusOK)
+	gz := gzip.NewWriter(w)
+	tw := tar.NewWriter(gz)
+	now := time.Now().UTC()
+	man := traceManifest{SandboxID: id, ExportedAt: now, Events: n}
+	add := func(name string, size int64, rd io.Reader, artifactID string) error {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: size, ModTime: now, Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		h := sha256.New()
+		if _, err := io.CopyN(io.MultiWriter(tw, h), rd, size); err != nil {
+			return err
+		}
+		man.Files = append(man.Files, traceManifestFile{Path: name, Size: size, SHA256: hex.EncodeToString(h.Sum(nil)), ArtifactID: artifactID})
+		return nil
+	}
+	fail := func(err error) {
+		// The status is sent: a truncated archive (no manifest) tells the
+		// client; the log says why.
+		s.log.Warn("trace export ended", "sandbox", id, "err", err)
+	}
+	if err := add("events.jsonl", int64(events.Len()), &events, ""); err != nil {
+		fail(err)
+		return
+	}
+	for _, aid := range artIDs {
+		a, f, err := s.arts.Open(r.Context(), ten, aid)
+		if err != nil {
+			man.Missing = append(man.Missing, aid)
+			continue
+		}
+		err = add("artifacts/"+aid+path.Ext(a.Path), a.Size, f, aid)
+		f.Close()
+		if err != nil {
+			fail(err)
+			return
+		}
+	}
+	mb, _ := json.MarshalIndent(man, "", "  ")
+	if err := tw.WriteHeader(&tar.Header{Name: "manifest.json", Mode: 0o644, Size: int64(len(mb)), ModTime: now, Typeflag: tar.TypeReg}); err != nil {
+		fail(err)
+		return
+	}
+	if _, err := tw.Write(mb); err != nil {
+		fail(err)
+		return
+	}
+	if err := tw.Close(); err != nil {
+		fail(err)
+		return
+	}
+	if err := gz.Close(); err != nil {
+		fail(err)
 	}
 }

@@ -89,6 +89,7 @@ var foreignBodies = map[string]string{
 	"GET /v1/sandboxes/{id}/browser/downloads":       "",
 	"POST /v1/sandboxes/{id}/browser/downloads/keep": `{"names":["x"]}`,
 	"GET /v1/sandboxes/{id}/trace":                   "",
+	"GET /v1/sandboxes/{id}/trace/export":            "",
 	"POST /v1/sandboxes/{id}/trace/events":           `{"kind":"annotation","data":{"text":"x"}}`,
 	"POST /v1/sandboxes/{id}/trace/pause":            `{}`,
 	"POST /v1/sandboxes/{id}/trace/resume":           `{}`,

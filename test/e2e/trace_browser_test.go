@@ -1,8 +1,15 @@
 package e2e
 
 import (
+	"archive/tar"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -70,7 +77,7 @@ func TestTraceBrowser(t *testing.T) {
 			var kinds []string
 			raw := ""
 			for _, ev := range evs {
-				b, _ := json.Marshal(ev)
+				b, _ := json.Marshal(ev) // the server's encoding: same fields, same order
 				raw += string(b) + "\n"
 				if ev.Kind == "browser.action.started" || ev.Kind == "browser.action.finished" {
 					var d struct {
@@ -103,6 +110,76 @@ func TestTraceBrowser(t *testing.T) {
 			if strings.Join(kinds, "\n") != strings.Join(want, "\n") {
 				t.Fatalf("trace:\n%s\nwant:\n%s", strings.Join(kinds, "\n"), strings.Join(want, "\n"))
 			}
+
+			// The export, by the CLI, after the sandbox is gone: the events,
+			// the screenshot, and a manifest whose sha256s match.
+			if err := c.DeleteSandbox(callCtx(t), sb.ID); err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(t.TempDir(), "trace.tar.gz")
+			if r := svc.cli(t, "trace", "export", sb.ID, file); r.code != 0 {
+				t.Fatalf("genesis trace export: %s", r)
+			}
+			files := readTarGz(t, file)
+			var man struct {
+				Events int `json:"events"`
+				Files  []struct {
+					Path       string `json:"path"`
+					SHA256     string `json:"sha256"`
+					ArtifactID string `json:"artifact_id"`
+				} `json:"files"`
+			}
+			if err := json.Unmarshal(files["manifest.json"], &man); err != nil {
+				t.Fatalf("manifest: %v (files %d)", err, len(files))
+			}
+			// The delete ended the profile's services: their job.finished
+			// events follow the ones read above.
+			lines := strings.Count(string(files["events.jsonl"]), "\n")
+			if man.Events != lines || lines != len(evs)+2 || len(man.Files) != 2 || !strings.HasPrefix(string(files["events.jsonl"]), raw) {
+				t.Fatalf("export: manifest %+v, events.jsonl %d lines, want %d then the services' ends", man, lines, len(evs))
+			}
+			for _, f := range man.Files {
+				sum := sha256.Sum256(files[f.Path])
+				if hex.EncodeToString(sum[:]) != f.SHA256 {
+					t.Errorf("export: %s's sha256 is not the manifest's", f.Path)
+				}
+				if f.ArtifactID != "" && (f.ArtifactID != shot.ID || f.SHA256 != shot.SHA256) {
+					t.Errorf("export: artifact %+v, want the screenshot %s", f, shot.ID)
+				}
+			}
+			if strings.Contains(strings.ToLower(string(files["events.jsonl"])), "hunter2") {
+				t.Error("the password is in the export")
+			}
 		})
+	}
+}
+
+// readTarGz returns the regular files of a tar.gz by name.
+func readTarGz(t *testing.T, file string) map[string][]byte {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	out := map[string][]byte{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[h.Name] = b
 	}
 }
