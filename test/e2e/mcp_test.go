@@ -616,6 +616,26 @@ func TestMCPOwnLease(t *testing.T) {
 	if err != nil || toolText(res) != "echo: py" {
 		t.Fatalf("echo: %v %v", res, err)
 	}
+	// The call is in the trace of the server's sandbox: the tool, the
+	// decision and the outcome, not the arguments; the server is the
+	// system's job.
+	var calls, starts []client.TraceEvent
+	if err := c.FollowTrace(callCtx(t), s.SandboxID, 0, false, func(ev client.TraceEvent) error {
+		switch ev.Kind {
+		case "mcp.tool_call":
+			calls = append(calls, ev)
+		case "job.started":
+			starts = append(starts, ev)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 1 || calls[0].Actor != "agent" || !strings.Contains(string(calls[0].Data), `"tool":"echo"`) ||
+		!strings.Contains(string(calls[0].Data), `"decision":"allowed"`) || !strings.Contains(string(calls[0].Data), `"outcome":"ok"`) ||
+		strings.Contains(string(calls[0].Data), `"text"`) || len(starts) != 1 || starts[0].Actor != "system" {
+		t.Fatalf("trace of the server's sandbox: calls %+v, job starts %+v", calls, starts)
+	}
 	// The sandbox runs runsc with no network.
 	sb, err := c.GetSandbox(callCtx(t), s.SandboxID)
 	if err != nil || sb.Runtime != "runsc" || sb.Network != nil {

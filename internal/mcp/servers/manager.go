@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,7 @@ import (
 	"genesis.dev/sandbox/internal/mcp"
 	"genesis.dev/sandbox/internal/policy"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/trace"
 )
 
 // Instance states.
@@ -86,6 +88,9 @@ type Config struct {
 	AllowedOrigins []string
 	// Audit, if set, records every call of every instance.
 	Audit func(tenant, instance string, rec mcp.CallRecord)
+	// Trace, if set, records each tool call (tool, decision, outcome; not
+	// its arguments) in the trace of the instance's sandbox.
+	Trace trace.Recorder
 	// DialPort, if set, connects to a TCP port inside a sandbox (the port
 	// primitive), for servers of transport http; without it they are
 	// refused.
@@ -1092,8 +1097,9 @@ func (m *Manager) record(in *instance, rec mcp.CallRecord) {
 	if len(in.calls) > callRing {
 		in.calls = slices.Delete(in.calls, 0, len(in.calls)-callRing)
 	}
-	tenant, id := in.view.Tenant, in.view.ID
+	tenant, id, sandboxID := in.view.Tenant, in.view.ID, in.view.SandboxID
 	in.mu.Unlock()
+	m.traceCall(tenant, id, sandboxID, rec)
 	if m.cfg.Audit == nil {
 		return
 	}
@@ -1102,6 +1108,20 @@ func (m *Manager) record(in *instance, rec mcp.CallRecord) {
 	default:
 		m.log.Error("the MCP audit queue is full; a call record is only in the instance's call log", "instance", id, "tool", rec.Tool)
 	}
+}
+
+// traceCall records a tool call in the trace of the instance's sandbox.
+func (m *Manager) traceCall(tenant, instance, sandboxID string, rec mcp.CallRecord) {
+	if m.cfg.Trace == nil || rec.Method != "tools/call" || sandboxID == "" {
+		return
+	}
+	b, err := json.Marshal(map[string]any{"instance": instance, "session": rec.Session, "tool": rec.Tool,
+		"args_digest": rec.ArgsDigest, "args_bytes": rec.ArgsBytes, "decision": rec.Decision, "rule": rec.Rule,
+		"outcome": rec.Outcome, "error": rec.Error, "duration_ms": rec.DurationMS, "result_bytes": rec.ResultBytes})
+	if err != nil {
+		return
+	}
+	m.cfg.Trace.Record(m.ctx, tenant, sandboxID, trace.Event{Actor: trace.ActorAgent, Kind: "mcp.tool_call", Data: b})
 }
 
 // auditor writes call records to the audit log off the call's path.
