@@ -29,9 +29,13 @@ type Interruption struct {
 	Steps int `json:"steps"`
 }
 
+// gate is the interrupt state its tenant set on a sandbox. It holds that
+// tenant's agent only, and ends with the tenant's hold on the sandbox
+// (SandboxEnding): a pooled sandbox's next holder starts running freely.
 type gate struct {
-	state string
-	steps int
+	tenant string
+	state  string
+	steps  int
 }
 
 // Interrupt applies op (pause, resume, step, abort) for tenant's sandbox,
@@ -45,8 +49,8 @@ func (s *Store) Interrupt(ctx context.Context, tenant, sandboxID, op, actor stri
 	}
 	s.mu.Lock()
 	g := s.gates[sandboxID]
-	if g == nil {
-		g = &gate{state: StateRunning}
+	if g == nil || g.tenant != tenant {
+		g = &gate{tenant: tenant, state: StateRunning}
 		s.gates[sandboxID] = g
 	}
 	switch op {
@@ -86,7 +90,7 @@ func (s *Store) Interrupt(ctx context.Context, tenant, sandboxID, op, actor stri
 func (s *Store) Admit(ctx context.Context, tenant, sandboxID, action string) error {
 	s.mu.Lock()
 	g := s.gates[sandboxID]
-	if g == nil || g.state == StateRunning {
+	if g == nil || g.tenant != tenant || g.state == StateRunning {
 		s.mu.Unlock()
 		return nil
 	}

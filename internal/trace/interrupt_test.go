@@ -13,6 +13,28 @@ import (
 // TestInterrupt: pause refuses agent actions with paused, step lets exactly
 // one through, abort refuses with aborted (and refuses step) until resume;
 // every step is in the trace.
+// TestInterruptEndsWithTheHold: a pause holds its tenant's agent only, and
+// ends with the tenant's hold on the sandbox, so a pooled sandbox's next
+// holder is not paused.
+func TestInterruptEndsWithTheHold(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir(), nil)
+	ctx := context.Background()
+	if _, err := s.Interrupt(ctx, "t1", "sb", "pause", "api"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Admit(ctx, "t1", "sb", "exec"); errdefs.Code(err) != "paused" {
+		t.Fatalf("t1's action on its paused sandbox: %v", err)
+	}
+	if err := s.Admit(ctx, "t2", "sb", "exec"); err != nil {
+		t.Errorf("another tenant's action on a sandbox t1 paused: %v", err)
+	}
+	s.SandboxEnding(ctx, "sb", "lease ended")
+	if err := s.Admit(ctx, "t1", "sb", "exec"); err != nil {
+		t.Errorf("an action after the hold ended: %v", err)
+	}
+}
+
 func TestInterrupt(t *testing.T) {
 	t.Parallel()
 	s := open(t, t.TempDir(), nil)

@@ -288,8 +288,14 @@ func (s *Store) Ensure(tenant, sandboxID string) error {
 func (s *Store) Name() string { return "trace" }
 
 // SandboxEnding marks the sandbox's trace ended (control's hook): it is
-// kept for the retention from now.
-func (s *Store) SandboxEnding(ctx context.Context, sandboxID, reason string) { _ = s.End(sandboxID) }
+// kept for the retention from now. Its interrupt state ends with the
+// holder's hold: a pooled sandbox's next holder is not paused.
+func (s *Store) SandboxEnding(ctx context.Context, sandboxID, reason string) {
+	s.mu.Lock()
+	delete(s.gates, sandboxID)
+	s.mu.Unlock()
+	_ = s.End(sandboxID)
+}
 
 // Sweep is control's sweep hook: it removes expired traces (Expire).
 func (s *Store) Sweep(ctx context.Context, now time.Time, startup bool) { _, _ = s.Expire(now) }
