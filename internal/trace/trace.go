@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -114,9 +116,16 @@ func Open(cfg Config) (*Store, error) {
 	return &Store{dir: cfg.Dir, retention: cfg.Retention, now: cfg.Now, logs: map[string]*log{}, gates: map[string]*gate{}}, nil
 }
 
-func (s *Store) path(id string) string { return filepath.Join(s.dir, id+".jsonl") }
-func (s *Store) metaPath(id string) string {
-	return filepath.Join(s.dir, id+".meta.json")
+// A sandbox has one trace per tenant that held it (a pooled sandbox is
+// held by one tenant after another): its files are named by key.
+func key(tenant, id string) string {
+	h := sha256.Sum256([]byte(tenant))
+	return id + "@" + hex.EncodeToString(h[:8])
+}
+
+func (s *Store) path(k string) string { return filepath.Join(s.dir, k+".jsonl") }
+func (s *Store) metaPath(k string) string {
+	return filepath.Join(s.dir, k+".meta.json")
 }
 
 func notFound(id string) error {
@@ -130,23 +139,24 @@ func (s *Store) get(tenant, id string, create bool) (*log, error) {
 	if !idRE.MatchString(id) {
 		return nil, notFound(id)
 	}
+	k := key(tenant, id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if l, ok := s.logs[id]; ok {
+	if l, ok := s.logs[k]; ok {
 		if l.meta.Tenant != tenant {
 			return nil, notFound(id)
 		}
 		return l, nil
 	}
 	var m meta
-	b, err := os.ReadFile(s.metaPath(id))
+	b, err := os.ReadFile(s.metaPath(k))
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		if !create {
 			return nil, notFound(id)
 		}
 		m = meta{Tenant: tenant}
-		if err := writeMeta(s.metaPath(id), m); err != nil {
+		if err := writeMeta(s.metaPath(k), m); err != nil {
 			return nil, err
 		}
 	case err != nil:
@@ -159,7 +169,7 @@ func (s *Store) get(tenant, id string, create bool) (*log, error) {
 	if m.Tenant != tenant {
 		return nil, notFound(id)
 	}
-	f, err := os.OpenFile(s.path(id), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(s.path(k), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("trace: %w", err)
 	}
@@ -168,7 +178,7 @@ func (s *Store) get(tenant, id string, create bool) (*log, error) {
 		f.Close()
 		return nil, err
 	}
-	s.logs[id] = l
+	s.logs[k] = l
 	return l, nil
 }
 
@@ -246,7 +256,7 @@ func (s *Store) Append(ctx context.Context, tenant, sandboxID string, e Event) (
 	if l.meta.Ended != nil { // the sandbox is back (a stop, then a start)
 		m := l.meta
 		m.Ended = nil
-		if err := writeMeta(s.metaPath(sandboxID), m); err != nil {
+		if err := writeMeta(s.metaPath(key(tenant, sandboxID)), m); err != nil {
 			return Event{}, err
 		}
 		l.meta = m
@@ -271,8 +281,13 @@ func (s *Store) Append(ctx context.Context, tenant, sandboxID string, e Event) (
 	return e, nil
 }
 
-// Record appends e and drops an error: the Recorder of producers.
+// Record appends e and drops an error: the Recorder of producers. Events
+// of nobody's sandbox (a pool member between holders) are not kept: no
+// tenant could read them.
 func (s *Store) Record(ctx context.Context, tenant, sandboxID string, e Event) {
+	if tenant == "" {
+		return
+	}
 	_, _ = s.Append(ctx, tenant, sandboxID, e)
 }
 
@@ -362,29 +377,47 @@ func (s *Store) Read(tenant, sandboxID string, after int64, limit int) ([]Event,
 	return out, changed, nil
 }
 
-// End marks the trace of sandboxID as ended now: Expire removes it once the
-// retention has passed. Nothing happens when the sandbox has no trace.
+// End marks the traces of sandboxID (one per tenant that held it) as ended
+// now: Expire removes them once the retention has passed. Nothing happens
+// when the sandbox has no trace.
 func (s *Store) End(sandboxID string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.metaPath(sandboxID)
-	b, err := os.ReadFile(p)
-	if errors.Is(err, os.ErrNotExist) {
+	if !idRE.MatchString(sandboxID) {
 		return nil
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	metas, err := filepath.Glob(filepath.Join(s.dir, sandboxID+"@*.meta.json"))
 	if err != nil {
 		return fmt.Errorf("trace: %w", err)
 	}
-	var m meta
-	if err := json.Unmarshal(b, &m); err != nil {
-		return fmt.Errorf("trace: metadata of %s: %w", sandboxID, err)
+	for _, p := range metas {
+		b, err := os.ReadFile(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("trace: %w", err)
+		}
+		var m meta
+		if err := json.Unmarshal(b, &m); err != nil {
+			return fmt.Errorf("trace: metadata %s: %w", filepath.Base(p), err)
+		}
+		if m.Ended != nil {
+			continue
+		}
+		now := s.now().UTC()
+		m.Ended = &now
+		k := strings.TrimSuffix(filepath.Base(p), ".meta.json")
+		if l, ok := s.logs[k]; ok {
+			l.mu.Lock()
+			l.meta = m
+			l.mu.Unlock()
+		}
+		if err := writeMeta(p, m); err != nil {
+			return err
+		}
 	}
-	now := s.now().UTC()
-	m.Ended = &now
-	if l, ok := s.logs[sandboxID]; ok {
-		l.meta = m
-	}
-	return writeMeta(p, m)
+	return nil
 }
 
 // Expire removes the traces whose sandbox ended more than the retention
@@ -396,7 +429,7 @@ func (s *Store) Expire(now time.Time) (int, error) {
 	}
 	removed := 0
 	for _, ent := range ents {
-		id, ok := strings.CutSuffix(ent.Name(), ".meta.json")
+		k, ok := strings.CutSuffix(ent.Name(), ".meta.json")
 		if !ok {
 			continue
 		}
@@ -409,13 +442,12 @@ func (s *Store) Expire(now time.Time) (int, error) {
 			continue
 		}
 		s.mu.Lock()
-		if l, ok := s.logs[id]; ok {
+		if l, ok := s.logs[k]; ok {
 			l.f.Close()
-			delete(s.logs, id)
+			delete(s.logs, k)
 		}
-		delete(s.gates, id)
-		os.Remove(s.path(id))
-		os.Remove(s.metaPath(id))
+		os.Remove(s.path(k))
+		os.Remove(s.metaPath(k))
 		s.mu.Unlock()
 		removed++
 	}

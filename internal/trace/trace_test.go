@@ -157,7 +157,11 @@ func TestReopenCutsTornTail(t *testing.T) {
 		}
 	}
 	s.Close()
-	f, err := os.OpenFile(filepath.Join(dir, "sb.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+	files, _ := filepath.Glob(filepath.Join(dir, "sb@*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("trace files of sb: %v", files)
+	}
+	f, err := os.OpenFile(files[0], os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,8 +194,21 @@ func TestTenantScoped(t *testing.T) {
 			t.Fatalf("read %s/%s: %v, want not found", c.tenant, c.id, err)
 		}
 	}
-	if _, err := s.Append(context.Background(), "t2", "sb", note(2)); !errors.Is(err, errdefs.ErrNotFound) {
-		t.Fatalf("append by another tenant: %v, want not found", err)
+	// A sandbox held by one tenant after another (a pool) has a trace per
+	// tenant: the next holder's events start a trace of its own, and
+	// neither sees the other's; nobody's events are not kept.
+	if e, err := s.Append(context.Background(), "t2", "sb", note(2)); err != nil || e.Seq != 1 {
+		t.Fatalf("append by the next holder: %+v %v, want seq 1 of its own trace", e, err)
+	}
+	s.Record(context.Background(), "", "sb", note(3))
+	for tenant, want := range map[string]string{"t1": "1", "t2": "2"} {
+		evs, _, err := s.Read(tenant, "sb", 0, 10)
+		if err != nil || len(evs) != 1 || fmt.Sprint(dataI(t, evs[0])) != want {
+			t.Fatalf("%s's trace of sb: %+v %v, want its one event %s", tenant, evs, err, want)
+		}
+	}
+	if _, _, err := s.Read("", "sb", 0, 10); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("nobody's trace: %v, want not found", err)
 	}
 }
 
