@@ -42,9 +42,13 @@ import (
 
 // directSlot is the agent's one shim-less exec slot.
 type directSlot struct {
-	// children is the agent leader thread's children file; empty when the
-	// agent cannot use the slot (not a subreaper, or no such file).
-	children string
+	// children is the agent leader thread's children file, kept open: a
+	// read at offset 0 lists the children afresh (one pread, 1 µs under
+	// runc and 23 µs under gVisor, against 9 and 90 µs to open, read and
+	// close it). nil when the agent cannot use the slot (not a subreaper,
+	// or no such file). Read under the supervisor's lock, as is buf.
+	children *os.File
+	buf      []byte
 	busy     atomic.Bool
 	scan     *procScanner // used only by the slot's holder
 	// strays is set once a shim ended without emptying its tree (it died,
@@ -65,17 +69,24 @@ func (s *Server) initDirect(subreaper bool) {
 	}
 	self := strconv.Itoa(os.Getpid())
 	path := "/proc/" + self + "/task/" + self + "/children"
-	if _, err := os.ReadFile(path); err != nil {
+	f, err := os.Open(path)
+	if err == nil {
+		_, err = syscall.Pread(int(f.Fd()), make([]byte, 64), 0)
+	}
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
 		s.log.Info("synchronous execs all run under shims: the agent's children are not listed", "path", path, "err", err)
 		return
 	}
-	s.direct.children = path
+	s.direct.children, s.direct.buf = f, make([]byte, 4096)
 	s.direct.scan = newProcScanner("/proc")
 }
 
 // takeDirect claims the direct slot; releaseDirect gives it back.
 func (s *Server) takeDirect() bool {
-	return s.direct.children != "" && s.direct.busy.CompareAndSwap(false, true)
+	return s.direct.children != nil && s.direct.busy.CompareAndSwap(false, true)
 }
 
 func (s *Server) releaseDirect() { s.direct.busy.Store(false) }
@@ -307,9 +318,21 @@ func (s *Server) sweepDirect(before map[int]bool, deadline time.Time) int {
 // or known. An unreadable children file yields -1, so that the caller
 // scans.
 func (s *Server) adopted(known func(int) bool) []int {
-	b, err := os.ReadFile(s.direct.children)
-	if err != nil {
-		return []int{-1}
+	d := &s.direct
+	var b []byte
+	for {
+		n, err := syscall.Pread(int(d.children.Fd()), d.buf, 0)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return []int{-1}
+		}
+		if n < len(d.buf) {
+			b = d.buf[:n]
+			break
+		}
+		d.buf = make([]byte, 2*len(d.buf)) // a long list: read it whole
 	}
 	var out []int
 	for f := range bytes.FieldsSeq(b) {
