@@ -53,6 +53,8 @@ type ComputerAction struct {
 	Window          string            `json:"window,omitempty"`
 	Command         []string          `json:"command,omitempty"`
 	Env             map[string]string `json:"env,omitempty"`
+	// Sensitive records the action's text in the trace as a count only.
+	Sensitive bool `json:"sensitive,omitempty"`
 }
 
 // ComputerActionsRequest is a batch of actions, run in order up to the
@@ -196,10 +198,22 @@ func (c *Client) RequestHuman(ctx context.Context, sandboxID, reason string) (*D
 // (the service drops its input) or controller (takes the pen from any
 // other controller).
 func (c *Client) DialDisplayVNC(ctx context.Context, sandboxID, role string) (net.Conn, error) {
+	return c.DialDisplayVNCAs(ctx, sandboxID, role, "")
+}
+
+// DialDisplayVNCAs is DialDisplayVNC for a person named who: a
+// controller's input makes "human:<who>" the holder of the desktop's
+// control (the agent's actions answer 409 control_held until the view
+// closes) and is recorded in the trace under that name. Empty who is
+// "viewer".
+func (c *Client) DialDisplayVNCAs(ctx context.Context, sandboxID, role, who string) (net.Conn, error) {
 	if err := ValidateBaseURL(c.baseURL); err != nil {
 		return nil, err
 	}
 	u := c.baseURL + "/v1/sandboxes/" + url.PathEscape(sandboxID) + "/display/vnc?role=" + url.QueryEscape(role)
+	if who != "" {
+		u += "&who=" + url.QueryEscape(who)
+	}
 	u = "ws" + strings.TrimPrefix(u, "http")
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+c.apiKey)

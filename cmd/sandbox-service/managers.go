@@ -101,7 +101,8 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 		return nil, err
 	}
 	ctl.AddHook(bm) // after the port proxy: its connections close first
-	dm, err := desktop.New(desktop.Config{Sandboxes: desktop.FromControl(ctl), Logger: log})
+	dm, err := desktop.New(desktop.Config{Sandboxes: desktop.FromControl(ctl), Trace: rec, Gate: gate, Artifacts: arts,
+		Screenshots: cfg.Trace.Screenshots, Logger: log})
 	if err != nil {
 		return nil, err
 	}

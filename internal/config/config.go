@@ -62,6 +62,10 @@ type Trace struct {
 	// traces and turns off pause and abort (the traces still take the
 	// caller's events). Default true.
 	Record bool `yaml:"record"`
+	// Screenshots is when a computer action's screenshots are kept for the
+	// trace: off, after (default: after each input action) or both
+	// (before and after), each with a thumbnail.
+	Screenshots string `yaml:"screenshots"`
 }
 
 // Console configures the web console served at /console/.
@@ -381,6 +385,11 @@ func (c *Config) validate(v *problems) {
 	}
 	if c.DataDir == "" {
 		bad("data_dir", "must not be empty")
+	}
+	switch c.Trace.Screenshots {
+	case "off", "after", "both":
+	default:
+		bad("trace.screenshots", "must be off, after or both, got %q", c.Trace.Screenshots)
 	}
 	if c.DefaultRiskLevel.Rank() < 0 {
 		bad("default_risk_level", "unknown risk level %q", c.DefaultRiskLevel)

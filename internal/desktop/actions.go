@@ -74,6 +74,9 @@ type Action struct {
 	// Command is the program to launch (launch), with Env added.
 	Command []string          `json:"command,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
+	// Sensitive keeps the action's text (and a launch's env) out of the
+	// trace: it is recorded as a count of characters.
+	Sensitive bool `json:"sensitive,omitempty"`
 }
 
 // ActionsRequest is the body of POST /v1/sandboxes/{id}/computer/actions.
@@ -375,8 +378,16 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 	if err != nil {
 		return nil, err
 	}
+	tr := m.tracer(t)
+	// A paused or aborted agent is refused at once (the gate records it).
+	if m.cfg.Gate != nil {
+		if err := m.cfg.Gate.Admit(ctx, t.Tenant, t.SandboxID, "computer.actions"); err != nil {
+			return nil, err
+		}
+	}
 	// A human holding control wins at once: nothing is queued.
 	if err := m.ctl.checkAgent(t.SandboxID, onlyLooks(steps)); err != nil {
+		tr.refused(ctx, CodeControlHeld, len(steps))
 		return nil, err
 	}
 	s, err := m.session(ctx, t)
@@ -400,12 +411,17 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 		// A takeover during the batch stops it before its next input.
 		err := m.ctl.checkAgent(t.SandboxID, onlyLooks([]step{st}))
 		if err == nil {
+			tr.started(ctx, i, req.Actions[i], st, sc)
+			if tr.wantShot(st, "before") {
+				tr.shot(ctx, s.d, sc, i, st, "before")
+			}
 			err = m.runStep(ctx, t, s.d, sc, st, &r)
 		}
 		if err != nil && errdefs.Code(err) == CodeControlHeld {
 			r.OK, r.Error, r.Code = false, err.Error(), CodeControlHeld
 			res.OK = false
 			res.Results = append(res.Results, r)
+			tr.refused(ctx, CodeControlHeld, len(steps)-i)
 			return res, nil
 		}
 		if err != nil {
@@ -422,6 +438,10 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 		}
 		r.DurationMS = time.Since(start).Milliseconds()
 		res.Results = append(res.Results, r)
+		tr.finished(ctx, r)
+		if r.OK && tr.wantShot(st, "after") {
+			tr.shot(ctx, s.d, sc, i, st, "after")
+		}
 		if !r.OK {
 			return res, nil
 		}

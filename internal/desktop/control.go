@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/trace"
 )
 
 // CodeControlHeld answers an agent action while a human holds control.
@@ -56,6 +57,9 @@ type TakeControl struct {
 type lease struct {
 	st      ControlState
 	changed chan struct{}
+	// view is the live-view connection whose input took control; the
+	// lease is released when it closes.
+	view *VNCSession
 }
 
 // control keeps the leases of every desktop sandbox in memory (a service
@@ -196,31 +200,53 @@ func (m *Manager) TakeControl(ctx context.Context, tenant, id string, req TakeCo
 	if len(req.Reason) > 1024 {
 		return nil, bad("invalid_argument", "reason is longer than 1024 bytes")
 	}
-	return m.change(ctx, tenant, id, func(l *lease, now time.Time) (bool, error) {
+	var prev string
+	st, err := m.change(ctx, tenant, id, func(l *lease, now time.Time) (bool, error) {
+		prev = l.st.Holder
 		if req.Holder == HolderAgent && humanHolds(l.st.Holder) {
 			return false, errdefs.WithCode(CodeControlHeld, fmt.Errorf("%s holds control of sandbox %s: %w", l.st.Holder, id, errdefs.ErrConflict))
 		}
 		if l.st.Holder != req.Holder {
 			l.st.Since = now
 		}
+		l.view = nil
 		l.st.Holder, l.st.Reason, l.st.AllowScreenshots = req.Holder, req.Reason, req.AllowScreenshots
 		if humanHolds(req.Holder) {
 			l.st.Requests = l.st.Requests[:0] // a human came: the requests are answered
 		}
 		return true, nil
 	})
+	if err == nil && prev != req.Holder {
+		m.recordControl(ctx, tenant, st, req.Holder, "control.taken", map[string]any{"holder": req.Holder, "previous": prev, "reason": req.Reason, "allow_screenshots": req.AllowScreenshots})
+	}
+	return st, err
+}
+
+// recordControl records a change of a desktop's control in its trace.
+func (m *Manager) recordControl(ctx context.Context, tenant string, st *ControlState, actor, kind string, d map[string]any) {
+	d["version"] = st.Version
+	recordTo(ctx, m.cfg.Trace, tenant, st.SandboxID, actor, kind, d)
 }
 
 // ReleaseControl gives control back to nobody (the agent may act again);
 // waiters on GET …/control?after= see the change. It is idempotent.
 func (m *Manager) ReleaseControl(ctx context.Context, tenant, id string) (*ControlState, error) {
-	return m.change(ctx, tenant, id, func(l *lease, now time.Time) (bool, error) {
+	var prev string
+	st, err := m.change(ctx, tenant, id, func(l *lease, now time.Time) (bool, error) {
+		prev = l.st.Holder
 		if l.st.Holder == HolderNone {
 			return false, nil
 		}
 		l.st.Holder, l.st.Reason, l.st.AllowScreenshots, l.st.Since = HolderNone, "", false, now
+		l.view = nil
 		return true, nil
 	})
+	if err == nil && prev != HolderNone {
+		// The agent side reads this (or GET …/control?after=N) as its cue
+		// to look again: the display may have changed.
+		m.recordControl(ctx, tenant, st, trace.ActorAPI, "control.released", map[string]any{"previous": prev})
+	}
+	return st, err
 }
 
 // RequestHuman records an agent's request for a human, visible in the
@@ -229,13 +255,17 @@ func (m *Manager) RequestHuman(ctx context.Context, tenant, id, reason string) (
 	if reason == "" || len(reason) > 1024 {
 		return nil, bad("invalid_argument", "reason must be 1..1024 bytes")
 	}
-	return m.change(ctx, tenant, id, func(l *lease, now time.Time) (bool, error) {
+	st, err := m.change(ctx, tenant, id, func(l *lease, now time.Time) (bool, error) {
 		l.st.Requests = append(l.st.Requests, ControlRequest{Reason: reason, At: now.UTC()})
 		if len(l.st.Requests) > maxRequests {
 			l.st.Requests = l.st.Requests[len(l.st.Requests)-maxRequests:]
 		}
 		return true, nil
 	})
+	if err == nil {
+		m.recordControl(ctx, tenant, st, trace.ActorAgent, "control.requested", map[string]any{"reason": reason})
+	}
+	return st, err
 }
 
 // dropControl forgets a sandbox's lease, waking its waiters.
@@ -246,4 +276,52 @@ func (m *Manager) dropControl(id string) {
 		close(l.changed)
 		delete(m.ctl.leases, id)
 	}
+}
+
+// joinView makes the person at a controller's live view the control
+// lease's holder: their first input is a takeover, so the agent's next
+// action answers 409 control_held. A human who took control through the
+// API keeps it; one whose view took it passes it to this view (the pen
+// moved here).
+func (m *Manager) joinView(v *VNCSession) {
+	holder := holderHumanPfx + v.Who
+	now := time.Now()
+	m.ctl.mu.Lock()
+	l := m.ctl.get(v.SandboxID, now)
+	if l.view == v || (humanHolds(l.st.Holder) && l.view == nil) {
+		m.ctl.mu.Unlock()
+		return
+	}
+	if l.view != nil && l.st.Holder == holder { // the same person's other view took the pen
+		l.view = v
+		m.ctl.mu.Unlock()
+		return
+	}
+	prev := l.st.Holder
+	l.st.Holder, l.st.Reason, l.st.AllowScreenshots, l.st.Since = holder, "took over in the live view", false, now
+	l.st.Requests = l.st.Requests[:0]
+	l.view = v
+	l.bump()
+	st := l.snapshot()
+	m.ctl.mu.Unlock()
+	m.recordControl(context.Background(), v.tenant, &st, holder, "control.taken",
+		map[string]any{"holder": holder, "previous": prev, "reason": st.Reason, "via": "live_view"})
+}
+
+// leaveView releases the control a live view's input took, when it
+// closes (the person left; the agent may act again).
+func (m *Manager) leaveView(v *VNCSession) {
+	m.ctl.mu.Lock()
+	l := m.ctl.leases[v.SandboxID]
+	if l == nil || l.view != v {
+		m.ctl.mu.Unlock()
+		return
+	}
+	prev := l.st.Holder
+	l.st.Holder, l.st.Reason, l.st.AllowScreenshots, l.st.Since = HolderNone, "", false, time.Now()
+	l.view = nil
+	l.bump()
+	st := l.snapshot()
+	m.ctl.mu.Unlock()
+	m.recordControl(context.Background(), v.tenant, &st, prev, "control.released", map[string]any{"previous": prev, "via": "live_view"})
 }

@@ -14,6 +14,7 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/interactive"
 	"genesis.dev/sandbox/internal/ports"
+	"genesis.dev/sandbox/internal/trace"
 )
 
 // Error codes of the desktop routes.
@@ -48,7 +49,16 @@ type Config struct {
 	// ReadyWait bounds how long a request waits for a sandbox's X server
 	// to start answering (default 30 s).
 	ReadyWait time.Duration
-	Logger    *slog.Logger
+	// Trace, if set, records the actions, the control changes and a
+	// human's input in the sandbox's trace; Gate, if set, is asked before
+	// each request of actions (pause and abort). Artifacts keeps the
+	// trace's screenshots, taken as Screenshots says (off, after, both;
+	// default after).
+	Trace       trace.Recorder
+	Gate        trace.Gate
+	Artifacts   Keeper
+	Screenshots string
+	Logger      *slog.Logger
 }
 
 // Manager serves the desktop routes. It is safe for concurrent use.
@@ -59,6 +69,7 @@ type Manager struct {
 	sessions map[string]*session // sandbox id → its X connection
 	ctl      controlLeases
 	hub      *interactive.Hub // the live view's controllers, per sandbox
+	encoders chan struct{}    // slots of the trace's screenshot encoders
 }
 
 // New returns a Manager.
@@ -72,7 +83,15 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{cfg: cfg, sessions: map[string]*session{}, ctl: controlLeases{leases: map[string]*lease{}}, hub: interactive.NewHub()}, nil
+	switch cfg.Screenshots {
+	case "":
+		cfg.Screenshots = ShotsAfter
+	case ShotsOff, ShotsAfter, ShotsBoth:
+	default:
+		return nil, fmt.Errorf("desktop: screenshots %q must be off, after or both: %w", cfg.Screenshots, errdefs.ErrInvalidArgument)
+	}
+	return &Manager{cfg: cfg, sessions: map[string]*session{}, ctl: controlLeases{leases: map[string]*lease{}}, hub: interactive.NewHub(),
+		encoders: make(chan struct{}, maxEncoders)}, nil
 }
 
 // Name is the manager's hook name.

@@ -36,9 +36,18 @@ var errRFB = errors.New("rfb")
 type VNCSession struct {
 	SandboxID string
 	Role      string
-	server    net.Conn
-	hub       *interactive.Conn // the controllers' pen; nil for an observer
+	// Who names the person at a controller's viewer: their input makes
+	// them the control lease's holder "human:<who>".
+	Who    string
+	server net.Conn
+	hub    *interactive.Conn // the controllers' pen; nil for an observer
+	m      *Manager
+	tenant string
+	log    *inputLog // the human's input for the trace; nil when not traced
 }
+
+// DefaultViewer is the Who of a live-view connection that names nobody.
+const DefaultViewer = "viewer"
 
 // OpenVNC dials the VNC server of a desktop sandbox (waiting up to
 // ReadyWait for it) for a client of role: an observer's input is dropped
@@ -46,8 +55,20 @@ type VNCSession struct {
 // (the terminals' takeover semantics: the previous one is demoted to
 // observing).
 func (m *Manager) OpenVNC(ctx context.Context, tenant, id, role string) (*VNCSession, error) {
+	return m.OpenVNCAs(ctx, tenant, id, role, DefaultViewer)
+}
+
+// OpenVNCAs is OpenVNC for a person named who (a controller's input makes
+// "human:<who>" the control lease's holder when no human holds it).
+func (m *Manager) OpenVNCAs(ctx context.Context, tenant, id, role, who string) (*VNCSession, error) {
 	if role != RoleObserver && role != RoleController {
 		return nil, bad("invalid_role", "role %.40q must be observer or controller", role)
+	}
+	if who == "" {
+		who = DefaultViewer
+	}
+	if err := validHolder(holderHumanPfx + who); err != nil {
+		return nil, err
 	}
 	t, err := m.cfg.Sandboxes.AttachDesktop(ctx, tenant, id)
 	if err != nil {
@@ -68,9 +89,15 @@ func (m *Manager) OpenVNC(ctx context.Context, tenant, id, role string) (*VNCSes
 		case <-waitTick():
 		}
 	}
-	v := &VNCSession{SandboxID: t.SandboxID, Role: role, server: c}
+	v := &VNCSession{SandboxID: t.SandboxID, Role: role, Who: who, server: c, m: m, tenant: t.Tenant}
 	if role == RoleController {
 		v.hub = m.hub.Join(t.SandboxID, c, true)
+		if m.cfg.Trace != nil {
+			actor := holderHumanPfx + who
+			v.log = newInputLog(func(d map[string]any) {
+				recordTo(context.Background(), m.cfg.Trace, v.tenant, v.SandboxID, actor, "human.input", d)
+			})
+		}
 	}
 	return v, nil
 }
@@ -93,6 +120,10 @@ func (v *VNCSession) Serve(ctx context.Context, client net.Conn) error {
 	defer client.Close()
 	if v.hub != nil {
 		defer v.hub.Leave()
+		defer v.m.leaveView(v)
+	}
+	if v.log != nil {
+		defer v.log.finish()
 	}
 	var once sync.Once
 	done := make(chan struct{})
@@ -118,12 +149,21 @@ func (v *VNCSession) Serve(ctx context.Context, client net.Conn) error {
 	return err
 }
 
-// input forwards an input message if the connection holds the pen.
+// input forwards an input message if the connection holds the pen; the
+// person then holds the control lease (the agent's input is refused) and
+// the message goes into the trace's coalesced human input.
 func (v *VNCSession) input(msg []byte) error {
-	if v.hub == nil {
+	if v.hub == nil || msg[0] == 250 { // xvp (shutdown, reboot) is never forwarded
 		return nil
 	}
-	_, err := v.hub.Input(msg)
+	if !v.hub.Writer() {
+		return nil
+	}
+	v.m.joinView(v)
+	ok, err := v.hub.Input(msg)
+	if ok && v.log != nil {
+		v.log.message(msg)
+	}
 	return err
 }
 

@@ -85,7 +85,7 @@ func (s *Server) displayVNC(w http.ResponseWriter, r *http.Request) {
 		}
 		tenant, id, role = c.Tenant, c.SandboxID, linkRole
 	}
-	v, err := s.desktop.OpenVNC(r.Context(), tenant, id, role)
+	v, err := s.desktop.OpenVNCAs(r.Context(), tenant, id, role, r.URL.Query().Get("who"))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -197,7 +197,7 @@ func (s *Server) computerActions(w http.ResponseWriter, r *http.Request) {
 		da := desktop.Action{Action: a.Action, Coordinate: a.Coordinate, X: a.X, Y: a.Y, StartCoordinate: a.StartCoordinate,
 			Button: a.Button, Text: a.Text, Keys: a.Keys, ScrollDirection: a.ScrollDirection, ScrollAmount: a.ScrollAmount,
 			ScrollX: a.ScrollX, ScrollY: a.ScrollY, Duration: a.Duration, Region: a.Region, Window: a.Window,
-			Command: a.Command, Env: a.Env}
+			Command: a.Command, Env: a.Env, Sensitive: a.Sensitive}
 		for _, p := range a.Path {
 			da.Path = append(da.Path, desktop.Point{X: p.X, Y: p.Y})
 		}

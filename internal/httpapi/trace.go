@@ -305,14 +305,23 @@ func (s *Server) exportTrace(w http.ResponseWriter, r *http.Request) {
 			}
 			events.Write(b)
 			events.WriteByte('\n')
-			var d struct {
-				Artifact struct {
-					ID string `json:"id"`
-				} `json:"artifact"`
+			// An event names artifacts as {"artifact": {"id": …}} (a
+			// screenshot, a download, a video segment) and a screenshot's
+			// {"thumbnail": {"id": …}}.
+			type ref struct {
+				ID string `json:"id"`
 			}
-			if json.Unmarshal(e.Data, &d) == nil && d.Artifact.ID != "" && !seen[d.Artifact.ID] {
-				seen[d.Artifact.ID] = true
-				artIDs = append(artIDs, d.Artifact.ID)
+			var d struct {
+				Artifact  ref `json:"artifact"`
+				Thumbnail ref `json:"thumbnail"`
+			}
+			if json.Unmarshal(e.Data, &d) == nil {
+				for _, aid := range []string{d.Artifact.ID, d.Thumbnail.ID} {
+					if aid != "" && !seen[aid] {
+						seen[aid] = true
+						artIDs = append(artIDs, aid)
+					}
+				}
 			}
 			after = e.Seq
 			n++
