@@ -243,9 +243,11 @@ type CreateDisplayLinkRequest struct {
 // DisplayLink is a short-lived live-view link: VNCURL is a WebSocket URL
 // carrying RFB that needs no API key; it holds no VNC password.
 type DisplayLink struct {
-	SandboxID string    `json:"sandbox_id"`
-	Role      string    `json:"role"`
-	VNCURL    string    `json:"vnc_url"`
+	SandboxID string `json:"sandbox_id"`
+	Role      string `json:"role"`
+	VNCURL    string `json:"vnc_url"`
+	// ViewerURL is the live-view page (noVNC) for a person's browser.
+	ViewerURL string    `json:"viewer_url"`
 	ExpiresAt time.Time `json:"expires_at"`
 }
 

@@ -1,5 +1,6 @@
-// build.mjs bundles src/ into ../internal/console/dist (app.js, app.css,
-// index.html), which the service embeds, and prints the bundle sizes.
+// build.mjs bundles src/ into ../internal/console/dist (app.js, style.css,
+// index.html; viewer.js, viewer-style.css, viewer.html for the desktop's
+// live view), which the service embeds, and prints the bundle sizes.
 import { build } from 'esbuild';
 import { copyFileSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
@@ -12,7 +13,7 @@ for (const f of readdirSync(out, { withFileTypes: true })) {
 }
 mkdirSync(out, { recursive: true });
 await build({
-  entryPoints: { app: 'src/main.js', style: 'src/style.css' },
+  entryPoints: { app: 'src/main.js', style: 'src/style.css', viewer: 'src/viewer/viewer.js', 'viewer-style': 'src/viewer/viewer.css' },
   bundle: true,
   minify: true,
   format: 'esm',
@@ -23,6 +24,9 @@ await build({
   logLevel: 'warning',
 });
 copyFileSync('src/index.html', join(out, 'index.html'));
+// The desktop's live-view page (a template the service fills in), with
+// noVNC from npm bundled into viewer.js.
+copyFileSync('src/viewer/viewer.html', join(out, 'viewer.html'));
 let total = 0, gz = 0;
 for (const f of readdirSync(out)) {
   if (f.startsWith('.')) continue;

@@ -250,20 +250,27 @@ func newDesktopViewCmd(a *app) *cobra.Command {
 	var (
 		role string
 		ttl  time.Duration
+		ws   bool
 	)
 	cmd := &cobra.Command{
-		Use:   "view SANDBOX [--role observer|controller] [--ttl 10m]",
-		Short: "Print a short-lived live-view link (RFB over a WebSocket, no API key in it)",
-		Long: `Prints the WebSocket URL of a live-view link for the role: a VNC client that
-speaks RFB over WebSockets (noVNC's RFB class, for one) connects to it without
-the API key. An observer's input is dropped by the service; a controller
-takes the pen from any other controller.`,
+		Use:   "view SANDBOX [--role observer|controller] [--ttl 10m] [--ws]",
+		Short: "Print a short-lived live-view link (a page to open in a browser; no API key in it)",
+		Long: `Prints the live-view page of a new link for the role: open it in a browser
+to watch (observer) or take over (controller) the desktop; add ?who=NAME to
+name yourself. With --ws, prints the link's WebSocket URL instead, for a VNC
+client that speaks RFB over WebSockets. Neither holds the API key. An
+observer's input is dropped by the service; a controller takes the pen from
+any other controller, and their first input takes control from the agent.`,
 		Args: exactArgs(1, "one sandbox id"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
 			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.DisplayLink, error) {
 				return c.CreateDisplayLink(ctx, args[0], role, ttl)
 			}, func(l *client.DisplayLink) error {
-				_, err := fmt.Fprintln(a.stdout, l.VNCURL)
+				u := l.ViewerURL
+				if ws {
+					u = l.VNCURL
+				}
+				_, err := fmt.Fprintln(a.stdout, u)
 				a.warnf("%s link, expires %s", l.Role, l.ExpiresAt.Format(time.RFC3339))
 				return err
 			})
@@ -271,5 +278,6 @@ takes the pen from any other controller.`,
 	}
 	cmd.Flags().StringVar(&role, "role", "observer", "observer or controller")
 	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Minute, "how long the link works")
+	cmd.Flags().BoolVar(&ws, "ws", false, "print the RFB WebSocket URL, not the page")
 	return cmd
 }

@@ -210,6 +210,9 @@ func filterRFB(r *bufio.Reader, server io.Writer, input func([]byte) error) erro
 		if isInput {
 			err = input(msg)
 		} else {
+			if msg[0] == 2 {
+				msg = dropEncodings(msg)
+			}
 			_, err = server.Write(msg)
 		}
 		if err != nil {
@@ -302,4 +305,25 @@ func readClientMessage(r *bufio.Reader) ([]byte, bool, error) {
 		return fixed(12, true)
 	}
 	return nil, false, fmt.Errorf("%w: client message type %d", errRFB, typ[0])
+}
+
+// encExtendedMouseButtons is the pseudo-encoding that lets a client send
+// 7-byte PointerEvents (a marker bit in the mask); the proxy parses 6-byte
+// ones only, so it never lets the server agree to it.
+const encExtendedMouseButtons = -316
+
+// dropEncodings removes from a SetEncodings message the encodings that
+// would change the client's messages in ways the proxy does not parse.
+func dropEncodings(msg []byte) []byte {
+	out := append([]byte(nil), msg[:4]...)
+	n := 0
+	for o := 4; o+4 <= len(msg); o += 4 {
+		if int32(binary.BigEndian.Uint32(msg[o:])) == encExtendedMouseButtons {
+			continue
+		}
+		out = append(out, msg[o:o+4]...)
+		n++
+	}
+	binary.BigEndian.PutUint16(out[2:], uint16(n))
+	return out
 }

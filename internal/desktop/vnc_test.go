@@ -86,3 +86,15 @@ func FuzzFilterRFB(f *testing.F) {
 		}
 	})
 }
+
+// TestDropEncodings checks that the extended mouse buttons pseudo-encoding
+// (7-byte pointer events the proxy does not parse) never reaches the
+// server, and the others keep their order.
+func TestDropEncodings(t *testing.T) {
+	msg := []byte{2, 0, 0, 3, 0, 0, 0, 7, 0xff, 0xff, 0xfe, 0xc4, 0xff, 0xff, 0xff, 0x21}
+	got := dropEncodings(msg)
+	want := []byte{2, 0, 0, 2, 0, 0, 0, 7, 0xff, 0xff, 0xff, 0x21}
+	if string(got) != string(want) {
+		t.Fatalf("got % x, want % x", got, want)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 
 	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/console"
 	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/errdefs"
 )
@@ -25,6 +26,9 @@ import (
 //	GET    /v1/sandboxes/{id}/display/vnc        live view: RFB over WebSocket, ?role=observer|controller
 //	POST   /v1/sandboxes/{id}/display/links      a short-lived live-view link {role, ttl_seconds} (no API key in it)
 //	GET    /v1/displays/{token}/vnc              what a live-view link opens (no API key)
+//	GET    /v1/displays/{token}/viewer           the live-view page of a link (noVNC; no API key)
+//	GET    /v1/sandboxes/{id}/display/viewer     a new link's page: 303 to /v1/displays/{token}/viewer
+//	GET    /viewer/{file}                        the live-view page's script and style
 func (s *Server) desktopRoutes() {
 	if s.desktop == nil {
 		return
@@ -38,6 +42,9 @@ func (s *Server) desktopRoutes() {
 	if s.ports != nil {
 		s.handle("POST", "/v1/sandboxes/{id}/display/links", true, s.displayLink)
 		s.handle("GET", "/v1/displays/{token}/vnc", false, s.displayVNC)
+		s.handle("GET", "/v1/sandboxes/{id}/display/viewer", true, s.displayViewerRedirect)
+		s.handle("GET", "/v1/displays/{token}/viewer", false, s.displayViewer)
+		s.handle("GET", console.ViewerPrefix+"{file}", false, s.viewer.ServeAsset)
 	}
 }
 
@@ -64,8 +71,61 @@ func (s *Server) displayLink(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	base := "ws" + strings.TrimPrefix(baseURLOf(r), "http")
-	writeJSON(w, http.StatusCreated, client.DisplayLink{SandboxID: id, Role: req.Role, VNCURL: base + "/v1/displays/" + token + "/vnc", ExpiresAt: exp.UTC()})
+	base := baseURLOf(r)
+	writeJSON(w, http.StatusCreated, client.DisplayLink{SandboxID: id, Role: req.Role, ExpiresAt: exp.UTC(),
+		VNCURL: "ws" + strings.TrimPrefix(base, "http") + "/v1/displays/" + token + "/vnc", ViewerURL: base + "/v1/displays/" + token + "/viewer"})
+}
+
+// displayViewerRedirect makes a live-view link for the caller (?role=,
+// default observer; ?ttl_seconds=, default 600) and answers 303 to its
+// page: `genesis desktop view` prints where it leads.
+func (s *Server) displayViewerRedirect(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	role := q.Get("role")
+	if role == "" {
+		role = desktop.RoleObserver
+	}
+	if role != desktop.RoleObserver && role != desktop.RoleController {
+		s.writeProblem(w, r, errdefs.WithCode("invalid_role", fmt.Errorf("role %.40q must be observer or controller: %w", role, errdefs.ErrInvalidArgument)))
+		return
+	}
+	ttl := 600
+	if v := q.Get("ttl_seconds"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			s.writeProblem(w, r, fmt.Errorf("ttl_seconds %.20q must be a positive integer: %w", v, errdefs.ErrInvalidArgument))
+			return
+		}
+		ttl = n
+	}
+	id, err := s.desktop.CheckDesktop(r.Context(), tenantOf(r), r.PathValue("id"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	token, _, err := s.ports.NewScopedLink(tenantOf(r), id, displayScope+role, time.Duration(ttl)*time.Second)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, baseURLOf(r)+"/v1/displays/"+token+"/viewer", http.StatusSeeOther)
+}
+
+// displayViewer serves the live-view page of a link: noVNC connecting to
+// the link's /vnc. The link is checked here too, so an expired or
+// tampered one is a 404, not a page that cannot connect.
+func (s *Server) displayViewer(w http.ResponseWriter, r *http.Request) {
+	c, role, err := s.ports.VerifyScopedLink(r.PathValue("token"), displayScope)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	if _, err := s.desktop.CheckDesktop(r.Context(), c.Tenant, c.SandboxID); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	s.viewer.ServePage(w, r, console.ViewerPage{SandboxID: c.SandboxID, Role: role, ExpiresAt: time.Unix(c.Expires, 0).UTC()})
 }
 
 // displayVNC serves the live view: the VNC server's RFB over a WebSocket

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"genesis.dev/sandbox/internal/console"
 	"io"
 	"log/slog"
 	"net/http"
@@ -95,6 +96,7 @@ type Server struct {
 	browser   *browser.Manager
 	tickets   terminalTickets
 	desktop   *desktop.Manager
+	viewer    *console.Viewer
 	trace     *trace.Store
 }
 
@@ -147,6 +149,7 @@ func New(cfg Config) (*Server, error) {
 	s.terms, s.files, s.jobs, s.arts, s.mcp = cfg.Terminals, cfg.Files, cfg.Jobs, cfg.Artifacts, cfg.MCP
 	s.skills = cfg.Skills
 	s.desktop = cfg.Desktop
+	s.viewer = console.NewViewer()
 	s.trace = cfg.Trace
 	if cfg.Ports != nil {
 		s.browser = cfg.Browser

@@ -124,7 +124,11 @@ func TestDesktop(t *testing.T) {
 			})
 			cx, cy := win.X+win.Width/2, win.Y+win.Height/2
 			// The shell prompt is drawn before the agent types.
-			execOK(t, c, sb.ID, "for i in $(seq 100); do pgrep -u sandbox -x bash >/dev/null && exit 0; sleep 0.1; done; exit 1")
+			// The xterm's shell is up before anything is typed (the image has no
+			// procps: read /proc).
+			if r := execOK(t, c, sb.ID, "for i in $(seq 100); do cat /proc/[0-9]*/comm 2>/dev/null | grep -qx bash && exit 0; sleep 0.1; done; exit 1"); r.ExitCode != 0 {
+				t.Fatalf("the xterm's shell did not start: %+v", r)
+			}
 			before := run(client.ComputerAction{Action: "left_click", Coordinate: []int{cx, cy}}, client.ComputerAction{Action: "wait", Duration: 0.3},
 				client.ComputerAction{Action: "screenshot"})
 			shot1 := decodeShot(t, before.Results[2].Screenshot)

@@ -132,7 +132,11 @@ func TestDesktopLiveView(t *testing.T) {
 				win = res.Results[0].Windows[0]
 				return true, ""
 			})
-			execOK(t, c, sb.ID, "for i in $(seq 100); do pgrep -u sandbox -x bash >/dev/null && exit 0; sleep 0.1; done; exit 1")
+			// The xterm's shell is up before anything is typed (the image has no
+			// procps: read /proc).
+			if r := execOK(t, c, sb.ID, "for i in $(seq 100); do cat /proc/[0-9]*/comm 2>/dev/null | grep -qx bash && exit 0; sleep 0.1; done; exit 1"); r.ExitCode != 0 {
+				t.Fatalf("the xterm's shell did not start: %+v", r)
+			}
 			if res, err := c.ComputerActions(callCtx(t), sb.ID, client.ComputerActionsRequest{Actions: []client.ComputerAction{
 				{Action: "left_click", Coordinate: []int{win.X + win.Width/2, win.Y + win.Height/2}}}}); err != nil || !res.OK {
 				t.Fatalf("focus the xterm: %+v %v", res, err)
