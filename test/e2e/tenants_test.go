@@ -81,6 +81,7 @@ var foreignBodies = map[string]string{
 	"POST /v1/sandboxes/{id}/computer/actions":       `{"actions":[{"action":"left_click","coordinate":[1,1]}]}`,
 	"GET /v1/sandboxes/{id}/control":                 "",
 	"GET /v1/sandboxes/{id}/display/vnc":             "",
+	"GET /v1/sandboxes/{id}/display/viewer":          "",
 	"POST /v1/sandboxes/{id}/display/links":          `{"role":"controller","ttl_seconds":60}`,
 	"POST /v1/sandboxes/{id}/control":                `{"holder":"human:mallory"}`,
 	"DELETE /v1/sandboxes/{id}/control":              "",
@@ -215,12 +216,13 @@ func TestCrossTenantIsolation(t *testing.T) {
 			for _, route := range routes {
 				method, path, _ := strings.Cut(route, " ")
 				if !strings.Contains(path, "{") || strings.HasPrefix(path, "/v1/tenants") || strings.HasPrefix(path, "/v1/pools/") ||
-					strings.HasPrefix(path, "/v1/previews/") || strings.HasPrefix(path, "/v1/browsers/") || strings.HasPrefix(path, "/v1/displays/") ||
+					strings.HasPrefix(path, "/v1/previews/") || strings.HasPrefix(path, "/v1/browsers/") || strings.HasPrefix(path, "/v1/displays/") || strings.HasPrefix(path, "/viewer/") ||
 					strings.HasPrefix(path, "/v1/mcp/") || strings.HasPrefix(path, "/v1/skills/") {
 					// MCP servers and skills are walked by crossTenantMCPAndSkills
 					// collections, the admin API (403 for tenant keys, tested in httpapi), service-wide
-					// pools, and preview, browser and display links (their token is the
-					// credential: tested in TestPorts, TestBrowser and TestDesktopLiveView)
+					// pools, preview, browser and display links (their token is the
+					// credential: tested in TestPorts, TestBrowser, TestDesktopLiveView and
+					// TestDesktopViewer), and the live-view page's static files
 					continue
 				}
 				// A port route: port 8000 and a path on the sandbox's server.
