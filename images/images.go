@@ -25,7 +25,7 @@ const RefRepositoryPrefix = "genesis/"
 // recipeFile is the file name of a recipe inside its profile directory.
 const recipeFile = "recipe.json"
 
-//go:embed */recipe.json common/*.sh tool-node/*.sh browser-playwright/*.sh desktop-vnc/*.sh */files/*
+//go:embed */recipe.json common/*.sh tool-node/*.sh browser-playwright/*.sh desktop-vnc/*.sh desktop-cloud/*.sh desktop-browser/*.sh */files/*
 var files embed.FS
 
 // Script is a shell script run inside the image root filesystem during the

@@ -68,7 +68,7 @@ func TestEmbeddedRecipes(t *testing.T) {
 			t.Errorf("Lookup(%q) = %s, Recipes has %s", r.Name, got.Ref(), r.Ref())
 		}
 	}
-	want := []string{"browser-playwright", "code-python-basic", "code-python-data", "desktop-vnc", "skill-python-basic", "tool-basic", "tool-node"}
+	want := []string{"browser-playwright", "code-python-basic", "code-python-data", "desktop-browser", "desktop-cloud", "desktop-vnc", "skill-python-basic", "tool-basic", "tool-node"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("recipes = %v, want %v", names, want)
 	}

@@ -144,3 +144,85 @@ func BenchmarkDesktop(b *testing.B) {
 	printTable("desktop-vnc: readiness and computer actions API, ms", tbl)
 	printTable("desktop-vnc: one idle desktop sandbox after the actions (docker stats)", mem)
 }
+
+// BenchmarkDesktopViewer measures one live viewer, per runtime, while the
+// screen changes all the time (an xterm printing the time in a loop):
+// frames per second and bytes per second the viewer receives through the
+// service (a Go RFB client asking for the next incremental update as soon
+// as one arrives, raw encoding: the most bytes, the least client CPU), and
+// the CPU of the service and of the sandbox during the window, against the
+// same window with no viewer (GENESIS_BENCH_VIEWER_SECONDS, default 10).
+func BenchmarkDesktopViewer(b *testing.B) {
+	s := startServiceWith(b, desktopConfig)
+	secs := envInt(b, "GENESIS_BENCH_VIEWER_SECONDS", 10)
+	window := time.Duration(secs) * time.Second
+	tbl := NewTable("runtime", "viewer", "frames/s", "MiB/s", "service CPU %", "sandbox CPU %")
+	s.eachRuntime(b, func(b *testing.B, rt string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*opTimeout)
+		defer cancel()
+		sb, err := s.client.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "desktop", Runtime: rt}, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.client.DeleteSandbox(context.Background(), sb.ID)
+		res, err := s.client.ComputerActions(ctx, sb.ID, client.ComputerActionsRequest{Actions: []client.ComputerAction{
+			{Action: "launch", Command: []string{"xterm", "-geometry", "100x40+0+0", "-e", "sh", "-c", "while :; do date +%T.%N; done"}}}})
+		if err != nil || !res.OK {
+			b.Fatalf("launch: %+v %v", res, err)
+		}
+		cg, err := sandboxCgroup(ctx, sb.ID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cpu := func() (svc, box time.Duration) {
+			svc, err := processCPU(s.cmd.Process.Pid)
+			if err != nil {
+				b.Fatal(err)
+			}
+			box, _, err = cg.read()
+			if err != nil {
+				b.Fatal(err)
+			}
+			return svc, box
+		}
+		pct := func(d time.Duration, wall time.Duration) string {
+			return fmt.Sprintf("%.1f", 100*d.Seconds()/wall.Seconds())
+		}
+		// Let the xterm start and settle, then a window with no viewer.
+		time.Sleep(2 * time.Second)
+		s0, c0 := cpu()
+		t0 := time.Now()
+		time.Sleep(window)
+		s1, c1 := cpu()
+		wall := time.Since(t0)
+		tbl.Row(rt, "none", "-", "-", pct(s1-s0, wall), pct(c1-c0, wall))
+
+		conn, err := s.client.DialDisplayVNC(ctx, sb.ID, "observer")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer conn.Close()
+		v, err := newRFBCounter(conn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := v.count(time.Second); err != nil { // the first full frame
+			b.Fatal(err)
+		}
+		s0, c0 = cpu()
+		t0 = time.Now()
+		if err := v.count(window); err != nil {
+			b.Fatal(err)
+		}
+		s1, c1 = cpu()
+		wall = time.Since(t0)
+		fps := float64(v.frames) / wall.Seconds()
+		mibps := float64(v.bytes) / wall.Seconds() / (1 << 20)
+		tbl.Row(rt, "one observer", fmt.Sprintf("%.1f", fps), fmt.Sprintf("%.2f", mibps), pct(s1-s0, wall), pct(c1-c0, wall))
+		b.ReportMetric(0, "ns/op")
+		b.ReportMetric(fps, "frames/s")
+		b.ReportMetric(100*(s1-s0).Seconds()/wall.Seconds(), "service-cpu-%")
+		b.ReportMetric(100*(c1-c0).Seconds()/wall.Seconds(), "sandbox-cpu-%")
+	})
+	printTable("desktop-vnc: one live viewer while an xterm prints continuously ("+loadAvg()+")", tbl)
+}
