@@ -395,7 +395,12 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 		return nil, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	unlock := true // false once a background capture holds the lock
+	defer func() {
+		if unlock {
+			s.mu.Unlock()
+		}
+	}()
 	if s.d == nil {
 		return nil, errdefs.WithCode(CodeNotReady, fmt.Errorf("the display connection of sandbox %s closed; retry: %w", id, errdefs.ErrUnavailable))
 	}
@@ -405,6 +410,11 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 	ctx, cancel := context.WithTimeout(ctx, t.Spec.ActionTimeout)
 	defer cancel()
 	res := &ActionsResult{Results: []StepResult{}, Display: logical, Real: real, OK: true}
+	// The last step's "after" screenshot for the trace is taken once the
+	// batch is done: from the final screenshot if one is asked for, else
+	// after the answer, holding the display until it is captured (so it
+	// shows what this batch left, and the next batch waits for it).
+	lastAfter := -1
 	for i, st := range steps {
 		start := time.Now()
 		r := StepResult{Index: i, Action: req.Actions[i].Action, OK: true}
@@ -440,7 +450,11 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 		res.Results = append(res.Results, r)
 		tr.finished(ctx, r)
 		if r.OK && tr.wantShot(st, "after") {
-			tr.shot(ctx, s.d, sc, i, st, "after")
+			if i == len(steps)-1 {
+				lastAfter = i
+			} else {
+				tr.shot(ctx, s.d, sc, i, st, "after")
+			}
 		}
 		if !r.OK {
 			return res, nil
@@ -448,11 +462,25 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 		res.Completed++
 	}
 	if req.Screenshot {
-		img, err := shot(s.d, sc, image.Rect(0, 0, real.Width, real.Height), logical)
+		raw, err := s.d.capture(image.Rect(0, 0, real.Width, real.Height))
+		if lastAfter >= 0 {
+			tr.keep(ctx, sc, lastAfter, steps[lastAfter], "after", raw, err)
+		}
 		if err != nil {
 			return nil, errdefs.WithCode(CodeActionFailed, fmt.Errorf("final screenshot: %v: %w", err, errdefs.ErrBadGateway))
 		}
+		img, err := encodeShot(raw, logical)
+		if err != nil {
+			return nil, errdefs.WithCode(CodeActionFailed, fmt.Errorf("final screenshot: %v: %w", err, errdefs.ErrInternal))
+		}
 		res.Screenshot = img
+	} else if lastAfter >= 0 {
+		unlock = false
+		d := s.d
+		go func() {
+			defer s.mu.Unlock()
+			tr.shot(ctx, d, sc, lastAfter, steps[lastAfter], "after")
+		}()
 	}
 	return res, nil
 }
@@ -604,6 +632,13 @@ func shot(d *display, sc scaler, r image.Rectangle, out Size) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return encodeShot(img, out)
+}
+
+// encodeShot encodes img as base64 PNG, scaled to out when out is set and
+// differs.
+func encodeShot(img *image.RGBA, out Size) (string, error) {
+	r := img.Rect
 	var src image.Image = img
 	if out.Width != 0 && (out.Width != r.Dx() || out.Height != r.Dy()) {
 		src = scale(img, out)

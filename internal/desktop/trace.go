@@ -158,6 +158,12 @@ func (tr *traced) wantShot(st step, phase string) bool {
 // failed capture is recorded as such: the action is not failed by it.
 func (tr *traced) shot(ctx context.Context, d *display, sc scaler, i int, st step, phase string) {
 	img, err := d.capture(image.Rect(0, 0, d.width, d.height))
+	tr.keep(ctx, sc, i, st, phase, img, err)
+}
+
+// keep keeps img (or records err) as the screenshot of step i in phase, in
+// the background.
+func (tr *traced) keep(ctx context.Context, sc scaler, i int, st step, phase string, img *image.RGBA, err error) {
 	ev := map[string]any{"batch": tr.batch, "index": i, "action": st.kind, "phase": phase}
 	if len(st.pts) > 0 {
 		x, y := sc.toReal(st.pts[len(st.pts)-1])

@@ -22,8 +22,6 @@ type rfbCounter struct {
 
 func newRFBCounter(conn net.Conn) (*rfbCounter, error) {
 	v := &rfbCounter{conn: conn, r: bufio.NewReaderSize(conn, 1<<20)}
-	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
-	defer conn.SetDeadline(time.Time{})
 	buf := make([]byte, 24)
 	if _, err := io.ReadFull(v.r, buf[:12]); err != nil {
 		return nil, err
@@ -76,27 +74,24 @@ func (v *rfbCounter) request(incremental bool) error {
 func (v *rfbCounter) count(d time.Duration) error {
 	v.frames, v.bytes = 0, 0
 	end := time.Now().Add(d)
-	_ = v.conn.SetReadDeadline(end)
-	defer v.conn.SetReadDeadline(time.Time{})
 	hdr := make([]byte, 12)
-	for {
+	// No read deadline: a WebSocket's net.Conn closes when one passes. The
+	// screen changes all the time, so messages keep coming.
+	for time.Now().Before(end) {
 		typ, err := v.r.ReadByte()
 		if err != nil {
-			if ne, ok := err.(net.Error); ok && ne.Timeout() || time.Now().After(end) {
-				return nil
-			}
 			return err
 		}
 		switch typ {
 		case 0: // FramebufferUpdate
 			if _, err := io.ReadFull(v.r, hdr[:3]); err != nil {
-				return v.ended(err, end)
+				return err
 			}
 			n := int(binary.BigEndian.Uint16(hdr[1:]))
 			size := int64(4)
 			for range n {
 				if _, err := io.ReadFull(v.r, hdr); err != nil {
-					return v.ended(err, end)
+					return err
 				}
 				w, h, enc := int64(binary.BigEndian.Uint16(hdr[4:])), int64(binary.BigEndian.Uint16(hdr[6:])), int32(binary.BigEndian.Uint32(hdr[8:]))
 				if enc != 0 {
@@ -104,7 +99,7 @@ func (v *rfbCounter) count(d time.Duration) error {
 				}
 				px := w * h * int64(v.bpp/8)
 				if _, err := io.CopyN(io.Discard, v.r, px); err != nil {
-					return v.ended(err, end)
+					return err
 				}
 				size += 12 + px
 			}
@@ -116,20 +111,14 @@ func (v *rfbCounter) count(d time.Duration) error {
 		case 2: // Bell
 		case 3: // ServerCutText
 			if _, err := io.ReadFull(v.r, hdr[:7]); err != nil {
-				return v.ended(err, end)
+				return err
 			}
 			if _, err := io.CopyN(io.Discard, v.r, int64(binary.BigEndian.Uint32(hdr[3:]))); err != nil {
-				return v.ended(err, end)
+				return err
 			}
 		default:
 			return fmt.Errorf("rfb: server message type %d", typ)
 		}
 	}
-}
-
-func (v *rfbCounter) ended(err error, end time.Time) error {
-	if time.Now().After(end) {
-		return nil
-	}
-	return err
+	return nil
 }

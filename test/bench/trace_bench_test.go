@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,4 +87,93 @@ func BenchmarkTrace(b *testing.B) {
 		b.ReportMetric(0, "ns/op")
 	})
 	printTable("operation trace: per-action cost (browser actions API, ms)", tbl)
+}
+
+// BenchmarkTraceDesktop measures the per-action cost of tracing a desktop's
+// computer actions: three services with a desktop sandbox each per runtime
+// — trace.record off, recording without screenshots
+// (trace.screenshots: off), and recording with a screenshot and thumbnail
+// kept after each input action (the default) — run the same clicks and
+// one-key types alternately (GENESIS_BENCH_TRACE_ACTIONS, default 60), and
+// the table compares their latencies with the untraced one (target: at
+// most 10% added without video). A request's last screenshot is captured
+// after its answer, holding the display so that the next request waits
+// for it: back to back the next action pays for it, after an agent's think
+// time it costs nothing; the table shows both.
+func BenchmarkTraceDesktop(b *testing.B) {
+	var services [3]*service
+	for i, extra := range []string{"trace:\n  record: false\n", "trace:\n  screenshots: off\n", ""} {
+		services[i] = startServiceWith(b, desktopConfig+extra)
+	}
+	names := []string{"off", "on, no screenshots", "on, screenshot after"}
+	acts := envInt(b, "GENESIS_BENCH_TRACE_ACTIONS", 60)
+	pause := time.Duration(envInt(b, "GENESIS_BENCH_TRACE_PAUSE_MS", 200)) * time.Millisecond
+	tbl := NewTable("runtime", "action", "trace", "n", "p50 ms", "p99 ms", "mean ms", "added at p50")
+	services[0].eachRuntime(b, func(b *testing.B, rt string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		var ids [3]string
+		for i, s := range services {
+			sb, err := s.client.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "desktop", Runtime: rt}, "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.client.DeleteSandbox(context.Background(), sb.ID)
+			ids[i] = sb.ID
+		}
+		run := func(i int, a client.ComputerAction) time.Duration {
+			t0 := time.Now()
+			res, err := services[i].client.ComputerActions(ctx, ids[i], client.ComputerActionsRequest{Actions: []client.ComputerAction{a}})
+			d := time.Since(t0)
+			if err != nil || !res.OK {
+				b.Fatalf("%s: %+v %v", a.Action, res, err)
+			}
+			return d
+		}
+		for i := range services {
+			run(i, client.ComputerAction{Action: "screenshot"})
+		}
+		// Back to back, the next action waits for the last one's capture;
+		// with an agent's think time between actions (a model's turn takes
+		// seconds; GENESIS_BENCH_TRACE_PAUSE_MS, default 200) it does not.
+		var click, typ, paused [3][]time.Duration
+		for n := range acts {
+			for i := range services {
+				click[i] = append(click[i], run(i, client.ComputerAction{Action: "left_click", Coordinate: []int{10 + n%100, 700}}))
+				typ[i] = append(typ[i], run(i, client.ComputerAction{Action: "key", Text: "shift"}))
+			}
+		}
+		for n := range acts / 2 {
+			time.Sleep(pause)
+			for i := range services {
+				paused[i] = append(paused[i], run(i, client.ComputerAction{Action: "left_click", Coordinate: []int{10 + n%100, 700}}))
+			}
+		}
+		// The screenshot side's trace names a screenshot per action.
+		pg, err := services[2].client.TracePage(ctx, ids[2], 0, 1000)
+		shots := 0
+		for _, ev := range pg.Events {
+			if ev.Kind == "computer.screenshot" {
+				shots++
+			}
+		}
+		if err != nil || shots < acts {
+			b.Fatalf("the screenshot side's trace names %d screenshots, want at least %d: %v", shots, acts, err)
+		}
+		for _, m := range []struct {
+			name string
+			d    [3][]time.Duration
+		}{{"left click", click}, {"key", typ}, {fmt.Sprintf("left click after %v", pause), paused}} {
+			base := Summarize(m.d[0])
+			tbl.Row(rt, m.name, names[0], strconv.Itoa(base.N), FormatMs(base.P50), FormatMs(base.P99), FormatMs(base.Mean), "")
+			for i := 1; i < 3; i++ {
+				s := Summarize(m.d[i])
+				added := 100 * (Ms(s.P50) - Ms(base.P50)) / Ms(base.P50)
+				tbl.Row(rt, m.name, names[i], strconv.Itoa(s.N), FormatMs(s.P50), FormatMs(s.P99), FormatMs(s.Mean), fmt.Sprintf("%+.1f%%", added))
+				b.ReportMetric(added, fmt.Sprintf("%s-%s-%d-added-%%", rt, strings.ReplaceAll(m.name, " ", "-"), i))
+			}
+		}
+		b.ReportMetric(0, "ns/op")
+	})
+	printTable("operation trace: per-action cost of computer actions (ms, "+loadAvg()+")", tbl)
 }
