@@ -3,9 +3,9 @@ package e2e
 import (
 	"encoding/base64"
 	"fmt"
+	"image"
 	"os"
 	"path/filepath"
-	"image"
 	"strings"
 	"testing"
 	"time"
