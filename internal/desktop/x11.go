@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"io"
+	"log"
 	"net"
 	"sync"
 	"time"
@@ -69,6 +71,11 @@ type display struct {
 	next    int
 	atoms   map[string]xproto.Atom
 }
+
+// xgb logs to stderr by itself (a missing ~/.Xauthority, a connection
+// closed when its sandbox ends); the errors reach the desktop routes as
+// errors, so its log is dropped.
+func init() { xgb.Logger = log.New(io.Discard, "", 0) }
 
 // openDisplay speaks X over c (the agent's dial to the X server's port).
 func openDisplay(c net.Conn) (*display, error) {

@@ -27,6 +27,7 @@ import (
 //	POST   /v1/sandboxes/{id}/display/links      a short-lived live-view link {role, ttl_seconds} (no API key in it)
 //	GET    /v1/displays/{token}/vnc              what a live-view link opens (no API key)
 //	GET    /v1/displays/{token}/viewer           the live-view page of a link (noVNC; no API key)
+//	GET    /v1/displays/{token}/control          who holds control and the agent's requests, for the page
 //	GET    /v1/sandboxes/{id}/display/viewer     a new link's page: 303 to /v1/displays/{token}/viewer
 //	GET    /viewer/{file}                        the live-view page's script and style
 func (s *Server) desktopRoutes() {
@@ -44,6 +45,7 @@ func (s *Server) desktopRoutes() {
 		s.handle("GET", "/v1/displays/{token}/vnc", false, s.displayVNC)
 		s.handle("GET", "/v1/sandboxes/{id}/display/viewer", true, s.displayViewerRedirect)
 		s.handle("GET", "/v1/displays/{token}/viewer", false, s.displayViewer)
+		s.handle("GET", "/v1/displays/{token}/control", false, s.desktopControl)
 		s.handle("GET", console.ViewerPrefix+"{file}", false, s.viewer.ServeAsset)
 	}
 }
@@ -197,7 +199,18 @@ func (s *Server) desktopControl(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = time.Duration(n) * time.Millisecond
 	}
-	st, err := s.desktop.Control(r.Context(), tenantOf(r), r.PathValue("id"), after, wait)
+	tenant, id := tenantOf(r), r.PathValue("id")
+	if token := r.PathValue("token"); token != "" {
+		// A live-view link's page shows who holds control and the agent's
+		// requests for a person; either role may read them.
+		c, _, err := s.ports.VerifyScopedLink(token, displayScope)
+		if err != nil {
+			s.writeProblem(w, r, err)
+			return
+		}
+		tenant, id = c.Tenant, c.SandboxID
+	}
+	st, err := s.desktop.Control(r.Context(), tenant, id, after, wait)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

@@ -52,6 +52,10 @@ try {
   out.csp = resp.headers()['content-security-policy'] || '';
   await page.waitForSelector('body[data-state="connected"]');
   out.role_text = await page.textContent('#role');
+  // The control line and the agent's requests come from the link's /control.
+  await page.waitForFunction(() => 'holder' in document.body.dataset);
+  out.control_text = await page.textContent('#control');
+  out.requests_text = await page.textContent('#requests');
   const start = Date.now();
   for (;;) {
     out.canvas = await canvasStats(page);

@@ -23,6 +23,8 @@ type viewerRun struct {
 	Status        int      `json:"status"`
 	CSP           string   `json:"csp"`
 	RoleText      string   `json:"role_text"`
+	ControlText   string   `json:"control_text"`
+	RequestsText  string   `json:"requests_text"`
 	ConsoleErrors []string `json:"console_errors"`
 	Canvas        struct {
 		Width, Height, Bright, Colours int
@@ -86,6 +88,10 @@ func TestDesktopViewer(t *testing.T) {
 			})
 			dir := consoleArtifacts(t, "viewer-"+rt)
 
+			// The agent asks for a person: the pages show it.
+			if _, err := c.RequestHuman(callCtx(t), sb.ID, "a captcha"); err != nil {
+				t.Fatal(err)
+			}
 			obs, err := c.CreateDisplayLink(callCtx(t), sb.ID, "observer", time.Minute)
 			if err != nil || !strings.Contains(obs.ViewerURL, "/v1/displays/") || strings.Contains(obs.ViewerURL, svc.e.apiKey) {
 				t.Fatalf("observer link: %+v %v", obs, err)
@@ -93,6 +99,9 @@ func TestDesktopViewer(t *testing.T) {
 			o := runViewer(t, "observer", obs.ViewerURL, "touch /workspace/observer\n", filepath.Join(dir, "observer.png"), svc.url(), svc.e.apiKey, sb.ID)
 			if o.Status != 200 || !strings.Contains(o.CSP, "script-src 'self'") || !strings.Contains(o.RoleText, "observing") {
 				t.Errorf("observer page: status %d, CSP %q, role %q", o.Status, o.CSP, o.RoleText)
+			}
+			if !strings.Contains(o.RequestsText, "a captcha") || !strings.Contains(o.ControlText, "the agent may act") {
+				t.Errorf("observer page: control %q, requests %q", o.ControlText, o.RequestsText)
 			}
 			if o.Canvas.Width != 1280 || o.Canvas.Height != 800 || o.Canvas.Bright < 5000 || o.Canvas.Colours < 2 {
 				t.Errorf("observer canvas is not the desktop with its xterm: %+v", o.Canvas)

@@ -37,3 +37,35 @@ rfb.addEventListener('desktopname', (e) => { document.title = `${e.detail.name} 
 // For tests and debugging: the RFB object (its viewOnly is a courtesy,
 // not a control).
 window.genesisViewer = rfb;
+
+// Who holds control, and the agent's requests for a person, followed by
+// long polls on the link's /control (it answers when either changes).
+const controlText = document.getElementById('control');
+const requestList = document.getElementById('requests');
+const controlURL = location.pathname.replace(/\/viewer$/, '/control');
+function showControl(st) {
+  controlText.textContent = st.holder ? `Control: ${st.holder}${st.reason ? ` (${st.reason})` : ''}` : 'Control: the agent may act';
+  body.dataset.holder = st.holder || '';
+  requestList.replaceChildren(...(st.requests || []).map((r) => {
+    const li = document.createElement('li');
+    li.textContent = `The agent asks for a person: ${r.reason}`;
+    return li;
+  }));
+}
+async function followControl() {
+  let after = -1;
+  for (;;) {
+    try {
+      const q = after < 0 ? '' : `?after=${after}&wait_ms=30000`;
+      const r = await fetch(controlURL + q, { cache: 'no-store' });
+      if (r.status === 404) { controlText.textContent = 'The link has expired'; return; }
+      if (!r.ok) throw new Error(`control: ${r.status}`);
+      const st = await r.json();
+      showControl(st);
+      after = st.version;
+    } catch {
+      await new Promise((res) => setTimeout(res, 2000));
+    }
+  }
+}
+followControl();
