@@ -13,7 +13,8 @@ for (const f of readdirSync(out, { withFileTypes: true })) {
 }
 mkdirSync(out, { recursive: true });
 await build({
-  entryPoints: { app: 'src/main.js', style: 'src/style.css', viewer: 'src/viewer/viewer.js', 'viewer-style': 'src/viewer/viewer.css' },
+  entryPoints: { app: 'src/main.js', style: 'src/style.css', viewer: 'src/viewer/viewer.js', 'viewer-style': 'src/viewer/viewer.css',
+    player: 'src/player/offline.js', 'player-style': 'src/player/player.css' },
   bundle: true,
   minify: true,
   format: 'esm',

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"genesis.dev/sandbox/internal/console"
 	"io"
 	"net/http"
 	"path"
@@ -350,22 +351,34 @@ func (s *Server) exportTrace(w http.ResponseWriter, r *http.Request) {
 		// client; the log says why.
 		s.log.Warn("trace export ended", "sandbox", id, "err", err)
 	}
-	if err := add("events.jsonl", int64(events.Len()), &events, ""); err != nil {
+	if err := add("events.jsonl", int64(events.Len()), bytes.NewReader(events.Bytes()), ""); err != nil {
 		fail(err)
 		return
 	}
+	exts := map[string]string{}
 	for _, aid := range artIDs {
 		a, f, err := s.arts.Open(r.Context(), ten, aid)
 		if err != nil {
 			man.Missing = append(man.Missing, aid)
 			continue
 		}
+		exts[aid] = path.Ext(a.Path)
 		err = add("artifacts/"+aid+path.Ext(a.Path), a.Size, f, aid)
 		f.Close()
 		if err != nil {
 			fail(err)
 			return
 		}
+	}
+	// The player, to open the unpacked archive offline (absent from a
+	// binary built without the front-end).
+	if page, err := exportPlayer(id, events.Bytes(), exts); err == nil {
+		if err := add("player.html", int64(len(page)), bytes.NewReader(page), ""); err != nil {
+			fail(err)
+			return
+		}
+	} else {
+		s.log.Debug("trace export without its player", "sandbox", id, "err", err)
 	}
 	mb, _ := json.MarshalIndent(man, "", "  ")
 	if err := tw.WriteHeader(&tar.Header{Name: "manifest.json", Mode: 0o644, Size: int64(len(mb)), ModTime: now, Typeflag: tar.TypeReg}); err != nil {
@@ -383,4 +396,19 @@ func (s *Server) exportTrace(w http.ResponseWriter, r *http.Request) {
 	if err := gz.Close(); err != nil {
 		fail(err)
 	}
+}
+
+// exportPlayer builds the export's player.html from its events.jsonl.
+func exportPlayer(sandboxID string, jsonl []byte, exts map[string]string) ([]byte, error) {
+	evs := []json.RawMessage{}
+	for _, line := range bytes.Split(bytes.TrimSpace(jsonl), []byte("\n")) {
+		if len(line) > 0 {
+			evs = append(evs, line)
+		}
+	}
+	data, err := json.Marshal(map[string]any{"sandbox_id": sandboxID, "events": evs, "ext": exts})
+	if err != nil {
+		return nil, err
+	}
+	return console.PlayerHTML(data)
 }

@@ -156,3 +156,19 @@ func TestDesktopViewer(t *testing.T) {
 		})
 	}
 }
+
+// runNodeJSON runs a script of test/browserclient with node and decodes
+// the one JSON line it prints into out.
+func runNodeJSON(t *testing.T, script string, out any, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", append([]string{script}, args...)...)
+	cmd.Dir = browserClientDir(t)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, _ := cmd.Output()
+	if err := json.Unmarshal(bytes.TrimSpace(stdout), out); err != nil {
+		t.Fatalf("%s: %v: stdout %q stderr %q", script, err, stdout, stderr.String())
+	}
+}

@@ -135,7 +135,7 @@ func TestTraceBrowser(t *testing.T) {
 			// The delete ended the profile's services: their job.finished
 			// events follow the ones read above.
 			lines := strings.Count(string(files["events.jsonl"]), "\n")
-			if man.Events != lines || lines != len(evs)+2 || len(man.Files) != 2 || !strings.HasPrefix(string(files["events.jsonl"]), raw) {
+			if man.Events != lines || lines != len(evs)+2 || len(man.Files) != 3 || files["player.html"] == nil || !strings.HasPrefix(string(files["events.jsonl"]), raw) {
 				t.Fatalf("export: manifest %+v, events.jsonl %d lines, want %d then the services' ends", man, lines, len(evs))
 			}
 			for _, f := range man.Files {

@@ -242,6 +242,52 @@ func TestTraceDesktop(t *testing.T) {
 			if got != len(arts) {
 				t.Errorf("export has %d screenshots, the trace names %d", got, len(arts))
 			}
+
+			// The export's player, opened offline from the unpacked archive
+			// in Chromium: every event in the timeline, the filter by actor,
+			// a screenshot shown, playback moving forward.
+			dir := t.TempDir()
+			for name, b := range files {
+				p := filepath.Join(dir, filepath.FromSlash(name))
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil || os.WriteFile(p, b, 0o644) != nil {
+					t.Fatalf("unpacking %s: %v", name, err)
+				}
+			}
+			if _, ok := files["player.html"]; !ok {
+				t.Fatal("the export has no player.html")
+			}
+			var shotSeq int64
+			humans := 0
+			for _, ev := range evs {
+				if ev.Kind == "computer.screenshot" && shotSeq == 0 {
+					shotSeq = ev.Seq
+				}
+				if ev.Actor == "human:alice" {
+					humans++
+				}
+			}
+			var pr struct {
+				OK             bool     `json:"ok"`
+				Error          string   `json:"error"`
+				Items          int      `json:"items"`
+				Filtered       int      `json:"filtered"`
+				FilteredActors []string `json:"filtered_actors"`
+				ShotWidth      int      `json:"shot_width"`
+				PlayedFrom     int64    `json:"played_from"`
+				PlayedTo       int64    `json:"played_to"`
+				Paused         string   `json:"playing_after_pause"`
+				ConsoleErrors  []string `json:"console_errors"`
+			}
+			runNodeJSON(t, "player.mjs", &pr, "file://"+filepath.Join(dir, "player.html"), "human:alice", fmt.Sprint(shotSeq),
+				filepath.Join(consoleArtifacts(t, "trace-player-"+rt), "player.png"))
+			if !pr.OK || len(pr.ConsoleErrors) > 0 {
+				t.Fatalf("player: %s %q", pr.Error, pr.ConsoleErrors)
+			}
+			lines := strings.Count(string(files["events.jsonl"]), "\n")
+			if pr.Items != lines || pr.Filtered != humans || len(pr.FilteredActors) != 1 || pr.ShotWidth != 1280 ||
+				pr.PlayedTo <= pr.PlayedFrom || pr.Paused != "false" {
+				t.Errorf("player: %+v; want %d items, %d of human:alice, a 1280 px screenshot, playback forward then paused", pr, lines, humans)
+			}
 		})
 	}
 }

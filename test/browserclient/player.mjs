@@ -1,0 +1,53 @@
+// player.mjs URL ACTOR SHOT_SEQ OUT_PNG opens a trace player page (an
+// export's player.html, by file:// URL) in this machine's Chromium with
+// Playwright's own client and prints one JSON line of what it saw: the
+// number of timeline items, how many stay visible when filtered by ACTOR,
+// the natural size of the screenshot shown when the event SHOT_SEQ is
+// selected, and the events the player passes through when played at 4×.
+import { createRequire } from 'node:module';
+const require = createRequire(import.meta.url);
+const { chromium } = require('playwright-core');
+
+const [url, actor, shotSeq, outPng] = process.argv.slice(2);
+const out = { ok: true, console_errors: [] };
+const T = 60000;
+let browser;
+try {
+  browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium', headless: true, timeout: T,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run', '--disable-dev-shm-usage'],
+  });
+  const page = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
+  page.setDefaultTimeout(T);
+  page.on('console', (m) => { if (m.type() === 'error') out.console_errors.push(m.text()); });
+  page.on('pageerror', (e) => out.console_errors.push(`page error: ${e.message}`));
+  await page.goto(url, { timeout: T });
+  await page.waitForSelector('#player-events li');
+  out.items = await page.locator('#player-events li').count();
+  out.title = await page.textContent('h1');
+  await page.selectOption('#player-actor', actor);
+  out.filtered = await page.locator('#player-events li:not([hidden])').count();
+  out.filtered_actors = [...new Set(await page.locator('#player-events li:not([hidden])').evaluateAll((els) => els.map((e) => e.dataset.actor)))];
+  await page.selectOption('#player-actor', '');
+  await page.click(`#player-events li[data-seq="${shotSeq}"] button`);
+  await page.waitForFunction(() => { const i = document.getElementById('player-shot'); return !i.parentElement.hidden && i.complete && i.naturalWidth > 0; });
+  out.shot_width = await page.evaluate(() => document.getElementById('player-shot').naturalWidth);
+  await page.screenshot({ path: outPng });
+  // Play from the start at 4×: the current event moves forward.
+  await page.selectOption('#player-speed', '4');
+  await page.click('#player-events li:first-child button');
+  const from = Number(await page.getAttribute('.player', 'data-current'));
+  await page.click('#player-play');
+  await page.waitForFunction((f) => Number(document.querySelector('.player').dataset.current) > f + 2, from);
+  out.played_from = from;
+  out.played_to = Number(await page.getAttribute('.player', 'data-current'));
+  await page.click('#player-play'); // pause
+  out.playing_after_pause = await page.getAttribute('.player', 'data-playing');
+} catch (e) {
+  out.ok = false;
+  out.error = String((e && e.stack) || e);
+} finally {
+  if (browser) await browser.close().catch(() => {});
+}
+console.log(JSON.stringify(out));
+if (!out.ok) process.exitCode = 1;
