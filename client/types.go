@@ -187,6 +187,16 @@ type Profile struct {
 	// Browser is set for a browser profile: its sandboxes serve
 	// /v1/sandboxes/{id}/browser.
 	Browser *ProfileBrowser `json:"browser,omitempty"`
+	// Desktop is set for a desktop profile: its sandboxes serve the
+	// computer actions, control and live-view routes.
+	Desktop *ProfileDesktop `json:"desktop,omitempty"`
+}
+
+// ProfileDesktop describes a desktop profile's display.
+type ProfileDesktop struct {
+	Width      int `json:"width"`
+	Height     int `json:"height"`
+	MaxActions int `json:"max_actions"`
 }
 
 // ProfileBrowser describes a browser profile's browser.

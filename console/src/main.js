@@ -13,7 +13,9 @@ import { leasesView, poolsView } from './views/leases.js';
 import { tenantsView } from './views/tenants.js';
 import { auditView } from './views/audit.js';
 import { systemView } from './views/system.js';
-import { laterView, notFoundView } from './views/misc.js';
+import { notFoundView } from './views/misc.js';
+import { desktopsView } from './views/desktops.js';
+import { tracesView, traceView } from './views/traces.js';
 
 const routes = [
   [/^\/sandboxes$/, sandboxesView, 'sandboxes'],
@@ -27,8 +29,9 @@ const routes = [
   [/^\/tenants$/, tenantsView, 'tenants'],
   [/^\/audit$/, auditView, 'audit'],
   [/^\/system$/, systemView, 'system'],
-  [/^\/desktop$/, laterView('Desktops', 'The live view of a desktop sandbox, with observe, take over and release, comes with the desktop issue; it will appear here.'), 'desktop'],
-  [/^\/traces$/, laterView('Traces', 'The trace player comes with the trace issue; it will appear here.'), 'traces'],
+  [/^\/desktop$/, desktopsView, 'desktop'],
+  [/^\/traces$/, tracesView, 'traces'],
+  [/^\/traces\/([^/]+)$/, traceView, 'traces'],
 ];
 
 const nav = [

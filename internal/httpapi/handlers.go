@@ -58,6 +58,9 @@ func profileWire(v control.ProfileView) client.Profile {
 	if b := v.Browser; b != nil {
 		p.Browser = &client.ProfileBrowser{CDPPort: b.CDPPort, PlaywrightPort: b.PlaywrightPort, DownloadsDir: b.DownloadsDir, MaxActions: b.MaxActions}
 	}
+	if d := v.Desktop; d != nil {
+		p.Desktop = &client.ProfileDesktop{Width: d.Width, Height: d.Height, MaxActions: d.MaxActions}
+	}
 	return p
 }
 

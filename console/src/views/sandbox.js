@@ -82,6 +82,7 @@ export async function sandboxView(root, { params: [id], go }) {
       h('div', { class: 'actions' },
         h('a', { class: 'button', href: `#/sandboxes/${enc(sb.id)}/files`, id: 'open-files' }, 'Files'),
         h('a', { class: 'button', href: `#/sandboxes/${enc(sb.id)}/terminal`, id: 'open-terminal' }, 'Terminal'),
+        h('a', { class: 'button', href: `#/traces/${enc(sb.id)}`, id: 'open-trace' }, 'Trace'),
         h('button', { type: 'button', class: 'danger', onclick: async () => {
           if (!confirm(`Delete sandbox ${sb.id}?`)) return;
           try { await del(base); go('/sandboxes'); } catch (e) { replace(msg, note(e.message, 'error')); }
