@@ -287,6 +287,22 @@ func (c *Client) PatchSandbox(ctx context.Context, id string, req PatchSandboxRe
 	return &v, nil
 }
 
+// RenewSandbox calls POST /v1/sandboxes/{id}/renew: the sandbox expires
+// ttl from now (0: the service's default TTL). A leased sandbox answers 409
+// leased_sandbox (renew its lease).
+func (c *Client) RenewSandbox(ctx context.Context, id string, ttl time.Duration) (*Sandbox, error) {
+	p, err := idPath("/v1/sandboxes/", id)
+	if err != nil {
+		return nil, err
+	}
+	var v Sandbox
+	req := RenewSandboxRequest{TTLSeconds: int64(ttl / time.Second)}
+	if err := c.do(ctx, request{method: http.MethodPost, path: p + "/renew", auth: true, body: req}, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
 // DeleteSandbox calls DELETE /v1/sandboxes/{id}. Deleting an already
 // destroyed sandbox succeeds; an unknown id fails with IsNotFound(err).
 func (c *Client) DeleteSandbox(ctx context.Context, id string) error {

@@ -44,7 +44,9 @@ type CreateSandboxRequest struct {
 // Sandbox is a sandbox as the API shows it. It never exposes container ids
 // or environment values.
 type Sandbox struct {
-	ID              string            `json:"id"`
+	ID string `json:"id"`
+	// Tenant owns the sandbox (an admin's listing spans tenants).
+	Tenant          string            `json:"tenant,omitempty"`
 	State           string            `json:"state"`
 	Profile         string            `json:"profile"`
 	Runtime         string            `json:"runtime"`
@@ -92,6 +94,12 @@ type SandboxList struct {
 // of metadata; a null value deletes the key.
 type PatchSandboxRequest struct {
 	Metadata map[string]*string `json:"metadata"`
+}
+
+// RenewSandboxRequest is the body of POST /v1/sandboxes/{id}/renew: the
+// sandbox expires TTLSeconds from now (0: the service's default TTL).
+type RenewSandboxRequest struct {
+	TTLSeconds int64 `json:"ttl_seconds,omitempty"`
 }
 
 // ExecRequest is the body of POST /v1/sandboxes/{id}/exec. Exactly one of

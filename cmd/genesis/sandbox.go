@@ -24,6 +24,7 @@ func newSandboxCmd(a *app) *cobra.Command {
 		newSandboxCreateCmd(a),
 		newSandboxListCmd(a),
 		newSandboxGetCmd(a),
+		newSandboxRenewCmd(a),
 		newSandboxRemoveCmd(a),
 		newSandboxTicketCmd(a),
 	)
@@ -182,6 +183,25 @@ func newSandboxGetCmd(a *app) *cobra.Command {
 			})
 		}),
 	}
+}
+
+// newSandboxRenewCmd builds "genesis sandbox renew SANDBOX [--ttl D]".
+func newSandboxRenewCmd(a *app) *cobra.Command {
+	var ttl time.Duration
+	cmd := &cobra.Command{
+		Use:   "renew SANDBOX [--ttl 1h]",
+		Short: "Set a sandbox's expiry to a TTL from now (a leased sandbox: renew its lease)",
+		Args:  exactArgs(1, "one sandbox id"),
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.Sandbox, error) {
+				return c.RenewSandbox(ctx, args[0], ttl)
+			}, func(sb *client.Sandbox) error {
+				return printFields(a.stdout, a.sandboxFields(sb))
+			})
+		}),
+	}
+	cmd.Flags().DurationVar(&ttl, "ttl", 0, "how long from now (default: the service's default TTL)")
+	return cmd
 }
 
 // sandboxFields is the text detail view of a sandbox.

@@ -675,3 +675,31 @@ func sortedKeys(m map[string]string) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// RenewSandbox sets a sandbox's expiry to ttl seconds from now (0: the
+// service's default TTL), within limits.max_ttl_seconds. A leased
+// sandbox's expiry is its lease's: renew the lease instead (409
+// leased_sandbox). A destroyed or failed sandbox is not renewed.
+func (s *Service) RenewSandbox(ctx context.Context, tenant, id string, ttl int64) (*sandbox.Sandbox, error) {
+	switch {
+	case ttl < 0 || ttl > s.cfg.Limits.MaxTTLSeconds:
+		return nil, errdefs.WithCode("invalid_ttl", invalid("ttl_seconds must be between 1 and %d, got %d", s.cfg.Limits.MaxTTLSeconds, ttl))
+	case ttl == 0:
+		ttl = s.cfg.Limits.DefaultTTLSeconds
+	}
+	if _, err := s.GetSandbox(ctx, tenant, id); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	exp := now.Add(time.Duration(ttl) * time.Second)
+	return s.store.UpdateSandbox(ctx, id, 0, now, func(x *sandbox.Sandbox) error {
+		switch {
+		case x.State.Final() || x.State == sandbox.StateDraining:
+			return errdefs.WithCode("invalid_state", fmt.Errorf("sandbox %s is %s: %w", id, x.State, errdefs.ErrFailedPrecondition))
+		case x.State == sandbox.StateLeased || x.State == sandbox.StateBusy || x.State == sandbox.StateIdle:
+			return errdefs.WithCode("leased_sandbox", fmt.Errorf("sandbox %s is leased: its expiry is the lease's (POST /v1/leases/{id}/renew): %w", id, errdefs.ErrConflict))
+		}
+		x.ExpiresAt = &exp
+		return nil
+	})
+}

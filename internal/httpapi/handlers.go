@@ -119,7 +119,7 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 
 func sandboxWire(sb *sandbox.Sandbox) client.Sandbox {
 	out := client.Sandbox{
-		ID: sb.ID, State: string(sb.State), Profile: sb.Profile, Runtime: string(sb.Runtime),
+		ID: sb.ID, Tenant: sb.Tenant, State: string(sb.State), Profile: sb.Profile, Runtime: string(sb.Runtime),
 		RiskLevel: string(sb.RiskLevel), Image: sb.Image,
 		Resources:     client.Resources{CPU: sb.Resources.CPU, MemoryMB: sb.Resources.MemoryMB, Pids: sb.Resources.Pids, DiskMB: sb.Resources.DiskMB},
 		Metadata:      sb.Metadata,
@@ -168,6 +168,18 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := control.SandboxFilter{Tenant: tenantOf(r), Profile: q.Get("profile")}
+	// An admin key lists any tenant's sandboxes (?tenant=NAME, or * for
+	// every tenant's); a tenant's key only its own.
+	if t := q.Get("tenant"); t != "" && t != f.Tenant {
+		if !principalOf(r).Admin {
+			s.writeProblem(w, r, errdefs.WithCode("admin_required", fmt.Errorf("only an admin key may list another tenant's sandboxes: %w", errdefs.ErrPermissionDenied)))
+			return
+		}
+		f.Tenant = t
+		if t == "*" {
+			f.Tenant = ""
+		}
+	}
 	for _, st := range q["state"] {
 		for _, one := range strings.Split(st, ",") {
 			f.States = append(f.States, sandbox.State(one))
@@ -226,6 +238,22 @@ func (s *Server) patchSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sb, err := s.ctl.PatchSandbox(r.Context(), tenantOf(r), r.PathValue("id"), ifv, req.Metadata)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	w.Header().Set("ETag", etag(sb))
+	writeJSON(w, http.StatusOK, sandboxWire(sb))
+}
+
+// renewSandbox serves POST /v1/sandboxes/{id}/renew {ttl_seconds}.
+func (s *Server) renewSandbox(w http.ResponseWriter, r *http.Request) {
+	var req client.RenewSandboxRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	sb, err := s.ctl.RenewSandbox(r.Context(), tenantOf(r), r.PathValue("id"), req.TTLSeconds)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

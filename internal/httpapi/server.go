@@ -183,6 +183,7 @@ func (s *Server) routesInit() {
 	s.handle("GET", "/v1/sandboxes/{id}", true, s.getSandbox)
 	s.handle("PATCH", "/v1/sandboxes/{id}", true, s.patchSandbox)
 	s.handle("DELETE", "/v1/sandboxes/{id}", true, s.deleteSandbox)
+	s.handle("POST", "/v1/sandboxes/{id}/renew", true, s.renewSandbox)
 	s.handle("POST", "/v1/sandboxes/{id}/exec", true, s.exec)
 	s.handle("GET", "/v1/jobs/{id}", true, s.getJob)
 	s.handle("GET", "/v1/jobs/{id}/logs", true, s.jobLogs)

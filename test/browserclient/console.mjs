@@ -200,6 +200,17 @@ try {
     // The theme switch, and the dark view of a sandbox.
     await page.goto(`${base}/console/#/sandboxes/${encodeURIComponent(sbID)}`);
     await page.waitForSelector('#sandbox-title');
+    // Renew: the sandbox expires in an hour.
+    const before = (await api('GET', `/v1/sandboxes/${encodeURIComponent(sbID)}`)).expires_at;
+    await page.click('#renew');
+    for (let i = 0; ; i++) {
+      const after = (await api('GET', `/v1/sandboxes/${encodeURIComponent(sbID)}`)).expires_at;
+      const left = Date.parse(after) - Date.now();
+      if (after !== before && left > 3500e3 && left <= 3600e3) { out.renewed = true; break; }
+      if (i > 100) throw new Error(`renew: expiry ${before} → ${after}`);
+      await page.waitForTimeout(100);
+    }
+    await page.waitForSelector('#sandbox-title');
     await page.waitForSelector('#history table');
     out.history = await page.textContent('#history');
     await page.click('button:text("Theme")');
@@ -227,6 +238,14 @@ try {
     await p3.goto(`${base}/console/#/tenants`);
     await p3.waitForSelector('h1:text("Tenants")');
     out.tenants_text = await p3.textContent('main');
+    // The admin lists every tenant's sandboxes: the tenant's is there, with
+    // its tenant, and without a link (its page is its owner's).
+    await p3.goto(`${base}/console/#/sandboxes?tenant=*`);
+    await p3.waitForSelector(`tr[data-id="${sbID}"]`);
+    out.admin_row = await p3.textContent(`tr[data-id="${sbID}"]`);
+    out.admin_row_link = await p3.locator(`tr[data-id="${sbID}"] a`).count();
+    await p3.goto(`${base}/console/#/tenants`);
+    await p3.waitForSelector('h1:text("Tenants")');
     await shot(p3, 'tenants');
     // A narrow screen (responsive layout).
     await p3.setViewportSize({ width: 390, height: 800 });

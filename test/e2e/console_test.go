@@ -60,6 +60,9 @@ type consoleRun struct {
 	OtherList        []string `json:"other_list"`
 	OtherPage        string   `json:"other_page"`
 	TenantsText      string   `json:"tenants_text"`
+	AdminRow         string   `json:"admin_row"`
+	AdminRowLink     int      `json:"admin_row_link"`
+	Renewed          bool     `json:"renewed"`
 	Perf             []struct {
 		Listed int     `json:"listed"`
 		MS     float64 `json:"ms"`
@@ -270,6 +273,9 @@ func TestConsole(t *testing.T) {
 			}
 			if slices.Contains(r.OtherList, r.SandboxID) || !strings.Contains(r.OtherPage, "Not found") {
 				t.Errorf("another tenant: list %v, page %q", r.OtherList, r.OtherPage)
+			}
+			if !strings.Contains(r.AdminRow, "default") || r.AdminRowLink != 0 || !r.Renewed {
+				t.Errorf("admin's listing of every tenant: row %q (%d links), renewed %v", r.AdminRow, r.AdminRowLink, r.Renewed)
 			}
 			if !strings.Contains(r.TenantsText, "other") {
 				t.Errorf("admin tenants view: %q", r.TenantsText)

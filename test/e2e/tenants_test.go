@@ -82,6 +82,7 @@ var foreignBodies = map[string]string{
 	"GET /v1/sandboxes/{id}/control":                 "",
 	"GET /v1/sandboxes/{id}/display/vnc":             "",
 	"GET /v1/sandboxes/{id}/display/viewer":          "",
+	"POST /v1/sandboxes/{id}/renew":                  `{"ttl_seconds":600}`,
 	"POST /v1/sandboxes/{id}/display/links":          `{"role":"controller","ttl_seconds":60}`,
 	"POST /v1/sandboxes/{id}/control":                `{"holder":"human:mallory"}`,
 	"DELETE /v1/sandboxes/{id}/control":              "",

@@ -2,7 +2,7 @@ import { h, replace, table, badge, note, fmtTime, fmtBytes, field } from '../dom
 import { get, post, del, enc } from '../api.js';
 import { jobsOf, rememberJob } from './jobstore.js';
 
-export async function sandboxView(root, { params: [id], go }) {
+export async function sandboxView(root, { params: [id], go, refresh }) {
   const sb = await get(`/v1/sandboxes/${enc(id)}`);
   const base = `/v1/sandboxes/${enc(sb.id)}`;
   const r = sb.resources || {};
@@ -83,6 +83,9 @@ export async function sandboxView(root, { params: [id], go }) {
         h('a', { class: 'button', href: `#/sandboxes/${enc(sb.id)}/files`, id: 'open-files' }, 'Files'),
         h('a', { class: 'button', href: `#/sandboxes/${enc(sb.id)}/terminal`, id: 'open-terminal' }, 'Terminal'),
         h('a', { class: 'button', href: `#/traces/${enc(sb.id)}`, id: 'open-trace' }, 'Trace'),
+        h('button', { type: 'button', id: 'renew', title: "Expire one hour from now (a leased sandbox: renew its lease)", onclick: async () => {
+          try { await post(`${base}/renew`, { ttl_seconds: 3600 }); refresh(); } catch (e) { replace(msg, note(`${e.message}${e.code ? ` (${e.code})` : ''}`, 'error')); }
+        } }, 'Renew 1 h'),
         h('button', { type: 'button', class: 'danger', onclick: async () => {
           if (!confirm(`Delete sandbox ${sb.id}?`)) return;
           try { await del(base); go('/sandboxes'); } catch (e) { replace(msg, note(e.message, 'error')); }

@@ -1,5 +1,5 @@
 import { h, replace, table, field, select, badge, note, fmtTime, fmtRelative } from '../dom.js';
-import { get, post, del, enc } from '../api.js';
+import { get, post, del, enc, session } from '../api.js';
 
 const STATES = ['', 'created', 'starting', 'ready', 'leased', 'busy', 'idle', 'draining', 'destroyed', 'failed'];
 const RISKS = ['', 'trusted', 'low', 'medium', 'high', 'untrusted'];
@@ -8,9 +8,10 @@ export async function sandboxesView(root, { query, go, refresh }) {
   const f = {
     state: query.get('state') || '', profile: query.get('profile') || '',
     runtime: query.get('runtime') || '', metadata: query.get('metadata') || '',
+    tenant: session.admin ? (query.get('tenant') || '') : '',
   };
   const [list, profiles] = await Promise.all([
-    get('/v1/sandboxes', { state: f.state, profile: f.profile, metadata: f.metadata ? f.metadata.split(',').map((s) => s.trim()) : [] }),
+    get('/v1/sandboxes', { state: f.state, profile: f.profile, tenant: f.tenant, metadata: f.metadata ? f.metadata.split(',').map((s) => s.trim()) : [] }),
     get('/v1/profiles').catch(() => ({ items: [] })),
   ]);
   const profs = profiles.items || profiles || [];
@@ -21,6 +22,8 @@ export async function sandboxesView(root, { query, go, refresh }) {
     field('Profile', select('profile', ['', ...profs.map((p) => p.name)], f.profile)),
     field('Runtime', select('runtime', ['', 'runc', 'runsc'], f.runtime)),
     field('Metadata', h('input', { name: 'metadata', value: f.metadata, placeholder: 'key=value, key2=value2' })),
+    // An admin key lists any tenant's sandboxes (* for all).
+    session.admin ? field('Tenant', h('input', { name: 'tenant', value: f.tenant, placeholder: 'yours; * for every tenant' })) : null,
     h('button', { type: 'submit' }, 'Filter'));
   filters.addEventListener('submit', (ev) => {
     ev.preventDefault();
@@ -29,13 +32,16 @@ export async function sandboxesView(root, { query, go, refresh }) {
 
   const msg = h('div', { 'aria-live': 'polite' });
   const rows = items.map((s) => h('tr', { dataset: { id: s.id } },
-    h('td', {}, h('a', { href: `#/sandboxes/${enc(s.id)}` }, s.id)),
+    // Another tenant's sandbox (an admin's listing) has no page here: the
+    // API answers its owner's key only.
+    h('td', {}, !s.tenant || s.tenant === session.tenant ? h('a', { href: `#/sandboxes/${enc(s.id)}` }, s.id) : s.id),
+    session.admin ? h('td', {}, s.tenant || '') : null,
     h('td', {}, badge(s.state)),
     h('td', {}, s.profile), h('td', {}, s.runtime), h('td', {}, s.risk_level),
     h('td', {}, Object.entries(s.metadata || {}).map(([k, v]) => `${k}=${v}`).join(', ')),
     h('td', {}, fmtTime(s.created_at)),
     h('td', {}, s.expires_at ? fmtRelative(s.expires_at) : '–'),
-    h('td', {}, s.state === 'destroyed' ? null : h('button', {
+    h('td', {}, s.state === 'destroyed' || (s.tenant && s.tenant !== session.tenant) ? null : h('button', {
       type: 'button', class: 'danger small', 'aria-label': `Delete ${s.id}`,
       onclick: async () => {
         if (!confirm(`Delete sandbox ${s.id}?`)) return;
@@ -46,7 +52,7 @@ export async function sandboxesView(root, { query, go, refresh }) {
   replace(root,
     h('div', { class: 'title-row' }, h('h1', {}, 'Sandboxes'), h('span', { class: 'muted', id: 'count' }, `${items.length} listed`)),
     filters, msg,
-    table('Sandboxes', ['ID', 'State', 'Profile', 'Runtime', 'Risk', 'Metadata', 'Created', 'Expires', ''], rows, 'No sandboxes match.'),
+    table('Sandboxes', ['ID', ...(session.admin ? ['Tenant'] : []), 'State', 'Profile', 'Runtime', 'Risk', 'Metadata', 'Created', 'Expires', ''], rows, 'No sandboxes match.'),
     createForm(profs, go));
   root.dataset.listed = String(items.length);
   performance.mark('sandboxes-listed');
