@@ -84,6 +84,12 @@ func (v *Viewer) ServePage(w http.ResponseWriter, r *http.Request, p ViewerPage)
 	_, _ = w.Write(buf.Bytes())
 }
 
+// HasAsset reports whether ViewerPrefix + name is served.
+func (v *Viewer) HasAsset(name string) bool {
+	_, ok := v.h.files[name]
+	return ok && viewerAssets[name]
+}
+
 // ServeAsset answers GET ViewerPrefix + name for the page's script and
 // style.
 func (v *Viewer) ServeAsset(w http.ResponseWriter, r *http.Request) {

@@ -46,7 +46,7 @@ func (s *Server) desktopRoutes() {
 		s.handle("GET", "/v1/sandboxes/{id}/display/viewer", true, s.displayViewerRedirect)
 		s.handle("GET", "/v1/displays/{token}/viewer", false, s.displayViewer)
 		s.handle("GET", "/v1/displays/{token}/control", false, s.desktopControl)
-		s.handle("GET", console.ViewerPrefix+"{file}", false, s.viewer.ServeAsset)
+		s.handle("GET", console.ViewerPrefix+"{file}", false, s.viewerAsset)
 	}
 }
 
@@ -296,4 +296,13 @@ func (s *Server) computerActions(w http.ResponseWriter, r *http.Request) {
 		out.Results[i] = cr
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// viewerAsset serves the live-view page's script and style.
+func (s *Server) viewerAsset(w http.ResponseWriter, r *http.Request) {
+	if !s.viewer.HasAsset(r.PathValue("file")) {
+		s.writeProblem(w, r, errdefs.WithCode("not_found", fmt.Errorf("no file %.60q of the live-view page (run make build if the page is not built): %w", r.PathValue("file"), errdefs.ErrNotFound)))
+		return
+	}
+	s.viewer.ServeAsset(w, r)
 }

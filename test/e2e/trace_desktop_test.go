@@ -78,6 +78,20 @@ func TestTraceDesktop(t *testing.T) {
 				st, err := c.DesktopControl(callCtx(t), sb.ID, -1, 0)
 				return err == nil && st.Holder == "human:alice", fmt.Sprint(st, err)
 			})
+			// Their input is recorded (the Return ends the run of typing)
+			// before the agent tries again, so the trace's order is fixed.
+			eventually(t, 20*time.Second, "the person's input in the trace", func() (bool, string) {
+				pg, err := c.TracePage(callCtx(t), sb.ID, 0, 1000)
+				if err != nil {
+					return false, err.Error()
+				}
+				for _, ev := range pg.Events {
+					if ev.Kind == "human.input" && strings.Contains(string(ev.Data), `"key":"Return"`) {
+						return true, ""
+					}
+				}
+				return false, fmt.Sprintf("%d events", len(pg.Events))
+			})
 			_, err = act(client.ComputerAction{Action: "left_click", Coordinate: []int{cx, cy}})
 			var ae *client.APIError
 			if !errors.As(err, &ae) || ae.Status != 409 || ae.Problem.Code != "control_held" {
