@@ -195,7 +195,10 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, jobID string,
 			// The record is read when the reader first catches up and then
 			// at each keepalive, not on every append.
 			checkRecord = false
-			if j, err := s.jobs.GetJob(ctx, tenantOf(r), jobID); err == nil && j.State.Final() && cursor >= log.Size() {
+			// Not while this process is still to append the log's exit (it
+			// records the final state first): the stream would end with
+			// an exit whose id is the last event's, and the real one after.
+			if j, err := s.jobs.GetJob(ctx, tenantOf(r), jobID); err == nil && j.State.Final() && cursor >= log.Size() && !s.jobs.LogPending(jobID) {
 				if _, _, done := log.Offsets(); !done {
 					_ = sw.event(strconv.FormatInt(cursor, 10), "exit", exitFromJob(j))
 					_ = sw.flush()

@@ -122,6 +122,8 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	if _, err := s.logs.Get(job.ID, true); err != nil {
 		s.log.Warn("creating job log", "job", job.ID, "err", err)
 	}
+	s.setExecing(job.ID, true)
+	defer s.setExecing(job.ID, false)
 	if err := s.arts.Plan(ctx, job, in.Artifacts); err != nil {
 		return nil, s.execFailed(ctx, sb, job, err, false)
 	}

@@ -171,6 +171,26 @@ func (s *Manager) followJob(att *control.Attachment, jobID string, first streamF
 	return true
 }
 
+// LogPending reports whether this process will still append to the job's
+// log (its exit frame included): a follower copies a background job's
+// output, or a synchronous exec's output waits to be written. A job whose
+// record is final while its log is pending is not lost: its exit is coming.
+func (s *Manager) LogPending(jobID string) bool {
+	s.followMu.Lock()
+	defer s.followMu.Unlock()
+	return s.following[jobID] != nil || s.execing[jobID]
+}
+
+func (s *Manager) setExecing(jobID string, on bool) {
+	s.followMu.Lock()
+	defer s.followMu.Unlock()
+	if on {
+		s.execing[jobID] = true
+	} else {
+		delete(s.execing, jobID)
+	}
+}
+
 // followed returns the attachment of a job's follower, or nil.
 func (s *Manager) followed(jobID string) *control.Attachment {
 	s.followMu.Lock()

@@ -93,7 +93,10 @@ type Manager struct {
 
 	followMu  sync.Mutex
 	following map[string]*control.Attachment // job id → its follower's attachment
-	closing   bool
+	// execing are the synchronous execs whose log this process has yet to
+	// write (it is written once the job's record is final).
+	execing map[string]bool
+	closing bool
 	bgCtx     context.Context // followers; canceled by Close
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -127,7 +130,7 @@ func New(cfg Config) (*Manager, error) {
 	return &Manager{
 		sbx: cfg.Sandboxes, store: cfg.Store, logs: cfg.Logs, arts: cfg.Artifacts, lim: cfg.Limits, ret: cfg.LogRetention,
 		now: func() time.Time { return now().UTC() }, log: cfg.Logger, obs: cfg.Metrics, trace: cfg.Trace, gate: cfg.Gate,
-		following: map[string]*control.Attachment{}, bgCtx: bg, cancel: cancel,
+		following: map[string]*control.Attachment{}, execing: map[string]bool{}, bgCtx: bg, cancel: cancel,
 	}, nil
 }
 
