@@ -262,3 +262,58 @@ func (c *Client) CreateDisplayLink(ctx context.Context, sandboxID, role string, 
 	}
 	return &out, nil
 }
+
+// RecordingRequest is the body of POST /v1/sandboxes/{id}/display/recording.
+type RecordingRequest struct {
+	// FPS is the frame rate (1..30, default 5).
+	FPS int `json:"fps,omitempty"`
+	// SegmentSeconds is a segment's length (1..60, default 2).
+	SegmentSeconds int `json:"segment_seconds,omitempty"`
+}
+
+// Recording is a desktop's display recording; its segments are video.segment
+// events of the sandbox's trace (artifacts, with wall-clock start and end).
+type Recording struct {
+	ID             string     `json:"id"`
+	SandboxID      string     `json:"sandbox_id"`
+	State          string     `json:"state"`
+	FPS            int        `json:"fps"`
+	SegmentSeconds int        `json:"segment_seconds"`
+	StartedAt      time.Time  `json:"started_at"`
+	StoppedAt      *time.Time `json:"stopped_at,omitempty"`
+	Segments       int        `json:"segments"`
+	Bytes          int64      `json:"bytes"`
+	Error          string     `json:"error,omitempty"`
+}
+
+// StartRecording calls POST /v1/sandboxes/{id}/display/recording.
+func (c *Client) StartRecording(ctx context.Context, sandboxID string, req RecordingRequest) (*Recording, error) {
+	return c.recording(ctx, http.MethodPost, sandboxID, &req)
+}
+
+// StopRecording calls DELETE /v1/sandboxes/{id}/display/recording: it
+// answers once the last segment is kept.
+func (c *Client) StopRecording(ctx context.Context, sandboxID string) (*Recording, error) {
+	return c.recording(ctx, http.MethodDelete, sandboxID, nil)
+}
+
+// GetRecording calls GET /v1/sandboxes/{id}/display/recording.
+func (c *Client) GetRecording(ctx context.Context, sandboxID string) (*Recording, error) {
+	return c.recording(ctx, http.MethodGet, sandboxID, nil)
+}
+
+func (c *Client) recording(ctx context.Context, method, sandboxID string, body any) (*Recording, error) {
+	p, err := idPath("/v1/sandboxes/", sandboxID)
+	if err != nil {
+		return nil, err
+	}
+	var v Recording
+	r := request{method: method, path: p + "/display/recording", auth: true}
+	if body != nil {
+		r.body = body
+	}
+	if err := c.do(ctx, r, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}

@@ -23,7 +23,7 @@ func newDesktopCmd(a *app) *cobra.Command {
 Run computer-use actions on it (genesis desktop actions) in the Anthropic
 computer tool's or OpenAI's vocabulary, or take a screenshot.`,
 	}
-	cmd.AddCommand(newDesktopActionsCmd(a), newDesktopScreenshotCmd(a), newDesktopControlCmd(a), newDesktopViewCmd(a))
+	cmd.AddCommand(newDesktopActionsCmd(a), newDesktopScreenshotCmd(a), newDesktopControlCmd(a), newDesktopViewCmd(a), newDesktopRecordCmd(a))
 	return cmd
 }
 
@@ -279,5 +279,41 @@ any other controller, and their first input takes control from the agent.`,
 	cmd.Flags().StringVar(&role, "role", "observer", "observer or controller")
 	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Minute, "how long the link works")
 	cmd.Flags().BoolVar(&ws, "ws", false, "print the RFB WebSocket URL, not the page")
+	return cmd
+}
+
+// newDesktopRecordCmd builds "genesis desktop record SANDBOX start|stop|status".
+func newDesktopRecordCmd(a *app) *cobra.Command {
+	var fps, segment int
+	cmd := &cobra.Command{
+		Use:   "record SANDBOX start|stop|status [--fps 5] [--segment 2]",
+		Short: "Record the display into the sandbox's trace (video segments as artifacts)",
+		Long: `start records the display with ffmpeg inside the sandbox: every closed
+segment becomes an artifact and a video.segment event of the trace (genesis
+trace export carries them, and its player plays them in step with the events).
+stop ends it and waits for the last segment; status shows it.`,
+		Args: exactArgs(2, "a sandbox id and start, stop or status"),
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.Recording, error) {
+				switch args[1] {
+				case "start":
+					return c.StartRecording(ctx, args[0], client.RecordingRequest{FPS: fps, SegmentSeconds: segment})
+				case "stop":
+					return c.StopRecording(ctx, args[0])
+				case "status":
+					return c.GetRecording(ctx, args[0])
+				}
+				return nil, usageErrorf("want start, stop or status, got %q", args[1])
+			}, func(r *client.Recording) error {
+				_, err := fmt.Fprintf(a.stdout, "recording\t%s\nstate\t%s\nfps\t%d\nsegments\t%d\nbytes\t%d\n", r.ID, r.State, r.FPS, r.Segments, r.Bytes)
+				if err == nil && r.Error != "" {
+					_, err = fmt.Fprintf(a.stdout, "error\t%s\n", r.Error)
+				}
+				return err
+			})
+		}),
+	}
+	cmd.Flags().IntVar(&fps, "fps", 0, "frames per second (default 5)")
+	cmd.Flags().IntVar(&segment, "segment", 0, "seconds per segment (default 2)")
 	return cmd
 }

@@ -3,8 +3,10 @@ package desktop
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -31,9 +33,16 @@ type Target struct {
 	// Dial connects to 127.0.0.1:port inside the sandbox; it stays usable
 	// after Release while the sandbox runs.
 	Dial func(ctx context.Context, port int) (net.Conn, error)
-	// Launch starts a program in the background inside the sandbox.
-	Launch  func(ctx context.Context, req agentproto.JobStartRequest) (agentproto.JobInfo, error)
-	Release func()
+	// Launch starts a program in the background inside the sandbox;
+	// JobInfo and CancelJob follow and end it.
+	Launch    func(ctx context.Context, req agentproto.JobStartRequest) (agentproto.JobInfo, error)
+	JobInfo   func(ctx context.Context, id string) (agentproto.JobInfo, error)
+	CancelJob func(ctx context.Context, id string, grace time.Duration) error
+	// ReadFile opens and RemoveFile deletes a file of the sandbox (the
+	// recordings' segments, below the workspace).
+	ReadFile   func(ctx context.Context, path string) (io.ReadCloser, error)
+	RemoveFile func(ctx context.Context, path string, recursive bool) error
+	Release    func()
 }
 
 // Sandboxes finds a caller's running desktop sandbox (ErrNotFound, or code
@@ -70,6 +79,8 @@ type Manager struct {
 	ctl      controlLeases
 	hub      *interactive.Hub // the live view's controllers, per sandbox
 	encoders chan struct{}    // slots of the trace's screenshot encoders
+	// recorders are the display recordings, per sandbox (the latest).
+	recorders map[string]*recorder
 }
 
 // New returns a Manager.
@@ -91,7 +102,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("desktop: screenshots %q must be off, after or both: %w", cfg.Screenshots, errdefs.ErrInvalidArgument)
 	}
 	return &Manager{cfg: cfg, sessions: map[string]*session{}, ctl: controlLeases{leases: map[string]*lease{}}, hub: interactive.NewHub(),
-		encoders: make(chan struct{}, maxEncoders)}, nil
+		encoders: make(chan struct{}, maxEncoders), recorders: map[string]*recorder{}}, nil
 }
 
 // Name is the manager's hook name.
@@ -107,6 +118,7 @@ func (m *Manager) SandboxEnding(_ context.Context, sandboxID, _ string) {
 		s.close()
 	}
 	m.dropControl(sandboxID)
+	m.endRecording(sandboxID)
 }
 
 // Close closes every X connection.
@@ -117,6 +129,15 @@ func (m *Manager) Close() {
 	m.mu.Unlock()
 	for _, s := range all {
 		s.close()
+	}
+	m.mu.Lock()
+	ids := make([]string, 0, len(m.recorders))
+	for id := range m.recorders {
+		ids = append(ids, id)
+	}
+	m.mu.Unlock()
+	for _, id := range ids {
+		m.endRecording(id)
 	}
 }
 
@@ -210,8 +231,20 @@ func (c controlSandboxes) AttachDesktop(ctx context.Context, tenant, id string) 
 			"sandbox %s runs profile %s, which has no desktop (create it with a desktop profile such as desktop-vnc): %w",
 			id, at.Sandbox.Profile, errdefs.ErrFailedPrecondition))
 	}
+	ag := at.Agent
 	return &Target{
 		Tenant: at.Sandbox.Tenant, SandboxID: at.Sandbox.ID, Spec: *at.Profile.Desktop,
-		Dial: at.Agent.DialPort, Launch: at.Agent.StartJob, Release: at.Release,
+		Dial: ag.DialPort, Launch: ag.StartJob, JobInfo: ag.JobInfo, CancelJob: ag.CancelJob,
+		ReadFile: func(ctx context.Context, path string) (io.ReadCloser, error) {
+			r, err := ag.ReadFile(ctx, http.MethodGet, path, nil)
+			if err != nil {
+				return nil, err
+			}
+			return r.Body, nil
+		},
+		RemoveFile: func(ctx context.Context, path string, recursive bool) error {
+			return ag.DeleteFile(ctx, agentproto.DeleteRequest{Path: path, Recursive: recursive})
+		},
+		Release: at.Release,
 	}, nil
 }

@@ -24,6 +24,9 @@ import (
 //	DELETE /v1/sandboxes/{id}/control            release control
 //	POST   /v1/sandboxes/{id}/control/requests   an agent asks for a human {reason}
 //	GET    /v1/sandboxes/{id}/display/vnc        live view: RFB over WebSocket, ?role=observer|controller
+//	POST   /v1/sandboxes/{id}/display/recording  record the display into the trace's video segments {fps, segment_seconds}
+//	GET    /v1/sandboxes/{id}/display/recording  the recording's state
+//	DELETE /v1/sandboxes/{id}/display/recording  stop it (answers once the last segment is kept)
 //	POST   /v1/sandboxes/{id}/display/links      a short-lived live-view link {role, ttl_seconds} (no API key in it)
 //	GET    /v1/displays/{token}/vnc              what a live-view link opens (no API key)
 //	GET    /v1/displays/{token}/viewer           the live-view page of a link (noVNC; no API key)
@@ -40,6 +43,9 @@ func (s *Server) desktopRoutes() {
 	s.handle("DELETE", "/v1/sandboxes/{id}/control", true, s.releaseDesktopControl)
 	s.handle("POST", "/v1/sandboxes/{id}/control/requests", true, s.requestHuman)
 	s.handle("GET", "/v1/sandboxes/{id}/display/vnc", true, s.displayVNC)
+	s.handle("POST", "/v1/sandboxes/{id}/display/recording", true, s.startRecording)
+	s.handle("GET", "/v1/sandboxes/{id}/display/recording", true, s.getRecording)
+	s.handle("DELETE", "/v1/sandboxes/{id}/display/recording", true, s.stopRecording)
 	if s.ports != nil {
 		s.handle("POST", "/v1/sandboxes/{id}/display/links", true, s.displayLink)
 		s.handle("GET", "/v1/displays/{token}/vnc", false, s.displayVNC)
@@ -305,4 +311,41 @@ func (s *Server) viewerAsset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.viewer.ServeAsset(w, r)
+}
+
+func recordingWire(r *desktop.Recording) client.Recording {
+	return client.Recording{ID: r.ID, SandboxID: r.SandboxID, State: r.State, FPS: r.FPS, SegmentSeconds: r.SegmentSeconds,
+		StartedAt: r.StartedAt, StoppedAt: r.StoppedAt, Segments: r.Segments, Bytes: r.Bytes, Error: r.Error}
+}
+
+func (s *Server) startRecording(w http.ResponseWriter, r *http.Request) {
+	var req client.RecordingRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	rec, err := s.desktop.StartRecording(r.Context(), tenantOf(r), r.PathValue("id"), desktop.RecordOptions{FPS: req.FPS, SegmentSeconds: req.SegmentSeconds})
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, recordingWire(rec))
+}
+
+func (s *Server) getRecording(w http.ResponseWriter, r *http.Request) {
+	rec, err := s.desktop.GetRecording(r.Context(), tenantOf(r), r.PathValue("id"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, recordingWire(rec))
+}
+
+func (s *Server) stopRecording(w http.ResponseWriter, r *http.Request) {
+	rec, err := s.desktop.StopRecording(r.Context(), tenantOf(r), r.PathValue("id"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, recordingWire(rec))
 }

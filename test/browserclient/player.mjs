@@ -23,6 +23,21 @@ try {
   page.on('pageerror', (e) => out.console_errors.push(`page error: ${e.message}`));
   await page.goto(url, { timeout: T });
   await page.waitForSelector('#player-events li');
+  if (actor === 'video') {
+    // Mode video: select the first event inside a segment and play; the
+    // video element's time moves forward.
+    const v = page.locator('#player-video');
+    await v.waitFor({ state: 'visible' });
+    await page.waitForFunction(() => document.getElementById('player-video').readyState >= 1);
+    out.video_from = await page.evaluate(() => document.getElementById('player-video').currentTime);
+    await page.click('#player-play');
+    await page.waitForFunction((f) => document.getElementById('player-video').currentTime > f + 0.3, out.video_from);
+    out.video_to = await page.evaluate(() => document.getElementById('player-video').currentTime);
+    await page.screenshot({ path: outPng });
+    console.log(JSON.stringify(out));
+    await browser.close();
+    process.exit(0);
+  }
   out.items = await page.locator('#player-events li').count();
   out.title = await page.textContent('h1');
   await page.selectOption('#player-actor', actor);

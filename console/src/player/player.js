@@ -116,17 +116,32 @@ export function renderPlayer(root, events, artifactURL, title = 'Trace') {
     }
     shotNote.textContent = `${ev.kind} #${ev.seq}${d.physical ? ` — acted at ${d.physical.x},${d.physical.y}` : ''}`;
   }
-  async function syncVideo(ev) {
+  // showSegment loads segment seg (if it is not loaded) at off seconds,
+  // playing on if the player plays.
+  async function showSegment(seg, off) {
+    const url = await artifactURL(seg.data.artifact.id, '.mp4');
+    if (video.dataset.segment !== String(seg.seq)) { video.src = url; video.dataset.segment = String(seg.seq); }
+    const go = () => {
+      video.currentTime = off;
+      video.playbackRate = speed;
+      if (timer) video.play().catch(() => {});
+    };
+    if (video.readyState >= 1) go(); else video.addEventListener('loadedmetadata', go, { once: true });
+  }
+  // syncVideo shows the frame of ev's time: on a user's choice always, while
+  // playing only when ev is in another segment than the one playing.
+  async function syncVideo(ev, byUser = true) {
     if (!segments.length) return;
     const at = Date.parse(ev.time);
     const seg = segments.find((s) => at >= Date.parse(s.data.start) && at < Date.parse(s.data.end)) || null;
-    if (!seg) return;
-    const url = await artifactURL(seg.data.artifact.id, '.mp4');
-    if (video.dataset.segment !== String(seg.seq)) { video.src = url; video.dataset.segment = String(seg.seq); }
-    const off = (at - Date.parse(seg.data.start)) / 1000;
-    const seek = () => { video.currentTime = off; };
-    if (video.readyState >= 1) seek(); else video.addEventListener('loadedmetadata', seek, { once: true });
+    if (!seg || (!byUser && video.dataset.segment === String(seg.seq))) return;
+    await showSegment(seg, (at - Date.parse(seg.data.start)) / 1000);
   }
+  // A segment that ends goes on with the next one while playing.
+  video.addEventListener('ended', () => {
+    const i = segments.findIndex((s) => String(s.seq) === video.dataset.segment);
+    if (timer && i >= 0 && i + 1 < segments.length) showSegment(segments[i + 1], 0);
+  });
   function select(i, byUser) {
     if (i < 0 || i >= events.length) return;
     if (current >= 0) items[current].classList.remove('current');
@@ -137,7 +152,7 @@ export function renderPlayer(root, events, artifactURL, title = 'Trace') {
     detail.textContent = JSON.stringify(events[i], null, 2);
     root.dataset.current = String(events[i].seq);
     showShot(events[i]);
-    if (byUser) { stop(); syncVideo(events[i]); }
+    if (byUser) { stop(); syncVideo(events[i]); } else syncVideo(events[i], false);
   }
   function next(from) {
     for (let i = from + 1; i < events.length; i++) if (visible(i)) return i;

@@ -1,0 +1,195 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"genesis.dev/sandbox/client"
+)
+
+// videoSegment is the data of a video.segment trace event.
+type videoSegment struct {
+	Recording  string    `json:"recording"`
+	Index      int       `json:"index"`
+	Start      time.Time `json:"start"`
+	End        time.Time `json:"end"`
+	DurationMS int64     `json:"duration_ms"`
+	Artifact   struct {
+		ID     string `json:"id"`
+		SHA256 string `json:"sha256"`
+		Size   int64  `json:"size"`
+	} `json:"artifact"`
+}
+
+// TestTraceVideo records a desktop's display under runc and runsc while
+// the screen turns from black to white (a full-screen white xterm), and
+// checks that the trace's video segments are contiguous, cover the
+// actions' events, and line up with them by content: a frame decoded (by
+// the sandbox's own ffmpeg) at the wall-clock time of an event before the
+// change is dark and one after it is bright. Then the export's player, in
+// Chromium, plays the video: its time advances.
+func TestTraceVideo(t *testing.T) {
+	e := newEnv(t, "")
+	e.requireImage(t, "desktop-vnc")
+	svc := e.start(t)
+	c := svc.client()
+	for _, rt := range e.runtimes(t) {
+		t.Run(rt, func(t *testing.T) {
+			sb := createDesktop(t, c, rt)
+			// The display answers before the recorder starts.
+			if res, err := c.ComputerActions(callCtx(t), sb.ID, client.ComputerActionsRequest{Actions: []client.ComputerAction{{Action: "cursor_position"}}}); err != nil || !res.OK {
+				t.Fatalf("display: %+v %v", res, err)
+			}
+			if _, err := c.StartRecording(callCtx(t), sb.ID, client.RecordingRequest{FPS: 5, SegmentSeconds: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.StartRecording(callCtx(t), sb.ID, client.RecordingRequest{}); client.ErrorCode(err) != "recording_active" {
+				t.Errorf("a second recording: %v, want 409 recording_active", err)
+			}
+			segments := func() []videoSegment {
+				pg, err := c.TracePage(callCtx(t), sb.ID, 0, 1000)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out []videoSegment
+				for _, ev := range pg.Events {
+					if ev.Kind == "video.segment" {
+						var s videoSegment
+						if err := json.Unmarshal(ev.Data, &s); err != nil {
+							t.Fatal(err)
+						}
+						out = append(out, s)
+					}
+				}
+				return out
+			}
+			// Two segments of the black screen are kept before it changes.
+			eventually(t, 30*time.Second, "two segments of the black screen", func() (bool, string) {
+				n := len(segments())
+				st, err := c.GetRecording(callCtx(t), sb.ID)
+				return n >= 2, fmt.Sprintf("%d segments; recording %+v %v", n, st, err)
+			})
+			before := time.Now()
+			if res, err := c.ComputerActions(callCtx(t), sb.ID, client.ComputerActionsRequest{Actions: []client.ComputerAction{
+				{Action: "launch", Command: []string{"xterm", "-fa", "DejaVu Sans Mono", "-bg", "white", "-geometry", "400x200+0+0"}}}}); err != nil || !res.OK {
+				t.Fatalf("launch: %+v %v", res, err)
+			}
+			var shown time.Time
+			eventually(t, 30*time.Second, "the white window", func() (bool, string) {
+				res, err := c.ComputerActions(callCtx(t), sb.ID, client.ComputerActionsRequest{Actions: []client.ComputerAction{{Action: "list_windows"}}})
+				shown = time.Now()
+				return err == nil && len(res.Results[0].Windows) > 0, fmt.Sprint(res, err)
+			})
+			// Two more segments after it, then stop.
+			n0 := len(segments())
+			eventually(t, 30*time.Second, "two segments of the white screen", func() (bool, string) {
+				n := len(segments())
+				return n >= n0+2, fmt.Sprintf("%d segments", n)
+			})
+			rec, err := c.StopRecording(callCtx(t), sb.ID)
+			if err != nil || rec.State != "stopped" || rec.Segments < 4 {
+				t.Fatalf("stop: %+v %v", rec, err)
+			}
+			if _, err := c.StopRecording(callCtx(t), sb.ID); client.ErrorCode(err) != "not_recording" && err != nil && !strings.Contains(err.Error(), "stopped") {
+				t.Logf("a second stop: %v", err)
+			}
+			segs := segments()
+			if len(segs) != rec.Segments {
+				t.Fatalf("%d segments in the trace, the recording says %d", len(segs), rec.Segments)
+			}
+			for i, s := range segs {
+				if s.Index != i || s.Artifact.ID == "" || s.DurationMS < 500 || s.DurationMS > 1500 {
+					t.Errorf("segment %d: %+v", i, s)
+				}
+				if i > 0 && s.Start.Sub(segs[i-1].End).Abs() > time.Millisecond {
+					t.Errorf("segment %d starts %v after segment %d ends", i, s.Start.Sub(segs[i-1].End), i-1)
+				}
+			}
+			if !segs[0].Start.Before(before) || !segs[len(segs)-1].End.After(shown) {
+				t.Fatalf("the segments (%v – %v) do not cover the change (%v – %v)", segs[0].Start, segs[len(segs)-1].End, before, shown)
+			}
+
+			// Alignment by content: the frame at a wall-clock time before
+			// the launch is dark, one after the window showed is bright.
+			brightness := func(at time.Time) int {
+				for _, s := range segs {
+					if at.Before(s.Start) || !at.Before(s.End) {
+						continue
+					}
+					dl, err := c.DownloadArtifact(callCtx(t), s.Artifact.ID, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					b, err := io.ReadAll(dl.Body)
+					dl.Body.Close()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if _, err := c.WriteFile(callCtx(t), sb.ID, "/workspace/probe.mp4", strings.NewReader(string(b)), client.WriteFileOptions{Size: int64(len(b))}); err != nil {
+						t.Fatal(err)
+					}
+					off := at.Sub(s.Start).Seconds()
+					// The last frame at or before the offset, averaged to one
+					// grey pixel.
+					r := execOK(t, c, sb.ID, fmt.Sprintf("ffmpeg -v error -i /workspace/probe.mp4 -vf \"select='lte(t\\,%.3f)',scale=1:1\" -fps_mode passthrough -f rawvideo -pix_fmt gray - | tail -c 1 | od -An -tu1", off))
+					v, err := strconv.Atoi(strings.TrimSpace(r.Stdout))
+					if err != nil {
+						t.Fatalf("decoding the frame at %.3f s of segment %d: %+v", off, s.Index, r)
+					}
+					return v
+				}
+				t.Fatalf("no segment covers %v", at)
+				return 0
+			}
+			if dark := brightness(before.Add(-600 * time.Millisecond)); dark > 40 {
+				t.Errorf("the frame 0.6 s before the launch has brightness %d, want dark", dark)
+			}
+			if bright := brightness(shown.Add(600 * time.Millisecond)); bright < 60 {
+				t.Errorf("the frame 0.6 s after the window showed has brightness %d, want bright", bright)
+			}
+
+			// The export's player plays the video.
+			rc, err := c.ExportTrace(callCtx(t), sb.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(t.TempDir(), "trace.tar.gz")
+			b, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil || os.WriteFile(file, b, 0o600) != nil {
+				t.Fatal(err)
+			}
+			files := readTarGz(t, file)
+			dir := t.TempDir()
+			for name, b := range files {
+				p := filepath.Join(dir, filepath.FromSlash(name))
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil || os.WriteFile(p, b, 0o644) != nil {
+					t.Fatalf("unpacking %s: %v", name, err)
+				}
+			}
+			for _, s := range segs {
+				if _, ok := files["artifacts/"+s.Artifact.ID+".mp4"]; !ok {
+					t.Errorf("the export lacks segment %d (%s)", s.Index, s.Artifact.ID)
+				}
+			}
+			var pr struct {
+				OK            bool     `json:"ok"`
+				Error         string   `json:"error"`
+				VideoFrom     float64  `json:"video_from"`
+				VideoTo       float64  `json:"video_to"`
+				ConsoleErrors []string `json:"console_errors"`
+			}
+			runNodeJSON(t, "player.mjs", &pr, "file://"+filepath.Join(dir, "player.html"), "video", "", filepath.Join(consoleArtifacts(t, "trace-video-"+rt), "player.png"))
+			if !pr.OK || len(pr.ConsoleErrors) > 0 || pr.VideoTo <= pr.VideoFrom {
+				t.Errorf("player's video: %+v", pr)
+			}
+		})
+	}
+}
