@@ -97,9 +97,9 @@ type Manager struct {
 	// write (it is written once the job's record is final).
 	execing map[string]bool
 	closing bool
-	bgCtx     context.Context // followers; canceled by Close
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
+	bgCtx   context.Context // followers; canceled by Close
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // New validates cfg and returns a Manager.
