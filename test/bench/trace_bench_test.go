@@ -177,3 +177,81 @@ func BenchmarkTraceDesktop(b *testing.B) {
 	})
 	printTable("operation trace: per-action cost of computer actions (ms, "+loadAvg()+")", tbl)
 }
+
+// BenchmarkTraceVideo measures what recording a desktop's display costs,
+// per runtime: the sandbox's CPU (ffmpeg runs inside it) and the service's
+// (it keeps each segment) over a window (GENESIS_BENCH_VIDEO_SECONDS,
+// default 10) while an xterm prints continuously, recording at 5 fps
+// against the same window not recording, and the bytes per second the
+// segments take.
+func BenchmarkTraceVideo(b *testing.B) {
+	s := startServiceWith(b, desktopConfig)
+	secs := envInt(b, "GENESIS_BENCH_VIDEO_SECONDS", 10)
+	window := time.Duration(secs) * time.Second
+	tbl := NewTable("runtime", "recording", "service CPU %", "sandbox CPU %", "segments", "KiB/s")
+	s.eachRuntime(b, func(b *testing.B, rt string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*opTimeout)
+		defer cancel()
+		sb, err := s.client.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "desktop", Runtime: rt}, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.client.DeleteSandbox(context.Background(), sb.ID)
+		res, err := s.client.ComputerActions(ctx, sb.ID, client.ComputerActionsRequest{Actions: []client.ComputerAction{
+			{Action: "launch", Command: []string{"xterm", "-geometry", "100x40+0+0", "-e", "sh", "-c", "while :; do date +%T.%N; done"}}}})
+		if err != nil || !res.OK {
+			b.Fatalf("launch: %+v %v", res, err)
+		}
+		cg, err := sandboxCgroup(ctx, sb.ID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		measure := func() (svc, box time.Duration) {
+			svc, err := processCPU(s.cmd.Process.Pid)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if box, _, err = cg.read(); err != nil {
+				b.Fatal(err)
+			}
+			return svc, box
+		}
+		pct := func(d, wall time.Duration) string { return fmt.Sprintf("%.1f", 100*d.Seconds()/wall.Seconds()) }
+		time.Sleep(2 * time.Second) // the xterm starts printing
+		s0, c0 := measure()
+		t0 := time.Now()
+		time.Sleep(window)
+		s1, c1 := measure()
+		wall := time.Since(t0)
+		tbl.Row(rt, "off", pct(s1-s0, wall), pct(c1-c0, wall), "-", "-")
+		baseBox := c1 - c0
+
+		if _, err := s.client.StartRecording(ctx, sb.ID, client.RecordingRequest{FPS: 5, SegmentSeconds: 2}); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(2 * time.Second) // ffmpeg starts
+		s0, c0 = measure()
+		before, err := s.client.GetRecording(ctx, sb.ID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 = time.Now()
+		time.Sleep(window)
+		s1, c1 = measure()
+		wall = time.Since(t0)
+		after, err := s.client.GetRecording(ctx, sb.ID)
+		if err != nil || after.State != "recording" {
+			b.Fatalf("recording: %+v %v", after, err)
+		}
+		if _, err := s.client.StopRecording(ctx, sb.ID); err != nil {
+			b.Fatal(err)
+		}
+		segs := after.Segments - before.Segments
+		kibps := float64(after.Bytes-before.Bytes) / 1024 / wall.Seconds()
+		tbl.Row(rt, "5 fps", pct(s1-s0, wall), pct(c1-c0, wall), strconv.Itoa(segs), fmt.Sprintf("%.0f", kibps))
+		b.ReportMetric(0, "ns/op")
+		b.ReportMetric(100*((c1-c0)-baseBox).Seconds()/wall.Seconds(), "recording-sandbox-cpu-%")
+		b.ReportMetric(100*(s1-s0).Seconds()/wall.Seconds(), "service-cpu-%")
+	})
+	printTable("operation trace: recording the display at 5 fps, xterm printing continuously ("+loadAvg()+")", tbl)
+}
