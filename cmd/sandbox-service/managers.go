@@ -109,7 +109,7 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 	ctl.AddHook(dm)
 	ms, err := servers.New(servers.Config{Leases: ctl, Jobs: jm, Catalog: mcpCatalog(cfg.MCP), TenantCatalog: mcpCatalogStore{st}, Ceiling: cfg.MCP.MaxRiskLevel, TenantCeiling: ctl.ToolRiskCeiling,
 		AllowedOrigins: cfg.MCP.AllowedOrigins, Audit: mcpAudit(ctl, log), Secret: mcpSecret(cfg.Network), Logger: log,
-		NetworkEvents: mcpNetworkEvents(ctl), DialPort: mcpDialPort(ctl), Trace: rec})
+		NetworkEvents: mcpNetworkEvents(ctl), DialPort: mcpDialPort(ctl), Trace: rec, Gate: gate})
 	if err != nil {
 		return nil, err
 	}

@@ -62,6 +62,9 @@ type Config struct {
 	// Approver, if set, decides the calls the policy holds for approval;
 	// without it such calls are refused.
 	Approver Approver
+	// Gate, if set, is asked before each allowed tools/call (the trace's
+	// pause and abort): an error refuses the call as a tool error.
+	Gate func(ctx context.Context) error
 	// AllowedOrigins are the Origin header values a browser-based client
 	// may send; a request with any other Origin is refused (403). A request
 	// without Origin is not a browser's and passes.
@@ -504,6 +507,14 @@ func (p *Proxy) callTool(ctx context.Context, r *sdk.CallToolRequest) (sdk.Resul
 		res := &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: d.Err.Error()}}}
 		p.finish(&rec, start, res, d.Err, OutcomeRefused)
 		return res, nil
+	}
+	if p.cfg.Gate != nil {
+		if err := p.cfg.Gate(ctx); err != nil {
+			rec.Decision, rec.Rule = "refused", "interrupt: "+errdefs.Code(err)
+			res := &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: err.Error()}}}
+			p.finish(&rec, start, res, err, OutcomeRefused)
+			return res, nil
+		}
 	}
 	if d.NeedsApproval {
 		var err error

@@ -14,12 +14,14 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/mcp"
 )
 
@@ -684,5 +686,42 @@ func TestHeldCallsWaitForTheirApproval(t *testing.T) {
 		} else if strings.Count(s.b.stderr.String(), "called echo") > calledBefore {
 			t.Fatalf("a denied call reached the server")
 		}
+	}
+}
+
+// TestGateRefusesCallsWhilePaused: while the gate refuses (the sandbox's
+// agent is paused), a tool call answers a tool error naming the state,
+// never reaches the server and is recorded as refused; once the gate lets
+// calls through, the same call runs.
+func TestGateRefusesCallsWhilePaused(t *testing.T) {
+	pol, err := mcp.NewPolicy(mcp.Rules{}, mcp.PinBlock, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paused atomic.Bool
+	paused.Store(true)
+	gate := func(context.Context) error {
+		if paused.Load() {
+			return errdefs.WithCode("paused", fmt.Errorf("the agent is paused: %w", errdefs.ErrConflict))
+		}
+		return nil
+	}
+	s := newSetup(t, "serve", mcp.Config{Policy: pol, Gate: gate})
+	cs := connect(t, s.url, "2025-11-25", nil, nil)
+	res, err := cs.CallTool(ctx10(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "while paused"}})
+	if err != nil || !res.IsError || !strings.Contains(textOf(t, res), "paused") {
+		t.Fatalf("a call while paused: %+v %v", res, err)
+	}
+	if strings.Contains(s.b.stderr.String(), "called echo") {
+		t.Fatal("a call while paused reached the server")
+	}
+	recs := s.records()
+	if len(recs) != 1 || recs[0].Decision != "refused" || recs[0].Rule != "interrupt: paused" {
+		t.Fatalf("records %+v", recs)
+	}
+	paused.Store(false)
+	res, err = cs.CallTool(ctx10(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "resumed"}})
+	if err != nil || res.IsError || !strings.Contains(textOf(t, res), "resumed") {
+		t.Fatalf("a call after resume: %+v %v", res, err)
 	}
 }

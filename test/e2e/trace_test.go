@@ -176,3 +176,47 @@ func TestTrace(t *testing.T) {
 		})
 	}
 }
+
+// TestTracePauseGatesSessionsAndContexts: a paused sandbox's agent is
+// refused at once (409 paused) for a shell session's exec and a code
+// context's run too, and both work again after resume, with the context's
+// state kept.
+func TestTracePauseGatesSessionsAndContexts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	e.requireImage(t, "code-python-basic")
+	svc := e.start(t)
+	c := svc.client()
+	rt := e.runtimes(t)[len(e.runtimes(t))-1] // runsc where present
+	sb := e.createSandbox(t, client.CreateSandboxRequest{Profile: "code-python-basic", Runtime: rt, RiskLevel: "low"})
+	ses, err := c.CreateSession(callCtx(t), sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cx, err := c.CreateContext(callCtx(t), sb.ID, client.CreateContextRequest{Language: "python"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.RunCode(callCtx(t), cx.ID, client.RunCodeRequest{Code: "x = 41"}); err != nil || r.Status != "ok" {
+		t.Fatalf("run: %+v %v", r, err)
+	}
+	if _, err := c.InterruptTrace(callCtx(t), sb.ID, "pause", "human:ann"); err != nil {
+		t.Fatal(err)
+	}
+	var ae *client.APIError
+	if _, err := c.SessionExec(callCtx(t), ses.ID, client.ExecRequest{Script: "echo hi"}); !errors.As(err, &ae) || ae.Status != 409 || ae.Problem.Code != "paused" {
+		t.Errorf("session exec while paused: %v", err)
+	}
+	if _, err := c.RunCode(callCtx(t), cx.ID, client.RunCodeRequest{Code: "x += 1"}); !errors.As(err, &ae) || ae.Status != 409 || ae.Problem.Code != "paused" {
+		t.Errorf("code run while paused: %v", err)
+	}
+	if _, err := c.InterruptTrace(callCtx(t), sb.ID, "resume", ""); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.SessionExec(callCtx(t), ses.ID, client.ExecRequest{Script: "echo hi"}); err != nil || r.Stdout != "hi\n" {
+		t.Errorf("session exec after resume: %+v %v", r, err)
+	}
+	if r, err := c.RunCode(callCtx(t), cx.ID, client.RunCodeRequest{Code: "x + 1"}); err != nil || r.Value == nil || *r.Value != "42" {
+		t.Errorf("code run after resume (the refused run changed nothing): %+v %v", r, err)
+	}
+}

@@ -91,6 +91,9 @@ type Config struct {
 	// Trace, if set, records each tool call (tool, decision, outcome; not
 	// its arguments) in the trace of the instance's sandbox.
 	Trace trace.Recorder
+	// Gate, if set, is asked before each allowed tool call on an instance
+	// (pause and abort of the instance's sandbox's agent).
+	Gate trace.Gate
 	// DialPort, if set, connects to a TCP port inside a sandbox (the port
 	// primitive), for servers of transport http; without it they are
 	// refused.
@@ -853,6 +856,14 @@ func (m *Manager) bridgeConfig(in *instance, backend sdk.Transport, jobID string
 	cfg.Backend = backend
 	cfg.Policy = in.policy
 	cfg.OnCall = func(rec mcp.CallRecord) { m.record(in, rec) }
+	if m.cfg.Gate != nil {
+		cfg.Gate = func(ctx context.Context) error {
+			in.mu.Lock()
+			tenant, sandboxID := in.view.Tenant, in.view.SandboxID
+			in.mu.Unlock()
+			return m.cfg.Gate.Admit(ctx, tenant, sandboxID, "mcp.tool_call")
+		}
+	}
 	in.mu.Lock()
 	in.view.JobID = jobID
 	in.mu.Unlock()
