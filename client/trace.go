@@ -173,3 +173,61 @@ func (c *Client) ExportTrace(ctx context.Context, sandboxID string) (io.ReadClos
 	}
 	return resp.Body, nil
 }
+
+// ReplayRequest is the body of POST /v1/traces/{id}/replay (id: the
+// sandbox whose trace is replayed).
+type ReplayRequest struct {
+	// TargetSandbox is a running sandbox of the source's profile that the
+	// recorded agent actions are run on again.
+	TargetSandbox string `json:"target_sandbox"`
+	// Threshold is the fraction of pixels (0..1, default 0.02) by which a
+	// step's screenshot may differ from the recorded one and still count
+	// as the same.
+	Threshold float64 `json:"threshold,omitempty"`
+}
+
+// ReplayStep is how one recorded agent action went when run again.
+type ReplayStep struct {
+	// Seq is the recorded event that started the action.
+	Seq    int64  `json:"seq"`
+	Kind   string `json:"kind"`
+	Action string `json:"action"`
+	// Status is same, differs, failed or skipped.
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+	// OK is whether the action succeeded now; RecordedOK then.
+	OK         bool `json:"ok"`
+	RecordedOK bool `json:"recorded_ok"`
+	// ScreenshotDiff is the fraction of pixels that differ from the
+	// recorded screenshot after the action (computer actions).
+	ScreenshotDiff *float64 `json:"screenshot_diff,omitempty"`
+	// ExitCode and RecordedExitCode are a job's (execs and jobs).
+	ExitCode         *int `json:"exit_code,omitempty"`
+	RecordedExitCode *int `json:"recorded_exit_code,omitempty"`
+}
+
+// ReplayReport answers a replay: a step per recorded agent action, in order.
+type ReplayReport struct {
+	Source   string       `json:"source"`
+	Target   string       `json:"target"`
+	Steps    []ReplayStep `json:"steps"`
+	Same     int          `json:"same"`
+	Differs  int          `json:"differs"`
+	Failed   int          `json:"failed"`
+	Skipped  int          `json:"skipped"`
+	Duration int64        `json:"duration_ms"`
+}
+
+// ReplayTrace calls POST /v1/traces/{id}/replay: the agent actions
+// recorded in sandbox's trace are run again, in order, on target.
+func (c *Client) ReplayTrace(ctx context.Context, sandboxID string, req ReplayRequest) (*ReplayReport, error) {
+	p, err := idPath("/v1/traces/", sandboxID)
+	if err != nil {
+		return nil, err
+	}
+	var v ReplayReport
+	if err := c.do(ctx, request{method: http.MethodPost, path: p + "/replay", auth: true, body: req}, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}

@@ -164,6 +164,7 @@ func apiRoutes() []apiRoute {
 		{"get", "/v1/displays/{token}/vnc", []string{"101", "400", "404", "409", "503"}},
 		{"get", "/v1/sandboxes/{id}/display/viewer", []string{"303", "400", "401", "404", "409"}},
 		{"post", "/v1/sandboxes/{id}/display/recording", []string{"201", "400", "401", "404", "409", "503"}},
+		{"post", "/v1/traces/{id}/replay", []string{"200", "400", "401", "404", "409"}},
 		{"get", "/v1/sandboxes/{id}/display/recording", []string{"200", "401", "404", "409"}},
 		{"delete", "/v1/sandboxes/{id}/display/recording", []string{"200", "401", "404", "409"}},
 		{"get", "/v1/displays/{token}/viewer", []string{"200", "404", "409"}},

@@ -19,7 +19,7 @@ func newTraceCmd(a *app) *cobra.Command {
 		Use:   "trace",
 		Short: "Read a sandbox's operation trace and add to it (docs/trace.md)",
 	}
-	cmd.AddCommand(newTraceFollowCmd(a), newTraceAnnotateCmd(a), newTraceExportCmd(a))
+	cmd.AddCommand(newTraceFollowCmd(a), newTraceAnnotateCmd(a), newTraceExportCmd(a), newTraceReplayCmd(a))
 	for _, op := range []string{"pause", "resume", "step", "abort"} {
 		cmd.AddCommand(newTraceInterruptCmd(a, op))
 	}
@@ -153,8 +153,9 @@ func newTraceExportCmd(a *app) *cobra.Command {
 		Use:   "export SANDBOX FILE",
 		Short: "Save a sandbox's trace as a tar.gz (events, screenshots, manifest with sha256s)",
 		Long: `Download the trace archive of a sandbox into FILE ("-" for stdout):
-events.jsonl, the screenshots its events name, and manifest.json with every
-file's sha256. It works while the trace is retained, also after the sandbox
+events.jsonl, the screenshots and video segments its events name,
+player.html (open the unpacked archive in a browser, offline) and
+manifest.json with every file's sha256. It works while the trace is retained, also after the sandbox
 is gone.`,
 		Args: exactArgs(2, "a sandbox id and a file"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
@@ -185,4 +186,33 @@ is gone.`,
 			return f.Close()
 		}),
 	}
+}
+
+// newTraceReplayCmd builds "genesis trace replay SANDBOX TARGET".
+func newTraceReplayCmd(a *app) *cobra.Command {
+	var threshold float64
+	cmd := &cobra.Command{
+		Use:   "replay SANDBOX TARGET [--threshold 0.02]",
+		Short: "Run the agent actions of SANDBOX's trace again on TARGET (same profile) and report the differences",
+		Args:  exactArgs(2, "the sandbox whose trace, and a target sandbox"),
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.ReplayReport, error) {
+				return c.ReplayTrace(ctx, args[0], client.ReplayRequest{TargetSandbox: args[1], Threshold: threshold})
+			}, func(rep *client.ReplayReport) error {
+				for _, st := range rep.Steps {
+					extra := st.Reason
+					if st.ScreenshotDiff != nil {
+						extra = fmt.Sprintf("screenshot %.1f%% different %s", 100**st.ScreenshotDiff, extra)
+					}
+					if _, err := fmt.Fprintf(a.stdout, "%d\t%s\t%s\t%s\t%s\n", st.Seq, st.Kind, st.Action, st.Status, extra); err != nil {
+						return err
+					}
+				}
+				_, err := fmt.Fprintf(a.stdout, "same %d, differs %d, failed %d, skipped %d in %d ms\n", rep.Same, rep.Differs, rep.Failed, rep.Skipped, rep.Duration)
+				return err
+			})
+		}),
+	}
+	cmd.Flags().Float64Var(&threshold, "threshold", 0, "fraction of a screenshot's pixels that may differ (default 0.02)")
+	return cmd
 }

@@ -90,7 +90,7 @@ func (tr *traced) started(ctx context.Context, i int, a Action, st step, sc scal
 		return
 	}
 	args := a
-	d := map[string]any{"batch": tr.batch, "index": i, "action": a.Action}
+	d := map[string]any{"batch": tr.batch, "index": i, "action": a.Action, "display": sc.logical}
 	if a.Sensitive && args.Text != "" {
 		d["redacted"] = true
 		d["text_chars"] = utf8.RuneCountInString(a.Text)

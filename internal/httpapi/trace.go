@@ -28,6 +28,7 @@ func (s *Server) traceRoutes() {
 	s.handle("GET", "/v1/sandboxes/{id}/trace", true, s.readTrace)
 	s.handle("POST", "/v1/sandboxes/{id}/trace/events", true, s.postTraceEvent)
 	s.handle("GET", "/v1/sandboxes/{id}/trace/export", true, s.exportTrace)
+	s.handle("POST", "/v1/traces/{id}/replay", true, s.replayTrace)
 	for _, op := range []string{"pause", "resume", "step", "abort"} {
 		s.handle("POST", "/v1/sandboxes/{id}/trace/"+op, true, s.interruptTrace(op))
 	}

@@ -82,6 +82,7 @@ var foreignBodies = map[string]string{
 	"GET /v1/sandboxes/{id}/control":                 "",
 	"GET /v1/sandboxes/{id}/display/vnc":             "",
 	"GET /v1/sandboxes/{id}/display/viewer":          "",
+	"POST /v1/traces/{id}/replay":                    `{"target_sandbox":"sbx_00000000000000000001"}`,
 	"POST /v1/sandboxes/{id}/display/recording":      `{"fps":5}`,
 	"GET /v1/sandboxes/{id}/display/recording":       "",
 	"DELETE /v1/sandboxes/{id}/display/recording":    "",
@@ -208,6 +209,7 @@ func TestCrossTenantIsolation(t *testing.T) {
 			}()
 			ids := map[string][2]string{ // prefix → owner's id, an id nobody has
 				"/v1/sandboxes/": {sb.ID, "sbx_00000000000000000000"},
+				"/v1/traces/":    {sb.ID, "sbx_00000000000000000000"},
 				"/v1/jobs/":      {job.ID, "job_00000000000000000000"},
 				"/v1/sessions/":  {ses.ID, "ses_00000000000000000000"},
 				"/v1/contexts/":  {cx.ID, "ctx_00000000000000000000"},
