@@ -1,0 +1,102 @@
+package e2b
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+// executeBody is the code interpreter's run request.
+type executeBody struct {
+	Code      string            `json:"code"`
+	ContextID string            `json:"context_id"`
+	Language  string            `json:"language"`
+	EnvVars   map[string]string `json:"env_vars"`
+}
+
+// mimeField names the result fields of the SDK's Result by MIME type.
+var mimeField = map[string]string{
+	"image/png": "png", "image/jpeg": "jpeg", "image/svg+xml": "svg", "text/html": "html",
+	"text/markdown": "markdown", "application/pdf": "pdf", "text/latex": "latex",
+	"application/json": "json", "application/javascript": "javascript",
+}
+
+// execute serves the code interpreter's POST /execute (port 49999): the
+// code runs in the sandbox's default code context (made on first use, so
+// variables persist between calls), answered as JSON lines: stdout,
+// stderr, result, error and number_of_executions.
+func (a *Adapter) execute(w http.ResponseWriter, r *http.Request) {
+	if p := port(r); p != InterpreterPort {
+		a.writeError(w, r, fmt.Errorf("port %d serves no code interpreter (it is on %d): %w", p, InterpreterPort, errdefs.ErrNotFound))
+		return
+	}
+	var body executeBody
+	if err := decodeBody(r, &body); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if body.Language != "" && body.Language != "python" {
+		a.writeError(w, r, errdefs.WithCode("language_unsupported", fmt.Errorf("language %q is not supported (python is): %w", body.Language, errdefs.ErrInvalidArgument)))
+		return
+	}
+	if len(body.EnvVars) > 0 {
+		a.writeError(w, r, errdefs.WithCode("env_vars_unsupported", fmt.Errorf("env_vars on a run are not supported; set envs when creating the sandbox: %w", errdefs.ErrNotImplemented)))
+		return
+	}
+	ctx := r.Context()
+	tenant, sbID := tenantOf(ctx), sandboxOf(ctx)
+	cid := body.ContextID
+	if cid == "" {
+		var err error
+		if cid, err = a.defaultContext(r, tenant, sbID); err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+	}
+	res, err := a.jobs.RunCode(ctx, tenant, cid, body.Code, 0)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	if s := string(res.Exec.Stdout); s != "" {
+		_ = enc.Encode(map[string]any{"type": "stdout", "text": s})
+	}
+	if s := string(res.Exec.Stderr); s != "" {
+		_ = enc.Encode(map[string]any{"type": "stderr", "text": s})
+	}
+	for _, o := range res.Outputs {
+		if f, ok := mimeField[o.MIME]; ok {
+			_ = enc.Encode(map[string]any{"type": "result", f: o.Data, "is_main_result": false})
+		}
+	}
+	if res.Value != nil {
+		_ = enc.Encode(map[string]any{"type": "result", "text": *res.Value, "is_main_result": true})
+	}
+	if res.Error != nil {
+		_ = enc.Encode(map[string]any{"type": "error", "name": res.Error.Name, "value": res.Error.Value,
+			"traceback": strings.Join(res.Error.Traceback, "\n")})
+	}
+	_ = enc.Encode(map[string]any{"type": "number_of_executions", "execution_count": 1})
+}
+
+// defaultContext returns the sandbox's default code context, making it on
+// first use.
+func (a *Adapter) defaultContext(r *http.Request, tenant, sandboxID string) (string, error) {
+	a.ctxMu.Lock()
+	defer a.ctxMu.Unlock()
+	if id, ok := a.contexts[sandboxID]; ok {
+		return id, nil
+	}
+	se, err := a.jobs.CreateContext(r.Context(), tenant, sandboxID, "python")
+	if err != nil {
+		return "", err
+	}
+	a.contexts[sandboxID] = se.ID
+	return se.ID, nil
+}
