@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"genesis.dev/sandbox/internal/compat/e2b"
 	"context"
 	"encoding/json"
 	"io"
@@ -92,6 +93,7 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 		Artifacts:    h.Artifacts,
 		Keys:         map[string]string{keyA: "a", keyB: "b", keyAdmin: config.AdminTenant},
 		MaxBodyBytes: maxBody,
+		E2B:          &e2b.Config{Settings: config.E2B{Templates: map[string]string{"base": "tool-basic"}}},
 	})
 	if err != nil {
 		t.Fatal(err)

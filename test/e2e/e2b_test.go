@@ -199,3 +199,104 @@ func e2bCall(t *testing.T, base, key, method, path, body string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// crossTenantE2B walks the E2B adapter's routes that name a sandbox with
+// another tenant's key: each answers exactly what a missing id gets (404
+// {code: 404}); and its sandbox traffic with the other tenant's access
+// token (of its own sandbox) or a forged one: 401 as for a missing
+// sandbox. Nothing of the owner's changes. A route this walk does not know
+// fails it.
+func crossTenantE2B(t *testing.T, e *env, svc *service, otherKey string, routes []string) {
+	e.requireImage(t, "tool-basic")
+	create := func(key string) (id, token string) {
+		code, body := e2bCall(t, svc.url(), key, "POST", "/e2b/v2/sandboxes", `{"templateID":"base","timeout":300}`)
+		if code != 201 {
+			t.Fatalf("create: %d %s", code, body)
+		}
+		var c struct{ SandboxID, EnvdAccessToken string }
+		if err := json.Unmarshal([]byte(body), &c); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e2bCall(t, svc.url(), key, "DELETE", "/e2b/sandboxes/"+c.SandboxID, "") })
+		return c.SandboxID, c.EnvdAccessToken
+	}
+	ownerID, ownerToken := create(e.apiKey)
+	_, otherToken := create(otherKey)
+	const missing = "sbx_00000000000000000000"
+	bodies := map[string]string{
+		"GET /e2b/sandboxes/{sandboxID}":             "",
+		"DELETE /e2b/sandboxes/{sandboxID}":          "",
+		"POST /e2b/sandboxes/{sandboxID}/timeout":    `{"timeout":5}`,
+		"POST /e2b/v2/sandboxes/{sandboxID}/connect": `{"timeout":5}`,
+		"POST /e2b/process.Process/{method}":         `{}`,
+		"POST /e2b/filesystem.Filesystem/{method}":   `{"path":"/home/user"}`,
+	}
+	walked := 0
+	for _, route := range routes {
+		method, path, _ := strings.Cut(route, " ")
+		if !strings.HasPrefix(path, "/e2b/") {
+			continue
+		}
+		body, known := bodies[route]
+		if strings.Contains(path, "{") && !known {
+			t.Errorf("%s names a resource this walk does not know: add it", route)
+			continue
+		}
+		if strings.Contains(path, "{sandboxID}") {
+			foreignCode, foreign := e2bCall(t, svc.url(), otherKey, method, strings.Replace(path, "{sandboxID}", ownerID, 1), body)
+			missingCode, miss := e2bCall(t, svc.url(), otherKey, method, strings.Replace(path, "{sandboxID}", missing, 1), body)
+			if foreignCode != 404 || missingCode != 404 || strings.ReplaceAll(foreign, ownerID, missing) != miss {
+				t.Errorf("%s with another tenant's key: %d %s; for a missing id: %d %s; want the same 404", route, foreignCode, foreign, missingCode, miss)
+			}
+			walked++
+			continue
+		}
+		// Sandbox traffic: the token is the credential.
+		path = strings.Replace(path, "{method}", map[bool]string{true: "List", false: "Stat"}[strings.Contains(path, "process")], 1)
+		if method == "GET" && path == "/e2b/files" {
+			path += "?path=/home/user/x"
+		}
+		for _, tc := range []struct{ what, token, id string }{
+			{"the other tenant's token", otherToken, ownerID},
+			{"a forged token", ownerToken[:len(ownerToken)-4] + "AAAA", ownerID},
+			{"the owner's token for a missing sandbox", ownerToken, missing},
+		} {
+			code, got := sandboxCall(t, svc.url(), tc.token, tc.id, method, path, body)
+			if code != 401 || !strings.Contains(got, `"code":401`) {
+				t.Errorf("%s %s with %s: %d %s; want 401", method, path, tc.what, code, got)
+			}
+		}
+		walked++
+	}
+	if walked < 10 {
+		t.Fatalf("walked only %d E2B routes", walked)
+	}
+	// The owner's sandbox is as it was: running, its timeout unchanged by
+	// the other tenant's calls.
+	if code, body := e2bCall(t, svc.url(), e.apiKey, "GET", "/e2b/sandboxes/"+ownerID, ""); code != 200 || !strings.Contains(body, `"state":"running"`) {
+		t.Errorf("owner's sandbox after the walk: %d %s", code, body)
+	}
+	if code, _ := sandboxCall(t, svc.url(), ownerToken, ownerID, "GET", "/e2b/health", ""); code != 204 {
+		t.Errorf("owner's health after the walk: %d", code)
+	}
+}
+
+// sandboxCall sends one request of sandbox traffic (E2B_SANDBOX_URL form).
+func sandboxCall(t *testing.T, base, token, id, method, path, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(callCtx(t), method, base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Access-Token", token)
+	req.Header.Set("E2b-Sandbox-Id", id)
+	req.Header.Set("E2b-Sandbox-Port", "49983")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
