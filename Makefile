@@ -86,6 +86,7 @@ fuzz:
 		echo "fuzz $$f for $(FUZZTIME)"; \
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./internal/agent/agentproto/; \
 	done
+	$(GO) test -run '^$$' -fuzz '^FuzzSandboxPath$$' -fuzztime $(FUZZTIME) ./internal/compat/e2b/
 
 # Unit tests only (no Docker needed; integration tests skip with a reason).
 unit:
