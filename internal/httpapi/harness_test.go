@@ -1,9 +1,9 @@
 package httpapi_test
 
 import (
-	"genesis.dev/sandbox/internal/compat/e2b"
 	"context"
 	"encoding/json"
+	"genesis.dev/sandbox/internal/compat/e2b"
 	"io"
 	"net/http"
 	"net/http/httptest"
