@@ -25,6 +25,12 @@ async function core() {
   } catch (e) {
     out.fail = { thrown: true, commandExitError: e instanceof CommandExitError, exitCode: e.exitCode, stderr: e.stderr };
   }
+  const env = await sbx.commands.run('echo $GREETING $(pwd)', { envs: { GREETING: 'hola' }, cwd: '/home/user/sub' }).catch((e) => errInfo(e));
+  out.envCwd = env.stdout ?? env;
+  await sbx.files.makeDir('/home/user/sub2');
+  out.envCwd2 = (await sbx.commands.run('echo $GREETING $(pwd)', { envs: { GREETING: 'hola' }, cwd: '/home/user/sub2' })).stdout;
+  const again = await Sandbox.connect(sbx.sandboxId);
+  out.connected = (await again.commands.run('echo again')).stdout;
   const streamed = [];
   await sbx.commands.run('for i in 1 2 3; do echo line$i; done', { onStdout: (d) => streamed.push(d) });
   out.streamed = streamed.join('');

@@ -101,6 +101,8 @@ func TestE2BSDK(t *testing.T) {
 					"run":               map[string]any{"stdout": "hello\n/workspace\n", "stderr": "oops\n", "exitCode": float64(0)},
 					"fail":              map[string]any{"thrown": true, "commandExitError": true, "exitCode": float64(3), "stderr": "bad\n"},
 					"streamed":          "line1\nline2\nline3\n",
+					"envCwd2":           "hola /workspace/sub2\n",
+					"connected":         "again\n",
 					"listedProcs":       true,
 					"stdinEcho":         "got:ping\n",
 					"killProc":          true,
@@ -134,6 +136,7 @@ func TestE2BSDK(t *testing.T) {
 				if s, _ := out["runAfterKill"].(string); s == "ran" || s == "" {
 					t.Errorf("a command ran after kill: %v", out["runAfterKill"])
 				}
+				t.Logf("%s: a cwd that does not exist: %v", rt, out["envCwd"])
 				t.Logf("%s: create %.0f ms, first output %.0f ms", rt, out["createMs"], out["firstOutputMs"])
 			})
 			t.Run("interpreter", func(t *testing.T) {
