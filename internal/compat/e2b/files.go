@@ -137,11 +137,7 @@ func (a *Adapter) writeFiles(w http.ResponseWriter, r *http.Request) {
 
 func (a *Adapter) writeOne(ctx context.Context, p string, body io.Reader) (entry, error) {
 	tenant, id := tenantOf(ctx), sandboxOf(ctx)
-	if dir := path.Dir(p); dir != "/" && dir != workspace {
-		if _, err := a.files.Mkdir(ctx, tenant, id, files.MkdirRequest{Path: dir}); err != nil && !errdefs.Is(err, errdefs.ErrConflict) && !errdefs.Is(err, errdefs.ErrAlreadyExists) {
-			return entry{}, err
-		}
-	}
+	// The gateway's upload makes the parent directories.
 	if _, err := a.files.WriteFile(ctx, files.WriteFileInput{Tenant: tenant, SandboxID: id, Path: p, Overwrite: true, Size: -1, Body: body}); err != nil {
 		return entry{}, err
 	}
