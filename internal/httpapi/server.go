@@ -173,6 +173,10 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// E2B returns the E2B adapter (nil when Config.E2B was nil), for cmd to
+// register as a control hook.
+func (s *Server) E2B() *e2b.Adapter { return s.e2b }
+
 // Routes lists every route served (for the OpenAPI coverage test).
 func (s *Server) Routes() []Route { return s.routes }
 

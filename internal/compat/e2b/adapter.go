@@ -73,7 +73,7 @@ type Adapter struct {
 	procs processTable
 
 	ctxMu    sync.Mutex
-	contexts map[string]string // sandbox id → its default code context
+	contexts map[string]*contextSlot // sandbox id → its default code context
 }
 
 // New builds the adapter.
@@ -92,7 +92,7 @@ func New(cfg Config) (*Adapter, error) {
 		return nil, fmt.Errorf("e2b: token secret: %w", err)
 	}
 	a := &Adapter{ctl: cfg.Control, jobs: cfg.Jobs, files: cfg.Files, auth: cfg.Authenticate, set: cfg.Settings,
-		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, secret: secret, contexts: map[string]string{}}
+		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, secret: secret, contexts: map[string]*contextSlot{}}
 	a.procs.bySandbox = map[string]*sandboxProcs{}
 	mux := http.NewServeMux()
 	mux.Handle(processconnect.NewProcessHandler(&processService{a: a}))

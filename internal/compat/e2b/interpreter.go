@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 
 	"genesis.dev/sandbox/internal/errdefs"
 )
@@ -85,18 +86,31 @@ func (a *Adapter) execute(w http.ResponseWriter, r *http.Request) {
 	_ = enc.Encode(map[string]any{"type": "number_of_executions", "execution_count": 1})
 }
 
+// contextSlot is a sandbox's default code context, made once.
+type contextSlot struct {
+	mu sync.Mutex
+	id string
+}
+
 // defaultContext returns the sandbox's default code context, making it on
-// first use.
+// first use (one maker per sandbox; other sandboxes do not wait).
 func (a *Adapter) defaultContext(r *http.Request, tenant, sandboxID string) (string, error) {
 	a.ctxMu.Lock()
-	defer a.ctxMu.Unlock()
-	if id, ok := a.contexts[sandboxID]; ok {
-		return id, nil
+	slot := a.contexts[sandboxID]
+	if slot == nil {
+		slot = &contextSlot{}
+		a.contexts[sandboxID] = slot
+	}
+	a.ctxMu.Unlock()
+	slot.mu.Lock()
+	defer slot.mu.Unlock()
+	if slot.id != "" {
+		return slot.id, nil
 	}
 	se, err := a.jobs.CreateContext(r.Context(), tenant, sandboxID, "python")
 	if err != nil {
 		return "", err
 	}
-	a.contexts[sandboxID] = se.ID
+	slot.id = se.ID
 	return se.ID, nil
 }

@@ -86,7 +86,14 @@ func (t *processTable) all(sandboxID string) []*proc {
 	return out
 }
 
-// forget drops what the adapter keeps of a sandbox that was killed.
+// Name names the adapter as a control hook.
+func (a *Adapter) Name() string { return "e2b" }
+
+// SandboxEnding (control's hook) drops the pids and the default code
+// context the adapter keeps of a sandbox that ended, however it ended.
+func (a *Adapter) SandboxEnding(_ context.Context, sandboxID, _ string) { a.forget(sandboxID) }
+
+// forget drops what the adapter keeps of a sandbox that ended.
 func (a *Adapter) forget(sandboxID string) {
 	a.procs.mu.Lock()
 	delete(a.procs.bySandbox, sandboxID)
