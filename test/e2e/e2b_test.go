@@ -185,15 +185,24 @@ func TestE2BSDK(t *testing.T) {
 	}
 }
 
-// e2bCall sends one request to the adapter with X-API-KEY.
+// e2bCall sends one request to the adapter's control plane (X-API-KEY).
 func e2bCall(t *testing.T, base, key, method, path, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(callCtx(t), method, base+path, strings.NewReader(body))
+	return e2bRequest(t, method, base+path, body, map[string]string{"X-API-KEY": key})
+}
+
+// e2bRequest sends one JSON request with headers and answers the status
+// and body.
+func e2bRequest(t *testing.T, method, url, body string, headers map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(callCtx(t), method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("X-API-KEY", key)
 	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -287,19 +296,5 @@ func crossTenantE2B(t *testing.T, e *env, svc *service, otherKey string, routes 
 // sandboxCall sends one request of sandbox traffic (E2B_SANDBOX_URL form).
 func sandboxCall(t *testing.T, base, token, id, method, path, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(callCtx(t), method, base+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("X-Access-Token", token)
-	req.Header.Set("E2b-Sandbox-Id", id)
-	req.Header.Set("E2b-Sandbox-Port", "49983")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return e2bRequest(t, method, base+path, body, map[string]string{"X-Access-Token": token, "E2b-Sandbox-Id": id, "E2b-Sandbox-Port": "49983"})
 }

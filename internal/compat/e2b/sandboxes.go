@@ -243,28 +243,40 @@ func (a *Adapter) activeLease(r *http.Request, id string) (*sandbox.Lease, error
 	return nil, errNoLease
 }
 
-// setTimeout serves POST /sandboxes/{sandboxID}/timeout {timeout}: the
-// lease is renewed to end timeout seconds from now.
-func (a *Adapter) setTimeout(w http.ResponseWriter, r *http.Request) {
+// renewTo reads {timeout} and, for a running sandbox of the caller held
+// by a lease, renews the lease to end timeout seconds from now. A timeout
+// of 0 renews nothing when optional (connect); a sandbox without a lease
+// has no timeout to change (409 when not optional).
+func (a *Adapter) renewTo(r *http.Request, optional bool) (*sandbox.Sandbox, error) {
 	var body struct {
 		Timeout int64 `json:"timeout"`
 	}
 	if err := decodeBody(r, &body); err != nil {
-		a.writeError(w, r, err)
-		return
+		return nil, err
 	}
 	id := r.PathValue("sandboxID")
-	if _, err := a.runningSandbox(r, id); err != nil {
-		a.writeError(w, r, err)
-		return
+	sb, err := a.runningSandbox(r, id)
+	if err != nil || optional && body.Timeout <= 0 {
+		return sb, err
 	}
 	l, err := a.activeLease(r, id)
 	if err != nil {
-		a.writeError(w, r, errdefs.WithCode("not_leased", fmt.Errorf(
-			"sandbox %s was not created through the E2B API or a lease, so it has no timeout to change: %w", id, errdefs.ErrFailedPrecondition)))
-		return
+		if optional {
+			return sb, nil
+		}
+		return nil, errdefs.WithCode("not_leased", fmt.Errorf(
+			"sandbox %s was not created through the E2B API or a lease, so it has no timeout to change: %w", id, errdefs.ErrFailedPrecondition))
 	}
 	if _, err := a.ctl.RenewLease(r.Context(), tenantOf(r.Context()), l.ID, &body.Timeout); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// setTimeout serves POST /sandboxes/{sandboxID}/timeout {timeout}: the
+// lease is renewed to end timeout seconds from now.
+func (a *Adapter) setTimeout(w http.ResponseWriter, r *http.Request) {
+	if _, err := a.renewTo(r, false); err != nil {
 		a.writeError(w, r, err)
 		return
 	}
@@ -272,28 +284,12 @@ func (a *Adapter) setTimeout(w http.ResponseWriter, r *http.Request) {
 }
 
 // connectSandbox serves POST /v2/sandboxes/{sandboxID}/connect {timeout}:
-// a running sandbox's access details, its timeout extended.
+// a running sandbox's access details, its timeout extended when given.
 func (a *Adapter) connectSandbox(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Timeout int64 `json:"timeout"`
-	}
-	if err := decodeBody(r, &body); err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	id := r.PathValue("sandboxID")
-	sb, err := a.runningSandbox(r, id)
+	sb, err := a.renewTo(r, true)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
-	}
-	if body.Timeout > 0 {
-		if l, err := a.activeLease(r, id); err == nil {
-			if _, err := a.ctl.RenewLease(r.Context(), tenantOf(r.Context()), l.ID, &body.Timeout); err != nil {
-				a.writeError(w, r, err)
-				return
-			}
-		}
 	}
 	writeJSON(w, http.StatusOK, a.created(tenantOf(r.Context()), sb))
 }
