@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/internal/testenv"
@@ -179,6 +180,18 @@ func TestE2BSDK(t *testing.T) {
 				}
 				if code, body := e2bCall(t, svc.url(), keys[rt], "DELETE", "/e2b/sandboxes/"+c.SandboxID, ""); code != 404 || !strings.Contains(body, `"code":404`) {
 					t.Errorf("delete again: %d %s", code, body)
+				}
+				// A sandbox made through /v1 (no lease): the SDK's
+				// setTimeout renews the sandbox itself, kill deletes it.
+				own := e.createSandbox(t, client.CreateSandboxRequest{Profile: "tool-basic", Runtime: rt})
+				if code, body := e2bCall(t, svc.url(), "e2b_"+e.apiKey, "POST", "/e2b/sandboxes/"+own.ID+"/timeout", `{"timeout":1800}`); code != 204 {
+					t.Errorf("timeout of a /v1 sandbox: %d %s", code, body)
+				}
+				if got, err := svc.client().GetSandbox(callCtx(t), own.ID); err != nil || got.ExpiresAt == nil || time.Until(*got.ExpiresAt) < 25*time.Minute {
+					t.Errorf("after timeout 1800 s: %+v %v", got, err)
+				}
+				if code, body := e2bCall(t, svc.url(), "e2b_"+e.apiKey, "DELETE", "/e2b/sandboxes/"+own.ID, ""); code != 204 {
+					t.Errorf("kill of a /v1 sandbox: %d %s", code, body)
 				}
 			})
 		})

@@ -243,10 +243,10 @@ func (a *Adapter) activeLease(r *http.Request, id string) (*sandbox.Lease, error
 	return nil, errNoLease
 }
 
-// renewTo reads {timeout} and, for a running sandbox of the caller held
-// by a lease, renews the lease to end timeout seconds from now. A timeout
-// of 0 renews nothing when optional (connect); a sandbox without a lease
-// has no timeout to change (409 when not optional).
+// renewTo reads {timeout} and makes a running sandbox of the caller end
+// timeout seconds from now: its lease renewed, or, for a sandbox made
+// through /v1 without one, the sandbox itself. A timeout of 0 renews
+// nothing when optional (connect).
 func (a *Adapter) renewTo(r *http.Request, optional bool) (*sandbox.Sandbox, error) {
 	var body struct {
 		Timeout int64 `json:"timeout"`
@@ -261,11 +261,7 @@ func (a *Adapter) renewTo(r *http.Request, optional bool) (*sandbox.Sandbox, err
 	}
 	l, err := a.activeLease(r, id)
 	if err != nil {
-		if optional {
-			return sb, nil
-		}
-		return nil, errdefs.WithCode("not_leased", fmt.Errorf(
-			"sandbox %s was not created through the E2B API or a lease, so it has no timeout to change: %w", id, errdefs.ErrFailedPrecondition))
+		return a.ctl.RenewSandbox(r.Context(), tenantOf(r.Context()), id, body.Timeout)
 	}
 	if _, err := a.ctl.RenewLease(r.Context(), tenantOf(r.Context()), l.ID, &body.Timeout); err != nil {
 		return nil, err
