@@ -181,6 +181,14 @@ func TestE2BSDK(t *testing.T) {
 				if code, body := e2bCall(t, svc.url(), keys[rt], "DELETE", "/e2b/sandboxes/"+c.SandboxID, ""); code != 404 || !strings.Contains(body, `"code":404`) {
 					t.Errorf("delete again: %d %s", code, body)
 				}
+				// Errors in E2B's shape: an unknown template, a wrong key.
+				if code, body := e2bCall(t, svc.url(), keys[rt], "POST", "/e2b/v2/sandboxes", `{"templateID":"no-such-template"}`); code != 400 ||
+					!strings.Contains(body, `"code":400`) || !strings.Contains(body, "code-interpreter-v1") {
+					t.Errorf("unknown template: %d %s", code, body)
+				}
+				if code, body := e2bCall(t, svc.url(), "e2b_wrong", "GET", "/e2b/v2/sandboxes", ""); code != 401 || !strings.Contains(body, `"code":401`) {
+					t.Errorf("wrong key: %d %s", code, body)
+				}
 				// A sandbox made through /v1 (no lease): the SDK's
 				// setTimeout renews the sandbox itself, kill deletes it.
 				own := e.createSandbox(t, client.CreateSandboxRequest{Profile: "tool-basic", Runtime: rt})
