@@ -234,16 +234,18 @@ func apiRoutes() []apiRoute {
 		{"get", "/e2b/sandboxes", []string{"200"}},
 		{"post", "/e2b/v2/sandboxes", []string{"201"}},
 		{"get", "/e2b/v2/sandboxes", []string{"200"}},
-		{"get", "/e2b/sandboxes/{sandboxID}", []string{"200"}},
-		{"delete", "/e2b/sandboxes/{sandboxID}", []string{"204"}},
-		{"post", "/e2b/sandboxes/{sandboxID}/timeout", []string{"204"}},
-		{"post", "/e2b/v2/sandboxes/{sandboxID}/connect", []string{"200"}},
+		{"get", "/e2b/sandboxes/{id}", []string{"200"}},
+		{"delete", "/e2b/sandboxes/{id}", []string{"204"}},
+		{"post", "/e2b/sandboxes/{id}/timeout", []string{"204"}},
+		{"post", "/e2b/v2/sandboxes/{id}/connect", []string{"200"}},
 		{"get", "/e2b/health", []string{"204"}},
 		{"get", "/e2b/files", []string{"200"}},
 		{"post", "/e2b/files", []string{"200"}},
 		{"post", "/e2b/process.Process/{method}", []string{"200"}},
 		{"post", "/e2b/filesystem.Filesystem/{method}", []string{"200"}},
 		{"post", "/e2b/execute", []string{"200"}},
+		{"post", "/e2b/contexts", []string{"200"}},
+		{"delete", "/e2b/contexts/{id}", []string{"204"}},
 	}
 }
 

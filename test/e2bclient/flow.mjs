@@ -82,6 +82,18 @@ async function interpreter() {
   out.second = e2.text;
   const e3 = await sbx.runCode('1/0');
   out.error = e3.error ? { name: e3.error.name, value: e3.error.value } : null;
+  out.t = {}; const tt = () => Math.round(performance.now() - t0);
+  out.t.before = tt();
+  const own = await sbx.createCodeContext({ cwd: '/home/user' });
+  out.t.created = tt();
+  out.contextCwd = own.cwd;
+  out.ownContext = (await sbx.runCode('import os\nx = 7\nos.getcwd()', { context: own })).text;
+  out.separate = (await sbx.runCode('x', { context: own })).text + ' ' + (await sbx.runCode('x')).text;
+  out.t.ran = tt();
+  await sbx.removeCodeContext(own);
+  out.t.removed = tt();
+  try { await sbx.runCode('x', { context: own }); out.afterRemove = 'ran'; } catch (e) { out.afterRemove = e.constructor.name; }
+  out.t.after = tt();
   out.killed = await sbx.kill();
 }
 
@@ -91,4 +103,7 @@ try {
   out.error = errInfo(e);
   out.stack = e?.stack;
 }
-process.stdout.write(JSON.stringify(out) + '\n');
+// Exit once written: an SDK error path that leaves a response body unread
+// (the interpreter's non-404 errors) would hold the process on an idle
+// keep-alive socket.
+process.stdout.write(JSON.stringify(out) + '\n', () => process.exit(0));

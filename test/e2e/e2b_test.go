@@ -153,9 +153,18 @@ func TestE2BSDK(t *testing.T) {
 				if e, _ := out["error"].(map[string]any); e == nil || e["name"] != "ZeroDivisionError" {
 					t.Errorf("1/0: error %#v", out["error"])
 				}
+				// A context of its own: its own variables, cwd /home/user
+				// (/workspace inside), gone once removed.
+				if out["contextCwd"] != "/home/user" || out["ownContext"] != "'/workspace'" || out["separate"] != "7 41" {
+					t.Errorf("createCodeContext: %#v", out)
+				}
+				if s, _ := out["afterRemove"].(string); s == "ran" || s == "" {
+					t.Errorf("runCode in a removed context: %v", out["afterRemove"])
+				}
 				if out["killed"] != true {
 					t.Errorf("kill: %#v", out)
 				}
+				t.Logf("%s: interpreter steps at %v", rt, out["t"])
 			})
 			// The runtime is the tenant's policy's: look at a sandbox the
 			// adapter made through /v1.
@@ -257,12 +266,13 @@ func crossTenantE2B(t *testing.T, e *env, svc *service, otherKey string, routes 
 	_, otherToken := create(otherKey)
 	const missing = "sbx_00000000000000000000"
 	bodies := map[string]string{
-		"GET /e2b/sandboxes/{sandboxID}":             "",
-		"DELETE /e2b/sandboxes/{sandboxID}":          "",
-		"POST /e2b/sandboxes/{sandboxID}/timeout":    `{"timeout":5}`,
-		"POST /e2b/v2/sandboxes/{sandboxID}/connect": `{"timeout":5}`,
-		"POST /e2b/process.Process/{method}":         `{}`,
-		"POST /e2b/filesystem.Filesystem/{method}":   `{"path":"/home/user"}`,
+		"GET /e2b/sandboxes/{id}":                  "",
+		"DELETE /e2b/sandboxes/{id}":               "",
+		"POST /e2b/sandboxes/{id}/timeout":         `{"timeout":5}`,
+		"POST /e2b/v2/sandboxes/{id}/connect":      `{"timeout":5}`,
+		"POST /e2b/process.Process/{method}":       `{}`,
+		"POST /e2b/filesystem.Filesystem/{method}": `{"path":"/home/user"}`,
+		"DELETE /e2b/contexts/{id}":                "",
 	}
 	walked := 0
 	for _, route := range routes {
@@ -275,9 +285,9 @@ func crossTenantE2B(t *testing.T, e *env, svc *service, otherKey string, routes 
 			t.Errorf("%s names a resource this walk does not know: add it", route)
 			continue
 		}
-		if strings.Contains(path, "{sandboxID}") {
-			foreignCode, foreign := e2bCall(t, svc.url(), otherKey, method, strings.Replace(path, "{sandboxID}", ownerID, 1), body)
-			missingCode, miss := e2bCall(t, svc.url(), otherKey, method, strings.Replace(path, "{sandboxID}", missing, 1), body)
+		if strings.Contains(path, "/sandboxes/{id}") {
+			foreignCode, foreign := e2bCall(t, svc.url(), otherKey, method, strings.Replace(path, "{id}", ownerID, 1), body)
+			missingCode, miss := e2bCall(t, svc.url(), otherKey, method, strings.Replace(path, "{id}", missing, 1), body)
 			if foreignCode != 404 || missingCode != 404 || strings.ReplaceAll(foreign, ownerID, missing) != miss {
 				t.Errorf("%s with another tenant's key: %d %s; for a missing id: %d %s; want the same 404", route, foreignCode, foreign, missingCode, miss)
 			}
@@ -285,6 +295,7 @@ func crossTenantE2B(t *testing.T, e *env, svc *service, otherKey string, routes 
 			continue
 		}
 		// Sandbox traffic: the token is the credential.
+		path = strings.Replace(path, "{id}", "ctx_00000000000000000000", 1)
 		path = strings.Replace(path, "{method}", map[bool]string{true: "List", false: "Stat"}[strings.Contains(path, "process")], 1)
 		if method == "GET" && path == "/e2b/files" {
 			path += "?path=/home/user/x"
@@ -301,7 +312,7 @@ func crossTenantE2B(t *testing.T, e *env, svc *service, otherKey string, routes 
 		}
 		walked++
 	}
-	if walked < 10 {
+	if walked < 12 {
 		t.Fatalf("walked only %d E2B routes", walked)
 	}
 	// The owner's sandbox is as it was: running, its timeout unchanged by

@@ -119,10 +119,10 @@ func (a *Adapter) Routes() []Route {
 		{"POST", p + "/v2/sandboxes", a.apiKey(a.createSandbox), false},
 		{"GET", p + "/sandboxes", a.apiKey(a.listSandboxes), false},
 		{"GET", p + "/v2/sandboxes", a.apiKey(a.listSandboxes), false},
-		{"GET", p + "/sandboxes/{sandboxID}", a.apiKey(a.getSandbox), false},
-		{"DELETE", p + "/sandboxes/{sandboxID}", a.apiKey(a.killSandbox), false},
-		{"POST", p + "/sandboxes/{sandboxID}/timeout", a.apiKey(a.setTimeout), false},
-		{"POST", p + "/v2/sandboxes/{sandboxID}/connect", a.apiKey(a.connectSandbox), false},
+		{"GET", p + "/sandboxes/{id}", a.apiKey(a.getSandbox), false},
+		{"DELETE", p + "/sandboxes/{id}", a.apiKey(a.killSandbox), false},
+		{"POST", p + "/sandboxes/{id}/timeout", a.apiKey(a.setTimeout), false},
+		{"POST", p + "/v2/sandboxes/{id}/connect", a.apiKey(a.connectSandbox), false},
 		// Sandbox traffic (E2B_SANDBOX_URL), routed by E2b-Sandbox-Id and
 		// E2b-Sandbox-Port and authenticated by the sandbox's access token.
 		{"GET", p + "/health", a.sandboxAuth(a.health), true},
@@ -131,6 +131,8 @@ func (a *Adapter) Routes() []Route {
 		{"POST", p + "/process.Process/{method}", a.sandboxAuth(a.connectRPC), true},
 		{"POST", p + "/filesystem.Filesystem/{method}", a.sandboxAuth(a.connectRPC), true},
 		{"POST", p + "/execute", a.sandboxAuth(a.execute), true},
+		{"POST", p + "/contexts", a.sandboxAuth(a.createContext), true},
+		{"DELETE", p + "/contexts/{id}", a.sandboxAuth(a.deleteContext), true},
 	}
 }
 

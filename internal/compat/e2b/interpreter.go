@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
 )
 
 // executeBody is the code interpreter's run request.
@@ -50,12 +52,15 @@ func (a *Adapter) execute(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	tenant, sbID := tenantOf(ctx), sandboxOf(ctx)
 	cid := body.ContextID
+	var err error
 	if cid == "" {
-		var err error
-		if cid, err = a.defaultContext(r, tenant, sbID); err != nil {
-			a.writeError(w, r, err)
-			return
-		}
+		cid, err = a.defaultContext(r, tenant, sbID)
+	} else {
+		err = a.ownContext(r, cid)
+	}
+	if err != nil {
+		a.writeError(w, r, err)
+		return
 	}
 	res, err := a.jobs.RunCode(ctx, tenant, cid, body.Code, 0)
 	if err != nil {
@@ -113,4 +118,77 @@ func (a *Adapter) defaultContext(r *http.Request, tenant, sandboxID string) (str
 	}
 	slot.id = se.ID
 	return se.ID, nil
+}
+
+// ownContext checks that context id is a code context of the request's
+// sandbox: the access token opens one sandbox, not its tenant's others.
+func (a *Adapter) ownContext(r *http.Request, id string) error {
+	se, err := a.jobs.GetSession(r.Context(), tenantOf(r.Context()), id)
+	if err != nil || se.SandboxID != sandboxOf(r.Context()) || se.Kind != sandbox.SessionPython {
+		return fmt.Errorf("context %q not found: %w", id, errdefs.ErrNotFound)
+	}
+	return nil
+}
+
+// codeContext is a context as the code interpreter SDK reads it.
+type codeContext struct {
+	ID       string `json:"id"`
+	Language string `json:"language"`
+	Cwd      string `json:"cwd"`
+}
+
+// createContext serves POST /contexts {language, cwd} (port 49999): a new
+// code context of the sandbox, started in cwd (/home/user by default).
+func (a *Adapter) createContext(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Language string `json:"language"`
+		Cwd      string `json:"cwd"`
+	}
+	if err := decodeBody(r, &body); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if p := port(r); p != InterpreterPort {
+		a.writeError(w, r, fmt.Errorf("port %d serves no code interpreter (it is on %d): %w", p, InterpreterPort, errdefs.ErrNotFound))
+		return
+	}
+	cwd, err := sandboxPath(body.Cwd)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	se, err := a.jobs.CreateContext(ctx, tenantOf(ctx), sandboxOf(ctx), body.Language)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if cwd == "" {
+		cwd = workspace
+	}
+	res, err := a.jobs.RunCode(ctx, tenantOf(ctx), se.ID, "import os\nos.chdir("+strconv.Quote(cwd)+")", 0)
+	if err == nil && res.Error != nil {
+		err = fmt.Errorf("cwd %s: %s: %w", body.Cwd, res.Error.Value, errdefs.ErrInvalidArgument)
+	}
+	if err != nil {
+		_ = a.jobs.CloseSession(ctx, tenantOf(ctx), se.ID)
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, codeContext{ID: se.ID, Language: "python", Cwd: sdkPath(cwd)})
+}
+
+// deleteContext serves DELETE /contexts/{id}: the context and its kernel
+// end.
+func (a *Adapter) deleteContext(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := a.ownContext(r, id); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if err := a.jobs.CloseSession(r.Context(), tenantOf(r.Context()), id); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }

@@ -166,9 +166,9 @@ func (a *Adapter) detail(sb *sandbox.Sandbox) detail {
 	return d
 }
 
-// getSandbox serves GET /sandboxes/{sandboxID}.
+// getSandbox serves GET /sandboxes/{id}.
 func (a *Adapter) getSandbox(w http.ResponseWriter, r *http.Request) {
-	sb, err := a.runningSandbox(r, r.PathValue("sandboxID"))
+	sb, err := a.runningSandbox(r, r.PathValue("id"))
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -254,7 +254,7 @@ func (a *Adapter) renewTo(r *http.Request, optional bool) (*sandbox.Sandbox, err
 	if err := decodeBody(r, &body); err != nil {
 		return nil, err
 	}
-	id := r.PathValue("sandboxID")
+	id := r.PathValue("id")
 	sb, err := a.runningSandbox(r, id)
 	if err != nil || optional && body.Timeout <= 0 {
 		return sb, err
@@ -269,7 +269,7 @@ func (a *Adapter) renewTo(r *http.Request, optional bool) (*sandbox.Sandbox, err
 	return sb, nil
 }
 
-// setTimeout serves POST /sandboxes/{sandboxID}/timeout {timeout}: the
+// setTimeout serves POST /sandboxes/{id}/timeout {timeout}: the
 // lease is renewed to end timeout seconds from now.
 func (a *Adapter) setTimeout(w http.ResponseWriter, r *http.Request) {
 	if _, err := a.renewTo(r, false); err != nil {
@@ -279,7 +279,7 @@ func (a *Adapter) setTimeout(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// connectSandbox serves POST /v2/sandboxes/{sandboxID}/connect {timeout}:
+// connectSandbox serves POST /v2/sandboxes/{id}/connect {timeout}:
 // a running sandbox's access details, its timeout extended when given.
 func (a *Adapter) connectSandbox(w http.ResponseWriter, r *http.Request) {
 	sb, err := a.renewTo(r, true)
@@ -290,11 +290,11 @@ func (a *Adapter) connectSandbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, a.created(tenantOf(r.Context()), sb))
 }
 
-// killSandbox serves DELETE /sandboxes/{sandboxID}: its lease is released
+// killSandbox serves DELETE /sandboxes/{id}: its lease is released
 // (or, for a sandbox made without one, the sandbox deleted); 204, or 404
 // when there is no such running sandbox. The access token dies with it.
 func (a *Adapter) killSandbox(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("sandboxID")
+	id := r.PathValue("id")
 	tenant := tenantOf(r.Context())
 	if _, err := a.runningSandbox(r, id); err != nil {
 		a.writeError(w, r, err)
