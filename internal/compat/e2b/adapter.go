@@ -277,6 +277,15 @@ func port(r *http.Request) int {
 	return p
 }
 
+// onPort refuses a request whose E2b-Sandbox-Port is not the one that
+// serves what (404, as for a port nothing listens on).
+func onPort(r *http.Request, want int, what string) error {
+	if p := port(r); p != want {
+		return fmt.Errorf("port %d serves no %s (it is on %d): %w", p, what, want, errdefs.ErrNotFound)
+	}
+	return nil
+}
+
 // health answers the agent's and the interpreter's health checks: 204
 // while the sandbox runs (sandboxAuth answered 502 otherwise).
 func (a *Adapter) health(w http.ResponseWriter, _ *http.Request) {
@@ -286,8 +295,8 @@ func (a *Adapter) health(w http.ResponseWriter, _ *http.Request) {
 // connectRPC passes a Connect call of the agent's port to the generated
 // handlers.
 func (a *Adapter) connectRPC(w http.ResponseWriter, r *http.Request) {
-	if p := port(r); p != EnvdPort {
-		a.writeError(w, r, fmt.Errorf("port %d serves no agent API (the agent is on %d): %w", p, EnvdPort, errdefs.ErrNotFound))
+	if err := onPort(r, EnvdPort, "agent API"); err != nil {
+		a.writeError(w, r, err)
 		return
 	}
 	http.StripPrefix(Prefix, a.envd).ServeHTTP(flushWriter{w}, r)

@@ -32,8 +32,8 @@ var mimeField = map[string]string{
 // variables persist between calls), answered as JSON lines: stdout,
 // stderr, result, error and number_of_executions.
 func (a *Adapter) execute(w http.ResponseWriter, r *http.Request) {
-	if p := port(r); p != InterpreterPort {
-		a.writeError(w, r, fmt.Errorf("port %d serves no code interpreter (it is on %d): %w", p, InterpreterPort, errdefs.ErrNotFound))
+	if err := onPort(r, InterpreterPort, "code interpreter"); err != nil {
+		a.writeError(w, r, err)
 		return
 	}
 	var body executeBody
@@ -148,8 +148,8 @@ func (a *Adapter) createContext(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	if p := port(r); p != InterpreterPort {
-		a.writeError(w, r, fmt.Errorf("port %d serves no code interpreter (it is on %d): %w", p, InterpreterPort, errdefs.ErrNotFound))
+	if err := onPort(r, InterpreterPort, "code interpreter"); err != nil {
+		a.writeError(w, r, err)
 		return
 	}
 	cwd, err := sandboxPath(body.Cwd)
