@@ -190,6 +190,12 @@ func TestE2BSDK(t *testing.T) {
 				if code, body := e2bCall(t, svc.url(), keys[rt], "DELETE", "/e2b/sandboxes/"+c.SandboxID, ""); code != 404 || !strings.Contains(body, `"code":404`) {
 					t.Errorf("delete again: %d %s", code, body)
 				}
+				// The CLI checks the adapter with the key and prints the
+				// environment for the SDKs.
+				if r := svc.cli(t, "e2b", "env"); r.code != 0 || !strings.Contains(r.stdout, "export E2B_API_URL="+svc.url()+"/e2b\n") ||
+					!strings.Contains(r.stdout, "export E2B_API_KEY=e2b_"+e.apiKey+"\n") {
+					t.Errorf("genesis e2b env: %s", r)
+				}
 				// Errors in E2B's shape: an unknown template, a wrong key.
 				if code, body := e2bCall(t, svc.url(), keys[rt], "POST", "/e2b/v2/sandboxes", `{"templateID":"no-such-template"}`); code != 400 ||
 					!strings.Contains(body, `"code":400`) || !strings.Contains(body, "code-interpreter-v1") {
