@@ -15,7 +15,7 @@ TEST_IMAGES ?= tool-basic tool-node code-python-basic code-python-data skill-pyt
 FUZZ_TARGETS ?= FuzzResolvePath FuzzResolveBelow
 FUZZTIME ?= 15s
 
-.PHONY: all build console console-test setup images test-images test-deps run test unit fuzz cross lint bench clean
+.PHONY: proto all build console console-test setup images test-images test-deps run test unit fuzz cross lint bench clean
 
 all: build
 
@@ -54,6 +54,7 @@ run: images
 test-deps: setup
 	cd test/mcpclient && npm ci --no-audit --no-fund --loglevel=warn
 	cd test/browserclient && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --ignore-scripts --no-audit --no-fund --loglevel=warn
+	cd test/e2bclient && npm ci --ignore-scripts --no-audit --no-fund --loglevel=warn
 
 # Unit, conformance, integration (real Docker, runc and runsc) and end-to-end tests.
 test: test-images test-deps cross
@@ -85,6 +86,7 @@ fuzz:
 		echo "fuzz $$f for $(FUZZTIME)"; \
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./internal/agent/agentproto/; \
 	done
+	$(GO) test -run '^$$' -fuzz '^FuzzSandboxPath$$' -fuzztime $(FUZZTIME) ./internal/compat/e2b/
 
 # Unit tests only (no Docker needed; integration tests skip with a reason).
 unit:
@@ -95,3 +97,12 @@ bench: test-images test-deps
 
 clean:
 	rm -rf $(BIN)
+
+# The E2B adapter's Connect-RPC code, generated from its .proto files
+# (internal/compat/e2b/proto) by buf (npm, tools/proto's lockfile) with
+# protoc-gen-go and protoc-gen-connect-go run by `go run` at go.mod's
+# versions. The output is committed; run this after editing a .proto.
+proto:
+	cd tools/proto && npm ci --ignore-scripts --no-audit --no-fund --loglevel=warn
+	rm -rf internal/compat/e2b/gen
+	cd internal/compat/e2b/proto && ../../../../tools/proto/node_modules/.bin/buf generate

@@ -19,6 +19,7 @@
 //	genesis whoami                           the tenant of the key, admin or not
 //	genesis mcp run|ls|get|rm|tools|pins|approve|calls|catalog|stdio   MCP servers in sandboxes
 //	genesis skill push|ls|get|revisions|cat|run   skills: push folders with SKILL.md, run their scripts
+//	genesis e2b env|ls                       point the E2B SDKs here; their view of the sandboxes
 //	genesis version                          show the CLI build
 //
 // Exit status: 0 on success, 1 on errors, 2 on usage errors; genesis exec,
@@ -114,6 +115,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newMCPCmd(a),
 		newSkillCmd(a),
 		newTraceCmd(a),
+		newE2BCmd(a),
 		newVersionCmd(a),
 	)
 	return root

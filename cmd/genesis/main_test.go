@@ -755,3 +755,27 @@ func TestJobExitStatus(t *testing.T) {
 		}
 	}
 }
+
+func TestE2B(t *testing.T) {
+	t.Parallel()
+	api := newFakeAPI(t, reply(200, `[{"sandboxID":"sbx_1","templateID":"base","state":"running","endAt":"2026-03-01T12:10:00Z"}]`))
+	r := cli(t, api.URL, "", nil, "e2b", "env")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	req := api.only(t)
+	if req.Method != "GET" || req.Path != "/e2b/v2/sandboxes" || req.Header.Get("X-API-KEY") != "k" {
+		t.Errorf("request %s %s key %q", req.Method, req.Path, req.Header.Get("X-API-KEY"))
+	}
+	want := "export E2B_API_KEY=e2b_k\nexport E2B_API_URL=" + api.URL + "/e2b\nexport E2B_SANDBOX_URL=" + api.URL + "/e2b\nexport E2B_VALIDATE_API_KEY=false\n"
+	if r.stdout != want {
+		t.Errorf("env =\n%s\nwant\n%s", r.stdout, want)
+	}
+	if r := cli(t, api.URL, "", nil, "e2b", "ls"); r.code != 0 || !strings.Contains(r.stdout, "sbx_1") || !strings.Contains(r.stdout, "base") {
+		t.Errorf("ls: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	gone := newFakeAPI(t, reply(404, `{"code":404,"message":"no such route"}`))
+	if r := cli(t, gone.URL, "", nil, "e2b", "env"); r.code == 0 || r.stdout != "" {
+		t.Errorf("env against a service without the adapter: exit %d, stdout %q", r.code, r.stdout)
+	}
+}

@@ -229,6 +229,24 @@ func apiRoutes() []apiRoute {
 		{"post", skillsMCPEndpoint, []string{"200", "202", "400", "401", "413", "415"}},
 		{"get", skillsMCPEndpoint, []string{"401", "405"}},
 		{"delete", skillsMCPEndpoint, []string{"401", "405"}},
+		// The E2B SDKs' API (docs/compat-e2b.md): its own auth headers and
+		// {code, message} errors.
+		{"post", "/e2b/sandboxes", []string{"201"}},
+		{"get", "/e2b/sandboxes", []string{"200"}},
+		{"post", "/e2b/v2/sandboxes", []string{"201"}},
+		{"get", "/e2b/v2/sandboxes", []string{"200"}},
+		{"get", "/e2b/sandboxes/{id}", []string{"200"}},
+		{"delete", "/e2b/sandboxes/{id}", []string{"204"}},
+		{"post", "/e2b/sandboxes/{id}/timeout", []string{"204"}},
+		{"post", "/e2b/v2/sandboxes/{id}/connect", []string{"200"}},
+		{"get", "/e2b/health", []string{"204"}},
+		{"get", "/e2b/files", []string{"200"}},
+		{"post", "/e2b/files", []string{"200"}},
+		{"post", "/e2b/process.Process/{method}", []string{"200"}},
+		{"post", "/e2b/filesystem.Filesystem/{method}", []string{"200"}},
+		{"post", "/e2b/execute", []string{"200"}},
+		{"post", "/e2b/contexts", []string{"200"}},
+		{"delete", "/e2b/contexts/{id}", []string{"204"}},
 	}
 }
 
@@ -244,7 +262,7 @@ const skillsMCPEndpoint = "/v1/mcp/skills"
 
 // problemErrors reports whether the 4xx answers of path are problem details.
 func problemErrors(path string) bool {
-	return path != "/readyz" && path != mcpEndpoint && path != skillsMCPEndpoint
+	return path != "/readyz" && path != mcpEndpoint && path != skillsMCPEndpoint && !strings.HasPrefix(path, "/e2b/")
 }
 
 func TestOpenAPIRoutes(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"genesis.dev/sandbox/internal/compat/e2b"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/console"
 	"genesis.dev/sandbox/internal/control"
@@ -146,9 +147,16 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	api, err := httpapi.New(httpapi.Config{Control: ctl, Terminals: m.terms, Files: m.files, Jobs: m.jobs, Artifacts: m.arts, Ports: m.ports, Browser: m.browser, Desktop: m.desktop, Trace: m.trace, Services: m.svcs, MCP: m.mcp, Skills: m.sk, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics})
+	var e2bCfg *e2b.Config
+	if cfg.E2B.Enabled {
+		e2bCfg = &e2b.Config{Settings: cfg.E2B, MaxJobTimeoutMS: cfg.Limits.MaxExecTimeoutMS}
+	}
+	api, err := httpapi.New(httpapi.Config{Control: ctl, Terminals: m.terms, Files: m.files, Jobs: m.jobs, Artifacts: m.arts, Ports: m.ports, Browser: m.browser, Desktop: m.desktop, Trace: m.trace, Services: m.svcs, MCP: m.mcp, Skills: m.sk, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics, E2B: e2bCfg})
 	if err != nil {
 		return err
+	}
+	if a := api.E2B(); a != nil {
+		ctl.AddHook(a) // forgets the pids and code context of a sandbox that ended
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

@@ -54,6 +54,20 @@ type Config struct {
 	Console Console `yaml:"console"`
 	// Trace configures the sandboxes' operation traces.
 	Trace Trace `yaml:"trace"`
+	// E2B configures the E2B SDK adapter under /e2b (docs/compat-e2b.md).
+	E2B E2B `yaml:"e2b"`
+}
+
+// E2B configures the adapter that serves the E2B SDKs.
+type E2B struct {
+	// Enabled serves /e2b (default true).
+	Enabled bool `yaml:"enabled"`
+	// Templates maps an E2B template name to a profile; a template not in
+	// it (or naming an undefined profile) is refused with 400.
+	Templates map[string]string `yaml:"templates"`
+	// DefaultTimeoutSeconds is a sandbox's life when create names no
+	// timeout (E2B's own default is 300).
+	DefaultTimeoutSeconds int64 `yaml:"default_timeout_seconds"`
 }
 
 // Trace configures the operation traces (docs/trace.md).
@@ -390,6 +404,12 @@ func (c *Config) validate(v *problems) {
 	case "off", "after", "both":
 	default:
 		bad("trace.screenshots", "must be off, after or both, got %q", c.Trace.Screenshots)
+	}
+	// A template naming a profile that a config left out is refused when a
+	// sandbox is created from it, not here: the defaults' table must not
+	// stop a config that replaces the profiles from loading.
+	if c.E2B.DefaultTimeoutSeconds < 0 {
+		bad("e2b.default_timeout_seconds", "must not be negative, got %d", c.E2B.DefaultTimeoutSeconds)
 	}
 	if c.DefaultRiskLevel.Rank() < 0 {
 		bad("default_risk_level", "unknown risk level %q", c.DefaultRiskLevel)

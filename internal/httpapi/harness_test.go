@@ -12,6 +12,7 @@ import (
 
 	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/internal/browser"
+	"genesis.dev/sandbox/internal/compat/e2b"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/desktop"
@@ -92,6 +93,7 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 		Artifacts:    h.Artifacts,
 		Keys:         map[string]string{keyA: "a", keyB: "b", keyAdmin: config.AdminTenant},
 		MaxBodyBytes: maxBody,
+		E2B:          &e2b.Config{Settings: config.E2B{Templates: map[string]string{"base": "tool-basic"}}},
 	})
 	if err != nil {
 		t.Fatal(err)

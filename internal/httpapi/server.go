@@ -21,6 +21,7 @@ import (
 
 	"genesis.dev/sandbox/internal/artifacts"
 	"genesis.dev/sandbox/internal/browser"
+	"genesis.dev/sandbox/internal/compat/e2b"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -66,6 +67,9 @@ type Config struct {
 	// Services, when set, reports the profile services on GET sandbox.
 	Services *jobs.Services
 	Logger   *slog.Logger
+	// E2B, when set, serves the E2B SDK adapter under /e2b; New fills in
+	// its control, jobs, files, key check and logger.
+	E2B *e2b.Config
 	// Metrics is the instrumentation served at /metrics; nil means a new
 	// NewMetrics(MetricsConfig{}). Give the same Metrics to the jobs
 	// manager (jobs.Config.Metrics) for its exec latencies.
@@ -98,6 +102,7 @@ type Server struct {
 	desktop   *desktop.Manager
 	viewer    *console.Viewer
 	trace     *trace.Store
+	e2b       *e2b.Adapter
 }
 
 type apiKey struct {
@@ -154,9 +159,23 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Ports != nil {
 		s.browser = cfg.Browser
 	}
+	if cfg.E2B != nil {
+		ec := *cfg.E2B
+		ec.Control, ec.Jobs, ec.Files, ec.Logger = cfg.Control, cfg.Jobs, cfg.Files, cfg.Logger
+		ec.Authenticate = s.tenantOfKey
+		a, err := e2b.New(ec)
+		if err != nil {
+			return nil, err
+		}
+		s.e2b = a
+	}
 	s.routesInit()
 	return s, nil
 }
+
+// E2B returns the E2B adapter (nil when Config.E2B was nil), for cmd to
+// register as a control hook.
+func (s *Server) E2B() *e2b.Adapter { return s.e2b }
 
 // Routes lists every route served (for the OpenAPI coverage test).
 func (s *Server) Routes() []Route { return s.routes }
@@ -210,6 +229,25 @@ func (s *Server) routesInit() {
 	s.browserRoutes()
 	s.desktopRoutes()
 	s.traceRoutes()
+	s.e2bRoutes()
+}
+
+// e2bRoutes mounts the E2B adapter: its control-plane routes authenticate
+// with the adapter's own X-API-KEY check (audited as our own routes), its
+// sandbox-traffic routes with a sandbox's access token (not audited, as
+// the traffic proxied into a sandbox is not; the jobs they start are
+// recorded as every job is).
+func (s *Server) e2bRoutes() {
+	if s.e2b == nil {
+		return
+	}
+	for _, rt := range s.e2b.Routes() {
+		s.handle(rt.Method, rt.Pattern, false, rt.Handler)
+		if rt.SandboxTraffic {
+			s.routes[len(s.routes)-1].Unaudited = true
+			s.unaudited[rt.Method+" "+rt.Pattern] = true
+		}
+	}
 }
 
 type ctxKey int
@@ -320,6 +358,16 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey, p)))
 	})
+}
+
+// tenantOfKey answers the tenant of an API key (for the compat adapters,
+// which read keys from their own headers).
+func (s *Server) tenantOfKey(ctx context.Context, key string) (string, error) {
+	p, err := s.resolveKey(ctx, sha256.Sum256([]byte(key)))
+	if ae, _ := ctx.Value(auditKey).(*auditEntry); ae != nil && err == nil {
+		ae.principal = p
+	}
+	return p.Tenant, err
 }
 
 // resolveKey answers whose key has the SHA-256 sum.

@@ -165,6 +165,16 @@ var rules = []rule{
 		External: []string{},
 	},
 	{
+		Pkg: "internal/compat/e2b/...",
+		Why: "the E2B adapter translates onto control (leases, sandboxes), jobs, files and config; no API, client, store, driver, job log or agent package; " +
+			"externals: connect-go and protobuf (its generated code)",
+		Forbid:   []string{"internal/httpapi", "client", "cmd/..."},
+		NoImport: []string{"internal/driver/...", "internal/store/...", "internal/admission", "internal/joblog", "internal/agent/..."},
+		Only: []string{"internal/control", "internal/jobs", "internal/files", "internal/config", "internal/sandbox", "internal/errdefs",
+			"internal/compat/e2b/gen/..."},
+		External: []string{"connectrpc.com/connect", "google.golang.org/protobuf/..."},
+	},
+	{
 		Pkg:      "internal/httpapi",
 		Why:      "the API calls control and the workload managers; it never imports a driver, the store, admission, the job log or the agent protocol",
 		Forbid:   []string{"cmd/..."},

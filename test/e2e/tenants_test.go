@@ -170,6 +170,10 @@ func TestCrossTenantIsolation(t *testing.T) {
 		t.Parallel()
 		crossTenantMCPAndSkills(t, e, svc, otherKey, routes)
 	})
+	t.Run("e2b", func(t *testing.T) {
+		t.Parallel()
+		crossTenantE2B(t, e, svc, otherKey, routes)
+	})
 	for _, rt := range e.runtimes(t) {
 		t.Run(rt, func(t *testing.T) {
 			t.Parallel()
@@ -223,8 +227,9 @@ func TestCrossTenantIsolation(t *testing.T) {
 				method, path, _ := strings.Cut(route, " ")
 				if !strings.Contains(path, "{") || strings.HasPrefix(path, "/v1/tenants") || strings.HasPrefix(path, "/v1/pools/") ||
 					strings.HasPrefix(path, "/v1/previews/") || strings.HasPrefix(path, "/v1/browsers/") || strings.HasPrefix(path, "/v1/displays/") || strings.HasPrefix(path, "/viewer/") ||
-					strings.HasPrefix(path, "/v1/mcp/") || strings.HasPrefix(path, "/v1/skills/") {
-					// MCP servers and skills are walked by crossTenantMCPAndSkills
+					strings.HasPrefix(path, "/v1/mcp/") || strings.HasPrefix(path, "/v1/skills/") || strings.HasPrefix(path, "/e2b/") {
+					// MCP servers and skills are walked by crossTenantMCPAndSkills,
+					// the E2B adapter's routes by crossTenantE2B
 					// collections, the admin API (403 for tenant keys, tested in httpapi), service-wide
 					// pools, preview, browser and display links (their token is the
 					// credential: tested in TestPorts, TestBrowser, TestDesktopLiveView and

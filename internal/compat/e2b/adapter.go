@@ -1,0 +1,318 @@
+package e2b
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"genesis.dev/sandbox/internal/compat/e2b/gen/filesystem/filesystemconnect"
+	"genesis.dev/sandbox/internal/compat/e2b/gen/process/processconnect"
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/files"
+	"genesis.dev/sandbox/internal/jobs"
+)
+
+// Prefix is where the adapter is mounted: E2B_API_URL and E2B_SANDBOX_URL
+// both point at it.
+const Prefix = "/e2b"
+
+// The ports the SDKs name in E2b-Sandbox-Port: the in-sandbox agent (envd)
+// and the code interpreter.
+const (
+	EnvdPort        = 49983
+	InterpreterPort = 49999
+)
+
+// envdVersion is the agent version reported to the SDKs: it decides which
+// wire features they use (0.4.0: the user is the server's choice; 0.5.2:
+// closeStdin; 0.5.7: octet-stream uploads). Metadata on files (0.6.2) is
+// not offered.
+const envdVersion = "0.5.7"
+
+// Config wires an Adapter.
+type Config struct {
+	Control *control.Service
+	Jobs    *jobs.Manager
+	Files   *files.Gateway
+	// Authenticate answers the tenant of an API key of the service.
+	Authenticate func(ctx context.Context, key string) (string, error)
+	// Settings are the adapter's configuration (templates, timeouts).
+	Settings config.E2B
+	// MaxJobTimeoutMS is the longest a command may run (limits.max_exec_timeout_ms).
+	MaxJobTimeoutMS int64
+	Logger          *slog.Logger
+}
+
+// Adapter serves the E2B control plane, the agent API and the code
+// interpreter under Prefix.
+type Adapter struct {
+	ctl    *control.Service
+	jobs   *jobs.Manager
+	files  *files.Gateway
+	auth   func(ctx context.Context, key string) (string, error)
+	set    config.E2B
+	maxJob int64
+	log    *slog.Logger
+	// secret keys the per-sandbox access tokens (HMAC of tenant and
+	// sandbox id); it is made at start, so tokens end with the process.
+	secret []byte
+
+	envd  http.Handler // the Connect services, prefix stripped
+	procs processTable
+
+	ctxMu    sync.Mutex
+	contexts map[string]*contextSlot // sandbox id → its default code context
+}
+
+// New builds the adapter.
+func New(cfg Config) (*Adapter, error) {
+	if cfg.Control == nil || cfg.Jobs == nil || cfg.Files == nil || cfg.Authenticate == nil {
+		return nil, fmt.Errorf("e2b: control, jobs, files and Authenticate are required: %w", errdefs.ErrInvalidArgument)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxJobTimeoutMS <= 0 {
+		cfg.MaxJobTimeoutMS = 3600_000
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, fmt.Errorf("e2b: token secret: %w", err)
+	}
+	a := &Adapter{ctl: cfg.Control, jobs: cfg.Jobs, files: cfg.Files, auth: cfg.Authenticate, set: cfg.Settings,
+		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, secret: secret, contexts: map[string]*contextSlot{}}
+	a.procs.bySandbox = map[string]*sandboxProcs{}
+	mux := http.NewServeMux()
+	mux.Handle(processconnect.NewProcessHandler(&processService{a: a}))
+	mux.Handle(filesystemconnect.NewFilesystemHandler(&filesystemService{a: a}))
+	a.envd = mux
+	return a, nil
+}
+
+// Route is one method and path pattern the adapter serves (under Prefix).
+type Route struct {
+	Method, Pattern string
+	Handler         http.HandlerFunc
+	// SandboxTraffic routes are the sandbox's own API (E2B_SANDBOX_URL),
+	// authenticated by its access token rather than an API key.
+	SandboxTraffic bool
+}
+
+// Routes lists every route, for the server's mux and its OpenAPI check.
+func (a *Adapter) Routes() []Route {
+	p := Prefix
+	return []Route{
+		// Control plane (E2B_API_URL), authenticated by X-API-KEY.
+		{"POST", p + "/sandboxes", a.apiKey(a.createSandbox), false},
+		{"POST", p + "/v2/sandboxes", a.apiKey(a.createSandbox), false},
+		{"GET", p + "/sandboxes", a.apiKey(a.listSandboxes), false},
+		{"GET", p + "/v2/sandboxes", a.apiKey(a.listSandboxes), false},
+		{"GET", p + "/sandboxes/{id}", a.apiKey(a.getSandbox), false},
+		{"DELETE", p + "/sandboxes/{id}", a.apiKey(a.killSandbox), false},
+		{"POST", p + "/sandboxes/{id}/timeout", a.apiKey(a.setTimeout), false},
+		{"POST", p + "/v2/sandboxes/{id}/connect", a.apiKey(a.connectSandbox), false},
+		// Sandbox traffic (E2B_SANDBOX_URL), routed by E2b-Sandbox-Id and
+		// E2b-Sandbox-Port and authenticated by the sandbox's access token.
+		{"GET", p + "/health", a.sandboxAuth(a.health), true},
+		{"GET", p + "/files", a.sandboxAuth(a.readFile), true},
+		{"POST", p + "/files", a.sandboxAuth(a.writeFiles), true},
+		{"POST", p + "/process.Process/{method}", a.sandboxAuth(a.connectRPC), true},
+		{"POST", p + "/filesystem.Filesystem/{method}", a.sandboxAuth(a.connectRPC), true},
+		{"POST", p + "/execute", a.sandboxAuth(a.execute), true},
+		{"POST", p + "/contexts", a.sandboxAuth(a.createContext), true},
+		{"DELETE", p + "/contexts/{id}", a.sandboxAuth(a.deleteContext), true},
+	}
+}
+
+// apiError is the error body of the E2B API and agent: {code, message},
+// code being the HTTP status.
+type apiError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers err in the E2B shape, its status from errdefs' table.
+func (a *Adapter) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status := errdefs.HTTPStatus(err)
+	if status >= 500 {
+		a.log.Warn("e2b adapter", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	if d, ok := errdefs.RetryAfter(err); ok {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(d.Seconds()))))
+	}
+	writeJSON(w, status, apiError{Code: status, Message: err.Error()})
+}
+
+type ctxKey int
+
+const (
+	tenantKey ctxKey = iota
+	sandboxKey
+)
+
+func tenantOf(ctx context.Context) string  { v, _ := ctx.Value(tenantKey).(string); return v }
+func sandboxOf(ctx context.Context) string { v, _ := ctx.Value(sandboxKey).(string); return v }
+
+// apiKey authenticates a control-plane call by X-API-KEY: a key of the
+// service, or the same key spelled with an e2b_ prefix.
+func (a *Adapter) apiKey(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("X-API-KEY")
+		if key == "" {
+			if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+				key = b
+			}
+		}
+		if key == "" {
+			a.writeError(w, r, fmt.Errorf("missing X-API-KEY header: %w", errdefs.ErrUnauthenticated))
+			return
+		}
+		tenant, err := a.auth(r.Context(), key)
+		if err != nil && strings.HasPrefix(key, "e2b_") {
+			tenant, err = a.auth(r.Context(), strings.TrimPrefix(key, "e2b_"))
+		}
+		if err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), tenantKey, tenant)))
+	}
+}
+
+// accessToken is the per-sandbox token given at create: the tenant and an
+// HMAC of (tenant, sandbox id). It opens that one sandbox only; deleting
+// the sandbox revokes it, since every call then finds no sandbox.
+func (a *Adapter) accessToken(tenant, sandboxID string) string {
+	return "gst_" + base64.RawURLEncoding.EncodeToString([]byte(tenant)) + "." +
+		base64.RawURLEncoding.EncodeToString(a.mac(tenant, sandboxID))
+}
+
+func (a *Adapter) mac(tenant, sandboxID string) []byte {
+	m := hmac.New(sha256.New, a.secret)
+	m.Write([]byte(tenant))
+	m.Write([]byte{0})
+	m.Write([]byte(sandboxID))
+	return m.Sum(nil)
+}
+
+// checkToken answers the tenant of a valid token of sandboxID.
+func (a *Adapter) checkToken(token, sandboxID string) (string, bool) {
+	rest, ok := strings.CutPrefix(token, "gst_")
+	if !ok {
+		return "", false
+	}
+	t64, m64, ok := strings.Cut(rest, ".")
+	if !ok {
+		return "", false
+	}
+	tenant, err1 := base64.RawURLEncoding.DecodeString(t64)
+	sum, err2 := base64.RawURLEncoding.DecodeString(m64)
+	if err1 != nil || err2 != nil || !hmac.Equal(sum, a.mac(string(tenant), sandboxID)) {
+		return "", false
+	}
+	return string(tenant), true
+}
+
+// sandboxAuth authenticates sandbox traffic: E2b-Sandbox-Id names the
+// sandbox, X-Access-Token (or E2B-Traffic-Access-Token, which the code
+// interpreter's context calls send alone) must be its token. The port
+// header picks the agent or the code interpreter.
+func (a *Adapter) sandboxAuth(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("E2b-Sandbox-Id")
+		if id == "" {
+			a.writeError(w, r, fmt.Errorf("missing E2b-Sandbox-Id header (set E2B_SANDBOX_URL to this service's /e2b): %w", errdefs.ErrInvalidArgument))
+			return
+		}
+		token := r.Header.Get("X-Access-Token")
+		if token == "" {
+			token = r.Header.Get("E2B-Traffic-Access-Token")
+		}
+		tenant, ok := a.checkToken(token, id)
+		if !ok {
+			a.writeError(w, r, fmt.Errorf("missing or wrong access token for sandbox %q: %w", id, errdefs.ErrUnauthenticated))
+			return
+		}
+		// A token outlives nothing: once the sandbox is gone (killed,
+		// expired) every call answers 502, as E2B's proxy does for a
+		// sandbox that is not running (the SDKs read it so).
+		sb, err := a.ctl.GetSandbox(r.Context(), tenant, id)
+		if err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
+			a.writeError(w, r, err)
+			return
+		}
+		if err != nil || !running(sb.State) {
+			writeJSON(w, http.StatusBadGateway, apiError{Code: http.StatusBadGateway, Message: fmt.Sprintf("sandbox %s is not running", id)})
+			return
+		}
+		ctx := context.WithValue(context.WithValue(r.Context(), tenantKey, tenant), sandboxKey, id)
+		h(w, r.WithContext(ctx))
+	}
+}
+
+// port reads E2b-Sandbox-Port (the agent's when absent).
+func port(r *http.Request) int {
+	p, err := strconv.Atoi(r.Header.Get("E2b-Sandbox-Port"))
+	if err != nil {
+		return EnvdPort
+	}
+	return p
+}
+
+// onPort refuses a request whose E2b-Sandbox-Port is not the one that
+// serves what (404, as for a port nothing listens on).
+func onPort(r *http.Request, want int, what string) error {
+	if p := port(r); p != want {
+		return fmt.Errorf("port %d serves no %s (it is on %d): %w", p, what, want, errdefs.ErrNotFound)
+	}
+	return nil
+}
+
+// health answers the agent's and the interpreter's health checks: 204
+// while the sandbox runs (sandboxAuth answered 502 otherwise).
+func (a *Adapter) health(w http.ResponseWriter, _ *http.Request) {
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// connectRPC passes a Connect call of the agent's port to the generated
+// handlers.
+func (a *Adapter) connectRPC(w http.ResponseWriter, r *http.Request) {
+	if err := onPort(r, EnvdPort, "agent API"); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	http.StripPrefix(Prefix, a.envd).ServeHTTP(flushWriter{w}, r)
+}
+
+// flushWriter gives connect-go the http.Flusher its streams need through
+// whatever middleware wraps w (http.ResponseController finds it).
+type flushWriter struct{ http.ResponseWriter }
+
+func (f flushWriter) Flush() { _ = http.NewResponseController(f.ResponseWriter).Flush() }
+
+func (f flushWriter) Unwrap() http.ResponseWriter { return f.ResponseWriter }
+
+// lookupSandbox is the error of a sandbox the caller cannot see: E2B's 404.
+func notFound(id string) error {
+	return fmt.Errorf("sandbox %q not found: %w", id, errdefs.ErrNotFound)
+}
+
+var errNoLease = errors.New("no active lease")

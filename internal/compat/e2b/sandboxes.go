@@ -1,0 +1,315 @@
+package e2b
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
+)
+
+// templateKey is the metadata key that remembers a sandbox's E2B template;
+// it is not shown in the SDK's metadata.
+const templateKey = "e2b.template"
+
+// createBody is what the SDKs send to create a sandbox (fields not read
+// here, such as network, mcp or autoPause, are ignored).
+type createBody struct {
+	TemplateID string            `json:"templateID"`
+	Timeout    *int64            `json:"timeout"`
+	Metadata   map[string]string `json:"metadata"`
+	EnvVars    map[string]string `json:"envVars"`
+}
+
+// created is the answer to create and connect.
+type created struct {
+	SandboxID          string  `json:"sandboxID"`
+	TemplateID         string  `json:"templateID"`
+	ClientID           string  `json:"clientID"`
+	EnvdVersion        string  `json:"envdVersion"`
+	EnvdAccessToken    string  `json:"envdAccessToken"`
+	TrafficAccessToken string  `json:"trafficAccessToken"`
+	Domain             *string `json:"domain"`
+}
+
+// detail is a sandbox as get and list show it.
+type detail struct {
+	SandboxID       string            `json:"sandboxID"`
+	TemplateID      string            `json:"templateID"`
+	ClientID        string            `json:"clientID"`
+	StartedAt       time.Time         `json:"startedAt"`
+	EndAt           time.Time         `json:"endAt"`
+	CPUCount        int               `json:"cpuCount"`
+	MemoryMB        int64             `json:"memoryMB"`
+	DiskSizeMB      int64             `json:"diskSizeMB"`
+	Metadata        map[string]string `json:"metadata"`
+	State           string            `json:"state"`
+	EnvdVersion     string            `json:"envdVersion"`
+	EnvdAccessToken string            `json:"envdAccessToken,omitempty"`
+	Domain          *string           `json:"domain"`
+}
+
+func decodeBody(r *http.Request, v any) error {
+	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("reading the body: %v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("body is not the expected JSON: %v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// profileOf maps a template to a profile by the configured table.
+func (a *Adapter) profileOf(template string) (string, error) {
+	if template == "" {
+		template = "base"
+	}
+	p, ok := a.set.Templates[template]
+	if !ok {
+		names := make([]string, 0, len(a.set.Templates))
+		for k := range a.set.Templates {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		return "", errdefs.WithCode("template_not_found", fmt.Errorf(
+			"template %q is not known here (known: %s; e2b.templates in the config maps templates to profiles): %w",
+			template, strings.Join(names, ", "), errdefs.ErrInvalidArgument))
+	}
+	return p, nil
+}
+
+// createSandbox serves POST /sandboxes and /v2/sandboxes: a lease of the
+// template's profile, risk and runtime from the tenant's policy.
+func (a *Adapter) createSandbox(w http.ResponseWriter, r *http.Request) {
+	var body createBody
+	if err := decodeBody(r, &body); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if body.TemplateID == "" {
+		body.TemplateID = "base"
+	}
+	profile, err := a.profileOf(body.TemplateID)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	ttl := a.set.DefaultTimeoutSeconds
+	if ttl <= 0 {
+		ttl = 300
+	}
+	if body.Timeout != nil {
+		ttl = *body.Timeout
+	}
+	md := map[string]string{}
+	for k, v := range body.Metadata {
+		md[k] = v
+	}
+	md[templateKey] = body.TemplateID
+	tenant := tenantOf(r.Context())
+	out, err := a.ctl.AcquireLease(r.Context(), control.AcquireLeaseInput{
+		Tenant: tenant, Profile: profile, TTLSeconds: &ttl, Holder: "e2b", Env: body.EnvVars, Metadata: md,
+	})
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, a.created(tenant, out.Sandbox))
+}
+
+func (a *Adapter) created(tenant string, sb *sandbox.Sandbox) created {
+	tok := a.accessToken(tenant, sb.ID)
+	return created{SandboxID: sb.ID, TemplateID: templateOf(sb), ClientID: "genesis", EnvdVersion: envdVersion,
+		EnvdAccessToken: tok, TrafficAccessToken: tok}
+}
+
+func templateOf(sb *sandbox.Sandbox) string {
+	if t := sb.Metadata[templateKey]; t != "" {
+		return t
+	}
+	return sb.Profile
+}
+
+// running reports whether a sandbox is one the SDK sees as running.
+func running(st sandbox.State) bool {
+	switch st {
+	case sandbox.StateReady, sandbox.StateLeased, sandbox.StateBusy, sandbox.StateIdle:
+		return true
+	}
+	return false
+}
+
+func (a *Adapter) detail(sb *sandbox.Sandbox) detail {
+	md := map[string]string{}
+	for k, v := range sb.Metadata {
+		if k != templateKey {
+			md[k] = v
+		}
+	}
+	d := detail{SandboxID: sb.ID, TemplateID: templateOf(sb), ClientID: "genesis", StartedAt: sb.CreatedAt,
+		CPUCount: max(1, int(sb.Resources.CPU+0.999)), MemoryMB: sb.Resources.MemoryMB, DiskSizeMB: sb.Resources.DiskMB,
+		Metadata: md, State: "running", EnvdVersion: envdVersion}
+	if sb.ExpiresAt != nil {
+		d.EndAt = *sb.ExpiresAt
+	}
+	return d
+}
+
+// getSandbox serves GET /sandboxes/{id}.
+func (a *Adapter) getSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, err := a.runningSandbox(r, r.PathValue("id"))
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	d := a.detail(sb)
+	d.EnvdAccessToken = a.accessToken(tenantOf(r.Context()), sb.ID)
+	writeJSON(w, http.StatusOK, d)
+}
+
+// runningSandbox answers a running sandbox of the caller, or E2B's 404.
+func (a *Adapter) runningSandbox(r *http.Request, id string) (*sandbox.Sandbox, error) {
+	sb, err := a.ctl.GetSandbox(r.Context(), tenantOf(r.Context()), id)
+	if err != nil {
+		if errdefs.Is(err, errdefs.ErrNotFound) {
+			return nil, notFound(id)
+		}
+		return nil, err
+	}
+	if !running(sb.State) {
+		return nil, notFound(id)
+	}
+	return sb, nil
+}
+
+// listSandboxes serves GET /sandboxes and /v2/sandboxes: the caller's
+// running sandboxes, filtered by metadata (an encoded query string) and
+// state (running; paused ones do not exist here).
+func (a *Adapter) listSandboxes(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := control.SandboxFilter{Tenant: tenantOf(r.Context())}
+	if m := q.Get("metadata"); m != "" {
+		vals, err := url.ParseQuery(m)
+		if err != nil {
+			a.writeError(w, r, fmt.Errorf("metadata filter %q: %v: %w", m, err, errdefs.ErrInvalidArgument))
+			return
+		}
+		f.Metadata = map[string]string{}
+		for k, v := range vals {
+			f.Metadata[k] = v[0]
+		}
+	}
+	if st := q.Get("state"); st != "" && !slices.Contains(strings.Split(st, ","), "running") {
+		writeJSON(w, http.StatusOK, []detail{})
+		return
+	}
+	list, err := a.ctl.ListSandboxes(r.Context(), f)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	out := []detail{}
+	for _, sb := range list {
+		if running(sb.State) {
+			out = append(out, a.detail(sb))
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// activeLease finds the active lease that holds a sandbox.
+func (a *Adapter) activeLease(r *http.Request, id string) (*sandbox.Lease, error) {
+	ls, err := a.ctl.ListLeases(r.Context(), control.LeaseFilter{
+		Tenant: tenantOf(r.Context()), SandboxID: id, States: []sandbox.LeaseState{sandbox.LeaseActive}})
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range ls {
+		if l.State == sandbox.LeaseActive {
+			return l, nil
+		}
+	}
+	return nil, errNoLease
+}
+
+// renewTo reads {timeout} and makes a running sandbox of the caller end
+// timeout seconds from now: its lease renewed, or, for a sandbox made
+// through /v1 without one, the sandbox itself. A timeout of 0 renews
+// nothing when optional (connect).
+func (a *Adapter) renewTo(r *http.Request, optional bool) (*sandbox.Sandbox, error) {
+	var body struct {
+		Timeout int64 `json:"timeout"`
+	}
+	if err := decodeBody(r, &body); err != nil {
+		return nil, err
+	}
+	id := r.PathValue("id")
+	sb, err := a.runningSandbox(r, id)
+	if err != nil || optional && body.Timeout <= 0 {
+		return sb, err
+	}
+	l, err := a.activeLease(r, id)
+	if err != nil {
+		return a.ctl.RenewSandbox(r.Context(), tenantOf(r.Context()), id, body.Timeout)
+	}
+	if _, err := a.ctl.RenewLease(r.Context(), tenantOf(r.Context()), l.ID, &body.Timeout); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// setTimeout serves POST /sandboxes/{id}/timeout {timeout}: the
+// lease is renewed to end timeout seconds from now.
+func (a *Adapter) setTimeout(w http.ResponseWriter, r *http.Request) {
+	if _, err := a.renewTo(r, false); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// connectSandbox serves POST /v2/sandboxes/{id}/connect {timeout}:
+// a running sandbox's access details, its timeout extended when given.
+func (a *Adapter) connectSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, err := a.renewTo(r, true)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a.created(tenantOf(r.Context()), sb))
+}
+
+// killSandbox serves DELETE /sandboxes/{id}: its lease is released
+// (or, for a sandbox made without one, the sandbox deleted); 204, or 404
+// when there is no such running sandbox. The access token dies with it.
+func (a *Adapter) killSandbox(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	tenant := tenantOf(r.Context())
+	if _, err := a.runningSandbox(r, id); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	var err error
+	if l, lerr := a.activeLease(r, id); lerr == nil {
+		err = a.ctl.ReleaseLease(r.Context(), tenant, l.ID)
+	} else {
+		err = a.ctl.DeleteSandbox(r.Context(), tenant, id)
+	}
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	a.forget(id)
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,338 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/testenv"
+)
+
+// e2bConfig is a service whose E2B templates map to profiles of low
+// default risk (so runc), and whose tenant "untrusted" raises every
+// request to high risk (so runsc): the runtime follows the tenant's policy,
+// as the adapter promises.
+func e2bConfig(untrustedKey string) string {
+	return fmt.Sprintf(`profiles:
+  - name: tool-basic
+    recipe: tool-basic
+    allowed_runtimes: [runc, runsc]
+    default_risk_level: low
+    resources: {cpu: 0.5, memory_mb: 256, pids: 128}
+    network: none
+    user: "1000:1000"
+    lease: {default_ttl_seconds: 300, max_ttl_seconds: 3600}
+  - name: code-python-basic
+    recipe: code-python-basic
+    allowed_runtimes: [runc, runsc]
+    default_risk_level: low
+    resources: {cpu: 1, memory_mb: 512, pids: 256}
+    network: none
+    user: "1000:1000"
+    lease: {default_ttl_seconds: 300, max_ttl_seconds: 3600}
+tenants:
+  untrusted: {min_risk_level: high, api_keys: [%q]}
+e2b:
+  templates: {base: tool-basic, code-interpreter-v1: code-python-basic}
+`, untrustedKey)
+}
+
+// runE2BFlow runs test/e2bclient/flow.mjs (the unmodified npm SDKs) with
+// the environment a user of E2B sets, and decodes what it saw.
+func runE2BFlow(t *testing.T, svcURL, apiKey, flow string) map[string]any {
+	t.Helper()
+	root := testenv.ModuleRoot(t)
+	cmd := exec.CommandContext(callCtx(t), "node", filepath.Join(root, "test", "e2bclient", "flow.mjs"), flow)
+	cmd.Env = append(os.Environ(), "E2B_API_URL="+svcURL+"/e2b", "E2B_SANDBOX_URL="+svcURL+"/e2b", "E2B_API_KEY="+apiKey, "E2B_DOMAIN=")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("flow %s: %v\n%s", flow, err, stderr.String())
+	}
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("flow %s output %q: %v", flow, b, err)
+	}
+	if out["error"] != nil && flow == "core" {
+		t.Fatalf("flow %s failed: %v\n%v", flow, out["error"], out["stack"])
+	}
+	return out
+}
+
+// TestE2BSDK drives the unmodified `e2b` and `@e2b/code-interpreter` npm
+// SDKs through /e2b under runc and runsc: create, commands (stdout, stderr,
+// exit code, a failing command's CommandExitError, streaming, stdin, kill),
+// files (write, read, list, stat, mkdir, move, remove), list, setTimeout,
+// kill and gone; runCode keeps state between calls.
+func TestE2BSDK(t *testing.T) {
+	t.Parallel()
+	root := testenv.ModuleRoot(t)
+	if _, err := os.Stat(filepath.Join(root, "test", "e2bclient", "node_modules", "e2b")); err != nil {
+		t.Fatalf("the E2B SDK is not installed (make test-deps): %v", err)
+	}
+	untrusted := "e2e_" + randomHex(t, 16)
+	e := newEnv(t, e2bConfig(untrusted))
+	e.requireImage(t, "tool-basic")
+	e.requireImage(t, "code-python-basic")
+	svc := e.start(t)
+	keys := map[string]string{"runc": "e2b_" + e.apiKey, "runsc": untrusted}
+	for _, rt := range e.runtimes(t) {
+		t.Run(rt, func(t *testing.T) {
+			t.Parallel()
+			t.Run("core", func(t *testing.T) {
+				t.Parallel()
+				out := runE2BFlow(t, svc.url(), keys[rt], "core")
+				id, _ := out["id"].(string)
+				sb, err := svc.client().GetSandbox(callCtx(t), id)
+				if err == nil && sb.State != "destroyed" {
+					t.Errorf("sandbox %s still there after kill: %+v", id, sb)
+				}
+				want := map[string]any{
+					"first":             "first\n",
+					"run":               map[string]any{"stdout": "hello\n/workspace\n", "stderr": "oops\n", "exitCode": float64(0)},
+					"fail":              map[string]any{"thrown": true, "commandExitError": true, "exitCode": float64(3), "stderr": "bad\n"},
+					"streamed":          "line1\nline2\nline3\n",
+					"envCwd2":           "hola /workspace/sub2\n",
+					"connected":         "again\n",
+					"listedProcs":       true,
+					"stdinEcho":         "got:ping\n",
+					"killProc":          true,
+					"killedExit":        "CommandExitError",
+					"written":           "/home/user/dir/hello.txt",
+					"read":              "hi from the sdk",
+					"catRead":           "hi from the sdk",
+					"listed":            []any{"hello.txt:file"},
+					"exists":            true,
+					"made":              true,
+					"info":              float64(len("hi from the sdk")),
+					"existsAfterRemove": false,
+					"readMissing":       "FileNotFoundError",
+					"inList":            true,
+					"templateId":        "base",
+					"metadata":          map[string]any{"suite": "e2b-flow"},
+					"running":           true,
+					"killed":            true,
+					"runningAfter":      false,
+					"gone":              "SandboxNotFoundError",
+					"killAgain":         false,
+				}
+				for k, v := range want {
+					if got := out[k]; fmt.Sprint(got) != fmt.Sprint(v) {
+						t.Errorf("%s: got %#v, want %#v", k, got, v)
+					}
+				}
+				if ms, _ := out["timeoutExtendedMs"].(float64); ms < 60_000 {
+					t.Errorf("setTimeout(600 s) moved the end by %v ms", out["timeoutExtendedMs"])
+				}
+				if s, _ := out["runAfterKill"].(string); s == "ran" || s == "" {
+					t.Errorf("a command ran after kill: %v", out["runAfterKill"])
+				}
+				t.Logf("%s: a cwd that does not exist: %v", rt, out["envCwd"])
+				t.Logf("%s: create %.0f ms, first output %.0f ms", rt, out["createMs"], out["firstOutputMs"])
+			})
+			t.Run("interpreter", func(t *testing.T) {
+				t.Parallel()
+				out := runE2BFlow(t, svc.url(), keys[rt], "interpreter")
+				first, _ := out["first"].(map[string]any)
+				if first == nil || first["text"] != "42" || fmt.Sprint(first["stdout"]) != "[side effect\n]" || first["error"] != nil {
+					t.Errorf("first runCode: %#v", out)
+				}
+				if out["second"] != "82" {
+					t.Errorf("state between runCode calls: x * 2 gave %#v", out["second"])
+				}
+				if e, _ := out["error"].(map[string]any); e == nil || e["name"] != "ZeroDivisionError" {
+					t.Errorf("1/0: error %#v", out["error"])
+				}
+				// A context of its own: its own variables, cwd /home/user
+				// (/workspace inside), gone once removed.
+				if out["contextCwd"] != "/home/user" || out["ownContext"] != "'/workspace'" || out["separate"] != "7 41" {
+					t.Errorf("createCodeContext: %#v", out)
+				}
+				if s, _ := out["afterRemove"].(string); s == "ran" || s == "" {
+					t.Errorf("runCode in a removed context: %v", out["afterRemove"])
+				}
+				if out["killed"] != true {
+					t.Errorf("kill: %#v", out)
+				}
+				t.Logf("%s: interpreter steps at %v", rt, out["t"])
+			})
+			// The runtime is the tenant's policy's: look at a sandbox the
+			// adapter made through /v1.
+			t.Run("runtime", func(t *testing.T) {
+				t.Parallel()
+				code, body := e2bCall(t, svc.url(), keys[rt], "POST", "/e2b/sandboxes", `{"templateID":"base","timeout":60}`)
+				if code != 201 {
+					t.Fatalf("create: %d %s", code, body)
+				}
+				var c struct{ SandboxID, EnvdAccessToken string }
+				_ = json.Unmarshal([]byte(body), &c)
+				k := e.apiKey
+				if rt == "runsc" {
+					k = untrusted
+				}
+				sb, err := client.New(svc.url(), k).GetSandbox(callCtx(t), c.SandboxID)
+				if err != nil || string(sb.Runtime) != rt {
+					t.Errorf("sandbox %+v %v: want runtime %s", sb, err, rt)
+				}
+				if code, body := e2bCall(t, svc.url(), keys[rt], "DELETE", "/e2b/sandboxes/"+c.SandboxID, ""); code != 204 {
+					t.Errorf("delete: %d %s", code, body)
+				}
+				if code, body := e2bCall(t, svc.url(), keys[rt], "DELETE", "/e2b/sandboxes/"+c.SandboxID, ""); code != 404 || !strings.Contains(body, `"code":404`) {
+					t.Errorf("delete again: %d %s", code, body)
+				}
+				// The CLI checks the adapter with the key and prints the
+				// environment for the SDKs.
+				if r := svc.cli(t, "e2b", "env"); r.code != 0 || !strings.Contains(r.stdout, "export E2B_API_URL="+svc.url()+"/e2b\n") ||
+					!strings.Contains(r.stdout, "export E2B_API_KEY=e2b_"+e.apiKey+"\n") {
+					t.Errorf("genesis e2b env: %s", r)
+				}
+				// Errors in E2B's shape: an unknown template, a wrong key.
+				if code, body := e2bCall(t, svc.url(), keys[rt], "POST", "/e2b/v2/sandboxes", `{"templateID":"no-such-template"}`); code != 400 ||
+					!strings.Contains(body, `"code":400`) || !strings.Contains(body, "code-interpreter-v1") {
+					t.Errorf("unknown template: %d %s", code, body)
+				}
+				if code, body := e2bCall(t, svc.url(), "e2b_wrong", "GET", "/e2b/v2/sandboxes", ""); code != 401 || !strings.Contains(body, `"code":401`) {
+					t.Errorf("wrong key: %d %s", code, body)
+				}
+				// A sandbox made through /v1 (no lease): the SDK's
+				// setTimeout renews the sandbox itself, kill deletes it.
+				own := e.createSandbox(t, client.CreateSandboxRequest{Profile: "tool-basic", Runtime: rt})
+				if code, body := e2bCall(t, svc.url(), "e2b_"+e.apiKey, "POST", "/e2b/sandboxes/"+own.ID+"/timeout", `{"timeout":1800}`); code != 204 {
+					t.Errorf("timeout of a /v1 sandbox: %d %s", code, body)
+				}
+				if got, err := svc.client().GetSandbox(callCtx(t), own.ID); err != nil || got.ExpiresAt == nil || time.Until(*got.ExpiresAt) < 25*time.Minute {
+					t.Errorf("after timeout 1800 s: %+v %v", got, err)
+				}
+				if code, body := e2bCall(t, svc.url(), "e2b_"+e.apiKey, "DELETE", "/e2b/sandboxes/"+own.ID, ""); code != 204 {
+					t.Errorf("kill of a /v1 sandbox: %d %s", code, body)
+				}
+			})
+		})
+	}
+}
+
+// e2bCall sends one request to the adapter's control plane (X-API-KEY).
+func e2bCall(t *testing.T, base, key, method, path, body string) (int, string) {
+	t.Helper()
+	return e2bRequest(t, method, base+path, body, map[string]string{"X-API-KEY": key})
+}
+
+// e2bRequest sends one JSON request with headers and answers the status
+// and body.
+func e2bRequest(t *testing.T, method, url, body string, headers map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(callCtx(t), method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// crossTenantE2B walks the E2B adapter's routes that name a sandbox with
+// another tenant's key: each answers exactly what a missing id gets (404
+// {code: 404}); and its sandbox traffic with the other tenant's access
+// token (of its own sandbox) or a forged one: 401 as for a missing
+// sandbox. Nothing of the owner's changes. A route this walk does not know
+// fails it.
+func crossTenantE2B(t *testing.T, e *env, svc *service, otherKey string, routes []string) {
+	e.requireImage(t, "tool-basic")
+	create := func(key string) (id, token string) {
+		code, body := e2bCall(t, svc.url(), key, "POST", "/e2b/v2/sandboxes", `{"templateID":"base","timeout":300}`)
+		if code != 201 {
+			t.Fatalf("create: %d %s", code, body)
+		}
+		var c struct{ SandboxID, EnvdAccessToken string }
+		if err := json.Unmarshal([]byte(body), &c); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e2bCall(t, svc.url(), key, "DELETE", "/e2b/sandboxes/"+c.SandboxID, "") })
+		return c.SandboxID, c.EnvdAccessToken
+	}
+	ownerID, ownerToken := create(e.apiKey)
+	_, otherToken := create(otherKey)
+	const missing = "sbx_00000000000000000000"
+	bodies := map[string]string{
+		"GET /e2b/sandboxes/{id}":                  "",
+		"DELETE /e2b/sandboxes/{id}":               "",
+		"POST /e2b/sandboxes/{id}/timeout":         `{"timeout":5}`,
+		"POST /e2b/v2/sandboxes/{id}/connect":      `{"timeout":5}`,
+		"POST /e2b/process.Process/{method}":       `{}`,
+		"POST /e2b/filesystem.Filesystem/{method}": `{"path":"/home/user"}`,
+		"DELETE /e2b/contexts/{id}":                "",
+	}
+	walked := 0
+	for _, route := range routes {
+		method, path, _ := strings.Cut(route, " ")
+		if !strings.HasPrefix(path, "/e2b/") {
+			continue
+		}
+		body, known := bodies[route]
+		if strings.Contains(path, "{") && !known {
+			t.Errorf("%s names a resource this walk does not know: add it", route)
+			continue
+		}
+		if strings.Contains(path, "/sandboxes/{id}") {
+			foreignCode, foreign := e2bCall(t, svc.url(), otherKey, method, strings.Replace(path, "{id}", ownerID, 1), body)
+			missingCode, miss := e2bCall(t, svc.url(), otherKey, method, strings.Replace(path, "{id}", missing, 1), body)
+			if foreignCode != 404 || missingCode != 404 || strings.ReplaceAll(foreign, ownerID, missing) != miss {
+				t.Errorf("%s with another tenant's key: %d %s; for a missing id: %d %s; want the same 404", route, foreignCode, foreign, missingCode, miss)
+			}
+			walked++
+			continue
+		}
+		// Sandbox traffic: the token is the credential.
+		path = strings.Replace(path, "{id}", "ctx_00000000000000000000", 1)
+		path = strings.Replace(path, "{method}", map[bool]string{true: "List", false: "Stat"}[strings.Contains(path, "process")], 1)
+		if method == "GET" && path == "/e2b/files" {
+			path += "?path=/home/user/x"
+		}
+		for _, tc := range []struct{ what, token, id string }{
+			{"the other tenant's token", otherToken, ownerID},
+			{"a forged token", ownerToken[:len(ownerToken)-4] + "AAAA", ownerID},
+			{"the owner's token for a missing sandbox", ownerToken, missing},
+		} {
+			code, got := sandboxCall(t, svc.url(), tc.token, tc.id, method, path, body)
+			if code != 401 || !strings.Contains(got, `"code":401`) {
+				t.Errorf("%s %s with %s: %d %s; want 401", method, path, tc.what, code, got)
+			}
+		}
+		walked++
+	}
+	if walked < 12 {
+		t.Fatalf("walked only %d E2B routes", walked)
+	}
+	// The owner's sandbox is as it was: running, its timeout unchanged by
+	// the other tenant's calls.
+	if code, body := e2bCall(t, svc.url(), e.apiKey, "GET", "/e2b/sandboxes/"+ownerID, ""); code != 200 || !strings.Contains(body, `"state":"running"`) {
+		t.Errorf("owner's sandbox after the walk: %d %s", code, body)
+	}
+	if code, _ := sandboxCall(t, svc.url(), ownerToken, ownerID, "GET", "/e2b/health", ""); code != 204 {
+		t.Errorf("owner's health after the walk: %d", code)
+	}
+}
+
+// sandboxCall sends one request of sandbox traffic (E2B_SANDBOX_URL form).
+func sandboxCall(t *testing.T, base, token, id, method, path, body string) (int, string) {
+	t.Helper()
+	return e2bRequest(t, method, base+path, body, map[string]string{"X-Access-Token": token, "E2b-Sandbox-Id": id, "E2b-Sandbox-Port": "49983"})
+}
