@@ -84,14 +84,8 @@ func (h *Handler) Built() bool { return h.built }
 // Views are addressed by the URL fragment (#/sandboxes/ID), so every page
 // load fetches index.html.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	securityHeaders(w)
 	hdr := w.Header()
-	hdr.Set("Content-Security-Policy", ContentSecurityPolicy)
-	hdr.Set("X-Content-Type-Options", "nosniff")
-	hdr.Set("X-Frame-Options", "DENY")
-	hdr.Set("Referrer-Policy", "no-referrer")
-	hdr.Set("Cross-Origin-Opener-Policy", "same-origin")
-	hdr.Set("Cross-Origin-Resource-Policy", "same-origin")
-	hdr.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=(), usb=()")
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		hdr.Set("Allow", "GET, HEAD")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)

@@ -12,11 +12,6 @@ import (
 // are served (the page itself is at /v1/displays/{token}/viewer).
 const ViewerPrefix = "/viewer/"
 
-// ViewerContentSecurityPolicy is the console's policy: the page's script
-// and style come from the service, and its only connection is the live
-// view's WebSocket to the service itself.
-const ViewerContentSecurityPolicy = ContentSecurityPolicy
-
 // viewerAssets are the files below ViewerPrefix.
 var viewerAssets = map[string]bool{"viewer.js": true, "viewer-style.css": true}
 
@@ -55,9 +50,13 @@ func (v *Viewer) Built() bool {
 	return ok
 }
 
+// securityHeaders are sent with every answer of the console and the
+// live-view page: the console's policy (scripts, styles and connections —
+// the live view's WebSocket — from the service only), no sniffing, no
+// framing, no referrer.
 func securityHeaders(w http.ResponseWriter) {
 	hdr := w.Header()
-	hdr.Set("Content-Security-Policy", ViewerContentSecurityPolicy)
+	hdr.Set("Content-Security-Policy", ContentSecurityPolicy)
 	hdr.Set("X-Content-Type-Options", "nosniff")
 	hdr.Set("X-Frame-Options", "DENY")
 	hdr.Set("Referrer-Policy", "no-referrer")

@@ -160,31 +160,7 @@ func BenchmarkDesktopViewer(b *testing.B) {
 	s.eachRuntime(b, func(b *testing.B, rt string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*opTimeout)
 		defer cancel()
-		sb, err := s.client.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "desktop", Runtime: rt}, "")
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.client.DeleteSandbox(context.Background(), sb.ID)
-		res, err := s.client.ComputerActions(ctx, sb.ID, client.ComputerActionsRequest{Actions: []client.ComputerAction{
-			{Action: "launch", Command: []string{"xterm", "-geometry", "100x40+0+0", "-e", "sh", "-c", "while :; do date +%T.%N; done"}}}})
-		if err != nil || !res.OK {
-			b.Fatalf("launch: %+v %v", res, err)
-		}
-		cg, err := sandboxCgroup(ctx, sb.ID)
-		if err != nil {
-			b.Fatal(err)
-		}
-		cpu := func() (svc, box time.Duration) {
-			svc, err := processCPU(s.cmd.Process.Pid)
-			if err != nil {
-				b.Fatal(err)
-			}
-			box, _, err = cg.read()
-			if err != nil {
-				b.Fatal(err)
-			}
-			return svc, box
-		}
+		sb, cpu := busyDesktop(ctx, b, s, rt)
 		pct := func(d time.Duration, wall time.Duration) string {
 			return fmt.Sprintf("%.1f", 100*d.Seconds()/wall.Seconds())
 		}
@@ -225,4 +201,34 @@ func BenchmarkDesktopViewer(b *testing.B) {
 		b.ReportMetric(100*(c1-c0).Seconds()/wall.Seconds(), "sandbox-cpu-%")
 	})
 	printTable("desktop-vnc: one live viewer while an xterm prints continuously ("+loadAvg()+")", tbl)
+}
+
+// busyDesktop creates a desktop sandbox under rt (deleted when b ends) with
+// an xterm printing the time in a loop, and returns it with a reader of the
+// CPU time the service and the sandbox have used so far.
+func busyDesktop(ctx context.Context, b *testing.B, s *service, rt string) (*client.Sandbox, func() (svc, box time.Duration)) {
+	sb, err := s.client.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "desktop", Runtime: rt}, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.client.DeleteSandbox(context.Background(), sb.ID) })
+	res, err := s.client.ComputerActions(ctx, sb.ID, client.ComputerActionsRequest{Actions: []client.ComputerAction{
+		{Action: "launch", Command: []string{"xterm", "-geometry", "100x40+0+0", "-e", "sh", "-c", "while :; do date +%T.%N; done"}}}})
+	if err != nil || !res.OK {
+		b.Fatalf("launch: %+v %v", res, err)
+	}
+	cg, err := sandboxCgroup(ctx, sb.ID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return sb, func() (svc, box time.Duration) {
+		svc, err := processCPU(s.cmd.Process.Pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if box, _, err = cg.read(); err != nil {
+			b.Fatal(err)
+		}
+		return svc, box
+	}
 }

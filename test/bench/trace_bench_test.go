@@ -192,30 +192,7 @@ func BenchmarkTraceVideo(b *testing.B) {
 	s.eachRuntime(b, func(b *testing.B, rt string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*opTimeout)
 		defer cancel()
-		sb, err := s.client.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "desktop", Runtime: rt}, "")
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.client.DeleteSandbox(context.Background(), sb.ID)
-		res, err := s.client.ComputerActions(ctx, sb.ID, client.ComputerActionsRequest{Actions: []client.ComputerAction{
-			{Action: "launch", Command: []string{"xterm", "-geometry", "100x40+0+0", "-e", "sh", "-c", "while :; do date +%T.%N; done"}}}})
-		if err != nil || !res.OK {
-			b.Fatalf("launch: %+v %v", res, err)
-		}
-		cg, err := sandboxCgroup(ctx, sb.ID)
-		if err != nil {
-			b.Fatal(err)
-		}
-		measure := func() (svc, box time.Duration) {
-			svc, err := processCPU(s.cmd.Process.Pid)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if box, _, err = cg.read(); err != nil {
-				b.Fatal(err)
-			}
-			return svc, box
-		}
+		sb, measure := busyDesktop(ctx, b, s, rt)
 		pct := func(d, wall time.Duration) string { return fmt.Sprintf("%.1f", 100*d.Seconds()/wall.Seconds()) }
 		time.Sleep(2 * time.Second) // the xterm starts printing
 		s0, c0 := measure()

@@ -4,31 +4,22 @@
 // #/desktop lists SANDBOX; Take over holds control and opens the live view
 // in a new tab (its canvas read back); the agent's next action answers
 // 409; Release gives control back; #/traces/SANDBOX shows the trace.
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
-const require = createRequire(import.meta.url);
-const { chromium } = require('playwright-core');
+import { launch, watchErrors, TIMEOUT as T } from './chromium.mjs';
 
 const [base, key, sandbox, tenant, outDir] = process.argv.slice(2);
 const out = { ok: true, console_errors: [] };
-const T = 60000;
 let browser;
 async function api(method, path, body) {
   const r = await fetch(base + path, { method, headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' }, body: body ? JSON.stringify(body) : undefined });
   return { status: r.status, body: await r.json().catch(() => null) };
 }
 try {
-  browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium', headless: true, timeout: T,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run', '--disable-dev-shm-usage'],
-  });
+  browser = await launch();
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 860 } });
   const page = await ctx.newPage();
   page.setDefaultTimeout(T);
-  const watch = (p, who) => {
-    p.on('console', (m) => { if (m.type() === 'error') out.console_errors.push(`${who}: ${m.text()}`); });
-    p.on('pageerror', (e) => out.console_errors.push(`${who}: page error: ${e.message}`));
-  };
+  const watch = (p, who) => watchErrors(p, out.console_errors, who);
   watch(page, 'console');
   await page.goto(`${base}/console/`);
   await page.fill('#key', key);

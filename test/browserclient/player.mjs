@@ -4,23 +4,16 @@
 // number of timeline items, how many stay visible when filtered by ACTOR,
 // the natural size of the screenshot shown when the event SHOT_SEQ is
 // selected, and the events the player passes through when played at 4×.
-import { createRequire } from 'node:module';
-const require = createRequire(import.meta.url);
-const { chromium } = require('playwright-core');
+import { launch, watchErrors, TIMEOUT as T } from './chromium.mjs';
 
 const [url, actor, shotSeq, outPng] = process.argv.slice(2);
 const out = { ok: true, console_errors: [] };
-const T = 60000;
 let browser;
 try {
-  browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium', headless: true, timeout: T,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run', '--disable-dev-shm-usage'],
-  });
+  browser = await launch();
   const page = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
   page.setDefaultTimeout(T);
-  page.on('console', (m) => { if (m.type() === 'error') out.console_errors.push(m.text()); });
-  page.on('pageerror', (e) => out.console_errors.push(`page error: ${e.message}`));
+  watchErrors(page, out.console_errors);
   await page.goto(url, { timeout: T });
   await page.waitForSelector('#player-events li');
   if (actor === 'video') {

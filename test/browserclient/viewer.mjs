@@ -7,13 +7,10 @@
 // tampered page): the service must still drop the input. As a controller
 // it then waits for the control lease to name it and checks, with the API
 // key KEY, that the agent's next action on SANDBOX answers 409.
-import { createRequire } from 'node:module';
-const require = createRequire(import.meta.url);
-const { chromium } = require('playwright-core');
+import { launch, watchErrors, TIMEOUT as T } from './chromium.mjs';
 
 const [role, url, text, shotPath, base, key, sandbox] = process.argv.slice(2);
 const out = { ok: true, console_errors: [] };
-const T = 60000;
 let browser;
 
 // canvasStats reads the noVNC canvas back: its size, how many pixels are
@@ -39,14 +36,10 @@ async function api(method, path, body) {
 }
 
 try {
-  browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium', headless: true, timeout: T,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run', '--disable-dev-shm-usage'],
-  });
+  browser = await launch();
   const page = await (await browser.newContext({ viewport: { width: 1280, height: 860 } })).newPage();
   page.setDefaultTimeout(T);
-  page.on('console', (m) => { if (m.type() === 'error') out.console_errors.push(m.text()); });
-  page.on('pageerror', (e) => out.console_errors.push(`page error: ${e.message}`));
+  watchErrors(page, out.console_errors);
   const resp = await page.goto(url, { timeout: T });
   out.status = resp.status();
   out.csp = resp.headers()['content-security-policy'] || '';

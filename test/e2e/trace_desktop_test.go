@@ -12,7 +12,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -215,17 +214,7 @@ func TestTraceDesktop(t *testing.T) {
 			}
 
 			// The export carries the events and every screenshot.
-			rc, err := c.ExportTrace(callCtx(t), sb.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			file := filepath.Join(t.TempDir(), "trace.tar.gz")
-			b, err := io.ReadAll(rc)
-			rc.Close()
-			if err != nil || os.WriteFile(file, b, 0o600) != nil {
-				t.Fatal(err)
-			}
-			files := readTarGz(t, file)
+			files, dir := exportUnpacked(t, c, sb.ID)
 			var man struct {
 				Files []struct {
 					Path, SHA256 string
@@ -260,13 +249,6 @@ func TestTraceDesktop(t *testing.T) {
 			// The export's player, opened offline from the unpacked archive
 			// in Chromium: every event in the timeline, the filter by actor,
 			// a screenshot shown, playback moving forward.
-			dir := t.TempDir()
-			for name, b := range files {
-				p := filepath.Join(dir, filepath.FromSlash(name))
-				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil || os.WriteFile(p, b, 0o644) != nil {
-					t.Fatalf("unpacking %s: %v", name, err)
-				}
-			}
 			if _, ok := files["player.html"]; !ok {
 				t.Fatal("the export has no player.html")
 			}
