@@ -94,6 +94,9 @@ type Manager struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session // sandbox id → the actions API's session
+	// downloads are the downloads the trace has: sandbox, name and sha256
+	// → 1 seen, 2 kept.
+	downloads map[string]int
 }
 
 // New returns a Manager.
@@ -107,7 +110,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{cfg: cfg, sessions: map[string]*session{}}, nil
+	return &Manager{cfg: cfg, sessions: map[string]*session{}, downloads: map[string]int{}}, nil
 }
 
 // Name is the manager's hook name.
@@ -146,6 +149,11 @@ func (m *Manager) SandboxEnding(_ context.Context, sandboxID, _ string) {
 	m.mu.Lock()
 	s := m.sessions[sandboxID]
 	delete(m.sessions, sandboxID)
+	for k := range m.downloads {
+		if strings.HasPrefix(k, sandboxID+"\x00") {
+			delete(m.downloads, k)
+		}
+	}
 	m.mu.Unlock()
 	if s != nil {
 		s.close()

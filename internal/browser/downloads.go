@@ -16,6 +16,7 @@ import (
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/trace"
 )
 
 // Files is the sandbox's file access as the downloads listing needs it
@@ -89,7 +90,42 @@ func (m *Manager) Downloads(ctx context.Context, tenant, id string, keep bool, n
 		}
 	}
 	slices.SortFunc(out, func(a, b Download) int { return b.ModTime.Compare(a.ModTime) })
+	m.traceDownloads(ctx, t, out)
 	return out, nil
+}
+
+// traceDownloads records in the trace each complete download the service
+// sees for the first time (by name and sha256), and each it keeps, as
+// browser.download (name, path, size, sha256, and the artifact once kept).
+func (m *Manager) traceDownloads(ctx context.Context, t *Target, dls []Download) {
+	if m.cfg.Trace == nil {
+		return
+	}
+	for _, d := range dls {
+		if d.Partial {
+			continue
+		}
+		key := t.SandboxID + "\x00" + d.Name + "\x00" + d.SHA256
+		m.mu.Lock()
+		seen := m.downloads[key]
+		first := seen == 0
+		kept := d.Artifact != nil && seen < 2
+		if first || kept {
+			m.downloads[key] = 1
+			if d.Artifact != nil {
+				m.downloads[key] = 2
+			}
+		}
+		m.mu.Unlock()
+		if !first && !kept {
+			continue
+		}
+		data := map[string]any{"name": d.Name, "path": d.Path, "size": d.Size, "sha256": d.SHA256}
+		if d.Artifact != nil {
+			data["artifact"] = map[string]any{"id": d.Artifact.ID, "sha256": d.Artifact.SHA256, "size": d.Artifact.Size, "mime": d.Artifact.MIME}
+		}
+		m.record(ctx, &Target{Tenant: t.Tenant, SandboxID: t.SandboxID}, trace.ActorSystem, "browser.download", data)
+	}
 }
 
 // digest reads a download once: its sha256, and its bytes into the

@@ -294,6 +294,24 @@ func TestBrowser(t *testing.T) {
 			if err != nil || len(kept.Items) != 1 || kept.Items[0].Artifact == nil || kept.Items[0].Artifact.SHA256 != wantHex {
 				t.Fatalf("keeping the downloads: %+v %v", kept, err)
 			}
+			if _, err := c.BrowserDownloads(callCtx(t), sb.ID); err != nil {
+				t.Fatal(err)
+			}
+			// The trace has the download once when first seen and once when
+			// kept (with its artifact); listing again adds nothing.
+			var dlEvents []string
+			if err := c.FollowTrace(callCtx(t), sb.ID, 0, false, func(ev client.TraceEvent) error {
+				if ev.Kind == "browser.download" {
+					dlEvents = append(dlEvents, string(ev.Data))
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if len(dlEvents) != 2 || !strings.Contains(dlEvents[0], wantHex) || strings.Contains(dlEvents[0], "artifact") ||
+				!strings.Contains(dlEvents[1], `"id":"`+kept.Items[0].Artifact.ID+`"`) {
+				t.Errorf("download events in the trace: %q", dlEvents)
+			}
 
 			// Playwright inside the sandbox, on the sandbox's own browser;
 			// its screenshot is kept as the job's artifact.
