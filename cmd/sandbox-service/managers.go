@@ -96,7 +96,7 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 	ctl.AddHook(terms)
 	ctl.AddHook(pp)
 	bm, err := browser.New(browser.Config{Sandboxes: browser.FromControl(ctl), Ports: pp, Images: images, Artifacts: arts, ArtifactSource: arts,
-		Services: svcs, Trace: rec, Gate: gate, Logger: log})
+		Services: svcs, Trace: rec, Gate: gate, Screenshots: cfg.Trace.Screenshots, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -171,6 +171,9 @@ type session struct {
 	// lastURL is the page last recorded in the trace (navigation events
 	// are recorded when it changes).
 	lastURL string
+	// point is where the current action pressed or hovered, in the
+	// viewport's CSS pixels (the trace marks it on the screenshot).
+	point *point
 }
 
 type tabCtx struct {
@@ -315,6 +318,14 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 		}
 		redact := m.cfg.Trace != nil && s.redacted(ctx, a)
 		m.traceStarted(ctx, t, i, a, redact)
+		s.point = nil
+		if a.X != nil && a.Y != nil {
+			s.point = &point{*a.X, *a.Y}
+		}
+		shots := m.shotsFor(a)
+		if shots.before {
+			m.traceShot(ctx, t, s, i, a, "before")
+		}
 		err := s.do(ctx, tenant, a, timeout, &r, m.cfg.Artifacts)
 		r.Ms = time.Since(start).Milliseconds()
 		if err != nil && ctx.Err() == nil && s.dead() {
@@ -328,6 +339,9 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 		}
 		out.Results = append(out.Results, r)
 		m.traceFinished(ctx, t, r)
+		if shots.after && !s.dead() {
+			m.traceShot(ctx, t, s, i, a, "after")
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -594,6 +608,7 @@ func (s *session) page(c context.Context, a Action) (any, error) {
 		if err != nil {
 			return nil, err
 		}
+		s.point = &pt
 		return nil, chromedp.Do(c, chromedp.MouseClickXY(pt.X, pt.Y))
 	case "hover":
 		if a.Selector == "" {

@@ -23,6 +23,7 @@ import (
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/ports"
+	"genesis.dev/sandbox/internal/recording"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/trace"
 )
@@ -83,9 +84,13 @@ type Config struct {
 	ReadyWait time.Duration
 	// Trace, if set, records the actions in the sandbox's trace; Gate, if
 	// set, is asked before each request of actions (pause and abort).
-	Trace  trace.Recorder
-	Gate   trace.Gate
-	Logger *slog.Logger
+	// Artifacts keeps the trace's screenshots of the actions that change
+	// the page, taken as Screenshots says (off, after, both; default
+	// after).
+	Trace       trace.Recorder
+	Gate        trace.Gate
+	Screenshots string
+	Logger      *slog.Logger
 }
 
 // Manager serves the browser routes. It is safe for concurrent use.
@@ -94,6 +99,7 @@ type Manager struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session // sandbox id → the actions API's session
+	encoders chan struct{}       // slots of the trace's screenshot keepers
 	// downloads are the downloads the trace has: sandbox, name and sha256
 	// → 1 seen, 2 kept.
 	downloads map[string]int
@@ -110,7 +116,12 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{cfg: cfg, sessions: map[string]*session{}, downloads: map[string]int{}}, nil
+	shots, err := recording.CheckShots(cfg.Screenshots)
+	if err != nil {
+		return nil, fmt.Errorf("browser: %w", err)
+	}
+	cfg.Screenshots = shots
+	return &Manager{cfg: cfg, sessions: map[string]*session{}, downloads: map[string]int{}, encoders: make(chan struct{}, maxKeepers)}, nil
 }
 
 // Name is the manager's hook name.

@@ -3,11 +3,14 @@ package browser
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 	"unicode/utf8"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"genesis.dev/sandbox/internal/recording"
 	"genesis.dev/sandbox/internal/trace"
 )
 
@@ -98,4 +101,73 @@ func (m *Manager) record(ctx context.Context, t *Target, actor, kind string, d m
 		}
 	}
 	m.cfg.Trace.Record(context.WithoutCancel(ctx), t.Tenant, t.SandboxID, trace.Event{Actor: actor, Kind: kind, Data: b})
+}
+
+// maxKeepers bounds the trace screenshots being kept at once; an action
+// waits for a slot rather than let captures pile up in memory.
+const maxKeepers = 2
+
+// shotPhases is when an action gets trace screenshots.
+type shotPhases struct{ before, after bool }
+
+// shotsFor reports the trace screenshots action a gets: the actions that
+// change or move about the page, as the screenshot mode asks.
+func (m *Manager) shotsFor(a Action) shotPhases {
+	if m.cfg.Trace == nil || m.cfg.Artifacts == nil {
+		return shotPhases{}
+	}
+	switch a.Type {
+	case "navigate", "back", "forward", "reload", "click", "hover", "fill", "type", "press", "scroll", "select", "upload":
+		return shotPhases{recording.WantShot(m.cfg.Screenshots, "before"), recording.WantShot(m.cfg.Screenshots, "after")}
+	}
+	return shotPhases{}
+}
+
+// traceShot captures the active tab's viewport now and keeps it, with a
+// thumbnail, in the background; browser.screenshot names both, the action
+// and the point it pressed (in the image's pixels: headless Chromium
+// draws one pixel per CSS pixel). A failed capture is recorded as such;
+// the action is not failed by it.
+func (m *Manager) traceShot(ctx context.Context, t *Target, s *session, i int, a Action, phase string) {
+	ev := map[string]any{"index": i, "type": a.Type, "phase": phase}
+	if s.point != nil {
+		ev["physical"] = map[string]int{"x": int(s.point.X), "y": int(s.point.Y)}
+	}
+	tc, ok := s.tabs[s.active]
+	if !ok {
+		return // no page yet: nothing to show
+	}
+	ev["tab"] = string(s.active)
+	img, err := withDeadline(ctx, tc.ctx, func(c context.Context) ([]byte, error) {
+		c, cancel := context.WithTimeout(c, 5*time.Second)
+		defer cancel()
+		fast := true
+		res, err := chromedp.Call(c, page.CaptureScreenshot, page.CaptureScreenshotParams{Format: page.CaptureScreenshotFormatPng, OptimizeForSpeed: &fast})
+		if err != nil {
+			return nil, err
+		}
+		return res.Data, nil
+	})
+	if err != nil {
+		ev["error"] = err.Error()
+		m.record(ctx, t, trace.ActorSystem, "browser.screenshot", ev)
+		return
+	}
+	m.encoders <- struct{}{}
+	go func() {
+		defer func() { <-m.encoders }()
+		ctx := context.WithoutCancel(ctx)
+		name := fmt.Sprintf("browser-%d-%d-%s", time.Now().UnixMilli(), i, phase)
+		shot, err := recording.KeepEncoded(ctx, m.cfg.Artifacts, t.Tenant, t.SandboxID, name, img)
+		if err != nil {
+			ev["error"] = err.Error()
+		} else {
+			ev["size"] = map[string]int{"width": shot.Size.X, "height": shot.Size.Y}
+			ev["artifact"] = recording.Ref(shot.Full)
+			if shot.Thumb != nil {
+				ev["thumbnail"] = recording.Ref(shot.Thumb)
+			}
+		}
+		m.record(ctx, t, trace.ActorSystem, "browser.screenshot", ev)
+	}()
 }

@@ -18,6 +18,7 @@ import (
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/recording"
 )
 
 // Error codes of the actions API.
@@ -641,7 +642,7 @@ func encodeShot(img *image.RGBA, out Size) (string, error) {
 	r := img.Rect
 	var src image.Image = img
 	if out.Width != 0 && (out.Width != r.Dx() || out.Height != r.Dy()) {
-		src = scale(img, out)
+		src = recording.Scale(img, out.Width, out.Height)
 	}
 	var buf bytes.Buffer
 	enc := png.Encoder{CompressionLevel: png.BestSpeed}
@@ -649,35 +650,4 @@ func encodeShot(img *image.RGBA, out Size) (string, error) {
 		return "", err
 	}
 	return base64.StdEncoding.EncodeToString(buf.Bytes()), nil
-}
-
-// scale resizes img to out by averaging the source pixels each target
-// pixel covers (a box filter: sharp enough for text at the common
-// down-scales, and no dependency).
-func scale(img *image.RGBA, out Size) *image.RGBA {
-	b := img.Bounds()
-	dst := image.NewRGBA(image.Rect(0, 0, out.Width, out.Height))
-	sw, sh := b.Dx(), b.Dy()
-	for y := range out.Height {
-		y0 := y * sh / out.Height
-		y1 := max(y0+1, (y+1)*sh/out.Height)
-		for x := range out.Width {
-			x0 := x * sw / out.Width
-			x1 := max(x0+1, (x+1)*sw/out.Width)
-			var rs, gs, bs, n int
-			for yy := y0; yy < y1; yy++ {
-				o := img.PixOffset(b.Min.X+x0, b.Min.Y+yy)
-				for xx := x0; xx < x1; xx++ {
-					rs += int(img.Pix[o])
-					gs += int(img.Pix[o+1])
-					bs += int(img.Pix[o+2])
-					o += 4
-					n++
-				}
-			}
-			do := dst.PixOffset(x, y)
-			dst.Pix[do], dst.Pix[do+1], dst.Pix[do+2], dst.Pix[do+3] = uint8(rs/n), uint8(gs/n), uint8(bs/n), 0xff
-		}
-	}
-	return dst
 }

@@ -16,6 +16,7 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/interactive"
 	"genesis.dev/sandbox/internal/ports"
+	"genesis.dev/sandbox/internal/recording"
 	"genesis.dev/sandbox/internal/trace"
 )
 
@@ -79,8 +80,8 @@ type Manager struct {
 	ctl      controlLeases
 	hub      *interactive.Hub // the live view's controllers, per sandbox
 	encoders chan struct{}    // slots of the trace's screenshot encoders
-	// recorders are the display recordings, per sandbox (the latest).
-	recorders map[string]*recorder
+	// recs are the display recordings.
+	recs *recording.Set
 }
 
 // New returns a Manager.
@@ -94,15 +95,13 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	switch cfg.Screenshots {
-	case "":
-		cfg.Screenshots = ShotsAfter
-	case ShotsOff, ShotsAfter, ShotsBoth:
-	default:
-		return nil, fmt.Errorf("desktop: screenshots %q must be off, after or both: %w", cfg.Screenshots, errdefs.ErrInvalidArgument)
+	shots, err := recording.CheckShots(cfg.Screenshots)
+	if err != nil {
+		return nil, fmt.Errorf("desktop: %w", err)
 	}
+	cfg.Screenshots = shots
 	return &Manager{cfg: cfg, sessions: map[string]*session{}, ctl: controlLeases{leases: map[string]*lease{}}, hub: interactive.NewHub(),
-		encoders: make(chan struct{}, maxEncoders), recorders: map[string]*recorder{}}, nil
+		encoders: make(chan struct{}, maxEncoders), recs: recording.NewSet(cfg.Trace, cfg.Artifacts)}, nil
 }
 
 // Name is the manager's hook name.
@@ -118,7 +117,7 @@ func (m *Manager) SandboxEnding(_ context.Context, sandboxID, _ string) {
 		s.close()
 	}
 	m.dropControl(sandboxID)
-	m.endRecording(sandboxID)
+	m.recs.End(sandboxID)
 }
 
 // Close closes every X connection.
@@ -130,15 +129,7 @@ func (m *Manager) Close() {
 	for _, s := range all {
 		s.close()
 	}
-	m.mu.Lock()
-	ids := make([]string, 0, len(m.recorders))
-	for id := range m.recorders {
-		ids = append(ids, id)
-	}
-	m.mu.Unlock()
-	for _, id := range ids {
-		m.endRecording(id)
-	}
+	m.recs.Close()
 }
 
 // session is the service's X connection to one sandbox's display; mu

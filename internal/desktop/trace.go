@@ -1,35 +1,21 @@
 package desktop
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"image"
-	"image/png"
-	"io"
 	"strconv"
 	"unicode/utf8"
 
-	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/recording"
 	"genesis.dev/sandbox/internal/trace"
 )
 
-// Keeper keeps bytes as an artifact of a sandbox (the trace's screenshots).
-type Keeper interface {
-	KeepBytes(ctx context.Context, tenant, sandboxID, name string, r io.Reader) (*sandbox.Artifact, error)
-}
-
-// Screenshot modes of the trace (trace.screenshots).
-const (
-	ShotsOff   = "off"
-	ShotsAfter = "after"
-	ShotsBoth  = "both"
-)
-
-// thumbWidth is the width of a trace screenshot's thumbnail.
-const thumbWidth = 320
+// Keeper keeps bytes as an artifact of a sandbox (the trace's screenshots
+// and video segments).
+type Keeper = recording.Keeper
 
 // maxEncoders bounds the screenshots being encoded and kept at once; a
 // batch waits for a slot rather than let captures pile up in memory.
@@ -143,13 +129,7 @@ func (tr *traced) wantShot(st step, phase string) bool {
 	case "screenshot", "zoom", "cursor_position", "list_windows", "wait", "launch": // a launched program draws later
 		return false
 	}
-	switch tr.m.cfg.Screenshots {
-	case ShotsBoth:
-		return true
-	case ShotsAfter:
-		return phase == "after"
-	}
-	return false
+	return recording.WantShot(tr.m.cfg.Screenshots, phase)
 }
 
 // shot captures the whole display now (the caller holds the session) and
@@ -180,31 +160,15 @@ func (tr *traced) keep(ctx context.Context, sc scaler, i int, st step, phase str
 		defer func() { <-tr.m.encoders }()
 		ctx := context.WithoutCancel(ctx)
 		name := tr.batch + "-" + strconv.Itoa(i) + "-" + phase
-		full, err := tr.keepPNG(ctx, name+".png", img)
+		s, err := recording.KeepRGBA(ctx, tr.m.cfg.Artifacts, tr.tenant, tr.id, name, img)
 		if err != nil {
 			ev["error"] = err.Error()
-			tr.record(ctx, trace.ActorSystem, "computer.screenshot", ev)
-			return
-		}
-		ev["artifact"] = artifactRef(full)
-		tw := min(thumbWidth, img.Rect.Dx())
-		th := max(1, img.Rect.Dy()*tw/img.Rect.Dx())
-		if thumb, err := tr.keepPNG(ctx, name+"-thumb.png", scale(img, Size{tw, th})); err == nil {
-			ev["thumbnail"] = artifactRef(thumb)
+		} else {
+			ev["artifact"] = recording.Ref(s.Full)
+			if s.Thumb != nil {
+				ev["thumbnail"] = recording.Ref(s.Thumb)
+			}
 		}
 		tr.record(ctx, trace.ActorSystem, "computer.screenshot", ev)
 	}()
-}
-
-func (tr *traced) keepPNG(ctx context.Context, name string, img image.Image) (*sandbox.Artifact, error) {
-	var buf bytes.Buffer
-	enc := png.Encoder{CompressionLevel: png.BestSpeed}
-	if err := enc.Encode(&buf, img); err != nil {
-		return nil, err
-	}
-	return tr.m.cfg.Artifacts.KeepBytes(ctx, tr.tenant, tr.id, name, &buf)
-}
-
-func artifactRef(a *sandbox.Artifact) map[string]any {
-	return map[string]any{"id": a.ID, "sha256": a.SHA256, "size": a.Size, "mime": a.MIME}
 }

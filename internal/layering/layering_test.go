@@ -159,6 +159,12 @@ var rules = []rule{
 		NoImport: []string{"internal/store/...", "internal/driver/..."},
 	},
 	{
+		Pkg:      "internal/recording",
+		Why:      "recording is a leaf below the workload packages: trace, sandbox, errdefs and the agent's protocol types only",
+		Only:     []string{"internal/trace", "internal/sandbox", "internal/errdefs", "internal/agent/agentproto"},
+		External: []string{},
+	},
+	{
 		Pkg:      "internal/trace",
 		Why:      "trace is a leaf every producer may record through: errdefs and the standard library only",
 		Only:     []string{"internal/errdefs"},

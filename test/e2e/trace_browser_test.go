@@ -7,11 +7,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"image/png"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"genesis.dev/sandbox/client"
 )
@@ -21,7 +24,9 @@ import (
 // screenshot) and a shell job in one sandbox under runc and runsc, and
 // checks they make one ordered trace with the password never recorded
 // (its length is), the screenshot's artifact referenced, and that a paused
-// sandbox's next browser action answers 409 paused until resume.
+// sandbox's next browser action answers 409 paused until resume. Every
+// action that changes the page has a screenshot after it (the default
+// mode), kept with a thumbnail, the click's point marked, and exported.
 func TestTraceBrowser(t *testing.T) {
 	e, _ := browserEnv(t, "")
 	svc := e.start(t)
@@ -32,6 +37,7 @@ func TestTraceBrowser(t *testing.T) {
 			sb := createBrowser(t, c, rt, nil)
 			res, err := c.BrowserActions(callCtx(t), sb.ID,
 				client.BrowserAction{Type: "navigate", URL: "http://allowed.test/form"},
+				client.BrowserAction{Type: "click", Selector: "#q"},
 				client.BrowserAction{Type: "evaluate", Expression: `document.body.insertAdjacentHTML("beforeend", '<input id="pw" type="password">'); 1`},
 				client.BrowserAction{Type: "fill", Selector: "#q", Text: "visible words"},
 				client.BrowserAction{Type: "fill", Selector: "#pw", Text: secret},
@@ -43,12 +49,12 @@ func TestTraceBrowser(t *testing.T) {
 			if err != nil || !res.OK {
 				t.Fatalf("actions: %+v %v", res, err)
 			}
-			shot := res.Results[7].Artifact
+			shot := res.Results[8].Artifact
 			if shot == nil {
-				t.Fatalf("no screenshot artifact: %+v", res.Results[7])
+				t.Fatalf("no screenshot artifact: %+v", res.Results[8])
 			}
 			// The typed password reached the page.
-			if got := string(res.Results[6].Value); got != `"`+secret+secret+`"` {
+			if got := string(res.Results[7].Value); got != `"`+secret+secret+`"` {
 				t.Fatalf("password field: %s", got)
 			}
 			execOK(t, c, sb.ID, "echo shell")
@@ -67,18 +73,58 @@ func TestTraceBrowser(t *testing.T) {
 				t.Fatalf("browser action after resume: %+v %v", r, err)
 			}
 
+			// The screenshots are kept in the background: wait for the
+			// seven (navigate, click, fill ×3, type, reload).
 			var evs []client.TraceEvent
-			if err := c.FollowTrace(callCtx(t), sb.ID, 0, false, func(ev client.TraceEvent) error {
-				evs = append(evs, ev)
-				return nil
-			}); err != nil {
+			var shots []browserShot
+			eventually(t, 30*time.Second, "seven screenshots in the trace", func() (bool, string) {
+				evs, shots = nil, nil
+				if err := c.FollowTrace(callCtx(t), sb.ID, 0, false, func(ev client.TraceEvent) error {
+					evs = append(evs, ev)
+					if ev.Kind == "browser.screenshot" {
+						var s browserShot
+						if err := json.Unmarshal(ev.Data, &s); err != nil {
+							return err
+						}
+						shots = append(shots, s)
+					}
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				return len(shots) >= 7, fmt.Sprintf("%d screenshots", len(shots))
+			})
+			wantShots := []string{"navigate", "click", "fill", "fill", "type", "fill", "reload"}
+			if len(shots) != len(wantShots) {
+				t.Fatalf("%d screenshots, want %d: %+v", len(shots), len(wantShots), shots)
+			}
+			for i, s := range shots {
+				if s.Type != wantShots[i] || s.Phase != "after" || s.Error != "" || s.Artifact.ID == "" || s.Thumbnail.ID == "" || s.Size.Width < 100 {
+					t.Errorf("screenshot %d: %+v, want after %s with a thumbnail", i, s, wantShots[i])
+				}
+			}
+			// The click's point is marked: inside the image, on the field.
+			if p := shots[1].Physical; p == nil || p.X <= 0 || p.Y <= 0 || p.X >= shots[1].Size.Width || p.Y >= shots[1].Size.Height {
+				t.Errorf("the click's screenshot marks no point in the image: %+v", shots[1])
+			}
+			// The thumbnail is 320 pixels wide.
+			if dl, err := c.DownloadArtifact(callCtx(t), shots[0].Thumbnail.ID, nil); err != nil {
 				t.Fatal(err)
+			} else {
+				cfg, err := png.DecodeConfig(dl.Body)
+				dl.Body.Close()
+				if err != nil || cfg.Width != 320 {
+					t.Errorf("thumbnail: %+v %v", cfg, err)
+				}
 			}
 			var kinds []string
 			raw := ""
 			for _, ev := range evs {
 				b, _ := json.Marshal(ev) // the server's encoding: same fields, same order
 				raw += string(b) + "\n"
+				if ev.Kind == "browser.screenshot" {
+					continue // kept in the background: their place varies
+				}
 				if ev.Kind == "browser.action.started" || ev.Kind == "browser.action.finished" {
 					var d struct {
 						Type string `json:"type"`
@@ -100,7 +146,7 @@ func TestTraceBrowser(t *testing.T) {
 			// The profile's services (Chromium, the Playwright server) are
 			// the system's jobs, started with the sandbox.
 			want := []string{"system job.started", "system job.started"}
-			for _, typ := range []string{"navigate", "evaluate", "fill", "fill", "type", "fill", "evaluate", "screenshot"} {
+			for _, typ := range []string{"navigate", "click", "evaluate", "fill", "fill", "type", "fill", "evaluate", "screenshot"} {
 				want = append(want, "agent browser.action.started "+typ, "system browser.action.finished "+typ)
 			}
 			want = append(want, "system browser.navigation",
@@ -135,7 +181,9 @@ func TestTraceBrowser(t *testing.T) {
 			// The delete ended the profile's services: their job.finished
 			// events follow the ones read above.
 			lines := strings.Count(string(files["events.jsonl"]), "\n")
-			if man.Events != lines || lines != len(evs)+2 || len(man.Files) != 3 || files["player.html"] == nil || !strings.HasPrefix(string(files["events.jsonl"]), raw) {
+			// Files: events, player, the kept screenshot, and the trace's
+			// screenshots with their thumbnails.
+			if man.Events != lines || lines != len(evs)+2 || len(man.Files) != 3+2*len(shots) || files["player.html"] == nil || !strings.HasPrefix(string(files["events.jsonl"]), raw) {
 				t.Fatalf("export: manifest %+v, events.jsonl %d lines, want %d then the services' ends", man, lines, len(evs))
 			}
 			for _, f := range man.Files {
@@ -143,8 +191,8 @@ func TestTraceBrowser(t *testing.T) {
 				if hex.EncodeToString(sum[:]) != f.SHA256 {
 					t.Errorf("export: %s's sha256 is not the manifest's", f.Path)
 				}
-				if f.ArtifactID != "" && (f.ArtifactID != shot.ID || f.SHA256 != shot.SHA256) {
-					t.Errorf("export: artifact %+v, want the screenshot %s", f, shot.ID)
+				if f.ArtifactID == shot.ID && f.SHA256 != shot.SHA256 {
+					t.Errorf("export: artifact %+v, want the screenshot's sha256 %s", f, shot.SHA256)
 				}
 			}
 			if strings.Contains(strings.ToLower(string(files["events.jsonl"])), "hunter2") {
@@ -152,6 +200,24 @@ func TestTraceBrowser(t *testing.T) {
 			}
 		})
 	}
+}
+
+// browserShot is the data of a browser.screenshot trace event.
+type browserShot struct {
+	Index    int    `json:"index"`
+	Type     string `json:"type"`
+	Phase    string `json:"phase"`
+	Error    string `json:"error"`
+	Physical *struct {
+		X int `json:"x"`
+		Y int `json:"y"`
+	} `json:"physical"`
+	Size struct {
+		Width  int `json:"width"`
+		Height int `json:"height"`
+	} `json:"size"`
+	Artifact  struct{ ID string } `json:"artifact"`
+	Thumbnail struct{ ID string } `json:"thumbnail"`
 }
 
 // readTarGz returns the regular files of a tar.gz by name.

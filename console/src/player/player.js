@@ -36,7 +36,8 @@ export function summary(ev) {
     case 'computer.action.finished':
     case 'browser.action.finished':
       return `${d.action || d.type} ${d.ok ? 'ok' : 'failed'} in ${d.duration_ms} ms${d.error ? `: ${d.error}` : ''}`;
-    case 'computer.screenshot': return `screenshot ${d.phase} ${d.action}${d.error ? `: ${d.error}` : ''}`;
+    case 'computer.screenshot':
+    case 'browser.screenshot': return `screenshot ${d.phase} ${d.action || d.type}${d.error ? `: ${d.error}` : ''}`;
     case 'browser.navigation': return `${d.title || ''} ${d.url || ''}`.trim();
     case 'human.input':
       if (d.type === 'type') return `typed ${d.chars} characters`;
