@@ -271,11 +271,14 @@ type RecordingRequest struct {
 	SegmentSeconds int `json:"segment_seconds,omitempty"`
 }
 
-// Recording is a desktop's display recording; its segments are video.segment
+// Recording is a desktop's display or a browser's screencast recording; its segments are video.segment
 // events of the sandbox's trace (artifacts, with wall-clock start and end).
 type Recording struct {
-	ID             string     `json:"id"`
-	SandboxID      string     `json:"sandbox_id"`
+	ID        string `json:"id"`
+	SandboxID string `json:"sandbox_id"`
+	// Source is what is recorded: display (a desktop) or browser (the
+	// active tab's screencast).
+	Source         string     `json:"source,omitempty"`
 	State          string     `json:"state"`
 	FPS            int        `json:"fps"`
 	SegmentSeconds int        `json:"segment_seconds"`
@@ -288,27 +291,43 @@ type Recording struct {
 
 // StartRecording calls POST /v1/sandboxes/{id}/display/recording.
 func (c *Client) StartRecording(ctx context.Context, sandboxID string, req RecordingRequest) (*Recording, error) {
-	return c.recording(ctx, http.MethodPost, sandboxID, &req)
+	return c.recording(ctx, http.MethodPost, sandboxID, "/display/recording", &req)
 }
 
 // StopRecording calls DELETE /v1/sandboxes/{id}/display/recording: it
 // answers once the last segment is kept.
 func (c *Client) StopRecording(ctx context.Context, sandboxID string) (*Recording, error) {
-	return c.recording(ctx, http.MethodDelete, sandboxID, nil)
+	return c.recording(ctx, http.MethodDelete, sandboxID, "/display/recording", nil)
 }
 
 // GetRecording calls GET /v1/sandboxes/{id}/display/recording.
 func (c *Client) GetRecording(ctx context.Context, sandboxID string) (*Recording, error) {
-	return c.recording(ctx, http.MethodGet, sandboxID, nil)
+	return c.recording(ctx, http.MethodGet, sandboxID, "/display/recording", nil)
 }
 
-func (c *Client) recording(ctx context.Context, method, sandboxID string, body any) (*Recording, error) {
+// StartBrowserRecording calls POST /v1/sandboxes/{id}/browser/recording:
+// the active tab's screencast, recorded like a desktop's display.
+func (c *Client) StartBrowserRecording(ctx context.Context, sandboxID string, req RecordingRequest) (*Recording, error) {
+	return c.recording(ctx, http.MethodPost, sandboxID, "/browser/recording", &req)
+}
+
+// StopBrowserRecording calls DELETE /v1/sandboxes/{id}/browser/recording.
+func (c *Client) StopBrowserRecording(ctx context.Context, sandboxID string) (*Recording, error) {
+	return c.recording(ctx, http.MethodDelete, sandboxID, "/browser/recording", nil)
+}
+
+// GetBrowserRecording calls GET /v1/sandboxes/{id}/browser/recording.
+func (c *Client) GetBrowserRecording(ctx context.Context, sandboxID string) (*Recording, error) {
+	return c.recording(ctx, http.MethodGet, sandboxID, "/browser/recording", nil)
+}
+
+func (c *Client) recording(ctx context.Context, method, sandboxID, sub string, body any) (*Recording, error) {
 	p, err := idPath("/v1/sandboxes/", sandboxID)
 	if err != nil {
 		return nil, err
 	}
 	var v Recording
-	r := request{method: method, path: p + "/display/recording", auth: true}
+	r := request{method: method, path: p + sub, auth: true}
 	if body != nil {
 		r.body = body
 	}

@@ -29,6 +29,8 @@ connect a CDP or Playwright client of your own to it (genesis browser status
 for the endpoints, which take the API key; genesis browser link for URLs that
 need none).`,
 	}
+	cmd.AddCommand(newRecordCmd(a, "active tab", "records the browser's active tab (Chromium's screencast, encoded by ffmpeg inside the sandbox)",
+		(*client.Client).StartBrowserRecording, (*client.Client).StopBrowserRecording, (*client.Client).GetBrowserRecording))
 	cmd.AddCommand(newBrowserStatusCmd(a), newBrowserActionsCmd(a), newBrowserOpenCmd(a),
 		newBrowserScreenshotCmd(a), newBrowserLinkCmd(a), newBrowserCDPURLCmd(a), newBrowserDownloadsCmd(a), newBrowserProfileCmd(a))
 	return cmd

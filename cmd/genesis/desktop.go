@@ -284,11 +284,20 @@ any other controller, and their first input takes control from the agent.`,
 
 // newDesktopRecordCmd builds "genesis desktop record SANDBOX start|stop|status".
 func newDesktopRecordCmd(a *app) *cobra.Command {
+	return newRecordCmd(a, "display", "records the display with ffmpeg inside the sandbox",
+		(*client.Client).StartRecording, (*client.Client).StopRecording, (*client.Client).GetRecording)
+}
+
+// newRecordCmd builds "record SANDBOX start|stop|status" of what (the
+// desktop's display, the browser's active tab).
+func newRecordCmd(a *app, what, how string,
+	start func(*client.Client, context.Context, string, client.RecordingRequest) (*client.Recording, error),
+	stop, status func(*client.Client, context.Context, string) (*client.Recording, error)) *cobra.Command {
 	var fps, segment int
 	cmd := &cobra.Command{
 		Use:   "record SANDBOX start|stop|status [--fps 5] [--segment 2]",
-		Short: "Record the display into the sandbox's trace (video segments as artifacts)",
-		Long: `start records the display with ffmpeg inside the sandbox: every closed
+		Short: "Record the " + what + " into the sandbox's trace (video segments as artifacts)",
+		Long: `start ` + how + `: every closed
 segment becomes an artifact and a video.segment event of the trace (genesis
 trace export carries them, and its player plays them in step with the events).
 stop ends it and waits for the last segment; status shows it.`,
@@ -297,11 +306,11 @@ stop ends it and waits for the last segment; status shows it.`,
 			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.Recording, error) {
 				switch args[1] {
 				case "start":
-					return c.StartRecording(ctx, args[0], client.RecordingRequest{FPS: fps, SegmentSeconds: segment})
+					return start(c, ctx, args[0], client.RecordingRequest{FPS: fps, SegmentSeconds: segment})
 				case "stop":
-					return c.StopRecording(ctx, args[0])
+					return stop(c, ctx, args[0])
 				case "status":
-					return c.GetRecording(ctx, args[0])
+					return status(c, ctx, args[0])
 				}
 				return nil, usageErrorf("want start, stop or status, got %q", args[1])
 			}, func(r *client.Recording) error {

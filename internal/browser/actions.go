@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chromedp/cdproto/accessibility"
@@ -174,6 +175,19 @@ type session struct {
 	// point is where the current action pressed or hovered, in the
 	// viewport's CSS pixels (the trace marks it on the screenshot).
 	point *point
+	// watched is the active tab for a recording's screencast, which reads
+	// it without the session's lock (setActive keeps it).
+	watched atomic.Pointer[tabCtx]
+}
+
+// setActive makes id the active tab.
+func (s *session) setActive(id target.ID) {
+	s.active = id
+	if tc, ok := s.tabs[id]; ok {
+		s.watched.Store(&tc)
+	} else {
+		s.watched.Store(nil)
+	}
 }
 
 type tabCtx struct {
@@ -247,7 +261,7 @@ func (s *session) adopt(ctx context.Context, id target.ID) error {
 		return fmt.Errorf("attaching to tab %s: %w", id, err)
 	}
 	s.tabs[id] = tabCtx{c, cancel}
-	s.active = id
+	s.setActive(id)
 	return nil
 }
 
@@ -447,7 +461,7 @@ func (s *session) do(ctx context.Context, tenant string, a Action, timeout time.
 				return err
 			}
 		}
-		s.active = id
+		s.setActive(id)
 		_, err := withDeadline(ctx, s.bctx, func(c context.Context) (struct{}, error) {
 			_, err := chromedp.CallBrowser(c, target.ActivateTarget, target.ActivateTargetParams{TargetID: id})
 			return struct{}{}, err
@@ -472,9 +486,9 @@ func (s *session) do(ctx context.Context, tenant string, a Action, timeout time.
 			delete(s.tabs, id)
 		}
 		if err == nil && id == s.active {
-			s.active = ""
+			s.setActive("")
 			for other := range s.tabs {
-				s.active = other
+				s.setActive(other)
 				break
 			}
 		}

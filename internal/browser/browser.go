@@ -46,6 +46,7 @@ type Target struct {
 	// after Release while the sandbox runs.
 	Dial    func(ctx context.Context, port int) (net.Conn, error)
 	Files   Files
+	Jobs    Jobs
 	Release func()
 }
 
@@ -100,6 +101,7 @@ type Manager struct {
 	mu       sync.Mutex
 	sessions map[string]*session // sandbox id → the actions API's session
 	encoders chan struct{}       // slots of the trace's screenshot keepers
+	recs     *recording.Set      // the screencast recordings
 	// downloads are the downloads the trace has: sandbox, name and sha256
 	// → 1 seen, 2 kept.
 	downloads map[string]int
@@ -121,7 +123,8 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("browser: %w", err)
 	}
 	cfg.Screenshots = shots
-	return &Manager{cfg: cfg, sessions: map[string]*session{}, downloads: map[string]int{}, encoders: make(chan struct{}, maxKeepers)}, nil
+	return &Manager{cfg: cfg, sessions: map[string]*session{}, downloads: map[string]int{}, encoders: make(chan struct{}, maxKeepers),
+		recs: recording.NewSet(cfg.Trace, cfg.Artifacts)}, nil
 }
 
 // Name is the manager's hook name.
@@ -166,6 +169,7 @@ func (m *Manager) SandboxEnding(_ context.Context, sandboxID, _ string) {
 		}
 	}
 	m.mu.Unlock()
+	m.recs.End(sandboxID)
 	if s != nil {
 		s.close()
 	}
@@ -177,6 +181,7 @@ func (m *Manager) Close() {
 	all := m.sessions
 	m.sessions = map[string]*session{}
 	m.mu.Unlock()
+	m.recs.Close()
 	for _, s := range all {
 		s.close()
 	}
@@ -482,6 +487,6 @@ func (c controlSandboxes) AttachBrowser(ctx context.Context, tenant, id string) 
 func targetOf(at *control.Attachment) *Target {
 	return &Target{
 		Tenant: at.Sandbox.Tenant, SandboxID: at.Sandbox.ID, Image: at.Sandbox.Image, Spec: *at.Profile.Browser,
-		Dial: at.Agent.DialPort, Files: at.Agent, Release: at.Release,
+		Dial: at.Agent.DialPort, Files: at.Agent, Jobs: at.Agent, Release: at.Release,
 	}
 }

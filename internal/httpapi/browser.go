@@ -25,6 +25,7 @@ import (
 //	POST /v1/sandboxes/{id}/browser/downloads/keep   keep downloads as artifacts {names?}
 //	POST /v1/sandboxes/{id}/browser/profile/save     save the browser profile as an artifact {name?}
 //	POST /v1/sandboxes/{id}/browser/profile/load     load a saved profile {artifact_id}
+//	POST|GET|DELETE /v1/sandboxes/{id}/browser/recording  record the active tab's screencast into the trace's video segments
 //	POST /v1/sandboxes/{id}/browser/links            a capability URL {ttl_seconds} for clients that cannot send headers
 //	ANY  /v1/browsers/{token}/...                    what a capability URL opens (no API key)
 func (s *Server) browserRoutes() {
@@ -42,6 +43,7 @@ func (s *Server) browserRoutes() {
 	s.handle("POST", "/v1/sandboxes/{id}/browser/downloads/keep", true, s.keepBrowserDownloads)
 	s.handle("POST", "/v1/sandboxes/{id}/browser/profile/save", true, s.saveBrowserProfile)
 	s.handle("POST", "/v1/sandboxes/{id}/browser/profile/load", true, s.loadBrowserProfile)
+	s.recordingRoutes("/v1/sandboxes/{id}/browser/recording", s.browser)
 	s.handleAny("/v1/browsers/{token}/json", false, s.browserJSON)
 	s.handleAny("/v1/browsers/{token}/json/{path...}", false, s.browserJSON)
 	s.handle("GET", "/v1/browsers/{token}/devtools/{path...}", false, s.browserDevtools)

@@ -14,6 +14,7 @@ import (
 	"genesis.dev/sandbox/internal/console"
 	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/recording"
 )
 
 // Desktop routes of a desktop profile's sandbox:
@@ -43,9 +44,7 @@ func (s *Server) desktopRoutes() {
 	s.handle("DELETE", "/v1/sandboxes/{id}/control", true, s.releaseDesktopControl)
 	s.handle("POST", "/v1/sandboxes/{id}/control/requests", true, s.requestHuman)
 	s.handle("GET", "/v1/sandboxes/{id}/display/vnc", true, s.displayVNC)
-	s.handle("POST", "/v1/sandboxes/{id}/display/recording", true, s.startRecording)
-	s.handle("GET", "/v1/sandboxes/{id}/display/recording", true, s.getRecording)
-	s.handle("DELETE", "/v1/sandboxes/{id}/display/recording", true, s.stopRecording)
+	s.recordingRoutes("/v1/sandboxes/{id}/display/recording", s.desktop)
 	if s.ports != nil {
 		s.handle("POST", "/v1/sandboxes/{id}/display/links", true, s.displayLink)
 		s.handle("GET", "/v1/displays/{token}/vnc", false, s.displayVNC)
@@ -313,39 +312,43 @@ func (s *Server) viewerAsset(w http.ResponseWriter, r *http.Request) {
 	s.viewer.ServeAsset(w, r)
 }
 
-func recordingWire(r *desktop.Recording) client.Recording {
-	return client.Recording{ID: r.ID, SandboxID: r.SandboxID, State: r.State, FPS: r.FPS, SegmentSeconds: r.SegmentSeconds,
+func recordingWire(r *recording.Recording) client.Recording {
+	return client.Recording{ID: r.ID, SandboxID: r.SandboxID, Source: r.Source, State: r.State, FPS: r.FPS, SegmentSeconds: r.SegmentSeconds,
 		StartedAt: r.StartedAt, StoppedAt: r.StoppedAt, Segments: r.Segments, Bytes: r.Bytes, Error: r.Error}
 }
 
-func (s *Server) startRecording(w http.ResponseWriter, r *http.Request) {
-	var req client.RecordingRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	rec, err := s.desktop.StartRecording(r.Context(), tenantOf(r), r.PathValue("id"), desktop.RecordOptions{FPS: req.FPS, SegmentSeconds: req.SegmentSeconds})
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, recordingWire(rec))
+// recorder is a workload that records a sandbox's screen (the desktop's
+// display, the browser's screencast).
+type recorder interface {
+	StartRecording(ctx context.Context, tenant, id string, o recording.Options) (*recording.Recording, error)
+	GetRecording(ctx context.Context, tenant, id string) (*recording.Recording, error)
+	StopRecording(ctx context.Context, tenant, id string) (*recording.Recording, error)
 }
 
-func (s *Server) getRecording(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.desktop.GetRecording(r.Context(), tenantOf(r), r.PathValue("id"))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
+// recordingRoutes serves POST (start), GET (state) and DELETE (stop) of
+// path for m.
+func (s *Server) recordingRoutes(path string, m recorder) {
+	s.handle("POST", path, true, func(w http.ResponseWriter, r *http.Request) {
+		var req client.RecordingRequest
+		if err := s.decode(w, r, &req); err != nil {
+			s.writeProblem(w, r, err)
+			return
+		}
+		rec, err := m.StartRecording(r.Context(), tenantOf(r), r.PathValue("id"), recording.Options{FPS: req.FPS, SegmentSeconds: req.SegmentSeconds})
+		if err != nil {
+			s.writeProblem(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, recordingWire(rec))
+	})
+	for method, f := range map[string]func(context.Context, string, string) (*recording.Recording, error){"GET": m.GetRecording, "DELETE": m.StopRecording} {
+		s.handle(method, path, true, func(w http.ResponseWriter, r *http.Request) {
+			rec, err := f(r.Context(), tenantOf(r), r.PathValue("id"))
+			if err != nil {
+				s.writeProblem(w, r, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, recordingWire(rec))
+		})
 	}
-	writeJSON(w, http.StatusOK, recordingWire(rec))
-}
-
-func (s *Server) stopRecording(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.desktop.StopRecording(r.Context(), tenantOf(r), r.PathValue("id"))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, recordingWire(rec))
 }

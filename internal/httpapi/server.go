@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"genesis.dev/sandbox/internal/console"
 	"io"
 	"log/slog"
 	"net/http"
@@ -18,6 +17,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+
+	"genesis.dev/sandbox/internal/console"
 
 	"genesis.dev/sandbox/internal/artifacts"
 	"genesis.dev/sandbox/internal/browser"

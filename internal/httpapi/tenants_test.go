@@ -3,13 +3,14 @@ package httpapi_test
 import (
 	"encoding/json"
 	"fmt"
-	"genesis.dev/sandbox/internal/controltest"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"genesis.dev/sandbox/internal/controltest"
 
 	"genesis.dev/sandbox/client"
 )

@@ -9,13 +9,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"genesis.dev/sandbox/internal/console"
 	"io"
 	"net/http"
 	"path"
 	"strconv"
 	"strings"
 	"time"
+
+	"genesis.dev/sandbox/internal/console"
 
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/trace"

@@ -53,23 +53,7 @@ func TestTraceVideo(t *testing.T) {
 			if _, err := c.StartRecording(callCtx(t), sb.ID, client.RecordingRequest{}); client.ErrorCode(err) != "recording_active" {
 				t.Errorf("a second recording: %v, want 409 recording_active", err)
 			}
-			segments := func() []videoSegment {
-				pg, err := c.TracePage(callCtx(t), sb.ID, 0, 1000)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var out []videoSegment
-				for _, ev := range pg.Events {
-					if ev.Kind == "video.segment" {
-						var s videoSegment
-						if err := json.Unmarshal(ev.Data, &s); err != nil {
-							t.Fatal(err)
-						}
-						out = append(out, s)
-					}
-				}
-				return out
-			}
+			segments := func() []videoSegment { return traceSegments(t, c, sb.ID) }
 			// Two segments of the black screen are kept before it changes.
 			eventually(t, 30*time.Second, "two segments of the black screen", func() (bool, string) {
 				n := len(segments())
@@ -104,57 +88,11 @@ func TestTraceVideo(t *testing.T) {
 			if len(segs) != rec.Segments {
 				t.Fatalf("%d segments in the trace, the recording says %d", len(segs), rec.Segments)
 			}
-			for i, s := range segs {
-				// A segment lasts its second; the last one, closed by the
-				// stop, may be shorter.
-				short := s.DurationMS < 500 && (i < len(segs)-1 || s.DurationMS <= 0)
-				if s.Index != i || s.Artifact.ID == "" || short || s.DurationMS > 1500 {
-					t.Errorf("segment %d: %+v", i, s)
-				}
-				if i > 0 && s.Start.Sub(segs[i-1].End).Abs() > time.Millisecond {
-					t.Errorf("segment %d starts %v after segment %d ends", i, s.Start.Sub(segs[i-1].End), i-1)
-				}
-			}
-			if !segs[0].Start.Before(before) || !segs[len(segs)-1].End.After(shown) {
-				t.Fatalf("the segments (%v – %v) do not cover the change (%v – %v)", segs[0].Start, segs[len(segs)-1].End, before, shown)
-			}
-
-			// Alignment by content: the frame at a wall-clock time before
-			// the launch is dark, one after the window showed is bright.
-			brightness := func(at time.Time) int {
-				for _, s := range segs {
-					if at.Before(s.Start) || !at.Before(s.End) {
-						continue
-					}
-					dl, err := c.DownloadArtifact(callCtx(t), s.Artifact.ID, nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					b, err := io.ReadAll(dl.Body)
-					dl.Body.Close()
-					if err != nil {
-						t.Fatal(err)
-					}
-					if _, err := c.WriteFile(callCtx(t), sb.ID, "/workspace/probe.mp4", strings.NewReader(string(b)), client.WriteFileOptions{Size: int64(len(b))}); err != nil {
-						t.Fatal(err)
-					}
-					off := at.Sub(s.Start).Seconds()
-					// The last frame at or before the offset, averaged to one
-					// grey pixel.
-					r := execOK(t, c, sb.ID, fmt.Sprintf("ffmpeg -v error -i /workspace/probe.mp4 -vf \"select='lte(t\\,%.3f)',scale=1:1\" -fps_mode passthrough -f rawvideo -pix_fmt gray - | tail -c 1 | od -An -tu1", off))
-					v, err := strconv.Atoi(strings.TrimSpace(r.Stdout))
-					if err != nil {
-						t.Fatalf("decoding the frame at %.3f s of segment %d: %+v", off, s.Index, r)
-					}
-					return v
-				}
-				t.Fatalf("no segment covers %v", at)
-				return 0
-			}
-			if dark := brightness(before.Add(-600 * time.Millisecond)); dark > 40 {
+			checkSegments(t, segs, before, shown)
+			if dark := frameBrightness(t, c, sb.ID, segs, before.Add(-600*time.Millisecond)); dark > 40 {
 				t.Errorf("the frame 0.6 s before the launch has brightness %d, want dark", dark)
 			}
-			if bright := brightness(shown.Add(600 * time.Millisecond)); bright < 60 {
+			if bright := frameBrightness(t, c, sb.ID, segs, shown.Add(600*time.Millisecond)); bright < 60 {
 				t.Errorf("the frame 0.6 s after the window showed has brightness %d, want bright", bright)
 			}
 
@@ -175,6 +113,138 @@ func TestTraceVideo(t *testing.T) {
 			runNodeJSON(t, "player.mjs", &pr, "file://"+filepath.Join(dir, "player.html"), "video", "", filepath.Join(consoleArtifacts(t, "trace-video-"+rt), "player.png"))
 			if !pr.OK || len(pr.ConsoleErrors) > 0 || pr.VideoTo <= pr.VideoFrom {
 				t.Errorf("player's video: %+v", pr)
+			}
+		})
+	}
+}
+
+// traceSegments are the video.segment events of a sandbox's trace.
+func traceSegments(t *testing.T, c *client.Client, sandboxID string) []videoSegment {
+	t.Helper()
+	pg, err := c.TracePage(callCtx(t), sandboxID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []videoSegment
+	for _, ev := range pg.Events {
+		if ev.Kind == "video.segment" {
+			var s videoSegment
+			if err := json.Unmarshal(ev.Data, &s); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// checkSegments checks that 1-second segments are numbered in order,
+// contiguous to the millisecond, and cover from before to after.
+func checkSegments(t *testing.T, segs []videoSegment, before, after time.Time) {
+	t.Helper()
+	for i, s := range segs {
+		// A segment lasts its second; the last one, closed by the
+		// stop, may be shorter.
+		short := s.DurationMS < 500 && (i < len(segs)-1 || s.DurationMS <= 0)
+		if s.Index != i || s.Artifact.ID == "" || short || s.DurationMS > 1500 {
+			t.Errorf("segment %d: %+v", i, s)
+		}
+		if i > 0 && s.Start.Sub(segs[i-1].End).Abs() > time.Millisecond {
+			t.Errorf("segment %d starts %v after segment %d ends", i, s.Start.Sub(segs[i-1].End), i-1)
+		}
+	}
+	if !segs[0].Start.Before(before) || !segs[len(segs)-1].End.After(after) {
+		t.Fatalf("the segments (%v – %v) do not cover the change (%v – %v)", segs[0].Start, segs[len(segs)-1].End, before, after)
+	}
+}
+
+// frameBrightness is the mean brightness (0..255) of the video frame shown
+// at the wall-clock time at: the last frame at or before it in the segment
+// that covers it, decoded by ffmpeg in the sandbox sandboxID.
+func frameBrightness(t *testing.T, c *client.Client, sandboxID string, segs []videoSegment, at time.Time) int {
+	t.Helper()
+	for _, s := range segs {
+		if at.Before(s.Start) || !at.Before(s.End) {
+			continue
+		}
+		dl, err := c.DownloadArtifact(callCtx(t), s.Artifact.ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(dl.Body)
+		dl.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.WriteFile(callCtx(t), sandboxID, "/workspace/probe.mp4", strings.NewReader(string(b)), client.WriteFileOptions{Size: int64(len(b))}); err != nil {
+			t.Fatal(err)
+		}
+		off := at.Sub(s.Start).Seconds()
+		// The last frame at or before the offset, averaged to one grey
+		// pixel.
+		r := execOK(t, c, sandboxID, fmt.Sprintf("ffmpeg -v error -i /workspace/probe.mp4 -vf \"select='lte(t\\,%.3f)',scale=1:1\" -fps_mode passthrough -f rawvideo -pix_fmt gray - | tail -c 1 | od -An -tu1", off))
+		v, err := strconv.Atoi(strings.TrimSpace(r.Stdout))
+		if err != nil {
+			t.Fatalf("decoding the frame at %.3f s of segment %d: %+v", off, s.Index, r)
+		}
+		return v
+	}
+	t.Fatalf("no segment covers %v", at)
+	return 0
+}
+
+// TestTraceBrowserVideo records a headless browser's active tab (its
+// screencast) under runc and runsc while the page turns from black to
+// white, and checks the segments as TestTraceVideo does: contiguous,
+// covering the change, and lined up with it by content.
+func TestTraceBrowserVideo(t *testing.T) {
+	e, _ := browserEnv(t, "")
+	svc := e.start(t)
+	c := svc.client()
+	for _, rt := range e.runtimes(t) {
+		t.Run(rt, func(t *testing.T) {
+			sb := createBrowser(t, c, rt, nil)
+			paint := func(colour string) {
+				res, err := c.BrowserActions(callCtx(t), sb.ID, client.BrowserAction{Type: "evaluate",
+					Expression: `document.documentElement.style.background = "` + colour + `"; new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(1))))`})
+				if err != nil || !res.OK {
+					t.Fatalf("paint %s: %+v %v", colour, res, err)
+				}
+			}
+			paint("black")
+			if _, err := c.StartBrowserRecording(callCtx(t), sb.ID, client.RecordingRequest{FPS: 5, SegmentSeconds: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.StartBrowserRecording(callCtx(t), sb.ID, client.RecordingRequest{}); client.ErrorCode(err) != "recording_active" {
+				t.Errorf("a second recording: %v, want 409 recording_active", err)
+			}
+			eventually(t, 30*time.Second, "two segments of the black page", func() (bool, string) {
+				n := len(traceSegments(t, c, sb.ID))
+				st, err := c.GetBrowserRecording(callCtx(t), sb.ID)
+				return n >= 2, fmt.Sprintf("%d segments; recording %+v %v", n, st, err)
+			})
+			before := time.Now()
+			paint("white")
+			shown := time.Now()
+			n0 := len(traceSegments(t, c, sb.ID))
+			eventually(t, 30*time.Second, "two segments of the white page", func() (bool, string) {
+				n := len(traceSegments(t, c, sb.ID))
+				return n >= n0+2, fmt.Sprintf("%d segments", n)
+			})
+			rec, err := c.StopBrowserRecording(callCtx(t), sb.ID)
+			if err != nil || rec.State != "stopped" || rec.Source != "browser" || rec.Segments < 4 {
+				t.Fatalf("stop: %+v %v", rec, err)
+			}
+			segs := traceSegments(t, c, sb.ID)
+			if len(segs) != rec.Segments {
+				t.Fatalf("%d segments in the trace, the recording says %d", len(segs), rec.Segments)
+			}
+			checkSegments(t, segs, before, shown)
+			if dark := frameBrightness(t, c, sb.ID, segs, before.Add(-600*time.Millisecond)); dark > 40 {
+				t.Errorf("the frame 0.6 s before the page turned white has brightness %d, want dark", dark)
+			}
+			if bright := frameBrightness(t, c, sb.ID, segs, shown.Add(600*time.Millisecond)); bright < 200 {
+				t.Errorf("the frame 0.6 s after the page turned white has brightness %d, want bright", bright)
 			}
 		})
 	}
