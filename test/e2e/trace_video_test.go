@@ -274,3 +274,123 @@ func exportUnpacked(t *testing.T, c *client.Client, sandboxID string) (map[strin
 	}
 	return files, dir
 }
+
+// TestTraceVideoDiskFull records a desktop whose workspace (its disk
+// quota) a program fills and keeps full. Under runc ffmpeg's next write
+// fails: the recording fails with video.stopped carrying the error. Under
+// runsc gVisor takes ffmpeg's small writes into its own page cache and
+// the recording goes on (segments keep coming: nothing is lost); either
+// way the segments kept stay. A recording started on the full disk fails
+// at once under both. The sandbox keeps working once the space is given
+// back, and records again.
+func TestTraceVideoDiskFull(t *testing.T) {
+	e := newEnv(t, "")
+	e.requireImage(t, "desktop-vnc")
+	svc := e.start(t)
+	c := svc.client()
+	for _, rt := range e.runtimes(t) {
+		t.Run(rt, func(t *testing.T) {
+			req := client.CreateSandboxRequest{Profile: "desktop-vnc", Runtime: rt, Resources: &client.Resources{DiskMB: 32}}
+			if rt == "runc" {
+				req.RiskLevel = "low"
+			}
+			sb, err := c.CreateSandbox(callCtx(t), req, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.DeleteSandbox(callCtx(t), sb.ID) })
+			if res, err := c.ComputerActions(callCtx(t), sb.ID, client.ComputerActionsRequest{Actions: []client.ComputerAction{{Action: "cursor_position"}}}); err != nil || !res.OK {
+				t.Fatalf("display: %+v %v", res, err)
+			}
+			stoppedWithError := func(recID string) {
+				t.Helper()
+				pg, err := c.TracePage(callCtx(t), sb.ID, 0, 1000)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, ev := range pg.Events {
+					if ev.Kind == "video.stopped" && strings.Contains(string(ev.Data), `"recording":"`+recID+`"`) {
+						if !strings.Contains(string(ev.Data), `"error"`) {
+							t.Fatalf("video.stopped of %s has no error: %s", recID, ev.Data)
+						}
+						return
+					}
+				}
+				t.Fatalf("no video.stopped of %s in the trace", recID)
+			}
+			if _, err := c.StartRecording(callCtx(t), sb.ID, client.RecordingRequest{FPS: 5, SegmentSeconds: 1}); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 30*time.Second, "a first segment", func() (bool, string) {
+				n := len(traceSegments(t, c, sb.ID))
+				return n >= 1, fmt.Sprintf("%d segments", n)
+			})
+			// The filler takes every block the moment it is free (the
+			// service frees a segment's blocks once it keeps it).
+			filler, err := c.StartJob(callCtx(t), sb.ID, client.ExecRequest{Command: []string{"sh", "-c",
+				// Big writes first, then single blocks for the last bits
+				// (gVisor leaves what a big write cannot fill).
+				"while :; do cat /dev/zero >> /workspace/fill 2>/dev/null; dd if=/dev/zero bs=1024 count=1 oflag=append conv=notrunc of=/workspace/fill 2>/dev/null; done"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 30*time.Second, "the disk to be full", func() (bool, string) {
+				r := execOK(t, c, sb.ID, "df -k /workspace | tail -1")
+				f := strings.Fields(r.Stdout)
+				return len(f) >= 4 && f[3] == "0", r.Stdout
+			})
+			n0 := len(traceSegments(t, c, sb.ID))
+			var rec *client.Recording
+			eventually(t, 30*time.Second, "the recording to fail, or (runsc) to go on", func() (bool, string) {
+				rec, err = c.GetRecording(callCtx(t), sb.ID)
+				n := len(traceSegments(t, c, sb.ID))
+				return err == nil && (rec.State != "recording" || (rt == "runsc" && n >= n0+3)), fmt.Sprintf("%+v %v; %d segments", rec, err, n)
+			})
+			switch {
+			case rec.State == "failed" && rec.Error != "":
+				stoppedWithError(rec.ID)
+			case rt == "runsc" && rec.State == "recording":
+				if rec, err = c.StopRecording(callCtx(t), sb.ID); err != nil || rec.State == "recording" {
+					t.Fatalf("stop on the full disk: %+v %v", rec, err)
+				}
+			default:
+				t.Fatalf("recording on a full disk: %+v, want failed with its error", rec)
+			}
+			segs := traceSegments(t, c, sb.ID)
+			if len(segs) == 0 || len(segs) != rec.Segments {
+				t.Fatalf("%d segments kept in the trace, the recording says %d", len(segs), rec.Segments)
+			}
+			// A recording started on the full disk fails.
+			again, err := c.StartRecording(callCtx(t), sb.ID, client.RecordingRequest{FPS: 5, SegmentSeconds: 1})
+			if err == nil {
+				eventually(t, 30*time.Second, "the recording on the full disk to fail", func() (bool, string) {
+					again, err = c.GetRecording(callCtx(t), sb.ID)
+					return err == nil && again.State != "recording", fmt.Sprintf("%+v %v", again, err)
+				})
+				if again.State != "failed" || again.Error == "" {
+					t.Fatalf("a recording started on the full disk: %+v", again)
+				}
+				stoppedWithError(again.ID)
+			} else if client.ErrorCode(err) != "recording_failed" {
+				t.Fatalf("starting a recording on the full disk: %v", err)
+			}
+			// The sandbox goes on: the space given back, a command runs,
+			// writes, and a new recording records.
+			if _, err := c.CancelJob(callCtx(t), filler.ID); err != nil {
+				t.Fatal(err)
+			}
+			execOK(t, c, sb.ID, "rm -f /workspace/fill && echo ok > /workspace/after && cat /workspace/after")
+			n1 := len(traceSegments(t, c, sb.ID))
+			if _, err := c.StartRecording(callCtx(t), sb.ID, client.RecordingRequest{FPS: 5, SegmentSeconds: 1}); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 30*time.Second, "a segment of the new recording", func() (bool, string) {
+				n := len(traceSegments(t, c, sb.ID))
+				return n > n1, fmt.Sprintf("%d segments", n)
+			})
+			if r, err := c.StopRecording(callCtx(t), sb.ID); err != nil || r.State != "stopped" {
+				t.Fatalf("stop: %+v %v", r, err)
+			}
+		})
+	}
+}
