@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -40,6 +41,7 @@ type Client struct {
 	baseURL   string
 	apiKey    string
 	userAgent string
+	actAs     string
 	http      *http.Client
 
 	// Reconnection backoff of resumed streams (0: the defaults).
@@ -66,6 +68,14 @@ func WithUserAgent(ua string) Option {
 			c.userAgent = ua
 		}
 	}
+}
+
+// WithActAs makes an admin key act for tenant: every call sends
+// X-Genesis-Tenant, and the service answers as to that tenant's own key
+// (its sandboxes, jobs, files, …); the audit names the admin's key. A
+// tenant's key gets 403 admin_required.
+func WithActAs(tenant string) Option {
+	return func(c *Client) { c.actAs = tenant }
 }
 
 // New returns a client for the service at baseURL (for example
@@ -341,6 +351,27 @@ func (c *Client) GetJob(ctx context.Context, id string) (*Job, error) {
 	return &v, nil
 }
 
+// ListSandboxJobs calls GET /v1/sandboxes/{id}/jobs: the sandbox's jobs,
+// newest first, at most limit (0: 100), in the given states if any.
+func (c *Client) ListSandboxJobs(ctx context.Context, sandboxID string, limit int, states ...string) (*JobList, error) {
+	p, err := idPath("/v1/sandboxes/", sandboxID)
+	if err != nil {
+		return nil, err
+	}
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	for _, st := range states {
+		q.Add("state", st)
+	}
+	var v JobList
+	if err := c.do(ctx, request{method: http.MethodGet, path: p + "/jobs", query: q, auth: true}, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
 // request describes one API call.
 type request struct {
 	method string
@@ -410,6 +441,9 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 	req.Header.Set("User-Agent", c.userAgent)
 	if r.auth && c.apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+c.apiKey)
+		if c.actAs != "" {
+			req.Header.Set("X-Genesis-Tenant", c.actAs)
+		}
 	}
 	for k, vs := range r.header {
 		req.Header[k] = vs

@@ -90,6 +90,11 @@ type SandboxList struct {
 	Items []Sandbox `json:"items"`
 }
 
+// JobList is the body of GET /v1/sandboxes/{id}/jobs: newest first.
+type JobList struct {
+	Items []Job `json:"items"`
+}
+
 // PatchSandboxRequest is the body of PATCH /v1/sandboxes/{id}: a merge patch
 // of metadata; a null value deletes the key.
 type PatchSandboxRequest struct {

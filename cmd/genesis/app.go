@@ -37,6 +37,7 @@ type app struct {
 	// Global flags.
 	url     string
 	apiKey  string
+	actAs   string
 	output  string
 	timeout time.Duration
 
@@ -84,6 +85,9 @@ func (a *app) client() (*client.Client, error) {
 	opts := []client.Option{client.WithUserAgent("genesis-cli/" + buildVersion().Version)}
 	if a.http != nil {
 		opts = append(opts, client.WithHTTPClient(a.http))
+	}
+	if a.actAs != "" {
+		opts = append(opts, client.WithActAs(a.actAs))
 	}
 	return client.New(base, key, opts...), nil
 }

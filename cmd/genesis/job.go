@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,7 +19,45 @@ func newJobCmd(a *app) *cobra.Command {
 		Aliases: []string{"jobs"},
 		Short:   "Show job records",
 	}
-	cmd.AddCommand(newJobGetCmd(a))
+	cmd.AddCommand(newJobGetCmd(a), newJobListCmd(a))
+	return cmd
+}
+
+// newJobListCmd builds "genesis job ls SANDBOX".
+func newJobListCmd(a *app) *cobra.Command {
+	var limit int
+	var states []string
+	cmd := &cobra.Command{
+		Use:     "ls SANDBOX [--state running] [--limit 100]",
+		Aliases: []string{"list"},
+		Short:   "List a sandbox's jobs, newest first",
+		Args:    exactArgs(1, "one sandbox id"),
+		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.JobList, error) {
+				return c.ListSandboxJobs(ctx, args[0], limit, states...)
+			}, func(l *client.JobList) error {
+				tw := newTable(a.stdout)
+				fmt.Fprintln(tw, "JOB\tSTATE\tEXIT\tCREATED\tCOMMAND")
+				for _, j := range l.Items {
+					exit := ""
+					if j.ExitCode != nil {
+						exit = strconv.Itoa(*j.ExitCode)
+					}
+					cmdline := strings.Join(j.Command, " ")
+					if cmdline == "" {
+						cmdline = j.Script
+					}
+					if len(cmdline) > 60 {
+						cmdline = cmdline[:57] + "..."
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", j.ID, j.State, exit, j.CreatedAt.Format(time.RFC3339), cmdline)
+				}
+				return tw.Flush()
+			})
+		}),
+	}
+	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many (default 100, at most 500)")
+	cmd.Flags().StringSliceVar(&states, "state", nil, "only jobs in these states (pending, running, succeeded, failed, canceled, lost)")
 	return cmd
 }
 

@@ -81,6 +81,7 @@ func newRootCmd(a *app) *cobra.Command {
 	f := root.PersistentFlags()
 	f.StringVar(&a.url, "url", "", "service URL (default $GENESIS_URL, else http://127.0.0.1:8080)")
 	f.StringVar(&a.apiKey, "api-key", "", "API key (default $GENESIS_API_KEY)")
+	f.StringVar(&a.actAs, "as", "", "with an admin key, act for this tenant (its sandboxes, jobs, files, …; sent as X-Genesis-Tenant)")
 	f.StringVarP(&a.output, "output", "o", outputText, "output format: text or json")
 	f.DurationVar(&a.timeout, "timeout", defaultTimeout, "time limit of each API call (0: none)")
 

@@ -74,6 +74,7 @@ func apiRoutes() []apiRoute {
 		{"post", "/v1/sandboxes/{id}/renew", []string{"200", "400", "401", "404", "409"}},
 		{"post", "/v1/sandboxes/{id}/exec", []string{"200", "202", "400", "401", "404", "409"}},
 		{"get", "/v1/jobs/{id}", []string{"200", "401", "404"}},
+		{"get", "/v1/sandboxes/{id}/jobs", []string{"200", "400", "401", "404"}},
 		{"get", "/v1/jobs/{id}/logs", []string{"200", "400", "401", "404"}},
 		{"post", "/v1/jobs/{id}/cancel", []string{"202", "401", "404", "409"}},
 		{"post", "/v1/sandboxes/{id}/sessions", []string{"201", "401", "404", "409"}},

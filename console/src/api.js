@@ -5,13 +5,21 @@
 const KEY = 'genesis.apiKey';
 const ADMIN = 'genesis.admin';
 const TENANT = 'genesis.tenant';
+const ACT_AS = 'genesis.actAs';
 
 export const session = {
   get key() { return sessionStorage.getItem(KEY) || ''; },
   get admin() { return sessionStorage.getItem(ADMIN) === '1'; },
   get tenant() { return sessionStorage.getItem(TENANT) || ''; },
-  set(key, admin, tenant) { sessionStorage.setItem(KEY, key); sessionStorage.setItem(ADMIN, admin ? '1' : '0'); sessionStorage.setItem(TENANT, tenant || ''); },
-  clear() { sessionStorage.removeItem(KEY); sessionStorage.removeItem(ADMIN); sessionStorage.removeItem(TENANT); },
+  // actAs is the tenant an admin acts for (X-Genesis-Tenant on every
+  // call): the console then shows that tenant's sandboxes as its own key
+  // would. Empty: the key's own tenant.
+  get actAs() { return this.admin ? sessionStorage.getItem(ACT_AS) || '' : ''; },
+  setActAs(t) { if (t && t !== this.tenant) sessionStorage.setItem(ACT_AS, t); else sessionStorage.removeItem(ACT_AS); },
+  // owner is the tenant whose resources the console shows.
+  get owner() { return this.actAs || this.tenant; },
+  set(key, admin, tenant) { sessionStorage.setItem(KEY, key); sessionStorage.setItem(ADMIN, admin ? '1' : '0'); sessionStorage.setItem(TENANT, tenant || ''); sessionStorage.removeItem(ACT_AS); },
+  clear() { for (const k of [KEY, ADMIN, TENANT, ACT_AS]) sessionStorage.removeItem(k); },
 };
 
 // ApiError is a problem+json answer (or a network failure, status 0).
@@ -38,6 +46,7 @@ export async function request(method, path, opts = {}) {
   const headers = { Accept: 'application/json, application/problem+json' };
   const key = opts.key ?? session.key;
   if (key) headers.Authorization = `Bearer ${key}`;
+  if (opts.key === undefined && session.actAs) headers['X-Genesis-Tenant'] = session.actAs;
   let body;
   if (opts.body !== undefined) { headers['Content-Type'] = 'application/json'; body = JSON.stringify(opts.body); }
   if (opts.raw !== undefined) { headers['Content-Type'] = 'application/octet-stream'; body = opts.raw; }

@@ -79,6 +79,8 @@ function header(active) {
     session.key ? h('nav', { 'aria-label': 'Main' }, h('ul', {}, links)) : null,
     h('div', { class: 'tools' },
       session.key ? h('span', { class: 'muted', id: 'who' }, `${session.tenant}${session.admin ? ' (admin)' : ''}`) : null,
+      session.actAs ? h('span', { class: 'acting', id: 'acting', role: 'status' }, `acting for ${session.actAs}`) : null,
+      session.actAs ? h('button', { type: 'button', class: 'ghost', id: 'stop-acting', onclick: () => { session.setActAs(''); go('/sandboxes'); render(); } }, 'Stop acting') : null,
       h('button', { type: 'button', class: 'ghost', onclick: toggleTheme, 'aria-label': 'Switch between dark and light theme' }, 'Theme'),
       session.key ? h('button', { type: 'button', class: 'ghost', id: 'signout', onclick: signOut }, 'Sign out') : null));
 }
@@ -130,6 +132,9 @@ async function render() {
   const seq = ++renderSeq;
   if (!session.key) { signIn(); return; }
   const { path, query } = parseHash();
+  // An admin's link to another tenant's page (?as=TENANT) acts for it
+  // until "Stop acting" or sign-out.
+  if (session.admin && query.has('as')) session.setActAs(query.get('as'));
   const hit = routes.map(([re, view, tab]) => [path.match(re), view, tab]).find(([m]) => m);
   header(hit ? hit[2] : '');
   const root = h('div', { class: 'view' });

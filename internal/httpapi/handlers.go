@@ -357,6 +357,37 @@ func jobWire(j *sandbox.Job) client.Job {
 	}
 }
 
+// listSandboxJobs serves GET /v1/sandboxes/{id}/jobs?state=&limit=: the
+// sandbox's jobs, newest first.
+func (s *Server) listSandboxJobs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var states []sandbox.JobState
+	for _, st := range q["state"] {
+		for _, one := range strings.Split(st, ",") {
+			states = append(states, sandbox.JobState(one))
+		}
+	}
+	limit := 0
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			s.writeProblem(w, r, fmt.Errorf("limit %q is not a number: %w", v, errdefs.ErrInvalidArgument))
+			return
+		}
+		limit = n
+	}
+	list, err := s.jobs.ListSandboxJobs(r.Context(), tenantOf(r), r.PathValue("id"), states, limit)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	out := client.JobList{Items: make([]client.Job, 0, len(list))}
+	for _, j := range list {
+		out.Items = append(out.Items, jobWire(j))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 	j, err := s.jobs.GetJob(r.Context(), tenantOf(r), r.PathValue("id"))
 	if err != nil {

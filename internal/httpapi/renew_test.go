@@ -84,3 +84,90 @@ func TestListSandboxesAcrossTenants(t *testing.T) {
 		t.Errorf("admin listing every tenant: %d %s", code, got)
 	}
 }
+
+// TestAdminActsForTenant: an admin key with X-Genesis-Tenant sees and
+// operates a tenant's sandbox as the tenant's key would (get, renew,
+// delete), the audit names the admin's key; a tenant's key sending the
+// header is refused (403 admin_required) and an unknown tenant is 404.
+func TestAdminActsForTenant(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	sb, _ := a.createHTTP(keyB, client.CreateSandboxRequest{})
+	as := func(tenant string) map[string]string { return map[string]string{"X-Genesis-Tenant": tenant} }
+	if resp, _ := a.do(req{method: "GET", path: "/v1/sandboxes/" + sb.ID, key: keyAdmin}); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("admin without the header: %d, want 404 (its own tenant has no such sandbox)", resp.StatusCode)
+	}
+	if resp, body := a.do(req{method: "GET", path: "/v1/sandboxes/" + sb.ID, key: keyAdmin, header: as("b")}); resp.StatusCode != 200 || !strings.Contains(string(body), sb.ID) {
+		t.Errorf("admin acting for b: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := a.do(req{method: "GET", path: "/v1/whoami", key: keyAdmin, header: as("b")}); resp.StatusCode != 200 || !strings.Contains(string(body), `"tenant":"b"`) {
+		t.Errorf("whoami acting for b: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := a.do(req{method: "GET", path: "/v1/sandboxes/" + sb.ID, key: keyA, header: as("b")}); resp.StatusCode != http.StatusForbidden || problemCode(t, body) != "admin_required" {
+		t.Errorf("tenant a acting for b: %d %s, want 403 admin_required", resp.StatusCode, body)
+	}
+	if resp, _ := a.do(req{method: "GET", path: "/v1/sandboxes/" + sb.ID, key: keyAdmin, header: as("nobody")}); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("admin acting for an unknown tenant: %d, want 404", resp.StatusCode)
+	}
+	if resp, body := a.do(req{method: "DELETE", path: "/v1/sandboxes/" + sb.ID, key: keyAdmin, header: as("b")}); resp.StatusCode/100 != 2 {
+		t.Errorf("admin deleting b's sandbox: %d %s", resp.StatusCode, body)
+	}
+	resp, body := a.do(req{method: "GET", path: "/v1/audit?tenant=b", key: keyAdmin})
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "DELETE /v1/sandboxes/{id}") {
+		t.Fatalf("audit of b: %d %s", resp.StatusCode, body)
+	}
+	// The delete's actor is the admin's key, not b's.
+	var recs client.AuditPage
+	recs = decodeJSON[client.AuditPage](t, body)
+	actors := map[string]string{}
+	for _, r := range recs.Items {
+		actors[r.Action] = r.Actor
+	}
+	if d, c := actors["DELETE /v1/sandboxes/{id}"], actors["POST /v1/sandboxes"]; d == "" || d == c {
+		t.Errorf("the delete's actor %q, the create's (b's key) %q: want the admin's key", d, c)
+	}
+}
+
+// TestListSandboxJobs: a sandbox's jobs newest first, filtered by state and
+// cut by limit; bad filters are 400 and another tenant's sandbox 404.
+func TestListSandboxJobs(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	sb, _ := a.createHTTP(keyA, client.CreateSandboxRequest{})
+	p := "/v1/sandboxes/" + sb.ID
+	var ids []string
+	for _, cmd := range []string{`["true"]`, `["false"]`} {
+		resp, body := a.do(req{method: "POST", path: p + "/exec", key: keyA, body: `{"command":` + cmd + `}`})
+		if resp.StatusCode != 200 {
+			t.Fatalf("exec: %d %s", resp.StatusCode, body)
+		}
+		ids = append(ids, decodeJSON[client.ExecResult](t, body).JobID)
+	}
+	list := func(key, q string) (int, []string, string) {
+		resp, body := a.do(req{method: "GET", path: p + "/jobs" + q, key: key})
+		var out []string
+		if resp.StatusCode == 200 {
+			for _, j := range decodeJSON[client.JobList](t, body).Items {
+				out = append(out, j.ID)
+			}
+		}
+		return resp.StatusCode, out, string(body)
+	}
+	if code, got, body := list(keyA, ""); code != 200 || len(got) != 2 || got[0] != ids[1] || got[1] != ids[0] {
+		t.Errorf("jobs: %d %v (%s), want newest first %v", code, got, body, []string{ids[1], ids[0]})
+	}
+	if code, got, _ := list(keyA, "?limit=1"); code != 200 || len(got) != 1 || got[0] != ids[1] {
+		t.Errorf("limit 1: %d %v", code, got)
+	}
+	if code, got, _ := list(keyA, "?state=succeeded"); code != 200 || len(got) != 1 || got[0] != ids[0] {
+		t.Errorf("succeeded: %d %v", code, got)
+	}
+	for _, q := range []string{"?limit=0x", "?limit=501", "?state=happy"} {
+		if code, _, body := list(keyA, q); code != 400 {
+			t.Errorf("%s: %d %s, want 400", q, code, body)
+		}
+	}
+	if code, _, _ := list(keyB, ""); code != 404 {
+		t.Errorf("another tenant: %d, want 404", code)
+	}
+}

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"time"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/trace"
 )
 
@@ -241,4 +243,40 @@ func (s *Manager) writeSyncLog(jobID string, res agentproto.ExecResult) {
 	if err := l.Append(frames...); err != nil {
 		s.log.Warn("writing job log", "job", jobID, "err", err)
 	}
+}
+
+// MaxJobList bounds a sandbox's job listing.
+const MaxJobList = 500
+
+// ListSandboxJobs lists the jobs of tenant's sandbox id, newest first, at
+// most limit (1..MaxJobList, default 100), in the given states if any. A
+// sandbox of another tenant is not found; a destroyed one still lists its
+// jobs while its record is kept.
+func (s *Manager) ListSandboxJobs(ctx context.Context, tenant, id string, states []sandbox.JobState, limit int) ([]*sandbox.Job, error) {
+	if limit == 0 {
+		limit = 100
+	}
+	if limit < 1 || limit > MaxJobList {
+		return nil, fmt.Errorf("limit %d is not 1..%d: %w", limit, MaxJobList, errdefs.ErrInvalidArgument)
+	}
+	for _, st := range states {
+		switch st {
+		case sandbox.JobPending, sandbox.JobRunning, sandbox.JobSucceeded, sandbox.JobFailed, sandbox.JobCanceled, sandbox.JobLost:
+		default:
+			return nil, fmt.Errorf("unknown job state %q: %w", st, errdefs.ErrInvalidArgument)
+		}
+	}
+	if !sandbox.ValidID("sbx", id) {
+		return nil, fmt.Errorf("sandbox %q: %w", id, errdefs.ErrNotFound)
+	}
+	sb, err := s.store.GetSandbox(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	all, err := s.store.ListJobs(ctx, store.JobFilter{Tenant: tenant, SandboxID: sb.ID, States: states})
+	if err != nil {
+		return nil, err
+	}
+	slices.Reverse(all)
+	return all[:min(limit, len(all))], nil
 }

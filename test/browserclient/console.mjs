@@ -116,6 +116,7 @@ try {
     await page.fill('#script', 'for i in $(seq 1 50); do echo line-$i; sleep 0.1; done; echo oops-1 >&2; exit 3');
     await page.click('#run button[type=submit]');
     await page.waitForURL(/#\/jobs\//);
+    out.job_id = decodeURIComponent(page.url().split('#/jobs/')[1]);
     await page.waitForFunction(() => /line-3\b/.test(document.querySelector('#log')?.textContent || ''));
     out.seen_while_running = !(await page.$('#exit [data-code]')) && !(await page.textContent('#exit'));
     // The connection drops (the test's proxy cuts it) and the log resumes.
@@ -200,6 +201,8 @@ try {
     // The theme switch, and the dark view of a sandbox.
     await page.goto(`${base}/console/#/sandboxes/${encodeURIComponent(sbID)}`);
     await page.waitForSelector('#sandbox-title');
+    // The sandbox's jobs, newest first: the command run above is there.
+    out.sandbox_jobs = await page.$$eval('#jobs tbody tr', (rs) => rs.map((r) => r.dataset.id).filter(Boolean));
     // Renew: the sandbox expires in an hour.
     const before = (await api('GET', `/v1/sandboxes/${encodeURIComponent(sbID)}`)).expires_at;
     await page.click('#renew');
@@ -239,11 +242,21 @@ try {
     await p3.waitForSelector('h1:text("Tenants")');
     out.tenants_text = await p3.textContent('main');
     // The admin lists every tenant's sandboxes: the tenant's is there, with
-    // its tenant, and without a link (its page is its owner's).
+    // its tenant and a link that acts for that tenant.
     await p3.goto(`${base}/console/#/sandboxes?tenant=*`);
     await p3.waitForSelector(`tr[data-id="${sbID}"]`);
     out.admin_row = await p3.textContent(`tr[data-id="${sbID}"]`);
     out.admin_row_link = await p3.locator(`tr[data-id="${sbID}"] a`).count();
+    // Opening it acts for its tenant: the sandbox's page, a command run
+    // from it, and the banner that says so.
+    await p3.click(`tr[data-id="${sbID}"] a`);
+    await p3.waitForSelector('#sandbox-title');
+    out.admin_page_title = await p3.textContent('#sandbox-title');
+    out.admin_acting = await p3.textContent('#acting');
+    await shot(p3, 'admin-acting');
+    await p3.click('#stop-acting');
+    await p3.waitForSelector('h1:text("Sandboxes")');
+    out.admin_after_stop = await p3.locator('#acting').count();
     await p3.goto(`${base}/console/#/tenants`);
     await p3.waitForSelector('h1:text("Tenants")');
     await shot(p3, 'tenants');

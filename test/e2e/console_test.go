@@ -62,6 +62,11 @@ type consoleRun struct {
 	TenantsText      string   `json:"tenants_text"`
 	AdminRow         string   `json:"admin_row"`
 	AdminRowLink     int      `json:"admin_row_link"`
+	AdminPageTitle   string   `json:"admin_page_title"`
+	JobID            string   `json:"job_id"`
+	SandboxJobs      []string `json:"sandbox_jobs"`
+	AdminActing      string   `json:"admin_acting"`
+	AdminAfterStop   int      `json:"admin_after_stop"`
 	Renewed          bool     `json:"renewed"`
 	Perf             []struct {
 		Listed int     `json:"listed"`
@@ -274,8 +279,15 @@ func TestConsole(t *testing.T) {
 			if slices.Contains(r.OtherList, r.SandboxID) || !strings.Contains(r.OtherPage, "Not found") {
 				t.Errorf("another tenant: list %v, page %q", r.OtherList, r.OtherPage)
 			}
-			if !strings.Contains(r.AdminRow, "default") || r.AdminRowLink != 0 || !r.Renewed {
+			if !strings.Contains(r.AdminRow, "default") || r.AdminRowLink != 1 || !r.Renewed {
 				t.Errorf("admin's listing of every tenant: row %q (%d links), renewed %v", r.AdminRow, r.AdminRowLink, r.Renewed)
+			}
+			if r.JobID == "" || !slices.Contains(r.SandboxJobs, r.JobID) {
+				t.Errorf("the sandbox page's jobs %v lack the command's job %q", r.SandboxJobs, r.JobID)
+			}
+			// The admin opens the tenant's sandbox acting for its tenant.
+			if !strings.Contains(r.AdminPageTitle, r.SandboxID) || !strings.Contains(r.AdminActing, "default") || r.AdminAfterStop != 0 {
+				t.Errorf("admin acting for the tenant: page %q, banner %q, banner after stop %d", r.AdminPageTitle, r.AdminActing, r.AdminAfterStop)
 			}
 			if !strings.Contains(r.TenantsText, "other") {
 				t.Errorf("admin tenants view: %q", r.TenantsText)

@@ -90,6 +90,7 @@ var foreignBodies = map[string]string{
 	"GET /v1/sandboxes/{id}/browser/recording":       "",
 	"DELETE /v1/sandboxes/{id}/browser/recording":    "",
 	"POST /v1/sandboxes/{id}/renew":                  `{"ttl_seconds":600}`,
+	"GET /v1/sandboxes/{id}/jobs":                    "",
 	"POST /v1/sandboxes/{id}/display/links":          `{"role":"controller","ttl_seconds":60}`,
 	"POST /v1/sandboxes/{id}/control":                `{"holder":"human:mallory"}`,
 	"DELETE /v1/sandboxes/{id}/control":              "",

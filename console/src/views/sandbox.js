@@ -1,10 +1,10 @@
 import { h, replace, table, badge, note, fmtTime, fmtBytes, field } from '../dom.js';
 import { get, post, del, enc } from '../api.js';
-import { jobsOf, rememberJob } from './jobstore.js';
 
 export async function sandboxView(root, { params: [id], go, refresh }) {
   const sb = await get(`/v1/sandboxes/${enc(id)}`);
   const base = `/v1/sandboxes/${enc(sb.id)}`;
+  const jobList = await get(`${base}/jobs`, { limit: 50 }).catch((e) => ({ items: [], error: e.message }));
   const r = sb.resources || {};
   const msg = h('div', { 'aria-live': 'polite' });
   const live = !['destroyed', 'failed', 'draining'].includes(sb.state);
@@ -27,12 +27,14 @@ export async function sandboxView(root, { params: [id], go, refresh }) {
     const script = new FormData(run).get('script');
     try {
       const job = await post(`${base}/exec`, { script, background: true });
-      rememberJob(sb.id, { id: job.id, what: script });
       go(`/jobs/${job.id}`);
     } catch (e) { replace(msg, note(`${e.message}${e.code ? ` (${e.code})` : ''}`, 'error')); }
   });
 
-  const jobs = jobsOf(sb.id).map((j) => h('tr', {}, h('td', {}, h('a', { href: `#/jobs/${enc(j.id)}` }, j.id)), h('td', {}, h('code', {}, j.what)), h('td', {}, fmtTime(j.at))));
+  const jobs = (jobList.items || []).map((j) => h('tr', { dataset: { id: j.id } },
+    h('td', {}, h('a', { href: `#/jobs/${enc(j.id)}` }, j.id)), h('td', {}, badge(j.state)),
+    h('td', {}, j.exit_code !== undefined ? String(j.exit_code) : (j.exit_reason || '–')),
+    h('td', {}, h('code', {}, (j.command ? j.command.join(' ') : j.script || '').slice(0, 120))), h('td', {}, fmtTime(j.created_at))));
   const services = (sb.services || []).map((s) => h('tr', {}, h('td', {}, s.name), h('td', {}, badge(s.state)), h('td', {}, String(s.restarts)),
     h('td', {}, s.job_id ? h('a', { href: `#/jobs/${enc(s.job_id)}` }, 'log') : '–'), h('td', {}, s.error || '')));
 
@@ -91,8 +93,8 @@ export async function sandboxView(root, { params: [id], go, refresh }) {
           try { await del(base); go('/sandboxes'); } catch (e) { replace(msg, note(e.message, 'error')); }
         } }, 'Delete'))),
     msg, facts, run,
-    h('section', { 'aria-labelledby': 'jobs-title' }, h('h2', { id: 'jobs-title' }, 'Jobs started here'),
-      table('Jobs', ['Job', 'Command', 'Started'], jobs, 'No job started from this browser tab yet (the API does not list a sandbox\'s jobs).')),
+    h('section', { 'aria-labelledby': 'jobs-title', id: 'jobs' }, h('h2', { id: 'jobs-title' }, 'Jobs'),
+      table('Jobs, newest first (the last 50)', ['Job', 'State', 'Exit', 'Command', 'Created'], jobs, jobList.error ? `The jobs could not be listed: ${jobList.error}` : 'No job has run in this sandbox yet.')),
     services.length ? h('section', {}, h('h2', {}, 'Services'), table('Services', ['Name', 'State', 'Restarts', 'Log', 'Error'], services)) : null,
     h('section', { 'aria-labelledby': 'ports-title' }, h('h2', { id: 'ports-title' }, 'Endpoints and ports'),
       table('Endpoints', ['Name', 'Port', 'Protocol', 'Preview'], endpoints, 'The profile names no endpoints.'), portForm, portOut),

@@ -32,20 +32,21 @@ export async function sandboxesView(root, { query, go, refresh }) {
 
   const msg = h('div', { 'aria-live': 'polite' });
   const rows = items.map((s) => h('tr', { dataset: { id: s.id } },
-    // Another tenant's sandbox (an admin's listing) has no page here: the
-    // API answers its owner's key only.
-    h('td', {}, !s.tenant || s.tenant === session.tenant ? h('a', { href: `#/sandboxes/${enc(s.id)}` }, s.id) : s.id),
+    // Another tenant's sandbox (an admin's listing) opens acting for its
+    // tenant (X-Genesis-Tenant): the API then answers as to its own key.
+    h('td', {}, h('a', { href: `#/sandboxes/${enc(s.id)}${s.tenant && s.tenant !== session.owner ? `?as=${enc(s.tenant)}` : ''}` }, s.id)),
     session.admin ? h('td', {}, s.tenant || '') : null,
     h('td', {}, badge(s.state)),
     h('td', {}, s.profile), h('td', {}, s.runtime), h('td', {}, s.risk_level),
     h('td', {}, Object.entries(s.metadata || {}).map(([k, v]) => `${k}=${v}`).join(', ')),
     h('td', {}, fmtTime(s.created_at)),
     h('td', {}, s.expires_at ? fmtRelative(s.expires_at) : '–'),
-    h('td', {}, s.state === 'destroyed' || (s.tenant && s.tenant !== session.tenant) ? null : h('button', {
+    h('td', {}, s.state === 'destroyed' ? null : h('button', {
       type: 'button', class: 'danger small', 'aria-label': `Delete ${s.id}`,
       onclick: async () => {
         if (!confirm(`Delete sandbox ${s.id}?`)) return;
-        try { await del(`/v1/sandboxes/${enc(s.id)}`); refresh(); } catch (e) { replace(msg, note(e.message, 'error')); }
+        const as = s.tenant && s.tenant !== session.owner ? { headers: { 'X-Genesis-Tenant': s.tenant } } : {};
+        try { await del(`/v1/sandboxes/${enc(s.id)}`, as); refresh(); } catch (e) { replace(msg, note(e.message, 'error')); }
       },
     }, 'Delete'))));
 
