@@ -1,24 +1,67 @@
 // Unit tests of the console's pure parts (node --test; make test runs them).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Screen } from '../src/views/terminal.js';
+import { VT, xterm256 } from '../src/views/vt.js';
 import { readSSE } from '../src/views/job.js';
 import { parseMetrics, histogram } from '../src/metrics.js';
 
-test('Screen keeps text, handles CR, backspace and erase-line, drops other escapes', () => {
-  const s = new Screen();
+test('VT keeps text, handles CR, backspace, erase-line and colours', () => {
+  const s = new VT(40, 5);
   s.write('$ ech\x1b[1;32mo\x1b[0m hi\r\n');
   s.write('hi\r\nabc\b\bX\r\n');
   s.write('progress 10%\rprogress 99%\x1b[K\r\n');
   s.write('\x1b]0;title\x07done \x1b[');   // an escape split across writes
   s.write('2Kagain');
   assert.equal(s.text(), '$ echo hi\nhi\naXc\nprogress 99%\n     again');
+  assert.equal(s.main[0][5][1].fg, 2);
+  assert.equal(s.main[0][5][1].bold, true);
+  assert.equal(s.main[0][6][1].fg, -1);
 });
 
-test('Screen keeps at most max lines', () => {
-  const s = new Screen(3);
-  s.write('1\n2\n3\n4\n5');
-  assert.equal(s.text(), '3\n4\n5');
+test('VT scrolls into its scrollback, keeps at most its limit', () => {
+  const s = new VT(10, 3, { scrollback: 2 });
+  s.write('1\r\n2\r\n3\r\n4\r\n5\r\n6');
+  assert.equal(s.text(), '2\n3\n4\n5\n6'); // 1 fell out of the scrollback
+  assert.equal(s.back.length, 2);
+});
+
+test('VT moves the cursor, erases the screen and draws like a full-screen program', () => {
+  const s = new VT(20, 4);
+  s.write('\x1b[?1049h\x1b[2J\x1b[H');               // alternate screen, cleared
+  s.write('\x1b[2;5Hmiddle\x1b[4;1Hstatus line');      // absolute moves
+  s.write('\x1b[1;1Htop\x1b[2;5H\x1b[2Pxx');           // delete two chars, overwrite
+  assert.equal(s.text(), 'top\n    xxle\n\nstatus line');
+  s.write('\x1b[2;1H\x1b[L');                          // insert a line at row 2
+  assert.equal(s.text(), 'top\n\n    xxle');          // the status line fell off
+  s.write('\x1b[?1049l');                                // back to the normal screen
+  assert.equal(s.text(), '');
+  s.write('kept');
+  assert.equal(s.text(), 'kept');
+});
+
+test('VT scroll regions, reverse index and insert/erase characters', () => {
+  const s = new VT(10, 5);
+  s.write('a\r\nb\r\nc\r\nd\r\ne');
+  s.write('\x1b[2;4r\x1b[4;1H\n');                      // region rows 2-4; a line feed at its bottom
+  assert.equal(s.text(), 'a\nc\nd\n\ne');
+  s.write('\x1b[2;1H\x1bM');                             // reverse index at the region's top
+  assert.equal(s.text(), 'a\n\nc\nd\ne');
+  s.write('\x1b[r\x1b[5;1H\x1b[3@XY\x1b[1X');            // insert 3 blanks, erase one char
+  assert.equal(s.text(), 'a\n\nc\nd\nXY e');
+});
+
+test('VT answers cursor position reports and handles 256 and true colours, wraps at the edge', () => {
+  const replies = [];
+  const s = new VT(5, 3, { reply: (r) => replies.push(r) });
+  s.write('abcdefg');
+  assert.equal(s.text(), 'abcde\nfg');
+  s.write('\x1b[6n');
+  assert.deepEqual(replies, ['\x1b[2;3R']);
+  s.write('\x1b[38;5;196mR\x1b[48;2;1;2;3mT');
+  assert.equal(s.main[1][2][1].fg, 196);
+  assert.equal(s.main[1][3][1].bg, 'rgb(1, 2, 3)');
+  assert.equal(xterm256(196), 'rgb(255, 0, 0)');
+  assert.equal(xterm256(232), 'rgb(8, 8, 8)');
 });
 
 function stream(chunks) {

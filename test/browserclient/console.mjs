@@ -172,7 +172,19 @@ try {
     await page.fill('#term-input', 'echo hi-$((6*7))');
     await page.press('#term-input', 'Enter');
     await page.waitForFunction(() => /hi-42/.test(document.querySelector('#term')?.textContent || ''));
-    out.terminal_text = await page.textContent('#term');
+    out.terminal_text = await page.innerText('#term');
+    // A full-screen program's drawing: clear the screen, write at row 5,
+    // column 10, typed into the screen itself (it has focus).
+    await page.click('#term');
+    await page.keyboard.type("printf '\\033[2J\\033[5;10HMARK\\033[20;1H'");
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(() => [...document.querySelectorAll('#term .vt-row')].some((r) => r.textContent.indexOf('MARK') === 9));
+    // Its row on the screen (the rows below the scrollback): the fifth.
+    out.terminal_mark_row = await page.evaluate(() => {
+      const term = document.querySelector('#term');
+      const rows = [...term.querySelectorAll('.vt-row')];
+      return rows.findIndex((r) => r.textContent.indexOf('MARK') === 9) - (rows.length - Number(term.dataset.rows));
+    });
     out.ws_urls_with_key = wsURLs.filter((u) => u.includes(key)).length;
     out.ws_urls = wsURLs.length;
     await shot(page, 'terminal');

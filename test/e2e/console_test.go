@@ -64,6 +64,7 @@ type consoleRun struct {
 	AdminRowLink     int      `json:"admin_row_link"`
 	AdminPageTitle   string   `json:"admin_page_title"`
 	JobID            string   `json:"job_id"`
+	TerminalMarkRow  int      `json:"terminal_mark_row"`
 	SandboxJobs      []string `json:"sandbox_jobs"`
 	AdminActing      string   `json:"admin_acting"`
 	AdminAfterStop   int      `json:"admin_after_stop"`
@@ -281,6 +282,10 @@ func TestConsole(t *testing.T) {
 			}
 			if !strings.Contains(r.AdminRow, "default") || r.AdminRowLink != 1 || !r.Renewed {
 				t.Errorf("admin's listing of every tenant: row %q (%d links), renewed %v", r.AdminRow, r.AdminRowLink, r.Renewed)
+			}
+			// The terminal draws a full-screen program's cursor moves.
+			if r.TerminalMarkRow != 4 {
+				t.Errorf("the terminal drew MARK (at row 5, column 10) on screen row %d, want 4 (0-based)", r.TerminalMarkRow)
 			}
 			if r.JobID == "" || !slices.Contains(r.SandboxJobs, r.JobID) {
 				t.Errorf("the sandbox page's jobs %v lack the command's job %q", r.SandboxJobs, r.JobID)

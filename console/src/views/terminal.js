@@ -1,16 +1,15 @@
 import { h, replace, note } from '../dom.js';
 import { get, post, enc } from '../api.js';
+import { VT } from './vt.js';
 
 // The terminal: the service's terminal WebSocket, opened with a single-use
 // ticket (a browser cannot put the Authorization header on a WebSocket, and
-// the API key never goes into a URL). This is a plain line screen, not a
-// full terminal emulator: it keeps text, carriage returns, backspaces and
-// erase-line, and drops other escape sequences (colours, cursor moves), so
-// full-screen programs (vi, top) do not draw correctly here.
+// the API key never goes into a URL), drawn by vt.js: full-screen programs
+// (vi, top, less) work. Type into the screen (it takes focus) or send a
+// line from the input below it.
 export async function terminalView(root, { params: [id] }) {
   const sb = await get(`/v1/sandboxes/${enc(id)}`);
-  const screen = new Screen();
-  const out = h('pre', { class: 'log term', id: 'term', tabindex: '0', 'aria-label': 'Terminal output; type here to send keys', 'aria-live': 'polite' });
+  const out = h('div', { class: 'vt', id: 'term', tabindex: '0', role: 'log', 'aria-label': 'Terminal screen; type here to send keys' });
   const status = h('p', { id: 'term-status', role: 'status' }, 'Connecting…');
   const line = h('input', { id: 'term-input', name: 'line', autocomplete: 'off', spellcheck: 'false', 'aria-label': 'Command line: Enter sends it with a newline' });
   const form = h('form', { class: 'inline term-line' }, h('label', { for: 'term-input' }, '$'), line, h('button', { type: 'submit' }, 'Send'));
@@ -21,24 +20,43 @@ export async function terminalView(root, { params: [id] }) {
   let ws = null, closed = false;
   const enc8 = new TextEncoder();
   const send = (s) => { if (ws && ws.readyState === WebSocket.OPEN) ws.send(enc8.encode(s)); };
+  const { cols, rows } = fit(out);
+  const vt = new VT(cols, rows, { reply: send });
+  out.dataset.rows = String(rows);
+  vt.render(out);
   form.addEventListener('submit', (ev) => { ev.preventDefault(); send(line.value + '\r'); line.value = ''; });
   out.addEventListener('keydown', (ev) => {
-    const k = keyBytes(ev);
+    const k = keyBytes(ev, vt.appCursor);
     if (k !== null) { ev.preventDefault(); send(k); }
   });
   out.addEventListener('paste', (ev) => { ev.preventDefault(); send(ev.clipboardData.getData('text')); });
+  let frame = 0;
+  const draw = () => {
+    frame = 0;
+    const atEnd = out.scrollTop + out.clientHeight >= out.scrollHeight - 4;
+    if (vt.render(out) && atEnd) out.scrollTop = out.scrollHeight;
+  };
+  const onResize = () => {
+    const size = fit(out);
+    if (size.cols === vt.cols && size.rows === vt.rows) return;
+    vt.resize(size.cols, size.rows);
+    out.dataset.rows = String(size.rows);
+    if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'resize', cols: size.cols, rows: size.rows }));
+    if (!frame) frame = requestAnimationFrame(draw);
+  };
+  window.addEventListener('resize', onResize);
 
   try {
     const t = await post(`/v1/sandboxes/${enc(sb.id)}/terminal/tickets`, {});
     const u = new URL(`/v1/sandboxes/${enc(sb.id)}/terminal`, location.href);
     u.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
     u.searchParams.set('ticket', t.ticket);
-    u.searchParams.set('cols', '100');
-    u.searchParams.set('rows', '30');
+    u.searchParams.set('cols', String(cols));
+    u.searchParams.set('rows', String(rows));
     ws = new WebSocket(u);
   } catch (e) {
     replace(status, note(`${e.message}${e.code ? ` (${e.code})` : ''}`, 'error'));
-    return;
+    return () => window.removeEventListener('resize', onResize);
   }
   ws.binaryType = 'arraybuffer';
   const dec = new TextDecoder();
@@ -49,61 +67,35 @@ export async function terminalView(root, { params: [id] }) {
       if (msg.type === 'exit') replace(status, `The shell ended (${msg.reason}${msg.code !== undefined ? ' ' + msg.code : ''}${msg.signal ? ' ' + msg.signal : ''})`);
       return;
     }
-    screen.write(dec.decode(new Uint8Array(m.data), { stream: true }));
-    out.textContent = screen.text();
-    out.scrollTop = out.scrollHeight;
+    vt.write(dec.decode(new Uint8Array(m.data), { stream: true }));
+    if (!frame) frame = requestAnimationFrame(draw);
   };
   ws.onclose = (ev) => { if (!closed) replace(status, note(`Disconnected (${ev.code}${ev.reason ? ' ' + ev.reason : ''})`, ev.code === 1000 ? 'info' : 'error')); };
-  line.focus();
-  return () => { closed = true; ws.close(1000, 'view closed'); };
+  out.focus();
+  return () => { closed = true; window.removeEventListener('resize', onResize); ws.close(1000, 'view closed'); };
+}
+
+// fit is the terminal size that fills el's width (and most of the window's
+// height), from the size of one character cell.
+function fit(el) {
+  const probe = h('span', { class: 'vt-probe' }, 'W'.repeat(10));
+  el.appendChild(probe);
+  const r = probe.getBoundingClientRect();
+  probe.remove();
+  const cw = r.width / 10 || 8, ch = r.height || 16;
+  const cols = Math.max(40, Math.min(300, Math.floor((el.clientWidth - 16) / cw)));
+  const rows = Math.max(10, Math.min(100, Math.floor((window.innerHeight - 280) / ch)));
+  return { cols, rows };
 }
 
 // keyBytes maps a key press to the bytes a terminal sends.
-function keyBytes(ev) {
+export function keyBytes(ev, appCursor = false) {
   if (ev.metaKey) return null;
-  const special = { Enter: '\r', Backspace: '\x7f', Tab: '\t', Escape: '\x1b', ArrowUp: '\x1b[A', ArrowDown: '\x1b[B', ArrowRight: '\x1b[C', ArrowLeft: '\x1b[D', Home: '\x1b[H', End: '\x1b[F', Delete: '\x1b[3~' };
+  const arrow = appCursor ? '\x1bO' : '\x1b[';
+  const special = { Enter: '\r', Backspace: '\x7f', Tab: '\t', Escape: '\x1b', ArrowUp: `${arrow}A`, ArrowDown: `${arrow}B`, ArrowRight: `${arrow}C`, ArrowLeft: `${arrow}D`,
+    Home: `${arrow}H`, End: `${arrow}F`, Delete: '\x1b[3~', PageUp: '\x1b[5~', PageDown: '\x1b[6~', Insert: '\x1b[2~' };
   if (special[ev.key]) return special[ev.key];
   if (ev.ctrlKey && ev.key.length === 1 && /[a-z@\[\\\]^_]/i.test(ev.key)) return String.fromCharCode(ev.key.toUpperCase().charCodeAt(0) & 0x1f);
   if (!ev.ctrlKey && !ev.altKey && ev.key.length === 1) return ev.key;
   return null;
-}
-
-// Screen keeps the last lines of a terminal's text.
-export class Screen {
-  constructor(max = 2000) { this.lines = ['']; this.col = 0; this.max = max; this.pending = ''; }
-  write(s) {
-    s = this.pending + s;
-    this.pending = '';
-    for (let i = 0; i < s.length; i++) {
-      const c = s[i];
-      if (c === '\x1b') {
-        const rest = s.slice(i);
-        const m = rest.match(/^\x1b\[([0-9;?]*)[ -\/]*([@-~])/) || rest.match(/^\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)/) || rest.match(/^\x1b[()#][0-9A-Za-z]/) || rest.match(/^\x1b[=>78DEHMNOc]/);
-        if (!m) { if (rest.length < 32) { this.pending = rest; return; } continue; }
-        if (m[2] === 'K') {
-          // Erase in line: 0 (or none) to its end, 1 to the cursor, 2 all of it; the cursor stays.
-          if (m[1] === '2') this.cur = '';
-          else if (m[1] === '1') this.cur = ' '.repeat(this.col) + this.cur.slice(this.col);
-          else this.cur = this.cur.slice(0, this.col);
-        }
-        if (m[2] === 'C') this.col += Number(m[1] || 1);
-        if (m[2] === 'D') this.col = Math.max(0, this.col - Number(m[1] || 1));
-        if (m[2] === 'J' && m[1] === '2') { this.lines = ['']; this.col = 0; }
-        i += m[0].length - 1;
-      } else if (c === '\n') {
-        this.lines.push(''); this.col = 0;
-        if (this.lines.length > this.max) this.lines.shift();
-      } else if (c === '\r') this.col = 0;
-      else if (c === '\b') this.col = Math.max(0, this.col - 1);
-      else if (c === '\x07' || c < ' ') continue;
-      else {
-        const l = this.cur.padEnd(this.col, ' ');
-        this.cur = l.slice(0, this.col) + c + l.slice(this.col + 1);
-        this.col++;
-      }
-    }
-  }
-  get cur() { return this.lines[this.lines.length - 1]; }
-  set cur(v) { this.lines[this.lines.length - 1] = v; }
-  text() { return this.lines.join('\n'); }
 }
