@@ -196,7 +196,9 @@ type tabCtx struct {
 }
 
 // open connects to the browser and adopts its first page.
-func openSession(ctx context.Context, t *Target) (*session, error) {
+// notice, if set, is called (in its own goroutine) when Chromium reports a
+// download complete.
+func openSession(ctx context.Context, t *Target, notice func()) (*session, error) {
 	actx, acancel := chromedp.NewAllocatorContext(context.Background(), &allocator{t: t})
 	bctx, bcancel := chromedp.NewContext(actx)
 	s := &session{t: t, acancel: acancel, bctx: bctx, bcancel: bcancel, tabs: map[target.ID]tabCtx{}}
@@ -210,12 +212,22 @@ func openSession(ctx context.Context, t *Target) (*session, error) {
 		return fail(fmt.Errorf("attaching to the browser of sandbox %s: %v: %w", t.SandboxID, err, errdefs.ErrBadGateway))
 	}
 	if _, err := withDeadline(ctx, bctx, func(c context.Context) (struct{}, error) {
+		events := notice != nil
 		_, err := chromedp.CallBrowser(c, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
-			Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: t.Spec.DownloadsDir,
+			Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: t.Spec.DownloadsDir, EventsEnabled: &events,
 		})
 		return struct{}{}, err
 	}); err != nil {
 		return fail(fmt.Errorf("setting the download directory: %v: %w", err, errdefs.ErrBadGateway))
+	}
+	if notice != nil {
+		if err := chromedp.ListenBrowser(bctx, func(ev any) {
+			if p, ok := ev.(*cdpbrowser.EventDownloadProgress); ok && p.State == cdpbrowser.DownloadProgressStateCompleted {
+				go notice()
+			}
+		}); err != nil {
+			return fail(fmt.Errorf("following the downloads: %v: %w", err, errdefs.ErrBadGateway))
+		}
 	}
 	for _, in := range infos {
 		if in.Type == "page" {
@@ -418,7 +430,12 @@ func (m *Manager) session(ctx context.Context, t *Target) (*session, error) {
 	if s != nil {
 		return s, nil
 	}
-	s, err := openSession(ctx, t)
+	var notice func()
+	if m.cfg.Trace != nil {
+		tenant, id := t.Tenant, t.SandboxID
+		notice = func() { m.noticeDownloads(tenant, id) }
+	}
+	s, err := openSession(ctx, t, notice)
 	if err != nil {
 		return nil, err
 	}

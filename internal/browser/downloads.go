@@ -94,6 +94,26 @@ func (m *Manager) Downloads(ctx context.Context, tenant, id string, keep bool, n
 	return out, nil
 }
 
+// noticeDownloads lists a sandbox's downloads when Chromium reports one
+// complete, so the trace records it then (traceDownloads), not only when a
+// caller lists them. A file still named .crdownload (Chromium renames it
+// about when it reports) is looked at again, a few times.
+func (m *Manager) noticeDownloads(tenant, id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for range 5 {
+		dls, err := m.Downloads(ctx, tenant, id, false, nil)
+		if err != nil || !slices.ContainsFunc(dls, func(d Download) bool { return d.Partial }) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 // traceDownloads records in the trace each complete download the service
 // sees for the first time (by name and sha256), and each it keeps, as
 // browser.download (name, path, size, sha256, and the artifact once kept).

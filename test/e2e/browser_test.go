@@ -281,8 +281,20 @@ func TestBrowser(t *testing.T) {
 			if sum := sha256.Sum256(got); sum != wantSum {
 				t.Errorf("downloaded sha256 %s, want %s", hex.EncodeToString(sum[:]), hex.EncodeToString(wantSum[:]))
 			}
-			// Listed with its digest, and kept as an artifact on request.
+			// The trace has it as soon as Chromium reports it complete,
+			// before anyone lists the downloads.
 			wantHex := hex.EncodeToString(wantSum[:])
+			eventually(t, 10*time.Second, "browser.download in the trace", func() (bool, string) {
+				n := 0
+				err := c.FollowTrace(callCtx(t), sb.ID, 0, false, func(ev client.TraceEvent) error {
+					if ev.Kind == "browser.download" && strings.Contains(string(ev.Data), wantHex) {
+						n++
+					}
+					return nil
+				})
+				return err == nil && n == 1, fmt_(n, err)
+			})
+			// Listed with its digest, and kept as an artifact on request.
 			dls, err := c.BrowserDownloads(callCtx(t), sb.ID)
 			if err != nil || len(dls.Items) != 1 || dls.Items[0].SHA256 != wantHex || dls.Items[0].Artifact != nil {
 				t.Fatalf("downloads: %+v %v", dls, err)
