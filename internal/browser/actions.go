@@ -330,8 +330,17 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 		return nil, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	unlock := true // false once a background capture holds the session
+	defer func() {
+		if unlock {
+			s.mu.Unlock()
+		}
+	}()
 	out := &ActionsResult{OK: true, Results: make([]ActionResult, 0, len(req.Actions))}
+	// The last action's "after" screenshot for the trace is taken after the
+	// answer, holding the session until it is captured (so it shows what
+	// this request left, and the next request waits for it).
+	lastAfter := -1
 	for i, a := range req.Actions {
 		start := time.Now()
 		r := ActionResult{Index: i, Type: a.Type}
@@ -366,7 +375,11 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 		out.Results = append(out.Results, r)
 		m.traceFinished(ctx, t, r)
 		if shots.after && !s.dead() {
-			m.traceShot(ctx, t, s, i, a, "after")
+			if i == len(req.Actions)-1 {
+				lastAfter = i
+			} else {
+				m.traceShot(ctx, t, s, i, a, "after")
+			}
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -387,6 +400,15 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 		}
 	}
 	m.traceNavigation(ctx, t, s, out)
+	if lastAfter >= 0 {
+		unlock = false
+		a, pt := req.Actions[lastAfter], s.point
+		go func() {
+			defer s.mu.Unlock()
+			s.point = pt
+			m.traceShot(context.WithoutCancel(ctx), t, s, lastAfter, a, "after")
+		}()
+	}
 	return out, nil
 }
 

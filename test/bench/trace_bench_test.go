@@ -11,12 +11,16 @@ import (
 	"genesis.dev/sandbox/client"
 )
 
-// BenchmarkTrace measures the per-action cost of the operation trace: two
-// services, one recording (the default) and one with trace.record off, each
-// with a browser sandbox per runtime, run the same actions alternately — a
-// click (two trace events) and a fill into a password field (two events
-// plus the page query that decides redaction) — and the table compares
-// their latencies (target: at most 10% added).
+// BenchmarkTrace measures the per-action cost of the operation trace on
+// browser actions: three services — trace.record off, recording without
+// screenshots (trace.screenshots: off), and recording with a screenshot
+// and thumbnail after each action that changes the page (the default) —
+// each with a browser sandbox per runtime, run the same actions
+// alternately — a click (two trace events) and a fill into a password
+// field (two events plus the page query that decides redaction) — and the
+// table compares their latencies with the untraced one (target: at most
+// 10% added without screenshots; the screenshot's capture is part of the
+// action's answer, its keeping is not).
 func BenchmarkTrace(b *testing.B) {
 	cfg := "profiles:\n" + `  - name: tool-basic
     recipe: tool-basic
@@ -26,19 +30,19 @@ func BenchmarkTrace(b *testing.B) {
     network: none
     user: "1000:1000"
 ` + browserProfile("browser-cold", 0)
-	on := startServiceWith(b, cfg)
-	off := startServiceWith(b, cfg+"trace:\n  record: false\n")
+	var services [3]*service
+	for i, extra := range []string{"trace:\n  record: false\n", "trace:\n  screenshots: off\n", ""} {
+		services[i] = startServiceWith(b, cfg+extra)
+	}
+	names := []string{"off", "on, no screenshots", "on, screenshot after"}
 	acts := envInt(b, "GENESIS_BENCH_TRACE_ACTIONS", 60)
+	pause := time.Duration(envInt(b, "GENESIS_BENCH_TRACE_PAUSE_MS", 200)) * time.Millisecond
 	tbl := NewTable("runtime", "action", "trace", "n", "p50 ms", "p99 ms", "mean ms", "added at p50")
-	on.eachRuntime(b, func(b *testing.B, rt string) {
+	services[0].eachRuntime(b, func(b *testing.B, rt string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		type side struct {
-			s  *service
-			id string
-		}
-		var sides [2]side
-		for i, s := range []*service{on, off} {
+		var ids [3]string
+		for i, s := range services {
 			sb, err := s.client.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "browser-cold", Runtime: rt}, "")
 			if err != nil {
 				b.Fatal(err)
@@ -47,11 +51,11 @@ func BenchmarkTrace(b *testing.B) {
 			if err := s.cdpAnswer(ctx, sb.ID); err != nil {
 				b.Fatal(err)
 			}
-			sides[i] = side{s, sb.ID}
+			ids[i] = sb.ID
 		}
-		run := func(sd side, a client.BrowserAction) time.Duration {
+		run := func(i int, a client.BrowserAction) time.Duration {
 			t0 := time.Now()
-			res, err := sd.s.client.BrowserActions(ctx, sd.id, a)
+			res, err := services[i].client.BrowserActions(ctx, ids[i], a)
 			d := time.Since(t0)
 			if err != nil || !res.OK {
 				b.Fatalf("%s: %+v %v", a.Type, res, err)
@@ -59,34 +63,55 @@ func BenchmarkTrace(b *testing.B) {
 			return d
 		}
 		page := client.BrowserAction{Type: "evaluate", Expression: `document.body.innerHTML = '<button id="b" onclick="this.textContent = +this.textContent + 1">0</button><input id="pw" type="password">'; true`}
-		for _, sd := range sides {
-			run(sd, page)
+		for i := range services {
+			run(i, page)
 		}
-		var click, fill [2][]time.Duration
+		// Back to back, an action waits for the last one's screenshot
+		// (taken after its answer); with an agent's think time between
+		// actions (GENESIS_BENCH_TRACE_PAUSE_MS, default 200) it does not.
+		var click, fill, paused [3][]time.Duration
 		for range acts {
-			for i, sd := range sides {
-				click[i] = append(click[i], run(sd, client.BrowserAction{Type: "click", Selector: "#b"}))
-				fill[i] = append(fill[i], run(sd, client.BrowserAction{Type: "fill", Selector: "#pw", Text: "s3cret"}))
+			for i := range services {
+				click[i] = append(click[i], run(i, client.BrowserAction{Type: "click", Selector: "#b"}))
+				fill[i] = append(fill[i], run(i, client.BrowserAction{Type: "fill", Selector: "#pw", Text: "s3cret"}))
 			}
 		}
-		// The trace of the recording side holds every action, redacted.
-		pg, err := on.client.TracePage(ctx, sides[0].id, 0, 1000)
-		if err != nil || len(pg.Events) < 4*acts {
-			b.Fatalf("the recording service's trace has %d events, want at least %d: %v", len(pg.Events), 4*acts, err)
+		for range acts / 2 {
+			time.Sleep(pause)
+			for i := range services {
+				paused[i] = append(paused[i], run(i, client.BrowserAction{Type: "fill", Selector: "#pw", Text: "s3cret"}))
+			}
+		}
+		// The recording sides' traces hold every action; the screenshot
+		// side's a screenshot after each.
+		for i := 1; i < 3; i++ {
+			pg, err := services[i].client.TracePage(ctx, ids[i], 0, 1000)
+			shots := 0
+			for _, ev := range pg.Events {
+				if ev.Kind == "browser.screenshot" {
+					shots++
+				}
+			}
+			if err != nil || len(pg.Events) < 4*acts || (i == 2) != (shots > 0) {
+				b.Fatalf("service %q's trace has %d events and %d screenshots: %v", names[i], len(pg.Events), shots, err)
+			}
 		}
 		for _, m := range []struct {
 			name string
-			d    [2][]time.Duration
-		}{{"click", click}, {"fill (password, redacted)", fill}} {
-			son, soff := Summarize(m.d[0]), Summarize(m.d[1])
-			added := 100 * (Ms(son.P50) - Ms(soff.P50)) / Ms(soff.P50)
-			tbl.Row(rt, m.name, "off", strconv.Itoa(soff.N), FormatMs(soff.P50), FormatMs(soff.P99), FormatMs(soff.Mean), "")
-			tbl.Row(rt, m.name, "on", strconv.Itoa(son.N), FormatMs(son.P50), FormatMs(son.P99), FormatMs(son.Mean), fmt.Sprintf("%+.1f%%", added))
-			b.ReportMetric(added, rt+"-"+m.name[:4]+"-added-%")
+			d    [3][]time.Duration
+		}{{"click", click}, {"fill (password, redacted)", fill}, {fmt.Sprintf("fill after %v", pause), paused}} {
+			base := Summarize(m.d[0])
+			tbl.Row(rt, m.name, names[0], strconv.Itoa(base.N), FormatMs(base.P50), FormatMs(base.P99), FormatMs(base.Mean), "")
+			for i := 1; i < 3; i++ {
+				s := Summarize(m.d[i])
+				added := 100 * (Ms(s.P50) - Ms(base.P50)) / Ms(base.P50)
+				tbl.Row(rt, m.name, names[i], strconv.Itoa(s.N), FormatMs(s.P50), FormatMs(s.P99), FormatMs(s.Mean), fmt.Sprintf("%+.1f%%", added))
+				b.ReportMetric(added, fmt.Sprintf("%s-%s-%d-added-%%", rt, m.name[:4], i))
+			}
 		}
 		b.ReportMetric(0, "ns/op")
 	})
-	printTable("operation trace: per-action cost (browser actions API, ms)", tbl)
+	printTable("operation trace: per-action cost of browser actions (ms, "+loadAvg()+")", tbl)
 }
 
 // BenchmarkTraceDesktop measures the per-action cost of tracing a desktop's
