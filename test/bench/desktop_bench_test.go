@@ -160,7 +160,7 @@ func BenchmarkDesktopViewer(b *testing.B) {
 	s.eachRuntime(b, func(b *testing.B, rt string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*opTimeout)
 		defer cancel()
-		sb, cpu := busyDesktop(ctx, b, s, rt)
+		sb, cpu := busyDesktop(ctx, b, s, rt, "while :; do date +%T.%N; done")
 		pct := func(d time.Duration, wall time.Duration) string {
 			return fmt.Sprintf("%.1f", 100*d.Seconds()/wall.Seconds())
 		}
@@ -204,18 +204,31 @@ func BenchmarkDesktopViewer(b *testing.B) {
 }
 
 // busyDesktop creates a desktop sandbox under rt (deleted when b ends) with
-// an xterm printing the time in a loop, and returns it with a reader of the
+// an xterm printing the time in loop (a shell loop), and returns it with a reader of the
 // CPU time the service and the sandbox have used so far.
-func busyDesktop(ctx context.Context, b *testing.B, s *service, rt string) (*client.Sandbox, func() (svc, box time.Duration)) {
+func busyDesktop(ctx context.Context, b *testing.B, s *service, rt, loop string) (*client.Sandbox, func() (svc, box time.Duration)) {
 	sb, err := s.client.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "desktop", Runtime: rt}, "")
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.client.DeleteSandbox(context.Background(), sb.ID) })
 	res, err := s.client.ComputerActions(ctx, sb.ID, client.ComputerActionsRequest{Actions: []client.ComputerAction{
-		{Action: "launch", Command: []string{"xterm", "-geometry", "100x40+0+0", "-e", "sh", "-c", "while :; do date +%T.%N; done"}}}})
+		{Action: "launch", Command: []string{"xterm", "-fa", "DejaVu Sans Mono", "-geometry", "100x40+0+0", "-e", "sh", "-c", loop}}}})
 	if err != nil || !res.OK {
 		b.Fatalf("launch: %+v %v", res, err)
+	}
+	// The window is on the screen before anything is measured (an xterm
+	// without a font it can load exits at once).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := s.client.ComputerActions(ctx, sb.ID, client.ComputerActionsRequest{Actions: []client.ComputerAction{{Action: "list_windows"}}})
+		if err == nil && res.OK && len(res.Results[0].Windows) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the busy xterm never showed: %+v %v", res, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	cg, err := sandboxCgroup(ctx, sb.ID)
 	if err != nil {
