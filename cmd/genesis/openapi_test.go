@@ -251,6 +251,13 @@ func apiRoutes() []apiRoute {
 		{"post", "/e2b/execute", []string{"200"}},
 		{"post", "/e2b/contexts", []string{"200"}},
 		{"delete", "/e2b/contexts/{id}", []string{"204"}},
+		{"get", "/e2b/ports/{port}/{path}", []string{"200"}},
+		{"head", "/e2b/ports/{port}/{path}", []string{"200"}},
+		{"post", "/e2b/ports/{port}/{path}", []string{"200"}},
+		{"put", "/e2b/ports/{port}/{path}", []string{"200"}},
+		{"patch", "/e2b/ports/{port}/{path}", []string{"200"}},
+		{"delete", "/e2b/ports/{port}/{path}", []string{"200"}},
+		{"options", "/e2b/ports/{port}/{path}", []string{"200"}},
 	}
 }
 

@@ -183,8 +183,28 @@ func serve(ctx context.Context, args []string) error {
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	if cfg.E2B.Enabled && cfg.E2B.Listen != "" {
+		hln, err := net.Listen("tcp", cfg.E2B.Listen)
+		if err != nil {
+			return fmt.Errorf("e2b.listen: %w", err)
+		}
+		hsrv := &http.Server{Handler: api.E2BHostHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+		defer hsrv.Close()
+		log.Info("E2B host-based listener", "addr", hln.Addr().String(), "domain", cfg.E2B.SandboxDomain, "tls", cfg.E2B.TLSCertFile != "")
+		go func() {
+			var err error
+			if cfg.E2B.TLSCertFile != "" {
+				err = hsrv.ServeTLS(hln, cfg.E2B.TLSCertFile, cfg.E2B.TLSKeyFile)
+			} else {
+				err = hsrv.Serve(hln)
+			}
+			if !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("e2b listener: %w", err)
+			}
+		}()
+	}
 	select {
 	case err := <-errc:
 		return err

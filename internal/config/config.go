@@ -68,6 +68,20 @@ type E2B struct {
 	// DefaultTimeoutSeconds is a sandbox's life when create names no
 	// timeout (E2B's own default is 300).
 	DefaultTimeoutSeconds int64 `yaml:"default_timeout_seconds"`
+	// SandboxDomain, if set, turns on E2B's host-based sandbox URLs
+	// (https://{port}-{sandbox id}.{domain}): create answers it as the
+	// sandbox's domain, and the SDKs, without E2B_SANDBOX_URL, reach every
+	// port of the sandbox by that name. The operator provides wildcard DNS
+	// for *.domain pointing at Listen and a certificate for it. It may
+	// carry a port ("e2b.example.com:8443").
+	SandboxDomain string `yaml:"sandbox_domain"`
+	// Listen is the address of the host-based listener (for example
+	// ":443"); TLSCertFile and TLSKeyFile its certificate (a wildcard for
+	// *.SandboxDomain). Without them it speaks plain HTTP, for a TLS
+	// terminator in front.
+	Listen      string `yaml:"listen"`
+	TLSCertFile string `yaml:"tls_cert_file"`
+	TLSKeyFile  string `yaml:"tls_key_file"`
 }
 
 // Trace configures the operation traces (docs/trace.md).
@@ -408,6 +422,15 @@ func (c *Config) validate(v *problems) {
 	// A template naming a profile that a config left out is refused when a
 	// sandbox is created from it, not here: the defaults' table must not
 	// stop a config that replaces the profiles from loading.
+	if (c.E2B.Listen == "") != (c.E2B.SandboxDomain == "") {
+		bad("e2b.listen", "e2b.listen and e2b.sandbox_domain go together (the host-based listener serves *.sandbox_domain), got listen %q, domain %q", c.E2B.Listen, c.E2B.SandboxDomain)
+	}
+	if (c.E2B.TLSCertFile == "") != (c.E2B.TLSKeyFile == "") {
+		bad("e2b.tls_cert_file", "e2b.tls_cert_file and e2b.tls_key_file go together")
+	}
+	if d := c.E2B.SandboxDomain; d != "" && (strings.Contains(d, "/") || strings.HasPrefix(d, ".") || strings.Contains(d, "://")) {
+		bad("e2b.sandbox_domain", "must be a host name with an optional port (e2b.example.com, e2b.example.com:8443), got %q", d)
+	}
 	if c.E2B.DefaultTimeoutSeconds < 0 {
 		bad("e2b.default_timeout_seconds", "must not be negative, got %d", c.E2B.DefaultTimeoutSeconds)
 	}

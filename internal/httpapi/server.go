@@ -164,6 +164,11 @@ func New(cfg Config) (*Server, error) {
 		ec := *cfg.E2B
 		ec.Control, ec.Jobs, ec.Files, ec.Logger = cfg.Control, cfg.Jobs, cfg.Files, cfg.Logger
 		ec.Authenticate = s.tenantOfKey
+		if cfg.Ports != nil {
+			ec.ProxyPort = func(w http.ResponseWriter, r *http.Request, tenant, sandboxID string, port int, path, prefix string) {
+				cfg.Ports.ServeHTTP(w, r, ports.Request{Tenant: tenant, SandboxID: sandboxID, Port: port, Path: path, Prefix: prefix}, s.e2b.WriteError)
+			}
+		}
 		a, err := e2b.New(ec)
 		if err != nil {
 			return nil, err
@@ -177,6 +182,16 @@ func New(cfg Config) (*Server, error) {
 // E2B returns the E2B adapter (nil when Config.E2B was nil), for cmd to
 // register as a control hook.
 func (s *Server) E2B() *e2b.Adapter { return s.e2b }
+
+// E2BHostHandler serves the E2B host-based listener
+// ({port}-{sandbox}.{domain}): each request is turned into its /e2b form
+// and served by Handler, with every middleware of the main listener.
+func (s *Server) E2BHostHandler() http.Handler {
+	if s.e2b == nil {
+		return http.NotFoundHandler()
+	}
+	return s.e2b.HostHandler(s.Handler())
+}
 
 // Routes lists every route served (for the OpenAPI coverage test).
 func (s *Server) Routes() []Route { return s.routes }
@@ -244,6 +259,10 @@ func (s *Server) e2bRoutes() {
 		return
 	}
 	for _, rt := range s.e2b.Routes() {
+		if rt.Method == "ANY" { // a port of the sandbox: unaudited, as /v1's port proxy
+			s.handleAny(rt.Pattern, false, rt.Handler)
+			continue
+		}
 		s.handle(rt.Method, rt.Pattern, false, rt.Handler)
 		if rt.SandboxTraffic {
 			s.routes[len(s.routes)-1].Unaudited = true

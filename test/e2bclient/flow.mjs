@@ -97,8 +97,36 @@ async function interpreter() {
   out.killed = await sbx.kill();
 }
 
+// host runs in host-based mode: E2B_SANDBOX_URL unset, every port of the
+// sandbox at https://{port}-{id}.{domain} (the domain create answered),
+// the test's CA in NODE_EXTRA_CA_CERTS and its names resolved to loopback
+// by test/e2bclient/loopback-dns.mjs.
+async function host() {
+  const sbx = await CodeInterpreter.create({ timeoutMs: 120_000 });
+  out.id = sbx.sandboxId;
+  out.host = sbx.getHost(49983);
+  out.run = (await sbx.commands.run('echo host-mode')).stdout;
+  await sbx.files.write('/home/user/h.txt', 'via host');
+  out.read = await sbx.files.read('/home/user/h.txt');
+  out.code = (await sbx.runCode('21 * 2')).text;
+  // A server on another port, reached by getHost(port) with the traffic token.
+  await sbx.commands.run('cd /workspace && exec python3 -m http.server 8000', { background: true });
+  const url = `https://${sbx.getHost(8000)}/h.txt`;
+  const headers = { 'e2b-traffic-access-token': sbx.trafficAccessToken };
+  for (let i = 0; i < 200 && out.portBody === undefined; i++) {
+    const r = await fetch(url, { headers }).catch(() => null);
+    if (r && r.status === 200) out.portBody = await r.text();
+    else await new Promise((res) => setTimeout(res, 100));
+  }
+  out.portNoToken = (await fetch(url)).status;
+  out.portOtherToken = (await fetch(url, { headers: { 'e2b-traffic-access-token': 'x' + sbx.trafficAccessToken } })).status;
+  out.killed = await sbx.kill();
+}
+
 try {
-  if (process.argv[2] === 'interpreter') await interpreter(); else await core();
+  if (process.argv[2] === 'interpreter') await interpreter();
+  else if (process.argv[2] === 'host') await host();
+  else await core();
 } catch (e) {
   out.error = errInfo(e);
   out.stack = e?.stack;

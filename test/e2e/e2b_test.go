@@ -2,9 +2,18 @@ package e2e
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -335,4 +344,128 @@ func crossTenantE2B(t *testing.T, e *env, svc *service, otherKey string, routes 
 func sandboxCall(t *testing.T, base, token, id, method, path, body string) (int, string) {
 	t.Helper()
 	return e2bRequest(t, method, base+path, body, map[string]string{"X-Access-Token": token, "E2b-Sandbox-Id": id, "E2b-Sandbox-Port": "49983"})
+}
+
+// TestE2BHostMode runs the unmodified SDKs in E2B's host-based mode under
+// runc and runsc: no E2B_SANDBOX_URL; create answers the domain, and every
+// port of the sandbox is https://{port}-{id}.{domain} on the service's TLS
+// listener (a wildcard certificate of a CA made here, its names resolved to
+// loopback by the test's preload): commands (agent port), files, runCode
+// (interpreter port) and a server of the sandbox's own on port 8000 through
+// getHost(8000), which needs the sandbox's traffic token.
+func TestE2BHostMode(t *testing.T) {
+	t.Parallel()
+	root := testenv.ModuleRoot(t)
+	dir := t.TempDir()
+	caFile, certFile, keyFile := writeWildcardCert(t, dir, "e2b.test")
+	hostAddr, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(hostAddr)
+	domain := "e2b.test:" + port
+	untrusted := "e2e_" + randomHex(t, 16)
+	e := newEnv(t, e2bConfig(untrusted)+fmt.Sprintf("  sandbox_domain: %q\n  listen: %q\n  tls_cert_file: %q\n  tls_key_file: %q\n", domain, hostAddr, certFile, keyFile))
+	e.requireImage(t, "code-python-basic")
+	svc := e.start(t)
+	keys := map[string]string{"runc": "e2b_" + e.apiKey, "runsc": untrusted}
+	for _, rt := range e.runtimes(t) {
+		t.Run(rt, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.CommandContext(callCtx(t), "node", "--import", filepath.Join(root, "test", "e2bclient", "loopback-dns.mjs"),
+				filepath.Join(root, "test", "e2bclient", "flow.mjs"), "host")
+			cmd.Env = append(os.Environ(), "E2B_API_URL="+svc.url()+"/e2b", "E2B_SANDBOX_URL=", "E2B_API_KEY="+keys[rt], "E2B_DOMAIN=",
+				"NODE_EXTRA_CA_CERTS="+caFile, "GENESIS_LOOPBACK_DOMAIN=e2b.test")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			b, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("host flow: %v\n%s", err, stderr.String())
+			}
+			var out map[string]any
+			if err := json.Unmarshal(b, &out); err != nil {
+				t.Fatalf("host flow output %q: %v", b, err)
+			}
+			if out["error"] != nil {
+				t.Fatalf("host flow failed: %v\n%v", out["error"], out["stack"])
+			}
+			id, _ := out["id"].(string)
+			want := map[string]any{
+				"host":           "49983-" + id + "." + domain,
+				"run":            "host-mode\n",
+				"read":           "via host",
+				"code":           "42",
+				"portBody":       "via host",
+				"portNoToken":    float64(401),
+				"portOtherToken": float64(401),
+				"killed":         true,
+			}
+			for k, v := range want {
+				if got := out[k]; fmt.Sprint(got) != fmt.Sprint(v) {
+					t.Errorf("%s: got %#v, want %#v", k, got, v)
+				}
+			}
+			sb, err := svc.client().GetSandbox(callCtx(t), id)
+			if err == nil && sb.State != "destroyed" {
+				t.Errorf("sandbox %s still there after kill: %+v", id, sb)
+			}
+			if err == nil && sb.Runtime != rt {
+				t.Errorf("sandbox %s ran under %s, want %s", id, sb.Runtime, rt)
+			}
+		})
+	}
+	// A host that is not {port}-{id}.{domain} is 404, in E2B's shape.
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the test's own listener
+	resp, err := c.Get("https://" + hostAddr + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `"code":404`) {
+		t.Errorf("a bare host: %d %s", resp.StatusCode, body)
+	}
+}
+
+// writeWildcardCert makes a CA and a certificate for *.domain and domain
+// signed by it, and writes the CA's certificate and the leaf's certificate
+// and key (PEM) into dir.
+func writeWildcardCert(t *testing.T, dir, domain string) (caFile, certFile, keyFile string) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "genesis test CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "*." + domain},
+		DNSNames: []string{"*." + domain, domain}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, typ string, der []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	return write("ca.pem", "CERTIFICATE", caDER), write("cert.pem", "CERTIFICATE", leafDER), write("key.pem", "EC PRIVATE KEY", keyDER)
 }

@@ -52,7 +52,12 @@ type Config struct {
 	Settings config.E2B
 	// MaxJobTimeoutMS is the longest a command may run (limits.max_exec_timeout_ms).
 	MaxJobTimeoutMS int64
-	Logger          *slog.Logger
+	// ProxyPort proxies a request to a port of a tenant's sandbox (the
+	// service's port proxy); prefix is the URL path of the port's root.
+	// Without it, ports other than the agent's and the interpreter's are
+	// not served.
+	ProxyPort func(w http.ResponseWriter, r *http.Request, tenant, sandboxID string, port int, path, prefix string)
+	Logger    *slog.Logger
 }
 
 // Adapter serves the E2B control plane, the agent API and the code
@@ -69,8 +74,9 @@ type Adapter struct {
 	// sandbox id); it is made at start, so tokens end with the process.
 	secret []byte
 
-	envd  http.Handler // the Connect services, prefix stripped
-	procs processTable
+	envd      http.Handler // the Connect services, prefix stripped
+	procs     processTable
+	proxyPort func(w http.ResponseWriter, r *http.Request, tenant, sandboxID string, port int, path, prefix string)
 
 	ctxMu    sync.Mutex
 	contexts map[string]*contextSlot // sandbox id → its default code context
@@ -92,7 +98,7 @@ func New(cfg Config) (*Adapter, error) {
 		return nil, fmt.Errorf("e2b: token secret: %w", err)
 	}
 	a := &Adapter{ctl: cfg.Control, jobs: cfg.Jobs, files: cfg.Files, auth: cfg.Authenticate, set: cfg.Settings,
-		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, secret: secret, contexts: map[string]*contextSlot{}}
+		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, secret: secret, contexts: map[string]*contextSlot{}, proxyPort: cfg.ProxyPort}
 	a.procs.bySandbox = map[string]*sandboxProcs{}
 	mux := http.NewServeMux()
 	mux.Handle(processconnect.NewProcessHandler(&processService{a: a}))
@@ -133,6 +139,9 @@ func (a *Adapter) Routes() []Route {
 		{"POST", p + "/execute", a.sandboxAuth(a.execute), true},
 		{"POST", p + "/contexts", a.sandboxAuth(a.createContext), true},
 		{"DELETE", p + "/contexts/{id}", a.sandboxAuth(a.deleteContext), true},
+		// Any other port of the sandbox (getHost(port) in host-based mode),
+		// authenticated by the sandbox's traffic token.
+		{"ANY", p + "/ports/{port}/{path...}", a.sandboxAuth(a.portTraffic), true},
 	}
 }
 
@@ -148,6 +157,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// WriteError answers err in the E2B shape (for the port proxy's failures).
+func (a *Adapter) WriteError(w http.ResponseWriter, r *http.Request, err error) { a.writeError(w, r, err) }
 
 // writeError answers err in the E2B shape, its status from errdefs' table.
 func (a *Adapter) writeError(w http.ResponseWriter, r *http.Request, err error) {

@@ -114,3 +114,32 @@ func TestPermString(t *testing.T) {
 		}
 	}
 }
+
+func TestHostTarget(t *testing.T) {
+	for _, c := range []struct {
+		domain, host string
+		port         int
+		id           string
+		ok           bool
+	}{
+		{"e2b.example.com", "49983-sbx_abc.e2b.example.com", 49983, "sbx_abc", true},
+		{"e2b.example.com", "49983-sbx_abc.e2b.example.com:443", 49983, "sbx_abc", true}, // a port on the host is ignored
+		{"e2b.example.com", "8000-sbx_abc.E2B.example.com", 8000, "sbx_abc", true},
+		{"e2b.test:8443", "49999-sbx_x.e2b.test:8443", 49999, "sbx_x", true},
+		{"e2b.test:8443", "49999-sbx_x.e2b.test:9999", 0, "", false}, // the domain's port must match
+		{"e2b.example.com", "e2b.example.com", 0, "", false},
+		{"e2b.example.com", "a.49983-sbx.e2b.example.com", 0, "", false},
+		{"e2b.example.com", "49983sbx.e2b.example.com", 0, "", false},
+		{"e2b.example.com", "0-sbx.e2b.example.com", 0, "", false},
+		{"e2b.example.com", "70000-sbx.e2b.example.com", 0, "", false},
+		{"e2b.example.com", "49983-sbx.other.com", 0, "", false},
+		{"", "49983-sbx.e2b.example.com", 0, "", false},
+	} {
+		a := &Adapter{}
+		a.set.SandboxDomain = c.domain
+		port, id, ok := a.HostTarget(c.host)
+		if port != c.port || id != c.id || ok != c.ok {
+			t.Errorf("HostTarget(%q) with domain %q = %d %q %v, want %d %q %v", c.host, c.domain, port, id, ok, c.port, c.id, c.ok)
+		}
+	}
+}

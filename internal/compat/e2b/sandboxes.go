@@ -131,7 +131,7 @@ func (a *Adapter) createSandbox(w http.ResponseWriter, r *http.Request) {
 func (a *Adapter) created(tenant string, sb *sandbox.Sandbox) created {
 	tok := a.accessToken(tenant, sb.ID)
 	return created{SandboxID: sb.ID, TemplateID: templateOf(sb), ClientID: "genesis", EnvdVersion: envdVersion,
-		EnvdAccessToken: tok, TrafficAccessToken: tok}
+		EnvdAccessToken: tok, TrafficAccessToken: tok, Domain: a.domain()}
 }
 
 func templateOf(sb *sandbox.Sandbox) string {
@@ -159,7 +159,7 @@ func (a *Adapter) detail(sb *sandbox.Sandbox) detail {
 	}
 	d := detail{SandboxID: sb.ID, TemplateID: templateOf(sb), ClientID: "genesis", StartedAt: sb.CreatedAt,
 		CPUCount: max(1, int(sb.Resources.CPU+0.999)), MemoryMB: sb.Resources.MemoryMB, DiskSizeMB: sb.Resources.DiskMB,
-		Metadata: md, State: "running", EnvdVersion: envdVersion}
+		Metadata: md, State: "running", EnvdVersion: envdVersion, Domain: a.domain()}
 	if sb.ExpiresAt != nil {
 		d.EndAt = *sb.ExpiresAt
 	}
