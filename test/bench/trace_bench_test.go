@@ -96,19 +96,9 @@ func BenchmarkTrace(b *testing.B) {
 				b.Fatalf("service %q's trace has %d events and %d screenshots: %v", names[i], len(pg.Events), shots, err)
 			}
 		}
-		for _, m := range []struct {
-			name string
-			d    [3][]time.Duration
-		}{{"click", click}, {"fill (password, redacted)", fill}, {fmt.Sprintf("fill after %v", pause), paused}} {
-			base := Summarize(m.d[0])
-			tbl.Row(rt, m.name, names[0], strconv.Itoa(base.N), FormatMs(base.P50), FormatMs(base.P99), FormatMs(base.Mean), "")
-			for i := 1; i < 3; i++ {
-				s := Summarize(m.d[i])
-				added := 100 * (Ms(s.P50) - Ms(base.P50)) / Ms(base.P50)
-				tbl.Row(rt, m.name, names[i], strconv.Itoa(s.N), FormatMs(s.P50), FormatMs(s.P99), FormatMs(s.Mean), fmt.Sprintf("%+.1f%%", added))
-				b.ReportMetric(added, fmt.Sprintf("%s-%s-%d-added-%%", rt, m.name[:4], i))
-			}
-		}
+		compareTraced(b, tbl, rt, names, "click", click)
+		compareTraced(b, tbl, rt, names, "fill (password, redacted)", fill)
+		compareTraced(b, tbl, rt, names, fmt.Sprintf("fill after %v", pause), paused)
 		b.ReportMetric(0, "ns/op")
 	})
 	printTable("operation trace: per-action cost of browser actions (ms, "+loadAvg()+")", tbl)
@@ -185,22 +175,26 @@ func BenchmarkTraceDesktop(b *testing.B) {
 		if err != nil || shots < acts {
 			b.Fatalf("the screenshot side's trace names %d screenshots, want at least %d: %v", shots, acts, err)
 		}
-		for _, m := range []struct {
-			name string
-			d    [3][]time.Duration
-		}{{"left click", click}, {"key", typ}, {fmt.Sprintf("left click after %v", pause), paused}} {
-			base := Summarize(m.d[0])
-			tbl.Row(rt, m.name, names[0], strconv.Itoa(base.N), FormatMs(base.P50), FormatMs(base.P99), FormatMs(base.Mean), "")
-			for i := 1; i < 3; i++ {
-				s := Summarize(m.d[i])
-				added := 100 * (Ms(s.P50) - Ms(base.P50)) / Ms(base.P50)
-				tbl.Row(rt, m.name, names[i], strconv.Itoa(s.N), FormatMs(s.P50), FormatMs(s.P99), FormatMs(s.Mean), fmt.Sprintf("%+.1f%%", added))
-				b.ReportMetric(added, fmt.Sprintf("%s-%s-%d-added-%%", rt, strings.ReplaceAll(m.name, " ", "-"), i))
-			}
-		}
+		compareTraced(b, tbl, rt, names, "left click", click)
+		compareTraced(b, tbl, rt, names, "key", typ)
+		compareTraced(b, tbl, rt, names, fmt.Sprintf("left click after %v", pause), paused)
 		b.ReportMetric(0, "ns/op")
 	})
 	printTable("operation trace: per-action cost of computer actions (ms, "+loadAvg()+")", tbl)
+}
+
+// compareTraced adds the rows of one action to tbl: its latencies d on the
+// untraced service (names[0]) and on each traced one, with what each adds
+// at p50, reported as metrics too.
+func compareTraced(b *testing.B, tbl *Table, rt string, names []string, action string, d [3][]time.Duration) {
+	base := Summarize(d[0])
+	tbl.Row(rt, action, names[0], strconv.Itoa(base.N), FormatMs(base.P50), FormatMs(base.P99), FormatMs(base.Mean), "")
+	for i := 1; i < len(d); i++ {
+		s := Summarize(d[i])
+		added := 100 * (Ms(s.P50) - Ms(base.P50)) / Ms(base.P50)
+		tbl.Row(rt, action, names[i], strconv.Itoa(s.N), FormatMs(s.P50), FormatMs(s.P99), FormatMs(s.Mean), fmt.Sprintf("%+.1f%%", added))
+		b.ReportMetric(added, fmt.Sprintf("%s-%s-%d-added-%%", rt, strings.ReplaceAll(action, " ", "-"), i))
+	}
 }
 
 // BenchmarkTraceVideo measures what recording a desktop's display costs,

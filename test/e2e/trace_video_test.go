@@ -84,17 +84,7 @@ func TestTraceVideo(t *testing.T) {
 			if _, err := c.StopRecording(callCtx(t), sb.ID); client.ErrorCode(err) != "not_recording" && err != nil && !strings.Contains(err.Error(), "stopped") {
 				t.Logf("a second stop: %v", err)
 			}
-			segs := segments()
-			if len(segs) != rec.Segments {
-				t.Fatalf("%d segments in the trace, the recording says %d", len(segs), rec.Segments)
-			}
-			checkSegments(t, segs, before, shown)
-			if dark := frameBrightness(t, c, sb.ID, segs, before.Add(-600*time.Millisecond)); dark > 40 {
-				t.Errorf("the frame 0.6 s before the launch has brightness %d, want dark", dark)
-			}
-			if bright := frameBrightness(t, c, sb.ID, segs, shown.Add(600*time.Millisecond)); bright < 60 {
-				t.Errorf("the frame 0.6 s after the window showed has brightness %d, want bright", bright)
-			}
+			segs := checkVideo(t, c, sb.ID, rec, before, shown, 60)
 
 			// The export's player plays the video.
 			files, dir := exportUnpacked(t, c, sb.ID)
@@ -136,6 +126,26 @@ func traceSegments(t *testing.T, c *client.Client, sandboxID string) []videoSegm
 		}
 	}
 	return out
+}
+
+// checkVideo checks a stopped recording of a screen that turned from dark
+// to bright between before and shown: its segments in the trace (as many
+// as it says, contiguous, covering the change), a dark frame 0.6 s before
+// and one at least bright 0.6 s after. It answers the segments.
+func checkVideo(t *testing.T, c *client.Client, sandboxID string, rec *client.Recording, before, shown time.Time, bright int) []videoSegment {
+	t.Helper()
+	segs := traceSegments(t, c, sandboxID)
+	if len(segs) != rec.Segments {
+		t.Fatalf("%d segments in the trace, the recording says %d", len(segs), rec.Segments)
+	}
+	checkSegments(t, segs, before, shown)
+	if v := frameBrightness(t, c, sandboxID, segs, before.Add(-600*time.Millisecond)); v > 40 {
+		t.Errorf("the frame 0.6 s before the change has brightness %d, want dark", v)
+	}
+	if v := frameBrightness(t, c, sandboxID, segs, shown.Add(600*time.Millisecond)); v < bright {
+		t.Errorf("the frame 0.6 s after the change has brightness %d, want at least %d", v, bright)
+	}
+	return segs
 }
 
 // checkSegments checks that 1-second segments are numbered in order,
@@ -235,17 +245,7 @@ func TestTraceBrowserVideo(t *testing.T) {
 			if err != nil || rec.State != "stopped" || rec.Source != "browser" || rec.Segments < 4 {
 				t.Fatalf("stop: %+v %v", rec, err)
 			}
-			segs := traceSegments(t, c, sb.ID)
-			if len(segs) != rec.Segments {
-				t.Fatalf("%d segments in the trace, the recording says %d", len(segs), rec.Segments)
-			}
-			checkSegments(t, segs, before, shown)
-			if dark := frameBrightness(t, c, sb.ID, segs, before.Add(-600*time.Millisecond)); dark > 40 {
-				t.Errorf("the frame 0.6 s before the page turned white has brightness %d, want dark", dark)
-			}
-			if bright := frameBrightness(t, c, sb.ID, segs, shown.Add(600*time.Millisecond)); bright < 200 {
-				t.Errorf("the frame 0.6 s after the page turned white has brightness %d, want bright", bright)
-			}
+			checkVideo(t, c, sb.ID, rec, before, shown, 200)
 		})
 	}
 }
