@@ -233,6 +233,28 @@ func apiRoutes() []apiRoute {
 		{"post", skillsMCPEndpoint, []string{"200", "202", "400", "401", "413", "415"}},
 		{"get", skillsMCPEndpoint, []string{"401", "405"}},
 		{"delete", skillsMCPEndpoint, []string{"401", "405"}},
+		// The OpenSandbox SDK's API (docs/compat-opensandbox.md): its own
+		// auth headers and {code, message} errors.
+		{"post", "/opensandbox/v1/sandboxes", []string{"202"}},
+		{"get", "/opensandbox/v1/sandboxes", []string{"200"}},
+		{"get", "/opensandbox/v1/sandboxes/{id}", []string{"200"}},
+		{"delete", "/opensandbox/v1/sandboxes/{id}", []string{"204"}},
+		{"post", "/opensandbox/v1/sandboxes/{id}/renew-expiration", []string{"200"}},
+		{"get", "/opensandbox/v1/sandboxes/{id}/endpoints/{port}", []string{"200"}},
+		{"post", "/opensandbox/v1/metrics/events", []string{"204"}},
+		{"get", "/opensandbox/sandboxes/{id}/execd/ping", []string{"200"}},
+		{"post", "/opensandbox/sandboxes/{id}/execd/command", []string{"200"}},
+		{"delete", "/opensandbox/sandboxes/{id}/execd/command", []string{"200"}},
+		{"get", "/opensandbox/sandboxes/{id}/execd/command/{a}/{b}", []string{"200"}},
+		{"post", "/opensandbox/sandboxes/{id}/execd/files/upload", []string{"200"}},
+		{"get", "/opensandbox/sandboxes/{id}/execd/files/download", []string{"200"}},
+		{"get", "/opensandbox/sandboxes/{id}/execd/files/info", []string{"200"}},
+		{"delete", "/opensandbox/sandboxes/{id}/execd/files", []string{"200"}},
+		{"post", "/opensandbox/sandboxes/{id}/execd/files/mv", []string{"200"}},
+		{"get", "/opensandbox/sandboxes/{id}/execd/files/search", []string{"200"}},
+		{"get", "/opensandbox/sandboxes/{id}/execd/directories/list", []string{"200"}},
+		{"post", "/opensandbox/sandboxes/{id}/execd/directories", []string{"200"}},
+		{"delete", "/opensandbox/sandboxes/{id}/execd/directories", []string{"200"}},
 		// The E2B SDKs' API (docs/compat-e2b.md): its own auth headers and
 		// {code, message} errors.
 		{"post", "/e2b/sandboxes", []string{"201"}},
@@ -273,7 +295,7 @@ const skillsMCPEndpoint = "/v1/mcp/skills"
 
 // problemErrors reports whether the 4xx answers of path are problem details.
 func problemErrors(path string) bool {
-	return path != "/readyz" && path != mcpEndpoint && path != skillsMCPEndpoint && !strings.HasPrefix(path, "/e2b/")
+	return path != "/readyz" && path != mcpEndpoint && path != skillsMCPEndpoint && !strings.HasPrefix(path, "/e2b/") && !strings.HasPrefix(path, "/opensandbox/")
 }
 
 func TestOpenAPIRoutes(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/internal/compat/e2b"
+	"genesis.dev/sandbox/internal/compat/opensandbox"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/console"
 	"genesis.dev/sandbox/internal/control"
@@ -151,7 +152,11 @@ func serve(ctx context.Context, args []string) error {
 	if cfg.E2B.Enabled {
 		e2bCfg = &e2b.Config{Settings: cfg.E2B, MaxJobTimeoutMS: cfg.Limits.MaxExecTimeoutMS}
 	}
-	api, err := httpapi.New(httpapi.Config{Control: ctl, Terminals: m.terms, Files: m.files, Jobs: m.jobs, Artifacts: m.arts, Ports: m.ports, Browser: m.browser, Desktop: m.desktop, Trace: m.trace, Services: m.svcs, MCP: m.mcp, Skills: m.sk, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics, E2B: e2bCfg})
+	var osbCfg *opensandbox.Config
+	if cfg.OpenSandbox.Enabled {
+		osbCfg = &opensandbox.Config{Settings: cfg.OpenSandbox, MaxJobTimeoutMS: cfg.Limits.MaxExecTimeoutMS}
+	}
+	api, err := httpapi.New(httpapi.Config{Control: ctl, Terminals: m.terms, Files: m.files, Jobs: m.jobs, Artifacts: m.arts, Ports: m.ports, Browser: m.browser, Desktop: m.desktop, Trace: m.trace, Services: m.svcs, MCP: m.mcp, Skills: m.sk, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics, E2B: e2bCfg, OpenSandbox: osbCfg})
 	if err != nil {
 		return err
 	}

@@ -56,6 +56,8 @@ type Config struct {
 	Trace Trace `yaml:"trace"`
 	// E2B configures the E2B SDK adapter under /e2b (docs/compat-e2b.md).
 	E2B E2B `yaml:"e2b"`
+	// OpenSandbox configures the OpenSandbox SDK adapter (docs/compat-opensandbox.md).
+	OpenSandbox OpenSandbox `yaml:"opensandbox"`
 }
 
 // E2B configures the adapter that serves the E2B SDKs.
@@ -82,6 +84,19 @@ type E2B struct {
 	Listen      string `yaml:"listen"`
 	TLSCertFile string `yaml:"tls_cert_file"`
 	TLSKeyFile  string `yaml:"tls_key_file"`
+}
+
+// OpenSandbox configures the OpenSandbox SDK adapter mounted at
+// /opensandbox (OPEN_SANDBOX_DOMAIN=HOST:PORT/opensandbox).
+type OpenSandbox struct {
+	// Enabled serves /opensandbox (default true).
+	Enabled bool `yaml:"enabled"`
+	// Images maps an image the SDK names to a profile; an image not in it
+	// is refused with 400 (the SDK's own error shape).
+	Images map[string]string `yaml:"images"`
+	// DefaultTimeoutSeconds is a sandbox's life when create names no
+	// timeout (the SDK sends 600 unless told otherwise).
+	DefaultTimeoutSeconds int64 `yaml:"default_timeout_seconds"`
 }
 
 // Trace configures the operation traces (docs/trace.md).
@@ -430,6 +445,9 @@ func (c *Config) validate(v *problems) {
 	}
 	if d := c.E2B.SandboxDomain; d != "" && (strings.Contains(d, "/") || strings.HasPrefix(d, ".") || strings.Contains(d, "://")) {
 		bad("e2b.sandbox_domain", "must be a host name with an optional port (e2b.example.com, e2b.example.com:8443), got %q", d)
+	}
+	if c.OpenSandbox.DefaultTimeoutSeconds < 0 {
+		bad("opensandbox.default_timeout_seconds", "must not be negative, got %d", c.OpenSandbox.DefaultTimeoutSeconds)
 	}
 	if c.E2B.DefaultTimeoutSeconds < 0 {
 		bad("e2b.default_timeout_seconds", "must not be negative, got %d", c.E2B.DefaultTimeoutSeconds)

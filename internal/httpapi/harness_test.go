@@ -13,6 +13,7 @@ import (
 	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/internal/browser"
 	"genesis.dev/sandbox/internal/compat/e2b"
+	"genesis.dev/sandbox/internal/compat/opensandbox"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/desktop"
@@ -94,6 +95,7 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 		Keys:         map[string]string{keyA: "a", keyB: "b", keyAdmin: config.AdminTenant},
 		MaxBodyBytes: maxBody,
 		E2B:          &e2b.Config{Settings: config.E2B{Templates: map[string]string{"base": "tool-basic"}}},
+		OpenSandbox:  &opensandbox.Config{Settings: config.OpenSandbox{Images: map[string]string{"ubuntu": "tool-basic"}}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -117,8 +117,7 @@ func TestAdminActsForTenant(t *testing.T) {
 		t.Fatalf("audit of b: %d %s", resp.StatusCode, body)
 	}
 	// The delete's actor is the admin's key, not b's.
-	var recs client.AuditPage
-	recs = decodeJSON[client.AuditPage](t, body)
+	recs := decodeJSON[client.AuditPage](t, body)
 	actors := map[string]string{}
 	for _, r := range recs.Items {
 		actors[r.Action] = r.Actor

@@ -23,6 +23,7 @@ import (
 	"genesis.dev/sandbox/internal/artifacts"
 	"genesis.dev/sandbox/internal/browser"
 	"genesis.dev/sandbox/internal/compat/e2b"
+	"genesis.dev/sandbox/internal/compat/opensandbox"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -71,6 +72,10 @@ type Config struct {
 	// E2B, when set, serves the E2B SDK adapter under /e2b; New fills in
 	// its control, jobs, files, key check and logger.
 	E2B *e2b.Config
+	// OpenSandbox, if set, mounts the OpenSandbox SDK adapter under
+	// /opensandbox (its Control, Jobs, Files, Authenticate and Logger are
+	// filled in from this Config).
+	OpenSandbox *opensandbox.Config
 	// Metrics is the instrumentation served at /metrics; nil means a new
 	// NewMetrics(MetricsConfig{}). Give the same Metrics to the jobs
 	// manager (jobs.Config.Metrics) for its exec latencies.
@@ -104,6 +109,7 @@ type Server struct {
 	viewer    *console.Viewer
 	trace     *trace.Store
 	e2b       *e2b.Adapter
+	osb       *opensandbox.Adapter
 }
 
 type apiKey struct {
@@ -174,6 +180,21 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		s.e2b = a
+	}
+	if cfg.OpenSandbox != nil {
+		oc := *cfg.OpenSandbox
+		oc.Control, oc.Jobs, oc.Files, oc.Logger = cfg.Control, cfg.Jobs, cfg.Files, cfg.Logger
+		oc.Authenticate = s.tenantOfKey
+		oc.NoteError = func(r *http.Request, code string) {
+			if ae := auditOf(r); ae != nil {
+				ae.code = code
+			}
+		}
+		a, err := opensandbox.New(oc)
+		if err != nil {
+			return nil, err
+		}
+		s.osb = a
 	}
 	s.routesInit()
 	return s, nil
@@ -247,6 +268,24 @@ func (s *Server) routesInit() {
 	s.desktopRoutes()
 	s.traceRoutes()
 	s.e2bRoutes()
+	s.openSandboxRoutes()
+}
+
+// openSandboxRoutes mounts the OpenSandbox adapter: its lifecycle routes
+// authenticate with its own OPEN-SANDBOX-API-KEY check (audited as our own
+// routes), its execd routes with a sandbox's token (not audited, as the
+// traffic into a sandbox is not; the jobs they start are recorded).
+func (s *Server) openSandboxRoutes() {
+	if s.osb == nil {
+		return
+	}
+	for _, rt := range s.osb.Routes() {
+		s.handle(rt.Method, rt.Pattern, false, rt.Handler)
+		if rt.Execd {
+			s.routes[len(s.routes)-1].Unaudited = true
+			s.unaudited[rt.Method+" "+rt.Pattern] = true
+		}
+	}
 }
 
 // e2bRoutes mounts the E2B adapter: its control-plane routes authenticate

@@ -178,6 +178,10 @@ func TestCrossTenantIsolation(t *testing.T) {
 		t.Parallel()
 		crossTenantE2B(t, e, svc, otherKey, routes)
 	})
+	t.Run("opensandbox", func(t *testing.T) {
+		t.Parallel()
+		crossTenantOpenSandbox(t, e, svc, otherKey, routes)
+	})
 	for _, rt := range e.runtimes(t) {
 		t.Run(rt, func(t *testing.T) {
 			t.Parallel()
@@ -231,9 +235,9 @@ func TestCrossTenantIsolation(t *testing.T) {
 				method, path, _ := strings.Cut(route, " ")
 				if !strings.Contains(path, "{") || strings.HasPrefix(path, "/v1/tenants") || strings.HasPrefix(path, "/v1/pools/") ||
 					strings.HasPrefix(path, "/v1/previews/") || strings.HasPrefix(path, "/v1/browsers/") || strings.HasPrefix(path, "/v1/displays/") || strings.HasPrefix(path, "/viewer/") ||
-					strings.HasPrefix(path, "/v1/mcp/") || strings.HasPrefix(path, "/v1/skills/") || strings.HasPrefix(path, "/e2b/") {
+					strings.HasPrefix(path, "/v1/mcp/") || strings.HasPrefix(path, "/v1/skills/") || strings.HasPrefix(path, "/e2b/") || strings.HasPrefix(path, "/opensandbox/") {
 					// MCP servers and skills are walked by crossTenantMCPAndSkills,
-					// the E2B adapter's routes by crossTenantE2B
+					// the E2B and OpenSandbox adapters' routes by crossTenantE2B and crossTenantOpenSandbox
 					// collections, the admin API (403 for tenant keys, tested in httpapi), service-wide
 					// pools, preview, browser and display links (their token is the
 					// credential: tested in TestPorts, TestBrowser, TestDesktopLiveView and

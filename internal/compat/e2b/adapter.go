@@ -2,10 +2,6 @@ package e2b
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +13,7 @@ import (
 
 	"genesis.dev/sandbox/internal/compat/e2b/gen/filesystem/filesystemconnect"
 	"genesis.dev/sandbox/internal/compat/e2b/gen/process/processconnect"
+	"genesis.dev/sandbox/internal/compat/tokens"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -70,9 +67,9 @@ type Adapter struct {
 	set    config.E2B
 	maxJob int64
 	log    *slog.Logger
-	// secret keys the per-sandbox access tokens (HMAC of tenant and
-	// sandbox id); it is made at start, so tokens end with the process.
-	secret []byte
+	// tokens are the per-sandbox access tokens (HMAC of tenant and
+	// sandbox id under a key made at start: they end with the process).
+	tokens *tokens.Signer
 
 	envd      http.Handler // the Connect services, prefix stripped
 	procs     processTable
@@ -93,12 +90,12 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.MaxJobTimeoutMS <= 0 {
 		cfg.MaxJobTimeoutMS = 3600_000
 	}
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
-		return nil, fmt.Errorf("e2b: token secret: %w", err)
+	signer, err := tokens.New()
+	if err != nil {
+		return nil, fmt.Errorf("e2b: %w", err)
 	}
 	a := &Adapter{ctl: cfg.Control, jobs: cfg.Jobs, files: cfg.Files, auth: cfg.Authenticate, set: cfg.Settings,
-		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, secret: secret, contexts: map[string]*contextSlot{}, proxyPort: cfg.ProxyPort}
+		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, tokens: signer, contexts: map[string]*contextSlot{}, proxyPort: cfg.ProxyPort}
 	a.procs.bySandbox = map[string]*sandboxProcs{}
 	mux := http.NewServeMux()
 	mux.Handle(processconnect.NewProcessHandler(&processService{a: a}))
@@ -159,7 +156,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // WriteError answers err in the E2B shape (for the port proxy's failures).
-func (a *Adapter) WriteError(w http.ResponseWriter, r *http.Request, err error) { a.writeError(w, r, err) }
+func (a *Adapter) WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	a.writeError(w, r, err)
+}
 
 // writeError answers err in the E2B shape, its status from errdefs' table.
 func (a *Adapter) writeError(w http.ResponseWriter, r *http.Request, err error) {
@@ -209,38 +208,14 @@ func (a *Adapter) apiKey(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// accessToken is the per-sandbox token given at create: the tenant and an
-// HMAC of (tenant, sandbox id). It opens that one sandbox only; deleting
-// the sandbox revokes it, since every call then finds no sandbox.
+// accessToken is the per-sandbox token given at create (package tokens).
 func (a *Adapter) accessToken(tenant, sandboxID string) string {
-	return "gst_" + base64.RawURLEncoding.EncodeToString([]byte(tenant)) + "." +
-		base64.RawURLEncoding.EncodeToString(a.mac(tenant, sandboxID))
-}
-
-func (a *Adapter) mac(tenant, sandboxID string) []byte {
-	m := hmac.New(sha256.New, a.secret)
-	m.Write([]byte(tenant))
-	m.Write([]byte{0})
-	m.Write([]byte(sandboxID))
-	return m.Sum(nil)
+	return a.tokens.Sign(tenant, sandboxID)
 }
 
 // checkToken answers the tenant of a valid token of sandboxID.
 func (a *Adapter) checkToken(token, sandboxID string) (string, bool) {
-	rest, ok := strings.CutPrefix(token, "gst_")
-	if !ok {
-		return "", false
-	}
-	t64, m64, ok := strings.Cut(rest, ".")
-	if !ok {
-		return "", false
-	}
-	tenant, err1 := base64.RawURLEncoding.DecodeString(t64)
-	sum, err2 := base64.RawURLEncoding.DecodeString(m64)
-	if err1 != nil || err2 != nil || !hmac.Equal(sum, a.mac(string(tenant), sandboxID)) {
-		return "", false
-	}
-	return string(tenant), true
+	return a.tokens.Check(token, sandboxID)
 }
 
 // sandboxAuth authenticates sandbox traffic: E2b-Sandbox-Id names the

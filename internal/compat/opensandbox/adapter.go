@@ -1,0 +1,224 @@
+package opensandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"genesis.dev/sandbox/internal/compat/tokens"
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/files"
+	"genesis.dev/sandbox/internal/jobs"
+)
+
+// Prefix is where the adapter is mounted: OPEN_SANDBOX_DOMAIN is
+// HOST:PORT/opensandbox (the SDK appends /v1).
+const Prefix = "/opensandbox"
+
+// The ports the SDK asks endpoints of at every create: execd (commands
+// and files) and the egress sidecar.
+const (
+	ExecdPort  = 44772
+	EgressPort = 18080
+)
+
+// TokenHeader carries a sandbox's execd token; the endpoint answer names
+// it in its headers, which the SDKs send with every execd call.
+const TokenHeader = "X-Genesis-Sandbox-Token"
+
+// Config wires an Adapter.
+type Config struct {
+	Control *control.Service
+	Jobs    *jobs.Manager
+	Files   *files.Gateway
+	// Authenticate answers the tenant of an API key of the service.
+	Authenticate func(ctx context.Context, key string) (string, error)
+	// Settings are the adapter's configuration (images, timeouts).
+	Settings config.OpenSandbox
+	// MaxJobTimeoutMS is the longest a command may run (limits.max_exec_timeout_ms).
+	MaxJobTimeoutMS int64
+	// NoteError, if set, is told the code of each error answer (the
+	// service's audit record of the request carries it).
+	NoteError func(r *http.Request, code string)
+	Logger    *slog.Logger
+}
+
+// Adapter serves the OpenSandbox lifecycle and execd APIs under Prefix.
+type Adapter struct {
+	ctl    *control.Service
+	jobs   *jobs.Manager
+	files  *files.Gateway
+	auth   func(ctx context.Context, key string) (string, error)
+	set    config.OpenSandbox
+	maxJob int64
+	log    *slog.Logger
+	tokens *tokens.Signer
+	note   func(r *http.Request, code string)
+}
+
+// New builds the adapter.
+func New(cfg Config) (*Adapter, error) {
+	if cfg.Control == nil || cfg.Jobs == nil || cfg.Files == nil || cfg.Authenticate == nil {
+		return nil, fmt.Errorf("opensandbox: control, jobs, files and Authenticate are required: %w", errdefs.ErrInvalidArgument)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxJobTimeoutMS <= 0 {
+		cfg.MaxJobTimeoutMS = 3600_000
+	}
+	signer, err := tokens.New()
+	if err != nil {
+		return nil, fmt.Errorf("opensandbox: %w", err)
+	}
+	return &Adapter{ctl: cfg.Control, jobs: cfg.Jobs, files: cfg.Files, auth: cfg.Authenticate, set: cfg.Settings,
+		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, tokens: signer, note: cfg.NoteError}, nil
+}
+
+// Route is one method and path pattern the adapter serves.
+type Route struct {
+	Method, Pattern string
+	Handler         http.HandlerFunc
+	// Execd routes are a sandbox's own API, authenticated by its token
+	// rather than an API key.
+	Execd bool
+}
+
+// Routes lists every route, for the server's mux and its OpenAPI check.
+func (a *Adapter) Routes() []Route {
+	v1, x := Prefix+"/v1", Prefix+"/sandboxes/{id}/execd"
+	return []Route{
+		// Lifecycle, authenticated by OPEN-SANDBOX-API-KEY.
+		{"POST", v1 + "/sandboxes", a.apiKey(a.createSandbox), false},
+		{"GET", v1 + "/sandboxes", a.apiKey(a.listSandboxes), false},
+		{"GET", v1 + "/sandboxes/{id}", a.apiKey(a.getSandbox), false},
+		{"DELETE", v1 + "/sandboxes/{id}", a.apiKey(a.deleteSandbox), false},
+		{"POST", v1 + "/sandboxes/{id}/renew-expiration", a.apiKey(a.renewExpiration), false},
+		{"GET", v1 + "/sandboxes/{id}/endpoints/{port}", a.apiKey(a.endpoint), false},
+		{"POST", v1 + "/metrics/events", a.apiKey(a.metricsEvent), false},
+		// execd, authenticated by the sandbox's token.
+		{"GET", x + "/ping", a.execdAuth(a.ping), true},
+		{"POST", x + "/command", a.execdAuth(a.runCommand), true},
+		{"DELETE", x + "/command", a.execdAuth(a.interrupt), true},
+		// /command/status/{id} and /command/{id}/logs: one pattern, as the
+		// two overlap for the mux (a command id never is "status").
+		{"GET", x + "/command/{a}/{b}", a.execdAuth(a.commandGet), true},
+		{"POST", x + "/files/upload", a.execdAuth(a.upload), true},
+		{"GET", x + "/files/download", a.execdAuth(a.download), true},
+		{"GET", x + "/files/info", a.execdAuth(a.fileInfo), true},
+		{"DELETE", x + "/files", a.execdAuth(a.deleteFiles), true},
+		{"POST", x + "/files/mv", a.execdAuth(a.moveFiles), true},
+		{"GET", x + "/files/search", a.execdAuth(a.searchFiles), true},
+		{"GET", x + "/directories/list", a.execdAuth(a.listDirectory), true},
+		{"POST", x + "/directories", a.execdAuth(a.makeDirectories), true},
+		{"DELETE", x + "/directories", a.execdAuth(a.deleteDirectories), true},
+	}
+}
+
+type ctxKey int
+
+const (
+	tenantKey ctxKey = iota
+	sandboxKey
+)
+
+func tenantOf(ctx context.Context) string  { v, _ := ctx.Value(tenantKey).(string); return v }
+func sandboxOf(ctx context.Context) string { v, _ := ctx.Value(sandboxKey).(string); return v }
+
+// apiError is the SDK's error body: {code, message}.
+type apiError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers err in the SDK's shape: the status from errdefs'
+// table, the code this service's own (upper case) or the status's name.
+func (a *Adapter) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status := errdefs.HTTPStatus(err)
+	code := strings.ToUpper(errdefs.Code(err))
+	if code == "" {
+		code = strings.ToUpper(strings.ReplaceAll(http.StatusText(status), " ", "_"))
+	}
+	if a.note != nil {
+		a.note(r, code)
+	}
+	if status >= 500 {
+		a.log.Error("opensandbox adapter", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeJSON(w, status, apiError{Code: code, Message: err.Error()})
+}
+
+// apiKey authenticates a lifecycle call: OPEN-SANDBOX-API-KEY (or an
+// Authorization bearer) is any API key of the service.
+func (a *Adapter) apiKey(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("OPEN-SANDBOX-API-KEY")
+		if key == "" {
+			key, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		}
+		if key == "" {
+			a.writeError(w, r, errdefs.WithCode("unauthorized", fmt.Errorf("missing OPEN-SANDBOX-API-KEY header: %w", errdefs.ErrUnauthenticated)))
+			return
+		}
+		tenant, err := a.auth(r.Context(), key)
+		if err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), tenantKey, tenant)))
+	}
+}
+
+// execdAuth authenticates an execd call: the sandbox's token, and the
+// sandbox must still run (a token outlives nothing).
+func (a *Adapter) execdAuth(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		tenant, ok := a.tokens.Check(r.Header.Get(TokenHeader), id)
+		if !ok {
+			a.writeError(w, r, errdefs.WithCode("unauthorized", fmt.Errorf("missing or wrong %s for sandbox %q (take the headers GET /v1/sandboxes/{id}/endpoints/44772 answers): %w", TokenHeader, id, errdefs.ErrUnauthenticated)))
+			return
+		}
+		sb, err := a.ctl.GetSandbox(r.Context(), tenant, id)
+		if err == nil && !running(sb.State) {
+			err = errdefs.WithCode("sandbox_not_running", fmt.Errorf("sandbox %s is %s: %w", id, sb.State, errdefs.ErrFailedPrecondition))
+		}
+		if err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		ctx := context.WithValue(context.WithValue(r.Context(), tenantKey, tenant), sandboxKey, id)
+		h(w, r.WithContext(ctx))
+	}
+}
+
+// decodeBody reads a JSON body of at most 1 MiB into v; an empty body
+// leaves v as it is.
+func decodeBody(r *http.Request, v any) error {
+	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("reading the body: %v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("body is not the expected JSON: %v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+var errNoLease = errors.New("no active lease")

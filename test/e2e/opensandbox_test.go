@@ -1,0 +1,232 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"genesis.dev/sandbox/internal/testenv"
+)
+
+// openSandboxConfig is the e2e config of the OpenSandbox tests: the two
+// profiles the images map to, and a tenant whose policy puts everything
+// under runsc.
+func openSandboxConfig(untrustedKey string) string {
+	return fmt.Sprintf(`profiles:
+  - name: tool-basic
+    recipe: tool-basic
+    allowed_runtimes: [runc, runsc]
+    default_risk_level: low
+    resources: {cpu: 0.5, memory_mb: 256, pids: 128}
+    network: none
+    user: "1000:1000"
+    lease: {default_ttl_seconds: 300, max_ttl_seconds: 3600}
+  - name: code-python-basic
+    recipe: code-python-basic
+    allowed_runtimes: [runc, runsc]
+    default_risk_level: low
+    resources: {cpu: 1, memory_mb: 512, pids: 256}
+    network: none
+    user: "1000:1000"
+    lease: {default_ttl_seconds: 300, max_ttl_seconds: 3600}
+tenants:
+  untrusted: {min_risk_level: high, api_keys: [%q]}
+opensandbox:
+  images: {ubuntu: tool-basic, "python:3.11": code-python-basic}
+`, untrustedKey)
+}
+
+// runOpenSandboxFlow runs test/osclient/flow.mjs (the unmodified npm SDK)
+// with the environment a user of OpenSandbox sets, and decodes what it saw.
+func runOpenSandboxFlow(t *testing.T, svcURL, apiKey, image string) map[string]any {
+	t.Helper()
+	root := testenv.ModuleRoot(t)
+	cmd := exec.CommandContext(callCtx(t), "node", filepath.Join(root, "test", "osclient", "flow.mjs"), image)
+	cmd.Env = append(os.Environ(), "OPEN_SANDBOX_DOMAIN="+strings.TrimPrefix(svcURL, "http://")+"/opensandbox", "OPEN_SANDBOX_API_KEY="+apiKey)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("flow: %v\n%s", err, stderr.String())
+	}
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("flow output %q: %v", b, err)
+	}
+	if out["error"] != nil {
+		t.Fatalf("flow failed: %v\n%v", out["error"], out["stack"])
+	}
+	return out
+}
+
+// TestOpenSandboxSDK drives the unmodified `@alibaba-group/opensandbox` npm
+// SDK through /opensandbox under runc and runsc (a tenant whose policy
+// puts everything under runsc): create (with its two endpoint calls and
+// the health check), commands (stdout and stderr a line each, the exit
+// code, a failing command's error, streaming, cwd, env), files (write,
+// read, a range, info, list, mkdir, move, search, delete), list with a
+// metadata filter, get, renew, kill and gone, and an unknown image's
+// error.
+func TestOpenSandboxSDK(t *testing.T) {
+	t.Parallel()
+	root := testenv.ModuleRoot(t)
+	if _, err := os.Stat(filepath.Join(root, "test", "osclient", "node_modules", "@alibaba-group", "opensandbox")); err != nil {
+		t.Fatalf("the OpenSandbox SDK is not installed (make test-deps): %v", err)
+	}
+	untrusted := "e2e_" + randomHex(t, 16)
+	e := newEnv(t, openSandboxConfig(untrusted))
+	e.requireImage(t, "tool-basic")
+	svc := e.start(t)
+	keys := map[string]string{"runc": e.apiKey, "runsc": untrusted}
+	for _, rt := range e.runtimes(t) {
+		t.Run(rt, func(t *testing.T) {
+			t.Parallel()
+			out := runOpenSandboxFlow(t, svc.url(), keys[rt], "ubuntu")
+			id, _ := out["id"].(string)
+			sb, err := svc.client().GetSandbox(callCtx(t), id)
+			if err == nil && sb.State != "destroyed" {
+				t.Errorf("sandbox %s still there after kill: %+v", id, sb)
+			}
+			if err == nil && sb.Runtime != rt {
+				t.Errorf("sandbox %s ran under %s, want %s", id, sb.Runtime, rt)
+			}
+			want := map[string]any{
+				"first":        []any{"first"},
+				"run":          map[string]any{"stdout": []any{"hello", "/workspace", "hola"}, "stderr": []any{"oops"}, "exitCode": float64(0), "error": nil},
+				"fail":         map[string]any{"exitCode": float64(3), "errorName": "CommandExecError", "errorValue": "3", "stderr": []any{"bad"}},
+				"streamed":     []any{"line1", "line2", "line3"},
+				"cwd":          []any{"/tmp"},
+				"read":         "hi from the sdk",
+				"range":        "from",
+				"catRead":      []any{"hi from the sdk"},
+				"info":         map[string]any{"size": float64(len("hi from the sdk")), "type": "file", "mode": float64(644)},
+				"listed":       []any{"/workspace/dir/hello.txt:file"},
+				"moved":        "hi from the sdk",
+				"found":        []any{"/workspace/made/moved.txt"},
+				"inList":       true,
+				"listState":    "Running",
+				"state":        "Running",
+				"metadata":     map[string]any{"suite": "os-flow"},
+				"healthy":      true,
+				"afterKill":    "Terminated",
+				"runAfterKill": map[string]any{"code": "SANDBOX_NOT_RUNNING", "message": "sandbox " + id + " is destroyed: failed precondition", "name": "SandboxApiException", "status": float64(409)},
+			}
+			for k, v := range want {
+				if got := out[k]; fmt.Sprint(got) != fmt.Sprint(v) {
+					t.Errorf("%s: got %#v, want %#v", k, got, v)
+				}
+			}
+			if ms, _ := out["renewedBy"].(float64); ms < 1000_000 {
+				t.Errorf("renew(1800 s) moved the expiry by %v ms", out["renewedBy"])
+			}
+			if d, _ := out["readDeleted"].(map[string]any); d["status"] != float64(404) {
+				t.Errorf("reading a deleted file: %v, want a 404", out["readDeleted"])
+			}
+			if u, _ := out["unknownImage"].(map[string]any); u["status"] != float64(400) || u["code"] != "INVALID_IMAGE" {
+				t.Errorf("an unknown image: %v, want 400 INVALID_IMAGE", out["unknownImage"])
+			}
+			t.Logf("create %.0f ms, first output %.0f ms", out["createMs"], out["firstOutputMs"])
+		})
+	}
+}
+
+// crossTenantOpenSandbox walks the OpenSandbox adapter's routes that name a
+// sandbox: a lifecycle route with another tenant's key answers exactly
+// what a missing id gets (404 SANDBOX_NOT_FOUND), and an execd route with
+// the other tenant's token (of its own sandbox), a forged one or the
+// owner's token for a missing sandbox answers 401. The owner's sandbox
+// stays as it was. A route this walk does not know fails it.
+func crossTenantOpenSandbox(t *testing.T, e *env, svc *service, otherKey string, routes []string) {
+	e.requireImage(t, "tool-basic")
+	call := func(method, path, body string, headers map[string]string) (int, string) {
+		return e2bRequest(t, method, svc.url()+path, body, headers)
+	}
+	create := func(key string) (id, token string) {
+		code, body := call("POST", "/opensandbox/v1/sandboxes", `{"image":{"uri":"ubuntu"},"timeout":300,"entrypoint":["tail","-f","/dev/null"]}`,
+			map[string]string{"OPEN-SANDBOX-API-KEY": key})
+		if code != 202 {
+			t.Fatalf("create: %d %s", code, body)
+		}
+		var c struct{ ID string }
+		if err := json.Unmarshal([]byte(body), &c); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			call("DELETE", "/opensandbox/v1/sandboxes/"+c.ID, "", map[string]string{"OPEN-SANDBOX-API-KEY": key})
+		})
+		code, body = call("GET", "/opensandbox/v1/sandboxes/"+c.ID+"/endpoints/44772", "", map[string]string{"OPEN-SANDBOX-API-KEY": key})
+		var ep struct{ Headers map[string]string }
+		if code != 200 || json.Unmarshal([]byte(body), &ep) != nil || ep.Headers["X-Genesis-Sandbox-Token"] == "" {
+			t.Fatalf("endpoint: %d %s", code, body)
+		}
+		return c.ID, ep.Headers["X-Genesis-Sandbox-Token"]
+	}
+	ownerID, ownerToken := create(e.apiKey)
+	_, otherToken := create(otherKey)
+	const missing = "sbx_00000000000000000000"
+	bodies := map[string]string{
+		"GET /opensandbox/v1/sandboxes/{id}":                     "",
+		"DELETE /opensandbox/v1/sandboxes/{id}":                  "",
+		"POST /opensandbox/v1/sandboxes/{id}/renew-expiration":   `{"expiresAt":"2099-01-01T00:00:00Z"}`,
+		"GET /opensandbox/v1/sandboxes/{id}/endpoints/{port}":    "",
+		"GET /opensandbox/sandboxes/{id}/execd/ping":             "",
+		"POST /opensandbox/sandboxes/{id}/execd/command":         `{"command":"echo hi"}`,
+		"DELETE /opensandbox/sandboxes/{id}/execd/command":       "",
+		"GET /opensandbox/sandboxes/{id}/execd/command/{a}/{b}":  "",
+		"POST /opensandbox/sandboxes/{id}/execd/files/upload":    "",
+		"GET /opensandbox/sandboxes/{id}/execd/files/download":   "",
+		"GET /opensandbox/sandboxes/{id}/execd/files/info":       "",
+		"DELETE /opensandbox/sandboxes/{id}/execd/files":         "",
+		"POST /opensandbox/sandboxes/{id}/execd/files/mv":        `[]`,
+		"GET /opensandbox/sandboxes/{id}/execd/files/search":     "",
+		"GET /opensandbox/sandboxes/{id}/execd/directories/list": "",
+		"POST /opensandbox/sandboxes/{id}/execd/directories":     `{}`,
+		"DELETE /opensandbox/sandboxes/{id}/execd/directories":   "",
+	}
+	walked := 0
+	for _, route := range routes {
+		method, path, _ := strings.Cut(route, " ")
+		if !strings.HasPrefix(path, "/opensandbox/") || !strings.Contains(path, "{") {
+			continue
+		}
+		body, known := bodies[route]
+		if !known {
+			t.Errorf("%s names a resource this walk does not know: add it", route)
+			continue
+		}
+		path = strings.NewReplacer("{port}", "44772", "{a}", "status", "{b}", "job_00000000000000000000").Replace(path) + "?path=/workspace/x&id=job_00000000000000000000"
+		if strings.HasPrefix(path, "/opensandbox/v1/") {
+			foreignCode, foreign := call(method, strings.Replace(path, "{id}", ownerID, 1), body, map[string]string{"OPEN-SANDBOX-API-KEY": otherKey})
+			missingCode, miss := call(method, strings.Replace(path, "{id}", missing, 1), body, map[string]string{"OPEN-SANDBOX-API-KEY": otherKey})
+			if foreignCode != 404 || missingCode != 404 || strings.ReplaceAll(foreign, ownerID, missing) != miss {
+				t.Errorf("%s with another tenant's key: %d %s; for a missing id: %d %s; want the same 404", route, foreignCode, foreign, missingCode, miss)
+			}
+			walked++
+			continue
+		}
+		for _, tc := range []struct{ what, token, id string }{
+			{"the other tenant's token", otherToken, ownerID},
+			{"a forged token", ownerToken[:len(ownerToken)-4] + "AAAA", ownerID},
+			{"the owner's token for a missing sandbox", ownerToken, missing},
+		} {
+			code, got := call(method, strings.Replace(path, "{id}", tc.id, 1), body, map[string]string{"X-Genesis-Sandbox-Token": tc.token})
+			if code != 401 || !strings.Contains(got, `"code":"UNAUTHORIZED"`) {
+				t.Errorf("%s %s with %s: %d %s; want 401", method, path, tc.what, code, got)
+			}
+		}
+		walked++
+	}
+	if walked < 15 {
+		t.Fatalf("walked only %d OpenSandbox routes", walked)
+	}
+	// The owner's sandbox still runs, and its token still works.
+	code, got := call("GET", "/opensandbox/sandboxes/"+ownerID+"/execd/ping", "", map[string]string{"X-Genesis-Sandbox-Token": ownerToken})
+	if code != 200 || got != "pong" {
+		t.Errorf("the owner's ping after the walk: %d %s", code, got)
+	}
+}

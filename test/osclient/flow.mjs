@@ -1,0 +1,71 @@
+// Drives the unmodified OpenSandbox SDK through its core flow against the
+// service's /opensandbox adapter and prints what each step saw as one JSON
+// object (test/e2e/opensandbox_test.go asserts on it). Environment:
+// OPEN_SANDBOX_DOMAIN and OPEN_SANDBOX_API_KEY as a user of the SDK sets
+// them; argv[2] is the image.
+import { Sandbox, SandboxManager } from '@alibaba-group/opensandbox';
+
+const out = {};
+const errInfo = (e) => ({ name: e?.constructor?.name, message: String(e?.message ?? e), status: e?.statusCode, code: e?.error?.code });
+const image = process.argv[2] || 'ubuntu';
+
+async function core() {
+  const t0 = performance.now();
+  const sbx = await Sandbox.create({ image, timeoutSeconds: 300, metadata: { suite: 'os-flow' }, env: { GREETING: 'hola' } });
+  out.createMs = performance.now() - t0;
+  out.id = sbx.id;
+  const first = await sbx.commands.run('echo first');
+  out.firstOutputMs = performance.now() - t0;
+  out.first = first.logs.stdout.map((m) => m.text);
+  const r = await sbx.commands.run('echo hello; echo oops >&2; pwd; echo $GREETING');
+  out.run = { stdout: r.logs.stdout.map((m) => m.text), stderr: r.logs.stderr.map((m) => m.text), exitCode: r.exitCode, error: r.error ?? null };
+  const bad = await sbx.commands.run('echo bad >&2; exit 3');
+  out.fail = { exitCode: bad.exitCode, errorName: bad.error?.name, errorValue: bad.error?.value, stderr: bad.logs.stderr.map((m) => m.text) };
+  const streamed = [];
+  await sbx.commands.run('for i in 1 2 3; do echo line$i; done', { workingDirectory: '/tmp' }, { onStdout: (m) => streamed.push(m.text) });
+  out.streamed = streamed;
+  const cwd = await sbx.commands.run('pwd', { workingDirectory: '/tmp' });
+  out.cwd = cwd.logs.stdout.map((m) => m.text);
+
+  await sbx.files.writeFiles([{ path: '/workspace/dir/hello.txt', data: 'hi from the sdk', mode: 644 }]);
+  out.read = await sbx.files.readFile('/workspace/dir/hello.txt');
+  out.range = await sbx.files.readFile('/workspace/dir/hello.txt', { range: 'bytes=3-6' });
+  out.catRead = (await sbx.commands.run('cat dir/hello.txt')).logs.stdout.map((m) => m.text);
+  const infos = await sbx.files.getFileInfo(['/workspace/dir/hello.txt']);
+  const fi = infos['/workspace/dir/hello.txt'];
+  out.info = fi ? { size: fi.size, type: fi.type, mode: fi.mode } : null;
+  out.listed = (await sbx.files.listDirectory({ path: '/workspace/dir' })).map((e) => `${e.path}:${e.type}`);
+  await sbx.files.createDirectories([{ path: '/workspace/made', mode: 755 }]);
+  await sbx.files.moveFiles([{ src: '/workspace/dir/hello.txt', dest: '/workspace/made/moved.txt' }]);
+  out.moved = await sbx.files.readFile('/workspace/made/moved.txt');
+  out.found = (await sbx.files.search({ path: '/workspace', pattern: '*.txt' })).map((e) => e.path);
+  await sbx.files.deleteFiles(['/workspace/made/moved.txt']);
+  try { await sbx.files.readFile('/workspace/made/moved.txt'); out.readDeleted = 'no error'; } catch (e) { out.readDeleted = errInfo(e); }
+
+  const mgr = SandboxManager.create();
+  const page = await mgr.listSandboxInfos({ metadata: { suite: 'os-flow' } });
+  out.inList = page.items.map((s) => s.id).includes(sbx.id);
+  out.listState = page.items.find((s) => s.id === sbx.id)?.status?.state;
+  out.pagination = page.pagination;
+  const info = await sbx.getInfo();
+  out.state = info.status.state;
+  out.metadata = info.metadata;
+  const before = info.expiresAt.getTime();
+  const renewed = await sbx.renew(1800);
+  out.renewedBy = renewed.expiresAt.getTime() - before;
+  out.healthy = await sbx.isHealthy();
+  await sbx.kill();
+  try { const gone = await sbx.getInfo(); out.afterKill = gone.status.state; } catch (e) { out.afterKill = errInfo(e); }
+  try { await sbx.commands.run('echo after'); out.runAfterKill = 'ran'; } catch (e) { out.runAfterKill = errInfo(e); }
+  try { await Sandbox.create({ image: 'no-such-image:1', skipHealthCheck: true }); out.unknownImage = 'created'; } catch (e) { out.unknownImage = errInfo(e); }
+  await sbx.close();
+  await mgr.close?.();
+}
+
+try {
+  await core();
+} catch (e) {
+  out.error = errInfo(e);
+  out.stack = e?.stack;
+}
+process.stdout.write(JSON.stringify(out) + '\n', () => process.exit(0));
