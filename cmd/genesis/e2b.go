@@ -11,6 +11,66 @@ import (
 	"genesis.dev/sandbox/client"
 )
 
+// printExports prints env as sorted `export` lines for a shell's eval.
+func (a *app) printExports(env map[string]string) error {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if _, err := fmt.Fprintf(a.stdout, "export %s=%s\n", k, shellJoin([]string{env[k]})); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newOpenSandboxCmd builds "genesis opensandbox": the OpenSandbox SDK
+// adapter (docs/compat-opensandbox.md).
+func newOpenSandboxCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "opensandbox",
+		Short: "Point the unmodified OpenSandbox SDKs at this service",
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "env",
+		Short: "Check the OpenSandbox adapter with the API key and print the OPEN_SANDBOX_* variables to export",
+		Long: "Lists the key's sandboxes through /opensandbox as the SDKs would (so a service without the\n" +
+			"adapter or a wrong key fails here), then prints `export` lines for OPEN_SANDBOX_DOMAIN and\n" +
+			"OPEN_SANDBOX_API_KEY:\n" +
+			"  eval \"$(genesis opensandbox env)\"",
+		Args: exactArgs(0, "no arguments"),
+		RunE: a.action(func(cmd *cobra.Command, _ []string) error {
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (map[string]string, error) {
+				if _, err := c.OpenSandboxListSandboxes(ctx); err != nil {
+					return nil, err
+				}
+				return c.OpenSandboxEnv(), nil
+			}, a.printExports)
+		}),
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "ls",
+		Short: "List the sandboxes as the OpenSandbox SDKs see them (GET /opensandbox/v1/sandboxes)",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: a.action(func(cmd *cobra.Command, _ []string) error {
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) ([]client.OpenSandboxSandbox, error) {
+				return c.OpenSandboxListSandboxes(ctx)
+			}, func(list []client.OpenSandboxSandbox) error {
+				return printTable(a.stdout, "SANDBOX\tIMAGE\tSTATE\tEXPIRES", list, func(w io.Writer, s client.OpenSandboxSandbox) {
+					img := ""
+					if s.Image != nil {
+						img = s.Image.URI
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", s.ID, img, s.Status.State, s.ExpiresAt)
+				})
+			})
+		}),
+	})
+	return cmd
+}
+
 // newE2BCmd builds "genesis e2b": the E2B SDK adapter (docs/compat-e2b.md).
 func newE2BCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
@@ -31,17 +91,7 @@ func newE2BCmd(a *app) *cobra.Command {
 					return nil, err
 				}
 				return c.E2BEnv(), nil
-			}, func(env map[string]string) error {
-				keys := make([]string, 0, len(env))
-				for k := range env {
-					keys = append(keys, k)
-				}
-				slices.Sort(keys)
-				for _, k := range keys {
-					fmt.Fprintf(a.stdout, "export %s=%s\n", k, shellJoin([]string{env[k]}))
-				}
-				return nil
-			})
+			}, a.printExports)
 		}),
 	})
 	cmd.AddCommand(&cobra.Command{

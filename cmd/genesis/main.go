@@ -103,6 +103,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newRunCodeCmd(a),
 		newCapabilitiesCmd(a),
 		newWhoamiCmd(a),
+		newOpenSandboxCmd(a),
 		newProfilesCmd(a),
 		newNetCmd(a),
 		newTenantCmd(a),

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +19,9 @@ import (
 
 // BenchmarkE2BFirstOutput measures, per runtime, create → first command
 // output through the E2B adapter with the unmodified `e2b` npm SDK
-// (Sandbox.create('base') then commands.run('echo hi')) against the same
+// (Sandbox.create('base') then commands.run('echo hi')) and through the
+// OpenSandbox adapter with `@alibaba-group/opensandbox`
+// (Sandbox.create({image: 'ubuntu'}) then commands.run) against the same
 // through our own API (POST /v1/leases of tool-basic, then POST exec), in
 // the same run on the same service, cold (no warm pools). The runtime is
 // the tenant's policy's in both: runsc through a tenant whose requests are
@@ -83,8 +86,10 @@ func waitWarm(b *testing.B, s *service, runtime string) (hits, misses int64) {
 // tenant whose requests run under runsc.
 func e2bFirstOutput(b *testing.B, s *service, untrusted, label string) {
 	root := testenv.ModuleRoot(b)
-	if _, err := os.Stat(filepath.Join(root, "test", "e2bclient", "node_modules", "e2b")); err != nil {
-		b.Fatalf("the E2B SDK is not installed (make test-deps): %v", err)
+	for _, sdk := range []string{"e2bclient/node_modules/e2b", "osclient/node_modules/@alibaba-group/opensandbox"} {
+		if _, err := os.Stat(filepath.Join(root, "test", filepath.FromSlash(sdk))); err != nil {
+			b.Fatalf("an SDK is not installed (make test-deps): %v", err)
+		}
 	}
 	iters := envInt(b, "GENESIS_BENCH_ITERS", 20)
 	tbl := NewTable("runtime", "path", "n", "p50 ms", "p99 ms", "mean ms", "create p50", "1st output p50")
@@ -123,36 +128,48 @@ func e2bFirstOutput(b *testing.B, s *service, untrusted, label string) {
 		tbl.Row(rt, "/v1 (Go client)", strconv.Itoa(own.N), FormatMs(own.P50), FormatMs(own.P99), FormatMs(own.Mean),
 			FormatMs(Summarize(create).P50), FormatMs(Summarize(first).P50))
 
-		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(iters)*opTimeout)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "node", filepath.Join(root, "test", "e2bclient", "bench.mjs"), strconv.Itoa(iters))
-		cmd.Env = append(os.Environ(), "E2B_API_URL="+s.url+"/e2b", "E2B_SANDBOX_URL="+s.url+"/e2b", "E2B_API_KEY="+key)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			b.Fatalf("bench.mjs: %v\n%s", err, stderr.String())
-		}
-		var ms struct{ Total, Create, First []float64 }
-		if err := json.Unmarshal(out, &ms); err != nil {
-			b.Fatalf("bench.mjs output %q: %v", out, err)
-		}
-		dur := func(v []float64) []time.Duration {
-			d := make([]time.Duration, len(v))
-			for i, x := range v {
-				d[i] = time.Duration(x * float64(time.Millisecond))
+		// An SDK's own script (bench.mjs) with its environment: the
+		// create, the first output and their sum, per iteration.
+		sdk := func(dir string, env ...string) (total, create, first []time.Duration) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(iters)*opTimeout)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "node", filepath.Join(root, "test", dir, "bench.mjs"), strconv.Itoa(iters))
+			cmd.Env = append(os.Environ(), env...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				b.Fatalf("%s/bench.mjs: %v\n%s", dir, err, stderr.String())
 			}
-			return d
+			var ms struct{ Total, Create, First []float64 }
+			if err := json.Unmarshal(out, &ms); err != nil {
+				b.Fatalf("%s/bench.mjs output %q: %v", dir, out, err)
+			}
+			dur := func(v []float64) []time.Duration {
+				d := make([]time.Duration, len(v))
+				for i, x := range v {
+					d[i] = time.Duration(x * float64(time.Millisecond))
+				}
+				return d
+			}
+			return dur(ms.Total), dur(ms.Create), dur(ms.First)
 		}
+		eTotal, eCreate, eFirst := sdk("e2bclient", "E2B_API_URL="+s.url+"/e2b", "E2B_SANDBOX_URL="+s.url+"/e2b", "E2B_API_KEY="+key)
 		h2, m2 := waitWarm(b, s, rt)
+		oTotal, oCreate, oFirst := sdk("osclient", "OPEN_SANDBOX_DOMAIN="+strings.TrimPrefix(s.url, "http://")+"/opensandbox", "OPEN_SANDBOX_API_KEY="+key)
+		h3, m3 := waitWarm(b, s, rt)
 		if label != "cold" {
-			fmt.Printf("%s pool hits/misses: /v1 %d/%d, /e2b %d/%d\n", rt, h1-h0, m1-m0, h2-h1, m2-m1)
+			fmt.Printf("%s pool hits/misses: /v1 %d/%d, /e2b %d/%d, /opensandbox %d/%d\n", rt, h1-h0, m1-m0, h2-h1, m2-m1, h3-h2, m3-m2)
 		}
-		e2b := Summarize(dur(ms.Total))
+		e2b := Summarize(eTotal)
 		tbl.Row(rt, "/e2b (e2b SDK)", strconv.Itoa(e2b.N), FormatMs(e2b.P50), FormatMs(e2b.P99), FormatMs(e2b.Mean),
-			FormatMs(Summarize(dur(ms.Create)).P50), FormatMs(Summarize(dur(ms.First)).P50))
+			FormatMs(Summarize(eCreate).P50), FormatMs(Summarize(eFirst).P50))
+		osb := Summarize(oTotal)
+		tbl.Row(rt, "/opensandbox (SDK)", strconv.Itoa(osb.N), FormatMs(osb.P50), FormatMs(osb.P99), FormatMs(osb.Mean),
+			FormatMs(Summarize(oCreate).P50), FormatMs(Summarize(oFirst).P50))
+		reportSummary(b, "opensandbox-", osb)
 		reportSummary(b, "e2b-", e2b)
 		b.ReportMetric(Ms(own.P50), "own-p50-ms")
 	})
-	printTable("create → first command output: the E2B adapter (npm e2b SDK) vs our own API, ms, "+label, tbl)
+	printTable("create → first command output: the E2B and OpenSandbox adapters (their npm SDKs) vs our own API, ms, "+label, tbl)
 }

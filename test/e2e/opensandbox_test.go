@@ -83,6 +83,12 @@ func TestOpenSandboxSDK(t *testing.T) {
 	e.requireImage(t, "tool-basic")
 	svc := e.start(t)
 	keys := map[string]string{"runc": e.apiKey, "runsc": untrusted}
+	// The CLI checks the adapter with the key and prints the environment.
+	if r := svc.cli(t, "opensandbox", "env"); r.code != 0 ||
+		!strings.Contains(r.stdout, "export OPEN_SANDBOX_DOMAIN="+strings.TrimPrefix(svc.url(), "http://")+"/opensandbox\n") ||
+		!strings.Contains(r.stdout, "export OPEN_SANDBOX_API_KEY="+e.apiKey+"\n") {
+		t.Errorf("genesis opensandbox env: %s", r)
+	}
 	for _, rt := range e.runtimes(t) {
 		t.Run(rt, func(t *testing.T) {
 			t.Parallel()
