@@ -255,6 +255,10 @@ func apiRoutes() []apiRoute {
 		{"get", "/opensandbox/sandboxes/{id}/execd/directories/list", []string{"200"}},
 		{"post", "/opensandbox/sandboxes/{id}/execd/directories", []string{"200"}},
 		{"delete", "/opensandbox/sandboxes/{id}/execd/directories", []string{"200"}},
+		{"post", "/opensandbox/sandboxes/{id}/execd/code/context", []string{"200"}},
+		{"get", "/opensandbox/sandboxes/{id}/execd/code/contexts/{context_id}", []string{"200"}},
+		{"delete", "/opensandbox/sandboxes/{id}/execd/code/contexts/{context_id}", []string{"200"}},
+		{"post", "/opensandbox/sandboxes/{id}/execd/code", []string{"200"}},
 		// The E2B SDKs' API (docs/compat-e2b.md): its own auth headers and
 		// {code, message} errors.
 		{"post", "/e2b/sandboxes", []string{"201"}},

@@ -163,6 +163,9 @@ func serve(ctx context.Context, args []string) error {
 	if a := api.E2B(); a != nil {
 		ctl.AddHook(a) // forgets the pids and code context of a sandbox that ended
 	}
+	if a := api.OpenSandbox(); a != nil {
+		ctl.AddHook(a) // forgets the default code context of a sandbox that ended
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return err

@@ -204,6 +204,10 @@ func New(cfg Config) (*Server, error) {
 // register as a control hook.
 func (s *Server) E2B() *e2b.Adapter { return s.e2b }
 
+// OpenSandbox returns the OpenSandbox adapter (nil when
+// Config.OpenSandbox was nil), for cmd to register as a control hook.
+func (s *Server) OpenSandbox() *opensandbox.Adapter { return s.osb }
+
 // E2BHostHandler serves the E2B host-based listener
 // ({port}-{sandbox}.{domain}): each request is turned into its /e2b form
 // and served by Handler, with every middleware of the main listener.

@@ -61,6 +61,7 @@ type Adapter struct {
 	log    *slog.Logger
 	tokens *tokens.Signer
 	note   func(r *http.Request, code string)
+	ctx    contexts
 }
 
 // New builds the adapter.
@@ -79,7 +80,8 @@ func New(cfg Config) (*Adapter, error) {
 		return nil, fmt.Errorf("opensandbox: %w", err)
 	}
 	return &Adapter{ctl: cfg.Control, jobs: cfg.Jobs, files: cfg.Files, auth: cfg.Authenticate, set: cfg.Settings,
-		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, tokens: signer, note: cfg.NoteError}, nil
+		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, tokens: signer, note: cfg.NoteError,
+		ctx: contexts{def: map[string]*defaultContext{}}}, nil
 }
 
 // Route is one method and path pattern the adapter serves.
@@ -119,6 +121,11 @@ func (a *Adapter) Routes() []Route {
 		{"GET", x + "/directories/list", a.execdAuth(a.listDirectory), true},
 		{"POST", x + "/directories", a.execdAuth(a.makeDirectories), true},
 		{"DELETE", x + "/directories", a.execdAuth(a.deleteDirectories), true},
+		// The code interpreter: code contexts.
+		{"POST", x + "/code/context", a.execdAuth(a.createCodeContext), true},
+		{"GET", x + "/code/contexts/{context_id}", a.execdAuth(a.getCodeContext), true},
+		{"DELETE", x + "/code/contexts/{context_id}", a.execdAuth(a.deleteCodeContext), true},
+		{"POST", x + "/code", a.execdAuth(a.runCode), true},
 	}
 }
 
