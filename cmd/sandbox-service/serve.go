@@ -25,6 +25,7 @@ import (
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/driver/docker"
 	"genesis.dev/sandbox/internal/httpapi"
+	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/postgres"
 	"genesis.dev/sandbox/internal/store/sqlite"
@@ -148,13 +149,20 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The compatibility adapters' per-sandbox tokens are keyed by a file of
+	// the data dir, so that they survive a restart (and instances sharing a
+	// store accept each other's when they share the file).
+	tokenKey, err := ports.LoadOrCreateKey(filepath.Join(cfg.DataDir, "keys", "compat-token.key"))
+	if err != nil {
+		return err
+	}
 	var e2bCfg *e2b.Config
 	if cfg.E2B.Enabled {
-		e2bCfg = &e2b.Config{Settings: cfg.E2B, MaxJobTimeoutMS: cfg.Limits.MaxExecTimeoutMS}
+		e2bCfg = &e2b.Config{Settings: cfg.E2B, MaxJobTimeoutMS: cfg.Limits.MaxExecTimeoutMS, TokenKey: tokenKey}
 	}
 	var osbCfg *opensandbox.Config
 	if cfg.OpenSandbox.Enabled {
-		osbCfg = &opensandbox.Config{Settings: cfg.OpenSandbox, MaxJobTimeoutMS: cfg.Limits.MaxExecTimeoutMS}
+		osbCfg = &opensandbox.Config{Settings: cfg.OpenSandbox, MaxJobTimeoutMS: cfg.Limits.MaxExecTimeoutMS, TokenKey: tokenKey}
 	}
 	api, err := httpapi.New(httpapi.Config{Control: ctl, Terminals: m.terms, Files: m.files, Jobs: m.jobs, Artifacts: m.arts, Ports: m.ports, Browser: m.browser, Desktop: m.desktop, Trace: m.trace, Services: m.svcs, MCP: m.mcp, Skills: m.sk, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics, E2B: e2bCfg, OpenSandbox: osbCfg})
 	if err != nil {

@@ -346,3 +346,37 @@ func TestOpenSandboxCode(t *testing.T) {
 		})
 	}
 }
+
+// TestCompatTokensSurviveRestart: the adapters' per-sandbox tokens are
+// keyed by a file of the data dir, so a token given before the service
+// crashed opens its sandbox (adopted on restart) afterwards.
+func TestCompatTokensSurviveRestart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, openSandboxConfig("e2e_"+randomHex(t, 16)))
+	e.requireImage(t, "tool-basic")
+	svc := e.start(t)
+	key := map[string]string{"OPEN-SANDBOX-API-KEY": e.apiKey}
+	code, body := e2bRequest(t, "POST", svc.url()+"/opensandbox/v1/sandboxes", `{"image":{"uri":"ubuntu"},"timeout":300,"entrypoint":["tail","-f","/dev/null"]}`, key)
+	var sb struct{ ID string }
+	if code != 202 || json.Unmarshal([]byte(body), &sb) != nil {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	code, body = e2bRequest(t, "GET", svc.url()+"/opensandbox/v1/sandboxes/"+sb.ID+"/endpoints/44772", "", key)
+	var ep struct{ Headers map[string]string }
+	if code != 200 || json.Unmarshal([]byte(body), &ep) != nil {
+		t.Fatalf("endpoint: %d %s", code, body)
+	}
+	token := map[string]string{"X-Genesis-Sandbox-Token": ep.Headers["X-Genesis-Sandbox-Token"]}
+	ping := func(s *service) (int, string) {
+		return e2bRequest(t, "GET", s.url()+"/opensandbox/sandboxes/"+sb.ID+"/execd/ping", "", token)
+	}
+	if code, body := ping(svc); code != 200 {
+		t.Fatalf("ping before: %d %s", code, body)
+	}
+	svc.kill(t)
+	svc2 := e.start(t)
+	t.Cleanup(func() { e2bRequest(t, "DELETE", svc2.url()+"/opensandbox/v1/sandboxes/"+sb.ID, "", key) })
+	if code, body := ping(svc2); code != 200 || body != "pong" {
+		t.Fatalf("the token after a restart: %d %s", code, body)
+	}
+}

@@ -49,6 +49,9 @@ type Config struct {
 	Settings config.E2B
 	// MaxJobTimeoutMS is the longest a command may run (limits.max_exec_timeout_ms).
 	MaxJobTimeoutMS int64
+	// TokenKey keys the per-sandbox tokens (package tokens); empty: a key
+	// made at start, so tokens end with the process.
+	TokenKey []byte
 	// ProxyPort proxies a request to a port of a tenant's sandbox (the
 	// service's port proxy); prefix is the URL path of the port's root.
 	// Without it, ports other than the agent's and the interpreter's are
@@ -90,9 +93,12 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.MaxJobTimeoutMS <= 0 {
 		cfg.MaxJobTimeoutMS = 3600_000
 	}
-	signer, err := tokens.New()
-	if err != nil {
-		return nil, fmt.Errorf("e2b: %w", err)
+	signer := tokens.WithKey(cfg.TokenKey)
+	if len(cfg.TokenKey) == 0 {
+		var err error
+		if signer, err = tokens.New(); err != nil {
+			return nil, fmt.Errorf("e2b: %w", err)
+		}
 	}
 	a := &Adapter{ctl: cfg.Control, jobs: cfg.Jobs, files: cfg.Files, auth: cfg.Authenticate, set: cfg.Settings,
 		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, tokens: signer, contexts: map[string]*contextSlot{}, proxyPort: cfg.ProxyPort}

@@ -44,6 +44,9 @@ type Config struct {
 	Settings config.OpenSandbox
 	// MaxJobTimeoutMS is the longest a command may run (limits.max_exec_timeout_ms).
 	MaxJobTimeoutMS int64
+	// TokenKey keys the per-sandbox tokens (package tokens); empty: a key
+	// made at start, so tokens end with the process.
+	TokenKey []byte
 	// NoteError, if set, is told the code of each error answer (the
 	// service's audit record of the request carries it).
 	NoteError func(r *http.Request, code string)
@@ -75,9 +78,12 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.MaxJobTimeoutMS <= 0 {
 		cfg.MaxJobTimeoutMS = 3600_000
 	}
-	signer, err := tokens.New()
-	if err != nil {
-		return nil, fmt.Errorf("opensandbox: %w", err)
+	signer := tokens.WithKey(cfg.TokenKey)
+	if len(cfg.TokenKey) == 0 {
+		var err error
+		if signer, err = tokens.New(); err != nil {
+			return nil, fmt.Errorf("opensandbox: %w", err)
+		}
 	}
 	return &Adapter{ctl: cfg.Control, jobs: cfg.Jobs, files: cfg.Files, auth: cfg.Authenticate, set: cfg.Settings,
 		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, tokens: signer, note: cfg.NoteError,
