@@ -139,7 +139,11 @@ done
 while [ ! -e %s ]; do sleep 0.1; done
 exit 7
 `, restartRounds, restartOutChunk, restartErrChunk, restartGo)
-	c.jobID = raw.startJob(t, c.sandboxID, execBody{Script: script, MaxOutputBytes: 4 << 20, TimeoutMS: 300_000}).ID
+	// The job must outlive the whole test, whose length a loaded machine
+	// stretches (the restart waits for the runtimes' smoke runs): its
+	// timeout is the test binary's own limit (30 min), not a guess at how
+	// long the steps take. The test ends it with restartGo.
+	c.jobID = raw.startJob(t, c.sandboxID, execBody{Script: script, MaxOutputBytes: 4 << 20, TimeoutMS: 1_800_000}).ID
 	c.log = &jobLog{}
 	if err := raw.readLogs(ctx, c.jobID, c.log, logRequest{stop: func(l *jobLog) bool { return len(l.stdout) >= 5*restartOutChunk }}); err != nil {
 		t.Fatal(err)

@@ -366,17 +366,32 @@ func TestTraceVideoDiskFull(t *testing.T) {
 			}
 			// The sandbox goes on: the space given back, a command runs,
 			// writes, and a new recording records.
+			// The filler ended (a writer still holding the file would keep
+			// its blocks after the rm), the file removed, the space back.
 			if _, err := c.CancelJob(callCtx(t), filler.ID); err != nil {
 				t.Fatal(err)
 			}
-			execOK(t, c, sb.ID, "rm -f /workspace/fill && echo ok > /workspace/after && cat /workspace/after")
+			eventually(t, 30*time.Second, "the filler to end", func() (bool, string) {
+				j, err := c.GetJob(callCtx(t), filler.ID)
+				return err == nil && j.FinishedAt != nil, fmt.Sprintf("%+v %v", j, err)
+			})
+			if r := execOK(t, c, sb.ID, "rm -f /workspace/fill && echo ok > /workspace/after && cat /workspace/after"); r.Stdout != "ok\n" {
+				t.Fatalf("writing after the space was given back: %+v", r)
+			}
+			eventually(t, 30*time.Second, "free space in the workspace", func() (bool, string) {
+				r := execOK(t, c, sb.ID, "df -k /workspace | tail -1")
+				f := strings.Fields(r.Stdout)
+				free, _ := strconv.Atoi(f[min(3, len(f)-1)])
+				return len(f) >= 4 && free > 8<<10, r.Stdout
+			})
 			n1 := len(traceSegments(t, c, sb.ID))
 			if _, err := c.StartRecording(callCtx(t), sb.ID, client.RecordingRequest{FPS: 5, SegmentSeconds: 1}); err != nil {
 				t.Fatal(err)
 			}
 			eventually(t, 30*time.Second, "a segment of the new recording", func() (bool, string) {
 				n := len(traceSegments(t, c, sb.ID))
-				return n > n1, fmt.Sprintf("%d segments", n)
+				rec, err := c.GetRecording(callCtx(t), sb.ID)
+				return n > n1, fmt.Sprintf("%d segments; recording %+v %v", n, rec, err)
 			})
 			if r, err := c.StopRecording(callCtx(t), sb.ID); err != nil || r.State != "stopped" {
 				t.Fatalf("stop: %+v %v", r, err)
