@@ -15,7 +15,7 @@ TEST_IMAGES ?= tool-basic tool-node code-python-basic code-python-data skill-pyt
 FUZZ_TARGETS ?= FuzzResolvePath FuzzResolveBelow
 FUZZTIME ?= 15s
 
-.PHONY: proto all build console console-test setup images test-images test-deps run test unit fuzz cross lint bench clean
+.PHONY: proto all build console console-test setup images test-images test-deps run test unit fuzz cross lint bench clean kube-up kube-down test-kube
 
 all: build
 
@@ -107,3 +107,16 @@ proto:
 	cd tools/proto && npm ci --ignore-scripts --no-audit --no-fund --loglevel=warn
 	rm -rf internal/compat/e2b/gen
 	cd internal/compat/e2b/proto && ../../../../tools/proto/node_modules/.bin/buf generate
+
+# A single-node Kubernetes control plane on this host for the Kubernetes
+# driver's work (docs/kubernetes-dev.md): built from the Go module proxy
+# at pinned versions into /var/cache/genesis-kube, brought up and taken
+# away by hack/kube. Not part of `make test` yet.
+kube-up: test-images
+	$(SUDO) env "PATH=$$PATH" hack/kube/up.sh
+
+kube-down:
+	$(SUDO) env "PATH=$$PATH" hack/kube/down.sh
+
+test-kube: kube-up
+	$(SUDO) env "PATH=$$PATH" $(GO) test -tags kube -count=1 -v ./test/kube/

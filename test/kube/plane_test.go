@@ -1,0 +1,189 @@
+//go:build kube
+
+// Package kube holds the tests that run against the real single-node
+// Kubernetes control plane of hack/kube (make test-kube brings it up):
+// they are built only with the kube tag, so `go test ./...` leaves them
+// out; docs/kubernetes-dev.md says how to run them.
+package kube
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+const node = "genesis-node"
+
+func state() string {
+	if s := os.Getenv("KUBE_STATE"); s != "" {
+		return s
+	}
+	return "/var/lib/genesis-kube"
+}
+
+func clientset(t *testing.T) *kubernetes.Clientset {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", state()+"/admin.kubeconfig")
+	if err != nil {
+		t.Fatalf("the control plane's kubeconfig (run make kube-up): %v", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// sandboxImage imports the newest tool-basic image of this project's
+// Docker into the plane's containerd (no registry) and answers its name.
+func sandboxImage(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("docker", "images", "genesis/tool-basic", "--format", "{{.Repository}}:{{.Tag}}").Output()
+	ref := strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+	if err != nil || ref == "" {
+		t.Fatalf("no tool-basic image in Docker (make test-images): %v", err)
+	}
+	sock := "/run/genesis-kube/containerd.sock"
+	have, _ := exec.Command("ctr", "-a", sock, "-n", "k8s.io", "images", "ls", "-q").Output()
+	if !strings.Contains(string(have), ref) {
+		save := exec.Command("docker", "save", ref)
+		imp := exec.Command("ctr", "-a", sock, "-n", "k8s.io", "images", "import", "-")
+		pipe, _ := save.StdoutPipe()
+		imp.Stdin = pipe
+		var stderr bytes.Buffer
+		imp.Stderr = &stderr
+		if err := save.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if err := imp.Run(); err != nil {
+			t.Fatalf("importing %s: %v %s", ref, err, stderr.String())
+		}
+		if err := save.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return "docker.io/" + ref
+}
+
+// hardenedPod is a pod of image under runtimeClass as the driver will make
+// them: no capabilities, no privilege escalation, non-root, seccomp
+// RuntimeDefault, a read-only root, no service account token, bound to
+// the node.
+func hardenedPod(name, image, runtimeClass, script string) *corev1.Pod {
+	no, yes, uid := false, true, int64(1000)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"genesis.dev/test": "plane"}},
+		Spec: corev1.PodSpec{
+			NodeName: node, RuntimeClassName: &runtimeClass, AutomountServiceAccountToken: &no,
+			RestartPolicy: corev1.RestartPolicyNever, EnableServiceLinks: &no,
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &uid, RunAsGroup: &uid,
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{
+				Name: "main", Image: image, ImagePullPolicy: corev1.PullNever, Command: []string{"/bin/sh", "-c", script},
+				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+			}},
+		},
+	}
+}
+
+// TestPlanePods runs a pod under runc and one under RuntimeClass gvisor,
+// hardened, from a sandbox image imported without a registry, and checks
+// from inside each: the kernel (gVisor's own under gvisor, the host's under
+// runc) and that the pod has no route out (no default route).
+func TestPlanePods(t *testing.T) {
+	cs := clientset(t)
+	image := sandboxImage(t)
+	hostKernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	script := `echo kernel=$(uname -r); if grep -q '^[^ 	]*	00000000' /proc/net/route; then echo route=default; else echo route=none; fi; echo READY; sleep 3600`
+	for _, rc := range []string{"runc", "gvisor"} {
+		t.Run(rc, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			pods := cs.CoreV1().Pods("default")
+			name := "plane-" + rc
+			_ = pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+			waitGone(ctx, t, cs, name)
+			t0 := time.Now()
+			if _, err := pods.Create(ctx, hardenedPod(name, image, rc, script), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				c, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				_ = pods.Delete(c, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+				waitGone(c, t, cs, name)
+			})
+			var ready time.Duration
+			for {
+				p, err := pods.Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.Status.Phase == corev1.PodFailed {
+					t.Fatalf("pod failed: %+v", p.Status)
+				}
+				done := false
+				for _, c := range p.Status.Conditions {
+					if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+						ready, done = time.Since(t0), true
+					}
+				}
+				if done {
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("pod not ready: %+v", p.Status)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			t.Logf("%s pod: create → Ready %v", rc, ready.Round(time.Millisecond))
+			var logs string
+			for ctx.Err() == nil && !strings.Contains(logs, "READY") {
+				rd, err := pods.GetLogs(name, &corev1.PodLogOptions{}).Stream(ctx)
+				if err == nil {
+					b, _ := io.ReadAll(rd)
+					rd.Close()
+					logs = string(b)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			kernel := ""
+			for _, l := range strings.Split(logs, "\n") {
+				if k, ok := strings.CutPrefix(l, "kernel="); ok {
+					kernel = k
+				}
+			}
+			host := strings.TrimSpace(string(hostKernel))
+			if rc == "gvisor" && (kernel == "" || kernel == host) || rc == "runc" && kernel != host {
+				t.Errorf("%s pod's kernel %q (host %q): logs %q", rc, kernel, host, logs)
+			}
+			if !strings.Contains(logs, "route=none") {
+				t.Errorf("%s pod has a route out: logs %q", rc, logs)
+			}
+			fmt.Printf("plane %s: kernel %s, ready in %v\n", rc, kernel, ready.Round(time.Millisecond))
+		})
+	}
+}
+
+func waitGone(ctx context.Context, t *testing.T, cs *kubernetes.Clientset, name string) {
+	t.Helper()
+	for ctx.Err() == nil {
+		if _, err := cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
