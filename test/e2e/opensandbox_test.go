@@ -13,32 +13,13 @@ import (
 	"genesis.dev/sandbox/internal/testenv"
 )
 
-// openSandboxConfig is the e2e config of the OpenSandbox tests: the two
-// profiles the images map to, and a tenant whose policy puts everything
-// under runsc.
+// openSandboxConfig is the e2e config of the OpenSandbox tests: the E2B
+// tests' (the two profiles, a tenant whose policy puts everything under
+// runsc) and the images' table.
 func openSandboxConfig(untrustedKey string) string {
-	return fmt.Sprintf(`profiles:
-  - name: tool-basic
-    recipe: tool-basic
-    allowed_runtimes: [runc, runsc]
-    default_risk_level: low
-    resources: {cpu: 0.5, memory_mb: 256, pids: 128}
-    network: none
-    user: "1000:1000"
-    lease: {default_ttl_seconds: 300, max_ttl_seconds: 3600}
-  - name: code-python-basic
-    recipe: code-python-basic
-    allowed_runtimes: [runc, runsc]
-    default_risk_level: low
-    resources: {cpu: 1, memory_mb: 512, pids: 256}
-    network: none
-    user: "1000:1000"
-    lease: {default_ttl_seconds: 300, max_ttl_seconds: 3600}
-tenants:
-  untrusted: {min_risk_level: high, api_keys: [%q]}
-opensandbox:
+	return e2bConfig(untrustedKey) + `opensandbox:
   images: {ubuntu: tool-basic, "python:3.11": code-python-basic}
-`, untrustedKey)
+`
 }
 
 // runOpenSandboxFlow runs test/osclient/flow.mjs (the unmodified npm SDK)

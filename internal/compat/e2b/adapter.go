@@ -3,7 +3,6 @@ package e2b
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 
 	"genesis.dev/sandbox/internal/compat/e2b/gen/filesystem/filesystemconnect"
 	"genesis.dev/sandbox/internal/compat/e2b/gen/process/processconnect"
+	"genesis.dev/sandbox/internal/compat/shared"
 	"genesis.dev/sandbox/internal/compat/tokens"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
@@ -252,7 +252,7 @@ func (a *Adapter) sandboxAuth(h http.HandlerFunc) http.HandlerFunc {
 			a.writeError(w, r, err)
 			return
 		}
-		if err != nil || !running(sb.State) {
+		if err != nil || !shared.Running(sb.State) {
 			writeJSON(w, http.StatusBadGateway, apiError{Code: http.StatusBadGateway, Message: fmt.Sprintf("sandbox %s is not running", id)})
 			return
 		}
@@ -307,5 +307,3 @@ func (f flushWriter) Unwrap() http.ResponseWriter { return f.ResponseWriter }
 func notFound(id string) error {
 	return fmt.Errorf("sandbox %q not found: %w", id, errdefs.ErrNotFound)
 }
-
-var errNoLease = errors.New("no active lease")

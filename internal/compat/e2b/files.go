@@ -18,6 +18,7 @@ import (
 
 	pb "genesis.dev/sandbox/internal/compat/e2b/gen/filesystem"
 	"genesis.dev/sandbox/internal/compat/e2b/gen/filesystem/filesystemconnect"
+	"genesis.dev/sandbox/internal/compat/shared"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/files"
 )
@@ -49,21 +50,7 @@ func (a *Adapter) readFile(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	fr, cancel, err := a.files.ReadFile(r.Context(), tenantOf(r.Context()), sandboxOf(r.Context()), http.MethodGet, p, r.Header)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	defer cancel()
-	defer fr.Body.Close()
-	for _, k := range []string{"Content-Length", "Content-Range", "Accept-Ranges", "ETag", "Last-Modified"} {
-		if v := fr.Header.Get(k); v != "" {
-			w.Header().Set(k, v)
-		}
-	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.WriteHeader(fr.Status)
-	_, _ = io.Copy(w, fr.Body)
+	shared.ServeFile(w, r, a.files, tenantOf(r.Context()), sandboxOf(r.Context()), p, a.writeError)
 }
 
 // writeFiles serves POST /files?path=: a multipart body of "file" parts

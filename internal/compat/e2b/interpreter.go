@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"genesis.dev/sandbox/internal/compat/shared"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -37,7 +38,7 @@ func (a *Adapter) execute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body executeBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := shared.DecodeBody(r, &body); err != nil {
 		a.writeError(w, r, err)
 		return
 	}
@@ -144,7 +145,7 @@ func (a *Adapter) createContext(w http.ResponseWriter, r *http.Request) {
 		Language string `json:"language"`
 		Cwd      string `json:"cwd"`
 	}
-	if err := decodeBody(r, &body); err != nil {
+	if err := shared.DecodeBody(r, &body); err != nil {
 		a.writeError(w, r, err)
 		return
 	}

@@ -1,15 +1,14 @@
 package e2b
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
 
+	"genesis.dev/sandbox/internal/compat/shared"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -56,20 +55,6 @@ type detail struct {
 	Domain          *string           `json:"domain"`
 }
 
-func decodeBody(r *http.Request, v any) error {
-	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("reading the body: %v: %w", err, errdefs.ErrInvalidArgument)
-	}
-	if len(strings.TrimSpace(string(b))) == 0 {
-		return nil
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("body is not the expected JSON: %v: %w", err, errdefs.ErrInvalidArgument)
-	}
-	return nil
-}
-
 // profileOf maps a template to a profile by the configured table.
 func (a *Adapter) profileOf(template string) (string, error) {
 	if template == "" {
@@ -93,7 +78,7 @@ func (a *Adapter) profileOf(template string) (string, error) {
 // template's profile, risk and runtime from the tenant's policy.
 func (a *Adapter) createSandbox(w http.ResponseWriter, r *http.Request) {
 	var body createBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := shared.DecodeBody(r, &body); err != nil {
 		a.writeError(w, r, err)
 		return
 	}
@@ -141,15 +126,6 @@ func templateOf(sb *sandbox.Sandbox) string {
 	return sb.Profile
 }
 
-// running reports whether a sandbox is one the SDK sees as running.
-func running(st sandbox.State) bool {
-	switch st {
-	case sandbox.StateReady, sandbox.StateLeased, sandbox.StateBusy, sandbox.StateIdle:
-		return true
-	}
-	return false
-}
-
 func (a *Adapter) detail(sb *sandbox.Sandbox) detail {
 	md := map[string]string{}
 	for k, v := range sb.Metadata {
@@ -187,7 +163,7 @@ func (a *Adapter) runningSandbox(r *http.Request, id string) (*sandbox.Sandbox, 
 		}
 		return nil, err
 	}
-	if !running(sb.State) {
+	if !shared.Running(sb.State) {
 		return nil, notFound(id)
 	}
 	return sb, nil
@@ -221,26 +197,11 @@ func (a *Adapter) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []detail{}
 	for _, sb := range list {
-		if running(sb.State) {
+		if shared.Running(sb.State) {
 			out = append(out, a.detail(sb))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// activeLease finds the active lease that holds a sandbox.
-func (a *Adapter) activeLease(r *http.Request, id string) (*sandbox.Lease, error) {
-	ls, err := a.ctl.ListLeases(r.Context(), control.LeaseFilter{
-		Tenant: tenantOf(r.Context()), SandboxID: id, States: []sandbox.LeaseState{sandbox.LeaseActive}})
-	if err != nil {
-		return nil, err
-	}
-	for _, l := range ls {
-		if l.State == sandbox.LeaseActive {
-			return l, nil
-		}
-	}
-	return nil, errNoLease
 }
 
 // renewTo reads {timeout} and makes a running sandbox of the caller end
@@ -251,7 +212,7 @@ func (a *Adapter) renewTo(r *http.Request, optional bool) (*sandbox.Sandbox, err
 	var body struct {
 		Timeout int64 `json:"timeout"`
 	}
-	if err := decodeBody(r, &body); err != nil {
+	if err := shared.DecodeBody(r, &body); err != nil {
 		return nil, err
 	}
 	id := r.PathValue("id")
@@ -259,7 +220,7 @@ func (a *Adapter) renewTo(r *http.Request, optional bool) (*sandbox.Sandbox, err
 	if err != nil || optional && body.Timeout <= 0 {
 		return sb, err
 	}
-	l, err := a.activeLease(r, id)
+	l, err := shared.ActiveLease(r.Context(), a.ctl, tenantOf(r.Context()), id)
 	if err != nil {
 		return a.ctl.RenewSandbox(r.Context(), tenantOf(r.Context()), id, body.Timeout)
 	}
@@ -301,7 +262,7 @@ func (a *Adapter) killSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var err error
-	if l, lerr := a.activeLease(r, id); lerr == nil {
+	if l, lerr := shared.ActiveLease(r.Context(), a.ctl, tenantOf(r.Context()), id); lerr == nil {
 		err = a.ctl.ReleaseLease(r.Context(), tenant, l.ID)
 	} else {
 		err = a.ctl.DeleteSandbox(r.Context(), tenant, id)

@@ -3,13 +3,12 @@ package opensandbox
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
 
+	"genesis.dev/sandbox/internal/compat/shared"
 	"genesis.dev/sandbox/internal/compat/tokens"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
@@ -206,7 +205,7 @@ func (a *Adapter) execdAuth(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		sb, err := a.ctl.GetSandbox(r.Context(), tenant, id)
-		if err == nil && !running(sb.State) {
+		if err == nil && !shared.Running(sb.State) {
 			err = errdefs.WithCode("sandbox_not_running", fmt.Errorf("sandbox %s is %s: %w", id, sb.State, errdefs.ErrFailedPrecondition))
 		}
 		if err != nil {
@@ -217,21 +216,3 @@ func (a *Adapter) execdAuth(h http.HandlerFunc) http.HandlerFunc {
 		h(w, r.WithContext(ctx))
 	}
 }
-
-// decodeBody reads a JSON body of at most 1 MiB into v; an empty body
-// leaves v as it is.
-func decodeBody(r *http.Request, v any) error {
-	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("reading the body: %v: %w", err, errdefs.ErrInvalidArgument)
-	}
-	if len(strings.TrimSpace(string(b))) == 0 {
-		return nil
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("body is not the expected JSON: %v: %w", err, errdefs.ErrInvalidArgument)
-	}
-	return nil
-}
-
-var errNoLease = errors.New("no active lease")

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"genesis.dev/sandbox/internal/compat/shared"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -56,7 +57,7 @@ func (a *Adapter) createCodeContext(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Language string `json:"language"`
 	}
-	if err := decodeBody(r, &body); err != nil {
+	if err := shared.DecodeBody(r, &body); err != nil {
 		a.writeError(w, r, err)
 		return
 	}
@@ -139,7 +140,7 @@ func (a *Adapter) runCode(w http.ResponseWriter, r *http.Request) {
 		Context *codeContext `json:"context"`
 		Code    string       `json:"code"`
 	}
-	if err := decodeBody(r, &body); err != nil {
+	if err := shared.DecodeBody(r, &body); err != nil {
 		a.writeError(w, r, err)
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"genesis.dev/sandbox/internal/compat/shared"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -70,7 +71,7 @@ func (a *Adapter) runCommand(w http.ResponseWriter, r *http.Request) {
 		Envs       map[string]string `json:"envs"`
 		UID        *int              `json:"uid"`
 	}
-	if err := decodeBody(r, &body); err != nil {
+	if err := shared.DecodeBody(r, &body); err != nil {
 		a.writeError(w, r, err)
 		return
 	}

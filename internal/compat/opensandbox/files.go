@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"genesis.dev/sandbox/internal/compat/shared"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/files"
 )
@@ -152,21 +153,7 @@ func (a *Adapter) download(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	fr, cancel, err := a.files.ReadFile(r.Context(), tenantOf(r.Context()), sandboxOf(r.Context()), http.MethodGet, p, r.Header)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	defer cancel()
-	defer fr.Body.Close()
-	for _, k := range []string{"Content-Length", "Content-Range", "Accept-Ranges", "ETag", "Last-Modified"} {
-		if v := fr.Header.Get(k); v != "" {
-			w.Header().Set(k, v)
-		}
-	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.WriteHeader(fr.Status)
-	_, _ = io.Copy(w, fr.Body)
+	shared.ServeFile(w, r, a.files, tenantOf(r.Context()), sandboxOf(r.Context()), p, a.writeError)
 }
 
 // fileInfo serves GET /files/info?path=…: each path's info by path.
@@ -216,7 +203,7 @@ func (a *Adapter) makeDirectories(w http.ResponseWriter, r *http.Request) {
 	var body map[string]struct {
 		Mode int `json:"mode"`
 	}
-	if err := decodeBody(r, &body); err != nil {
+	if err := shared.DecodeBody(r, &body); err != nil {
 		a.writeError(w, r, err)
 		return
 	}
@@ -243,7 +230,7 @@ func (a *Adapter) moveFiles(w http.ResponseWriter, r *http.Request) {
 		Src  string `json:"src"`
 		Dest string `json:"dest"`
 	}
-	if err := decodeBody(r, &body); err != nil {
+	if err := shared.DecodeBody(r, &body); err != nil {
 		a.writeError(w, r, err)
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"genesis.dev/sandbox/internal/compat/shared"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -75,19 +76,10 @@ func (a *Adapter) profileOf(image string) (string, error) {
 		image, strings.Join(names, ", "), errdefs.ErrInvalidArgument))
 }
 
-// running reports whether a sandbox is one the SDK sees as Running.
-func running(st sandbox.State) bool {
-	switch st {
-	case sandbox.StateReady, sandbox.StateLeased, sandbox.StateBusy, sandbox.StateIdle:
-		return true
-	}
-	return false
-}
-
 // stateOf is a state in the SDK's words.
 func stateOf(st sandbox.State) string {
 	switch {
-	case running(st):
+	case shared.Running(st):
 		return "Running"
 	case st == sandbox.StateDestroyed:
 		return "Terminated"
@@ -131,7 +123,7 @@ func (a *Adapter) info(sb *sandbox.Sandbox) info {
 // is already running.
 func (a *Adapter) createSandbox(w http.ResponseWriter, r *http.Request) {
 	var body createBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := shared.DecodeBody(r, &body); err != nil {
 		a.writeError(w, r, err)
 		return
 	}
@@ -251,27 +243,12 @@ func (a *Adapter) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		Page: page, PageSize: size, TotalItems: total, TotalPages: (total + size - 1) / size, HasNextPage: to < total}})
 }
 
-// activeLease finds the active lease that holds a sandbox.
-func (a *Adapter) activeLease(r *http.Request, id string) (*sandbox.Lease, error) {
-	ls, err := a.ctl.ListLeases(r.Context(), control.LeaseFilter{
-		Tenant: tenantOf(r.Context()), SandboxID: id, States: []sandbox.LeaseState{sandbox.LeaseActive}})
-	if err != nil {
-		return nil, err
-	}
-	for _, l := range ls {
-		if l.State == sandbox.LeaseActive {
-			return l, nil
-		}
-	}
-	return nil, errNoLease
-}
-
 // deleteSandbox serves DELETE /v1/sandboxes/{id}: its lease released (or,
 // for a sandbox made through /v1 without one, the sandbox deleted); 204.
 // The execd token dies with it.
 func (a *Adapter) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 	sb, err := a.sandboxOfCaller(r)
-	if err == nil && !running(sb.State) {
+	if err == nil && !shared.Running(sb.State) {
 		err = errdefs.WithCode("sandbox_not_found", fmt.Errorf("sandbox %s is %s: %w", sb.ID, sb.State, errdefs.ErrNotFound))
 	}
 	if err != nil {
@@ -279,7 +256,7 @@ func (a *Adapter) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tenant := tenantOf(r.Context())
-	if l, lerr := a.activeLease(r, sb.ID); lerr == nil {
+	if l, lerr := shared.ActiveLease(r.Context(), a.ctl, tenantOf(r.Context()), sb.ID); lerr == nil {
 		err = a.ctl.ReleaseLease(r.Context(), tenant, l.ID)
 	} else {
 		err = a.ctl.DeleteSandbox(r.Context(), tenant, sb.ID)
@@ -297,7 +274,7 @@ func (a *Adapter) renewExpiration(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		ExpiresAt string `json:"expiresAt"`
 	}
-	if err := decodeBody(r, &body); err != nil {
+	if err := shared.DecodeBody(r, &body); err != nil {
 		a.writeError(w, r, err)
 		return
 	}
@@ -312,7 +289,7 @@ func (a *Adapter) renewExpiration(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sb, err := a.sandboxOfCaller(r)
-	if err == nil && !running(sb.State) {
+	if err == nil && !shared.Running(sb.State) {
 		err = errdefs.WithCode("sandbox_not_found", fmt.Errorf("sandbox %s is %s: %w", sb.ID, sb.State, errdefs.ErrNotFound))
 	}
 	if err != nil {
@@ -320,7 +297,7 @@ func (a *Adapter) renewExpiration(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tenant := tenantOf(r.Context())
-	if l, lerr := a.activeLease(r, sb.ID); lerr == nil {
+	if l, lerr := shared.ActiveLease(r.Context(), a.ctl, tenantOf(r.Context()), sb.ID); lerr == nil {
 		_, err = a.ctl.RenewLease(r.Context(), tenant, l.ID, &ttl)
 	} else {
 		_, err = a.ctl.RenewSandbox(r.Context(), tenant, sb.ID, ttl)
@@ -351,7 +328,7 @@ func (a *Adapter) endpoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sb, err := a.sandboxOfCaller(r)
-	if err == nil && !running(sb.State) {
+	if err == nil && !shared.Running(sb.State) {
 		err = errdefs.WithCode("sandbox_not_running", fmt.Errorf("sandbox %s is %s: %w", sb.ID, sb.State, errdefs.ErrFailedPrecondition))
 	}
 	if err != nil {
