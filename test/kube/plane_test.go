@@ -127,7 +127,11 @@ func TestPlanePods(t *testing.T) {
 				waitGone(c, t, cs, name)
 			})
 			var ready time.Duration
+			readyBy := time.Now().Add(2 * time.Minute)
 			for {
+				if time.Now().After(readyBy) {
+					t.Fatalf("%s pod not Ready within 2 min; its events: %s", rc, podEvents(ctx, cs, name))
+				}
 				p, err := pods.Get(ctx, name, metav1.GetOptions{})
 				if err != nil {
 					t.Fatal(err)
@@ -186,4 +190,18 @@ func waitGone(ctx context.Context, t *testing.T, cs *kubernetes.Clientset, name 
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// podEvents is the text of the last events about pod name (why it did not
+// start: the kubelet's FailedCreatePodSandBox carries the runtime's error).
+func podEvents(ctx context.Context, cs *kubernetes.Clientset, name string) string {
+	evs, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for i := max(0, len(evs.Items)-3); i < len(evs.Items); i++ {
+		fmt.Fprintf(&b, "\n%s: %s", evs.Items[i].Reason, evs.Items[i].Message)
+	}
+	return b.String()
 }
