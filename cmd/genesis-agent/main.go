@@ -5,6 +5,8 @@
 //
 //	genesis-agent version                 print one JSON line and exit
 //	genesis-agent serve --socket PATH     run as the container's PID 1
+//	genesis-agent serve --listen ADDR     the same, on TCP with a token (Kubernetes)
+//	genesis-agent install DIR             copy this binary into DIR (an init container)
 //	genesis-agent shim spare              a job shim; only the agent starts it
 package main
 
@@ -29,7 +31,7 @@ func main() {
 
 func run(args []string) int {
 	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: genesis-agent version | serve --socket PATH")
+		fmt.Fprintln(os.Stderr, "usage: genesis-agent version | serve --socket PATH | serve --listen ADDR | install DIR")
 		return 2
 	}
 	switch args[0] {
@@ -37,6 +39,8 @@ func run(args []string) int {
 		return runVersion(os.Stdout)
 	case "serve":
 		return runServe(args[1:])
+	case "install":
+		return runInstall(args[1:])
 	case agent.ShimCommand:
 		return agent.RunShim(os.Args)
 	default:

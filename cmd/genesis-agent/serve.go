@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/internal/agent"
+	"genesis.dev/sandbox/internal/agent/agentproto"
 )
 
 // runServe runs the agent until SIGTERM. The log level comes from
@@ -23,8 +25,18 @@ import (
 func runServe(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	socket := fs.String("socket", "/run/genesis/agent.sock", "Unix socket to listen on")
+	listen := fs.String("listen", "", "TCP address to listen on instead of the socket; connections must open with the token in "+agentproto.TokenEnv)
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	var token []byte
+	if *listen != "" {
+		var err error
+		if token, err = hex.DecodeString(os.Getenv(agentproto.TokenEnv)); err != nil || len(token) != agentproto.TokenBytes {
+			fmt.Fprintf(os.Stderr, "genesis-agent: --listen needs %s: %d bytes in hex\n", agentproto.TokenEnv, agentproto.TokenBytes)
+			return 2
+		}
+		*socket = ""
 	}
 	var level slog.Level
 	if v := os.Getenv("GENESIS_AGENT_LOG_LEVEL"); v != "" {
@@ -45,6 +57,8 @@ func runServe(args []string) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	srv, err := agent.New(agent.Config{
 		SocketPath:       *socket,
+		Listen:           *listen,
+		Token:            token,
 		Version:          agentVersion,
 		Environ:          os.Environ(),
 		ResetDirs:        resetDirs(),

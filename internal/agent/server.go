@@ -27,6 +27,11 @@ type Config struct {
 	// SocketPath is where the agent listens (required), for example
 	// /run/genesis/agent.sock.
 	SocketPath string
+	// Listen, when set, is a TCP address the agent listens on instead of
+	// the socket (a sandbox reached over a cluster network); Token is then
+	// required and every connection must open with it (tcp.go).
+	Listen string
+	Token  []byte
 	// SocketMode is the permission of the socket file (default 0660).
 	SocketMode fs.FileMode
 	// Version is the agent build version reported by /v1/ping.
@@ -108,8 +113,8 @@ type Server struct {
 // New validates cfg and returns a Server. It has no side effects; Run
 // starts everything.
 func New(cfg Config, log *slog.Logger) (*Server, error) {
-	if cfg.SocketPath == "" {
-		return nil, fmt.Errorf("agent: socket path is required: %w", errdefs.ErrInvalidArgument)
+	if cfg.SocketPath == "" && cfg.Listen == "" {
+		return nil, fmt.Errorf("agent: a socket path or a TCP address is required: %w", errdefs.ErrInvalidArgument)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -196,11 +201,22 @@ func (s *Server) Run(ctx context.Context) error {
 	defer s.sup.shutdown()
 	s.refillSpare()
 
-	ln, err := listenUnix(s.cfg.SocketPath, s.cfg.SocketMode)
-	if err != nil {
-		return err
+	var ln net.Listener
+	where := s.cfg.SocketPath
+	if s.cfg.Listen != "" {
+		tl, err := listenTCP(s.cfg.Listen, s.cfg.Token, s.log)
+		if err != nil {
+			return err
+		}
+		ln, where = tl, "tcp "+s.cfg.Listen
+	} else {
+		ul, err := listenUnix(s.cfg.SocketPath, s.cfg.SocketMode)
+		if err != nil {
+			return err
+		}
+		defer os.Remove(s.cfg.SocketPath)
+		ln = ul
 	}
-	defer os.Remove(s.cfg.SocketPath)
 
 	var protos http.Protocols
 	protos.SetHTTP1(true)
@@ -214,7 +230,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	s.log.Info("agent serving", "socket", s.cfg.SocketPath, "pid", os.Getpid(), "uid", os.Getuid(), "kernel", s.kernel,
+	s.log.Info("agent serving", "on", where, "pid", os.Getpid(), "uid", os.Getuid(), "kernel", s.kernel,
 		"oom_counter", s.oom.path)
 
 	var runErr error

@@ -76,6 +76,10 @@ func (s *Service) prepareNetwork(ctx context.Context, sb *sandbox.Sandbox, spec 
 	if err != nil {
 		return err
 	}
+	h, ok := s.boxes.(driver.HostDirs)
+	if !ok {
+		return fmt.Errorf("network mode %s needs a driver whose sandboxes run on this host: %w", rec.Policy.Mode, errdefs.ErrNotImplemented)
+	}
 	unlock := s.gw.lock(sb.ID)
 	defer unlock()
 	gwIP, err := s.makeSandboxNetwork(ctx, sb)
@@ -85,7 +89,10 @@ func (s *Service) prepareNetwork(ctx context.Context, sb *sandbox.Sandbox, spec 
 	if err := s.gw.attach(ctx, sb.ID, gwIP, rec.Policy); err != nil {
 		return err
 	}
-	conf := filepath.Join(s.sandboxDir(sb.ID), "resolv.conf")
+	if err := os.MkdirAll(h.SandboxDir(sb.ID), 0o711); err != nil {
+		return fmt.Errorf("resolver file: %w", err)
+	}
+	conf := filepath.Join(h.SandboxDir(sb.ID), "resolv.conf")
 	if err := os.WriteFile(conf, []byte("nameserver "+gwIP+"\noptions timeout:1 attempts:2\n"), 0o644); err != nil {
 		return fmt.Errorf("resolver file: %w", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"genesis.dev/sandbox/internal/driver"
@@ -188,30 +187,22 @@ func (s *Service) containerStopped(ctx context.Context, r *sandbox.Sandbox) (str
 
 // removeStaleDirs deletes sandbox directories whose record is not live.
 func (s *Service) removeStaleDirs(ctx context.Context) int {
-	entries, err := os.ReadDir(s.sandboxesDir())
-	if err != nil {
+	h, ok := s.boxes.(driver.HostDirs)
+	if !ok {
 		return 0
 	}
-	n := 0
-	for _, e := range entries {
-		sb, err := s.store.GetSandbox(ctx, "", e.Name())
+	return h.Sweep(func(id string, age time.Duration) bool {
+		sb, err := s.store.GetSandbox(ctx, "", id)
 		// A draining sandbox's directories go with its teardown; until then
 		// its agent may still work in them (a reset, on_release: reset).
 		if err == nil && (sb.State.Running() || sb.State == sandbox.StateCreated || sb.State == sandbox.StateStarting ||
 			sb.State == sandbox.StateDraining) {
-			continue
+			return true
 		}
 		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-			continue
+			return true
 		}
-		if info, ierr := e.Info(); ierr == nil && time.Since(info.ModTime()) < s.cfg.Intervals.OrphanGrace && err != nil {
-			continue // a create may be in flight before its record is visible
-		}
-		if err := s.removeSandboxDir(e.Name()); err != nil {
-			s.log.Warn("removing stale sandbox dir", "sandbox", e.Name(), "err", err)
-		} else {
-			n++
-		}
-	}
-	return n
+		// A create may be in flight before its record is visible.
+		return err != nil && age < s.cfg.Intervals.OrphanGrace
+	})
 }

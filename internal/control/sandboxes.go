@@ -427,32 +427,6 @@ func (s *Service) startSandbox(ctx context.Context, sb *sandbox.Sandbox, p *conf
 	if err != nil {
 		return nil, err
 	}
-	dir := s.sandboxDir(sb.ID)
-	runDir, wsDir := filepath.Join(dir, "run"), filepath.Join(dir, "workspace")
-	if n := len(s.socketPath(sb.ID)); n > 107 {
-		return nil, fmt.Errorf("agent socket path is %d bytes, over the 107-byte Unix limit; use a shorter --data-dir: %w", n, errdefs.ErrFailedPrecondition)
-	}
-	for _, d := range []struct {
-		path string
-		mode os.FileMode
-	}{{dir, 0o711}, {runDir, 0o700}, {wsDir, 0o755}} {
-		if err := os.Mkdir(d.path, d.mode); err != nil {
-			return nil, fmt.Errorf("sandbox dir: %w", err)
-		}
-		if err := os.Chmod(d.path, d.mode); err != nil {
-			return nil, fmt.Errorf("sandbox dir: %w", err)
-		}
-		if d.path != dir {
-			if err := os.Chown(d.path, uid, gid); err != nil {
-				return nil, fmt.Errorf("sandbox dir owner: %w", err)
-			}
-		}
-	}
-	if sb.Resources.DiskMB > 0 {
-		if err := s.mountWorkspace(ctx, sb, uid, gid); err != nil {
-			return nil, err
-		}
-	}
 	env := make([]string, 0, len(sb.Env)+1)
 	env = append(env, agentproto.FileRootsEnv+"="+strings.Join(p.Roots(), ":"))
 	for _, k := range sortedKeys(sb.Env) {
@@ -477,27 +451,21 @@ func (s *Service) startSandbox(ctx context.Context, sb *sandbox.Sandbox, p *conf
 		Labels:    labels,
 		Env:       env,
 		User:      p.User,
-		Cmd:       []string{driver.AgentBinary, "serve", "--socket", driver.AgentRunDir + "/" + driver.AgentSocketRel},
 		WorkDir:   "/workspace",
 		Resources: sb.Resources,
 		CapAdd:    p.CapAdd,
 		ReadOnly:  readOnly,
-		Mounts: []driver.Mount{
-			{Source: s.agentDir, Target: driver.AgentMountDir, ReadOnly: true},
-			{Source: runDir, Target: driver.AgentRunDir},
-			{Source: wsDir, Target: "/workspace"},
-		},
-		Network:  "none",
-		Hostname: "sandbox",
+		Mounts:    extra,
+		Network:   "none",
+		Hostname:  "sandbox",
 	}
-	spec.Mounts = append(spec.Mounts, extra...)
 	if readOnly {
 		spec.Tmpfs = map[string]string{"/tmp": "rw,nosuid,nodev,size=64m,mode=1777"}
 	}
 	if err := s.prepareNetwork(ctx, sb, &spec); err != nil {
 		return nil, err
 	}
-	cid, err := s.driver.Create(ctx, spec)
+	cid, err := s.boxes.CreateSandbox(ctx, driver.SandboxSpec{ID: sb.ID, Container: spec, UID: uid, GID: gid, DiskMB: sb.Resources.DiskMB})
 	if err != nil {
 		return nil, err
 	}
@@ -538,16 +506,10 @@ func (s *Service) teardown(ctx context.Context, id, containerID string) {
 	s.dropAgent(id)
 	cctx, cancel := cleanupCtx(ctx, s.cfg.Intervals.DockerCallTimeout)
 	defer cancel()
-	if containerID == "" {
-		containerID = "genesis-" + id
-	}
-	if err := s.driver.Remove(cctx, containerID); err != nil {
-		s.log.Error("removing container", "sandbox", id, "err", err)
+	if err := s.boxes.RemoveSandbox(cctx, id, containerID); err != nil {
+		s.log.Error("removing sandbox", "sandbox", id, "err", err)
 	}
 	s.releaseNetwork(cctx, id)
-	if err := s.removeSandboxDir(id); err != nil {
-		s.log.Error("removing sandbox dir", "sandbox", id, "err", err)
-	}
 }
 
 // setState moves a sandbox to state through the transition table, applying

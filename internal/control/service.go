@@ -17,7 +17,7 @@ import (
 	"genesis.dev/sandbox/internal/admission"
 	"genesis.dev/sandbox/internal/agent/agentclient"
 	"genesis.dev/sandbox/internal/config"
-	"genesis.dev/sandbox/internal/diskquota"
+	"genesis.dev/sandbox/internal/driver/local"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/store"
@@ -36,7 +36,11 @@ type Config struct {
 	EgressDir string
 	// InstanceID identifies this service instance in container labels.
 	InstanceID string
-	Logger     *slog.Logger
+	// Sandboxer places whole sandboxes (host directories, the agent's
+	// delivery, how the agent is reached); nil means the local one, for
+	// drivers whose containers run on this host.
+	Sandboxer driver.Sandboxer
+	Logger    *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -46,7 +50,7 @@ type Service struct {
 	cfg      *config.Config
 	store    store.Store
 	driver   driver.Driver
-	agentDir string
+	boxes    driver.Sandboxer
 	instance string
 	log      *slog.Logger
 	now      func() time.Time
@@ -61,7 +65,6 @@ type Service struct {
 	admitMu   sync.Mutex // serializes the capacity check with the record insert
 	admission *admission.Controller
 	capacity  capacityHolds
-	quota     *diskquota.Manager // workspace quotas below the sandboxes dir
 	gw        *gateway           // egress gateway of networked sandboxes
 	hooks     []Hook             // hooks.go; set before Start
 	started   atomic.Bool
@@ -109,9 +112,13 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control: data dir: %w", err)
 	}
-	quota, err := diskquota.New(diskquota.Config{Root: filepath.Join(dataDir, "sandboxes"), Logger: cfg.Logger})
-	if err != nil {
-		return nil, err
+	boxes := cfg.Sandboxer
+	if boxes == nil {
+		l, err := local.New(local.Config{Driver: cfg.Driver, Root: filepath.Join(dataDir, "sandboxes"), AgentDir: cfg.AgentDir, Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		boxes = l
 	}
 	var s *Service
 	adm, err := newAdmission(cfg.Settings, cfg.Now, func(ctx context.Context, tenant string) int { return s.tenantWeight(ctx, tenant) })
@@ -119,11 +126,10 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s = &Service{
-		quota:     quota,
 		cfg:       cfg.Settings,
 		store:     cfg.Store,
 		driver:    cfg.Driver,
-		agentDir:  cfg.AgentDir,
+		boxes:     boxes,
 		instance:  cfg.InstanceID,
 		log:       cfg.Logger,
 		now:       func() time.Time { return cfg.Now().UTC() },
@@ -143,9 +149,6 @@ func New(cfg Config) (*Service, error) {
 // a previous crash), then starts the background probe and reconcile loops.
 func (s *Service) Start(ctx context.Context) error {
 	s.started.Store(true)
-	if err := os.MkdirAll(s.sandboxesDir(), 0o711); err != nil {
-		return fmt.Errorf("control: data dir: %w", err)
-	}
 	if err := s.syncTenants(ctx); err != nil {
 		return err
 	}
@@ -227,13 +230,6 @@ func InstanceID(dataDir string) (string, error) {
 	return id, os.WriteFile(p, []byte(id+"\n"), 0o644)
 }
 
-func (s *Service) sandboxesDir() string { return filepath.Join(s.cfg.DataDir, "sandboxes") }
-
-func (s *Service) sandboxDir(id string) string { return filepath.Join(s.sandboxesDir(), id) }
-
-func (s *Service) socketPath(id string) string {
-	return filepath.Join(s.sandboxDir(id), "run", driver.AgentSocketRel)
-}
 
 // agent returns the (cached) agent client of a sandbox.
 func (s *Service) agent(id string) *agentclient.Client {
@@ -241,7 +237,7 @@ func (s *Service) agent(id string) *agentclient.Client {
 	defer s.agentsMu.Unlock()
 	c, ok := s.agents[id]
 	if !ok {
-		c = agentclient.Dial(s.socketPath(id))
+		c = agentclient.NewNamed(agentclient.Dialer(s.boxes.AgentDialer(id)), s.boxes.AgentAddress(id))
 		s.agents[id] = c
 	}
 	return c

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/diskquota"
+	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/errdefs"
-	"genesis.dev/sandbox/internal/sandbox"
 )
 
 // CodeDiskQuotaUnavailable is the problem code of a create that asks for a
@@ -29,7 +27,12 @@ type DiskQuotaStatus struct {
 // host directories (the probe says so).
 func (s *Service) DiskQuota(ctx context.Context) DiskQuotaStatus {
 	st := DiskQuotaStatus{Method: diskquota.Method}
-	if ok, why := s.quota.Available(); !ok {
+	q, ok := s.boxes.(driver.QuotaReporter)
+	if !ok {
+		st.Reason = "driver " + s.driver.Name() + " has no workspace quotas"
+		return st
+	}
+	if ok, why := q.QuotaAvailable(); !ok {
 		st.Reason = why
 		return st
 	}
@@ -70,43 +73,16 @@ func (s *Service) resolveDisk(ctx context.Context, p *config.Profile, requested 
 	return mb, nil
 }
 
-func (s *Service) workspaceImage(id string) string {
-	return filepath.Join(s.sandboxDir(id), "workspace.img")
-}
-
-func (s *Service) workspaceDir(id string) string {
-	return filepath.Join(s.sandboxDir(id), "workspace")
-}
-
-// mountWorkspace puts a filesystem of the sandbox's disk_mb on its
-// (existing, empty) workspace directory, owned by uid:gid.
-func (s *Service) mountWorkspace(ctx context.Context, sb *sandbox.Sandbox, uid, gid int) error {
-	return s.quota.Create(ctx, diskquota.Spec{
-		Image: s.workspaceImage(sb.ID), Dir: s.workspaceDir(sb.ID),
-		SizeMB: sb.Resources.DiskMB, UID: uid, GID: gid,
-	})
-}
-
-// removeSandboxDir releases a sandbox's workspace quota (if it has one)
-// and deletes its host directory. If the workspace cannot be unmounted the
-// directory is kept: removing it would reach into the mounted filesystem.
-func (s *Service) removeSandboxDir(id string) error {
-	img := s.workspaceImage(id)
-	if _, err := os.Lstat(img); err == nil {
-		if err := s.quota.Remove(img, s.workspaceDir(id)); err != nil {
-			return err
-		}
-	}
-	return os.RemoveAll(s.sandboxDir(id))
-}
-
 // recoverWorkspaces unmounts, at start-up, the workspaces below this
 // instance's data dir whose sandbox is not live any more (the service died
 // before it could tear them down). Their directories go with the stale
 // directory sweep.
 func (s *Service) recoverWorkspaces(ctx context.Context) {
-	n, err := s.quota.Recover(func(dir string) bool {
-		id := filepath.Base(filepath.Dir(dir))
+	h, ok := s.boxes.(driver.HostDirs)
+	if !ok {
+		return
+	}
+	n, err := h.Recover(func(id string) bool {
 		sb, err := s.store.GetSandbox(ctx, "", id)
 		if errors.Is(err, errdefs.ErrNotFound) {
 			return false

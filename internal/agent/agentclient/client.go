@@ -45,6 +45,13 @@ func Dial(socketPath string) *Client {
 	return c
 }
 
+// NewNamed is New with where the agent is named in errors.
+func NewNamed(d Dialer, where string) *Client {
+	c := New(d)
+	c.name = where
+	return c
+}
+
 // New returns a client that reaches the agent through d. It does not
 // connect: the first call does.
 func New(d Dialer) *Client {

@@ -1,0 +1,200 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"genesis.dev/sandbox/internal/diskquota"
+	"genesis.dev/sandbox/internal/driver"
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+// maxSocketPath is the longest Unix socket path Linux accepts.
+const maxSocketPath = 107
+
+// Config configures a Sandboxer.
+type Config struct {
+	// Driver runs the containers.
+	Driver driver.Driver
+	// Root is the directory holding one directory per sandbox.
+	Root string
+	// AgentDir is the host directory holding the genesis-agent binary,
+	// bind-mounted read-only into every sandbox.
+	AgentDir string
+	Logger   *slog.Logger
+}
+
+// Sandboxer places sandboxes on this host. Safe for concurrent use.
+type Sandboxer struct {
+	d        driver.Driver
+	root     string
+	agentDir string
+	quota    *diskquota.Manager
+	log      *slog.Logger
+}
+
+var (
+	_ driver.Sandboxer     = (*Sandboxer)(nil)
+	_ driver.QuotaReporter = (*Sandboxer)(nil)
+	_ driver.HostDirs      = (*Sandboxer)(nil)
+)
+
+// New returns a Sandboxer; it creates nothing until the first sandbox.
+func New(cfg Config) (*Sandboxer, error) {
+	if cfg.Driver == nil || cfg.AgentDir == "" || !filepath.IsAbs(cfg.Root) {
+		return nil, fmt.Errorf("local sandboxer: driver, agent dir and an absolute root are required: %w", errdefs.ErrInvalidArgument)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	q, err := diskquota.New(diskquota.Config{Root: cfg.Root, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	return &Sandboxer{d: cfg.Driver, root: filepath.Clean(cfg.Root), agentDir: cfg.AgentDir, quota: q, log: cfg.Logger}, nil
+}
+
+// SandboxDir is sandbox id's directory.
+func (l *Sandboxer) SandboxDir(id string) string { return filepath.Join(l.root, id) }
+
+func (l *Sandboxer) socketPath(id string) string {
+	return filepath.Join(l.SandboxDir(id), "run", driver.AgentSocketRel)
+}
+
+func (l *Sandboxer) workspaceImage(id string) string {
+	return filepath.Join(l.SandboxDir(id), "workspace.img")
+}
+
+func (l *Sandboxer) workspaceDir(id string) string { return filepath.Join(l.SandboxDir(id), "workspace") }
+
+// AgentAddress is the agent's socket path.
+func (l *Sandboxer) AgentAddress(id string) string { return l.socketPath(id) }
+
+// AgentDialer dials the agent's Unix socket.
+func (l *Sandboxer) AgentDialer(id string) driver.Dialer {
+	path := l.socketPath(id)
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	return func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "unix", path) }
+}
+
+// QuotaAvailable says whether loop-mounted workspace quotas work here.
+func (l *Sandboxer) QuotaAvailable() (bool, string) { return l.quota.Available() }
+
+// CreateSandbox makes the sandbox's directories (the workspace owned by
+// spec.UID:GID, quota-limited when spec.DiskMB is set) and its container,
+// with the agent as PID 1 listening on a socket in the run directory.
+func (l *Sandboxer) CreateSandbox(ctx context.Context, spec driver.SandboxSpec) (cid string, err error) {
+	id := spec.ID
+	if n := len(l.socketPath(id)); n > maxSocketPath {
+		return "", fmt.Errorf("agent socket path is %d bytes, over the %d-byte Unix limit; use a shorter --data-dir: %w", n, maxSocketPath, errdefs.ErrFailedPrecondition)
+	}
+	if err := os.MkdirAll(l.root, 0o711); err != nil {
+		return "", fmt.Errorf("sandboxes dir: %w", err)
+	}
+	dir := l.SandboxDir(id)
+	runDir, wsDir := filepath.Join(dir, "run"), l.workspaceDir(id)
+	defer func() {
+		if err != nil {
+			if rerr := l.removeDir(id); rerr != nil {
+				l.log.Error("removing the directory of a failed create", "sandbox", id, "err", rerr)
+			}
+		}
+	}()
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{{dir, 0o711}, {runDir, 0o700}, {wsDir, 0o755}} {
+		// The directory itself may hold the network's resolver file already.
+		if err := os.Mkdir(d.path, d.mode); err != nil && (d.path != dir || !errors.Is(err, fs.ErrExist)) {
+			return "", fmt.Errorf("sandbox dir: %w", err)
+		}
+		if err := os.Chmod(d.path, d.mode); err != nil {
+			return "", fmt.Errorf("sandbox dir: %w", err)
+		}
+		if d.path != dir {
+			if err := os.Chown(d.path, spec.UID, spec.GID); err != nil {
+				return "", fmt.Errorf("sandbox dir owner: %w", err)
+			}
+		}
+	}
+	if spec.DiskMB > 0 {
+		if err := l.quota.Create(ctx, diskquota.Spec{Image: l.workspaceImage(id), Dir: wsDir,
+			SizeMB: spec.DiskMB, UID: spec.UID, GID: spec.GID}); err != nil {
+			return "", err
+		}
+	}
+	c := spec.Container
+	c.Cmd = []string{driver.AgentBinary, "serve", "--socket", driver.AgentRunDir + "/" + driver.AgentSocketRel}
+	c.Mounts = append([]driver.Mount{
+		{Source: l.agentDir, Target: driver.AgentMountDir, ReadOnly: true},
+		{Source: runDir, Target: driver.AgentRunDir},
+		{Source: wsDir, Target: "/workspace"},
+	}, c.Mounts...)
+	return l.d.Create(ctx, c)
+}
+
+// RemoveSandbox removes the container and the sandbox's directory.
+func (l *Sandboxer) RemoveSandbox(ctx context.Context, id, containerID string) error {
+	if containerID == "" {
+		containerID = "genesis-" + id
+	}
+	var errs []error
+	if err := l.d.Remove(ctx, containerID); err != nil {
+		errs = append(errs, fmt.Errorf("removing container: %w", err))
+	}
+	if err := l.removeDir(id); err != nil {
+		errs = append(errs, fmt.Errorf("removing sandbox dir: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// removeDir releases the workspace quota (if any) and deletes the
+// sandbox's directory. If the workspace cannot be unmounted the directory
+// is kept: removing it would reach into the mounted filesystem.
+func (l *Sandboxer) removeDir(id string) error {
+	img := l.workspaceImage(id)
+	if _, err := os.Lstat(img); err == nil {
+		if err := l.quota.Remove(img, l.workspaceDir(id)); err != nil {
+			return err
+		}
+	}
+	return os.RemoveAll(l.SandboxDir(id))
+}
+
+// Recover unmounts the workspaces of sandboxes keep says are gone.
+func (l *Sandboxer) Recover(keep func(id string) bool) (int, error) {
+	return l.quota.Recover(func(dir string) bool { return keep(filepath.Base(filepath.Dir(dir))) })
+}
+
+// Sweep removes the directories of sandboxes keep says are gone.
+func (l *Sandboxer) Sweep(keep func(id string, age time.Duration) bool) int {
+	entries, err := os.ReadDir(l.root)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range entries {
+		var age time.Duration
+		if info, err := e.Info(); err == nil {
+			age = time.Since(info.ModTime())
+		} else if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if keep(e.Name(), age) {
+			continue
+		}
+		if err := l.removeDir(e.Name()); err != nil {
+			l.log.Warn("removing stale sandbox dir", "sandbox", e.Name(), "err", err)
+		} else {
+			n++
+		}
+	}
+	return n
+}

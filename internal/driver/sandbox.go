@@ -1,0 +1,68 @@
+package driver
+
+import (
+	"context"
+	"net"
+	"time"
+)
+
+// SandboxSpec asks a Sandboxer for one whole sandbox.
+type SandboxSpec struct {
+	// ID is the sandbox's id; what the sandboxer makes is named after it.
+	ID string
+	// Container is the sandbox's container without its agent: the
+	// sandboxer adds the agent's delivery and command, the workspace at
+	// /workspace and whatever else it needs. Container.Mounts are the
+	// caller's own bind mounts (read-only file roots, resolver files).
+	Container Spec
+	// UID and GID own the workspace (the profile's user).
+	UID, GID int
+	// DiskMB, when not 0, caps the workspace with a quota the sandboxer
+	// enforces (see QuotaReporter).
+	DiskMB int64
+}
+
+// Dialer opens a connection to a sandbox's agent; ctx bounds the connect.
+type Dialer func(ctx context.Context) (net.Conn, error)
+
+// Sandboxer is the sandbox-level seam of a backend: it owns everything a
+// sandbox needs around its container — host directories, the agent
+// binary's delivery, the workspace, names — and knows how this process
+// reaches the sandbox's agent. The container-level Driver still starts,
+// stops, inspects and lists what a Sandboxer made.
+type Sandboxer interface {
+	// CreateSandbox makes, but does not start, the sandbox's container and
+	// what it needs outside it, and returns the container's id. A failed
+	// CreateSandbox leaves nothing behind.
+	CreateSandbox(ctx context.Context, spec SandboxSpec) (string, error)
+	// RemoveSandbox removes the sandbox's container (containerID; found by
+	// the sandbox's name when empty) and everything CreateSandbox made for
+	// it. Removing what is gone succeeds.
+	RemoveSandbox(ctx context.Context, id, containerID string) error
+	// AgentDialer returns how to reach sandbox id's agent from this
+	// process. It does not connect; the dialer may look the address up.
+	AgentDialer(id string) Dialer
+	// AgentAddress names where sandbox id's agent is, for errors and logs.
+	AgentAddress(id string) string
+}
+
+// QuotaReporter is implemented by sandboxers that can cap a workspace
+// (SandboxSpec.DiskMB).
+type QuotaReporter interface {
+	// QuotaAvailable says whether workspace quotas work here, and why not.
+	QuotaAvailable() (bool, string)
+}
+
+// HostDirs is implemented by sandboxers that keep per-sandbox directories
+// on the service's host (the local one): the application sweeps those a
+// crash left behind.
+type HostDirs interface {
+	// SandboxDir is sandbox id's host directory.
+	SandboxDir(id string) string
+	// Recover releases, at start-up, workspace mounts of sandboxes that
+	// keep(id) says are gone, and returns how many it released.
+	Recover(keep func(id string) bool) (int, error)
+	// Sweep removes the directories of sandboxes that keep(id, age) says
+	// are gone and returns how many it removed.
+	Sweep(keep func(id string, age time.Duration) bool) int
+}
