@@ -16,7 +16,7 @@ CNI_VERSION=${CNI_VERSION:-v1.10.0}
 RUNSC_VERSION=${GENESIS_RUNSC_VERSION:-$(sed -n 's/^RUNSC_VERSION="${GENESIS_RUNSC_VERSION:-\(.*\)}"$/\1/p' "$(dirname "$0")/../../scripts/host-setup.sh")}
 KUBE_CACHE=${KUBE_CACHE:-/var/cache/genesis-kube}
 BIN=$KUBE_CACHE/bin
-stamp=$BIN/.built-3-$K8S_VERSION-$CONTAINERD_VERSION-$CNI_VERSION-$RUNSC_VERSION
+stamp=$BIN/.built-4-$K8S_VERSION-$CONTAINERD_VERSION-$CNI_VERSION-$RUNSC_VERSION
 if [[ -f $stamp ]]; then
 	echo "kube build: $BIN is current ($K8S_VERSION, containerd $CONTAINERD_VERSION, CNI $CNI_VERSION)"
 	exit 0
@@ -44,7 +44,7 @@ build_k8s() {
 	local v=k8s.io/component-base/version minor=${K8S_VERSION#v1.}
 	minor=${minor%%.*}
 	local ld="-s -w -X $v.gitVersion=$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean"
-	for cmd in kube-apiserver kube-controller-manager kubelet; do
+	for cmd in kube-apiserver kube-controller-manager kube-scheduler kubelet; do
 		echo "kube build: $cmd $K8S_VERSION"
 		go build -trimpath -ldflags "$ld" -o "$BIN/$cmd" "k8s.io/kubernetes/cmd/$cmd"
 	done

@@ -45,6 +45,7 @@ fi
 stop containerd
 # Shims of ours that outlived containerd.
 pkill -f "containerd-shim-runc-v2 .*-address $SOCK" 2>/dev/null || true
+stop scheduler
 stop controller-manager
 stop apiserver
 stop etcd
@@ -55,6 +56,7 @@ awk -v s="$STATE" -v r="$RUN" '$2 ~ "^"s"/" || $2 ~ "^"r"/" || $2 == s || $2 == 
 # Network namespaces the CNI made for our pods.
 for ns in $(ip netns list 2>/dev/null | awk '/^cni-/ {print $1}'); do ip netns delete "$ns" 2>/dev/null || true; done
 iptables -D FORWARD -i "$BRIDGE" ! -o "$BRIDGE" -j DROP 2>/dev/null || true
+iptables -D INPUT -i "$BRIDGE" -m conntrack --ctstate NEW -j DROP 2>/dev/null || true
 ip link show "$BRIDGE" >/dev/null 2>&1 && ip link delete "$BRIDGE"
 if [[ ${KEEP_STATE:-0} != 1 ]]; then
 	rm -rf "$STATE" "$RUN"

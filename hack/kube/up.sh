@@ -78,6 +78,7 @@ EOT
 }
 kubeconfig admin admin
 kubeconfig controller-manager controller-manager
+kubeconfig scheduler scheduler
 kubeconfig kubelet kubelet
 export KUBECONFIG=$STATE/admin.kubeconfig
 
@@ -101,6 +102,11 @@ start controller-manager "$BIN/kube-controller-manager" --kubeconfig "$STATE/con
 	--bind-address 127.0.0.1 --secure-port 0 --leader-elect=false --use-service-account-credentials \
 	--service-account-private-key-file "$STATE/pki/sa.key" --root-ca-file "$STATE/pki/ca.pem" \
 	--controllers '*,-nodeipam'
+# The scheduler binds pods to the node (the driver holds a pod back with a
+# scheduling gate until its sandbox starts).
+start scheduler "$BIN/kube-scheduler" --kubeconfig "$STATE/scheduler.kubeconfig" \
+	--authentication-kubeconfig "$STATE/scheduler.kubeconfig" --authorization-kubeconfig "$STATE/scheduler.kubeconfig" \
+	--bind-address 127.0.0.1 --secure-port 0 --leader-elect=false
 
 # containerd of its own, runc and runsc handlers, the pod network.
 cat >"$STATE/containerd/config.toml" <<EOT
@@ -130,11 +136,13 @@ state = "$RUN/containerd"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = "$PAUSE_IMAGE"
 EOT
-# A bridge with no NAT and no default route in the pods: they reach each
-# other and the host's address on the bridge, nothing else.
+# A bridge with no NAT and no default route in the pods, its ports isolated
+# from each other: a pod reaches neither another pod nor anything off the
+# bridge, and the host drops connections a pod opens to it (below); the
+# host (the service) opens connections to the pods.
 cat >"$STATE/cni/10-genesis.conflist" <<EOT
 {"cniVersion": "1.0.0", "name": "genesis", "plugins": [
-  {"type": "bridge", "bridge": "$BRIDGE", "isGateway": false, "isDefaultGateway": false, "ipMasq": false, "hairpinMode": true,
+  {"type": "bridge", "bridge": "$BRIDGE", "isGateway": false, "isDefaultGateway": false, "ipMasq": false, "hairpinMode": false, "portIsolation": true,
    "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$POD_GW"}]], "routes": [],
             "dataDir": "$STATE/cni/ipam"}},
   {"type": "loopback"}]}
@@ -146,6 +154,9 @@ if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
 fi
 # Nothing from the pods is forwarded off the bridge.
 iptables -C FORWARD -i "$BRIDGE" ! -o "$BRIDGE" -j DROP 2>/dev/null || iptables -I FORWARD -i "$BRIDGE" ! -o "$BRIDGE" -j DROP
+# Nor does a pod open a connection to the host: only answers come back.
+iptables -C INPUT -i "$BRIDGE" -m conntrack --ctstate NEW -j DROP 2>/dev/null ||
+	iptables -I INPUT -i "$BRIDGE" -m conntrack --ctstate NEW -j DROP
 PATH=$BIN:$PATH start containerd "$BIN/containerd" --config "$STATE/containerd/config.toml"
 wait_for containerd 30 ctr -a "$SOCK" version
 

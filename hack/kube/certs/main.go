@@ -69,6 +69,7 @@ func run(dir, node string, nodeIP net.IP) error {
 		{"apiserver", pkix.Name{CommonName: "kube-apiserver"}, []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}, loop, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}},
 		{"admin", pkix.Name{CommonName: "genesis-admin", Organization: []string{"system:masters"}}, nil, nil, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
 		{"controller-manager", pkix.Name{CommonName: "system:kube-controller-manager"}, nil, nil, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
+		{"scheduler", pkix.Name{CommonName: "system:kube-scheduler"}, nil, nil, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
 		{"apiserver-kubelet-client", pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}}, nil, nil, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
 		{"kubelet", pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}}, []string{node, "localhost"}, nodeIPs,
 			[]x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth}},
