@@ -23,6 +23,7 @@ import (
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/console"
 	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/driver/docker"
 	"genesis.dev/sandbox/internal/httpapi"
 	"genesis.dev/sandbox/internal/ports"
@@ -136,16 +137,28 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	drv, err := docker.New(docker.Config{Host: f.dockerHost, CallTimeout: cfg.Intervals.DockerCallTimeout, AgentDir: agentDir, Logger: log})
+	// Docker builds and labels the images even when the sandboxes run on
+	// Kubernetes.
+	dock, err := docker.New(docker.Config{Host: f.dockerHost, CallTimeout: cfg.Intervals.DockerCallTimeout, AgentDir: agentDir, Logger: log})
 	if err != nil {
 		return err
+	}
+	var drv driver.Driver = dock
+	var boxes driver.Sandboxer // nil: this host's (driver/local)
+	if cfg.Driver == "kubernetes" {
+		kd, err := newKubeDriver(cfg, log)
+		if err != nil {
+			return err
+		}
+		drv, boxes = kd, kd
+		egressDir = "" // networked modes need this host's Docker networks
 	}
 	metrics := httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: st})
-	ctl, err := control.New(control.Config{Settings: cfg, Store: st, Driver: drv, AgentDir: agentDir, EgressDir: egressDir, InstanceID: instance, Logger: log})
+	ctl, err := control.New(control.Config{Settings: cfg, Store: st, Driver: drv, Sandboxer: boxes, AgentDir: agentDir, EgressDir: egressDir, InstanceID: instance, Logger: log})
 	if err != nil {
 		return err
 	}
-	m, err := newManagers(ctl, st, cfg, agentDir, drv, metrics, log)
+	m, err := newManagers(ctl, st, cfg, agentDir, dock, metrics, log)
 	if err != nil {
 		return err
 	}

@@ -58,6 +58,34 @@ type Config struct {
 	E2B E2B `yaml:"e2b"`
 	// OpenSandbox configures the OpenSandbox SDK adapter (docs/compat-opensandbox.md).
 	OpenSandbox OpenSandbox `yaml:"opensandbox"`
+	// Driver is where sandboxes run: "docker" (the default) or
+	// "kubernetes" (docs/kubernetes.md).
+	Driver string `yaml:"driver"`
+	// Kubernetes configures the Kubernetes driver.
+	Kubernetes Kubernetes `yaml:"kubernetes"`
+}
+
+// Kubernetes configures the Kubernetes driver (driver: kubernetes).
+type Kubernetes struct {
+	// Kubeconfig is a kubeconfig file; empty means in-cluster.
+	Kubeconfig string `yaml:"kubeconfig"`
+	// Namespace holds the sandboxes' Pods.
+	Namespace string `yaml:"namespace"`
+	// AgentImage carries the agent at /genesis-agent (the service's own
+	// image); an init container copies it into every sandbox Pod.
+	AgentImage string `yaml:"agent_image"`
+	// PullPolicy of the Pods: Never, IfNotPresent or Always.
+	PullPolicy string `yaml:"pull_policy"`
+	// AgentPort is the agent's TCP port in each Pod.
+	AgentPort int `yaml:"agent_port"`
+	// RuntimeClasses maps each runtime to its RuntimeClass ("" is the
+	// cluster's default handler); a runtime not here is not offered.
+	RuntimeClasses map[string]string `yaml:"runtime_classes"`
+	// RequestRatio is the share of a sandbox's CPU and memory limits its
+	// Pod requests from the scheduler: 1 (the default) makes every Pod
+	// Guaranteed; less packs more sandboxes on a node that they may then
+	// contend for.
+	RequestRatio float64 `yaml:"request_ratio"`
 }
 
 // E2B configures the adapter that serves the E2B SDKs.
@@ -445,6 +473,38 @@ func (c *Config) validate(v *problems) {
 	}
 	if d := c.E2B.SandboxDomain; d != "" && (strings.Contains(d, "/") || strings.HasPrefix(d, ".") || strings.Contains(d, "://")) {
 		bad("e2b.sandbox_domain", "must be a host name with an optional port (e2b.example.com, e2b.example.com:8443), got %q", d)
+	}
+	switch c.Driver {
+	case "docker":
+	case "kubernetes":
+		k := c.Kubernetes
+		if k.Namespace == "" {
+			bad("kubernetes.namespace", "is required with driver kubernetes")
+		}
+		if k.AgentImage == "" {
+			bad("kubernetes.agent_image", "is required with driver kubernetes (an image with the agent at /genesis-agent)")
+		}
+		if k.AgentPort < 1 || k.AgentPort > 65535 {
+			bad("kubernetes.agent_port", "must be a port number, got %d", k.AgentPort)
+		}
+		switch k.PullPolicy {
+		case "Never", "IfNotPresent", "Always":
+		default:
+			bad("kubernetes.pull_policy", "must be Never, IfNotPresent or Always, got %q", k.PullPolicy)
+		}
+		if k.RequestRatio <= 0 || k.RequestRatio > 1 {
+			bad("kubernetes.request_ratio", "must be in (0, 1], got %v", k.RequestRatio)
+		}
+		if len(k.RuntimeClasses) == 0 {
+			bad("kubernetes.runtime_classes", "must map at least one runtime to a RuntimeClass")
+		}
+		for rt := range k.RuntimeClasses {
+			if rt != "runc" && rt != "runsc" {
+				bad("kubernetes.runtime_classes", "names runtime %q; the runtimes are runc and runsc", rt)
+			}
+		}
+	default:
+		bad("driver", "must be docker or kubernetes, got %q", c.Driver)
 	}
 	if c.OpenSandbox.DefaultTimeoutSeconds < 0 {
 		bad("opensandbox.default_timeout_seconds", "must not be negative, got %d", c.OpenSandbox.DefaultTimeoutSeconds)

@@ -48,12 +48,15 @@ func clientset(t *testing.T) *kubernetes.Clientset {
 
 // sandboxImage imports the newest tool-basic image of this project's
 // Docker into the plane's containerd (no registry) and answers its name.
-func sandboxImage(t *testing.T) string {
+func sandboxImage(t *testing.T) string { return profileImage(t, "tool-basic") }
+
+// profileImage imports the newest image of a profile's recipe.
+func profileImage(t *testing.T, recipe string) string {
 	t.Helper()
-	out, err := exec.Command("docker", "images", "genesis/tool-basic", "--format", "{{.Repository}}:{{.Tag}}").Output()
+	out, err := exec.Command("docker", "images", "genesis/"+recipe, "--format", "{{.Repository}}:{{.Tag}}").Output()
 	ref := strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
 	if err != nil || ref == "" {
-		t.Fatalf("no tool-basic image in Docker (make test-images): %v", err)
+		t.Fatalf("no %s image in Docker (make test-images): %v", recipe, err)
 	}
 	sock := "/run/genesis-kube/containerd.sock"
 	have, _ := exec.Command("ctr", "-a", sock, "-n", "k8s.io", "images", "ls", "-q").Output()
@@ -74,7 +77,33 @@ func sandboxImage(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
+	waitNodeImage(t, "docker.io/"+ref)
 	return "docker.io/" + ref
+}
+
+// waitNodeImage waits until the node reports image ref in its status: the
+// kubelet lists a node's images there some seconds after they arrive, and
+// with pull policy Never the driver checks images there.
+func waitNodeImage(t *testing.T, ref string) {
+	t.Helper()
+	cs := clientset(t)
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		n, err := cs.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		if err == nil {
+			for _, im := range n.Status.Images {
+				for _, name := range im.Names {
+					if name == ref {
+						return
+					}
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the node did not report image %s within 3 min (%v)", ref, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // hardenedPod is a pod of image under runtimeClass as the driver will make

@@ -75,6 +75,8 @@ type Config struct {
 	// TokenKey derives each sandbox agent's token; every replica needs
 	// the same key.
 	TokenKey []byte
+	// RequestRatio is the share of the limits a Pod requests (0 means 1).
+	RequestRatio float64
 	// ProbeTimeout bounds one runtime's smoke Pod.
 	ProbeTimeout time.Duration
 	Logger       *slog.Logger
@@ -138,6 +140,9 @@ func NewWithClient(cfg Config, cs kubernetes.Interface) (*Driver, error) {
 	}
 	if cfg.AgentPort == 0 {
 		cfg.AgentPort = agentproto.DefaultTCPPort
+	}
+	if cfg.RequestRatio <= 0 || cfg.RequestRatio > 1 {
+		cfg.RequestRatio = 1
 	}
 	if cfg.ProbeTimeout == 0 {
 		cfg.ProbeTimeout = DefaultProbeTimeout
@@ -226,7 +231,7 @@ func (d *Driver) pod(spec driver.Spec) (*corev1.Pod, error) {
 		k, v, _ := strings.Cut(kv, "=")
 		env = append(env, corev1.EnvVar{Name: k, Value: v})
 	}
-	res, err := resources(spec.Resources)
+	res, err := resources(spec.Resources, d.cfg.RequestRatio)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +262,7 @@ func (d *Driver) pod(spec driver.Spec) (*corev1.Pod, error) {
 	grace := int64(2)
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: spec.Name, Namespace: d.cfg.Namespace, Labels: podLabels,
+			Name: objectName(spec.Name), Namespace: d.cfg.Namespace, Labels: podLabels,
 			Annotations: map[string]string{labelsAnnotation: string(all)},
 			Finalizers:  []string{keepFinalizer},
 		},
@@ -323,17 +328,19 @@ func parseUser(u string) (uid, gid *int64, err error) {
 	return &x, &y, nil
 }
 
-// resources are the limits of r, requested as much as limited (the Pod is
-// Guaranteed: it never runs on more than it was given, nor on less).
-func resources(r sandbox.Resources) (corev1.ResourceRequirements, error) {
-	l := corev1.ResourceList{}
+// resources are the limits of r and requests of ratio of them (at 1 the
+// Pod is Guaranteed: it never runs on more than it was given, nor on less).
+func resources(r sandbox.Resources, ratio float64) (corev1.ResourceRequirements, error) {
+	l, q := corev1.ResourceList{}, corev1.ResourceList{}
 	if r.CPU > 0 {
 		l[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(math.Ceil(r.CPU*1000)), resource.DecimalSI)
+		q[corev1.ResourceCPU] = *resource.NewMilliQuantity(max(1, int64(math.Ceil(r.CPU*1000*ratio))), resource.DecimalSI)
 	}
 	if r.MemoryMB > 0 {
 		l[corev1.ResourceMemory] = *resource.NewQuantity(r.MemoryMB<<20, resource.BinarySI)
+		q[corev1.ResourceMemory] = *resource.NewQuantity(max(1<<20, int64(float64(r.MemoryMB<<20)*ratio)), resource.BinarySI)
 	}
-	return corev1.ResourceRequirements{Requests: l, Limits: l.DeepCopy()}, nil
+	return corev1.ResourceRequirements{Requests: q, Limits: l}, nil
 }
 
 // tmpfsSize reads size=N[kmg] from tmpfs options.
@@ -372,6 +379,7 @@ func sortedKeys(m map[string]string) []string {
 
 // Start lets the Pod go: the scheduling gate is removed.
 func (d *Driver) Start(ctx context.Context, id string) error {
+	id = objectName(id)
 	p, err := d.pods().Get(ctx, id, metav1.GetOptions{})
 	if err != nil {
 		return apiErr("get pod "+id, err)
@@ -395,6 +403,7 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 // Stop deletes the Pod with grace; the finalizer keeps it readable as
 // exited until Remove. It returns once the container is not running.
 func (d *Driver) Stop(ctx context.Context, id string, grace time.Duration) error {
+	id = objectName(id)
 	p, err := d.pods().Get(ctx, id, metav1.GetOptions{})
 	if err != nil {
 		return apiErr("get pod "+id, err)
@@ -425,6 +434,7 @@ func (d *Driver) Stop(ctx context.Context, id string, grace time.Duration) error
 
 // Remove drops the finalizer and deletes the Pod at once.
 func (d *Driver) Remove(ctx context.Context, id string) error {
+	id = objectName(id)
 	d.forget(id)
 	patch := []byte(`{"metadata":{"finalizers":null}}`)
 	if _, err := d.pods().Patch(ctx, id, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
@@ -442,6 +452,7 @@ func (d *Driver) Remove(ctx context.Context, id string) error {
 
 // Inspect reads the Pod.
 func (d *Driver) Inspect(ctx context.Context, id string) (driver.Status, error) {
+	id = objectName(id)
 	p, err := d.pods().Get(ctx, id, metav1.GetOptions{})
 	if err != nil {
 		return driver.Status{}, apiErr("inspect pod "+id, err)
@@ -556,7 +567,11 @@ func apiErr(what string, err error) error {
 }
 
 // podName is the Pod of sandbox id.
-func podName(id string) string { return "genesis-" + id }
+func podName(id string) string { return objectName("genesis-" + id) }
+
+// objectName spells a container name as a Kubernetes object name:
+// sandbox ids carry underscores, which object names may not.
+func objectName(name string) string { return strings.ReplaceAll(strings.ToLower(name), "_", "-") }
 
 // token is the agent token of a Pod: HMAC-SHA256 of its name.
 func (d *Driver) token(pod string) []byte {
