@@ -17,8 +17,8 @@ import (
 	"genesis.dev/sandbox/internal/admission"
 	"genesis.dev/sandbox/internal/agent/agentclient"
 	"genesis.dev/sandbox/internal/config"
-	"genesis.dev/sandbox/internal/driver/local"
 	"genesis.dev/sandbox/internal/driver"
+	"genesis.dev/sandbox/internal/driver/local"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/store"
 )
@@ -65,8 +65,8 @@ type Service struct {
 	admitMu   sync.Mutex // serializes the capacity check with the record insert
 	admission *admission.Controller
 	capacity  capacityHolds
-	gw        *gateway           // egress gateway of networked sandboxes
-	hooks     []Hook             // hooks.go; set before Start
+	gw        *gateway // egress gateway of networked sandboxes
+	hooks     []Hook   // hooks.go; set before Start
 	started   atomic.Bool
 
 	quotaLocks sync.Map // tenant name → *sync.Mutex (quota.go)
@@ -229,7 +229,6 @@ func InstanceID(dataDir string) (string, error) {
 	}
 	return id, os.WriteFile(p, []byte(id+"\n"), 0o644)
 }
-
 
 // agent returns the (cached) agent client of a sandbox.
 func (s *Service) agent(id string) *agentclient.Client {

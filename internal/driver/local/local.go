@@ -72,7 +72,9 @@ func (l *Sandboxer) workspaceImage(id string) string {
 	return filepath.Join(l.SandboxDir(id), "workspace.img")
 }
 
-func (l *Sandboxer) workspaceDir(id string) string { return filepath.Join(l.SandboxDir(id), "workspace") }
+func (l *Sandboxer) workspaceDir(id string) string {
+	return filepath.Join(l.SandboxDir(id), "workspace")
+}
 
 // AgentAddress is the agent's socket path.
 func (l *Sandboxer) AgentAddress(id string) string { return l.socketPath(id) }
