@@ -30,6 +30,7 @@ type service struct {
 	cmd      *exec.Cmd
 	log      *os.File
 	done     chan struct{} // closed when the process has exited
+	stopOnce sync.Once
 }
 
 var (
@@ -74,8 +75,10 @@ func startService(t *testing.T, dataDir, extra string) *service {
 	}
 	sandboxImage(t)
 	profileImage(t, "code-python-basic")
+	if !strings.Contains(extra, "warm_pools:") {
+		extra = "warm_pools: false\n" + extra
+	}
 	cfg := fmt.Sprintf(`driver: kubernetes
-warm_pools: false
 kubernetes:
   kubeconfig: %s/admin.kubeconfig
   namespace: default
@@ -134,6 +137,10 @@ kubernetes:
 }
 
 func (s *service) stop() {
+	s.stopOnce.Do(s.stopNow)
+}
+
+func (s *service) stopNow() {
 	_ = s.cmd.Process.Signal(os.Interrupt)
 	select {
 	case <-s.done:
