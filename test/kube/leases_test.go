@@ -150,7 +150,7 @@ func TestLeaseStorm(t *testing.T) {
 }
 
 // waitPool waits until pool holds at least n idle members.
-func waitPool(t *testing.T, c *client.Client, name string, n int) client.Pool {
+func waitPool(t testing.TB, c *client.Client, name string, n int) client.Pool {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	for {

@@ -33,7 +33,7 @@ func state() string {
 	return "/var/lib/genesis-kube"
 }
 
-func clientset(t *testing.T) *kubernetes.Clientset {
+func clientset(t testing.TB) *kubernetes.Clientset {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", state()+"/admin.kubeconfig")
 	if err != nil {
@@ -48,10 +48,10 @@ func clientset(t *testing.T) *kubernetes.Clientset {
 
 // sandboxImage imports the newest tool-basic image of this project's
 // Docker into the plane's containerd (no registry) and answers its name.
-func sandboxImage(t *testing.T) string { return profileImage(t, "tool-basic") }
+func sandboxImage(t testing.TB) string { return profileImage(t, "tool-basic") }
 
 // profileImage imports the newest image of a profile's recipe.
-func profileImage(t *testing.T, recipe string) string {
+func profileImage(t testing.TB, recipe string) string {
 	t.Helper()
 	out, err := exec.Command("docker", "images", "genesis/"+recipe, "--format", "{{.Repository}}:{{.Tag}}").Output()
 	ref := strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
@@ -84,7 +84,7 @@ func profileImage(t *testing.T, recipe string) string {
 // waitNodeImage waits until the node reports image ref in its status: the
 // kubelet lists a node's images there some seconds after they arrive, and
 // with pull policy Never the driver checks images there.
-func waitNodeImage(t *testing.T, ref string) {
+func waitNodeImage(t testing.TB, ref string) {
 	t.Helper()
 	cs := clientset(t)
 	deadline := time.Now().Add(3 * time.Minute)

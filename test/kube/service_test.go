@@ -40,7 +40,7 @@ var (
 )
 
 // agentImage builds the agent image of this tree into the plane.
-func agentImage(t *testing.T) string {
+func agentImage(t testing.TB) string {
 	t.Helper()
 	out, err := exec.Command("../../hack/kube/agent-image.sh").Output()
 	if err != nil {
@@ -54,7 +54,7 @@ func agentImage(t *testing.T) string {
 // startService builds the service (once), writes a config with driver
 // kubernetes (extra is appended to it) and starts it on a free port; it
 // is stopped when t ends.
-func startService(t *testing.T, dataDir, extra string) *service {
+func startService(t testing.TB, dataDir, extra string) *service {
 	t.Helper()
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "genesis-kube-bin-")
@@ -78,7 +78,11 @@ func startService(t *testing.T, dataDir, extra string) *service {
 	if !strings.Contains(extra, "warm_pools:") {
 		extra = "warm_pools: false\n" + extra
 	}
-	cfg := fmt.Sprintf(`driver: kubernetes
+	drv := "kubernetes"
+	if strings.HasPrefix(extra, "driver: docker\n") {
+		drv, extra = "docker", strings.TrimPrefix(extra, "driver: docker\n")
+	}
+	cfg := fmt.Sprintf(`driver: %s
 kubernetes:
   kubeconfig: %s/admin.kubeconfig
   namespace: default
@@ -86,7 +90,7 @@ kubernetes:
   pull_policy: Never
   request_ratio: 0.05
   runtime_classes: {runc: runc, runsc: gvisor}
-`, state(), agentImage(t)) + extra
+`, drv, state(), agentImage(t)) + extra
 	path := filepath.Join(dataDir, "config.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -153,7 +157,7 @@ func (s *service) stopNow() {
 
 func (s *service) client() *client.Client { return client.New(s.url, s.key) }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	out, err := exec.Command("sh", "-c", "python3 -c 'import socket;s=socket.socket();s.bind((\"127.0.0.1\",0));print(s.getsockname()[1])'").Output()
 	if err != nil {
@@ -171,7 +175,7 @@ func tailLines(s string, n int) string {
 }
 
 // clearManagedPods removes what an earlier run that failed left behind.
-func clearManagedPods(t *testing.T) {
+func clearManagedPods(t testing.TB) {
 	t.Helper()
 	cs := clientset(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -189,7 +193,7 @@ func clearManagedPods(t *testing.T) {
 }
 
 // noManagedPods fails t if a Pod of the driver is left in the namespace.
-func noManagedPods(t *testing.T) {
+func noManagedPods(t testing.TB) {
 	t.Helper()
 	cs := clientset(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
