@@ -15,7 +15,7 @@ TEST_IMAGES ?= tool-basic tool-node code-python-basic code-python-data skill-pyt
 FUZZ_TARGETS ?= FuzzResolvePath FuzzResolveBelow
 FUZZTIME ?= 15s
 
-.PHONY: proto all build console console-test setup images test-images test-deps run test unit fuzz cross lint bench clean kube-up kube-down test-kube
+.PHONY: proto all build console console-test setup images test-images test-deps run test unit fuzz cross lint bench clean kube-up kube-down test-kube bench-kube
 
 all: build
 
@@ -109,9 +109,14 @@ proto:
 	cd internal/compat/e2b/proto && ../../../../tools/proto/node_modules/.bin/buf generate
 
 # A single-node Kubernetes control plane on this host for the Kubernetes
-# driver's work (docs/kubernetes-dev.md): built from the Go module proxy
-# at pinned versions into /var/cache/genesis-kube, brought up and taken
-# away by hack/kube. Not part of `make test` yet.
+# driver (docs/kubernetes-dev.md): built from the Go module proxy at
+# pinned versions into /var/cache/genesis-kube, brought up and taken away
+# by hack/kube. `make test-kube` runs the driver's conformance suite and
+# the service's tests on it, then takes the plane away (.ci/run runs it
+# after `make test`); `make bench-kube` compares first output on Pods and
+# on Docker.
+KUBE_ENV = GENESIS_KUBECONFIG=/var/lib/genesis-kube/admin.kubeconfig GENESIS_KUBE_CONTAINERD=/run/genesis-kube/containerd.sock
+
 kube-up: test-images
 	$(SUDO) env "PATH=$$PATH" hack/kube/up.sh
 
@@ -119,4 +124,8 @@ kube-down:
 	$(SUDO) env "PATH=$$PATH" hack/kube/down.sh
 
 test-kube: kube-up
-	$(SUDO) env "PATH=$$PATH" $(GO) test -tags kube -count=1 -v ./test/kube/
+	rc=0; $(SUDO) env "PATH=$$PATH" $(KUBE_ENV) $(GO) test -tags kube -count=1 -timeout 30m ./internal/driver/kube/ ./test/kube/ || rc=$$?; \
+	$(MAKE) kube-down; exit $$rc
+
+bench-kube: kube-up
+	$(SUDO) env "PATH=$$PATH" $(KUBE_ENV) $(GO) test -tags kube -count=1 -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/kube/
