@@ -5,6 +5,8 @@ package kube
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -294,6 +296,31 @@ for name, host, port in [("node", "10.251.0.1", 10250), ("neighbour", sys.argv[1
 	dl.Body.Close()
 	if string(got) != body {
 		t.Errorf("read back %d bytes; want %d", len(got), len(body))
+	}
+
+	// Streamed stdin: a job reads what the client streams, over the agent's
+	// channel to the Pod.
+	input := strings.Repeat("streamed into a pod\n", 50000)
+	j, err := c.StartJob(ctx, sb.ID, client.ExecRequest{Script: "sha256sum > /workspace/stdin.sum", StdinStream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.WriteStdin(ctx, j.ID, strings.NewReader(input)); err != nil || n != int64(len(input)) {
+		t.Fatalf("streamed %d of %d bytes: %v", n, len(input), err)
+	}
+	if err := c.CloseStdin(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(input))
+	for deadline := time.Now().Add(time.Minute); ; {
+		res, err := c.Exec(ctx, sb.ID, client.ExecRequest{Script: "cat /workspace/stdin.sum 2>/dev/null"})
+		if err == nil && strings.HasPrefix(res.Stdout, hex.EncodeToString(sum[:])) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job never wrote the sum of its stdin: %+v %v", res, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 
 	// A port inside the sandbox, reached through the service (over the
