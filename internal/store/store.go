@@ -83,3 +83,22 @@ type JobFilter struct {
 	States    []sandbox.JobState
 	Limit     int
 }
+
+// Locker is implemented by stores that several service instances share:
+// named locks that a process holds for as long as it lives (PostgreSQL
+// session advisory locks). A store used by one process only (SQLite)
+// grants every name to that process.
+type Locker interface {
+	// TryLock takes the lock name for this process if nobody holds it.
+	// ok is false when another process holds it.
+	TryLock(ctx context.Context, name string) (l Lock, ok bool, err error)
+}
+
+// Lock is a held Locker lock.
+type Lock interface {
+	// Lost is closed when the lock is gone without Release: the
+	// connection that held it broke, so another process may hold it now.
+	Lost() <-chan struct{}
+	// Release gives the lock up.
+	Release()
+}

@@ -133,3 +133,43 @@ func TestOpenErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionLocks: a lock one process holds is refused to another until
+// it is released, or until the holder's connection dies — then Lost says
+// so and the other may take it.
+func TestSessionLocks(t *testing.T) {
+	dsn := pgtest.Start(t)
+	a, b := open(t, dsn), open(t, dsn)
+	ctx := t.Context()
+	la, ok, err := a.TryLock(ctx, "leader")
+	if err != nil || !ok {
+		t.Fatalf("a.TryLock = %v, %v; want held", ok, err)
+	}
+	if _, ok, err := b.TryLock(ctx, "leader"); err != nil || ok {
+		t.Fatalf("b.TryLock of a held lock = %v, %v; want refused", ok, err)
+	}
+	if lb, ok, err := b.TryLock(ctx, "other"); err != nil || !ok {
+		t.Fatalf("b.TryLock(other) = %v, %v; want held", ok, err)
+	} else {
+		lb.Release()
+	}
+	la.Release()
+	lb, ok, err := b.TryLock(ctx, "leader")
+	if err != nil || !ok {
+		t.Fatalf("b.TryLock after release = %v, %v; want held", ok, err)
+	}
+	// The holder's session ends (a crashed process): its lock is lost.
+	if _, err := rawConn(t, dsn).Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND pid <> pg_backend_pid()`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lb.Lost():
+	case <-time.After(15 * time.Second):
+		t.Fatal("Lost not closed after the holder's session was terminated")
+	}
+	if la, ok, err := a.TryLock(ctx, "leader"); err != nil || !ok {
+		t.Fatalf("a.TryLock after the holder died = %v, %v; want held", ok, err)
+	} else {
+		la.Release()
+	}
+}

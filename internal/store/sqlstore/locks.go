@@ -1,0 +1,104 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"sync"
+	"time"
+
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/store"
+)
+
+var _ store.Locker = (*Store)(nil)
+
+// lockCheckEvery is how often a held lock's connection is checked.
+const lockCheckEvery = 2 * time.Second
+
+// procLocks are the names this process holds on a store without session
+// locks (one process per database).
+var procLocks sync.Map
+
+// TryLock takes a PostgreSQL session advisory lock on its own connection,
+// held until Release or until that connection breaks; on SQLite (a single
+// process) it grants each name once per process.
+func (s *Store) TryLock(ctx context.Context, name string) (store.Lock, bool, error) {
+	if !s.d.Schema().Postgres {
+		key := fmt.Sprintf("%p/%s", s, name)
+		if _, taken := procLocks.LoadOrStore(key, true); taken {
+			return nil, false, nil
+		}
+		return &procLock{key: key, lost: make(chan struct{})}, true, nil
+	}
+	conn, err := s.writer.Conn(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("lock %s: %v: %w", name, err, errdefs.ErrUnavailable)
+	}
+	var ok bool
+	if err := conn.QueryRowContext(ctx, "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", name).Scan(&ok); err != nil {
+		conn.Close()
+		return nil, false, fmt.Errorf("lock %s: %v: %w", name, err, errdefs.ErrUnavailable)
+	}
+	if !ok {
+		conn.Close()
+		return nil, false, nil
+	}
+	l := &pgLock{conn: conn, name: name, lost: make(chan struct{}), stop: make(chan struct{})}
+	go l.watch()
+	return l, true, nil
+}
+
+type procLock struct {
+	key  string
+	once sync.Once
+	lost chan struct{}
+}
+
+func (l *procLock) Lost() <-chan struct{} { return l.lost }
+func (l *procLock) Release()              { l.once.Do(func() { procLocks.Delete(l.key) }) }
+
+// pgLock is a session advisory lock held on conn.
+type pgLock struct {
+	conn *sql.Conn
+	name string
+	once sync.Once
+	lost chan struct{}
+	stop chan struct{}
+}
+
+func (l *pgLock) Lost() <-chan struct{} { return l.lost }
+
+// watch checks the connection; when it breaks the session, and with it
+// the lock, is gone.
+func (l *pgLock) watch() {
+	t := time.NewTicker(lockCheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), lockCheckEvery)
+			err := l.conn.PingContext(ctx)
+			cancel()
+			if err != nil {
+				close(l.lost)
+				_ = l.conn.Raw(func(any) error { return driver.ErrBadConn }) // drop it from the pool
+				l.conn.Close()
+				return
+			}
+		}
+	}
+}
+
+func (l *pgLock) Release() {
+	l.once.Do(func() {
+		close(l.stop)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = l.conn.ExecContext(ctx, "SELECT pg_advisory_unlock(hashtextextended($1, 0))", l.name)
+		l.conn.Close()
+	})
+}
