@@ -71,7 +71,7 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 			continue // the gateway's own loop owns it
 		}
 		probe := c.Labels[driver.LabelPurpose] == "probe"
-		if c.Labels[driver.LabelInstance] != s.instance && !probe {
+		if !s.ownsInstance(c.Labels[driver.LabelInstance]) && !probe {
 			// Another service instance's sandbox, or a container some other
 			// tool labelled without an instance: not ours to judge.
 			continue

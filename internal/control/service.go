@@ -83,6 +83,8 @@ type Service struct {
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
 
+	reps *replicas // replicas.go; nil with a store of one process
+
 	// probeFails counts failed probes in a row of runtimes that passed
 	// before (see keepThroughBlips); under capsMu.
 	probeFails map[string]int
@@ -154,6 +156,10 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
+	if err := s.startReplicas(ctx, loopCtx); err != nil {
+		cancel()
+		return err
+	}
 	s.RefreshProbe(ctx)
 	s.recoverWorkspaces(ctx)
 	if err := s.Reconcile(ctx, true); err != nil {

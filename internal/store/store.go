@@ -86,12 +86,20 @@ type JobFilter struct {
 
 // Locker is implemented by stores that several service instances share:
 // named locks that a process holds for as long as it lives (PostgreSQL
-// session advisory locks). A store used by one process only (SQLite)
-// grants every name to that process.
+// session advisory locks). A store of one process (SQLite) answers
+// errdefs.ErrNotImplemented.
 type Locker interface {
 	// TryLock takes the lock name for this process if nobody holds it.
 	// ok is false when another process holds it.
 	TryLock(ctx context.Context, name string) (l Lock, ok bool, err error)
+}
+
+// Adopter is implemented by stores that several service instances share.
+type Adopter interface {
+	// AdoptSandboxes makes instance to the owner of every sandbox of
+	// instance from that is not destroyed (the from instance is
+	// gone: its lock was free) and returns how many moved.
+	AdoptSandboxes(ctx context.Context, from, to string, now time.Time) (int, error)
 }
 
 // Lock is a held Locker lock.

@@ -90,7 +90,7 @@ kubernetes:
   namespace: default
   agent_image: %s
   pull_policy: Never
-  request_ratio: 0.05
+  request_ratio: 0.01
   runtime_classes: {runc: runc, runsc: gvisor}
 `, drv, state(), agentImage(t)) + extra
 	path := filepath.Join(dataDir, "config.yaml")

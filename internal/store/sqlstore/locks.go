@@ -17,20 +17,12 @@ var _ store.Locker = (*Store)(nil)
 // lockCheckEvery is how often a held lock's connection is checked.
 const lockCheckEvery = 2 * time.Second
 
-// procLocks are the names this process holds on a store without session
-// locks (one process per database).
-var procLocks sync.Map
-
 // TryLock takes a PostgreSQL session advisory lock on its own connection,
-// held until Release or until that connection breaks; on SQLite (a single
-// process) it grants each name once per process.
+// held until Release or until that connection breaks. SQLite, a store of
+// one process, has none (errdefs.ErrNotImplemented).
 func (s *Store) TryLock(ctx context.Context, name string) (store.Lock, bool, error) {
 	if !s.d.Schema().Postgres {
-		key := fmt.Sprintf("%p/%s", s, name)
-		if _, taken := procLocks.LoadOrStore(key, true); taken {
-			return nil, false, nil
-		}
-		return &procLock{key: key, lost: make(chan struct{})}, true, nil
+		return nil, false, fmt.Errorf("lock %s: a store of one process has no shared locks: %w", name, errdefs.ErrNotImplemented)
 	}
 	conn, err := s.writer.Conn(ctx)
 	if err != nil {
@@ -49,15 +41,6 @@ func (s *Store) TryLock(ctx context.Context, name string) (store.Lock, bool, err
 	go l.watch()
 	return l, true, nil
 }
-
-type procLock struct {
-	key  string
-	once sync.Once
-	lost chan struct{}
-}
-
-func (l *procLock) Lost() <-chan struct{} { return l.lost }
-func (l *procLock) Release()              { l.once.Do(func() { procLocks.Delete(l.key) }) }
 
 // pgLock is a session advisory lock held on conn.
 type pgLock struct {
@@ -101,4 +84,24 @@ func (l *pgLock) Release() {
 		_, _ = l.conn.ExecContext(ctx, "SELECT pg_advisory_unlock(hashtextextended($1, 0))", l.name)
 		l.conn.Close()
 	})
+}
+
+var _ store.Adopter = (*Store)(nil)
+
+// AdoptSandboxes moves the live sandboxes of instance from to instance to.
+func (s *Store) AdoptSandboxes(ctx context.Context, from, to string, now time.Time) (int, error) {
+	if from == "" || to == "" || from == to {
+		return 0, fmt.Errorf("adopt sandboxes: instances %q and %q: %w", from, to, errdefs.ErrInvalidArgument)
+	}
+	at, err := s.encodeTime("updated_at", now)
+	if err != nil {
+		return 0, err
+	}
+	res, err := s.writer.ExecContext(ctx, s.q(`UPDATE sandboxes SET instance = ?, resource_version = resource_version + 1, updated_at = ?
+		WHERE instance = ? AND state <> 'destroyed'`), to, at, from)
+	if err != nil {
+		return 0, fmt.Errorf("adopt sandboxes of %s: %v: %w", from, err, errdefs.ErrUnavailable)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
 }

@@ -1,0 +1,215 @@
+//go:build kube
+
+package kube
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/store/pgtest"
+	"genesis.dev/sandbox/internal/store/postgres"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// replicaConfig is a pool of tool-basic Pods under runc, leases ending
+// 20 s after they start unless released, on a shared PostgreSQL.
+const replicaConfig = `warm_pools: true
+store: {driver: postgres, dsn: %q}
+profiles:
+  - name: storm
+    recipe: tool-basic
+    allowed_runtimes: [runc]
+    default_risk_level: low
+    resources: {cpu: 0.5, memory_mb: 256, pids: 128}
+    network: none
+    user: "1000:1000"
+    pools: [{runtime: runc, min_idle: 2, max_total: 60}]
+    lease: {default_ttl_seconds: 20, max_ttl_seconds: 600, on_release: destroy}
+`
+
+// TestTwoReplicas: two service processes on one PostgreSQL and one
+// cluster. 100 concurrent leases spread over both never share a sandbox;
+// one replica is killed mid-storm; the other leads, adopts the dead one's
+// sandboxes (their leases end, their Pods go), serves any sandbox, and
+// afterwards every managed Pod is one it counts.
+func TestTwoReplicas(t *testing.T) {
+	clearManagedPods(t)
+	t.Cleanup(func() { clearManagedPods(t) })
+	dsn := pgtest.Start(t)
+	cfg := fmt.Sprintf(replicaConfig, dsn)
+	dirA, dirB := t.TempDir(), t.TempDir()
+	a := startService(t, dirA, cfg)
+	// The replicas share the agents' token key (a Secret in a deployment).
+	key, err := os.ReadFile(filepath.Join(dirA, "keys", "agent-token.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dirB, "keys"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dirB, "keys", "agent-token.key"), key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := startService(t, dirB, cfg)
+	ca, cb := a.client(), b.client()
+	waitPool(t, ca, "storm-runc", 2)
+	waitPool(t, cb, "storm-runc", 2)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	const n = 100
+	var (
+		mu       sync.Mutex
+		bySbx    = map[string]string{}
+		served   = [2]int{}
+		lostToA  atomic.Int64
+		done     atomic.Int64
+		wg       sync.WaitGroup
+		killedAt time.Time
+	)
+	killed := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			who, c := i%2, ca
+			if who == 1 {
+				c = cb
+			}
+			l, err := c.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: "storm", Runtime: "runc", WaitSeconds: 300, Holder: fmt.Sprint("r", i)})
+			if err != nil {
+				select {
+				case <-killed:
+					if who == 0 {
+						lostToA.Add(1)
+						return
+					}
+				default:
+				}
+				t.Errorf("lease %d on replica %d: %v", i, who, err)
+				return
+			}
+			mu.Lock()
+			if prev, dup := bySbx[l.SandboxID]; dup {
+				t.Errorf("sandbox %s leased twice (%s and %s)", l.SandboxID, prev, l.LeaseID)
+			}
+			bySbx[l.SandboxID] = l.LeaseID
+			served[who]++
+			mu.Unlock()
+			// Any replica serves any sandbox: the exec goes to the other one
+			// while both live.
+			other := cb
+			if who == 1 {
+				other = ca
+			}
+			select {
+			case <-killed:
+				other = cb
+			default:
+			}
+			res, err := other.Exec(ctx, l.SandboxID, client.ExecRequest{Command: []string{"echo", l.SandboxID}})
+			if err == nil && res.Stdout == l.SandboxID+"\n" {
+				_ = other.ReleaseLease(ctx, l.LeaseID)
+			} else {
+				select {
+				case <-killed:
+					if who == 0 || other == ca {
+						lostToA.Add(1)
+						return
+					}
+				default:
+				}
+				t.Errorf("exec in %s through the other replica: %+v %v", l.SandboxID, res, err)
+			}
+			done.Add(1)
+		})
+	}
+	// Kill replica A mid-storm.
+	for done.Load() < 30 && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	killedAt = time.Now()
+	close(killed)
+	if err := a.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	t.Logf("%d leases done (%d by A, %d by B), %d lost to the kill of A; storm took until %v after the kill",
+		done.Load(), served[0], served[1], lostToA.Load(), time.Since(killedAt).Round(time.Millisecond))
+	if served[0] == 0 || served[1] == 0 {
+		t.Errorf("the leases were not spread over both replicas: %v", served)
+	}
+
+	// B adopts A's sandboxes: no live record names A any more, and B
+	// reaches one of them.
+	st, err := postgres.Open(ctx, postgres.Config{DSN: dsn, MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	instA := readInstance(t, dirA)
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		left, err := st.ListSandboxes(ctx, store.SandboxFilter{Instance: instA, States: []sandbox.State{sandbox.StateCreated,
+			sandbox.StateStarting, sandbox.StateReady, sandbox.StateLeased, sandbox.StateBusy, sandbox.StateIdle, sandbox.StateDraining}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d live sandboxes of the killed replica were not adopted", len(left))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("A's sandboxes adopted %v after the kill", time.Since(killedAt).Round(time.Millisecond))
+
+	// Once A's leases have ended (20 s TTL) and the pool has settled, every
+	// managed Pod is a sandbox B counts, and none is left of A.
+	cs := clientset(t)
+	for deadline := time.Now().Add(3 * time.Minute); ; {
+		p := waitPool(t, cb, "storm-runc", 2)
+		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "dev.genesis.managed=true,dev.genesis.purpose=sandbox"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		live := 0
+		for _, pod := range pods.Items {
+			if pod.DeletionTimestamp == nil {
+				live++
+			}
+		}
+		active, err := st.ListLeases(ctx, store.LeaseFilter{States: []sandbox.LeaseState{sandbox.LeaseActive}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if live == p.Total && p.Starting == 0 && len(active) == 0 && p.Counts["idle"] == live {
+			t.Logf("settled %v after the kill: %d pods, all idle members of B's pool", time.Since(killedAt).Round(time.Millisecond), live)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not settled: %d live managed pods, B's pool %+v, %d active leases", live, p, len(active))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// readInstance is the instance id of a data dir.
+func readInstance(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "instance_id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b[:len(b)-1])
+}
