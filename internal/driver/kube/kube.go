@@ -380,24 +380,29 @@ func sortedKeys(m map[string]string) []string {
 // Start lets the Pod go: the scheduling gate is removed.
 func (d *Driver) Start(ctx context.Context, id string) error {
 	id = objectName(id)
-	p, err := d.pods().Get(ctx, id, metav1.GetOptions{})
-	if err != nil {
-		return apiErr("get pod "+id, err)
-	}
-	if p.DeletionTimestamp != nil {
-		return fmt.Errorf("kube: pod %s is stopping or stopped and cannot start again: %w", id, errdefs.ErrFailedPrecondition)
-	}
-	if len(p.Spec.SchedulingGates) == 0 {
-		return nil
-	}
-	patch := fmt.Sprintf(`[{"op":"test","path":"/metadata/resourceVersion","value":%q},{"op":"remove","path":"/spec/schedulingGates"}]`, p.ResourceVersion)
-	if _, err := d.pods().Patch(ctx, id, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsInvalid(err) || strings.Contains(err.Error(), "test operation") {
-			return d.Start(ctx, id) // changed meanwhile: look again
+	for attempt := 0; ; attempt++ {
+		p, err := d.pods().Get(ctx, id, metav1.GetOptions{})
+		if err != nil {
+			return apiErr("get pod "+id, err)
+		}
+		if p.DeletionTimestamp != nil {
+			return fmt.Errorf("kube: pod %s is stopping or stopped and cannot start again: %w", id, errdefs.ErrFailedPrecondition)
+		}
+		if len(p.Spec.SchedulingGates) == 0 {
+			return nil
+		}
+		// Only if the Pod is still the one read: its gates are removed whole.
+		patch := fmt.Sprintf(`[{"op":"test","path":"/metadata/resourceVersion","value":%q},{"op":"remove","path":"/spec/schedulingGates"}]`, p.ResourceVersion)
+		_, err = d.pods().Patch(ctx, id, types.JSONPatchType, []byte(patch), metav1.PatchOptions{})
+		if err == nil {
+			return nil
+		}
+		// A failed test: the Pod changed meanwhile (its status); read again.
+		if attempt < 5 && (apierrors.IsConflict(err) || apierrors.IsInvalid(err) || strings.Contains(err.Error(), "test operation")) {
+			continue
 		}
 		return apiErr("start pod "+id, err)
 	}
-	return nil
 }
 
 // Stop deletes the Pod with grace; the finalizer keeps it readable as
