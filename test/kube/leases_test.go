@@ -14,9 +14,10 @@ import (
 	"genesis.dev/sandbox/client"
 )
 
-// stormConfig is a warm pool of tool-basic Pods under runc.
-const stormConfig = `warm_pools: true
-profiles:
+// stormProfile is a profile "storm" of tool-basic Pods under runc with a
+// warm pool of minIdle..maxTotal, its leases ending after ttl seconds.
+func stormProfile(minIdle, maxTotal, ttl int) string {
+	return fmt.Sprintf(`profiles:
   - name: storm
     recipe: tool-basic
     allowed_runtimes: [runc]
@@ -24,9 +25,13 @@ profiles:
     resources: {cpu: 0.5, memory_mb: 256, pids: 128}
     network: none
     user: "1000:1000"
-    pools: [{runtime: runc, min_idle: 3, max_total: 24}]
-    lease: {default_ttl_seconds: 300, max_ttl_seconds: 600, on_release: destroy}
-`
+    pools: [{runtime: runc, min_idle: %d, max_total: %d}]
+    lease: {default_ttl_seconds: %d, max_ttl_seconds: 600, on_release: destroy}
+`, minIdle, maxTotal, ttl)
+}
+
+// stormConfig is a warm pool of tool-basic Pods under runc.
+var stormConfig = "warm_pools: true\n" + stormProfile(3, 24, 300)
 
 // TestLeaseStorm: many concurrent leases of a pool of Pods each get a
 // sandbox of their own that answers; after a restart the service adopts

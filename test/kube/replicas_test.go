@@ -24,20 +24,9 @@ import (
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 // replicaConfig is a pool of tool-basic Pods under runc, leases ending
-// 20 s after they start unless released, on a shared PostgreSQL.
-const replicaConfig = `warm_pools: true
-store: {driver: postgres, dsn: %q}
-profiles:
-  - name: storm
-    recipe: tool-basic
-    allowed_runtimes: [runc]
-    default_risk_level: low
-    resources: {cpu: 0.5, memory_mb: 256, pids: 128}
-    network: none
-    user: "1000:1000"
-    pools: [{runtime: runc, min_idle: 2, max_total: 60}]
-    lease: {default_ttl_seconds: 20, max_ttl_seconds: 600, on_release: destroy}
-`
+// 20 s after they start unless released, on a shared PostgreSQL (its DSN
+// filled in with fmt.Sprintf).
+var replicaConfig = "warm_pools: true\nstore: {driver: postgres, dsn: %q}\n" + stormProfile(2, 60, 20)
 
 // TestTwoReplicas: two service processes on one PostgreSQL and one
 // cluster. 100 concurrent leases spread over both never share a sandbox;
