@@ -104,27 +104,12 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 
 	for _, r := range records {
 		c, hasContainer := byContainer[r.ID]
+		if failed, destroyed, handled := s.finishUnfinished(ctx, r, startup, now); handled {
+			rep.MarkedFailed += failed
+			rep.Expired += destroyed
+			continue
+		}
 		switch {
-		case r.State == sandbox.StateCreated || r.State == sandbox.StateStarting:
-			stuck := now.Sub(r.UpdatedAt) > s.cfg.Intervals.AgentReadyTimeout+3*s.cfg.Intervals.DockerCallTimeout
-			if startup || stuck {
-				s.markFailed(ctx, r, "service stopped while the sandbox was starting")
-				rep.MarkedFailed++
-			}
-		case r.State == sandbox.StateDraining:
-			if startup {
-				if err := s.destroy(ctx, r, r.FailureReason); err == nil {
-					rep.Expired++
-				}
-			}
-		case startup && r.Tenant == "" && r.State == sandbox.StateReady:
-			// A pool member between its start (or its reset) and idle: the
-			// previous process stopped while its services started. Nobody
-			// can lease it and it counts against the pool's size, so it
-			// goes; the pool makes another.
-			if err := s.destroy(ctx, r, "pool member left unfinished by the previous process"); err == nil {
-				rep.Expired++
-			}
 		case !hasContainer || !c.Running:
 			why, stopped := s.containerStopped(ctx, r)
 			if !stopped {
@@ -155,6 +140,50 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 			"expired", rep.Expired, "dirs_removed", rep.DirsRemoved, "networks_removed", rep.NetworksRemoved, "leases_expired", rep.LeasesExpired)
 	}
 	return nil
+}
+
+// finishUnfinished ends what a process that is gone left half done with
+// r: a create (created, starting), a destroy (draining), a pool member
+// between its start and idle. gone says that process is gone (this
+// process's start-up, or an adopted instance); otherwise only a create
+// stuck past every deadline is ended. handled says r was one of these.
+func (s *Service) finishUnfinished(ctx context.Context, r *sandbox.Sandbox, gone bool, now time.Time) (failed, destroyed int, handled bool) {
+	switch {
+	case r.State == sandbox.StateCreated || r.State == sandbox.StateStarting:
+		if gone || s.stuck(r, now) {
+			s.markFailed(ctx, r, "service stopped while the sandbox was starting")
+			failed++
+		}
+		return failed, 0, true
+	case r.State == sandbox.StateDraining:
+		// A destroy that did not finish (its process died, or its last
+		// write failed) is done again, once no reset (which drains too)
+		// can still be running.
+		if gone || (s.stuck(r, now) && now.Sub(r.UpdatedAt) > resetTimeout+time.Minute) {
+			if err := s.destroy(ctx, r, r.FailureReason); err == nil {
+				destroyed++
+			} else {
+				s.log.Warn("finishing the destroy of a draining sandbox", "sandbox", r.ID, "err", err)
+			}
+		}
+		return 0, destroyed, true
+	case gone && r.Tenant == "" && r.State == sandbox.StateReady:
+		// A pool member between its start (or its reset) and idle: the
+		// process stopped while its services started. Nobody can lease it
+		// and it counts against the pool's size, so it goes; the pool
+		// makes another.
+		if err := s.destroy(ctx, r, "pool member left unfinished by the previous process"); err == nil {
+			destroyed++
+		}
+		return 0, destroyed, true
+	}
+	return 0, 0, false
+}
+
+// stuck says r has not changed for longer than any step of a create or a
+// destroy may take.
+func (s *Service) stuck(r *sandbox.Sandbox, now time.Time) bool {
+	return now.Sub(r.UpdatedAt) > s.cfg.Intervals.AgentReadyTimeout+3*s.cfg.Intervals.DockerCallTimeout
 }
 
 // containerStopped tells whether the container of r, a live record that

@@ -139,6 +139,11 @@ func (s *Service) adoptGone(ctx context.Context) error {
 		if !free {
 			continue // alive
 		}
+		theirs, err := s.store.ListSandboxes(ctx, store.SandboxFilter{Instance: inst, States: liveStates})
+		if err != nil {
+			l.Release()
+			return err
+		}
 		n, err := s.reps.adopter.AdoptSandboxes(ctx, inst, s.instance, s.now())
 		l.Release()
 		if err != nil {
@@ -148,6 +153,13 @@ func (s *Service) adoptGone(ctx context.Context) error {
 		s.reps.adopted[inst] = true
 		s.reps.mu.Unlock()
 		s.log.Warn("adopted the sandboxes of an instance that is gone", "instance", inst, "sandboxes", n)
+		// What the gone process left half done ends now, as at a start-up.
+		for _, r := range theirs {
+			cur, err := s.store.GetSandbox(ctx, "", r.ID)
+			if err == nil && cur.Instance == s.instance {
+				s.finishUnfinished(ctx, cur, true, s.now())
+			}
+		}
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -164,9 +165,11 @@ func TestTwoReplicas(t *testing.T) {
 	t.Logf("A's sandboxes adopted %v after the kill", time.Since(killedAt).Round(time.Millisecond))
 
 	// Once A's leases have ended (20 s TTL) and the pool has settled, every
-	// managed Pod is a sandbox B counts, and none is left of A.
+	// managed Pod is a sandbox B counts, and none is left of A. The bound
+	// covers a destroy that did not finish: the reconciler does it again
+	// once the record has been draining for 2.5 min (reconcile.go).
 	cs := clientset(t)
-	for deadline := time.Now().Add(3 * time.Minute); ; {
+	for deadline := time.Now().Add(4 * time.Minute); ; {
 		p := waitPool(t, cb, "storm-runc", 2)
 		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "dev.genesis.managed=true,dev.genesis.purpose=sandbox"})
 		if err != nil {
@@ -187,7 +190,16 @@ func TestTwoReplicas(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not settled: %d live managed pods, B's pool %+v, %d active leases", live, p, len(active))
+			recs, _ := st.ListSandboxes(ctx, store.SandboxFilter{Profile: "storm"})
+			var odd []string
+			for _, r := range recs {
+				if r.State != sandbox.StateDestroyed && r.State != sandbox.StateIdle {
+					odd = append(odd, fmt.Sprintf("%s %s instance %s tenant %q updated %s: %s", r.ID, r.State, r.Instance, r.Tenant, r.UpdatedAt.Format(time.RFC3339Nano), r.FailureReason))
+				}
+			}
+			_ = b.cmd.Process.Signal(syscall.SIGQUIT) // its goroutines, into its log
+			<-b.done
+			t.Fatalf("not settled: %d live managed pods, B's pool %+v, %d active leases; records not idle or destroyed: %q", live, p, len(active), odd)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

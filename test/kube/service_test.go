@@ -116,7 +116,9 @@ kubernetes:
 		s.stop()
 		if t.Failed() {
 			b, _ := os.ReadFile(s.log.Name())
-			t.Logf("service log:\n%s", tailLines(string(b), 60))
+			keep := filepath.Join(os.TempDir(), "genesis-kube-"+filepath.Base(dataDir)+"-"+strings.TrimPrefix(addr, "127.0.0.1:")+".log")
+			_ = os.WriteFile(keep, b, 0o644)
+			t.Logf("service log (whole in %s):\n%s", keep, tailLines(string(b), 60))
 		}
 	})
 	deadline := time.Now().Add(3 * time.Minute)

@@ -50,6 +50,9 @@ const (
 	agentImageBinary = "/genesis-agent"
 )
 
+// addressWait bounds how long a dial waits for a Pod's address.
+const addressWait = time.Minute
+
 // DefaultProbeTimeout bounds one runtime's smoke Pod.
 const DefaultProbeTimeout = 90 * time.Second
 
@@ -682,6 +685,10 @@ func (d *Driver) podIP(ctx context.Context, name string) (string, error) {
 	if ok {
 		return ip, nil
 	}
+	// A Pod that is scheduled gets its address within seconds; nobody
+	// waits for one for ever (a dial holds its agent client's dialling).
+	ctx, cancel := context.WithTimeout(ctx, addressWait)
+	defer cancel()
 	p, err := d.pods().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return "", apiErr("get pod "+name, err)
@@ -689,6 +696,9 @@ func (d *Driver) podIP(ctx context.Context, name string) (string, error) {
 	for p.Status.PodIP == "" {
 		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
 			return "", fmt.Errorf("kube: pod %s ended without an address: %w", name, errdefs.ErrUnavailable)
+		}
+		if len(p.Spec.SchedulingGates) > 0 {
+			return "", fmt.Errorf("kube: pod %s was never started: %w", name, errdefs.ErrUnavailable)
 		}
 		w, err := d.pods().Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
 			ResourceVersion: p.ResourceVersion})
