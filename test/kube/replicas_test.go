@@ -206,7 +206,7 @@ func TestTwoReplicas(t *testing.T) {
 }
 
 // readInstance is the instance id of a data dir.
-func readInstance(t *testing.T, dir string) string {
+func readInstance(t testing.TB, dir string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, "instance_id"))
 	if err != nil {
