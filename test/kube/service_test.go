@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -324,6 +325,32 @@ for name, host, port in [("node", "10.251.0.1", 10250), ("neighbour", sys.argv[1
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+
+	// A terminal: the shell's echo of what is typed comes back over the
+	// websocket, through the agent in the Pod.
+	func() {
+		tctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		ws, _, err := websocket.Dial(tctx, "ws://"+strings.TrimPrefix(s.url, "http://")+"/v1/sandboxes/"+sb.ID+"/terminal",
+			&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + s.key}}})
+		if err != nil {
+			t.Fatalf("terminal: %v", err)
+		}
+		defer ws.CloseNow()
+		if err := ws.Write(tctx, websocket.MessageBinary, []byte("echo term-$((6*7))\n")); err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		for !strings.Contains(out.String(), "term-42") {
+			typ, data, err := ws.Read(tctx)
+			if err != nil {
+				t.Fatalf("terminal never printed term-42: %v; got %q", err, out.String())
+			}
+			if typ == websocket.MessageBinary {
+				out.Write(data)
+			}
+		}
+	}()
 
 	// A port inside the sandbox, reached through the service (over the
 	// agent's channel: the Pod serves nothing else).
