@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"genesis.dev/sandbox/client"
 )
@@ -134,16 +135,7 @@ func TestLeaseStorm(t *testing.T) {
 	cs := clientset(t)
 	for deadline := time.Now().Add(2 * time.Minute); ; {
 		p = waitPool(t, c, "storm-runc", 3)
-		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "dev.genesis.managed=true,dev.genesis.purpose=sandbox"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		live := 0
-		for _, pod := range pods.Items {
-			if pod.DeletionTimestamp == nil {
-				live++
-			}
-		}
+		live := liveSandboxPods(ctx, t, cs)
 		if live == p.Total && p.Starting == 0 {
 			break
 		}
@@ -174,4 +166,21 @@ func waitPool(t testing.TB, c *client.Client, name string, n int) client.Pool {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// liveSandboxPods counts the driver's sandbox Pods that are not being
+// deleted.
+func liveSandboxPods(ctx context.Context, t testing.TB, cs *kubernetes.Clientset) int {
+	t.Helper()
+	pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "dev.genesis.managed=true,dev.genesis.purpose=sandbox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := 0
+	for _, pod := range pods.Items {
+		if pod.DeletionTimestamp == nil {
+			live++
+		}
+	}
+	return live
 }

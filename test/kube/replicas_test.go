@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
@@ -171,16 +169,7 @@ func TestTwoReplicas(t *testing.T) {
 	cs := clientset(t)
 	for deadline := time.Now().Add(4 * time.Minute); ; {
 		p := waitPool(t, cb, "storm-runc", 2)
-		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "dev.genesis.managed=true,dev.genesis.purpose=sandbox"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		live := 0
-		for _, pod := range pods.Items {
-			if pod.DeletionTimestamp == nil {
-				live++
-			}
-		}
+		live := liveSandboxPods(ctx, t, cs)
 		active, err := st.ListLeases(ctx, store.LeaseFilter{States: []sandbox.LeaseState{sandbox.LeaseActive}})
 		if err != nil {
 			t.Fatal(err)
