@@ -175,15 +175,17 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (string, error) {
 
 func (d *Driver) create(ctx context.Context, pod *corev1.Pod) (string, error) {
 	if d.cfg.PullPolicy == corev1.PullNever {
+		var refs []string
 		for _, c := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
-			ok, err := d.ImagePresent(ctx, c.Image)
-			if err != nil {
-				return "", err
-			}
-			if !ok {
-				return "", errdefs.WithCode("image_not_built", fmt.Errorf(
-					"image %s is not on the cluster's nodes (pull policy Never): %w", c.Image, errdefs.ErrFailedPrecondition))
-			}
+			refs = append(refs, c.Image)
+		}
+		missing, err := d.missingImages(ctx, refs)
+		if err != nil {
+			return "", err
+		}
+		if len(missing) > 0 {
+			return "", errdefs.WithCode("image_not_built", fmt.Errorf(
+				"image %s is not on the cluster's nodes (pull policy Never): %w", missing[0], errdefs.ErrFailedPrecondition))
 		}
 	}
 	if _, err := d.pods().Create(ctx, pod, metav1.CreateOptions{}); err != nil {
@@ -524,34 +526,43 @@ func (d *Driver) ImagePresent(ctx context.Context, ref string) (bool, error) {
 	if d.cfg.PullPolicy != corev1.PullNever {
 		return true, nil
 	}
+	missing, err := d.missingImages(ctx, []string{ref})
+	return err == nil && len(missing) == 0, err
+}
+
+// missingImages are those of refs on no node, from one read of the nodes.
+func (d *Driver) missingImages(ctx context.Context, refs []string) ([]string, error) {
 	nodes, err := d.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return false, apiErr("list nodes", err)
+		return nil, apiErr("list nodes", err)
 	}
-	want := normalizeRef(ref)
+	have := map[string]bool{}
 	for _, n := range nodes.Items {
 		for _, im := range n.Status.Images {
 			for _, name := range im.Names {
-				if normalizeRef(name) == want {
-					return true, nil
-				}
+				have[normalizeRef(name)] = true
 			}
 		}
 	}
-	return false, nil
+	var missing []string
+	for _, r := range refs {
+		if !have[normalizeRef(r)] {
+			missing = append(missing, r)
+		}
+	}
+	return missing, nil
 }
 
 // normalizeRef spells an image reference the way container runtimes
 // report it: with a registry, and library/ for Docker Hub's own images.
 func normalizeRef(ref string) string {
-	first, rest, ok := strings.Cut(ref, "/")
+	first, _, ok := strings.Cut(ref, "/")
 	if !ok {
 		return "docker.io/library/" + ref
 	}
 	if !strings.ContainsAny(first, ".:") && first != "localhost" {
 		return "docker.io/" + ref
 	}
-	_ = rest
 	return ref
 }
 
