@@ -119,11 +119,11 @@ func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	if err := s.checkDraining(); err != nil {
 		return nil, err
 	}
-	coldDone, err := s.reserveColdLease(ctx, in.Tenant, res)
+	hold, err := s.reserveColdLease(ctx, in.Tenant, res, time.Duration(in.WaitSeconds)*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	defer coldDone()
+	defer hold.drop() // a claim that stored the lease dropped it already
 	// Cold: the create waits for host capacity in the tenant's fair queue
 	// and selects the runtime from the caller's request itself. The disk
 	// quota stays as asked (0: the profile default, dropped where quotas
@@ -141,13 +141,11 @@ func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	claim.SandboxID, claim.Env, claim.Metadata = sb.ID, nil, nil // set at create
 	claim.Runtime, claim.RiskLevel, claim.Lease.Runtime = sb.Runtime, sb.RiskLevel, sb.Runtime
 	claim.Now = s.now()
-	// The stored claim replaces the cold count under the tenant's quota
-	// lock: a concurrent quota check sees the lease once, never twice
-	// (counted and stored), which would refuse a lease or a create that fits.
-	unlock := s.lockTenant(in.Tenant)
+	// The stored lease replaces the hold in one transaction: a quota check
+	// in any instance sees the lease once, never twice (held and stored),
+	// which would refuse a lease or a create that fits.
+	claim.HoldID = hold.id
 	l, leased, err := s.store.ClaimSandbox(ctx, claim)
-	coldDone()
-	unlock()
 	if err != nil {
 		cctx, cancel := cleanupCtx(ctx, 30*time.Second)
 		defer cancel()

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
@@ -19,29 +19,53 @@ const (
 	quotaRetryDefault = 10 * time.Second
 )
 
-// lockTenant takes the tenant's quota lock and returns its unlock.
-func (s *Service) lockTenant(name string) (unlock func()) {
+// coldLeaseHoldFor is how long, beyond its wait for capacity, a cold
+// lease's hold counts when its maker never drops it (the process died).
+const coldLeaseHoldFor = 10 * time.Minute
+
+// lockTenant takes the tenant's quota lock and returns its unlock: within
+// this process a mutex and, when instances share the store (PostgreSQL),
+// the store lock "quota:<tenant>" besides, so that no two instances check
+// a tenant's usage and store what it changes at once.
+func (s *Service) lockTenant(ctx context.Context, name string) (unlock func(), err error) {
 	v, _ := s.quotaLocks.LoadOrStore(name, &sync.Mutex{})
 	mu := v.(*sync.Mutex)
 	mu.Lock()
-	return mu.Unlock
+	if s.reps == nil {
+		return mu.Unlock, nil
+	}
+	l, err := s.reps.locker.Lock(ctx, "quota:"+name)
+	if err != nil {
+		mu.Unlock()
+		return nil, fmt.Errorf("tenant %s: quota lock: %w", name, err)
+	}
+	return func() { l.Release(); mu.Unlock() }, nil
 }
 
 // reserveQuota checks the tenant's quotas for one more sandbox using add
 // (and one more lease if lease) and, when it fits, returns with the
 // tenant's quota lock held: the caller stores the record that makes the
-// new usage visible (the sandbox row, or the claimed sandbox's tenant and
-// state) and then calls release. Concurrent creates of one tenant are so
-// serialized between check and insert and cannot overshoot a quota within
-// one service process. Several processes sharing one PostgreSQL each hold
-// their own locks: there, concurrent requests can overshoot by at most one
-// sandbox per other process.
+// new usage visible (the sandbox row, the claimed sandbox's tenant and
+// state, or a lease hold) and then calls release. Usage is what the store
+// holds — every instance's sandboxes, leases and lease holds — and the
+// lock is shared by the instances sharing the store, so concurrent creates
+// of one tenant, here or in another instance, cannot overshoot a quota.
 //
 // A refusal is class errdefs.ErrResourceExhausted with code
 // "quota_exceeded" and a retry hint: the time until the tenant's first
 // sandbox expires, within [1 s, 1 min].
 func (s *Service) reserveQuota(ctx context.Context, tenantName string, add sandbox.Resources, lease bool) (release func(), err error) {
-	unlock := sync.OnceFunc(s.lockTenant(tenantName)) // release may be called more than once
+	release, _, err = s.reserve(ctx, tenantName, add, lease)
+	return release, err
+}
+
+// reserve is reserveQuota that also returns the tenant's quotas.
+func (s *Service) reserve(ctx context.Context, tenantName string, add sandbox.Resources, lease bool) (release func(), q tenant.Quotas, err error) {
+	lock, err := s.lockTenant(ctx, tenantName)
+	if err != nil {
+		return nil, q, err
+	}
+	unlock := sync.OnceFunc(lock) // release may be called more than once
 	defer func() {
 		if err != nil {
 			unlock()
@@ -49,48 +73,69 @@ func (s *Service) reserveQuota(ctx context.Context, tenantName string, add sandb
 	}()
 	t, err := s.tenantRecord(ctx, tenantName)
 	if err != nil {
-		return nil, err
+		return nil, q, err
 	}
 	if t.Quotas == (tenant.Quotas{}) {
-		return unlock, nil
+		return unlock, t.Quotas, nil
 	}
 	u, first, err := s.usage(ctx, tenantName)
 	if err != nil {
-		return nil, err
+		return nil, q, err
 	}
-	// Cold leases being made hold a lease before their claim is stored.
-	u.Leases += int(s.coldLeaseCount(tenantName).Load())
+	if t.Quotas.MaxLeases > 0 {
+		// Cold leases being made hold a lease before their claim is stored.
+		held, err := s.store.CountLeaseHolds(ctx, tenantName, s.now())
+		if err != nil {
+			return nil, q, err
+		}
+		u.Leases += held
+	}
 	over := t.Quotas.Exceeded(u.Add(add, lease))
 	if over == "" {
-		return unlock, nil
+		return unlock, t.Quotas, nil
 	}
 	retry := quotaRetryDefault
 	if first.ExpiresAt != nil {
 		retry = min(max(first.ExpiresAt.Sub(s.now()), quotaRetryMin), quotaRetryMax)
 	}
-	return nil, errdefs.WithRetryAfter(retry, errdefs.WithCode("quota_exceeded", fmt.Errorf(
+	return nil, q, errdefs.WithRetryAfter(retry, errdefs.WithCode("quota_exceeded", fmt.Errorf(
 		"tenant %s would exceed its quota %s (holds %d sandboxes, %g CPUs, %d MB, %d leases): %w",
 		tenantName, over, u.Sandboxes, u.CPU, u.MemoryMB, u.Leases, errdefs.ErrResourceExhausted)))
 }
 
-func (s *Service) coldLeaseCount(tenantName string) *atomic.Int64 {
-	v, _ := s.coldLeases.LoadOrStore(tenantName, new(atomic.Int64))
-	return v.(*atomic.Int64)
+// coldHold is a cold lease's hold on its tenant's max_leases.
+type coldHold struct {
+	id   string // "" when the tenant has no lease quota
+	drop func()
 }
 
 // reserveColdLease checks the tenant's quotas for one more lease of a
-// sandbox using add and counts the lease as held until done is called
-// (after its claim is stored), so that concurrent cold leases of one tenant
-// cannot pass max_leases while their sandboxes are being made.
-func (s *Service) reserveColdLease(ctx context.Context, tenantName string, add sandbox.Resources) (done func(), err error) {
-	release, err := s.reserveQuota(ctx, tenantName, add, true)
+// sandbox using add and, when the tenant has a lease quota, stores a lease
+// hold that every instance counts until the claim naming it (Claim.HoldID)
+// stores the lease, or drop is called, or it expires (wait plus
+// coldLeaseHoldFor). So concurrent cold leases of one tenant cannot pass
+// max_leases while their sandboxes are being made.
+func (s *Service) reserveColdLease(ctx context.Context, tenantName string, add sandbox.Resources, wait time.Duration) (coldHold, error) {
+	release, q, err := s.reserve(ctx, tenantName, add, true)
 	if err != nil {
-		return nil, err
+		return coldHold{}, err
 	}
-	n := s.coldLeaseCount(tenantName)
-	n.Add(1) // under the tenant's quota lock
-	release()
-	return sync.OnceFunc(func() { n.Add(-1) }), nil
+	defer release()
+	if q.MaxLeases == 0 {
+		return coldHold{drop: func() {}}, nil
+	}
+	h := store.LeaseHold{ID: sandbox.NewID("hold"), Tenant: tenantName, Instance: s.instance,
+		ExpiresAt: s.now().Add(wait + coldLeaseHoldFor)}
+	if err := s.store.HoldLease(ctx, h); err != nil {
+		return coldHold{}, err
+	}
+	return coldHold{id: h.ID, drop: sync.OnceFunc(func() {
+		cctx, cancel := cleanupCtx(ctx, 10*time.Second)
+		defer cancel()
+		if err := s.store.DropLeaseHold(cctx, h.ID); err != nil {
+			s.log.Warn("dropping a lease hold (it expires by itself)", "hold", h.ID, "tenant", tenantName, "err", err)
+		}
+	})}, nil
 }
 
 // checkQuota is called before a sandbox is created for tenant or handed to it

@@ -44,6 +44,9 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 	var rep ReconcileReport
 	now := s.now()
 	rep.LeasesExpired = s.reapLeases(ctx, now)
+	if _, err := s.store.DropLeaseHolds(ctx, "", now); err != nil {
+		s.log.Warn("dropping expired lease holds", "err", err)
+	}
 	containers, err := s.driver.List(ctx)
 	if err != nil {
 		return fmt.Errorf("listing containers: %w", err)

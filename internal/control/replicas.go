@@ -145,6 +145,10 @@ func (s *Service) adoptGone(ctx context.Context) error {
 			return err
 		}
 		n, err := s.reps.adopter.AdoptSandboxes(ctx, inst, s.instance, s.now())
+		if err == nil {
+			// Its cold leases being made died with it.
+			_, err = s.store.DropLeaseHolds(ctx, inst, s.now())
+		}
 		l.Release()
 		if err != nil {
 			return err

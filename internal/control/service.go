@@ -70,7 +70,6 @@ type Service struct {
 	started   atomic.Bool
 
 	quotaLocks sync.Map // tenant name → *sync.Mutex (quota.go)
-	coldLeases sync.Map // tenant name → *atomic.Int64: cold leases being made (quota.go)
 
 	// Warm pools and draining (pools.go, leases.go).
 	pools    map[poolKey]*pool
@@ -159,6 +158,10 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.startReplicas(ctx, loopCtx); err != nil {
 		cancel()
 		return err
+	}
+	// Lease holds of this instance are what its last process left.
+	if _, err := s.store.DropLeaseHolds(ctx, s.instance, s.now()); err != nil {
+		s.log.Warn("dropping the lease holds an earlier run left (they expire by themselves)", "err", err)
 	}
 	s.RefreshProbe(ctx)
 	s.recoverWorkspaces(ctx)

@@ -301,6 +301,12 @@ type Options struct {
 	// Metrics, if set, is called after Tune for the jobs manager's
 	// latency observer.
 	Metrics func() jobs.Observer
+	// Store, if set, is the store (the caller closes it), for example one
+	// PostgreSQL database that several harnesses share; otherwise a new
+	// SQLite file.
+	Store *sqlstore.Store
+	// Instance, if set, is the service's instance id (default Instance).
+	Instance string
 }
 
 // NewOpts is New with options.
@@ -363,15 +369,21 @@ func NewOpts(t *testing.T, o Options) *Harness {
 		}
 	})
 
-	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "state.db")})
-	if err != nil {
-		t.Fatal(err)
+	st := o.Store
+	if st == nil {
+		if st, err = sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "state.db")}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
 	}
-	t.Cleanup(func() { st.Close() })
+	instance := Instance
+	if o.Instance != "" {
+		instance = o.Instance
+	}
 
 	clk := &Clock{}
 	ccfg := control.Config{
-		Settings: cfg, Store: st, Driver: drv, AgentDir: agentDir, InstanceID: Instance, Now: clk.Now,
+		Settings: cfg, Store: st, Driver: drv, AgentDir: agentDir, InstanceID: instance, Now: clk.Now,
 	}
 	if tune != nil {
 		tune(&ccfg)

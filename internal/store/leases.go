@@ -38,6 +38,30 @@ type LeaseStore interface {
 	// ResourceVersion. fn must not change ID, Tenant or SandboxID (such
 	// changes are ignored). An error from fn aborts the update.
 	UpdateLease(ctx context.Context, id string, fn func(*sandbox.Lease) error) (*sandbox.Lease, error)
+
+	// HoldLease counts one lease of h.Tenant as held, in every service
+	// instance sharing the store, until the claim naming it (Claim.HoldID)
+	// stores the lease, DropLeaseHold drops it, or h.ExpiresAt passes. A
+	// cold lease holds one while its sandbox is made. A duplicate ID is
+	// errdefs.ErrAlreadyExists.
+	HoldLease(ctx context.Context, h LeaseHold) error
+	// DropLeaseHold drops one hold; one that is gone is not an error.
+	DropLeaseHold(ctx context.Context, id string) error
+	// CountLeaseHolds counts the holds of tenant not expired at now.
+	CountLeaseHolds(ctx context.Context, tenant string, now time.Time) (int, error)
+	// DropLeaseHolds drops every hold of instance (what a process of that
+	// instance left when it ended), unless instance is "", and every hold
+	// expired at now.
+	DropLeaseHolds(ctx context.Context, instance string, now time.Time) (int, error)
+}
+
+// LeaseHold is a lease being made, counted against its tenant's
+// max_leases before the lease is stored.
+type LeaseHold struct {
+	ID        string
+	Tenant    string
+	Instance  string
+	ExpiresAt time.Time
 }
 
 // Claim is one ClaimSandbox request.
@@ -51,6 +75,10 @@ type Claim struct {
 	Env       map[string]string
 	Metadata  map[string]string
 	Now       time.Time
+	// HoldID, if set, is the hold (HoldLease) the stored lease replaces:
+	// the claim drops it in its transaction, so the lease is never counted
+	// twice nor not at all.
+	HoldID string
 }
 
 // LeaseFilter selects leases. Zero fields match everything.

@@ -92,6 +92,9 @@ type Locker interface {
 	// TryLock takes the lock name for this process if nobody holds it.
 	// ok is false when another process holds it.
 	TryLock(ctx context.Context, name string) (l Lock, ok bool, err error)
+	// Lock waits until nobody holds the lock name and takes it, for a
+	// short section that one process at a time runs.
+	Lock(ctx context.Context, name string) (Lock, error)
 }
 
 // Adopter is implemented by stores that several service instances share.

@@ -59,10 +59,12 @@ func Open(ctx context.Context, cfg Config) (*sqlstore.Store, error) {
 		pcfg.MaxConns = cfg.MaxConns
 	}
 	db := stdlib.OpenDB(*pcfg.ConnConfig)
-	// Two connections more than the pool's size: an instance holds its
+	// More connections than the pool's size: an instance holds its
 	// session locks (its own and, while it leads, the leader's) each on a
-	// connection of its own (sqlstore.TryLock) for as long as it runs.
-	db.SetMaxOpenConns(int(pcfg.MaxConns) + 2)
+	// connection of its own (sqlstore.TryLock) for as long as it runs, and
+	// up to sqlstore.WaitLockSlots short ones (sqlstore.Lock: a tenant's
+	// quota) besides.
+	db.SetMaxOpenConns(int(pcfg.MaxConns) + 2 + sqlstore.WaitLockSlots)
 	db.SetMaxIdleConns(int(pcfg.MaxConns))
 	db.SetConnMaxLifetime(pcfg.MaxConnLifetime)
 	db.SetConnMaxIdleTime(pcfg.MaxConnIdleTime)

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -171,5 +172,78 @@ func TestSessionLocks(t *testing.T) {
 		t.Fatalf("a.TryLock after the holder died = %v, %v; want held", ok, err)
 	} else {
 		la.Release()
+	}
+}
+
+// TestWaitLocks: Lock waits while another store holds the lock and takes it
+// once released; an ended context ends the wait and frees its slot; no more
+// than sqlstore.WaitLockSlots are held at once by one store.
+func TestWaitLocks(t *testing.T) {
+	dsn := pgtest.Start(t)
+	a, b := open(t, dsn), open(t, dsn)
+	ctx := t.Context()
+	la, err := a.Lock(ctx, "quota:x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan store.Lock)
+	go func() {
+		lb, err := b.Lock(ctx, "quota:x")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lb
+	}()
+	select {
+	case <-got:
+		t.Fatal("b took a lock a holds")
+	case <-time.After(300 * time.Millisecond):
+	}
+	la.Release()
+	select {
+	case lb := <-got:
+		lb.Release()
+	case <-time.After(15 * time.Second):
+		t.Fatal("b did not get the lock a released")
+	}
+
+	// A wait that is given up ends with its context's error, holding nothing.
+	la, err = a.Lock(ctx, "quota:y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range sqlstore.WaitLockSlots + 1 { // each gives its slot back
+		cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		_, err := b.Lock(cctx, "quota:y")
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("b.Lock of a held lock with a deadline = %v; want the deadline", err)
+		}
+	}
+	la.Release()
+
+	// A store holds WaitLockSlots at once; one more waits for a slot.
+	var held []store.Lock
+	for i := range sqlstore.WaitLockSlots {
+		l, err := a.Lock(ctx, fmt.Sprintf("slot:%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err = a.Lock(cctx, "slot:free")
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock beyond the slots = %v; want a wait for a slot", err)
+	}
+	held[0].Release()
+	l, err := a.Lock(ctx, "slot:free")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	for _, l := range held[1:] {
+		l.Release()
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -66,6 +67,11 @@ func (s *Store) ClaimSandbox(ctx context.Context, c store.Claim) (*sandbox.Lease
 		if _, err := tx.ExecContext(ctx, s.q(`UPDATE sandbox_networks SET tenant = ?, doc = `+s.d.SetJSONString("doc", "tenant")+`
 			WHERE sandbox_id = ?`), next.Tenant, next.Tenant, id); err != nil {
 			return s.dbError(ctx, "claim network of sandbox "+id, err)
+		}
+		if c.HoldID != "" {
+			if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM lease_holds WHERE id = ?`), c.HoldID); err != nil {
+				return s.dbError(ctx, "drop lease hold "+c.HoldID, err)
+			}
 		}
 		l = store.CloneLease(c.Lease)
 		l.SandboxID, l.ResourceVersion = id, 1
@@ -167,4 +173,60 @@ func (s *Store) UpdateLease(ctx context.Context, id string, fn func(*sandbox.Lea
 		}
 		return next, nil
 	})
+}
+
+// HoldLease inserts a lease hold.
+func (s *Store) HoldLease(ctx context.Context, h store.LeaseHold) error {
+	if h.ID == "" || h.Tenant == "" || h.Instance == "" || h.ExpiresAt.IsZero() {
+		return fmt.Errorf("lease hold %q of tenant %q: id, tenant, instance and expiry are required: %w", h.ID, h.Tenant, errdefs.ErrInvalidArgument)
+	}
+	exp, err := s.encodeTime("expires_at", h.ExpiresAt)
+	if err != nil {
+		return err
+	}
+	_, err = s.writer.ExecContext(ctx, s.q(`INSERT INTO lease_holds (id, tenant, instance, expires_at) VALUES (?, ?, ?, ?)`),
+		h.ID, h.Tenant, h.Instance, exp)
+	if err != nil && s.isUniqueViolation(err) {
+		return fmt.Errorf("lease hold %s: %w", h.ID, errdefs.ErrAlreadyExists)
+	}
+	if err != nil {
+		return s.dbError(ctx, "insert lease hold "+h.ID, err)
+	}
+	return nil
+}
+
+// DropLeaseHold deletes one lease hold.
+func (s *Store) DropLeaseHold(ctx context.Context, id string) error {
+	if _, err := s.writer.ExecContext(ctx, s.q(`DELETE FROM lease_holds WHERE id = ?`), id); err != nil {
+		return s.dbError(ctx, "drop lease hold "+id, err)
+	}
+	return nil
+}
+
+// CountLeaseHolds counts a tenant's unexpired lease holds.
+func (s *Store) CountLeaseHolds(ctx context.Context, tenant string, now time.Time) (int, error) {
+	at, err := s.encodeTime("now", now)
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	if err := s.reader.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM lease_holds WHERE tenant = ? AND expires_at > ?`),
+		tenant, at).Scan(&n); err != nil {
+		return 0, s.dbError(ctx, "count lease holds of "+tenant, err)
+	}
+	return n, nil
+}
+
+// DropLeaseHolds deletes an instance's lease holds and the expired ones.
+func (s *Store) DropLeaseHolds(ctx context.Context, instance string, now time.Time) (int, error) {
+	at, err := s.encodeTime("now", now)
+	if err != nil {
+		return 0, err
+	}
+	res, err := s.writer.ExecContext(ctx, s.q(`DELETE FROM lease_holds WHERE instance = ? OR expires_at <= ?`), instance, at)
+	if err != nil {
+		return 0, s.dbError(ctx, "drop lease holds of "+instance, err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
 }

@@ -42,6 +42,47 @@ func (s *Store) TryLock(ctx context.Context, name string) (store.Lock, bool, err
 	return l, true, nil
 }
 
+// WaitLockSlots is how many Lock locks a process holds at once, each on a
+// connection of its own: a store's pool needs this many connections over
+// what its queries use (postgres.Open adds them), so that holders of these
+// locks can always run the queries they guard.
+const WaitLockSlots = 4
+
+// Lock waits for the PostgreSQL session advisory lock name and takes it on
+// its own connection, for a short section one process at a time runs (a
+// tenant's quota check and the insert it guards). While WaitLockSlots are
+// held, it first waits for one of them to be released. SQLite has none
+// (errdefs.ErrNotImplemented). An ended ctx ends the wait with its error.
+func (s *Store) Lock(ctx context.Context, name string) (store.Lock, error) {
+	if !s.d.Schema().Postgres {
+		return nil, fmt.Errorf("lock %s: a store of one process has no shared locks: %w", name, errdefs.ErrNotImplemented)
+	}
+	select {
+	case s.waitSlots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("lock %s: %w", name, ctx.Err())
+	}
+	freeSlot := func() { <-s.waitSlots }
+	conn, err := s.writer.Conn(ctx)
+	if err != nil {
+		freeSlot()
+		return nil, fmt.Errorf("lock %s: %v: %w", name, err, errdefs.ErrUnavailable)
+	}
+	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock(hashtextextended($1, 0))", name); err != nil {
+		// A cancelled wait may leave the session in any state: drop it.
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		conn.Close()
+		freeSlot()
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("lock %s: %w", name, ctx.Err())
+		}
+		return nil, fmt.Errorf("lock %s: %v: %w", name, err, errdefs.ErrUnavailable)
+	}
+	l := &pgLock{conn: conn, name: name, lost: make(chan struct{}), stop: make(chan struct{}), released: freeSlot}
+	go l.watch()
+	return l, nil
+}
+
 // pgLock is a session advisory lock held on conn.
 type pgLock struct {
 	conn *sql.Conn
@@ -49,6 +90,8 @@ type pgLock struct {
 	once sync.Once
 	lost chan struct{}
 	stop chan struct{}
+	// released, if set, runs once the lock is given up.
+	released func()
 }
 
 func (l *pgLock) Lost() <-chan struct{} { return l.lost }
@@ -83,6 +126,9 @@ func (l *pgLock) Release() {
 		defer cancel()
 		_, _ = l.conn.ExecContext(ctx, "SELECT pg_advisory_unlock(hashtextextended($1, 0))", l.name)
 		l.conn.Close()
+		if l.released != nil {
+			l.released()
+		}
 	})
 }
 

@@ -39,6 +39,9 @@ type Store struct {
 	// rebound caches queries with their placeholders rewritten for d
 	// (string → string); nil when the dialect uses "?".
 	rebound *sync.Map
+	// waitSlots bounds the Lock locks held at once, each on a connection
+	// of its own (WaitLockSlots).
+	waitSlots chan struct{}
 }
 
 var _ store.Store = (*Store)(nil)
@@ -57,7 +60,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{d: cfg.Dialect, writer: cfg.Writer, reader: cfg.Reader, log: log}
+	s := &Store{d: cfg.Dialect, writer: cfg.Writer, reader: cfg.Reader, log: log, waitSlots: make(chan struct{}, WaitLockSlots)}
 	if s.reader == nil {
 		s.reader = s.writer
 	}

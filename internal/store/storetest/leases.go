@@ -284,3 +284,68 @@ func ClaimStorm(t *testing.T, a, b store.Store) {
 		t.Errorf("%d active leases stored, want %d", len(active), members)
 	}
 }
+
+// testLeaseHolds checks that lease holds count per tenant until they
+// expire, that a claim naming a hold drops it in its transaction (and a
+// failed claim keeps it), and that DropLeaseHolds takes an instance's holds
+// and the expired ones.
+func testLeaseHolds(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	count := func(tenant string, at time.Time) int {
+		t.Helper()
+		n, err := s.CountLeaseHolds(ctx, tenant, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	hold := func(id, tenant, instance string, exp time.Time) {
+		t.Helper()
+		if err := s.HoldLease(ctx, store.LeaseHold{ID: id, Tenant: tenant, Instance: instance, ExpiresAt: exp}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold("h1", "a", "i1", base.Add(time.Minute))
+	hold("h2", "a", "i2", base.Add(time.Hour))
+	hold("h3", "b", "i1", base.Add(time.Hour))
+	err := s.HoldLease(ctx, store.LeaseHold{ID: "h1", Tenant: "a", Instance: "i1", ExpiresAt: base.Add(time.Hour)})
+	wantClass(t, "duplicate hold", err, errdefs.ErrAlreadyExists)
+	err = s.HoldLease(ctx, store.LeaseHold{ID: "h9", Tenant: "a", ExpiresAt: base.Add(time.Hour)})
+	wantClass(t, "hold without an instance", err, errdefs.ErrInvalidArgument)
+	if n := count("a", base); n != 2 {
+		t.Errorf("holds of a: %d, want 2", n)
+	}
+	if n := count("a", base.Add(time.Minute)); n != 1 {
+		t.Errorf("holds of a once h1 expired: %d, want 1", n)
+	}
+
+	// A claim that fails keeps its hold; one that stores its lease drops it.
+	sb := newSandbox(sandbox.NewID("sbx"), "a", base)
+	mustCreateSandbox(t, s, sb)
+	_, _, err = s.ClaimSandbox(ctx, store.Claim{Lease: newLease("b", base, time.Minute), SandboxID: sb.ID, Now: base, HoldID: "h3"})
+	wantClass(t, "claim of another tenant's sandbox", err, errdefs.ErrNotFound)
+	if n := count("b", base); n != 1 {
+		t.Errorf("holds of b after a failed claim: %d, want 1", n)
+	}
+	if _, _, err := s.ClaimSandbox(ctx, store.Claim{Lease: newLease("a", base, time.Minute), SandboxID: sb.ID, Now: base, HoldID: "h2"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count("a", base); n != 1 {
+		t.Errorf("holds of a after the claim naming h2: %d, want 1 (h1)", n)
+	}
+	if err := s.DropLeaseHold(ctx, "h2"); err != nil {
+		t.Errorf("dropping a hold that is gone: %v", err)
+	}
+
+	hold("h4", "a", "i2", base.Add(time.Hour))
+	n, err := s.DropLeaseHolds(ctx, "", base.Add(time.Minute))
+	if err != nil || n != 1 {
+		t.Errorf("dropping the expired holds: %d %v, want 1 (h1)", n, err)
+	}
+	if n, err = s.DropLeaseHolds(ctx, "i1", base); err != nil || n != 1 {
+		t.Errorf("dropping the holds of i1: %d %v, want 1 (h3)", n, err)
+	}
+	if a, b := count("a", base), count("b", base); a != 1 || b != 0 {
+		t.Errorf("holds left: a %d, b %d; want 1 (h4), 0", a, b)
+	}
+}

@@ -56,6 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListLeases", testListLeases},
 		{"ConcurrentClaims", testConcurrentClaims},
 		{"ClaimHandsOverNetwork", testClaimHandsOverNetwork},
+		{"LeaseHolds", testLeaseHolds},
 		{"SandboxSessions", testSandboxSessions},
 		{"ReturnSandbox", testReturnSandbox},
 		{"ReturnSandboxReady", testReturnSandboxReady},

@@ -1,0 +1,125 @@
+package control_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/controltest"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/store/pgtest"
+	"genesis.dev/sandbox/internal/store/postgres"
+	"genesis.dev/sandbox/internal/tenant"
+)
+
+// TestQuotasAcrossInstances: two service instances on one PostgreSQL
+// count a tenant's quotas in the database. In every round, concurrent
+// creates through both never pass max_sandboxes and concurrent cold leases
+// through both never pass max_leases (a lease being made holds its place in
+// the database); what is refused is refused as quota_exceeded, and no lease
+// hold is left behind.
+func TestQuotasAcrossInstances(t *testing.T) {
+	dsn := pgtest.Start(t)
+	const maxSandboxes, maxLeases, perInstance, rounds = 3, 2, 4, 4
+	quotas := func(c *config.Config) {
+		c.Tenants["a"] = config.Tenant{Quotas: tenant.Quotas{MaxSandboxes: maxSandboxes}}
+		c.Tenants["b"] = config.Tenant{Quotas: tenant.Quotas{MaxLeases: maxLeases}}
+	}
+	var hs []*harness
+	for i := range 2 {
+		st, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		hs = append(hs, &harness{controltest.NewOpts(t, controltest.Options{
+			Configure: quotas, Store: st, Instance: fmt.Sprintf("instance-%d", i)})})
+	}
+	ctx := t.Context()
+	// race runs perInstance calls of op through each instance at once and
+	// returns the ids of the sandboxes made; every other call must have been
+	// refused for the tenant's quota.
+	race := func(what string, op func(h *harness) (string, error)) []string {
+		t.Helper()
+		var mu sync.Mutex
+		var made []string
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for _, h := range hs {
+			for range perInstance {
+				wg.Go(func() {
+					<-start
+					id, err := op(h)
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err == nil:
+						made = append(made, id)
+					case !errors.Is(err, errdefs.ErrResourceExhausted) || errdefs.Code(err) != "quota_exceeded":
+						t.Errorf("%s: %v; want success or quota_exceeded", what, err)
+					}
+				})
+			}
+		}
+		close(start)
+		wg.Wait()
+		return made
+	}
+	liveOf := func(tenantName string) int {
+		t.Helper()
+		list, err := hs[0].St.ListSandboxes(ctx, store.SandboxFilter{Tenant: tenantName, States: []sandbox.State{
+			sandbox.StateCreated, sandbox.StateStarting, sandbox.StateReady, sandbox.StateLeased, sandbox.StateBusy, sandbox.StateDraining}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list)
+	}
+	for round := range rounds {
+		made := race("create", func(h *harness) (string, error) {
+			sb, err := h.Svc.CreateSandbox(ctx, withTenant(control.CreateSandboxInput{}, "a"))
+			if err != nil {
+				return "", err
+			}
+			return sb.ID, nil
+		})
+		if len(made) != maxSandboxes {
+			t.Fatalf("round %d: %d creates of tenant a succeeded through two instances; want exactly max_sandboxes %d", round, len(made), maxSandboxes)
+		}
+		if n := liveOf("a"); n != maxSandboxes {
+			t.Fatalf("round %d: tenant a holds %d live sandboxes; want %d", round, n, maxSandboxes)
+		}
+		for _, id := range made {
+			if err := hs[0].Svc.DeleteSandbox(context.Background(), "a", id); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		leased := race("cold lease", func(h *harness) (string, error) {
+			out, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "b", Profile: controltest.Profile, TTLSeconds: ttl(60)})
+			if err != nil {
+				return "", err
+			}
+			return out.Lease.ID, nil
+		})
+		if len(leased) != maxLeases {
+			t.Fatalf("round %d: %d cold leases of tenant b succeeded through two instances; want exactly max_leases %d", round, len(leased), maxLeases)
+		}
+		if n, err := hs[1].St.CountLeaseHolds(ctx, "b", hs[1].Clock.Now()); err != nil || n != 0 {
+			t.Fatalf("round %d: %d lease holds of b left (%v); want 0", round, n, err)
+		}
+		for _, id := range leased {
+			if err := hs[1].Svc.ReleaseLease(context.Background(), "b", id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := liveOf("a") + liveOf("b"); n != 0 {
+			t.Fatalf("round %d: %d live sandboxes of a and b after deleting and releasing all", round, n)
+		}
+	}
+}
