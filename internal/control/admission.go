@@ -33,9 +33,20 @@ type capacityHold struct {
 }
 
 // newAdmission builds the admission controller from the capacity config,
-// deriving unset totals from this host.
-func newAdmission(cfg *config.Config, now func() time.Time, weight func(context.Context, string) int) (*admission.Controller, error) {
+// deriving unset totals from this host, or, when sandboxes run elsewhere
+// (remote: a cluster's nodes, whose scheduler places them and refuses what
+// fits no node), from the sandbox count alone: as many sandboxes at their
+// largest limits as capacity.sandboxes allows.
+func newAdmission(cfg *config.Config, remote bool, now func() time.Time, weight func(context.Context, string) int) (*admission.Controller, error) {
 	cpu, mem, n := cfg.Capacity.Totals(cfg.Limits, runtime.NumCPU(), hostMemoryMB())
+	if remote {
+		if cfg.Capacity.CPU == 0 {
+			cpu = float64(n) * cfg.Limits.MaxCPU
+		}
+		if cfg.Capacity.MemoryMB == 0 {
+			mem = int64(n) * cfg.Limits.MaxMemoryMB
+		}
+	}
 	return admission.New(admission.Config{
 		Capacity: admission.Capacity{CPU: cpu, MemoryMB: mem, Sandboxes: n},
 		Weight:   weight,

@@ -605,6 +605,9 @@ func (s *Service) destroy(ctx context.Context, sb *sandbox.Sandbox, reason strin
 		return nil
 	}
 	if sb.State != sandbox.StateDraining {
+		if err := s.takeToEnd(ctx, sb); err != nil {
+			return err
+		}
 		if _, err := s.setState(ctx, sb.ID, sandbox.StateDraining, nil); err != nil && !errors.Is(err, errdefs.ErrFailedPrecondition) {
 			return err
 		}
@@ -627,6 +630,22 @@ func (s *Service) destroy(ctx context.Context, sb *sandbox.Sandbox, reason strin
 	}
 	s.log.Info("sandbox destroyed", "sandbox", sb.ID, "reason", reason)
 	return nil
+}
+
+// takeToEnd makes this instance the owner of another instance's sandbox it
+// is about to end. Should this process die before the end, the leader then
+// adopts the draining record from it and finishes the destroy at once; left
+// with its owner, a draining record of a dead process would look like one
+// still being drained and wait out the stuck-drain bound.
+func (s *Service) takeToEnd(ctx context.Context, sb *sandbox.Sandbox) error {
+	if s.reps == nil || sb.Instance == "" || sb.Instance == s.instance {
+		return nil
+	}
+	err := s.reps.adopter.TakeSandbox(ctx, sb.ID, sb.Instance, s.instance, s.now())
+	if errors.Is(err, errdefs.ErrPreconditionFailed) {
+		return nil // ended or taken meanwhile: the state change below tells
+	}
+	return err
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -122,7 +122,9 @@ func New(cfg Config) (*Service, error) {
 		boxes = l
 	}
 	var s *Service
-	adm, err := newAdmission(cfg.Settings, cfg.Now, func(ctx context.Context, tenant string) int { return s.tenantWeight(ctx, tenant) })
+	// Sandboxes placed by another sandboxer run elsewhere (a cluster's
+	// nodes): this host's CPUs and memory do not bound them.
+	adm, err := newAdmission(cfg.Settings, cfg.Sandboxer != nil, cfg.Now, func(ctx context.Context, tenant string) int { return s.tenantWeight(ctx, tenant) })
 	if err != nil {
 		return nil, err
 	}

@@ -163,11 +163,12 @@ func TestTwoReplicas(t *testing.T) {
 	t.Logf("A's sandboxes adopted %v after the kill", time.Since(killedAt).Round(time.Millisecond))
 
 	// Once A's leases have ended (20 s TTL) and the pool has settled, every
-	// managed Pod is a sandbox B counts, and none is left of A. The bound
-	// covers a destroy that did not finish: the reconciler does it again
-	// once the record has been draining for 2.5 min (reconcile.go).
+	// managed Pod is a sandbox B counts, and none is left of A. A destroy
+	// that A did not finish, even of one of B's sandboxes (A took the
+	// record before it began: takeToEnd), is finished when B adopts A's
+	// sandboxes, not after the 2.5 min a drain may last.
 	cs := clientset(t)
-	for deadline := time.Now().Add(4 * time.Minute); ; {
+	for deadline := time.Now().Add(2 * time.Minute); ; {
 		p := waitPool(t, cb, "storm-runc", 2)
 		live := liveSandboxPods(ctx, t, cs)
 		active, err := st.ListLeases(ctx, store.LeaseFilter{States: []sandbox.LeaseState{sandbox.LeaseActive}})

@@ -78,12 +78,18 @@ func startService(t testing.TB, dataDir, extra string) *service {
 	}
 	sandboxImage(t)
 	profileImage(t, "code-python-basic")
-	if !strings.Contains(extra, "warm_pools:") {
-		extra = "warm_pools: false\n" + extra
-	}
 	drv := "kubernetes"
 	if strings.HasPrefix(extra, "driver: docker\n") {
 		drv, extra = "docker", strings.TrimPrefix(extra, "driver: docker\n")
+	}
+	// A first line "request_ratio: R" sets the Pods' requests to R times
+	// their limits (default 0.01, so that many fit the plane's one node).
+	ratio := "0.01"
+	if rest, ok := strings.CutPrefix(extra, "request_ratio: "); ok {
+		ratio, extra, _ = strings.Cut(rest, "\n")
+	}
+	if !strings.Contains(extra, "warm_pools:") {
+		extra = "warm_pools: false\n" + extra
 	}
 	cfg := fmt.Sprintf(`driver: %s
 kubernetes:
@@ -91,9 +97,9 @@ kubernetes:
   namespace: default
   agent_image: %s
   pull_policy: Never
-  request_ratio: 0.01
+  request_ratio: %s
   runtime_classes: {runc: runc, runsc: gvisor}
-`, drv, state(), agentImage(t)) + extra
+`, drv, state(), agentImage(t), ratio) + extra
 	path := filepath.Join(dataDir, "config.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

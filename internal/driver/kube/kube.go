@@ -348,6 +348,29 @@ func resources(r sandbox.Resources, ratio float64) (corev1.ResourceRequirements,
 	return corev1.ResourceRequirements{Requests: q, Limits: l}, nil
 }
 
+// installResources are the install container's: limits of 100m CPU and
+// 64 MiB, requests no more than the sandbox container's (sandbox) nor the
+// limits. A Pod's scheduling request is the larger of its init and its
+// regular containers', so the install step never makes a sandbox ask for
+// more than its own request; where that equals the limits (request_ratio
+// 1) the Pod stays Guaranteed.
+func installResources(sandbox corev1.ResourceList) corev1.ResourceRequirements {
+	lim := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")}
+	floor := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1m"), corev1.ResourceMemory: resource.MustParse("1Mi")}
+	req := corev1.ResourceList{}
+	for name, l := range lim {
+		r := floor[name]
+		if q, ok := sandbox[name]; ok {
+			r = q.DeepCopy()
+		}
+		if r.Cmp(l) > 0 {
+			r = l.DeepCopy()
+		}
+		req[name] = r
+	}
+	return corev1.ResourceRequirements{Requests: req, Limits: lim}
+}
+
 // tmpfsSize reads size=N[kmg] from tmpfs options.
 func tmpfsSize(opts string) *resource.Quantity {
 	for _, o := range strings.Split(opts, ",") {
@@ -398,9 +421,9 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 		}
 		// Only if the Pod is still the one read: its gates are removed whole.
 		patch := fmt.Sprintf(`[{"op":"test","path":"/metadata/resourceVersion","value":%q},{"op":"remove","path":"/spec/schedulingGates"}]`, p.ResourceVersion)
-		_, err = d.pods().Patch(ctx, id, types.JSONPatchType, []byte(patch), metav1.PatchOptions{})
+		started, err := d.pods().Patch(ctx, id, types.JSONPatchType, []byte(patch), metav1.PatchOptions{})
 		if err == nil {
-			return nil
+			return d.waitScheduled(ctx, started)
 		}
 		// A failed test: the Pod changed meanwhile (its status); read again.
 		if attempt < 5 && (apierrors.IsConflict(err) || apierrors.IsInvalid(err) || strings.Contains(err.Error(), "test operation")) {
@@ -408,6 +431,57 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 		}
 		return apiErr("start pod "+id, err)
 	}
+}
+
+// scheduleWait is how long Start waits for the scheduler to bind a Pod
+// that no node has room for yet (Pods being deleted free room; the
+// scheduler tries again as they go).
+const scheduleWait = 10 * time.Second
+
+// waitScheduled waits until the scheduler has bound p to a node. A Pod
+// that the scheduler still finds no node for after scheduleWait means the
+// cluster has no room: errdefs.ErrUnavailable with code
+// "capacity_exhausted" and the scheduler's reason, rather than an agent
+// that never answers. Anything else (the Pod gone, the watch failing, ctx
+// ending) returns nil: the wait for the agent tells.
+func (d *Driver) waitScheduled(ctx context.Context, p *corev1.Pod) error {
+	wctx, cancel := context.WithTimeout(ctx, scheduleWait)
+	defer cancel()
+	for {
+		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil {
+			return nil
+		}
+		why := unschedulable(p)
+		w, err := d.pods().Watch(wctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", p.Name).String(),
+			ResourceVersion: p.ResourceVersion})
+		if err != nil {
+			return nil
+		}
+		next, err := nextPod(wctx, w, p)
+		w.Stop()
+		switch {
+		case err != nil && why != "" && wctx.Err() != nil && ctx.Err() == nil:
+			return errdefs.WithRetryAfter(5*time.Second, errdefs.WithCode("capacity_exhausted", fmt.Errorf(
+				"kube: no node of the cluster took pod %s within %v: %s: %w", p.Name, scheduleWait, why, errdefs.ErrUnavailable)))
+		case err != nil:
+			return nil
+		case next == nil:
+			if next, err = d.pods().Get(wctx, p.Name, metav1.GetOptions{}); err != nil {
+				return nil
+			}
+		}
+		p = next
+	}
+}
+
+// unschedulable is the scheduler's reason why no node takes p, or "".
+func unschedulable(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return c.Message
+		}
+	}
+	return ""
 }
 
 // Stop deletes the Pod with grace; the finalizer keeps it readable as
@@ -622,17 +696,14 @@ func (d *Driver) CreateSandbox(ctx context.Context, spec driver.SandboxSpec) (st
 		corev1.Volume{Name: workspaceVolume, VolumeSource: corev1.VolumeSource{EmptyDir: ws}})
 	// The workspace belongs to the sandbox's user.
 	ps.SecurityContext.FSGroup = &gid
-	one := resource.MustParse("100m")
-	small := resource.MustParse("64Mi")
-	lim := corev1.ResourceList{corev1.ResourceCPU: one, corev1.ResourceMemory: small}
+	sc := &ps.Containers[0]
 	ps.InitContainers = []corev1.Container{{
 		Name: installContainer, Image: d.cfg.AgentImage, ImagePullPolicy: d.cfg.PullPolicy,
 		Command:         []string{agentImageBinary, "install", driver.AgentMountDir},
 		VolumeMounts:    []corev1.VolumeMount{{Name: agentVolume, MountPath: driver.AgentMountDir}},
 		SecurityContext: hardened(&uid, &gid, true, nil),
-		Resources:       corev1.ResourceRequirements{Requests: lim, Limits: lim.DeepCopy()},
+		Resources:       installResources(sc.Resources.Requests),
 	}}
-	sc := &ps.Containers[0]
 	sc.VolumeMounts = append(sc.VolumeMounts,
 		corev1.VolumeMount{Name: agentVolume, MountPath: driver.AgentMountDir, ReadOnly: true},
 		corev1.VolumeMount{Name: workspaceVolume, MountPath: "/workspace"})

@@ -151,3 +151,23 @@ func (s *Store) AdoptSandboxes(ctx context.Context, from, to string, now time.Ti
 	n, err := res.RowsAffected()
 	return int(n), err
 }
+
+// TakeSandbox moves one live sandbox from instance from to instance to.
+func (s *Store) TakeSandbox(ctx context.Context, id, from, to string, now time.Time) error {
+	if from == "" || to == "" || from == to {
+		return fmt.Errorf("take sandbox %s: instances %q and %q: %w", id, from, to, errdefs.ErrInvalidArgument)
+	}
+	at, err := s.encodeTime("updated_at", now)
+	if err != nil {
+		return err
+	}
+	res, err := s.writer.ExecContext(ctx, s.q(`UPDATE sandboxes SET instance = ?, resource_version = resource_version + 1, updated_at = ?
+		WHERE id = ? AND instance = ? AND state <> 'destroyed'`), to, at, id, from)
+	if err != nil {
+		return s.dbError(ctx, "take sandbox "+id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("take sandbox %s: not a live sandbox of %s: %w", id, from, errdefs.ErrPreconditionFailed)
+	}
+	return nil
+}

@@ -25,22 +25,11 @@ import (
 // the database); what is refused is refused as quota_exceeded, and no lease
 // hold is left behind.
 func TestQuotasAcrossInstances(t *testing.T) {
-	dsn := pgtest.Start(t)
 	const maxSandboxes, maxLeases, perInstance, rounds = 3, 2, 4, 4
-	quotas := func(c *config.Config) {
+	hs := twoInstances(t, func(c *config.Config) {
 		c.Tenants["a"] = config.Tenant{Quotas: tenant.Quotas{MaxSandboxes: maxSandboxes}}
 		c.Tenants["b"] = config.Tenant{Quotas: tenant.Quotas{MaxLeases: maxLeases}}
-	}
-	var hs []*harness
-	for i := range 2 {
-		st, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		hs = append(hs, &harness{controltest.NewOpts(t, controltest.Options{
-			Configure: quotas, Store: st, Instance: fmt.Sprintf("instance-%d", i)})})
-	}
+	})
 	ctx := t.Context()
 	// race runs perInstance calls of op through each instance at once and
 	// returns the ids of the sandboxes made; every other call must have been
@@ -121,5 +110,49 @@ func TestQuotasAcrossInstances(t *testing.T) {
 		if n := liveOf("a") + liveOf("b"); n != 0 {
 			t.Fatalf("round %d: %d live sandboxes of a and b after deleting and releasing all", round, n)
 		}
+	}
+}
+
+// twoInstances starts two services, instance-0 and instance-1, on one new
+// PostgreSQL database.
+func twoInstances(t *testing.T, configure func(*config.Config)) []*harness {
+	t.Helper()
+	dsn := pgtest.Start(t)
+	var hs []*harness
+	for i := range 2 {
+		st, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		hs = append(hs, &harness{controltest.NewOpts(t, controltest.Options{
+			Configure: configure, Store: st, Instance: fmt.Sprintf("instance-%d", i)})})
+	}
+	return hs
+}
+
+// TestEndAnotherInstancesSandbox: an instance that ends a sandbox of
+// another takes its record first, so that its own death mid-way leaves the
+// drain to the leader's adoption of its sandboxes, not to the owner's
+// stuck-drain bound.
+func TestEndAnotherInstancesSandbox(t *testing.T) {
+	hs := twoInstances(t, nil)
+	ctx := t.Context()
+	sb, err := hs[0].Svc.CreateSandbox(ctx, withTenant(control.CreateSandboxInput{}, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.Instance != "instance-0" {
+		t.Fatalf("made by %q", sb.Instance)
+	}
+	if err := hs[1].Svc.DeleteSandbox(ctx, "a", sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, err := hs[0].St.GetSandbox(ctx, "", sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != sandbox.StateDestroyed || got.Instance != "instance-1" {
+		t.Errorf("after instance-1 deleted instance-0's sandbox: %s, owned by %s; want destroyed, instance-1", got.State, got.Instance)
 	}
 }
