@@ -121,17 +121,14 @@ func (s *Service) lead(ctx context.Context) {
 // adoptGone adopts the sandboxes of every instance named by a live record
 // whose lock is free.
 func (s *Service) adoptGone(ctx context.Context) error {
-	records, err := s.store.ListSandboxes(ctx, store.SandboxFilter{States: liveStates})
+	owners, err := s.reps.adopter.LiveInstances(ctx)
 	if err != nil {
 		return err
 	}
-	seen := map[string]bool{}
-	for _, sb := range records {
-		inst := sb.Instance
-		if inst == "" || inst == s.instance || seen[inst] {
+	for _, inst := range owners {
+		if inst == s.instance {
 			continue
 		}
-		seen[inst] = true
 		l, free, err := s.reps.locker.TryLock(ctx, instanceLock(inst))
 		if err != nil {
 			return err

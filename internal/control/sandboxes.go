@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -406,20 +405,11 @@ var liveStates = []sandbox.State{sandbox.StateCreated, sandbox.StateStarting, sa
 	sandbox.StateLeased, sandbox.StateBusy, sandbox.StateIdle, sandbox.StateDraining}
 
 func parseUser(u string) (uid, gid int, err error) {
-	if u == "" {
-		return 0, 0, nil
-	}
-	a, b, _ := strings.Cut(u, ":")
-	if uid, err = strconv.Atoi(a); err != nil {
+	x, y, err := driver.ParseUser(u)
+	if err != nil {
 		return 0, 0, invalid("profile user %q must be numeric uid:gid", u)
 	}
-	gid = uid
-	if b != "" {
-		if gid, err = strconv.Atoi(b); err != nil {
-			return 0, 0, invalid("profile user %q must be numeric uid:gid", u)
-		}
-	}
-	return uid, gid, nil
+	return int(x), int(y), nil
 }
 
 func (s *Service) startSandbox(ctx context.Context, sb *sandbox.Sandbox, p *config.Profile, readOnly bool, extra []driver.Mount) (*sandbox.Sandbox, error) {

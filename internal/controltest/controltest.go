@@ -10,8 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -159,7 +157,7 @@ func (a *Agents) start(id string) error {
 	cmd.Stdout, cmd.Stderr = &a.log, &a.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if a.asUser && spec.User != "" {
-		uid, gid, err := parseUser(spec.User)
+		uid, gid, err := driver.ParseUser(spec.User)
 		if err != nil {
 			return err
 		}
@@ -175,21 +173,6 @@ func (a *Agents) start(id string) error {
 	}
 	a.all = append(a.all, p)
 	return nil
-}
-
-func parseUser(u string) (uid, gid uint32, err error) {
-	a, b, _ := strings.Cut(u, ":")
-	x, err := strconv.ParseUint(a, 10, 32)
-	if err != nil {
-		return 0, 0, err
-	}
-	y := x
-	if b != "" {
-		if y, err = strconv.ParseUint(b, 10, 32); err != nil {
-			return 0, 0, err
-		}
-	}
-	return uint32(x), uint32(y), nil
 }
 
 // stop ends the agent of a container (by id or name) and reaps it: SIGTERM

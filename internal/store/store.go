@@ -103,6 +103,9 @@ type Adopter interface {
 	// instance from that is not destroyed (the from instance is
 	// gone: its lock was free) and returns how many moved.
 	AdoptSandboxes(ctx context.Context, from, to string, now time.Time) (int, error)
+	// LiveInstances lists the instances that own a sandbox that is not
+	// destroyed or failed.
+	LiveInstances(ctx context.Context) ([]string, error)
 	// TakeSandbox makes instance to the owner of sandbox id if instance
 	// from owns it; errdefs.ErrPreconditionFailed if not (any more).
 	TakeSandbox(ctx context.Context, id, from, to string, now time.Time) error

@@ -315,22 +315,17 @@ func hardened(uid, gid *int64, readOnly bool, add []corev1.Capability) *corev1.S
 	return sc
 }
 
+// parseUser is the Pod's user and group, nil for the image's own ("").
 func parseUser(u string) (uid, gid *int64, err error) {
 	if u == "" {
 		return nil, nil, nil
 	}
-	a, b, _ := strings.Cut(u, ":")
-	x, err := strconv.ParseInt(a, 10, 32)
+	x, y, err := driver.ParseUser(u)
 	if err != nil {
-		return nil, nil, fmt.Errorf("kube: user %q must be a numeric uid[:gid]: %w", u, errdefs.ErrInvalidArgument)
+		return nil, nil, fmt.Errorf("kube: %w", err)
 	}
-	y := x
-	if b != "" {
-		if y, err = strconv.ParseInt(b, 10, 32); err != nil {
-			return nil, nil, fmt.Errorf("kube: user %q must be a numeric uid[:gid]: %w", u, errdefs.ErrInvalidArgument)
-		}
-	}
-	return &x, &y, nil
+	a, b := int64(x), int64(y)
+	return &a, &b, nil
 }
 
 // resources are the limits of r and requests of ratio of them (at 1 the

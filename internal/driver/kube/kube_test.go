@@ -13,6 +13,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
 	"genesis.dev/sandbox/internal/driver/drivertest"
 	"genesis.dev/sandbox/internal/driver/kube"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -51,6 +57,10 @@ func plane(t *testing.T) *kube.Driver {
 			return
 		}
 		agentImage = strings.TrimSpace(string(out))
+		if err := ensureNamespace(kc); err != nil {
+			imagesFailed = err.Error()
+			return
+		}
 		// The kubelet reports a node's images in its status some seconds
 		// after they arrive; the driver's image check reads them there.
 		d := driver(t, kc)
@@ -80,13 +90,36 @@ func driver(t *testing.T, kc string) *kube.Driver {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	d, err := kube.New(kube.Config{
-		Kubeconfig: kc, Namespace: "default", AgentImage: agentImage, PullPolicy: "Never", TokenKey: key,
+		Kubeconfig: kc, Namespace: testNamespace, AgentImage: agentImage, PullPolicy: "Never", TokenKey: key,
 		RuntimeClasses: map[sandbox.Runtime]string{sandbox.RuntimeRunc: "runc", sandbox.RuntimeRunsc: "gvisor"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// testNamespace holds this package's Pods, apart from those of test/kube,
+// whose tests clear the Pods of their namespace and run at the same time.
+const testNamespace = "genesis-driver-test"
+
+// ensureNamespace makes testNamespace if it is missing.
+func ensureNamespace(kc string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNamespace}}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
 }
 
 func TestConformance(t *testing.T) {

@@ -247,3 +247,41 @@ func TestWaitLocks(t *testing.T) {
 		l.Release()
 	}
 }
+
+// TestLiveInstances: the owners of live sandboxes, each once; the owners
+// of only destroyed or failed ones are not listed; TakeSandbox moves one
+// live sandbox and refuses one its from-instance does not own.
+func TestLiveInstances(t *testing.T) {
+	st := open(t, pgtest.Start(t))
+	ctx := t.Context()
+	now := time.Now().UTC()
+	mk := func(id, instance string, state sandbox.State) {
+		t.Helper()
+		sb := &sandbox.Sandbox{ID: id, Tenant: "a", Profile: "p", Runtime: sandbox.RuntimeRunc, RiskLevel: sandbox.RiskLow,
+			State: state, Image: "img", Instance: instance, CreatedAt: now, UpdatedAt: now}
+		if err := st.CreateSandbox(ctx, sb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("sbx_1", "i1", sandbox.StateReady)
+	mk("sbx_2", "i1", sandbox.StateLeased)
+	mk("sbx_3", "i2", sandbox.StateDestroyed)
+	mk("sbx_4", "i3", sandbox.StateFailed)
+	mk("sbx_5", "i4", sandbox.StateDraining)
+	got, err := st.LiveInstances(ctx)
+	if err != nil || fmt.Sprint(got) != "[i1 i4]" {
+		t.Fatalf("LiveInstances = %v, %v; want [i1 i4]", got, err)
+	}
+	if err := st.TakeSandbox(ctx, "sbx_5", "i4", "i1", now); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.LiveInstances(ctx); fmt.Sprint(got) != "[i1]" {
+		t.Errorf("LiveInstances after the take = %v; want [i1]", got)
+	}
+	if err := st.TakeSandbox(ctx, "sbx_5", "i4", "i2", now); !errors.Is(err, errdefs.ErrPreconditionFailed) {
+		t.Errorf("TakeSandbox from an instance that no longer owns it = %v; want precondition failed", err)
+	}
+	if err := st.TakeSandbox(ctx, "sbx_3", "i2", "i1", now); !errors.Is(err, errdefs.ErrPreconditionFailed) {
+		t.Errorf("TakeSandbox of a destroyed sandbox = %v; want precondition failed", err)
+	}
+}
