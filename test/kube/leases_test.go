@@ -172,7 +172,13 @@ func waitPool(t testing.TB, c *client.Client, name string, n int) client.Pool {
 // deleted.
 func liveSandboxPods(ctx context.Context, t testing.TB, cs *kubernetes.Clientset) int {
 	t.Helper()
-	pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "dev.genesis.managed=true,dev.genesis.purpose=sandbox"})
+	return livePods(ctx, t, cs, "dev.genesis.managed=true,dev.genesis.purpose=sandbox")
+}
+
+// livePods counts the Pods of selector that are not being deleted.
+func livePods(ctx context.Context, t testing.TB, cs *kubernetes.Clientset, selector string) int {
+	t.Helper()
+	pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,7 @@ func TestReconcilePods(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		pods := podsOf(ctx, t, cs, short.ID)
+		pods := livePods(ctx, t, cs, "dev.genesis.sandbox="+short.ID)
 		return sb.State == "destroyed" && pods == 0, fmt.Sprintf("state %s, %d pods", sb.State, pods)
 	})
 	eventually(t, time.Minute, "the sandbox whose Pod was deleted marked failed", func() (bool, string) {
@@ -81,21 +81,6 @@ func TestReconcilePods(t *testing.T) {
 	}
 }
 
-// podsOf counts the Pods of a sandbox not being deleted.
-func podsOf(ctx context.Context, t *testing.T, cs *kubernetes.Clientset, id string) int {
-	t.Helper()
-	l, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "dev.genesis.sandbox=" + id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, p := range l.Items {
-		if p.DeletionTimestamp == nil {
-			n++
-		}
-	}
-	return n
-}
 
 // podOf returns a sandbox's Pod.
 func podOf(ctx context.Context, t *testing.T, cs *kubernetes.Clientset, id string) *corev1.Pod {
