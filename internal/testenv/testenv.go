@@ -362,3 +362,20 @@ func Chromium(t testing.TB) string {
 	unavailable(t, "chromium not installed (make setup installs Debian's chromium)")
 	return ""
 }
+
+// Eventually polls cond every poll until it reports true or within passes,
+// then fails t with what and cond's last detail.
+func Eventually(t testing.TB, within, poll time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v (last: %s)", what, within, detail)
+		}
+		time.Sleep(poll)
+	}
+}

@@ -428,17 +428,7 @@ func processNames(t *testing.T, c *client.Client, id string) []string {
 // t with what and cond's last detail.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v (last: %s)", what, timeout, detail)
-		}
-		time.Sleep(pollEvery)
-	}
+	testenv.Eventually(t, timeout, pollEvery, what, cond)
 }
 
 // dockerCmd runs the docker CLI and returns its trimmed stdout.

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/testenv"
 )
 
 // TestReconcilePods: the reconciler keeps Pods as it keeps Docker
@@ -81,7 +82,6 @@ func TestReconcilePods(t *testing.T) {
 	}
 }
 
-
 // podOf returns a sandbox's Pod.
 func podOf(ctx context.Context, t *testing.T, cs *kubernetes.Clientset, id string) *corev1.Pod {
 	t.Helper()
@@ -140,21 +140,10 @@ func copyPod(ctx context.Context, t *testing.T, cs *kubernetes.Clientset, p *cor
 	return name
 }
 
-// eventually polls cond until it holds or within passes; what names the
-// awaited condition and cond's second result says where it stands.
+// eventually polls cond until it holds or within passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v; last: %s", what, within, state)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testenv.Eventually(t, within, 200*time.Millisecond, what, cond)
 }
 
 // TestClusterFull: a sandbox no node of the cluster can take (its Pod
