@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/sandbox"
 )
 
@@ -12,7 +13,7 @@ import (
 // failed and torn down, and why says what happened.
 func (s *Service) FailIfGone(ctx context.Context, sb *sandbox.Sandbox) (why string, failed bool) {
 	st, err := s.driver.Inspect(ctx, sb.ContainerID)
-	if err == nil && st.Running {
+	if err == nil && notEnded(st) {
 		return "", false
 	}
 	why = "container is gone"
@@ -22,6 +23,13 @@ func (s *Service) FailIfGone(ctx context.Context, sb *sandbox.Sandbox) (why stri
 	s.markFailed(ctx, sb, why)
 	return why, true
 }
+
+// notEnded says whether the container of a started sandbox has not ended:
+// it runs, or it is not reported running yet, which a started container
+// never goes back to: the backend's status lags (a Pod's, until the
+// kubelet writes that its container runs, while its agent already
+// answers).
+func notEnded(st driver.Status) bool { return st.Running || st.State == "created" }
 
 // markFailed moves a sandbox to failed and removes its remains.
 func (s *Service) markFailed(ctx context.Context, sb *sandbox.Sandbox, why string) {

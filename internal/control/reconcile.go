@@ -211,7 +211,7 @@ func (s *Service) containerStopped(ctx context.Context, r *sandbox.Sandbox) (str
 	case err != nil:
 		s.log.Warn("inspecting the container of a live sandbox", "sandbox", r.ID, "err", err)
 		return "", false
-	case st.Running:
+	case notEnded(st):
 		return "", false
 	}
 	return fmt.Sprintf("container stopped (exit code %d, oom_killed=%v)", st.ExitCode, st.OOMKilled), true

@@ -130,6 +130,35 @@ func TestReconcileBrokenContainers(t *testing.T) {
 	}
 }
 
+// TestReconcileLaggingStatus: a ready sandbox whose container the backend
+// does not report as running yet (a Pod's status lags its container's
+// start) is not taken for stopped; once it reads exited, it is.
+func TestReconcileLaggingStatus(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	sb := h.Create("a", control.CreateSandboxInput{})
+	cid := h.Record(sb.ID).ContainerID
+	if err := h.Drv.Lag(cid); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Svc.Reconcile(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.Record(sb.ID); r.State != sandbox.StateReady {
+		t.Fatalf("a sandbox whose status lags is %s (%s); want ready", r.State, r.FailureReason)
+	}
+	if err := h.Drv.Exit(cid, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Svc.Reconcile(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.Record(sb.ID); r.State != sandbox.StateFailed {
+		t.Errorf("a sandbox whose container exited is %s; want failed", r.State)
+	}
+}
+
 func TestReconcileStartup(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)

@@ -74,7 +74,9 @@ func TestReconcilePods(t *testing.T) {
 	// The template sandbox still answers, and the other instance's Pod is
 	// untouched after several more passes (each 1 s).
 	if res, err := c.Exec(ctx, template.ID, client.ExecRequest{Command: []string{"echo", "kept"}}); err != nil || res.Stdout != "kept\n" {
-		t.Errorf("exec in the kept sandbox: %+v, %v", res, err)
+		p := podOf(ctx, t, cs, template.ID)
+		b, _ := json.MarshalIndent(p.Status, "", " ")
+		t.Errorf("exec in the kept sandbox: %+v, %v; its Pod (deleting %v): %s", res, err, p.DeletionTimestamp, b)
 	}
 	time.Sleep(3 * time.Second) // several reconcile passes; nothing to poll for
 	if p, err := cs.CoreV1().Pods("default").Get(ctx, foreign, metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {

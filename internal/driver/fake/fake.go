@@ -205,6 +205,20 @@ func (d *Driver) Exit(id string, code int, oomKilled bool) error {
 	return nil
 }
 
+// Lag makes a running container read as created, not yet running, as a
+// backend whose status lags the container's start reports it (a Pod's
+// status before the kubelet writes that its container runs).
+func (d *Driver) Lag(id string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c, ok := d.containers[id]
+	if !ok {
+		return fmt.Errorf("fake: container %s: %w", id, errdefs.ErrNotFound)
+	}
+	c.status.State, c.status.Running = "created", false
+	return nil
+}
+
 // Spec returns the spec a container was created from.
 func (d *Driver) Spec(id string) (driver.Spec, bool) {
 	d.mu.Lock()
