@@ -97,6 +97,9 @@ func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	}
 	claim := store.Claim{Lease: lease, Profile: p.Name, Runtime: dec.Runtime, Instance: s.instance,
 		RiskLevel: dec.RiskLevel, Env: in.Env, Metadata: in.Metadata}
+	if s.sharedPools() {
+		claim.Instance = "" // any instance's member
+	}
 
 	pl := s.pool(p.Name, dec.Runtime)
 	if pl != nil && pl.draining.Load() {

@@ -127,37 +127,70 @@ func (pl *pool) wake() {
 	}
 }
 
+// sharedRefillEvery is how often the leader looks at shared pools: claims
+// made through the other instances do not wake its refill loop.
+const sharedRefillEvery = time.Second
+
 func (s *Service) poolLoop(ctx context.Context, pl *pool) {
 	t := time.NewTicker(s.cfg.Intervals.PoolCheck)
 	defer t.Stop()
+	var look <-chan time.Time
+	if s.sharedPools() {
+		lt := time.NewTicker(sharedRefillEvery)
+		defer lt.Stop()
+		look = lt.C
+	}
 	for {
 		s.refill(ctx, pl)
 		select {
 		case <-ctx.Done():
 			return
 		case <-pl.kick:
+		case <-look:
 		case <-t.C:
 			s.checkIdle(ctx, pl)
 		}
 	}
 }
 
-// poolMembers lists the live sandboxes of a pool's profile and runtime made
-// by this instance.
+// sharedPools says whether the pools are the cluster's rather than this
+// instance's: instances share the store and every one of them reaches
+// every sandbox (they run on a cluster, not on the instances' hosts).
+// Then a claim through any instance takes any idle member, and only the
+// leader makes, checks and retires members, counting them all, so two
+// instances never both refill a pool and a pool's size does not grow with
+// the number of instances.
+func (s *Service) sharedPools() bool { return s.reps != nil && s.remote }
+
+// poolMembers lists the live sandboxes of a pool's profile and runtime: of
+// every instance when the pools are shared, else of this instance.
 func (s *Service) poolMembers(ctx context.Context, k poolKey) ([]*sandbox.Sandbox, error) {
-	list, err := s.store.ListSandboxes(ctx, store.SandboxFilter{Instance: s.instance, Profile: k.profile, States: liveStates})
+	if s.sharedPools() {
+		return s.membersOf(ctx, k, "")
+	}
+	return s.membersOf(ctx, k, s.instance)
+}
+
+// membersOf lists the live sandboxes of a pool's profile and runtime made
+// by instance ("": by any).
+func (s *Service) membersOf(ctx context.Context, k poolKey, instance string) ([]*sandbox.Sandbox, error) {
+	list, err := s.store.ListSandboxes(ctx, store.SandboxFilter{Instance: instance, Profile: k.profile, States: liveStates})
 	if err != nil {
 		return nil, err
 	}
 	return slices.DeleteFunc(list, func(sb *sandbox.Sandbox) bool { return sb.Runtime != k.runtime }), nil
 }
 
+// tendsPools says whether this instance makes, checks and retires pool
+// members: always, unless the pools are shared and another instance leads.
+func (s *Service) tendsPools() bool { return !s.sharedPools() || s.Leader() }
+
 func isIdleMember(sb *sandbox.Sandbox) bool { return sb.Tenant == "" && sb.State == sandbox.StateIdle }
 
 // refill makes members until the pool holds min_idle idle ones, without
 // passing max_total or taking host capacity that requests wait for.
 func (s *Service) refill(ctx context.Context, pl *pool) {
-	for ctx.Err() == nil && !pl.draining.Load() && !s.draining.Load() {
+	for ctx.Err() == nil && !pl.draining.Load() && !s.draining.Load() && s.tendsPools() {
 		list, err := s.poolMembers(ctx, pl.key)
 		if err != nil {
 			s.log.Warn("pool refill: listing members", "pool", pl.key.name(), "err", err)
@@ -255,6 +288,9 @@ func (s *Service) memberMade(pl *pool, err error) {
 // checkIdle pings the agent of every idle member and replaces those that do
 // not answer.
 func (s *Service) checkIdle(ctx context.Context, pl *pool) {
+	if !s.tendsPools() {
+		return
+	}
 	list, err := s.poolMembers(ctx, pl.key)
 	if err != nil {
 		return
@@ -359,9 +395,10 @@ func (s *Service) DrainPool(ctx context.Context, name string) ([]PoolView, error
 	}), nil
 }
 
-// retireIdle destroys every idle member of pl.
+// retireIdle destroys every idle member of pl this instance made (with
+// shared pools, the others' stay for the instances that go on).
 func (s *Service) retireIdle(ctx context.Context, pl *pool) {
-	list, err := s.poolMembers(ctx, pl.key)
+	list, err := s.membersOf(ctx, pl.key, s.instance)
 	if err != nil {
 		s.log.Warn("draining pool", "pool", pl.key.name(), "err", err)
 		return

@@ -51,6 +51,9 @@ type Service struct {
 	store    store.Store
 	driver   driver.Driver
 	boxes    driver.Sandboxer
+	// remote: sandboxes run elsewhere (cfg.Sandboxer set), where every
+	// instance reaches them.
+	remote bool
 	instance string
 	log      *slog.Logger
 	now      func() time.Time
@@ -133,6 +136,7 @@ func New(cfg Config) (*Service, error) {
 		store:     cfg.Store,
 		driver:    cfg.Driver,
 		boxes:     boxes,
+		remote:    cfg.Sandboxer != nil,
 		instance:  cfg.InstanceID,
 		log:       cfg.Logger,
 		now:       func() time.Time { return cfg.Now().UTC() },

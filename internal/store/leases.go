@@ -22,7 +22,8 @@ type LeaseStore interface {
 	//   - with c.SandboxID set, that sandbox, which must be of c.Lease.Tenant
 	//     and in state ready (a cold create handed to its lease);
 	//   - otherwise the oldest idle pool member (tenant "") of c.Profile,
-	//     c.Runtime and c.Instance, which then becomes c.Lease.Tenant's.
+	//     c.Runtime and c.Instance (any instance if c.Instance is ""),
+	//     which then becomes c.Lease.Tenant's.
 	// The sandbox becomes leased with c.RiskLevel (if set), c.Env and
 	// c.Metadata merged over its own, ExpiresAt = c.Lease.ExpiresAt; the
 	// lease is inserted with its SandboxID filled in. No sandbox to take is

@@ -52,11 +52,27 @@ func TestTwoReplicas(t *testing.T) {
 	}
 	b := startService(t, dirB, cfg)
 	ca, cb := a.client(), b.client()
-	waitPool(t, ca, "storm-runc", 2)
-	waitPool(t, cb, "storm-runc", 2)
-
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
+
+	// The pool is the cluster's: A, which started first, leads and makes
+	// its members; both replicas count the same two, and no more are made.
+	cs := clientset(t)
+	eventually(t, 2*time.Minute, "one pool of 2 idle members, seen alike from both replicas", func() (bool, string) {
+		pa, pb := waitPool(t, ca, "storm-runc", 2), waitPool(t, cb, "storm-runc", 2)
+		live := liveSandboxPods(ctx, t, cs)
+		return pa.Total == 2 && pb.Total == 2 && live == 2, fmt.Sprintf("A counts %d, B %d, %d pods", pa.Total, pb.Total, live)
+	})
+	time.Sleep(3 * time.Second) // three of the leader's looks at the pool; nothing to poll for
+	if live := liveSandboxPods(ctx, t, cs); live != 2 {
+		t.Fatalf("%d sandbox Pods with a shared pool of min_idle 2; the pool was filled more than once", live)
+	}
+	// B, which made no member, hands out one of A's.
+	if l, err := cb.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: "storm", Runtime: "runc"}); err != nil || !l.Warm {
+		t.Fatalf("a lease through the replica that does not lead: %+v, %v; want a warm one", l, err)
+	} else if err := cb.ReleaseLease(ctx, l.LeaseID); err != nil {
+		t.Fatal(err)
+	}
 	const n = 100
 	var (
 		mu       sync.Mutex
@@ -167,7 +183,6 @@ func TestTwoReplicas(t *testing.T) {
 	// that A did not finish, even of one of B's sandboxes (A took the
 	// record before it began: takeToEnd), is finished when B adopts A's
 	// sandboxes, not after the 2.5 min a drain may last.
-	cs := clientset(t)
 	for deadline := time.Now().Add(2 * time.Minute); ; {
 		p := waitPool(t, cb, "storm-runc", 2)
 		live := liveSandboxPods(ctx, t, cs)

@@ -349,3 +349,24 @@ func testLeaseHolds(t *testing.T, s store.Store) {
 		t.Errorf("holds left: a %d, b %d; want 1 (h4), 0", a, b)
 	}
 }
+
+// testClaimFromAnyInstance checks that a pool claim with no instance takes
+// the oldest idle member of any instance (shared pools), and one with an
+// instance only that instance's.
+func testClaimFromAnyInstance(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	older := newPoolMember("p", sandbox.RuntimeRunc, "i1", base)
+	newer := newPoolMember("p", sandbox.RuntimeRunc, "i2", base.Add(time.Second))
+	mustCreateSandbox(t, s, older)
+	mustCreateSandbox(t, s, newer)
+	_, got, err := s.ClaimSandbox(ctx, poolClaim(newLease("a", base, time.Minute), "p", sandbox.RuntimeRunc, "i2", base))
+	if err != nil || got.ID != newer.ID {
+		t.Fatalf("claim of i2's member: %v, %v; want %s", got, err, newer.ID)
+	}
+	_, _, err = s.ClaimSandbox(ctx, poolClaim(newLease("a", base, time.Minute), "p", sandbox.RuntimeRunc, "i2", base))
+	wantClass(t, "a second claim of i2's members", err, errdefs.ErrNotFound)
+	_, got, err = s.ClaimSandbox(ctx, poolClaim(newLease("a", base, time.Minute), "p", sandbox.RuntimeRunc, "", base))
+	if err != nil || got.ID != older.ID || got.Instance != "i1" {
+		t.Fatalf("claim of any instance's member: %v, %v; want %s of i1", got, err, older.ID)
+	}
+}

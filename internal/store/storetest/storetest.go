@@ -51,6 +51,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Networks", testNetworks},
 		{"Artifacts", testArtifacts},
 		{"ClaimFromPool", testClaimFromPool},
+		{"ClaimFromAnyInstance", testClaimFromAnyInstance},
 		{"ClaimSandboxByID", testClaimSandboxByID},
 		{"OneActiveLeasePerSandbox", testOneActiveLeasePerSandbox},
 		{"ListLeases", testListLeases},
