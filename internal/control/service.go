@@ -51,9 +51,7 @@ type Service struct {
 	store    store.Store
 	driver   driver.Driver
 	boxes    driver.Sandboxer
-	// remote: sandboxes run elsewhere (cfg.Sandboxer set), where every
-	// instance reaches them.
-	remote bool
+	remote   bool // sandboxes run elsewhere (cfg.Sandboxer set), where every instance reaches them
 	instance string
 	log      *slog.Logger
 	now      func() time.Time
