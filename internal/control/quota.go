@@ -24,14 +24,14 @@ const (
 const coldLeaseHoldFor = 10 * time.Minute
 
 // lockTenant takes the tenant's quota lock and returns its unlock: within
-// this process a mutex and, when instances share the store (PostgreSQL),
-// the store lock "quota:<tenant>" besides, so that no two instances check
-// a tenant's usage and store what it changes at once.
-func (s *Service) lockTenant(ctx context.Context, name string) (unlock func(), err error) {
+// this process a mutex and, if shared and instances share the store
+// (PostgreSQL), the store lock "quota:<tenant>" besides, so that no two
+// instances check a tenant's usage and store what it changes at once.
+func (s *Service) lockTenant(ctx context.Context, name string, shared bool) (unlock func(), err error) {
 	v, _ := s.quotaLocks.LoadOrStore(name, &sync.Mutex{})
 	mu := v.(*sync.Mutex)
 	mu.Lock()
-	if s.reps == nil {
+	if s.reps == nil || !shared {
 		return mu.Unlock, nil
 	}
 	l, err := s.reps.locker.Lock(ctx, "quota:"+name)
@@ -61,7 +61,13 @@ func (s *Service) reserveQuota(ctx context.Context, tenantName string, add sandb
 
 // reserve is reserveQuota that also returns the tenant's quotas.
 func (s *Service) reserve(ctx context.Context, tenantName string, add sandbox.Resources, lease bool) (release func(), q tenant.Quotas, err error) {
-	lock, err := s.lockTenant(ctx, tenantName)
+	// A tenant without quotas needs no lock between instances: the store
+	// lock costs a round trip on every create and claim.
+	t, err := s.tenantRecord(ctx, tenantName)
+	if err != nil {
+		return nil, q, err
+	}
+	lock, err := s.lockTenant(ctx, tenantName, t.Quotas != (tenant.Quotas{}))
 	if err != nil {
 		return nil, q, err
 	}
@@ -71,12 +77,12 @@ func (s *Service) reserve(ctx context.Context, tenantName string, add sandbox.Re
 			unlock()
 		}
 	}()
-	t, err := s.tenantRecord(ctx, tenantName)
-	if err != nil {
-		return nil, q, err
-	}
 	if t.Quotas == (tenant.Quotas{}) {
 		return unlock, t.Quotas, nil
+	}
+	// Read again under the lock: the quotas may have changed meanwhile.
+	if t, err = s.tenantRecord(ctx, tenantName); err != nil {
+		return nil, q, err
 	}
 	u, first, err := s.usage(ctx, tenantName)
 	if err != nil {

@@ -212,8 +212,9 @@ func inConfig(name string) error {
 
 // DeleteTenant deletes an API-managed tenant and its keys. A tenant that
 // still holds live sandboxes is refused (destroy them first). The check
-// runs under the tenant's quota lock, which every create takes in every
-// instance sharing the store, so no sandbox slips in between.
+// runs under the tenant's quota lock, which every create takes (in every
+// instance sharing the store when the tenant has quotas; otherwise in this
+// instance), so no sandbox slips in between.
 func (s *Service) DeleteTenant(ctx context.Context, name string, ifVersion int64) error {
 	t, err := s.getTenant(ctx, name)
 	if err != nil {
@@ -222,7 +223,7 @@ func (s *Service) DeleteTenant(ctx context.Context, name string, ifVersion int64
 	if t.Source == tenant.SourceConfig {
 		return inConfig(name)
 	}
-	unlock, err := s.lockTenant(ctx, name)
+	unlock, err := s.lockTenant(ctx, name, true)
 	if err != nil {
 		return err
 	}
