@@ -238,7 +238,17 @@ func serve(ctx context.Context, args []string) error {
 	case err := <-errc:
 		return err
 	case sig := <-sigs:
-		if sig == syscall.SIGTERM {
+		if sig == syscall.SIGTERM && ctl.HandsOver() {
+			// Replicas on a cluster: the sandboxes stay for the leader to
+			// adopt once this process (and its store lock) is gone.
+			log.Info("SIGTERM: handing this instance's sandboxes over to the other replicas")
+			dctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			err := ctl.StopTaking(dctx)
+			cancel()
+			if err != nil {
+				log.Error("waiting for pool members being made", "err", err)
+			}
+		} else if sig == syscall.SIGTERM {
 			// Drain while still serving, so holders can finish and release:
 			// new leases and creates get 503, and at the deadline everything
 			// of this instance is destroyed.

@@ -485,6 +485,22 @@ func (s *Service) Drain(ctx context.Context, timeout time.Duration) error {
 	return nil
 }
 
+// HandsOver says whether a stopping instance leaves its sandboxes to the
+// others instead of destroying them (Drain): instances share the store and
+// every one of them reaches every sandbox, so the leader adopts them once
+// this process is gone, and a rolling update keeps its users' sandboxes.
+func (s *Service) HandsOver() bool { return s.sharedPools() }
+
+// StopTaking makes this instance take no new sandboxes or leases (503
+// service_draining, /readyz 503) and waits for the pool members being
+// made, so that none is left half made; its sandboxes keep running. Close
+// then gives up its store lock, and the leader adopts them.
+func (s *Service) StopTaking(ctx context.Context) error {
+	s.draining.Store(true)
+	s.log.Info("taking no new work; the sandboxes of this instance go to the leader once it stops")
+	return waitPoolCreates(ctx, s.poolList)
+}
+
 // waitPoolCreates waits until no member of pools is being made. A member's
 // count is raised before its create checks for draining (the service's or
 // its pool's), so once draining is set and the counts read zero no member

@@ -18,6 +18,7 @@ import (
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/pgtest"
 	"genesis.dev/sandbox/internal/store/postgres"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -36,21 +37,8 @@ func TestTwoReplicas(t *testing.T) {
 	clearManagedPods(t)
 	t.Cleanup(func() { clearManagedPods(t) })
 	dsn := pgtest.Start(t)
-	cfg := fmt.Sprintf(replicaConfig, dsn)
 	dirA, dirB := t.TempDir(), t.TempDir()
-	a := startService(t, dirA, cfg)
-	// The replicas share the agents' token key (a Secret in a deployment).
-	key, err := os.ReadFile(filepath.Join(dirA, "keys", "agent-token.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(dirB, "keys"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dirB, "keys", "agent-token.key"), key, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	b := startService(t, dirB, cfg)
+	a, b := startReplicas(t, fmt.Sprintf(replicaConfig, dsn), dirA, dirB)
 	ca, cb := a.client(), b.client()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -207,6 +195,108 @@ func TestTwoReplicas(t *testing.T) {
 			t.Fatalf("not settled: %d live managed pods, B's pool %+v, %d active leases; records not idle or destroyed: %q", live, p, len(active), odd)
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// startReplicas starts two services with config cfg on data dirs dirA
+// (first: it leads) and dirB, sharing the agents' token key (a Secret in a
+// deployment).
+func startReplicas(t *testing.T, cfg, dirA, dirB string) (a, b *service) {
+	t.Helper()
+	a = startService(t, dirA, cfg)
+	key, err := os.ReadFile(filepath.Join(dirA, "keys", "agent-token.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dirB, "keys"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dirB, "keys", "agent-token.key"), key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return a, startService(t, dirB, cfg)
+}
+
+// TestHandOver: a replica stopped with SIGTERM (a rolling update) leaves
+// its sandboxes to the other: the leader adopts them within seconds, and
+// they go on as they were — the same Pod, its files, its lease, which the
+// other replica renews and releases — while the pool keeps its members.
+func TestHandOver(t *testing.T) {
+	clearManagedPods(t)
+	t.Cleanup(func() { clearManagedPods(t) })
+	dsn := pgtest.Start(t)
+	dirA, dirB := t.TempDir(), t.TempDir()
+	a, b := startReplicas(t, fmt.Sprintf(replicaConfig, dsn), dirA, dirB)
+	ca, cb := a.client(), b.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cs := clientset(t)
+	waitPool(t, cb, "storm-runc", 2)
+
+	// Through A: a sandbox with a file in it, and a lease.
+	sb, err := ca.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "storm", Runtime: "runc", TTLSeconds: 600}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := ca.Exec(ctx, sb.ID, client.ExecRequest{Command: []string{"sh", "-c", "echo kept > /workspace/f"}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("write a file: %+v, %v", res, err)
+	}
+	leaseTTL := int64(300) // the profile's default is 20 s
+	l, err := ca.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: "storm", Runtime: "runc", TTLSeconds: &leaseTTL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uids := map[string]types.UID{}
+	for _, id := range []string{sb.ID, l.SandboxID} {
+		uids[id] = podOf(ctx, t, cs, id).UID
+	}
+	pods := liveSandboxPods(ctx, t, cs)
+
+	// SIGTERM: A takes no more work, stops, and its store lock goes with it.
+	stoppedAt := time.Now()
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a.done:
+	case <-time.After(time.Minute):
+		t.Fatal("A did not stop within a minute of SIGTERM")
+	}
+	st, err := postgres.Open(ctx, postgres.Config{DSN: dsn, MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	instA := readInstance(t, dirA)
+	eventually(t, time.Minute, "A's sandboxes adopted by B", func() (bool, string) {
+		left, err := st.ListSandboxes(ctx, store.SandboxFilter{Instance: instA, ExcludeFinal: true})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(left) == 0, fmt.Sprintf("%d records still name A", len(left))
+	})
+	t.Logf("A's sandboxes adopted %v after SIGTERM", time.Since(stoppedAt).Round(time.Millisecond))
+
+	// They go on as they were, through B.
+	for id, uid := range uids {
+		if got := podOf(ctx, t, cs, id).UID; got != uid {
+			t.Errorf("the Pod of %s was replaced (%s → %s)", id, uid, got)
+		}
+	}
+	if res, err := cb.Exec(ctx, sb.ID, client.ExecRequest{Command: []string{"cat", "/workspace/f"}}); err != nil || res.Stdout != "kept\n" {
+		t.Errorf("the file written through A, read through B: %+v, %v", res, err)
+	}
+	if _, err := cb.RenewLease(ctx, l.LeaseID, nil); err != nil {
+		t.Errorf("renewing A's lease through B: %v", err)
+	}
+	if err := cb.ReleaseLease(ctx, l.LeaseID); err != nil {
+		t.Errorf("releasing A's lease through B: %v", err)
+	}
+	if err := cb.DeleteSandbox(ctx, sb.ID); err != nil {
+		t.Errorf("deleting A's sandbox through B: %v", err)
+	}
+	if live := liveSandboxPods(ctx, t, cs); live < pods-2 {
+		t.Errorf("%d sandbox Pods after the hand-over and two ends, %d before: the hand-over destroyed some", live, pods)
 	}
 }
 
