@@ -67,7 +67,7 @@ func (s *Service) resetRefusal(ctx context.Context, l *sandbox.Lease, sb *sandbo
 		return "no pool of this profile and runtime"
 	case !l.Warm:
 		return "the sandbox was created for the lease, not taken from the pool"
-	case sb.Instance != s.instance:
+	case sb.Instance != s.instance && !s.sharedPools():
 		return "another instance's sandbox"
 	case sb.State != sandbox.StateLeased && sb.State != sandbox.StateBusy:
 		return "the sandbox is " + string(sb.State)
@@ -95,6 +95,12 @@ func (s *Service) resetRefusal(ctx context.Context, l *sandbox.Lease, sb *sandbo
 func (s *Service) resetMember(ctx context.Context, pl *pool, l *sandbox.Lease, sb *sandbox.Sandbox) error {
 	ctx, cancel := cleanupCtx(ctx, resetTimeout+30*time.Second)
 	defer cancel()
+	// Another instance's member (shared pools) becomes this one's first:
+	// should this process die mid-reset, the leader adopts the draining
+	// record from it and destroys it at once.
+	if err := s.takeToEnd(ctx, sb); err != nil {
+		return err
+	}
 	if _, err := s.store.UpdateSandbox(ctx, sb.ID, 0, s.now(), func(x *sandbox.Sandbox) error {
 		if x.Tenant != l.Tenant || (x.State != sandbox.StateLeased && x.State != sandbox.StateBusy) {
 			return fmt.Errorf("sandbox %s is %s of tenant %q: %w", x.ID, x.State, x.Tenant, errdefs.ErrConflict)

@@ -623,7 +623,7 @@ func (s *Service) destroy(ctx context.Context, sb *sandbox.Sandbox, reason strin
 }
 
 // takeToEnd makes this instance the owner of another instance's sandbox it
-// is about to end. Should this process die before the end, the leader then
+// is about to end (or reset). Should this process die before the end, the leader then
 // adopts the draining record from it and finishes the destroy at once; left
 // with its owner, a draining record of a dead process would look like one
 // still being drained and wait out the stuck-drain bound.

@@ -28,6 +28,19 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 // filled in with fmt.Sprintf).
 var replicaConfig = "warm_pools: true\nstore: {driver: postgres, dsn: %q}\n" + stormProfile(2, 60, 20)
 
+// recycleProfile is a profile "recycle" whose released sandboxes are reset
+// and go back to its pool of 1..4 (appended to replicaConfig's profiles).
+const recycleProfile = `  - name: recycle
+    recipe: tool-basic
+    allowed_runtimes: [runc]
+    default_risk_level: low
+    resources: {cpu: 0.5, memory_mb: 256, pids: 128}
+    network: none
+    user: "1000:1000"
+    pools: [{runtime: runc, min_idle: 1, max_total: 4}]
+    lease: {default_ttl_seconds: 300, max_ttl_seconds: 600, on_release: reset}
+`
+
 // TestTwoReplicas: two service processes on one PostgreSQL and one
 // cluster. 100 concurrent leases spread over both never share a sandbox;
 // one replica is killed mid-storm; the other leads, adopts the dead one's
@@ -217,21 +230,51 @@ func startReplicas(t *testing.T, cfg, dirA, dirB string) (a, b *service) {
 	return a, startService(t, dirB, cfg)
 }
 
-// TestHandOver: a replica stopped with SIGTERM (a rolling update) leaves
-// its sandboxes to the other: the leader adopts them within seconds, and
-// they go on as they were — the same Pod, its files, its lease, which the
-// other replica renews and releases — while the pool keeps its members.
+// TestHandOver: a member of the shared pool made by A, leased and released
+// through B, is reset by B and returns to the pool in the same Pod. Then a
+// replica stopped with SIGTERM (a rolling update) leaves its sandboxes to
+// the other: the leader adopts them within seconds, and they go on as
+// they were — the same Pod, its files, its lease, which the other replica
+// renews and releases — while the pool keeps its members.
 func TestHandOver(t *testing.T) {
 	clearManagedPods(t)
 	t.Cleanup(func() { clearManagedPods(t) })
 	dsn := pgtest.Start(t)
 	dirA, dirB := t.TempDir(), t.TempDir()
-	a, b := startReplicas(t, fmt.Sprintf(replicaConfig, dsn), dirA, dirB)
+	a, b := startReplicas(t, fmt.Sprintf(replicaConfig, dsn)+recycleProfile, dirA, dirB)
 	ca, cb := a.client(), b.client()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cs := clientset(t)
 	waitPool(t, cb, "storm-runc", 2)
+	st, err := postgres.Open(ctx, postgres.Config{DSN: dsn, MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+
+	// A member A made, leased and released through B, is reset by B and
+	// goes back to the shared pool as B's, in the same Pod.
+	waitPool(t, cb, "recycle-runc", 1)
+	rl, err := cb.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: "recycle", Runtime: "runc"})
+	if err != nil || !rl.Warm {
+		t.Fatalf("a warm lease of the recycle pool through B: %+v, %v", rl, err)
+	}
+	ruid := podOf(ctx, t, cs, rl.SandboxID).UID
+	if err := cb.ReleaseLease(ctx, rl.LeaseID); err != nil {
+		t.Fatal(err)
+	}
+	instB := readInstance(t, dirB)
+	eventually(t, time.Minute, "the released member reset by B and idle again", func() (bool, string) {
+		r, err := st.GetSandbox(ctx, "", rl.SandboxID)
+		if err != nil {
+			return false, err.Error()
+		}
+		return r.State == sandbox.StateIdle && r.Instance == instB, fmt.Sprintf("%s, owned by %s (B is %s)", r.State, r.Instance, instB)
+	})
+	if got := podOf(ctx, t, cs, rl.SandboxID).UID; got != ruid {
+		t.Errorf("the reset member's Pod was replaced (%s → %s)", ruid, got)
+	}
 
 	// Through A: a sandbox with a file in it, and a lease.
 	sb, err := ca.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "storm", Runtime: "runc", TTLSeconds: 600}, "")
@@ -262,11 +305,6 @@ func TestHandOver(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("A did not stop within a minute of SIGTERM")
 	}
-	st, err := postgres.Open(ctx, postgres.Config{DSN: dsn, MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	instA := readInstance(t, dirA)
 	eventually(t, time.Minute, "A's sandboxes adopted by B", func() (bool, string) {
 		left, err := st.ListSandboxes(ctx, store.SandboxFilter{Instance: instA, ExcludeFinal: true})
