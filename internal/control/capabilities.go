@@ -93,19 +93,29 @@ func (s *Service) probeLoop(ctx context.Context, interval time.Duration) {
 	}()
 }
 
+// nextProbe is the time to the next probe: interval while everything is
+// healthy; after a probe that found something unhealthy, retry, doubled
+// for each such probe in a row, up to interval. A runtime that stays
+// broken (gVisor on a node that cannot run it, where every probe makes
+// a smoke Pod) is so looked at less and less often, and one that breaks
+// now is looked at again soon.
 func (s *Service) nextProbe(interval, retry time.Duration) time.Duration {
-	s.capsMu.RLock()
+	s.capsMu.Lock()
+	defer s.capsMu.Unlock()
 	res := s.probe
-	s.capsMu.RUnlock()
+	unhealthy := !res.Healthy
 	for _, r := range res.Runtimes {
 		if !r.Healthy || strings.HasPrefix(r.Error, "last probe failed") {
-			return min(interval, retry)
+			unhealthy = true
 		}
 	}
-	if !res.Healthy {
-		return min(interval, retry)
+	if !unhealthy {
+		s.probeRetries = 0
+		return interval
 	}
-	return interval
+	d := retry << min(s.probeRetries, 16)
+	s.probeRetries++
+	return min(interval, d)
 }
 
 // Probe returns the cached probe result, probing first if there is none.

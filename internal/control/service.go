@@ -56,19 +56,22 @@ type Service struct {
 	log      *slog.Logger
 	now      func() time.Time
 
-	probeMu   sync.Mutex // serializes probe runs
-	capsMu    sync.RWMutex
-	probe     driver.ProbeResult
-	probeOK   bool
-	agentsMu  sync.Mutex
-	agents    map[string]*agentclient.Client
-	createSem chan struct{}
-	admitMu   sync.Mutex // serializes the capacity check with the record insert
-	admission *admission.Controller
-	capacity  capacityHolds
-	gw        *gateway // egress gateway of networked sandboxes
-	hooks     []Hook   // hooks.go; set before Start
-	started   atomic.Bool
+	probeMu sync.Mutex // serializes probe runs
+	capsMu  sync.RWMutex
+	probe   driver.ProbeResult
+	probeOK bool
+	// probeRetries counts the probes in a row that found something
+	// unhealthy (nextProbe; under capsMu).
+	probeRetries uint
+	agentsMu     sync.Mutex
+	agents       map[string]*agentclient.Client
+	createSem    chan struct{}
+	admitMu      sync.Mutex // serializes the capacity check with the record insert
+	admission    *admission.Controller
+	capacity     capacityHolds
+	gw           *gateway // egress gateway of networked sandboxes
+	hooks        []Hook   // hooks.go; set before Start
+	started      atomic.Bool
 
 	quotaLocks sync.Map // tenant name → *sync.Mutex (quota.go)
 
