@@ -95,6 +95,7 @@ unit:
 
 bench: test-images test-deps
 	$(SUDO) env "PATH=$$PATH" $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/ ./internal/egress/gateway/
+	$(SUDO) env "PATH=$$PATH" $(GO) test -run '^$$' -bench BenchmarkQuotaLock -benchtime 2000x ./internal/store/postgres/
 
 clean:
 	rm -rf $(BIN)
