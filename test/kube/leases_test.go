@@ -18,8 +18,14 @@ import (
 // stormProfile is a profile "storm" of tool-basic Pods under runc with a
 // warm pool of minIdle..maxTotal, its leases ending after ttl seconds.
 func stormProfile(minIdle, maxTotal, ttl int) string {
-	return fmt.Sprintf(`profiles:
-  - name: storm
+	return "profiles:\n" + poolProfile("storm", "destroy", minIdle, maxTotal, ttl)
+}
+
+// poolProfile is a profiles entry called name of tool-basic Pods under
+// runc with a warm pool of minIdle..maxTotal, its leases ending after ttl
+// seconds and onRelease (destroy or reset) done to released sandboxes.
+func poolProfile(name, onRelease string, minIdle, maxTotal, ttl int) string {
+	return fmt.Sprintf(`  - name: %s
     recipe: tool-basic
     allowed_runtimes: [runc]
     default_risk_level: low
@@ -27,8 +33,8 @@ func stormProfile(minIdle, maxTotal, ttl int) string {
     network: none
     user: "1000:1000"
     pools: [{runtime: runc, min_idle: %d, max_total: %d}]
-    lease: {default_ttl_seconds: %d, max_ttl_seconds: 600, on_release: destroy}
-`, minIdle, maxTotal, ttl)
+    lease: {default_ttl_seconds: %d, max_ttl_seconds: 600, on_release: %s}
+`, name, minIdle, maxTotal, ttl, onRelease)
 }
 
 // stormConfig is a warm pool of tool-basic Pods under runc.

@@ -30,16 +30,7 @@ var replicaConfig = "warm_pools: true\nstore: {driver: postgres, dsn: %q}\n" + s
 
 // recycleProfile is a profile "recycle" whose released sandboxes are reset
 // and go back to its pool of 1..4 (appended to replicaConfig's profiles).
-const recycleProfile = `  - name: recycle
-    recipe: tool-basic
-    allowed_runtimes: [runc]
-    default_risk_level: low
-    resources: {cpu: 0.5, memory_mb: 256, pids: 128}
-    network: none
-    user: "1000:1000"
-    pools: [{runtime: runc, min_idle: 1, max_total: 4}]
-    lease: {default_ttl_seconds: 300, max_ttl_seconds: 600, on_release: reset}
-`
+var recycleProfile = poolProfile("recycle", "reset", 1, 4, 300)
 
 // TestTwoReplicas: two service processes on one PostgreSQL and one
 // cluster. 100 concurrent leases spread over both never share a sandbox;
