@@ -623,10 +623,10 @@ func (s *Service) destroy(ctx context.Context, sb *sandbox.Sandbox, reason strin
 }
 
 // takeToEnd makes this instance the owner of another instance's sandbox it
-// is about to end (or reset). Should this process die before the end, the leader then
-// adopts the draining record from it and finishes the destroy at once; left
-// with its owner, a draining record of a dead process would look like one
-// still being drained and wait out the stuck-drain bound.
+// is about to end (or reset). Should this process die before the end, the
+// leader then adopts the draining record from it and finishes the destroy
+// at once; left with its owner, a draining record of a dead process would
+// look like one still being drained and wait out the stuck-drain bound.
 func (s *Service) takeToEnd(ctx context.Context, sb *sandbox.Sandbox) error {
 	if s.reps == nil || sb.Instance == "" || sb.Instance == s.instance {
 		return nil

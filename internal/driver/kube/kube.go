@@ -447,23 +447,13 @@ func (d *Driver) waitScheduled(ctx context.Context, p *corev1.Pod) error {
 			return nil
 		}
 		why := unschedulable(p)
-		w, err := d.pods().Watch(wctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", p.Name).String(),
-			ResourceVersion: p.ResourceVersion})
-		if err != nil {
-			return nil
-		}
-		next, err := nextPod(wctx, w, p)
-		w.Stop()
+		next, err := d.nextVersion(wctx, p)
 		switch {
 		case err != nil && why != "" && wctx.Err() != nil && ctx.Err() == nil:
 			return errdefs.WithRetryAfter(5*time.Second, errdefs.WithCode("capacity_exhausted", fmt.Errorf(
 				"kube: no node of the cluster took pod %s within %v: %s: %w", p.Name, scheduleWait, why, errdefs.ErrUnavailable)))
 		case err != nil:
 			return nil
-		case next == nil:
-			if next, err = d.pods().Get(wctx, p.Name, metav1.GetOptions{}); err != nil {
-				return nil
-			}
 		}
 		p = next
 	}
@@ -777,27 +767,33 @@ func (d *Driver) podIP(ctx context.Context, name string) (string, error) {
 		if len(p.Spec.SchedulingGates) > 0 {
 			return "", fmt.Errorf("kube: pod %s was never started: %w", name, errdefs.ErrUnavailable)
 		}
-		w, err := d.pods().Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
-			ResourceVersion: p.ResourceVersion})
-		if err != nil {
-			return "", apiErr("watch pod "+name, err)
-		}
-		next, err := nextPod(ctx, w, p)
-		w.Stop()
-		if err != nil {
+		if p, err = d.nextVersion(ctx, p); err != nil {
 			return "", err
 		}
-		if next == nil {
-			if next, err = d.pods().Get(ctx, name, metav1.GetOptions{}); err != nil {
-				return "", apiErr("get pod "+name, err)
-			}
-		}
-		p = next
 	}
 	d.mu.Lock()
 	d.ips[name] = p.Status.PodIP
 	d.mu.Unlock()
 	return p.Status.PodIP, nil
+}
+
+// nextVersion waits for the next version of Pod p: the watch's next event
+// or, when the watch ends first, a fresh read.
+func (d *Driver) nextVersion(ctx context.Context, p *corev1.Pod) (*corev1.Pod, error) {
+	w, err := d.pods().Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", p.Name).String(),
+		ResourceVersion: p.ResourceVersion})
+	if err != nil {
+		return nil, apiErr("watch pod "+p.Name, err)
+	}
+	next, err := nextPod(ctx, w, p)
+	w.Stop()
+	if err != nil || next != nil {
+		return next, err
+	}
+	if next, err = d.pods().Get(ctx, p.Name, metav1.GetOptions{}); err != nil {
+		return nil, apiErr("get pod "+p.Name, err)
+	}
+	return next, nil
 }
 
 // nextPod waits for the next change of the watched Pod.
