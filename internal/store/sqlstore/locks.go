@@ -174,21 +174,8 @@ func (s *Store) TakeSandbox(ctx context.Context, id, from, to string, now time.T
 
 // LiveInstances lists the owners of live sandboxes.
 func (s *Store) LiveInstances(ctx context.Context) ([]string, error) {
-	rows, err := s.reader.QueryContext(ctx, `SELECT DISTINCT instance FROM sandboxes WHERE state NOT IN ('destroyed', 'failed') AND instance <> '' ORDER BY instance`)
-	if err != nil {
-		return nil, s.dbError(ctx, "list live instances", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
+	return appendRows(ctx, s, s.reader, nil, "list live instances", func(r scanner) (string, error) {
 		var inst string
-		if err := rows.Scan(&inst); err != nil {
-			return nil, s.dbError(ctx, "list live instances", err)
-		}
-		out = append(out, inst)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.dbError(ctx, "list live instances", err)
-	}
-	return out, nil
+		return inst, r.Scan(&inst)
+	}, `SELECT DISTINCT instance FROM sandboxes WHERE state NOT IN ('destroyed', 'failed') AND instance <> '' ORDER BY instance`)
 }
