@@ -153,7 +153,7 @@ func serve(ctx context.Context, args []string) error {
 		drv, boxes = kd, kd
 		egressDir = "" // networked modes need this host's Docker networks
 	}
-	metrics := httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: st})
+	metrics := httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: st, TenantLabels: cfg.Metrics.TenantLabels})
 	ctl, err := control.New(control.Config{Settings: cfg, Store: st, Driver: drv, Sandboxer: boxes, AgentDir: agentDir, EgressDir: egressDir, InstanceID: instance, Logger: log})
 	if err != nil {
 		return err

@@ -52,6 +52,8 @@ type Config struct {
 	Skills Skills `yaml:"skills"`
 	// Console configures the web console.
 	Console Console `yaml:"console"`
+	// Metrics configures GET /metrics.
+	Metrics Metrics `yaml:"metrics"`
 	// Trace configures the sandboxes' operation traces.
 	Trace Trace `yaml:"trace"`
 	// E2B configures the E2B SDK adapter under /e2b (docs/compat-e2b.md).
@@ -144,6 +146,14 @@ type Console struct {
 	// Enabled serves the console (default true); off, /console/ is an
 	// unknown route like any other.
 	Enabled bool `yaml:"enabled"`
+}
+
+// Metrics configures the Prometheus exposition at GET /metrics.
+type Metrics struct {
+	// TenantLabels names tenants in the per-tenant series (the fair
+	// queues') of a scrape that sends an admin key. Off (the default), and
+	// for a scrape without a key, /metrics names no tenant.
+	TenantLabels bool `yaml:"tenant_labels"`
 }
 
 // AdminTenant is the tenant that owns admin_api_key.

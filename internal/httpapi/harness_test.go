@@ -80,6 +80,7 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 	}
 	t.Cleanup(func() { tr.Close() })
 	srv, err := httpapi.New(httpapi.Config{
+		Metrics:      httpapi.NewMetrics(httpapi.MetricsConfig{TenantLabels: h.Cfg.Metrics.TenantLabels}),
 		Trace:        tr,
 		Browser:      bm,
 		Desktop:      dm,
