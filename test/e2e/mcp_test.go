@@ -1139,3 +1139,77 @@ func TestMCPOutputRollover(t *testing.T) {
 		t.Errorf("after %d ok and %d failed calls: %+v (first job %s)", ok, failed, st, first)
 	}
 }
+
+// TestMCPOutputRolloverCutsALine: a server answer that crosses the output
+// limit is cut there (the job's log keeps no more, and the planned stop
+// kills the process). The cut line never reaches the bridge: the server
+// is started again (output_restarts, not restarts; never failed with a
+// protocol breach), and calls go on. Under runc and runsc.
+func TestMCPOutputRolloverCutsALine(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, `
+limits:
+  max_output_bytes: 1048576
+mcp:
+  catalog:
+    - name: fixture
+      description: the test fixture, trusted by this operator
+      source: verified
+      command: ["/workspace/mcpfixture", "serve"]
+`)
+	e.requireImage(t, "tool-basic")
+	svc := e.start(t)
+	c := svc.client()
+	bin := mcpFixtureBinary(t)
+	for _, rt := range e.runtimes(t) {
+		t.Run(rt, func(t *testing.T) {
+			t.Parallel()
+			risk := "low"
+			if rt == "runsc" {
+				risk = "high"
+			}
+			lease := leaseWithFixture(t, c, client.AcquireLeaseRequest{Profile: "tool-basic", RiskLevel: risk, Runtime: rt}, bin)
+			var s mcpServer
+			if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", map[string]any{"catalog": "fixture", "lease_id": lease.LeaseID}, &s); code != 201 {
+				t.Fatalf("create: %d %s", code, body)
+			}
+			type state struct {
+				State          string `json:"state"`
+				Restarts       int    `json:"restarts"`
+				OutputRestarts int    `json:"output_restarts"`
+				LastError      string `json:"last_error"`
+				JobID          string `json:"job_id"`
+			}
+			get := func() state {
+				var st state
+				apiJSON(t, svc, "GET", "/v1/mcp/servers/"+s.ID, nil, &st)
+				return st
+			}
+			first := get().JobID
+			// Two answers of 600 KiB: the second crosses the 1 MiB limit in
+			// its middle, so the log holds only its first part.
+			text := strings.Repeat("y", 600<<10)
+			cs := mcpConnect(t, svc, &s, "2025-11-25", nil, nil)
+			if res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}}); err != nil || toolText(res) != "echo: "+text {
+				t.Fatalf("the first call: %v", err)
+			}
+			if res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}}); err == nil && !res.IsError {
+				t.Logf("the second call answered (%d bytes of text)", len(toolText(res)))
+			}
+			eventually(t, callTimeout, "the server to be started again", func() (bool, string) {
+				st := get()
+				if st.State == "failed" {
+					t.Fatalf("the server failed: %+v", st)
+				}
+				return st.State == "ready" && st.OutputRestarts == 1 && st.JobID != first, fmt.Sprint(st)
+			})
+			if st := get(); st.Restarts != 0 || strings.Contains(st.LastError, "protocol breach") {
+				t.Errorf("after the rollover: %+v", st)
+			}
+			cs = mcpConnect(t, svc, &s, "2025-11-25", nil, nil)
+			if res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "again"}}); err != nil || toolText(res) != "echo: again" {
+				t.Fatalf("a call after the rollover: %v %v", res, err)
+			}
+		})
+	}
+}

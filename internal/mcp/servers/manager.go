@@ -1,6 +1,7 @@
 package servers
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -635,22 +636,64 @@ func (m *Manager) callServer(ctx context.Context, in *instance) (sdk.Transport, 
 // bytes, at the end of a line (an answer is whole), or past hard bytes in
 // any case, it calls full once: the server is stopped and started again
 // before the agent's output limit would silence it.
+//
+// It passes whole lines only: the end of the output that is not a line
+// yet waits for its newline. The stop that full asks for may cut a line
+// (the process killed mid-write, or its log full); that line never reaches
+// the bridge, which would judge it a protocol breach, so the stop stays a
+// planned restart. Without a planned stop, a last line without newline is
+// passed on at the end (the bridge judges it like any other).
 type outputMeter struct {
 	w          io.Writer
 	soft, hard int64
 	full       func()
 	n          int64
 	done       bool
+	partial    []byte
 }
 
+// maxPartial is the most the meter holds back of one line: a longer line
+// passes on as it comes, and the bridge refuses it as too long.
+const maxPartial = mcp.DefaultMaxLine + 1
+
 func (o *outputMeter) Write(p []byte) (int, error) {
-	n, err := o.w.Write(p)
-	o.n += int64(n)
-	if !o.done && (o.n >= o.hard || (o.n >= o.soft && n > 0 && p[n-1] == '\n')) {
+	size := len(p)
+	o.n += int64(size)
+	var err error
+	if i := bytes.LastIndexByte(p, '\n'); i >= 0 {
+		if len(o.partial) > 0 {
+			_, err = o.w.Write(o.partial)
+			o.partial = o.partial[:0]
+		}
+		if err == nil {
+			_, err = o.w.Write(p[:i+1])
+		}
+		p = p[i+1:]
+	}
+	o.partial = append(o.partial, p...)
+	if err == nil && len(o.partial) > maxPartial {
+		_, err = o.w.Write(o.partial)
+		o.partial = o.partial[:0]
+	}
+	if !o.done && (o.n >= o.hard || (o.n >= o.soft && len(o.partial) == 0)) {
 		o.done = true
 		o.full()
 	}
-	return n, err
+	if err != nil {
+		return 0, err
+	}
+	return size, nil
+}
+
+// end is the end of the output: a last line without newline is passed on,
+// unless the planned stop may have cut it.
+func (o *outputMeter) end() error {
+	if o.done || len(o.partial) == 0 {
+		return nil
+	}
+	_, err := o.w.Write(o.partial)
+	o.partial = nil
+	return err
 }
 
 // NetworkChange implements control.NetworkChangeHook: the network of a
@@ -827,7 +870,7 @@ func (m *Manager) start(ctx, rctx context.Context, in *instance) error {
 	go func() {
 		err := m.cfg.Jobs.CopyOutput(rctx, tenant, job.ID, out)
 		if err == nil {
-			err = io.EOF
+			err = cmp.Or(out.end(), io.EOF)
 		}
 		pw.CloseWithError(err)
 	}()
