@@ -106,14 +106,22 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	keys := map[string]string{apiKey: control.DefaultTenant}
+	keys, approvers := map[string]string{apiKey: control.DefaultTenant}, map[string]string{}
 	for tenant, t := range cfg.Tenants {
 		for _, k := range t.APIKeys {
 			keys[k] = tenant
 		}
+		for _, k := range t.ApproverKeys {
+			approvers[k] = tenant
+		}
 	}
 	if cfg.AdminAPIKey != "" {
 		keys[cfg.AdminAPIKey] = config.AdminTenant
+	}
+	for k, tenant := range approvers {
+		if _, dup := keys[k]; dup {
+			return fmt.Errorf("tenants.%s.approver_keys: a key is also an API key without the approve scope (api_keys, admin_api_key or --api-key)", tenant)
+		}
 	}
 	agentDir, err := installBinary("genesis-agent", f.agentBinary, cfg.DataDir)
 	if err != nil {
@@ -177,7 +185,7 @@ func serve(ctx context.Context, args []string) error {
 	if cfg.OpenSandbox.Enabled {
 		osbCfg = &opensandbox.Config{Settings: cfg.OpenSandbox, MaxJobTimeoutMS: cfg.Limits.MaxExecTimeoutMS, TokenKey: tokenKey}
 	}
-	api, err := httpapi.New(httpapi.Config{Control: ctl, Terminals: m.terms, Files: m.files, Jobs: m.jobs, Artifacts: m.arts, Ports: m.ports, Browser: m.browser, Desktop: m.desktop, Trace: m.trace, Services: m.svcs, MCP: m.mcp, Skills: m.sk, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics, E2B: e2bCfg, OpenSandbox: osbCfg})
+	api, err := httpapi.New(httpapi.Config{Control: ctl, Terminals: m.terms, Files: m.files, Jobs: m.jobs, Artifacts: m.arts, Ports: m.ports, Browser: m.browser, Desktop: m.desktop, Trace: m.trace, Services: m.svcs, MCP: m.mcp, Skills: m.sk, Keys: keys, ApproverKeys: approvers, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics, E2B: e2bCfg, OpenSandbox: osbCfg})
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,9 @@ const (
 	keyA     = "key-a-0123456789abcdef"
 	keyB     = "key-b-0123456789abcdef"
 	keyAdmin = "key-admin-0123456789abcdef"
+	// keyApproverA is a key of tenant a from the config with the scope
+	// approve (tenants.a.approver_keys).
+	keyApproverA = "key-approver-a-0123456789abcdef"
 )
 
 // api is a harness with the HTTP API served on loopback.
@@ -94,6 +97,7 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 		Jobs:         h.Jobs,
 		Artifacts:    h.Artifacts,
 		Keys:         map[string]string{keyA: "a", keyB: "b", keyAdmin: config.AdminTenant},
+		ApproverKeys: map[string]string{keyApproverA: "a"},
 		MaxBodyBytes: maxBody,
 		E2B:          &e2b.Config{Settings: config.E2B{Templates: map[string]string{"base": "tool-basic"}}},
 		OpenSandbox:  &opensandbox.Config{Settings: config.OpenSandbox{Images: map[string]string{"ubuntu": "tool-basic"}}},

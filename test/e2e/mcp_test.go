@@ -405,7 +405,9 @@ mcp:
 func TestMCPRugPull(t *testing.T) {
 	t.Parallel()
 	// An operator's catalog entry that pins echo to a reviewed hash the
-	// fixture's echo does not have.
+	// fixture's echo does not have. Two keys of the tenant with the scope
+	// approve: a person's, beside the agent's plain key.
+	approver, approver2 := "e2e_approver_"+randomHex(t, 12), "e2e_approver2_"+randomHex(t, 12)
 	e := newEnv(t, `mcp:
   catalog:
     - name: pinned
@@ -413,6 +415,8 @@ func TestMCPRugPull(t *testing.T) {
       profile: tool-basic
       command: [/workspace/mcpfixture, serve]
       pins: {echo: "sha256:`+strings.Repeat("0", 64)+`"}
+tenants:
+  default: {approver_keys: [`+approver+`, `+approver2+`]}
 `)
 	e.requireImage(t, "tool-basic")
 	svc := e.start(t)
@@ -467,10 +471,14 @@ func TestMCPRugPull(t *testing.T) {
 	if hash == "" {
 		t.Fatalf("no blocked change of echo in %+v", pins)
 	}
-	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers/"+s.ID+"/pins/echo/approve", map[string]any{"hash": "sha256:00"}, nil); code != 409 {
+	// The agent's key (which started the server) cannot approve the change.
+	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers/"+s.ID+"/pins/echo/approve", map[string]any{"hash": hash}, nil); code != 403 || !strings.Contains(body, "approve_scope_required") {
+		t.Fatalf("approving with the agent's key: %d %s", code, body)
+	}
+	if code, body := apiJSONAs(t, svc, approver, "POST", "/v1/mcp/servers/"+s.ID+"/pins/echo/approve", map[string]any{"hash": "sha256:00"}, nil); code != 409 {
 		t.Fatalf("approving another hash: %d %s", code, body)
 	}
-	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers/"+s.ID+"/pins/echo/approve", map[string]any{"hash": hash}, nil); code != 200 {
+	if code, body := apiJSONAs(t, svc, approver, "POST", "/v1/mcp/servers/"+s.ID+"/pins/echo/approve", map[string]any{"hash": hash}, nil); code != 200 {
 		t.Fatalf("approve: %d %s", code, body)
 	}
 	res, err = cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
@@ -480,8 +488,10 @@ func TestMCPRugPull(t *testing.T) {
 
 	// A second server in the same sandbox whose echo needs an approval of
 	// each call: the call waits until a decision bound to its arguments.
+	// It is started with an approver key, which then may not approve its
+	// calls; another approver key may.
 	var held mcpServer
-	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", map[string]any{
+	if code, body := apiJSONAs(t, svc, approver, "POST", "/v1/mcp/servers", map[string]any{
 		"spec": map[string]any{"command": []string{"/workspace/mcpfixture", "serve"}}, "lease_id": lease.LeaseID,
 		"tools": map[string]any{"approve": []string{"echo"}},
 	}, &held); code != 201 {
@@ -516,10 +526,15 @@ func TestMCPRugPull(t *testing.T) {
 			return pending.State == "pending", string(list.Items[0])
 		})
 		path := "/v1/mcp/servers/" + held.ID + "/approvals/" + pending.ID
-		if code, body := apiJSON(t, svc, "POST", path, map[string]any{"decision": decision, "args_digest": "sha256:00"}, nil); code != 409 {
+		for key, code := range map[string]string{svc.e.apiKey: "approve_scope_required", approver: "approver_is_creator"} {
+			if status, body := apiJSONAs(t, svc, key, "POST", path, map[string]any{"decision": decision, "args_digest": pending.ArgsDigest}, nil); status != 403 || !strings.Contains(body, code) {
+				t.Fatalf("a decision by a key that may not decide: %d %s, want 403 %s", status, body, code)
+			}
+		}
+		if code, body := apiJSONAs(t, svc, approver2, "POST", path, map[string]any{"decision": decision, "args_digest": "sha256:00"}, nil); code != 409 {
 			t.Fatalf("a decision for other arguments: %d %s", code, body)
 		}
-		if code, body := apiJSON(t, svc, "POST", path, map[string]any{"decision": decision, "args_digest": pending.ArgsDigest, "reason": "checked"}, nil); code != 200 {
+		if code, body := apiJSONAs(t, svc, approver2, "POST", path, map[string]any{"decision": decision, "args_digest": pending.ArgsDigest, "reason": "checked"}, nil); code != 200 {
 			t.Fatalf("decide: %d %s", code, body)
 		}
 		a := <-done
@@ -568,7 +583,7 @@ func TestMCPRugPull(t *testing.T) {
 	if real == "" {
 		t.Fatalf("pins of the pinned server: %+v", ppins)
 	}
-	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers/"+ps.ID+"/pins/echo/approve", map[string]any{"hash": real}, nil); code != 200 {
+	if code, body := apiJSONAs(t, svc, approver, "POST", "/v1/mcp/servers/"+ps.ID+"/pins/echo/approve", map[string]any{"hash": real}, nil); code != 200 {
 		t.Fatalf("approve: %d %s", code, body)
 	}
 	if res, err := pcs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "pinned"}}); err != nil || res.IsError {

@@ -203,6 +203,10 @@ type CreateRequest struct {
 	// ApprovalTTLSeconds is how long a call of a tools.approve tool waits
 	// for its decision (default 300; at most the call ceiling).
 	ApprovalTTLSeconds int64 `json:"approval_ttl_seconds,omitempty"`
+	// CreatedBy is the id of the API key that asks (set by the caller,
+	// never read from a body): that key may not approve the instance's
+	// calls or changed tools.
+	CreatedBy string `json:"-"`
 }
 
 // Spec is an ad-hoc server: a command in a profile.
@@ -259,6 +263,8 @@ type Instance struct {
 	// name: "env:VAR=secret" for env_secrets, "gateway:TOOL" for operator
 	// tools (whose credentials stay at the gateway). Never their values.
 	Secrets []string `json:"secrets,omitempty"`
+	// CreatedBy is the id of the API key that started the instance.
+	CreatedBy string `json:"created_by,omitempty"`
 }
 
 // instance is one running server.
@@ -440,7 +446,7 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 	for _, t := range entry.Permissions.Tools {
 		secrets = append(secrets, "gateway:"+t)
 	}
-	in.view = Instance{ID: id, Tenant: tenant, Catalog: entry.Name, Command: entry.Command, Profile: entry.Profile, Scope: req.Scope, Secrets: secrets,
+	in.view = Instance{ID: id, Tenant: tenant, CreatedBy: req.CreatedBy, Catalog: entry.Name, Command: entry.Command, Profile: entry.Profile, Scope: req.Scope, Secrets: secrets,
 		Endpoint: "/v1/mcp/servers/" + id + "/mcp", Risk: dec.Risk, Network: dec.Network, Decision: dec, State: StateStarting,
 		Tools: rules, PinMode: mode, IdleTTLSeconds: req.IdleTTLSeconds, CreatedAt: now, LastUsedAt: now}
 
@@ -1363,9 +1369,12 @@ func (m *Manager) Pins(tenant, id string) ([]mcp.Pin, error) {
 }
 
 // ApprovePin approves the changed definition of a tool (by its hash).
-func (m *Manager) ApprovePin(tenant, id, tool, hash string) (mcp.Pin, error) {
+func (m *Manager) ApprovePin(tenant, id, tool, hash, keyID string) (mcp.Pin, error) {
 	in, err := m.get(tenant, id)
 	if err != nil {
+		return mcp.Pin{}, err
+	}
+	if err := in.approvableBy(keyID); err != nil {
 		return mcp.Pin{}, err
 	}
 	if hash == "" {
