@@ -228,7 +228,8 @@ func TestPreviewOrigins(t *testing.T) {
 			})
 
 			t.Run("first-form link", func(t *testing.T) {
-				code, hdr, _ := apiGet(t, svc, "/v1/previews/"+link.Token+"/x?a=1", "")
+				// (previewDo follows no redirect and resolves no name.)
+				code, hdr, _ := previewDo(t, svc, "GET", svc.url()+"/v1/previews/"+link.Token+"/x?a=1", nil)
 				loc := hdr.Get("Location")
 				if code != http.StatusTemporaryRedirect || !strings.HasPrefix(loc, link.Origin+"/x?a=1&genesis_preview_token=") {
 					t.Errorf("/v1/previews/{token}/x: %d Location %q; want 307 to %s/x", code, loc, link.Origin)
