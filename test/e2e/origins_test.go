@@ -58,6 +58,7 @@ type probeResult struct {
 	APIKey string `json:"apiKey"`
 	Cookie string `json:"cookie"`
 	SW     string `json:"sw"`
+	Clear  string `json:"clear"`
 }
 
 // runProbe waits for the probe page in the current tab of ctx to finish
@@ -141,8 +142,8 @@ func TestPreviewOrigins(t *testing.T) {
 			}
 
 			t.Run("preview origin", func(t *testing.T) {
-				tab, tcancel := chromedp.NewContext(ctx)
-				defer tcancel()
+				// Opened in the console's own tab.
+				tab := ctx
 				if err := chromedp.Do(tab, chromedp.Navigate(link.URL)); err != nil {
 					t.Fatal(err)
 				}
@@ -188,8 +189,10 @@ func TestPreviewOrigins(t *testing.T) {
 			})
 
 			t.Run("api origin", func(t *testing.T) {
-				tab, tcancel := chromedp.NewContext(ctx)
-				defer tcancel()
+				// In the console's own tab, whose sessionStorage holds the
+				// key: the page must not reach it.
+				tab := ctx
+				defer chromedp.Call(tab, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{}})
 				if _, err := chromedp.Call(tab, network.Enable, network.EnableParams{}); err != nil {
 					t.Fatal(err)
 				}
@@ -201,7 +204,7 @@ func TestPreviewOrigins(t *testing.T) {
 					t.Fatal(err)
 				}
 				r := runProbe(t, tab)
-				if r.Origin != "null" || !strings.HasPrefix(r.APIKey, "error") || !strings.HasPrefix(r.SW, "error") || !strings.HasPrefix(r.Cookie, "error") {
+				if r.Origin != "null" || !strings.HasPrefix(r.APIKey, "error") || !strings.HasPrefix(r.SW, "error") || !strings.HasPrefix(r.Cookie, "error") || r.Clear == `"storage"` {
 					t.Errorf("the page on the API's origin ran as %+v; want an opaque origin with no storage, cookies or service worker", r)
 				}
 				// The worker script itself is refused as a worker there.
@@ -221,11 +224,19 @@ func TestPreviewOrigins(t *testing.T) {
 				if code != 200 || hdr.Get("Service-Worker-Allowed") != "" || !strings.Contains(strings.Join(hdr.Values("Content-Security-Policy"), ","), "sandbox") {
 					t.Errorf("sw.js through the API's origin: %d %v", code, hdr)
 				}
-				code, hdr, _ = apiGet(t, svc, client.PortPath(sb.ID, 8002), e.apiKey)
+				code, hdr, _ = apiGet(t, svc, client.PortPath(sb.ID, 8002)+"clear", e.apiKey)
 				if code != 200 || hdr.Get("Clear-Site-Data") != "" {
 					t.Errorf("the page through the API's origin: %d, Clear-Site-Data %q", code, hdr.Get("Clear-Site-Data"))
 				}
 			})
+
+			// Back in the console: its key is where it was.
+			if err := chromedp.Do(ctx, chromedp.Navigate(consoleURL)); err != nil {
+				t.Fatal(err)
+			}
+			if key, err := chromedp.Run(ctx, chromedp.Evaluate[string](`sessionStorage.getItem('genesis.apiKey') || ''`)); err != nil || key != secret {
+				t.Errorf("the console's key after the sandbox's pages: %q %v", key, err)
+			}
 
 			t.Run("first-form link", func(t *testing.T) {
 				// (previewDo follows no redirect and resolves no name.)
