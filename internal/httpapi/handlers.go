@@ -216,7 +216,7 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("ETag", etag(sb))
 	out := sandboxWire(sb)
-	out.Endpoints = s.endpoints(r, sb.ID, sb.Profile)
+	out.Endpoints = s.endpoints(sb.ID, sb.Profile)
 	if s.services != nil {
 		for _, st := range s.services.Of(sb.ID) {
 			out.Services = append(out.Services, client.ServiceStatus{Name: st.Name, State: st.State, JobID: st.JobID,
