@@ -67,7 +67,8 @@ for line in sys.stdin:
 // OpenSandbox adapters — each refused with sandbox_reserved; the value is
 // masked in the server's log and tool results. lease_id and a lease's mcp
 // with such an entry are refused under runc and runsc; releasing the
-// server's lease ends it and destroys its sandbox.
+// server's lease ends it and destroys its sandbox, and so does a start-up
+// after the service was killed.
 func TestMCPEnvSecretsReserved(t *testing.T) {
 	t.Parallel()
 	secret := "gs-mcp-env-secret-" + randomHex(t, 16)
@@ -139,7 +140,6 @@ mcp:
 	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", map[string]any{"catalog": "env-server"}, &s); code != 201 {
 		t.Fatalf("create env-server: %d %s", code, body)
 	}
-	t.Cleanup(func() { apiJSON(t, svc, "DELETE", "/v1/mcp/servers/"+s.ID, nil, nil) })
 	if s.Runtime != "runsc" || !s.OwnLease || s.State != "ready" {
 		t.Fatalf("env-server instance %+v", s)
 	}
@@ -308,6 +308,27 @@ mcp:
 		left := sandboxContainers(t, s.SandboxID)
 		return len(left) == 0, fmt.Sprint(left)
 	})
+
+	// A server whose service process dies: the instance died with it, so
+	// the next start-up destroys its reserved sandbox at once rather than
+	// leave the process that holds the secret running until its lease
+	// expires.
+	var s2 mcpServer
+	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", map[string]any{"catalog": "env-server"}, &s2); code != 201 {
+		t.Fatalf("create a second env-server: %d %s", code, body)
+	}
+	svc.kill(t)
+	svc = e.start(t)
+	c = svc.client()
+	if sb, err := c.GetSandbox(callCtx(t), s2.SandboxID); err != nil || sb.State != "destroyed" {
+		t.Errorf("the reserved sandbox after a crash and a start-up: %+v %v", sb, err)
+	}
+	if l, err := c.GetLease(callCtx(t), s2.LeaseID); err != nil || l.State == "active" {
+		t.Errorf("its lease after a crash and a start-up: %+v %v", l, err)
+	}
+	if left := sandboxContainers(t, s2.SandboxID); len(left) != 0 {
+		t.Errorf("its container after a crash and a start-up: %v", left)
+	}
 }
 
 // upgrade asks for a WebSocket at url and answers the status and body of
