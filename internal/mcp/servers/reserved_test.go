@@ -194,7 +194,9 @@ func wantCode(t *testing.T, what string, err error, status int, code string) {
 func callEcho(t *testing.T, m *Manager, inst *Instance) string {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		m.ServeMCP(w, r, inst.ID, func(w http.ResponseWriter, _ *http.Request, err error) { http.Error(w, err.Error(), errdefs.HTTPStatus(err)) })
+		m.ServeMCP(w, r, inst.ID, func(w http.ResponseWriter, _ *http.Request, err error) {
+			http.Error(w, err.Error(), errdefs.HTTPStatus(err))
+		})
 	}))
 	t.Cleanup(srv.Close)
 	hc := &http.Client{Transport: bearer{inst.Token}}
