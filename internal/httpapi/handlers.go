@@ -125,7 +125,7 @@ func sandboxWire(sb *sandbox.Sandbox) client.Sandbox {
 		Metadata:      sb.Metadata,
 		FailureReason: sb.FailureReason, ResourceVersion: strconv.FormatInt(sb.ResourceVersion, 10),
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: sb.ExpiresAt,
-		Network: networkSummaryWire(sb.Network),
+		Network: networkSummaryWire(sb.Network), Reserved: sb.Reserved,
 	}
 	if out.Metadata == nil {
 		out.Metadata = map[string]string{}
