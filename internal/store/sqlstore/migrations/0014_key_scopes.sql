@@ -1,4 +1,4 @@
--- 0013: the scopes of an API key, space-separated: rights it holds beyond
+-- 0014: the scopes of an API key, space-separated: rights it holds beyond
 -- the API every key of its tenant may use ("approve": decide MCP call
 -- approvals and approve changed tool definitions). Keys made before have
 -- none.
