@@ -10,10 +10,12 @@ export async function auditView(root, { query, go }) {
   const cursor = query.get('cursor') || '';
   const back = (query.get('back') || '').split(',').filter(Boolean);
   const page = await get('/v1/audit', { ...f, limit: f.limit || 50, cursor });
+  // Long actions, ids and codes wrap inside their cells, so the table
+  // fits the page (1280 px and less) instead of scrolling sideways.
   const row = (r) => h('tr', { dataset: { seq: String(r.seq) } },
-    h('td', { class: 'num' }, String(r.seq)), h('td', {}, fmtTime(r.time)), h('td', {}, r.tenant || '–'), h('td', {}, r.actor),
-    h('td', {}, h('code', {}, r.action)), h('td', {}, r.target || ''), h('td', {}, badge(String(r.status), r.status >= 400 ? 'failed' : 'ready')),
-    h('td', {}, r.code || ''), h('td', {}, r.request_id || ''));
+    h('td', { class: 'num' }, String(r.seq)), h('td', {}, fmtTime(r.time)), h('td', { class: 'wrap' }, r.tenant || '–'), h('td', { class: 'wrap' }, r.actor),
+    h('td', { class: 'wrap' }, h('code', {}, r.action)), h('td', { class: 'wrap' }, r.target || ''), h('td', {}, badge(String(r.status), r.status >= 400 ? 'failed' : 'ready')),
+    h('td', { class: 'wrap' }, r.code || ''), h('td', { class: 'wrap' }, r.request_id || ''));
   const body = h('tbody', { id: 'audit-rows' }, (page.items || []).map(row));
   const filters = h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter the audit log' },
     field('Action', h('input', { name: 'action', value: f.action, placeholder: 'POST /v1/sandboxes or DELETE' })),
@@ -51,7 +53,7 @@ export async function auditView(root, { query, go }) {
   });
 
   replace(root, h('h1', {}, 'Audit log'), filters, status,
-    h('div', { class: 'table-wrap' }, h('table', {}, h('caption', { class: 'sr-only' }, 'Audit records'),
+    h('div', { class: 'table-wrap' }, h('table', { class: 'audit', id: 'audit-table' }, h('caption', { class: 'sr-only' }, 'Audit records'),
       h('thead', {}, h('tr', {}, ['Seq', 'Time', 'Tenant', 'Actor', 'Action', 'Target', 'Status', 'Code', 'Request'].map((x) => h('th', { scope: 'col' }, x)))), body)),
     h('div', { class: 'pager' }, prev, next, h('label', { class: 'check' }, followBox, ' Follow new records')));
   return () => clearInterval(timer);
