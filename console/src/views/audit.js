@@ -10,12 +10,13 @@ export async function auditView(root, { query, go }) {
   const cursor = query.get('cursor') || '';
   const back = (query.get('back') || '').split(',').filter(Boolean);
   const page = await get('/v1/audit', { ...f, limit: f.limit || 50, cursor });
-  // Long actions, ids and codes wrap inside their cells, so the table
-  // fits the page (1280 px and less) instead of scrolling sideways.
+  // Actions break after a slash and codes after an underscore, ids only
+  // when they are longer than ids are, so the table fits the page (1280 px
+  // and less) instead of scrolling sideways.
   const row = (r) => h('tr', { dataset: { seq: String(r.seq) } },
-    h('td', { class: 'num' }, String(r.seq)), h('td', {}, fmtTime(r.time)), h('td', { class: 'wrap' }, r.tenant || '–'), h('td', { class: 'wrap' }, r.actor),
-    h('td', { class: 'wrap' }, h('code', {}, r.action)), h('td', { class: 'wrap' }, r.target || ''), h('td', {}, badge(String(r.status), r.status >= 400 ? 'failed' : 'ready')),
-    h('td', { class: 'wrap' }, r.code || ''), h('td', { class: 'wrap' }, r.request_id || ''));
+    h('td', { class: 'num' }, String(r.seq)), h('td', {}, fmtTime(r.time)), h('td', { class: 'wrap' }, r.tenant || '–'), h('td', { class: 'wrap id' }, r.actor),
+    h('td', { class: 'wrap' }, h('code', {}, breakAfter(r.action, '/'))), h('td', { class: 'wrap id' }, r.target || ''), h('td', {}, badge(String(r.status), r.status >= 400 ? 'failed' : 'ready')),
+    h('td', { class: 'wrap' }, breakAfter(r.code || '', '_')), h('td', { class: 'wrap id' }, r.request_id || ''));
   const body = h('tbody', { id: 'audit-rows' }, (page.items || []).map(row));
   const filters = h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter the audit log' },
     field('Action', h('input', { name: 'action', value: f.action, placeholder: 'POST /v1/sandboxes or DELETE' })),
@@ -60,3 +61,8 @@ export async function auditView(root, { query, go }) {
 }
 
 function clean(o) { return Object.fromEntries(Object.entries(o).filter(([, v]) => v)); }
+
+// breakAfter is text with a line-break opportunity (<wbr>) after every sep.
+function breakAfter(text, sep) {
+  return text.split(sep).flatMap((part, i, all) => (i < all.length - 1 ? [part + sep, h('wbr', {})] : [part]));
+}
