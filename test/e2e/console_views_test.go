@@ -66,8 +66,15 @@ type consoleTab struct {
 	base  string
 }
 
-// cspWatch records every CSP violation of every page the tab loads.
-const cspWatch = `window.__csp = []; document.addEventListener('securitypolicyviolation', (e) => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));`
+// pageWatch records, in every page the tab loads, each CSP violation
+// and the load events of media elements (they do not bubble: caught on
+// their way down), from the start, so a check cannot miss one that fired
+// before it looked.
+const pageWatch = `window.__csp = []; window.__media = [];
+document.addEventListener('securitypolicyviolation', (e) => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));
+for (const type of ['loadedmetadata', 'loadeddata', 'error']) {
+	document.addEventListener(type, (e) => { if (e.target instanceof HTMLMediaElement) window.__media.push({type, src: e.target.currentSrc || e.target.src}); }, true);
+}`
 
 // tab opens a new tab named who (for its error messages), or attaches to
 // the existing target id.
@@ -109,7 +116,7 @@ func (b *consoleBrowser) tab(t *testing.T, who, base string, opts ...chromedp.Co
 		t.Fatal(err)
 	}
 	tab.run(t, "set up", chromedp.EmulateViewport(1280, 860), chromedp.Func(func(ctx context.Context, tt *chromedp.Target) error {
-		_, err := cdp.Call(ctx, tt, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: cspWatch})
+		_, err := cdp.Call(ctx, tt, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: pageWatch})
 		return err
 	}))
 	return tab
@@ -456,18 +463,26 @@ func TestConsoleViews(t *testing.T) {
 				}
 				user.open(t, "/traces/"+desk.ID)
 				user.wait(t, "the segment in the video element", `document.getElementById('player-video')?.getAttribute('src')?.startsWith('blob:')`)
-				// The segment loads and its first frame is decoded.
-				var loaded struct{ ReadyState, Width, Height int }
-				user.eval(t, `new Promise((resolve, reject) => {
-					const v = document.getElementById('player-video');
-					const done = () => resolve({readyState: v.readyState, width: v.videoWidth, height: v.videoHeight});
-					const fail = () => reject(new Error('the video failed to load: ' + (v.error ? v.error.code + ' ' + v.error.message : '') + ' CSP ' + window.__csp.join(', ')));
-					if (v.error) return fail();
-					v.addEventListener('error', fail, {once: true});
-					if (v.readyState >= 2) return done();
-					v.addEventListener('loadeddata', done, {once: true});
-					setTimeout(() => reject(new Error('no frame in 30 s: readyState ' + v.readyState + ' CSP ' + window.__csp.join(', '))), 30000);
-				})`, &loaded)
+				// The segment loads (loadeddata fired for its blob: URL, and
+				// no error) and its first frame is decoded (it has a size).
+				// The player seeks into the segment once it has loaded, which
+				// may take readyState back down for a moment: wait for both.
+				user.wait(t, "the segment's data or an error", `(() => { const v = document.getElementById('player-video');
+					return v.error || window.__media.some((m) => m.type === 'error') ||
+						(window.__media.some((m) => m.type === 'loadeddata' && m.src === v.currentSrc) && v.readyState >= 2); })()`)
+				var loaded struct {
+					ReadyState, Width, Height int
+					Error                     string
+					Media                     []struct{ Type, Src string }
+				}
+				user.eval(t, `(() => { const v = document.getElementById('player-video');
+					return {readyState: v.readyState, width: v.videoWidth, height: v.videoHeight,
+						error: v.error ? v.error.code + ' ' + v.error.message : '', media: window.__media}; })()`, &loaded)
+				if loaded.Error != "" {
+					var csp []string
+					user.eval(t, `window.__csp`, &csp)
+					t.Fatalf("the video did not load: %s (media events %+v, CSP violations %q)", loaded.Error, loaded.Media, csp)
+				}
 				if loaded.ReadyState < 2 || loaded.Width <= 0 || loaded.Height <= 0 {
 					t.Errorf("the loaded video: %+v", loaded)
 				}
