@@ -25,7 +25,11 @@ type ExecInput struct {
 	Script    string
 	Cwd       string
 	Env       map[string]string
-	Stdin     []byte
+	// wrapped, if set, is the script the agent runs instead of Command or
+	// Script, Cwd and Env (a shell session's wrapper, which applies them
+	// itself); the job record keeps what the caller asked for.
+	wrapped string
+	Stdin   []byte
 	// StdinStream (background jobs) gives the job a pipe as stdin that
 	// OpenStdin writes into and CloseStdin closes; Stdin must be empty.
 	StdinStream    bool
@@ -33,11 +37,6 @@ type ExecInput struct {
 	MaxOutputBytes int64
 	// Artifacts, if set, names files to keep when the job ends.
 	Artifacts *sandbox.ArtifactSpec
-
-	// wrapped, if set, is the script the agent runs instead of Command or
-	// Script, Cwd and Env (a shell session's wrapper, which applies them
-	// itself); the job record keeps what the caller asked for.
-	wrapped string
 }
 
 // agentRequest is what the agent runs for in: Command or Script in Cwd
