@@ -154,7 +154,7 @@ func serve(ctx context.Context, args []string) error {
 		egressDir = "" // networked modes need this host's Docker networks
 	}
 	metrics := httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: st})
-	ctl, err := control.New(control.Config{Settings: cfg, Store: st, Driver: drv, Sandboxer: boxes, AgentDir: agentDir, EgressDir: egressDir, InstanceID: instance, Logger: log})
+	ctl, err := control.New(control.Config{Settings: cfg, Store: st, Driver: drv, Sandboxer: boxes, AgentDir: agentDir, EgressDir: egressDir, InstanceID: instance, Logger: log, Metrics: metrics})
 	if err != nil {
 		return err
 	}
