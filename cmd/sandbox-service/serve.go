@@ -139,7 +139,11 @@ func serve(ctx context.Context, args []string) error {
 	defer st.Close()
 	// Docker builds and labels the images even when the sandboxes run on
 	// Kubernetes.
-	dock, err := docker.New(docker.Config{Host: f.dockerHost, CallTimeout: cfg.Intervals.DockerCallTimeout, AgentDir: agentDir, Logger: log})
+	dcfg := docker.Config{Host: f.dockerHost, CallTimeout: cfg.Intervals.DockerCallTimeout, AgentDir: agentDir, Logger: log}
+	if dcfg.Self, err = findSelf(ctx, dcfg, cfg.DataDir, log); err != nil {
+		return err
+	}
+	dock, err := docker.New(dcfg)
 	if err != nil {
 		return err
 	}

@@ -86,8 +86,24 @@ func (l *Sandboxer) AgentDialer(id string) driver.Dialer {
 	return func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "unix", path) }
 }
 
-// QuotaAvailable says whether loop-mounted workspace quotas work here.
-func (l *Sandboxer) QuotaAvailable() (bool, string) { return l.quota.Available() }
+// mountReacher is the driver's optional answer to whether file systems
+// this process mounts below dir are seen by the containers it binds dir
+// into (the Docker driver's, when the service runs in a container).
+type mountReacher interface {
+	MountsReach(dir string) (bool, string)
+}
+
+// QuotaAvailable says whether loop-mounted workspace quotas work here: the
+// host can make them, and the driver's containers see them.
+func (l *Sandboxer) QuotaAvailable() (bool, string) {
+	if ok, why := l.quota.Available(); !ok {
+		return ok, why
+	}
+	if r, ok := l.d.(mountReacher); ok {
+		return r.MountsReach(l.root)
+	}
+	return true, ""
+}
 
 // CreateSandbox makes the sandbox's directories (the workspace owned by
 // spec.UID:GID, quota-limited when spec.DiskMB is set) and its container,
