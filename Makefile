@@ -15,7 +15,7 @@ TEST_IMAGES ?= tool-basic tool-node code-python-basic code-python-data skill-pyt
 FUZZ_TARGETS ?= FuzzResolvePath FuzzResolveBelow
 FUZZTIME ?= 15s
 
-.PHONY: proto all build console console-test setup images test-images test-deps run test unit fuzz cross lint bench clean kube-up kube-down test-kube bench-kube
+.PHONY: proto all build console console-test setup images service-image test-images test-deps run test unit fuzz cross lint bench clean kube-up kube-down test-kube bench-kube
 
 all: build
 
@@ -42,6 +42,16 @@ setup:
 # Build every profile image (cached by recipe hash: present images are skipped).
 images: setup build
 	$(SUDO) $(BIN)/sandbox-service images build
+
+# The service's own container image, genesis/sandbox-service:latest, for
+# running Genesis in a container against the host's Docker (Docker Desktop
+# on macOS and Windows: docs/docker-desktop.md). Static Linux binaries into
+# bin/image/, then the Debian base of images/service (debootstrap, cached by
+# its recipe hash) plus them. Nothing is pulled; no build engine is needed.
+service-image: setup console
+	@mkdir -p $(BIN)/image
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/image/ ./cmd/sandbox-service ./cmd/genesis ./cmd/genesis-agent ./cmd/genesis-egress
+	$(SUDO) $(BIN)/image/sandbox-service images build-service
 
 test-images: setup build
 	$(SUDO) $(BIN)/sandbox-service images build $(addprefix --profile ,$(TEST_IMAGES))
