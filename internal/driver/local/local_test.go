@@ -1,0 +1,60 @@
+package local
+
+import (
+	"strings"
+	"testing"
+
+	"genesis.dev/sandbox/internal/driver/fake"
+)
+
+// reachingDriver is a driver that answers whether mounts below a
+// directory reach its containers.
+type reachingDriver struct {
+	*fake.Driver
+	dirs []string // what MountsReach was asked about
+	ok   bool
+	why  string
+}
+
+func (d *reachingDriver) MountsReach(dir string) (bool, string) {
+	d.dirs = append(d.dirs, dir)
+	return d.ok, d.why
+}
+
+// TestQuotaAvailableAsksTheDriver: where the host could make quotas, a
+// driver whose containers would not see the workspace mounts (the service
+// in a container, its data dir on a volume) makes them unavailable, with
+// its reason; a driver that does not say is taken to see them.
+func TestQuotaAvailableAsksTheDriver(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	plain, err := New(Config{Driver: fake.New(fake.Config{}), Root: root, AgentDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostOK, hostWhy := plain.quota.Available()
+	if got, why := plain.QuotaAvailable(); got != hostOK || why != hostWhy {
+		t.Errorf("QuotaAvailable without the driver's answer = %v %q, the host's is %v %q", got, why, hostOK, hostWhy)
+	}
+
+	d := &reachingDriver{Driver: fake.New(fake.Config{}), why: "on volume genesis-data"}
+	l, err := New(Config{Driver: d, Root: root, AgentDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, why := l.QuotaAvailable()
+	switch {
+	case !hostOK: // this host cannot make quotas at all: its reason stands
+		if ok || why != hostWhy || len(d.dirs) != 0 {
+			t.Errorf("QuotaAvailable = %v %q (driver asked about %v); want the host's %q", ok, why, d.dirs, hostWhy)
+		}
+	default:
+		if ok || !strings.Contains(why, "genesis-data") || len(d.dirs) != 1 || d.dirs[0] != root {
+			t.Errorf("QuotaAvailable = %v %q (driver asked about %v); want false with the driver's reason about %s", ok, why, d.dirs, root)
+		}
+		d.ok, d.why = true, ""
+		if ok, why := l.QuotaAvailable(); !ok {
+			t.Errorf("QuotaAvailable with reaching mounts = false %q", why)
+		}
+	}
+}
