@@ -176,7 +176,8 @@ func TestComposeFile(t *testing.T) {
 				Dockerfile string `yaml:"dockerfile"`
 			} `yaml:"build"`
 			ContainerName   string   `yaml:"container_name"`
-			Privileged      bool     `yaml:"privileged"`
+			CapAdd          []string `yaml:"cap_add"`
+			SecurityOpt     []string `yaml:"security_opt"`
 			StopGracePeriod string   `yaml:"stop_grace_period"`
 			Volumes         []string `yaml:"volumes"`
 			Ports           []string `yaml:"ports"`
@@ -204,7 +205,7 @@ func TestComposeFile(t *testing.T) {
 	if len(words) < 3 || words[0] != "docker" || words[1] != "run" {
 		t.Fatalf("docs/docker-desktop.md: no docker run command: %q", words)
 	}
-	var vols, ports []string
+	var vols, ports, caps, secOpts []string
 	flags := map[string]string{}
 	for i := 2; i < len(words)-1; i++ {
 		switch w := words[i]; w {
@@ -214,18 +215,26 @@ func TestComposeFile(t *testing.T) {
 		case "-p":
 			i++
 			ports = append(ports, words[i])
+		case "--cap-add":
+			i++
+			caps = append(caps, words[i])
+		case "--security-opt":
+			i++
+			secOpts = append(secOpts, words[i])
 		case "--name", "--stop-timeout":
 			i++
 			flags[w] = words[i]
-		case "-d", "--privileged":
-			flags[w] = "true"
+		case "-d":
 		default:
 			t.Fatalf("docs' docker run has %q, which this test does not compare with the compose file", w)
 		}
 	}
 	image := words[len(words)-1]
-	if s.Image != image || s.ContainerName != flags["--name"] || !s.Privileged || flags["--privileged"] != "true" {
-		t.Errorf("compose image %q name %q privileged %v; docs: %q %q %q", s.Image, s.ContainerName, s.Privileged, image, flags["--name"], flags["--privileged"])
+	if s.Image != image || s.ContainerName != flags["--name"] {
+		t.Errorf("compose image %q name %q; docs: %q %q", s.Image, s.ContainerName, image, flags["--name"])
+	}
+	if !slices.Equal(s.CapAdd, caps) || !slices.Equal(s.SecurityOpt, secOpts) || !slices.Contains(caps, "SYS_ADMIN") {
+		t.Errorf("compose cap_add %q security_opt %q; docs %q %q (image builds need SYS_ADMIN)", s.CapAdd, s.SecurityOpt, caps, secOpts)
 	}
 	if s.StopGracePeriod != flags["--stop-timeout"]+"s" {
 		t.Errorf("compose stop_grace_period %q, docs --stop-timeout %q", s.StopGracePeriod, flags["--stop-timeout"])

@@ -171,7 +171,7 @@ func (s *SelfContainer) MountsReach(dir string) (bool, string) {
 		return true, ""
 	case m.Type == "volume":
 		return false, fmt.Sprintf("the service runs in container %s and %s is on the volume %s, which does not carry mounts made in the container to the Docker host; "+
-			"bind-mount the data dir from the host with rshared propagation instead (see docs/docker-desktop.md)", shortID(s.ID), dir, m.Name)
+			"quotas need the data dir bind-mounted from the host with rshared propagation (see docs/docker-desktop.md)", shortID(s.ID), dir, m.Name)
 	default:
 		prop := m.Propagation
 		if prop == "" {

@@ -94,15 +94,15 @@ type mountReacher interface {
 }
 
 // QuotaAvailable says whether loop-mounted workspace quotas work here: the
-// host can make them, and the driver's containers see them.
+// driver's containers would see them (asked first: without that nothing
+// else helps), and this host can make them.
 func (l *Sandboxer) QuotaAvailable() (bool, string) {
-	if ok, why := l.quota.Available(); !ok {
-		return ok, why
-	}
 	if r, ok := l.d.(mountReacher); ok {
-		return r.MountsReach(l.root)
+		if ok, why := r.MountsReach(l.root); !ok {
+			return false, why
+		}
 	}
-	return true, ""
+	return l.quota.Available()
 }
 
 // CreateSandbox makes the sandbox's directories (the workspace owned by
