@@ -140,8 +140,10 @@ func serve(ctx context.Context, args []string) error {
 	// Docker builds and labels the images even when the sandboxes run on
 	// Kubernetes.
 	dcfg := docker.Config{Host: f.dockerHost, CallTimeout: cfg.Intervals.DockerCallTimeout, AgentDir: agentDir, Logger: log}
-	if dcfg.Self, err = findSelf(ctx, dcfg, cfg.DataDir, log); err != nil {
-		return err
+	if cfg.Driver != "kubernetes" { // Pods mount nothing of this host
+		if dcfg.Self, err = findSelf(ctx, dcfg, cfg.DataDir, log); err != nil {
+			return err
+		}
 	}
 	dock, err := docker.New(dcfg)
 	if err != nil {
