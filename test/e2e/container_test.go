@@ -371,7 +371,7 @@ func buildServiceImage(t *testing.T) string {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), serviceImageTimeout)
 	defer cancel()
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", dir+"/",
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", dir+"/",
 		"./cmd/sandbox-service", "./cmd/genesis", "./cmd/genesis-agent", "./cmd/genesis-egress")
 	build.Dir = "../.."
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
