@@ -405,11 +405,20 @@ func waitContainerReady(t *testing.T, svc *service, name string, runtimes []sand
 		if state := dockerCmd(t, "inspect", "-f", "{{.State.Status}}", name); state != "running" {
 			t.Fatalf("the service container is %s", state)
 		}
-		code, _, body := apiGet(t, svc, "/readyz", "")
-		var h client.Health
-		if code != http.StatusOK || json.Unmarshal([]byte(body), &h) != nil {
-			return false, fmt.Sprintf("%d %s", code, body)
+		// Until the service listens, the engine's port proxy accepts and
+		// drops connections: an error here is a reason to poll again.
+		hc := &http.Client{Timeout: 5 * time.Second}
+		resp, err := hc.Get(svc.url() + "/readyz")
+		if err != nil {
+			return false, err.Error()
 		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var h client.Health
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &h) != nil {
+			return false, fmt.Sprintf("%d %s", resp.StatusCode, b)
+		}
+		body := string(b)
 		return runtimesHealthy(h, names), body
 	})
 }
