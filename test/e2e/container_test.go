@@ -8,11 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +70,7 @@ func TestContainerizedService(t *testing.T) {
 	}
 	t.Run("volume", func(t *testing.T) { testContainerOnVolume(t, image, cfg, runtimes) })
 	t.Run("quota", func(t *testing.T) { testContainerQuota(t, image, cfg) })
+	t.Run("runc-only", func(t *testing.T) { testContainerRuncOnly(t, image, cfg) })
 }
 
 // containerService is one service container of the test.
@@ -78,12 +83,13 @@ type containerService struct {
 // (desktopRunCommand), waits until the service is ready with each of
 // runtimes healthy and checks it found its own container. The container is
 // removed when t ends; its log is added to t's output if t failed.
-func startContainerService(t *testing.T, name, dataMount, image, cfg string, runtimes []sandbox.Runtime, extra ...string) *containerService {
+func startContainerService(t *testing.T, run runSpec, cfg string, runtimes []sandbox.Runtime) *containerService {
 	t.Helper()
 	key := "e2e_" + randomHex(t, 16)
-	extra = append(extra, "-v", cfg+":/etc/genesis/config.yaml:ro", "-e", "GENESIS_CONFIG=/etc/genesis/config.yaml", "-e", "GENESIS_API_KEY="+key)
+	name := run.name
+	run.extra = append(run.extra, "-v", cfg+":/etc/genesis/config.yaml:ro", "-e", "GENESIS_CONFIG=/etc/genesis/config.yaml", "-e", "GENESIS_API_KEY="+key)
 	t.Cleanup(func() { dockerCmdQuiet("rm", "-f", "-v", name) })
-	dockerCmd(t, desktopRunCommand(t, name, dataMount, image, extra...)...)
+	dockerCmd(t, desktopRunCommand(t, run)...)
 	cs := &containerService{name: name}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -135,7 +141,7 @@ func testContainerOnVolume(t *testing.T, image, cfg string, runtimes []sandbox.R
 	name := "genesis-e2e-" + randomHex(t, 4)
 	volume := name
 	t.Cleanup(func() { dockerCmdQuiet("volume", "rm", "-f", volume) })
-	cs := startContainerService(t, name, volume+":/var/lib/genesis", image, cfg, runtimes)
+	cs := startContainerService(t, runSpec{name: name, dataMount: volume + ":/var/lib/genesis", image: image}, cfg, runtimes)
 	mountpoint := dockerCmd(t, "volume", "inspect", "-f", "{{.Mountpoint}}", volume)
 	instance := strings.TrimSpace(readFile(t, filepath.Join(mountpoint, "instance_id")))
 	c := cs.svc.client()
@@ -263,8 +269,8 @@ func testContainerQuota(t *testing.T, image, cfg string) {
 	}
 
 	runc := []sandbox.Runtime{sandbox.RuntimeRunc}
-	cs := startContainerService(t, "genesis-e2e-"+randomHex(t, 4), dir+":/var/lib/genesis:rshared", image, cfg, runc,
-		"--device", "/dev/loop-control", "--device-cgroup-rule", "b 7:* rmw")
+	cs := startContainerService(t, runSpec{name: "genesis-e2e-" + randomHex(t, 4), dataMount: dir + ":/var/lib/genesis:rshared", image: image,
+		extra: []string{"--device", "/dev/loop-control", "--device-cgroup-rule", "b 7:* rmw"}}, cfg, runc)
 	c := cs.svc.client()
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
@@ -299,6 +305,113 @@ func testContainerQuota(t *testing.T, image, cfg string) {
 	}
 }
 
+// testContainerRuncOnly is the service against an engine without gVisor,
+// as Docker Desktop's is: the engine's API reaches it through a proxy that
+// leaves runsc out of GET /info. Low-risk work runs under runc; work that
+// needs gVisor is refused, saying where to get it, and nothing is made
+// for it.
+func testContainerRuncOnly(t *testing.T, image, cfg string) {
+	sock := runcOnlyEngine(t)
+	name := "genesis-e2e-" + randomHex(t, 4)
+	volume := name
+	t.Cleanup(func() { dockerCmdQuiet("volume", "rm", "-f", volume) })
+	runc := []sandbox.Runtime{sandbox.RuntimeRunc}
+	cs := startContainerService(t, runSpec{name: name, dataMount: volume + ":/var/lib/genesis", socket: sock, image: image}, cfg, runc)
+	c := cs.svc.client()
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	caps, err := c.Capabilities(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range caps.Runtimes {
+		if r.Name == "runsc" {
+			t.Fatalf("the probe lists runsc on an engine without it: %+v", caps.Runtimes)
+		}
+	}
+	sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "tool-basic", RiskLevel: "low"}, "")
+	if err != nil {
+		t.Fatalf("low-risk create: %v", err)
+	}
+	if sb.Runtime != "runc" {
+		t.Errorf("low-risk sandbox runs under %s, want runc", sb.Runtime)
+	}
+	if res := execOK(t, c, sb.ID, "echo ok"); strings.TrimSpace(res.Stdout) != "ok" {
+		t.Errorf("exec: %+v", res)
+	}
+	for _, req := range []client.CreateSandboxRequest{
+		{Profile: "tool-basic", RiskLevel: "medium"},
+		{Profile: "tool-basic", RiskLevel: "untrusted"},
+		{Profile: "code-python-basic"}, // its default risk is medium
+		{Profile: "tool-basic", RiskLevel: "low", Runtime: "runsc"},
+	} {
+		_, err := c.CreateSandbox(ctx, req, "")
+		var ae *client.APIError
+		if !errors.As(err, &ae) || ae.Status != http.StatusConflict || ae.Problem.Code != "runtime_unavailable" ||
+			!strings.Contains(ae.Message(), "docs/operations.md#getting-gvisor") {
+			t.Errorf("create %+v = %v; want 409 runtime_unavailable saying how to get gVisor", req, err)
+		}
+	}
+	mountpoint := dockerCmd(t, "volume", "inspect", "-f", "{{.Mountpoint}}", volume)
+	instance := strings.TrimSpace(readFile(t, filepath.Join(mountpoint, "instance_id")))
+	if got := containers(t, "label="+driver.LabelInstance+"="+instance); len(got) != 1 {
+		t.Errorf("containers of the service after the refusals: %v; want only the low-risk sandbox's", got)
+	}
+	if err := c.DeleteSandbox(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	cs.stop(t)
+	dockerCmd(t, "volume", "rm", volume)
+}
+
+// runcOnlyEngine serves the engine's API on a Unix socket of its own with
+// runsc left out of GET /info — an engine like Docker Desktop's, which has
+// runc only — and returns the socket's path. Everything else passes
+// through unchanged (streamed answers included). It stops when t ends.
+func runcOnlyEngine(t *testing.T) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "docker.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := regexp.MustCompile(`^(/v[0-9.]+)?/info$`)
+	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: "docker"})
+	rp.Transport = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", "/var/run/docker.sock")
+	}}
+	rp.FlushInterval = -1
+	rp.ModifyResponse = func(r *http.Response) error {
+		if !info.MatchString(r.Request.URL.Path) || r.StatusCode != http.StatusOK {
+			return nil
+		}
+		b, err := io.ReadAll(r.Body)
+		r.Body.Close()
+		if err != nil {
+			return err
+		}
+		var v map[string]any
+		if err := json.Unmarshal(b, &v); err != nil {
+			return err
+		}
+		if rts, ok := v["Runtimes"].(map[string]any); ok {
+			delete(rts, "runsc")
+		}
+		if b, err = json.Marshal(v); err != nil {
+			return err
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		r.ContentLength = int64(len(b))
+		r.Header.Set("Content-Length", strconv.Itoa(len(b)))
+		return nil
+	}
+	srv := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return sock
+}
+
 // mountFSType is the file system type mounted at p in this mount
 // namespace (the last mount there), or "".
 func mountFSType(t *testing.T, p string) string {
@@ -316,12 +429,20 @@ func mountFSType(t *testing.T, p string) string {
 	return fs
 }
 
+// runSpec is what the test changes in the documented `docker run` command.
+type runSpec struct {
+	name      string   // the container's name
+	dataMount string   // the data dir's -v value
+	socket    string   // the engine's socket on the host ("": /var/run/docker.sock)
+	image     string   // the service image
+	extra     []string // further options, before the image
+}
+
 // desktopRunCommand returns the arguments of the `docker run` command of
-// docs/docker-desktop.md with the test's container name, data dir mount,
-// port (any free one) and image, and extra options before the image. It fails
-// when the page's command lacks one of the parts it replaces, so the page
-// and the test cannot drift apart.
-func desktopRunCommand(t *testing.T, name, dataMount, image string, extra ...string) []string {
+// docs/docker-desktop.md with run's parts in place of the page's (the port
+// becomes any free one). It fails when the page's command lacks one of the
+// parts it replaces, so the page and the test cannot drift apart.
+func desktopRunCommand(t *testing.T, run runSpec) []string {
 	t.Helper()
 	doc, err := os.ReadFile(desktopDoc)
 	if err != nil {
@@ -343,11 +464,15 @@ func desktopRunCommand(t *testing.T, name, dataMount, image string, extra ...str
 	if len(words) < 3 || strings.ContainsAny(cmd, `"'$`) {
 		t.Fatalf("%s: no plain docker run command found: %q", desktopDoc, cmd)
 	}
+	socket := run.socket
+	if socket == "" {
+		socket = "/var/run/docker.sock"
+	}
 	replace := map[string]string{
-		"genesis":                                   name,
-		"genesis-data:/var/lib/genesis":             dataMount,
+		"genesis":                                   run.name,
+		"genesis-data:/var/lib/genesis":             run.dataMount,
 		"127.0.0.1:8080:8080":                       "127.0.0.1::8080",
-		"/var/run/docker.sock:/var/run/docker.sock": "/var/run/docker.sock:/var/run/docker.sock",
+		"/var/run/docker.sock:/var/run/docker.sock": socket + ":/var/run/docker.sock",
 	}
 	seen := map[string]bool{}
 	args := words[1 : len(words)-1] // without "docker" and the image
@@ -360,7 +485,7 @@ func desktopRunCommand(t *testing.T, name, dataMount, image string, extra ...str
 	if len(seen) != len(replace) || words[len(words)-1] != "genesis/sandbox-service" || !strings.Contains(cmd, "--cap-add SYS_ADMIN") {
 		t.Fatalf("%s: the docker run command %q lacks a part the test replaces (found %v) or the image genesis/sandbox-service", desktopDoc, cmd, seen)
 	}
-	return append(append(args, extra...), image)
+	return append(append(args, run.extra...), run.image)
 }
 
 // buildServiceImage builds static binaries and, with them, the service's
