@@ -8,8 +8,9 @@ ADDR ?= 127.0.0.1:8080
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -E)
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
-# Images the tests need (the others are built by `make images`).
-TEST_IMAGES ?= tool-basic tool-node code-python-basic code-python-data skill-python-basic browser-playwright desktop-vnc desktop-cloud desktop-browser
+# Images the tests need (the others are built by `make images`); service is
+# the base of the service's own image (TestContainerizedService).
+TEST_IMAGES ?= tool-basic tool-node code-python-basic code-python-data skill-python-basic browser-playwright desktop-vnc desktop-cloud desktop-browser service
 
 # Fuzz targets of the path policy, each run for FUZZTIME by `make test`.
 FUZZ_TARGETS ?= FuzzResolvePath FuzzResolveBelow
