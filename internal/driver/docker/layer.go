@@ -86,6 +86,10 @@ func (d *Driver) AddLayer(ctx context.Context, spec LayerSpec) (string, error) {
 	if spec.Files == nil {
 		return "", fmt.Errorf("docker: add layer: no files: %w", errdefs.ErrInvalidArgument)
 	}
+	cfg := spec.Config.wire(spec.Base)
+	if len(cfg.Entrypoint) == 0 && len(cfg.Cmd) == 0 {
+		return "", fmt.Errorf("docker: add layer %s: the image needs an entrypoint or a command: %w", spec.Ref, errdefs.ErrInvalidArgument)
+	}
 	cctx, cancel := d.callCtx(ctx, 0)
 	present, err := d.imagePresent(cctx, spec.Base)
 	cancel()
@@ -94,10 +98,6 @@ func (d *Driver) AddLayer(ctx context.Context, spec LayerSpec) (string, error) {
 	}
 	if !present {
 		return "", imageNotBuilt(spec.Base)
-	}
-	cfg := spec.Config.wire(spec.Base)
-	if len(cfg.Entrypoint) == 0 && len(cfg.Cmd) == 0 {
-		return "", fmt.Errorf("docker: add layer %s: the image needs an entrypoint or a command: %w", spec.Ref, errdefs.ErrInvalidArgument)
 	}
 
 	cctx, cancel = d.callCtx(ctx, 0)
