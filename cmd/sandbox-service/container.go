@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"strconv"
 	"time"
 
 	"genesis.dev/sandbox/internal/driver/docker"
@@ -36,4 +38,16 @@ func findSelf(ctx context.Context, dcfg docker.Config, dataDir string, log *slog
 	log.Info("running in a container of the Docker daemon: bind-mount sources are translated to the daemon's host",
 		"container", self.ID[:min(12, len(self.ID))], "data_dir", dataDir, "data_dir_on_docker_host", host)
 	return self, nil
+}
+
+// reachableAddr is the address a client on this machine uses for the
+// listener at a: loopback when it listens on every address (0.0.0.0 or
+// [::], as in the service's container, whose published port is on the
+// host's 127.0.0.1 with the documented command).
+func reachableAddr(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return a.String()
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(tcp.Port))
 }

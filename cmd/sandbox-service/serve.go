@@ -214,7 +214,7 @@ func serve(ctx context.Context, args []string) error {
 	log.Info("sandbox-service listening", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "instance", instance, "version", version)
 	if generated {
 		fmt.Fprintf(os.Stderr, "\nAPI key (saved in %s): %s\n  export GENESIS_URL=http://%s GENESIS_API_KEY=%s\n\n",
-			filepath.Join(cfg.DataDir, "api_key"), apiKey, ln.Addr().String(), apiKey)
+			filepath.Join(cfg.DataDir, "api_key"), apiKey, reachableAddr(ln.Addr()), apiKey)
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)

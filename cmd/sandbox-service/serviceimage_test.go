@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -341,5 +342,23 @@ func TestServiceFiles(t *testing.T) {
 	os.Remove(filepath.Join(bin, "genesis"))
 	if _, _, err := serviceFiles(bin); err == nil || !strings.Contains(err.Error(), "genesis") {
 		t.Errorf("a missing binary: %v", err)
+	}
+}
+
+func TestReachableAddr(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"0.0.0.0:8080":   "127.0.0.1:8080",
+		"[::]:8080":      "127.0.0.1:8080",
+		"127.0.0.1:9000": "127.0.0.1:9000",
+		"10.0.0.5:8080":  "10.0.0.5:8080",
+	} {
+		a, err := net.ResolveTCPAddr("tcp", in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := reachableAddr(a); got != want {
+			t.Errorf("reachableAddr(%s) = %s, want %s", in, got, want)
+		}
 	}
 }
