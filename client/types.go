@@ -119,7 +119,9 @@ type ExecRequest struct {
 	// StdinStream (background and streamed jobs) gives the job a pipe as
 	// its stdin, written with WriteStdin or AttachJob and closed with
 	// CloseStdin; exclusive with Stdin and StdinBase64.
-	StdinStream    bool  `json:"stdin_stream,omitempty"`
+	StdinStream bool `json:"stdin_stream,omitempty"`
+	// TimeoutMS is the job's time limit; 0 takes the service default for
+	// a synchronous or streamed exec and means none for a background job.
 	TimeoutMS      int64 `json:"timeout_ms,omitempty"`
 	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
 	// Background starts the job and answers 202 with the Job at once; read

@@ -374,6 +374,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, in jobs.Exec
 		s.writeProblem(w, r, err)
 		return
 	}
+	in.Streamed = true // the synchronous default timeout applies
 	job, err := s.jobs.StartJob(r.Context(), in)
 	if err != nil {
 		s.writeProblem(w, r, err)
