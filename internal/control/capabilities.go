@@ -303,7 +303,11 @@ func (s *Service) profile(name string) (*config.Profile, error) {
 	}
 	p, ok := s.cfg.Profile(name)
 	if !ok {
-		return nil, errdefs.WithCode("profile_not_found", fmt.Errorf("unknown profile %q (see GET /v1/profiles): %w", name, errdefs.ErrNotFound))
+		known := make([]string, len(s.cfg.Profiles))
+		for i, p := range s.cfg.Profiles {
+			known[i] = p.Name
+		}
+		return nil, errdefs.WithCode("profile_not_found", errdefs.Mark(fmt.Errorf("unknown profile %q; the profiles are %s", name, strings.Join(known, ", ")), errdefs.ErrNotFound))
 	}
 	return p, nil
 }

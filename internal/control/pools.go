@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -372,7 +373,15 @@ func (s *Service) DrainPool(ctx context.Context, name string) ([]PoolView, error
 		}
 	}
 	if len(hit) == 0 {
-		return nil, errdefs.WithCode("pool_not_found", fmt.Errorf("no pool %q (see GET /v1/pools): %w", name, errdefs.ErrNotFound))
+		known := make([]string, len(s.poolList))
+		for i, pl := range s.poolList {
+			known[i] = pl.key.name()
+		}
+		msg := fmt.Sprintf("no pool %q; the pools are %s", name, strings.Join(known, ", "))
+		if len(known) == 0 {
+			msg = fmt.Sprintf("no pool %q; this service has no warm pools", name)
+		}
+		return nil, errdefs.WithCode("pool_not_found", errdefs.Mark(errors.New(msg), errdefs.ErrNotFound))
 	}
 	// A member being made may not be idle yet (or not even have its
 	// record): wait until the creates in flight are done (no new one starts
