@@ -56,7 +56,7 @@ type Sandbox struct {
 	EnvKeys         []string          `json:"env_keys,omitempty"`
 	Metadata        map[string]string `json:"metadata"`
 	FailureReason   string            `json:"failure_reason,omitempty"`
-	ResourceVersion string            `json:"resourceVersion"`
+	ResourceVersion string            `json:"resource_version"`
 	CreatedAt       time.Time         `json:"created_at"`
 	UpdatedAt       time.Time         `json:"updated_at"`
 	ExpiresAt       *time.Time        `json:"expires_at,omitempty"`

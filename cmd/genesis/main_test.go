@@ -132,7 +132,7 @@ func jsonEqual(t *testing.T, got, want string) {
 
 const sandboxJSON = `{"id":"sb-1","state":"ready","profile":"tool-basic","runtime":"runsc","risk_level":"high",
 "image":"genesis/tool-basic:abc","resources":{"cpu":0.5,"memory_mb":256,"pids":64},"env_keys":["A"],
-"metadata":{"team":"x"},"resourceVersion":"3","created_at":"2026-03-01T11:55:00Z",
+"metadata":{"team":"x"},"resource_version":"3","resourceVersion":"3","created_at":"2026-03-01T11:55:00Z",
 "updated_at":"2026-03-01T11:56:00Z","expires_at":"2026-03-01T12:10:00Z"}`
 
 func TestSandboxCreate(t *testing.T) {
