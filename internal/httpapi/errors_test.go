@@ -72,7 +72,7 @@ func TestProblemDetailsAreSentences(t *testing.T) {
 			`"` + missing + `": no such file or directory`},
 		{"stat of a missing file", req{method: "GET", path: files + "/stat?path=" + missing, key: keyA}, 404, "file_not_found",
 			`"` + missing + `": no such file or directory`},
-		{"admin route", req{method: "GET", path: "/v1/tenants", key: keyA}, 403, "admin_required", "GET /v1/tenants needs an admin key (the service's --admin-key or GENESIS_ADMIN_KEY"},
+		{"admin route", req{method: "GET", path: "/v1/tenants", key: keyA}, 403, "admin_required", "this needs an admin key: the service's --admin-key (GENESIS_ADMIN_KEY)"},
 		{"no key", req{method: "GET", path: "/v1/sandboxes"}, 401, "unauthenticated", "no API key"},
 		{"wrong key", req{method: "GET", path: "/v1/sandboxes", key: "not-a-key-0123456789"}, 401, "unauthenticated", "invalid API key"},
 	} {

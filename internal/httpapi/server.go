@@ -492,8 +492,8 @@ func (s *Server) resolveKey(ctx context.Context, sum [32]byte) (tenant.Principal
 func (s *Server) adminOnly(h func(http.ResponseWriter, *http.Request)) func(http.ResponseWriter, *http.Request) {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !principalOf(r).Admin {
-			s.writeProblem(w, r, errdefs.WithCode("admin_required", errdefs.Mark(fmt.Errorf(
-				"%s needs an admin key (the service's --admin-key or GENESIS_ADMIN_KEY, or a key of an admin tenant)", r.Pattern), errdefs.ErrPermissionDenied)))
+			s.writeProblem(w, r, errdefs.WithCode("admin_required", errdefs.Mark(errors.New(
+				"this needs an admin key: the service's --admin-key (GENESIS_ADMIN_KEY) or a key of an admin tenant"), errdefs.ErrPermissionDenied)))
 			return
 		}
 		h(w, r)
