@@ -375,6 +375,7 @@ func (s *Manager) recordExit(ctx context.Context, jobID string, x agentproto.Exi
 	s.agentJobs.Delete(jobID)
 	if err == nil && ended {
 		s.traceJob(ctx, final, "job.finished", trace.ActorSystem)
+		s.rememberEnded(final)
 	}
 	return err
 }

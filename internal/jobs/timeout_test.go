@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,5 +76,36 @@ func TestDefaultTimeoutIsForSyncExecOnly(t *testing.T) {
 	}
 	if j := final(asked.ID); j.ExitReason != sandbox.ExitTimeout || j.TimeoutMS != 300 {
 		t.Errorf("background job with timeout_ms 300: %s, timeout_ms %d; want timeout, 300", j.ExitReason, j.TimeoutMS)
+	}
+}
+
+// TestPortHintNamesTheEndedJob: a background job whose command names a
+// port is told of, once it ended, for that port and no other.
+func TestPortHintNamesTheEndedJob(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	sb := h.Create("a", control.CreateSandboxInput{})
+	j, err := h.Jobs.StartJob(ctx, jobs.ExecInput{Tenant: "a", SandboxID: sb.ID, Command: []string{"sh", "-c", "exit 3", "server", "--port=9123"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 20*time.Second, 20*time.Millisecond, "the job's end is told of", func() (bool, string) {
+		hint := h.Jobs.PortHint(sb.ID, 9123)
+		return strings.Contains(hint, j.ID) && strings.Contains(hint, "exit_reason exited"), hint
+	})
+	for _, port := range []int{912, 9124, 123} {
+		if hint := h.Jobs.PortHint(sb.ID, port); hint != "" {
+			t.Errorf("port %d: hint %q, want none", port, hint)
+		}
+	}
+	if hint := h.Jobs.PortHint("sbx_other", 9123); hint != "" {
+		t.Errorf("another sandbox: hint %q", hint)
+	}
+	if err := h.Svc.DeleteSandbox(ctx, "a", sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if hint := h.Jobs.PortHint(sb.ID, 9123); hint != "" {
+		t.Errorf("after the sandbox ended: hint %q", hint)
 	}
 }
