@@ -77,11 +77,11 @@ func TestErrorHints(t *testing.T) {
 			hint:   "--disk-mb",
 		},
 		{
-			name:   "service not running",
-			url:    closed,
-			args:   []string{"sandbox", "ls"},
-			msg:    "genesis: cannot reach the Genesis service at " + closed + ": connection refused",
-			hint:   "hint: is it running (`make run`, or `sandbox-service serve`)? If it listens elsewhere, set GENESIS_URL or pass --url",
+			name: "service not running",
+			url:  closed,
+			args: []string{"sandbox", "ls"},
+			msg:  "genesis: cannot reach the Genesis service at " + closed + ": connection refused",
+			hint: "hint: is it running (`make run`, or `sandbox-service serve`)? If it listens elsewhere, set GENESIS_URL or pass --url",
 			// The failed request is not the person's business.
 			notInError: "dial tcp",
 		},
