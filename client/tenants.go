@@ -138,6 +138,9 @@ type AuditQuery struct {
 	Result string
 	Limit  int
 	Cursor string
+	// Newest lists the newest records first; Cursor then continues with
+	// older ones.
+	Newest bool
 }
 
 func (q AuditQuery) values() url.Values {
@@ -155,6 +158,9 @@ func (q AuditQuery) values() url.Values {
 	}
 	if q.Limit > 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.Newest {
+		v.Set("order", "newest")
 	}
 	return v
 }
