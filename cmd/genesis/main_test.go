@@ -642,7 +642,7 @@ const capsJSON = `{"driver":"docker","healthy":true,"daemon_version":"27.3.1","a
 {"name":"runsc","healthy":false,"error":"runsc not found in PATH","checked_at":"2026-03-01T11:00:00Z"}],
 "checkpoint":{"supported":false,"enforced":false,"reason":"criu missing"},
 "disk_quota":{"supported":true,"enforced":true,"method":"xfs-prjquota"},
-"risk_policy":{"low":["runc","runsc"],"high":["runsc"]},
+"risk_policy":{"high":["runsc"],"low":["runc","runsc"],"untrusted":[]},
 "profiles":[{"name":"tool-basic","description":"shell tools","image":"genesis/tool-basic:1","image_status":"present",
 "allowed_runtimes":["runc","runsc"],"usable_runtimes":["runc"],"default_resources":{},"network":"none","user":"1000","read_only_root":true},
 {"name":"python","description":"CPython","image":"genesis/python:1","image_status":"not_built","build_command":"make image-python",
@@ -667,8 +667,7 @@ func TestCapabilities(t *testing.T) {
 		"Disk quota:      supported, enforced (xfs-prjquota)\n",
 		"  runc   healthy    1.1.12  smoke test 80ms\n",
 		"  runsc  unhealthy  -       runsc not found in PATH\n",
-		"  high  runsc\n",
-		"  low   runc, runsc\n",
+		"  low        runc, runsc\n  high       runsc\n  untrusted  none on this host\n", // by risk, not by name
 		"  tool-basic  present    runc (unusable: runsc)  none     shell tools\n",
 		"  python      not built  - (unusable: runsc)     none     CPython\n",
 		"  python: image genesis/python:1 is not built (make image-python)\n",
