@@ -479,7 +479,7 @@ func (s *Service) Drain(ctx context.Context, timeout time.Duration) error {
 			if err := s.endSandboxLeases(ctx, sb.ID, sandbox.LeaseExpired, "service drained"); err != nil {
 				s.log.Warn("drain: ending lease", "sandbox", sb.ID, "err", err)
 			}
-			err := s.destroy(ctx, sb, "service drained")
+			err := s.destroy(ctx, sb, EndDrained)
 			if err != nil {
 				s.log.Warn("drain: destroying", "sandbox", sb.ID, "err", err)
 			}
