@@ -14,7 +14,7 @@ import (
 // which command or flag helps. The service's problem detail says what went
 // wrong; a hint never names an HTTP route.
 var codeHints = map[string]string{
-	"admin_required":          "this needs an admin key: pass it with --api-key (or GENESIS_API_KEY); `make run` keeps one in .data/admin_key",
+	"admin_required":          "pass the admin key with --api-key (or GENESIS_API_KEY); `make run` keeps one in .data/admin_key",
 	"profile_not_found":       "`genesis profiles` lists the profiles and their images",
 	"pool_not_found":          "`genesis pool ls` lists the warm pools",
 	"runtime_unavailable":     "`genesis capabilities` shows the runtimes this host has and the risk policy",

@@ -60,7 +60,7 @@ func TestErrorHints(t *testing.T) {
 			answer: newFakeAPI(t, problem(403, "admin_required", "this needs an admin key: the service's --admin-key (GENESIS_ADMIN_KEY) or a key of an admin tenant")),
 			args:   []string{"tenant", "ls"},
 			msg:    "needs an admin key",
-			hint:   "hint: this needs an admin key: pass it with --api-key",
+			hint:   "hint: pass the admin key with --api-key",
 		},
 		{
 			name:   "runtime missing",

@@ -73,3 +73,16 @@ func TestDetailViewsAreAlignedFields(t *testing.T) {
 		t.Errorf("desktop record status: exit %d stderr %q\n%s", r.code, r.stderr, r.stdout)
 	}
 }
+
+// TestJobGetSaysABackgroundJobHasNoTimeLimit: a background job without
+// timeout_ms shows that it has none, rather than no Timeout line.
+func TestJobGetSaysABackgroundJobHasNoTimeLimit(t *testing.T) {
+	t.Parallel()
+	api := newFakeAPI(t, reply(200, `{"id":"j-1","sandbox_id":"sb-1","state":"running","mode":"background",
+		"command":["python3","-m","http.server"],"stdout_bytes":0,"stderr_bytes":0,"stdout_truncated":false,"stderr_truncated":false,
+		"created_at":"2026-03-01T11:00:00Z","started_at":"2026-03-01T11:00:01Z"}`))
+	r := cli(t, api.URL, "", nil, "job", "get", "j-1")
+	if r.code != 0 || !strings.Contains(r.stdout, "Timeout:  none (runs until it ends, is cancelled, or its sandbox ends)\n") {
+		t.Errorf("exit %d stderr %q\n%s", r.code, r.stderr, r.stdout)
+	}
+}
