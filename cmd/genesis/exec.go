@@ -263,6 +263,7 @@ func (a *app) streamExec(parent, ctx context.Context, c *client.Client, sandbox 
 		return a.writeEvent(ev)
 	})
 	if err == nil && exit != nil {
+		defer a.hintDefaultLimit(exit.ExitReason, timeout)
 		return a.reportEnd(endOfExit(exit), timeout)
 	}
 	if err == nil {
@@ -357,7 +358,17 @@ func (a *app) relayExec(res *client.ExecResult, timeout time.Duration) error {
 		}
 		a.noteArtifacts(res.JobID, res.Artifacts)
 	}
+	defer a.hintDefaultLimit(res.ExitReason, timeout)
 	return a.reportEnd(endOfResult(res), timeout)
+}
+
+// hintDefaultLimit follows the note of a synchronous or streamed job that
+// timed out at the service's default limit (no --timeout was given) with
+// what to do about it.
+func (a *app) hintDefaultLimit(reason string, timeout time.Duration) {
+	if reason == "timeout" && timeout <= 0 && !a.jsonOutput() {
+		fmt.Fprintln(a.stderr, "hint: that is the service's default time limit: give a longer --timeout, or start a server or other long work with --background (no time limit)")
+	}
 }
 
 // reportEnd prints notes on truncation and on a job that did not exit by

@@ -515,9 +515,10 @@ func TestExecOutputAndExitStatus(t *testing.T) {
 			wantCode: 124,
 		},
 		{
-			name:     "timeout without a flag uses the duration",
-			res:      client.ExecResult{ExitReason: "timeout", ExitCode: -1, DurationMS: 1500},
-			wantErr:  "genesis: job timed out after 1.5s\n",
+			name: "timeout without a flag uses the duration",
+			res:  client.ExecResult{ExitReason: "timeout", ExitCode: -1, DurationMS: 1500},
+			wantErr: "genesis: job timed out after 1.5s\n" +
+				"hint: that is the service's default time limit: give a longer --timeout, or start a server or other long work with --background (no time limit)\n",
 			wantCode: 124,
 		},
 		{
