@@ -52,7 +52,7 @@ func TestSSEOutputTextForm(t *testing.T) {
 		{long + "\n\n" + long + "\n", true},
 		{" leading space and a trailing one " + long + " ", true},
 		{"zero \x00 bytes and ünïcödé " + long, true},
-		{"y\ny\ny\ny\n", true},            // short lines: text, as asked
+		{"y\ny\ny\ny\n", true}, // short lines: text, as asked
 		{"1\n", true},
 		{long + "\r\n" + long, false},     // CR ends an SSE line
 		{long + "\xff\xfe" + long, false}, // not UTF-8
