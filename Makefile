@@ -58,7 +58,7 @@ test-images: setup build
 	$(SUDO) $(BIN)/sandbox-service images build $(addprefix --profile ,$(TEST_IMAGES))
 
 run: images
-	$(SUDO) $(BIN)/sandbox-service serve --addr $(ADDR) --data-dir $(DATA_DIR)
+	$(SUDO) $(BIN)/sandbox-service serve --addr $(ADDR) --data-dir $(DATA_DIR) --admin-key-file $(DATA_DIR)/admin_key
 
 # The npm packages the tests run (the TypeScript MCP SDK's client,
 # Playwright's client), from their lockfiles.

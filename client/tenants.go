@@ -139,6 +139,9 @@ type AuditQuery struct {
 	Result string
 	Limit  int
 	Cursor string
+	// Newest lists the newest records first; Cursor then continues with
+	// older ones.
+	Newest bool
 }
 
 func (q AuditQuery) values() url.Values {
@@ -156,6 +159,9 @@ func (q AuditQuery) values() url.Values {
 	}
 	if q.Limit > 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.Newest {
+		v.Set("order", "newest")
 	}
 	return v
 }

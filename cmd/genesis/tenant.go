@@ -128,7 +128,7 @@ func newTenantCmd(a *app) *cobra.Command {
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
 			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (struct{}, error) {
 				return struct{}{}, c.DeleteTenant(ctx, args[0])
-			}, func(struct{}) error { return nil })
+			}, func(struct{}) error { _, err := fmt.Fprintln(a.stdout, args[0]); return err })
 		}),
 	}
 	var qq quotaFlags
@@ -238,7 +238,7 @@ func newTenantKeyCmd(a *app) *cobra.Command {
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
 			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (struct{}, error) {
 				return struct{}{}, c.RevokeAPIKey(ctx, args[0], args[1])
-			}, func(struct{}) error { return nil })
+			}, func(struct{}) error { _, err := fmt.Fprintln(a.stdout, args[1]); return err })
 		}),
 	}
 	cmd.AddCommand(create, ls, revoke)

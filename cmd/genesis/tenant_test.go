@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -74,12 +75,17 @@ func TestAuditCommand(t *testing.T) {
 		}
 	})
 	r := cli(t, api.URL, "", nil, "audit", "--action", "POST /v1/sandboxes", "--result", "4xx", "--limit", "1")
-	if r.code != 0 || !strings.Contains(r.stdout, "POST /v1/sandboxes") || !strings.Contains(r.stdout, "sbx_1") || !strings.Contains(r.stderr, "--cursor 1") {
+	if r.code != 0 || !strings.Contains(r.stdout, "POST /v1/sandboxes") || !strings.Contains(r.stdout, "sbx_1") || !strings.Contains(r.stderr, "older records: --cursor 1") {
 		t.Fatalf("audit: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	q := api.requests()[0].Query
-	if q["action"][0] != "POST /v1/sandboxes" || q["result"][0] != "4xx" || q["limit"][0] != "1" {
-		t.Errorf("query %v", q)
+	if q["action"][0] != "POST /v1/sandboxes" || q["result"][0] != "4xx" || q["limit"][0] != "1" || url.Values(q).Get("order") != "newest" {
+		t.Errorf("query %v; want the filters and order=newest", q)
+	}
+	// --oldest pages from the oldest record, as the API does by default.
+	r = cli(t, api.URL, "", nil, "audit", "--oldest", "--limit", "1")
+	if q := api.requests()[1].Query; r.code != 0 || url.Values(q).Get("order") != "" || !strings.Contains(r.stderr, "more records: --oldest --cursor 1") {
+		t.Errorf("--oldest: query %v, stderr %q", q, r.stderr)
 	}
 	if r := cli(t, api.URL, "", nil, "audit", "--since", "yesterday"); r.code != 2 {
 		t.Errorf("bad --since: exit %d", r.code)

@@ -55,7 +55,7 @@ func (s *Service) syncTenants(ctx context.Context) error {
 // any instance sharing it take effect on the next request.
 func (s *Service) Authenticate(ctx context.Context, hash [32]byte, staticTenant string) (tenant.Principal, error) {
 	unauth := func(why string) (tenant.Principal, error) {
-		return tenant.Principal{}, errdefs.WithCode("unauthenticated", fmt.Errorf("%s: %w", why, errdefs.ErrUnauthenticated))
+		return tenant.Principal{}, errdefs.WithCode("unauthenticated", errdefs.Mark(errors.New(why), errdefs.ErrUnauthenticated))
 	}
 	p := tenant.Principal{Tenant: staticTenant, KeyID: tenant.ConfigKeyID(hash)}
 	if staticTenant == "" {

@@ -321,7 +321,26 @@ func TestAuditPaging(t *testing.T) {
 	if len(seen) != calls {
 		t.Fatalf("paged through %d records, want %d", len(seen), calls)
 	}
-	for _, q := range []string{"cursor=abc", "limit=0", "limit=1001", "since=yesterday", "result=x!"} {
+	// Newest first: pages go back from the latest record, each cursor to
+	// older ones, and cover the same records.
+	var back []int64
+	for cursor := ""; ; {
+		p := a.auditPage(keyA, "order=newest&limit=7&cursor="+cursor)
+		for _, r := range p.Items {
+			if n := len(back); n > 0 && r.Seq >= back[n-1] {
+				t.Fatalf("newest first: record %d after %d", r.Seq, back[n-1])
+			}
+			back = append(back, r.Seq)
+		}
+		if !p.HasMore {
+			break
+		}
+		cursor = p.NextCursor
+	}
+	if len(back) != calls || back[0] != last {
+		t.Errorf("newest first: %d records starting at %v, want %d starting at %d", len(back), back[:min(1, len(back))], calls, last)
+	}
+	for _, q := range []string{"cursor=abc", "limit=0", "limit=1001", "since=yesterday", "result=x!", "order=random"} {
 		if resp, body := a.do(req{method: "GET", path: "/v1/audit?" + q, key: keyA}); resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("audit ?%s: %d %s, want 400", q, resp.StatusCode, body)
 		}

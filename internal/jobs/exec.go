@@ -32,11 +32,19 @@ type ExecInput struct {
 	Stdin   []byte
 	// StdinStream (background jobs) gives the job a pipe as stdin that
 	// OpenStdin writes into and CloseStdin closes; Stdin must be empty.
-	StdinStream    bool
+	StdinStream bool
+	// TimeoutMS bounds the job; 0 takes the default: the configured
+	// limits.default_exec_timeout_ms for a synchronous or streamed exec,
+	// none for a background job (it runs until it ends, is cancelled, or
+	// its sandbox ends).
 	TimeoutMS      int64
 	MaxOutputBytes int64
 	// Artifacts, if set, names files to keep when the job ends.
 	Artifacts *sandbox.ArtifactSpec
+	// Streamed marks a job StartJob starts for a streamed exec: its caller
+	// follows it live as a synchronous exec's caller waits, so it takes the
+	// synchronous default timeout.
+	Streamed bool
 	// Reservation is the reservation of the workload the job belongs to
 	// (control.AttachOptions.Reservation): a sandbox reserved to it is
 	// reachable. Empty for every job a tenant starts.
@@ -68,7 +76,9 @@ type ExecOutput struct {
 // killGrace is how long a timed-out job gets between SIGTERM and SIGKILL.
 const killGrace = 200 * time.Millisecond
 
-func (s *Manager) validateExec(in *ExecInput) error {
+// validateExec checks in and fills in its defaults; background jobs get
+// no default timeout (see ExecInput.TimeoutMS).
+func (s *Manager) validateExec(in *ExecInput, background bool) error {
 	lim := s.lim
 	switch {
 	case len(in.Command) == 0 && in.Script == "":
@@ -91,7 +101,7 @@ func (s *Manager) validateExec(in *ExecInput) error {
 			return invalid("a command argument is longer than 128 KiB")
 		}
 	}
-	if in.TimeoutMS == 0 {
+	if in.TimeoutMS == 0 && !background {
 		in.TimeoutMS = lim.DefaultExecTimeoutMS
 	}
 	if in.MaxOutputBytes == 0 {
@@ -106,7 +116,7 @@ func (s *Manager) validateExec(in *ExecInput) error {
 // Exec runs one job in a sandbox and waits for it. The job is recorded
 // before it runs and always ends in exactly one final state.
 func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
-	if err := s.validateExec(&in); err != nil {
+	if err := s.validateExec(&in, false); err != nil {
 		return nil, err
 	}
 	if in.StdinStream {

@@ -26,9 +26,11 @@ const cancelGrace = 2 * time.Second
 // StartJob starts a background job: it returns as soon as the agent has
 // started the process. The output is copied into the job's durable log by a
 // follower goroutine that survives client disconnects and re-attaches after
-// a service restart.
+// a service restart. Without a TimeoutMS the job runs until it ends, is
+// cancelled or its sandbox ends; a Streamed one takes the synchronous
+// default.
 func (s *Manager) StartJob(ctx context.Context, in ExecInput) (*sandbox.Job, error) {
-	if err := s.validateExec(&in); err != nil {
+	if err := s.validateExec(&in, !in.Streamed); err != nil {
 		return nil, err
 	}
 	if err := s.admit(ctx, in, "job"); err != nil {
@@ -386,6 +388,7 @@ func (s *Manager) recordExit(ctx context.Context, jobID string, x agentproto.Exi
 	s.agentJobs.Delete(jobID)
 	if err == nil && ended {
 		s.traceJob(ctx, final, "job.finished", trace.ActorSystem)
+		s.rememberEnded(final)
 	}
 	return err
 }

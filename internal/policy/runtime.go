@@ -92,9 +92,9 @@ func Select(req RuntimeRequest, prof ProfileRuntimes, tenant TenantPolicy, healt
 				risk, req.Runtime, errdefs.ErrInvalidArgument))
 		}
 		if !slices.Contains(healthy, req.Runtime) {
-			return Decision{}, errdefs.WithCode(CodeRuntimeUnavailable, fmt.Errorf(
-				"runtime %q is not available on this host (healthy: %s); see GET /v1/capabilities%s: %w",
-				req.Runtime, join(healthy), gvisorHint([]sandbox.Runtime{req.Runtime}), errdefs.ErrFailedPrecondition))
+			return Decision{}, errdefs.WithCode(CodeRuntimeUnavailable, errdefs.Mark(fmt.Errorf(
+				"runtime %q is not available on this host (healthy: %s)%s",
+				req.Runtime, join(healthy), gvisorHint([]sandbox.Runtime{req.Runtime})), errdefs.ErrFailedPrecondition))
 		}
 		return Decision{Runtime: req.Runtime, RiskLevel: risk, Reason: "requested"}, nil
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -48,8 +49,12 @@ type Config struct {
 	// DialTimeout bounds connecting to a port (default 2 s; the agent
 	// gives up after 2 s on its side too).
 	DialTimeout time.Duration
-	Now         func() time.Time
-	Logger      *slog.Logger
+	// PortHint, if set, says more about a port nothing listens on, such
+	// as which job served it and how that ended ("" when it knows
+	// nothing); the sandbox's jobs are pointed at otherwise.
+	PortHint func(sandboxID string, port int) string
+	Now      func() time.Time
+	Logger   *slog.Logger
 }
 
 // Proxy serves the port routes. It is safe for concurrent use.
@@ -286,7 +291,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, pr Request, fa
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			fail(w, r, upstreamError(pr, err))
+			fail(w, r, p.upstreamError(pr, err))
 		},
 		ErrorLog: slog.NewLogLogger(p.cfg.Logger.Handler(), slog.LevelDebug),
 	}
@@ -326,9 +331,20 @@ func (c *closeHook) Close() error {
 	return err
 }
 
-// upstreamError classes a failure to reach or read the port.
-func upstreamError(pr Request, err error) error {
-	if errdefs.Code(err) == "port_unreachable" || errors.Is(err, errdefs.ErrBadGateway) {
+// upstreamError classes a failure to reach or read the port. A port nobody
+// listens on says what may have served it, or where to look.
+func (p *Proxy) upstreamError(pr Request, err error) error {
+	if errdefs.Code(err) == agentproto.CodePortUnreachable {
+		hint := ""
+		if p.cfg.PortHint != nil {
+			hint = p.cfg.PortHint(pr.SandboxID, pr.Port)
+		}
+		if hint == "" {
+			hint = fmt.Sprintf("start a server on it, or see which of the sandbox's jobs ended (genesis job ls %s)", pr.SandboxID)
+		}
+		return fmt.Errorf("%w; %s", err, hint)
+	}
+	if errors.Is(err, errdefs.ErrBadGateway) {
 		return err
 	}
 	if errors.Is(err, context.Canceled) {
@@ -421,7 +437,7 @@ func (p *Proxy) ServeTCP(w http.ResponseWriter, r *http.Request, tenant, sandbox
 	// Dial before the upgrade, so a closed port is a plain 502 answer.
 	up, err := t.Dial(r.Context(), port)
 	if err != nil {
-		fail(w, r, upstreamError(Request{SandboxID: sandboxID, Port: port}, err))
+		fail(w, r, p.upstreamError(Request{SandboxID: sandboxID, Port: port}, err))
 		return
 	}
 	defer up.Close()

@@ -182,7 +182,7 @@ func (a *Adapter) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	if d, ok := errdefs.RetryAfter(err); ok {
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(d.Seconds()))))
 	}
-	writeJSON(w, status, apiError{Code: status, Message: err.Error()})
+	writeJSON(w, status, apiError{Code: status, Message: errdefs.Detail(err)})
 }
 
 type ctxKey int

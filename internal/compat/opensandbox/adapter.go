@@ -184,7 +184,7 @@ func (a *Adapter) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	if status >= 500 {
 		a.log.Error("opensandbox adapter", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	writeJSON(w, status, apiError{Code: code, Message: err.Error()})
+	writeJSON(w, status, apiError{Code: code, Message: errdefs.Detail(err)})
 }
 
 // apiKey authenticates a lifecycle call: OPEN-SANDBOX-API-KEY (or an

@@ -112,10 +112,28 @@ func (a *Adapter) info(sb *sandbox.Sandbox) info {
 	if sb.ExpiresAt != nil {
 		out.ExpiresAt = sb.ExpiresAt.UTC().Format(time.RFC3339Nano)
 	}
-	if sb.FailureReason != "" {
+	switch {
+	case sb.State == sandbox.StateDestroyed:
+		out.Status.Reason, out.Status.Message = terminatedReason(sb.FailureReason), sb.FailureReason
+	case sb.FailureReason != "":
 		out.Status.Reason, out.Status.Message = "Failed", sb.FailureReason
 	}
 	return out
+}
+
+// terminatedReason is the reason code, in OpenSandbox's words, of a
+// sandbox destroyed for why (its record's FailureReason): a kill (the
+// lease released, or a plain delete) is user_delete, an expiry ttl_expiry.
+func terminatedReason(why string) string {
+	switch why {
+	case "", control.EndLeaseReleased:
+		return "user_delete"
+	case control.EndLeaseExpired, control.EndTTLExpired:
+		return "ttl_expiry"
+	case control.EndDrained:
+		return "service_shutdown"
+	}
+	return "terminated"
 }
 
 // createSandbox serves POST /v1/sandboxes: a lease of the image's profile,
