@@ -226,8 +226,8 @@ type ErrorWriter func(w http.ResponseWriter, r *http.Request, err error)
 
 // ServeHTTP proxies r to the port: any method, WebSocket upgrades passed
 // through, bodies streamed both ways, hop-by-hop headers dropped,
-// X-Forwarded-* set. The caller's Authorization header never reaches the
-// sandbox. Failures before the sandbox's server answered go to fail.
+// X-Forwarded-* set. No credential of the service's reaches the sandbox
+// (StripCredentials). Failures before the sandbox's server answered go to fail.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, pr Request, fail ErrorWriter) {
 	t, err := p.attach(r.Context(), pr.Tenant, pr.SandboxID, pr.Port)
 	if err != nil {
@@ -246,8 +246,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, pr Request, fa
 			out.Out.Host = "127.0.0.1:" + strconv.Itoa(pr.Port)
 			out.SetXForwarded()
 			out.Out.Header.Set("X-Forwarded-Prefix", pr.Prefix)
-			out.Out.Header.Del("Authorization")
-			out.Out.Header.Del("Proxy-Authorization")
+			StripCredentials(out.Out.Header)
 			if pr.StripOrigin {
 				out.Out.Header.Del("Origin")
 			}
