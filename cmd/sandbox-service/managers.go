@@ -140,6 +140,6 @@ func newPortsProxy(ctl *control.Service, cfg *config.Config, log *slog.Logger) (
 		return nil, err
 	}
 	return ports.New(ports.Config{
-		Sandboxes: ports.FromControl(ctl), Signer: signer, MaxLinkTTL: cfg.Ports.MaxLinkTTL, DialTimeout: cfg.Ports.DialTimeout, Logger: log,
+		Sandboxes: ports.FromControl(ctl), Signer: signer, KeyLive: ctl.KeyLive, MaxLinkTTL: cfg.Ports.MaxLinkTTL, DialTimeout: cfg.Ports.DialTimeout, Logger: log,
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,6 +44,11 @@ type Config struct {
 	Logger    *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+
+	// ConfigKeys are the keys given in the config or on the command line,
+	// as tenant.ConfigKeyID → tenant (tenant.ConfigKeyIDs): the tokens
+	// they made stay live while they are configured (KeyLive).
+	ConfigKeys map[string]string
 }
 
 // Service is the application service.
@@ -55,6 +61,10 @@ type Service struct {
 	instance string
 	log      *slog.Logger
 	now      func() time.Time
+
+	// configKeys and keyLive answer KeyLive (keylive.go).
+	configKeys map[string]string
+	keyLive    keyLiveCache
 
 	probeMu sync.Mutex // serializes probe runs
 	capsMu  sync.RWMutex
@@ -148,6 +158,7 @@ func New(cfg Config) (*Service, error) {
 		busy:      map[string]int{},
 		busySync:  map[string]bool{},
 	}
+	s.configKeys = maps.Clone(cfg.ConfigKeys)
 	s.gw = newGateway(s, cfg.EgressDir)
 	s.initPools()
 	return s, nil

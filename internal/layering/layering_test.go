@@ -177,7 +177,7 @@ var rules = []rule{
 		Forbid:   []string{"internal/httpapi", "client", "cmd/..."},
 		NoImport: []string{"internal/driver/...", "internal/store/...", "internal/admission", "internal/joblog", "internal/agent/..."},
 		Only: []string{"internal/control", "internal/jobs", "internal/files", "internal/config", "internal/sandbox", "internal/errdefs",
-			"internal/compat/e2b/gen/...", "internal/compat/tokens", "internal/compat/shared"},
+			"internal/compat/e2b/gen/...", "internal/compat/tokens", "internal/compat/shared", "internal/tenant"},
 		External: []string{"connectrpc.com/connect", "google.golang.org/protobuf/..."},
 	},
 	{
@@ -186,7 +186,7 @@ var rules = []rule{
 		Forbid:   []string{"internal/httpapi", "client", "cmd/..."},
 		NoImport: []string{"internal/driver/...", "internal/store/...", "internal/admission", "internal/joblog", "internal/agent/..."},
 		Only: []string{"internal/control", "internal/jobs", "internal/files", "internal/config", "internal/sandbox", "internal/errdefs",
-			"internal/compat/tokens", "internal/compat/shared"},
+			"internal/compat/tokens", "internal/compat/shared", "internal/tenant"},
 		External: []string{},
 	},
 	{

@@ -348,7 +348,7 @@ func (a *Adapter) endpoint(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"endpoint": r.Host + Prefix + "/sandboxes/" + sb.ID + where,
-		"headers":  map[string]string{TokenHeader: a.tokens.Sign(tenantOf(r.Context()), sb.ID)},
+		"headers":  map[string]string{TokenHeader: a.execdToken(r.Context(), sb.ID)},
 	})
 }
 
