@@ -91,4 +91,3 @@ func TestKeyLive(t *testing.T) {
 		t.Errorf("Authenticate: %+v %v", p, err)
 	}
 }
-
