@@ -88,6 +88,7 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./internal/agent/agentproto/; \
 	done
 	$(GO) test -run '^$$' -fuzz '^FuzzSandboxPath$$' -fuzztime $(FUZZTIME) ./internal/compat/e2b/
+	$(GO) test -run '^$$' -fuzz '^FuzzOriginsMatch$$' -fuzztime $(FUZZTIME) ./internal/ports/
 
 # Unit tests only (no Docker needed; integration tests skip with a reason).
 unit:

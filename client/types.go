@@ -67,6 +67,11 @@ type Sandbox struct {
 	Endpoints []Endpoint `json:"endpoints,omitempty"`
 	// Services are the profile's services and how they run (GET answers).
 	Services []ServiceStatus `json:"services,omitempty"`
+	// Reserved, when set, is the service workload the sandbox is reserved
+	// to (mcp:<server id> for an MCP server that holds operator secrets):
+	// no exec, file, session, terminal or port call reaches inside it
+	// (403 sandbox_reserved).
+	Reserved string `json:"reserved,omitempty"`
 }
 
 // ServiceStatus is one profile service of a sandbox: a long-running job

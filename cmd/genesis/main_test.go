@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -318,6 +319,17 @@ func TestSandboxGet(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	jsonEqual(t, r.stdout, sandboxJSON)
+}
+
+// TestSandboxGetReserved: a sandbox reserved to an MCP server that holds
+// operator secrets says so.
+func TestSandboxGetReserved(t *testing.T) {
+	t.Parallel()
+	api := newFakeAPI(t, reply(200, strings.Replace(sandboxJSON, `"id":"sb-1"`, `"id":"sb-1","reserved":"mcp:mcp_x"`, 1)))
+	r := cli(t, api.URL, "", nil, "sandbox", "get", "sb-1")
+	if r.code != 0 || !regexp.MustCompile(`(?m)^Reserved: +mcp:mcp_x$`).MatchString(r.stdout) {
+		t.Errorf("exit %d, output:\n%s", r.code, r.stdout)
+	}
 }
 
 func TestAPIErrorReporting(t *testing.T) {

@@ -179,7 +179,11 @@ func serve(ctx context.Context, args []string) error {
 	if cfg.OpenSandbox.Enabled {
 		osbCfg = &opensandbox.Config{Settings: cfg.OpenSandbox, MaxJobTimeoutMS: cfg.Limits.MaxExecTimeoutMS, TokenKey: tokenKey}
 	}
-	api, err := httpapi.New(httpapi.Config{Control: ctl, Terminals: m.terms, Files: m.files, Jobs: m.jobs, Artifacts: m.arts, Ports: m.ports, Browser: m.browser, Desktop: m.desktop, Trace: m.trace, Services: m.svcs, MCP: m.mcp, Skills: m.sk, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics, E2B: e2bCfg, OpenSandbox: osbCfg})
+	previews, err := ports.ParseOrigins(cfg.PreviewTemplate())
+	if err != nil {
+		return fmt.Errorf("ports.preview_url: %w", err)
+	}
+	api, err := httpapi.New(httpapi.Config{PublicURL: cfg.PublicBaseURL(), Previews: previews, Control: ctl, Terminals: m.terms, Files: m.files, Jobs: m.jobs, Artifacts: m.arts, Ports: m.ports, Browser: m.browser, Desktop: m.desktop, Trace: m.trace, Services: m.svcs, MCP: m.mcp, Skills: m.sk, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics, E2B: e2bCfg, OpenSandbox: osbCfg})
 	if err != nil {
 		return err
 	}
@@ -204,18 +208,37 @@ func serve(ctx context.Context, args []string) error {
 
 	handler := api.Handler()
 	if cfg.Console.Enabled {
-		handler = withConsole(handler, log)
+		handler = withConsole(handler, api.IsPreviewHost, log)
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	log.Info("sandbox-service listening", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "instance", instance, "version", version)
+	log.Info("sandbox-service listening", "addr", ln.Addr().String(), "public_url", cfg.PublicBaseURL(), "previews", cfg.PreviewTemplate(),
+		"data_dir", cfg.DataDir, "instance", instance, "version", version)
+	if cfg.PublicURL == "" && !loopbackAddr(ln.Addr()) {
+		log.Warn("listening beyond loopback without public_url: the URLs the service hands back (preview links, endpoints) use " +
+			cfg.PublicBaseURL() + "; set public_url (and ports.preview_url) to the names callers reach")
+	}
 	if generated {
 		fmt.Fprintf(os.Stderr, "\nAPI key (saved in %s): %s\n  export GENESIS_URL=http://%s GENESIS_API_KEY=%s\n\n",
 			filepath.Join(cfg.DataDir, "api_key"), apiKey, ln.Addr().String(), apiKey)
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- srv.Serve(ln) }()
+	if cfg.Ports.PreviewListen != "" {
+		pln, err := net.Listen("tcp", cfg.Ports.PreviewListen)
+		if err != nil {
+			return fmt.Errorf("ports.preview_listen: %w", err)
+		}
+		psrv := &http.Server{Handler: api.PreviewHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+		defer psrv.Close()
+		log.Info("preview listener", "addr", pln.Addr().String(), "previews", cfg.PreviewTemplate())
+		go func() {
+			if err := psrv.Serve(pln); !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("preview listener: %w", err)
+			}
+		}()
+	}
 	if cfg.E2B.Enabled && cfg.E2B.Listen != "" {
 		hln, err := net.Listen("tcp", cfg.E2B.Listen)
 		if err != nil {
@@ -342,16 +365,25 @@ func installBinary(name, src, dataDir string) (string, error) {
 // withConsole serves the web console at /console/ beside the API. A plain
 // prefix test, not a ServeMux: a mux would clean (redirect) the API's paths,
 // and proxied paths into a sandbox must reach it as sent.
-func withConsole(api http.Handler, log *slog.Logger) http.Handler {
+// withConsole serves the console under console.Prefix on the API's hosts;
+// a preview host (isPreview) never serves it: a sandbox's page there must
+// not share an origin with the console.
+func withConsole(api http.Handler, isPreview func(*http.Request) bool, log *slog.Logger) http.Handler {
 	c := console.New()
 	if !c.Built() {
 		log.Warn("the web console's front-end is not built into this binary: /console/ says so; run make build")
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, console.Prefix) || r.URL.Path+"/" == console.Prefix {
+		if (strings.HasPrefix(r.URL.Path, console.Prefix) || r.URL.Path+"/" == console.Prefix) && !isPreview(r) {
 			c.ServeHTTP(w, r)
 			return
 		}
 		api.ServeHTTP(w, r)
 	})
+}
+
+// loopbackAddr reports whether a listener's address is a loopback one.
+func loopbackAddr(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }

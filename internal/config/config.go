@@ -26,7 +26,13 @@ var defaultYAML []byte
 
 // Config is the whole service configuration.
 type Config struct {
-	Addr             string            `yaml:"addr"`
+	Addr string `yaml:"addr"`
+	// PublicURL is the service's base URL as its callers reach it: every
+	// URL the service hands back (preview links, endpoints, display and
+	// browser links) is built from it, never from a request's Host header.
+	// Empty: http://{addr}, with an unspecified address (0.0.0.0, [::])
+	// taken as 127.0.0.1 (PublicBaseURL).
+	PublicURL        string            `yaml:"public_url"`
 	DataDir          string            `yaml:"data_dir"`
 	InstanceID       string            `yaml:"instance_id"`
 	DefaultRiskLevel sandbox.RiskLevel `yaml:"default_risk_level"`

@@ -31,6 +31,11 @@ type AcquireLeaseInput struct {
 	// Network is the requested network policy; nil takes the tenant's or
 	// the profile's default.
 	Network *egress.Policy
+	// Reserved, if set, reserves the lease's sandbox to a service
+	// workload of its own (sandbox.Sandbox.Reserved): for workload
+	// packages, never from the API. The sandbox is destroyed when the
+	// lease ends.
+	Reserved string
 }
 
 // LeaseOutput is a lease with the sandbox it holds.
@@ -92,7 +97,7 @@ func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	now := s.now()
 	lease := &sandbox.Lease{
 		ID: sandbox.NewID("lse"), Tenant: in.Tenant, Profile: p.Name, Runtime: dec.Runtime, Holder: in.Holder,
-		State: sandbox.LeaseActive, Metadata: in.Metadata, TTLSeconds: ttl,
+		State: sandbox.LeaseActive, Metadata: in.Metadata, TTLSeconds: ttl, Reserved: in.Reserved,
 		CreatedAt: now, RenewedAt: now, ExpiresAt: now.Add(time.Duration(ttl) * time.Second),
 	}
 	claim := store.Claim{Lease: lease, Profile: p.Name, Runtime: dec.Runtime, Instance: s.instance,
@@ -136,7 +141,7 @@ func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	sb, err := s.CreateSandbox(ctx, CreateSandboxInput{
 		Tenant: in.Tenant, Profile: p.Name, Runtime: in.Runtime, RiskLevel: in.RiskLevel,
 		Resources: coldRes, Env: in.Env, Metadata: in.Metadata, TTLSeconds: ttl, WaitSeconds: in.WaitSeconds,
-		Network: &netPol,
+		Network: &netPol, Reserved: in.Reserved,
 	})
 	if err != nil {
 		return nil, err

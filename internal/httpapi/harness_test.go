@@ -20,6 +20,7 @@ import (
 	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/httpapi"
 	"genesis.dev/sandbox/internal/mcp/servers"
+	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/skills"
 	"genesis.dev/sandbox/internal/store"
@@ -83,6 +84,8 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 	}
 	t.Cleanup(func() { tr.Close() })
 	srv, err := httpapi.New(httpapi.Config{
+		PublicURL:    testPublicURL,
+		Previews:     testPreviews(t),
 		Trace:        tr,
 		Browser:      bm,
 		Desktop:      dm,
@@ -108,10 +111,25 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 	return &api{Harness: h, srv: srv, url: ts.URL, hc: ts.Client()}
 }
 
+// testPublicURL is the public URL the test servers hand back URLs under.
+const testPublicURL = "http://genesis.test:8080"
+
+// testPreviews places previews on *.localhost (the default's form).
+func testPreviews(t *testing.T) *ports.Origins {
+	t.Helper()
+	o, err := ports.ParseOrigins("http://*.localhost:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
 // req describes one HTTP request to the test server.
 type req struct {
 	method, path, key, body string
 	header                  map[string]string
+	// host, if set, is the request's Host (a preview origin's).
+	host string
 }
 
 // do sends r and returns the response with its body read.
@@ -133,6 +151,9 @@ func (a *api) do(r req) (*http.Response, []byte) {
 	}
 	for k, v := range r.header {
 		hr.Header.Set(k, v)
+	}
+	if r.host != "" {
+		hr.Host = r.host
 	}
 	resp, err := a.hc.Do(hr)
 	if err != nil {

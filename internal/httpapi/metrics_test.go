@@ -67,7 +67,7 @@ func newMetricsAPI(t *testing.T, viaControl bool) (*api, *countingStore) {
 			m = httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: cs})
 		}
 	}, Metrics: func() jobs.Observer { return m }})
-	srv, err := httpapi.New(httpapi.Config{Control: h.Svc, Terminals: h.Terminals, Files: h.Files, Jobs: h.Jobs, Artifacts: h.Artifacts, Ports: h.Ports,
+	srv, err := httpapi.New(httpapi.Config{PublicURL: testPublicURL, Previews: testPreviews(t), Control: h.Svc, Terminals: h.Terminals, Files: h.Files, Jobs: h.Jobs, Artifacts: h.Artifacts, Ports: h.Ports,
 		Keys: map[string]string{keyA: "a", keyB: "b"}, MaxBodyBytes: maxBody, Metrics: m})
 	if err != nil {
 		t.Fatal(err)

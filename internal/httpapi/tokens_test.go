@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 type headerRecorder struct {
 	mu   sync.Mutex
 	seen []http.Header
+	uris []string
 	port int
 }
 
@@ -28,6 +30,7 @@ func newHeaderRecorder(t *testing.T) *headerRecorder {
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hr.mu.Lock()
 		hr.seen = append(hr.seen, r.Header.Clone())
+		hr.uris = append(hr.uris, r.RequestURI)
 		hr.mu.Unlock()
 		w.Write([]byte("ok"))
 	}))
@@ -37,13 +40,13 @@ func newHeaderRecorder(t *testing.T) *headerRecorder {
 	return hr
 }
 
-func (hr *headerRecorder) last() http.Header {
+func (hr *headerRecorder) last() (http.Header, string) {
 	hr.mu.Lock()
 	defer hr.mu.Unlock()
 	if len(hr.seen) == 0 {
-		return nil
+		return nil, ""
 	}
-	return hr.seen[len(hr.seen)-1]
+	return hr.seen[len(hr.seen)-1], hr.uris[len(hr.uris)-1]
 }
 
 // TestDataPlaneTokensBoundToKeys: a preview link, an E2B access token and
@@ -89,7 +92,7 @@ func TestDataPlaneTokensBoundToKeys(t *testing.T) {
 		if resp.StatusCode != http.StatusCreated {
 			t.Fatalf("link: %d %s", resp.StatusCode, body)
 		}
-		out.preview = strings.TrimPrefix(decodeJSON[client.PortLink](t, body).URL, a.url)
+		out.preview = decodeJSON[client.PortLink](t, body).URL
 		resp, body = a.do(req{method: "GET", path: "/e2b/sandboxes/" + e2bID, header: map[string]string{"X-API-KEY": k.Key}})
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("e2b get: %d %s", resp.StatusCode, body)
@@ -108,7 +111,7 @@ func TestDataPlaneTokensBoundToKeys(t *testing.T) {
 	}
 	use := func(tok tokens) (preview, e2b, osb *http.Response, bodies [3]string) {
 		var b []byte
-		preview, b = a.do(req{method: "GET", path: tok.preview})
+		preview, b = a.do(previewReq(t, tok.preview, nil))
 		bodies[0] = string(b)
 		e2b, b = a.do(req{method: "GET", path: "/e2b/health", header: map[string]string{"E2b-Sandbox-Id": e2bID, "X-Access-Token": tok.e2b}})
 		bodies[1] = string(b)
@@ -184,7 +187,7 @@ func TestCredentialsStayOut(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("link: %d %s", resp.StatusCode, body)
 	}
-	preview := strings.TrimPrefix(decodeJSON[client.PortLink](t, body).URL, a.url)
+	link := decodeJSON[client.PortLink](t, body)
 	resp, body = a.do(req{method: "POST", path: "/e2b/sandboxes", body: `{"templateID":"test","timeout":300}`, header: map[string]string{"X-API-KEY": keyA}})
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("e2b create: %d %s", resp.StatusCode, body)
@@ -212,8 +215,12 @@ func TestCredentialsStayOut(t *testing.T) {
 	}{
 		{"the port route", req{method: "GET", path: "/v1/sandboxes/" + sb.ID + "/ports/" + strconv.Itoa(rec.port) + "/x", key: keyA,
 			header: with(map[string]string{"X-Access-Token": e2bSb.EnvdAccessToken, "E2B-Traffic-Access-Token": e2bSb.EnvdAccessToken})}},
-		{"a preview link", req{method: "GET", path: preview + "x", header: with(map[string]string{"Authorization": "Bearer " + keyA,
-			"X-Access-Token": e2bSb.EnvdAccessToken, "E2B-Traffic-Access-Token": e2bSb.EnvdAccessToken})}},
+		{"a preview link (token in the query)", previewReq(t, link.URL, with(map[string]string{"Authorization": "Bearer " + keyA,
+			"X-Access-Token": e2bSb.EnvdAccessToken, "E2B-Traffic-Access-Token": e2bSb.EnvdAccessToken}))},
+		{"a preview link (token in the header)", previewReq(t, link.Origin+"/x", with(map[string]string{"Authorization": "Bearer " + keyA,
+			"X-Genesis-Preview-Token": link.Token}))},
+		{"a preview link (token in the cookie)", previewReq(t, link.Origin+"/x", with(map[string]string{
+			"Cookie": "genesis_preview=" + link.Token + "; app=kept"}))},
 		{"E2B port traffic (access token)", req{method: "GET", path: "/e2b/ports/" + strconv.Itoa(rec.port) + "/x",
 			header: with(map[string]string{"E2b-Sandbox-Id": e2bSb.SandboxID, "X-Access-Token": e2bSb.EnvdAccessToken, "Authorization": "Bearer " + keyA})}},
 		{"E2B port traffic (traffic token)", req{method: "GET", path: "/e2b/ports/" + strconv.Itoa(rec.port) + "/x",
@@ -224,10 +231,14 @@ func TestCredentialsStayOut(t *testing.T) {
 			t.Errorf("%s: %d %s", path.name, resp.StatusCode, body)
 			continue
 		}
-		seen := rec.last()
+		seen, uri := rec.last()
+		if strings.Contains(uri, link.Token) || strings.Contains(uri, "genesis_preview_token") {
+			t.Errorf("%s: the preview token reached the sandbox in %q", path.name, uri)
+		}
 		for name, vals := range seen {
 			v := strings.Join(vals, " ")
-			if strings.Contains(v, keyA) || strings.Contains(v, "secret") || strings.Contains(v, e2bSb.EnvdAccessToken) || strings.HasPrefix(strings.ToLower(name), "x-genesis-") {
+			if strings.Contains(v, keyA) || strings.Contains(v, "secret") || strings.Contains(v, e2bSb.EnvdAccessToken) ||
+				strings.Contains(v, link.Token) || strings.HasPrefix(strings.ToLower(name), "x-genesis-") {
 				t.Errorf("%s: %s: %q reached the sandbox", path.name, name, v)
 			}
 		}
@@ -240,4 +251,15 @@ func TestCredentialsStayOut(t *testing.T) {
 			t.Errorf("%s: the ordinary header and cookie did not arrive: %v", path.name, seen)
 		}
 	}
+}
+
+// previewReq is a request to a preview origin's URL, sent to the test
+// server with that origin's Host.
+func previewReq(t *testing.T, rawURL string, header map[string]string) req {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req{method: "GET", path: u.RequestURI(), host: u.Host, header: header}
 }

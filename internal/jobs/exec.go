@@ -33,6 +33,14 @@ type ExecInput struct {
 	MaxOutputBytes int64
 	// Artifacts, if set, names files to keep when the job ends.
 	Artifacts *sandbox.ArtifactSpec
+	// Reservation is the reservation of the workload the job belongs to
+	// (control.AttachOptions.Reservation): a sandbox reserved to it is
+	// reachable. Empty for every job a tenant starts.
+	Reservation string
+	// Secrets are values the job's output must not show: each occurrence
+	// (and its JSON-escaped form) in stdout or stderr is overwritten with
+	// '*' before the output is stored or answered (maskOutput).
+	Secrets []string
 }
 
 // ExecOutput is a finished job and its captured output.
@@ -95,7 +103,7 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	if err := s.admit(ctx, in, "exec"); err != nil {
 		return nil, err
 	}
-	att, err := s.sbx.Attach(ctx, in.Tenant, in.SandboxID, control.AttachOptions{Busy: true})
+	att, err := s.sbx.Attach(ctx, in.Tenant, in.SandboxID, control.AttachOptions{Busy: true, Reservation: in.Reservation})
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +158,9 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 		return nil, s.execFailed(fctx, sb, job, runErr, ctx.Err() != nil)
 	}
 	s.obs.ObserveExec(sb.Runtime, time.Since(start))
+	if m := newMasker(in.Secrets); m != nil {
+		res.Stdout, res.Stderr = m.all(res.Stdout), m.all(res.Stderr)
+	}
 	done := s.now()
 	code := res.ExitCode
 	final, err := s.store.UpdateJob(fctx, job.ID, func(j *sandbox.Job) error {

@@ -163,7 +163,7 @@ func (s *Manager) SandboxEnding(ctx context.Context, sandboxID, _ string) {
 	s.followMu.Unlock()
 	for _, id := range ids {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if _, err := s.CancelJob(cctx, "", id); err != nil {
+		if _, err := s.CancelJobAs(cctx, "", control.AnyReservation, id); err != nil {
 			s.log.Debug("canceling a job of an ending sandbox", "job", id, "sandbox", sandboxID, "err", err)
 		}
 		cancel()

@@ -224,6 +224,11 @@ type Request struct {
 	// ModifyResponse, if set, runs on the sandbox server's response after
 	// the proxy's own rewrites (redirects, cookies).
 	ModifyResponse func(*http.Response) error
+	// OwnOrigin says the request came to the port's own origin (a preview
+	// host, "{port}-{sandbox}.{domain}"). Otherwise it came to the API's
+	// origin, where nothing of the sandbox may act as a document of that
+	// origin: see guardAPIOrigin.
+	OwnOrigin bool
 }
 
 // ErrorWriter answers a request with err (problem+json at the HTTP layer).
@@ -234,6 +239,11 @@ type ErrorWriter func(w http.ResponseWriter, r *http.Request, err error)
 // X-Forwarded-* set. No credential of the service's reaches the sandbox
 // (StripCredentials). Failures before the sandbox's server answered go to fail.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, pr Request, fail ErrorWriter) {
+	if !pr.OwnOrigin && r.Header.Get("Service-Worker") != "" {
+		fail(w, r, errdefs.WithCode("service_worker_refused", fmt.Errorf(
+			"a sandbox's script cannot be a service worker of the service's own origin; open the port through a preview link, which has an origin of its own: %w", errdefs.ErrPermissionDenied)))
+		return
+	}
 	t, err := p.attach(r.Context(), pr.Tenant, pr.SandboxID, pr.Port)
 	if err != nil {
 		fail(w, r, err)
@@ -262,6 +272,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, pr Request, fa
 		ModifyResponse: func(resp *http.Response) error {
 			rewriteLocation(resp, pr)
 			scopeCookies(resp, pr)
+			if !pr.OwnOrigin {
+				guardAPIOrigin(resp.Header)
+			}
 			if pr.ModifyResponse != nil {
 				if err := pr.ModifyResponse(resp); err != nil {
 					return err
@@ -282,6 +295,26 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, pr Request, fa
 		ErrorLog: slog.NewLogLogger(p.cfg.Logger.Handler(), slog.LevelDebug),
 	}
 	rp.ServeHTTP(w, r)
+}
+
+// APIOriginCSP is the Content-Security-Policy of every response of a
+// sandbox's server that reaches a browser on the API's own origin (the
+// authenticated port routes, the E2B and OpenSandbox path forms, the
+// browser's CDP JSON): "sandbox" without allow-same-origin gives such a
+// document an opaque origin of its own, so its scripts cannot read the
+// console's storage, register a service worker, or call the API with the
+// origin's cookies; popups it opens stay sandboxed.
+const APIOriginCSP = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
+
+// guardAPIOrigin makes a sandbox server's response harmless on the API's
+// origin: the sandboxing CSP, no MIME sniffing, and none of the headers
+// that act on the whole origin (a service worker's wider scope, wiping the
+// origin's storage).
+func guardAPIOrigin(h http.Header) {
+	h.Add("Content-Security-Policy", APIOriginCSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Del("Service-Worker-Allowed")
+	h.Del("Clear-Site-Data")
 }
 
 // closeHook runs after once the wrapped connection is closed.
@@ -460,6 +493,9 @@ func (p *Proxy) NewLink(ctx context.Context, by tenant.Principal, sandboxID stri
 	token = p.cfg.Signer.Sign(claimsBy(by, LinkClaims{SandboxID: sandboxID, Port: port, Expires: expires.Unix()}))
 	return token, expires, nil
 }
+
+// MaxLinkTTL is the longest life of a link.
+func (p *Proxy) MaxLinkTTL() time.Duration { return p.cfg.MaxLinkTTL }
 
 // VerifyLink checks a preview-link token now, and that the key it was made
 // with is live; a scoped link (NewScopedLink) is not one.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -59,7 +60,7 @@ type seenRequest struct {
 // TestCredentialsNeverReachTheSandbox: under runc and runsc, a server
 // inside the sandbox records the headers it receives through every path
 // the service forwards a request into a sandbox by: the port route (HTTP
-// and WebSocket), a preview link (HTTP and WebSocket), the E2B adapter's
+// and WebSocket), a preview origin (HTTP and WebSocket), the E2B adapter's
 // port traffic (header and host mode) and the browser routes (CDP over
 // HTTP and WebSocket, Playwright, with the API key and through a browser
 // link). Every credential the service accepts is sent on each, and none
@@ -106,7 +107,6 @@ func TestCredentialsNeverReachTheSandbox(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			preview := strings.TrimPrefix(link.URL, svc.url())
 			blink, err := c.CreateBrowserLink(callCtx(t), id, 30*time.Minute)
 			if err != nil {
 				t.Fatal(err)
@@ -116,7 +116,7 @@ func TestCredentialsNeverReachTheSandbox(t *testing.T) {
 			// Every credential the service accepts, with values that must
 			// not appear inside the sandbox; the header a path needs to be
 			// authenticated is set over these.
-			secrets := []string{key, e2bToken, "secret-"}
+			secrets := []string{key, e2bToken, link.Token, "secret-"}
 			sent := func(auth map[string]string) http.Header {
 				h := http.Header{}
 				h.Set("Authorization", "Bearer "+key)
@@ -128,6 +128,7 @@ func TestCredentialsNeverReachTheSandbox(t *testing.T) {
 				h.Set("X-Genesis-Tenant", "default") // the key's own tenant: no act-as
 				h.Set("X-Genesis-Sandbox-Token", "gst_v2.secret-token")
 				h.Set("X-Genesis-Anything", "secret-anything")
+				h.Set("X-Genesis-Preview-Token", link.Token)
 				h.Set("Cookie", "genesis_preview=secret-cookie; app=kept; genesis_session=secret-session")
 				h.Set("X-Ordinary", "kept")
 				for k, v := range auth {
@@ -137,16 +138,20 @@ func TestCredentialsNeverReachTheSandbox(t *testing.T) {
 			}
 			e2bAuth := map[string]string{"E2b-Sandbox-Id": id}
 			host := "8001-" + id + "." + domain
+			// A preview origin is reached at the service's address with its
+			// own Host (previewClient); the token travels in the query, and
+			// in X-Genesis-Preview-Token as set above.
+			inQuery := "?app=1&genesis_preview_token=" + url.QueryEscape(link.Token)
 			paths := []struct {
 				name, url string
 				ws        bool
 				auth      map[string]string
 				client    *http.Client
 			}{
-				{name: "port route", url: svc.url() + "/v1/sandboxes/" + id + "/ports/8001/seen"},
-				{name: "port route, WebSocket", url: svc.url() + "/v1/sandboxes/" + id + "/ports/8001/ws", ws: true},
-				{name: "preview link", url: svc.url() + preview + "seen"},
-				{name: "preview link, WebSocket", url: svc.url() + preview + "ws", ws: true},
+				{name: "port route", url: svc.url() + "/v1/sandboxes/" + id + "/ports/8001/seen?app=1"},
+				{name: "port route, WebSocket", url: svc.url() + "/v1/sandboxes/" + id + "/ports/8001/ws?app=1", ws: true},
+				{name: "preview origin", url: link.Origin + "/seen" + inQuery, client: previewClient(svc)},
+				{name: "preview origin, WebSocket", url: link.Origin + "/ws" + inQuery, ws: true, client: previewWSClient(svc)},
 				{name: "E2B port traffic", url: svc.url() + "/e2b/ports/8001/seen", auth: e2bAuth},
 				{name: "E2B port traffic, WebSocket", url: svc.url() + "/e2b/ports/8001/ws", ws: true, auth: e2bAuth},
 				{name: "E2B host mode", url: "https://" + host + "/seen", client: hostModeClient(hostAddr)},
@@ -161,12 +166,15 @@ func TestCredentialsNeverReachTheSandbox(t *testing.T) {
 					h := sent(p.auth)
 					var seen seenRequest
 					if p.ws {
-						seen = wsSeen(t, p.url, h)
+						seen = wsSeen(t, p.client, p.url, h)
 					} else {
 						seen = httpSeen(t, p.client, p.url, h)
 					}
 					if seen.Method == "" || seen.WebSocket != p.ws {
 						t.Fatalf("the sandbox's server saw %+v", seen)
+					}
+					if strings.Contains(p.url, "app=1") && (!strings.Contains(seen.Path, "app=1") || strings.Contains(seen.Path, "genesis_preview_token")) {
+						t.Errorf("the query reached the sandbox as %q: want app=1 and no preview token", seen.Path)
 					}
 					got := http.Header(seen.Headers)
 					for name, vals := range got {
@@ -230,13 +238,21 @@ func httpSeen(t *testing.T, hc *http.Client, url string, h http.Header) seenRequ
 	return seen
 }
 
-// wsSeen opens a WebSocket with h and decodes the headers server's first
-// message.
-func wsSeen(t *testing.T, url string, h http.Header) seenRequest {
+// previewWSClient is previewClient for a WebSocket's handshake (whose
+// client must have no timeout of its own: the context bounds it).
+func previewWSClient(svc *service) *http.Client {
+	hc := previewClient(svc)
+	hc.Timeout = 0
+	return hc
+}
+
+// wsSeen opens a WebSocket with h (through hc, when not nil) and decodes
+// the headers server's first message.
+func wsSeen(t *testing.T, hc *http.Client, url string, h http.Header) seenRequest {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	ws, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(url, "http"), &websocket.DialOptions{HTTPHeader: h})
+	ws, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(url, "http"), &websocket.DialOptions{HTTPHeader: h, HTTPClient: hc})
 	if err != nil {
 		status := 0
 		if resp != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,6 +155,19 @@ func crossTenantOpenSandbox(t *testing.T, e *env, svc *service, otherKey string,
 		return c.ID, ep.Headers["X-Genesis-Sandbox-Token"]
 	}
 	ownerID, ownerToken := create(e.apiKey)
+	// Any other port's endpoint is its own preview origin, opened by the
+	// token in the headers the SDK sends along.
+	code, body := call("GET", "/opensandbox/v1/sandboxes/"+ownerID+"/endpoints/8000", "", map[string]string{"OPEN-SANDBOX-API-KEY": e.apiKey})
+	var pep struct {
+		Endpoint string
+		Headers  map[string]string
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &pep) != nil || pep.Endpoint != "8000-"+strings.TrimPrefix(ownerID, "sbx_")+".localhost:"+strings.TrimPrefix(svc.url(), "http://127.0.0.1:") {
+		t.Fatalf("endpoint of port 8000: %d %s", code, body)
+	}
+	if code, _, body := previewDo(t, svc, "GET", "http://"+pep.Endpoint+"/", http.Header{"X-Genesis-Preview-Token": {pep.Headers["X-Genesis-Preview-Token"]}}); code != http.StatusBadGateway || !strings.Contains(body, "port_unreachable") {
+		t.Errorf("the endpoint of port 8000 (nothing listens): %d %.200s; want 502 port_unreachable", code, body)
+	}
 	_, otherToken := create(otherKey)
 	const missing = "sbx_00000000000000000000"
 	bodies := map[string]string{

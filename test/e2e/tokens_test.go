@@ -114,7 +114,7 @@ func TestTokensDieWithTheirKey(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				tok.preview = strings.TrimPrefix(link.URL, svc.url())
+				tok.preview = link.URL
 				dl, err := c.CreateDisplayLink(callCtx(t), desk.ID, "observer", 30*time.Minute)
 				if err != nil {
 					t.Fatal(err)
@@ -136,7 +136,7 @@ func TestTokensDieWithTheirKey(t *testing.T) {
 				note("e2b health", code, body)
 				code, evs := osEvents(t, svc.url()+"/opensandbox/sandboxes/"+id+"/execd/command", tok.osb, `{"command":"echo ran-by-token"}`)
 				note("opensandbox command", code, fmt.Sprint(evs))
-				code, _, body = apiGet(t, svc, tok.preview, "")
+				code, _, body = previewDo(t, svc, "GET", tok.preview, nil)
 				note("preview link", code, body)
 				code, _, body = apiGet(t, svc, tok.display+"/control", "")
 				note("display link's control", code, body)

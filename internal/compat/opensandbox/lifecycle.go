@@ -342,12 +342,22 @@ func (a *Adapter) endpoint(w http.ResponseWriter, r *http.Request) {
 	case EgressPort:
 		where = "/egress"
 	default:
-		a.writeError(w, r, errdefs.WithCode("port_not_served", fmt.Errorf(
-			"port %d has no OpenSandbox endpoint here; reach it through /v1/sandboxes/%s/ports/%d (docs/ports.md): %w", port, sb.ID, port, errdefs.ErrNotFound)))
+		// Any other port: its own preview origin, with a link token.
+		if a.preview == nil {
+			a.writeError(w, r, errdefs.WithCode("port_not_served", fmt.Errorf(
+				"port %d has no OpenSandbox endpoint here; reach it through /v1/sandboxes/%s/ports/%d (docs/ports.md): %w", port, sb.ID, port, errdefs.ErrNotFound)))
+			return
+		}
+		host, token, err := a.preview(r.Context(), principalOf(r.Context()), sb.ID, port)
+		if err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"endpoint": host, "headers": map[string]string{PreviewHeader: token}})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"endpoint": r.Host + Prefix + "/sandboxes/" + sb.ID + where,
+		"endpoint": a.publicHost + Prefix + "/sandboxes/" + sb.ID + where,
 		"headers":  map[string]string{TokenHeader: a.execdToken(r.Context(), sb.ID)},
 	})
 }
