@@ -45,7 +45,8 @@ type Tenant struct {
 	// Source is "config" (defined in the config file; read-only here) or
 	// "api".
 	Source string `json:"source"`
-	// Usage is set by GET /v1/tenants/{name}.
+	// Usage is what the tenant's live sandboxes hold now (set by GET
+	// /v1/tenants and GET /v1/tenants/{name}).
 	Usage           *Usage    `json:"usage,omitempty"`
 	ResourceVersion string    `json:"resource_version"`
 	CreatedAt       time.Time `json:"created_at"`

@@ -15,6 +15,8 @@ func TestTenantCommands(t *testing.T) {
 		switch r.Method + " " + r.URL.Path {
 		case "POST /v1/tenants":
 			reply(201, tenantJSON)(w, r, b)
+		case "GET /v1/tenants":
+			reply(200, `{"items":[`+tenantJSON+`]}`)(w, r, b)
 		case "GET /v1/tenants/acme", "PATCH /v1/tenants/acme":
 			reply(200, tenantJSON)(w, r, b)
 		case "POST /v1/tenants/acme/keys":
@@ -30,6 +32,12 @@ func TestTenantCommands(t *testing.T) {
 		t.Fatalf("create: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	jsonEqual(t, api.requests()[0].Body, `{"name":"acme","weight":3,"quotas":{"max_sandboxes":2,"max_cpu":0,"max_memory_mb":0,"max_leases":0}}`)
+
+	// The list shows usage against each quota.
+	r = cli(t, api.URL, "", nil, "tenant", "ls")
+	if f := strings.Fields(strings.Split(r.stdout, "\n")[1]); r.code != 0 || len(f) != 8 || f[4] != "1/2" || f[5] != "0.5/-" || f[6] != "256/-" || f[7] != "0/-" {
+		t.Errorf("ls: %d %q %q", r.code, r.stdout, r.stderr)
+	}
 
 	r = cli(t, api.URL, "", nil, "tenant", "quota", "acme", "--max-cpu", "4")
 	reqs := api.requests()

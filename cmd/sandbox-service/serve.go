@@ -140,7 +140,13 @@ func serve(ctx context.Context, args []string) error {
 	defer st.Close()
 	// Docker builds and labels the images even when the sandboxes run on
 	// Kubernetes.
-	dock, err := docker.New(docker.Config{Host: f.dockerHost, CallTimeout: cfg.Intervals.DockerCallTimeout, AgentDir: agentDir, Logger: log})
+	dcfg := docker.Config{Host: f.dockerHost, CallTimeout: cfg.Intervals.DockerCallTimeout, AgentDir: agentDir, Logger: log}
+	if cfg.Driver != "kubernetes" { // Pods mount nothing of this host
+		if dcfg.Self, err = findSelf(ctx, dcfg, cfg.DataDir, log); err != nil {
+			return err
+		}
+	}
+	dock, err := docker.New(dcfg)
 	if err != nil {
 		return err
 	}
@@ -155,7 +161,7 @@ func serve(ctx context.Context, args []string) error {
 		egressDir = "" // networked modes need this host's Docker networks
 	}
 	metrics := httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: st})
-	ctl, err := control.New(control.Config{Settings: cfg, Store: st, Driver: drv, Sandboxer: boxes, AgentDir: agentDir, EgressDir: egressDir, InstanceID: instance, Logger: log,
+	ctl, err := control.New(control.Config{Settings: cfg, Store: st, Driver: drv, Sandboxer: boxes, AgentDir: agentDir, EgressDir: egressDir, InstanceID: instance, Logger: log, Metrics: metrics,
 		ConfigKeys: tenant.ConfigKeyIDs(keys)})
 	if err != nil {
 		return err
@@ -219,7 +225,7 @@ func serve(ctx context.Context, args []string) error {
 	}
 	if generated {
 		fmt.Fprintf(os.Stderr, "\nAPI key (saved in %s): %s\n  export GENESIS_URL=http://%s GENESIS_API_KEY=%s\n\n",
-			filepath.Join(cfg.DataDir, "api_key"), apiKey, ln.Addr().String(), apiKey)
+			filepath.Join(cfg.DataDir, "api_key"), apiKey, reachableAddr(ln.Addr()), apiKey)
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)

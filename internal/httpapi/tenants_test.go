@@ -94,6 +94,15 @@ func TestTenantsAndKeys(t *testing.T) {
 	if u := decodeJSON[client.Tenant](t, body).Usage; resp.StatusCode != http.StatusOK || u == nil || u.Sandboxes != 1 || u.MemoryMB != 256 {
 		t.Fatalf("usage: %d %s", resp.StatusCode, body)
 	}
+	// The list carries every tenant's usage too (the console's tenants view).
+	resp, body = admin("GET", "/v1/tenants", "")
+	usage := map[string]*client.Usage{}
+	for _, tn := range decodeJSON[client.TenantList](t, body).Items {
+		usage[tn.Name] = tn.Usage
+	}
+	if u := usage["acme"]; resp.StatusCode != http.StatusOK || u == nil || u.Sandboxes != 1 || u.MemoryMB != 256 || usage["a"] == nil || usage["a"].Sandboxes != 0 {
+		t.Fatalf("usage in the list: %d %s", resp.StatusCode, body)
+	}
 	// Raising the quota lets the next create through; a stale If-Match is 412.
 	if resp, body := admin("PATCH", "/v1/tenants/acme", `{"quotas":{"max_sandboxes":2}}`, "If-Match", `"1"`); resp.StatusCode != http.StatusOK {
 		t.Fatalf("patch: %d %s", resp.StatusCode, body)

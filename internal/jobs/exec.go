@@ -25,7 +25,11 @@ type ExecInput struct {
 	Script    string
 	Cwd       string
 	Env       map[string]string
-	Stdin     []byte
+	// wrapped, if set, is the script the agent runs instead of Command or
+	// Script, Cwd and Env (a shell session's wrapper, which applies them
+	// itself); the job record keeps what the caller asked for.
+	wrapped string
+	Stdin   []byte
 	// StdinStream (background jobs) gives the job a pipe as stdin that
 	// OpenStdin writes into and CloseStdin closes; Stdin must be empty.
 	StdinStream    bool
@@ -41,6 +45,15 @@ type ExecInput struct {
 	// (and its JSON-escaped form) in stdout or stderr is overwritten with
 	// '*' before the output is stored or answered (maskOutput).
 	Secrets []string
+}
+
+// agentRequest is what the agent runs for in: Command or Script in Cwd
+// with Env over the sandbox's, or in's wrapper.
+func agentRequest(sb *sandbox.Sandbox, in ExecInput) agentproto.ExecRequest {
+	if in.wrapped != "" {
+		return agentproto.ExecRequest{Script: in.wrapped, Env: mergeEnv(sb, nil)}
+	}
+	return agentproto.ExecRequest{Command: in.Command, Script: in.Script, Cwd: in.Cwd, Env: mergeEnv(sb, in.Env)}
 }
 
 // ExecOutput is a finished job and its captured output.
@@ -66,7 +79,7 @@ func (s *Manager) validateExec(in *ExecInput) error {
 		return invalid("command[0] must not be empty")
 	case in.StdinStream && len(in.Stdin) > 0:
 		return invalid("stdin and stdin_stream are mutually exclusive")
-	case in.Cwd != "" && !path.IsAbs(in.Cwd):
+	case in.Cwd != "" && !path.IsAbs(in.Cwd) && in.wrapped == "": // a session's cwd may be relative to its own
 		return invalid("cwd must be an absolute path, got %q", in.Cwd)
 	case in.TimeoutMS < 0 || in.TimeoutMS > lim.MaxExecTimeoutMS:
 		return invalid("timeout_ms must be between 1 and %d, got %d", lim.MaxExecTimeoutMS, in.TimeoutMS)
@@ -141,17 +154,9 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	actx, cancel := context.WithTimeout(ctx, time.Duration(in.TimeoutMS)*time.Millisecond+killGrace+10*time.Second)
 	defer cancel()
 	start := time.Now() // wall time for the latency metric, not the service clock
-	res, runErr := att.Agent.Exec(actx, agentproto.ExecRequest{
-		JobID:          job.ID,
-		Command:        in.Command,
-		Script:         in.Script,
-		Cwd:            in.Cwd,
-		Env:            mergeEnv(sb, in.Env),
-		Stdin:          in.Stdin,
-		TimeoutMS:      in.TimeoutMS,
-		KillGraceMS:    killGrace.Milliseconds(),
-		MaxOutputBytes: in.MaxOutputBytes,
-	})
+	req := agentRequest(sb, in)
+	req.JobID, req.Stdin, req.TimeoutMS, req.KillGraceMS, req.MaxOutputBytes = job.ID, in.Stdin, in.TimeoutMS, killGrace.Milliseconds(), in.MaxOutputBytes
+	res, runErr := att.Agent.Exec(actx, req)
 	fctx, fcancel := cleanupCtx(ctx, 10*time.Second)
 	defer fcancel()
 	if runErr != nil {

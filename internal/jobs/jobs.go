@@ -70,11 +70,9 @@ func (s *Manager) startJob(ctx context.Context, in ExecInput, busy bool) (*sandb
 		att.Release()
 		return nil, s.finishJob(ctx, job.ID, lostExit("cannot create the job log: "+err.Error()))
 	}
-	req := agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{
-		JobID: job.ID, Command: in.Command, Script: in.Script, Cwd: in.Cwd, Env: mergeEnv(sb, in.Env), Stdin: in.Stdin,
-		TimeoutMS: in.TimeoutMS, KillGraceMS: killGrace.Milliseconds(), MaxOutputBytes: in.MaxOutputBytes,
-		StdinStream: in.StdinStream,
-	}}
+	req := agentproto.JobStartRequest{ExecRequest: agentRequest(sb, in)}
+	req.JobID, req.Stdin, req.StdinStream = job.ID, in.Stdin, in.StdinStream
+	req.TimeoutMS, req.KillGraceMS, req.MaxOutputBytes = in.TimeoutMS, killGrace.Milliseconds(), in.MaxOutputBytes
 	// One agent request starts the job and streams it to the follower, so
 	// the first output does not wait for a second request. The request
 	// belongs to the follower, not to the caller: a caller that goes away
