@@ -140,6 +140,6 @@ func newPortsProxy(ctl *control.Service, cfg *config.Config, hint func(string, i
 		return nil, err
 	}
 	return ports.New(ports.Config{
-		Sandboxes: ports.FromControl(ctl), Signer: signer, MaxLinkTTL: cfg.Ports.MaxLinkTTL, DialTimeout: cfg.Ports.DialTimeout, PortHint: hint, Logger: log,
+		Sandboxes: ports.FromControl(ctl), Signer: signer, KeyLive: ctl.KeyLive, MaxLinkTTL: cfg.Ports.MaxLinkTTL, DialTimeout: cfg.Ports.DialTimeout, PortHint: hint, Logger: log,
 	})
 }

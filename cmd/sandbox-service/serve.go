@@ -30,6 +30,7 @@ import (
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/postgres"
 	"genesis.dev/sandbox/internal/store/sqlite"
+	"genesis.dev/sandbox/internal/tenant"
 )
 
 type serveFlags struct {
@@ -173,7 +174,8 @@ func serve(ctx context.Context, args []string) error {
 		egressDir = "" // networked modes need this host's Docker networks
 	}
 	metrics := httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: st})
-	ctl, err := control.New(control.Config{Settings: cfg, Store: st, Driver: drv, Sandboxer: boxes, AgentDir: agentDir, EgressDir: egressDir, InstanceID: instance, Logger: log, Metrics: metrics})
+	ctl, err := control.New(control.Config{Settings: cfg, Store: st, Driver: drv, Sandboxer: boxes, AgentDir: agentDir, EgressDir: egressDir, InstanceID: instance, Logger: log, Metrics: metrics,
+		ConfigKeys: tenant.ConfigKeyIDs(keys)})
 	if err != nil {
 		return err
 	}

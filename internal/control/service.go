@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,6 +47,11 @@ type Config struct {
 	Now func() time.Time
 	// Metrics is told how long lease grants take; nil: nobody.
 	Metrics Observer
+
+	// ConfigKeys are the keys given in the config or on the command line,
+	// as tenant.ConfigKeyID → tenant (tenant.ConfigKeyIDs): the tokens
+	// they made stay live while they are configured (KeyLive).
+	ConfigKeys map[string]string
 }
 
 // Observer is told the latency of control operations (the service's
@@ -71,6 +77,10 @@ type Service struct {
 	log      *slog.Logger
 	now      func() time.Time
 	obs      Observer
+
+	// configKeys and keyLive answer KeyLive (keylive.go).
+	configKeys map[string]string
+	keyLive    keyLiveCache
 
 	probeMu sync.Mutex // serializes probe runs
 	capsMu  sync.RWMutex
@@ -168,6 +178,7 @@ func New(cfg Config) (*Service, error) {
 		busy:      map[string]int{},
 		busySync:  map[string]bool{},
 	}
+	s.configKeys = maps.Clone(cfg.ConfigKeys)
 	s.gw = newGateway(s, cfg.EgressDir)
 	s.initPools()
 	return s, nil

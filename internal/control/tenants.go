@@ -72,6 +72,7 @@ func (s *Service) Authenticate(ctx context.Context, hash [32]byte, staticTenant 
 		}
 		p.Tenant, p.KeyID = k.Tenant, k.ID
 	}
+	p.KeyTenant = p.Tenant
 	t, err := s.store.GetTenant(ctx, p.Tenant)
 	switch {
 	case errors.Is(err, errdefs.ErrNotFound):
@@ -258,6 +259,9 @@ func (s *Service) DeleteTenant(ctx context.Context, name string, ifVersion int64
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return tenantNotFound(name)
 	}
+	if err == nil {
+		s.keyLive.forget(name, "")
+	}
 	return err
 }
 
@@ -300,6 +304,9 @@ func (s *Service) RevokeKey(ctx context.Context, name, id string) (*tenant.Key, 
 	k, err := s.store.RevokeKey(ctx, name, id, s.now())
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return nil, errdefs.WithCode("key_not_found", fmt.Errorf("key %q of tenant %s: %w", id, name, errdefs.ErrNotFound))
+	}
+	if err == nil {
+		s.keyLive.forget(name, id)
 	}
 	return k, err
 }

@@ -185,7 +185,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.E2B != nil {
 		ec := *cfg.E2B
 		ec.Control, ec.Jobs, ec.Files, ec.Logger = cfg.Control, cfg.Jobs, cfg.Files, cfg.Logger
-		ec.Authenticate = s.tenantOfKey
+		ec.Authenticate = s.principalOfKey
 		if cfg.Ports != nil {
 			ec.ProxyPort = func(w http.ResponseWriter, r *http.Request, tenant, sandboxID string, port int, path, prefix string) {
 				// The host-based form (no prefix) is the port's own origin.
@@ -210,7 +210,7 @@ func New(cfg Config) (*Server, error) {
 		if cfg.Ports != nil {
 			oc.Preview = s.openPreview
 		}
-		oc.Authenticate = s.tenantOfKey
+		oc.Authenticate = s.principalOfKey
 		oc.NoteError = func(r *http.Request, code string) {
 			if ae := auditOf(r); ae != nil {
 				ae.code = code
@@ -521,14 +521,14 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	})
 }
 
-// tenantOfKey answers the tenant of an API key (for the compat adapters,
+// principalOfKey answers who holds an API key (for the compat adapters,
 // which read keys from their own headers).
-func (s *Server) tenantOfKey(ctx context.Context, key string) (string, error) {
+func (s *Server) principalOfKey(ctx context.Context, key string) (tenant.Principal, error) {
 	p, err := s.resolveKey(ctx, sha256.Sum256([]byte(key)))
 	if ae, _ := ctx.Value(auditKey).(*auditEntry); ae != nil && err == nil {
 		ae.principal = p
 	}
-	return p.Tenant, err
+	return p, err
 }
 
 // resolveKey answers whose key has the SHA-256 sum.

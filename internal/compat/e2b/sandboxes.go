@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -110,11 +111,11 @@ func (a *Adapter) createSandbox(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, a.created(tenant, out.Sandbox))
+	writeJSON(w, http.StatusCreated, a.created(r.Context(), out.Sandbox))
 }
 
-func (a *Adapter) created(tenant string, sb *sandbox.Sandbox) created {
-	tok := a.accessToken(tenant, sb.ID)
+func (a *Adapter) created(ctx context.Context, sb *sandbox.Sandbox) created {
+	tok := a.accessToken(ctx, sb.ID)
 	return created{SandboxID: sb.ID, TemplateID: templateOf(sb), ClientID: "genesis", EnvdVersion: envdVersion,
 		EnvdAccessToken: tok, TrafficAccessToken: tok, Domain: a.domain()}
 }
@@ -150,7 +151,7 @@ func (a *Adapter) getSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := a.detail(sb)
-	d.EnvdAccessToken = a.accessToken(tenantOf(r.Context()), sb.ID)
+	d.EnvdAccessToken = a.accessToken(r.Context(), sb.ID)
 	writeJSON(w, http.StatusOK, d)
 }
 
@@ -248,7 +249,7 @@ func (a *Adapter) connectSandbox(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, a.created(tenantOf(r.Context()), sb))
+	writeJSON(w, http.StatusOK, a.created(r.Context(), sb))
 }
 
 // killSandbox serves DELETE /sandboxes/{id}: its lease is released

@@ -366,7 +366,7 @@ func (a *Adapter) endpoint(w http.ResponseWriter, r *http.Request) {
 				"port %d has no OpenSandbox endpoint here; reach it through /v1/sandboxes/%s/ports/%d (docs/ports.md): %w", port, sb.ID, port, errdefs.ErrNotFound)))
 			return
 		}
-		host, token, err := a.preview(r.Context(), tenantOf(r.Context()), sb.ID, port)
+		host, token, err := a.preview(r.Context(), principalOf(r.Context()), sb.ID, port)
 		if err != nil {
 			a.writeError(w, r, err)
 			return
@@ -376,7 +376,7 @@ func (a *Adapter) endpoint(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"endpoint": a.publicHost + Prefix + "/sandboxes/" + sb.ID + where,
-		"headers":  map[string]string{TokenHeader: a.tokens.Sign(tenantOf(r.Context()), sb.ID)},
+		"headers":  map[string]string{TokenHeader: a.execdToken(r.Context(), sb.ID)},
 	})
 }
 
