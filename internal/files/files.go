@@ -67,16 +67,24 @@ func invalid(format string, args ...any) error {
 // fileRoots are the allowed roots of a sandbox's file operations: its
 // profile's file roots (the agent in the sandbox was given the same), or,
 // when they name the sandbox user's home (agentproto.HomeRoot), which only
-// the agent can resolve, the roots the agent itself applies. Never empty.
+// the agent can resolve, the roots the agent itself applies. An agent that
+// reports none (one started before agents reported them) is checked
+// against the profile's other roots; it applies its own anyway. Never
+// empty.
 func fileRoots(ctx context.Context, a *control.Attachment) ([]string, error) {
 	roots := []string{config.DefaultFileRoot}
 	if a.Profile != nil {
 		roots = a.Profile.Roots()
 	}
 	if slices.Contains(roots, agentproto.HomeRoot) {
-		var err error
-		if roots, err = a.Agent.FileRoots(ctx); err != nil {
+		reported, err := a.Agent.FileRoots(ctx)
+		if err != nil {
 			return nil, err
+		}
+		if len(reported) > 0 {
+			roots = reported
+		} else {
+			roots = slices.DeleteFunc(slices.Clone(roots), func(r string) bool { return r == agentproto.HomeRoot })
 		}
 	}
 	if len(roots) == 0 {
