@@ -56,7 +56,7 @@ type Sandbox struct {
 	EnvKeys         []string          `json:"env_keys,omitempty"`
 	Metadata        map[string]string `json:"metadata"`
 	FailureReason   string            `json:"failure_reason,omitempty"`
-	ResourceVersion string            `json:"resourceVersion"`
+	ResourceVersion string            `json:"resource_version"`
 	CreatedAt       time.Time         `json:"created_at"`
 	UpdatedAt       time.Time         `json:"updated_at"`
 	ExpiresAt       *time.Time        `json:"expires_at,omitempty"`
@@ -67,6 +67,11 @@ type Sandbox struct {
 	Endpoints []Endpoint `json:"endpoints,omitempty"`
 	// Services are the profile's services and how they run (GET answers).
 	Services []ServiceStatus `json:"services,omitempty"`
+	// Reserved, when set, is the service workload the sandbox is reserved
+	// to (mcp:<server id> for an MCP server that holds operator secrets):
+	// no exec, file, session, terminal or port call reaches inside it
+	// (403 sandbox_reserved).
+	Reserved string `json:"reserved,omitempty"`
 }
 
 // ServiceStatus is one profile service of a sandbox: a long-running job
@@ -119,7 +124,9 @@ type ExecRequest struct {
 	// StdinStream (background and streamed jobs) gives the job a pipe as
 	// its stdin, written with WriteStdin or AttachJob and closed with
 	// CloseStdin; exclusive with Stdin and StdinBase64.
-	StdinStream    bool  `json:"stdin_stream,omitempty"`
+	StdinStream bool `json:"stdin_stream,omitempty"`
+	// TimeoutMS is the job's time limit; 0 takes the service default for
+	// a synchronous or streamed exec and means none for a background job.
 	TimeoutMS      int64 `json:"timeout_ms,omitempty"`
 	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
 	// Background starts the job and answers 202 with the Job at once; read

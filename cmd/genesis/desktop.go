@@ -267,16 +267,14 @@ asks for a human; "wait" waits (up to 60 s) for the next change.`,
 			if holder == "" {
 				holder = "(nobody)"
 			}
-			if _, err := fmt.Fprintf(a.stdout, "holder\t%s\nreason\t%s\nsince\t%s\nscreenshots\t%v\nversion\t%d\n", holder, st.Reason,
-				st.Since.Format(time.RFC3339), st.AllowScreenshots, st.Version); err != nil {
-				return err
+			fields := []field{
+				{"Holder", holder}, {"Reason", st.Reason}, {"Since", formatTime(st.Since)},
+				{"Screenshots", strconv.FormatBool(st.AllowScreenshots)}, {"Version", strconv.FormatInt(st.Version, 10)},
 			}
 			for _, r := range st.Requests {
-				if _, err := fmt.Fprintf(a.stdout, "request\t%s\t%s\n", r.At.Format(time.RFC3339), r.Reason); err != nil {
-					return err
-				}
+				fields = append(fields, field{"Request", formatTime(r.At) + " " + r.Reason})
 			}
-			return nil
+			return printFields(a.stdout, fields)
 		}),
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why control is taken")
@@ -353,11 +351,10 @@ stop ends it and waits for the last segment; status shows it.`,
 				}
 				return nil, usageErrorf("want start, stop or status, got %q", args[1])
 			}, func(r *client.Recording) error {
-				_, err := fmt.Fprintf(a.stdout, "recording\t%s\nstate\t%s\nfps\t%d\nsegments\t%d\nbytes\t%d\n", r.ID, r.State, r.FPS, r.Segments, r.Bytes)
-				if err == nil && r.Error != "" {
-					_, err = fmt.Fprintf(a.stdout, "error\t%s\n", r.Error)
-				}
-				return err
+				return printFields(a.stdout, []field{
+					{"Recording", r.ID}, {"State", r.State}, {"FPS", strconv.Itoa(r.FPS)},
+					{"Segments", strconv.Itoa(r.Segments)}, {"Bytes", strconv.FormatInt(r.Bytes, 10)}, {"Error", r.Error},
+				})
 			})
 		}),
 	}

@@ -169,10 +169,11 @@ func mcpNetworkEvents(ctl *control.Service) func(ctx context.Context, tenant, sa
 }
 
 // mcpDialPort connects to a port inside a sandbox through its agent, for
-// MCP servers of transport http.
-func mcpDialPort(ctl *control.Service) func(ctx context.Context, tenant, sandboxID string, port int) (net.Conn, error) {
-	return func(ctx context.Context, tenant, sandboxID string, port int) (net.Conn, error) {
-		at, err := ctl.Attach(ctx, tenant, sandboxID, control.AttachOptions{})
+// MCP servers of transport http (in a sandbox reserved to the server, if
+// it holds operator secrets).
+func mcpDialPort(ctl *control.Service) func(ctx context.Context, tenant, sandboxID, reservation string, port int) (net.Conn, error) {
+	return func(ctx context.Context, tenant, sandboxID, reservation string, port int) (net.Conn, error) {
+		at, err := ctl.Attach(ctx, tenant, sandboxID, control.AttachOptions{Reservation: reservation})
 		if err != nil {
 			return nil, err
 		}

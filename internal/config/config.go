@@ -26,7 +26,13 @@ var defaultYAML []byte
 
 // Config is the whole service configuration.
 type Config struct {
-	Addr             string            `yaml:"addr"`
+	Addr string `yaml:"addr"`
+	// PublicURL is the service's base URL as its callers reach it: every
+	// URL the service hands back (preview links, endpoints, display and
+	// browser links) is built from it, never from a request's Host header.
+	// Empty: http://{addr}, with an unspecified address (0.0.0.0, [::])
+	// taken as 127.0.0.1 (PublicBaseURL).
+	PublicURL        string            `yaml:"public_url"`
 	DataDir          string            `yaml:"data_dir"`
 	InstanceID       string            `yaml:"instance_id"`
 	DefaultRiskLevel sandbox.RiskLevel `yaml:"default_risk_level"`
@@ -444,9 +450,27 @@ func decode(b []byte, c *Config) error {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil {
-		return fmt.Errorf("%v: %w", err, errdefs.ErrInvalidArgument)
+		return errdefs.Mark(errors.New(yamlMessage(err)), errdefs.ErrInvalidArgument)
 	}
 	return nil
+}
+
+// unknownField is how the YAML decoder names a key the config does not have.
+var unknownField = regexp.MustCompile(`field (\S+) not found in type \S+`)
+
+// yamlMessage is a decoding error of a config file as a person reads it:
+// its lines on one line, and an unknown key called so rather than by the
+// Go type it is not a field of.
+func yamlMessage(err error) string {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err.Error()
+	}
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		msgs[i] = unknownField.ReplaceAllString(m, "unknown key $1")
+	}
+	return strings.Join(msgs, "; ")
 }
 
 var profileName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
@@ -772,7 +796,7 @@ type keyProblem struct {
 
 // add records that key is invalid, with a message from format and args.
 func (v *problems) add(key, format string, args ...any) {
-	*v = append(*v, keyProblem{key, fmt.Errorf("config: %s: %s: %w", key, fmt.Sprintf(format, args...), errdefs.ErrInvalidArgument)})
+	*v = append(*v, keyProblem{key, errdefs.Mark(fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)), errdefs.ErrInvalidArgument)})
 }
 
 // wrap records err, which already names key and carries its class.

@@ -27,7 +27,7 @@ func (s *Service) recycle(ctx context.Context, l *sandbox.Lease) error {
 	}
 	s.sandboxEnding(ctx, sb.ID, "lease "+string(l.State))
 	pl := s.pool(sb.Profile, sb.Runtime)
-	reason := "lease " + string(l.State)
+	reason := leaseEndReason(l.State)
 	if why := s.resetRefusal(ctx, l, sb, pl); why != "" {
 		s.log.Debug("destroying instead of resetting", "sandbox", sb.ID, "lease", l.ID, "why", why)
 	} else if err := s.resetMember(ctx, pl, l, sb); err != nil {
@@ -52,8 +52,8 @@ func (s *Service) recycle(ctx context.Context, l *sandbox.Lease) error {
 }
 
 // resetRefusal says why the sandbox of lease l must be destroyed rather
-// than reset, or "" when it may be reset: the profile resets, the sandbox
-// came from pl (a warm claim: the pool's runtime, resources and env at
+// than reset, or "" when it may be reset: it was not reserved to a
+// workload, the profile resets, the sandbox came from pl (a warm claim: the pool's runtime, resources and env at
 // create), it has no network of its own (its policy and egress events
 // belong to the holder), and neither the pool nor the service drains.
 func (s *Service) resetRefusal(ctx context.Context, l *sandbox.Lease, sb *sandbox.Sandbox, pl *pool) string {
@@ -61,6 +61,8 @@ func (s *Service) resetRefusal(ctx context.Context, l *sandbox.Lease, sb *sandbo
 	switch {
 	case err != nil:
 		return "unknown profile"
+	case sb.Reserved != "":
+		return "the sandbox was reserved to " + sb.Reserved + " (it held operator secrets)"
 	case !p.Lease.Resets():
 		return "the profile destroys released sandboxes"
 	case pl == nil:

@@ -50,6 +50,10 @@ type CreateSandboxInput struct {
 	// sandbox, container path → host directory: for workload packages
 	// (a skill revision at /skill), never from the API.
 	ReadOnlyDirs map[string]string
+	// Reserved, if set, reserves the sandbox to a service workload of its
+	// own from its first record on (sandbox.Sandbox.Reserved): for
+	// workload packages, never from the API.
+	Reserved string
 	// poolMember makes a tenant-less idle warm-pool member with no expiry.
 	poolMember bool
 }
@@ -306,6 +310,7 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 		CreatedAt: now,
 		UpdatedAt: now,
 		ExpiresAt: expires,
+		Reserved:  in.Reserved,
 	}
 	err = s.store.CreateSandbox(ctx, sb)
 	s.admitMu.Unlock()

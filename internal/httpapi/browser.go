@@ -53,7 +53,7 @@ func (s *Server) browserRoutes() {
 // browserRequest reads who is asking for which sandbox: an API key's
 // tenant and the path's sandbox, or a capability token's claims.
 func (s *Server) browserRequest(w http.ResponseWriter, r *http.Request, sub string) (browser.Request, bool) {
-	br := browser.Request{WSBase: "ws" + strings.TrimPrefix(baseURLOf(r), "http")}
+	br := browser.Request{WSBase: "ws" + strings.TrimPrefix(s.publicURL, "http")}
 	if token := r.PathValue("token"); token != "" {
 		c, err := s.ports.VerifyLink(token)
 		if err != nil {
@@ -109,7 +109,7 @@ func (s *Server) browserStatus(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	base := baseURLOf(r) + "/v1/sandboxes/" + url.PathEscape(id) + "/browser"
+	base := s.publicURL + "/v1/sandboxes/" + url.PathEscape(id) + "/browser"
 	out := client.BrowserStatus{SandboxID: st.SandboxID, Ready: st.Ready, Browser: st.Browser, Versions: st.Versions,
 		DownloadsDir: st.DownloadsDir, Session: st.Session, CDPURL: base}
 	if st.Playwright {
@@ -164,7 +164,7 @@ func (s *Server) browserLink(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	base := baseURLOf(r) + "/v1/browsers/" + token
+	base := s.publicURL + "/v1/browsers/" + token
 	out := client.BrowserLink{CDPURL: base, SandboxID: id, ExpiresAt: exp.UTC()}
 	if st.Playwright {
 		out.PlaywrightURL = "ws" + strings.TrimPrefix(base, "http") + "/playwright"

@@ -78,7 +78,7 @@ func (s *Server) displayLink(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	base := baseURLOf(r)
+	base := s.publicURL
 	writeJSON(w, http.StatusCreated, client.DisplayLink{SandboxID: id, Role: req.Role, ExpiresAt: exp.UTC(),
 		VNCURL: "ws" + strings.TrimPrefix(base, "http") + "/v1/displays/" + token + "/vnc", ViewerURL: base + "/v1/displays/" + token + "/viewer"})
 }
@@ -116,7 +116,7 @@ func (s *Server) displayViewerRedirect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	http.Redirect(w, r, baseURLOf(r)+"/v1/displays/"+token+"/viewer", http.StatusSeeOther)
+	http.Redirect(w, r, "/v1/displays/"+token+"/viewer", http.StatusSeeOther)
 }
 
 // displayViewer serves the live-view page of a link: noVNC connecting to

@@ -119,7 +119,7 @@ func newFilesAPIWith(t *testing.T, tune func(*config.Config)) *filesAPI {
 	}
 	t.Cleanup(svc.Close)
 	t.Cleanup(m.Close)
-	srv, err := httpapi.New(httpapi.Config{Control: svc, Terminals: m.Terminals, Files: m.Files, Jobs: m.Jobs, Artifacts: m.Artifacts, Keys: map[string]string{filesKey: "default"}})
+	srv, err := httpapi.New(httpapi.Config{PublicURL: testPublicURL, Control: svc, Terminals: m.Terminals, Files: m.Files, Jobs: m.Jobs, Artifacts: m.Artifacts, Keys: map[string]string{filesKey: "default"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/httpapi"
 	"genesis.dev/sandbox/internal/mcp/servers"
+	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/skills"
 	"genesis.dev/sandbox/internal/store"
@@ -80,6 +81,8 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 	}
 	t.Cleanup(func() { tr.Close() })
 	srv, err := httpapi.New(httpapi.Config{
+		PublicURL:    testPublicURL,
+		Previews:     testPreviews(t),
 		Trace:        tr,
 		Browser:      bm,
 		Desktop:      dm,
@@ -103,6 +106,19 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	return &api{Harness: h, srv: srv, url: ts.URL, hc: ts.Client()}
+}
+
+// testPublicURL is the public URL the test servers hand back URLs under.
+const testPublicURL = "http://genesis.test:8080"
+
+// testPreviews places previews on *.localhost (the default's form).
+func testPreviews(t *testing.T) *ports.Origins {
+	t.Helper()
+	o, err := ports.ParseOrigins("http://*.localhost:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
 }
 
 // req describes one HTTP request to the test server.

@@ -250,8 +250,10 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 const maxLeaseMCP = 16
 
 // leaseMCPRequests checks the mcp option of a lease request before the
-// lease is made: the same body as POST /v1/mcp/servers, without lease_id.
-func (s *Server) leaseMCPRequests(reqs []client.MCPCreateRequest) ([]servers.CreateRequest, error) {
+// lease is made: the same body as POST /v1/mcp/servers, without lease_id,
+// naming no server that holds operator secrets (they share no sandbox with
+// the tenant).
+func (s *Server) leaseMCPRequests(r *http.Request, reqs []client.MCPCreateRequest) ([]servers.CreateRequest, error) {
 	if len(reqs) == 0 {
 		return nil, nil
 	}
@@ -262,8 +264,8 @@ func (s *Server) leaseMCPRequests(reqs []client.MCPCreateRequest) ([]servers.Cre
 		return nil, fmt.Errorf("mcp lists %d servers; a lease starts at most %d: %w", len(reqs), maxLeaseMCP, errdefs.ErrInvalidArgument)
 	}
 	out := make([]servers.CreateRequest, len(reqs))
-	for i, r := range reqs {
-		b, err := json.Marshal(r)
+	for i, req := range reqs {
+		b, err := json.Marshal(req)
 		if err != nil {
 			return nil, err
 		}
@@ -274,6 +276,9 @@ func (s *Server) leaseMCPRequests(reqs []client.MCPCreateRequest) ([]servers.Cre
 		}
 		if out[i].LeaseID != "" {
 			return nil, fmt.Errorf("mcp[%d]: lease_id is the lease being acquired; leave it out: %w", i, errdefs.ErrInvalidArgument)
+		}
+		if err := s.mcp.CheckLeaseServer(r.Context(), tenantOf(r), out[i]); err != nil {
+			return nil, fmt.Errorf("mcp[%d]: %w", i, err)
 		}
 	}
 	return out, nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -48,8 +49,12 @@ type Config struct {
 	// DialTimeout bounds connecting to a port (default 2 s; the agent
 	// gives up after 2 s on its side too).
 	DialTimeout time.Duration
-	Now         func() time.Time
-	Logger      *slog.Logger
+	// PortHint, if set, says more about a port nothing listens on, such
+	// as which job served it and how that ended ("" when it knows
+	// nothing); the sandbox's jobs are pointed at otherwise.
+	PortHint func(sandboxID string, port int) string
+	Now      func() time.Time
+	Logger   *slog.Logger
 }
 
 // Proxy serves the port routes. It is safe for concurrent use.
@@ -219,6 +224,11 @@ type Request struct {
 	// ModifyResponse, if set, runs on the sandbox server's response after
 	// the proxy's own rewrites (redirects, cookies).
 	ModifyResponse func(*http.Response) error
+	// OwnOrigin says the request came to the port's own origin (a preview
+	// host, "{port}-{sandbox}.{domain}"). Otherwise it came to the API's
+	// origin, where nothing of the sandbox may act as a document of that
+	// origin: see guardAPIOrigin.
+	OwnOrigin bool
 }
 
 // ErrorWriter answers a request with err (problem+json at the HTTP layer).
@@ -229,6 +239,11 @@ type ErrorWriter func(w http.ResponseWriter, r *http.Request, err error)
 // X-Forwarded-* set. The caller's Authorization header never reaches the
 // sandbox. Failures before the sandbox's server answered go to fail.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, pr Request, fail ErrorWriter) {
+	if !pr.OwnOrigin && r.Header.Get("Service-Worker") != "" {
+		fail(w, r, errdefs.WithCode("service_worker_refused", fmt.Errorf(
+			"a sandbox's script cannot be a service worker of the service's own origin; open the port through a preview link, which has an origin of its own: %w", errdefs.ErrPermissionDenied)))
+		return
+	}
 	t, err := p.attach(r.Context(), pr.Tenant, pr.SandboxID, pr.Port)
 	if err != nil {
 		fail(w, r, err)
@@ -258,6 +273,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, pr Request, fa
 		ModifyResponse: func(resp *http.Response) error {
 			rewriteLocation(resp, pr)
 			scopeCookies(resp, pr)
+			if !pr.OwnOrigin {
+				guardAPIOrigin(resp.Header)
+			}
 			if pr.ModifyResponse != nil {
 				if err := pr.ModifyResponse(resp); err != nil {
 					return err
@@ -273,11 +291,31 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, pr Request, fa
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			fail(w, r, upstreamError(pr, err))
+			fail(w, r, p.upstreamError(pr, err))
 		},
 		ErrorLog: slog.NewLogLogger(p.cfg.Logger.Handler(), slog.LevelDebug),
 	}
 	rp.ServeHTTP(w, r)
+}
+
+// APIOriginCSP is the Content-Security-Policy of every response of a
+// sandbox's server that reaches a browser on the API's own origin (the
+// authenticated port routes, the E2B and OpenSandbox path forms, the
+// browser's CDP JSON): "sandbox" without allow-same-origin gives such a
+// document an opaque origin of its own, so its scripts cannot read the
+// console's storage, register a service worker, or call the API with the
+// origin's cookies; popups it opens stay sandboxed.
+const APIOriginCSP = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
+
+// guardAPIOrigin makes a sandbox server's response harmless on the API's
+// origin: the sandboxing CSP, no MIME sniffing, and none of the headers
+// that act on the whole origin (a service worker's wider scope, wiping the
+// origin's storage).
+func guardAPIOrigin(h http.Header) {
+	h.Add("Content-Security-Policy", APIOriginCSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Del("Service-Worker-Allowed")
+	h.Del("Clear-Site-Data")
 }
 
 // closeHook runs after once the wrapped connection is closed.
@@ -293,9 +331,20 @@ func (c *closeHook) Close() error {
 	return err
 }
 
-// upstreamError classes a failure to reach or read the port.
-func upstreamError(pr Request, err error) error {
-	if errdefs.Code(err) == "port_unreachable" || errors.Is(err, errdefs.ErrBadGateway) {
+// upstreamError classes a failure to reach or read the port. A port nobody
+// listens on says what may have served it, or where to look.
+func (p *Proxy) upstreamError(pr Request, err error) error {
+	if errdefs.Code(err) == agentproto.CodePortUnreachable {
+		hint := ""
+		if p.cfg.PortHint != nil {
+			hint = p.cfg.PortHint(pr.SandboxID, pr.Port)
+		}
+		if hint == "" {
+			hint = fmt.Sprintf("start a server on it, or see which of the sandbox's jobs ended (genesis job ls %s)", pr.SandboxID)
+		}
+		return fmt.Errorf("%w; %s", err, hint)
+	}
+	if errors.Is(err, errdefs.ErrBadGateway) {
 		return err
 	}
 	if errors.Is(err, context.Canceled) {
@@ -388,7 +437,7 @@ func (p *Proxy) ServeTCP(w http.ResponseWriter, r *http.Request, tenant, sandbox
 	// Dial before the upgrade, so a closed port is a plain 502 answer.
 	up, err := t.Dial(r.Context(), port)
 	if err != nil {
-		fail(w, r, upstreamError(Request{SandboxID: sandboxID, Port: port}, err))
+		fail(w, r, p.upstreamError(Request{SandboxID: sandboxID, Port: port}, err))
 		return
 	}
 	defer up.Close()
@@ -452,6 +501,9 @@ func (p *Proxy) NewLink(ctx context.Context, tenant, sandboxID string, port int,
 	token = p.cfg.Signer.Sign(LinkClaims{Tenant: tenant, SandboxID: sandboxID, Port: port, Expires: expires.Unix()})
 	return token, expires, nil
 }
+
+// MaxLinkTTL is the longest life of a link.
+func (p *Proxy) MaxLinkTTL() time.Duration { return p.cfg.MaxLinkTTL }
 
 // VerifyLink checks a preview-link token now; a scoped link (NewScopedLink)
 // is not one.

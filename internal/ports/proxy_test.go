@@ -517,3 +517,34 @@ func TestScopedLinks(t *testing.T) {
 		t.Errorf("a link longer than MaxLinkTTL: %v", err)
 	}
 }
+
+// TestClosedPortSaysWhy: the 502 of a port nobody listens on carries what
+// the PortHint knows of the job that served it, else where to look.
+func TestClosedPortSaysWhy(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, config.PortPolicy{Allow: []string{"1024-65535"}})
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	closed := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	body := func() string {
+		resp := h.get(t, "GET", "/s/sb-1/ports/"+strconv.Itoa(closed)+"/", nil, nil)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 502 || resp.Header.Get("X-Code") != "port_unreachable" {
+			t.Errorf("closed port: %d %s", resp.StatusCode, resp.Header.Get("X-Code"))
+		}
+		return string(b)
+	}
+	if b := body(); !strings.Contains(b, "genesis job ls sb-1") {
+		t.Errorf("without a hint the answer %q does not point at the sandbox's jobs", b)
+	}
+	h.proxy.cfg.PortHint = func(sandboxID string, port int) string {
+		if sandboxID == "sb-1" && port == closed {
+			return "job_x exited (exit_reason timeout)"
+		}
+		return ""
+	}
+	if b := body(); !strings.Contains(b, "; job_x exited (exit_reason timeout)") {
+		t.Errorf("the answer %q does not carry the hint", b)
+	}
+}

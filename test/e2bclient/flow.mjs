@@ -14,6 +14,7 @@ async function core() {
   const sbx = await Sandbox.create('base', { timeoutMs: 120_000, metadata: { suite: 'e2b-flow' } });
   out.createMs = performance.now() - t0;
   out.id = sbx.sandboxId;
+  out.host8000 = sbx.getHost(8000);
   const first = await sbx.commands.run('echo first');
   out.firstOutputMs = performance.now() - t0;
   out.first = first.stdout;

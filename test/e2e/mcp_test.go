@@ -1037,9 +1037,10 @@ func TestMCPNetworkAllowlist(t *testing.T) {
 		t.Errorf("the MCP server's sandbox holds the tool secret: %s", got["hits"])
 	}
 
-	// A catalog entry that declares an env secret: risk high, runsc, the
-	// secret in the server's own environment (and there only), named in
-	// every call record. A tenant's ad-hoc spec cannot ask for one.
+	// A catalog entry that declares an env secret: risk high, runsc, in a
+	// sandbox reserved to it (the tenant cannot look inside:
+	// TestMCPEnvSecretsReserved walks every route), named in every call
+	// record. A tenant's ad-hoc spec cannot ask for one.
 	var es struct {
 		mcpServer
 		Secrets  []string `json:"secrets"`
@@ -1055,15 +1056,8 @@ func TestMCPNetworkAllowlist(t *testing.T) {
 	if es.Runtime != "runsc" || es.Decision.Risk != "high" || es.Decision.Secrets != "env" || strings.Join(es.Secrets, ",") != "env:ECHO_TOKEN=echo" {
 		t.Fatalf("env-server instance %+v", es)
 	}
-	got = probe(t, c, es.SandboxID, map[string]string{"hits": fmt.Sprintf(`secret_hits(%q, %q)`, secret[:half], secret[half:])})
-	hits := strings.Fields(strings.ReplaceAll(strings.TrimPrefix(got["hits"], "hits:"), ",", " "))
-	if len(hits) == 0 {
-		t.Errorf("the env secret is not in the server's environment: %s", got["hits"])
-	}
-	for _, h := range hits { // the server's process only: not the sandbox's env, no file
-		if !strings.HasPrefix(h, "/proc/") || !strings.HasSuffix(h, "/environ") {
-			t.Errorf("the env secret is at %s in the sandbox (all hits: %s)", h, got["hits"])
-		}
+	if _, err := c.Exec(callCtx(t), es.SandboxID, client.ExecRequest{Command: []string{"cat", "/proc/1/environ"}}); err == nil || !strings.Contains(err.Error(), "sandbox_reserved") {
+		t.Errorf("exec in the env-server's sandbox: %v, want sandbox_reserved", err)
 	}
 	ecs := mcpConnect(t, svc, &es.mcpServer, "2025-11-25", nil, nil)
 	if res, err := ecs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "env"}}); err != nil || toolText(res) != "echo: env" {

@@ -56,7 +56,7 @@ async function core() {
   out.renewedBy = renewed.expiresAt.getTime() - before;
   out.healthy = await sbx.isHealthy();
   await sbx.kill();
-  try { const gone = await sbx.getInfo(); out.afterKill = gone.status.state; } catch (e) { out.afterKill = errInfo(e); }
+  try { const gone = await sbx.getInfo(); out.afterKill = gone.status.state; out.afterKillReason = gone.status.reason; } catch (e) { out.afterKill = errInfo(e); }
   try { await sbx.commands.run('echo after'); out.runAfterKill = 'ran'; } catch (e) { out.runAfterKill = errInfo(e); }
   try { await Sandbox.create({ image: 'no-such-image:1', skipHealthCheck: true }); out.unknownImage = 'created'; } catch (e) { out.unknownImage = errInfo(e); }
   await sbx.close();

@@ -253,5 +253,34 @@ func decodeError(method, path string, resp *http.Response) error {
 	case http.StatusRequestEntityTooLarge:
 		class = errdefs.ErrTooLarge
 	}
-	return fmt.Errorf("agentclient: %s %s: agent answered %d: %s: %w", method, path, resp.StatusCode, msg, class)
+	return newAgentError(method, path, resp.StatusCode, msg, class)
 }
+
+// agentError is a problem the agent answered: its message is the agent's
+// own sentence ("write \"/workspace/x\": no space left on device"), for
+// the person who asked; the class (and code, when the agent gave one) is
+// for programs. An internal error keeps the call in its text, for the
+// service log (a person is shown no internal error's text).
+type agentError struct {
+	method, path string
+	status       int
+	msg          string
+	class        error
+}
+
+func newAgentError(method, path string, status int, msg string, class error) error {
+	return &agentError{method: method, path: path, status: status, msg: msg, class: class}
+}
+
+func (e *agentError) Error() string {
+	switch {
+	case e.class == errdefs.ErrInternal:
+		return fmt.Sprintf("agentclient: %s %s: agent answered %d: %s", e.method, e.path, e.status, e.msg)
+	case e.msg == "":
+		return fmt.Sprintf("the sandbox's agent answered %d", e.status)
+	}
+	return e.msg
+}
+
+// Unwrap returns the class of the error.
+func (e *agentError) Unwrap() error { return e.class }

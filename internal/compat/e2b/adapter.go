@@ -57,19 +57,26 @@ type Config struct {
 	// Without it, ports other than the agent's and the interpreter's are
 	// not served.
 	ProxyPort func(w http.ResponseWriter, r *http.Request, tenant, sandboxID string, port int, path, prefix string)
-	Logger    *slog.Logger
+	// PreviewDomain is the domain of the service's preview origins
+	// ("localhost:8080"): without host-based mode, create answers it as
+	// the sandbox's domain, so getHost(port) names the port's preview
+	// origin on this service, never E2B's public domain.
+	PreviewDomain string
+	Logger        *slog.Logger
 }
 
 // Adapter serves the E2B control plane, the agent API and the code
 // interpreter under Prefix.
 type Adapter struct {
-	ctl    *control.Service
-	jobs   *jobs.Manager
-	files  *files.Gateway
-	auth   func(ctx context.Context, key string) (string, error)
-	set    config.E2B
-	maxJob int64
-	log    *slog.Logger
+	ctl   *control.Service
+	jobs  *jobs.Manager
+	files *files.Gateway
+	auth  func(ctx context.Context, key string) (string, error)
+	set   config.E2B
+	// previewDomain is Config.PreviewDomain.
+	previewDomain string
+	maxJob        int64
+	log           *slog.Logger
 	// tokens are the per-sandbox access tokens (HMAC of tenant and
 	// sandbox id under a key made at start: they end with the process).
 	tokens *tokens.Signer
@@ -100,7 +107,7 @@ func New(cfg Config) (*Adapter, error) {
 			return nil, fmt.Errorf("e2b: %w", err)
 		}
 	}
-	a := &Adapter{ctl: cfg.Control, jobs: cfg.Jobs, files: cfg.Files, auth: cfg.Authenticate, set: cfg.Settings,
+	a := &Adapter{ctl: cfg.Control, jobs: cfg.Jobs, files: cfg.Files, auth: cfg.Authenticate, set: cfg.Settings, previewDomain: cfg.PreviewDomain,
 		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, tokens: signer, contexts: map[string]*contextSlot{}, proxyPort: cfg.ProxyPort}
 	a.procs.bySandbox = map[string]*sandboxProcs{}
 	mux := http.NewServeMux()
@@ -175,7 +182,7 @@ func (a *Adapter) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	if d, ok := errdefs.RetryAfter(err); ok {
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(d.Seconds()))))
 	}
-	writeJSON(w, status, apiError{Code: status, Message: err.Error()})
+	writeJSON(w, status, apiError{Code: status, Message: errdefs.Detail(err)})
 }
 
 type ctxKey int

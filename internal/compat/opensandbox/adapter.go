@@ -49,8 +49,19 @@ type Config struct {
 	// NoteError, if set, is told the code of each error answer (the
 	// service's audit record of the request carries it).
 	NoteError func(r *http.Request, code string)
-	Logger    *slog.Logger
+	// PublicHost is the service's host[:port] as callers reach it (from its
+	// public URL): the endpoints answered are under it, never under a
+	// request's Host header.
+	PublicHost string
+	// Preview, if set, opens another port of a sandbox to the caller: the
+	// port's own preview origin (host[:port], no scheme) and a link token
+	// the SDK sends in PreviewHeader.
+	Preview func(ctx context.Context, tenant, sandboxID string, port int) (host, token string, err error)
+	Logger  *slog.Logger
 }
+
+// PreviewHeader carries a preview link's token to a preview origin.
+const PreviewHeader = "X-Genesis-Preview-Token"
 
 // Adapter serves the OpenSandbox lifecycle and execd APIs under Prefix.
 type Adapter struct {
@@ -63,7 +74,10 @@ type Adapter struct {
 	log    *slog.Logger
 	tokens *tokens.Signer
 	note   func(r *http.Request, code string)
-	ctx    contexts
+	// publicHost and preview are Config.PublicHost and Config.Preview.
+	publicHost string
+	preview    func(ctx context.Context, tenant, sandboxID string, port int) (host, token string, err error)
+	ctx        contexts
 }
 
 // New builds the adapter.
@@ -85,7 +99,7 @@ func New(cfg Config) (*Adapter, error) {
 		}
 	}
 	return &Adapter{ctl: cfg.Control, jobs: cfg.Jobs, files: cfg.Files, auth: cfg.Authenticate, set: cfg.Settings,
-		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, tokens: signer, note: cfg.NoteError,
+		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, tokens: signer, note: cfg.NoteError, publicHost: cfg.PublicHost, preview: cfg.Preview,
 		ctx: contexts{def: map[string]*defaultContext{}}}, nil
 }
 
@@ -170,7 +184,7 @@ func (a *Adapter) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	if status >= 500 {
 		a.log.Error("opensandbox adapter", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	writeJSON(w, status, apiError{Code: code, Message: err.Error()})
+	writeJSON(w, status, apiError{Code: code, Message: errdefs.Detail(err)})
 }
 
 // apiKey authenticates a lifecycle call: OPEN-SANDBOX-API-KEY (or an

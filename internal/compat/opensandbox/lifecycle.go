@@ -118,10 +118,28 @@ func (a *Adapter) info(sb *sandbox.Sandbox, created time.Time) info {
 	if sb.ExpiresAt != nil {
 		out.ExpiresAt = sb.ExpiresAt.UTC().Format(time.RFC3339Nano)
 	}
-	if sb.FailureReason != "" {
+	switch {
+	case sb.State == sandbox.StateDestroyed:
+		out.Status.Reason, out.Status.Message = terminatedReason(sb.FailureReason), sb.FailureReason
+	case sb.FailureReason != "":
 		out.Status.Reason, out.Status.Message = "Failed", sb.FailureReason
 	}
 	return out
+}
+
+// terminatedReason is the reason code, in OpenSandbox's words, of a
+// sandbox destroyed for why (its record's FailureReason): a kill (the
+// lease released, or a plain delete) is user_delete, an expiry ttl_expiry.
+func terminatedReason(why string) string {
+	switch why {
+	case "", control.EndLeaseReleased:
+		return "user_delete"
+	case control.EndLeaseExpired, control.EndTTLExpired:
+		return "ttl_expiry"
+	case control.EndDrained:
+		return "service_shutdown"
+	}
+	return "terminated"
 }
 
 // createSandbox serves POST /v1/sandboxes: a lease of the image's profile,
@@ -357,12 +375,22 @@ func (a *Adapter) endpoint(w http.ResponseWriter, r *http.Request) {
 	case EgressPort:
 		where = "/egress"
 	default:
-		a.writeError(w, r, errdefs.WithCode("port_not_served", fmt.Errorf(
-			"port %d has no OpenSandbox endpoint here; reach it through /v1/sandboxes/%s/ports/%d (docs/ports.md): %w", port, sb.ID, port, errdefs.ErrNotFound)))
+		// Any other port: its own preview origin, with a link token.
+		if a.preview == nil {
+			a.writeError(w, r, errdefs.WithCode("port_not_served", fmt.Errorf(
+				"port %d has no OpenSandbox endpoint here; reach it through /v1/sandboxes/%s/ports/%d (docs/ports.md): %w", port, sb.ID, port, errdefs.ErrNotFound)))
+			return
+		}
+		host, token, err := a.preview(r.Context(), tenantOf(r.Context()), sb.ID, port)
+		if err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"endpoint": host, "headers": map[string]string{PreviewHeader: token}})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"endpoint": r.Host + Prefix + "/sandboxes/" + sb.ID + where,
+		"endpoint": a.publicHost + Prefix + "/sandboxes/" + sb.ID + where,
 		"headers":  map[string]string{TokenHeader: a.tokens.Sign(tenantOf(r.Context()), sb.ID)},
 	})
 }

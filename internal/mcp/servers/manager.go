@@ -59,13 +59,15 @@ type leases interface {
 	GetNetwork(ctx context.Context, tenant, id string) (*sandbox.Network, error)
 }
 
-// jobRunner is what the manager needs of jobs.
+// jobRunner is what the manager needs of jobs. The reservation of a
+// server's sandbox (control.AttachOptions.Reservation) goes with each call
+// that reaches into it.
 type jobRunner interface {
 	StartServer(ctx context.Context, in jobs.ExecInput) (*sandbox.Job, error)
 	ServerOutputLimit() int64
-	OpenStdin(ctx context.Context, tenant, jobID string) (io.WriteCloser, error)
+	OpenStdinAs(ctx context.Context, tenant, reservation, jobID string) (io.WriteCloser, error)
 	CopyOutput(ctx context.Context, tenant, jobID string, stdout io.Writer) error
-	CancelJob(ctx context.Context, tenant, jobID string) (*sandbox.Job, error)
+	CancelJobAs(ctx context.Context, tenant, reservation, jobID string) (*sandbox.Job, error)
 	GetJob(ctx context.Context, tenant, jobID string) (*sandbox.Job, error)
 }
 
@@ -95,14 +97,17 @@ type Config struct {
 	// (pause and abort of the instance's sandbox's agent).
 	Gate trace.Gate
 	// DialPort, if set, connects to a TCP port inside a sandbox (the port
-	// primitive), for servers of transport http; without it they are
+	// primitive) for the workload of reservation ("" for a sandbox of the
+	// tenant's), for servers of transport http; without it they are
 	// refused.
-	DialPort func(ctx context.Context, tenant, sandboxID string, port int) (net.Conn, error)
+	DialPort func(ctx context.Context, tenant, sandboxID, reservation string, port int) (net.Conn, error)
 	// NetworkEvents, if set, pages a sandbox's egress events (control's
 	// ListNetworkEvents); the call log joins them to each call's window.
 	NetworkEvents func(ctx context.Context, tenant, sandboxID string, cursor int64, limit int) ([]sandbox.NetworkEvent, int64, error)
 	// Secret reads an operator secret by name (network.secrets), for a
-	// catalog entry's env_secrets; nil refuses such entries.
+	// catalog entry's env_secrets; nil refuses such entries. A server that
+	// holds such a secret runs in a sandbox of its own reserved to it
+	// (control.AttachOptions.Reservation): no tenant reaches inside it.
 	Secret func(name string) (string, error)
 	Logger *slog.Logger
 	Now    func() time.Time
@@ -270,6 +275,9 @@ type instance struct {
 	http      *httpSpec // transport http: where the server listens
 	cancel    context.CancelFunc
 	done      chan struct{}
+	// reservation is what the instance's sandboxes are reserved to
+	// (mcp:<id>) when its server holds operator secrets; "" otherwise.
+	reservation string
 
 	// rollover is set when the server is stopped because its stdout
 	// neared the output limit: the next start is planned, not a failure.
@@ -333,6 +341,11 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 		}
 	default:
 		return nil, invalid("one of catalog and spec is required")
+	}
+	if req.LeaseID != "" {
+		if err := needOwnSandbox(entry); err != nil {
+			return nil, err
+		}
 	}
 	switch req.Scope {
 	case "", "dedicated":
@@ -443,9 +456,14 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 		Endpoint: "/v1/mcp/servers/" + id + "/mcp", Risk: dec.Risk, Network: dec.Network, Decision: dec, State: StateStarting,
 		Tools: rules, PinMode: mode, IdleTTLSeconds: req.IdleTTLSeconds, CreatedAt: now, LastUsedAt: now}
 
-	env, err := m.serverEnv(entry) // before the sandbox: nothing to undo
+	env, secretValues, err := m.serverEnv(entry) // before the sandbox: nothing to undo
 	if err != nil {
 		return nil, err
+	}
+	if len(secretValues) > 0 {
+		// Operator secrets go into no sandbox a tenant reaches: the
+		// server's sandboxes are reserved to the instance.
+		in.reservation = "mcp:" + id
 	}
 
 	// The sandbox: a lease of its own, or the tenant's.
@@ -457,6 +475,9 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 		}
 		if l.State != sandbox.LeaseActive {
 			return nil, errdefs.WithCode("lease_not_active", fmt.Errorf("lease %s is %s: %w", l.ID, l.State, errdefs.ErrFailedPrecondition))
+		}
+		if err := control.CheckReservation(&sandbox.Sandbox{ID: l.SandboxID, Reserved: l.Reserved}, ""); err != nil {
+			return nil, err // another server's own sandbox, which holds operator secrets
 		}
 		if req.Runtime != "" && l.Runtime.Isolation() < req.Runtime.Isolation() {
 			return nil, errdefs.WithCode("runtime_too_weak", fmt.Errorf(
@@ -481,14 +502,15 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 		}
 		in.view.LeaseID, in.view.SandboxID, in.view.Runtime, in.view.Profile = l.ID, l.SandboxID, l.Runtime, l.Profile
 	} else {
-		out, err := m.ownLease(ctx, tenant, "mcp:"+id, entry.Profile, dec, req.Runtime, map[string]string{"mcp_server": id})
+		out, err := m.ownLease(ctx, tenant, "mcp:"+id, entry.Profile, dec, req.Runtime, map[string]string{"mcp_server": id}, in.reservation)
 		if err != nil {
 			return nil, err
 		}
 		sb = out.Sandbox
 		in.view.LeaseID, in.view.OwnLease, in.view.SandboxID, in.view.Runtime, in.view.Profile = out.Lease.ID, true, sb.ID, sb.Runtime, sb.Profile
 	}
-	in.cmd = jobs.ExecInput{Tenant: tenant, SandboxID: in.view.SandboxID, Command: entry.Command, Cwd: entry.Cwd, Env: env}
+	in.cmd = jobs.ExecInput{Tenant: tenant, SandboxID: in.view.SandboxID, Command: entry.Command, Cwd: entry.Cwd, Env: env,
+		Reservation: in.reservation, Secrets: secretValues}
 
 	rctx, cancel := context.WithCancel(m.ctx)
 	in.cancel = cancel
@@ -523,7 +545,7 @@ type httpSpec struct {
 func (m *Manager) startHTTP(ctx context.Context, in *instance, jobID string) (sdk.Transport, error) {
 	tenant, sandboxID, spec := in.cmd.Tenant, in.view.SandboxID, *in.http
 	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return m.cfg.DialPort(ctx, tenant, sandboxID, spec.port)
+		return m.cfg.DialPort(ctx, tenant, sandboxID, in.reservation, spec.port)
 	}
 	wait := in.cfg.InitTimeout
 	if wait <= 0 {
@@ -565,12 +587,13 @@ type callSpec struct {
 }
 
 // ownLease leases a sandbox for a server of decision dec (at least as
-// strong a runtime as rt, if given) and checks its placement.
-func (m *Manager) ownLease(ctx context.Context, tenant, holder, profile string, dec Decision, rt sandbox.Runtime, meta map[string]string) (*control.LeaseOutput, error) {
+// strong a runtime as rt, if given), reserved to reservation if set, and
+// checks its placement.
+func (m *Manager) ownLease(ctx context.Context, tenant, holder, profile string, dec Decision, rt sandbox.Runtime, meta map[string]string, reservation string) (*control.LeaseOutput, error) {
 	ttl := int64(m.cfg.LeaseTTL / time.Second)
 	out, err := m.cfg.Leases.AcquireLease(ctx, control.AcquireLeaseInput{
 		Tenant: tenant, Profile: profile, RiskLevel: string(dec.Risk), Runtime: string(rt), TTLSeconds: &ttl, Holder: holder,
-		Network: networkPolicy(dec), Metadata: meta,
+		Network: networkPolicy(dec), Metadata: meta, Reserved: reservation,
 	})
 	if err != nil {
 		return nil, err
@@ -578,6 +601,10 @@ func (m *Manager) ownLease(ctx context.Context, tenant, holder, profile string, 
 	if out.Sandbox.Runtime.Isolation() < dec.Isolation.Isolation() { // placement is policy's; check it anyway
 		m.release(tenant, out.Lease.ID)
 		return nil, fmt.Errorf("lease placed a risk %s server on %s: %w", dec.Risk, out.Sandbox.Runtime, errdefs.ErrInternal)
+	}
+	if out.Sandbox.Reserved != reservation { // the claim's; check it anyway
+		m.release(tenant, out.Lease.ID)
+		return nil, fmt.Errorf("lease's sandbox is reserved to %q, not %q: %w", out.Sandbox.Reserved, reservation, errdefs.ErrInternal)
 	}
 	return out, nil
 }
@@ -588,7 +615,7 @@ func (m *Manager) ownLease(ctx context.Context, tenant, holder, profile string, 
 func (m *Manager) callServer(ctx context.Context, in *instance) (sdk.Transport, string, func(), error) {
 	tenant, id, spec := in.cmd.Tenant, in.view.ID, in.callSpec
 	out, err := m.ownLease(ctx, tenant, "mcp:"+id+":call", spec.profile, spec.decision, spec.runtime,
-		map[string]string{"mcp_server": id, "mcp_scope": "ephemeral"})
+		map[string]string{"mcp_server": id, "mcp_scope": "ephemeral"}, in.reservation)
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -605,9 +632,9 @@ func (m *Manager) callServer(ctx context.Context, in *instance) (sdk.Transport, 
 	kill := func(string) {
 		kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_, _ = m.cfg.Jobs.CancelJob(kctx, tenant, job.ID)
+		_, _ = m.cfg.Jobs.CancelJobAs(kctx, tenant, in.reservation, job.ID)
 	}
-	stdin, err := m.cfg.Jobs.OpenStdin(jctx, tenant, job.ID)
+	stdin, err := m.cfg.Jobs.OpenStdinAs(jctx, tenant, in.reservation, job.ID)
 	if err != nil {
 		stop()
 		kill("")
@@ -676,30 +703,62 @@ func (m *Manager) NetworkChange(_ context.Context, sandboxID string, pol egress.
 
 // serverEnv is the environment of an entry's server process: its env and
 // the values of its env_secrets, read now (a secret that cannot be read
-// fails the create: secret_unreadable).
-func (m *Manager) serverEnv(e Entry) (map[string]string, error) {
+// fails the create: secret_unreadable), and those values.
+func (m *Manager) serverEnv(e Entry) (map[string]string, []string, error) {
 	if len(e.Permissions.EnvSecrets) == 0 {
-		return e.Env, nil
+		return e.Env, nil, nil
 	}
 	if m.cfg.Secret == nil {
-		return nil, errdefs.WithCode("secret_unreadable", fmt.Errorf("this service reads no secrets for env_secrets: %w", errdefs.ErrUnavailable))
+		return nil, nil, errdefs.WithCode("secret_unreadable", fmt.Errorf("this service reads no secrets for env_secrets: %w", errdefs.ErrUnavailable))
 	}
 	env := maps.Clone(e.Env)
 	if env == nil {
 		env = map[string]string{}
 	}
+	var values []string
 	for _, es := range e.Permissions.EnvSecrets {
 		v, name, err := ParseEnvSecret(es)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		val, err := m.cfg.Secret(name)
 		if err != nil {
-			return nil, errdefs.WithCode("secret_unreadable", fmt.Errorf("env secret %s: %v: %w", name, err, errdefs.ErrUnavailable))
+			return nil, nil, errdefs.WithCode("secret_unreadable", fmt.Errorf("env secret %s: %v: %w", name, err, errdefs.ErrUnavailable))
 		}
 		env[v] = val
+		values = append(values, val)
 	}
-	return env, nil
+	return env, values, nil
+}
+
+// CodeNeedOwnSandbox is the problem code of a server that holds operator
+// secrets (env_secrets) asked to start in a sandbox the tenant reaches:
+// lease_id, or a lease's mcp option.
+const CodeNeedOwnSandbox = "env_secrets_need_own_sandbox"
+
+// needOwnSandbox refuses an entry with env_secrets a sandbox it would share
+// with its tenant.
+func needOwnSandbox(e Entry) error {
+	if len(e.Permissions.EnvSecrets) == 0 {
+		return nil
+	}
+	return errdefs.WithCode(CodeNeedOwnSandbox, fmt.Errorf(
+		"catalog entry %q declares env_secrets: the operator's secrets never go into a sandbox the tenant can reach, so it runs only in a sandbox of its own, reserved to it; leave out lease_id (or start it with POST /v1/mcp/servers rather than a lease's mcp): %w",
+		e.Name, errdefs.ErrInvalidArgument))
+}
+
+// CheckLeaseServer checks, before a lease is made, that req may start in
+// that lease's sandbox (POST /v1/leases with mcp): its catalog entry
+// exists, and it holds no operator secrets (CodeNeedOwnSandbox).
+func (m *Manager) CheckLeaseServer(ctx context.Context, tenant string, req CreateRequest) error {
+	if req.Catalog == "" || req.Spec != nil {
+		return nil // Create refuses what is left (a spec cannot name env_secrets)
+	}
+	e, err := m.CatalogEntry(ctx, tenant, req.Catalog)
+	if err != nil {
+		return err
+	}
+	return needOwnSandbox(*e)
 }
 
 // policyWithin reports whether a sandbox with policy have reaches nothing
@@ -805,14 +864,14 @@ func (m *Manager) start(ctx, rctx context.Context, in *instance) error {
 		m.log.Warn("killing an MCP server", "instance", in.view.ID, "job", job.ID, "reason", reason)
 		kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_, _ = m.cfg.Jobs.CancelJob(kctx, tenant, job.ID)
+		_, _ = m.cfg.Jobs.CancelJobAs(kctx, tenant, in.reservation, job.ID)
 	}
 	if in.http != nil {
 		return m.startHTTPInstance(ctx, in, job.ID, kill)
 	}
 	// The stdin stream lives as long as the instance, not the request
 	// that started it.
-	stdin, err := m.cfg.Jobs.OpenStdin(rctx, tenant, job.ID)
+	stdin, err := m.cfg.Jobs.OpenStdinAs(rctx, tenant, in.reservation, job.ID)
 	if err != nil {
 		kill("its stdin could not be opened: " + err.Error())
 		return err
@@ -1052,7 +1111,7 @@ func (m *Manager) ended(ctx context.Context, in *instance, p *mcp.Proxy) bool {
 		}
 		if over || jctx.Err() != nil {
 			// it is being killed, or it closed its stdout and still runs
-			_, _ = m.cfg.Jobs.CancelJob(context.WithoutCancel(jctx), in.view.Tenant, jobID)
+			_, _ = m.cfg.Jobs.CancelJobAs(context.WithoutCancel(jctx), in.view.Tenant, in.reservation, jobID)
 			if !over {
 				why, over = why+" (it closed its stdout but kept running)", true
 			}
@@ -1093,7 +1152,7 @@ func (m *Manager) halt(in *instance, state, why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if jobID != "" {
-		_, _ = m.cfg.Jobs.CancelJob(ctx, in.view.Tenant, jobID)
+		_, _ = m.cfg.Jobs.CancelJobAs(ctx, in.view.Tenant, in.reservation, jobID)
 	}
 	if in.view.OwnLease {
 		m.release(in.view.Tenant, in.view.LeaseID)

@@ -6,6 +6,7 @@
 //	sandboxserver tcp -addr 127.0.0.1:9000      TCP: "echo" mode copies back,
 //	                                            a first line "send N" sends N bytes,
 //	                                            "sink N" reads N bytes and answers the count
+//	sandboxserver origins -addr 127.0.0.1:8002  a hostile page for the origin tests (origins.go)
 //	sandboxserver get -url URL -n N             N sequential GETs on one connection,
 //	                                            the latencies in µs as one JSON line
 package main
@@ -42,6 +43,8 @@ func main() {
 		log.Fatal(wsEcho(*addr))
 	case "tcp":
 		log.Fatal(tcpServer(*addr))
+	case "origins":
+		log.Fatal(originsServer(*addr))
 	case "get":
 		if err := get(*url, *n); err != nil {
 			log.Fatal(err)
