@@ -8,14 +8,15 @@ ADDR ?= 127.0.0.1:8080
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -E)
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
-# Images the tests need (the others are built by `make images`).
-TEST_IMAGES ?= tool-basic tool-node code-python-basic code-python-data skill-python-basic browser-playwright desktop-vnc desktop-cloud desktop-browser
+# Images the tests need (the others are built by `make images`); service is
+# the base of the service's own image (TestContainerizedService).
+TEST_IMAGES ?= tool-basic tool-node code-python-basic code-python-data skill-python-basic browser-playwright desktop-vnc desktop-cloud desktop-browser service
 
 # Fuzz targets of the path policy, each run for FUZZTIME by `make test`.
 FUZZ_TARGETS ?= FuzzResolvePath FuzzResolveBelow
 FUZZTIME ?= 15s
 
-.PHONY: proto all build console console-test setup images test-images test-deps run test unit fuzz cross lint bench clean kube-up kube-down test-kube bench-kube
+.PHONY: proto all build console console-test setup images service-image test-images test-deps run test unit fuzz cross lint bench clean kube-up kube-down test-kube bench-kube
 
 all: build
 
@@ -43,11 +44,21 @@ setup:
 images: setup build
 	$(SUDO) $(BIN)/sandbox-service images build
 
+# The service's own container image, genesis/sandbox-service:latest, for
+# running Genesis in a container against the host's Docker (Docker Desktop
+# on macOS and Windows: docs/docker-desktop.md). Static Linux binaries into
+# bin/image/, then the Debian base of images/service (debootstrap, cached by
+# its recipe hash) plus them. Nothing is pulled; no build engine is needed.
+service-image: setup console
+	@mkdir -p $(BIN)/image
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/image/ ./cmd/sandbox-service ./cmd/genesis ./cmd/genesis-agent ./cmd/genesis-egress
+	$(SUDO) $(BIN)/image/sandbox-service images build-service
+
 test-images: setup build
 	$(SUDO) $(BIN)/sandbox-service images build $(addprefix --profile ,$(TEST_IMAGES))
 
 run: images
-	$(SUDO) $(BIN)/sandbox-service serve --addr $(ADDR) --data-dir $(DATA_DIR)
+	$(SUDO) $(BIN)/sandbox-service serve --addr $(ADDR) --data-dir $(DATA_DIR) --admin-key-file $(DATA_DIR)/admin_key
 
 # The npm packages the tests run (the TypeScript MCP SDK's client,
 # Playwright's client), from their lockfiles.

@@ -41,7 +41,7 @@ type Lease struct {
 	Holder          string            `json:"holder,omitempty"`
 	Metadata        map[string]string `json:"metadata"`
 	TTLSeconds      int64             `json:"ttl_seconds"`
-	ResourceVersion string            `json:"resourceVersion"`
+	ResourceVersion string            `json:"resource_version"`
 	CreatedAt       time.Time         `json:"created_at"`
 	RenewedAt       time.Time         `json:"renewed_at"`
 	ExpiresAt       time.Time         `json:"expires_at"`

@@ -45,7 +45,8 @@ type Tenant struct {
 	// Source is "config" (defined in the config file; read-only here) or
 	// "api".
 	Source string `json:"source"`
-	// Usage is set by GET /v1/tenants/{name}.
+	// Usage is what the tenant's live sandboxes hold now (set by GET
+	// /v1/tenants and GET /v1/tenants/{name}).
 	Usage           *Usage    `json:"usage,omitempty"`
 	ResourceVersion string    `json:"resource_version"`
 	CreatedAt       time.Time `json:"created_at"`
@@ -147,6 +148,9 @@ type AuditQuery struct {
 	Result string
 	Limit  int
 	Cursor string
+	// Newest lists the newest records first; Cursor then continues with
+	// older ones.
+	Newest bool
 }
 
 func (q AuditQuery) values() url.Values {
@@ -164,6 +168,9 @@ func (q AuditQuery) values() url.Values {
 	}
 	if q.Limit > 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.Newest {
+		v.Set("order", "newest")
 	}
 	return v
 }

@@ -56,7 +56,7 @@ type Sandbox struct {
 	EnvKeys         []string          `json:"env_keys,omitempty"`
 	Metadata        map[string]string `json:"metadata"`
 	FailureReason   string            `json:"failure_reason,omitempty"`
-	ResourceVersion string            `json:"resourceVersion"`
+	ResourceVersion string            `json:"resource_version"`
 	CreatedAt       time.Time         `json:"created_at"`
 	UpdatedAt       time.Time         `json:"updated_at"`
 	ExpiresAt       *time.Time        `json:"expires_at,omitempty"`
@@ -124,7 +124,9 @@ type ExecRequest struct {
 	// StdinStream (background and streamed jobs) gives the job a pipe as
 	// its stdin, written with WriteStdin or AttachJob and closed with
 	// CloseStdin; exclusive with Stdin and StdinBase64.
-	StdinStream    bool  `json:"stdin_stream,omitempty"`
+	StdinStream bool `json:"stdin_stream,omitempty"`
+	// TimeoutMS is the job's time limit; 0 takes the service default for
+	// a synchronous or streamed exec and means none for a background job.
 	TimeoutMS      int64 `json:"timeout_ms,omitempty"`
 	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
 	// Background starts the job and answers 202 with the Job at once; read
@@ -197,7 +199,8 @@ type Profile struct {
 	Pools []ProfilePool `json:"pools"`
 	Lease ProfileLease  `json:"lease"`
 	// FileRoots are the directories the file API may touch in the
-	// profile's sandboxes; relative paths resolve against the first.
+	// profile's sandboxes ("~" is the sandbox user's home); relative paths
+	// resolve against the first.
 	FileRoots []string `json:"file_roots"`
 	// Versions are the component versions the built image reports
 	// (chromium, playwright, node, ...); empty while the image is not built.

@@ -98,10 +98,15 @@ func newTenantCmd(a *app) *cobra.Command {
 			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.TenantList, error) {
 				return c.ListTenants(ctx)
 			}, func(l *client.TenantList) error {
-				return printTable(a.stdout, "NAME\tSOURCE\tADMIN\tWEIGHT\tMAX SANDBOXES\tMAX CPU\tMAX MEMORY MB\tMAX LEASES", l.Items, func(tw io.Writer, t client.Tenant) {
-					q := t.Quotas
-					fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\t%s\t%s\t%s\n", t.Name, t.Source, t.Admin, t.Weight,
-						limit(float64(q.MaxSandboxes)), limit(q.MaxCPU), limit(float64(q.MaxMemoryMB)), limit(float64(q.MaxLeases)))
+				// Usage / quota ("-": no limit).
+				return printTable(a.stdout, "NAME\tSOURCE\tADMIN\tWEIGHT\tSANDBOXES\tCPU\tMEMORY MB\tLEASES", l.Items, func(tw io.Writer, t client.Tenant) {
+					q, u := t.Quotas, client.Usage{}
+					if t.Usage != nil {
+						u = *t.Usage
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d/%s\t%s/%s\t%d/%s\t%d/%s\n", t.Name, t.Source, t.Admin, t.Weight,
+						u.Sandboxes, limit(float64(q.MaxSandboxes)), strconv.FormatFloat(u.CPU, 'f', -1, 64), limit(q.MaxCPU),
+						u.MemoryMB, limit(float64(q.MaxMemoryMB)), u.Leases, limit(float64(q.MaxLeases)))
 				})
 			})
 		}),
@@ -124,7 +129,7 @@ func newTenantCmd(a *app) *cobra.Command {
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
 			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (struct{}, error) {
 				return struct{}{}, c.DeleteTenant(ctx, args[0])
-			}, func(struct{}) error { return nil })
+			}, func(struct{}) error { _, err := fmt.Fprintln(a.stdout, args[0]); return err })
 		}),
 	}
 	var qq quotaFlags
@@ -238,7 +243,7 @@ func newTenantKeyCmd(a *app) *cobra.Command {
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
 			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (struct{}, error) {
 				return struct{}{}, c.RevokeAPIKey(ctx, args[0], args[1])
-			}, func(struct{}) error { return nil })
+			}, func(struct{}) error { _, err := fmt.Fprintln(a.stdout, args[1]); return err })
 		}),
 	}
 	cmd.AddCommand(create, ls, revoke)

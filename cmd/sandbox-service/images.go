@@ -21,9 +21,12 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 func imagesCmd(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: sandbox-service images build [--profile NAME]... [--force] | images ls")
+		return fmt.Errorf("usage: sandbox-service images build [--profile NAME]... [--force] | images ls | images build-service [--tag REF]... [--force]")
 	}
 	sub, args := args[0], args[1:]
+	if sub == "build-service" {
+		return buildServiceImageCmd(ctx, args)
+	}
 	fs := flag.NewFlagSet("sandbox-service images "+sub, flag.ContinueOnError)
 	var profiles stringList
 	fs.Var(&profiles, "profile", "image recipe to build (repeatable; default: all)")
@@ -61,7 +64,7 @@ func imagesCmd(ctx context.Context, args []string) error {
 		return nil
 	case "build":
 	default:
-		return fmt.Errorf("unknown images subcommand %q (build, ls)", sub)
+		return fmt.Errorf("unknown images subcommand %q (build, ls, build-service)", sub)
 	}
 	if len(profiles) == 0 {
 		for _, r := range recipes {

@@ -83,7 +83,7 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 	if err != nil {
 		return nil, err
 	}
-	pp, err := newPortsProxy(ctl, cfg, log)
+	pp, err := newPortsProxy(ctl, cfg, jm.PortHint, log)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +126,7 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 
 // newPortsProxy builds the port proxy with the preview-link key of the
 // data dir (made on first start).
-func newPortsProxy(ctl *control.Service, cfg *config.Config, log *slog.Logger) (*ports.Proxy, error) {
+func newPortsProxy(ctl *control.Service, cfg *config.Config, hint func(string, int) string, log *slog.Logger) (*ports.Proxy, error) {
 	keyFile := cfg.Ports.LinkKeyFile
 	if !filepath.IsAbs(keyFile) {
 		keyFile = filepath.Join(cfg.DataDir, keyFile)
@@ -140,6 +140,6 @@ func newPortsProxy(ctl *control.Service, cfg *config.Config, log *slog.Logger) (
 		return nil, err
 	}
 	return ports.New(ports.Config{
-		Sandboxes: ports.FromControl(ctl), Signer: signer, MaxLinkTTL: cfg.Ports.MaxLinkTTL, DialTimeout: cfg.Ports.DialTimeout, Logger: log,
+		Sandboxes: ports.FromControl(ctl), Signer: signer, KeyLive: ctl.KeyLive, MaxLinkTTL: cfg.Ports.MaxLinkTTL, DialTimeout: cfg.Ports.DialTimeout, PortHint: hint, Logger: log,
 	})
 }

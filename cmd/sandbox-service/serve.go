@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -30,10 +31,11 @@ import (
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/postgres"
 	"genesis.dev/sandbox/internal/store/sqlite"
+	"genesis.dev/sandbox/internal/tenant"
 )
 
 type serveFlags struct {
-	addr, dataDir, apiKey, adminKey, configPath, agentBinary, egressBinary, dockerHost, logLevel string
+	addr, dataDir, apiKey, adminKey, adminKeyFile, configPath, agentBinary, egressBinary, dockerHost, logLevel string
 }
 
 func parseServeFlags(args []string) (serveFlags, error) {
@@ -43,6 +45,7 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.StringVar(&f.dataDir, "data-dir", "", "data directory for the database, sandbox dirs and agent (default from config: ./.data)")
 	fs.StringVar(&f.apiKey, "api-key", "", "API key of the default tenant (env GENESIS_API_KEY; generated and saved in the data dir if unset)")
 	fs.StringVar(&f.adminKey, "admin-key", "", "key of the built-in admin tenant \"admin\", for the tenant and key API (env GENESIS_ADMIN_KEY; overrides admin_api_key in the config)")
+	fs.StringVar(&f.adminKeyFile, "admin-key-file", "", "read the admin key from this file, made (random, mode 0600) when missing; make run passes .data/admin_key (--admin-key wins)")
 	fs.StringVar(&f.configPath, "config", os.Getenv("GENESIS_CONFIG"), "YAML config file laid over the embedded defaults (env GENESIS_CONFIG)")
 	fs.StringVar(&f.agentBinary, "agent-binary", "", "static genesis-agent binary (default: genesis-agent next to this executable)")
 	fs.StringVar(&f.egressBinary, "egress-binary", "", "static genesis-egress binary of the egress gateway (default: genesis-egress next to this executable; without it networked sandbox modes are unavailable)")
@@ -90,12 +93,6 @@ func serve(ctx context.Context, args []string) error {
 	if f.dataDir != "" {
 		cfg.DataDir = f.dataDir
 	}
-	if f.adminKey != "" {
-		cfg.AdminAPIKey = f.adminKey
-		if err := cfg.Validate(); err != nil {
-			return fmt.Errorf("--admin-key / GENESIS_ADMIN_KEY: %w", err)
-		}
-	}
 	if cfg.DataDir, err = filepath.Abs(cfg.DataDir); err != nil {
 		return err
 	}
@@ -105,6 +102,24 @@ func serve(ctx context.Context, args []string) error {
 	apiKey, generated, err := resolveAPIKey(f.apiKey, cfg.DataDir)
 	if err != nil {
 		return err
+	}
+	adminKeyFile := ""
+	switch {
+	case f.adminKey != "":
+		if len(f.adminKey) < 16 {
+			return errors.New("--admin-key / GENESIS_ADMIN_KEY must be at least 16 characters")
+		}
+		cfg.AdminAPIKey = f.adminKey
+	case f.adminKeyFile != "":
+		if cfg.AdminAPIKey, err = loadOrMakeKey(f.adminKeyFile, "gsk_admin_"); err != nil {
+			return fmt.Errorf("--admin-key-file: %w", err)
+		}
+		adminKeyFile, _ = filepath.Abs(f.adminKeyFile)
+	}
+	if f.adminKey != "" || adminKeyFile != "" {
+		if err := cfg.Validate(); err != nil {
+			return fmt.Errorf("the admin key: %w", err)
+		}
 	}
 	keys, approvers := map[string]string{apiKey: control.DefaultTenant}, map[string]string{}
 	for tenant, t := range cfg.Tenants {
@@ -147,7 +162,13 @@ func serve(ctx context.Context, args []string) error {
 	defer st.Close()
 	// Docker builds and labels the images even when the sandboxes run on
 	// Kubernetes.
-	dock, err := docker.New(docker.Config{Host: f.dockerHost, CallTimeout: cfg.Intervals.DockerCallTimeout, AgentDir: agentDir, Logger: log})
+	dcfg := docker.Config{Host: f.dockerHost, CallTimeout: cfg.Intervals.DockerCallTimeout, AgentDir: agentDir, Logger: log}
+	if cfg.Driver != "kubernetes" { // Pods mount nothing of this host
+		if dcfg.Self, err = findSelf(ctx, dcfg, cfg.DataDir, log); err != nil {
+			return err
+		}
+	}
+	dock, err := docker.New(dcfg)
 	if err != nil {
 		return err
 	}
@@ -162,7 +183,10 @@ func serve(ctx context.Context, args []string) error {
 		egressDir = "" // networked modes need this host's Docker networks
 	}
 	metrics := httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: st, TenantLabels: cfg.Metrics.TenantLabels})
-	ctl, err := control.New(control.Config{Settings: cfg, Store: st, Driver: drv, Sandboxer: boxes, AgentDir: agentDir, EgressDir: egressDir, InstanceID: instance, Logger: log})
+	configKeys := tenant.ConfigKeyIDs(keys)
+	maps.Copy(configKeys, tenant.ConfigKeyIDs(approvers))
+	ctl, err := control.New(control.Config{Settings: cfg, Store: st, Driver: drv, Sandboxer: boxes, AgentDir: agentDir, EgressDir: egressDir, InstanceID: instance, Logger: log, Metrics: metrics,
+		ConfigKeys: configKeys})
 	if err != nil {
 		return err
 	}
@@ -223,11 +247,11 @@ func serve(ctx context.Context, args []string) error {
 		log.Warn("listening beyond loopback without public_url: the URLs the service hands back (preview links, endpoints) use " +
 			cfg.PublicBaseURL() + "; set public_url (and ports.preview_url) to the names callers reach")
 	}
-	if generated {
-		fmt.Fprintf(os.Stderr, "\nAPI key (saved in %s): %s\n  export GENESIS_URL=http://%s GENESIS_API_KEY=%s\n\n",
-			filepath.Join(cfg.DataDir, "api_key"), apiKey, ln.Addr().String(), apiKey)
-	}
-	sigs := make(chan os.Signal, 1)
+	fmt.Fprint(os.Stderr, banner(bannerInfo{
+		url: bannerURL(cfg, ln.Addr()), console: cfg.Console.Enabled, apiKey: apiKey, generated: generated,
+		apiKeyFile: filepath.Join(cfg.DataDir, "api_key"), admin: cfg.AdminAPIKey != "", adminKeyFile: adminKeyFile,
+	}))
+	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	errc := make(chan error, 3)
 	go func() { errc <- srv.Serve(ln) }()
@@ -265,34 +289,51 @@ func serve(ctx context.Context, args []string) error {
 			}
 		}()
 	}
+	// SIGTERM and SIGINT (Ctrl-C) both drain (or hand over); a second
+	// signal cuts that short: what is left of this instance keeps running
+	// and is adopted on the next start.
+	stopping, force := context.WithCancel(ctx)
+	defer force()
 	select {
 	case err := <-errc:
 		return err
 	case sig := <-sigs:
-		if sig == syscall.SIGTERM && ctl.HandsOver() {
+		go func() {
+			select {
+			case sig := <-sigs:
+				log.Warn("second signal: stopping now; the sandboxes left keep running and are adopted on the next start", "signal", sig.String())
+				force()
+			case <-stopping.Done():
+			}
+		}()
+		if ctl.HandsOver() {
 			// Replicas on a cluster: the sandboxes stay for the leader to
 			// adopt once this process (and its store lock) is gone.
-			log.Info("SIGTERM: handing this instance's sandboxes over to the other replicas")
-			dctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			log.Info("handing this instance's sandboxes over to the other replicas", "signal", sig.String())
+			dctx, cancel := context.WithTimeout(stopping, 2*time.Minute)
 			err := ctl.StopTaking(dctx)
 			cancel()
 			if err != nil {
 				log.Error("waiting for pool members being made", "err", err)
 			}
-		} else if sig == syscall.SIGTERM {
+		} else {
 			// Drain while still serving, so holders can finish and release:
 			// new leases and creates get 503, and at the deadline everything
-			// of this instance is destroyed.
-			log.Info("SIGTERM: draining", "drain_timeout", cfg.Intervals.DrainTimeout)
-			dctx, cancel := context.WithTimeout(ctx, cfg.Intervals.DrainTimeout+2*time.Minute)
+			// of this instance is destroyed. The MCP servers' own leases
+			// are this process's, not a holder's: they end first, or the
+			// drain would wait its whole timeout for them.
+			log.Info("draining; a second signal stops at once", "signal", sig.String(), "drain_timeout", cfg.Intervals.DrainTimeout)
+			m.mcp.Close()
+			dctx, cancel := context.WithTimeout(stopping, cfg.Intervals.DrainTimeout+2*time.Minute)
 			err := ctl.Drain(dctx, cfg.Intervals.DrainTimeout)
 			cancel()
 			if err != nil {
 				log.Error("drain did not finish", "err", err)
 			}
-		} else {
-			log.Info("shutting down; sandboxes keep running and are adopted on restart", "signal", sig.String())
 		}
+	}
+	if stopping.Err() != nil { // forced: no wait for open connections either
+		return srv.Close()
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -322,16 +363,86 @@ func resolveAPIKey(given, dataDir string) (key string, generated bool, err error
 		}
 		return given, false, nil
 	}
-	p := filepath.Join(dataDir, "api_key")
+	key, err = loadOrMakeKey(filepath.Join(dataDir, "api_key"), "gsk_")
+	return key, true, err
+}
+
+// loadOrMakeKey returns the key saved in the file p, or a new random key
+// (prefix and 48 hex digits) that it saves there, readable by its owner
+// only (0600).
+func loadOrMakeKey(p, prefix string) (string, error) {
 	if b, err := os.ReadFile(p); err == nil && len(bytes.TrimSpace(b)) >= 16 {
-		return strings.TrimSpace(string(b)), true, nil
+		return strings.TrimSpace(string(b)), nil
+	} else if err == nil {
+		return "", fmt.Errorf("%s holds no key of at least 16 characters", p)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
 	}
 	var b [24]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return "", false, err
+		return "", err
 	}
-	key = "gsk_" + hex.EncodeToString(b[:])
-	return key, true, os.WriteFile(p, []byte(key+"\n"), 0o600)
+	key := prefix + hex.EncodeToString(b[:])
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(p, []byte(key+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return key, os.Chmod(p, 0o600) // the umask may have narrowed it; never widen
+}
+
+// bannerURL is the service's URL as the banner shows it: the configured
+// public URL, else the address it listens on (a wildcard address as
+// 127.0.0.1).
+func bannerURL(cfg *config.Config, addr net.Addr) string {
+	if cfg.PublicURL != "" {
+		return cfg.PublicBaseURL()
+	}
+	return "http://" + reachableAddr(addr)
+}
+
+// bannerInfo is what the start-up banner tells.
+type bannerInfo struct {
+	url        string // the service's address
+	console    bool   // the web console is served
+	apiKey     string
+	generated  bool   // apiKey was generated or read from apiKeyFile (not given)
+	apiKeyFile string // where a generated API key is kept
+	admin      bool   // an admin key is set
+	// adminKeyFile is where the admin key is kept ("" when it was given
+	// with --admin-key or in the config).
+	adminKeyFile string
+}
+
+// banner is the start-up text on stderr: where the API and the console
+// are, how to point the CLI at them, and where the keys are.
+func banner(b bannerInfo) string {
+	var w strings.Builder
+	fmt.Fprintf(&w, "\nGenesis Sandbox serves on %s\n", b.url)
+	if b.console {
+		fmt.Fprintf(&w, "  console:   %s/console/ (sign in with an API key)\n", b.url)
+	}
+	if b.generated {
+		fmt.Fprintf(&w, "  API key:   %s (kept in %s)\n", b.apiKey, b.apiKeyFile)
+	} else {
+		fmt.Fprintf(&w, "  API key:   the one given with --api-key or GENESIS_API_KEY\n")
+	}
+	switch {
+	case b.adminKeyFile != "":
+		fmt.Fprintf(&w, "  admin key: kept in %s; it manages tenants and keys and acts for any tenant:\n", b.adminKeyFile)
+		fmt.Fprintf(&w, "             GENESIS_API_KEY=$(cat %s) genesis tenant ls\n", b.adminKeyFile)
+	case b.admin:
+		fmt.Fprintf(&w, "  admin key: the one given with --admin-key, GENESIS_ADMIN_KEY or the config\n")
+	default:
+		fmt.Fprintf(&w, "  admin key: none; start with --admin-key-file FILE (make run keeps one in .data/admin_key) to have one\n")
+	}
+	key := b.apiKey
+	if !b.generated {
+		key = "<your key>"
+	}
+	fmt.Fprintf(&w, "\n  export GENESIS_URL=%s GENESIS_API_KEY=%s\n\n", b.url, key)
+	return w.String()
 }
 
 // installBinary copies a static binary (genesis-agent or genesis-egress)
@@ -380,6 +491,11 @@ func withConsole(api http.Handler, isPreview func(*http.Request) bool, log *slog
 		log.Warn("the web console's front-end is not built into this binary: /console/ says so; run make build")
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead) && !isPreview(r) {
+			// A person who opens the service's address finds the console.
+			http.Redirect(w, r, console.Prefix, http.StatusFound)
+			return
+		}
 		if (strings.HasPrefix(r.URL.Path, console.Prefix) || r.URL.Path+"/" == console.Prefix) && !isPreview(r) {
 			c.ServeHTTP(w, r)
 			return

@@ -50,8 +50,19 @@ func invalidTTL(ttl, maxTTL int64) error {
 
 // AcquireLease hands the tenant a sandbox for ttl: a warm pool member when
 // one is idle (one store transaction, no Docker call), else a cold create
-// after waiting up to wait_seconds for capacity.
+// after waiting up to wait_seconds for capacity. Every grant's wait is
+// observed (genesis_lease_wait_seconds), whichever API asked: the leases
+// API, MCP servers, E2B and OpenSandbox creates.
 func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*LeaseOutput, error) {
+	start := time.Now() // wall time for the latency metric, not the service clock
+	out, err := s.acquireLease(ctx, in)
+	if err == nil {
+		s.obs.ObserveLeaseWait(out.Sandbox.Runtime, time.Since(start))
+	}
+	return out, err
+}
+
+func (s *Service) acquireLease(ctx context.Context, in AcquireLeaseInput) (*LeaseOutput, error) {
 	if err := s.checkDraining(); err != nil {
 		return nil, err
 	}

@@ -121,7 +121,7 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 			s.markFailed(ctx, r, why)
 			rep.MarkedFailed++
 		case r.Expired(now):
-			err := s.destroy(ctx, r, "ttl expired")
+			err := s.destroy(ctx, r, EndTTLExpired)
 			s.auditSystem(ctx, r.Tenant, "ttl_expired", r.ID, err)
 			if err != nil {
 				s.log.Warn("destroying expired sandbox", "sandbox", r.ID, "err", err)

@@ -28,7 +28,7 @@ func (s *Service) recycle(ctx context.Context, l *sandbox.Lease) error {
 	}
 	s.sandboxEnding(ctx, sb.ID, "lease "+string(l.State))
 	pl := s.pool(sb.Profile, sb.Runtime)
-	reason := "lease " + string(l.State)
+	reason := leaseEndReason(l.State)
 	if why := s.resetRefusal(ctx, l, sb, pl); why != "" {
 		s.log.Debug("destroying instead of resetting", "sandbox", sb.ID, "lease", l.ID, "why", why)
 	} else if err := s.resetMember(ctx, pl, l, sb); err != nil {

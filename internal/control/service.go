@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/driver/local"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 )
 
@@ -43,7 +45,26 @@ type Config struct {
 	Logger    *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Metrics is told how long lease grants take; nil: nobody.
+	Metrics Observer
+
+	// ConfigKeys are the keys given in the config or on the command line,
+	// as tenant.ConfigKeyID → tenant (tenant.ConfigKeyIDs): the tokens
+	// they made stay live while they are configured (KeyLive).
+	ConfigKeys map[string]string
 }
+
+// Observer is told the latency of control operations (the service's
+// Prometheus metrics implement it).
+type Observer interface {
+	// ObserveLeaseWait records the time from a lease request to its
+	// grant (a warm claim or a cold create), by the sandbox's runtime.
+	ObserveLeaseWait(rt sandbox.Runtime, d time.Duration)
+}
+
+type noObserver struct{}
+
+func (noObserver) ObserveLeaseWait(sandbox.Runtime, time.Duration) {}
 
 // Service is the application service.
 type Service struct {
@@ -55,6 +76,11 @@ type Service struct {
 	instance string
 	log      *slog.Logger
 	now      func() time.Time
+	obs      Observer
+
+	// configKeys and keyLive answer KeyLive (keylive.go).
+	configKeys map[string]string
+	keyLive    keyLiveCache
 
 	probeMu sync.Mutex // serializes probe runs
 	capsMu  sync.RWMutex
@@ -113,6 +139,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = noObserver{}
+	}
 	dataDir, err := filepath.Abs(cfg.Settings.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("control: data dir: %w", err)
@@ -141,6 +170,7 @@ func New(cfg Config) (*Service, error) {
 		instance:  cfg.InstanceID,
 		log:       cfg.Logger,
 		now:       func() time.Time { return cfg.Now().UTC() },
+		obs:       cfg.Metrics,
 		agents:    map[string]*agentclient.Client{},
 		createSem: make(chan struct{}, 4),
 		admission: adm,
@@ -148,6 +178,7 @@ func New(cfg Config) (*Service, error) {
 		busy:      map[string]int{},
 		busySync:  map[string]bool{},
 	}
+	s.configKeys = maps.Clone(cfg.ConfigKeys)
 	s.gw = newGateway(s, cfg.EgressDir)
 	s.initPools()
 	return s, nil

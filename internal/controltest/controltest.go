@@ -584,7 +584,7 @@ func NewManagers(c ManagersConfig) (*Managers, error) {
 	if err != nil {
 		return nil, err
 	}
-	pp, err := ports.New(ports.Config{Sandboxes: ports.FromControl(svc), Signer: signer, MaxLinkTTL: cfg.Ports.MaxLinkTTL, Logger: c.Logger})
+	pp, err := ports.New(ports.Config{Sandboxes: ports.FromControl(svc), Signer: signer, KeyLive: svc.KeyLive, MaxLinkTTL: cfg.Ports.MaxLinkTTL, PortHint: jm.PortHint, Logger: c.Logger})
 	if err != nil {
 		return nil, err
 	}

@@ -55,7 +55,7 @@ func (s *Server) browserRoutes() {
 func (s *Server) browserRequest(w http.ResponseWriter, r *http.Request, sub string) (browser.Request, bool) {
 	br := browser.Request{WSBase: "ws" + strings.TrimPrefix(s.publicURL, "http")}
 	if token := r.PathValue("token"); token != "" {
-		c, err := s.ports.VerifyLink(token)
+		c, err := s.ports.VerifyLink(r.Context(), token)
 		if err != nil {
 			s.writeProblem(w, r, err)
 			return br, false
@@ -159,7 +159,7 @@ func (s *Server) browserLink(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	token, exp, err := s.ports.NewLink(r.Context(), tenantOf(r), id, st.CDPPort, time.Duration(req.TTLSeconds)*time.Second)
+	token, exp, err := s.ports.NewLink(r.Context(), principalOf(r), id, st.CDPPort, time.Duration(req.TTLSeconds)*time.Second)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

@@ -104,7 +104,7 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 		APIVersion: p.APIVersion, KernelVersion: p.KernelVersion, CgroupVersion: p.CgroupVersion,
 		Checkpoint: client.Feature{Supported: p.Checkpoint.Supported, Method: p.Checkpoint.Method, Reason: p.Checkpoint.Reason},
 		DiskQuota:  client.Feature{Supported: dq.Enforced, Enforced: dq.Enforced, Method: dq.Method, Reason: dq.Reason},
-		RiskPolicy: control.RiskPolicy(),
+		RiskPolicy: control.RiskPolicy(p),
 		Profiles:   items,
 		CheckedAt:  p.CheckedAt,
 		Runtimes:   []client.RuntimeInfo{},

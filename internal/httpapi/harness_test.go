@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"genesis.dev/sandbox/internal/compat/e2b"
 	"genesis.dev/sandbox/internal/compat/opensandbox"
 	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/httpapi"
@@ -23,6 +25,7 @@ import (
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/skills"
 	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/tenant"
 	"genesis.dev/sandbox/internal/trace"
 )
 
@@ -53,11 +56,15 @@ const maxBody = 64 << 10
 
 func newAPI(t *testing.T, configure func(*config.Config)) *api {
 	t.Helper()
-	h := controltest.New(t, func(c *config.Config) {
+	keys := map[string]string{keyA: "a", keyB: "b", keyAdmin: config.AdminTenant}
+	h := controltest.NewWith(t, func(c *config.Config) {
 		c.AdminAPIKey = keyAdmin
 		if configure != nil {
 			configure(c)
 		}
+	}, func(c *control.Config) {
+		c.ConfigKeys = tenant.ConfigKeyIDs(keys)
+		maps.Copy(c.ConfigKeys, tenant.ConfigKeyIDs(map[string]string{keyApproverA: "a"}))
 	})
 	ms, err := servers.New(servers.Config{Leases: h.Svc, Jobs: h.Jobs})
 	if err != nil {
@@ -99,11 +106,11 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 		Services:     h.Services,
 		Jobs:         h.Jobs,
 		Artifacts:    h.Artifacts,
-		Keys:         map[string]string{keyA: "a", keyB: "b", keyAdmin: config.AdminTenant},
+		Keys:         keys,
 		ApproverKeys: map[string]string{keyApproverA: "a"},
 		MaxBodyBytes: maxBody,
-		E2B:          &e2b.Config{Settings: config.E2B{Templates: map[string]string{"base": "tool-basic"}}},
-		OpenSandbox:  &opensandbox.Config{Settings: config.OpenSandbox{Images: map[string]string{"ubuntu": "tool-basic"}}},
+		E2B:          &e2b.Config{Settings: config.E2B{Templates: map[string]string{"base": "tool-basic", "test": controltest.Profile}}},
+		OpenSandbox:  &opensandbox.Config{Settings: config.OpenSandbox{Images: map[string]string{"ubuntu": "tool-basic", "test": controltest.Profile}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -130,6 +137,8 @@ func testPreviews(t *testing.T) *ports.Origins {
 type req struct {
 	method, path, key, body string
 	header                  map[string]string
+	// host, if set, is the request's Host (a preview origin's).
+	host string
 }
 
 // do sends r and returns the response with its body read.
@@ -151,6 +160,9 @@ func (a *api) do(r req) (*http.Response, []byte) {
 	}
 	for k, v := range r.header {
 		hr.Header.Set(k, v)
+	}
+	if r.host != "" {
+		hr.Host = r.host
 	}
 	resp, err := a.hc.Do(hr)
 	if err != nil {

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"net/http"
 	"strconv"
-	"time"
 
 	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/internal/control"
@@ -54,13 +53,11 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	start := time.Now()
 	out, err := s.ctl.AcquireLease(r.Context(), in)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	s.metrics.observeLeaseWait(out.Sandbox.Runtime, start)
 	l := leaseWire(out.Lease)
 	sb := sandboxWire(out.Sandbox)
 	l.Sandbox = &sb

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -61,7 +62,10 @@ type Metrics struct {
 	leaseWait   *prometheus.HistogramVec
 }
 
-var _ jobs.Observer = (*Metrics)(nil)
+var (
+	_ jobs.Observer    = (*Metrics)(nil)
+	_ control.Observer = (*Metrics)(nil)
+)
 
 // NewMetrics builds the metrics and their registry.
 func NewMetrics(cfg MetricsConfig) *Metrics {
@@ -107,9 +111,10 @@ func (m *Metrics) observeCreate(rt sandbox.Runtime, since time.Time) {
 	m.create.WithLabelValues(string(rt)).Observe(time.Since(since).Seconds())
 }
 
-// observeLeaseWait records the time until a lease was granted.
-func (m *Metrics) observeLeaseWait(rt sandbox.Runtime, since time.Time) {
-	m.leaseWait.WithLabelValues(string(rt)).Observe(time.Since(since).Seconds())
+// ObserveLeaseWait records the time until a lease was granted
+// (control.Observer).
+func (m *Metrics) ObserveLeaseWait(rt sandbox.Runtime, d time.Duration) {
+	m.leaseWait.WithLabelValues(string(rt)).Observe(d.Seconds())
 }
 
 // instrument counts and times the requests of one route.

@@ -66,6 +66,7 @@ func newMetricsAPI(t *testing.T, viaControl bool) (*api, *countingStore) {
 		} else {
 			m = httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: cs})
 		}
+		c.Metrics = m
 	}, Metrics: func() jobs.Observer { return m }})
 	srv, err := httpapi.New(httpapi.Config{PublicURL: testPublicURL, Previews: testPreviews(t), Control: h.Svc, Terminals: h.Terminals, Files: h.Files, Jobs: h.Jobs, Artifacts: h.Artifacts, Ports: h.Ports,
 		Keys: map[string]string{keyA: "a", keyB: "b"}, MaxBodyBytes: maxBody, Metrics: m})
@@ -96,6 +97,10 @@ func TestMetricsHistogramsAndProcess(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "streamed") {
 		t.Fatalf("streamed exec: %d %s", resp.StatusCode, body)
 	}
+	resp, body = a.do(req{method: "POST", path: "/v1/leases", key: keyA, body: `{"profile":"` + controltest.Profile + `","runtime":"runc"}`})
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("lease: %d %s", resp.StatusCode, body)
+	}
 	resp, body = a.do(req{method: "GET", path: "/metrics"})
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
 		t.Fatalf("metrics: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
@@ -109,6 +114,7 @@ func TestMetricsHistogramsAndProcess(t *testing.T) {
 		`genesis_exec_duration_seconds_count{runtime="runc"} 1`,
 		`genesis_exec_first_output_seconds_count{runtime="runc"} 1`,
 		`genesis_sandbox_create_duration_seconds_count{runtime="runc"} 1`,
+		`genesis_lease_wait_seconds_count{runtime="runc"} 1`,
 		`genesis_sandboxes{state="ready"} 1`,
 		`genesis_admission_wait_seconds_count 0`,
 		`genesis_egress_gateway_up 0`,

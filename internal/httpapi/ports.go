@@ -96,7 +96,7 @@ func (s *Server) createPortLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	token, exp, err := s.ports.NewLink(r.Context(), tenantOf(r), id, port, time.Duration(req.TTLSeconds)*time.Second)
+	token, exp, err := s.ports.NewLink(r.Context(), principalOf(r), id, port, time.Duration(req.TTLSeconds)*time.Second)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -112,7 +112,7 @@ func (s *Server) createPortLink(w http.ResponseWriter, r *http.Request) {
 // working while nothing of the sandbox is ever served on the API's origin.
 func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 	token := r.PathValue("token")
-	c, err := s.ports.VerifyLink(token)
+	c, err := s.ports.VerifyLink(r.Context(), token)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

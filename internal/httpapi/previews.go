@@ -10,6 +10,7 @@ import (
 
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/ports"
+	"genesis.dev/sandbox/internal/tenant"
 )
 
 // Previews. Each sandbox port a preview link opens is served on an origin
@@ -82,7 +83,7 @@ func (s *Server) servePreview(w http.ResponseWriter, r *http.Request, sandboxID 
 	// A cookie another origin of the domain tossed in beside ours is
 	// skipped: only a token of this very sandbox port opens it.
 	for _, c := range candidates {
-		claims, err = s.ports.VerifyLink(c)
+		claims, err = s.ports.VerifyLink(r.Context(), c)
 		if err == nil && (claims.SandboxID != sandboxID || claims.Port != port) {
 			err = errdefs.WithCode("link_invalid", fmt.Errorf("preview link is not valid for this origin: %w", errdefs.ErrNotFound))
 		}
@@ -172,11 +173,12 @@ func (s *Server) IsPreviewHost(r *http.Request) bool {
 	return ok
 }
 
-// openPreview makes a preview link of a tenant's sandbox port for the
-// compatibility adapters (the OpenSandbox endpoint of a port): the port's
-// origin host and the token, valid for the longest link time.
-func (s *Server) openPreview(ctx context.Context, tenant, sandboxID string, port int) (host, token string, err error) {
-	token, _, err = s.ports.NewLink(ctx, tenant, sandboxID, port, s.ports.MaxLinkTTL())
+// openPreview makes a preview link of a sandbox port of by's tenant, with
+// by's key, for the compatibility adapters (the OpenSandbox endpoint of a
+// port): the port's origin host and the token, valid for the longest link
+// time.
+func (s *Server) openPreview(ctx context.Context, by tenant.Principal, sandboxID string, port int) (host, token string, err error) {
+	token, _, err = s.ports.NewLink(ctx, by, sandboxID, port, s.ports.MaxLinkTTL())
 	if err != nil {
 		return "", "", err
 	}

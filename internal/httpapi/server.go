@@ -192,7 +192,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.E2B != nil {
 		ec := *cfg.E2B
 		ec.Control, ec.Jobs, ec.Files, ec.Logger = cfg.Control, cfg.Jobs, cfg.Files, cfg.Logger
-		ec.Authenticate = s.tenantOfKey
+		ec.Authenticate = s.principalOfKey
 		if cfg.Ports != nil {
 			ec.ProxyPort = func(w http.ResponseWriter, r *http.Request, tenant, sandboxID string, port int, path, prefix string) {
 				// The host-based form (no prefix) is the port's own origin.
@@ -217,7 +217,7 @@ func New(cfg Config) (*Server, error) {
 		if cfg.Ports != nil {
 			oc.Preview = s.openPreview
 		}
-		oc.Authenticate = s.tenantOfKey
+		oc.Authenticate = s.principalOfKey
 		oc.NoteError = func(r *http.Request, code string) {
 			if ae := auditOf(r); ae != nil {
 				ae.code = code
@@ -421,11 +421,36 @@ func (s *Server) handler(hosts hostRoutes) http.Handler {
 			s.writeProblem(sw, r, errdefs.WithCode("route_not_found", fmt.Errorf("host %.100q is not a preview host ({port}-{sandbox}.%s): %w", r.Host, s.origins.Domain(), errdefs.ErrNotFound)))
 			return
 		case pattern == "":
-			s.writeProblem(sw, r, errdefs.WithCode("route_not_found", fmt.Errorf("no route %s %s: %w", r.Method, r.URL.Path, errdefs.ErrNotFound)))
+			if allow := s.allowed(r); len(allow) > 0 {
+				sw.Header().Set("Allow", strings.Join(allow, ", "))
+				s.writeProblem(sw, r, errdefs.Mark(fmt.Errorf("%s does not take %s; it takes %s", r.URL.Path, r.Method, strings.Join(allow, ", ")), errdefs.ErrMethodNotAllowed))
+				return
+			}
+			s.writeProblem(sw, r, errdefs.WithCode("route_not_found", errdefs.Mark(fmt.Errorf("no route %s %s", r.Method, r.URL.Path), errdefs.ErrNotFound)))
 			return
 		}
 		s.mux.ServeHTTP(sw, r)
 	})
+}
+
+// routeMethods are the methods a route can have.
+var routeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// allowed lists the methods served at r's path, for the Allow header of
+// a 405: none when the path is no route at all.
+func (s *Server) allowed(r *http.Request) []string {
+	var out []string
+	for _, m := range routeMethods {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 type statusWriter struct {
@@ -474,7 +499,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		h := r.Header.Get("Authorization")
 		token, ok := strings.CutPrefix(h, "Bearer ")
 		if !ok || token == "" {
-			s.writeProblem(w, r, errdefs.WithCode("unauthenticated", fmt.Errorf("missing Authorization: Bearer <api key> header: %w", errdefs.ErrUnauthenticated)))
+			s.writeProblem(w, r, errdefs.WithCode("unauthenticated", errdefs.Mark(errors.New("no API key: send the header Authorization: Bearer <api key>"), errdefs.ErrUnauthenticated)))
 			return
 		}
 		p, err := s.resolveKey(r.Context(), sha256.Sum256([]byte(token)))
@@ -503,14 +528,14 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	})
 }
 
-// tenantOfKey answers the tenant of an API key (for the compat adapters,
+// principalOfKey answers who holds an API key (for the compat adapters,
 // which read keys from their own headers).
-func (s *Server) tenantOfKey(ctx context.Context, key string) (string, error) {
+func (s *Server) principalOfKey(ctx context.Context, key string) (tenant.Principal, error) {
 	p, err := s.resolveKey(ctx, sha256.Sum256([]byte(key)))
 	if ae, _ := ctx.Value(auditKey).(*auditEntry); ae != nil && err == nil {
 		ae.principal = p
 	}
-	return p.Tenant, err
+	return p, err
 }
 
 // resolveKey answers whose key has the SHA-256 sum.
@@ -533,8 +558,8 @@ func (s *Server) resolveKey(ctx context.Context, sum [32]byte) (tenant.Principal
 func (s *Server) adminOnly(h func(http.ResponseWriter, *http.Request)) func(http.ResponseWriter, *http.Request) {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !principalOf(r).Admin {
-			s.writeProblem(w, r, errdefs.WithCode("admin_required", fmt.Errorf(
-				"%s %s needs an admin key (admin_api_key, or a key of a tenant with admin: true): %w", r.Method, r.Pattern, errdefs.ErrPermissionDenied)))
+			s.writeProblem(w, r, errdefs.WithCode("admin_required", errdefs.Mark(errors.New(
+				"this needs an admin key: the service's --admin-key (GENESIS_ADMIN_KEY) or a key of an admin tenant"), errdefs.ErrPermissionDenied)))
 			return
 		}
 		h(w, r)

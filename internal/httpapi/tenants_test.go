@@ -94,6 +94,15 @@ func TestTenantsAndKeys(t *testing.T) {
 	if u := decodeJSON[client.Tenant](t, body).Usage; resp.StatusCode != http.StatusOK || u == nil || u.Sandboxes != 1 || u.MemoryMB != 256 {
 		t.Fatalf("usage: %d %s", resp.StatusCode, body)
 	}
+	// The list carries every tenant's usage too (the console's tenants view).
+	resp, body = admin("GET", "/v1/tenants", "")
+	usage := map[string]*client.Usage{}
+	for _, tn := range decodeJSON[client.TenantList](t, body).Items {
+		usage[tn.Name] = tn.Usage
+	}
+	if u := usage["acme"]; resp.StatusCode != http.StatusOK || u == nil || u.Sandboxes != 1 || u.MemoryMB != 256 || usage["a"] == nil || usage["a"].Sandboxes != 0 {
+		t.Fatalf("usage in the list: %d %s", resp.StatusCode, body)
+	}
 	// Raising the quota lets the next create through; a stale If-Match is 412.
 	if resp, body := admin("PATCH", "/v1/tenants/acme", `{"quotas":{"max_sandboxes":2}}`, "If-Match", `"1"`); resp.StatusCode != http.StatusOK {
 		t.Fatalf("patch: %d %s", resp.StatusCode, body)
@@ -312,7 +321,26 @@ func TestAuditPaging(t *testing.T) {
 	if len(seen) != calls {
 		t.Fatalf("paged through %d records, want %d", len(seen), calls)
 	}
-	for _, q := range []string{"cursor=abc", "limit=0", "limit=1001", "since=yesterday", "result=x!"} {
+	// Newest first: pages go back from the latest record, each cursor to
+	// older ones, and cover the same records.
+	var back []int64
+	for cursor := ""; ; {
+		p := a.auditPage(keyA, "order=newest&limit=7&cursor="+cursor)
+		for _, r := range p.Items {
+			if n := len(back); n > 0 && r.Seq >= back[n-1] {
+				t.Fatalf("newest first: record %d after %d", r.Seq, back[n-1])
+			}
+			back = append(back, r.Seq)
+		}
+		if !p.HasMore {
+			break
+		}
+		cursor = p.NextCursor
+	}
+	if len(back) != calls || back[0] != last {
+		t.Errorf("newest first: %d records starting at %v, want %d starting at %d", len(back), back[:min(1, len(back))], calls, last)
+	}
+	for _, q := range []string{"cursor=abc", "limit=0", "limit=1001", "since=yesterday", "result=x!", "order=random"} {
 		if resp, body := a.do(req{method: "GET", path: "/v1/audit?" + q, key: keyA}); resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("audit ?%s: %d %s, want 400", q, resp.StatusCode, body)
 		}

@@ -26,9 +26,11 @@ const cancelGrace = 2 * time.Second
 // StartJob starts a background job: it returns as soon as the agent has
 // started the process. The output is copied into the job's durable log by a
 // follower goroutine that survives client disconnects and re-attaches after
-// a service restart.
+// a service restart. Without a TimeoutMS the job runs until it ends, is
+// cancelled or its sandbox ends; a Streamed one takes the synchronous
+// default.
 func (s *Manager) StartJob(ctx context.Context, in ExecInput) (*sandbox.Job, error) {
-	if err := s.validateExec(&in); err != nil {
+	if err := s.validateExec(&in, !in.Streamed); err != nil {
 		return nil, err
 	}
 	if err := s.admit(ctx, in, "job"); err != nil {
@@ -70,11 +72,9 @@ func (s *Manager) startJob(ctx context.Context, in ExecInput, busy bool) (*sandb
 		att.Release()
 		return nil, s.finishJob(ctx, job.ID, lostExit("cannot create the job log: "+err.Error()))
 	}
-	req := agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{
-		JobID: job.ID, Command: in.Command, Script: in.Script, Cwd: in.Cwd, Env: mergeEnv(sb, in.Env), Stdin: in.Stdin,
-		TimeoutMS: in.TimeoutMS, KillGraceMS: killGrace.Milliseconds(), MaxOutputBytes: in.MaxOutputBytes,
-		StdinStream: in.StdinStream,
-	}}
+	req := agentproto.JobStartRequest{ExecRequest: agentRequest(sb, in)}
+	req.JobID, req.Stdin, req.StdinStream = job.ID, in.Stdin, in.StdinStream
+	req.TimeoutMS, req.KillGraceMS, req.MaxOutputBytes = in.TimeoutMS, killGrace.Milliseconds(), in.MaxOutputBytes
 	// One agent request starts the job and streams it to the follower, so
 	// the first output does not wait for a second request. The request
 	// belongs to the follower, not to the caller: a caller that goes away
@@ -388,6 +388,7 @@ func (s *Manager) recordExit(ctx context.Context, jobID string, x agentproto.Exi
 	s.agentJobs.Delete(jobID)
 	if err == nil && ended {
 		s.traceJob(ctx, final, "job.finished", trace.ActorSystem)
+		s.rememberEnded(final)
 	}
 	return err
 }

@@ -118,7 +118,7 @@ func (s *Manager) ServerOutputLimit() int64 { return min(s.lim.MaxOutputBytes, s
 // sandbox ends.
 func (s *Manager) StartServer(ctx context.Context, in ExecInput) (*sandbox.Job, error) {
 	in.StdinStream, in.Stdin, in.TimeoutMS = true, nil, 0
-	if err := s.validateExec(&in); err != nil {
+	if err := s.validateExec(&in, true); err != nil {
 		return nil, err
 	}
 	in.TimeoutMS, in.MaxOutputBytes = 0, s.ServerOutputLimit()

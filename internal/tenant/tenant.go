@@ -9,6 +9,7 @@ import (
 	"io"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"genesis.dev/sandbox/internal/errdefs"
@@ -212,13 +213,31 @@ func (k *Key) Matches(h [32]byte) bool { return subtle.ConstantTimeCompare(h[:],
 // ConfigKeyID is the stable id under which a key given in the config (or on
 // the command line) appears in audit records: derived from its hash, so it
 // reveals nothing of the key.
-func ConfigKeyID(h [32]byte) string { return "cfgkey_" + hex.EncodeToString(h[:6]) }
+func ConfigKeyID(h [32]byte) string { return configKeyPrefix + hex.EncodeToString(h[:6]) }
+
+const configKeyPrefix = "cfgkey_"
+
+// IsConfigKeyID reports whether id is a ConfigKeyID (not a stored key's).
+func IsConfigKeyID(id string) bool { return strings.HasPrefix(id, configKeyPrefix) }
+
+// ConfigKeyIDs maps keys given in the config or on the command line (the
+// secret to its tenant) to their ConfigKeyID and tenant.
+func ConfigKeyIDs(keys map[string]string) map[string]string {
+	out := make(map[string]string, len(keys))
+	for k, t := range keys {
+		out[ConfigKeyID(HashKey(k))] = t
+	}
+	return out
+}
 
 // Principal is who makes a request: a key of a tenant.
 type Principal struct {
 	Tenant string
 	KeyID  string
-	Admin  bool
+	// KeyTenant is the tenant the key belongs to: Tenant, unless an admin
+	// key acts for Tenant.
+	KeyTenant string
+	Admin     bool
 	// Scopes are the key's scopes (ScopeApprove).
 	Scopes []string
 }

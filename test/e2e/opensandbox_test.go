@@ -24,11 +24,12 @@ func openSandboxConfig(untrustedKey string) string {
 }
 
 // runOpenSandboxFlow runs test/osclient/flow.mjs (the unmodified npm SDK)
-// with the environment a user of OpenSandbox sets, and decodes what it saw.
-func runOpenSandboxFlow(t *testing.T, svcURL, apiKey, image string) map[string]any {
+// with the environment a user of OpenSandbox sets, and decodes what it saw;
+// flow names a flow other than the core one.
+func runOpenSandboxFlow(t *testing.T, svcURL, apiKey, image string, flow ...string) map[string]any {
 	t.Helper()
 	root := testenv.ModuleRoot(t)
-	cmd := exec.CommandContext(callCtx(t), "node", filepath.Join(root, "test", "osclient", "flow.mjs"), image)
+	cmd := exec.CommandContext(callCtx(t), "node", append([]string{filepath.Join(root, "test", "osclient", "flow.mjs"), image}, flow...)...)
 	cmd.Env = append(os.Environ(), "OPEN_SANDBOX_DOMAIN="+strings.TrimPrefix(svcURL, "http://")+"/opensandbox", "OPEN_SANDBOX_API_KEY="+apiKey)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -84,25 +85,27 @@ func TestOpenSandboxSDK(t *testing.T) {
 				t.Errorf("sandbox %s ran under %s, want %s", id, sb.Runtime, rt)
 			}
 			want := map[string]any{
-				"first":        []any{"first"},
-				"run":          map[string]any{"stdout": []any{"hello", "/workspace", "hola"}, "stderr": []any{"oops"}, "exitCode": float64(0), "error": nil},
-				"fail":         map[string]any{"exitCode": float64(3), "errorName": "CommandExecError", "errorValue": "3", "stderr": []any{"bad"}},
-				"streamed":     []any{"line1", "line2", "line3"},
-				"cwd":          []any{"/tmp"},
-				"read":         "hi from the sdk",
-				"range":        "from",
-				"catRead":      []any{"hi from the sdk"},
-				"info":         map[string]any{"size": float64(len("hi from the sdk")), "type": "file", "mode": float64(644)},
-				"listed":       []any{"/workspace/dir/hello.txt:file"},
-				"moved":        "hi from the sdk",
-				"found":        []any{"/workspace/made/moved.txt"},
-				"inList":       true,
-				"listState":    "Running",
-				"state":        "Running",
-				"metadata":     map[string]any{"suite": "os-flow"},
-				"healthy":      true,
-				"afterKill":    "Terminated",
-				"runAfterKill": map[string]any{"code": "SANDBOX_NOT_RUNNING", "message": "sandbox " + id + " is destroyed: failed precondition", "name": "SandboxApiException", "status": float64(409)},
+				"first":     []any{"first"},
+				"run":       map[string]any{"stdout": []any{"hello", "/workspace", "hola"}, "stderr": []any{"oops"}, "exitCode": float64(0), "error": nil},
+				"fail":      map[string]any{"exitCode": float64(3), "errorName": "CommandExecError", "errorValue": "3", "stderr": []any{"bad"}},
+				"streamed":  []any{"line1", "line2", "line3"},
+				"cwd":       []any{"/tmp"},
+				"read":      "hi from the sdk",
+				"range":     "from",
+				"catRead":   []any{"hi from the sdk"},
+				"info":      map[string]any{"size": float64(len("hi from the sdk")), "type": "file", "mode": float64(644)},
+				"listed":    []any{"/workspace/dir/hello.txt:file"},
+				"moved":     "hi from the sdk",
+				"found":     []any{"/workspace/made/moved.txt"},
+				"inList":    true,
+				"listState": "Running",
+				"state":     "Running",
+				"metadata":  map[string]any{"suite": "os-flow"},
+				"healthy":   true,
+				"afterKill": "Terminated",
+				// OpenSandbox's words for a kill, not "Failed".
+				"afterKillReason": "user_delete",
+				"runAfterKill":    map[string]any{"code": "SANDBOX_NOT_RUNNING", "message": "sandbox " + id + " is destroyed: failed precondition", "name": "SandboxApiException", "status": float64(409)},
 			}
 			for k, v := range want {
 				if got := out[k]; fmt.Sprint(got) != fmt.Sprint(v) {

@@ -104,10 +104,11 @@ func TestPreviewOrigins(t *testing.T) {
 	c := svc.client()
 	ctx, cancel := chromiumContext(t)
 	defer cancel()
-	// The console's tab first: a key in its sessionStorage, as after a
-	// sign-in.
+	// The console's tab first: the API key in its sessionStorage, as after
+	// a sign-in (a key the service does not know, the console itself would
+	// drop).
 	consoleURL := svc.url() + "/console/"
-	const secret = "console-secret-key"
+	secret := e.apiKey
 	if err := chromedp.Do(ctx, chromedp.Navigate(consoleURL)); err != nil {
 		t.Fatal(err)
 	}

@@ -32,9 +32,14 @@ export async function systemView(root) {
         h('figure', {}, h('figcaption', {}, 'Lease wait (request to grant), by runtime'), histChart(histogram(metrics, 'genesis_lease_wait_seconds', 'runtime'))))),
     h('section', {}, h('h2', {}, 'Runtimes'), table('Runtimes', ['Runtime', 'Health', 'Version', 'Error'], runtimes)),
     h('section', {}, h('h2', {}, 'Profiles'), table('Profiles', ['Profile', 'Image', 'Usable runtimes', 'Network', 'Description'], profiles)),
-    h('section', {}, h('h2', {}, 'Risk policy'), h('ul', {}, Object.entries(caps.risk_policy || {}).map(([k, v]) => h('li', {}, `${k}: ${v.join(', ')}`)))));
+    h('section', {}, h('h2', {}, 'Risk policy'), h('ul', {}, Object.entries(caps.risk_policy || {}).sort(([a], [b]) => riskRank(a) - riskRank(b) || a.localeCompare(b))
+      .map(([k, v]) => h('li', {}, `${k}: ${v.join(', ') || 'none on this host'}`)))));
   return () => clearInterval(timer);
 }
+
+// Risk levels from most to least trusted; unknown ones after.
+const RISK_LEVELS = ['trusted', 'low', 'medium', 'high', 'untrusted'];
+const riskRank = (level) => { const i = RISK_LEVELS.indexOf(level); return i < 0 ? RISK_LEVELS.length : i; };
 
 const W = 480, H = 180, P = 28;
 

@@ -242,6 +242,9 @@ func testAudit(t *testing.T, st store.Store) {
 		{"class", store.AuditFilter{StatusClass: 4}, []int{1, 3, 4}},
 		{"code", store.AuditFilter{Code: "quota_exceeded"}, []int{1}},
 		{"after", store.AuditFilter{AfterSeq: in[2].Seq}, []int{3, 4}},
+		{"before", store.AuditFilter{BeforeSeq: in[2].Seq}, []int{0, 1}},
+		{"newest first", store.AuditFilter{Tenant: "a", Newest: true}, []int{4, 2, 0}},
+		{"newest page before", store.AuditFilter{Newest: true, BeforeSeq: in[4].Seq, Limit: 2}, []int{3, 2}},
 		{"limit", store.AuditFilter{Tenant: "a", Limit: 2}, []int{0, 2}},
 	} {
 		got, err := st.ListAudit(ctx, tc.f)
