@@ -18,11 +18,16 @@ import (
 
 // Problem codes of the network plumbing.
 const (
-	CodeModeUnavailable    = "network_mode_unavailable"
-	CodeRequiresRecreate   = "network_mode_requires_recreate"
-	CodeEnforcementDown    = "network_enforcement_unavailable"
-	CodeSubnetsExhausted   = "network_subnets_exhausted"
-	codeInvalidState       = "invalid_state"
+	CodeModeUnavailable  = "network_mode_unavailable"
+	CodeRequiresRecreate = "network_mode_requires_recreate"
+	CodeEnforcementDown  = "network_enforcement_unavailable"
+	CodeSubnetsExhausted = "network_subnets_exhausted"
+	codeInvalidState     = "invalid_state"
+)
+
+// Names of what netctl makes: genesis-net-<sandbox id>,
+// genesis-egress-<instance id>.
+const (
 	sandboxNetworkPrefix   = "genesis-net-"
 	gatewayContainerPrefix = "genesis-egress-"
 )
