@@ -161,34 +161,37 @@ func (m *Manager) Pause(ctx context.Context, tenant, id string) (*sandbox.Sandbo
 
 // Resume brings a paused or hibernated sandbox back to the state it left.
 // Resuming a running sandbox succeeds.
-func (m *Manager) Resume(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error) {
+// A hibernated sandbox's wake says whether its processes and memory came
+// back (nil for a thaw or a running sandbox).
+func (m *Manager) Resume(ctx context.Context, tenant, id string) (*sandbox.Sandbox, *bool, error) {
 	sb, err := m.cfg.Lifecycle.GetSandbox(ctx, tenant, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if sb.State == sandbox.StateHibernated {
-		return m.Wake(ctx, tenant, id)
+		return m.wake(ctx, tenant, id)
 	}
 	defer m.lock(id)()
 	if sb, err = m.cfg.Lifecycle.GetSandbox(ctx, tenant, id); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if sb.State != sandbox.StatePaused {
 		if sb.State.Running() {
-			return sb, nil
+			return sb, nil, nil
 		}
-		return nil, errdefs.WithCode("not_suspended", errdefs.Mark(fmt.Errorf("sandbox %s is %s", id, sb.State), errdefs.ErrFailedPrecondition))
+		return nil, nil, errdefs.WithCode("not_suspended", errdefs.Mark(fmt.Errorf("sandbox %s is %s", id, sb.State), errdefs.ErrFailedPrecondition))
 	}
 	if _, err := m.cfg.Lifecycle.MarkOperation(ctx, tenant, id, "resuming"); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if p, ok := m.cfg.Driver.(driver.Pauser); ok {
 		if err := p.Unpause(detach(ctx), sb.ContainerID); err != nil {
 			m.cfg.Lifecycle.SetSuspended(detach(ctx), id, sandbox.StatePaused, nil)
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return m.cfg.Lifecycle.EndSuspend(detach(ctx), id)
+	sb, err = m.cfg.Lifecycle.EndSuspend(detach(ctx), id)
+	return sb, nil, err
 }
 
 // undo returns a sandbox whose suspending operation ended (or failed) to

@@ -323,39 +323,47 @@ func (m *Manager) Hibernate(ctx context.Context, tenant, id string) (*sandbox.Sa
 // from its files otherwise (its profile's services start again). Waking a
 // running sandbox succeeds.
 func (m *Manager) Wake(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error) {
+	sb, _, err := m.wake(ctx, tenant, id)
+	return sb, err
+}
+
+// wake is Wake that also says whether processes and memory came back (nil:
+// the sandbox was not hibernated).
+func (m *Manager) wake(ctx context.Context, tenant, id string) (*sandbox.Sandbox, *bool, error) {
 	defer m.lock(id)()
 	sb, err := m.cfg.Lifecycle.GetSandbox(ctx, tenant, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if sb.State != sandbox.StateHibernated {
 		if sb.State.Running() {
-			return sb, nil
+			return sb, nil, nil
 		}
-		return nil, errdefs.WithCode("not_suspended", errdefs.Mark(fmt.Errorf("sandbox %s is %s, not hibernated", id, sb.State), errdefs.ErrFailedPrecondition))
+		return nil, nil, errdefs.WithCode("not_suspended", errdefs.Mark(fmt.Errorf("sandbox %s is %s, not hibernated", id, sb.State), errdefs.ErrFailedPrecondition))
 	}
 	if sb, err = m.cfg.Lifecycle.MarkOperation(ctx, tenant, id, "waking"); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ctx = detach(ctx)
 	snapID := sb.Suspension.SnapshotID
 	sn, err := m.cfg.Store.GetSnapshot(ctx, "", snapID)
+	var memory bool
 	if err == nil {
-		_, err = m.restoreInto(ctx, sb, sn, true)
+		memory, err = m.restoreInto(ctx, sb, sn, true)
 	}
 	if err != nil {
 		// Left hibernated with the reason: its files are all still there.
 		if _, serr := m.cfg.Lifecycle.SetSuspended(ctx, id, sandbox.StateHibernated, nil); serr != nil {
 			m.log.Warn("recording a failed wake", "sandbox", id, "err", serr)
 		}
-		return nil, fmt.Errorf("waking sandbox %s: %w", id, err)
+		return nil, nil, fmt.Errorf("waking sandbox %s: %w", id, err)
 	}
 	out, err := m.cfg.Lifecycle.EndSuspend(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m.dropInternal(ctx, sn)
-	return out, nil
+	return out, &memory, nil
 }
 
 // restoreInto gives sandbox sb a new container from snapshot sn: restored
