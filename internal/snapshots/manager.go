@@ -2,6 +2,7 @@ package snapshots
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/trace"
 )
 
 // Lifecycle is the lifecycle layer as this package uses it
@@ -67,6 +69,10 @@ type Config struct {
 	// Sessions, if set, keeps a sandbox's shell sessions and code contexts
 	// in the sandboxes made from its snapshots.
 	Sessions Sessions
+	// Trace, if set, records each operation in the sandbox's trace
+	// (sandbox.paused, sandbox.resumed, sandbox.hibernated, sandbox.woken,
+	// snapshot.taken, sandbox.forked, sandbox.rolled_back).
+	Trace trace.Recorder
 	Now      func() time.Time
 	Logger   *slog.Logger
 }
@@ -156,7 +162,9 @@ func (m *Manager) Pause(ctx context.Context, tenant, id string) (*sandbox.Sandbo
 		m.undo(ctx, sb, false, false)
 		return nil, err
 	}
-	return m.cfg.Lifecycle.SetSuspended(detach(ctx), id, sandbox.StatePaused, nil)
+	out, err := m.cfg.Lifecycle.SetSuspended(detach(ctx), id, sandbox.StatePaused, nil)
+	m.record(ctx, out, "api", "sandbox.paused", map[string]any{})
+	return out, err
 }
 
 // Resume brings a paused or hibernated sandbox back to the state it left.
@@ -191,6 +199,7 @@ func (m *Manager) Resume(ctx context.Context, tenant, id string) (*sandbox.Sandb
 		}
 	}
 	sb, err = m.cfg.Lifecycle.EndSuspend(detach(ctx), id)
+	m.record(ctx, sb, "api", "sandbox.resumed", map[string]any{})
 	return sb, nil, err
 }
 
@@ -342,3 +351,17 @@ var _ control.Waker = (*Manager)(nil)
 
 // Close waits for the idle hibernations under way.
 func (m *Manager) Close() { m.wg.Wait() }
+
+// record puts an operation in a sandbox's trace: actor "api" for a call,
+// "system" for the service's own (an idle hibernation, a wake by the next
+// call).
+func (m *Manager) record(ctx context.Context, sb *sandbox.Sandbox, actor, kind string, data map[string]any) {
+	if m.cfg.Trace == nil || sb == nil {
+		return
+	}
+	b, err := json.Marshal(data)
+	if err != nil {
+		return
+	}
+	m.cfg.Trace.Record(context.WithoutCancel(ctx), sb.Tenant, sb.ID, trace.Event{Actor: actor, Kind: kind, Data: b})
+}

@@ -266,6 +266,9 @@ func (m *Manager) snapshot(ctx context.Context, sb *sandbox.Sandbox, name string
 	if err != nil {
 		return nil, err
 	}
+	if !internal {
+		m.record(ctx, sb, "api", "snapshot.taken", map[string]any{"snapshot_id": sn.ID, "name": sn.Name, "memory": sn.Memory, "size_bytes": sn.SizeBytes})
+	}
 	return sn, nil
 }
 
@@ -315,6 +318,7 @@ func (m *Manager) Hibernate(ctx context.Context, tenant, id string) (*sandbox.Sa
 		s.SnapshotID, s.Memory = sn.ID, memory
 	})
 	m.log.Debug("hibernated", "sandbox", id, "remove_container", t1.Sub(t0).Round(time.Millisecond), "record", time.Since(t1).Round(time.Millisecond))
+	m.record(ctx, out, actorOf(ctx), "sandbox.hibernated", map[string]any{"memory": memory, "size_bytes": sn.SizeBytes})
 	return out, err
 }
 
@@ -323,7 +327,7 @@ func (m *Manager) Hibernate(ctx context.Context, tenant, id string) (*sandbox.Sa
 // from its files otherwise (its profile's services start again). Waking a
 // running sandbox succeeds.
 func (m *Manager) Wake(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error) {
-	sb, _, err := m.wake(ctx, tenant, id)
+	sb, _, err := m.wake(context.WithValue(ctx, byService{}, true), tenant, id)
 	return sb, err
 }
 
@@ -363,6 +367,7 @@ func (m *Manager) wake(ctx context.Context, tenant, id string) (*sandbox.Sandbox
 		return nil, nil, err
 	}
 	m.dropInternal(ctx, sn)
+	m.record(ctx, out, actorOf(ctx), "sandbox.woken", map[string]any{"memory_restored": memory})
 	return out, &memory, nil
 }
 
@@ -504,6 +509,7 @@ func (m *Manager) Rollback(ctx context.Context, tenant, id, snapID string) (*san
 		return nil, false, fmt.Errorf("rolling sandbox %s back: %w", id, err)
 	}
 	out, err := m.cfg.Lifecycle.EndSuspend(ctx, id)
+	m.record(ctx, out, "api", "sandbox.rolled_back", map[string]any{"snapshot_id": sn.ID, "memory_restored": memory})
 	return out, memory, err
 }
 
@@ -672,6 +678,13 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, count int, in Cre
 	}
 	wg.Wait()
 	m.dropInternal(ctx, sn)
+	var ids []string
+	for _, c := range out {
+		if c.Sandbox != nil {
+			ids = append(ids, c.Sandbox.ID)
+		}
+	}
+	m.record(ctx, sb, "api", "sandbox.forked", map[string]any{"count": count, "sandboxes": ids, "memory": memory})
 	return out, nil
 }
 
@@ -777,4 +790,16 @@ func (t *stepTimer) done() {
 	if len(t.parts) > 0 {
 		t.log.Debug("steps of "+t.what, t.parts...)
 	}
+}
+
+// byService marks a context whose operation the service itself started
+// (an idle hibernation; a wake by the call that needed the sandbox).
+type byService struct{}
+
+// actorOf is the trace actor of the operation ctx carries.
+func actorOf(ctx context.Context) string {
+	if v, _ := ctx.Value(byService{}).(bool); v {
+		return "system"
+	}
+	return "api"
 }

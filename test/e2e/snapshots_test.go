@@ -115,6 +115,17 @@ func TestHibernateWake(t *testing.T) {
 			if woke.State != "ready" || woke.Suspension != nil || woke.MemoryRestored == nil || *woke.MemoryRestored != (rt == "runsc") {
 				t.Fatalf("woken: %+v", woke)
 			}
+			page, err := c.TracePage(callCtx(t), st.sandboxID, 0, 500)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kinds := map[string]bool{}
+			for _, ev := range page.Events {
+				kinds[ev.Kind] = true
+			}
+			if !kinds["sandbox.hibernated"] || !kinds["sandbox.woken"] {
+				t.Errorf("the trace lacks the hibernation or the wake: %v", kinds)
+			}
 			if rt == "runsc" {
 				if v := runValue(t, c, st.contextID, "x + 1"); v != "42" {
 					t.Errorf("x + 1 = %s after the wake", v)
