@@ -28,6 +28,7 @@ type Lifecycle interface {
 	ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]*sandbox.Sandbox, error)
 	ProfileConfig(name string) (*config.Profile, bool)
 	CreateSandbox(ctx context.Context, in control.CreateSandboxInput) (*sandbox.Sandbox, error)
+	AcquireLease(ctx context.Context, in control.AcquireLeaseInput) (*control.LeaseOutput, error)
 	DeleteSandbox(ctx context.Context, tenant, id string) error
 	BeginSuspend(ctx context.Context, tenant, id, op string) (*sandbox.Sandbox, error)
 	SetSuspended(ctx context.Context, id string, to sandbox.State, fn func(*sandbox.Suspension)) (*sandbox.Sandbox, error)
