@@ -23,6 +23,7 @@ import (
 	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/skills"
+	"genesis.dev/sandbox/internal/snapshots"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/tenant"
 	"genesis.dev/sandbox/internal/trace"
@@ -83,7 +84,12 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Close() })
+	snaps, err := snapshots.New(snapshots.Config{Lifecycle: h.Svc, Driver: h.Drv, Store: h.St, Dir: filepath.Join(h.Dir, "snapshots"), Sessions: h.Jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv, err := httpapi.New(httpapi.Config{
+		Snapshots:    snaps,
 		PublicURL:    testPublicURL,
 		Previews:     testPreviews(t),
 		Trace:        tr,
