@@ -34,6 +34,9 @@ import (
 
 type serveFlags struct {
 	addr, dataDir, apiKey, adminKey, configPath, agentBinary, egressBinary, dockerHost, logLevel string
+
+	// buildImages builds the missing profile images in the background.
+	buildImages bool
 }
 
 func parseServeFlags(args []string) (serveFlags, error) {
@@ -48,6 +51,7 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.StringVar(&f.egressBinary, "egress-binary", "", "static genesis-egress binary of the egress gateway (default: genesis-egress next to this executable; without it networked sandbox modes are unavailable)")
 	fs.StringVar(&f.dockerHost, "docker-host", "", "Docker daemon socket (default unix:///var/run/docker.sock)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&f.buildImages, "build-images", false, "build the profiles' missing images in the background, one after another in the order of the profiles, while serving (needs root and debootstrap, as sandbox-service images build)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -154,7 +158,16 @@ func serve(ctx context.Context, args []string) error {
 		egressDir = "" // networked modes need this host's Docker networks
 	}
 	metrics := httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: st})
-	ctl, err := control.New(control.Config{Settings: cfg, Store: st, Driver: drv, Sandboxer: boxes, AgentDir: agentDir, EgressDir: egressDir, InstanceID: instance, Logger: log})
+	var ctl *control.Service
+	queue, err := imageQueue(f, cfg, dock, log, func(name string) { ctl.ImageBuilt(name) })
+	if err != nil {
+		return err
+	}
+	var builds control.ImageBuilds // stays nil (not a nil *Queue) without builds
+	if queue != nil {
+		builds = queue
+	}
+	ctl, err = control.New(control.Config{Settings: cfg, Store: st, Driver: drv, Sandboxer: boxes, AgentDir: agentDir, EgressDir: egressDir, InstanceID: instance, ImageBuilds: builds, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -199,6 +212,10 @@ func serve(ctx context.Context, args []string) error {
 	defer m.jobs.Close() // before ctl.Close: followers hold busy attachments
 	defer m.svcs.Close() // before the jobs: no service restarts while they close
 	defer m.mcp.Close()  // before the jobs: an instance stops its server job and own lease
+	if queue != nil {
+		stop := runImageQueue(ctx, queue, log)
+		defer stop() // first: a build in progress is stopped and cleaned up
+	}
 
 	handler := api.Handler()
 	if cfg.Console.Enabled {

@@ -10,6 +10,7 @@ import (
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/imagebuild"
 	"genesis.dev/sandbox/internal/policy"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -145,6 +146,9 @@ type ProfileView struct {
 	// Versions are the component versions the built image reports
 	// (chromium, playwright, ...), from its labels.
 	Versions map[string]string
+	// ImageBuild is the background build's progress while the image is
+	// not present and the service builds it.
+	ImageBuild *imagebuild.Progress
 }
 
 // imageLabeler is the driver's optional look at an image's labels.
@@ -216,6 +220,11 @@ func (s *Service) profileView(ctx context.Context, p *config.Profile, healthy []
 			}
 			v.ImagePresent = present
 		}
+		if !v.ImagePresent {
+			if b, ok := s.imageBuild(p); ok {
+				v.ImageBuild = &b
+			}
+		}
 	}
 	for _, r := range p.AllowedRuntimes {
 		for _, h := range healthy {
@@ -277,21 +286,32 @@ func (s *Service) Readiness(ctx context.Context) (bool, map[string]string) {
 		checks["images"], ready = "error: "+err.Error(), false
 		return ready, checks
 	}
-	present := 0
+	present, inBuild := 0, 0
 	for _, v := range views {
 		switch {
 		case v.ImagePresent:
 			present++
 			checks["image."+v.Name] = "ok"
+		case v.ImageBuild != nil:
+			checks["image."+v.Name] = v.ImageBuild.Summary()
+			if building(*v.ImageBuild) {
+				inBuild++
+			}
 		case v.ImageDeclared:
 			checks["image."+v.Name] = "not built: " + v.BuildCommand
 		default:
 			checks["image."+v.Name] = "not available in this version"
 		}
 	}
-	if present == 0 {
+	switch {
+	case present == 0 && inBuild > 0:
+		ready = false
+		checks["images"] = fmt.Sprintf("no profile image is built yet; the images of %d profiles are being built in the background", inBuild)
+	case present == 0:
 		ready = false
 		checks["images"] = "no profile image is built; run: make images"
+	case inBuild > 0:
+		checks["images"] = fmt.Sprintf("%d of %d profiles ready; the images of %d are being built in the background", present, len(views), inBuild)
 	}
 	return ready, checks
 }

@@ -233,14 +233,13 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if err != nil {
 		return nil, err
 	}
-	present, err := s.driver.ImagePresent(ctx, ref)
-	if err != nil {
+	// An image being built in the background is waited for within the
+	// request's wait_seconds; what is left of it waits for capacity.
+	imageWait := s.now()
+	if err := s.awaitImage(ctx, p, ref, wait); err != nil {
 		return nil, err
 	}
-	if !present {
-		return nil, errdefs.WithCode("image_not_built", fmt.Errorf(
-			"image %s of profile %s is not built on this host; build it with: %s: %w", ref, p.Name, buildCommand(p, true), errdefs.ErrFailedPrecondition))
-	}
+	wait = max(0, wait-s.now().Sub(imageWait))
 	// A tenant over its quota is refused at once, before any wait for
 	// host capacity; the check is repeated under the tenant's lock below.
 	// Pool members belong to no tenant until a lease claims them (the

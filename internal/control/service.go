@@ -43,6 +43,11 @@ type Config struct {
 	Logger    *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// ImageBuilds are the image builds the service runs in the
+	// background; nil when it builds none. A request for a profile whose
+	// image is being built waits for it within its wait_seconds, or is
+	// answered 503 image_building.
+	ImageBuilds ImageBuilds
 }
 
 // Service is the application service.
@@ -87,6 +92,8 @@ type Service struct {
 	cancel context.CancelFunc
 
 	reps *replicas // replicas.go; nil with a store of one process
+
+	builds ImageBuilds // images.go; nil: the service builds none
 
 	// probeFails counts failed probes in a row of runtimes that passed
 	// before (see keepThroughBlips); under capsMu.
@@ -137,6 +144,7 @@ func New(cfg Config) (*Service, error) {
 		store:     cfg.Store,
 		driver:    cfg.Driver,
 		boxes:     boxes,
+		builds:    cfg.ImageBuilds,
 		remote:    cfg.Sandboxer != nil,
 		instance:  cfg.InstanceID,
 		log:       cfg.Logger,

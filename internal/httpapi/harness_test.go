@@ -15,6 +15,7 @@ import (
 	"genesis.dev/sandbox/internal/compat/e2b"
 	"genesis.dev/sandbox/internal/compat/opensandbox"
 	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/httpapi"
@@ -49,12 +50,19 @@ const maxBody = 64 << 10
 
 func newAPI(t *testing.T, configure func(*config.Config)) *api {
 	t.Helper()
-	h := controltest.New(t, func(c *config.Config) {
+	return newAPIWith(t, configure, nil)
+}
+
+// newAPIWith is newAPI with tune changing the control service's own
+// settings before it starts.
+func newAPIWith(t *testing.T, configure func(*config.Config), tune func(*control.Config)) *api {
+	t.Helper()
+	h := controltest.NewWith(t, func(c *config.Config) {
 		c.AdminAPIKey = keyAdmin
 		if configure != nil {
 			configure(c)
 		}
-	})
+	}, tune)
 	ms, err := servers.New(servers.Config{Leases: h.Svc, Jobs: h.Jobs})
 	if err != nil {
 		t.Fatal(err)

@@ -64,7 +64,7 @@ var rules = []rule{
 		Why:    "control is the lifecycle core: it calls the workload packages only through the hooks it declares, and knows no API",
 		Forbid: concat(workloads, []string{"internal/httpapi", "client", "cmd/..."}),
 		Only: []string{"internal/driver", "internal/store", "internal/agent/agentclient", "internal/agent/agentproto",
-			"internal/policy", "internal/config", "images", "internal/admission", "internal/diskquota", "internal/driver/local",
+			"internal/policy", "internal/config", "images", "internal/imagebuild", "internal/admission", "internal/diskquota", "internal/driver/local",
 			"internal/egress/...", "internal/tenant", "internal/sandbox", "internal/errdefs"},
 	},
 	{
