@@ -24,7 +24,7 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 func imagesCmd(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: sandbox-service images build [--profile NAME]... [--force] [--repository PREFIX/] | images ls")
+		return fmt.Errorf("usage: sandbox-service images build [--profile NAME]... [--force] [--config FILE] [--repository PREFIX/] | images ls [--config FILE]")
 	}
 	sub, args := args[0], args[1:]
 	fs := flag.NewFlagSet("sandbox-service images "+sub, flag.ContinueOnError)
@@ -33,7 +33,8 @@ func imagesCmd(ctx context.Context, args []string) error {
 	force := fs.Bool("force", false, "rebuild even when the image is present")
 	workDir := fs.String("work-dir", filepath.Join(os.TempDir(), "genesis-imagebuild"), "scratch directory for builds")
 	dockerHost := fs.String("docker-host", "", "Docker daemon socket")
-	repository := fs.String("repository", "", "tag the images <PREFIX/>NAME:HASH instead of genesis/NAME:HASH, e.g. genesis-try/ to time a build without touching the service's images (build only)")
+	configPath := fs.String("config", os.Getenv("GENESIS_CONFIG"), "the service's YAML config file, for its image_repository (env GENESIS_CONFIG)")
+	repository := fs.String("repository", "", "tag the images PREFIX/NAME:HASH instead of the config's image_repository (genesis/), e.g. genesis-try/ to time a build without touching the service's images")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -49,6 +50,13 @@ func imagesCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	cfg, err := config.Load(*configPath)
+	if err != nil {
+		return err
+	}
+	if *repository == "" {
+		*repository = cfg.ImageRepository
+	}
 	b, err := imagebuild.New(imagebuild.Config{Importer: drv, WorkDir: *workDir, Repository: *repository, Logger: log})
 	if err != nil {
 		return err
@@ -56,7 +64,8 @@ func imagesCmd(ctx context.Context, args []string) error {
 	switch sub {
 	case "ls":
 		for _, r := range recipes {
-			present, err := drv.ImagePresent(ctx, r.Ref())
+			ref := r.RefIn(*repository)
+			present, err := drv.ImagePresent(ctx, ref)
 			if err != nil {
 				return err
 			}
@@ -72,7 +81,7 @@ func imagesCmd(ctx context.Context, args []string) error {
 					status += ": " + p.Detail
 				}
 			}
-			fmt.Printf("%-22s %-40s %s\n", r.Name, r.Ref(), status)
+			fmt.Printf("%-22s %-40s %s\n", r.Name, ref, status)
 		}
 		return nil
 	case "build":
@@ -109,7 +118,7 @@ func imageQueue(f serveFlags, cfg *config.Config, importer imagebuild.Importer, 
 	if cfg.Driver == "kubernetes" {
 		return nil, fmt.Errorf("--build-images builds into this host's Docker, which the kubernetes driver does not run sandboxes from; build the images and load them onto the nodes (docs/kubernetes.md)")
 	}
-	b, err := imagebuild.New(imagebuild.Config{Importer: importer, Logger: log})
+	b, err := imagebuild.New(imagebuild.Config{Importer: importer, Repository: cfg.ImageRepository, Logger: log})
 	if err != nil {
 		return nil, err
 	}

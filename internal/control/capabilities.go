@@ -156,17 +156,18 @@ type imageLabeler interface {
 	ImageLabels(ctx context.Context, ref string) (map[string]string, bool, error)
 }
 
-// imageRef resolves the image a profile runs. ok is false when the profile
-// is declared but no recipe for its image exists in this version.
-func imageRef(p *config.Profile) (ref string, ok bool) {
+// imageRef resolves the image a profile runs (a recipe's under the
+// configured image_repository). ok is false when the profile is declared
+// but no recipe for its image exists in this version.
+func (s *Service) imageRef(p *config.Profile) (ref string, ok bool) {
 	if p.Image != "" {
 		return p.Image, true
 	}
 	r, ok := images.Lookup(p.Recipe)
 	if !ok {
-		return "genesis/" + p.Recipe + ":not-built", false
+		return s.cfg.ImageRepository + p.Recipe + ":not-built", false
 	}
-	return r.Ref(), true
+	return r.RefIn(s.cfg.ImageRepository), true
 }
 
 func buildCommand(p *config.Profile, declared bool) string {
@@ -195,7 +196,7 @@ func (s *Service) Profiles(ctx context.Context) ([]ProfileView, error) {
 }
 
 func (s *Service) profileView(ctx context.Context, p *config.Profile, healthy []sandbox.Runtime) (ProfileView, error) {
-	ref, declared := imageRef(p)
+	ref, declared := s.imageRef(p)
 	v := ProfileView{Profile: *p, ImageRef: ref, ImageDeclared: declared, BuildCommand: buildCommand(p, declared), WarmPools: s.cfg.WarmPools}
 	v.LeaseDefaultTTL, v.LeaseMaxTTL = s.cfg.LeaseTTL(p)
 	if declared {

@@ -123,7 +123,7 @@ func (g *gateway) image() (string, error) {
 	if !ok {
 		return "", fmt.Errorf("network.gateway.profile %q is not a profile: %w", g.cfg().Profile, errdefs.ErrFailedPrecondition)
 	}
-	ref, ok := imageRef(p)
+	ref, ok := g.s.imageRef(p)
 	if !ok {
 		return "", fmt.Errorf("the image of profile %s (network.gateway.profile) has no recipe: %w", p.Name, errdefs.ErrFailedPrecondition)
 	}

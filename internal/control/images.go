@@ -135,7 +135,7 @@ func (s *Service) Images(ctx context.Context) ([]ImageView, error) {
 	index := map[string]int{}
 	for i := range s.cfg.Profiles {
 		p := &s.cfg.Profiles[i]
-		ref, declared := imageRef(p)
+		ref, declared := s.imageRef(p)
 		if j, ok := index[ref]; ok {
 			out[j].Profiles = append(out[j].Profiles, p.Name)
 			continue

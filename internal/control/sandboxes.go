@@ -224,7 +224,7 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if in.Runtime != "" && sandbox.Runtime(in.Runtime).Isolation() == 0 {
 		return nil, errdefs.WithCode(policy.CodeRuntimeNotAllowed, invalid("unknown runtime %q (known: runc, runsc, kata-*)", in.Runtime))
 	}
-	ref, declared := imageRef(p)
+	ref, declared := s.imageRef(p)
 	if !declared {
 		return nil, errdefs.WithCode("image_not_built", fmt.Errorf(
 			"profile %s is declared but its image is not available: %s: %w", p.Name, buildCommand(p, false), errdefs.ErrFailedPrecondition))

@@ -113,7 +113,7 @@ func New(cfg Config) (*Builder, error) {
 	if repo == "" {
 		repo = images.RefRepositoryPrefix
 	}
-	if !validRepository(repo) {
+	if !images.ValidRepository(repo) {
 		return nil, fmt.Errorf("imagebuild: repository %q must be lower-case letters, digits, '-', '_', '.' and '/', ending in '/': %w", cfg.Repository, errdefs.ErrInvalidArgument)
 	}
 	if cfg.Mirror != "" && !usableMirror(cfg.Mirror) {
@@ -139,17 +139,8 @@ func New(cfg Config) (*Builder, error) {
 	return b, nil
 }
 
-// validRepository reports whether s can prefix a profile name in a Docker
-// repository name.
-func validRepository(s string) bool {
-	return strings.HasSuffix(s, "/") && len(s) <= 128 && !strings.HasPrefix(s, "/") && !strings.Contains(s, "//") &&
-		strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789-_./") == ""
-}
-
 // ref is the reference the builder tags r's image with.
-func (b *Builder) ref(r images.Recipe) string {
-	return b.repository + r.Name + ":" + r.Hash
-}
+func (b *Builder) ref(r images.Recipe) string { return r.RefIn(b.repository) }
 
 // Ref returns the reference a build of profile name is tagged with; false
 // for an unknown profile.
@@ -183,11 +174,11 @@ func (b *Builder) Progress(name string) (Progress, bool) {
 	t := b.inflight[name]
 	b.mu.Unlock()
 	if t == nil {
-		return ReadStatus(b.workDir, name, r.Hash)
+		return ReadStatus(b.workDir, b.ref(r))
 	}
 	p := t.snapshot()
 	if p.State == StateWaiting {
-		if other, ok := ReadStatus(b.workDir, name, r.Hash); ok && other.State == StateBuilding && other.PID != p.PID {
+		if other, ok := ReadStatus(b.workDir, b.ref(r)); ok && other.State == StateBuilding && other.PID != p.PID {
 			other.Detail = "built by process " + strconv.Itoa(other.PID) + ": " + other.Detail
 			return other, true
 		}
@@ -257,7 +248,7 @@ func (b *Builder) Build(ctx context.Context, name string, force bool) (res Resul
 			return res, fmt.Errorf("imagebuild: create work dir: %w: %w", errdefs.ErrInternal, err)
 		}
 	}
-	lp := lockPath(b.workDir, r.Name, r.Hash)
+	lp := lockPath(b.workDir, res.Ref)
 	if held, _ := lockHeld(lp); held {
 		t.waiting("another process builds this image")
 	}
@@ -268,7 +259,7 @@ func (b *Builder) Build(ctx context.Context, name string, force bool) (res Resul
 	defer lock.unlock()
 	// From here on this build owns the status file (until the deferred
 	// finish, which runs before the unlock).
-	t.attach(statusPath(b.workDir, r.Name, r.Hash))
+	t.attach(statusPath(b.workDir, res.Ref))
 	if !force {
 		// Another process may have built it while we waited for the lock.
 		present, err := b.present(ctx, res.Ref)

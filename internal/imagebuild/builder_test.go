@@ -97,6 +97,7 @@ func TestNewValidates(t *testing.T) {
 		"no importer":  {},
 		"bad mirror":   {Importer: &fakeImporter{}, Mirror: "ftp.example/debian"},
 		"comma in dir": {Importer: &fakeImporter{}, WorkDir: "/tmp/a,b"},
+		"bad prefix":   {Importer: &fakeImporter{}, Repository: "Genesis"},
 	}
 	for name, cfg := range cases {
 		if _, err := New(cfg); !errors.Is(err, errdefs.ErrInvalidArgument) {

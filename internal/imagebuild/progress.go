@@ -306,32 +306,35 @@ func treeSize(root string) int64 {
 	return n
 }
 
-// statusPath is the status file of a build of name at hash under workDir.
-func statusPath(workDir, name, hash string) string {
-	return filepath.Join(workDir, statusDirName, name+"_"+hash+".json")
+// refFile is an image reference as a file name: genesis_tool-basic_<hash>.
+func refFile(ref string) string { return strings.NewReplacer("/", "_", ":", "_").Replace(ref) }
+
+// statusPath is the status file of a build of image ref under workDir.
+func statusPath(workDir, ref string) string {
+	return filepath.Join(workDir, statusDirName, refFile(ref)+".json")
 }
 
-// lockPath is the lock file a build of name at hash holds while it runs.
-func lockPath(workDir, name, hash string) string {
-	return filepath.Join(workDir, "locks", name+"_"+hash+".lock")
+// lockPath is the lock file a build of image ref holds while it runs.
+func lockPath(workDir, ref string) string {
+	return filepath.Join(workDir, "locks", refFile(ref)+".lock")
 }
 
 // ReadStatus reads what the status file under workDir says of the build
-// of recipe name at hash, written by whichever process builds it. ok is
-// false when there is no such file (no build ran, or the last one
-// succeeded). A build whose process is gone reads as failed.
-func ReadStatus(workDir, name, hash string) (p Progress, ok bool) {
-	b, err := os.ReadFile(statusPath(workDir, name, hash))
+// of image ref, written by whichever process builds it. ok is false when
+// there is no such file (no build ran, or the last one succeeded). A
+// build whose process is gone reads as failed.
+func ReadStatus(workDir, ref string) (p Progress, ok bool) {
+	b, err := os.ReadFile(statusPath(workDir, ref))
 	if err != nil {
 		return Progress{}, false
 	}
-	if err := json.Unmarshal(b, &p); err != nil || p.Name != name {
+	if err := json.Unmarshal(b, &p); err != nil || p.Ref != ref {
 		return Progress{}, false
 	}
 	if p.State == StateFailed || p.State == StateBuilt {
 		return p, true
 	}
-	if held, err := lockHeld(lockPath(workDir, name, hash)); err == nil && !held {
+	if held, err := lockHeld(lockPath(workDir, ref)); err == nil && !held {
 		p.State, p.Error = StateFailed, staleBuildMessage
 	}
 	return p, true

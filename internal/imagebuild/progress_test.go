@@ -175,31 +175,31 @@ func TestStatusFileAcrossProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, ok := ReadStatus(dir, "x", "h1"); ok {
+	if _, ok := ReadStatus(dir, "genesis/x:h1"); ok {
 		t.Fatal("status without a file")
 	}
-	lock, err := lockFile(t.Context(), lockPath(dir, "x", "h1"), 10*time.Millisecond)
+	lock, err := lockFile(t.Context(), lockPath(dir, "genesis/x:h1"), 10*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tk := newTracker(slog.New(slog.DiscardHandler), "x", "genesis/x:h1", "", []string{StepBootstrap, StepSetup, StepImport})
-	tk.attach(statusPath(dir, "x", "h1"))
+	tk.attach(statusPath(dir, "genesis/x:h1"))
 	tk.step(StepBootstrap, "packages", 0)
 	tk.update(5, 0, "Validating dash 0.5", 90)
-	if p, ok := ReadStatus(dir, "x", "h1"); !ok || p.State != StateBuilding || p.Step != StepBootstrap || p.PID != os.Getpid() {
+	if p, ok := ReadStatus(dir, "genesis/x:h1"); !ok || p.State != StateBuilding || p.Step != StepBootstrap || p.PID != os.Getpid() {
 		t.Errorf("while building: %+v %v", p, ok)
 	}
 	lock.unlock()
-	if p, ok := ReadStatus(dir, "x", "h1"); !ok || p.State != StateFailed || p.Error != staleBuildMessage {
+	if p, ok := ReadStatus(dir, "genesis/x:h1"); !ok || p.State != StateFailed || p.Error != staleBuildMessage {
 		t.Errorf("after its process let go of the lock: %+v %v, want failed", p, ok)
 	}
 	tk.finish(errors.New("debootstrap: exit status 1\nmore"))
-	if p, ok := ReadStatus(dir, "x", "h1"); !ok || p.State != StateFailed || p.Summary() != "failed: debootstrap: exit status 1" {
+	if p, ok := ReadStatus(dir, "genesis/x:h1"); !ok || p.State != StateFailed || p.Summary() != "failed: debootstrap: exit status 1" {
 		t.Errorf("failed: %+v %v", p, ok)
 	}
-	tk.attach(statusPath(dir, "x", "h1"))
+	tk.attach(statusPath(dir, "genesis/x:h1"))
 	tk.finish(nil)
-	if _, err := os.Stat(statusPath(dir, "x", "h1")); !os.IsNotExist(err) {
+	if _, err := os.Stat(statusPath(dir, "genesis/x:h1")); !os.IsNotExist(err) {
 		t.Errorf("status file after a successful build: %v", err)
 	}
 }
