@@ -46,8 +46,15 @@ images: setup build
 test-images: setup build
 	$(SUDO) $(BIN)/sandbox-service images build $(addprefix --profile ,$(TEST_IMAGES))
 
-run: images
-	$(SUDO) $(BIN)/sandbox-service serve --addr $(ADDR) --data-dir $(DATA_DIR)
+# `make run` builds the images the README's quickstart uses, then serves
+# and builds the other profiles' images in the background (--build-images),
+# so the first sandbox comes minutes after a fresh start, not after every
+# image (`genesis images` shows their progress).
+QUICKSTART_IMAGES ?= tool-basic code-python-basic
+
+run: setup build
+	$(SUDO) $(BIN)/sandbox-service images build $(addprefix --profile ,$(QUICKSTART_IMAGES))
+	$(SUDO) $(BIN)/sandbox-service serve --addr $(ADDR) --data-dir $(DATA_DIR) --build-images
 
 # The npm packages the tests run (the TypeScript MCP SDK's client,
 # Playwright's client), from their lockfiles.
