@@ -34,11 +34,12 @@ func imagesCmd(ctx context.Context, args []string) error {
 	workDir := fs.String("work-dir", filepath.Join(os.TempDir(), "genesis-imagebuild"), "scratch directory for builds")
 	dockerHost := fs.String("docker-host", "", "Docker daemon socket")
 	configPath := fs.String("config", os.Getenv("GENESIS_CONFIG"), "the service's YAML config file, for its image_repository (env GENESIS_CONFIG)")
+	logLevel := fs.String("log-level", "info", "debug (every line debootstrap and apt print), info, warn or error")
 	repository := fs.String("repository", "", "tag the images PREFIX/NAME:HASH instead of the config's image_repository (genesis/), e.g. genesis-try/ to time a build without touching the service's images")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	log, err := newLogger("info")
+	log, err := newLogger(*logLevel)
 	if err != nil {
 		return err
 	}

@@ -28,8 +28,8 @@ type counts struct {
 // each: "I: Validating libc6 2.36-9", "I: Extracting libc6...",
 // "I: Unpacking libc6...", "I: Configuring libc6...". The number of
 // packages is known once extraction starts (every package is validated
-// first); the total is then 4 events a package, which slightly
-// overestimates (not every package is extracted).
+// first): the total is then 4 events a package, until unpacking starts
+// and the number extracted (the required packages only) is known too.
 type debootstrapCounter struct {
 	validated, extracted, unpacked, configured int64
 }
@@ -61,8 +61,13 @@ func (c *debootstrapCounter) line(s string) (counts, bool) {
 		return counts{}, false
 	}
 	out := counts{done: c.validated + c.extracted + c.unpacked + c.configured, guess: debootstrapGuess, detail: msg}
-	if c.extracted+c.unpacked+c.configured > 0 {
+	switch {
+	case c.unpacked+c.configured > 0:
+		out.total = 3*c.validated + c.extracted
+	case c.extracted > 0:
 		out.total = 4 * c.validated
+	}
+	if out.total > 0 {
 		out.done = min(out.done, out.total)
 	}
 	return out, true

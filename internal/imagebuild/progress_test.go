@@ -70,8 +70,11 @@ func TestDebootstrapCounter(t *testing.T) {
 		t.Errorf("before extraction: %+v, want no total and a guess", got[3])
 	}
 	last := got[len(got)-1]
-	if last.total != 12 || last.detail != "Configuring dash..." {
-		t.Errorf("at the end: %+v, want total 12 (3 packages × 4)", last)
+	if last.total != 11 || last.done != 11 || last.detail != "Configuring dash..." {
+		t.Errorf("at the end: %+v, want 11 of 11 (3 packages validated, unpacked and configured, 2 extracted)", last)
+	}
+	if got[5].total != 12 {
+		t.Errorf("while extracting: %+v, want total 12 (3 packages × 4)", got[5])
 	}
 	if got[0].detail != "Retrieving libc6 2.36-9+deb12u4" {
 		t.Errorf("retrieving detail = %q", got[0].detail)
