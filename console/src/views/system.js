@@ -12,7 +12,7 @@ export async function systemView(root) {
     readMetrics().catch(() => []),
   ]);
   const runtimes = (caps.runtimes || []).map((r) => h('tr', {}, h('td', {}, r.name), h('td', {}, badge(r.healthy === false ? 'unhealthy' : 'healthy', r.healthy === false ? 'failed' : 'ready')), h('td', {}, r.version || ''), h('td', {}, r.error || '')));
-  const profiles = (caps.profiles || []).map((p) => h('tr', {}, h('td', {}, p.name), h('td', {}, badge(p.image_status, p.image_status === 'present' ? 'ready' : 'failed')),
+  const profiles = (caps.profiles || []).map((p) => h('tr', {}, h('td', {}, p.name), h('td', {}, badge(p.image_status.replace('_', ' '), IMAGE_BADGE[p.image_status] || 'failed')),
     h('td', {}, (p.usable_runtimes || []).join(', ')), h('td', {}, p.network), h('td', {}, p.description || '')));
   const stateChart = h('div', { id: 'chart-states' });
   const draw = () => replace(stateChart, statesChart(samples));
