@@ -202,6 +202,17 @@ var rules = []rule{
 		External: []string{},
 	},
 	{
+		Pkg:      "internal/imagecli",
+		Why:      "imagecli is the image builder's command line: the recipes, imagebuild, the Docker driver and config; no service, store or API",
+		Only:     []string{"images", "internal/imagebuild", "internal/driver/docker", "internal/config"},
+		External: []string{},
+	},
+	{
+		Pkg:    "cmd/genesis-images",
+		Why:    "genesis-images must compile in seconds (make run builds the quickstart's images with it while the service compiles): nothing of the service, its store, API or Kubernetes driver",
+		Forbid: []string{"internal/control", "internal/httpapi", "internal/store/...", "internal/driver/kube", "internal/jobs", "client"},
+	},
+	{
 		Pkg:      "internal/httpapi",
 		Why:      "the API calls control and the workload managers; it never imports a driver, the store, admission, the job log or the agent protocol",
 		Forbid:   []string{"cmd/..."},
