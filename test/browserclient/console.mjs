@@ -240,7 +240,7 @@ try {
     out.less_rows = [rows[0].trim(), rows[rows.length - 2].trim(), rows[rows.length - 1].trim()];
     await shot(page, 'terminal-less');
     // Back at the shell's prompt before the next program is typed.
-    const prompt = (r) => { const last = r.filter((x) => x.trim() !== '').pop() || ''; return /[$#] ?$/.test(last); };
+    const prompt = (r) => /[$#]$/.test((r.filter((x) => x.trim() !== '').pop() || '').trimEnd());
     await page.keyboard.press('q');
     await until('the prompt after less', prompt);
     await page.keyboard.type('top');
