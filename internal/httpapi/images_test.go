@@ -73,7 +73,7 @@ func TestImagesWhileBuilding(t *testing.T) {
 		t.Errorf("Retry-After %q, problem %s", resp.Header.Get("Retry-After"), b)
 	}
 
-	resp, b = a.do(req{method: "GET", path: "/v1/profiles", key: keyA})
+	_, b = a.do(req{method: "GET", path: "/v1/profiles", key: keyA})
 	for _, pr := range decodeJSON[client.ProfileList](t, b).Items {
 		if pr.Name == "tool-basic" && (pr.ImageStatus != "building" || pr.ImageBuild == nil || pr.ImageBuild.Percent != 60) {
 			t.Errorf("profile tool-basic: %s %+v", pr.ImageStatus, pr.ImageBuild)
