@@ -1,6 +1,7 @@
 package imagebuild
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"genesis.dev/sandbox/internal/errdefs"
 )
 
 // State is where an image build stands.
@@ -234,7 +237,9 @@ func (t *tracker) update(done, total int64, detail string, guess int64) {
 	t.writeLocked(now, false)
 }
 
-// finish records the build's end: built (err nil) or failed.
+// finish records the build's end: built (err nil) or failed. A build
+// that was stopped (its context ended) leaves no status file: it did not
+// fail, and the next build starts over.
 func (t *tracker) finish(err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -242,6 +247,12 @@ func (t *tracker) finish(err error) {
 	t.p.FinishedAt, t.p.UpdatedAt = now, now
 	if err != nil {
 		t.p.State, t.p.Error = StateFailed, err.Error()
+		if errors.Is(err, context.Canceled) || errors.Is(err, errdefs.ErrDeadlineExceeded) {
+			if t.statusPath != "" {
+				_ = os.Remove(t.statusPath)
+			}
+			return
+		}
 		t.writeLocked(now, true)
 		return
 	}

@@ -3,6 +3,7 @@ package imagebuild
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -199,6 +200,12 @@ func TestStatusFileAcrossProcesses(t *testing.T) {
 	tk.finish(errors.New("debootstrap: exit status 1\nmore"))
 	if p, ok := ReadStatus(dir, "genesis/x:h1"); !ok || p.State != StateFailed || p.Summary() != "failed: debootstrap: exit status 1" {
 		t.Errorf("failed: %+v %v", p, ok)
+	}
+	// A build that was stopped leaves nothing behind.
+	tk.attach(statusPath(dir, "genesis/x:h1"))
+	tk.finish(fmt.Errorf("debootstrap: %w: %w", errdefs.ErrDeadlineExceeded, context.Canceled))
+	if _, ok := ReadStatus(dir, "genesis/x:h1"); ok {
+		t.Error("status of a stopped build")
 	}
 	tk.attach(statusPath(dir, "genesis/x:h1"))
 	tk.finish(nil)
