@@ -8,14 +8,15 @@ ADDR ?= 127.0.0.1:8080
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -E)
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
-# Images the tests need (the others are built by `make images`).
-TEST_IMAGES ?= tool-basic tool-node code-python-basic code-python-data skill-python-basic browser-playwright desktop-vnc desktop-cloud desktop-browser
+# Images the tests need (the others are built by `make images`); service is
+# the base of the service's own image (TestContainerizedService).
+TEST_IMAGES ?= tool-basic tool-node code-python-basic code-python-data skill-python-basic browser-playwright desktop-vnc desktop-cloud desktop-browser service
 
 # Fuzz targets of the path policy, each run for FUZZTIME by `make test`.
 FUZZ_TARGETS ?= FuzzResolvePath FuzzResolveBelow
 FUZZTIME ?= 15s
 
-.PHONY: proto all build console console-test setup run-setup images images-tool quickstart-images test-images test-deps run test unit fuzz cross lint bench clean kube-up kube-down test-kube bench-kube
+.PHONY: proto all build console console-test setup run-setup images images-tool quickstart-images service-image test-images test-deps run test unit fuzz cross lint bench clean kube-up kube-down test-kube bench-kube
 
 all: build
 
@@ -48,6 +49,16 @@ run-setup:
 images: setup build
 	$(SUDO) $(BIN)/sandbox-service images build
 
+# The service's own container image, genesis/sandbox-service:latest, for
+# running Genesis in a container against the host's Docker (Docker Desktop
+# on macOS and Windows: docs/docker-desktop.md). Static Linux binaries into
+# bin/image/, then the Debian base of images/service (debootstrap, cached by
+# its recipe hash) plus them. Nothing is pulled; no build engine is needed.
+service-image: setup console
+	@mkdir -p $(BIN)/image
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/image/ ./cmd/sandbox-service ./cmd/genesis ./cmd/genesis-agent ./cmd/genesis-egress
+	$(SUDO) $(BIN)/image/sandbox-service images build-service
+
 test-images: setup build
 	$(SUDO) $(BIN)/sandbox-service images build $(addprefix --profile ,$(TEST_IMAGES))
 
@@ -69,7 +80,7 @@ quickstart-images: run-setup images-tool
 # not after every image (`genesis images` shows their progress).
 run: run-setup
 	$(MAKE) --no-print-directory -j2 build quickstart-images
-	$(SUDO) $(BIN)/sandbox-service serve --addr $(ADDR) --data-dir $(DATA_DIR) --build-images
+	$(SUDO) $(BIN)/sandbox-service serve --addr $(ADDR) --data-dir $(DATA_DIR) --admin-key-file $(DATA_DIR)/admin_key --build-images
 
 # The npm packages the tests run (the TypeScript MCP SDK's client,
 # Playwright's client), from their lockfiles.
@@ -110,6 +121,7 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./internal/agent/agentproto/; \
 	done
 	$(GO) test -run '^$$' -fuzz '^FuzzSandboxPath$$' -fuzztime $(FUZZTIME) ./internal/compat/e2b/
+	$(GO) test -run '^$$' -fuzz '^FuzzOriginsMatch$$' -fuzztime $(FUZZTIME) ./internal/ports/
 
 # Unit tests only (no Docker needed; integration tests skip with a reason).
 unit:

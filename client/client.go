@@ -289,7 +289,7 @@ func (c *Client) GetSandbox(ctx context.Context, id string) (*Sandbox, error) {
 }
 
 // PatchSandbox calls PATCH /v1/sandboxes/{id}. A non-empty ifMatch (a
-// resourceVersion, quoted or not, or "*") is sent as If-Match; on mismatch
+// resource_version, quoted or not, or "*") is sent as If-Match; on mismatch
 // the call fails with an *APIError of status 412.
 func (c *Client) PatchSandbox(ctx context.Context, id string, req PatchSandboxRequest, ifMatch string) (*Sandbox, error) {
 	p, err := idPath("/v1/sandboxes/", id)
@@ -487,7 +487,7 @@ func idPath(prefix, id string) (string, error) {
 	return prefix + url.PathEscape(id), nil
 }
 
-// quoteETag turns a bare resourceVersion into a strong entity tag; values
+// quoteETag turns a bare resource_version into a strong entity tag; values
 // that already are entity tags (quoted, weak or "*") pass unchanged.
 func quoteETag(v string) string {
 	if v == "*" || strings.HasPrefix(v, `"`) || strings.HasPrefix(v, `W/"`) {

@@ -625,3 +625,42 @@ func TestFromEnv(t *testing.T) {
 		t.Error("bad GENESIS_URL accepted")
 	}
 }
+
+// TestResourceVersionNames: the version is sent as resource_version and,
+// for clients that read the former name, resourceVersion; either is read.
+func TestResourceVersionNames(t *testing.T) {
+	t.Parallel()
+	b, err := json.Marshal(Sandbox{ID: "sbx_1", ResourceVersion: "7", Metadata: map[string]string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["resource_version"] != "7" || m["resourceVersion"] != "7" || m["id"] != "sbx_1" {
+		t.Errorf("sandbox JSON %s; want resource_version and resourceVersion 7 beside the other fields", b)
+	}
+	for _, in := range []string{`{"resource_version":"3"}`, `{"resourceVersion":"3"}`, `{"resource_version":"3","resourceVersion":"2"}`} {
+		var s Sandbox
+		var l Lease
+		var n SandboxNetwork
+		for _, v := range []any{&s, &l, &n} {
+			if err := json.Unmarshal([]byte(in), v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s.ResourceVersion != "3" || l.ResourceVersion != "3" || n.ResourceVersion != "3" {
+			t.Errorf("%s read as %q, %q, %q; want 3", in, s.ResourceVersion, l.ResourceVersion, n.ResourceVersion)
+		}
+	}
+	lb, _ := json.Marshal(Lease{LeaseID: "l", ResourceVersion: "4", Sandbox: &Sandbox{ID: "s", ResourceVersion: "5"}})
+	if !strings.Contains(string(lb), `"resource_version":"4"`) || !strings.Contains(string(lb), `"resourceVersion":"4"`) ||
+		!strings.Contains(string(lb), `"resourceVersion":"5"`) {
+		t.Errorf("lease JSON %s", lb)
+	}
+	nb, _ := json.Marshal(SandboxNetwork{SandboxID: "s", ResourceVersion: "6"})
+	if !strings.Contains(string(nb), `"resource_version":"6"`) || !strings.Contains(string(nb), `"resourceVersion":"6"`) {
+		t.Errorf("network JSON %s", nb)
+	}
+}

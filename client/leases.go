@@ -41,12 +41,17 @@ type Lease struct {
 	Holder          string            `json:"holder,omitempty"`
 	Metadata        map[string]string `json:"metadata"`
 	TTLSeconds      int64             `json:"ttl_seconds"`
-	ResourceVersion string            `json:"resourceVersion"`
+	ResourceVersion string            `json:"resource_version"`
 	CreatedAt       time.Time         `json:"created_at"`
 	RenewedAt       time.Time         `json:"renewed_at"`
 	ExpiresAt       time.Time         `json:"expires_at"`
 	EndedAt         *time.Time        `json:"ended_at,omitempty"`
 	EndReason       string            `json:"end_reason,omitempty"`
+	// Reserved is the workload the lease's sandbox is reserved to
+	// (Sandbox.Reserved): the own lease of an MCP server that holds
+	// operator secrets. It can be renewed and released (which ends the
+	// server); nothing reaches inside its sandbox.
+	Reserved string `json:"reserved,omitempty"`
 	// Sandbox is the leased sandbox (in the answer to an acquire).
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
 	// MCPServers are the servers started with the lease (in the answer to

@@ -50,7 +50,7 @@ type SandboxNetwork struct {
 	Status          string        `json:"status"`
 	StatusReason    string        `json:"status_reason,omitempty"`
 	GatewayIP       string        `json:"gateway_ip,omitempty"`
-	ResourceVersion string        `json:"resourceVersion"`
+	ResourceVersion string        `json:"resource_version"`
 	UpdatedAt       time.Time     `json:"updated_at"`
 }
 
@@ -102,7 +102,7 @@ func (c *Client) GetNetwork(ctx context.Context, id string) (*SandboxNetwork, er
 }
 
 // SetNetwork calls PUT /v1/sandboxes/{id}/network. ifMatch, if not empty,
-// is the resourceVersion the change is based on (412 when stale).
+// is the resource_version the change is based on (412 when stale).
 func (c *Client) SetNetwork(ctx context.Context, id string, pol NetworkPolicy, ifMatch string) (*SandboxNetwork, error) {
 	p, err := idPath("/v1/sandboxes/", id)
 	if err != nil {

@@ -36,7 +36,14 @@ type CreatePortLinkRequest struct {
 // an API key, scoped to one port of one sandbox, until ExpiresAt or until
 // the sandbox ends.
 type PortLink struct {
-	URL       string    `json:"url"`
+	// URL opens the port on its own origin with the link's token in the
+	// query: a browser trades it for a cookie of that origin; a program may
+	// keep sending it (or the Token in the X-Genesis-Preview-Token header).
+	URL string `json:"url"`
+	// Origin is the port's own origin, "{scheme}://{port}-{sandbox}.{domain}".
+	Origin string `json:"origin"`
+	// Token is the link's token alone.
+	Token     string    `json:"token"`
 	SandboxID string    `json:"sandbox_id"`
 	Port      int       `json:"port"`
 	ExpiresAt time.Time `json:"expires_at"`

@@ -77,9 +77,9 @@ func (e LogEvent) MarshalJSON() ([]byte, error) {
 // service sends the bytes of stdout and stderr events. LogEvent.Data holds
 // the exact bytes either way.
 const (
-	// EncodingText sends output that is UTF-8 without CR, in lines of 18
-	// bytes or more on average, as the event's data lines, and any other
-	// output as base64: less work at both ends and fewer bytes.
+	// EncodingText sends output that is UTF-8 without CR as the event's
+	// data lines, and any other output as base64: less work at both ends
+	// and, but for very short lines, fewer bytes.
 	EncodingText = "text"
 	// EncodingBase64 sends all output base64-encoded in JSON.
 	EncodingBase64 = "base64"

@@ -45,7 +45,8 @@ type Tenant struct {
 	// Source is "config" (defined in the config file; read-only here) or
 	// "api".
 	Source string `json:"source"`
-	// Usage is set by GET /v1/tenants/{name}.
+	// Usage is what the tenant's live sandboxes hold now (set by GET
+	// /v1/tenants and GET /v1/tenants/{name}).
 	Usage           *Usage    `json:"usage,omitempty"`
 	ResourceVersion string    `json:"resource_version"`
 	CreatedAt       time.Time `json:"created_at"`
@@ -81,14 +82,21 @@ type UpdateTenantRequest struct {
 // APIKey is an API key of a tenant. Key (the secret) is set only in the
 // answer that created it.
 type APIKey struct {
-	ID          string     `json:"id"`
-	Tenant      string     `json:"tenant"`
-	Prefix      string     `json:"prefix"`
-	Description string     `json:"description,omitempty"`
-	CreatedAt   time.Time  `json:"created_at"`
-	RevokedAt   *time.Time `json:"revoked_at,omitempty"`
-	Key         string     `json:"key,omitempty"`
+	ID          string `json:"id"`
+	Tenant      string `json:"tenant"`
+	Prefix      string `json:"prefix"`
+	Description string `json:"description,omitempty"`
+	// Scopes are the key's rights beyond its tenant's API (ScopeApprove).
+	Scopes    []string   `json:"scopes,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	Key       string     `json:"key,omitempty"`
 }
+
+// ScopeApprove is the key scope that decides MCP calls held for approval
+// and approves changed tool definitions, of MCP servers the key did not
+// start. Give it to a person's key, not to an agent's.
+const ScopeApprove = "approve"
 
 // APIKeyList is the answer of GET /v1/tenants/{name}/keys.
 type APIKeyList struct {
@@ -98,6 +106,8 @@ type APIKeyList struct {
 // CreateAPIKeyRequest is the body of POST /v1/tenants/{name}/keys.
 type CreateAPIKeyRequest struct {
 	Description string `json:"description,omitempty"`
+	// Scopes the key holds (ScopeApprove); none by default.
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 // AuditRecord is one entry of the audit log.
@@ -138,6 +148,9 @@ type AuditQuery struct {
 	Result string
 	Limit  int
 	Cursor string
+	// Newest lists the newest records first; Cursor then continues with
+	// older ones.
+	Newest bool
 }
 
 func (q AuditQuery) values() url.Values {
@@ -155,6 +168,9 @@ func (q AuditQuery) values() url.Values {
 	}
 	if q.Limit > 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.Newest {
+		v.Set("order", "newest")
 	}
 	return v
 }

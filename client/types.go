@@ -59,7 +59,7 @@ type Sandbox struct {
 	EnvKeys         []string          `json:"env_keys,omitempty"`
 	Metadata        map[string]string `json:"metadata"`
 	FailureReason   string            `json:"failure_reason,omitempty"`
-	ResourceVersion string            `json:"resourceVersion"`
+	ResourceVersion string            `json:"resource_version"`
 	CreatedAt       time.Time         `json:"created_at"`
 	UpdatedAt       time.Time         `json:"updated_at"`
 	ExpiresAt       *time.Time        `json:"expires_at,omitempty"`
@@ -70,6 +70,11 @@ type Sandbox struct {
 	Endpoints []Endpoint `json:"endpoints,omitempty"`
 	// Services are the profile's services and how they run (GET answers).
 	Services []ServiceStatus `json:"services,omitempty"`
+	// Reserved, when set, is the service workload the sandbox is reserved
+	// to (mcp:<server id> for an MCP server that holds operator secrets):
+	// no exec, file, session, terminal or port call reaches inside it
+	// (403 sandbox_reserved).
+	Reserved string `json:"reserved,omitempty"`
 }
 
 // ServiceStatus is one profile service of a sandbox: a long-running job
@@ -122,7 +127,9 @@ type ExecRequest struct {
 	// StdinStream (background and streamed jobs) gives the job a pipe as
 	// its stdin, written with WriteStdin or AttachJob and closed with
 	// CloseStdin; exclusive with Stdin and StdinBase64.
-	StdinStream    bool  `json:"stdin_stream,omitempty"`
+	StdinStream bool `json:"stdin_stream,omitempty"`
+	// TimeoutMS is the job's time limit; 0 takes the service default for
+	// a synchronous or streamed exec and means none for a background job.
 	TimeoutMS      int64 `json:"timeout_ms,omitempty"`
 	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
 	// Background starts the job and answers 202 with the Job at once; read
@@ -200,7 +207,8 @@ type Profile struct {
 	Pools []ProfilePool `json:"pools"`
 	Lease ProfileLease  `json:"lease"`
 	// FileRoots are the directories the file API may touch in the
-	// profile's sandboxes; relative paths resolve against the first.
+	// profile's sandboxes ("~" is the sandbox user's home); relative paths
+	// resolve against the first.
 	FileRoots []string `json:"file_roots"`
 	// Versions are the component versions the built image reports
 	// (chromium, playwright, node, ...); empty while the image is not built.
@@ -426,4 +434,6 @@ type Whoami struct {
 	KeyID string `json:"key_id"`
 	// Admin: the key may use the admin API.
 	Admin bool `json:"admin"`
+	// Scopes are the key's scopes (ScopeApprove).
+	Scopes []string `json:"scopes,omitempty"`
 }

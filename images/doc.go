@@ -1,6 +1,7 @@
 // Package images holds the recipes of the profile images (one directory per
-// profile, each with a recipe.json, plus shared setup scripts under common/)
-// and turns them into Recipe values whose Hash and Ref name the exact image a
+// profile, each with a recipe.json, plus shared setup scripts under common/,
+// and service/: the base of the service's own container image) and turns
+// them into Recipe values whose Hash and Ref name the exact image a
 // recipe produces.
 //
 // The service uses Ref to know which local image a profile needs and the

@@ -25,7 +25,12 @@ const RefRepositoryPrefix = "genesis/"
 // recipeFile is the file name of a recipe inside its profile directory.
 const recipeFile = "recipe.json"
 
-//go:embed */recipe.json common/*.sh tool-node/*.sh browser-playwright/*.sh desktop-vnc/*.sh desktop-cloud/*.sh desktop-browser/*.sh */files/*
+// ServiceRecipe is the recipe of the service's own container image, the
+// base that `sandbox-service images build-service` adds the binaries to.
+// It is not a profile image: Recipes leaves it out, Lookup finds it.
+const ServiceRecipe = "service"
+
+//go:embed */recipe.json common/*.sh service/*.sh tool-node/*.sh browser-playwright/*.sh desktop-vnc/*.sh desktop-cloud/*.sh desktop-browser/*.sh */files/*
 var files embed.FS
 
 // Script is a shell script run inside the image root filesystem during the
@@ -104,8 +109,8 @@ func (r Recipe) Changes() []string {
 	return out
 }
 
-// Recipes returns every embedded recipe, sorted by name. An error means an
-// embedded recipe is malformed.
+// Recipes returns every embedded profile recipe (not ServiceRecipe),
+// sorted by name. An error means an embedded recipe is malformed.
 func Recipes() ([]Recipe, error) {
 	entries, err := fs.ReadDir(files, ".")
 	if err != nil {
@@ -113,7 +118,7 @@ func Recipes() ([]Recipe, error) {
 	}
 	var out []Recipe
 	for _, e := range entries {
-		if !e.IsDir() {
+		if !e.IsDir() || e.Name() == ServiceRecipe {
 			continue
 		}
 		if _, err := fs.Stat(files, path.Join(e.Name(), recipeFile)); err != nil {

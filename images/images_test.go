@@ -82,6 +82,30 @@ func TestEmbeddedRecipes(t *testing.T) {
 	}
 }
 
+// TestServiceRecipe: the service's own image is found by Lookup, is no
+// profile, and carries what building images and quotas need inside it.
+func TestServiceRecipe(t *testing.T) {
+	t.Parallel()
+	r, ok := Lookup(ServiceRecipe)
+	if !ok {
+		t.Fatal("Lookup(service) failed")
+	}
+	rs, err := Recipes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rs {
+		if p.Name == ServiceRecipe || p.Hash == r.Hash {
+			t.Errorf("Recipes() lists the service image as profile %s", p.Name)
+		}
+	}
+	for _, pkg := range []string{"debootstrap", "e2fsprogs", "tini"} {
+		if !slices.Contains(r.Packages, pkg) {
+			t.Errorf("service image lacks %s: %v", pkg, r.Packages)
+		}
+	}
+}
+
 func TestRefFormat(t *testing.T) {
 	t.Parallel()
 	r, ok := Lookup("tool-basic")

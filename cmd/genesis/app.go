@@ -68,20 +68,11 @@ func (a *app) validateGlobals() error {
 
 // client builds the API client from --url/--api-key or the environment.
 func (a *app) client() (*client.Client, error) {
-	base := a.url
-	if base == "" {
-		base = a.getenv(client.EnvURL)
-	}
-	if base == "" {
-		base = client.DefaultURL
-	}
+	base := a.baseURL()
 	if err := client.ValidateBaseURL(base); err != nil {
-		return nil, &usageError{err: err}
+		return nil, &usageError{err: fmt.Errorf("%w; set GENESIS_URL or pass --url with the service's address, such as %s", err, client.DefaultURL)}
 	}
-	key := a.apiKey
-	if key == "" {
-		key = a.getenv(client.EnvAPIKey)
-	}
+	key := a.key()
 	opts := []client.Option{client.WithUserAgent("genesis-cli/" + buildVersion().Version)}
 	if a.http != nil {
 		opts = append(opts, client.WithHTTPClient(a.http))
@@ -90,6 +81,25 @@ func (a *app) client() (*client.Client, error) {
 		opts = append(opts, client.WithActAs(a.actAs))
 	}
 	return client.New(base, key, opts...), nil
+}
+
+// baseURL is the service URL: --url, else $GENESIS_URL, else the default.
+func (a *app) baseURL() string {
+	if a.url != "" {
+		return a.url
+	}
+	if u := a.getenv(client.EnvURL); u != "" {
+		return u
+	}
+	return client.DefaultURL
+}
+
+// key is the API key: --api-key, else $GENESIS_API_KEY ("" when neither).
+func (a *app) key() string {
+	if a.apiKey != "" {
+		return a.apiKey
+	}
+	return a.getenv(client.EnvAPIKey)
 }
 
 // callContext bounds one API call by --timeout (0: no bound).
@@ -154,11 +164,13 @@ func (a *app) report(cmd *cobra.Command, err error) int {
 
 // printError prints a run-time error, after prefix and ": " when prefix is
 // not empty. API errors show the problem detail, its code and the request
-// id so the operator can find the server's log line.
+// id so the operator can find the server's log line. A line "hint: …"
+// follows when a command, flag or environment variable helps.
 func (a *app) printError(prefix string, err error) {
 	if prefix != "" {
 		prefix += ": "
 	}
+	msg, hint := a.failure(err)
 	var ae *client.APIError
 	switch {
 	case errors.As(err, &ae):
@@ -167,13 +179,16 @@ func (a *app) printError(prefix string, err error) {
 			code = fmt.Sprintf("http %d", ae.Status)
 		}
 		if ae.RequestID != "" {
-			a.warnf("%s%s (%s, request id %s)", prefix, ae.Message(), code, ae.RequestID)
+			a.warnf("%s%s (%s, request id %s)", prefix, msg, code, ae.RequestID)
 		} else {
-			a.warnf("%s%s (%s)", prefix, ae.Message(), code)
+			a.warnf("%s%s (%s)", prefix, msg, code)
 		}
 	case errors.Is(err, context.DeadlineExceeded):
 		a.warnf("%s%v (no answer in time; see --timeout)", prefix, err)
 	default:
-		a.warnf("%s%v", prefix, err)
+		a.warnf("%s%s", prefix, msg)
+	}
+	if hint != "" {
+		fmt.Fprintf(a.stderr, "hint: %s\n", hint)
 	}
 }

@@ -67,17 +67,22 @@ func (a *app) printArtifacts(list *client.ArtifactList) error {
 	})
 }
 
-// newArtifactsGetCmd builds "genesis artifacts get ARTIFACT [-o FILE]".
+// newArtifactsGetCmd builds "genesis artifacts get ARTIFACT [-O FILE]".
 func newArtifactsGetCmd(a *app) *cobra.Command {
-	var dest string
+	var dest, legacy string
 	cmd := &cobra.Command{
-		Use:   "get ARTIFACT [-o FILE|DIR]",
+		Use:   "get ARTIFACT [-O FILE|DIR]",
 		Short: "Download an artifact to stdout, or to a file (checked against its SHA-256)",
-		Long: `Download an artifact. Without -o it is written to stdout; with -o FILE it
-is written to FILE (or to DIR/NAME when -o names a directory) through a
-temporary file, and kept only when its SHA-256 matches the artifact's.`,
+		Long: `Download an artifact. Without -O it is written to stdout; with -O FILE it
+is written to FILE (or to DIR/NAME when -O names a directory) through a
+temporary file, and kept only when its SHA-256 matches the artifact's.
+(-O/--output-file names the file written, as for the screenshots; the
+former -o/--output is still read.)`,
 		Args: exactArgs(1, "one artifact id"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
+			if dest == "" {
+				dest = legacy
+			}
 			c, err := a.client()
 			if err != nil {
 				return err
@@ -103,9 +108,11 @@ temporary file, and kept only when its SHA-256 matches the artifact's.`,
 			return writeFileAtomic(dest, 0o644, func(w io.Writer) error { return copyChecked(w, d.Body, want) })
 		}),
 	}
-	// Named like the global --output so that -o here is the destination,
-	// as in curl; the output format does not apply to content.
-	cmd.Flags().StringVarP(&dest, "output", "o", "", "write to this file (or directory) instead of stdout")
+	cmd.Flags().StringVarP(&dest, "output-file", "O", "", "write to this file (or directory) instead of stdout")
+	// The former name, kept for scripts: it shadows the global -o, whose
+	// output format does not apply to content anyway.
+	cmd.Flags().StringVarP(&legacy, "output", "o", "", "the same as --output-file")
+	_ = cmd.Flags().MarkHidden("output")
 	return cmd
 }
 

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,14 +18,18 @@ func newAuditCmd(a *app) *cobra.Command {
 		q            client.AuditQuery
 		since, until string
 		follow       bool
+		oldest       bool
 		every        time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "audit [flags]",
 		Short: "Show the audit log (your tenant's records; all with an admin key)",
-		Long: `Show audit records, oldest first: every POST, PUT, PATCH and DELETE with
-who made it (key id), tenant, action, target, result and request id.
---follow keeps polling for new records until interrupted.`,
+		Long: `Show audit records, newest first: every POST, PUT, PATCH and DELETE with
+who made it (key id), tenant, action, target, result and request id. One page
+of --limit records; "--cursor C" (printed when more follow) goes on with older
+ones. --oldest pages from the oldest record instead.
+--follow prints the latest --limit records oldest first and then the new ones
+as they come, until interrupted (with --oldest or --cursor: from there on).`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: a.action(func(cmd *cobra.Command, _ []string) error {
 			for _, t := range []struct {
@@ -50,6 +56,27 @@ who made it (key id), tenant, action, target, result and request id.
 				return err
 			}
 			header := true
+			if follow && !oldest && q.Cursor == "" {
+				// Start with the latest records, in the order they came.
+				first := q
+				first.Newest = true
+				ctx, cancel := a.callContext(cmd.Context())
+				page, err := c.ListAudit(ctx, first)
+				cancel()
+				if err != nil {
+					return err
+				}
+				slices.Reverse(page.Items)
+				if err := a.printAudit(page, header); err != nil {
+					return err
+				}
+				header = false
+				q.Cursor = "0"
+				if n := len(page.Items); n > 0 {
+					q.Cursor = strconv.FormatInt(page.Items[n-1].Seq, 10)
+				}
+			}
+			q.Newest = !follow && !oldest
 			for {
 				ctx, cancel := a.callContext(cmd.Context())
 				page, err := c.ListAudit(ctx, q)
@@ -64,7 +91,11 @@ who made it (key id), tenant, action, target, result and request id.
 				q.Cursor = page.NextCursor
 				if page.HasMore {
 					if !follow {
-						a.warnf("more records: --cursor %s", page.NextCursor)
+						if q.Newest {
+							a.warnf("older records: --cursor %s", page.NextCursor)
+						} else {
+							a.warnf("more records: --oldest --cursor %s", page.NextCursor)
+						}
 						return nil
 					}
 					continue
@@ -88,8 +119,9 @@ who made it (key id), tenant, action, target, result and request id.
 	f.StringVar(&since, "since", "", "records from this time on (RFC 3339, or a duration ago like 1h)")
 	f.StringVar(&until, "until", "", "records before this time (RFC 3339, or a duration ago)")
 	f.IntVar(&q.Limit, "limit", 100, "records per page (1-1000)")
-	f.StringVar(&q.Cursor, "cursor", "", "continue after this cursor (printed when more records follow)")
-	f.BoolVarP(&follow, "follow", "f", false, "keep polling for new records")
+	f.StringVar(&q.Cursor, "cursor", "", "continue from this cursor (printed when more records follow)")
+	f.BoolVar(&oldest, "oldest", false, "page from the oldest record (default: newest first)")
+	f.BoolVarP(&follow, "follow", "f", false, "print the latest records, then keep polling for new ones")
 	f.DurationVar(&every, "interval", time.Second, "polling interval of --follow")
 	return cmd
 }

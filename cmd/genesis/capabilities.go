@@ -84,10 +84,17 @@ func printCapabilities(w io.Writer, c *client.Capabilities) error {
 		for l := range c.RiskPolicy {
 			levels = append(levels, l)
 		}
-		sort.Strings(levels)
+		sort.Slice(levels, func(i, j int) bool {
+			ri, rj := riskRank(levels[i]), riskRank(levels[j])
+			return ri < rj || ri == rj && levels[i] < levels[j]
+		})
 		tw = newTable(w)
 		for _, l := range levels {
-			fmt.Fprintf(tw, "  %s\t%s\n", l, orDash(strings.Join(c.RiskPolicy[l], ", ")))
+			rts := strings.Join(c.RiskPolicy[l], ", ")
+			if rts == "" {
+				rts = "none on this host"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\n", l, rts)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -96,6 +103,19 @@ func printCapabilities(w io.Writer, c *client.Capabilities) error {
 
 	fmt.Fprintln(w, "\nProfiles:")
 	return printProfileRows(w, c.Profiles, "  ")
+}
+
+// riskLevels are the risk levels from most to least trusted.
+var riskLevels = []string{"trusted", "low", "medium", "high", "untrusted"}
+
+// riskRank is a level's place in riskLevels; unknown levels come after.
+func riskRank(level string) int {
+	for i, l := range riskLevels {
+		if l == level {
+			return i
+		}
+	}
+	return len(riskLevels)
 }
 
 // featureText describes an optional feature in a few words.

@@ -48,7 +48,7 @@ type execFlags struct {
 func (f *execFlags) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	// Shadows the global --timeout: here it is the job's limit.
-	fs.DurationVar(&f.timeout, "timeout", 0, "job time limit, e.g. 30s (0: service default)")
+	fs.DurationVar(&f.timeout, "timeout", 0, "job time limit, e.g. 30s (0: the service default, 60s; none for a background job)")
 	fs.StringVar(&f.req.Cwd, "cwd", "", "working directory in the sandbox")
 	fs.StringArrayVar(&f.env, "env", nil, "environment variable KEY=VALUE (repeatable)")
 	fs.StringVar(&f.stdinFile, "stdin-file", "", "send this file as the job's stdin (- for this process's stdin)")
@@ -127,13 +127,16 @@ is resumed where it broke, and an interrupt (Ctrl-C) cancels the job. With
 -o json --stream each event is printed as one JSON object per line.
 
 With --background the job is started and its id printed at once; follow it
-with "genesis logs -f JOB" and stop it with "genesis cancel JOB".
+with "genesis logs -f JOB" and stop it with "genesis cancel JOB". A background
+job has no time limit unless --timeout gives one: it runs until it ends, is
+cancelled, or its sandbox ends (a server such as python3 -m http.server).
 
 With -i this process's stdin is piped into the job as it is read (the job's
 stdin ends when this stdin does), and the output is written as it comes:
 for interactive programs such as a stdio server or a REPL.
 
-Here --timeout is the job's time limit (0: the service default); the call
+Here --timeout is the job's time limit (0: the service default, 60s unless
+the service is configured otherwise; none with --background); the call
 itself waits that long plus 30s.`,
 		Args: minArgs(1, "SANDBOX and a command (after --) or --script"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
@@ -260,6 +263,7 @@ func (a *app) streamExec(parent, ctx context.Context, c *client.Client, sandbox 
 		return a.writeEvent(ev)
 	})
 	if err == nil && exit != nil {
+		defer a.hintDefaultLimit(exit.ExitReason, timeout)
 		return a.reportEnd(endOfExit(exit), timeout)
 	}
 	if err == nil {
@@ -354,7 +358,17 @@ func (a *app) relayExec(res *client.ExecResult, timeout time.Duration) error {
 		}
 		a.noteArtifacts(res.JobID, res.Artifacts)
 	}
+	defer a.hintDefaultLimit(res.ExitReason, timeout)
 	return a.reportEnd(endOfResult(res), timeout)
+}
+
+// hintDefaultLimit follows the note of a synchronous or streamed job that
+// timed out at the service's default limit (no --timeout was given) with
+// what to do about it.
+func (a *app) hintDefaultLimit(reason string, timeout time.Duration) {
+	if reason == "timeout" && timeout <= 0 && !a.jsonOutput() {
+		fmt.Fprintln(a.stderr, "hint: that is the service's default time limit: give a longer --timeout, or start a server or other long work with --background (no time limit)")
+	}
 }
 
 // reportEnd prints notes on truncation and on a job that did not exit by

@@ -97,6 +97,8 @@ func jobFields(j *client.Job) []field {
 	timeout := ""
 	if j.TimeoutMS > 0 {
 		timeout = (time.Duration(j.TimeoutMS) * time.Millisecond).String()
+	} else if j.Mode == "background" {
+		timeout = "none (runs until it ends, is cancelled, or its sandbox ends)"
 	}
 	duration := ""
 	if j.StartedAt != nil && j.FinishedAt != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -132,7 +133,7 @@ func jsonEqual(t *testing.T, got, want string) {
 
 const sandboxJSON = `{"id":"sb-1","state":"ready","profile":"tool-basic","runtime":"runsc","risk_level":"high",
 "image":"genesis/tool-basic:abc","resources":{"cpu":0.5,"memory_mb":256,"pids":64},"env_keys":["A"],
-"metadata":{"team":"x"},"resourceVersion":"3","created_at":"2026-03-01T11:55:00Z",
+"metadata":{"team":"x"},"resource_version":"3","resourceVersion":"3","created_at":"2026-03-01T11:55:00Z",
 "updated_at":"2026-03-01T11:56:00Z","expires_at":"2026-03-01T12:10:00Z"}`
 
 func TestSandboxCreate(t *testing.T) {
@@ -318,6 +319,17 @@ func TestSandboxGet(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	jsonEqual(t, r.stdout, sandboxJSON)
+}
+
+// TestSandboxGetReserved: a sandbox reserved to an MCP server that holds
+// operator secrets says so.
+func TestSandboxGetReserved(t *testing.T) {
+	t.Parallel()
+	api := newFakeAPI(t, reply(200, strings.Replace(sandboxJSON, `"id":"sb-1"`, `"id":"sb-1","reserved":"mcp:mcp_x"`, 1)))
+	r := cli(t, api.URL, "", nil, "sandbox", "get", "sb-1")
+	if r.code != 0 || !regexp.MustCompile(`(?m)^Reserved: +mcp:mcp_x$`).MatchString(r.stdout) {
+		t.Errorf("exit %d, output:\n%s", r.code, r.stdout)
+	}
 }
 
 func TestAPIErrorReporting(t *testing.T) {
@@ -515,9 +527,10 @@ func TestExecOutputAndExitStatus(t *testing.T) {
 			wantCode: 124,
 		},
 		{
-			name:     "timeout without a flag uses the duration",
-			res:      client.ExecResult{ExitReason: "timeout", ExitCode: -1, DurationMS: 1500},
-			wantErr:  "genesis: job timed out after 1.5s\n",
+			name: "timeout without a flag uses the duration",
+			res:  client.ExecResult{ExitReason: "timeout", ExitCode: -1, DurationMS: 1500},
+			wantErr: "genesis: job timed out after 1.5s\n" +
+				"hint: that is the service's default time limit: give a longer --timeout, or start a server or other long work with --background (no time limit)\n",
 			wantCode: 124,
 		},
 		{
@@ -642,7 +655,7 @@ const capsJSON = `{"driver":"docker","healthy":true,"daemon_version":"27.3.1","a
 {"name":"runsc","healthy":false,"error":"runsc not found in PATH","checked_at":"2026-03-01T11:00:00Z"}],
 "checkpoint":{"supported":false,"enforced":false,"reason":"criu missing"},
 "disk_quota":{"supported":true,"enforced":true,"method":"xfs-prjquota"},
-"risk_policy":{"low":["runc","runsc"],"high":["runsc"]},
+"risk_policy":{"high":["runsc"],"low":["runc","runsc"],"untrusted":[]},
 "profiles":[{"name":"tool-basic","description":"shell tools","image":"genesis/tool-basic:1","image_status":"present",
 "allowed_runtimes":["runc","runsc"],"usable_runtimes":["runc"],"default_resources":{},"network":"none","user":"1000","read_only_root":true},
 {"name":"python","description":"CPython","image":"genesis/python:1","image_status":"not_built","build_command":"make image-python",
@@ -667,8 +680,7 @@ func TestCapabilities(t *testing.T) {
 		"Disk quota:      supported, enforced (xfs-prjquota)\n",
 		"  runc   healthy    1.1.12  smoke test 80ms\n",
 		"  runsc  unhealthy  -       runsc not found in PATH\n",
-		"  high  runsc\n",
-		"  low   runc, runsc\n",
+		"  low        runc, runsc\n  high       runsc\n  untrusted  none on this host\n", // by risk, not by name
 		"  tool-basic  present    runc (unusable: runsc)  none     shell tools\n",
 		"  python      not built  - (unusable: runsc)     none     CPython\n",
 		"  python: image genesis/python:1 is not built (make image-python)\n",

@@ -568,11 +568,9 @@ tenant's alone; genesis mcp run --catalog NAME starts it.`,
 		Short:   "Remove an entry of your tenant's own catalog (running instances are unaffected)",
 		Args:    exactArgs(1, "one entry name"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			return c.DeleteMCPCatalogEntry(cmd.Context(), args[0])
+			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (struct{}, error) {
+				return struct{}{}, c.DeleteMCPCatalogEntry(ctx, args[0])
+			}, func(struct{}) error { _, err := fmt.Fprintln(a.stdout, args[0]); return err })
 		}),
 	}
 	cmd.AddCommand(add, rm)

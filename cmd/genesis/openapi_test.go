@@ -129,19 +129,19 @@ func apiRoutes() []apiRoute {
 		{"get", "/v1/sandboxes/{id}/ports/{port}/tcp", []string{"101", "400", "401", "403", "404", "409", "502"}},
 		{"post", "/v1/sandboxes/{id}/ports/{port}/links", []string{"201", "400", "401", "403", "404", "409"}},
 		{"get", "/v1/sandboxes/{id}/ports/{port}/{path}", []string{"200", "401", "403", "404", "409", "502"}},
-		{"get", "/v1/previews/{token}/{path}", []string{"200", "404", "409", "502"}},
+		{"get", "/v1/previews/{token}/{path}", []string{"307", "404"}},
 		{"head", "/v1/sandboxes/{id}/ports/{port}/{path}", []string{"200", "401", "403", "404", "409", "502"}},
-		{"head", "/v1/previews/{token}/{path}", []string{"200", "404", "409", "502"}},
+		{"head", "/v1/previews/{token}/{path}", []string{"307", "404"}},
 		{"post", "/v1/sandboxes/{id}/ports/{port}/{path}", []string{"200", "401", "403", "404", "409", "502"}},
-		{"post", "/v1/previews/{token}/{path}", []string{"200", "404", "409", "502"}},
+		{"post", "/v1/previews/{token}/{path}", []string{"307", "404"}},
 		{"put", "/v1/sandboxes/{id}/ports/{port}/{path}", []string{"200", "401", "403", "404", "409", "502"}},
-		{"put", "/v1/previews/{token}/{path}", []string{"200", "404", "409", "502"}},
+		{"put", "/v1/previews/{token}/{path}", []string{"307", "404"}},
 		{"patch", "/v1/sandboxes/{id}/ports/{port}/{path}", []string{"200", "401", "403", "404", "409", "502"}},
-		{"patch", "/v1/previews/{token}/{path}", []string{"200", "404", "409", "502"}},
+		{"patch", "/v1/previews/{token}/{path}", []string{"307", "404"}},
 		{"delete", "/v1/sandboxes/{id}/ports/{port}/{path}", []string{"200", "401", "403", "404", "409", "502"}},
-		{"delete", "/v1/previews/{token}/{path}", []string{"200", "404", "409", "502"}},
+		{"delete", "/v1/previews/{token}/{path}", []string{"307", "404"}},
 		{"options", "/v1/sandboxes/{id}/ports/{port}/{path}", []string{"200", "401", "403", "404", "409", "502"}},
-		{"options", "/v1/previews/{token}/{path}", []string{"200", "404", "409", "502"}},
+		{"options", "/v1/previews/{token}/{path}", []string{"307", "404"}},
 		{"get", "/v1/sandboxes/{id}/browser", []string{"200", "401", "404", "409", "500"}},
 		{"get", "/v1/sandboxes/{id}/browser/json", []string{"200", "401", "403", "404", "409", "502", "503"}},
 		{"head", "/v1/sandboxes/{id}/browser/json", []string{"200", "401", "403", "404", "409", "502", "503"}},
@@ -213,9 +213,9 @@ func apiRoutes() []apiRoute {
 		{"delete", "/v1/mcp/servers/{id}", []string{"204", "401"}},
 		{"get", "/v1/mcp/servers/{id}/tools", []string{"200", "401", "404", "503"}},
 		{"get", "/v1/mcp/servers/{id}/pins", []string{"200", "401", "404"}},
-		{"post", "/v1/mcp/servers/{id}/pins/{tool}/approve", []string{"200", "400", "401", "404", "409"}},
+		{"post", "/v1/mcp/servers/{id}/pins/{tool}/approve", []string{"200", "400", "401", "403", "404", "409"}},
 		{"get", "/v1/mcp/servers/{id}/approvals", []string{"200", "401", "404"}},
-		{"post", "/v1/mcp/servers/{id}/approvals/{approval}", []string{"200", "400", "401", "404", "409"}},
+		{"post", "/v1/mcp/servers/{id}/approvals/{approval}", []string{"200", "400", "401", "403", "404", "409"}},
 		{"get", "/v1/mcp/servers/{id}/calls", []string{"200", "400", "401", "404"}},
 		{"get", "/v1/mcp/catalog", []string{"200", "401"}},
 		{"post", "/v1/mcp/catalog", []string{"201", "400", "401", "403", "409"}},
@@ -542,12 +542,19 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 			continue
 		}
 		var props, required []string
-		for p := range dig(schema, "properties").(map[string]any) {
+		deprecated := map[string]bool{} // aliases the types' MarshalJSON adds (client/versions.go)
+		for p, ps := range dig(schema, "properties").(map[string]any) {
+			if d, _ := ps.(map[string]any)["deprecated"].(bool); d {
+				deprecated[p] = true
+				continue
+			}
 			props = append(props, p)
 		}
 		if l, ok := schema["required"].([]any); ok {
 			for _, r := range l {
-				required = append(required, r.(string))
+				if !deprecated[r.(string)] {
+					required = append(required, r.(string))
+				}
 			}
 		}
 		fields, always := jsonFields(reflect.TypeOf(v))

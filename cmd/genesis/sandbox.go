@@ -232,6 +232,7 @@ func (a *app) sandboxFields(s *client.Sandbox) []field {
 		{"ID", s.ID},
 		{"State", s.State},
 		{"Failure", s.FailureReason},
+		{"Reserved", s.Reserved},
 		{"Profile", s.Profile},
 		{"Runtime", s.Runtime},
 		{"Risk level", s.RiskLevel},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -97,10 +98,15 @@ func newTenantCmd(a *app) *cobra.Command {
 			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.TenantList, error) {
 				return c.ListTenants(ctx)
 			}, func(l *client.TenantList) error {
-				return printTable(a.stdout, "NAME\tSOURCE\tADMIN\tWEIGHT\tMAX SANDBOXES\tMAX CPU\tMAX MEMORY MB\tMAX LEASES", l.Items, func(tw io.Writer, t client.Tenant) {
-					q := t.Quotas
-					fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\t%s\t%s\t%s\n", t.Name, t.Source, t.Admin, t.Weight,
-						limit(float64(q.MaxSandboxes)), limit(q.MaxCPU), limit(float64(q.MaxMemoryMB)), limit(float64(q.MaxLeases)))
+				// Usage / quota ("-": no limit).
+				return printTable(a.stdout, "NAME\tSOURCE\tADMIN\tWEIGHT\tSANDBOXES\tCPU\tMEMORY MB\tLEASES", l.Items, func(tw io.Writer, t client.Tenant) {
+					q, u := t.Quotas, client.Usage{}
+					if t.Usage != nil {
+						u = *t.Usage
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d/%s\t%s/%s\t%d/%s\t%d/%s\n", t.Name, t.Source, t.Admin, t.Weight,
+						u.Sandboxes, limit(float64(q.MaxSandboxes)), strconv.FormatFloat(u.CPU, 'f', -1, 64), limit(q.MaxCPU),
+						u.MemoryMB, limit(float64(q.MaxMemoryMB)), u.Leases, limit(float64(q.MaxLeases)))
 				})
 			})
 		}),
@@ -123,7 +129,7 @@ func newTenantCmd(a *app) *cobra.Command {
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
 			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (struct{}, error) {
 				return struct{}{}, c.DeleteTenant(ctx, args[0])
-			}, func(struct{}) error { return nil })
+			}, func(struct{}) error { _, err := fmt.Fprintln(a.stdout, args[0]); return err })
 		}),
 	}
 	var qq quotaFlags
@@ -192,13 +198,16 @@ func (a *app) printTenant(t *client.Tenant) error {
 func newTenantKeyCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{Use: "key", Aliases: []string{"keys"}, Short: "Create, list and revoke a tenant's API keys"}
 	var desc string
+	var scopes []string
 	create := &cobra.Command{
-		Use:   "create TENANT [--description TEXT]",
+		Use:   "create TENANT [--description TEXT] [--scope approve]",
 		Short: "Create an API key and print it (it is shown only this once)",
-		Args:  exactArgs(1, "one tenant name"),
+		Long: "Create an API key and print it (it is shown only this once). --scope approve makes a person's key\n" +
+			"that also decides MCP calls held for approval and approves changed tools (never the agent's key).",
+		Args: exactArgs(1, "one tenant name"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
 			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.APIKey, error) {
-				return c.CreateAPIKey(ctx, args[0], client.CreateAPIKeyRequest{Description: desc})
+				return c.CreateAPIKey(ctx, args[0], client.CreateAPIKeyRequest{Description: desc, Scopes: scopes})
 			}, func(k *client.APIKey) error {
 				a.warnf("key %s of tenant %s; store it now, it is not shown again", k.ID, k.Tenant)
 				_, err := fmt.Fprintln(a.stdout, k.Key)
@@ -207,6 +216,7 @@ func newTenantKeyCmd(a *app) *cobra.Command {
 		}),
 	}
 	create.Flags().StringVar(&desc, "description", "", "what the key is for")
+	create.Flags().StringSliceVar(&scopes, "scope", nil, "a scope of the key (approve); repeat for several")
 	ls := &cobra.Command{
 		Use:     "ls TENANT",
 		Aliases: []string{"list"},
@@ -216,12 +226,12 @@ func newTenantKeyCmd(a *app) *cobra.Command {
 			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.APIKeyList, error) {
 				return c.ListAPIKeys(ctx, args[0])
 			}, func(l *client.APIKeyList) error {
-				return printTable(a.stdout, "ID\tPREFIX\tCREATED\tREVOKED\tDESCRIPTION", l.Items, func(tw io.Writer, k client.APIKey) {
+				return printTable(a.stdout, "ID\tPREFIX\tCREATED\tREVOKED\tSCOPES\tDESCRIPTION", l.Items, func(tw io.Writer, k client.APIKey) {
 					revoked := "-"
 					if k.RevokedAt != nil {
 						revoked = formatTime(*k.RevokedAt)
 					}
-					fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%s\n", k.ID, k.Prefix, formatTime(k.CreatedAt), revoked, orDash(k.Description))
+					fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%s\t%s\n", k.ID, k.Prefix, formatTime(k.CreatedAt), revoked, orDash(strings.Join(k.Scopes, ",")), orDash(k.Description))
 				})
 			})
 		}),
@@ -233,7 +243,7 @@ func newTenantKeyCmd(a *app) *cobra.Command {
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
 			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (struct{}, error) {
 				return struct{}{}, c.RevokeAPIKey(ctx, args[0], args[1])
-			}, func(struct{}) error { return nil })
+			}, func(struct{}) error { _, err := fmt.Fprintln(a.stdout, args[1]); return err })
 		}),
 	}
 	cmd.AddCommand(create, ls, revoke)

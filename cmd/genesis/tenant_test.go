@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -15,6 +16,8 @@ func TestTenantCommands(t *testing.T) {
 		switch r.Method + " " + r.URL.Path {
 		case "POST /v1/tenants":
 			reply(201, tenantJSON)(w, r, b)
+		case "GET /v1/tenants":
+			reply(200, `{"items":[`+tenantJSON+`]}`)(w, r, b)
 		case "GET /v1/tenants/acme", "PATCH /v1/tenants/acme":
 			reply(200, tenantJSON)(w, r, b)
 		case "POST /v1/tenants/acme/keys":
@@ -30,6 +33,12 @@ func TestTenantCommands(t *testing.T) {
 		t.Fatalf("create: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	jsonEqual(t, api.requests()[0].Body, `{"name":"acme","weight":3,"quotas":{"max_sandboxes":2,"max_cpu":0,"max_memory_mb":0,"max_leases":0}}`)
+
+	// The list shows usage against each quota.
+	r = cli(t, api.URL, "", nil, "tenant", "ls")
+	if f := strings.Fields(strings.Split(r.stdout, "\n")[1]); r.code != 0 || len(f) != 8 || f[4] != "1/2" || f[5] != "0.5/-" || f[6] != "256/-" || f[7] != "0/-" {
+		t.Errorf("ls: %d %q %q", r.code, r.stdout, r.stderr)
+	}
 
 	r = cli(t, api.URL, "", nil, "tenant", "quota", "acme", "--max-cpu", "4")
 	reqs := api.requests()
@@ -47,6 +56,12 @@ func TestTenantCommands(t *testing.T) {
 	if r.code != 0 || r.stdout != "gsk_secret\n" || !strings.Contains(r.stderr, "not shown again") {
 		t.Errorf("key create: %d %q %q", r.code, r.stdout, r.stderr)
 	}
+	r = cli(t, api.URL, "", nil, "tenant", "key", "create", "acme", "--scope", "approve", "--description", "reviewer")
+	reqs = api.requests()
+	if r.code != 0 {
+		t.Errorf("key create --scope: %d %q", r.code, r.stderr)
+	}
+	jsonEqual(t, reqs[len(reqs)-1].Body, `{"description":"reviewer","scopes":["approve"]}`)
 	if r := cli(t, api.URL, "", nil, "tenant", "key", "revoke", "acme", "key_1"); r.code != 0 {
 		t.Errorf("revoke: %d %q", r.code, r.stderr)
 	}
@@ -66,12 +81,17 @@ func TestAuditCommand(t *testing.T) {
 		}
 	})
 	r := cli(t, api.URL, "", nil, "audit", "--action", "POST /v1/sandboxes", "--result", "4xx", "--limit", "1")
-	if r.code != 0 || !strings.Contains(r.stdout, "POST /v1/sandboxes") || !strings.Contains(r.stdout, "sbx_1") || !strings.Contains(r.stderr, "--cursor 1") {
+	if r.code != 0 || !strings.Contains(r.stdout, "POST /v1/sandboxes") || !strings.Contains(r.stdout, "sbx_1") || !strings.Contains(r.stderr, "older records: --cursor 1") {
 		t.Fatalf("audit: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	q := api.requests()[0].Query
-	if q["action"][0] != "POST /v1/sandboxes" || q["result"][0] != "4xx" || q["limit"][0] != "1" {
-		t.Errorf("query %v", q)
+	if q["action"][0] != "POST /v1/sandboxes" || q["result"][0] != "4xx" || q["limit"][0] != "1" || url.Values(q).Get("order") != "newest" {
+		t.Errorf("query %v; want the filters and order=newest", q)
+	}
+	// --oldest pages from the oldest record, as the API does by default.
+	r = cli(t, api.URL, "", nil, "audit", "--oldest", "--limit", "1")
+	if q := api.requests()[1].Query; r.code != 0 || url.Values(q).Get("order") != "" || !strings.Contains(r.stderr, "more records: --oldest --cursor 1") {
+		t.Errorf("--oldest: query %v, stderr %q", q, r.stderr)
 	}
 	if r := cli(t, api.URL, "", nil, "audit", "--since", "yesterday"); r.code != 2 {
 		t.Errorf("bad --since: exit %d", r.code)

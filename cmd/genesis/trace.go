@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -48,11 +49,11 @@ operation is recorded in the sandbox's trace by --actor (default api).`,
 			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.TraceInterruption, error) {
 				return c.InterruptTrace(ctx, args[0], op, actor)
 			}, func(st *client.TraceInterruption) error {
-				_, err := fmt.Fprintf(a.stdout, "%s\tsteps %d", st.State, st.Steps)
-				for _, j := range st.CanceledJobs {
-					fmt.Fprintf(a.stdout, "\tcanceled %s", j)
+				line := fmt.Sprintf("%s, %d steps left", st.State, st.Steps)
+				if len(st.CanceledJobs) > 0 {
+					line += ", canceled " + strings.Join(st.CanceledJobs, " ")
 				}
-				fmt.Fprintln(a.stdout)
+				_, err := fmt.Fprintln(a.stdout, line)
 				return err
 			})
 		}),

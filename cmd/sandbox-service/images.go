@@ -17,11 +17,22 @@ import (
 	"genesis.dev/sandbox/internal/imagecli"
 )
 
-// imagesCmd runs `sandbox-service images build|ls`. Ctrl-C stops the
-// build in progress, which then cleans up after itself.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+// imagesCmd runs `sandbox-service images build|ls|build-service`. Ctrl-C
+// stops the build in progress, which then cleans up after itself.
 func imagesCmd(ctx context.Context, args []string) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(args) == 0 {
+		return fmt.Errorf("usage: sandbox-service images build [--profile NAME]... [--force] [--config FILE] [--repository PREFIX/] | images ls [--config FILE] | images build-service [--tag REF]... [--force]")
+	}
+	if args[0] == "build-service" {
+		return buildServiceImageCmd(ctx, args[1:])
+	}
 	return imagecli.Run(ctx, "sandbox-service images", args, os.Stdout, os.Stderr)
 }
 

@@ -4,6 +4,7 @@
 //	sandbox-service [serve] [--addr A] [--data-dir D] [--api-key K] [--config F] [--build-images]
 //	sandbox-service images build [--profile P]... [--force] [--repository PREFIX/]
 //	sandbox-service images ls
+//	sandbox-service images build-service [--tag REF]... [--force]
 package main
 
 import (

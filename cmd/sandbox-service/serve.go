@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -18,22 +19,21 @@ import (
 	"syscall"
 	"time"
 
-	"genesis.dev/sandbox/internal/compat/e2b"
-	"genesis.dev/sandbox/internal/compat/opensandbox"
+	"genesis.dev/sandbox/internal/assemble"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/console"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/driver/docker"
 	"genesis.dev/sandbox/internal/httpapi"
-	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/postgres"
 	"genesis.dev/sandbox/internal/store/sqlite"
+	"genesis.dev/sandbox/internal/tenant"
 )
 
 type serveFlags struct {
-	addr, dataDir, apiKey, adminKey, configPath, agentBinary, egressBinary, dockerHost, logLevel string
+	addr, dataDir, apiKey, adminKey, adminKeyFile, configPath, agentBinary, egressBinary, dockerHost, logLevel string
 
 	// buildImages builds the missing profile images in the background.
 	buildImages bool
@@ -46,6 +46,7 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.StringVar(&f.dataDir, "data-dir", "", "data directory for the database, sandbox dirs and agent (default from config: ./.data)")
 	fs.StringVar(&f.apiKey, "api-key", "", "API key of the default tenant (env GENESIS_API_KEY; generated and saved in the data dir if unset)")
 	fs.StringVar(&f.adminKey, "admin-key", "", "key of the built-in admin tenant \"admin\", for the tenant and key API (env GENESIS_ADMIN_KEY; overrides admin_api_key in the config)")
+	fs.StringVar(&f.adminKeyFile, "admin-key-file", "", "read the admin key from this file, made (random, mode 0600) when missing; make run passes .data/admin_key (--admin-key wins)")
 	fs.StringVar(&f.configPath, "config", os.Getenv("GENESIS_CONFIG"), "YAML config file laid over the embedded defaults (env GENESIS_CONFIG)")
 	fs.StringVar(&f.agentBinary, "agent-binary", "", "static genesis-agent binary (default: genesis-agent next to this executable)")
 	fs.StringVar(&f.egressBinary, "egress-binary", "", "static genesis-egress binary of the egress gateway (default: genesis-egress next to this executable; without it networked sandbox modes are unavailable)")
@@ -94,12 +95,6 @@ func serve(ctx context.Context, args []string) error {
 	if f.dataDir != "" {
 		cfg.DataDir = f.dataDir
 	}
-	if f.adminKey != "" {
-		cfg.AdminAPIKey = f.adminKey
-		if err := cfg.Validate(); err != nil {
-			return fmt.Errorf("--admin-key / GENESIS_ADMIN_KEY: %w", err)
-		}
-	}
 	if cfg.DataDir, err = filepath.Abs(cfg.DataDir); err != nil {
 		return err
 	}
@@ -110,14 +105,40 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	keys := map[string]string{apiKey: control.DefaultTenant}
+	adminKeyFile := ""
+	switch {
+	case f.adminKey != "":
+		if len(f.adminKey) < 16 {
+			return errors.New("--admin-key / GENESIS_ADMIN_KEY must be at least 16 characters")
+		}
+		cfg.AdminAPIKey = f.adminKey
+	case f.adminKeyFile != "":
+		if cfg.AdminAPIKey, err = loadOrMakeKey(f.adminKeyFile, "gsk_admin_"); err != nil {
+			return fmt.Errorf("--admin-key-file: %w", err)
+		}
+		adminKeyFile, _ = filepath.Abs(f.adminKeyFile)
+	}
+	if f.adminKey != "" || adminKeyFile != "" {
+		if err := cfg.Validate(); err != nil {
+			return fmt.Errorf("the admin key: %w", err)
+		}
+	}
+	keys, approvers := map[string]string{apiKey: control.DefaultTenant}, map[string]string{}
 	for tenant, t := range cfg.Tenants {
 		for _, k := range t.APIKeys {
 			keys[k] = tenant
 		}
+		for _, k := range t.ApproverKeys {
+			approvers[k] = tenant
+		}
 	}
 	if cfg.AdminAPIKey != "" {
 		keys[cfg.AdminAPIKey] = config.AdminTenant
+	}
+	for k, tenant := range approvers {
+		if _, dup := keys[k]; dup {
+			return fmt.Errorf("tenants.%s.approver_keys: a key is also an API key without the approve scope (api_keys, admin_api_key or --api-key)", tenant)
+		}
 	}
 	agentDir, err := installBinary("genesis-agent", f.agentBinary, cfg.DataDir)
 	if err != nil {
@@ -143,7 +164,13 @@ func serve(ctx context.Context, args []string) error {
 	defer st.Close()
 	// Docker builds and labels the images even when the sandboxes run on
 	// Kubernetes.
-	dock, err := docker.New(docker.Config{Host: f.dockerHost, CallTimeout: cfg.Intervals.DockerCallTimeout, AgentDir: agentDir, Logger: log})
+	dcfg := docker.Config{Host: f.dockerHost, CallTimeout: cfg.Intervals.DockerCallTimeout, AgentDir: agentDir, Logger: log}
+	if cfg.Driver != "kubernetes" { // Pods mount nothing of this host
+		if dcfg.Self, err = findSelf(ctx, dcfg, cfg.DataDir, log); err != nil {
+			return err
+		}
+	}
+	dock, err := docker.New(dcfg)
 	if err != nil {
 		return err
 	}
@@ -157,9 +184,11 @@ func serve(ctx context.Context, args []string) error {
 		drv, boxes = kd, kd
 		egressDir = "" // networked modes need this host's Docker networks
 	}
-	metrics := httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: st})
-	var ctl *control.Service
-	queue, err := imageQueue(f, cfg, dock, log, func(name string) { ctl.ImageBuilt(name) })
+	metrics := httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: st, TenantLabels: cfg.Metrics.TenantLabels})
+	configKeys := tenant.ConfigKeyIDs(keys)
+	maps.Copy(configKeys, tenant.ConfigKeyIDs(approvers))
+	var stack *assemble.Stack
+	queue, err := imageQueue(f, cfg, dock, log, func(name string) { stack.Control.ImageBuilt(name) })
 	if err != nil {
 		return err
 	}
@@ -167,70 +196,65 @@ func serve(ctx context.Context, args []string) error {
 	if queue != nil {
 		builds = queue
 	}
-	ctl, err = control.New(control.Config{Settings: cfg, Store: st, Driver: drv, Sandboxer: boxes, AgentDir: agentDir, EgressDir: egressDir, InstanceID: instance, ImageBuilds: builds, Logger: log})
+	stack, err = assemble.Build(ctx, assemble.Config{Settings: cfg, Store: st, Driver: drv, Sandboxer: boxes, Images: dock, ImageBuilds: builds,
+		AgentDir: agentDir, EgressDir: egressDir, InstanceID: instance, ConfigKeys: configKeys, Metrics: metrics, Logger: log})
 	if err != nil {
 		return err
 	}
-	m, err := newManagers(ctl, st, cfg, agentDir, dock, metrics, log)
+	defer stack.Close() // after the drain and the listeners: every part, in reverse build order
+	api, err := httpapi.New(httpapi.Config{PublicURL: cfg.PublicBaseURL(), Previews: stack.Previews, Control: stack.Control, Terminals: stack.Terminals,
+		Files: stack.Files, Jobs: stack.Jobs, Artifacts: stack.Artifacts, Ports: stack.Ports, Browser: stack.Browser, Desktop: stack.Desktop,
+		Trace: stack.Trace, Services: stack.Services, MCP: stack.MCP, Skills: stack.Skills, E2B: stack.E2B, OpenSandbox: stack.OpenSandbox,
+		Keys: keys, ApproverKeys: approvers, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics})
 	if err != nil {
 		return err
-	}
-	// The compatibility adapters' per-sandbox tokens are keyed by a file of
-	// the data dir, so that they survive a restart (and instances sharing a
-	// store accept each other's when they share the file).
-	tokenKey, err := ports.LoadOrCreateKey(filepath.Join(cfg.DataDir, "keys", "compat-token.key"))
-	if err != nil {
-		return err
-	}
-	var e2bCfg *e2b.Config
-	if cfg.E2B.Enabled {
-		e2bCfg = &e2b.Config{Settings: cfg.E2B, MaxJobTimeoutMS: cfg.Limits.MaxExecTimeoutMS, TokenKey: tokenKey}
-	}
-	var osbCfg *opensandbox.Config
-	if cfg.OpenSandbox.Enabled {
-		osbCfg = &opensandbox.Config{Settings: cfg.OpenSandbox, MaxJobTimeoutMS: cfg.Limits.MaxExecTimeoutMS, TokenKey: tokenKey}
-	}
-	api, err := httpapi.New(httpapi.Config{Control: ctl, Terminals: m.terms, Files: m.files, Jobs: m.jobs, Artifacts: m.arts, Ports: m.ports, Browser: m.browser, Desktop: m.desktop, Trace: m.trace, Services: m.svcs, MCP: m.mcp, Skills: m.sk, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics, E2B: e2bCfg, OpenSandbox: osbCfg})
-	if err != nil {
-		return err
-	}
-	if a := api.E2B(); a != nil {
-		ctl.AddHook(a) // forgets the pids and code context of a sandbox that ended
-	}
-	if a := api.OpenSandbox(); a != nil {
-		ctl.AddHook(a) // forgets the default code context of a sandbox that ended
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return err
 	}
-	if err := ctl.Start(ctx); err != nil {
+	if err := stack.Start(ctx); err != nil {
 		ln.Close()
 		return err
 	}
-	defer ctl.Close()
-	defer m.jobs.Close() // before ctl.Close: followers hold busy attachments
-	defer m.svcs.Close() // before the jobs: no service restarts while they close
-	defer m.mcp.Close()  // before the jobs: an instance stops its server job and own lease
 	if queue != nil {
 		stop := runImageQueue(ctx, queue, log)
-		defer stop() // first: a build in progress is stopped and cleaned up
+		defer stop() // before the stack closes: a build in progress is stopped and cleaned up
 	}
 
 	handler := api.Handler()
 	if cfg.Console.Enabled {
-		handler = withConsole(handler, log)
+		handler = withConsole(handler, api.IsPreviewHost, log)
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	log.Info("sandbox-service listening", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "instance", instance, "version", version)
-	if generated {
-		fmt.Fprintf(os.Stderr, "\nAPI key (saved in %s): %s\n  export GENESIS_URL=http://%s GENESIS_API_KEY=%s\n\n",
-			filepath.Join(cfg.DataDir, "api_key"), apiKey, ln.Addr().String(), apiKey)
+	log.Info("sandbox-service listening", "addr", ln.Addr().String(), "public_url", cfg.PublicBaseURL(), "previews", cfg.PreviewTemplate(),
+		"data_dir", cfg.DataDir, "instance", instance, "version", version)
+	if cfg.PublicURL == "" && !loopbackAddr(ln.Addr()) {
+		log.Warn("listening beyond loopback without public_url: the URLs the service hands back (preview links, endpoints) use " +
+			cfg.PublicBaseURL() + "; set public_url (and ports.preview_url) to the names callers reach")
 	}
-	sigs := make(chan os.Signal, 1)
+	fmt.Fprint(os.Stderr, banner(bannerInfo{
+		url: bannerURL(cfg, ln.Addr()), console: cfg.Console.Enabled, apiKey: apiKey, generated: generated,
+		apiKeyFile: filepath.Join(cfg.DataDir, "api_key"), admin: cfg.AdminAPIKey != "", adminKeyFile: adminKeyFile,
+	}))
+	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- srv.Serve(ln) }()
+	if cfg.Ports.PreviewListen != "" {
+		pln, err := net.Listen("tcp", cfg.Ports.PreviewListen)
+		if err != nil {
+			return fmt.Errorf("ports.preview_listen: %w", err)
+		}
+		psrv := &http.Server{Handler: api.PreviewHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+		defer psrv.Close()
+		log.Info("preview listener", "addr", pln.Addr().String(), "previews", cfg.PreviewTemplate())
+		go func() {
+			if err := psrv.Serve(pln); !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("preview listener: %w", err)
+			}
+		}()
+	}
 	if cfg.E2B.Enabled && cfg.E2B.Listen != "" {
 		hln, err := net.Listen("tcp", cfg.E2B.Listen)
 		if err != nil {
@@ -251,34 +275,35 @@ func serve(ctx context.Context, args []string) error {
 			}
 		}()
 	}
+	// SIGTERM and SIGINT (Ctrl-C) both drain (or hand over); a second
+	// signal cuts that short: what is left of this instance keeps running
+	// and is adopted on the next start.
+	stopping, force := context.WithCancel(ctx)
+	defer force()
 	select {
 	case err := <-errc:
 		return err
 	case sig := <-sigs:
-		if sig == syscall.SIGTERM && ctl.HandsOver() {
-			// Replicas on a cluster: the sandboxes stay for the leader to
-			// adopt once this process (and its store lock) is gone.
-			log.Info("SIGTERM: handing this instance's sandboxes over to the other replicas")
-			dctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-			err := ctl.StopTaking(dctx)
-			cancel()
-			if err != nil {
-				log.Error("waiting for pool members being made", "err", err)
+		go func() {
+			select {
+			case sig := <-sigs:
+				log.Warn("second signal: stopping now; the sandboxes left keep running and are adopted on the next start", "signal", sig.String())
+				force()
+			case <-stopping.Done():
 			}
-		} else if sig == syscall.SIGTERM {
-			// Drain while still serving, so holders can finish and release:
-			// new leases and creates get 503, and at the deadline everything
-			// of this instance is destroyed.
-			log.Info("SIGTERM: draining", "drain_timeout", cfg.Intervals.DrainTimeout)
-			dctx, cancel := context.WithTimeout(ctx, cfg.Intervals.DrainTimeout+2*time.Minute)
-			err := ctl.Drain(dctx, cfg.Intervals.DrainTimeout)
-			cancel()
-			if err != nil {
-				log.Error("drain did not finish", "err", err)
-			}
-		} else {
-			log.Info("shutting down; sandboxes keep running and are adopted on restart", "signal", sig.String())
+		}()
+		// Drain while still serving, so holders can finish and release:
+		// new leases and creates get 503, and at the deadline everything
+		// of this instance is destroyed (replicas on a cluster hand their
+		// sandboxes over instead, for the leader to adopt once this
+		// process and its store lock are gone).
+		log.Info("stopping; a second signal stops at once", "signal", sig.String(), "drain_timeout", cfg.Intervals.DrainTimeout)
+		if err := stack.Drain(stopping); err != nil {
+			log.Error("drain did not finish", "err", err)
 		}
+	}
+	if stopping.Err() != nil { // forced: no wait for open connections either
+		return srv.Close()
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -308,16 +333,86 @@ func resolveAPIKey(given, dataDir string) (key string, generated bool, err error
 		}
 		return given, false, nil
 	}
-	p := filepath.Join(dataDir, "api_key")
+	key, err = loadOrMakeKey(filepath.Join(dataDir, "api_key"), "gsk_")
+	return key, true, err
+}
+
+// loadOrMakeKey returns the key saved in the file p, or a new random key
+// (prefix and 48 hex digits) that it saves there, readable by its owner
+// only (0600).
+func loadOrMakeKey(p, prefix string) (string, error) {
 	if b, err := os.ReadFile(p); err == nil && len(bytes.TrimSpace(b)) >= 16 {
-		return strings.TrimSpace(string(b)), true, nil
+		return strings.TrimSpace(string(b)), nil
+	} else if err == nil {
+		return "", fmt.Errorf("%s holds no key of at least 16 characters", p)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
 	}
 	var b [24]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return "", false, err
+		return "", err
 	}
-	key = "gsk_" + hex.EncodeToString(b[:])
-	return key, true, os.WriteFile(p, []byte(key+"\n"), 0o600)
+	key := prefix + hex.EncodeToString(b[:])
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(p, []byte(key+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return key, os.Chmod(p, 0o600) // the umask may have narrowed it; never widen
+}
+
+// bannerURL is the service's URL as the banner shows it: the configured
+// public URL, else the address it listens on (a wildcard address as
+// 127.0.0.1).
+func bannerURL(cfg *config.Config, addr net.Addr) string {
+	if cfg.PublicURL != "" {
+		return cfg.PublicBaseURL()
+	}
+	return "http://" + reachableAddr(addr)
+}
+
+// bannerInfo is what the start-up banner tells.
+type bannerInfo struct {
+	url        string // the service's address
+	console    bool   // the web console is served
+	apiKey     string
+	generated  bool   // apiKey was generated or read from apiKeyFile (not given)
+	apiKeyFile string // where a generated API key is kept
+	admin      bool   // an admin key is set
+	// adminKeyFile is where the admin key is kept ("" when it was given
+	// with --admin-key or in the config).
+	adminKeyFile string
+}
+
+// banner is the start-up text on stderr: where the API and the console
+// are, how to point the CLI at them, and where the keys are.
+func banner(b bannerInfo) string {
+	var w strings.Builder
+	fmt.Fprintf(&w, "\nGenesis Sandbox serves on %s\n", b.url)
+	if b.console {
+		fmt.Fprintf(&w, "  console:   %s/console/ (sign in with an API key)\n", b.url)
+	}
+	if b.generated {
+		fmt.Fprintf(&w, "  API key:   %s (kept in %s)\n", b.apiKey, b.apiKeyFile)
+	} else {
+		fmt.Fprintf(&w, "  API key:   the one given with --api-key or GENESIS_API_KEY\n")
+	}
+	switch {
+	case b.adminKeyFile != "":
+		fmt.Fprintf(&w, "  admin key: kept in %s; it manages tenants and keys and acts for any tenant:\n", b.adminKeyFile)
+		fmt.Fprintf(&w, "             GENESIS_API_KEY=$(cat %s) genesis tenant ls\n", b.adminKeyFile)
+	case b.admin:
+		fmt.Fprintf(&w, "  admin key: the one given with --admin-key, GENESIS_ADMIN_KEY or the config\n")
+	default:
+		fmt.Fprintf(&w, "  admin key: none; start with --admin-key-file FILE (make run keeps one in .data/admin_key) to have one\n")
+	}
+	key := b.apiKey
+	if !b.generated {
+		key = "<your key>"
+	}
+	fmt.Fprintf(&w, "\n  export GENESIS_URL=%s GENESIS_API_KEY=%s\n\n", b.url, key)
+	return w.String()
 }
 
 // installBinary copies a static binary (genesis-agent or genesis-egress)
@@ -357,16 +452,30 @@ func installBinary(name, src, dataDir string) (string, error) {
 // withConsole serves the web console at /console/ beside the API. A plain
 // prefix test, not a ServeMux: a mux would clean (redirect) the API's paths,
 // and proxied paths into a sandbox must reach it as sent.
-func withConsole(api http.Handler, log *slog.Logger) http.Handler {
+// withConsole serves the console under console.Prefix on the API's hosts;
+// a preview host (isPreview) never serves it: a sandbox's page there must
+// not share an origin with the console.
+func withConsole(api http.Handler, isPreview func(*http.Request) bool, log *slog.Logger) http.Handler {
 	c := console.New()
 	if !c.Built() {
 		log.Warn("the web console's front-end is not built into this binary: /console/ says so; run make build")
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, console.Prefix) || r.URL.Path+"/" == console.Prefix {
+		if r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead) && !isPreview(r) {
+			// A person who opens the service's address finds the console.
+			http.Redirect(w, r, console.Prefix, http.StatusFound)
+			return
+		}
+		if (strings.HasPrefix(r.URL.Path, console.Prefix) || r.URL.Path+"/" == console.Prefix) && !isPreview(r) {
 			c.ServeHTTP(w, r)
 			return
 		}
 		api.ServeHTTP(w, r)
 	})
+}
+
+// loopbackAddr reports whether a listener's address is a loopback one.
+func loopbackAddr(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }

@@ -96,3 +96,56 @@ export function saveBlob(blob, name) {
   a.remove();
   setTimeout(() => URL.revokeObjectURL(url), 60000);
 }
+
+// FINAL_STATES are the states of a sandbox that has ended.
+export const FINAL_STATES = ['destroyed', 'failed'];
+
+// lifetime says when a sandbox expires, or, once it has ended, when that
+// was (its last update): a destroyed sandbox does not expire "in 4 min".
+export function lifetime(sb) {
+  if (FINAL_STATES.includes(sb.state)) return { label: 'Ended', at: sb.updated_at, text: `ended ${fmtRelative(sb.updated_at)}` };
+  return { label: 'Expires', at: sb.expires_at, text: sb.expires_at ? fmtRelative(sb.expires_at) : 'never' };
+}
+
+// newestFirst sorts a list of records by created_at, newest first.
+export function newestFirst(items, key = 'created_at') {
+  return [...items].sort((a, b) => String(b[key] || '').localeCompare(String(a[key] || '')));
+}
+
+const EXIT_REASONS = {
+  timeout: (j) => `timed out${j.timeout_ms ? ` after ${fmtDuration(j.timeout_ms)}` : ''}`,
+  oom: () => 'killed: out of memory',
+  canceled: () => 'canceled',
+  signal: (j) => `killed by ${j.signal || 'a signal'}`,
+  lost: () => 'lost (the service lost track of it)',
+};
+
+// exitSummary says how a job ended in words: the exit code of a process
+// that exited, else why it was stopped (timeout, oom, canceled, signal,
+// lost), so a timed-out job does not read as a plain failure. Running
+// jobs have none ('').
+export function exitSummary(j) {
+  const why = EXIT_REASONS[j.exit_reason];
+  if (why) return why(j) + (j.exit_code !== undefined && j.exit_code !== null ? ` (exit ${j.exit_code})` : '');
+  if (j.exit_code !== undefined && j.exit_code !== null) return `exit ${j.exit_code}`;
+  return '';
+}
+
+// exitBadge is a job's state, with the reason it was stopped beside it
+// when it did not simply exit.
+export function exitBadge(j) {
+  const reason = EXIT_REASONS[j.exit_reason] && j.exit_reason !== j.state ? j.exit_reason : '';
+  return reason ? [badge(j.state), ' ', badge(reason === 'timeout' ? 'timed out' : reason, `reason ${reason}`)] : [badge(j.state)];
+}
+
+// jobWhat is what a job runs: its script, or its command.
+export function jobWhat(j) {
+  return j.script || (j.command || []).join(' ');
+}
+
+export function fmtDuration(ms) {
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 90000) return `${+(ms / 1000).toFixed(1)} s`;
+  if (ms < 5400000) return `${Math.round(ms / 60000)} min`;
+  return `${+(ms / 3600000).toFixed(1)} h`;
+}

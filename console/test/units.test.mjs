@@ -5,6 +5,10 @@ import { VT, xterm256 } from '../src/views/vt.js';
 import { readSSE } from '../src/views/job.js';
 import { parseMetrics, histogram } from '../src/metrics.js';
 import { imageProgress } from '../src/views/system.js';
+import { exitSummary, lifetime, newestFirst, jobWhat } from '../src/dom.js';
+import { summary } from '../src/player/player.js';
+import { readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
 
 test('VT keeps text, handles CR, backspace, erase-line and colours', () => {
   const s = new VT(40, 5);
@@ -93,6 +97,58 @@ genesis_exec_duration_seconds_count{runtime="runc"} 6
   assert.deepEqual(histogram(m, 'genesis_exec_duration_seconds', 'runtime'), {
     runc: [{ le: 0.01, count: 2 }, { le: 0.1, count: 3 }, { le: Infinity, count: 1 }],
   });
+});
+
+test('exitSummary says why a job ended, not only its code', () => {
+  assert.equal(exitSummary({ state: 'succeeded', exit_reason: 'exited', exit_code: 0 }), 'exit 0');
+  assert.equal(exitSummary({ state: 'failed', exit_reason: 'exited', exit_code: 3 }), 'exit 3');
+  assert.equal(exitSummary({ state: 'failed', exit_reason: 'timeout', exit_code: 124, timeout_ms: 500 }), 'timed out after 500 ms (exit 124)');
+  assert.equal(exitSummary({ state: 'failed', exit_reason: 'timeout', timeout_ms: 60000 }), 'timed out after 60 s');
+  assert.equal(exitSummary({ state: 'failed', exit_reason: 'oom', exit_code: 137 }), 'killed: out of memory (exit 137)');
+  assert.equal(exitSummary({ state: 'canceled', exit_reason: 'canceled', exit_code: 143 }), 'canceled (exit 143)');
+  assert.equal(exitSummary({ state: 'failed', exit_reason: 'signal', signal: 'SIGSEGV' }), 'killed by SIGSEGV');
+  assert.equal(exitSummary({ state: 'lost', exit_reason: 'lost' }), 'lost (the service lost track of it)');
+  assert.equal(exitSummary({ state: 'running' }), '');
+});
+
+test('lifetime: an ended sandbox says when it ended, a live one when it expires', () => {
+  const soon = new Date(Date.now() + 4 * 60000).toISOString();
+  const ago = new Date(Date.now() - 3 * 60000).toISOString();
+  assert.deepEqual(lifetime({ state: 'destroyed', expires_at: soon, updated_at: ago }), { label: 'Ended', at: ago, text: 'ended 3 min ago' });
+  assert.equal(lifetime({ state: 'failed', expires_at: soon, updated_at: ago }).label, 'Ended');
+  assert.deepEqual(lifetime({ state: 'ready', expires_at: soon, updated_at: ago }), { label: 'Expires', at: soon, text: 'in 4 min' });
+  assert.equal(lifetime({ state: 'ready' }).text, 'never');
+});
+
+test('newestFirst orders by creation, newest first; jobWhat is the script or the command', () => {
+  const l = [{ id: 'a', created_at: '2026-01-01T10:00:00Z' }, { id: 'c', created_at: '2026-01-01T12:00:00Z' }, { id: 'b', created_at: '2026-01-01T11:00:00Z' }];
+  assert.deepEqual(newestFirst(l).map((x) => x.id), ['c', 'b', 'a']);
+  assert.deepEqual(l.map((x) => x.id), ['a', 'c', 'b']); // the input is left alone
+  assert.equal(jobWhat({ script: 'echo hi' }), 'echo hi');
+  assert.equal(jobWhat({ command: ['ls', '-la'] }), 'ls -la');
+});
+
+test('the player summarises interrupts without undefined', () => {
+  const ev = (kind, data) => ({ kind, data, actor: 'system', time: '2026-01-01T00:00:00Z' });
+  assert.equal(summary(ev('interrupt.stepped', { action: 'exec' })), 'let exec through (one step)');
+  assert.equal(summary(ev('interrupt.step', { state: 'paused', steps: 1 })), 'step → paused (1 step left)');
+  assert.equal(summary(ev('interrupt.pause', { state: 'paused', steps: 0 })), 'pause → paused');
+  for (const kind of ['interrupt.stepped', 'interrupt.resume', 'interrupt.abort', 'job.started', 'annotation', 'task.status', 'control.requested', 'no.such.kind']) {
+    assert.doesNotMatch(summary(ev(kind, {})), /undefined/, kind);
+  }
+});
+
+// Nothing the API answers (tenant, actor and holder names, metadata, file
+// names, output) may be parsed as markup: the console builds the DOM with
+// createElement and text nodes only.
+test('no console source uses an HTML sink', () => {
+  const files = [];
+  const walk = (d) => { for (const f of readdirSync(d, { withFileTypes: true })) { if (f.isDirectory()) walk(join(d, f.name)); else if (f.name.endsWith('.js')) files.push(join(d, f.name)); } };
+  walk(new URL('../src', import.meta.url).pathname);
+  assert.ok(files.length > 10);
+  for (const f of files) {
+    assert.doesNotMatch(readFileSync(f, 'utf8'), /\.(innerHTML|outerHTML)\b|insertAdjacentHTML|document\.write|createContextualFragment|DOMParser|srcdoc/, f);
+  }
 });
 
 test('imageProgress says where each image stands', () => {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"syscall"
 	"time"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
@@ -46,8 +47,11 @@ func (s *Server) handlePortDial(w http.ResponseWriter, r *http.Request, port int
 	c, err := d.DialContext(ctx, "tcp4", addr)
 	cancel()
 	if err != nil {
-		writeError(w, errdefs.WithCode(agentproto.CodePortUnreachable,
-			fmt.Errorf("dial %s in the sandbox: %v: %w", addr, err, errdefs.ErrBadGateway)))
+		msg := fmt.Sprintf("port %d in the sandbox did not answer: %v", port, err)
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			msg = fmt.Sprintf("nothing listens on port %d in the sandbox (on 127.0.0.1)", port)
+		}
+		writeError(w, errdefs.WithCode(agentproto.CodePortUnreachable, errdefs.Mark(errors.New(msg), errdefs.ErrBadGateway)))
 		return
 	}
 	conn := c.(*net.TCPConn)

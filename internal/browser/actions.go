@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -365,6 +366,8 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 		r.Ms = time.Since(start).Milliseconds()
 		if err != nil && ctx.Err() == nil && s.dead() {
 			err = fmt.Errorf("the browser went away during the action: Chromium exited, or its sandbox ended (GET /v1/sandboxes/%s says which): %w", t.SandboxID, err)
+		} else if err != nil && a.Type == "navigate" && t.Offline {
+			err = offline(t.SandboxID, t.Profile, a.URL, err)
 		}
 		if err != nil {
 			r.Error = actionError(err, timeout)
@@ -410,6 +413,21 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 		}()
 	}
 	return out, nil
+}
+
+// offline explains a failed navigation to rawURL in a sandbox (of
+// profile) without a network: unless the URL is the sandbox's own
+// loopback, the page could not load because nothing outside is reachable;
+// a sandbox created with an allowlist can (mode none is for the sandbox's
+// life).
+func offline(sandboxID, profile, rawURL string, err error) error {
+	u, perr := url.Parse(rawURL)
+	if perr != nil || u.Hostname() == "" || u.Hostname() == "localhost" || net.ParseIP(u.Hostname()).IsLoopback() {
+		return err
+	}
+	return fmt.Errorf("%w; sandbox %s has no network (mode none), so its browser loads only what is served inside it: "+
+		"create a sandbox with an allowlist that names %s (genesis sandbox create --profile %s --allow %s)",
+		err, sandboxID, u.Hostname(), profile, u.Hostname())
 }
 
 // navResult is a navigate action's value: the main document's response.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"image/png"
 	"io"
@@ -116,7 +117,9 @@ func newManager(t *testing.T, tgt *Target, keep Keeper) *Manager {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pp, err := ports.New(ports.Config{Sandboxes: portsOf{tgt}, Signer: signer})
+	// No links are made here: every key is live.
+	live := func(context.Context, string, string) error { return nil }
+	pp, err := ports.New(ports.Config{Sandboxes: portsOf{tgt}, Signer: signer, KeyLive: live})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,5 +318,22 @@ func TestActionsDriveARealChromium(t *testing.T) {
 	resp.Body.Close()
 	if !bytes.Contains(body, []byte(site.URL+"/more")) {
 		t.Errorf("the session's page was closed when the session ended: /json/list = %s", body)
+	}
+}
+
+// TestOfflineNavigationSaysWhy: a page a sandbox without network could
+// not load says so and how to allow it; its own loopback is no such case.
+func TestOfflineNavigationSaysWhy(t *testing.T) {
+	t.Parallel()
+	cause := errors.New("page load error net::ERR_NAME_NOT_RESOLVED")
+	err := offline("sbx_1", "browser-playwright", "https://allowed.example/", cause)
+	if !errors.Is(err, cause) || !strings.Contains(err.Error(), "sandbox sbx_1 has no network (mode none)") ||
+		!strings.Contains(err.Error(), "genesis sandbox create --profile browser-playwright --allow allowed.example") {
+		t.Errorf("offline: %v", err)
+	}
+	for _, u := range []string{"http://127.0.0.1:8000/", "http://localhost:3000/x", "about:blank", "::"} {
+		if got := offline("sbx_1", "browser-playwright", u, cause); got != cause {
+			t.Errorf("%s: %v, want the error unchanged", u, got)
+		}
 	}
 }

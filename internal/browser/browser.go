@@ -21,6 +21,7 @@ import (
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/driver"
+	"genesis.dev/sandbox/internal/egress"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/recording"
@@ -44,9 +45,13 @@ type Target struct {
 	Spec      config.BrowserSpec
 	// Dial connects to 127.0.0.1:port inside the sandbox; it stays usable
 	// after Release while the sandbox runs.
-	Dial    func(ctx context.Context, port int) (net.Conn, error)
-	Files   Files
-	Jobs    Jobs
+	Dial  func(ctx context.Context, port int) (net.Conn, error)
+	Files Files
+	Jobs  Jobs
+	// Offline says the sandbox has no network (mode none): its browser
+	// reaches only servers inside the sandbox. Profile is its profile.
+	Offline bool
+	Profile string
 	Release func()
 }
 
@@ -175,7 +180,12 @@ func (m *Manager) SandboxEnding(_ context.Context, sandboxID, _ string) {
 	}
 }
 
-// Close ends every actions session.
+// Drain ends the recordings in progress as their stop does, each keeping
+// its last segment, and refuses new ones: the service is stopping, and its
+// sandboxes are about to be drained or handed over.
+func (m *Manager) Drain(ctx context.Context) { m.recs.Drain(ctx) }
+
+// Close ends every recording (as Drain) and every actions session.
 func (m *Manager) Close() {
 	m.mu.Lock()
 	all := m.sessions
@@ -470,7 +480,8 @@ func FromControl(a ports.Attacher) Sandboxes { return controlSandboxes{a} }
 type controlSandboxes struct{ a ports.Attacher }
 
 func (c controlSandboxes) AttachBrowser(ctx context.Context, tenant, id string) (*Target, error) {
-	at, err := c.a.Attach(ctx, tenant, id, control.AttachOptions{})
+	// Network: Target.Offline reads the sandbox's network mode.
+	at, err := c.a.Attach(ctx, tenant, id, control.AttachOptions{Network: true})
 	if err != nil {
 		return nil, err
 	}
@@ -488,5 +499,6 @@ func targetOf(at *control.Attachment) *Target {
 	return &Target{
 		Tenant: at.Sandbox.Tenant, SandboxID: at.Sandbox.ID, Image: at.Sandbox.Image, Spec: *at.Profile.Browser,
 		Dial: at.Agent.DialPort, Files: at.Agent, Jobs: at.Agent, Release: at.Release,
+		Offline: at.Sandbox.Network == nil || at.Sandbox.Network.Mode == egress.ModeNone, Profile: at.Sandbox.Profile,
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"genesis.dev/sandbox/images"
+	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/tenant"
@@ -27,7 +27,13 @@ var defaultYAML []byte
 
 // Config is the whole service configuration.
 type Config struct {
-	Addr             string            `yaml:"addr"`
+	Addr string `yaml:"addr"`
+	// PublicURL is the service's base URL as its callers reach it: every
+	// URL the service hands back (preview links, endpoints, display and
+	// browser links) is built from it, never from a request's Host header.
+	// Empty: http://{addr}, with an unspecified address (0.0.0.0, [::])
+	// taken as 127.0.0.1 (PublicBaseURL).
+	PublicURL        string            `yaml:"public_url"`
 	DataDir          string            `yaml:"data_dir"`
 	InstanceID       string            `yaml:"instance_id"`
 	DefaultRiskLevel sandbox.RiskLevel `yaml:"default_risk_level"`
@@ -56,6 +62,8 @@ type Config struct {
 	Skills Skills `yaml:"skills"`
 	// Console configures the web console.
 	Console Console `yaml:"console"`
+	// Metrics configures GET /metrics.
+	Metrics Metrics `yaml:"metrics"`
 	// Trace configures the sandboxes' operation traces.
 	Trace Trace `yaml:"trace"`
 	// E2B configures the E2B SDK adapter under /e2b (docs/compat-e2b.md).
@@ -148,6 +156,14 @@ type Console struct {
 	// Enabled serves the console (default true); off, /console/ is an
 	// unknown route like any other.
 	Enabled bool `yaml:"enabled"`
+}
+
+// Metrics configures the Prometheus exposition at GET /metrics.
+type Metrics struct {
+	// TenantLabels names tenants in the per-tenant series (the fair
+	// queues') of a scrape that sends an admin key. Off (the default), and
+	// for a scrape without a key, /metrics names no tenant.
+	TenantLabels bool `yaml:"tenant_labels"`
 }
 
 // AdminTenant is the tenant that owns admin_api_key.
@@ -330,6 +346,10 @@ type Tenant struct {
 	// APIKeys are extra keys for this tenant (plain text in the file; they
 	// are compared in constant time and never logged).
 	APIKeys []string `yaml:"api_keys"`
+	// ApproverKeys are keys of this tenant with the scope approve: they
+	// also decide MCP calls held for approval and approve changed tool
+	// definitions (a person's keys, not an agent's).
+	ApproverKeys []string `yaml:"approver_keys"`
 	// Weight is the tenant's share in fair queueing (0: the default 1).
 	Weight int `yaml:"weight"`
 	// Admin lets the tenant's keys use the admin API (tenants, keys, every
@@ -356,7 +376,8 @@ type Profile struct {
 	ReadOnlyRoot     bool              `yaml:"read_only_root"`
 	CapAdd           []string          `yaml:"cap_add"`
 	// FileRoots are the directories inside the sandbox the file API may
-	// touch (absolute, clean); empty means [/workspace]. Relative paths are
+	// touch (absolute, clean, or "~" for the sandbox user's home, which the
+	// agent looks up); empty means DefaultFileRoots. Relative paths are
 	// resolved against the first.
 	FileRoots []string    `yaml:"file_roots"`
 	Pools     []PoolSpec  `yaml:"pools"`
@@ -373,13 +394,22 @@ type Profile struct {
 	Desktop *DesktopSpec `yaml:"desktop"`
 }
 
-// DefaultFileRoot is the file root of a profile that names none.
+// DefaultFileRoot is the first file root of a profile that names none:
+// relative paths are resolved against it.
 const DefaultFileRoot = "/workspace"
 
-// Roots returns the profile's file roots, [/workspace] when it names none.
+// DefaultFileRoots are the file roots of a profile that names none: the
+// places the sandbox user may write to itself — the workspace, /tmp and
+// its home ("~"). The agent confines every path to them, as that user.
+func DefaultFileRoots() []string {
+	return []string{DefaultFileRoot, "/tmp", agentproto.HomeRoot}
+}
+
+// Roots returns the profile's file roots, DefaultFileRoots when it names
+// none.
 func (p *Profile) Roots() []string {
 	if len(p.FileRoots) == 0 {
-		return []string{DefaultFileRoot}
+		return DefaultFileRoots()
 	}
 	return p.FileRoots
 }
@@ -438,9 +468,27 @@ func decode(b []byte, c *Config) error {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil {
-		return fmt.Errorf("%v: %w", err, errdefs.ErrInvalidArgument)
+		return errdefs.Mark(errors.New(yamlMessage(err)), errdefs.ErrInvalidArgument)
 	}
 	return nil
+}
+
+// unknownField is how the YAML decoder names a key the config does not have.
+var unknownField = regexp.MustCompile(`field (\S+) not found in type \S+`)
+
+// yamlMessage is a decoding error of a config file as a person reads it:
+// its lines on one line, and an unknown key called so rather than by the
+// Go type it is not a field of.
+func yamlMessage(err error) string {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err.Error()
+	}
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		msgs[i] = unknownField.ReplaceAllString(m, "unknown key $1")
+	}
+	return strings.Join(msgs, "; ")
 }
 
 var profileName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
@@ -604,6 +652,14 @@ func (c *Config) validate(v *problems) {
 				bad(fmt.Sprintf("tenants.%s.api_keys[%d]", name, i), "API keys must be at least 16 characters")
 			}
 		}
+		for i, k := range t.ApproverKeys {
+			if len(k) < 16 {
+				bad(fmt.Sprintf("tenants.%s.approver_keys[%d]", name, i), "API keys must be at least 16 characters")
+			}
+			if slices.Contains(t.APIKeys, k) {
+				bad(fmt.Sprintf("tenants.%s.approver_keys[%d]", name, i), "the key is in api_keys too; list it in one of them")
+			}
+		}
 		if t.Weight < 0 || t.Weight > 1000 {
 			bad("tenants."+name+".weight", "must be between 1 and 1000 (0: the default 1), got %d", t.Weight)
 		}
@@ -695,8 +751,17 @@ func (c *Config) validate(v *problems) {
 			bad(key+".resources.disk_mb", "must be 0 (no quota) or in [%d, %d], got %d", MinDiskMB, l.MaxDiskMB, r.DiskMB)
 		}
 		for j, root := range p.FileRoots {
-			if !path.IsAbs(root) || path.Clean(root) != root || root == "/" || strings.ContainsAny(root, ":\x00") {
-				bad(fmt.Sprintf("%s.file_roots[%d]", key, j), "%q must be an absolute clean path other than / without ':'", root)
+			switch {
+			case root == agentproto.HomeRoot:
+			case strings.ContainsAny(root, ":\x00"):
+				bad(fmt.Sprintf("%s.file_roots[%d]", key, j), "%q must be an absolute clean path other than / without ':', or ~", root)
+			default:
+				// The agent's binary and run directories (driver.AgentMountDir,
+				// driver.AgentRunDir) are never reachable; the agent itself
+				// drops such a root too.
+				if err := agentproto.CheckRoot(root, "/.genesis", "/run/genesis"); err != nil {
+					bad(fmt.Sprintf("%s.file_roots[%d]", key, j), "%q must be an absolute clean path other than / without ':', or ~, and reach neither /proc, /sys, /dev nor the agent's /.genesis and /run/genesis", root)
+				}
 			}
 		}
 		if err := p.Network.Validate(c.Network.OperatorConfig); err != nil {
@@ -760,7 +825,7 @@ type keyProblem struct {
 
 // add records that key is invalid, with a message from format and args.
 func (v *problems) add(key, format string, args ...any) {
-	*v = append(*v, keyProblem{key, fmt.Errorf("config: %s: %s: %w", key, fmt.Sprintf(format, args...), errdefs.ErrInvalidArgument)})
+	*v = append(*v, keyProblem{key, errdefs.Mark(fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)), errdefs.ErrInvalidArgument)})
 }
 
 // wrap records err, which already names key and carries its class.

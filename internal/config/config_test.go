@@ -52,26 +52,28 @@ func TestLoadOverlayAndErrors(t *testing.T) {
 		t.Fatalf("untouched default lost: %d", c.Limits.MaxBodyBytes)
 	}
 	bad := map[string]string{
-		"limits: {max_pids: -1}\n":                                 "limits.max_pids",
-		"limits: {max_sandboxes: 0}\n":                             "limits.max_sandboxes",
-		"bogus_key: 1\n":                                           "bogus_key",
-		"tenants: {acme: {min_risk_level: meh}}\n":                 "tenants.acme.min_risk_level",
-		"tenants: {acme: {quotas: {max_sandboxes: -1}}}\n":         "tenants.acme.quotas.max_sandboxes",
-		"tenants: {acme: {quotas: {max_cpu: -0.5}}}\n":             "tenants.acme.quotas.max_cpu",
-		"tenants: {acme: {quotas: {max_memory_mb: -1}}}\n":         "tenants.acme.quotas.max_memory_mb",
-		"tenants: {acme: {quotas: {max_leases: -2}}}\n":            "tenants.acme.quotas.max_leases",
-		"tenants: {acme: {weight: -1}}\n":                          "tenants.acme.weight",
-		"admin_api_key: short\n":                                   "admin_api_key",
-		"admin_api_key: 0123456789abcdef0\ntenants: {admin: {}}\n": "tenants.admin.admin",
-		"audit: {retention: 0s}\n":                                 "audit.retention",
-		"intervals: {probe: -1s}\n":                                "intervals.probe",
-		"profiles: []\n":                                           "profiles",
-		"image_repository: Genesis\n":                              "image_repository",
-		"limits: {files: {max_upload_bytes: -1}}\n":                "limits.files.max_upload_bytes",
-		"limits: {files: {max_files_per_call: -5}}\n":              "limits.files.max_files_per_call",
-		"limits: {files: {max_search_timeout: -1s}}\n":             "limits.files.max_search_timeout",
-		"limits: {files: {max_path_bytes: 5000}}\n":                "limits.files.max_path_bytes",
-		"limits: {max_disk_mb: -1}\n":                              "limits.max_disk_mb",
+		"limits: {max_pids: -1}\n":                                                               "limits.max_pids",
+		"limits: {max_sandboxes: 0}\n":                                                           "limits.max_sandboxes",
+		"bogus_key: 1\n":                                                                         "bogus_key",
+		"tenants: {acme: {min_risk_level: meh}}\n":                                               "tenants.acme.min_risk_level",
+		"tenants: {acme: {quotas: {max_sandboxes: -1}}}\n":                                       "tenants.acme.quotas.max_sandboxes",
+		"tenants: {acme: {quotas: {max_cpu: -0.5}}}\n":                                           "tenants.acme.quotas.max_cpu",
+		"tenants: {acme: {quotas: {max_memory_mb: -1}}}\n":                                       "tenants.acme.quotas.max_memory_mb",
+		"tenants: {acme: {quotas: {max_leases: -2}}}\n":                                          "tenants.acme.quotas.max_leases",
+		"tenants: {acme: {weight: -1}}\n":                                                        "tenants.acme.weight",
+		"tenants: {acme: {approver_keys: [short]}}\n":                                            "tenants.acme.approver_keys[0]",
+		"tenants: {acme: {api_keys: [0123456789abcdef0], approver_keys: [0123456789abcdef0]}}\n": "tenants.acme.approver_keys[0]",
+		"admin_api_key: short\n":                                                                 "admin_api_key",
+		"admin_api_key: 0123456789abcdef0\ntenants: {admin: {}}\n":                               "tenants.admin.admin",
+		"audit: {retention: 0s}\n":                                                               "audit.retention",
+		"intervals: {probe: -1s}\n":                                                              "intervals.probe",
+		"profiles: []\n":                                                                         "profiles",
+		"image_repository: Genesis\n":                                                            "image_repository",
+		"limits: {files: {max_upload_bytes: -1}}\n":                                              "limits.files.max_upload_bytes",
+		"limits: {files: {max_files_per_call: -5}}\n":                                            "limits.files.max_files_per_call",
+		"limits: {files: {max_search_timeout: -1s}}\n":                                           "limits.files.max_search_timeout",
+		"limits: {files: {max_path_bytes: 5000}}\n":                                              "limits.files.max_path_bytes",
+		"limits: {max_disk_mb: -1}\n":                                                            "limits.max_disk_mb",
 		"profiles: [{name: x, recipe: r, allowed_runtimes: [runc], resources: {cpu: 1, memory_mb: 64, pids: 64, disk_mb: 4}}]\n":        "profiles.x.resources.disk_mb",
 		"profiles: [{name: x, recipe: r, allowed_runtimes: [runc], resources: {cpu: 1, memory_mb: 64, pids: 64}, file_roots: [tmp]}]\n": "profiles.x.file_roots[0]",
 		"profiles: [{name: x, recipe: r, allowed_runtimes: [runc], resources: {cpu: 1, memory_mb: 64, pids: 64}, file_roots: [/]}]\n":   "profiles.x.file_roots[0]",
@@ -133,6 +135,42 @@ func TestLoadOverlayAndErrors(t *testing.T) {
 		_, err := Load(write(body))
 		if err == nil || !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), key) {
 			t.Errorf("%q: err %v, want invalid argument naming %s", body, err, key)
+		}
+	}
+}
+
+// TestFileRoots: a profile without file_roots gets the sandbox user's own
+// writable places (the workspace first, /tmp, its home "~"); a profile
+// may name its own roots, "~" included, but none that is, lies in or holds
+// /proc, /sys, /dev or the agent's own directories.
+func TestFileRoots(t *testing.T) {
+	t.Parallel()
+	c, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := c.Profile("tool-basic")
+	if got := strings.Join(p.Roots(), " "); got != "/workspace /tmp ~" {
+		t.Errorf("default roots %q, want /workspace /tmp ~", got)
+	}
+	dir := t.TempDir()
+	profile := func(roots string) string {
+		f := filepath.Join(dir, "c.yaml")
+		body := "profiles: [{name: x, recipe: r, allowed_runtimes: [runc], resources: {cpu: 1, memory_mb: 64, pids: 64}, file_roots: " + roots + "}]\n"
+		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	for _, ok := range []string{"[/tmp]", `["~", /data]`, "[/workspace, /tmp, ~]", "[/home/sandbox]", "[/devel]", "[/run/other]"} {
+		if _, err := Load(profile(ok)); err != nil {
+			t.Errorf("file_roots %s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"[/proc]", "[/proc/self/root]", "[/sys/fs]", "[/dev/shm]", "[/dev]", "[/run]", "[/run/genesis]",
+		"[/run/genesis/x]", "[/.genesis]", "[/]", "[tmp]", "[/tmp/]", "[/a/../b]", "[~user]", `["/a:/b"]`} {
+		if _, err := Load(profile(bad)); err == nil || !strings.Contains(err.Error(), "profiles.x.file_roots[0]") {
+			t.Errorf("file_roots %s: %v, want profiles.x.file_roots[0] refused", bad, err)
 		}
 	}
 }

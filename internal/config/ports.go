@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"net"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -113,6 +115,52 @@ type PortsConfig struct {
 	MaxLinkTTL time.Duration `yaml:"max_link_ttl"`
 	// DialTimeout bounds connecting to a port inside a sandbox.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
+	// PreviewURL is the template of preview origins: every preview (one
+	// sandbox × one port) is served on a host of its own, "*" standing for
+	// "{port}-{sandbox}" (docs/ports.md). Empty: http://*.localhost with
+	// the public URL's port, which browsers resolve to loopback with no DNS
+	// set-up. In production, a wildcard domain of its own, apart from the
+	// API's site (https://*.preview.example.net), with wildcard DNS and a
+	// certificate or a TLS terminator in front.
+	PreviewURL string `yaml:"preview_url"`
+	// PreviewListen, if set, is a second listener that serves previews only
+	// (for example behind a TLS terminator for the preview domain); the
+	// main listener serves them too, by their Host.
+	PreviewListen string `yaml:"preview_listen"`
+}
+
+// PublicBaseURL is the service's public base URL without a trailing
+// slash: public_url, or http://{addr} with an unspecified host taken as
+// 127.0.0.1.
+func (c *Config) PublicBaseURL() string {
+	if c.PublicURL != "" {
+		return strings.TrimRight(c.PublicURL, "/")
+	}
+	host, port, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return "http://" + c.Addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// PreviewTemplate is ports.preview_url, or its default: http://*.localhost
+// on the public URL's port (https when the public URL is).
+func (c *Config) PreviewTemplate() string {
+	if c.Ports.PreviewURL != "" {
+		return c.Ports.PreviewURL
+	}
+	u, err := url.Parse(c.PublicBaseURL())
+	if err != nil || u.Host == "" {
+		return "http://*.localhost"
+	}
+	t := u.Scheme + "://*.localhost"
+	if p := u.Port(); p != "" {
+		t += ":" + p
+	}
+	return t
 }
 
 var serviceName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
@@ -126,6 +174,18 @@ func (c *Config) validatePorts(v *problems) {
 	}
 	if c.Ports.DialTimeout <= 0 {
 		bad("ports.dial_timeout", "must be a positive duration, got %v", c.Ports.DialTimeout)
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			bad("public_url", "must be an http or https URL such as https://genesis.example.com, got %q", c.PublicURL)
+		}
+	}
+	if t := c.Ports.PreviewURL; t != "" {
+		u, err := url.Parse(t)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !strings.HasPrefix(u.Host, "*.") || (u.Path != "" && u.Path != "/") {
+			bad("ports.preview_url", `must be http(s)://*.DOMAIN[:PORT] ("*" stands for {port}-{sandbox}), got %q`, t)
+		}
 	}
 	for i := range c.Profiles {
 		p := &c.Profiles[i]

@@ -27,10 +27,11 @@ const Prefix = "/console/"
 
 // ContentSecurityPolicy is sent with every console answer: scripts, styles
 // and connections only from the service itself (no inline script or style),
-// images also from blob: and data: URLs (file previews), no frames, no
+// images also from blob: and data: URLs (file previews), video from blob:
+// URLs (the trace player's segments, fetched with the key), no frames, no
 // plugins, no form posts.
 const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; " +
-	"connect-src 'self'; font-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+	"media-src 'self' blob:; connect-src 'self'; font-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // file is one embedded asset.
 type file struct {

@@ -78,3 +78,19 @@ func TestCSPForbidsInline(t *testing.T) {
 		}
 	}
 }
+
+// TestCSPAllowsBlobVideo: the trace player plays video segments it fetched
+// with the key from blob: URLs; without media-src they fall back to
+// default-src 'none' and never load.
+func TestCSPAllowsBlobVideo(t *testing.T) {
+	t.Parallel()
+	var media string
+	for _, d := range strings.Split(ContentSecurityPolicy, ";") {
+		if f := strings.Fields(d); len(f) > 0 && f[0] == "media-src" {
+			media = strings.Join(f[1:], " ")
+		}
+	}
+	if media != "'self' blob:" {
+		t.Fatalf("media-src is %q, want 'self' blob: (CSP %s)", media, ContentSecurityPolicy)
+	}
+}

@@ -16,11 +16,44 @@ import (
 // produces it.
 const CodeNotRunning = "sandbox_not_running"
 
+// CodeReserved is the problem code of a call that reaches into a sandbox
+// reserved to a service workload (sandbox.Sandbox.Reserved: an MCP server
+// that holds operator secrets) without being that workload; Attach is the
+// one place that produces it.
+const CodeReserved = "sandbox_reserved"
+
+// AnyReservation, as AttachOptions.Reservation, is the service's own
+// supervision of what already runs in a sandbox (a job's output followed
+// again after a restart, a profile service's readiness and restarts): it
+// reaches a reserved sandbox too. Never for a call a tenant makes.
+const AnyReservation = "*"
+
 // AttachOptions says how a caller uses the sandbox it attaches to.
 type AttachOptions struct {
 	// Busy holds a leased sandbox busy (leased → busy) until Release: for
 	// work that runs in the sandbox, such as a job.
 	Busy bool
+	// Reservation is the reservation the caller works for: a sandbox
+	// reserved to a workload (sandbox.Sandbox.Reserved) is reachable only
+	// by a caller that names exactly that reservation, or AnyReservation.
+	// Empty for every call made for a tenant.
+	Reservation string
+	// Network fills Attachment.Sandbox.Network (one more store read):
+	// only for a caller that reads it.
+	Network bool
+}
+
+// CheckReservation refuses a caller working for reservation ("" for a
+// tenant's call) a sandbox reserved to something else: 403 with the code
+// CodeReserved. Attach applies it; a caller holding an attachment made
+// earlier (a job's follower) applies it to the next caller it serves.
+func CheckReservation(sb *sandbox.Sandbox, reservation string) error {
+	if sb.Reserved == "" || reservation == sb.Reserved || reservation == AnyReservation {
+		return nil
+	}
+	return errdefs.WithCode(CodeReserved, fmt.Errorf(
+		"sandbox %s is reserved to %s, which holds operator secrets: no exec, code, session, file, terminal, port, browser, desktop or other server reaches inside it (its lease can be renewed and released; releasing it ends the server): %w",
+		sb.ID, sb.Reserved, errdefs.ErrPermissionDenied))
 }
 
 // Attachment is a caller's hold on a running sandbox: what it needs to work
@@ -57,18 +90,26 @@ func (a *Attachment) Release() {
 	})
 }
 
-// Attach checks that sandbox id belongs to tenant ("" for any tenant) and
-// is running, and returns what working inside it needs. A sandbox of
-// another tenant is errdefs.ErrNotFound; one that is not running is
+// Attach checks that sandbox id belongs to tenant ("" for any tenant), is
+// not reserved to another workload than o.Reservation and is running, and
+// returns what working inside it needs. A sandbox of another tenant is
+// errdefs.ErrNotFound; a reserved one errdefs.ErrPermissionDenied with the
+// code CodeReserved (CheckReservation); one that is not running is
 // errdefs.ErrFailedPrecondition with the code CodeNotRunning.
 func (s *Service) Attach(ctx context.Context, tenant, id string, o AttachOptions) (*Attachment, error) {
-	sb, err := s.GetSandbox(ctx, tenant, id)
+	sb, err := s.lookup(ctx, tenant, id)
 	if err != nil {
+		return nil, err
+	}
+	if err := CheckReservation(sb, o.Reservation); err != nil {
 		return nil, err
 	}
 	if !sb.State.Running() {
 		return nil, errdefs.WithCode(CodeNotRunning, fmt.Errorf(
 			"sandbox %s is %s; jobs, files and terminals are reachable only in running sandboxes: %w", sb.ID, sb.State, errdefs.ErrFailedPrecondition))
+	}
+	if o.Network {
+		s.withNetwork(ctx, sb)
 	}
 	a := s.attachment(sb)
 	if o.Busy {

@@ -1,8 +1,10 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -237,18 +239,24 @@ func (s *Service) profileView(ctx context.Context, p *config.Profile, healthy []
 	return v, nil
 }
 
-// RiskPolicy maps each risk level to the runtimes it may use (by isolation),
-// for GET /v1/capabilities.
-func RiskPolicy() map[string][]string {
+// RiskPolicy maps each risk level to the runtimes the probe p found
+// (healthy or not) that it may use by their isolation, weakest first, for
+// GET /v1/capabilities. A level no found runtime isolates enough maps to an
+// empty list: nothing on this host runs it.
+func RiskPolicy(p driver.ProbeResult) map[string][]string {
+	rts := make([]sandbox.Runtime, len(p.Runtimes))
+	for i, r := range p.Runtimes {
+		rts[i] = sandbox.Runtime(r.Name)
+	}
+	slices.SortStableFunc(rts, func(a, b sandbox.Runtime) int {
+		return cmp.Or(cmp.Compare(a.Isolation(), b.Isolation()), strings.Compare(string(a), string(b)))
+	})
 	out := map[string][]string{}
 	for _, r := range sandbox.RiskLevels {
-		for _, rt := range []sandbox.Runtime{sandbox.RuntimeRunc, sandbox.RuntimeRunsc, "kata"} {
-			if rt.Isolation() >= policy.MinIsolation(r) {
-				name := string(rt)
-				if rt == "kata" {
-					name = "kata-*"
-				}
-				out[string(r)] = append(out[string(r)], name)
+		out[string(r)] = []string{}
+		for _, rt := range rts {
+			if rt.Isolation() > 0 && rt.Isolation() >= policy.MinIsolation(r) {
+				out[string(r)] = append(out[string(r)], string(rt))
 			}
 		}
 	}
@@ -324,7 +332,11 @@ func (s *Service) profile(name string) (*config.Profile, error) {
 	}
 	p, ok := s.cfg.Profile(name)
 	if !ok {
-		return nil, errdefs.WithCode("profile_not_found", fmt.Errorf("unknown profile %q (see GET /v1/profiles): %w", name, errdefs.ErrNotFound))
+		known := make([]string, len(s.cfg.Profiles))
+		for i, p := range s.cfg.Profiles {
+			known[i] = p.Name
+		}
+		return nil, errdefs.WithCode("profile_not_found", errdefs.Mark(fmt.Errorf("unknown profile %q; the profiles are %s", name, strings.Join(known, ", ")), errdefs.ErrNotFound))
 	}
 	return p, nil
 }

@@ -31,6 +31,11 @@ type AcquireLeaseInput struct {
 	// Network is the requested network policy; nil takes the tenant's or
 	// the profile's default.
 	Network *egress.Policy
+	// Reserved, if set, reserves the lease's sandbox to a service
+	// workload of its own (sandbox.Sandbox.Reserved): for workload
+	// packages, never from the API. The sandbox is destroyed when the
+	// lease ends.
+	Reserved string
 }
 
 // LeaseOutput is a lease with the sandbox it holds.
@@ -45,8 +50,19 @@ func invalidTTL(ttl, maxTTL int64) error {
 
 // AcquireLease hands the tenant a sandbox for ttl: a warm pool member when
 // one is idle (one store transaction, no Docker call), else a cold create
-// after waiting up to wait_seconds for capacity.
+// after waiting up to wait_seconds for capacity. Every grant's wait is
+// observed (genesis_lease_wait_seconds), whichever API asked: the leases
+// API, MCP servers, E2B and OpenSandbox creates.
 func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*LeaseOutput, error) {
+	start := time.Now() // wall time for the latency metric, not the service clock
+	out, err := s.acquireLease(ctx, in)
+	if err == nil {
+		s.obs.ObserveLeaseWait(out.Sandbox.Runtime, time.Since(start))
+	}
+	return out, err
+}
+
+func (s *Service) acquireLease(ctx context.Context, in AcquireLeaseInput) (*LeaseOutput, error) {
 	if err := s.checkDraining(); err != nil {
 		return nil, err
 	}
@@ -92,7 +108,7 @@ func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	now := s.now()
 	lease := &sandbox.Lease{
 		ID: sandbox.NewID("lse"), Tenant: in.Tenant, Profile: p.Name, Runtime: dec.Runtime, Holder: in.Holder,
-		State: sandbox.LeaseActive, Metadata: in.Metadata, TTLSeconds: ttl,
+		State: sandbox.LeaseActive, Metadata: in.Metadata, TTLSeconds: ttl, Reserved: in.Reserved,
 		CreatedAt: now, RenewedAt: now, ExpiresAt: now.Add(time.Duration(ttl) * time.Second),
 	}
 	claim := store.Claim{Lease: lease, Profile: p.Name, Runtime: dec.Runtime, Instance: s.instance,
@@ -108,7 +124,7 @@ func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	}
 	// Members run the profile's resources and network policy: a lease
 	// that asks (or whose tenant asks) for other ones is created cold.
-	netPol, err := s.networkPolicy(ctx, in.Tenant, p, in.Network)
+	netPol, err := s.net.PolicyFor(ctx, in.Tenant, p, in.Network)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +152,7 @@ func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	sb, err := s.CreateSandbox(ctx, CreateSandboxInput{
 		Tenant: in.Tenant, Profile: p.Name, Runtime: in.Runtime, RiskLevel: in.RiskLevel,
 		Resources: coldRes, Env: in.Env, Metadata: in.Metadata, TTLSeconds: ttl, WaitSeconds: in.WaitSeconds,
-		Network: &netPol,
+		Network: &netPol, Reserved: in.Reserved,
 	})
 	if err != nil {
 		return nil, err

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -255,4 +257,55 @@ func TestPoolDrain(t *testing.T) {
 	_, err = h.Svc.DrainPool(ctx, "nope")
 	wantProblem(t, "drain of an unknown pool", err, 404, "pool_not_found")
 	h.WaitAgents(0)
+}
+
+// leaseWaits records the lease waits the service observes.
+type leaseWaits struct {
+	mu  sync.Mutex
+	got []sandbox.Runtime
+}
+
+func (w *leaseWaits) ObserveLeaseWait(rt sandbox.Runtime, d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if d > 0 {
+		w.got = append(w.got, rt)
+	}
+}
+
+func (w *leaseWaits) runtimes() []sandbox.Runtime {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.got)
+}
+
+// TestLeaseWaitObserved: every grant's wait is observed by the service
+// itself, a warm claim and a cold create alike, so leases that MCP
+// servers, E2B and OpenSandbox creates take are measured as the leases
+// API's are; a refused request is not a wait.
+func TestLeaseWaitObserved(t *testing.T) {
+	t.Parallel()
+	waits := &leaseWaits{}
+	h := newHarnessWith(t, withPool(1, 2), func(c *control.Config) { c.Metrics = waits })
+	ctx := context.Background()
+	h.waitIdle(1)
+	warm, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: controltest.Profile, Runtime: "runc"})
+	if err != nil || !warm.Lease.Warm {
+		t.Fatalf("warm lease: %+v %v", warm, err)
+	}
+	cold, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: controltest.Profile, Runtime: "runsc"})
+	if err != nil || cold.Lease.Warm {
+		t.Fatalf("cold lease: %+v %v", cold, err)
+	}
+	if _, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: controltest.Profile, TTLSeconds: ttl(0)}); err == nil {
+		t.Fatal("a lease with ttl 0 was granted")
+	}
+	if got := waits.runtimes(); !slices.Equal(got, []sandbox.Runtime{sandbox.RuntimeRunc, sandbox.RuntimeRunsc}) {
+		t.Errorf("observed lease waits by runtime %v, want [runc runsc]", got)
+	}
+	for _, l := range []*control.LeaseOutput{warm, cold} {
+		if err := h.Svc.ReleaseLease(ctx, "a", l.Lease.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

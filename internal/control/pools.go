@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -372,7 +373,15 @@ func (s *Service) DrainPool(ctx context.Context, name string) ([]PoolView, error
 		}
 	}
 	if len(hit) == 0 {
-		return nil, errdefs.WithCode("pool_not_found", fmt.Errorf("no pool %q (see GET /v1/pools): %w", name, errdefs.ErrNotFound))
+		known := make([]string, len(s.poolList))
+		for i, pl := range s.poolList {
+			known[i] = pl.key.name()
+		}
+		msg := fmt.Sprintf("no pool %q; the pools are %s", name, strings.Join(known, ", "))
+		if len(known) == 0 {
+			msg = fmt.Sprintf("no pool %q; this service has no warm pools", name)
+		}
+		return nil, errdefs.WithCode("pool_not_found", errdefs.Mark(errors.New(msg), errdefs.ErrNotFound))
 	}
 	// A member being made may not be idle yet (or not even have its
 	// record): wait until the creates in flight are done (no new one starts
@@ -470,7 +479,7 @@ func (s *Service) Drain(ctx context.Context, timeout time.Duration) error {
 			if err := s.endSandboxLeases(ctx, sb.ID, sandbox.LeaseExpired, "service drained"); err != nil {
 				s.log.Warn("drain: ending lease", "sandbox", sb.ID, "err", err)
 			}
-			err := s.destroy(ctx, sb, "service drained")
+			err := s.destroy(ctx, sb, EndDrained)
 			if err != nil {
 				s.log.Warn("drain: destroying", "sandbox", sb.ID, "err", err)
 			}
@@ -480,7 +489,7 @@ func (s *Service) Drain(ctx context.Context, timeout time.Duration) error {
 		})
 	}
 	wg.Wait()
-	s.gw.shutdown(ctx)
+	s.net.Shutdown(ctx)
 	s.log.Info("drained", "destroyed", len(live))
 	return nil
 }

@@ -121,7 +121,7 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 			s.markFailed(ctx, r, why)
 			rep.MarkedFailed++
 		case r.Expired(now):
-			err := s.destroy(ctx, r, "ttl expired")
+			err := s.destroy(ctx, r, EndTTLExpired)
 			s.auditSystem(ctx, r.Tenant, "ttl_expired", r.ID, err)
 			if err != nil {
 				s.log.Warn("destroying expired sandbox", "sandbox", r.ID, "err", err)
@@ -147,7 +147,7 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 
 // finishUnfinished ends what a process that is gone left half done with
 // r: a create (created, starting), a destroy (draining), a pool member
-// between its start and idle. gone says that process is gone (this
+// between its start and idle, a sandbox reserved to one of its workloads. gone says that process is gone (this
 // process's start-up, or an adopted instance); otherwise only a create
 // stuck past every deadline is ended. handled says r was one of these.
 func (s *Service) finishUnfinished(ctx context.Context, r *sandbox.Sandbox, gone bool, now time.Time) (failed, destroyed int, handled bool) {
@@ -168,6 +168,19 @@ func (s *Service) finishUnfinished(ctx context.Context, r *sandbox.Sandbox, gone
 			} else {
 				s.log.Warn("finishing the destroy of a draining sandbox", "sandbox", r.ID, "err", err)
 			}
+		}
+		return 0, destroyed, true
+	case gone && r.Reserved != "":
+		// Reserved to a workload of the process that is gone (an MCP
+		// server's instance lives in that process's memory): nothing
+		// serves it any more, and what runs in it holds operator
+		// secrets, so it ends now rather than at its lease's expiry.
+		err := s.destroy(ctx, r, "reserved to "+r.Reserved+" of a service process that is gone")
+		s.auditSystem(ctx, r.Tenant, "reserved_orphan", r.ID, err)
+		if err == nil {
+			destroyed++
+		} else {
+			s.log.Warn("destroying a reserved sandbox left by a previous process", "sandbox", r.ID, "err", err)
 		}
 		return 0, destroyed, true
 	case gone && r.Tenant == "" && r.State == sandbox.StateReady:

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +21,8 @@ import (
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/driver/local"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/netctl"
+	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 )
 
@@ -43,12 +46,31 @@ type Config struct {
 	Logger    *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Metrics is told how long lease grants take; nil: nobody.
+	Metrics Observer
+
+	// ConfigKeys are the keys given in the config or on the command line,
+	// as tenant.ConfigKeyID → tenant (tenant.ConfigKeyIDs): the tokens
+	// they made stay live while they are configured (KeyLive).
+	ConfigKeys map[string]string
 	// ImageBuilds are the image builds the service runs in the
 	// background; nil when it builds none. A request for a profile whose
 	// image is being built waits for it within its wait_seconds, or is
 	// answered 503 image_building.
 	ImageBuilds ImageBuilds
 }
+
+// Observer is told the latency of control operations (the service's
+// Prometheus metrics implement it).
+type Observer interface {
+	// ObserveLeaseWait records the time from a lease request to its
+	// grant (a warm claim or a cold create), by the sandbox's runtime.
+	ObserveLeaseWait(rt sandbox.Runtime, d time.Duration)
+}
+
+type noObserver struct{}
+
+func (noObserver) ObserveLeaseWait(sandbox.Runtime, time.Duration) {}
 
 // Service is the application service.
 type Service struct {
@@ -60,6 +82,11 @@ type Service struct {
 	instance string
 	log      *slog.Logger
 	now      func() time.Time
+	obs      Observer
+
+	// configKeys and keyLive answer KeyLive (keylive.go).
+	configKeys map[string]string
+	keyLive    keyLiveCache
 
 	probeMu sync.Mutex // serializes probe runs
 	capsMu  sync.RWMutex
@@ -74,8 +101,8 @@ type Service struct {
 	admitMu      sync.Mutex // serializes the capacity check with the record insert
 	admission    *admission.Controller
 	capacity     capacityHolds
-	gw           *gateway // egress gateway of networked sandboxes
-	hooks        []Hook   // hooks.go; set before Start
+	net          *netctl.Networks // the egress gateway and the networks of sandboxes
+	hooks        []Hook           // hooks.go; set before Start
 	started      atomic.Bool
 
 	quotaLocks sync.Map // tenant name → *sync.Mutex (quota.go)
@@ -120,6 +147,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = noObserver{}
+	}
 	dataDir, err := filepath.Abs(cfg.Settings.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("control: data dir: %w", err)
@@ -149,6 +179,7 @@ func New(cfg Config) (*Service, error) {
 		instance:  cfg.InstanceID,
 		log:       cfg.Logger,
 		now:       func() time.Time { return cfg.Now().UTC() },
+		obs:       cfg.Metrics,
 		agents:    map[string]*agentclient.Client{},
 		createSem: make(chan struct{}, 4),
 		admission: adm,
@@ -156,7 +187,16 @@ func New(cfg Config) (*Service, error) {
 		busy:      map[string]int{},
 		busySync:  map[string]bool{},
 	}
-	s.gw = newGateway(s, cfg.EgressDir)
+	s.configKeys = maps.Clone(cfg.ConfigKeys)
+	var sandboxDir func(string) string
+	if h, ok := boxes.(driver.HostDirs); ok {
+		sandboxDir = h.SandboxDir
+	}
+	s.net, err = netctl.New(netctl.Config{Settings: cfg.Settings, Driver: cfg.Driver, Store: cfg.Store, SandboxDir: sandboxDir,
+		ProfileImage: s.imageRef, EgressDir: cfg.EgressDir, InstanceID: cfg.InstanceID, Logger: cfg.Logger, Now: cfg.Now})
+	if err != nil {
+		return nil, err
+	}
 	s.initPools()
 	return s, nil
 }
@@ -189,7 +229,10 @@ func (s *Service) Start(ctx context.Context) error {
 	s.probeLoop(loopCtx, s.cfg.Intervals.Probe)
 	s.pruneAudit(ctx)
 	s.loop(loopCtx, auditPruneEvery, s.pruneAudit)
-	s.startNetworking(ctx, loopCtx)
+	if s.net.Start(ctx) {
+		s.loop(loopCtx, s.cfg.Network.Gateway.HealthInterval, s.net.Check)
+		s.loop(loopCtx, s.cfg.Network.Gateway.EventsInterval, s.net.PullEvents)
+	}
 	s.loop(loopCtx, s.cfg.Intervals.Reconcile, func(ctx context.Context) {
 		if err := s.Reconcile(ctx, false); err != nil {
 			s.log.Warn("reconcile failed", "err", err)
@@ -223,7 +266,7 @@ func (s *Service) Close() {
 		s.cancel()
 	}
 	s.wg.Wait()
-	s.gw.close()
+	s.net.Close()
 	s.agentsMu.Lock()
 	defer s.agentsMu.Unlock()
 	for id, c := range s.agents {

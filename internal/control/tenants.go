@@ -55,7 +55,7 @@ func (s *Service) syncTenants(ctx context.Context) error {
 // any instance sharing it take effect on the next request.
 func (s *Service) Authenticate(ctx context.Context, hash [32]byte, staticTenant string) (tenant.Principal, error) {
 	unauth := func(why string) (tenant.Principal, error) {
-		return tenant.Principal{}, errdefs.WithCode("unauthenticated", fmt.Errorf("%s: %w", why, errdefs.ErrUnauthenticated))
+		return tenant.Principal{}, errdefs.WithCode("unauthenticated", errdefs.Mark(errors.New(why), errdefs.ErrUnauthenticated))
 	}
 	p := tenant.Principal{Tenant: staticTenant, KeyID: tenant.ConfigKeyID(hash)}
 	if staticTenant == "" {
@@ -70,8 +70,9 @@ func (s *Service) Authenticate(ctx context.Context, hash [32]byte, staticTenant 
 		case k.Revoked():
 			return unauth("API key " + k.ID + " is revoked")
 		}
-		p.Tenant, p.KeyID = k.Tenant, k.ID
+		p.Tenant, p.KeyID, p.Scopes = k.Tenant, k.ID, k.Scopes
 	}
+	p.KeyTenant = p.Tenant
 	t, err := s.store.GetTenant(ctx, p.Tenant)
 	switch {
 	case errors.Is(err, errdefs.ErrNotFound):
@@ -151,9 +152,27 @@ func (s *Service) CreateTenant(ctx context.Context, in TenantInput) (*tenant.Ten
 	return t, nil
 }
 
-// ListTenants lists every tenant.
-func (s *Service) ListTenants(ctx context.Context) ([]*tenant.Tenant, error) {
-	return s.store.ListTenants(ctx)
+// ListTenants lists every tenant with what it holds now: one listing of
+// the live sandboxes serves them all.
+func (s *Service) ListTenants(ctx context.Context) ([]*TenantView, error) {
+	list, err := s.store.ListTenants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	live, err := s.store.ListSandboxes(ctx, store.SandboxFilter{States: liveStates})
+	if err != nil {
+		return nil, err
+	}
+	byTenant := map[string][]*sandbox.Sandbox{}
+	for _, sb := range live {
+		byTenant[sb.Tenant] = append(byTenant[sb.Tenant], sb)
+	}
+	out := make([]*TenantView, len(list))
+	for i, t := range list {
+		u, _ := usageOf(byTenant[t.Name])
+		out[i] = &TenantView{Tenant: t, Usage: u}
+	}
+	return out, nil
 }
 
 // GetTenant returns a tenant and its current usage.
@@ -240,14 +259,20 @@ func (s *Service) DeleteTenant(ctx context.Context, name string, ifVersion int64
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return tenantNotFound(name)
 	}
+	if err == nil {
+		s.keyLive.forget(name, "")
+	}
 	return err
 }
 
-// CreateKey makes a new API key of a tenant. The secret is returned once
-// and never stored.
-func (s *Service) CreateKey(ctx context.Context, name, description string) (*tenant.Key, string, error) {
+// CreateKey makes a new API key of a tenant with scopes (tenant.Scope*).
+// The secret is returned once and never stored.
+func (s *Service) CreateKey(ctx context.Context, name, description string, scopes []string) (*tenant.Key, string, error) {
 	if len(description) > 256 {
 		return nil, "", invalid("description is longer than 256 bytes")
+	}
+	if err := tenant.ValidateScopes(scopes); err != nil {
+		return nil, "", errdefs.WithCode("invalid_scope", err)
 	}
 	if _, err := s.getTenant(ctx, name); err != nil {
 		return nil, "", err
@@ -256,6 +281,7 @@ func (s *Service) CreateKey(ctx context.Context, name, description string) (*ten
 	if err != nil {
 		return nil, "", err
 	}
+	k.Scopes = slices.Clone(scopes)
 	if err := s.store.CreateKey(ctx, k); err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
 			return nil, "", tenantNotFound(name)
@@ -283,6 +309,9 @@ func (s *Service) RevokeKey(ctx context.Context, name, id string) (*tenant.Key, 
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return nil, errdefs.WithCode("key_not_found", fmt.Errorf("key %q of tenant %s: %w", id, name, errdefs.ErrNotFound))
 	}
+	if err == nil {
+		s.keyLive.forget(name, id)
+	}
 	return k, err
 }
 
@@ -306,6 +335,13 @@ func (s *Service) usage(ctx context.Context, name string) (tenant.Usage, sandbox
 	if err != nil {
 		return tenant.Usage{}, sandbox.Sandbox{}, err
 	}
+	u, first := usageOf(live)
+	return u, first, nil
+}
+
+// usageOf sums what the live sandboxes of one tenant hold, and returns the
+// one that expires first (zero if none expires).
+func usageOf(live []*sandbox.Sandbox) (tenant.Usage, sandbox.Sandbox) {
 	var u tenant.Usage
 	var first sandbox.Sandbox
 	for _, sb := range live {
@@ -319,7 +355,7 @@ func (s *Service) usage(ctx context.Context, name string) (tenant.Usage, sandbox
 			first = *sb
 		}
 	}
-	return u, first, nil
+	return u, first
 }
 
 // ToolRiskCeiling returns the tenant's own max_tool_risk_level ("": none,

@@ -98,8 +98,8 @@ func validHolder(h string) error {
 		return nil
 	}
 	who, ok := strings.CutPrefix(h, holderHumanPfx)
-	if !ok || who == "" || len(who) > 128 || strings.ContainsFunc(who, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return bad("invalid_holder", "holder %.80q must be agent or human:<who>", h)
+	if !ok || !trace.ValidHumanName(who) {
+		return bad("invalid_holder", "holder %.80q must be agent or human:<who>, who %s", h, trace.HumanNameRule)
 	}
 	return nil
 }
@@ -121,8 +121,8 @@ func (c *controlLeases) checkAgent(id string, onlyLooks bool) error {
 	if onlyLooks {
 		what = "screenshots (the holder does not allow them)"
 	}
-	return errdefs.WithCode(CodeControlHeld, fmt.Errorf("%s holds control of sandbox %s since %s (%s): agent %s refused; wait for the release (GET /v1/sandboxes/%s/control?after=%d): %w",
-		l.st.Holder, id, l.st.Since.UTC().Format(time.RFC3339), l.st.Reason, what, id, l.st.Version, errdefs.ErrConflict))
+	return errdefs.WithCode(CodeControlHeld, errdefs.Mark(fmt.Errorf("%s holds control of sandbox %s since %s (%s): agent %s refused; wait for the release (control version %d)",
+		l.st.Holder, id, l.st.Since.UTC().Format(time.RFC3339), l.st.Reason, what, l.st.Version), errdefs.ErrConflict))
 }
 
 // CheckDesktop checks that id is a caller's running desktop sandbox (the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -11,6 +12,7 @@ import (
 var (
 	ErrInvalidArgument    = errors.New("invalid argument")
 	ErrNotFound           = errors.New("not found")
+	ErrMethodNotAllowed   = errors.New("method not allowed") // the path exists, with other methods
 	ErrAlreadyExists      = errors.New("already exists")
 	ErrConflict           = errors.New("conflict")
 	ErrFailedPrecondition = errors.New("failed precondition")
@@ -89,6 +91,7 @@ var table = []class{
 	{ErrUnauthenticated, http.StatusUnauthorized, "unauthenticated"},
 	{ErrPermissionDenied, http.StatusForbidden, "permission_denied"},
 	{ErrNotFound, http.StatusNotFound, "not_found"},
+	{ErrMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
 	{ErrAlreadyExists, http.StatusConflict, "already_exists"},
 	{ErrConflict, http.StatusConflict, "conflict"},
 	{ErrFailedPrecondition, http.StatusConflict, "failed_precondition"},
@@ -143,4 +146,42 @@ func RetryAfter(err error) (time.Duration, bool) {
 		return r.after, true
 	}
 	return 0, false
+}
+
+type markedError struct {
+	err   error
+	class error
+}
+
+func (e *markedError) Error() string   { return e.err.Error() }
+func (e *markedError) Unwrap() []error { return []error{e.err, e.class} }
+
+// Mark gives err the class without adding the class's text to its
+// message, for a message that already says what happened ("write x: no
+// space left on device" rather than "…: no space left on device: too
+// large"). The code of err, if it has one, is kept.
+func Mark(err, class error) error {
+	if err == nil {
+		return nil
+	}
+	return &markedError{err: err, class: class}
+}
+
+// Detail is the message of err for a person: its text with a part that a
+// wrap repeated ("not found: not found", as when an error already ending
+// in its class's text is wrapped with the class again) said once. Parts are
+// the pieces between ": " separators.
+func Detail(err error) string {
+	if err == nil {
+		return ""
+	}
+	parts := strings.Split(err.Error(), ": ")
+	out := parts[:1]
+	for _, p := range parts[1:] {
+		if p == out[len(out)-1] {
+			continue
+		}
+		out = append(out, p)
+	}
+	return strings.Join(out, ": ")
 }

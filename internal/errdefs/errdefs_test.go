@@ -52,3 +52,35 @@ func TestClassTable(t *testing.T) {
 		t.Errorf("StatusText: %q, %q", StatusText(StatusClientClosed), StatusText(404))
 	}
 }
+
+func TestMarkClassesWithoutText(t *testing.T) {
+	t.Parallel()
+	err := WithCode("no_space", Mark(errors.New(`write "/workspace/x": no space left on device`), ErrTooLarge))
+	if err.Error() != `write "/workspace/x": no space left on device` {
+		t.Errorf("Error() = %q; the class's text must not be added", err.Error())
+	}
+	if !errors.Is(err, ErrTooLarge) || HTTPStatus(err) != 413 || Code(err) != "no_space" {
+		t.Errorf("class %d, code %q; want 413, no_space", HTTPStatus(err), Code(err))
+	}
+	if Mark(nil, ErrNotFound) != nil {
+		t.Error("Mark(nil) is not nil")
+	}
+}
+
+func TestDetailSaysARepeatedPartOnce(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ err, want string }{
+		{"read x: no such file or directory: not found: not found", "read x: no such file or directory: not found"},
+		{"write x: no space left on device: too large: too large", "write x: no space left on device: too large"},
+		{"sandbox \"sbx_1\": not found", "sandbox \"sbx_1\": not found"},
+		{"a: b: a: b", "a: b: a: b"}, // only neighbours are repeats
+		{"", ""},
+	} {
+		if got := Detail(errors.New(c.err)); got != c.want {
+			t.Errorf("Detail(%q) = %q; want %q", c.err, got, c.want)
+		}
+	}
+	if Detail(nil) != "" {
+		t.Error("Detail(nil) is not empty")
+	}
+}

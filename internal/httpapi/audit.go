@@ -119,12 +119,23 @@ func auditFilter(r *http.Request) (control.AuditFilter, error) {
 		}
 		f.Limit = n
 	}
+	switch v := q.Get("order"); v {
+	case "", "oldest":
+	case "newest":
+		f.Newest = true
+	default:
+		return f, invalidArg("order must be oldest or newest, got " + strconv.Quote(v))
+	}
 	if v := q.Get("cursor"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
 			return f, errdefs.WithCode("invalid_cursor", invalidArg("cursor "+strconv.Quote(v)+" is not one this service returned"))
 		}
-		f.AfterSeq = n
+		if f.Newest {
+			f.BeforeSeq = n
+		} else {
+			f.AfterSeq = n
+		}
 	}
 	switch v := q.Get("result"); {
 	case v == "":
@@ -157,7 +168,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	page := client.AuditPage{Items: []client.AuditRecord{}, NextCursor: strconv.FormatInt(f.AfterSeq, 10)}
+	page := client.AuditPage{Items: []client.AuditRecord{}, NextCursor: strconv.FormatInt(max(f.AfterSeq, f.BeforeSeq), 10)}
 	if len(list) > limit {
 		list, page.HasMore = list[:limit], true
 	}

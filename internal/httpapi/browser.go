@@ -53,9 +53,9 @@ func (s *Server) browserRoutes() {
 // browserRequest reads who is asking for which sandbox: an API key's
 // tenant and the path's sandbox, or a capability token's claims.
 func (s *Server) browserRequest(w http.ResponseWriter, r *http.Request, sub string) (browser.Request, bool) {
-	br := browser.Request{WSBase: "ws" + strings.TrimPrefix(baseURLOf(r), "http")}
+	br := browser.Request{WSBase: "ws" + strings.TrimPrefix(s.publicURL, "http")}
 	if token := r.PathValue("token"); token != "" {
-		c, err := s.ports.VerifyLink(token)
+		c, err := s.ports.VerifyLink(r.Context(), token)
 		if err != nil {
 			s.writeProblem(w, r, err)
 			return br, false
@@ -109,7 +109,7 @@ func (s *Server) browserStatus(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	base := baseURLOf(r) + "/v1/sandboxes/" + url.PathEscape(id) + "/browser"
+	base := s.publicURL + "/v1/sandboxes/" + url.PathEscape(id) + "/browser"
 	out := client.BrowserStatus{SandboxID: st.SandboxID, Ready: st.Ready, Browser: st.Browser, Versions: st.Versions,
 		DownloadsDir: st.DownloadsDir, Session: st.Session, CDPURL: base}
 	if st.Playwright {
@@ -159,12 +159,12 @@ func (s *Server) browserLink(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	token, exp, err := s.ports.NewLink(r.Context(), tenantOf(r), id, st.CDPPort, time.Duration(req.TTLSeconds)*time.Second)
+	token, exp, err := s.ports.NewLink(r.Context(), principalOf(r), id, st.CDPPort, time.Duration(req.TTLSeconds)*time.Second)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	base := baseURLOf(r) + "/v1/browsers/" + token
+	base := s.publicURL + "/v1/browsers/" + token
 	out := client.BrowserLink{CDPURL: base, SandboxID: id, ExpiresAt: exp.UTC()}
 	if st.Playwright {
 		out.PlaywrightURL = "ws" + strings.TrimPrefix(base, "http") + "/playwright"

@@ -73,12 +73,12 @@ func (s *Server) displayLink(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	token, exp, err := s.ports.NewScopedLink(tenantOf(r), id, displayScope+req.Role, time.Duration(req.TTLSeconds)*time.Second)
+	token, exp, err := s.ports.NewScopedLink(principalOf(r), id, displayScope+req.Role, time.Duration(req.TTLSeconds)*time.Second)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	base := baseURLOf(r)
+	base := s.publicURL
 	writeJSON(w, http.StatusCreated, client.DisplayLink{SandboxID: id, Role: req.Role, ExpiresAt: exp.UTC(),
 		VNCURL: "ws" + strings.TrimPrefix(base, "http") + "/v1/displays/" + token + "/vnc", ViewerURL: base + "/v1/displays/" + token + "/viewer"})
 }
@@ -110,20 +110,20 @@ func (s *Server) displayViewerRedirect(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	token, _, err := s.ports.NewScopedLink(tenantOf(r), id, displayScope+role, time.Duration(ttl)*time.Second)
+	token, _, err := s.ports.NewScopedLink(principalOf(r), id, displayScope+role, time.Duration(ttl)*time.Second)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	http.Redirect(w, r, baseURLOf(r)+"/v1/displays/"+token+"/viewer", http.StatusSeeOther)
+	http.Redirect(w, r, s.publicURL+"/v1/displays/"+token+"/viewer", http.StatusSeeOther)
 }
 
 // displayViewer serves the live-view page of a link: noVNC connecting to
 // the link's /vnc. The link is checked here too, so an expired or
 // tampered one is a 404, not a page that cannot connect.
 func (s *Server) displayViewer(w http.ResponseWriter, r *http.Request) {
-	c, role, err := s.ports.VerifyScopedLink(r.PathValue("token"), displayScope)
+	c, role, err := s.ports.VerifyScopedLink(r.Context(), r.PathValue("token"), displayScope)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -145,7 +145,7 @@ func (s *Server) displayVNC(w http.ResponseWriter, r *http.Request) {
 	}
 	if token := r.PathValue("token"); token != "" {
 		// A live-view link: its claims name the sandbox and the role.
-		c, linkRole, err := s.ports.VerifyScopedLink(token, displayScope)
+		c, linkRole, err := s.ports.VerifyScopedLink(r.Context(), token, displayScope)
 		if err != nil {
 			s.writeProblem(w, r, err)
 			return
@@ -208,7 +208,7 @@ func (s *Server) desktopControl(w http.ResponseWriter, r *http.Request) {
 	if token := r.PathValue("token"); token != "" {
 		// A live-view link's page shows who holds control and the agent's
 		// requests for a person; either role may read them.
-		c, _, err := s.ports.VerifyScopedLink(token, displayScope)
+		c, _, err := s.ports.VerifyScopedLink(r.Context(), token, displayScope)
 		if err != nil {
 			s.writeProblem(w, r, err)
 			return
@@ -274,7 +274,7 @@ func (s *Server) computerActions(w http.ResponseWriter, r *http.Request) {
 	for i, a := range req.Actions {
 		da := desktop.Action{Action: a.Action, Coordinate: a.Coordinate, X: a.X, Y: a.Y, StartCoordinate: a.StartCoordinate,
 			Button: a.Button, Text: a.Text, Keys: a.Keys, ScrollDirection: a.ScrollDirection, ScrollAmount: a.ScrollAmount,
-			ScrollX: a.ScrollX, ScrollY: a.ScrollY, Duration: a.Duration, Region: a.Region, Window: a.Window,
+			ScrollX: a.ScrollX, ScrollY: a.ScrollY, Duration: a.Duration, Region: a.Region, Window: a.Window, Title: a.Title,
 			Command: a.Command, Env: a.Env, Sensitive: a.Sensitive}
 		for _, p := range a.Path {
 			da.Path = append(da.Path, desktop.Point{X: p.X, Y: p.Y})

@@ -24,9 +24,8 @@ import (
 
 	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/images"
+	"genesis.dev/sandbox/internal/assemble"
 	"genesis.dev/sandbox/internal/config"
-	"genesis.dev/sandbox/internal/control"
-	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/httpapi"
 	"genesis.dev/sandbox/internal/store/sqlite"
@@ -103,23 +102,16 @@ func newFilesAPIWith(t *testing.T, tune func(*config.Config)) *filesAPI {
 	var rnd [4]byte
 	rand.Read(rnd[:])
 	inst := "gs-files-" + hex.EncodeToString(rnd[:])
-	svc, err := control.New(control.Config{Settings: cfg, Store: st, Driver: drv, AgentDir: testenv.AgentDir(t), InstanceID: inst})
+	stack, err := assemble.Build(context.Background(), assemble.Config{Settings: cfg, Store: st, Driver: drv, Images: drv, AgentDir: testenv.AgentDir(t), InstanceID: inst})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := controltest.NewManagers(controltest.ManagersConfig{Service: svc, Store: st, Settings: cfg, AgentDir: testenv.AgentDir(t)})
-	if err != nil {
+	t.Cleanup(func() { stack.Close() })
+	if err := stack.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for _, hk := range m.Hooks() {
-		svc.AddHook(hk)
-	}
-	if err := svc.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
-	t.Cleanup(m.Close)
-	srv, err := httpapi.New(httpapi.Config{Control: svc, Terminals: m.Terminals, Files: m.Files, Jobs: m.Jobs, Artifacts: m.Artifacts, Keys: map[string]string{filesKey: "default"}})
+	srv, err := httpapi.New(httpapi.Config{PublicURL: testPublicURL, Control: stack.Control, Terminals: stack.Terminals, Files: stack.Files, Jobs: stack.Jobs,
+		Artifacts: stack.Artifacts, Keys: map[string]string{filesKey: "default"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,13 +350,14 @@ break.txt"`)
 
 // testFilesHTTPEscapes tries the ways out of /workspace over HTTP, with
 // symlinks made by a command inside the sandbox, and checks that nothing
-// outside was read or written.
+// outside was read or written. The writable place outside is /var/tmp
+// (/tmp is a file root of its own).
 func testFilesHTTPEscapes(a *filesAPI, id string) {
 	t := a.t
 	a.sh(id, `set -e; cd /workspace; mkdir -p esc; cd esc
-ln -s /etc etc; ln -s /proc/self/root root; ln -s /tmp tmp; ln -s ../../etc rel; ln -s /etc/passwd passwd
+ln -s /etc etc; ln -s /proc/self/root root; ln -s /var/tmp tmp; ln -s ../../etc rel; ln -s /etc/passwd passwd
 ln -s /dev/zero zero; mkfifo fifo; printf inside > plain`)
-	snapshot := `ls -la /tmp /etc | md5sum; md5sum /etc/passwd; ls -la /workspace/esc`
+	snapshot := `ls -la /var/tmp /etc | md5sum; md5sum /etc/passwd; ls -la /workspace/esc`
 	before := a.sh(id, snapshot)
 
 	outside := func(raw string) {
@@ -408,8 +401,8 @@ ln -s /dev/zero zero; mkfifo fifo; printf inside > plain`)
 	resp, body = a.call("GET", "/v1/sandboxes/"+id+"/files?path=/workspace/a%00b", "", nil)
 	checkProblem(t, resp, body, http.StatusBadRequest, "invalid_path")
 
-	// Writes through links fail and leave /tmp and /etc alone.
-	for _, p := range []string{"/workspace/esc/tmp/evil", "/workspace/esc/tmp/new/evil", "/workspace/esc/root/tmp/evil", "/tmp/evil"} {
+	// Writes through links fail and leave /var/tmp and /etc alone.
+	for _, p := range []string{"/workspace/esc/tmp/evil", "/workspace/esc/tmp/new/evil", "/workspace/esc/root/var/tmp/evil", "/var/tmp/evil"} {
 		resp, body := a.call("PUT", filesURL(id, "", url.Values{"path": {p}}), strings.NewReader("evil"), nil)
 		checkProblem(t, resp, body, http.StatusBadRequest, "path_outside_root")
 	}
@@ -420,7 +413,7 @@ ln -s /dev/zero zero; mkfifo fifo; printf inside > plain`)
 		{"/chmod", `{"path":"/workspace/esc/passwd","mode":"0777"}`},
 		{"/delete", `{"path":"/workspace/esc/etc/hostname"}`},
 		{"/delete", `{"path":"/workspace/esc/tmp/x","recursive":true}`},
-		{"/mkdir", `{"path":"/workspace/../tmp/evil"}`},
+		{"/mkdir", `{"path":"/workspace/../var/tmp/evil"}`},
 	} {
 		resp, body := a.call("POST", filesURL(id, c.route, nil), c.body, nil)
 		checkProblem(t, resp, body, http.StatusBadRequest, "path_outside_root")

@@ -102,7 +102,7 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 		APIVersion: p.APIVersion, KernelVersion: p.KernelVersion, CgroupVersion: p.CgroupVersion,
 		Checkpoint: client.Feature{Supported: p.Checkpoint.Supported, Method: p.Checkpoint.Method, Reason: p.Checkpoint.Reason},
 		DiskQuota:  client.Feature{Supported: dq.Enforced, Enforced: dq.Enforced, Method: dq.Method, Reason: dq.Reason},
-		RiskPolicy: control.RiskPolicy(),
+		RiskPolicy: control.RiskPolicy(p),
 		Profiles:   items,
 		CheckedAt:  p.CheckedAt,
 		Runtimes:   []client.RuntimeInfo{},
@@ -123,7 +123,7 @@ func sandboxWire(sb *sandbox.Sandbox) client.Sandbox {
 		Metadata:      sb.Metadata,
 		FailureReason: sb.FailureReason, ResourceVersion: strconv.FormatInt(sb.ResourceVersion, 10),
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: sb.ExpiresAt,
-		Network: networkSummaryWire(sb.Network),
+		Network: networkSummaryWire(sb.Network), Reserved: sb.Reserved,
 	}
 	if out.Metadata == nil {
 		out.Metadata = map[string]string{}
@@ -214,7 +214,7 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("ETag", etag(sb))
 	out := sandboxWire(sb)
-	out.Endpoints = s.endpoints(r, sb.ID, sb.Profile)
+	out.Endpoints = s.endpoints(sb.ID, sb.Profile)
 	if s.services != nil {
 		for _, st := range s.services.Of(sb.ID) {
 			out.Services = append(out.Services, client.ServiceStatus{Name: st.Name, State: st.State, JobID: st.JobID,

@@ -258,7 +258,8 @@ func (sw *sseWriter) event(id, name string, data any) error {
 // themselves: the first data line is the offset and each further line one
 // line of the bytes, so that the event's data (lines joined with LF) is
 // "<offset>\n<bytes>". Text saves the base64 work at both ends and, for
-// all but very short lines, bytes on the wire.
+// all but very short lines, bytes on the wire; a caller who asked for text
+// gets it for short lines too.
 func (sw *sseWriter) output(id, name string, offset int64, payload []byte) error {
 	sw.buf = append(sw.buf, "id: "...)
 	sw.buf = append(sw.buf, id...)
@@ -293,11 +294,11 @@ func (sw *sseWriter) output(id, name string, offset int64, payload []byte) error
 
 // textForm reports whether b goes as SSE data lines in text mode: it must
 // be valid UTF-8 (the stream's encoding) without CR (a line end to SSE
-// parsers; LF is carried by the line structure), and not larger than
-// base64 would make it: each line costs "data: " (6 bytes), base64 a third
-// of the bytes, so lines must average at least 18 bytes.
+// parsers; LF is carried by the line structure). Short lines qualify too,
+// although each costs "data: " (6 bytes) and base64 would be smaller: a
+// person who asked for text reads it.
 func textForm(b []byte) bool {
-	return 18*bytes.Count(b, []byte{'\n'}) <= len(b) && bytes.IndexByte(b, '\r') < 0 && utf8.Valid(b)
+	return bytes.IndexByte(b, '\r') < 0 && utf8.Valid(b)
 }
 
 func (sw *sseWriter) comment(text string) error {
@@ -374,6 +375,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, in jobs.Exec
 		s.writeProblem(w, r, err)
 		return
 	}
+	in.Streamed = true // the synchronous default timeout applies
 	job, err := s.jobs.StartJob(r.Context(), in)
 	if err != nil {
 		s.writeProblem(w, r, err)

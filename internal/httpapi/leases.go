@@ -3,7 +3,6 @@ package httpapi
 import (
 	"net/http"
 	"strconv"
-	"time"
 
 	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/internal/control"
@@ -27,6 +26,7 @@ func leaseWire(l *sandbox.Lease) client.Lease {
 		Runtime: string(l.Runtime), Holder: l.Holder, Metadata: l.Metadata, TTLSeconds: l.TTLSeconds,
 		ResourceVersion: strconv.FormatInt(l.ResourceVersion, 10),
 		CreatedAt:       l.CreatedAt, RenewedAt: l.RenewedAt, ExpiresAt: l.ExpiresAt, EndedAt: l.EndedAt, EndReason: l.EndReason,
+		Reserved: l.Reserved,
 	}
 	if out.Metadata == nil {
 		out.Metadata = map[string]string{}
@@ -48,18 +48,16 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
 	if req.Resources != nil {
 		in.Resources = sandbox.Resources{CPU: req.Resources.CPU, MemoryMB: req.Resources.MemoryMB, Pids: req.Resources.Pids, DiskMB: req.Resources.DiskMB}
 	}
-	mcpReqs, err := s.leaseMCPRequests(req.MCP)
+	mcpReqs, err := s.leaseMCPRequests(r, req.MCP)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	start := time.Now()
 	out, err := s.ctl.AcquireLease(r.Context(), in)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	s.metrics.observeLeaseWait(out.Sandbox.Runtime, start)
 	l := leaseWire(out.Lease)
 	sb := sandboxWire(out.Sandbox)
 	l.Sandbox = &sb

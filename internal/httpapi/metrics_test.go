@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,9 +16,9 @@ import (
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/httpapi"
-	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/store/sqlite"
 )
 
 // countingStore wraps the harness's store and counts the sandbox count
@@ -54,20 +55,26 @@ func (c *countingStore) CountSandboxesByState(ctx context.Context) (map[sandbox.
 // source of their own and ask the service).
 func newMetricsAPI(t *testing.T, viaControl bool) (*api, *countingStore) {
 	t.Helper()
-	var cs *countingStore
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "state.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	cs := &countingStore{Store: st}
 	var m *httpapi.Metrics
-	h := controltest.NewOpts(t, controltest.Options{Configure: func(c *config.Config) {
+	if viaControl {
+		m = httpapi.NewMetrics(httpapi.MetricsConfig{}) // asks the service, whose store cs is
+	} else {
+		m = httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: cs})
+	}
+	h := controltest.NewOpts(t, controltest.Options{Store: st, Metrics: m, Configure: func(c *config.Config) {
 		c.WarmPools = false // pools would read the store on every scrape too
 	}, Tune: func(c *control.Config) {
-		cs = &countingStore{Store: c.Store}
 		if viaControl {
 			c.Store = cs
-			m = httpapi.NewMetrics(httpapi.MetricsConfig{})
-		} else {
-			m = httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: cs})
 		}
-	}, Metrics: func() jobs.Observer { return m }})
-	srv, err := httpapi.New(httpapi.Config{Control: h.Svc, Terminals: h.Terminals, Files: h.Files, Jobs: h.Jobs, Artifacts: h.Artifacts, Ports: h.Ports,
+	}})
+	srv, err := httpapi.New(httpapi.Config{PublicURL: testPublicURL, Previews: testPreviews(t), Control: h.Svc, Terminals: h.Terminals, Files: h.Files, Jobs: h.Jobs, Artifacts: h.Artifacts, Ports: h.Ports,
 		Keys: map[string]string{keyA: "a", keyB: "b"}, MaxBodyBytes: maxBody, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
@@ -96,6 +103,10 @@ func TestMetricsHistogramsAndProcess(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "streamed") {
 		t.Fatalf("streamed exec: %d %s", resp.StatusCode, body)
 	}
+	resp, body = a.do(req{method: "POST", path: "/v1/leases", key: keyA, body: `{"profile":"` + controltest.Profile + `","runtime":"runc"}`})
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("lease: %d %s", resp.StatusCode, body)
+	}
 	resp, body = a.do(req{method: "GET", path: "/metrics"})
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
 		t.Fatalf("metrics: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
@@ -109,6 +120,7 @@ func TestMetricsHistogramsAndProcess(t *testing.T) {
 		`genesis_exec_duration_seconds_count{runtime="runc"} 1`,
 		`genesis_exec_first_output_seconds_count{runtime="runc"} 1`,
 		`genesis_sandbox_create_duration_seconds_count{runtime="runc"} 1`,
+		`genesis_lease_wait_seconds_count{runtime="runc"} 1`,
 		`genesis_sandboxes{state="ready"} 1`,
 		`genesis_admission_wait_seconds_count 0`,
 		`genesis_egress_gateway_up 0`,

@@ -96,45 +96,36 @@ func (s *Server) createPortLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	token, exp, err := s.ports.NewLink(r.Context(), tenantOf(r), id, port, time.Duration(req.TTLSeconds)*time.Second)
+	token, exp, err := s.ports.NewLink(r.Context(), principalOf(r), id, port, time.Duration(req.TTLSeconds)*time.Second)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, client.PortLink{
-		URL: baseURLOf(r) + "/v1/previews/" + token + "/", SandboxID: id, Port: port, ExpiresAt: exp.UTC(),
+		URL: s.previewURL(id, port, "/", "", token), Origin: s.origins.URL(id, port), Token: token, SandboxID: id, Port: port, ExpiresAt: exp.UTC(),
 	})
 }
 
-// preview serves a preview link: the token in the path is the only
-// credential, and it names the tenant, sandbox and port.
+// preview serves a preview link of the first form, /v1/previews/{token}/…
+// on the API's origin: it sends the caller on to the same path on the
+// port's own origin (307 keeps the method and body), so old links keep
+// working while nothing of the sandbox is ever served on the API's origin.
 func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 	token := r.PathValue("token")
-	c, err := s.ports.VerifyLink(token)
+	c, err := s.ports.VerifyLink(r.Context(), token)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	// A page's own links are relative to the token prefix; the caller's
-	// Authorization (if any) is dropped by the proxy as on every route.
-	s.ports.ServeHTTP(w, r, ports.Request{
-		Tenant: c.Tenant, SandboxID: c.SandboxID, Port: c.Port, Path: r.PathValue("path"),
-		Prefix: "/v1/previews/" + token,
-	}, s.writeProblem)
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	http.Redirect(w, r, s.previewURL(c.SandboxID, c.Port, r.PathValue("path"), r.URL.RawQuery, token), http.StatusTemporaryRedirect)
 }
 
-// baseURLOf is the scheme and host the caller used to reach the service.
-func baseURLOf(r *http.Request) string {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host
-}
-
-// endpointURL is the URL of a sandbox port through the service.
-func endpointURL(r *http.Request, sandboxID string, port int, protocol string) string {
-	u := baseURLOf(r) + client.PortPath(sandboxID, port)
+// endpointURL is the URL of a sandbox port through the service's API
+// origin (for programs, with the API key; a browser opens a preview link).
+func (s *Server) endpointURL(sandboxID string, port int, protocol string) string {
+	u := s.publicURL + client.PortPath(sandboxID, port)
 	if protocol == "tcp" {
 		u = "ws" + strings.TrimPrefix(u, "http") + "tcp"
 	}
@@ -143,7 +134,7 @@ func endpointURL(r *http.Request, sandboxID string, port int, protocol string) s
 
 // endpoints lists the named ports of a sandbox's profile with their URLs
 // (nil when it declares none).
-func (s *Server) endpoints(r *http.Request, sandboxID, profile string) []client.Endpoint {
+func (s *Server) endpoints(sandboxID, profile string) []client.Endpoint {
 	p, ok := s.ctl.ProfileConfig(profile)
 	if !ok || len(p.Endpoints) == 0 {
 		return nil
@@ -154,7 +145,7 @@ func (s *Server) endpoints(r *http.Request, sandboxID, profile string) []client.
 		if proto == "" {
 			proto = "http"
 		}
-		out = append(out, client.Endpoint{Name: e.Name, Port: e.Port, Protocol: proto, URL: endpointURL(r, sandboxID, e.Port, proto)})
+		out = append(out, client.Endpoint{Name: e.Name, Port: e.Port, Protocol: proto, URL: s.endpointURL(sandboxID, e.Port, proto)})
 	}
 	return out
 }

@@ -23,7 +23,7 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	if ae := auditOf(r); ae != nil {
 		ae.code = code
 	}
-	detail := err.Error()
+	detail := errdefs.Detail(err)
 	switch status {
 	case errdefs.StatusClientClosed:
 		// The client went away; nobody reads this answer and nothing failed

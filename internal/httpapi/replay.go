@@ -14,6 +14,7 @@ import (
 
 	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/internal/browser"
+	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/jobs"
@@ -64,6 +65,10 @@ func (s *Server) replayTrace(w http.ResponseWriter, r *http.Request) {
 	target, err := s.ctl.GetSandbox(r.Context(), ten, req.TargetSandbox)
 	if err != nil {
 		s.writeProblem(w, r, err)
+		return
+	}
+	if err := control.CheckReservation(target, ""); err != nil {
+		s.writeProblem(w, r, err) // nothing is replayed into a sandbox reserved to a workload
 		return
 	}
 	if target.Profile != source.Profile {

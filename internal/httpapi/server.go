@@ -50,12 +50,22 @@ type Config struct {
 	Terminals *interactive.Terminals
 	// Keys maps API keys given in the config or on the command line to
 	// tenant names. Keys created through the admin API live in the store.
-	Keys         map[string]string
+	Keys map[string]string
+	// ApproverKeys are keys given in the config with the scope approve
+	// (tenant.ScopeApprove), mapped to their tenants.
+	ApproverKeys map[string]string
 	MaxBodyBytes int64
 	// KeepAlive is the interval of SSE keepalive comments (default 15 s).
 	KeepAlive time.Duration
 	// Ports, when set, serves the port routes (proxy, TCP, preview links).
 	Ports *ports.Proxy
+	// Previews places each preview on an origin of its own (required with
+	// Ports).
+	Previews *ports.Origins
+	// PublicURL is the service's base URL as callers reach it, without a
+	// trailing slash: every URL handed back starts with it (never with a
+	// request's Host).
+	PublicURL string
 	// MCP, when set, serves the MCP server routes.
 	MCP *servers.Manager
 	// Skills, when set, serves the skill routes and the skills MCP server.
@@ -69,13 +79,12 @@ type Config struct {
 	// Services, when set, reports the profile services on GET sandbox.
 	Services *jobs.Services
 	Logger   *slog.Logger
-	// E2B, when set, serves the E2B SDK adapter under /e2b; New fills in
-	// its control, jobs, files, key check and logger.
-	E2B *e2b.Config
-	// OpenSandbox, if set, mounts the OpenSandbox SDK adapter under
-	// /opensandbox (its Control, Jobs, Files, Authenticate and Logger are
-	// filled in from this Config).
-	OpenSandbox *opensandbox.Config
+	// E2B, when set, is served under /e2b; New binds it to this server
+	// (the key check).
+	E2B *e2b.Adapter
+	// OpenSandbox, when set, is served under /opensandbox; New binds it
+	// to this server (the key check and the audit record's error code).
+	OpenSandbox *opensandbox.Adapter
 	// Metrics is the instrumentation served at /metrics; nil means a new
 	// NewMetrics(MetricsConfig{}). Give the same Metrics to the jobs
 	// manager (jobs.Config.Metrics) for its exec latencies.
@@ -95,6 +104,8 @@ type Server struct {
 	terms     *interactive.Terminals
 	files     *files.Gateway
 	ports     *ports.Proxy
+	origins   *ports.Origins
+	publicURL string
 	services  *jobs.Services
 	// unaudited are route patterns whose mutating requests are not
 	// audited: traffic proxied to a sandbox's own server.
@@ -115,6 +126,7 @@ type Server struct {
 type apiKey struct {
 	hash   [32]byte
 	tenant string
+	scopes []string
 }
 
 // Route is one served method and path pattern.
@@ -153,10 +165,19 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(MetricsConfig{})
 	}
+	if cfg.Ports != nil && cfg.Previews == nil {
+		return nil, fmt.Errorf("httpapi: the port routes need preview origins: %w", errdefs.ErrInvalidArgument)
+	}
+	if cfg.PublicURL == "" {
+		return nil, fmt.Errorf("httpapi: no public URL: %w", errdefs.ErrInvalidArgument)
+	}
 	s := &Server{ctl: cfg.Control, maxBody: cfg.MaxBodyBytes, log: cfg.Logger, mux: http.NewServeMux(), metrics: cfg.Metrics, keepalive: cfg.KeepAlive,
-		ports: cfg.Ports, services: cfg.Services, unaudited: map[string]bool{}}
+		ports: cfg.Ports, origins: cfg.Previews, publicURL: strings.TrimRight(cfg.PublicURL, "/"), services: cfg.Services, unaudited: map[string]bool{}}
 	for k, t := range cfg.Keys {
 		s.keys = append(s.keys, apiKey{hash: sha256.Sum256([]byte(k)), tenant: t})
+	}
+	for k, t := range cfg.ApproverKeys {
+		s.keys = append(s.keys, apiKey{hash: sha256.Sum256([]byte(k)), tenant: t, scopes: []string{tenant.ScopeApprove}})
 	}
 	s.terms, s.files, s.jobs, s.arts, s.mcp = cfg.Terminals, cfg.Files, cfg.Jobs, cfg.Artifacts, cfg.MCP
 	s.skills = cfg.Skills
@@ -167,46 +188,20 @@ func New(cfg Config) (*Server, error) {
 		s.browser = cfg.Browser
 	}
 	if cfg.E2B != nil {
-		ec := *cfg.E2B
-		ec.Control, ec.Jobs, ec.Files, ec.Logger = cfg.Control, cfg.Jobs, cfg.Files, cfg.Logger
-		ec.Authenticate = s.tenantOfKey
-		if cfg.Ports != nil {
-			ec.ProxyPort = func(w http.ResponseWriter, r *http.Request, tenant, sandboxID string, port int, path, prefix string) {
-				cfg.Ports.ServeHTTP(w, r, ports.Request{Tenant: tenant, SandboxID: sandboxID, Port: port, Path: path, Prefix: prefix}, s.e2b.WriteError)
-			}
-		}
-		a, err := e2b.New(ec)
-		if err != nil {
-			return nil, err
-		}
-		s.e2b = a
+		s.e2b = cfg.E2B
+		s.e2b.Bind(e2b.Edge{Authenticate: s.principalOfKey})
 	}
 	if cfg.OpenSandbox != nil {
-		oc := *cfg.OpenSandbox
-		oc.Control, oc.Jobs, oc.Files, oc.Logger = cfg.Control, cfg.Jobs, cfg.Files, cfg.Logger
-		oc.Authenticate = s.tenantOfKey
-		oc.NoteError = func(r *http.Request, code string) {
+		s.osb = cfg.OpenSandbox
+		s.osb.Bind(opensandbox.Edge{Authenticate: s.principalOfKey, NoteError: func(r *http.Request, code string) {
 			if ae := auditOf(r); ae != nil {
 				ae.code = code
 			}
-		}
-		a, err := opensandbox.New(oc)
-		if err != nil {
-			return nil, err
-		}
-		s.osb = a
+		}})
 	}
 	s.routesInit()
 	return s, nil
 }
-
-// E2B returns the E2B adapter (nil when Config.E2B was nil), for cmd to
-// register as a control hook.
-func (s *Server) E2B() *e2b.Adapter { return s.e2b }
-
-// OpenSandbox returns the OpenSandbox adapter (nil when
-// Config.OpenSandbox was nil), for cmd to register as a control hook.
-func (s *Server) OpenSandbox() *opensandbox.Adapter { return s.osb }
 
 // E2BHostHandler serves the E2B host-based listener
 // ({port}-{sandbox}.{domain}): each request is turned into its /e2b form
@@ -215,7 +210,7 @@ func (s *Server) E2BHostHandler() http.Handler {
 	if s.e2b == nil {
 		return http.NotFoundHandler()
 	}
-	return s.e2b.HostHandler(s.Handler())
+	return s.e2b.HostHandler(s.handler(apiOnly))
 }
 
 // Routes lists every route served (for the OpenAPI coverage test).
@@ -326,8 +321,19 @@ const (
 var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
 // Handler returns the root handler with request ids, panic recovery and
-// access logging.
-func (s *Server) Handler() http.Handler {
+// access logging: the API, the console, and the previews by their Host.
+func (s *Server) Handler() http.Handler { return s.handler(apiAndPreviews) }
+
+// hostRoutes says which hosts a root handler serves.
+type hostRoutes int
+
+const (
+	apiAndPreviews hostRoutes = iota // the main listener: preview hosts get previews, any other host the API
+	apiOnly                          // the E2B host-based listener: its own host scheme, never previews
+	previewsOnly                     // the preview listener: previews, 404 for any other host
+)
+
+func (s *Server) handler(hosts hostRoutes) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rid := r.Header.Get("X-Request-ID")
 		if !requestIDRE.MatchString(rid) {
@@ -339,8 +345,17 @@ func (s *Server) Handler() http.Handler {
 		r = r.WithContext(context.WithValue(r.Context(), requestIDKey, rid))
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		_, pattern := s.mux.Handler(r)
-		if mutating(r.Method) && !s.unaudited[pattern] {
+		var previewID string
+		var previewPort int
+		preview := false
+		if hosts != apiOnly {
+			previewID, previewPort, preview = s.previewTarget(r)
+		}
+		pattern := ""
+		if !preview {
+			_, pattern = s.mux.Handler(r)
+		}
+		if !preview && mutating(r.Method) && !s.unaudited[pattern] {
 			ae := &auditEntry{}
 			r = r.WithContext(context.WithValue(r.Context(), auditKey, ae))
 			// Deferred first, so it runs last: after a panic's problem.
@@ -359,12 +374,46 @@ func (s *Server) Handler() http.Handler {
 			s.log.Debug("request", "request_id", rid, "method", r.Method, "path", r.URL.Path,
 				"status", sw.status, "duration_ms", time.Since(start).Milliseconds())
 		}()
-		if pattern == "" {
-			s.writeProblem(sw, r, errdefs.WithCode("route_not_found", fmt.Errorf("no route %s %s: %w", r.Method, r.URL.Path, errdefs.ErrNotFound)))
+		switch {
+		case preview:
+			s.metrics.instrument("preview", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				s.servePreview(w, r, previewID, previewPort)
+			})).ServeHTTP(sw, r)
+			return
+		case hosts == previewsOnly:
+			s.writeProblem(sw, r, errdefs.WithCode("route_not_found", fmt.Errorf("host %.100q is not a preview host ({port}-{sandbox}.%s): %w", r.Host, s.origins.Domain(), errdefs.ErrNotFound)))
+			return
+		case pattern == "":
+			if allow := s.allowed(r); len(allow) > 0 {
+				sw.Header().Set("Allow", strings.Join(allow, ", "))
+				s.writeProblem(sw, r, errdefs.Mark(fmt.Errorf("%s does not take %s; it takes %s", r.URL.Path, r.Method, strings.Join(allow, ", ")), errdefs.ErrMethodNotAllowed))
+				return
+			}
+			s.writeProblem(sw, r, errdefs.WithCode("route_not_found", errdefs.Mark(fmt.Errorf("no route %s %s", r.Method, r.URL.Path), errdefs.ErrNotFound)))
 			return
 		}
 		s.mux.ServeHTTP(sw, r)
 	})
+}
+
+// routeMethods are the methods a route can have.
+var routeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// allowed lists the methods served at r's path, for the Allow header of
+// a 405: none when the path is no route at all.
+func (s *Server) allowed(r *http.Request) []string {
+	var out []string
+	for _, m := range routeMethods {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 type statusWriter struct {
@@ -413,7 +462,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		h := r.Header.Get("Authorization")
 		token, ok := strings.CutPrefix(h, "Bearer ")
 		if !ok || token == "" {
-			s.writeProblem(w, r, errdefs.WithCode("unauthenticated", fmt.Errorf("missing Authorization: Bearer <api key> header: %w", errdefs.ErrUnauthenticated)))
+			s.writeProblem(w, r, errdefs.WithCode("unauthenticated", errdefs.Mark(errors.New("no API key: send the header Authorization: Bearer <api key>"), errdefs.ErrUnauthenticated)))
 			return
 		}
 		p, err := s.resolveKey(r.Context(), sha256.Sum256([]byte(token)))
@@ -442,25 +491,29 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	})
 }
 
-// tenantOfKey answers the tenant of an API key (for the compat adapters,
+// principalOfKey answers who holds an API key (for the compat adapters,
 // which read keys from their own headers).
-func (s *Server) tenantOfKey(ctx context.Context, key string) (string, error) {
+func (s *Server) principalOfKey(ctx context.Context, key string) (tenant.Principal, error) {
 	p, err := s.resolveKey(ctx, sha256.Sum256([]byte(key)))
 	if ae, _ := ctx.Value(auditKey).(*auditEntry); ae != nil && err == nil {
 		ae.principal = p
 	}
-	return p.Tenant, err
+	return p, err
 }
 
 // resolveKey answers whose key has the SHA-256 sum.
 func (s *Server) resolveKey(ctx context.Context, sum [32]byte) (tenant.Principal, error) {
-	static := ""
+	static, scopes := "", []string(nil)
 	for _, k := range s.keys {
 		if subtle.ConstantTimeCompare(sum[:], k.hash[:]) == 1 {
-			static = k.tenant
+			static, scopes = k.tenant, k.scopes
 		}
 	}
-	return s.ctl.Authenticate(ctx, sum, static)
+	p, err := s.ctl.Authenticate(ctx, sum, static)
+	if err == nil && static != "" {
+		p.Scopes = scopes
+	}
+	return p, err
 }
 
 // adminOnly refuses callers whose tenant is not an admin tenant with 403
@@ -468,8 +521,8 @@ func (s *Server) resolveKey(ctx context.Context, sum [32]byte) (tenant.Principal
 func (s *Server) adminOnly(h func(http.ResponseWriter, *http.Request)) func(http.ResponseWriter, *http.Request) {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !principalOf(r).Admin {
-			s.writeProblem(w, r, errdefs.WithCode("admin_required", fmt.Errorf(
-				"%s %s needs an admin key (admin_api_key, or a key of a tenant with admin: true): %w", r.Method, r.Pattern, errdefs.ErrPermissionDenied)))
+			s.writeProblem(w, r, errdefs.WithCode("admin_required", errdefs.Mark(errors.New(
+				"this needs an admin key: the service's --admin-key (GENESIS_ADMIN_KEY) or a key of an admin tenant"), errdefs.ErrPermissionDenied)))
 			return
 		}
 		h(w, r)

@@ -35,9 +35,9 @@ func TestSSEOutputEventMatchesJSON(t *testing.T) {
 	}
 }
 
-// TestSSEOutputTextForm: in text mode, bytes that are UTF-8 without CR and
-// have lines of 18 bytes or more on average go as "<offset>\n<bytes>" data
-// lines; anything else keeps the JSON form. Either way an SSE parser gets
+// TestSSEOutputTextForm: in text mode, bytes that are UTF-8 without CR,
+// short lines too, go as "<offset>\n<bytes>" data lines; anything else
+// keeps the JSON form. Either way an SSE parser gets
 // the exact bytes back.
 func TestSSEOutputTextForm(t *testing.T) {
 	t.Parallel()
@@ -52,7 +52,8 @@ func TestSSEOutputTextForm(t *testing.T) {
 		{long + "\n\n" + long + "\n", true},
 		{" leading space and a trailing one " + long + " ", true},
 		{"zero \x00 bytes and ünïcödé " + long, true},
-		{"y\ny\ny\ny\n", false},           // short lines: base64 is smaller
+		{"y\ny\ny\ny\n", true}, // short lines: text, as asked
+		{"1\n", true},
 		{long + "\r\n" + long, false},     // CR ends an SSE line
 		{long + "\xff\xfe" + long, false}, // not UTF-8
 		{long + "\xe2\x82", false},        // a character cut at the end

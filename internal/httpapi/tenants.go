@@ -33,8 +33,12 @@ func tenantWire(t *tenant.Tenant) client.Tenant {
 	}
 }
 
+func usageWire(u tenant.Usage) *client.Usage {
+	return &client.Usage{Sandboxes: u.Sandboxes, CPU: u.CPU, MemoryMB: u.MemoryMB, Leases: u.Leases}
+}
+
 func keyWire(k *tenant.Key) client.APIKey {
-	return client.APIKey{ID: k.ID, Tenant: k.Tenant, Prefix: k.Prefix, Description: k.Description, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+	return client.APIKey{ID: k.ID, Tenant: k.Tenant, Prefix: k.Prefix, Description: k.Description, Scopes: k.Scopes, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
 }
 
 func tenantETag(t *tenant.Tenant) string { return `"` + strconv.FormatInt(t.ResourceVersion, 10) + `"` }
@@ -66,8 +70,9 @@ func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := client.TenantList{Items: make([]client.Tenant, len(list))}
-	for i, t := range list {
-		out.Items[i] = tenantWire(t)
+	for i, v := range list {
+		out.Items[i] = tenantWire(v.Tenant)
+		out.Items[i].Usage = usageWire(v.Usage)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -79,8 +84,7 @@ func (s *Server) getTenant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := tenantWire(v.Tenant)
-	u := v.Usage
-	out.Usage = &client.Usage{Sandboxes: u.Sandboxes, CPU: u.CPU, MemoryMB: u.MemoryMB, Leases: u.Leases}
+	out.Usage = usageWire(v.Usage)
 	w.Header().Set("ETag", tenantETag(v.Tenant))
 	writeJSON(w, http.StatusOK, out)
 }
@@ -131,7 +135,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	name := r.PathValue("name")
-	k, secret, err := s.ctl.CreateKey(r.Context(), name, req.Description)
+	k, secret, err := s.ctl.CreateKey(r.Context(), name, req.Description, req.Scopes)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

@@ -94,6 +94,15 @@ func TestTenantsAndKeys(t *testing.T) {
 	if u := decodeJSON[client.Tenant](t, body).Usage; resp.StatusCode != http.StatusOK || u == nil || u.Sandboxes != 1 || u.MemoryMB != 256 {
 		t.Fatalf("usage: %d %s", resp.StatusCode, body)
 	}
+	// The list carries every tenant's usage too (the console's tenants view).
+	resp, body = admin("GET", "/v1/tenants", "")
+	usage := map[string]*client.Usage{}
+	for _, tn := range decodeJSON[client.TenantList](t, body).Items {
+		usage[tn.Name] = tn.Usage
+	}
+	if u := usage["acme"]; resp.StatusCode != http.StatusOK || u == nil || u.Sandboxes != 1 || u.MemoryMB != 256 || usage["a"] == nil || usage["a"].Sandboxes != 0 {
+		t.Fatalf("usage in the list: %d %s", resp.StatusCode, body)
+	}
 	// Raising the quota lets the next create through; a stale If-Match is 412.
 	if resp, body := admin("PATCH", "/v1/tenants/acme", `{"quotas":{"max_sandboxes":2}}`, "If-Match", `"1"`); resp.StatusCode != http.StatusOK {
 		t.Fatalf("patch: %d %s", resp.StatusCode, body)
@@ -312,7 +321,26 @@ func TestAuditPaging(t *testing.T) {
 	if len(seen) != calls {
 		t.Fatalf("paged through %d records, want %d", len(seen), calls)
 	}
-	for _, q := range []string{"cursor=abc", "limit=0", "limit=1001", "since=yesterday", "result=x!"} {
+	// Newest first: pages go back from the latest record, each cursor to
+	// older ones, and cover the same records.
+	var back []int64
+	for cursor := ""; ; {
+		p := a.auditPage(keyA, "order=newest&limit=7&cursor="+cursor)
+		for _, r := range p.Items {
+			if n := len(back); n > 0 && r.Seq >= back[n-1] {
+				t.Fatalf("newest first: record %d after %d", r.Seq, back[n-1])
+			}
+			back = append(back, r.Seq)
+		}
+		if !p.HasMore {
+			break
+		}
+		cursor = p.NextCursor
+	}
+	if len(back) != calls || back[0] != last {
+		t.Errorf("newest first: %d records starting at %v, want %d starting at %d", len(back), back[:min(1, len(back))], calls, last)
+	}
+	for _, q := range []string{"cursor=abc", "limit=0", "limit=1001", "since=yesterday", "result=x!", "order=random"} {
 		if resp, body := a.do(req{method: "GET", path: "/v1/audit?" + q, key: keyA}); resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("audit ?%s: %d %s, want 400", q, resp.StatusCode, body)
 		}
@@ -322,5 +350,64 @@ func TestAuditPaging(t *testing.T) {
 	}
 	if p := a.auditPage(keyA, "target=sbx_7"); len(p.Items) != 1 || p.Items[0].Target != "sbx_7" {
 		t.Errorf("filter target: %+v", p.Items)
+	}
+}
+
+// TestKeyScopes: a key made with the scope approve carries it (in the key
+// list, in whoami, after a restart of nothing: it is stored), as does a
+// config approver key; a plain key has none; unknown or repeated scopes
+// are 400 invalid_scope. The MCP approval routes answer another tenant's
+// or a missing instance 404 before they look at scopes.
+func TestKeyScopes(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	whoami := func(key string) client.Whoami {
+		t.Helper()
+		resp, body := a.do(req{method: "GET", path: "/v1/whoami", key: key})
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("whoami: %d %s", resp.StatusCode, body)
+		}
+		return decodeJSON[client.Whoami](t, body)
+	}
+	resp, body := a.do(req{method: "POST", path: "/v1/tenants/a/keys", key: keyAdmin, body: `{"description":"on call","scopes":["approve"]}`})
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create an approver key: %d %s", resp.StatusCode, body)
+	}
+	k := decodeJSON[client.APIKey](t, body)
+	if strings.Join(k.Scopes, ",") != "approve" {
+		t.Errorf("created key %+v, want scopes [approve]", k)
+	}
+	if w := whoami(k.Key); w.Tenant != "a" || strings.Join(w.Scopes, ",") != "approve" {
+		t.Errorf("whoami of the approver key: %+v", w)
+	}
+	if w := whoami(keyApproverA); w.Tenant != "a" || strings.Join(w.Scopes, ",") != "approve" {
+		t.Errorf("whoami of the config approver key: %+v", w)
+	}
+	resp, body = a.do(req{method: "POST", path: "/v1/tenants/a/keys", key: keyAdmin, body: `{"description":"agent"}`})
+	plain := decodeJSON[client.APIKey](t, body)
+	if w := whoami(plain.Key); len(plain.Scopes) != 0 || len(w.Scopes) != 0 || len(whoami(keyA).Scopes) != 0 {
+		t.Errorf("a plain key has scopes: %+v %+v", plain, w)
+	}
+	resp, body = a.do(req{method: "GET", path: "/v1/tenants/a/keys", key: keyAdmin})
+	list := decodeJSON[client.APIKeyList](t, body)
+	for _, it := range list.Items {
+		if want := map[string]string{k.ID: "approve", plain.ID: ""}[it.ID]; strings.Join(it.Scopes, ",") != want {
+			t.Errorf("listed key %s has scopes %v, want %q", it.ID, it.Scopes, want)
+		}
+	}
+	for _, bad := range []string{`{"scopes":["root"]}`, `{"scopes":["approve","approve"]}`} {
+		resp, body := a.do(req{method: "POST", path: "/v1/tenants/a/keys", key: keyAdmin, body: bad})
+		checkProblem(t, resp, body, http.StatusBadRequest, "invalid_scope")
+	}
+	for p, b := range map[string]string{
+		"/v1/mcp/servers/mcp_00000000000000000000/approvals/apr_0":   `{"decision":"approve","args_digest":"sha256:00"}`,
+		"/v1/mcp/servers/mcp_00000000000000000000/pins/echo/approve": `{"hash":"sha256:00"}`,
+	} {
+		for _, key := range []string{keyA, keyApproverA} {
+			resp, body := a.do(req{method: "POST", path: p, key: key, body: b})
+			if resp.StatusCode != http.StatusNotFound {
+				t.Errorf("%s with %s: %d %s, want 404", p, key, resp.StatusCode, body)
+			}
+		}
 	}
 }

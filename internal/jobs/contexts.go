@@ -68,9 +68,8 @@ func (s *Manager) CreateContext(ctx context.Context, tenant, sandboxID, language
 	}
 	job, err := s.StartJob(ctx, ExecInput{
 		Tenant: tenant, SandboxID: sb.ID,
-		Command:   []string{"python3", "-u", kernelPath(), "serve", contextSocket(se.ID)},
-		Env:       map[string]string{"MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1"},
-		TimeoutMS: s.lim.MaxExecTimeoutMS,
+		Command: []string{"python3", "-u", kernelPath(), "serve", contextSocket(se.ID)},
+		Env:     map[string]string{"MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1"},
 	})
 	if err != nil {
 		return nil, err

@@ -25,14 +25,43 @@ type ExecInput struct {
 	Script    string
 	Cwd       string
 	Env       map[string]string
-	Stdin     []byte
+	// wrapped, if set, is the script the agent runs instead of Command or
+	// Script, Cwd and Env (a shell session's wrapper, which applies them
+	// itself); the job record keeps what the caller asked for.
+	wrapped string
+	Stdin   []byte
 	// StdinStream (background jobs) gives the job a pipe as stdin that
 	// OpenStdin writes into and CloseStdin closes; Stdin must be empty.
-	StdinStream    bool
+	StdinStream bool
+	// TimeoutMS bounds the job; 0 takes the default: the configured
+	// limits.default_exec_timeout_ms for a synchronous or streamed exec,
+	// none for a background job (it runs until it ends, is cancelled, or
+	// its sandbox ends).
 	TimeoutMS      int64
 	MaxOutputBytes int64
 	// Artifacts, if set, names files to keep when the job ends.
 	Artifacts *sandbox.ArtifactSpec
+	// Streamed marks a job StartJob starts for a streamed exec: its caller
+	// follows it live as a synchronous exec's caller waits, so it takes the
+	// synchronous default timeout.
+	Streamed bool
+	// Reservation is the reservation of the workload the job belongs to
+	// (control.AttachOptions.Reservation): a sandbox reserved to it is
+	// reachable. Empty for every job a tenant starts.
+	Reservation string
+	// Secrets are values the job's output must not show: each occurrence
+	// (and its JSON-escaped form) in stdout or stderr is overwritten with
+	// '*' before the output is stored or answered (maskOutput).
+	Secrets []string
+}
+
+// agentRequest is what the agent runs for in: Command or Script in Cwd
+// with Env over the sandbox's, or in's wrapper.
+func agentRequest(sb *sandbox.Sandbox, in ExecInput) agentproto.ExecRequest {
+	if in.wrapped != "" {
+		return agentproto.ExecRequest{Script: in.wrapped, Env: mergeEnv(sb, nil)}
+	}
+	return agentproto.ExecRequest{Command: in.Command, Script: in.Script, Cwd: in.Cwd, Env: mergeEnv(sb, in.Env)}
 }
 
 // ExecOutput is a finished job and its captured output.
@@ -47,7 +76,9 @@ type ExecOutput struct {
 // killGrace is how long a timed-out job gets between SIGTERM and SIGKILL.
 const killGrace = 200 * time.Millisecond
 
-func (s *Manager) validateExec(in *ExecInput) error {
+// validateExec checks in and fills in its defaults; background jobs get
+// no default timeout (see ExecInput.TimeoutMS).
+func (s *Manager) validateExec(in *ExecInput, background bool) error {
 	lim := s.lim
 	switch {
 	case len(in.Command) == 0 && in.Script == "":
@@ -58,7 +89,7 @@ func (s *Manager) validateExec(in *ExecInput) error {
 		return invalid("command[0] must not be empty")
 	case in.StdinStream && len(in.Stdin) > 0:
 		return invalid("stdin and stdin_stream are mutually exclusive")
-	case in.Cwd != "" && !path.IsAbs(in.Cwd):
+	case in.Cwd != "" && !path.IsAbs(in.Cwd) && in.wrapped == "": // a session's cwd may be relative to its own
 		return invalid("cwd must be an absolute path, got %q", in.Cwd)
 	case in.TimeoutMS < 0 || in.TimeoutMS > lim.MaxExecTimeoutMS:
 		return invalid("timeout_ms must be between 1 and %d, got %d", lim.MaxExecTimeoutMS, in.TimeoutMS)
@@ -70,7 +101,7 @@ func (s *Manager) validateExec(in *ExecInput) error {
 			return invalid("a command argument is longer than 128 KiB")
 		}
 	}
-	if in.TimeoutMS == 0 {
+	if in.TimeoutMS == 0 && !background {
 		in.TimeoutMS = lim.DefaultExecTimeoutMS
 	}
 	if in.MaxOutputBytes == 0 {
@@ -85,7 +116,7 @@ func (s *Manager) validateExec(in *ExecInput) error {
 // Exec runs one job in a sandbox and waits for it. The job is recorded
 // before it runs and always ends in exactly one final state.
 func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
-	if err := s.validateExec(&in); err != nil {
+	if err := s.validateExec(&in, false); err != nil {
 		return nil, err
 	}
 	if in.StdinStream {
@@ -95,7 +126,7 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	if err := s.admit(ctx, in, "exec"); err != nil {
 		return nil, err
 	}
-	att, err := s.sbx.Attach(ctx, in.Tenant, in.SandboxID, control.AttachOptions{Busy: true})
+	att, err := s.sbx.Attach(ctx, in.Tenant, in.SandboxID, control.AttachOptions{Busy: true, Reservation: in.Reservation})
 	if err != nil {
 		return nil, err
 	}
@@ -133,23 +164,18 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	actx, cancel := context.WithTimeout(ctx, time.Duration(in.TimeoutMS)*time.Millisecond+killGrace+10*time.Second)
 	defer cancel()
 	start := time.Now() // wall time for the latency metric, not the service clock
-	res, runErr := att.Agent.Exec(actx, agentproto.ExecRequest{
-		JobID:          job.ID,
-		Command:        in.Command,
-		Script:         in.Script,
-		Cwd:            in.Cwd,
-		Env:            mergeEnv(sb, in.Env),
-		Stdin:          in.Stdin,
-		TimeoutMS:      in.TimeoutMS,
-		KillGraceMS:    killGrace.Milliseconds(),
-		MaxOutputBytes: in.MaxOutputBytes,
-	})
+	req := agentRequest(sb, in)
+	req.JobID, req.Stdin, req.TimeoutMS, req.KillGraceMS, req.MaxOutputBytes = job.ID, in.Stdin, in.TimeoutMS, killGrace.Milliseconds(), in.MaxOutputBytes
+	res, runErr := att.Agent.Exec(actx, req)
 	fctx, fcancel := cleanupCtx(ctx, 10*time.Second)
 	defer fcancel()
 	if runErr != nil {
 		return nil, s.execFailed(fctx, sb, job, runErr, ctx.Err() != nil)
 	}
 	s.obs.ObserveExec(sb.Runtime, time.Since(start))
+	if m := newMasker(in.Secrets); m != nil {
+		res.Stdout, res.Stderr = m.all(res.Stdout), m.all(res.Stderr)
+	}
 	done := s.now()
 	code := res.ExitCode
 	final, err := s.store.UpdateJob(fctx, job.ID, func(j *sandbox.Job) error {

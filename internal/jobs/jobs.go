@@ -26,9 +26,11 @@ const cancelGrace = 2 * time.Second
 // StartJob starts a background job: it returns as soon as the agent has
 // started the process. The output is copied into the job's durable log by a
 // follower goroutine that survives client disconnects and re-attaches after
-// a service restart.
+// a service restart. Without a TimeoutMS the job runs until it ends, is
+// cancelled or its sandbox ends; a Streamed one takes the synchronous
+// default.
 func (s *Manager) StartJob(ctx context.Context, in ExecInput) (*sandbox.Job, error) {
-	if err := s.validateExec(&in); err != nil {
+	if err := s.validateExec(&in, !in.Streamed); err != nil {
 		return nil, err
 	}
 	if err := s.admit(ctx, in, "job"); err != nil {
@@ -40,7 +42,7 @@ func (s *Manager) StartJob(ctx context.Context, in ExecInput) (*sandbox.Job, err
 // startJob starts a validated background job; busy holds a leased sandbox
 // busy while it runs (a profile service does not).
 func (s *Manager) startJob(ctx context.Context, in ExecInput, busy bool) (*sandbox.Job, error) {
-	att, err := s.sbx.Attach(ctx, in.Tenant, in.SandboxID, control.AttachOptions{Busy: busy})
+	att, err := s.sbx.Attach(ctx, in.Tenant, in.SandboxID, control.AttachOptions{Busy: busy, Reservation: in.Reservation})
 	if err != nil {
 		return nil, err
 	}
@@ -70,17 +72,15 @@ func (s *Manager) startJob(ctx context.Context, in ExecInput, busy bool) (*sandb
 		att.Release()
 		return nil, s.finishJob(ctx, job.ID, lostExit("cannot create the job log: "+err.Error()))
 	}
-	req := agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{
-		JobID: job.ID, Command: in.Command, Script: in.Script, Cwd: in.Cwd, Env: mergeEnv(sb, in.Env), Stdin: in.Stdin,
-		TimeoutMS: in.TimeoutMS, KillGraceMS: killGrace.Milliseconds(), MaxOutputBytes: in.MaxOutputBytes,
-		StdinStream: in.StdinStream,
-	}}
+	req := agentproto.JobStartRequest{ExecRequest: agentRequest(sb, in)}
+	req.JobID, req.Stdin, req.StdinStream = job.ID, in.Stdin, in.StdinStream
+	req.TimeoutMS, req.KillGraceMS, req.MaxOutputBytes = in.TimeoutMS, killGrace.Milliseconds(), in.MaxOutputBytes
 	// One agent request starts the job and streams it to the follower, so
 	// the first output does not wait for a second request. The request
 	// belongs to the follower, not to the caller: a caller that goes away
 	// neither stops the job nor its recording.
 	started := make(chan error, 1)
-	following := s.followJob(att, job.ID, func(ctx context.Context, fn func(agentproto.Frame) error) error {
+	following := s.followJob(att, job.ID, newMasker(in.Secrets), func(ctx context.Context, fn func(agentproto.Frame) error) error {
 		sctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		deadline := time.AfterFunc(jobStartTimeout, cancel)
@@ -148,8 +148,9 @@ func lostExit(why string) agentproto.ExitResult {
 // goroutine owns att (a busy attachment: the sandbox is busy while the job
 // runs) and releases it when it ends. It reports whether the goroutine
 // runs: not once the manager is closing, nor when the job is followed
-// already; then att is released at once.
-func (s *Manager) followJob(att *control.Attachment, jobID string, first streamFunc) bool {
+// already; then att is released at once. mask, if set, hides the job's
+// secrets in its output before it is stored.
+func (s *Manager) followJob(att *control.Attachment, jobID string, mask *masker, first streamFunc) bool {
 	s.followMu.Lock()
 	defer s.followMu.Unlock()
 	if s.following[jobID] != nil || s.closing {
@@ -166,7 +167,7 @@ func (s *Manager) followJob(att *control.Attachment, jobID string, first streamF
 			delete(s.following, jobID)
 			s.followMu.Unlock()
 		}()
-		s.follow(att, jobID, first)
+		s.follow(att, jobID, mask, first)
 	}()
 	return true
 }
@@ -198,7 +199,7 @@ func (s *Manager) followed(jobID string) *control.Attachment {
 	return s.following[jobID]
 }
 
-func (s *Manager) follow(att *control.Attachment, jobID string, first streamFunc) {
+func (s *Manager) follow(att *control.Attachment, jobID string, mask *masker, first streamFunc) {
 	ctx := s.bgCtx
 	sandboxID, ag := att.Sandbox.ID, att.Agent
 	log, err := s.logs.Get(jobID, true)
@@ -217,7 +218,7 @@ func (s *Manager) follow(att *control.Attachment, jobID string, first streamFunc
 			return
 		}
 		var storeErr error // the service's own failure, not the agent's
-		onFrame := func(fr agentproto.Frame) error {
+		store := func(fr agentproto.Frame) error {
 			if fr.Type == agentproto.FrameExit {
 				// Record the final state before the exit event becomes
 				// visible to log readers, so GET /v1/jobs/{id} never says
@@ -247,6 +248,20 @@ func (s *Manager) follow(att *control.Attachment, jobID string, first streamFunc
 				cancel()
 			}
 			return nil
+		}
+		onFrame := store
+		if mask != nil {
+			// Each stream from the agent starts where the log ends: what
+			// the masker held back of the last one is sent again.
+			streams := mask.streams()
+			onFrame = func(fr agentproto.Frame) error {
+				for _, f := range streams.pass(fr) {
+					if err := store(f); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
 		}
 		var err error
 		if first != nil {
@@ -373,13 +388,22 @@ func (s *Manager) recordExit(ctx context.Context, jobID string, x agentproto.Exi
 	s.agentJobs.Delete(jobID)
 	if err == nil && ended {
 		s.traceJob(ctx, final, "job.finished", trace.ActorSystem)
+		s.rememberEnded(final)
 	}
 	return err
 }
 
 // CancelJob asks the agent to kill the whole process tree of a running job.
-// The job's final state (canceled) is recorded when its exit arrives.
+// The job's final state (canceled) is recorded when its exit arrives. A
+// job in a sandbox reserved to a workload is refused (control.CodeReserved).
 func (s *Manager) CancelJob(ctx context.Context, tenant, jobID string) (*sandbox.Job, error) {
+	return s.CancelJobAs(ctx, tenant, "", jobID)
+}
+
+// CancelJobAs is CancelJob for the workload of reservation
+// (control.AttachOptions.Reservation), or control.AnyReservation for the
+// service's own ends of jobs.
+func (s *Manager) CancelJobAs(ctx context.Context, tenant, reservation, jobID string) (*sandbox.Job, error) {
 	j, err := s.GetJob(ctx, tenant, jobID)
 	if err != nil {
 		return nil, err
@@ -395,10 +419,12 @@ func (s *Manager) CancelJob(ctx context.Context, tenant, jobID string) (*sandbox
 	// here (another instance's) is reached through a new attachment.
 	att := s.followed(jobID)
 	if att == nil {
-		if att, err = s.sbx.Attach(ctx, tenant, j.SandboxID, control.AttachOptions{}); err != nil {
+		if att, err = s.sbx.Attach(ctx, tenant, j.SandboxID, control.AttachOptions{Reservation: reservation}); err != nil {
 			return nil, err
 		}
 		att.Release()
+	} else if err := control.CheckReservation(att.Sandbox, reservation); err != nil {
+		return nil, err
 	}
 	err = att.Agent.CancelJob(ctx, jobID, cancelGrace)
 	if errors.Is(err, errdefs.ErrNotFound) {
@@ -441,8 +467,8 @@ func (s *Manager) reattachJobs(ctx context.Context) int {
 	lost := 0
 	for _, j := range jobs {
 		if j.Mode == sandbox.JobModeBackground {
-			if att, err := s.sbx.Attach(ctx, "", j.SandboxID, control.AttachOptions{Busy: true}); err == nil {
-				s.followJob(att, j.ID, nil)
+			if att, err := s.sbx.Attach(ctx, "", j.SandboxID, control.AttachOptions{Busy: true, Reservation: control.AnyReservation}); err == nil {
+				s.followJob(att, j.ID, nil, nil)
 				continue
 			}
 		}

@@ -98,6 +98,9 @@ type Manager struct {
 	execing map[string]bool
 	closing bool
 	bgCtx   context.Context // followers; canceled by Close
+
+	endedMu sync.Mutex
+	ended   map[string][]endedJob // sandbox id → its last background jobs that ended (PortHint)
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 }
@@ -131,6 +134,7 @@ func New(cfg Config) (*Manager, error) {
 		sbx: cfg.Sandboxes, store: cfg.Store, logs: cfg.Logs, arts: cfg.Artifacts, lim: cfg.Limits, ret: cfg.LogRetention,
 		now: func() time.Time { return now().UTC() }, log: cfg.Logger, obs: cfg.Metrics, trace: cfg.Trace, gate: cfg.Gate,
 		following: map[string]*control.Attachment{}, execing: map[string]bool{}, bgCtx: bg, cancel: cancel,
+		ended: map[string][]endedJob{},
 	}, nil
 }
 
@@ -163,11 +167,12 @@ func (s *Manager) SandboxEnding(ctx context.Context, sandboxID, _ string) {
 	s.followMu.Unlock()
 	for _, id := range ids {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if _, err := s.CancelJob(cctx, "", id); err != nil {
+		if _, err := s.CancelJobAs(cctx, "", control.AnyReservation, id); err != nil {
 			s.log.Debug("canceling a job of an ending sandbox", "job", id, "sandbox", sandboxID, "err", err)
 		}
 		cancel()
 	}
+	s.forgetEnded(sandboxID)
 	if list, err := s.store.ListSandboxSessions(ctx, sandboxID); err == nil {
 		for _, se := range list {
 			if se.State != sandbox.SessionActive {
@@ -186,11 +191,13 @@ func (s *Manager) Recover(ctx context.Context) error {
 	return nil
 }
 
-// Sweep removes the logs of finished jobs past the retention.
+// Sweep removes the logs of finished jobs past the retention, and forgets
+// the ended jobs PortHint tells of after a day.
 func (s *Manager) Sweep(ctx context.Context, now time.Time, _ bool) {
 	if n := s.expireLogs(ctx, now); n > 0 {
 		s.log.Info("job logs expired", "logs_expired", n)
 	}
+	s.expireEnded(now.Add(-endedKeptFor))
 }
 
 // expireLogs deletes the logs of finished jobs older than the retention.

@@ -254,7 +254,7 @@ func (v *Services) run(ctx context.Context, ss *sandboxServices, i int, sb *sand
 			var err error
 			job, err = v.m.startJob(ctx, ExecInput{
 				Tenant: sb.Tenant, SandboxID: sb.ID, Command: spec.Command, Cwd: spec.Cwd, Env: spec.Env,
-				MaxOutputBytes: v.m.lim.DefaultOutputBytes,
+				MaxOutputBytes: v.m.lim.DefaultOutputBytes, Reservation: control.AnyReservation, // the profile's own service
 			}, false)
 			if err != nil {
 				if ctx.Err() != nil || sandboxGone(err) {
@@ -373,7 +373,7 @@ func (v *Services) Hold(ctx context.Context, sandboxID, name string, stop func(c
 		}
 	}
 	if jobID != "" {
-		if _, err := v.m.CancelJob(ctx, "", jobID); err != nil && !errors.Is(err, errdefs.ErrNotFound) && errdefs.Code(err) != control.CodeNotRunning {
+		if _, err := v.m.CancelJobAs(ctx, "", control.AnyReservation, jobID); err != nil && !errors.Is(err, errdefs.ErrNotFound) && errdefs.Code(err) != control.CodeNotRunning {
 			return fail(err)
 		}
 	}
@@ -496,7 +496,7 @@ func (v *Services) waitJob(ctx context.Context, id string) (int, bool) {
 func (v *Services) watchReady(ctx context.Context, ss *sandboxServices, i int, sb *sandbox.Sandbox, jobID string, port int, path string) {
 	deadline := time.Now().Add(serviceReadyWait)
 	for time.Now().Before(deadline) {
-		att, err := v.m.sbx.Attach(ctx, "", sb.ID, control.AttachOptions{})
+		att, err := v.m.sbx.Attach(ctx, "", sb.ID, control.AttachOptions{Reservation: control.AnyReservation})
 		if err != nil {
 			return
 		}

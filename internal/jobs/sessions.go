@@ -128,11 +128,12 @@ func (s *Manager) SessionExec(ctx context.Context, sessionID string, in ExecInpu
 	if err := control.ValidateEnv(in.Env); err != nil {
 		return nil, err
 	}
-	wrapped := wrapSessionScript(se.ID, script, in.Env)
 	mu := s.sessionLock(se.ID)
 	mu.Lock()
 	defer mu.Unlock()
-	in.SandboxID, in.Command, in.Script, in.Cwd, in.Env = se.SandboxID, nil, wrapped, "", nil
+	// The agent runs the wrapper; the job keeps the caller's command or
+	// script and cwd (what the console and the job's trace show).
+	in.SandboxID, in.wrapped = se.SandboxID, wrapSessionScript(se.ID, script, in.Env)
 	out, err := s.Exec(ctx, in)
 	if err != nil {
 		return nil, err

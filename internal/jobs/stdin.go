@@ -13,9 +13,9 @@ import (
 )
 
 // stdinAgent finds the agent of a running background job of tenant for a
-// stdin call; the follower's attachment is used when this instance follows
-// the job.
-func (s *Manager) stdinAgent(ctx context.Context, tenant, jobID string) (*control.Attachment, error) {
+// stdin call of the workload of reservation ("" for the tenant's own); the
+// follower's attachment is used when this instance follows the job.
+func (s *Manager) stdinAgent(ctx context.Context, tenant, reservation, jobID string) (*control.Attachment, error) {
 	j, err := s.GetJob(ctx, tenant, jobID)
 	if err != nil {
 		return nil, err
@@ -28,9 +28,12 @@ func (s *Manager) stdinAgent(ctx context.Context, tenant, jobID string) (*contro
 			"job %s runs synchronously; its stdin is the request's stdin: %w", jobID, errdefs.ErrFailedPrecondition))
 	}
 	if att := s.followed(jobID); att != nil {
+		if err := control.CheckReservation(att.Sandbox, reservation); err != nil {
+			return nil, err
+		}
 		return att, nil
 	}
-	att, err := s.sbx.Attach(ctx, tenant, j.SandboxID, control.AttachOptions{})
+	att, err := s.sbx.Attach(ctx, tenant, j.SandboxID, control.AttachOptions{Reservation: reservation})
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +48,14 @@ func (s *Manager) stdinAgent(ctx context.Context, tenant, jobID string) (*contro
 // ended one job_not_running (both failed preconditions); a second
 // concurrent stream is stdin_busy (conflict).
 func (s *Manager) OpenStdin(ctx context.Context, tenant, jobID string) (io.WriteCloser, error) {
-	att, err := s.stdinAgent(ctx, tenant, jobID)
+	return s.OpenStdinAs(ctx, tenant, "", jobID)
+}
+
+// OpenStdinAs is OpenStdin for the workload of reservation
+// (control.AttachOptions.Reservation): a job of a server in a sandbox
+// reserved to it.
+func (s *Manager) OpenStdinAs(ctx context.Context, tenant, reservation, jobID string) (io.WriteCloser, error) {
+	att, err := s.stdinAgent(ctx, tenant, reservation, jobID)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +90,7 @@ func (s *Manager) CloseStdin(ctx context.Context, tenant, jobID string) error {
 	if j.State.Final() {
 		return nil
 	}
-	att, err := s.stdinAgent(ctx, tenant, jobID)
+	att, err := s.stdinAgent(ctx, tenant, "", jobID)
 	if err == nil {
 		err = att.Agent.CloseStdin(ctx, jobID)
 	}
@@ -108,7 +118,7 @@ func (s *Manager) ServerOutputLimit() int64 { return min(s.lim.MaxOutputBytes, s
 // sandbox ends.
 func (s *Manager) StartServer(ctx context.Context, in ExecInput) (*sandbox.Job, error) {
 	in.StdinStream, in.Stdin, in.TimeoutMS = true, nil, 0
-	if err := s.validateExec(&in); err != nil {
+	if err := s.validateExec(&in, true); err != nil {
 		return nil, err
 	}
 	in.TimeoutMS, in.MaxOutputBytes = 0, s.ServerOutputLimit()

@@ -65,7 +65,16 @@ var rules = []rule{
 		Forbid: concat(workloads, []string{"internal/httpapi", "client", "cmd/..."}),
 		Only: []string{"internal/driver", "internal/store", "internal/agent/agentclient", "internal/agent/agentproto",
 			"internal/policy", "internal/config", "images", "internal/imagebuild", "internal/admission", "internal/diskquota", "internal/driver/local",
-			"internal/egress/...", "internal/tenant", "internal/sandbox", "internal/errdefs"},
+			"internal/egress", "internal/netctl", "internal/tenant", "internal/sandbox", "internal/errdefs"},
+	},
+	{
+		Pkg: "internal/netctl",
+		Why: "netctl runs the egress gateway and the networks of sandboxes below control: driver, the store's contract, config, egress and its client, sandbox and errdefs; " +
+			"it knows no sandbox lifecycle (control tells it which sandboxes live) and imports no control, workload, API or client package",
+		Forbid: concat(workloads, []string{"internal/control", "internal/httpapi", "client", "cmd/..."}),
+		Only: []string{"internal/driver", "internal/store", "internal/config", "internal/egress", "internal/egress/egressclient",
+			"internal/sandbox", "internal/errdefs"},
+		External: []string{},
 	},
 	{
 		Pkg:    "internal/driver/...",
@@ -172,21 +181,21 @@ var rules = []rule{
 	},
 	{
 		Pkg: "internal/compat/e2b/...",
-		Why: "the E2B adapter translates onto control (leases, sandboxes), jobs, files and config; no API, client, store, driver, job log or agent package; " +
+		Why: "the E2B adapter translates onto control (leases, sandboxes), jobs, files and config (and names the caller's key, tenant); no API, client, store, driver, job log or agent package; " +
 			"externals: connect-go and protobuf (its generated code)",
 		Forbid:   []string{"internal/httpapi", "client", "cmd/..."},
 		NoImport: []string{"internal/driver/...", "internal/store/...", "internal/admission", "internal/joblog", "internal/agent/..."},
 		Only: []string{"internal/control", "internal/jobs", "internal/files", "internal/config", "internal/sandbox", "internal/errdefs",
-			"internal/compat/e2b/gen/...", "internal/compat/tokens", "internal/compat/shared"},
+			"internal/compat/e2b/gen/...", "internal/compat/tokens", "internal/compat/shared", "internal/tenant"},
 		External: []string{"connectrpc.com/connect", "google.golang.org/protobuf/..."},
 	},
 	{
 		Pkg:      "internal/compat/opensandbox",
-		Why:      "the OpenSandbox adapter translates onto control (leases, sandboxes), jobs, files and config; no API, client, store, driver, job log or agent package",
+		Why:      "the OpenSandbox adapter translates onto control (leases, sandboxes), jobs, files and config (and names the caller's key, tenant); no API, client, store, driver, job log or agent package",
 		Forbid:   []string{"internal/httpapi", "client", "cmd/..."},
 		NoImport: []string{"internal/driver/...", "internal/store/...", "internal/admission", "internal/joblog", "internal/agent/..."},
 		Only: []string{"internal/control", "internal/jobs", "internal/files", "internal/config", "internal/sandbox", "internal/errdefs",
-			"internal/compat/tokens", "internal/compat/shared"},
+			"internal/compat/tokens", "internal/compat/shared", "internal/tenant"},
 		External: []string{},
 	},
 	{
@@ -213,9 +222,15 @@ var rules = []rule{
 		Forbid: []string{"internal/control", "internal/httpapi", "internal/store/...", "internal/driver/kube", "internal/jobs", "client"},
 	},
 	{
+		Pkg:      "internal/assemble",
+		Why:      "assemble builds the service below the HTTP edge: the control service, every manager and the compatibility adapters; no API, client, command or test harness",
+		Forbid:   []string{"internal/httpapi", "cmd/...", "internal/controltest"},
+		NoImport: []string{"client"},
+	},
+	{
 		Pkg:      "internal/httpapi",
-		Why:      "the API calls control and the workload managers; it never imports a driver, the store, admission, the job log or the agent protocol",
-		Forbid:   []string{"cmd/..."},
+		Why:      "the API calls control and the workload managers; it never imports a driver, the store, admission, the job log or the agent protocol, nor assemble (the service is built below it and handed to it)",
+		Forbid:   []string{"cmd/...", "internal/assemble"},
 		NoImport: []string{"internal/driver/...", "internal/store/...", "internal/admission", "internal/joblog", "internal/agent/..."},
 	},
 }
@@ -369,6 +384,9 @@ func TestRulesCatchUpwardImports(t *testing.T) {
 		{"httpapi imports the store", pkg{Path: "internal/httpapi", Imports: []string{m("internal/store")}}, "internal/httpapi imports internal/store"},
 		{"httpapi imports joblog", pkg{Path: "internal/httpapi", Imports: []string{m("internal/joblog")}}, "internal/httpapi imports internal/joblog"},
 		{"httpapi imports a driver", pkg{Path: "internal/httpapi", Imports: []string{m("internal/driver/docker")}}, "imports internal/driver/docker"},
+		{"netctl imports control", pkg{Path: "internal/netctl", Imports: []string{m("internal/control")}, Deps: []string{m("internal/control")}}, "internal/netctl depends on internal/control"},
+		{"netctl imports a store implementation", pkg{Path: "internal/netctl", Imports: []string{m("internal/store/sqlstore")}}, "internal/netctl imports internal/store/sqlstore"},
+		{"control imports the egress client", pkg{Path: "internal/control", Imports: []string{m("internal/egress/egressclient")}}, "internal/control imports internal/egress/egressclient"},
 		{"control imports joblog", pkg{Path: "internal/control", Imports: []string{m("internal/joblog")}}, "internal/control imports internal/joblog"},
 		{"sandbox with errdefs only", pkg{Path: "internal/sandbox", Imports: []string{"fmt", m("internal/errdefs")}, Deps: []string{"fmt", m("internal/errdefs")}}, ""},
 		{"agent with x/sys", pkg{Path: "internal/agent", Imports: []string{"golang.org/x/sys/unix", m("internal/agent/agentproto")}}, ""},

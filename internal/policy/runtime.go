@@ -15,6 +15,11 @@ const (
 	CodeRuntimeNotAllowed  = "runtime_not_allowed"
 )
 
+// GVisorHint ends every refusal caused by gVisor's absence (Docker
+// Desktop, say, has only runc): it says where to learn how to get it.
+const GVisorHint = "gVisor (runsc) is not installed in the Docker engine this service uses; " +
+	"to run medium, high and untrusted work, install it there: see docs/operations.md#getting-gvisor"
+
 // MinIsolation is the minimum runtime isolation (see sandbox.Runtime.Isolation)
 // each risk level needs: trusted and low work may use runc; medium, high and
 // untrusted work needs gVisor or stronger.
@@ -87,9 +92,9 @@ func Select(req RuntimeRequest, prof ProfileRuntimes, tenant TenantPolicy, healt
 				risk, req.Runtime, errdefs.ErrInvalidArgument))
 		}
 		if !slices.Contains(healthy, req.Runtime) {
-			return Decision{}, errdefs.WithCode(CodeRuntimeUnavailable, fmt.Errorf(
-				"runtime %q is not available on this host (healthy: %s); see GET /v1/capabilities: %w",
-				req.Runtime, join(healthy), errdefs.ErrFailedPrecondition))
+			return Decision{}, errdefs.WithCode(CodeRuntimeUnavailable, errdefs.Mark(fmt.Errorf(
+				"runtime %q is not available on this host (healthy: %s)%s",
+				req.Runtime, join(healthy), gvisorHint([]sandbox.Runtime{req.Runtime})), errdefs.ErrFailedPrecondition))
 		}
 		return Decision{Runtime: req.Runtime, RiskLevel: risk, Reason: "requested"}, nil
 	}
@@ -113,8 +118,17 @@ func Select(req RuntimeRequest, prof ProfileRuntimes, tenant TenantPolicy, healt
 		}
 	}
 	return Decision{}, errdefs.WithCode(CodeRuntimeUnavailable, fmt.Errorf(
-		"risk level %s on profile %s needs one of %s, none of which is available on this host (healthy: %s); it is never downgraded: %w",
-		risk, prof.Name, join(candidates), join(healthy), errdefs.ErrFailedPrecondition))
+		"risk level %s on profile %s needs one of %s, none of which is available on this host (healthy: %s); it is never downgraded%s: %w",
+		risk, prof.Name, join(candidates), join(healthy), gvisorHint(candidates), errdefs.ErrFailedPrecondition))
+}
+
+// gvisorHint is GVisorHint, after "; ", when runsc is among the runtimes
+// that were needed but missing.
+func gvisorHint(missing []sandbox.Runtime) string {
+	if slices.Contains(missing, sandbox.RuntimeRunsc) {
+		return "; " + GVisorHint
+	}
+	return ""
 }
 
 // Allowed returns, for a profile, which runtimes each risk level may use on

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"genesis.dev/sandbox/internal/errdefs"
@@ -86,6 +87,35 @@ func TestSelectNeverPicksWeakerThanRisk(t *testing.T) {
 					t.Fatalf("risk %s got %s", risk, d.Runtime)
 				}
 			}
+		}
+	}
+}
+
+// TestGVisorHint: a refusal caused by runsc's absence (Docker Desktop has
+// only runc) says how to get gVisor; other refusals do not.
+func TestGVisorHint(t *testing.T) {
+	t.Parallel()
+	onlyRunc := []sandbox.Runtime{sandbox.RuntimeRunc}
+	prof := ProfileRuntimes{Name: "tool-basic", AllowedRuntimes: []sandbox.Runtime{"runc", "runsc"}, DefaultRiskLevel: sandbox.RiskLow}
+	cases := []struct {
+		name string
+		req  RuntimeRequest
+		prof ProfileRuntimes
+		hint bool
+	}{
+		{name: "medium without runsc", req: RuntimeRequest{RiskLevel: "medium"}, prof: prof, hint: true},
+		{name: "untrusted without runsc", req: RuntimeRequest{RiskLevel: "untrusted"}, prof: prof, hint: true},
+		{name: "explicit runsc", req: RuntimeRequest{RiskLevel: "low", Runtime: "runsc"}, prof: prof, hint: true},
+		{name: "profile without runsc", req: RuntimeRequest{RiskLevel: "high"}, prof: ProfileRuntimes{Name: "trusted-only", AllowedRuntimes: onlyRunc}},
+		{name: "only kata missing", req: RuntimeRequest{RiskLevel: "high"}, prof: ProfileRuntimes{Name: "vm", AllowedRuntimes: []sandbox.Runtime{"kata-qemu"}}},
+	}
+	for _, c := range cases {
+		_, err := Select(c.req, c.prof, TenantPolicy{}, onlyRunc)
+		if errdefs.Code(err) != CodeRuntimeUnavailable {
+			t.Fatalf("%s: err = %v, want %s", c.name, err, CodeRuntimeUnavailable)
+		}
+		if got := strings.Contains(err.Error(), "docs/operations.md#getting-gvisor"); got != c.hint {
+			t.Errorf("%s: hint shown = %v, want %v: %v", c.name, got, c.hint, err)
 		}
 	}
 }

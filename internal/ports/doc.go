@@ -9,8 +9,13 @@
 // with network mode none serves its ports without any route in or out.
 // Which ports may be reached is the profile's policy (config.PortPolicy).
 //
+// Every request it forwards into a sandbox has the service's credentials
+// removed first (StripCredentials, one list for every path). Every link it
+// signs names the API key it was made with and is refused once that key is
+// (Config.KeyLive).
+//
 // It reaches a sandbox only through control's Attach (FromControl adapts
 // it to the Sandboxes seam its tests fake). It may import control,
-// config, errdefs and the agent client; it must not import httpapi, store
-// or driver.
+// config, tenant, errdefs and the agent client; it must not import
+// httpapi, store or driver.
 package ports

@@ -15,19 +15,22 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/tenant"
 )
 
-// A preview link's token is "v1.<payload>.<mac>": the payload is base64url
-// JSON naming the tenant, sandbox, port and expiry; the MAC is
-// HMAC-SHA256 over "v1." + payload with the service's link key. The token
-// proves that an authenticated caller of that tenant asked for a link to
-// that port; it carries no API key. It dies with its expiry, and with the
-// sandbox: sandbox ids are never reused and every request through a link
-// attaches to the sandbox again (so a stopped or deleted sandbox answers
-// 404 or 409 at once).
-const linkVersion = "v1"
+// A link's token is "v2.<payload>.<mac>": the payload is base64url JSON
+// naming the tenant, sandbox, port (or scope), expiry and the API key the
+// link was made with; the MAC is HMAC-SHA256 over "v2." + payload with the
+// service's link key. The token proves that a caller holding that key
+// asked for a link to that port; it carries no API key. It dies with its
+// expiry, with the key (revoked, or its tenant deleted: Config.KeyLive is
+// asked at every use) and with the sandbox: sandbox ids are never reused
+// and every request through a link attaches to the sandbox again (so a
+// stopped or deleted sandbox answers 404 or 409 at once). Tokens of the
+// earlier format "v1" named no key: they are link_invalid.
+const linkVersion = "v2"
 
-// LinkClaims is what a preview link grants.
+// LinkClaims is what a link grants.
 type LinkClaims struct {
 	Tenant    string `json:"t"`
 	SandboxID string `json:"s"`
@@ -37,9 +40,31 @@ type LinkClaims struct {
 	// sandbox (such as "display:observer"); VerifyLink refuses it, so it
 	// never opens a port.
 	Scope string `json:"k,omitempty"`
+	// KeyID is the API key the link was made with; KeyTenant that key's
+	// tenant when it is not Tenant (an admin key acting for Tenant). The
+	// link is refused once the key is.
+	KeyID     string `json:"i"`
+	KeyTenant string `json:"a,omitempty"`
 }
 
-// Signer makes and checks preview-link tokens.
+// claimsBy fills in the key of the principal a link is made by.
+func claimsBy(by tenant.Principal, c LinkClaims) LinkClaims {
+	c.Tenant, c.KeyID = by.Tenant, by.KeyID
+	if by.KeyTenant != "" && by.KeyTenant != by.Tenant {
+		c.KeyTenant = by.KeyTenant
+	}
+	return c
+}
+
+// IssuerTenant is the tenant of the key the link was made with.
+func (c LinkClaims) IssuerTenant() string {
+	if c.KeyTenant != "" {
+		return c.KeyTenant
+	}
+	return c.Tenant
+}
+
+// Signer makes and checks link tokens.
 type Signer struct {
 	key []byte
 }
@@ -112,7 +137,8 @@ func (s *Signer) mac(payload string) []byte {
 // maxTokenBytes bounds a token read from a URL.
 const maxTokenBytes = 1024
 
-// Verify checks token's MAC and expiry at now and returns its claims. Every
+// Verify checks token's format, MAC and expiry at now and returns its
+// claims; whether its key is still live is the Proxy's check. Every
 // failure is the same not-found class (code link_invalid or link_expired),
 // so a probe learns nothing about which sandboxes exist.
 func (s *Signer) Verify(token string, now time.Time) (LinkClaims, error) {
@@ -137,7 +163,7 @@ func (s *Signer) Verify(token string, now time.Time) (LinkClaims, error) {
 		return LinkClaims{}, invalid
 	}
 	var c LinkClaims
-	if err := json.Unmarshal(raw, &c); err != nil || c.SandboxID == "" || c.Tenant == "" {
+	if err := json.Unmarshal(raw, &c); err != nil || c.SandboxID == "" || c.Tenant == "" || c.KeyID == "" {
 		return LinkClaims{}, invalid
 	}
 	if now.Unix() >= c.Expires {

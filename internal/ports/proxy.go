@@ -17,9 +17,11 @@ import (
 
 	"github.com/coder/websocket"
 
+	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/tenant"
 )
 
 // Target is a running sandbox as the proxy needs it: its ports policy and a
@@ -43,13 +45,21 @@ type Sandboxes interface {
 type Config struct {
 	Sandboxes Sandboxes
 	Signer    *Signer
+	// KeyLive answers nil while the API key keyID of keyTenant may act
+	// (control.Service.KeyLive): every use of a link asks it, so a link
+	// dies with the key it was made with.
+	KeyLive func(ctx context.Context, keyTenant, keyID string) error
 	// MaxLinkTTL bounds preview links (default 24 h).
 	MaxLinkTTL time.Duration
 	// DialTimeout bounds connecting to a port (default 2 s; the agent
 	// gives up after 2 s on its side too).
 	DialTimeout time.Duration
-	Now         func() time.Time
-	Logger      *slog.Logger
+	// PortHint, if set, says more about a port nothing listens on, such
+	// as which job served it and how that ended ("" when it knows
+	// nothing); the sandbox's jobs are pointed at otherwise.
+	PortHint func(sandboxID string, port int) string
+	Now      func() time.Time
+	Logger   *slog.Logger
 }
 
 // Proxy serves the port routes. It is safe for concurrent use.
@@ -69,8 +79,8 @@ type sandboxConns struct {
 
 // New returns a Proxy.
 func New(cfg Config) (*Proxy, error) {
-	if cfg.Sandboxes == nil || cfg.Signer == nil {
-		return nil, fmt.Errorf("ports: Sandboxes and Signer are required: %w", errdefs.ErrInvalidArgument)
+	if cfg.Sandboxes == nil || cfg.Signer == nil || cfg.KeyLive == nil {
+		return nil, fmt.Errorf("ports: Sandboxes, Signer and KeyLive are required: %w", errdefs.ErrInvalidArgument)
 	}
 	if cfg.MaxLinkTTL <= 0 {
 		cfg.MaxLinkTTL = 24 * time.Hour
@@ -219,6 +229,11 @@ type Request struct {
 	// ModifyResponse, if set, runs on the sandbox server's response after
 	// the proxy's own rewrites (redirects, cookies).
 	ModifyResponse func(*http.Response) error
+	// OwnOrigin says the request came to the port's own origin (a preview
+	// host, "{port}-{sandbox}.{domain}"). Otherwise it came to the API's
+	// origin, where nothing of the sandbox may act as a document of that
+	// origin: see guardAPIOrigin.
+	OwnOrigin bool
 }
 
 // ErrorWriter answers a request with err (problem+json at the HTTP layer).
@@ -226,9 +241,14 @@ type ErrorWriter func(w http.ResponseWriter, r *http.Request, err error)
 
 // ServeHTTP proxies r to the port: any method, WebSocket upgrades passed
 // through, bodies streamed both ways, hop-by-hop headers dropped,
-// X-Forwarded-* set. The caller's Authorization header never reaches the
-// sandbox. Failures before the sandbox's server answered go to fail.
+// X-Forwarded-* set. No credential of the service's reaches the sandbox
+// (StripCredentials). Failures before the sandbox's server answered go to fail.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, pr Request, fail ErrorWriter) {
+	if !pr.OwnOrigin && r.Header.Get("Service-Worker") != "" {
+		fail(w, r, errdefs.WithCode("service_worker_refused", fmt.Errorf(
+			"a sandbox's script cannot be a service worker of the service's own origin; open the port through a preview link, which has an origin of its own: %w", errdefs.ErrPermissionDenied)))
+		return
+	}
 	t, err := p.attach(r.Context(), pr.Tenant, pr.SandboxID, pr.Port)
 	if err != nil {
 		fail(w, r, err)
@@ -246,8 +266,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, pr Request, fa
 			out.Out.Host = "127.0.0.1:" + strconv.Itoa(pr.Port)
 			out.SetXForwarded()
 			out.Out.Header.Set("X-Forwarded-Prefix", pr.Prefix)
-			out.Out.Header.Del("Authorization")
-			out.Out.Header.Del("Proxy-Authorization")
+			StripCredentials(out.Out.Header)
 			if pr.StripOrigin {
 				out.Out.Header.Del("Origin")
 			}
@@ -258,6 +277,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, pr Request, fa
 		ModifyResponse: func(resp *http.Response) error {
 			rewriteLocation(resp, pr)
 			scopeCookies(resp, pr)
+			if !pr.OwnOrigin {
+				guardAPIOrigin(resp.Header)
+			}
 			if pr.ModifyResponse != nil {
 				if err := pr.ModifyResponse(resp); err != nil {
 					return err
@@ -273,11 +295,31 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, pr Request, fa
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			fail(w, r, upstreamError(pr, err))
+			fail(w, r, p.upstreamError(pr, err))
 		},
 		ErrorLog: slog.NewLogLogger(p.cfg.Logger.Handler(), slog.LevelDebug),
 	}
 	rp.ServeHTTP(w, r)
+}
+
+// APIOriginCSP is the Content-Security-Policy of every response of a
+// sandbox's server that reaches a browser on the API's own origin (the
+// authenticated port routes, the E2B and OpenSandbox path forms, the
+// browser's CDP JSON): "sandbox" without allow-same-origin gives such a
+// document an opaque origin of its own, so its scripts cannot read the
+// console's storage, register a service worker, or call the API with the
+// origin's cookies; popups it opens stay sandboxed.
+const APIOriginCSP = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
+
+// guardAPIOrigin makes a sandbox server's response harmless on the API's
+// origin: the sandboxing CSP, no MIME sniffing, and none of the headers
+// that act on the whole origin (a service worker's wider scope, wiping the
+// origin's storage).
+func guardAPIOrigin(h http.Header) {
+	h.Add("Content-Security-Policy", APIOriginCSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Del("Service-Worker-Allowed")
+	h.Del("Clear-Site-Data")
 }
 
 // closeHook runs after once the wrapped connection is closed.
@@ -293,9 +335,20 @@ func (c *closeHook) Close() error {
 	return err
 }
 
-// upstreamError classes a failure to reach or read the port.
-func upstreamError(pr Request, err error) error {
-	if errdefs.Code(err) == "port_unreachable" || errors.Is(err, errdefs.ErrBadGateway) {
+// upstreamError classes a failure to reach or read the port. A port nobody
+// listens on says what may have served it, or where to look.
+func (p *Proxy) upstreamError(pr Request, err error) error {
+	if errdefs.Code(err) == agentproto.CodePortUnreachable {
+		hint := ""
+		if p.cfg.PortHint != nil {
+			hint = p.cfg.PortHint(pr.SandboxID, pr.Port)
+		}
+		if hint == "" {
+			hint = fmt.Sprintf("start a server on it, or see which of the sandbox's jobs ended (genesis job ls %s)", pr.SandboxID)
+		}
+		return fmt.Errorf("%w; %s", err, hint)
+	}
+	if errors.Is(err, errdefs.ErrBadGateway) {
 		return err
 	}
 	if errors.Is(err, context.Canceled) {
@@ -388,7 +441,7 @@ func (p *Proxy) ServeTCP(w http.ResponseWriter, r *http.Request, tenant, sandbox
 	// Dial before the upgrade, so a closed port is a plain 502 answer.
 	up, err := t.Dial(r.Context(), port)
 	if err != nil {
-		fail(w, r, upstreamError(Request{SandboxID: sandboxID, Port: port}, err))
+		fail(w, r, p.upstreamError(Request{SandboxID: sandboxID, Port: port}, err))
 		return
 	}
 	defer up.Close()
@@ -435,38 +488,67 @@ func Join(a, b net.Conn) {
 	b.Close()
 }
 
-// NewLink signs a preview link for the caller's sandbox port, valid for
-// ttl (at most MaxLinkTTL). It checks that the sandbox runs and the port
-// is allowed now; the link is checked again on every use.
-func (p *Proxy) NewLink(ctx context.Context, tenant, sandboxID string, port int, ttl time.Duration) (token string, expires time.Time, err error) {
+// NewLink signs a preview link to a port of a sandbox of by.Tenant, made
+// with by's key and valid for ttl (at most MaxLinkTTL). It checks that the
+// sandbox runs and the port is allowed now; the link, its key and the
+// sandbox are checked again on every use.
+func (p *Proxy) NewLink(ctx context.Context, by tenant.Principal, sandboxID string, port int, ttl time.Duration) (token string, expires time.Time, err error) {
 	if ttl <= 0 || ttl > p.cfg.MaxLinkTTL {
 		return "", time.Time{}, errdefs.WithCode("invalid_ttl", fmt.Errorf(
 			"ttl_seconds must be between 1 and %d: %w", int64(p.cfg.MaxLinkTTL/time.Second), errdefs.ErrInvalidArgument))
 	}
-	t, err := p.attach(ctx, tenant, sandboxID, port)
+	if err := issuerOK(by); err != nil {
+		return "", time.Time{}, err
+	}
+	t, err := p.attach(ctx, by.Tenant, sandboxID, port)
 	if err != nil {
 		return "", time.Time{}, err
 	}
 	t.Release()
 	expires = p.cfg.Now().Add(ttl).Truncate(time.Second)
-	token = p.cfg.Signer.Sign(LinkClaims{Tenant: tenant, SandboxID: sandboxID, Port: port, Expires: expires.Unix()})
+	token = p.cfg.Signer.Sign(claimsBy(by, LinkClaims{SandboxID: sandboxID, Port: port, Expires: expires.Unix()}))
 	return token, expires, nil
 }
 
-// VerifyLink checks a preview-link token now; a scoped link (NewScopedLink)
-// is not one.
-func (p *Proxy) VerifyLink(token string) (LinkClaims, error) {
-	c, err := p.cfg.Signer.Verify(token, p.cfg.Now())
+// MaxLinkTTL is the longest life of a link.
+func (p *Proxy) MaxLinkTTL() time.Duration { return p.cfg.MaxLinkTTL }
+
+// VerifyLink checks a preview-link token now, and that the key it was made
+// with is live; a scoped link (NewScopedLink) is not one.
+func (p *Proxy) VerifyLink(ctx context.Context, token string) (LinkClaims, error) {
+	c, err := p.verify(ctx, token)
 	if err == nil && c.Scope != "" {
 		return LinkClaims{}, errdefs.WithCode("link_invalid", fmt.Errorf("preview link is not valid: %w", errdefs.ErrNotFound))
 	}
 	return c, err
 }
 
-// NewScopedLink signs a link to another route of a sandbox the caller has
-// checked (scope names the route and its rights, e.g. "display:observer"),
-// valid for ttl (at most MaxLinkTTL).
-func (p *Proxy) NewScopedLink(tenant, sandboxID, scope string, ttl time.Duration) (token string, expires time.Time, err error) {
+// issuerOK refuses to make a link without the key it is made with (it
+// could never be checked).
+func issuerOK(by tenant.Principal) error {
+	if by.Tenant == "" || by.KeyID == "" {
+		return fmt.Errorf("ports: a link needs the tenant and key it is made by: %w", errdefs.ErrInternal)
+	}
+	return nil
+}
+
+// verify checks token's MAC and expiry, then its key.
+func (p *Proxy) verify(ctx context.Context, token string) (LinkClaims, error) {
+	c, err := p.cfg.Signer.Verify(token, p.cfg.Now())
+	if err != nil {
+		return LinkClaims{}, err
+	}
+	if err := p.cfg.KeyLive(ctx, c.IssuerTenant(), c.KeyID); err != nil {
+		return LinkClaims{}, err
+	}
+	return c, nil
+}
+
+// NewScopedLink signs a link to another route of a sandbox of by.Tenant
+// that the caller has checked (scope names the route and its rights, e.g.
+// "display:observer"), made with by's key and valid for ttl (at most
+// MaxLinkTTL).
+func (p *Proxy) NewScopedLink(by tenant.Principal, sandboxID, scope string, ttl time.Duration) (token string, expires time.Time, err error) {
 	if ttl <= 0 || ttl > p.cfg.MaxLinkTTL {
 		return "", time.Time{}, errdefs.WithCode("invalid_ttl", fmt.Errorf(
 			"ttl_seconds must be between 1 and %d: %w", int64(p.cfg.MaxLinkTTL/time.Second), errdefs.ErrInvalidArgument))
@@ -474,15 +556,18 @@ func (p *Proxy) NewScopedLink(tenant, sandboxID, scope string, ttl time.Duration
 	if scope == "" {
 		return "", time.Time{}, fmt.Errorf("ports: a scoped link needs a scope: %w", errdefs.ErrInvalidArgument)
 	}
+	if err := issuerOK(by); err != nil {
+		return "", time.Time{}, err
+	}
 	expires = p.cfg.Now().Add(ttl).Truncate(time.Second)
-	return p.cfg.Signer.Sign(LinkClaims{Tenant: tenant, SandboxID: sandboxID, Scope: scope, Expires: expires.Unix()}), expires, nil
+	return p.cfg.Signer.Sign(claimsBy(by, LinkClaims{SandboxID: sandboxID, Scope: scope, Expires: expires.Unix()})), expires, nil
 }
 
-// VerifyScopedLink checks a scoped link token now and returns its claims
-// and the part of its scope after prefix; a token of another scope, or a
-// port link, is link_invalid.
-func (p *Proxy) VerifyScopedLink(token, prefix string) (LinkClaims, string, error) {
-	c, err := p.cfg.Signer.Verify(token, p.cfg.Now())
+// VerifyScopedLink checks a scoped link token now, and that the key it was
+// made with is live, and returns its claims and the part of its scope
+// after prefix; a token of another scope, or a port link, is link_invalid.
+func (p *Proxy) VerifyScopedLink(ctx context.Context, token, prefix string) (LinkClaims, string, error) {
+	c, err := p.verify(ctx, token)
 	if err != nil {
 		return LinkClaims{}, "", err
 	}

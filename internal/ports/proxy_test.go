@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +23,7 @@ import (
 
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/tenant"
 )
 
 // fakeSandboxes stands in for the lifecycle layer: sandbox "sb-1" of tenant
@@ -64,19 +67,50 @@ func writeErr(w http.ResponseWriter, _ *http.Request, err error) {
 type harness struct {
 	proxy *Proxy
 	sbs   *fakeSandboxes
+	keys  *fakeKeys
 	now   time.Time
 	srv   *httptest.Server
 }
 
+// fakeKeys stands in for control.KeyLive: every key is live but those
+// revoked here, and the keys of a tenant deleted here.
+type fakeKeys struct {
+	mu      sync.Mutex
+	revoked map[string]bool // "tenant/key" or "tenant/" (deleted)
+	asked   []string
+}
+
+func (f *fakeKeys) live(_ context.Context, keyTenant, keyID string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, keyTenant+"/"+keyID)
+	if f.revoked[keyTenant+"/"+keyID] || f.revoked[keyTenant+"/"] {
+		return errdefs.WithCode("token_revoked", fmt.Errorf("key %s is revoked: %w", keyID, errdefs.ErrUnauthenticated))
+	}
+	return nil
+}
+
+func (f *fakeKeys) revoke(ref string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.revoked == nil {
+		f.revoked = map[string]bool{}
+	}
+	f.revoked[ref] = true
+}
+
+// t1Key is a principal of tenant t1.
+var t1Key = tenant.Principal{Tenant: "t1", KeyID: "key_1", KeyTenant: "t1"}
+
 func newHarness(t *testing.T, policy config.PortPolicy) *harness {
 	t.Helper()
-	h := &harness{sbs: &fakeSandboxes{policy: policy, running: true}, now: time.Unix(1_800_000_000, 0)}
+	h := &harness{sbs: &fakeSandboxes{policy: policy, running: true}, keys: &fakeKeys{}, now: time.Unix(1_800_000_000, 0)}
 	signer, err := NewSigner(bytes.Repeat([]byte("k"), 32))
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.proxy, err = New(Config{
-		Sandboxes: h.sbs, Signer: signer, MaxLinkTTL: time.Hour,
+		Sandboxes: h.sbs, Signer: signer, KeyLive: h.keys.live, MaxLinkTTL: time.Hour,
 		Now: func() time.Time { return h.now },
 	})
 	if err != nil {
@@ -153,7 +187,12 @@ func TestProxyHTTP(t *testing.T) {
 	}))
 	base := "/s/sb-1/ports/" + strconv.Itoa(port)
 
-	resp := h.get(t, "GET", base+"/a/b?x=1", nil, map[string]string{"Authorization": "Bearer secret-key", "Connection": "X-Hop", "X-Hop": "1"})
+	creds := map[string]string{"Connection": "X-Hop", "X-Hop": "1", "X-Ordinary": "kept",
+		"Cookie": "genesis_preview=tok; app=1; Genesis_Other=2", "X-Genesis-Tenant": "t2", "X-Genesis-Sandbox-Token": "gst_v2.x.y"}
+	for _, name := range CredentialHeaders() {
+		creds[name] = "secret-" + name
+	}
+	resp := h.get(t, "GET", base+"/a/b?x=1", nil, creds)
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 || string(b) != "hello GET" {
 		t.Fatalf("GET: %d %q", resp.StatusCode, b)
@@ -162,8 +201,13 @@ func TestProxyHTTP(t *testing.T) {
 	if seenPath != "/a/b?x=1" || seenHost != "127.0.0.1:"+strconv.Itoa(port) {
 		t.Errorf("upstream saw %q host %q", seenPath, seenHost)
 	}
-	if seen.Get("Authorization") != "" || seen.Get("X-Hop") != "" {
-		t.Errorf("Authorization or a hop-by-hop header reached the sandbox: %v", seen)
+	for name, v := range seen {
+		if strings.Contains(strings.Join(v, " "), "secret-") || strings.HasPrefix(strings.ToLower(name), "x-genesis-") || name == "X-Hop" {
+			t.Errorf("a credential or hop-by-hop header reached the sandbox: %s: %q", name, v)
+		}
+	}
+	if seen.Get("X-Ordinary") != "kept" || seen.Get("Cookie") != "app=1" {
+		t.Errorf("an ordinary header or cookie did not reach the sandbox: %v", seen)
 	}
 	if seen.Get("X-Forwarded-For") == "" || seen.Get("X-Forwarded-Prefix") != base || seen.Get("X-Forwarded-Host") == "" {
 		t.Errorf("X-Forwarded-* not set: %v", seen)
@@ -354,43 +398,107 @@ func TestLinks(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, config.PortPolicy{})
 	ctx := context.Background()
-	tok, exp, err := h.proxy.NewLink(ctx, "t1", "sb-1", 8000, 10*time.Minute)
+	tok, exp, err := h.proxy.NewLink(ctx, t1Key, "sb-1", 8000, 10*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if exp.Sub(h.now) != 10*time.Minute {
 		t.Errorf("expires %v", exp)
 	}
-	c, err := h.proxy.VerifyLink(tok)
-	if err != nil || c.SandboxID != "sb-1" || c.Port != 8000 || c.Tenant != "t1" {
+	if !strings.HasPrefix(tok, "v2.") {
+		t.Errorf("token %q does not say its format", tok)
+	}
+	c, err := h.proxy.VerifyLink(ctx, tok)
+	if err != nil || c.SandboxID != "sb-1" || c.Port != 8000 || c.Tenant != "t1" || c.KeyID != "key_1" || c.KeyTenant != "" {
 		t.Fatalf("verify: %+v %v", c, err)
 	}
 	// Tampered: any changed byte fails, with one class for all failures.
 	for i := 3; i < len(tok); i += 7 {
 		b := []byte(tok)
 		b[i] ^= 1
-		if _, err := h.proxy.VerifyLink(string(b)); !errors.Is(err, errdefs.ErrNotFound) {
+		if _, err := h.proxy.VerifyLink(ctx, string(b)); !errors.Is(err, errdefs.ErrNotFound) {
 			t.Fatalf("tampered at %d verified: %v", i, err)
 		}
 	}
 	// A token signed with another key.
 	other, _ := NewSigner(bytes.Repeat([]byte("o"), 32))
-	if _, err := h.proxy.VerifyLink(other.Sign(c)); errdefs.Code(err) != "link_invalid" {
+	if _, err := h.proxy.VerifyLink(ctx, other.Sign(c)); errdefs.Code(err) != "link_invalid" {
 		t.Errorf("foreign key: %v", err)
 	}
 	h.now = h.now.Add(10 * time.Minute)
-	if _, err := h.proxy.VerifyLink(tok); errdefs.Code(err) != "link_expired" {
+	if _, err := h.proxy.VerifyLink(ctx, tok); errdefs.Code(err) != "link_expired" {
 		t.Errorf("expired: %v", err)
 	}
 	// Refusals when asking.
-	if _, _, err := h.proxy.NewLink(ctx, "t1", "sb-1", 8000, 2*time.Hour); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if _, _, err := h.proxy.NewLink(ctx, t1Key, "sb-1", 8000, 2*time.Hour); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("ttl over max: %v", err)
 	}
-	if _, _, err := h.proxy.NewLink(ctx, "t1", "sb-1", 80, time.Minute); !errors.Is(err, errdefs.ErrPermissionDenied) {
+	if _, _, err := h.proxy.NewLink(ctx, t1Key, "sb-1", 80, time.Minute); !errors.Is(err, errdefs.ErrPermissionDenied) {
 		t.Errorf("port 80: %v", err)
 	}
-	if _, _, err := h.proxy.NewLink(ctx, "t2", "sb-1", 8000, time.Minute); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, _, err := h.proxy.NewLink(ctx, tenant.Principal{Tenant: "t2", KeyID: "key_2", KeyTenant: "t2"}, "sb-1", 8000, time.Minute); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("foreign: %v", err)
+	}
+	if _, _, err := h.proxy.NewLink(ctx, tenant.Principal{Tenant: "t1"}, "sb-1", 8000, time.Minute); err == nil {
+		t.Error("a link was made without the key it is made with")
+	}
+}
+
+// TestLinksBoundToKeys: a link is refused (401 token_revoked) once the key
+// it was made with is revoked or that key's tenant is deleted, while a
+// link of another key keeps working; a token of the earlier format, or one
+// that names no key, is link_invalid.
+func TestLinksBoundToKeys(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, config.PortPolicy{})
+	ctx := context.Background()
+	keep, _, err := h.proxy.NewLink(ctx, tenant.Principal{Tenant: "t1", KeyID: "key_keep", KeyTenant: "t1"}, "sb-1", 8000, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doomed, _, err := h.proxy.NewLink(ctx, t1Key, "sb-1", 8000, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An admin key acting for t1: the link names the admin's key.
+	admin := tenant.Principal{Tenant: "t1", KeyID: "key_admin", KeyTenant: "admin", Admin: true}
+	adminTok, _, err := h.proxy.NewScopedLink(admin, "sb-1", "display:observer", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _, err := h.proxy.VerifyScopedLink(ctx, adminTok, "display:"); err != nil || c.Tenant != "t1" || c.IssuerTenant() != "admin" {
+		t.Fatalf("the admin's link: %+v %v", c, err)
+	}
+	h.keys.mu.Lock()
+	if got := h.keys.asked[len(h.keys.asked)-1]; got != "admin/key_admin" {
+		t.Errorf("the admin's link asked about key %q", got)
+	}
+	h.keys.mu.Unlock()
+
+	h.keys.revoke("t1/key_1")
+	if _, err := h.proxy.VerifyLink(ctx, doomed); errdefs.Code(err) != "token_revoked" || errdefs.HTTPStatus(err) != http.StatusUnauthorized {
+		t.Errorf("a link of a revoked key: %v (%d)", err, errdefs.HTTPStatus(err))
+	}
+	if _, err := h.proxy.VerifyLink(ctx, keep); err != nil {
+		t.Errorf("a link of a live key of the same tenant: %v", err)
+	}
+	h.keys.revoke("admin/")
+	if _, _, err := h.proxy.VerifyScopedLink(ctx, adminTok, "display:"); errdefs.Code(err) != "token_revoked" {
+		t.Errorf("a link of a deleted tenant's key: %v", err)
+	}
+	if _, err := h.proxy.VerifyLink(ctx, keep); err != nil {
+		t.Errorf("a link of a live key after another tenant went: %v", err)
+	}
+
+	// The earlier format (v1, no key) and a well-signed v2 that names no
+	// key: link_invalid, a 404, never a 500.
+	claims, _ := json.Marshal(map[string]any{"t": "t1", "s": "sb-1", "p": 8000, "e": h.now.Add(time.Hour).Unix()})
+	signer, _ := NewSigner(bytes.Repeat([]byte("k"), 32))
+	for name, payload := range map[string]string{"v1": "v1." + base64.RawURLEncoding.EncodeToString(claims), "v2 without a key": "v2." + base64.RawURLEncoding.EncodeToString(claims)} {
+		tok := payload + "." + base64.RawURLEncoding.EncodeToString(signer.mac(payload))
+		if _, err := h.proxy.VerifyLink(ctx, tok); errdefs.Code(err) != "link_invalid" || errdefs.HTTPStatus(err) != http.StatusNotFound {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
 
@@ -491,29 +599,63 @@ func TestScopedLinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(Config{Sandboxes: &fakeSandboxes{}, Signer: signer, MaxLinkTTL: time.Hour})
+	keys := &fakeKeys{}
+	p, err := New(Config{Sandboxes: &fakeSandboxes{}, Signer: signer, KeyLive: keys.live, MaxLinkTTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, _, err := p.NewScopedLink("a", "sbx_1", "display:observer", time.Minute)
+	ctx := context.Background()
+	by := tenant.Principal{Tenant: "a", KeyID: "key_a", KeyTenant: "a"}
+	tok, _, err := p.NewScopedLink(by, "sbx_1", "display:observer", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.VerifyLink(tok); errdefs.Code(err) != "link_invalid" {
+	if _, err := p.VerifyLink(ctx, tok); errdefs.Code(err) != "link_invalid" {
 		t.Errorf("a scoped link opened a port: %v", err)
 	}
-	c, role, err := p.VerifyScopedLink(tok, "display:")
-	if err != nil || role != "observer" || c.SandboxID != "sbx_1" || c.Tenant != "a" {
+	c, role, err := p.VerifyScopedLink(ctx, tok, "display:")
+	if err != nil || role != "observer" || c.SandboxID != "sbx_1" || c.Tenant != "a" || c.KeyID != "key_a" {
 		t.Errorf("VerifyScopedLink = %+v %q %v", c, role, err)
 	}
-	if _, _, err := p.VerifyScopedLink(tok, "other:"); errdefs.Code(err) != "link_invalid" {
+	if _, _, err := p.VerifyScopedLink(ctx, tok, "other:"); errdefs.Code(err) != "link_invalid" {
 		t.Errorf("a scoped link opened another scope: %v", err)
 	}
-	portTok := signer.Sign(LinkClaims{Tenant: "a", SandboxID: "sbx_1", Port: 5901, Expires: time.Now().Add(time.Minute).Unix()})
-	if _, _, err := p.VerifyScopedLink(portTok, "display:"); errdefs.Code(err) != "link_invalid" {
+	portTok := signer.Sign(LinkClaims{Tenant: "a", KeyID: "key_a", SandboxID: "sbx_1", Port: 5901, Expires: time.Now().Add(time.Minute).Unix()})
+	if _, _, err := p.VerifyScopedLink(ctx, portTok, "display:"); errdefs.Code(err) != "link_invalid" {
 		t.Errorf("a port link opened the display: %v", err)
 	}
-	if _, _, err := p.NewScopedLink("a", "sbx_1", "display:observer", 2*time.Hour); errdefs.Code(err) != "invalid_ttl" {
+	if _, _, err := p.NewScopedLink(by, "sbx_1", "display:observer", 2*time.Hour); errdefs.Code(err) != "invalid_ttl" {
 		t.Errorf("a link longer than MaxLinkTTL: %v", err)
+	}
+}
+
+// TestClosedPortSaysWhy: the 502 of a port nobody listens on carries what
+// the PortHint knows of the job that served it, else where to look.
+func TestClosedPortSaysWhy(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, config.PortPolicy{Allow: []string{"1024-65535"}})
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	closed := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	body := func() string {
+		resp := h.get(t, "GET", "/s/sb-1/ports/"+strconv.Itoa(closed)+"/", nil, nil)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 502 || resp.Header.Get("X-Code") != "port_unreachable" {
+			t.Errorf("closed port: %d %s", resp.StatusCode, resp.Header.Get("X-Code"))
+		}
+		return string(b)
+	}
+	if b := body(); !strings.Contains(b, "genesis job ls sb-1") {
+		t.Errorf("without a hint the answer %q does not point at the sandbox's jobs", b)
+	}
+	h.proxy.cfg.PortHint = func(sandboxID string, port int) string {
+		if sandboxID == "sb-1" && port == closed {
+			return "job_x exited (exit_reason timeout)"
+		}
+		return ""
+	}
+	if b := body(); !strings.Contains(b, "; job_x exited (exit_reason timeout)") {
+		t.Errorf("the answer %q does not carry the hint", b)
 	}
 }

@@ -28,6 +28,9 @@ type Lease struct {
 	State     LeaseState        `json:"state"`
 	Warm      bool              `json:"warm"` // served from a warm pool
 	Metadata  map[string]string `json:"metadata,omitempty"`
+	// Reserved is the reservation of the lease's sandbox (Sandbox.Reserved)
+	// when the lease was taken for a service workload of its own.
+	Reserved string `json:"reserved,omitempty"`
 	// TTLSeconds is the lease length asked for; every renew extends the
 	// expiry by it unless the renew names its own.
 	TTLSeconds      int64      `json:"ttl_seconds"`

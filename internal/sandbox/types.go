@@ -102,6 +102,13 @@ type Sandbox struct {
 	// Network is filled by the service for networked sandboxes; it is not
 	// part of the sandbox record.
 	Network *NetworkSummary `json:"network,omitempty"`
+	// Reserved, when set, names the service workload the sandbox is
+	// reserved to (mcp:<instance> for an MCP server that holds operator
+	// secrets): no caller but that workload reaches inside it, its tenant
+	// included. Set when the sandbox is made or claimed, never changed;
+	// such a sandbox is destroyed when it ends, never reset for another
+	// holder.
+	Reserved string `json:"reserved,omitempty"`
 }
 
 // Expired reports whether the sandbox's TTL has passed at now.

@@ -35,5 +35,10 @@ type AuditFilter struct {
 	Code string
 	// AfterSeq returns only records with a greater Seq (the cursor).
 	AfterSeq int64
-	Limit    int
+	// BeforeSeq, if not 0, returns only records with a smaller Seq (the
+	// cursor of newest-first pages).
+	BeforeSeq int64
+	// Newest lists the newest records first (default: oldest first).
+	Newest bool
+	Limit  int
 }

@@ -18,6 +18,7 @@ import (
 // UpdatedAt to now, and normalizes next.
 func NextSandbox(cur, next *sandbox.Sandbox, now time.Time) {
 	next.ID, next.Tenant, next.CreatedAt, next.Instance = cur.ID, cur.Tenant, cur.CreatedAt, cur.Instance
+	next.Reserved = cur.Reserved
 	next.ResourceVersion = cur.ResourceVersion + 1
 	next.UpdatedAt = now.UTC()
 	NormalizeSandbox(next)
@@ -44,6 +45,7 @@ func NextSession(cur, next *sandbox.Session) {
 // ResourceVersion to cur's + 1 and normalizes next.
 func NextLease(cur, next *sandbox.Lease) {
 	next.ID, next.Tenant, next.SandboxID, next.CreatedAt = cur.ID, cur.Tenant, cur.SandboxID, cur.CreatedAt
+	next.Reserved = cur.Reserved
 	next.ResourceVersion = cur.ResourceVersion + 1
 	NormalizeLease(next)
 }

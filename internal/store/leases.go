@@ -25,7 +25,9 @@ type LeaseStore interface {
 	//     c.Runtime and c.Instance (any instance if c.Instance is ""),
 	//     which then becomes c.Lease.Tenant's.
 	// The sandbox becomes leased with c.RiskLevel (if set), c.Env and
-	// c.Metadata merged over its own, ExpiresAt = c.Lease.ExpiresAt; the
+	// c.Metadata merged over its own, ExpiresAt = c.Lease.ExpiresAt and
+	// the reservation c.Lease.Reserved (a sandbox reserved to anything
+	// else is errdefs.ErrConflict); the
 	// lease is inserted with its SandboxID filled in. No sandbox to take is
 	// errdefs.ErrNotFound (the caller cold-creates); a sandbox already in an
 	// active lease is errdefs.ErrConflict.
@@ -107,6 +109,10 @@ func ApplyClaim(sb *sandbox.Sandbox, c Claim) error {
 	} else if sb.Tenant != "" || sb.State != sandbox.StateIdle {
 		return fmt.Errorf("sandbox %s is no longer an idle pool member: %w", sb.ID, errdefs.ErrConflict)
 	}
+	if sb.Reserved != "" && sb.Reserved != c.Lease.Reserved {
+		return fmt.Errorf("sandbox %s is reserved to %s: %w", sb.ID, sb.Reserved, errdefs.ErrConflict)
+	}
+	sb.Reserved = c.Lease.Reserved
 	sb.Tenant = c.Lease.Tenant
 	sb.State = sandbox.StateLeased
 	if c.RiskLevel != "" {

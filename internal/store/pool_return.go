@@ -14,8 +14,9 @@ type PoolReturn interface {
 	// ReturnSandbox makes sandbox r.SandboxID a pool member again in one
 	// update: tenant "", state r.To, risk level r.RiskLevel, no env,
 	// metadata, expiry or failure reason. The sandbox must still be
-	// r.Tenant's and in state r.From, else errdefs.ErrConflict and nothing
-	// changes; a missing sandbox is errdefs.ErrNotFound.
+	// r.Tenant's and in state r.From, and not reserved, else
+	// errdefs.ErrConflict and nothing changes; a missing sandbox is
+	// errdefs.ErrNotFound.
 	ReturnSandbox(ctx context.Context, r Return) (*sandbox.Sandbox, error)
 }
 
@@ -37,6 +38,9 @@ type Return struct {
 func ApplyReturn(sb *sandbox.Sandbox, r Return) error {
 	if sb.Tenant != r.Tenant || sb.State != r.From {
 		return fmt.Errorf("sandbox %s is %s of tenant %q, not %s of %q: %w", sb.ID, sb.State, sb.Tenant, r.From, r.Tenant, errdefs.ErrConflict)
+	}
+	if sb.Reserved != "" {
+		return fmt.Errorf("sandbox %s is reserved to %s and never returns to a pool: %w", sb.ID, sb.Reserved, errdefs.ErrConflict)
 	}
 	to := r.To
 	if to == "" {

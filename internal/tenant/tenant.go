@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"genesis.dev/sandbox/internal/errdefs"
@@ -148,9 +150,34 @@ type Key struct {
 	Tenant      string     `json:"tenant"`
 	Prefix      string     `json:"prefix"` // the first characters of the key, for display
 	Description string     `json:"description,omitempty"`
+	Scopes      []string   `json:"scopes,omitempty"`
 	Hash        [32]byte   `json:"-"`
 	CreatedAt   time.Time  `json:"created_at"`
 	RevokedAt   *time.Time `json:"revoked_at,omitempty"`
+}
+
+// Key scopes: rights a key holds beyond the API that every key of its
+// tenant may use.
+const (
+	// ScopeApprove decides the MCP calls held for approval and approves
+	// changed tool definitions (pins), of instances the key did not make.
+	// An agent's key should not have it: the approval is a person's.
+	ScopeApprove = "approve"
+)
+
+// ValidateScopes refuses unknown and repeated scopes.
+func ValidateScopes(scopes []string) error {
+	seen := map[string]bool{}
+	for _, sc := range scopes {
+		if sc != ScopeApprove {
+			return fmt.Errorf("unknown key scope %q (known: %s): %w", sc, ScopeApprove, errdefs.ErrInvalidArgument)
+		}
+		if seen[sc] {
+			return fmt.Errorf("key scope %q is given twice: %w", sc, errdefs.ErrInvalidArgument)
+		}
+		seen[sc] = true
+	}
+	return nil
 }
 
 // Revoked reports whether the key is revoked.
@@ -186,11 +213,34 @@ func (k *Key) Matches(h [32]byte) bool { return subtle.ConstantTimeCompare(h[:],
 // ConfigKeyID is the stable id under which a key given in the config (or on
 // the command line) appears in audit records: derived from its hash, so it
 // reveals nothing of the key.
-func ConfigKeyID(h [32]byte) string { return "cfgkey_" + hex.EncodeToString(h[:6]) }
+func ConfigKeyID(h [32]byte) string { return configKeyPrefix + hex.EncodeToString(h[:6]) }
+
+const configKeyPrefix = "cfgkey_"
+
+// IsConfigKeyID reports whether id is a ConfigKeyID (not a stored key's).
+func IsConfigKeyID(id string) bool { return strings.HasPrefix(id, configKeyPrefix) }
+
+// ConfigKeyIDs maps keys given in the config or on the command line (the
+// secret to its tenant) to their ConfigKeyID and tenant.
+func ConfigKeyIDs(keys map[string]string) map[string]string {
+	out := make(map[string]string, len(keys))
+	for k, t := range keys {
+		out[ConfigKeyID(HashKey(k))] = t
+	}
+	return out
+}
 
 // Principal is who makes a request: a key of a tenant.
 type Principal struct {
 	Tenant string
 	KeyID  string
-	Admin  bool
+	// KeyTenant is the tenant the key belongs to: Tenant, unless an admin
+	// key acts for Tenant.
+	KeyTenant string
+	Admin     bool
+	// Scopes are the key's scopes (ScopeApprove).
+	Scopes []string
 }
+
+// Has reports whether the key holds scope.
+func (p Principal) Has(scope string) bool { return slices.Contains(p.Scopes, scope) }

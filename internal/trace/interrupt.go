@@ -105,8 +105,8 @@ func (s *Store) Admit(ctx context.Context, tenant, sandboxID, action string) err
 		return nil
 	}
 	s.Record(ctx, tenant, sandboxID, Event{Actor: ActorSystem, Kind: "action.refused", Data: actionData(action, "state", state)})
-	return errdefs.WithCode(state, fmt.Errorf("sandbox %s's agent is %s (POST /v1/sandboxes/%s/trace/resume or /step lets actions through): %w",
-		sandboxID, state, sandboxID, errdefs.ErrConflict))
+	return errdefs.WithCode(state, errdefs.Mark(fmt.Errorf("sandbox %s's agent is %s: resume its trace, or step it, to let actions through",
+		sandboxID, state), errdefs.ErrConflict))
 }
 
 func actionData(action string, kv ...string) json.RawMessage {

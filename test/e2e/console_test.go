@@ -264,7 +264,7 @@ func TestConsole(t *testing.T) {
 				fmt.Fprintf(&want, "line-%d\n", i)
 			}
 			want.WriteString("oops-1\n")
-			if !r.SeenWhileRunning || r.JobLog != want.String() || r.JobStderr != "oops-1\n" || !strings.Contains(r.JobExit, "code 3") || r.JobState != "failed" || r.Reconnects < 1 || r.CutConnections < 1 {
+			if !r.SeenWhileRunning || r.JobLog != want.String() || r.JobStderr != "oops-1\n" || !strings.Contains(r.JobExit, "exit 3") || r.JobState != "failed" || r.Reconnects < 1 || r.CutConnections < 1 {
 				t.Errorf("job log: seen while running %v, %d connections cut, %d reconnects, state %q, exit %q, stderr %q, log %q (want every line once)", r.SeenWhileRunning, r.CutConnections, r.Reconnects, r.JobState, r.JobExit, r.JobStderr, r.JobLog)
 			}
 			if !strings.HasSuffix(r.JobDownloadName, ".log") {

@@ -146,7 +146,7 @@ func TestDesktopViewer(t *testing.T) {
 			})
 
 			// An expired or tampered link's page is a 404, not a page.
-			tampered := strings.Replace(obs.ViewerURL, "/v1/displays/v1.", "/v1/displays/v1.A", 1)
+			tampered := strings.Replace(obs.ViewerURL, "/v1/displays/v2.", "/v1/displays/v2.A", 1)
 			if code, body := apiJSONAs(t, svc, "", "GET", strings.TrimPrefix(tampered, svc.url()), nil, nil); code != 404 || !strings.Contains(body, "link_invalid") {
 				t.Errorf("tampered viewer link: %d %s", code, body)
 			}

@@ -208,7 +208,7 @@ func TestDesktopLiveView(t *testing.T) {
 			if r := execOK(t, c, sb.ID, "ls /workspace"); strings.Contains(r.Stdout, "linked") {
 				t.Errorf("an observer link's input reached the desktop: %q", r.Stdout)
 			}
-			tampered := strings.Replace(link.VNCURL, "/v1/displays/v1.", "/v1/displays/v1.A", 1)
+			tampered := strings.Replace(link.VNCURL, "/v1/displays/v2.", "/v1/displays/v2.A", 1)
 			if code, body := apiJSONAs(t, svc, "", "GET", strings.TrimPrefix(strings.Replace(tampered, "ws://", "http://", 1), svc.url()), nil, nil); code != 404 || !strings.Contains(body, "link_invalid") {
 				t.Errorf("tampered link: %d %s", code, body)
 			}

@@ -111,6 +111,11 @@ func TestE2BSDK(t *testing.T) {
 				t.Parallel()
 				out := runE2BFlow(t, svc.url(), keys[rt], "core")
 				id, _ := out["id"].(string)
+				// getHost names the port's preview origin on this service,
+				// never a public domain.
+				if h, _ := out["host8000"].(string); h != "8000-"+id+".localhost:"+strings.TrimPrefix(svc.url(), "http://127.0.0.1:") {
+					t.Errorf("getHost(8000) = %q, want 8000-%s.localhost:PORT", h, id)
+				}
 				sb, err := svc.client().GetSandbox(callCtx(t), id)
 				if err == nil && sb.State != "destroyed" {
 					t.Errorf("sandbox %s still there after kill: %+v", id, sb)

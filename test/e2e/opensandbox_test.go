@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,11 +24,12 @@ func openSandboxConfig(untrustedKey string) string {
 }
 
 // runOpenSandboxFlow runs test/osclient/flow.mjs (the unmodified npm SDK)
-// with the environment a user of OpenSandbox sets, and decodes what it saw.
-func runOpenSandboxFlow(t *testing.T, svcURL, apiKey, image string) map[string]any {
+// with the environment a user of OpenSandbox sets, and decodes what it saw;
+// flow names a flow other than the core one.
+func runOpenSandboxFlow(t *testing.T, svcURL, apiKey, image string, flow ...string) map[string]any {
 	t.Helper()
 	root := testenv.ModuleRoot(t)
-	cmd := exec.CommandContext(callCtx(t), "node", filepath.Join(root, "test", "osclient", "flow.mjs"), image)
+	cmd := exec.CommandContext(callCtx(t), "node", append([]string{filepath.Join(root, "test", "osclient", "flow.mjs"), image}, flow...)...)
 	cmd.Env = append(os.Environ(), "OPEN_SANDBOX_DOMAIN="+strings.TrimPrefix(svcURL, "http://")+"/opensandbox", "OPEN_SANDBOX_API_KEY="+apiKey)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -83,25 +85,27 @@ func TestOpenSandboxSDK(t *testing.T) {
 				t.Errorf("sandbox %s ran under %s, want %s", id, sb.Runtime, rt)
 			}
 			want := map[string]any{
-				"first":        []any{"first"},
-				"run":          map[string]any{"stdout": []any{"hello", "/workspace", "hola"}, "stderr": []any{"oops"}, "exitCode": float64(0), "error": nil},
-				"fail":         map[string]any{"exitCode": float64(3), "errorName": "CommandExecError", "errorValue": "3", "stderr": []any{"bad"}},
-				"streamed":     []any{"line1", "line2", "line3"},
-				"cwd":          []any{"/tmp"},
-				"read":         "hi from the sdk",
-				"range":        "from",
-				"catRead":      []any{"hi from the sdk"},
-				"info":         map[string]any{"size": float64(len("hi from the sdk")), "type": "file", "mode": float64(644)},
-				"listed":       []any{"/workspace/dir/hello.txt:file"},
-				"moved":        "hi from the sdk",
-				"found":        []any{"/workspace/made/moved.txt"},
-				"inList":       true,
-				"listState":    "Running",
-				"state":        "Running",
-				"metadata":     map[string]any{"suite": "os-flow"},
-				"healthy":      true,
-				"afterKill":    "Terminated",
-				"runAfterKill": map[string]any{"code": "SANDBOX_NOT_RUNNING", "message": "sandbox " + id + " is destroyed: failed precondition", "name": "SandboxApiException", "status": float64(409)},
+				"first":     []any{"first"},
+				"run":       map[string]any{"stdout": []any{"hello", "/workspace", "hola"}, "stderr": []any{"oops"}, "exitCode": float64(0), "error": nil},
+				"fail":      map[string]any{"exitCode": float64(3), "errorName": "CommandExecError", "errorValue": "3", "stderr": []any{"bad"}},
+				"streamed":  []any{"line1", "line2", "line3"},
+				"cwd":       []any{"/tmp"},
+				"read":      "hi from the sdk",
+				"range":     "from",
+				"catRead":   []any{"hi from the sdk"},
+				"info":      map[string]any{"size": float64(len("hi from the sdk")), "type": "file", "mode": float64(644)},
+				"listed":    []any{"/workspace/dir/hello.txt:file"},
+				"moved":     "hi from the sdk",
+				"found":     []any{"/workspace/made/moved.txt"},
+				"inList":    true,
+				"listState": "Running",
+				"state":     "Running",
+				"metadata":  map[string]any{"suite": "os-flow"},
+				"healthy":   true,
+				"afterKill": "Terminated",
+				// OpenSandbox's words for a kill, not "Failed".
+				"afterKillReason": "user_delete",
+				"runAfterKill":    map[string]any{"code": "SANDBOX_NOT_RUNNING", "message": "sandbox " + id + " is destroyed: failed precondition", "name": "SandboxApiException", "status": float64(409)},
 			}
 			for k, v := range want {
 				if got := out[k]; fmt.Sprint(got) != fmt.Sprint(v) {
@@ -154,6 +158,19 @@ func crossTenantOpenSandbox(t *testing.T, e *env, svc *service, otherKey string,
 		return c.ID, ep.Headers["X-Genesis-Sandbox-Token"]
 	}
 	ownerID, ownerToken := create(e.apiKey)
+	// Any other port's endpoint is its own preview origin, opened by the
+	// token in the headers the SDK sends along.
+	code, body := call("GET", "/opensandbox/v1/sandboxes/"+ownerID+"/endpoints/8000", "", map[string]string{"OPEN-SANDBOX-API-KEY": e.apiKey})
+	var pep struct {
+		Endpoint string
+		Headers  map[string]string
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &pep) != nil || pep.Endpoint != "8000-"+strings.TrimPrefix(ownerID, "sbx_")+".localhost:"+strings.TrimPrefix(svc.url(), "http://127.0.0.1:") {
+		t.Fatalf("endpoint of port 8000: %d %s", code, body)
+	}
+	if code, _, body := previewDo(t, svc, "GET", "http://"+pep.Endpoint+"/", http.Header{"X-Genesis-Preview-Token": {pep.Headers["X-Genesis-Preview-Token"]}}); code != http.StatusBadGateway || !strings.Contains(body, "port_unreachable") {
+		t.Errorf("the endpoint of port 8000 (nothing listens): %d %.200s; want 502 port_unreachable", code, body)
+	}
 	_, otherToken := create(otherKey)
 	const missing = "sbx_00000000000000000000"
 	bodies := map[string]string{

@@ -307,8 +307,8 @@ func testPortPreview(t *testing.T, svc *service, id, marker string) {
 	if !strings.Contains(text, marker) {
 		t.Errorf("headless Chromium on the preview link shows %.300q, want %s", text, marker)
 	}
-	// The link's relative links stay under it: the file is served too.
-	if code, _, body := apiGet(t, svc, strings.TrimPrefix(link.URL, svc.url())+marker, ""); code != 200 || body != "hi\n" {
+	// The link opens the port's own origin: the file is served there too.
+	if code, _, body := previewDo(t, svc, "GET", link.Origin+"/"+marker, http.Header{"X-Genesis-Preview-Token": {link.Token}}); code != 200 || body != "hi\n" {
 		t.Errorf("file through the link: %d %q", code, body)
 	}
 
@@ -321,11 +321,10 @@ func testPortPreview(t *testing.T, svc *service, id, marker string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := strings.TrimPrefix(short.URL, svc.url())
 	sawOK := false
 	eventually(t, 40*time.Second, "the preview link expires", func() (bool, string) {
 		sent := time.Now()
-		code, _, body := apiGet(t, svc, path, "")
+		code, _, body := previewDo(t, svc, "GET", short.URL, nil)
 		switch {
 		case code == 200:
 			if !sent.Before(short.ExpiresAt) {

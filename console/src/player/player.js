@@ -51,12 +51,16 @@ export function summary(ev) {
     case 'mcp.tool_call': return `${d.tool}: ${d.decision}${d.outcome ? `, ${d.outcome}` : ''}`;
     case 'control.taken': return `${d.holder} took control${d.reason ? `: ${d.reason}` : ''}`;
     case 'control.released': return `${d.previous} released control`;
-    case 'control.requested': return `asks for a person: ${d.reason}`;
+    case 'control.requested': return `asks for a person${d.reason ? `: ${d.reason}` : ''}`;
     case 'action.refused': return `${d.action} refused: ${d.state}`;
     case 'annotation': return d.text || '';
     case 'task.status': return d.status || '';
     case 'video.segment': return `video ${d.index}: ${(d.duration_ms / 1000).toFixed(1)} s`;
-    default: return ev.kind.startsWith('interrupt.') ? `${ev.kind.slice(10)} → ${d.state}` : '';
+    // An agent action let through while paused (by a step).
+    case 'interrupt.stepped': return `let ${d.action || 'an agent action'} through (one step)`;
+    default:
+      if (!ev.kind.startsWith('interrupt.')) return '';
+      return `${ev.kind.slice(10)}${d.state ? ` → ${d.state}` : ''}${d.steps ? ` (${d.steps} step${d.steps === 1 ? '' : 's'} left)` : ''}`;
   }
 }
 

@@ -10,10 +10,13 @@ export async function auditView(root, { query, go }) {
   const cursor = query.get('cursor') || '';
   const back = (query.get('back') || '').split(',').filter(Boolean);
   const page = await get('/v1/audit', { ...f, limit: f.limit || 50, cursor });
+  // Actions break after a slash and codes after an underscore, ids only
+  // when they are longer than ids are, so the table fits the page (1280 px
+  // and less) instead of scrolling sideways.
   const row = (r) => h('tr', { dataset: { seq: String(r.seq) } },
-    h('td', { class: 'num' }, String(r.seq)), h('td', {}, fmtTime(r.time)), h('td', {}, r.tenant || '–'), h('td', {}, r.actor),
-    h('td', {}, h('code', {}, r.action)), h('td', {}, r.target || ''), h('td', {}, badge(String(r.status), r.status >= 400 ? 'failed' : 'ready')),
-    h('td', {}, r.code || ''), h('td', {}, r.request_id || ''));
+    h('td', { class: 'num' }, String(r.seq)), h('td', {}, fmtTime(r.time)), h('td', { class: 'wrap' }, r.tenant || '–'), h('td', { class: 'wrap id' }, r.actor),
+    h('td', { class: 'wrap' }, h('code', {}, breakAfter(r.action, '/'))), h('td', { class: 'wrap id' }, r.target || ''), h('td', {}, badge(String(r.status), r.status >= 400 ? 'failed' : 'ready')),
+    h('td', { class: 'wrap' }, breakAfter(r.code || '', '_')), h('td', { class: 'wrap id' }, r.request_id || ''));
   const body = h('tbody', { id: 'audit-rows' }, (page.items || []).map(row));
   const filters = h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter the audit log' },
     field('Action', h('input', { name: 'action', value: f.action, placeholder: 'POST /v1/sandboxes or DELETE' })),
@@ -51,10 +54,15 @@ export async function auditView(root, { query, go }) {
   });
 
   replace(root, h('h1', {}, 'Audit log'), filters, status,
-    h('div', { class: 'table-wrap' }, h('table', {}, h('caption', { class: 'sr-only' }, 'Audit records'),
+    h('div', { class: 'table-wrap' }, h('table', { class: 'audit', id: 'audit-table' }, h('caption', { class: 'sr-only' }, 'Audit records'),
       h('thead', {}, h('tr', {}, ['Seq', 'Time', 'Tenant', 'Actor', 'Action', 'Target', 'Status', 'Code', 'Request'].map((x) => h('th', { scope: 'col' }, x)))), body)),
     h('div', { class: 'pager' }, prev, next, h('label', { class: 'check' }, followBox, ' Follow new records')));
   return () => clearInterval(timer);
 }
 
 function clean(o) { return Object.fromEntries(Object.entries(o).filter(([, v]) => v)); }
+
+// breakAfter is text with a line-break opportunity (<wbr>) after every sep.
+function breakAfter(text, sep) {
+  return text.split(sep).flatMap((part, i, all) => (i < all.length - 1 ? [part + sep, h('wbr', {})] : [part]));
+}

@@ -1,4 +1,4 @@
-import { h, replace, badge, note, fmtTime, saveBlob } from '../dom.js';
+import { h, replace, badge, note, fmtTime, saveBlob, exitBadge, exitSummary, jobWhat } from '../dom.js';
 import { get, request, enc, ApiError } from '../api.js';
 
 // The job's log streams as Server-Sent Events read with fetch (EventSource
@@ -49,10 +49,12 @@ export async function jobView(root, { params: [id] }) {
     } else if (ev.event === 'exit') {
       const d = JSON.parse(ev.data);
       ended = true;
-      stateBadge.replaceWith(stateBadge = badge(d.state));
-      replace(exit, h('p', { class: 'card' }, 'Exit ', badge(d.state), ` code ${d.exit_code ?? '–'} (${d.exit_reason}${d.signal ? ' ' + d.signal : ''})`,
+      const fin = { ...job, ...d };
+      replace(stateBadge, exitBadge(fin));
+      replace(exit, h('p', { class: 'card' }, 'Ended ', exitBadge(fin), ` ${exitSummary(fin)}`,
         d.duration_ms !== undefined ? ` in ${d.duration_ms} ms` : '', d.error ? ` – ${d.error}` : ''));
       exit.dataset.code = String(d.exit_code ?? '');
+      exit.dataset.reason = d.exit_reason || '';
     }
   }
 
@@ -79,8 +81,8 @@ export async function jobView(root, { params: [id] }) {
     else if (paused) replace(status, `Paused at byte ${cursor}`);
   }
 
-  const what = job.script || (job.command || []).join(' ');
-  let stateBadge = badge(job.state);
+  const what = jobWhat(job);
+  const stateBadge = h('span', { id: 'job-state' }, exitBadge(job));
   replace(root,
     h('div', { class: 'title-row' }, h('h1', {}, `Job ${job.id}`),
       h('div', { class: 'actions' }, pauseBtn, dl, h('a', { class: 'button', href: `#/sandboxes/${enc(job.sandbox_id)}` }, 'Sandbox'))),

@@ -1,4 +1,4 @@
-import { h, replace, table, badge, note, fmtTime, fmtRelative, field, select } from '../dom.js';
+import { h, replace, table, badge, note, fmtTime, fmtRelative, field, select, newestFirst } from '../dom.js';
 import { get, post, del, enc } from '../api.js';
 import { session } from '../api.js';
 
@@ -6,7 +6,7 @@ export async function leasesView(root, { refresh, go }) {
   const [list, profiles] = await Promise.all([get('/v1/leases'), get('/v1/profiles').catch(() => ({ items: [] }))]);
   const msg = h('div', { 'aria-live': 'polite' });
   const fail = (e) => replace(msg, note(`${e.message}${e.code ? ` (${e.code})` : ''}`, 'error'));
-  const rows = (list.items || []).map((l) => h('tr', {},
+  const rows = newestFirst(list.items || []).map((l) => h('tr', { dataset: { id: l.lease_id } },
     h('td', {}, l.lease_id), h('td', {}, badge(l.state)), h('td', {}, h('a', { href: `#/sandboxes/${enc(l.sandbox_id)}` }, l.sandbox_id)),
     h('td', {}, l.profile), h('td', {}, l.runtime), h('td', {}, l.warm ? 'warm' : 'cold'), h('td', {}, l.holder || ''),
     h('td', {}, fmtTime(l.created_at)), h('td', {}, l.ended_at ? `ended ${fmtTime(l.ended_at)} (${l.end_reason || ''})` : fmtRelative(l.expires_at)),
@@ -28,7 +28,7 @@ export async function leasesView(root, { refresh, go }) {
     try { await post('/v1/leases', body); refresh(); } catch (e) { fail(e); }
   });
   replace(root, h('h1', {}, 'Leases'), msg,
-    table('Leases', ['Lease', 'State', 'Sandbox', 'Profile', 'Runtime', 'Pool', 'Holder', 'Acquired', 'Expires', ''], rows, 'No leases.'), form);
+    table('Leases, newest first', ['Lease', 'State', 'Sandbox', 'Profile', 'Runtime', 'Pool', 'Holder', 'Acquired', 'Expires', ''], rows, 'No leases.'), form);
   void go;
 }
 

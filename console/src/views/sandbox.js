@@ -1,19 +1,25 @@
-import { h, replace, table, badge, note, fmtTime, fmtBytes, field } from '../dom.js';
+import { h, replace, table, badge, note, fmtTime, fmtBytes, field, lifetime, exitBadge, exitSummary, jobWhat } from '../dom.js';
 import { get, post, del, enc } from '../api.js';
+import { getControl, holderText, requestsText, controlButtons } from './desktop-control.js';
 
 export async function sandboxView(root, { params: [id], go, refresh }) {
   const sb = await get(`/v1/sandboxes/${enc(id)}`);
   const base = `/v1/sandboxes/${enc(sb.id)}`;
-  const jobList = await get(`${base}/jobs`, { limit: 50 }).catch((e) => ({ items: [], error: e.message }));
+  const live = !['destroyed', 'failed', 'draining'].includes(sb.state);
+  const [jobList, profiles] = await Promise.all([
+    get(`${base}/jobs`, { limit: 50 }).catch((e) => ({ items: [], error: e.message })),
+    get('/v1/profiles').catch(() => ({ items: [] })),
+  ]);
+  const desktop = live && (profiles.items || []).some((p) => p.name === sb.profile && p.desktop);
   const r = sb.resources || {};
   const msg = h('div', { 'aria-live': 'polite' });
-  const live = !['destroyed', 'failed', 'draining'].includes(sb.state);
+  const ends = lifetime(sb);
 
   const facts = h('dl', { class: 'facts' },
     [['State', badge(sb.state)], ['Profile', sb.profile], ['Runtime', sb.runtime], ['Risk level', sb.risk_level],
       ['Image', sb.image], ['CPU', r.cpu || '–'], ['Memory', r.memory_mb ? `${r.memory_mb} MiB` : '–'], ['Pids', r.pids || '–'],
       ['Disk', r.disk_mb ? `${r.disk_mb} MiB` : 'no quota'], ['Created', fmtTime(sb.created_at)], ['Updated', fmtTime(sb.updated_at)],
-      ['Expires', fmtTime(sb.expires_at)], ['Failure', sb.failure_reason || null],
+      [ends.label, h('span', { id: 'lifetime' }, ends.at ? `${fmtTime(ends.at)} (${ends.text})` : ends.text)], ['Failure', sb.failure_reason || null],
       ['Metadata', Object.entries(sb.metadata || {}).map(([k, v]) => `${k}=${v}`).join(', ') || '–'],
       ['Env keys', (sb.env_keys || []).join(', ') || '–']]
       .filter(([, v]) => v !== null).map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
@@ -31,10 +37,10 @@ export async function sandboxView(root, { params: [id], go, refresh }) {
     } catch (e) { replace(msg, note(`${e.message}${e.code ? ` (${e.code})` : ''}`, 'error')); }
   });
 
-  const jobs = (jobList.items || []).map((j) => h('tr', { dataset: { id: j.id } },
-    h('td', {}, h('a', { href: `#/jobs/${enc(j.id)}` }, j.id)), h('td', {}, badge(j.state)),
-    h('td', {}, j.exit_code !== undefined ? String(j.exit_code) : (j.exit_reason || '–')),
-    h('td', {}, h('code', {}, (j.command ? j.command.join(' ') : j.script || '').slice(0, 120))), h('td', {}, fmtTime(j.created_at))));
+  const jobs = (jobList.items || []).map((j) => h('tr', { dataset: { id: j.id, reason: j.exit_reason || '' } },
+    h('td', {}, h('a', { href: `#/jobs/${enc(j.id)}` }, j.id)), h('td', {}, exitBadge(j)),
+    h('td', { class: 'exit' }, exitSummary(j) || '–'),
+    h('td', {}, h('code', { class: 'what' }, jobWhat(j).slice(0, 120))), h('td', {}, fmtTime(j.created_at))));
   const services = (sb.services || []).map((s) => h('tr', {}, h('td', {}, s.name), h('td', {}, badge(s.state)), h('td', {}, String(s.restarts)),
     h('td', {}, s.job_id ? h('a', { href: `#/jobs/${enc(s.job_id)}` }, 'log') : '–'), h('td', {}, s.error || '')));
 
@@ -81,18 +87,20 @@ export async function sandboxView(root, { params: [id], go, refresh }) {
 
   replace(root,
     h('div', { class: 'title-row' }, h('h1', { id: 'sandbox-title' }, `Sandbox ${sb.id}`),
+      // An ended sandbox keeps its trace; it has no files, terminal or
+      // expiry any more.
       h('div', { class: 'actions' },
-        h('a', { class: 'button', href: `#/sandboxes/${enc(sb.id)}/files`, id: 'open-files' }, 'Files'),
-        h('a', { class: 'button', href: `#/sandboxes/${enc(sb.id)}/terminal`, id: 'open-terminal' }, 'Terminal'),
+        live ? h('a', { class: 'button', href: `#/sandboxes/${enc(sb.id)}/files`, id: 'open-files' }, 'Files') : null,
+        live ? h('a', { class: 'button', href: `#/sandboxes/${enc(sb.id)}/terminal`, id: 'open-terminal' }, 'Terminal') : null,
         h('a', { class: 'button', href: `#/traces/${enc(sb.id)}`, id: 'open-trace' }, 'Trace'),
-        h('button', { type: 'button', id: 'renew', title: "Expire one hour from now (a leased sandbox: renew its lease)", onclick: async () => {
+        !live ? null : h('button', { type: 'button', id: 'renew', title: "Expire one hour from now (a leased sandbox: renew its lease)", onclick: async () => {
           try { await post(`${base}/renew`, { ttl_seconds: 3600 }); refresh(); } catch (e) { replace(msg, note(`${e.message}${e.code ? ` (${e.code})` : ''}`, 'error')); }
         } }, 'Renew 1 h'),
-        h('button', { type: 'button', class: 'danger', onclick: async () => {
+        ['destroyed'].includes(sb.state) ? null : h('button', { type: 'button', class: 'danger', onclick: async () => {
           if (!confirm(`Delete sandbox ${sb.id}?`)) return;
           try { await del(base); go('/sandboxes'); } catch (e) { replace(msg, note(e.message, 'error')); }
         } }, 'Delete'))),
-    msg, facts, run,
+    msg, facts, desktop ? await desktopSection(sb.id, refresh) : null, run,
     h('section', { 'aria-labelledby': 'jobs-title', id: 'jobs' }, h('h2', { id: 'jobs-title' }, 'Jobs'),
       table('Jobs, newest first (the last 50)', ['Job', 'State', 'Exit', 'Command', 'Created'], jobs, jobList.error ? `The jobs could not be listed: ${jobList.error}` : 'No job has run in this sandbox yet.')),
     services.length ? h('section', {}, h('h2', {}, 'Services'), table('Services', ['Name', 'State', 'Restarts', 'Log', 'Error'], services)) : null,
@@ -101,4 +109,17 @@ export async function sandboxView(root, { params: [id], go, refresh }) {
     h('section', { 'aria-labelledby': 'net-title' }, h('h2', { id: 'net-title' }, 'Network'),
       h('p', {}, 'Mode ', badge(net.mode), ' status ', badge(net.status), net.status_reason ? ` – ${net.status_reason}` : ''), events),
     h('section', { 'aria-labelledby': 'history-title' }, h('h2', { id: 'history-title' }, 'History'), history));
+}
+
+// desktopSection is a desktop sandbox's control: who holds it, the agent's
+// requests for a person, and the live view (the desktops view's buttons).
+async function desktopSection(id, refresh) {
+  const c = await getControl(id);
+  const msg = h('div', { 'aria-live': 'polite', id: 'desktop-msg' });
+  return h('section', { 'aria-labelledby': 'desktop-title', id: 'desktop', class: 'card' },
+    h('h2', { id: 'desktop-title' }, 'Desktop'),
+    h('p', {}, 'Control: ', h('span', { class: 'holder' }, holderText(c)), ' ', requestsText(c)),
+    h('div', { class: 'actions' }, controlButtons(id, msg, refresh)),
+    h('p', { class: 'muted' }, 'Taking over stops the agent at once until you release; the live view opens in a new tab with a link that expires in 10 minutes.'),
+    msg);
 }

@@ -1,21 +1,27 @@
-import { h, replace, table, field, select, badge, note, fmtTime, fmtRelative } from '../dom.js';
+import { h, replace, table, field, select, badge, note, fmtTime, lifetime, newestFirst } from '../dom.js';
 import { get, post, del, enc, session } from '../api.js';
 
 const STATES = ['', 'created', 'starting', 'ready', 'leased', 'busy', 'idle', 'draining', 'destroyed', 'failed'];
 const RISKS = ['', 'trusted', 'low', 'medium', 'high', 'untrusted'];
+// Every state but destroyed: the list leaves destroyed sandboxes out
+// unless asked (they would soon outnumber the live ones).
+const NOT_DESTROYED = STATES.filter((s) => s && s !== 'destroyed');
 
 export async function sandboxesView(root, { query, go, refresh }) {
   const f = {
     state: query.get('state') || '', profile: query.get('profile') || '',
     runtime: query.get('runtime') || '', metadata: query.get('metadata') || '',
     tenant: session.admin ? (query.get('tenant') || '') : '',
+    destroyed: query.get('destroyed') === '1',
   };
+  const states = f.state || (f.destroyed ? '' : NOT_DESTROYED.join(','));
   const [list, profiles] = await Promise.all([
-    get('/v1/sandboxes', { state: f.state, profile: f.profile, tenant: f.tenant, metadata: f.metadata ? f.metadata.split(',').map((s) => s.trim()) : [] }),
+    get('/v1/sandboxes', { state: states, profile: f.profile, tenant: f.tenant, metadata: f.metadata ? f.metadata.split(',').map((s) => s.trim()) : [] }),
     get('/v1/profiles').catch(() => ({ items: [] })),
   ]);
   const profs = profiles.items || profiles || [];
-  const items = (list.items || []).filter((s) => !f.runtime || s.runtime === f.runtime);
+  // Newest first: the sandbox just made is at the top.
+  const items = newestFirst((list.items || []).filter((s) => !f.runtime || s.runtime === f.runtime));
 
   const filters = h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter sandboxes' },
     field('State', select('state', STATES, f.state)),
@@ -24,6 +30,8 @@ export async function sandboxesView(root, { query, go, refresh }) {
     field('Metadata', h('input', { name: 'metadata', value: f.metadata, placeholder: 'key=value, key2=value2' })),
     // An admin key lists any tenant's sandboxes (* for all).
     session.admin ? field('Tenant', h('input', { name: 'tenant', value: f.tenant, placeholder: 'yours; * for every tenant' })) : null,
+    h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'destroyed', value: '1', id: 'show-destroyed', checked: f.destroyed,
+      onchange: () => filters.requestSubmit() }), ' Show destroyed'),
     h('button', { type: 'submit' }, 'Filter'));
   filters.addEventListener('submit', (ev) => {
     ev.preventDefault();
@@ -40,7 +48,7 @@ export async function sandboxesView(root, { query, go, refresh }) {
     h('td', {}, s.profile), h('td', {}, s.runtime), h('td', {}, s.risk_level),
     h('td', {}, Object.entries(s.metadata || {}).map(([k, v]) => `${k}=${v}`).join(', ')),
     h('td', {}, fmtTime(s.created_at)),
-    h('td', {}, s.expires_at ? fmtRelative(s.expires_at) : '–'),
+    h('td', { class: 'lifetime' }, lifetime(s).text),
     h('td', {}, s.state === 'destroyed' ? null : h('button', {
       type: 'button', class: 'danger small', 'aria-label': `Delete ${s.id}`,
       onclick: async () => {
@@ -51,9 +59,10 @@ export async function sandboxesView(root, { query, go, refresh }) {
     }, 'Delete'))));
 
   replace(root,
-    h('div', { class: 'title-row' }, h('h1', {}, 'Sandboxes'), h('span', { class: 'muted', id: 'count' }, `${items.length} listed`)),
+    h('div', { class: 'title-row' }, h('h1', {}, 'Sandboxes'),
+      h('span', { class: 'muted', id: 'count' }, `${items.length} listed, newest first${f.state || f.destroyed ? '' : ' (destroyed ones hidden)'}`)),
     filters, msg,
-    table('Sandboxes', ['ID', ...(session.admin ? ['Tenant'] : []), 'State', 'Profile', 'Runtime', 'Risk', 'Metadata', 'Created', 'Expires', ''], rows, 'No sandboxes match.'),
+    table('Sandboxes', ['ID', ...(session.admin ? ['Tenant'] : []), 'State', 'Profile', 'Runtime', 'Risk', 'Metadata', 'Created', 'Expires or ended', ''], rows, 'No sandboxes match.'),
     createForm(profs, go));
   root.dataset.listed = String(items.length);
   performance.mark('sandboxes-listed');

@@ -34,7 +34,8 @@ export async function systemView(root) {
     imageList.el,
     h('section', {}, h('h2', {}, 'Runtimes'), table('Runtimes', ['Runtime', 'Health', 'Version', 'Error'], runtimes)),
     h('section', {}, h('h2', {}, 'Profiles'), table('Profiles', ['Profile', 'Image', 'Usable runtimes', 'Network', 'Description'], profiles)),
-    h('section', {}, h('h2', {}, 'Risk policy'), h('ul', {}, Object.entries(caps.risk_policy || {}).map(([k, v]) => h('li', {}, `${k}: ${v.join(', ')}`)))));
+    h('section', {}, h('h2', {}, 'Risk policy'), h('ul', {}, Object.entries(caps.risk_policy || {}).sort(([a], [b]) => riskRank(a) - riskRank(b) || a.localeCompare(b))
+      .map(([k, v]) => h('li', {}, `${k}: ${v.join(', ') || 'none on this host'}`)))));
   return () => { clearInterval(timer); imageList.stop(); };
 }
 
@@ -94,6 +95,10 @@ function imagesSection() {
     stop: () => { stopped = true; clearTimeout(timer); },
   };
 }
+
+// Risk levels from most to least trusted; unknown ones after.
+const RISK_LEVELS = ['trusted', 'low', 'medium', 'high', 'untrusted'];
+const riskRank = (level) => { const i = RISK_LEVELS.indexOf(level); return i < 0 ? RISK_LEVELS.length : i; };
 
 const W = 480, H = 180, P = 28;
 

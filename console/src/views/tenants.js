@@ -9,7 +9,7 @@ export async function tenantsView(root, { refresh }) {
   const q = (v) => (v ? String(v) : '∞');
   const rows = (list.items || []).map((t) => {
     const u = t.usage || {};
-    return h('tr', {},
+    return h('tr', { dataset: { name: t.name } },
       h('td', {}, t.name), h('td', {}, t.admin ? 'yes' : ''), h('td', { class: 'num' }, String(t.weight)), h('td', {}, t.min_risk_level || ''),
       h('td', { class: 'num' }, `${u.sandboxes ?? '–'} / ${q(t.quotas.max_sandboxes)}`), h('td', { class: 'num' }, `${u.cpu ?? '–'} / ${q(t.quotas.max_cpu)}`),
       h('td', { class: 'num' }, `${u.memory_mb ?? '–'} / ${q(t.quotas.max_memory_mb)}`), h('td', { class: 'num' }, `${u.leases ?? '–'} / ${q(t.quotas.max_leases)}`),

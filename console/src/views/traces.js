@@ -2,20 +2,20 @@
 // (#/traces). The events come a page at a time from the JSON form of GET
 // /v1/sandboxes/{id}/trace; a screenshot or video segment is fetched with
 // the key (an <img> cannot send it) and shown from a blob: URL.
-import { h, replace, table, note, fmtTime, saveBlob } from '../dom.js';
+import { h, replace, table, note, fmtTime, saveBlob, newestFirst } from '../dom.js';
 import { get, request, enc } from '../api.js';
 import { renderPlayer } from '../player/player.js';
 
 export async function tracesView(root, { go }) {
   const list = await get('/v1/sandboxes');
-  const rows = (list.items || []).map((sb) => h('tr', {},
+  const rows = newestFirst(list.items || []).map((sb) => h('tr', {},
     h('td', {}, h('a', { href: `#/traces/${enc(sb.id)}` }, sb.id)), h('td', {}, sb.profile), h('td', {}, sb.state), h('td', {}, fmtTime(sb.created_at))));
   const form = h('form', { class: 'card inline', 'aria-label': 'Open a trace' },
     h('label', {}, 'Sandbox id ', h('input', { name: 'id', required: true, placeholder: 'sbx_…' })), h('button', { type: 'submit' }, 'Open'));
   form.addEventListener('submit', (ev) => { ev.preventDefault(); go(`/traces/${enc(new FormData(form).get('id').trim())}`); });
   replace(root, h('h1', {}, 'Traces'),
     h('p', {}, 'Every sandbox keeps a trace of what happened in it, also after it is gone (for the log retention). Open one below, or by its id.'),
-    form, table('Sandboxes', ['Sandbox', 'Profile', 'State', 'Created'], rows, 'No sandboxes now.'));
+    form, table('Sandboxes, newest first', ['Sandbox', 'Profile', 'State', 'Created'], rows, 'No sandboxes now.'));
 }
 
 export async function traceView(root, { params: [id] }) {

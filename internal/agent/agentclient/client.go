@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
@@ -32,6 +33,9 @@ type Client struct {
 	name  string // where the agent is, for errors
 	conns *conns
 	http  *http.Client
+
+	rootsMu sync.Mutex
+	roots   []string // the agent's file roots, once known (FileRoots)
 }
 
 // Dial returns a client for the agent listening on the Unix socket
@@ -92,6 +96,24 @@ func (c *Client) Ping(ctx context.Context) (agentproto.Ping, error) {
 	var p agentproto.Ping
 	err := c.do(ctx, http.MethodGet, agentproto.PathPing, nil, &p)
 	return p, err
+}
+
+// FileRoots returns the allowed roots the agent applies to file paths
+// (agentproto.Ping.FileRoots): asked once, then remembered, since an
+// agent's roots never change. An agent with no usable root answers an
+// empty list, which is remembered too.
+func (c *Client) FileRoots(ctx context.Context) ([]string, error) {
+	c.rootsMu.Lock()
+	defer c.rootsMu.Unlock()
+	if c.roots != nil {
+		return c.roots, nil
+	}
+	p, err := c.Ping(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.roots = append([]string{}, p.FileRoots...)
+	return c.roots, nil
 }
 
 // Exec runs one process in the sandbox and waits for its result. Canceling
@@ -231,5 +253,34 @@ func decodeError(method, path string, resp *http.Response) error {
 	case http.StatusRequestEntityTooLarge:
 		class = errdefs.ErrTooLarge
 	}
-	return fmt.Errorf("agentclient: %s %s: agent answered %d: %s: %w", method, path, resp.StatusCode, msg, class)
+	return newAgentError(method, path, resp.StatusCode, msg, class)
 }
+
+// agentError is a problem the agent answered: its message is the agent's
+// own sentence ("write \"/workspace/x\": no space left on device"), for
+// the person who asked; the class (and code, when the agent gave one) is
+// for programs. An internal error keeps the call in its text, for the
+// service log (a person is shown no internal error's text).
+type agentError struct {
+	method, path string
+	status       int
+	msg          string
+	class        error
+}
+
+func newAgentError(method, path string, status int, msg string, class error) error {
+	return &agentError{method: method, path: path, status: status, msg: msg, class: class}
+}
+
+func (e *agentError) Error() string {
+	switch {
+	case e.class == errdefs.ErrInternal:
+		return fmt.Sprintf("agentclient: %s %s: agent answered %d: %s", e.method, e.path, e.status, e.msg)
+	case e.msg == "":
+		return fmt.Sprintf("the sandbox's agent answered %d", e.status)
+	}
+	return e.msg
+}
+
+// Unwrap returns the class of the error.
+func (e *agentError) Unwrap() error { return e.class }

@@ -409,7 +409,7 @@ func decodeCodedError(method, path string, resp *http.Response) error {
 	case http.StatusBadGateway:
 		class = errdefs.ErrBadGateway
 	}
-	err := fmt.Errorf("agentclient: %s %s: agent answered %d: %s: %w", method, path, resp.StatusCode, msg, class)
+	err := newAgentError(method, path, resp.StatusCode, msg, class)
 	if e.Code != "" && e.Code != "internal" {
 		err = errdefs.WithCode(e.Code, err)
 	}

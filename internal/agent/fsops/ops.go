@@ -64,7 +64,8 @@ func fileErr(op, p string, err error) error {
 	case syscall.EINVAL, syscall.EXDEV, syscall.EBUSY:
 		class = errdefs.ErrInvalidArgument
 	}
-	err = fmt.Errorf("%s %q: %v: %w", op, p, errno, class)
+	// The errno's text says what happened; the class adds nothing to it.
+	err = errdefs.Mark(fmt.Errorf("%s %q: %v", op, p, errno), class)
 	if code != "" {
 		err = errdefs.WithCode(code, err)
 	}

@@ -3,6 +3,7 @@ package e2b
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/jobs"
+	"genesis.dev/sandbox/internal/tenant"
 )
 
 // Prefix is where the adapter is mounted: E2B_API_URL and E2B_SANDBOX_URL
@@ -43,35 +45,41 @@ type Config struct {
 	Control *control.Service
 	Jobs    *jobs.Manager
 	Files   *files.Gateway
-	// Authenticate answers the tenant of an API key of the service.
-	Authenticate func(ctx context.Context, key string) (string, error)
 	// Settings are the adapter's configuration (templates, timeouts).
 	Settings config.E2B
 	// MaxJobTimeoutMS is the longest a command may run (limits.max_exec_timeout_ms).
 	MaxJobTimeoutMS int64
-	// TokenKey keys the per-sandbox tokens (package tokens); empty: a key
-	// made at start, so tokens end with the process.
+	// TokenKey keys the per-sandbox tokens (package tokens); the service
+	// keeps it in a file of its data dir, so that tokens survive a
+	// restart. Empty: a key made at start, so tokens end with the process.
 	TokenKey []byte
 	// ProxyPort proxies a request to a port of a tenant's sandbox (the
 	// service's port proxy); prefix is the URL path of the port's root.
 	// Without it, ports other than the agent's and the interpreter's are
 	// not served.
 	ProxyPort func(w http.ResponseWriter, r *http.Request, tenant, sandboxID string, port int, path, prefix string)
-	Logger    *slog.Logger
+	// PreviewDomain is the domain of the service's preview origins
+	// ("localhost:8080"): without host-based mode, create answers it as
+	// the sandbox's domain, so getHost(port) names the port's preview
+	// origin on this service, never E2B's public domain.
+	PreviewDomain string
+	Logger        *slog.Logger
 }
 
 // Adapter serves the E2B control plane, the agent API and the code
 // interpreter under Prefix.
 type Adapter struct {
-	ctl    *control.Service
-	jobs   *jobs.Manager
-	files  *files.Gateway
-	auth   func(ctx context.Context, key string) (string, error)
-	set    config.E2B
-	maxJob int64
-	log    *slog.Logger
-	// tokens are the per-sandbox access tokens (HMAC of tenant and
-	// sandbox id under a key made at start: they end with the process).
+	ctl   *control.Service
+	jobs  *jobs.Manager
+	files *files.Gateway
+	auth  func(ctx context.Context, key string) (tenant.Principal, error)
+	set   config.E2B
+	// previewDomain is Config.PreviewDomain.
+	previewDomain string
+	maxJob        int64
+	log           *slog.Logger
+	// tokens are the per-sandbox access tokens (package tokens): each
+	// names the key it was asked for with and is refused once that key is.
 	tokens *tokens.Signer
 
 	envd      http.Handler // the Connect services, prefix stripped
@@ -84,8 +92,8 @@ type Adapter struct {
 
 // New builds the adapter.
 func New(cfg Config) (*Adapter, error) {
-	if cfg.Control == nil || cfg.Jobs == nil || cfg.Files == nil || cfg.Authenticate == nil {
-		return nil, fmt.Errorf("e2b: control, jobs, files and Authenticate are required: %w", errdefs.ErrInvalidArgument)
+	if cfg.Control == nil || cfg.Jobs == nil || cfg.Files == nil {
+		return nil, fmt.Errorf("e2b: control, jobs and files are required: %w", errdefs.ErrInvalidArgument)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -100,7 +108,7 @@ func New(cfg Config) (*Adapter, error) {
 			return nil, fmt.Errorf("e2b: %w", err)
 		}
 	}
-	a := &Adapter{ctl: cfg.Control, jobs: cfg.Jobs, files: cfg.Files, auth: cfg.Authenticate, set: cfg.Settings,
+	a := &Adapter{ctl: cfg.Control, jobs: cfg.Jobs, files: cfg.Files, set: cfg.Settings, previewDomain: cfg.PreviewDomain,
 		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, tokens: signer, contexts: map[string]*contextSlot{}, proxyPort: cfg.ProxyPort}
 	a.procs.bySandbox = map[string]*sandboxProcs{}
 	mux := http.NewServeMux()
@@ -109,6 +117,17 @@ func New(cfg Config) (*Adapter, error) {
 	a.envd = mux
 	return a, nil
 }
+
+// Edge is what the HTTP server that serves the adapter lends it.
+type Edge struct {
+	// Authenticate answers who holds an API key of the service (the
+	// server notes the caller in the request's audit record).
+	Authenticate func(ctx context.Context, key string) (tenant.Principal, error)
+}
+
+// Bind gives the adapter the server that serves it: call it once, before
+// the first request. Until then no API key is accepted (503).
+func (a *Adapter) Bind(e Edge) { a.auth = e.Authenticate }
 
 // Route is one method and path pattern the adapter serves (under Prefix).
 type Route struct {
@@ -175,7 +194,7 @@ func (a *Adapter) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	if d, ok := errdefs.RetryAfter(err); ok {
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(d.Seconds()))))
 	}
-	writeJSON(w, status, apiError{Code: status, Message: err.Error()})
+	writeJSON(w, status, apiError{Code: status, Message: errdefs.Detail(err)})
 }
 
 type ctxKey int
@@ -183,10 +202,17 @@ type ctxKey int
 const (
 	tenantKey ctxKey = iota
 	sandboxKey
+	principalKey
 )
 
 func tenantOf(ctx context.Context) string  { v, _ := ctx.Value(tenantKey).(string); return v }
 func sandboxOf(ctx context.Context) string { v, _ := ctx.Value(sandboxKey).(string); return v }
+
+// principalOf is who made a control-plane call (the key its tokens name).
+func principalOf(ctx context.Context) tenant.Principal {
+	v, _ := ctx.Value(principalKey).(tenant.Principal)
+	return v
+}
 
 // apiKey authenticates a control-plane call by X-API-KEY: a key of the
 // service, or the same key spelled with an e2b_ prefix.
@@ -202,26 +228,44 @@ func (a *Adapter) apiKey(h http.HandlerFunc) http.HandlerFunc {
 			a.writeError(w, r, fmt.Errorf("missing X-API-KEY header: %w", errdefs.ErrUnauthenticated))
 			return
 		}
-		tenant, err := a.auth(r.Context(), key)
+		if a.auth == nil {
+			a.writeError(w, r, fmt.Errorf("the E2B adapter is not served yet: %w", errdefs.ErrUnavailable))
+			return
+		}
+		p, err := a.auth(r.Context(), key)
 		if err != nil && strings.HasPrefix(key, "e2b_") {
-			tenant, err = a.auth(r.Context(), strings.TrimPrefix(key, "e2b_"))
+			p, err = a.auth(r.Context(), strings.TrimPrefix(key, "e2b_"))
 		}
 		if err != nil {
 			a.writeError(w, r, err)
 			return
 		}
-		h(w, r.WithContext(context.WithValue(r.Context(), tenantKey, tenant)))
+		ctx := context.WithValue(context.WithValue(r.Context(), tenantKey, p.Tenant), principalKey, p)
+		h(w, r.WithContext(ctx))
 	}
 }
 
-// accessToken is the per-sandbox token given at create (package tokens).
-func (a *Adapter) accessToken(tenant, sandboxID string) string {
-	return a.tokens.Sign(tenant, sandboxID)
+// accessToken is the per-sandbox token given at create, connect and get
+// (package tokens), made for the caller's key.
+func (a *Adapter) accessToken(ctx context.Context, sandboxID string) string {
+	p := principalOf(ctx)
+	return a.tokens.Sign(tokens.Claims{Tenant: p.Tenant, SandboxID: sandboxID, KeyID: p.KeyID, KeyTenant: p.KeyTenant})
 }
 
-// checkToken answers the tenant of a valid token of sandboxID.
-func (a *Adapter) checkToken(token, sandboxID string) (string, bool) {
-	return a.tokens.Check(token, sandboxID)
+// checkToken answers the tenant of a valid token of sandboxID whose key is
+// live: otherwise 401 (code token_revoked for a dead key).
+func (a *Adapter) checkToken(ctx context.Context, token, sandboxID string) (string, error) {
+	c, err := a.tokens.Check(token, sandboxID)
+	switch {
+	case errors.Is(err, tokens.ErrOutdated):
+		return "", fmt.Errorf("the access token for sandbox %q is of an earlier format: connect to the sandbox again for a new one: %w", sandboxID, errdefs.ErrUnauthenticated)
+	case err != nil:
+		return "", fmt.Errorf("missing or wrong access token for sandbox %q: %w", sandboxID, errdefs.ErrUnauthenticated)
+	}
+	if err := a.ctl.KeyLive(ctx, c.IssuerTenant(), c.KeyID); err != nil {
+		return "", err
+	}
+	return c.Tenant, nil
 }
 
 // sandboxAuth authenticates sandbox traffic: E2b-Sandbox-Id names the
@@ -239,9 +283,9 @@ func (a *Adapter) sandboxAuth(h http.HandlerFunc) http.HandlerFunc {
 		if token == "" {
 			token = r.Header.Get("E2B-Traffic-Access-Token")
 		}
-		tenant, ok := a.checkToken(token, id)
-		if !ok {
-			a.writeError(w, r, fmt.Errorf("missing or wrong access token for sandbox %q: %w", id, errdefs.ErrUnauthenticated))
+		tenant, err := a.checkToken(r.Context(), token, id)
+		if err != nil {
+			a.writeError(w, r, err)
 			return
 		}
 		// A token outlives nothing: once the sandbox is gone (killed,

@@ -11,7 +11,8 @@
 // code in gen/, made by `make proto`).
 //
 // Import rules (internal/layering): it sits beside httpapi, which mounts
-// it. It may import control, jobs, files, config, sandbox, errdefs and its
-// generated code; it must not import httpapi, client, the store, a driver,
+// it. It may import control, jobs, files, config, sandbox, tenant (the
+// caller's key, which its tokens name), errdefs and its generated code; it
+// must not import httpapi, client, the store, a driver,
 // the job log or the agent packages.
 package e2b

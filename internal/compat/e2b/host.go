@@ -18,12 +18,18 @@ import (
 // E2b-Sandbox-Port from the host name; other ports under /e2b/ports), so
 // both modes run the same handlers, behind the same middleware.
 
-// domain is the sandboxes' domain the SDKs get (nil: header mode).
+// domain is the sandboxes' domain the SDKs get: the host-based mode's, or
+// else the service's preview domain, so that getHost(port) names a host of
+// this service (a preview origin, opened with a preview link) and never a
+// public domain of E2B's (nil: neither is known).
 func (a *Adapter) domain() *string {
-	if a.set.SandboxDomain == "" {
+	d := a.set.SandboxDomain
+	if d == "" {
+		d = a.previewDomain
+	}
+	if d == "" {
 		return nil
 	}
-	d := a.set.SandboxDomain
 	return &d
 }
 

@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -110,11 +111,11 @@ func (a *Adapter) createSandbox(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, a.created(tenant, out.Sandbox))
+	writeJSON(w, http.StatusCreated, a.created(r.Context(), out.Sandbox))
 }
 
-func (a *Adapter) created(tenant string, sb *sandbox.Sandbox) created {
-	tok := a.accessToken(tenant, sb.ID)
+func (a *Adapter) created(ctx context.Context, sb *sandbox.Sandbox) created {
+	tok := a.accessToken(ctx, sb.ID)
 	return created{SandboxID: sb.ID, TemplateID: templateOf(sb), ClientID: "genesis", EnvdVersion: envdVersion,
 		EnvdAccessToken: tok, TrafficAccessToken: tok, Domain: a.domain()}
 }
@@ -126,14 +127,16 @@ func templateOf(sb *sandbox.Sandbox) string {
 	return sb.Profile
 }
 
-func (a *Adapter) detail(sb *sandbox.Sandbox) detail {
+// detail is sb as get and list show it; started is when the caller's
+// create or lease of it happened (shared.StartedAt).
+func (a *Adapter) detail(sb *sandbox.Sandbox, started time.Time) detail {
 	md := map[string]string{}
 	for k, v := range sb.Metadata {
 		if k != templateKey {
 			md[k] = v
 		}
 	}
-	d := detail{SandboxID: sb.ID, TemplateID: templateOf(sb), ClientID: "genesis", StartedAt: sb.CreatedAt,
+	d := detail{SandboxID: sb.ID, TemplateID: templateOf(sb), ClientID: "genesis", StartedAt: started.UTC(),
 		CPUCount: max(1, int(sb.Resources.CPU+0.999)), MemoryMB: sb.Resources.MemoryMB, DiskSizeMB: sb.Resources.DiskMB,
 		Metadata: md, State: "running", EnvdVersion: envdVersion, Domain: a.domain()}
 	if sb.ExpiresAt != nil {
@@ -149,8 +152,13 @@ func (a *Adapter) getSandbox(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	d := a.detail(sb)
-	d.EnvdAccessToken = a.accessToken(tenantOf(r.Context()), sb.ID)
+	started, err := shared.StartedAt(r.Context(), a.ctl, tenantOf(r.Context()), sb)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	d := a.detail(sb, started)
+	d.EnvdAccessToken = a.accessToken(r.Context(), sb.ID)
 	writeJSON(w, http.StatusOK, d)
 }
 
@@ -195,10 +203,15 @@ func (a *Adapter) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
+	starts, err := shared.Starts(r.Context(), a.ctl, f.Tenant)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
 	out := []detail{}
 	for _, sb := range list {
 		if shared.Running(sb.State) {
-			out = append(out, a.detail(sb))
+			out = append(out, a.detail(sb, shared.StartOf(sb, starts)))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -248,7 +261,7 @@ func (a *Adapter) connectSandbox(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, a.created(tenantOf(r.Context()), sb))
+	writeJSON(w, http.StatusOK, a.created(r.Context(), sb))
 }
 
 // killSandbox serves DELETE /sandboxes/{id}: its lease is released

@@ -3,6 +3,7 @@ package opensandbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/jobs"
+	"genesis.dev/sandbox/internal/tenant"
 )
 
 // Prefix is where the adapter is mounted: OPEN_SANDBOX_DOMAIN is
@@ -37,39 +39,49 @@ type Config struct {
 	Control *control.Service
 	Jobs    *jobs.Manager
 	Files   *files.Gateway
-	// Authenticate answers the tenant of an API key of the service.
-	Authenticate func(ctx context.Context, key string) (string, error)
 	// Settings are the adapter's configuration (images, timeouts).
 	Settings config.OpenSandbox
 	// MaxJobTimeoutMS is the longest a command may run (limits.max_exec_timeout_ms).
 	MaxJobTimeoutMS int64
-	// TokenKey keys the per-sandbox tokens (package tokens); empty: a key
-	// made at start, so tokens end with the process.
+	// TokenKey keys the per-sandbox tokens (package tokens); the service
+	// keeps it in a file of its data dir, so that tokens survive a
+	// restart. Empty: a key made at start, so tokens end with the process.
 	TokenKey []byte
-	// NoteError, if set, is told the code of each error answer (the
-	// service's audit record of the request carries it).
-	NoteError func(r *http.Request, code string)
-	Logger    *slog.Logger
+	// PublicHost is the service's host[:port] as callers reach it (from its
+	// public URL): the endpoints answered are under it, never under a
+	// request's Host header.
+	PublicHost string
+	// Preview, if set, opens another port of a sandbox to the caller: the
+	// port's own preview origin (host[:port], no scheme) and a link token
+	// the SDK sends in PreviewHeader.
+	Preview func(ctx context.Context, by tenant.Principal, sandboxID string, port int) (host, token string, err error)
+	Logger  *slog.Logger
 }
+
+// PreviewHeader carries a preview link's token to a preview origin.
+const PreviewHeader = "X-Genesis-Preview-Token"
 
 // Adapter serves the OpenSandbox lifecycle and execd APIs under Prefix.
 type Adapter struct {
 	ctl    *control.Service
 	jobs   *jobs.Manager
 	files  *files.Gateway
-	auth   func(ctx context.Context, key string) (string, error)
+	auth   func(ctx context.Context, key string) (tenant.Principal, error)
 	set    config.OpenSandbox
 	maxJob int64
 	log    *slog.Logger
 	tokens *tokens.Signer
 	note   func(r *http.Request, code string)
-	ctx    contexts
+	// publicHost and preview are Config.PublicHost and Config.Preview.
+	publicHost string
+	preview    func(ctx context.Context, by tenant.Principal, sandboxID string, port int) (host, token string, err error)
+	ctx        contexts
 }
 
 // New builds the adapter.
 func New(cfg Config) (*Adapter, error) {
-	if cfg.Control == nil || cfg.Jobs == nil || cfg.Files == nil || cfg.Authenticate == nil {
-		return nil, fmt.Errorf("opensandbox: control, jobs, files and Authenticate are required: %w", errdefs.ErrInvalidArgument)
+	if cfg.Control == nil || cfg.Jobs == nil || cfg.Files == nil {
+		return nil, fmt.Errorf("opensandbox: control, jobs and files are required: %w", errdefs.ErrInvalidArgument)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -84,10 +96,24 @@ func New(cfg Config) (*Adapter, error) {
 			return nil, fmt.Errorf("opensandbox: %w", err)
 		}
 	}
-	return &Adapter{ctl: cfg.Control, jobs: cfg.Jobs, files: cfg.Files, auth: cfg.Authenticate, set: cfg.Settings,
-		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, tokens: signer, note: cfg.NoteError,
+	return &Adapter{ctl: cfg.Control, jobs: cfg.Jobs, files: cfg.Files, set: cfg.Settings,
+		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, tokens: signer, publicHost: cfg.PublicHost, preview: cfg.Preview,
 		ctx: contexts{def: map[string]*defaultContext{}}}, nil
 }
+
+// Edge is what the HTTP server that serves the adapter lends it.
+type Edge struct {
+	// Authenticate answers who holds an API key of the service (the
+	// server notes the caller in the request's audit record).
+	Authenticate func(ctx context.Context, key string) (tenant.Principal, error)
+	// NoteError, if set, is told the code of each error answer (the
+	// server's audit record of the request carries it).
+	NoteError func(r *http.Request, code string)
+}
+
+// Bind gives the adapter the server that serves it: call it once, before
+// the first request. Until then no API key is accepted (503).
+func (a *Adapter) Bind(e Edge) { a.auth, a.note = e.Authenticate, e.NoteError }
 
 // Route is one method and path pattern the adapter serves.
 type Route struct {
@@ -139,10 +165,17 @@ type ctxKey int
 const (
 	tenantKey ctxKey = iota
 	sandboxKey
+	principalKey
 )
 
 func tenantOf(ctx context.Context) string  { v, _ := ctx.Value(tenantKey).(string); return v }
 func sandboxOf(ctx context.Context) string { v, _ := ctx.Value(sandboxKey).(string); return v }
+
+// principalOf is who made a lifecycle call (the key its tokens name).
+func principalOf(ctx context.Context) tenant.Principal {
+	v, _ := ctx.Value(principalKey).(tenant.Principal)
+	return v
+}
 
 // apiError is the SDK's error body: {code, message}.
 type apiError struct {
@@ -170,7 +203,7 @@ func (a *Adapter) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	if status >= 500 {
 		a.log.Error("opensandbox adapter", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	writeJSON(w, status, apiError{Code: code, Message: err.Error()})
+	writeJSON(w, status, apiError{Code: code, Message: errdefs.Detail(err)})
 }
 
 // apiKey authenticates a lifecycle call: OPEN-SANDBOX-API-KEY (or an
@@ -185,25 +218,47 @@ func (a *Adapter) apiKey(h http.HandlerFunc) http.HandlerFunc {
 			a.writeError(w, r, errdefs.WithCode("unauthorized", fmt.Errorf("missing OPEN-SANDBOX-API-KEY header: %w", errdefs.ErrUnauthenticated)))
 			return
 		}
-		tenant, err := a.auth(r.Context(), key)
+		if a.auth == nil {
+			a.writeError(w, r, fmt.Errorf("the OpenSandbox adapter is not served yet: %w", errdefs.ErrUnavailable))
+			return
+		}
+		p, err := a.auth(r.Context(), key)
 		if err != nil {
 			a.writeError(w, r, err)
 			return
 		}
-		h(w, r.WithContext(context.WithValue(r.Context(), tenantKey, tenant)))
+		ctx := context.WithValue(context.WithValue(r.Context(), tenantKey, p.Tenant), principalKey, p)
+		h(w, r.WithContext(ctx))
 	}
 }
 
-// execdAuth authenticates an execd call: the sandbox's token, and the
-// sandbox must still run (a token outlives nothing).
+// execdToken is the token of an endpoint of a sandbox, made for the
+// caller's key.
+func (a *Adapter) execdToken(ctx context.Context, sandboxID string) string {
+	p := principalOf(ctx)
+	return a.tokens.Sign(tokens.Claims{Tenant: p.Tenant, SandboxID: sandboxID, KeyID: p.KeyID, KeyTenant: p.KeyTenant})
+}
+
+// execdAuth authenticates an execd call: the sandbox's token, made with a
+// key that is still live, and the sandbox must still run (a token outlives
+// nothing).
 func (a *Adapter) execdAuth(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
-		tenant, ok := a.tokens.Check(r.Header.Get(TokenHeader), id)
-		if !ok {
-			a.writeError(w, r, errdefs.WithCode("unauthorized", fmt.Errorf("missing or wrong %s for sandbox %q (take the headers GET /v1/sandboxes/{id}/endpoints/44772 answers): %w", TokenHeader, id, errdefs.ErrUnauthenticated)))
+		c, err := a.tokens.Check(r.Header.Get(TokenHeader), id)
+		switch {
+		case errors.Is(err, tokens.ErrOutdated):
+			err = errdefs.WithCode("unauthorized", fmt.Errorf("the %s for sandbox %q is of an earlier format: take the headers GET /v1/sandboxes/{id}/endpoints/44772 answers now: %w", TokenHeader, id, errdefs.ErrUnauthenticated))
+		case err != nil:
+			err = errdefs.WithCode("unauthorized", fmt.Errorf("missing or wrong %s for sandbox %q (take the headers GET /v1/sandboxes/{id}/endpoints/44772 answers): %w", TokenHeader, id, errdefs.ErrUnauthenticated))
+		default:
+			err = a.ctl.KeyLive(r.Context(), c.IssuerTenant(), c.KeyID)
+		}
+		if err != nil {
+			a.writeError(w, r, err)
 			return
 		}
+		tenant := c.Tenant
 		sb, err := a.ctl.GetSandbox(r.Context(), tenant, id)
 		if err == nil && !shared.Running(sb.State) {
 			err = errdefs.WithCode("sandbox_not_running", fmt.Errorf("sandbox %s is %s: %w", id, sb.State, errdefs.ErrFailedPrecondition))

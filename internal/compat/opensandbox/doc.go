@@ -15,7 +15,8 @@
 // carry (package tokens).
 //
 // Import rules (internal/layering): it sits beside httpapi, which mounts
-// it. It may import control, jobs, files, config, sandbox, errdefs and
-// compat/tokens; it must not import httpapi, client, the store, a driver,
+// it. It may import control, jobs, files, config, sandbox, tenant (the
+// caller's key, which its tokens name), errdefs and compat/tokens; it must
+// not import httpapi, client, the store, a driver,
 // the job log or the agent packages.
 package opensandbox

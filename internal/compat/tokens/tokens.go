@@ -1,8 +1,16 @@
 // Package tokens makes and checks the per-sandbox data-plane tokens the
-// compatibility adapters (E2B, OpenSandbox) hand out at create: the tenant
-// and an HMAC of (tenant, sandbox id) under a key made at start. A token
-// opens one sandbox only; deleting the sandbox revokes it, since every call
-// then finds no sandbox; it does not outlive the process that made it.
+// compatibility adapters (E2B, OpenSandbox) hand out: the E2B access and
+// traffic token, the OpenSandbox execd token.
+//
+// A token is "gst_v2.<payload>.<mac>": the payload is base64url JSON naming
+// the sandbox, its tenant and the API key the token was asked for with;
+// the MAC is HMAC-SHA256 over "gst_v2." + payload under the service's
+// token key (a file of the data dir, so tokens survive a restart). A token
+// opens one sandbox only. It has no expiry of its own: it dies with the
+// sandbox (ids are never reused, and every call looks the sandbox up) and
+// with its key, which the adapters check at every use (control.KeyLive).
+// Tokens of the earlier format ("gst_" and the tenant, no key) are
+// ErrOutdated.
 //
 // Import rule (internal/layering): a leaf, the standard library only.
 package tokens
@@ -12,18 +20,55 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 )
 
 // prefix starts every token, so that one is recognisable in a log or a
-// leaked file.
-const prefix = "gst_"
+// leaked file; version follows it.
+const (
+	prefix  = "gst_"
+	version = "v2"
+	head    = prefix + version + "."
+)
+
+// maxTokenBytes bounds a token read from a request.
+const maxTokenBytes = 1024
+
+// Errors of Check.
+var (
+	// ErrInvalid: not a token of this signer for this sandbox (missing,
+	// malformed, forged, or another sandbox's).
+	ErrInvalid = errors.New("not a valid token for this sandbox")
+	// ErrOutdated: a token of the earlier format, which named no API key;
+	// the client must ask for a new one.
+	ErrOutdated = errors.New("a token of an earlier format, which names no API key")
+)
+
+// Claims are what a token says.
+type Claims struct {
+	Tenant    string `json:"t"`
+	SandboxID string `json:"s"`
+	// KeyID is the API key the token was asked for with; KeyTenant that
+	// key's tenant when it is not Tenant.
+	KeyID     string `json:"i"`
+	KeyTenant string `json:"a,omitempty"`
+}
+
+// IssuerTenant is the tenant of the key the token was asked for with.
+func (c Claims) IssuerTenant() string {
+	if c.KeyTenant != "" {
+		return c.KeyTenant
+	}
+	return c.Tenant
+}
 
 // Signer makes and checks tokens under one key.
 type Signer struct{ key []byte }
 
-// New returns a Signer with a fresh random key.
+// New returns a Signer with a fresh random key (its tokens end with it).
 func New() (*Signer, error) {
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
@@ -32,37 +77,54 @@ func New() (*Signer, error) {
 	return &Signer{key: key}, nil
 }
 
-// WithKey returns a Signer with key (tests).
+// WithKey returns a Signer with key.
 func WithKey(key []byte) *Signer { return &Signer{key: key} }
 
-// Sign is the token of tenant's sandbox.
-func (s *Signer) Sign(tenant, sandboxID string) string {
-	return prefix + base64.RawURLEncoding.EncodeToString([]byte(tenant)) + "." +
-		base64.RawURLEncoding.EncodeToString(s.mac(tenant, sandboxID))
+// Sign is the token of c.
+func (s *Signer) Sign(c Claims) string {
+	if c.KeyTenant == c.Tenant {
+		c.KeyTenant = ""
+	}
+	b, _ := json.Marshal(c)
+	payload := head + base64.RawURLEncoding.EncodeToString(b)
+	return payload + "." + base64.RawURLEncoding.EncodeToString(s.mac(payload))
 }
 
-func (s *Signer) mac(tenant, sandboxID string) []byte {
+func (s *Signer) mac(payload string) []byte {
 	m := hmac.New(sha256.New, s.key)
-	m.Write([]byte(tenant))
-	m.Write([]byte{0})
-	m.Write([]byte(sandboxID))
+	m.Write([]byte(payload))
 	return m.Sum(nil)
 }
 
-// Check answers the tenant of a valid token of sandboxID.
-func (s *Signer) Check(token, sandboxID string) (string, bool) {
-	rest, ok := strings.CutPrefix(token, prefix)
+// Check answers the claims of a valid token of sandboxID: ErrInvalid or
+// ErrOutdated otherwise. Whether its key is still live is the caller's
+// check.
+func (s *Signer) Check(token, sandboxID string) (Claims, error) {
+	if len(token) > maxTokenBytes {
+		return Claims{}, ErrInvalid
+	}
+	rest, ok := strings.CutPrefix(token, head)
 	if !ok {
-		return "", false
+		if strings.HasPrefix(token, prefix) && strings.Count(token, ".") == 1 {
+			return Claims{}, ErrOutdated
+		}
+		return Claims{}, ErrInvalid
 	}
-	t64, m64, ok := strings.Cut(rest, ".")
+	body, sig, ok := strings.Cut(rest, ".")
 	if !ok {
-		return "", false
+		return Claims{}, ErrInvalid
 	}
-	tenant, err1 := base64.RawURLEncoding.DecodeString(t64)
-	sum, err2 := base64.RawURLEncoding.DecodeString(m64)
-	if err1 != nil || err2 != nil || !hmac.Equal(sum, s.mac(string(tenant), sandboxID)) {
-		return "", false
+	sum, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil || !hmac.Equal(sum, s.mac(head+body)) {
+		return Claims{}, ErrInvalid
 	}
-	return string(tenant), true
+	raw, err := base64.RawURLEncoding.DecodeString(body)
+	if err != nil {
+		return Claims{}, ErrInvalid
+	}
+	var c Claims
+	if err := json.Unmarshal(raw, &c); err != nil || c.Tenant == "" || c.KeyID == "" || c.SandboxID != sandboxID {
+		return Claims{}, ErrInvalid
+	}
+	return c, nil
 }

@@ -45,6 +45,10 @@ type Config struct {
 	AgentDir string
 	// ProbeTimeout bounds one runtime's smoke run.
 	ProbeTimeout time.Duration
+	// Self is the container the service runs in (FindSelf), nil when it
+	// runs on the daemon's host: bind-mount sources are then translated
+	// to where the daemon finds them.
+	Self *SelfContainer
 	// Logger receives operational logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -281,6 +285,17 @@ func checkHardening(want, got hostConfig) error {
 // runtime_unavailable (both errdefs.ErrFailedPrecondition); nothing is left
 // behind on failure.
 func (d *Driver) Create(ctx context.Context, spec driver.Spec) (string, error) {
+	if d.cfg.Self != nil && len(spec.Mounts) > 0 {
+		mounts := slices.Clone(spec.Mounts)
+		for i := range mounts {
+			src, err := d.hostSource(mounts[i].Source)
+			if err != nil {
+				return "", fmt.Errorf("docker: create container %s: mount %s: %w", spec.Name, mounts[i].Target, err)
+			}
+			mounts[i].Source = src
+		}
+		spec.Mounts = mounts
+	}
 	body, err := buildCreate(spec)
 	if err != nil {
 		return "", err

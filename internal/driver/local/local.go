@@ -86,8 +86,24 @@ func (l *Sandboxer) AgentDialer(id string) driver.Dialer {
 	return func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "unix", path) }
 }
 
-// QuotaAvailable says whether loop-mounted workspace quotas work here.
-func (l *Sandboxer) QuotaAvailable() (bool, string) { return l.quota.Available() }
+// mountReacher is the driver's optional answer to whether file systems
+// this process mounts below dir are seen by the containers it binds dir
+// into (the Docker driver's, when the service runs in a container).
+type mountReacher interface {
+	MountsReach(dir string) (bool, string)
+}
+
+// QuotaAvailable says whether loop-mounted workspace quotas work here: the
+// driver's containers would see them (asked first: without that nothing
+// else helps), and this host can make them.
+func (l *Sandboxer) QuotaAvailable() (bool, string) {
+	if r, ok := l.d.(mountReacher); ok {
+		if ok, why := r.MountsReach(l.root); !ok {
+			return false, why
+		}
+	}
+	return l.quota.Available()
+}
 
 // CreateSandbox makes the sandbox's directories (the workspace owned by
 // spec.UID:GID, quota-limited when spec.DiskMB is set) and its container,

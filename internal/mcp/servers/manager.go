@@ -1,6 +1,7 @@
 package servers
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -59,13 +60,15 @@ type leases interface {
 	GetNetwork(ctx context.Context, tenant, id string) (*sandbox.Network, error)
 }
 
-// jobRunner is what the manager needs of jobs.
+// jobRunner is what the manager needs of jobs. The reservation of a
+// server's sandbox (control.AttachOptions.Reservation) goes with each call
+// that reaches into it.
 type jobRunner interface {
 	StartServer(ctx context.Context, in jobs.ExecInput) (*sandbox.Job, error)
 	ServerOutputLimit() int64
-	OpenStdin(ctx context.Context, tenant, jobID string) (io.WriteCloser, error)
+	OpenStdinAs(ctx context.Context, tenant, reservation, jobID string) (io.WriteCloser, error)
 	CopyOutput(ctx context.Context, tenant, jobID string, stdout io.Writer) error
-	CancelJob(ctx context.Context, tenant, jobID string) (*sandbox.Job, error)
+	CancelJobAs(ctx context.Context, tenant, reservation, jobID string) (*sandbox.Job, error)
 	GetJob(ctx context.Context, tenant, jobID string) (*sandbox.Job, error)
 }
 
@@ -95,14 +98,17 @@ type Config struct {
 	// (pause and abort of the instance's sandbox's agent).
 	Gate trace.Gate
 	// DialPort, if set, connects to a TCP port inside a sandbox (the port
-	// primitive), for servers of transport http; without it they are
+	// primitive) for the workload of reservation ("" for a sandbox of the
+	// tenant's), for servers of transport http; without it they are
 	// refused.
-	DialPort func(ctx context.Context, tenant, sandboxID string, port int) (net.Conn, error)
+	DialPort func(ctx context.Context, tenant, sandboxID, reservation string, port int) (net.Conn, error)
 	// NetworkEvents, if set, pages a sandbox's egress events (control's
 	// ListNetworkEvents); the call log joins them to each call's window.
 	NetworkEvents func(ctx context.Context, tenant, sandboxID string, cursor int64, limit int) ([]sandbox.NetworkEvent, int64, error)
 	// Secret reads an operator secret by name (network.secrets), for a
-	// catalog entry's env_secrets; nil refuses such entries.
+	// catalog entry's env_secrets; nil refuses such entries. A server that
+	// holds such a secret runs in a sandbox of its own reserved to it
+	// (control.AttachOptions.Reservation): no tenant reaches inside it.
 	Secret func(name string) (string, error)
 	Logger *slog.Logger
 	Now    func() time.Time
@@ -162,6 +168,11 @@ func New(cfg Config) (*Manager, error) {
 	return m, nil
 }
 
+// Drain stops every instance as Close does, when the service starts to
+// stop: an instance's own lease is this process's, not a holder's, and the
+// drain of the sandboxes would wait its whole timeout for it.
+func (m *Manager) Drain(context.Context) { m.Close() }
+
 // Close stops every instance and waits for them.
 func (m *Manager) Close() {
 	m.stop()
@@ -202,6 +213,10 @@ type CreateRequest struct {
 	// ApprovalTTLSeconds is how long a call of a tools.approve tool waits
 	// for its decision (default 300; at most the call ceiling).
 	ApprovalTTLSeconds int64 `json:"approval_ttl_seconds,omitempty"`
+	// CreatedBy is the id of the API key that asks (set by the caller,
+	// never read from a body): that key may not approve the instance's
+	// calls or changed tools.
+	CreatedBy string `json:"-"`
 }
 
 // Spec is an ad-hoc server: a command in a profile.
@@ -258,6 +273,8 @@ type Instance struct {
 	// name: "env:VAR=secret" for env_secrets, "gateway:TOOL" for operator
 	// tools (whose credentials stay at the gateway). Never their values.
 	Secrets []string `json:"secrets,omitempty"`
+	// CreatedBy is the id of the API key that started the instance.
+	CreatedBy string `json:"created_by,omitempty"`
 }
 
 // instance is one running server.
@@ -270,6 +287,9 @@ type instance struct {
 	http      *httpSpec // transport http: where the server listens
 	cancel    context.CancelFunc
 	done      chan struct{}
+	// reservation is what the instance's sandboxes are reserved to
+	// (mcp:<id>) when its server holds operator secrets; "" otherwise.
+	reservation string
 
 	// rollover is set when the server is stopped because its stdout
 	// neared the output limit: the next start is planned, not a failure.
@@ -333,6 +353,11 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 		}
 	default:
 		return nil, invalid("one of catalog and spec is required")
+	}
+	if req.LeaseID != "" {
+		if err := needOwnSandbox(entry); err != nil {
+			return nil, err
+		}
 	}
 	switch req.Scope {
 	case "", "dedicated":
@@ -439,13 +464,18 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 	for _, t := range entry.Permissions.Tools {
 		secrets = append(secrets, "gateway:"+t)
 	}
-	in.view = Instance{ID: id, Tenant: tenant, Catalog: entry.Name, Command: entry.Command, Profile: entry.Profile, Scope: req.Scope, Secrets: secrets,
+	in.view = Instance{ID: id, Tenant: tenant, CreatedBy: req.CreatedBy, Catalog: entry.Name, Command: entry.Command, Profile: entry.Profile, Scope: req.Scope, Secrets: secrets,
 		Endpoint: "/v1/mcp/servers/" + id + "/mcp", Risk: dec.Risk, Network: dec.Network, Decision: dec, State: StateStarting,
 		Tools: rules, PinMode: mode, IdleTTLSeconds: req.IdleTTLSeconds, CreatedAt: now, LastUsedAt: now}
 
-	env, err := m.serverEnv(entry) // before the sandbox: nothing to undo
+	env, secretValues, err := m.serverEnv(entry) // before the sandbox: nothing to undo
 	if err != nil {
 		return nil, err
+	}
+	if len(secretValues) > 0 {
+		// Operator secrets go into no sandbox a tenant reaches: the
+		// server's sandboxes are reserved to the instance.
+		in.reservation = "mcp:" + id
 	}
 
 	// The sandbox: a lease of its own, or the tenant's.
@@ -457,6 +487,9 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 		}
 		if l.State != sandbox.LeaseActive {
 			return nil, errdefs.WithCode("lease_not_active", fmt.Errorf("lease %s is %s: %w", l.ID, l.State, errdefs.ErrFailedPrecondition))
+		}
+		if err := control.CheckReservation(&sandbox.Sandbox{ID: l.SandboxID, Reserved: l.Reserved}, ""); err != nil {
+			return nil, err // another server's own sandbox, which holds operator secrets
 		}
 		if req.Runtime != "" && l.Runtime.Isolation() < req.Runtime.Isolation() {
 			return nil, errdefs.WithCode("runtime_too_weak", fmt.Errorf(
@@ -474,21 +507,22 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 		if err != nil {
 			return nil, err
 		}
-		if !policyWithin(n.Policy, *networkPolicy(dec)) {
+		if !n.Policy.Within(*networkPolicy(dec)) {
 			return nil, errdefs.WithCode("lease_network_wider", fmt.Errorf(
 				"lease %s's sandbox has network %s, wider than the server's decision (network %s): %w",
-				l.ID, describePolicy(n.Policy), describePolicy(*networkPolicy(dec)), errdefs.ErrFailedPrecondition))
+				l.ID, n.Policy, *networkPolicy(dec), errdefs.ErrFailedPrecondition))
 		}
 		in.view.LeaseID, in.view.SandboxID, in.view.Runtime, in.view.Profile = l.ID, l.SandboxID, l.Runtime, l.Profile
 	} else {
-		out, err := m.ownLease(ctx, tenant, "mcp:"+id, entry.Profile, dec, req.Runtime, map[string]string{"mcp_server": id})
+		out, err := m.ownLease(ctx, tenant, "mcp:"+id, entry.Profile, dec, req.Runtime, map[string]string{"mcp_server": id}, in.reservation)
 		if err != nil {
 			return nil, err
 		}
 		sb = out.Sandbox
 		in.view.LeaseID, in.view.OwnLease, in.view.SandboxID, in.view.Runtime, in.view.Profile = out.Lease.ID, true, sb.ID, sb.Runtime, sb.Profile
 	}
-	in.cmd = jobs.ExecInput{Tenant: tenant, SandboxID: in.view.SandboxID, Command: entry.Command, Cwd: entry.Cwd, Env: env}
+	in.cmd = jobs.ExecInput{Tenant: tenant, SandboxID: in.view.SandboxID, Command: entry.Command, Cwd: entry.Cwd, Env: env,
+		Reservation: in.reservation, Secrets: secretValues}
 
 	rctx, cancel := context.WithCancel(m.ctx)
 	in.cancel = cancel
@@ -523,7 +557,7 @@ type httpSpec struct {
 func (m *Manager) startHTTP(ctx context.Context, in *instance, jobID string) (sdk.Transport, error) {
 	tenant, sandboxID, spec := in.cmd.Tenant, in.view.SandboxID, *in.http
 	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return m.cfg.DialPort(ctx, tenant, sandboxID, spec.port)
+		return m.cfg.DialPort(ctx, tenant, sandboxID, in.reservation, spec.port)
 	}
 	wait := in.cfg.InitTimeout
 	if wait <= 0 {
@@ -565,12 +599,13 @@ type callSpec struct {
 }
 
 // ownLease leases a sandbox for a server of decision dec (at least as
-// strong a runtime as rt, if given) and checks its placement.
-func (m *Manager) ownLease(ctx context.Context, tenant, holder, profile string, dec Decision, rt sandbox.Runtime, meta map[string]string) (*control.LeaseOutput, error) {
+// strong a runtime as rt, if given), reserved to reservation if set, and
+// checks its placement.
+func (m *Manager) ownLease(ctx context.Context, tenant, holder, profile string, dec Decision, rt sandbox.Runtime, meta map[string]string, reservation string) (*control.LeaseOutput, error) {
 	ttl := int64(m.cfg.LeaseTTL / time.Second)
 	out, err := m.cfg.Leases.AcquireLease(ctx, control.AcquireLeaseInput{
 		Tenant: tenant, Profile: profile, RiskLevel: string(dec.Risk), Runtime: string(rt), TTLSeconds: &ttl, Holder: holder,
-		Network: networkPolicy(dec), Metadata: meta,
+		Network: networkPolicy(dec), Metadata: meta, Reserved: reservation,
 	})
 	if err != nil {
 		return nil, err
@@ -578,6 +613,10 @@ func (m *Manager) ownLease(ctx context.Context, tenant, holder, profile string, 
 	if out.Sandbox.Runtime.Isolation() < dec.Isolation.Isolation() { // placement is policy's; check it anyway
 		m.release(tenant, out.Lease.ID)
 		return nil, fmt.Errorf("lease placed a risk %s server on %s: %w", dec.Risk, out.Sandbox.Runtime, errdefs.ErrInternal)
+	}
+	if out.Sandbox.Reserved != reservation { // the claim's; check it anyway
+		m.release(tenant, out.Lease.ID)
+		return nil, fmt.Errorf("lease's sandbox is reserved to %q, not %q: %w", out.Sandbox.Reserved, reservation, errdefs.ErrInternal)
 	}
 	return out, nil
 }
@@ -588,7 +627,7 @@ func (m *Manager) ownLease(ctx context.Context, tenant, holder, profile string, 
 func (m *Manager) callServer(ctx context.Context, in *instance) (sdk.Transport, string, func(), error) {
 	tenant, id, spec := in.cmd.Tenant, in.view.ID, in.callSpec
 	out, err := m.ownLease(ctx, tenant, "mcp:"+id+":call", spec.profile, spec.decision, spec.runtime,
-		map[string]string{"mcp_server": id, "mcp_scope": "ephemeral"})
+		map[string]string{"mcp_server": id, "mcp_scope": "ephemeral"}, in.reservation)
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -605,9 +644,9 @@ func (m *Manager) callServer(ctx context.Context, in *instance) (sdk.Transport, 
 	kill := func(string) {
 		kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_, _ = m.cfg.Jobs.CancelJob(kctx, tenant, job.ID)
+		_, _ = m.cfg.Jobs.CancelJobAs(kctx, tenant, in.reservation, job.ID)
 	}
-	stdin, err := m.cfg.Jobs.OpenStdin(jctx, tenant, job.ID)
+	stdin, err := m.cfg.Jobs.OpenStdinAs(jctx, tenant, in.reservation, job.ID)
 	if err != nil {
 		stop()
 		kill("")
@@ -635,22 +674,64 @@ func (m *Manager) callServer(ctx context.Context, in *instance) (sdk.Transport, 
 // bytes, at the end of a line (an answer is whole), or past hard bytes in
 // any case, it calls full once: the server is stopped and started again
 // before the agent's output limit would silence it.
+//
+// It passes whole lines only: the end of the output that is not a line
+// yet waits for its newline. The stop that full asks for may cut a line
+// (the process killed mid-write, or its log full); that line never reaches
+// the bridge, which would judge it a protocol breach, so the stop stays a
+// planned restart. Without a planned stop, a last line without newline is
+// passed on at the end (the bridge judges it like any other).
 type outputMeter struct {
 	w          io.Writer
 	soft, hard int64
 	full       func()
 	n          int64
 	done       bool
+	partial    []byte
 }
 
+// maxPartial is the most the meter holds back of one line: a longer line
+// passes on as it comes, and the bridge refuses it as too long.
+const maxPartial = mcp.DefaultMaxLine + 1
+
 func (o *outputMeter) Write(p []byte) (int, error) {
-	n, err := o.w.Write(p)
-	o.n += int64(n)
-	if !o.done && (o.n >= o.hard || (o.n >= o.soft && n > 0 && p[n-1] == '\n')) {
+	size := len(p)
+	o.n += int64(size)
+	var err error
+	if i := bytes.LastIndexByte(p, '\n'); i >= 0 {
+		if len(o.partial) > 0 {
+			_, err = o.w.Write(o.partial)
+			o.partial = o.partial[:0]
+		}
+		if err == nil {
+			_, err = o.w.Write(p[:i+1])
+		}
+		p = p[i+1:]
+	}
+	o.partial = append(o.partial, p...)
+	if err == nil && len(o.partial) > maxPartial {
+		_, err = o.w.Write(o.partial)
+		o.partial = o.partial[:0]
+	}
+	if !o.done && (o.n >= o.hard || (o.n >= o.soft && len(o.partial) == 0)) {
 		o.done = true
 		o.full()
 	}
-	return n, err
+	if err != nil {
+		return 0, err
+	}
+	return size, nil
+}
+
+// end is the end of the output: a last line without newline is passed on,
+// unless the planned stop may have cut it.
+func (o *outputMeter) end() error {
+	if o.done || len(o.partial) == 0 {
+		return nil
+	}
+	_, err := o.w.Write(o.partial)
+	o.partial = nil
+	return err
 }
 
 // NetworkChange implements control.NetworkChangeHook: the network of a
@@ -665,10 +746,10 @@ func (m *Manager) NetworkChange(_ context.Context, sandboxID string, pol egress.
 		if v.SandboxID != sandboxID || v.State == StateStopped || v.State == StateFailed {
 			continue
 		}
-		if want := *networkPolicy(v.Decision); !policyWithin(pol, want) {
+		if want := *networkPolicy(v.Decision); !pol.Within(want) {
 			return errdefs.WithCode("network_wider_than_mcp_server", fmt.Errorf(
 				"MCP server %s runs in sandbox %s and its decision allows network %s, not %s: %w",
-				v.ID, sandboxID, describePolicy(want), describePolicy(pol), errdefs.ErrConflict))
+				v.ID, sandboxID, want, pol, errdefs.ErrConflict))
 		}
 	}
 	return nil
@@ -676,91 +757,62 @@ func (m *Manager) NetworkChange(_ context.Context, sandboxID string, pol egress.
 
 // serverEnv is the environment of an entry's server process: its env and
 // the values of its env_secrets, read now (a secret that cannot be read
-// fails the create: secret_unreadable).
-func (m *Manager) serverEnv(e Entry) (map[string]string, error) {
+// fails the create: secret_unreadable), and those values.
+func (m *Manager) serverEnv(e Entry) (map[string]string, []string, error) {
 	if len(e.Permissions.EnvSecrets) == 0 {
-		return e.Env, nil
+		return e.Env, nil, nil
 	}
 	if m.cfg.Secret == nil {
-		return nil, errdefs.WithCode("secret_unreadable", fmt.Errorf("this service reads no secrets for env_secrets: %w", errdefs.ErrUnavailable))
+		return nil, nil, errdefs.WithCode("secret_unreadable", fmt.Errorf("this service reads no secrets for env_secrets: %w", errdefs.ErrUnavailable))
 	}
 	env := maps.Clone(e.Env)
 	if env == nil {
 		env = map[string]string{}
 	}
+	var values []string
 	for _, es := range e.Permissions.EnvSecrets {
 		v, name, err := ParseEnvSecret(es)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		val, err := m.cfg.Secret(name)
 		if err != nil {
-			return nil, errdefs.WithCode("secret_unreadable", fmt.Errorf("env secret %s: %v: %w", name, err, errdefs.ErrUnavailable))
+			return nil, nil, errdefs.WithCode("secret_unreadable", fmt.Errorf("env secret %s: %v: %w", name, err, errdefs.ErrUnavailable))
 		}
 		env[v] = val
+		values = append(values, val)
 	}
-	return env, nil
+	return env, values, nil
 }
 
-// policyWithin reports whether a sandbox with policy have reaches nothing
-// that want does not allow: no network at all, or the same mode with its
-// hosts (ports) and tools among want's.
-func policyWithin(have, want egress.Policy) bool {
-	if have.Mode == egress.ModeNone || have.Mode == "" {
-		return true
+// CodeNeedOwnSandbox is the problem code of a server that holds operator
+// secrets (env_secrets) asked to start in a sandbox the tenant reaches:
+// lease_id, or a lease's mcp option.
+const CodeNeedOwnSandbox = "env_secrets_need_own_sandbox"
+
+// needOwnSandbox refuses an entry with env_secrets a sandbox it would share
+// with its tenant.
+func needOwnSandbox(e Entry) error {
+	if len(e.Permissions.EnvSecrets) == 0 {
+		return nil
 	}
-	if have.Mode != want.Mode {
-		return false
-	}
-	switch have.Mode {
-	case egress.ModeAllowlist:
-		for _, r := range have.Allow {
-			if r.CIDR != "" {
-				return false
-			}
-			ports := r.Ports
-			if len(ports) == 0 {
-				ports = egress.DefaultPorts
-			}
-			for _, p := range ports {
-				if !slices.ContainsFunc(want.Allow, func(w egress.Rule) bool {
-					wp := w.Ports
-					if len(wp) == 0 {
-						wp = egress.DefaultPorts
-					}
-					return w.Host == r.Host && slices.Contains(wp, p)
-				}) {
-					return false
-				}
-			}
-		}
-		return true
-	case egress.ModeToolProxy:
-		for _, t := range have.Tools {
-			if !slices.Contains(want.Tools, t) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
+	return errdefs.WithCode(CodeNeedOwnSandbox, fmt.Errorf(
+		"catalog entry %q declares env_secrets: the operator's secrets never go into a sandbox the tenant can reach, so it runs only in a sandbox of its own, reserved to it; leave out lease_id (or start it with POST /v1/mcp/servers rather than a lease's mcp): %w",
+		e.Name, errdefs.ErrInvalidArgument))
 }
 
-// describePolicy is a policy in a few words, for errors.
-func describePolicy(p egress.Policy) string {
-	switch p.Mode {
-	case egress.ModeAllowlist:
-		var hosts []string
-		for _, r := range p.Allow {
-			hosts = append(hosts, cmp.Or(r.Host, r.CIDR))
-		}
-		return "allowlist " + strings.Join(hosts, ",")
-	case egress.ModeToolProxy:
-		return "tool-proxy " + strings.Join(p.Tools, ",")
-	case "":
-		return "none"
+// CheckLeaseServer checks, before a lease is made, that req may start in
+// that lease's sandbox (POST /v1/leases with mcp): its catalog entry
+// exists, and it holds no operator secrets (CodeNeedOwnSandbox).
+func (m *Manager) CheckLeaseServer(ctx context.Context, tenant string, req CreateRequest) error {
+	if req.Catalog == "" || req.Spec != nil {
+		return nil // Create refuses what is left (a spec cannot name env_secrets)
 	}
-	return string(p.Mode)
+	e, err := m.CatalogEntry(ctx, tenant, req.Catalog)
+	if err != nil {
+		return err
+	}
+	return needOwnSandbox(*e)
 }
 
 // networkPolicy is the egress policy of a decision.
@@ -805,14 +857,14 @@ func (m *Manager) start(ctx, rctx context.Context, in *instance) error {
 		m.log.Warn("killing an MCP server", "instance", in.view.ID, "job", job.ID, "reason", reason)
 		kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_, _ = m.cfg.Jobs.CancelJob(kctx, tenant, job.ID)
+		_, _ = m.cfg.Jobs.CancelJobAs(kctx, tenant, in.reservation, job.ID)
 	}
 	if in.http != nil {
 		return m.startHTTPInstance(ctx, in, job.ID, kill)
 	}
 	// The stdin stream lives as long as the instance, not the request
 	// that started it.
-	stdin, err := m.cfg.Jobs.OpenStdin(rctx, tenant, job.ID)
+	stdin, err := m.cfg.Jobs.OpenStdinAs(rctx, tenant, in.reservation, job.ID)
 	if err != nil {
 		kill("its stdin could not be opened: " + err.Error())
 		return err
@@ -827,7 +879,7 @@ func (m *Manager) start(ctx, rctx context.Context, in *instance) error {
 	go func() {
 		err := m.cfg.Jobs.CopyOutput(rctx, tenant, job.ID, out)
 		if err == nil {
-			err = io.EOF
+			err = cmp.Or(out.end(), io.EOF)
 		}
 		pw.CloseWithError(err)
 	}()
@@ -1052,7 +1104,7 @@ func (m *Manager) ended(ctx context.Context, in *instance, p *mcp.Proxy) bool {
 		}
 		if over || jctx.Err() != nil {
 			// it is being killed, or it closed its stdout and still runs
-			_, _ = m.cfg.Jobs.CancelJob(context.WithoutCancel(jctx), in.view.Tenant, jobID)
+			_, _ = m.cfg.Jobs.CancelJobAs(context.WithoutCancel(jctx), in.view.Tenant, in.reservation, jobID)
 			if !over {
 				why, over = why+" (it closed its stdout but kept running)", true
 			}
@@ -1093,7 +1145,7 @@ func (m *Manager) halt(in *instance, state, why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if jobID != "" {
-		_, _ = m.cfg.Jobs.CancelJob(ctx, in.view.Tenant, jobID)
+		_, _ = m.cfg.Jobs.CancelJobAs(ctx, in.view.Tenant, in.reservation, jobID)
 	}
 	if in.view.OwnLease {
 		m.release(in.view.Tenant, in.view.LeaseID)
@@ -1320,9 +1372,12 @@ func (m *Manager) Pins(tenant, id string) ([]mcp.Pin, error) {
 }
 
 // ApprovePin approves the changed definition of a tool (by its hash).
-func (m *Manager) ApprovePin(tenant, id, tool, hash string) (mcp.Pin, error) {
+func (m *Manager) ApprovePin(tenant, id, tool, hash, keyID string) (mcp.Pin, error) {
 	in, err := m.get(tenant, id)
 	if err != nil {
+		return mcp.Pin{}, err
+	}
+	if err := in.approvableBy(keyID); err != nil {
 		return mcp.Pin{}, err
 	}
 	if hash == "" {

@@ -51,6 +51,9 @@ func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]*tenant.A
 	}
 	var c conds
 	c.add("seq > ?", f.AfterSeq)
+	if f.BeforeSeq > 0 {
+		c.add("seq < ?", f.BeforeSeq)
+	}
 	c.eq("tenant", f.Tenant)
 	switch {
 	case f.Action == "":
@@ -82,6 +85,9 @@ func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]*tenant.A
 	}
 	c.eq("code", f.Code)
 	q := c.sql(`SELECT `+auditColumns+` FROM audit`) + ` ORDER BY seq`
+	if f.Newest {
+		q += " DESC"
+	}
 	if f.Limit > 0 {
 		q += " LIMIT ?"
 		c.args = append(c.args, f.Limit)

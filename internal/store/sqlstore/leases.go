@@ -54,9 +54,9 @@ func (s *Store) ClaimSandbox(ctx context.Context, c store.Claim) (*sandbox.Lease
 			return fmt.Errorf("claim sandbox %s: %w", id, err)
 		}
 		res, err := tx.ExecContext(ctx, s.q(`UPDATE sandboxes SET tenant = ?, state = ?, risk_level = ?, env = ?, metadata = ?,
-			resource_version = ?, updated_at = ?, expires_at = ?
+			resource_version = ?, updated_at = ?, expires_at = ?, reserved = ?
 			WHERE id = ? AND resource_version = ? AND state = ?`),
-			r.tenant, r.state, r.riskLevel, r.env, r.metadata, r.resourceVersion, r.updatedAt, r.expiresAt,
+			r.tenant, r.state, r.riskLevel, r.env, r.metadata, r.resourceVersion, r.updatedAt, r.expiresAt, r.reserved,
 			cur.ID, cur.ResourceVersion, string(cur.State))
 		if err != nil {
 			return s.dbError(ctx, "claim sandbox "+id, err)

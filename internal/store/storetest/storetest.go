@@ -61,6 +61,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SandboxSessions", testSandboxSessions},
 		{"ReturnSandbox", testReturnSandbox},
 		{"ReturnSandboxReady", testReturnSandboxReady},
+		{"ReservedSandbox", testReservedSandbox},
 		{"Skills", testSkills},
 		{"MCPCatalog", testMCPCatalog},
 	}

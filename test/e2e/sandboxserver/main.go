@@ -6,8 +6,11 @@
 //	sandboxserver tcp -addr 127.0.0.1:9000      TCP: "echo" mode copies back,
 //	                                            a first line "send N" sends N bytes,
 //	                                            "sink N" reads N bytes and answers the count
+//	sandboxserver origins -addr 127.0.0.1:8002  a hostile page for the origin tests (origins.go)
 //	sandboxserver get -url URL -n N             N sequential GETs on one connection,
 //	                                            the latencies in µs as one JSON line
+//	sandboxserver headers -addr 127.0.0.1:8002  answers every request with the headers it
+//	                                            received as JSON (a WebSocket: as its first message)
 package main
 
 import (
@@ -30,7 +33,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		log.Fatal("usage: sandboxserver wsecho|tcp|get [flags]")
+		log.Fatal("usage: sandboxserver wsecho|tcp|get|headers [flags]")
 	}
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	addr := fs.String("addr", "127.0.0.1:8001", "listen address")
@@ -42,6 +45,10 @@ func main() {
 		log.Fatal(wsEcho(*addr))
 	case "tcp":
 		log.Fatal(tcpServer(*addr))
+	case "headers":
+		log.Fatal(headersServer(*addr))
+	case "origins":
+		log.Fatal(originsServer(*addr))
 	case "get":
 		if err := get(*url, *n); err != nil {
 			log.Fatal(err)
@@ -137,4 +144,37 @@ func get(url string, n int) error {
 		us = append(us, time.Since(start).Microseconds())
 	}
 	return json.NewEncoder(os.Stdout).Encode(map[string]any{"us": us})
+}
+
+// seenRequest is what the headers server answers: the request as it
+// arrived.
+type seenRequest struct {
+	Method    string              `json:"method"`
+	Path      string              `json:"path"`
+	Host      string              `json:"host"`
+	Headers   map[string][]string `json:"headers"`
+	WebSocket bool                `json:"websocket"`
+}
+
+func headersServer(addr string) error {
+	return http.ListenAndServe(addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen := seenRequest{Method: r.Method, Path: r.URL.RequestURI(), Host: r.Host, Headers: r.Header}
+		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+			seen.WebSocket = true
+			b, _ := json.Marshal(seen) // before Accept: the headers as they came
+			c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+			if err != nil {
+				return
+			}
+			defer c.CloseNow()
+			ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+			defer cancel()
+			if err := c.Write(ctx, websocket.MessageText, b); err == nil {
+				c.Close(websocket.StatusNormalClosure, "")
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(seen)
+	}))
 }

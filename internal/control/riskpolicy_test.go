@@ -1,0 +1,35 @@
+package control_test
+
+import (
+	"fmt"
+	"testing"
+
+	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/driver"
+)
+
+// TestRiskPolicyListsFoundRuntimes: the risk policy names the runtimes the
+// probe found, weakest first, and a level nothing found isolates enough
+// gets none (no kata-* where no kata runtime is).
+func TestRiskPolicyListsFoundRuntimes(t *testing.T) {
+	t.Parallel()
+	probe := func(names ...string) driver.ProbeResult {
+		var p driver.ProbeResult
+		for _, n := range names {
+			p.Runtimes = append(p.Runtimes, driver.RuntimeInfo{Name: n})
+		}
+		return p
+	}
+	for _, c := range []struct {
+		found []string
+		want  string
+	}{
+		{[]string{"runsc", "runc"}, "map[high:[runsc] low:[runc runsc] medium:[runsc] trusted:[runc runsc] untrusted:[runsc]]"},
+		{[]string{"runc"}, "map[high:[] low:[runc] medium:[] trusted:[runc] untrusted:[]]"},
+		{[]string{"kata-qemu", "runc", "runsc"}, "map[high:[runsc kata-qemu] low:[runc runsc kata-qemu] medium:[runsc kata-qemu] trusted:[runc runsc kata-qemu] untrusted:[runsc kata-qemu]]"},
+	} {
+		if got := fmt.Sprint(control.RiskPolicy(probe(c.found...))); got != c.want {
+			t.Errorf("found %v: %s, want %s", c.found, got, c.want)
+		}
+	}
+}
