@@ -60,17 +60,19 @@ func building(b imagebuild.Progress) bool {
 }
 
 // awaitImage makes sure the image ref of p is present: at once, or, while
-// the service builds it in the background, after waiting up to wait for
-// the build. A missing image the service does not build is
-// image_not_built (409) naming the command that builds it, one whose
-// build failed is image_not_built with the failure, and one still being
-// built is image_building (503) with Retry-After and the progress.
-func (s *Service) awaitImage(ctx context.Context, p *config.Profile, ref string, wait time.Duration) error {
+// the service builds it in the background (recipe: ref is the image of
+// p's recipe, not a snapshot's), after waiting up to wait for the build.
+// A missing image the service does not build is image_not_built (409)
+// naming the command that builds it, one whose build failed is
+// image_not_built with the failure, and one still being built is
+// image_building (503) with Retry-After and the progress.
+func (s *Service) awaitImage(ctx context.Context, p *config.Profile, ref string, wait time.Duration, recipe bool) error {
 	present, err := s.driver.ImagePresent(ctx, ref)
 	if err != nil || present {
 		return err
 	}
 	b, tracked := s.imageBuild(p)
+	tracked = tracked && recipe
 	if !tracked {
 		return errdefs.WithCode("image_not_built", fmt.Errorf(
 			"image %s of profile %s is not built on this host; build it with: %s: %w", ref, p.Name, buildCommand(p, true), errdefs.ErrFailedPrecondition))

@@ -74,6 +74,7 @@ func newAPIWith(t *testing.T, configure func(*config.Config), tune func(*control
 	st := h.Stack
 	srv, err := httpapi.New(httpapi.Config{
 		Metrics:      httpapi.NewMetrics(httpapi.MetricsConfig{TenantLabels: h.Cfg.Metrics.TenantLabels}),
+		Snapshots:    st.Snapshots,
 		PublicURL:    testPublicURL,
 		Previews:     st.Previews,
 		Trace:        st.Trace,
