@@ -82,7 +82,7 @@ type Config struct {
 	// Snapshots, when set, serves pause, hibernation, snapshots, forks and
 	// rollbacks.
 	Snapshots *snapshots.Manager
-	Logger   *slog.Logger
+	Logger    *slog.Logger
 	// E2B, when set, is served under /e2b; New binds it to this server
 	// (the key check).
 	E2B *e2b.Adapter

@@ -90,6 +90,11 @@ func newEnv(t *testing.T, configYAML string) *env {
 			t.Errorf("containers of instance %s left behind: %v", inst, left)
 			dockerCmd(t, append([]string{"rm", "-f"}, left...)...)
 		}
+		// Snapshot images are kept with the data dir's snapshots, which
+		// go with the test.
+		if imgs := strings.Fields(dockerCmd(t, "images", "-a", "-q", "--no-trunc", "--filter", "label="+driver.LabelInstance+"="+inst)); len(imgs) > 0 {
+			dockerCmd(t, append([]string{"rmi", "-f"}, imgs...)...)
+		}
 	})
 	return e
 }
