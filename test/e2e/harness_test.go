@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -92,8 +93,12 @@ func newEnv(t *testing.T, configYAML string) *env {
 		}
 		// Snapshot images are kept with the data dir's snapshots, which
 		// go with the test.
-		if imgs := strings.Fields(dockerCmd(t, "images", "-a", "-q", "--no-trunc", "--filter", "label="+driver.LabelInstance+"="+inst)); len(imgs) > 0 {
-			dockerCmd(t, append([]string{"rmi", "-f"}, imgs...)...)
+		imgs := strings.Fields(dockerCmd(t, "images", "-a", "-q", "--no-trunc", "--filter", "label="+driver.LabelInstance+"="+inst))
+		slices.Sort(imgs)
+		if imgs = slices.Compact(imgs); len(imgs) > 0 {
+			if out, err := exec.Command("docker", append([]string{"rmi", "-f"}, imgs...)...).CombinedOutput(); err != nil {
+				t.Logf("removing the images of instance %s: %v: %s", inst, err, out)
+			}
 		}
 	})
 	return e
