@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/assemble"
 	"genesis.dev/sandbox/internal/config"
-	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/httpapi"
 	"genesis.dev/sandbox/internal/ports"
@@ -49,7 +49,7 @@ const maxBody = 64 << 10
 func newAPI(t *testing.T, configure func(*config.Config)) *api {
 	t.Helper()
 	keys := map[string]string{keyA: "a", keyB: "b", keyAdmin: config.AdminTenant}
-	h := controltest.NewWith(t, func(c *config.Config) {
+	h := controltest.NewOpts(t, controltest.Options{Configure: func(c *config.Config) {
 		c.AdminAPIKey = keyAdmin
 		c.PublicURL = testPublicURL
 		c.E2B.Enabled, c.E2B.Templates = true, map[string]string{"base": "tool-basic", "test": controltest.Profile}
@@ -57,10 +57,10 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 		if configure != nil {
 			configure(c)
 		}
-	}, func(c *control.Config) {
+	}, Assemble: func(c *assemble.Config) {
 		c.ConfigKeys = tenant.ConfigKeyIDs(keys)
 		maps.Copy(c.ConfigKeys, tenant.ConfigKeyIDs(map[string]string{keyApproverA: "a"}))
-	})
+	}})
 	st := h.Stack
 	srv, err := httpapi.New(httpapi.Config{
 		Metrics:      httpapi.NewMetrics(httpapi.MetricsConfig{TenantLabels: h.Cfg.Metrics.TenantLabels}),
@@ -72,6 +72,7 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 		MCP:          st.MCP,
 		Skills:       st.Skills,
 		Control:      st.Control,
+		Tenancy:      st.Tenancy,
 		Terminals:    st.Terminals,
 		Files:        st.Files,
 		Ports:        st.Ports,
