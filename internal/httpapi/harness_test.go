@@ -13,6 +13,7 @@ import (
 	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/internal/assemble"
 	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/httpapi"
 	"genesis.dev/sandbox/internal/ports"
@@ -48,6 +49,13 @@ const maxBody = 64 << 10
 
 func newAPI(t *testing.T, configure func(*config.Config)) *api {
 	t.Helper()
+	return newAPIWith(t, configure, nil)
+}
+
+// newAPIWith is newAPI with tune changing the control service's own
+// settings before it starts.
+func newAPIWith(t *testing.T, configure func(*config.Config), tune func(*control.Config)) *api {
+	t.Helper()
 	keys := map[string]string{keyA: "a", keyB: "b", keyAdmin: config.AdminTenant}
 	h := controltest.NewOpts(t, controltest.Options{Configure: func(c *config.Config) {
 		c.AdminAPIKey = keyAdmin
@@ -57,7 +65,7 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 		if configure != nil {
 			configure(c)
 		}
-	}, Assemble: func(c *assemble.Config) {
+	}, Tune: tune, Assemble: func(c *assemble.Config) {
 		c.ConfigKeys = tenant.ConfigKeyIDs(keys)
 		maps.Copy(c.ConfigKeys, tenant.ConfigKeyIDs(map[string]string{keyApproverA: "a"}))
 	}})
