@@ -23,6 +23,7 @@ import (
 	"genesis.dev/sandbox/internal/joblog"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/mcp/servers"
+	"genesis.dev/sandbox/internal/mcpserve"
 	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/skills"
 	"genesis.dev/sandbox/internal/snapshots"
@@ -96,6 +97,9 @@ type Stack struct {
 	Desktop *desktop.Manager
 	MCP     *servers.Manager
 	Skills  *skills.Manager
+	// MCPServe serves the service's own sandbox tools as an MCP server;
+	// it ends its sessions' sandboxes when it closes.
+	MCPServe *mcpserve.Server
 	// Snapshots pauses, hibernates, snapshots, forks and rolls back
 	// sandboxes.
 	Snapshots *snapshots.Manager
@@ -276,6 +280,13 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.add("skills", s.Skills)
+	// The service's own MCP server calls control, jobs and files as the
+	// HTTP handlers do; it closes before them, ending its sessions.
+	if s.MCPServe, err = mcpserve.New(mcpserve.Config{Sandboxes: s.Control, Jobs: s.Jobs, Files: s.Files, Audit: mcpServeAudit(s.Tenancy, log),
+		Now: c.Now, Logger: log}); err != nil {
+		return nil, err
+	}
+	s.add("mcp-serve", s.MCPServe)
 	// Snapshots, after the parts whose state a snapshot holds: its hook
 	// removes a sandbox's own snapshots once they let go of it, and it
 	// closes (idle hibernations under way finish) before them.

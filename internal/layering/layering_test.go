@@ -164,6 +164,16 @@ var rules = []rule{
 		NoImport: []string{"internal/driver/...", "internal/joblog", "internal/agent/agentclient", "internal/store/sqlstore", "internal/store/sqlite", "internal/store/postgres"},
 	},
 	{
+		Pkg: "internal/mcpserve",
+		Why: "the service's own MCP server calls control, jobs and files as the HTTP handlers do (reading a job's output through the job log); no API, client, command, store, driver, admission or agent client",
+		Forbid: concat([]string{"internal/httpapi", "client", "cmd/...", "internal/assemble"},
+			without(workloads, "internal/jobs", "internal/files", "internal/artifacts", "internal/ports")),
+		NoImport: []string{"internal/store/...", "internal/driver/...", "internal/admission"},
+		Only: []string{"internal/control", "internal/jobs", "internal/files", "internal/joblog", "internal/sandbox", "internal/tenant", "internal/errdefs",
+			"internal/agent/agentproto", "internal/agent/agentclient"},
+		External: []string{"github.com/modelcontextprotocol/go-sdk/..."},
+	},
+	{
 		Pkg:      "internal/console",
 		Why:      "the console only serves its embedded files: the standard library and nothing of the project",
 		Only:     []string{},
