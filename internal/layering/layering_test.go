@@ -165,7 +165,7 @@ var rules = []rule{
 	},
 	{
 		Pkg: "internal/mcpserve",
-		Why: "the service's own MCP server calls control, jobs and files as the HTTP handlers do (reading a job's output through the job log); no API, client, command, store, driver, admission or agent client",
+		Why: "the service's own MCP server calls control, jobs and files as the HTTP handlers do (reading a job's output through the job log; agentclient only for the Files contract's file response); no API, client, command, store, driver or admission",
 		Forbid: concat([]string{"internal/httpapi", "client", "cmd/...", "internal/assemble"},
 			without(workloads, "internal/jobs", "internal/files", "internal/artifacts", "internal/ports")),
 		NoImport: []string{"internal/store/...", "internal/driver/...", "internal/admission"},

@@ -12,7 +12,8 @@
 //
 // Import rule (internal/layering): mcpserve may import control, jobs,
 // files, the job log (to read a job's output), sandbox, tenant, errdefs
-// and the agent's protocol types; it imports no API, client, command,
-// store, driver or agent client package. The HTTP edge mounts its Handler
+// and the agent's protocol types (agentclient only for the file response
+// type of its Files contract); it imports no API, client, command, store,
+// driver or admission package. The HTTP edge mounts its Handler
 // behind its own key check.
 package mcpserve

@@ -1,0 +1,303 @@
+package mcpserve
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"genesis.dev/sandbox/internal/agent/agentclient"
+	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/files"
+	"genesis.dev/sandbox/internal/jobs"
+	"genesis.dev/sandbox/internal/joblog"
+	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/tenant"
+)
+
+// fakeSandboxes records creates and deletes.
+type fakeSandboxes struct {
+	mu      sync.Mutex
+	n       int
+	created []string
+	deleted []string
+	refuse  error
+}
+
+func (f *fakeSandboxes) CreateSandbox(_ context.Context, in control.CreateSandboxInput) (*sandbox.Sandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refuse != nil {
+		return nil, f.refuse
+	}
+	f.n++
+	id := fmt.Sprintf("sbx_%s_%d", in.Tenant, f.n)
+	f.created = append(f.created, id)
+	return &sandbox.Sandbox{ID: id, Tenant: in.Tenant, Profile: in.Profile, Runtime: sandbox.Runtime("runsc"), State: sandbox.State("running")}, nil
+}
+
+func (f *fakeSandboxes) DeleteSandbox(_ context.Context, tn, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deleted = append(f.deleted, tn+"/"+id)
+	return nil
+}
+
+func (f *fakeSandboxes) deletes() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Sorted(slices.Values(f.deleted))
+}
+
+// unusedJobs and unusedFiles fail every call (the session tests do not
+// run anything).
+type unusedJobs struct{}
+
+func (unusedJobs) Exec(context.Context, jobs.ExecInput) (*jobs.ExecOutput, error) {
+	return nil, errdefs.ErrNotImplemented
+}
+func (unusedJobs) StartJob(context.Context, jobs.ExecInput) (*sandbox.Job, error) {
+	return nil, errdefs.ErrNotImplemented
+}
+func (unusedJobs) JobLog(context.Context, string, string) (*sandbox.Job, *joblog.Log, error) {
+	return nil, nil, errdefs.ErrNotImplemented
+}
+func (unusedJobs) CreateContext(context.Context, string, string, string) (*sandbox.Session, error) {
+	return nil, errdefs.ErrNotImplemented
+}
+func (unusedJobs) RunCode(context.Context, string, string, string, int64) (*jobs.RunResult, error) {
+	return nil, errdefs.ErrNotImplemented
+}
+
+type unusedFiles struct{}
+
+func (unusedFiles) WriteFile(context.Context, files.WriteFileInput) (agentproto.FileWriteResult, error) {
+	return agentproto.FileWriteResult{}, errdefs.ErrNotImplemented
+}
+func (unusedFiles) ReadFile(context.Context, string, string, string, string, http.Header) (*agentclient.FileResponse, context.CancelFunc, error) {
+	return nil, nil, errdefs.ErrNotImplemented
+}
+func (unusedFiles) ListFiles(context.Context, string, string, string, int, int) (agentproto.FileList, error) {
+	return agentproto.FileList{}, errdefs.ErrNotImplemented
+}
+
+// serve serves s over HTTP, the bearer token naming the tenant (the edge's
+// key check stands outside this package).
+func serve(t *testing.T, s *Server) *httptest.Server {
+	t.Helper()
+	hs := httptest.NewServer(s.Handler(func(r *http.Request) tenant.Principal {
+		tn, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		return tenant.Principal{Tenant: tn, KeyID: "key_" + tn}
+	}))
+	t.Cleanup(hs.Close)
+	return hs
+}
+
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+func connect(t *testing.T, url, tn string) *sdk.ClientSession {
+	t.Helper()
+	cl := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := cl.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url,
+		HTTPClient: &http.Client{Transport: bearer{tn, http.DefaultTransport}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+func create(t *testing.T, cs *sdk.ClientSession, keep bool) (SandboxOutput, *sdk.CallToolResult) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: ToolCreateSandbox, Arguments: map[string]any{"profile": "p", "keep": keep}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out SandboxOutput
+	if !res.IsError {
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out, res
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSessionEndDestroysOwned: the sandboxes a session created end with it
+// (the client's DELETE), those created with keep do not, and a destroyed
+// one is not destroyed again; every call is audited as the caller's key.
+func TestSessionEndDestroysOwned(t *testing.T) {
+	t.Parallel()
+	sbx := &fakeSandboxes{}
+	var mu sync.Mutex
+	var audit []tenant.AuditRecord
+	s, err := New(Config{Sandboxes: sbx, Jobs: unusedJobs{}, Files: unusedFiles{}, Audit: func(_ context.Context, r *tenant.AuditRecord) {
+		mu.Lock()
+		audit = append(audit, *r)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := serve(t, s)
+	cs := connect(t, hs.URL, "a")
+	owned, _ := create(t, cs, false)
+	gone, _ := create(t, cs, false)
+	kept, _ := create(t, cs, true)
+	if owned.Kept || !kept.Kept || owned.SandboxID == "" {
+		t.Fatalf("created %+v %+v", owned, kept)
+	}
+	if res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: ToolDestroySandbox, Arguments: map[string]any{"sandbox_id": gone.SandboxID}}); err != nil || res.IsError {
+		t.Fatalf("destroy: %v %+v", err, res)
+	}
+	if got := sbx.deletes(); len(got) != 1 {
+		t.Fatalf("deletes before the end: %v", got)
+	}
+	if err := cs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a/" + gone.SandboxID, "a/" + owned.SandboxID}
+	slices.Sort(want)
+	waitFor(t, "the session's sandboxes to end", func() bool { return slices.Equal(sbx.deletes(), want) })
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := sbx.deletes(); !slices.Equal(got, want) {
+		t.Errorf("deletes %v, want %v (the kept %s stays)", got, want, kept.SandboxID)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var actions []string
+	for _, r := range audit {
+		if r.Actor != "key_a" || r.Tenant != "a" || r.Status != 200 {
+			t.Errorf("audit record %+v", r)
+		}
+		actions = append(actions, r.Action+" "+r.Target)
+	}
+	if len(actions) != 5 || !slices.Contains(actions, "mcp session_end "+owned.SandboxID) || !slices.Contains(actions, "mcp create_sandbox "+kept.SandboxID) {
+		t.Errorf("audit %v", actions)
+	}
+}
+
+// TestCloseEndsSessions: closing the server ends the open sessions and
+// destroys their sandboxes.
+func TestCloseEndsSessions(t *testing.T) {
+	t.Parallel()
+	sbx := &fakeSandboxes{}
+	s, err := New(Config{Sandboxes: sbx, Jobs: unusedJobs{}, Files: unusedFiles{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := serve(t, s)
+	cs := connect(t, hs.URL, "b")
+	defer cs.Close()
+	owned, _ := create(t, cs, false)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := sbx.deletes(); !slices.Equal(got, []string{"b/" + owned.SandboxID}) {
+		t.Errorf("deletes %v", got)
+	}
+}
+
+// TestSessionOfAnotherTenant: a session's id is refused to another tenant,
+// and a refused create is an isError result starting with the problem's
+// code.
+func TestSessionOfAnotherTenant(t *testing.T) {
+	t.Parallel()
+	sbx := &fakeSandboxes{refuse: errdefs.WithCode("risk_above_ceiling", fmt.Errorf("risk high is above the ceiling: %w", errdefs.ErrPermissionDenied))}
+	s, err := New(Config{Sandboxes: sbx, Jobs: unusedJobs{}, Files: unusedFiles{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := serve(t, s)
+	cs := connect(t, hs.URL, "a")
+	defer cs.Close()
+	_, res := create(t, cs, false)
+	if !res.IsError || !strings.HasPrefix(res.Content[0].(*sdk.TextContent).Text, "risk_above_ceiling: ") {
+		t.Errorf("refused create: %+v", res)
+	}
+	req, _ := http.NewRequest("POST", hs.URL, strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`))
+	req.Header.Set("Authorization", "Bearer b")
+	req.Header.Set("Mcp-Session-Id", cs.ID())
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("another tenant on the session: %d", resp.StatusCode)
+	}
+}
+
+func TestRunCodeResult(t *testing.T) {
+	t.Parallel()
+	png := []byte("\x89PNG fake")
+	v := "42"
+	res, out, err := runCodeResult("ctx_1", &jobs.RunResult{Status: "ok", Value: &v,
+		Exec:    &jobs.ExecOutput{Stdout: []byte("hi\n"), Stderr: []byte("\xff")},
+		Outputs: []jobs.RichOutput{{MIME: "image/png", Data: base64.StdEncoding.EncodeToString(png)}, {MIME: "text/html", Data: "eA=="}, {MIME: "image/png", Data: "!!"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.ContextID != "ctx_1" || out.Value != "42" || out.Stdout != "hi\n" || out.Stderr != "\uFFFD" || out.Images != 1 {
+		t.Errorf("out %+v", out)
+	}
+	if len(res.Content) != 2 {
+		t.Fatalf("content %+v", res.Content)
+	}
+	if img, ok := res.Content[1].(*sdk.ImageContent); !ok || string(img.Data) != string(png) || img.MIMEType != "image/png" {
+		t.Errorf("image %+v", res.Content[1])
+	}
+	_, out, _ = runCodeResult("ctx_1", &jobs.RunResult{Status: "error", Error: &jobs.CodeError{Name: "NameError", Value: "y", Traceback: []string{"line 1"}}})
+	if out.Error != "NameError: y\nline 1" {
+		t.Errorf("error %q", out.Error)
+	}
+}
+
+func TestReadAll(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in    string
+		limit int64
+		want  string
+		more  bool
+	}{{"abc", 3, "abc", false}, {"abcd", 3, "abc", true}, {"", 3, "", false}} {
+		b, more, err := readAll(strings.NewReader(tc.in), tc.limit)
+		if err != nil || string(b) != tc.want || more != tc.more {
+			t.Errorf("readAll(%q, %d) = %q %v %v", tc.in, tc.limit, b, more, err)
+		}
+	}
+}

@@ -1,0 +1,295 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"genesis.dev/sandbox/internal/testenv"
+)
+
+// sandboxMCP connects the Go SDK's client to the service's own MCP server
+// (/v1/mcp/sandbox) with key.
+func sandboxMCP(t *testing.T, svc *service, key string) (*sdk.ClientSession, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	cl := sdk.NewClient(&sdk.Implementation{Name: "e2e-sandbox-mcp", Version: "1"}, nil)
+	return cl.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: svc.url() + "/v1/mcp/sandbox",
+		HTTPClient: &http.Client{Transport: bearer{key, http.DefaultTransport}}}, nil)
+}
+
+// callTool calls a tool and decodes its structured output into out; it
+// returns the result for its content and isError.
+func callTool(t *testing.T, cs *sdk.ClientSession, name string, args map[string]any, out any) *sdk.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if out != nil && !res.IsError {
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s: structured output %s: %v", name, b, err)
+		}
+	}
+	return res
+}
+
+// sandboxState is the sandbox's state through the HTTP API ("gone" when it
+// is no longer found).
+func sandboxState(t *testing.T, svc *service, id string) string {
+	t.Helper()
+	var sb struct {
+		State string `json:"state"`
+	}
+	code, body := apiJSON(t, svc, "GET", "/v1/sandboxes/"+id, nil, &sb)
+	switch code {
+	case 200:
+		return sb.State
+	case 404:
+		return "gone"
+	}
+	t.Fatalf("GET sandbox %s: %d %s", id, code, body)
+	return ""
+}
+
+// TestMCPServer: the Go SDK's client connects to the service's own MCP
+// server with the tenant's key, lists the tools, and under each runtime
+// creates a sandbox, runs code twice in one context (state kept), runs a
+// command, writes, reads and lists a file, and destroys the sandbox; a
+// refusal by the risk policy is an isError result; a wrong key is 401
+// before any MCP exchange; the session's sandboxes end with it unless kept;
+// cancelling a long exec cancels its job.
+func TestMCPServer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	e.requireImage(t, "code-python-data")
+	svc := e.start(t)
+
+	t.Run("wrong key", func(t *testing.T) {
+		req, _ := http.NewRequest("POST", svc.url()+"/v1/mcp/sandbox", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`))
+		req.Header.Set("Authorization", "Bearer wrong-key-0123456789")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 || resp.Header.Get("Mcp-Session-Id") != "" || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+			t.Errorf("a wrong key: %d %v", resp.StatusCode, resp.Header)
+		}
+		if cs, err := sandboxMCP(t, svc, "wrong-key-0123456789"); err == nil {
+			cs.Close()
+			t.Error("the Go SDK's client connected with a wrong key")
+		}
+	})
+
+	cs, err := sandboxMCP(t, svc, e.apiKey)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer cs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	tools, err := cs.ListTools(ctx, nil)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*sdk.Tool{}
+	for _, tl := range tools.Tools {
+		byName[tl.Name] = tl
+	}
+	for _, name := range []string{"create_sandbox", "destroy_sandbox", "exec", "run_code", "write_file", "read_file", "list_files", "start_job", "job_logs"} {
+		tl := byName[name]
+		if tl == nil || tl.Description == "" || tl.InputSchema == nil || tl.Annotations == nil {
+			t.Fatalf("tool %s: %+v", name, tl)
+		}
+	}
+	if a := byName["destroy_sandbox"].Annotations; a.DestructiveHint == nil || !*a.DestructiveHint || !a.IdempotentHint || a.ReadOnlyHint {
+		t.Errorf("destroy_sandbox annotations %+v", a)
+	}
+	if a := byName["read_file"].Annotations; !a.ReadOnlyHint {
+		t.Errorf("read_file annotations %+v", a)
+	}
+
+	// The risk policy, as on HTTP: high risk never runs under runc.
+	if res := callTool(t, cs, "create_sandbox", map[string]any{"profile": "code-python-data", "runtime": "runc", "risk_level": "high"}, nil); !res.IsError ||
+		!strings.HasPrefix(toolText(res), "runtime_not_allowed:") {
+		t.Errorf("high risk under runc: isError=%v %q", res.IsError, toolText(res))
+	}
+
+	for _, rt := range e.runtimes(t) {
+		t.Run(rt, func(t *testing.T) {
+			var sb struct {
+				SandboxID string `json:"sandbox_id"`
+				Runtime   string `json:"runtime"`
+				State     string `json:"state"`
+			}
+			callTool(t, cs, "create_sandbox", map[string]any{"profile": "code-python-data", "runtime": rt, "risk_level": "low"}, &sb)
+			if sb.SandboxID == "" || sb.Runtime != rt || sb.State != "ready" {
+				t.Fatalf("created %+v", sb)
+			}
+			defer apiJSON(t, svc, "DELETE", "/v1/sandboxes/"+sb.SandboxID, nil, nil)
+
+			type run struct {
+				ContextID string `json:"context_id"`
+				Status    string `json:"status"`
+				Value     string `json:"value"`
+				Stdout    string `json:"stdout"`
+			}
+			var r1, r2 run
+			callTool(t, cs, "run_code", map[string]any{"sandbox_id": sb.SandboxID, "code": "x = 41\nprint('set')"}, &r1)
+			callTool(t, cs, "run_code", map[string]any{"sandbox_id": sb.SandboxID, "code": "x + 1"}, &r2)
+			if r1.Status != "ok" || r1.ContextID == "" || !strings.Contains(r1.Stdout, "set") || r2.Status != "ok" || r2.ContextID != r1.ContextID || r2.Value != "42" {
+				t.Errorf("runs %+v then %+v: want one context and 42", r1, r2)
+			}
+
+			var ex struct {
+				ExitCode int    `json:"exit_code"`
+				Stdout   string `json:"stdout"`
+				Stderr   string `json:"stderr"`
+			}
+			res := callTool(t, cs, "exec", map[string]any{"sandbox_id": sb.SandboxID, "script": "echo out; echo err >&2; exit 3"}, &ex)
+			if res.IsError || ex.ExitCode != 3 || ex.Stdout != "out\n" || ex.Stderr != "err\n" || !strings.Contains(toolText(res), "exit code 3") {
+				t.Errorf("exec: %+v %q", ex, toolText(res))
+			}
+
+			callTool(t, cs, "write_file", map[string]any{"sandbox_id": sb.SandboxID, "path": "notes/hello.txt", "content": "hello from MCP\n"}, nil)
+			var rf struct {
+				Content string `json:"content"`
+				Size    int64  `json:"size"`
+			}
+			callTool(t, cs, "read_file", map[string]any{"sandbox_id": sb.SandboxID, "path": "notes/hello.txt"}, &rf)
+			if rf.Content != "hello from MCP\n" || rf.Size != 15 {
+				t.Errorf("read back %+v", rf)
+			}
+			var ls struct {
+				Entries []struct {
+					Path string `json:"path"`
+					Type string `json:"type"`
+				} `json:"entries"`
+			}
+			callTool(t, cs, "list_files", map[string]any{"sandbox_id": sb.SandboxID, "path": "notes"}, &ls)
+			if len(ls.Entries) != 1 || !strings.HasSuffix(ls.Entries[0].Path, "/notes/hello.txt") || ls.Entries[0].Type != "file" {
+				t.Errorf("listing %+v", ls)
+			}
+			// The file is the sandbox's, as the HTTP API sees it.
+			if out := callTool(t, cs, "exec", map[string]any{"sandbox_id": sb.SandboxID, "command": []string{"cat", "notes/hello.txt"}}, &ex); ex.Stdout != "hello from MCP\n" {
+				t.Errorf("cat: %q", toolText(out))
+			}
+
+			var job struct {
+				JobID string `json:"job_id"`
+			}
+			callTool(t, cs, "start_job", map[string]any{"sandbox_id": sb.SandboxID, "script": "echo one; sleep 1; echo two"}, &job)
+			var logs struct {
+				Finished   bool   `json:"finished"`
+				State      string `json:"state"`
+				ExitCode   *int   `json:"exit_code"`
+				Stdout     string `json:"stdout"`
+				NextCursor int64  `json:"next_cursor"`
+			}
+			callTool(t, cs, "job_logs", map[string]any{"job_id": job.JobID, "wait_ms": 60000}, &logs)
+			if !logs.Finished || logs.State != "succeeded" || logs.ExitCode == nil || *logs.ExitCode != 0 || logs.Stdout != "one\ntwo\n" || logs.NextCursor == 0 {
+				t.Errorf("job logs %+v", logs)
+			}
+
+			var d struct {
+				Destroyed bool `json:"destroyed"`
+			}
+			callTool(t, cs, "destroy_sandbox", map[string]any{"sandbox_id": sb.SandboxID}, &d)
+			if st := sandboxState(t, svc, sb.SandboxID); !d.Destroyed || (st != "destroyed" && st != "gone") {
+				t.Errorf("destroyed %v, state %s", d.Destroyed, st)
+			}
+			// A tool on a sandbox that is gone is an error the model reads.
+			if res := callTool(t, cs, "exec", map[string]any{"sandbox_id": sb.SandboxID, "command": []string{"true"}}, nil); !res.IsError || toolText(res) == "" {
+				t.Errorf("exec in a destroyed sandbox: %v %q", res.IsError, toolText(res))
+			}
+		})
+	}
+
+	t.Run("session end", func(t *testing.T) {
+		cs2, err := sandboxMCP(t, svc, e.apiKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var owned, kept struct {
+			SandboxID string `json:"sandbox_id"`
+			Kept      bool   `json:"kept"`
+		}
+		callTool(t, cs2, "create_sandbox", map[string]any{"profile": "code-python-data"}, &owned)
+		callTool(t, cs2, "create_sandbox", map[string]any{"profile": "code-python-data", "keep": true}, &kept)
+		defer apiJSON(t, svc, "DELETE", "/v1/sandboxes/"+kept.SandboxID, nil, nil)
+		if owned.SandboxID == "" || owned.Kept || !kept.Kept {
+			t.Fatalf("created %+v and %+v", owned, kept)
+		}
+
+		// A long exec, cancelled by the client (notifications/cancelled),
+		// cancels its job.
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := cs2.CallTool(ctx, &sdk.CallToolParams{Name: "exec", Arguments: map[string]any{"sandbox_id": owned.SandboxID, "command": []string{"sleep", "600"}}})
+			done <- err
+		}()
+		var jobs struct {
+			Items []struct {
+				ID    string `json:"id"`
+				State string `json:"state"`
+			} `json:"items"`
+		}
+		testenv.Eventually(t, callTimeout, 100*time.Millisecond, "the exec's job runs", func() (bool, string) {
+			code, body := apiJSON(t, svc, "GET", "/v1/sandboxes/"+owned.SandboxID+"/jobs?state=running", nil, &jobs)
+			return len(jobs.Items) == 1, fmt.Sprintf("%d %s", code, body)
+		})
+		cancel()
+		if err := <-done; err == nil {
+			t.Error("the cancelled call returned no error")
+		}
+		jobID := jobs.Items[0].ID
+		testenv.Eventually(t, callTimeout, 100*time.Millisecond, "the cancelled exec's job is canceled", func() (bool, string) {
+			var j struct {
+				State string `json:"state"`
+			}
+			code, body := apiJSON(t, svc, "GET", "/v1/jobs/"+jobID, nil, &j)
+			return j.State == "canceled", fmt.Sprintf("%d %s", code, body)
+		})
+
+		// Ending the session (DELETE) destroys what it owned, not what it kept.
+		if err := cs2.Close(); err != nil {
+			t.Errorf("closing the session: %v", err)
+		}
+		testenv.Eventually(t, callTimeout, 100*time.Millisecond, "the session's sandbox ends with it", func() (bool, string) {
+			st := sandboxState(t, svc, owned.SandboxID)
+			return st == "destroyed" || st == "gone", st
+		})
+		if st := sandboxState(t, svc, kept.SandboxID); st != "ready" {
+			t.Errorf("the kept sandbox is %s", st)
+		}
+		// Each tool call is in the audit log.
+		var audit struct {
+			Items []struct {
+				Action string `json:"action"`
+				Target string `json:"target"`
+			} `json:"items"`
+		}
+		apiJSON(t, svc, "GET", "/v1/audit?action=mcp+create_sandbox", nil, &audit)
+		found := false
+		for _, a := range audit.Items {
+			found = found || a.Target == kept.SandboxID
+		}
+		if !found {
+			t.Errorf("no audit record of create_sandbox %s: %+v", kept.SandboxID, audit.Items)
+		}
+	})
+}
