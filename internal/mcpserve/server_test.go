@@ -20,8 +20,8 @@ import (
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/files"
-	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/joblog"
+	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/tenant"
 )
