@@ -1,10 +1,14 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -217,6 +221,49 @@ func TestMCPServer(t *testing.T) {
 			}
 		})
 	}
+
+	// The official TypeScript SDK's client, unmodified.
+	t.Run("typescript", func(t *testing.T) {
+		root := testenv.ModuleRoot(t)
+		if _, err := os.Stat(filepath.Join(root, "test", "mcpclient", "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+			t.Fatalf("the TypeScript MCP SDK is not installed (make test-deps): %v", err)
+		}
+		for _, rt := range e.runtimes(t) {
+			cmd := exec.CommandContext(callCtx(t), "node", filepath.Join(root, "test", "mcpclient", "sandbox.mjs"), svc.url()+"/v1/mcp/sandbox", e.apiKey, rt)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("the TypeScript client under %s: %v\n%s", rt, err, stderr.String())
+			}
+			var ts struct {
+				Tools       []string                  `json:"tools"`
+				Annotations map[string]map[string]any `json:"annotations"`
+				Sandbox     struct {
+					SandboxID string `json:"sandbox_id"`
+					Runtime   string `json:"runtime"`
+				} `json:"sandbox"`
+				Contexts  []string `json:"contexts"`
+				Value     string   `json:"value"`
+				Read      string   `json:"read"`
+				Destroyed bool     `json:"destroyed"`
+				WrongKey  string   `json:"wrongKey"`
+			}
+			if err := json.Unmarshal(out, &ts); err != nil {
+				t.Fatalf("TypeScript client output %q: %v", out, err)
+			}
+			if len(ts.Tools) != 9 || ts.Annotations["read_file"]["readOnlyHint"] != true || ts.Annotations["destroy_sandbox"]["destructiveHint"] != true {
+				t.Errorf("TypeScript client's tools %v %v", ts.Tools, ts.Annotations)
+			}
+			if ts.Sandbox.Runtime != rt || len(ts.Contexts) != 2 || ts.Contexts[0] == "" || ts.Contexts[0] != ts.Contexts[1] || ts.Value != "42" ||
+				ts.Read != "from typescript" || !ts.Destroyed || !strings.Contains(ts.WrongKey, "401") {
+				t.Errorf("TypeScript client under %s saw %+v", rt, ts)
+			}
+			if st := sandboxState(t, svc, ts.Sandbox.SandboxID); st != "destroyed" && st != "gone" {
+				t.Errorf("the TypeScript client's sandbox is %s", st)
+			}
+		}
+	})
 
 	t.Run("session end", func(t *testing.T) {
 		cs2, err := sandboxMCP(t, svc, e.apiKey)
