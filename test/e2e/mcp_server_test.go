@@ -15,6 +15,8 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"genesis.dev/sandbox/client"
+
 	"genesis.dev/sandbox/internal/testenv"
 )
 
@@ -262,6 +264,48 @@ func TestMCPServer(t *testing.T) {
 			if st := sandboxState(t, svc, ts.Sandbox.SandboxID); st != "destroyed" && st != "gone" {
 				t.Errorf("the TypeScript client's sandbox is %s", st)
 			}
+		}
+	})
+
+	// genesis mcp serve: a stdio-only client's session, bridged with the API
+	// key; stdin's end ends the session and the sandbox it made.
+	t.Run("stdio bridge", func(t *testing.T) {
+		bridge := exec.CommandContext(callCtx(t), filepath.Join(binDir, "genesis"), "mcp", "serve")
+		bridge.Env = append(os.Environ(), client.EnvURL+"="+svc.url(), client.EnvAPIKey+"="+e.apiKey)
+		bridge.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"stdio-e2e","version":"1"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"create_sandbox","arguments":{"profile":"code-python-data"}}}
+`)
+		var stderr bytes.Buffer
+		bridge.Stderr = &stderr
+		out, err := bridge.Output()
+		if err != nil {
+			t.Fatalf("genesis mcp serve: %v\n%s", err, stderr.String())
+		}
+		var created struct {
+			ID     int `json:"id"`
+			Result struct {
+				IsError           bool `json:"isError"`
+				StructuredContent struct {
+					SandboxID string `json:"sandbox_id"`
+				} `json:"structuredContent"`
+			} `json:"result"`
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &created); err != nil || created.ID != 2 || created.Result.IsError || created.Result.StructuredContent.SandboxID == "" {
+			t.Fatalf("bridge output %s: %v", out, err)
+		}
+		testenv.Eventually(t, callTimeout, 100*time.Millisecond, "the bridged session's sandbox ends with it", func() (bool, string) {
+			st := sandboxState(t, svc, created.Result.StructuredContent.SandboxID)
+			return st == "destroyed" || st == "gone", st
+		})
+		// A wrong key is refused before any MCP exchange.
+		bad := exec.CommandContext(callCtx(t), filepath.Join(binDir, "genesis"), "mcp", "serve")
+		bad.Env = append(os.Environ(), client.EnvURL+"="+svc.url(), client.EnvAPIKey+"=wrong-key-0123456789")
+		bad.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"stdio-e2e","version":"1"}}}
+`)
+		if out, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(out), "API key is not valid") {
+			t.Errorf("a wrong key through the bridge: %v %s", err, out)
 		}
 	})
 
