@@ -280,9 +280,10 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.add("skills", s.Skills)
-	// The service's own MCP server calls control, jobs and files as the
-	// HTTP handlers do; it closes before them, ending its sessions.
-	if s.MCPServe, err = mcpserve.New(mcpserve.Config{Sandboxes: s.Control, Jobs: s.Jobs, Files: s.Files, Audit: mcpServeAudit(s.Tenancy, log),
+	// The service's own MCP server calls control, jobs, files and the
+	// browser as the HTTP handlers do; its sessions end (with their
+	// sandboxes) at Drain, while the control service still serves.
+	if s.MCPServe, err = mcpserve.New(mcpserve.Config{Sandboxes: s.Control, Jobs: s.Jobs, Files: s.Files, Browser: s.Browser, Audit: mcpServeAudit(s.Tenancy, log),
 		Now: c.Now, Logger: log}); err != nil {
 		return nil, err
 	}

@@ -50,6 +50,8 @@ type Config struct {
 	Sandboxes Sandboxes
 	Jobs      Jobs
 	Files     Files
+	// Browser, when set, serves the browser tool.
+	Browser Browser
 	// Audit records one tool call; nil: calls are not recorded.
 	Audit func(ctx context.Context, rec *tenant.AuditRecord)
 	// Version is the server's version in the MCP handshake.
@@ -99,12 +101,20 @@ func New(cfg Config) (*Server, error) {
 	return &Server{cfg: cfg, log: cfg.Logger, sessions: map[*session]bool{}}, nil
 }
 
-// Handler serves the MCP Streamable HTTP transport. principalOf gives the
-// caller the edge authenticated; a session answers only requests of the
-// tenant that opened it.
-func (s *Server) Handler(principalOf func(*http.Request) tenant.Principal) http.Handler {
+// Edge is what the HTTP edge gives the handler.
+type Edge struct {
+	// PrincipalOf gives the caller the edge authenticated.
+	PrincipalOf func(*http.Request) tenant.Principal
+	// PreviewLink, when set, serves the preview_link tool.
+	PreviewLink PreviewLinker
+}
+
+// Handler serves the MCP Streamable HTTP transport behind the edge's key
+// check; a session answers only requests of the tenant that opened it.
+func (s *Server) Handler(edge Edge) http.Handler {
+	principalOf := edge.PrincipalOf
 	h := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
-		return s.newSession(principalOf(r)).srv
+		return s.newSession(principalOf(r), edge.PreviewLink).srv
 	}, &sdk.StreamableHTTPOptions{JSONResponse: false, SessionTimeout: s.cfg.SessionTimeout,
 		// The edge authenticates every request with the tenant's key, a
 		// bearer token no browser sends by itself; the Host check would
@@ -118,6 +128,11 @@ func (s *Server) Handler(principalOf func(*http.Request) tenant.Principal) http.
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
 	return bind(h)
 }
+
+// Drain ends every session and destroys the sandboxes they own, when the
+// service starts to stop (the sessions live in this process's memory and
+// end with it).
+func (s *Server) Drain(context.Context) { _ = s.Close() }
 
 // Close ends every session and destroys the sandboxes they own.
 func (s *Server) Close() error {
@@ -154,11 +169,12 @@ type session struct {
 
 type contextKey struct{ sandbox, language string }
 
-func (s *Server) newSession(p tenant.Principal) *session {
+func (s *Server) newSession(p tenant.Principal, previews PreviewLinker) *session {
 	se := &session{p: p, owned: map[string]bool{}, contexts: map[contextKey]string{}}
 	se.srv = sdk.NewServer(&sdk.Implementation{Name: "genesis-sandbox", Title: "Genesis Sandbox", Version: s.cfg.Version},
 		&sdk.ServerOptions{Instructions: instructions})
 	s.addTools(se)
+	s.addOptionalTools(se, previews)
 	return se
 }
 

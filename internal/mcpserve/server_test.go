@@ -15,8 +15,10 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/internal/agent/agentclient"
 	"genesis.dev/sandbox/internal/agent/agentproto"
+	"genesis.dev/sandbox/internal/browser"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/files"
@@ -96,10 +98,10 @@ func (unusedFiles) ListFiles(context.Context, string, string, string, int, int) 
 // key check stands outside this package).
 func serve(t *testing.T, s *Server) *httptest.Server {
 	t.Helper()
-	hs := httptest.NewServer(s.Handler(func(r *http.Request) tenant.Principal {
+	hs := httptest.NewServer(s.Handler(Edge{PrincipalOf: func(r *http.Request) tenant.Principal {
 		tn, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		return tenant.Principal{Tenant: tn, KeyID: "key_" + tn}
-	}))
+	}}))
 	t.Cleanup(hs.Close)
 	return hs
 }
@@ -299,5 +301,28 @@ func TestReadAll(t *testing.T) {
 		if err != nil || string(b) != tc.want || more != tc.more {
 			t.Errorf("readAll(%q, %d) = %q %v %v", tc.in, tc.limit, b, more, err)
 		}
+	}
+}
+
+func TestBrowserResult(t *testing.T) {
+	t.Parallel()
+	png := []byte("\x89PNG fake")
+	res, out := browserResult(&browser.ActionsResult{OK: false, URL: "about:blank", Title: "t", Results: []browser.ActionResult{
+		{Index: 0, Type: "evaluate", OK: true, Value: float64(2)},
+		{Index: 1, Type: "screenshot", OK: true, Value: client.BrowserImage{MIME: "image/png", Data: png}},
+		{Index: 2, Type: "click", OK: false, Error: "no element matches #x"},
+	}})
+	if out.OK || len(out.Results) != 3 || out.Results[0].Value != float64(2) || out.Results[1].Value != "image 1" || out.Results[2].Error == "" {
+		t.Errorf("out %+v", out)
+	}
+	if len(res.Content) != 2 {
+		t.Fatalf("content %+v", res.Content)
+	}
+	text := res.Content[0].(*sdk.TextContent).Text
+	if !strings.Contains(text, "0 evaluate: 2") || !strings.Contains(text, "2 click failed: no element matches #x") {
+		t.Errorf("text %q", text)
+	}
+	if img, ok := res.Content[1].(*sdk.ImageContent); !ok || string(img.Data) != string(png) {
+		t.Errorf("image %+v", res.Content[1])
 	}
 }

@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"image/png"
+	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -115,7 +118,7 @@ func TestMCPServer(t *testing.T) {
 	for _, tl := range tools.Tools {
 		byName[tl.Name] = tl
 	}
-	for _, name := range []string{"create_sandbox", "destroy_sandbox", "exec", "run_code", "write_file", "read_file", "list_files", "start_job", "job_logs"} {
+	for _, name := range []string{"create_sandbox", "destroy_sandbox", "exec", "run_code", "write_file", "read_file", "list_files", "start_job", "job_logs", "browser", "preview_link"} {
 		tl := byName[name]
 		if tl == nil || tl.Description == "" || tl.InputSchema == nil || tl.Annotations == nil {
 			t.Fatalf("tool %s: %+v", name, tl)
@@ -224,6 +227,89 @@ func TestMCPServer(t *testing.T) {
 		})
 	}
 
+	// A preview link of a port a job serves opens it without the API key.
+	t.Run("preview", func(t *testing.T) {
+		var sb struct {
+			SandboxID string `json:"sandbox_id"`
+		}
+		callTool(t, cs, "create_sandbox", map[string]any{"profile": "code-python-data", "runtime": "runsc"}, &sb)
+		defer apiJSON(t, svc, "DELETE", "/v1/sandboxes/"+sb.SandboxID, nil, nil)
+		callTool(t, cs, "write_file", map[string]any{"sandbox_id": sb.SandboxID, "path": "site/index.html", "content": "<h1>served from the sandbox</h1>"}, nil)
+		callTool(t, cs, "start_job", map[string]any{"sandbox_id": sb.SandboxID, "command": []string{"python3", "-m", "http.server", "8000", "--directory", "site"}}, nil)
+		var link struct {
+			URL string `json:"url"`
+		}
+		callTool(t, cs, "preview_link", map[string]any{"sandbox_id": sb.SandboxID, "port": 8000, "ttl_seconds": 300}, &link)
+		if !strings.Contains(link.URL, "8000-") {
+			t.Fatalf("link %q", link.URL)
+		}
+		jar, _ := cookiejar.New(nil)
+		hc := previewClient(svc)
+		hc.Jar, hc.CheckRedirect = jar, nil
+		testenv.Eventually(t, callTimeout, 200*time.Millisecond, "the preview link opens the port", func() (bool, string) {
+			resp, err := hc.Get(link.URL)
+			if err != nil {
+				return false, err.Error()
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode == 200 && strings.Contains(string(b), "served from the sandbox"), fmt.Sprintf("%d %.200s", resp.StatusCode, b)
+		})
+	})
+
+	// The browser tool: actions in a browser profile's sandbox, the
+	// screenshot as image content that decodes.
+	t.Run("browser", func(t *testing.T) {
+		e.requireImage(t, "browser-playwright")
+		var sb struct {
+			SandboxID string `json:"sandbox_id"`
+			Runtime   string `json:"runtime"`
+		}
+		callTool(t, cs, "create_sandbox", map[string]any{"profile": "browser-playwright", "runtime": "runsc"}, &sb)
+		defer apiJSON(t, svc, "DELETE", "/v1/sandboxes/"+sb.SandboxID, nil, nil)
+		var out struct {
+			OK      bool `json:"ok"`
+			Results []struct {
+				Type  string `json:"type"`
+				OK    bool   `json:"ok"`
+				Value any    `json:"value"`
+			} `json:"results"`
+		}
+		res := callTool(t, cs, "browser", map[string]any{"sandbox_id": sb.SandboxID, "actions": []map[string]any{
+			{"type": "evaluate", "expression": "document.body.innerHTML = '<h1 style=\"font-size:80px\">MCP</h1>'; document.body.style.background = 'rgb(255, 0, 0)'; 6 * 7"},
+			{"type": "screenshot"},
+		}}, &out)
+		if res.IsError || !out.OK || len(out.Results) != 2 || out.Results[0].Value != float64(42) || out.Results[1].Value != "image 1" {
+			t.Fatalf("browser: %v %q %+v", res.IsError, toolText(res), out)
+		}
+		var img *sdk.ImageContent
+		for _, c := range res.Content {
+			if ic, ok := c.(*sdk.ImageContent); ok {
+				img = ic
+			}
+		}
+		if img == nil || img.MIMEType != "image/png" {
+			t.Fatalf("no PNG image content: %+v", res.Content)
+		}
+		pic, err := png.Decode(bytes.NewReader(img.Data))
+		if err != nil {
+			t.Fatalf("the screenshot does not decode: %v", err)
+		}
+		if r, g, b, _ := pic.At(pic.Bounds().Max.X-5, pic.Bounds().Max.Y-5).RGBA(); r>>8 != 255 || g>>8 != 0 || b>>8 != 0 {
+			t.Errorf("the screenshot's corner is %d,%d,%d, want the page's red", r>>8, g>>8, b>>8)
+		}
+		// A sandbox of another profile has no browser: an error the model reads.
+		var plain struct {
+			SandboxID string `json:"sandbox_id"`
+		}
+		callTool(t, cs, "create_sandbox", map[string]any{"profile": "code-python-data"}, &plain)
+		defer apiJSON(t, svc, "DELETE", "/v1/sandboxes/"+plain.SandboxID, nil, nil)
+		if res := callTool(t, cs, "browser", map[string]any{"sandbox_id": plain.SandboxID, "actions": []map[string]any{{"type": "screenshot"}}}, nil); !res.IsError ||
+			!strings.HasPrefix(toolText(res), "not_a_browser_profile:") {
+			t.Errorf("browser in a code sandbox: %v %q", res.IsError, toolText(res))
+		}
+	})
+
 	// The official TypeScript SDK's client, unmodified.
 	t.Run("typescript", func(t *testing.T) {
 		root := testenv.ModuleRoot(t)
@@ -254,7 +340,7 @@ func TestMCPServer(t *testing.T) {
 			if err := json.Unmarshal(out, &ts); err != nil {
 				t.Fatalf("TypeScript client output %q: %v", out, err)
 			}
-			if len(ts.Tools) != 9 || ts.Annotations["read_file"]["readOnlyHint"] != true || ts.Annotations["destroy_sandbox"]["destructiveHint"] != true {
+			if len(ts.Tools) != 11 || ts.Annotations["read_file"]["readOnlyHint"] != true || ts.Annotations["destroy_sandbox"]["destructiveHint"] != true {
 				t.Errorf("TypeScript client's tools %v %v", ts.Tools, ts.Annotations)
 			}
 			if ts.Sandbox.Runtime != rt || len(ts.Contexts) != 2 || ts.Contexts[0] == "" || ts.Contexts[0] != ts.Contexts[1] || ts.Value != "42" ||
