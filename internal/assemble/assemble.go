@@ -280,14 +280,6 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.add("skills", s.Skills)
-	// The service's own MCP server calls control, jobs, files and the
-	// browser as the HTTP handlers do; its sessions end (with their
-	// sandboxes) at Drain, while the control service still serves.
-	if s.MCPServe, err = mcpserve.New(mcpserve.Config{Sandboxes: s.Control, Jobs: s.Jobs, Files: s.Files, Browser: s.Browser, Audit: mcpServeAudit(s.Tenancy, log),
-		Now: c.Now, Logger: log}); err != nil {
-		return nil, err
-	}
-	s.add("mcp-serve", s.MCPServe)
 	// Snapshots, after the parts whose state a snapshot holds: its hook
 	// removes a sandbox's own snapshots once they let go of it, and it
 	// closes (idle hibernations under way finish) before them.
@@ -301,6 +293,14 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.add("snapshots", s.Snapshots)
+	// The service's own MCP server calls control, jobs, files, the browser
+	// and the snapshots as the HTTP handlers do; its sessions end (with their
+	// sandboxes) at Drain, while the control service still serves.
+	if s.MCPServe, err = mcpserve.New(mcpserve.Config{Sandboxes: s.Control, Jobs: s.Jobs, Files: s.Files, Browser: s.Browser, Snapshots: s.Snapshots, Audit: mcpServeAudit(s.Tenancy, log),
+		Now: c.Now, Logger: log}); err != nil {
+		return nil, err
+	}
+	s.add("mcp-serve", s.MCPServe)
 
 	if err := s.buildAdapters(set, log); err != nil {
 		return nil, err

@@ -77,7 +77,7 @@ func TestOneOrderedList(t *testing.T) {
 		t.Errorf("hooks in the order %v, want %v", hooks, wantHooks)
 	}
 	closers := names(s, func(p part) bool { return p.close != nil })
-	wantClosers := []string{"control", "tenancy", "trace", "jobs", "services", "browser", "desktop", "mcp-servers", "mcp-serve", "snapshots"}
+	wantClosers := []string{"control", "tenancy", "trace", "jobs", "services", "browser", "desktop", "mcp-servers", "snapshots", "mcp-serve"}
 	if !slices.Equal(closers, wantClosers) {
 		t.Errorf("parts with a Close %v, want %v", closers, wantClosers)
 	}

@@ -165,11 +165,11 @@ var rules = []rule{
 	},
 	{
 		Pkg: "internal/mcpserve",
-		Why: "the service's own MCP server calls control, jobs, files and the browser as the HTTP handlers do (reading a job's output through the job log; agentclient only for the Files contract's file response, client only for the browser's action types); no API, command, store, driver or admission",
+		Why: "the service's own MCP server calls control, jobs, files, the browser and the snapshots as the HTTP handlers do (reading a job's output through the job log; agentclient only for the Files contract's file response, client only for the browser's action types); no API, command, store, driver or admission",
 		Forbid: concat([]string{"internal/httpapi", "cmd/...", "internal/assemble"},
 			without(workloads, "internal/jobs", "internal/files", "internal/artifacts", "internal/ports", "internal/browser", "internal/interactive")),
 		NoImport: []string{"internal/store/...", "internal/driver/...", "internal/admission"},
-		Only: []string{"internal/control", "internal/jobs", "internal/files", "internal/browser", "internal/joblog", "internal/sandbox", "internal/tenant", "internal/errdefs",
+		Only: []string{"internal/control", "internal/jobs", "internal/files", "internal/browser", "internal/snapshots", "internal/joblog", "internal/sandbox", "internal/tenant", "internal/errdefs",
 			"internal/agent/agentproto", "internal/agent/agentclient", "client"},
 		External: []string{"github.com/modelcontextprotocol/go-sdk/..."},
 	},

@@ -52,6 +52,9 @@ type Config struct {
 	Files     Files
 	// Browser, when set, serves the browser tool.
 	Browser Browser
+	// Snapshots, when set, serves the snapshot and fork tools and
+	// create_sandbox's snapshot_id.
+	Snapshots Snapshots
 	// Audit records one tool call; nil: calls are not recorded.
 	Audit func(ctx context.Context, rec *tenant.AuditRecord)
 	// Version is the server's version in the MCP handshake.
@@ -175,6 +178,7 @@ func (s *Server) newSession(p tenant.Principal, previews PreviewLinker) *session
 		&sdk.ServerOptions{Instructions: instructions})
 	s.addTools(se)
 	s.addOptionalTools(se, previews)
+	s.addSnapshotTools(se)
 	return se
 }
 

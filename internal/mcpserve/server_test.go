@@ -25,6 +25,7 @@ import (
 	"genesis.dev/sandbox/internal/joblog"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/snapshots"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
@@ -324,5 +325,28 @@ func TestBrowserResult(t *testing.T) {
 	}
 	if img, ok := res.Content[1].(*sdk.ImageContent); !ok || string(img.Data) != string(png) {
 		t.Errorf("image %+v", res.Content[1])
+	}
+}
+
+// TestAdoptCarriesContexts: a copy whose memory came back takes over the
+// session's code contexts of its source (their copies); a copy of files
+// only does not, and a kept copy is not owned.
+func TestAdoptCarriesContexts(t *testing.T) {
+	t.Parallel()
+	s, err := New(Config{Sandboxes: &fakeSandboxes{}, Jobs: unusedJobs{}, Files: unusedFiles{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	se := &session{owned: map[string]bool{}, contexts: map[contextKey]string{{"sbx_a", "python"}: "ctx_1", {"sbx_other", "python"}: "ctx_2"}}
+	s.adopt(se, nil, "sbx_a", &snapshots.Made{Sandbox: &sandbox.Sandbox{ID: "sbx_b"}, Memory: true, Sessions: map[string]string{"ctx_1": "ctx_9", "ctx_2": "ctx_8"}}, false)
+	s.adopt(se, nil, "sbx_a", &snapshots.Made{Sandbox: &sandbox.Sandbox{ID: "sbx_c"}, Memory: false, Sessions: map[string]string{"ctx_1": "ctx_7"}}, true)
+	if got := se.contexts[contextKey{"sbx_b", "python"}]; got != "ctx_9" {
+		t.Errorf("the memory copy's context %q, want ctx_9", got)
+	}
+	if got, ok := se.contexts[contextKey{"sbx_c", "python"}]; ok {
+		t.Errorf("the files-only copy has context %q", got)
+	}
+	if len(se.contexts) != 3 || !se.owned["sbx_b"] || se.owned["sbx_c"] {
+		t.Errorf("contexts %v, owned %v", se.contexts, se.owned)
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/joblog"
 	"genesis.dev/sandbox/internal/jobs"
+	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/snapshots"
 )
 
 // Tool names.
@@ -45,6 +47,7 @@ type CreateSandboxInput struct {
 	RiskLevel  string `json:"risk_level,omitempty" jsonschema:"how risky the code you will run is: low, medium or high; the service chooses the isolation from it and refuses a level above your ceiling"`
 	TTLSeconds int64  `json:"ttl_seconds,omitempty" jsonschema:"how long the sandbox may live, in seconds; 0: the default"`
 	Keep       bool   `json:"keep,omitempty" jsonschema:"keep the sandbox after this MCP session ends (it still ends at its TTL); default false: destroyed with the session"`
+	SnapshotID string `json:"snapshot_id,omitempty" jsonschema:"start the sandbox from a snapshot (snapshot_sandbox): its files, and its processes and memory where the snapshot holds them; profile and runtime are the snapshot's"`
 }
 
 // SandboxOutput describes a sandbox.
@@ -206,8 +209,20 @@ func (s *Server) addTools(se *session) {
 			"within your tenant's ceiling. The sandbox is destroyed when this MCP session ends unless keep is true.",
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}},
 		func(ctx context.Context, req *sdk.CallToolRequest, in CreateSandboxInput) (*sdk.CallToolResult, SandboxOutput, error) {
-			sb, err := s.cfg.Sandboxes.CreateSandbox(ctx, control.CreateSandboxInput{Tenant: p.Tenant, Profile: in.Profile, Runtime: in.Runtime,
-				RiskLevel: in.RiskLevel, TTLSeconds: in.TTLSeconds})
+			cin := control.CreateSandboxInput{Tenant: p.Tenant, Profile: in.Profile, Runtime: in.Runtime, RiskLevel: in.RiskLevel, TTLSeconds: in.TTLSeconds}
+			var sb *sandbox.Sandbox
+			var err error
+			switch {
+			case in.SnapshotID == "":
+				sb, err = s.cfg.Sandboxes.CreateSandbox(ctx, cin)
+			case s.cfg.Snapshots == nil:
+				err = errdefs.WithCode("not_supported", fmt.Errorf("this service keeps no snapshots: %w", errdefs.ErrNotImplemented))
+			default:
+				var made *snapshots.Made
+				if made, err = s.cfg.Snapshots.CreateFrom(ctx, in.SnapshotID, cin); err == nil {
+					sb = made.Sandbox
+				}
+			}
 			if err != nil {
 				s.audit(ctx, p, ToolCreateSandbox, "", err)
 				return nil, SandboxOutput{}, toolError(err)
@@ -216,8 +231,7 @@ func (s *Server) addTools(se *session) {
 				s.own(se, req.Session, sb.ID)
 			}
 			s.audit(ctx, p, ToolCreateSandbox, sb.ID, nil)
-			return nil, SandboxOutput{SandboxID: sb.ID, Profile: sb.Profile, Runtime: string(sb.Runtime), RiskLevel: string(sb.RiskLevel),
-				State: string(sb.State), Kept: in.Keep, ExpiresAt: sb.ExpiresAt}, nil
+			return nil, sandboxOutput(sb, in.Keep), nil
 		})
 	sdk.AddTool(se.srv, &sdk.Tool{Name: ToolDestroySandbox, Title: "Destroy a sandbox",
 		Description: "Destroy a sandbox and everything in it. Destroying one that is already gone succeeds.",

@@ -118,7 +118,7 @@ func TestMCPServer(t *testing.T) {
 	for _, tl := range tools.Tools {
 		byName[tl.Name] = tl
 	}
-	for _, name := range []string{"create_sandbox", "destroy_sandbox", "exec", "run_code", "write_file", "read_file", "list_files", "start_job", "job_logs", "browser", "preview_link"} {
+	for _, name := range []string{"create_sandbox", "destroy_sandbox", "exec", "run_code", "write_file", "read_file", "list_files", "start_job", "job_logs", "browser", "preview_link", "snapshot_sandbox", "fork_sandbox"} {
 		tl := byName[name]
 		if tl == nil || tl.Description == "" || tl.InputSchema == nil || tl.Annotations == nil {
 			t.Fatalf("tool %s: %+v", name, tl)
@@ -257,6 +257,66 @@ func TestMCPServer(t *testing.T) {
 		})
 	})
 
+	// Under gVisor a fork keeps the code context's variables, and a sandbox
+	// from a snapshot has the snapshot's files.
+	t.Run("fork", func(t *testing.T) {
+		var sb struct {
+			SandboxID string `json:"sandbox_id"`
+		}
+		callTool(t, cs, "create_sandbox", map[string]any{"profile": "code-python-data", "runtime": "runsc"}, &sb)
+		defer apiJSON(t, svc, "DELETE", "/v1/sandboxes/"+sb.SandboxID, nil, nil)
+		var r struct {
+			ContextID string `json:"context_id"`
+			Status    string `json:"status"`
+			Value     string `json:"value"`
+		}
+		callTool(t, cs, "run_code", map[string]any{"sandbox_id": sb.SandboxID, "code": "x = 41"}, &r)
+		callTool(t, cs, "write_file", map[string]any{"sandbox_id": sb.SandboxID, "path": "state.txt", "content": "before"}, nil)
+		var fork struct {
+			Sandboxes []struct {
+				SandboxID string `json:"sandbox_id"`
+				Runtime   string `json:"runtime"`
+			} `json:"sandboxes"`
+			Errors []string `json:"errors"`
+		}
+		if res := callTool(t, cs, "fork_sandbox", map[string]any{"sandbox_id": sb.SandboxID}, &fork); res.IsError || len(fork.Sandboxes) != 1 {
+			t.Fatalf("fork: %q %+v", toolText(res), fork)
+		}
+		child := fork.Sandboxes[0].SandboxID
+		defer apiJSON(t, svc, "DELETE", "/v1/sandboxes/"+child, nil, nil)
+		var rc struct {
+			ContextID string `json:"context_id"`
+			Status    string `json:"status"`
+			Value     string `json:"value"`
+		}
+		callTool(t, cs, "run_code", map[string]any{"sandbox_id": child, "code": "x + 1"}, &rc)
+		if rc.Status != "ok" || rc.Value != "42" || rc.ContextID == r.ContextID {
+			t.Errorf("run in the fork: %+v (the source's context %s)", rc, r.ContextID)
+		}
+
+		var snap struct {
+			SnapshotID string `json:"snapshot_id"`
+		}
+		if res := callTool(t, cs, "snapshot_sandbox", map[string]any{"sandbox_id": sb.SandboxID, "name": "mcp"}, &snap); res.IsError || snap.SnapshotID == "" {
+			t.Fatalf("snapshot: %q %+v", toolText(res), snap)
+		}
+		defer apiJSON(t, svc, "DELETE", "/v1/snapshots/"+snap.SnapshotID, nil, nil)
+		var from struct {
+			SandboxID string `json:"sandbox_id"`
+		}
+		if res := callTool(t, cs, "create_sandbox", map[string]any{"snapshot_id": snap.SnapshotID}, &from); res.IsError || from.SandboxID == "" {
+			t.Fatalf("create from the snapshot: %q", toolText(res))
+		}
+		defer apiJSON(t, svc, "DELETE", "/v1/sandboxes/"+from.SandboxID, nil, nil)
+		var rf struct {
+			Content string `json:"content"`
+		}
+		callTool(t, cs, "read_file", map[string]any{"sandbox_id": from.SandboxID, "path": "state.txt"}, &rf)
+		if rf.Content != "before" {
+			t.Errorf("the snapshot's file: %q", rf.Content)
+		}
+	})
+
 	// The browser tool: actions in a browser profile's sandbox, the
 	// screenshot as image content that decodes.
 	t.Run("browser", func(t *testing.T) {
@@ -340,7 +400,7 @@ func TestMCPServer(t *testing.T) {
 			if err := json.Unmarshal(out, &ts); err != nil {
 				t.Fatalf("TypeScript client output %q: %v", out, err)
 			}
-			if len(ts.Tools) != 11 || ts.Annotations["read_file"]["readOnlyHint"] != true || ts.Annotations["destroy_sandbox"]["destructiveHint"] != true {
+			if len(ts.Tools) != 13 || ts.Annotations["read_file"]["readOnlyHint"] != true || ts.Annotations["destroy_sandbox"]["destructiveHint"] != true {
 				t.Errorf("TypeScript client's tools %v %v", ts.Tools, ts.Annotations)
 			}
 			if ts.Sandbox.Runtime != rt || len(ts.Contexts) != 2 || ts.Contexts[0] == "" || ts.Contexts[0] != ts.Contexts[1] || ts.Value != "42" ||
