@@ -73,8 +73,10 @@ func (s *Server) addOptionalTools(se *session, previews PreviewLinker) {
 			Description: "Run actions in the headless Chromium of a sandbox of a browser profile (create it with profile browser-playwright): navigate, click, fill, " +
 				"type, press, scroll, read text or the accessibility snapshot, evaluate JavaScript, and take screenshots, returned as image content.",
 			Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(true)}},
-			func(ctx context.Context, _ *sdk.CallToolRequest, in BrowserInput) (*sdk.CallToolResult, BrowserOutput, error) {
+			func(ctx context.Context, req *sdk.CallToolRequest, in BrowserInput) (*sdk.CallToolResult, BrowserOutput, error) {
+				stop := s.heartbeat(ctx, req, ToolBrowser)
 				res, out, err := s.browse(ctx, p.Tenant, in)
+				stop()
 				s.audit(ctx, p, ToolBrowser, in.SandboxID, err)
 				if err != nil {
 					return nil, BrowserOutput{}, toolError(err)

@@ -62,6 +62,10 @@ type Config struct {
 	// SessionTimeout closes a session idle this long (and destroys its
 	// sandboxes); 0 takes 30 minutes.
 	SessionTimeout time.Duration
+	// ProgressInterval is how often a long call (exec, run_code, a
+	// waiting job_logs, browser, snapshot, fork) tells a caller that asked
+	// for progress that it still runs; 0 takes 5 s.
+	ProgressInterval time.Duration
 	// MaxReadBytes bounds the file read_file returns; 0 takes 1 MiB.
 	MaxReadBytes int64
 	// Now is the clock of the audit records; nil: time.Now.
@@ -88,6 +92,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.SessionTimeout <= 0 {
 		cfg.SessionTimeout = 30 * time.Minute
+	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = 5 * time.Second
 	}
 	if cfg.MaxReadBytes <= 0 {
 		cfg.MaxReadBytes = 1 << 20

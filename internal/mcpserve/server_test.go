@@ -350,3 +350,92 @@ func TestAdoptCarriesContexts(t *testing.T) {
 		t.Errorf("contexts %v, owned %v", se.contexts, se.owned)
 	}
 }
+
+// slowJobs runs an exec until its context ends or release is closed.
+type slowJobs struct {
+	unusedJobs
+	started  chan struct{} // gets one value per exec started
+	release  chan struct{} // each value lets one exec end
+	canceled chan struct{}
+}
+
+func newSlowJobs() slowJobs {
+	return slowJobs{started: make(chan struct{}, 10), release: make(chan struct{}), canceled: make(chan struct{})}
+}
+
+func (j slowJobs) Exec(ctx context.Context, in jobs.ExecInput) (*jobs.ExecOutput, error) {
+	j.started <- struct{}{}
+	select {
+	case <-j.release:
+		code := 0
+		return &jobs.ExecOutput{Job: &sandbox.Job{ID: "job_1", ExitCode: &code, ExitReason: sandbox.ExitReason("exited")}, Stdout: []byte("done\n")}, nil
+	case <-ctx.Done():
+		close(j.canceled)
+		return nil, ctx.Err()
+	}
+}
+
+// TestExecProgressAndCancel: a long exec sends progress notifications to
+// a caller that asked for them, and the caller's cancellation
+// (notifications/cancelled) ends the exec's context (the job's).
+func TestExecProgressAndCancel(t *testing.T) {
+	t.Parallel()
+	jb := newSlowJobs()
+	s, err := New(Config{Sandboxes: &fakeSandboxes{}, Jobs: jb, Files: unusedFiles{}, ProgressInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := serve(t, s)
+	progress := make(chan *sdk.ProgressNotificationParams, 100)
+	cl := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, &sdk.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) { progress <- r.Params }})
+	cs, err := cl.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: hs.URL,
+		HTTPClient: &http.Client{Transport: bearer{"a", http.DefaultTransport}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+
+	params := &sdk.CallToolParams{Name: ToolExec, Arguments: map[string]any{"sandbox_id": "sbx_1", "command": []string{"sleep", "1"}}}
+	params.SetProgressToken("tok-1")
+	done := make(chan *sdk.CallToolResult, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), params)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	for i := 0; i < 2; i++ {
+		select {
+		case p := <-progress:
+			if p.ProgressToken != "tok-1" || p.Progress != float64(i+1) || !strings.HasPrefix(p.Message, "exec: running for") {
+				t.Errorf("progress %+v", p)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no progress notification")
+		}
+	}
+	jb.release <- struct{}{}
+	if res := <-done; res == nil || res.IsError || !strings.Contains(res.Content[0].(*sdk.TextContent).Text, "done") {
+		t.Errorf("result %+v", res)
+	}
+
+	<-jb.started // the first exec's
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: ToolExec, Arguments: map[string]any{"sandbox_id": "sbx_1", "command": []string{"sleep", "600"}}})
+		errc <- err
+	}()
+	<-jb.started
+	cancel()
+	if err := <-errc; err == nil {
+		t.Error("the cancelled call returned no error")
+	}
+	select {
+	case <-jb.canceled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancellation did not reach the exec")
+	}
+}

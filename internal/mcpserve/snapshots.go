@@ -61,8 +61,10 @@ func (s *Server) addSnapshotTools(se *session) {
 		Description: "Save a sandbox's state as a snapshot: its files, and under gVisor its processes and memory too (running programs and code contexts). " +
 			"Start new sandboxes from it with create_sandbox's snapshot_id.",
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}},
-		func(ctx context.Context, _ *sdk.CallToolRequest, in SnapshotInput) (*sdk.CallToolResult, SnapshotOutput, error) {
+		func(ctx context.Context, req *sdk.CallToolRequest, in SnapshotInput) (*sdk.CallToolResult, SnapshotOutput, error) {
+			stop := s.heartbeat(ctx, req, ToolSnapshot)
 			sn, err := s.cfg.Snapshots.Snapshot(ctx, p.Tenant, in.SandboxID, snapshots.SnapshotOptions{Name: in.Name})
+			stop()
 			if err != nil {
 				s.audit(ctx, p, ToolSnapshot, in.SandboxID, err)
 				return nil, SnapshotOutput{}, toolError(err)
@@ -79,7 +81,9 @@ func (s *Server) addSnapshotTools(se *session) {
 			if count == 0 {
 				count = 1
 			}
+			stop := s.heartbeat(ctx, req, ToolFork)
 			made, err := s.cfg.Snapshots.Fork(ctx, p.Tenant, in.SandboxID, count, snapshots.CreateOptions{Tenant: p.Tenant})
+			stop()
 			if err != nil {
 				s.audit(ctx, p, ToolFork, in.SandboxID, err)
 				return nil, ForkOutput{}, toolError(err)

@@ -249,8 +249,10 @@ func (s *Server) addTools(se *session) {
 		Description: "Run a command (or a shell script) in a sandbox and wait for it: its exit code, standard output and standard error. " +
 			"Cancelling the call cancels the command.",
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(true)}},
-		func(ctx context.Context, _ *sdk.CallToolRequest, in ExecInput) (*sdk.CallToolResult, ExecOutput, error) {
+		func(ctx context.Context, req *sdk.CallToolRequest, in ExecInput) (*sdk.CallToolResult, ExecOutput, error) {
+			stop := s.heartbeat(ctx, req, ToolExec)
 			out, err := s.cfg.Jobs.Exec(ctx, execInput(p.Tenant, in))
+			stop()
 			if err != nil {
 				s.audit(ctx, p, ToolExec, in.SandboxID, err)
 				return nil, ExecOutput{}, toolError(err)
@@ -263,8 +265,10 @@ func (s *Server) addTools(se *session) {
 		Description: "Run Python code in a sandbox's code context, like a notebook cell: variables, imports and functions persist between calls " +
 			"with the same sandbox and language in this session. Returns the last expression's value, the output, any exception, and images (plots) as image content.",
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(true)}},
-		func(ctx context.Context, _ *sdk.CallToolRequest, in RunCodeInput) (*sdk.CallToolResult, RunCodeOutput, error) {
+		func(ctx context.Context, req *sdk.CallToolRequest, in RunCodeInput) (*sdk.CallToolResult, RunCodeOutput, error) {
+			stop := s.heartbeat(ctx, req, ToolRunCode)
 			res, out, err := s.runCode(ctx, se, in)
+			stop()
 			s.audit(ctx, p, ToolRunCode, in.SandboxID, err)
 			if err != nil {
 				return nil, RunCodeOutput{}, toolError(err)
@@ -319,8 +323,10 @@ func (s *Server) addTools(se *session) {
 		Description: "Read a background job's output from a cursor (0: the start), and its state and exit code once it ended. " +
 			"Give wait_ms to wait for the job to end first.",
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)}},
-		func(ctx context.Context, _ *sdk.CallToolRequest, in JobLogsInput) (*sdk.CallToolResult, JobLogsOutput, error) {
+		func(ctx context.Context, req *sdk.CallToolRequest, in JobLogsInput) (*sdk.CallToolResult, JobLogsOutput, error) {
+			stop := s.heartbeat(ctx, req, ToolJobLogs)
 			out, err := s.jobLogs(ctx, p.Tenant, in)
+			stop()
 			if err != nil {
 				return nil, JobLogsOutput{}, toolError(err)
 			}

@@ -53,6 +53,19 @@ func callTool(t *testing.T, cs *sdk.ClientSession, name string, args map[string]
 	return res
 }
 
+// sandboxStateAs is sandboxState with key.
+func sandboxStateAs(t *testing.T, svc *service, key, id string) string {
+	t.Helper()
+	var sb struct {
+		State string `json:"state"`
+	}
+	code, body := apiJSONAs(t, svc, key, "GET", "/v1/sandboxes/"+id, nil, &sb)
+	if code != 200 {
+		t.Fatalf("GET sandbox %s: %d %s", id, code, body)
+	}
+	return sb.State
+}
+
 // sandboxState is the sandbox's state through the HTTP API ("gone" when it
 // is no longer found).
 func sandboxState(t *testing.T, svc *service, id string) string {
@@ -80,7 +93,8 @@ func sandboxState(t *testing.T, svc *service, id string) string {
 // cancelling a long exec cancels its job.
 func TestMCPServer(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, "")
+	const cappedKey = "capped-key-0123456789"
+	e := newEnv(t, "tenants: {capped: {min_risk_level: high, quotas: {max_sandboxes: 1}, api_keys: ["+cappedKey+"]}}\n")
 	e.requireImage(t, "code-python-data")
 	svc := e.start(t)
 
@@ -136,6 +150,40 @@ func TestMCPServer(t *testing.T) {
 		!strings.HasPrefix(toolText(res), "runtime_not_allowed:") {
 		t.Errorf("high risk under runc: isError=%v %q", res.IsError, toolText(res))
 	}
+
+	// A tenant's own ceilings, as on HTTP: its minimum risk level keeps it
+	// off runc, and its quota of one sandbox refuses a second.
+	t.Run("tenant ceiling", func(t *testing.T) {
+		capped, err := sandboxMCP(t, svc, cappedKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer capped.Close()
+		if res := callTool(t, capped, "create_sandbox", map[string]any{"profile": "code-python-data", "runtime": "runc"}, nil); !res.IsError ||
+			!strings.HasPrefix(toolText(res), "runtime_not_allowed:") {
+			t.Errorf("runc for a tenant of min_risk_level high: %v %q", res.IsError, toolText(res))
+		}
+		var one struct {
+			SandboxID string `json:"sandbox_id"`
+			Runtime   string `json:"runtime"`
+			RiskLevel string `json:"risk_level"`
+		}
+		callTool(t, capped, "create_sandbox", map[string]any{"profile": "code-python-data"}, &one)
+		if one.Runtime != "runsc" || one.RiskLevel != "high" {
+			t.Errorf("the capped tenant's sandbox %+v", one)
+		}
+		if res := callTool(t, capped, "create_sandbox", map[string]any{"profile": "code-python-data"}, nil); !res.IsError ||
+			!strings.HasPrefix(toolText(res), "quota_exceeded:") {
+			t.Errorf("a second sandbox over the tenant's quota: %v %q", res.IsError, toolText(res))
+		}
+		// Another tenant's sandbox is not found through this tenant's key.
+		if res := callTool(t, cs, "destroy_sandbox", map[string]any{"sandbox_id": one.SandboxID}, nil); !res.IsError || !strings.Contains(toolText(res), "not_found") {
+			t.Errorf("destroying another tenant's sandbox: %v %q", res.IsError, toolText(res))
+		}
+		if st := sandboxStateAs(t, svc, cappedKey, one.SandboxID); st != "ready" {
+			t.Errorf("another tenant's destroy reached the capped tenant's sandbox: %s", st)
+		}
+	})
 
 	for _, rt := range e.runtimes(t) {
 		t.Run(rt, func(t *testing.T) {
