@@ -186,6 +186,7 @@ func (s *Server) newSession(p tenant.Principal, previews PreviewLinker) *session
 	s.addTools(se)
 	s.addOptionalTools(se, previews)
 	s.addSnapshotTools(se)
+	s.addResources(se)
 	return se
 }
 

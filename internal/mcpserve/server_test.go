@@ -439,3 +439,28 @@ func TestExecProgressAndCancel(t *testing.T) {
 		t.Fatal("the cancellation did not reach the exec")
 	}
 }
+
+func TestParseResourceURI(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		uri, id, path string
+		ok            bool
+	}{
+		{"sandbox://sbx_1/notes/a.txt", "sbx_1", "notes/a.txt", true},
+		{"sandbox://sbx_1//etc/hostname", "sbx_1", "/etc/hostname", true},
+		{"sandbox://sbx_1/", "sbx_1", "", true},
+		{"sandbox://sbx_1", "sbx_1", "", true},
+		{"sandbox://sbx_1/dir/", "sbx_1", "dir/", true},
+		{"file:///etc/passwd", "", "", false},
+		{"sandbox:///x", "", "", false},
+		{"sandbox://sbx_1/a?x=1", "", "", false},
+	} {
+		id, path, ok := parseResourceURI(tc.uri)
+		if id != tc.id || path != tc.path || ok != tc.ok {
+			t.Errorf("parseResourceURI(%q) = %q %q %v, want %q %q %v", tc.uri, id, path, ok, tc.id, tc.path, tc.ok)
+		}
+		if ok && tc.uri != ResourceScheme+"://"+id && !strings.HasPrefix(tc.uri, ResourceURI(id, "")) {
+			t.Errorf("ResourceURI(%q) does not prefix %q", id, tc.uri)
+		}
+	}
+}

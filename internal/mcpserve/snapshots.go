@@ -95,6 +95,7 @@ func (s *Server) addSnapshotTools(se *session) {
 					continue
 				}
 				s.adopt(se, req.Session, in.SandboxID, m, in.Keep)
+				s.listSandbox(se, m.Sandbox.ID, m.Sandbox.Profile)
 				s.audit(ctx, p, ToolFork, m.Sandbox.ID, nil)
 				out.Sandboxes = append(out.Sandboxes, sandboxOutput(m.Sandbox, in.Keep))
 			}

@@ -230,6 +230,7 @@ func (s *Server) addTools(se *session) {
 			if !in.Keep {
 				s.own(se, req.Session, sb.ID)
 			}
+			s.listSandbox(se, sb.ID, sb.Profile)
 			s.audit(ctx, p, ToolCreateSandbox, sb.ID, nil)
 			return nil, sandboxOutput(sb, in.Keep), nil
 		})
@@ -243,6 +244,7 @@ func (s *Server) addTools(se *session) {
 				return nil, DestroyOutput{}, toolError(err)
 			}
 			se.disown(in.SandboxID)
+			se.srv.RemoveResources(ResourceURI(in.SandboxID, ""))
 			return nil, DestroyOutput{SandboxID: in.SandboxID, Destroyed: true}, nil
 		})
 	sdk.AddTool(se.srv, &sdk.Tool{Name: ToolExec, Title: "Run a command",

@@ -240,6 +240,32 @@ func TestMCPServer(t *testing.T) {
 			if len(ls.Entries) != 1 || !strings.HasSuffix(ls.Entries[0].Path, "/notes/hello.txt") || ls.Entries[0].Type != "file" {
 				t.Errorf("listing %+v", ls)
 			}
+			// The session's sandbox is listed as a resource, and its files
+			// are read through the template.
+			rctx, rcancel := context.WithTimeout(context.Background(), callTimeout)
+			defer rcancel()
+			resources, err := cs.ListResources(rctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			listed := false
+			for _, r := range resources.Resources {
+				listed = listed || r.URI == "sandbox://"+sb.SandboxID+"/"
+			}
+			if !listed {
+				t.Errorf("the sandbox is not a listed resource: %+v", resources.Resources)
+			}
+			rr, err := cs.ReadResource(rctx, &sdk.ReadResourceParams{URI: "sandbox://" + sb.SandboxID + "/notes/hello.txt"})
+			if err != nil || len(rr.Contents) != 1 || rr.Contents[0].Text != "hello from MCP\n" {
+				t.Errorf("reading the file as a resource: %v %+v", err, rr)
+			}
+			dir, err := cs.ReadResource(rctx, &sdk.ReadResourceParams{URI: "sandbox://" + sb.SandboxID + "/notes/"})
+			if err != nil || len(dir.Contents) != 1 || !strings.Contains(dir.Contents[0].Text, "hello.txt") {
+				t.Errorf("reading the directory as a resource: %v %+v", err, dir)
+			}
+			if _, err := cs.ReadResource(rctx, &sdk.ReadResourceParams{URI: "sandbox://" + sb.SandboxID + "/notes/missing.txt"}); err == nil {
+				t.Error("a missing file read as a resource")
+			}
 			// The file is the sandbox's, as the HTTP API sees it.
 			if out := callTool(t, cs, "exec", map[string]any{"sandbox_id": sb.SandboxID, "command": []string{"cat", "notes/hello.txt"}}, &ex); ex.Stdout != "hello from MCP\n" {
 				t.Errorf("cat: %q", toolText(out))
