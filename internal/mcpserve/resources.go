@@ -19,7 +19,9 @@ import (
 const ResourceScheme = "sandbox"
 
 // ResourceURI is the resource URI of path in a sandbox.
-func ResourceURI(sandboxID, path string) string { return ResourceScheme + "://" + sandboxID + "/" + path }
+func ResourceURI(sandboxID, path string) string {
+	return ResourceScheme + "://" + sandboxID + "/" + path
+}
 
 // parseResourceURI splits a sandbox resource URI into the sandbox and the
 // path (relative to the home unless it starts with /).
