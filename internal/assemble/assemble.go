@@ -293,10 +293,10 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.add("snapshots", s.Snapshots)
-	// The service's own MCP server calls control, jobs, files, the browser
-	// and the snapshots as the HTTP handlers do; its sessions end (with their
+	// The service's own MCP server calls control, jobs, files, the browser,
+	// the desktop and the snapshots as the HTTP handlers do; its sessions end (with their
 	// sandboxes) at Drain, while the control service still serves.
-	if s.MCPServe, err = mcpserve.New(mcpserve.Config{Sandboxes: s.Control, Jobs: s.Jobs, Files: s.Files, Browser: s.Browser, Snapshots: s.Snapshots, Audit: mcpServeAudit(s.Tenancy, log),
+	if s.MCPServe, err = mcpserve.New(mcpserve.Config{Sandboxes: s.Control, Jobs: s.Jobs, Files: s.Files, Browser: s.Browser, Desktop: s.Desktop, Snapshots: s.Snapshots, Audit: mcpServeAudit(s.Tenancy, log),
 		Now: c.Now, Logger: log}); err != nil {
 		return nil, err
 	}

@@ -52,6 +52,8 @@ type Config struct {
 	Files     Files
 	// Browser, when set, serves the browser tool.
 	Browser Browser
+	// Desktop, when set, serves the computer tool.
+	Desktop Desktop
 	// Snapshots, when set, serves the snapshot and fork tools and
 	// create_sandbox's snapshot_id.
 	Snapshots Snapshots
@@ -186,6 +188,7 @@ func (s *Server) newSession(p tenant.Principal, previews PreviewLinker) *session
 	s.addTools(se)
 	s.addOptionalTools(se, previews)
 	s.addSnapshotTools(se)
+	s.addComputerTool(se)
 	s.addResources(se)
 	return se
 }

@@ -20,6 +20,7 @@ import (
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/browser"
 	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/joblog"
@@ -462,5 +463,26 @@ func TestParseResourceURI(t *testing.T) {
 		if ok && tc.uri != ResourceScheme+"://"+id && !strings.HasPrefix(tc.uri, ResourceURI(id, "")) {
 			t.Errorf("ResourceURI(%q) does not prefix %q", id, tc.uri)
 		}
+	}
+}
+
+func TestComputerResult(t *testing.T) {
+	t.Parallel()
+	shot := base64.StdEncoding.EncodeToString([]byte("\x89PNG a"))
+	after := base64.StdEncoding.EncodeToString([]byte("\x89PNG b"))
+	res, out := computerResult(&desktop.ActionsResult{OK: false, Completed: 1, Display: desktop.Size{Width: 1024, Height: 768}, Screenshot: after,
+		Results: []desktop.StepResult{{Index: 0, Action: "screenshot", OK: true, Screenshot: shot}, {Index: 1, Action: "left_click", OK: false, Error: "off the display"}}})
+	if out.OK || out.Completed != 1 || out.Width != 1024 || len(out.Results) != 2 || out.Results[0].Image != 1 || out.Results[1].Error == "" {
+		t.Errorf("out %+v", out)
+	}
+	if len(res.Content) != 3 {
+		t.Fatalf("content %+v", res.Content)
+	}
+	text := res.Content[0].(*sdk.TextContent).Text
+	if !strings.Contains(text, "1 left_click failed: off the display") || !strings.Contains(text, "image 2") {
+		t.Errorf("text %q", text)
+	}
+	if img := res.Content[2].(*sdk.ImageContent); string(img.Data) != "\x89PNG b" {
+		t.Errorf("the last image %q", img.Data)
 	}
 }

@@ -132,7 +132,7 @@ func TestMCPServer(t *testing.T) {
 	for _, tl := range tools.Tools {
 		byName[tl.Name] = tl
 	}
-	for _, name := range []string{"create_sandbox", "destroy_sandbox", "exec", "run_code", "write_file", "read_file", "list_files", "start_job", "job_logs", "browser", "preview_link", "snapshot_sandbox", "fork_sandbox"} {
+	for _, name := range []string{"create_sandbox", "destroy_sandbox", "exec", "run_code", "write_file", "read_file", "list_files", "start_job", "job_logs", "browser", "preview_link", "snapshot_sandbox", "fork_sandbox", "computer"} {
 		tl := byName[name]
 		if tl == nil || tl.Description == "" || tl.InputSchema == nil || tl.Annotations == nil {
 			t.Fatalf("tool %s: %+v", name, tl)
@@ -444,6 +444,47 @@ func TestMCPServer(t *testing.T) {
 		}
 	})
 
+	// The computer tool: a screenshot of the desktop as image content; a
+	// person holding the control refuses the agent's actions with an
+	// error the model reads.
+	t.Run("computer", func(t *testing.T) {
+		e.requireImage(t, "desktop-vnc")
+		var sb struct {
+			SandboxID string `json:"sandbox_id"`
+		}
+		callTool(t, cs, "create_sandbox", map[string]any{"profile": "desktop-vnc", "runtime": "runsc"}, &sb)
+		defer apiJSON(t, svc, "DELETE", "/v1/sandboxes/"+sb.SandboxID, nil, nil)
+		var out struct {
+			OK     bool `json:"ok"`
+			Width  int  `json:"width"`
+			Height int  `json:"height"`
+		}
+		res := callTool(t, cs, "computer", map[string]any{"sandbox_id": sb.SandboxID, "actions": []map[string]any{{"action": "mouse_move", "coordinate": []int{10, 10}}}, "screenshot": true}, &out)
+		if res.IsError || !out.OK || out.Width == 0 {
+			t.Fatalf("computer: %v %q %+v", res.IsError, toolText(res), out)
+		}
+		var img *sdk.ImageContent
+		for _, c := range res.Content {
+			if ic, ok := c.(*sdk.ImageContent); ok {
+				img = ic
+			}
+		}
+		if img == nil {
+			t.Fatalf("no image content: %q", toolText(res))
+		}
+		pic, err := png.Decode(bytes.NewReader(img.Data))
+		if err != nil || pic.Bounds().Dx() != out.Width || pic.Bounds().Dy() != out.Height {
+			t.Fatalf("the screenshot: %v %v, display %dx%d", err, pic, out.Width, out.Height)
+		}
+		if code, body := apiJSON(t, svc, "POST", "/v1/sandboxes/"+sb.SandboxID+"/control", map[string]any{"holder": "human:alice", "reason": "captcha"}, nil); code != 200 {
+			t.Fatalf("take control: %d %s", code, body)
+		}
+		res = callTool(t, cs, "computer", map[string]any{"sandbox_id": sb.SandboxID, "actions": []map[string]any{{"action": "left_click", "coordinate": []int{10, 10}}}}, nil)
+		if !res.IsError || !strings.HasPrefix(toolText(res), "control_held:") {
+			t.Errorf("an action while a person holds the control: %v %q", res.IsError, toolText(res))
+		}
+	})
+
 	// The official TypeScript SDK's client, unmodified.
 	t.Run("typescript", func(t *testing.T) {
 		root := testenv.ModuleRoot(t)
@@ -474,7 +515,7 @@ func TestMCPServer(t *testing.T) {
 			if err := json.Unmarshal(out, &ts); err != nil {
 				t.Fatalf("TypeScript client output %q: %v", out, err)
 			}
-			if len(ts.Tools) != 13 || ts.Annotations["read_file"]["readOnlyHint"] != true || ts.Annotations["destroy_sandbox"]["destructiveHint"] != true {
+			if len(ts.Tools) != 14 || ts.Annotations["read_file"]["readOnlyHint"] != true || ts.Annotations["destroy_sandbox"]["destructiveHint"] != true {
 				t.Errorf("TypeScript client's tools %v %v", ts.Tools, ts.Annotations)
 			}
 			if ts.Sandbox.Runtime != rt || len(ts.Contexts) != 2 || ts.Contexts[0] == "" || ts.Contexts[0] != ts.Contexts[1] || ts.Value != "42" ||
