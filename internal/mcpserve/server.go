@@ -43,6 +43,7 @@ type Files interface {
 	WriteFile(ctx context.Context, in files.WriteFileInput) (agentproto.FileWriteResult, error)
 	ReadFile(ctx context.Context, tenant, id, method, path string, cond http.Header) (*agentclient.FileResponse, context.CancelFunc, error)
 	ListFiles(ctx context.Context, tenant, id, path string, depth, limit int) (agentproto.FileList, error)
+	SearchFiles(ctx context.Context, tenant, id string, req agentproto.SearchRequest) (agentproto.SearchResult, error)
 }
 
 // Config wires a Server.

@@ -95,6 +95,9 @@ func (unusedFiles) ReadFile(context.Context, string, string, string, string, htt
 func (unusedFiles) ListFiles(context.Context, string, string, string, int, int) (agentproto.FileList, error) {
 	return agentproto.FileList{}, errdefs.ErrNotImplemented
 }
+func (unusedFiles) SearchFiles(context.Context, string, string, agentproto.SearchRequest) (agentproto.SearchResult, error) {
+	return agentproto.SearchResult{}, errdefs.ErrNotImplemented
+}
 
 // serve serves s over HTTP, the bearer token naming the tenant (the edge's
 // key check stands outside this package).

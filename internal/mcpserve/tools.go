@@ -30,6 +30,7 @@ const (
 	ToolWriteFile      = "write_file"
 	ToolReadFile       = "read_file"
 	ToolListFiles      = "list_files"
+	ToolSearchFiles    = "search_files"
 	ToolStartJob       = "start_job"
 	ToolJobLogs        = "job_logs"
 )
@@ -163,6 +164,31 @@ type ListFilesOutput struct {
 	Path      string      `json:"path"`
 	Entries   []FileEntry `json:"entries"`
 	Truncated bool        `json:"truncated,omitempty"`
+}
+
+// SearchFilesInput is search_files's input.
+type SearchFilesInput struct {
+	SandboxID  string `json:"sandbox_id" jsonschema:"the sandbox's id"`
+	Path       string `json:"path,omitempty" jsonschema:"the directory to search below; empty: the sandbox's home"`
+	Glob       string `json:"glob,omitempty" jsonschema:"only files whose name matches, e.g. *.py"`
+	Content    string `json:"content,omitempty" jsonschema:"the text to find in the files (without it: files found by name)"`
+	Regex      bool   `json:"regex,omitempty" jsonschema:"content is an RE2 regular expression"`
+	IgnoreCase bool   `json:"ignore_case,omitempty"`
+	MaxResults int    `json:"max_results,omitempty" jsonschema:"at most this many matches; 0: the service's default"`
+}
+
+// SearchFilesOutput is search_files's output.
+type SearchFilesOutput struct {
+	Matches []SearchMatch `json:"matches"`
+	// Truncated: max_results was reached or the search timed out.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// SearchMatch is a file found by name (line 0) or a matching line.
+type SearchMatch struct {
+	Path string `json:"path"`
+	Line int    `json:"line,omitempty"`
+	Text string `json:"text,omitempty"`
 }
 
 // JobOutput describes a background job.
@@ -308,6 +334,21 @@ func (s *Server) addTools(se *session) {
 				return nil, ListFilesOutput{}, toolError(err)
 			}
 			return nil, listOutput(list), nil
+		})
+	sdk.AddTool(se.srv, &sdk.Tool{Name: ToolSearchFiles, Title: "Search files",
+		Description: "Find files of a sandbox by name (glob) and lines by content (text or a regular expression), below a directory.",
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)}},
+		func(ctx context.Context, _ *sdk.CallToolRequest, in SearchFilesInput) (*sdk.CallToolResult, SearchFilesOutput, error) {
+			res, err := s.cfg.Files.SearchFiles(ctx, p.Tenant, in.SandboxID, agentproto.SearchRequest{Path: in.Path, Glob: in.Glob, Content: in.Content,
+				Regex: in.Regex, IgnoreCase: in.IgnoreCase, MaxResults: in.MaxResults})
+			if err != nil {
+				return nil, SearchFilesOutput{}, toolError(err)
+			}
+			out := SearchFilesOutput{Matches: make([]SearchMatch, 0, len(res.Matches)), Truncated: res.Truncated || res.TimedOut}
+			for _, m := range res.Matches {
+				out.Matches = append(out.Matches, SearchMatch{Path: m.Path, Line: m.Line, Text: m.Text})
+			}
+			return nil, out, nil
 		})
 	sdk.AddTool(se.srv, &sdk.Tool{Name: ToolStartJob, Title: "Start a background job",
 		Description: "Start a command (or a shell script) in a sandbox in the background and return its job id at once; read its output and state with " + ToolJobLogs + ".",

@@ -132,7 +132,7 @@ func TestMCPServer(t *testing.T) {
 	for _, tl := range tools.Tools {
 		byName[tl.Name] = tl
 	}
-	for _, name := range []string{"create_sandbox", "destroy_sandbox", "exec", "run_code", "write_file", "read_file", "list_files", "start_job", "job_logs", "browser", "preview_link", "snapshot_sandbox", "fork_sandbox", "computer"} {
+	for _, name := range []string{"create_sandbox", "destroy_sandbox", "exec", "run_code", "write_file", "read_file", "list_files", "search_files", "start_job", "job_logs", "browser", "preview_link", "snapshot_sandbox", "fork_sandbox", "computer"} {
 		tl := byName[name]
 		if tl == nil || tl.Description == "" || tl.InputSchema == nil || tl.Annotations == nil {
 			t.Fatalf("tool %s: %+v", name, tl)
@@ -239,6 +239,17 @@ func TestMCPServer(t *testing.T) {
 			callTool(t, cs, "list_files", map[string]any{"sandbox_id": sb.SandboxID, "path": "notes"}, &ls)
 			if len(ls.Entries) != 1 || !strings.HasSuffix(ls.Entries[0].Path, "/notes/hello.txt") || ls.Entries[0].Type != "file" {
 				t.Errorf("listing %+v", ls)
+			}
+			var found struct {
+				Matches []struct {
+					Path string `json:"path"`
+					Line int    `json:"line"`
+					Text string `json:"text"`
+				} `json:"matches"`
+			}
+			callTool(t, cs, "search_files", map[string]any{"sandbox_id": sb.SandboxID, "path": "notes", "content": "from MCP"}, &found)
+			if len(found.Matches) != 1 || !strings.HasSuffix(found.Matches[0].Path, "notes/hello.txt") || found.Matches[0].Line != 1 || found.Matches[0].Text != "hello from MCP" {
+				t.Errorf("search %+v", found)
 			}
 			// The session's sandbox is listed as a resource, and its files
 			// are read through the template.
@@ -515,7 +526,7 @@ func TestMCPServer(t *testing.T) {
 			if err := json.Unmarshal(out, &ts); err != nil {
 				t.Fatalf("TypeScript client output %q: %v", out, err)
 			}
-			if len(ts.Tools) != 14 || ts.Annotations["read_file"]["readOnlyHint"] != true || ts.Annotations["destroy_sandbox"]["destructiveHint"] != true {
+			if len(ts.Tools) != 15 || ts.Annotations["read_file"]["readOnlyHint"] != true || ts.Annotations["destroy_sandbox"]["destructiveHint"] != true {
 				t.Errorf("TypeScript client's tools %v %v", ts.Tools, ts.Annotations)
 			}
 			if ts.Sandbox.Runtime != rt || len(ts.Contexts) != 2 || ts.Contexts[0] == "" || ts.Contexts[0] != ts.Contexts[1] || ts.Value != "42" ||
