@@ -33,6 +33,25 @@ const (
 	AgentSocketRel = "agent.sock"
 )
 
+// RestoreRuntime is the OCI runtime, registered in Docker beside runsc
+// (cmd/genesis-runsc), that starts a container by restoring it from a
+// checkpoint when a restore order names one.
+const RestoreRuntime = "runsc-restore"
+
+// RestoreOrderDir is where the service leaves restore orders for
+// RestoreRuntime, one file per container: {container id}.json holding a
+// RestoreOrder.
+const RestoreOrderDir = "/run/genesis/restore"
+
+// RestoreOrder tells RestoreRuntime to restore a container from a
+// checkpoint instead of starting it.
+type RestoreOrder struct {
+	// ImagePath is the checkpoint's directory (runsc checkpoint --image-path).
+	ImagePath string `json:"image_path"`
+	// Direct reads the image with O_DIRECT (runsc restore --direct).
+	Direct bool `json:"direct,omitempty"`
+}
+
 // Driver is the contract of a runtime backend.
 type Driver interface {
 	// Name is the driver's name, e.g. "docker".
