@@ -43,13 +43,20 @@ const RestoreRuntime = "runsc-restore"
 // RestoreOrder.
 const RestoreOrderDir = "/run/genesis/restore"
 
-// RestoreOrder tells RestoreRuntime to restore a container from a
-// checkpoint instead of starting it.
+// RestoreOrder tells RestoreRuntime how to bring a container up from a
+// saved state instead of starting it fresh.
 type RestoreOrder struct {
-	// ImagePath is the checkpoint's directory (runsc checkpoint --image-path).
-	ImagePath string `json:"image_path"`
+	// ImagePath, if set, is a checkpoint's directory (runsc checkpoint
+	// --image-path): the container's start restores it, processes and
+	// memory included.
+	ImagePath string `json:"image_path,omitempty"`
 	// Direct reads the image with O_DIRECT (runsc restore --direct).
 	Direct bool `json:"direct,omitempty"`
+	// RootfsUpperTar, if set, is a tar of a root filesystem's changes
+	// (runsc tar rootfs-upper) that the container's create lays over its
+	// image (gVisor's dev.gvisor.tar.rootfs.upper annotation); without
+	// ImagePath the container then starts fresh on those files.
+	RootfsUpperTar string `json:"rootfs_upper_tar,omitempty"`
 }
 
 // Driver is the contract of a runtime backend.
@@ -123,6 +130,10 @@ type Spec struct {
 	// net.ipv4.ip_unprivileged_port_start.
 	Sysctls  map[string]string
 	Hostname string
+	// Restore, if set, brings the container up from a saved state
+	// (RestoreOrder) instead of a fresh start: runsc only, through
+	// RestoreRuntime; the driver refuses it where it has no such runtime.
+	Restore *RestoreOrder
 }
 
 // Status is what the backend reports about one container.
@@ -144,8 +155,23 @@ type Status struct {
 	Networks map[string]string
 }
 
+// RuntimeFeatures are what the probe found a runtime can do to keep a
+// sandbox's state, each with a reason when absent.
+type RuntimeFeatures struct {
+	// Pause freezes a sandbox's processes in place (Pauser).
+	Pause Feature `json:"pause"`
+	// FSSnapshot saves and restores a sandbox's files: its workspace and
+	// its root filesystem's changes.
+	FSSnapshot Feature `json:"fs_snapshot"`
+	// MemoryCheckpoint saves and restores processes and memory
+	// (Checkpointer and Spec.Restore).
+	MemoryCheckpoint Feature `json:"memory_checkpoint"`
+}
+
 // RuntimeInfo is the probe result for one runtime.
 type RuntimeInfo struct {
+	// Features are the runtime's state-keeping features.
+	Features RuntimeFeatures `json:"features"`
 	Name      string    `json:"name"`
 	Path      string    `json:"path,omitempty"`
 	Version   string    `json:"version,omitempty"` // kernel reported inside, e.g. 4.19.0-gvisor

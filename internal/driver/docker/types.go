@@ -45,6 +45,7 @@ type createResponse struct {
 type containerState struct {
 	Status     string `json:"Status"`
 	Running    bool   `json:"Running"`
+	Paused     bool   `json:"Paused"`
 	OOMKilled  bool   `json:"OOMKilled"`
 	Pid        int    `json:"Pid"`
 	ExitCode   int    `json:"ExitCode"`
