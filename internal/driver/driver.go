@@ -171,14 +171,14 @@ type RuntimeFeatures struct {
 // RuntimeInfo is the probe result for one runtime.
 type RuntimeInfo struct {
 	// Features are the runtime's state-keeping features.
-	Features RuntimeFeatures `json:"features"`
-	Name      string    `json:"name"`
-	Path      string    `json:"path,omitempty"`
-	Version   string    `json:"version,omitempty"` // kernel reported inside, e.g. 4.19.0-gvisor
-	Healthy   bool      `json:"healthy"`           // a smoke container really started and ran
-	Error     string    `json:"error,omitempty"`
-	SmokeMS   int64     `json:"smoke_ms,omitempty"`
-	CheckedAt time.Time `json:"checked_at"`
+	Features  RuntimeFeatures `json:"features"`
+	Name      string          `json:"name"`
+	Path      string          `json:"path,omitempty"`
+	Version   string          `json:"version,omitempty"` // kernel reported inside, e.g. 4.19.0-gvisor
+	Healthy   bool            `json:"healthy"`           // a smoke container really started and ran
+	Error     string          `json:"error,omitempty"`
+	SmokeMS   int64           `json:"smoke_ms,omitempty"`
+	CheckedAt time.Time       `json:"checked_at"`
 	// TimedOut says the smoke run failed only by missing its deadline
 	// (a busy host), not by an error of the runtime.
 	TimedOut bool `json:"-"`
