@@ -97,7 +97,8 @@ type infoResponse struct {
 	ExperimentalBuild bool   `json:"ExperimentalBuild"`
 	DefaultRuntime    string `json:"DefaultRuntime"`
 	Runtimes          map[string]struct {
-		Path string `json:"path"`
+		Path string   `json:"path"`
+		Args []string `json:"runtimeArgs"`
 	} `json:"Runtimes"`
 }
 
