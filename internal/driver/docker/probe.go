@@ -107,7 +107,6 @@ func (d *Driver) daemonFacts(ctx context.Context) (infoResponse, versionInfo, er
 	return info, ver, err
 }
 
-
 func diskQuotaFeature() driver.Feature {
 	f := driver.Feature{Method: "loop-ext4"}
 	switch {
