@@ -64,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ReservedSandbox", testReservedSandbox},
 		{"Skills", testSkills},
 		{"MCPCatalog", testMCPCatalog},
+		{"Snapshots", testSnapshots},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,19 @@
+-- 0014: snapshots of sandboxes: their files and, under runsc, processes and
+-- memory, kept on disk under the data dir; the record says what a new
+-- sandbox from one gets and whether it is complete.
+
+CREATE TABLE snapshots (
+    id         TEXT    NOT NULL PRIMARY KEY,
+    tenant     TEXT    NOT NULL,
+    sandbox_id TEXT    NOT NULL,
+    state      TEXT    NOT NULL,
+    internal   {{.Bool}} NOT NULL,
+    size_bytes {{.Int64}} NOT NULL,
+    created_at {{.Time}} NOT NULL,
+    expires_at {{.Time}},
+    doc        TEXT    NOT NULL
+) {{.TableOptions}};
+
+CREATE INDEX snapshots_tenant ON snapshots (tenant, created_at);
+CREATE INDEX snapshots_sandbox ON snapshots (sandbox_id);
+CREATE INDEX snapshots_expires ON snapshots (expires_at);
