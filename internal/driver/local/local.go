@@ -41,9 +41,10 @@ type Sandboxer struct {
 }
 
 var (
-	_ driver.Sandboxer     = (*Sandboxer)(nil)
-	_ driver.QuotaReporter = (*Sandboxer)(nil)
-	_ driver.HostDirs      = (*Sandboxer)(nil)
+	_ driver.Sandboxer         = (*Sandboxer)(nil)
+	_ driver.QuotaReporter     = (*Sandboxer)(nil)
+	_ driver.HostDirs          = (*Sandboxer)(nil)
+	_ driver.ContainerReplacer = (*Sandboxer)(nil)
 )
 
 // New returns a Sandboxer; it creates nothing until the first sandbox.
@@ -148,15 +149,35 @@ func (l *Sandboxer) CreateSandbox(ctx context.Context, spec driver.SandboxSpec) 
 			return "", err
 		}
 	}
+	return l.NewContainer(ctx, spec)
+}
+
+// NewContainer makes the container of sandbox spec.ID on its existing
+// directories: the agent as PID 1 listening on a socket in the run
+// directory, the workspace at /workspace.
+func (l *Sandboxer) NewContainer(ctx context.Context, spec driver.SandboxSpec) (string, error) {
+	id := spec.ID
 	c := spec.Container
 	c.Cmd = []string{driver.AgentBinary, "serve", "--socket", driver.AgentRunDir + "/" + driver.AgentSocketRel}
 	c.Mounts = append([]driver.Mount{
 		{Source: l.agentDir, Target: driver.AgentMountDir, ReadOnly: true},
-		{Source: runDir, Target: driver.AgentRunDir},
-		{Source: wsDir, Target: "/workspace"},
+		{Source: filepath.Join(l.SandboxDir(id), "run"), Target: driver.AgentRunDir},
+		{Source: l.workspaceDir(id), Target: "/workspace"},
 	}, c.Mounts...)
 	return l.d.Create(ctx, c)
 }
+
+// RemoveContainer removes the sandbox's container and keeps its
+// directories.
+func (l *Sandboxer) RemoveContainer(ctx context.Context, id, containerID string) error {
+	if containerID == "" {
+		containerID = "genesis-" + id
+	}
+	return l.d.Remove(ctx, containerID)
+}
+
+// WorkspaceDir is the host directory mounted at /workspace.
+func (l *Sandboxer) WorkspaceDir(id string) string { return l.workspaceDir(id) }
 
 // RemoveSandbox removes the container and the sandbox's directory.
 func (l *Sandboxer) RemoveSandbox(ctx context.Context, id, containerID string) error {

@@ -1,6 +1,10 @@
 -- 0014: snapshots of sandboxes: their files and, under runsc, processes and
 -- memory, kept on disk under the data dir; the record says what a new
--- sandbox from one gets and whether it is complete.
+-- sandbox from one gets and whether it is complete. A sandbox that is
+-- paused or hibernated (or on its way) says so in its suspension: the state
+-- it returns to, the operation under way and the hibernation's snapshot.
+
+ALTER TABLE sandboxes ADD COLUMN suspension {{.JSON}};
 
 CREATE TABLE snapshots (
     id         TEXT    NOT NULL PRIMARY KEY,
