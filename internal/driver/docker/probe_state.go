@@ -37,6 +37,9 @@ func (d *Driver) stateFeatures(ctx context.Context, ri *driver.RuntimeInfo, info
 	case sandbox.RuntimeRunsc:
 		f.Pause = driver.Feature{Supported: true, Method: "runsc pause (docker pause)"}
 		switch {
+		case d.cfg.Self != nil:
+			why := "the service runs in a container: it drives runsc on the daemon's host only when it runs there"
+			f.FSSnapshot, f.MemoryCheckpoint = driver.Feature{Reason: why}, driver.Feature{Reason: why}
 		case !restore:
 			why := fmt.Sprintf("the %s runtime is not registered with Docker (scripts/host-setup.sh registers it)", driver.RestoreRuntime)
 			f.FSSnapshot, f.MemoryCheckpoint = driver.Feature{Reason: why}, driver.Feature{Reason: why}
