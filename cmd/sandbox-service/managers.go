@@ -9,6 +9,7 @@ import (
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/desktop"
+	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/interactive"
 	"genesis.dev/sandbox/internal/joblog"
@@ -16,6 +17,7 @@ import (
 	"genesis.dev/sandbox/internal/mcp/servers"
 	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/skills"
+	"genesis.dev/sandbox/internal/snapshots"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/trace"
 )
@@ -38,11 +40,13 @@ type managers struct {
 	desktop *desktop.Manager
 	// trace keeps the operation trace of each sandbox.
 	trace *trace.Store
+	// snapshots keeps sandboxes' state beyond their containers.
+	snapshots *snapshots.Manager
 }
 
 // newManagers builds the managers over ctl and registers their hooks; call
 // it before ctl.Start.
-func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agentDir string, images browser.Images, obs jobs.Observer, log *slog.Logger) (*managers, error) {
+func newManagers(ctl *control.Service, st store.Store, drv driver.Driver, cfg *config.Config, agentDir string, images browser.Images, obs jobs.Observer, log *slog.Logger) (*managers, error) {
 	blobs, err := artifacts.OpenBlobs(filepath.Join(cfg.DataDir, "artifacts"))
 	if err != nil {
 		return nil, err
@@ -121,7 +125,17 @@ func newManagers(ctl *control.Service, st store.Store, cfg *config.Config, agent
 		return nil, err
 	}
 	ctl.AddHook(tr) // a trace is kept for the log retention after its sandbox ends
-	return &managers{trace: tr, jobs: jm, arts: arts, files: fs, terms: terms, ports: pp, svcs: svcs, mcp: ms, sk: sk, browser: bm, desktop: dm}, nil
+	snapDir := cfg.Snapshots.Dir
+	if !filepath.IsAbs(snapDir) {
+		snapDir = filepath.Join(cfg.DataDir, snapDir)
+	}
+	snaps, err := snapshots.New(snapshots.Config{Lifecycle: ctl, Driver: drv, Store: st, Dir: snapDir, Retention: cfg.Snapshots.Retention,
+		MaxPerTenant: cfg.Snapshots.MaxPerTenant, MaxBytesPerTenant: cfg.Snapshots.MaxBytesPerTenant, MaxFork: cfg.Snapshots.MaxFork, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	ctl.AddHook(snaps) // last: a sandbox's own snapshots go once everything else let go of it; it wakes hibernated sandboxes
+	return &managers{trace: tr, jobs: jm, arts: arts, files: fs, terms: terms, ports: pp, svcs: svcs, mcp: ms, sk: sk, browser: bm, desktop: dm, snapshots: snaps}, nil
 }
 
 // newPortsProxy builds the port proxy with the preview-link key of the

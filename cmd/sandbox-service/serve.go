@@ -179,7 +179,7 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	m, err := newManagers(ctl, st, cfg, agentDir, dock, metrics, log)
+	m, err := newManagers(ctl, st, drv, cfg, agentDir, dock, metrics, log)
 	if err != nil {
 		return err
 	}
@@ -202,7 +202,7 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("ports.preview_url: %w", err)
 	}
-	api, err := httpapi.New(httpapi.Config{PublicURL: cfg.PublicBaseURL(), Previews: previews, Control: ctl, Terminals: m.terms, Files: m.files, Jobs: m.jobs, Artifacts: m.arts, Ports: m.ports, Browser: m.browser, Desktop: m.desktop, Trace: m.trace, Services: m.svcs, MCP: m.mcp, Skills: m.sk, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics, E2B: e2bCfg, OpenSandbox: osbCfg})
+	api, err := httpapi.New(httpapi.Config{PublicURL: cfg.PublicBaseURL(), Previews: previews, Control: ctl, Terminals: m.terms, Files: m.files, Jobs: m.jobs, Artifacts: m.arts, Ports: m.ports, Browser: m.browser, Desktop: m.desktop, Trace: m.trace, Services: m.svcs, Snapshots: m.snapshots, MCP: m.mcp, Skills: m.sk, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics, E2B: e2bCfg, OpenSandbox: osbCfg})
 	if err != nil {
 		return err
 	}
@@ -224,6 +224,7 @@ func serve(ctx context.Context, args []string) error {
 	defer m.jobs.Close() // before ctl.Close: followers hold busy attachments
 	defer m.svcs.Close() // before the jobs: no service restarts while they close
 	defer m.mcp.Close()  // before the jobs: an instance stops its server job and own lease
+	defer m.snapshots.Close() // idle hibernations under way finish before the managers they use close
 
 	handler := api.Handler()
 	if cfg.Console.Enabled {

@@ -127,6 +127,9 @@ func sandboxWire(sb *sandbox.Sandbox) client.Sandbox {
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: sb.ExpiresAt,
 		Network: networkSummaryWire(sb.Network), Reserved: sb.Reserved,
 	}
+	if su := sb.Suspension; su != nil {
+		out.Suspension = &client.Suspension{ResumeState: string(su.ResumeState), Operation: su.Operation, Memory: su.Memory, Since: su.Since}
+	}
 	if out.Metadata == nil {
 		out.Metadata = map[string]string{}
 	}
@@ -154,7 +157,20 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		in.Resources = sandbox.Resources{CPU: req.Resources.CPU, MemoryMB: req.Resources.MemoryMB, Pids: req.Resources.Pids, DiskMB: req.Resources.DiskMB}
 	}
 	start := time.Now()
-	sb, err := s.ctl.CreateSandbox(r.Context(), in)
+	var sb *sandbox.Sandbox
+	var err error
+	var memory *bool
+	if req.SnapshotID != "" {
+		if s.snaps == nil {
+			s.writeProblem(w, r, errdefs.WithCode("not_supported", fmt.Errorf("this service keeps no snapshots: %w", errdefs.ErrNotImplemented)))
+			return
+		}
+		var m bool
+		sb, m, err = s.snaps.CreateFrom(r.Context(), req.SnapshotID, in)
+		memory = &m
+	} else {
+		sb, err = s.ctl.CreateSandbox(r.Context(), in)
+	}
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -162,7 +178,9 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	s.metrics.observeCreate(sb.Runtime, start)
 	w.Header().Set("ETag", etag(sb))
 	w.Header().Set("Location", "/v1/sandboxes/"+sb.ID)
-	writeJSON(w, http.StatusCreated, sandboxWire(sb))
+	out := sandboxWire(sb)
+	out.MemoryRestored = memory
+	writeJSON(w, http.StatusCreated, out)
 }
 
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {

@@ -182,9 +182,41 @@ func (m *Manager) latestInternal(ctx context.Context, sandboxID string) string {
 	return list[0].ID
 }
 
-// Sweep deletes the snapshots whose retention ended.
+// Sweep deletes the snapshots whose retention ended, and hibernates the
+// leased sandboxes idle for longer than their profile's
+// lease.hibernate_idle.
 func (m *Manager) Sweep(ctx context.Context, now time.Time, _ bool) {
 	if n := m.expired(ctx, now); n > 0 {
 		m.log.Info("removed expired snapshots", "count", n)
+	}
+	idle, err := m.cfg.Lifecycle.ListSandboxes(ctx, store.SandboxFilter{States: []sandbox.State{sandbox.StateLeased}})
+	if err != nil {
+		m.log.Warn("listing leased sandboxes", "err", err)
+		return
+	}
+	for _, sb := range idle {
+		p, ok := m.cfg.Lifecycle.ProfileConfig(sb.Profile)
+		if !ok || p.Lease.HibernateIdle <= 0 || now.Sub(sb.UpdatedAt) < p.Lease.HibernateIdle || sb.Reserved != "" {
+			continue
+		}
+		m.mu.Lock()
+		busy := m.idling[sb.ID]
+		m.idling[sb.ID] = true
+		m.mu.Unlock()
+		if busy {
+			continue
+		}
+		m.wg.Go(func() {
+			defer func() {
+				m.mu.Lock()
+				delete(m.idling, sb.ID)
+				m.mu.Unlock()
+			}()
+			if _, err := m.Hibernate(context.WithoutCancel(ctx), sb.Tenant, sb.ID); err != nil {
+				m.log.Info("an idle sandbox was not hibernated", "sandbox", sb.ID, "err", err)
+				return
+			}
+			m.log.Info("hibernated an idle sandbox", "sandbox", sb.ID, "idle", now.Sub(sb.UpdatedAt).Round(time.Second))
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/internal/agent/agentclient"
+	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -23,6 +24,7 @@ import (
 type Lifecycle interface {
 	GetSandbox(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error)
 	ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]*sandbox.Sandbox, error)
+	ProfileConfig(name string) (*config.Profile, bool)
 	CreateSandbox(ctx context.Context, in control.CreateSandboxInput) (*sandbox.Sandbox, error)
 	DeleteSandbox(ctx context.Context, tenant, id string) error
 	BeginSuspend(ctx context.Context, tenant, id, op string) (*sandbox.Sandbox, error)
@@ -67,6 +69,9 @@ type Manager struct {
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // sandbox id → its operations' lock
+	// idling are the sandboxes an idle hibernation is under way for.
+	idling map[string]bool
+	wg     sync.WaitGroup
 }
 
 // New returns a Manager.
@@ -83,7 +88,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.MaxFork <= 0 {
 		cfg.MaxFork = 16
 	}
-	return &Manager{cfg: cfg, disk: Disk{Dir: cfg.Dir}, log: cfg.Logger.With("component", "snapshots"), locks: map[string]*sync.Mutex{}}, nil
+	return &Manager{cfg: cfg, disk: Disk{Dir: cfg.Dir}, log: cfg.Logger.With("component", "snapshots"), locks: map[string]*sync.Mutex{}, idling: map[string]bool{}}, nil
 }
 
 // Name is the manager's hook name.
@@ -314,3 +319,6 @@ func (m *Manager) fillWorkspace(ctx context.Context, man *Manifest, dir string) 
 }
 
 var _ control.Waker = (*Manager)(nil)
+
+// Close waits for the idle hibernations under way.
+func (m *Manager) Close() { m.wg.Wait() }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -38,6 +39,9 @@ func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Sna
 	pauser, _ := m.cfg.Driver.(driver.Pauser)
 	rs, _ := m.cfg.Driver.(driver.RootfsSaver)
 	runsc := sb.Runtime == sandbox.RuntimeRunsc
+	steps := stepTimer{log: m.log, what: "snapshot " + sn.ID, start: time.Now()}
+	steps.last = steps.start
+	defer steps.done()
 	if sn.Memory {
 		if frozen && pauser != nil {
 			// A paused sandbox's agent answers nothing: thaw it to ready it.
@@ -49,6 +53,7 @@ func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Sna
 			return false, err
 		}
 		prepared = true
+		steps.mark("agent closed")
 	}
 	// Frozen from here on: the workspace, the root filesystem and the
 	// memory are taken at one instant.
@@ -56,11 +61,13 @@ func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Sna
 		if err = pauser.Pause(ctx, sb.ContainerID); err != nil {
 			return prepared, err
 		}
+		steps.mark("frozen")
 	}
 	if workspace {
 		if err = m.writeWorkspace(ctx, sb.ID, dr); err != nil {
 			return prepared, err
 		}
+		steps.mark("workspace")
 	}
 	switch {
 	case runsc && rs != nil:
@@ -68,6 +75,7 @@ func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Sna
 			return prepared, err
 		}
 		dr.Manifest().RootfsTar = "rootfs.tar"
+		steps.mark("rootfs tar")
 	case rs != nil:
 		ref := imageRef(sn.ID)
 		if err = rs.CommitRootfs(ctx, sb.ContainerID, ref, map[string]string{driver.LabelManaged: "true", driver.LabelPurpose: "snapshot",
@@ -75,6 +83,7 @@ func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Sna
 			return prepared, err
 		}
 		dr.Manifest().RootfsImage = ref
+		steps.mark("rootfs commit")
 	}
 	if sn.Memory {
 		cp, ok := m.cfg.Driver.(driver.Checkpointer)
@@ -88,12 +97,22 @@ func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Sna
 		if err = cp.Checkpoint(ctx, sb.ContainerID, driver.CheckpointOptions{ImagePath: dir, LeaveRunning: !stop}); err != nil {
 			return prepared, err
 		}
+		if stop && pauser != nil {
+			// Its processes are gone with the save, but the daemon still
+			// sees the container paused, and kills a paused runsc
+			// container only after a 10 s timeout: thawing it lets it end.
+			if uerr := pauser.Unpause(ctx, sb.ContainerID); uerr != nil {
+				m.log.Debug("thawing a saved container", "sandbox", sb.ID, "err", uerr)
+			}
+		}
 		dr.Manifest().Memory = "memory"
+		steps.mark("memory")
 	}
 	size, err := dr.Commit()
 	if err != nil {
 		return prepared, err
 	}
+	steps.mark("checksums")
 	now := m.cfg.Now()
 	_, err = m.cfg.Store.UpdateSnapshot(detach(ctx), sn.ID, now, func(x *sandbox.Snapshot) error {
 		x.State, x.SizeBytes = sandbox.SnapshotReady, size
@@ -262,14 +281,18 @@ func (m *Manager) Hibernate(ctx context.Context, tenant, id string) (*sandbox.Sa
 		m.undo(ctx, sb, prepared, wasPaused)
 		return nil, err
 	}
+	t0 := time.Now()
 	if err := m.cfg.Lifecycle.RemoveContainer(ctx, id); err != nil {
 		// The state is saved; the container could not go. The sandbox is
 		// hibernated all the same: its wake removes what is left.
 		m.log.Warn("removing a hibernated sandbox's container", "sandbox", id, "err", err)
 	}
-	return m.cfg.Lifecycle.SetSuspended(ctx, id, sandbox.StateHibernated, func(s *sandbox.Suspension) {
+	t1 := time.Now()
+	out, err := m.cfg.Lifecycle.SetSuspended(ctx, id, sandbox.StateHibernated, func(s *sandbox.Suspension) {
 		s.SnapshotID, s.Memory = sn.ID, memory
 	})
+	m.log.Debug("hibernated", "sandbox", id, "remove_container", t1.Sub(t0).Round(time.Millisecond), "record", time.Since(t1).Round(time.Millisecond))
+	return out, err
 }
 
 // Wake brings a hibernated sandbox back under its id: restored from its
@@ -685,4 +708,29 @@ func (m *Manager) expired(ctx context.Context, now time.Time) int {
 		}
 	}
 	return n
+}
+
+// stepTimer logs how long each step of an operation took (debug level),
+// for the per-step figures of the benchmarks and of a slow operation.
+type stepTimer struct {
+	log   *slog.Logger
+	what  string
+	last  time.Time
+	start time.Time
+	parts []any
+}
+
+func (t *stepTimer) mark(step string) {
+	now := time.Now()
+	if t.start.IsZero() {
+		t.start, t.last = now, now
+	}
+	t.parts = append(t.parts, step, now.Sub(t.last).Round(time.Millisecond).String())
+	t.last = now
+}
+
+func (t *stepTimer) done() {
+	if len(t.parts) > 0 {
+		t.log.Debug("steps of "+t.what, t.parts...)
+	}
 }
