@@ -90,7 +90,7 @@ func (c *Client) RollbackSandbox(ctx context.Context, id, snapshotID string) (*S
 
 func (c *Client) sandboxAction(ctx context.Context, id, action string, body any) (*Sandbox, error) {
 	var sb Sandbox
-	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/sandboxes/"+url.PathEscape(id)+"/"+action, body: body, auth: true}, &sb); err != nil {
+	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/sandboxes/" + url.PathEscape(id) + "/" + action, body: body, auth: true}, &sb); err != nil {
 		return nil, err
 	}
 	return &sb, nil
@@ -99,7 +99,7 @@ func (c *Client) sandboxAction(ctx context.Context, id, action string, body any)
 // CreateSnapshot saves a sandbox's state as a new snapshot.
 func (c *Client) CreateSnapshot(ctx context.Context, sandboxID string, req CreateSnapshotRequest) (*Snapshot, error) {
 	var sn Snapshot
-	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/sandboxes/"+url.PathEscape(sandboxID)+"/snapshots", body: req, auth: true}, &sn); err != nil {
+	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/sandboxes/" + url.PathEscape(sandboxID) + "/snapshots", body: req, auth: true}, &sn); err != nil {
 		return nil, err
 	}
 	return &sn, nil
@@ -122,7 +122,7 @@ func (c *Client) ListSnapshots(ctx context.Context, sandboxID string) ([]Snapsho
 // GetSnapshot returns one snapshot.
 func (c *Client) GetSnapshot(ctx context.Context, id string) (*Snapshot, error) {
 	var sn Snapshot
-	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/snapshots/"+url.PathEscape(id), auth: true}, &sn); err != nil {
+	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/snapshots/" + url.PathEscape(id), auth: true}, &sn); err != nil {
 		return nil, err
 	}
 	return &sn, nil
@@ -130,7 +130,7 @@ func (c *Client) GetSnapshot(ctx context.Context, id string) (*Snapshot, error) 
 
 // DeleteSnapshot deletes a snapshot; deleting a deleted one succeeds.
 func (c *Client) DeleteSnapshot(ctx context.Context, id string) error {
-	return c.do(ctx, request{method: http.MethodDelete, path: "/v1/snapshots/"+url.PathEscape(id), auth: true}, nil)
+	return c.do(ctx, request{method: http.MethodDelete, path: "/v1/snapshots/" + url.PathEscape(id), auth: true}, nil)
 }
 
 // ForkSandbox makes count copies of a sandbox.
@@ -139,7 +139,7 @@ func (c *Client) ForkSandbox(ctx context.Context, id string, req ForkRequest) (*
 		return nil, fmt.Errorf("client: fork count must be positive, got %d", req.Count)
 	}
 	var out ForkResult
-	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/sandboxes/"+url.PathEscape(id)+"/fork", body: req, auth: true}, &out); err != nil {
+	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/sandboxes/" + url.PathEscape(id) + "/fork", body: req, auth: true}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -221,9 +221,9 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer ctl.Close()
-	defer m.jobs.Close() // before ctl.Close: followers hold busy attachments
-	defer m.svcs.Close() // before the jobs: no service restarts while they close
-	defer m.mcp.Close()  // before the jobs: an instance stops its server job and own lease
+	defer m.jobs.Close()      // before ctl.Close: followers hold busy attachments
+	defer m.svcs.Close()      // before the jobs: no service restarts while they close
+	defer m.mcp.Close()       // before the jobs: an instance stops its server job and own lease
 	defer m.snapshots.Close() // idle hibernations under way finish before the managers they use close
 
 	handler := api.Handler()

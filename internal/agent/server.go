@@ -115,7 +115,7 @@ type Server struct {
 	terms terminalTable // processes on pseudo-terminals (pty.go)
 
 	roots func() ([]string, error) // the allowed file roots, worked out once (files.go)
-	ckpt checkpointState // saves of the sandbox (checkpoint.go)
+	ckpt  checkpointState          // saves of the sandbox (checkpoint.go)
 
 	resetMu  sync.Mutex // one reset at a time (reset.go)
 	rootDirs []string   // the root's directories the user can write to, found by the first reset

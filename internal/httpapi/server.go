@@ -80,7 +80,7 @@ type Config struct {
 	// Snapshots, when set, serves pause, hibernation, snapshots, forks and
 	// rollbacks.
 	Snapshots *snapshots.Manager
-	Logger   *slog.Logger
+	Logger    *slog.Logger
 	// E2B, when set, serves the E2B SDK adapter under /e2b; New fills in
 	// its control, jobs, files, key check and logger.
 	E2B *e2b.Config
