@@ -103,6 +103,31 @@ func TestCheckpointProtocol(t *testing.T) {
 		t.Errorf("the job after the save: %+v %v", info, err)
 	}
 
+	// A save of the frozen sandbox (how the service takes one: the files
+	// and the memory at one instant) leaves the agent closed until the
+	// service says the save is done.
+	if _, err := c.client.PrepareCheckpoint(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitNoFile(t, filepath.Join(c.runDir, "agent.sock"))
+	if out, err := dockerCmd(30*time.Second, nil, "pause", c.id); err != nil {
+		t.Fatalf("docker pause: %v %s", err, out)
+	}
+	if out, err := runscCmd("checkpoint", "--image-path", t.TempDir(), "--leave-running", c.id); err != nil {
+		t.Fatalf("runsc checkpoint of a paused sandbox: %v\n%s", err, out)
+	}
+	if out, err := dockerCmd(30*time.Second, nil, "unpause", c.id); err != nil {
+		t.Fatalf("docker unpause: %v %s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(c.runDir, agentproto.ResumeFile), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wctx2, cancel2 := context.WithTimeout(ctx, 5*time.Second) // far below the prepare's 30 s
+	defer cancel2()
+	if _, err := c.client.WaitReady(wctx2, 5*time.Millisecond); err != nil {
+		t.Fatalf("the agent did not serve again when told the save was done: %v", err)
+	}
+
 	// Restore the image into a new container.
 	r := restoreContainer(t, c, image, agentproto.EnvSandboxID+"=sbx_fork")
 	got := count(r.client)

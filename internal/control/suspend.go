@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"genesis.dev/sandbox/internal/agent/agentclient"
+	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -282,3 +285,17 @@ func (s *Service) waker() Waker {
 // state: for the package that suspends sandboxes, which readies the agent
 // of a sandbox it has already paused for its save.
 func (s *Service) AgentOf(id string) *agentclient.Client { return s.agent(id) }
+
+// ResumeAgent tells a sandbox's agent, closed for a save that left the
+// sandbox running, that the save is done (agentproto.ResumeFile).
+func (s *Service) ResumeAgent(id string) error {
+	r, err := s.replacer()
+	if err != nil {
+		return err
+	}
+	p := filepath.Join(r.RunDir(id), agentproto.ResumeFile)
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		return fmt.Errorf("telling the agent of %s that the save is done: %v: %w", id, err, errdefs.ErrUnavailable)
+	}
+	return nil
+}

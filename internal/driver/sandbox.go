@@ -82,4 +82,7 @@ type ContainerReplacer interface {
 	RemoveContainer(ctx context.Context, id, containerID string) error
 	// WorkspaceDir is the host directory mounted at /workspace.
 	WorkspaceDir(id string) string
+	// RunDir is the host directory mounted at AgentRunDir (the agent's
+	// socket directory).
+	RunDir(id string) string
 }

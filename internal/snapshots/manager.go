@@ -35,6 +35,7 @@ type Lifecycle interface {
 	NewContainer(ctx context.Context, id string, o control.ContainerOptions) error
 	WorkspaceDir(id string) (string, error)
 	AgentOf(id string) *agentclient.Client
+	ResumeAgent(id string) error
 	Probe(ctx context.Context) driver.ProbeResult
 }
 
@@ -192,8 +193,12 @@ func (m *Manager) undo(ctx context.Context, sb *sandbox.Sandbox, prepared, stayP
 		}
 	}
 	if prepared {
-		// The agent listens again once the save it waited for is done (or
-		// failed, or its deadline passed).
+		// The agent listens again once it hears the save is done (a frozen
+		// sandbox's save does not always tell it: the service does), or its
+		// deadline passed.
+		if err := m.cfg.Lifecycle.ResumeAgent(sb.ID); err != nil {
+			m.log.Warn("telling the agent the save is done", "sandbox", sb.ID, "err", err)
+		}
 		wctx, cancel := context.WithTimeout(ctx, prepareTimeout+10*time.Second)
 		if _, err := m.cfg.Lifecycle.AgentOf(sb.ID).WaitReady(wctx, 5*time.Millisecond); err != nil {
 			m.log.Warn("the agent did not serve again after a save", "sandbox", sb.ID, "err", err)

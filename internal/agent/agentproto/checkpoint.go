@@ -9,6 +9,12 @@ package agentproto
 // save.
 const PathCheckpointPrepare = "/v1/checkpoint/prepare"
 
+// ResumeFile, in the agent's socket directory, ends a wait for a save from
+// outside: the service writes it once a save that left the sandbox running
+// is done (a frozen sandbox's save does not always tell the agent itself),
+// and the agent removes it and serves again.
+const ResumeFile = "resume"
+
 // CheckpointPrepare is the body of POST PathCheckpointPrepare.
 type CheckpointPrepare struct {
 	// TimeoutMS is how long the agent waits for the save before it listens

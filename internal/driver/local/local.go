@@ -179,6 +179,9 @@ func (l *Sandboxer) RemoveContainer(ctx context.Context, id, containerID string)
 // WorkspaceDir is the host directory mounted at /workspace.
 func (l *Sandboxer) WorkspaceDir(id string) string { return l.workspaceDir(id) }
 
+// RunDir is the host directory of the agent's socket.
+func (l *Sandboxer) RunDir(id string) string { return filepath.Join(l.SandboxDir(id), "run") }
+
 // RemoveSandbox removes the container and the sandbox's directory.
 func (l *Sandboxer) RemoveSandbox(ctx context.Context, id, containerID string) error {
 	if containerID == "" {
