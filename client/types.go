@@ -82,6 +82,11 @@ type Sandbox struct {
 	// fork's copy or a rollback, says whether processes and memory came
 	// back (false: files only).
 	MemoryRestored *bool `json:"memory_restored,omitempty"`
+	// SessionsFromSnapshot, on the answer of a create from a snapshot or
+	// a fork's copy, maps the snapshot's shell sessions and code contexts
+	// to this sandbox's copies of them (a code context only when its
+	// memory came back: its kernel is a process).
+	SessionsFromSnapshot map[string]string `json:"sessions_from_snapshot,omitempty"`
 }
 
 // Suspension is what a paused or hibernated sandbox returns to.

@@ -15,6 +15,7 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/snapshots"
 )
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
@@ -158,16 +159,16 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	var sb *sandbox.Sandbox
+	var made *snapshots.Made
 	var err error
-	var memory *bool
 	if req.SnapshotID != "" {
 		if s.snaps == nil {
 			s.writeProblem(w, r, errdefs.WithCode("not_supported", fmt.Errorf("this service keeps no snapshots: %w", errdefs.ErrNotImplemented)))
 			return
 		}
-		var m bool
-		sb, m, err = s.snaps.CreateFrom(r.Context(), req.SnapshotID, in)
-		memory = &m
+		if made, err = s.snaps.CreateFrom(r.Context(), req.SnapshotID, in); err == nil {
+			sb = made.Sandbox
+		}
 	} else {
 		sb, err = s.ctl.CreateSandbox(r.Context(), in)
 	}
@@ -179,7 +180,9 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("ETag", etag(sb))
 	w.Header().Set("Location", "/v1/sandboxes/"+sb.ID)
 	out := sandboxWire(sb)
-	out.MemoryRestored = memory
+	if made != nil {
+		out = madeWire(made)
+	}
 	writeJSON(w, http.StatusCreated, out)
 }
 

@@ -141,9 +141,7 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 			out.Errors = append(out.Errors, client.ForkError{Code: errdefs.Code(c.Err), Detail: errdefs.Detail(c.Err)})
 			continue
 		}
-		sb := sandboxWire(c.Sandbox)
-		sb.MemoryRestored = &c.Memory
-		out.Sandboxes = append(out.Sandboxes, sb)
+		out.Sandboxes = append(out.Sandboxes, madeWire(c))
 	}
 	status := http.StatusCreated
 	if len(out.Sandboxes) == 0 {
@@ -175,4 +173,13 @@ func (s *Server) rollbackSandbox(w http.ResponseWriter, r *http.Request) {
 	out.MemoryRestored = &memory
 	w.Header().Set("ETag", etag(sb))
 	writeJSON(w, http.StatusOK, out)
+}
+
+// madeWire is a sandbox made from a snapshot as the API shows it.
+func madeWire(c *snapshots.Made) client.Sandbox {
+	sb := sandboxWire(c.Sandbox)
+	memory := c.Memory
+	sb.MemoryRestored = &memory
+	sb.SessionsFromSnapshot = c.Sessions
+	return sb
 }

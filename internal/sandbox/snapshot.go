@@ -41,6 +41,9 @@ type Snapshot struct {
 	// Internal snapshots are the service's own (a fork's, a hibernation's),
 	// not listed to the tenant and removed with their use.
 	Internal bool `json:"internal,omitempty"`
+	// Sessions are the shell sessions and code contexts the sandbox had
+	// when it was taken: a sandbox made from it gets copies of them.
+	Sessions []Session `json:"sessions,omitempty"`
 	// SizeBytes is what its files take on disk.
 	SizeBytes int64      `json:"size_bytes"`
 	Error     string     `json:"error,omitempty"`

@@ -39,6 +39,13 @@ type Lifecycle interface {
 	Probe(ctx context.Context) driver.ProbeResult
 }
 
+// Sessions are the shell sessions and code contexts of sandboxes
+// (jobs.Manager).
+type Sessions interface {
+	ListSandboxSessions(ctx context.Context, sandboxID string) ([]*sandbox.Session, error)
+	CopySessions(ctx context.Context, tenant, to string, from []sandbox.Session, memory bool) (map[string]string, error)
+}
+
 // Config wires a Manager.
 type Config struct {
 	Lifecycle Lifecycle
@@ -57,8 +64,11 @@ type Config struct {
 	MaxBytesPerTenant int64
 	// MaxFork bounds one fork's copies (default 16).
 	MaxFork int
-	Now     func() time.Time
-	Logger  *slog.Logger
+	// Sessions, if set, keeps a sandbox's shell sessions and code contexts
+	// in the sandboxes made from its snapshots.
+	Sessions Sessions
+	Now      func() time.Time
+	Logger   *slog.Logger
 }
 
 // Manager keeps sandboxes' state beyond their containers. It is safe for
@@ -200,7 +210,9 @@ func (m *Manager) undo(ctx context.Context, sb *sandbox.Sandbox, prepared, stayP
 			m.log.Warn("telling the agent the save is done", "sandbox", sb.ID, "err", err)
 		}
 		wctx, cancel := context.WithTimeout(ctx, prepareTimeout+10*time.Second)
-		if _, err := m.cfg.Lifecycle.AgentOf(sb.ID).WaitReady(wctx, 5*time.Millisecond); err != nil {
+		ag := m.cfg.Lifecycle.AgentOf(sb.ID)
+		ag.Close() // a connection made while it closed is dead: dial afresh
+		if _, err := ag.WaitReady(wctx, 5*time.Millisecond); err != nil {
 			m.log.Warn("the agent did not serve again after a save", "sandbox", sb.ID, "err", err)
 		}
 		cancel()
@@ -237,6 +249,7 @@ func (m *Manager) quiesce(ctx context.Context, sb *sandbox.Sandbox) error {
 		_, err := ag.Ping(pctx)
 		cancel()
 		if err != nil {
+			ag.Close()
 			return nil // nobody answers: closed
 		}
 		if time.Now().After(deadline) {

@@ -145,10 +145,33 @@ func (m *Manager) newRecord(ctx context.Context, sb *sandbox.Sandbox, name strin
 	sn := &sandbox.Snapshot{ID: sandbox.NewID("snap"), Tenant: sb.Tenant, Name: name, SandboxID: sb.ID, Parent: sb.Metadata[ParentKey],
 		State: sandbox.SnapshotCreating, Profile: sb.Profile, Runtime: sb.Runtime, Image: sb.Image, RiskLevel: sb.RiskLevel,
 		Resources: sb.Resources, Memory: memory, Internal: internal, CreatedAt: now, UpdatedAt: now}
+	if m.cfg.Sessions != nil {
+		list, err := m.cfg.Sessions.ListSandboxSessions(ctx, sb.ID)
+		if err != nil {
+			return nil, err
+		}
+		for _, se := range list {
+			if se.State == sandbox.SessionActive {
+				sn.Sessions = append(sn.Sessions, *se)
+			}
+		}
+	}
 	if err := m.cfg.Store.CreateSnapshot(ctx, sn); err != nil {
 		return nil, err
 	}
 	return sn, nil
+}
+
+// copySessions gives a sandbox made from sn copies of sn's sessions.
+func (m *Manager) copySessions(ctx context.Context, sn *sandbox.Snapshot, sb *sandbox.Sandbox, memory bool) map[string]string {
+	if m.cfg.Sessions == nil || len(sn.Sessions) == 0 {
+		return nil
+	}
+	ids, err := m.cfg.Sessions.CopySessions(ctx, sb.Tenant, sb.ID, sn.Sessions, memory)
+	if err != nil {
+		m.log.Warn("copying the sessions of a snapshot", "snapshot", sn.ID, "sandbox", sb.ID, "err", err)
+	}
+	return ids
 }
 
 // ParentKey is the metadata key of a sandbox made from a snapshot: the
@@ -484,16 +507,37 @@ type CreateOptions = control.CreateSandboxInput
 // files, and its processes and memory where the snapshot holds them. It
 // says whether memory came back (a failed memory restore falls back to the
 // files, never to nothing).
-func (m *Manager) CreateFrom(ctx context.Context, snapID string, in CreateOptions) (*sandbox.Sandbox, bool, error) {
+func (m *Manager) CreateFrom(ctx context.Context, snapID string, in CreateOptions) (*Made, error) {
 	sn, err := m.Get(ctx, in.Tenant, snapID)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	man, err := m.usable(sn, in.Runtime)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	return m.createFrom(ctx, sn, man, in)
+	made := m.made(ctx, sn, man, in)
+	return made, made.Err
+}
+
+// Made is a sandbox made from a snapshot.
+type Made struct {
+	Sandbox *sandbox.Sandbox
+	// Memory says its processes and memory came back (false: its files).
+	Memory bool
+	// Sessions maps the snapshot's sessions and code contexts to the new
+	// sandbox's copies of them.
+	Sessions map[string]string
+	Err      error
+}
+
+// made makes one sandbox from sn and copies sn's sessions into it.
+func (m *Manager) made(ctx context.Context, sn *sandbox.Snapshot, man *Manifest, in CreateOptions) *Made {
+	sb, memory, err := m.createFrom(ctx, sn, man, in)
+	if err != nil {
+		return &Made{Err: err}
+	}
+	return &Made{Sandbox: sb, Memory: memory, Sessions: m.copySessions(detach(ctx), sn, sb, memory)}
 }
 
 // usable checks that sn can start a sandbox (of runtime, if set) and
@@ -565,19 +609,12 @@ func restoreFailure(err error) bool {
 		!errors.Is(err, errdefs.ErrPermissionDenied) && !errors.Is(err, errdefs.ErrNotFound)
 }
 
-// ForkResult is one copy of a fork.
-type ForkResult struct {
-	Sandbox *sandbox.Sandbox
-	Memory  bool
-	Err     error
-}
-
 // Fork makes count new sandboxes with the state of sandbox id: one
 // snapshot taken once, restored count times, each copy a sandbox of its
 // own (a new id, its own workspace, a new seed in its identity file).
 // The copies are made concurrently; each says whether its memory came
 // back or why it failed.
-func (m *Manager) Fork(ctx context.Context, tenant, id string, count int, in CreateOptions) ([]ForkResult, error) {
+func (m *Manager) Fork(ctx context.Context, tenant, id string, count int, in CreateOptions) ([]*Made, error) {
 	if count < 1 || count > m.cfg.MaxFork {
 		return nil, errdefs.WithCode("invalid_count", fmt.Errorf("count must be between 1 and %d, got %d: %w", m.cfg.MaxFork, count, errdefs.ErrInvalidArgument))
 	}
@@ -606,7 +643,7 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, count int, in Cre
 		sn.Parent = sb.Metadata[ParentKey]
 	}
 	ctx = detach(ctx)
-	out := make([]ForkResult, count)
+	out := make([]*Made, count)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 4)
 	for i := range out {
@@ -622,8 +659,7 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, count int, in Cre
 				copyIn.Metadata = cloneMap(copyIn.Metadata)
 			}
 			copyIn.Metadata["genesis.fork_of"] = id
-			child, mem, err := m.createFrom(ctx, sn, man, copyIn)
-			out[i] = ForkResult{Sandbox: child, Memory: mem, Err: err}
+			out[i] = m.made(ctx, sn, man, copyIn)
 		})
 	}
 	wg.Wait()

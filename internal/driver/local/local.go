@@ -158,6 +158,11 @@ func (l *Sandboxer) CreateSandbox(ctx context.Context, spec driver.SandboxSpec) 
 func (l *Sandboxer) NewContainer(ctx context.Context, spec driver.SandboxSpec) (string, error) {
 	id := spec.ID
 	c := spec.Container
+	if c.Restore != nil && c.Restore.ImagePath != "" {
+		if err := l.placeSocket(id, spec.UID, spec.GID); err != nil {
+			return "", err
+		}
+	}
 	c.Cmd = []string{driver.AgentBinary, "serve", "--socket", driver.AgentRunDir + "/" + driver.AgentSocketRel}
 	c.Mounts = append([]driver.Mount{
 		{Source: l.agentDir, Target: driver.AgentMountDir, ReadOnly: true},
@@ -239,4 +244,26 @@ func (l *Sandboxer) Sweep(keep func(id string, age time.Duration) bool) int {
 		}
 	}
 	return n
+}
+
+// placeSocket leaves a socket file where the agent listens, in a run
+// directory it has not listened in yet: the saved state of a sandbox
+// restored there still names the agent's socket (gVisor re-walks the files
+// its processes knew), and a restore into a directory without it fails.
+// The restored agent replaces it with its own.
+func (l *Sandboxer) placeSocket(id string, uid, gid int) error {
+	p := l.socketPath(id)
+	if _, err := os.Lstat(p); err == nil {
+		return nil
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: p, Net: "unix"})
+	if err != nil {
+		return fmt.Errorf("placing the agent's socket for a restore: %v: %w", err, errdefs.ErrUnavailable)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
+	if err := os.Lchown(p, uid, gid); err != nil {
+		return fmt.Errorf("placing the agent's socket for a restore: %v: %w", err, errdefs.ErrUnavailable)
+	}
+	return nil
 }
