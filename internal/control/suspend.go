@@ -43,15 +43,12 @@ type Waker interface {
 // suspendedError is the answer of Attach for a suspended sandbox.
 func suspendedError(sb *sandbox.Sandbox) error {
 	if sb.Suspension != nil && sb.Suspension.Operation != "" {
-		return errdefs.WithCode(CodeOperationInProgress, fmt.Errorf(
-			"sandbox %s is being %s; try again when it is done: %w", sb.ID, sb.Suspension.Operation, errdefs.ErrConflict))
+		return errdefs.WithCode(CodeOperationInProgress, errdefs.Mark(fmt.Errorf("sandbox %s is being %s; try again when it is done", sb.ID, sb.Suspension.Operation), errdefs.ErrConflict))
 	}
 	if sb.State == sandbox.StateHibernated {
-		return errdefs.WithCode(CodeHibernated, fmt.Errorf(
-			"sandbox %s is hibernated; resume it (POST /v1/sandboxes/%s/resume): %w", sb.ID, sb.ID, errdefs.ErrConflict))
+		return errdefs.WithCode(CodeHibernated, errdefs.Mark(fmt.Errorf("sandbox %s is hibernated; resume it: genesis sandbox resume %s (POST /v1/sandboxes/%s/resume)", sb.ID, sb.ID, sb.ID), errdefs.ErrConflict))
 	}
-	return errdefs.WithCode(CodePaused, fmt.Errorf(
-		"sandbox %s is paused; resume it (POST /v1/sandboxes/%s/resume): %w", sb.ID, sb.ID, errdefs.ErrConflict))
+	return errdefs.WithCode(CodePaused, errdefs.Mark(fmt.Errorf("sandbox %s is paused; resume it: genesis sandbox resume %s (POST /v1/sandboxes/%s/resume)", sb.ID, sb.ID, sb.ID), errdefs.ErrConflict))
 }
 
 // BeginSuspend moves a running sandbox of tenant to paused for operation
@@ -79,7 +76,7 @@ func (s *Service) BeginSuspend(ctx context.Context, tenant, id, op string) (*san
 			if x.State.Suspended() {
 				return suspendedError(x)
 			}
-			return errdefs.WithCode(CodeNotRunning, fmt.Errorf("sandbox %s is %s: %w", id, x.State, errdefs.ErrFailedPrecondition))
+			return errdefs.WithCode(CodeNotRunning, errdefs.Mark(fmt.Errorf("sandbox %s is %s", id, x.State), errdefs.ErrFailedPrecondition))
 		}
 		back := x.State
 		if back == sandbox.StateBusy {
@@ -96,7 +93,7 @@ func (s *Service) BeginSuspend(ctx context.Context, tenant, id, op string) (*san
 func (s *Service) SetSuspended(ctx context.Context, id string, to sandbox.State, fn func(*sandbox.Suspension)) (*sandbox.Sandbox, error) {
 	return s.store.UpdateSandbox(ctx, id, 0, s.now(), func(x *sandbox.Sandbox) error {
 		if x.Suspension == nil {
-			return errdefs.WithCode("invalid_state", fmt.Errorf("sandbox %s is not suspended: %w", id, errdefs.ErrFailedPrecondition))
+			return errdefs.WithCode("invalid_state", errdefs.Mark(fmt.Errorf("sandbox %s is not suspended", id), errdefs.ErrFailedPrecondition))
 		}
 		if x.State != to {
 			if err := sandbox.Transition(x.State, to); err != nil {
@@ -121,7 +118,7 @@ func (s *Service) MarkOperation(ctx context.Context, tenant, id, op string) (*sa
 	return s.store.UpdateSandbox(ctx, id, 0, s.now(), func(x *sandbox.Sandbox) error {
 		switch {
 		case x.Suspension == nil || !x.State.Suspended():
-			return errdefs.WithCode("not_suspended", fmt.Errorf("sandbox %s is %s, not paused or hibernated: %w", id, x.State, errdefs.ErrFailedPrecondition))
+			return errdefs.WithCode("not_suspended", errdefs.Mark(fmt.Errorf("sandbox %s is %s, not paused or hibernated", id, x.State), errdefs.ErrFailedPrecondition))
 		case x.Suspension.Operation != "":
 			return suspendedError(x)
 		}
@@ -159,7 +156,7 @@ func (s *Service) EndSuspend(ctx context.Context, id string) (*sandbox.Sandbox, 
 func (s *Service) replacer() (driver.ContainerReplacer, error) {
 	r, ok := s.boxes.(driver.ContainerReplacer)
 	if !ok {
-		return nil, errdefs.WithCode("not_supported", fmt.Errorf("this backend cannot give a sandbox a new container: %w", errdefs.ErrNotImplemented))
+		return nil, errdefs.WithCode("not_supported", errdefs.Mark(fmt.Errorf("this backend cannot give a sandbox a new container"), errdefs.ErrNotImplemented))
 	}
 	return r, nil
 }

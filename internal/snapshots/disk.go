@@ -145,7 +145,7 @@ func (dr *Draft) AddSummed(name string, size int64, sha string) {
 func (d Disk) Open(id string) (*Manifest, error) {
 	b, err := os.ReadFile(filepath.Join(d.Path(id), "manifest.json"))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, errdefs.WithCode("snapshot_missing", fmt.Errorf("the files of snapshot %s are gone: %w", id, errdefs.ErrFailedPrecondition))
+		return nil, errdefs.WithCode("snapshot_missing", errdefs.Mark(fmt.Errorf("the files of snapshot %s are gone", id), errdefs.ErrFailedPrecondition))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("snapshots: %v: %w", err, errdefs.ErrUnavailable)

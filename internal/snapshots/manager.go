@@ -130,8 +130,8 @@ func (m *Manager) features(ctx context.Context, sb *sandbox.Sandbox) driver.Runt
 
 // unsupported is the 501 of a feature the runtime lacks.
 func unsupported(what string, sb *sandbox.Sandbox, f driver.Feature) error {
-	return errdefs.WithCode("not_supported", fmt.Errorf("%s is not available for sandbox %s (runtime %s): %s: %w",
-		what, sb.ID, sb.Runtime, f.Reason, errdefs.ErrNotImplemented))
+	return errdefs.WithCode("not_supported", errdefs.Mark(fmt.Errorf("%s is not available for sandbox %s (runtime %s): %s",
+		what, sb.ID, sb.Runtime, f.Reason), errdefs.ErrNotImplemented))
 }
 
 // Pause freezes a running sandbox's processes, keeping its memory. Pausing
@@ -177,7 +177,7 @@ func (m *Manager) Resume(ctx context.Context, tenant, id string) (*sandbox.Sandb
 		if sb.State.Running() {
 			return sb, nil
 		}
-		return nil, errdefs.WithCode("not_suspended", fmt.Errorf("sandbox %s is %s: %w", id, sb.State, errdefs.ErrFailedPrecondition))
+		return nil, errdefs.WithCode("not_suspended", errdefs.Mark(fmt.Errorf("sandbox %s is %s", id, sb.State), errdefs.ErrFailedPrecondition))
 	}
 	if _, err := m.cfg.Lifecycle.MarkOperation(ctx, tenant, id, "resuming"); err != nil {
 		return nil, err
@@ -268,8 +268,7 @@ func detach(ctx context.Context) context.Context {
 
 // errMemoryUnavailable says why a runtime keeps files only.
 func memoryUnavailable(sb *sandbox.Sandbox, f driver.Feature) error {
-	return errdefs.WithCode("memory_checkpoint_unsupported", fmt.Errorf(
-		"sandbox %s runs under %s, which keeps files only (%s); ask with memory: false: %w", sb.ID, sb.Runtime, f.Reason, errdefs.ErrNotImplemented))
+	return errdefs.WithCode("memory_checkpoint_unsupported", errdefs.Mark(fmt.Errorf("sandbox %s runs under %s, which keeps files only (%s); ask with memory: false", sb.ID, sb.Runtime, f.Reason), errdefs.ErrNotImplemented))
 }
 
 // removeFiles deletes a snapshot's files and its runc image.

@@ -190,11 +190,11 @@ func (m *Manager) checkQuota(ctx context.Context, tenant string) error {
 		return err
 	}
 	if m.cfg.MaxPerTenant > 0 && n >= m.cfg.MaxPerTenant {
-		return errdefs.WithCode("quota_exceeded", fmt.Errorf("tenant %s keeps %d snapshots, its limit: delete one first: %w", tenant, n, errdefs.ErrResourceExhausted))
+		return errdefs.WithCode("quota_exceeded", errdefs.Mark(fmt.Errorf("tenant %s keeps %d snapshots, its limit: delete one first", tenant, n), errdefs.ErrResourceExhausted))
 	}
 	if m.cfg.MaxBytesPerTenant > 0 && bytes >= m.cfg.MaxBytesPerTenant {
-		return errdefs.WithCode("quota_exceeded", fmt.Errorf("tenant %s's snapshots take %d bytes, its limit is %d: delete one first: %w",
-			tenant, bytes, m.cfg.MaxBytesPerTenant, errdefs.ErrResourceExhausted))
+		return errdefs.WithCode("quota_exceeded", errdefs.Mark(fmt.Errorf("tenant %s's snapshots take %d bytes, its limit is %d: delete one first",
+			tenant, bytes, m.cfg.MaxBytesPerTenant), errdefs.ErrResourceExhausted))
 	}
 	return nil
 }
@@ -212,7 +212,7 @@ type SnapshotOptions struct {
 // comes back to the state it was in.
 func (m *Manager) Snapshot(ctx context.Context, tenant, id string, o SnapshotOptions) (*sandbox.Snapshot, error) {
 	if o.Name != "" && !snapshotName.MatchString(o.Name) {
-		return nil, errdefs.WithCode("invalid_name", fmt.Errorf("snapshot name %.70q: letters, digits, '.', '_' and '-', at most 63: %w", o.Name, errdefs.ErrInvalidArgument))
+		return nil, errdefs.WithCode("invalid_name", errdefs.Mark(fmt.Errorf("snapshot name %.70q: letters, digits, '.', '_' and '-', at most 63", o.Name), errdefs.ErrInvalidArgument))
 	}
 	if err := m.checkQuota(ctx, tenant); err != nil {
 		return nil, err
@@ -332,7 +332,7 @@ func (m *Manager) Wake(ctx context.Context, tenant, id string) (*sandbox.Sandbox
 		if sb.State.Running() {
 			return sb, nil
 		}
-		return nil, errdefs.WithCode("not_suspended", fmt.Errorf("sandbox %s is %s, not hibernated: %w", id, sb.State, errdefs.ErrFailedPrecondition))
+		return nil, errdefs.WithCode("not_suspended", errdefs.Mark(fmt.Errorf("sandbox %s is %s, not hibernated", id, sb.State), errdefs.ErrFailedPrecondition))
 	}
 	if sb, err = m.cfg.Lifecycle.MarkOperation(ctx, tenant, id, "waking"); err != nil {
 		return nil, err
@@ -468,8 +468,8 @@ func (m *Manager) Rollback(ctx context.Context, tenant, id, snapID string) (*san
 		return nil, false, err
 	}
 	if sn.Profile != sb.Profile || sn.Runtime != sb.Runtime {
-		return nil, false, errdefs.WithCode("snapshot_mismatch", fmt.Errorf("snapshot %s is of a %s sandbox under %s; sandbox %s is %s under %s: %w",
-			sn.ID, sn.Profile, sn.Runtime, id, sb.Profile, sb.Runtime, errdefs.ErrFailedPrecondition))
+		return nil, false, errdefs.WithCode("snapshot_mismatch", errdefs.Mark(fmt.Errorf("snapshot %s is of a %s sandbox under %s; sandbox %s is %s under %s",
+			sn.ID, sn.Profile, sn.Runtime, id, sb.Profile, sb.Runtime), errdefs.ErrFailedPrecondition))
 	}
 	man, err := m.disk.Open(sn.ID)
 	if err == nil {
@@ -544,11 +544,11 @@ func (m *Manager) made(ctx context.Context, sn *sandbox.Snapshot, man *Manifest,
 // returns its verified manifest.
 func (m *Manager) usable(sn *sandbox.Snapshot, runtime string) (*Manifest, error) {
 	if sn.State != sandbox.SnapshotReady {
-		return nil, errdefs.WithCode("snapshot_not_ready", fmt.Errorf("snapshot %s is %s: %w", sn.ID, sn.State, errdefs.ErrFailedPrecondition))
+		return nil, errdefs.WithCode("snapshot_not_ready", errdefs.Mark(fmt.Errorf("snapshot %s is %s", sn.ID, sn.State), errdefs.ErrFailedPrecondition))
 	}
 	if runtime != "" && runtime != string(sn.Runtime) {
-		return nil, errdefs.WithCode("snapshot_mismatch", fmt.Errorf("snapshot %s is of a %s sandbox; a sandbox from it runs under %s too: %w",
-			sn.ID, sn.Runtime, sn.Runtime, errdefs.ErrInvalidArgument))
+		return nil, errdefs.WithCode("snapshot_mismatch", errdefs.Mark(fmt.Errorf("snapshot %s is of a %s sandbox; a sandbox from it runs under %s too",
+			sn.ID, sn.Runtime, sn.Runtime), errdefs.ErrInvalidArgument))
 	}
 	man, err := m.disk.Open(sn.ID)
 	if err != nil {
@@ -616,7 +616,7 @@ func restoreFailure(err error) bool {
 // back or why it failed.
 func (m *Manager) Fork(ctx context.Context, tenant, id string, count int, in CreateOptions) ([]*Made, error) {
 	if count < 1 || count > m.cfg.MaxFork {
-		return nil, errdefs.WithCode("invalid_count", fmt.Errorf("count must be between 1 and %d, got %d: %w", m.cfg.MaxFork, count, errdefs.ErrInvalidArgument))
+		return nil, errdefs.WithCode("invalid_count", errdefs.Mark(fmt.Errorf("count must be between 1 and %d, got %d", m.cfg.MaxFork, count), errdefs.ErrInvalidArgument))
 	}
 	unlock := m.lock(id)
 	sb, err := m.cfg.Lifecycle.GetSandbox(ctx, tenant, id)
@@ -711,7 +711,7 @@ func (m *Manager) Delete(ctx context.Context, tenant, id string) error {
 		return err
 	}
 	if sn.State == sandbox.SnapshotCreating {
-		return errdefs.WithCode(control.CodeOperationInProgress, fmt.Errorf("snapshot %s is being taken: %w", id, errdefs.ErrConflict))
+		return errdefs.WithCode(control.CodeOperationInProgress, errdefs.Mark(fmt.Errorf("snapshot %s is being taken", id), errdefs.ErrConflict))
 	}
 	return m.delete(detach(ctx), sn)
 }

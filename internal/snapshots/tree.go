@@ -29,7 +29,7 @@ import (
 // errCorrupt is a snapshot file whose content is not what its manifest
 // says.
 func errCorrupt(name, why string) error {
-	return errdefs.WithCode("snapshot_corrupt", fmt.Errorf("snapshot file %s is damaged (%s); the snapshot cannot be restored: %w", name, why, errdefs.ErrFailedPrecondition))
+	return errdefs.WithCode("snapshot_corrupt", errdefs.Mark(fmt.Errorf("snapshot file %s is damaged (%s); the snapshot cannot be restored", name, why), errdefs.ErrFailedPrecondition))
 }
 
 // WriteTree writes the tree under dir to w as a tar and returns its size
