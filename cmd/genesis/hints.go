@@ -26,6 +26,11 @@ var codeHints = map[string]string{
 	"paused":                  "`genesis trace resume SANDBOX` (or `genesis trace step SANDBOX`) lets the agent act again",
 	"aborted":                 "`genesis trace resume SANDBOX` lets the agent act again",
 	"control_held":            "`genesis desktop control SANDBOX wait` waits for the person to hand control back",
+
+	// A sandbox's saved state (genesis sandbox pause|hibernate|snapshot).
+	"sandbox_paused":                "`genesis sandbox resume SANDBOX` thaws it",
+	"sandbox_hibernated":            "`genesis sandbox resume SANDBOX` wakes it (so does the next call that needs it running)",
+	"memory_checkpoint_unsupported": "this runtime keeps files only: `genesis sandbox snapshot SANDBOX --memory=false` takes them",
 }
 
 // failure is what printError says about err: the message, and a hint of

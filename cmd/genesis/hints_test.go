@@ -77,6 +77,27 @@ func TestErrorHints(t *testing.T) {
 			hint:   "--disk-mb",
 		},
 		{
+			name:   "paused sandbox",
+			answer: newFakeAPI(t, problem(409, "sandbox_paused", "sandbox sb-1 is paused; resume it")),
+			args:   []string{"exec", "sb-1", "--", "true"},
+			msg:    "genesis: sandbox sb-1 is paused; resume it (sandbox_paused",
+			hint:   "hint: `genesis sandbox resume SANDBOX` thaws it",
+		},
+		{
+			name:   "hibernated sandbox",
+			answer: newFakeAPI(t, problem(409, "sandbox_hibernated", "sandbox sb-1 is hibernated; resume it")),
+			args:   []string{"sandbox", "pause", "sb-1"},
+			msg:    "is hibernated",
+			hint:   "hint: `genesis sandbox resume SANDBOX` wakes it",
+		},
+		{
+			name:   "no memory checkpoint",
+			answer: newFakeAPI(t, problem(501, "memory_checkpoint_unsupported", "sandbox sb-1 runs under runc, which keeps files only; ask with memory: false")),
+			args:   []string{"sandbox", "snapshot", "sb-1", "--memory"},
+			msg:    "keeps files only",
+			hint:   "--memory=false",
+		},
+		{
 			name: "service not running",
 			url:  closed,
 			args: []string{"sandbox", "ls"},
