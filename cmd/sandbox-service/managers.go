@@ -130,7 +130,7 @@ func newManagers(ctl *control.Service, st store.Store, drv driver.Driver, cfg *c
 		snapDir = filepath.Join(cfg.DataDir, snapDir)
 	}
 	snaps, err := snapshots.New(snapshots.Config{Lifecycle: ctl, Driver: drv, Store: st, Dir: snapDir, Retention: cfg.Snapshots.Retention,
-		MaxPerTenant: cfg.Snapshots.MaxPerTenant, MaxBytesPerTenant: cfg.Snapshots.MaxBytesPerTenant, MaxFork: cfg.Snapshots.MaxFork, Sessions: jm, Logger: log})
+		MaxPerTenant: cfg.Snapshots.MaxPerTenant, MaxBytesPerTenant: cfg.Snapshots.MaxBytesPerTenant, MaxFork: cfg.Snapshots.MaxFork, Sessions: jm, Trace: rec, Logger: log})
 	if err != nil {
 		return nil, err
 	}

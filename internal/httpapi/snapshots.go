@@ -31,7 +31,7 @@ func (s *Server) snapshotRoutes() {
 		return
 	}
 	s.handle("POST", "/v1/sandboxes/{id}/pause", true, s.sandboxStep(s.snaps.Pause))
-	s.handle("POST", "/v1/sandboxes/{id}/resume", true, s.sandboxStep(s.snaps.Resume))
+	s.handle("POST", "/v1/sandboxes/{id}/resume", true, s.resumeSandbox)
 	s.handle("POST", "/v1/sandboxes/{id}/hibernate", true, s.sandboxStep(s.snaps.Hibernate))
 	s.handle("POST", "/v1/sandboxes/{id}/snapshots", true, s.createSnapshot)
 	s.handle("GET", "/v1/sandboxes/{id}/snapshots", true, s.listSnapshots)
@@ -182,4 +182,16 @@ func madeWire(c *snapshots.Made) client.Sandbox {
 	sb.MemoryRestored = &memory
 	sb.SessionsFromSnapshot = c.Sessions
 	return sb
+}
+
+func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, memory, err := s.snaps.Resume(r.Context(), tenantOf(r), r.PathValue("id"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	out := sandboxWire(sb)
+	out.MemoryRestored = memory
+	w.Header().Set("ETag", etag(sb))
+	writeJSON(w, http.StatusOK, out)
 }

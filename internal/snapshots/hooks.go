@@ -212,7 +212,7 @@ func (m *Manager) Sweep(ctx context.Context, now time.Time, _ bool) {
 				delete(m.idling, sb.ID)
 				m.mu.Unlock()
 			}()
-			if _, err := m.Hibernate(context.WithoutCancel(ctx), sb.Tenant, sb.ID); err != nil {
+			if _, err := m.Hibernate(context.WithValue(context.WithoutCancel(ctx), byService{}, true), sb.Tenant, sb.ID); err != nil {
 				m.log.Info("an idle sandbox was not hibernated", "sandbox", sb.ID, "err", err)
 				return
 			}

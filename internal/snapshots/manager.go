@@ -2,6 +2,7 @@ package snapshots
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/trace"
 )
 
 // Lifecycle is the lifecycle layer as this package uses it
@@ -67,6 +69,10 @@ type Config struct {
 	// Sessions, if set, keeps a sandbox's shell sessions and code contexts
 	// in the sandboxes made from its snapshots.
 	Sessions Sessions
+	// Trace, if set, records each operation in the sandbox's trace
+	// (sandbox.paused, sandbox.resumed, sandbox.hibernated, sandbox.woken,
+	// snapshot.taken, sandbox.forked, sandbox.rolled_back).
+	Trace trace.Recorder
 	Now      func() time.Time
 	Logger   *slog.Logger
 }
@@ -156,39 +162,45 @@ func (m *Manager) Pause(ctx context.Context, tenant, id string) (*sandbox.Sandbo
 		m.undo(ctx, sb, false, false)
 		return nil, err
 	}
-	return m.cfg.Lifecycle.SetSuspended(detach(ctx), id, sandbox.StatePaused, nil)
+	out, err := m.cfg.Lifecycle.SetSuspended(detach(ctx), id, sandbox.StatePaused, nil)
+	m.record(ctx, out, "api", "sandbox.paused", map[string]any{})
+	return out, err
 }
 
 // Resume brings a paused or hibernated sandbox back to the state it left.
 // Resuming a running sandbox succeeds.
-func (m *Manager) Resume(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error) {
+// A hibernated sandbox's wake says whether its processes and memory came
+// back (nil for a thaw or a running sandbox).
+func (m *Manager) Resume(ctx context.Context, tenant, id string) (*sandbox.Sandbox, *bool, error) {
 	sb, err := m.cfg.Lifecycle.GetSandbox(ctx, tenant, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if sb.State == sandbox.StateHibernated {
-		return m.Wake(ctx, tenant, id)
+		return m.wake(ctx, tenant, id)
 	}
 	defer m.lock(id)()
 	if sb, err = m.cfg.Lifecycle.GetSandbox(ctx, tenant, id); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if sb.State != sandbox.StatePaused {
 		if sb.State.Running() {
-			return sb, nil
+			return sb, nil, nil
 		}
-		return nil, errdefs.WithCode("not_suspended", errdefs.Mark(fmt.Errorf("sandbox %s is %s", id, sb.State), errdefs.ErrFailedPrecondition))
+		return nil, nil, errdefs.WithCode("not_suspended", errdefs.Mark(fmt.Errorf("sandbox %s is %s", id, sb.State), errdefs.ErrFailedPrecondition))
 	}
 	if _, err := m.cfg.Lifecycle.MarkOperation(ctx, tenant, id, "resuming"); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if p, ok := m.cfg.Driver.(driver.Pauser); ok {
 		if err := p.Unpause(detach(ctx), sb.ContainerID); err != nil {
 			m.cfg.Lifecycle.SetSuspended(detach(ctx), id, sandbox.StatePaused, nil)
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return m.cfg.Lifecycle.EndSuspend(detach(ctx), id)
+	sb, err = m.cfg.Lifecycle.EndSuspend(detach(ctx), id)
+	m.record(ctx, sb, "api", "sandbox.resumed", map[string]any{})
+	return sb, nil, err
 }
 
 // undo returns a sandbox whose suspending operation ended (or failed) to
@@ -339,3 +351,17 @@ var _ control.Waker = (*Manager)(nil)
 
 // Close waits for the idle hibernations under way.
 func (m *Manager) Close() { m.wg.Wait() }
+
+// record puts an operation in a sandbox's trace: actor "api" for a call,
+// "system" for the service's own (an idle hibernation, a wake by the next
+// call).
+func (m *Manager) record(ctx context.Context, sb *sandbox.Sandbox, actor, kind string, data map[string]any) {
+	if m.cfg.Trace == nil || sb == nil {
+		return
+	}
+	b, err := json.Marshal(data)
+	if err != nil {
+		return
+	}
+	m.cfg.Trace.Record(context.WithoutCancel(ctx), sb.Tenant, sb.ID, trace.Event{Actor: actor, Kind: kind, Data: b})
+}

@@ -266,6 +266,9 @@ func (m *Manager) snapshot(ctx context.Context, sb *sandbox.Sandbox, name string
 	if err != nil {
 		return nil, err
 	}
+	if !internal {
+		m.record(ctx, sb, "api", "snapshot.taken", map[string]any{"snapshot_id": sn.ID, "name": sn.Name, "memory": sn.Memory, "size_bytes": sn.SizeBytes})
+	}
 	return sn, nil
 }
 
@@ -315,6 +318,7 @@ func (m *Manager) Hibernate(ctx context.Context, tenant, id string) (*sandbox.Sa
 		s.SnapshotID, s.Memory = sn.ID, memory
 	})
 	m.log.Debug("hibernated", "sandbox", id, "remove_container", t1.Sub(t0).Round(time.Millisecond), "record", time.Since(t1).Round(time.Millisecond))
+	m.record(ctx, out, actorOf(ctx), "sandbox.hibernated", map[string]any{"memory": memory, "size_bytes": sn.SizeBytes})
 	return out, err
 }
 
@@ -323,39 +327,48 @@ func (m *Manager) Hibernate(ctx context.Context, tenant, id string) (*sandbox.Sa
 // from its files otherwise (its profile's services start again). Waking a
 // running sandbox succeeds.
 func (m *Manager) Wake(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error) {
+	sb, _, err := m.wake(context.WithValue(ctx, byService{}, true), tenant, id)
+	return sb, err
+}
+
+// wake is Wake that also says whether processes and memory came back (nil:
+// the sandbox was not hibernated).
+func (m *Manager) wake(ctx context.Context, tenant, id string) (*sandbox.Sandbox, *bool, error) {
 	defer m.lock(id)()
 	sb, err := m.cfg.Lifecycle.GetSandbox(ctx, tenant, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if sb.State != sandbox.StateHibernated {
 		if sb.State.Running() {
-			return sb, nil
+			return sb, nil, nil
 		}
-		return nil, errdefs.WithCode("not_suspended", errdefs.Mark(fmt.Errorf("sandbox %s is %s, not hibernated", id, sb.State), errdefs.ErrFailedPrecondition))
+		return nil, nil, errdefs.WithCode("not_suspended", errdefs.Mark(fmt.Errorf("sandbox %s is %s, not hibernated", id, sb.State), errdefs.ErrFailedPrecondition))
 	}
 	if sb, err = m.cfg.Lifecycle.MarkOperation(ctx, tenant, id, "waking"); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ctx = detach(ctx)
 	snapID := sb.Suspension.SnapshotID
 	sn, err := m.cfg.Store.GetSnapshot(ctx, "", snapID)
+	var memory bool
 	if err == nil {
-		_, err = m.restoreInto(ctx, sb, sn, true)
+		memory, err = m.restoreInto(ctx, sb, sn, true)
 	}
 	if err != nil {
 		// Left hibernated with the reason: its files are all still there.
 		if _, serr := m.cfg.Lifecycle.SetSuspended(ctx, id, sandbox.StateHibernated, nil); serr != nil {
 			m.log.Warn("recording a failed wake", "sandbox", id, "err", serr)
 		}
-		return nil, fmt.Errorf("waking sandbox %s: %w", id, err)
+		return nil, nil, fmt.Errorf("waking sandbox %s: %w", id, err)
 	}
 	out, err := m.cfg.Lifecycle.EndSuspend(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m.dropInternal(ctx, sn)
-	return out, nil
+	m.record(ctx, out, actorOf(ctx), "sandbox.woken", map[string]any{"memory_restored": memory})
+	return out, &memory, nil
 }
 
 // restoreInto gives sandbox sb a new container from snapshot sn: restored
@@ -496,6 +509,7 @@ func (m *Manager) Rollback(ctx context.Context, tenant, id, snapID string) (*san
 		return nil, false, fmt.Errorf("rolling sandbox %s back: %w", id, err)
 	}
 	out, err := m.cfg.Lifecycle.EndSuspend(ctx, id)
+	m.record(ctx, out, "api", "sandbox.rolled_back", map[string]any{"snapshot_id": sn.ID, "memory_restored": memory})
 	return out, memory, err
 }
 
@@ -664,6 +678,13 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, count int, in Cre
 	}
 	wg.Wait()
 	m.dropInternal(ctx, sn)
+	var ids []string
+	for _, c := range out {
+		if c.Sandbox != nil {
+			ids = append(ids, c.Sandbox.ID)
+		}
+	}
+	m.record(ctx, sb, "api", "sandbox.forked", map[string]any{"count": count, "sandboxes": ids, "memory": memory})
 	return out, nil
 }
 
@@ -769,4 +790,16 @@ func (t *stepTimer) done() {
 	if len(t.parts) > 0 {
 		t.log.Debug("steps of "+t.what, t.parts...)
 	}
+}
+
+// byService marks a context whose operation the service itself started
+// (an idle hibernation; a wake by the call that needed the sandbox).
+type byService struct{}
+
+// actorOf is the trace actor of the operation ctx carries.
+func actorOf(ctx context.Context) string {
+	if v, _ := ctx.Value(byService{}).(bool); v {
+		return "system"
+	}
+	return "api"
 }
