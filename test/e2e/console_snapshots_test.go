@@ -107,6 +107,12 @@ func TestConsoleSnapshots(t *testing.T) {
 				user.run(t, "run a command", chromedp.SendKeys(chromedp.CSS("#script"), "echo never"), chromedp.Click(chromedp.CSS(`#run button[type="submit"]`)))
 				user.wait(t, "the refusal", `[...document.querySelectorAll('main .note.error')].some((n) => n.textContent.includes('(sandbox_paused)'))`)
 				user.shot(t, shots, "paused")
+				// Fork… and Roll back… ask first: their forms are hidden until then.
+				var shown []string
+				user.eval(t, `['fork-form', 'rollback-form'].filter((id) => document.getElementById(id).getClientRects().length > 0)`, &shown)
+				if len(shown) > 0 {
+					t.Errorf("forms shown before their buttons were clicked: %q", shown)
+				}
 				var disabled map[string]bool
 				user.eval(t, `Object.fromEntries([...document.querySelectorAll('#state .actions button')].map((b) => [b.dataset.action, b.disabled]))`, &disabled)
 				if !disabled["pause"] || disabled["resume"] || disabled["hibernate"] || disabled["snapshot"] {
@@ -217,6 +223,7 @@ func TestConsoleSnapshots(t *testing.T) {
 
 			t.Run("fork", func(t *testing.T) {
 				click("fork", `#state button[data-action="fork"]`)
+				user.wait(t, "the fork form", `document.getElementById('fork-form').getClientRects().length > 0`)
 				user.run(t, "two copies", chromedp.SetValue(chromedp.CSS("#fork-count"), "2"), chromedp.Click(chromedp.CSS("#fork-submit")))
 				user.wait(t, "the copies", `document.querySelectorAll('#fork-made li[data-id]').length === 2`)
 				var made []struct{ ID, Memory string }
@@ -237,6 +244,7 @@ func TestConsoleSnapshots(t *testing.T) {
 			t.Run("roll back", func(t *testing.T) {
 				user.open(t, "/sandboxes/"+sb.ID)
 				click("roll back…", `#state button[data-action="rollback"]`)
+				user.wait(t, "the rollback form", `document.getElementById('rollback-form').getClientRects().length > 0`)
 				user.run(t, "choose the snapshot", chromedp.SetValue(chromedp.CSS("#rollback-snapshot"), snapID), chromedp.Click(chromedp.CSS("#rollback-submit")))
 				user.wait(t, "the rollback (or an error)", `document.getElementById('state-msg')?.textContent.startsWith('Rolled back') ||
 					document.querySelector('#state-msg .error')`)

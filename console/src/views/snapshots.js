@@ -77,13 +77,13 @@ export async function snapshotsView(root, { query, go, refresh }) {
   const fail = (e) => replace(msg, note(`${e.message}${e.code ? ` (${e.code})` : ''}`, 'error'));
 
   const rows = items.map((sn) => h('tr', { dataset: { id: sn.id, memory: String(!!sn.memory) } },
-    h('td', { class: 'wrap id' }, sn.id), h('td', {}, sn.name || '–'),
-    h('td', { class: 'wrap id' }, h('a', { href: `#/sandboxes/${enc(sn.sandbox_id)}` }, sn.sandbox_id)),
+    h('td', { class: 'nowrap' }, sn.id), h('td', {}, sn.name || '–'),
+    h('td', { class: 'nowrap' }, h('a', { href: `#/sandboxes/${enc(sn.sandbox_id)}` }, sn.sandbox_id)),
     h('td', {}, badge(sn.state), sn.error ? ` ${sn.error}` : ''),
-    h('td', {}, sn.profile), h('td', {}, sn.runtime),
-    h('td', { class: 'holds' }, holds(sn)), h('td', { class: 'num' }, fmtBytes(sn.size_bytes)),
-    h('td', {}, h('span', { title: fmtTime(sn.created_at) }, fmtRelative(sn.created_at))),
-    h('td', {}, sn.expires_at ? h('span', { title: fmtTime(sn.expires_at) }, fmtRelative(sn.expires_at)) : 'kept until deleted'),
+    h('td', { class: 'nowrap' }, sn.profile), h('td', {}, sn.runtime),
+    h('td', { class: 'holds' }, holds(sn)), h('td', { class: 'num nowrap' }, fmtBytes(sn.size_bytes)),
+    h('td', { class: 'nowrap' }, h('span', { title: fmtTime(sn.created_at) }, fmtRelative(sn.created_at))),
+    h('td', { class: 'nowrap' }, sn.expires_at ? h('span', { title: fmtTime(sn.expires_at) }, fmtRelative(sn.expires_at)) : 'kept until deleted'),
     h('td', { class: 'actions' },
       h('button', { type: 'button', class: 'small', 'data-action': 'new-sandbox', disabled: sn.state !== 'ready', 'aria-label': `New sandbox from ${sn.id}`,
         onclick: async (ev) => {
