@@ -1,6 +1,9 @@
 package httpapi
 
 import (
+	"fmt"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/snapshots"
 	"net/http"
 	"strconv"
 
@@ -53,13 +56,26 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out, err := s.ctl.AcquireLease(r.Context(), in)
+	var out *control.LeaseOutput
+	var made *snapshots.Made
+	if req.SnapshotID != "" {
+		if s.snaps == nil {
+			s.writeProblem(w, r, errdefs.WithCode("not_supported", errdefs.Mark(fmt.Errorf("this service keeps no snapshots"), errdefs.ErrNotImplemented)))
+			return
+		}
+		out, made, err = s.snaps.LeaseFrom(r.Context(), req.SnapshotID, in)
+	} else {
+		out, err = s.ctl.AcquireLease(r.Context(), in)
+	}
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
 	l := leaseWire(out.Lease)
 	sb := sandboxWire(out.Sandbox)
+	if made != nil {
+		sb = madeWire(made)
+	}
 	l.Sandbox = &sb
 	if len(mcpReqs) > 0 {
 		l.MCPServers, err = s.startLeaseMCP(r, out.Lease.ID, mcpReqs)

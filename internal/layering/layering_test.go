@@ -211,9 +211,15 @@ var rules = []rule{
 		External: []string{},
 	},
 	{
+		Pkg:      "internal/assemble",
+		Why:      "assemble builds the service below the HTTP edge: the control service, every manager and the compatibility adapters; no API, client, command or test harness",
+		Forbid:   []string{"internal/httpapi", "cmd/...", "internal/controltest"},
+		NoImport: []string{"client"},
+	},
+	{
 		Pkg:      "internal/httpapi",
-		Why:      "the API calls control and the workload managers; it never imports a driver, the store, admission, the job log or the agent protocol",
-		Forbid:   []string{"cmd/..."},
+		Why:      "the API calls control and the workload managers; it never imports a driver, the store, admission, the job log or the agent protocol, nor assemble (the service is built below it and handed to it)",
+		Forbid:   []string{"cmd/...", "internal/assemble"},
 		NoImport: []string{"internal/driver/...", "internal/store/...", "internal/admission", "internal/joblog", "internal/agent/..."},
 	},
 }

@@ -109,6 +109,10 @@ func (m *Manager) recoverOne(ctx context.Context, sb *sandbox.Sandbox) {
 		if p, ok := m.cfg.Driver.(driver.Pauser); ok && frozen && op != "pausing" {
 			_ = p.Unpause(ctx, sb.ContainerID)
 		}
+		// An agent readied for a save that never came listens again now,
+		// not at its deadline; the sandbox is ready once it serves.
+		_ = m.cfg.Lifecycle.ResumeAgent(sb.ID)
+		m.awaitAgent(ctx, sb.ID)
 		if op == "pausing" && frozen {
 			m.setSuspended(ctx, sb.ID, sandbox.StatePaused, "")
 			return

@@ -587,23 +587,8 @@ func (m *Manager) createFrom(ctx context.Context, sn *sandbox.Snapshot, man *Man
 	if in.Resources == (sandbox.Resources{}) {
 		in.Resources = sn.Resources
 	}
-	from := func(memory bool) *control.FromState {
-		o := m.containerOptions(man, memory)
-		parent := sn.ID
-		if sn.Internal && sn.Parent != "" {
-			parent = sn.Parent
-		}
-		meta := map[string]string{}
-		if !sn.Internal {
-			meta[ParentKey] = parent
-		} else if sn.Parent != "" {
-			meta[ParentKey] = sn.Parent
-		}
-		return &control.FromState{Image: o.Image, Restore: o.Restore, Metadata: meta,
-			Fill: func(ctx context.Context, dir string) error { return m.fillWorkspace(ctx, man, dir) }}
-	}
 	first := in
-	first.From = from(true)
+	first.From = m.fromState(sn, man, true)
 	sb, err := m.cfg.Lifecycle.CreateSandbox(ctx, first)
 	if err == nil || first.From.Restore == nil || first.From.Restore.ImagePath == "" || !restoreFailure(err) {
 		return sb, err == nil && first.From.Restore != nil && first.From.Restore.ImagePath != "", err
@@ -611,9 +596,59 @@ func (m *Manager) createFrom(ctx context.Context, sn *sandbox.Snapshot, man *Man
 	m.log.Warn("a new sandbox could not restore its snapshot's memory; starting from its files", "snapshot", sn.ID, "err", err)
 	second := in
 	second.IdempotencyKey = "" // the first attempt's id is taken by its failed record
-	second.From = from(false)
+	second.From = m.fromState(sn, man, false)
 	sb, err = m.cfg.Lifecycle.CreateSandbox(ctx, second)
 	return sb, false, err
+}
+
+// fromState is how a sandbox starts from sn: with its memory, or from its
+// files only.
+func (m *Manager) fromState(sn *sandbox.Snapshot, man *Manifest, memory bool) *control.FromState {
+	o := m.containerOptions(man, memory)
+	meta := map[string]string{}
+	switch {
+	case !sn.Internal:
+		meta[ParentKey] = sn.ID
+	case sn.Parent != "":
+		meta[ParentKey] = sn.Parent
+	}
+	return &control.FromState{Image: o.Image, Restore: o.Restore, Metadata: meta,
+		Fill: func(ctx context.Context, dir string) error { return m.fillWorkspace(ctx, man, dir) }}
+}
+
+// LeaseFrom acquires a lease of tenant whose sandbox starts from snapshot
+// snapID (a cold lease: never a pool member), with copies of its sessions.
+func (m *Manager) LeaseFrom(ctx context.Context, snapID string, in control.AcquireLeaseInput) (*control.LeaseOutput, *Made, error) {
+	sn, err := m.Get(ctx, in.Tenant, snapID)
+	if err != nil {
+		return nil, nil, err
+	}
+	man, err := m.usable(sn, in.Runtime)
+	if err != nil {
+		return nil, nil, err
+	}
+	in.Profile, in.Runtime = sn.Profile, string(sn.Runtime)
+	if in.RiskLevel == "" {
+		in.RiskLevel = string(sn.RiskLevel)
+	}
+	if in.Resources == (sandbox.Resources{}) {
+		in.Resources = sn.Resources
+	}
+	first := in
+	first.From = m.fromState(sn, man, true)
+	memory := first.From.Restore != nil && first.From.Restore.ImagePath != ""
+	out, err := m.cfg.Lifecycle.AcquireLease(ctx, first)
+	if err != nil && memory && restoreFailure(err) {
+		m.log.Warn("a lease's sandbox could not restore its snapshot's memory; starting from its files", "snapshot", sn.ID, "err", err)
+		second := in
+		second.From = m.fromState(sn, man, false)
+		out, err = m.cfg.Lifecycle.AcquireLease(ctx, second)
+		memory = false
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, &Made{Sandbox: out.Sandbox, Memory: memory, Sessions: m.copySessions(detach(ctx), sn, out.Sandbox, memory)}, nil
 }
 
 // restoreFailure says err is the start of a container failing (as a
