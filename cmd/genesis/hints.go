@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"syscall"
 
 	"genesis.dev/sandbox/client"
@@ -47,13 +48,38 @@ func (a *app) failure(err error) (msg, hint string) {
 		case ae.Problem.Code == "route_not_found":
 			return msg, fmt.Sprintf("is %s a Genesis service as new as this CLI (`genesis version`)? Set GENESIS_URL or pass --url", a.baseURL())
 		}
-		return msg, codeHints[ae.Problem.Code]
+		if hint := codeHints[ae.Problem.Code]; !names(msg, hint) {
+			return msg, hint
+		}
+		return msg, ""
 	}
 	if isUnreachable(err) {
 		return fmt.Sprintf("cannot reach the Genesis service at %s: %v", a.baseURL(), dialCause(err)),
 			"is it running (`make run`, or `sandbox-service serve`)? If it listens elsewhere, set GENESIS_URL or pass --url"
 	}
 	return err.Error(), ""
+}
+
+// names reports whether msg already names the command that hint quotes
+// (its words before the first placeholder in capitals, such as SANDBOX):
+// the service's detail often says what to run, and once is enough.
+func names(msg, hint string) bool {
+	_, rest, ok := strings.Cut(hint, "`")
+	if !ok {
+		return false
+	}
+	quoted, _, ok := strings.Cut(rest, "`")
+	if !ok {
+		return false
+	}
+	var words []string
+	for _, w := range strings.Fields(quoted) {
+		if w == strings.ToUpper(w) && w != strings.ToLower(w) {
+			break
+		}
+		words = append(words, w)
+	}
+	return len(words) > 1 && strings.Contains(msg, strings.Join(words, " ")+" ")
 }
 
 // isUnreachable reports whether err is a failure to connect to the

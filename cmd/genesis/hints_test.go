@@ -152,6 +152,20 @@ func TestNoHintWhereNothingHelps(t *testing.T) {
 	}
 }
 
+// TestNoHintTheDetailSays: a problem whose detail already names the
+// command of its code's hint is one line (the service's words for a
+// paused or hibernated sandbox name genesis sandbox resume).
+func TestNoHintTheDetailSays(t *testing.T) {
+	t.Parallel()
+	for code, state := range map[string]string{"sandbox_paused": "paused", "sandbox_hibernated": "hibernated"} {
+		api := newFakeAPI(t, problem(409, code, "sandbox sb-1 is "+state+"; resume it: genesis sandbox resume sb-1 (POST /v1/sandboxes/sb-1/resume)"))
+		r := cli(t, api.URL, "", nil, "exec", "sb-1", "--", "true")
+		if r.code != 1 || strings.Contains(r.stderr, "hint:") || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "genesis sandbox resume sb-1") {
+			t.Errorf("%s: exit %d stderr %q; want 1 and one line naming genesis sandbox resume sb-1", code, r.code, r.stderr)
+		}
+	}
+}
+
 // TestBadServiceURL: a malformed GENESIS_URL is a usage error that says
 // which variable and flag to set.
 func TestBadServiceURL(t *testing.T) {
