@@ -16,6 +16,7 @@ import { systemView } from './views/system.js';
 import { notFoundView } from './views/misc.js';
 import { desktopsView } from './views/desktops.js';
 import { tracesView, traceView } from './views/traces.js';
+import { snapshotsView } from './views/snapshots.js';
 
 const routes = [
   [/^\/sandboxes$/, sandboxesView, 'sandboxes'],
@@ -24,6 +25,7 @@ const routes = [
   [/^\/sandboxes\/([^/]+)\/files\/view$/, fileView, 'sandboxes'],
   [/^\/sandboxes\/([^/]+)\/terminal$/, terminalView, 'sandboxes'],
   [/^\/jobs\/([^/]+)$/, jobView, 'sandboxes'],
+  [/^\/snapshots$/, snapshotsView, 'snapshots'],
   [/^\/leases$/, leasesView, 'leases'],
   [/^\/pools$/, poolsView, 'pools'],
   [/^\/tenants$/, tenantsView, 'tenants'],
@@ -35,7 +37,7 @@ const routes = [
 ];
 
 const nav = [
-  ['sandboxes', 'Sandboxes'], ['leases', 'Leases'], ['pools', 'Pools'], ['tenants', 'Tenants', true],
+  ['sandboxes', 'Sandboxes'], ['snapshots', 'Snapshots'], ['leases', 'Leases'], ['pools', 'Pools'], ['tenants', 'Tenants', true],
   ['audit', 'Audit log'], ['system', 'System'], ['desktop', 'Desktops'], ['traces', 'Traces'],
 ];
 

@@ -550,7 +550,7 @@ func (m *Manager) CreateFrom(ctx context.Context, snapID string, in CreateOption
 	if err != nil {
 		return nil, err
 	}
-	man, err := m.usable(sn, in.Runtime)
+	man, err := m.usable(sn, in.Profile, in.Runtime)
 	if err != nil {
 		return nil, err
 	}
@@ -578,11 +578,15 @@ func (m *Manager) made(ctx context.Context, sn *sandbox.Snapshot, man *Manifest,
 	return &Made{Sandbox: sb, Memory: memory, Sessions: m.copySessions(detach(ctx), sn, sb, memory)}
 }
 
-// usable checks that sn can start a sandbox (of runtime, if set) and
-// returns its verified manifest.
-func (m *Manager) usable(sn *sandbox.Snapshot, runtime string) (*Manifest, error) {
+// usable checks that sn can start a sandbox (of profile and runtime, if
+// set) and returns its verified manifest.
+func (m *Manager) usable(sn *sandbox.Snapshot, profile, runtime string) (*Manifest, error) {
 	if sn.State != sandbox.SnapshotReady {
 		return nil, errdefs.WithCode("snapshot_not_ready", errdefs.Mark(fmt.Errorf("snapshot %s is %s", sn.ID, sn.State), errdefs.ErrFailedPrecondition))
+	}
+	if profile != "" && profile != sn.Profile {
+		return nil, errdefs.WithCode("snapshot_mismatch", errdefs.Mark(fmt.Errorf("snapshot %s is of a %s sandbox; a sandbox from it has that profile too (leave the profile out)",
+			sn.ID, sn.Profile), errdefs.ErrInvalidArgument))
 	}
 	if runtime != "" && runtime != string(sn.Runtime) {
 		return nil, errdefs.WithCode("snapshot_mismatch", errdefs.Mark(fmt.Errorf("snapshot %s is of a %s sandbox; a sandbox from it runs under %s too",
@@ -647,7 +651,7 @@ func (m *Manager) LeaseFrom(ctx context.Context, snapID string, in control.Acqui
 	if err != nil {
 		return nil, nil, err
 	}
-	man, err := m.usable(sn, in.Runtime)
+	man, err := m.usable(sn, in.Profile, in.Runtime)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -707,7 +711,7 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, count int, in Cre
 	if err != nil {
 		return nil, err
 	}
-	man, err := m.usable(sn, "")
+	man, err := m.usable(sn, "", "")
 	if err != nil {
 		m.dropInternal(detach(ctx), sn)
 		return nil, err
