@@ -4,6 +4,8 @@ go 1.26.0
 
 require (
 	connectrpc.com/connect v1.21.1
+	github.com/aymanbagabas/go-udiff v0.4.2
+	github.com/bluekeyes/go-gitdiff v0.9.0
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/coder/websocket v1.8.15
