@@ -55,27 +55,27 @@ func treeOf(t *testing.T, files map[string]string) Tree {
 
 var (
 	baseFiles = map[string]string{
-		"README.md":      "hello\nworld\n",
-		"src/main.py":    "import os\n\ndef main():\n    print('one')\n    print('two')\n\nmain()\n",
-		"old.txt":        "going away\n",
-		"run.sh":         "#!/bin/sh\necho hi\n",
-		"data.bin":       "\x00\x01\x02binary",
-		".git/HEAD":      "ref: refs/heads/main\n",
-		"nested/.git/x":  "ignored",
-		"noeol.txt":      "no newline",
-		"same.txt":       "unchanged\n",
-		"link":           "->README.md",
+		"README.md":     "hello\nworld\n",
+		"src/main.py":   "import os\n\ndef main():\n    print('one')\n    print('two')\n\nmain()\n",
+		"old.txt":       "going away\n",
+		"run.sh":        "#!/bin/sh\necho hi\n",
+		"data.bin":      "\x00\x01\x02binary",
+		".git/HEAD":     "ref: refs/heads/main\n",
+		"nested/.git/x": "ignored",
+		"noeol.txt":     "no newline",
+		"same.txt":      "unchanged\n",
+		"link":          "->README.md",
 	}
 	curFiles = map[string]string{
-		"README.md":     "hello\nthere\nworld\n",
-		"src/main.py":   "import os\n\ndef main():\n    print('one')\n    print('2')\n\nmain()\n",
-		"new/file.txt":  "brand new\n",
-		"run.sh*":       "#!/bin/sh\necho hi\n",
-		"data.bin":      "\x00\x01\x03binary",
-		".git/HEAD":     "ref: refs/heads/other\n",
-		"noeol.txt":     "no newline at all",
-		"same.txt":      "unchanged\n",
-		"link":          "->src/main.py",
+		"README.md":    "hello\nthere\nworld\n",
+		"src/main.py":  "import os\n\ndef main():\n    print('one')\n    print('2')\n\nmain()\n",
+		"new/file.txt": "brand new\n",
+		"run.sh*":      "#!/bin/sh\necho hi\n",
+		"data.bin":     "\x00\x01\x03binary",
+		".git/HEAD":    "ref: refs/heads/other\n",
+		"noeol.txt":    "no newline at all",
+		"same.txt":     "unchanged\n",
+		"link":         "->src/main.py",
 	}
 )
 

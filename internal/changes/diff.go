@@ -22,6 +22,9 @@ const (
 	// ModeChanged is a file whose content is the same and whose mode is
 	// not.
 	ModeChanged Status = "mode_changed"
+	// Renamed is a file a patch moved (a diff lists the two paths as
+	// deleted and added).
+	Renamed Status = "renamed"
 )
 
 // FileChange is one changed file of a diff.

@@ -148,9 +148,17 @@ func readTree(ctx context.Context, r io.Reader, k *keeper) (Tree, error) {
 		}
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
+			// The rest is the archive's padding; reading it lets a
+			// checking reader see its end.
+			if _, err := io.Copy(io.Discard, io.LimitReader(r, 1<<20)); err != nil {
+				return nil, fmt.Errorf("reading the workspace: %w", err)
+			}
 			return t, nil
 		}
 		if err != nil {
+			if _, ok := errors.AsType[errdefs.Coded](err); ok {
+				return nil, err // a damaged snapshot, a sandbox gone
+			}
 			return nil, fmt.Errorf("reading the workspace: %v: %w", err, errdefs.ErrUnavailable)
 		}
 		if n++; n > k.lim.MaxTreeEntries {

@@ -65,6 +65,7 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 	srv, err := httpapi.New(httpapi.Config{
 		Metrics:      httpapi.NewMetrics(httpapi.MetricsConfig{TenantLabels: h.Cfg.Metrics.TenantLabels}),
 		Snapshots:    st.Snapshots,
+		Changes:      st.Changes,
 		PublicURL:    testPublicURL,
 		Previews:     st.Previews,
 		Trace:        st.Trace,
