@@ -14,7 +14,9 @@
 // computing line diffs is github.com/aymanbagabas/go-udiff (the Myers diff
 // of Go's own tools).
 //
-// It may import files, snapshots, control, config, sandbox, trace, the
-// agent protocol and errdefs; it must not import httpapi, client, the
-// store or a driver.
+// It imports files, config, sandbox, trace, errdefs and agentclient (the
+// type of the gateway's downloads); it declares the small interfaces it
+// needs of the gateway, control and snapshots. It must not import httpapi,
+// client, the store, a driver or the agent protocol (the gateway applies
+// the path policy).
 package changes
