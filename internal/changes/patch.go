@@ -26,7 +26,7 @@ type Patch struct {
 }
 
 func invalidPatch(format string, args ...any) error {
-	return errdefs.WithCode(CodePatchInvalid, fmt.Errorf(format+"; nothing was changed: %w", append(args, errdefs.ErrInvalidArgument)...))
+	return errdefs.WithCode(CodePatchInvalid, errdefs.Mark(fmt.Errorf(format+"; nothing was changed", args...), errdefs.ErrInvalidArgument))
 }
 
 // stripName takes off the a/ or b/ prefix git puts on a traditional
@@ -52,8 +52,8 @@ func stripName(name string, git bool) string {
 func ParsePatch(text []byte, lim Limits) (*Patch, error) {
 	lim = lim.withDefaults()
 	if int64(len(text)) > lim.MaxPatchBytes {
-		return nil, errdefs.WithCode(CodePatchTooLarge, fmt.Errorf(
-			"the patch is %d bytes, over the %d-byte limit; nothing was changed: %w", len(text), lim.MaxPatchBytes, errdefs.ErrTooLarge))
+		return nil, errdefs.WithCode(CodePatchTooLarge, errdefs.Mark(fmt.Errorf(
+			"the patch is %d bytes, over the %d-byte limit; nothing was changed", len(text), lim.MaxPatchBytes), errdefs.ErrTooLarge))
 	}
 	files, _, err := gitdiff.Parse(bytes.NewReader(text))
 	if err != nil {
@@ -63,8 +63,8 @@ func ParsePatch(text []byte, lim Limits) (*Patch, error) {
 		return nil, invalidPatch("the text holds no file change (a unified diff starts a file with ---/+++ or diff --git lines)")
 	}
 	if len(files) > lim.MaxPatchFiles {
-		return nil, errdefs.WithCode(CodePatchTooLarge, fmt.Errorf(
-			"the patch changes %d files, over the limit of %d; nothing was changed: %w", len(files), lim.MaxPatchFiles, errdefs.ErrTooLarge))
+		return nil, errdefs.WithCode(CodePatchTooLarge, errdefs.Mark(fmt.Errorf(
+			"the patch changes %d files, over the limit of %d; nothing was changed", len(files), lim.MaxPatchFiles), errdefs.ErrTooLarge))
 	}
 	p := &Patch{}
 	seen := map[string]bool{}
@@ -94,9 +94,9 @@ func ParsePatch(text []byte, lim Limits) (*Patch, error) {
 				continue
 			}
 			if !localName(n) {
-				return nil, errdefs.WithCode("path_outside_root", fmt.Errorf(
-					"the patch names %q, which is not a relative path inside the workspace (no leading /, no .., nothing under .git); nothing was changed: %w",
-					n, errdefs.ErrInvalidArgument))
+				return nil, errdefs.WithCode("path_outside_root", errdefs.Mark(fmt.Errorf(
+					"the patch names %q, which is not a relative path inside the workspace (no leading /, no .., nothing under .git); nothing was changed",
+					n), errdefs.ErrInvalidArgument))
 			}
 			if seen[n] {
 				return nil, invalidPatch("the patch changes %s twice", n)
@@ -217,5 +217,5 @@ func hunkHeader(f *gitdiff.File, n int) string {
 }
 
 func conflict(format string, args ...any) error {
-	return errdefs.WithCode(CodePatchConflict, fmt.Errorf(format+"; nothing was changed: %w", append(args, errdefs.ErrConflict)...))
+	return errdefs.WithCode(CodePatchConflict, errdefs.Mark(fmt.Errorf(format+"; nothing was changed", args...), errdefs.ErrConflict))
 }

@@ -79,7 +79,7 @@ type Service struct {
 // New validates cfg and returns a Service.
 func New(cfg Config) (*Service, error) {
 	if cfg.Files == nil || cfg.Sandboxes == nil {
-		return nil, fmt.Errorf("changes: files and sandboxes are required: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Mark(fmt.Errorf("changes: files and sandboxes are required"), errdefs.ErrInvalidArgument)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -151,7 +151,7 @@ func (s *Service) baseTree(ctx context.Context, tenant, id, base string) (Tree, 
 		return Tree{}, nil
 	case sandbox.ValidID("snap", base):
 		if s.cfg.Snapshots == nil {
-			return nil, errdefs.WithCode(CodeInvalidBase, fmt.Errorf("snapshots are not served here; base %s cannot be read: %w", base, errdefs.ErrNotImplemented))
+			return nil, errdefs.WithCode(CodeInvalidBase, errdefs.Mark(fmt.Errorf("snapshots are not served here; base %s cannot be read", base), errdefs.ErrNotImplemented))
 		}
 		rc, err := s.cfg.Snapshots.OpenWorkspace(ctx, tenant, base)
 		if err != nil {
@@ -161,7 +161,7 @@ func (s *Service) baseTree(ctx context.Context, tenant, id, base string) (Tree, 
 		return readTree(ctx, rc, k)
 	case sandbox.ValidID("sbx", base):
 		if base == id {
-			return nil, errdefs.WithCode(CodeInvalidBase, fmt.Errorf("base %s is the sandbox itself: %w", base, errdefs.ErrInvalidArgument))
+			return nil, errdefs.WithCode(CodeInvalidBase, errdefs.Mark(fmt.Errorf("base %s is the sandbox itself", base), errdefs.ErrInvalidArgument))
 		}
 		rc, cancel, err := s.cfg.Files.ReadArchive(ctx, tenant, base, Root)
 		if err != nil {
@@ -171,8 +171,8 @@ func (s *Service) baseTree(ctx context.Context, tenant, id, base string) (Tree, 
 		defer rc.Close()
 		return readTree(ctx, rc, k)
 	default:
-		return nil, errdefs.WithCode(CodeInvalidBase, fmt.Errorf(
-			"base %.80q is none of %q, a snapshot id (snap_…) or a sandbox id (sbx_…): %w", base, BaseCreation, errdefs.ErrInvalidArgument))
+		return nil, errdefs.WithCode(CodeInvalidBase, errdefs.Mark(fmt.Errorf(
+			"base %.80q is none of %q, a snapshot id (snap_…) or a sandbox id (sbx_…)", base, BaseCreation), errdefs.ErrInvalidArgument))
 	}
 }
 
@@ -254,15 +254,15 @@ func (s *Service) current(ctx context.Context, tenant, id, rel string) (Current,
 	}
 	switch {
 	case info.Type != "file":
-		return Current{}, errdefs.WithCode(CodePatchConflict, fmt.Errorf(
-			"%s is a %s, not a regular file; a patch changes regular files only; nothing was changed: %w", rel, info.Type, errdefs.ErrConflict))
+		return Current{}, errdefs.WithCode(CodePatchConflict, errdefs.Mark(fmt.Errorf(
+			"%s is a %s, not a regular file; a patch changes regular files only; nothing was changed", rel, info.Type), errdefs.ErrConflict))
 	case info.Size > s.lim.MaxTextBytes:
-		return Current{}, errdefs.WithCode(CodePatchTooLarge, fmt.Errorf(
-			"%s is %d bytes, over the %d-byte limit of a file a patch changes; nothing was changed: %w", rel, info.Size, s.lim.MaxTextBytes, errdefs.ErrTooLarge))
+		return Current{}, errdefs.WithCode(CodePatchTooLarge, errdefs.Mark(fmt.Errorf(
+			"%s is %d bytes, over the %d-byte limit of a file a patch changes; nothing was changed", rel, info.Size, s.lim.MaxTextBytes), errdefs.ErrTooLarge))
 	}
 	mode, err := strconv.ParseUint(info.Mode, 8, 32)
 	if err != nil {
-		return Current{}, fmt.Errorf("%s has mode %q: %w", rel, info.Mode, errdefs.ErrInternal)
+		return Current{}, errdefs.Mark(fmt.Errorf("%s has mode %q", rel, info.Mode), errdefs.ErrInternal)
 	}
 	fr, cancel, err := s.cfg.Files.ReadFile(ctx, tenant, id, http.MethodGet, abs, nil)
 	if err != nil {
@@ -272,11 +272,11 @@ func (s *Service) current(ctx context.Context, tenant, id, rel string) (Current,
 	defer fr.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(fr.Body, s.lim.MaxTextBytes+1))
 	if err != nil {
-		return Current{}, fmt.Errorf("reading %s: %v: %w", rel, err, errdefs.ErrUnavailable)
+		return Current{}, errdefs.Mark(fmt.Errorf("reading %s: %v", rel, err), errdefs.ErrUnavailable)
 	}
 	if int64(len(data)) > s.lim.MaxTextBytes {
-		return Current{}, errdefs.WithCode(CodePatchTooLarge, fmt.Errorf(
-			"%s grew over the %d-byte limit of a file a patch changes; nothing was changed: %w", rel, s.lim.MaxTextBytes, errdefs.ErrTooLarge))
+		return Current{}, errdefs.WithCode(CodePatchTooLarge, errdefs.Mark(fmt.Errorf(
+			"%s grew over the %d-byte limit of a file a patch changes; nothing was changed", rel, s.lim.MaxTextBytes), errdefs.ErrTooLarge))
 	}
 	return Current{Exists: true, Data: data, Mode: fs.FileMode(mode).Perm()}, nil
 }

@@ -159,18 +159,18 @@ func readTree(ctx context.Context, r io.Reader, k *keeper) (Tree, error) {
 			if _, ok := errors.AsType[errdefs.Coded](err); ok {
 				return nil, err // a damaged snapshot, a sandbox gone
 			}
-			return nil, fmt.Errorf("reading the workspace: %v: %w", err, errdefs.ErrUnavailable)
+			return nil, errdefs.Mark(fmt.Errorf("reading the workspace: %v", err), errdefs.ErrUnavailable)
 		}
 		if n++; n > k.lim.MaxTreeEntries {
-			return nil, errdefs.WithCode(CodeTreeTooLarge, fmt.Errorf(
-				"the workspace holds more than %d entries, over the diff's limit: %w", k.lim.MaxTreeEntries, errdefs.ErrTooLarge))
+			return nil, errdefs.WithCode(CodeTreeTooLarge, errdefs.Mark(fmt.Errorf(
+				"the workspace holds more than %d entries, over the diff's limit", k.lim.MaxTreeEntries), errdefs.ErrTooLarge))
 		}
 		name := strings.TrimPrefix(strings.TrimSuffix(h.Name, "/"), "./")
 		if name == "" || name == "." {
 			continue
 		}
 		if !fs.ValidPath(name) {
-			return nil, fmt.Errorf("reading the workspace: entry %q is not a local path: %w", h.Name, errdefs.ErrInternal)
+			return nil, errdefs.Mark(fmt.Errorf("reading the workspace: entry %q is not a local path", h.Name), errdefs.ErrInternal)
 		}
 		if ignored(name) {
 			continue
@@ -199,7 +199,7 @@ func (k *keeper) read(name string, e *Entry, r io.Reader) error {
 	keep := e.Size <= k.lim.MaxTextBytes && k.kept+e.Size <= k.lim.MaxKeptBytes
 	if !keep {
 		if _, err := io.Copy(h, r); err != nil {
-			return fmt.Errorf("reading %s of the workspace: %v: %w", name, err, errdefs.ErrUnavailable)
+			return errdefs.Mark(fmt.Errorf("reading %s of the workspace: %v", name, err), errdefs.ErrUnavailable)
 		}
 		copy(e.Sum[:], h.Sum(nil))
 		return nil
@@ -207,7 +207,7 @@ func (k *keeper) read(name string, e *Entry, r io.Reader) error {
 	var buf bytes.Buffer
 	buf.Grow(int(e.Size))
 	if _, err := io.Copy(io.MultiWriter(&buf, h), r); err != nil {
-		return fmt.Errorf("reading %s of the workspace: %v: %w", name, err, errdefs.ErrUnavailable)
+		return errdefs.Mark(fmt.Errorf("reading %s of the workspace: %v", name, err), errdefs.ErrUnavailable)
 	}
 	copy(e.Sum[:], h.Sum(nil))
 	if k.skip != nil && k.skip(name, e.Sum) {

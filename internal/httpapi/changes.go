@@ -36,7 +36,7 @@ func wantsPatch(r *http.Request) (bool, error) {
 		a := r.Header.Get("Accept")
 		return (strings.Contains(a, "text/x-patch") || strings.Contains(a, "text/x-diff")) && !strings.Contains(a, "application/json"), nil
 	default:
-		return false, errdefs.WithCode("invalid_format", fmt.Errorf("format=%.40q: want json or patch: %w", f, errdefs.ErrInvalidArgument))
+		return false, errdefs.WithCode("invalid_format", errdefs.Mark(fmt.Errorf("format=%.40q: want json or patch", f), errdefs.ErrInvalidArgument))
 	}
 }
 
@@ -69,8 +69,8 @@ func (s *Server) applyPatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "multipart/") || strings.HasPrefix(ct, "application/json") {
-		s.writeProblem(w, r, errdefs.WithCode("unsupported_media_type", fmt.Errorf(
-			"the body is the patch itself (text/x-patch or text/plain), got Content-Type %q: %w", ct, errdefs.ErrInvalidArgument)))
+		s.writeProblem(w, r, errdefs.WithCode("unsupported_media_type", errdefs.Mark(fmt.Errorf(
+			"the body is the patch itself (text/x-patch or text/plain), got Content-Type %q", ct), errdefs.ErrInvalidArgument)))
 		return
 	}
 	max := s.changes.Limits().MaxPatchBytes
@@ -78,11 +78,11 @@ func (s *Server) applyPatch(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			s.writeProblem(w, r, errdefs.WithCode(changes.CodePatchTooLarge, fmt.Errorf(
-				"the patch is over the %d-byte limit; nothing was changed: %w", max, errdefs.ErrTooLarge)))
+			s.writeProblem(w, r, errdefs.WithCode(changes.CodePatchTooLarge, errdefs.Mark(fmt.Errorf(
+				"the patch is over the %d-byte limit; nothing was changed", max), errdefs.ErrTooLarge)))
 			return
 		}
-		s.writeProblem(w, r, fmt.Errorf("reading the patch: %v: %w", err, errdefs.ErrInvalidArgument))
+		s.writeProblem(w, r, errdefs.Mark(fmt.Errorf("reading the patch: %v", err), errdefs.ErrInvalidArgument))
 		return
 	}
 	res, err := s.changes.Patch(r.Context(), tenantOf(r), r.PathValue("id"), body, changes.PatchOptions{DryRun: dry})

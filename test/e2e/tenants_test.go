@@ -108,6 +108,15 @@ var foreignBodies = map[string]string{
 	"POST /v1/sandboxes/{id}/browser/profile/save":   `{}`,
 	"POST /v1/sandboxes/{id}/browser/profile/load":   `{"artifact_id":"art_00000000000000000000"}`,
 	"GET /v1/sandboxes/{id}/browser/json":            "",
+	"POST /v1/sandboxes/{id}/pause":                  "",
+	"POST /v1/sandboxes/{id}/resume":                 "",
+	"POST /v1/sandboxes/{id}/hibernate":              "",
+	"POST /v1/sandboxes/{id}/snapshots":              `{"memory":false}`,
+	"GET /v1/sandboxes/{id}/snapshots":               "",
+	"POST /v1/sandboxes/{id}/fork":                   `{"count":1}`,
+	"POST /v1/sandboxes/{id}/rollback":               `{"snapshot_id":"snap_0000000000000000"}`,
+	"GET /v1/snapshots/{id}":                         "",
+	"DELETE /v1/snapshots/{id}":                      "",
 	"GET /v1/sandboxes/{id}/diff":                    "",
 	"POST /v1/sandboxes/{id}/patch":                  "--- a/secret.txt\n+++ b/secret.txt\n@@ -1 +1 @@\n-s3cret\n+pwned\n",
 	"GET /v1/sandboxes/{id}/browser/json/{path}":     "",
@@ -221,6 +230,11 @@ func TestCrossTenantIsolation(t *testing.T) {
 					t.Errorf("releasing the lease: %v", err)
 				}
 			}()
+			noMemory := false
+			snap, err := owner.CreateSnapshot(callCtx(t), sb.ID, client.CreateSnapshotRequest{Memory: &noMemory})
+			if err != nil {
+				t.Fatalf("snapshot: %v", err)
+			}
 			ids := map[string][2]string{ // prefix → owner's id, an id nobody has
 				"/v1/sandboxes/": {sb.ID, "sbx_00000000000000000000"},
 				"/v1/traces/":    {sb.ID, "sbx_00000000000000000000"},
@@ -229,6 +243,7 @@ func TestCrossTenantIsolation(t *testing.T) {
 				"/v1/contexts/":  {cx.ID, "ctx_00000000000000000000"},
 				"/v1/artifacts/": {arts.Items[0].ID, "art_00000000000000000000"},
 				"/v1/leases/":    {lease.LeaseID, "lse_00000000000000000000"},
+				"/v1/snapshots/": {snap.ID, "snap_0000000000000000"},
 			}
 			before, _ := owner.GetSandbox(callCtx(t), sb.ID)
 
@@ -262,9 +277,13 @@ func TestCrossTenantIsolation(t *testing.T) {
 				walked++
 				foreign := callRaw(t, svc, otherKey, method, strings.Replace(path, "{id}", pair[0], 1), body)
 				missing := callRaw(t, svc, otherKey, method, strings.Replace(path, "{id}", pair[1], 1), body)
-				if foreign.status != http.StatusNotFound || foreign.status != missing.status || foreign.code != missing.code {
-					t.Errorf("%s with another tenant's key: %d %s %q; for a missing id: %d %s; want the same 404",
-						route, foreign.status, foreign.code, foreign.detail, missing.status, missing.code)
+				want := http.StatusNotFound
+				if route == "DELETE /v1/snapshots/{id}" {
+					want = http.StatusNoContent // deleting a deleted snapshot succeeds: the same 204 (the snapshot is checked below)
+				}
+				if foreign.status != want || foreign.status != missing.status || foreign.code != missing.code {
+					t.Errorf("%s with another tenant's key: %d %s %q; for a missing id: %d %s; want the same %d",
+						route, foreign.status, foreign.code, foreign.detail, missing.status, missing.code, want)
 				}
 				if strings.Contains(foreign.detail, "s3cret") {
 					t.Errorf("%s leaks file content: %s", route, foreign.detail)
@@ -286,6 +305,9 @@ func TestCrossTenantIsolation(t *testing.T) {
 				}
 			}
 			// Nothing changed.
+			if sn, err := owner.GetSnapshot(callCtx(t), snap.ID); err != nil || sn.State != "ready" {
+				t.Errorf("the owner's snapshot after the walk: %+v %v", sn, err)
+			}
 			after, err := owner.GetSandbox(callCtx(t), sb.ID)
 			if err != nil || after.State != "ready" || after.ResourceVersion != before.ResourceVersion || after.Metadata["owner"] != "default" {
 				t.Errorf("sandbox after the walk: %+v %v (before: version %s)", after, err, before.ResourceVersion)
