@@ -51,6 +51,13 @@ type DiffSummary struct {
 	Deletions   int `json:"deletions"`
 }
 
+// PatchRequest is the JSON form of a patch's body (the body may also be
+// the patch itself, as text/x-patch).
+type PatchRequest struct {
+	Patch  string `json:"patch"`
+	DryRun bool   `json:"dry_run,omitempty"`
+}
+
 // PatchResult says what a patch changed, or would for a dry run.
 type PatchResult struct {
 	Applied bool          `json:"applied"`

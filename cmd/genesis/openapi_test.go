@@ -539,6 +539,7 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 		"Diff":                 client.Diff{},
 		"DiffFile":             client.DiffFile{},
 		"PatchResult":          client.PatchResult{},
+		"PatchRequest":         client.PatchRequest{},
 		// The data of stdout and stderr events; the client decodes it into
 		// LogEvent.Offset and LogEvent.Data.
 		"OutputEvent": struct {

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/internal/changes"
 	"genesis.dev/sandbox/internal/errdefs"
 )
@@ -68,13 +71,14 @@ func (s *Server) applyPatch(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "multipart/") || strings.HasPrefix(ct, "application/json") {
+	ct := r.Header.Get("Content-Type")
+	if strings.HasPrefix(ct, "multipart/") {
 		s.writeProblem(w, r, errdefs.WithCode("unsupported_media_type", errdefs.Mark(fmt.Errorf(
-			"the body is the patch itself (text/x-patch or text/plain), got Content-Type %q", ct), errdefs.ErrInvalidArgument)))
+			"the body is the patch itself (text/x-patch or text/plain) or a JSON object {\"patch\": …}, got Content-Type %q", ct), errdefs.ErrInvalidArgument)))
 		return
 	}
 	max := s.changes.Limits().MaxPatchBytes
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 2*max)) // JSON escaping may double a patch
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -84,6 +88,16 @@ func (s *Server) applyPatch(w http.ResponseWriter, r *http.Request) {
 		}
 		s.writeProblem(w, r, errdefs.Mark(fmt.Errorf("reading the patch: %v", err), errdefs.ErrInvalidArgument))
 		return
+	}
+	if strings.HasPrefix(ct, "application/json") {
+		var req client.PatchRequest
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil || dec.More() {
+			s.writeProblem(w, r, errdefs.Mark(fmt.Errorf("a JSON body is {\"patch\": \"…\", \"dry_run\": false}: %v", err), errdefs.ErrInvalidArgument))
+			return
+		}
+		body, dry = []byte(req.Patch), dry || req.DryRun
 	}
 	res, err := s.changes.Patch(r.Context(), tenantOf(r), r.PathValue("id"), body, changes.PatchOptions{DryRun: dry})
 	if err != nil {
