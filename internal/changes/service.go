@@ -73,7 +73,14 @@ type Service struct {
 	log *slog.Logger
 
 	mu    sync.Mutex
-	locks map[string]*sync.Mutex // one patch at a time per sandbox
+	locks map[string]*patchLock // one patch at a time per sandbox
+}
+
+// patchLock serializes the patches of one sandbox; it is dropped when the
+// last one waiting is done.
+type patchLock struct {
+	sync.Mutex
+	users int
 }
 
 // New validates cfg and returns a Service.
@@ -84,7 +91,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{cfg: cfg, lim: cfg.Limits.withDefaults(), log: cfg.Logger, locks: map[string]*sync.Mutex{}}, nil
+	return &Service{cfg: cfg, lim: cfg.Limits.withDefaults(), log: cfg.Logger, locks: map[string]*patchLock{}}, nil
 }
 
 // Limits returns the service's limits.
@@ -94,12 +101,20 @@ func (s *Service) lock(id string) func() {
 	s.mu.Lock()
 	l, ok := s.locks[id]
 	if !ok {
-		l = &sync.Mutex{}
+		l = &patchLock{}
 		s.locks[id] = l
 	}
+	l.users++
 	s.mu.Unlock()
 	l.Lock()
-	return l.Unlock
+	return func() {
+		l.Unlock()
+		s.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(s.locks, id)
+		}
+		s.mu.Unlock()
+	}
 }
 
 // Diff compares the workspace of tenant's sandbox id with base:
@@ -122,6 +137,10 @@ func (s *Service) Diff(ctx context.Context, tenant, id, base string) (*Result, e
 	}
 	baseTree, err := s.baseTree(ctx, tenant, id, base)
 	if err != nil {
+		if label != base && errdefs.Is(err, errdefs.ErrNotFound) {
+			return nil, errdefs.WithCode("base_unavailable", errdefs.Mark(fmt.Errorf(
+				"sandbox %s was made from snapshot %s, which is gone (deleted or expired); diff against another base", id, base), errdefs.ErrFailedPrecondition))
+		}
 		return nil, err
 	}
 	rc, cancel, err := s.cfg.Files.ReadArchive(ctx, tenant, id, Root)

@@ -196,6 +196,9 @@ func TestServicePatchAllOrNothing(t *testing.T) {
 			t.Errorf("%s: %q, want %q", p, got[p].data, v)
 		}
 	}
+	if len(s.locks) != 0 {
+		t.Errorf("%d patch locks left after the patches", len(s.locks))
+	}
 	if len(rec.events) != 1 || rec.events[0].Kind != "files.patched" || !strings.Contains(string(rec.events[0].Data), "sub/new.txt") {
 		t.Errorf("trace: %+v", rec.events)
 	}
@@ -222,5 +225,33 @@ func TestServiceDiff(t *testing.T) {
 	}
 	if _, err := s.Diff(ctx, "b", "sbx_1", ""); !errdefs.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("another tenant's diff: %v", err)
+	}
+}
+
+// goneParent is a sandbox made from a snapshot that no longer exists.
+type goneParent struct{}
+
+func (goneParent) GetSandbox(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error) {
+	return &sandbox.Sandbox{ID: id, Tenant: tenant, Metadata: map[string]string{"genesis.snapshot": "snap_0000000000000000"}}, nil
+}
+
+type noSnapshots struct{}
+
+func (noSnapshots) OpenWorkspace(ctx context.Context, tenant, id string) (io.ReadCloser, error) {
+	return nil, fmt.Errorf("snapshot %s: %w", id, errdefs.ErrNotFound)
+}
+
+func TestServiceDiffCreationSnapshotGone(t *testing.T) {
+	t.Parallel()
+	s, err := New(Config{Files: &fakeFS{files: map[string]fakeFile{}}, Sandboxes: goneParent{}, Snapshots: noSnapshots{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Diff(context.Background(), "a", "sbx_1", "")
+	if errdefs.Code(err) != "base_unavailable" || errdefs.HTTPStatus(err) != 409 || !strings.Contains(err.Error(), "snap_0000000000000000") {
+		t.Fatalf("creation base gone: %v (%s)", err, errdefs.Code(err))
+	}
+	if len(s.locks) != 0 {
+		t.Fatal("locks left")
 	}
 }
