@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { VT, xterm256 } from '../src/views/vt.js';
 import { readSSE } from '../src/views/job.js';
+import { diffLines } from '../src/views/changes.js';
 import { parseMetrics, histogram } from '../src/metrics.js';
 import { exitSummary, lifetime, newestFirst, jobWhat } from '../src/dom.js';
 import { summary } from '../src/player/player.js';
@@ -148,4 +149,11 @@ test('no console source uses an HTML sink', () => {
   for (const f of files) {
     assert.doesNotMatch(readFileSync(f, 'utf8'), /\.(innerHTML|outerHTML)\b|insertAdjacentHTML|document\.write|createContextualFragment|DOMParser|srcdoc/, f);
   }
+});
+
+test('diffLines classifies a git diff: headers, hunks, added and removed lines, no-newline notes', () => {
+  const d = 'diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n\\ No newline at end of file\n';
+  assert.deepEqual(diffLines(d).map((l) => l.cls), ['meta', 'meta', 'meta', 'hunk', 'context', 'del', 'add', 'note']);
+  assert.equal(diffLines(d)[2].text, '+++ b/x'); // a header, not an added line
+  assert.deepEqual(diffLines(''), []);
 });
