@@ -76,7 +76,7 @@ type PatchedFile struct {
 }
 
 // DiffSandbox compares a sandbox's workspace with base: "" or "creation",
-// a snapshot id or another sandbox's id.
+// "git" (its repository's HEAD), a snapshot id or another sandbox's id.
 func (c *Client) DiffSandbox(ctx context.Context, sandboxID, base string) (*Diff, error) {
 	p, err := idPath("/v1/sandboxes/", sandboxID)
 	if err != nil {

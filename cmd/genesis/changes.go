@@ -22,10 +22,11 @@ func newDiffCmd(a *app) *cobra.Command {
 		stat bool
 	)
 	cmd := &cobra.Command{
-		Use:   "diff [--base creation|SNAPSHOT|SANDBOX] [--stat] SANDBOX",
+		Use:   "diff [--base creation|git|SNAPSHOT|SANDBOX] [--stat] SANDBOX",
 		Short: "Show what changed in a sandbox's workspace (docs/diff-patch.md)",
 		Long: `Print what changed in a sandbox's workspace since --base: creation (the
-default: the snapshot the sandbox was made from, else an empty workspace), a
+default: the snapshot the sandbox was made from, else an empty workspace), git
+(the HEAD commit of the workspace's repository, as git status sees it), a
 snapshot id or another sandbox's id. Prints a patch that git apply accepts;
 --stat prints one line a file instead, -o json the whole answer. Binary and
 large files are named, not shown; a diff over its limits says it is
@@ -54,7 +55,7 @@ truncated.`,
 			return err
 		}),
 	}
-	cmd.Flags().StringVar(&base, "base", "", "creation (default), a snapshot id or a sandbox id")
+	cmd.Flags().StringVar(&base, "base", "", "creation (default), git, a snapshot id or a sandbox id")
 	cmd.Flags().BoolVar(&stat, "stat", false, "one line a changed file instead of the patch")
 	return cmd
 }

@@ -118,8 +118,8 @@ func (s *Service) lock(id string) func() {
 }
 
 // Diff compares the workspace of tenant's sandbox id with base:
-// BaseCreation (also ""), a snapshot id of the tenant's ("snap_…") or
-// another running sandbox of the tenant ("sbx_…").
+// BaseCreation (also ""), BaseGit, a snapshot id of the tenant's
+// ("snap_…") or another running sandbox of the tenant ("sbx_…").
 func (s *Service) Diff(ctx context.Context, tenant, id, base string) (*Result, error) {
 	sb, err := s.cfg.Sandboxes.GetSandbox(ctx, tenant, id)
 	if err != nil {
@@ -127,6 +127,9 @@ func (s *Service) Diff(ctx context.Context, tenant, id, base string) (*Result, e
 	}
 	if base == "" {
 		base = BaseCreation
+	}
+	if base == BaseGit {
+		return s.diffGit(ctx, tenant, id)
 	}
 	label := base
 	if base == BaseCreation {
@@ -162,6 +165,29 @@ func (s *Service) Diff(ctx context.Context, tenant, id, base string) (*Result, e
 	return res, nil
 }
 
+// diffGit compares the workspace with its git repository's HEAD: the
+// workspace and its .git directory are read in one pass.
+func (s *Service) diffGit(ctx context.Context, tenant, id string) (*Result, error) {
+	rc, cancel, err := s.cfg.Files.ReadArchive(ctx, tenant, id, Root)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	defer rc.Close()
+	cur, repo, err := readTreeAndGit(ctx, rc, &keeper{lim: s.lim}, s.lim.MaxGitBytes)
+	if err != nil {
+		return nil, err
+	}
+	head, err := repo.headTree(ctx, &keeper{lim: s.lim})
+	if err != nil {
+		return nil, err
+	}
+	repo.dropIgnored(cur, head)
+	res := Diff(head, cur, s.lim)
+	res.Base = BaseGit
+	return res, nil
+}
+
 // baseTree reads the tree a diff compares with.
 func (s *Service) baseTree(ctx context.Context, tenant, id, base string) (Tree, error) {
 	k := &keeper{lim: s.lim}
@@ -191,7 +217,7 @@ func (s *Service) baseTree(ctx context.Context, tenant, id, base string) (Tree, 
 		return readTree(ctx, rc, k)
 	default:
 		return nil, errdefs.WithCode(CodeInvalidBase, errdefs.Mark(fmt.Errorf(
-			"base %.80q is none of %q, a snapshot id (snap_…) or a sandbox id (sbx_…)", base, BaseCreation), errdefs.ErrInvalidArgument))
+			"base %.80q is none of %q, %q, a snapshot id (snap_…) or a sandbox id (sbx_…)", base, BaseCreation, BaseGit), errdefs.ErrInvalidArgument))
 	}
 }
 

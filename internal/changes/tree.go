@@ -34,6 +34,8 @@ type Limits struct {
 	// names.
 	MaxPatchBytes int64
 	MaxPatchFiles int
+	// MaxGitBytes bounds the .git directory read for a diff against git.
+	MaxGitBytes int64
 }
 
 // DefaultLimits are the limits of a Service whose Config names none.
@@ -45,6 +47,7 @@ var DefaultLimits = Limits{
 	MaxDiffBytes:   8 << 20,
 	MaxPatchBytes:  8 << 20,
 	MaxPatchFiles:  1000,
+	MaxGitBytes:    256 << 20,
 }
 
 func (l Limits) withDefaults() Limits {
@@ -69,6 +72,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxPatchFiles > 0 {
 		d.MaxPatchFiles = l.MaxPatchFiles
+	}
+	if l.MaxGitBytes > 0 {
+		d.MaxGitBytes = l.MaxGitBytes
 	}
 	return d
 }
@@ -139,6 +145,15 @@ func ReadTree(ctx context.Context, r io.Reader, lim Limits) (Tree, error) {
 }
 
 func readTree(ctx context.Context, r io.Reader, k *keeper) (Tree, error) {
+	return readTreeWith(ctx, r, k, nil)
+}
+
+// entryHook sees each entry of a workspace tar (name cleaned) before it is
+// kept or skipped; when it reads the content it returns a reader of it
+// for the tree.
+type entryHook func(name string, h *tar.Header, r io.Reader) io.Reader
+
+func readTreeWith(ctx context.Context, r io.Reader, k *keeper, hook entryHook) (Tree, error) {
 	t := Tree{}
 	tr := tar.NewReader(r)
 	n := 0
@@ -172,6 +187,12 @@ func readTree(ctx context.Context, r io.Reader, k *keeper) (Tree, error) {
 		if !fs.ValidPath(name) {
 			return nil, errdefs.Mark(fmt.Errorf("reading the workspace: entry %q is not a local path", h.Name), errdefs.ErrInternal)
 		}
+		var content io.Reader = tr
+		if hook != nil {
+			if rd := hook(name, h, tr); rd != nil {
+				content = rd
+			}
+		}
 		if ignored(name) {
 			continue
 		}
@@ -179,7 +200,7 @@ func readTree(ctx context.Context, r io.Reader, k *keeper) (Tree, error) {
 		switch h.Typeflag {
 		case tar.TypeReg:
 			e = &Entry{Mode: fs.FileMode(h.Mode).Perm(), Size: h.Size}
-			if err := k.read(name, e, tr); err != nil {
+			if err := k.read(name, e, content); err != nil {
 				return nil, err
 			}
 		case tar.TypeSymlink:

@@ -28,7 +28,7 @@ export async function changesView(root, { params: [id], query, go }) {
   const msg = h('div', { 'aria-live': 'polite', id: 'changes-msg' });
   const fail = (e) => replace(msg, note(`${e.message}${e.code ? ` (${e.code})` : ''}`, 'error'));
 
-  const options = [['creation', 'its creation'], ...(snaps.items || []).filter((s) => s.state === 'ready')
+  const options = [['creation', 'its creation'], ['git', 'its git HEAD'], ...(snaps.items || []).filter((s) => s.state === 'ready')
     .map((s) => [s.id, `snapshot ${s.name ? s.name + ' ' : ''}(${s.id})`])];
   if (!options.some(([v]) => v === against)) options.push([against, against]);
   const pick = h('select', { name: 'base', id: 'changes-base' }, options.map(([v, t]) => h('option', { value: v, selected: v === against }, t)));
