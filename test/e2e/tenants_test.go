@@ -102,21 +102,21 @@ var foreignBodies = map[string]string{
 	"GET /v1/sandboxes/{id}/trace/export":            "",
 	"POST /v1/sandboxes/{id}/trace/events":           `{"kind":"annotation","data":{"text":"x"}}`,
 	"POST /v1/sandboxes/{id}/trace/pause":            `{}`,
+	"POST /v1/sandboxes/{id}/pause":                  "",
+	"POST /v1/sandboxes/{id}/resume":                 "",
+	"POST /v1/sandboxes/{id}/hibernate":              "",
+	"POST /v1/sandboxes/{id}/snapshots":              `{"name":"stolen","memory":false}`,
+	"GET /v1/sandboxes/{id}/snapshots":               "",
+	"POST /v1/sandboxes/{id}/fork":                   `{"count":1}`,
+	"POST /v1/sandboxes/{id}/rollback":               `{"snapshot_id":"snap_00000000000000000000"}`,
+	"GET /v1/snapshots/{id}":                         "",
+	"DELETE /v1/snapshots/{id}":                      "",
 	"POST /v1/sandboxes/{id}/trace/resume":           `{}`,
 	"POST /v1/sandboxes/{id}/trace/step":             `{}`,
 	"POST /v1/sandboxes/{id}/trace/abort":            `{}`,
 	"POST /v1/sandboxes/{id}/browser/profile/save":   `{}`,
 	"POST /v1/sandboxes/{id}/browser/profile/load":   `{"artifact_id":"art_00000000000000000000"}`,
 	"GET /v1/sandboxes/{id}/browser/json":            "",
-	"POST /v1/sandboxes/{id}/pause":                  "",
-	"POST /v1/sandboxes/{id}/resume":                 "",
-	"POST /v1/sandboxes/{id}/hibernate":              "",
-	"POST /v1/sandboxes/{id}/snapshots":              `{"memory":false}`,
-	"GET /v1/sandboxes/{id}/snapshots":               "",
-	"POST /v1/sandboxes/{id}/fork":                   `{"count":1}`,
-	"POST /v1/sandboxes/{id}/rollback":               `{"snapshot_id":"snap_0000000000000000"}`,
-	"GET /v1/snapshots/{id}":                         "",
-	"DELETE /v1/snapshots/{id}":                      "",
 	"GET /v1/sandboxes/{id}/diff":                    "",
 	"POST /v1/sandboxes/{id}/patch":                  "--- a/secret.txt\n+++ b/secret.txt\n@@ -1 +1 @@\n-s3cret\n+pwned\n",
 	"GET /v1/sandboxes/{id}/browser/json/{path}":     "",
@@ -230,12 +230,13 @@ func TestCrossTenantIsolation(t *testing.T) {
 					t.Errorf("releasing the lease: %v", err)
 				}
 			}()
-			noMemory := false
-			snap, err := owner.CreateSnapshot(callCtx(t), sb.ID, client.CreateSnapshotRequest{Memory: &noMemory})
+			memory := false
+			snap, err := owner.CreateSnapshot(callCtx(t), sb.ID, client.CreateSnapshotRequest{Name: "owners", Memory: &memory})
 			if err != nil {
 				t.Fatalf("snapshot: %v", err)
 			}
 			ids := map[string][2]string{ // prefix → owner's id, an id nobody has
+				"/v1/snapshots/": {snap.ID, "snap_0000000000000000"},
 				"/v1/sandboxes/": {sb.ID, "sbx_00000000000000000000"},
 				"/v1/traces/":    {sb.ID, "sbx_00000000000000000000"},
 				"/v1/jobs/":      {job.ID, "job_00000000000000000000"},
@@ -243,7 +244,6 @@ func TestCrossTenantIsolation(t *testing.T) {
 				"/v1/contexts/":  {cx.ID, "ctx_00000000000000000000"},
 				"/v1/artifacts/": {arts.Items[0].ID, "art_00000000000000000000"},
 				"/v1/leases/":    {lease.LeaseID, "lse_00000000000000000000"},
-				"/v1/snapshots/": {snap.ID, "snap_0000000000000000"},
 			}
 			before, _ := owner.GetSandbox(callCtx(t), sb.ID)
 
@@ -279,7 +279,7 @@ func TestCrossTenantIsolation(t *testing.T) {
 				missing := callRaw(t, svc, otherKey, method, strings.Replace(path, "{id}", pair[1], 1), body)
 				want := http.StatusNotFound
 				if route == "DELETE /v1/snapshots/{id}" {
-					want = http.StatusNoContent // deleting a deleted snapshot succeeds: the same 204 (the snapshot is checked below)
+					want = http.StatusNoContent // idempotent: deleting a snapshot nobody has succeeds (the owner's is checked below)
 				}
 				if foreign.status != want || foreign.status != missing.status || foreign.code != missing.code {
 					t.Errorf("%s with another tenant's key: %d %s %q; for a missing id: %d %s; want the same %d",
@@ -305,12 +305,12 @@ func TestCrossTenantIsolation(t *testing.T) {
 				}
 			}
 			// Nothing changed.
-			if sn, err := owner.GetSnapshot(callCtx(t), snap.ID); err != nil || sn.State != "ready" {
-				t.Errorf("the owner's snapshot after the walk: %+v %v", sn, err)
-			}
 			after, err := owner.GetSandbox(callCtx(t), sb.ID)
 			if err != nil || after.State != "ready" || after.ResourceVersion != before.ResourceVersion || after.Metadata["owner"] != "default" {
 				t.Errorf("sandbox after the walk: %+v %v (before: version %s)", after, err, before.ResourceVersion)
+			}
+			if got, err := owner.GetSnapshot(callCtx(t), snap.ID); err != nil || got.State != snap.State {
+				t.Errorf("the owner's snapshot after the walk: %+v %v", got, err)
 			}
 			if r := execOK(t, owner, sb.ID, "cat /workspace/secret.txt; stat -c %a /workspace/secret.txt; ls /workspace"); r.Stdout != "s3cret\n644\nsecret.txt\n" {
 				t.Errorf("workspace after the walk: %q", r.Stdout)
