@@ -121,6 +121,8 @@ func newRootCmd(a *app) *cobra.Command {
 		newMCPCmd(a),
 		newSkillCmd(a),
 		newTraceCmd(a),
+		newDiffCmd(a),
+		newPatchCmd(a),
 		newE2BCmd(a),
 		newVersionCmd(a),
 	)

@@ -8,6 +8,7 @@ import { sandboxesView } from './views/sandboxes.js';
 import { sandboxView } from './views/sandbox.js';
 import { jobView } from './views/job.js';
 import { filesView, fileView } from './views/files.js';
+import { changesView } from './views/changes.js';
 import { terminalView } from './views/terminal.js';
 import { leasesView, poolsView } from './views/leases.js';
 import { tenantsView } from './views/tenants.js';
@@ -23,6 +24,7 @@ const routes = [
   [/^\/sandboxes\/([^/]+)$/, sandboxView, 'sandboxes'],
   [/^\/sandboxes\/([^/]+)\/files$/, filesView, 'sandboxes'],
   [/^\/sandboxes\/([^/]+)\/files\/view$/, fileView, 'sandboxes'],
+  [/^\/sandboxes\/([^/]+)\/changes$/, changesView, 'sandboxes'],
   [/^\/sandboxes\/([^/]+)\/terminal$/, terminalView, 'sandboxes'],
   [/^\/jobs\/([^/]+)$/, jobView, 'sandboxes'],
   [/^\/snapshots$/, snapshotsView, 'snapshots'],

@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { VT, xterm256 } from '../src/views/vt.js';
 import { readSSE } from '../src/views/job.js';
+import { diffLines } from '../src/views/changes.js';
 import { parseMetrics, histogram } from '../src/metrics.js';
 import { imageProgress } from '../src/views/system.js';
 import { exitSummary, lifetime, newestFirst, jobWhat } from '../src/dom.js';
@@ -188,4 +189,11 @@ test('imageProgress says where each image stands', () => {
   assert.deepEqual(imageProgress({ status: 'failed', build: { state: 'failed', error: 'debootstrap: exit status 1\nlog' } }),
     { percent: null, text: 'the build failed', detail: 'debootstrap: exit status 1' });
   assert.deepEqual(imageProgress({ status: 'not_built', build_command: 'make images' }), { percent: null, text: 'not built', detail: 'make images' });
+});
+
+test('diffLines classifies a git diff: headers, hunks, added and removed lines, no-newline notes', () => {
+  const d = 'diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n\\ No newline at end of file\n';
+  assert.deepEqual(diffLines(d).map((l) => l.cls), ['meta', 'meta', 'meta', 'hunk', 'context', 'del', 'add', 'note']);
+  assert.equal(diffLines(d)[2].text, '+++ b/x'); // a header, not an added line
+  assert.deepEqual(diffLines(''), []);
 });

@@ -94,6 +94,7 @@ export async function sandboxView(root, { params: [id], go, refresh }) {
       // expiry any more.
       h('div', { class: 'actions' },
         live ? h('a', { class: 'button', href: `#/sandboxes/${enc(sb.id)}/files`, id: 'open-files' }, 'Files') : null,
+        live ? h('a', { class: 'button', href: `#/sandboxes/${enc(sb.id)}/changes`, id: 'open-changes' }, 'Changes') : null,
         live ? h('a', { class: 'button', href: `#/sandboxes/${enc(sb.id)}/terminal`, id: 'open-terminal' }, 'Terminal') : null,
         h('a', { class: 'button', href: `#/traces/${enc(sb.id)}`, id: 'open-trace' }, 'Trace'),
         !live ? null : h('button', { type: 'button', id: 'renew', title: "Expire one hour from now (a leased sandbox: renew its lease)", onclick: async () => {
