@@ -100,6 +100,8 @@ func TestAgentSocketSwap(t *testing.T) {
 		if got := execOK(t, other, p.b, "cat /workspace/marker").Stdout; strings.TrimSpace(got) != "B" {
 			t.Errorf("%s: B's marker is %q: A's exec ran in B", p.rt, got)
 		}
+	}
+	for _, p := range pairs {
 		eventually(t, time.Minute, "the refused dial logged as a security event", func() (bool, string) {
 			for _, line := range strings.Split(svc.log.String(), "\n") {
 				if strings.Contains(line, "security:") && strings.Contains(line, p.a) {
