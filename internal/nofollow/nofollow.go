@@ -30,11 +30,9 @@ var ErrNotRegular = errdefs.Mark(errors.New("not a regular file"), errdefs.ErrFa
 // the check changes nothing. A symlink or anything else that is not a
 // socket fails with ErrNotSocket; a missing path with ErrUnavailable.
 func DialUnix(ctx context.Context, d *net.Dialer, path string) (net.Conn, error) {
+	// O_PATH|O_NOFOLLOW opens a symlink itself, which fstat then names.
 	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		if errors.Is(err, unix.ELOOP) {
-			return nil, fmt.Errorf("dial %s: a symlink, refused: %w", path, ErrNotSocket)
-		}
 		return nil, fmt.Errorf("dial %s: %v: %w", path, err, errdefs.ErrUnavailable)
 	}
 	defer unix.Close(fd)
