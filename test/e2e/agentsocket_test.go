@@ -273,8 +273,9 @@ EOF`
 
 // TestAgentNotDumpable, under runc and runsc: sandbox code, which runs as
 // the agent's user, cannot read the agent's /proc/1/environ or
-// /proc/1/mem nor PTRACE_ATTACH to it; the workload itself stays dumpable
-// (an execve resets the flag) and may trace its own children.
+// /proc/1/mem nor PTRACE_ATTACH to it, also after a hibernation and a
+// wake (under runsc a restore of the agent's memory); the workload itself
+// stays dumpable (an execve resets the flag) and may trace its own children.
 func TestAgentNotDumpable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "")
@@ -283,28 +284,47 @@ func TestAgentNotDumpable(t *testing.T) {
 	c := svc.client()
 	for _, rt := range e.runtimes(t) {
 		t.Run(rt, func(t *testing.T) {
-			sb := e.createSandbox(t, client.CreateSandboxRequest{Profile: "code-python-basic", Runtime: rt, RiskLevel: "low"})
-			res := execOK(t, c, sb.ID, dumpableScript)
-			if res.ExitCode != 0 {
-				t.Fatalf("probe: %+v", res)
+			risk := "low"
+			if rt == "runsc" {
+				risk = "untrusted" // its hibernation saves the memory: the agent is restored, not started
 			}
-			var got map[string]any
-			if err := json.Unmarshal([]byte(strings.TrimSpace(res.Stdout)), &got); err != nil {
-				t.Fatalf("probe output %q: %v", res.Stdout, err)
+			sb := e.createSandbox(t, client.CreateSandboxRequest{Profile: "code-python-basic", Runtime: rt, RiskLevel: risk})
+			probe := func(when string) {
+				t.Helper()
+				res := execOK(t, c, sb.ID, dumpableScript)
+				if res.ExitCode != 0 {
+					t.Fatalf("%s: probe: %+v", when, res)
+				}
+				var got map[string]any
+				if err := json.Unmarshal([]byte(strings.TrimSpace(res.Stdout)), &got); err != nil {
+					t.Fatalf("%s: probe output %q: %v", when, res.Stdout, err)
+				}
+				t.Logf("%s, %s: %v", rt, when, got)
+				if got["environ"] != "EACCES" || got["mem"] != "EACCES" {
+					t.Errorf("%s: the agent's /proc/1/environ: %v, /proc/1/mem: %v; want EACCES", when, got["environ"], got["mem"])
+				}
+				if got["attach"] != "EPERM" {
+					t.Errorf("%s: PTRACE_ATTACH to the agent: %v, want EPERM", when, got["attach"])
+				}
+				if got["self_dumpable"] != float64(1) {
+					t.Errorf("%s: the workload's own dumpable flag is %v, want 1 (execve resets it)", when, got["self_dumpable"])
+				}
+				if got["attach_child"] != "attached" {
+					t.Errorf("%s: the workload cannot trace its own child: %v", when, got["attach_child"])
+				}
 			}
-			t.Logf("%s: %v", rt, got)
-			if got["environ"] != "EACCES" || got["mem"] != "EACCES" {
-				t.Errorf("the agent's /proc/1/environ: %v, /proc/1/mem: %v; want EACCES", got["environ"], got["mem"])
+			probe("started")
+			if _, err := c.HibernateSandbox(callCtx(t), sb.ID); err != nil {
+				t.Fatal(err)
 			}
-			if got["attach"] != "EPERM" {
-				t.Errorf("PTRACE_ATTACH to the agent: %v, want EPERM", got["attach"])
+			woke, err := c.ResumeSandbox(callCtx(t), sb.ID)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if got["self_dumpable"] != float64(1) {
-				t.Errorf("the workload's own dumpable flag is %v, want 1 (execve resets it)", got["self_dumpable"])
+			if woke.MemoryRestored == nil || *woke.MemoryRestored != (rt == "runsc") {
+				t.Fatalf("woken: %+v", woke)
 			}
-			if got["attach_child"] != "attached" {
-				t.Errorf("the workload cannot trace its own child: %v", got["attach_child"])
-			}
+			probe("woken")
 		})
 	}
 }
