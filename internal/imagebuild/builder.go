@@ -46,15 +46,19 @@ type Config struct {
 	// lock files. It must be on a file system that allows device nodes and
 	// executables. Default: genesis-imagebuild under os.TempDir().
 	WorkDir string
-	// Mirror is the Debian archive URI for debootstrap. Default: the URI the
-	// machine's apt sources (/etc/apt) use for the recipe's suite.
+	// Mirror is the Debian archive URI for debootstrap, and for apt while
+	// it installs the recipe's packages. Default: the URI the machine's apt
+	// sources (/etc/apt) use for the recipe's suite. The image names it in
+	// its sources.list, except a mirror on this machine (images.LocalMirror),
+	// which a sandbox cannot reach: then the image names the apt sources'
+	// one, as a build without Mirror does.
 	Mirror string
 	// MirrorTrusted builds from Mirror without checking signatures: an
 	// unsigned repository, such as one made of a package cache.
 	// debootstrap runs with --no-check-gpg and apt trusts the mirror
-	// ([trusted=yes]) while it installs the recipe's packages; the image
-	// keeps the plain source line. Allowed only for a mirror on this
-	// machine (images.LocalMirror: file:/ or a loopback address).
+	// ([trusted=yes]) only while it installs the recipe's packages.
+	// Allowed only for a mirror on this machine (images.LocalMirror:
+	// file:/ or a loopback address).
 	MirrorTrusted bool
 	// Repository is the repository prefix of the references the builder
 	// tags images with, e.g. "genesis-try/" (a build that leaves the
@@ -400,6 +404,16 @@ func (b *Builder) build(ctx context.Context, log *slog.Logger, t *tracker, r ima
 
 	if err := b.bootstrap(ctx, log, t, r, tools, rootfs, cacheDir, mirror); err != nil {
 		return err
+	}
+	if images.LocalMirror(mirror) {
+		// A mirror on this machine is out of a sandbox's reach: the image
+		// names the one of the host's apt sources, as a build from it would.
+		if public, err := aptSourcesMirror(b.aptDir, r.Suite); err == nil {
+			line := fmt.Sprintf("deb %s %s main\n", public, r.Suite)
+			if err := os.WriteFile(filepath.Join(rootfs, "etc", "apt", "sources.list"), []byte(line), 0o644); err != nil {
+				return fmt.Errorf("imagebuild: %s: %w: %w", ref, errdefs.ErrInternal, err)
+			}
+		}
 	}
 	t.step(StepSetup, "scripts", int64(len(r.Setup)))
 

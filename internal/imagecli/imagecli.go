@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -35,7 +34,7 @@ func Run(ctx context.Context, name string, args []string, stdout, stderr io.Writ
 	var profiles stringList
 	fs.Var(&profiles, "profile", "image recipe to build (repeatable; default: all)")
 	force := fs.Bool("force", false, "rebuild even when the image is present")
-	workDir := fs.String("work-dir", filepath.Join(os.TempDir(), "genesis-imagebuild"), "scratch directory for builds")
+	workDir := fs.String("work-dir", imagebuild.DefaultWorkDir(), "scratch directory and package cache of the builds")
 	dockerHost := fs.String("docker-host", "", "Docker daemon socket")
 	configPath := fs.String("config", os.Getenv("GENESIS_CONFIG"), "the service's YAML config file, for its image_repository and image_mirror (env GENESIS_CONFIG)")
 	logLevel := fs.String("log-level", "info", "debug (every line debootstrap and apt print), info, warn or error")
