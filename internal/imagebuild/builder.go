@@ -552,8 +552,8 @@ func (b *Builder) bootstrap(ctx context.Context, log *slog.Logger, t *tracker, r
 
 	step = time.Now()
 	if b.trusted {
-		// apt in the image trusts the unsigned mirror while it installs;
-		// the image keeps debootstrap's plain source line.
+		// apt in the image trusts the unsigned mirror while it installs,
+		// and only then: debootstrap's plain source line comes back.
 		sources := filepath.Join(rootfs, "etc", "apt", "sources.list")
 		plain, rerr := os.ReadFile(sources)
 		if rerr != nil {
