@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/driver"
@@ -156,7 +157,7 @@ func (m *Manager) SandboxReady(ctx context.Context, a *control.Attachment) error
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var r ActionResult
-	if err := s.do(ctx, "", Action{Type: "evaluate", Expression: "1"}, t.Spec.ActionTimeout, &r, nil); err != nil {
+	if err := s.do(ctx, "", api.BrowserAction{Type: "evaluate", Expression: "1"}, t.Spec.ActionTimeout, &r, nil); err != nil {
 		return fmt.Errorf("warming the browser of sandbox %s: %w", t.SandboxID, err)
 	}
 	return nil

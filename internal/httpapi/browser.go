@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/browser"
 	"genesis.dev/sandbox/internal/errdefs"
 )
@@ -110,7 +110,7 @@ func (s *Server) browserStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	base := s.publicURL + "/v1/sandboxes/" + url.PathEscape(id) + "/browser"
-	out := client.BrowserStatus{SandboxID: st.SandboxID, Ready: st.Ready, Browser: st.Browser, Versions: st.Versions,
+	out := api.BrowserStatus{SandboxID: st.SandboxID, Ready: st.Ready, Browser: st.Browser, Versions: st.Versions,
 		DownloadsDir: st.DownloadsDir, Session: st.Session, CDPURL: base}
 	if st.Playwright {
 		out.PlaywrightURL = "ws" + strings.TrimPrefix(base, "http") + "/playwright"
@@ -119,7 +119,7 @@ func (s *Server) browserStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) browserActions(w http.ResponseWriter, r *http.Request) {
-	var req browser.ActionsRequest
+	var req api.BrowserActionsRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -129,10 +129,10 @@ func (s *Server) browserActions(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := client.BrowserActionsResult{OK: res.OK, URL: res.URL, Title: res.Title, Tab: res.Tab,
-		Results: make([]client.BrowserActionResult, len(res.Results))}
+	out := api.BrowserActionsResult{OK: res.OK, URL: res.URL, Title: res.Title, Tab: res.Tab,
+		Results: make([]api.BrowserActionResult, len(res.Results))}
 	for i, ar := range res.Results {
-		cr := client.BrowserActionResult{Index: ar.Index, Type: ar.Type, OK: ar.OK, Ms: ar.Ms, Error: ar.Error}
+		cr := api.BrowserActionResult{Index: ar.Index, Type: ar.Type, OK: ar.OK, Ms: ar.Ms, Error: ar.Error}
 		if ar.Value != nil {
 			if b, err := json.Marshal(ar.Value); err == nil {
 				cr.Value = b
@@ -148,7 +148,7 @@ func (s *Server) browserActions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) browserLink(w http.ResponseWriter, r *http.Request) {
-	var req client.CreatePortLinkRequest
+	var req api.CreatePortLinkRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -165,7 +165,7 @@ func (s *Server) browserLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	base := s.publicURL + "/v1/browsers/" + token
-	out := client.BrowserLink{CDPURL: base, SandboxID: id, ExpiresAt: exp.UTC()}
+	out := api.BrowserLink{CDPURL: base, SandboxID: id, ExpiresAt: exp.UTC()}
 	if st.Playwright {
 		out.PlaywrightURL = "ws" + strings.TrimPrefix(base, "http") + "/playwright"
 	}
@@ -177,7 +177,7 @@ func (s *Server) browserDownloads(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) keepBrowserDownloads(w http.ResponseWriter, r *http.Request) {
-	var req client.KeepBrowserDownloadsRequest
+	var req api.KeepBrowserDownloadsRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -191,9 +191,9 @@ func (s *Server) writeDownloads(w http.ResponseWriter, r *http.Request, keep boo
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := client.BrowserDownloadList{Items: make([]client.BrowserDownload, len(list))}
+	out := api.BrowserDownloadList{Items: make([]api.BrowserDownload, len(list))}
 	for i, d := range list {
-		out.Items[i] = client.BrowserDownload{Name: d.Name, Path: d.Path, Size: d.Size, SHA256: d.SHA256, ModTime: d.ModTime.UTC(), Partial: d.Partial}
+		out.Items[i] = api.BrowserDownload{Name: d.Name, Path: d.Path, Size: d.Size, SHA256: d.SHA256, ModTime: d.ModTime.UTC(), Partial: d.Partial}
 		if d.Artifact != nil {
 			a := artifactWire(d.Artifact)
 			out.Items[i].Artifact = &a
@@ -203,7 +203,7 @@ func (s *Server) writeDownloads(w http.ResponseWriter, r *http.Request, keep boo
 }
 
 func (s *Server) saveBrowserProfile(w http.ResponseWriter, r *http.Request) {
-	var req client.SaveBrowserProfileRequest
+	var req api.SaveBrowserProfileRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -213,7 +213,7 @@ func (s *Server) saveBrowserProfile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) loadBrowserProfile(w http.ResponseWriter, r *http.Request) {
-	var req client.LoadBrowserProfileRequest
+	var req api.LoadBrowserProfileRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -227,6 +227,6 @@ func (s *Server) writeBrowserProfile(w http.ResponseWriter, r *http.Request, res
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, client.BrowserProfile{SandboxID: res.SandboxID, Artifact: artifactWire(res.Artifact),
+	writeJSON(w, http.StatusOK, api.BrowserProfile{SandboxID: res.SandboxID, Artifact: artifactWire(res.Artifact),
 		Entries: res.Entries, Bytes: res.Bytes, DurationMS: res.DurationMS})
 }

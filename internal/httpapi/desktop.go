@@ -10,7 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/console"
 	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -59,7 +59,7 @@ func (s *Server) desktopRoutes() {
 const displayScope = "display:"
 
 func (s *Server) displayLink(w http.ResponseWriter, r *http.Request) {
-	var req client.CreateDisplayLinkRequest
+	var req api.CreateDisplayLinkRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -79,7 +79,7 @@ func (s *Server) displayLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	base := s.publicURL
-	writeJSON(w, http.StatusCreated, client.DisplayLink{SandboxID: id, Role: req.Role, ExpiresAt: exp.UTC(),
+	writeJSON(w, http.StatusCreated, api.DisplayLink{SandboxID: id, Role: req.Role, ExpiresAt: exp.UTC(),
 		VNCURL: "ws" + strings.TrimPrefix(base, "http") + "/v1/displays/" + token + "/vnc", ViewerURL: base + "/v1/displays/" + token + "/viewer"})
 }
 
@@ -176,11 +176,11 @@ func (s *Server) displayVNC(w http.ResponseWriter, r *http.Request) {
 // maxControlWait bounds GET …/control?after=N's wait.
 const maxControlWait = 60 * time.Second
 
-func controlWire(st *desktop.ControlState) client.DesktopControl {
-	out := client.DesktopControl{SandboxID: st.SandboxID, Holder: st.Holder, Reason: st.Reason, Since: st.Since.UTC(),
-		AllowScreenshots: st.AllowScreenshots, Version: st.Version, Requests: make([]client.DesktopControlRequest, len(st.Requests))}
+func controlWire(st *desktop.ControlState) api.DesktopControl {
+	out := api.DesktopControl{SandboxID: st.SandboxID, Holder: st.Holder, Reason: st.Reason, Since: st.Since.UTC(),
+		AllowScreenshots: st.AllowScreenshots, Version: st.Version, Requests: make([]api.DesktopControlRequest, len(st.Requests))}
 	for i, r := range st.Requests {
-		out.Requests[i] = client.DesktopControlRequest{Reason: r.Reason, At: r.At.UTC()}
+		out.Requests[i] = api.DesktopControlRequest{Reason: r.Reason, At: r.At.UTC()}
 	}
 	return out
 }
@@ -224,7 +224,7 @@ func (s *Server) desktopControl(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) takeDesktopControl(w http.ResponseWriter, r *http.Request) {
-	var req client.TakeDesktopControlRequest
+	var req api.TakeDesktopControlRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -248,7 +248,7 @@ func (s *Server) releaseDesktopControl(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) requestHuman(w http.ResponseWriter, r *http.Request) {
-	var req client.RequestHumanRequest
+	var req api.RequestHumanRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -262,7 +262,7 @@ func (s *Server) requestHuman(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) computerActions(w http.ResponseWriter, r *http.Request) {
-	var req client.ComputerActionsRequest
+	var req api.ComputerActionsRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -286,17 +286,17 @@ func (s *Server) computerActions(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := client.ComputerActionsResult{Completed: res.Completed, OK: res.OK, Screenshot: res.Screenshot,
-		Display: client.DisplaySize(res.Display), Real: client.DisplaySize(res.Real),
-		Results: make([]client.ComputerStepResult, len(res.Results))}
+	out := api.ComputerActionsResult{Completed: res.Completed, OK: res.OK, Screenshot: res.Screenshot,
+		Display: api.DisplaySize(res.Display), Real: api.DisplaySize(res.Real),
+		Results: make([]api.ComputerStepResult, len(res.Results))}
 	for i, sr := range res.Results {
-		cr := client.ComputerStepResult{Index: sr.Index, Action: sr.Action, OK: sr.OK, Error: sr.Error, Code: sr.Code,
+		cr := api.ComputerStepResult{Index: sr.Index, Action: sr.Action, OK: sr.OK, Error: sr.Error, Code: sr.Code,
 			Screenshot: sr.Screenshot, JobID: sr.JobID, DurationMS: sr.DurationMS}
 		if sr.Cursor != nil {
-			cr.Cursor = &client.ComputerPoint{X: sr.Cursor.X, Y: sr.Cursor.Y}
+			cr.Cursor = &api.ComputerPoint{X: sr.Cursor.X, Y: sr.Cursor.Y}
 		}
 		for _, w := range sr.Windows {
-			cr.Windows = append(cr.Windows, client.ComputerWindow(w))
+			cr.Windows = append(cr.Windows, api.ComputerWindow(w))
 		}
 		out.Results[i] = cr
 	}
@@ -312,8 +312,8 @@ func (s *Server) viewerAsset(w http.ResponseWriter, r *http.Request) {
 	s.viewer.ServeAsset(w, r)
 }
 
-func recordingWire(r *recording.Recording) client.Recording {
-	return client.Recording{ID: r.ID, SandboxID: r.SandboxID, Source: r.Source, State: r.State, FPS: r.FPS, SegmentSeconds: r.SegmentSeconds,
+func recordingWire(r *recording.Recording) api.Recording {
+	return api.Recording{ID: r.ID, SandboxID: r.SandboxID, Source: r.Source, State: r.State, FPS: r.FPS, SegmentSeconds: r.SegmentSeconds,
 		StartedAt: r.StartedAt, StoppedAt: r.StoppedAt, Segments: r.Segments, Bytes: r.Bytes, Error: r.Error}
 }
 
@@ -329,7 +329,7 @@ type recorder interface {
 // path for m.
 func (s *Server) recordingRoutes(path string, m recorder) {
 	s.handle("POST", path, true, func(w http.ResponseWriter, r *http.Request) {
-		var req client.RecordingRequest
+		var req api.RecordingRequest
 		if err := s.decode(w, r, &req); err != nil {
 			s.writeProblem(w, r, err)
 			return

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/files"
 )
@@ -260,7 +260,7 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 func (s *Server) writeStatusProblem(w http.ResponseWriter, r *http.Request, status int, code, detail string) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(client.Problem{
+	_ = json.NewEncoder(w).Encode(api.Problem{
 		Type: problemType + code, Title: http.StatusText(status), Status: status, Detail: detail,
 		Code: code, Instance: r.URL.Path, RequestID: requestID(r),
 	})

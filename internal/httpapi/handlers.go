@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/jobs"
@@ -18,48 +18,48 @@ import (
 )
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, client.Health{Status: "ok"})
+	writeJSON(w, http.StatusOK, api.Health{Status: "ok"})
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ok, checks := s.ctl.Readiness(r.Context())
 	if !ok {
 		w.Header().Set("Retry-After", "5")
-		writeJSON(w, http.StatusServiceUnavailable, client.Health{Status: "unavailable", Checks: checks})
+		writeJSON(w, http.StatusServiceUnavailable, api.Health{Status: "unavailable", Checks: checks})
 		return
 	}
-	writeJSON(w, http.StatusOK, client.Health{Status: "ok", Checks: checks})
+	writeJSON(w, http.StatusOK, api.Health{Status: "ok", Checks: checks})
 }
 
-func profileWire(v control.ProfileView) client.Profile {
+func profileWire(v control.ProfileView) api.Profile {
 	status := "not_built"
 	if v.ImagePresent {
 		status = "present"
 	}
-	p := client.Profile{
+	p := api.Profile{
 		Name: v.Name, Description: v.Description, Image: v.ImageRef, ImageStatus: status,
 		AllowedRuntimes:  runtimes(v.AllowedRuntimes),
 		UsableRuntimes:   runtimes(v.UsableRuntimes),
-		DefaultResources: client.Resources{CPU: v.Resources.CPU, MemoryMB: v.Resources.MemoryMB, Pids: v.Resources.Pids, DiskMB: v.Resources.DiskMB},
+		DefaultResources: api.Resources{CPU: v.Resources.CPU, MemoryMB: v.Resources.MemoryMB, Pids: v.Resources.Pids, DiskMB: v.Resources.DiskMB},
 		Network:          string(v.Network.Mode), User: v.User, ReadOnlyRoot: v.ReadOnlyRoot,
 		FileRoots: v.Roots(),
 	}
 	if !v.ImagePresent {
 		p.BuildCommand = v.BuildCommand
 	}
-	p.Pools = []client.ProfilePool{}
+	p.Pools = []api.ProfilePool{}
 	if v.WarmPools {
 		for _, ps := range v.Pools {
-			p.Pools = append(p.Pools, client.ProfilePool{Runtime: string(ps.Runtime), MinIdle: ps.MinIdle, MaxTotal: ps.MaxTotal})
+			p.Pools = append(p.Pools, api.ProfilePool{Runtime: string(ps.Runtime), MinIdle: ps.MinIdle, MaxTotal: ps.MaxTotal})
 		}
 	}
-	p.Lease = client.ProfileLease{DefaultTTLSeconds: v.LeaseDefaultTTL, MaxTTLSeconds: v.LeaseMaxTTL}
+	p.Lease = api.ProfileLease{DefaultTTLSeconds: v.LeaseDefaultTTL, MaxTTLSeconds: v.LeaseMaxTTL}
 	p.Versions = v.Versions
 	if b := v.Browser; b != nil {
-		p.Browser = &client.ProfileBrowser{CDPPort: b.CDPPort, PlaywrightPort: b.PlaywrightPort, DownloadsDir: b.DownloadsDir, MaxActions: b.MaxActions}
+		p.Browser = &api.ProfileBrowser{CDPPort: b.CDPPort, PlaywrightPort: b.PlaywrightPort, DownloadsDir: b.DownloadsDir, MaxActions: b.MaxActions}
 	}
 	if d := v.Desktop; d != nil {
-		p.Desktop = &client.ProfileDesktop{Width: d.Width, Height: d.Height, MaxActions: d.MaxActions}
+		p.Desktop = &api.ProfileDesktop{Width: d.Width, Height: d.Height, MaxActions: d.MaxActions}
 	}
 	return p
 }
@@ -72,13 +72,13 @@ func runtimes(rs []sandbox.Runtime) []string {
 	return out
 }
 
-func (s *Server) profileList(w http.ResponseWriter, r *http.Request) ([]client.Profile, bool) {
+func (s *Server) profileList(w http.ResponseWriter, r *http.Request) ([]api.Profile, bool) {
 	views, err := s.ctl.Profiles(r.Context())
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return nil, false
 	}
-	out := make([]client.Profile, len(views))
+	out := make([]api.Profile, len(views))
 	for i, v := range views {
 		out[i] = profileWire(v)
 	}
@@ -88,7 +88,7 @@ func (s *Server) profileList(w http.ResponseWriter, r *http.Request) ([]client.P
 func (s *Server) profiles(w http.ResponseWriter, r *http.Request) {
 	items, ok := s.profileList(w, r)
 	if ok {
-		writeJSON(w, http.StatusOK, client.ProfileList{Items: items})
+		writeJSON(w, http.StatusOK, api.ProfileList{Items: items})
 	}
 }
 
@@ -99,29 +99,29 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	c := client.Capabilities{
+	c := api.Capabilities{
 		Driver: p.Driver, Healthy: p.Healthy, Error: p.Error, DaemonVersion: p.DaemonVersion,
 		APIVersion: p.APIVersion, KernelVersion: p.KernelVersion, CgroupVersion: p.CgroupVersion,
-		Checkpoint: client.Feature{Supported: p.Checkpoint.Supported, Method: p.Checkpoint.Method, Reason: p.Checkpoint.Reason},
-		DiskQuota:  client.Feature{Supported: dq.Enforced, Enforced: dq.Enforced, Method: dq.Method, Reason: dq.Reason},
+		Checkpoint: api.Feature{Supported: p.Checkpoint.Supported, Method: p.Checkpoint.Method, Reason: p.Checkpoint.Reason},
+		DiskQuota:  api.Feature{Supported: dq.Enforced, Enforced: dq.Enforced, Method: dq.Method, Reason: dq.Reason},
 		RiskPolicy: control.RiskPolicy(p),
 		Profiles:   items,
 		CheckedAt:  p.CheckedAt,
-		Runtimes:   []client.RuntimeInfo{},
+		Runtimes:   []api.RuntimeInfo{},
 		Network:    networkCapabilitiesWire(s.ctl.NetworkCapabilities()),
 	}
 	for _, rt := range p.Runtimes {
-		c.Runtimes = append(c.Runtimes, client.RuntimeInfo{Name: rt.Name, Path: rt.Path, Version: rt.Version,
+		c.Runtimes = append(c.Runtimes, api.RuntimeInfo{Name: rt.Name, Path: rt.Path, Version: rt.Version,
 			Healthy: rt.Healthy, Error: rt.Error, SmokeMS: rt.SmokeMS, CheckedAt: rt.CheckedAt})
 	}
 	writeJSON(w, http.StatusOK, c)
 }
 
-func sandboxWire(sb *sandbox.Sandbox) client.Sandbox {
-	out := client.Sandbox{
+func sandboxWire(sb *sandbox.Sandbox) api.Sandbox {
+	out := api.Sandbox{
 		ID: sb.ID, Tenant: sb.Tenant, State: string(sb.State), Profile: sb.Profile, Runtime: string(sb.Runtime),
 		RiskLevel: string(sb.RiskLevel), Image: sb.Image,
-		Resources:     client.Resources{CPU: sb.Resources.CPU, MemoryMB: sb.Resources.MemoryMB, Pids: sb.Resources.Pids, DiskMB: sb.Resources.DiskMB},
+		Resources:     api.Resources{CPU: sb.Resources.CPU, MemoryMB: sb.Resources.MemoryMB, Pids: sb.Resources.Pids, DiskMB: sb.Resources.DiskMB},
 		Metadata:      sb.Metadata,
 		FailureReason: sb.FailureReason, ResourceVersion: strconv.FormatInt(sb.ResourceVersion, 10),
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: sb.ExpiresAt,
@@ -140,7 +140,7 @@ func sandboxWire(sb *sandbox.Sandbox) client.Sandbox {
 func etag(sb *sandbox.Sandbox) string { return `"` + strconv.FormatInt(sb.ResourceVersion, 10) + `"` }
 
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
-	var req client.CreateSandboxRequest
+	var req api.CreateSandboxRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -201,7 +201,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := client.SandboxList{Items: make([]client.Sandbox, len(list))}
+	out := api.SandboxList{Items: make([]api.Sandbox, len(list))}
 	for i, sb := range list {
 		out.Items[i] = sandboxWire(sb)
 	}
@@ -219,7 +219,7 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 	out.Endpoints = s.endpoints(sb.ID, sb.Profile)
 	if s.services != nil {
 		for _, st := range s.services.Of(sb.ID) {
-			out.Services = append(out.Services, client.ServiceStatus{Name: st.Name, State: st.State, JobID: st.JobID,
+			out.Services = append(out.Services, api.ServiceStatus{Name: st.Name, State: st.State, JobID: st.JobID,
 				Restarts: st.Restarts, LastExitCode: st.LastExit, Error: st.Error, Since: st.Since, ReadyAt: st.Ready})
 		}
 	}
@@ -232,7 +232,7 @@ func (s *Server) patchSandbox(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	var req client.PatchSandboxRequest
+	var req api.PatchSandboxRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -248,7 +248,7 @@ func (s *Server) patchSandbox(w http.ResponseWriter, r *http.Request) {
 
 // renewSandbox serves POST /v1/sandboxes/{id}/renew {ttl_seconds}.
 func (s *Server) renewSandbox(w http.ResponseWriter, r *http.Request) {
-	var req client.RenewSandboxRequest
+	var req api.RenewSandboxRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -271,7 +271,7 @@ func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 }
 
 // execInput translates an exec request body.
-func execInput(r *http.Request, req client.ExecRequest) (jobs.ExecInput, error) {
+func execInput(r *http.Request, req api.ExecRequest) (jobs.ExecInput, error) {
 	in := jobs.ExecInput{
 		Tenant: tenantOf(r), SandboxID: r.PathValue("id"), Command: req.Command, Script: req.Script,
 		Cwd: req.Cwd, Env: req.Env, Stdin: []byte(req.Stdin), TimeoutMS: req.TimeoutMS, MaxOutputBytes: req.MaxOutputBytes,
@@ -295,7 +295,7 @@ func invalidArg(msg string) error { return fmt.Errorf("%s: %w", msg, errdefs.Err
 func notFound(what, id string) error { return fmt.Errorf("%s %q: %w", what, id, errdefs.ErrNotFound) }
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
-	var req client.ExecRequest
+	var req api.ExecRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -327,9 +327,9 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.execResult(r, req, out))
 }
 
-func execResultWire(out *jobs.ExecOutput) client.ExecResult {
+func execResultWire(out *jobs.ExecOutput) api.ExecResult {
 	j := out.Job
-	res := client.ExecResult{
+	res := api.ExecResult{
 		JobID: j.ID, ExitReason: string(j.ExitReason), Signal: j.Signal,
 		Stdout: string(out.Stdout), Stderr: string(out.Stderr),
 		StdoutTruncated: j.StdoutTruncated, StderrTruncated: j.StderrTruncated,
@@ -347,8 +347,8 @@ func execResultWire(out *jobs.ExecOutput) client.ExecResult {
 	return res
 }
 
-func jobWire(j *sandbox.Job) client.Job {
-	return client.Job{
+func jobWire(j *sandbox.Job) api.Job {
+	return api.Job{
 		ID: j.ID, SandboxID: j.SandboxID, State: string(j.State), Command: j.Command, Script: j.Script, Cwd: j.Cwd,
 		ExitCode: j.ExitCode, ExitReason: string(j.ExitReason), Signal: j.Signal, Error: j.Error,
 		StdoutBytes: j.StdoutBytes, StderrBytes: j.StderrBytes, StdoutTruncated: j.StdoutTruncated,
@@ -381,7 +381,7 @@ func (s *Server) listSandboxJobs(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := client.JobList{Items: make([]client.Job, 0, len(list))}
+	out := api.JobList{Items: make([]api.Job, 0, len(list))}
 	for _, j := range list {
 		out.Items = append(out.Items, jobWire(j))
 	}

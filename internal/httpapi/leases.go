@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -20,8 +20,8 @@ func (s *Server) leaseRoutes() {
 	s.handle("POST", "/v1/pools/{name}/drain", true, s.adminOnly(s.drainPool))
 }
 
-func leaseWire(l *sandbox.Lease) client.Lease {
-	out := client.Lease{
+func leaseWire(l *sandbox.Lease) api.Lease {
+	out := api.Lease{
 		LeaseID: l.ID, SandboxID: l.SandboxID, State: string(l.State), Warm: l.Warm, Profile: l.Profile,
 		Runtime: string(l.Runtime), Holder: l.Holder, Metadata: l.Metadata, TTLSeconds: l.TTLSeconds,
 		ResourceVersion: strconv.FormatInt(l.ResourceVersion, 10),
@@ -35,7 +35,7 @@ func leaseWire(l *sandbox.Lease) client.Lease {
 }
 
 func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
-	var req client.AcquireLeaseRequest
+	var req api.AcquireLeaseRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -82,7 +82,7 @@ func (s *Server) listLeases(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := client.LeaseList{Items: make([]client.Lease, len(list))}
+	out := api.LeaseList{Items: make([]api.Lease, len(list))}
 	for i, l := range list {
 		out.Items[i] = leaseWire(l)
 	}
@@ -99,7 +99,7 @@ func (s *Server) getLease(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) renewLease(w http.ResponseWriter, r *http.Request) {
-	var req client.RenewLeaseRequest
+	var req api.RenewLeaseRequest
 	if r.ContentLength != 0 {
 		if err := s.decode(w, r, &req); err != nil {
 			s.writeProblem(w, r, err)
@@ -122,10 +122,10 @@ func (s *Server) releaseLease(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func poolsWire(views []control.PoolView, draining bool) client.PoolList {
-	out := client.PoolList{Items: make([]client.Pool, len(views)), Draining: draining}
+func poolsWire(views []control.PoolView, draining bool) api.PoolList {
+	out := api.PoolList{Items: make([]api.Pool, len(views)), Draining: draining}
 	for i, v := range views {
-		p := client.Pool{
+		p := api.Pool{
 			Name: v.Name, Profile: v.Profile, Runtime: string(v.Runtime), MinIdle: v.MinIdle, MaxTotal: v.MaxTotal,
 			Counts: map[string]int{}, Total: v.Total, Starting: v.Starting, Hits: v.Hits, Misses: v.Misses,
 			Made: v.Made, Replaced: v.Replaced, Recycled: v.Recycled, ResetFailed: v.ResetFailed, RefillRate: v.RefillRate, Draining: v.Draining, LastError: v.LastError,

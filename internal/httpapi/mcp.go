@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/mcp/servers"
 )
@@ -253,7 +253,7 @@ const maxLeaseMCP = 16
 // lease is made: the same body as POST /v1/mcp/servers, without lease_id,
 // naming no server that holds operator secrets (they share no sandbox with
 // the tenant).
-func (s *Server) leaseMCPRequests(r *http.Request, reqs []client.MCPCreateRequest) ([]servers.CreateRequest, error) {
+func (s *Server) leaseMCPRequests(r *http.Request, reqs []api.MCPCreateRequest) ([]servers.CreateRequest, error) {
 	if len(reqs) == 0 {
 		return nil, nil
 	}
@@ -286,9 +286,9 @@ func (s *Server) leaseMCPRequests(r *http.Request, reqs []client.MCPCreateReques
 
 // startLeaseMCP starts a new lease's MCP servers; when one cannot start,
 // the others are stopped and the lease is released.
-func (s *Server) startLeaseMCP(r *http.Request, leaseID string, reqs []servers.CreateRequest) ([]client.MCPServer, error) {
+func (s *Server) startLeaseMCP(r *http.Request, leaseID string, reqs []servers.CreateRequest) ([]api.MCPServer, error) {
 	tenant := tenantOf(r)
-	var made []client.MCPServer
+	var made []api.MCPServer
 	undo := func() {
 		for _, m := range made {
 			_ = s.mcp.Delete(tenant, m.ID)
@@ -306,7 +306,7 @@ func (s *Server) startLeaseMCP(r *http.Request, leaseID string, reqs []servers.C
 			undo()
 			return nil, fmt.Errorf("mcp[%d] did not start, so the lease was released: %w", i, err)
 		}
-		var wire client.MCPServer
+		var wire api.MCPServer
 		b, _ := json.Marshal(inst)
 		if err := json.Unmarshal(b, &wire); err != nil {
 			undo()

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/egress"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -19,7 +19,7 @@ func (s *Server) networkRoutes() {
 }
 
 // policyIn converts a wire policy; nil stays nil.
-func policyIn(p *client.NetworkPolicy) *egress.Policy {
+func policyIn(p *api.NetworkPolicy) *egress.Policy {
 	if p == nil {
 		return nil
 	}
@@ -30,29 +30,29 @@ func policyIn(p *client.NetworkPolicy) *egress.Policy {
 	return out
 }
 
-func policyOut(p egress.Policy) client.NetworkPolicy {
-	out := client.NetworkPolicy{Mode: string(p.Mode), Endpoints: p.Endpoints, Tools: p.Tools}
+func policyOut(p egress.Policy) api.NetworkPolicy {
+	out := api.NetworkPolicy{Mode: string(p.Mode), Endpoints: p.Endpoints, Tools: p.Tools}
 	for _, r := range p.Allow {
-		out.Allow = append(out.Allow, client.NetworkRule{Host: r.Host, CIDR: r.CIDR, Ports: r.Ports})
+		out.Allow = append(out.Allow, api.NetworkRule{Host: r.Host, CIDR: r.CIDR, Ports: r.Ports})
 	}
 	return out
 }
 
-func networkWire(n *sandbox.Network) client.SandboxNetwork {
-	return client.SandboxNetwork{SandboxID: n.SandboxID, Policy: policyOut(n.Policy), Status: string(n.Status),
+func networkWire(n *sandbox.Network) api.SandboxNetwork {
+	return api.SandboxNetwork{SandboxID: n.SandboxID, Policy: policyOut(n.Policy), Status: string(n.Status),
 		StatusReason: n.StatusReason, GatewayIP: n.GatewayIP, ResourceVersion: strconv.FormatInt(n.ResourceVersion, 10),
 		UpdatedAt: n.UpdatedAt}
 }
 
-func networkSummaryWire(n *sandbox.NetworkSummary) *client.NetworkSummary {
+func networkSummaryWire(n *sandbox.NetworkSummary) *api.NetworkSummary {
 	if n == nil {
 		return nil
 	}
-	return &client.NetworkSummary{Mode: string(n.Mode), Status: string(n.Status), StatusReason: n.StatusReason}
+	return &api.NetworkSummary{Mode: string(n.Mode), Status: string(n.Status), StatusReason: n.StatusReason}
 }
 
-func networkCapabilitiesWire(c control.NetworkCapability) client.NetworkCapabilities {
-	out := client.NetworkCapabilities{Modes: map[string]bool{}, Gateway: c.Gateway, Reason: c.Reason,
+func networkCapabilitiesWire(c control.NetworkCapability) api.NetworkCapabilities {
+	out := api.NetworkCapabilities{Modes: map[string]bool{}, Gateway: c.Gateway, Reason: c.Reason,
 		Tools: append([]string{}, c.Tools...), Endpoints: append([]string{}, c.Endpoints...)}
 	for m, ok := range c.Modes {
 		out.Modes[string(m)] = ok
@@ -80,7 +80,7 @@ func (s *Server) putNetwork(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	var req client.NetworkPolicy
+	var req api.NetworkPolicy
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -122,9 +122,9 @@ func (s *Server) networkEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := client.NetworkEventList{Items: make([]client.NetworkEvent, len(page.Events)), NextCursor: strconv.FormatInt(page.Next, 10)}
+	out := api.NetworkEventList{Items: make([]api.NetworkEvent, len(page.Events)), NextCursor: strconv.FormatInt(page.Next, 10)}
 	for i, e := range page.Events {
-		out.Items[i] = client.NetworkEvent{Cursor: e.Cursor, Time: e.Time, DurationMS: e.DurationMS, Name: e.Name, Address: e.Address, Port: e.Port,
+		out.Items[i] = api.NetworkEvent{Cursor: e.Cursor, Time: e.Time, DurationMS: e.DurationMS, Name: e.Name, Address: e.Address, Port: e.Port,
 			Proto: e.Proto, Decision: e.Decision, Reason: e.Reason, BytesUp: e.BytesUp, BytesDown: e.BytesDown}
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/errdefs"
 )
 
@@ -44,7 +44,7 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	case errors.Is(err, errdefs.ErrUnauthenticated):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="genesis"`)
 	}
-	p := client.Problem{
+	p := api.Problem{
 		Type:      problemType + code,
 		Title:     errdefs.StatusText(status),
 		Status:    status,

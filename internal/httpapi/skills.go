@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/skills"
 )
@@ -170,8 +170,8 @@ func (s *Server) runSkill(w http.ResponseWriter, r *http.Request) {
 	// Artifacts in their API form, as every other answer gives them.
 	out := struct {
 		*skills.Run
-		Artifacts []client.Artifact `json:"artifacts"`
-	}{Run: run, Artifacts: []client.Artifact{}}
+		Artifacts []api.Artifact `json:"artifacts"`
+	}{Run: run, Artifacts: []api.Artifact{}}
 	for _, a := range run.Artifacts {
 		out.Artifacts = append(out.Artifacts, artifactWire(a))
 	}

@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/tenant"
 )
@@ -23,28 +23,28 @@ func (s *Server) tenantRoutes() {
 	s.handle("DELETE", "/v1/tenants/{name}/keys/{key_id}", true, s.adminOnly(s.revokeKey))
 }
 
-func tenantWire(t *tenant.Tenant) client.Tenant {
+func tenantWire(t *tenant.Tenant) api.Tenant {
 	q := t.Quotas
-	return client.Tenant{
+	return api.Tenant{
 		Name: t.Name, Weight: max(t.Weight, 1), MinRiskLevel: string(t.MinRiskLevel), MaxToolRiskLevel: string(t.MaxToolRiskLevel), Admin: t.Admin,
-		Quotas: client.Quotas{MaxSandboxes: q.MaxSandboxes, MaxCPU: q.MaxCPU, MaxMemoryMB: q.MaxMemoryMB, MaxLeases: q.MaxLeases},
+		Quotas: api.Quotas{MaxSandboxes: q.MaxSandboxes, MaxCPU: q.MaxCPU, MaxMemoryMB: q.MaxMemoryMB, MaxLeases: q.MaxLeases},
 		Source: string(t.Source), ResourceVersion: strconv.FormatInt(t.ResourceVersion, 10),
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
 	}
 }
 
-func usageWire(u tenant.Usage) *client.Usage {
-	return &client.Usage{Sandboxes: u.Sandboxes, CPU: u.CPU, MemoryMB: u.MemoryMB, Leases: u.Leases}
+func usageWire(u tenant.Usage) *api.Usage {
+	return &api.Usage{Sandboxes: u.Sandboxes, CPU: u.CPU, MemoryMB: u.MemoryMB, Leases: u.Leases}
 }
 
-func keyWire(k *tenant.Key) client.APIKey {
-	return client.APIKey{ID: k.ID, Tenant: k.Tenant, Prefix: k.Prefix, Description: k.Description, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+func keyWire(k *tenant.Key) api.APIKey {
+	return api.APIKey{ID: k.ID, Tenant: k.Tenant, Prefix: k.Prefix, Description: k.Description, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
 }
 
 func tenantETag(t *tenant.Tenant) string { return `"` + strconv.FormatInt(t.ResourceVersion, 10) + `"` }
 
 func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
-	var req client.CreateTenantRequest
+	var req api.CreateTenantRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -69,7 +69,7 @@ func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := client.TenantList{Items: make([]client.Tenant, len(list))}
+	out := api.TenantList{Items: make([]api.Tenant, len(list))}
 	for i, v := range list {
 		out.Items[i] = tenantWire(v.Tenant)
 		out.Items[i].Usage = usageWire(v.Usage)
@@ -95,7 +95,7 @@ func (s *Server) patchTenant(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	var req client.UpdateTenantRequest
+	var req api.UpdateTenantRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -127,7 +127,7 @@ func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
-	var req client.CreateAPIKeyRequest
+	var req api.CreateAPIKeyRequest
 	if r.ContentLength != 0 {
 		if err := s.decode(w, r, &req); err != nil {
 			s.writeProblem(w, r, err)
@@ -153,7 +153,7 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := client.APIKeyList{Items: make([]client.APIKey, len(list))}
+	out := api.APIKeyList{Items: make([]api.APIKey, len(list))}
 	for i, k := range list {
 		out.Items[i] = keyWire(k)
 	}
