@@ -22,9 +22,10 @@ type DisplaySize struct {
 // middle_click, double_click, triple_click, click (with Button),
 // left_mouse_down, left_mouse_up, left_click_drag / drag, scroll, type,
 // key / keypress / hotkey, hold_key, wait, cursor_position, zoom,
-// list_windows, focus_window, launch. The fields are those of the
-// Anthropic computer tool and of OpenAI's computer-use actions; see
-// docs/desktop.md.
+// list_windows, wait_for_window (Title: a part of the title, or the class
+// or instance name; at most Duration seconds),
+// focus_window, launch. The fields are those of the Anthropic computer tool
+// and of OpenAI's computer-use actions; see docs/desktop.md.
 type ComputerAction struct {
 	Action          string            `json:"action"`
 	Coordinate      []int             `json:"coordinate,omitempty"`
@@ -42,6 +43,7 @@ type ComputerAction struct {
 	Duration        float64           `json:"duration,omitempty"`
 	Region          []int             `json:"region,omitempty"`
 	Window          string            `json:"window,omitempty"`
+	Title           string            `json:"title,omitempty"`
 	Command         []string          `json:"command,omitempty"`
 	Env             map[string]string `json:"env,omitempty"`
 	// Sensitive records the action's text in the trace as a count only.
@@ -57,15 +59,18 @@ type ComputerActionsRequest struct {
 	Display    *DisplaySize     `json:"display,omitempty"`
 }
 
-// ComputerWindow is a top-level window (logical coordinates).
+// ComputerWindow is a top-level window (logical coordinates). Class and
+// Instance are its WM_CLASS names (XTerm, xterm).
 type ComputerWindow struct {
-	ID     string `json:"id"`
-	Title  string `json:"title"`
-	X      int    `json:"x"`
-	Y      int    `json:"y"`
-	Width  int    `json:"width"`
-	Height int    `json:"height"`
-	Active bool   `json:"active"`
+	ID       string `json:"id"`
+	Title    string `json:"title"`
+	Class    string `json:"class,omitempty"`
+	Instance string `json:"instance,omitempty"`
+	X        int    `json:"x"`
+	Y        int    `json:"y"`
+	Width    int    `json:"width"`
+	Height   int    `json:"height"`
+	Active   bool   `json:"active"`
 }
 
 // ComputerStepResult answers one action; Screenshot is a base64 PNG.

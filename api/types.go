@@ -199,7 +199,8 @@ type Profile struct {
 	Pools []ProfilePool `json:"pools"`
 	Lease ProfileLease  `json:"lease"`
 	// FileRoots are the directories the file API may touch in the
-	// profile's sandboxes; relative paths resolve against the first.
+	// profile's sandboxes ("~" is the sandbox user's home); relative paths
+	// resolve against the first.
 	FileRoots []string `json:"file_roots"`
 	// Versions are the component versions the built image reports
 	// (chromium, playwright, node, ...); empty while the image is not built.

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -37,13 +39,18 @@ func newDesktopActionsCmd(a *app) *cobra.Command {
 array of actions from FILE, or from stdin without FILE or for "-", and runs
 them in order on the sandbox's display, for example:
 
-  [{"action":"left_click","coordinate":[400,300]},
+  [{"action":"launch","command":["xterm"]},
+   {"action":"wait_for_window","title":"xterm"},
+   {"action":"left_click","coordinate":[640,400]},
    {"action":"type","text":"hello"},
-   {"action":"key","text":"ctrl+s"}]
+   {"action":"key","text":"Return"}]
 
-Prints one line per action run (index, action, ok, milliseconds, error); with
---json the whole answer, screenshots included as base64 PNG. The actions stop
-at the first that fails; then the exit status is 1.`,
+Prints one line per action run: index, action, ok, milliseconds, then what
+the step answered — a launched program's job id, the cursor, a screenshot's
+size, the number of windows (each window on a line of its own: id, title,
+class, position, size, active) — and a failed step's code and error. With --json the
+whole answer, screenshots included as base64 PNG. The actions stop at the
+first that fails; then the exit status is 1.`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) < 1 || len(args) > 2 {
 				return usageErrorf("want a sandbox id and optionally FILE or -, got %d argument(s)", len(args))
@@ -96,17 +103,7 @@ at the first that fails; then the exit status is 1.`,
 				}
 			} else {
 				for _, r := range res.Results {
-					line := fmt.Sprintf("%d\t%s\t%v\t%dms", r.Index, r.Action, r.OK, r.DurationMS)
-					if r.Error != "" {
-						line += "\t" + r.Error
-					}
-					if r.Cursor != nil {
-						line += fmt.Sprintf("\tcursor %d,%d", r.Cursor.X, r.Cursor.Y)
-					}
-					for _, w := range r.Windows {
-						line += fmt.Sprintf("\n\twindow %s %q at %d,%d %dx%d", w.ID, w.Title, w.X, w.Y, w.Width, w.Height)
-					}
-					if _, err := fmt.Fprintln(a.stdout, line); err != nil {
+					if _, err := fmt.Fprint(a.stdout, actionLines(r)); err != nil {
 						return err
 					}
 				}
@@ -117,6 +114,47 @@ at the first that fails; then the exit status is 1.`,
 			return nil
 		}),
 	}
+}
+
+// actionLines is one step of an actions answer as text: a line of tab
+// separated fields (index, action, ok, milliseconds, what the step
+// answered, a failure's code and error), then a line per window.
+func actionLines(r client.ComputerStepResult) string {
+	f := []string{strconv.Itoa(r.Index), r.Action, strconv.FormatBool(r.OK), fmt.Sprintf("%dms", r.DurationMS)}
+	if r.JobID != "" {
+		f = append(f, "job "+r.JobID)
+	}
+	if r.Cursor != nil {
+		f = append(f, fmt.Sprintf("cursor %d,%d", r.Cursor.X, r.Cursor.Y))
+	}
+	if r.Screenshot != "" {
+		f = append(f, fmt.Sprintf("screenshot %d bytes PNG (--json has it)", base64.StdEncoding.DecodedLen(len(r.Screenshot))))
+	}
+	switch n := len(r.Windows); {
+	case n == 1:
+		f = append(f, "1 window")
+	case n > 1:
+		f = append(f, fmt.Sprintf("%d windows", n))
+	case r.OK && (r.Action == "list_windows" || r.Action == "wait_for_window"):
+		f = append(f, "no windows")
+	}
+	if r.Error != "" {
+		f = append(f, cmp.Or(r.Code, "error")+": "+r.Error)
+	}
+	var b strings.Builder
+	b.WriteString(strings.Join(f, "\t") + "\n")
+	for _, w := range r.Windows {
+		fmt.Fprintf(&b, "\twindow %s %q", w.ID, w.Title)
+		if w.Class != "" {
+			b.WriteString(" class " + w.Class)
+		}
+		fmt.Fprintf(&b, " at %d,%d %dx%d", w.X, w.Y, w.Width, w.Height)
+		if w.Active {
+			b.WriteString(" active")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
 
 // newDesktopScreenshotCmd builds "genesis desktop screenshot SANDBOX".

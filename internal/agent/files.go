@@ -8,7 +8,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net/http"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,16 +26,84 @@ import (
 // maxFileRequestBytes bounds the JSON body of a file operation.
 const maxFileRequestBytes = 64 << 10
 
-// fileRoots returns the allowed roots: the agentproto.FileRootsEnv
-// variable of the agent's environment, else the default workdir.
-func (s *Server) fileRoots() ([]string, error) {
+// fileRoots returns the allowed roots, worked out on first use
+// (loadRoots).
+func (s *Server) fileRoots() ([]string, error) { return s.roots() }
+
+// loadRoots reads the allowed roots from the agentproto.FileRootsEnv
+// variable of the agent's environment (else the default workdir) and
+// makes them effective: agentproto.HomeRoot becomes the user's home, and
+// a root agentproto.CheckRoot refuses (/, /proc, the agent's own
+// directories, …) is dropped with a warning.
+func (s *Server) loadRoots() ([]string, error) {
+	v := s.cfg.DefaultWorkdir
 	prefix := agentproto.FileRootsEnv + "="
 	for _, kv := range s.cfg.Environ {
-		if v, ok := strings.CutPrefix(kv, prefix); ok && v != "" {
-			return agentproto.ParseRoots(v)
+		if r, ok := strings.CutPrefix(kv, prefix); ok && r != "" {
+			v = r
+			break
 		}
 	}
-	return agentproto.ParseRoots(s.cfg.DefaultWorkdir)
+	roots, err := agentproto.ParseRoots(v)
+	if err != nil {
+		return nil, err
+	}
+	return effectiveRoots(roots, userHome(), s.ownPlaces(), s.log), nil
+}
+
+// effectiveRoots resolves agentproto.HomeRoot in roots to home ("" when the
+// user has none) and keeps, once each and in order, the roots
+// agentproto.CheckRoot accepts given own, the agent's own directories; the
+// others are dropped with a warning.
+func effectiveRoots(roots []string, home string, own []string, log *slog.Logger) []string {
+	out := make([]string, 0, len(roots))
+	for _, r := range roots {
+		if r == agentproto.HomeRoot {
+			if home == "" {
+				log.Info("file root ~ dropped: the sandbox user has no home directory")
+				continue
+			}
+			r = home
+		}
+		if err := agentproto.CheckRoot(r, own...); err != nil {
+			log.Warn("file root dropped", "root", r, "err", err)
+			continue
+		}
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// userHome is the home directory of the user the agent runs as, from the
+// user database (/etc/passwd of the image, which the sandbox user cannot
+// change); "" when there is none. The environment's HOME is not used: a
+// sandbox's creator sets it.
+func userHome() string {
+	u, err := user.LookupId(strconv.Itoa(os.Getuid()))
+	if err != nil {
+		return ""
+	}
+	return u.HomeDir
+}
+
+// ownPlaces are the agent's own directories, which no file root may
+// reach: its socket's, its binary's and the default binary's.
+func (s *Server) ownPlaces() []string {
+	own := []string{filepath.Dir(defaultShimPath)}
+	for _, p := range []string{s.cfg.SocketPath, s.cfg.ShimPath} {
+		if p == "" {
+			continue
+		}
+		if abs, err := filepath.Abs(p); err == nil {
+			own = append(own, filepath.Dir(abs))
+		}
+	}
+	if exe, err := os.Executable(); err == nil {
+		own = append(own, filepath.Dir(exe))
+	}
+	return own
 }
 
 // resolve applies the path policy to p.

@@ -42,6 +42,38 @@ func TestFilesInContainers(t *testing.T) {
 	}
 }
 
+// TestFileRootsInContainers runs the agent with /tmp as its root, under
+// runc and runsc, among roots it must drop (/, /proc, /dev/shm, /run, its
+// own /run/genesis and /.genesis): the escape attempts out of /tmp all
+// fail (the outside target is /workspace), and so does every path into
+// the dropped places.
+func TestFileRootsInContainers(t *testing.T) {
+	for _, rt := range []string{"runc", "runsc"} {
+		t.Run(rt, func(t *testing.T) {
+			t.Parallel()
+			if !slices.Contains(runtimesUnderTest(t), rt) {
+				t.Skipf("docker runtime %s not configured", rt)
+			}
+			c := startContainer(t, rt, "--env", agentproto.FileRootsEnv+"=/tmp:/:/proc:/dev/shm:/run:/run/genesis:/.genesis")
+			e := &fileEnv{c: c.client, root: "/tmp", outside: "/workspace"}
+			if _, err := write(t, c.client, "rel.txt", "rel"); err != nil {
+				t.Fatalf("write a relative path: %v", err)
+			}
+			if got := e.sh(t, "cat /tmp/rel.txt"); got != "rel" {
+				t.Errorf("a relative path is not under the first root /tmp: %q", got)
+			}
+			t.Run("escapes", func(t *testing.T) { testFileEscapes(t, e) })
+			for _, p := range []string{"/run/genesis/agent.sock", "/.genesis/genesis-agent", "/proc/1/environ", "/proc/self/root/etc/passwd",
+				"/dev/shm/x", "/workspace", "/", "/run"} {
+				_, err := c.client.StatFile(fctx(t), p)
+				wantCode(t, "stat "+p, err, errdefs.ErrInvalidArgument, agentproto.CodePathOutsideRoot)
+			}
+			err := c.client.DeleteFile(fctx(t), agentproto.DeleteRequest{Path: "/run/genesis/agent.sock"})
+			wantCode(t, "delete the agent's socket", err, errdefs.ErrInvalidArgument, agentproto.CodePathOutsideRoot)
+		})
+	}
+}
+
 // BenchmarkFileTransfer measures the agent alone (agentclient over the Unix
 // socket, no service): one 256 MiB upload and download per iteration, per
 // runtime, as MiB/s.

@@ -106,6 +106,8 @@ type Server struct {
 
 	terms terminalTable // processes on pseudo-terminals (pty.go)
 
+	roots func() ([]string, error) // the allowed file roots, worked out once (files.go)
+
 	resetMu  sync.Mutex // one reset at a time (reset.go)
 	rootDirs []string   // the root's directories the user can write to, found by the first reset
 }
@@ -166,7 +168,9 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.FinishedJobsMemory <= 0 {
 		cfg.FinishedJobsMemory = 512 << 20
 	}
-	return &Server{cfg: cfg, log: log}, nil
+	s := &Server{cfg: cfg, log: log}
+	s.roots = sync.OnceValues(s.loadRoots)
+	return s, nil
 }
 
 // Run makes the process a reaper, listens on the socket and serves until ctx
@@ -345,13 +349,15 @@ func bindUnix(path string, mode fs.FileMode) (*net.UnixListener, error) {
 }
 
 func (s *Server) handlePing(w http.ResponseWriter) {
+	roots, _ := s.fileRoots() // a bad roots variable fails each file call with its reason
 	writeJSON(w, http.StatusOK, agentproto.Ping{
-		Protocol: agentproto.Version,
-		Agent:    s.cfg.Version,
-		PID:      os.Getpid(),
-		UID:      os.Getuid(),
-		Kernel:   s.kernel,
-		UptimeMS: time.Since(s.started).Milliseconds(),
+		Protocol:  agentproto.Version,
+		Agent:     s.cfg.Version,
+		PID:       os.Getpid(),
+		UID:       os.Getuid(),
+		Kernel:    s.kernel,
+		UptimeMS:  time.Since(s.started).Milliseconds(),
+		FileRoots: roots,
 	})
 }
 

@@ -3,9 +3,11 @@ package agent
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
@@ -173,5 +175,28 @@ func TestIsLegacyShim(t *testing.T) {
 	}
 	if got := shimArgs(); !slices.Equal(got, []string{shimArgv0, ShimCommand, shimArgSpare}) {
 		t.Errorf("shimArgs() = %q", got)
+	}
+}
+
+func TestEffectiveRoots(t *testing.T) {
+	t.Parallel()
+	own := []string{"/.genesis", "/run/genesis"}
+	log := slog.New(slog.DiscardHandler)
+	for _, tc := range []struct {
+		roots []string
+		home  string
+		want  string
+	}{
+		{[]string{"/workspace", "/tmp", "~"}, "/home/sandbox", "/workspace /tmp /home/sandbox"},
+		{[]string{"/workspace", "/tmp", "~"}, "", "/workspace /tmp"},                              // no home: no such root
+		{[]string{"/workspace", "/tmp", "~"}, "/workspace", "/workspace /tmp"},                    // once each
+		{[]string{"/workspace", "~"}, "/", "/workspace"},                                          // a home of / is not a root
+		{[]string{"~", "/workspace"}, "/run/genesis", "/workspace"},                               // nor one in the agent's directory
+		{[]string{"/workspace", "/proc", "/", "/run", "/dev/shm", "/.genesis"}, "", "/workspace"}, // dropped, never widened
+		{[]string{"/tmp"}, "", "/tmp"},
+	} {
+		if got := strings.Join(effectiveRoots(tc.roots, tc.home, own, log), " "); got != tc.want {
+			t.Errorf("effectiveRoots(%v, home %q) = %q, want %q", tc.roots, tc.home, got, tc.want)
+		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/tenant"
@@ -358,7 +358,8 @@ type Profile struct {
 	ReadOnlyRoot     bool              `yaml:"read_only_root"`
 	CapAdd           []string          `yaml:"cap_add"`
 	// FileRoots are the directories inside the sandbox the file API may
-	// touch (absolute, clean); empty means [/workspace]. Relative paths are
+	// touch (absolute, clean, or "~" for the sandbox user's home, which the
+	// agent looks up); empty means DefaultFileRoots. Relative paths are
 	// resolved against the first.
 	FileRoots []string    `yaml:"file_roots"`
 	Pools     []PoolSpec  `yaml:"pools"`
@@ -375,13 +376,22 @@ type Profile struct {
 	Desktop *DesktopSpec `yaml:"desktop"`
 }
 
-// DefaultFileRoot is the file root of a profile that names none.
+// DefaultFileRoot is the first file root of a profile that names none:
+// relative paths are resolved against it.
 const DefaultFileRoot = "/workspace"
 
-// Roots returns the profile's file roots, [/workspace] when it names none.
+// DefaultFileRoots are the file roots of a profile that names none: the
+// places the sandbox user may write to itself — the workspace, /tmp and
+// its home ("~"). The agent confines every path to them, as that user.
+func DefaultFileRoots() []string {
+	return []string{DefaultFileRoot, "/tmp", agentproto.HomeRoot}
+}
+
+// Roots returns the profile's file roots, DefaultFileRoots when it names
+// none.
 func (p *Profile) Roots() []string {
 	if len(p.FileRoots) == 0 {
-		return []string{DefaultFileRoot}
+		return DefaultFileRoots()
 	}
 	return p.FileRoots
 }
@@ -712,8 +722,17 @@ func (c *Config) validate(v *problems) {
 			bad(key+".resources.disk_mb", "must be 0 (no quota) or in [%d, %d], got %d", MinDiskMB, l.MaxDiskMB, r.DiskMB)
 		}
 		for j, root := range p.FileRoots {
-			if !path.IsAbs(root) || path.Clean(root) != root || root == "/" || strings.ContainsAny(root, ":\x00") {
-				bad(fmt.Sprintf("%s.file_roots[%d]", key, j), "%q must be an absolute clean path other than / without ':'", root)
+			switch {
+			case root == agentproto.HomeRoot:
+			case strings.ContainsAny(root, ":\x00"):
+				bad(fmt.Sprintf("%s.file_roots[%d]", key, j), "%q must be an absolute clean path other than / without ':', or ~", root)
+			default:
+				// The agent's binary and run directories (driver.AgentMountDir,
+				// driver.AgentRunDir) are never reachable; the agent itself
+				// drops such a root too.
+				if err := agentproto.CheckRoot(root, "/.genesis", "/run/genesis"); err != nil {
+					bad(fmt.Sprintf("%s.file_roots[%d]", key, j), "%q must be an absolute clean path other than / without ':', or ~, and reach neither /proc, /sys, /dev nor the agent's /.genesis and /run/genesis", root)
+				}
 			}
 		}
 		if err := p.Network.Validate(c.Network.OperatorConfig); err != nil {

@@ -136,6 +136,42 @@ func TestLoadOverlayAndErrors(t *testing.T) {
 	}
 }
 
+// TestFileRoots: a profile without file_roots gets the sandbox user's own
+// writable places (the workspace first, /tmp, its home "~"); a profile
+// may name its own roots, "~" included, but none that is, lies in or holds
+// /proc, /sys, /dev or the agent's own directories.
+func TestFileRoots(t *testing.T) {
+	t.Parallel()
+	c, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := c.Profile("tool-basic")
+	if got := strings.Join(p.Roots(), " "); got != "/workspace /tmp ~" {
+		t.Errorf("default roots %q, want /workspace /tmp ~", got)
+	}
+	dir := t.TempDir()
+	profile := func(roots string) string {
+		f := filepath.Join(dir, "c.yaml")
+		body := "profiles: [{name: x, recipe: r, allowed_runtimes: [runc], resources: {cpu: 1, memory_mb: 64, pids: 64}, file_roots: " + roots + "}]\n"
+		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	for _, ok := range []string{"[/tmp]", `["~", /data]`, "[/workspace, /tmp, ~]", "[/home/sandbox]", "[/devel]", "[/run/other]"} {
+		if _, err := Load(profile(ok)); err != nil {
+			t.Errorf("file_roots %s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"[/proc]", "[/proc/self/root]", "[/sys/fs]", "[/dev/shm]", "[/dev]", "[/run]", "[/run/genesis]",
+		"[/run/genesis/x]", "[/.genesis]", "[/]", "[tmp]", "[/tmp/]", "[/a/../b]", "[~user]", `["/a:/b"]`} {
+		if _, err := Load(profile(bad)); err == nil || !strings.Contains(err.Error(), "profiles.x.file_roots[0]") {
+			t.Errorf("file_roots %s: %v, want profiles.x.file_roots[0] refused", bad, err)
+		}
+	}
+}
+
 func TestCapacityTotals(t *testing.T) {
 	t.Parallel()
 	l := Limits{MaxSandboxes: 50, MaxMemoryMB: 1024}

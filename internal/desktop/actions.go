@@ -2,6 +2,7 @@ package desktop
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -10,6 +11,7 @@ import (
 	"image"
 	"image/png"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +28,20 @@ const (
 	CodeUnknownAction = "unknown_action"
 	CodeOutOfRange    = "coordinate_out_of_range"
 	CodeActionFailed  = "action_failed"
+	// CodeWindowNotFound is the code of a wait_for_window step whose
+	// window did not show within its duration.
+	CodeWindowNotFound = "window_not_found"
+)
+
+// Bounds of wait_for_window: how long it waits by default and at most,
+// and how often it looks.
+const (
+	defaultWindowWait = 10 * time.Second
+	maxWindowWait     = 30 * time.Second
+	windowPoll        = 50 * time.Millisecond
+	// wmWait bounds how long a display's first launch waits for its
+	// window manager to start (waitWM).
+	wmWait = 15 * time.Second
 )
 
 // Size is a display size in pixels.
@@ -66,12 +82,16 @@ type Action struct {
 	ScrollAmount    int    `json:"scroll_amount,omitempty"`
 	ScrollX         int    `json:"scroll_x,omitempty"`
 	ScrollY         int    `json:"scroll_y,omitempty"`
-	// Duration in seconds (wait, hold_key).
+	// Duration in seconds (wait, hold_key; the most wait_for_window waits).
 	Duration float64 `json:"duration,omitempty"`
 	// Region [x0, y0, x1, y1] to zoom into.
 	Region []int `json:"region,omitempty"`
 	// Window is a window id of list_windows (focus_window).
 	Window string `json:"window,omitempty"`
+	// Title is what wait_for_window waits for: a part of a window's title,
+	// or its class or instance name (WM_CLASS: XTerm, xterm), which stay
+	// when a program retitles its window (case-sensitive).
+	Title string `json:"title,omitempty"`
 	// Command is the program to launch (launch), with Env added.
 	Command []string          `json:"command,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
@@ -301,6 +321,17 @@ func validate(req *ActionsRequest, logical Size, maxActions int) ([]step, error)
 				return nil, bad(CodeOutOfRange, "actions[%d]: region %v is not inside the %dx%d display", i, a.Region, logical.Width, logical.Height)
 			}
 			s.region = r
+		case "wait_for_window":
+			if a.Title == "" || len(a.Title) > 1024 {
+				return nil, bad("invalid_action", "actions[%d]: wait_for_window needs a title of 1..1024 bytes (a part of the window's title, or its class)", i)
+			}
+			if a.Duration < 0 || a.Duration > maxWindowWait.Seconds() {
+				return nil, bad("invalid_action", "actions[%d]: wait_for_window duration must be 0..%.0f seconds", i, maxWindowWait.Seconds())
+			}
+			s.text, s.hold = a.Title, defaultWindowWait
+			if a.Duration > 0 {
+				s.hold = time.Duration(a.Duration * float64(time.Second))
+			}
 		case "focus_window":
 			v, perr := strconv.ParseUint(strings.TrimPrefix(a.Window, "0x"), 16, 32)
 			if perr != nil || !strings.HasPrefix(a.Window, "0x") {
@@ -327,7 +358,7 @@ func validate(req *ActionsRequest, logical Size, maxActions int) ([]step, error)
 func onlyLooks(steps []step) bool {
 	for _, s := range steps {
 		switch s.kind {
-		case "screenshot", "zoom", "cursor_position", "list_windows", "wait":
+		case "screenshot", "zoom", "cursor_position", "list_windows", "wait", "wait_for_window":
 		default:
 			return false
 		}
@@ -405,6 +436,17 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 	if s.d == nil {
 		return nil, errdefs.WithCode(CodeNotReady, fmt.Errorf("the display connection of sandbox %s closed; retry: %w", id, errdefs.ErrUnavailable))
 	}
+	// A program launched while the window manager starts can lose its
+	// window: the first batch that launches one waits for it first,
+	// outside the batch's own time.
+	if slices.ContainsFunc(steps, func(st step) bool { return st.kind == "launch" }) {
+		if err := waitWM(ctx, s.d, wmWait); err != nil {
+			s.broken = true
+			s.d.close()
+			s.d = nil
+			return nil, errdefs.WithCode(CodeNotReady, fmt.Errorf("the display of sandbox %s: %v; retry: %w", id, err, errdefs.ErrUnavailable))
+		}
+	}
 	// The real size is the server's, whatever the profile says.
 	real = Size{s.d.width, s.d.height}
 	sc := scaler{logical: logical, real: real}
@@ -442,10 +484,13 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 			}
 			res.OK = false
 			// The connection may be what failed: the next batch opens a
-			// new one (one dial) rather than guess.
-			s.broken = true
-			s.d.close()
-			s.d = nil
+			// new one (one dial) rather than guess. A window that did not
+			// show is the display's answer, not a failure of it.
+			if r.Code != CodeWindowNotFound {
+				s.broken = true
+				s.d.close()
+				s.d = nil
+			}
 		}
 		r.DurationMS = time.Since(start).Milliseconds()
 		res.Results = append(res.Results, r)
@@ -593,12 +638,11 @@ func (m *Manager) runStep(ctx context.Context, t *Target, d *display, sc scaler,
 		}
 	case "list_windows":
 		ws, err := d.windows()
-		for i := range ws {
-			p := sc.toLogical(ws[i].X, ws[i].Y)
-			e := sc.toLogical(ws[i].X+ws[i].Width, ws[i].Y+ws[i].Height)
-			ws[i].X, ws[i].Y, ws[i].Width, ws[i].Height = p.X, p.Y, e.X-p.X, e.Y-p.Y
-		}
-		r.Windows = ws
+		r.Windows = logicalWindows(sc, ws)
+		return err
+	case "wait_for_window":
+		ws, err := waitWindow(ctx, d, st.text, st.hold)
+		r.Windows = logicalWindows(sc, ws)
 		return err
 	case "focus_window":
 		deadline, ok := ctx.Deadline()
@@ -624,6 +668,86 @@ func (m *Manager) runStep(ctx context.Context, t *Target, d *display, sc scaler,
 		return nil
 	}
 	return fmt.Errorf("action %q has no runner: %w", st.kind, errdefs.ErrInternal)
+}
+
+// waitWM waits, the first time a display launches a program, up to wait
+// (and within ctx) until the window manager has finished starting
+// (display.wmStarted). A program that maps its window while the window
+// manager is still starting can lose it: openbox takes a second or two to
+// start under runc and several under runsc, and an xterm launched
+// meanwhile stayed unmapped — a black screen — or showed only after five
+// seconds. A display whose window manager has not started by then
+// launches anyway (a desktop may have none), and does not wait again.
+func waitWM(ctx context.Context, d *display, wait time.Duration) error {
+	if d.wmChecked {
+		return nil
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		ok, err := d.wmStarted()
+		if err != nil {
+			return fmt.Errorf("waiting for the window manager: %w", err)
+		}
+		if ok || !time.Now().Before(deadline) {
+			break
+		}
+		select {
+		case <-time.After(windowPoll):
+		case <-ctx.Done():
+			return fmt.Errorf("the batch ran out of time waiting for the window manager: %w", ctx.Err())
+		}
+	}
+	d.wmChecked = true
+	return nil
+}
+
+// logicalWindows turns windows in real coordinates into logical ones.
+func logicalWindows(sc scaler, ws []Window) []Window {
+	for i := range ws {
+		p := sc.toLogical(ws[i].X, ws[i].Y)
+		e := sc.toLogical(ws[i].X+ws[i].Width, ws[i].Y+ws[i].Height)
+		ws[i].X, ws[i].Y, ws[i].Width, ws[i].Height = p.X, p.Y, e.X-p.X, e.Y-p.Y
+	}
+	return ws
+}
+
+// waitWindow waits up to wait (and within ctx) until a window whose title
+// contains title, or whose class or instance name is title, is managed and
+// shown (mapped and viewable: the server has drawn its background) and
+// answers the windows that match; none by then is CodeWindowNotFound,
+// naming the windows there are.
+func waitWindow(ctx context.Context, d *display, title string, wait time.Duration) ([]Window, error) {
+	deadline := time.Now().Add(wait)
+	if end, ok := ctx.Deadline(); ok && end.Add(-windowPoll).Before(deadline) {
+		deadline = end.Add(-windowPoll) // the batch's end comes first: answer before it
+		wait = time.Until(deadline).Round(time.Millisecond)
+	}
+	for {
+		ws, err := d.windows()
+		if err != nil {
+			return nil, err
+		}
+		var found []Window
+		titles := make([]string, 0, len(ws))
+		for _, w := range ws {
+			titles = append(titles, fmt.Sprintf("%q (%s)", w.Title, cmp.Or(w.Class, "no class")))
+			if (strings.Contains(w.Title, title) || w.Class == title || w.Instance == title) && d.viewable(w.ID) {
+				found = append(found, w)
+			}
+		}
+		if len(found) > 0 {
+			return found, nil
+		}
+		if !time.Now().Before(deadline) {
+			return nil, errdefs.WithCode(CodeWindowNotFound, fmt.Errorf("no window titled *%s* or of that class showed within %v (windows: %s): %w",
+				title, wait, cmp.Or(strings.Join(titles, ", "), "none"), errdefs.ErrDeadlineExceeded))
+		}
+		select {
+		case <-time.After(min(windowPoll, time.Until(deadline))):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("the batch ran out of time waiting for a window titled *%s*: %w", title, ctx.Err())
+		}
+	}
 }
 
 // shot captures real region r and encodes it as base64 PNG, scaled to

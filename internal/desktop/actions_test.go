@@ -4,6 +4,7 @@ import (
 	"errors"
 	"image"
 	"testing"
+	"time"
 
 	"genesis.dev/sandbox/internal/errdefs"
 )
@@ -62,6 +63,7 @@ func TestValidate(t *testing.T) {
 		{Action: "type", Text: "hi"}, {Action: "key", Text: "ctrl+c"}, {Action: "keypress", Keys: []string{"ENTER"}},
 		{Action: "hold_key", Text: "shift", Duration: 0.5}, {Action: "wait"}, {Action: "zoom", Region: []int{0, 0, 1024, 768}},
 		{Action: "focus_window", Window: "0x20000c"}, {Action: "launch", Command: []string{"xterm"}},
+		{Action: "wait_for_window", Title: "xterm"}, {Action: "wait_for_window", Title: "x", Duration: 30},
 	}
 	steps, err := validate(&ActionsRequest{Actions: ok}, logical, 100)
 	if err != nil || len(steps) != len(ok) {
@@ -69,6 +71,15 @@ func TestValidate(t *testing.T) {
 	}
 	if steps[4].scrollB != 4 || steps[4].amount != 3 {
 		t.Errorf("scroll_y -250 = button %d × %d, want up (4) × 3", steps[4].scrollB, steps[4].amount)
+	}
+	if w := steps[len(steps)-2]; w.text != "xterm" || w.hold != defaultWindowWait {
+		t.Errorf("wait_for_window without a duration: %q for %v, want xterm for %v", w.text, w.hold, defaultWindowWait)
+	}
+	if w := steps[len(steps)-1]; w.hold != 30*time.Second {
+		t.Errorf("wait_for_window duration 30: %v", w.hold)
+	}
+	if !onlyLooks(steps[len(steps)-2:]) {
+		t.Error("wait_for_window counts as input")
 	}
 	for _, tc := range []struct {
 		a    Action
@@ -87,6 +98,9 @@ func TestValidate(t *testing.T) {
 		{Action{Action: "focus_window", Window: "12"}, "invalid_action"},
 		{Action{Action: "launch"}, "invalid_action"},
 		{Action{Action: "click", Button: "fourth"}, "invalid_action"},
+		{Action{Action: "wait_for_window"}, "invalid_action"},
+		{Action{Action: "wait_for_window", Title: "xterm", Duration: 31}, "invalid_action"},
+		{Action{Action: "wait_for_window", Title: "xterm", Duration: -1}, "invalid_action"},
 	} {
 		_, err := validate(&ActionsRequest{Actions: []Action{{Action: "screenshot"}, tc.a}}, logical, 100)
 		if !errors.Is(err, errdefs.ErrInvalidArgument) || errdefs.Code(err) != tc.code {

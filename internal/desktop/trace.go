@@ -126,7 +126,7 @@ func (tr *traced) wantShot(st step, phase string) bool {
 		return false
 	}
 	switch st.kind {
-	case "screenshot", "zoom", "cursor_position", "list_windows", "wait", "launch": // a launched program draws later
+	case "screenshot", "zoom", "cursor_position", "list_windows", "wait", "wait_for_window", "launch": // a launched program draws later
 		return false
 	}
 	return recording.WantShot(tr.m.cfg.Screenshots, phase)

@@ -8,6 +8,8 @@ import (
 	"io"
 	"log"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,6 +72,9 @@ type display struct {
 	scratch []xproto.Keycode
 	next    int
 	atoms   map[string]xproto.Atom
+	// wmChecked is set once a launch has waited for the window manager
+	// (waitWM): later launches do not wait again.
+	wmChecked bool
 }
 
 // xgb logs to stderr by itself (a missing ~/.Xauthority, a connection
@@ -299,13 +304,17 @@ func (d *display) atom(name string) (xproto.Atom, error) {
 
 // Window is a top-level window the window manager lists.
 type Window struct {
-	ID     string `json:"id"`
-	Title  string `json:"title"`
-	X      int    `json:"x"`
-	Y      int    `json:"y"`
-	Width  int    `json:"width"`
-	Height int    `json:"height"`
-	Active bool   `json:"active"`
+	ID    string `json:"id"`
+	Title string `json:"title"`
+	// Class is the window's class (WM_CLASS: its program, such as XTerm
+	// or Chromium), Instance its instance name (xterm, chromium).
+	Class    string `json:"class,omitempty"`
+	Instance string `json:"instance,omitempty"`
+	X        int    `json:"x"`
+	Y        int    `json:"y"`
+	Width    int    `json:"width"`
+	Height   int    `json:"height"`
+	Active   bool   `json:"active"`
 }
 
 // windows lists _NET_CLIENT_LIST in real coordinates.
@@ -337,10 +346,65 @@ func (d *display) windows() ([]Window, error) {
 		if err != nil {
 			continue
 		}
-		out = append(out, Window{ID: fmt.Sprintf("0x%x", uint32(w)), Title: d.title(w),
+		instance, class := d.class(w)
+		out = append(out, Window{ID: fmt.Sprintf("0x%x", uint32(w)), Title: d.title(w), Class: class, Instance: instance,
 			X: int(tr.DstX), Y: int(tr.DstY), Width: int(g.Width), Height: int(g.Height), Active: w == active})
 	}
 	return out, nil
+}
+
+// wmStarted reports whether a window manager has finished starting: it
+// has announced itself as EWMH asks (the root's _NET_SUPPORTING_WM_CHECK
+// names a window whose own _NET_SUPPORTING_WM_CHECK names itself) and has
+// taken the input focus over from X's initial PointerRoot, which openbox
+// does as the last step of its start-up (focus_nothing, once it has
+// managed the windows already there), just before its event loop runs.
+func (d *display) wmStarted() (bool, error) {
+	check, err := d.atom("_NET_SUPPORTING_WM_CHECK")
+	if err != nil {
+		return false, err
+	}
+	get := func(w xproto.Window) (xproto.Window, error) {
+		p, err := xproto.GetProperty(d.conn, false, w, check, xproto.AtomWindow, 0, 1).Reply()
+		if err != nil || len(p.Value) < 4 {
+			return 0, err
+		}
+		return xproto.Window(binary.LittleEndian.Uint32(p.Value)), nil
+	}
+	w, err := get(d.root)
+	if err != nil || w == 0 {
+		return false, err
+	}
+	if self, err := get(w); err != nil || self != w {
+		return false, nil // a stale check window, or one going away: not yet
+	}
+	f, err := xproto.GetInputFocus(d.conn).Reply()
+	if err != nil {
+		return false, err
+	}
+	return f.Focus != xproto.InputFocusNone && f.Focus != xproto.InputFocusPointerRoot, nil
+}
+
+// class is a window's WM_CLASS: its instance and class names.
+func (d *display) class(w xproto.Window) (instance, class string) {
+	p, err := xproto.GetProperty(d.conn, false, w, xproto.AtomWmClass, xproto.AtomString, 0, 64).Reply()
+	if err != nil {
+		return "", ""
+	}
+	instance, rest, _ := strings.Cut(string(p.Value), "\x00")
+	class, _, _ = strings.Cut(rest, "\x00")
+	return instance, class
+}
+
+// viewable reports whether the window of list id ("0x…") is mapped with
+// all its ancestors, so the server shows it.
+func (d *display) viewable(id string) bool {
+	v, err := strconv.ParseUint(strings.TrimPrefix(id, "0x"), 16, 32)
+	if err != nil {
+		return false
+	}
+	a, err := xproto.GetWindowAttributes(d.conn, xproto.Window(v)).Reply()
+	return err == nil && a.MapState == xproto.MapStateViewable
 }
 
 // title is a window's _NET_WM_NAME, or WM_NAME.

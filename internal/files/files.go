@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -64,12 +65,33 @@ func invalid(format string, args ...any) error {
 }
 
 // fileRoots are the allowed roots of a sandbox's file operations: its
-// profile's file roots (the agent in the sandbox was given the same).
-func fileRoots(a *control.Attachment) []string {
+// profile's file roots (the agent in the sandbox was given the same), or,
+// when they name the sandbox user's home (agentproto.HomeRoot), which only
+// the agent can resolve, the roots the agent itself applies. An agent that
+// reports none (one started before agents reported them) is checked
+// against the profile's other roots; it applies its own anyway. Never
+// empty.
+func fileRoots(ctx context.Context, a *control.Attachment) ([]string, error) {
+	roots := []string{config.DefaultFileRoot}
 	if a.Profile != nil {
-		return a.Profile.Roots()
+		roots = a.Profile.Roots()
 	}
-	return []string{config.DefaultFileRoot}
+	if slices.Contains(roots, agentproto.HomeRoot) {
+		reported, err := a.Agent.FileRoots(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if len(reported) > 0 {
+			roots = reported
+		} else {
+			roots = slices.DeleteFunc(slices.Clone(roots), func(r string) bool { return r == agentproto.HomeRoot })
+		}
+	}
+	if len(roots) == 0 {
+		return nil, errdefs.WithCode(agentproto.CodePathOutsideRoot, fmt.Errorf(
+			"sandbox %s has no usable file root: %w", a.Sandbox.ID, errdefs.ErrInvalidArgument))
+	}
+	return roots, nil
 }
 
 // filePath applies the path policy on the service side too, so a bad path
@@ -110,7 +132,10 @@ func (g *Gateway) fileSandbox(ctx context.Context, tenant, id string, paths ...*
 		return nil, err
 	}
 	att.Release() // file calls hold no busy accounting
-	roots := fileRoots(att)
+	roots, err := fileRoots(ctx, att)
+	if err != nil {
+		return nil, err
+	}
 	for _, p := range paths {
 		if *p, err = g.filePath(roots, *p); err != nil {
 			return nil, err
@@ -377,7 +402,11 @@ func (g *Gateway) SearchFiles(ctx context.Context, tenant, id string, req agentp
 	if err != nil {
 		return agentproto.SearchResult{}, err
 	}
-	if req.Path, err = g.filePath(fileRoots(att), cmp.Or(req.Path, fileRoots(att)[0])); err != nil {
+	roots, err := fileRoots(ctx, att)
+	if err != nil {
+		return agentproto.SearchResult{}, err
+	}
+	if req.Path, err = g.filePath(roots, cmp.Or(req.Path, roots[0])); err != nil {
 		return agentproto.SearchResult{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, searchBackstop)
@@ -406,7 +435,10 @@ func (g *Gateway) ReplaceInFiles(ctx context.Context, tenant, id string, req age
 	if err != nil {
 		return agentproto.ReplaceResult{}, err
 	}
-	roots := fileRoots(att)
+	roots, err := fileRoots(ctx, att)
+	if err != nil {
+		return agentproto.ReplaceResult{}, err
+	}
 	for i, p := range req.Paths {
 		if req.Paths[i], err = g.filePath(roots, p); err != nil {
 			return agentproto.ReplaceResult{}, err

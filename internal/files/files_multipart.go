@@ -47,7 +47,10 @@ func (g *Gateway) UploadFiles(ctx context.Context, in UploadFilesInput) ([]agent
 	if err != nil {
 		return nil, err
 	}
-	roots := fileRoots(att)
+	roots, err := fileRoots(ctx, att)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, lim.TransferTimeout)
 	defer cancel()
 	var tok [8]byte

@@ -274,7 +274,7 @@ func (s *Server) computerActions(w http.ResponseWriter, r *http.Request) {
 	for i, a := range req.Actions {
 		da := desktop.Action{Action: a.Action, Coordinate: a.Coordinate, X: a.X, Y: a.Y, StartCoordinate: a.StartCoordinate,
 			Button: a.Button, Text: a.Text, Keys: a.Keys, ScrollDirection: a.ScrollDirection, ScrollAmount: a.ScrollAmount,
-			ScrollX: a.ScrollX, ScrollY: a.ScrollY, Duration: a.Duration, Region: a.Region, Window: a.Window,
+			ScrollX: a.ScrollX, ScrollY: a.ScrollY, Duration: a.Duration, Region: a.Region, Window: a.Window, Title: a.Title,
 			Command: a.Command, Env: a.Env, Sensitive: a.Sensitive}
 		for _, p := range a.Path {
 			da.Path = append(da.Path, desktop.Point{X: p.X, Y: p.Y})

@@ -30,8 +30,8 @@ const (
 )
 
 // tuneFileLimits sets small file limits and adds the profile tool-tmp,
-// tool-basic with /tmp as its only file root, and gives tool-basic the
-// roots /workspace and /tmp.
+// tool-basic with /tmp as its only file root; tool-basic keeps the default
+// roots (/workspace, /tmp and the sandbox user's home).
 func tuneFileLimits(c *config.Config) {
 	c.Limits.Files.MaxFilesPerCall = testMaxFiles
 	c.Limits.Files.MaxUploadBytes = testMaxUpload
@@ -39,7 +39,6 @@ func tuneFileLimits(c *config.Config) {
 	p, _ := c.Profile("tool-basic")
 	narrow := *p
 	narrow.Name, narrow.FileRoots = "tool-tmp", []string{"/tmp"}
-	p.FileRoots = []string{"/workspace", "/tmp"}
 	c.Profiles = append(c.Profiles, narrow)
 }
 
@@ -191,7 +190,8 @@ func testMultipartBad(a *filesAPI, id string) {
 }
 
 // testFileRoots checks that a profile's file roots bound the file API:
-// tool-basic here has /workspace and /tmp, tool-tmp only /tmp.
+// tool-basic here has the default roots — /workspace, /tmp and the sandbox
+// user's home (/home/sandbox in the profile images) —, tool-tmp only /tmp.
 func testFileRoots(a *filesAPI, wide, narrow string) {
 	t := a.t
 	_, body := a.call("GET", "/v1/profiles", "", nil)
@@ -199,7 +199,7 @@ func testFileRoots(a *filesAPI, wide, narrow string) {
 	for _, p := range decodeJSON[client.ProfileList](t, body).Items {
 		roots[p.Name] = p.FileRoots
 	}
-	if fmt.Sprint(roots["tool-basic"], roots["tool-tmp"], roots["code-python-basic"]) != "[/workspace /tmp] [/tmp] [/workspace]" {
+	if fmt.Sprint(roots["tool-basic"], roots["tool-tmp"], roots["code-python-basic"]) != "[/workspace /tmp ~] [/tmp] [/workspace /tmp ~]" {
 		t.Errorf("profiles show file roots %v", roots)
 	}
 	if resp, body := a.call("PUT", filesURL(wide, "", url.Values{"path": {"/tmp/rooted"}}), strings.NewReader("tmp"), nil); resp.StatusCode != 201 {
@@ -208,7 +208,26 @@ func testFileRoots(a *filesAPI, wide, narrow string) {
 	if got := a.sh(wide, "cat /tmp/rooted"); got != "tmp" {
 		t.Errorf("/tmp/rooted holds %q", got)
 	}
-	resp, body := a.call("GET", filesURL(wide, "", url.Values{"path": {"/etc/passwd"}}), "", nil)
+	home := strings.TrimSpace(a.sh(wide, "getent passwd $(id -u) | cut -d: -f6"))
+	if home != "/home/sandbox" {
+		t.Fatalf("the sandbox user's home is %q", home)
+	}
+	if resp, body := a.call("PUT", filesURL(wide, "", url.Values{"path": {home + "/.config/app/rc"}}), strings.NewReader("home"), nil); resp.StatusCode != 201 {
+		t.Errorf("put into the home: %d %s", resp.StatusCode, body)
+	}
+	if got := a.sh(wide, "cat ~/.config/app/rc; stat -c %u ~/.config/app/rc"); got != "home1000\n" {
+		t.Errorf("~/.config/app/rc holds %q, want home, owned by the sandbox user", got)
+	}
+	if resp, body := a.call("GET", filesURL(wide, "/list", url.Values{"path": {home + "/.config"}}), "", nil); resp.StatusCode != 200 || !strings.Contains(string(body), `"name":"app"`) {
+		t.Errorf("list the home: %d %s", resp.StatusCode, body)
+	}
+	a.sh(wide, "ln -s /etc/passwd ~/abs; ln -s ../../etc/passwd ~/rel; ln -s ../workspace /tmp/ws")
+	for _, p := range []string{"/etc/passwd", "/proc/self/root/etc/passwd", "/proc/1/environ", "/run/genesis/agent.sock", "/.genesis/genesis-agent",
+		"/home", home + "/../../etc/passwd", home + "/abs", home + "/rel", "/tmp/ws/x", "/dev/shm/x", "/"} {
+		resp, body := a.call("GET", filesURL(wide, "", url.Values{"path": {p}}), "", nil)
+		checkProblem(t, resp, body, http.StatusBadRequest, "path_outside_root")
+	}
+	resp, body := a.call("POST", filesURL(wide, "/delete", nil), `{"path":"/run/genesis/agent.sock"}`, nil)
 	checkProblem(t, resp, body, http.StatusBadRequest, "path_outside_root")
 
 	resp, body = a.call("PUT", filesURL(narrow, "", url.Values{"path": {"/workspace/x"}}), strings.NewReader("no"), nil)

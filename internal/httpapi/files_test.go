@@ -358,13 +358,14 @@ break.txt"`)
 
 // testFilesHTTPEscapes tries the ways out of /workspace over HTTP, with
 // symlinks made by a command inside the sandbox, and checks that nothing
-// outside was read or written.
+// outside was read or written. The writable place outside is /var/tmp
+// (/tmp is a file root of its own).
 func testFilesHTTPEscapes(a *filesAPI, id string) {
 	t := a.t
 	a.sh(id, `set -e; cd /workspace; mkdir -p esc; cd esc
-ln -s /etc etc; ln -s /proc/self/root root; ln -s /tmp tmp; ln -s ../../etc rel; ln -s /etc/passwd passwd
+ln -s /etc etc; ln -s /proc/self/root root; ln -s /var/tmp tmp; ln -s ../../etc rel; ln -s /etc/passwd passwd
 ln -s /dev/zero zero; mkfifo fifo; printf inside > plain`)
-	snapshot := `ls -la /tmp /etc | md5sum; md5sum /etc/passwd; ls -la /workspace/esc`
+	snapshot := `ls -la /var/tmp /etc | md5sum; md5sum /etc/passwd; ls -la /workspace/esc`
 	before := a.sh(id, snapshot)
 
 	outside := func(raw string) {
@@ -408,8 +409,8 @@ ln -s /dev/zero zero; mkfifo fifo; printf inside > plain`)
 	resp, body = a.call("GET", "/v1/sandboxes/"+id+"/files?path=/workspace/a%00b", "", nil)
 	checkProblem(t, resp, body, http.StatusBadRequest, "invalid_path")
 
-	// Writes through links fail and leave /tmp and /etc alone.
-	for _, p := range []string{"/workspace/esc/tmp/evil", "/workspace/esc/tmp/new/evil", "/workspace/esc/root/tmp/evil", "/tmp/evil"} {
+	// Writes through links fail and leave /var/tmp and /etc alone.
+	for _, p := range []string{"/workspace/esc/tmp/evil", "/workspace/esc/tmp/new/evil", "/workspace/esc/root/var/tmp/evil", "/var/tmp/evil"} {
 		resp, body := a.call("PUT", filesURL(id, "", url.Values{"path": {p}}), strings.NewReader("evil"), nil)
 		checkProblem(t, resp, body, http.StatusBadRequest, "path_outside_root")
 	}
@@ -420,7 +421,7 @@ ln -s /dev/zero zero; mkfifo fifo; printf inside > plain`)
 		{"/chmod", `{"path":"/workspace/esc/passwd","mode":"0777"}`},
 		{"/delete", `{"path":"/workspace/esc/etc/hostname"}`},
 		{"/delete", `{"path":"/workspace/esc/tmp/x","recursive":true}`},
-		{"/mkdir", `{"path":"/workspace/../tmp/evil"}`},
+		{"/mkdir", `{"path":"/workspace/../var/tmp/evil"}`},
 	} {
 		resp, body := a.call("POST", filesURL(id, c.route, nil), c.body, nil)
 		checkProblem(t, resp, body, http.StatusBadRequest, "path_outside_root")

@@ -124,8 +124,34 @@ async function host() {
   out.killed = await sbx.kill();
 }
 
+// warm creates a sandbox (warm from a pool in TestCompatWarmStartAndFiles)
+// and reads its startedAt in getInfo and the list, then writes files where
+// code written for E2B puts them besides /home/user: /tmp and the sandbox
+// user's own home, and reads them back through the SDK and a command.
+async function warm() {
+  out.before = Date.now();
+  const sbx = await Sandbox.create('base', { timeoutMs: 120_000 });
+  out.after = Date.now();
+  out.id = sbx.sandboxId;
+  out.startedAt = (await sbx.getInfo()).startedAt.getTime();
+  out.listedStartedAt = (await Sandbox.list().nextItems()).find((s) => s.sandboxId === sbx.sandboxId)?.startedAt?.getTime();
+  const home = (await sbx.commands.run('printf %s "$HOME"')).stdout;
+  out.home = home;
+  await sbx.files.write('/tmp/e2b/a.txt', 'in tmp');
+  await sbx.files.write(`${home}/.e2brc`, 'in home');
+  out.tmpRead = await sbx.files.read('/tmp/e2b/a.txt');
+  out.homeRead = await sbx.files.read(`${home}/.e2brc`);
+  out.tmpList = (await sbx.files.list('/tmp/e2b')).map((e) => `${e.name}:${e.type}`);
+  out.cat = (await sbx.commands.run(`cat /tmp/e2b/a.txt ${home}/.e2brc`)).stdout;
+  for (const [k, p] of [['etc', '/etc/passwd'], ['proc', '/proc/self/root/etc/passwd'], ['agent', '/run/genesis/agent.sock']]) {
+    try { await sbx.files.read(p); out[k] = 'read'; } catch (e) { out[k] = e.constructor.name; }
+  }
+  out.killed = await sbx.kill();
+}
+
 try {
   if (process.argv[2] === 'interpreter') await interpreter();
+  else if (process.argv[2] === 'warm') await warm();
   else if (process.argv[2] === 'host') await host();
   else await core();
 } catch (e) {

@@ -163,6 +163,19 @@ func TestDesktop(t *testing.T) {
 			if z := decodeShot(t, res.Results[3].Screenshot); z.Bounds().Dx() != 640 || z.Bounds().Dy() != 400 {
 				t.Errorf("zoom of a 512x320 logical region is %v, want 640x400 real pixels", z.Bounds())
 			}
+			// wait_for_window finds the xterm by its class (its shell has
+			// retitled it); one that never shows fails the step with
+			// window_not_found, and the display still serves the next batch.
+			if w := run(client.ComputerAction{Action: "wait_for_window", Title: "XTerm"}).Results[0].Windows; len(w) != 1 || w[0].ID != win.ID || w[0].Instance != "xterm" {
+				t.Errorf("wait_for_window XTerm: %+v, want the xterm %s", w, win.ID)
+			}
+			missing, err := c.ComputerActions(callCtx(t), sb.ID, client.ComputerActionsRequest{Actions: []client.ComputerAction{
+				{Action: "wait_for_window", Title: "no-such-window", Duration: 1}, {Action: "screenshot"}}})
+			if err != nil || missing.OK || missing.Completed != 0 || len(missing.Results) != 1 || missing.Results[0].Code != "window_not_found" ||
+				!strings.Contains(missing.Results[0].Error, "XTerm") {
+				t.Errorf("waiting for a window that never shows: %+v %v", missing, err)
+			}
+			run(client.ComputerAction{Action: "cursor_position"})
 
 			// Bad input: 400 with a stable code, and nothing of the batch
 			// runs (the typed "touch" would create the file).

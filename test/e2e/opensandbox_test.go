@@ -24,11 +24,12 @@ func openSandboxConfig(untrustedKey string) string {
 }
 
 // runOpenSandboxFlow runs test/osclient/flow.mjs (the unmodified npm SDK)
-// with the environment a user of OpenSandbox sets, and decodes what it saw.
-func runOpenSandboxFlow(t *testing.T, svcURL, apiKey, image string) map[string]any {
+// with the environment a user of OpenSandbox sets, and decodes what it saw;
+// flow names a flow other than the core one.
+func runOpenSandboxFlow(t *testing.T, svcURL, apiKey, image string, flow ...string) map[string]any {
 	t.Helper()
 	root := testenv.ModuleRoot(t)
-	cmd := exec.CommandContext(callCtx(t), "node", filepath.Join(root, "test", "osclient", "flow.mjs"), image)
+	cmd := exec.CommandContext(callCtx(t), "node", append([]string{filepath.Join(root, "test", "osclient", "flow.mjs"), image}, flow...)...)
 	cmd.Env = append(os.Environ(), "OPEN_SANDBOX_DOMAIN="+strings.TrimPrefix(svcURL, "http://")+"/opensandbox", "OPEN_SANDBOX_API_KEY="+apiKey)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

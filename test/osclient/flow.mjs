@@ -2,7 +2,8 @@
 // service's /opensandbox adapter and prints what each step saw as one JSON
 // object (test/e2e/opensandbox_test.go asserts on it). Environment:
 // OPEN_SANDBOX_DOMAIN and OPEN_SANDBOX_API_KEY as a user of the SDK sets
-// them; argv[2] is the image.
+// them; argv[2] is the image, argv[3] the flow: "core" (the default) or
+// "warm".
 import { Sandbox, SandboxManager } from '@alibaba-group/opensandbox';
 
 const out = {};
@@ -62,8 +63,37 @@ async function core() {
   await mgr.close?.();
 }
 
+// warm creates a sandbox of argv[2] (a profile's name, warm from a pool
+// in TestCompatWarmStartAndFiles) and reads its createdAt in getInfo and
+// the list, then writes files where code written for OpenSandbox puts them
+// besides /workspace: /tmp and the user's home, and reads them back.
+async function warm() {
+  out.before = Date.now();
+  const sbx = await Sandbox.create({ image, timeoutSeconds: 300, metadata: { suite: 'os-warm' } });
+  out.after = Date.now();
+  out.id = sbx.id;
+  out.createdAt = new Date((await sbx.getInfo()).createdAt).getTime();
+  const mgr = SandboxManager.create();
+  const page = await mgr.listSandboxInfos({ metadata: { suite: 'os-warm' } });
+  out.listedCreatedAt = new Date(page.items.find((s) => s.id === sbx.id)?.createdAt).getTime();
+  const home = (await sbx.commands.run('echo "$HOME"')).logs.stdout.map((m) => m.text).join('');
+  out.home = home;
+  await sbx.files.writeFiles([{ path: '/tmp/os/a.txt', data: 'in tmp' }, { path: `${home}/.osrc`, data: 'in home' }]);
+  out.tmpRead = await sbx.files.readFile('/tmp/os/a.txt');
+  out.homeRead = await sbx.files.readFile(`${home}/.osrc`);
+  out.tmpList = (await sbx.files.listDirectory({ path: '/tmp/os' })).map((e) => `${e.path}:${e.type}`);
+  out.cat = (await sbx.commands.run(`cat /tmp/os/a.txt; echo; cat ${home}/.osrc`)).logs.stdout.map((m) => m.text);
+  for (const [k, p] of [['etc', '/etc/passwd'], ['proc', '/proc/self/root/etc/passwd'], ['agent', '/run/genesis/agent.sock']]) {
+    try { await sbx.files.readFile(p); out[k] = 'read'; } catch (e) { out[k] = errInfo(e).status; }
+  }
+  await sbx.kill();
+  await sbx.close();
+  await mgr.close?.();
+}
+
 try {
-  await core();
+  if (process.argv[3] === 'warm') await warm();
+  else await core();
 } catch (e) {
   out.error = errInfo(e);
   out.stack = e?.stack;

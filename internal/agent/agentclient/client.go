@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
@@ -32,6 +33,9 @@ type Client struct {
 	name  string // where the agent is, for errors
 	conns *conns
 	http  *http.Client
+
+	rootsMu sync.Mutex
+	roots   []string // the agent's file roots, once known (FileRoots)
 }
 
 // Dial returns a client for the agent listening on the Unix socket
@@ -92,6 +96,24 @@ func (c *Client) Ping(ctx context.Context) (agentproto.Ping, error) {
 	var p agentproto.Ping
 	err := c.do(ctx, http.MethodGet, agentproto.PathPing, nil, &p)
 	return p, err
+}
+
+// FileRoots returns the allowed roots the agent applies to file paths
+// (agentproto.Ping.FileRoots): asked once, then remembered, since an
+// agent's roots never change. An agent with no usable root answers an
+// empty list, which is remembered too.
+func (c *Client) FileRoots(ctx context.Context) ([]string, error) {
+	c.rootsMu.Lock()
+	defer c.rootsMu.Unlock()
+	if c.roots != nil {
+		return c.roots, nil
+	}
+	p, err := c.Ping(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.roots = append([]string{}, p.FileRoots...)
+	return c.roots, nil
 }
 
 // Exec runs one process in the sandbox and waits for its result. Canceling

@@ -14,8 +14,9 @@ import (
 )
 
 // Paths of the file operations. Every path the agent touches is confined to
-// its allowed roots (default /workspace) and resolved inside the sandbox with
-// os.Root, as the sandbox user.
+// its allowed roots (the service's default: /workspace, /tmp and the sandbox
+// user's home) and resolved inside the sandbox by fsops' confined walk, as
+// the sandbox user.
 const (
 	PathFiles       = "/v1/files"        // PUT ?path=&mode=&overwrite=&max_bytes= raw body → FileWriteResult; GET ?path= → raw bytes (Range, If-None-Match honoured)
 	PathFilesStat   = "/v1/files/stat"   // GET ?path= → FileInfo (the final symlink is not followed)
@@ -142,13 +143,18 @@ const (
 )
 
 // FileRootsEnv names the agent's environment variable listing its allowed
-// roots, separated by ':' (absolute, clean paths). Unset, the only root is
-// DefaultFileRoot.
+// roots, separated by ':' (absolute, clean paths, or HomeRoot). Unset, the
+// only root is DefaultFileRoot.
 const FileRootsEnv = "GENESIS_AGENT_FILE_ROOTS"
 
 // DefaultFileRoot is the allowed root when none is configured; relative
 // paths are resolved against the first root.
 const DefaultFileRoot = "/workspace"
+
+// HomeRoot, in a list of allowed roots, stands for the home directory of
+// the user the agent runs as (the sandbox user), which the agent looks up
+// in the user database; a user without a usable home has no such root.
+const HomeRoot = "~"
 
 // Limits of the path policy and of listings.
 const (
@@ -368,8 +374,29 @@ func JoinRoot(root, rel string) string {
 	return path.Join(root, rel)
 }
 
+// CheckRoot refuses an allowed root that is not an absolute clean path,
+// is /, or is, lies in or holds a place the file API must never reach: the
+// kernel's file systems (/proc, whose /proc/self/root leads anywhere, /sys
+// and /dev) and own, the agent's own directories (its binary's and its
+// socket's).
+func CheckRoot(root string, own ...string) error {
+	if !path.IsAbs(root) || path.Clean(root) != root || root == "/" || strings.IndexByte(root, 0) >= 0 {
+		return fmt.Errorf("allowed root %q is not an absolute clean path other than /: %w", root, errdefs.ErrInvalidArgument)
+	}
+	for _, p := range append([]string{"/proc", "/sys", "/dev"}, own...) {
+		if p == "" || !path.IsAbs(p) {
+			continue
+		}
+		if p = path.Clean(p); within(p, root) || within(root, p) {
+			return fmt.Errorf("allowed root %q overlaps %s, which the file API never reaches: %w", root, p, errdefs.ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
 // ParseRoots parses a FileRootsEnv value: absolute, clean, ':'-separated
-// paths. Empty yields the default root.
+// paths, or HomeRoot (left for the agent to resolve). Empty yields the
+// default root.
 func ParseRoots(v string) ([]string, error) {
 	if v == "" {
 		return []string{DefaultFileRoot}, nil
@@ -377,6 +404,10 @@ func ParseRoots(v string) ([]string, error) {
 	var out []string
 	for r := range strings.SplitSeq(v, ":") {
 		if r == "" {
+			continue
+		}
+		if r == HomeRoot {
+			out = append(out, r)
 			continue
 		}
 		if !path.IsAbs(r) || path.Clean(r) != r || strings.IndexByte(r, 0) >= 0 {

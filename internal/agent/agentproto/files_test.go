@@ -103,11 +103,59 @@ func TestParseRoots(t *testing.T) {
 	if r, err := ParseRoots("/a:/b/c"); err != nil || len(r) != 2 || r[1] != "/b/c" {
 		t.Errorf("ParseRoots = %v, %v", r, err)
 	}
-	for _, bad := range []string{"rel", "/a/../b", "/a/"} {
+	if r, err := ParseRoots("/workspace:/tmp:~"); err != nil || strings.Join(r, " ") != "/workspace /tmp ~" {
+		t.Errorf("ParseRoots with the home = %v, %v", r, err)
+	}
+	for _, bad := range []string{"rel", "/a/../b", "/a/", "~user", "~/x"} {
 		if _, err := ParseRoots(bad); err == nil {
 			t.Errorf("ParseRoots(%q) accepted", bad)
 		}
 	}
+}
+
+func TestCheckRoot(t *testing.T) {
+	t.Parallel()
+	own := []string{"/.genesis", "/run/genesis"}
+	for _, ok := range []string{"/workspace", "/tmp", "/home/sandbox", "/run/other", "/devices", "/process", "/.genesis2", "/var/tmp"} {
+		if err := CheckRoot(ok, own...); err != nil {
+			t.Errorf("CheckRoot(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"/", "", "rel", "/a/", "/a/../b", "~", "/proc", "/proc/self/root", "/sys", "/sys/fs/cgroup", "/dev",
+		"/dev/shm", "/.genesis", "/.genesis/bin", "/run", "/run/genesis", "/run/genesis/sub", "/a\x00b"} {
+		if err := CheckRoot(bad, own...); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("CheckRoot(%q) = %v, want refused", bad, err)
+		}
+	}
+	if err := CheckRoot("/tmp", "/tmp/agent-run"); err == nil {
+		t.Error("a root holding the agent's own directory was accepted")
+	}
+}
+
+// FuzzCheckRoot checks that no path the policy accepts under a root that
+// CheckRoot accepts reaches /proc, /sys, /dev or the agent's own
+// directories, whatever the root and the path.
+func FuzzCheckRoot(f *testing.F) {
+	for _, s := range [][2]string{{"/tmp", "/tmp/x"}, {"/tmp", "../proc/self/root"}, {"/home/sandbox", "/home/sandbox/../../proc"},
+		{"/run", "/run/genesis/agent.sock"}, {"/", "/etc/passwd"}, {"/proc", "/proc/1/environ"}, {"/.genesis", "/.genesis/genesis-agent"}} {
+		f.Add(s[0], s[1])
+	}
+	own := []string{"/.genesis", "/run/genesis"}
+	f.Fuzz(func(t *testing.T, root, p string) {
+		if CheckRoot(root, own...) != nil {
+			return
+		}
+		r, rel, err := ResolvePath([]string{root}, p)
+		if err != nil {
+			return
+		}
+		full := JoinRoot(r, rel)
+		for _, place := range append([]string{"/proc", "/sys", "/dev"}, own...) {
+			if within(place, full) || within(full, place) {
+				t.Fatalf("root %q accepted %q, which resolves to %q and reaches %s", root, p, full, place)
+			}
+		}
+	})
 }
 
 // FuzzResolvePath checks the path policy's invariants on any input: an

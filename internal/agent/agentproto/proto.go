@@ -23,6 +23,10 @@ type Ping struct {
 	UID      int    `json:"uid"`
 	Kernel   string `json:"kernel"` // uname -r inside the sandbox
 	UptimeMS int64  `json:"uptime_ms"`
+	// FileRoots are the allowed roots the agent applies to file paths,
+	// HomeRoot resolved and refused roots dropped (the first is where
+	// relative paths go).
+	FileRoots []string `json:"file_roots,omitempty"`
 }
 
 // ExecRequest asks the agent to run one process and wait for it.

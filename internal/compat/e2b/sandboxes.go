@@ -127,14 +127,16 @@ func templateOf(sb *sandbox.Sandbox) string {
 	return sb.Profile
 }
 
-func (a *Adapter) detail(sb *sandbox.Sandbox) detail {
+// detail is sb as get and list show it; started is when the caller's
+// create or lease of it happened (shared.StartedAt).
+func (a *Adapter) detail(sb *sandbox.Sandbox, started time.Time) detail {
 	md := map[string]string{}
 	for k, v := range sb.Metadata {
 		if k != templateKey {
 			md[k] = v
 		}
 	}
-	d := detail{SandboxID: sb.ID, TemplateID: templateOf(sb), ClientID: "genesis", StartedAt: sb.CreatedAt,
+	d := detail{SandboxID: sb.ID, TemplateID: templateOf(sb), ClientID: "genesis", StartedAt: started.UTC(),
 		CPUCount: max(1, int(sb.Resources.CPU+0.999)), MemoryMB: sb.Resources.MemoryMB, DiskSizeMB: sb.Resources.DiskMB,
 		Metadata: md, State: "running", EnvdVersion: envdVersion, Domain: a.domain()}
 	if sb.ExpiresAt != nil {
@@ -150,7 +152,12 @@ func (a *Adapter) getSandbox(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	d := a.detail(sb)
+	started, err := shared.StartedAt(r.Context(), a.ctl, tenantOf(r.Context()), sb)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	d := a.detail(sb, started)
 	d.EnvdAccessToken = a.accessToken(r.Context(), sb.ID)
 	writeJSON(w, http.StatusOK, d)
 }
@@ -196,10 +203,15 @@ func (a *Adapter) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
+	starts, err := shared.Starts(r.Context(), a.ctl, f.Tenant)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
 	out := []detail{}
 	for _, sb := range list {
 		if shared.Running(sb.State) {
-			out = append(out, a.detail(sb))
+			out = append(out, a.detail(sb, shared.StartOf(sb, starts)))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

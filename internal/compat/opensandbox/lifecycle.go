@@ -61,10 +61,14 @@ type createBody struct {
 	Metadata   map[string]string `json:"metadata"`
 }
 
-// profileOf maps an image to a profile by the configured table.
+// profileOf maps an image to a profile: by the configured table, else an
+// image that names a profile of this service (tool-basic) selects it.
 func (a *Adapter) profileOf(image string) (string, error) {
 	if p, ok := a.set.Images[image]; ok {
 		return p, nil
+	}
+	if _, ok := a.ctl.ProfileConfig(image); ok {
+		return image, nil
 	}
 	names := make([]string, 0, len(a.set.Images))
 	for k := range a.set.Images {
@@ -72,7 +76,7 @@ func (a *Adapter) profileOf(image string) (string, error) {
 	}
 	slices.Sort(names)
 	return "", errdefs.WithCode("invalid_image", fmt.Errorf(
-		"image %q is not known here (known: %s; opensandbox.images in the config maps images to profiles): %w",
+		"image %q is neither a known image (%s; opensandbox.images in the config maps images to profiles) nor a profile of this service (genesis profiles lists them): %w",
 		image, strings.Join(names, ", "), errdefs.ErrInvalidArgument))
 }
 
@@ -91,14 +95,16 @@ func stateOf(st sandbox.State) string {
 	return "Pending"
 }
 
-func (a *Adapter) info(sb *sandbox.Sandbox) info {
+// info is sb as get and list show it; created is when the caller's create
+// of it happened (shared.StartedAt), not a warm-pool member's birth.
+func (a *Adapter) info(sb *sandbox.Sandbox, created time.Time) info {
 	md := map[string]string{}
 	for k, v := range sb.Metadata {
 		if k != imageKey && k != entrypointKey {
 			md[k] = v
 		}
 	}
-	out := info{ID: sb.ID, Status: status{State: stateOf(sb.State)}, CreatedAt: sb.CreatedAt.UTC().Format(time.RFC3339Nano),
+	out := info{ID: sb.ID, Status: status{State: stateOf(sb.State)}, CreatedAt: created.UTC().Format(time.RFC3339Nano),
 		Entrypoint: strings.Fields(sb.Metadata[entrypointKey])}
 	if len(md) > 0 {
 		out.Metadata = md
@@ -174,7 +180,7 @@ func (a *Adapter) createSandbox(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, a.info(out.Sandbox))
+	writeJSON(w, http.StatusAccepted, a.info(out.Sandbox, out.Lease.CreatedAt))
 }
 
 // sandboxOfCaller finds the caller's sandbox (404 SANDBOX_NOT_FOUND
@@ -191,11 +197,15 @@ func (a *Adapter) sandboxOfCaller(r *http.Request) (*sandbox.Sandbox, error) {
 // getSandbox serves GET /v1/sandboxes/{id}.
 func (a *Adapter) getSandbox(w http.ResponseWriter, r *http.Request) {
 	sb, err := a.sandboxOfCaller(r)
+	var created time.Time
+	if err == nil {
+		created, err = shared.StartedAt(r.Context(), a.ctl, tenantOf(r.Context()), sb)
+	}
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, a.info(sb))
+	writeJSON(w, http.StatusOK, a.info(sb, created))
 }
 
 // pagination is the SDK's page of a list.
@@ -245,13 +255,18 @@ func (a *Adapter) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
+	starts, err := shared.Starts(r.Context(), a.ctl, f.Tenant)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
 	items := []info{}
 	for _, sb := range list {
 		st := stateOf(sb.State)
 		if len(states) > 0 && !states[strings.ToLower(st)] || len(states) == 0 && st == "Terminated" {
 			continue
 		}
-		items = append(items, a.info(sb))
+		items = append(items, a.info(sb, shared.StartOf(sb, starts)))
 	}
 	slices.SortFunc(items, func(x, y info) int { return strings.Compare(y.CreatedAt, x.CreatedAt) })
 	total := len(items)

@@ -27,7 +27,7 @@ func TestStatusReasons(t *testing.T) {
 		{sandbox.StateFailed, "agent did not answer", "Failed", "Failed"},
 		{sandbox.StateReady, "", "Running", ""},
 	} {
-		got := a.info(&sandbox.Sandbox{ID: "sbx_1", State: c.state, FailureReason: c.why, CreatedAt: time.Unix(0, 0)}).Status
+		got := a.info(&sandbox.Sandbox{ID: "sbx_1", State: c.state, FailureReason: c.why, CreatedAt: time.Unix(0, 0)}, time.Unix(0, 0)).Status
 		if got.State != c.wantState || got.Reason != c.wantWhy || got.Message != c.why {
 			t.Errorf("%s %q: %+v, want state %s reason %q message %q", c.state, c.why, got, c.wantState, c.wantWhy, c.why)
 		}

@@ -1,7 +1,8 @@
 // Package shared holds what the compatibility adapters (E2B, OpenSandbox)
 // do alike over the application services: reading a JSON body, telling a
-// running sandbox, finding the active lease that holds a sandbox, and
-// serving a file of a sandbox through the file gateway.
+// running sandbox, finding the active lease that holds a sandbox, telling
+// when a sandbox began for its caller, and serving a file of a sandbox
+// through the file gateway.
 //
 // Import rule (internal/layering): control, files, sandbox and errdefs
 // only, like the adapters themselves.
@@ -15,6 +16,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -63,6 +65,48 @@ func ActiveLease(ctx context.Context, ctl *control.Service, tenant, sandboxID st
 		}
 	}
 	return nil, ErrNoLease
+}
+
+// Starts maps each sandbox of tenant that a lease of tenant holds, or
+// held, to the time its newest such lease began: the caller's create or
+// lease, which for a warm-pool member is its claim, not its birth.
+func Starts(ctx context.Context, ctl *control.Service, tenant string) (map[string]time.Time, error) {
+	return starts(ctx, ctl, control.LeaseFilter{Tenant: tenant})
+}
+
+func starts(ctx context.Context, ctl *control.Service, f control.LeaseFilter) (map[string]time.Time, error) {
+	ls, err := ctl.ListLeases(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]time.Time, len(ls))
+	for _, l := range ls {
+		if t, ok := out[l.SandboxID]; !ok || l.CreatedAt.After(t) {
+			out[l.SandboxID] = l.CreatedAt
+		}
+	}
+	return out, nil
+}
+
+// StartOf is when sb began for its caller, the SDKs' startedAt or
+// createdAt, read from starts (a Starts answer): the start of its newest
+// lease, or, for a sandbox made through /v1 without a lease, its own
+// creation.
+func StartOf(sb *sandbox.Sandbox, starts map[string]time.Time) time.Time {
+	if t, ok := starts[sb.ID]; ok {
+		return t
+	}
+	return sb.CreatedAt
+}
+
+// StartedAt is StartOf with the leases of tenant that held sb read from
+// the store.
+func StartedAt(ctx context.Context, ctl *control.Service, tenant string, sb *sandbox.Sandbox) (time.Time, error) {
+	known, err := starts(ctx, ctl, control.LeaseFilter{Tenant: tenant, SandboxID: sb.ID})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return StartOf(sb, known), nil
 }
 
 // ServeFile answers a file of tenant's sandbox through the gateway, as
