@@ -27,43 +27,64 @@ type DisplaySize struct {
 // focus_window, launch. The fields are those of the Anthropic computer tool
 // and of OpenAI's computer-use actions; see docs/desktop.md.
 type ComputerAction struct {
-	Action          string            `json:"action"`
-	Coordinate      []int             `json:"coordinate,omitempty"`
-	X               *int              `json:"x,omitempty"`
-	Y               *int              `json:"y,omitempty"`
-	StartCoordinate []int             `json:"start_coordinate,omitempty"`
-	Path            []ComputerPoint   `json:"path,omitempty"`
-	Button          string            `json:"button,omitempty"`
-	Text            string            `json:"text,omitempty"`
-	Keys            []string          `json:"keys,omitempty"`
-	ScrollDirection string            `json:"scroll_direction,omitempty"`
-	ScrollAmount    int               `json:"scroll_amount,omitempty"`
-	ScrollX         int               `json:"scroll_x,omitempty"`
-	ScrollY         int               `json:"scroll_y,omitempty"`
-	Duration        float64           `json:"duration,omitempty"`
-	Region          []int             `json:"region,omitempty"`
-	Window          string            `json:"window,omitempty"`
-	Title           string            `json:"title,omitempty"`
-	Command         []string          `json:"command,omitempty"`
-	Env             map[string]string `json:"env,omitempty"`
-	// Sensitive records the action's text in the trace as a count only.
+	Action string `json:"action"`
+	// Coordinate is [x, y] (Anthropic); X and Y are the same (OpenAI).
+	Coordinate []int `json:"coordinate,omitempty"`
+	X          *int  `json:"x,omitempty"`
+	Y          *int  `json:"y,omitempty"`
+	// StartCoordinate starts a left_click_drag (Anthropic); Path is a
+	// drag's whole path (OpenAI).
+	StartCoordinate []int           `json:"start_coordinate,omitempty"`
+	Path            []ComputerPoint `json:"path,omitempty"`
+	// Button of click: left, right, middle, back, forward (OpenAI).
+	Button string `json:"button,omitempty"`
+	// Text is typed (type), or is a key chord such as "ctrl+s" (key,
+	// hold_key), or modifiers held during a click or scroll ("shift").
+	Text string   `json:"text,omitempty"`
+	Keys []string `json:"keys,omitempty"`
+	// ScrollDirection up|down|left|right with ScrollAmount wheel clicks
+	// (Anthropic); ScrollX/ScrollY in pixels, 100 per click (OpenAI).
+	ScrollDirection string `json:"scroll_direction,omitempty"`
+	ScrollAmount    int    `json:"scroll_amount,omitempty"`
+	ScrollX         int    `json:"scroll_x,omitempty"`
+	ScrollY         int    `json:"scroll_y,omitempty"`
+	// Duration in seconds (wait, hold_key; the most wait_for_window waits).
+	Duration float64 `json:"duration,omitempty"`
+	// Region [x0, y0, x1, y1] to zoom into.
+	Region []int `json:"region,omitempty"`
+	// Window is a window id of list_windows (focus_window).
+	Window string `json:"window,omitempty"`
+	// Title is what wait_for_window waits for: a part of a window's title,
+	// or its class or instance name (WM_CLASS: XTerm, xterm), which stay
+	// when a program retitles its window (case-sensitive).
+	Title string `json:"title,omitempty"`
+	// Command is the program to launch (launch), with Env added.
+	Command []string          `json:"command,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	// Sensitive keeps the action's text (and a launch's env) out of the
+	// trace: it is recorded as a count of characters.
 	Sensitive bool `json:"sensitive,omitempty"`
 }
 
-// ComputerActionsRequest is a batch of actions, run in order up to the
-// first failure; Display declares the logical display size coordinates
-// and screenshots are in (the real size when nil).
+// ComputerActionsRequest is the body of POST
+// /v1/sandboxes/{id}/computer/actions: a batch of actions, run in order up
+// to the first failure.
 type ComputerActionsRequest struct {
-	Actions    []ComputerAction `json:"actions"`
-	Screenshot bool             `json:"screenshot,omitempty"`
-	Display    *DisplaySize     `json:"display,omitempty"`
+	Actions []ComputerAction `json:"actions"`
+	// Screenshot adds a screenshot after the last action.
+	Screenshot bool `json:"screenshot,omitempty"`
+	// Display is the logical display size the caller's coordinates and
+	// screenshots are in; the real display's size when absent.
+	Display *DisplaySize `json:"display,omitempty"`
 }
 
-// ComputerWindow is a top-level window (logical coordinates). Class and
-// Instance are its WM_CLASS names (XTerm, xterm).
+// ComputerWindow is a top-level window the window manager lists (logical
+// coordinates).
 type ComputerWindow struct {
-	ID       string `json:"id"`
-	Title    string `json:"title"`
+	ID    string `json:"id"`
+	Title string `json:"title"`
+	// Class is the window's class (WM_CLASS: its program, such as XTerm
+	// or Chromium), Instance its instance name (xterm, chromium).
 	Class    string `json:"class,omitempty"`
 	Instance string `json:"instance,omitempty"`
 	X        int    `json:"x"`
@@ -73,21 +94,24 @@ type ComputerWindow struct {
 	Active   bool   `json:"active"`
 }
 
-// ComputerStepResult answers one action; Screenshot is a base64 PNG.
+// ComputerStepResult answers one action.
 type ComputerStepResult struct {
-	Index      int              `json:"index"`
-	Action     string           `json:"action"`
-	OK         bool             `json:"ok"`
-	Error      string           `json:"error,omitempty"`
-	Code       string           `json:"code,omitempty"`
+	Index  int    `json:"index"`
+	Action string `json:"action"`
+	OK     bool   `json:"ok"`
+	Error  string `json:"error,omitempty"`
+	Code   string `json:"code,omitempty"`
+	// Screenshot is a base64 PNG (screenshot, zoom).
 	Screenshot string           `json:"screenshot,omitempty"`
 	Cursor     *ComputerPoint   `json:"cursor,omitempty"`
 	Windows    []ComputerWindow `json:"windows,omitempty"`
-	JobID      string           `json:"job_id,omitempty"`
-	DurationMS int64            `json:"duration_ms"`
+	// JobID is the job of a launched program.
+	JobID      string `json:"job_id,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
 }
 
-// ComputerActionsResult answers a batch.
+// ComputerActionsResult answers a batch: a result per action run (the
+// batch stops at the first failure), and the final screenshot when asked.
 type ComputerActionsResult struct {
 	Results    []ComputerStepResult `json:"results"`
 	Completed  int                  `json:"completed"`
@@ -108,13 +132,17 @@ type DesktopControlRequest struct {
 	At     time.Time `json:"at"`
 }
 
-// DesktopControl is who holds a desktop's control: "agent", "human:<who>"
-// or "" (nobody; the agent may act). Version grows with every change.
+// DesktopControl is who holds a desktop's control. Version grows with
+// every change, so that a caller can wait for the next
+// (GET …/control?after=N).
 type DesktopControl struct {
-	SandboxID        string                  `json:"sandbox_id"`
-	Holder           string                  `json:"holder"`
-	Reason           string                  `json:"reason,omitempty"`
-	Since            time.Time               `json:"since"`
+	SandboxID string `json:"sandbox_id"`
+	// Holder is "agent", "human:<who>" or "" (nobody: the agent may act).
+	Holder string    `json:"holder"`
+	Reason string    `json:"reason,omitempty"`
+	Since  time.Time `json:"since"`
+	// AllowScreenshots lets the agent take screenshots while a human holds
+	// control (off by default: the human may be typing a password).
 	AllowScreenshots bool                    `json:"allow_screenshots"`
 	Requests         []DesktopControlRequest `json:"requests"`
 	Version          int64                   `json:"version"`

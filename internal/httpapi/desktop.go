@@ -176,15 +176,6 @@ func (s *Server) displayVNC(w http.ResponseWriter, r *http.Request) {
 // maxControlWait bounds GET …/control?after=N's wait.
 const maxControlWait = 60 * time.Second
 
-func controlWire(st *desktop.ControlState) api.DesktopControl {
-	out := api.DesktopControl{SandboxID: st.SandboxID, Holder: st.Holder, Reason: st.Reason, Since: st.Since.UTC(),
-		AllowScreenshots: st.AllowScreenshots, Version: st.Version, Requests: make([]api.DesktopControlRequest, len(st.Requests))}
-	for i, r := range st.Requests {
-		out.Requests[i] = api.DesktopControlRequest{Reason: r.Reason, At: r.At.UTC()}
-	}
-	return out
-}
-
 func (s *Server) desktopControl(w http.ResponseWriter, r *http.Request) {
 	after, wait := int64(-1), 30*time.Second
 	q := r.URL.Query()
@@ -220,7 +211,7 @@ func (s *Server) desktopControl(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, controlWire(st))
+	writeJSON(w, http.StatusOK, st)
 }
 
 func (s *Server) takeDesktopControl(w http.ResponseWriter, r *http.Request) {
@@ -229,13 +220,12 @@ func (s *Server) takeDesktopControl(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	st, err := s.desktop.TakeControl(r.Context(), tenantOf(r), r.PathValue("id"),
-		desktop.TakeControl{Holder: req.Holder, Reason: req.Reason, AllowScreenshots: req.AllowScreenshots})
+	st, err := s.desktop.TakeControl(r.Context(), tenantOf(r), r.PathValue("id"), req)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, controlWire(st))
+	writeJSON(w, http.StatusOK, st)
 }
 
 func (s *Server) releaseDesktopControl(w http.ResponseWriter, r *http.Request) {
@@ -244,7 +234,7 @@ func (s *Server) releaseDesktopControl(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, controlWire(st))
+	writeJSON(w, http.StatusOK, st)
 }
 
 func (s *Server) requestHuman(w http.ResponseWriter, r *http.Request) {
@@ -258,7 +248,7 @@ func (s *Server) requestHuman(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, controlWire(st))
+	writeJSON(w, http.StatusCreated, st)
 }
 
 func (s *Server) computerActions(w http.ResponseWriter, r *http.Request) {
@@ -267,40 +257,12 @@ func (s *Server) computerActions(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	in := desktop.ActionsRequest{Screenshot: req.Screenshot, Actions: make([]desktop.Action, len(req.Actions))}
-	if req.Display != nil {
-		in.Display = &desktop.Size{Width: req.Display.Width, Height: req.Display.Height}
-	}
-	for i, a := range req.Actions {
-		da := desktop.Action{Action: a.Action, Coordinate: a.Coordinate, X: a.X, Y: a.Y, StartCoordinate: a.StartCoordinate,
-			Button: a.Button, Text: a.Text, Keys: a.Keys, ScrollDirection: a.ScrollDirection, ScrollAmount: a.ScrollAmount,
-			ScrollX: a.ScrollX, ScrollY: a.ScrollY, Duration: a.Duration, Region: a.Region, Window: a.Window, Title: a.Title,
-			Command: a.Command, Env: a.Env, Sensitive: a.Sensitive}
-		for _, p := range a.Path {
-			da.Path = append(da.Path, desktop.Point{X: p.X, Y: p.Y})
-		}
-		in.Actions[i] = da
-	}
-	res, err := s.desktop.Run(r.Context(), tenantOf(r), r.PathValue("id"), &in)
+	res, err := s.desktop.Run(r.Context(), tenantOf(r), r.PathValue("id"), &req)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := api.ComputerActionsResult{Completed: res.Completed, OK: res.OK, Screenshot: res.Screenshot,
-		Display: api.DisplaySize(res.Display), Real: api.DisplaySize(res.Real),
-		Results: make([]api.ComputerStepResult, len(res.Results))}
-	for i, sr := range res.Results {
-		cr := api.ComputerStepResult{Index: sr.Index, Action: sr.Action, OK: sr.OK, Error: sr.Error, Code: sr.Code,
-			Screenshot: sr.Screenshot, JobID: sr.JobID, DurationMS: sr.DurationMS}
-		if sr.Cursor != nil {
-			cr.Cursor = &api.ComputerPoint{X: sr.Cursor.X, Y: sr.Cursor.Y}
-		}
-		for _, w := range sr.Windows {
-			cr.Windows = append(cr.Windows, api.ComputerWindow(w))
-		}
-		out.Results[i] = cr
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, res)
 }
 
 // viewerAsset serves the live-view page's script and style.

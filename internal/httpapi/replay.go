@@ -14,7 +14,6 @@ import (
 
 	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/control"
-	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -167,12 +166,12 @@ func (rp *replayer) finished(i int, kind string, match func(d map[string]any) bo
 
 func (rp *replayer) computer(i int, ev trace.Event) *api.ReplayStep {
 	var d struct {
-		Batch    string         `json:"batch"`
-		Index    int            `json:"index"`
-		Action   string         `json:"action"`
-		Redacted bool           `json:"redacted"`
-		Display  *desktop.Size  `json:"display"`
-		Args     desktop.Action `json:"args"`
+		Batch    string             `json:"batch"`
+		Index    int                `json:"index"`
+		Action   string             `json:"action"`
+		Redacted bool               `json:"redacted"`
+		Display  *api.DisplaySize   `json:"display"`
+		Args     api.ComputerAction `json:"args"`
 	}
 	if err := json.Unmarshal(ev.Data, &d); err != nil {
 		return nil
@@ -190,7 +189,7 @@ func (rp *replayer) computer(i int, ev trace.Event) *api.ReplayStep {
 		st.Status, st.Reason = "skipped", "it only looks"
 		return st
 	}
-	req := &desktop.ActionsRequest{Actions: []desktop.Action{d.Args}, Display: d.Display}
+	req := &api.ComputerActionsRequest{Actions: []api.ComputerAction{d.Args}, Display: d.Display}
 	res, err := rp.s.desktop.Run(rp.ctx, rp.tenant, rp.target, req)
 	if err != nil {
 		st.Status, st.Reason = "failed", err.Error()
@@ -223,7 +222,7 @@ func (rp *replayer) computer(i int, ev trace.Event) *api.ReplayStep {
 		st.Reason = "the recorded screenshot: " + err.Error()
 		return st
 	}
-	now, err := rp.s.desktop.Run(rp.ctx, rp.tenant, rp.target, &desktop.ActionsRequest{Actions: []desktop.Action{{Action: "screenshot"}}})
+	now, err := rp.s.desktop.Run(rp.ctx, rp.tenant, rp.target, &api.ComputerActionsRequest{Actions: []api.ComputerAction{{Action: "screenshot"}}})
 	if err != nil || !now.OK {
 		st.Status, st.Reason = "failed", fmt.Sprintf("screenshot after the action: %v", err)
 		return st
