@@ -32,3 +32,21 @@ const (
 	AttachStdout byte = 1
 	AttachStderr byte = 2
 )
+
+// TerminalMessage is every text message of the terminal WebSocket (GET
+// /v1/sandboxes/{id}/terminal); binary messages are the terminal's bytes
+// both ways. The caller sends {"type":"resize","cols":N,"rows":N} (the
+// writer only) and {"type":"takeover"}; the service sends
+// {"type":"hello","terminal":"<id>","writer":bool} first,
+// {"type":"writer","writer":bool} when the role changes and
+// {"type":"exit","code":N,"reason":"exited|signal","signal":"SIG…"} last.
+type TerminalMessage struct {
+	Type     string `json:"type"`
+	Terminal string `json:"terminal,omitempty"`
+	Writer   *bool  `json:"writer,omitempty"`
+	Cols     int    `json:"cols,omitempty"`
+	Rows     int    `json:"rows,omitempty"`
+	Code     *int   `json:"code,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Signal   string `json:"signal,omitempty"`
+}

@@ -16,21 +16,13 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/client"
 )
 
 // shellMessage is a text (control) message of the terminal WebSocket; see
 // GET /v1/sandboxes/{id}/terminal in api/openapi.yaml.
-type shellMessage struct {
-	Type     string `json:"type"`
-	Terminal string `json:"terminal,omitempty"`
-	Writer   *bool  `json:"writer,omitempty"`
-	Cols     int    `json:"cols,omitempty"`
-	Rows     int    `json:"rows,omitempty"`
-	Code     *int   `json:"code,omitempty"`
-	Reason   string `json:"reason,omitempty"`
-	Signal   string `json:"signal,omitempty"`
-}
+type shellMessage = api.TerminalMessage
 
 // newShellCmd builds "genesis shell".
 func newShellCmd(a *app) *cobra.Command {
