@@ -35,6 +35,13 @@ type TraceEventRequest struct {
 	Data  json.RawMessage `json:"data,omitempty"`
 }
 
+// TraceInterruptRequest is the optional body of POST
+// /v1/sandboxes/{id}/trace/{pause,resume,step,abort}.
+type TraceInterruptRequest struct {
+	// Actor is who interrupts: api (the default) or human:<who>.
+	Actor string `json:"actor,omitempty"`
+}
+
 // TraceInterruption is a sandbox's interrupt state.
 type TraceInterruption struct {
 	// State is running, paused or aborted.

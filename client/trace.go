@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"genesis.dev/sandbox/api"
 )
 
 // TracePage reads up to limit events after the cursor after.
@@ -109,10 +111,7 @@ func (c *Client) traceOnce(ctx context.Context, sandboxID string, cursor *int64,
 // (op is one of those words); actor is "" (api) or human:<who>.
 func (c *Client) InterruptTrace(ctx context.Context, sandboxID, op, actor string) (*TraceInterruption, error) {
 	var out TraceInterruption
-	body := map[string]string{}
-	if actor != "" {
-		body["actor"] = actor
-	}
+	body := api.TraceInterruptRequest{Actor: actor}
 	if err := c.do(ctx, request{method: http.MethodPost, path: TracePath(sandboxID) + "/" + url.PathEscape(op), body: body, auth: true}, &out); err != nil {
 		return nil, err
 	}

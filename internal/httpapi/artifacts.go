@@ -17,26 +17,6 @@ func (s *Server) artifactRoutes() {
 	s.handle("GET", "/v1/artifacts/{id}/meta", true, s.artifactMeta)
 }
 
-func artifactSpec(req *api.ArtifactRequest) *sandbox.ArtifactSpec {
-	if req == nil {
-		return nil
-	}
-	return &sandbox.ArtifactSpec{Paths: req.Paths, MaxFileBytes: req.MaxFileBytes, MaxTotalBytes: req.MaxTotalBytes}
-}
-
-func artifactWire(a *sandbox.Artifact) api.Artifact {
-	return api.Artifact{ID: a.ID, JobID: a.JobID, SandboxID: a.SandboxID, Path: a.Path, Name: a.Name, Size: a.Size,
-		SHA256: a.SHA256, MIME: a.MIME, CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt}
-}
-
-func artifactSummaryWire(c *sandbox.ArtifactCollection) *api.ArtifactSummary {
-	if c == nil {
-		return nil
-	}
-	return &api.ArtifactSummary{State: string(c.State), Collected: c.Collected, CollectedBytes: c.CollectedBytes,
-		Skipped: len(c.Skipped), Error: c.Error}
-}
-
 // execResult is the answer of a synchronous exec, with the outcome of its
 // artifact request when it made one.
 func (s *Server) execResult(r *http.Request, req api.ExecRequest, out *jobs.ExecOutput) api.ExecResult {
@@ -63,17 +43,7 @@ func (s *Server) listArtifacts(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := api.ArtifactList{JobID: jobID, State: "none", Requested: []string{}, Items: []api.Artifact{}, Skipped: []api.SkippedArtifact{}}
-	if c != nil {
-		out.State, out.Requested, out.Error = string(c.State), c.Spec.Paths, c.Error
-		for _, sk := range c.Skipped {
-			out.Skipped = append(out.Skipped, api.SkippedArtifact{Path: sk.Path, Size: sk.Size, Reason: sk.Reason, Detail: sk.Detail})
-		}
-	}
-	for _, a := range list {
-		out.Items = append(out.Items, artifactWire(a))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, artifactListWire(jobID, c, list))
 }
 
 // artifactMeta serves GET /v1/artifacts/{id}/meta.

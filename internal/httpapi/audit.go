@@ -173,8 +173,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 		list, page.HasMore = list[:limit], true
 	}
 	for _, a := range list {
-		page.Items = append(page.Items, api.AuditRecord{Seq: a.Seq, Time: a.Time, Actor: a.Actor, Tenant: a.Tenant, Action: a.Action,
-			Target: a.Target, Status: a.Status, Code: a.Code, RequestID: a.RequestID, Remote: a.Remote})
+		page.Items = append(page.Items, auditRecordWire(a))
 		page.NextCursor = strconv.FormatInt(a.Seq, 10)
 	}
 	writeJSON(w, http.StatusOK, page)

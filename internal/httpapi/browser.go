@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -109,13 +108,7 @@ func (s *Server) browserStatus(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	base := s.publicURL + "/v1/sandboxes/" + url.PathEscape(id) + "/browser"
-	out := api.BrowserStatus{SandboxID: st.SandboxID, Ready: st.Ready, Browser: st.Browser, Versions: st.Versions,
-		DownloadsDir: st.DownloadsDir, Session: st.Session, CDPURL: base}
-	if st.Playwright {
-		out.PlaywrightURL = "ws" + strings.TrimPrefix(base, "http") + "/playwright"
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, browserStatusWire(st, s.publicURL+"/v1/sandboxes/"+url.PathEscape(id)+"/browser"))
 }
 
 func (s *Server) browserActions(w http.ResponseWriter, r *http.Request) {
@@ -129,22 +122,7 @@ func (s *Server) browserActions(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := api.BrowserActionsResult{OK: res.OK, URL: res.URL, Title: res.Title, Tab: res.Tab,
-		Results: make([]api.BrowserActionResult, len(res.Results))}
-	for i, ar := range res.Results {
-		cr := api.BrowserActionResult{Index: ar.Index, Type: ar.Type, OK: ar.OK, Ms: ar.Ms, Error: ar.Error}
-		if ar.Value != nil {
-			if b, err := json.Marshal(ar.Value); err == nil {
-				cr.Value = b
-			}
-		}
-		if ar.Artifact != nil {
-			a := artifactWire(ar.Artifact)
-			cr.Artifact = &a
-		}
-		out.Results[i] = cr
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, browserActionsWire(res))
 }
 
 func (s *Server) browserLink(w http.ResponseWriter, r *http.Request) {
@@ -193,11 +171,7 @@ func (s *Server) writeDownloads(w http.ResponseWriter, r *http.Request, keep boo
 	}
 	out := api.BrowserDownloadList{Items: make([]api.BrowserDownload, len(list))}
 	for i, d := range list {
-		out.Items[i] = api.BrowserDownload{Name: d.Name, Path: d.Path, Size: d.Size, SHA256: d.SHA256, ModTime: d.ModTime.UTC(), Partial: d.Partial}
-		if d.Artifact != nil {
-			a := artifactWire(d.Artifact)
-			out.Items[i].Artifact = &a
-		}
+		out.Items[i] = browserDownloadWire(d)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -227,6 +201,5 @@ func (s *Server) writeBrowserProfile(w http.ResponseWriter, r *http.Request, res
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.BrowserProfile{SandboxID: res.SandboxID, Artifact: artifactWire(res.Artifact),
-		Entries: res.Entries, Bytes: res.Bytes, DurationMS: res.DurationMS})
+	writeJSON(w, http.StatusOK, browserProfileWire(res))
 }

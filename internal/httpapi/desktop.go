@@ -274,11 +274,6 @@ func (s *Server) viewerAsset(w http.ResponseWriter, r *http.Request) {
 	s.viewer.ServeAsset(w, r)
 }
 
-func recordingWire(r *recording.Recording) api.Recording {
-	return api.Recording{ID: r.ID, SandboxID: r.SandboxID, Source: r.Source, State: r.State, FPS: r.FPS, SegmentSeconds: r.SegmentSeconds,
-		StartedAt: r.StartedAt, StoppedAt: r.StoppedAt, Segments: r.Segments, Bytes: r.Bytes, Error: r.Error}
-}
-
 // recorder is a workload that records a sandbox's screen (the desktop's
 // display, the browser's screencast).
 type recorder interface {

@@ -1,9 +1,7 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -59,26 +57,27 @@ func (s *Server) mcpRoutes() {
 }
 
 func (s *Server) createMCPServer(w http.ResponseWriter, r *http.Request) {
-	var req servers.CreateRequest
+	var req api.MCPCreateRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	inst, err := s.mcp.Create(r.Context(), tenantOf(r), req)
+	inst, err := s.mcp.Create(r.Context(), tenantOf(r), mcpCreateIn(req))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
 	w.Header().Set("Location", "/v1/mcp/servers/"+inst.ID)
-	writeJSON(w, http.StatusCreated, inst)
+	writeJSON(w, http.StatusCreated, mcpServerWire(inst))
 }
 
 func (s *Server) listMCPServers(w http.ResponseWriter, r *http.Request) {
 	items := s.mcp.List(tenantOf(r))
-	if items == nil {
-		items = []servers.Instance{}
+	out := api.MCPServerList{Items: make([]api.MCPServer, len(items))}
+	for i := range items {
+		out.Items[i] = mcpServerWire(&items[i])
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) getMCPServer(w http.ResponseWriter, r *http.Request) {
@@ -87,7 +86,7 @@ func (s *Server) getMCPServer(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, inst)
+	writeJSON(w, http.StatusOK, mcpServerWire(inst))
 }
 
 func (s *Server) deleteMCPServer(w http.ResponseWriter, r *http.Request) {
@@ -121,9 +120,7 @@ func (s *Server) mcpServerPins(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) approveMCPPin(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Hash string `json:"hash"`
-	}
+	var req api.ApproveMCPPinRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -176,11 +173,7 @@ func (s *Server) mcpApprovals(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) decideMCPApproval(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Decision   string `json:"decision"`
-		ArgsDigest string `json:"args_digest"`
-		Reason     string `json:"reason"`
-	}
+	var req api.MCPApprovalDecision
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -265,15 +258,7 @@ func (s *Server) leaseMCPRequests(r *http.Request, reqs []api.MCPCreateRequest) 
 	}
 	out := make([]servers.CreateRequest, len(reqs))
 	for i, req := range reqs {
-		b, err := json.Marshal(req)
-		if err != nil {
-			return nil, err
-		}
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&out[i]); err != nil {
-			return nil, fmt.Errorf("mcp[%d]: %v: %w", i, err, errdefs.ErrInvalidArgument)
-		}
+		out[i] = mcpCreateIn(req)
 		if out[i].LeaseID != "" {
 			return nil, fmt.Errorf("mcp[%d]: lease_id is the lease being acquired; leave it out: %w", i, errdefs.ErrInvalidArgument)
 		}
@@ -306,13 +291,7 @@ func (s *Server) startLeaseMCP(r *http.Request, leaseID string, reqs []servers.C
 			undo()
 			return nil, fmt.Errorf("mcp[%d] did not start, so the lease was released: %w", i, err)
 		}
-		var wire api.MCPServer
-		b, _ := json.Marshal(inst)
-		if err := json.Unmarshal(b, &wire); err != nil {
-			undo()
-			return nil, fmt.Errorf("mcp[%d]: %v: %w", i, err, errdefs.ErrInternal)
-		}
-		made = append(made, wire)
+		made = append(made, mcpServerWire(inst))
 	}
 	return made, nil
 }

@@ -6,8 +6,6 @@ import (
 	"strconv"
 
 	"genesis.dev/sandbox/api"
-	"genesis.dev/sandbox/internal/control"
-	"genesis.dev/sandbox/internal/egress"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -16,48 +14,6 @@ func (s *Server) networkRoutes() {
 	s.handle("GET", "/v1/sandboxes/{id}/network", true, s.getNetwork)
 	s.handle("PUT", "/v1/sandboxes/{id}/network", true, s.putNetwork)
 	s.handle("GET", "/v1/sandboxes/{id}/network/events", true, s.networkEvents)
-}
-
-// policyIn converts a wire policy; nil stays nil.
-func policyIn(p *api.NetworkPolicy) *egress.Policy {
-	if p == nil {
-		return nil
-	}
-	out := &egress.Policy{Mode: egress.Mode(p.Mode), Endpoints: p.Endpoints, Tools: p.Tools}
-	for _, r := range p.Allow {
-		out.Allow = append(out.Allow, egress.Rule{Host: r.Host, CIDR: r.CIDR, Ports: r.Ports})
-	}
-	return out
-}
-
-func policyOut(p egress.Policy) api.NetworkPolicy {
-	out := api.NetworkPolicy{Mode: string(p.Mode), Endpoints: p.Endpoints, Tools: p.Tools}
-	for _, r := range p.Allow {
-		out.Allow = append(out.Allow, api.NetworkRule{Host: r.Host, CIDR: r.CIDR, Ports: r.Ports})
-	}
-	return out
-}
-
-func networkWire(n *sandbox.Network) api.SandboxNetwork {
-	return api.SandboxNetwork{SandboxID: n.SandboxID, Policy: policyOut(n.Policy), Status: string(n.Status),
-		StatusReason: n.StatusReason, GatewayIP: n.GatewayIP, ResourceVersion: strconv.FormatInt(n.ResourceVersion, 10),
-		UpdatedAt: n.UpdatedAt}
-}
-
-func networkSummaryWire(n *sandbox.NetworkSummary) *api.NetworkSummary {
-	if n == nil {
-		return nil
-	}
-	return &api.NetworkSummary{Mode: string(n.Mode), Status: string(n.Status), StatusReason: n.StatusReason}
-}
-
-func networkCapabilitiesWire(c control.NetworkCapability) api.NetworkCapabilities {
-	out := api.NetworkCapabilities{Modes: map[string]bool{}, Gateway: c.Gateway, Reason: c.Reason,
-		Tools: append([]string{}, c.Tools...), Endpoints: append([]string{}, c.Endpoints...)}
-	for m, ok := range c.Modes {
-		out.Modes[string(m)] = ok
-	}
-	return out
 }
 
 func networkETag(n *sandbox.Network) string {
@@ -122,10 +78,5 @@ func (s *Server) networkEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := api.NetworkEventList{Items: make([]api.NetworkEvent, len(page.Events)), NextCursor: strconv.FormatInt(page.Next, 10)}
-	for i, e := range page.Events {
-		out.Items[i] = api.NetworkEvent{Cursor: e.Cursor, Time: e.Time, DurationMS: e.DurationMS, Name: e.Name, Address: e.Address, Port: e.Port,
-			Proto: e.Proto, Decision: e.Decision, Reason: e.Reason, BytesUp: e.BytesUp, BytesDown: e.BytesDown}
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, networkEventsWire(page))
 }

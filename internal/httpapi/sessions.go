@@ -7,11 +7,6 @@ import (
 	"genesis.dev/sandbox/internal/sandbox"
 )
 
-func sessionWire(se *sandbox.Session) api.Session {
-	return api.Session{ID: se.ID, SandboxID: se.SandboxID, Kind: string(se.Kind), State: string(se.State),
-		LastJobID: se.LastJobID, Runs: se.Runs, CreatedAt: se.CreatedAt, UpdatedAt: se.UpdatedAt}
-}
-
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	se, err := s.jobs.CreateSession(r.Context(), tenantOf(r), r.PathValue("id"))
 	if err != nil {
@@ -118,15 +113,6 @@ func (s *Server) runCode(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := api.RunCodeResult{
-		JobID: res.Exec.Job.ID, Status: res.Status, Stdout: string(res.Exec.Stdout), Stderr: string(res.Exec.Stderr),
-		Value: res.Value, DurationMS: res.Exec.DurationMS, Outputs: []api.RichOutput{},
-	}
-	if res.Error != nil {
-		out.Error = &api.CodeError{Name: res.Error.Name, Value: res.Error.Value, Traceback: res.Error.Traceback}
-	}
-	for _, o := range res.Outputs {
-		out.Outputs = append(out.Outputs, api.RichOutput{MIME: o.MIME, Data: o.Data})
-	}
+	out := runCodeWire(res)
 	writeJSON(w, http.StatusOK, out)
 }

@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"genesis.dev/sandbox/api"
-	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
@@ -23,24 +22,6 @@ func (s *Server) tenantRoutes() {
 	s.handle("DELETE", "/v1/tenants/{name}/keys/{key_id}", true, s.adminOnly(s.revokeKey))
 }
 
-func tenantWire(t *tenant.Tenant) api.Tenant {
-	q := t.Quotas
-	return api.Tenant{
-		Name: t.Name, Weight: max(t.Weight, 1), MinRiskLevel: string(t.MinRiskLevel), MaxToolRiskLevel: string(t.MaxToolRiskLevel), Admin: t.Admin,
-		Quotas: api.Quotas{MaxSandboxes: q.MaxSandboxes, MaxCPU: q.MaxCPU, MaxMemoryMB: q.MaxMemoryMB, MaxLeases: q.MaxLeases},
-		Source: string(t.Source), ResourceVersion: strconv.FormatInt(t.ResourceVersion, 10),
-		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
-	}
-}
-
-func usageWire(u tenant.Usage) *api.Usage {
-	return &api.Usage{Sandboxes: u.Sandboxes, CPU: u.CPU, MemoryMB: u.MemoryMB, Leases: u.Leases}
-}
-
-func keyWire(k *tenant.Key) api.APIKey {
-	return api.APIKey{ID: k.ID, Tenant: k.Tenant, Prefix: k.Prefix, Description: k.Description, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
-}
-
 func tenantETag(t *tenant.Tenant) string { return `"` + strconv.FormatInt(t.ResourceVersion, 10) + `"` }
 
 func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
@@ -49,11 +30,7 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	in := control.TenantInput{Name: req.Name, Weight: req.Weight, MinRiskLevel: req.MinRiskLevel, MaxToolRiskLevel: req.MaxToolRiskLevel, Admin: req.Admin}
-	if q := req.Quotas; q != nil {
-		in.Quotas = tenant.Quotas{MaxSandboxes: q.MaxSandboxes, MaxCPU: q.MaxCPU, MaxMemoryMB: q.MaxMemoryMB, MaxLeases: q.MaxLeases}
-	}
-	t, err := s.ctl.CreateTenant(r.Context(), in)
+	t, err := s.ctl.CreateTenant(r.Context(), tenantInput(req))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -100,11 +77,7 @@ func (s *Server) patchTenant(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	p := control.TenantPatch{Weight: req.Weight, MinRiskLevel: req.MinRiskLevel, MaxToolRiskLevel: req.MaxToolRiskLevel, Admin: req.Admin}
-	if q := req.Quotas; q != nil {
-		p.Quotas = control.QuotasPatch{MaxSandboxes: q.MaxSandboxes, MaxCPU: q.MaxCPU, MaxMemoryMB: q.MaxMemoryMB, MaxLeases: q.MaxLeases}
-	}
-	t, err := s.ctl.UpdateTenant(r.Context(), r.PathValue("name"), ifv, p)
+	t, err := s.ctl.UpdateTenant(r.Context(), r.PathValue("name"), ifv, tenantPatch(req))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
