@@ -252,9 +252,10 @@ func wireConversions() []conversion {
 		"SessionID": "a session's exec sets it", "Mode": "jobs sets it", "Streamed": "execStream sets it",
 		"Reservation": "for workload packages, never from the API", "Secrets": "for workload packages, never from the API"}
 	return []conversion{
+		// A profile view holds the whole profile config, most of which is
+		// not shown: only the answer's side is checked.
 		conv("profile", func(v *control.ProfileView) api.Profile { return profileWire(*v) }).
-			prepared(func(src any) { src.(*control.ProfileView).ImagePresent = false }).
-			leaving(map[string]string{"ImageStatus": "", "Pools.Runtime": "", "Pools.MinIdle": "", "Pools.MaxTotal": ""}),
+			prepared(func(src any) { src.(*control.ProfileView).ImagePresent = false }), // build_command is shown only then
 		conv("sandbox", sandboxWire).mirrored(map[string]string{
 			"ContainerID": "the driver's handle, never shown", "Instance": "the service replica that owns it, the service's own business",
 		}).leaving(map[string]string{"Endpoints": "getSandbox adds them from the profile", "Services": "getSandbox adds them from jobs.Services"}),
