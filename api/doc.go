@@ -1,5 +1,5 @@
 // Package api holds the wire types of the Genesis Sandbox HTTP API v1: the
-// request and answer bodies of every route, the events of its streams and
+// request and answer bodies of its routes, the events of its streams and
 // WebSockets, the problem body of its errors, the values of its enumerated
 // fields, its headers, and the paths of the routes the SDK builds. The
 // OpenAPI document beside this package (openapi.yaml) describes the same

@@ -1,8 +1,3 @@
-// Package browser serves the browser of a browser profile's sandbox
-// (config.BrowserSpec): Chromium's DevTools protocol (CDP) and the
-// Playwright protocol through the service, and an actions API that drives
-// the page from the service side. The sandbox itself stays offline: every
-// byte goes through its agent's port dial, as the port proxy's do.
 package browser
 
 import (
