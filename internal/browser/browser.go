@@ -471,7 +471,8 @@ func FromControl(a ports.Attacher) Sandboxes { return controlSandboxes{a} }
 type controlSandboxes struct{ a ports.Attacher }
 
 func (c controlSandboxes) AttachBrowser(ctx context.Context, tenant, id string) (*Target, error) {
-	at, err := c.a.Attach(ctx, tenant, id, control.AttachOptions{})
+	// Network: Target.Offline reads the sandbox's network mode.
+	at, err := c.a.Attach(ctx, tenant, id, control.AttachOptions{Network: true})
 	if err != nil {
 		return nil, err
 	}

@@ -38,6 +38,9 @@ type AttachOptions struct {
 	// by a caller that names exactly that reservation, or AnyReservation.
 	// Empty for every call made for a tenant.
 	Reservation string
+	// Network fills Attachment.Sandbox.Network (one more store read):
+	// only for a caller that reads it.
+	Network bool
 }
 
 // CheckReservation refuses a caller working for reservation ("" for a
@@ -94,7 +97,7 @@ func (a *Attachment) Release() {
 // code CodeReserved (CheckReservation); one that is not running is
 // errdefs.ErrFailedPrecondition with the code CodeNotRunning.
 func (s *Service) Attach(ctx context.Context, tenant, id string, o AttachOptions) (*Attachment, error) {
-	sb, err := s.GetSandbox(ctx, tenant, id)
+	sb, err := s.lookup(ctx, tenant, id)
 	if err != nil {
 		return nil, err
 	}
@@ -104,6 +107,9 @@ func (s *Service) Attach(ctx context.Context, tenant, id string, o AttachOptions
 	if !sb.State.Running() {
 		return nil, errdefs.WithCode(CodeNotRunning, fmt.Errorf(
 			"sandbox %s is %s; jobs, files and terminals are reachable only in running sandboxes: %w", sb.ID, sb.State, errdefs.ErrFailedPrecondition))
+	}
+	if o.Network {
+		s.withNetwork(ctx, sb)
 	}
 	a := s.attachment(sb)
 	if o.Busy {

@@ -10,6 +10,7 @@ import (
 
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/controltest"
+	"genesis.dev/sandbox/internal/egress"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -160,4 +161,39 @@ func TestHooks(t *testing.T) {
 		t.Errorf("calls %v, want ending of the failed %s", rec.calls, failed.ID)
 	}
 	h.AssertGone(failed.ID)
+}
+
+// Attach reads a sandbox's network record only for a caller that asks
+// (AttachOptions.Network); GetSandbox always shows it.
+func TestAttachNetworkOnRequest(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	sb := h.Create("a", control.CreateSandboxInput{})
+	// A network record as netctl leaves it for a networked sandbox (the
+	// harness has no gateway to make a real one).
+	if err := h.St.CreateSandboxNetwork(ctx, &sandbox.Network{SandboxID: sb.ID, Tenant: "a", Status: sandbox.NetworkActive,
+		Policy: egress.Policy{Mode: egress.ModeAllowlist, Allow: []egress.Rule{{Host: "api.example.com"}}}, UpdatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	plain, err := h.Svc.Attach(ctx, "a", sb.ID, control.AttachOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain.Release()
+	if plain.Sandbox.Network != nil {
+		t.Errorf("Attach without Network read the network record: %+v", plain.Sandbox.Network)
+	}
+	withNet, err := h.Svc.Attach(ctx, "a", sb.ID, control.AttachOptions{Network: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withNet.Release()
+	if n := withNet.Sandbox.Network; n == nil || n.Mode != egress.ModeAllowlist || n.Status != sandbox.NetworkActive {
+		t.Errorf("Attach with Network: network %+v; want allowlist, active", n)
+	}
+	got, err := h.Svc.GetSandbox(ctx, "a", sb.ID)
+	if err != nil || got.Network == nil || got.Network.Mode != egress.ModeAllowlist {
+		t.Errorf("GetSandbox: %+v, %v; want the network summary", got, err)
+	}
 }

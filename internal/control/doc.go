@@ -1,8 +1,11 @@
 // Package control is the lifecycle core: sandboxes (create, start,
 // destroy, workspace quotas, rollback), warm pools, leases and their
 // recycling, admission and tenant quotas, tenants and API keys, audit, the
-// capability probe, the egress gateway and per-sandbox networks, and
-// reconciliation with the runtime (orphans, TTLs, stale directories).
+// capability probe, and reconciliation with the runtime (orphans, TTLs,
+// stale directories). The egress gateway and the networks of sandboxes are
+// netctl's, below control: control calls it from create, destroy and
+// reconcile, and keeps the tenant-facing network calls (the tenant and
+// state checks and the NetworkChange hooks).
 //
 // Everything that works inside a running sandbox lives above it, in the
 // workload packages (jobs, files, artifacts, interactive, ports), which
@@ -12,7 +15,7 @@
 // Recover, Sweep) and cmd registers with AddHook.
 //
 // It may import driver, store, the agent client and protocol, policy,
-// config, images, admission, diskquota, egress and its client, tenant,
-// sandbox and errdefs; it must not import the workload packages, httpapi
-// or the public client package (internal/layering checks both).
+// config, images, admission, diskquota, egress (its policy), netctl,
+// tenant, sandbox and errdefs; it must not import the workload packages,
+// httpapi or the public client package (internal/layering checks both).
 package control

@@ -12,6 +12,7 @@ import (
 	"genesis.dev/sandbox/internal/egress"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/interactive"
+	"genesis.dev/sandbox/internal/netctl"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/tenant"
@@ -56,9 +57,9 @@ func TestLeaseNetworkPolicy(t *testing.T) {
 	h.waitIdle(1)
 	allow := &egress.Policy{Mode: egress.ModeAllowlist, Allow: []egress.Rule{{Host: "api.example.com"}}}
 	_, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: controltest.Profile, Network: allow})
-	wantProblem(t, "lease asking for allowlist", err, 409, control.CodeNetworkModeUnavailable)
+	wantProblem(t, "lease asking for allowlist", err, 409, netctl.CodeModeUnavailable)
 	_, err = h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "netted", Profile: controltest.Profile})
-	wantProblem(t, "lease of a tenant with an allowlist default", err, 409, control.CodeNetworkModeUnavailable)
+	wantProblem(t, "lease of a tenant with an allowlist default", err, 409, netctl.CodeModeUnavailable)
 	if v := h.waitIdle(1); v.Hits != 0 {
 		t.Errorf("pool handed out members to leases of another network policy: %+v", v)
 	}

@@ -124,7 +124,7 @@ func (s *Service) acquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	}
 	// Members run the profile's resources and network policy: a lease
 	// that asks (or whose tenant asks) for other ones is created cold.
-	netPol, err := s.networkPolicy(ctx, in.Tenant, p, in.Network)
+	netPol, err := s.net.PolicyFor(ctx, in.Tenant, p, in.Network)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/egress"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/netctl"
 	"genesis.dev/sandbox/internal/sandbox"
 )
 
@@ -24,8 +25,8 @@ func TestNetworkWithoutGateway(t *testing.T) {
 	}
 	allow := &egress.Policy{Mode: egress.ModeAllowlist, Allow: []egress.Rule{{Host: "api.example.com"}}}
 	_, err := h.Svc.CreateSandbox(ctx, control.CreateSandboxInput{Tenant: "a", Profile: controltest.Profile, Network: allow})
-	if !errors.Is(err, errdefs.ErrFailedPrecondition) || errdefs.Code(err) != control.CodeNetworkModeUnavailable {
-		t.Errorf("networked create without a gateway: %v (code %q); want 409 %s", err, errdefs.Code(err), control.CodeNetworkModeUnavailable)
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || errdefs.Code(err) != netctl.CodeModeUnavailable {
+		t.Errorf("networked create without a gateway: %v (code %q); want 409 %s", err, errdefs.Code(err), netctl.CodeModeUnavailable)
 	}
 	for _, bad := range []egress.Policy{
 		{Mode: "open"},
@@ -50,8 +51,8 @@ func TestNetworkWithoutGateway(t *testing.T) {
 	if _, err := h.Svc.GetNetwork(ctx, "b", sb.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("other tenant GetNetwork: %v; want not found", err)
 	}
-	if _, err := h.Svc.UpdateNetwork(ctx, "a", sb.ID, 0, *allow); !errors.Is(err, errdefs.ErrConflict) || errdefs.Code(err) != control.CodeNetworkRequiresRecreate {
-		t.Errorf("none → allowlist: %v; want 409 %s", err, control.CodeNetworkRequiresRecreate)
+	if _, err := h.Svc.UpdateNetwork(ctx, "a", sb.ID, 0, *allow); !errors.Is(err, errdefs.ErrConflict) || errdefs.Code(err) != netctl.CodeRequiresRecreate {
+		t.Errorf("none → allowlist: %v; want 409 %s", err, netctl.CodeRequiresRecreate)
 	}
 	if _, err := h.Svc.UpdateNetwork(ctx, "a", sb.ID, 7, egress.Policy{Mode: egress.ModeNone}); !errors.Is(err, errdefs.ErrPreconditionFailed) {
 		t.Errorf("stale If-Match: %v; want 412", err)

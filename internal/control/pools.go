@@ -489,7 +489,7 @@ func (s *Service) Drain(ctx context.Context, timeout time.Duration) error {
 		})
 	}
 	wg.Wait()
-	s.gw.shutdown(ctx)
+	s.net.Shutdown(ctx)
 	s.log.Info("drained", "destroyed", len(live))
 	return nil
 }

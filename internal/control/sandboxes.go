@@ -202,7 +202,7 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if err := ValidateMetadata(in.Metadata); err != nil {
 		return nil, err
 	}
-	netPol, err := s.networkPolicy(ctx, in.Tenant, p, in.Network)
+	netPol, err := s.net.PolicyFor(ctx, in.Tenant, p, in.Network)
 	if err != nil {
 		return nil, err
 	}
@@ -327,7 +327,7 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if err != nil {
 		return nil, err
 	}
-	if err := s.recordNetwork(ctx, sb, netPol); err != nil {
+	if err := s.net.Record(ctx, sb, netPol); err != nil {
 		return nil, s.failCreate(ctx, sb, err)
 	}
 	// From here on the work must finish (or roll back) even if the caller
@@ -504,7 +504,7 @@ func (s *Service) teardown(ctx context.Context, id, containerID string) {
 	if err := s.boxes.RemoveSandbox(cctx, id, containerID); err != nil {
 		s.log.Error("removing sandbox", "sandbox", id, "err", err)
 	}
-	s.releaseNetwork(cctx, id)
+	s.net.Release(cctx, id)
 }
 
 // setState moves a sandbox to state through the transition table, applying
@@ -536,16 +536,22 @@ func (s *Service) setState(ctx context.Context, id string, to sandbox.State, mut
 	return sb, err
 }
 
-// GetSandbox returns a sandbox of tenant.
+// GetSandbox returns a sandbox of tenant, with its network summary.
 func (s *Service) GetSandbox(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error) {
-	if !sandbox.ValidID("sbx", id) {
-		return nil, fmt.Errorf("sandbox %q: %w", id, errdefs.ErrNotFound)
-	}
-	sb, err := s.store.GetSandbox(ctx, tenant, id)
+	sb, err := s.lookup(ctx, tenant, id)
 	if err != nil {
 		return nil, err
 	}
 	return s.withNetwork(ctx, sb), nil
+}
+
+// lookup returns a sandbox of tenant as stored: without its network
+// summary, which costs another store read.
+func (s *Service) lookup(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error) {
+	if !sandbox.ValidID("sbx", id) {
+		return nil, fmt.Errorf("sandbox %q: %w", id, errdefs.ErrNotFound)
+	}
+	return s.store.GetSandbox(ctx, tenant, id)
 }
 
 // ListSandboxes lists a tenant's sandboxes.

@@ -21,6 +21,7 @@ import (
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/driver/local"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/netctl"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 )
@@ -95,8 +96,8 @@ type Service struct {
 	admitMu      sync.Mutex // serializes the capacity check with the record insert
 	admission    *admission.Controller
 	capacity     capacityHolds
-	gw           *gateway // egress gateway of networked sandboxes
-	hooks        []Hook   // hooks.go; set before Start
+	net          *netctl.Networks // the egress gateway and the networks of sandboxes
+	hooks        []Hook           // hooks.go; set before Start
 	started      atomic.Bool
 
 	quotaLocks sync.Map // tenant name → *sync.Mutex (quota.go)
@@ -179,7 +180,15 @@ func New(cfg Config) (*Service, error) {
 		busySync:  map[string]bool{},
 	}
 	s.configKeys = maps.Clone(cfg.ConfigKeys)
-	s.gw = newGateway(s, cfg.EgressDir)
+	var sandboxDir func(string) string
+	if h, ok := boxes.(driver.HostDirs); ok {
+		sandboxDir = h.SandboxDir
+	}
+	s.net, err = netctl.New(netctl.Config{Settings: cfg.Settings, Driver: cfg.Driver, Store: cfg.Store, SandboxDir: sandboxDir,
+		ProfileImage: imageRef, EgressDir: cfg.EgressDir, InstanceID: cfg.InstanceID, Logger: cfg.Logger, Now: cfg.Now})
+	if err != nil {
+		return nil, err
+	}
 	s.initPools()
 	return s, nil
 }
@@ -212,7 +221,10 @@ func (s *Service) Start(ctx context.Context) error {
 	s.probeLoop(loopCtx, s.cfg.Intervals.Probe)
 	s.pruneAudit(ctx)
 	s.loop(loopCtx, auditPruneEvery, s.pruneAudit)
-	s.startNetworking(ctx, loopCtx)
+	if s.net.Start(ctx) {
+		s.loop(loopCtx, s.cfg.Network.Gateway.HealthInterval, s.net.Check)
+		s.loop(loopCtx, s.cfg.Network.Gateway.EventsInterval, s.net.PullEvents)
+	}
 	s.loop(loopCtx, s.cfg.Intervals.Reconcile, func(ctx context.Context) {
 		if err := s.Reconcile(ctx, false); err != nil {
 			s.log.Warn("reconcile failed", "err", err)
@@ -246,7 +258,7 @@ func (s *Service) Close() {
 		s.cancel()
 	}
 	s.wg.Wait()
-	s.gw.close()
+	s.net.Close()
 	s.agentsMu.Lock()
 	defer s.agentsMu.Unlock()
 	for id, c := range s.agents {

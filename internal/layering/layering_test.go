@@ -145,7 +145,16 @@ var rules = []rule{
 		Forbid: concat(workloads, []string{"internal/httpapi", "client", "cmd/..."}),
 		Only: []string{"internal/driver", "internal/store", "internal/agent/agentclient", "internal/agent/agentproto",
 			"internal/policy", "internal/config", "images", "internal/admission", "internal/diskquota", "internal/driver/local",
-			"internal/egress/...", "internal/tenant", "internal/sandbox", "internal/errdefs"},
+			"internal/egress", "internal/netctl", "internal/tenant", "internal/sandbox", "internal/errdefs"},
+	},
+	{
+		Pkg: "internal/netctl",
+		Why: "netctl runs the egress gateway and the networks of sandboxes below control: driver, the store's contract, config, egress and its client, sandbox and errdefs; " +
+			"it knows no sandbox lifecycle (control tells it which sandboxes live) and imports no control, workload, API or client package",
+		Forbid: concat(workloads, []string{"internal/control", "internal/httpapi", "client", "cmd/..."}),
+		Only: []string{"internal/driver", "internal/store", "internal/config", "internal/egress", "internal/egress/egressclient",
+			"internal/sandbox", "internal/errdefs"},
+		External: []string{},
 	},
 	{
 		Pkg:    "internal/driver/...",
@@ -573,6 +582,9 @@ func TestRulesCatchUpwardImports(t *testing.T) {
 		{"httpapi imports the store", pkg{Path: "internal/httpapi", Imports: []string{m("internal/store")}}, "internal/httpapi imports internal/store"},
 		{"httpapi imports joblog", pkg{Path: "internal/httpapi", Imports: []string{m("internal/joblog")}}, "internal/httpapi imports internal/joblog"},
 		{"httpapi imports a driver", pkg{Path: "internal/httpapi", Imports: []string{m("internal/driver/docker")}}, "imports internal/driver/docker"},
+		{"netctl imports control", pkg{Path: "internal/netctl", Imports: []string{m("internal/control")}, Deps: []string{m("internal/control")}}, "internal/netctl depends on internal/control"},
+		{"netctl imports a store implementation", pkg{Path: "internal/netctl", Imports: []string{m("internal/store/sqlstore")}}, "internal/netctl imports internal/store/sqlstore"},
+		{"control imports the egress client", pkg{Path: "internal/control", Imports: []string{m("internal/egress/egressclient")}}, "internal/control imports internal/egress/egressclient"},
 		{"control imports joblog", pkg{Path: "internal/control", Imports: []string{m("internal/joblog")}}, "internal/control imports internal/joblog"},
 		{"sandbox with errdefs only", pkg{Path: "internal/sandbox", Imports: []string{"fmt", m("internal/errdefs")}, Deps: []string{"fmt", m("internal/errdefs")}}, ""},
 		{"agent with x/sys", pkg{Path: "internal/agent", Imports: []string{"golang.org/x/sys/unix", m("internal/agent/agentproto")}}, ""},

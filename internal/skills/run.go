@@ -17,6 +17,7 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/jobs"
+	"genesis.dev/sandbox/internal/policy"
 	"genesis.dev/sandbox/internal/sandbox"
 )
 
@@ -90,8 +91,9 @@ type Run struct {
 
 // Decide applies the risk rule to a revision: a tenant's upload is
 // unsigned (risk medium); declaring hosts is risk medium and needs the
-// operator's AllowNetwork. Medium and above run under runsc. A risk
-// above the ceiling is refused, never relabelled.
+// operator's AllowNetwork. The runtime is the weakest that
+// policy.MinIsolation allows for the risk: medium and above run under
+// runsc. A risk above the ceiling is refused, never relabelled.
 func (m *Manager) Decide(ctx context.Context, tenant string, rev *Revision) (Decision, error) {
 	ceiling, from, err := m.cfg.TenantCeiling.Ceiling(ctx, tenant, m.cfg.Ceiling)
 	if err != nil {
@@ -118,8 +120,10 @@ func (m *Manager) Decide(ctx context.Context, tenant string, rev *Revision) (Dec
 		return d, errdefs.WithCode("risk_above_ceiling", fmt.Errorf("skill %s has risk %s, above the ceiling %s (%s); it is refused, not relabelled: %w",
 			rev.Name, d.Risk, d.Ceiling, whose, errdefs.ErrPermissionDenied))
 	}
+	// The runtime rule is the service's (policy.MinIsolation), as for
+	// sandboxes and MCP servers: runc only where it isolates enough.
 	d.Runtime = sandbox.RuntimeRunc
-	if d.Risk.Rank() >= sandbox.RiskMedium.Rank() {
+	if policy.MinIsolation(d.Risk) > sandbox.RuntimeRunc.Isolation() {
 		d.Runtime = sandbox.RuntimeRunsc
 	}
 	d.Rule = fmt.Sprintf("risk = max(source %s → %s, permissions → %s) = %s; %s and above run under runsc; network %s",

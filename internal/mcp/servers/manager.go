@@ -1,7 +1,6 @@
 package servers
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -495,10 +494,10 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 		if err != nil {
 			return nil, err
 		}
-		if !policyWithin(n.Policy, *networkPolicy(dec)) {
+		if !n.Policy.Within(*networkPolicy(dec)) {
 			return nil, errdefs.WithCode("lease_network_wider", fmt.Errorf(
 				"lease %s's sandbox has network %s, wider than the server's decision (network %s): %w",
-				l.ID, describePolicy(n.Policy), describePolicy(*networkPolicy(dec)), errdefs.ErrFailedPrecondition))
+				l.ID, n.Policy, *networkPolicy(dec), errdefs.ErrFailedPrecondition))
 		}
 		in.view.LeaseID, in.view.SandboxID, in.view.Runtime, in.view.Profile = l.ID, l.SandboxID, l.Runtime, l.Profile
 	} else {
@@ -692,10 +691,10 @@ func (m *Manager) NetworkChange(_ context.Context, sandboxID string, pol egress.
 		if v.SandboxID != sandboxID || v.State == StateStopped || v.State == StateFailed {
 			continue
 		}
-		if want := *networkPolicy(v.Decision); !policyWithin(pol, want) {
+		if want := *networkPolicy(v.Decision); !pol.Within(want) {
 			return errdefs.WithCode("network_wider_than_mcp_server", fmt.Errorf(
 				"MCP server %s runs in sandbox %s and its decision allows network %s, not %s: %w",
-				v.ID, sandboxID, describePolicy(want), describePolicy(pol), errdefs.ErrConflict))
+				v.ID, sandboxID, want, pol, errdefs.ErrConflict))
 		}
 	}
 	return nil
@@ -759,67 +758,6 @@ func (m *Manager) CheckLeaseServer(ctx context.Context, tenant string, req Creat
 		return err
 	}
 	return needOwnSandbox(*e)
-}
-
-// policyWithin reports whether a sandbox with policy have reaches nothing
-// that want does not allow: no network at all, or the same mode with its
-// hosts (ports) and tools among want's.
-func policyWithin(have, want egress.Policy) bool {
-	if have.Mode == egress.ModeNone || have.Mode == "" {
-		return true
-	}
-	if have.Mode != want.Mode {
-		return false
-	}
-	switch have.Mode {
-	case egress.ModeAllowlist:
-		for _, r := range have.Allow {
-			if r.CIDR != "" {
-				return false
-			}
-			ports := r.Ports
-			if len(ports) == 0 {
-				ports = egress.DefaultPorts
-			}
-			for _, p := range ports {
-				if !slices.ContainsFunc(want.Allow, func(w egress.Rule) bool {
-					wp := w.Ports
-					if len(wp) == 0 {
-						wp = egress.DefaultPorts
-					}
-					return w.Host == r.Host && slices.Contains(wp, p)
-				}) {
-					return false
-				}
-			}
-		}
-		return true
-	case egress.ModeToolProxy:
-		for _, t := range have.Tools {
-			if !slices.Contains(want.Tools, t) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
-}
-
-// describePolicy is a policy in a few words, for errors.
-func describePolicy(p egress.Policy) string {
-	switch p.Mode {
-	case egress.ModeAllowlist:
-		var hosts []string
-		for _, r := range p.Allow {
-			hosts = append(hosts, cmp.Or(r.Host, r.CIDR))
-		}
-		return "allowlist " + strings.Join(hosts, ",")
-	case egress.ModeToolProxy:
-		return "tool-proxy " + strings.Join(p.Tools, ",")
-	case "":
-		return "none"
-	}
-	return string(p.Mode)
 }
 
 // networkPolicy is the egress policy of a decision.
