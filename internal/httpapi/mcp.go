@@ -116,7 +116,7 @@ func (s *Server) mcpServerPins(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": pins})
+	writeJSON(w, http.StatusOK, api.MCPPinList{Items: mcpPinsWire(pins)})
 }
 
 func (s *Server) approveMCPPin(w http.ResponseWriter, r *http.Request) {
@@ -130,7 +130,7 @@ func (s *Server) approveMCPPin(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, pin)
+	writeJSON(w, http.StatusOK, mcpPinWire(pin))
 }
 
 func (s *Server) mcpServerCalls(w http.ResponseWriter, r *http.Request) {
@@ -169,7 +169,11 @@ func (s *Server) mcpApprovals(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+	out := api.MCPApprovalList{Items: make([]api.MCPApproval, len(items))}
+	for i := range items {
+		out.Items[i] = mcpApprovalWire(&items[i])
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) decideMCPApproval(w http.ResponseWriter, r *http.Request) {
@@ -188,7 +192,7 @@ func (s *Server) decideMCPApproval(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ap)
+	writeJSON(w, http.StatusOK, mcpApprovalWire(ap))
 }
 
 func (s *Server) mcpCatalog(w http.ResponseWriter, r *http.Request) {
@@ -197,10 +201,11 @@ func (s *Server) mcpCatalog(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	if items == nil {
-		items = []servers.Entry{}
+	out := api.MCPCatalog{Items: make([]api.MCPCatalogEntry, len(items))}
+	for i := range items {
+		out.Items[i] = mcpCatalogEntryWire(&items[i])
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) addMCPCatalogEntry(w http.ResponseWriter, r *http.Request) {
@@ -215,7 +220,7 @@ func (s *Server) addMCPCatalogEntry(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/v1/mcp/catalog/"+out.Name)
-	writeJSON(w, http.StatusCreated, out)
+	writeJSON(w, http.StatusCreated, mcpCatalogEntryWire(out))
 }
 
 func (s *Server) getMCPCatalogEntry(w http.ResponseWriter, r *http.Request) {
@@ -224,7 +229,7 @@ func (s *Server) getMCPCatalogEntry(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, e)
+	writeJSON(w, http.StatusOK, mcpCatalogEntryWire(e))
 }
 
 func (s *Server) deleteMCPCatalogEntry(w http.ResponseWriter, r *http.Request) {

@@ -578,3 +578,36 @@ func skillRunWire(run *skills.Run) api.SkillRun {
 	}
 	return out
 }
+
+func mcpPinWire(p mcp.Pin) api.MCPPin {
+	out := api.MCPPin{Tool: p.Tool, Hash: p.Hash, PinnedAt: p.PinnedAt, Definition: p.Definition}
+	if c := p.Changed; c != nil {
+		out.Changed = &api.MCPPinChange{Hash: c.Hash, SeenAt: c.SeenAt, Definition: c.Definition, Blocked: c.Blocked}
+	}
+	return out
+}
+
+// mcpPinsWire is a list of pins (nil stays nil).
+func mcpPinsWire(pins []mcp.Pin) []api.MCPPin {
+	if pins == nil {
+		return nil
+	}
+	out := make([]api.MCPPin, len(pins))
+	for i, p := range pins {
+		out[i] = mcpPinWire(p)
+	}
+	return out
+}
+
+func mcpApprovalWire(a *servers.Approval) api.MCPApproval {
+	return api.MCPApproval{ID: a.ID, Instance: a.Instance, Tool: a.Tool, Arguments: a.Arguments, ArgsDigest: a.ArgsDigest,
+		Session: a.Session, Client: a.Client, State: a.State, CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt,
+		DecidedAt: a.DecidedAt, DecidedBy: a.DecidedBy, Reason: a.Reason}
+}
+
+func mcpCatalogEntryWire(e *servers.Entry) api.MCPCatalogEntry {
+	return api.MCPCatalogEntry{Name: e.Name, Description: e.Description, Source: string(e.Source), Profile: e.Profile,
+		Command: e.Command, Cwd: e.Cwd, Env: e.Env, Transport: e.Transport, Port: e.Port, Path: e.Path,
+		Permissions: api.MCPPermissions(e.Permissions), Tools: api.MCPToolRules(e.Tools), Pins: mcpPinsWire(e.Pins),
+		Owner: e.Owner, CreatedAt: e.CreatedAt}
+}

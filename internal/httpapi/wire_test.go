@@ -17,6 +17,7 @@ import (
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/jobs"
+	"genesis.dev/sandbox/internal/mcp"
 	"genesis.dev/sandbox/internal/mcp/servers"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/skills"
@@ -319,6 +320,9 @@ func wireConversions() []conversion {
 		conv("skill revision", skillRevisionWire).mirrored(nil),
 		conv("skill run", skillRunWire).mirrored(map[string]string{"Artifacts.Tenant": caller}),
 		conv("skill run request", func(req *api.SkillRunRequest) skills.RunRequest { return skillRunIn(*req) }).mirrored(nil),
+		conv("mcp pin", func(p *mcp.Pin) api.MCPPin { return mcpPinWire(*p) }).mirrored(nil),
+		conv("mcp approval", mcpApprovalWire).mirrored(nil),
+		conv("mcp catalog entry", mcpCatalogEntryWire).mirrored(nil),
 		conv("file list", func(l *files.FileList) api.FileList { return fileListWire(*l) }).mirrored(nil),
 		conv("search result", func(r *files.SearchResult) api.SearchResult { return searchWire(*r) }).mirrored(nil),
 		conv("replace result", func(r *files.ReplaceResult) api.ReplaceResult { return replaceWire(*r) }).mirrored(nil),
