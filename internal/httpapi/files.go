@@ -177,7 +177,7 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 // writeStatusProblem writes a problem whose status is not an error class
 // of the one table (416 belongs to Range, not to a class).
 func (s *Server) writeStatusProblem(w http.ResponseWriter, r *http.Request, status int, code, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Content-Type", api.ProblemMediaType)
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(api.Problem{
 		Type: problemType + code, Title: http.StatusText(status), Status: status, Detail: detail,

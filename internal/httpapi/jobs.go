@@ -97,7 +97,7 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, jobID string,
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	h.Set("X-Genesis-Job-ID", jobID)
+	h.Set(api.HeaderJobID, jobID)
 	w.WriteHeader(http.StatusOK)
 	sw := &sseWriter{w: w, rc: http.NewResponseController(w), text: text}
 	if first != nil {

@@ -53,7 +53,7 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 		Instance:  r.URL.Path,
 		RequestID: requestID(r),
 	}
-	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Content-Type", api.ProblemMediaType)
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(p)
 }
