@@ -384,4 +384,6 @@ type Whoami struct {
 	KeyID string `json:"key_id"`
 	// Admin: the key may use the admin API.
 	Admin bool `json:"admin"`
+	// Scopes are the key's scopes (ScopeApprove).
+	Scopes []string `json:"scopes,omitempty"`
 }

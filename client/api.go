@@ -165,6 +165,7 @@ type (
 // The wire constants of the API, declared in package api.
 const (
 	StatusClientClosed   = api.StatusClientClosed
+	ScopeApprove         = api.ScopeApprove
 	MCPStateStarting     = api.MCPStateStarting
 	MCPStateReady        = api.MCPStateReady
 	MCPStateRestarting   = api.MCPStateRestarting

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -120,14 +121,22 @@ func serve(ctx context.Context, args []string) error {
 			return fmt.Errorf("the admin key: %w", err)
 		}
 	}
-	keys := map[string]string{apiKey: control.DefaultTenant}
+	keys, approvers := map[string]string{apiKey: control.DefaultTenant}, map[string]string{}
 	for tenant, t := range cfg.Tenants {
 		for _, k := range t.APIKeys {
 			keys[k] = tenant
 		}
+		for _, k := range t.ApproverKeys {
+			approvers[k] = tenant
+		}
 	}
 	if cfg.AdminAPIKey != "" {
 		keys[cfg.AdminAPIKey] = config.AdminTenant
+	}
+	for k, tenant := range approvers {
+		if _, dup := keys[k]; dup {
+			return fmt.Errorf("tenants.%s.approver_keys: a key is also an API key without the approve scope (api_keys, admin_api_key or --api-key)", tenant)
+		}
 	}
 	agentDir, err := installBinary("genesis-agent", f.agentBinary, cfg.DataDir)
 	if err != nil {
@@ -173,9 +182,11 @@ func serve(ctx context.Context, args []string) error {
 		drv, boxes = kd, kd
 		egressDir = "" // networked modes need this host's Docker networks
 	}
-	metrics := httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: st})
+	metrics := httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: st, TenantLabels: cfg.Metrics.TenantLabels})
+	configKeys := tenant.ConfigKeyIDs(keys)
+	maps.Copy(configKeys, tenant.ConfigKeyIDs(approvers))
 	ctl, err := control.New(control.Config{Settings: cfg, Store: st, Driver: drv, Sandboxer: boxes, AgentDir: agentDir, EgressDir: egressDir, InstanceID: instance, Logger: log, Metrics: metrics,
-		ConfigKeys: tenant.ConfigKeyIDs(keys)})
+		ConfigKeys: configKeys})
 	if err != nil {
 		return err
 	}
@@ -202,7 +213,7 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("ports.preview_url: %w", err)
 	}
-	api, err := httpapi.New(httpapi.Config{PublicURL: cfg.PublicBaseURL(), Previews: previews, Control: ctl, Terminals: m.terms, Files: m.files, Jobs: m.jobs, Artifacts: m.arts, Ports: m.ports, Browser: m.browser, Desktop: m.desktop, Trace: m.trace, Services: m.svcs, MCP: m.mcp, Skills: m.sk, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics, E2B: e2bCfg, OpenSandbox: osbCfg})
+	api, err := httpapi.New(httpapi.Config{PublicURL: cfg.PublicBaseURL(), Previews: previews, Control: ctl, Terminals: m.terms, Files: m.files, Jobs: m.jobs, Artifacts: m.arts, Ports: m.ports, Browser: m.browser, Desktop: m.desktop, Trace: m.trace, Services: m.svcs, MCP: m.mcp, Skills: m.sk, Keys: keys, ApproverKeys: approvers, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics, E2B: e2bCfg, OpenSandbox: osbCfg})
 	if err != nil {
 		return err
 	}

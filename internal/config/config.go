@@ -58,6 +58,8 @@ type Config struct {
 	Skills Skills `yaml:"skills"`
 	// Console configures the web console.
 	Console Console `yaml:"console"`
+	// Metrics configures GET /metrics.
+	Metrics Metrics `yaml:"metrics"`
 	// Trace configures the sandboxes' operation traces.
 	Trace Trace `yaml:"trace"`
 	// E2B configures the E2B SDK adapter under /e2b (docs/compat-e2b.md).
@@ -150,6 +152,14 @@ type Console struct {
 	// Enabled serves the console (default true); off, /console/ is an
 	// unknown route like any other.
 	Enabled bool `yaml:"enabled"`
+}
+
+// Metrics configures the Prometheus exposition at GET /metrics.
+type Metrics struct {
+	// TenantLabels names tenants in the per-tenant series (the fair
+	// queues') of a scrape that sends an admin key. Off (the default), and
+	// for a scrape without a key, /metrics names no tenant.
+	TenantLabels bool `yaml:"tenant_labels"`
 }
 
 // AdminTenant is the tenant that owns admin_api_key.
@@ -332,6 +342,10 @@ type Tenant struct {
 	// APIKeys are extra keys for this tenant (plain text in the file; they
 	// are compared in constant time and never logged).
 	APIKeys []string `yaml:"api_keys"`
+	// ApproverKeys are keys of this tenant with the scope approve: they
+	// also decide MCP calls held for approval and approve changed tool
+	// definitions (a person's keys, not an agent's).
+	ApproverKeys []string `yaml:"approver_keys"`
 	// Weight is the tenant's share in fair queueing (0: the default 1).
 	Weight int `yaml:"weight"`
 	// Admin lets the tenant's keys use the admin API (tenants, keys, every
@@ -632,6 +646,14 @@ func (c *Config) validate(v *problems) {
 		for i, k := range t.APIKeys {
 			if len(k) < 16 {
 				bad(fmt.Sprintf("tenants.%s.api_keys[%d]", name, i), "API keys must be at least 16 characters")
+			}
+		}
+		for i, k := range t.ApproverKeys {
+			if len(k) < 16 {
+				bad(fmt.Sprintf("tenants.%s.approver_keys[%d]", name, i), "API keys must be at least 16 characters")
+			}
+			if slices.Contains(t.APIKeys, k) {
+				bad(fmt.Sprintf("tenants.%s.approver_keys[%d]", name, i), "the key is in api_keys too; list it in one of them")
 			}
 		}
 		if t.Weight < 0 || t.Weight > 1000 {

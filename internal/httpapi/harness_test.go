@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -37,6 +38,9 @@ const (
 	keyA     = "key-a-0123456789abcdef"
 	keyB     = "key-b-0123456789abcdef"
 	keyAdmin = "key-admin-0123456789abcdef"
+	// keyApproverA is a key of tenant a from the config with the scope
+	// approve (tenants.a.approver_keys).
+	keyApproverA = "key-approver-a-0123456789abcdef"
 )
 
 // api is a harness with the HTTP API served on loopback.
@@ -58,7 +62,10 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 		if configure != nil {
 			configure(c)
 		}
-	}, func(c *control.Config) { c.ConfigKeys = tenant.ConfigKeyIDs(keys) })
+	}, func(c *control.Config) {
+		c.ConfigKeys = tenant.ConfigKeyIDs(keys)
+		maps.Copy(c.ConfigKeys, tenant.ConfigKeyIDs(map[string]string{keyApproverA: "a"}))
+	})
 	ms, err := servers.New(servers.Config{Leases: h.Svc, Jobs: h.Jobs})
 	if err != nil {
 		t.Fatal(err)
@@ -84,6 +91,7 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 	}
 	t.Cleanup(func() { tr.Close() })
 	srv, err := httpapi.New(httpapi.Config{
+		Metrics:      httpapi.NewMetrics(httpapi.MetricsConfig{TenantLabels: h.Cfg.Metrics.TenantLabels}),
 		PublicURL:    testPublicURL,
 		Previews:     testPreviews(t),
 		Trace:        tr,
@@ -99,6 +107,7 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 		Jobs:         h.Jobs,
 		Artifacts:    h.Artifacts,
 		Keys:         keys,
+		ApproverKeys: map[string]string{keyApproverA: "a"},
 		MaxBodyBytes: maxBody,
 		E2B:          &e2b.Config{Settings: config.E2B{Templates: map[string]string{"base": "tool-basic", "test": controltest.Profile}}},
 		OpenSandbox:  &opensandbox.Config{Settings: config.OpenSandbox{Images: map[string]string{"ubuntu": "tool-basic", "test": controltest.Profile}}},

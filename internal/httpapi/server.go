@@ -52,7 +52,10 @@ type Config struct {
 	Terminals *interactive.Terminals
 	// Keys maps API keys given in the config or on the command line to
 	// tenant names. Keys created through the admin API live in the store.
-	Keys         map[string]string
+	Keys map[string]string
+	// ApproverKeys are keys given in the config with the scope approve
+	// (tenant.ScopeApprove), mapped to their tenants.
+	ApproverKeys map[string]string
 	MaxBodyBytes int64
 	// KeepAlive is the interval of SSE keepalive comments (default 15 s).
 	KeepAlive time.Duration
@@ -126,6 +129,7 @@ type Server struct {
 type apiKey struct {
 	hash   [32]byte
 	tenant string
+	scopes []string
 }
 
 // Route is one served method and path pattern.
@@ -174,6 +178,9 @@ func New(cfg Config) (*Server, error) {
 		ports: cfg.Ports, origins: cfg.Previews, publicURL: strings.TrimRight(cfg.PublicURL, "/"), services: cfg.Services, unaudited: map[string]bool{}}
 	for k, t := range cfg.Keys {
 		s.keys = append(s.keys, apiKey{hash: sha256.Sum256([]byte(k)), tenant: t})
+	}
+	for k, t := range cfg.ApproverKeys {
+		s.keys = append(s.keys, apiKey{hash: sha256.Sum256([]byte(k)), tenant: t, scopes: []string{tenant.ScopeApprove}})
 	}
 	s.terms, s.files, s.jobs, s.arts, s.mcp = cfg.Terminals, cfg.Files, cfg.Jobs, cfg.Artifacts, cfg.MCP
 	s.skills = cfg.Skills
@@ -534,13 +541,17 @@ func (s *Server) principalOfKey(ctx context.Context, key string) (tenant.Princip
 
 // resolveKey answers whose key has the SHA-256 sum.
 func (s *Server) resolveKey(ctx context.Context, sum [32]byte) (tenant.Principal, error) {
-	static := ""
+	static, scopes := "", []string(nil)
 	for _, k := range s.keys {
 		if subtle.ConstantTimeCompare(sum[:], k.hash[:]) == 1 {
-			static = k.tenant
+			static, scopes = k.tenant, k.scopes
 		}
 	}
-	return s.ctl.Authenticate(ctx, sum, static)
+	p, err := s.ctl.Authenticate(ctx, sum, static)
+	if err == nil && static != "" {
+		p.Scopes = scopes
+	}
+	return p, err
 }
 
 // adminOnly refuses callers whose tenant is not an admin tenant with 403

@@ -108,7 +108,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	name := r.PathValue("name")
-	k, secret, err := s.ctl.CreateKey(r.Context(), name, req.Description)
+	k, secret, err := s.ctl.CreateKey(r.Context(), name, req.Description, req.Scopes)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

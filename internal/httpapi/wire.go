@@ -239,7 +239,7 @@ func usageWire(u tenant.Usage) *api.Usage {
 }
 
 func keyWire(k *tenant.Key) api.APIKey {
-	return api.APIKey{ID: k.ID, Tenant: k.Tenant, Prefix: k.Prefix, Description: k.Description, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+	return api.APIKey{ID: k.ID, Tenant: k.Tenant, Prefix: k.Prefix, Description: k.Description, Scopes: k.Scopes, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
 }
 
 // execIn is the exec of req in sandboxID for tenant: stdin_base64 decoded.
@@ -370,7 +370,7 @@ func artifactListWire(jobID string, c *sandbox.ArtifactCollection, list []*sandb
 }
 
 func whoamiWire(p tenant.Principal) api.Whoami {
-	return api.Whoami{Tenant: p.Tenant, KeyID: p.KeyID, Admin: p.Admin}
+	return api.Whoami{Tenant: p.Tenant, KeyID: p.KeyID, Admin: p.Admin, Scopes: p.Scopes}
 }
 
 // browserStatusWire is a browser's status with its endpoints below base
@@ -442,7 +442,7 @@ func mcpCreateIn(req api.MCPCreateRequest) servers.CreateRequest {
 func mcpServerWire(in *servers.Instance) api.MCPServer {
 	d := in.Decision
 	out := api.MCPServer{ID: in.ID, Tenant: in.Tenant, Catalog: in.Catalog, Command: in.Command, Profile: in.Profile, Scope: in.Scope,
-		Endpoint: in.Endpoint, Token: in.Token, LeaseID: in.LeaseID, OwnLease: in.OwnLease, SandboxID: in.SandboxID, JobID: in.JobID,
+		Endpoint: in.Endpoint, Token: in.Token, CreatedBy: in.CreatedBy, LeaseID: in.LeaseID, OwnLease: in.OwnLease, SandboxID: in.SandboxID, JobID: in.JobID,
 		Runtime: string(in.Runtime), Risk: string(in.Risk), Network: in.Network,
 		Decision: api.MCPDecision{Source: string(d.Source), SourceRisk: string(d.SourceRisk), PermissionRisk: string(d.PermissionRisk),
 			Risk: string(d.Risk), Ceiling: string(d.Ceiling), CeilingFrom: d.CeilingFrom, Rule: d.Rule, MinRuntime: string(d.Isolation),

@@ -346,7 +346,8 @@ func wireConversions() []conversion {
 		conv("artifact request", artifactSpec).mirrored(nil),
 		conv("create tenant", func(req *api.CreateTenantRequest) control.TenantInput { return tenantInput(*req) }).mirrored(nil),
 		conv("update tenant", func(req *api.UpdateTenantRequest) control.TenantPatch { return tenantPatch(*req) }).mirrored(nil),
-		conv("mcp create", func(req *api.MCPCreateRequest) servers.CreateRequest { return mcpCreateIn(*req) }).mirrored(nil),
+		conv("mcp create", func(req *api.MCPCreateRequest) servers.CreateRequest { return mcpCreateIn(*req) }).mirrored(nil).
+			leaving(map[string]string{"CreatedBy": "the caller's key: the handler sets it, never the body"}),
 		conv("network policy", policyIn).mirrored(nil),
 	}
 }
