@@ -13,7 +13,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"regexp"
 	"runtime/debug"
 	"strings"
@@ -81,13 +80,12 @@ type Config struct {
 	// Services, when set, reports the profile services on GET sandbox.
 	Services *jobs.Services
 	Logger   *slog.Logger
-	// E2B, when set, serves the E2B SDK adapter under /e2b; New fills in
-	// its control, jobs, files, key check and logger.
-	E2B *e2b.Config
-	// OpenSandbox, if set, mounts the OpenSandbox SDK adapter under
-	// /opensandbox (its Control, Jobs, Files, Authenticate and Logger are
-	// filled in from this Config).
-	OpenSandbox *opensandbox.Config
+	// E2B, when set, is served under /e2b; New binds it to this server
+	// (the key check).
+	E2B *e2b.Adapter
+	// OpenSandbox, when set, is served under /opensandbox; New binds it
+	// to this server (the key check and the audit record's error code).
+	OpenSandbox *opensandbox.Adapter
 	// Metrics is the instrumentation served at /metrics; nil means a new
 	// NewMetrics(MetricsConfig{}). Give the same Metrics to the jobs
 	// manager (jobs.Config.Metrics) for its exec latencies.
@@ -191,56 +189,20 @@ func New(cfg Config) (*Server, error) {
 		s.browser = cfg.Browser
 	}
 	if cfg.E2B != nil {
-		ec := *cfg.E2B
-		ec.Control, ec.Jobs, ec.Files, ec.Logger = cfg.Control, cfg.Jobs, cfg.Files, cfg.Logger
-		ec.Authenticate = s.principalOfKey
-		if cfg.Ports != nil {
-			ec.ProxyPort = func(w http.ResponseWriter, r *http.Request, tenant, sandboxID string, port int, path, prefix string) {
-				// The host-based form (no prefix) is the port's own origin.
-				cfg.Ports.ServeHTTP(w, r, ports.Request{Tenant: tenant, SandboxID: sandboxID, Port: port, Path: path, Prefix: prefix, OwnOrigin: prefix == ""}, s.e2b.WriteError)
-			}
-		}
-		if cfg.Previews != nil {
-			ec.PreviewDomain = cfg.Previews.Domain()
-		}
-		a, err := e2b.New(ec)
-		if err != nil {
-			return nil, err
-		}
-		s.e2b = a
+		s.e2b = cfg.E2B
+		s.e2b.Bind(e2b.Edge{Authenticate: s.principalOfKey})
 	}
 	if cfg.OpenSandbox != nil {
-		oc := *cfg.OpenSandbox
-		oc.Control, oc.Jobs, oc.Files, oc.Logger = cfg.Control, cfg.Jobs, cfg.Files, cfg.Logger
-		if u, err := url.Parse(s.publicURL); err == nil {
-			oc.PublicHost = u.Host
-		}
-		if cfg.Ports != nil {
-			oc.Preview = s.openPreview
-		}
-		oc.Authenticate = s.principalOfKey
-		oc.NoteError = func(r *http.Request, code string) {
+		s.osb = cfg.OpenSandbox
+		s.osb.Bind(opensandbox.Edge{Authenticate: s.principalOfKey, NoteError: func(r *http.Request, code string) {
 			if ae := auditOf(r); ae != nil {
 				ae.code = code
 			}
-		}
-		a, err := opensandbox.New(oc)
-		if err != nil {
-			return nil, err
-		}
-		s.osb = a
+		}})
 	}
 	s.routesInit()
 	return s, nil
 }
-
-// E2B returns the E2B adapter (nil when Config.E2B was nil), for cmd to
-// register as a control hook.
-func (s *Server) E2B() *e2b.Adapter { return s.e2b }
-
-// OpenSandbox returns the OpenSandbox adapter (nil when
-// Config.OpenSandbox was nil), for cmd to register as a control hook.
-func (s *Server) OpenSandbox() *opensandbox.Adapter { return s.osb }
 
 // E2BHostHandler serves the E2B host-based listener
 // ({port}-{sandbox}.{domain}): each request is turned into its /e2b form

@@ -291,9 +291,15 @@ var rules = []rule{
 		External: []string{},
 	},
 	{
+		Pkg:      "internal/assemble",
+		Why:      "assemble builds the service below the HTTP edge: the control service, every manager and the compatibility adapters; no API, client, command or test harness",
+		Forbid:   []string{"internal/httpapi", "cmd/...", "internal/controltest"},
+		NoImport: []string{"client"},
+	},
+	{
 		Pkg:      "internal/httpapi",
-		Why:      "the API calls control and the workload managers and speaks api's wire types; it never imports the SDK, a driver, the store, admission, the job log or the agent protocol",
-		Forbid:   []string{"client", "cmd/..."},
+		Why:      "the API calls control and the workload managers and speaks api's wire types; it never imports the SDK, a driver, the store, admission, the job log or the agent protocol, nor assemble (the service is built below it and handed to it)",
+		Forbid:   []string{"client", "cmd/...", "internal/assemble"},
 		NoImport: []string{"internal/driver/...", "internal/store/...", "internal/admission", "internal/joblog", "internal/agent/..."},
 	},
 	{

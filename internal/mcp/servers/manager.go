@@ -168,6 +168,11 @@ func New(cfg Config) (*Manager, error) {
 	return m, nil
 }
 
+// Drain stops every instance as Close does, when the service starts to
+// stop: an instance's own lease is this process's, not a holder's, and the
+// drain of the sandboxes would wait its whole timeout for it.
+func (m *Manager) Drain(context.Context) { m.Close() }
+
 // Close stops every instance and waits for them.
 func (m *Manager) Close() {
 	m.stop()
