@@ -23,6 +23,10 @@ type AcquireLeaseRequest struct {
 	// lease's); they stop when the lease ends. One that cannot start
 	// fails the acquire, and the lease is released.
 	MCP []MCPCreateRequest `json:"mcp,omitempty"`
+	// SnapshotID, if set, starts the lease's sandbox from a snapshot (its
+	// profile and runtime; never a warm pool member): see
+	// CreateSandboxRequest.SnapshotID.
+	SnapshotID string `json:"snapshot_id,omitempty"`
 }
 
 // Lease is a time-bounded claim on a sandbox.

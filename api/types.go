@@ -39,6 +39,10 @@ type CreateSandboxRequest struct {
 	// Network is the network policy; nil takes the tenant's or profile's
 	// default (normally mode none: no interface but loopback).
 	Network *NetworkPolicy `json:"network,omitempty"`
+	// SnapshotID, if set, starts the sandbox from a snapshot: its files,
+	// and its processes and memory where the snapshot holds them. The
+	// profile and runtime are the snapshot's (Profile may be left empty).
+	SnapshotID string `json:"snapshot_id,omitempty"`
 }
 
 // Sandbox is a sandbox as the API shows it. It never exposes container ids
@@ -72,6 +76,29 @@ type Sandbox struct {
 	// no exec, file, session, terminal or port call reaches inside it
 	// (403 sandbox_reserved).
 	Reserved string `json:"reserved,omitempty"`
+	// Suspension is set while the sandbox is paused or hibernated.
+	Suspension *Suspension `json:"suspension,omitempty"`
+	// MemoryRestored, on the answer of a create from a snapshot, a wake, a
+	// fork's copy or a rollback, says whether processes and memory came
+	// back (false: files only).
+	MemoryRestored *bool `json:"memory_restored,omitempty"`
+	// SessionsFromSnapshot, on the answer of a create from a snapshot or
+	// a fork's copy, maps the snapshot's shell sessions and code contexts
+	// to this sandbox's copies of them (a code context only when its
+	// memory came back: its kernel is a process).
+	SessionsFromSnapshot map[string]string `json:"sessions_from_snapshot,omitempty"`
+}
+
+// Suspension is what a paused or hibernated sandbox returns to.
+type Suspension struct {
+	// ResumeState is the state a resume returns it to.
+	ResumeState string `json:"resume_state"`
+	// Operation is under way (hibernating, waking, …) when set.
+	Operation string `json:"operation,omitempty"`
+	// Memory says a hibernated sandbox comes back with its processes and
+	// memory (runsc).
+	Memory bool      `json:"memory"`
+	Since  time.Time `json:"since"`
 }
 
 // ServiceStatus is one profile service of a sandbox: a long-running job

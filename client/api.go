@@ -5,6 +5,14 @@ import "genesis.dev/sandbox/api"
 // The wire types of the API are declared in package api; these aliases keep
 // the SDK's names.
 type (
+	Snapshot                    = api.Snapshot
+	SnapshotList                = api.SnapshotList
+	CreateSnapshotRequest       = api.CreateSnapshotRequest
+	ForkRequest                 = api.ForkRequest
+	ForkResult                  = api.ForkResult
+	ForkError                   = api.ForkError
+	RollbackRequest             = api.RollbackRequest
+	Suspension                  = api.Suspension
 	ArtifactRequest             = api.ArtifactRequest
 	ArtifactSummary             = api.ArtifactSummary
 	Artifact                    = api.Artifact

@@ -76,8 +76,21 @@ if [ "$RUNSC_BIN" != /usr/local/bin/runsc ] || [ ! -f "$RUNSC_STAMP" ]; then
   runsc_args=(--arg=--network=host --arg=--host-uds=create)
 fi
 
-# 3. Register runsc with Docker without clobbering other keys.
+# 3. Register runsc with Docker without clobbering other keys, and beside it
+# runsc-restore (cmd/genesis-runsc): runsc with the same arguments, whose
+# start restores a container from a checkpoint when the service asks
+# (docs/design/snapshots.md).
 changed="$(cd "$here" && go run ./tools/daemonjson -file "$DAEMON_JSON" -name runsc -path "$RUNSC_BIN" "${runsc_args[@]}")"
+RESTORE_BIN=/usr/local/lib/genesis/genesis-runsc
+tmp="$(mktemp)"
+(cd "$here" && CGO_ENABLED=0 go build -trimpath -o "$tmp" ./cmd/genesis-runsc) || die "building cmd/genesis-runsc failed"
+if ! cmp -s "$tmp" "$RESTORE_BIN"; then
+  mkdir -p "$(dirname "$RESTORE_BIN")"
+  install -m 0755 "$tmp" "$RESTORE_BIN"
+fi
+rm -f "$tmp"
+changed2="$(cd "$here" && go run ./tools/daemonjson -file "$DAEMON_JSON" -name runsc-restore -path "$RESTORE_BIN" --arg=--genesis-runsc="$RUNSC_BIN" "${runsc_args[@]}")"
+[ "$changed2" = changed ] && changed=changed
 
 # 4. Start (or reload) dockerd.
 dockerd_pid="$(pgrep -x dockerd | head -1 || true)"
@@ -107,7 +120,7 @@ if ! docker_answers; then
 fi
 # Wait until the runsc runtime is visible (a HUP reload is asynchronous).
 deadline=$(( $(date +%s) + 20 ))
-until docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; do
+until docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc-restore"'; do
   [ "$(date +%s)" -ge "$deadline" ] && die "dockerd does not list the runsc runtime; check $DAEMON_JSON"
   sleep 0.5
 done

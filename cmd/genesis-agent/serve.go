@@ -64,6 +64,7 @@ func runServe(args []string) int {
 		Environ:          os.Environ(),
 		ResetDirs:        resetDirs(),
 		SpareRefillDelay: refill,
+		IdentityFile:     identityFile(*socket),
 	}, log)
 	if err != nil {
 		log.Error("invalid configuration", "err", err)
@@ -83,4 +84,13 @@ func resetDirs() []string {
 		return nil
 	}
 	return filepath.SplitList(v)
+}
+
+// identityFile is where the agent keeps the sandbox's identity: beside its
+// socket, in the run directory (none when it serves TCP).
+func identityFile(socket string) string {
+	if socket == "" {
+		return ""
+	}
+	return filepath.Join(filepath.Dir(socket), "identity")
 }

@@ -151,12 +151,12 @@ func buildTestImage() error {
 // sandboxContainer is a running container whose PID 1 is genesis-agent.
 type sandboxContainer struct {
 	id     string
+	runDir string // the host directory mounted at /run/genesis
 	client *agentclient.Client
 }
 
-// startContainer runs the agent as the entrypoint of a locked-down container
-// under runtime and waits until it answers over the bind-mounted socket.
-func startContainer(tb testing.TB, runtime string, extraArgs ...string) *sandboxContainer {
+// newRunDir makes a run directory for a container, removed when tb ends.
+func newRunDir(tb testing.TB) string {
 	tb.Helper()
 	runDir, err := os.MkdirTemp("", "gr")
 	if err != nil {
@@ -166,10 +166,13 @@ func startContainer(tb testing.TB, runtime string, extraArgs ...string) *sandbox
 	if err := os.Chown(runDir, sandboxUID, sandboxUID); err != nil {
 		tb.Fatal(err)
 	}
-	args := []string{"run", "-d",
-		"--name", fmt.Sprintf("genesis-agent-test-%s-%d", runtime, time.Now().UnixNano()),
-		"--label", "dev.genesis.purpose=agent-test",
-		"--runtime", runtime,
+	return runDir
+}
+
+// containerArgs are the docker run/create arguments after the name, labels
+// and runtime: the lockdown, the mounts and the agent as entrypoint.
+func containerArgs(runDir string, extraArgs ...string) []string {
+	args := []string{
 		"--network", "none",
 		"--cap-drop", "ALL",
 		"--security-opt", "no-new-privileges",
@@ -180,22 +183,49 @@ func startContainer(tb testing.TB, runtime string, extraArgs ...string) *sandbox
 		"-v", runDir + ":/run/genesis",
 	}
 	args = append(args, extraArgs...)
-	args = append(args, "--entrypoint", "/.genesis/genesis-agent", testImage, "serve", "--socket", "/run/genesis/agent.sock")
+	return append(args, "--entrypoint", "/.genesis/genesis-agent", testImage, "serve", "--socket", "/run/genesis/agent.sock")
+}
+
+// cleanupContainer removes c's container when tb ends (with its logs on a
+// failure).
+func cleanupContainer(tb testing.TB, c *sandboxContainer) {
+	tb.Cleanup(func() {
+		c.client.Close()
+		if tb.Failed() {
+			logs, _ := dockerCmd(30*time.Second, nil, "logs", c.id)
+			tb.Logf("container %s logs:\n%s", c.id, logs)
+		}
+		if _, err := dockerCmd(60*time.Second, nil, "rm", "-f", "-v", c.id); err != nil {
+			tb.Errorf("cleanup: %v", err)
+		}
+	})
+}
+
+// runCmd runs a command with a deadline and returns its combined output.
+func runCmd(timeout time.Duration, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	return string(out), err
+}
+
+// startContainer runs the agent as the entrypoint of a locked-down container
+// under runtime and waits until it answers over the bind-mounted socket.
+func startContainer(tb testing.TB, runtime string, extraArgs ...string) *sandboxContainer {
+	tb.Helper()
+	runDir := newRunDir(tb)
+	args := []string{"run", "-d",
+		"--name", fmt.Sprintf("genesis-agent-test-%s-%d", runtime, time.Now().UnixNano()),
+		"--label", "dev.genesis.purpose=agent-test",
+		"--runtime", runtime,
+	}
+	args = append(args, containerArgs(runDir, extraArgs...)...)
 	id, err := dockerCmd(60*time.Second, nil, args...)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	c := &sandboxContainer{id: id, client: agentclient.Dial(filepath.Join(runDir, "agent.sock"))}
-	tb.Cleanup(func() {
-		c.client.Close()
-		if tb.Failed() {
-			logs, _ := dockerCmd(30*time.Second, nil, "logs", id)
-			tb.Logf("container %s logs:\n%s", id, logs)
-		}
-		if _, err := dockerCmd(60*time.Second, nil, "rm", "-f", "-v", id); err != nil {
-			tb.Errorf("cleanup: %v", err)
-		}
-	})
+	c := &sandboxContainer{id: id, runDir: runDir, client: agentclient.Dial(filepath.Join(runDir, "agent.sock"))}
+	cleanupContainer(tb, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if _, err := c.client.WaitReady(ctx, 2*time.Millisecond); err != nil {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -83,6 +84,14 @@ type Config struct {
 	// the container's init (a host process in tests). Inside a container
 	// the agent finds them itself (reset.go); nil outside one refuses resets.
 	ResetDirs []string
+	// CheckpointFile and SpecEnvironFile are gVisor's files of saves
+	// (defaults /proc/gvisor/checkpoint and /proc/gvisor/spec_environ;
+	// checkpoint.go); tests point them elsewhere.
+	CheckpointFile, SpecEnvironFile string
+	// IdentityFile, if set, is where the agent writes the sandbox's
+	// identity at start and after every restore
+	// (agentproto.IdentityFile inside a container).
+	IdentityFile string
 }
 
 // Server is the agent: a process supervisor with an HTTP/2 front end.
@@ -108,6 +117,7 @@ type Server struct {
 	terms terminalTable // processes on pseudo-terminals (pty.go)
 
 	roots func() ([]string, error) // the allowed file roots, worked out once (files.go)
+	ckpt  checkpointState          // saves of the sandbox (checkpoint.go)
 
 	resetMu  sync.Mutex // one reset at a time (reset.go)
 	rootDirs []string   // the root's directories the user can write to, found by the first reset
@@ -148,6 +158,12 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = 2 * time.Second
+	}
+	if cfg.CheckpointFile == "" {
+		cfg.CheckpointFile = checkpointFile
+	}
+	if cfg.SpecEnvironFile == "" {
+		cfg.SpecEnvironFile = "/proc/gvisor/spec_environ"
 	}
 	if cfg.SpareRefillDelay <= 0 {
 		cfg.SpareRefillDelay = 50 * time.Millisecond
@@ -208,41 +224,15 @@ func (s *Server) Run(ctx context.Context) error {
 	defer s.sup.shutdown()
 	s.refillSpare()
 
-	var ln net.Listener
-	where := s.cfg.SocketPath
-	if s.cfg.Listen != "" {
-		tl, err := listenTCP(s.cfg.Listen, s.cfg.TokenSHA256, s.log)
-		if err != nil {
-			return err
-		}
-		ln, where = tl, "tcp "+tl.Addr().String()
-		s.tokens = tl
-	} else {
-		ul, err := listenUnix(s.cfg.SocketPath, s.cfg.SocketMode)
-		if err != nil {
-			return err
-		}
+	s.ckpt.quiesce = make(chan quiesceOrder, 1)
+	s.takeIdentity(false)
+	if s.cfg.SocketPath != "" {
 		defer os.Remove(s.cfg.SocketPath)
-		ln = ul
 	}
-
-	var protos http.Protocols
-	protos.SetHTTP1(true)
-	protos.SetUnencryptedHTTP2(true)
-	srv := &http.Server{
-		Handler:           s.Handler(),
-		Protocols:         &protos,
-		ReadHeaderTimeout: 10 * time.Second,
-		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 1000},
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-		// A token change keeps the connection that asked for it.
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
+	srv, serveErr, err := s.serve()
+	if err != nil {
+		return err
 	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	s.log.Info("agent serving", "on", where, "pid", os.Getpid(), "uid", os.Getuid(), "kernel", s.kernel,
-		"oom_counter", s.oom.path)
-
 	var runErr error
 loop:
 	for {
@@ -259,15 +249,82 @@ loop:
 			if sig == syscall.SIGTERM {
 				break loop
 			}
+		case q := <-s.ckpt.quiesce:
+			// A save is coming: serve nobody until it is done. The prepare
+			// request's answer is let out first.
+			closeServer(srv, 500*time.Millisecond)
+			os.Remove(s.cfg.SocketPath)
+			select {
+			case <-q.done:
+			case <-ctx.Done():
+				break loop
+			}
+			if srv, serveErr, err = s.serve(); err != nil {
+				return err
+			}
 		}
 	}
 	s.terminateJobs()
-	shutCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	closeServer(srv, 2*time.Second)
+	return runErr
+}
+
+// serve listens (on the socket, or TCP) and serves on a new server until
+// it is closed; a serving error goes to the channel.
+func (s *Server) serve() (*http.Server, <-chan error, error) {
+	var ln net.Listener
+	where := s.cfg.SocketPath
+	if s.cfg.Listen != "" {
+		sum := s.cfg.TokenSHA256
+		if s.tokens != nil { // listening again after a save: the token now in force
+			s.tokens.mu.Lock()
+			sum = bytes.Clone(s.tokens.sum[:])
+			s.tokens.mu.Unlock()
+		}
+		tl, err := listenTCP(s.cfg.Listen, sum, s.log)
+		if err != nil {
+			return nil, nil, err
+		}
+		ln, where = tl, "tcp "+tl.Addr().String()
+		s.tokens = tl
+	} else {
+		ul, err := listenUnix(s.cfg.SocketPath, s.cfg.SocketMode)
+		if err != nil {
+			return nil, nil, err
+		}
+		ln = ul
+	}
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		Protocols:         &protos,
+		ReadHeaderTimeout: 10 * time.Second,
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 1000},
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		// A token change keeps the connection that asked for it.
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
+	}
+	serveErr := make(chan error, 1)
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			serveErr <- err
+		}
+	}()
+	s.log.Info("agent serving", "on", where, "pid", os.Getpid(), "uid", os.Getuid(), "kernel", s.kernel,
+		"oom_counter", s.oom.path)
+	return srv, serveErr, nil
+}
+
+// closeServer lets srv finish its requests for up to grace, then closes
+// every connection still open.
+func closeServer(srv *http.Server, grace time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	if err := srv.Shutdown(shutCtx); err != nil {
+	if err := srv.Shutdown(ctx); err != nil {
 		srv.Close()
 	}
-	return runErr
 }
 
 // terminateJobs refuses new jobs, asks running ones to stop and kills what

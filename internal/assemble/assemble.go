@@ -25,6 +25,7 @@ import (
 	"genesis.dev/sandbox/internal/mcp/servers"
 	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/skills"
+	"genesis.dev/sandbox/internal/snapshots"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/trace"
 )
@@ -90,6 +91,9 @@ type Stack struct {
 	Desktop *desktop.Manager
 	MCP     *servers.Manager
 	Skills  *skills.Manager
+	// Snapshots pauses, hibernates, snapshots, forks and rolls back
+	// sandboxes.
+	Snapshots *snapshots.Manager
 	// E2B and OpenSandbox are the compatibility adapters, nil when their
 	// settings disable them. An edge serves them after binding them to
 	// itself (their Bind).
@@ -260,9 +264,19 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.add("skills", s.Skills)
-	// internal/snapshots: its manager (over the control service, the
-	// driver and the store) is the next line, after the parts whose state
-	// a snapshot holds: s.Snapshots, err = snapshots.New(…); s.add("snapshots", s.Snapshots).
+	// Snapshots, after the parts whose state a snapshot holds: its hook
+	// removes a sandbox's own snapshots once they let go of it, and it
+	// closes (idle hibernations under way finish) before them.
+	snapDir := set.Snapshots.Dir
+	if !filepath.IsAbs(snapDir) {
+		snapDir = filepath.Join(set.DataDir, snapDir)
+	}
+	if s.Snapshots, err = snapshots.New(snapshots.Config{Lifecycle: s.Control, Driver: c.Driver, Store: c.Store, Dir: snapDir,
+		Retention: set.Snapshots.Retention, MaxPerTenant: set.Snapshots.MaxPerTenant, MaxBytesPerTenant: set.Snapshots.MaxBytesPerTenant,
+		MaxFork: set.Snapshots.MaxFork, Sessions: s.Jobs, Trace: rec, Now: c.Now, Logger: log}); err != nil {
+		return nil, err
+	}
+	s.add("snapshots", s.Snapshots)
 
 	if err := s.buildAdapters(set, log); err != nil {
 		return nil, err

@@ -62,21 +62,22 @@ func names(s *Stack, has func(part) bool) []string {
 // service's: the jobs before their services (a job's cancel ends a
 // service's jobs) and closed after them, the port proxy's connections
 // closed before the browser's sessions, the producers' hooks before the
-// trace ends a sandbox's trace, the recorders (browser, desktop) and the
+// trace ends a sandbox's trace, the snapshots closed (idle hibernations
+// finished) before the managers they use, the recorders (browser, desktop) and the
 // job followers closed before the trace and the control service.
 func TestOneOrderedList(t *testing.T) {
 	t.Parallel()
 	s := build(t, nil)
-	if s.E2B == nil || s.OpenSandbox == nil || s.Browser == nil || s.Desktop == nil || s.MCP == nil || s.Skills == nil || s.Trace == nil {
+	if s.E2B == nil || s.OpenSandbox == nil || s.Browser == nil || s.Desktop == nil || s.MCP == nil || s.Skills == nil || s.Trace == nil || s.Snapshots == nil {
 		t.Fatalf("a part is missing from the stack: %+v", s)
 	}
 	hooks := names(s, func(p part) bool { return p.hook != nil })
-	wantHooks := []string{"artifacts", "jobs", "services", "terminals", "ports", "browser", "desktop", "mcp-servers", "e2b", "opensandbox", "trace ending"}
+	wantHooks := []string{"artifacts", "jobs", "services", "terminals", "ports", "browser", "desktop", "mcp-servers", "snapshots", "e2b", "opensandbox", "trace ending"}
 	if !slices.Equal(hooks, wantHooks) {
 		t.Errorf("hooks in the order %v, want %v", hooks, wantHooks)
 	}
 	closers := names(s, func(p part) bool { return p.close != nil })
-	wantClosers := []string{"control", "trace", "jobs", "services", "browser", "desktop", "mcp-servers"}
+	wantClosers := []string{"control", "trace", "jobs", "services", "browser", "desktop", "mcp-servers", "snapshots"}
 	if !slices.Equal(closers, wantClosers) {
 		t.Errorf("parts with a Close %v, want %v", closers, wantClosers)
 	}

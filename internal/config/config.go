@@ -62,6 +62,8 @@ type Config struct {
 	Metrics Metrics `yaml:"metrics"`
 	// Trace configures the sandboxes' operation traces.
 	Trace Trace `yaml:"trace"`
+	// Snapshots configures pause, hibernation, snapshots and forks.
+	Snapshots Snapshots `yaml:"snapshots"`
 	// E2B configures the E2B SDK adapter under /e2b (docs/compat-e2b.md).
 	E2B E2B `yaml:"e2b"`
 	// OpenSandbox configures the OpenSandbox SDK adapter (docs/compat-opensandbox.md).
@@ -147,6 +149,22 @@ type Trace struct {
 	Screenshots string `yaml:"screenshots"`
 }
 
+// Snapshots configures the saved states of sandboxes (docs/snapshots.md).
+type Snapshots struct {
+	// Dir holds the snapshots' files; relative paths are under the data
+	// dir.
+	Dir string `yaml:"dir"`
+	// Retention is how long a snapshot is kept after it is taken (0: until
+	// it is deleted).
+	Retention time.Duration `yaml:"retention"`
+	// MaxPerTenant and MaxBytesPerTenant bound what one tenant keeps (0:
+	// no bound).
+	MaxPerTenant      int   `yaml:"max_per_tenant"`
+	MaxBytesPerTenant int64 `yaml:"max_bytes_per_tenant"`
+	// MaxFork bounds the copies of one fork.
+	MaxFork int `yaml:"max_fork"`
+}
+
 // Console configures the web console served at /console/.
 type Console struct {
 	// Enabled serves the console (default true); off, /console/ is an
@@ -203,6 +221,10 @@ type LeasePolicy struct {
 	// sandbox taken from the pool and still like its members is wiped and
 	// returned to it; anything else is destroyed).
 	OnRelease ReleaseAction `yaml:"on_release"`
+	// HibernateIdle, when not 0, hibernates a leased sandbox that has been
+	// idle (no job started, no state change) that long; the next call that
+	// needs it wakes it (docs/snapshots.md).
+	HibernateIdle time.Duration `yaml:"hibernate_idle"`
 }
 
 // ReleaseAction is a profile's lease.on_release.

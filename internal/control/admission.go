@@ -114,6 +114,15 @@ func (s *Service) holdCapacity(id string, release func()) {
 	h.holds[id] = capacityHold{release: release, seq: h.seq}
 }
 
+// holdsCapacity says whether sandbox id holds host capacity.
+func (s *Service) holdsCapacity(id string) bool {
+	h := &s.capacity
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.holds[id]
+	return ok
+}
+
 // releaseCapacity gives back what sandbox id holds (nothing if it holds
 // nothing).
 func (s *Service) releaseCapacity(id string) {

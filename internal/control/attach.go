@@ -104,6 +104,17 @@ func (s *Service) Attach(ctx context.Context, tenant, id string, o AttachOptions
 	if err := CheckReservation(sb, o.Reservation); err != nil {
 		return nil, err
 	}
+	if sb.State == sandbox.StateHibernated && (sb.Suspension == nil || sb.Suspension.Operation == "") {
+		// The next call that needs it wakes it.
+		if w := s.waker(); w != nil {
+			if sb, err = w.Wake(ctx, tenant, id); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if sb.State.Suspended() {
+		return nil, suspendedError(sb)
+	}
 	if !sb.State.Running() {
 		return nil, errdefs.WithCode(CodeNotRunning, fmt.Errorf(
 			"sandbox %s is %s; jobs, files and terminals are reachable only in running sandboxes: %w", sb.ID, sb.State, errdefs.ErrFailedPrecondition))

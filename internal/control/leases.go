@@ -36,6 +36,9 @@ type AcquireLeaseInput struct {
 	// packages, never from the API. The sandbox is destroyed when the
 	// lease ends.
 	Reserved string
+	// From, if set, starts the lease's sandbox from a saved state (always
+	// cold): for workload packages (a lease from a snapshot).
+	From *FromState
 }
 
 // LeaseOutput is a lease with the sandbox it holds.
@@ -128,7 +131,7 @@ func (s *Service) acquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	if err != nil {
 		return nil, err
 	}
-	warmOK := pl != nil && res == p.Resources && s.memberPolicy(p, netPol)
+	warmOK := pl != nil && res == p.Resources && s.memberPolicy(p, netPol) && in.From == nil
 	if warmOK {
 		if out, err := s.claimWarm(ctx, pl, claim, res); err == nil || !errors.Is(err, errdefs.ErrNotFound) {
 			return out, err
@@ -152,7 +155,7 @@ func (s *Service) acquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	sb, err := s.CreateSandbox(ctx, CreateSandboxInput{
 		Tenant: in.Tenant, Profile: p.Name, Runtime: in.Runtime, RiskLevel: in.RiskLevel,
 		Resources: coldRes, Env: in.Env, Metadata: in.Metadata, TTLSeconds: ttl, WaitSeconds: in.WaitSeconds,
-		Network: &netPol, Reserved: in.Reserved,
+		Network: &netPol, Reserved: in.Reserved, From: in.From,
 	})
 	if err != nil {
 		return nil, err

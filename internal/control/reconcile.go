@@ -113,6 +113,16 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 			continue
 		}
 		switch {
+		case r.Suspension != nil && r.Suspension.Operation != "":
+			// Its container comes and goes with the operation: the Recover
+			// hook of the package that suspends sandboxes finishes it.
+		case r.State == sandbox.StateHibernated:
+			// No container by design; its TTL still ends it.
+			if r.Expired(now) {
+				if err := s.destroy(ctx, r, "ttl expired"); err == nil {
+					rep.Expired++
+				}
+			}
 		case !hasContainer || !c.Running:
 			why, stopped := s.containerStopped(ctx, r)
 			if !stopped {
@@ -240,7 +250,7 @@ func (s *Service) removeStaleDirs(ctx context.Context) int {
 		sb, err := s.store.GetSandbox(ctx, "", id)
 		// A draining sandbox's directories go with its teardown; until then
 		// its agent may still work in them (a reset, on_release: reset).
-		if err == nil && (sb.State.Running() || sb.State == sandbox.StateCreated || sb.State == sandbox.StateStarting ||
+		if err == nil && (sb.State.Running() || sb.State.Suspended() || sb.State == sandbox.StateCreated || sb.State == sandbox.StateStarting ||
 			sb.State == sandbox.StateDraining) {
 			return true
 		}

@@ -54,8 +54,27 @@ type CreateSandboxInput struct {
 	// own from its first record on (sandbox.Sandbox.Reserved): for
 	// workload packages, never from the API.
 	Reserved string
+	// From, if set, starts the sandbox from a saved state (a snapshot):
+	// for workload packages, never from the API directly.
+	From *FromState
 	// poolMember makes a tenant-less idle warm-pool member with no expiry.
 	poolMember bool
+}
+
+// FromState is the saved state a new sandbox starts from.
+type FromState struct {
+	// Image, if set, replaces the profile's image (a runc snapshot's
+	// committed root filesystem).
+	Image string
+	// Restore brings processes, memory or root filesystem changes back
+	// (runsc).
+	Restore *driver.RestoreOrder
+	// Fill writes the workspace before the container starts; dir is its
+	// host directory.
+	Fill func(ctx context.Context, dir string) error
+	// Metadata is merged under the request's metadata (the snapshot's
+	// lineage).
+	Metadata map[string]string
 }
 
 // reservedMountTargets are container paths a read-only dir may not cover.
@@ -199,6 +218,11 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if err := ValidateEnv(in.Env); err != nil {
 		return nil, err
 	}
+	if in.From != nil && len(in.From.Metadata) > 0 {
+		md := maps.Clone(in.From.Metadata)
+		maps.Copy(md, in.Metadata)
+		in.Metadata = md
+	}
 	if err := ValidateMetadata(in.Metadata); err != nil {
 		return nil, err
 	}
@@ -229,6 +253,9 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 		return nil, errdefs.WithCode(policy.CodeRuntimeNotAllowed, invalid("unknown runtime %q (known: runc, runsc, kata-*)", in.Runtime))
 	}
 	ref, declared := imageRef(p)
+	if in.From != nil && in.From.Image != "" {
+		ref, declared = in.From.Image, true
+	}
 	if !declared {
 		return nil, errdefs.WithCode("image_not_built", fmt.Errorf(
 			"profile %s is declared but its image is not available: %s: %w", p.Name, buildCommand(p, false), errdefs.ErrFailedPrecondition))
@@ -340,7 +367,7 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	case <-wctx.Done():
 		return nil, s.failCreate(wctx, sb, fmt.Errorf("waiting for a create slot: %w", errdefs.ErrDeadlineExceeded))
 	}
-	out, err := s.startSandbox(wctx, sb, p, readOnly, roMounts)
+	out, err := s.startSandbox(wctx, sb, p, readOnly, roMounts, in.From)
 	if err == nil && in.poolMember {
 		err = s.warmUp(wctx, sb.ID)
 	}
@@ -407,7 +434,7 @@ func (s *Service) warmUp(ctx context.Context, id string) error {
 }
 
 var liveStates = []sandbox.State{sandbox.StateCreated, sandbox.StateStarting, sandbox.StateReady,
-	sandbox.StateLeased, sandbox.StateBusy, sandbox.StateIdle, sandbox.StateDraining}
+	sandbox.StateLeased, sandbox.StateBusy, sandbox.StateIdle, sandbox.StatePaused, sandbox.StateHibernated, sandbox.StateDraining}
 
 func parseUser(u string) (uid, gid int, err error) {
 	x, y, err := driver.ParseUser(u)
@@ -417,13 +444,61 @@ func parseUser(u string) (uid, gid int, err error) {
 	return int(x), int(y), nil
 }
 
-func (s *Service) startSandbox(ctx context.Context, sb *sandbox.Sandbox, p *config.Profile, readOnly bool, extra []driver.Mount) (*sandbox.Sandbox, error) {
-	uid, gid, err := parseUser(p.User)
+func (s *Service) startSandbox(ctx context.Context, sb *sandbox.Sandbox, p *config.Profile, readOnly bool, extra []driver.Mount, from *FromState) (*sandbox.Sandbox, error) {
+	spec, err := s.containerSpec(ctx, sb, p, readOnly, extra)
 	if err != nil {
 		return nil, err
 	}
-	env := make([]string, 0, len(sb.Env)+1)
-	env = append(env, agentproto.FileRootsEnv+"="+strings.Join(p.Roots(), ":"))
+	if from != nil {
+		spec.Container.Restore = from.Restore
+	}
+	cid, err := s.boxes.CreateSandbox(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	if from != nil && from.Fill != nil {
+		dir, err := s.WorkspaceDir(sb.ID)
+		if err == nil {
+			err = from.Fill(ctx, dir)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if _, err := s.setState(ctx, sb.ID, sandbox.StateStarting, func(x *sandbox.Sandbox) { x.ContainerID = cid }); err != nil {
+		return nil, err
+	}
+	if err := s.startContainer(ctx, sb.ID, cid); err != nil {
+		return nil, err
+	}
+	return s.setState(ctx, sb.ID, sandbox.StateReady, nil)
+}
+
+// startContainer starts a sandbox's container and waits for its agent.
+func (s *Service) startContainer(ctx context.Context, id, cid string) error {
+	if err := s.driver.Start(ctx, cid); err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.Intervals.AgentReadyTimeout)
+	defer cancel()
+	if _, err := s.agent(id).WaitReady(rctx, 2*time.Millisecond); err != nil {
+		st, ierr := s.driver.Inspect(ctx, cid)
+		if ierr == nil && !st.Running {
+			return fmt.Errorf("sandbox container exited (code %d) before its agent answered: %w", st.ExitCode, errdefs.ErrUnavailable)
+		}
+		return fmt.Errorf("agent did not answer within %v: %w", s.cfg.Intervals.AgentReadyTimeout, err)
+	}
+	return nil
+}
+
+// containerSpec is what a sandbox's container is made from.
+func (s *Service) containerSpec(ctx context.Context, sb *sandbox.Sandbox, p *config.Profile, readOnly bool, extra []driver.Mount) (driver.SandboxSpec, error) {
+	uid, gid, err := parseUser(p.User)
+	if err != nil {
+		return driver.SandboxSpec{}, err
+	}
+	env := make([]string, 0, len(sb.Env)+2)
+	env = append(env, agentproto.FileRootsEnv+"="+strings.Join(p.Roots(), ":"), agentproto.EnvSandboxID+"="+sb.ID)
 	for _, k := range sortedKeys(sb.Env) {
 		env = append(env, k+"="+sb.Env[k])
 	}
@@ -458,28 +533,9 @@ func (s *Service) startSandbox(ctx context.Context, sb *sandbox.Sandbox, p *conf
 		spec.Tmpfs = map[string]string{"/tmp": "rw,nosuid,nodev,size=64m,mode=1777"}
 	}
 	if err := s.prepareNetwork(ctx, sb, &spec); err != nil {
-		return nil, err
+		return driver.SandboxSpec{}, err
 	}
-	cid, err := s.boxes.CreateSandbox(ctx, driver.SandboxSpec{ID: sb.ID, Container: spec, UID: uid, GID: gid, DiskMB: sb.Resources.DiskMB})
-	if err != nil {
-		return nil, err
-	}
-	if _, err := s.setState(ctx, sb.ID, sandbox.StateStarting, func(x *sandbox.Sandbox) { x.ContainerID = cid }); err != nil {
-		return nil, err
-	}
-	if err := s.driver.Start(ctx, cid); err != nil {
-		return nil, err
-	}
-	rctx, cancel := context.WithTimeout(ctx, s.cfg.Intervals.AgentReadyTimeout)
-	defer cancel()
-	if _, err := s.agent(sb.ID).WaitReady(rctx, 2*time.Millisecond); err != nil {
-		st, ierr := s.driver.Inspect(ctx, cid)
-		if ierr == nil && !st.Running {
-			return nil, fmt.Errorf("sandbox container exited (code %d) before its agent answered: %w", st.ExitCode, errdefs.ErrUnavailable)
-		}
-		return nil, fmt.Errorf("agent did not answer within %v: %w", s.cfg.Intervals.AgentReadyTimeout, err)
-	}
-	return s.setState(ctx, sb.ID, sandbox.StateReady, nil)
+	return driver.SandboxSpec{ID: sb.ID, Container: spec, UID: uid, GID: gid, DiskMB: sb.Resources.DiskMB}, nil
 }
 
 // failCreate rolls back a half-made sandbox and records why it failed.

@@ -33,6 +33,32 @@ const (
 	AgentSocketRel = "agent.sock"
 )
 
+// RestoreRuntime is the OCI runtime, registered in Docker beside runsc
+// (cmd/genesis-runsc), that starts a container by restoring it from a
+// checkpoint when a restore order names one.
+const RestoreRuntime = "runsc-restore"
+
+// RestoreOrderDir is where the service leaves restore orders for
+// RestoreRuntime, one file per container: {container id}.json holding a
+// RestoreOrder.
+const RestoreOrderDir = "/run/genesis/restore"
+
+// RestoreOrder tells RestoreRuntime how to bring a container up from a
+// saved state instead of starting it fresh.
+type RestoreOrder struct {
+	// ImagePath, if set, is a checkpoint's directory (runsc checkpoint
+	// --image-path): the container's start restores it, processes and
+	// memory included.
+	ImagePath string `json:"image_path,omitempty"`
+	// Direct reads the image with O_DIRECT (runsc restore --direct).
+	Direct bool `json:"direct,omitempty"`
+	// RootfsUpperTar, if set, is a tar of a root filesystem's changes
+	// (runsc tar rootfs-upper) that the container's create lays over its
+	// image (gVisor's dev.gvisor.tar.rootfs.upper annotation); without
+	// ImagePath the container then starts fresh on those files.
+	RootfsUpperTar string `json:"rootfs_upper_tar,omitempty"`
+}
+
 // Driver is the contract of a runtime backend.
 type Driver interface {
 	// Name is the driver's name, e.g. "docker".
@@ -104,6 +130,10 @@ type Spec struct {
 	// net.ipv4.ip_unprivileged_port_start.
 	Sysctls  map[string]string
 	Hostname string
+	// Restore, if set, brings the container up from a saved state
+	// (RestoreOrder) instead of a fresh start: runsc only, through
+	// RestoreRuntime; the driver refuses it where it has no such runtime.
+	Restore *RestoreOrder
 }
 
 // Status is what the backend reports about one container.
@@ -125,15 +155,30 @@ type Status struct {
 	Networks map[string]string
 }
 
+// RuntimeFeatures are what the probe found a runtime can do to keep a
+// sandbox's state, each with a reason when absent.
+type RuntimeFeatures struct {
+	// Pause freezes a sandbox's processes in place (Pauser).
+	Pause Feature `json:"pause"`
+	// FSSnapshot saves and restores a sandbox's files: its workspace and
+	// its root filesystem's changes.
+	FSSnapshot Feature `json:"fs_snapshot"`
+	// MemoryCheckpoint saves and restores processes and memory
+	// (Checkpointer and Spec.Restore).
+	MemoryCheckpoint Feature `json:"memory_checkpoint"`
+}
+
 // RuntimeInfo is the probe result for one runtime.
 type RuntimeInfo struct {
-	Name      string    `json:"name"`
-	Path      string    `json:"path,omitempty"`
-	Version   string    `json:"version,omitempty"` // kernel reported inside, e.g. 4.19.0-gvisor
-	Healthy   bool      `json:"healthy"`           // a smoke container really started and ran
-	Error     string    `json:"error,omitempty"`
-	SmokeMS   int64     `json:"smoke_ms,omitempty"`
-	CheckedAt time.Time `json:"checked_at"`
+	// Features are the runtime's state-keeping features.
+	Features  RuntimeFeatures `json:"features"`
+	Name      string          `json:"name"`
+	Path      string          `json:"path,omitempty"`
+	Version   string          `json:"version,omitempty"` // kernel reported inside, e.g. 4.19.0-gvisor
+	Healthy   bool            `json:"healthy"`           // a smoke container really started and ran
+	Error     string          `json:"error,omitempty"`
+	SmokeMS   int64           `json:"smoke_ms,omitempty"`
+	CheckedAt time.Time       `json:"checked_at"`
 	// TimedOut says the smoke run failed only by missing its deadline
 	// (a busy host), not by an error of the runtime.
 	TimedOut bool `json:"-"`

@@ -67,6 +67,26 @@ type HostDirs interface {
 	Sweep(keep func(id string, age time.Duration) bool) int
 }
 
+// ContainerReplacer is implemented by sandboxers that can give an existing
+// sandbox a new container on the same directories: a hibernation removes
+// its container and keeps everything else, a wake or a rollback makes a new
+// one (Spec.Restore brings its state back). Its workspace is a host
+// directory the service may copy into and out of.
+type ContainerReplacer interface {
+	// NewContainer makes, but does not start, a new container for the
+	// existing sandbox spec.ID, as CreateSandbox makes its first.
+	NewContainer(ctx context.Context, spec SandboxSpec) (string, error)
+	// RemoveContainer removes the sandbox's container only (containerID;
+	// found by the sandbox's name when empty). Removing a missing one
+	// succeeds.
+	RemoveContainer(ctx context.Context, id, containerID string) error
+	// WorkspaceDir is the host directory mounted at /workspace.
+	WorkspaceDir(id string) string
+	// RunDir is the host directory mounted at AgentRunDir (the agent's
+	// socket directory).
+	RunDir(id string) string
+}
+
 // AgentRekeyer is implemented by sandboxers whose agents admit a
 // connection by a token (driver/kube): a sandbox's token can be replaced,
 // so that nobody who learnt the old one reaches the agent once the sandbox

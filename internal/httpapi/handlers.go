@@ -12,6 +12,7 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/snapshots"
 )
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
@@ -85,7 +86,20 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	in := createSandboxInput(tenantOf(r), r.Header.Get(api.HeaderIdempotencyKey), req)
 	start := time.Now()
-	sb, err := s.ctl.CreateSandbox(r.Context(), in)
+	var sb *sandbox.Sandbox
+	var made *snapshots.Made
+	var err error
+	if req.SnapshotID != "" {
+		if s.snaps == nil {
+			s.writeProblem(w, r, errdefs.WithCode("not_supported", fmt.Errorf("this service keeps no snapshots: %w", errdefs.ErrNotImplemented)))
+			return
+		}
+		if made, err = s.snaps.CreateFrom(r.Context(), req.SnapshotID, in); err == nil {
+			sb = made.Sandbox
+		}
+	} else {
+		sb, err = s.ctl.CreateSandbox(r.Context(), in)
+	}
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -93,7 +107,11 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	s.metrics.observeCreate(sb.Runtime, start)
 	w.Header().Set("ETag", etag(sb))
 	w.Header().Set("Location", "/v1/sandboxes/"+sb.ID)
-	writeJSON(w, http.StatusCreated, sandboxWire(sb))
+	out := sandboxWire(sb)
+	if made != nil {
+		out = madeWire(made)
+	}
+	writeJSON(w, http.StatusCreated, out)
 }
 
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {

@@ -64,6 +64,7 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 	st := h.Stack
 	srv, err := httpapi.New(httpapi.Config{
 		Metrics:      httpapi.NewMetrics(httpapi.MetricsConfig{TenantLabels: h.Cfg.Metrics.TenantLabels}),
+		Snapshots:    st.Snapshots,
 		PublicURL:    testPublicURL,
 		Previews:     st.Previews,
 		Trace:        st.Trace,

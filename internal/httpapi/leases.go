@@ -1,11 +1,14 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
 
 	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/snapshots"
 )
 
 func (s *Server) leaseRoutes() {
@@ -31,13 +34,26 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out, err := s.ctl.AcquireLease(r.Context(), in)
+	var out *control.LeaseOutput
+	var made *snapshots.Made
+	if req.SnapshotID != "" {
+		if s.snaps == nil {
+			s.writeProblem(w, r, errdefs.WithCode("not_supported", errdefs.Mark(fmt.Errorf("this service keeps no snapshots"), errdefs.ErrNotImplemented)))
+			return
+		}
+		out, made, err = s.snaps.LeaseFrom(r.Context(), req.SnapshotID, in)
+	} else {
+		out, err = s.ctl.AcquireLease(r.Context(), in)
+	}
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
 	l := leaseWire(out.Lease)
 	sb := sandboxWire(out.Sandbox)
+	if made != nil {
+		sb = madeWire(made)
+	}
 	l.Sandbox = &sb
 	if len(mcpReqs) > 0 {
 		l.MCPServers, err = s.startLeaseMCP(r, out.Lease.ID, mcpReqs)

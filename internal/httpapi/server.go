@@ -34,6 +34,7 @@ import (
 	"genesis.dev/sandbox/internal/mcp/servers"
 	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/skills"
+	"genesis.dev/sandbox/internal/snapshots"
 	"genesis.dev/sandbox/internal/tenant"
 	"genesis.dev/sandbox/internal/trace"
 )
@@ -79,6 +80,9 @@ type Config struct {
 	Trace *trace.Store
 	// Services, when set, reports the profile services on GET sandbox.
 	Services *jobs.Services
+	// Snapshots, when set, serves pause, hibernation, snapshots, forks and
+	// rollbacks.
+	Snapshots *snapshots.Manager
 	Logger   *slog.Logger
 	// E2B, when set, is served under /e2b; New binds it to this server
 	// (the key check).
@@ -122,6 +126,7 @@ type Server struct {
 	trace     *trace.Store
 	e2b       *e2b.Adapter
 	osb       *opensandbox.Adapter
+	snaps     *snapshots.Manager
 }
 
 type apiKey struct {
@@ -185,6 +190,7 @@ func New(cfg Config) (*Server, error) {
 	s.desktop = cfg.Desktop
 	s.viewer = console.NewViewer()
 	s.trace = cfg.Trace
+	s.snaps = cfg.Snapshots
 	if cfg.Ports != nil {
 		s.browser = cfg.Browser
 	}
@@ -267,6 +273,7 @@ func (s *Server) routesInit() {
 	s.browserRoutes()
 	s.desktopRoutes()
 	s.traceRoutes()
+	s.snapshotRoutes()
 	s.e2bRoutes()
 	s.openSandboxRoutes()
 }

@@ -19,6 +19,7 @@ import (
 	"genesis.dev/sandbox/internal/recording"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/skills"
+	"genesis.dev/sandbox/internal/snapshots"
 	"genesis.dev/sandbox/internal/tenant"
 	"genesis.dev/sandbox/internal/trace"
 )
@@ -81,6 +82,9 @@ func sandboxWire(sb *sandbox.Sandbox) api.Sandbox {
 		FailureReason: sb.FailureReason, ResourceVersion: strconv.FormatInt(sb.ResourceVersion, 10),
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: sb.ExpiresAt,
 		Network: networkSummaryWire(sb.Network), Reserved: sb.Reserved,
+	}
+	if su := sb.Suspension; su != nil {
+		out.Suspension = &api.Suspension{ResumeState: string(su.ResumeState), Operation: su.Operation, Memory: su.Memory, Since: su.Since}
 	}
 	if out.Metadata == nil {
 		out.Metadata = map[string]string{}
@@ -610,4 +614,24 @@ func mcpCatalogEntryWire(e *servers.Entry) api.MCPCatalogEntry {
 		Command: e.Command, Cwd: e.Cwd, Env: e.Env, Transport: e.Transport, Port: e.Port, Path: e.Path,
 		Permissions: api.MCPPermissions(e.Permissions), Tools: api.MCPToolRules(e.Tools), Pins: mcpPinsWire(e.Pins),
 		Owner: e.Owner, CreatedAt: e.CreatedAt}
+}
+
+func snapshotWire(sn *sandbox.Snapshot) api.Snapshot {
+	return api.Snapshot{ID: sn.ID, Name: sn.Name, SandboxID: sn.SandboxID, Parent: sn.Parent, State: string(sn.State),
+		Profile: sn.Profile, Runtime: string(sn.Runtime), RiskLevel: string(sn.RiskLevel), Resources: resourcesWire(sn.Resources),
+		Memory: sn.Memory, SizeBytes: sn.SizeBytes, Error: sn.Error, CreatedAt: sn.CreatedAt, ExpiresAt: sn.ExpiresAt}
+}
+
+// madeWire is a sandbox made from a snapshot as the API shows it.
+func madeWire(c *snapshots.Made) api.Sandbox {
+	sb := sandboxWire(c.Sandbox)
+	memory := c.Memory
+	sb.MemoryRestored = &memory
+	sb.SessionsFromSnapshot = c.Sessions
+	return sb
+}
+
+// forkInput is what each copy of a fork is made with (the count apart).
+func forkInput(req api.ForkRequest) control.CreateSandboxInput {
+	return control.CreateSandboxInput{TTLSeconds: req.TTLSeconds, Metadata: req.Metadata}
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
 	"slices"
 	"sort"
@@ -86,7 +87,12 @@ func fill(v reflect.Value, path string) {
 		m.SetMapIndex(k, e)
 		v.Set(m)
 	case reflect.Interface:
-		v.Set(reflect.ValueOf(path))
+		switch {
+		case v.Type() == reflect.TypeFor[error]():
+			v.Set(reflect.ValueOf(errors.New(path)))
+		case reflect.TypeFor[string]().AssignableTo(v.Type()):
+			v.Set(reflect.ValueOf(path))
+		}
 	case reflect.Struct:
 		for i := range v.NumField() {
 			f := v.Type().Field(i)
@@ -197,6 +203,9 @@ type conversion struct {
 	// unset are the answer's fields the conversion leaves zero, and why;
 	// dropped the source's fields it does not carry (mirrors), and why.
 	unset, dropped map[string]string
+	// part says the answer holds much more than the source gives it: only
+	// the source's side is checked.
+	part bool
 }
 
 func conv[S, W any](name string, f func(*S) W) conversion {
@@ -210,6 +219,11 @@ func (c conversion) mirrored(dropped map[string]string) conversion {
 
 func (c conversion) leaving(unset map[string]string) conversion {
 	c.unset = unset
+	return c
+}
+
+func (c conversion) partOf() conversion {
+	c.part = true
 	return c
 }
 
@@ -240,6 +254,7 @@ func wireConversions() []conversion {
 		caller          = "the caller's: every route answers for one tenant"
 		collectionTimes = "when the collection ran and its artifacts expire: each artifact carries its own"
 		background      = "the handler's choice between StartJob and Exec"
+		fromSnapshot    = "the handler's choice: the snapshots manager makes the sandbox from it"
 		notInExit       = "the job's (GET /v1/jobs/{id}), not its exit's"
 	)
 	exec := func(req *api.ExecRequest) jobs.ExecInput {
@@ -259,7 +274,18 @@ func wireConversions() []conversion {
 			prepared(func(src any) { src.(*control.ProfileView).ImagePresent = false }), // build_command is shown only then
 		conv("sandbox", sandboxWire).mirrored(map[string]string{
 			"ContainerID": "the driver's handle, never shown", "Instance": "the service replica that owns it, the service's own business",
-		}).leaving(map[string]string{"Endpoints": "getSandbox adds them from the profile", "Services": "getSandbox adds them from jobs.Services"}),
+			"Suspension.SnapshotID": "the service's own snapshot a hibernated sandbox wakes from, never shown",
+		}).leaving(map[string]string{"Endpoints": "getSandbox adds them from the profile", "Services": "getSandbox adds them from jobs.Services",
+			"MemoryRestored": "madeWire and the resume and rollback answers add it", "SessionsFromSnapshot": "madeWire adds it"}),
+		conv("sandbox made from a snapshot", madeWire).mirrored(map[string]string{
+			"Sandbox.ContainerID": "as sandbox", "Sandbox.Instance": "as sandbox", "Sandbox.Suspension.SnapshotID": "as sandbox",
+			"Err": "a copy that failed is an error of the fork, not a sandbox"}).
+			leaving(map[string]string{"Endpoints": "as sandbox", "Services": "as sandbox"}),
+		conv("snapshot", snapshotWire).mirrored(map[string]string{"Tenant": caller,
+			"Image":     "the image its sandbox ran: a sandbox made from it shows its own",
+			"Internal":  "the service's own snapshots (a fork's, a hibernation's) are never listed",
+			"Sessions":  "copied into each sandbox made from it (sessions_from_snapshot)",
+			"UpdatedAt": "the record's bookkeeping"}),
 		conv("job", jobWire).mirrored(map[string]string{"Tenant": caller}).leaving(map[string]string{"Artifacts": "jobWithArtifacts adds the artifact summary"}),
 		conv("exec result", execResultWire).prepared(setExec).leaving(map[string]string{"Artifacts": "execResult adds the artifact summary"}),
 		conv("lease", leaseWire).mirrored(map[string]string{"Tenant": caller}).leaving(map[string]string{
@@ -330,11 +356,15 @@ func wireConversions() []conversion {
 		// Wire → domain: every field of the body reaches the call.
 		conv("create sandbox", func(req *api.CreateSandboxRequest) control.CreateSandboxInput {
 			return createSandboxInput("t", "key", *req)
-		}).mirrored(nil).leaving(map[string]string{
-			"ReadOnlyDirs": "for workload packages, never from the API", "Reserved": "for workload packages, never from the API"}),
+		}).mirrored(map[string]string{"SnapshotID": fromSnapshot}).leaving(map[string]string{
+			"ReadOnlyDirs": "for workload packages, never from the API", "Reserved": "for workload packages, never from the API",
+			"From": "for workload packages (snapshots), never from the API"}),
 		conv("acquire lease", func(req *api.AcquireLeaseRequest) control.AcquireLeaseInput { return acquireLeaseInput("t", *req) }).
-			mirrored(map[string]string{"MCP": "mcpCreateIn, one by one (leaseMCPRequests)"}).
-			leaving(map[string]string{"Reserved": "for workload packages, never from the API"}),
+			mirrored(map[string]string{"MCP": "mcpCreateIn, one by one (leaseMCPRequests)", "SnapshotID": fromSnapshot}).
+			leaving(map[string]string{"Reserved": "for workload packages, never from the API",
+				"From": "for workload packages (snapshots), never from the API"}),
+		conv("fork", func(req *api.ForkRequest) control.CreateSandboxInput { return forkInput(*req) }).
+			mirrored(map[string]string{"Count": "the fork's own argument"}).partOf(), // the rest of each copy is the sandbox's
 		conv("exec", exec).prepared(func(src any) { src.(*api.ExecRequest).StdinBase64 = "" }).
 			mirrored(map[string]string{"Background": background, "StdinBase64": "exclusive with stdin: the case below"}).
 			leaving(execUnset),
@@ -374,6 +404,9 @@ func TestWireConversions(t *testing.T) {
 			t.Parallel()
 			out := reflect.ValueOf(c.convert(c.source()))
 			for _, z := range zeros(out, "") {
+				if c.part {
+					break
+				}
 				if !listed(c.unset, z) {
 					t.Errorf("%s: the answer's %s stays zero though every field of %s is set: carry it in wire.go (or list it in unset, with why)", c.name, z, c.from)
 				}

@@ -199,6 +199,10 @@ func (s *Manager) followed(jobID string) *control.Attachment {
 	return s.following[jobID]
 }
 
+// suspendedPoll is how often a job's follower looks whether its paused or
+// hibernated sandbox runs again.
+const suspendedPoll = 500 * time.Millisecond
+
 func (s *Manager) follow(att *control.Attachment, jobID string, mask *masker, first streamFunc) {
 	ctx := s.bgCtx
 	sandboxID, ag := att.Sandbox.ID, att.Agent
@@ -292,6 +296,16 @@ func (s *Manager) follow(att *control.Attachment, jobID string, mask *masker, fi
 			x := agentproto.ExitResult{ExitCode: -1, ExitReason: string(sandbox.ExitCanceled), Signal: "SIGKILL"}
 			_ = s.finishJob(ctx, jobID, x)
 			return
+		}
+		if gerr == nil && sb.State.Suspended() {
+			// Paused or hibernated: its jobs come back with it (a wake from
+			// files only finds the agent without them: lost, above).
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(suspendedPoll):
+			}
+			continue
 		}
 		if gerr != nil || !sb.State.Running() {
 			_ = s.finishJob(ctx, jobID, lostExit("the sandbox is no longer running"))

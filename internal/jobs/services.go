@@ -153,8 +153,8 @@ func (v *Services) Recover(ctx context.Context) error {
 		return err
 	}
 	for _, sb := range list {
-		if !sb.State.Running() {
-			continue
+		if !sb.State.Running() && !sb.State.Suspended() {
+			continue // a suspended sandbox's services come back with it
 		}
 		p, ok := v.m.sbx.ProfileConfig(sb.Profile)
 		if !ok || len(p.Services) == 0 {

@@ -311,10 +311,10 @@ var rules = []rule{
 	},
 	{
 		Pkg:    "internal/snapshots",
-		Why:    "snapshots is a workload package: control, driver, store, agentclient, sandbox, config and errdefs; no API or other workload",
+		Why:    "snapshots is a workload package: control, driver, store, agentclient, sandbox, config and errdefs, and trace (the leaf every producer records through); no API or other workload",
 		Forbid: concat([]string{"internal/httpapi", "client", "cmd/..."}, without(workloads, "internal/snapshots")),
 		Only: []string{"internal/control", "internal/driver", "internal/store", "internal/agent/agentclient", "internal/sandbox",
-			"internal/config", "internal/errdefs"},
+			"internal/config", "internal/errdefs", "internal/trace"},
 		External: []string{},
 	},
 	{

@@ -10,30 +10,41 @@ import (
 type State string
 
 // Sandbox states. created → starting → ready → (leased ⇄ busy ⇄ idle) →
-// draining → destroyed, and any non-final state → failed.
+// draining → destroyed, and any non-final state → failed. A running
+// sandbox may be paused (its processes frozen, its memory held) or
+// hibernated (its state on disk, no container) and come back to the state
+// it left (Suspension.ResumeState).
 const (
-	StateCreated   State = "created"
-	StateStarting  State = "starting"
-	StateReady     State = "ready"
-	StateLeased    State = "leased"
-	StateBusy      State = "busy"
-	StateIdle      State = "idle"
-	StateDraining  State = "draining"
-	StateDestroyed State = "destroyed"
-	StateFailed    State = "failed"
+	StateCreated    State = "created"
+	StateStarting   State = "starting"
+	StateReady      State = "ready"
+	StateLeased     State = "leased"
+	StateBusy       State = "busy"
+	StateIdle       State = "idle"
+	StatePaused     State = "paused"
+	StateHibernated State = "hibernated"
+	StateDraining   State = "draining"
+	StateDestroyed  State = "destroyed"
+	StateFailed     State = "failed"
 )
 
 // AllStates lists every state in lifecycle order.
-var AllStates = []State{StateCreated, StateStarting, StateReady, StateLeased, StateBusy, StateIdle, StateDraining, StateDestroyed, StateFailed}
+var AllStates = []State{StateCreated, StateStarting, StateReady, StateLeased, StateBusy, StateIdle, StatePaused, StateHibernated,
+	StateDraining, StateDestroyed, StateFailed}
 
 // transitions is the one table of allowed sandbox state changes.
 var transitions = map[State][]State{
 	StateCreated:  {StateStarting, StateDraining, StateDestroyed, StateFailed},
 	StateStarting: {StateReady, StateDraining, StateDestroyed, StateFailed},
-	StateReady:    {StateLeased, StateBusy, StateIdle, StateDraining, StateDestroyed, StateFailed},
-	StateLeased:   {StateBusy, StateIdle, StateReady, StateDraining, StateDestroyed, StateFailed},
-	StateBusy:     {StateLeased, StateIdle, StateReady, StateDraining, StateDestroyed, StateFailed},
-	StateIdle:     {StateLeased, StateBusy, StateReady, StateDraining, StateDestroyed, StateFailed},
+	StateReady:    {StateLeased, StateBusy, StateIdle, StatePaused, StateDraining, StateDestroyed, StateFailed},
+	StateLeased:   {StateBusy, StateIdle, StateReady, StatePaused, StateDraining, StateDestroyed, StateFailed},
+	StateBusy:     {StateLeased, StateIdle, StateReady, StatePaused, StateDraining, StateDestroyed, StateFailed},
+	StateIdle:     {StateLeased, StateBusy, StateReady, StatePaused, StateDraining, StateDestroyed, StateFailed},
+	// Every suspension starts as paused (nothing new reaches inside) and
+	// ends in the state the sandbox left; a hibernation goes on from
+	// paused to hibernated once its state is on disk.
+	StatePaused:     {StateReady, StateLeased, StateBusy, StateIdle, StateHibernated, StateDraining, StateDestroyed, StateFailed},
+	StateHibernated: {StatePaused, StateReady, StateLeased, StateBusy, StateIdle, StateDraining, StateDestroyed, StateFailed},
 	// draining → ready → idle: a reset pool member returns to its pool
 	// (on_release: reset), ready (nobody's, not claimable) while its ready
 	// hooks run, as a new member is; every other draining sandbox is
@@ -45,6 +56,9 @@ var transitions = map[State][]State{
 
 // Valid reports whether s is a known state.
 func (s State) Valid() bool { _, ok := transitions[s]; return ok }
+
+// Suspended reports whether a sandbox in state s is paused or hibernated.
+func (s State) Suspended() bool { return s == StatePaused || s == StateHibernated }
 
 // Final reports whether no further transition leaves s.
 func (s State) Final() bool { return s == StateDestroyed }

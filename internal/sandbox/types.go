@@ -109,6 +109,25 @@ type Sandbox struct {
 	// such a sandbox is destroyed when it ends, never reset for another
 	// holder.
 	Reserved string `json:"reserved,omitempty"`
+	// Suspension is set while the sandbox is paused or hibernated, or on
+	// its way there or back.
+	Suspension *Suspension `json:"suspension,omitempty"`
+}
+
+// Suspension is what the service keeps of a paused or hibernated sandbox.
+type Suspension struct {
+	// ResumeState is the state the sandbox returns to.
+	ResumeState State `json:"resume_state"`
+	// Operation is the operation under way (pausing, hibernating, waking,
+	// rolling back), or "" once it is done: a crash leaves it set, and the
+	// reconciler finishes or undoes it.
+	Operation string `json:"operation,omitempty"`
+	// SnapshotID is the service's own snapshot a hibernated sandbox wakes
+	// from.
+	SnapshotID string `json:"snapshot_id,omitempty"`
+	// Memory says the sandbox comes back with its processes and memory.
+	Memory bool      `json:"memory"`
+	Since  time.Time `json:"since"`
 }
 
 // Expired reports whether the sandbox's TTL has passed at now.

@@ -45,6 +45,10 @@ func CloneSandbox(sb *sandbox.Sandbox) *sandbox.Sandbox {
 		t := *sb.ExpiresAt
 		c.ExpiresAt = &t
 	}
+	if sb.Suspension != nil {
+		su := *sb.Suspension
+		c.Suspension = &su
+	}
 	return &c
 }
 
@@ -53,6 +57,9 @@ func CloneSandbox(sb *sandbox.Sandbox) *sandbox.Sandbox {
 func NormalizeSandbox(sb *sandbox.Sandbox) {
 	sb.CreatedAt, sb.UpdatedAt = sb.CreatedAt.UTC(), sb.UpdatedAt.UTC()
 	sb.ExpiresAt = UTCPtr(sb.ExpiresAt)
+	if sb.Suspension != nil {
+		sb.Suspension.Since = sb.Suspension.Since.UTC()
+	}
 	if len(sb.Env) == 0 {
 		sb.Env = nil
 	}

@@ -61,6 +61,7 @@ type Store interface {
 	PoolReturn
 	Skills
 	MCPCatalog
+	Snapshots
 }
 
 // SandboxFilter selects sandboxes. Zero fields match everything.

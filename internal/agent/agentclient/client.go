@@ -252,6 +252,13 @@ func decodeError(method, path string, resp *http.Response) error {
 		class = errdefs.ErrBadGateway
 	case http.StatusRequestEntityTooLarge:
 		class = errdefs.ErrTooLarge
+	case http.StatusNotImplemented:
+		// What the agent cannot do here, with its reason's code.
+		err := fmt.Errorf("agentclient: %s %s: agent answered %d: %s: %w", method, path, resp.StatusCode, msg, errdefs.ErrNotImplemented)
+		if e.Code != "" {
+			return errdefs.WithCode(e.Code, err)
+		}
+		return err
 	}
 	return newAgentError(method, path, resp.StatusCode, msg, class)
 }

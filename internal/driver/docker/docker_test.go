@@ -172,6 +172,26 @@ func TestProbe(t *testing.T) {
 	if !p.Checkpoint.Supported && p.Checkpoint.Reason == "" {
 		t.Errorf("Checkpoint unsupported without reason: %+v", p.Checkpoint)
 	}
+	// What each runtime keeps: pause and files on both, processes and
+	// memory under runsc only (a smoke save and restore decided it).
+	registered, err := d.RegisteredRuntimes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range rts {
+		ri, _ := p.Runtime(rt)
+		f := ri.Features
+		if !f.Pause.Supported || !f.FSSnapshot.Supported && f.FSSnapshot.Reason == "" {
+			t.Errorf("runtime %s features %+v", rt, f)
+		}
+		switch {
+		case rt == sandbox.RuntimeRunc && (f.MemoryCheckpoint.Supported || f.MemoryCheckpoint.Reason == "" || !f.FSSnapshot.Supported):
+			t.Errorf("runc features %+v: want files only, with a reason for memory", f)
+		case rt == sandbox.RuntimeRunsc && registered[driver.RestoreRuntime] != "" &&
+			(!f.MemoryCheckpoint.Supported || !strings.Contains(f.MemoryCheckpoint.Method, "smoke restore") || !p.Checkpoint.Supported):
+			t.Errorf("runsc features %+v: want memory checkpoints, proved by a smoke restore", f)
+		}
+	}
 }
 
 func TestProbeWithoutAgentReportsRuntimesUnhealthy(t *testing.T) {

@@ -49,6 +49,13 @@ type Config struct {
 	// runs on the daemon's host: bind-mount sources are then translated
 	// to where the daemon finds them.
 	Self *SelfContainer
+	// RuntimeRoot is where the daemon's runc shim keeps its runtimes'
+	// state (runsc --root; default DefaultRuntimeRoot).
+	RuntimeRoot string
+	// RestoreOrderDir is where restore orders are left for the
+	// runsc-restore runtime (default driver.RestoreOrderDir; the runtime's
+	// --genesis-restore-dir must name the same directory).
+	RestoreOrderDir string
 	// Logger receives operational logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -218,7 +225,7 @@ func buildCreate(spec driver.Spec) (createRequest, error) {
 		SecurityOpt:    []string{"no-new-privileges:true"},
 		ReadonlyRootfs: spec.ReadOnly,
 		Tmpfs:          maps.Clone(spec.Tmpfs),
-		Runtime:        string(spec.Runtime),
+		Runtime:        runtimeOf(spec),
 		Init:           &initFalse,
 		NanoCpus:       int64(math.Round(r.CPU * 1e9)),
 		Sysctls:        maps.Clone(spec.Sysctls),
@@ -334,11 +341,23 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (string, error) {
 	if err == nil {
 		err = checkHardening(body.HostConfig, raw.HostConfig)
 	}
+	if err == nil && spec.Restore != nil {
+		err = d.writeRestoreOrder(created.ID, spec.Restore)
+	}
 	if err != nil {
 		d.rollback(ctx, created.ID)
 		return "", fmt.Errorf("docker: create container %s: %w", spec.Name, err)
 	}
 	return created.ID, nil
+}
+
+// runtimeOf is the OCI runtime of a container for spec: a restore goes
+// through driver.RestoreRuntime (runsc that restores at start).
+func runtimeOf(spec driver.Spec) string {
+	if spec.Restore != nil {
+		return driver.RestoreRuntime
+	}
+	return string(spec.Runtime)
 }
 
 // createFailed classifies a failed create call and, when the outcome is
@@ -402,8 +421,10 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 	if err := validID(id); err != nil {
 		return err
 	}
-	ctx, cancel := d.callCtx(ctx, 0)
+	// A restore reads its image in the call: allow for a large one.
+	ctx, cancel := d.callCtx(ctx, time.Minute)
 	defer cancel()
+	defer d.dropRestoreOrder(id) // read (or not needed) once started
 	err := d.api.call(ctx, request{op: "start container " + id, method: http.MethodPost, path: "/containers/" + id + "/start"}, nil)
 	if statusOf(err) == http.StatusNotModified {
 		return nil
@@ -435,6 +456,7 @@ func (d *Driver) Remove(ctx context.Context, id string) error {
 	if err := validID(id); err != nil {
 		return err
 	}
+	defer d.dropRestoreOrder(id)
 	ctx, cancel := d.callCtx(ctx, 0)
 	defer cancel()
 	q := url.Values{"force": {"1"}, "v": {"1"}}

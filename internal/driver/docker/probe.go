@@ -56,7 +56,6 @@ func (d *Driver) Probe(ctx context.Context) (driver.ProbeResult, error) {
 	res.APIVersion = ver.APIVersion
 	res.KernelVersion = info.KernelVersion
 	res.CgroupVersion = info.CgroupVersion
-	res.Checkpoint = checkpointFeature(info.ExperimentalBuild)
 	res.DiskQuota = diskQuotaFeature()
 
 	names := slices.Sorted(maps.Keys(info.Runtimes))
@@ -72,11 +71,18 @@ func (d *Driver) Probe(ctx context.Context) (driver.ProbeResult, error) {
 			} else {
 				d.smoke(ctx, &ri)
 			}
+			ri.Features = d.stateFeatures(ctx, &ri, info)
 			ri.CheckedAt = time.Now().UTC()
 			res.Runtimes[i] = ri
 		})
 	}
 	wg.Wait()
+	res.Checkpoint = driver.Feature{Reason: "no runtime saves processes and memory"}
+	for _, r := range res.Runtimes {
+		if r.Features.MemoryCheckpoint.Supported {
+			res.Checkpoint = r.Features.MemoryCheckpoint
+		}
+	}
 	for _, r := range res.Runtimes {
 		if r.Healthy {
 			res.Healthy = true
@@ -99,16 +105,6 @@ func (d *Driver) daemonFacts(ctx context.Context) (infoResponse, versionInfo, er
 	}
 	ver, err := d.api.serverVersion(ctx)
 	return info, ver, err
-}
-
-func checkpointFeature(experimental bool) driver.Feature {
-	if !experimental {
-		return driver.Feature{Reason: "docker daemon is not an experimental build"}
-	}
-	if _, err := exec.LookPath("criu"); err != nil {
-		return driver.Feature{Reason: "criu is not on PATH"}
-	}
-	return driver.Feature{Supported: true, Method: "criu"}
 }
 
 func diskQuotaFeature() driver.Feature {

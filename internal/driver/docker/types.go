@@ -45,6 +45,7 @@ type createResponse struct {
 type containerState struct {
 	Status     string `json:"Status"`
 	Running    bool   `json:"Running"`
+	Paused     bool   `json:"Paused"`
 	OOMKilled  bool   `json:"OOMKilled"`
 	Pid        int    `json:"Pid"`
 	ExitCode   int    `json:"ExitCode"`
@@ -96,7 +97,8 @@ type infoResponse struct {
 	ExperimentalBuild bool   `json:"ExperimentalBuild"`
 	DefaultRuntime    string `json:"DefaultRuntime"`
 	Runtimes          map[string]struct {
-		Path string `json:"path"`
+		Path string   `json:"path"`
+		Args []string `json:"runtimeArgs"`
 	} `json:"Runtimes"`
 }
 

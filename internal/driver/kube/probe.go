@@ -41,7 +41,7 @@ func (d *Driver) Probe(ctx context.Context) (driver.ProbeResult, error) {
 	slices.Sort(rts)
 	for _, rt := range rts {
 		rc := d.cfg.RuntimeClasses[sandbox.Runtime(rt)]
-		ri := driver.RuntimeInfo{Name: rt, Path: "runtimeclass/" + rc, CheckedAt: time.Now().UTC()}
+		ri := driver.RuntimeInfo{Name: rt, Path: "runtimeclass/" + rc, CheckedAt: time.Now().UTC(), Features: stateFeatures}
 		if rc == "" {
 			ri.Path = "the cluster's default handler"
 		} else if _, err := d.cs.NodeV1().RuntimeClasses().Get(ctx, rc, metav1.GetOptions{}); err != nil {
@@ -158,4 +158,15 @@ func (d *Driver) events(ctx context.Context, name string) string {
 	}
 	b, _ := json.Marshal(out)
 	return string(b)
+}
+
+// stateFeatures: the kubelet offers no freeze of a Pod, a Pod's files live
+// on its node, and memory checkpoints of Pods are not exposed (gVisor's
+// containerd shim and Kubernetes' pod checkpointing are not released for
+// this), so none of them is offered on Kubernetes yet; the API answers 501
+// with these reasons.
+var stateFeatures = driver.RuntimeFeatures{
+	Pause:            driver.Feature{Reason: "Kubernetes offers no way to freeze a Pod's processes through the kubelet"},
+	FSSnapshot:       driver.Feature{Reason: "the Kubernetes driver keeps no snapshots of a Pod's files yet (they live on its node)"},
+	MemoryCheckpoint: driver.Feature{Reason: "Kubernetes exposes no checkpoint and restore of a Pod's memory here"},
 }

@@ -41,9 +41,10 @@ type Sandboxer struct {
 }
 
 var (
-	_ driver.Sandboxer     = (*Sandboxer)(nil)
-	_ driver.QuotaReporter = (*Sandboxer)(nil)
-	_ driver.HostDirs      = (*Sandboxer)(nil)
+	_ driver.Sandboxer         = (*Sandboxer)(nil)
+	_ driver.QuotaReporter     = (*Sandboxer)(nil)
+	_ driver.HostDirs          = (*Sandboxer)(nil)
+	_ driver.ContainerReplacer = (*Sandboxer)(nil)
 )
 
 // New returns a Sandboxer; it creates nothing until the first sandbox.
@@ -148,15 +149,43 @@ func (l *Sandboxer) CreateSandbox(ctx context.Context, spec driver.SandboxSpec) 
 			return "", err
 		}
 	}
+	return l.NewContainer(ctx, spec)
+}
+
+// NewContainer makes the container of sandbox spec.ID on its existing
+// directories: the agent as PID 1 listening on a socket in the run
+// directory, the workspace at /workspace.
+func (l *Sandboxer) NewContainer(ctx context.Context, spec driver.SandboxSpec) (string, error) {
+	id := spec.ID
 	c := spec.Container
+	if c.Restore != nil && c.Restore.ImagePath != "" {
+		if err := l.placeSocket(id, spec.UID, spec.GID); err != nil {
+			return "", err
+		}
+	}
 	c.Cmd = []string{driver.AgentBinary, "serve", "--socket", driver.AgentRunDir + "/" + driver.AgentSocketRel}
 	c.Mounts = append([]driver.Mount{
 		{Source: l.agentDir, Target: driver.AgentMountDir, ReadOnly: true},
-		{Source: runDir, Target: driver.AgentRunDir},
-		{Source: wsDir, Target: "/workspace"},
+		{Source: filepath.Join(l.SandboxDir(id), "run"), Target: driver.AgentRunDir},
+		{Source: l.workspaceDir(id), Target: "/workspace"},
 	}, c.Mounts...)
 	return l.d.Create(ctx, c)
 }
+
+// RemoveContainer removes the sandbox's container and keeps its
+// directories.
+func (l *Sandboxer) RemoveContainer(ctx context.Context, id, containerID string) error {
+	if containerID == "" {
+		containerID = "genesis-" + id
+	}
+	return l.d.Remove(ctx, containerID)
+}
+
+// WorkspaceDir is the host directory mounted at /workspace.
+func (l *Sandboxer) WorkspaceDir(id string) string { return l.workspaceDir(id) }
+
+// RunDir is the host directory of the agent's socket.
+func (l *Sandboxer) RunDir(id string) string { return filepath.Join(l.SandboxDir(id), "run") }
 
 // RemoveSandbox removes the container and the sandbox's directory.
 func (l *Sandboxer) RemoveSandbox(ctx context.Context, id, containerID string) error {
@@ -215,4 +244,26 @@ func (l *Sandboxer) Sweep(keep func(id string, age time.Duration) bool) int {
 		}
 	}
 	return n
+}
+
+// placeSocket leaves a socket file where the agent listens, in a run
+// directory it has not listened in yet: the saved state of a sandbox
+// restored there still names the agent's socket (gVisor re-walks the files
+// its processes knew), and a restore into a directory without it fails.
+// The restored agent replaces it with its own.
+func (l *Sandboxer) placeSocket(id string, uid, gid int) error {
+	p := l.socketPath(id)
+	if _, err := os.Lstat(p); err == nil {
+		return nil
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: p, Net: "unix"})
+	if err != nil {
+		return fmt.Errorf("placing the agent's socket for a restore: %v: %w", err, errdefs.ErrUnavailable)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
+	if err := os.Lchown(p, uid, gid); err != nil {
+		return fmt.Errorf("placing the agent's socket for a restore: %v: %w", err, errdefs.ErrUnavailable)
+	}
+	return nil
 }

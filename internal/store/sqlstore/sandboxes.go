@@ -12,12 +12,12 @@ import (
 )
 
 const sandboxColumns = `id, tenant, profile, runtime, risk_level, state, image, resources, env, metadata,
-	container_id, failure_reason, resource_version, created_at, updated_at, expires_at, instance, reserved`
+	container_id, failure_reason, resource_version, created_at, updated_at, expires_at, instance, reserved, suspension`
 
 // sandboxRow is a sandbox in its stored form.
 type sandboxRow struct {
 	id, tenant, profile, runtime, riskLevel, state, image string
-	resources, env, metadata                              sql.NullString
+	resources, env, metadata, suspension                  sql.NullString
 	containerID, failureReason                            string
 	resourceVersion                                       int64
 	createdAt, updatedAt, expiresAt                       any
@@ -41,6 +41,9 @@ func (s *Store) encodeSandbox(sb *sandbox.Sandbox) (*sandboxRow, error) {
 	if r.metadata, err = encodeJSON("metadata", sb.Metadata, len(sb.Metadata) == 0); err != nil {
 		return nil, err
 	}
+	if r.suspension, err = encodeJSON("suspension", sb.Suspension, sb.Suspension == nil); err != nil {
+		return nil, err
+	}
 	if r.createdAt, err = s.encodeTime("created_at", sb.CreatedAt); err != nil {
 		return nil, err
 	}
@@ -58,11 +61,12 @@ func scanSandbox(row scanner) (*sandbox.Sandbox, error) {
 		sb                        sandbox.Sandbox
 		runtime, risk, state      string
 		resources, env, metadata  sql.NullString
+		suspension                sql.NullString
 		created, updated, expires dbTime
 	)
 	if err := row.Scan(&sb.ID, &sb.Tenant, &sb.Profile, &runtime, &risk, &state, &sb.Image,
 		&resources, &env, &metadata, &sb.ContainerID, &sb.FailureReason, &sb.ResourceVersion,
-		&created, &updated, &expires, &sb.Instance, &sb.Reserved); err != nil {
+		&created, &updated, &expires, &sb.Instance, &sb.Reserved, &suspension); err != nil {
 		return nil, err
 	}
 	sb.Runtime, sb.RiskLevel, sb.State = sandbox.Runtime(runtime), sandbox.RiskLevel(risk), sandbox.State(state)
@@ -75,6 +79,12 @@ func scanSandbox(row scanner) (*sandbox.Sandbox, error) {
 	}
 	if err := decodeJSON("metadata", metadata, &sb.Metadata); err != nil {
 		return nil, err
+	}
+	if err := decodeJSON("suspension", suspension, &sb.Suspension); err != nil {
+		return nil, err
+	}
+	if sb.Suspension != nil {
+		sb.Suspension.Since = sb.Suspension.Since.UTC()
 	}
 	return &sb, nil
 }
@@ -91,9 +101,9 @@ func (s *Store) CreateSandbox(ctx context.Context, sb *sandbox.Sandbox) error {
 	}
 	r.resourceVersion = 1
 	_, err = s.writer.ExecContext(ctx, s.q(`INSERT INTO sandboxes (`+sandboxColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		r.id, r.tenant, r.profile, r.runtime, r.riskLevel, r.state, r.image, r.resources, r.env, r.metadata,
-		r.containerID, r.failureReason, r.resourceVersion, r.createdAt, r.updatedAt, r.expiresAt, r.instance, r.reserved)
+		r.containerID, r.failureReason, r.resourceVersion, r.createdAt, r.updatedAt, r.expiresAt, r.instance, r.reserved, r.suspension)
 	if err != nil {
 		if s.isUniqueViolation(err) {
 			return fmt.Errorf("sandbox %s: %w", sb.ID, errdefs.ErrAlreadyExists)
@@ -202,10 +212,10 @@ func (s *Store) UpdateSandbox(ctx context.Context, id string, ifVersion int64, n
 		}
 		res, err := tx.ExecContext(ctx, s.q(`UPDATE sandboxes SET profile = ?, runtime = ?, risk_level = ?, state = ?,
 			image = ?, resources = ?, env = ?, metadata = ?, container_id = ?, failure_reason = ?,
-			resource_version = ?, updated_at = ?, expires_at = ?
+			resource_version = ?, updated_at = ?, expires_at = ?, suspension = ?
 			WHERE id = ? AND resource_version = ?`),
 			r.profile, r.runtime, r.riskLevel, r.state, r.image, r.resources, r.env, r.metadata,
-			r.containerID, r.failureReason, r.resourceVersion, r.updatedAt, r.expiresAt,
+			r.containerID, r.failureReason, r.resourceVersion, r.updatedAt, r.expiresAt, r.suspension,
 			cur.ID, cur.ResourceVersion)
 		if err != nil {
 			return nil, s.dbError(ctx, "update sandbox "+id, err)

@@ -64,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ReservedSandbox", testReservedSandbox},
 		{"Skills", testSkills},
 		{"MCPCatalog", testMCPCatalog},
+		{"Snapshots", testSnapshots},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -216,6 +217,11 @@ func checkSandbox(t *testing.T, what string, got, want *sandbox.Sandbox) {
 	d.eq("Instance", got.Instance, want.Instance)
 	d.eq("FailureReason", got.FailureReason, want.FailureReason)
 	d.eq("ResourceVersion", got.ResourceVersion, want.ResourceVersion)
+	if (got.Suspension == nil) != (want.Suspension == nil) {
+		d.eq("Suspension", got.Suspension, want.Suspension)
+	} else if got.Suspension != nil {
+		d.eq("Suspension", *got.Suspension, *want.Suspension)
+	}
 	d.time("CreatedAt", got.CreatedAt, want.CreatedAt)
 	d.time("UpdatedAt", got.UpdatedAt, want.UpdatedAt)
 	d.optTime("ExpiresAt", got.ExpiresAt, want.ExpiresAt)
@@ -298,9 +304,14 @@ func testSandboxRoundTrip(t *testing.T, s store.Store) {
 		CreatedAt:       base.In(east),
 		UpdatedAt:       base.Add(1).In(west),
 		ExpiresAt:       &expires,
+		Suspension: &sandbox.Suspension{ResumeState: sandbox.StateLeased, Operation: "hibernating", SnapshotID: "snap_0123456789abcdef",
+			Memory: true, Since: base.Add(2).In(east)},
 	}
 	want := *full
 	want.ResourceVersion = 1
+	su := *full.Suspension
+	su.Since = su.Since.UTC()
+	want.Suspension = &su
 	want.Env = maps.Clone(full.Env)
 	want.Metadata = maps.Clone(full.Metadata)
 	mustCreateSandbox(t, s, full)
