@@ -52,6 +52,31 @@ type TraceInterruption struct {
 	CanceledJobs []string `json:"canceled_jobs,omitempty"`
 }
 
+// TraceManifest is manifest.json of a trace export (GET
+// /v1/sandboxes/{id}/trace/export), the archive's last file: an archive
+// without it was cut short.
+type TraceManifest struct {
+	SandboxID  string    `json:"sandbox_id"`
+	ExportedAt time.Time `json:"exported_at"`
+	// Events is how many lines events.jsonl holds.
+	Events int                 `json:"events"`
+	Files  []TraceManifestFile `json:"files"`
+	// Missing lists artifacts the events name that are no longer kept.
+	Missing []string `json:"missing_artifacts,omitempty"`
+}
+
+// TraceManifestFile is one file of a trace export, as its manifest lists
+// it.
+type TraceManifestFile struct {
+	// Path is the file's name in the archive (events.jsonl,
+	// artifacts/<id>.<ext>, player.html).
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	// ArtifactID is the artifact the file is, for artifacts.
+	ArtifactID string `json:"artifact_id,omitempty"`
+}
+
 // ReplayRequest is the body of POST /v1/traces/{id}/replay (id: the
 // sandbox whose trace is replayed).
 type ReplayRequest struct {

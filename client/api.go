@@ -133,6 +133,8 @@ type (
 	TracePage                   = api.TracePage
 	TraceEventRequest           = api.TraceEventRequest
 	TraceInterruption           = api.TraceInterruption
+	TraceManifest               = api.TraceManifest
+	TraceManifestFile           = api.TraceManifestFile
 	ReplayRequest               = api.ReplayRequest
 	ReplayStep                  = api.ReplayStep
 	ReplayReport                = api.ReplayReport

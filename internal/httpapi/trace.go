@@ -227,24 +227,6 @@ func (s *Server) readTrace(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// traceManifest is manifest.json of a trace export.
-type traceManifest struct {
-	SandboxID  string              `json:"sandbox_id"`
-	ExportedAt time.Time           `json:"exported_at"`
-	Events     int                 `json:"events"`
-	Files      []traceManifestFile `json:"files"`
-	// Missing lists artifacts the events name that are no longer kept.
-	Missing []string `json:"missing_artifacts,omitempty"`
-}
-
-type traceManifestFile struct {
-	Path   string `json:"path"`
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256"`
-	// ArtifactID is the artifact the file is, for artifacts.
-	ArtifactID string `json:"artifact_id,omitempty"`
-}
-
 // exportTrace serves GET /v1/sandboxes/{id}/trace/export: a tar.gz of
 // events.jsonl, the artifacts the events name (artifacts/<id>) and
 // manifest.json (last) with every file's size and sha256.
@@ -304,7 +286,7 @@ func (s *Server) exportTrace(w http.ResponseWriter, r *http.Request) {
 	gz := gzip.NewWriter(w)
 	tw := tar.NewWriter(gz)
 	now := time.Now().UTC()
-	man := traceManifest{SandboxID: id, ExportedAt: now, Events: n}
+	man := api.TraceManifest{SandboxID: id, ExportedAt: now, Events: n}
 	add := func(name string, size int64, rd io.Reader, artifactID string) error {
 		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: size, ModTime: now, Typeflag: tar.TypeReg}); err != nil {
 			return err
@@ -313,7 +295,7 @@ func (s *Server) exportTrace(w http.ResponseWriter, r *http.Request) {
 		if _, err := io.CopyN(io.MultiWriter(tw, h), rd, size); err != nil {
 			return err
 		}
-		man.Files = append(man.Files, traceManifestFile{Path: name, Size: size, SHA256: hex.EncodeToString(h.Sum(nil)), ArtifactID: artifactID})
+		man.Files = append(man.Files, api.TraceManifestFile{Path: name, Size: size, SHA256: hex.EncodeToString(h.Sum(nil)), ArtifactID: artifactID})
 		return nil
 	}
 	fail := func(err error) {
