@@ -169,6 +169,7 @@ type (
 	TruncatedEvent              = api.TruncatedEvent
 	ExitEvent                   = api.ExitEvent
 	TerminalTicket              = api.TerminalTicket
+	TerminalMessage             = api.TerminalMessage
 	Whoami                      = api.Whoami
 )
 
