@@ -156,6 +156,9 @@ type (
 	ProfilePool                 = api.ProfilePool
 	ProfileLease                = api.ProfileLease
 	ProfileList                 = api.ProfileList
+	ImageBuild                  = api.ImageBuild
+	Image                       = api.Image
+	ImageList                   = api.ImageList
 	RuntimeInfo                 = api.RuntimeInfo
 	Feature                     = api.Feature
 	Capabilities                = api.Capabilities

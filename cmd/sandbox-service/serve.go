@@ -34,6 +34,9 @@ import (
 
 type serveFlags struct {
 	addr, dataDir, apiKey, adminKey, adminKeyFile, configPath, agentBinary, egressBinary, dockerHost, logLevel string
+
+	// buildImages builds the missing profile images in the background.
+	buildImages bool
 }
 
 func parseServeFlags(args []string) (serveFlags, error) {
@@ -49,6 +52,7 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.StringVar(&f.egressBinary, "egress-binary", "", "static genesis-egress binary of the egress gateway (default: genesis-egress next to this executable; without it networked sandbox modes are unavailable)")
 	fs.StringVar(&f.dockerHost, "docker-host", "", "Docker daemon socket (default unix:///var/run/docker.sock)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&f.buildImages, "build-images", false, "build the profiles' missing images in the background, one after another in the order of the profiles, while serving (needs root and debootstrap, as sandbox-service images build)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -183,7 +187,16 @@ func serve(ctx context.Context, args []string) error {
 	metrics := httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: st, TenantLabels: cfg.Metrics.TenantLabels})
 	configKeys := tenant.ConfigKeyIDs(keys)
 	maps.Copy(configKeys, tenant.ConfigKeyIDs(approvers))
-	stack, err := assemble.Build(ctx, assemble.Config{Settings: cfg, Store: st, Driver: drv, Sandboxer: boxes, Images: dock,
+	var stack *assemble.Stack
+	queue, err := imageQueue(f, cfg, dock, log, func(name string) { stack.Control.ImageBuilt(name) })
+	if err != nil {
+		return err
+	}
+	var builds control.ImageBuilds // stays nil (not a nil *Queue) without builds
+	if queue != nil {
+		builds = queue
+	}
+	stack, err = assemble.Build(ctx, assemble.Config{Settings: cfg, Store: st, Driver: drv, Sandboxer: boxes, Images: dock, ImageBuilds: builds,
 		AgentDir: agentDir, EgressDir: egressDir, InstanceID: instance, ConfigKeys: configKeys, Metrics: metrics, Logger: log})
 	if err != nil {
 		return err
@@ -203,6 +216,10 @@ func serve(ctx context.Context, args []string) error {
 	if err := stack.Start(ctx); err != nil {
 		ln.Close()
 		return err
+	}
+	if queue != nil {
+		stop := runImageQueue(ctx, queue, log)
+		defer stop() // before the stack closes: a build in progress is stopped and cleaned up
 	}
 
 	handler := api.Handler()

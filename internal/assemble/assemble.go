@@ -57,6 +57,9 @@ type Config struct {
 	Logger  *slog.Logger
 	// Now is the service's clock; nil means time.Now.
 	Now func() time.Time
+	// ImageBuilds are the service's background image builds; nil: none
+	// (control.Config.ImageBuilds).
+	ImageBuilds control.ImageBuilds
 
 	// TuneControl, if set, edits the control service's config before it
 	// is built (tests wrap its store or driver there).
@@ -167,7 +170,7 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 
 	// The lifecycle core everything else works over.
 	cc := control.Config{Settings: set, Store: c.Store, Driver: c.Driver, Sandboxer: c.Sandboxer, AgentDir: c.AgentDir, EgressDir: c.EgressDir,
-		InstanceID: c.InstanceID, Logger: log, Now: c.Now, Metrics: c.Metrics, ConfigKeys: c.ConfigKeys}
+		InstanceID: c.InstanceID, Logger: log, Now: c.Now, Metrics: c.Metrics, ConfigKeys: c.ConfigKeys, ImageBuilds: c.ImageBuilds}
 	if c.TuneControl != nil {
 		c.TuneControl(&cc)
 	}

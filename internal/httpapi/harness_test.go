@@ -48,6 +48,13 @@ const maxBody = 64 << 10
 
 func newAPI(t *testing.T, configure func(*config.Config)) *api {
 	t.Helper()
+	return newAPIWith(t, configure, nil)
+}
+
+// newAPIWith is newAPI with tune changing the control service's own
+// settings before it starts.
+func newAPIWith(t *testing.T, configure func(*config.Config), tune func(*control.Config)) *api {
+	t.Helper()
 	keys := map[string]string{keyA: "a", keyB: "b", keyAdmin: config.AdminTenant}
 	h := controltest.NewWith(t, func(c *config.Config) {
 		c.AdminAPIKey = keyAdmin
@@ -60,6 +67,9 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 	}, func(c *control.Config) {
 		c.ConfigKeys = tenant.ConfigKeyIDs(keys)
 		maps.Copy(c.ConfigKeys, tenant.ConfigKeyIDs(map[string]string{keyApproverA: "a"}))
+		if tune != nil {
+			tune(c)
+		}
 	})
 	st := h.Stack
 	srv, err := httpapi.New(httpapi.Config{

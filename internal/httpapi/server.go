@@ -240,6 +240,7 @@ func (s *Server) routesInit() {
 	s.handle("GET", "/v1/capabilities", true, s.capabilities)
 	s.handle("GET", "/v1/whoami", true, s.whoami)
 	s.handle("GET", "/v1/profiles", true, s.profiles)
+	s.handle("GET", "/v1/images", true, s.images)
 	s.handle("POST", "/v1/sandboxes", true, s.createSandbox)
 	s.handle("GET", "/v1/sandboxes", true, s.listSandboxes)
 	s.handle("GET", "/v1/sandboxes/{id}", true, s.getSandbox)

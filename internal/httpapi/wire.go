@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"genesis.dev/sandbox/api"
@@ -13,6 +14,7 @@ import (
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/egress"
 	"genesis.dev/sandbox/internal/files"
+	"genesis.dev/sandbox/internal/imagebuild"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/mcp"
 	"genesis.dev/sandbox/internal/mcp/servers"
@@ -33,10 +35,7 @@ import (
 // the API may not name.
 
 func profileWire(v control.ProfileView) api.Profile {
-	status := "not_built"
-	if v.ImagePresent {
-		status = "present"
-	}
+	status := imageStatus(v.ImagePresent, v.ImageBuild)
 	p := api.Profile{
 		Name: v.Name, Description: v.Description, Image: v.ImageRef, ImageStatus: status,
 		AllowedRuntimes:  runtimes(v.AllowedRuntimes),
@@ -47,6 +46,7 @@ func profileWire(v control.ProfileView) api.Profile {
 	}
 	if !v.ImagePresent {
 		p.BuildCommand = v.BuildCommand
+		p.ImageBuild = imageBuildWire(v.ImageBuild)
 	}
 	p.Pools = []api.ProfilePool{}
 	if v.WarmPools {
@@ -63,6 +63,55 @@ func profileWire(v control.ProfileView) api.Profile {
 		p.Desktop = &api.ProfileDesktop{Width: d.Width, Height: d.Height, MaxActions: d.MaxActions}
 	}
 	return p
+}
+
+// imageStatus is the wire status of an image: present, queued, building
+// (waiting for another build included), failed or not_built.
+func imageStatus(present bool, b *imagebuild.Progress) string {
+	switch {
+	case present:
+		return "present"
+	case b == nil:
+		return "not_built"
+	case b.State == imagebuild.StateQueued:
+		return "queued"
+	case b.State == imagebuild.StateWaiting || b.State == imagebuild.StateBuilding:
+		return "building"
+	case b.State == imagebuild.StateFailed:
+		return "failed"
+	default:
+		return "not_built"
+	}
+}
+
+func imageBuildWire(b *imagebuild.Progress) *api.ImageBuild {
+	if b == nil {
+		return nil
+	}
+	timeOrNil := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		t = t.UTC()
+		return &t
+	}
+	return &api.ImageBuild{
+		State: string(b.State), Step: b.Step, StepNumber: b.StepNumber, Steps: b.Steps,
+		Done: b.Done, Total: b.Total, Unit: b.Unit, Percent: b.Percent, Summary: b.Summary(), Detail: b.Detail,
+		StartedAt: timeOrNil(b.StartedAt), UpdatedAt: timeOrNil(b.UpdatedAt), FinishedAt: timeOrNil(b.FinishedAt),
+		Error: b.Error,
+	}
+}
+
+func imageWire(v control.ImageView) api.Image {
+	im := api.Image{Name: v.Name, Ref: v.Ref, Profiles: v.Profiles, Status: imageStatus(v.Present, v.Build), Build: imageBuildWire(v.Build)}
+	if im.Profiles == nil {
+		im.Profiles = []string{}
+	}
+	if !v.Present {
+		im.BuildCommand = v.BuildCommand
+	}
+	return im
 }
 
 func runtimes(rs []sandbox.Runtime) []string {

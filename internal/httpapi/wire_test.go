@@ -272,6 +272,10 @@ func wireConversions() []conversion {
 		// not shown: only the answer's side is checked.
 		conv("profile", func(v *control.ProfileView) api.Profile { return profileWire(*v) }).
 			prepared(func(src any) { src.(*control.ProfileView).ImagePresent = false }), // build_command is shown only then
+		conv("image build", imageBuildWire).mirrored(map[string]string{
+			"Name": "the image's (an image's name, a profile's image)", "Ref": "the image's", "PID": "the building process: the service's own business"}),
+		conv("image", func(v *control.ImageView) api.Image { return imageWire(*v) }).
+			prepared(func(src any) { src.(*control.ImageView).Present = false }), // build_command is shown only then
 		conv("sandbox", sandboxWire).mirrored(map[string]string{
 			"ContainerID": "the driver's handle, never shown", "Instance": "the service replica that owns it, the service's own business",
 			"Suspension.SnapshotID": "the service's own snapshot a hibernated sandbox wakes from, never shown",

@@ -144,7 +144,7 @@ var rules = []rule{
 		Why:    "control is the lifecycle core: it calls the workload packages only through the hooks it declares, and knows no API",
 		Forbid: concat(workloads, []string{"internal/httpapi", "client", "cmd/..."}),
 		Only: []string{"internal/driver", "internal/store", "internal/agent/agentclient", "internal/agent/agentproto",
-			"internal/policy", "internal/config", "images", "internal/admission", "internal/diskquota", "internal/driver/local",
+			"internal/policy", "internal/config", "images", "internal/imagebuild", "internal/admission", "internal/diskquota", "internal/driver/local",
 			"internal/egress", "internal/netctl", "internal/tenant", "internal/sandbox", "internal/errdefs"},
 	},
 	{
@@ -291,6 +291,17 @@ var rules = []rule{
 		External: []string{},
 	},
 	{
+		Pkg:      "internal/imagecli",
+		Why:      "imagecli is the image builder's command line: the recipes, imagebuild, the Docker driver and config; no service, store or API",
+		Only:     []string{"images", "internal/imagebuild", "internal/driver/docker", "internal/config"},
+		External: []string{},
+	},
+	{
+		Pkg:    "cmd/genesis-images",
+		Why:    "genesis-images must compile in seconds (make run builds the quickstart's images with it while the service compiles): nothing of the service, its store, API or Kubernetes driver",
+		Forbid: []string{"internal/control", "internal/httpapi", "internal/store/...", "internal/driver/kube", "internal/jobs", "client"},
+	},
+	{
 		Pkg:      "internal/assemble",
 		Why:      "assemble builds the service below the HTTP edge: the control service, every manager and the compatibility adapters; no API, client, command or test harness",
 		Forbid:   []string{"internal/httpapi", "cmd/...", "internal/controltest"},
@@ -319,8 +330,8 @@ var rules = []rule{
 	},
 	{
 		Pkg:      "internal/config",
-		Why:      "config reads the service's settings into the domain vocabulary (sandbox, egress, tenant) with errdefs and a YAML parser, and checks file roots with the agent protocol's path policy; it runs nothing",
-		Only:     []string{"internal/sandbox", "internal/egress", "internal/tenant", "internal/errdefs", "internal/agent/agentproto"},
+		Why:      "config reads the service's settings into the domain vocabulary (sandbox, egress, tenant) with errdefs and a YAML parser, checks file roots with the agent protocol's path policy and image repositories with the recipes' rule (images, a leaf); it runs nothing",
+		Only:     []string{"internal/sandbox", "internal/egress", "internal/tenant", "internal/errdefs", "internal/agent/agentproto", "images"},
 		External: []string{"go.yaml.in/yaml/v3"},
 	},
 	{
