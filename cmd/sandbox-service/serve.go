@@ -29,6 +29,7 @@ import (
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/postgres"
 	"genesis.dev/sandbox/internal/store/sqlite"
+	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
@@ -123,7 +124,7 @@ func serve(ctx context.Context, args []string) error {
 			return fmt.Errorf("the admin key: %w", err)
 		}
 	}
-	keys, approvers := map[string]string{apiKey: control.DefaultTenant}, map[string]string{}
+	keys, approvers := map[string]string{apiKey: tenancy.DefaultTenant}, map[string]string{}
 	for tenant, t := range cfg.Tenants {
 		for _, k := range t.APIKeys {
 			keys[k] = tenant
@@ -202,7 +203,7 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stack.Close() // after the drain and the listeners: every part, in reverse build order
-	api, err := httpapi.New(httpapi.Config{PublicURL: cfg.PublicBaseURL(), Previews: stack.Previews, Control: stack.Control, Terminals: stack.Terminals,
+	api, err := httpapi.New(httpapi.Config{PublicURL: cfg.PublicBaseURL(), Previews: stack.Previews, Control: stack.Control, Tenancy: stack.Tenancy, Terminals: stack.Terminals,
 		Files: stack.Files, Jobs: stack.Jobs, Artifacts: stack.Artifacts, Ports: stack.Ports, Browser: stack.Browser, Desktop: stack.Desktop,
 		Trace: stack.Trace, Services: stack.Services, Snapshots: stack.Snapshots, MCP: stack.MCP, Skills: stack.Skills, E2B: stack.E2B, OpenSandbox: stack.OpenSandbox,
 		Keys: keys, ApproverKeys: approvers, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics})

@@ -30,7 +30,7 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	t, err := s.ctl.CreateTenant(r.Context(), tenantInput(req))
+	t, err := s.tenancy.CreateTenant(r.Context(), tenantInput(req))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -41,7 +41,7 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
-	list, err := s.ctl.ListTenants(r.Context())
+	list, err := s.tenancy.ListTenants(r.Context())
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -55,7 +55,7 @@ func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getTenant(w http.ResponseWriter, r *http.Request) {
-	v, err := s.ctl.GetTenant(r.Context(), r.PathValue("name"))
+	v, err := s.tenancy.GetTenant(r.Context(), r.PathValue("name"))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -77,7 +77,7 @@ func (s *Server) patchTenant(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	t, err := s.ctl.UpdateTenant(r.Context(), r.PathValue("name"), ifv, tenantPatch(req))
+	t, err := s.tenancy.UpdateTenant(r.Context(), r.PathValue("name"), ifv, tenantPatch(req))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -92,7 +92,7 @@ func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	if err := s.ctl.DeleteTenant(r.Context(), r.PathValue("name"), ifv); err != nil {
+	if err := s.tenancy.DeleteTenant(r.Context(), r.PathValue("name"), ifv); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
@@ -108,7 +108,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	name := r.PathValue("name")
-	k, secret, err := s.ctl.CreateKey(r.Context(), name, req.Description, req.Scopes)
+	k, secret, err := s.tenancy.CreateKey(r.Context(), name, req.Description, req.Scopes)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -121,7 +121,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
-	list, err := s.ctl.ListKeys(r.Context(), r.PathValue("name"))
+	list, err := s.tenancy.ListKeys(r.Context(), r.PathValue("name"))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -134,7 +134,7 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
-	if _, err := s.ctl.RevokeKey(r.Context(), r.PathValue("name"), r.PathValue("key_id")); err != nil {
+	if _, err := s.tenancy.RevokeKey(r.Context(), r.PathValue("name"), r.PathValue("key_id")); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}

@@ -22,6 +22,7 @@ import (
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/skills"
 	"genesis.dev/sandbox/internal/snapshots"
+	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/tenant"
 	"genesis.dev/sandbox/internal/trace"
 )
@@ -385,18 +386,18 @@ func runCodeWire(res *jobs.RunResult) api.RunCodeResult {
 	return out
 }
 
-func tenantInput(req api.CreateTenantRequest) control.TenantInput {
-	in := control.TenantInput{Name: req.Name, Weight: req.Weight, MinRiskLevel: req.MinRiskLevel, MaxToolRiskLevel: req.MaxToolRiskLevel, Admin: req.Admin}
+func tenantInput(req api.CreateTenantRequest) tenancy.TenantInput {
+	in := tenancy.TenantInput{Name: req.Name, Weight: req.Weight, MinRiskLevel: req.MinRiskLevel, MaxToolRiskLevel: req.MaxToolRiskLevel, Admin: req.Admin}
 	if q := req.Quotas; q != nil {
 		in.Quotas = tenant.Quotas{MaxSandboxes: q.MaxSandboxes, MaxCPU: q.MaxCPU, MaxMemoryMB: q.MaxMemoryMB, MaxLeases: q.MaxLeases}
 	}
 	return in
 }
 
-func tenantPatch(req api.UpdateTenantRequest) control.TenantPatch {
-	p := control.TenantPatch{Weight: req.Weight, MinRiskLevel: req.MinRiskLevel, MaxToolRiskLevel: req.MaxToolRiskLevel, Admin: req.Admin}
+func tenantPatch(req api.UpdateTenantRequest) tenancy.TenantPatch {
+	p := tenancy.TenantPatch{Weight: req.Weight, MinRiskLevel: req.MinRiskLevel, MaxToolRiskLevel: req.MaxToolRiskLevel, Admin: req.Admin}
 	if q := req.Quotas; q != nil {
-		p.Quotas = control.QuotasPatch{MaxSandboxes: q.MaxSandboxes, MaxCPU: q.MaxCPU, MaxMemoryMB: q.MaxMemoryMB, MaxLeases: q.MaxLeases}
+		p.Quotas = tenancy.QuotasPatch{MaxSandboxes: q.MaxSandboxes, MaxCPU: q.MaxCPU, MaxMemoryMB: q.MaxMemoryMB, MaxLeases: q.MaxLeases}
 	}
 	return p
 }

@@ -22,6 +22,7 @@ import (
 	"genesis.dev/sandbox/internal/mcp/servers"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/skills"
+	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/tenant"
 	"genesis.dev/sandbox/internal/trace"
 )
@@ -378,8 +379,8 @@ func wireConversions() []conversion {
 		}).mirrored(map[string]string{"Background": background, "Stdin": "exclusive with stdin_base64: the case above"}).
 			leaving(execUnset),
 		conv("artifact request", artifactSpec).mirrored(nil),
-		conv("create tenant", func(req *api.CreateTenantRequest) control.TenantInput { return tenantInput(*req) }).mirrored(nil),
-		conv("update tenant", func(req *api.UpdateTenantRequest) control.TenantPatch { return tenantPatch(*req) }).mirrored(nil),
+		conv("create tenant", func(req *api.CreateTenantRequest) tenancy.TenantInput { return tenantInput(*req) }).mirrored(nil),
+		conv("update tenant", func(req *api.UpdateTenantRequest) tenancy.TenantPatch { return tenantPatch(*req) }).mirrored(nil),
 		conv("mcp create", func(req *api.MCPCreateRequest) servers.CreateRequest { return mcpCreateIn(*req) }).mirrored(nil).
 			leaving(map[string]string{"CreatedBy": "the caller's key: the handler sets it, never the body"}),
 		conv("network policy", policyIn).mirrored(nil),

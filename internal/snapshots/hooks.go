@@ -42,9 +42,12 @@ func (m *Manager) SandboxEnding(ctx context.Context, sandboxID, reason string) {
 			}
 		}
 	}
-	if sb, err := m.cfg.Lifecycle.GetSandbox(ctx, "", sandboxID); err == nil && strings.HasPrefix(sb.Image, "genesis-snapshot/") {
+	// The image of a snapshot nobody keeps any more goes with its last
+	// sandbox; a kept snapshot's image stays for the next sandbox made
+	// from it. (Refused while a container still exists: Sweep retries.)
+	if sb, err := m.cfg.Lifecycle.GetSandbox(ctx, "", sandboxID); err == nil && imageSnapshot(sb.Image) != "" && !m.imageWanted(ctx, sb.Image) {
 		if rs, ok := m.cfg.Driver.(driver.RootfsSaver); ok {
-			_ = rs.RemoveImage(ctx, sb.Image) // refused while another container runs from it
+			_ = rs.RemoveImage(ctx, sb.Image)
 		}
 	}
 }
@@ -193,6 +196,7 @@ func (m *Manager) Sweep(ctx context.Context, now time.Time, _ bool) {
 	if n := m.expired(ctx, now); n > 0 {
 		m.log.Info("removed expired snapshots", "count", n)
 	}
+	m.sweepImages(ctx)
 	idle, err := m.cfg.Lifecycle.ListSandboxes(ctx, store.SandboxFilter{States: []sandbox.State{sandbox.StateLeased}})
 	if err != nil {
 		m.log.Warn("listing leased sandboxes", "err", err)

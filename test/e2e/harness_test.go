@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -89,6 +90,15 @@ func newEnv(t *testing.T, configYAML string) *env {
 		if len(left) > 0 {
 			t.Errorf("containers of instance %s left behind: %v", inst, left)
 			dockerCmd(t, append([]string{"rm", "-f"}, left...)...)
+		}
+		// Snapshot images are kept with the data dir's snapshots, which
+		// go with the test.
+		imgs := strings.Fields(dockerCmd(t, "images", "-a", "-q", "--no-trunc", "--filter", "label="+driver.LabelInstance+"="+inst))
+		slices.Sort(imgs)
+		if imgs = slices.Compact(imgs); len(imgs) > 0 {
+			if out, err := exec.Command("docker", append([]string{"rmi", "-f"}, imgs...)...).CombinedOutput(); err != nil {
+				t.Logf("removing the images of instance %s: %v: %s", inst, err, out)
+			}
 		}
 	})
 	return e
