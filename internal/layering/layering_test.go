@@ -244,6 +244,12 @@ var rules = []rule{
 		NoImport: []string{"internal/driver/...", "internal/joblog", "internal/agent/agentclient", "internal/store/sqlstore", "internal/store/sqlite", "internal/store/postgres"},
 	},
 	{
+		Pkg:      "internal/changes",
+		Why:      "changes reads and writes sandboxes' workspaces through the file gateway and snapshots' through the snapshots manager; no API, client, store, driver or agent client",
+		Forbid:   []string{"internal/httpapi", "client", "cmd/..."},
+		NoImport: []string{"internal/store/...", "internal/driver/...", "internal/agent/agentproto"},
+	},
+	{
 		Pkg:      "internal/console",
 		Why:      "the console only serves its embedded files: the standard library and nothing of the project",
 		Only:     []string{},
