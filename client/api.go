@@ -156,6 +156,12 @@ type (
 	ProfilePool                 = api.ProfilePool
 	ProfileLease                = api.ProfileLease
 	ProfileList                 = api.ProfileList
+	Diff                        = api.Diff
+	DiffFile                    = api.DiffFile
+	DiffSummary                 = api.DiffSummary
+	PatchRequest                = api.PatchRequest
+	PatchResult                 = api.PatchResult
+	PatchedFile                 = api.PatchedFile
 	ImageBuild                  = api.ImageBuild
 	Image                       = api.Image
 	ImageList                   = api.ImageList

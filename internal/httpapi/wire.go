@@ -11,6 +11,7 @@ import (
 
 	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/browser"
+	"genesis.dev/sandbox/internal/changes"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/egress"
 	"genesis.dev/sandbox/internal/files"
@@ -684,4 +685,31 @@ func madeWire(c *snapshots.Made) api.Sandbox {
 // forkInput is what each copy of a fork is made with (the count apart).
 func forkInput(req api.ForkRequest) control.CreateSandboxInput {
 	return control.CreateSandboxInput{TTLSeconds: req.TTLSeconds, Metadata: req.Metadata}
+}
+
+// diffWire is a workspace's changes (a nil list stays null, as the
+// domain's was).
+func diffWire(r *changes.Result) api.Diff {
+	out := api.Diff{Base: r.Base, Summary: api.DiffSummary(r.Summary), Truncated: r.Truncated, TruncatedReason: r.TruncatedReason}
+	if r.Files != nil {
+		out.Files = make([]api.DiffFile, len(r.Files))
+	}
+	for i, f := range r.Files {
+		out.Files[i] = api.DiffFile{Path: f.Path, Status: string(f.Status), OldMode: f.OldMode, NewMode: f.NewMode, OldSize: f.OldSize, NewSize: f.NewSize,
+			Binary: f.Binary, TooLarge: f.TooLarge, Additions: f.Additions, Deletions: f.Deletions, Diff: f.Diff}
+	}
+	return out
+}
+
+// patchResultWire is what a patch changed (a nil list stays null, as the
+// domain's was).
+func patchResultWire(r *changes.PatchResult) api.PatchResult {
+	out := api.PatchResult{Applied: r.Applied, DryRun: r.DryRun}
+	if r.Files != nil {
+		out.Files = make([]api.PatchedFile, len(r.Files))
+	}
+	for i, f := range r.Files {
+		out.Files[i] = api.PatchedFile{Path: f.Path, Status: string(f.Status), From: f.From, Size: f.Size, Mode: f.Mode}
+	}
+	return out
 }

@@ -273,6 +273,8 @@ func wireConversions() []conversion {
 		// not shown: only the answer's side is checked.
 		conv("profile", func(v *control.ProfileView) api.Profile { return profileWire(*v) }).
 			prepared(func(src any) { src.(*control.ProfileView).ImagePresent = false }), // build_command is shown only then
+		conv("diff", diffWire).mirrored(nil),
+		conv("patch result", patchResultWire).mirrored(nil),
 		conv("image build", imageBuildWire).mirrored(map[string]string{
 			"Name": "the image's (an image's name, a profile's image)", "Ref": "the image's", "PID": "the building process: the service's own business"}),
 		conv("image", func(v *control.ImageView) api.Image { return imageWire(*v) }).
