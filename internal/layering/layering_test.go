@@ -398,9 +398,15 @@ var rules = []rule{
 	},
 	{
 		Pkg:      "internal/agent/agentclient",
-		Why:      "the host's client of the agent speaks its protocol: agentproto and errdefs only",
-		Only:     []string{"internal/agent/agentproto", "internal/errdefs"},
+		Why:      "the host's client of the agent speaks its protocol: agentproto, errdefs and nofollow (it dials a socket the sandbox could swap) only",
+		Only:     []string{"internal/agent/agentproto", "internal/errdefs", "internal/nofollow"},
 		External: []string{},
+	},
+	{
+		Pkg:      "internal/nofollow",
+		Why:      "nofollow reaches paths a sandbox controls without following them: errdefs and x/sys/unix only",
+		Only:     []string{"internal/errdefs"},
+		External: []string{"golang.org/x/sys/..."},
 	},
 	{
 		Pkg:      "internal/agent/fsops",
