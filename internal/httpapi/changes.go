@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/changes"
 	"genesis.dev/sandbox/internal/errdefs"
 )
@@ -55,7 +55,7 @@ func (s *Server) diffSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !asPatch {
-		writeJSON(w, http.StatusOK, res)
+		writeJSON(w, http.StatusOK, diffWire(res))
 		return
 	}
 	w.Header().Set("Content-Type", "text/x-patch; charset=utf-8")
@@ -90,7 +90,7 @@ func (s *Server) applyPatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if strings.HasPrefix(ct, "application/json") {
-		var req client.PatchRequest
+		var req api.PatchRequest
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil || dec.More() {
@@ -104,5 +104,5 @@ func (s *Server) applyPatch(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, res)
+	writeJSON(w, http.StatusOK, patchResultWire(res))
 }

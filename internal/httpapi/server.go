@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/console"
 
 	"genesis.dev/sandbox/internal/artifacts"
@@ -352,13 +353,13 @@ const (
 
 func (s *Server) handler(hosts hostRoutes) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rid := r.Header.Get("X-Request-ID")
+		rid := r.Header.Get(api.HeaderRequestID)
 		if !requestIDRE.MatchString(rid) {
 			var b [8]byte
 			_, _ = rand.Read(b[:])
 			rid = "req_" + hex.EncodeToString(b[:])
 		}
-		w.Header().Set("X-Request-ID", rid)
+		w.Header().Set(api.HeaderRequestID, rid)
 		r = r.WithContext(context.WithValue(r.Context(), requestIDKey, rid))
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
@@ -465,7 +466,7 @@ func principalOf(r *http.Request) tenant.Principal {
 }
 
 // ActAsHeader names the tenant an admin key acts for.
-const ActAsHeader = "X-Genesis-Tenant"
+const ActAsHeader = api.HeaderActAs
 
 // tenantOf returns the tenant of the authenticated request.
 func tenantOf(r *http.Request) string { return principalOf(r).Tenant }
