@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"genesis.dev/sandbox/internal/diskquota"
@@ -95,9 +96,24 @@ func (l *Sandboxer) AgentDialer(id string) driver.Dialer {
 			l.log.Warn("security: the agent's socket was replaced by something that is not a socket; not followed",
 				"sandbox", id, "path", path, "err", err)
 		}
-		return c, err
+		if err != nil {
+			// Callers' errors reach tenants: the host path (and so the data
+			// dir) is named as the sandbox sees it.
+			return nil, hostPathHidden{err: err, host: path, seen: driver.AgentRunDir + "/" + driver.AgentSocketRel}
+		}
+		return c, nil
 	}
 }
+
+// hostPathHidden is err with a host path replaced by the sandbox's name
+// for it; errors.Is and As see err.
+type hostPathHidden struct {
+	err        error
+	host, seen string
+}
+
+func (e hostPathHidden) Error() string { return strings.ReplaceAll(e.err.Error(), e.host, e.seen) }
+func (e hostPathHidden) Unwrap() error { return e.err }
 
 // mountReacher is the driver's optional answer to whether file systems
 // this process mounts below dir are seen by the containers it binds dir

@@ -1,12 +1,17 @@
 package local
 
 import (
+	"log/slog"
+	"strings"
+
 	"context"
 	"errors"
 	"net"
 	"os"
 	"testing"
 	"time"
+
+	"genesis.dev/sandbox/internal/errdefs"
 
 	"genesis.dev/sandbox/internal/driver/fake"
 	"genesis.dev/sandbox/internal/nofollow"
@@ -106,5 +111,22 @@ func TestAgentSocketNotFollowed(t *testing.T) {
 	}
 	if fi, err := os.Lstat(l.AgentAddress("sbx_b")); err != nil || fi.Mode().Type() != os.ModeSocket {
 		t.Fatalf("b's socket after placeSocket of a: %v %v", fi, err)
+	}
+}
+
+// TestAgentDialErrorHidesHostPath: a failed dial names the socket as the
+// sandbox sees it, never the host's data dir, and keeps its class.
+func TestAgentDialErrorHidesHostPath(t *testing.T) {
+	root := t.TempDir()
+	l := &Sandboxer{root: root, log: slog.New(slog.DiscardHandler)}
+	_, err := l.AgentDialer("sbx_0000000000000000")(t.Context())
+	if err == nil {
+		t.Fatal("dialing a missing socket succeeded")
+	}
+	if strings.Contains(err.Error(), root) {
+		t.Errorf("the error names the host path: %v", err)
+	}
+	if !strings.Contains(err.Error(), "/run/genesis/agent.sock") || !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Errorf("error %v: want the sandbox's path and class unavailable", err)
 	}
 }
