@@ -1,19 +1,17 @@
 package local
 
 import (
-	"log/slog"
-	"strings"
-
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
-	"genesis.dev/sandbox/internal/errdefs"
-
 	"genesis.dev/sandbox/internal/driver/fake"
+	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/nofollow"
 )
 
