@@ -236,11 +236,15 @@ func newPoolCmd(a *app) *cobra.Command {
 	}
 	printPools := func(pl *client.PoolList) error {
 		return printTable(a.stdout, "POOL\tIDLE\tLEASED\tBUSY\tSTARTING\tTOTAL\tMIN/MAX\tHITS\tMISSES\tRECYCLED\tREFILL/S\tSTATE", pl.Items, func(tw io.Writer, p client.Pool) {
-			state := "ok"
-			if p.Draining {
+			state := p.State
+			switch {
+			case state == "" && p.Draining: // a service older than pool states
 				state = "draining"
-			} else if p.LastError != "" {
-				state = "error: " + p.LastError
+			case state == "":
+				state = "ok"
+			}
+			if p.LastError != "" && !p.Draining {
+				state += ": " + p.LastError
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d/%d\t%d\t%d\t%d\t%.2f\t%s\n", p.Name, p.Counts["idle"], p.Counts["leased"],
 				p.Counts["busy"], p.Starting, p.Total, p.MinIdle, p.MaxTotal, p.Hits, p.Misses, p.Recycled, p.RefillRate, state)
@@ -249,7 +253,7 @@ func newPoolCmd(a *app) *cobra.Command {
 	ls := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
-		Short:   "List warm pools with counts, hits, misses and refill rate",
+		Short:   "List warm pools with counts, hits, misses, refill rate and state (a pool fed from a snapshot is named <profile>-<runtime>-<snapshot id>)",
 		Args:    exactArgs(0, "no arguments"),
 		RunE: a.action(func(cmd *cobra.Command, _ []string) error {
 			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.PoolList, error) {

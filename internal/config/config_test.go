@@ -97,16 +97,18 @@ func TestLoadOverlayAndErrors(t *testing.T) {
 		pool("[{runtime: runc, min_idle: 3, max_total: 2}]", "{}"):                                             "profiles.x.pools[0].min_idle",
 		pool("[{runtime: runc, min_idle: 0, max_total: 0}]", "{}"):                                             "profiles.x.pools[0].max_total",
 		pool("[{runtime: runc, min_idle: 1, max_total: 2}, {runtime: runc, min_idle: 1, max_total: 2}]", "{}"): "profiles.x.pools[1].runtime",
-		pool("[]", "{max_ttl_seconds: -5}"):                                                                    "profiles.x.lease.max_ttl_seconds",
-		pool("[]", "{max_ttl_seconds: 999999999}"):                                                             "profiles.x.lease.max_ttl_seconds",
-		pool("[]", "{default_ttl_seconds: 100, max_ttl_seconds: 50}"):                                          "profiles.x.lease.default_ttl_seconds",
-		pool("[]", "{bogus: 1}"):                                                                               "bogus",
-		pool("[]", "{on_release: recycle}"):                                                                    "profiles.x.lease.on_release",
-		pool("[]", "{on_release: reset}"):                                                                      "profiles.x.lease.on_release",
-		"store: {driver: mysql}\n":                                                                             "store.driver",
-		"store: {driver: postgres}\n":                                                                          "store.dsn",
-		"store: {driver: sqlite, dsn: x}\n":                                                                    "store.dsn",
-		"intervals: {drain_timeout: 0s}\n":                                                                     "intervals.drain_timeout",
+		pool("[{runtime: runc, min_idle: 1, max_total: 2, snapshot_id: snap_x}]", "{}"):                        "profiles.x.pools[0].snapshot_id",
+		pool("[{runtime: runc, min_idle: 1, max_total: 2, snapshot_id: snap_0123456789abcdef}, {runtime: runc, min_idle: 1, max_total: 2, snapshot_id: snap_0123456789abcdef}]", "{}"): "profiles.x.pools[1].snapshot_id",
+		pool("[]", "{max_ttl_seconds: -5}"):                           "profiles.x.lease.max_ttl_seconds",
+		pool("[]", "{max_ttl_seconds: 999999999}"):                    "profiles.x.lease.max_ttl_seconds",
+		pool("[]", "{default_ttl_seconds: 100, max_ttl_seconds: 50}"): "profiles.x.lease.default_ttl_seconds",
+		pool("[]", "{bogus: 1}"):                                      "bogus",
+		pool("[]", "{on_release: recycle}"):                           "profiles.x.lease.on_release",
+		pool("[]", "{on_release: reset}"):                             "profiles.x.lease.on_release",
+		"store: {driver: mysql}\n":                                    "store.driver",
+		"store: {driver: postgres}\n":                                 "store.dsn",
+		"store: {driver: sqlite, dsn: x}\n":                           "store.dsn",
+		"intervals: {drain_timeout: 0s}\n":                            "intervals.drain_timeout",
 	} {
 		bad[body] = key
 	}
@@ -117,6 +119,14 @@ func TestLoadOverlayAndErrors(t *testing.T) {
 	x, _ := c.Profile("x")
 	if def, mx := c.LeaseTTL(x); def != 60 || mx != 60 || x.Pools[0].MinIdle != 2 {
 		t.Errorf("lease ttl %d/%d, profile %+v; want the default capped to the profile maximum 60", def, mx, x)
+	}
+	// A snapshot pool beside the plain pool of the same runtime.
+	c, err = Load(write(pool("[{runtime: runc, min_idle: 1, max_total: 2}, {runtime: runc, min_idle: 1, max_total: 2, snapshot_id: snap_0123456789abcdef}]", "{}")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x, _ := c.Profile("x"); len(x.Pools) != 2 || x.Pools[1].SnapshotID != "snap_0123456789abcdef" {
+		t.Errorf("a snapshot pool not read: %+v", x.Pools)
 	}
 	c, err = Load(write(strings.Replace(pool("[{runtime: runc, min_idle: 1, max_total: 2}]", "{on_release: reset}"), "pools:", "user: \"1000:1000\", pools:", 1)))
 	if err != nil {
