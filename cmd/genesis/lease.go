@@ -42,12 +42,12 @@ func newLeaseAcquireCmd(a *app) *cobra.Command {
 		net       policyFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "acquire --profile PROFILE [flags]",
+		Use:   "acquire --profile PROFILE | --snapshot SNAPSHOT [flags]",
 		Short: "Lease a sandbox (warm from a pool when one is idle); prints the lease and sandbox ids",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: a.action(func(cmd *cobra.Command, _ []string) error {
-			if req.Profile == "" {
-				return usageErrorf("--profile is required")
+			if req.Profile == "" && req.SnapshotID == "" {
+				return usageErrorf("--profile or --snapshot is required")
 			}
 			if ttl < 0 || wait < 0 {
 				return usageErrorf("--ttl and --wait must not be negative")
@@ -90,7 +90,8 @@ func newLeaseAcquireCmd(a *app) *cobra.Command {
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&req.Profile, "profile", "", "runtime profile (required; see genesis profiles)")
+	f.StringVar(&req.Profile, "profile", "", "runtime profile (required unless --snapshot; see genesis profiles)")
+	f.StringVar(&req.SnapshotID, "snapshot", "", "start from this snapshot (its profile and runtime): warm from a pool fed from it when one is idle")
 	f.StringVar(&req.Runtime, "runtime", "", "OCI runtime, e.g. runc or runsc (default: chosen by risk level)")
 	f.StringVar(&req.RiskLevel, "risk", "", "risk level of the code to run (selects the runtime)")
 	f.StringVar(&req.Holder, "holder", "", "who holds the lease (free text)")
