@@ -128,7 +128,7 @@ func TestSnapshotPool(t *testing.T) {
 					t.Errorf("%s: the workspace: %q", what, v)
 				}
 				if id := execOK(t, c, l.SandboxID, "cat /run/genesis/identity").Stdout; !strings.Contains(id, "GENESIS_SANDBOX_ID="+l.SandboxID) {
-					t.Errorf("%s: the identity: %q", what, id)
+					t.Errorf("%s: the identity: %q (%s)", what, id, execOK(t, c, l.SandboxID, "ls -la /run/genesis/; mount | grep genesis").Stdout)
 				}
 				if !memory {
 					return l
