@@ -29,11 +29,15 @@ import (
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/postgres"
 	"genesis.dev/sandbox/internal/store/sqlite"
+	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
 type serveFlags struct {
 	addr, dataDir, apiKey, adminKey, adminKeyFile, configPath, agentBinary, egressBinary, dockerHost, logLevel string
+
+	// buildImages builds the missing profile images in the background.
+	buildImages bool
 }
 
 func parseServeFlags(args []string) (serveFlags, error) {
@@ -49,6 +53,7 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.StringVar(&f.egressBinary, "egress-binary", "", "static genesis-egress binary of the egress gateway (default: genesis-egress next to this executable; without it networked sandbox modes are unavailable)")
 	fs.StringVar(&f.dockerHost, "docker-host", "", "Docker daemon socket (default unix:///var/run/docker.sock)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&f.buildImages, "build-images", false, "build the profiles' missing images in the background, one after another in the order of the profiles, while serving (needs root and debootstrap, as sandbox-service images build)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -119,7 +124,7 @@ func serve(ctx context.Context, args []string) error {
 			return fmt.Errorf("the admin key: %w", err)
 		}
 	}
-	keys, approvers := map[string]string{apiKey: control.DefaultTenant}, map[string]string{}
+	keys, approvers := map[string]string{apiKey: tenancy.DefaultTenant}, map[string]string{}
 	for tenant, t := range cfg.Tenants {
 		for _, k := range t.APIKeys {
 			keys[k] = tenant
@@ -183,13 +188,22 @@ func serve(ctx context.Context, args []string) error {
 	metrics := httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: st, TenantLabels: cfg.Metrics.TenantLabels})
 	configKeys := tenant.ConfigKeyIDs(keys)
 	maps.Copy(configKeys, tenant.ConfigKeyIDs(approvers))
-	stack, err := assemble.Build(ctx, assemble.Config{Settings: cfg, Store: st, Driver: drv, Sandboxer: boxes, Images: dock,
+	var stack *assemble.Stack
+	queue, err := imageQueue(f, cfg, dock, log, func(name string) { stack.Control.ImageBuilt(name) })
+	if err != nil {
+		return err
+	}
+	var builds control.ImageBuilds // stays nil (not a nil *Queue) without builds
+	if queue != nil {
+		builds = queue
+	}
+	stack, err = assemble.Build(ctx, assemble.Config{Settings: cfg, Store: st, Driver: drv, Sandboxer: boxes, Images: dock, ImageBuilds: builds,
 		AgentDir: agentDir, EgressDir: egressDir, InstanceID: instance, ConfigKeys: configKeys, Metrics: metrics, Logger: log})
 	if err != nil {
 		return err
 	}
 	defer stack.Close() // after the drain and the listeners: every part, in reverse build order
-	api, err := httpapi.New(httpapi.Config{PublicURL: cfg.PublicBaseURL(), Previews: stack.Previews, Control: stack.Control, Terminals: stack.Terminals,
+	api, err := httpapi.New(httpapi.Config{PublicURL: cfg.PublicBaseURL(), Previews: stack.Previews, Control: stack.Control, Tenancy: stack.Tenancy, Terminals: stack.Terminals,
 		Files: stack.Files, Jobs: stack.Jobs, Artifacts: stack.Artifacts, Ports: stack.Ports, Browser: stack.Browser, Desktop: stack.Desktop,
 		Trace: stack.Trace, Services: stack.Services, Snapshots: stack.Snapshots, MCP: stack.MCP, Skills: stack.Skills, E2B: stack.E2B, OpenSandbox: stack.OpenSandbox,
 		Keys: keys, ApproverKeys: approvers, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics})
@@ -203,6 +217,10 @@ func serve(ctx context.Context, args []string) error {
 	if err := stack.Start(ctx); err != nil {
 		ln.Close()
 		return err
+	}
+	if queue != nil {
+		stop := runImageQueue(ctx, queue, log)
+		defer stop() // before the stack closes: a build in progress is stopped and cleaned up
 	}
 
 	handler := api.Handler()

@@ -27,6 +27,7 @@ import (
 	"genesis.dev/sandbox/internal/skills"
 	"genesis.dev/sandbox/internal/snapshots"
 	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/trace"
 )
 
@@ -57,6 +58,9 @@ type Config struct {
 	Logger  *slog.Logger
 	// Now is the service's clock; nil means time.Now.
 	Now func() time.Time
+	// ImageBuilds are the service's background image builds; nil: none
+	// (control.Config.ImageBuilds).
+	ImageBuilds control.ImageBuilds
 
 	// TuneControl, if set, edits the control service's config before it
 	// is built (tests wrap its store or driver there).
@@ -74,6 +78,7 @@ type Metrics interface {
 // order, for Start, Drain and Close.
 type Stack struct {
 	Control   *control.Service
+	Tenancy   *tenancy.Service // tenants, their API keys and the audit log
 	Artifacts *artifacts.Keeper
 	// Trace keeps each sandbox's operation trace.
 	Trace     *trace.Store
@@ -167,7 +172,7 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 
 	// The lifecycle core everything else works over.
 	cc := control.Config{Settings: set, Store: c.Store, Driver: c.Driver, Sandboxer: c.Sandboxer, AgentDir: c.AgentDir, EgressDir: c.EgressDir,
-		InstanceID: c.InstanceID, Logger: log, Now: c.Now, Metrics: c.Metrics, ConfigKeys: c.ConfigKeys}
+		InstanceID: c.InstanceID, Logger: log, Now: c.Now, Metrics: c.Metrics, ImageBuilds: c.ImageBuilds}
 	if c.TuneControl != nil {
 		c.TuneControl(&cc)
 	}
@@ -175,6 +180,13 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.add("control", s.Control)
+	// Tenants, their keys and the audit log, over the store and what
+	// control knows of tenants' sandboxes.
+	if s.Tenancy, err = tenancy.New(tenancy.Config{Settings: set, Store: c.Store, Sandboxes: s.Control, ConfigKeys: c.ConfigKeys,
+		Logger: log, Now: c.Now}); err != nil {
+		return nil, err
+	}
+	s.add("tenancy", s.Tenancy)
 
 	blobs, err := artifacts.OpenBlobs(filepath.Join(set.DataDir, "artifacts"))
 	if err != nil {
@@ -228,7 +240,7 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.add("terminals", s.Terminals)
-	if s.Ports, err = portProxy(s.Control, set, s.Jobs.PortHint, c.Now, log); err != nil {
+	if s.Ports, err = portProxy(s.Control, s.Tenancy.KeyLive, set, s.Jobs.PortHint, c.Now, log); err != nil {
 		return nil, err
 	}
 	s.add("ports", s.Ports)
@@ -249,7 +261,7 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 	}
 	s.add("desktop", s.Desktop)
 	if s.MCP, err = servers.New(servers.Config{Leases: s.Control, Jobs: s.Jobs, Catalog: mcpCatalog(set.MCP), TenantCatalog: mcpCatalogStore{c.Store},
-		Ceiling: set.MCP.MaxRiskLevel, TenantCeiling: s.Control.ToolRiskCeiling, AllowedOrigins: set.MCP.AllowedOrigins, Audit: mcpAudit(s.Control, log),
+		Ceiling: set.MCP.MaxRiskLevel, TenantCeiling: s.Tenancy.ToolRiskCeiling, AllowedOrigins: set.MCP.AllowedOrigins, Audit: mcpAudit(s.Tenancy, log),
 		Secret: operatorSecret(set.Network), NetworkEvents: mcpNetworkEvents(s.Control), DialPort: mcpDialPort(s.Control), Trace: rec, Gate: gate,
 		Now: c.Now, Logger: log}); err != nil {
 		return nil, err
@@ -259,8 +271,8 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 	// process's, not a holder's.
 	s.add("mcp-servers", s.MCP)
 	if s.Skills, err = skills.New(skills.Config{Store: c.Store, Sandboxes: s.Control, Jobs: s.Jobs, Files: s.Files, Artifacts: s.Artifacts,
-		Dir: filepath.Join(set.DataDir, "skills"), Profile: set.Skills.Profile, Ceiling: set.Skills.MaxRiskLevel, TenantCeiling: s.Control.ToolRiskCeiling,
-		AllowNetwork: set.Skills.AllowNetwork, Limits: skillLimits(set.Skills), Audit: skillsAudit(s.Control, log), Now: c.Now, Logger: log}); err != nil {
+		Dir: filepath.Join(set.DataDir, "skills"), Profile: set.Skills.Profile, Ceiling: set.Skills.MaxRiskLevel, TenantCeiling: s.Tenancy.ToolRiskCeiling,
+		AllowNetwork: set.Skills.AllowNetwork, Limits: skillLimits(set.Skills), Audit: skillsAudit(s.Tenancy, log), Now: c.Now, Logger: log}); err != nil {
 		return nil, err
 	}
 	s.add("skills", s.Skills)
@@ -271,7 +283,7 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 	if !filepath.IsAbs(snapDir) {
 		snapDir = filepath.Join(set.DataDir, snapDir)
 	}
-	if s.Snapshots, err = snapshots.New(snapshots.Config{Lifecycle: s.Control, Driver: c.Driver, Store: c.Store, Dir: snapDir,
+	if s.Snapshots, err = snapshots.New(snapshots.Config{Lifecycle: s.Control, Driver: c.Driver, Store: c.Store, Dir: snapDir, Instance: c.InstanceID,
 		Retention: set.Snapshots.Retention, MaxPerTenant: set.Snapshots.MaxPerTenant, MaxBytesPerTenant: set.Snapshots.MaxBytesPerTenant,
 		MaxFork: set.Snapshots.MaxFork, Sessions: s.Jobs, Trace: rec, Now: c.Now, Logger: log}); err != nil {
 		return nil, err
@@ -301,10 +313,16 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 	return s, nil
 }
 
-// Start starts the control service: its first reconcile and the hooks'
-// Recover, then its loops (reconcile, probe, warm pools). Call it once the
-// edge is built and listens.
-func (s *Stack) Start(ctx context.Context) error { return s.Control.Start(ctx) }
+// Start writes the config's tenants to the store (Tenancy.Start), then
+// starts the control service: its first reconcile and the hooks' Recover,
+// then its loops (reconcile, probe, warm pools). Call it once the edge is
+// built and listens.
+func (s *Stack) Start(ctx context.Context) error {
+	if err := s.Tenancy.Start(ctx); err != nil {
+		return err
+	}
+	return s.Control.Start(ctx)
+}
 
 // Drain is the first half of a shutdown, while the edge still serves:
 // every part with work of its own in the sandboxes ends it, in reverse

@@ -68,7 +68,7 @@ func names(s *Stack, has func(part) bool) []string {
 func TestOneOrderedList(t *testing.T) {
 	t.Parallel()
 	s := build(t, nil)
-	if s.E2B == nil || s.OpenSandbox == nil || s.Browser == nil || s.Desktop == nil || s.MCP == nil || s.Skills == nil || s.Trace == nil || s.Snapshots == nil {
+	if s.Tenancy == nil || s.E2B == nil || s.OpenSandbox == nil || s.Browser == nil || s.Desktop == nil || s.MCP == nil || s.Skills == nil || s.Trace == nil || s.Snapshots == nil {
 		t.Fatalf("a part is missing from the stack: %+v", s)
 	}
 	hooks := names(s, func(p part) bool { return p.hook != nil })
@@ -77,7 +77,7 @@ func TestOneOrderedList(t *testing.T) {
 		t.Errorf("hooks in the order %v, want %v", hooks, wantHooks)
 	}
 	closers := names(s, func(p part) bool { return p.close != nil })
-	wantClosers := []string{"control", "trace", "jobs", "services", "browser", "desktop", "mcp-servers", "snapshots"}
+	wantClosers := []string{"control", "tenancy", "trace", "jobs", "services", "browser", "desktop", "mcp-servers", "snapshots"}
 	if !slices.Equal(closers, wantClosers) {
 		t.Errorf("parts with a Close %v, want %v", closers, wantClosers)
 	}

@@ -24,6 +24,7 @@ import (
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/skills"
 	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
@@ -32,7 +33,7 @@ import (
 
 // portProxy builds the port proxy with the preview-link key of the data
 // dir (made on first start).
-func portProxy(ctl *control.Service, set *config.Config, hint func(string, int) string, now func() time.Time, log *slog.Logger) (*ports.Proxy, error) {
+func portProxy(ctl *control.Service, keyLive func(ctx context.Context, keyTenant, keyID string) error, set *config.Config, hint func(string, int) string, now func() time.Time, log *slog.Logger) (*ports.Proxy, error) {
 	keyFile := set.Ports.LinkKeyFile
 	if !filepath.IsAbs(keyFile) {
 		keyFile = filepath.Join(set.DataDir, keyFile)
@@ -46,7 +47,7 @@ func portProxy(ctl *control.Service, set *config.Config, hint func(string, int) 
 		return nil, err
 	}
 	return ports.New(ports.Config{
-		Sandboxes: ports.FromControl(ctl), Signer: signer, KeyLive: ctl.KeyLive, MaxLinkTTL: set.Ports.MaxLinkTTL, DialTimeout: set.Ports.DialTimeout,
+		Sandboxes: ports.FromControl(ctl), Signer: signer, KeyLive: keyLive, MaxLinkTTL: set.Ports.MaxLinkTTL, DialTimeout: set.Ports.DialTimeout,
 		PortHint: hint, Now: now, Logger: log,
 	})
 }
@@ -65,7 +66,7 @@ func (s *Stack) buildAdapters(set *config.Config, log *slog.Logger) error {
 	}
 	if set.E2B.Enabled {
 		var a *e2b.Adapter
-		a, err = e2b.New(e2b.Config{Control: s.Control, Jobs: s.Jobs, Files: s.Files, Settings: set.E2B, MaxJobTimeoutMS: set.Limits.MaxExecTimeoutMS,
+		a, err = e2b.New(e2b.Config{Control: s.Control, KeyLive: s.Tenancy.KeyLive, Jobs: s.Jobs, Files: s.Files, Settings: set.E2B, MaxJobTimeoutMS: set.Limits.MaxExecTimeoutMS,
 			TokenKey: tokenKey, PreviewDomain: s.Previews.Domain(), Logger: log,
 			ProxyPort: func(w http.ResponseWriter, r *http.Request, tenant, sandboxID string, port int, path, prefix string) {
 				// The host-based form (no prefix) is the port's own origin.
@@ -77,7 +78,7 @@ func (s *Stack) buildAdapters(set *config.Config, log *slog.Logger) error {
 		s.E2B = a
 	}
 	if set.OpenSandbox.Enabled {
-		oc := opensandbox.Config{Control: s.Control, Jobs: s.Jobs, Files: s.Files, Settings: set.OpenSandbox, MaxJobTimeoutMS: set.Limits.MaxExecTimeoutMS,
+		oc := opensandbox.Config{Control: s.Control, KeyLive: s.Tenancy.KeyLive, Jobs: s.Jobs, Files: s.Files, Settings: set.OpenSandbox, MaxJobTimeoutMS: set.Limits.MaxExecTimeoutMS,
 			TokenKey: tokenKey, Preview: s.openPreview, Logger: log}
 		if u, err := url.Parse(set.PublicBaseURL()); err == nil {
 			oc.PublicHost = u.Host
@@ -139,7 +140,7 @@ func operatorSecret(c config.Network) func(string) (string, error) {
 // mcpAudit stores each MCP call as an audit record: action "mcp
 // tools/call", target "instance/tool", the decision and outcome in code,
 // the session as actor.
-func mcpAudit(ctl *control.Service, log *slog.Logger) func(string, string, mcp.CallRecord) {
+func mcpAudit(audit *tenancy.Service, log *slog.Logger) func(string, string, mcp.CallRecord) {
 	return func(tn, instance string, rec mcp.CallRecord) {
 		status := http.StatusOK
 		code := ""
@@ -164,7 +165,7 @@ func mcpAudit(ctl *control.Service, log *slog.Logger) func(string, string, mcp.C
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		err := ctl.RecordAudit(ctx, &tenant.AuditRecord{
+		err := audit.RecordAudit(ctx, &tenant.AuditRecord{
 			Time: rec.Time, Actor: "mcp-session:" + rec.Session, Tenant: tn, Action: "mcp " + rec.Method,
 			Target: target, Status: status, Code: code,
 		})
@@ -192,7 +193,7 @@ func skillLimits(c config.Skills) skills.Limits {
 // skillsAudit records what the skills MCP server runs: action
 // "skills-mcp run_skill_script", target "skill@revision/script job=…", the
 // refusal's code if it was refused.
-func skillsAudit(ctl *control.Service, log *slog.Logger) func(context.Context, string, string, string, string) {
+func skillsAudit(audit *tenancy.Service, log *slog.Logger) func(context.Context, string, string, string, string) {
 	return func(ctx context.Context, tn, action, target, code string) {
 		status := http.StatusOK
 		if code != "" {
@@ -200,7 +201,7 @@ func skillsAudit(ctl *control.Service, log *slog.Logger) func(context.Context, s
 		}
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if err := ctl.RecordAudit(actx, &tenant.AuditRecord{Time: time.Now().UTC(), Actor: "skills-mcp", Tenant: tn, Action: action,
+		if err := audit.RecordAudit(actx, &tenant.AuditRecord{Time: time.Now().UTC(), Actor: "skills-mcp", Tenant: tn, Action: action,
 			Target: target, Status: status, Code: code}); err != nil {
 			log.Warn("recording a skills MCP run in the audit log", "target", target, "err", err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"genesis.dev/sandbox/images"
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -46,6 +47,9 @@ type Config struct {
 	Audit       Audit     `yaml:"audit"`
 	Network     Network   `yaml:"network"`
 	Profiles    []Profile `yaml:"profiles"`
+	// ImageRepository prefixes the references of the images built from
+	// recipes, <prefix><recipe>:<hash> (default "genesis/").
+	ImageRepository string `yaml:"image_repository"`
 	// WarmPools switches the profiles' warm pools on (the default) or off;
 	// with it off, every lease is a cold create.
 	WarmPools bool  `yaml:"warm_pools"`
@@ -727,6 +731,9 @@ func (c *Config) validate(v *problems) {
 	}
 	if len(c.Profiles) == 0 {
 		bad("profiles", "at least one profile is required")
+	}
+	if !images.ValidRepository(c.ImageRepository) {
+		bad("image_repository", "must be lower-case letters, digits, '-', '_', '.' and '/', ending in '/' (like genesis/), got %q", c.ImageRepository)
 	}
 	c.validatePorts(v)
 	c.validateBrowser(v)

@@ -68,6 +68,7 @@ func TestLoadOverlayAndErrors(t *testing.T) {
 		"audit: {retention: 0s}\n":                                                               "audit.retention",
 		"intervals: {probe: -1s}\n":                                                              "intervals.probe",
 		"profiles: []\n":                                                                         "profiles",
+		"image_repository: Genesis\n":                                                            "image_repository",
 		"limits: {files: {max_upload_bytes: -1}}\n":                                              "limits.files.max_upload_bytes",
 		"limits: {files: {max_files_per_call: -5}}\n":                                            "limits.files.max_files_per_call",
 		"limits: {files: {max_search_timeout: -1s}}\n":                                           "limits.files.max_search_timeout",

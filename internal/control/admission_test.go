@@ -14,6 +14,7 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/testenv"
 )
 
@@ -233,7 +234,7 @@ func TestQueueWeightFromTenantRecord(t *testing.T) {
 		c.Tenants["a"] = config.Tenant{Weight: 3}
 	})
 	ctx := context.Background()
-	if _, err := h.Svc.CreateTenant(ctx, control.TenantInput{Name: "made", Weight: 5}); err != nil {
+	if _, err := h.Tenancy.CreateTenant(ctx, tenancy.TenantInput{Name: "made", Weight: 5}); err != nil {
 		t.Fatal(err)
 	}
 	holder := h.Create("b", control.CreateSandboxInput{})

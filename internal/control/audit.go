@@ -4,54 +4,21 @@ import (
 	"context"
 	"time"
 
-	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
-// auditPruneEvery is how often records past audit.retention are deleted.
-const auditPruneEvery = time.Hour
-
-// auditWriteTimeout bounds writing one audit record, which runs even when
-// the request that caused it has ended.
-const auditWriteTimeout = 10 * time.Second
-
-// RecordAudit appends r to the audit log (Time set to now when zero). It
-// keeps going when ctx has ended: a record of a canceled request still
-// counts.
-func (s *Service) RecordAudit(ctx context.Context, r *tenant.AuditRecord) error {
-	if r.Time.IsZero() {
-		r.Time = s.now()
-	}
-	wctx, cancel := cleanupCtx(ctx, auditWriteTimeout)
-	defer cancel()
-	return s.store.AppendAudit(wctx, r)
-}
-
-// ListAudit returns audit records matching f.
-func (s *Service) ListAudit(ctx context.Context, f store.AuditFilter) ([]*tenant.AuditRecord, error) {
-	return s.store.ListAudit(ctx, f)
-}
-
 // auditSystem records an action the service took by itself (for example
-// "ttl_expired") on target; err is its outcome. Failures are logged.
+// "ttl_expired") on target; err is its outcome. Failures are logged. The
+// audit log itself (the API's records, listing, retention) is
+// internal/tenancy's.
 func (s *Service) auditSystem(ctx context.Context, tenantName, action, target string, err error) {
-	r := &tenant.AuditRecord{Actor: tenant.ActorSystem, Tenant: tenantName, Action: "system " + action, Target: target, Status: 200}
+	r := &tenant.AuditRecord{Time: s.now(), Actor: tenant.ActorSystem, Tenant: tenantName, Action: "system " + action, Target: target, Status: 200}
 	if err != nil {
 		r.Status, r.Code = 500, "internal"
 	}
-	if werr := s.RecordAudit(ctx, r); werr != nil {
+	wctx, cancel := cleanupCtx(ctx, 10*time.Second)
+	defer cancel()
+	if werr := s.store.AppendAudit(wctx, r); werr != nil {
 		s.log.Error("writing audit record", "action", r.Action, "target", target, "err", werr)
-	}
-}
-
-// pruneAudit deletes audit records older than the retention.
-func (s *Service) pruneAudit(ctx context.Context) {
-	n, err := s.store.PruneAudit(ctx, s.now().Add(-s.cfg.Audit.Retention))
-	if err != nil {
-		s.log.Warn("pruning audit records", "err", err)
-		return
-	}
-	if n > 0 {
-		s.log.Info("audit records past retention deleted", "count", n, "retention", s.cfg.Audit.Retention)
 	}
 }

@@ -15,8 +15,6 @@ type (
 	SandboxFilter = store.SandboxFilter
 	// LeaseFilter selects leases for ListLeases.
 	LeaseFilter = store.LeaseFilter
-	// AuditFilter selects audit records for ListAudit.
-	AuditFilter = store.AuditFilter
 )
 
 // The admission figures AdmissionStats reports (the admission package's

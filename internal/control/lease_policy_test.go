@@ -15,6 +15,7 @@ import (
 	"genesis.dev/sandbox/internal/netctl"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
@@ -25,7 +26,7 @@ func TestLeaseTenantMinRisk(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, withPool(1, 2))
 	ctx := context.Background()
-	if _, err := h.Svc.CreateTenant(ctx, control.TenantInput{Name: "strict", MinRiskLevel: "high"}); err != nil {
+	if _, err := h.Tenancy.CreateTenant(ctx, tenancy.TenantInput{Name: "strict", MinRiskLevel: "high"}); err != nil {
 		t.Fatal(err)
 	}
 	h.waitIdle(1)
@@ -132,7 +133,7 @@ func TestColdLeasesKeepMaxLeases(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := context.Background()
-	if _, err := h.Svc.CreateTenant(ctx, control.TenantInput{Name: "capped", Quotas: tenant.Quotas{MaxLeases: 2}}); err != nil {
+	if _, err := h.Tenancy.CreateTenant(ctx, tenancy.TenantInput{Name: "capped", Quotas: tenant.Quotas{MaxLeases: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 6
@@ -225,7 +226,7 @@ func TestLeaseSystemEndsAudited(t *testing.T) {
 		{"a", "system lease_expired", expired.Lease.ID},
 		{"b", "system service_drained", kept.ID},
 	} {
-		recs, err := h.Svc.ListAudit(ctx, store.AuditFilter{Tenant: want.tenant, Action: want.action, Target: want.target})
+		recs, err := h.Tenancy.ListAudit(ctx, store.AuditFilter{Tenant: want.tenant, Action: want.action, Target: want.target})
 		if err != nil || len(recs) != 1 || recs[0].Actor != "system" || recs[0].Status != 200 {
 			t.Errorf("audit of %s on %s: %+v, %v; want one system record", want.action, want.target, recs, err)
 		}

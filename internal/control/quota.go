@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -22,6 +23,42 @@ const (
 // coldLeaseHoldFor is how long, beyond its wait for capacity, a cold
 // lease's hold counts when its maker never drops it (the process died).
 const coldLeaseHoldFor = 10 * time.Minute
+
+// LockTenant takes the tenant's quota lock, which every create and claim
+// for the tenant takes (in every instance sharing the store when the
+// tenant has quotas; otherwise in this instance), and returns its unlock
+// (internal/tenancy deletes a tenant under it).
+func (s *Service) LockTenant(ctx context.Context, name string) (unlock func(), err error) {
+	return s.lockTenant(ctx, name, true)
+}
+
+// LiveSandboxes lists the live sandboxes of tenant name, or of every
+// tenant when name is "": what tenants hold now (internal/tenancy's
+// views of tenants).
+func (s *Service) LiveSandboxes(ctx context.Context, name string) ([]*sandbox.Sandbox, error) {
+	return s.store.ListSandboxes(ctx, store.SandboxFilter{Tenant: name, States: liveStates})
+}
+
+// tenantRecord returns the stored tenant, or a zero tenant (no quotas, no
+// policy) for a name without a record.
+func (s *Service) tenantRecord(ctx context.Context, name string) (*tenant.Tenant, error) {
+	t, err := s.store.GetTenant(ctx, name)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return &tenant.Tenant{Name: name}, nil
+	}
+	return t, err
+}
+
+// usage sums what a tenant's live sandboxes hold, and returns the one that
+// expires first (zero if none).
+func (s *Service) usage(ctx context.Context, name string) (tenant.Usage, sandbox.Sandbox, error) {
+	live, err := s.LiveSandboxes(ctx, name)
+	if err != nil {
+		return tenant.Usage{}, sandbox.Sandbox{}, err
+	}
+	u, first := tenant.UsageOf(live)
+	return u, first, nil
+}
 
 // lockTenant takes the tenant's quota lock and returns its unlock: within
 // this process a mutex and, if shared and instances share the store

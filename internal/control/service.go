@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,11 +47,11 @@ type Config struct {
 	Now func() time.Time
 	// Metrics is told how long lease grants take; nil: nobody.
 	Metrics Observer
-
-	// ConfigKeys are the keys given in the config or on the command line,
-	// as tenant.ConfigKeyID → tenant (tenant.ConfigKeyIDs): the tokens
-	// they made stay live while they are configured (KeyLive).
-	ConfigKeys map[string]string
+	// ImageBuilds are the image builds the service runs in the
+	// background; nil when it builds none. A request for a profile whose
+	// image is being built waits for it within its wait_seconds, or is
+	// answered 503 image_building.
+	ImageBuilds ImageBuilds
 }
 
 // Observer is told the latency of control operations (the service's
@@ -78,10 +77,6 @@ type Service struct {
 	log      *slog.Logger
 	now      func() time.Time
 	obs      Observer
-
-	// configKeys and keyLive answer KeyLive (keylive.go).
-	configKeys map[string]string
-	keyLive    keyLiveCache
 
 	probeMu sync.Mutex // serializes probe runs
 	capsMu  sync.RWMutex
@@ -114,6 +109,8 @@ type Service struct {
 	cancel context.CancelFunc
 
 	reps *replicas // replicas.go; nil with a store of one process
+
+	builds ImageBuilds // images.go; nil: the service builds none
 
 	// probeFails counts failed probes in a row of runtimes that passed
 	// before (see keepThroughBlips); under capsMu.
@@ -167,6 +164,7 @@ func New(cfg Config) (*Service, error) {
 		store:     cfg.Store,
 		driver:    cfg.Driver,
 		boxes:     boxes,
+		builds:    cfg.ImageBuilds,
 		remote:    cfg.Sandboxer != nil,
 		instance:  cfg.InstanceID,
 		log:       cfg.Logger,
@@ -179,13 +177,12 @@ func New(cfg Config) (*Service, error) {
 		busy:      map[string]int{},
 		busySync:  map[string]bool{},
 	}
-	s.configKeys = maps.Clone(cfg.ConfigKeys)
 	var sandboxDir func(string) string
 	if h, ok := boxes.(driver.HostDirs); ok {
 		sandboxDir = h.SandboxDir
 	}
 	s.net, err = netctl.New(netctl.Config{Settings: cfg.Settings, Driver: cfg.Driver, Store: cfg.Store, SandboxDir: sandboxDir,
-		ProfileImage: imageRef, EgressDir: cfg.EgressDir, InstanceID: cfg.InstanceID, Logger: cfg.Logger, Now: cfg.Now})
+		ProfileImage: s.imageRef, EgressDir: cfg.EgressDir, InstanceID: cfg.InstanceID, Logger: cfg.Logger, Now: cfg.Now})
 	if err != nil {
 		return nil, err
 	}
@@ -197,9 +194,6 @@ func New(cfg Config) (*Service, error) {
 // a previous crash), then starts the background probe and reconcile loops.
 func (s *Service) Start(ctx context.Context) error {
 	s.started.Store(true)
-	if err := s.syncTenants(ctx); err != nil {
-		return err
-	}
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
 	if err := s.startReplicas(ctx, loopCtx); err != nil {
@@ -219,8 +213,6 @@ func (s *Service) Start(ctx context.Context) error {
 		s.log.Error("accounting for the host capacity of existing sandboxes failed", "err", err)
 	}
 	s.probeLoop(loopCtx, s.cfg.Intervals.Probe)
-	s.pruneAudit(ctx)
-	s.loop(loopCtx, auditPruneEvery, s.pruneAudit)
 	if s.net.Start(ctx) {
 		s.loop(loopCtx, s.cfg.Network.Gateway.HealthInterval, s.net.Check)
 		s.loop(loopCtx, s.cfg.Network.Gateway.EventsInterval, s.net.PullEvents)

@@ -33,6 +33,7 @@ import (
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/sqlite"
 	"genesis.dev/sandbox/internal/store/sqlstore"
+	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/testenv"
 	"genesis.dev/sandbox/internal/trace"
 )
@@ -240,6 +241,7 @@ type Harness struct {
 	// cmd/sandbox-service; Svc and the managers below are its parts.
 	Stack     *assemble.Stack
 	Svc       *control.Service
+	Tenancy   *tenancy.Service
 	Terminals *interactive.Terminals
 	Files     *files.Gateway
 	Ports     *ports.Proxy
@@ -400,7 +402,7 @@ func NewOpts(t *testing.T, o Options) *Harness {
 	if err := stack.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return &Harness{T: t, Dir: dir, Cfg: cfg, Drv: drv, St: st, Stack: stack, Svc: stack.Control, Terminals: stack.Terminals, Files: stack.Files,
+	return &Harness{T: t, Dir: dir, Cfg: cfg, Drv: drv, St: st, Stack: stack, Svc: stack.Control, Tenancy: stack.Tenancy, Terminals: stack.Terminals, Files: stack.Files,
 		Jobs: stack.Jobs, Artifacts: stack.Artifacts, Ports: stack.Ports, Services: stack.Services, Browser: stack.Browser, Desktop: stack.Desktop,
 		MCP: stack.MCP, Skills: stack.Skills, Trace: stack.Trace, Clock: clk, Agents: ag}
 }

@@ -39,9 +39,21 @@ type Checkpointer interface {
 type RootfsSaver interface {
 	// CommitRootfs makes image ref of the container's current files,
 	// pausing it for the copy; RemoveImage removes such an image.
+	// RemoveImage answers an error of class errdefs.ErrConflict, and keeps
+	// the image, while a container (running or not) was made from it.
 	CommitRootfs(ctx context.Context, id, ref string, labels map[string]string) error
 	RemoveImage(ctx context.Context, ref string) error
+	// SavedImages lists the images made by CommitRootfs that carry every
+	// label of labels ("key=value"), dangling ones included.
+	SavedImages(ctx context.Context, labels ...string) ([]SavedImage, error)
 	// SaveRootfsUpper writes a tar of the root filesystem's changes of a
 	// runsc container to path.
 	SaveRootfsUpper(ctx context.Context, id, path string) error
+}
+
+// SavedImage is an image CommitRootfs made: its id and the references
+// that still name it (none when it is dangling).
+type SavedImage struct {
+	ID   string
+	Refs []string
 }

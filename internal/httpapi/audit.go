@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/client"
-	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
@@ -61,7 +61,7 @@ func (s *Server) recordAudit(r *http.Request, pattern string, ae *auditEntry, sw
 	if sw.status >= 400 {
 		rec.Code = ae.code
 	}
-	if err := s.ctl.RecordAudit(r.Context(), rec); err != nil {
+	if err := s.tenancy.RecordAudit(r.Context(), rec); err != nil {
 		s.log.Error("writing audit record", "request_id", rec.RequestID, "action", action, "err", err)
 	}
 }
@@ -90,10 +90,10 @@ var problemCodeRE = regexp.MustCompile(`^[a-z][a-z_]{0,63}$`)
 // auditFilter reads the query of GET /v1/audit. A tenant's key sees only
 // its own records (asking for another tenant is 403); an admin key sees
 // every tenant's, and the records of unauthenticated calls.
-func auditFilter(r *http.Request) (control.AuditFilter, error) {
+func auditFilter(r *http.Request) (tenancy.AuditFilter, error) {
 	q := r.URL.Query()
 	p := principalOf(r)
-	f := control.AuditFilter{Tenant: q.Get("tenant"), Action: q.Get("action"), Target: q.Get("target"), Limit: auditDefaultLimit}
+	f := tenancy.AuditFilter{Tenant: q.Get("tenant"), Action: q.Get("action"), Target: q.Get("target"), Limit: auditDefaultLimit}
 	if !p.Admin {
 		if f.Tenant != "" && f.Tenant != p.Tenant {
 			return f, errdefs.WithCode("admin_required", fmt.Errorf("only an admin key may read another tenant's audit records: %w", errdefs.ErrPermissionDenied))
@@ -163,7 +163,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	limit := f.Limit
 	f.Limit++ // one more tells whether another page follows
-	list, err := s.ctl.ListAudit(r.Context(), f)
+	list, err := s.tenancy.ListAudit(r.Context(), f)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

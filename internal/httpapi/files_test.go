@@ -110,7 +110,7 @@ func newFilesAPIWith(t *testing.T, tune func(*config.Config)) *filesAPI {
 	if err := stack.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := httpapi.New(httpapi.Config{PublicURL: testPublicURL, Control: stack.Control, Terminals: stack.Terminals, Files: stack.Files, Jobs: stack.Jobs,
+	srv, err := httpapi.New(httpapi.Config{PublicURL: testPublicURL, Control: stack.Control, Tenancy: stack.Tenancy, Terminals: stack.Terminals, Files: stack.Files, Jobs: stack.Jobs,
 		Artifacts: stack.Artifacts, Keys: map[string]string{filesKey: "default"}})
 	if err != nil {
 		t.Fatal(err)

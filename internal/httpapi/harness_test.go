@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/assemble"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/controltest"
@@ -48,8 +49,15 @@ const maxBody = 64 << 10
 
 func newAPI(t *testing.T, configure func(*config.Config)) *api {
 	t.Helper()
+	return newAPIWith(t, configure, nil)
+}
+
+// newAPIWith is newAPI with tune changing the control service's own
+// settings before it starts.
+func newAPIWith(t *testing.T, configure func(*config.Config), tune func(*control.Config)) *api {
+	t.Helper()
 	keys := map[string]string{keyA: "a", keyB: "b", keyAdmin: config.AdminTenant}
-	h := controltest.NewWith(t, func(c *config.Config) {
+	h := controltest.NewOpts(t, controltest.Options{Configure: func(c *config.Config) {
 		c.AdminAPIKey = keyAdmin
 		c.PublicURL = testPublicURL
 		c.E2B.Enabled, c.E2B.Templates = true, map[string]string{"base": "tool-basic", "test": controltest.Profile}
@@ -57,10 +65,10 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 		if configure != nil {
 			configure(c)
 		}
-	}, func(c *control.Config) {
+	}, Tune: tune, Assemble: func(c *assemble.Config) {
 		c.ConfigKeys = tenant.ConfigKeyIDs(keys)
 		maps.Copy(c.ConfigKeys, tenant.ConfigKeyIDs(map[string]string{keyApproverA: "a"}))
-	})
+	}})
 	st := h.Stack
 	srv, err := httpapi.New(httpapi.Config{
 		Metrics:      httpapi.NewMetrics(httpapi.MetricsConfig{TenantLabels: h.Cfg.Metrics.TenantLabels}),
@@ -73,6 +81,7 @@ func newAPI(t *testing.T, configure func(*config.Config)) *api {
 		MCP:          st.MCP,
 		Skills:       st.Skills,
 		Control:      st.Control,
+		Tenancy:      st.Tenancy,
 		Terminals:    st.Terminals,
 		Files:        st.Files,
 		Ports:        st.Ports,

@@ -34,6 +34,7 @@ import (
 	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/skills"
 	"genesis.dev/sandbox/internal/snapshots"
+	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/tenant"
 	"genesis.dev/sandbox/internal/trace"
 )
@@ -41,6 +42,8 @@ import (
 // Config wires a Server.
 type Config struct {
 	Control *control.Service
+	// Tenancy serves the tenant, key and audit routes and checks keys.
+	Tenancy *tenancy.Service
 	// Jobs serves exec, jobs, sessions and code contexts.
 	Jobs *jobs.Manager
 	// Artifacts serves the artifacts of jobs.
@@ -82,7 +85,7 @@ type Config struct {
 	// Snapshots, when set, serves pause, hibernation, snapshots, forks and
 	// rollbacks.
 	Snapshots *snapshots.Manager
-	Logger   *slog.Logger
+	Logger    *slog.Logger
 	// E2B, when set, is served under /e2b; New binds it to this server
 	// (the key check).
 	E2B *e2b.Adapter
@@ -98,6 +101,7 @@ type Config struct {
 // Server is the HTTP API.
 type Server struct {
 	ctl       *control.Service
+	tenancy   *tenancy.Service
 	keys      []apiKey
 	maxBody   int64
 	log       *slog.Logger
@@ -146,8 +150,8 @@ type Route struct {
 
 // New builds the server and its routes.
 func New(cfg Config) (*Server, error) {
-	if cfg.Control == nil {
-		return nil, fmt.Errorf("httpapi: nil control: %w", errdefs.ErrInvalidArgument)
+	if cfg.Control == nil || cfg.Tenancy == nil {
+		return nil, fmt.Errorf("httpapi: nil control or tenancy: %w", errdefs.ErrInvalidArgument)
 	}
 	if cfg.Jobs == nil || cfg.Artifacts == nil {
 		return nil, fmt.Errorf("httpapi: nil jobs manager or artifact keeper: %w", errdefs.ErrInvalidArgument)
@@ -176,7 +180,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.PublicURL == "" {
 		return nil, fmt.Errorf("httpapi: no public URL: %w", errdefs.ErrInvalidArgument)
 	}
-	s := &Server{ctl: cfg.Control, maxBody: cfg.MaxBodyBytes, log: cfg.Logger, mux: http.NewServeMux(), metrics: cfg.Metrics, keepalive: cfg.KeepAlive,
+	s := &Server{ctl: cfg.Control, tenancy: cfg.Tenancy, maxBody: cfg.MaxBodyBytes, log: cfg.Logger, mux: http.NewServeMux(), metrics: cfg.Metrics, keepalive: cfg.KeepAlive,
 		ports: cfg.Ports, origins: cfg.Previews, publicURL: strings.TrimRight(cfg.PublicURL, "/"), services: cfg.Services, unaudited: map[string]bool{}}
 	for k, t := range cfg.Keys {
 		s.keys = append(s.keys, apiKey{hash: sha256.Sum256([]byte(k)), tenant: t})
@@ -239,6 +243,7 @@ func (s *Server) routesInit() {
 	s.handle("GET", "/v1/capabilities", true, s.capabilities)
 	s.handle("GET", "/v1/whoami", true, s.whoami)
 	s.handle("GET", "/v1/profiles", true, s.profiles)
+	s.handle("GET", "/v1/images", true, s.images)
 	s.handle("POST", "/v1/sandboxes", true, s.createSandbox)
 	s.handle("GET", "/v1/sandboxes", true, s.listSandboxes)
 	s.handle("GET", "/v1/sandboxes/{id}", true, s.getSandbox)
@@ -484,7 +489,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				s.writeProblem(w, r, errdefs.WithCode("admin_required", fmt.Errorf("only an admin key may act for another tenant (%s): %w", ActAsHeader, errdefs.ErrPermissionDenied)))
 				return
 			}
-			if _, err := s.ctl.GetTenant(r.Context(), as); err != nil {
+			if _, err := s.tenancy.GetTenant(r.Context(), as); err != nil {
 				s.writeProblem(w, r, err)
 				return
 			}
@@ -515,7 +520,7 @@ func (s *Server) resolveKey(ctx context.Context, sum [32]byte) (tenant.Principal
 			static, scopes = k.tenant, k.scopes
 		}
 	}
-	p, err := s.ctl.Authenticate(ctx, sum, static)
+	p, err := s.tenancy.Authenticate(ctx, sum, static)
 	if err == nil && static != "" {
 		p.Scopes = scopes
 	}

@@ -6,7 +6,7 @@ import (
 	"strconv"
 
 	"genesis.dev/sandbox/client"
-	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
@@ -49,11 +49,11 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	in := control.TenantInput{Name: req.Name, Weight: req.Weight, MinRiskLevel: req.MinRiskLevel, MaxToolRiskLevel: req.MaxToolRiskLevel, Admin: req.Admin}
+	in := tenancy.TenantInput{Name: req.Name, Weight: req.Weight, MinRiskLevel: req.MinRiskLevel, MaxToolRiskLevel: req.MaxToolRiskLevel, Admin: req.Admin}
 	if q := req.Quotas; q != nil {
 		in.Quotas = tenant.Quotas{MaxSandboxes: q.MaxSandboxes, MaxCPU: q.MaxCPU, MaxMemoryMB: q.MaxMemoryMB, MaxLeases: q.MaxLeases}
 	}
-	t, err := s.ctl.CreateTenant(r.Context(), in)
+	t, err := s.tenancy.CreateTenant(r.Context(), in)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -64,7 +64,7 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
-	list, err := s.ctl.ListTenants(r.Context())
+	list, err := s.tenancy.ListTenants(r.Context())
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -78,7 +78,7 @@ func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getTenant(w http.ResponseWriter, r *http.Request) {
-	v, err := s.ctl.GetTenant(r.Context(), r.PathValue("name"))
+	v, err := s.tenancy.GetTenant(r.Context(), r.PathValue("name"))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -100,11 +100,11 @@ func (s *Server) patchTenant(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	p := control.TenantPatch{Weight: req.Weight, MinRiskLevel: req.MinRiskLevel, MaxToolRiskLevel: req.MaxToolRiskLevel, Admin: req.Admin}
+	p := tenancy.TenantPatch{Weight: req.Weight, MinRiskLevel: req.MinRiskLevel, MaxToolRiskLevel: req.MaxToolRiskLevel, Admin: req.Admin}
 	if q := req.Quotas; q != nil {
-		p.Quotas = control.QuotasPatch{MaxSandboxes: q.MaxSandboxes, MaxCPU: q.MaxCPU, MaxMemoryMB: q.MaxMemoryMB, MaxLeases: q.MaxLeases}
+		p.Quotas = tenancy.QuotasPatch{MaxSandboxes: q.MaxSandboxes, MaxCPU: q.MaxCPU, MaxMemoryMB: q.MaxMemoryMB, MaxLeases: q.MaxLeases}
 	}
-	t, err := s.ctl.UpdateTenant(r.Context(), r.PathValue("name"), ifv, p)
+	t, err := s.tenancy.UpdateTenant(r.Context(), r.PathValue("name"), ifv, p)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -119,7 +119,7 @@ func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	if err := s.ctl.DeleteTenant(r.Context(), r.PathValue("name"), ifv); err != nil {
+	if err := s.tenancy.DeleteTenant(r.Context(), r.PathValue("name"), ifv); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
@@ -135,7 +135,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	name := r.PathValue("name")
-	k, secret, err := s.ctl.CreateKey(r.Context(), name, req.Description, req.Scopes)
+	k, secret, err := s.tenancy.CreateKey(r.Context(), name, req.Description, req.Scopes)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -148,7 +148,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
-	list, err := s.ctl.ListKeys(r.Context(), r.PathValue("name"))
+	list, err := s.tenancy.ListKeys(r.Context(), r.PathValue("name"))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -161,7 +161,7 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
-	if _, err := s.ctl.RevokeKey(r.Context(), r.PathValue("name"), r.PathValue("key_id")); err != nil {
+	if _, err := s.tenancy.RevokeKey(r.Context(), r.PathValue("name"), r.PathValue("key_id")); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}

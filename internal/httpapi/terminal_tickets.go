@@ -211,7 +211,7 @@ func (s *Server) redeemPrincipal(ctx context.Context, tk terminalTicket) (tenant
 		return tenant.Principal{}, errdefs.WithCode("admin_required", fmt.Errorf(
 			"the ticket was issued to an admin key acting for tenant %s, and the key is no longer an admin's: %w", tk.tenant, errdefs.ErrPermissionDenied))
 	}
-	if _, err := s.ctl.GetTenant(ctx, tk.tenant); err != nil {
+	if _, err := s.tenancy.GetTenant(ctx, tk.tenant); err != nil {
 		return tenant.Principal{}, err
 	}
 	s.log.Info("terminal opened by an admin acting for a tenant", "key", p.KeyID, "key_tenant", p.Tenant, "tenant", tk.tenant, "sandbox", tk.sandbox)

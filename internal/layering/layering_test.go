@@ -62,9 +62,9 @@ var rules = []rule{
 	{
 		Pkg:    "internal/control",
 		Why:    "control is the lifecycle core: it calls the workload packages only through the hooks it declares, and knows no API",
-		Forbid: concat(workloads, []string{"internal/httpapi", "client", "cmd/..."}),
+		Forbid: concat(workloads, []string{"internal/httpapi", "internal/tenancy", "client", "cmd/..."}),
 		Only: []string{"internal/driver", "internal/store", "internal/agent/agentclient", "internal/agent/agentproto",
-			"internal/policy", "internal/config", "images", "internal/admission", "internal/diskquota", "internal/driver/local",
+			"internal/policy", "internal/config", "images", "internal/imagebuild", "internal/admission", "internal/diskquota", "internal/driver/local",
 			"internal/egress", "internal/netctl", "internal/tenant", "internal/sandbox", "internal/errdefs"},
 	},
 	{
@@ -74,6 +74,14 @@ var rules = []rule{
 		Forbid: concat(workloads, []string{"internal/control", "internal/httpapi", "client", "cmd/..."}),
 		Only: []string{"internal/driver", "internal/store", "internal/config", "internal/egress", "internal/egress/egressclient",
 			"internal/sandbox", "internal/errdefs"},
+		External: []string{},
+	},
+	{
+		Pkg: "internal/tenancy",
+		Why: "tenancy administers tenants, their keys and the audit log over the store's contract: config, store, tenant, sandbox and errdefs; " +
+			"it asks control for tenants' sandboxes through an interface of its own and imports no control, workload, API or client package",
+		Forbid:   concat(workloads, []string{"internal/control", "internal/httpapi", "client", "cmd/..."}),
+		Only:     []string{"internal/config", "internal/store", "internal/tenant", "internal/sandbox", "internal/errdefs"},
 		External: []string{},
 	},
 	{
@@ -209,6 +217,17 @@ var rules = []rule{
 		Why:      "tokens is a leaf: the standard library only",
 		Only:     []string{},
 		External: []string{},
+	},
+	{
+		Pkg:      "internal/imagecli",
+		Why:      "imagecli is the image builder's command line: the recipes, imagebuild, the Docker driver and config; no service, store or API",
+		Only:     []string{"images", "internal/imagebuild", "internal/driver/docker", "internal/config"},
+		External: []string{},
+	},
+	{
+		Pkg:    "cmd/genesis-images",
+		Why:    "genesis-images must compile in seconds (make run builds the quickstart's images with it while the service compiles): nothing of the service, its store, API or Kubernetes driver",
+		Forbid: []string{"internal/control", "internal/httpapi", "internal/store/...", "internal/driver/kube", "internal/jobs", "client"},
 	},
 	{
 		Pkg:      "internal/assemble",
@@ -376,6 +395,9 @@ func TestRulesCatchUpwardImports(t *testing.T) {
 		{"netctl imports control", pkg{Path: "internal/netctl", Imports: []string{m("internal/control")}, Deps: []string{m("internal/control")}}, "internal/netctl depends on internal/control"},
 		{"netctl imports a store implementation", pkg{Path: "internal/netctl", Imports: []string{m("internal/store/sqlstore")}}, "internal/netctl imports internal/store/sqlstore"},
 		{"control imports the egress client", pkg{Path: "internal/control", Imports: []string{m("internal/egress/egressclient")}}, "internal/control imports internal/egress/egressclient"},
+		{"tenancy imports control", pkg{Path: "internal/tenancy", Imports: []string{m("internal/control")}, Deps: []string{m("internal/control")}}, "internal/tenancy depends on internal/control"},
+		{"tenancy imports a store implementation", pkg{Path: "internal/tenancy", Imports: []string{m("internal/store/sqlite")}}, "internal/tenancy imports internal/store/sqlite"},
+		{"control depends on tenancy", pkg{Path: "internal/control", Deps: []string{m("internal/tenancy")}}, "internal/control depends on internal/tenancy"},
 		{"control imports joblog", pkg{Path: "internal/control", Imports: []string{m("internal/joblog")}}, "internal/control imports internal/joblog"},
 		{"sandbox with errdefs only", pkg{Path: "internal/sandbox", Imports: []string{"fmt", m("internal/errdefs")}, Deps: []string{"fmt", m("internal/errdefs")}}, ""},
 		{"agent with x/sys", pkg{Path: "internal/agent", Imports: []string{"golang.org/x/sys/unix", m("internal/agent/agentproto")}}, ""},

@@ -46,7 +46,7 @@ type Config struct {
 	Sandboxes Sandboxes
 	Signer    *Signer
 	// KeyLive answers nil while the API key keyID of keyTenant may act
-	// (control.Service.KeyLive): every use of a link asks it, so a link
+	// (tenancy.Service.KeyLive): every use of a link asks it, so a link
 	// dies with the key it was made with.
 	KeyLive func(ctx context.Context, keyTenant, keyID string) error
 	// MaxLinkTTL bounds preview links (default 24 h).

@@ -72,7 +72,7 @@ type harness struct {
 	srv   *httptest.Server
 }
 
-// fakeKeys stands in for control.KeyLive: every key is live but those
+// fakeKeys stands in for tenancy.KeyLive: every key is live but those
 // revoked here, and the keys of a tenant deleted here.
 type fakeKeys struct {
 	mu      sync.Mutex

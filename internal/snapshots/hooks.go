@@ -42,24 +42,14 @@ func (m *Manager) SandboxEnding(ctx context.Context, sandboxID, reason string) {
 			}
 		}
 	}
-	if sb, err := m.cfg.Lifecycle.GetSandbox(ctx, "", sandboxID); err == nil && strings.HasPrefix(sb.Image, "genesis-snapshot/") && !m.keepsImage(ctx, sb.Image) {
+	// The image of a snapshot nobody keeps any more goes with its last
+	// sandbox; a kept snapshot's image stays for the next sandbox made
+	// from it. (Refused while a container still exists: Sweep retries.)
+	if sb, err := m.cfg.Lifecycle.GetSandbox(ctx, "", sandboxID); err == nil && imageSnapshot(sb.Image) != "" && !m.imageWanted(ctx, sb.Image) {
 		if rs, ok := m.cfg.Driver.(driver.RootfsSaver); ok {
-			_ = rs.RemoveImage(ctx, sb.Image) // refused while another container runs from it
+			_ = rs.RemoveImage(ctx, sb.Image)
 		}
 	}
-}
-
-// keepsImage says whether a tenant's snapshot that is still kept owns the
-// runc snapshot image ref: the image goes with the snapshot (Delete), not
-// with the last sandbox that ran from it, or the next sandbox from the
-// snapshot (a pool's next member, say) would find no image.
-func (m *Manager) keepsImage(ctx context.Context, ref string) bool {
-	id, _, _ := strings.Cut(strings.TrimPrefix(ref, "genesis-snapshot/"), ":")
-	if ref != imageRef(id) {
-		return false
-	}
-	sn, err := m.cfg.Store.GetSnapshot(ctx, "", id)
-	return err == nil && !sn.Internal && sn.State == sandbox.SnapshotReady
 }
 
 // Recover finishes what a stopped process left: drafts and snapshots it
@@ -206,6 +196,7 @@ func (m *Manager) Sweep(ctx context.Context, now time.Time, _ bool) {
 	if n := m.expired(ctx, now); n > 0 {
 		m.log.Info("removed expired snapshots", "count", n)
 	}
+	m.sweepImages(ctx)
 	idle, err := m.cfg.Lifecycle.ListSandboxes(ctx, store.SandboxFilter{States: []sandbox.State{sandbox.StateLeased}})
 	if err != nil {
 		m.log.Warn("listing leased sandboxes", "err", err)

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,6 +62,9 @@ type Config struct {
 	Store  store.Snapshots
 	// Dir holds the snapshots' files.
 	Dir string
+	// Instance is the service instance's id: its Sweep removes the runc
+	// snapshot images of this instance that no snapshot names any more.
+	Instance string
 	// Retention is how long a snapshot is kept after it is taken (0: until
 	// deleted).
 	Retention time.Duration
@@ -311,7 +316,69 @@ func (m *Manager) removeFiles(ctx context.Context, sn *sandbox.Snapshot) {
 }
 
 // imageRef is the image of a runc snapshot's root filesystem.
-func imageRef(snapID string) string { return "genesis-snapshot/" + snapID + ":1" }
+func imageRef(snapID string) string { return imagePrefix + snapID + ":1" }
+
+const imagePrefix = "genesis-snapshot/"
+
+// imageSnapshot is the snapshot id an image reference made by imageRef
+// names, or "".
+func imageSnapshot(ref string) string {
+	id, ok := strings.CutPrefix(ref, imagePrefix)
+	if !ok {
+		return ""
+	}
+	id, _, _ = strings.Cut(id, ":")
+	return id
+}
+
+// imageWanted reports whether a snapshot image must stay: a snapshot that
+// is not being deleted names it.
+func (m *Manager) imageWanted(ctx context.Context, ref string) bool {
+	id := imageSnapshot(ref)
+	if id == "" {
+		return false
+	}
+	sn, err := m.cfg.Store.GetSnapshot(ctx, "", id)
+	if err != nil {
+		return !errors.Is(err, errdefs.ErrNotFound) // unsure: keep it
+	}
+	return sn.State != sandbox.SnapshotDeleting
+}
+
+// sweepImages removes this instance's snapshot images that no snapshot
+// names (one whose snapshot was deleted while a sandbox still ran from it,
+// or left by a stopped process); an image a container still uses stays
+// for the next sweep.
+func (m *Manager) sweepImages(ctx context.Context) {
+	rs, ok := m.cfg.Driver.(driver.RootfsSaver)
+	if !ok || m.cfg.Instance == "" {
+		return
+	}
+	list, err := rs.SavedImages(ctx, driver.LabelManaged+"=true", driver.LabelPurpose+"=snapshot", driver.LabelInstance+"="+m.cfg.Instance)
+	if err != nil {
+		m.log.Warn("listing snapshot images", "err", err)
+		return
+	}
+	removed := 0
+	for _, im := range list {
+		if slices.ContainsFunc(im.Refs, func(ref string) bool { return m.imageWanted(ctx, ref) }) {
+			continue
+		}
+		refs := append(im.Refs, im.ID)
+		for _, ref := range refs {
+			if err := rs.RemoveImage(ctx, ref); err != nil {
+				if !errors.Is(err, errdefs.ErrConflict) {
+					m.log.Warn("removing a snapshot image no snapshot names", "image", ref, "err", err)
+				}
+				break
+			}
+		}
+		removed++
+	}
+	if removed > 0 {
+		m.log.Info("removed snapshot images no snapshot names", "count", removed)
+	}
+}
 
 // workspaceOf is a sandbox's workspace directory on the host.
 func (m *Manager) workspaceOf(id string) (string, error) {

@@ -73,6 +73,21 @@ func (u Usage) Add(r sandbox.Resources, lease bool) Usage {
 	return u
 }
 
+// UsageOf sums what the live sandboxes of one tenant hold (a leased or
+// busy one holds a lease too), and returns the one that expires first
+// (zero if none expires).
+func UsageOf(live []*sandbox.Sandbox) (Usage, sandbox.Sandbox) {
+	var u Usage
+	var first sandbox.Sandbox
+	for _, sb := range live {
+		u = u.Add(sb.Resources, sb.State == sandbox.StateLeased || sb.State == sandbox.StateBusy)
+		if sb.ExpiresAt != nil && (first.ExpiresAt == nil || sb.ExpiresAt.Before(*first.ExpiresAt)) {
+			first = *sb
+		}
+	}
+	return u, first
+}
+
 // Exceeded returns a description of the first quota that next goes over, or
 // "" when next fits. A sandbox that the caller already counts (for example a
 // warm sandbox being leased) is the caller's to leave out of next.

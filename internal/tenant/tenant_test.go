@@ -86,3 +86,25 @@ func TestTenantValidate(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestUsageOf: every live sandbox counts its resources, a leased or busy
+// one a lease too, and the first to expire is returned.
+func TestUsageOf(t *testing.T) {
+	t.Parallel()
+	at := func(s int64) *time.Time { v := time.Unix(1_800_000_000+s, 0); return &v }
+	live := []*sandbox.Sandbox{
+		{ID: "sb_ready", State: sandbox.StateReady, Resources: sandbox.Resources{CPU: 0.5, MemoryMB: 256}, ExpiresAt: at(30)},
+		{ID: "sb_leased", State: sandbox.StateLeased, Resources: sandbox.Resources{CPU: 1, MemoryMB: 512}, ExpiresAt: at(10)},
+		{ID: "sb_busy", State: sandbox.StateBusy, Resources: sandbox.Resources{CPU: 0.25, MemoryMB: 128}},
+	}
+	u, first := UsageOf(live)
+	if want := (Usage{Sandboxes: 3, CPU: 1.75, MemoryMB: 896, Leases: 2}); u != want {
+		t.Errorf("UsageOf = %+v, want %+v", u, want)
+	}
+	if first.ID != "sb_leased" {
+		t.Errorf("first to expire: %q, want sb_leased", first.ID)
+	}
+	if u, first := UsageOf(live[2:]); u.Sandboxes != 1 || first.ExpiresAt != nil {
+		t.Errorf("UsageOf(one without expiry) = %+v, first %+v; want one sandbox and no expiry", u, first)
+	}
+}

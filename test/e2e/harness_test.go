@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,6 +46,8 @@ type env struct {
 	config  string // config file path, "" for the embedded defaults
 	apiKey  string
 	docker  *docker.Driver
+	// serveArgs are more arguments of sandbox-service serve.
+	serveArgs []string
 
 	mu      sync.Mutex
 	current *service // the service serving now, nil before the first start
@@ -87,6 +90,15 @@ func newEnv(t *testing.T, configYAML string) *env {
 		if len(left) > 0 {
 			t.Errorf("containers of instance %s left behind: %v", inst, left)
 			dockerCmd(t, append([]string{"rm", "-f"}, left...)...)
+		}
+		// Snapshot images are kept with the data dir's snapshots, which
+		// go with the test.
+		imgs := strings.Fields(dockerCmd(t, "images", "-a", "-q", "--no-trunc", "--filter", "label="+driver.LabelInstance+"="+inst))
+		slices.Sort(imgs)
+		if imgs = slices.Compact(imgs); len(imgs) > 0 {
+			if out, err := exec.Command("docker", append([]string{"rmi", "-f"}, imgs...)...).CombinedOutput(); err != nil {
+				t.Logf("removing the images of instance %s: %v: %s", inst, err, out)
+			}
 		}
 	})
 	return e
@@ -196,6 +208,7 @@ func (e *env) startOnce(t *testing.T) (*service, error) {
 	if e.config != "" {
 		args = append(args, "--config", e.config)
 	}
+	args = append(args, e.serveArgs...)
 	s := &service{e: e, addr: addr, log: &lockedBuffer{}, done: make(chan struct{})}
 	s.cmd = exec.Command(filepath.Join(binDir, "sandbox-service"), args...)
 	s.cmd.Env = append(os.Environ(), "GENESIS_CONFIG=", "GENESIS_API_KEY=")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -432,5 +433,76 @@ func TestSnapshotCrash(t *testing.T) {
 		if _, err := c.CreateSnapshot(callCtx(t), id, client.CreateSnapshotRequest{Name: "after"}); err != nil {
 			t.Errorf("a snapshot after the crash: %v", err)
 		}
+	}
+}
+
+// TestSnapshotImageLifetime follows a runc snapshot's image (its root
+// filesystem; runsc keeps a tar instead): a sandbox made from the snapshot
+// and destroyed leaves it for the next one; a snapshot deleted while a
+// sandbox still runs from it keeps its image until that sandbox ends, and
+// then the image goes — none is left with no name.
+func TestSnapshotImageLifetime(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	e.requireImage(t, "tool-basic")
+	if !slices.Contains(e.runtimes(t), "runc") {
+		t.Skip("runc is not available")
+	}
+	svc := e.start(t)
+	c := svc.client()
+	images := func() []string {
+		return strings.Fields(dockerCmd(t, "images", "-a", "-q", "--no-trunc", "--filter", "label=dev.genesis.purpose=snapshot",
+			"--filter", "label=dev.genesis.instance="+e.instance()))
+	}
+	src := e.createSandbox(t, client.CreateSandboxRequest{Profile: "tool-basic", Runtime: "runc", RiskLevel: "low"})
+	execOK(t, c, src.ID, "echo kept > /workspace/f.txt")
+	sn, err := c.CreateSnapshot(callCtx(t), src.ID, client.CreateSnapshotRequest{Name: "base"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := images(); len(got) != 1 {
+		t.Fatalf("snapshot images after one snapshot: %v", got)
+	}
+	for i := range 2 {
+		sb := e.createSandbox(t, client.CreateSandboxRequest{SnapshotID: sn.ID})
+		if v := execOK(t, c, sb.ID, "cat /workspace/f.txt").Stdout; v != "kept\n" {
+			t.Fatalf("sandbox %d from the snapshot: %q", i, v)
+		}
+		if err := c.DeleteSandbox(callCtx(t), sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, "the sandbox's container gone", func() (bool, string) {
+			left := sandboxContainers(t, sb.ID)
+			return len(left) == 0, fmt.Sprint(left)
+		})
+		if got := images(); len(got) != 1 {
+			t.Fatalf("snapshot images after sandbox %d from the snapshot ended: %v, want the snapshot's", i, got)
+		}
+	}
+	// Deleted while a sandbox runs from it: the image stays for that
+	// sandbox, and goes when it ends (at the latest at the next sweep,
+	// which a restart runs).
+	last := e.createSandbox(t, client.CreateSandboxRequest{SnapshotID: sn.ID})
+	if err := c.DeleteSnapshot(callCtx(t), sn.ID); err != nil {
+		t.Fatal(err)
+	}
+	if v := execOK(t, c, last.ID, "cat /workspace/f.txt").Stdout; v != "kept\n" {
+		t.Fatalf("a sandbox whose snapshot was deleted: %q", v)
+	}
+	if got := images(); len(got) != 1 {
+		t.Fatalf("snapshot images while a sandbox runs from a deleted snapshot: %v", got)
+	}
+	if err := c.DeleteSandbox(callCtx(t), last.ID); err != nil {
+		t.Fatal(err)
+	}
+	svc.stop(t)
+	svc = e.start(t)
+	c = svc.client()
+	eventually(t, 60*time.Second, "no snapshot image left", func() (bool, string) {
+		got := images()
+		return len(got) == 0, fmt.Sprint(got)
+	})
+	if err := c.DeleteSandbox(callCtx(t), src.ID); err != nil && client.ErrorCode(err) != "not_found" {
+		t.Errorf("deleting the source: %v", err)
 	}
 }

@@ -45,6 +45,10 @@ type Config struct {
 	Control *control.Service
 	Jobs    *jobs.Manager
 	Files   *files.Gateway
+	// KeyLive answers nil while the API key keyID of keyTenant may act
+	// (tenancy.Service.KeyLive): every use of a sandbox token asks it, so
+	// a token ends with the key it was made with.
+	KeyLive func(ctx context.Context, keyTenant, keyID string) error
 	// Settings are the adapter's configuration (templates, timeouts).
 	Settings config.E2B
 	// MaxJobTimeoutMS is the longest a command may run (limits.max_exec_timeout_ms).
@@ -74,6 +78,8 @@ type Adapter struct {
 	files *files.Gateway
 	auth  func(ctx context.Context, key string) (tenant.Principal, error)
 	set   config.E2B
+	// keyLive is Config.KeyLive.
+	keyLive func(ctx context.Context, keyTenant, keyID string) error
 	// previewDomain is Config.PreviewDomain.
 	previewDomain string
 	maxJob        int64
@@ -92,8 +98,8 @@ type Adapter struct {
 
 // New builds the adapter.
 func New(cfg Config) (*Adapter, error) {
-	if cfg.Control == nil || cfg.Jobs == nil || cfg.Files == nil {
-		return nil, fmt.Errorf("e2b: control, jobs and files are required: %w", errdefs.ErrInvalidArgument)
+	if cfg.Control == nil || cfg.Jobs == nil || cfg.Files == nil || cfg.KeyLive == nil {
+		return nil, fmt.Errorf("e2b: control, jobs, files and KeyLive are required: %w", errdefs.ErrInvalidArgument)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -108,7 +114,7 @@ func New(cfg Config) (*Adapter, error) {
 			return nil, fmt.Errorf("e2b: %w", err)
 		}
 	}
-	a := &Adapter{ctl: cfg.Control, jobs: cfg.Jobs, files: cfg.Files, set: cfg.Settings, previewDomain: cfg.PreviewDomain,
+	a := &Adapter{ctl: cfg.Control, keyLive: cfg.KeyLive, jobs: cfg.Jobs, files: cfg.Files, set: cfg.Settings, previewDomain: cfg.PreviewDomain,
 		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, tokens: signer, contexts: map[string]*contextSlot{}, proxyPort: cfg.ProxyPort}
 	a.procs.bySandbox = map[string]*sandboxProcs{}
 	mux := http.NewServeMux()
@@ -262,7 +268,7 @@ func (a *Adapter) checkToken(ctx context.Context, token, sandboxID string) (stri
 	case err != nil:
 		return "", fmt.Errorf("missing or wrong access token for sandbox %q: %w", sandboxID, errdefs.ErrUnauthenticated)
 	}
-	if err := a.ctl.KeyLive(ctx, c.IssuerTenant(), c.KeyID); err != nil {
+	if err := a.keyLive(ctx, c.IssuerTenant(), c.KeyID); err != nil {
 		return "", err
 	}
 	return c.Tenant, nil

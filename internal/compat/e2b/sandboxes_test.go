@@ -40,7 +40,7 @@ func TestStartedAtIsTheCreate(t *testing.T) {
 			}
 		}
 	})
-	a, err := e2b.New(e2b.Config{Control: h.Svc, Jobs: h.Jobs, Files: h.Files,
+	a, err := e2b.New(e2b.Config{Control: h.Svc, KeyLive: h.Tenancy.KeyLive, Jobs: h.Jobs, Files: h.Files,
 		Settings: config.E2B{Templates: map[string]string{"base": controltest.Profile}}})
 	if err != nil {
 		t.Fatal(err)

@@ -39,6 +39,10 @@ type Config struct {
 	Control *control.Service
 	Jobs    *jobs.Manager
 	Files   *files.Gateway
+	// KeyLive answers nil while the API key keyID of keyTenant may act
+	// (tenancy.Service.KeyLive): every use of a sandbox token asks it, so
+	// a token ends with the key it was made with.
+	KeyLive func(ctx context.Context, keyTenant, keyID string) error
 	// Settings are the adapter's configuration (images, timeouts).
 	Settings config.OpenSandbox
 	// MaxJobTimeoutMS is the longest a command may run (limits.max_exec_timeout_ms).
@@ -72,6 +76,8 @@ type Adapter struct {
 	log    *slog.Logger
 	tokens *tokens.Signer
 	note   func(r *http.Request, code string)
+	// keyLive is Config.KeyLive.
+	keyLive func(ctx context.Context, keyTenant, keyID string) error
 	// publicHost and preview are Config.PublicHost and Config.Preview.
 	publicHost string
 	preview    func(ctx context.Context, by tenant.Principal, sandboxID string, port int) (host, token string, err error)
@@ -80,8 +86,8 @@ type Adapter struct {
 
 // New builds the adapter.
 func New(cfg Config) (*Adapter, error) {
-	if cfg.Control == nil || cfg.Jobs == nil || cfg.Files == nil {
-		return nil, fmt.Errorf("opensandbox: control, jobs and files are required: %w", errdefs.ErrInvalidArgument)
+	if cfg.Control == nil || cfg.Jobs == nil || cfg.Files == nil || cfg.KeyLive == nil {
+		return nil, fmt.Errorf("opensandbox: control, jobs, files and KeyLive are required: %w", errdefs.ErrInvalidArgument)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -96,7 +102,7 @@ func New(cfg Config) (*Adapter, error) {
 			return nil, fmt.Errorf("opensandbox: %w", err)
 		}
 	}
-	return &Adapter{ctl: cfg.Control, jobs: cfg.Jobs, files: cfg.Files, set: cfg.Settings,
+	return &Adapter{ctl: cfg.Control, keyLive: cfg.KeyLive, jobs: cfg.Jobs, files: cfg.Files, set: cfg.Settings,
 		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, tokens: signer, publicHost: cfg.PublicHost, preview: cfg.Preview,
 		ctx: contexts{def: map[string]*defaultContext{}}}, nil
 }
@@ -252,7 +258,7 @@ func (a *Adapter) execdAuth(h http.HandlerFunc) http.HandlerFunc {
 		case err != nil:
 			err = errdefs.WithCode("unauthorized", fmt.Errorf("missing or wrong %s for sandbox %q (take the headers GET /v1/sandboxes/{id}/endpoints/44772 answers): %w", TokenHeader, id, errdefs.ErrUnauthenticated))
 		default:
-			err = a.ctl.KeyLive(r.Context(), c.IssuerTenant(), c.KeyID)
+			err = a.keyLive(r.Context(), c.IssuerTenant(), c.KeyID)
 		}
 		if err != nil {
 			a.writeError(w, r, err)

@@ -40,7 +40,7 @@ func newServer(t *testing.T) *server {
 			}
 		}
 	})
-	a, err := opensandbox.New(opensandbox.Config{Control: h.Svc, Jobs: h.Jobs, Files: h.Files,
+	a, err := opensandbox.New(opensandbox.Config{Control: h.Svc, KeyLive: h.Tenancy.KeyLive, Jobs: h.Jobs, Files: h.Files,
 		Settings: config.OpenSandbox{Images: map[string]string{"ubuntu": controltest.Profile}}})
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@
 // token key (a file of the data dir, so tokens survive a restart). A token
 // opens one sandbox only. It has no expiry of its own: it dies with the
 // sandbox (ids are never reused, and every call looks the sandbox up) and
-// with its key, which the adapters check at every use (control.KeyLive).
+// with its key, which the adapters check at every use (tenancy.KeyLive).
 // Tokens of the earlier format ("gst_" and the tenant, no key) are
 // ErrOutdated.
 //

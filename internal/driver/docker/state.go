@@ -180,11 +180,42 @@ func (d *Driver) CommitRootfs(ctx context.Context, id, ref string, labels map[st
 func (d *Driver) RemoveImage(ctx context.Context, ref string) error {
 	ctx, cancel := d.callCtx(ctx, 0)
 	defer cancel()
-	err := d.api.call(ctx, request{op: "remove image " + ref, method: http.MethodDelete, path: "/images/" + ref, query: url.Values{"force": {"1"}}}, nil)
-	if statusOf(err) == http.StatusNotFound {
+	// Never forced: a forced removal untags an image a container still
+	// runs from, and the image then outlives it with no name at all.
+	err := d.api.call(ctx, request{op: "remove image " + ref, method: http.MethodDelete, path: "/images/" + ref}, nil)
+	switch statusOf(err) {
+	case http.StatusNotFound:
 		return nil
+	case http.StatusConflict:
+		return fmt.Errorf("docker: image %s: a container was made from it: %w", ref, errdefs.ErrConflict)
 	}
 	return err
+}
+
+// SavedImages lists the images with every label of labels, dangling ones
+// included.
+func (d *Driver) SavedImages(ctx context.Context, labels ...string) ([]driver.SavedImage, error) {
+	ctx, cancel := d.callCtx(ctx, 0)
+	defer cancel()
+	f, _ := json.Marshal(map[string][]string{"label": labels})
+	var list []struct {
+		ID       string   `json:"Id"`
+		RepoTags []string `json:"RepoTags"`
+	}
+	if err := d.api.call(ctx, request{op: "list images", method: http.MethodGet, path: "/images/json", query: url.Values{"filters": {string(f)}}}, &list); err != nil {
+		return nil, err
+	}
+	out := make([]driver.SavedImage, 0, len(list))
+	for _, im := range list {
+		refs := []string{}
+		for _, t := range im.RepoTags {
+			if t != "<none>:<none>" {
+				refs = append(refs, t)
+			}
+		}
+		out = append(out, driver.SavedImage{ID: im.ID, Refs: refs})
+	}
+	return out, nil
 }
 
 // writeRestoreOrder leaves the restore order of container id for the

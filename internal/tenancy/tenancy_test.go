@@ -1,0 +1,171 @@
+package tenancy_test
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store/sqlite"
+	"genesis.dev/sandbox/internal/tenancy"
+	"genesis.dev/sandbox/internal/tenant"
+)
+
+// fakeSandboxes stands in for the control service: the live sandboxes it
+// is given, a tenant lock, and whether each listing ran under the lock.
+type fakeSandboxes struct {
+	mu       sync.Mutex
+	live     []*sandbox.Sandbox
+	locked   map[string]bool
+	lists    int
+	unlocked []string // listings of a tenant made without its lock
+}
+
+func (f *fakeSandboxes) LiveSandboxes(_ context.Context, name string) ([]*sandbox.Sandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lists++
+	if name != "" && !f.locked[name] {
+		f.unlocked = append(f.unlocked, name)
+	}
+	var out []*sandbox.Sandbox
+	for _, sb := range f.live {
+		if name == "" || sb.Tenant == name {
+			out = append(out, sb)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeSandboxes) LockTenant(_ context.Context, name string) (func(), error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.locked[name] = true
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.locked[name] = false
+	}, nil
+}
+
+// newService builds a started Service over a SQLite store and fake
+// sandboxes, with config tenant "cfg" and an admin key.
+func newService(t *testing.T) (*tenancy.Service, *fakeSandboxes) {
+	t.Helper()
+	set, err := config.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.Tenants["cfg"] = config.Tenant{Weight: 3}
+	set.AdminAPIKey = "admin-key-0123456789abcdef"
+	st, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(t.TempDir(), "state.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	boxes := &fakeSandboxes{locked: map[string]bool{}}
+	s, err := tenancy.New(tenancy.Config{Settings: set, Store: st, Sandboxes: boxes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s, boxes
+}
+
+// TestStartWritesConfigTenants: the default tenant, the config's tenants
+// and, with an admin key, the admin tenant are in the store after Start,
+// and cannot be changed or deleted through the API.
+func TestStartWritesConfigTenants(t *testing.T) {
+	t.Parallel()
+	s, _ := newService(t)
+	ctx := t.Context()
+	for _, name := range []string{tenancy.DefaultTenant, "cfg", config.AdminTenant} {
+		v, err := s.GetTenant(ctx, name)
+		if err != nil {
+			t.Fatalf("config tenant %s: %v", name, err)
+		}
+		if v.Source != tenant.SourceConfig || (name == config.AdminTenant) != v.Admin {
+			t.Errorf("tenant %s: source %s admin %v", name, v.Source, v.Admin)
+		}
+	}
+	if v, _ := s.GetTenant(ctx, "cfg"); v.Weight != 3 {
+		t.Errorf("cfg's weight %d, want 3 (the config's)", v.Weight)
+	}
+	if err := s.DeleteTenant(ctx, "cfg", 0); errdefs.Code(err) != "tenant_in_config" {
+		t.Errorf("deleting a config tenant: %v, want tenant_in_config", err)
+	}
+	w := 5
+	if _, err := s.UpdateTenant(ctx, "cfg", 0, tenancy.TenantPatch{Weight: &w}); errdefs.Code(err) != "tenant_in_config" {
+		t.Errorf("changing a config tenant: %v, want tenant_in_config", err)
+	}
+}
+
+// TestDeleteTenantChecksUnderLock: a tenant that holds a live sandbox is
+// not deleted (tenant_in_use), and its sandboxes are counted while its
+// quota lock is held, so none slips in between; once it holds none it is
+// deleted with its keys, which stop authenticating.
+func TestDeleteTenantChecksUnderLock(t *testing.T) {
+	t.Parallel()
+	s, boxes := newService(t)
+	ctx := t.Context()
+	if _, err := s.CreateTenant(ctx, tenancy.TenantInput{Name: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	_, secret, err := s.CreateKey(ctx, "acme", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boxes.live = []*sandbox.Sandbox{{ID: "sb_1", Tenant: "acme", State: sandbox.StateLeased, Resources: sandbox.Resources{CPU: 1, MemoryMB: 512}}}
+	if err := s.DeleteTenant(ctx, "acme", 0); errdefs.Code(err) != "tenant_in_use" || !errdefs.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("deleting a tenant with a live sandbox: %v, want tenant_in_use", err)
+	}
+	boxes.live = nil
+	if err := s.DeleteTenant(ctx, "acme", 0); err != nil {
+		t.Fatalf("deleting a tenant that holds nothing: %v", err)
+	}
+	if boxes.unlocked != nil || boxes.locked["acme"] {
+		t.Errorf("listings without the lock %v, lock still held %v", boxes.unlocked, boxes.locked["acme"])
+	}
+	if _, err := s.Authenticate(ctx, tenant.HashKey(secret), ""); !errdefs.Is(err, errdefs.ErrUnauthenticated) {
+		t.Errorf("a key of a deleted tenant: %v, want unauthenticated", err)
+	}
+}
+
+// TestTenantViewsCarryUsage: GetTenant and ListTenants report what each
+// tenant's live sandboxes hold; the list reads them once for all tenants.
+func TestTenantViewsCarryUsage(t *testing.T) {
+	t.Parallel()
+	s, boxes := newService(t)
+	ctx := t.Context()
+	exp := time.Now().Add(time.Hour)
+	boxes.live = []*sandbox.Sandbox{
+		{ID: "sb_1", Tenant: "cfg", State: sandbox.StateReady, Resources: sandbox.Resources{CPU: 0.5, MemoryMB: 256}, ExpiresAt: &exp},
+		{ID: "sb_2", Tenant: "cfg", State: sandbox.StateBusy, Resources: sandbox.Resources{CPU: 1, MemoryMB: 512}},
+	}
+	want := tenant.Usage{Sandboxes: 2, CPU: 1.5, MemoryMB: 768, Leases: 1}
+	if v, err := s.GetTenant(ctx, "cfg"); err != nil || v.Usage != want {
+		t.Fatalf("GetTenant: %+v %v, want usage %+v", v, err, want)
+	}
+	before := boxes.lists
+	list, err := s.ListTenants(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := boxes.lists - before; n != 1 {
+		t.Errorf("ListTenants listed sandboxes %d times, want once", n)
+	}
+	got := map[string]tenant.Usage{}
+	for _, v := range list {
+		got[v.Name] = v.Usage
+	}
+	if got["cfg"] != want || got[tenancy.DefaultTenant] != (tenant.Usage{}) || len(got) != 3 {
+		t.Errorf("ListTenants usage %+v, want cfg %+v and nothing for the others", got, want)
+	}
+}
