@@ -569,7 +569,7 @@ func (m *Manager) usable(sn *sandbox.Snapshot, runtime string) (*Manifest, error
 		return nil, err
 	}
 	verify := m.disk.Verify
-	if sn.Internal {
+	if sn.Internal || m.pooled(sn.ID) {
 		verify = m.disk.VerifySizes
 	}
 	// The workspace is checked as it is read.
@@ -577,6 +577,19 @@ func (m *Manager) usable(sn *sandbox.Snapshot, runtime string) (*Manifest, error
 		return nil, err
 	}
 	return man, nil
+}
+
+// pooled says whether snapshot id feeds a warm pool and was checked in
+// full for its first member (PoolMember): a lease from it, warm or cold,
+// then checks sizes, so that a warm lease costs no hashing of the memory
+// image.
+func (m *Manager) pooled(id string) bool {
+	if m.cfg.Lifecycle.SnapshotPool(id) == "" {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.checked[id]
 }
 
 func (m *Manager) createFrom(ctx context.Context, sn *sandbox.Snapshot, man *Manifest, in CreateOptions) (*sandbox.Sandbox, bool, error) {
