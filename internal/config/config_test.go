@@ -98,21 +98,22 @@ func TestLoadOverlayAndErrors(t *testing.T) {
 		pool("[{runtime: runc, min_idle: 3, max_total: 2}]", "{}"):                                             "profiles.x.pools[0].min_idle",
 		pool("[{runtime: runc, min_idle: 0, max_total: 0}]", "{}"):                                             "profiles.x.pools[0].max_total",
 		pool("[{runtime: runc, min_idle: 1, max_total: 2}, {runtime: runc, min_idle: 1, max_total: 2}]", "{}"): "profiles.x.pools[1].runtime",
-		pool("[{runtime: runc, min_idle: 1, max_total: 2, snapshot_id: snap_x}]", "{}"):                        "profiles.x.pools[0].snapshot_id",
-		pool("[{runtime: runc, min_idle: 1, max_total: 2, snapshot_id: snap_0123456789abcdef}, {runtime: runc, min_idle: 1, max_total: 2, snapshot_id: snap_0123456789abcdef}]", "{}"): "profiles.x.pools[1].snapshot_id",
-		pool("[]", "{max_ttl_seconds: -5}"):                           "profiles.x.lease.max_ttl_seconds",
-		pool("[]", "{max_ttl_seconds: 999999999}"):                    "profiles.x.lease.max_ttl_seconds",
-		pool("[]", "{default_ttl_seconds: 100, max_ttl_seconds: 50}"): "profiles.x.lease.default_ttl_seconds",
-		pool("[]", "{bogus: 1}"):                                      "bogus",
-		pool("[]", "{on_release: recycle}"):                           "profiles.x.lease.on_release",
-		pool("[]", "{on_release: reset}"):                             "profiles.x.lease.on_release",
-		"store: {driver: mysql}\n":                                    "store.driver",
-		"store: {driver: postgres}\n":                                 "store.dsn",
-		"store: {driver: sqlite, dsn: x}\n":                           "store.dsn",
-		"intervals: {drain_timeout: 0s}\n":                            "intervals.drain_timeout",
+		pool("[]", "{max_ttl_seconds: -5}"):                                                                    "profiles.x.lease.max_ttl_seconds",
+		pool("[]", "{max_ttl_seconds: 999999999}"):                                                             "profiles.x.lease.max_ttl_seconds",
+		pool("[]", "{default_ttl_seconds: 100, max_ttl_seconds: 50}"):                                          "profiles.x.lease.default_ttl_seconds",
+		pool("[]", "{bogus: 1}"):                                                                               "bogus",
+		pool("[]", "{on_release: recycle}"):                                                                    "profiles.x.lease.on_release",
+		pool("[]", "{on_release: reset}"):                                                                      "profiles.x.lease.on_release",
+		"store: {driver: mysql}\n":                                                                             "store.driver",
+		"store: {driver: postgres}\n":                                                                          "store.dsn",
+		"store: {driver: sqlite, dsn: x}\n":                                                                    "store.dsn",
+		"intervals: {drain_timeout: 0s}\n":                                                                     "intervals.drain_timeout",
 	} {
 		bad[body] = key
 	}
+	// Snapshot pools: not a snapshot id; the same snapshot twice for one runtime.
+	bad[pool("[{runtime: runc, min_idle: 1, max_total: 2, snapshot_id: snap_x}]", "{}")] = "profiles.x.pools[0].snapshot_id"
+	bad[pool("[{runtime: runc, min_idle: 1, max_total: 2, snapshot_id: snap_0123456789abcdef}, {runtime: runc, min_idle: 1, max_total: 2, snapshot_id: snap_0123456789abcdef}]", "{}")] = "profiles.x.pools[1].snapshot_id"
 	c, err = Load(write(pool("[{runtime: runc, min_idle: 2, max_total: 5}]", "{max_ttl_seconds: 60}")))
 	if err != nil {
 		t.Fatal(err)
