@@ -77,16 +77,9 @@ type RenewLeaseRequest struct {
 
 // Pool is a warm pool of one profile under one runtime.
 type Pool struct {
-	Name    string `json:"name"`
-	Profile string `json:"profile"`
-	Runtime string `json:"runtime"`
-	// SnapshotID is the snapshot the pool's members are made from (""
-	// for the profile's image); a lease names it to take one.
-	SnapshotID string `json:"snapshot_id,omitempty"`
-	// State is ready (min_idle members idle), filling, failing (the last
-	// member could not be made for a reason other than host capacity:
-	// LastError says why) or draining.
-	State    string `json:"state"`
+	Name     string `json:"name"`
+	Profile  string `json:"profile"`
+	Runtime  string `json:"runtime"`
 	MinIdle  int    `json:"min_idle"`
 	MaxTotal int    `json:"max_total"`
 	// Counts are the live sandboxes of this profile and runtime on this
@@ -107,6 +100,13 @@ type Pool struct {
 	RefillRate float64 `json:"refill_rate"`
 	Draining   bool    `json:"draining"`
 	LastError  string  `json:"last_error,omitempty"`
+	// SnapshotID is the snapshot the pool's members are made from (""
+	// for the profile's image); a lease names it to take one.
+	SnapshotID string `json:"snapshot_id,omitempty"`
+	// State is ready (min_idle members idle), filling, failing (the last
+	// member could not be made for a reason other than host capacity:
+	// LastError says why) or draining.
+	State string `json:"state"`
 }
 
 // PoolList is the body of GET /v1/pools and POST /v1/pools/{name}/drain.

@@ -83,16 +83,9 @@ type pool struct {
 
 // PoolView is a pool with its counts and statistics, for GET /v1/pools.
 type PoolView struct {
-	Name    string
-	Profile string
-	Runtime sandbox.Runtime
-	// SnapshotID is the snapshot the pool's members are made from ("":
-	// the profile's image).
-	SnapshotID string
-	// State is PoolDraining, PoolFailing (its last member create failed
-	// for a reason other than host capacity: LastError says why),
-	// PoolReady (it holds min_idle idle members) or PoolFilling.
-	State    string
+	Name     string
+	Profile  string
+	Runtime  sandbox.Runtime
 	MinIdle  int
 	MaxTotal int
 	// Counts by state of the live sandboxes of this profile and runtime
@@ -111,6 +104,13 @@ type PoolView struct {
 	RefillRate  float64 // members/s of the last (or current) refill run
 	Draining    bool
 	LastError   string
+	// SnapshotID is the snapshot the pool's members are made from ("":
+	// the profile's image).
+	SnapshotID string
+	// State is PoolDraining, PoolFailing (its last member create failed
+	// for a reason other than host capacity: LastError says why),
+	// PoolReady (it holds min_idle idle members) or PoolFilling.
+	State string
 }
 
 // The states of a pool (PoolView.State).
