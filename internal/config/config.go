@@ -50,6 +50,15 @@ type Config struct {
 	// ImageRepository prefixes the references of the images built from
 	// recipes, <prefix><recipe>:<hash> (default "genesis/").
 	ImageRepository string `yaml:"image_repository"`
+	// ImageMirror is the Debian archive the image builds fetch from
+	// (debootstrap's mirror; apt in the image uses it too). Empty: the
+	// one the machine's apt sources name for the recipe's suite.
+	ImageMirror string `yaml:"image_mirror"`
+	// ImageMirrorTrusted builds from ImageMirror without checking its
+	// signatures (an unsigned repository, such as one made of a package
+	// cache). Only for a mirror on this machine: a file:/ URI or a
+	// loopback address (images.LocalMirror).
+	ImageMirrorTrusted bool `yaml:"image_mirror_trusted"`
 	// WarmPools switches the profiles' warm pools on (the default) or off;
 	// with it off, every lease is a cold create.
 	WarmPools bool  `yaml:"warm_pools"`
@@ -734,6 +743,12 @@ func (c *Config) validate(v *problems) {
 	}
 	if !images.ValidRepository(c.ImageRepository) {
 		bad("image_repository", "must be lower-case letters, digits, '-', '_', '.' and '/', ending in '/' (like genesis/), got %q", c.ImageRepository)
+	}
+	if c.ImageMirror != "" && !images.ValidMirror(c.ImageMirror) {
+		bad("image_mirror", "must be an http://, https:// or file:/ URI of a Debian archive, got %q", c.ImageMirror)
+	}
+	if c.ImageMirrorTrusted && !images.LocalMirror(c.ImageMirror) {
+		bad("image_mirror_trusted", "trusts an unsigned mirror only on this machine: image_mirror must be a file:/ URI or a loopback address like http://127.0.0.1:PORT/, got %q", c.ImageMirror)
 	}
 	c.validatePorts(v)
 	c.validateBrowser(v)

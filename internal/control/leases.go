@@ -206,6 +206,7 @@ func (s *Service) claimWarm(ctx context.Context, pl *pool, c store.Claim, res sa
 	if err != nil {
 		return nil, err
 	}
+	s.noteHeld(sb.ID)
 	pl.hits.Add(1)
 	pl.wakeSoon()
 	return &LeaseOutput{Lease: l, Sandbox: sb}, nil

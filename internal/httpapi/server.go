@@ -22,6 +22,7 @@ import (
 
 	"genesis.dev/sandbox/internal/artifacts"
 	"genesis.dev/sandbox/internal/browser"
+	"genesis.dev/sandbox/internal/changes"
 	"genesis.dev/sandbox/internal/compat/e2b"
 	"genesis.dev/sandbox/internal/compat/opensandbox"
 	"genesis.dev/sandbox/internal/control"
@@ -85,7 +86,9 @@ type Config struct {
 	// Snapshots, when set, serves pause, hibernation, snapshots, forks and
 	// rollbacks.
 	Snapshots *snapshots.Manager
-	Logger    *slog.Logger
+	// Changes, when set, serves a sandbox's diff and patch.
+	Changes *changes.Service
+	Logger  *slog.Logger
 	// E2B, when set, is served under /e2b; New binds it to this server
 	// (the key check).
 	E2B *e2b.Adapter
@@ -130,6 +133,7 @@ type Server struct {
 	e2b       *e2b.Adapter
 	osb       *opensandbox.Adapter
 	snaps     *snapshots.Manager
+	changes   *changes.Service
 }
 
 type apiKey struct {
@@ -194,6 +198,7 @@ func New(cfg Config) (*Server, error) {
 	s.viewer = console.NewViewer()
 	s.trace = cfg.Trace
 	s.snaps = cfg.Snapshots
+	s.changes = cfg.Changes
 	if cfg.Ports != nil {
 		s.browser = cfg.Browser
 	}
@@ -278,6 +283,7 @@ func (s *Server) routesInit() {
 	s.desktopRoutes()
 	s.traceRoutes()
 	s.snapshotRoutes()
+	s.changeRoutes()
 	s.e2bRoutes()
 	s.openSandboxRoutes()
 }

@@ -65,7 +65,7 @@ var rules = []rule{
 		Forbid: concat(workloads, []string{"internal/httpapi", "internal/tenancy", "client", "cmd/..."}),
 		Only: []string{"internal/driver", "internal/store", "internal/agent/agentclient", "internal/agent/agentproto",
 			"internal/policy", "internal/config", "images", "internal/imagebuild", "internal/admission", "internal/diskquota", "internal/driver/local",
-			"internal/egress", "internal/netctl", "internal/tenant", "internal/sandbox", "internal/errdefs"},
+			"internal/egress", "internal/netctl", "internal/tenant", "internal/sandbox", "internal/errdefs", "internal/nofollow"},
 	},
 	{
 		Pkg: "internal/netctl",
@@ -162,6 +162,12 @@ var rules = []rule{
 		Forbid: concat([]string{"internal/httpapi", "client", "cmd/..."},
 			without(workloads, "internal/skills", "internal/jobs", "internal/files", "internal/artifacts")),
 		NoImport: []string{"internal/driver/...", "internal/joblog", "internal/agent/agentclient", "internal/store/sqlstore", "internal/store/sqlite", "internal/store/postgres"},
+	},
+	{
+		Pkg:      "internal/changes",
+		Why:      "changes reads and writes sandboxes' workspaces through the file gateway and snapshots' through the snapshots manager; no API, client, store, driver or agent client",
+		Forbid:   []string{"internal/httpapi", "client", "cmd/..."},
+		NoImport: []string{"internal/store/...", "internal/driver/...", "internal/agent/agentproto"},
 	},
 	{
 		Pkg:      "internal/console",

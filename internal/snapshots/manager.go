@@ -257,11 +257,28 @@ func (m *Manager) awaitAgent(ctx context.Context, id string) {
 	wctx, cancel := context.WithTimeout(ctx, prepareTimeout+10*time.Second)
 	defer cancel()
 	ag := m.cfg.Lifecycle.AgentOf(id)
-	ag.Close() // a connection made while it closed is dead: dial afresh
-	if _, err := ag.WaitReady(wctx, 5*time.Millisecond); err != nil {
-		m.log.Warn("the agent did not serve again after a save", "sandbox", id, "err", err)
+	for {
+		ag.Close() // a connection made while it closed is dead: dial afresh
+		actx, acancel := context.WithTimeout(wctx, readyAttempt)
+		_, err := ag.WaitReady(actx, 5*time.Millisecond)
+		acancel()
+		switch {
+		case err == nil:
+			return
+		case wctx.Err() != nil || !errors.Is(err, errdefs.ErrUnavailable):
+			m.log.Warn("the agent did not serve again after a save", "sandbox", id, "err", err)
+			return
+		}
+		m.log.Debug("the agent did not answer after a save; dialling it afresh", "sandbox", id, "err", err)
 	}
 }
+
+// readyAttempt bounds one wait for an agent back from a save. Under runsc
+// a connection dialled as the agent comes back is now and then never
+// answered although the agent serves (a ping on it then waits for
+// HTTP/2's own ping timeouts, 25 s): it is dropped after this and the
+// agent dialled afresh.
+const readyAttempt = time.Second
 
 // prepareTimeout is how long an agent waits, closed, for its save.
 const prepareTimeout = 30 * time.Second

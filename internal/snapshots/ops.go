@@ -25,15 +25,24 @@ import (
 // With stop (a hibernation) the container stops with the save; otherwise it
 // is left as it was. On success the record is ready; on failure it is
 // failed, its files gone, and the sandbox as the caller must undo.
-func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Snapshot, workspace, stop, frozen bool) (prepared bool, err error) {
+//
+// The capture returns seal, which the caller runs once the sandbox is back
+// as it was (thawed): the checksums of the files and the record made ready,
+// so that the sandbox stays frozen no longer than the capture needs. A
+// failed seal leaves the record failed and its files gone, like a failed
+// capture.
+func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Snapshot, workspace, stop, frozen bool) (prepared bool, seal func() error, err error) {
 	dr, err := m.disk.Begin(sn.ID)
 	if err != nil {
-		return false, err
+		return false, nil, err
+	}
+	fail := func(err error) {
+		dr.Discard()
+		m.failSnapshot(ctx, sn, err)
 	}
 	defer func() {
 		if err != nil {
-			dr.Discard()
-			m.failSnapshot(ctx, sn, err)
+			fail(err)
 		}
 	}()
 	pauser, _ := m.cfg.Driver.(driver.Pauser)
@@ -41,16 +50,15 @@ func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Sna
 	runsc := sb.Runtime == sandbox.RuntimeRunsc
 	steps := stepTimer{log: m.log, what: "snapshot " + sn.ID, start: time.Now()}
 	steps.last = steps.start
-	defer steps.done()
 	if sn.Memory {
 		if frozen && pauser != nil {
 			// A paused sandbox's agent answers nothing: thaw it to ready it.
 			if err = pauser.Unpause(ctx, sb.ContainerID); err != nil {
-				return false, err
+				return false, nil, err
 			}
 		}
 		if err = m.quiesce(ctx, sb); err != nil {
-			return false, err
+			return false, nil, err
 		}
 		prepared = true
 		steps.mark("agent closed")
@@ -59,20 +67,20 @@ func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Sna
 	// memory are taken at one instant.
 	if pauser != nil {
 		if err = pauser.Pause(ctx, sb.ContainerID); err != nil {
-			return prepared, err
+			return prepared, nil, err
 		}
 		steps.mark("frozen")
 	}
 	if workspace {
 		if err = m.writeWorkspace(ctx, sb.ID, dr); err != nil {
-			return prepared, err
+			return prepared, nil, err
 		}
 		steps.mark("workspace")
 	}
 	switch {
 	case runsc && rs != nil:
 		if err = rs.SaveRootfsUpper(ctx, sb.ContainerID, filepath.Join(dr.Dir(), "rootfs.tar")); err != nil {
-			return prepared, err
+			return prepared, nil, err
 		}
 		dr.Manifest().RootfsTar = "rootfs.tar"
 		steps.mark("rootfs tar")
@@ -80,7 +88,7 @@ func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Sna
 		ref := imageRef(sn.ID)
 		if err = rs.CommitRootfs(ctx, sb.ContainerID, ref, map[string]string{driver.LabelManaged: "true", driver.LabelPurpose: "snapshot",
 			driver.LabelSandbox: sb.ID}); err != nil {
-			return prepared, err
+			return prepared, nil, err
 		}
 		dr.Manifest().RootfsImage = ref
 		steps.mark("rootfs commit")
@@ -88,14 +96,14 @@ func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Sna
 	if sn.Memory {
 		cp, ok := m.cfg.Driver.(driver.Checkpointer)
 		if !ok {
-			return prepared, memoryUnavailable(sb, driver.Feature{Reason: "the driver saves no memory"})
+			return prepared, nil, memoryUnavailable(sb, driver.Feature{Reason: "the driver saves no memory"})
 		}
 		dir := filepath.Join(dr.Dir(), "memory")
 		if err = os.Mkdir(dir, 0o700); err != nil {
-			return prepared, fmt.Errorf("snapshots: %v: %w", err, errdefs.ErrUnavailable)
+			return prepared, nil, fmt.Errorf("snapshots: %v: %w", err, errdefs.ErrUnavailable)
 		}
 		if err = cp.Checkpoint(ctx, sb.ContainerID, driver.CheckpointOptions{ImagePath: dir, LeaveRunning: !stop}); err != nil {
-			return prepared, err
+			return prepared, nil, err
 		}
 		if stop && pauser != nil {
 			// Its processes are gone with the save, but the daemon still
@@ -108,24 +116,34 @@ func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Sna
 		dr.Manifest().Memory = "memory"
 		steps.mark("memory")
 	}
-	size, err := dr.Commit()
-	if err != nil {
-		return prepared, err
-	}
-	steps.mark("checksums")
-	now := m.cfg.Now()
-	_, err = m.cfg.Store.UpdateSnapshot(detach(ctx), sn.ID, now, func(x *sandbox.Snapshot) error {
-		x.State, x.SizeBytes = sandbox.SnapshotReady, size
-		if m.cfg.Retention > 0 && !x.Internal {
-			exp := now.Add(m.cfg.Retention)
-			x.ExpiresAt = &exp
+	steps.done()
+	seal = func() (err error) {
+		defer func() {
+			if err != nil {
+				fail(err)
+			}
+		}()
+		t0 := time.Now()
+		size, err := dr.Commit()
+		if err != nil {
+			return err
 		}
-		return nil
-	})
-	if err == nil {
-		sn.State, sn.SizeBytes = sandbox.SnapshotReady, size
+		m.log.Debug("sealed snapshot "+sn.ID, "checksums", time.Since(t0).Round(time.Millisecond))
+		now := m.cfg.Now()
+		_, err = m.cfg.Store.UpdateSnapshot(detach(ctx), sn.ID, now, func(x *sandbox.Snapshot) error {
+			x.State, x.SizeBytes = sandbox.SnapshotReady, size
+			if m.cfg.Retention > 0 && !x.Internal {
+				exp := now.Add(m.cfg.Retention)
+				x.ExpiresAt = &exp
+			}
+			return nil
+		})
+		if err == nil {
+			sn.State, sn.SizeBytes = sandbox.SnapshotReady, size
+		}
+		return err
 	}
-	return prepared, err
+	return prepared, seal, nil
 }
 
 // failSnapshot records why a snapshot failed and removes its files.
@@ -261,9 +279,12 @@ func (m *Manager) snapshot(ctx context.Context, sb *sandbox.Sandbox, name string
 		m.undo(ctx, sb, false, wasPaused)
 		return nil, err
 	}
-	prepared, err := m.take(detach(ctx), sb, sn, true, false, wasPaused)
+	prepared, seal, err := m.take(detach(ctx), sb, sn, true, false, wasPaused)
 	m.undo(ctx, sb, prepared, wasPaused) // back to the state it was in, either way
 	if err != nil {
+		return nil, err
+	}
+	if err := seal(); err != nil {
 		return nil, err
 	}
 	if !internal {
@@ -302,7 +323,10 @@ func (m *Manager) Hibernate(ctx context.Context, tenant, id string) (*sandbox.Sa
 		m.undo(ctx, sb, false, wasPaused)
 		return nil, err
 	}
-	prepared, err := m.take(ctx, sb, sn, false, true, wasPaused)
+	prepared, seal, err := m.take(ctx, sb, sn, false, true, wasPaused)
+	if err == nil {
+		err = seal()
+	}
 	if err != nil {
 		m.undo(ctx, sb, prepared, wasPaused)
 		return nil, err
@@ -526,7 +550,7 @@ func (m *Manager) CreateFrom(ctx context.Context, snapID string, in CreateOption
 	if err != nil {
 		return nil, err
 	}
-	man, err := m.usable(sn, in.Runtime)
+	man, err := m.usable(sn, in.Profile, in.Runtime)
 	if err != nil {
 		return nil, err
 	}
@@ -554,11 +578,15 @@ func (m *Manager) made(ctx context.Context, sn *sandbox.Snapshot, man *Manifest,
 	return &Made{Sandbox: sb, Memory: memory, Sessions: m.copySessions(detach(ctx), sn, sb, memory)}
 }
 
-// usable checks that sn can start a sandbox (of runtime, if set) and
-// returns its verified manifest.
-func (m *Manager) usable(sn *sandbox.Snapshot, runtime string) (*Manifest, error) {
+// usable checks that sn can start a sandbox (of profile and runtime, if
+// set) and returns its verified manifest.
+func (m *Manager) usable(sn *sandbox.Snapshot, profile, runtime string) (*Manifest, error) {
 	if sn.State != sandbox.SnapshotReady {
 		return nil, errdefs.WithCode("snapshot_not_ready", errdefs.Mark(fmt.Errorf("snapshot %s is %s", sn.ID, sn.State), errdefs.ErrFailedPrecondition))
+	}
+	if profile != "" && profile != sn.Profile {
+		return nil, errdefs.WithCode("snapshot_mismatch", errdefs.Mark(fmt.Errorf("snapshot %s is of a %s sandbox; a sandbox from it has that profile too (leave the profile out)",
+			sn.ID, sn.Profile), errdefs.ErrInvalidArgument))
 	}
 	if runtime != "" && runtime != string(sn.Runtime) {
 		return nil, errdefs.WithCode("snapshot_mismatch", errdefs.Mark(fmt.Errorf("snapshot %s is of a %s sandbox; a sandbox from it runs under %s too",
@@ -637,7 +665,7 @@ func (m *Manager) LeaseFrom(ctx context.Context, snapID string, in control.Acqui
 	if err != nil {
 		return nil, nil, err
 	}
-	man, err := m.usable(sn, in.Runtime)
+	man, err := m.usable(sn, in.Profile, in.Runtime)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -758,7 +786,7 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, count int, in Cre
 	if err != nil {
 		return nil, err
 	}
-	man, err := m.usable(sn, "")
+	man, err := m.usable(sn, "", "")
 	if err != nil {
 		m.dropInternal(detach(ctx), sn)
 		return nil, err
