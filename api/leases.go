@@ -24,8 +24,9 @@ type AcquireLeaseRequest struct {
 	// fails the acquire, and the lease is released.
 	MCP []MCPCreateRequest `json:"mcp,omitempty"`
 	// SnapshotID, if set, starts the lease's sandbox from a snapshot (its
-	// profile and runtime; never a warm pool member): see
-	// CreateSandboxRequest.SnapshotID.
+	// profile and runtime): a member of a pool fed from that snapshot when
+	// one is idle, else a new sandbox made from it (see
+	// CreateSandboxRequest.SnapshotID).
 	SnapshotID string `json:"snapshot_id,omitempty"`
 }
 
@@ -95,6 +96,13 @@ type Pool struct {
 	RefillRate float64 `json:"refill_rate"`
 	Draining   bool    `json:"draining"`
 	LastError  string  `json:"last_error,omitempty"`
+	// SnapshotID is the snapshot the pool's members are made from (""
+	// for the profile's image); a lease names it to take one.
+	SnapshotID string `json:"snapshot_id,omitempty"`
+	// State is ready (min_idle members idle), filling, failing (the last
+	// member could not be made for a reason other than host capacity:
+	// LastError says why) or draining.
+	State string `json:"state"`
 }
 
 // PoolList is the body of GET /v1/pools and POST /v1/pools/{name}/drain.

@@ -18,6 +18,7 @@ var codeHints = map[string]string{
 	"admin_required":          "pass the admin key with --api-key (or GENESIS_API_KEY); `make run` keeps one in .data/admin_key",
 	"profile_not_found":       "`genesis profiles` lists the profiles and their images",
 	"pool_not_found":          "`genesis pool ls` lists the warm pools",
+	"snapshot_in_use":         "`genesis pool ls` shows the pools fed from snapshots; remove the pool's snapshot_id from the service config and restart it first",
 	"runtime_unavailable":     "`genesis capabilities` shows the runtimes this host has and the risk policy",
 	"runtime_not_allowed":     "`genesis capabilities` shows which risk levels may use which runtime",
 	"catalog_entry_not_found": "`genesis mcp catalog` lists the catalog entries",

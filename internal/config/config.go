@@ -220,6 +220,14 @@ type PoolSpec struct {
 	// MaxTotal bounds the live sandboxes of this profile and runtime made by
 	// this instance (idle and leased); the pool never grows past it.
 	MaxTotal int `yaml:"max_total"`
+	// SnapshotID, if set, feeds the pool from a snapshot (snap_…) instead
+	// of the profile's image: each member is made from the snapshot's
+	// files, and its processes and memory where the snapshot holds them,
+	// and a lease that names the snapshot takes one. The snapshot's
+	// profile and runtime must be the pool's; it cannot be deleted while
+	// the pool names it. A profile may have one such pool per runtime and
+	// snapshot beside its plain pool (docs/snapshots.md).
+	SnapshotID string `yaml:"snapshot_id"`
 }
 
 // LeasePolicy bounds the leases of a profile.
@@ -830,16 +838,25 @@ func (c *Config) validateLeasePools(v *problems, key string, p *Profile) {
 	default:
 		bad(key+".lease.on_release", "must be destroy or reset, got %q", lp.OnRelease)
 	}
-	seen := map[sandbox.Runtime]bool{}
+	type poolOf struct {
+		runtime  sandbox.Runtime
+		snapshot string
+	}
+	seen := map[poolOf]bool{}
 	for i, ps := range p.Pools {
 		pk := fmt.Sprintf("%s.pools[%d]", key, i)
 		switch {
 		case !slices.Contains(p.AllowedRuntimes, ps.Runtime):
 			bad(pk+".runtime", "%q is not in the profile's allowed_runtimes", ps.Runtime)
-		case seen[ps.Runtime]:
+		case seen[poolOf{ps.Runtime, ps.SnapshotID}] && ps.SnapshotID != "":
+			bad(pk+".snapshot_id", "a second pool for runtime %s and snapshot %s", ps.Runtime, ps.SnapshotID)
+		case seen[poolOf{ps.Runtime, ps.SnapshotID}]:
 			bad(pk+".runtime", "a second pool for runtime %s", ps.Runtime)
 		}
-		seen[ps.Runtime] = true
+		seen[poolOf{ps.Runtime, ps.SnapshotID}] = true
+		if ps.SnapshotID != "" && !sandbox.ValidID("snap", ps.SnapshotID) {
+			bad(pk+".snapshot_id", "%.70q is not a snapshot id (snap_…)", ps.SnapshotID)
+		}
 		if ps.MinIdle < 0 {
 			bad(pk+".min_idle", "must not be negative, got %d", ps.MinIdle)
 		}

@@ -29,7 +29,7 @@ func (s *Service) recycle(ctx context.Context, l *sandbox.Lease) error {
 	}
 	s.sandboxEnding(ctx, sb.ID, "lease "+string(l.State))
 	defer s.forgetHeld(sb.ID)
-	pl := s.pool(sb.Profile, sb.Runtime)
+	pl := s.pool(sb.Profile, sb.Runtime, sb.Pool)
 	reason := leaseEndReason(l.State)
 	if why := s.resetRefusal(ctx, l, sb, pl); why != "" {
 		s.log.Debug("destroying instead of resetting", "sandbox", sb.ID, "lease", l.ID, "why", why)
@@ -70,6 +70,11 @@ func (s *Service) resetRefusal(ctx context.Context, l *sandbox.Lease, sb *sandbo
 		return "the profile destroys released sandboxes"
 	case pl == nil:
 		return "no pool of this profile and runtime"
+	case pl.key.snapshot != "":
+		// A wipe would leave the profile's bare image, not the
+		// snapshot's state the pool's members start with: the pool makes
+		// a fresh member from the snapshot instead.
+		return "its pool is fed from snapshot " + pl.key.snapshot
 	case !l.Warm:
 		return "the sandbox was created for the lease, not taken from the pool"
 	case sb.Instance != s.instance && !s.sharedPools():

@@ -220,7 +220,7 @@ func poolsWire(views []control.PoolView, draining bool) api.PoolList {
 	out := api.PoolList{Items: make([]api.Pool, len(views)), Draining: draining}
 	for i, v := range views {
 		p := api.Pool{
-			Name: v.Name, Profile: v.Profile, Runtime: string(v.Runtime), MinIdle: v.MinIdle, MaxTotal: v.MaxTotal,
+			Name: v.Name, Profile: v.Profile, Runtime: string(v.Runtime), SnapshotID: v.SnapshotID, State: v.State, MinIdle: v.MinIdle, MaxTotal: v.MaxTotal,
 			Counts: map[string]int{}, Total: v.Total, Starting: v.Starting, Hits: v.Hits, Misses: v.Misses,
 			Made: v.Made, Replaced: v.Replaced, Recycled: v.Recycled, ResetFailed: v.ResetFailed, RefillRate: v.RefillRate, Draining: v.Draining, LastError: v.LastError,
 		}

@@ -42,6 +42,8 @@ type Lifecycle interface {
 	AgentOf(id string) *agentclient.Client
 	ResumeAgent(id string) error
 	Probe(ctx context.Context) driver.ProbeResult
+	// SnapshotPool names the warm pool fed from a snapshot ("": none).
+	SnapshotPool(id string) string
 }
 
 // Sessions are the shell sessions and code contexts of sandboxes
@@ -94,7 +96,10 @@ type Manager struct {
 	locks map[string]*sync.Mutex // sandbox id → its operations' lock
 	// idling are the sandboxes an idle hibernation is under way for.
 	idling map[string]bool
-	wg     sync.WaitGroup
+	// checked are the snapshots feeding pools whose files were checked in
+	// full once (they never change); later members check their sizes.
+	checked map[string]bool
+	wg      sync.WaitGroup
 }
 
 // New returns a Manager.
@@ -111,7 +116,8 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.MaxFork <= 0 {
 		cfg.MaxFork = 16
 	}
-	return &Manager{cfg: cfg, disk: Disk{Dir: cfg.Dir}, log: cfg.Logger.With("component", "snapshots"), locks: map[string]*sync.Mutex{}, idling: map[string]bool{}}, nil
+	return &Manager{cfg: cfg, disk: Disk{Dir: cfg.Dir}, log: cfg.Logger.With("component", "snapshots"), locks: map[string]*sync.Mutex{}, idling: map[string]bool{},
+		checked: map[string]bool{}}, nil
 }
 
 // Name is the manager's hook name.
@@ -438,7 +444,10 @@ func (m *Manager) fillWorkspace(ctx context.Context, man *Manifest, dir string) 
 	return ReadTree(ctx, r, dir, man.Workspace, f.SHA256)
 }
 
-var _ control.Waker = (*Manager)(nil)
+var (
+	_ control.Waker      = (*Manager)(nil)
+	_ control.PoolFeeder = (*Manager)(nil)
+)
 
 // Close waits for the idle hibernations under way.
 func (m *Manager) Close() { m.wg.Wait() }

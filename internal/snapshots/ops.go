@@ -597,7 +597,7 @@ func (m *Manager) usable(sn *sandbox.Snapshot, profile, runtime string) (*Manife
 		return nil, err
 	}
 	verify := m.disk.Verify
-	if sn.Internal {
+	if sn.Internal || m.pooled(sn.ID) {
 		verify = m.disk.VerifySizes
 	}
 	// The workspace is checked as it is read.
@@ -605,6 +605,19 @@ func (m *Manager) usable(sn *sandbox.Snapshot, profile, runtime string) (*Manife
 		return nil, err
 	}
 	return man, nil
+}
+
+// pooled says whether snapshot id feeds a warm pool and was checked in
+// full for its first member (PoolMember): a lease from it, warm or cold,
+// then checks sizes, so that a warm lease costs no hashing of the memory
+// image.
+func (m *Manager) pooled(id string) bool {
+	if m.cfg.Lifecycle.SnapshotPool(id) == "" {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.checked[id]
 }
 
 func (m *Manager) createFrom(ctx context.Context, sn *sandbox.Snapshot, man *Manifest, in CreateOptions) (*sandbox.Sandbox, bool, error) {
@@ -645,7 +658,8 @@ func (m *Manager) fromState(sn *sandbox.Snapshot, man *Manifest, memory bool) *c
 }
 
 // LeaseFrom acquires a lease of tenant whose sandbox starts from snapshot
-// snapID (a cold lease: never a pool member), with copies of its sessions.
+// snapID, with copies of its sessions: an idle member of a warm pool fed
+// from the snapshot where there is one, else a sandbox made for it.
 func (m *Manager) LeaseFrom(ctx context.Context, snapID string, in control.AcquireLeaseInput) (*control.LeaseOutput, *Made, error) {
 	sn, err := m.Get(ctx, in.Tenant, snapID)
 	if err != nil {
@@ -655,7 +669,7 @@ func (m *Manager) LeaseFrom(ctx context.Context, snapID string, in control.Acqui
 	if err != nil {
 		return nil, nil, err
 	}
-	in.Profile, in.Runtime = sn.Profile, string(sn.Runtime)
+	in.Profile, in.Runtime, in.SnapshotID = sn.Profile, string(sn.Runtime), sn.ID
 	if in.RiskLevel == "" {
 		in.RiskLevel = string(sn.RiskLevel)
 	}
@@ -664,6 +678,8 @@ func (m *Manager) LeaseFrom(ctx context.Context, snapID string, in control.Acqui
 	}
 	first := in
 	first.From = m.fromState(sn, man, true)
+	// A pool member was made with the snapshot's memory where it holds
+	// some (PoolMember), as first is.
 	memory := first.From.Restore != nil && first.From.Restore.ImagePath != ""
 	out, err := m.cfg.Lifecycle.AcquireLease(ctx, first)
 	if err != nil && memory && restoreFailure(err) {
@@ -677,6 +693,65 @@ func (m *Manager) LeaseFrom(ctx context.Context, snapID string, in control.Acqui
 		return nil, nil, err
 	}
 	return out, &Made{Sandbox: out.Sandbox, Memory: memory, Sessions: m.copySessions(detach(ctx), sn, out.Sandbox, memory)}, nil
+}
+
+// inUse refuses to delete a snapshot a warm pool is fed from.
+func (m *Manager) inUse(sn *sandbox.Snapshot) error {
+	pool := m.cfg.Lifecycle.SnapshotPool(sn.ID)
+	if pool == "" {
+		return nil
+	}
+	return errdefs.WithCode("snapshot_in_use", errdefs.Mark(fmt.Errorf("snapshot %s feeds warm pool %s: remove the pool's snapshot_id from the configuration and restart the service first",
+		sn.ID, pool), errdefs.ErrConflict))
+}
+
+// PoolMember returns how a member of the warm pool of profile and runtime
+// fed from snapshot id starts: from the snapshot's files, and its memory
+// where it holds some. The snapshot may be any tenant's (the operator
+// named it in the configuration); a member is nobody's until a lease
+// claims it, and only a lease that names the snapshot, so of its tenant,
+// does (LeaseFrom). Its files are checked in full for the pool's first
+// member and by their sizes after that (they never change); the
+// workspace is checked as each member reads it.
+func (m *Manager) PoolMember(ctx context.Context, id, profile string, runtime sandbox.Runtime) (*control.FromState, error) {
+	sn, err := m.cfg.Store.GetSnapshot(ctx, "", id)
+	if err == nil && (sn.Internal || sn.State == sandbox.SnapshotDeleting) {
+		err = fmt.Errorf("snapshot %s: %w", id, errdefs.ErrNotFound)
+	}
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil, errdefs.WithCode("snapshot_not_found", fmt.Errorf("snapshot %s does not exist (deleted?): %w", id, err))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if sn.Profile != profile || sn.Runtime != runtime {
+		return nil, errdefs.WithCode("snapshot_mismatch", errdefs.Mark(fmt.Errorf("snapshot %s is of a %s sandbox under %s; the pool is of %s under %s",
+			id, sn.Profile, sn.Runtime, profile, runtime), errdefs.ErrFailedPrecondition))
+	}
+	if sn.State != sandbox.SnapshotReady {
+		return nil, errdefs.WithCode("snapshot_not_ready", errdefs.Mark(fmt.Errorf("snapshot %s is %s", sn.ID, sn.State), errdefs.ErrFailedPrecondition))
+	}
+	man, err := m.disk.Open(sn.ID)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	checked := m.checked[id]
+	m.mu.Unlock()
+	verify := m.disk.Verify
+	if checked {
+		verify = m.disk.VerifySizes
+	}
+	if err := verify(man, man.Workspace); err != nil {
+		m.mu.Lock()
+		delete(m.checked, id)
+		m.mu.Unlock()
+		return nil, err
+	}
+	m.mu.Lock()
+	m.checked[id] = true
+	m.mu.Unlock()
+	return m.fromState(sn, man, true), nil
 }
 
 // restoreFailure says err is the start of a container failing (as a
@@ -797,6 +872,9 @@ func (m *Manager) Delete(ctx context.Context, tenant, id string) error {
 	if sn.State == sandbox.SnapshotCreating {
 		return errdefs.WithCode(control.CodeOperationInProgress, errdefs.Mark(fmt.Errorf("snapshot %s is being taken", id), errdefs.ErrConflict))
 	}
+	if err := m.inUse(sn); err != nil {
+		return err
+	}
 	return m.delete(detach(ctx), sn)
 }
 
@@ -820,8 +898,8 @@ func (m *Manager) expired(ctx context.Context, now time.Time) int {
 	}
 	n := 0
 	for _, sn := range list {
-		if sn.State == sandbox.SnapshotCreating {
-			continue
+		if sn.State == sandbox.SnapshotCreating || m.inUse(sn) != nil {
+			continue // a pool's snapshot outlives its retention
 		}
 		if err := m.delete(ctx, sn); err == nil {
 			n++
