@@ -345,7 +345,7 @@ func acquireLeaseInput(tenant string, req api.AcquireLeaseRequest) control.Acqui
 	return control.AcquireLeaseInput{
 		Tenant: tenant, Profile: req.Profile, RiskLevel: req.RiskLevel, Runtime: req.Runtime,
 		TTLSeconds: req.TTLSeconds, Holder: req.Holder, WaitSeconds: req.WaitSeconds, Env: req.Env, Metadata: req.Metadata,
-		Resources: resourcesIn(req.Resources), Network: policyIn(req.Network),
+		Resources: resourcesIn(req.Resources), Network: policyIn(req.Network), SnapshotID: req.SnapshotID,
 	}
 }
 
