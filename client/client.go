@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"genesis.dev/sandbox/api"
 )
 
 // DefaultURL is the service address used by FromEnv when GENESIS_URL is unset.
@@ -190,7 +192,7 @@ func (c *Client) Ready(ctx context.Context) (*Health, error) {
 		json.Unmarshal(body, &h) == nil && h.Status != "" {
 		return &h, &APIError{
 			Status:    resp.StatusCode,
-			RequestID: resp.Header.Get("X-Request-ID"),
+			RequestID: resp.Header.Get(api.HeaderRequestID),
 			Problem: Problem{
 				Title:  "Service Unavailable",
 				Status: resp.StatusCode,
@@ -255,7 +257,7 @@ func (c *Client) Profiles(ctx context.Context) (*ProfileList, error) {
 func (c *Client) CreateSandbox(ctx context.Context, req CreateSandboxRequest, idempotencyKey string) (*Sandbox, error) {
 	r := request{method: http.MethodPost, path: "/v1/sandboxes", auth: true, body: req}
 	if idempotencyKey != "" {
-		r.header = http.Header{"Idempotency-Key": {idempotencyKey}}
+		r.header = http.Header{api.HeaderIdempotencyKey: {idempotencyKey}}
 	}
 	var v Sandbox
 	if err := c.do(ctx, r, &v); err != nil {
@@ -452,7 +454,7 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 	if r.auth && c.apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+c.apiKey)
 		if c.actAs != "" {
-			req.Header.Set("X-Genesis-Tenant", c.actAs)
+			req.Header.Set(api.HeaderActAs, c.actAs)
 		}
 	}
 	for k, vs := range r.header {
@@ -499,7 +501,7 @@ func quoteETag(v string) string {
 // isProblem reports whether the response is application/problem+json.
 func isProblem(h http.Header) bool {
 	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
-	return err == nil && mt == "application/problem+json"
+	return err == nil && mt == api.ProblemMediaType
 }
 
 // CreateTerminalTicket calls POST /v1/sandboxes/{id}/terminal/tickets: a

@@ -14,103 +14,6 @@ import (
 	"github.com/coder/websocket"
 )
 
-// ComputerPoint is a position in logical display coordinates.
-type ComputerPoint struct {
-	X int `json:"x"`
-	Y int `json:"y"`
-}
-
-// DisplaySize is a display size in pixels.
-type DisplaySize struct {
-	Width  int `json:"width"`
-	Height int `json:"height"`
-}
-
-// ComputerAction is one step of POST /v1/sandboxes/{id}/computer/actions.
-// Action is one of screenshot, mouse_move, left_click, right_click,
-// middle_click, double_click, triple_click, click (with Button),
-// left_mouse_down, left_mouse_up, left_click_drag / drag, scroll, type,
-// key / keypress / hotkey, hold_key, wait, cursor_position, zoom,
-// list_windows, wait_for_window (Title: a part of the title, or the class
-// or instance name; at most Duration seconds),
-// focus_window, launch. The fields are those of the Anthropic computer tool
-// and of OpenAI's computer-use actions; see docs/desktop.md.
-type ComputerAction struct {
-	Action          string            `json:"action"`
-	Coordinate      []int             `json:"coordinate,omitempty"`
-	X               *int              `json:"x,omitempty"`
-	Y               *int              `json:"y,omitempty"`
-	StartCoordinate []int             `json:"start_coordinate,omitempty"`
-	Path            []ComputerPoint   `json:"path,omitempty"`
-	Button          string            `json:"button,omitempty"`
-	Text            string            `json:"text,omitempty"`
-	Keys            []string          `json:"keys,omitempty"`
-	ScrollDirection string            `json:"scroll_direction,omitempty"`
-	ScrollAmount    int               `json:"scroll_amount,omitempty"`
-	ScrollX         int               `json:"scroll_x,omitempty"`
-	ScrollY         int               `json:"scroll_y,omitempty"`
-	Duration        float64           `json:"duration,omitempty"`
-	Region          []int             `json:"region,omitempty"`
-	Window          string            `json:"window,omitempty"`
-	Title           string            `json:"title,omitempty"`
-	Command         []string          `json:"command,omitempty"`
-	Env             map[string]string `json:"env,omitempty"`
-	// Sensitive records the action's text in the trace as a count only.
-	Sensitive bool `json:"sensitive,omitempty"`
-}
-
-// ComputerActionsRequest is a batch of actions, run in order up to the
-// first failure; Display declares the logical display size coordinates
-// and screenshots are in (the real size when nil).
-type ComputerActionsRequest struct {
-	Actions    []ComputerAction `json:"actions"`
-	Screenshot bool             `json:"screenshot,omitempty"`
-	Display    *DisplaySize     `json:"display,omitempty"`
-}
-
-// ComputerWindow is a top-level window (logical coordinates). Class and
-// Instance are its WM_CLASS names (XTerm, xterm).
-type ComputerWindow struct {
-	ID       string `json:"id"`
-	Title    string `json:"title"`
-	Class    string `json:"class,omitempty"`
-	Instance string `json:"instance,omitempty"`
-	X        int    `json:"x"`
-	Y        int    `json:"y"`
-	Width    int    `json:"width"`
-	Height   int    `json:"height"`
-	Active   bool   `json:"active"`
-}
-
-// ComputerStepResult answers one action; Screenshot is a base64 PNG.
-type ComputerStepResult struct {
-	Index      int              `json:"index"`
-	Action     string           `json:"action"`
-	OK         bool             `json:"ok"`
-	Error      string           `json:"error,omitempty"`
-	Code       string           `json:"code,omitempty"`
-	Screenshot string           `json:"screenshot,omitempty"`
-	Cursor     *ComputerPoint   `json:"cursor,omitempty"`
-	Windows    []ComputerWindow `json:"windows,omitempty"`
-	JobID      string           `json:"job_id,omitempty"`
-	DurationMS int64            `json:"duration_ms"`
-}
-
-// ComputerActionsResult answers a batch.
-type ComputerActionsResult struct {
-	Results    []ComputerStepResult `json:"results"`
-	Completed  int                  `json:"completed"`
-	OK         bool                 `json:"ok"`
-	Display    DisplaySize          `json:"display"`
-	Real       DisplaySize          `json:"real"`
-	Screenshot string               `json:"screenshot,omitempty"`
-}
-
-// ComputerPath is the computer-use root of a sandbox.
-func ComputerPath(sandboxID string) string {
-	return "/v1/sandboxes/" + url.PathEscape(sandboxID) + "/computer"
-}
-
 // ComputerActions runs a batch of computer actions on a desktop sandbox.
 func (c *Client) ComputerActions(ctx context.Context, sandboxID string, req ComputerActionsRequest) (*ComputerActionsResult, error) {
 	var out ComputerActionsResult
@@ -119,41 +22,6 @@ func (c *Client) ComputerActions(ctx context.Context, sandboxID string, req Comp
 		return nil, err
 	}
 	return &out, nil
-}
-
-// DesktopControlRequest is an agent's request for a human.
-type DesktopControlRequest struct {
-	Reason string    `json:"reason"`
-	At     time.Time `json:"at"`
-}
-
-// DesktopControl is who holds a desktop's control: "agent", "human:<who>"
-// or "" (nobody; the agent may act). Version grows with every change.
-type DesktopControl struct {
-	SandboxID        string                  `json:"sandbox_id"`
-	Holder           string                  `json:"holder"`
-	Reason           string                  `json:"reason,omitempty"`
-	Since            time.Time               `json:"since"`
-	AllowScreenshots bool                    `json:"allow_screenshots"`
-	Requests         []DesktopControlRequest `json:"requests"`
-	Version          int64                   `json:"version"`
-}
-
-// TakeDesktopControlRequest is the body of POST …/control.
-type TakeDesktopControlRequest struct {
-	Holder           string `json:"holder"`
-	Reason           string `json:"reason,omitempty"`
-	AllowScreenshots bool   `json:"allow_screenshots,omitempty"`
-}
-
-// RequestHumanRequest is the body of POST …/control/requests.
-type RequestHumanRequest struct {
-	Reason string `json:"reason"`
-}
-
-// ControlPath is the control lease of a desktop sandbox.
-func ControlPath(sandboxID string) string {
-	return "/v1/sandboxes/" + url.PathEscape(sandboxID) + "/control"
 }
 
 // DesktopControl reports who holds a desktop's control. With after >= 0
@@ -238,24 +106,6 @@ func (c *Client) DialDisplayVNCAs(ctx context.Context, sandboxID, role, who stri
 	return websocket.NetConn(context.WithoutCancel(ctx), ws, websocket.MessageBinary), nil
 }
 
-// CreateDisplayLinkRequest asks for a live-view link.
-type CreateDisplayLinkRequest struct {
-	// Role is observer (its input is dropped) or controller.
-	Role       string `json:"role"`
-	TTLSeconds int64  `json:"ttl_seconds"`
-}
-
-// DisplayLink is a short-lived live-view link: VNCURL is a WebSocket URL
-// carrying RFB that needs no API key; it holds no VNC password.
-type DisplayLink struct {
-	SandboxID string `json:"sandbox_id"`
-	Role      string `json:"role"`
-	VNCURL    string `json:"vnc_url"`
-	// ViewerURL is the live-view page (noVNC) for a person's browser.
-	ViewerURL string    `json:"viewer_url"`
-	ExpiresAt time.Time `json:"expires_at"`
-}
-
 // CreateDisplayLink makes a live-view link of a desktop sandbox for role,
 // valid for ttl.
 func (c *Client) CreateDisplayLink(ctx context.Context, sandboxID, role string, ttl time.Duration) (*DisplayLink, error) {
@@ -266,32 +116,6 @@ func (c *Client) CreateDisplayLink(ctx context.Context, sandboxID, role string, 
 		return nil, err
 	}
 	return &out, nil
-}
-
-// RecordingRequest is the body of POST /v1/sandboxes/{id}/display/recording.
-type RecordingRequest struct {
-	// FPS is the frame rate (1..30, default 5).
-	FPS int `json:"fps,omitempty"`
-	// SegmentSeconds is a segment's length (1..60, default 2).
-	SegmentSeconds int `json:"segment_seconds,omitempty"`
-}
-
-// Recording is a desktop's display or a browser's screencast recording; its segments are video.segment
-// events of the sandbox's trace (artifacts, with wall-clock start and end).
-type Recording struct {
-	ID        string `json:"id"`
-	SandboxID string `json:"sandbox_id"`
-	// Source is what is recorded: display (a desktop) or browser (the
-	// active tab's screencast).
-	Source         string     `json:"source,omitempty"`
-	State          string     `json:"state"`
-	FPS            int        `json:"fps"`
-	SegmentSeconds int        `json:"segment_seconds"`
-	StartedAt      time.Time  `json:"started_at"`
-	StoppedAt      *time.Time `json:"stopped_at,omitempty"`
-	Segments       int        `json:"segments"`
-	Bytes          int64      `json:"bytes"`
-	Error          string     `json:"error,omitempty"`
 }
 
 // StartRecording calls POST /v1/sandboxes/{id}/display/recording.

@@ -1,3 +1,9 @@
 // Package client is the public Go SDK of the Genesis Sandbox HTTP API v1.
-// The genesis CLI is built on it. It imports nothing from internal/.
+// The genesis CLI is built on it.
+//
+// The wire types (request and answer bodies, their enumerated values) are
+// declared in package api; client re-exports them under the same names
+// with type aliases (client.Sandbox is api.Sandbox) and holds the calls.
+// It imports api and nothing from internal/; its only other dependency is
+// a WebSocket library.
 package client

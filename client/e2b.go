@@ -3,19 +3,7 @@ package client
 import (
 	"context"
 	"net/http"
-	"time"
 )
-
-// E2BSandbox is a sandbox as the E2B adapter lists it (GET
-// /e2b/v2/sandboxes; docs/compat-e2b.md).
-type E2BSandbox struct {
-	SandboxID  string            `json:"sandboxID"`
-	TemplateID string            `json:"templateID"`
-	State      string            `json:"state"`
-	StartedAt  time.Time         `json:"startedAt"`
-	EndAt      time.Time         `json:"endAt"`
-	Metadata   map[string]string `json:"metadata"`
-}
 
 // E2BListSandboxes calls the E2B adapter's GET /e2b/v2/sandboxes with the
 // client's key as X-API-KEY, as the E2B SDKs do: the running sandboxes of

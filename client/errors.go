@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"unicode/utf8"
+
+	"genesis.dev/sandbox/api"
 )
 
 // APIError is a non-2xx answer of the service. Problem holds the decoded
@@ -45,10 +47,6 @@ func (e *APIError) Message() string {
 	}
 }
 
-// StatusClientClosed is the status the service gives a request whose
-// caller went away before the answer (problem code "client_closed").
-const StatusClientClosed = 499
-
 // statusText is http.StatusText that also names StatusClientClosed.
 func statusText(status int) string {
 	if status == StatusClientClosed {
@@ -59,7 +57,7 @@ func statusText(status int) string {
 
 // newAPIError builds the error for a non-2xx answer with the given body.
 func newAPIError(status int, h http.Header, body []byte) *APIError {
-	e := &APIError{Status: status, RequestID: h.Get("X-Request-ID")}
+	e := &APIError{Status: status, RequestID: h.Get(api.HeaderRequestID)}
 	var p Problem
 	if len(body) > 0 && json.Unmarshal(body, &p) == nil && (p.Code != "" || p.Title != "" || p.Detail != "") {
 		e.Problem = p

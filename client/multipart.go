@@ -27,19 +27,6 @@ type UploadOptions struct {
 	NoOverwrite bool
 }
 
-// UploadedFile is one file a multipart upload wrote.
-type UploadedFile struct {
-	Path   string `json:"path"`
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256"` // hex
-	Mode   string `json:"mode"`
-}
-
-// UploadFilesResult is the answer of POST /v1/sandboxes/{id}/files.
-type UploadFilesResult struct {
-	Files []UploadedFile `json:"files"`
-}
-
 // UploadFiles writes several files below dir in one multipart request,
 // streamed part by part (nothing is buffered whole). The upload is all or
 // nothing: on an error no target was changed.

@@ -5,30 +5,14 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-)
 
-// OpenSandboxSandbox is a sandbox as the OpenSandbox SDKs see it
-// (GET /opensandbox/v1/sandboxes).
-type OpenSandboxSandbox struct {
-	ID     string `json:"id"`
-	Status struct {
-		State   string `json:"state"`
-		Message string `json:"message,omitempty"`
-	} `json:"status"`
-	Image *struct {
-		URI string `json:"uri"`
-	} `json:"image,omitempty"`
-	Metadata  map[string]string `json:"metadata,omitempty"`
-	ExpiresAt string            `json:"expiresAt,omitempty"`
-	CreatedAt string            `json:"createdAt"`
-}
+	"genesis.dev/sandbox/api"
+)
 
 // OpenSandboxListSandboxes lists the key's sandboxes through the
 // OpenSandbox adapter (its first page of 200), as the SDKs would.
 func (c *Client) OpenSandboxListSandboxes(ctx context.Context) ([]OpenSandboxSandbox, error) {
-	var out struct {
-		Items []OpenSandboxSandbox `json:"items"`
-	}
+	var out api.OpenSandboxSandboxList
 	err := c.do(ctx, request{method: http.MethodGet, path: "/opensandbox/v1/sandboxes", query: url.Values{"pageSize": {"200"}},
 		header: http.Header{"Open-Sandbox-Api-Key": {c.apiKey}}}, &out)
 	return out.Items, err

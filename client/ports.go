@@ -2,59 +2,17 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
 )
-
-// Endpoint is a named port a sandbox's profile declares, with the URL that
-// reaches it through the service.
-type Endpoint struct {
-	Name     string `json:"name"`
-	Port     int    `json:"port"`
-	Protocol string `json:"protocol"` // http | websocket | tcp
-	// URL is the HTTP(S) URL of the port's root through the service (it
-	// needs the API key); for tcp endpoints it is the WebSocket URL that
-	// carries the bytes.
-	URL string `json:"url"`
-}
-
-// CreatePortLinkRequest is the body of POST
-// /v1/sandboxes/{id}/ports/{port}/links.
-type CreatePortLinkRequest struct {
-	TTLSeconds int64 `json:"ttl_seconds"`
-}
-
-// PortLink is a preview link: a URL a person can open in a browser without
-// an API key, scoped to one port of one sandbox, until ExpiresAt or until
-// the sandbox ends.
-type PortLink struct {
-	// URL opens the port on its own origin with the link's token in the
-	// query: a browser trades it for a cookie of that origin; a program may
-	// keep sending it (or the Token in the X-Genesis-Preview-Token header).
-	URL string `json:"url"`
-	// Origin is the port's own origin, "{scheme}://{port}-{sandbox}.{domain}".
-	Origin string `json:"origin"`
-	// Token is the link's token alone.
-	Token     string    `json:"token"`
-	SandboxID string    `json:"sandbox_id"`
-	Port      int       `json:"port"`
-	ExpiresAt time.Time `json:"expires_at"`
-}
-
-// PortPath is the path (under the base URL) that reaches port's root of
-// sandbox id through the service's HTTP proxy; requests to it need the API
-// key like any other.
-func PortPath(sandboxID string, port int) string {
-	return "/v1/sandboxes/" + url.PathEscape(sandboxID) + "/ports/" + strconv.Itoa(port) + "/"
-}
 
 // PortURL is the absolute URL of port's root of sandbox id through the
 // service (see PortPath).
@@ -107,4 +65,82 @@ func (c *Client) DialPort(ctx context.Context, sandboxID string, port int) (net.
 	ws.SetReadLimit(-1)
 	// The connection outlives ctx (which bounds only the dial).
 	return websocket.NetConn(context.WithoutCancel(ctx), ws, websocket.MessageBinary), nil
+}
+
+// ForwardPort accepts connections on ln until ctx ends and carries each
+// over its own WebSocket (DialPort) to port on sandbox id's loopback,
+// copying both ways. A connection whose dial fails is closed and reported
+// to onError (nil: not reported). When ctx ends ForwardPort closes ln;
+// then, or when the caller closed ln, it returns nil once the connections
+// in progress have ended. An accept that fails otherwise is its error.
+func (c *Client) ForwardPort(ctx context.Context, ln net.Listener, sandboxID string, port int, onError func(from net.Addr, err error)) error {
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+			ln.Close()
+		case <-done:
+		}
+	}()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		lc, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			rc, err := c.DialPort(dctx, sandboxID, port)
+			cancel()
+			if err != nil {
+				if onError != nil {
+					onError(lc.RemoteAddr(), err)
+				}
+				lc.Close()
+				return
+			}
+			joinConns(lc, rc)
+		}()
+	}
+}
+
+// joinConns copies a and b into each other; when one direction ends it
+// half-closes where it can, else closes both.
+func joinConns(a, b net.Conn) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	pipe := func(dst, src net.Conn) {
+		defer wg.Done()
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			if cw.CloseWrite() == nil {
+				return
+			}
+		}
+		dst.Close()
+		src.Close()
+	}
+	go pipe(a, b)
+	go pipe(b, a)
+	wg.Wait()
+	a.Close()
+	b.Close()
 }

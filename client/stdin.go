@@ -12,13 +12,9 @@ import (
 	"strings"
 	"sync"
 
+	"genesis.dev/sandbox/api"
 	"github.com/coder/websocket"
 )
-
-// StdinWritten is the answer of PUT /v1/jobs/{id}/stdin.
-type StdinWritten struct {
-	Bytes int64 `json:"bytes"`
-}
 
 // WriteStdin streams r into the stdin of a job started with StdinStream,
 // in one request, as r produces it; it returns how many bytes the job's
@@ -40,13 +36,6 @@ func (c *Client) CloseStdin(ctx context.Context, jobID string) error {
 	return c.do(ctx, request{method: http.MethodPost, path: "/v1/jobs/" + url.PathEscape(jobID) + "/stdin/close", auth: true}, nil)
 }
 
-// JobExit is how an attached job ended.
-type JobExit struct {
-	ExitCode   int    `json:"exit_code"`
-	ExitReason string `json:"exit_reason"`
-	Signal     string `json:"signal,omitempty"`
-}
-
 // JobAttachment is a WebSocket attached to a job (GET /v1/jobs/{id}/attach):
 // Write sends stdin, CloseStdin ends it, Pump copies the output until the
 // job's exit. Write and CloseStdin may be called while Pump runs.
@@ -58,16 +47,6 @@ type JobAttachment struct {
 	HasStdin bool // the job was started with StdinStream
 	// StdinErr is the last stdin failure the service reported.
 	StdinErr error
-}
-
-type attachMessage struct {
-	Type       string `json:"type"`
-	Job        string `json:"job,omitempty"`
-	Stdin      *bool  `json:"stdin,omitempty"`
-	ExitCode   *int   `json:"exit_code,omitempty"`
-	ExitReason string `json:"exit_reason,omitempty"`
-	Signal     string `json:"signal,omitempty"`
-	Error      string `json:"error,omitempty"`
 }
 
 // AttachJob attaches to a job: its output from the start (or from cursor,
@@ -96,7 +75,7 @@ func (c *Client) AttachJob(ctx context.Context, jobID string, cursor int64) (*Jo
 	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a := &JobAttachment{ws: ws, ctx: actx, cancel: cancel}
 	typ, b, err := ws.Read(ctx)
-	var hello attachMessage
+	var hello api.AttachMessage
 	if err != nil || typ != websocket.MessageText || json.Unmarshal(b, &hello) != nil || hello.Type != "hello" {
 		a.Close()
 		return nil, fmt.Errorf("attach to job %s: no hello message: %v", jobID, err)
@@ -140,14 +119,14 @@ func (a *JobAttachment) Pump(stdout, stderr io.Writer) (*JobExit, error) {
 				continue
 			}
 			w := stdout
-			if b[0] == 2 {
+			if b[0] == api.AttachStderr {
 				w = stderr
 			}
 			if _, err := w.Write(b[1:]); err != nil {
 				return nil, err
 			}
 		case websocket.MessageText:
-			var m attachMessage
+			var m api.AttachMessage
 			if err := json.Unmarshal(b, &m); err != nil {
 				return nil, fmt.Errorf("attach: bad message %q", b)
 			}

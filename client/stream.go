@@ -14,75 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-)
 
-// Names of the events of a job's log stream.
-const (
-	// EventJob is the first event of a streamed exec; LogEvent.Job is set.
-	EventJob = "job"
-	// EventStdout and EventStderr carry output; LogEvent.Offset and
-	// LogEvent.Data are set.
-	EventStdout = "stdout"
-	EventStderr = "stderr"
-	// EventTruncated says a stream hit its output cap; LogEvent.Truncated
-	// is set.
-	EventTruncated = "truncated"
-	// EventExit is the last event of a job; LogEvent.Exit is set.
-	EventExit = "exit"
-)
-
-// LogEvent is one event of a job's log stream, decoded.
-type LogEvent struct {
-	// ID is the event's cursor: pass it as StreamOptions.Cursor to get the
-	// events after this one.
-	ID    string `json:"id,omitempty"`
-	Event string `json:"event"`
-	// Offset is the position in its stream of the first byte of Data
-	// (stdout and stderr events).
-	Offset int64 `json:"offset,omitempty"`
-	// Data holds the exact output bytes (stdout and stderr events).
-	Data      []byte          `json:"data,omitempty"`
-	Truncated *TruncatedEvent `json:"truncated,omitempty"`
-	Exit      *ExitEvent      `json:"exit,omitempty"`
-	Job       *Job            `json:"job,omitempty"`
-}
-
-// MarshalJSON writes offset and data for stdout and stderr events only
-// (always, also when 0 or empty), so that JSON output says what it means.
-func (e LogEvent) MarshalJSON() ([]byte, error) {
-	type common struct {
-		ID    string `json:"id,omitempty"`
-		Event string `json:"event"`
-	}
-	if e.Event == EventStdout || e.Event == EventStderr {
-		data := e.Data
-		if data == nil {
-			data = []byte{}
-		}
-		return json.Marshal(struct {
-			common
-			Offset int64  `json:"offset"`
-			Data   []byte `json:"data"`
-		}{common{e.ID, e.Event}, e.Offset, data})
-	}
-	return json.Marshal(struct {
-		common
-		Truncated *TruncatedEvent `json:"truncated,omitempty"`
-		Exit      *ExitEvent      `json:"exit,omitempty"`
-		Job       *Job            `json:"job,omitempty"`
-	}{common{e.ID, e.Event}, e.Truncated, e.Exit, e.Job})
-}
-
-// Output encodings of a log stream (StreamOptions.Encoding): how the
-// service sends the bytes of stdout and stderr events. LogEvent.Data holds
-// the exact bytes either way.
-const (
-	// EncodingText sends output that is UTF-8 without CR as the event's
-	// data lines, and any other output as base64: less work at both ends
-	// and, but for very short lines, fewer bytes.
-	EncodingText = "text"
-	// EncodingBase64 sends all output base64-encoded in JSON.
-	EncodingBase64 = "base64"
+	"genesis.dev/sandbox/api"
 )
 
 // StreamOptions configures StreamLogs and ExecStream.
@@ -327,7 +260,7 @@ func (c *Client) streamOnce(ctx context.Context, r request, opts StreamOptions, 
 		return "", ctx.Err() != nil || r.method != http.MethodGet, err
 	}
 	defer resp.Body.Close() // a live stream must not be drained
-	jobID = resp.Header.Get("X-Genesis-Job-ID")
+	jobID = resp.Header.Get(api.HeaderJobID)
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
 		e := newAPIError(resp.StatusCode, resp.Header, body)
@@ -487,12 +420,6 @@ func (s *logStream) deliver(le LogEvent) error {
 	return nil
 }
 
-// outputData is the data of stdout and stderr events.
-type outputData struct {
-	Offset int64  `json:"offset"`
-	Data   string `json:"data"`
-}
-
 // decodeLogEvent decodes the data of a known event; ok is false for events
 // of other names.
 func decodeLogEvent(ev sseEvent) (LogEvent, bool, error) {
@@ -511,7 +438,7 @@ func decodeLogEvent(ev sseEvent) (LogEvent, bool, error) {
 			le.Offset, le.Data = off, []byte(text)
 			break
 		}
-		var o outputData
+		var o api.OutputEvent
 		if err := json.Unmarshal([]byte(ev.Data), &o); err != nil {
 			return bad(err)
 		}

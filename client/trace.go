@@ -11,36 +11,9 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"genesis.dev/sandbox/api"
 )
-
-// TracePath is the path of a sandbox's operation trace.
-func TracePath(id string) string { return "/v1/sandboxes/" + url.PathEscape(id) + "/trace" }
-
-// TraceEvent is one event of a sandbox's operation trace.
-type TraceEvent struct {
-	// Seq is dense and monotonic from 1 within the trace: the cursor.
-	Seq  int64     `json:"seq"`
-	Time time.Time `json:"time"`
-	// Actor is agent, api, system or human:<who>.
-	Actor string          `json:"actor"`
-	Kind  string          `json:"kind"`
-	Data  json.RawMessage `json:"data,omitempty"`
-}
-
-// TracePage is one JSON page of a trace.
-type TracePage struct {
-	Events []TraceEvent `json:"events"`
-	// Next is the cursor to read on from.
-	Next int64 `json:"next"`
-}
-
-// TraceEventRequest is the body of POST .../trace/events: kind annotation
-// or task.status, actor api (default), agent or human:<who>.
-type TraceEventRequest struct {
-	Kind  string          `json:"kind"`
-	Actor string          `json:"actor,omitempty"`
-	Data  json.RawMessage `json:"data,omitempty"`
-}
 
 // TracePage reads up to limit events after the cursor after.
 func (c *Client) TracePage(ctx context.Context, sandboxID string, after int64, limit int) (*TracePage, error) {
@@ -134,24 +107,11 @@ func (c *Client) traceOnce(ctx context.Context, sandboxID string, cursor *int64,
 	}
 }
 
-// TraceInterruption is a sandbox's interrupt state.
-type TraceInterruption struct {
-	// State is running, paused or aborted.
-	State string `json:"state"`
-	// Steps is how many agent actions may still pass while paused.
-	Steps int `json:"steps"`
-	// CanceledJobs are the jobs an abort canceled.
-	CanceledJobs []string `json:"canceled_jobs,omitempty"`
-}
-
 // InterruptTrace pauses, resumes, steps or aborts the agent of a sandbox
 // (op is one of those words); actor is "" (api) or human:<who>.
 func (c *Client) InterruptTrace(ctx context.Context, sandboxID, op, actor string) (*TraceInterruption, error) {
 	var out TraceInterruption
-	body := map[string]string{}
-	if actor != "" {
-		body["actor"] = actor
-	}
+	body := api.TraceInterruptRequest{Actor: actor}
 	if err := c.do(ctx, request{method: http.MethodPost, path: TracePath(sandboxID) + "/" + url.PathEscape(op), body: body, auth: true}, &out); err != nil {
 		return nil, err
 	}
@@ -172,50 +132,6 @@ func (c *Client) ExportTrace(ctx context.Context, sandboxID string) (io.ReadClos
 		return nil, newAPIError(resp.StatusCode, resp.Header, body)
 	}
 	return resp.Body, nil
-}
-
-// ReplayRequest is the body of POST /v1/traces/{id}/replay (id: the
-// sandbox whose trace is replayed).
-type ReplayRequest struct {
-	// TargetSandbox is a running sandbox of the source's profile that the
-	// recorded agent actions are run on again.
-	TargetSandbox string `json:"target_sandbox"`
-	// Threshold is the fraction of pixels (0..1, default 0.02) by which a
-	// step's screenshot may differ from the recorded one and still count
-	// as the same.
-	Threshold float64 `json:"threshold,omitempty"`
-}
-
-// ReplayStep is how one recorded agent action went when run again.
-type ReplayStep struct {
-	// Seq is the recorded event that started the action.
-	Seq    int64  `json:"seq"`
-	Kind   string `json:"kind"`
-	Action string `json:"action"`
-	// Status is same, differs, failed or skipped.
-	Status string `json:"status"`
-	Reason string `json:"reason,omitempty"`
-	// OK is whether the action succeeded now; RecordedOK then.
-	OK         bool `json:"ok"`
-	RecordedOK bool `json:"recorded_ok"`
-	// ScreenshotDiff is the fraction of pixels that differ from the
-	// recorded screenshot after the action (computer actions).
-	ScreenshotDiff *float64 `json:"screenshot_diff,omitempty"`
-	// ExitCode and RecordedExitCode are a job's (execs and jobs).
-	ExitCode         *int `json:"exit_code,omitempty"`
-	RecordedExitCode *int `json:"recorded_exit_code,omitempty"`
-}
-
-// ReplayReport answers a replay: a step per recorded agent action, in order.
-type ReplayReport struct {
-	Source   string       `json:"source"`
-	Target   string       `json:"target"`
-	Steps    []ReplayStep `json:"steps"`
-	Same     int          `json:"same"`
-	Differs  int          `json:"differs"`
-	Failed   int          `json:"failed"`
-	Skipped  int          `json:"skipped"`
-	Duration int64        `json:"duration_ms"`
 }
 
 // ReplayTrace calls POST /v1/traces/{id}/replay: the agent actions

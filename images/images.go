@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"net/netip"
+	"net/url"
 	"path"
 	"slices"
 	"strconv"
@@ -94,6 +96,38 @@ func (r Recipe) RefIn(prefix string) string { return prefix + r.Name + ":" + r.H
 func ValidRepository(prefix string) bool {
 	return strings.HasSuffix(prefix, "/") && len(prefix) <= 128 && !strings.HasPrefix(prefix, "/") &&
 		!strings.Contains(prefix, "//") && onlyRunes(prefix, "abcdefghijklmnopqrstuvwxyz0123456789-_./")
+}
+
+// ValidMirror reports whether uri can be the Debian archive of a build
+// (debootstrap's mirror): an http://, https:// or file:/ URI.
+func ValidMirror(uri string) bool {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return false
+	}
+	switch u.Scheme {
+	case "http", "https":
+		return u.Host != ""
+	case "file":
+		return strings.HasPrefix(u.Path, "/")
+	}
+	return false
+}
+
+// LocalMirror reports whether uri is a Debian archive on this machine: a
+// file:/ URI, or http:// or https:// to a loopback address written as an
+// IP (127.x.y.z, [::1]; not a name, which a resolver might send elsewhere). Only such a
+// mirror may be trusted unsigned (the builder's MirrorTrusted).
+func LocalMirror(uri string) bool {
+	if !ValidMirror(uri) {
+		return false
+	}
+	u, _ := url.Parse(uri)
+	if u.Scheme == "file" {
+		return true
+	}
+	ip, err := netip.ParseAddr(u.Hostname())
+	return err == nil && ip.IsLoopback()
 }
 
 // Changes returns the image configuration as Dockerfile instructions for

@@ -241,3 +241,27 @@ func TestChanges(t *testing.T) {
 		t.Fatalf("Changes() = %q, want %q", got, want)
 	}
 }
+
+func TestMirrors(t *testing.T) {
+	t.Parallel()
+	for uri, want := range map[string][2]bool{ // valid, local
+		"http://deb.debian.org/debian":  {true, false},
+		"https://deb.debian.org/debian": {true, false},
+		"http://127.0.0.1:8080/":        {true, true},
+		"http://127.3.2.1/debian":       {true, true},
+		"http://[::1]:3142/debian":      {true, true},
+		"https://127.0.0.1/debian":      {true, true},
+		"http://localhost/debian":       {true, false}, // a name, not an address
+		"http://10.0.0.1/debian":        {true, false},
+		"file:/srv/debian":              {true, true},
+		"file:///srv/debian":            {true, true},
+		"ftp://ftp.debian.org/debian":   {false, false},
+		"deb.debian.org/debian":         {false, false},
+		"http:///debian":                {false, false},
+		"":                              {false, false},
+	} {
+		if got := [2]bool{ValidMirror(uri), LocalMirror(uri)}; got != want {
+			t.Errorf("%q: ValidMirror, LocalMirror = %v, want %v", uri, got, want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"syscall"
 
 	"genesis.dev/sandbox/client"
@@ -17,6 +18,7 @@ var codeHints = map[string]string{
 	"admin_required":          "pass the admin key with --api-key (or GENESIS_API_KEY); `make run` keeps one in .data/admin_key",
 	"profile_not_found":       "`genesis profiles` lists the profiles and their images",
 	"pool_not_found":          "`genesis pool ls` lists the warm pools",
+	"snapshot_in_use":         "`genesis pool ls` shows the pools fed from snapshots; remove the pool's snapshot_id from the service config and restart it first",
 	"runtime_unavailable":     "`genesis capabilities` shows the runtimes this host has and the risk policy",
 	"runtime_not_allowed":     "`genesis capabilities` shows which risk levels may use which runtime",
 	"catalog_entry_not_found": "`genesis mcp catalog` lists the catalog entries",
@@ -26,6 +28,11 @@ var codeHints = map[string]string{
 	"paused":                  "`genesis trace resume SANDBOX` (or `genesis trace step SANDBOX`) lets the agent act again",
 	"aborted":                 "`genesis trace resume SANDBOX` lets the agent act again",
 	"control_held":            "`genesis desktop control SANDBOX wait` waits for the person to hand control back",
+
+	// A sandbox's saved state (genesis sandbox pause|hibernate|snapshot).
+	"sandbox_paused":                "`genesis sandbox resume SANDBOX` thaws it",
+	"sandbox_hibernated":            "`genesis sandbox resume SANDBOX` wakes it (so does the next call that needs it running)",
+	"memory_checkpoint_unsupported": "this runtime keeps files only: `genesis sandbox snapshot SANDBOX --memory=false` takes them",
 }
 
 // failure is what printError says about err: the message, and a hint of
@@ -42,13 +49,38 @@ func (a *app) failure(err error) (msg, hint string) {
 		case ae.Problem.Code == "route_not_found":
 			return msg, fmt.Sprintf("is %s a Genesis service as new as this CLI (`genesis version`)? Set GENESIS_URL or pass --url", a.baseURL())
 		}
-		return msg, codeHints[ae.Problem.Code]
+		if hint := codeHints[ae.Problem.Code]; !names(msg, hint) {
+			return msg, hint
+		}
+		return msg, ""
 	}
 	if isUnreachable(err) {
 		return fmt.Sprintf("cannot reach the Genesis service at %s: %v", a.baseURL(), dialCause(err)),
 			"is it running (`make run`, or `sandbox-service serve`)? If it listens elsewhere, set GENESIS_URL or pass --url"
 	}
 	return err.Error(), ""
+}
+
+// names reports whether msg already names the command that hint quotes
+// (its words before the first placeholder in capitals, such as SANDBOX):
+// the service's detail often says what to run, and once is enough.
+func names(msg, hint string) bool {
+	_, rest, ok := strings.Cut(hint, "`")
+	if !ok {
+		return false
+	}
+	quoted, _, ok := strings.Cut(rest, "`")
+	if !ok {
+		return false
+	}
+	var words []string
+	for _, w := range strings.Fields(quoted) {
+		if w == strings.ToUpper(w) && w != strings.ToLower(w) {
+			break
+		}
+		words = append(words, w)
+	}
+	return len(words) > 1 && strings.Contains(msg, strings.Join(words, " ")+" ")
 }
 
 // isUnreachable reports whether err is a failure to connect to the

@@ -77,6 +77,27 @@ func TestErrorHints(t *testing.T) {
 			hint:   "--disk-mb",
 		},
 		{
+			name:   "paused sandbox",
+			answer: newFakeAPI(t, problem(409, "sandbox_paused", "sandbox sb-1 is paused; resume it")),
+			args:   []string{"exec", "sb-1", "--", "true"},
+			msg:    "genesis: sandbox sb-1 is paused; resume it (sandbox_paused",
+			hint:   "hint: `genesis sandbox resume SANDBOX` thaws it",
+		},
+		{
+			name:   "hibernated sandbox",
+			answer: newFakeAPI(t, problem(409, "sandbox_hibernated", "sandbox sb-1 is hibernated; resume it")),
+			args:   []string{"sandbox", "pause", "sb-1"},
+			msg:    "is hibernated",
+			hint:   "hint: `genesis sandbox resume SANDBOX` wakes it",
+		},
+		{
+			name:   "no memory checkpoint",
+			answer: newFakeAPI(t, problem(501, "memory_checkpoint_unsupported", "sandbox sb-1 runs under runc, which keeps files only; ask with memory: false")),
+			args:   []string{"sandbox", "snapshot", "sb-1", "--memory"},
+			msg:    "keeps files only",
+			hint:   "--memory=false",
+		},
+		{
 			name: "service not running",
 			url:  closed,
 			args: []string{"sandbox", "ls"},
@@ -128,6 +149,20 @@ func TestNoHintWhereNothingHelps(t *testing.T) {
 	r := cli(t, api.URL, "", nil, "sandbox", "rm", "sb-1")
 	if strings.Contains(r.stderr, "hint:") || strings.Count(r.stderr, "\n") != 1 {
 		t.Errorf("stderr %q; want one line without a hint", r.stderr)
+	}
+}
+
+// TestNoHintTheDetailSays: a problem whose detail already names the
+// command of its code's hint is one line (the service's words for a
+// paused or hibernated sandbox name genesis sandbox resume).
+func TestNoHintTheDetailSays(t *testing.T) {
+	t.Parallel()
+	for code, state := range map[string]string{"sandbox_paused": "paused", "sandbox_hibernated": "hibernated"} {
+		api := newFakeAPI(t, problem(409, code, "sandbox sb-1 is "+state+"; resume it: genesis sandbox resume sb-1 (POST /v1/sandboxes/sb-1/resume)"))
+		r := cli(t, api.URL, "", nil, "exec", "sb-1", "--", "true")
+		if r.code != 1 || strings.Contains(r.stderr, "hint:") || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "genesis sandbox resume sb-1") {
+			t.Errorf("%s: exit %d stderr %q; want 1 and one line naming genesis sandbox resume sb-1", code, r.code, r.stderr)
+		}
 	}
 }
 

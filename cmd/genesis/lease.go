@@ -42,12 +42,12 @@ func newLeaseAcquireCmd(a *app) *cobra.Command {
 		net       policyFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "acquire --profile PROFILE [flags]",
+		Use:   "acquire --profile PROFILE | --snapshot SNAPSHOT [flags]",
 		Short: "Lease a sandbox (warm from a pool when one is idle); prints the lease and sandbox ids",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: a.action(func(cmd *cobra.Command, _ []string) error {
-			if req.Profile == "" {
-				return usageErrorf("--profile is required")
+			if req.Profile == "" && req.SnapshotID == "" {
+				return usageErrorf("--profile or --snapshot is required")
 			}
 			if ttl < 0 || wait < 0 {
 				return usageErrorf("--ttl and --wait must not be negative")
@@ -90,7 +90,8 @@ func newLeaseAcquireCmd(a *app) *cobra.Command {
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&req.Profile, "profile", "", "runtime profile (required; see genesis profiles)")
+	f.StringVar(&req.Profile, "profile", "", "runtime profile (required unless --snapshot; see genesis profiles)")
+	f.StringVar(&req.SnapshotID, "snapshot", "", "start from this snapshot (its profile and runtime): warm from a pool fed from it when one is idle")
 	f.StringVar(&req.Runtime, "runtime", "", "OCI runtime, e.g. runc or runsc (default: chosen by risk level)")
 	f.StringVar(&req.RiskLevel, "risk", "", "risk level of the code to run (selects the runtime)")
 	f.StringVar(&req.Holder, "holder", "", "who holds the lease (free text)")
@@ -236,11 +237,15 @@ func newPoolCmd(a *app) *cobra.Command {
 	}
 	printPools := func(pl *client.PoolList) error {
 		return printTable(a.stdout, "POOL\tIDLE\tLEASED\tBUSY\tSTARTING\tTOTAL\tMIN/MAX\tHITS\tMISSES\tRECYCLED\tREFILL/S\tSTATE", pl.Items, func(tw io.Writer, p client.Pool) {
-			state := "ok"
-			if p.Draining {
+			state := p.State
+			switch {
+			case state == "" && p.Draining: // a service older than pool states
 				state = "draining"
-			} else if p.LastError != "" {
-				state = "error: " + p.LastError
+			case state == "":
+				state = "ok"
+			}
+			if p.LastError != "" && !p.Draining {
+				state += ": " + p.LastError
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d/%d\t%d\t%d\t%d\t%.2f\t%s\n", p.Name, p.Counts["idle"], p.Counts["leased"],
 				p.Counts["busy"], p.Starting, p.Total, p.MinIdle, p.MaxTotal, p.Hits, p.Misses, p.Recycled, p.RefillRate, state)
@@ -249,7 +254,7 @@ func newPoolCmd(a *app) *cobra.Command {
 	ls := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
-		Short:   "List warm pools with counts, hits, misses and refill rate",
+		Short:   "List warm pools with counts, hits, misses, refill rate and state (a pool fed from a snapshot is named <profile>-<runtime>-<snapshot id>)",
 		Args:    exactArgs(0, "no arguments"),
 		RunE: a.action(func(cmd *cobra.Command, _ []string) error {
 			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.PoolList, error) {

@@ -2,6 +2,8 @@
 // API v1. It is a thin layer over the public client package.
 //
 //	genesis sandbox create|ls|get|rm         manage sandboxes
+//	genesis sandbox pause|resume|hibernate|snapshot|fork|rollback   keep a sandbox's state
+//	genesis snapshot ls|get|rm               snapshots (create --snapshot starts from one)
 //	genesis exec SANDBOX -- CMD ARGS         run a command and relay its output
 //	genesis exec --stream SANDBOX -- CMD     ... live, resuming after disconnects
 //	genesis exec --background SANDBOX -- CMD start a job and print its id
@@ -88,6 +90,7 @@ func newRootCmd(a *app) *cobra.Command {
 
 	root.AddCommand(
 		newSandboxCmd(a),
+		newSnapshotCmd(a),
 		newExecCmd(a),
 		newLogsCmd(a),
 		newCancelCmd(a),
@@ -119,6 +122,8 @@ func newRootCmd(a *app) *cobra.Command {
 		newMCPCmd(a),
 		newSkillCmd(a),
 		newTraceCmd(a),
+		newDiffCmd(a),
+		newPatchCmd(a),
 		newE2BCmd(a),
 		newVersionCmd(a),
 	)

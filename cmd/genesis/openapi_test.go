@@ -120,6 +120,8 @@ func apiRoutes() []apiRoute {
 		{"get", "/v1/sandboxes/{id}/snapshots", []string{"200", "401", "404"}},
 		{"post", "/v1/sandboxes/{id}/fork", []string{"201", "400", "401", "404", "409", "501"}},
 		{"post", "/v1/sandboxes/{id}/rollback", []string{"200", "400", "401", "404", "409"}},
+		{"get", "/v1/sandboxes/{id}/diff", []string{"200", "400", "401", "404", "409", "413"}},
+		{"post", "/v1/sandboxes/{id}/patch", []string{"200", "400", "401", "404", "409", "413"}},
 		{"get", "/v1/snapshots", []string{"200", "401"}},
 		{"get", "/v1/snapshots/{id}", []string{"200", "401", "404"}},
 		{"delete", "/v1/snapshots/{id}", []string{"204", "401", "404", "409"}},
@@ -545,6 +547,10 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 		"SkillRunRequest":      client.SkillRunRequest{},
 		"SkillRunDecision":     client.SkillRunDecision{},
 		"SkillRun":             client.SkillRun{},
+		"Diff":                 client.Diff{},
+		"DiffFile":             client.DiffFile{},
+		"PatchResult":          client.PatchResult{},
+		"PatchRequest":         client.PatchRequest{},
 		// The data of stdout and stderr events; the client decodes it into
 		// LogEvent.Offset and LogEvent.Data.
 		"OutputEvent": struct {

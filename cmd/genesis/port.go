@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -51,80 +49,13 @@ Runs until interrupted.`,
 			}
 			probe.Close()
 			fmt.Fprintf(a.stdout, "Forwarding from %s -> %s:%d\n", ln.Addr(), id, remote)
-			return forwardPorts(cmd.Context(), ln, func(ctx context.Context) (net.Conn, error) {
-				return c.DialPort(ctx, id, remote)
-			}, a.warnf)
+			return c.ForwardPort(cmd.Context(), ln, id, remote, func(from net.Addr, err error) {
+				a.warnf("connection from %s: %v", from, err)
+			})
 		}),
 	}
 	cmd.Flags().StringVar(&address, "address", "127.0.0.1", "local address to listen on")
 	return cmd
-}
-
-// forwardPorts accepts connections on ln until ctx ends and joins each to a
-// connection from dial.
-func forwardPorts(ctx context.Context, ln net.Listener, dial func(context.Context) (net.Conn, error), warnf func(string, ...any)) error {
-	go func() {
-		<-ctx.Done()
-		ln.Close()
-	}()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		lc, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			return err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			rc, err := dial(dctx)
-			cancel()
-			if err != nil {
-				warnf("connection from %s: %v", lc.RemoteAddr(), err)
-				lc.Close()
-				return
-			}
-			joinConns(lc, rc)
-		}()
-	}
-}
-
-// joinConns copies a and b into each other; when one direction ends it
-// half-closes where it can, else closes both.
-func joinConns(a, b net.Conn) {
-	var wg sync.WaitGroup
-	wg.Add(2)
-	pipe := func(dst, src net.Conn) {
-		defer wg.Done()
-		buf := make([]byte, 64<<10)
-		for {
-			n, err := src.Read(buf)
-			if n > 0 {
-				if _, werr := dst.Write(buf[:n]); werr != nil {
-					break
-				}
-			}
-			if err != nil {
-				break
-			}
-		}
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			if cw.CloseWrite() == nil {
-				return
-			}
-		}
-		dst.Close()
-		src.Close()
-	}
-	go pipe(a, b)
-	go pipe(b, a)
-	wg.Wait()
-	a.Close()
-	b.Close()
 }
 
 // parsePortPair reads "REMOTE" or "LOCAL:REMOTE".

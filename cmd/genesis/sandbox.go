@@ -28,6 +28,7 @@ func newSandboxCmd(a *app) *cobra.Command {
 		newSandboxRemoveCmd(a),
 		newSandboxTicketCmd(a),
 	)
+	cmd.AddCommand(newSandboxStateCmds(a)...)
 	return cmd
 }
 
@@ -42,12 +43,12 @@ func newSandboxCreateCmd(a *app) *cobra.Command {
 		net            policyFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "create --profile PROFILE [flags]",
+		Use:   "create (--profile PROFILE | --snapshot SNAPSHOT) [flags]",
 		Short: "Create a sandbox and print its id",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: a.action(func(cmd *cobra.Command, _ []string) error {
-			if req.Profile == "" {
-				return usageErrorf("--profile is required")
+			if req.Profile == "" && req.SnapshotID == "" {
+				return usageErrorf("--profile is required (or --snapshot: a sandbox from a snapshot has the snapshot's profile)")
 			}
 			if res.CPU < 0 || res.MemoryMB < 0 || res.Pids < 0 || res.DiskMB < 0 {
 				return usageErrorf("--cpu, --memory-mb, --pids and --disk-mb must not be negative")
@@ -96,12 +97,14 @@ func newSandboxCreateCmd(a *app) *cobra.Command {
 			if a.jsonOutput() {
 				return printJSON(a.stdout, sb)
 			}
+			a.noteMade(sb)
 			_, err = fmt.Fprintln(a.stdout, sb.ID)
 			return err
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&req.Profile, "profile", "", "runtime profile (required; see genesis profiles)")
+	f.StringVar(&req.Profile, "profile", "", "runtime profile (required without --snapshot; see genesis profiles)")
+	f.StringVar(&req.SnapshotID, "snapshot", "", "start from this snapshot: its files, and its processes and memory where it holds them (see genesis snapshot ls)")
 	f.StringVar(&req.Runtime, "runtime", "", "OCI runtime, e.g. runc or runsc (default: chosen by risk level)")
 	f.StringVar(&req.RiskLevel, "risk", "", "risk level of the code to run (selects the runtime)")
 	f.Float64Var(&res.CPU, "cpu", 0, "CPU limit in cores (0: profile default)")
@@ -231,6 +234,7 @@ func (a *app) sandboxFields(s *client.Sandbox) []field {
 	return []field{
 		{"ID", s.ID},
 		{"State", s.State},
+		{"Suspended", a.suspensionText(s)},
 		{"Failure", s.FailureReason},
 		{"Reserved", s.Reserved},
 		{"Profile", s.Profile},

@@ -2,35 +2,16 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 
-	"github.com/coder/websocket"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"genesis.dev/sandbox/client"
 )
-
-// shellMessage is a text (control) message of the terminal WebSocket; see
-// GET /v1/sandboxes/{id}/terminal in api/openapi.yaml.
-type shellMessage struct {
-	Type     string `json:"type"`
-	Terminal string `json:"terminal,omitempty"`
-	Writer   *bool  `json:"writer,omitempty"`
-	Cols     int    `json:"cols,omitempty"`
-	Rows     int    `json:"rows,omitempty"`
-	Code     *int   `json:"code,omitempty"`
-	Reason   string `json:"reason,omitempty"`
-	Signal   string `json:"signal,omitempty"`
-}
 
 // newShellCmd builds "genesis shell".
 func newShellCmd(a *app) *cobra.Command {
@@ -59,67 +40,27 @@ a terminal: others watch read-only unless they use --takeover.`,
 	return cmd
 }
 
-// endpoint returns the service URL and API key from the flags or the
-// environment, as client() does.
-func (a *app) endpoint() (string, string, error) {
-	base := a.url
-	if base == "" {
-		base = a.getenv(client.EnvURL)
-	}
-	if base == "" {
-		base = client.DefaultURL
-	}
-	if err := client.ValidateBaseURL(base); err != nil {
-		return "", "", &usageError{err: err}
-	}
-	key := a.apiKey
-	if key == "" {
-		key = a.getenv(client.EnvAPIKey)
-	}
-	return strings.TrimRight(base, "/"), key, nil
-}
-
 // shell runs one terminal session.
 func (a *app) shell(ctx context.Context, sandboxID, terminal string, takeover bool) error {
-	base, key, err := a.endpoint()
+	c, err := a.client()
 	if err != nil {
 		return err
 	}
 	in, _ := a.stdin.(*os.File)
 	tty := in != nil && isTerminal(in)
-	q := url.Values{}
-	if terminal != "" {
-		q.Set("terminal", terminal)
-	}
-	if takeover {
-		q.Set("takeover", "1")
-	}
+	opts := client.TerminalOptions{Terminal: terminal, Takeover: takeover}
 	if tty {
 		if cols, rows, ok := terminalSize(in); ok {
-			q.Set("cols", strconv.Itoa(cols))
-			q.Set("rows", strconv.Itoa(rows))
+			opts.Cols, opts.Rows = cols, rows
 		}
-	}
-	u := base + "/v1/sandboxes/" + url.PathEscape(sandboxID) + "/terminal"
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	h := http.Header{}
-	h.Set("User-Agent", "genesis-cli/"+buildVersion().Version)
-	if key != "" {
-		h.Set("Authorization", "Bearer "+key)
 	}
 	dctx, cancel := a.callContext(ctx)
-	ws, resp, err := websocket.Dial(dctx, u, &websocket.DialOptions{HTTPHeader: h, HTTPClient: a.http, CompressionMode: websocket.CompressionDisabled})
+	t, err := c.OpenTerminal(dctx, sandboxID, opts)
 	cancel()
 	if err != nil {
-		if ae := handshakeError(resp); ae != nil {
-			return ae
-		}
-		return fmt.Errorf("connecting to %s: %w", u, err)
+		return err
 	}
-	defer ws.CloseNow()
-	ws.SetReadLimit(1 << 20)
+	defer t.Close()
 
 	nl := "\n"
 	if tty {
@@ -130,47 +71,25 @@ func (a *app) shell(ctx context.Context, sandboxID, terminal string, takeover bo
 		defer restore()
 		nl = "\r\n" // raw mode: no output post-processing
 	}
-	s := &shellSession{a: a, ws: ws, nl: nl, reconnect: terminal != ""}
+	s := &shellSession{a: a, t: t, nl: nl}
+	if terminal == "" {
+		s.note("terminal %s (reconnect or watch with --terminal %s)", t.ID, t.ID)
+	}
+	if !t.Writer {
+		s.note("terminal %s: watching read-only, another connection is writing (use --takeover)", t.ID)
+	}
 	return s.run(ctx, tty, in)
 }
 
-// handshakeError turns a refused upgrade into an API error.
-func handshakeError(resp *http.Response) error {
-	if resp == nil || resp.StatusCode == http.StatusSwitchingProtocols || resp.StatusCode < 300 {
-		return nil
-	}
-	ae := &client.APIError{Status: resp.StatusCode, RequestID: resp.Header.Get("X-Request-ID")}
-	if resp.Body != nil {
-		b, _ := io.ReadAll(resp.Body)
-		if json.Unmarshal(b, &ae.Problem) != nil {
-			ae.Problem.Detail = strings.TrimSpace(string(b))
-		}
-	}
-	if ae.RequestID == "" {
-		ae.RequestID = ae.Problem.RequestID
-	}
-	return ae
-}
-
-// shellSession pumps one terminal WebSocket.
+// shellSession pumps one terminal connection.
 type shellSession struct {
-	a         *app
-	ws        *websocket.Conn
-	nl        string // line end for notes on stderr
-	reconnect bool   // --terminal was given
-	terminal  string
+	a  *app
+	t  *client.Terminal
+	nl string // line end for notes on stderr
 }
 
 func (s *shellSession) note(format string, args ...any) {
 	fmt.Fprintf(s.a.stderr, "genesis: "+format+s.nl, args...)
-}
-
-func (s *shellSession) control(ctx context.Context, m shellMessage) error {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	return s.ws.Write(ctx, websocket.MessageText, b)
 }
 
 func (s *shellSession) run(ctx context.Context, tty bool, in *os.File) error {
@@ -184,7 +103,7 @@ func (s *shellSession) run(ctx context.Context, tty bool, in *os.File) error {
 		for {
 			n, err := s.a.stdin.Read(buf)
 			if n > 0 {
-				if s.ws.Write(ctx, websocket.MessageBinary, buf[:n]) != nil {
+				if s.t.Write(ctx, buf[:n]) != nil {
 					return
 				}
 			}
@@ -205,7 +124,7 @@ func (s *shellSession) run(ctx context.Context, tty bool, in *os.File) error {
 				case <-winch:
 				}
 				if cols, rows, ok := terminalSize(in); ok {
-					if s.control(ctx, shellMessage{Type: "resize", Cols: cols, Rows: rows}) != nil {
+					if s.t.Resize(ctx, cols, rows) != nil {
 						return
 					}
 				}
@@ -214,55 +133,35 @@ func (s *shellSession) run(ctx context.Context, tty bool, in *os.File) error {
 	}
 
 	for {
-		typ, data, err := s.ws.Read(ctx)
+		ev, err := s.t.Next(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return &exitError{code: 130}
 			}
 			how := err.Error()
-			if st := websocket.CloseStatus(err); st != -1 {
-				how = fmt.Sprintf("closed by the service (%d)", st)
+			if tc := (*client.TerminalClosed)(nil); errors.As(err, &tc) && tc.Status != -1 {
+				how = fmt.Sprintf("closed by the service (%d)", tc.Status)
 			}
-			if s.terminal != "" {
-				return fmt.Errorf("connection to terminal %s lost: %s; the terminal may still run: reconnect with --terminal %s", s.terminal, how, s.terminal)
-			}
-			return fmt.Errorf("terminal connection lost: %s", how)
+			return fmt.Errorf("connection to terminal %s lost: %s; the terminal may still run: reconnect with --terminal %s", s.t.ID, how, s.t.ID)
 		}
-		if typ == websocket.MessageBinary {
-			if _, err := s.a.stdout.Write(data); err != nil {
+		if ev.Message == nil {
+			if _, err := s.a.stdout.Write(ev.Output); err != nil {
 				return err
 			}
 			continue
 		}
-		var m shellMessage
-		if err := json.Unmarshal(data, &m); err != nil {
-			continue
-		}
-		switch m.Type {
-		case "hello":
-			s.terminal = m.Terminal
-			if !s.reconnect {
-				s.note("terminal %s (reconnect or watch with --terminal %s)", m.Terminal, m.Terminal)
-			}
-			if m.Writer != nil && !*m.Writer {
-				s.note("terminal %s: watching read-only, another connection is writing (use --takeover)", m.Terminal)
-			}
+		switch m := ev.Message; m.Type {
 		case "writer":
 			// On a line of its own: the cursor may be anywhere.
 			fmt.Fprint(s.a.stderr, s.nl)
-			if m.Writer != nil && *m.Writer {
+			if s.t.Writer {
 				s.note("you are now the writer")
 			} else {
 				s.note("another connection took over: watching read-only; your input is ignored")
 			}
 		case "exit":
-			s.ws.Close(websocket.StatusNormalClosure, "")
-			code := 0
-			if m.Code != nil {
-				code = *m.Code
-			}
-			if code != 0 {
-				return &exitError{code: code}
+			if m.Code != nil && *m.Code != 0 {
+				return &exitError{code: *m.Code}
 			}
 			return nil
 		}

@@ -12,7 +12,12 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"genesis.dev/sandbox/client"
 )
+
+// shellMessage is a text (control) message of the terminal WebSocket.
+type shellMessage = client.TerminalMessage
 
 // shellWait bounds the waits of the shell tests.
 const shellWait = 30 * time.Second

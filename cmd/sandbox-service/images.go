@@ -47,7 +47,8 @@ func imageQueue(f serveFlags, cfg *config.Config, importer imagebuild.Importer, 
 	if cfg.Driver == "kubernetes" {
 		return nil, fmt.Errorf("--build-images builds into this host's Docker, which the kubernetes driver does not run sandboxes from; build the images and load them onto the nodes (docs/kubernetes.md)")
 	}
-	b, err := imagebuild.New(imagebuild.Config{Importer: importer, Repository: cfg.ImageRepository, Logger: log})
+	b, err := imagebuild.New(imagebuild.Config{Importer: importer, Repository: cfg.ImageRepository,
+		Mirror: cfg.ImageMirror, MirrorTrusted: cfg.ImageMirrorTrusted, Logger: log})
 	if err != nil {
 		return nil, err
 	}

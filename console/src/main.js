@@ -8,6 +8,7 @@ import { sandboxesView } from './views/sandboxes.js';
 import { sandboxView } from './views/sandbox.js';
 import { jobView } from './views/job.js';
 import { filesView, fileView } from './views/files.js';
+import { changesView } from './views/changes.js';
 import { terminalView } from './views/terminal.js';
 import { leasesView, poolsView } from './views/leases.js';
 import { tenantsView } from './views/tenants.js';
@@ -16,14 +17,17 @@ import { systemView } from './views/system.js';
 import { notFoundView } from './views/misc.js';
 import { desktopsView } from './views/desktops.js';
 import { tracesView, traceView } from './views/traces.js';
+import { snapshotsView } from './views/snapshots.js';
 
 const routes = [
   [/^\/sandboxes$/, sandboxesView, 'sandboxes'],
   [/^\/sandboxes\/([^/]+)$/, sandboxView, 'sandboxes'],
   [/^\/sandboxes\/([^/]+)\/files$/, filesView, 'sandboxes'],
   [/^\/sandboxes\/([^/]+)\/files\/view$/, fileView, 'sandboxes'],
+  [/^\/sandboxes\/([^/]+)\/changes$/, changesView, 'sandboxes'],
   [/^\/sandboxes\/([^/]+)\/terminal$/, terminalView, 'sandboxes'],
   [/^\/jobs\/([^/]+)$/, jobView, 'sandboxes'],
+  [/^\/snapshots$/, snapshotsView, 'snapshots'],
   [/^\/leases$/, leasesView, 'leases'],
   [/^\/pools$/, poolsView, 'pools'],
   [/^\/tenants$/, tenantsView, 'tenants'],
@@ -35,7 +39,7 @@ const routes = [
 ];
 
 const nav = [
-  ['sandboxes', 'Sandboxes'], ['leases', 'Leases'], ['pools', 'Pools'], ['tenants', 'Tenants', true],
+  ['sandboxes', 'Sandboxes'], ['snapshots', 'Snapshots'], ['leases', 'Leases'], ['pools', 'Pools'], ['tenants', 'Tenants', true],
   ['audit', 'Audit log'], ['system', 'System'], ['desktop', 'Desktops'], ['traces', 'Traces'],
 ];
 

@@ -3,10 +3,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { VT, xterm256 } from '../src/views/vt.js';
 import { readSSE } from '../src/views/job.js';
+import { diffLines } from '../src/views/changes.js';
 import { parseMetrics, histogram } from '../src/metrics.js';
 import { imageProgress } from '../src/views/system.js';
 import { exitSummary, lifetime, newestFirst, jobWhat } from '../src/dom.js';
 import { summary } from '../src/player/player.js';
+import { holds, restoredText, suspensionText, sessionsText, madeText, wokenText, setFlash, takeFlash } from '../src/views/snapshots.js';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -138,6 +140,32 @@ test('the player summarises interrupts without undefined', () => {
   }
 });
 
+test('a suspension and a restore say what they kept', () => {
+  const since = new Date(Date.now() - 2 * 60000).toISOString();
+  const paused = suspensionText({ state: 'paused', suspension: { resume_state: 'ready', memory: false, since } });
+  assert.match(paused, /^paused since .+ \(2 min ago\); its processes are frozen and its memory kept$/);
+  assert.match(suspensionText({ state: 'hibernated', suspension: { memory: true, since } }), /^hibernated since .*files, processes and memory are kept on disk: it wakes where it was$/);
+  assert.match(suspensionText({ state: 'hibernated', suspension: { memory: false, since, operation: 'waking' } }), /it wakes with its files only \(its processes start afresh\); waking now$/);
+  assert.equal(suspensionText({ state: 'ready' }), '');
+  assert.equal(holds({ memory: true }), 'files, processes and memory');
+  assert.equal(holds({ memory: false }), 'files only');
+  assert.equal(restoredText(true), 'with its processes and memory');
+  assert.equal(restoredText(false), 'with its files only (its processes started afresh)');
+  assert.equal(sessionsText({ ses_b: 'ses_y', ctx_a: 'ctx_x' }), 'ctx_a → ctx_x, ses_b → ses_y');
+  assert.equal(sessionsText(undefined), '');
+  assert.equal(wokenText(false, {}), 'Resumed.');
+  assert.equal(wokenText(true, {}), 'Woken.');
+  assert.equal(wokenText(true, { memory_restored: false }), 'Woken with its files only (its processes started afresh).');
+  assert.equal(madeText({ memory_restored: true, sessions_from_snapshot: { ses_a: 'ses_b' } }, 'Made from snapshot base'),
+    'Made from snapshot base with its processes and memory. Its sessions and code contexts: ses_a → ses_b.');
+  assert.equal(madeText({}, 'Made'), 'Made with its files only (its processes started afresh).');
+  // A note is for the one sandbox's next rendering only.
+  setFlash('sbx_1', 'Paused.');
+  assert.equal(takeFlash('sbx_2'), '');
+  assert.equal(takeFlash('sbx_1'), 'Paused.');
+  assert.equal(takeFlash('sbx_1'), '');
+});
+
 // Nothing the API answers (tenant, actor and holder names, metadata, file
 // names, output) may be parsed as markup: the console builds the DOM with
 // createElement and text nodes only.
@@ -161,4 +189,11 @@ test('imageProgress says where each image stands', () => {
   assert.deepEqual(imageProgress({ status: 'failed', build: { state: 'failed', error: 'debootstrap: exit status 1\nlog' } }),
     { percent: null, text: 'the build failed', detail: 'debootstrap: exit status 1' });
   assert.deepEqual(imageProgress({ status: 'not_built', build_command: 'make images' }), { percent: null, text: 'not built', detail: 'make images' });
+});
+
+test('diffLines classifies a git diff: headers, hunks, added and removed lines, no-newline notes', () => {
+  const d = 'diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n\\ No newline at end of file\n';
+  assert.deepEqual(diffLines(d).map((l) => l.cls), ['meta', 'meta', 'meta', 'hunk', 'context', 'del', 'add', 'note']);
+  assert.equal(diffLines(d)[2].text, '+++ b/x'); // a header, not an added line
+  assert.deepEqual(diffLines(''), []);
 });

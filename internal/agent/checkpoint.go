@@ -128,6 +128,11 @@ wait:
 		s.ckpt.mu.Unlock()
 		s.log.Info("checkpoint done", "result", res)
 		if res == "restore" {
+			// A restore brings back the saved process, flag included;
+			// set it again all the same, before anyone is served.
+			if err := makeUndumpable(); err != nil {
+				s.log.Error("restored agent", "err", err)
+			}
 			s.takeIdentity(true)
 		}
 	default:
@@ -161,11 +166,10 @@ func (s *Server) takeIdentity(restored bool) {
 		}
 	}
 	fmt.Fprintf(&b, "%s=%s\nGENESIS_RESTORED=%v\n", agentproto.EnvSeed, hex.EncodeToString(seed[:]), restored)
-	tmp := filepath.Join(filepath.Dir(s.cfg.IdentityFile), ".identity.tmp")
-	if err := os.WriteFile(tmp, b.Bytes(), 0o644); err == nil {
-		err = os.Rename(tmp, s.cfg.IdentityFile)
-		if err != nil {
-			s.log.Warn("identity file", "err", err)
-		}
+	s.idMu.Lock()
+	s.identity = bytes.Clone(b.Bytes())
+	s.idMu.Unlock()
+	if err := writeIdentity(s.cfg.IdentityFile, b.Bytes()); err != nil {
+		s.log.Warn("identity file", "err", err)
 	}
 }

@@ -120,6 +120,7 @@ func (s *Server) reset() (agentproto.ResetResult, error) {
 		w.empty(p)
 		res.Emptied = append(res.Emptied, p)
 	}
+	s.resetSocketDir(w, asInit)
 	if i := slices.IndexFunc(mounts, func(m mountinfo.Mount) bool { return m.Point == "/" }); i >= 0 && mounts[i].ReadWrite {
 		s.rootDirs = w.scanRoot(s.rootDirs)
 		res.RootScanned = true
@@ -205,7 +206,8 @@ var resetSkipFS = []string{"proc", "sysfs", "cgroup", "cgroup2", "devpts", "secu
 // resetPlaces lists the directories a reset empties: the workspace, the
 // temporary directories, the home directory, and every other read-write
 // mount except the root (scanned instead), /proc, /sys, /dev itself and the
-// agent's socket directory.
+// agent's socket directory (emptied but for the agent's own files:
+// socket.go).
 func resetPlaces(mounts []mountinfo.Mount, workdir, home, socketDir string) []string {
 	places := []string{workdir, "/tmp", "/var/tmp", "/dev/shm"}
 	if home != "" && home != "/" {

@@ -3,10 +3,12 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -102,7 +104,34 @@ func TestResetHostProcess(t *testing.T) {
 		t.Fatalf("%d processes below the agent before the reset, want the job's and the orphan", n)
 	}
 
+	// The holder puts a listening socket of its own at the agent's name.
+	os.Remove(a.socket)
+	planted, err := net.Listen("unix", a.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer planted.Close()
+	var reached atomic.Bool
+	go func() {
+		for {
+			c, err := planted.Accept()
+			if err != nil {
+				return
+			}
+			reached.Store(true)
+			c.Close()
+		}
+	}()
+
 	res := resetOK(t, a.client)
+	// The agent listens on its name again: a fresh dial reaches it.
+	fresh := agentclient.Dial(a.socket)
+	defer fresh.Close()
+	pctx, pcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if p, err := fresh.Ping(pctx); err != nil || p.PID != a.pid() || reached.Load() {
+		t.Errorf("a fresh dial after the reset: %+v %v (the holder's socket reached: %v)", p, err, reached.Load())
+	}
+	pcancel()
 	if res.Killed < 2 || res.JobsDropped != 2 || res.Removed < 10 || len(res.Emptied) != 2 || res.RootScanned {
 		// Killed: the job and the orphan at least.
 		t.Errorf("reset result %+v", res)

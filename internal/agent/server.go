@@ -123,6 +123,11 @@ type Server struct {
 	rootDirs []string   // the root's directories the user can write to, found by the first reset
 
 	tokens *tokenListener // the TCP listener (tcp.go); nil on a Unix socket. Set before serving.
+
+	sock socketState // the Unix socket served on (socket.go)
+
+	idMu     sync.Mutex
+	identity []byte // what was last written to IdentityFile (checkpoint.go)
 }
 
 // New validates cfg and returns a Server. It has no side effects; Run
@@ -197,6 +202,11 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 // process groups. On the way out it terminates every job (SIGTERM, then
 // SIGKILL after ShutdownGrace), removes the socket and returns.
 func (s *Server) Run(ctx context.Context) error {
+	// First of all: the workload runs as the agent's user, and must not
+	// attach to it or read its memory or environment.
+	if err := makeUndumpable(); err != nil {
+		return err
+	}
 	s.started = time.Now()
 	s.kernel = KernelRelease()
 	s.env = newBaseEnv(s.cfg.Environ, defaultHome(s.cfg.DefaultWorkdir))
@@ -252,6 +262,7 @@ loop:
 		case q := <-s.ckpt.quiesce:
 			// A save is coming: serve nobody until it is done. The prepare
 			// request's answer is let out first.
+			s.sock.stopped()
 			closeServer(srv, 500*time.Millisecond)
 			os.Remove(s.cfg.SocketPath)
 			select {
@@ -307,11 +318,10 @@ func (s *Server) serve() (*http.Server, <-chan error, error) {
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
 	}
 	serveErr := make(chan error, 1)
-	go func() {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			serveErr <- err
-		}
-	}()
+	if ul, ok := ln.(*net.UnixListener); ok {
+		s.sock.serving(srv, ul, serveErr)
+	}
+	go s.serveOn(srv, ln, serveErr)
 	s.log.Info("agent serving", "on", where, "pid", os.Getpid(), "uid", os.Getuid(), "kernel", s.kernel,
 		"oom_counter", s.oom.path)
 	return srv, serveErr, nil

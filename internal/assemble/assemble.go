@@ -11,6 +11,7 @@ import (
 
 	"genesis.dev/sandbox/internal/artifacts"
 	"genesis.dev/sandbox/internal/browser"
+	"genesis.dev/sandbox/internal/changes"
 	"genesis.dev/sandbox/internal/compat/e2b"
 	"genesis.dev/sandbox/internal/compat/opensandbox"
 	"genesis.dev/sandbox/internal/config"
@@ -103,6 +104,8 @@ type Stack struct {
 	// Snapshots pauses, hibernates, snapshots, forks and rolls back
 	// sandboxes.
 	Snapshots *snapshots.Manager
+	// Changes diffs and patches sandboxes' workspaces.
+	Changes *changes.Service
 	// E2B and OpenSandbox are the compatibility adapters, nil when their
 	// settings disable them. An edge serves them after binding them to
 	// itself (their Bind).
@@ -293,6 +296,9 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.add("snapshots", s.Snapshots)
+	if s.Changes, err = changes.New(changes.Config{Files: s.Files, Sandboxes: s.Control, Snapshots: s.Snapshots, Trace: rec, Logger: log}); err != nil {
+		return nil, err
+	}
 	// The service's own MCP server calls control, jobs, files, the browser,
 	// the desktop and the snapshots as the HTTP handlers do; its sessions end (with their
 	// sandboxes) at Drain, while the control service still serves.

@@ -22,20 +22,10 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
-
-// Action is one step of POST /v1/sandboxes/{id}/browser/actions (see
-// client.BrowserAction for its fields).
-type Action = client.BrowserAction
-
-// ActionsRequest is the body of POST .../browser/actions.
-type ActionsRequest = client.BrowserActionsRequest
-
-// Tab is one page of the browser.
-type Tab = client.BrowserTab
 
 // ActionResult is what one action did; Artifact is a kept screenshot.
 type ActionResult struct {
@@ -72,7 +62,7 @@ var keyNames = map[string]string{
 }
 
 // validate checks every action before any runs.
-func validate(req *ActionsRequest, t *Target) error {
+func validate(req *api.BrowserActionsRequest, t *Target) error {
 	bad := func(i int, format string, args ...any) error {
 		return errdefs.WithCode("invalid_action", fmt.Errorf("actions[%d]: "+format+": %w", append([]any{i}, append(args, errdefs.ErrInvalidArgument)...)...))
 	}
@@ -304,7 +294,7 @@ func (s *session) close() {
 func (s *session) dead() bool { return s.bctx.Err() != nil }
 
 // Run runs the actions of req in the sandbox's browser.
-func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsRequest) (*ActionsResult, error) {
+func (m *Manager) Run(ctx context.Context, tenant, id string, req *api.BrowserActionsRequest) (*ActionsResult, error) {
 	t, err := m.attach(ctx, tenant, id)
 	if err != nil {
 		return nil, err
@@ -490,7 +480,7 @@ func (m *Manager) session(ctx context.Context, t *Target) (*session, error) {
 }
 
 // do runs one action on the active tab.
-func (s *session) do(ctx context.Context, tenant string, a Action, timeout time.Duration, r *ActionResult, keep Keeper) error {
+func (s *session) do(ctx context.Context, tenant string, a api.BrowserAction, timeout time.Duration, r *ActionResult, keep Keeper) error {
 	switch a.Type {
 	case "tab_new":
 		id, err := s.newTab(ctx, a.URL)
@@ -581,7 +571,7 @@ func (s *session) do(ctx context.Context, tenant string, a Action, timeout time.
 			if a.Format == "jpeg" {
 				mime = "image/jpeg"
 			}
-			r.Value = client.BrowserImage{MIME: mime, Data: shot}
+			r.Value = api.BrowserImage{MIME: mime, Data: shot}
 			return nil
 		}
 		if keep == nil {
@@ -620,22 +610,22 @@ func (s *session) waitGone(ctx context.Context, id target.ID, timeout time.Durat
 	}
 }
 
-func (s *session) listTabs(ctx context.Context) ([]Tab, error) {
+func (s *session) listTabs(ctx context.Context) ([]api.BrowserTab, error) {
 	infos, err := withDeadline(ctx, s.bctx, func(c context.Context) ([]*target.Info, error) { return chromedp.Targets(c) })
 	if err != nil {
 		return nil, err
 	}
-	tabs := []Tab{}
+	tabs := []api.BrowserTab{}
 	for _, in := range infos {
 		if in.Type == "page" {
-			tabs = append(tabs, Tab{ID: string(in.TargetID), URL: in.URL, Title: in.Title, Active: in.TargetID == s.active})
+			tabs = append(tabs, api.BrowserTab{ID: string(in.TargetID), URL: in.URL, Title: in.Title, Active: in.TargetID == s.active})
 		}
 	}
 	return tabs, nil
 }
 
 // page runs a page action on the chromedp tab context c.
-func (s *session) page(c context.Context, a Action) (any, error) {
+func (s *session) page(c context.Context, a api.BrowserAction) (any, error) {
 	sel := chromedp.CSS(a.Selector)
 	switch a.Type {
 	case "navigate":

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -166,7 +166,7 @@ func TestActionsDriveARealChromium(t *testing.T) {
 	m := newManager(t, tgt, keep)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := m.Run(ctx, "t1", "sbx_1", &ActionsRequest{Actions: []Action{
+	res, err := m.Run(ctx, "t1", "sbx_1", &api.BrowserActionsRequest{Actions: []api.BrowserAction{
 		{Type: "navigate", URL: site.URL + "/"},
 		{Type: "fill", Selector: "#q", Text: "hello genesis"},
 		{Type: "click", Selector: "#go"},
@@ -200,7 +200,7 @@ func TestActionsDriveARealChromium(t *testing.T) {
 	// Not kept: the image is in the answer, and nothing is kept. The same
 	// page encoded for size is a valid PNG too, and no larger.
 	no := false
-	res, err = m.Run(ctx, "t1", "sbx_1", &ActionsRequest{Actions: []Action{
+	res, err = m.Run(ctx, "t1", "sbx_1", &api.BrowserActionsRequest{Actions: []api.BrowserAction{
 		{Type: "screenshot", Keep: &no}, {Type: "screenshot", Keep: &no, Compress: true},
 	}})
 	if err != nil || !res.OK {
@@ -208,7 +208,7 @@ func TestActionsDriveARealChromium(t *testing.T) {
 	}
 	var sizes [2]int
 	for i, r := range res.Results {
-		im, ok := r.Value.(client.BrowserImage)
+		im, ok := r.Value.(api.BrowserImage)
 		if !ok || im.MIME != "image/png" || r.Artifact != nil {
 			t.Fatalf("screenshot %d not kept: value %T, artifact %+v", i, r.Value, r.Artifact)
 		}
@@ -227,20 +227,20 @@ func TestActionsDriveARealChromium(t *testing.T) {
 	// A page that never finishes loading fails its navigate at the
 	// action's timeout; the next request's navigate works.
 	t0 := time.Now()
-	res, err = m.Run(ctx, "t1", "sbx_1", &ActionsRequest{Actions: []Action{{Type: "navigate", URL: site.URL + "/never", TimeoutMs: 500}}})
+	res, err = m.Run(ctx, "t1", "sbx_1", &api.BrowserActionsRequest{Actions: []api.BrowserAction{{Type: "navigate", URL: site.URL + "/never", TimeoutMs: 500}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.OK || !strings.Contains(res.Results[0].Error, "timed out") || time.Since(t0) > 10*time.Second {
 		t.Errorf("a page that never loads: %+v after %v", res, time.Since(t0))
 	}
-	res, err = m.Run(ctx, "t1", "sbx_1", &ActionsRequest{Actions: []Action{{Type: "navigate", URL: site.URL + "/done?q=after"}, {Type: "text", Selector: "#out"}}})
+	res, err = m.Run(ctx, "t1", "sbx_1", &api.BrowserActionsRequest{Actions: []api.BrowserAction{{Type: "navigate", URL: site.URL + "/done?q=after"}, {Type: "text", Selector: "#out"}}})
 	if err != nil || !res.OK || res.Results[1].Value != "got after" {
 		t.Fatalf("a navigate after the one that never loaded: %+v %v", res, err)
 	}
 
 	// A wait that cannot succeed fails its action, and the run stops there.
-	res, err = m.Run(ctx, "t1", "sbx_1", &ActionsRequest{Actions: []Action{
+	res, err = m.Run(ctx, "t1", "sbx_1", &api.BrowserActionsRequest{Actions: []api.BrowserAction{
 		{Type: "wait", Selector: "#never", TimeoutMs: 300},
 		{Type: "navigate", URL: site.URL + "/"},
 	}})
@@ -255,7 +255,7 @@ func TestActionsDriveARealChromium(t *testing.T) {
 	}
 
 	// select, press, snapshot, a scaled screenshot.
-	res, err = m.Run(ctx, "t1", "sbx_1", &ActionsRequest{Actions: []Action{
+	res, err = m.Run(ctx, "t1", "sbx_1", &api.BrowserActionsRequest{Actions: []api.BrowserAction{
 		{Type: "navigate", URL: site.URL + "/more"},
 		{Type: "select", Selector: "#s", Value: "b"},
 		{Type: "type", Selector: "#k", Text: "abc"},
@@ -285,7 +285,7 @@ func TestActionsDriveARealChromium(t *testing.T) {
 	}
 
 	// Tabs: open a second one, list both, close it; the first stays.
-	res, err = m.Run(ctx, "t1", "sbx_1", &ActionsRequest{Actions: []Action{
+	res, err = m.Run(ctx, "t1", "sbx_1", &api.BrowserActionsRequest{Actions: []api.BrowserAction{
 		{Type: "tab_new", URL: site.URL + "/"},
 		{Type: "tabs"},
 		{Type: "tab_close"},
@@ -297,10 +297,10 @@ func TestActionsDriveARealChromium(t *testing.T) {
 	if !res.OK {
 		t.Fatalf("tabs: %+v", res)
 	}
-	if n := len(res.Results[1].Value.([]Tab)); n != 2 {
+	if n := len(res.Results[1].Value.([]api.BrowserTab)); n != 2 {
 		t.Errorf("tabs after tab_new = %d, want 2", n)
 	}
-	if tabs := res.Results[3].Value.([]Tab); len(tabs) != 1 || tabs[0].Title != "picked b" {
+	if tabs := res.Results[3].Value.([]api.BrowserTab); len(tabs) != 1 || tabs[0].Title != "picked b" {
 		t.Errorf("tabs after tab_close = %+v, want the first tab only", tabs)
 	}
 

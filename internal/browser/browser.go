@@ -1,8 +1,3 @@
-// Package browser serves the browser of a browser profile's sandbox
-// (config.BrowserSpec): Chromium's DevTools protocol (CDP) and the
-// Playwright protocol through the service, and an actions API that drives
-// the page from the service side. The sandbox itself stays offline: every
-// byte goes through its agent's port dial, as the port proxy's do.
 package browser
 
 import (
@@ -18,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/driver"
@@ -156,7 +152,7 @@ func (m *Manager) SandboxReady(ctx context.Context, a *control.Attachment) error
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var r ActionResult
-	if err := s.do(ctx, "", Action{Type: "evaluate", Expression: "1"}, t.Spec.ActionTimeout, &r, nil); err != nil {
+	if err := s.do(ctx, "", api.BrowserAction{Type: "evaluate", Expression: "1"}, t.Spec.ActionTimeout, &r, nil); err != nil {
 		return fmt.Errorf("warming the browser of sandbox %s: %w", t.SandboxID, err)
 	}
 	return nil

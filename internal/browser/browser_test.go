@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/config"
 )
 
@@ -48,28 +49,30 @@ func TestPlaywrightVersions(t *testing.T) {
 func TestValidateActions(t *testing.T) {
 	t.Parallel()
 	tgt := &Target{Spec: config.BrowserSpec{MaxActions: 3, ActionTimeout: time.Second, MaxActionTimeout: 5 * time.Second}}
-	one := func(a Action) *ActionsRequest { return &ActionsRequest{Actions: []Action{a}} }
+	one := func(a api.BrowserAction) *api.BrowserActionsRequest {
+		return &api.BrowserActionsRequest{Actions: []api.BrowserAction{a}}
+	}
 	x := 1.0
-	for name, req := range map[string]*ActionsRequest{
+	for name, req := range map[string]*api.BrowserActionsRequest{
 		"none":             {},
-		"too many":         {Actions: make([]Action, 4)},
-		"unknown type":     one(Action{Type: "teleport"}),
-		"file url":         one(Action{Type: "navigate", URL: "file:///etc/passwd"}),
-		"javascript url":   one(Action{Type: "navigate", URL: "javascript:alert(1)"}),
-		"click nowhere":    one(Action{Type: "click", X: &x}),
-		"fill no selector": one(Action{Type: "fill", Text: "a"}),
-		"bad key":          one(Action{Type: "press", Key: "Hyper"}),
-		"long wait":        one(Action{Type: "wait", Ms: 6000}),
-		"timeout":          one(Action{Type: "click", Selector: "a", TimeoutMs: 6000}),
-		"format":           one(Action{Type: "screenshot", Format: "gif"}),
-		"name":             one(Action{Type: "screenshot", Name: "../x.png"}),
-		"upload no files":  one(Action{Type: "upload", Selector: "input"}),
+		"too many":         {Actions: make([]api.BrowserAction, 4)},
+		"unknown type":     one(api.BrowserAction{Type: "teleport"}),
+		"file url":         one(api.BrowserAction{Type: "navigate", URL: "file:///etc/passwd"}),
+		"javascript url":   one(api.BrowserAction{Type: "navigate", URL: "javascript:alert(1)"}),
+		"click nowhere":    one(api.BrowserAction{Type: "click", X: &x}),
+		"fill no selector": one(api.BrowserAction{Type: "fill", Text: "a"}),
+		"bad key":          one(api.BrowserAction{Type: "press", Key: "Hyper"}),
+		"long wait":        one(api.BrowserAction{Type: "wait", Ms: 6000}),
+		"timeout":          one(api.BrowserAction{Type: "click", Selector: "a", TimeoutMs: 6000}),
+		"format":           one(api.BrowserAction{Type: "screenshot", Format: "gif"}),
+		"name":             one(api.BrowserAction{Type: "screenshot", Name: "../x.png"}),
+		"upload no files":  one(api.BrowserAction{Type: "upload", Selector: "input"}),
 	} {
 		if err := validate(req, tgt); err == nil {
 			t.Errorf("%s: validate accepted %+v", name, req)
 		}
 	}
-	ok := &ActionsRequest{Actions: []Action{{Type: "navigate", URL: "https://example.com/"}, {Type: "click", X: &x, Y: &x}, {Type: "press", Key: "Enter"}}}
+	ok := &api.BrowserActionsRequest{Actions: []api.BrowserAction{{Type: "navigate", URL: "https://example.com/"}, {Type: "click", X: &x, Y: &x}, {Type: "press", Key: "Enter"}}}
 	if err := validate(ok, tgt); err != nil {
 		t.Errorf("valid actions refused: %v", err)
 	}

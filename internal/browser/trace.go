@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/recording"
 	"genesis.dev/sandbox/internal/trace"
 )
@@ -19,7 +20,7 @@ import (
 // field (its selector's element, or the focused one for type without a
 // selector). A page that cannot be asked is taken as a password field: a
 // secret is never recorded by mistake.
-func (s *session) redacted(ctx context.Context, a Action) bool {
+func (s *session) redacted(ctx context.Context, a api.BrowserAction) bool {
 	if a.Sensitive {
 		return true
 	}
@@ -44,7 +45,7 @@ func (s *session) redacted(ctx context.Context, a Action) bool {
 
 // traceStarted records that action i starts, with its arguments; the text
 // of a redacted action is its length in characters.
-func (m *Manager) traceStarted(ctx context.Context, t *Target, i int, a Action, redact bool) {
+func (m *Manager) traceStarted(ctx context.Context, t *Target, i int, a api.BrowserAction, redact bool) {
 	if m.cfg.Trace == nil {
 		return
 	}
@@ -112,7 +113,7 @@ type shotPhases struct{ before, after bool }
 
 // shotsFor reports the trace screenshots action a gets: the actions that
 // change or move about the page, as the screenshot mode asks.
-func (m *Manager) shotsFor(a Action) shotPhases {
+func (m *Manager) shotsFor(a api.BrowserAction) shotPhases {
 	if m.cfg.Trace == nil || m.cfg.Artifacts == nil {
 		return shotPhases{}
 	}
@@ -128,7 +129,7 @@ func (m *Manager) shotsFor(a Action) shotPhases {
 // and the point it pressed (in the image's pixels: headless Chromium
 // draws one pixel per CSS pixel). A failed capture is recorded as such;
 // the action is not failed by it.
-func (m *Manager) traceShot(ctx context.Context, t *Target, s *session, i int, a Action, phase string) {
+func (m *Manager) traceShot(ctx context.Context, t *Target, s *session, i int, a api.BrowserAction, phase string) {
 	ev := map[string]any{"index": i, "type": a.Type, "phase": phase}
 	if s.point != nil {
 		ev["physical"] = map[string]int{"x": int(s.point.X), "y": int(s.point.Y)}

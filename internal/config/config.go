@@ -50,6 +50,15 @@ type Config struct {
 	// ImageRepository prefixes the references of the images built from
 	// recipes, <prefix><recipe>:<hash> (default "genesis/").
 	ImageRepository string `yaml:"image_repository"`
+	// ImageMirror is the Debian archive the image builds fetch from
+	// (debootstrap's mirror; apt in the image uses it too). Empty: the
+	// one the machine's apt sources name for the recipe's suite.
+	ImageMirror string `yaml:"image_mirror"`
+	// ImageMirrorTrusted builds from ImageMirror without checking its
+	// signatures (an unsigned repository, such as one made of a package
+	// cache). Only for a mirror on this machine: a file:/ URI or a
+	// loopback address (images.LocalMirror).
+	ImageMirrorTrusted bool `yaml:"image_mirror_trusted"`
 	// WarmPools switches the profiles' warm pools on (the default) or off;
 	// with it off, every lease is a cold create.
 	WarmPools bool  `yaml:"warm_pools"`
@@ -211,6 +220,14 @@ type PoolSpec struct {
 	// MaxTotal bounds the live sandboxes of this profile and runtime made by
 	// this instance (idle and leased); the pool never grows past it.
 	MaxTotal int `yaml:"max_total"`
+	// SnapshotID, if set, feeds the pool from a snapshot (snap_…) instead
+	// of the profile's image: each member is made from the snapshot's
+	// files, and its processes and memory where the snapshot holds them,
+	// and a lease that names the snapshot takes one. The snapshot's
+	// profile and runtime must be the pool's; it cannot be deleted while
+	// the pool names it. A profile may have one such pool per runtime and
+	// snapshot beside its plain pool (docs/snapshots.md).
+	SnapshotID string `yaml:"snapshot_id"`
 }
 
 // LeasePolicy bounds the leases of a profile.
@@ -727,6 +744,12 @@ func (c *Config) validate(v *problems) {
 	if !images.ValidRepository(c.ImageRepository) {
 		bad("image_repository", "must be lower-case letters, digits, '-', '_', '.' and '/', ending in '/' (like genesis/), got %q", c.ImageRepository)
 	}
+	if c.ImageMirror != "" && !images.ValidMirror(c.ImageMirror) {
+		bad("image_mirror", "must be an http://, https:// or file:/ URI of a Debian archive, got %q", c.ImageMirror)
+	}
+	if c.ImageMirrorTrusted && !images.LocalMirror(c.ImageMirror) {
+		bad("image_mirror_trusted", "trusts an unsigned mirror only on this machine: image_mirror must be a file:/ URI or a loopback address like http://127.0.0.1:PORT/, got %q", c.ImageMirror)
+	}
 	c.validatePorts(v)
 	c.validateBrowser(v)
 	c.validateDesktop(v)
@@ -815,16 +838,25 @@ func (c *Config) validateLeasePools(v *problems, key string, p *Profile) {
 	default:
 		bad(key+".lease.on_release", "must be destroy or reset, got %q", lp.OnRelease)
 	}
-	seen := map[sandbox.Runtime]bool{}
+	type poolOf struct {
+		runtime  sandbox.Runtime
+		snapshot string
+	}
+	seen := map[poolOf]bool{}
 	for i, ps := range p.Pools {
 		pk := fmt.Sprintf("%s.pools[%d]", key, i)
 		switch {
 		case !slices.Contains(p.AllowedRuntimes, ps.Runtime):
 			bad(pk+".runtime", "%q is not in the profile's allowed_runtimes", ps.Runtime)
-		case seen[ps.Runtime]:
+		case seen[poolOf{ps.Runtime, ps.SnapshotID}] && ps.SnapshotID != "":
+			bad(pk+".snapshot_id", "a second pool for runtime %s and snapshot %s", ps.Runtime, ps.SnapshotID)
+		case seen[poolOf{ps.Runtime, ps.SnapshotID}]:
 			bad(pk+".runtime", "a second pool for runtime %s", ps.Runtime)
 		}
-		seen[ps.Runtime] = true
+		seen[poolOf{ps.Runtime, ps.SnapshotID}] = true
+		if ps.SnapshotID != "" && !sandbox.ValidID("snap", ps.SnapshotID) {
+			bad(pk+".snapshot_id", "%.70q is not a snapshot id (snap_…)", ps.SnapshotID)
+		}
 		if ps.MinIdle < 0 {
 			bad(pk+".min_idle", "must not be negative, got %d", ps.MinIdle)
 		}

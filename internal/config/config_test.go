@@ -69,6 +69,9 @@ func TestLoadOverlayAndErrors(t *testing.T) {
 		"intervals: {probe: -1s}\n":                                                              "intervals.probe",
 		"profiles: []\n":                                                                         "profiles",
 		"image_repository: Genesis\n":                                                            "image_repository",
+		"image_mirror: deb.debian.org/debian\n":                                                  "image_mirror",
+		"image_mirror: http://deb.debian.org/debian\nimage_mirror_trusted: true\n":               "image_mirror_trusted",
+		"image_mirror_trusted: true\n":                                                           "image_mirror_trusted",
 		"limits: {files: {max_upload_bytes: -1}}\n":                                              "limits.files.max_upload_bytes",
 		"limits: {files: {max_files_per_call: -5}}\n":                                            "limits.files.max_files_per_call",
 		"limits: {files: {max_search_timeout: -1s}}\n":                                           "limits.files.max_search_timeout",
@@ -111,6 +114,13 @@ func TestLoadOverlayAndErrors(t *testing.T) {
 	} {
 		bad[body] = key
 	}
+	// Snapshot pools: not a snapshot id; the same snapshot twice for one runtime.
+	bad[pool("[{runtime: runc, min_idle: 1, max_total: 2, snapshot_id: snap_x}]", "{}")] = "profiles.x.pools[0].snapshot_id"
+	bad[pool("[{runtime: runc, min_idle: 1, max_total: 2, snapshot_id: snap_0123456789abcdef}, {runtime: runc, min_idle: 1, max_total: 2, snapshot_id: snap_0123456789abcdef}]", "{}")] = "profiles.x.pools[1].snapshot_id"
+	c, err = Load(write("image_mirror: http://127.0.0.1:3142/debian\nimage_mirror_trusted: true\n"))
+	if err != nil || c.ImageMirror != "http://127.0.0.1:3142/debian" || !c.ImageMirrorTrusted {
+		t.Fatalf("a trusted loopback mirror: %v %+v", err, c)
+	}
 	c, err = Load(write(pool("[{runtime: runc, min_idle: 2, max_total: 5}]", "{max_ttl_seconds: 60}")))
 	if err != nil {
 		t.Fatal(err)
@@ -118,6 +128,14 @@ func TestLoadOverlayAndErrors(t *testing.T) {
 	x, _ := c.Profile("x")
 	if def, mx := c.LeaseTTL(x); def != 60 || mx != 60 || x.Pools[0].MinIdle != 2 {
 		t.Errorf("lease ttl %d/%d, profile %+v; want the default capped to the profile maximum 60", def, mx, x)
+	}
+	// A snapshot pool beside the plain pool of the same runtime.
+	c, err = Load(write(pool("[{runtime: runc, min_idle: 1, max_total: 2}, {runtime: runc, min_idle: 1, max_total: 2, snapshot_id: snap_0123456789abcdef}]", "{}")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x, _ := c.Profile("x"); len(x.Pools) != 2 || x.Pools[1].SnapshotID != "snap_0123456789abcdef" {
+		t.Errorf("a snapshot pool not read: %+v", x.Pools)
 	}
 	c, err = Load(write(strings.Replace(pool("[{runtime: runc, min_idle: 1, max_total: 2}]", "{on_release: reset}"), "pools:", "user: \"1000:1000\", pools:", 1)))
 	if err != nil {

@@ -37,8 +37,13 @@ type AcquireLeaseInput struct {
 	// lease ends.
 	Reserved string
 	// From, if set, starts the lease's sandbox from a saved state (always
-	// cold): for workload packages (a lease from a snapshot).
+	// cold, unless SnapshotID names a pool): for workload packages (a
+	// lease from a snapshot).
 	From *FromState
+	// SnapshotID is the snapshot From comes from: when a warm pool of the
+	// profile and runtime is fed from it, an idle member of that pool
+	// serves the lease (From starts the sandbox only when none is idle).
+	SnapshotID string
 }
 
 // LeaseOutput is a lease with the sandbox it holds.
@@ -120,7 +125,8 @@ func (s *Service) acquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 		claim.Instance = "" // any instance's member
 	}
 
-	pl := s.pool(p.Name, dec.Runtime)
+	claim.Pool = in.SnapshotID
+	pl := s.pool(p.Name, dec.Runtime, in.SnapshotID)
 	if pl != nil && pl.draining.Load() {
 		return nil, errdefs.WithRetryAfter(5*time.Second, errdefs.WithCode("pool_draining", fmt.Errorf(
 			"pool %s is draining and hands out no sandboxes: %w", pl.key.name(), errdefs.ErrUnavailable)))
@@ -131,7 +137,9 @@ func (s *Service) acquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	if err != nil {
 		return nil, err
 	}
-	warmOK := pl != nil && res == p.Resources && s.memberPolicy(p, netPol) && in.From == nil
+	// A lease from a saved state is warm only from a pool fed from that
+	// snapshot.
+	warmOK := pl != nil && res == p.Resources && s.memberPolicy(p, netPol) && (in.From == nil || in.SnapshotID != "")
 	if warmOK {
 		if out, err := s.claimWarm(ctx, pl, claim, res); err == nil || !errors.Is(err, errdefs.ErrNotFound) {
 			return out, err
@@ -198,6 +206,7 @@ func (s *Service) claimWarm(ctx context.Context, pl *pool, c store.Claim, res sa
 	if err != nil {
 		return nil, err
 	}
+	s.noteHeld(sb.ID)
 	pl.hits.Add(1)
 	pl.wakeSoon()
 	return &LeaseOutput{Lease: l, Sandbox: sb}, nil

@@ -16,13 +16,42 @@ import (
 	"genesis.dev/sandbox/internal/store"
 )
 
-// poolKey names the warm pool of one profile under one runtime.
+// poolKey names the warm pool of one profile under one runtime, fed from
+// the profile's image or from a snapshot.
 type poolKey struct {
-	profile string
-	runtime sandbox.Runtime
+	profile  string
+	runtime  sandbox.Runtime
+	snapshot string // "": the profile's image
 }
 
-func (k poolKey) name() string { return k.profile + "-" + string(k.runtime) }
+func (k poolKey) name() string {
+	if k.snapshot != "" {
+		return k.profile + "-" + string(k.runtime) + "-" + k.snapshot
+	}
+	return k.profile + "-" + string(k.runtime)
+}
+
+// PoolFeeder makes the members of warm pools fed from a snapshot:
+// implemented by the package that keeps snapshots, registered with
+// AddHook.
+type PoolFeeder interface {
+	// PoolMember returns the state a new member of a pool of profile and
+	// runtime starts from, taken from snapshot id (of any tenant: the
+	// operator named it), or why no member can start from it (it is gone,
+	// damaged, not ready, or of another profile or runtime).
+	PoolMember(ctx context.Context, snapshotID, profile string, runtime sandbox.Runtime) (*FromState, error)
+}
+
+// poolFeeder is the registered PoolFeeder, if any (hooks are fixed at
+// Start).
+func (s *Service) poolFeeder() PoolFeeder {
+	for _, h := range s.hooks {
+		if f, ok := h.(PoolFeeder); ok {
+			return f
+		}
+	}
+	return nil
+}
 
 // pool is the in-memory side of one warm pool: its settings, statistics and
 // draining flag. Its members live in the store: sandboxes of this instance,
@@ -49,6 +78,7 @@ type pool struct {
 	runMade  int64     // members made in the current run
 	rate     float64   // members/s of the last refill run
 	lastErr  string
+	lastCode string // the problem code of lastErr
 }
 
 // PoolView is a pool with its counts and statistics, for GET /v1/pools.
@@ -74,7 +104,22 @@ type PoolView struct {
 	RefillRate  float64 // members/s of the last (or current) refill run
 	Draining    bool
 	LastError   string
+	// SnapshotID is the snapshot the pool's members are made from ("":
+	// the profile's image).
+	SnapshotID string
+	// State is PoolDraining, PoolFailing (its last member create failed
+	// for a reason other than host capacity: LastError says why),
+	// PoolReady (it holds min_idle idle members) or PoolFilling.
+	State string
 }
+
+// The states of a pool (PoolView.State).
+const (
+	PoolReady    = "ready"
+	PoolFilling  = "filling"
+	PoolFailing  = "failing"
+	PoolDraining = "draining"
+)
 
 // initPools builds the configured pools (nothing runs until startPools).
 func (s *Service) initPools() {
@@ -84,7 +129,7 @@ func (s *Service) initPools() {
 	}
 	for _, p := range s.cfg.Profiles {
 		for _, spec := range p.Pools {
-			k := poolKey{p.Name, spec.Runtime}
+			k := poolKey{p.Name, spec.Runtime, spec.SnapshotID}
 			pl := &pool{key: k, spec: spec, kick: make(chan struct{}, 1)}
 			s.pools[k] = pl
 			s.poolList = append(s.poolList, pl)
@@ -179,7 +224,7 @@ func (s *Service) membersOf(ctx context.Context, k poolKey, instance string) ([]
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(list, func(sb *sandbox.Sandbox) bool { return sb.Runtime != k.runtime }), nil
+	return slices.DeleteFunc(list, func(sb *sandbox.Sandbox) bool { return sb.Runtime != k.runtime || sb.Pool != k.snapshot }), nil
 }
 
 // tendsPools says whether this instance makes, checks and retires pool
@@ -239,20 +284,30 @@ func (s *Service) refill(ctx context.Context, pl *pool) {
 // errPoolDrained refuses a member create of a drained pool.
 var errPoolDrained = fmt.Errorf("the pool is drained: %w", errdefs.ErrUnavailable)
 
-// makeMember cold-creates one idle, tenant-less member of pl. The caller
+// makeMember cold-creates one idle, tenant-less member of pl (from its
+// snapshot when it is fed from one). The caller
 // has raised pl.creating; the draining check comes after that, so a drain
 // that has waited for pl.creating to read zero sees no member appear.
 func (s *Service) makeMember(ctx context.Context, pl *pool) error {
 	if pl.draining.Load() {
 		return errPoolDrained
 	}
-	sb, err := s.CreateSandbox(ctx, CreateSandboxInput{
+	in := CreateSandboxInput{
 		Profile: pl.key.profile, Runtime: string(pl.key.runtime),
 		// The claim sets the holder's effective risk; the runtime is fixed by
 		// the pool and every claim is checked against policy first.
 		RiskLevel:  string(sandbox.RiskTrusted),
 		poolMember: true,
-	})
+	}
+	var sb *sandbox.Sandbox
+	var err error
+	if pl.key.snapshot != "" {
+		in.poolSnapshot = pl.key.snapshot
+		in.From, err = s.memberFrom(ctx, pl.key)
+	}
+	if err == nil {
+		sb, err = s.CreateSandbox(ctx, in)
+	}
 	s.memberMade(pl, err)
 	if err != nil {
 		return err
@@ -266,6 +321,31 @@ func (s *Service) makeMember(ctx context.Context, pl *pool) error {
 	return nil
 }
 
+// memberFrom is the state a member of the snapshot pool k starts from.
+func (s *Service) memberFrom(ctx context.Context, k poolKey) (*FromState, error) {
+	f := s.poolFeeder()
+	if f == nil {
+		return nil, errdefs.WithCode("not_supported", errdefs.Mark(fmt.Errorf("pool %s is fed from snapshot %s, but this service keeps no snapshots",
+			k.name(), k.snapshot), errdefs.ErrNotImplemented))
+	}
+	from, err := f.PoolMember(ctx, k.snapshot, k.profile, k.runtime)
+	if err != nil {
+		return nil, fmt.Errorf("pool %s cannot start a member from snapshot %s: %w", k.name(), k.snapshot, err)
+	}
+	return from, nil
+}
+
+// SnapshotPool names the warm pool fed from snapshot id, or "" when none
+// is: such a snapshot must not be deleted.
+func (s *Service) SnapshotPool(id string) string {
+	for _, pl := range s.poolList {
+		if pl.key.snapshot == id {
+			return pl.key.name()
+		}
+	}
+	return ""
+}
+
 // memberMade records the outcome of a member create in pl's statistics.
 func (s *Service) memberMade(pl *pool, err error) {
 	pl.mu.Lock()
@@ -275,10 +355,10 @@ func (s *Service) memberMade(pl *pool, err error) {
 		if code := errdefs.Code(err); err.Error() != pl.lastErr && code != "capacity_exhausted" && code != "image_building" {
 			s.log.Warn("pool refill: creating a member", "pool", pl.key.name(), "err", err)
 		}
-		pl.lastErr = err.Error()
+		pl.lastErr, pl.lastCode = err.Error(), errdefs.Code(err)
 		return
 	}
-	pl.lastErr = ""
+	pl.lastErr, pl.lastCode = "", ""
 	pl.made++
 	pl.runMade++
 	if d := time.Since(pl.runStart).Seconds(); d > 0 {
@@ -330,9 +410,10 @@ func (s *Service) retireMember(ctx context.Context, sb *sandbox.Sandbox, reason 
 	return true
 }
 
-// pool returns the pool a lease of profile under rt draws from, or nil.
-func (s *Service) pool(profile string, rt sandbox.Runtime) *pool {
-	return s.pools[poolKey{profile, rt}]
+// pool returns the pool a lease of profile under rt (from snapshot, if
+// set) draws from, or nil.
+func (s *Service) pool(profile string, rt sandbox.Runtime, snapshot string) *pool {
+	return s.pools[poolKey{profile, rt, snapshot}]
 }
 
 // Pools returns every pool with its counts.
@@ -344,7 +425,7 @@ func (s *Service) Pools(ctx context.Context) ([]PoolView, error) {
 			return nil, err
 		}
 		v := PoolView{
-			Name: pl.key.name(), Profile: pl.key.profile, Runtime: pl.key.runtime,
+			Name: pl.key.name(), Profile: pl.key.profile, Runtime: pl.key.runtime, SnapshotID: pl.key.snapshot,
 			MinIdle: pl.spec.MinIdle, MaxTotal: pl.spec.MaxTotal, Counts: map[sandbox.State]int{},
 			Total: len(list), Starting: pl.creating.Load(), Hits: pl.hits.Load(), Misses: pl.misses.Load(),
 			Replaced: pl.replaced.Load(), Recycled: pl.recycled.Load(), ResetFailed: pl.resetFailed.Load(), Draining: pl.draining.Load() || s.draining.Load(),
@@ -354,10 +435,26 @@ func (s *Service) Pools(ctx context.Context) ([]PoolView, error) {
 		}
 		pl.mu.Lock()
 		v.Made, v.RefillRate, v.LastError = pl.made, pl.rate, pl.lastErr
+		v.State = poolState(v.Draining, pl.lastErr != "" && pl.lastCode != "capacity_exhausted", v.Counts[sandbox.StateIdle], v.MinIdle)
 		pl.mu.Unlock()
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// poolState is the state of a pool: draining, failing (its last member
+// create failed for a reason other than host capacity), ready (it holds
+// minIdle idle members) or filling.
+func poolState(draining, failing bool, idle, minIdle int) string {
+	switch {
+	case draining:
+		return PoolDraining
+	case failing:
+		return PoolFailing
+	case idle >= minIdle:
+		return PoolReady
+	}
+	return PoolFilling
 }
 
 // DrainPool stops the pools called name (a pool name such as

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"genesis.dev/sandbox/internal/agent/agentclient"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -27,7 +28,8 @@ func (s *Service) recycle(ctx context.Context, l *sandbox.Lease) error {
 		return err
 	}
 	s.sandboxEnding(ctx, sb.ID, "lease "+string(l.State))
-	pl := s.pool(sb.Profile, sb.Runtime)
+	defer s.forgetHeld(sb.ID)
+	pl := s.pool(sb.Profile, sb.Runtime, sb.Pool)
 	reason := leaseEndReason(l.State)
 	if why := s.resetRefusal(ctx, l, sb, pl); why != "" {
 		s.log.Debug("destroying instead of resetting", "sandbox", sb.ID, "lease", l.ID, "why", why)
@@ -68,6 +70,11 @@ func (s *Service) resetRefusal(ctx context.Context, l *sandbox.Lease, sb *sandbo
 		return "the profile destroys released sandboxes"
 	case pl == nil:
 		return "no pool of this profile and runtime"
+	case pl.key.snapshot != "":
+		// A wipe would leave the profile's bare image, not the
+		// snapshot's state the pool's members start with: the pool makes
+		// a fresh member from the snapshot instead.
+		return "its pool is fed from snapshot " + pl.key.snapshot
 	case !l.Warm:
 		return "the sandbox was created for the lease, not taken from the pool"
 	case sb.Instance != s.instance && !s.sharedPools():
@@ -76,6 +83,8 @@ func (s *Service) resetRefusal(ctx context.Context, l *sandbox.Lease, sb *sandbo
 		return "the sandbox is " + string(sb.State)
 	case pl.draining.Load() || s.draining.Load():
 		return "draining"
+	case !s.heldAgentTrusted(sb.ID):
+		return "the agent was dialled again during the lease: a socket the holder put at its address could have answered"
 	}
 	if _, err := s.store.GetSandboxNetwork(ctx, "", sb.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		return "the sandbox has its own network"
@@ -123,6 +132,9 @@ func (s *Service) resetMember(ctx context.Context, pl *pool, l *sandbox.Lease, s
 	acancel()
 	if err != nil {
 		return fmt.Errorf("agent reset: %w", err)
+	}
+	if !s.heldAgentTrusted(sb.ID) {
+		return fmt.Errorf("the agent was dialled again for the reset: its answer is not trusted: %w", errdefs.ErrFailedPrecondition)
 	}
 	if err := s.rekeyAgent(ctx, sb.ID); err != nil {
 		return fmt.Errorf("agent token: %w", err)
@@ -199,4 +211,50 @@ func (s *Service) endSessions(ctx context.Context, sandboxID string) error {
 		}
 	}
 	return nil
+}
+
+// heldAgent is a sandbox's agent client when a warm claim handed the
+// sandbox to a holder, and how many connections it had opened then.
+type heldAgent struct {
+	c     *agentclient.Client
+	dials uint64
+}
+
+// noteHeld records the agent connection of a sandbox a warm claim has just
+// handed to a holder. Until then none of the holder's code ran in it, so
+// the connections opened so far — and the first one, if none was — reach
+// the agent itself.
+func (s *Service) noteHeld(id string) {
+	c := s.agent(id)
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
+	s.held[id] = heldAgent{c: c, dials: c.Dials()}
+}
+
+func (s *Service) forgetHeld(id string) {
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
+	delete(s.held, id)
+}
+
+// heldAgentTrusted reports whether the reset of a sandbox's ended lease
+// goes to its agent for sure: the connection is one opened before the
+// holder's code ran (noteHeld). The holder's code can put a socket of its
+// own at the agent's address (the run directory is its user's); a
+// connection opened later — after a restart of the service, a broken
+// connection, a full one — may reach that socket, whose "reset" would keep
+// the holder's code for the next holder. Such a sandbox is destroyed. A
+// sandboxer whose agents admit connections by a token (driver.AgentRekeyer)
+// has no such address.
+func (s *Service) heldAgentTrusted(id string) bool {
+	if _, ok := s.boxes.(driver.AgentRekeyer); ok {
+		return true
+	}
+	s.heldMu.Lock()
+	h, ok := s.held[id]
+	s.heldMu.Unlock()
+	if !ok || h.c != s.agent(id) {
+		return false // claimed before a restart, or the client was replaced
+	}
+	return h.c.Dials() <= max(h.dials, 1)
 }

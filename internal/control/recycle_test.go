@@ -151,6 +151,56 @@ func TestLeaseResetFailureDestroys(t *testing.T) {
 	}
 }
 
+// TestLeaseResetAfterRedialDestroys: a connection to the agent opened
+// during the lease (here: the first one closed, the next call dials anew)
+// may have reached a socket the holder put at the agent's address, so the
+// sandbox is destroyed on release, not reset; one that kept its connection
+// is reset.
+func TestLeaseResetAfterRedialDestroys(t *testing.T) {
+	t.Parallel()
+	h := resetHarness(t, 1, 2)
+	ctx := context.Background()
+	h.waitIdle(1)
+	exec := func(tenant, id string) {
+		t.Helper()
+		if res, err := h.Jobs.Exec(ctx, jobs.ExecInput{Tenant: tenant, SandboxID: id, Script: "true"}); err != nil || *res.Job.ExitCode != 0 {
+			t.Fatalf("exec: %+v %v", res, err)
+		}
+	}
+	out, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: controltest.Profile, TTLSeconds: ttl(60)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec("a", out.Sandbox.ID)
+	exec("a", out.Sandbox.ID) // the same connection: still trusted
+	if err := h.Svc.ReleaseLease(ctx, "a", out.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Record(out.Sandbox.ID).State; got != sandbox.StateIdle {
+		t.Fatalf("sandbox that kept its agent connection after release: %s, want idle (reset)", got)
+	}
+
+	out, err = h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "b", Profile: controltest.Profile, TTLSeconds: ttl(60)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.Lease.Warm {
+		t.Fatalf("second lease not from the pool: %+v", out.Lease)
+	}
+	exec("b", out.Sandbox.ID)
+	h.Svc.AgentOf(out.Sandbox.ID).Close()
+	exec("b", out.Sandbox.ID) // dialled during the lease
+	if err := h.Svc.ReleaseLease(ctx, "b", out.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Record(out.Sandbox.ID).State; got != sandbox.StateDestroyed {
+		t.Fatalf("sandbox whose agent was dialled again during the lease, after release: %s, want destroyed", got)
+	}
+	if v := h.testPool(); v.Recycled != 1 || v.ResetFailed != 0 {
+		t.Errorf("pool: %+v, want the first reset only", v)
+	}
+}
+
 // TestLeaseResetOnlyPoolLike: a lease that did not come from the pool as
 // one of its members (here: other resources, so it was created cold) is
 // destroyed on release even though the profile resets.

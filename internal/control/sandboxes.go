@@ -59,6 +59,9 @@ type CreateSandboxInput struct {
 	From *FromState
 	// poolMember makes a tenant-less idle warm-pool member with no expiry.
 	poolMember bool
+	// poolSnapshot is the snapshot a pool member's pool is fed from
+	// (sandbox.Sandbox.Pool).
+	poolSnapshot string
 }
 
 // FromState is the saved state a new sandbox starts from.
@@ -338,6 +341,7 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 		UpdatedAt: now,
 		ExpiresAt: expires,
 		Reserved:  in.Reserved,
+		Pool:      in.poolSnapshot,
 	}
 	err = s.store.CreateSandbox(ctx, sb)
 	s.admitMu.Unlock()

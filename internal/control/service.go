@@ -104,6 +104,8 @@ type Service struct {
 	busyMu   sync.Mutex
 	busy     map[string]int  // sandbox id → jobs running on a leased sandbox
 	busySync map[string]bool // sandbox id → a goroutine brings its record in line with busy
+	heldMu   sync.Mutex
+	held     map[string]heldAgent // sandbox id → its agent connection when a warm claim took it (recycle.go)
 
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -171,6 +173,7 @@ func New(cfg Config) (*Service, error) {
 		now:       func() time.Time { return cfg.Now().UTC() },
 		obs:       cfg.Metrics,
 		agents:    map[string]*agentclient.Client{},
+		held:      map[string]heldAgent{},
 		createSem: make(chan struct{}, 4),
 		admission: adm,
 		capacity:  capacityHolds{holds: map[string]capacityHold{}},

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"genesis.dev/sandbox/internal/agent/agentclient"
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/nofollow"
 	"genesis.dev/sandbox/internal/sandbox"
 )
 
@@ -290,9 +289,10 @@ func (s *Service) ResumeAgent(id string) error {
 	if err != nil {
 		return err
 	}
-	p := filepath.Join(r.RunDir(id), agentproto.ResumeFile)
-	if err := os.WriteFile(p, nil, 0o644); err != nil {
-		return fmt.Errorf("telling the agent of %s that the save is done: %v: %w", id, err, errdefs.ErrUnavailable)
+	// The run directory is the sandbox user's: the name may hold a
+	// symlink to a host file, which is replaced, never followed.
+	if err := nofollow.CreateFile(r.RunDir(id), agentproto.ResumeFile, 0o644); err != nil {
+		return fmt.Errorf("telling the agent of %s that the save is done: %w", id, err)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/jezek/xgb/xproto"
 
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/recording"
@@ -44,103 +45,10 @@ const (
 	wmWait = 15 * time.Second
 )
 
-// Size is a display size in pixels.
-type Size struct {
-	Width  int `json:"width"`
-	Height int `json:"height"`
-}
-
-// Point is a position in logical coordinates.
-type Point struct {
-	X int `json:"x"`
-	Y int `json:"y"`
-}
-
-// Action is one step of a batch. Action names the kind; the fields it
-// uses are those of the Anthropic computer tool (coordinate, text,
-// scroll_direction, scroll_amount, duration, region) or of OpenAI's
-// computer-use actions (x, y, button, path, keys, scroll_x, scroll_y).
-type Action struct {
-	Action string `json:"action"`
-	// Coordinate is [x, y] (Anthropic); X and Y are the same (OpenAI).
-	Coordinate []int `json:"coordinate,omitempty"`
-	X          *int  `json:"x,omitempty"`
-	Y          *int  `json:"y,omitempty"`
-	// StartCoordinate starts a left_click_drag (Anthropic); Path is a
-	// drag's whole path (OpenAI).
-	StartCoordinate []int   `json:"start_coordinate,omitempty"`
-	Path            []Point `json:"path,omitempty"`
-	// Button of click: left, right, middle, back, forward (OpenAI).
-	Button string `json:"button,omitempty"`
-	// Text is typed (type), or is a key chord such as "ctrl+s" (key,
-	// hold_key), or modifiers held during a click or scroll ("shift").
-	Text string   `json:"text,omitempty"`
-	Keys []string `json:"keys,omitempty"`
-	// ScrollDirection up|down|left|right with ScrollAmount wheel clicks
-	// (Anthropic); ScrollX/ScrollY in pixels, 100 per click (OpenAI).
-	ScrollDirection string `json:"scroll_direction,omitempty"`
-	ScrollAmount    int    `json:"scroll_amount,omitempty"`
-	ScrollX         int    `json:"scroll_x,omitempty"`
-	ScrollY         int    `json:"scroll_y,omitempty"`
-	// Duration in seconds (wait, hold_key; the most wait_for_window waits).
-	Duration float64 `json:"duration,omitempty"`
-	// Region [x0, y0, x1, y1] to zoom into.
-	Region []int `json:"region,omitempty"`
-	// Window is a window id of list_windows (focus_window).
-	Window string `json:"window,omitempty"`
-	// Title is what wait_for_window waits for: a part of a window's title,
-	// or its class or instance name (WM_CLASS: XTerm, xterm), which stay
-	// when a program retitles its window (case-sensitive).
-	Title string `json:"title,omitempty"`
-	// Command is the program to launch (launch), with Env added.
-	Command []string          `json:"command,omitempty"`
-	Env     map[string]string `json:"env,omitempty"`
-	// Sensitive keeps the action's text (and a launch's env) out of the
-	// trace: it is recorded as a count of characters.
-	Sensitive bool `json:"sensitive,omitempty"`
-}
-
-// ActionsRequest is the body of POST /v1/sandboxes/{id}/computer/actions.
-type ActionsRequest struct {
-	Actions []Action `json:"actions"`
-	// Screenshot adds a screenshot after the last action.
-	Screenshot bool `json:"screenshot,omitempty"`
-	// Display is the logical display size the caller's coordinates and
-	// screenshots are in; the real display's size when absent.
-	Display *Size `json:"display,omitempty"`
-}
-
-// StepResult answers one action.
-type StepResult struct {
-	Index  int    `json:"index"`
-	Action string `json:"action"`
-	OK     bool   `json:"ok"`
-	Error  string `json:"error,omitempty"`
-	Code   string `json:"code,omitempty"`
-	// Screenshot is a base64 PNG (screenshot, zoom).
-	Screenshot string   `json:"screenshot,omitempty"`
-	Cursor     *Point   `json:"cursor,omitempty"`
-	Windows    []Window `json:"windows,omitempty"`
-	// JobID is the agent job of a launched program.
-	JobID      string `json:"job_id,omitempty"`
-	DurationMS int64  `json:"duration_ms"`
-}
-
-// ActionsResult answers a batch: a result per action run (the batch stops
-// at the first failure), and the final screenshot when asked.
-type ActionsResult struct {
-	Results    []StepResult `json:"results"`
-	Completed  int          `json:"completed"`
-	OK         bool         `json:"ok"`
-	Display    Size         `json:"display"`
-	Real       Size         `json:"real"`
-	Screenshot string       `json:"screenshot,omitempty"`
-}
-
 // step is a validated action.
 type step struct {
 	kind    string
-	pts     []Point // logical
+	pts     []api.ComputerPoint // logical
 	button  byte
 	clicks  int
 	keys    []keysym
@@ -159,22 +67,22 @@ func bad(code, format string, args ...any) error {
 }
 
 // point reads a step's single position from coordinate or x/y.
-func point(i int, a Action, logical Size) (Point, error) {
-	var p Point
+func point(i int, a api.ComputerAction, logical api.DisplaySize) (api.ComputerPoint, error) {
+	var p api.ComputerPoint
 	switch {
 	case len(a.Coordinate) == 2:
-		p = Point{a.Coordinate[0], a.Coordinate[1]}
+		p = api.ComputerPoint{X: a.Coordinate[0], Y: a.Coordinate[1]}
 	case len(a.Coordinate) != 0:
 		return p, bad("invalid_action", "actions[%d]: coordinate must be [x, y]", i)
 	case a.X != nil && a.Y != nil:
-		p = Point{*a.X, *a.Y}
+		p = api.ComputerPoint{X: *a.X, Y: *a.Y}
 	default:
 		return p, bad("invalid_action", "actions[%d] (%s): needs coordinate [x, y] or x and y", i, a.Action)
 	}
 	return p, inRange(i, p, logical)
 }
 
-func inRange(i int, p Point, logical Size) error {
+func inRange(i int, p api.ComputerPoint, logical api.DisplaySize) error {
 	if p.X < 0 || p.Y < 0 || p.X >= logical.Width || p.Y >= logical.Height {
 		return bad(CodeOutOfRange, "actions[%d]: (%d, %d) is outside the %dx%d display", i, p.X, p.Y, logical.Width, logical.Height)
 	}
@@ -182,19 +90,19 @@ func inRange(i int, p Point, logical Size) error {
 }
 
 // optPoint is point when the action names one, nil when not.
-func optPoint(i int, a Action, logical Size) ([]Point, error) {
+func optPoint(i int, a api.ComputerAction, logical api.DisplaySize) ([]api.ComputerPoint, error) {
 	if len(a.Coordinate) == 0 && a.X == nil && a.Y == nil {
 		return nil, nil
 	}
 	p, err := point(i, a, logical)
-	return []Point{p}, err
+	return []api.ComputerPoint{p}, err
 }
 
 var buttons = map[string]byte{"": 1, "left": 1, "middle": 2, "wheel": 2, "right": 3, "back": 8, "forward": 9}
 
 // validate checks a whole batch before anything runs: a bad action
 // anywhere answers 400 and changes nothing.
-func validate(req *ActionsRequest, logical Size, maxActions int) ([]step, error) {
+func validate(req *api.ComputerActionsRequest, logical api.DisplaySize, maxActions int) ([]step, error) {
 	if len(req.Actions) == 0 {
 		return nil, bad("invalid_action", "actions is empty")
 	}
@@ -209,9 +117,9 @@ func validate(req *ActionsRequest, logical Size, maxActions int) ([]step, error)
 		case "screenshot", "cursor_position", "list_windows":
 		case "mouse_move", "move":
 			s.kind = "mouse_move"
-			var p Point
+			var p api.ComputerPoint
 			p, err = point(i, a, logical)
-			s.pts = []Point{p}
+			s.pts = []api.ComputerPoint{p}
 		case "left_click", "right_click", "middle_click", "double_click", "triple_click", "click", "left_mouse_down", "left_mouse_up":
 			s.pts, err = optPoint(i, a, logical)
 			s.button, s.clicks = 1, 1
@@ -243,9 +151,9 @@ func validate(req *ActionsRequest, logical Size, maxActions int) ([]step, error)
 				}
 				s.pts = a.Path
 			case len(a.StartCoordinate) == 2:
-				var end Point
+				var end api.ComputerPoint
 				if end, err = point(i, a, logical); err == nil {
-					s.pts = []Point{{a.StartCoordinate[0], a.StartCoordinate[1]}, end}
+					s.pts = []api.ComputerPoint{{X: a.StartCoordinate[0], Y: a.StartCoordinate[1]}, end}
 				}
 			default:
 				return nil, bad("invalid_action", "actions[%d]: drag needs path or start_coordinate and coordinate", i)
@@ -367,18 +275,18 @@ func onlyLooks(steps []step) bool {
 }
 
 // scaler maps logical coordinates to real ones and back.
-type scaler struct{ logical, real Size }
+type scaler struct{ logical, real api.DisplaySize }
 
-func (s scaler) toReal(p Point) (int, int) {
+func (s scaler) toReal(p api.ComputerPoint) (int, int) {
 	x := int(math.Round(float64(p.X) * float64(s.real.Width) / float64(s.logical.Width)))
 	y := int(math.Round(float64(p.Y) * float64(s.real.Height) / float64(s.logical.Height)))
 	return min(x, s.real.Width-1), min(y, s.real.Height-1)
 }
 
-func (s scaler) toLogical(x, y int) Point {
+func (s scaler) toLogical(x, y int) api.ComputerPoint {
 	lx := int(math.Round(float64(x) * float64(s.logical.Width) / float64(s.real.Width)))
 	ly := int(math.Round(float64(y) * float64(s.logical.Height) / float64(s.real.Height)))
-	return Point{min(lx, s.logical.Width-1), min(ly, s.logical.Height-1)}
+	return api.ComputerPoint{X: min(lx, s.logical.Width-1), Y: min(ly, s.logical.Height-1)}
 }
 
 func (s scaler) rectToReal(r image.Rectangle) image.Rectangle {
@@ -392,13 +300,13 @@ func (s scaler) rectToReal(r image.Rectangle) image.Rectangle {
 // Run runs a batch of actions on a desktop sandbox's display, in order,
 // stopping at the first failure. The whole batch is checked first; a bad
 // action answers 400 and nothing runs.
-func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsRequest) (*ActionsResult, error) {
+func (m *Manager) Run(ctx context.Context, tenant, id string, req *api.ComputerActionsRequest) (*api.ComputerActionsResult, error) {
 	t, err := m.cfg.Sandboxes.AttachDesktop(ctx, tenant, id)
 	if err != nil {
 		return nil, err
 	}
 	defer t.Release()
-	real := Size{t.Spec.Width, t.Spec.Height}
+	real := api.DisplaySize{Width: t.Spec.Width, Height: t.Spec.Height}
 	logical := real
 	if req.Display != nil {
 		logical = *req.Display
@@ -448,11 +356,11 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 		}
 	}
 	// The real size is the server's, whatever the profile says.
-	real = Size{s.d.width, s.d.height}
+	real = api.DisplaySize{Width: s.d.width, Height: s.d.height}
 	sc := scaler{logical: logical, real: real}
 	ctx, cancel := context.WithTimeout(ctx, t.Spec.ActionTimeout)
 	defer cancel()
-	res := &ActionsResult{Results: []StepResult{}, Display: logical, Real: real, OK: true}
+	res := &api.ComputerActionsResult{Results: []api.ComputerStepResult{}, Display: logical, Real: real, OK: true}
 	// The last step's "after" screenshot for the trace is taken once the
 	// batch is done: from the final screenshot if one is asked for, else
 	// after the answer, holding the display until it is captured (so it
@@ -460,7 +368,7 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 	lastAfter := -1
 	for i, st := range steps {
 		start := time.Now()
-		r := StepResult{Index: i, Action: req.Actions[i].Action, OK: true}
+		r := api.ComputerStepResult{Index: i, Action: req.Actions[i].Action, OK: true}
 		// A takeover during the batch stops it before its next input.
 		err := m.ctl.checkAgent(t.SandboxID, onlyLooks([]step{st}))
 		if err == nil {
@@ -531,7 +439,7 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *ActionsReques
 	return res, nil
 }
 
-func (m *Manager) runStep(ctx context.Context, t *Target, d *display, sc scaler, st step, r *StepResult) error {
+func (m *Manager) runStep(ctx context.Context, t *Target, d *display, sc scaler, st step, r *api.ComputerStepResult) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("the batch ran out of time: %w", err)
 	}
@@ -561,7 +469,7 @@ func (m *Manager) runStep(ctx context.Context, t *Target, d *display, sc scaler,
 		r.Screenshot = img
 		return err
 	case "zoom":
-		img, err := shot(d, sc, sc.rectToReal(st.region), Size{})
+		img, err := shot(d, sc, sc.rectToReal(st.region), api.DisplaySize{})
 		r.Screenshot = img
 		return err
 	case "cursor_position":
@@ -702,7 +610,7 @@ func waitWM(ctx context.Context, d *display, wait time.Duration) error {
 }
 
 // logicalWindows turns windows in real coordinates into logical ones.
-func logicalWindows(sc scaler, ws []Window) []Window {
+func logicalWindows(sc scaler, ws []api.ComputerWindow) []api.ComputerWindow {
 	for i := range ws {
 		p := sc.toLogical(ws[i].X, ws[i].Y)
 		e := sc.toLogical(ws[i].X+ws[i].Width, ws[i].Y+ws[i].Height)
@@ -716,7 +624,7 @@ func logicalWindows(sc scaler, ws []Window) []Window {
 // shown (mapped and viewable: the server has drawn its background) and
 // answers the windows that match; none by then is CodeWindowNotFound,
 // naming the windows there are.
-func waitWindow(ctx context.Context, d *display, title string, wait time.Duration) ([]Window, error) {
+func waitWindow(ctx context.Context, d *display, title string, wait time.Duration) ([]api.ComputerWindow, error) {
 	deadline := time.Now().Add(wait)
 	if end, ok := ctx.Deadline(); ok && end.Add(-windowPoll).Before(deadline) {
 		deadline = end.Add(-windowPoll) // the batch's end comes first: answer before it
@@ -727,7 +635,7 @@ func waitWindow(ctx context.Context, d *display, title string, wait time.Duratio
 		if err != nil {
 			return nil, err
 		}
-		var found []Window
+		var found []api.ComputerWindow
 		titles := make([]string, 0, len(ws))
 		for _, w := range ws {
 			titles = append(titles, fmt.Sprintf("%q (%s)", w.Title, cmp.Or(w.Class, "no class")))
@@ -752,7 +660,7 @@ func waitWindow(ctx context.Context, d *display, title string, wait time.Duratio
 
 // shot captures real region r and encodes it as base64 PNG, scaled to
 // out (the logical display) when out is set and differs.
-func shot(d *display, sc scaler, r image.Rectangle, out Size) (string, error) {
+func shot(d *display, sc scaler, r image.Rectangle, out api.DisplaySize) (string, error) {
 	img, err := d.capture(r)
 	if err != nil {
 		return "", err
@@ -762,7 +670,7 @@ func shot(d *display, sc scaler, r image.Rectangle, out Size) (string, error) {
 
 // encodeShot encodes img as base64 PNG, scaled to out when out is set and
 // differs.
-func encodeShot(img *image.RGBA, out Size) (string, error) {
+func encodeShot(img *image.RGBA, out api.DisplaySize) (string, error) {
 	r := img.Rect
 	var src image.Image = img
 	if out.Width != 0 && (out.Width != r.Dx() || out.Height != r.Dy()) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/errdefs"
 )
 
@@ -54,18 +55,18 @@ func TestParseCombo(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	t.Parallel()
-	logical := Size{1024, 768}
-	ok := []Action{
+	logical := api.DisplaySize{Width: 1024, Height: 768}
+	ok := []api.ComputerAction{
 		{Action: "screenshot"}, {Action: "left_click", Coordinate: []int{0, 0}}, {Action: "left_click"},
 		{Action: "click", X: ptr(1023), Y: ptr(767), Button: "right"}, {Action: "scroll", ScrollY: -250},
 		{Action: "scroll", Coordinate: []int{5, 5}, ScrollDirection: "left", ScrollAmount: 3},
-		{Action: "drag", Path: []Point{{1, 1}, {2, 2}, {3, 3}}}, {Action: "left_click_drag", StartCoordinate: []int{1, 1}, Coordinate: []int{9, 9}},
+		{Action: "drag", Path: []api.ComputerPoint{{X: 1, Y: 1}, {X: 2, Y: 2}, {X: 3, Y: 3}}}, {Action: "left_click_drag", StartCoordinate: []int{1, 1}, Coordinate: []int{9, 9}},
 		{Action: "type", Text: "hi"}, {Action: "key", Text: "ctrl+c"}, {Action: "keypress", Keys: []string{"ENTER"}},
 		{Action: "hold_key", Text: "shift", Duration: 0.5}, {Action: "wait"}, {Action: "zoom", Region: []int{0, 0, 1024, 768}},
 		{Action: "focus_window", Window: "0x20000c"}, {Action: "launch", Command: []string{"xterm"}},
 		{Action: "wait_for_window", Title: "xterm"}, {Action: "wait_for_window", Title: "x", Duration: 30},
 	}
-	steps, err := validate(&ActionsRequest{Actions: ok}, logical, 100)
+	steps, err := validate(&api.ComputerActionsRequest{Actions: ok}, logical, 100)
 	if err != nil || len(steps) != len(ok) {
 		t.Fatalf("validate: %v", err)
 	}
@@ -82,32 +83,32 @@ func TestValidate(t *testing.T) {
 		t.Error("wait_for_window counts as input")
 	}
 	for _, tc := range []struct {
-		a    Action
+		a    api.ComputerAction
 		code string
 	}{
-		{Action{Action: "left_click", Coordinate: []int{1024, 0}}, CodeOutOfRange},
-		{Action{Action: "mouse_move", X: ptr(-1), Y: ptr(0)}, CodeOutOfRange},
-		{Action{Action: "drag", Path: []Point{{1, 1}, {2, 900}}}, CodeOutOfRange},
-		{Action{Action: "zoom", Region: []int{0, 0, 1025, 10}}, CodeOutOfRange},
-		{Action{Action: "zoom", Region: []int{10, 10, 10, 20}}, CodeOutOfRange},
-		{Action{Action: "key", Text: "hyper+q"}, CodeUnknownKey},
-		{Action{Action: "rm_rf"}, CodeUnknownAction},
-		{Action{Action: "mouse_move"}, "invalid_action"},
-		{Action{Action: "scroll", ScrollDirection: "sideways", ScrollAmount: 1}, "invalid_action"},
-		{Action{Action: "wait", Duration: 31}, "invalid_action"},
-		{Action{Action: "focus_window", Window: "12"}, "invalid_action"},
-		{Action{Action: "launch"}, "invalid_action"},
-		{Action{Action: "click", Button: "fourth"}, "invalid_action"},
-		{Action{Action: "wait_for_window"}, "invalid_action"},
-		{Action{Action: "wait_for_window", Title: "xterm", Duration: 31}, "invalid_action"},
-		{Action{Action: "wait_for_window", Title: "xterm", Duration: -1}, "invalid_action"},
+		{api.ComputerAction{Action: "left_click", Coordinate: []int{1024, 0}}, CodeOutOfRange},
+		{api.ComputerAction{Action: "mouse_move", X: ptr(-1), Y: ptr(0)}, CodeOutOfRange},
+		{api.ComputerAction{Action: "drag", Path: []api.ComputerPoint{{X: 1, Y: 1}, {X: 2, Y: 900}}}, CodeOutOfRange},
+		{api.ComputerAction{Action: "zoom", Region: []int{0, 0, 1025, 10}}, CodeOutOfRange},
+		{api.ComputerAction{Action: "zoom", Region: []int{10, 10, 10, 20}}, CodeOutOfRange},
+		{api.ComputerAction{Action: "key", Text: "hyper+q"}, CodeUnknownKey},
+		{api.ComputerAction{Action: "rm_rf"}, CodeUnknownAction},
+		{api.ComputerAction{Action: "mouse_move"}, "invalid_action"},
+		{api.ComputerAction{Action: "scroll", ScrollDirection: "sideways", ScrollAmount: 1}, "invalid_action"},
+		{api.ComputerAction{Action: "wait", Duration: 31}, "invalid_action"},
+		{api.ComputerAction{Action: "focus_window", Window: "12"}, "invalid_action"},
+		{api.ComputerAction{Action: "launch"}, "invalid_action"},
+		{api.ComputerAction{Action: "click", Button: "fourth"}, "invalid_action"},
+		{api.ComputerAction{Action: "wait_for_window"}, "invalid_action"},
+		{api.ComputerAction{Action: "wait_for_window", Title: "xterm", Duration: 31}, "invalid_action"},
+		{api.ComputerAction{Action: "wait_for_window", Title: "xterm", Duration: -1}, "invalid_action"},
 	} {
-		_, err := validate(&ActionsRequest{Actions: []Action{{Action: "screenshot"}, tc.a}}, logical, 100)
+		_, err := validate(&api.ComputerActionsRequest{Actions: []api.ComputerAction{{Action: "screenshot"}, tc.a}}, logical, 100)
 		if !errors.Is(err, errdefs.ErrInvalidArgument) || errdefs.Code(err) != tc.code {
 			t.Errorf("%+v: %v (code %q), want %s", tc.a, err, errdefs.Code(err), tc.code)
 		}
 	}
-	if _, err := validate(&ActionsRequest{Actions: make([]Action, 3)}, logical, 2); err == nil {
+	if _, err := validate(&api.ComputerActionsRequest{Actions: make([]api.ComputerAction, 3)}, logical, 2); err == nil {
 		t.Error("more than max_actions accepted")
 	}
 }
@@ -116,8 +117,8 @@ func ptr(v int) *int { return &v }
 
 func TestScaler(t *testing.T) {
 	t.Parallel()
-	s := scaler{logical: Size{1024, 640}, real: Size{1280, 800}}
-	for _, p := range []Point{{0, 0}, {512, 320}, {1023, 639}, {100, 7}} {
+	s := scaler{logical: api.DisplaySize{Width: 1024, Height: 640}, real: api.DisplaySize{Width: 1280, Height: 800}}
+	for _, p := range []api.ComputerPoint{{X: 0, Y: 0}, {X: 512, Y: 320}, {X: 1023, Y: 639}, {X: 100, Y: 7}} {
 		x, y := s.toReal(p)
 		if x < 0 || y < 0 || x >= 1280 || y >= 800 {
 			t.Errorf("toReal(%v) = %d,%d outside the real display", p, x, y)

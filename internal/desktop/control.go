@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/trace"
 )
@@ -24,38 +25,10 @@ const (
 // maxRequests bounds the open requests for a human kept per sandbox.
 const maxRequests = 16
 
-// ControlRequest is an agent's request for a human.
-type ControlRequest struct {
-	Reason string    `json:"reason"`
-	At     time.Time `json:"at"`
-}
-
-// ControlState is who holds a desktop's control. Version grows with every
-// change, so that a caller can wait for the next (GET …/control?after=N).
-type ControlState struct {
-	SandboxID string `json:"sandbox_id"`
-	// Holder is "agent", "human:<who>" or "" (nobody: the agent may act).
-	Holder string    `json:"holder"`
-	Reason string    `json:"reason,omitempty"`
-	Since  time.Time `json:"since"`
-	// AllowScreenshots lets the agent take screenshots while a human holds
-	// control (off by default: the human may be typing a password).
-	AllowScreenshots bool             `json:"allow_screenshots"`
-	Requests         []ControlRequest `json:"requests"`
-	Version          int64            `json:"version"`
-}
-
-// TakeControl is the body of POST …/control.
-type TakeControl struct {
-	Holder           string `json:"holder"`
-	Reason           string `json:"reason,omitempty"`
-	AllowScreenshots bool   `json:"allow_screenshots,omitempty"`
-}
-
 // lease is one sandbox's control state; changed is closed and replaced on
 // every change.
 type lease struct {
-	st      ControlState
+	st      api.DesktopControl
 	changed chan struct{}
 	// view is the live-view connection whose input took control; the
 	// lease is released when it closes.
@@ -72,7 +45,7 @@ type controlLeases struct {
 func (c *controlLeases) get(id string, now time.Time) *lease {
 	l := c.leases[id]
 	if l == nil {
-		l = &lease{st: ControlState{SandboxID: id, Since: now, Requests: []ControlRequest{}}, changed: make(chan struct{})}
+		l = &lease{st: api.DesktopControl{SandboxID: id, Since: now, Requests: []api.DesktopControlRequest{}}, changed: make(chan struct{})}
 		c.leases[id] = l
 	}
 	return l
@@ -84,9 +57,15 @@ func (l *lease) bump() {
 	l.changed = make(chan struct{})
 }
 
-func (l *lease) snapshot() ControlState {
+// snapshot is a copy of the lease's state as the API shows it (times in
+// UTC).
+func (l *lease) snapshot() api.DesktopControl {
 	s := l.st
-	s.Requests = append([]ControlRequest{}, l.st.Requests...)
+	s.Since = s.Since.UTC()
+	s.Requests = append([]api.DesktopControlRequest{}, l.st.Requests...)
+	for i := range s.Requests {
+		s.Requests[i].At = s.Requests[i].At.UTC()
+	}
 	return s
 }
 
@@ -143,7 +122,7 @@ func (m *Manager) desktopID(ctx context.Context, tenant, id string) (string, err
 
 // Control reports who holds a desktop sandbox's control. With after >= 0
 // it waits (up to wait) until the version is past after.
-func (m *Manager) Control(ctx context.Context, tenant, id string, after int64, wait time.Duration) (*ControlState, error) {
+func (m *Manager) Control(ctx context.Context, tenant, id string, after int64, wait time.Duration) (*api.DesktopControl, error) {
 	sandboxID, err := m.desktopID(ctx, tenant, id)
 	if err != nil {
 		return nil, err
@@ -170,7 +149,7 @@ func (m *Manager) Control(ctx context.Context, tenant, id string, after int64, w
 
 // change runs f on the lease of a caller's desktop sandbox under the
 // lock; f reports whether it changed the lease (which wakes the waiters).
-func (m *Manager) change(ctx context.Context, tenant, id string, f func(l *lease, now time.Time) (bool, error)) (*ControlState, error) {
+func (m *Manager) change(ctx context.Context, tenant, id string, f func(l *lease, now time.Time) (bool, error)) (*api.DesktopControl, error) {
 	sandboxID, err := m.desktopID(ctx, tenant, id)
 	if err != nil {
 		return nil, err
@@ -190,10 +169,10 @@ func (m *Manager) change(ctx context.Context, tenant, id string, f func(l *lease
 	return &st, nil
 }
 
-// TakeControl makes req.Holder the holder: a human takes control from
+// api.TakeDesktopControlRequest makes req.Holder the holder: a human takes control from
 // anyone at once (a takeover); the agent takes it only from nobody or
 // itself (409 control_held while a human holds it).
-func (m *Manager) TakeControl(ctx context.Context, tenant, id string, req TakeControl) (*ControlState, error) {
+func (m *Manager) TakeControl(ctx context.Context, tenant, id string, req api.TakeDesktopControlRequest) (*api.DesktopControl, error) {
 	if err := validHolder(req.Holder); err != nil {
 		return nil, err
 	}
@@ -223,14 +202,14 @@ func (m *Manager) TakeControl(ctx context.Context, tenant, id string, req TakeCo
 }
 
 // recordControl records a change of a desktop's control in its trace.
-func (m *Manager) recordControl(ctx context.Context, tenant string, st *ControlState, actor, kind string, d map[string]any) {
+func (m *Manager) recordControl(ctx context.Context, tenant string, st *api.DesktopControl, actor, kind string, d map[string]any) {
 	d["version"] = st.Version
 	recordTo(ctx, m.cfg.Trace, tenant, st.SandboxID, actor, kind, d)
 }
 
 // ReleaseControl gives control back to nobody (the agent may act again);
 // waiters on GET …/control?after= see the change. It is idempotent.
-func (m *Manager) ReleaseControl(ctx context.Context, tenant, id string) (*ControlState, error) {
+func (m *Manager) ReleaseControl(ctx context.Context, tenant, id string) (*api.DesktopControl, error) {
 	var prev string
 	st, err := m.change(ctx, tenant, id, func(l *lease, now time.Time) (bool, error) {
 		prev = l.st.Holder
@@ -251,12 +230,12 @@ func (m *Manager) ReleaseControl(ctx context.Context, tenant, id string) (*Contr
 
 // RequestHuman records an agent's request for a human, visible in the
 // control state (and so to viewers); the oldest is dropped past 16.
-func (m *Manager) RequestHuman(ctx context.Context, tenant, id, reason string) (*ControlState, error) {
+func (m *Manager) RequestHuman(ctx context.Context, tenant, id, reason string) (*api.DesktopControl, error) {
 	if reason == "" || len(reason) > 1024 {
 		return nil, bad("invalid_argument", "reason must be 1..1024 bytes")
 	}
 	st, err := m.change(ctx, tenant, id, func(l *lease, now time.Time) (bool, error) {
-		l.st.Requests = append(l.st.Requests, ControlRequest{Reason: reason, At: now.UTC()})
+		l.st.Requests = append(l.st.Requests, api.DesktopControlRequest{Reason: reason, At: now.UTC()})
 		if len(l.st.Requests) > maxRequests {
 			l.st.Requests = l.st.Requests[len(l.st.Requests)-maxRequests:]
 		}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"genesis.dev/sandbox/api"
 )
 
 // Coalescing of a human's live-view input into trace events.
@@ -42,7 +44,7 @@ type inputLog struct {
 
 type pointerRun struct {
 	button byte
-	path   []Point
+	path   []api.ComputerPoint
 	moved  bool
 }
 
@@ -212,7 +214,7 @@ func (l *inputLog) pointer(mask byte, x, y int) {
 	}
 	if l.press != nil {
 		bit := byte(1) << (l.press.button - 1)
-		p := Point{x, y}
+		p := api.ComputerPoint{X: x, Y: y}
 		last := l.press.path[len(l.press.path)-1]
 		if p != last {
 			first := l.press.path[0]
@@ -235,7 +237,7 @@ func (l *inputLog) pointer(mask byte, x, y int) {
 		bit := byte(1) << (b - 1)
 		if mask&bit != 0 && prev&bit == 0 {
 			l.flushLocked(false)
-			l.press = &pointerRun{button: b, path: []Point{{x, y}}}
+			l.press = &pointerRun{button: b, path: []api.ComputerPoint{{X: x, Y: y}}}
 			return
 		}
 	}
@@ -249,7 +251,7 @@ func (l *inputLog) release(p *pointerRun) {
 		return
 	}
 	if c := l.click; c != nil {
-		at := c["at"].(Point)
+		at := c["at"].(api.ComputerPoint)
 		if c["button"] == buttonNames[p.button] && abs(at.X-from.X) <= clickSlop && abs(at.Y-from.Y) <= clickSlop && c["count"].(int) < 3 {
 			c["count"] = c["count"].(int) + 1
 			return

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/recording"
 	"genesis.dev/sandbox/internal/trace"
 )
@@ -71,7 +72,7 @@ func recordTo(ctx context.Context, rec trace.Recorder, tenant, id, actor, kind s
 // started records that step i of the batch starts: its arguments (the
 // text of a sensitive action as a count), and its position in logical
 // and physical (the display's) pixels.
-func (tr *traced) started(ctx context.Context, i int, a Action, st step, sc scaler) {
+func (tr *traced) started(ctx context.Context, i int, a api.ComputerAction, st step, sc scaler) {
 	if tr == nil {
 		return
 	}
@@ -91,13 +92,13 @@ func (tr *traced) started(ctx context.Context, i int, a Action, st step, sc scal
 		p := st.pts[len(st.pts)-1]
 		x, y := sc.toReal(p)
 		d["logical"] = p
-		d["physical"] = Point{x, y}
+		d["physical"] = api.ComputerPoint{X: x, Y: y}
 	}
 	tr.record(ctx, trace.ActorAgent, "computer.action.started", d)
 }
 
 // finished records how step r ended.
-func (tr *traced) finished(ctx context.Context, r StepResult) {
+func (tr *traced) finished(ctx context.Context, r api.ComputerStepResult) {
 	if tr == nil {
 		return
 	}
@@ -147,14 +148,14 @@ func (tr *traced) keep(ctx context.Context, sc scaler, i int, st step, phase str
 	ev := map[string]any{"batch": tr.batch, "index": i, "action": st.kind, "phase": phase}
 	if len(st.pts) > 0 {
 		x, y := sc.toReal(st.pts[len(st.pts)-1])
-		ev["physical"] = Point{x, y}
+		ev["physical"] = api.ComputerPoint{X: x, Y: y}
 	}
 	if err != nil {
 		ev["error"] = err.Error()
 		tr.record(ctx, trace.ActorSystem, "computer.screenshot", ev)
 		return
 	}
-	ev["size"] = Size{img.Rect.Dx(), img.Rect.Dy()}
+	ev["size"] = api.DisplaySize{Width: img.Rect.Dx(), Height: img.Rect.Dy()}
 	tr.m.encoders <- struct{}{}
 	go func() {
 		defer func() { <-tr.m.encoders }()

@@ -16,6 +16,8 @@ import (
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xproto"
 	"github.com/jezek/xgb/xtest"
+
+	"genesis.dev/sandbox/api"
 )
 
 // X event types XTEST's FakeInput takes.
@@ -302,23 +304,8 @@ func (d *display) atom(name string) (xproto.Atom, error) {
 	return r.Atom, nil
 }
 
-// Window is a top-level window the window manager lists.
-type Window struct {
-	ID    string `json:"id"`
-	Title string `json:"title"`
-	// Class is the window's class (WM_CLASS: its program, such as XTerm
-	// or Chromium), Instance its instance name (xterm, chromium).
-	Class    string `json:"class,omitempty"`
-	Instance string `json:"instance,omitempty"`
-	X        int    `json:"x"`
-	Y        int    `json:"y"`
-	Width    int    `json:"width"`
-	Height   int    `json:"height"`
-	Active   bool   `json:"active"`
-}
-
 // windows lists _NET_CLIENT_LIST in real coordinates.
-func (d *display) windows() ([]Window, error) {
+func (d *display) windows() ([]api.ComputerWindow, error) {
 	list, err := d.atom("_NET_CLIENT_LIST")
 	if err != nil {
 		return nil, err
@@ -335,7 +322,7 @@ func (d *display) windows() ([]Window, error) {
 	if ap, err := xproto.GetProperty(d.conn, false, d.root, activeAtom, xproto.AtomWindow, 0, 1).Reply(); err == nil && len(ap.Value) >= 4 {
 		active = xproto.Window(binary.LittleEndian.Uint32(ap.Value))
 	}
-	out := []Window{}
+	out := []api.ComputerWindow{}
 	for i := 0; i+4 <= len(p.Value); i += 4 {
 		w := xproto.Window(binary.LittleEndian.Uint32(p.Value[i:]))
 		g, err := xproto.GetGeometry(d.conn, xproto.Drawable(w)).Reply()
@@ -347,7 +334,7 @@ func (d *display) windows() ([]Window, error) {
 			continue
 		}
 		instance, class := d.class(w)
-		out = append(out, Window{ID: fmt.Sprintf("0x%x", uint32(w)), Title: d.title(w), Class: class, Instance: instance,
+		out = append(out, api.ComputerWindow{ID: fmt.Sprintf("0x%x", uint32(w)), Title: d.title(w), Class: class, Instance: instance,
 			X: int(tr.DstX), Y: int(tr.DstY), Width: int(g.Width), Height: int(g.Height), Active: w == active})
 	}
 	return out, nil

@@ -5,7 +5,7 @@ import (
 	"mime"
 	"net/http"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -17,29 +17,9 @@ func (s *Server) artifactRoutes() {
 	s.handle("GET", "/v1/artifacts/{id}/meta", true, s.artifactMeta)
 }
 
-func artifactSpec(req *client.ArtifactRequest) *sandbox.ArtifactSpec {
-	if req == nil {
-		return nil
-	}
-	return &sandbox.ArtifactSpec{Paths: req.Paths, MaxFileBytes: req.MaxFileBytes, MaxTotalBytes: req.MaxTotalBytes}
-}
-
-func artifactWire(a *sandbox.Artifact) client.Artifact {
-	return client.Artifact{ID: a.ID, JobID: a.JobID, SandboxID: a.SandboxID, Path: a.Path, Name: a.Name, Size: a.Size,
-		SHA256: a.SHA256, MIME: a.MIME, CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt}
-}
-
-func artifactSummaryWire(c *sandbox.ArtifactCollection) *client.ArtifactSummary {
-	if c == nil {
-		return nil
-	}
-	return &client.ArtifactSummary{State: string(c.State), Collected: c.Collected, CollectedBytes: c.CollectedBytes,
-		Skipped: len(c.Skipped), Error: c.Error}
-}
-
 // execResult is the answer of a synchronous exec, with the outcome of its
 // artifact request when it made one.
-func (s *Server) execResult(r *http.Request, req client.ExecRequest, out *jobs.ExecOutput) client.ExecResult {
+func (s *Server) execResult(r *http.Request, req api.ExecRequest, out *jobs.ExecOutput) api.ExecResult {
 	res := execResultWire(out)
 	if req.Artifacts != nil {
 		res.Artifacts = artifactSummaryWire(s.arts.Summary(r.Context(), out.Job.ID))
@@ -49,7 +29,7 @@ func (s *Server) execResult(r *http.Request, req client.ExecRequest, out *jobs.E
 
 // jobWithArtifacts is a job record with the outcome of its artifact
 // request, if it made one.
-func (s *Server) jobWithArtifacts(r *http.Request, j *sandbox.Job) client.Job {
+func (s *Server) jobWithArtifacts(r *http.Request, j *sandbox.Job) api.Job {
 	w := jobWire(j)
 	w.Artifacts = artifactSummaryWire(s.arts.Summary(r.Context(), j.ID))
 	return w
@@ -63,17 +43,7 @@ func (s *Server) listArtifacts(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := client.ArtifactList{JobID: jobID, State: "none", Requested: []string{}, Items: []client.Artifact{}, Skipped: []client.SkippedArtifact{}}
-	if c != nil {
-		out.State, out.Requested, out.Error = string(c.State), c.Spec.Paths, c.Error
-		for _, sk := range c.Skipped {
-			out.Skipped = append(out.Skipped, client.SkippedArtifact{Path: sk.Path, Size: sk.Size, Reason: sk.Reason, Detail: sk.Detail})
-		}
-	}
-	for _, a := range list {
-		out.Items = append(out.Items, artifactWire(a))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, artifactListWire(jobID, c, list))
 }
 
 // artifactMeta serves GET /v1/artifacts/{id}/meta.

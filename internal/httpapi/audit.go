@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/tenant"
@@ -168,13 +168,12 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	page := client.AuditPage{Items: []client.AuditRecord{}, NextCursor: strconv.FormatInt(max(f.AfterSeq, f.BeforeSeq), 10)}
+	page := api.AuditPage{Items: []api.AuditRecord{}, NextCursor: strconv.FormatInt(max(f.AfterSeq, f.BeforeSeq), 10)}
 	if len(list) > limit {
 		list, page.HasMore = list[:limit], true
 	}
 	for _, a := range list {
-		page.Items = append(page.Items, client.AuditRecord{Seq: a.Seq, Time: a.Time, Actor: a.Actor, Tenant: a.Tenant, Action: a.Action,
-			Target: a.Target, Status: a.Status, Code: a.Code, RequestID: a.RequestID, Remote: a.Remote})
+		page.Items = append(page.Items, auditRecordWire(a))
 		page.NextCursor = strconv.FormatInt(a.Seq, 10)
 	}
 	writeJSON(w, http.StatusOK, page)

@@ -1,13 +1,12 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/browser"
 	"genesis.dev/sandbox/internal/errdefs"
 )
@@ -109,17 +108,11 @@ func (s *Server) browserStatus(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	base := s.publicURL + "/v1/sandboxes/" + url.PathEscape(id) + "/browser"
-	out := client.BrowserStatus{SandboxID: st.SandboxID, Ready: st.Ready, Browser: st.Browser, Versions: st.Versions,
-		DownloadsDir: st.DownloadsDir, Session: st.Session, CDPURL: base}
-	if st.Playwright {
-		out.PlaywrightURL = "ws" + strings.TrimPrefix(base, "http") + "/playwright"
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, browserStatusWire(st, s.publicURL+"/v1/sandboxes/"+url.PathEscape(id)+"/browser"))
 }
 
 func (s *Server) browserActions(w http.ResponseWriter, r *http.Request) {
-	var req browser.ActionsRequest
+	var req api.BrowserActionsRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -129,26 +122,11 @@ func (s *Server) browserActions(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := client.BrowserActionsResult{OK: res.OK, URL: res.URL, Title: res.Title, Tab: res.Tab,
-		Results: make([]client.BrowserActionResult, len(res.Results))}
-	for i, ar := range res.Results {
-		cr := client.BrowserActionResult{Index: ar.Index, Type: ar.Type, OK: ar.OK, Ms: ar.Ms, Error: ar.Error}
-		if ar.Value != nil {
-			if b, err := json.Marshal(ar.Value); err == nil {
-				cr.Value = b
-			}
-		}
-		if ar.Artifact != nil {
-			a := artifactWire(ar.Artifact)
-			cr.Artifact = &a
-		}
-		out.Results[i] = cr
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, browserActionsWire(res))
 }
 
 func (s *Server) browserLink(w http.ResponseWriter, r *http.Request) {
-	var req client.CreatePortLinkRequest
+	var req api.CreatePortLinkRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -165,7 +143,7 @@ func (s *Server) browserLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	base := s.publicURL + "/v1/browsers/" + token
-	out := client.BrowserLink{CDPURL: base, SandboxID: id, ExpiresAt: exp.UTC()}
+	out := api.BrowserLink{CDPURL: base, SandboxID: id, ExpiresAt: exp.UTC()}
 	if st.Playwright {
 		out.PlaywrightURL = "ws" + strings.TrimPrefix(base, "http") + "/playwright"
 	}
@@ -177,7 +155,7 @@ func (s *Server) browserDownloads(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) keepBrowserDownloads(w http.ResponseWriter, r *http.Request) {
-	var req client.KeepBrowserDownloadsRequest
+	var req api.KeepBrowserDownloadsRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -191,19 +169,15 @@ func (s *Server) writeDownloads(w http.ResponseWriter, r *http.Request, keep boo
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := client.BrowserDownloadList{Items: make([]client.BrowserDownload, len(list))}
+	out := api.BrowserDownloadList{Items: make([]api.BrowserDownload, len(list))}
 	for i, d := range list {
-		out.Items[i] = client.BrowserDownload{Name: d.Name, Path: d.Path, Size: d.Size, SHA256: d.SHA256, ModTime: d.ModTime.UTC(), Partial: d.Partial}
-		if d.Artifact != nil {
-			a := artifactWire(d.Artifact)
-			out.Items[i].Artifact = &a
-		}
+		out.Items[i] = browserDownloadWire(d)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) saveBrowserProfile(w http.ResponseWriter, r *http.Request) {
-	var req client.SaveBrowserProfileRequest
+	var req api.SaveBrowserProfileRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -213,7 +187,7 @@ func (s *Server) saveBrowserProfile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) loadBrowserProfile(w http.ResponseWriter, r *http.Request) {
-	var req client.LoadBrowserProfileRequest
+	var req api.LoadBrowserProfileRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -227,6 +201,5 @@ func (s *Server) writeBrowserProfile(w http.ResponseWriter, r *http.Request, res
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, client.BrowserProfile{SandboxID: res.SandboxID, Artifact: artifactWire(res.Artifact),
-		Entries: res.Entries, Bytes: res.Bytes, DurationMS: res.DurationMS})
+	writeJSON(w, http.StatusOK, browserProfileWire(res))
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/console"
 	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -59,7 +59,7 @@ func (s *Server) desktopRoutes() {
 const displayScope = "display:"
 
 func (s *Server) displayLink(w http.ResponseWriter, r *http.Request) {
-	var req client.CreateDisplayLinkRequest
+	var req api.CreateDisplayLinkRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -79,7 +79,7 @@ func (s *Server) displayLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	base := s.publicURL
-	writeJSON(w, http.StatusCreated, client.DisplayLink{SandboxID: id, Role: req.Role, ExpiresAt: exp.UTC(),
+	writeJSON(w, http.StatusCreated, api.DisplayLink{SandboxID: id, Role: req.Role, ExpiresAt: exp.UTC(),
 		VNCURL: "ws" + strings.TrimPrefix(base, "http") + "/v1/displays/" + token + "/vnc", ViewerURL: base + "/v1/displays/" + token + "/viewer"})
 }
 
@@ -176,15 +176,6 @@ func (s *Server) displayVNC(w http.ResponseWriter, r *http.Request) {
 // maxControlWait bounds GET …/control?after=N's wait.
 const maxControlWait = 60 * time.Second
 
-func controlWire(st *desktop.ControlState) client.DesktopControl {
-	out := client.DesktopControl{SandboxID: st.SandboxID, Holder: st.Holder, Reason: st.Reason, Since: st.Since.UTC(),
-		AllowScreenshots: st.AllowScreenshots, Version: st.Version, Requests: make([]client.DesktopControlRequest, len(st.Requests))}
-	for i, r := range st.Requests {
-		out.Requests[i] = client.DesktopControlRequest{Reason: r.Reason, At: r.At.UTC()}
-	}
-	return out
-}
-
 func (s *Server) desktopControl(w http.ResponseWriter, r *http.Request) {
 	after, wait := int64(-1), 30*time.Second
 	q := r.URL.Query()
@@ -220,22 +211,21 @@ func (s *Server) desktopControl(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, controlWire(st))
+	writeJSON(w, http.StatusOK, st)
 }
 
 func (s *Server) takeDesktopControl(w http.ResponseWriter, r *http.Request) {
-	var req client.TakeDesktopControlRequest
+	var req api.TakeDesktopControlRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	st, err := s.desktop.TakeControl(r.Context(), tenantOf(r), r.PathValue("id"),
-		desktop.TakeControl{Holder: req.Holder, Reason: req.Reason, AllowScreenshots: req.AllowScreenshots})
+	st, err := s.desktop.TakeControl(r.Context(), tenantOf(r), r.PathValue("id"), req)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, controlWire(st))
+	writeJSON(w, http.StatusOK, st)
 }
 
 func (s *Server) releaseDesktopControl(w http.ResponseWriter, r *http.Request) {
@@ -244,11 +234,11 @@ func (s *Server) releaseDesktopControl(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, controlWire(st))
+	writeJSON(w, http.StatusOK, st)
 }
 
 func (s *Server) requestHuman(w http.ResponseWriter, r *http.Request) {
-	var req client.RequestHumanRequest
+	var req api.RequestHumanRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -258,49 +248,21 @@ func (s *Server) requestHuman(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, controlWire(st))
+	writeJSON(w, http.StatusCreated, st)
 }
 
 func (s *Server) computerActions(w http.ResponseWriter, r *http.Request) {
-	var req client.ComputerActionsRequest
+	var req api.ComputerActionsRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	in := desktop.ActionsRequest{Screenshot: req.Screenshot, Actions: make([]desktop.Action, len(req.Actions))}
-	if req.Display != nil {
-		in.Display = &desktop.Size{Width: req.Display.Width, Height: req.Display.Height}
-	}
-	for i, a := range req.Actions {
-		da := desktop.Action{Action: a.Action, Coordinate: a.Coordinate, X: a.X, Y: a.Y, StartCoordinate: a.StartCoordinate,
-			Button: a.Button, Text: a.Text, Keys: a.Keys, ScrollDirection: a.ScrollDirection, ScrollAmount: a.ScrollAmount,
-			ScrollX: a.ScrollX, ScrollY: a.ScrollY, Duration: a.Duration, Region: a.Region, Window: a.Window, Title: a.Title,
-			Command: a.Command, Env: a.Env, Sensitive: a.Sensitive}
-		for _, p := range a.Path {
-			da.Path = append(da.Path, desktop.Point{X: p.X, Y: p.Y})
-		}
-		in.Actions[i] = da
-	}
-	res, err := s.desktop.Run(r.Context(), tenantOf(r), r.PathValue("id"), &in)
+	res, err := s.desktop.Run(r.Context(), tenantOf(r), r.PathValue("id"), &req)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := client.ComputerActionsResult{Completed: res.Completed, OK: res.OK, Screenshot: res.Screenshot,
-		Display: client.DisplaySize(res.Display), Real: client.DisplaySize(res.Real),
-		Results: make([]client.ComputerStepResult, len(res.Results))}
-	for i, sr := range res.Results {
-		cr := client.ComputerStepResult{Index: sr.Index, Action: sr.Action, OK: sr.OK, Error: sr.Error, Code: sr.Code,
-			Screenshot: sr.Screenshot, JobID: sr.JobID, DurationMS: sr.DurationMS}
-		if sr.Cursor != nil {
-			cr.Cursor = &client.ComputerPoint{X: sr.Cursor.X, Y: sr.Cursor.Y}
-		}
-		for _, w := range sr.Windows {
-			cr.Windows = append(cr.Windows, client.ComputerWindow(w))
-		}
-		out.Results[i] = cr
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, res)
 }
 
 // viewerAsset serves the live-view page's script and style.
@@ -310,11 +272,6 @@ func (s *Server) viewerAsset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.viewer.ServeAsset(w, r)
-}
-
-func recordingWire(r *recording.Recording) client.Recording {
-	return client.Recording{ID: r.ID, SandboxID: r.SandboxID, Source: r.Source, State: r.State, FPS: r.FPS, SegmentSeconds: r.SegmentSeconds,
-		StartedAt: r.StartedAt, StoppedAt: r.StoppedAt, Segments: r.Segments, Bytes: r.Bytes, Error: r.Error}
 }
 
 // recorder is a workload that records a sandbox's screen (the desktop's
@@ -329,7 +286,7 @@ type recorder interface {
 // path for m.
 func (s *Server) recordingRoutes(path string, m recorder) {
 	s.handle("POST", path, true, func(w http.ResponseWriter, r *http.Request) {
-		var req client.RecordingRequest
+		var req api.RecordingRequest
 		if err := s.decode(w, r, &req); err != nil {
 			s.writeProblem(w, r, err)
 			return

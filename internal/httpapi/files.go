@@ -8,70 +8,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/files"
 )
-
-// Wire shapes of the file routes.
-
-// fileInfo describes one file of a sandbox.
-type fileInfo struct {
-	Path            string    `json:"path"`
-	Name            string    `json:"name"`
-	Type            string    `json:"type"` // file | dir | symlink | fifo | socket | device | other
-	Size            int64     `json:"size"`
-	Mode            string    `json:"mode"` // octal, e.g. "0644"
-	ModTime         time.Time `json:"mtime"`
-	UID             int       `json:"uid"`
-	GID             int       `json:"gid"`
-	LinkTarget      string    `json:"link_target,omitempty"`
-	NameInvalidUTF8 bool      `json:"name_invalid_utf8,omitempty"`
-}
-
-// fileList is a listing.
-type fileList struct {
-	Path      string     `json:"path"`
-	Entries   []fileInfo `json:"entries"`
-	Truncated bool       `json:"truncated"`
-}
-
-// fileWritten is the answer of an upload.
-type fileWritten struct {
-	Path   string `json:"path"`
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256"`
-	Mode   string `json:"mode"`
-}
-
-type mkdirBody struct {
-	Path    string `json:"path"`
-	Mode    string `json:"mode,omitempty"`
-	Parents *bool  `json:"parents,omitempty"`
-}
-
-type moveBody struct {
-	From      string `json:"from"`
-	To        string `json:"to"`
-	Overwrite bool   `json:"overwrite,omitempty"`
-}
-
-type deleteBody struct {
-	Path      string `json:"path"`
-	Recursive bool   `json:"recursive,omitempty"`
-}
-
-type chmodBody struct {
-	Path string `json:"path"`
-	Mode string `json:"mode"`
-}
-
-func fileInfoWire(i files.FileInfo) fileInfo {
-	return fileInfo{Path: i.Path, Name: i.Name, Type: i.Type, Size: i.Size, Mode: i.Mode, ModTime: i.ModTime,
-		UID: i.UID, GID: i.GID, LinkTarget: i.LinkTarget, NameInvalidUTF8: i.NameInvalidUTF8}
-}
 
 // fileRoutes registers the file routes.
 func (s *Server) fileRoutes() {
@@ -90,53 +31,32 @@ func (s *Server) fileRoutes() {
 	s.handle("POST", "/v1/sandboxes/{id}/files/replace", true, s.replaceInFiles)
 }
 
-// The search and replace bodies and answers are the agent protocol's
-// shapes, field for field.
-type (
-	searchBody    = files.SearchRequest
-	replaceBody   = files.ReplaceRequest
-	searchAnswer  = files.SearchResult
-	replaceAnswer = files.ReplaceResult
-)
-
 func (s *Server) searchFiles(w http.ResponseWriter, r *http.Request) {
-	var b searchBody
+	var b api.SearchRequest
 	if err := s.decode(w, r, &b); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	res, err := s.files.SearchFiles(r.Context(), tenantOf(r), r.PathValue("id"), b)
+	res, err := s.files.SearchFiles(r.Context(), tenantOf(r), r.PathValue("id"), files.SearchRequest(b))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, searchAnswer(res))
+	writeJSON(w, http.StatusOK, searchWire(res))
 }
 
 func (s *Server) replaceInFiles(w http.ResponseWriter, r *http.Request) {
-	var b replaceBody
+	var b api.ReplaceRequest
 	if err := s.decode(w, r, &b); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	res, err := s.files.ReplaceInFiles(r.Context(), tenantOf(r), r.PathValue("id"), b)
+	res, err := s.files.ReplaceInFiles(r.Context(), tenantOf(r), r.PathValue("id"), files.ReplaceRequest(b))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, replaceAnswer(res))
-}
-
-// extractResult is the answer of an extraction.
-type extractResult struct {
-	Path      string `json:"path"`
-	Entries   int    `json:"entries"`
-	Files     int    `json:"files"`
-	Dirs      int    `json:"dirs"`
-	Symlinks  int    `json:"symlinks"`
-	Hardlinks int    `json:"hardlinks"`
-	Skipped   int    `json:"skipped"`
-	Bytes     int64  `json:"bytes"`
+	writeJSON(w, http.StatusOK, replaceWire(res))
 }
 
 // extractArchive serves POST /v1/sandboxes/{id}/files/extract?path=: the
@@ -154,8 +74,7 @@ func (s *Server) extractArchive(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, extractResult{Path: res.Path, Entries: res.Entries, Files: res.Files, Dirs: res.Dirs,
-		Symlinks: res.Symlinks, Hardlinks: res.Hardlinks, Skipped: res.Skipped, Bytes: res.Bytes})
+	writeJSON(w, http.StatusOK, api.ExtractResult(res))
 }
 
 // readArchive serves GET /v1/sandboxes/{id}/files/archive?path=: the
@@ -212,7 +131,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/v1/sandboxes/"+url.PathEscape(r.PathValue("id"))+"/files?"+url.Values{"path": {res.Path}}.Encode())
-	writeJSON(w, http.StatusCreated, fileWritten{Path: res.Path, Size: res.Size, SHA256: res.SHA256, Mode: res.Mode})
+	writeJSON(w, http.StatusCreated, api.FileWritten(res))
 }
 
 // getFile serves GET (and HEAD) /v1/sandboxes/{id}/files?path=, streamed
@@ -258,9 +177,9 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 // writeStatusProblem writes a problem whose status is not an error class
 // of the one table (416 belongs to Range, not to a class).
 func (s *Server) writeStatusProblem(w http.ResponseWriter, r *http.Request, status int, code, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Content-Type", api.ProblemMediaType)
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(client.Problem{
+	_ = json.NewEncoder(w).Encode(api.Problem{
 		Type: problemType + code, Title: http.StatusText(status), Status: status, Detail: detail,
 		Code: code, Instance: r.URL.Path, RequestID: requestID(r),
 	})
@@ -272,7 +191,7 @@ func (s *Server) statFile(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, fileInfoWire(info))
+	writeJSON(w, http.StatusOK, api.FileInfo(info))
 }
 
 func positiveQuery(r *http.Request, name string) (int, error) {
@@ -303,48 +222,44 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := fileList{Path: list.Path, Truncated: list.Truncated, Entries: make([]fileInfo, len(list.Entries))}
-	for i, e := range list.Entries {
-		out.Entries[i] = fileInfoWire(e)
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, fileListWire(list))
 }
 
 func (s *Server) mkdir(w http.ResponseWriter, r *http.Request) {
-	var b mkdirBody
+	var b api.MkdirRequest
 	if err := s.decode(w, r, &b); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	info, err := s.files.Mkdir(r.Context(), tenantOf(r), r.PathValue("id"), files.MkdirRequest{Path: b.Path, Mode: b.Mode, Parents: b.Parents})
+	info, err := s.files.Mkdir(r.Context(), tenantOf(r), r.PathValue("id"), files.MkdirRequest(b))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, fileInfoWire(info))
+	writeJSON(w, http.StatusOK, api.FileInfo(info))
 }
 
 func (s *Server) moveFile(w http.ResponseWriter, r *http.Request) {
-	var b moveBody
+	var b api.MoveRequest
 	if err := s.decode(w, r, &b); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	info, err := s.files.MoveFile(r.Context(), tenantOf(r), r.PathValue("id"), files.MoveRequest{From: b.From, To: b.To, Overwrite: b.Overwrite})
+	info, err := s.files.MoveFile(r.Context(), tenantOf(r), r.PathValue("id"), files.MoveRequest(b))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, fileInfoWire(info))
+	writeJSON(w, http.StatusOK, api.FileInfo(info))
 }
 
 func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
-	var b deleteBody
+	var b api.DeleteFileRequest
 	if err := s.decode(w, r, &b); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	if err := s.files.DeleteFile(r.Context(), tenantOf(r), r.PathValue("id"), files.DeleteRequest{Path: b.Path, Recursive: b.Recursive}); err != nil {
+	if err := s.files.DeleteFile(r.Context(), tenantOf(r), r.PathValue("id"), files.DeleteRequest(b)); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
@@ -352,15 +267,15 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) chmodFile(w http.ResponseWriter, r *http.Request) {
-	var b chmodBody
+	var b api.ChmodRequest
 	if err := s.decode(w, r, &b); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	info, err := s.files.ChmodFile(r.Context(), tenantOf(r), r.PathValue("id"), files.ChmodRequest{Path: b.Path, Mode: b.Mode})
+	info, err := s.files.ChmodFile(r.Context(), tenantOf(r), r.PathValue("id"), files.ChmodRequest(b))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, fileInfoWire(info))
+	writeJSON(w, http.StatusOK, api.FileInfo(info))
 }

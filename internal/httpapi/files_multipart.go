@@ -8,15 +8,10 @@ import (
 	"mime/multipart"
 	"net/http"
 
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/files"
 )
-
-// filesUploaded is the answer of a multipart upload: the files written,
-// in the order of the parts.
-type filesUploaded struct {
-	Files []fileWritten `json:"files"`
-}
 
 // uploadFiles serves POST /v1/sandboxes/{id}/files?path=DIR&mode=&overwrite=
 // with a multipart/form-data body: each part's filename is its target path
@@ -68,9 +63,9 @@ func (s *Server) uploadFiles(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := filesUploaded{Files: make([]fileWritten, len(res))}
+	out := api.UploadFilesResult{Files: make([]api.UploadedFile, len(res))}
 	for i, f := range res {
-		out.Files[i] = fileWritten{Path: f.Path, Size: f.Size, SHA256: f.SHA256, Mode: f.Mode}
+		out.Files[i] = api.UploadedFile(f)
 	}
 	writeJSON(w, http.StatusCreated, out)
 }

@@ -1,16 +1,13 @@
 package httpapi
 
 import (
-	"encoding/base64"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/jobs"
@@ -19,65 +16,26 @@ import (
 )
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, client.Health{Status: "ok"})
+	writeJSON(w, http.StatusOK, api.Health{Status: "ok"})
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ok, checks := s.ctl.Readiness(r.Context())
 	if !ok {
 		w.Header().Set("Retry-After", "5")
-		writeJSON(w, http.StatusServiceUnavailable, client.Health{Status: "unavailable", Checks: checks})
+		writeJSON(w, http.StatusServiceUnavailable, api.Health{Status: "unavailable", Checks: checks})
 		return
 	}
-	writeJSON(w, http.StatusOK, client.Health{Status: "ok", Checks: checks})
+	writeJSON(w, http.StatusOK, api.Health{Status: "ok", Checks: checks})
 }
 
-func profileWire(v control.ProfileView) client.Profile {
-	status := imageStatus(v.ImagePresent, v.ImageBuild)
-	p := client.Profile{
-		Name: v.Name, Description: v.Description, Image: v.ImageRef, ImageStatus: status,
-		AllowedRuntimes:  runtimes(v.AllowedRuntimes),
-		UsableRuntimes:   runtimes(v.UsableRuntimes),
-		DefaultResources: client.Resources{CPU: v.Resources.CPU, MemoryMB: v.Resources.MemoryMB, Pids: v.Resources.Pids, DiskMB: v.Resources.DiskMB},
-		Network:          string(v.Network.Mode), User: v.User, ReadOnlyRoot: v.ReadOnlyRoot,
-		FileRoots: v.Roots(),
-	}
-	if !v.ImagePresent {
-		p.BuildCommand = v.BuildCommand
-		p.ImageBuild = imageBuildWire(v.ImageBuild)
-	}
-	p.Pools = []client.ProfilePool{}
-	if v.WarmPools {
-		for _, ps := range v.Pools {
-			p.Pools = append(p.Pools, client.ProfilePool{Runtime: string(ps.Runtime), MinIdle: ps.MinIdle, MaxTotal: ps.MaxTotal})
-		}
-	}
-	p.Lease = client.ProfileLease{DefaultTTLSeconds: v.LeaseDefaultTTL, MaxTTLSeconds: v.LeaseMaxTTL}
-	p.Versions = v.Versions
-	if b := v.Browser; b != nil {
-		p.Browser = &client.ProfileBrowser{CDPPort: b.CDPPort, PlaywrightPort: b.PlaywrightPort, DownloadsDir: b.DownloadsDir, MaxActions: b.MaxActions}
-	}
-	if d := v.Desktop; d != nil {
-		p.Desktop = &client.ProfileDesktop{Width: d.Width, Height: d.Height, MaxActions: d.MaxActions}
-	}
-	return p
-}
-
-func runtimes(rs []sandbox.Runtime) []string {
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = string(r)
-	}
-	return out
-}
-
-func (s *Server) profileList(w http.ResponseWriter, r *http.Request) ([]client.Profile, bool) {
+func (s *Server) profileList(w http.ResponseWriter, r *http.Request) ([]api.Profile, bool) {
 	views, err := s.ctl.Profiles(r.Context())
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return nil, false
 	}
-	out := make([]client.Profile, len(views))
+	out := make([]api.Profile, len(views))
 	for i, v := range views {
 		out[i] = profileWire(v)
 	}
@@ -87,7 +45,7 @@ func (s *Server) profileList(w http.ResponseWriter, r *http.Request) ([]client.P
 func (s *Server) profiles(w http.ResponseWriter, r *http.Request) {
 	items, ok := s.profileList(w, r)
 	if ok {
-		writeJSON(w, http.StatusOK, client.ProfileList{Items: items})
+		writeJSON(w, http.StatusOK, api.ProfileList{Items: items})
 	}
 }
 
@@ -98,63 +56,35 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	c := client.Capabilities{
+	c := api.Capabilities{
 		Driver: p.Driver, Healthy: p.Healthy, Error: p.Error, DaemonVersion: p.DaemonVersion,
 		APIVersion: p.APIVersion, KernelVersion: p.KernelVersion, CgroupVersion: p.CgroupVersion,
-		Checkpoint: client.Feature{Supported: p.Checkpoint.Supported, Method: p.Checkpoint.Method, Reason: p.Checkpoint.Reason},
-		DiskQuota:  client.Feature{Supported: dq.Enforced, Enforced: dq.Enforced, Method: dq.Method, Reason: dq.Reason},
+		Checkpoint: api.Feature{Supported: p.Checkpoint.Supported, Method: p.Checkpoint.Method, Reason: p.Checkpoint.Reason},
+		DiskQuota:  diskQuotaWire(dq),
 		RiskPolicy: control.RiskPolicy(p),
 		Profiles:   items,
 		CheckedAt:  p.CheckedAt,
-		Runtimes:   []client.RuntimeInfo{},
+		Runtimes:   []api.RuntimeInfo{},
 		Network:    networkCapabilitiesWire(s.ctl.NetworkCapabilities()),
 	}
+	// The probe's types are the driver's, which the API may not import, so
+	// they cannot be named in a conversion of wire.go: read here.
 	for _, rt := range p.Runtimes {
-		c.Runtimes = append(c.Runtimes, client.RuntimeInfo{Name: rt.Name, Path: rt.Path, Version: rt.Version,
+		c.Runtimes = append(c.Runtimes, api.RuntimeInfo{Name: rt.Name, Path: rt.Path, Version: rt.Version,
 			Healthy: rt.Healthy, Error: rt.Error, SmokeMS: rt.SmokeMS, CheckedAt: rt.CheckedAt})
 	}
 	writeJSON(w, http.StatusOK, c)
 }
 
-func sandboxWire(sb *sandbox.Sandbox) client.Sandbox {
-	out := client.Sandbox{
-		ID: sb.ID, Tenant: sb.Tenant, State: string(sb.State), Profile: sb.Profile, Runtime: string(sb.Runtime),
-		RiskLevel: string(sb.RiskLevel), Image: sb.Image,
-		Resources:     client.Resources{CPU: sb.Resources.CPU, MemoryMB: sb.Resources.MemoryMB, Pids: sb.Resources.Pids, DiskMB: sb.Resources.DiskMB},
-		Metadata:      sb.Metadata,
-		FailureReason: sb.FailureReason, ResourceVersion: strconv.FormatInt(sb.ResourceVersion, 10),
-		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: sb.ExpiresAt,
-		Network: networkSummaryWire(sb.Network), Reserved: sb.Reserved,
-	}
-	if su := sb.Suspension; su != nil {
-		out.Suspension = &client.Suspension{ResumeState: string(su.ResumeState), Operation: su.Operation, Memory: su.Memory, Since: su.Since}
-	}
-	if out.Metadata == nil {
-		out.Metadata = map[string]string{}
-	}
-	for k := range sb.Env {
-		out.EnvKeys = append(out.EnvKeys, k)
-	}
-	slices.Sort(out.EnvKeys)
-	return out
-}
-
 func etag(sb *sandbox.Sandbox) string { return `"` + strconv.FormatInt(sb.ResourceVersion, 10) + `"` }
 
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
-	var req client.CreateSandboxRequest
+	var req api.CreateSandboxRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	in := control.CreateSandboxInput{
-		Tenant: tenantOf(r), Profile: req.Profile, Runtime: req.Runtime, RiskLevel: req.RiskLevel,
-		Env: req.Env, Metadata: req.Metadata, TTLSeconds: req.TTLSeconds, ReadOnlyRoot: req.ReadOnlyRoot,
-		IdempotencyKey: r.Header.Get("Idempotency-Key"), WaitSeconds: req.WaitSeconds, Network: policyIn(req.Network),
-	}
-	if req.Resources != nil {
-		in.Resources = sandbox.Resources{CPU: req.Resources.CPU, MemoryMB: req.Resources.MemoryMB, Pids: req.Resources.Pids, DiskMB: req.Resources.DiskMB}
-	}
+	in := createSandboxInput(tenantOf(r), r.Header.Get(api.HeaderIdempotencyKey), req)
 	start := time.Now()
 	var sb *sandbox.Sandbox
 	var made *snapshots.Made
@@ -220,7 +150,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := client.SandboxList{Items: make([]client.Sandbox, len(list))}
+	out := api.SandboxList{Items: make([]api.Sandbox, len(list))}
 	for i, sb := range list {
 		out.Items[i] = sandboxWire(sb)
 	}
@@ -238,8 +168,7 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 	out.Endpoints = s.endpoints(sb.ID, sb.Profile)
 	if s.services != nil {
 		for _, st := range s.services.Of(sb.ID) {
-			out.Services = append(out.Services, client.ServiceStatus{Name: st.Name, State: st.State, JobID: st.JobID,
-				Restarts: st.Restarts, LastExitCode: st.LastExit, Error: st.Error, Since: st.Since, ReadyAt: st.Ready})
+			out.Services = append(out.Services, serviceStatusWire(st))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -251,7 +180,7 @@ func (s *Server) patchSandbox(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	var req client.PatchSandboxRequest
+	var req api.PatchSandboxRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -267,7 +196,7 @@ func (s *Server) patchSandbox(w http.ResponseWriter, r *http.Request) {
 
 // renewSandbox serves POST /v1/sandboxes/{id}/renew {ttl_seconds}.
 func (s *Server) renewSandbox(w http.ResponseWriter, r *http.Request) {
-	var req client.RenewSandboxRequest
+	var req api.RenewSandboxRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -290,23 +219,8 @@ func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 }
 
 // execInput translates an exec request body.
-func execInput(r *http.Request, req client.ExecRequest) (jobs.ExecInput, error) {
-	in := jobs.ExecInput{
-		Tenant: tenantOf(r), SandboxID: r.PathValue("id"), Command: req.Command, Script: req.Script,
-		Cwd: req.Cwd, Env: req.Env, Stdin: []byte(req.Stdin), TimeoutMS: req.TimeoutMS, MaxOutputBytes: req.MaxOutputBytes,
-		Artifacts: artifactSpec(req.Artifacts), StdinStream: req.StdinStream,
-	}
-	if req.StdinBase64 != "" {
-		if req.Stdin != "" {
-			return in, invalidArg("stdin and stdin_base64 are mutually exclusive")
-		}
-		b, err := base64.StdEncoding.DecodeString(req.StdinBase64)
-		if err != nil {
-			return in, invalidArg("stdin_base64 is not valid base64")
-		}
-		in.Stdin = b
-	}
-	return in, nil
+func execInput(r *http.Request, req api.ExecRequest) (jobs.ExecInput, error) {
+	return execIn(tenantOf(r), r.PathValue("id"), req)
 }
 
 func invalidArg(msg string) error { return fmt.Errorf("%s: %w", msg, errdefs.ErrInvalidArgument) }
@@ -314,7 +228,7 @@ func invalidArg(msg string) error { return fmt.Errorf("%s: %w", msg, errdefs.Err
 func notFound(what, id string) error { return fmt.Errorf("%s %q: %w", what, id, errdefs.ErrNotFound) }
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
-	var req client.ExecRequest
+	var req api.ExecRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -346,36 +260,6 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.execResult(r, req, out))
 }
 
-func execResultWire(out *jobs.ExecOutput) client.ExecResult {
-	j := out.Job
-	res := client.ExecResult{
-		JobID: j.ID, ExitReason: string(j.ExitReason), Signal: j.Signal,
-		Stdout: string(out.Stdout), Stderr: string(out.Stderr),
-		StdoutTruncated: j.StdoutTruncated, StderrTruncated: j.StderrTruncated,
-		StdoutBytes: j.StdoutBytes, StderrBytes: j.StderrBytes, DurationMS: out.DurationMS,
-	}
-	if j.ExitCode != nil {
-		res.ExitCode = *j.ExitCode
-	}
-	if !utf8.Valid(out.Stdout) {
-		res.StdoutBase64 = base64.StdEncoding.EncodeToString(out.Stdout)
-	}
-	if !utf8.Valid(out.Stderr) {
-		res.StderrBase64 = base64.StdEncoding.EncodeToString(out.Stderr)
-	}
-	return res
-}
-
-func jobWire(j *sandbox.Job) client.Job {
-	return client.Job{
-		ID: j.ID, SandboxID: j.SandboxID, State: string(j.State), Command: j.Command, Script: j.Script, Cwd: j.Cwd,
-		ExitCode: j.ExitCode, ExitReason: string(j.ExitReason), Signal: j.Signal, Error: j.Error,
-		StdoutBytes: j.StdoutBytes, StderrBytes: j.StderrBytes, StdoutTruncated: j.StdoutTruncated,
-		StderrTruncated: j.StderrTruncated, TimeoutMS: j.TimeoutMS, Mode: string(j.Mode), CreatedAt: j.CreatedAt,
-		StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
-	}
-}
-
 // listSandboxJobs serves GET /v1/sandboxes/{id}/jobs?state=&limit=: the
 // sandbox's jobs, newest first.
 func (s *Server) listSandboxJobs(w http.ResponseWriter, r *http.Request) {
@@ -400,7 +284,7 @@ func (s *Server) listSandboxJobs(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := client.JobList{Items: make([]client.Job, 0, len(list))}
+	out := api.JobList{Items: make([]api.Job, 0, len(list))}
 	for _, j := range list {
 		out.Items = append(out.Items, jobWire(j))
 	}

@@ -73,6 +73,7 @@ func newAPIWith(t *testing.T, configure func(*config.Config), tune func(*control
 	srv, err := httpapi.New(httpapi.Config{
 		Metrics:      httpapi.NewMetrics(httpapi.MetricsConfig{TenantLabels: h.Cfg.Metrics.TenantLabels}),
 		Snapshots:    st.Snapshots,
+		Changes:      st.Changes,
 		PublicURL:    testPublicURL,
 		Previews:     st.Previews,
 		Trace:        st.Trace,

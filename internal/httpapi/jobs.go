@@ -11,38 +11,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
-
-// sseOutput is the data of stdout and stderr events: the stream offset of
-// the first byte and the bytes themselves, base64-encoded (binary-safe).
-type sseOutput struct {
-	Offset int64  `json:"offset"`
-	Data   string `json:"data"`
-}
-
-// sseTruncated is the data of a truncated event.
-type sseTruncated struct {
-	Stream string `json:"stream"`
-	Kept   int64  `json:"kept"`
-}
-
-// sseExit is the data of the final exit event.
-type sseExit struct {
-	JobID           string `json:"job_id"`
-	State           string `json:"state"`
-	ExitCode        *int   `json:"exit_code"`
-	ExitReason      string `json:"exit_reason"`
-	Signal          string `json:"signal,omitempty"`
-	Error           string `json:"error,omitempty"`
-	StdoutBytes     int64  `json:"stdout_bytes"`
-	StderrBytes     int64  `json:"stderr_bytes"`
-	StdoutTruncated bool   `json:"stdout_truncated"`
-	StderrTruncated bool   `json:"stderr_truncated"`
-	DurationMS      int64  `json:"duration_ms,omitempty"`
-}
 
 // parseCursor reads the resume cursor from Last-Event-ID or ?cursor=.
 func parseCursor(r *http.Request) (int64, error) {
@@ -124,7 +97,7 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, jobID string,
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	h.Set("X-Genesis-Job-ID", jobID)
+	h.Set(api.HeaderJobID, jobID)
 	w.WriteHeader(http.StatusOK)
 	sw := &sseWriter{w: w, rc: http.NewResponseController(w), text: text}
 	if first != nil {
@@ -200,7 +173,7 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, jobID string,
 			// an exit whose id is the last event's, and the real one after.
 			if j, err := s.jobs.GetJob(ctx, tenantOf(r), jobID); err == nil && j.State.Final() && cursor >= log.Size() && !s.jobs.LogPending(jobID) {
 				if _, _, done := log.Offsets(); !done {
-					_ = sw.event(strconv.FormatInt(cursor, 10), "exit", exitFromJob(j))
+					_ = sw.event(strconv.FormatInt(cursor, 10), "exit", exitEventWire(j))
 					_ = sw.flush()
 					return
 				}
@@ -253,7 +226,7 @@ func (sw *sseWriter) event(id, name string, data any) error {
 }
 
 // output appends a stdout/stderr event without intermediate allocations:
-// this is the hot path of log streaming. The data is the sseOutput JSON,
+// this is the hot path of log streaming. The data is the api.OutputEvent JSON,
 // or, in text mode where textForm allows, the offset and the bytes
 // themselves: the first data line is the offset and each further line one
 // line of the bytes, so that the event's data (lines joined with LF) is
@@ -330,13 +303,13 @@ func (sw *sseWriter) frame(e jobs.LogEvent, jobID string) error {
 		if len(e.Payload) > 0 && e.Payload[0] == byte(jobs.FrameStderr) {
 			stream = "stderr"
 		}
-		return sw.event(id, "truncated", sseTruncated{Stream: stream, Kept: e.Offset})
+		return sw.event(id, "truncated", api.TruncatedEvent{Stream: stream, Kept: e.Offset})
 	case jobs.FrameExit:
 		x, err := e.Exit()
 		if err != nil {
 			return err
 		}
-		ev := sseExit{
+		ev := api.ExitEvent{
 			JobID: jobID, ExitReason: x.ExitReason, Signal: x.Signal,
 			StdoutBytes: x.StdoutBytes, StderrBytes: x.StderrBytes,
 			StdoutTruncated: x.StdoutTruncated, StderrTruncated: x.StderrTruncated, DurationMS: x.DurationMS,
@@ -396,13 +369,4 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, in jobs.Exec
 		}
 		return sw.flush()
 	})
-}
-
-// exitFromJob builds an exit event from a job record.
-func exitFromJob(j *sandbox.Job) sseExit {
-	return sseExit{
-		JobID: j.ID, State: string(j.State), ExitCode: j.ExitCode, ExitReason: string(j.ExitReason),
-		Signal: j.Signal, Error: j.Error, StdoutBytes: j.StdoutBytes, StderrBytes: j.StderrBytes,
-		StdoutTruncated: j.StdoutTruncated, StderrTruncated: j.StderrTruncated,
-	}
 }

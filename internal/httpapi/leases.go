@@ -2,14 +2,13 @@ package httpapi
 
 import (
 	"fmt"
-	"genesis.dev/sandbox/internal/errdefs"
-	"genesis.dev/sandbox/internal/snapshots"
 	"net/http"
-	"strconv"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/snapshots"
 )
 
 func (s *Server) leaseRoutes() {
@@ -23,34 +22,13 @@ func (s *Server) leaseRoutes() {
 	s.handle("POST", "/v1/pools/{name}/drain", true, s.adminOnly(s.drainPool))
 }
 
-func leaseWire(l *sandbox.Lease) client.Lease {
-	out := client.Lease{
-		LeaseID: l.ID, SandboxID: l.SandboxID, State: string(l.State), Warm: l.Warm, Profile: l.Profile,
-		Runtime: string(l.Runtime), Holder: l.Holder, Metadata: l.Metadata, TTLSeconds: l.TTLSeconds,
-		ResourceVersion: strconv.FormatInt(l.ResourceVersion, 10),
-		CreatedAt:       l.CreatedAt, RenewedAt: l.RenewedAt, ExpiresAt: l.ExpiresAt, EndedAt: l.EndedAt, EndReason: l.EndReason,
-		Reserved: l.Reserved,
-	}
-	if out.Metadata == nil {
-		out.Metadata = map[string]string{}
-	}
-	return out
-}
-
 func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
-	var req client.AcquireLeaseRequest
+	var req api.AcquireLeaseRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	in := control.AcquireLeaseInput{
-		Tenant: tenantOf(r), Profile: req.Profile, RiskLevel: req.RiskLevel, Runtime: req.Runtime,
-		TTLSeconds: req.TTLSeconds, Holder: req.Holder, WaitSeconds: req.WaitSeconds, Env: req.Env, Metadata: req.Metadata,
-		Network: policyIn(req.Network),
-	}
-	if req.Resources != nil {
-		in.Resources = sandbox.Resources{CPU: req.Resources.CPU, MemoryMB: req.Resources.MemoryMB, Pids: req.Resources.Pids, DiskMB: req.Resources.DiskMB}
-	}
+	in := acquireLeaseInput(tenantOf(r), req)
 	mcpReqs, err := s.leaseMCPRequests(r, req.MCP)
 	if err != nil {
 		s.writeProblem(w, r, err)
@@ -98,7 +76,7 @@ func (s *Server) listLeases(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := client.LeaseList{Items: make([]client.Lease, len(list))}
+	out := api.LeaseList{Items: make([]api.Lease, len(list))}
 	for i, l := range list {
 		out.Items[i] = leaseWire(l)
 	}
@@ -115,7 +93,7 @@ func (s *Server) getLease(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) renewLease(w http.ResponseWriter, r *http.Request) {
-	var req client.RenewLeaseRequest
+	var req api.RenewLeaseRequest
 	if r.ContentLength != 0 {
 		if err := s.decode(w, r, &req); err != nil {
 			s.writeProblem(w, r, err)
@@ -136,22 +114,6 @@ func (s *Server) releaseLease(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-func poolsWire(views []control.PoolView, draining bool) client.PoolList {
-	out := client.PoolList{Items: make([]client.Pool, len(views)), Draining: draining}
-	for i, v := range views {
-		p := client.Pool{
-			Name: v.Name, Profile: v.Profile, Runtime: string(v.Runtime), MinIdle: v.MinIdle, MaxTotal: v.MaxTotal,
-			Counts: map[string]int{}, Total: v.Total, Starting: v.Starting, Hits: v.Hits, Misses: v.Misses,
-			Made: v.Made, Replaced: v.Replaced, Recycled: v.Recycled, ResetFailed: v.ResetFailed, RefillRate: v.RefillRate, Draining: v.Draining, LastError: v.LastError,
-		}
-		for st, n := range v.Counts {
-			p.Counts[string(st)] = n
-		}
-		out.Items[i] = p
-	}
-	return out
 }
 
 func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {

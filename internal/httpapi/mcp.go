@@ -1,15 +1,13 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/mcp/servers"
 	"genesis.dev/sandbox/internal/tenant"
@@ -60,27 +58,29 @@ func (s *Server) mcpRoutes() {
 }
 
 func (s *Server) createMCPServer(w http.ResponseWriter, r *http.Request) {
-	var req servers.CreateRequest
+	var req api.MCPCreateRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	req.CreatedBy = principalOf(r).KeyID
-	inst, err := s.mcp.Create(r.Context(), tenantOf(r), req)
+	in := mcpCreateIn(req)
+	in.CreatedBy = principalOf(r).KeyID
+	inst, err := s.mcp.Create(r.Context(), tenantOf(r), in)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
 	w.Header().Set("Location", "/v1/mcp/servers/"+inst.ID)
-	writeJSON(w, http.StatusCreated, inst)
+	writeJSON(w, http.StatusCreated, mcpServerWire(inst))
 }
 
 func (s *Server) listMCPServers(w http.ResponseWriter, r *http.Request) {
 	items := s.mcp.List(tenantOf(r))
-	if items == nil {
-		items = []servers.Instance{}
+	out := api.MCPServerList{Items: make([]api.MCPServer, len(items))}
+	for i := range items {
+		out.Items[i] = mcpServerWire(&items[i])
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) getMCPServer(w http.ResponseWriter, r *http.Request) {
@@ -89,7 +89,7 @@ func (s *Server) getMCPServer(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, inst)
+	writeJSON(w, http.StatusOK, mcpServerWire(inst))
 }
 
 func (s *Server) deleteMCPServer(w http.ResponseWriter, r *http.Request) {
@@ -119,13 +119,11 @@ func (s *Server) mcpServerPins(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": pins})
+	writeJSON(w, http.StatusOK, api.MCPPinList{Items: mcpPinsWire(pins)})
 }
 
 func (s *Server) approveMCPPin(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Hash string `json:"hash"`
-	}
+	var req api.ApproveMCPPinRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -139,7 +137,7 @@ func (s *Server) approveMCPPin(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, pin)
+	writeJSON(w, http.StatusOK, mcpPinWire(pin))
 }
 
 func (s *Server) mcpServerCalls(w http.ResponseWriter, r *http.Request) {
@@ -178,15 +176,15 @@ func (s *Server) mcpApprovals(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+	out := api.MCPApprovalList{Items: make([]api.MCPApproval, len(items))}
+	for i := range items {
+		out.Items[i] = mcpApprovalWire(&items[i])
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) decideMCPApproval(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Decision   string `json:"decision"`
-		ArgsDigest string `json:"args_digest"`
-		Reason     string `json:"reason"`
-	}
+	var req api.MCPApprovalDecision
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -206,7 +204,7 @@ func (s *Server) decideMCPApproval(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ap)
+	writeJSON(w, http.StatusOK, mcpApprovalWire(ap))
 }
 
 // mayApprove lets a key with the scope approve, or an admin's, decide
@@ -233,10 +231,11 @@ func (s *Server) mcpCatalog(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	if items == nil {
-		items = []servers.Entry{}
+	out := api.MCPCatalog{Items: make([]api.MCPCatalogEntry, len(items))}
+	for i := range items {
+		out.Items[i] = mcpCatalogEntryWire(&items[i])
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) addMCPCatalogEntry(w http.ResponseWriter, r *http.Request) {
@@ -251,7 +250,7 @@ func (s *Server) addMCPCatalogEntry(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/v1/mcp/catalog/"+out.Name)
-	writeJSON(w, http.StatusCreated, out)
+	writeJSON(w, http.StatusCreated, mcpCatalogEntryWire(out))
 }
 
 func (s *Server) getMCPCatalogEntry(w http.ResponseWriter, r *http.Request) {
@@ -260,7 +259,7 @@ func (s *Server) getMCPCatalogEntry(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, e)
+	writeJSON(w, http.StatusOK, mcpCatalogEntryWire(e))
 }
 
 func (s *Server) deleteMCPCatalogEntry(w http.ResponseWriter, r *http.Request) {
@@ -282,7 +281,7 @@ const maxLeaseMCP = 16
 // lease is made: the same body as POST /v1/mcp/servers, without lease_id,
 // naming no server that holds operator secrets (they share no sandbox with
 // the tenant).
-func (s *Server) leaseMCPRequests(r *http.Request, reqs []client.MCPCreateRequest) ([]servers.CreateRequest, error) {
+func (s *Server) leaseMCPRequests(r *http.Request, reqs []api.MCPCreateRequest) ([]servers.CreateRequest, error) {
 	if len(reqs) == 0 {
 		return nil, nil
 	}
@@ -294,15 +293,7 @@ func (s *Server) leaseMCPRequests(r *http.Request, reqs []client.MCPCreateReques
 	}
 	out := make([]servers.CreateRequest, len(reqs))
 	for i, req := range reqs {
-		b, err := json.Marshal(req)
-		if err != nil {
-			return nil, err
-		}
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&out[i]); err != nil {
-			return nil, fmt.Errorf("mcp[%d]: %v: %w", i, err, errdefs.ErrInvalidArgument)
-		}
+		out[i] = mcpCreateIn(req)
 		if out[i].LeaseID != "" {
 			return nil, fmt.Errorf("mcp[%d]: lease_id is the lease being acquired; leave it out: %w", i, errdefs.ErrInvalidArgument)
 		}
@@ -315,9 +306,9 @@ func (s *Server) leaseMCPRequests(r *http.Request, reqs []client.MCPCreateReques
 
 // startLeaseMCP starts a new lease's MCP servers; when one cannot start,
 // the others are stopped and the lease is released.
-func (s *Server) startLeaseMCP(r *http.Request, leaseID string, reqs []servers.CreateRequest) ([]client.MCPServer, error) {
+func (s *Server) startLeaseMCP(r *http.Request, leaseID string, reqs []servers.CreateRequest) ([]api.MCPServer, error) {
 	tenant := tenantOf(r)
-	var made []client.MCPServer
+	var made []api.MCPServer
 	undo := func() {
 		for _, m := range made {
 			_ = s.mcp.Delete(tenant, m.ID)
@@ -335,13 +326,7 @@ func (s *Server) startLeaseMCP(r *http.Request, leaseID string, reqs []servers.C
 			undo()
 			return nil, fmt.Errorf("mcp[%d] did not start, so the lease was released: %w", i, err)
 		}
-		var wire client.MCPServer
-		b, _ := json.Marshal(inst)
-		if err := json.Unmarshal(b, &wire); err != nil {
-			undo()
-			return nil, fmt.Errorf("mcp[%d]: %v: %w", i, err, errdefs.ErrInternal)
-		}
-		made = append(made, wire)
+		made = append(made, mcpServerWire(inst))
 	}
 	return made, nil
 }

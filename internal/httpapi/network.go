@@ -5,9 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"genesis.dev/sandbox/client"
-	"genesis.dev/sandbox/internal/control"
-	"genesis.dev/sandbox/internal/egress"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -16,48 +14,6 @@ func (s *Server) networkRoutes() {
 	s.handle("GET", "/v1/sandboxes/{id}/network", true, s.getNetwork)
 	s.handle("PUT", "/v1/sandboxes/{id}/network", true, s.putNetwork)
 	s.handle("GET", "/v1/sandboxes/{id}/network/events", true, s.networkEvents)
-}
-
-// policyIn converts a wire policy; nil stays nil.
-func policyIn(p *client.NetworkPolicy) *egress.Policy {
-	if p == nil {
-		return nil
-	}
-	out := &egress.Policy{Mode: egress.Mode(p.Mode), Endpoints: p.Endpoints, Tools: p.Tools}
-	for _, r := range p.Allow {
-		out.Allow = append(out.Allow, egress.Rule{Host: r.Host, CIDR: r.CIDR, Ports: r.Ports})
-	}
-	return out
-}
-
-func policyOut(p egress.Policy) client.NetworkPolicy {
-	out := client.NetworkPolicy{Mode: string(p.Mode), Endpoints: p.Endpoints, Tools: p.Tools}
-	for _, r := range p.Allow {
-		out.Allow = append(out.Allow, client.NetworkRule{Host: r.Host, CIDR: r.CIDR, Ports: r.Ports})
-	}
-	return out
-}
-
-func networkWire(n *sandbox.Network) client.SandboxNetwork {
-	return client.SandboxNetwork{SandboxID: n.SandboxID, Policy: policyOut(n.Policy), Status: string(n.Status),
-		StatusReason: n.StatusReason, GatewayIP: n.GatewayIP, ResourceVersion: strconv.FormatInt(n.ResourceVersion, 10),
-		UpdatedAt: n.UpdatedAt}
-}
-
-func networkSummaryWire(n *sandbox.NetworkSummary) *client.NetworkSummary {
-	if n == nil {
-		return nil
-	}
-	return &client.NetworkSummary{Mode: string(n.Mode), Status: string(n.Status), StatusReason: n.StatusReason}
-}
-
-func networkCapabilitiesWire(c control.NetworkCapability) client.NetworkCapabilities {
-	out := client.NetworkCapabilities{Modes: map[string]bool{}, Gateway: c.Gateway, Reason: c.Reason,
-		Tools: append([]string{}, c.Tools...), Endpoints: append([]string{}, c.Endpoints...)}
-	for m, ok := range c.Modes {
-		out.Modes[string(m)] = ok
-	}
-	return out
 }
 
 func networkETag(n *sandbox.Network) string {
@@ -80,7 +36,7 @@ func (s *Server) putNetwork(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	var req client.NetworkPolicy
+	var req api.NetworkPolicy
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -122,10 +78,5 @@ func (s *Server) networkEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := client.NetworkEventList{Items: make([]client.NetworkEvent, len(page.Events)), NextCursor: strconv.FormatInt(page.Next, 10)}
-	for i, e := range page.Events {
-		out.Items[i] = client.NetworkEvent{Cursor: e.Cursor, Time: e.Time, DurationMS: e.DurationMS, Name: e.Name, Address: e.Address, Port: e.Port,
-			Proto: e.Proto, Decision: e.Decision, Reason: e.Reason, BytesUp: e.BytesUp, BytesDown: e.BytesDown}
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, networkEventsWire(page))
 }

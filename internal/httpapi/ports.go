@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/ports"
 )
@@ -90,7 +90,7 @@ func (s *Server) createPortLink(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req client.CreatePortLinkRequest
+	var req api.CreatePortLinkRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -101,7 +101,7 @@ func (s *Server) createPortLink(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, client.PortLink{
+	writeJSON(w, http.StatusCreated, api.PortLink{
 		URL: s.previewURL(id, port, "/", "", token), Origin: s.origins.URL(id, port), Token: token, SandboxID: id, Port: port, ExpiresAt: exp.UTC(),
 	})
 }
@@ -125,7 +125,7 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 // endpointURL is the URL of a sandbox port through the service's API
 // origin (for programs, with the API key; a browser opens a preview link).
 func (s *Server) endpointURL(sandboxID string, port int, protocol string) string {
-	u := s.publicURL + client.PortPath(sandboxID, port)
+	u := s.publicURL + api.PortPath(sandboxID, port)
 	if protocol == "tcp" {
 		u = "ws" + strings.TrimPrefix(u, "http") + "tcp"
 	}
@@ -134,18 +134,18 @@ func (s *Server) endpointURL(sandboxID string, port int, protocol string) string
 
 // endpoints lists the named ports of a sandbox's profile with their URLs
 // (nil when it declares none).
-func (s *Server) endpoints(sandboxID, profile string) []client.Endpoint {
+func (s *Server) endpoints(sandboxID, profile string) []api.Endpoint {
 	p, ok := s.ctl.ProfileConfig(profile)
 	if !ok || len(p.Endpoints) == 0 {
 		return nil
 	}
-	out := make([]client.Endpoint, 0, len(p.Endpoints))
+	out := make([]api.Endpoint, 0, len(p.Endpoints))
 	for _, e := range p.Endpoints {
 		proto := e.Protocol
 		if proto == "" {
 			proto = "http"
 		}
-		out = append(out, client.Endpoint{Name: e.Name, Port: e.Port, Protocol: proto, URL: s.endpointURL(sandboxID, e.Port, proto)})
+		out = append(out, api.Endpoint{Name: e.Name, Port: e.Port, Protocol: proto, URL: s.endpointURL(sandboxID, e.Port, proto)})
 	}
 	return out
 }

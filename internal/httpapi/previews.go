@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/ports"
 )
@@ -24,7 +25,7 @@ import (
 const (
 	previewQuery  = "genesis_preview_token"
 	previewCookie = "genesis_preview"
-	previewHeader = "X-Genesis-Preview-Token"
+	previewHeader = api.HeaderPreviewToken
 )
 
 // previewTarget reads r's Host as a preview host.

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 )
@@ -45,7 +45,7 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	case errors.Is(err, errdefs.ErrUnauthenticated):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="genesis"`)
 	}
-	p := client.Problem{
+	p := api.Problem{
 		Type:      problemType + code,
 		Title:     errdefs.StatusText(status),
 		Status:    status,
@@ -57,7 +57,7 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	if b, ok := control.ImageBuildOf(err); ok {
 		p.ImageBuild = imageBuildWire(&b)
 	}
-	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Content-Type", api.ProblemMediaType)
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(p)
 }

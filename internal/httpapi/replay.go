@@ -12,10 +12,8 @@ import (
 	"net/http"
 	"time"
 
-	"genesis.dev/sandbox/client"
-	"genesis.dev/sandbox/internal/browser"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/control"
-	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -36,7 +34,7 @@ const maxReplayGap = 5 * time.Second
 // profile, and each is compared with its record: whether it succeeded, a
 // job's exit code, and for a computer action the screenshot after it.
 func (s *Server) replayTrace(w http.ResponseWriter, r *http.Request) {
-	var req client.ReplayRequest
+	var req api.ReplayRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -91,7 +89,7 @@ func (s *Server) replayTrace(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	rp := replayer{s: s, ctx: r.Context(), tenant: ten, target: target.ID, threshold: req.Threshold, events: events}
-	out := client.ReplayReport{Source: src, Target: target.ID, Steps: []client.ReplayStep{}}
+	out := api.ReplayReport{Source: src, Target: target.ID, Steps: []api.ReplayStep{}}
 	var last time.Time // the recorded time of the last action replayed
 	for i, ev := range events {
 		if ev.Actor != trace.ActorAgent {
@@ -109,7 +107,7 @@ func (s *Server) replayTrace(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		last = ev.Time
-		var st *client.ReplayStep
+		var st *api.ReplayStep
 		switch {
 		case ev.Kind == "computer.action.started" && s.desktop != nil:
 			st = rp.computer(i, ev)
@@ -166,19 +164,19 @@ func (rp *replayer) finished(i int, kind string, match func(d map[string]any) bo
 	return nil
 }
 
-func (rp *replayer) computer(i int, ev trace.Event) *client.ReplayStep {
+func (rp *replayer) computer(i int, ev trace.Event) *api.ReplayStep {
 	var d struct {
-		Batch    string         `json:"batch"`
-		Index    int            `json:"index"`
-		Action   string         `json:"action"`
-		Redacted bool           `json:"redacted"`
-		Display  *desktop.Size  `json:"display"`
-		Args     desktop.Action `json:"args"`
+		Batch    string             `json:"batch"`
+		Index    int                `json:"index"`
+		Action   string             `json:"action"`
+		Redacted bool               `json:"redacted"`
+		Display  *api.DisplaySize   `json:"display"`
+		Args     api.ComputerAction `json:"args"`
 	}
 	if err := json.Unmarshal(ev.Data, &d); err != nil {
 		return nil
 	}
-	st := &client.ReplayStep{Seq: ev.Seq, Kind: ev.Kind, Action: d.Action}
+	st := &api.ReplayStep{Seq: ev.Seq, Kind: ev.Kind, Action: d.Action}
 	same := func(m map[string]any) bool { return m["batch"] == d.Batch && m["index"] == float64(d.Index) }
 	if f := rp.finished(i, "computer.action.finished", same); f != nil {
 		st.RecordedOK, _ = f["ok"].(bool)
@@ -191,7 +189,7 @@ func (rp *replayer) computer(i int, ev trace.Event) *client.ReplayStep {
 		st.Status, st.Reason = "skipped", "it only looks"
 		return st
 	}
-	req := &desktop.ActionsRequest{Actions: []desktop.Action{d.Args}, Display: d.Display}
+	req := &api.ComputerActionsRequest{Actions: []api.ComputerAction{d.Args}, Display: d.Display}
 	res, err := rp.s.desktop.Run(rp.ctx, rp.tenant, rp.target, req)
 	if err != nil {
 		st.Status, st.Reason = "failed", err.Error()
@@ -224,7 +222,7 @@ func (rp *replayer) computer(i int, ev trace.Event) *client.ReplayStep {
 		st.Reason = "the recorded screenshot: " + err.Error()
 		return st
 	}
-	now, err := rp.s.desktop.Run(rp.ctx, rp.tenant, rp.target, &desktop.ActionsRequest{Actions: []desktop.Action{{Action: "screenshot"}}})
+	now, err := rp.s.desktop.Run(rp.ctx, rp.tenant, rp.target, &api.ComputerActionsRequest{Actions: []api.ComputerAction{{Action: "screenshot"}}})
 	if err != nil || !now.OK {
 		st.Status, st.Reason = "failed", fmt.Sprintf("screenshot after the action: %v", err)
 		return st
@@ -242,17 +240,17 @@ func (rp *replayer) computer(i int, ev trace.Event) *client.ReplayStep {
 	return st
 }
 
-func (rp *replayer) browser(i int, ev trace.Event) *client.ReplayStep {
+func (rp *replayer) browser(i int, ev trace.Event) *api.ReplayStep {
 	var d struct {
-		Index    int            `json:"index"`
-		Type     string         `json:"type"`
-		Redacted bool           `json:"redacted"`
-		Args     browser.Action `json:"args"`
+		Index    int               `json:"index"`
+		Type     string            `json:"type"`
+		Redacted bool              `json:"redacted"`
+		Args     api.BrowserAction `json:"args"`
 	}
 	if err := json.Unmarshal(ev.Data, &d); err != nil {
 		return nil
 	}
-	st := &client.ReplayStep{Seq: ev.Seq, Kind: ev.Kind, Action: d.Type}
+	st := &api.ReplayStep{Seq: ev.Seq, Kind: ev.Kind, Action: d.Type}
 	if f := rp.finished(i, "browser.action.finished", func(m map[string]any) bool {
 		return m["index"] == float64(d.Index) && m["type"] == d.Type
 	}); f != nil {
@@ -262,7 +260,7 @@ func (rp *replayer) browser(i int, ev trace.Event) *client.ReplayStep {
 		st.Status, st.Reason = "skipped", "its text was redacted in the trace"
 		return st
 	}
-	res, err := rp.s.browser.Run(rp.ctx, rp.tenant, rp.target, &browser.ActionsRequest{Actions: []browser.Action{d.Args}})
+	res, err := rp.s.browser.Run(rp.ctx, rp.tenant, rp.target, &api.BrowserActionsRequest{Actions: []api.BrowserAction{d.Args}})
 	if err != nil {
 		st.Status, st.Reason = "failed", err.Error()
 		return st
@@ -278,7 +276,7 @@ func (rp *replayer) browser(i int, ev trace.Event) *client.ReplayStep {
 	return st
 }
 
-func (rp *replayer) job(i int, ev trace.Event) *client.ReplayStep {
+func (rp *replayer) job(i int, ev trace.Event) *api.ReplayStep {
 	var d struct {
 		JobID   string   `json:"job_id"`
 		Mode    string   `json:"mode"`
@@ -288,7 +286,7 @@ func (rp *replayer) job(i int, ev trace.Event) *client.ReplayStep {
 	if err := json.Unmarshal(ev.Data, &d); err != nil {
 		return nil
 	}
-	st := &client.ReplayStep{Seq: ev.Seq, Kind: ev.Kind, Action: d.Mode}
+	st := &api.ReplayStep{Seq: ev.Seq, Kind: ev.Kind, Action: d.Mode}
 	if f := rp.finished(i, "job.finished", func(m map[string]any) bool { return m["job_id"] == d.JobID }); f != nil {
 		if c, ok := f["exit_code"].(float64); ok {
 			code := int(c)

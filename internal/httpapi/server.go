@@ -18,10 +18,12 @@ import (
 	"strings"
 	"time"
 
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/console"
 
 	"genesis.dev/sandbox/internal/artifacts"
 	"genesis.dev/sandbox/internal/browser"
+	"genesis.dev/sandbox/internal/changes"
 	"genesis.dev/sandbox/internal/compat/e2b"
 	"genesis.dev/sandbox/internal/compat/opensandbox"
 	"genesis.dev/sandbox/internal/control"
@@ -89,7 +91,9 @@ type Config struct {
 	// Snapshots, when set, serves pause, hibernation, snapshots, forks and
 	// rollbacks.
 	Snapshots *snapshots.Manager
-	Logger    *slog.Logger
+	// Changes, when set, serves a sandbox's diff and patch.
+	Changes *changes.Service
+	Logger  *slog.Logger
 	// E2B, when set, is served under /e2b; New binds it to this server
 	// (the key check).
 	E2B *e2b.Adapter
@@ -134,6 +138,7 @@ type Server struct {
 	e2b       *e2b.Adapter
 	osb       *opensandbox.Adapter
 	snaps     *snapshots.Manager
+	changes   *changes.Service
 	mcpServe  *mcpserve.Server
 }
 
@@ -199,6 +204,7 @@ func New(cfg Config) (*Server, error) {
 	s.viewer = console.NewViewer()
 	s.trace = cfg.Trace
 	s.snaps = cfg.Snapshots
+	s.changes = cfg.Changes
 	s.mcpServe = cfg.MCPServe
 	if cfg.Ports != nil {
 		s.browser = cfg.Browser
@@ -285,6 +291,7 @@ func (s *Server) routesInit() {
 	s.desktopRoutes()
 	s.traceRoutes()
 	s.snapshotRoutes()
+	s.changeRoutes()
 	s.e2bRoutes()
 	s.openSandboxRoutes()
 }
@@ -353,13 +360,13 @@ const (
 
 func (s *Server) handler(hosts hostRoutes) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rid := r.Header.Get("X-Request-ID")
+		rid := r.Header.Get(api.HeaderRequestID)
 		if !requestIDRE.MatchString(rid) {
 			var b [8]byte
 			_, _ = rand.Read(b[:])
 			rid = "req_" + hex.EncodeToString(b[:])
 		}
-		w.Header().Set("X-Request-ID", rid)
+		w.Header().Set(api.HeaderRequestID, rid)
 		r = r.WithContext(context.WithValue(r.Context(), requestIDKey, rid))
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
@@ -466,7 +473,7 @@ func principalOf(r *http.Request) tenant.Principal {
 }
 
 // ActAsHeader names the tenant an admin key acts for.
-const ActAsHeader = "X-Genesis-Tenant"
+const ActAsHeader = api.HeaderActAs
 
 // tenantOf returns the tenant of the authenticated request.
 func tenantOf(r *http.Request) string { return principalOf(r).Tenant }

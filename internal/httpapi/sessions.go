@@ -3,14 +3,9 @@ package httpapi
 import (
 	"net/http"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/sandbox"
 )
-
-func sessionWire(se *sandbox.Session) client.Session {
-	return client.Session{ID: se.ID, SandboxID: se.SandboxID, Kind: string(se.Kind), State: string(se.State),
-		LastJobID: se.LastJobID, Runs: se.Runs, CreatedAt: se.CreatedAt, UpdatedAt: se.UpdatedAt}
-}
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	se, err := s.jobs.CreateSession(r.Context(), tenantOf(r), r.PathValue("id"))
@@ -54,7 +49,7 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request, kind sandb
 }
 
 func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request) {
-	var req client.ExecRequest
+	var req api.ExecRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -77,7 +72,7 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
-	var req client.CreateContextRequest
+	var req api.CreateContextRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -108,7 +103,7 @@ func (s *Server) deleteContext(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) runCode(w http.ResponseWriter, r *http.Request) {
-	var req client.RunCodeRequest
+	var req api.RunCodeRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -118,15 +113,6 @@ func (s *Server) runCode(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := client.RunCodeResult{
-		JobID: res.Exec.Job.ID, Status: res.Status, Stdout: string(res.Exec.Stdout), Stderr: string(res.Exec.Stderr),
-		Value: res.Value, DurationMS: res.Exec.DurationMS, Outputs: []client.RichOutput{},
-	}
-	if res.Error != nil {
-		out.Error = &client.CodeError{Name: res.Error.Name, Value: res.Error.Value, Traceback: res.Error.Traceback}
-	}
-	for _, o := range res.Outputs {
-		out.Outputs = append(out.Outputs, client.RichOutput{MIME: o.MIME, Data: o.Data})
-	}
+	out := runCodeWire(res)
 	writeJSON(w, http.StatusOK, out)
 }

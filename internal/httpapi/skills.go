@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/skills"
 )
@@ -64,7 +64,7 @@ func (s *Server) pushSkill(w http.ResponseWriter, r *http.Request) {
 	if !created {
 		status = http.StatusOK // the latest revision already has this content
 	}
-	writeJSON(w, status, rev)
+	writeJSON(w, status, skillRevisionWire(rev))
 }
 
 func (s *Server) listSkills(w http.ResponseWriter, r *http.Request) {
@@ -73,10 +73,7 @@ func (s *Server) listSkills(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	if list == nil {
-		list = []*skills.Revision{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": list})
+	writeJSON(w, http.StatusOK, api.SkillList{Items: skillRevisionsWire(list)})
 }
 
 func (s *Server) getSkill(w http.ResponseWriter, r *http.Request) {
@@ -85,7 +82,7 @@ func (s *Server) getSkill(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rev)
+	writeJSON(w, http.StatusOK, skillRevisionWire(rev))
 }
 
 func (s *Server) listSkillRevisions(w http.ResponseWriter, r *http.Request) {
@@ -94,7 +91,7 @@ func (s *Server) listSkillRevisions(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": list})
+	writeJSON(w, http.StatusOK, api.SkillRevisionList{Items: skillRevisionsWire(list)})
 }
 
 // revisionParam reads a revision number: "" is 0 (the latest).
@@ -125,7 +122,7 @@ func (s *Server) getSkillRevision(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rev)
+	writeJSON(w, http.StatusOK, skillRevisionWire(rev))
 }
 
 func (s *Server) getSkillFile(w http.ResponseWriter, r *http.Request) {
@@ -157,23 +154,15 @@ func (s *Server) getSkillFile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) runSkill(w http.ResponseWriter, r *http.Request) {
-	var req skills.RunRequest
+	var req api.SkillRunRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	run, err := s.skills.Run(r.Context(), tenantOf(r), r.PathValue("name"), req)
+	run, err := s.skills.Run(r.Context(), tenantOf(r), r.PathValue("name"), skillRunIn(req))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	// Artifacts in their API form, as every other answer gives them.
-	out := struct {
-		*skills.Run
-		Artifacts []client.Artifact `json:"artifacts"`
-	}{Run: run, Artifacts: []client.Artifact{}}
-	for _, a := range run.Artifacts {
-		out.Artifacts = append(out.Artifacts, artifactWire(a))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, skillRunWire(run))
 }

@@ -5,8 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"genesis.dev/sandbox/client"
-	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/snapshots"
@@ -55,15 +54,8 @@ func (s *Server) sandboxStep(step func(ctx context.Context, tenant, id string) (
 	}
 }
 
-func snapshotWire(sn *sandbox.Snapshot) client.Snapshot {
-	return client.Snapshot{ID: sn.ID, Name: sn.Name, SandboxID: sn.SandboxID, Parent: sn.Parent, State: string(sn.State),
-		Profile: sn.Profile, Runtime: string(sn.Runtime), RiskLevel: string(sn.RiskLevel),
-		Resources: client.Resources{CPU: sn.Resources.CPU, MemoryMB: sn.Resources.MemoryMB, Pids: sn.Resources.Pids, DiskMB: sn.Resources.DiskMB},
-		Memory:    sn.Memory, SizeBytes: sn.SizeBytes, Error: sn.Error, CreatedAt: sn.CreatedAt, ExpiresAt: sn.ExpiresAt}
-}
-
 func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
-	var req client.CreateSnapshotRequest
+	var req api.CreateSnapshotRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -99,7 +91,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := client.SnapshotList{Items: make([]client.Snapshot, len(list))}
+	out := api.SnapshotList{Items: make([]api.Snapshot, len(list))}
 	for i, sn := range list {
 		out.Items[i] = snapshotWire(sn)
 	}
@@ -124,21 +116,20 @@ func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
-	var req client.ForkRequest
+	var req api.ForkRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	res, err := s.snaps.Fork(r.Context(), tenantOf(r), r.PathValue("id"), req.Count,
-		control.CreateSandboxInput{TTLSeconds: req.TTLSeconds, Metadata: req.Metadata})
+	res, err := s.snaps.Fork(r.Context(), tenantOf(r), r.PathValue("id"), req.Count, forkInput(req))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := client.ForkResult{Sandboxes: []client.Sandbox{}}
+	out := api.ForkResult{Sandboxes: []api.Sandbox{}}
 	for _, c := range res {
 		if c.Err != nil {
-			out.Errors = append(out.Errors, client.ForkError{Code: errdefs.Code(c.Err), Detail: errdefs.Detail(c.Err)})
+			out.Errors = append(out.Errors, api.ForkError{Code: errdefs.Code(c.Err), Detail: errdefs.Detail(c.Err)})
 			continue
 		}
 		out.Sandboxes = append(out.Sandboxes, madeWire(c))
@@ -155,7 +146,7 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) rollbackSandbox(w http.ResponseWriter, r *http.Request) {
-	var req client.RollbackRequest
+	var req api.RollbackRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -173,15 +164,6 @@ func (s *Server) rollbackSandbox(w http.ResponseWriter, r *http.Request) {
 	out.MemoryRestored = &memory
 	w.Header().Set("ETag", etag(sb))
 	writeJSON(w, http.StatusOK, out)
-}
-
-// madeWire is a sandbox made from a snapshot as the API shows it.
-func madeWire(c *snapshots.Made) client.Sandbox {
-	sb := sandboxWire(c.Sandbox)
-	memory := c.Memory
-	sb.MemoryRestored = &memory
-	sb.SessionsFromSnapshot = c.Sessions
-	return sb
 }
 
 func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {

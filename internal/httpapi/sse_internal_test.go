@@ -7,10 +7,12 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"genesis.dev/sandbox/api"
 )
 
 // TestSSEOutputEventMatchesJSON: the hand-written output event encodes the
-// same JSON as sseOutput, for binary payloads too.
+// same JSON as api.OutputEvent, for binary payloads too.
 func TestSSEOutputEventMatchesJSON(t *testing.T) {
 	t.Parallel()
 	for _, payload := range [][]byte{nil, []byte("hi\n"), {0, 0xff, '"', '\\', '\n'}, bytes.Repeat([]byte{0xfe}, 70000)} {
@@ -24,7 +26,7 @@ func TestSSEOutputEventMatchesJSON(t *testing.T) {
 			t.Fatalf("event framing: %q", ev[:min(len(ev), 60)])
 		}
 		data := strings.TrimSuffix(strings.TrimPrefix(ev, "id: 123\nevent: stderr\ndata: "), "\n\n")
-		var got sseOutput
+		var got api.OutputEvent
 		if err := json.Unmarshal([]byte(data), &got); err != nil {
 			t.Fatalf("data is not JSON: %v", err)
 		}
@@ -76,7 +78,7 @@ func TestSSEOutputTextForm(t *testing.T) {
 			}
 			off, got = 5, []byte(rest)
 		} else {
-			var o sseOutput
+			var o api.OutputEvent
 			if err := json.Unmarshal([]byte(data), &o); err != nil {
 				t.Fatalf("%.40q: data is not JSON: %v", tc.payload, err)
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/jobs"
 )
@@ -38,18 +39,13 @@ func (s *Server) stdinRoutes() {
 	s.handle("GET", "/v1/jobs/{id}/attach", true, s.attachJob)
 }
 
-// stdinWritten is the answer of PUT /v1/jobs/{id}/stdin.
-type stdinWritten struct {
-	Bytes int64 `json:"bytes"`
-}
-
 func (s *Server) putStdin(w http.ResponseWriter, r *http.Request) {
 	n, err := s.jobs.WriteStdin(r.Context(), tenantOf(r), r.PathValue("id"), r.Body)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, stdinWritten{Bytes: n})
+	writeJSON(w, http.StatusOK, api.StdinWritten{Bytes: n})
 }
 
 func (s *Server) closeStdin(w http.ResponseWriter, r *http.Request) {
@@ -59,24 +55,6 @@ func (s *Server) closeStdin(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
-
-// attachMessage is every text message of the attach WebSocket.
-type attachMessage struct {
-	Type       string `json:"type"`
-	Job        string `json:"job,omitempty"`
-	Stdin      *bool  `json:"stdin,omitempty"`
-	ExitCode   *int   `json:"exit_code,omitempty"`
-	ExitReason string `json:"exit_reason,omitempty"`
-	Signal     string `json:"signal,omitempty"`
-	Cursor     *int64 `json:"cursor,omitempty"`
-	Error      string `json:"error,omitempty"`
-}
-
-// Attach stream tags (first byte of a binary message).
-const (
-	attachStdout byte = 1
-	attachStderr byte = 2
-)
 
 func (s *Server) attachJob(w http.ResponseWriter, r *http.Request) {
 	cursor, err := parseCursor(r)
@@ -122,12 +100,12 @@ func (s *Server) attachJob(w http.ResponseWriter, r *http.Request) {
 		defer c()
 		return ws.Write(wctx, typ, b)
 	}
-	sendJSON := func(m attachMessage) error {
+	sendJSON := func(m api.AttachMessage) error {
 		b, _ := json.Marshal(m)
 		return send(websocket.MessageText, b)
 	}
 	hasStdin := serr == nil
-	if err := sendJSON(attachMessage{Type: "hello", Job: id, Stdin: &hasStdin}); err != nil {
+	if err := sendJSON(api.AttachMessage{Type: "hello", Job: id, Stdin: &hasStdin}); err != nil {
 		if stdin != nil {
 			stdin.Close()
 		}
@@ -161,12 +139,12 @@ func (s *Server) attachJob(w http.ResponseWriter, r *http.Request) {
 					return
 				}
 				if _, err := stdin.Write(b); err != nil {
-					sendJSON(attachMessage{Type: "error", Error: err.Error()})
+					sendJSON(api.AttachMessage{Type: "error", Error: err.Error()})
 					stdin.Close()
 					stdin = nil
 				}
 			case websocket.MessageText:
-				var m attachMessage
+				var m api.AttachMessage
 				if json.Unmarshal(b, &m) != nil || m.Type != "close_stdin" {
 					ws.Close(websocket.StatusUnsupportedData, "unknown control message")
 					cancel()
@@ -177,7 +155,7 @@ func (s *Server) attachJob(w http.ResponseWriter, r *http.Request) {
 					stdin = nil
 				}
 				if err := s.jobs.CloseStdin(ctx, tenant, id); err != nil {
-					sendJSON(attachMessage{Type: "error", Error: err.Error()})
+					sendJSON(api.AttachMessage{Type: "error", Error: err.Error()})
 				}
 			}
 		}
@@ -190,9 +168,9 @@ func (s *Server) attachJob(w http.ResponseWriter, r *http.Request) {
 		last = e.Cursor
 		switch e.Type {
 		case jobs.FrameStdout, jobs.FrameStderr:
-			tag := attachStdout
+			tag := api.AttachStdout
 			if e.Type == jobs.FrameStderr {
-				tag = attachStderr
+				tag = api.AttachStderr
 			}
 			buf = append(append(buf[:0], tag), e.Payload...)
 			return send(websocket.MessageBinary, buf)
@@ -203,7 +181,7 @@ func (s *Server) attachJob(w http.ResponseWriter, r *http.Request) {
 			}
 			code := x.ExitCode
 			c := last
-			return sendJSON(attachMessage{Type: "exit", ExitCode: &code, ExitReason: x.ExitReason, Signal: x.Signal, Cursor: &c})
+			return sendJSON(api.AttachMessage{Type: "exit", ExitCode: &code, ExitReason: x.ExitReason, Signal: x.Signal, Cursor: &c})
 		}
 		return nil
 	})

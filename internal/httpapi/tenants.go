@@ -5,8 +5,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"genesis.dev/sandbox/client"
-	"genesis.dev/sandbox/internal/tenancy"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
@@ -23,37 +22,15 @@ func (s *Server) tenantRoutes() {
 	s.handle("DELETE", "/v1/tenants/{name}/keys/{key_id}", true, s.adminOnly(s.revokeKey))
 }
 
-func tenantWire(t *tenant.Tenant) client.Tenant {
-	q := t.Quotas
-	return client.Tenant{
-		Name: t.Name, Weight: max(t.Weight, 1), MinRiskLevel: string(t.MinRiskLevel), MaxToolRiskLevel: string(t.MaxToolRiskLevel), Admin: t.Admin,
-		Quotas: client.Quotas{MaxSandboxes: q.MaxSandboxes, MaxCPU: q.MaxCPU, MaxMemoryMB: q.MaxMemoryMB, MaxLeases: q.MaxLeases},
-		Source: string(t.Source), ResourceVersion: strconv.FormatInt(t.ResourceVersion, 10),
-		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
-	}
-}
-
-func usageWire(u tenant.Usage) *client.Usage {
-	return &client.Usage{Sandboxes: u.Sandboxes, CPU: u.CPU, MemoryMB: u.MemoryMB, Leases: u.Leases}
-}
-
-func keyWire(k *tenant.Key) client.APIKey {
-	return client.APIKey{ID: k.ID, Tenant: k.Tenant, Prefix: k.Prefix, Description: k.Description, Scopes: k.Scopes, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
-}
-
 func tenantETag(t *tenant.Tenant) string { return `"` + strconv.FormatInt(t.ResourceVersion, 10) + `"` }
 
 func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
-	var req client.CreateTenantRequest
+	var req api.CreateTenantRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	in := tenancy.TenantInput{Name: req.Name, Weight: req.Weight, MinRiskLevel: req.MinRiskLevel, MaxToolRiskLevel: req.MaxToolRiskLevel, Admin: req.Admin}
-	if q := req.Quotas; q != nil {
-		in.Quotas = tenant.Quotas{MaxSandboxes: q.MaxSandboxes, MaxCPU: q.MaxCPU, MaxMemoryMB: q.MaxMemoryMB, MaxLeases: q.MaxLeases}
-	}
-	t, err := s.tenancy.CreateTenant(r.Context(), in)
+	t, err := s.tenancy.CreateTenant(r.Context(), tenantInput(req))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -69,7 +46,7 @@ func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := client.TenantList{Items: make([]client.Tenant, len(list))}
+	out := api.TenantList{Items: make([]api.Tenant, len(list))}
 	for i, v := range list {
 		out.Items[i] = tenantWire(v.Tenant)
 		out.Items[i].Usage = usageWire(v.Usage)
@@ -95,16 +72,12 @@ func (s *Server) patchTenant(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	var req client.UpdateTenantRequest
+	var req api.UpdateTenantRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	p := tenancy.TenantPatch{Weight: req.Weight, MinRiskLevel: req.MinRiskLevel, MaxToolRiskLevel: req.MaxToolRiskLevel, Admin: req.Admin}
-	if q := req.Quotas; q != nil {
-		p.Quotas = tenancy.QuotasPatch{MaxSandboxes: q.MaxSandboxes, MaxCPU: q.MaxCPU, MaxMemoryMB: q.MaxMemoryMB, MaxLeases: q.MaxLeases}
-	}
-	t, err := s.tenancy.UpdateTenant(r.Context(), r.PathValue("name"), ifv, p)
+	t, err := s.tenancy.UpdateTenant(r.Context(), r.PathValue("name"), ifv, tenantPatch(req))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -127,7 +100,7 @@ func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
-	var req client.CreateAPIKeyRequest
+	var req api.CreateAPIKeyRequest
 	if r.ContentLength != 0 {
 		if err := s.decode(w, r, &req); err != nil {
 			s.writeProblem(w, r, err)
@@ -153,7 +126,7 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := client.APIKeyList{Items: make([]client.APIKey, len(list))}
+	out := api.APIKeyList{Items: make([]api.APIKey, len(list))}
 	for i, k := range list {
 		out.Items[i] = keyWire(k)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/interactive"
 )
@@ -40,18 +41,6 @@ import (
 // Errors before the upgrade (auth, unknown sandbox or terminal: 404, bad
 // query: 400, not a WebSocket request: 400 websocket_required) are
 // problem+json answers like everywhere else.
-
-// terminalMessage is every text message of the terminal WebSocket.
-type terminalMessage struct {
-	Type     string `json:"type"`
-	Terminal string `json:"terminal,omitempty"`
-	Writer   *bool  `json:"writer,omitempty"`
-	Cols     int    `json:"cols,omitempty"`
-	Rows     int    `json:"rows,omitempty"`
-	Code     *int   `json:"code,omitempty"`
-	Reason   string `json:"reason,omitempty"`
-	Signal   string `json:"signal,omitempty"`
-}
 
 // Terminal WebSocket limits and timings.
 const (
@@ -135,7 +124,7 @@ func (s *Server) serveTerminal(ctx context.Context, ws *websocket.Conn, conn *in
 		wg.Wait()
 	}()
 	ws.SetReadLimit(terminalReadLimit)
-	send := func(m terminalMessage) error {
+	send := func(m api.TerminalMessage) error {
 		b, err := json.Marshal(m)
 		if err != nil {
 			return err
@@ -145,7 +134,7 @@ func (s *Server) serveTerminal(ctx context.Context, ws *websocket.Conn, conn *in
 		return ws.Write(wctx, websocket.MessageText, b)
 	}
 	writer := conn.Writer()
-	if err := send(terminalMessage{Type: "hello", Terminal: conn.ID(), Writer: &writer}); err != nil {
+	if err := send(api.TerminalMessage{Type: "hello", Terminal: conn.ID(), Writer: &writer}); err != nil {
 		return
 	}
 	log := s.log.With("request_id", rid, "terminal", conn.ID())
@@ -162,7 +151,7 @@ func (s *Server) serveTerminal(ctx context.Context, ws *websocket.Conn, conn *in
 			}
 			if now := conn.Writer(); now != sent {
 				sent = now
-				if send(terminalMessage{Type: "writer", Writer: &now}) != nil {
+				if send(api.TerminalMessage{Type: "writer", Writer: &now}) != nil {
 					cancel()
 					return
 				}
@@ -185,7 +174,7 @@ func (s *Server) serveTerminal(ctx context.Context, ws *websocket.Conn, conn *in
 				}
 				continue
 			}
-			var m terminalMessage
+			var m api.TerminalMessage
 			if err := json.Unmarshal(data, &m); err != nil {
 				ws.Close(websocket.StatusUnsupportedData, "text messages must be JSON control messages")
 				return
@@ -235,7 +224,7 @@ func (s *Server) serveTerminal(ctx context.Context, ws *websocket.Conn, conn *in
 		}
 		if ev.Exit != nil {
 			code := ev.Exit.ExitCode
-			if send(terminalMessage{Type: "exit", Code: &code, Reason: ev.Exit.ExitReason, Signal: ev.Exit.Signal}) == nil {
+			if send(api.TerminalMessage{Type: "exit", Code: &code, Reason: ev.Exit.ExitReason, Signal: ev.Exit.Signal}) == nil {
 				ws.Close(websocket.StatusNormalClosure, "exited")
 			}
 			return

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/tenant"
 )
@@ -169,7 +169,7 @@ func (s *Server) createTerminalTicket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusCreated, client.TerminalTicket{Ticket: token, ExpiresAt: exp.UTC()})
+	writeJSON(w, http.StatusCreated, api.TerminalTicket{Ticket: token, ExpiresAt: exp.UTC()})
 }
 
 // ticketOrBearer authenticates with ?ticket= when it is given (consuming

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/console"
 
 	"genesis.dev/sandbox/internal/errdefs"
@@ -35,23 +36,10 @@ func (s *Server) traceRoutes() {
 	}
 }
 
-// interruptIn is the optional body of the interrupt routes.
-type interruptIn struct {
-	// Actor is who interrupts: api (default) or human:<who>.
-	Actor string `json:"actor,omitempty"`
-}
-
-// interruptOut answers an interrupt.
-type interruptOut struct {
-	trace.Interruption
-	// CanceledJobs are the jobs an abort canceled.
-	CanceledJobs []string `json:"canceled_jobs,omitempty"`
-}
-
 // interruptTrace serves POST /v1/sandboxes/{id}/trace/{pause,resume,step,abort}.
 func (s *Server) interruptTrace(op string) func(http.ResponseWriter, *http.Request) {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var in interruptIn
+		var in api.TraceInterruptRequest
 		if r.ContentLength != 0 {
 			if err := s.decode(w, r, &in); err != nil {
 				s.writeProblem(w, r, err)
@@ -76,29 +64,19 @@ func (s *Server) interruptTrace(op string) func(http.ResponseWriter, *http.Reque
 			s.writeProblem(w, r, err)
 			return
 		}
-		out := interruptOut{Interruption: st}
+		var canceled []string
 		if op == "abort" {
-			ids, err := s.jobs.CancelAgentJobs(r.Context(), ten, id)
-			out.CanceledJobs = ids
-			if err != nil {
+			if canceled, err = s.jobs.CancelAgentJobs(r.Context(), ten, id); err != nil {
 				s.writeProblem(w, r, err)
 				return
 			}
 		}
-		writeJSON(w, http.StatusOK, out)
+		writeJSON(w, http.StatusOK, interruptionWire(st, canceled))
 	}
 }
 
 // callerTraceKinds are the kinds a caller may post to a trace.
 var callerTraceKinds = map[string]bool{"annotation": true, "task.status": true}
-
-// traceEventIn is the body of POST /v1/sandboxes/{id}/trace/events.
-type traceEventIn struct {
-	Kind string `json:"kind"`
-	// Actor defaults to "api"; a caller may say "agent" or "human:<who>".
-	Actor string          `json:"actor,omitempty"`
-	Data  json.RawMessage `json:"data,omitempty"`
-}
 
 // traceOf opens the trace of the request's sandbox: the sandbox must be
 // the caller's while it lives (its trace is made then, empty); after it is
@@ -116,7 +94,7 @@ func (s *Server) traceOf(r *http.Request) (string, error) {
 
 // postTraceEvent serves POST /v1/sandboxes/{id}/trace/events.
 func (s *Server) postTraceEvent(w http.ResponseWriter, r *http.Request) {
-	var in traceEventIn
+	var in api.TraceEventRequest
 	if err := s.decode(w, r, &in); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -147,7 +125,7 @@ func (s *Server) postTraceEvent(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, e)
+	writeJSON(w, http.StatusCreated, api.TraceEvent(e))
 }
 
 // traceCursor reads the resume point as job logs do (Last-Event-ID or
@@ -162,13 +140,6 @@ func traceCursor(r *http.Request) (int64, error) {
 		return parseCursor(r2)
 	}
 	return parseCursor(r)
-}
-
-// tracePage is the JSON form of GET /v1/sandboxes/{id}/trace.
-type tracePage struct {
-	Events []trace.Event `json:"events"`
-	// Next is the cursor to read on from (the last event's seq).
-	Next int64 `json:"next"`
 }
 
 // readTrace serves GET /v1/sandboxes/{id}/trace: SSE by default (follow
@@ -212,10 +183,7 @@ func (s *Server) readTrace(w http.ResponseWriter, r *http.Request) {
 		if len(evs) > 0 {
 			next = evs[len(evs)-1].Seq
 		}
-		if evs == nil {
-			evs = []trace.Event{}
-		}
-		writeJSON(w, http.StatusOK, tracePage{Events: evs, Next: next})
+		writeJSON(w, http.StatusOK, api.TracePage{Events: traceEventsWire(evs), Next: next})
 		return
 	}
 	h := w.Header()
@@ -229,7 +197,7 @@ func (s *Server) readTrace(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	for {
 		for _, e := range evs {
-			if sw.event(strconv.FormatInt(e.Seq, 10), "trace", e) != nil {
+			if sw.event(strconv.FormatInt(e.Seq, 10), "trace", api.TraceEvent(e)) != nil {
 				return
 			}
 			cursor = e.Seq
@@ -257,24 +225,6 @@ func (s *Server) readTrace(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-}
-
-// traceManifest is manifest.json of a trace export.
-type traceManifest struct {
-	SandboxID  string              `json:"sandbox_id"`
-	ExportedAt time.Time           `json:"exported_at"`
-	Events     int                 `json:"events"`
-	Files      []traceManifestFile `json:"files"`
-	// Missing lists artifacts the events name that are no longer kept.
-	Missing []string `json:"missing_artifacts,omitempty"`
-}
-
-type traceManifestFile struct {
-	Path   string `json:"path"`
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256"`
-	// ArtifactID is the artifact the file is, for artifacts.
-	ArtifactID string `json:"artifact_id,omitempty"`
 }
 
 // exportTrace serves GET /v1/sandboxes/{id}/trace/export: a tar.gz of
@@ -336,7 +286,7 @@ func (s *Server) exportTrace(w http.ResponseWriter, r *http.Request) {
 	gz := gzip.NewWriter(w)
 	tw := tar.NewWriter(gz)
 	now := time.Now().UTC()
-	man := traceManifest{SandboxID: id, ExportedAt: now, Events: n}
+	man := api.TraceManifest{SandboxID: id, ExportedAt: now, Events: n}
 	add := func(name string, size int64, rd io.Reader, artifactID string) error {
 		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: size, ModTime: now, Typeflag: tar.TypeReg}); err != nil {
 			return err
@@ -345,7 +295,7 @@ func (s *Server) exportTrace(w http.ResponseWriter, r *http.Request) {
 		if _, err := io.CopyN(io.MultiWriter(tw, h), rd, size); err != nil {
 			return err
 		}
-		man.Files = append(man.Files, traceManifestFile{Path: name, Size: size, SHA256: hex.EncodeToString(h.Sum(nil)), ArtifactID: artifactID})
+		man.Files = append(man.Files, api.TraceManifestFile{Path: name, Size: size, SHA256: hex.EncodeToString(h.Sum(nil)), ArtifactID: artifactID})
 		return nil
 	}
 	fail := func(err error) {

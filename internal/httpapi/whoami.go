@@ -2,8 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-
-	"genesis.dev/sandbox/client"
 )
 
 // whoami serves GET /v1/whoami: the tenant of the caller's key and whether
@@ -11,5 +9,5 @@ import (
 // admin views without probing an admin route for a 403).
 func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
 	p := principalOf(r)
-	writeJSON(w, http.StatusOK, client.Whoami{Tenant: p.Tenant, KeyID: p.KeyID, Admin: p.Admin, Scopes: p.Scopes})
+	writeJSON(w, http.StatusOK, whoamiWire(p))
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,9 +46,20 @@ type Config struct {
 	// lock files. It must be on a file system that allows device nodes and
 	// executables. Default: genesis-imagebuild under os.TempDir().
 	WorkDir string
-	// Mirror is the Debian archive URI for debootstrap. Default: the URI the
-	// machine's apt sources (/etc/apt) use for the recipe's suite.
+	// Mirror is the Debian archive URI for debootstrap, and for apt while
+	// it installs the recipe's packages. Default: the URI the machine's apt
+	// sources (/etc/apt) use for the recipe's suite. The image names it in
+	// its sources.list, except a mirror on this machine (images.LocalMirror),
+	// which a sandbox cannot reach: then the image names the apt sources'
+	// one, as a build without Mirror does.
 	Mirror string
+	// MirrorTrusted builds from Mirror without checking signatures: an
+	// unsigned repository, such as one made of a package cache.
+	// debootstrap runs with --no-check-gpg and apt trusts the mirror
+	// ([trusted=yes]) only while it installs the recipe's packages.
+	// Allowed only for a mirror on this machine (images.LocalMirror:
+	// file:/ or a loopback address).
+	MirrorTrusted bool
 	// Repository is the repository prefix of the references the builder
 	// tags images with, e.g. "genesis-try/" (a build that leaves the
 	// service's images alone). Default: images.RefRepositoryPrefix, the
@@ -78,6 +90,7 @@ type Builder struct {
 	importer   Importer
 	workDir    string
 	mirror     string
+	trusted    bool // mirror is trusted unsigned
 	repository string
 	aptDir     string
 	log        *slog.Logger
@@ -99,7 +112,7 @@ func New(cfg Config) (*Builder, error) {
 	}
 	wd := cfg.WorkDir
 	if wd == "" {
-		wd = filepath.Join(os.TempDir(), "genesis-imagebuild")
+		wd = DefaultWorkDir()
 	}
 	wd, err := filepath.Abs(wd)
 	if err != nil {
@@ -116,8 +129,12 @@ func New(cfg Config) (*Builder, error) {
 	if !images.ValidRepository(repo) {
 		return nil, fmt.Errorf("imagebuild: repository %q must be lower-case letters, digits, '-', '_', '.' and '/', ending in '/': %w", cfg.Repository, errdefs.ErrInvalidArgument)
 	}
-	if cfg.Mirror != "" && !usableMirror(cfg.Mirror) {
+	if cfg.Mirror != "" && !images.ValidMirror(cfg.Mirror) {
 		return nil, fmt.Errorf("imagebuild: mirror %q must be an http://, https:// or file:/ URI: %w", cfg.Mirror, errdefs.ErrInvalidArgument)
+	}
+	if cfg.MirrorTrusted && !images.LocalMirror(cfg.Mirror) {
+		return nil, fmt.Errorf("imagebuild: a trusted (unsigned) mirror must be on this machine, a file:/ URI or a loopback address like http://127.0.0.1:PORT/, not %q: %w",
+			cfg.Mirror, errdefs.ErrInvalidArgument)
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -127,6 +144,7 @@ func New(cfg Config) (*Builder, error) {
 		importer:   cfg.Importer,
 		workDir:    wd,
 		mirror:     cfg.Mirror,
+		trusted:    cfg.MirrorTrusted,
 		repository: repo,
 		aptDir:     "/etc/apt",
 		log:        log.With("component", "imagebuild"),
@@ -137,6 +155,18 @@ func New(cfg Config) (*Builder, error) {
 	}
 	b.turn <- struct{}{}
 	return b, nil
+}
+
+// DefaultWorkDir is the work directory of a Builder whose Config names
+// none: genesis-imagebuild under os.TempDir().
+func DefaultWorkDir() string { return filepath.Join(os.TempDir(), "genesis-imagebuild") }
+
+// PackageCacheDirs returns the directories of the package cache that every
+// build of suite under workDir shares: debootstrap's (the base system) and
+// apt's (the recipes' packages), holding the .deb files downloaded so far.
+func PackageCacheDirs(workDir, suite string) (debootstrap, apt string) {
+	dir := filepath.Join(workDir, "cache", suite)
+	return filepath.Join(dir, "debootstrap"), filepath.Join(dir, "apt")
 }
 
 // ref is the reference the builder tags r's image with.
@@ -281,7 +311,7 @@ func (b *Builder) Build(ctx context.Context, name string, force bool) (res Resul
 		}
 	}
 	log.Info("building image", "suite", r.Suite, "variant", r.Variant, "packages", r.Packages, "mirror", mirror,
-		"steps", strings.Join(steps(r), ", "))
+		"mirror_trusted", b.trusted, "steps", strings.Join(steps(r), ", "))
 	if err := b.build(ctx, log, t, r, res.Ref, tools, mirror); err != nil {
 		return res, err
 	}
@@ -350,7 +380,8 @@ func stepClass(ctx context.Context) error {
 func (b *Builder) build(ctx context.Context, log *slog.Logger, t *tracker, r images.Recipe, ref string, tools hostTools, mirror string) (err error) {
 	buildRoot := filepath.Join(b.workDir, "build")
 	cacheDir := filepath.Join(b.workDir, "cache", r.Suite)
-	for _, d := range []string{buildRoot, filepath.Join(cacheDir, "debootstrap"), filepath.Join(cacheDir, "apt")} {
+	debootstrapCache, aptCache := PackageCacheDirs(b.workDir, r.Suite)
+	for _, d := range []string{buildRoot, debootstrapCache, aptCache} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("imagebuild: create %s: %w: %w", d, errdefs.ErrInternal, err)
 		}
@@ -373,6 +404,16 @@ func (b *Builder) build(ctx context.Context, log *slog.Logger, t *tracker, r ima
 
 	if err := b.bootstrap(ctx, log, t, r, tools, rootfs, cacheDir, mirror); err != nil {
 		return err
+	}
+	if images.LocalMirror(mirror) {
+		// A mirror on this machine is out of a sandbox's reach: the image
+		// names the one of the host's apt sources, as a build from it would.
+		if public, err := aptSourcesMirror(b.aptDir, r.Suite); err == nil {
+			line := fmt.Sprintf("deb %s %s main\n", public, r.Suite)
+			if err := os.WriteFile(filepath.Join(rootfs, "etc", "apt", "sources.list"), []byte(line), 0o644); err != nil {
+				return fmt.Errorf("imagebuild: %s: %w: %w", ref, errdefs.ErrInternal, err)
+			}
+		}
 	}
 	t.step(StepSetup, "scripts", int64(len(r.Setup)))
 
@@ -467,7 +508,7 @@ func (b *Builder) removeStale(log *slog.Logger, buildRoot, prefix string) {
 // bootstrap creates the root filesystem and installs the recipe's packages.
 // The package caches are shared by all images of a suite, so a lock keeps two
 // processes from filling them at once.
-func (b *Builder) bootstrap(ctx context.Context, log *slog.Logger, t *tracker, r images.Recipe, tools hostTools, rootfs, cacheDir, mirror string) error {
+func (b *Builder) bootstrap(ctx context.Context, log *slog.Logger, t *tracker, r images.Recipe, tools hostTools, rootfs, cacheDir, mirror string) (err error) {
 	if held, _ := lockHeld(cacheDir + ".lock"); held {
 		t.waiting("another build fills the " + r.Suite + " package cache")
 	}
@@ -478,11 +519,21 @@ func (b *Builder) bootstrap(ctx context.Context, log *slog.Logger, t *tracker, r
 	defer cacheLock.unlock()
 
 	step := time.Now()
+	debootstrapCache, aptCache := PackageCacheDirs(b.workDir, r.Suite)
+	args := []string{"--variant=" + r.Variant, "--components=main", "--cache-dir=" + debootstrapCache}
+	if b.trusted {
+		args = append(args, "--no-check-gpg")
+	}
+	env := append(os.Environ(), "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive")
+	if u, err := url.Parse(mirror); err == nil && images.LocalMirror(mirror) && u.Host != "" {
+		// A proxy of the environment must not stand between debootstrap
+		// and a mirror on this machine.
+		env = append(env, "no_proxy="+u.Hostname(), "NO_PROXY="+u.Hostname())
+	}
 	c := command{
-		path: tools.debootstrap,
-		args: []string{"--variant=" + r.Variant, "--components=main",
-			"--cache-dir=" + filepath.Join(cacheDir, "debootstrap"), r.Suite, rootfs, mirror},
-		env:           append(os.Environ(), "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive"),
+		path:          tools.debootstrap,
+		args:          append(args, r.Suite, rootfs, mirror),
+		env:           env,
 		privateMounts: true,
 		onLine:        lineCounter(t, &debootstrapCounter{}),
 	}
@@ -500,10 +551,28 @@ func (b *Builder) bootstrap(ctx context.Context, log *slog.Logger, t *tracker, r
 	}
 
 	step = time.Now()
+	if b.trusted {
+		// apt in the image trusts the unsigned mirror while it installs,
+		// and only then: debootstrap's plain source line comes back.
+		sources := filepath.Join(rootfs, "etc", "apt", "sources.list")
+		plain, rerr := os.ReadFile(sources)
+		if rerr != nil {
+			return fmt.Errorf("imagebuild: %s: %w: %w", r.Ref(), errdefs.ErrInternal, rerr)
+		}
+		line := fmt.Sprintf("deb [trusted=yes] %s %s main\n", mirror, r.Suite)
+		if werr := os.WriteFile(sources, []byte(line), 0o644); werr != nil {
+			return fmt.Errorf("imagebuild: %s: %w: %w", r.Ref(), errdefs.ErrInternal, werr)
+		}
+		defer func() {
+			if werr := os.WriteFile(sources, plain, 0o644); werr != nil && err == nil {
+				err = fmt.Errorf("imagebuild: %s: %w: %w", r.Ref(), errdefs.ErrInternal, werr)
+			}
+		}()
+	}
 	c = command{
 		path: tools.sh,
 		args: append([]string{"-euc", installScript, "install-packages",
-			rootfs, filepath.Join(cacheDir, "apt"), tools.mount, tools.chroot}, r.Packages...),
+			rootfs, aptCache, tools.mount, tools.chroot}, r.Packages...),
 		env: []string{"PATH=" + chrootPath, "HOME=/root", "LC_ALL=C.UTF-8",
 			"DEBIAN_FRONTEND=noninteractive"},
 		privateMounts: true,

@@ -98,6 +98,15 @@ func TestNewValidates(t *testing.T) {
 		"bad mirror":   {Importer: &fakeImporter{}, Mirror: "ftp.example/debian"},
 		"comma in dir": {Importer: &fakeImporter{}, WorkDir: "/tmp/a,b"},
 		"bad prefix":   {Importer: &fakeImporter{}, Repository: "Genesis"},
+		// An unsigned mirror is trusted only on this machine.
+		"trusted remote mirror":  {Importer: &fakeImporter{}, Mirror: "http://deb.debian.org/debian", MirrorTrusted: true},
+		"trusted named mirror":   {Importer: &fakeImporter{}, Mirror: "http://localhost:3142/debian", MirrorTrusted: true},
+		"trusted without mirror": {Importer: &fakeImporter{}, MirrorTrusted: true},
+	}
+	for _, mirror := range []string{"http://127.0.0.1:8080/", "file:/srv/debian"} {
+		if _, err := New(Config{Importer: &fakeImporter{}, Mirror: mirror, MirrorTrusted: true}); err != nil {
+			t.Errorf("trusted local mirror %s: %v", mirror, err)
+		}
 	}
 	for name, cfg := range cases {
 		if _, err := New(cfg); !errors.Is(err, errdefs.ErrInvalidArgument) {

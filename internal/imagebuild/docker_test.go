@@ -18,6 +18,7 @@ import (
 	"genesis.dev/sandbox/images"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/testenv"
 )
 
 // dockerCLI implements Importer with the docker command line, standing in for
@@ -91,14 +92,26 @@ func requireBuildHost(t *testing.T) {
 // reused across runs and images.
 func testWorkDir() string { return filepath.Join(os.TempDir(), "genesis-imagebuild-test") }
 
-func newDockerBuilder(t *testing.T, d dockerCLI) *Builder {
+// newDockerBuilder returns a builder into d with the shared work dir. An
+// empty mirror is the host's apt sources' (the network); tests build from
+// offlineMirror's.
+func newDockerBuilder(t *testing.T, d dockerCLI, mirror string) *Builder {
 	t.Helper()
-	b, err := New(Config{Importer: d, WorkDir: testWorkDir(),
+	b, err := New(Config{Importer: d, WorkDir: testWorkDir(), Mirror: mirror, MirrorTrusted: mirror != "",
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// offlineMirror serves, on loopback, a Debian mirror of r's packages made of
+// the package cache that `make test-images` filled (the default work
+// dir's), and returns its URI: a build from it reaches no other machine.
+func offlineMirror(t *testing.T, r images.Recipe) string {
+	t.Helper()
+	debootstrapCache, aptCache := PackageCacheDirs(DefaultWorkDir(), r.Suite)
+	return testenv.ServeDebMirror(t, r.Suite, debootstrapCache, []string{aptCache}, r.Packages).URL
 }
 
 type testWriter struct{ t *testing.T }
@@ -141,12 +154,15 @@ func imageLabel(t *testing.T, d dockerCLI, ref, key string) string {
 func TestBuildToolBasic(t *testing.T) {
 	d := requireDocker(t)
 	requireBuildHost(t)
-	b := newDockerBuilder(t, d)
 	r := mustRecipe(t, "tool-basic")
-
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()
 	force := os.Getenv("GENESIS_IMAGEBUILD_REBUILD") == "1"
+	mirror := "" // unused: the image is present
+	if present, err := d.ImagePresent(ctx, r.Ref()); err != nil || !present || force {
+		mirror = offlineMirror(t, r)
+	}
+	b := newDockerBuilder(t, d, mirror)
 	res, err := b.Build(ctx, "tool-basic", force)
 	if err != nil {
 		t.Fatalf("Build: %v", err)
@@ -221,8 +237,8 @@ func TestBuildToolBasic(t *testing.T) {
 func TestBuildCancelledLeavesNothing(t *testing.T) {
 	d := requireDocker(t)
 	requireBuildHost(t)
-	b := newDockerBuilder(t, d)
 	r := mustRecipe(t, "tool-basic")
+	b := newDockerBuilder(t, d, offlineMirror(t, r))
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	_, err := b.Build(ctx, "tool-basic", false) // cheap when cached
 	cancel()
@@ -285,15 +301,16 @@ func processesMentioning(s string) []string {
 }
 
 // TestBuildAllProfiles builds every profile image (cached by hash) and checks
-// each one's interpreter. Opt-in with GENESIS_IMAGEBUILD_ALL=1: on a cold
-// machine it downloads and builds for several minutes.
+// each one's interpreter. Opt-in with GENESIS_IMAGEBUILD_ALL=1: it builds
+// from the host's Debian mirror, and setup scripts fetch from npm and PyPI,
+// for several minutes on a cold machine.
 func TestBuildAllProfiles(t *testing.T) {
 	if os.Getenv("GENESIS_IMAGEBUILD_ALL") != "1" {
 		t.Skip("set GENESIS_IMAGEBUILD_ALL=1 to build every profile image")
 	}
 	d := requireDocker(t)
 	requireBuildHost(t)
-	b := newDockerBuilder(t, d)
+	b := newDockerBuilder(t, d, "")
 	rs, err := images.Recipes()
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -35,9 +34,9 @@ func Run(ctx context.Context, name string, args []string, stdout, stderr io.Writ
 	var profiles stringList
 	fs.Var(&profiles, "profile", "image recipe to build (repeatable; default: all)")
 	force := fs.Bool("force", false, "rebuild even when the image is present")
-	workDir := fs.String("work-dir", filepath.Join(os.TempDir(), "genesis-imagebuild"), "scratch directory for builds")
+	workDir := fs.String("work-dir", imagebuild.DefaultWorkDir(), "scratch directory and package cache of the builds")
 	dockerHost := fs.String("docker-host", "", "Docker daemon socket")
-	configPath := fs.String("config", os.Getenv("GENESIS_CONFIG"), "the service's YAML config file, for its image_repository (env GENESIS_CONFIG)")
+	configPath := fs.String("config", os.Getenv("GENESIS_CONFIG"), "the service's YAML config file, for its image_repository and image_mirror (env GENESIS_CONFIG)")
 	logLevel := fs.String("log-level", "info", "debug (every line debootstrap and apt print), info, warn or error")
 	repository := fs.String("repository", "", "tag the images PREFIX/NAME:HASH instead of the config's image_repository (genesis/), e.g. genesis-try/ to time a build without touching the service's images")
 	if err := fs.Parse(args); err != nil {
@@ -63,7 +62,8 @@ func Run(ctx context.Context, name string, args []string, stdout, stderr io.Writ
 	if *repository == "" {
 		*repository = cfg.ImageRepository
 	}
-	b, err := imagebuild.New(imagebuild.Config{Importer: drv, WorkDir: *workDir, Repository: *repository, Logger: log})
+	b, err := imagebuild.New(imagebuild.Config{Importer: drv, WorkDir: *workDir, Repository: *repository,
+		Mirror: cfg.ImageMirror, MirrorTrusted: cfg.ImageMirrorTrusted, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,13 @@ type pkg struct {
 var workloads = []string{
 	"internal/jobs", "internal/files", "internal/interactive", "internal/artifacts",
 	"internal/ports", "internal/mcp", "internal/skills", "internal/browser", "internal/desktop",
+	"internal/snapshots",
+}
+
+// testSupport are the packages that exist for tests: no binary links them.
+var testSupport = []string{
+	"internal/controltest", "internal/testenv", "internal/driver/fake", "internal/driver/drivertest",
+	"internal/store/storetest", "internal/store/pgtest", "test/...",
 }
 
 // rule constrains the packages matching Pkg ("x" is x itself, "x/..." is x
@@ -52,6 +59,10 @@ type rule struct {
 	// have. Only nil leaves both unchecked.
 	Only     []string
 	External []string
+	// Tree marks a rule over a whole tree ("internal/..."): it constrains
+	// every package below it but is no package's own rule, so a package it
+	// matches still needs one (TestEveryPackageHasARule).
+	Tree bool
 }
 
 func concat(lists ...[]string) []string { return slices.Concat(lists...) }
@@ -60,12 +71,81 @@ func concat(lists ...[]string) []string { return slices.Concat(lists...) }
 // reason they stand.
 var rules = []rule{
 	{
+		Pkg:      "api",
+		Why:      "api holds the HTTP API's wire types and is a leaf anyone may import: the standard library only",
+		Only:     []string{},
+		External: []string{},
+	},
+	{
+		Pkg:      "client",
+		Why:      "client is the public SDK: the wire types of api and a WebSocket library; nothing of internal/",
+		Only:     []string{"api"},
+		External: []string{"github.com/coder/websocket"},
+	},
+	{
+		Pkg:    "internal/...",
+		Why:    "the service never imports the public SDK or a command: the wire types are api's",
+		Forbid: []string{"client", "cmd/..."},
+		Tree:   true,
+	},
+	{
+		Pkg:    "cmd/...",
+		Why:    "the binaries are wired from the service's packages, never from test support",
+		Forbid: testSupport,
+	},
+	{
+		Pkg:    "cmd/genesis",
+		Why:    "the CLI is a client of the API: it speaks it through the SDK and api, and imports nothing of internal/",
+		Forbid: []string{"internal/..."},
+	},
+	{
+		Pkg:      "cmd/genesis-agent",
+		Why:      "the agent binary is the agent package's main",
+		Only:     []string{"internal/agent", "internal/agent/agentproto"},
+		External: []string{},
+	},
+	{
+		Pkg:      "cmd/genesis-egress",
+		Why:      "the egress gateway's binary runs the gateway package alone (in a container of its own)",
+		Only:     []string{"internal/egress/gateway"},
+		External: []string{},
+	},
+	{
+		Pkg:      "images",
+		Why:      "images embeds the profiles' recipes: the standard library only",
+		Only:     []string{},
+		External: []string{},
+	},
+	{
+		Pkg:      "hack/...",
+		Why:      "hack holds helper programs of the development clusters: the standard library only",
+		Only:     []string{},
+		External: []string{},
+	},
+	{
+		Pkg:      "tools/...",
+		Why:      "tools holds helper programs of the build: the standard library only",
+		Only:     []string{},
+		External: []string{},
+	},
+	{
+		Pkg:    "test/...",
+		Why:    "the end-to-end tests, benchmarks and their fixtures reach the service from outside, over its API: nothing of internal/ (their tests may use test support such as testenv)",
+		Forbid: []string{"internal/..."},
+	},
+	{
+		Pkg:      "internal/layering",
+		Why:      "layering is this test alone",
+		Only:     []string{},
+		External: []string{},
+	},
+	{
 		Pkg:    "internal/control",
 		Why:    "control is the lifecycle core: it calls the workload packages only through the hooks it declares, and knows no API",
 		Forbid: concat(workloads, []string{"internal/httpapi", "internal/tenancy", "client", "cmd/..."}),
 		Only: []string{"internal/driver", "internal/store", "internal/agent/agentclient", "internal/agent/agentproto",
 			"internal/policy", "internal/config", "images", "internal/imagebuild", "internal/admission", "internal/diskquota", "internal/driver/local",
-			"internal/egress", "internal/netctl", "internal/tenant", "internal/sandbox", "internal/errdefs"},
+			"internal/egress", "internal/netctl", "internal/tenant", "internal/sandbox", "internal/errdefs", "internal/nofollow"},
 	},
 	{
 		Pkg: "internal/netctl",
@@ -164,13 +244,19 @@ var rules = []rule{
 		NoImport: []string{"internal/driver/...", "internal/joblog", "internal/agent/agentclient", "internal/store/sqlstore", "internal/store/sqlite", "internal/store/postgres"},
 	},
 	{
+		Pkg:      "internal/changes",
+		Why:      "changes reads and writes sandboxes' workspaces through the file gateway and snapshots' through the snapshots manager; no API, client, store, driver or agent client",
+		Forbid:   []string{"internal/httpapi", "client", "cmd/..."},
+		NoImport: []string{"internal/store/...", "internal/driver/...", "internal/agent/agentproto"},
+	},
+	{
 		Pkg: "internal/mcpserve",
-		Why: "the service's own MCP server calls control, jobs, files, the browser, the desktop and the snapshots as the HTTP handlers do (reading a job's output through the job log; agentclient only for the Files contract's file response, client only for the browser's action types); no API, command, store, driver or admission",
-		Forbid: concat([]string{"internal/httpapi", "cmd/...", "internal/assemble"},
-			without(workloads, "internal/jobs", "internal/files", "internal/artifacts", "internal/ports", "internal/browser", "internal/desktop", "internal/interactive")),
+		Why: "the service's own MCP server calls control, jobs, files, the browser, the desktop and the snapshots as the HTTP handlers do (reading a job's output through the job log; agentclient only for the Files contract's file response, api for the browser's and the desktop's wire types); no HTTP edge, client, command, store, driver or admission",
+		Forbid: concat([]string{"internal/httpapi", "client", "cmd/...", "internal/assemble"},
+			without(workloads, "internal/jobs", "internal/files", "internal/artifacts", "internal/ports", "internal/browser", "internal/interactive", "internal/snapshots")),
 		NoImport: []string{"internal/store/...", "internal/driver/...", "internal/admission"},
-		Only: []string{"internal/control", "internal/jobs", "internal/files", "internal/browser", "internal/desktop", "internal/snapshots", "internal/joblog", "internal/sandbox", "internal/tenant", "internal/errdefs",
-			"internal/agent/agentproto", "internal/agent/agentclient", "client"},
+		Only: []string{"internal/control", "internal/jobs", "internal/files", "internal/browser", "internal/snapshots", "internal/joblog", "internal/sandbox", "internal/tenant", "internal/errdefs",
+			"internal/agent/agentproto", "internal/agent/agentclient", "api"},
 		External: []string{"github.com/modelcontextprotocol/go-sdk/..."},
 	},
 	{
@@ -247,9 +333,125 @@ var rules = []rule{
 	},
 	{
 		Pkg:      "internal/httpapi",
-		Why:      "the API calls control and the workload managers; it never imports a driver, the store, admission, the job log or the agent protocol, nor assemble (the service is built below it and handed to it)",
-		Forbid:   []string{"cmd/...", "internal/assemble"},
+		Why:      "the API calls control and the workload managers and speaks api's wire types; it never imports the SDK, a driver, the store, admission, the job log or the agent protocol, nor assemble (the service is built below it and handed to it)",
+		Forbid:   []string{"client", "cmd/...", "internal/assemble"},
 		NoImport: []string{"internal/driver/...", "internal/store/...", "internal/admission", "internal/joblog", "internal/agent/..."},
+	},
+	{
+		Pkg: "internal/browser",
+		Why: "browser is a workload package: it reaches sandboxes through control's Attach and ports, records through trace and recording, and speaks api's action types; no API, SDK, store or driver " +
+			"(exception: driver's image label constant, LabelVersionPrefix, which the driver contract owns)",
+		Forbid:   concat([]string{"internal/httpapi", "client", "cmd/..."}, without(workloads, "internal/browser", "internal/ports")),
+		NoImport: []string{"internal/store/...", "internal/driver/docker", "internal/driver/kube", "internal/driver/local", "internal/driver/fake"},
+	},
+	{
+		Pkg:    "internal/snapshots",
+		Why:    "snapshots is a workload package: control, driver, store, agentclient, sandbox, config and errdefs, and trace (the leaf every producer records through); no API or other workload",
+		Forbid: concat([]string{"internal/httpapi", "client", "cmd/..."}, without(workloads, "internal/snapshots")),
+		Only: []string{"internal/control", "internal/driver", "internal/store", "internal/agent/agentclient", "internal/sandbox",
+			"internal/config", "internal/errdefs", "internal/trace"},
+		External: []string{},
+	},
+	{
+		Pkg:      "internal/config",
+		Why:      "config reads the service's settings into the domain vocabulary (sandbox, egress, tenant) with errdefs and a YAML parser, checks file roots with the agent protocol's path policy and image repositories with the recipes' rule (images, a leaf); it runs nothing",
+		Only:     []string{"internal/sandbox", "internal/egress", "internal/tenant", "internal/errdefs", "internal/agent/agentproto", "images"},
+		External: []string{"go.yaml.in/yaml/v3"},
+	},
+	{
+		Pkg:      "internal/policy",
+		Why:      "policy decides runtimes from risk levels: the domain vocabulary and errdefs only",
+		Only:     []string{"internal/sandbox", "internal/errdefs"},
+		External: []string{},
+	},
+	{
+		Pkg:      "internal/tenant",
+		Why:      "tenant is the vocabulary of tenants, keys and principals: sandbox and errdefs only",
+		Only:     []string{"internal/sandbox", "internal/errdefs"},
+		External: []string{},
+	},
+	{
+		Pkg:      "internal/admission",
+		Why:      "admission is pure scheduling (weighted fair queues over an injected clock): sandbox and errdefs only",
+		Only:     []string{"internal/sandbox", "internal/errdefs"},
+		External: []string{},
+	},
+	{
+		Pkg:      "internal/egress",
+		Why:      "egress is the network policy vocabulary, which sandbox's records use: errdefs only",
+		Only:     []string{"internal/errdefs"},
+		External: []string{},
+	},
+	{
+		Pkg:      "internal/egress/egressclient",
+		Why:      "the gateway's client speaks the gateway's control protocol: egress and errdefs only",
+		Only:     []string{"internal/egress", "internal/errdefs"},
+		External: []string{},
+	},
+	{
+		Pkg:      "internal/egress/gateway",
+		Why:      "the gateway runs in a container of its own: egress, errdefs and a DNS message parser only",
+		Only:     []string{"internal/egress", "internal/errdefs"},
+		External: []string{"golang.org/x/net/dns/dnsmessage"},
+	},
+	{
+		Pkg:      "internal/joblog",
+		Why:      "the job log stores a job's output on the host: the agent's protocol types and errdefs only",
+		Only:     []string{"internal/agent/agentproto", "internal/errdefs"},
+		External: []string{},
+	},
+	{
+		Pkg:      "internal/errdefs",
+		Why:      "errdefs holds the error classes every package wraps: the standard library only",
+		Only:     []string{},
+		External: []string{},
+	},
+	{
+		Pkg:      "internal/agent/agentclient",
+		Why:      "the host's client of the agent speaks its protocol: agentproto, errdefs and nofollow (it dials a socket the sandbox could swap) only",
+		Only:     []string{"internal/agent/agentproto", "internal/errdefs", "internal/nofollow"},
+		External: []string{},
+	},
+	{
+		Pkg:      "internal/nofollow",
+		Why:      "nofollow reaches paths a sandbox controls without following them: errdefs and x/sys/unix only",
+		Only:     []string{"internal/errdefs"},
+		External: []string{"golang.org/x/sys/..."},
+	},
+	{
+		Pkg:      "internal/agent/fsops",
+		Why:      "the agent's file operations run inside the sandbox: agentproto, errdefs and x/sys only",
+		Only:     []string{"internal/agent/agentproto", "internal/errdefs"},
+		External: []string{"golang.org/x/sys/..."},
+	},
+	{
+		Pkg:    "internal/controltest",
+		Why:    "controltest builds the control layer and the workloads below the API over the fake driver, for tests of the layers above control; it knows no API",
+		Forbid: []string{"internal/httpapi", "client", "cmd/..."},
+	},
+	{
+		Pkg:      "internal/testenv",
+		Why:      "testenv answers what a test's environment has (Docker, the module root): the driver contract, the Docker driver and sandbox only",
+		Only:     []string{"internal/driver", "internal/driver/docker", "internal/sandbox"},
+		External: []string{},
+	},
+	{
+		Pkg:      "internal/imagebuild",
+		Why:      "imagebuild builds the profiles' images through the driver: images, driver, mountinfo and errdefs only",
+		Only:     []string{"images", "internal/driver", "internal/mountinfo", "internal/errdefs"},
+		External: []string{},
+	},
+	{
+		Pkg:      "internal/diskquota",
+		Why:      "diskquota sets project quotas on the host's file system: mountinfo, errdefs and x/sys only",
+		Only:     []string{"internal/mountinfo", "internal/errdefs"},
+		External: []string{"golang.org/x/sys/..."},
+	},
+	{
+		Pkg:      "internal/mountinfo",
+		Why:      "mountinfo parses /proc/self/mountinfo: the standard library only",
+		Only:     []string{},
+		External: []string{},
 	},
 }
 
@@ -324,11 +526,7 @@ func violations(rules []rule, pkgs []pkg) []string {
 // listModule runs go list over the module and returns its packages.
 func listModule(t *testing.T) []pkg {
 	t.Helper()
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	root := strings.TrimSuffix(strings.TrimSpace(string(gomod)), "/go.mod")
+	root := moduleRoot(t)
 	cmd := exec.Command("go", "list", "-deps=false", "-json=ImportPath,Imports,Deps", "./...")
 	cmd.Dir = root
 	var stderr bytes.Buffer
@@ -361,6 +559,19 @@ func listModule(t *testing.T) []pkg {
 	return pkgs
 }
 
+// unruled lists the packages of pkgs that no rule of their own matches
+// (a Tree rule constrains them but is not theirs).
+func unruled(rules []rule, pkgs []pkg) []string {
+	var out []string
+	for _, p := range pkgs {
+		if !slices.ContainsFunc(rules, func(r rule) bool { return !r.Tree && match(r.Pkg, p.Path) }) {
+			out = append(out, p.Path)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // TestImportRules checks the module's packages against the rules.
 func TestImportRules(t *testing.T) {
 	if testing.Short() {
@@ -374,6 +585,22 @@ func TestImportRules(t *testing.T) {
 	}
 	for _, v := range violations(rules, pkgs) {
 		t.Error(v)
+	}
+	for _, p := range unruled(rules, pkgs) {
+		t.Errorf("package %s has no layering rule: add one (with its why) to the rules here and state it in its doc.go", p)
+	}
+}
+
+// TestEveryPackageHasARule checks that a package matching no rule, or only
+// a Tree rule, is reported, so that TestImportRules fails on a new package
+// nobody placed.
+func TestEveryPackageHasARule(t *testing.T) {
+	t.Parallel()
+	pkgs := []pkg{{Path: "internal/control"}, {Path: "internal/newthing"}, {Path: "api"}, {Path: "internal/store/newdialect"}, {Path: "wat"}}
+	got := unruled(rules, pkgs)
+	want := []string{"internal/newthing", "wat"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("unruled = %q, want %q", got, want)
 	}
 }
 
@@ -412,6 +639,16 @@ func TestRulesCatchUpwardImports(t *testing.T) {
 		{"sandbox with errdefs only", pkg{Path: "internal/sandbox", Imports: []string{"fmt", m("internal/errdefs")}, Deps: []string{"fmt", m("internal/errdefs")}}, ""},
 		{"agent with x/sys", pkg{Path: "internal/agent", Imports: []string{"golang.org/x/sys/unix", m("internal/agent/agentproto")}}, ""},
 		{"jobs with artifacts and control", pkg{Path: "internal/jobs", Deps: []string{m("internal/artifacts"), m("internal/control")}}, ""},
+		{"api imports errdefs", pkg{Path: "api", Imports: []string{m("internal/errdefs")}, Deps: []string{m("internal/errdefs")}}, "api imports internal/errdefs"},
+		{"api imports a third-party module", pkg{Path: "api", Imports: []string{"github.com/coder/websocket"}}, "api imports github.com/coder/websocket"},
+		{"client imports internal", pkg{Path: "client", Imports: []string{m("api"), m("internal/errdefs")}, Deps: []string{m("api"), m("internal/errdefs")}}, "client imports internal/errdefs"},
+		{"client with api and websocket", pkg{Path: "client", Imports: []string{m("api"), "github.com/coder/websocket", "net/http"}, Deps: []string{m("api")}}, ""},
+		{"httpapi imports the SDK", pkg{Path: "internal/httpapi", Imports: []string{m("client")}, Deps: []string{m("client"), m("api")}}, "internal/httpapi depends on client"},
+		{"browser reaches the SDK through another package", pkg{Path: "internal/browser", Deps: []string{m("internal/x"), m("client")}}, "internal/browser depends on client"},
+		{"any internal package imports the SDK", pkg{Path: "internal/newthing", Deps: []string{m("client")}}, "internal/newthing depends on client"},
+		{"snapshots imports jobs", pkg{Path: "internal/snapshots", Imports: []string{m("internal/jobs")}, Deps: []string{m("internal/jobs")}}, "internal/snapshots depends on internal/jobs"},
+		{"the CLI imports control", pkg{Path: "cmd/genesis", Imports: []string{m("client"), m("internal/control")}, Deps: []string{m("client"), m("internal/control")}}, "cmd/genesis depends on internal/control"},
+		{"the service links test support", pkg{Path: "cmd/sandbox-service", Deps: []string{m("internal/controltest")}}, "cmd/sandbox-service depends on internal/controltest"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/browser"
 	"genesis.dev/sandbox/internal/tenant"
 )
@@ -22,7 +22,7 @@ const (
 // Browser runs browser actions in a sandbox of a browser profile
 // (browser.Manager).
 type Browser interface {
-	Run(ctx context.Context, tenant, id string, req *browser.ActionsRequest) (*browser.ActionsResult, error)
+	Run(ctx context.Context, tenant, id string, req *api.BrowserActionsRequest) (*browser.ActionsResult, error)
 }
 
 // PreviewLinker makes a preview link of a sandbox's port: a URL that opens
@@ -32,8 +32,8 @@ type PreviewLinker func(ctx context.Context, by tenant.Principal, sandboxID stri
 
 // BrowserInput is browser's input.
 type BrowserInput struct {
-	SandboxID string                 `json:"sandbox_id" jsonschema:"the sandbox's id (a sandbox of a browser profile, e.g. browser-playwright)"`
-	Actions   []client.BrowserAction `json:"actions" jsonschema:"the actions, run in order until one fails: navigate (url), back, forward, reload, click (selector or x/y), fill (selector, text), type (text), press (key), hover, scroll (delta_x/delta_y), select (selector, value), wait (selector or ms), evaluate (expression), text (selector), snapshot (the page's accessibility tree), screenshot (full_page, format png or jpeg), tab_new, tab_activate, tab_close, tabs"`
+	SandboxID string              `json:"sandbox_id" jsonschema:"the sandbox's id (a sandbox of a browser profile, e.g. browser-playwright)"`
+	Actions   []api.BrowserAction `json:"actions" jsonschema:"the actions, run in order until one fails: navigate (url), back, forward, reload, click (selector or x/y), fill (selector, text), type (text), press (key), hover, scroll (delta_x/delta_y), select (selector, value), wait (selector or ms), evaluate (expression), text (selector), snapshot (the page's accessibility tree), screenshot (full_page, format png or jpeg), tab_new, tab_activate, tab_close, tabs"`
 }
 
 // BrowserActionOutput is what one action did.
@@ -106,14 +106,14 @@ func (s *Server) browse(ctx context.Context, tenant string, in BrowserInput) (*s
 	if len(in.Actions) == 0 {
 		return nil, BrowserOutput{}, invalid("actions is empty")
 	}
-	acts := make([]client.BrowserAction, len(in.Actions))
+	acts := make([]api.BrowserAction, len(in.Actions))
 	copy(acts, in.Actions)
 	for i := range acts {
 		if acts[i].Type == "screenshot" {
 			acts[i].Keep = ptr(false)
 		}
 	}
-	r, err := s.cfg.Browser.Run(ctx, tenant, in.SandboxID, &browser.ActionsRequest{Actions: acts})
+	r, err := s.cfg.Browser.Run(ctx, tenant, in.SandboxID, &api.BrowserActionsRequest{Actions: acts})
 	if err != nil {
 		return nil, BrowserOutput{}, err
 	}
@@ -130,7 +130,7 @@ func browserResult(r *browser.ActionsResult) (*sdk.CallToolResult, BrowserOutput
 	var images []sdk.Content
 	for _, a := range r.Results {
 		o := BrowserActionOutput{Index: a.Index, Type: a.Type, OK: a.OK, Error: a.Error, Value: a.Value}
-		if img, ok := a.Value.(client.BrowserImage); ok {
+		if img, ok := a.Value.(api.BrowserImage); ok {
 			images = append(images, &sdk.ImageContent{Data: img.Data, MIMEType: img.MIME})
 			o.Value = fmt.Sprintf("image %d", len(images))
 		}

@@ -8,7 +8,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"genesis.dev/sandbox/internal/desktop"
+	"genesis.dev/sandbox/api"
 )
 
 // ToolComputer is the name of the desktop (computer-use) tool.
@@ -17,14 +17,14 @@ const ToolComputer = "computer"
 // Desktop runs computer-use actions on a sandbox's desktop
 // (desktop.Manager); a human holding its control refuses them.
 type Desktop interface {
-	Run(ctx context.Context, tenant, id string, req *desktop.ActionsRequest) (*desktop.ActionsResult, error)
+	Run(ctx context.Context, tenant, id string, req *api.ComputerActionsRequest) (*api.ComputerActionsResult, error)
 }
 
 // ComputerInput is computer's input.
 type ComputerInput struct {
-	SandboxID  string           `json:"sandbox_id" jsonschema:"the sandbox's id (a sandbox of a desktop profile, e.g. desktop-vnc)"`
-	Actions    []desktop.Action `json:"actions" jsonschema:"the actions, run in order until one fails: screenshot, left_click, right_click, double_click, mouse_move, left_click_drag, type (text), key (text: a chord such as ctrl+s), scroll, wait, cursor_position, zoom, launch, list_windows (coordinates as [x, y])"`
-	Screenshot bool             `json:"screenshot,omitempty" jsonschema:"add a screenshot after the last action"`
+	SandboxID  string               `json:"sandbox_id" jsonschema:"the sandbox's id (a sandbox of a desktop profile, e.g. desktop-vnc)"`
+	Actions    []api.ComputerAction `json:"actions" jsonschema:"the actions, run in order until one fails: screenshot, left_click, right_click, double_click, mouse_move, left_click_drag, type (text), key (text: a chord such as ctrl+s), scroll, wait, cursor_position, zoom, launch, list_windows (coordinates as [x, y])"`
+	Screenshot bool                 `json:"screenshot,omitempty" jsonschema:"add a screenshot after the last action"`
 }
 
 // ComputerStepOutput is what one action did.
@@ -59,7 +59,7 @@ func (s *Server) addComputerTool(se *session) {
 				return nil, ComputerOutput{}, toolError(invalid("actions is empty (give actions, or screenshot: true)"))
 			}
 			stop := s.heartbeat(ctx, req, ToolComputer)
-			r, err := s.cfg.Desktop.Run(ctx, p.Tenant, in.SandboxID, &desktop.ActionsRequest{Actions: in.Actions, Screenshot: in.Screenshot})
+			r, err := s.cfg.Desktop.Run(ctx, p.Tenant, in.SandboxID, &api.ComputerActionsRequest{Actions: in.Actions, Screenshot: in.Screenshot})
 			stop()
 			s.audit(ctx, p, ToolComputer, in.SandboxID, err)
 			if err != nil {
@@ -72,7 +72,7 @@ func (s *Server) addComputerTool(se *session) {
 
 // computerResult is a run of computer actions as the model reads it: a
 // text summary, each screenshot as image content, the structured output.
-func computerResult(r *desktop.ActionsResult) (*sdk.CallToolResult, ComputerOutput) {
+func computerResult(r *api.ComputerActionsResult) (*sdk.CallToolResult, ComputerOutput) {
 	out := ComputerOutput{OK: r.OK, Completed: r.Completed, Width: r.Display.Width, Height: r.Display.Height, Results: make([]ComputerStepOutput, 0, len(r.Results))}
 	var text strings.Builder
 	fmt.Fprintf(&text, "%d of %d actions done on a %dx%d display", r.Completed, len(r.Results), r.Display.Width, r.Display.Height)

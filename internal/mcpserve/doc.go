@@ -13,10 +13,10 @@
 // closing), unless created with keep: true.
 //
 // Import rule (internal/layering): mcpserve may import control, jobs,
-// files, browser, desktop, snapshots, the job log (to read a job's output), sandbox, tenant,
-// errdefs and the agent's protocol types (agentclient only for the file
-// response type of its Files contract, client only for the browser's
-// action types); it imports no API, command, store, driver or admission
-// package. The HTTP edge mounts its Handler
-// behind its own key check.
+// files, browser, snapshots, the job log (to read a job's output),
+// sandbox, tenant, errdefs, the API's wire types (api: the browser's and
+// the desktop's actions) and the agent's protocol types (agentclient only
+// for the file response type of its Files contract); it imports no HTTP
+// edge, client, command, store, driver or admission package. The HTTP
+// edge mounts its Handler behind its own key check.
 package mcpserve

@@ -15,12 +15,11 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/agent/agentclient"
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/browser"
 	"genesis.dev/sandbox/internal/control"
-	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/joblog"
@@ -314,7 +313,7 @@ func TestBrowserResult(t *testing.T) {
 	png := []byte("\x89PNG fake")
 	res, out := browserResult(&browser.ActionsResult{OK: false, URL: "about:blank", Title: "t", Results: []browser.ActionResult{
 		{Index: 0, Type: "evaluate", OK: true, Value: float64(2)},
-		{Index: 1, Type: "screenshot", OK: true, Value: client.BrowserImage{MIME: "image/png", Data: png}},
+		{Index: 1, Type: "screenshot", OK: true, Value: api.BrowserImage{MIME: "image/png", Data: png}},
 		{Index: 2, Type: "click", OK: false, Error: "no element matches #x"},
 	}})
 	if out.OK || len(out.Results) != 3 || out.Results[0].Value != float64(2) || out.Results[1].Value != "image 1" || out.Results[2].Error == "" {
@@ -473,8 +472,8 @@ func TestComputerResult(t *testing.T) {
 	t.Parallel()
 	shot := base64.StdEncoding.EncodeToString([]byte("\x89PNG a"))
 	after := base64.StdEncoding.EncodeToString([]byte("\x89PNG b"))
-	res, out := computerResult(&desktop.ActionsResult{OK: false, Completed: 1, Display: desktop.Size{Width: 1024, Height: 768}, Screenshot: after,
-		Results: []desktop.StepResult{{Index: 0, Action: "screenshot", OK: true, Screenshot: shot}, {Index: 1, Action: "left_click", OK: false, Error: "off the display"}}})
+	res, out := computerResult(&api.ComputerActionsResult{OK: false, Completed: 1, Display: api.DisplaySize{Width: 1024, Height: 768}, Screenshot: after,
+		Results: []api.ComputerStepResult{{Index: 0, Action: "screenshot", OK: true, Screenshot: shot}, {Index: 1, Action: "left_click", OK: false, Error: "off the display"}}})
 	if out.OK || out.Completed != 1 || out.Width != 1024 || len(out.Results) != 2 || out.Results[0].Image != 1 || out.Results[1].Error == "" {
 		t.Errorf("out %+v", out)
 	}

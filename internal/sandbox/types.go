@@ -109,6 +109,11 @@ type Sandbox struct {
 	// such a sandbox is destroyed when it ends, never reset for another
 	// holder.
 	Reserved string `json:"reserved,omitempty"`
+	// Pool, when set, is the snapshot whose warm pool the sandbox was made
+	// for (its state came from that snapshot); a claim from the profile's
+	// plain pool never takes it. Set when the sandbox is made, never
+	// changed.
+	Pool string `json:"pool,omitempty"`
 	// Suspension is set while the sandbox is paused or hibernated, or on
 	// its way there or back.
 	Suspension *Suspension `json:"suspension,omitempty"`

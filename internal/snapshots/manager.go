@@ -42,6 +42,8 @@ type Lifecycle interface {
 	AgentOf(id string) *agentclient.Client
 	ResumeAgent(id string) error
 	Probe(ctx context.Context) driver.ProbeResult
+	// SnapshotPool names the warm pool fed from a snapshot ("": none).
+	SnapshotPool(id string) string
 }
 
 // Sessions are the shell sessions and code contexts of sandboxes
@@ -94,7 +96,10 @@ type Manager struct {
 	locks map[string]*sync.Mutex // sandbox id → its operations' lock
 	// idling are the sandboxes an idle hibernation is under way for.
 	idling map[string]bool
-	wg     sync.WaitGroup
+	// checked are the snapshots feeding pools whose files were checked in
+	// full once (they never change); later members check their sizes.
+	checked map[string]bool
+	wg      sync.WaitGroup
 }
 
 // New returns a Manager.
@@ -111,7 +116,8 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.MaxFork <= 0 {
 		cfg.MaxFork = 16
 	}
-	return &Manager{cfg: cfg, disk: Disk{Dir: cfg.Dir}, log: cfg.Logger.With("component", "snapshots"), locks: map[string]*sync.Mutex{}, idling: map[string]bool{}}, nil
+	return &Manager{cfg: cfg, disk: Disk{Dir: cfg.Dir}, log: cfg.Logger.With("component", "snapshots"), locks: map[string]*sync.Mutex{}, idling: map[string]bool{},
+		checked: map[string]bool{}}, nil
 }
 
 // Name is the manager's hook name.
@@ -251,11 +257,28 @@ func (m *Manager) awaitAgent(ctx context.Context, id string) {
 	wctx, cancel := context.WithTimeout(ctx, prepareTimeout+10*time.Second)
 	defer cancel()
 	ag := m.cfg.Lifecycle.AgentOf(id)
-	ag.Close() // a connection made while it closed is dead: dial afresh
-	if _, err := ag.WaitReady(wctx, 5*time.Millisecond); err != nil {
-		m.log.Warn("the agent did not serve again after a save", "sandbox", id, "err", err)
+	for {
+		ag.Close() // a connection made while it closed is dead: dial afresh
+		actx, acancel := context.WithTimeout(wctx, readyAttempt)
+		_, err := ag.WaitReady(actx, 5*time.Millisecond)
+		acancel()
+		switch {
+		case err == nil:
+			return
+		case wctx.Err() != nil || !errors.Is(err, errdefs.ErrUnavailable):
+			m.log.Warn("the agent did not serve again after a save", "sandbox", id, "err", err)
+			return
+		}
+		m.log.Debug("the agent did not answer after a save; dialling it afresh", "sandbox", id, "err", err)
 	}
 }
+
+// readyAttempt bounds one wait for an agent back from a save. Under runsc
+// a connection dialled as the agent comes back is now and then never
+// answered although the agent serves (a ping on it then waits for
+// HTTP/2's own ping timeouts, 25 s): it is dropped after this and the
+// agent dialled afresh.
+const readyAttempt = time.Second
 
 // prepareTimeout is how long an agent waits, closed, for its save.
 const prepareTimeout = 30 * time.Second
@@ -421,7 +444,10 @@ func (m *Manager) fillWorkspace(ctx context.Context, man *Manifest, dir string) 
 	return ReadTree(ctx, r, dir, man.Workspace, f.SHA256)
 }
 
-var _ control.Waker = (*Manager)(nil)
+var (
+	_ control.Waker      = (*Manager)(nil)
+	_ control.PoolFeeder = (*Manager)(nil)
+)
 
 // Close waits for the idle hibernations under way.
 func (m *Manager) Close() { m.wg.Wait() }

@@ -25,15 +25,24 @@ import (
 // With stop (a hibernation) the container stops with the save; otherwise it
 // is left as it was. On success the record is ready; on failure it is
 // failed, its files gone, and the sandbox as the caller must undo.
-func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Snapshot, workspace, stop, frozen bool) (prepared bool, err error) {
+//
+// The capture returns seal, which the caller runs once the sandbox is back
+// as it was (thawed): the checksums of the files and the record made ready,
+// so that the sandbox stays frozen no longer than the capture needs. A
+// failed seal leaves the record failed and its files gone, like a failed
+// capture.
+func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Snapshot, workspace, stop, frozen bool) (prepared bool, seal func() error, err error) {
 	dr, err := m.disk.Begin(sn.ID)
 	if err != nil {
-		return false, err
+		return false, nil, err
+	}
+	fail := func(err error) {
+		dr.Discard()
+		m.failSnapshot(ctx, sn, err)
 	}
 	defer func() {
 		if err != nil {
-			dr.Discard()
-			m.failSnapshot(ctx, sn, err)
+			fail(err)
 		}
 	}()
 	pauser, _ := m.cfg.Driver.(driver.Pauser)
@@ -41,16 +50,15 @@ func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Sna
 	runsc := sb.Runtime == sandbox.RuntimeRunsc
 	steps := stepTimer{log: m.log, what: "snapshot " + sn.ID, start: time.Now()}
 	steps.last = steps.start
-	defer steps.done()
 	if sn.Memory {
 		if frozen && pauser != nil {
 			// A paused sandbox's agent answers nothing: thaw it to ready it.
 			if err = pauser.Unpause(ctx, sb.ContainerID); err != nil {
-				return false, err
+				return false, nil, err
 			}
 		}
 		if err = m.quiesce(ctx, sb); err != nil {
-			return false, err
+			return false, nil, err
 		}
 		prepared = true
 		steps.mark("agent closed")
@@ -59,20 +67,20 @@ func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Sna
 	// memory are taken at one instant.
 	if pauser != nil {
 		if err = pauser.Pause(ctx, sb.ContainerID); err != nil {
-			return prepared, err
+			return prepared, nil, err
 		}
 		steps.mark("frozen")
 	}
 	if workspace {
 		if err = m.writeWorkspace(ctx, sb.ID, dr); err != nil {
-			return prepared, err
+			return prepared, nil, err
 		}
 		steps.mark("workspace")
 	}
 	switch {
 	case runsc && rs != nil:
 		if err = rs.SaveRootfsUpper(ctx, sb.ContainerID, filepath.Join(dr.Dir(), "rootfs.tar")); err != nil {
-			return prepared, err
+			return prepared, nil, err
 		}
 		dr.Manifest().RootfsTar = "rootfs.tar"
 		steps.mark("rootfs tar")
@@ -80,7 +88,7 @@ func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Sna
 		ref := imageRef(sn.ID)
 		if err = rs.CommitRootfs(ctx, sb.ContainerID, ref, map[string]string{driver.LabelManaged: "true", driver.LabelPurpose: "snapshot",
 			driver.LabelSandbox: sb.ID}); err != nil {
-			return prepared, err
+			return prepared, nil, err
 		}
 		dr.Manifest().RootfsImage = ref
 		steps.mark("rootfs commit")
@@ -88,14 +96,14 @@ func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Sna
 	if sn.Memory {
 		cp, ok := m.cfg.Driver.(driver.Checkpointer)
 		if !ok {
-			return prepared, memoryUnavailable(sb, driver.Feature{Reason: "the driver saves no memory"})
+			return prepared, nil, memoryUnavailable(sb, driver.Feature{Reason: "the driver saves no memory"})
 		}
 		dir := filepath.Join(dr.Dir(), "memory")
 		if err = os.Mkdir(dir, 0o700); err != nil {
-			return prepared, fmt.Errorf("snapshots: %v: %w", err, errdefs.ErrUnavailable)
+			return prepared, nil, fmt.Errorf("snapshots: %v: %w", err, errdefs.ErrUnavailable)
 		}
 		if err = cp.Checkpoint(ctx, sb.ContainerID, driver.CheckpointOptions{ImagePath: dir, LeaveRunning: !stop}); err != nil {
-			return prepared, err
+			return prepared, nil, err
 		}
 		if stop && pauser != nil {
 			// Its processes are gone with the save, but the daemon still
@@ -108,24 +116,34 @@ func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Sna
 		dr.Manifest().Memory = "memory"
 		steps.mark("memory")
 	}
-	size, err := dr.Commit()
-	if err != nil {
-		return prepared, err
-	}
-	steps.mark("checksums")
-	now := m.cfg.Now()
-	_, err = m.cfg.Store.UpdateSnapshot(detach(ctx), sn.ID, now, func(x *sandbox.Snapshot) error {
-		x.State, x.SizeBytes = sandbox.SnapshotReady, size
-		if m.cfg.Retention > 0 && !x.Internal {
-			exp := now.Add(m.cfg.Retention)
-			x.ExpiresAt = &exp
+	steps.done()
+	seal = func() (err error) {
+		defer func() {
+			if err != nil {
+				fail(err)
+			}
+		}()
+		t0 := time.Now()
+		size, err := dr.Commit()
+		if err != nil {
+			return err
 		}
-		return nil
-	})
-	if err == nil {
-		sn.State, sn.SizeBytes = sandbox.SnapshotReady, size
+		m.log.Debug("sealed snapshot "+sn.ID, "checksums", time.Since(t0).Round(time.Millisecond))
+		now := m.cfg.Now()
+		_, err = m.cfg.Store.UpdateSnapshot(detach(ctx), sn.ID, now, func(x *sandbox.Snapshot) error {
+			x.State, x.SizeBytes = sandbox.SnapshotReady, size
+			if m.cfg.Retention > 0 && !x.Internal {
+				exp := now.Add(m.cfg.Retention)
+				x.ExpiresAt = &exp
+			}
+			return nil
+		})
+		if err == nil {
+			sn.State, sn.SizeBytes = sandbox.SnapshotReady, size
+		}
+		return err
 	}
-	return prepared, err
+	return prepared, seal, nil
 }
 
 // failSnapshot records why a snapshot failed and removes its files.
@@ -261,9 +279,12 @@ func (m *Manager) snapshot(ctx context.Context, sb *sandbox.Sandbox, name string
 		m.undo(ctx, sb, false, wasPaused)
 		return nil, err
 	}
-	prepared, err := m.take(detach(ctx), sb, sn, true, false, wasPaused)
+	prepared, seal, err := m.take(detach(ctx), sb, sn, true, false, wasPaused)
 	m.undo(ctx, sb, prepared, wasPaused) // back to the state it was in, either way
 	if err != nil {
+		return nil, err
+	}
+	if err := seal(); err != nil {
 		return nil, err
 	}
 	if !internal {
@@ -302,7 +323,10 @@ func (m *Manager) Hibernate(ctx context.Context, tenant, id string) (*sandbox.Sa
 		m.undo(ctx, sb, false, wasPaused)
 		return nil, err
 	}
-	prepared, err := m.take(ctx, sb, sn, false, true, wasPaused)
+	prepared, seal, err := m.take(ctx, sb, sn, false, true, wasPaused)
+	if err == nil {
+		err = seal()
+	}
 	if err != nil {
 		m.undo(ctx, sb, prepared, wasPaused)
 		return nil, err
@@ -526,7 +550,7 @@ func (m *Manager) CreateFrom(ctx context.Context, snapID string, in CreateOption
 	if err != nil {
 		return nil, err
 	}
-	man, err := m.usable(sn, in.Runtime)
+	man, err := m.usable(sn, in.Profile, in.Runtime)
 	if err != nil {
 		return nil, err
 	}
@@ -554,11 +578,15 @@ func (m *Manager) made(ctx context.Context, sn *sandbox.Snapshot, man *Manifest,
 	return &Made{Sandbox: sb, Memory: memory, Sessions: m.copySessions(detach(ctx), sn, sb, memory)}
 }
 
-// usable checks that sn can start a sandbox (of runtime, if set) and
-// returns its verified manifest.
-func (m *Manager) usable(sn *sandbox.Snapshot, runtime string) (*Manifest, error) {
+// usable checks that sn can start a sandbox (of profile and runtime, if
+// set) and returns its verified manifest.
+func (m *Manager) usable(sn *sandbox.Snapshot, profile, runtime string) (*Manifest, error) {
 	if sn.State != sandbox.SnapshotReady {
 		return nil, errdefs.WithCode("snapshot_not_ready", errdefs.Mark(fmt.Errorf("snapshot %s is %s", sn.ID, sn.State), errdefs.ErrFailedPrecondition))
+	}
+	if profile != "" && profile != sn.Profile {
+		return nil, errdefs.WithCode("snapshot_mismatch", errdefs.Mark(fmt.Errorf("snapshot %s is of a %s sandbox; a sandbox from it has that profile too (leave the profile out)",
+			sn.ID, sn.Profile), errdefs.ErrInvalidArgument))
 	}
 	if runtime != "" && runtime != string(sn.Runtime) {
 		return nil, errdefs.WithCode("snapshot_mismatch", errdefs.Mark(fmt.Errorf("snapshot %s is of a %s sandbox; a sandbox from it runs under %s too",
@@ -569,7 +597,7 @@ func (m *Manager) usable(sn *sandbox.Snapshot, runtime string) (*Manifest, error
 		return nil, err
 	}
 	verify := m.disk.Verify
-	if sn.Internal {
+	if sn.Internal || m.pooled(sn.ID) {
 		verify = m.disk.VerifySizes
 	}
 	// The workspace is checked as it is read.
@@ -577,6 +605,19 @@ func (m *Manager) usable(sn *sandbox.Snapshot, runtime string) (*Manifest, error
 		return nil, err
 	}
 	return man, nil
+}
+
+// pooled says whether snapshot id feeds a warm pool and was checked in
+// full for its first member (PoolMember): a lease from it, warm or cold,
+// then checks sizes, so that a warm lease costs no hashing of the memory
+// image.
+func (m *Manager) pooled(id string) bool {
+	if m.cfg.Lifecycle.SnapshotPool(id) == "" {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.checked[id]
 }
 
 func (m *Manager) createFrom(ctx context.Context, sn *sandbox.Snapshot, man *Manifest, in CreateOptions) (*sandbox.Sandbox, bool, error) {
@@ -617,17 +658,18 @@ func (m *Manager) fromState(sn *sandbox.Snapshot, man *Manifest, memory bool) *c
 }
 
 // LeaseFrom acquires a lease of tenant whose sandbox starts from snapshot
-// snapID (a cold lease: never a pool member), with copies of its sessions.
+// snapID, with copies of its sessions: an idle member of a warm pool fed
+// from the snapshot where there is one, else a sandbox made for it.
 func (m *Manager) LeaseFrom(ctx context.Context, snapID string, in control.AcquireLeaseInput) (*control.LeaseOutput, *Made, error) {
 	sn, err := m.Get(ctx, in.Tenant, snapID)
 	if err != nil {
 		return nil, nil, err
 	}
-	man, err := m.usable(sn, in.Runtime)
+	man, err := m.usable(sn, in.Profile, in.Runtime)
 	if err != nil {
 		return nil, nil, err
 	}
-	in.Profile, in.Runtime = sn.Profile, string(sn.Runtime)
+	in.Profile, in.Runtime, in.SnapshotID = sn.Profile, string(sn.Runtime), sn.ID
 	if in.RiskLevel == "" {
 		in.RiskLevel = string(sn.RiskLevel)
 	}
@@ -636,6 +678,8 @@ func (m *Manager) LeaseFrom(ctx context.Context, snapID string, in control.Acqui
 	}
 	first := in
 	first.From = m.fromState(sn, man, true)
+	// A pool member was made with the snapshot's memory where it holds
+	// some (PoolMember), as first is.
 	memory := first.From.Restore != nil && first.From.Restore.ImagePath != ""
 	out, err := m.cfg.Lifecycle.AcquireLease(ctx, first)
 	if err != nil && memory && restoreFailure(err) {
@@ -649,6 +693,65 @@ func (m *Manager) LeaseFrom(ctx context.Context, snapID string, in control.Acqui
 		return nil, nil, err
 	}
 	return out, &Made{Sandbox: out.Sandbox, Memory: memory, Sessions: m.copySessions(detach(ctx), sn, out.Sandbox, memory)}, nil
+}
+
+// inUse refuses to delete a snapshot a warm pool is fed from.
+func (m *Manager) inUse(sn *sandbox.Snapshot) error {
+	pool := m.cfg.Lifecycle.SnapshotPool(sn.ID)
+	if pool == "" {
+		return nil
+	}
+	return errdefs.WithCode("snapshot_in_use", errdefs.Mark(fmt.Errorf("snapshot %s feeds warm pool %s: remove the pool's snapshot_id from the configuration and restart the service first",
+		sn.ID, pool), errdefs.ErrConflict))
+}
+
+// PoolMember returns how a member of the warm pool of profile and runtime
+// fed from snapshot id starts: from the snapshot's files, and its memory
+// where it holds some. The snapshot may be any tenant's (the operator
+// named it in the configuration); a member is nobody's until a lease
+// claims it, and only a lease that names the snapshot, so of its tenant,
+// does (LeaseFrom). Its files are checked in full for the pool's first
+// member and by their sizes after that (they never change); the
+// workspace is checked as each member reads it.
+func (m *Manager) PoolMember(ctx context.Context, id, profile string, runtime sandbox.Runtime) (*control.FromState, error) {
+	sn, err := m.cfg.Store.GetSnapshot(ctx, "", id)
+	if err == nil && (sn.Internal || sn.State == sandbox.SnapshotDeleting) {
+		err = fmt.Errorf("snapshot %s: %w", id, errdefs.ErrNotFound)
+	}
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil, errdefs.WithCode("snapshot_not_found", fmt.Errorf("snapshot %s does not exist (deleted?): %w", id, err))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if sn.Profile != profile || sn.Runtime != runtime {
+		return nil, errdefs.WithCode("snapshot_mismatch", errdefs.Mark(fmt.Errorf("snapshot %s is of a %s sandbox under %s; the pool is of %s under %s",
+			id, sn.Profile, sn.Runtime, profile, runtime), errdefs.ErrFailedPrecondition))
+	}
+	if sn.State != sandbox.SnapshotReady {
+		return nil, errdefs.WithCode("snapshot_not_ready", errdefs.Mark(fmt.Errorf("snapshot %s is %s", sn.ID, sn.State), errdefs.ErrFailedPrecondition))
+	}
+	man, err := m.disk.Open(sn.ID)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	checked := m.checked[id]
+	m.mu.Unlock()
+	verify := m.disk.Verify
+	if checked {
+		verify = m.disk.VerifySizes
+	}
+	if err := verify(man, man.Workspace); err != nil {
+		m.mu.Lock()
+		delete(m.checked, id)
+		m.mu.Unlock()
+		return nil, err
+	}
+	m.mu.Lock()
+	m.checked[id] = true
+	m.mu.Unlock()
+	return m.fromState(sn, man, true), nil
 }
 
 // restoreFailure says err is the start of a container failing (as a
@@ -683,7 +786,7 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, count int, in Cre
 	if err != nil {
 		return nil, err
 	}
-	man, err := m.usable(sn, "")
+	man, err := m.usable(sn, "", "")
 	if err != nil {
 		m.dropInternal(detach(ctx), sn)
 		return nil, err
@@ -769,6 +872,9 @@ func (m *Manager) Delete(ctx context.Context, tenant, id string) error {
 	if sn.State == sandbox.SnapshotCreating {
 		return errdefs.WithCode(control.CodeOperationInProgress, errdefs.Mark(fmt.Errorf("snapshot %s is being taken", id), errdefs.ErrConflict))
 	}
+	if err := m.inUse(sn); err != nil {
+		return err
+	}
 	return m.delete(detach(ctx), sn)
 }
 
@@ -792,8 +898,8 @@ func (m *Manager) expired(ctx context.Context, now time.Time) int {
 	}
 	n := 0
 	for _, sn := range list {
-		if sn.State == sandbox.SnapshotCreating {
-			continue
+		if sn.State == sandbox.SnapshotCreating || m.inUse(sn) != nil {
+			continue // a pool's snapshot outlives its retention
 		}
 		if err := m.delete(ctx, sn); err == nil {
 			n++

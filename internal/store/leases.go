@@ -73,6 +73,9 @@ type Claim struct {
 	SandboxID string
 	Profile   string
 	Runtime   sandbox.Runtime
+	// Pool is the snapshot a pool claim's pool is fed from ("": the
+	// profile's plain pool); it takes only members made for that pool.
+	Pool      string
 	Instance  string
 	RiskLevel sandbox.RiskLevel
 	Env       map[string]string

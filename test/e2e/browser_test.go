@@ -358,7 +358,7 @@ func TestBrowser(t *testing.T) {
 			// A script can also launch a Chromium of its own.
 			own := `const { chromium } = require('playwright-core');
 (async () => {
-  const b = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox'] });
+  const b = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox', '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost, EXCLUDE *.localhost'] });
   const p = await b.newPage();
   await p.setContent('<title>own</title><p>mine</p>');
   console.log('own=' + await p.title() + ' ' + b.version());

@@ -17,6 +17,8 @@ import (
 
 	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/images"
+	"genesis.dev/sandbox/internal/imagebuild"
+	"genesis.dev/sandbox/internal/testenv"
 )
 
 // buildTimeout bounds the test's wait for a background build of
@@ -39,17 +41,26 @@ type buildSeen struct {
 // view (in Chromium) follow the build through its steps with moving
 // counters and a rising percentage; a create that waits gets its sandbox
 // when the build ends, and the image runs under runc and runsc.
+//
+// The build is real (debootstrap, apt, the setup scripts, docker import)
+// but reaches no other machine: its Debian mirror is one on loopback made
+// of the package cache that `make test-images` filled (image_mirror,
+// trusted unsigned).
 func TestImagesBuildInBackground(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "")
 	e.requireImage(t, "tool-basic")
 	browserClientDir(t) // installed: the console's run below cannot stop the test
 	r, _ := images.Lookup("tool-basic")
+	debootstrapCache, aptCache := imagebuild.PackageCacheDirs(imagebuild.DefaultWorkDir(), r.Suite)
+	mirror := testenv.ServeDebMirror(t, r.Suite, debootstrapCache, []string{aptCache}, r.Packages)
 	repo := "genesis-e2e-" + randomHex(t, 4) + "/"
 	ref := r.RefIn(repo)
 	e.config = filepath.Join(e.dataDir, "e2e-config.yaml")
 	if err := os.WriteFile(e.config, []byte(fmt.Sprintf(`warm_pools: false
 image_repository: %s
+image_mirror: %s
+image_mirror_trusted: true
 profiles:
   - name: tool-basic
     recipe: tool-basic
@@ -66,7 +77,7 @@ profiles:
     resources: {cpu: 0.5, memory_mb: 256, pids: 128}
     network: none
     user: "1000:1000"
-`, repo, r.Ref())), 0o600); err != nil {
+`, repo, mirror.URL, r.Ref())), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	e.serveArgs = []string{"--build-images"}
@@ -170,11 +181,16 @@ profiles:
 		t.Errorf("console: values %v, status %q, texts %q", con.ImageValues, con.ImageStatus, con.ImageTexts)
 	}
 	log := svc.log.String()
-	for _, want := range []string{`msg="image build step" component=imagebuild profile=tool-basic ref=` + ref + ` step=packages of=2/4`,
+	for _, want := range []string{`mirror=` + mirror.URL + ` mirror_trusted=true`,
+		`msg="image build step" component=imagebuild profile=tool-basic ref=` + ref + ` step=packages of=2/4`,
 		`msg="image build progress" component=imagebuild profile=tool-basic`, `msg="background image builds done"`} {
 		if !strings.Contains(log, want) {
 			t.Errorf("service log lacks %q", want)
 		}
+	}
+	// debootstrap and apt both read the loopback mirror's index.
+	if n := mirror.Requests("dists/" + r.Suite + "/Release"); n < 2 {
+		t.Errorf("the mirror's Release was fetched %d times, want debootstrap's and apt's", n)
 	}
 
 	if waitErr != nil {
@@ -186,9 +202,13 @@ profiles:
 		if rt != "runc" {
 			sb = e.createSandbox(t, client.CreateSandboxRequest{Profile: "tool-basic", Runtime: rt})
 		}
-		res, err := svc.client().Exec(callCtx(t), sb.ID, client.ExecRequest{Command: []string{"sh", "-c", "echo ran; git --version"}})
+		res, err := svc.client().Exec(callCtx(t), sb.ID, client.ExecRequest{Command: []string{"sh", "-c", "echo ran; git --version; cat /etc/apt/sources.list"}})
 		if err != nil || res.ExitCode != 0 || !strings.HasPrefix(res.Stdout, "ran\ngit version ") {
 			t.Errorf("%s: exec in the built image: %+v %v", rt, res, err)
+		}
+		// The image names a mirror a sandbox can reach, not the build's.
+		if strings.Contains(res.Stdout, mirror.URL) || !strings.Contains(res.Stdout, "\ndeb http") {
+			t.Errorf("%s: the image's apt sources: %q", rt, res.Stdout)
 		}
 	}
 }

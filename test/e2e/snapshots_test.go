@@ -283,6 +283,13 @@ func TestSnapshotForkRollback(t *testing.T) {
 				checkCode("rollback to no snapshot", err, "not_found")
 				_, err = c.CreateSnapshot(callCtx(t), st.sandboxID, client.CreateSnapshotRequest{Name: "../x"})
 				checkCode("a name with a path", err, "invalid_name")
+				// A sandbox from it has its profile and runtime: a request
+				// that names others is refused, not quietly overruled.
+				_, err = c.CreateSandbox(callCtx(t), client.CreateSandboxRequest{SnapshotID: sn.ID, Profile: "tool-basic"}, "")
+				checkCode("another profile", err, "snapshot_mismatch")
+				otherRT := map[string]string{"runc": "runsc", "runsc": "runc"}[rt]
+				_, err = c.CreateSandbox(callCtx(t), client.CreateSandboxRequest{SnapshotID: sn.ID, Runtime: otherRT}, "")
+				checkCode("another runtime", err, "snapshot_mismatch")
 				if !memory {
 					yes := true
 					_, err = c.CreateSnapshot(callCtx(t), st.sandboxID, client.CreateSnapshotRequest{Memory: &yes})

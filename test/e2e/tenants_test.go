@@ -117,6 +117,8 @@ var foreignBodies = map[string]string{
 	"POST /v1/sandboxes/{id}/browser/profile/save":   `{}`,
 	"POST /v1/sandboxes/{id}/browser/profile/load":   `{"artifact_id":"art_00000000000000000000"}`,
 	"GET /v1/sandboxes/{id}/browser/json":            "",
+	"GET /v1/sandboxes/{id}/diff":                    "",
+	"POST /v1/sandboxes/{id}/patch":                  "--- a/secret.txt\n+++ b/secret.txt\n@@ -1 +1 @@\n-s3cret\n+pwned\n",
 	"GET /v1/sandboxes/{id}/browser/json/{path}":     "",
 	"HEAD /v1/sandboxes/{id}/browser/json":           "",
 	"HEAD /v1/sandboxes/{id}/browser/json/{path}":    "",

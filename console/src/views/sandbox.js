@@ -1,14 +1,17 @@
 import { h, replace, table, badge, note, fmtTime, fmtBytes, field, lifetime, exitBadge, exitSummary, jobWhat } from '../dom.js';
 import { get, post, del, enc } from '../api.js';
 import { getControl, holderText, requestsText, controlButtons } from './desktop-control.js';
+import { stateSection, suspensionText, takeFlash } from './snapshots.js';
 
 export async function sandboxView(root, { params: [id], go, refresh }) {
   const sb = await get(`/v1/sandboxes/${enc(id)}`);
   const base = `/v1/sandboxes/${enc(sb.id)}`;
   const live = !['destroyed', 'failed', 'draining'].includes(sb.state);
-  const [jobList, profiles] = await Promise.all([
+  const [jobList, profiles, snaps] = await Promise.all([
     get(`${base}/jobs`, { limit: 50 }).catch((e) => ({ items: [], error: e.message })),
     get('/v1/profiles').catch(() => ({ items: [] })),
+    // null: this service keeps no snapshots (the route is not there).
+    live ? get(`${base}/snapshots`).then((l) => l.items || [], (e) => (e.status === 404 ? null : [])) : null,
   ]);
   const desktop = live && (profiles.items || []).some((p) => p.name === sb.profile && p.desktop);
   const r = sb.resources || {};
@@ -16,7 +19,7 @@ export async function sandboxView(root, { params: [id], go, refresh }) {
   const ends = lifetime(sb);
 
   const facts = h('dl', { class: 'facts' },
-    [['State', badge(sb.state)], ['Profile', sb.profile], ['Runtime', sb.runtime], ['Risk level', sb.risk_level],
+    [['State', badge(sb.state)], ['Suspended', sb.suspension ? h('span', { id: 'suspended' }, suspensionText(sb)) : null], ['Profile', sb.profile], ['Runtime', sb.runtime], ['Risk level', sb.risk_level],
       ['Image', sb.image], ['CPU', r.cpu || '–'], ['Memory', r.memory_mb ? `${r.memory_mb} MiB` : '–'], ['Pids', r.pids || '–'],
       ['Disk', r.disk_mb ? `${r.disk_mb} MiB` : 'no quota'], ['Created', fmtTime(sb.created_at)], ['Updated', fmtTime(sb.updated_at)],
       [ends.label, h('span', { id: 'lifetime' }, ends.at ? `${fmtTime(ends.at)} (${ends.text})` : ends.text)], ['Failure', sb.failure_reason || null],
@@ -91,6 +94,7 @@ export async function sandboxView(root, { params: [id], go, refresh }) {
       // expiry any more.
       h('div', { class: 'actions' },
         live ? h('a', { class: 'button', href: `#/sandboxes/${enc(sb.id)}/files`, id: 'open-files' }, 'Files') : null,
+        live ? h('a', { class: 'button', href: `#/sandboxes/${enc(sb.id)}/changes`, id: 'open-changes' }, 'Changes') : null,
         live ? h('a', { class: 'button', href: `#/sandboxes/${enc(sb.id)}/terminal`, id: 'open-terminal' }, 'Terminal') : null,
         h('a', { class: 'button', href: `#/traces/${enc(sb.id)}`, id: 'open-trace' }, 'Trace'),
         !live ? null : h('button', { type: 'button', id: 'renew', title: "Expire one hour from now (a leased sandbox: renew its lease)", onclick: async () => {
@@ -100,7 +104,8 @@ export async function sandboxView(root, { params: [id], go, refresh }) {
           if (!confirm(`Delete sandbox ${sb.id}?`)) return;
           try { await del(base); go('/sandboxes'); } catch (e) { replace(msg, note(e.message, 'error')); }
         } }, 'Delete'))),
-    msg, facts, desktop ? await desktopSection(sb.id, refresh) : null, run,
+    msg, facts, live ? stateSection(sb, snaps, takeFlash(sb.id), refresh) : null,
+    desktop ? await desktopSection(sb.id, refresh) : null, run,
     h('section', { 'aria-labelledby': 'jobs-title', id: 'jobs' }, h('h2', { id: 'jobs-title' }, 'Jobs'),
       table('Jobs, newest first (the last 50)', ['Job', 'State', 'Exit', 'Command', 'Created'], jobs, jobList.error ? `The jobs could not be listed: ${jobList.error}` : 'No job has run in this sandbox yet.')),
     services.length ? h('section', {}, h('h2', {}, 'Services'), table('Services', ['Name', 'State', 'Restarts', 'Log', 'Error'], services)) : null,

@@ -1,7 +1,7 @@
 import { h, replace, table, field, select, badge, note, fmtTime, lifetime, newestFirst } from '../dom.js';
 import { get, post, del, enc, session } from '../api.js';
 
-const STATES = ['', 'created', 'starting', 'ready', 'leased', 'busy', 'idle', 'draining', 'destroyed', 'failed'];
+const STATES = ['', 'created', 'starting', 'ready', 'leased', 'busy', 'idle', 'paused', 'hibernated', 'draining', 'destroyed', 'failed'];
 const RISKS = ['', 'trusted', 'low', 'medium', 'high', 'untrusted'];
 // Every state but destroyed: the list leaves destroyed sandboxes out
 // unless asked (they would soon outnumber the live ones).

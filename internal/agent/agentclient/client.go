@@ -10,10 +10,12 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/nofollow"
 )
 
 // baseURL is the authority used on the wire; the socket decides the target.
@@ -33,17 +35,19 @@ type Client struct {
 	name  string // where the agent is, for errors
 	conns *conns
 	http  *http.Client
+	dials atomic.Uint64 // connections opened (Dials)
 
 	rootsMu sync.Mutex
 	roots   []string // the agent's file roots, once known (FileRoots)
 }
 
 // Dial returns a client for the agent listening on the Unix socket
-// socketPath: New with a dialer of that socket.
+// socketPath: New with a dialer of that socket, which follows no symlink
+// at its last component and dials only a socket (nofollow.DialUnix).
 func Dial(socketPath string) *Client {
 	d := &net.Dialer{Timeout: 5 * time.Second}
 	c := New(func(ctx context.Context) (net.Conn, error) {
-		return d.DialContext(ctx, "unix", socketPath)
+		return nofollow.DialUnix(ctx, d, socketPath)
 	})
 	c.name = socketPath
 	return c
@@ -61,10 +65,15 @@ func NewNamed(d Dialer, where string) *Client {
 func New(d Dialer) *Client {
 	var protos http.Protocols
 	protos.SetUnencryptedHTTP2(true)
+	c := &Client{dial: d, name: "its dialer"}
 	tr := &http.Transport{
 		Protocols: &protos,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return d(ctx)
+			conn, err := d(ctx)
+			if err == nil {
+				c.dials.Add(1)
+			}
+			return conn, err
 		},
 		HTTP2: &http.HTTP2Config{
 			// Detect a dead agent connection instead of hanging on it.
@@ -76,14 +85,17 @@ func New(d Dialer) *Client {
 		},
 		DisableCompression: true,
 	}
-	p := &conns{tr: tr}
-	return &Client{
-		dial:  d,
-		name:  "its dialer",
-		conns: p,
-		http:  &http.Client{Transport: p},
-	}
+	c.conns = &conns{tr: tr}
+	c.http = &http.Client{Transport: c.conns}
+	return c
 }
+
+// Dials returns how many connections the client has opened. Where the
+// sandbox can put a socket of its own at the agent's address (a Unix
+// socket in a directory it writes to), only a connection opened before
+// its code ran is surely the agent's: a caller compares counts to know
+// whether one was opened since.
+func (c *Client) Dials() uint64 { return c.dials.Load() }
 
 // Close drops the client's connections; calls still in flight on them fail.
 // The client may still be used: the next call dials again.

@@ -6,6 +6,7 @@
 // stdin (OpenStdin) and TCP connections to ports of the sandbox's own
 // loopback (DialPort), each one HTTP/2 stream.
 //
-// It imports only the standard library, agentproto and errdefs; it must not
-// import the agent implementation or any service layer.
+// It imports only the standard library, agentproto, errdefs and nofollow
+// (the socket is dialled without following what the sandbox put there); it
+// must not import the agent implementation or any service layer.
 package agentclient

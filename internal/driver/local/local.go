@@ -9,11 +9,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"genesis.dev/sandbox/internal/diskquota"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/nofollow"
 )
 
 // maxSocketPath is the longest Unix socket path Linux accepts.
@@ -80,12 +82,38 @@ func (l *Sandboxer) workspaceDir(id string) string {
 // AgentAddress is the agent's socket path.
 func (l *Sandboxer) AgentAddress(id string) string { return l.socketPath(id) }
 
-// AgentDialer dials the agent's Unix socket.
+// AgentDialer dials the agent's Unix socket. The run directory belongs
+// to the sandbox user, so the sandbox can put anything at the socket's
+// name: a symlink to another sandbox's socket, a file. The dialer follows
+// none of it (nofollow.DialUnix): only a socket is dialled, and a refusal
+// is logged as a security event.
 func (l *Sandboxer) AgentDialer(id string) driver.Dialer {
 	path := l.socketPath(id)
 	d := &net.Dialer{Timeout: 5 * time.Second}
-	return func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "unix", path) }
+	return func(ctx context.Context) (net.Conn, error) {
+		c, err := nofollow.DialUnix(ctx, d, path)
+		if errors.Is(err, nofollow.ErrNotSocket) {
+			l.log.Warn("security: the agent's socket was replaced by something that is not a socket; not followed",
+				"sandbox", id, "path", path, "err", err)
+		}
+		if err != nil {
+			// Callers' errors reach tenants: the host path (and so the data
+			// dir) is named as the sandbox sees it.
+			return nil, hostPathHidden{err: err, host: path, seen: driver.AgentRunDir + "/" + driver.AgentSocketRel}
+		}
+		return c, nil
+	}
 }
+
+// hostPathHidden is err with a host path replaced by the sandbox's name
+// for it; errors.Is and As see err.
+type hostPathHidden struct {
+	err        error
+	host, seen string
+}
+
+func (e hostPathHidden) Error() string { return strings.ReplaceAll(e.err.Error(), e.host, e.seen) }
+func (e hostPathHidden) Unwrap() error { return e.err }
 
 // mountReacher is the driver's optional answer to whether file systems
 // this process mounts below dir are seen by the containers it binds dir
@@ -253,8 +281,17 @@ func (l *Sandboxer) Sweep(keep func(id string, age time.Duration) bool) int {
 // The restored agent replaces it with its own.
 func (l *Sandboxer) placeSocket(id string, uid, gid int) error {
 	p := l.socketPath(id)
-	if _, err := os.Lstat(p); err == nil {
+	isSock, exists, err := nofollow.IsSocket(p)
+	switch {
+	case err != nil:
+		return fmt.Errorf("placing the agent's socket for a restore: %w", err)
+	case isSock:
 		return nil
+	case exists: // what the sandbox left there (a symlink, a file) is not restored into
+		l.log.Warn("security: something other than a socket at the agent's socket; removed", "sandbox", id, "path", p)
+		if err := os.Remove(p); err != nil {
+			return fmt.Errorf("placing the agent's socket for a restore: %v: %w", err, errdefs.ErrUnavailable)
+		}
 	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: p, Net: "unix"})
 	if err != nil {

@@ -32,9 +32,9 @@ func (s *Store) ClaimSandbox(ctx context.Context, c store.Claim) (*sandbox.Lease
 		if id == "" {
 			// Instance "" takes a member of any instance (shared pools).
 			cur, err = scanSandbox(tx.QueryRowContext(ctx, s.q(`SELECT `+sandboxColumns+` FROM sandboxes
-				WHERE state = ? AND tenant = '' AND profile = ? AND runtime = ? AND (instance = ? OR ? = '')
+				WHERE state = ? AND tenant = '' AND profile = ? AND runtime = ? AND pool = ? AND (instance = ? OR ? = '')
 				ORDER BY created_at, `+s.d.InsertOrder()+` LIMIT 1 `+s.d.SkipLockedRowLock()),
-				string(sandbox.StateIdle), c.Profile, string(c.Runtime), c.Instance, c.Instance))
+				string(sandbox.StateIdle), c.Profile, string(c.Runtime), c.Pool, c.Instance, c.Instance))
 			if errors.Is(err, sql.ErrNoRows) {
 				return errdefs.WithCode("pool_empty", fmt.Errorf("no idle sandbox in pool %s/%s: %w", c.Profile, c.Runtime, errdefs.ErrNotFound))
 			}

@@ -12,7 +12,7 @@ import (
 )
 
 const sandboxColumns = `id, tenant, profile, runtime, risk_level, state, image, resources, env, metadata,
-	container_id, failure_reason, resource_version, created_at, updated_at, expires_at, instance, reserved, suspension`
+	container_id, failure_reason, resource_version, created_at, updated_at, expires_at, instance, reserved, suspension, pool`
 
 // sandboxRow is a sandbox in its stored form.
 type sandboxRow struct {
@@ -21,7 +21,7 @@ type sandboxRow struct {
 	containerID, failureReason                            string
 	resourceVersion                                       int64
 	createdAt, updatedAt, expiresAt                       any
-	instance, reserved                                    string
+	instance, reserved, pool                              string
 }
 
 func (s *Store) encodeSandbox(sb *sandbox.Sandbox) (*sandboxRow, error) {
@@ -29,7 +29,7 @@ func (s *Store) encodeSandbox(sb *sandbox.Sandbox) (*sandboxRow, error) {
 		id: sb.ID, tenant: sb.Tenant, profile: sb.Profile, runtime: string(sb.Runtime),
 		riskLevel: string(sb.RiskLevel), state: string(sb.State), image: sb.Image,
 		containerID: sb.ContainerID, failureReason: sb.FailureReason, resourceVersion: sb.ResourceVersion,
-		instance: sb.Instance, reserved: sb.Reserved,
+		instance: sb.Instance, reserved: sb.Reserved, pool: sb.Pool,
 	}
 	var err error
 	if r.resources, err = encodeJSON("resources", sb.Resources, false); err != nil {
@@ -66,7 +66,7 @@ func scanSandbox(row scanner) (*sandbox.Sandbox, error) {
 	)
 	if err := row.Scan(&sb.ID, &sb.Tenant, &sb.Profile, &runtime, &risk, &state, &sb.Image,
 		&resources, &env, &metadata, &sb.ContainerID, &sb.FailureReason, &sb.ResourceVersion,
-		&created, &updated, &expires, &sb.Instance, &sb.Reserved, &suspension); err != nil {
+		&created, &updated, &expires, &sb.Instance, &sb.Reserved, &suspension, &sb.Pool); err != nil {
 		return nil, err
 	}
 	sb.Runtime, sb.RiskLevel, sb.State = sandbox.Runtime(runtime), sandbox.RiskLevel(risk), sandbox.State(state)
@@ -101,9 +101,9 @@ func (s *Store) CreateSandbox(ctx context.Context, sb *sandbox.Sandbox) error {
 	}
 	r.resourceVersion = 1
 	_, err = s.writer.ExecContext(ctx, s.q(`INSERT INTO sandboxes (`+sandboxColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		r.id, r.tenant, r.profile, r.runtime, r.riskLevel, r.state, r.image, r.resources, r.env, r.metadata,
-		r.containerID, r.failureReason, r.resourceVersion, r.createdAt, r.updatedAt, r.expiresAt, r.instance, r.reserved, r.suspension)
+		r.containerID, r.failureReason, r.resourceVersion, r.createdAt, r.updatedAt, r.expiresAt, r.instance, r.reserved, r.suspension, r.pool)
 	if err != nil {
 		if s.isUniqueViolation(err) {
 			return fmt.Errorf("sandbox %s: %w", sb.ID, errdefs.ErrAlreadyExists)

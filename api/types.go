@@ -1,4 +1,4 @@
-package client
+package api
 
 import "time"
 
@@ -419,6 +419,9 @@ type RunCodeResult struct {
 	Outputs []RichOutput `json:"outputs"`
 	// DurationMS is the run's time inside the sandbox.
 	DurationMS int64 `json:"duration_ms"`
+	// Warnings say what the kernel could not do beside the code's own
+	// outcome (rendering a figure failed, say).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // TruncatedEvent is the data of a "truncated" log event: the stream hit its

@@ -1,4 +1,4 @@
-package client
+package api
 
 import "encoding/json"
 

@@ -1,0 +1,12 @@
+// Package browser serves the browser of a browser profile's sandbox
+// (config.BrowserSpec): Chromium's DevTools protocol (CDP) and the
+// Playwright protocol through the service, and an actions API that drives
+// the page from the service side. The sandbox itself stays offline: every
+// byte goes through its agent's port dial, as the port proxy's do.
+//
+// browser is a workload package: it reaches sandboxes through control's
+// Attach (and the ports package's attacher and links), records through
+// trace and recording, and takes its actions as api.BrowserAction. It
+// imports no API handler, SDK, store or driver implementation (only the
+// driver contract's image label constant).
+package browser

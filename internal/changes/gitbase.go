@@ -1,0 +1,232 @@
+package changes
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"strings"
+
+	"github.com/go-git/go-billy/v5"
+	"github.com/go-git/go-billy/v5/memfs"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	"genesis.dev/sandbox/internal/errdefs"
+)
+
+// BaseGit is the base of the workspace's git repository: its HEAD commit,
+// with untracked files that .gitignore ignores left out (git status's
+// view).
+const BaseGit = "git"
+
+// CodeNotGitRepository: base git for a workspace whose root holds no git
+// repository (.git directory).
+const CodeNotGitRepository = "not_a_git_repository"
+
+// CodeGitTooLarge: a .git directory over MaxGitBytes.
+const CodeGitTooLarge = "git_too_large"
+
+// gitRepo is a workspace's .git directory and ignore files, in memory.
+type gitRepo struct {
+	dotGit billy.Filesystem // the .git directory's files
+	work   billy.Filesystem // the work tree's .gitignore files and .git/info/exclude
+	found  bool
+	size   int64
+}
+
+// readTreeAndGit reads a workspace tar like readTree, and keeps its .git
+// directory (at the root; at most max bytes) and ignore files.
+func readTreeAndGit(ctx context.Context, r io.Reader, k *keeper, max int64) (Tree, *gitRepo, error) {
+	g := &gitRepo{dotGit: memfs.New(), work: memfs.New()}
+	tee := &gitTee{g: g, max: max}
+	t, err := readTreeWith(ctx, r, k, tee.entry)
+	if err != nil {
+		return nil, nil, err
+	}
+	if tee.err != nil {
+		return nil, nil, tee.err
+	}
+	return t, g, nil
+}
+
+// gitTee takes the entries of a workspace tar that a git base needs.
+type gitTee struct {
+	g   *gitRepo
+	max int64
+	err error
+}
+
+// entry keeps h (whose content r is) when it is of the root's .git or an
+// ignore file; having read r, it returns a reader of what it read.
+func (gt *gitTee) entry(name string, h *tar.Header, r io.Reader) io.Reader {
+	if gt.err != nil {
+		return nil
+	}
+	rel, inGit := strings.CutPrefix(name, ".git/")
+	if name == ".git" && h.Typeflag == tar.TypeDir {
+		gt.g.found = true
+		return nil
+	}
+	isIgnore := path.Base(name) == ".gitignore" || name == ".git/info/exclude"
+	if !inGit && !isIgnore {
+		return nil
+	}
+	if h.Typeflag != tar.TypeReg {
+		if inGit && h.Typeflag == tar.TypeDir {
+			gt.err = mkdirAll(gt.g.dotGit, rel)
+		}
+		return nil
+	}
+	if gt.g.size += h.Size; gt.g.size > gt.max {
+		gt.err = errdefs.WithCode(CodeGitTooLarge, errdefs.Mark(fmt.Errorf(
+			"the workspace's .git directory is over %d bytes, the limit of a diff against git", gt.max), errdefs.ErrTooLarge))
+		return nil
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		gt.err = errdefs.Mark(fmt.Errorf("reading %s of the workspace: %v", name, err), errdefs.ErrUnavailable)
+		return bytes.NewReader(nil)
+	}
+	if inGit {
+		gt.err = writeMem(gt.g.dotGit, rel, data)
+	}
+	if isIgnore && gt.err == nil {
+		gt.err = writeMem(gt.g.work, name, data)
+	}
+	return bytes.NewReader(data)
+}
+
+func mkdirAll(fsys billy.Filesystem, p string) error {
+	if err := fsys.MkdirAll(p, 0o755); err != nil {
+		return errdefs.Mark(fmt.Errorf("keeping %s: %v", p, err), errdefs.ErrInternal)
+	}
+	return nil
+}
+
+func writeMem(fsys billy.Filesystem, p string, data []byte) error {
+	if err := mkdirAll(fsys, path.Dir(p)); err != nil {
+		return err
+	}
+	f, err := fsys.Create(p)
+	if err == nil {
+		_, err = f.Write(data)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return errdefs.Mark(fmt.Errorf("keeping %s: %v", p, err), errdefs.ErrInternal)
+	}
+	return nil
+}
+
+// headTree is the tree of g's HEAD commit as a Tree (an empty one for a
+// repository without commits). Submodules are left out.
+func (g *gitRepo) headTree(ctx context.Context, k *keeper) (Tree, error) {
+	if !g.found {
+		return nil, errdefs.WithCode(CodeNotGitRepository, errdefs.Mark(fmt.Errorf(
+			"the workspace (%s) holds no git repository (a .git directory at its root); diff against creation, a snapshot or a sandbox", Root), errdefs.ErrFailedPrecondition))
+	}
+	st := filesystem.NewStorage(g.dotGit, cache.NewObjectLRUDefault())
+	ref, err := storer.ResolveReference(st, plumbing.HEAD)
+	if errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return Tree{}, nil // no commit yet: every file is new
+	}
+	if err != nil {
+		return nil, gitUnreadable(err)
+	}
+	commit, err := object.GetCommit(st, ref.Hash())
+	if err != nil {
+		return nil, gitUnreadable(err)
+	}
+	tree, err := commit.Tree()
+	if err != nil {
+		return nil, gitUnreadable(err)
+	}
+	t := Tree{}
+	err = tree.Files().ForEach(func(f *object.File) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if len(t) >= k.lim.MaxTreeEntries {
+			return errdefs.WithCode(CodeTreeTooLarge, errdefs.Mark(fmt.Errorf(
+				"HEAD holds more than %d files, over the diff's limit", k.lim.MaxTreeEntries), errdefs.ErrTooLarge))
+		}
+		if !localName(f.Name) {
+			return nil
+		}
+		e := &Entry{Size: f.Size}
+		switch f.Mode {
+		case filemode.Regular, filemode.Deprecated:
+			e.Mode = 0o644
+		case filemode.Executable:
+			e.Mode = 0o755
+		case filemode.Symlink:
+			e.Mode = fs.ModeSymlink | 0o777
+		default:
+			return nil // submodules
+		}
+		rd, err := f.Reader()
+		if err != nil {
+			return err
+		}
+		defer rd.Close()
+		if e.Mode&fs.ModeSymlink != 0 {
+			data, err := io.ReadAll(rd)
+			if err != nil {
+				return err
+			}
+			e.Data, e.Kept, e.Sum = data, true, sha256.Sum256(data)
+		} else if err := k.read(f.Name, e, rd); err != nil {
+			return err
+		}
+		t[f.Name] = e
+		return nil
+	})
+	if err != nil {
+		if _, ok := errors.AsType[errdefs.Coded](err); ok || ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, gitUnreadable(err)
+	}
+	return t, nil
+}
+
+// dropIgnored removes from cur the files HEAD does not track that the
+// work tree's ignore files ignore, as git status leaves them out.
+func (g *gitRepo) dropIgnored(cur, head Tree) {
+	ps, err := gitignore.ReadPatterns(g.work, nil)
+	if err != nil || len(ps) == 0 {
+		return
+	}
+	m := gitignore.NewMatcher(ps)
+	for p := range cur {
+		if _, tracked := head[p]; tracked {
+			continue
+		}
+		parts := strings.Split(p, "/")
+		ignored := m.Match(parts, false)
+		for i := 1; i < len(parts) && !ignored; i++ {
+			ignored = m.Match(parts[:i], true) // a file in an ignored directory
+		}
+		if ignored {
+			delete(cur, p)
+		}
+	}
+}
+
+func gitUnreadable(err error) error {
+	return errdefs.WithCode("git_unreadable", errdefs.Mark(fmt.Errorf(
+		"the workspace's git repository cannot be read: %v", err), errdefs.ErrFailedPrecondition))
+}
