@@ -199,6 +199,18 @@ func (s *Server) newSession(p tenant.Principal, previews PreviewLinker) *session
 func (s *Server) own(se *session, ss *sdk.ServerSession, id string) {
 	se.mu.Lock()
 	defer se.mu.Unlock()
+	if se.ended {
+		// The session ended while the sandbox was made: it ends too.
+		s.ends.Add(1)
+		go func() {
+			defer s.ends.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			err := s.cfg.Sandboxes.DeleteSandbox(ctx, se.p.Tenant, id)
+			s.audit(ctx, se.p, "session_end", id, err)
+		}()
+		return
+	}
 	se.owned[id] = true
 	if se.watching || ss == nil {
 		return

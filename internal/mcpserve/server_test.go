@@ -488,3 +488,22 @@ func TestComputerResult(t *testing.T) {
 		t.Errorf("the last image %q", img.Data)
 	}
 }
+
+// TestOwnAfterEnd: a sandbox made while its session ended ends too.
+func TestOwnAfterEnd(t *testing.T) {
+	t.Parallel()
+	sbx := &fakeSandboxes{}
+	s, err := New(Config{Sandboxes: sbx, Jobs: unusedJobs{}, Files: unusedFiles{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	se := &session{p: tenant.Principal{Tenant: "a"}, owned: map[string]bool{}, contexts: map[contextKey]string{}}
+	s.end(se)
+	s.own(se, nil, "sbx_late")
+	if err := s.Close(); err != nil { // waits for the ends under way
+		t.Fatal(err)
+	}
+	if got := sbx.deletes(); !slices.Equal(got, []string{"a/sbx_late"}) {
+		t.Errorf("deletes %v", got)
+	}
+}
