@@ -207,7 +207,7 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	if a := api.E2B(); a != nil {
-		ctl.AddHook(a) // forgets the pids and code context of a sandbox that ended
+		ctl.AddHook(a) // forgets the pids and code context of a sandbox that ended; pauses one created with onTimeout "pause" at its timeout
 	}
 	if a := api.OpenSandbox(); a != nil {
 		ctl.AddHook(a) // forgets the default code context of a sandbox that ended
@@ -225,6 +225,9 @@ func serve(ctx context.Context, args []string) error {
 	defer m.svcs.Close()      // before the jobs: no service restarts while they close
 	defer m.mcp.Close()       // before the jobs: an instance stops its server job and own lease
 	defer m.snapshots.Close() // idle hibernations under way finish before the managers they use close
+	if a := api.E2B(); a != nil {
+		defer a.Close() // first: auto-pauses under way finish before the managers they use close
+	}
 
 	handler := api.Handler()
 	if cfg.Console.Enabled {

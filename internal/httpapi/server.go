@@ -192,6 +192,9 @@ func New(cfg Config) (*Server, error) {
 		ec := *cfg.E2B
 		ec.Control, ec.Jobs, ec.Files, ec.Logger = cfg.Control, cfg.Jobs, cfg.Files, cfg.Logger
 		ec.Authenticate = s.principalOfKey
+		if cfg.Snapshots != nil {
+			ec.Snapshots = cfg.Snapshots
+		}
 		if cfg.Ports != nil {
 			ec.ProxyPort = func(w http.ResponseWriter, r *http.Request, tenant, sandboxID string, port int, path, prefix string) {
 				// The host-based form (no prefix) is the port's own origin.
@@ -217,6 +220,9 @@ func New(cfg Config) (*Server, error) {
 			oc.Preview = s.openPreview
 		}
 		oc.Authenticate = s.principalOfKey
+		if cfg.Snapshots != nil {
+			oc.Snapshots = cfg.Snapshots
+		}
 		oc.NoteError = func(r *http.Request, code string) {
 			if ae := auditOf(r); ae != nil {
 				ae.code = code

@@ -60,7 +60,10 @@ type Config struct {
 	// port's own preview origin (host[:port], no scheme) and a link token
 	// the SDK sends in PreviewHeader.
 	Preview func(ctx context.Context, by tenant.Principal, sandboxID string, port int) (host, token string, err error)
-	Logger  *slog.Logger
+	// Snapshots, if set, serves pause and resume; without it they answer
+	// 501.
+	Snapshots Snapshots
+	Logger    *slog.Logger
 }
 
 // PreviewHeader carries a preview link's token to a preview origin.
@@ -81,6 +84,7 @@ type Adapter struct {
 	publicHost string
 	preview    func(ctx context.Context, by tenant.Principal, sandboxID string, port int) (host, token string, err error)
 	ctx        contexts
+	snaps      Snapshots
 }
 
 // New builds the adapter.
@@ -103,7 +107,7 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	return &Adapter{ctl: cfg.Control, jobs: cfg.Jobs, files: cfg.Files, auth: cfg.Authenticate, set: cfg.Settings,
 		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, tokens: signer, note: cfg.NoteError, publicHost: cfg.PublicHost, preview: cfg.Preview,
-		ctx: contexts{def: map[string]*defaultContext{}}}, nil
+		ctx: contexts{def: map[string]*defaultContext{}}, snaps: cfg.Snapshots}, nil
 }
 
 // Route is one method and path pattern the adapter serves.
@@ -125,6 +129,8 @@ func (a *Adapter) Routes() []Route {
 		{"GET", v1 + "/sandboxes/{id}", a.apiKey(a.getSandbox), false},
 		{"DELETE", v1 + "/sandboxes/{id}", a.apiKey(a.deleteSandbox), false},
 		{"POST", v1 + "/sandboxes/{id}/renew-expiration", a.apiKey(a.renewExpiration), false},
+		{"POST", v1 + "/sandboxes/{id}/pause", a.apiKey(a.pauseSandbox), false},
+		{"POST", v1 + "/sandboxes/{id}/resume", a.apiKey(a.resumeSandbox), false},
 		{"GET", v1 + "/sandboxes/{id}/endpoints/{port}", a.apiKey(a.endpoint), false},
 		{"POST", v1 + "/metrics/events", a.apiKey(a.metricsEvent), false},
 		// execd, authenticated by the sandbox's token.
@@ -247,6 +253,9 @@ func (a *Adapter) execdAuth(h http.HandlerFunc) http.HandlerFunc {
 		}
 		tenant := c.Tenant
 		sb, err := a.ctl.GetSandbox(r.Context(), tenant, id)
+		if err == nil && a.wakes(sb) {
+			sb, err = a.snaps.Resume(r.Context(), tenant, id)
+		}
 		if err == nil && !shared.Running(sb.State) {
 			err = errdefs.WithCode("sandbox_not_running", fmt.Errorf("sandbox %s is %s: %w", id, sb.State, errdefs.ErrFailedPrecondition))
 		}
