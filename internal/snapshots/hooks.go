@@ -109,6 +109,9 @@ func (m *Manager) recoverOne(ctx context.Context, sb *sandbox.Sandbox) {
 		if p, ok := m.cfg.Driver.(driver.Pauser); ok && frozen && op != "pausing" {
 			_ = p.Unpause(ctx, sb.ContainerID)
 		}
+		// An agent readied for a save that never came listens again now,
+		// not at its deadline.
+		_ = m.cfg.Lifecycle.ResumeAgent(sb.ID)
 		if op == "pausing" && frozen {
 			m.setSuspended(ctx, sb.ID, sandbox.StatePaused, "")
 			return

@@ -373,3 +373,64 @@ func TestPauseResume(t *testing.T) {
 		})
 	}
 }
+
+// TestSnapshotCrash kills the service (SIGKILL) while it writes a
+// snapshot of a sandbox with a large workspace, and starts it again: the
+// half-written snapshot is gone (its record failed, no files left), and
+// the sandbox is running again, thawed, its agent serving, its files as
+// they were — under runc and runsc.
+func TestSnapshotCrash(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	e.requireImage(t, "tool-basic")
+	svc := e.start(t)
+	c := svc.client()
+	var ids []string
+	for _, rt := range e.runtimes(t) {
+		sb := e.createSandbox(t, client.CreateSandboxRequest{Profile: "tool-basic", Runtime: rt, RiskLevel: "low",
+			Resources: &client.Resources{CPU: 1, MemoryMB: 512, Pids: 256}})
+		// 400 MiB in the workspace: seconds of copying, time to be killed in.
+		execOK(t, c, sb.ID, "for i in $(seq 1 40); do head -c 10485760 /dev/urandom > /workspace/blob$i; done; echo kept > /workspace/k")
+		ids = append(ids, sb.ID)
+	}
+	for _, id := range ids {
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.CreateSnapshot(context.Background(), id, client.CreateSnapshotRequest{Name: "doomed"})
+			done <- err
+		}()
+		var draft string
+		eventually(t, 60*time.Second, "the snapshot is being written", func() (bool, string) {
+			m, _ := filepath.Glob(filepath.Join(e.dataDir, "snapshots", ".snap_*.tmp"))
+			if len(m) > 0 {
+				draft = m[0]
+			}
+			return len(m) > 0, ""
+		})
+		svc.kill(t)
+		<-done
+		svc = e.start(t)
+		c = svc.client()
+		if _, err := os.Stat(draft); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the half-written snapshot %s is still on disk: %v", draft, err)
+		}
+		list, err := c.ListSnapshots(callCtx(t), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) != 1 || list[0].State != "failed" || list[0].Error == "" {
+			t.Errorf("the snapshots of %s after the crash: %+v", id, list)
+		}
+		eventually(t, 60*time.Second, "the sandbox runs again", func() (bool, string) {
+			sb, err := c.GetSandbox(callCtx(t), id)
+			return err == nil && sb.State == "ready", fmt.Sprintf("%+v %v", sb, err)
+		})
+		if v := execOK(t, c, id, "cat /workspace/k").Stdout; v != "kept\n" {
+			t.Errorf("the sandbox's files after the crash: %q", v)
+		}
+		// And it can be snapshotted again.
+		if _, err := c.CreateSnapshot(callCtx(t), id, client.CreateSnapshotRequest{Name: "after"}); err != nil {
+			t.Errorf("a snapshot after the crash: %v", err)
+		}
+	}
+}
