@@ -30,7 +30,9 @@ import (
 // snapshots and forks onto: snapshots.Manager.
 type Snapshots interface {
 	HibernateWith(ctx context.Context, tenant, id string, o snapshots.HibernateOptions) (*sandbox.Sandbox, error)
-	Resume(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error)
+	// Resume says, of a hibernated sandbox's wake, whether its memory
+	// came back (nil for a thaw).
+	Resume(ctx context.Context, tenant, id string) (*sandbox.Sandbox, *bool, error)
 	Snapshot(ctx context.Context, tenant, id string, o snapshots.SnapshotOptions) (*sandbox.Snapshot, error)
 	CreateFrom(ctx context.Context, snapID string, in snapshots.CreateOptions) (*snapshots.Made, error)
 	Fork(ctx context.Context, tenant, id string, count int, in snapshots.CreateOptions) ([]*snapshots.Made, error)
@@ -136,13 +138,16 @@ func (a *Adapter) pause(ctx context.Context, tenant, id string, memory *bool) er
 // resume brings a paused or hibernated sandbox of tenant back and drops
 // the adapter's pause mark.
 func (a *Adapter) resume(ctx context.Context, tenant string, sb *sandbox.Sandbox) (*sandbox.Sandbox, error) {
-	out, err := a.snaps.Resume(ctx, tenant, sb.ID)
+	out, memory, err := a.snaps.Resume(ctx, tenant, sb.ID)
 	if err != nil && errdefs.Is(err, errdefs.ErrFailedPrecondition) {
 		// A hibernation under way when Resume looked ended meanwhile:
 		// once more, now that it is hibernated.
 		if cur, gerr := a.ctl.GetSandbox(ctx, tenant, sb.ID); gerr == nil && cur.State == sandbox.StateHibernated {
-			out, err = a.snaps.Resume(ctx, tenant, sb.ID)
+			out, memory, err = a.snaps.Resume(ctx, tenant, sb.ID)
 		}
+	}
+	if err == nil && memory != nil && !*memory && sb.Suspension != nil && sb.Suspension.Memory {
+		a.log.Warn("a paused sandbox's memory did not come back; it started again from its files", "sandbox", sb.ID)
 	}
 	if err != nil {
 		return nil, err

@@ -67,13 +67,14 @@ func (f *fakeSnaps) HibernateWith(ctx context.Context, tenant, id string, o snap
 	return f.h.Svc.SetSuspended(ctx, id, sandbox.StateHibernated, func(s *sandbox.Suspension) { s.Memory = o.Memory == nil || *o.Memory })
 }
 
-func (f *fakeSnaps) Resume(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error) {
+func (f *fakeSnaps) Resume(ctx context.Context, tenant, id string) (*sandbox.Sandbox, *bool, error) {
 	f.note("resume %s", id)
 	sb, err := f.h.Svc.GetSandbox(ctx, tenant, id)
 	if err != nil || sb.State.Running() {
-		return sb, err
+		return sb, nil, err
 	}
-	return f.h.Svc.EndSuspend(ctx, id)
+	sb, err = f.h.Svc.EndSuspend(ctx, id)
+	return sb, nil, err
 }
 
 func (f *fakeSnaps) Snapshot(_ context.Context, tenant, id string, o snapshots.SnapshotOptions) (*sandbox.Snapshot, error) {

@@ -254,7 +254,7 @@ func (a *Adapter) execdAuth(h http.HandlerFunc) http.HandlerFunc {
 		tenant := c.Tenant
 		sb, err := a.ctl.GetSandbox(r.Context(), tenant, id)
 		if err == nil && a.wakes(sb) {
-			sb, err = a.snaps.Resume(r.Context(), tenant, id)
+			sb, _, err = a.snaps.Resume(r.Context(), tenant, id)
 		}
 		if err == nil && !shared.Running(sb.State) {
 			err = errdefs.WithCode("sandbox_not_running", fmt.Errorf("sandbox %s is %s: %w", id, sb.State, errdefs.ErrFailedPrecondition))

@@ -20,7 +20,9 @@ import (
 // snapshots.Manager.
 type Snapshots interface {
 	Pause(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error)
-	Resume(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error)
+	// Resume says, of a hibernated sandbox's wake, whether its memory
+	// came back (nil for a thaw).
+	Resume(ctx context.Context, tenant, id string) (*sandbox.Sandbox, *bool, error)
 }
 
 // suspendedState is a paused or hibernated sandbox's state in the SDK's
@@ -62,12 +64,12 @@ func (a *Adapter) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 		if shared.Running(sb.State) {
 			return nil
 		}
-		_, err := a.snaps.Resume(ctx, tenant, sb.ID)
+		_, _, err := a.snaps.Resume(ctx, tenant, sb.ID)
 		if err != nil && errdefs.Is(err, errdefs.ErrFailedPrecondition) {
 			// A hibernation under way when Resume looked ended meanwhile:
 			// once more, now that it is hibernated.
 			if cur, gerr := a.ctl.GetSandbox(ctx, tenant, sb.ID); gerr == nil && cur.State == sandbox.StateHibernated {
-				_, err = a.snaps.Resume(ctx, tenant, sb.ID)
+				_, _, err = a.snaps.Resume(ctx, tenant, sb.ID)
 			}
 		}
 		return err

@@ -54,13 +54,14 @@ func (f *fakeSnaps) Pause(ctx context.Context, tenant, id string) (*sandbox.Sand
 	return f.h.Svc.SetSuspended(ctx, id, sandbox.StatePaused, nil)
 }
 
-func (f *fakeSnaps) Resume(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error) {
+func (f *fakeSnaps) Resume(ctx context.Context, tenant, id string) (*sandbox.Sandbox, *bool, error) {
 	f.note("resume")
 	sb, err := f.h.Svc.GetSandbox(ctx, tenant, id)
 	if err != nil || sb.State.Running() {
-		return sb, err
+		return sb, nil, err
 	}
-	return f.h.Svc.EndSuspend(ctx, id)
+	sb, err = f.h.Svc.EndSuspend(ctx, id)
+	return sb, nil, err
 }
 
 // hibernate puts a sandbox of tenant a in the state a hibernation leaves.
