@@ -301,8 +301,15 @@ func (a *Adapter) sandboxAuth(h http.HandlerFunc) http.HandlerFunc {
 			a.writeError(w, r, err)
 			return
 		}
+		if err == nil {
+			sb, err = a.settled(r.Context(), tenant, sb)
+		}
+		if err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
+			a.writeError(w, r, err)
+			return
+		}
 		if err == nil && a.wakesOnTraffic(sb) {
-			if sb, err = a.resume(r.Context(), tenant, sb); err != nil {
+			if sb, err = a.wakeOnTraffic(r.Context(), tenant, sb); err != nil {
 				a.writeError(w, r, err)
 				return
 			}

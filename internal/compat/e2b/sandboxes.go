@@ -300,13 +300,12 @@ func (a *Adapter) renewTo(r *http.Request, optional bool) (*sandbox.Sandbox, err
 	if err != nil || optional && body.Timeout <= 0 {
 		return sb, err
 	}
-	return a.renew(r.Context(), sb, body.Timeout)
+	return a.renew(r.Context(), tenantOf(r.Context()), sb, body.Timeout)
 }
 
-// renew makes a sandbox of the caller end timeout seconds from now: its
-// lease renewed, or, for a sandbox without one, the sandbox itself.
-func (a *Adapter) renew(ctx context.Context, sb *sandbox.Sandbox, timeout int64) (*sandbox.Sandbox, error) {
-	tenant := tenantOf(ctx)
+// renew makes a sandbox of tenant end timeout seconds from now: its lease
+// renewed, or, for a sandbox without one, the sandbox itself.
+func (a *Adapter) renew(ctx context.Context, tenant string, sb *sandbox.Sandbox, timeout int64) (*sandbox.Sandbox, error) {
 	l, err := shared.ActiveLease(ctx, a.ctl, tenant, sb.ID)
 	if err != nil {
 		return a.ctl.RenewSandbox(ctx, tenant, sb.ID, timeout)
@@ -349,11 +348,11 @@ func (a *Adapter) connectSandbox(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case sb.State.Suspended():
 		if sb, err = a.resumeOnConnect(r.Context(), tenantOf(r.Context()), sb, body.Memory); err == nil {
-			_, err = a.renew(r.Context(), sb, a.timeoutOr(body.Timeout))
+			_, err = a.renew(r.Context(), tenantOf(r.Context()), sb, a.timeoutOr(body.Timeout))
 		}
 		status = http.StatusCreated
 	case body.Timeout != nil && *body.Timeout > 0:
-		_, err = a.renew(r.Context(), sb, *body.Timeout)
+		_, err = a.renew(r.Context(), tenantOf(r.Context()), sb, *body.Timeout)
 	}
 	if err != nil {
 		a.writeError(w, r, err)

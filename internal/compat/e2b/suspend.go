@@ -120,15 +120,19 @@ func (a *Adapter) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 }
 
 // pause hibernates a sandbox of tenant as E2B's pause does and keeps it.
+// It is marked paused first, so that no traffic in between wakes it.
 func (a *Adapter) pause(ctx context.Context, tenant, id string, memory *bool) error {
+	on := "true"
+	if _, err := a.ctl.PatchSandbox(ctx, tenant, id, 0, map[string]*string{pausedKey: &on}); err != nil {
+		return err
+	}
 	if _, err := a.snaps.HibernateWith(ctx, tenant, id, snapshots.HibernateOptions{Memory: memory}); err != nil {
+		if _, perr := a.ctl.PatchSandbox(context.WithoutCancel(ctx), tenant, id, 0, map[string]*string{pausedKey: nil}); perr != nil {
+			a.log.Warn("unmarking a sandbox whose pause failed", "sandbox", id, "err", perr)
+		}
 		return err
 	}
 	ctx = context.WithoutCancel(ctx) // hibernated: the rest is bookkeeping
-	on := "true"
-	if _, err := a.ctl.PatchSandbox(ctx, tenant, id, 0, map[string]*string{pausedKey: &on}); err != nil {
-		a.log.Warn("marking a paused sandbox", "sandbox", id, "err", err)
-	}
 	if _, err := a.ctl.KeepLongest(ctx, tenant, id); err != nil {
 		a.log.Warn("keeping a paused sandbox", "sandbox", id, "err", err)
 	}
@@ -167,6 +171,47 @@ func (a *Adapter) resume(ctx context.Context, tenant string, sb *sandbox.Sandbox
 func (a *Adapter) wakesOnTraffic(sb *sandbox.Sandbox) bool {
 	return a.snaps != nil && sb.State == sandbox.StateHibernated && (sb.Suspension == nil || sb.Suspension.Operation == "") &&
 		(sb.Metadata[pausedKey] == "" || sb.Metadata[autoResumeKey] == "true")
+}
+
+// operationWait bounds how long sandbox traffic waits for an operation
+// under way on its sandbox (a pause, a wake, a snapshot) to end.
+const operationWait = time.Minute
+
+// settled waits until no operation is under way on a sandbox of tenant
+// and answers it then (or as it is at the deadline).
+func (a *Adapter) settled(ctx context.Context, tenant string, sb *sandbox.Sandbox) (*sandbox.Sandbox, error) {
+	ctx, cancel := context.WithTimeout(ctx, operationWait)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for sb.Suspension != nil && sb.Suspension.Operation != "" {
+		select {
+		case <-ctx.Done():
+			return sb, nil
+		case <-tick.C:
+		}
+		cur, err := a.ctl.GetSandbox(ctx, tenant, sb.ID)
+		if err != nil {
+			return nil, err
+		}
+		sb = cur
+	}
+	return sb, nil
+}
+
+// wakeOnTraffic resumes a sandbox for its traffic; one that was paused
+// through this adapter (autoResume) then ends after the default timeout
+// again, as after a create (its pause had kept it for long).
+func (a *Adapter) wakeOnTraffic(ctx context.Context, tenant string, sb *sandbox.Sandbox) (*sandbox.Sandbox, error) {
+	paused := sb.Metadata[pausedKey] != ""
+	out, err := a.resume(ctx, tenant, sb)
+	if err != nil || !paused {
+		return out, err
+	}
+	if _, err := a.renew(context.WithoutCancel(ctx), tenant, out, a.timeoutOr(nil)); err != nil {
+		a.log.Warn("renewing an auto-resumed sandbox", "sandbox", sb.ID, "err", err)
+	}
+	return out, nil
 }
 
 // resumeOnConnect resumes a suspended sandbox for connect, which asks for

@@ -426,8 +426,8 @@ func TestAutoPauseAtTimeout(t *testing.T) {
 	if code := s.health(t, auto.SandboxID, auto.EnvdAccessToken); code != http.StatusNoContent {
 		t.Errorf("traffic to an auto-resuming paused sandbox: %d, want 204", code)
 	}
-	if d := s.info(t, auto.SandboxID); d.State != "running" {
-		t.Errorf("after its traffic: %s", d.State)
+	if d := s.info(t, auto.SandboxID); d.State != "running" || d.EndAt.Sub(s.h.Clock.Now()) > 301*time.Second || d.EndAt.Sub(s.h.Clock.Now()) < 280*time.Second {
+		t.Errorf("after its traffic: %s, ends at %v; want running, ending after the default timeout (300 s) from now %v", d.State, d.EndAt, s.h.Clock.Now())
 	}
 
 	s2 := newE2BServer(t, false)
@@ -553,5 +553,43 @@ func TestWithoutSnapshots(t *testing.T) {
 	}
 	if d := s.info(t, c.SandboxID); d.State != "running" {
 		t.Errorf("the sandbox after the refused calls: %s", d.State)
+	}
+}
+
+// TestTrafficWaitsForOperation: traffic that reaches a sandbox while an
+// operation is under way on it (here the hibernation of an auto-pause with
+// autoResume) waits for it to end, and then wakes the sandbox; without
+// autoResume it then answers 502 (paused).
+func TestTrafficWaitsForOperation(t *testing.T) {
+	t.Parallel()
+	s := newE2BServer(t, false)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		body string
+		want int
+	}{
+		{`{"templateID":"base","timeout":120,"autoPause":true,"autoResume":{"enabled":true}}`, http.StatusNoContent},
+		{`{"templateID":"base","timeout":120,"autoPause":true}`, http.StatusBadGateway},
+	} {
+		c := s.create(t, tc.body)
+		on := "true"
+		if _, err := s.h.Svc.PatchSandbox(ctx, "a", c.SandboxID, 0, map[string]*string{"e2b.paused": &on}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.h.Svc.BeginSuspend(ctx, "a", c.SandboxID, "hibernating"); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			_, err := s.h.Svc.SetSuspended(ctx, c.SandboxID, sandbox.StateHibernated, func(x *sandbox.Suspension) { x.Memory = true })
+			done <- err
+		}()
+		if code := s.health(t, c.SandboxID, c.EnvdAccessToken); code != tc.want {
+			t.Errorf("%s: traffic during the hibernation: %d, want %d", tc.body, code, tc.want)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -256,6 +256,9 @@ func (a *Adapter) execdAuth(h http.HandlerFunc) http.HandlerFunc {
 		if err == nil && a.wakes(sb) {
 			sb, _, err = a.snaps.Resume(r.Context(), tenant, id)
 		}
+		if err == nil && sb.State.Suspended() {
+			err = errdefs.WithCode(control.CodePaused, errdefs.Mark(fmt.Errorf("sandbox %s is paused; resume it (POST /v1/sandboxes/%s/resume)", id, id), errdefs.ErrConflict))
+		}
 		if err == nil && !shared.Running(sb.State) {
 			err = errdefs.WithCode("sandbox_not_running", fmt.Errorf("sandbox %s is %s: %w", id, sb.State, errdefs.ErrFailedPrecondition))
 		}

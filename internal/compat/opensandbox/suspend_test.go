@@ -202,7 +202,7 @@ func TestPauseResume(t *testing.T) {
 		t.Errorf("list: %v", got)
 	}
 	if code := s.ping(t, id); code != http.StatusConflict {
-		t.Errorf("execd of a paused sandbox: %d, want 409", code)
+		t.Errorf("execd of a paused sandbox: %d, want 409 SANDBOX_PAUSED", code)
 	}
 	at := time.Now().Add(20 * time.Minute).UTC().Format(time.RFC3339)
 	if code := s.call(t, "POST", "/sandboxes/"+id+"/renew-expiration", `{"expiresAt":"`+at+`"}`, nil); code != http.StatusOK {
