@@ -3,7 +3,7 @@
 // (test/e2e/e2b_test.go asserts on it). Environment: E2B_API_URL,
 // E2B_SANDBOX_URL, E2B_API_KEY as a user of the SDK sets them; argv[2] is
 // the flow: "core" (e2b), "interpreter" (@e2b/code-interpreter), "host",
-// "warm", "pause", "snapshot" or "autopause".
+// "warm", "pause", "pausecode", "snapshot" or "autopause".
 import { Sandbox, CommandExitError, SandboxNotFoundError } from 'e2b';
 import { Sandbox as CodeInterpreter } from '@e2b/code-interpreter';
 
@@ -189,6 +189,19 @@ async function pause() {
   out.killed = await again.kill();
 }
 
+// pausecode keeps x = 41 in the code interpreter's default context,
+// pauses the sandbox, connects (resuming it) and runs x + 1 there.
+async function pausecode() {
+  const sbx = await CodeInterpreter.create({ timeoutMs: 300_000 });
+  out.id = sbx.sandboxId;
+  out.set = (await sbx.runCode('x = 41\nx')).text;
+  out.paused = await sbx.pause();
+  const again = await CodeInterpreter.connect(sbx.sandboxId);
+  const r = await again.runCode('x + 1');
+  out.after = r.error ? { name: r.error.name } : r.text;
+  out.killed = await again.kill();
+}
+
 // snapshot writes a file, takes a snapshot (the sandbox runs on), lists
 // it, creates a sandbox from it, forks the sandbox twice, and deletes the
 // snapshot (twice: the second answers false).
@@ -244,6 +257,7 @@ async function autopause() {
 try {
   if (process.argv[2] === 'interpreter') await interpreter();
   else if (process.argv[2] === 'pause') await pause();
+  else if (process.argv[2] === 'pausecode') await pausecode();
   else if (process.argv[2] === 'snapshot') await snapshot();
   else if (process.argv[2] === 'autopause') await autopause();
   else if (process.argv[2] === 'warm') await warm();

@@ -23,6 +23,9 @@ import (
 //     counter a background command kept goes on from where it was (its
 //     process and memory kept); under runc the files come back and the
 //     process does not.
+//   - pausecode: the code interpreter's x = 41 is still there after pause
+//     and connect under runsc; under runc the kernel starts afresh
+//     (NameError).
 //   - autopause: a sandbox created with lifecycle onTimeout "pause" and
 //     autoResume reads paused after its timeout, and a command wakes it.
 //   - snapshot: createSnapshot, listSnapshots, Sandbox.create(snapshotId)
@@ -37,6 +40,7 @@ func TestE2BPauseResume(t *testing.T) {
 	untrusted := "e2e_" + randomHex(t, 16)
 	e := newEnv(t, e2bConfig(untrusted)+"intervals:\n  reconcile: 1s\n")
 	e.requireImage(t, "tool-basic")
+	e.requireImage(t, "code-python-basic")
 	svc := e.start(t)
 	keys := map[string]string{"runc": "e2b_" + e.apiKey, "runsc": untrusted}
 	clients := map[string]*client.Client{"runc": svc.client(), "runsc": client.New(svc.url(), untrusted)}
@@ -93,6 +97,17 @@ func TestE2BPauseResume(t *testing.T) {
 					t.Errorf("the trace lacks the hibernation or the wake: %v", kinds)
 				}
 				t.Logf("%s: pause %.0f ms, connect (wake) %.0f ms", rt, out["pauseMs"], out["connectMs"])
+			})
+			t.Run("pausecode", func(t *testing.T) {
+				t.Parallel()
+				out := runE2BFlow(t, svc.url(), keys[rt], "pausecode")
+				after := map[string]any{"runsc": "42", "runc": map[string]any{"name": "NameError"}}[rt]
+				want := map[string]any{"set": "41", "paused": true, "after": after, "killed": true}
+				for k, v := range want {
+					if got := out[k]; fmt.Sprint(got) != fmt.Sprint(v) {
+						t.Errorf("%s: got %#v, want %#v", k, got, v)
+					}
+				}
 			})
 			t.Run("autopause", func(t *testing.T) {
 				t.Parallel()

@@ -150,11 +150,19 @@ func (a *Adapter) resume(ctx context.Context, tenant string, sb *sandbox.Sandbox
 			out, memory, err = a.snaps.Resume(ctx, tenant, sb.ID)
 		}
 	}
-	if err == nil && memory != nil && !*memory && sb.Suspension != nil && sb.Suspension.Memory {
-		a.log.Warn("a paused sandbox's memory did not come back; it started again from its files", "sandbox", sb.ID)
-	}
 	if err != nil {
 		return nil, err
+	}
+	if memory != nil && !*memory {
+		// Woken from its files: its processes started afresh, the default
+		// code context's kernel with them. The next run makes a new one
+		// (as E2B's code interpreter after a reboot: its variables gone).
+		a.ctxMu.Lock()
+		delete(a.contexts, sb.ID)
+		a.ctxMu.Unlock()
+		if sb.Suspension != nil && sb.Suspension.Memory {
+			a.log.Warn("a paused sandbox's memory did not come back; it started again from its files", "sandbox", sb.ID)
+		}
 	}
 	if out.Metadata[pausedKey] != "" {
 		if out, err = a.ctl.PatchSandbox(context.WithoutCancel(ctx), tenant, sb.ID, 0, map[string]*string{pausedKey: nil}); err != nil {
