@@ -16,7 +16,7 @@ TEST_IMAGES ?= tool-basic tool-node code-python-basic code-python-data skill-pyt
 FUZZ_TARGETS ?= FuzzResolvePath FuzzResolveBelow
 FUZZTIME ?= 15s
 
-.PHONY: proto all build console console-test setup images service-image test-images test-deps run test unit fuzz cross lint bench clean kube-up kube-down test-kube bench-kube
+.PHONY: proto all build console console-test setup run-setup images images-tool quickstart-images service-image test-images test-deps run test unit fuzz cross lint bench clean kube-up kube-down test-kube bench-kube
 
 all: build
 
@@ -36,9 +36,14 @@ console:
 console-test:
 	cd console && node --test test/
 
-# Install Docker, debootstrap, busybox and gVisor runsc if missing; start dockerd.
+# Install Docker, debootstrap, busybox, gVisor runsc, Node.js and npm, and
+# the tests' Chromium, if missing; start dockerd.
 setup:
 	$(SUDO) bash scripts/host-setup.sh
+
+# setup without Chromium, which only the tests use.
+run-setup:
+	$(SUDO) env GENESIS_SETUP_CHROMIUM=0 bash scripts/host-setup.sh
 
 # Build every profile image (cached by recipe hash: present images are skipped).
 images: setup build
@@ -57,8 +62,25 @@ service-image: setup console
 test-images: setup build
 	$(SUDO) $(BIN)/sandbox-service images build $(addprefix --profile ,$(TEST_IMAGES))
 
-run: images
-	$(SUDO) $(BIN)/sandbox-service serve --addr $(ADDR) --data-dir $(DATA_DIR) --admin-key-file $(DATA_DIR)/admin_key
+# The image builder alone (sandbox-service images without the service): it
+# compiles in seconds, where the service takes minutes on a fresh machine.
+images-tool:
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/genesis-images ./cmd/genesis-images
+
+# The images the README's quickstart uses.
+QUICKSTART_IMAGES ?= tool-basic code-python-basic
+
+quickstart-images: run-setup images-tool
+	$(SUDO) $(BIN)/genesis-images build $(addprefix --profile ,$(QUICKSTART_IMAGES))
+
+# `make run` builds the quickstart's images while the service compiles,
+# then serves and builds the other profiles' images in the background
+# (--build-images): the first sandbox comes minutes after a fresh start,
+# not after every image (`genesis images` shows their progress).
+run: run-setup
+	$(MAKE) --no-print-directory -j2 build quickstart-images
+	$(SUDO) $(BIN)/sandbox-service serve --addr $(ADDR) --data-dir $(DATA_DIR) --admin-key-file $(DATA_DIR)/admin_key --build-images
 
 # The npm packages the tests run (the TypeScript MCP SDK's client,
 # Playwright's client), from their lockfiles.

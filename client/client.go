@@ -230,6 +230,16 @@ func (c *Client) Capabilities(ctx context.Context) (*Capabilities, error) {
 	return &v, nil
 }
 
+// Images calls GET /v1/images: the images of the profiles and the
+// progress of those the service builds in the background.
+func (c *Client) Images(ctx context.Context) (*ImageList, error) {
+	var v ImageList
+	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/images", auth: true}, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
 // Profiles calls GET /v1/profiles.
 func (c *Client) Profiles(ctx context.Context) (*ProfileList, error) {
 	var v ProfileList

@@ -140,7 +140,10 @@ type MCPServer struct {
 	// gives the absolute URL).
 	Endpoint string `json:"endpoint"`
 	// Token is the endpoint's bearer token: only in the answer to create.
-	Token     string `json:"token,omitempty"`
+	Token string `json:"token,omitempty"`
+	// CreatedBy is the id of the API key that started the server: it may
+	// not approve the server's calls or changed tools.
+	CreatedBy string `json:"created_by,omitempty"`
 	LeaseID   string `json:"lease_id"`
 	OwnLease  bool   `json:"own_lease"`
 	SandboxID string `json:"sandbox_id"`

@@ -82,14 +82,21 @@ type UpdateTenantRequest struct {
 // APIKey is an API key of a tenant. Key (the secret) is set only in the
 // answer that created it.
 type APIKey struct {
-	ID          string     `json:"id"`
-	Tenant      string     `json:"tenant"`
-	Prefix      string     `json:"prefix"`
-	Description string     `json:"description,omitempty"`
-	CreatedAt   time.Time  `json:"created_at"`
-	RevokedAt   *time.Time `json:"revoked_at,omitempty"`
-	Key         string     `json:"key,omitempty"`
+	ID          string `json:"id"`
+	Tenant      string `json:"tenant"`
+	Prefix      string `json:"prefix"`
+	Description string `json:"description,omitempty"`
+	// Scopes are the key's rights beyond its tenant's API (ScopeApprove).
+	Scopes    []string   `json:"scopes,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	Key       string     `json:"key,omitempty"`
 }
+
+// ScopeApprove is the key scope that decides MCP calls held for approval
+// and approves changed tool definitions, of MCP servers the key did not
+// start. Give it to a person's key, not to an agent's.
+const ScopeApprove = "approve"
 
 // APIKeyList is the answer of GET /v1/tenants/{name}/keys.
 type APIKeyList struct {
@@ -99,6 +106,8 @@ type APIKeyList struct {
 // CreateAPIKeyRequest is the body of POST /v1/tenants/{name}/keys.
 type CreateAPIKeyRequest struct {
 	Description string `json:"description,omitempty"`
+	// Scopes the key holds (ScopeApprove); none by default.
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 // AuditRecord is one entry of the audit log.

@@ -11,6 +11,9 @@ type Problem struct {
 	Code      string `json:"code"`
 	Instance  string `json:"instance,omitempty"`
 	RequestID string `json:"request_id,omitempty"`
+	// ImageBuild is set on a 503 image_building: where the background
+	// build of the profile's image stands.
+	ImageBuild *ImageBuild `json:"image_build,omitempty"`
 }
 
 // Resources are the limits of a sandbox. Zero fields take the profile default.
@@ -214,7 +217,7 @@ type Profile struct {
 	Name             string    `json:"name"`
 	Description      string    `json:"description"`
 	Image            string    `json:"image"`
-	ImageStatus      string    `json:"image_status"` // present | not_built
+	ImageStatus      string    `json:"image_status"` // present | queued | building | failed | not_built
 	BuildCommand     string    `json:"build_command,omitempty"`
 	AllowedRuntimes  []string  `json:"allowed_runtimes"`
 	UsableRuntimes   []string  `json:"usable_runtimes"`
@@ -222,6 +225,11 @@ type Profile struct {
 	Network          string    `json:"network"`
 	User             string    `json:"user"`
 	ReadOnlyRoot     bool      `json:"read_only_root"`
+
+	// ImageBuild is the background build's progress while the image is
+	// not present and the service builds it (image_status queued,
+	// building or failed).
+	ImageBuild *ImageBuild `json:"image_build,omitempty"`
 	// Pools are the profile's warm pools (empty when warm pools are off).
 	Pools []ProfilePool `json:"pools"`
 	Lease ProfileLease  `json:"lease"`
@@ -271,6 +279,51 @@ type ProfileLease struct {
 // ProfileList is the body of GET /v1/profiles.
 type ProfileList struct {
 	Items []Profile `json:"items"`
+}
+
+// ImageBuild is where the service's background build of an image stands.
+type ImageBuild struct {
+	// State is queued, waiting (for another build), building, built or
+	// failed.
+	State string `json:"state"`
+	// Step is bootstrap, packages, setup or import, the StepNumber-th of
+	// Steps.
+	Step       string `json:"step,omitempty"`
+	StepNumber int    `json:"step_number,omitempty"`
+	Steps      int    `json:"steps,omitempty"`
+	// Done of Total Unit (packages, scripts, bytes) of the step; Total is
+	// 0 while the step does not know it.
+	Done  int64  `json:"done,omitempty"`
+	Total int64  `json:"total,omitempty"`
+	Unit  string `json:"unit,omitempty"`
+	// Percent estimates the whole build.
+	Percent int `json:"percent"`
+	// Summary says it in a few words: "building 42%: packages (2/4) 120/456 packages".
+	Summary    string     `json:"summary"`
+	Detail     string     `json:"detail,omitempty"`
+	StartedAt  *time.Time `json:"started_at,omitempty"`
+	UpdatedAt  *time.Time `json:"updated_at,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Error      string     `json:"error,omitempty"`
+}
+
+// Image is one image the configured profiles run: GET /v1/images.
+type Image struct {
+	// Name is the recipe (images/<name>), or the reference of an image
+	// the configuration names.
+	Name     string   `json:"name"`
+	Ref      string   `json:"ref"`
+	Profiles []string `json:"profiles"`
+	// Status is present, queued, building, failed or not_built, as a
+	// profile's image_status.
+	Status       string      `json:"status"`
+	BuildCommand string      `json:"build_command,omitempty"`
+	Build        *ImageBuild `json:"build,omitempty"`
+}
+
+// ImageList is the body of GET /v1/images.
+type ImageList struct {
+	Items []Image `json:"items"`
 }
 
 // RuntimeInfo is the probe result for one runtime.
@@ -408,4 +461,6 @@ type Whoami struct {
 	KeyID string `json:"key_id"`
 	// Admin: the key may use the admin API.
 	Admin bool `json:"admin"`
+	// Scopes are the key's scopes (ScopeApprove).
+	Scopes []string `json:"scopes,omitempty"`
 }

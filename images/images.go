@@ -81,7 +81,20 @@ type Recipe struct {
 }
 
 // Ref returns the local image reference of the recipe, genesis/<name>:<hash>.
-func (r Recipe) Ref() string { return RefRepositoryPrefix + r.Name + ":" + r.Hash }
+func (r Recipe) Ref() string { return r.RefIn(RefRepositoryPrefix) }
+
+// RefIn returns the reference of the recipe's image under another
+// repository prefix (see ValidRepository): <prefix><name>:<hash>.
+func (r Recipe) RefIn(prefix string) string { return prefix + r.Name + ":" + r.Hash }
+
+// ValidRepository reports whether prefix can stand before a profile name
+// in an image reference, as RefRepositoryPrefix does: lower-case letters,
+// digits, '-', '_', '.' and '/', not starting with '/', without "//",
+// ending in '/', at most 128 bytes.
+func ValidRepository(prefix string) bool {
+	return strings.HasSuffix(prefix, "/") && len(prefix) <= 128 && !strings.HasPrefix(prefix, "/") &&
+		!strings.Contains(prefix, "//") && onlyRunes(prefix, "abcdefghijklmnopqrstuvwxyz0123456789-_./")
+}
 
 // Changes returns the image configuration as Dockerfile instructions for
 // an image import (docker import --change): one ENV per variable, then WORKDIR.

@@ -122,6 +122,17 @@ func TestRefFormat(t *testing.T) {
 	if got := (Recipe{Name: "x", Hash: "0123456789ab"}).Ref(); got != "genesis/x:0123456789ab" {
 		t.Fatalf("Ref() = %q", got)
 	}
+	if got := (Recipe{Name: "x", Hash: "0123456789ab"}).RefIn("genesis-try/"); got != "genesis-try/x:0123456789ab" {
+		t.Fatalf("RefIn() = %q", got)
+	}
+	for prefix, want := range map[string]bool{
+		RefRepositoryPrefix: true, "genesis-try/": true, "registry.example/team_a/": true,
+		"": false, "genesis": false, "Genesis/": false, "/genesis/": false, "a//b/": false, "host:5000/": false, "a b/": false,
+	} {
+		if got := ValidRepository(prefix); got != want {
+			t.Errorf("ValidRepository(%q) = %v, want %v", prefix, got, want)
+		}
+	}
 }
 
 func TestLookupUnknown(t *testing.T) {

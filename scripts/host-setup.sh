@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # host-setup.sh: make this Debian/Ubuntu host able to run Genesis Sandbox.
 # Idempotent; used by `make run`, `make test` and .ci/run.
-#   - installs docker.io, debootstrap, busybox-static, chromium, nodejs and npm when missing
+#   - installs docker.io, debootstrap, busybox-static, chromium (not with
+#     GENESIS_SETUP_CHROMIUM=0), nodejs and npm when missing
 #   - builds a pinned gVisor runsc from its Go module (Debian's runsc only as a fallback)
 #   - merges the runsc runtime into /etc/docker/daemon.json without clobbering other keys
 #   - starts dockerd when it does not answer, and waits for it with a deadline
@@ -38,8 +39,11 @@ command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 [ -x /bin/busybox ] || missing+=(busybox-static)
 command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)
 # Debian's Chromium: browser tests drive it (preview links, the browser
-# profile, the console); it is never downloaded by a test tool.
-[ -x /usr/bin/chromium ] || missing+=(chromium fonts-liberation)
+# profile, the console); it is never downloaded by a test tool. make run
+# does not need it (GENESIS_SETUP_CHROMIUM=0).
+if [ "${GENESIS_SETUP_CHROMIUM:-1}" != 0 ]; then
+  [ -x /usr/bin/chromium ] || missing+=(chromium fonts-liberation)
+fi
 # Node.js and npm: the tests drive the service with the official
 # TypeScript MCP SDK (test/mcpclient, installed by npm ci from its lockfile).
 command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)

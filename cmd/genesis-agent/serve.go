@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"flag"
 	"fmt"
@@ -25,15 +26,15 @@ import (
 func runServe(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	socket := fs.String("socket", "/run/genesis/agent.sock", "Unix socket to listen on")
-	listen := fs.String("listen", "", "TCP address to listen on instead of the socket; connections must open with the token in "+agentproto.TokenEnv)
+	listen := fs.String("listen", "", "TCP address to listen on instead of the socket; connections must open with the token whose SHA-256 is in "+agentproto.TokenSHA256Env)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	var token []byte
+	var tokenSum []byte
 	if *listen != "" {
 		var err error
-		if token, err = hex.DecodeString(os.Getenv(agentproto.TokenEnv)); err != nil || len(token) != agentproto.TokenBytes {
-			fmt.Fprintf(os.Stderr, "genesis-agent: --listen needs %s: %d bytes in hex\n", agentproto.TokenEnv, agentproto.TokenBytes)
+		if tokenSum, err = hex.DecodeString(os.Getenv(agentproto.TokenSHA256Env)); err != nil || len(tokenSum) != sha256.Size {
+			fmt.Fprintf(os.Stderr, "genesis-agent: --listen needs %s: the token's SHA-256 (%d bytes) in hex\n", agentproto.TokenSHA256Env, sha256.Size)
 			return 2
 		}
 		*socket = ""
@@ -58,7 +59,7 @@ func runServe(args []string) int {
 	srv, err := agent.New(agent.Config{
 		SocketPath:       *socket,
 		Listen:           *listen,
-		Token:            token,
+		TokenSHA256:      tokenSum,
 		Version:          agentVersion,
 		Environ:          os.Environ(),
 		ResetDirs:        resetDirs(),

@@ -95,7 +95,7 @@ func newLeaseAcquireCmd(a *app) *cobra.Command {
 	f.StringVar(&req.RiskLevel, "risk", "", "risk level of the code to run (selects the runtime)")
 	f.StringVar(&req.Holder, "holder", "", "who holds the lease (free text)")
 	f.DurationVar(&ttl, "ttl", 0, "lease length, e.g. 10m (0: the profile's default)")
-	f.DurationVar(&wait, "wait", 0, "wait up to this long for capacity when no warm sandbox is idle and the host is full")
+	f.DurationVar(&wait, "wait", 0, "wait up to this long for capacity when no warm sandbox is idle and the host is full, or for the profile's image while the service builds it")
 	f.StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE for every job (repeatable)")
 	f.StringArrayVar(&meta, "meta", nil, "metadata KEY=VALUE (repeatable)")
 	net.register(f, "network")

@@ -105,6 +105,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newWhoamiCmd(a),
 		newOpenSandboxCmd(a),
 		newProfilesCmd(a),
+		newImagesCmd(a),
 		newNetCmd(a),
 		newTenantCmd(a),
 		newAuditCmd(a),

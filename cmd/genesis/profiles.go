@@ -36,9 +36,12 @@ func printProfileRows(w io.Writer, items []client.Profile, indent string) error 
 	var missing []client.Profile
 	for _, p := range items {
 		status := p.ImageStatus
-		if status == "not_built" {
+		switch {
+		case status == "not_built":
 			status = "not built"
 			missing = append(missing, p)
+		case status == "building" && p.ImageBuild != nil:
+			status = fmt.Sprintf("building %d%%", p.ImageBuild.Percent)
 		}
 		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\n", indent, p.Name, orDash(status),
 			runtimesText(p), orDash(p.Network), p.Description)

@@ -112,7 +112,7 @@ func newSandboxCreateCmd(a *app) *cobra.Command {
 	f.StringArrayVar(&meta, "meta", nil, "metadata KEY=VALUE (repeatable)")
 	f.DurationVar(&ttl, "ttl", 0, "destroy the sandbox after this long, e.g. 10m (0: service default)")
 	f.StringVar(&idempotencyKey, "idempotency-key", "", "retrying with the same key returns the same sandbox")
-	f.DurationVar(&wait, "wait", 0, "wait up to this long for host capacity when it is exhausted, e.g. 30s (0: fail at once)")
+	f.DurationVar(&wait, "wait", 0, "wait up to this long for host capacity when it is exhausted, or for the profile's image while the service builds it, e.g. 30s (0: fail at once)")
 	net.register(f, "network")
 	return cmd
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -197,13 +198,16 @@ func (a *app) printTenant(t *client.Tenant) error {
 func newTenantKeyCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{Use: "key", Aliases: []string{"keys"}, Short: "Create, list and revoke a tenant's API keys"}
 	var desc string
+	var scopes []string
 	create := &cobra.Command{
-		Use:   "create TENANT [--description TEXT]",
+		Use:   "create TENANT [--description TEXT] [--scope approve]",
 		Short: "Create an API key and print it (it is shown only this once)",
-		Args:  exactArgs(1, "one tenant name"),
+		Long: "Create an API key and print it (it is shown only this once). --scope approve makes a person's key\n" +
+			"that also decides MCP calls held for approval and approves changed tools (never the agent's key).",
+		Args: exactArgs(1, "one tenant name"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
 			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.APIKey, error) {
-				return c.CreateAPIKey(ctx, args[0], client.CreateAPIKeyRequest{Description: desc})
+				return c.CreateAPIKey(ctx, args[0], client.CreateAPIKeyRequest{Description: desc, Scopes: scopes})
 			}, func(k *client.APIKey) error {
 				a.warnf("key %s of tenant %s; store it now, it is not shown again", k.ID, k.Tenant)
 				_, err := fmt.Fprintln(a.stdout, k.Key)
@@ -212,6 +216,7 @@ func newTenantKeyCmd(a *app) *cobra.Command {
 		}),
 	}
 	create.Flags().StringVar(&desc, "description", "", "what the key is for")
+	create.Flags().StringSliceVar(&scopes, "scope", nil, "a scope of the key (approve); repeat for several")
 	ls := &cobra.Command{
 		Use:     "ls TENANT",
 		Aliases: []string{"list"},
@@ -221,12 +226,12 @@ func newTenantKeyCmd(a *app) *cobra.Command {
 			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.APIKeyList, error) {
 				return c.ListAPIKeys(ctx, args[0])
 			}, func(l *client.APIKeyList) error {
-				return printTable(a.stdout, "ID\tPREFIX\tCREATED\tREVOKED\tDESCRIPTION", l.Items, func(tw io.Writer, k client.APIKey) {
+				return printTable(a.stdout, "ID\tPREFIX\tCREATED\tREVOKED\tSCOPES\tDESCRIPTION", l.Items, func(tw io.Writer, k client.APIKey) {
 					revoked := "-"
 					if k.RevokedAt != nil {
 						revoked = formatTime(*k.RevokedAt)
 					}
-					fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%s\n", k.ID, k.Prefix, formatTime(k.CreatedAt), revoked, orDash(k.Description))
+					fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%s\t%s\n", k.ID, k.Prefix, formatTime(k.CreatedAt), revoked, orDash(strings.Join(k.Scopes, ",")), orDash(k.Description))
 				})
 			})
 		}),

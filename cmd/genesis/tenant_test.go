@@ -56,6 +56,12 @@ func TestTenantCommands(t *testing.T) {
 	if r.code != 0 || r.stdout != "gsk_secret\n" || !strings.Contains(r.stderr, "not shown again") {
 		t.Errorf("key create: %d %q %q", r.code, r.stdout, r.stderr)
 	}
+	r = cli(t, api.URL, "", nil, "tenant", "key", "create", "acme", "--scope", "approve", "--description", "reviewer")
+	reqs = api.requests()
+	if r.code != 0 {
+		t.Errorf("key create --scope: %d %q", r.code, r.stderr)
+	}
+	jsonEqual(t, reqs[len(reqs)-1].Body, `{"description":"reviewer","scopes":["approve"]}`)
 	if r := cli(t, api.URL, "", nil, "tenant", "key", "revoke", "acme", "key_1"); r.code != 0 {
 		t.Errorf("revoke: %d %q", r.code, r.stderr)
 	}

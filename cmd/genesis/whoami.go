@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -19,7 +20,8 @@ func newWhoamiCmd(a *app) *cobra.Command {
 			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) (*client.Whoami, error) {
 				return c.Whoami(ctx)
 			}, func(w *client.Whoami) error {
-				return printFields(a.stdout, []field{{"Tenant", w.Tenant}, {"Key", w.KeyID}, {"Admin", strconv.FormatBool(w.Admin)}})
+				return printFields(a.stdout, []field{{"Tenant", w.Tenant}, {"Key", w.KeyID}, {"Admin", strconv.FormatBool(w.Admin)},
+					{"Scopes", orDash(strings.Join(w.Scopes, ","))}})
 			})
 		}),
 	}

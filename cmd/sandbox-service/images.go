@@ -2,16 +2,19 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
+	"log/slog"
 	"os"
-	"path/filepath"
+	"os/signal"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"genesis.dev/sandbox/images"
-	"genesis.dev/sandbox/internal/driver/docker"
+	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/imagebuild"
+	"genesis.dev/sandbox/internal/imagecli"
 )
 
 type stringList []string
@@ -19,72 +22,61 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
+// imagesCmd runs `sandbox-service images build|ls|build-service`. Ctrl-C
+// stops the build in progress, which then cleans up after itself.
 func imagesCmd(ctx context.Context, args []string) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	if len(args) == 0 {
-		return fmt.Errorf("usage: sandbox-service images build [--profile NAME]... [--force] | images ls | images build-service [--tag REF]... [--force]")
+		return fmt.Errorf("usage: sandbox-service images build [--profile NAME]... [--force] [--config FILE] [--repository PREFIX/] | images ls [--config FILE] | images build-service [--tag REF]... [--force]")
 	}
-	sub, args := args[0], args[1:]
-	if sub == "build-service" {
-		return buildServiceImageCmd(ctx, args)
+	if args[0] == "build-service" {
+		return buildServiceImageCmd(ctx, args[1:])
 	}
-	fs := flag.NewFlagSet("sandbox-service images "+sub, flag.ContinueOnError)
-	var profiles stringList
-	fs.Var(&profiles, "profile", "image recipe to build (repeatable; default: all)")
-	force := fs.Bool("force", false, "rebuild even when the image is present")
-	workDir := fs.String("work-dir", filepath.Join(os.TempDir(), "genesis-imagebuild"), "scratch directory for builds")
-	dockerHost := fs.String("docker-host", "", "Docker daemon socket")
-	if err := fs.Parse(args); err != nil {
-		return err
+	return imagecli.Run(ctx, "sandbox-service images", args, os.Stdout, os.Stderr)
+}
+
+// imageQueue returns the background builds of the profiles' images that
+// --build-images asks for (nil without it): every recipe a profile runs,
+// in the order of the profiles, so the first profiles' images (the
+// quickstart's) come first. onBuilt is told of each image that is present.
+func imageQueue(f serveFlags, cfg *config.Config, importer imagebuild.Importer, log *slog.Logger, onBuilt func(string)) (*imagebuild.Queue, error) {
+	if !f.buildImages {
+		return nil, nil
 	}
-	log, err := newLogger("info")
+	if cfg.Driver == "kubernetes" {
+		return nil, fmt.Errorf("--build-images builds into this host's Docker, which the kubernetes driver does not run sandboxes from; build the images and load them onto the nodes (docs/kubernetes.md)")
+	}
+	b, err := imagebuild.New(imagebuild.Config{Importer: importer, Repository: cfg.ImageRepository, Logger: log})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	drv, err := docker.New(docker.Config{Host: *dockerHost, Logger: log})
-	if err != nil {
-		return err
-	}
-	recipes, err := images.Recipes()
-	if err != nil {
-		return err
-	}
-	switch sub {
-	case "ls":
-		for _, r := range recipes {
-			present, err := drv.ImagePresent(ctx, r.Ref())
-			if err != nil {
-				return err
-			}
-			status := "not built"
-			if present {
-				status = "present"
-			}
-			fmt.Printf("%-22s %-40s %s\n", r.Name, r.Ref(), status)
-		}
-		return nil
-	case "build":
-	default:
-		return fmt.Errorf("unknown images subcommand %q (build, ls, build-service)", sub)
-	}
-	if len(profiles) == 0 {
-		for _, r := range recipes {
-			profiles = append(profiles, r.Name)
+	var names []string
+	for _, p := range cfg.Profiles {
+		if _, ok := images.Lookup(p.Recipe); ok && p.Image == "" && !slices.Contains(names, p.Recipe) {
+			names = append(names, p.Recipe)
 		}
 	}
-	b, err := imagebuild.New(imagebuild.Config{Importer: drv, WorkDir: *workDir, Logger: log})
-	if err != nil {
-		return err
-	}
-	for _, name := range profiles {
-		res, err := b.Build(ctx, name, *force)
-		if err != nil {
-			return fmt.Errorf("building %s: %w", name, err)
+	return imagebuild.NewQueue(imagebuild.QueueConfig{Builder: b, Names: names, OnBuilt: onBuilt, Logger: log})
+}
+
+// runImageQueue runs q's builds in the background and returns the
+// function that stops them: it cancels the build in progress and waits
+// (a while) for it to clean up.
+func runImageQueue(ctx context.Context, q *imagebuild.Queue, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	log.Info("building the profiles' missing images in the background", "order", strings.Join(q.Names(), ", "))
+	go func() {
+		defer close(done)
+		q.Run(ctx)
+	}()
+	return func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			log.Warn("the background image build did not stop within a minute")
 		}
-		state := "built"
-		if res.Skipped {
-			state = "present (recipe unchanged), skipped"
-		}
-		fmt.Printf("%-22s %-40s %s in %s\n", res.Name, res.Ref, state, res.Duration.Round(time.Millisecond))
 	}
-	return nil
 }

@@ -1,8 +1,8 @@
 // Command sandbox-service is the Genesis Sandbox server: the HTTP API over
 // Docker (runc and gVisor runsc) sandboxes, with state in SQLite.
 //
-//	sandbox-service [serve] [--addr A] [--data-dir D] [--api-key K] [--config F]
-//	sandbox-service images build [--profile P]... [--force]
+//	sandbox-service [serve] [--addr A] [--data-dir D] [--api-key K] [--config F] [--build-images]
+//	sandbox-service images build [--profile P]... [--force] [--repository PREFIX/]
 //	sandbox-service images ls
 //	sandbox-service images build-service [--tag REF]... [--force]
 package main

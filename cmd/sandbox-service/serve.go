@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -18,15 +19,13 @@ import (
 	"syscall"
 	"time"
 
-	"genesis.dev/sandbox/internal/compat/e2b"
-	"genesis.dev/sandbox/internal/compat/opensandbox"
+	"genesis.dev/sandbox/internal/assemble"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/console"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/driver/docker"
 	"genesis.dev/sandbox/internal/httpapi"
-	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/postgres"
 	"genesis.dev/sandbox/internal/store/sqlite"
@@ -35,6 +34,9 @@ import (
 
 type serveFlags struct {
 	addr, dataDir, apiKey, adminKey, adminKeyFile, configPath, agentBinary, egressBinary, dockerHost, logLevel string
+
+	// buildImages builds the missing profile images in the background.
+	buildImages bool
 }
 
 func parseServeFlags(args []string) (serveFlags, error) {
@@ -50,6 +52,7 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.StringVar(&f.egressBinary, "egress-binary", "", "static genesis-egress binary of the egress gateway (default: genesis-egress next to this executable; without it networked sandbox modes are unavailable)")
 	fs.StringVar(&f.dockerHost, "docker-host", "", "Docker daemon socket (default unix:///var/run/docker.sock)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&f.buildImages, "build-images", false, "build the profiles' missing images in the background, one after another in the order of the profiles, while serving (needs root and debootstrap, as sandbox-service images build)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -120,14 +123,22 @@ func serve(ctx context.Context, args []string) error {
 			return fmt.Errorf("the admin key: %w", err)
 		}
 	}
-	keys := map[string]string{apiKey: control.DefaultTenant}
+	keys, approvers := map[string]string{apiKey: control.DefaultTenant}, map[string]string{}
 	for tenant, t := range cfg.Tenants {
 		for _, k := range t.APIKeys {
 			keys[k] = tenant
 		}
+		for _, k := range t.ApproverKeys {
+			approvers[k] = tenant
+		}
 	}
 	if cfg.AdminAPIKey != "" {
 		keys[cfg.AdminAPIKey] = config.AdminTenant
+	}
+	for k, tenant := range approvers {
+		if _, dup := keys[k]; dup {
+			return fmt.Errorf("tenants.%s.approver_keys: a key is also an API key without the approve scope (api_keys, admin_api_key or --api-key)", tenant)
+		}
 	}
 	agentDir, err := installBinary("genesis-agent", f.agentBinary, cfg.DataDir)
 	if err != nil {
@@ -173,60 +184,42 @@ func serve(ctx context.Context, args []string) error {
 		drv, boxes = kd, kd
 		egressDir = "" // networked modes need this host's Docker networks
 	}
-	metrics := httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: st})
-	ctl, err := control.New(control.Config{Settings: cfg, Store: st, Driver: drv, Sandboxer: boxes, AgentDir: agentDir, EgressDir: egressDir, InstanceID: instance, Logger: log, Metrics: metrics,
-		ConfigKeys: tenant.ConfigKeyIDs(keys)})
+	metrics := httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: st, TenantLabels: cfg.Metrics.TenantLabels})
+	configKeys := tenant.ConfigKeyIDs(keys)
+	maps.Copy(configKeys, tenant.ConfigKeyIDs(approvers))
+	var stack *assemble.Stack
+	queue, err := imageQueue(f, cfg, dock, log, func(name string) { stack.Control.ImageBuilt(name) })
 	if err != nil {
 		return err
 	}
-	m, err := newManagers(ctl, st, drv, cfg, agentDir, dock, metrics, log)
+	var builds control.ImageBuilds // stays nil (not a nil *Queue) without builds
+	if queue != nil {
+		builds = queue
+	}
+	stack, err = assemble.Build(ctx, assemble.Config{Settings: cfg, Store: st, Driver: drv, Sandboxer: boxes, Images: dock, ImageBuilds: builds,
+		AgentDir: agentDir, EgressDir: egressDir, InstanceID: instance, ConfigKeys: configKeys, Metrics: metrics, Logger: log})
 	if err != nil {
 		return err
 	}
-	// The compatibility adapters' per-sandbox tokens are keyed by a file of
-	// the data dir, so that they survive a restart (and instances sharing a
-	// store accept each other's when they share the file).
-	tokenKey, err := ports.LoadOrCreateKey(filepath.Join(cfg.DataDir, "keys", "compat-token.key"))
+	defer stack.Close() // after the drain and the listeners: every part, in reverse build order
+	api, err := httpapi.New(httpapi.Config{PublicURL: cfg.PublicBaseURL(), Previews: stack.Previews, Control: stack.Control, Terminals: stack.Terminals,
+		Files: stack.Files, Jobs: stack.Jobs, Artifacts: stack.Artifacts, Ports: stack.Ports, Browser: stack.Browser, Desktop: stack.Desktop,
+		Trace: stack.Trace, Services: stack.Services, Snapshots: stack.Snapshots, MCP: stack.MCP, Skills: stack.Skills, E2B: stack.E2B, OpenSandbox: stack.OpenSandbox,
+		Keys: keys, ApproverKeys: approvers, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics})
 	if err != nil {
 		return err
-	}
-	var e2bCfg *e2b.Config
-	if cfg.E2B.Enabled {
-		e2bCfg = &e2b.Config{Settings: cfg.E2B, MaxJobTimeoutMS: cfg.Limits.MaxExecTimeoutMS, TokenKey: tokenKey}
-	}
-	var osbCfg *opensandbox.Config
-	if cfg.OpenSandbox.Enabled {
-		osbCfg = &opensandbox.Config{Settings: cfg.OpenSandbox, MaxJobTimeoutMS: cfg.Limits.MaxExecTimeoutMS, TokenKey: tokenKey}
-	}
-	previews, err := ports.ParseOrigins(cfg.PreviewTemplate())
-	if err != nil {
-		return fmt.Errorf("ports.preview_url: %w", err)
-	}
-	api, err := httpapi.New(httpapi.Config{PublicURL: cfg.PublicBaseURL(), Previews: previews, Control: ctl, Terminals: m.terms, Files: m.files, Jobs: m.jobs, Artifacts: m.arts, Ports: m.ports, Browser: m.browser, Desktop: m.desktop, Trace: m.trace, Services: m.svcs, Snapshots: m.snapshots, MCP: m.mcp, Skills: m.sk, Keys: keys, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics, E2B: e2bCfg, OpenSandbox: osbCfg})
-	if err != nil {
-		return err
-	}
-	if a := api.E2B(); a != nil {
-		ctl.AddHook(a) // forgets the pids and code context of a sandbox that ended; pauses one created with onTimeout "pause" at its timeout
-	}
-	if a := api.OpenSandbox(); a != nil {
-		ctl.AddHook(a) // forgets the default code context of a sandbox that ended
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return err
 	}
-	if err := ctl.Start(ctx); err != nil {
+	if err := stack.Start(ctx); err != nil {
 		ln.Close()
 		return err
 	}
-	defer ctl.Close()
-	defer m.jobs.Close()      // before ctl.Close: followers hold busy attachments
-	defer m.svcs.Close()      // before the jobs: no service restarts while they close
-	defer m.mcp.Close()       // before the jobs: an instance stops its server job and own lease
-	defer m.snapshots.Close() // idle hibernations under way finish before the managers they use close
-	if a := api.E2B(); a != nil {
-		defer a.Close() // first: auto-pauses under way finish before the managers they use close
+	if queue != nil {
+		stop := runImageQueue(ctx, queue, log)
+		defer stop() // before the stack closes: a build in progress is stopped and cleaned up
 	}
 
 	handler := api.Handler()
@@ -299,30 +292,14 @@ func serve(ctx context.Context, args []string) error {
 			case <-stopping.Done():
 			}
 		}()
-		if ctl.HandsOver() {
-			// Replicas on a cluster: the sandboxes stay for the leader to
-			// adopt once this process (and its store lock) is gone.
-			log.Info("handing this instance's sandboxes over to the other replicas", "signal", sig.String())
-			dctx, cancel := context.WithTimeout(stopping, 2*time.Minute)
-			err := ctl.StopTaking(dctx)
-			cancel()
-			if err != nil {
-				log.Error("waiting for pool members being made", "err", err)
-			}
-		} else {
-			// Drain while still serving, so holders can finish and release:
-			// new leases and creates get 503, and at the deadline everything
-			// of this instance is destroyed. The MCP servers' own leases
-			// are this process's, not a holder's: they end first, or the
-			// drain would wait its whole timeout for them.
-			log.Info("draining; a second signal stops at once", "signal", sig.String(), "drain_timeout", cfg.Intervals.DrainTimeout)
-			m.mcp.Close()
-			dctx, cancel := context.WithTimeout(stopping, cfg.Intervals.DrainTimeout+2*time.Minute)
-			err := ctl.Drain(dctx, cfg.Intervals.DrainTimeout)
-			cancel()
-			if err != nil {
-				log.Error("drain did not finish", "err", err)
-			}
+		// Drain while still serving, so holders can finish and release:
+		// new leases and creates get 503, and at the deadline everything
+		// of this instance is destroyed (replicas on a cluster hand their
+		// sandboxes over instead, for the leader to adopt once this
+		// process and its store lock are gone).
+		log.Info("stopping; a second signal stops at once", "signal", sig.String(), "drain_timeout", cfg.Intervals.DrainTimeout)
+		if err := stack.Drain(stopping); err != nil {
+			log.Error("drain did not finish", "err", err)
 		}
 	}
 	if stopping.Err() != nil { // forced: no wait for open connections either

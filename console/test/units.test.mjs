@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { VT, xterm256 } from '../src/views/vt.js';
 import { readSSE } from '../src/views/job.js';
 import { parseMetrics, histogram } from '../src/metrics.js';
+import { imageProgress } from '../src/views/system.js';
 import { exitSummary, lifetime, newestFirst, jobWhat } from '../src/dom.js';
 import { summary } from '../src/player/player.js';
 import { readFileSync, readdirSync } from 'node:fs';
@@ -148,4 +149,16 @@ test('no console source uses an HTML sink', () => {
   for (const f of files) {
     assert.doesNotMatch(readFileSync(f, 'utf8'), /\.(innerHTML|outerHTML)\b|insertAdjacentHTML|document\.write|createContextualFragment|DOMParser|srcdoc/, f);
   }
+});
+
+test('imageProgress says where each image stands', () => {
+  assert.deepEqual(imageProgress({ status: 'present' }), { percent: null, text: 'ready', detail: '' });
+  assert.deepEqual(imageProgress({ status: 'building', build: { state: 'building', percent: 42, summary: 'building 42%: packages (2/4) 120/456 packages', detail: 'Unpacking less' } }),
+    { percent: 42, text: '42%: packages (2/4) 120/456 packages', detail: 'Unpacking less' });
+  assert.deepEqual(imageProgress({ status: 'building', build: { state: 'waiting', percent: 0, summary: 'waiting: x', detail: 'another process builds this image' } }),
+    { percent: 0, text: 'waiting', detail: 'another process builds this image' });
+  assert.equal(imageProgress({ status: 'queued', build: { state: 'queued', percent: 0 } }).percent, null);
+  assert.deepEqual(imageProgress({ status: 'failed', build: { state: 'failed', error: 'debootstrap: exit status 1\nlog' } }),
+    { percent: null, text: 'the build failed', detail: 'debootstrap: exit status 1' });
+  assert.deepEqual(imageProgress({ status: 'not_built', build_command: 'make images' }), { percent: null, text: 'not built', detail: 'make images' });
 });

@@ -35,6 +35,7 @@ func (s *Server) routes() *http.ServeMux {
 	handle(http.MethodGet, agentproto.PathPing, func(w http.ResponseWriter, _ *http.Request) { s.handlePing(w) })
 	handle(http.MethodPost, agentproto.PathReset, s.handleReset)
 	handle(http.MethodPost, agentproto.PathCheckpointPrepare, s.handleCheckpointPrepare)
+	handle(http.MethodPost, agentproto.PathToken, s.handleToken)
 	handle(http.MethodPost, agentproto.PathExec, s.handleExec)
 
 	handleColl(http.MethodPost, agentproto.PathJobs, s.handleJobStart)

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,10 +29,11 @@ type Config struct {
 	// /run/genesis/agent.sock.
 	SocketPath string
 	// Listen, when set, is a TCP address the agent listens on instead of
-	// the socket (a sandbox reached over a cluster network); Token is then
-	// required and every connection must open with it (tcp.go).
-	Listen string
-	Token  []byte
+	// the socket (a sandbox reached over a cluster network); TokenSHA256
+	// is then required: every connection must open with the token whose
+	// SHA-256 it is (tcp.go).
+	Listen      string
+	TokenSHA256 []byte
 	// SocketMode is the permission of the socket file (default 0660).
 	SocketMode fs.FileMode
 	// Version is the agent build version reported by /v1/ping.
@@ -119,6 +121,8 @@ type Server struct {
 
 	resetMu  sync.Mutex // one reset at a time (reset.go)
 	rootDirs []string   // the root's directories the user can write to, found by the first reset
+
+	tokens *tokenListener // the TCP listener (tcp.go); nil on a Unix socket. Set before serving.
 }
 
 // New validates cfg and returns a Server. It has no side effects; Run
@@ -271,11 +275,18 @@ func (s *Server) serve() (*http.Server, <-chan error, error) {
 	var ln net.Listener
 	where := s.cfg.SocketPath
 	if s.cfg.Listen != "" {
-		tl, err := listenTCP(s.cfg.Listen, s.cfg.Token, s.log)
+		sum := s.cfg.TokenSHA256
+		if s.tokens != nil { // listening again after a save: the token now in force
+			s.tokens.mu.Lock()
+			sum = bytes.Clone(s.tokens.sum[:])
+			s.tokens.mu.Unlock()
+		}
+		tl, err := listenTCP(s.cfg.Listen, sum, s.log)
 		if err != nil {
 			return nil, nil, err
 		}
-		ln, where = tl, "tcp "+s.cfg.Listen
+		ln, where = tl, "tcp "+tl.Addr().String()
+		s.tokens = tl
 	} else {
 		ul, err := listenUnix(s.cfg.SocketPath, s.cfg.SocketMode)
 		if err != nil {
@@ -292,6 +303,8 @@ func (s *Server) serve() (*http.Server, <-chan error, error) {
 		ReadHeaderTimeout: 10 * time.Second,
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 1000},
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		// A token change keeps the connection that asked for it.
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
 	}
 	serveErr := make(chan error, 1)
 	go func() {

@@ -180,7 +180,12 @@ func (m *Manager) SandboxEnding(_ context.Context, sandboxID, _ string) {
 	}
 }
 
-// Close ends every actions session.
+// Drain ends the recordings in progress as their stop does, each keeping
+// its last segment, and refuses new ones: the service is stopping, and its
+// sandboxes are about to be drained or handed over.
+func (m *Manager) Drain(ctx context.Context) { m.recs.Drain(ctx) }
+
+// Close ends every recording (as Drain) and every actions session.
 func (m *Manager) Close() {
 	m.mu.Lock()
 	all := m.sessions

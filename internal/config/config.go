@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"genesis.dev/sandbox/images"
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -46,6 +47,9 @@ type Config struct {
 	Audit       Audit     `yaml:"audit"`
 	Network     Network   `yaml:"network"`
 	Profiles    []Profile `yaml:"profiles"`
+	// ImageRepository prefixes the references of the images built from
+	// recipes, <prefix><recipe>:<hash> (default "genesis/").
+	ImageRepository string `yaml:"image_repository"`
 	// WarmPools switches the profiles' warm pools on (the default) or off;
 	// with it off, every lease is a cold create.
 	WarmPools bool  `yaml:"warm_pools"`
@@ -58,6 +62,8 @@ type Config struct {
 	Skills Skills `yaml:"skills"`
 	// Console configures the web console.
 	Console Console `yaml:"console"`
+	// Metrics configures GET /metrics.
+	Metrics Metrics `yaml:"metrics"`
 	// Trace configures the sandboxes' operation traces.
 	Trace Trace `yaml:"trace"`
 	// Snapshots configures pause, hibernation, snapshots and forks.
@@ -168,6 +174,14 @@ type Console struct {
 	// Enabled serves the console (default true); off, /console/ is an
 	// unknown route like any other.
 	Enabled bool `yaml:"enabled"`
+}
+
+// Metrics configures the Prometheus exposition at GET /metrics.
+type Metrics struct {
+	// TenantLabels names tenants in the per-tenant series (the fair
+	// queues') of a scrape that sends an admin key. Off (the default), and
+	// for a scrape without a key, /metrics names no tenant.
+	TenantLabels bool `yaml:"tenant_labels"`
 }
 
 // AdminTenant is the tenant that owns admin_api_key.
@@ -354,6 +368,10 @@ type Tenant struct {
 	// APIKeys are extra keys for this tenant (plain text in the file; they
 	// are compared in constant time and never logged).
 	APIKeys []string `yaml:"api_keys"`
+	// ApproverKeys are keys of this tenant with the scope approve: they
+	// also decide MCP calls held for approval and approve changed tool
+	// definitions (a person's keys, not an agent's).
+	ApproverKeys []string `yaml:"approver_keys"`
 	// Weight is the tenant's share in fair queueing (0: the default 1).
 	Weight int `yaml:"weight"`
 	// Admin lets the tenant's keys use the admin API (tenants, keys, every
@@ -656,6 +674,14 @@ func (c *Config) validate(v *problems) {
 				bad(fmt.Sprintf("tenants.%s.api_keys[%d]", name, i), "API keys must be at least 16 characters")
 			}
 		}
+		for i, k := range t.ApproverKeys {
+			if len(k) < 16 {
+				bad(fmt.Sprintf("tenants.%s.approver_keys[%d]", name, i), "API keys must be at least 16 characters")
+			}
+			if slices.Contains(t.APIKeys, k) {
+				bad(fmt.Sprintf("tenants.%s.approver_keys[%d]", name, i), "the key is in api_keys too; list it in one of them")
+			}
+		}
 		if t.Weight < 0 || t.Weight > 1000 {
 			bad("tenants."+name+".weight", "must be between 1 and 1000 (0: the default 1), got %d", t.Weight)
 		}
@@ -697,6 +723,9 @@ func (c *Config) validate(v *problems) {
 	}
 	if len(c.Profiles) == 0 {
 		bad("profiles", "at least one profile is required")
+	}
+	if !images.ValidRepository(c.ImageRepository) {
+		bad("image_repository", "must be lower-case letters, digits, '-', '_', '.' and '/', ending in '/' (like genesis/), got %q", c.ImageRepository)
 	}
 	c.validatePorts(v)
 	c.validateBrowser(v)

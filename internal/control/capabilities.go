@@ -12,6 +12,7 @@ import (
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/imagebuild"
 	"genesis.dev/sandbox/internal/policy"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -147,6 +148,9 @@ type ProfileView struct {
 	// Versions are the component versions the built image reports
 	// (chromium, playwright, ...), from its labels.
 	Versions map[string]string
+	// ImageBuild is the background build's progress while the image is
+	// not present and the service builds it.
+	ImageBuild *imagebuild.Progress
 }
 
 // imageLabeler is the driver's optional look at an image's labels.
@@ -154,17 +158,18 @@ type imageLabeler interface {
 	ImageLabels(ctx context.Context, ref string) (map[string]string, bool, error)
 }
 
-// imageRef resolves the image a profile runs. ok is false when the profile
-// is declared but no recipe for its image exists in this version.
-func imageRef(p *config.Profile) (ref string, ok bool) {
+// imageRef resolves the image a profile runs (a recipe's under the
+// configured image_repository). ok is false when the profile is declared
+// but no recipe for its image exists in this version.
+func (s *Service) imageRef(p *config.Profile) (ref string, ok bool) {
 	if p.Image != "" {
 		return p.Image, true
 	}
 	r, ok := images.Lookup(p.Recipe)
 	if !ok {
-		return "genesis/" + p.Recipe + ":not-built", false
+		return s.cfg.ImageRepository + p.Recipe + ":not-built", false
 	}
-	return r.Ref(), true
+	return r.RefIn(s.cfg.ImageRepository), true
 }
 
 func buildCommand(p *config.Profile, declared bool) string {
@@ -193,7 +198,7 @@ func (s *Service) Profiles(ctx context.Context) ([]ProfileView, error) {
 }
 
 func (s *Service) profileView(ctx context.Context, p *config.Profile, healthy []sandbox.Runtime) (ProfileView, error) {
-	ref, declared := imageRef(p)
+	ref, declared := s.imageRef(p)
 	v := ProfileView{Profile: *p, ImageRef: ref, ImageDeclared: declared, BuildCommand: buildCommand(p, declared), WarmPools: s.cfg.WarmPools}
 	v.LeaseDefaultTTL, v.LeaseMaxTTL = s.cfg.LeaseTTL(p)
 	if declared {
@@ -217,6 +222,11 @@ func (s *Service) profileView(ctx context.Context, p *config.Profile, healthy []
 				return ProfileView{}, fmt.Errorf("image status of %s: %w", p.Name, err)
 			}
 			v.ImagePresent = present
+		}
+		if !v.ImagePresent {
+			if b, ok := s.imageBuild(p); ok {
+				v.ImageBuild = &b
+			}
 		}
 	}
 	for _, r := range p.AllowedRuntimes {
@@ -285,21 +295,32 @@ func (s *Service) Readiness(ctx context.Context) (bool, map[string]string) {
 		checks["images"], ready = "error: "+err.Error(), false
 		return ready, checks
 	}
-	present := 0
+	present, inBuild := 0, 0
 	for _, v := range views {
 		switch {
 		case v.ImagePresent:
 			present++
 			checks["image."+v.Name] = "ok"
+		case v.ImageBuild != nil:
+			checks["image."+v.Name] = v.ImageBuild.Summary()
+			if building(*v.ImageBuild) {
+				inBuild++
+			}
 		case v.ImageDeclared:
 			checks["image."+v.Name] = "not built: " + v.BuildCommand
 		default:
 			checks["image."+v.Name] = "not available in this version"
 		}
 	}
-	if present == 0 {
+	switch {
+	case present == 0 && inBuild > 0:
+		ready = false
+		checks["images"] = fmt.Sprintf("no profile image is built yet; the images of %d profiles are being built in the background", inBuild)
+	case present == 0:
 		ready = false
 		checks["images"] = "no profile image is built; run: make images"
+	case inBuild > 0:
+		checks["images"] = fmt.Sprintf("%d of %d profiles ready; the images of %d are being built in the background", present, len(views), inBuild)
 	}
 	return ready, checks
 }

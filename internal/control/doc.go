@@ -15,7 +15,9 @@
 // Recover, Sweep) and cmd registers with AddHook.
 //
 // It may import driver, store, the agent client and protocol, policy,
-// config, images, admission, diskquota, egress (its policy), netctl,
-// tenant, sandbox and errdefs; it must not import the workload packages,
-// httpapi or the public client package (internal/layering checks both).
+// config, images, imagebuild (for the progress of the background image
+// builds it is given, never to build), admission, diskquota, egress (its
+// policy), netctl, tenant, sandbox and errdefs; it must not import the
+// workload packages, httpapi or the public client package
+// (internal/layering checks both).
 package control

@@ -44,11 +44,11 @@ func TestKeyLive(t *testing.T) {
 	if _, err := h.Svc.CreateTenant(ctx, control.TenantInput{Name: "t"}); err != nil {
 		t.Fatal(err)
 	}
-	k1, _, err := h.Svc.CreateKey(ctx, "t", "one")
+	k1, _, err := h.Svc.CreateKey(ctx, "t", "one", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k2, _, err := h.Svc.CreateKey(ctx, "t", "two")
+	k2, _, err := h.Svc.CreateKey(ctx, "t", "two", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestKeyLive(t *testing.T) {
 	if _, err := h.Svc.CreateTenant(ctx, control.TenantInput{Name: "u"}); err != nil {
 		t.Fatal(err)
 	}
-	k3, _, err := h.Svc.CreateKey(ctx, "u", "")
+	k3, _, err := h.Svc.CreateKey(ctx, "u", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -272,7 +272,7 @@ func (s *Service) memberMade(pl *pool, err error) {
 	defer pl.mu.Unlock()
 	if err != nil {
 		// Logged when the reason changes, not at every retry.
-		if err.Error() != pl.lastErr && errdefs.Code(err) != "capacity_exhausted" {
+		if code := errdefs.Code(err); err.Error() != pl.lastErr && code != "capacity_exhausted" && code != "image_building" {
 			s.log.Warn("pool refill: creating a member", "pool", pl.key.name(), "err", err)
 		}
 		pl.lastErr = err.Error()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
@@ -89,7 +90,9 @@ func (s *Service) resetRefusal(ctx context.Context, l *sandbox.Lease, sb *sandbo
 //     draining, and the next start-up destroys it).
 //  2. The holder's sessions and code contexts end.
 //  3. The agent kills everything but itself, forgets its jobs and
-//     terminals and empties every writable place.
+//     terminals and empties every writable place. Where the agent admits
+//     connections by a token (driver.AgentRekeyer), the token is replaced:
+//     one the previous holder might have learnt opens nothing.
 //  4. One store update clears the holder's env and metadata and makes the
 //     sandbox nobody's again, ready but not claimable.
 //  5. The ready hooks run as for a new member (profile services start and
@@ -120,6 +123,9 @@ func (s *Service) resetMember(ctx context.Context, pl *pool, l *sandbox.Lease, s
 	acancel()
 	if err != nil {
 		return fmt.Errorf("agent reset: %w", err)
+	}
+	if err := s.rekeyAgent(ctx, sb.ID); err != nil {
+		return fmt.Errorf("agent token: %w", err)
 	}
 	if pl.draining.Load() || s.draining.Load() {
 		return fmt.Errorf("pool %s started draining during the reset: %w", pl.key.name(), errdefs.ErrConflict)
@@ -152,6 +158,26 @@ func (s *Service) resetMember(ctx context.Context, pl *pool, l *sandbox.Lease, s
 	s.log.Info("sandbox reset and returned to its pool", "sandbox", sb.ID, "pool", pl.key.name(), "lease", l.ID,
 		"killed", res.Killed, "removed", res.Removed, "agent_ms", res.DurationMS)
 	return nil
+}
+
+// rekeyAgent replaces the token of a sandbox's agent, where the sandboxer
+// has one: the agent is given the next token's SHA-256 over this
+// instance's connection (it closes every other), then the sandboxer makes
+// every dialer present the next token. A failure leaves the agent out of
+// reach, never open to the old token: the caller destroys the sandbox.
+func (s *Service) rekeyAgent(ctx context.Context, id string) error {
+	rk, ok := s.boxes.(driver.AgentRekeyer)
+	if !ok {
+		return nil
+	}
+	next, err := rk.NextAgentToken(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := s.agent(id).SetToken(ctx, next.SHA256); err != nil {
+		return err
+	}
+	return rk.UseAgentToken(ctx, id, next)
 }
 
 // endSessions closes the active sessions and code contexts of a sandbox

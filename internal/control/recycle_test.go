@@ -2,16 +2,20 @@ package control_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/controltest"
+	"genesis.dev/sandbox/internal/driver"
+	"genesis.dev/sandbox/internal/driver/local"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -199,5 +203,59 @@ func TestLeaseResetOnExpiry(t *testing.T) {
 	}
 	if v := h.testPool(); v.Recycled != 1 {
 		t.Errorf("pool after the reaper: %+v, want one recycled", v)
+	}
+}
+
+// rekeyer is the local sandboxer with agent tokens (as driver/kube has
+// them): it counts the token changes asked for and put to use.
+type rekeyer struct {
+	*local.Sandboxer
+	next, used atomic.Int32
+}
+
+func (r *rekeyer) NextAgentToken(context.Context, string) (driver.AgentToken, error) {
+	r.next.Add(1)
+	return driver.AgentToken{Generation: 1, SHA256: sha256.Sum256([]byte("next"))}, nil
+}
+
+func (r *rekeyer) UseAgentToken(context.Context, string, driver.AgentToken) error {
+	r.used.Add(1)
+	return nil
+}
+
+// TestLeaseResetRekeysAgent: where agents admit connections by a token,
+// a reset replaces the token before the sandbox goes back to its pool; an
+// agent that does not take the new token (here one on a Unix socket, which
+// has none) fails the reset closed: the sandbox is destroyed, and the new
+// token is never put to use.
+func TestLeaseResetRekeysAgent(t *testing.T) {
+	t.Parallel()
+	var rk *rekeyer
+	h := newHarnessWith(t, withResetPool(1, 2), func(c *control.Config) {
+		l, err := local.New(local.Config{Driver: c.Driver, Root: filepath.Join(c.Settings.DataDir, "sandboxes"), AgentDir: c.AgentDir, Logger: c.Logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rk = &rekeyer{Sandboxer: l}
+		c.Sandboxer = rk
+	})
+	if !h.Agents.AsUser() {
+		t.Skip("agents cannot run as the sandbox user here; a reset needs that")
+	}
+	ctx := context.Background()
+	h.waitIdle(1)
+	out, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: controltest.Profile, TTLSeconds: ttl(60)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Svc.ReleaseLease(ctx, "a", out.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	rec := h.Record(out.Sandbox.ID)
+	if rec.State != sandbox.StateDestroyed || !strings.Contains(rec.FailureReason, "agent token") {
+		t.Fatalf("sandbox whose agent refused a new token: %s (%q), want destroyed saying why", rec.State, rec.FailureReason)
+	}
+	if rk.next.Load() != 1 || rk.used.Load() != 0 {
+		t.Errorf("token changes asked %d, put to use %d; want 1 and 0", rk.next.Load(), rk.used.Load())
 	}
 }

@@ -252,8 +252,9 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if in.Runtime != "" && sandbox.Runtime(in.Runtime).Isolation() == 0 {
 		return nil, errdefs.WithCode(policy.CodeRuntimeNotAllowed, invalid("unknown runtime %q (known: runc, runsc, kata-*)", in.Runtime))
 	}
-	ref, declared := imageRef(p)
-	if in.From != nil && in.From.Image != "" {
+	ref, declared := s.imageRef(p)
+	fromImage := in.From != nil && in.From.Image != ""
+	if fromImage {
 		ref, declared = in.From.Image, true
 	}
 	if !declared {
@@ -264,14 +265,13 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if err != nil {
 		return nil, err
 	}
-	present, err := s.driver.ImagePresent(ctx, ref)
-	if err != nil {
+	// An image being built in the background is waited for within the
+	// request's wait_seconds; what is left of it waits for capacity.
+	imageWait := s.now()
+	if err := s.awaitImage(ctx, p, ref, wait, !fromImage); err != nil {
 		return nil, err
 	}
-	if !present {
-		return nil, errdefs.WithCode("image_not_built", fmt.Errorf(
-			"image %s of profile %s is not built on this host; build it with: %s: %w", ref, p.Name, buildCommand(p, true), errdefs.ErrFailedPrecondition))
-	}
+	wait = max(0, wait-s.now().Sub(imageWait))
 	// A tenant over its quota is refused at once, before any wait for
 	// host capacity; the check is repeated under the tenant's lock below.
 	// Pool members belong to no tenant until a lease claims them (the

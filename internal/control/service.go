@@ -53,6 +53,11 @@ type Config struct {
 	// as tenant.ConfigKeyID → tenant (tenant.ConfigKeyIDs): the tokens
 	// they made stay live while they are configured (KeyLive).
 	ConfigKeys map[string]string
+	// ImageBuilds are the image builds the service runs in the
+	// background; nil when it builds none. A request for a profile whose
+	// image is being built waits for it within its wait_seconds, or is
+	// answered 503 image_building.
+	ImageBuilds ImageBuilds
 }
 
 // Observer is told the latency of control operations (the service's
@@ -115,6 +120,8 @@ type Service struct {
 
 	reps *replicas // replicas.go; nil with a store of one process
 
+	builds ImageBuilds // images.go; nil: the service builds none
+
 	// probeFails counts failed probes in a row of runtimes that passed
 	// before (see keepThroughBlips); under capsMu.
 	probeFails map[string]int
@@ -167,6 +174,7 @@ func New(cfg Config) (*Service, error) {
 		store:     cfg.Store,
 		driver:    cfg.Driver,
 		boxes:     boxes,
+		builds:    cfg.ImageBuilds,
 		remote:    cfg.Sandboxer != nil,
 		instance:  cfg.InstanceID,
 		log:       cfg.Logger,
@@ -185,7 +193,7 @@ func New(cfg Config) (*Service, error) {
 		sandboxDir = h.SandboxDir
 	}
 	s.net, err = netctl.New(netctl.Config{Settings: cfg.Settings, Driver: cfg.Driver, Store: cfg.Store, SandboxDir: sandboxDir,
-		ProfileImage: imageRef, EgressDir: cfg.EgressDir, InstanceID: cfg.InstanceID, Logger: cfg.Logger, Now: cfg.Now})
+		ProfileImage: s.imageRef, EgressDir: cfg.EgressDir, InstanceID: cfg.InstanceID, Logger: cfg.Logger, Now: cfg.Now})
 	if err != nil {
 		return nil, err
 	}

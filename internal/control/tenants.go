@@ -70,7 +70,7 @@ func (s *Service) Authenticate(ctx context.Context, hash [32]byte, staticTenant 
 		case k.Revoked():
 			return unauth("API key " + k.ID + " is revoked")
 		}
-		p.Tenant, p.KeyID = k.Tenant, k.ID
+		p.Tenant, p.KeyID, p.Scopes = k.Tenant, k.ID, k.Scopes
 	}
 	p.KeyTenant = p.Tenant
 	t, err := s.store.GetTenant(ctx, p.Tenant)
@@ -265,11 +265,14 @@ func (s *Service) DeleteTenant(ctx context.Context, name string, ifVersion int64
 	return err
 }
 
-// CreateKey makes a new API key of a tenant. The secret is returned once
-// and never stored.
-func (s *Service) CreateKey(ctx context.Context, name, description string) (*tenant.Key, string, error) {
+// CreateKey makes a new API key of a tenant with scopes (tenant.Scope*).
+// The secret is returned once and never stored.
+func (s *Service) CreateKey(ctx context.Context, name, description string, scopes []string) (*tenant.Key, string, error) {
 	if len(description) > 256 {
 		return nil, "", invalid("description is longer than 256 bytes")
+	}
+	if err := tenant.ValidateScopes(scopes); err != nil {
+		return nil, "", errdefs.WithCode("invalid_scope", err)
 	}
 	if _, err := s.getTenant(ctx, name); err != nil {
 		return nil, "", err
@@ -278,6 +281,7 @@ func (s *Service) CreateKey(ctx context.Context, name, description string) (*ten
 	if err != nil {
 		return nil, "", err
 	}
+	k.Scopes = slices.Clone(scopes)
 	if err := s.store.CreateKey(ctx, k); err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
 			return nil, "", tenantNotFound(name)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,20 +16,25 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/internal/artifacts"
+	"genesis.dev/sandbox/internal/assemble"
+	"genesis.dev/sandbox/internal/browser"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/driver/fake"
 	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/interactive"
-	"genesis.dev/sandbox/internal/joblog"
 	"genesis.dev/sandbox/internal/jobs"
+	"genesis.dev/sandbox/internal/mcp/servers"
 	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/skills"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/sqlite"
 	"genesis.dev/sandbox/internal/store/sqlstore"
 	"genesis.dev/sandbox/internal/testenv"
+	"genesis.dev/sandbox/internal/trace"
 )
 
 // The names the harness gives its image, profile and service instance.
@@ -232,14 +236,21 @@ type Harness struct {
 	Cfg *config.Config
 	Drv *fake.Driver
 	St  *sqlstore.Store
-	Svc *control.Service
-	// The workload managers over Svc, with their hooks registered.
+	// Stack is the service as assemble.Build builds it for
+	// cmd/sandbox-service; Svc and the managers below are its parts.
+	Stack     *assemble.Stack
+	Svc       *control.Service
 	Terminals *interactive.Terminals
 	Files     *files.Gateway
 	Ports     *ports.Proxy
 	Jobs      *jobs.Manager
 	Artifacts *artifacts.Keeper
 	Services  *jobs.Services
+	Browser   *browser.Manager
+	Desktop   *desktop.Manager
+	MCP       *servers.Manager
+	Skills    *skills.Manager
+	Trace     *trace.Store
 	Clock     *Clock
 	Agents    *Agents
 }
@@ -279,11 +290,16 @@ type Options struct {
 	Configure func(*config.Config)
 	// Tune, if set, edits the service's own config before it is built.
 	Tune func(*control.Config)
-	// Hooks are registered with the service before it starts.
+	// Hooks are registered with the service before it starts, after the
+	// stack's own.
 	Hooks []control.Hook
-	// Metrics, if set, is called after Tune for the jobs manager's
-	// latency observer.
-	Metrics func() jobs.Observer
+	// Metrics, if set, observes the latencies of the service and the jobs.
+	Metrics assemble.Metrics
+	// Assemble, if set, edits the stack's config last: what a test leaves
+	// out or fakes beyond the above (Images, say). A part is left out by
+	// the settings that disable it (e2b.enabled, opensandbox.enabled,
+	// trace.record).
+	Assemble func(*assemble.Config)
 	// Store, if set, is the store (the caller closes it), for example one
 	// PostgreSQL database that several harnesses share; otherwise a new
 	// SQLite file.
@@ -365,33 +381,28 @@ func NewOpts(t *testing.T, o Options) *Harness {
 	}
 
 	clk := &Clock{}
-	ccfg := control.Config{
-		Settings: cfg, Store: st, Driver: drv, AgentDir: agentDir, InstanceID: instance, Now: clk.Now,
+	ac := assemble.Config{Settings: cfg, Store: st, Driver: drv, AgentDir: agentDir, InstanceID: instance, Now: clk.Now, Metrics: o.Metrics, TuneControl: tune}
+	if o.Assemble != nil {
+		o.Assemble(&ac)
 	}
-	if tune != nil {
-		tune(&ccfg)
-	}
-	svc, err := control.New(ccfg)
+	stack, err := assemble.Build(context.Background(), ac)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mc := ManagersConfig{Service: svc, Store: st, Settings: cfg, AgentDir: agentDir, Now: clk.Now}
-	if o.Metrics != nil {
-		mc.Metrics = o.Metrics()
+	t.Cleanup(func() {
+		if err := stack.Close(); err != nil {
+			t.Errorf("closing the service: %v", err)
+		}
+	})
+	for _, hk := range o.Hooks {
+		stack.Control.AddHook(hk)
 	}
-	m, err := NewManagers(mc)
-	if err != nil {
+	if err := stack.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for _, hk := range append(m.Hooks(), o.Hooks...) {
-		svc.AddHook(hk)
-	}
-	if err := svc.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
-	t.Cleanup(m.Close) // before svc.Close: followers hold busy attachments
-	return &Harness{T: t, Dir: dir, Cfg: cfg, Drv: drv, St: st, Svc: svc, Terminals: m.Terminals, Files: m.Files, Jobs: m.Jobs, Artifacts: m.Artifacts, Ports: m.Ports, Services: m.Services, Clock: clk, Agents: ag}
+	return &Harness{T: t, Dir: dir, Cfg: cfg, Drv: drv, St: st, Stack: stack, Svc: stack.Control, Terminals: stack.Terminals, Files: stack.Files,
+		Jobs: stack.Jobs, Artifacts: stack.Artifacts, Ports: stack.Ports, Services: stack.Services, Browser: stack.Browser, Desktop: stack.Desktop,
+		MCP: stack.MCP, Skills: stack.Skills, Trace: stack.Trace, Clock: clk, Agents: ag}
 }
 
 // SetProbe replaces the probe result and refreshes the service's cache.
@@ -521,80 +532,3 @@ func (h *Harness) AssertNothingCreated() {
 		h.T.Errorf("%d agents run, want none", n)
 	}
 }
-
-// Managers are the workload managers over one service, built the way
-// cmd/sandbox-service builds them.
-type Managers struct {
-	Terminals *interactive.Terminals
-	Files     *files.Gateway
-	Ports     *ports.Proxy
-	Jobs      *jobs.Manager
-	Artifacts *artifacts.Keeper
-	Services  *jobs.Services
-}
-
-// ManagersConfig says what the managers run over.
-type ManagersConfig struct {
-	Service  *control.Service
-	Store    store.Store
-	Settings *config.Config
-	// AgentDir is the directory every sandbox mounts at /.genesis.
-	AgentDir string
-	// Now is the service's clock; nil means time.Now.
-	Now    func() time.Time
-	Logger *slog.Logger
-	// Metrics, if set, observes the jobs' latencies.
-	Metrics jobs.Observer
-}
-
-// NewManagers builds the managers; register Hooks with the service before
-// it starts, and Close the managers before the service.
-func NewManagers(c ManagersConfig) (*Managers, error) {
-	svc, cfg := c.Service, c.Settings
-	terms, err := interactive.New(interactive.Config{Sandboxes: svc, Logger: c.Logger})
-	if err != nil {
-		return nil, err
-	}
-	fs, err := files.New(files.Config{Sandboxes: svc, Limits: cfg.Limits.Files, Logger: c.Logger})
-	if err != nil {
-		return nil, err
-	}
-	blobs, err := artifacts.OpenBlobs(filepath.Join(cfg.DataDir, "artifacts"))
-	if err != nil {
-		return nil, err
-	}
-	arts, err := artifacts.NewKeeper(artifacts.KeeperConfig{Blobs: blobs, Store: c.Store, Sandboxes: svc,
-		Limits: cfg.Limits.Artifacts, Retention: cfg.Intervals.ArtifactRetention, Now: c.Now, Logger: c.Logger})
-	if err != nil {
-		return nil, err
-	}
-	logs, err := joblog.Open(filepath.Join(cfg.DataDir, "jobs"))
-	if err != nil {
-		return nil, err
-	}
-	if err := jobs.InstallKernel(c.AgentDir); err != nil {
-		return nil, err
-	}
-	jm, err := jobs.New(jobs.Config{Sandboxes: svc, Store: c.Store, Logs: logs, Artifacts: arts, Limits: cfg.Limits,
-		LogRetention: cfg.Intervals.LogRetention, Metrics: c.Metrics, Now: c.Now, Logger: c.Logger})
-	if err != nil {
-		return nil, err
-	}
-	signer, err := ports.NewSigner([]byte("controltest-preview-link-key-0123456789"))
-	if err != nil {
-		return nil, err
-	}
-	pp, err := ports.New(ports.Config{Sandboxes: ports.FromControl(svc), Signer: signer, KeyLive: svc.KeyLive, MaxLinkTTL: cfg.Ports.MaxLinkTTL, PortHint: jm.PortHint, Logger: c.Logger})
-	if err != nil {
-		return nil, err
-	}
-	return &Managers{Terminals: terms, Files: fs, Jobs: jm, Artifacts: arts, Ports: pp, Services: jobs.NewServices(jm)}, nil
-}
-
-// Hooks are the managers' control hooks.
-func (m *Managers) Hooks() []control.Hook {
-	return []control.Hook{m.Jobs, m.Services, m.Artifacts, m.Terminals, m.Ports}
-}
-
-// Close stops the managers' background work (the job followers).
-func (m *Managers) Close() { m.Services.Close(); m.Jobs.Close() }

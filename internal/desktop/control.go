@@ -98,8 +98,8 @@ func validHolder(h string) error {
 		return nil
 	}
 	who, ok := strings.CutPrefix(h, holderHumanPfx)
-	if !ok || who == "" || len(who) > 128 || strings.ContainsFunc(who, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return bad("invalid_holder", "holder %.80q must be agent or human:<who>", h)
+	if !ok || !trace.ValidHumanName(who) {
+		return bad("invalid_holder", "holder %.80q must be agent or human:<who>, who %s", h, trace.HumanNameRule)
 	}
 	return nil
 }

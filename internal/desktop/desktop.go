@@ -120,7 +120,12 @@ func (m *Manager) SandboxEnding(_ context.Context, sandboxID, _ string) {
 	m.recs.End(sandboxID)
 }
 
-// Close closes every X connection.
+// Drain ends the recordings in progress as their stop does, each keeping
+// its last segment, and refuses new ones: the service is stopping, and its
+// sandboxes are about to be drained or handed over.
+func (m *Manager) Drain(ctx context.Context) { m.recs.Drain(ctx) }
+
+// Close closes every X connection and ends every recording (as Drain).
 func (m *Manager) Close() {
 	m.mu.Lock()
 	all := m.sessions

@@ -86,3 +86,25 @@ type ContainerReplacer interface {
 	// socket directory).
 	RunDir(id string) string
 }
+
+// AgentRekeyer is implemented by sandboxers whose agents admit a
+// connection by a token (driver/kube): a sandbox's token can be replaced,
+// so that nobody who learnt the old one reaches the agent once the sandbox
+// serves another holder (after a pool reset). The caller hands the agent
+// the next token's SHA-256 over its open connection, then calls
+// UseAgentToken; from then on the dialers present the next token.
+type AgentRekeyer interface {
+	// NextAgentToken returns the next token of sandbox id's agent: its
+	// generation and SHA-256 (what the agent is to check).
+	NextAgentToken(ctx context.Context, id string) (AgentToken, error)
+	// UseAgentToken makes next the token every dialer of sandbox id
+	// presents, also those of other service instances.
+	UseAgentToken(ctx context.Context, id string, next AgentToken) error
+}
+
+// AgentToken names a generation of a sandbox's agent token by its SHA-256;
+// the token itself stays with the sandboxer.
+type AgentToken struct {
+	Generation int64
+	SHA256     [32]byte
+}

@@ -18,7 +18,7 @@ import (
 // queues show in /metrics.
 func TestCreateWaitsForCapacityOverHTTP(t *testing.T) {
 	t.Parallel()
-	a := newAPI(t, func(c *config.Config) { c.Capacity.Sandboxes = 1 })
+	a := newAPI(t, func(c *config.Config) { c.Capacity.Sandboxes = 1; c.Metrics.TenantLabels = true })
 	first, _ := a.createHTTP(keyA, client.CreateSandboxRequest{})
 	body := func(cr client.CreateSandboxRequest) string {
 		cr.Profile = controltest.Profile
@@ -44,7 +44,7 @@ func TestCreateWaitsForCapacityOverHTTP(t *testing.T) {
 		done <- answer{resp.StatusCode, b}
 	}()
 	metrics := func() string {
-		_, b := a.do(req{method: "GET", path: "/metrics"})
+		_, b := a.do(req{method: "GET", path: "/metrics", key: keyAdmin})
 		return string(b)
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -76,4 +76,64 @@ func TestCreateWaitsForCapacityOverHTTP(t *testing.T) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
+}
+
+// TestMetricsTenantLabels: /metrics needs no key and names no tenant (the
+// fair queues' series are summed under tenant="(tenants)"); with
+// metrics.tenant_labels a scrape with an admin key gets them by tenant. A
+// scrape that sends a key must send an admin's.
+func TestMetricsTenantLabels(t *testing.T) {
+	t.Parallel()
+	for _, labels := range []bool{false, true} {
+		t.Run("tenant_labels="+strconv.FormatBool(labels), func(t *testing.T) {
+			t.Parallel()
+			a := newAPI(t, func(c *config.Config) { c.Metrics.TenantLabels = labels })
+			a.createHTTP(keyA, client.CreateSandboxRequest{})
+			a.createHTTP(keyB, client.CreateSandboxRequest{})
+			summed := func(who string, m string) {
+				t.Helper()
+				if !strings.Contains(m, `genesis_admission_grants_total{tenant="(tenants)"} 2`+"\n") {
+					t.Errorf("%s: no sum over the tenants:\n%s", who, admissionSamples(m))
+				}
+				for _, name := range []string{`tenant="a"`, `tenant="b"`, `tenant="admin"`} {
+					if strings.Contains(m, name) {
+						t.Errorf("%s: the metrics name a tenant (%s):\n%s", who, name, admissionSamples(m))
+					}
+				}
+			}
+			resp, body := a.do(req{method: "GET", path: "/metrics"})
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("anonymous scrape: %d %s", resp.StatusCode, body)
+			}
+			summed("anonymous", string(body))
+			resp, body = a.do(req{method: "GET", path: "/metrics", key: keyA})
+			checkProblem(t, resp, body, http.StatusForbidden, "admin_required")
+			resp, body = a.do(req{method: "GET", path: "/metrics", key: "not-a-key-0123456789"})
+			checkProblem(t, resp, body, http.StatusUnauthorized, "unauthenticated")
+			resp, body = a.do(req{method: "GET", path: "/metrics", key: keyAdmin})
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("admin scrape: %d %s", resp.StatusCode, body)
+			}
+			m := string(body)
+			if !labels {
+				summed("admin", m)
+				return
+			}
+			if !strings.Contains(m, `genesis_admission_grants_total{tenant="a"} 1`+"\n") ||
+				!strings.Contains(m, `genesis_admission_grants_total{tenant="b"} 1`+"\n") || strings.Contains(m, "(tenants)") {
+				t.Errorf("admin scrape with tenant labels:\n%s", admissionSamples(m))
+			}
+		})
+	}
+}
+
+// admissionSamples keeps the fair queues' samples of a metrics page.
+func admissionSamples(m string) string {
+	var out []string
+	for _, line := range strings.Split(m, "\n") {
+		if strings.HasPrefix(line, "genesis_admission_") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -2,6 +2,8 @@ package httpapi_test
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -50,15 +52,23 @@ func TestWrongMethodIs405(t *testing.T) {
 // environment variable is what a person sets.
 func TestProblemDetailsAreSentences(t *testing.T) {
 	t.Parallel()
-	// The agents of the fake driver run on this host: /tmp is a root
-	// they can reach, so a missing file is the agent's own answer.
+	// The agents of the fake driver run on this host: a directory of its
+	// own (not an ancestor of the sandboxes' directories, which the file
+	// API never reaches) is a root they can reach, so a missing file is
+	// the agent's own answer.
+	root := t.TempDir()
+	for _, d := range []string{filepath.Dir(root), root} { // the agents run as another user
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	a := newAPI(t, func(c *config.Config) {
 		p, _ := c.Profile(controltest.Profile)
-		p.FileRoots = []string{"/tmp"}
+		p.FileRoots = []string{root}
 	})
 	sb, _ := a.createHTTP(keyA, client.CreateSandboxRequest{})
 	files := "/v1/sandboxes/" + sb.ID + "/files"
-	missing := "/tmp/" + sandbox.NewID("nope")
+	missing := root + "/" + sandbox.NewID("nope")
 	for _, c := range []struct {
 		name       string
 		r          req

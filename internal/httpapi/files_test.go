@@ -24,9 +24,8 @@ import (
 
 	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/images"
+	"genesis.dev/sandbox/internal/assemble"
 	"genesis.dev/sandbox/internal/config"
-	"genesis.dev/sandbox/internal/control"
-	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/httpapi"
 	"genesis.dev/sandbox/internal/store/sqlite"
@@ -103,23 +102,16 @@ func newFilesAPIWith(t *testing.T, tune func(*config.Config)) *filesAPI {
 	var rnd [4]byte
 	rand.Read(rnd[:])
 	inst := "gs-files-" + hex.EncodeToString(rnd[:])
-	svc, err := control.New(control.Config{Settings: cfg, Store: st, Driver: drv, AgentDir: testenv.AgentDir(t), InstanceID: inst})
+	stack, err := assemble.Build(context.Background(), assemble.Config{Settings: cfg, Store: st, Driver: drv, Images: drv, AgentDir: testenv.AgentDir(t), InstanceID: inst})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := controltest.NewManagers(controltest.ManagersConfig{Service: svc, Store: st, Settings: cfg, AgentDir: testenv.AgentDir(t)})
-	if err != nil {
+	t.Cleanup(func() { stack.Close() })
+	if err := stack.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for _, hk := range m.Hooks() {
-		svc.AddHook(hk)
-	}
-	if err := svc.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
-	t.Cleanup(m.Close)
-	srv, err := httpapi.New(httpapi.Config{PublicURL: testPublicURL, Control: svc, Terminals: m.Terminals, Files: m.Files, Jobs: m.Jobs, Artifacts: m.Artifacts, Keys: map[string]string{filesKey: "default"}})
+	srv, err := httpapi.New(httpapi.Config{PublicURL: testPublicURL, Control: stack.Control, Terminals: stack.Terminals, Files: stack.Files, Jobs: stack.Jobs,
+		Artifacts: stack.Artifacts, Keys: map[string]string{filesKey: "default"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,10 +33,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 func profileWire(v control.ProfileView) client.Profile {
-	status := "not_built"
-	if v.ImagePresent {
-		status = "present"
-	}
+	status := imageStatus(v.ImagePresent, v.ImageBuild)
 	p := client.Profile{
 		Name: v.Name, Description: v.Description, Image: v.ImageRef, ImageStatus: status,
 		AllowedRuntimes:  runtimes(v.AllowedRuntimes),
@@ -47,6 +44,7 @@ func profileWire(v control.ProfileView) client.Profile {
 	}
 	if !v.ImagePresent {
 		p.BuildCommand = v.BuildCommand
+		p.ImageBuild = imageBuildWire(v.ImageBuild)
 	}
 	p.Pools = []client.ProfilePool{}
 	if v.WarmPools {

@@ -4,29 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"genesis.dev/sandbox/client"
-	"genesis.dev/sandbox/internal/browser"
-	"genesis.dev/sandbox/internal/compat/e2b"
-	"genesis.dev/sandbox/internal/compat/opensandbox"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/controltest"
-	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/httpapi"
-	"genesis.dev/sandbox/internal/mcp/servers"
 	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/sandbox"
-	"genesis.dev/sandbox/internal/skills"
-	"genesis.dev/sandbox/internal/snapshots"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/tenant"
-	"genesis.dev/sandbox/internal/trace"
 )
 
 // The HTTP API is tested through a real HTTP client on loopback against the
@@ -38,6 +30,9 @@ const (
 	keyA     = "key-a-0123456789abcdef"
 	keyB     = "key-b-0123456789abcdef"
 	keyAdmin = "key-admin-0123456789abcdef"
+	// keyApproverA is a key of tenant a from the config with the scope
+	// approve (tenants.a.approver_keys).
+	keyApproverA = "key-approver-a-0123456789abcdef"
 )
 
 // api is a harness with the HTTP API served on loopback.
@@ -53,61 +48,52 @@ const maxBody = 64 << 10
 
 func newAPI(t *testing.T, configure func(*config.Config)) *api {
 	t.Helper()
+	return newAPIWith(t, configure, nil)
+}
+
+// newAPIWith is newAPI with tune changing the control service's own
+// settings before it starts.
+func newAPIWith(t *testing.T, configure func(*config.Config), tune func(*control.Config)) *api {
+	t.Helper()
 	keys := map[string]string{keyA: "a", keyB: "b", keyAdmin: config.AdminTenant}
 	h := controltest.NewWith(t, func(c *config.Config) {
 		c.AdminAPIKey = keyAdmin
+		c.PublicURL = testPublicURL
+		c.E2B.Enabled, c.E2B.Templates = true, map[string]string{"base": "tool-basic", "test": controltest.Profile}
+		c.OpenSandbox.Enabled, c.OpenSandbox.Images = true, map[string]string{"ubuntu": "tool-basic", "test": controltest.Profile}
 		if configure != nil {
 			configure(c)
 		}
-	}, func(c *control.Config) { c.ConfigKeys = tenant.ConfigKeyIDs(keys) })
-	ms, err := servers.New(servers.Config{Leases: h.Svc, Jobs: h.Jobs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ms.Close)
-	sk, err := skills.New(skills.Config{Store: h.St, Sandboxes: h.Svc, Jobs: h.Jobs, Files: h.Files, Artifacts: h.Artifacts,
-		Dir: filepath.Join(h.Dir, "skills")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bm, err := browser.New(browser.Config{Sandboxes: browser.FromControl(h.Svc), Ports: h.Ports, Artifacts: h.Artifacts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dm, err := desktop.New(desktop.Config{Sandboxes: desktop.FromControl(h.Svc)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(dm.Close)
-	tr, err := trace.Open(trace.Config{Dir: filepath.Join(h.Dir, "traces")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Close() })
-	snaps, err := snapshots.New(snapshots.Config{Lifecycle: h.Svc, Driver: h.Drv, Store: h.St, Dir: filepath.Join(h.Dir, "snapshots"), Sessions: h.Jobs})
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, func(c *control.Config) {
+		c.ConfigKeys = tenant.ConfigKeyIDs(keys)
+		maps.Copy(c.ConfigKeys, tenant.ConfigKeyIDs(map[string]string{keyApproverA: "a"}))
+		if tune != nil {
+			tune(c)
+		}
+	})
+	st := h.Stack
 	srv, err := httpapi.New(httpapi.Config{
-		Snapshots:    snaps,
+		Metrics:      httpapi.NewMetrics(httpapi.MetricsConfig{TenantLabels: h.Cfg.Metrics.TenantLabels}),
+		Snapshots:    st.Snapshots,
 		PublicURL:    testPublicURL,
-		Previews:     testPreviews(t),
-		Trace:        tr,
-		Browser:      bm,
-		Desktop:      dm,
-		MCP:          ms,
-		Skills:       sk,
-		Control:      h.Svc,
-		Terminals:    h.Terminals,
-		Files:        h.Files,
-		Ports:        h.Ports,
-		Services:     h.Services,
-		Jobs:         h.Jobs,
-		Artifacts:    h.Artifacts,
+		Previews:     st.Previews,
+		Trace:        st.Trace,
+		Browser:      st.Browser,
+		Desktop:      st.Desktop,
+		MCP:          st.MCP,
+		Skills:       st.Skills,
+		Control:      st.Control,
+		Terminals:    st.Terminals,
+		Files:        st.Files,
+		Ports:        st.Ports,
+		Services:     st.Services,
+		Jobs:         st.Jobs,
+		Artifacts:    st.Artifacts,
 		Keys:         keys,
+		ApproverKeys: map[string]string{keyApproverA: "a"},
 		MaxBodyBytes: maxBody,
-		E2B:          &e2b.Config{Settings: config.E2B{Templates: map[string]string{"base": "tool-basic", "test": controltest.Profile}}},
-		OpenSandbox:  &opensandbox.Config{Settings: config.OpenSandbox{Images: map[string]string{"ubuntu": "tool-basic", "test": controltest.Profile}}},
+		E2B:          st.E2B,
+		OpenSandbox:  st.OpenSandbox,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/mcp/servers"
+	"genesis.dev/sandbox/internal/tenant"
 )
 
 // MCP server routes:
@@ -64,6 +65,7 @@ func (s *Server) createMCPServer(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
+	req.CreatedBy = principalOf(r).KeyID
 	inst, err := s.mcp.Create(r.Context(), tenantOf(r), req)
 	if err != nil {
 		s.writeProblem(w, r, err)
@@ -128,7 +130,11 @@ func (s *Server) approveMCPPin(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	pin, err := s.mcp.ApprovePin(tenantOf(r), r.PathValue("id"), r.PathValue("tool"), req.Hash)
+	if err := s.mayApprove(r); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	pin, err := s.mcp.ApprovePin(tenantOf(r), r.PathValue("id"), r.PathValue("tool"), req.Hash, principalOf(r).KeyID)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -186,16 +192,39 @@ func (s *Server) decideMCPApproval(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principalOf(r)
+	if err := s.mayApprove(r); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
 	by := p.Tenant
 	if p.KeyID != "" {
 		by += "/" + p.KeyID
 	}
-	ap, err := s.mcp.Decide(p.Tenant, r.PathValue("id"), r.PathValue("approval"), req.Decision, req.ArgsDigest, by, req.Reason)
+	ap, err := s.mcp.Decide(p.Tenant, r.PathValue("id"), r.PathValue("approval"),
+		servers.ApprovalDecision{Decision: req.Decision, ArgsDigest: req.ArgsDigest, Reason: req.Reason, KeyID: p.KeyID, By: by})
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, ap)
+}
+
+// mayApprove lets a key with the scope approve, or an admin's, decide
+// the held calls and approve the changed tools of the request's instance:
+// not a plain key of the tenant, which an agent holds. (The manager
+// refuses the key that started the instance, whatever its scopes.) An
+// instance that is not the tenant's is not found first, as on every route.
+func (s *Server) mayApprove(r *http.Request) error {
+	p := principalOf(r)
+	if _, err := s.mcp.Get(p.Tenant, r.PathValue("id")); err != nil {
+		return err
+	}
+	if p.Admin || p.Has(tenant.ScopeApprove) {
+		return nil
+	}
+	return errdefs.WithCode("approve_scope_required", fmt.Errorf(
+		"deciding an MCP approval needs a key with the scope %q (POST /v1/tenants/{name}/keys {\"scopes\": [\"approve\"]}, or tenants.<name>.approver_keys) or an admin key; key %s has none: %w",
+		tenant.ScopeApprove, p.KeyID, errdefs.ErrPermissionDenied))
 }
 
 func (s *Server) mcpCatalog(w http.ResponseWriter, r *http.Request) {
@@ -300,7 +329,7 @@ func (s *Server) startLeaseMCP(r *http.Request, leaseID string, reqs []servers.C
 		}
 	}
 	for i, req := range reqs {
-		req.LeaseID = leaseID
+		req.LeaseID, req.CreatedBy = leaseID, principalOf(r).KeyID
 		inst, err := s.mcp.Create(r.Context(), tenant, req)
 		if err != nil {
 			undo()

@@ -37,6 +37,11 @@ type MetricsConfig struct {
 	// Sandboxes is read for the sandbox counts at scrape time; nil means the
 	// control service's store.
 	Sandboxes SandboxSource
+	// TenantLabels names tenants in the per-tenant series (the fair
+	// queues') of a scrape with an admin key. Otherwise, and for every
+	// scrape without a key, those series are summed over all tenants under
+	// the label tenant="(tenants)".
+	TenantLabels bool
 }
 
 // Metrics is the service's Prometheus instrumentation: request latency by
@@ -45,8 +50,9 @@ type MetricsConfig struct {
 // collectors, and gauges read from the service at scrape time. One Metrics
 // serves one Server.
 type Metrics struct {
-	reg       *prometheus.Registry
-	sandboxes SandboxSource
+	reg          *prometheus.Registry
+	sandboxes    SandboxSource
+	tenantLabels bool
 
 	requests    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
@@ -67,8 +73,9 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, []string{"runtime"})
 	}
 	m := &Metrics{
-		reg:       prometheus.NewRegistry(),
-		sandboxes: cfg.Sandboxes,
+		reg:          prometheus.NewRegistry(),
+		sandboxes:    cfg.Sandboxes,
+		tenantLabels: cfg.TenantLabels,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "genesis_http_requests_total", Help: "HTTP requests by route and status.",
 		}, []string{"route", "status"}),
@@ -126,10 +133,23 @@ func (m *Metrics) instrument(route string, next http.Handler) http.Handler {
 }
 
 // serveMetrics answers a scrape: the registered metrics, and the gauges and
-// counters read from the service for this scrape (with its context).
+// counters read from the service for this scrape (with its context). The
+// series name tenants only with tenant labels on and for a scrape with an
+// admin key; a scrape that sends a key must send a valid admin key.
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") == "" {
+		s.scrape(w, r, false)
+		return
+	}
+	s.authenticate(http.HandlerFunc(s.adminOnly(func(w http.ResponseWriter, r *http.Request) {
+		s.scrape(w, r, s.metrics.tenantLabels)
+	}))).ServeHTTP(w, r)
+}
+
+// scrape writes the exposition, naming tenants when byTenant.
+func (s *Server) scrape(w http.ResponseWriter, r *http.Request, byTenant bool) {
 	scrape := prometheus.NewRegistry()
-	scrape.MustRegister(&serviceCollector{s: s, ctx: r.Context()})
+	scrape.MustRegister(&serviceCollector{s: s, ctx: r.Context(), byTenant: byTenant})
 	promhttp.HandlerFor(prometheus.Gatherers{s.metrics.reg, scrape}, promhttp.HandlerOpts{
 		ErrorLog:      slogErrorLog{s},
 		ErrorHandling: promhttp.ContinueOnError,
@@ -143,8 +163,9 @@ func (l slogErrorLog) Println(v ...any) { l.s.log.Warn("metrics", "err", v) }
 
 // serviceCollector reads the service's state for one scrape.
 type serviceCollector struct {
-	s   *Server
-	ctx context.Context
+	s        *Server
+	ctx      context.Context
+	byTenant bool
 }
 
 // Describe sends nothing: the collector is unchecked (its series depend on
@@ -153,7 +174,7 @@ func (c *serviceCollector) Describe(chan<- *prometheus.Desc) {}
 
 // Collect sends the scrape-time metrics.
 func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
-	collectAdmission(ch, c.s.ctl.AdmissionStats())
+	collectAdmission(ch, c.s.ctl.AdmissionStats(), c.byTenant)
 	c.collectSandboxes(ch)
 	c.collectPools(ch)
 	collectNetwork(ch, c.s.ctl.NetworkMetrics(c.ctx))

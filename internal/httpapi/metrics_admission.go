@@ -10,6 +10,10 @@ import (
 // no tenant (tenant names cannot contain parentheses).
 const poolTenantLabel = "(pool)"
 
+// allTenantsLabel is the tenant label of the sum over every tenant, when
+// the series do not name tenants.
+const allTenantsLabel = "(tenants)"
+
 var (
 	capacityDesc      = prometheus.NewDesc("genesis_capacity", "Host capacity for sandboxes by resource.", []string{"resource"}, nil)
 	capacityInUseDesc = prometheus.NewDesc("genesis_capacity_in_use", "Host capacity held by sandboxes by resource.", []string{"resource"}, nil)
@@ -40,8 +44,9 @@ func tenantDesc(name, help string) *prometheus.Desc {
 }
 
 // collectAdmission sends the host capacity and the fair queues' depths and
-// counters.
-func collectAdmission(ch chan<- prometheus.Metric, st control.AdmissionStats) {
+// counters: per tenant when byTenant, else summed over the tenants (the
+// pool's own apart).
+func collectAdmission(ch chan<- prometheus.Metric, st control.AdmissionStats, byTenant bool) {
 	for _, c := range []struct {
 		desc *prometheus.Desc
 		cap  control.AdmissionCapacity
@@ -50,13 +55,28 @@ func collectAdmission(ch chan<- prometheus.Metric, st control.AdmissionStats) {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(c.cap.MemoryMB), "memory_mb")
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(c.cap.Sandboxes), "sandboxes")
 	}
+	sums := map[string][]float64{}
+	if !byTenant {
+		sums[allTenantsLabel] = make([]float64, len(perTenant))
+	}
 	for name, t := range st.Tenants {
 		label := name
-		if label == "" {
+		switch {
+		case label == "":
 			label = poolTenantLabel
+		case !byTenant:
+			label = allTenantsLabel
 		}
-		for _, m := range perTenant {
-			ch <- prometheus.MustNewConstMetric(m.desc, m.kind, float64(m.value(t)), label)
+		if sums[label] == nil {
+			sums[label] = make([]float64, len(perTenant))
+		}
+		for i, m := range perTenant {
+			sums[label][i] += float64(m.value(t))
+		}
+	}
+	for label, vs := range sums {
+		for i, m := range perTenant {
+			ch <- prometheus.MustNewConstMetric(m.desc, m.kind, vs[i], label)
 		}
 	}
 	h := st.Wait

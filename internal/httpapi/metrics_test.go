@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,9 +16,9 @@ import (
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/httpapi"
-	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/store/sqlite"
 )
 
 // countingStore wraps the harness's store and counts the sandbox count
@@ -54,20 +55,25 @@ func (c *countingStore) CountSandboxesByState(ctx context.Context) (map[sandbox.
 // source of their own and ask the service).
 func newMetricsAPI(t *testing.T, viaControl bool) (*api, *countingStore) {
 	t.Helper()
-	var cs *countingStore
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "state.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	cs := &countingStore{Store: st}
 	var m *httpapi.Metrics
-	h := controltest.NewOpts(t, controltest.Options{Configure: func(c *config.Config) {
+	if viaControl {
+		m = httpapi.NewMetrics(httpapi.MetricsConfig{}) // asks the service, whose store cs is
+	} else {
+		m = httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: cs})
+	}
+	h := controltest.NewOpts(t, controltest.Options{Store: st, Metrics: m, Configure: func(c *config.Config) {
 		c.WarmPools = false // pools would read the store on every scrape too
 	}, Tune: func(c *control.Config) {
-		cs = &countingStore{Store: c.Store}
 		if viaControl {
 			c.Store = cs
-			m = httpapi.NewMetrics(httpapi.MetricsConfig{})
-		} else {
-			m = httpapi.NewMetrics(httpapi.MetricsConfig{Sandboxes: cs})
 		}
-		c.Metrics = m
-	}, Metrics: func() jobs.Observer { return m }})
+	}})
 	srv, err := httpapi.New(httpapi.Config{PublicURL: testPublicURL, Previews: testPreviews(t), Control: h.Svc, Terminals: h.Terminals, Files: h.Files, Jobs: h.Jobs, Artifacts: h.Artifacts, Ports: h.Ports,
 		Keys: map[string]string{keyA: "a", keyB: "b"}, MaxBodyBytes: maxBody, Metrics: m})
 	if err != nil {

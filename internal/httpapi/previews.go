@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -10,7 +9,6 @@ import (
 
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/ports"
-	"genesis.dev/sandbox/internal/tenant"
 )
 
 // Previews. Each sandbox port a preview link opens is served on an origin
@@ -171,16 +169,4 @@ func dropCookie(h http.Header, name string) {
 func (s *Server) IsPreviewHost(r *http.Request) bool {
 	_, _, ok := s.previewTarget(r)
 	return ok
-}
-
-// openPreview makes a preview link of a sandbox port of by's tenant, with
-// by's key, for the compatibility adapters (the OpenSandbox endpoint of a
-// port): the port's origin host and the token, valid for the longest link
-// time.
-func (s *Server) openPreview(ctx context.Context, by tenant.Principal, sandboxID string, port int) (host, token string, err error) {
-	token, _, err = s.ports.NewLink(ctx, by, sandboxID, port, s.ports.MaxLinkTTL())
-	if err != nil {
-		return "", "", err
-	}
-	return s.origins.Host(sandboxID, port), token, nil
 }

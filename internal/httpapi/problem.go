@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 )
 
@@ -52,6 +53,9 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 		Code:      code,
 		Instance:  r.URL.Path,
 		RequestID: requestID(r),
+	}
+	if b, ok := control.ImageBuildOf(err); ok {
+		p.ImageBuild = imageBuildWire(&b)
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)

@@ -13,7 +13,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"regexp"
 	"runtime/debug"
 	"strings"
@@ -52,7 +51,10 @@ type Config struct {
 	Terminals *interactive.Terminals
 	// Keys maps API keys given in the config or on the command line to
 	// tenant names. Keys created through the admin API live in the store.
-	Keys         map[string]string
+	Keys map[string]string
+	// ApproverKeys are keys given in the config with the scope approve
+	// (tenant.ScopeApprove), mapped to their tenants.
+	ApproverKeys map[string]string
 	MaxBodyBytes int64
 	// KeepAlive is the interval of SSE keepalive comments (default 15 s).
 	KeepAlive time.Duration
@@ -80,14 +82,13 @@ type Config struct {
 	// Snapshots, when set, serves pause, hibernation, snapshots, forks and
 	// rollbacks.
 	Snapshots *snapshots.Manager
-	Logger    *slog.Logger
-	// E2B, when set, serves the E2B SDK adapter under /e2b; New fills in
-	// its control, jobs, files, key check and logger.
-	E2B *e2b.Config
-	// OpenSandbox, if set, mounts the OpenSandbox SDK adapter under
-	// /opensandbox (its Control, Jobs, Files, Authenticate and Logger are
-	// filled in from this Config).
-	OpenSandbox *opensandbox.Config
+	Logger   *slog.Logger
+	// E2B, when set, is served under /e2b; New binds it to this server
+	// (the key check).
+	E2B *e2b.Adapter
+	// OpenSandbox, when set, is served under /opensandbox; New binds it
+	// to this server (the key check and the audit record's error code).
+	OpenSandbox *opensandbox.Adapter
 	// Metrics is the instrumentation served at /metrics; nil means a new
 	// NewMetrics(MetricsConfig{}). Give the same Metrics to the jobs
 	// manager (jobs.Config.Metrics) for its exec latencies.
@@ -130,6 +131,7 @@ type Server struct {
 type apiKey struct {
 	hash   [32]byte
 	tenant string
+	scopes []string
 }
 
 // Route is one served method and path pattern.
@@ -179,6 +181,9 @@ func New(cfg Config) (*Server, error) {
 	for k, t := range cfg.Keys {
 		s.keys = append(s.keys, apiKey{hash: sha256.Sum256([]byte(k)), tenant: t})
 	}
+	for k, t := range cfg.ApproverKeys {
+		s.keys = append(s.keys, apiKey{hash: sha256.Sum256([]byte(k)), tenant: t, scopes: []string{tenant.ScopeApprove}})
+	}
 	s.terms, s.files, s.jobs, s.arts, s.mcp = cfg.Terminals, cfg.Files, cfg.Jobs, cfg.Artifacts, cfg.MCP
 	s.skills = cfg.Skills
 	s.desktop = cfg.Desktop
@@ -189,62 +194,20 @@ func New(cfg Config) (*Server, error) {
 		s.browser = cfg.Browser
 	}
 	if cfg.E2B != nil {
-		ec := *cfg.E2B
-		ec.Control, ec.Jobs, ec.Files, ec.Logger = cfg.Control, cfg.Jobs, cfg.Files, cfg.Logger
-		ec.Authenticate = s.principalOfKey
-		if cfg.Snapshots != nil {
-			ec.Snapshots = cfg.Snapshots
-		}
-		if cfg.Ports != nil {
-			ec.ProxyPort = func(w http.ResponseWriter, r *http.Request, tenant, sandboxID string, port int, path, prefix string) {
-				// The host-based form (no prefix) is the port's own origin.
-				cfg.Ports.ServeHTTP(w, r, ports.Request{Tenant: tenant, SandboxID: sandboxID, Port: port, Path: path, Prefix: prefix, OwnOrigin: prefix == ""}, s.e2b.WriteError)
-			}
-		}
-		if cfg.Previews != nil {
-			ec.PreviewDomain = cfg.Previews.Domain()
-		}
-		a, err := e2b.New(ec)
-		if err != nil {
-			return nil, err
-		}
-		s.e2b = a
+		s.e2b = cfg.E2B
+		s.e2b.Bind(e2b.Edge{Authenticate: s.principalOfKey})
 	}
 	if cfg.OpenSandbox != nil {
-		oc := *cfg.OpenSandbox
-		oc.Control, oc.Jobs, oc.Files, oc.Logger = cfg.Control, cfg.Jobs, cfg.Files, cfg.Logger
-		if u, err := url.Parse(s.publicURL); err == nil {
-			oc.PublicHost = u.Host
-		}
-		if cfg.Ports != nil {
-			oc.Preview = s.openPreview
-		}
-		oc.Authenticate = s.principalOfKey
-		if cfg.Snapshots != nil {
-			oc.Snapshots = cfg.Snapshots
-		}
-		oc.NoteError = func(r *http.Request, code string) {
+		s.osb = cfg.OpenSandbox
+		s.osb.Bind(opensandbox.Edge{Authenticate: s.principalOfKey, NoteError: func(r *http.Request, code string) {
 			if ae := auditOf(r); ae != nil {
 				ae.code = code
 			}
-		}
-		a, err := opensandbox.New(oc)
-		if err != nil {
-			return nil, err
-		}
-		s.osb = a
+		}})
 	}
 	s.routesInit()
 	return s, nil
 }
-
-// E2B returns the E2B adapter (nil when Config.E2B was nil), for cmd to
-// register as a control hook.
-func (s *Server) E2B() *e2b.Adapter { return s.e2b }
-
-// OpenSandbox returns the OpenSandbox adapter (nil when
-// Config.OpenSandbox was nil), for cmd to register as a control hook.
-func (s *Server) OpenSandbox() *opensandbox.Adapter { return s.osb }
 
 // E2BHostHandler serves the E2B host-based listener
 // ({port}-{sandbox}.{domain}): each request is turned into its /e2b form
@@ -276,6 +239,7 @@ func (s *Server) routesInit() {
 	s.handle("GET", "/v1/capabilities", true, s.capabilities)
 	s.handle("GET", "/v1/whoami", true, s.whoami)
 	s.handle("GET", "/v1/profiles", true, s.profiles)
+	s.handle("GET", "/v1/images", true, s.images)
 	s.handle("POST", "/v1/sandboxes", true, s.createSandbox)
 	s.handle("GET", "/v1/sandboxes", true, s.listSandboxes)
 	s.handle("GET", "/v1/sandboxes/{id}", true, s.getSandbox)
@@ -546,13 +510,17 @@ func (s *Server) principalOfKey(ctx context.Context, key string) (tenant.Princip
 
 // resolveKey answers whose key has the SHA-256 sum.
 func (s *Server) resolveKey(ctx context.Context, sum [32]byte) (tenant.Principal, error) {
-	static := ""
+	static, scopes := "", []string(nil)
 	for _, k := range s.keys {
 		if subtle.ConstantTimeCompare(sum[:], k.hash[:]) == 1 {
-			static = k.tenant
+			static, scopes = k.tenant, k.scopes
 		}
 	}
-	return s.ctl.Authenticate(ctx, sum, static)
+	p, err := s.ctl.Authenticate(ctx, sum, static)
+	if err == nil && static != "" {
+		p.Scopes = scopes
+	}
+	return p, err
 }
 
 // adminOnly refuses callers whose tenant is not an admin tenant with 403

@@ -38,7 +38,7 @@ func usageWire(u tenant.Usage) *client.Usage {
 }
 
 func keyWire(k *tenant.Key) client.APIKey {
-	return client.APIKey{ID: k.ID, Tenant: k.Tenant, Prefix: k.Prefix, Description: k.Description, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+	return client.APIKey{ID: k.ID, Tenant: k.Tenant, Prefix: k.Prefix, Description: k.Description, Scopes: k.Scopes, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
 }
 
 func tenantETag(t *tenant.Tenant) string { return `"` + strconv.FormatInt(t.ResourceVersion, 10) + `"` }
@@ -135,7 +135,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	name := r.PathValue("name")
-	k, secret, err := s.ctl.CreateKey(r.Context(), name, req.Description)
+	k, secret, err := s.ctl.CreateKey(r.Context(), name, req.Description, req.Scopes)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

@@ -352,3 +352,62 @@ func TestAuditPaging(t *testing.T) {
 		t.Errorf("filter target: %+v", p.Items)
 	}
 }
+
+// TestKeyScopes: a key made with the scope approve carries it (in the key
+// list, in whoami, after a restart of nothing: it is stored), as does a
+// config approver key; a plain key has none; unknown or repeated scopes
+// are 400 invalid_scope. The MCP approval routes answer another tenant's
+// or a missing instance 404 before they look at scopes.
+func TestKeyScopes(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	whoami := func(key string) client.Whoami {
+		t.Helper()
+		resp, body := a.do(req{method: "GET", path: "/v1/whoami", key: key})
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("whoami: %d %s", resp.StatusCode, body)
+		}
+		return decodeJSON[client.Whoami](t, body)
+	}
+	resp, body := a.do(req{method: "POST", path: "/v1/tenants/a/keys", key: keyAdmin, body: `{"description":"on call","scopes":["approve"]}`})
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create an approver key: %d %s", resp.StatusCode, body)
+	}
+	k := decodeJSON[client.APIKey](t, body)
+	if strings.Join(k.Scopes, ",") != "approve" {
+		t.Errorf("created key %+v, want scopes [approve]", k)
+	}
+	if w := whoami(k.Key); w.Tenant != "a" || strings.Join(w.Scopes, ",") != "approve" {
+		t.Errorf("whoami of the approver key: %+v", w)
+	}
+	if w := whoami(keyApproverA); w.Tenant != "a" || strings.Join(w.Scopes, ",") != "approve" {
+		t.Errorf("whoami of the config approver key: %+v", w)
+	}
+	resp, body = a.do(req{method: "POST", path: "/v1/tenants/a/keys", key: keyAdmin, body: `{"description":"agent"}`})
+	plain := decodeJSON[client.APIKey](t, body)
+	if w := whoami(plain.Key); len(plain.Scopes) != 0 || len(w.Scopes) != 0 || len(whoami(keyA).Scopes) != 0 {
+		t.Errorf("a plain key has scopes: %+v %+v", plain, w)
+	}
+	resp, body = a.do(req{method: "GET", path: "/v1/tenants/a/keys", key: keyAdmin})
+	list := decodeJSON[client.APIKeyList](t, body)
+	for _, it := range list.Items {
+		if want := map[string]string{k.ID: "approve", plain.ID: ""}[it.ID]; strings.Join(it.Scopes, ",") != want {
+			t.Errorf("listed key %s has scopes %v, want %q", it.ID, it.Scopes, want)
+		}
+	}
+	for _, bad := range []string{`{"scopes":["root"]}`, `{"scopes":["approve","approve"]}`} {
+		resp, body := a.do(req{method: "POST", path: "/v1/tenants/a/keys", key: keyAdmin, body: bad})
+		checkProblem(t, resp, body, http.StatusBadRequest, "invalid_scope")
+	}
+	for p, b := range map[string]string{
+		"/v1/mcp/servers/mcp_00000000000000000000/approvals/apr_0":   `{"decision":"approve","args_digest":"sha256:00"}`,
+		"/v1/mcp/servers/mcp_00000000000000000000/pins/echo/approve": `{"hash":"sha256:00"}`,
+	} {
+		for _, key := range []string{keyA, keyApproverA} {
+			resp, body := a.do(req{method: "POST", path: p, key: key, body: b})
+			if resp.StatusCode != http.StatusNotFound {
+				t.Errorf("%s with %s: %d %s, want 404", p, key, resp.StatusCode, body)
+			}
+		}
+	}
+}

@@ -63,7 +63,7 @@ func (s *Server) interruptTrace(op string) func(http.ResponseWriter, *http.Reque
 		}
 		if in.Actor != trace.ActorAPI && (!trace.ValidActor(in.Actor) || !strings.HasPrefix(in.Actor, "human:")) {
 			s.writeProblem(w, r, errdefs.WithCode("invalid_trace_event", fmt.Errorf(
-				"actor %q: want api or human:<who>: %w", in.Actor, errdefs.ErrInvalidArgument)))
+				"actor %.80q: want api or human:<who>, who %s: %w", in.Actor, trace.HumanNameRule, errdefs.ErrInvalidArgument)))
 			return
 		}
 		id, ten := r.PathValue("id"), tenantOf(r)
@@ -131,7 +131,7 @@ func (s *Server) postTraceEvent(w http.ResponseWriter, r *http.Request) {
 	}
 	if in.Actor == trace.ActorSystem || !trace.ValidActor(in.Actor) {
 		s.writeProblem(w, r, errdefs.WithCode("invalid_trace_event", fmt.Errorf(
-			"actor %q: want api, agent or human:<who>: %w", in.Actor, errdefs.ErrInvalidArgument)))
+			"actor %.80q: want api, agent or human:<who>, who %s: %w", in.Actor, trace.HumanNameRule, errdefs.ErrInvalidArgument)))
 		return
 	}
 	id, err := s.traceOf(r)

@@ -3,8 +3,10 @@ package httpapi_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -146,4 +148,45 @@ func TestTraceHTTP(t *testing.T) {
 		}
 	}
 	t.Fatalf("follower ended without event 6: %v", sc.Err())
+}
+
+// TestActorNames: a person's name (trace actors human:<who>, desktop
+// control holders, the live view's who=) is letters, digits, spaces and
+// . - _ @ : only, at most 64 characters; anything else, markup above all,
+// is 400 and records nothing.
+func TestActorNames(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	sb, _ := a.createHTTP(keyA, client.CreateSandboxRequest{})
+	base := "/v1/sandboxes/" + sb.ID
+	good := []string{"ann", "Ana Lima", "ana.lima@example.com", "ops:on-call_2", "José Ñúñez", strings.Repeat("x", 64)}
+	bad := []string{"", "<img src=x onerror=alert(1)>", "<b>ann</b>", "ann&amp;", `a"b`, "a'b", "a/b", "a\nb", "a\tb",
+		"a\u202eb", "a\u200bb", "a\x00b", " ann", "ann ", strings.Repeat("x", 65), "a%3Cb"}
+	body := func(v any) string {
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+	for _, who := range good {
+		resp, b := a.do(req{method: "POST", path: base + "/trace/events", key: keyA, body: body(map[string]any{"kind": "annotation", "actor": "human:" + who})})
+		if resp.StatusCode != http.StatusCreated || decodeJSON[trace.Event](t, b).Actor != "human:"+who {
+			t.Errorf("trace actor human:%s: %d %s", who, resp.StatusCode, b)
+		}
+	}
+	for _, who := range bad {
+		resp, b := a.do(req{method: "POST", path: base + "/trace/events", key: keyA, body: body(map[string]any{"kind": "annotation", "actor": "human:" + who})})
+		checkProblem(t, resp, b, http.StatusBadRequest, "invalid_trace_event")
+		resp, b = a.do(req{method: "POST", path: base + "/trace/pause", key: keyA, body: body(map[string]any{"actor": "human:" + who})})
+		checkProblem(t, resp, b, http.StatusBadRequest, "invalid_trace_event")
+		resp, b = a.do(req{method: "POST", path: base + "/control", key: keyA, body: body(map[string]any{"holder": "human:" + who})})
+		checkProblem(t, resp, b, http.StatusBadRequest, "invalid_holder")
+		if who == "" {
+			continue // who= empty is the default viewer
+		}
+		resp, b = a.do(req{method: "GET", path: base + "/display/vnc?role=controller&who=" + url.QueryEscape(who), key: keyA})
+		checkProblem(t, resp, b, http.StatusBadRequest, "invalid_holder")
+	}
+	resp, b := a.do(req{method: "GET", path: base + "/trace?format=json", key: keyA})
+	if n := len(decodeJSON[tracePage](t, b).Events); resp.StatusCode != http.StatusOK || n != len(good) {
+		t.Errorf("the trace holds %d events, want the %d good ones: %s", n, len(good), b)
+	}
 }

@@ -11,5 +11,5 @@ import (
 // admin views without probing an admin route for a 403).
 func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
 	p := principalOf(r)
-	writeJSON(w, http.StatusOK, client.Whoami{Tenant: p.Tenant, KeyID: p.KeyID, Admin: p.Admin})
+	writeJSON(w, http.StatusOK, client.Whoami{Tenant: p.Tenant, KeyID: p.KeyID, Admin: p.Admin, Scopes: p.Scopes})
 }

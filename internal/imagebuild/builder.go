@@ -11,7 +11,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"genesis.dev/sandbox/images"
@@ -46,6 +48,11 @@ type Config struct {
 	// Mirror is the Debian archive URI for debootstrap. Default: the URI the
 	// machine's apt sources (/etc/apt) use for the recipe's suite.
 	Mirror string
+	// Repository is the repository prefix of the references the builder
+	// tags images with, e.g. "genesis-try/" (a build that leaves the
+	// service's images alone). Default: images.RefRepositoryPrefix, the
+	// references the service runs.
+	Repository string
 	// Logger receives progress. Default: discard.
 	Logger *slog.Logger
 }
@@ -54,7 +61,8 @@ type Config struct {
 type Result struct {
 	// Name is the profile name.
 	Name string
-	// Ref is the image reference, genesis/<name>:<hash>.
+	// Ref is the image reference, genesis/<name>:<hash> (with the
+	// configured Repository instead of genesis/).
 	Ref string
 	// Hash is the recipe hash (also the dev.genesis.recipe label).
 	Hash string
@@ -67,13 +75,17 @@ type Result struct {
 // Builder builds profile images. It is safe for concurrent use; builds run
 // one at a time.
 type Builder struct {
-	importer Importer
-	workDir  string
-	mirror   string
-	aptDir   string
-	log      *slog.Logger
+	importer   Importer
+	workDir    string
+	mirror     string
+	repository string
+	aptDir     string
+	log        *slog.Logger
 	// turn is a one-slot semaphore: holding its token means building.
 	turn chan struct{}
+
+	mu       sync.Mutex
+	inflight map[string]*tracker // recipe name → its running Build's progress
 
 	// Host access, fixed by New; tests in this package replace them.
 	geteuid  func() int
@@ -97,6 +109,13 @@ func New(cfg Config) (*Builder, error) {
 		// debootstrap takes --cache-dir and the target as plain words.
 		return nil, fmt.Errorf("imagebuild: work dir %q must not contain spaces or commas: %w", wd, errdefs.ErrInvalidArgument)
 	}
+	repo := cfg.Repository
+	if repo == "" {
+		repo = images.RefRepositoryPrefix
+	}
+	if !images.ValidRepository(repo) {
+		return nil, fmt.Errorf("imagebuild: repository %q must be lower-case letters, digits, '-', '_', '.' and '/', ending in '/': %w", cfg.Repository, errdefs.ErrInvalidArgument)
+	}
 	if cfg.Mirror != "" && !usableMirror(cfg.Mirror) {
 		return nil, fmt.Errorf("imagebuild: mirror %q must be an http://, https:// or file:/ URI: %w", cfg.Mirror, errdefs.ErrInvalidArgument)
 	}
@@ -105,17 +124,66 @@ func New(cfg Config) (*Builder, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	b := &Builder{
-		importer: cfg.Importer,
-		workDir:  wd,
-		mirror:   cfg.Mirror,
-		aptDir:   "/etc/apt",
-		log:      log.With("component", "imagebuild"),
-		turn:     make(chan struct{}, 1),
-		geteuid:  os.Geteuid,
-		findTool: func(name string) (string, error) { return findTool(exec.LookPath, name) },
+		importer:   cfg.Importer,
+		workDir:    wd,
+		mirror:     cfg.Mirror,
+		repository: repo,
+		aptDir:     "/etc/apt",
+		log:        log.With("component", "imagebuild"),
+		turn:       make(chan struct{}, 1),
+		inflight:   map[string]*tracker{},
+		geteuid:    os.Geteuid,
+		findTool:   func(name string) (string, error) { return findTool(exec.LookPath, name) },
 	}
 	b.turn <- struct{}{}
 	return b, nil
+}
+
+// ref is the reference the builder tags r's image with.
+func (b *Builder) ref(r images.Recipe) string { return r.RefIn(b.repository) }
+
+// Ref returns the reference a build of profile name is tagged with; false
+// for an unknown profile.
+func (b *Builder) Ref(name string) (string, bool) {
+	r, ok := images.Lookup(name)
+	if !ok {
+		return "", false
+	}
+	return b.ref(r), true
+}
+
+// steps lists the steps a build of r runs.
+func steps(r images.Recipe) []string {
+	if len(r.Packages) == 0 {
+		return []string{StepBootstrap, StepSetup, StepImport}
+	}
+	return []string{StepBootstrap, StepPackages, StepSetup, StepImport}
+}
+
+// Progress returns where the build of profile name stands: of a Build
+// call of this process while it runs, or else what the build's status
+// file says (a build of another process, or the last one that failed).
+// While this process waits for another process's build of the same
+// image, it is that build's progress. ok is false when nothing is known.
+func (b *Builder) Progress(name string) (Progress, bool) {
+	r, ok := images.Lookup(name)
+	if !ok {
+		return Progress{}, false
+	}
+	b.mu.Lock()
+	t := b.inflight[name]
+	b.mu.Unlock()
+	if t == nil {
+		return ReadStatus(b.workDir, b.ref(r))
+	}
+	p := t.snapshot()
+	if p.State == StateWaiting {
+		if other, ok := ReadStatus(b.workDir, b.ref(r)); ok && other.State == StateBuilding && other.PID != p.PID {
+			other.Detail = "built by process " + strconv.Itoa(other.PID) + ": " + other.Detail
+			return other, true
+		}
+	}
+	return p, true
 }
 
 // Build makes sure the image of profile name exists, building it unless it is
@@ -123,22 +191,40 @@ func New(cfg Config) (*Builder, error) {
 // unknown profile; errdefs.ErrFailedPrecondition when the host cannot build
 // (not root, debootstrap missing, no mirror); errdefs.ErrUnavailable when the
 // engine or a build step fails; errdefs.ErrDeadlineExceeded when ctx ends
-// while waiting for another build.
-func (b *Builder) Build(ctx context.Context, name string, force bool) (Result, error) {
+// while waiting for another build. Progress reports where it stands while
+// it runs.
+func (b *Builder) Build(ctx context.Context, name string, force bool) (res Result, err error) {
 	start := time.Now()
 	r, ok := images.Lookup(name)
 	if !ok {
 		return Result{Name: name}, fmt.Errorf("imagebuild: unknown image profile %q: %w", name, errdefs.ErrInvalidArgument)
 	}
-	res := Result{Name: r.Name, Ref: r.Ref(), Hash: r.Hash}
+	res = Result{Name: r.Name, Ref: b.ref(r), Hash: r.Hash}
 	log := b.log.With("profile", r.Name, "ref", res.Ref)
+	t := newTracker(log, r.Name, res.Ref, "", steps(r))
+	b.mu.Lock()
+	b.inflight[r.Name] = t
+	b.mu.Unlock()
+	defer func() {
+		t.finish(err)
+		b.mu.Lock()
+		if b.inflight[r.Name] == t {
+			delete(b.inflight, r.Name)
+		}
+		b.mu.Unlock()
+	}()
 
 	select {
 	case <-b.turn:
-		defer func() { b.turn <- struct{}{} }()
-	case <-ctx.Done():
-		return res, fmt.Errorf("imagebuild: %s: waiting for the running build: %w: %w", res.Ref, errdefs.ErrDeadlineExceeded, ctx.Err())
+	default:
+		t.waiting("another image build of this process runs")
+		select {
+		case <-b.turn:
+		case <-ctx.Done():
+			return res, fmt.Errorf("imagebuild: %s: waiting for the running build: %w: %w", res.Ref, errdefs.ErrDeadlineExceeded, ctx.Err())
+		}
 	}
+	defer func() { b.turn <- struct{}{} }()
 
 	if !force {
 		present, err := b.present(ctx, res.Ref)
@@ -157,14 +243,23 @@ func (b *Builder) Build(ctx context.Context, name string, force bool) (Result, e
 	if err != nil {
 		return res, err
 	}
-	if err := os.MkdirAll(filepath.Join(b.workDir, "locks"), 0o700); err != nil {
-		return res, fmt.Errorf("imagebuild: create work dir: %w: %w", errdefs.ErrInternal, err)
+	for _, d := range []string{"locks", statusDirName} {
+		if err := os.MkdirAll(filepath.Join(b.workDir, d), 0o700); err != nil {
+			return res, fmt.Errorf("imagebuild: create work dir: %w: %w", errdefs.ErrInternal, err)
+		}
 	}
-	lock, err := lockFile(ctx, filepath.Join(b.workDir, "locks", r.Name+"_"+r.Hash+".lock"), lockPoll)
+	lp := lockPath(b.workDir, res.Ref)
+	if held, _ := lockHeld(lp); held {
+		t.waiting("another process builds this image")
+	}
+	lock, err := lockFile(ctx, lp, lockPoll)
 	if err != nil {
 		return res, fmt.Errorf("imagebuild: %s: %w", res.Ref, err)
 	}
 	defer lock.unlock()
+	// From here on this build owns the status file (until the deferred
+	// finish, which runs before the unlock).
+	t.attach(statusPath(b.workDir, res.Ref))
 	if !force {
 		// Another process may have built it while we waited for the lock.
 		present, err := b.present(ctx, res.Ref)
@@ -185,8 +280,9 @@ func (b *Builder) Build(ctx context.Context, name string, force bool) (Result, e
 			return res, fmt.Errorf("imagebuild: %w", err)
 		}
 	}
-	log.Info("building image", "suite", r.Suite, "variant", r.Variant, "packages", r.Packages, "mirror", mirror)
-	if err := b.build(ctx, log, r, tools, mirror); err != nil {
+	log.Info("building image", "suite", r.Suite, "variant", r.Variant, "packages", r.Packages, "mirror", mirror,
+		"steps", strings.Join(steps(r), ", "))
+	if err := b.build(ctx, log, t, r, res.Ref, tools, mirror); err != nil {
 		return res, err
 	}
 	res.Duration = time.Since(start)
@@ -251,7 +347,7 @@ func stepClass(ctx context.Context) error {
 }
 
 // build runs every step in a fresh scratch directory and always removes it.
-func (b *Builder) build(ctx context.Context, log *slog.Logger, r images.Recipe, tools hostTools, mirror string) (err error) {
+func (b *Builder) build(ctx context.Context, log *slog.Logger, t *tracker, r images.Recipe, ref string, tools hostTools, mirror string) (err error) {
 	buildRoot := filepath.Join(b.workDir, "build")
 	cacheDir := filepath.Join(b.workDir, "cache", r.Suite)
 	for _, d := range []string{buildRoot, filepath.Join(cacheDir, "debootstrap"), filepath.Join(cacheDir, "apt")} {
@@ -269,23 +365,24 @@ func (b *Builder) build(ctx context.Context, log *slog.Logger, r images.Recipe, 
 		if rerr := removeScratch(scratch); rerr != nil {
 			log.Error("scratch directory left behind", "dir", scratch, "err", rerr)
 			if err == nil {
-				err = fmt.Errorf("imagebuild: image %s built but cleanup failed: %w: %w", r.Ref(), errdefs.ErrInternal, rerr)
+				err = fmt.Errorf("imagebuild: image %s built but cleanup failed: %w: %w", ref, errdefs.ErrInternal, rerr)
 			}
 		}
 	}()
 	rootfs := filepath.Join(scratch, "rootfs")
 
-	if err := b.bootstrap(ctx, log, r, tools, rootfs, cacheDir, mirror); err != nil {
+	if err := b.bootstrap(ctx, log, t, r, tools, rootfs, cacheDir, mirror); err != nil {
 		return err
 	}
+	t.step(StepSetup, "scripts", int64(len(r.Setup)))
 
 	for _, f := range r.Files {
 		dest := filepath.Join(rootfs, filepath.FromSlash(f.Dest))
 		if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
-			return fmt.Errorf("imagebuild: %s: placing %s: %w: %w", r.Ref(), f.Dest, errdefs.ErrInternal, err)
+			return fmt.Errorf("imagebuild: %s: placing %s: %w: %w", ref, f.Dest, errdefs.ErrInternal, err)
 		}
 		if err := os.WriteFile(dest, []byte(f.Content), 0o644); err != nil {
-			return fmt.Errorf("imagebuild: %s: placing %s: %w: %w", r.Ref(), f.Dest, errdefs.ErrInternal, err)
+			return fmt.Errorf("imagebuild: %s: placing %s: %w: %w", ref, f.Dest, errdefs.ErrInternal, err)
 		}
 	}
 	// Setup scripts may fetch (npm ci from a lockfile, say): each starts
@@ -299,15 +396,15 @@ func (b *Builder) build(ctx context.Context, log *slog.Logger, r images.Recipe, 
 	caFile := filepath.Join(rootfs, caInRoot)
 	defer os.Remove(caFile)
 	step := time.Now()
-	for _, s := range r.Setup {
+	for i, s := range r.Setup {
 		_ = os.Remove(resolv) // a symlink would write through to elsewhere
 		if err := os.WriteFile(resolv, hostResolv, 0o644); err != nil {
-			return fmt.Errorf("imagebuild: %s: %w: %w", r.Ref(), errdefs.ErrInternal, err)
+			return fmt.Errorf("imagebuild: %s: %w: %w", ref, errdefs.ErrInternal, err)
 		}
 		var caEnv []string
 		if len(hostCA) > 0 {
 			if err := os.WriteFile(caFile, hostCA, 0o644); err != nil {
-				return fmt.Errorf("imagebuild: %s: %w: %w", r.Ref(), errdefs.ErrInternal, err)
+				return fmt.Errorf("imagebuild: %s: %w: %w", ref, errdefs.ErrInternal, err)
 			}
 			caEnv = []string{"NODE_EXTRA_CA_CERTS=" + caInRoot, "SSL_CERT_FILE=" + caInRoot}
 		}
@@ -319,32 +416,36 @@ func (b *Builder) build(ctx context.Context, log *slog.Logger, r images.Recipe, 
 				"DEBIAN_FRONTEND=noninteractive",
 			}, caEnv...),
 			privateMounts: true,
+			onLine:        detailLines(t, func() int64 { return int64(i) }),
 		}
+		t.update(int64(i), 0, s.Path, 0)
 		if err := c.run(ctx, log); err != nil {
-			return fmt.Errorf("imagebuild: %s: setup script %s: %w: %w", r.Ref(), s.Path, stepClass(ctx), err)
+			return fmt.Errorf("imagebuild: %s: setup script %s: %w: %w", ref, s.Path, stepClass(ctx), err)
 		}
+		t.update(int64(i+1), 0, "", 0)
 	}
 	if err := os.WriteFile(resolv, nil, 0o644); err != nil {
-		return fmt.Errorf("imagebuild: %s: %w: %w", r.Ref(), errdefs.ErrInternal, err)
+		return fmt.Errorf("imagebuild: %s: %w: %w", ref, errdefs.ErrInternal, err)
 	}
 	if err := os.Remove(caFile); err != nil && !os.IsNotExist(err) {
-		return fmt.Errorf("imagebuild: %s: %w: %w", r.Ref(), errdefs.ErrInternal, err)
+		return fmt.Errorf("imagebuild: %s: %w: %w", ref, errdefs.ErrInternal, err)
 	}
 	if left, _ := mountsUnder(scratch); len(left) > 0 {
-		return fmt.Errorf("imagebuild: %s: mounts left in the root filesystem: %v: %w", r.Ref(), left, errdefs.ErrInternal)
+		return fmt.Errorf("imagebuild: %s: mounts left in the root filesystem: %v: %w", ref, left, errdefs.ErrInternal)
 	}
 	log.Info("image setup done", "duration", time.Since(step).Round(time.Millisecond))
 
 	step = time.Now()
-	if err := b.importRootfs(ctx, log, r, tools, rootfs); err != nil {
+	t.step(StepImport, "bytes", treeSize(rootfs))
+	if err := b.importRootfs(ctx, log, t, r, ref, tools, rootfs); err != nil {
 		return err
 	}
-	present, err := b.present(ctx, r.Ref())
+	present, err := b.present(ctx, ref)
 	if err != nil {
 		return err
 	}
 	if !present {
-		return fmt.Errorf("imagebuild: %s: import reported success but the image is absent: %w", r.Ref(), errdefs.ErrUnavailable)
+		return fmt.Errorf("imagebuild: %s: import reported success but the image is absent: %w", ref, errdefs.ErrUnavailable)
 	}
 	log.Info("image imported", "duration", time.Since(step).Round(time.Millisecond))
 	return nil
@@ -366,7 +467,10 @@ func (b *Builder) removeStale(log *slog.Logger, buildRoot, prefix string) {
 // bootstrap creates the root filesystem and installs the recipe's packages.
 // The package caches are shared by all images of a suite, so a lock keeps two
 // processes from filling them at once.
-func (b *Builder) bootstrap(ctx context.Context, log *slog.Logger, r images.Recipe, tools hostTools, rootfs, cacheDir, mirror string) error {
+func (b *Builder) bootstrap(ctx context.Context, log *slog.Logger, t *tracker, r images.Recipe, tools hostTools, rootfs, cacheDir, mirror string) error {
+	if held, _ := lockHeld(cacheDir + ".lock"); held {
+		t.waiting("another build fills the " + r.Suite + " package cache")
+	}
 	cacheLock, err := lockFile(ctx, cacheDir+".lock", lockPoll)
 	if err != nil {
 		return fmt.Errorf("imagebuild: %s: package cache: %w", r.Ref(), err)
@@ -380,7 +484,9 @@ func (b *Builder) bootstrap(ctx context.Context, log *slog.Logger, r images.Reci
 			"--cache-dir=" + filepath.Join(cacheDir, "debootstrap"), r.Suite, rootfs, mirror},
 		env:           append(os.Environ(), "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive"),
 		privateMounts: true,
+		onLine:        lineCounter(t, &debootstrapCounter{}),
 	}
+	t.step(StepBootstrap, "packages", 0)
 	if err := c.run(ctx, log); err != nil {
 		detail := ""
 		if data, rerr := os.ReadFile(filepath.Join(rootfs, "debootstrap", "debootstrap.log")); rerr == nil {
@@ -401,7 +507,9 @@ func (b *Builder) bootstrap(ctx context.Context, log *slog.Logger, r images.Reci
 		env: []string{"PATH=" + chrootPath, "HOME=/root", "LC_ALL=C.UTF-8",
 			"DEBIAN_FRONTEND=noninteractive"},
 		privateMounts: true,
+		onLine:        lineCounter(t, &aptCounter{}),
 	}
+	t.step(StepPackages, "packages", 0)
 	if err := c.run(ctx, log); err != nil {
 		return fmt.Errorf("imagebuild: %s: install packages: %w: %w", r.Ref(), stepClass(ctx), err)
 	}
@@ -429,7 +537,7 @@ mkdir -p "$root/var/cache/apt/archives"
 // importRootfs streams the root filesystem as a tarball into the importer.
 // The stream ends with EOF only if tar succeeded; a failing tar makes the
 // importer's read fail, so a truncated tree is never imported.
-func (b *Builder) importRootfs(ctx context.Context, log *slog.Logger, r images.Recipe, tools hostTools, rootfs string) error {
+func (b *Builder) importRootfs(ctx context.Context, log *slog.Logger, t *tracker, r images.Recipe, ref string, tools hostTools, rootfs string) error {
 	ctx, cancel := context.WithTimeout(ctx, importTimeout)
 	defer cancel()
 	pr, pw := io.Pipe()
@@ -452,19 +560,19 @@ func (b *Builder) importRootfs(ctx context.Context, log *slog.Logger, r images.R
 	}
 	versions, err := readVersions(rootfs)
 	if err != nil {
-		return fmt.Errorf("imagebuild: %s: %w", r.Ref(), err)
+		return fmt.Errorf("imagebuild: %s: %w", ref, err)
 	}
 	for name, v := range versions {
 		labels[driver.LabelVersionPrefix+name] = v
 	}
 	log.Info("importing image", "changes", r.Changes())
-	ierr := b.importer.ImportImage(ctx, r.Ref(), pr, labels, r.Changes())
+	ierr := b.importer.ImportImage(ctx, ref, &countingReader{r: pr, t: t}, labels, r.Changes())
 	// If the importer stopped reading early, unblock tar so it exits.
 	pr.CloseWithError(errors.New("importer stopped reading"))
 	terr := <-tarDone
 	switch {
 	case terr != nil && ierr == nil:
-		return fmt.Errorf("imagebuild: %s: archive root filesystem: %w: %w", r.Ref(), errdefs.ErrInternal, terr)
+		return fmt.Errorf("imagebuild: %s: archive root filesystem: %w: %w", ref, errdefs.ErrInternal, terr)
 	case ierr != nil:
 		if terr != nil {
 			ierr = fmt.Errorf("%w (tar: %v)", ierr, terr)
@@ -472,7 +580,7 @@ func (b *Builder) importRootfs(ctx context.Context, log *slog.Logger, r images.R
 		if ctx.Err() != nil && !errors.Is(ierr, errdefs.ErrDeadlineExceeded) {
 			ierr = fmt.Errorf("%w: %w", errdefs.ErrDeadlineExceeded, ierr)
 		}
-		return fmt.Errorf("imagebuild: %s: import: %w", r.Ref(), classify(ierr))
+		return fmt.Errorf("imagebuild: %s: import: %w", ref, classify(ierr))
 	}
 	return nil
 }

@@ -97,6 +97,7 @@ func TestNewValidates(t *testing.T) {
 		"no importer":  {},
 		"bad mirror":   {Importer: &fakeImporter{}, Mirror: "ftp.example/debian"},
 		"comma in dir": {Importer: &fakeImporter{}, WorkDir: "/tmp/a,b"},
+		"bad prefix":   {Importer: &fakeImporter{}, Repository: "Genesis"},
 	}
 	for name, cfg := range cases {
 		if _, err := New(cfg); !errors.Is(err, errdefs.ErrInvalidArgument) {
@@ -247,13 +248,20 @@ func TestImportRootfsStreamsTree(t *testing.T) {
 	imp := &fakeImporter{readAll: true}
 	b := newTestBuilder(t, imp)
 	r := mustRecipe(t, "code-python-basic")
-	if err := b.importRootfs(t.Context(), b.log, r, hostTools{tar: tarPath}, rootfs); err != nil {
+	tk := newTracker(b.log, r.Name, r.Ref(), "", steps(r))
+	tk.step(StepImport, "bytes", treeSize(rootfs))
+	if err := b.importRootfs(t.Context(), b.log, tk, r, r.Ref(), hostTools{tar: tarPath}, rootfs); err != nil {
 		t.Fatalf("importRootfs: %v", err)
 	}
 	if len(imp.imports) != 1 {
 		t.Fatalf("imports = %d, want 1", len(imp.imports))
 	}
 	got := imp.imports[0]
+	// The step counted the bytes the importer read, against the tree's
+	// estimated size.
+	if p := tk.snapshot(); p.Step != StepImport || p.Unit != "bytes" || p.Done != int64(len(got.data)) || p.Total < 1024 || p.Percent < 90 {
+		t.Errorf("import progress = %+v, want %d bytes counted", p, len(got.data))
+	}
 	if got.ref != r.Ref() {
 		t.Errorf("ref = %q, want %q", got.ref, r.Ref())
 	}
@@ -294,7 +302,7 @@ func TestImportRootfsTarFailureFailsImport(t *testing.T) {
 	imp := &fakeImporter{readAll: true}
 	b := newTestBuilder(t, imp)
 	r := mustRecipe(t, "tool-basic")
-	err = b.importRootfs(t.Context(), b.log, r, hostTools{tar: tarPath}, filepath.Join(t.TempDir(), "missing"))
+	err = b.importRootfs(t.Context(), b.log, newTracker(b.log, r.Name, r.Ref(), "", steps(r)), r, r.Ref(), hostTools{tar: tarPath}, filepath.Join(t.TempDir(), "missing"))
 	if err == nil {
 		t.Fatal("importRootfs of a missing tree succeeded")
 	}
@@ -321,7 +329,8 @@ func TestImportRootfsImporterStopsEarly(t *testing.T) {
 	b := newTestBuilder(t, imp)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	err = b.importRootfs(ctx, b.log, mustRecipe(t, "tool-basic"), hostTools{tar: tarPath}, rootfs)
+	r := mustRecipe(t, "tool-basic")
+	err = b.importRootfs(ctx, b.log, newTracker(b.log, r.Name, r.Ref(), "", steps(r)), r, r.Ref(), hostTools{tar: tarPath}, rootfs)
 	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "engine said no") {
 		t.Fatalf("error = %v, want ErrUnavailable with the engine's message", err)
 	}

@@ -184,6 +184,16 @@ func TestBuildToolBasic(t *testing.T) {
 	if !strings.Contains(out, "drwxr-xr-x") || !strings.Contains(lines[1], "sandbox sandbox") {
 		t.Errorf("/workspace is not 0755 sandbox:sandbox: %q", lines[1])
 	}
+	// The everyday tools of a terminal are there and run as the sandbox
+	// user.
+	out = dockerRun(t, d, []string{"--user", "1000:1000"}, r.Ref(), "sh", "-c",
+		`for c in less vi nano ps top htop killall curl git jq tree unzip xz; do command -v $c >/dev/null || echo "missing $c"; done
+		 less --version | head -1; vi --version | head -1; top -bn1 | head -1; git --version; curl --version | head -1; echo '{"a":1}' | jq .a`)
+	for _, want := range []string{"less ", "VIM - Vi IMproved", "top - ", "git version ", "curl ", "\n1\n"} {
+		if !strings.Contains(out, want) || strings.Contains(out, "missing") {
+			t.Errorf("tools: output lacks %q or misses a tool:\n%s", want, out)
+		}
+	}
 	// Docs, man pages and apt lists were removed.
 	out = dockerRun(t, d, nil, r.Ref(), "sh", "-c",
 		`ls /var/lib/apt/lists | grep -v -e '^lock$' -e '^partial$' | wc -l; ls /usr/share/man | wc -l; find /usr/share/doc -type f ! -name copyright | wc -l; getent passwd sandbox`)

@@ -51,6 +51,9 @@ type command struct {
 	// it mounts (debootstrap mounts /proc, /sys and maybe /dev in the target)
 	// disappears with it, even if it is killed half-way.
 	privateMounts bool
+	// onLine, when set, receives every line of output (standard output
+	// unless stdout is set, and standard error) as it comes, for progress.
+	onLine func(string)
 }
 
 // run runs c to completion. The command runs in its own process group, and
@@ -60,7 +63,7 @@ func (c command) run(ctx context.Context, log *slog.Logger) error {
 	cmd := exec.CommandContext(ctx, c.path, c.args...)
 	cmd.Env = c.env
 	cmd.Stdin = c.stdin
-	out := &outputLog{log: log, tool: filepath.Base(c.path), max: 16 << 10}
+	out := &outputLog{log: log, tool: filepath.Base(c.path), max: 16 << 10, onLine: c.onLine}
 	cmd.Stdout = out
 	if c.stdout != nil {
 		cmd.Stdout = c.stdout
@@ -97,9 +100,10 @@ func shorten(args []string) []string {
 // outputLog logs a command's output line by line at debug level and keeps
 // its last max bytes for error messages. It is safe for concurrent writes.
 type outputLog struct {
-	log  *slog.Logger
-	tool string
-	max  int
+	log    *slog.Logger
+	tool   string
+	max    int
+	onLine func(string) // nil: none
 
 	mu      sync.Mutex
 	partial []byte
@@ -128,6 +132,9 @@ func (o *outputLog) Write(p []byte) (int, error) {
 func (o *outputLog) emit(line []byte) {
 	if s := strings.TrimSpace(string(line)); s != "" {
 		o.log.Debug("build output", "tool", o.tool, "line", s)
+		if o.onLine != nil {
+			o.onLine(s)
+		}
 	}
 }
 

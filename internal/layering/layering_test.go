@@ -64,7 +64,7 @@ var rules = []rule{
 		Why:    "control is the lifecycle core: it calls the workload packages only through the hooks it declares, and knows no API",
 		Forbid: concat(workloads, []string{"internal/httpapi", "client", "cmd/..."}),
 		Only: []string{"internal/driver", "internal/store", "internal/agent/agentclient", "internal/agent/agentproto",
-			"internal/policy", "internal/config", "images", "internal/admission", "internal/diskquota", "internal/driver/local",
+			"internal/policy", "internal/config", "images", "internal/imagebuild", "internal/admission", "internal/diskquota", "internal/driver/local",
 			"internal/egress", "internal/netctl", "internal/tenant", "internal/sandbox", "internal/errdefs"},
 	},
 	{
@@ -211,9 +211,26 @@ var rules = []rule{
 		External: []string{},
 	},
 	{
+		Pkg:      "internal/imagecli",
+		Why:      "imagecli is the image builder's command line: the recipes, imagebuild, the Docker driver and config; no service, store or API",
+		Only:     []string{"images", "internal/imagebuild", "internal/driver/docker", "internal/config"},
+		External: []string{},
+	},
+	{
+		Pkg:    "cmd/genesis-images",
+		Why:    "genesis-images must compile in seconds (make run builds the quickstart's images with it while the service compiles): nothing of the service, its store, API or Kubernetes driver",
+		Forbid: []string{"internal/control", "internal/httpapi", "internal/store/...", "internal/driver/kube", "internal/jobs", "client"},
+	},
+	{
+		Pkg:      "internal/assemble",
+		Why:      "assemble builds the service below the HTTP edge: the control service, every manager and the compatibility adapters; no API, client, command or test harness",
+		Forbid:   []string{"internal/httpapi", "cmd/...", "internal/controltest"},
+		NoImport: []string{"client"},
+	},
+	{
 		Pkg:      "internal/httpapi",
-		Why:      "the API calls control and the workload managers; it never imports a driver, the store, admission, the job log or the agent protocol",
-		Forbid:   []string{"cmd/..."},
+		Why:      "the API calls control and the workload managers; it never imports a driver, the store, admission, the job log or the agent protocol, nor assemble (the service is built below it and handed to it)",
+		Forbid:   []string{"cmd/...", "internal/assemble"},
 		NoImport: []string{"internal/driver/...", "internal/store/...", "internal/admission", "internal/joblog", "internal/agent/..."},
 	},
 }

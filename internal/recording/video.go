@@ -34,6 +34,12 @@ const (
 	CodeRecording       = "recording_active"
 	CodeNotRecording    = "not_recording"
 	CodeRecordingFailed = "recording_failed"
+	// CodeDraining refuses a recording while the service stops (503), as
+	// control refuses new sandboxes then.
+	CodeDraining = "service_draining"
+	// ReasonServiceStopping is video.stopped's reason for a recording the
+	// service ended because it stops (Drain).
+	ReasonServiceStopping = "the service is stopping"
 )
 
 // Options asks for a recording.
@@ -102,6 +108,8 @@ type Set struct {
 
 	mu   sync.Mutex
 	recs map[string]*recorder // sandbox id → its latest recording
+	// draining refuses new recordings: the service is stopping (Drain).
+	draining bool
 }
 
 // NewSet returns a Set that keeps segments in arts and records them in
@@ -129,6 +137,9 @@ type recorder struct {
 	feedErr error
 	taken   int // segments of the list already kept
 	t0      float64
+
+	// stopReason is video.stopped's reason once stop is set (under mu).
+	stopReason string
 }
 
 func bad(format string, a ...any) error {
@@ -157,6 +168,11 @@ func (s *Set) Start(ctx context.Context, t *Target, src Source, o Options) (*Rec
 		return nil, errdefs.WithCode(CodeRecordingFailed, fmt.Errorf("recordings need the trace and the artifact store (trace.record is off): %w", errdefs.ErrFailedPrecondition))
 	}
 	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		t.Release()
+		return nil, errdefs.WithCode(CodeDraining, fmt.Errorf("the service is stopping and starts no new recordings: %w", errdefs.ErrUnavailable))
+	}
 	if r := s.recs[t.SandboxID]; r != nil && r.state() == "recording" {
 		s.mu.Unlock()
 		t.Release()
@@ -208,8 +224,21 @@ func (s *Set) Stop(ctx context.Context, sandboxID string) (*Recording, error) {
 	if r == nil {
 		return nil, errdefs.WithCode(CodeNotRecording, fmt.Errorf("sandbox %s has no recording: %w", sandboxID, errdefs.ErrConflict))
 	}
+	if err := r.halt(ctx, "stopped"); err != nil {
+		return nil, err
+	}
+	st := r.snapshot()
+	return &st, nil
+}
+
+// halt asks r to stop as Stop does (ffmpeg ended gracefully, its last
+// segment kept) and waits for it: up to about 12 s, then the recorder is
+// cut short (the segment being written is lost), or until ctx ends.
+func (r *recorder) halt(ctx context.Context, reason string) error {
 	r.mu.Lock()
-	r.stop = true
+	if !r.stop {
+		r.stop, r.stopReason = true, reason
+	}
 	r.mu.Unlock()
 	select {
 	case <-r.done:
@@ -217,10 +246,9 @@ func (s *Set) Stop(ctx context.Context, sandboxID string) (*Recording, error) {
 		r.cancel()
 		<-r.done
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
-	st := r.snapshot()
-	return &st, nil
+	return nil
 }
 
 // Get reports a sandbox's latest recording (404 code not_recording when
@@ -249,8 +277,31 @@ func (s *Set) End(sandboxID string) {
 	}
 }
 
-// Close ends every recorder.
+// Drain is for a service that stops: it refuses new recordings (503
+// service_draining) and stops every recording in progress as Stop does,
+// all at once, so that each keeps its last segment and its video.stopped
+// says ReasonServiceStopping. It returns once they have ended (each within
+// Stop's bound) or ctx ends. The sandboxes must still run: a recording
+// whose sandbox is gone loses the segment being written (End).
+func (s *Set) Drain(ctx context.Context) {
+	s.mu.Lock()
+	s.draining = true
+	all := make([]*recorder, 0, len(s.recs))
+	for _, r := range s.recs {
+		all = append(all, r)
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, r := range all {
+		wg.Go(func() { _ = r.halt(ctx, ReasonServiceStopping) })
+	}
+	wg.Wait()
+}
+
+// Close ends every recorder: as Drain (each keeps its last segment if its
+// sandbox still runs), then each is forgotten.
 func (s *Set) Close() {
+	s.Drain(context.Background())
 	s.mu.Lock()
 	ids := make([]string, 0, len(s.recs))
 	for id := range s.recs {
@@ -367,9 +418,11 @@ func (r *recorder) run(ctx context.Context) {
 				_ = r.t.CancelJob(cctx, r.jobID, 0)
 				cancel()
 			}
-			reason := "stopped"
-			if !stopping {
-				reason = "the recorder ended"
+			reason := "the recorder ended"
+			if stopping {
+				r.mu.Lock()
+				reason = r.stopReason
+				r.mu.Unlock()
 			}
 			r.finish(ctx, reason, failure)
 			return

@@ -110,8 +110,9 @@ func (m *Manager) recoverOne(ctx context.Context, sb *sandbox.Sandbox) {
 			_ = p.Unpause(ctx, sb.ContainerID)
 		}
 		// An agent readied for a save that never came listens again now,
-		// not at its deadline.
+		// not at its deadline; the sandbox is ready once it serves.
 		_ = m.cfg.Lifecycle.ResumeAgent(sb.ID)
+		m.awaitAgent(ctx, sb.ID)
 		if op == "pausing" && frozen {
 			m.setSuspended(ctx, sb.ID, sandbox.StatePaused, "")
 			return

@@ -222,13 +222,7 @@ func (m *Manager) undo(ctx context.Context, sb *sandbox.Sandbox, prepared, stayP
 		if err := m.cfg.Lifecycle.ResumeAgent(sb.ID); err != nil {
 			m.log.Warn("telling the agent the save is done", "sandbox", sb.ID, "err", err)
 		}
-		wctx, cancel := context.WithTimeout(ctx, prepareTimeout+10*time.Second)
-		ag := m.cfg.Lifecycle.AgentOf(sb.ID)
-		ag.Close() // a connection made while it closed is dead: dial afresh
-		if _, err := ag.WaitReady(wctx, 5*time.Millisecond); err != nil {
-			m.log.Warn("the agent did not serve again after a save", "sandbox", sb.ID, "err", err)
-		}
-		cancel()
+		m.awaitAgent(ctx, sb.ID)
 	}
 	if stayPaused {
 		if ok && sb.ContainerID != "" && prepared {
@@ -243,6 +237,18 @@ func (m *Manager) undo(ctx context.Context, sb *sandbox.Sandbox, prepared, stayP
 	}
 	if _, err := m.cfg.Lifecycle.EndSuspend(ctx, sb.ID); err != nil {
 		m.log.Warn("recording the end of an operation", "sandbox", sb.ID, "err", err)
+	}
+}
+
+// awaitAgent waits until the agent of sandbox id, readied for a save and
+// told it is done, serves again (at most its deadline and a margin).
+func (m *Manager) awaitAgent(ctx context.Context, id string) {
+	wctx, cancel := context.WithTimeout(ctx, prepareTimeout+10*time.Second)
+	defer cancel()
+	ag := m.cfg.Lifecycle.AgentOf(id)
+	ag.Close() // a connection made while it closed is dead: dial afresh
+	if _, err := ag.WaitReady(wctx, 5*time.Millisecond); err != nil {
+		m.log.Warn("the agent did not serve again after a save", "sandbox", id, "err", err)
 	}
 }
 

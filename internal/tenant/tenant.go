@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -149,9 +150,34 @@ type Key struct {
 	Tenant      string     `json:"tenant"`
 	Prefix      string     `json:"prefix"` // the first characters of the key, for display
 	Description string     `json:"description,omitempty"`
+	Scopes      []string   `json:"scopes,omitempty"`
 	Hash        [32]byte   `json:"-"`
 	CreatedAt   time.Time  `json:"created_at"`
 	RevokedAt   *time.Time `json:"revoked_at,omitempty"`
+}
+
+// Key scopes: rights a key holds beyond the API that every key of its
+// tenant may use.
+const (
+	// ScopeApprove decides the MCP calls held for approval and approves
+	// changed tool definitions (pins), of instances the key did not make.
+	// An agent's key should not have it: the approval is a person's.
+	ScopeApprove = "approve"
+)
+
+// ValidateScopes refuses unknown and repeated scopes.
+func ValidateScopes(scopes []string) error {
+	seen := map[string]bool{}
+	for _, sc := range scopes {
+		if sc != ScopeApprove {
+			return fmt.Errorf("unknown key scope %q (known: %s): %w", sc, ScopeApprove, errdefs.ErrInvalidArgument)
+		}
+		if seen[sc] {
+			return fmt.Errorf("key scope %q is given twice: %w", sc, errdefs.ErrInvalidArgument)
+		}
+		seen[sc] = true
+	}
+	return nil
 }
 
 // Revoked reports whether the key is revoked.
@@ -212,4 +238,9 @@ type Principal struct {
 	// key acts for Tenant.
 	KeyTenant string
 	Admin     bool
+	// Scopes are the key's scopes (ScopeApprove).
+	Scopes []string
 }
+
+// Has reports whether the key holds scope.
+func (p Principal) Has(scope string) bool { return slices.Contains(p.Scopes, scope) }

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"genesis.dev/sandbox/internal/errdefs"
 )
@@ -30,6 +32,31 @@ const (
 // HumanActor is the actor of something a person did.
 func HumanActor(who string) string { return "human:" + who }
 
+// MaxHumanName bounds the name of a person (the who of "human:<who>"), in
+// characters.
+const MaxHumanName = 64
+
+// HumanNameRule says which names of a person are valid, for errors.
+const HumanNameRule = "1-64 letters, digits, spaces and . - _ @ :, not starting or ending with a space"
+
+// ValidHumanName reports whether who may name a person (in "human:<who>"
+// actors, desktop control holders and live-view viewers): letters,
+// digits, spaces and . - _ @ : only, 1 to MaxHumanName of them, no space
+// at either end. Names are shown in pages and logs; nothing in them can
+// be markup or a control character.
+func ValidHumanName(who string) bool {
+	if who == "" || utf8.RuneCountInString(who) > MaxHumanName || !utf8.ValidString(who) ||
+		strings.HasPrefix(who, " ") || strings.HasSuffix(who, " ") {
+		return false
+	}
+	for _, r := range who {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && !strings.ContainsRune(".-_@ :", r) {
+			return false
+		}
+	}
+	return true
+}
+
 // ValidActor reports whether a is one of the actors of an event.
 func ValidActor(a string) bool {
 	switch a {
@@ -37,7 +64,7 @@ func ValidActor(a string) bool {
 		return true
 	}
 	who, ok := strings.CutPrefix(a, "human:")
-	return ok && who != "" && len(who) <= 128
+	return ok && ValidHumanName(who)
 }
 
 // Event is one entry of a trace. Seq and Time are set by Append; Data holds

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -229,6 +230,7 @@ func TestBadEvents(t *testing.T) {
 	for _, e := range []trace.Event{
 		{Actor: "robot", Kind: "annotation"},
 		{Actor: "human:", Kind: "annotation"},
+		{Actor: "human:<b>ann</b>", Kind: "annotation"},
 		{Actor: trace.ActorAPI, Kind: ""},
 		{Actor: trace.ActorAPI, Kind: "annotation", Data: json.RawMessage(`[1]`)},
 		{Actor: trace.ActorAPI, Kind: "annotation", Data: json.RawMessage(`{`)},
@@ -270,5 +272,23 @@ func TestSweepAfterRetention(t *testing.T) {
 	}
 	if _, _, err := s.Read("t1", "live", 0, 1); err != nil {
 		t.Fatalf("live trace: %v", err)
+	}
+}
+
+func TestValidHumanName(t *testing.T) {
+	t.Parallel()
+	for who, want := range map[string]bool{
+		"ann": true, "Ana Lima": true, "ana.lima+x@example.com": false, "ana.lima@example.com": true, "ops:on-call_2": true,
+		"José": true, "李雷": true, "٣": true, strings.Repeat("é", 64): true,
+		"": false, " ann": false, "ann ": false, strings.Repeat("x", 65): false,
+		"<b>": false, "a&b": false, `a"b`: false, "a'b": false, "a/b": false, "a=b": false, "a(b)": false,
+		"a\nb": false, "a\tb": false, "a\x00b": false, "a\u202eb": false, "a\u200bb": false, "a\u0301": false, "\xff": false,
+	} {
+		if got := trace.ValidHumanName(who); got != want {
+			t.Errorf("ValidHumanName(%q) = %v, want %v", who, got, want)
+		}
+		if got := trace.ValidActor("human:" + who); got != want {
+			t.Errorf("ValidActor(human:%q) = %v, want %v", who, got, want)
+		}
 	}
 }

@@ -7,7 +7,9 @@
 // refuse a huge one, run echo in the terminal, page through the audit log,
 // visit the other views (screenshots of each in OUT_DIR), then another
 // tenant opens the sandbox's URL. MODE perf: sign in and load the sandbox
-// list, reporting when it was listed.
+// list, reporting when it was listed. MODE images: open the System view
+// while PROFILE's image is built in the background and follow its row
+// (the progress bar's values, the text) until it reads present.
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 const require = createRequire(import.meta.url);
@@ -79,6 +81,30 @@ try {
     }
     out.perf = times;
     await shot(page, 'sandboxes-100');
+  } else if (mode === 'images') {
+    await signIn(page, key);
+    await page.waitForSelector('h1:text("Sandboxes")');
+    await page.goto(`${base}/console/#/system`);
+    const row = `#images tr[data-image="${profile}"]`;
+    await page.waitForSelector(`${row} progress`, { timeout: 5 * T });
+    await shot(page, 'images-building');
+    // The view asks again every 2 s by itself: no reload from here on.
+    out.image_values = [];
+    out.image_texts = [];
+    const deadline = Date.now() + 15 * T;
+    for (;;) {
+      const seen = await page.evaluate((sel) => {
+        const tr = document.querySelector(sel);
+        const p = tr && tr.querySelector('progress');
+        return { value: p ? p.value : null, status: tr ? tr.querySelector('.badge').textContent : '', text: tr ? tr.cells[2].textContent : '' };
+      }, row);
+      if (seen.value != null && out.image_values[out.image_values.length - 1] !== seen.value) out.image_values.push(seen.value);
+      if (seen.text && !out.image_texts.includes(seen.text) && out.image_texts.length < 50) out.image_texts.push(seen.text);
+      if (seen.status === 'present') { out.image_status = seen.status; break; }
+      if (seen.status === 'failed' || Date.now() > deadline) throw new Error(`image row: ${JSON.stringify(seen)}`);
+      await page.waitForTimeout(500);
+    }
+    await shot(page, 'images-present');
   } else {
     // A wrong key: a clear error, nothing stored.
     phase = 'wrong key';
@@ -189,6 +215,55 @@ try {
     out.ws_urls = wsURLs.length;
     await shot(page, 'terminal');
     step('terminal');
+
+    // Full-screen programs of the image draw in the screen: less (its
+    // first page and its prompt on the last row), top (its header on the
+    // first row), vi (its empty-line markers; the text typed into it is
+    // saved).
+    const screen = () => page.evaluate(() => {
+      const term = document.querySelector('#term');
+      const rows = [...term.querySelectorAll('.vt-row')].map((r) => r.textContent);
+      return rows.slice(rows.length - Number(term.dataset.rows));
+    });
+    const until = async (what, ok) => {
+      const deadline = Date.now() + T;
+      for (;;) {
+        const rows = await screen();
+        if (ok(rows)) return rows;
+        if (Date.now() > deadline) throw new Error(`${what}: the screen shows ${JSON.stringify(rows)}`);
+        await page.waitForTimeout(100);
+      }
+    };
+    await page.keyboard.type('seq 1 500 | less');
+    await page.keyboard.press('Enter');
+    let rows = await until('less', (r) => r[0].trim() === '1' && r[1].trim() === '2' && r[r.length - 1].startsWith(':'));
+    out.less_rows = [rows[0].trim(), rows[rows.length - 2].trim(), rows[rows.length - 1].trim()];
+    await shot(page, 'terminal-less');
+    // Back at the shell's prompt before the next program is typed.
+    const prompt = (r) => /[$#]$/.test((r.filter((x) => x.trim() !== '').pop() || '').trimEnd());
+    await page.keyboard.press('q');
+    await until('the prompt after less', prompt);
+    await page.keyboard.type('top');
+    await page.keyboard.press('Enter');
+    rows = await until('top', (r) => r[0].startsWith('top - ') && r.some((x) => /PID +USER/.test(x)));
+    out.top_header = rows[0].slice(0, 6);
+    await shot(page, 'terminal-top');
+    await page.keyboard.press('q');
+    await until('the prompt after top', (r) => prompt(r) && !r[0].startsWith('top - '));
+    await page.keyboard.type('vi /tmp/vi.txt');
+    await page.keyboard.press('Enter');
+    rows = await until('vi', (r) => r.filter((x) => x.startsWith('~')).length >= 5);
+    out.vi_tildes = rows.filter((x) => x.startsWith('~')).length;
+    await page.keyboard.type('ihello from vi');
+    await page.keyboard.press('Escape');
+    await page.keyboard.type(':wq');
+    await page.keyboard.press('Enter');
+    await until('the prompt after vi', (r) => prompt(r) && r.filter((x) => x.startsWith('~')).length === 0);
+    await page.keyboard.type('clear; cat /tmp/vi.txt');
+    await page.keyboard.press('Enter');
+    await until('vi saved', (r) => r.some((x) => x.trim() === 'hello from vi'));
+    out.vi_saved = 'hello from vi';
+    step('full-screen programs');
 
     // Audit log: page forward and back.
     await page.goto(`${base}/console/#/audit?limit=3`);

@@ -24,8 +24,13 @@ try {
     await page.waitForFunction(() => document.getElementById('player-video').readyState >= 1);
     out.video_from = await page.evaluate(() => document.getElementById('player-video').currentTime);
     await page.click('#player-play');
-    await page.waitForFunction((f) => document.getElementById('player-video').currentTime > f + 0.3, out.video_from);
-    out.video_to = await page.evaluate(() => document.getElementById('player-video').currentTime);
+    // The time is read where it is seen to have moved on: read later, the
+    // player may already be on the next segment, back at its start.
+    const moved = await page.waitForFunction((f) => {
+      const t = document.getElementById('player-video').currentTime;
+      return t > f + 0.3 ? t : false;
+    }, out.video_from);
+    out.video_to = await moved.jsonValue();
     await page.screenshot({ path: outPng });
     console.log(JSON.stringify(out));
     await browser.close();

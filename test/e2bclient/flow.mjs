@@ -96,6 +96,18 @@ async function interpreter() {
   out.t.removed = tt();
   try { await sbx.runCode('x', { context: own }); out.afterRemove = 'ran'; } catch (e) { out.afterRemove = e.constructor.name; }
   out.t.after = tt();
+  // What E2B's code interpreter has: pandas and matplotlib (a figure
+  // drawn and saved off-screen).
+  const d = await sbx.runCode([
+    'import pandas, matplotlib',
+    'import matplotlib.pyplot as plt',
+    'df = pandas.DataFrame({"a": [1, 2, 3]})',
+    'df.plot().get_figure().savefig("/tmp/plot.png")',
+    'f"{pandas.__version__} {matplotlib.__version__} {int(df.a.sum())}"',
+  ].join('\n'));
+  out.data = { text: d.text, error: d.error ? `${d.error.name}: ${d.error.value}` : null };
+  out.t.data = tt();
+  out.template = (await sbx.getInfo()).templateId;
   out.killed = await sbx.kill();
 }
 

@@ -65,10 +65,17 @@ type consoleRun struct {
 	AdminPageTitle   string   `json:"admin_page_title"`
 	JobID            string   `json:"job_id"`
 	TerminalMarkRow  int      `json:"terminal_mark_row"`
+	LessRows         []string `json:"less_rows"`
+	TopHeader        string   `json:"top_header"`
+	VITildes         int      `json:"vi_tildes"`
+	VISaved          string   `json:"vi_saved"`
 	SandboxJobs      []string `json:"sandbox_jobs"`
 	AdminActing      string   `json:"admin_acting"`
 	AdminAfterStop   int      `json:"admin_after_stop"`
 	Renewed          bool     `json:"renewed"`
+	ImageValues      []int    `json:"image_values"`
+	ImageTexts       []string `json:"image_texts"`
+	ImageStatus      string   `json:"image_status"`
 	Perf             []struct {
 		Listed int     `json:"listed"`
 		MS     float64 `json:"ms"`
@@ -94,7 +101,17 @@ func consoleArtifacts(t *testing.T, name string) string {
 
 func runConsole(t *testing.T, args ...string) consoleRun {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	r, err := runConsoleFor(t, 6*time.Minute, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// runConsoleFor runs console.mjs within limit. It may run on a goroutine
+// of its own: it reports what failed instead of stopping the test.
+func runConsoleFor(t *testing.T, limit time.Duration, args ...string) (consoleRun, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", append([]string{"console.mjs"}, args...)...)
 	cmd.Dir = browserClientDir(t)
@@ -103,12 +120,12 @@ func runConsole(t *testing.T, args ...string) consoleRun {
 	out, _ := cmd.Output()
 	var r consoleRun
 	if err := json.Unmarshal(bytes.TrimSpace(out), &r); err != nil {
-		t.Fatalf("console.mjs %v: %v: stdout %q stderr %q", args[0], err, out, stderr.String())
+		return r, fmt.Errorf("console.mjs %v: %v: stdout %q stderr %q", args[0], err, out, stderr.String())
 	}
 	if !r.OK {
-		t.Fatalf("console.mjs %s failed after %d screenshots: %s\nstderr: %s", args[0], len(r.Screenshots), r.Error, stderr.String())
+		return r, fmt.Errorf("console.mjs %s failed after %d screenshots: %s\nstderr: %s", args[0], len(r.Screenshots), r.Error, stderr.String())
 	}
-	return r
+	return r, nil
 }
 
 // cutProxy forwards loopback TCP connections to the service and cuts every
@@ -286,6 +303,10 @@ func TestConsole(t *testing.T) {
 			// The terminal draws a full-screen program's cursor moves.
 			if r.TerminalMarkRow != 4 {
 				t.Errorf("the terminal drew MARK (at row 5, column 10) on screen row %d, want 4 (0-based)", r.TerminalMarkRow)
+			}
+			// less, top and vi of the image draw in the console's screen.
+			if len(r.LessRows) != 3 || r.LessRows[0] != "1" || r.LessRows[2] != ":" || r.TopHeader != "top - " || r.VITildes < 5 || r.VISaved != "hello from vi" {
+				t.Errorf("full-screen programs: less %q, top %q, vi %d empty-line markers, saved %q", r.LessRows, r.TopHeader, r.VITildes, r.VISaved)
 			}
 			if r.JobID == "" || !slices.Contains(r.SandboxJobs, r.JobID) {
 				t.Errorf("the sandbox page's jobs %v lack the command's job %q", r.SandboxJobs, r.JobID)

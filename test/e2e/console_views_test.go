@@ -429,8 +429,14 @@ func TestConsoleViews(t *testing.T) {
 			})
 
 			t.Run("holder markup is text", func(t *testing.T) {
-				const holder = `human:<img id="pwned-holder" src="x">`
-				if _, err := c.TakeDesktopControl(callCtx(t), desk.ID, client.TakeDesktopControlRequest{Holder: holder, Reason: "a test"}); err != nil {
+				// Markup never becomes a holder's name: the service refuses it.
+				_, err := c.TakeDesktopControl(callCtx(t), desk.ID, client.TakeDesktopControlRequest{Holder: `human:<img id="pwned-holder" src="x">`, Reason: "a test"})
+				if client.ErrorCode(err) != "invalid_holder" {
+					t.Fatalf("a holder with markup: %v, want 400 invalid_holder", err)
+				}
+				// A reason is free text: it is shown as text wherever it is shown.
+				const holder = "human:mallory@example.test"
+				if _, err := c.TakeDesktopControl(callCtx(t), desk.ID, client.TakeDesktopControlRequest{Holder: holder, Reason: `<img id="pwned-reason" src="x">`}); err != nil {
 					t.Fatal(err)
 				}
 				defer c.ReleaseDesktopControl(callCtx(t), desk.ID)
@@ -438,9 +444,9 @@ func TestConsoleViews(t *testing.T) {
 					user.open(t, view)
 					user.wait(t, "the holder on "+view, `document.querySelector('main').textContent.includes(`+js(holder)+`)`)
 					var element bool
-					user.eval(t, `!!document.getElementById('pwned-holder')`, &element)
+					user.eval(t, `!!document.getElementById('pwned-reason')`, &element)
 					if element {
-						t.Errorf("%s made an element of the holder's name", view)
+						t.Errorf("%s made an element of the control's reason", view)
 					}
 				}
 			})

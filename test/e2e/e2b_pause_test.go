@@ -40,7 +40,7 @@ func TestE2BPauseResume(t *testing.T) {
 	untrusted := "e2e_" + randomHex(t, 16)
 	e := newEnv(t, e2bConfig(untrusted)+"intervals:\n  reconcile: 1s\n")
 	e.requireImage(t, "tool-basic")
-	e.requireImage(t, "code-python-basic")
+	e.requireImage(t, "code-python-data")
 	svc := e.start(t)
 	keys := map[string]string{"runc": "e2b_" + e.apiKey, "runsc": untrusted}
 	clients := map[string]*client.Client{"runc": svc.client(), "runsc": client.New(svc.url(), untrusted)}

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -26,8 +27,9 @@ import (
 	"genesis.dev/sandbox/internal/testenv"
 )
 
-// e2bConfig is a service whose E2B templates map to profiles of low
-// default risk (so runc), and whose tenant "untrusted" raises every
+// e2bConfig is a service whose E2B templates (the defaults: base →
+// tool-basic, code-interpreter-v1 → code-python-data) map to profiles of
+// low default risk (so runc), and whose tenant "untrusted" raises every
 // request to high risk (so runsc): the runtime follows the tenant's policy,
 // as the adapter promises.
 func e2bConfig(untrustedKey string) string {
@@ -40,18 +42,18 @@ func e2bConfig(untrustedKey string) string {
     network: none
     user: "1000:1000"
     lease: {default_ttl_seconds: 300, max_ttl_seconds: 3600}
-  - name: code-python-basic
-    recipe: code-python-basic
+  - name: code-python-data
+    recipe: code-python-data
     allowed_runtimes: [runc, runsc]
     default_risk_level: low
-    resources: {cpu: 1, memory_mb: 512, pids: 256}
+    resources: {cpu: 1, memory_mb: 1024, pids: 256}
     network: none
     user: "1000:1000"
     lease: {default_ttl_seconds: 300, max_ttl_seconds: 3600}
 tenants:
   untrusted: {min_risk_level: high, api_keys: [%q]}
 e2b:
-  templates: {base: tool-basic, code-interpreter-v1: code-python-basic}
+  enabled: true
 `, untrustedKey)
 }
 
@@ -99,7 +101,7 @@ func TestE2BSDK(t *testing.T) {
 	untrusted := "e2e_" + randomHex(t, 16)
 	e := newEnv(t, e2bConfig(untrusted))
 	e.requireImage(t, "tool-basic")
-	e.requireImage(t, "code-python-basic")
+	e.requireImage(t, "code-python-data")
 	svc := e.start(t)
 	keys := map[string]string{"runc": "e2b_" + e.apiKey, "runsc": untrusted}
 	for _, rt := range e.runtimes(t) {
@@ -184,6 +186,21 @@ func TestE2BSDK(t *testing.T) {
 				}
 				if out["killed"] != true {
 					t.Errorf("kill: %#v", out)
+				}
+				// The template is the data profile: pandas and matplotlib
+				// import and work, as in E2B's code interpreter (their
+				// versions and a DataFrame's sum).
+				dataVersions := regexp.MustCompile(`^'\d+\.\d+\S* \d+\.\d+\S* 6'$`)
+				if data, _ := out["data"].(map[string]any); data == nil || data["error"] != nil || !dataVersions.MatchString(fmt.Sprint(data["text"])) {
+					t.Errorf("import pandas, matplotlib: %#v", out["data"])
+				}
+				k := e.apiKey
+				if rt == "runsc" {
+					k = untrusted
+				}
+				id, _ := out["id"].(string)
+				if sb, err := client.New(svc.url(), k).GetSandbox(callCtx(t), id); out["template"] != "code-interpreter-v1" || err != nil || sb.Profile != "code-python-data" {
+					t.Errorf("CodeInterpreter.create made a %v sandbox %s: %+v %v, want profile code-python-data", out["template"], id, sb, err)
 				}
 				t.Logf("%s: interpreter steps at %v", rt, out["t"])
 			})
@@ -413,7 +430,7 @@ func TestE2BHostMode(t *testing.T) {
 	domain := "e2b.test:" + port
 	untrusted := "e2e_" + randomHex(t, 16)
 	e := newEnv(t, e2bConfig(untrusted)+fmt.Sprintf("  sandbox_domain: %q\n  listen: %q\n  tls_cert_file: %q\n  tls_key_file: %q\n", domain, hostAddr, certFile, keyFile))
-	e.requireImage(t, "code-python-basic")
+	e.requireImage(t, "code-python-data")
 	svc := e.start(t)
 	keys := map[string]string{"runc": "e2b_" + e.apiKey, "runsc": untrusted}
 	for _, rt := range e.runtimes(t) {

@@ -24,11 +24,12 @@ import (
 func TestFairQueueingUnderExhaustedCapacity(t *testing.T) {
 	t.Parallel()
 	const capacity = 4
-	floodKey, calmKey := "e2e_flood_"+randomHex(t, 12), "e2e_calm_"+randomHex(t, 12)
+	floodKey, calmKey, adminKey := "e2e_flood_"+randomHex(t, 12), "e2e_calm_"+randomHex(t, 12), "e2e_admin_"+randomHex(t, 12)
 	// The run takes minutes on a loaded machine: no capability re-probe in
-	// between (its smoke runs can time out under such load).
-	e := newEnv(t, fmt.Sprintf("capacity: {sandboxes: %d}\nintervals: {probe: 1h}\ntenants: {flood: {api_keys: [%q]}, calm: {api_keys: [%q]}}\n",
-		capacity, floodKey, calmKey))
+	// between (its smoke runs can time out under such load). The fair
+	// queues' metrics name tenants, for the admin key only.
+	e := newEnv(t, fmt.Sprintf("capacity: {sandboxes: %d}\nintervals: {probe: 1h}\ntenants: {flood: {api_keys: [%q]}, calm: {api_keys: [%q]}}\n"+
+		"admin_api_key: %q\nmetrics: {tenant_labels: true}\n", capacity, floodKey, calmKey, adminKey))
 	e.requireImage(t, "tool-basic")
 	svc := e.start(t)
 	// A fair queue can only grant a tenant that is waiting. Calm's clients
@@ -44,7 +45,7 @@ func TestFairQueueingUnderExhaustedCapacity(t *testing.T) {
 	}
 	for _, rt := range e.runtimes(t) {
 		t.Run(rt, func(t *testing.T) {
-			runFairness(t, svc, rt, capacity, tenants)
+			runFairness(t, svc, adminKey, rt, capacity, tenants)
 		})
 	}
 }
@@ -58,7 +59,7 @@ type fairTenant struct {
 // runFairness drives the tenants until enough grants were made, cleans up
 // and checks the shares of the grants after the first capacity ones (which
 // were granted at once, before both tenants were waiting).
-func runFairness(t *testing.T, svc *service, runtime string, capacity int, tenants []fairTenant) {
+func runFairness(t *testing.T, svc *service, adminKey, runtime string, capacity int, tenants []fairTenant) {
 	const measured = 40 // grants compared (exact alternation gives 20:20)
 	run := "fair-" + randomHex(t, 4)
 	ctx, stop := context.WithCancel(context.Background())
@@ -133,7 +134,7 @@ func runFairness(t *testing.T, svc *service, runtime string, capacity int, tenan
 		return true, ""
 	})
 	eventually(t, time.Minute, "host capacity all given back", func() (bool, string) {
-		m := metricsText(t, svc)
+		m := metricsText(t, svc, adminKey)
 		return strings.Contains(m, `genesis_capacity_in_use{resource="sandboxes"} 0`+"\n"), m
 	})
 	if len(failures) > 0 {
@@ -161,7 +162,7 @@ func runFairness(t *testing.T, svc *service, runtime string, capacity int, tenan
 	for _, g := range grants[capacity : capacity+measured] {
 		share[g.tenant]++
 	}
-	m := metricsText(t, svc)
+	m := metricsText(t, svc, adminKey)
 	t.Logf("%s: %d grants in %v (%.2f/s); of grants %d..%d: %v; outstanding per tenant: %s; service: %s",
 		runtime, len(grants), elapsed.Round(time.Millisecond), float64(len(grants))/elapsed.Seconds(),
 		capacity+1, capacity+measured, share, outstandingOf(tenants), admissionLines(m))
@@ -203,14 +204,17 @@ func outstandingOf(tenants []fairTenant) string {
 	return strings.Join(parts, " ")
 }
 
-// metricsText returns the service's /metrics page.
-func metricsText(t *testing.T, svc *service) string {
+// metricsText returns the service's /metrics page (asked with key, if any).
+func metricsText(t *testing.T, svc *service, key string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, svc.url()+"/metrics", nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -45,6 +45,8 @@ type env struct {
 	config  string // config file path, "" for the embedded defaults
 	apiKey  string
 	docker  *docker.Driver
+	// serveArgs are more arguments of sandbox-service serve.
+	serveArgs []string
 
 	mu      sync.Mutex
 	current *service // the service serving now, nil before the first start
@@ -196,6 +198,7 @@ func (e *env) startOnce(t *testing.T) (*service, error) {
 	if e.config != "" {
 		args = append(args, "--config", e.config)
 	}
+	args = append(args, e.serveArgs...)
 	s := &service{e: e, addr: addr, log: &lockedBuffer{}, done: make(chan struct{})}
 	s.cmd = exec.Command(filepath.Join(binDir, "sandbox-service"), args...)
 	s.cmd.Env = append(os.Environ(), "GENESIS_CONFIG=", "GENESIS_API_KEY=")

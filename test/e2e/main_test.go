@@ -55,6 +55,9 @@ func buildBinaries(dir string) error {
 		{"./cmd/genesis-agent", "genesis-agent", true},
 		{"./cmd/genesis-egress", "genesis-egress", true},
 	}
+	if err := freshConsole(root); err != nil {
+		return err
+	}
 	for _, b := range builds {
 		cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, b.name), b.pkg)
 		cmd.Dir = root
@@ -69,4 +72,39 @@ func buildBinaries(dir string) error {
 	// The agent is bind-mounted into sandboxes that run as an unprivileged
 	// user, through the service's copy in its data dir; keep the tree readable.
 	return os.Chmod(dir, 0o755)
+}
+
+// freshConsole rebuilds the console bundle the service embeds when a
+// source file is newer than it (a stale bundle fails the console tests in
+// ways that point nowhere near the cause). The build is offline: it needs
+// the console's npm packages, which make console installs.
+func freshConsole(root string) error {
+	bundle, err := os.Stat(filepath.Join(root, "internal/console/dist/app.js"))
+	stale := err != nil
+	if !stale {
+		_ = filepath.WalkDir(filepath.Join(root, "console"), func(p string, d os.DirEntry, err error) error {
+			if err != nil || stale {
+				return err
+			}
+			if d.IsDir() && d.Name() == "node_modules" {
+				return filepath.SkipDir
+			}
+			if info, ierr := d.Info(); ierr == nil && !d.IsDir() && info.ModTime().After(bundle.ModTime()) {
+				stale = true
+			}
+			return nil
+		})
+	}
+	if !stale {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(root, "console/node_modules")); err != nil {
+		return fmt.Errorf("the console bundle (internal/console/dist) is missing or older than console/: run make console")
+	}
+	cmd := exec.Command("npm", "run", "--silent", "build")
+	cmd.Dir = filepath.Join(root, "console")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the console (npm run build in console/): %v\n%s", err, out)
+	}
+	return nil
 }

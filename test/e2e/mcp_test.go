@@ -405,7 +405,9 @@ mcp:
 func TestMCPRugPull(t *testing.T) {
 	t.Parallel()
 	// An operator's catalog entry that pins echo to a reviewed hash the
-	// fixture's echo does not have.
+	// fixture's echo does not have. Two keys of the tenant with the scope
+	// approve: a person's, beside the agent's plain key.
+	approver, approver2 := "e2e_approver_"+randomHex(t, 12), "e2e_approver2_"+randomHex(t, 12)
 	e := newEnv(t, `mcp:
   catalog:
     - name: pinned
@@ -413,6 +415,8 @@ func TestMCPRugPull(t *testing.T) {
       profile: tool-basic
       command: [/workspace/mcpfixture, serve]
       pins: {echo: "sha256:`+strings.Repeat("0", 64)+`"}
+tenants:
+  default: {approver_keys: [`+approver+`, `+approver2+`]}
 `)
 	e.requireImage(t, "tool-basic")
 	svc := e.start(t)
@@ -467,10 +471,14 @@ func TestMCPRugPull(t *testing.T) {
 	if hash == "" {
 		t.Fatalf("no blocked change of echo in %+v", pins)
 	}
-	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers/"+s.ID+"/pins/echo/approve", map[string]any{"hash": "sha256:00"}, nil); code != 409 {
+	// The agent's key (which started the server) cannot approve the change.
+	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers/"+s.ID+"/pins/echo/approve", map[string]any{"hash": hash}, nil); code != 403 || !strings.Contains(body, "approve_scope_required") {
+		t.Fatalf("approving with the agent's key: %d %s", code, body)
+	}
+	if code, body := apiJSONAs(t, svc, approver, "POST", "/v1/mcp/servers/"+s.ID+"/pins/echo/approve", map[string]any{"hash": "sha256:00"}, nil); code != 409 {
 		t.Fatalf("approving another hash: %d %s", code, body)
 	}
-	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers/"+s.ID+"/pins/echo/approve", map[string]any{"hash": hash}, nil); code != 200 {
+	if code, body := apiJSONAs(t, svc, approver, "POST", "/v1/mcp/servers/"+s.ID+"/pins/echo/approve", map[string]any{"hash": hash}, nil); code != 200 {
 		t.Fatalf("approve: %d %s", code, body)
 	}
 	res, err = cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
@@ -480,8 +488,10 @@ func TestMCPRugPull(t *testing.T) {
 
 	// A second server in the same sandbox whose echo needs an approval of
 	// each call: the call waits until a decision bound to its arguments.
+	// It is started with an approver key, which then may not approve its
+	// calls; another approver key may.
 	var held mcpServer
-	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", map[string]any{
+	if code, body := apiJSONAs(t, svc, approver, "POST", "/v1/mcp/servers", map[string]any{
 		"spec": map[string]any{"command": []string{"/workspace/mcpfixture", "serve"}}, "lease_id": lease.LeaseID,
 		"tools": map[string]any{"approve": []string{"echo"}},
 	}, &held); code != 201 {
@@ -516,10 +526,15 @@ func TestMCPRugPull(t *testing.T) {
 			return pending.State == "pending", string(list.Items[0])
 		})
 		path := "/v1/mcp/servers/" + held.ID + "/approvals/" + pending.ID
-		if code, body := apiJSON(t, svc, "POST", path, map[string]any{"decision": decision, "args_digest": "sha256:00"}, nil); code != 409 {
+		for key, code := range map[string]string{svc.e.apiKey: "approve_scope_required", approver: "approver_is_creator"} {
+			if status, body := apiJSONAs(t, svc, key, "POST", path, map[string]any{"decision": decision, "args_digest": pending.ArgsDigest}, nil); status != 403 || !strings.Contains(body, code) {
+				t.Fatalf("a decision by a key that may not decide: %d %s, want 403 %s", status, body, code)
+			}
+		}
+		if code, body := apiJSONAs(t, svc, approver2, "POST", path, map[string]any{"decision": decision, "args_digest": "sha256:00"}, nil); code != 409 {
 			t.Fatalf("a decision for other arguments: %d %s", code, body)
 		}
-		if code, body := apiJSON(t, svc, "POST", path, map[string]any{"decision": decision, "args_digest": pending.ArgsDigest, "reason": "checked"}, nil); code != 200 {
+		if code, body := apiJSONAs(t, svc, approver2, "POST", path, map[string]any{"decision": decision, "args_digest": pending.ArgsDigest, "reason": "checked"}, nil); code != 200 {
 			t.Fatalf("decide: %d %s", code, body)
 		}
 		a := <-done
@@ -568,7 +583,7 @@ func TestMCPRugPull(t *testing.T) {
 	if real == "" {
 		t.Fatalf("pins of the pinned server: %+v", ppins)
 	}
-	if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers/"+ps.ID+"/pins/echo/approve", map[string]any{"hash": real}, nil); code != 200 {
+	if code, body := apiJSONAs(t, svc, approver, "POST", "/v1/mcp/servers/"+ps.ID+"/pins/echo/approve", map[string]any{"hash": real}, nil); code != 200 {
 		t.Fatalf("approve: %d %s", code, body)
 	}
 	if res, err := pcs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "pinned"}}); err != nil || res.IsError {
@@ -1131,5 +1146,79 @@ func TestMCPOutputRollover(t *testing.T) {
 	st := get()
 	if st.OutputRestarts < 1 || st.Restarts != 0 || st.State != "ready" || st.JobID == first || ok < 26 {
 		t.Errorf("after %d ok and %d failed calls: %+v (first job %s)", ok, failed, st, first)
+	}
+}
+
+// TestMCPOutputRolloverCutsALine: a server answer that crosses the output
+// limit is cut there (the job's log keeps no more, and the planned stop
+// kills the process). The cut line never reaches the bridge: the server
+// is started again (output_restarts, not restarts; never failed with a
+// protocol breach), and calls go on. Under runc and runsc.
+func TestMCPOutputRolloverCutsALine(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, `
+limits:
+  max_output_bytes: 1048576
+mcp:
+  catalog:
+    - name: fixture
+      description: the test fixture, trusted by this operator
+      source: verified
+      command: ["/workspace/mcpfixture", "serve"]
+`)
+	e.requireImage(t, "tool-basic")
+	svc := e.start(t)
+	c := svc.client()
+	bin := mcpFixtureBinary(t)
+	for _, rt := range e.runtimes(t) {
+		t.Run(rt, func(t *testing.T) {
+			t.Parallel()
+			risk := "low"
+			if rt == "runsc" {
+				risk = "high"
+			}
+			lease := leaseWithFixture(t, c, client.AcquireLeaseRequest{Profile: "tool-basic", RiskLevel: risk, Runtime: rt}, bin)
+			var s mcpServer
+			if code, body := apiJSON(t, svc, "POST", "/v1/mcp/servers", map[string]any{"catalog": "fixture", "lease_id": lease.LeaseID}, &s); code != 201 {
+				t.Fatalf("create: %d %s", code, body)
+			}
+			type state struct {
+				State          string `json:"state"`
+				Restarts       int    `json:"restarts"`
+				OutputRestarts int    `json:"output_restarts"`
+				LastError      string `json:"last_error"`
+				JobID          string `json:"job_id"`
+			}
+			get := func() state {
+				var st state
+				apiJSON(t, svc, "GET", "/v1/mcp/servers/"+s.ID, nil, &st)
+				return st
+			}
+			first := get().JobID
+			// Two answers of 600 KiB: the second crosses the 1 MiB limit in
+			// its middle, so the log holds only its first part.
+			text := strings.Repeat("y", 600<<10)
+			cs := mcpConnect(t, svc, &s, "2025-11-25", nil, nil)
+			if res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}}); err != nil || toolText(res) != "echo: "+text {
+				t.Fatalf("the first call: %v", err)
+			}
+			if res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}}); err == nil && !res.IsError {
+				t.Logf("the second call answered (%d bytes of text)", len(toolText(res)))
+			}
+			eventually(t, callTimeout, "the server to be started again", func() (bool, string) {
+				st := get()
+				if st.State == "failed" {
+					t.Fatalf("the server failed: %+v", st)
+				}
+				return st.State == "ready" && st.OutputRestarts == 1 && st.JobID != first, fmt.Sprint(st)
+			})
+			if st := get(); st.Restarts != 0 || strings.Contains(st.LastError, "protocol breach") {
+				t.Errorf("after the rollover: %+v", st)
+			}
+			cs = mcpConnect(t, svc, &s, "2025-11-25", nil, nil)
+			if res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "again"}}); err != nil || toolText(res) != "echo: again" {
+				t.Fatalf("a call after the rollover: %v %v", res, err)
+			}
+		})
 	}
 }

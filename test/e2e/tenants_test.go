@@ -102,6 +102,15 @@ var foreignBodies = map[string]string{
 	"GET /v1/sandboxes/{id}/trace/export":            "",
 	"POST /v1/sandboxes/{id}/trace/events":           `{"kind":"annotation","data":{"text":"x"}}`,
 	"POST /v1/sandboxes/{id}/trace/pause":            `{}`,
+	"POST /v1/sandboxes/{id}/pause":                  "",
+	"POST /v1/sandboxes/{id}/resume":                 "",
+	"POST /v1/sandboxes/{id}/hibernate":              "",
+	"POST /v1/sandboxes/{id}/snapshots":              `{"name":"stolen","memory":false}`,
+	"GET /v1/sandboxes/{id}/snapshots":               "",
+	"POST /v1/sandboxes/{id}/fork":                   `{"count":1}`,
+	"POST /v1/sandboxes/{id}/rollback":               `{"snapshot_id":"snap_00000000000000000000"}`,
+	"GET /v1/snapshots/{id}":                         "",
+	"DELETE /v1/snapshots/{id}":                      "",
 	"POST /v1/sandboxes/{id}/trace/resume":           `{}`,
 	"POST /v1/sandboxes/{id}/trace/step":             `{}`,
 	"POST /v1/sandboxes/{id}/trace/abort":            `{}`,
@@ -219,7 +228,13 @@ func TestCrossTenantIsolation(t *testing.T) {
 					t.Errorf("releasing the lease: %v", err)
 				}
 			}()
+			memory := false
+			snap, err := owner.CreateSnapshot(callCtx(t), sb.ID, client.CreateSnapshotRequest{Name: "owners", Memory: &memory})
+			if err != nil {
+				t.Fatalf("snapshot: %v", err)
+			}
 			ids := map[string][2]string{ // prefix → owner's id, an id nobody has
+				"/v1/snapshots/": {snap.ID, "snap_0000000000000000"},
 				"/v1/sandboxes/": {sb.ID, "sbx_00000000000000000000"},
 				"/v1/traces/":    {sb.ID, "sbx_00000000000000000000"},
 				"/v1/jobs/":      {job.ID, "job_00000000000000000000"},
@@ -260,9 +275,13 @@ func TestCrossTenantIsolation(t *testing.T) {
 				walked++
 				foreign := callRaw(t, svc, otherKey, method, strings.Replace(path, "{id}", pair[0], 1), body)
 				missing := callRaw(t, svc, otherKey, method, strings.Replace(path, "{id}", pair[1], 1), body)
-				if foreign.status != http.StatusNotFound || foreign.status != missing.status || foreign.code != missing.code {
-					t.Errorf("%s with another tenant's key: %d %s %q; for a missing id: %d %s; want the same 404",
-						route, foreign.status, foreign.code, foreign.detail, missing.status, missing.code)
+				want := http.StatusNotFound
+				if route == "DELETE /v1/snapshots/{id}" {
+					want = http.StatusNoContent // idempotent: deleting a snapshot nobody has succeeds (the owner's is checked below)
+				}
+				if foreign.status != want || foreign.status != missing.status || foreign.code != missing.code {
+					t.Errorf("%s with another tenant's key: %d %s %q; for a missing id: %d %s; want the same %d",
+						route, foreign.status, foreign.code, foreign.detail, missing.status, missing.code, want)
 				}
 				if strings.Contains(foreign.detail, "s3cret") {
 					t.Errorf("%s leaks file content: %s", route, foreign.detail)
@@ -287,6 +306,9 @@ func TestCrossTenantIsolation(t *testing.T) {
 			after, err := owner.GetSandbox(callCtx(t), sb.ID)
 			if err != nil || after.State != "ready" || after.ResourceVersion != before.ResourceVersion || after.Metadata["owner"] != "default" {
 				t.Errorf("sandbox after the walk: %+v %v (before: version %s)", after, err, before.ResourceVersion)
+			}
+			if got, err := owner.GetSnapshot(callCtx(t), snap.ID); err != nil || got.State != snap.State {
+				t.Errorf("the owner's snapshot after the walk: %+v %v", got, err)
 			}
 			if r := execOK(t, owner, sb.ID, "cat /workspace/secret.txt; stat -c %a /workspace/secret.txt; ls /workspace"); r.Stdout != "s3cret\n644\nsecret.txt\n" {
 				t.Errorf("workspace after the walk: %q", r.Stdout)

@@ -12,12 +12,13 @@ export async function systemView(root) {
     readMetrics().catch(() => []),
   ]);
   const runtimes = (caps.runtimes || []).map((r) => h('tr', {}, h('td', {}, r.name), h('td', {}, badge(r.healthy === false ? 'unhealthy' : 'healthy', r.healthy === false ? 'failed' : 'ready')), h('td', {}, r.version || ''), h('td', {}, r.error || '')));
-  const profiles = (caps.profiles || []).map((p) => h('tr', {}, h('td', {}, p.name), h('td', {}, badge(p.image_status, p.image_status === 'present' ? 'ready' : 'failed')),
+  const profiles = (caps.profiles || []).map((p) => h('tr', {}, h('td', {}, p.name), h('td', {}, badge(p.image_status.replace('_', ' '), IMAGE_BADGE[p.image_status] || 'failed')),
     h('td', {}, (p.usable_runtimes || []).join(', ')), h('td', {}, p.network), h('td', {}, p.description || '')));
   const stateChart = h('div', { id: 'chart-states' });
   const draw = () => replace(stateChart, statesChart(samples));
   draw();
   const timer = setInterval(draw, 5000);
+  const imageList = imagesSection();
   replace(root,
     h('h1', {}, 'System'),
     h('section', { 'aria-labelledby': 'health-title' }, h('h2', { id: 'health-title' }, 'Health'),
@@ -30,11 +31,69 @@ export async function systemView(root) {
         h('figure', {}, h('figcaption', {}, 'Sandboxes by state (all tenants), sampled every 5 s since this console opened'), stateChart),
         h('figure', {}, h('figcaption', {}, 'Exec latency (synchronous execs), by runtime'), histChart(histogram(metrics, 'genesis_exec_duration_seconds', 'runtime'))),
         h('figure', {}, h('figcaption', {}, 'Lease wait (request to grant), by runtime'), histChart(histogram(metrics, 'genesis_lease_wait_seconds', 'runtime'))))),
+    imageList.el,
     h('section', {}, h('h2', {}, 'Runtimes'), table('Runtimes', ['Runtime', 'Health', 'Version', 'Error'], runtimes)),
     h('section', {}, h('h2', {}, 'Profiles'), table('Profiles', ['Profile', 'Image', 'Usable runtimes', 'Network', 'Description'], profiles)),
     h('section', {}, h('h2', {}, 'Risk policy'), h('ul', {}, Object.entries(caps.risk_policy || {}).sort(([a], [b]) => riskRank(a) - riskRank(b) || a.localeCompare(b))
       .map(([k, v]) => h('li', {}, `${k}: ${v.join(', ') || 'none on this host'}`)))));
-  return () => clearInterval(timer);
+  return () => { clearInterval(timer); imageList.stop(); };
+}
+
+// IMAGE_BADGE is the badge class of an image status.
+const IMAGE_BADGE = { present: 'ready', building: 'starting', queued: 'pending', failed: 'failed', not_built: 'warn' };
+
+// imageProgress says where an image stands, for its row: the percentage
+// of a build under way (null otherwise), one line of text and a detail.
+export function imageProgress(im) {
+  const b = im.build;
+  switch (im.status) {
+    case 'present': return { percent: null, text: 'ready', detail: '' };
+    case 'queued': return { percent: null, text: 'waiting for the builds before it', detail: '' };
+    case 'building':
+      if (!b) return { percent: null, text: 'building', detail: '' };
+      if (b.state === 'waiting') return { percent: b.percent, text: 'waiting', detail: b.detail || '' };
+      return { percent: b.percent, text: b.summary.replace(/^building /, ''), detail: b.detail || '' };
+    case 'failed': return { percent: null, text: 'the build failed', detail: ((b && b.error) || '').split('\n')[0] };
+    default: return { percent: null, text: 'not built', detail: im.build_command || '' };
+  }
+}
+
+// imagesSection lists the profiles' images with the progress of the
+// service's background builds, asking again every 2 s while one runs.
+function imagesSection() {
+  const body = h('div', { id: 'images' }, h('p', { class: 'muted' }, 'Loading…'));
+  let timer = null, stopped = false;
+  const row = (im) => {
+    const p = imageProgress(im);
+    return h('tr', { 'data-image': im.name },
+      h('td', {}, im.name),
+      h('td', {}, badge(im.status.replace('_', ' '), IMAGE_BADGE[im.status] || '')),
+      h('td', {},
+        p.percent == null ? null : h('progress', { max: 100, value: p.percent, 'aria-label': `${im.name}: ${p.percent}%` }),
+        p.percent == null ? null : ' ',
+        p.text,
+        p.detail ? h('div', { class: 'muted' }, p.detail) : null),
+      h('td', {}, (im.profiles || []).join(', ')));
+  };
+  const render = async () => {
+    let items;
+    try {
+      items = (await get('/v1/images')).items || [];
+    } catch (e) {
+      if (!stopped) replace(body, note(e.message, 'error'));
+      return;
+    }
+    if (stopped) return;
+    replace(body, table('Images', ['Image', 'Status', 'Progress', 'Profiles'], items.map(row)));
+    if (items.some((im) => im.status === 'queued' || im.status === 'building')) timer = setTimeout(render, 2000);
+  };
+  render();
+  return {
+    el: h('section', { 'aria-labelledby': 'images-title' }, h('h2', { id: 'images-title' }, 'Images'),
+      h('p', { class: 'muted' }, 'The images the profiles run. Missing ones are built in the background, one after another, when the service runs with --build-images (make run does).'),
+      body),
+    stop: () => { stopped = true; clearTimeout(timer); },
+  };
 }
 
 // Risk levels from most to least trusted; unknown ones after.

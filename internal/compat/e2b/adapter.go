@@ -45,8 +45,6 @@ type Config struct {
 	Control *control.Service
 	Jobs    *jobs.Manager
 	Files   *files.Gateway
-	// Authenticate answers who holds an API key of the service.
-	Authenticate func(ctx context.Context, key string) (tenant.Principal, error)
 	// Settings are the adapter's configuration (templates, timeouts).
 	Settings config.E2B
 	// MaxJobTimeoutMS is the longest a command may run (limits.max_exec_timeout_ms).
@@ -105,8 +103,8 @@ type Adapter struct {
 
 // New builds the adapter.
 func New(cfg Config) (*Adapter, error) {
-	if cfg.Control == nil || cfg.Jobs == nil || cfg.Files == nil || cfg.Authenticate == nil {
-		return nil, fmt.Errorf("e2b: control, jobs, files and Authenticate are required: %w", errdefs.ErrInvalidArgument)
+	if cfg.Control == nil || cfg.Jobs == nil || cfg.Files == nil {
+		return nil, fmt.Errorf("e2b: control, jobs and files are required: %w", errdefs.ErrInvalidArgument)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -121,7 +119,7 @@ func New(cfg Config) (*Adapter, error) {
 			return nil, fmt.Errorf("e2b: %w", err)
 		}
 	}
-	a := &Adapter{ctl: cfg.Control, jobs: cfg.Jobs, files: cfg.Files, auth: cfg.Authenticate, set: cfg.Settings, previewDomain: cfg.PreviewDomain,
+	a := &Adapter{ctl: cfg.Control, jobs: cfg.Jobs, files: cfg.Files, set: cfg.Settings, previewDomain: cfg.PreviewDomain,
 		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, tokens: signer, contexts: map[string]*contextSlot{}, proxyPort: cfg.ProxyPort,
 		snaps: cfg.Snapshots, autoPauses: make(chan struct{}, 2)}
 	a.procs.bySandbox = map[string]*sandboxProcs{}
@@ -131,6 +129,17 @@ func New(cfg Config) (*Adapter, error) {
 	a.envd = mux
 	return a, nil
 }
+
+// Edge is what the HTTP server that serves the adapter lends it.
+type Edge struct {
+	// Authenticate answers who holds an API key of the service (the
+	// server notes the caller in the request's audit record).
+	Authenticate func(ctx context.Context, key string) (tenant.Principal, error)
+}
+
+// Bind gives the adapter the server that serves it: call it once, before
+// the first request. Until then no API key is accepted (503).
+func (a *Adapter) Bind(e Edge) { a.auth = e.Authenticate }
 
 // Route is one method and path pattern the adapter serves (under Prefix).
 type Route struct {
@@ -234,6 +243,10 @@ func (a *Adapter) apiKey(h http.HandlerFunc) http.HandlerFunc {
 		}
 		if key == "" {
 			a.writeError(w, r, fmt.Errorf("missing X-API-KEY header: %w", errdefs.ErrUnauthenticated))
+			return
+		}
+		if a.auth == nil {
+			a.writeError(w, r, fmt.Errorf("the E2B adapter is not served yet: %w", errdefs.ErrUnavailable))
 			return
 		}
 		p, err := a.auth(r.Context(), key)

@@ -41,16 +41,16 @@ func TestStartedAtIsTheCreate(t *testing.T) {
 		}
 	})
 	a, err := e2b.New(e2b.Config{Control: h.Svc, Jobs: h.Jobs, Files: h.Files,
-		Settings: config.E2B{Templates: map[string]string{"base": controltest.Profile}},
-		Authenticate: func(_ context.Context, key string) (tenant.Principal, error) {
-			if key == "key-a" {
-				return tenant.Principal{Tenant: "a", KeyID: "key_a"}, nil
-			}
-			return tenant.Principal{}, fmt.Errorf("unknown key: %w", errdefs.ErrUnauthenticated)
-		}})
+		Settings: config.E2B{Templates: map[string]string{"base": controltest.Profile}}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	a.Bind(e2b.Edge{Authenticate: func(_ context.Context, key string) (tenant.Principal, error) {
+		if key == "key-a" {
+			return tenant.Principal{Tenant: "a", KeyID: "key_a"}, nil
+		}
+		return tenant.Principal{}, fmt.Errorf("unknown key: %w", errdefs.ErrUnauthenticated)
+	}})
 	mux := http.NewServeMux()
 	for _, r := range a.Routes() {
 		if r.Method != "ANY" {

@@ -157,13 +157,7 @@ func newE2BServer(t *testing.T, noSnaps bool) *e2bServer {
 	t.Helper()
 	keyID := tenant.ConfigKeyID(tenant.HashKey("key-a"))
 	f := &fakeSnaps{snaps: map[string]*sandbox.Snapshot{}}
-	cfg := e2b.Config{Settings: config.E2B{Templates: map[string]string{"base": controltest.Profile}, DefaultTimeoutSeconds: 300},
-		Authenticate: func(_ context.Context, key string) (tenant.Principal, error) {
-			if key == "key-a" {
-				return tenant.Principal{Tenant: "a", KeyID: keyID, KeyTenant: "a"}, nil
-			}
-			return tenant.Principal{}, fmt.Errorf("unknown key: %w", errdefs.ErrUnauthenticated)
-		}}
+	cfg := e2b.Config{Settings: config.E2B{Templates: map[string]string{"base": controltest.Profile}, DefaultTimeoutSeconds: 300}}
 	if !noSnaps {
 		cfg.Snapshots = f
 	}
@@ -172,6 +166,7 @@ func newE2BServer(t *testing.T, noSnaps bool) *e2bServer {
 	h := controltest.NewOpts(t, controltest.Options{Hooks: []control.Hook{hook}, Tune: func(c *control.Config) {
 		c.ConfigKeys = tenant.ConfigKeyIDs(map[string]string{"key-a": "a"}) // the tokens' key is live
 	}, Configure: func(c *config.Config) {
+		c.E2B.Enabled = false // the stack's own adapter would keep the expired sandboxes first
 		for i := range c.Profiles {
 			if c.Profiles[i].Name == controltest.Profile {
 				c.Profiles[i].Lease.MaxTTLSeconds = 3600
@@ -184,6 +179,12 @@ func newE2BServer(t *testing.T, noSnaps bool) *e2bServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	a.Bind(e2b.Edge{Authenticate: func(_ context.Context, key string) (tenant.Principal, error) {
+		if key == "key-a" {
+			return tenant.Principal{Tenant: "a", KeyID: keyID, KeyTenant: "a"}, nil
+		}
+		return tenant.Principal{}, fmt.Errorf("unknown key: %w", errdefs.ErrUnauthenticated)
+	}})
 	hook.set(a)
 	mux := http.NewServeMux()
 	for _, r := range a.Routes() {

@@ -39,8 +39,6 @@ type Config struct {
 	Control *control.Service
 	Jobs    *jobs.Manager
 	Files   *files.Gateway
-	// Authenticate answers who holds an API key of the service.
-	Authenticate func(ctx context.Context, key string) (tenant.Principal, error)
 	// Settings are the adapter's configuration (images, timeouts).
 	Settings config.OpenSandbox
 	// MaxJobTimeoutMS is the longest a command may run (limits.max_exec_timeout_ms).
@@ -49,9 +47,6 @@ type Config struct {
 	// keeps it in a file of its data dir, so that tokens survive a
 	// restart. Empty: a key made at start, so tokens end with the process.
 	TokenKey []byte
-	// NoteError, if set, is told the code of each error answer (the
-	// service's audit record of the request carries it).
-	NoteError func(r *http.Request, code string)
 	// PublicHost is the service's host[:port] as callers reach it (from its
 	// public URL): the endpoints answered are under it, never under a
 	// request's Host header.
@@ -89,8 +84,8 @@ type Adapter struct {
 
 // New builds the adapter.
 func New(cfg Config) (*Adapter, error) {
-	if cfg.Control == nil || cfg.Jobs == nil || cfg.Files == nil || cfg.Authenticate == nil {
-		return nil, fmt.Errorf("opensandbox: control, jobs, files and Authenticate are required: %w", errdefs.ErrInvalidArgument)
+	if cfg.Control == nil || cfg.Jobs == nil || cfg.Files == nil {
+		return nil, fmt.Errorf("opensandbox: control, jobs and files are required: %w", errdefs.ErrInvalidArgument)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -105,10 +100,24 @@ func New(cfg Config) (*Adapter, error) {
 			return nil, fmt.Errorf("opensandbox: %w", err)
 		}
 	}
-	return &Adapter{ctl: cfg.Control, jobs: cfg.Jobs, files: cfg.Files, auth: cfg.Authenticate, set: cfg.Settings,
-		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, tokens: signer, note: cfg.NoteError, publicHost: cfg.PublicHost, preview: cfg.Preview,
+	return &Adapter{ctl: cfg.Control, jobs: cfg.Jobs, files: cfg.Files, set: cfg.Settings,
+		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, tokens: signer, publicHost: cfg.PublicHost, preview: cfg.Preview,
 		ctx: contexts{def: map[string]*defaultContext{}}, snaps: cfg.Snapshots}, nil
 }
+
+// Edge is what the HTTP server that serves the adapter lends it.
+type Edge struct {
+	// Authenticate answers who holds an API key of the service (the
+	// server notes the caller in the request's audit record).
+	Authenticate func(ctx context.Context, key string) (tenant.Principal, error)
+	// NoteError, if set, is told the code of each error answer (the
+	// server's audit record of the request carries it).
+	NoteError func(r *http.Request, code string)
+}
+
+// Bind gives the adapter the server that serves it: call it once, before
+// the first request. Until then no API key is accepted (503).
+func (a *Adapter) Bind(e Edge) { a.auth, a.note = e.Authenticate, e.NoteError }
 
 // Route is one method and path pattern the adapter serves.
 type Route struct {
@@ -213,6 +222,10 @@ func (a *Adapter) apiKey(h http.HandlerFunc) http.HandlerFunc {
 		}
 		if key == "" {
 			a.writeError(w, r, errdefs.WithCode("unauthorized", fmt.Errorf("missing OPEN-SANDBOX-API-KEY header: %w", errdefs.ErrUnauthenticated)))
+			return
+		}
+		if a.auth == nil {
+			a.writeError(w, r, fmt.Errorf("the OpenSandbox adapter is not served yet: %w", errdefs.ErrUnavailable))
 			return
 		}
 		p, err := a.auth(r.Context(), key)

@@ -41,16 +41,16 @@ func newServer(t *testing.T) *server {
 		}
 	})
 	a, err := opensandbox.New(opensandbox.Config{Control: h.Svc, Jobs: h.Jobs, Files: h.Files,
-		Settings: config.OpenSandbox{Images: map[string]string{"ubuntu": controltest.Profile}},
-		Authenticate: func(_ context.Context, key string) (tenant.Principal, error) {
-			if key == "key-a" {
-				return tenant.Principal{Tenant: "a", KeyID: "key_a"}, nil
-			}
-			return tenant.Principal{}, fmt.Errorf("unknown key: %w", errdefs.ErrUnauthenticated)
-		}})
+		Settings: config.OpenSandbox{Images: map[string]string{"ubuntu": controltest.Profile}}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	a.Bind(opensandbox.Edge{Authenticate: func(_ context.Context, key string) (tenant.Principal, error) {
+		if key == "key-a" {
+			return tenant.Principal{Tenant: "a", KeyID: "key_a"}, nil
+		}
+		return tenant.Principal{}, fmt.Errorf("unknown key: %w", errdefs.ErrUnauthenticated)
+	}})
 	mux := http.NewServeMux()
 	for _, r := range a.Routes() {
 		mux.HandleFunc(r.Method+" "+r.Pattern, r.Handler)

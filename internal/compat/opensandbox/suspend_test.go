@@ -91,13 +91,7 @@ func newSuspendServer(t *testing.T, noSnaps bool) *suspendServer {
 	}})
 	f := &fakeSnaps{h: h}
 	cfg := opensandbox.Config{Control: h.Svc, Jobs: h.Jobs, Files: h.Files,
-		Settings: config.OpenSandbox{Images: map[string]string{"ubuntu": controltest.Profile}},
-		Authenticate: func(_ context.Context, key string) (tenant.Principal, error) {
-			if key == "key-a" {
-				return tenant.Principal{Tenant: "a", KeyID: tenant.ConfigKeyID(tenant.HashKey("key-a")), KeyTenant: "a"}, nil
-			}
-			return tenant.Principal{}, fmt.Errorf("unknown key: %w", errdefs.ErrUnauthenticated)
-		}}
+		Settings: config.OpenSandbox{Images: map[string]string{"ubuntu": controltest.Profile}}}
 	if !noSnaps {
 		cfg.Snapshots = f
 	}
@@ -105,6 +99,12 @@ func newSuspendServer(t *testing.T, noSnaps bool) *suspendServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	a.Bind(opensandbox.Edge{Authenticate: func(_ context.Context, key string) (tenant.Principal, error) {
+		if key == "key-a" {
+			return tenant.Principal{Tenant: "a", KeyID: tenant.ConfigKeyID(tenant.HashKey("key-a")), KeyTenant: "a"}, nil
+		}
+		return tenant.Principal{}, fmt.Errorf("unknown key: %w", errdefs.ErrUnauthenticated)
+	}})
 	mux := http.NewServeMux()
 	for _, r := range a.Routes() {
 		mux.HandleFunc(r.Method+" "+r.Pattern, r.Handler)

@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +41,9 @@ const (
 	startGate        = "dev.genesis/start"  // scheduling gate held until Start
 	keepFinalizer    = "dev.genesis/keep"   // keeps a stopped Pod readable until Remove
 	labelsAnnotation = "dev.genesis/labels" // every label, JSON
+	// tokenAnnotation is the generation of the agent's token (absent: 0);
+	// a pool reset moves it on.
+	tokenAnnotation  = "dev.genesis/agent-token-generation"
 	sandboxContainer = "sandbox"
 	installContainer = "genesis-agent-install"
 	agentVolume      = "genesis-agent"
@@ -90,14 +92,12 @@ type Driver struct {
 	cfg Config
 	cs  kubernetes.Interface
 	log *slog.Logger
-
-	mu  sync.Mutex
-	ips map[string]string // Pod name → address, once known
 }
 
 var (
-	_ driver.Driver    = (*Driver)(nil)
-	_ driver.Sandboxer = (*Driver)(nil)
+	_ driver.Driver       = (*Driver)(nil)
+	_ driver.Sandboxer    = (*Driver)(nil)
+	_ driver.AgentRekeyer = (*Driver)(nil)
 )
 
 // New connects to the cluster (it does not call it yet).
@@ -153,7 +153,7 @@ func NewWithClient(cfg Config, cs kubernetes.Interface) (*Driver, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Driver{cfg: cfg, cs: cs, log: cfg.Logger, ips: map[string]string{}}, nil
+	return &Driver{cfg: cfg, cs: cs, log: cfg.Logger}, nil
 }
 
 // Name is "kubernetes".
@@ -504,7 +504,6 @@ func (d *Driver) Stop(ctx context.Context, id string, grace time.Duration) error
 // Remove drops the finalizer and deletes the Pod at once.
 func (d *Driver) Remove(ctx context.Context, id string) error {
 	id = objectName(id)
-	d.forget(id)
 	patch := []byte(`{"metadata":{"finalizers":null}}`)
 	if _, err := d.pods().Patch(ctx, id, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -651,11 +650,62 @@ func podName(id string) string { return objectName("genesis-" + id) }
 // sandbox ids carry underscores, which object names may not.
 func objectName(name string) string { return strings.ReplaceAll(strings.ToLower(name), "_", "-") }
 
-// token is the agent token of a Pod: HMAC-SHA256 of its name.
-func (d *Driver) token(pod string) []byte {
+// token is the agent token of a Pod in generation gen: HMAC-SHA256 of its
+// name (generation 0) or of its name, "#" and the generation. Only the
+// service's replicas, which share the key, can make it; the Pod is given
+// its SHA-256 only.
+func (d *Driver) token(pod string, gen int64) []byte {
 	m := hmac.New(sha256.New, d.cfg.TokenKey)
 	io.WriteString(m, pod)
+	if gen > 0 {
+		io.WriteString(m, "#"+strconv.FormatInt(gen, 10))
+	}
 	return m.Sum(nil)
+}
+
+// tokenGeneration reads the generation of a Pod's agent token.
+func tokenGeneration(p *corev1.Pod) (int64, error) {
+	v, ok := p.Annotations[tokenAnnotation]
+	if !ok {
+		return 0, nil
+	}
+	g, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || g < 0 {
+		return 0, fmt.Errorf("kube: pod %s: annotation %s is %q, not a generation: %w", p.Name, tokenAnnotation, v, errdefs.ErrInternal)
+	}
+	return g, nil
+}
+
+// NextAgentToken is the generation after the Pod's current one, and the
+// SHA-256 of its token.
+func (d *Driver) NextAgentToken(ctx context.Context, id string) (driver.AgentToken, error) {
+	name := podName(id)
+	p, err := d.pods().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return driver.AgentToken{}, apiErr("get pod "+name, err)
+	}
+	gen, err := tokenGeneration(p)
+	if err != nil {
+		return driver.AgentToken{}, err
+	}
+	return driver.AgentToken{Generation: gen + 1, SHA256: sha256.Sum256(d.token(name, gen+1))}, nil
+}
+
+// UseAgentToken records next's generation on the Pod: every dialer (of
+// every replica) reads it when it connects.
+func (d *Driver) UseAgentToken(ctx context.Context, id string, next driver.AgentToken) error {
+	name := podName(id)
+	if next.SHA256 != sha256.Sum256(d.token(name, next.Generation)) {
+		return fmt.Errorf("kube: pod %s: not the token of generation %d: %w", name, next.Generation, errdefs.ErrInvalidArgument)
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{tokenAnnotation: strconv.FormatInt(next.Generation, 10)}}})
+	if err != nil {
+		return err
+	}
+	if _, err := d.pods().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return apiErr("record the agent token of pod "+name, err)
+	}
+	return nil
 }
 
 // CreateSandbox makes the sandbox's Pod: the agent installed by an init
@@ -665,7 +715,11 @@ func (d *Driver) CreateSandbox(ctx context.Context, spec driver.SandboxSpec) (st
 	c := spec.Container
 	c.Name = podName(spec.ID)
 	c.Cmd = []string{driver.AgentBinary, "serve", "--listen", ":" + strconv.Itoa(d.cfg.AgentPort)}
-	c.Env = append(slices.Clone(c.Env), agentproto.TokenEnv+"="+hex.EncodeToString(d.token(c.Name)))
+	// The agent is given the SHA-256 of its token, never the token: the
+	// sandbox's processes can read the agent's environment
+	// (/proc/1/environ), and what they find there opens nothing.
+	sum := sha256.Sum256(d.token(c.Name, 0))
+	c.Env = append(slices.Clone(c.Env), agentproto.TokenSHA256Env+"="+hex.EncodeToString(sum[:]))
 	pod, err := d.pod(c)
 	if err != nil {
 		return "", err
@@ -709,25 +763,26 @@ func (d *Driver) AgentAddress(id string) string {
 	return fmt.Sprintf("pod %s/%s port %d", d.cfg.Namespace, podName(id), d.cfg.AgentPort)
 }
 
-// AgentDialer dials the agent on its Pod's address and presents its token.
+// AgentDialer dials the agent on its Pod's address and presents its token
+// of the Pod's current generation. Each dial reads the Pod, so a token
+// another replica moved on is followed at the next connection.
 func (d *Driver) AgentDialer(id string) driver.Dialer {
 	name := podName(id)
-	preface := []byte(agentproto.TokenPreface + hex.EncodeToString(d.token(name)) + "\n")
 	nd := &net.Dialer{Timeout: 5 * time.Second}
 	port := strconv.Itoa(d.cfg.AgentPort)
 	return func(ctx context.Context) (net.Conn, error) {
-		ip, err := d.podIP(ctx, name)
+		ip, gen, err := d.podAddr(ctx, name)
 		if err != nil {
 			return nil, err
 		}
 		c, err := nd.DialContext(ctx, "tcp", net.JoinHostPort(ip, port))
 		if err != nil {
-			d.forget(name)
 			return nil, err
 		}
 		if dl, ok := ctx.Deadline(); ok {
 			_ = c.SetWriteDeadline(dl)
 		}
+		preface := []byte(agentproto.TokenPreface + hex.EncodeToString(d.token(name, gen)) + "\n")
 		if _, err := c.Write(preface); err != nil {
 			c.Close()
 			return nil, err
@@ -737,44 +792,30 @@ func (d *Driver) AgentDialer(id string) driver.Dialer {
 	}
 }
 
-func (d *Driver) forget(name string) {
-	d.mu.Lock()
-	delete(d.ips, name)
-	d.mu.Unlock()
-}
-
-// podIP is the Pod's address: cached once known, otherwise read and, if
-// the Pod has none yet, watched for until ctx ends.
-func (d *Driver) podIP(ctx context.Context, name string) (string, error) {
-	d.mu.Lock()
-	ip, ok := d.ips[name]
-	d.mu.Unlock()
-	if ok {
-		return ip, nil
-	}
+// podAddr is the Pod's address and the generation of its agent's token:
+// read, and if the Pod has no address yet, watched for until ctx ends.
+func (d *Driver) podAddr(ctx context.Context, name string) (string, int64, error) {
 	// A Pod that is scheduled gets its address within seconds; nobody
 	// waits for one for ever (a dial holds its agent client's dialling).
 	ctx, cancel := context.WithTimeout(ctx, addressWait)
 	defer cancel()
 	p, err := d.pods().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return "", apiErr("get pod "+name, err)
+		return "", 0, apiErr("get pod "+name, err)
 	}
 	for p.Status.PodIP == "" {
 		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
-			return "", fmt.Errorf("kube: pod %s ended without an address: %w", name, errdefs.ErrUnavailable)
+			return "", 0, fmt.Errorf("kube: pod %s ended without an address: %w", name, errdefs.ErrUnavailable)
 		}
 		if len(p.Spec.SchedulingGates) > 0 {
-			return "", fmt.Errorf("kube: pod %s was never started: %w", name, errdefs.ErrUnavailable)
+			return "", 0, fmt.Errorf("kube: pod %s was never started: %w", name, errdefs.ErrUnavailable)
 		}
 		if p, err = d.nextVersion(ctx, p); err != nil {
-			return "", err
+			return "", 0, err
 		}
 	}
-	d.mu.Lock()
-	d.ips[name] = p.Status.PodIP
-	d.mu.Unlock()
-	return p.Status.PodIP, nil
+	gen, err := tokenGeneration(p)
+	return p.Status.PodIP, gen, err
 }
 
 // nextVersion waits for the next version of Pod p: the watch's next event

@@ -126,13 +126,47 @@ func (m *Manager) Approvals(tenant, id string) ([]Approval, error) {
 	return out, nil
 }
 
-// Decide approves or denies a held call. argsDigest must be the call's
-// argument digest, so that a decision is for exactly the call reviewed.
-func (m *Manager) Decide(tenant, id, approvalID, decision, argsDigest, by, reason string) (*Approval, error) {
+// CodeApproverIsCreator answers a decision (or pin approval) by the key
+// that started the instance.
+const CodeApproverIsCreator = "approver_is_creator"
+
+// approvableBy refuses the key that started the instance: the calls it
+// would approve are its own agent's.
+func (in *instance) approvableBy(keyID string) error {
+	in.mu.Lock()
+	creator, id := in.view.CreatedBy, in.view.ID
+	in.mu.Unlock()
+	if keyID == "" || keyID == creator {
+		return errdefs.WithCode(CodeApproverIsCreator, fmt.Errorf(
+			"key %s started MCP server %s and may not approve its calls or changed tools; use another key with the scope approve: %w",
+			keyID, id, errdefs.ErrPermissionDenied))
+	}
+	return nil
+}
+
+// ApprovalDecision is a decision on a held call.
+type ApprovalDecision struct {
+	// Decision is approve or deny.
+	Decision string
+	// ArgsDigest must be the call's argument digest, so that a decision
+	// is for exactly the call reviewed.
+	ArgsDigest string
+	Reason     string
+	// KeyID is the deciding API key (never the instance's creator); By
+	// names it in the record.
+	KeyID, By string
+}
+
+// Decide approves or denies a held call.
+func (m *Manager) Decide(tenant, id, approvalID string, d ApprovalDecision) (*Approval, error) {
 	in, err := m.get(tenant, id)
 	if err != nil {
 		return nil, err
 	}
+	if err := in.approvableBy(d.KeyID); err != nil {
+		return nil, err
+	}
+	decision, argsDigest, by, reason := d.Decision, d.ArgsDigest, d.By, d.Reason
 	var state string
 	switch decision {
 	case "approve":

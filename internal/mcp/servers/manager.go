@@ -1,6 +1,8 @@
 package servers
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -166,6 +168,11 @@ func New(cfg Config) (*Manager, error) {
 	return m, nil
 }
 
+// Drain stops every instance as Close does, when the service starts to
+// stop: an instance's own lease is this process's, not a holder's, and the
+// drain of the sandboxes would wait its whole timeout for it.
+func (m *Manager) Drain(context.Context) { m.Close() }
+
 // Close stops every instance and waits for them.
 func (m *Manager) Close() {
 	m.stop()
@@ -206,6 +213,10 @@ type CreateRequest struct {
 	// ApprovalTTLSeconds is how long a call of a tools.approve tool waits
 	// for its decision (default 300; at most the call ceiling).
 	ApprovalTTLSeconds int64 `json:"approval_ttl_seconds,omitempty"`
+	// CreatedBy is the id of the API key that asks (set by the caller,
+	// never read from a body): that key may not approve the instance's
+	// calls or changed tools.
+	CreatedBy string `json:"-"`
 }
 
 // Spec is an ad-hoc server: a command in a profile.
@@ -262,6 +273,8 @@ type Instance struct {
 	// name: "env:VAR=secret" for env_secrets, "gateway:TOOL" for operator
 	// tools (whose credentials stay at the gateway). Never their values.
 	Secrets []string `json:"secrets,omitempty"`
+	// CreatedBy is the id of the API key that started the instance.
+	CreatedBy string `json:"created_by,omitempty"`
 }
 
 // instance is one running server.
@@ -451,7 +464,7 @@ func (m *Manager) Create(ctx context.Context, tenant string, req CreateRequest) 
 	for _, t := range entry.Permissions.Tools {
 		secrets = append(secrets, "gateway:"+t)
 	}
-	in.view = Instance{ID: id, Tenant: tenant, Catalog: entry.Name, Command: entry.Command, Profile: entry.Profile, Scope: req.Scope, Secrets: secrets,
+	in.view = Instance{ID: id, Tenant: tenant, CreatedBy: req.CreatedBy, Catalog: entry.Name, Command: entry.Command, Profile: entry.Profile, Scope: req.Scope, Secrets: secrets,
 		Endpoint: "/v1/mcp/servers/" + id + "/mcp", Risk: dec.Risk, Network: dec.Network, Decision: dec, State: StateStarting,
 		Tools: rules, PinMode: mode, IdleTTLSeconds: req.IdleTTLSeconds, CreatedAt: now, LastUsedAt: now}
 
@@ -661,22 +674,64 @@ func (m *Manager) callServer(ctx context.Context, in *instance) (sdk.Transport, 
 // bytes, at the end of a line (an answer is whole), or past hard bytes in
 // any case, it calls full once: the server is stopped and started again
 // before the agent's output limit would silence it.
+//
+// It passes whole lines only: the end of the output that is not a line
+// yet waits for its newline. The stop that full asks for may cut a line
+// (the process killed mid-write, or its log full); that line never reaches
+// the bridge, which would judge it a protocol breach, so the stop stays a
+// planned restart. Without a planned stop, a last line without newline is
+// passed on at the end (the bridge judges it like any other).
 type outputMeter struct {
 	w          io.Writer
 	soft, hard int64
 	full       func()
 	n          int64
 	done       bool
+	partial    []byte
 }
 
+// maxPartial is the most the meter holds back of one line: a longer line
+// passes on as it comes, and the bridge refuses it as too long.
+const maxPartial = mcp.DefaultMaxLine + 1
+
 func (o *outputMeter) Write(p []byte) (int, error) {
-	n, err := o.w.Write(p)
-	o.n += int64(n)
-	if !o.done && (o.n >= o.hard || (o.n >= o.soft && n > 0 && p[n-1] == '\n')) {
+	size := len(p)
+	o.n += int64(size)
+	var err error
+	if i := bytes.LastIndexByte(p, '\n'); i >= 0 {
+		if len(o.partial) > 0 {
+			_, err = o.w.Write(o.partial)
+			o.partial = o.partial[:0]
+		}
+		if err == nil {
+			_, err = o.w.Write(p[:i+1])
+		}
+		p = p[i+1:]
+	}
+	o.partial = append(o.partial, p...)
+	if err == nil && len(o.partial) > maxPartial {
+		_, err = o.w.Write(o.partial)
+		o.partial = o.partial[:0]
+	}
+	if !o.done && (o.n >= o.hard || (o.n >= o.soft && len(o.partial) == 0)) {
 		o.done = true
 		o.full()
 	}
-	return n, err
+	if err != nil {
+		return 0, err
+	}
+	return size, nil
+}
+
+// end is the end of the output: a last line without newline is passed on,
+// unless the planned stop may have cut it.
+func (o *outputMeter) end() error {
+	if o.done || len(o.partial) == 0 {
+		return nil
+	}
+	_, err := o.w.Write(o.partial)
+	o.partial = nil
+	return err
 }
 
 // NetworkChange implements control.NetworkChangeHook: the network of a
@@ -824,7 +879,7 @@ func (m *Manager) start(ctx, rctx context.Context, in *instance) error {
 	go func() {
 		err := m.cfg.Jobs.CopyOutput(rctx, tenant, job.ID, out)
 		if err == nil {
-			err = io.EOF
+			err = cmp.Or(out.end(), io.EOF)
 		}
 		pw.CloseWithError(err)
 	}()
@@ -1317,9 +1372,12 @@ func (m *Manager) Pins(tenant, id string) ([]mcp.Pin, error) {
 }
 
 // ApprovePin approves the changed definition of a tool (by its hash).
-func (m *Manager) ApprovePin(tenant, id, tool, hash string) (mcp.Pin, error) {
+func (m *Manager) ApprovePin(tenant, id, tool, hash, keyID string) (mcp.Pin, error) {
 	in, err := m.get(tenant, id)
 	if err != nil {
+		return mcp.Pin{}, err
+	}
+	if err := in.approvableBy(keyID); err != nil {
 		return mcp.Pin{}, err
 	}
 	if hash == "" {

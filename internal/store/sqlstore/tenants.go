@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"genesis.dev/sandbox/internal/errdefs"
@@ -133,15 +134,17 @@ func (s *Store) DeleteTenant(ctx context.Context, name string, ifVersion int64) 
 	})
 }
 
-const keyColumns = `id, tenant, hash, prefix, description, created_at, revoked_at`
+const keyColumns = `id, tenant, hash, prefix, description, created_at, revoked_at, scopes`
 
 func scanKey(row scanner) (*tenant.Key, error) {
 	var k tenant.Key
 	var hash []byte
 	var created, revoked dbTime
-	if err := row.Scan(&k.ID, &k.Tenant, &hash, &k.Prefix, &k.Description, &created, &revoked); err != nil {
+	var scopes string
+	if err := row.Scan(&k.ID, &k.Tenant, &hash, &k.Prefix, &k.Description, &created, &revoked, &scopes); err != nil {
 		return nil, err
 	}
+	k.Scopes = strings.Fields(scopes)
 	if len(hash) != len(k.Hash) {
 		return nil, fmt.Errorf("key %s: stored hash has %d bytes: %w", k.ID, len(hash), errdefs.ErrInternal)
 	}
@@ -160,8 +163,8 @@ func (s *Store) CreateKey(ctx context.Context, k *tenant.Key) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.writer.ExecContext(ctx, s.q(`INSERT INTO api_keys (`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`),
-		k.ID, k.Tenant, k.Hash[:], k.Prefix, k.Description, created, revoked)
+	_, err = s.writer.ExecContext(ctx, s.q(`INSERT INTO api_keys (`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+		k.ID, k.Tenant, k.Hash[:], k.Prefix, k.Description, created, revoked, strings.Join(k.Scopes, " "))
 	switch {
 	case err == nil:
 		return nil

@@ -139,7 +139,8 @@ func testKeys(t *testing.T, st store.Store) {
 		}
 	}
 	k1, secret1, _ := tenant.NewKey(randReader{}, "a", "first", base)
-	k2, _, _ := tenant.NewKey(randReader{}, "a", "", base.Add(time.Second))
+	k2, secret2, _ := tenant.NewKey(randReader{}, "a", "", base.Add(time.Second))
+	k2.Scopes = []string{tenant.ScopeApprove}
 	kb, _, _ := tenant.NewKey(randReader{}, "b", "", base)
 	for _, k := range []*tenant.Key{k1, k2, kb} {
 		if err := st.CreateKey(ctx, k); err != nil {
@@ -157,6 +158,12 @@ func testKeys(t *testing.T, st store.Store) {
 	if err != nil || got.ID != k1.ID || got.Tenant != "a" || got.Prefix != k1.Prefix || got.Description != "first" ||
 		!got.Matches(tenant.HashKey(secret1)) || !got.CreatedAt.Equal(base) || got.Revoked() {
 		t.Fatalf("by hash: %+v %v", got, err)
+	}
+	if len(got.Scopes) != 0 {
+		t.Fatalf("a key made without scopes has %q", got.Scopes)
+	}
+	if got, err := st.KeyByHash(ctx, tenant.HashKey(secret2)); err != nil || len(got.Scopes) != 1 || got.Scopes[0] != tenant.ScopeApprove {
+		t.Fatalf("the scopes of a key: %+v %v", got, err)
 	}
 	if _, err := st.KeyByHash(ctx, tenant.HashKey(secret1+"x")); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("unknown hash: %v", err)

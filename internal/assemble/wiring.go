@@ -1,4 +1,4 @@
-package main
+package assemble
 
 import (
 	"context"
@@ -7,20 +7,98 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"genesis.dev/sandbox/internal/compat/e2b"
+	"genesis.dev/sandbox/internal/compat/opensandbox"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/egress"
 	"genesis.dev/sandbox/internal/mcp"
 	"genesis.dev/sandbox/internal/mcp/servers"
+	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/skills"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/tenant"
 )
+
+// What the parts are given beyond each other: the settings in the shape
+// each package takes them, and the small adapters between packages.
+
+// portProxy builds the port proxy with the preview-link key of the data
+// dir (made on first start).
+func portProxy(ctl *control.Service, set *config.Config, hint func(string, int) string, now func() time.Time, log *slog.Logger) (*ports.Proxy, error) {
+	keyFile := set.Ports.LinkKeyFile
+	if !filepath.IsAbs(keyFile) {
+		keyFile = filepath.Join(set.DataDir, keyFile)
+	}
+	key, err := ports.LoadOrCreateKey(keyFile)
+	if err != nil {
+		return nil, err
+	}
+	signer, err := ports.NewSigner(key)
+	if err != nil {
+		return nil, err
+	}
+	return ports.New(ports.Config{
+		Sandboxes: ports.FromControl(ctl), Signer: signer, KeyLive: ctl.KeyLive, MaxLinkTTL: set.Ports.MaxLinkTTL, DialTimeout: set.Ports.DialTimeout,
+		PortHint: hint, Now: now, Logger: log,
+	})
+}
+
+// buildAdapters builds the compatibility adapters the settings enable.
+// Their per-sandbox tokens are keyed by a file of the data dir, so that
+// they survive a restart (and instances sharing a store accept each
+// other's when they share the file).
+func (s *Stack) buildAdapters(set *config.Config, log *slog.Logger) error {
+	if !set.E2B.Enabled && !set.OpenSandbox.Enabled {
+		return nil
+	}
+	tokenKey, err := ports.LoadOrCreateKey(filepath.Join(set.DataDir, "keys", "compat-token.key"))
+	if err != nil {
+		return err
+	}
+	if set.E2B.Enabled {
+		var a *e2b.Adapter
+		a, err = e2b.New(e2b.Config{Control: s.Control, Jobs: s.Jobs, Files: s.Files, Settings: set.E2B, MaxJobTimeoutMS: set.Limits.MaxExecTimeoutMS,
+			TokenKey: tokenKey, PreviewDomain: s.Previews.Domain(), Snapshots: s.Snapshots, Logger: log,
+			ProxyPort: func(w http.ResponseWriter, r *http.Request, tenant, sandboxID string, port int, path, prefix string) {
+				// The host-based form (no prefix) is the port's own origin.
+				s.Ports.ServeHTTP(w, r, ports.Request{Tenant: tenant, SandboxID: sandboxID, Port: port, Path: path, Prefix: prefix, OwnOrigin: prefix == ""}, a.WriteError)
+			}})
+		if err != nil {
+			return err
+		}
+		s.E2B = a
+	}
+	if set.OpenSandbox.Enabled {
+		oc := opensandbox.Config{Control: s.Control, Jobs: s.Jobs, Files: s.Files, Settings: set.OpenSandbox, MaxJobTimeoutMS: set.Limits.MaxExecTimeoutMS,
+			TokenKey: tokenKey, Preview: s.openPreview, Snapshots: s.Snapshots, Logger: log}
+		if u, err := url.Parse(set.PublicBaseURL()); err == nil {
+			oc.PublicHost = u.Host
+		}
+		if s.OpenSandbox, err = opensandbox.New(oc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openPreview makes a preview link of a sandbox port of by's tenant, with
+// by's key, for the OpenSandbox endpoint of a port: the port's origin host
+// and the token, valid for the longest link time.
+func (s *Stack) openPreview(ctx context.Context, by tenant.Principal, sandboxID string, port int) (host, token string, err error) {
+	token, _, err = s.Ports.NewLink(ctx, by, sandboxID, port, s.Ports.MaxLinkTTL())
+	if err != nil {
+		return "", "", err
+	}
+	return s.Previews.Host(sandboxID, port), token, nil
+}
 
 // mcpCatalog is the configured catalog as the manager takes it.
 func mcpCatalog(c config.MCP) []servers.Entry {
@@ -47,8 +125,8 @@ func catalogPins(pins map[string]string) []mcp.Pin {
 	return out
 }
 
-// mcpSecret reads an operator secret (network.secrets) by name.
-func mcpSecret(c config.Network) func(string) (string, error) {
+// operatorSecret reads an operator secret (network.secrets) by name.
+func operatorSecret(c config.Network) func(string) (string, error) {
 	return func(name string) (string, error) {
 		src, ok := c.Secrets[name]
 		if !ok {
