@@ -19,7 +19,7 @@ import (
 // runsc) and the images' table.
 func openSandboxConfig(untrustedKey string) string {
 	return e2bConfig(untrustedKey) + `opensandbox:
-  images: {ubuntu: tool-basic, "python:3.11": code-python-basic}
+  images: {ubuntu: tool-basic, "python:3.11": code-python-data}
 `
 }
 
@@ -277,7 +277,7 @@ func TestOpenSandboxCode(t *testing.T) {
 	t.Parallel()
 	untrusted := "e2e_" + randomHex(t, 16)
 	e := newEnv(t, openSandboxConfig(untrusted))
-	e.requireImage(t, "code-python-basic")
+	e.requireImage(t, "code-python-data")
 	svc := e.start(t)
 	keys := map[string]string{"runc": e.apiKey, "runsc": untrusted}
 	for _, rt := range e.runtimes(t) {
