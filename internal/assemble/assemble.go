@@ -312,7 +312,9 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 		return nil, err
 	}
 	// Each adapter forgets the processes and code contexts of a sandbox
-	// that ended.
+	// that ended; the E2B adapter pauses one created with onTimeout
+	// "pause" at its timeout, and closes (auto-pauses under way finish)
+	// before the snapshots.
 	if s.E2B != nil {
 		s.add("e2b", s.E2B)
 	}

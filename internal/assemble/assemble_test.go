@@ -62,7 +62,8 @@ func names(s *Stack, has func(part) bool) []string {
 // service's: the jobs before their services (a job's cancel ends a
 // service's jobs) and closed after them, the port proxy's connections
 // closed before the browser's sessions, the producers' hooks before the
-// trace ends a sandbox's trace, the snapshots closed (idle hibernations
+// trace ends a sandbox's trace, the E2B adapter closed (its auto-pauses
+// finished) before the snapshots, the snapshots closed (idle hibernations
 // finished) before the managers they use, the recorders (browser, desktop) and the
 // job followers closed before the trace and the control service.
 func TestOneOrderedList(t *testing.T) {
@@ -77,7 +78,7 @@ func TestOneOrderedList(t *testing.T) {
 		t.Errorf("hooks in the order %v, want %v", hooks, wantHooks)
 	}
 	closers := names(s, func(p part) bool { return p.close != nil })
-	wantClosers := []string{"control", "tenancy", "trace", "jobs", "services", "browser", "desktop", "mcp-servers", "snapshots", "mcp-serve"}
+	wantClosers := []string{"control", "tenancy", "trace", "jobs", "services", "browser", "desktop", "mcp-servers", "snapshots", "mcp-serve", "e2b"}
 	if !slices.Equal(closers, wantClosers) {
 		t.Errorf("parts with a Close %v, want %v", closers, wantClosers)
 	}

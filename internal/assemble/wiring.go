@@ -67,7 +67,7 @@ func (s *Stack) buildAdapters(set *config.Config, log *slog.Logger) error {
 	if set.E2B.Enabled {
 		var a *e2b.Adapter
 		a, err = e2b.New(e2b.Config{Control: s.Control, KeyLive: s.Tenancy.KeyLive, Jobs: s.Jobs, Files: s.Files, Settings: set.E2B, MaxJobTimeoutMS: set.Limits.MaxExecTimeoutMS,
-			TokenKey: tokenKey, PreviewDomain: s.Previews.Domain(), Logger: log,
+			TokenKey: tokenKey, PreviewDomain: s.Previews.Domain(), Snapshots: s.Snapshots, Logger: log,
 			ProxyPort: func(w http.ResponseWriter, r *http.Request, tenant, sandboxID string, port int, path, prefix string) {
 				// The host-based form (no prefix) is the port's own origin.
 				s.Ports.ServeHTTP(w, r, ports.Request{Tenant: tenant, SandboxID: sandboxID, Port: port, Path: path, Prefix: prefix, OwnOrigin: prefix == ""}, a.WriteError)
@@ -79,7 +79,7 @@ func (s *Stack) buildAdapters(set *config.Config, log *slog.Logger) error {
 	}
 	if set.OpenSandbox.Enabled {
 		oc := opensandbox.Config{Control: s.Control, KeyLive: s.Tenancy.KeyLive, Jobs: s.Jobs, Files: s.Files, Settings: set.OpenSandbox, MaxJobTimeoutMS: set.Limits.MaxExecTimeoutMS,
-			TokenKey: tokenKey, Preview: s.openPreview, Logger: log}
+			TokenKey: tokenKey, Preview: s.openPreview, Snapshots: s.Snapshots, Logger: log}
 		if u, err := url.Parse(set.PublicBaseURL()); err == nil {
 			oc.PublicHost = u.Host
 		}

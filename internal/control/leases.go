@@ -365,6 +365,9 @@ func (s *Service) reapLeases(ctx context.Context, now time.Time) int {
 		if err != nil || (sb.Instance != "" && sb.Instance != s.instance) {
 			continue // another instance reaps its own
 		}
+		if s.keepExpired(ctx, sb, l, now) {
+			continue // a hook keeps it (E2B's auto-pause)
+		}
 		ended, err := s.endLease(ctx, l.ID, sandbox.LeaseExpired, "ttl expired", func(x *sandbox.Lease) error {
 			if !x.Expired(now) {
 				return fmt.Errorf("lease %s was renewed: %w", x.ID, errdefs.ErrFailedPrecondition)

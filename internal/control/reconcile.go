@@ -130,6 +130,8 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 			}
 			s.markFailed(ctx, r, why)
 			rep.MarkedFailed++
+		case r.Expired(now) && s.keepExpired(ctx, r, nil, now):
+			// A hook keeps it (E2B's auto-pause).
 		case r.Expired(now):
 			err := s.destroy(ctx, r, EndTTLExpired)
 			s.auditSystem(ctx, r.Tenant, "ttl_expired", r.ID, err)

@@ -673,6 +673,16 @@ func (s *Service) destroy(ctx context.Context, sb *sandbox.Sandbox, reason strin
 			return err
 		}
 	}
+	if p, ok := s.driver.(driver.Pauser); ok && sb.State == sandbox.StatePaused && sb.ContainerID != "" {
+		// A frozen container ignores its stop signal until the runtime's
+		// kill timeout (5 s under runc, 15 s under runsc): thawed, it ends
+		// at once.
+		uctx, ucancel := cleanupCtx(ctx, s.cfg.Intervals.DockerCallTimeout)
+		if err := p.Unpause(uctx, sb.ContainerID); err != nil {
+			s.log.Debug("thawing a paused sandbox to end it", "sandbox", sb.ID, "err", err)
+		}
+		ucancel()
+	}
 	s.teardown(ctx, sb.ID, sb.ContainerID)
 	cctx, cancel := cleanupCtx(ctx, 10*time.Second)
 	defer cancel()

@@ -66,7 +66,7 @@ func (s *Server) recordAudit(r *http.Request, pattern string, ae *auditEntry, sw
 	}
 }
 
-var wildcardRE = regexp.MustCompile(`\{([a-z_]+)\}`)
+var wildcardRE = regexp.MustCompile(`\{([A-Za-z_]+)\}`)
 
 // auditTarget is the id a request created (from the Location of a 201 that
 // names /v1/<collection>/<id>), else the most specific id in its path.

@@ -298,6 +298,19 @@ func (m *Manager) snapshot(ctx context.Context, sb *sandbox.Sandbox, name string
 // back under the same id. Its processes come back where the runtime keeps
 // them (runsc), its files always.
 func (m *Manager) Hibernate(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error) {
+	return m.HibernateWith(ctx, tenant, id, HibernateOptions{})
+}
+
+// HibernateOptions ask for a hibernation.
+type HibernateOptions struct {
+	// Memory false keeps the files only (the sandbox starts afresh on them
+	// when woken); true asks for its processes and memory too, refused
+	// where the runtime cannot keep them; nil keeps them where it can.
+	Memory *bool
+}
+
+// HibernateWith is Hibernate as o asks.
+func (m *Manager) HibernateWith(ctx context.Context, tenant, id string, o HibernateOptions) (*sandbox.Sandbox, error) {
 	defer m.lock(id)()
 	sb, err := m.cfg.Lifecycle.GetSandbox(ctx, tenant, id)
 	if err != nil {
@@ -309,7 +322,7 @@ func (m *Manager) Hibernate(ctx context.Context, tenant, id string) (*sandbox.Sa
 	if _, ok := m.cfg.Driver.(driver.Pauser); !ok {
 		return nil, unsupported("hibernation", sb, driver.Feature{Reason: "the driver cannot freeze a sandbox"})
 	}
-	memory, err := m.wantMemory(ctx, sb, nil)
+	memory, err := m.wantMemory(ctx, sb, o.Memory)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,8 @@
 // service's /e2b adapter and prints what each step saw as one JSON object
 // (test/e2e/e2b_test.go asserts on it). Environment: E2B_API_URL,
 // E2B_SANDBOX_URL, E2B_API_KEY as a user of the SDK sets them; argv[2] is
-// the flow: "core" (e2b) or "interpreter" (@e2b/code-interpreter).
+// the flow: "core" (e2b), "interpreter" (@e2b/code-interpreter), "host",
+// "warm", "pause", "pausecode", "snapshot" or "autopause".
 import { Sandbox, CommandExitError, SandboxNotFoundError } from 'e2b';
 import { Sandbox as CodeInterpreter } from '@e2b/code-interpreter';
 
@@ -161,8 +162,116 @@ async function warm() {
   out.killed = await sbx.kill();
 }
 
+const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
+// count reads the counter a background command writes once a second
+// (renamed into place, so that no read sees it half written).
+const count = async (sbx) => Number((await sbx.files.read('/home/user/count')).trim() || 0);
+
+// pause starts a background command counting once a second, writes a
+// file, pauses the sandbox (betaPause is the same call), reads its state
+// (getInfo, the list by state, isRunning), sleeps, connects (which
+// resumes it) and reads the file and the counter twice: a counter that
+// goes on from where it was paused kept its process and memory.
+async function pause() {
+  const sbx = await Sandbox.create('base', { timeoutMs: 300_000, metadata: { suite: 'e2b-pause' } });
+  out.id = sbx.sandboxId;
+  await sbx.files.write('/home/user/before.txt', 'written before the pause');
+  await sbx.commands.run('i=0; while true; do i=$((i+1)); echo $i > count.new; mv count.new count; sleep 1; done', { background: true, timeoutMs: 0 });
+  for (let i = 0; i < 200 && (await count(sbx).catch(() => 0)) < 3; i++) await sleep(100);
+  out.before = await count(sbx);
+  let t = performance.now();
+  out.paused = await sbx.pause();
+  out.pauseMs = performance.now() - t;
+  out.stateAfterPause = (await sbx.getInfo()).state;
+  out.listedPaused = (await Sandbox.list({ query: { state: ['paused'], metadata: { suite: 'e2b-pause' } } }).nextItems()).map((s) => `${s.sandboxId}:${s.state}`);
+  out.listedRunning = (await Sandbox.list({ query: { state: ['running'], metadata: { suite: 'e2b-pause' } } }).nextItems()).map((s) => s.sandboxId);
+  out.runningWhilePaused = await sbx.isRunning();
+  out.pauseAgain = await sbx.betaPause();
+  await sleep(6000); // a counter that went on while paused would show it
+  t = performance.now();
+  const again = await Sandbox.connect(sbx.sandboxId, { timeoutMs: 120_000 });
+  out.connectMs = performance.now() - t;
+  out.stateAfterConnect = (await again.getInfo()).state;
+  out.runningAfterConnect = await again.isRunning();
+  out.afterConnect = await count(again);
+  out.read = await again.files.read('/home/user/before.txt');
+  out.cat = (await again.commands.run('cat before.txt')).stdout;
+  await sleep(3000);
+  out.later = await count(again);
+  out.killed = await again.kill();
+}
+
+// pausecode keeps x = 41 in the code interpreter's default context,
+// pauses the sandbox, connects (resuming it) and runs x + 1 there.
+async function pausecode() {
+  const sbx = await CodeInterpreter.create({ timeoutMs: 300_000 });
+  out.id = sbx.sandboxId;
+  out.set = (await sbx.runCode('x = 41\nx')).text;
+  out.paused = await sbx.pause();
+  const again = await CodeInterpreter.connect(sbx.sandboxId);
+  const r = await again.runCode('x + 1');
+  out.after = r.error ? { name: r.error.name } : r.text;
+  out.killed = await again.kill();
+}
+
+// snapshot writes a file, takes a snapshot (the sandbox runs on), lists
+// it, creates a sandbox from it, forks the sandbox twice, and deletes the
+// snapshot (twice: the second answers false).
+async function snapshot() {
+  const sbx = await Sandbox.create('base', { timeoutMs: 300_000 });
+  out.id = sbx.sandboxId;
+  await sbx.files.write('/home/user/snap.txt', 'in the snapshot');
+  const snap = await sbx.createSnapshot({ name: 'e2b-flow' });
+  out.snapshotId = snap.snapshotId;
+  out.names = snap.names;
+  out.runsOn = (await sbx.commands.run('cat snap.txt')).stdout;
+  out.listed = (await sbx.listSnapshots().nextItems()).map((s) => s.snapshotId);
+  await sbx.files.write('/home/user/snap.txt', 'changed after the snapshot');
+  const made = await Sandbox.create(snap.snapshotId, { timeoutMs: 120_000 });
+  out.madeId = made.sandboxId;
+  out.made = await made.files.read('/home/user/snap.txt');
+  out.madeTemplate = (await made.getInfo()).templateId;
+  out.madeKilled = await made.kill();
+  const forks = await sbx.fork({ count: 2, timeoutMs: 120_000 });
+  out.forks = [];
+  for (const f of forks) {
+    if (f instanceof Error) { out.forks.push({ error: errInfo(f) }); continue; }
+    const r = (await f.commands.run(`cat snap.txt; echo; echo ${f.sandboxId} > own.txt; cat own.txt`)).stdout;
+    out.forks.push({ id: f.sandboxId, out: r });
+    await f.kill();
+  }
+  out.parentAfterFork = (await sbx.commands.run('cat snap.txt; echo; cat own.txt 2>/dev/null || echo no-own')).stdout;
+  out.deleted = await Sandbox.deleteSnapshot(snap.snapshotId);
+  out.deletedAgain = await Sandbox.deleteSnapshot(snap.snapshotId);
+  out.killed = await sbx.kill();
+}
+
+// autopause creates a sandbox whose timeout pauses it (autoResume), writes
+// a file, waits for its state to read paused after the timeout, then runs
+// a command, which wakes it.
+async function autopause() {
+  const sbx = await Sandbox.create('base', { timeoutMs: 5_000, lifecycle: { onTimeout: 'pause', autoResume: true } });
+  out.id = sbx.sandboxId;
+  await sbx.files.write('/home/user/auto.txt', 'before the timeout');
+  out.lifecycle = (await sbx.getInfo()).lifecycle;
+  const t0 = performance.now();
+  for (let i = 0; i < 600; i++) {
+    out.state = (await Sandbox.getInfo(sbx.sandboxId)).state;
+    if (out.state === 'paused') break;
+    await sleep(100);
+  }
+  out.pausedAfterMs = performance.now() - t0;
+  out.run = (await sbx.commands.run('cat auto.txt')).stdout;
+  out.stateAfterRun = (await sbx.getInfo()).state;
+  out.killed = await sbx.kill();
+}
+
 try {
   if (process.argv[2] === 'interpreter') await interpreter();
+  else if (process.argv[2] === 'pause') await pause();
+  else if (process.argv[2] === 'pausecode') await pausecode();
+  else if (process.argv[2] === 'snapshot') await snapshot();
+  else if (process.argv[2] === 'autopause') await autopause();
   else if (process.argv[2] === 'warm') await warm();
   else if (process.argv[2] === 'host') await host();
   else await core();

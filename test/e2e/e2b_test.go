@@ -308,12 +308,30 @@ func crossTenantE2B(t *testing.T, e *env, svc *service, otherKey string, routes 
 	}
 	ownerID, ownerToken := create(e.apiKey)
 	_, otherToken := create(otherKey)
-	const missing = "sbx_00000000000000000000"
+	const missing, missingSnap = "sbx_00000000000000000000", "snap_00000000000000000000"
+	code, body := e2bCall(t, svc.url(), e.apiKey, "POST", "/e2b/sandboxes/"+ownerID+"/snapshots", `{"name":"owners"}`)
+	var snap struct{ SnapshotID string }
+	if code != 201 || json.Unmarshal([]byte(body), &snap) != nil || snap.SnapshotID == "" {
+		t.Fatalf("the owner's snapshot: %d %s", code, body)
+	}
+	ownerSnap := snap.SnapshotID
+	t.Cleanup(func() { e2bCall(t, svc.url(), e.apiKey, "DELETE", "/e2b/templates/"+ownerSnap, "") })
+	// Another tenant neither lists it nor makes a sandbox from it.
+	if code, body := e2bCall(t, svc.url(), otherKey, "GET", "/e2b/snapshots", ""); code != 200 || strings.Contains(body, ownerSnap) {
+		t.Errorf("another tenant's list of snapshots: %d %s", code, body)
+	}
+	if code, body := e2bCall(t, svc.url(), otherKey, "POST", "/e2b/v2/sandboxes", `{"templateID":"`+ownerSnap+`"}`); code != 400 || !strings.Contains(body, `"code":400`) {
+		t.Errorf("another tenant's create from the owner's snapshot: %d %s; want 400 as for an unknown template", code, body)
+	}
 	bodies := map[string]string{
 		"GET /e2b/sandboxes/{id}":                  "",
 		"DELETE /e2b/sandboxes/{id}":               "",
 		"POST /e2b/sandboxes/{id}/timeout":         `{"timeout":5}`,
 		"POST /e2b/v2/sandboxes/{id}/connect":      `{"timeout":5}`,
+		"POST /e2b/sandboxes/{id}/pause":           `{}`,
+		"POST /e2b/sandboxes/{id}/snapshots":       `{"name":"other"}`,
+		"POST /e2b/sandboxes/{id}/fork":            `{"count":1}`,
+		"DELETE /e2b/templates/{templateID}":       "",
 		"POST /e2b/process.Process/{method}":       `{}`,
 		"POST /e2b/filesystem.Filesystem/{method}": `{"path":"/home/user"}`,
 		"DELETE /e2b/contexts/{id}":                "",
@@ -330,6 +348,16 @@ func crossTenantE2B(t *testing.T, e *env, svc *service, otherKey string, routes 
 		body, known := bodies[route]
 		if strings.Contains(path, "{") && !known {
 			t.Errorf("%s names a resource this walk does not know: add it", route)
+			continue
+		}
+		if strings.Contains(path, "/templates/{templateID}") {
+			// A snapshot of the owner's, as a template.
+			foreignCode, foreign := e2bCall(t, svc.url(), otherKey, method, strings.Replace(path, "{templateID}", ownerSnap, 1), body)
+			missingCode, miss := e2bCall(t, svc.url(), otherKey, method, strings.Replace(path, "{templateID}", missingSnap, 1), body)
+			if foreignCode != 404 || missingCode != 404 || strings.ReplaceAll(foreign, ownerSnap, missingSnap) != miss {
+				t.Errorf("%s with another tenant's key: %d %s; for a missing id: %d %s; want the same 404", route, foreignCode, foreign, missingCode, miss)
+			}
+			walked++
 			continue
 		}
 		if strings.Contains(path, "/sandboxes/{id}") {
@@ -367,6 +395,9 @@ func crossTenantE2B(t *testing.T, e *env, svc *service, otherKey string, routes 
 	// the other tenant's calls.
 	if code, body := e2bCall(t, svc.url(), e.apiKey, "GET", "/e2b/sandboxes/"+ownerID, ""); code != 200 || !strings.Contains(body, `"state":"running"`) {
 		t.Errorf("owner's sandbox after the walk: %d %s", code, body)
+	}
+	if code, body := e2bCall(t, svc.url(), e.apiKey, "GET", "/e2b/snapshots?name="+ownerSnap, ""); code != 200 || !strings.Contains(body, ownerSnap) {
+		t.Errorf("owner's snapshot after the walk: %d %s", code, body)
 	}
 	if code, _ := sandboxCall(t, svc.url(), ownerToken, ownerID, "GET", "/e2b/health", ""); code != 204 {
 		t.Errorf("owner's health after the walk: %d", code)

@@ -19,7 +19,7 @@ import (
 // runsc) and the images' table.
 func openSandboxConfig(untrustedKey string) string {
 	return e2bConfig(untrustedKey) + `opensandbox:
-  images: {ubuntu: tool-basic, "python:3.11": code-python-basic}
+  images: {ubuntu: tool-basic, "python:3.11": code-python-data}
 `
 }
 
@@ -177,6 +177,8 @@ func crossTenantOpenSandbox(t *testing.T, e *env, svc *service, otherKey string,
 		"GET /opensandbox/v1/sandboxes/{id}":                                  "",
 		"DELETE /opensandbox/v1/sandboxes/{id}":                               "",
 		"POST /opensandbox/v1/sandboxes/{id}/renew-expiration":                `{"expiresAt":"2099-01-01T00:00:00Z"}`,
+		"POST /opensandbox/v1/sandboxes/{id}/pause":                           "",
+		"POST /opensandbox/v1/sandboxes/{id}/resume":                          "",
 		"GET /opensandbox/v1/sandboxes/{id}/endpoints/{port}":                 "",
 		"GET /opensandbox/sandboxes/{id}/execd/ping":                          "",
 		"POST /opensandbox/sandboxes/{id}/execd/command":                      `{"command":"echo hi"}`,
@@ -275,7 +277,7 @@ func TestOpenSandboxCode(t *testing.T) {
 	t.Parallel()
 	untrusted := "e2e_" + randomHex(t, 16)
 	e := newEnv(t, openSandboxConfig(untrusted))
-	e.requireImage(t, "code-python-basic")
+	e.requireImage(t, "code-python-data")
 	svc := e.start(t)
 	keys := map[string]string{"runc": e.apiKey, "runsc": untrusted}
 	for _, rt := range e.runtimes(t) {

@@ -2,8 +2,8 @@
 // service's /opensandbox adapter and prints what each step saw as one JSON
 // object (test/e2e/opensandbox_test.go asserts on it). Environment:
 // OPEN_SANDBOX_DOMAIN and OPEN_SANDBOX_API_KEY as a user of the SDK sets
-// them; argv[2] is the image, argv[3] the flow: "core" (the default) or
-// "warm".
+// them; argv[2] is the image, argv[3] the flow: "core" (the default),
+// "warm" or "pause".
 import { Sandbox, SandboxManager } from '@alibaba-group/opensandbox';
 
 const out = {};
@@ -91,8 +91,59 @@ async function warm() {
   await mgr.close?.();
 }
 
+const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
+// count reads the counter a background command writes once a second
+// (renamed into place, so that no read sees it half written).
+const count = async (sbx) => Number((await sbx.files.readFile('/workspace/count')).trim() || 0);
+
+// pause starts a background command counting once a second, writes a
+// file, pauses the sandbox, reads its state (getInfo, the list by state,
+// the health check, a command), sleeps, resumes it (the SDK's resume, a
+// new connected Sandbox) and reads the file and the counter twice: a
+// counter that goes on from where it was paused kept its process and
+// memory.
+async function pause() {
+  const sbx = await Sandbox.create({ image, timeoutSeconds: 300, metadata: { suite: 'os-pause' } });
+  out.id = sbx.id;
+  await sbx.files.writeFiles([{ path: '/workspace/before.txt', data: 'written before the pause' }]);
+  await sbx.commands.run('i=0; while true; do i=$((i+1)); echo $i > /workspace/count.new; mv /workspace/count.new /workspace/count; sleep 1; done', { background: true });
+  for (let i = 0; i < 200 && (await count(sbx).catch(() => 0)) < 3; i++) await sleep(100);
+  out.before = await count(sbx);
+  let t = performance.now();
+  await sbx.pause();
+  out.pauseMs = performance.now() - t;
+  out.stateAfterPause = (await sbx.getInfo()).status.state;
+  const mgr = SandboxManager.create();
+  out.listedPaused = (await mgr.listSandboxInfos({ states: ['Paused'], metadata: { suite: 'os-pause' } })).items.map((s) => `${s.id}:${s.status.state}`);
+  out.listedRunning = (await mgr.listSandboxInfos({ states: ['Running'], metadata: { suite: 'os-pause' } })).items.map((s) => s.id);
+  out.healthyWhilePaused = await sbx.isHealthy();
+  try { await sbx.commands.run('echo x'); out.runWhilePaused = 'ran'; } catch (e) { out.runWhilePaused = errInfo(e); }
+  await sbx.pause(); // again: succeeds
+  await sleep(4000); // a counter that went on while paused would show it
+  t = performance.now();
+  const resumed = await sbx.resume();
+  out.resumeMs = performance.now() - t;
+  out.stateAfterResume = (await resumed.getInfo()).status.state;
+  out.healthyAfterResume = await resumed.isHealthy();
+  out.afterResume = await count(resumed);
+  out.read = await resumed.files.readFile('/workspace/before.txt');
+  out.cat = (await resumed.commands.run('cat /workspace/before.txt')).logs.stdout.map((m) => m.text);
+  await sleep(3000);
+  out.later = await count(resumed);
+  // A paused sandbox can be killed.
+  await resumed.pause();
+  t = performance.now();
+  await resumed.kill();
+  out.killPausedMs = performance.now() - t;
+  out.afterKill = (await resumed.getInfo()).status.state;
+  await sbx.close();
+  await resumed.close();
+  await mgr.close?.();
+}
+
 try {
   if (process.argv[3] === 'warm') await warm();
+  else if (process.argv[3] === 'pause') await pause();
   else await core();
 } catch (e) {
   out.error = errInfo(e);

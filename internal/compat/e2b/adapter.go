@@ -67,7 +67,10 @@ type Config struct {
 	// the sandbox's domain, so getHost(port) names the port's preview
 	// origin on this service, never E2B's public domain.
 	PreviewDomain string
-	Logger        *slog.Logger
+	// Snapshots, if set, serves pause, resume, auto-pause at the timeout,
+	// snapshots and forks; without it they answer 501.
+	Snapshots Snapshots
+	Logger    *slog.Logger
 }
 
 // Adapter serves the E2B control plane, the agent API and the code
@@ -94,6 +97,14 @@ type Adapter struct {
 
 	ctxMu    sync.Mutex
 	contexts map[string]*contextSlot // sandbox id → its default code context
+
+	snaps Snapshots
+	// bg are the auto-pauses under way, at most cap(autoPauses) at once;
+	// closed (under bgMu) once Close waits for them.
+	bgMu       sync.Mutex
+	bg         sync.WaitGroup
+	closed     bool
+	autoPauses chan struct{}
 }
 
 // New builds the adapter.
@@ -115,7 +126,8 @@ func New(cfg Config) (*Adapter, error) {
 		}
 	}
 	a := &Adapter{ctl: cfg.Control, keyLive: cfg.KeyLive, jobs: cfg.Jobs, files: cfg.Files, set: cfg.Settings, previewDomain: cfg.PreviewDomain,
-		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, tokens: signer, contexts: map[string]*contextSlot{}, proxyPort: cfg.ProxyPort}
+		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, tokens: signer, contexts: map[string]*contextSlot{}, proxyPort: cfg.ProxyPort,
+		snaps: cfg.Snapshots, autoPauses: make(chan struct{}, 2)}
 	a.procs.bySandbox = map[string]*sandboxProcs{}
 	mux := http.NewServeMux()
 	mux.Handle(processconnect.NewProcessHandler(&processService{a: a}))
@@ -157,6 +169,11 @@ func (a *Adapter) Routes() []Route {
 		{"DELETE", p + "/sandboxes/{id}", a.apiKey(a.killSandbox), false},
 		{"POST", p + "/sandboxes/{id}/timeout", a.apiKey(a.setTimeout), false},
 		{"POST", p + "/v2/sandboxes/{id}/connect", a.apiKey(a.connectSandbox), false},
+		{"POST", p + "/sandboxes/{id}/pause", a.apiKey(a.pauseSandbox), false},
+		{"POST", p + "/sandboxes/{id}/snapshots", a.apiKey(a.createSnapshot), false},
+		{"POST", p + "/sandboxes/{id}/fork", a.apiKey(a.forkSandbox), false},
+		{"GET", p + "/snapshots", a.apiKey(a.listSnapshots), false},
+		{"DELETE", p + "/templates/{templateID}", a.apiKey(a.deleteSnapshot), false},
 		// Sandbox traffic (E2B_SANDBOX_URL), routed by E2b-Sandbox-Id and
 		// E2b-Sandbox-Port and authenticated by the sandbox's access token.
 		{"GET", p + "/health", a.sandboxAuth(a.health), true},
@@ -296,11 +313,25 @@ func (a *Adapter) sandboxAuth(h http.HandlerFunc) http.HandlerFunc {
 		}
 		// A token outlives nothing: once the sandbox is gone (killed,
 		// expired) every call answers 502, as E2B's proxy does for a
-		// sandbox that is not running (the SDKs read it so).
+		// sandbox that is not running (the SDKs read it so); so does a
+		// paused one, unless it wakes on traffic.
 		sb, err := a.ctl.GetSandbox(r.Context(), tenant, id)
 		if err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
 			a.writeError(w, r, err)
 			return
+		}
+		if err == nil {
+			sb, err = a.settled(r.Context(), tenant, sb)
+		}
+		if err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
+			a.writeError(w, r, err)
+			return
+		}
+		if err == nil && a.wakesOnTraffic(sb) {
+			if sb, err = a.wakeOnTraffic(r.Context(), tenant, sb); err != nil {
+				a.writeError(w, r, err)
+				return
+			}
 		}
 		if err != nil || !shared.Running(sb.State) {
 			writeJSON(w, http.StatusBadGateway, apiError{Code: http.StatusBadGateway, Message: fmt.Sprintf("sandbox %s is not running", id)})

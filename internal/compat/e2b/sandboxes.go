@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/snapshots"
 )
 
 // templateKey is the metadata key that remembers a sandbox's E2B template;
@@ -20,12 +22,20 @@ import (
 const templateKey = "e2b.template"
 
 // createBody is what the SDKs send to create a sandbox (fields not read
-// here, such as network, mcp or autoPause, are ignored).
+// here, such as network or mcp, are ignored).
 type createBody struct {
 	TemplateID string            `json:"templateID"`
 	Timeout    *int64            `json:"timeout"`
 	Metadata   map[string]string `json:"metadata"`
 	EnvVars    map[string]string `json:"envVars"`
+	// AutoPause (lifecycle onTimeout "pause") pauses the sandbox when its
+	// timeout runs out instead of ending it; AutoPauseMemory false keeps
+	// its files only; AutoResume wakes it paused at the next traffic.
+	AutoPause       bool  `json:"autoPause"`
+	AutoPauseMemory *bool `json:"autoPauseMemory"`
+	AutoResume      *struct {
+		Enabled bool `json:"enabled"`
+	} `json:"autoResume"`
 }
 
 // created is the answer to create and connect.
@@ -54,6 +64,7 @@ type detail struct {
 	EnvdVersion     string            `json:"envdVersion"`
 	EnvdAccessToken string            `json:"envdAccessToken,omitempty"`
 	Domain          *string           `json:"domain"`
+	Lifecycle       *lifecycle        `json:"lifecycle,omitempty"`
 }
 
 // profileOf maps a template to a profile by the configured table.
@@ -86,7 +97,22 @@ func (a *Adapter) createSandbox(w http.ResponseWriter, r *http.Request) {
 	if body.TemplateID == "" {
 		body.TemplateID = "base"
 	}
+	tenant := tenantOf(r.Context())
 	profile, err := a.profileOf(body.TemplateID)
+	var from *sandbox.Snapshot
+	if err != nil {
+		// A snapshot of the caller's names a template too
+		// (Sandbox.create(snapshotId)).
+		if sn, ok := a.findSnapshot(r.Context(), tenant, body.TemplateID); ok {
+			from, err = sn, nil
+		}
+	}
+	if err == nil && (body.AutoPause || body.AutoResume != nil && body.AutoResume.Enabled) && a.snaps == nil {
+		err = notSupported("lifecycle onTimeout 'pause'")
+	}
+	if err == nil && body.AutoResume != nil && body.AutoResume.Enabled && (!body.AutoPause || body.AutoPauseMemory != nil && !*body.AutoPauseMemory) {
+		err = errdefs.WithCode("invalid_lifecycle", errdefs.Mark(fmt.Errorf("autoResume needs onTimeout 'pause' keeping the memory"), errdefs.ErrInvalidArgument))
+	}
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -100,10 +126,31 @@ func (a *Adapter) createSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	md := map[string]string{}
 	for k, v := range body.Metadata {
-		md[k] = v
+		if !hiddenKeys[k] {
+			md[k] = v
+		}
 	}
 	md[templateKey] = body.TemplateID
-	tenant := tenantOf(r.Context())
+	if body.AutoPause {
+		md[onTimeoutKey] = "pause"
+		if body.AutoPauseMemory != nil {
+			md[pauseMemoryKey] = strconv.FormatBool(*body.AutoPauseMemory)
+		}
+	}
+	if body.AutoResume != nil && body.AutoResume.Enabled {
+		md[autoResumeKey] = "true"
+	}
+	if from != nil {
+		// A sandbox of the snapshot's profile and runtime with its state;
+		// it has no lease: its timeout is its own TTL.
+		made, err := a.snaps.CreateFrom(r.Context(), from.ID, snapshots.CreateOptions{Tenant: tenant, TTLSeconds: ttl, Env: body.EnvVars, Metadata: md})
+		if err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, a.created(r.Context(), made.Sandbox))
+		return
+	}
 	out, err := a.ctl.AcquireLease(r.Context(), control.AcquireLeaseInput{
 		Tenant: tenant, Profile: profile, TTLSeconds: &ttl, Holder: "e2b", Env: body.EnvVars, Metadata: md,
 	})
@@ -132,22 +179,22 @@ func templateOf(sb *sandbox.Sandbox) string {
 func (a *Adapter) detail(sb *sandbox.Sandbox, started time.Time) detail {
 	md := map[string]string{}
 	for k, v := range sb.Metadata {
-		if k != templateKey {
+		if !hiddenKeys[k] {
 			md[k] = v
 		}
 	}
 	d := detail{SandboxID: sb.ID, TemplateID: templateOf(sb), ClientID: "genesis", StartedAt: started.UTC(),
 		CPUCount: max(1, int(sb.Resources.CPU+0.999)), MemoryMB: sb.Resources.MemoryMB, DiskSizeMB: sb.Resources.DiskMB,
-		Metadata: md, State: "running", EnvdVersion: envdVersion, Domain: a.domain()}
+		Metadata: md, State: stateOf(sb), EnvdVersion: envdVersion, Domain: a.domain()}
 	if sb.ExpiresAt != nil {
 		d.EndAt = *sb.ExpiresAt
 	}
 	return d
 }
 
-// getSandbox serves GET /sandboxes/{id}.
+// getSandbox serves GET /sandboxes/{id}: a running or paused sandbox.
 func (a *Adapter) getSandbox(w http.ResponseWriter, r *http.Request) {
-	sb, err := a.runningSandbox(r, r.PathValue("id"))
+	sb, err := a.visibleSandbox(r, r.PathValue("id"))
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -159,6 +206,7 @@ func (a *Adapter) getSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	d := a.detail(sb, started)
 	d.EnvdAccessToken = a.accessToken(r.Context(), sb.ID)
+	d.Lifecycle = lifecycleOf(sb)
 	writeJSON(w, http.StatusOK, d)
 }
 
@@ -177,9 +225,25 @@ func (a *Adapter) runningSandbox(r *http.Request, id string) (*sandbox.Sandbox, 
 	return sb, nil
 }
 
+// visibleSandbox answers a running or paused sandbox of the caller, or
+// E2B's 404.
+func (a *Adapter) visibleSandbox(r *http.Request, id string) (*sandbox.Sandbox, error) {
+	sb, err := a.ctl.GetSandbox(r.Context(), tenantOf(r.Context()), id)
+	if err != nil {
+		if errdefs.Is(err, errdefs.ErrNotFound) {
+			return nil, notFound(id)
+		}
+		return nil, err
+	}
+	if !shared.Running(sb.State) && !sb.State.Suspended() {
+		return nil, notFound(id)
+	}
+	return sb, nil
+}
+
 // listSandboxes serves GET /sandboxes and /v2/sandboxes: the caller's
-// running sandboxes, filtered by metadata (an encoded query string) and
-// state (running; paused ones do not exist here).
+// running and paused sandboxes, filtered by metadata (an encoded query
+// string) and state (running, paused, comma-separated; both by default).
 func (a *Adapter) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := control.SandboxFilter{Tenant: tenantOf(r.Context())}
@@ -194,9 +258,12 @@ func (a *Adapter) listSandboxes(w http.ResponseWriter, r *http.Request) {
 			f.Metadata[k] = v[0]
 		}
 	}
-	if st := q.Get("state"); st != "" && !slices.Contains(strings.Split(st, ","), "running") {
-		writeJSON(w, http.StatusOK, []detail{})
-		return
+	states := map[string]bool{"running": true, "paused": true}
+	if st := q.Get("state"); st != "" {
+		states = map[string]bool{}
+		for _, one := range strings.Split(st, ",") {
+			states[strings.TrimSpace(one)] = true
+		}
 	}
 	list, err := a.ctl.ListSandboxes(r.Context(), f)
 	if err != nil {
@@ -210,7 +277,7 @@ func (a *Adapter) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []detail{}
 	for _, sb := range list {
-		if shared.Running(sb.State) {
+		if (shared.Running(sb.State) || sb.State.Suspended()) && states[stateOf(sb)] {
 			out = append(out, a.detail(sb, shared.StartOf(sb, starts)))
 		}
 	}
@@ -233,11 +300,17 @@ func (a *Adapter) renewTo(r *http.Request, optional bool) (*sandbox.Sandbox, err
 	if err != nil || optional && body.Timeout <= 0 {
 		return sb, err
 	}
-	l, err := shared.ActiveLease(r.Context(), a.ctl, tenantOf(r.Context()), id)
+	return a.renew(r.Context(), tenantOf(r.Context()), sb, body.Timeout)
+}
+
+// renew makes a sandbox of tenant end timeout seconds from now: its lease
+// renewed, or, for a sandbox without one, the sandbox itself.
+func (a *Adapter) renew(ctx context.Context, tenant string, sb *sandbox.Sandbox, timeout int64) (*sandbox.Sandbox, error) {
+	l, err := shared.ActiveLease(ctx, a.ctl, tenant, sb.ID)
 	if err != nil {
-		return a.ctl.RenewSandbox(r.Context(), tenantOf(r.Context()), id, body.Timeout)
+		return a.ctl.RenewSandbox(ctx, tenant, sb.ID, timeout)
 	}
-	if _, err := a.ctl.RenewLease(r.Context(), tenantOf(r.Context()), l.ID, &body.Timeout); err != nil {
+	if _, err := a.ctl.RenewLease(ctx, tenant, l.ID, &timeout); err != nil {
 		return nil, err
 	}
 	return sb, nil
@@ -253,24 +326,49 @@ func (a *Adapter) setTimeout(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// connectSandbox serves POST /v2/sandboxes/{id}/connect {timeout}:
-// a running sandbox's access details, its timeout extended when given.
+// connectSandbox serves POST /v2/sandboxes/{id}/connect {timeout,
+// memory}: a running sandbox's access details, its timeout extended when
+// given (200); a paused one is resumed first and ends timeout seconds
+// (default e2b.default_timeout_seconds) from now (201).
 func (a *Adapter) connectSandbox(w http.ResponseWriter, r *http.Request) {
-	sb, err := a.renewTo(r, true)
+	var body struct {
+		Timeout *int64 `json:"timeout"`
+		Memory  *bool  `json:"memory"`
+	}
+	if err := shared.DecodeBody(r, &body); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	sb, err := a.visibleSandbox(r, r.PathValue("id"))
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, a.created(r.Context(), sb))
+	status := http.StatusOK
+	switch {
+	case sb.State.Suspended():
+		if sb, err = a.resumeOnConnect(r.Context(), tenantOf(r.Context()), sb, body.Memory); err == nil {
+			_, err = a.renew(r.Context(), tenantOf(r.Context()), sb, a.timeoutOr(body.Timeout))
+		}
+		status = http.StatusCreated
+	case body.Timeout != nil && *body.Timeout > 0:
+		_, err = a.renew(r.Context(), tenantOf(r.Context()), sb, *body.Timeout)
+	}
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, status, a.created(r.Context(), sb))
 }
 
 // killSandbox serves DELETE /sandboxes/{id}: its lease is released
 // (or, for a sandbox made without one, the sandbox deleted); 204, or 404
-// when there is no such running sandbox. The access token dies with it.
+// when there is no such running or paused sandbox. The access token dies
+// with it.
 func (a *Adapter) killSandbox(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	tenant := tenantOf(r.Context())
-	if _, err := a.runningSandbox(r, id); err != nil {
+	if _, err := a.visibleSandbox(r, id); err != nil {
 		a.writeError(w, r, err)
 		return
 	}

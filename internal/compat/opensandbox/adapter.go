@@ -59,7 +59,10 @@ type Config struct {
 	// port's own preview origin (host[:port], no scheme) and a link token
 	// the SDK sends in PreviewHeader.
 	Preview func(ctx context.Context, by tenant.Principal, sandboxID string, port int) (host, token string, err error)
-	Logger  *slog.Logger
+	// Snapshots, if set, serves pause and resume; without it they answer
+	// 501.
+	Snapshots Snapshots
+	Logger    *slog.Logger
 }
 
 // PreviewHeader carries a preview link's token to a preview origin.
@@ -82,6 +85,7 @@ type Adapter struct {
 	publicHost string
 	preview    func(ctx context.Context, by tenant.Principal, sandboxID string, port int) (host, token string, err error)
 	ctx        contexts
+	snaps      Snapshots
 }
 
 // New builds the adapter.
@@ -104,7 +108,7 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	return &Adapter{ctl: cfg.Control, keyLive: cfg.KeyLive, jobs: cfg.Jobs, files: cfg.Files, set: cfg.Settings,
 		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, tokens: signer, publicHost: cfg.PublicHost, preview: cfg.Preview,
-		ctx: contexts{def: map[string]*defaultContext{}}}, nil
+		ctx: contexts{def: map[string]*defaultContext{}}, snaps: cfg.Snapshots}, nil
 }
 
 // Edge is what the HTTP server that serves the adapter lends it.
@@ -140,6 +144,8 @@ func (a *Adapter) Routes() []Route {
 		{"GET", v1 + "/sandboxes/{id}", a.apiKey(a.getSandbox), false},
 		{"DELETE", v1 + "/sandboxes/{id}", a.apiKey(a.deleteSandbox), false},
 		{"POST", v1 + "/sandboxes/{id}/renew-expiration", a.apiKey(a.renewExpiration), false},
+		{"POST", v1 + "/sandboxes/{id}/pause", a.apiKey(a.pauseSandbox), false},
+		{"POST", v1 + "/sandboxes/{id}/resume", a.apiKey(a.resumeSandbox), false},
 		{"GET", v1 + "/sandboxes/{id}/endpoints/{port}", a.apiKey(a.endpoint), false},
 		{"POST", v1 + "/metrics/events", a.apiKey(a.metricsEvent), false},
 		// execd, authenticated by the sandbox's token.
@@ -266,6 +272,12 @@ func (a *Adapter) execdAuth(h http.HandlerFunc) http.HandlerFunc {
 		}
 		tenant := c.Tenant
 		sb, err := a.ctl.GetSandbox(r.Context(), tenant, id)
+		if err == nil && a.wakes(sb) {
+			sb, _, err = a.snaps.Resume(r.Context(), tenant, id)
+		}
+		if err == nil && sb.State.Suspended() {
+			err = errdefs.WithCode(control.CodePaused, errdefs.Mark(fmt.Errorf("sandbox %s is paused; resume it (POST /v1/sandboxes/%s/resume)", id, id), errdefs.ErrConflict))
+		}
 		if err == nil && !shared.Running(sb.State) {
 			err = errdefs.WithCode("sandbox_not_running", fmt.Errorf("sandbox %s is %s: %w", id, sb.State, errdefs.ErrFailedPrecondition))
 		}

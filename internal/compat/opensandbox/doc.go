@@ -7,7 +7,8 @@
 // the image's profile (create, renew-expiration and delete are acquire,
 // renew and release), commands are jobs' background jobs streamed from
 // their durable logs as the SDK's JSON event stream, and files go through
-// the file gateway. The lifecycle API is under /opensandbox/v1 (the SDK
+// the file gateway; pause and resume are the snapshots manager's. The
+// lifecycle API is under /opensandbox/v1 (the SDK
 // appends /v1 to OPEN_SANDBOX_DOMAIN) and authenticated by the service's
 // API keys in OPEN-SANDBOX-API-KEY; the execd API of a sandbox is under
 // /opensandbox/sandboxes/{id}/execd, the endpoint the lifecycle API
@@ -15,8 +16,9 @@
 // carry (package tokens).
 //
 // Import rules (internal/layering): it sits beside httpapi, which mounts
-// it. It may import control, jobs, files, config, sandbox, tenant (the
-// caller's key, which its tokens name), errdefs and compat/tokens; it must
+// it. It may import control, jobs, files, snapshots, config, sandbox,
+// tenant (the caller's key, which its tokens name), errdefs and
+// compat/tokens; it must
 // not import httpapi, client, the store, a driver,
 // the job log or the agent packages.
 package opensandbox

@@ -80,11 +80,14 @@ func (a *Adapter) profileOf(image string) (string, error) {
 		image, strings.Join(names, ", "), errdefs.ErrInvalidArgument))
 }
 
-// stateOf is a state in the SDK's words.
-func stateOf(st sandbox.State) string {
+// stateOf is a sandbox's state in the SDK's words.
+func stateOf(sb *sandbox.Sandbox) string {
+	st := sb.State
 	switch {
 	case shared.Running(st):
 		return "Running"
+	case st.Suspended():
+		return suspendedState(sb)
 	case st == sandbox.StateDestroyed:
 		return "Terminated"
 	case st == sandbox.StateFailed:
@@ -104,7 +107,7 @@ func (a *Adapter) info(sb *sandbox.Sandbox, created time.Time) info {
 			md[k] = v
 		}
 	}
-	out := info{ID: sb.ID, Status: status{State: stateOf(sb.State)}, CreatedAt: created.UTC().Format(time.RFC3339Nano),
+	out := info{ID: sb.ID, Status: status{State: stateOf(sb)}, CreatedAt: created.UTC().Format(time.RFC3339Nano),
 		Entrypoint: strings.Fields(sb.Metadata[entrypointKey])}
 	if len(md) > 0 {
 		out.Metadata = md
@@ -262,7 +265,7 @@ func (a *Adapter) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	}
 	items := []info{}
 	for _, sb := range list {
-		st := stateOf(sb.State)
+		st := stateOf(sb)
 		if len(states) > 0 && !states[strings.ToLower(st)] || len(states) == 0 && st == "Terminated" {
 			continue
 		}
@@ -281,7 +284,7 @@ func (a *Adapter) listSandboxes(w http.ResponseWriter, r *http.Request) {
 // The execd token dies with it.
 func (a *Adapter) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 	sb, err := a.sandboxOfCaller(r)
-	if err == nil && !shared.Running(sb.State) {
+	if err == nil && !shared.Running(sb.State) && !sb.State.Suspended() {
 		err = errdefs.WithCode("sandbox_not_found", fmt.Errorf("sandbox %s is %s: %w", sb.ID, sb.State, errdefs.ErrNotFound))
 	}
 	if err != nil {
@@ -322,7 +325,7 @@ func (a *Adapter) renewExpiration(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sb, err := a.sandboxOfCaller(r)
-	if err == nil && !shared.Running(sb.State) {
+	if err == nil && !shared.Running(sb.State) && !sb.State.Suspended() {
 		err = errdefs.WithCode("sandbox_not_found", fmt.Errorf("sandbox %s is %s: %w", sb.ID, sb.State, errdefs.ErrNotFound))
 	}
 	if err != nil {
@@ -361,7 +364,7 @@ func (a *Adapter) endpoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sb, err := a.sandboxOfCaller(r)
-	if err == nil && !shared.Running(sb.State) {
+	if err == nil && !shared.Running(sb.State) && !a.wakes(sb) { // a hibernated one wakes at its first execd call
 		err = errdefs.WithCode("sandbox_not_running", fmt.Errorf("sandbox %s is %s: %w", sb.ID, sb.State, errdefs.ErrFailedPrecondition))
 	}
 	if err != nil {

@@ -33,3 +33,29 @@ func TestStatusReasons(t *testing.T) {
 		}
 	}
 }
+
+// TestSuspendedStates: a paused or hibernated sandbox reads Paused, and
+// Pausing or Resuming while that is under way; a snapshot of it leaves it
+// Paused.
+func TestSuspendedStates(t *testing.T) {
+	t.Parallel()
+	a := &Adapter{}
+	for _, c := range []struct {
+		state sandbox.State
+		op    string
+		want  string
+	}{
+		{sandbox.StatePaused, "", "Paused"},
+		{sandbox.StateHibernated, "", "Paused"},
+		{sandbox.StatePaused, "pausing", "Pausing"},
+		{sandbox.StatePaused, "hibernating", "Pausing"},
+		{sandbox.StatePaused, "resuming", "Resuming"},
+		{sandbox.StateHibernated, "waking", "Resuming"},
+		{sandbox.StatePaused, "snapshotting", "Paused"},
+	} {
+		sb := &sandbox.Sandbox{ID: "sbx_1", State: c.state, Suspension: &sandbox.Suspension{Operation: c.op}}
+		if got := a.info(sb, time.Unix(0, 0)).Status.State; got != c.want {
+			t.Errorf("%s %q: %s, want %s", c.state, c.op, got, c.want)
+		}
+	}
+}
