@@ -23,6 +23,11 @@ func (c *Client) MCPServerURL(id string) string {
 	return c.baseURL + "/v1/mcp/servers/" + url.PathEscape(id) + "/mcp"
 }
 
+// SandboxMCPURL is the Streamable HTTP endpoint of the service's own MCP
+// server of sandbox tools (/v1/mcp/sandbox); it takes the API key as its
+// bearer token.
+func (c *Client) SandboxMCPURL() string { return c.baseURL + "/v1/mcp/sandbox" }
+
 // CreateMCPServer calls POST /v1/mcp/servers and returns the instance once
 // its server has initialized, with its Token (shown only here).
 func (c *Client) CreateMCPServer(ctx context.Context, req MCPCreateRequest) (*MCPServer, error) {

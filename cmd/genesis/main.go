@@ -20,6 +20,7 @@
 //	genesis capabilities | profiles          show what the service can do
 //	genesis whoami                           the tenant of the key, admin or not
 //	genesis mcp run|ls|get|rm|tools|pins|approve|calls|catalog|stdio   MCP servers in sandboxes
+//	genesis mcp serve                        the service's own sandbox tools to a stdio MCP client
 //	genesis skill push|ls|get|revisions|cat|run   skills: push folders with SKILL.md, run their scripts
 //	genesis e2b env|ls                       point the E2B SDKs here; their view of the sandboxes
 //	genesis version                          show the CLI build

@@ -36,7 +36,7 @@ bearer token and a tool policy. See docs/mcp.md.`,
 	}
 	cmd.AddCommand(newMCPRunCmd(a), newMCPListCmd(a), newMCPGetCmd(a), newMCPRemoveCmd(a), newMCPToolsCmd(a),
 		newMCPPinsCmd(a), newMCPApproveCmd(a), newMCPApprovalsCmd(a), newMCPDecideCmd(a), newMCPCallsCmd(a),
-		newMCPCatalogCmd(a), newMCPStdioCmd(a))
+		newMCPCatalogCmd(a), newMCPStdioCmd(a), newMCPServeCmd(a))
 	return cmd
 }
 
@@ -601,11 +601,39 @@ when stdin ends (after the answers still due) or the endpoint goes away.`,
 				return err
 			}
 			local := &sdk.IOTransport{Reader: io.NopCloser(a.stdin), Writer: nopWriteCloser{a.stdout}}
-			return a.bridgeMCP(cmd.Context(), local, c.MCPServerURL(args[0]), token)
+			return a.bridgeMCP(cmd.Context(), local, c.MCPServerURL(args[0]), token,
+				"the endpoint answered 401: the server is gone, or the token is not the one genesis mcp run printed for it")
 		}),
 	}
 	cmd.Flags().StringVar(&token, "token", "", "the instance's token (gmcp_…; default $"+envMCPToken+")")
 	return cmd
+}
+
+// newMCPServeCmd builds "genesis mcp serve".
+func newMCPServeCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the service's own sandbox tools to a stdio-only MCP client",
+		Long: `Bridges a stdio-only MCP client to the service's own MCP server of sandbox
+tools (/v1/mcp/sandbox: create_sandbox, exec, run_code, files, jobs) with the
+API key (--api-key or $GENESIS_API_KEY). Configure the client's server command
+as "genesis mcp serve" with GENESIS_URL and GENESIS_API_KEY in its environment.
+The session ends when stdin ends, and the sandboxes it created without keep end
+with it. See docs/mcp-server.md.`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: a.action(func(cmd *cobra.Command, _ []string) error {
+			key := a.key()
+			if key == "" {
+				return usageErrorf("an API key is required: --api-key or $%s", client.EnvAPIKey)
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			local := &sdk.IOTransport{Reader: io.NopCloser(a.stdin), Writer: nopWriteCloser{a.stdout}}
+			return a.bridgeMCP(cmd.Context(), local, c.SandboxMCPURL(), key, "the service answered 401: the API key is not valid")
+		}),
+	}
 }
 
 // nopWriteCloser is an io.WriteCloser whose Close does nothing (stdout
@@ -628,7 +656,7 @@ const statelessMCPProtocol = "2026-07-28"
 // answer streams (resuming a broken one by Last-Event-ID). Server messages
 // outside a request's stream (the standalone GET stream) are not relayed:
 // the service's proxy sends none today.
-func (a *app) bridgeMCP(ctx context.Context, local sdk.Transport, endpoint, token string) error {
+func (a *app) bridgeMCP(ctx context.Context, local sdk.Transport, endpoint, token, refusedMsg string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	base := a.http
@@ -689,7 +717,7 @@ func (a *app) bridgeMCP(ctx context.Context, local sdk.Transport, endpoint, toke
 	}
 	switch {
 	case rt.refused():
-		return errors.New("the endpoint answered 401: the server is gone, or the token is not the one genesis mcp run printed for it")
+		return errors.New(refusedMsg)
 	case upErr != nil && !errors.Is(upErr, context.Canceled):
 		return upErr
 	case downErr != nil && !errors.Is(downErr, context.Canceled) && !errors.Is(downErr, io.EOF):

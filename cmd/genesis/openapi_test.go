@@ -246,6 +246,9 @@ func apiRoutes() []apiRoute {
 		{"post", skillsMCPEndpoint, []string{"200", "202", "400", "401", "413", "415"}},
 		{"get", skillsMCPEndpoint, []string{"401", "405"}},
 		{"delete", skillsMCPEndpoint, []string{"401", "405"}},
+		{"post", sandboxMCPEndpoint, []string{"200", "202", "400", "401", "403", "404"}},
+		{"get", sandboxMCPEndpoint, []string{"200", "400", "401"}},
+		{"delete", sandboxMCPEndpoint, []string{"204", "400", "401"}},
 		// The OpenSandbox SDK's API (docs/compat-opensandbox.md): its own
 		// auth headers and {code, message} errors.
 		{"post", "/opensandbox/v1/sandboxes", []string{"202"}},
@@ -317,9 +320,13 @@ const mcpEndpoint = "/v1/mcp/servers/{id}/mcp"
 // MCP transport's too; only the service's own 401 is a problem.
 const skillsMCPEndpoint = "/v1/mcp/skills"
 
+// sandboxMCPEndpoint is the service's own MCP server of sandbox tools:
+// the API key, and the MCP transport's errors as the skills MCP server's.
+const sandboxMCPEndpoint = "/v1/mcp/sandbox"
+
 // problemErrors reports whether the 4xx answers of path are problem details.
 func problemErrors(path string) bool {
-	return path != "/readyz" && path != mcpEndpoint && path != skillsMCPEndpoint && !strings.HasPrefix(path, "/e2b/") && !strings.HasPrefix(path, "/opensandbox/")
+	return path != "/readyz" && path != mcpEndpoint && path != skillsMCPEndpoint && path != sandboxMCPEndpoint && !strings.HasPrefix(path, "/e2b/") && !strings.HasPrefix(path, "/opensandbox/")
 }
 
 func TestOpenAPIRoutes(t *testing.T) {

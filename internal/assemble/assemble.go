@@ -24,6 +24,7 @@ import (
 	"genesis.dev/sandbox/internal/joblog"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/mcp/servers"
+	"genesis.dev/sandbox/internal/mcpserve"
 	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/skills"
 	"genesis.dev/sandbox/internal/snapshots"
@@ -97,6 +98,9 @@ type Stack struct {
 	Desktop *desktop.Manager
 	MCP     *servers.Manager
 	Skills  *skills.Manager
+	// MCPServe serves the service's own sandbox tools as an MCP server;
+	// it ends its sessions' sandboxes when it closes.
+	MCPServe *mcpserve.Server
 	// Snapshots pauses, hibernates, snapshots, forks and rolls back
 	// sandboxes.
 	Snapshots *snapshots.Manager
@@ -295,6 +299,14 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 	if s.Changes, err = changes.New(changes.Config{Files: s.Files, Sandboxes: s.Control, Snapshots: s.Snapshots, Trace: rec, Logger: log}); err != nil {
 		return nil, err
 	}
+	// The service's own MCP server calls control, jobs, files, the browser,
+	// the desktop and the snapshots as the HTTP handlers do; its sessions end (with their
+	// sandboxes) at Drain, while the control service still serves.
+	if s.MCPServe, err = mcpserve.New(mcpserve.Config{Sandboxes: s.Control, Jobs: s.Jobs, Files: s.Files, Browser: s.Browser, Desktop: s.Desktop, Snapshots: s.Snapshots, Audit: mcpServeAudit(s.Tenancy, log),
+		Now: c.Now, Logger: log}); err != nil {
+		return nil, err
+	}
+	s.add("mcp-serve", s.MCPServe)
 
 	if err := s.buildAdapters(set, log); err != nil {
 		return nil, err

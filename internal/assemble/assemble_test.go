@@ -69,7 +69,7 @@ func names(s *Stack, has func(part) bool) []string {
 func TestOneOrderedList(t *testing.T) {
 	t.Parallel()
 	s := build(t, nil)
-	if s.Tenancy == nil || s.E2B == nil || s.OpenSandbox == nil || s.Browser == nil || s.Desktop == nil || s.MCP == nil || s.Skills == nil || s.Trace == nil || s.Snapshots == nil {
+	if s.Tenancy == nil || s.MCPServe == nil || s.E2B == nil || s.OpenSandbox == nil || s.Browser == nil || s.Desktop == nil || s.MCP == nil || s.Skills == nil || s.Trace == nil || s.Snapshots == nil {
 		t.Fatalf("a part is missing from the stack: %+v", s)
 	}
 	hooks := names(s, func(p part) bool { return p.hook != nil })
@@ -78,12 +78,12 @@ func TestOneOrderedList(t *testing.T) {
 		t.Errorf("hooks in the order %v, want %v", hooks, wantHooks)
 	}
 	closers := names(s, func(p part) bool { return p.close != nil })
-	wantClosers := []string{"control", "tenancy", "trace", "jobs", "services", "browser", "desktop", "mcp-servers", "snapshots", "e2b"}
+	wantClosers := []string{"control", "tenancy", "trace", "jobs", "services", "browser", "desktop", "mcp-servers", "snapshots", "mcp-serve", "e2b"}
 	if !slices.Equal(closers, wantClosers) {
 		t.Errorf("parts with a Close %v, want %v", closers, wantClosers)
 	}
 	drainers := names(s, func(p part) bool { return p.drain != nil })
-	if want := []string{"browser", "desktop", "mcp-servers"}; !slices.Equal(drainers, want) {
+	if want := []string{"browser", "desktop", "mcp-servers", "mcp-serve"}; !slices.Equal(drainers, want) {
 		t.Errorf("parts with a Drain %v, want %v", drainers, want)
 	}
 }
@@ -118,7 +118,7 @@ func TestCloseRunsInReverseBuildOrder(t *testing.T) {
 	if err := s.Drain(ctx); err != nil {
 		t.Fatalf("drain: %v", err)
 	}
-	if want := []string{"mcp-servers", "desktop", "browser"}; !slices.Equal(drained, want) {
+	if want := []string{"mcp-serve", "mcp-servers", "desktop", "browser"}; !slices.Equal(drained, want) {
 		t.Errorf("drained %v, want %v", drained, want)
 	}
 	if !s.Control.Draining() {

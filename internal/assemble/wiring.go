@@ -208,6 +208,18 @@ func skillsAudit(audit *tenancy.Service, log *slog.Logger) func(context.Context,
 	}
 }
 
+// mcpServeAudit records the tool calls of the service's own MCP server in
+// the audit log.
+func mcpServeAudit(audit *tenancy.Service, log *slog.Logger) func(context.Context, *tenant.AuditRecord) {
+	return func(ctx context.Context, rec *tenant.AuditRecord) {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := audit.RecordAudit(actx, rec); err != nil {
+			log.Warn("recording an MCP tool call in the audit log", "action", rec.Action, "target", rec.Target, "err", err)
+		}
+	}
+}
+
 // mcpCatalogStore keeps the tenants' own MCP catalog entries in the store.
 type mcpCatalogStore struct{ st store.MCPCatalog }
 

@@ -80,6 +80,7 @@ func newAPIWith(t *testing.T, configure func(*config.Config), tune func(*control
 		Browser:      st.Browser,
 		Desktop:      st.Desktop,
 		MCP:          st.MCP,
+		MCPServe:     st.MCPServe,
 		Skills:       st.Skills,
 		Control:      st.Control,
 		Tenancy:      st.Tenancy,

@@ -33,6 +33,7 @@ import (
 	"genesis.dev/sandbox/internal/interactive"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/mcp/servers"
+	"genesis.dev/sandbox/internal/mcpserve"
 	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/skills"
 	"genesis.dev/sandbox/internal/snapshots"
@@ -76,6 +77,9 @@ type Config struct {
 	MCP *servers.Manager
 	// Skills, when set, serves the skill routes and the skills MCP server.
 	Skills *skills.Manager
+	// MCPServe, when set, serves the service's own sandbox tools as an MCP
+	// server at /v1/mcp/sandbox.
+	MCPServe *mcpserve.Server
 	// Browser, when set, serves the browser routes (needs Ports).
 	Browser *browser.Manager
 	// Desktop, when set, serves the desktop (computer-use) routes.
@@ -135,6 +139,7 @@ type Server struct {
 	osb       *opensandbox.Adapter
 	snaps     *snapshots.Manager
 	changes   *changes.Service
+	mcpServe  *mcpserve.Server
 }
 
 type apiKey struct {
@@ -200,6 +205,7 @@ func New(cfg Config) (*Server, error) {
 	s.trace = cfg.Trace
 	s.snaps = cfg.Snapshots
 	s.changes = cfg.Changes
+	s.mcpServe = cfg.MCPServe
 	if cfg.Ports != nil {
 		s.browser = cfg.Browser
 	}
@@ -280,6 +286,7 @@ func (s *Server) routesInit() {
 	s.stdinRoutes()
 	s.mcpRoutes()
 	s.skillRoutes()
+	s.mcpServeRoutes()
 	s.browserRoutes()
 	s.desktopRoutes()
 	s.traceRoutes()

@@ -250,6 +250,16 @@ var rules = []rule{
 		NoImport: []string{"internal/store/...", "internal/driver/...", "internal/agent/agentproto"},
 	},
 	{
+		Pkg: "internal/mcpserve",
+		Why: "the service's own MCP server calls control, jobs, files, the browser, the desktop and the snapshots as the HTTP handlers do (reading a job's output through the job log; agentclient only for the Files contract's file response, api for the browser's and the desktop's wire types); no HTTP edge, client, command, store, driver or admission",
+		Forbid: concat([]string{"internal/httpapi", "client", "cmd/...", "internal/assemble"},
+			without(workloads, "internal/jobs", "internal/files", "internal/artifacts", "internal/ports", "internal/browser", "internal/interactive", "internal/snapshots")),
+		NoImport: []string{"internal/store/...", "internal/driver/...", "internal/admission"},
+		Only: []string{"internal/control", "internal/jobs", "internal/files", "internal/browser", "internal/snapshots", "internal/joblog", "internal/sandbox", "internal/tenant", "internal/errdefs",
+			"internal/agent/agentproto", "internal/agent/agentclient", "api"},
+		External: []string{"github.com/modelcontextprotocol/go-sdk/..."},
+	},
+	{
 		Pkg:      "internal/console",
 		Why:      "the console only serves its embedded files: the standard library and nothing of the project",
 		Only:     []string{},
