@@ -384,11 +384,17 @@ func TestKeyScopes(t *testing.T) {
 		t.Errorf("whoami of the config approver key: %+v", w)
 	}
 	resp, body = a.do(req{method: "POST", path: "/v1/tenants/a/keys", key: keyAdmin, body: `{"description":"agent"}`})
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("a plain key: %d %s", resp.StatusCode, body)
+	}
 	plain := decodeJSON[client.APIKey](t, body)
 	if w := whoami(plain.Key); len(plain.Scopes) != 0 || len(w.Scopes) != 0 || len(whoami(keyA).Scopes) != 0 {
 		t.Errorf("a plain key has scopes: %+v %+v", plain, w)
 	}
 	resp, body = a.do(req{method: "GET", path: "/v1/tenants/a/keys", key: keyAdmin})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("listing keys: %d %s", resp.StatusCode, body)
+	}
 	list := decodeJSON[client.APIKeyList](t, body)
 	for _, it := range list.Items {
 		if want := map[string]string{k.ID: "approve", plain.ID: ""}[it.ID]; strings.Join(it.Scopes, ",") != want {

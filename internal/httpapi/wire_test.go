@@ -282,7 +282,7 @@ func wireConversions() []conversion {
 		conv("sandbox", sandboxWire).mirrored(map[string]string{
 			"ContainerID": "the driver's handle, never shown", "Instance": "the service replica that owns it, the service's own business",
 			"Suspension.SnapshotID": "the service's own snapshot a hibernated sandbox wakes from, never shown",
-			"Pool": "the warm pool a member belongs to, the service's own business (GET /v1/pools counts them)",
+			"Pool":                  "the warm pool a member belongs to, the service's own business (GET /v1/pools counts them)",
 		}).leaving(map[string]string{"Endpoints": "getSandbox adds them from the profile", "Services": "getSandbox adds them from jobs.Services",
 			"MemoryRestored": "madeWire and the resume and rollback answers add it", "SessionsFromSnapshot": "madeWire adds it"}),
 		conv("sandbox made from a snapshot", madeWire).mirrored(map[string]string{
