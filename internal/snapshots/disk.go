@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -299,4 +301,18 @@ func syncDir(dir string) {
 		f.Sync()
 		f.Close()
 	}
+}
+
+// fullBelow is the free space under which the snapshots' disk counts as
+// full.
+const fullBelow = 4 << 20
+
+// Full reports whether the disk holding the snapshots has (almost) no
+// space left: asked after a write failed, before its draft is removed.
+func (d Disk) Full() bool {
+	var st unix.Statfs_t
+	if err := unix.Statfs(d.Dir, &st); err != nil {
+		return false
+	}
+	return st.Bavail*uint64(st.Bsize) < fullBelow
 }

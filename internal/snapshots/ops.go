@@ -36,13 +36,20 @@ func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Sna
 	if err != nil {
 		return false, nil, err
 	}
-	fail := func(err error) {
+	// fail answers the error the caller gets: a full disk is said as
+	// such (its causes name host paths; they go to the log).
+	fail := func(err error) error {
+		if m.disk.Full() {
+			m.log.Warn("a snapshot did not fit on the snapshots' disk", "snapshot", sn.ID, "sandbox", sb.ID, "err", err)
+			err = errStorageFull()
+		}
 		dr.Discard()
 		m.failSnapshot(ctx, sn, err)
+		return err
 	}
 	defer func() {
 		if err != nil {
-			fail(err)
+			err = fail(err)
 		}
 	}()
 	pauser, _ := m.cfg.Driver.(driver.Pauser)
@@ -120,7 +127,7 @@ func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Sna
 	seal = func() (err error) {
 		defer func() {
 			if err != nil {
-				fail(err)
+				err = fail(err)
 			}
 		}()
 		t0 := time.Now()
@@ -956,4 +963,11 @@ func actorOf(ctx context.Context) string {
 		return "system"
 	}
 	return "api"
+}
+
+// errStorageFull is the problem of a snapshot that did not fit.
+func errStorageFull() error {
+	return errdefs.WithCode("snapshot_storage_full", errdefs.Mark(errors.New(
+		"the disk that keeps snapshots is full, so nothing was kept and the sandbox goes on as it was; delete snapshots you no longer need or give the snapshots' directory more space"),
+		errdefs.ErrUnavailable))
 }

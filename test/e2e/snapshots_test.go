@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -511,5 +512,94 @@ func TestSnapshotImageLifetime(t *testing.T) {
 	})
 	if err := c.DeleteSandbox(callCtx(t), src.ID); err != nil && client.ErrorCode(err) != "not_found" {
 		t.Errorf("deleting the source: %v", err)
+	}
+}
+
+// TestSnapshotDiskFull keeps the snapshots on a small file system of their
+// own (tmpfs, 8 MiB): a snapshot of a sandbox whose workspace holds more
+// than that, and under runsc a memory snapshot that does not fit, answer
+// 503 snapshot_storage_full in one sentence that names no host path; the
+// snapshot is listed as failed with that sentence, nothing is left on that disk, and the sandbox goes
+// on working with its files (and under runsc its kernel's variables).
+func TestSnapshotDiskFull(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	e.requireImage(t, "code-python-basic")
+	dir := filepath.Join(e.dataDir, "small-snapshots")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Fatalf("mounting a small tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	e.config = filepath.Join(e.dataDir, "e2e-config.yaml")
+	if err := os.WriteFile(e.config, []byte("snapshots: {dir: "+dir+"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	svc := e.start(t)
+	c := svc.client()
+	full := func(t *testing.T, what string, err error) {
+		t.Helper()
+		var ae *client.APIError
+		if !errors.As(err, &ae) || ae.Status != 503 || ae.Problem.Code != "snapshot_storage_full" {
+			t.Fatalf("%s: %v, want 503 snapshot_storage_full", what, err)
+		}
+		if strings.Contains(err.Error(), e.dataDir) {
+			t.Errorf("%s: the problem names a host path: %v", what, err)
+		}
+	}
+	empty := func(t *testing.T, sbID string) {
+		t.Helper()
+		list, err := c.ListSnapshots(callCtx(t), sbID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sn := range list { // a failed one is listed as failed, with why, holding nothing
+			if sn.State != "failed" || sn.SizeBytes != 0 || !strings.Contains(sn.Error, "disk that keeps snapshots is full") {
+				t.Errorf("a snapshot after a full disk: %+v", sn)
+			}
+		}
+		eventually(t, 30*time.Second, "the snapshots' disk empty", func() (bool, string) {
+			left, _ := os.ReadDir(dir)
+			return len(left) == 0, fmt.Sprint(left)
+		})
+	}
+	for _, rt := range e.runtimes(t) {
+		t.Run(rt, func(t *testing.T) {
+			risk := "low"
+			if rt == "runsc" {
+				risk = "medium"
+			}
+			sb := e.createSandbox(t, client.CreateSandboxRequest{Profile: "code-python-basic", Runtime: rt, RiskLevel: risk,
+				Resources: &client.Resources{CPU: 1, MemoryMB: 512, Pids: 256}})
+			cx, err := c.CreateContext(callCtx(t), sb.ID, client.CreateContextRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			runValue(t, c, cx.ID, "x = 41\nx")
+			execOK(t, c, sb.ID, "head -c 16M /dev/urandom > /workspace/big.bin && echo kept > /workspace/f.txt")
+			no := false
+			_, err = c.CreateSnapshot(callCtx(t), sb.ID, client.CreateSnapshotRequest{Memory: &no})
+			full(t, "a workspace larger than the disk", err)
+			empty(t, sb.ID)
+			if rt == "runsc" {
+				execOK(t, c, sb.ID, "rm /workspace/big.bin")
+				yes := true
+				_, err = c.CreateSnapshot(callCtx(t), sb.ID, client.CreateSnapshotRequest{Memory: &yes})
+				full(t, "a memory image larger than the disk", err)
+				empty(t, sb.ID)
+			}
+			if v := execOK(t, c, sb.ID, "cat /workspace/f.txt").Stdout; v != "kept\n" {
+				t.Errorf("the sandbox's file after the failed snapshots: %q", v)
+			}
+			if v := runValue(t, c, cx.ID, "x + 1"); v != "42" {
+				t.Errorf("the kernel after the failed snapshots: x + 1 = %s", v)
+			}
+		})
 	}
 }
