@@ -28,6 +28,9 @@ func scanSkill(r scanner) (*store.SkillRevision, error) {
 // CreateSkillRevision stores the next revision of a skill. Two pushes of
 // one skill at once both read the same latest revision; the second insert
 // then collides on the primary key and is tried again on top of the first.
+// Each collision means another push committed, so of n concurrent pushes
+// none collides more than n-1 times: the bound on attempts is only a stop
+// for a store that keeps colliding for another reason.
 func (s *Store) CreateSkillRevision(ctx context.Context, rev *store.SkillRevision, archive []byte) (*store.SkillRevision, bool, error) {
 	if rev == nil || rev.Tenant == "" || rev.Name == "" || rev.Digest == "" || len(rev.Doc) == 0 {
 		return nil, false, fmt.Errorf("create skill revision: missing tenant, name, digest or doc: %w", errdefs.ErrInvalidArgument)
@@ -68,7 +71,7 @@ func (s *Store) CreateSkillRevision(ctx context.Context, rev *store.SkillRevisio
 			out, created = &next, true
 			return nil
 		})
-		if errors.Is(err, errdefs.ErrAlreadyExists) && attempt < 5 {
+		if errors.Is(err, errdefs.ErrAlreadyExists) && attempt < maxSkillPushRetries && ctx.Err() == nil {
 			continue
 		}
 		if err != nil {
@@ -122,3 +125,8 @@ func (s *Store) SkillArchive(ctx context.Context, digest string) ([]byte, error)
 	}
 	return data, nil
 }
+
+// maxSkillPushRetries bounds the collisions of one push (see
+// CreateSkillRevision): concurrent pushes of one skill beyond it fail
+// with errdefs.ErrAlreadyExists.
+const maxSkillPushRetries = 256
