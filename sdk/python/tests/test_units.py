@@ -1,0 +1,55 @@
+"""Tests of the client's own logic that need no service."""
+
+from __future__ import annotations
+
+import pytest
+
+from genesis_sandbox import Genesis, NotFound, QuotaExceeded, errors
+from genesis_sandbox._core import LogState, SSEParser
+from genesis_sandbox.types import LogEvent
+
+
+def test_config_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GENESIS_URL", "http://127.0.0.1:9/prefix/")
+    monkeypatch.setenv("GENESIS_API_KEY", "k1")
+    with Genesis() as c:
+        assert (c.base_url, c.api_key) == ("http://127.0.0.1:9/prefix", "k1")
+    with Genesis("http://127.0.0.1:10", "k2") as c:
+        assert (c.base_url, c.api_key) == ("http://127.0.0.1:10", "k2")
+    monkeypatch.delenv("GENESIS_URL")
+    with Genesis() as c:
+        assert c.base_url == "http://127.0.0.1:8080"
+    with pytest.raises(ValueError):
+        Genesis("ftp://x")
+
+
+def test_error_classes() -> None:
+    e = errors.from_response(404, {"x-request-id": "req_1"},
+                             b'{"title":"Not Found","status":404,"code":"sandbox_not_found","detail":"no"}')
+    assert isinstance(e, NotFound) and (e.status, e.code, e.detail, e.request_id) == (404, "sandbox_not_found", "no",
+                                                                                      "req_1")
+    q = errors.from_response(403, {}, b'{"status":403,"code":"quota_exceeded","request_id":"req_2"}')
+    assert isinstance(q, QuotaExceeded) and q.request_id == "req_2"
+    p = errors.from_response(502, {}, b"<html>bad gateway</html>")
+    assert type(p) is errors.GenesisError and p.code == "bad_gateway" and "bad gateway" in p.detail
+
+
+def test_sse_parser_split_anywhere() -> None:
+    stream = (b"\xef\xbb\xbfid: 5\r\nevent: stdout\r\ndata: 0\r\ndata: a\r\ndata: \r\n\r\n"
+              b": keepalive\n\nid: 9\nevent: exit\ndata: {\"exit_code\":0}\n\n")
+    for size in (1, 2, 3, 7, len(stream)):
+        p = SSEParser()
+        got = []
+        for i in range(0, len(stream), size):
+            got += p.feed(stream[i:i + size])
+        assert got == [("5", "stdout", "0\na\n"), ("9", "exit", '{"exit_code":0}')], size
+
+
+def test_log_state_drops_repeats() -> None:
+    s = LogState()
+    assert s.accept(LogEvent("1", "stdout", 0, b"abc")) is not None
+    assert s.accept(LogEvent("1", "stdout", 0, b"abc")) is None
+    part = s.accept(LogEvent("2", "stdout", 1, b"bcde"))
+    assert part is not None and (part.offset, part.data) == (3, b"de")
+    assert s.accept(LogEvent("3", "exit", payload={"exit_code": 0})) is not None
+    assert s.accept(LogEvent("3", "exit", payload={"exit_code": 0})) is None
