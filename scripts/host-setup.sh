@@ -47,6 +47,9 @@ fi
 # Node.js and npm: the tests drive the service with the official
 # TypeScript MCP SDK (test/mcpclient, installed by npm ci from its lockfile).
 command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+# Debian's Python, httpx and pytest: the Python SDK's test suite (sdk/python).
+/usr/bin/python3 -c 'import httpx' >/dev/null 2>&1 || missing+=(python3-httpx)
+/usr/bin/python3 -c 'import pytest' >/dev/null 2>&1 || missing+=(python3-pytest)
 if [ "${#missing[@]}" -gt 0 ]; then
   say "installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
