@@ -172,6 +172,30 @@ def test_log_stream_resumes_without_gap_or_duplicate(sb: Sandbox, service: Servi
     assert ids == sorted(set(ids)), "event ids repeat or go back"
 
 
+def test_exec_stream_resumes_after_cut(sb: Sandbox, service: Service) -> None:
+    n = 300
+    proxy = CuttingProxy(service.url[len("http://"):], limit=1500)
+    try:
+        with Genesis(proxy.url, service.api_key) as cut:
+            events = list(Sandbox(cut, sb.data).exec_stream(
+                script=f"for i in $(seq 1 {n}); do echo line-$i; sleep 0.005; done", max_reconnects=50))
+    finally:
+        proxy.close()
+    assert proxy.cuts >= 3, "the proxy never cut the stream"
+    assert events[0].event == "job" and events[0].payload["id"]
+    assert [ev.event for ev in events].count("job") == 1
+    out = b"".join(ev.data for ev in events if ev.event == "stdout")
+    assert out == "".join(f"line-{i}\n" for i in range(1, n + 1)).encode()
+    assert events[-1].event == "exit" and events[-1].payload["exit_code"] == 0
+
+
+def test_session_keeps_cwd_and_env(sb: Sandbox) -> None:
+    with sb.create_session() as ses:
+        assert ses.exec(script="cd /tmp && export A=1").ok
+        assert ses.exec(script="pwd; echo $A").stdout == "/tmp\n1\n"
+    assert sb.exec(script="echo ${A:-unset}").stdout == "unset\n"
+
+
 def test_log_stream_from_cursor(sb: Sandbox) -> None:
     job = sb.start(script="echo a; sleep 0.2; echo b")
     events = list(job.logs())
@@ -194,6 +218,12 @@ def test_async_client(service: Service, runtime: str) -> None:
                 async for ev in job.logs():
                     if ev.event == "stdout":
                         out += ev.data
+                streamed = [ev async for ev in s.exec_stream("echo streamed")]
+                assert streamed[0].event == "job" and streamed[-1].event == "exit"
+                assert b"".join(ev.data for ev in streamed if ev.event == "stdout") == b"streamed\n"
+                async with await s.create_session() as ses:
+                    await ses.exec("cd /tmp")
+                    assert (await ses.exec("pwd")).stdout == "/tmp\n"
                 sid = s.id
             gone = await c.get_sandbox(sid)
             assert gone.state == "destroyed"
@@ -225,6 +255,9 @@ def test_snapshot_fork_rollback_runsc(client: Genesis) -> None:
             assert s.refresh().state == "paused"
             s.resume()
             assert s.exec("cat state.txt").stdout == "v1"
+            assert s.hibernate().state == "hibernated"
+            assert s.exec("cat state.txt").stdout == "v1"  # the call wakes it
+            assert s.refresh().state == "ready"
         finally:
             client.delete_snapshot(snap.id)
     with pytest.raises(NotFound):

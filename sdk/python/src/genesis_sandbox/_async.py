@@ -89,6 +89,7 @@ class AsyncGenesis:
         self.base_url, self.api_key = _core.resolve_config(base_url, api_key)
         self.act_as = act_as
         self.retries = retries
+        self.timeout = timeout
         self._own = http_client is None
         self._http = http_client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0))
 
@@ -109,6 +110,8 @@ class AsyncGenesis:
         content = _core.encode_json(req)
         if req.content is not None:
             content = req.content
+        if timeout is None and req.timeout is not None:
+            timeout = httpx.Timeout(max(req.timeout, self.timeout), connect=10.0)
         kw: Dict[str, Any] = {} if timeout is None else {"timeout": timeout}
         return self._http.build_request(
             req.method, self.base_url + req.path, params=req.params or None,
@@ -267,6 +270,59 @@ class Sandbox:
                      stdin_stream=True if stdin_stream else None)
         return Job(self._c, await self._c._call(_ops.exec_(self.id, command, script, stdin, extra)))
 
+    async def exec_stream(self, command: Union[str, Iterable[str], None] = None, *, script: Optional[str] = None,
+                          stdin: Union[str, bytes, None] = None, stdin_stream: bool = False,
+                          cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
+                          timeout_ms: Optional[int] = None, encoding: str = "text", resume: bool = True,
+                          idle_timeout: float = _core.DEFAULT_IDLE_TIMEOUT, max_reconnects: int = 10,
+                          **extra: Any) -> AsyncIterator[LogEvent]:
+        """Runs a command and yields its events live (see Sandbox.exec_stream
+        of the sync client)."""
+        extra.update(cwd=cwd, env=dict(env) if env else None, timeout_ms=timeout_ms,
+                     stdin_stream=True if stdin_stream else None)
+        req = _ops.exec_stream(self.id, command, script, stdin, extra, encoding)
+        state = _core.LogState()
+        job_id = ""
+        err: Exception
+        try:
+            resp = await self._c._http.send(self._c._build(req, httpx.Timeout(30.0, read=idle_timeout)),
+                                            stream=True)
+            try:
+                if resp.status_code != 200:
+                    raise errors.from_response(resp.status_code, resp.headers, await resp.aread())
+                job_id = resp.headers.get("x-genesis-job-id", "")
+                if not _core.is_event_stream(resp.headers):
+                    raise errors.StreamError(f"streamed exec in sandbox {self.id}: answer is not text/event-stream")
+                parser = _core.SSEParser()
+                async for chunk in resp.aiter_bytes():
+                    for ev in state.events(parser, chunk):
+                        if ev.event == "job":
+                            job_id = str(ev.payload.get("id", job_id))
+                        yield ev
+                    if state.exited:
+                        return
+            finally:
+                await resp.aclose()
+            err = errors.StreamError("stream ended before the exit event")
+        except httpx.TransportError as e:
+            err = e
+        if not resume or not job_id:
+            raise errors.StreamError(f"streamed exec in sandbox {self.id}: {err}") from err
+        job = Job(self._c, {"id": job_id})
+        if not state.job_seen:
+            got = state.accept(LogEvent(id="0", event="job", payload=(await job.refresh()).data))
+            if got is not None:
+                yield got
+        async for ev in job._follow(state, True, True, encoding, idle_timeout, max_reconnects):
+            yield ev
+
+    # ---- sessions --------------------------------------------------------
+
+    async def create_session(self) -> "Session":
+        """A session: execs that keep the working directory and the exported
+        environment between calls."""
+        return Session(self._c, await self._c._call(_ops.create_session(self.id)))
+
     # ---- code contexts ---------------------------------------------------
 
     async def create_context(self, language: str = "python") -> "CodeContext":
@@ -403,7 +459,12 @@ class Job:
         the log. With resume a dropped connection is reopened from the last
         event seen (Last-Event-ID): no event is lost or repeated. It gives up
         after max_reconnects failures in a row without progress."""
-        state = _core.LogState(cursor)
+        async for ev in self._follow(_core.LogState(cursor), follow, resume, encoding, idle_timeout,
+                                     max_reconnects):
+            yield ev
+
+    async def _follow(self, state: _core.LogState, follow: bool, resume: bool, encoding: str, idle_timeout: float,
+                      max_reconnects: int) -> AsyncIterator[LogEvent]:
         failures = 0
         timeout = httpx.Timeout(30.0, read=idle_timeout)
         while True:
@@ -452,6 +513,33 @@ class Job:
 
 class _Transient(Exception):
     """A retryable answer of the log endpoint (429, 502-504)."""
+
+
+class Session:
+    """A session of a sandbox; as an async context manager it is closed on exit."""
+
+    def __init__(self, client: AsyncGenesis, data: Dict[str, Any]) -> None:
+        self._c = client
+        self.data = data
+        self.id: str = data["id"]
+
+    async def __aenter__(self) -> "Session":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def exec(self, command: Union[str, Iterable[str], None] = None, *, script: Optional[str] = None,
+                   stdin: Union[str, bytes, None] = None, cwd: Optional[str] = None,
+                   env: Optional[Mapping[str, str]] = None, timeout_ms: Optional[int] = None,
+                   **extra: Any) -> ExecResult:
+        """Runs a command or script in the session's directory and environment."""
+        extra.update(cwd=cwd, env=dict(env) if env else None, timeout_ms=timeout_ms)
+        return ExecResult.from_json(await self._c._call(_ops.session_exec(self.id, command, script, stdin, extra)))
+
+    async def close(self) -> None:
+        """Ends the session; closing a closed session succeeds."""
+        await self._c._call(_ops.delete_session(self.id))
 
 
 class CodeContext:

@@ -68,6 +68,9 @@ class Request:
     # idempotent calls are sent again after a transport error or a 429 or
     # 502-504; only those the API documents as idempotent set it.
     idempotent: bool = False
+    # timeout overrides the client's for this call (seconds), e.g. an exec
+    # whose own time limit is longer.
+    timeout: Optional[float] = None
 
 
 def build_headers(req: Request, api_key: str, act_as: str) -> Dict[str, str]:
@@ -136,6 +139,14 @@ def exec_body(
     elif stdin is not None:
         body["stdin"] = stdin
     return body
+
+
+def call_timeout(timeout_ms: Optional[int]) -> Optional[float]:
+    """The HTTP timeout of a call that waits for a job of this limit: the
+    limit and a margin for starting and answering."""
+    if not timeout_ms:
+        return None
+    return timeout_ms / 1000 + 30
 
 
 def range_header(offset: int, length: Optional[int]) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, Mapping, Optional, Union
 
-from ._core import Request, compact, exec_body, range_header, seg
+from ._core import Request, call_timeout, compact, exec_body, range_header, seg
 
 
 def create_sandbox(
@@ -49,7 +49,34 @@ def delete_sandbox(sid: str) -> Request:
 
 def exec_(sid: str, command: Union[str, Iterable[str], None], script: Optional[str],
           stdin: Union[str, bytes, None], extra: Mapping[str, Any]) -> Request:
-    return Request("POST", f"/v1/sandboxes/{seg(sid)}/exec", json=exec_body(command, script, stdin, extra))
+    r = Request("POST", f"/v1/sandboxes/{seg(sid)}/exec", json=exec_body(command, script, stdin, extra))
+    if not extra.get("background"):
+        r.timeout = call_timeout(extra.get("timeout_ms"))
+    return r
+
+
+def exec_stream(sid: str, command: Union[str, Iterable[str], None], script: Optional[str],
+                stdin: Union[str, bytes, None], extra: Mapping[str, Any], encoding: str) -> Request:
+    r = exec_(sid, command, script, stdin, extra)
+    r.params = [("encoding", encoding)]
+    r.headers.update({"Accept": "text/event-stream", "Cache-Control": "no-cache"})
+    return r
+
+
+def create_session(sid: str) -> Request:
+    return Request("POST", f"/v1/sandboxes/{seg(sid)}/sessions")
+
+
+def session_exec(session_id: str, command: Union[str, Iterable[str], None], script: Optional[str],
+                 stdin: Union[str, bytes, None], extra: Mapping[str, Any]) -> Request:
+    r = Request("POST", f"/v1/sessions/{seg(session_id)}/exec", json=exec_body(command, script, stdin, extra))
+    r.timeout = call_timeout(extra.get("timeout_ms"))
+    return r
+
+
+def delete_session(session_id: str) -> Request:
+    # Documented idempotent: closing a closed session is 204 too.
+    return Request("DELETE", "/v1/sessions/" + seg(session_id), idempotent=True)
 
 
 def sandbox_action(sid: str, action: str, body: Optional[Dict[str, Any]] = None) -> Request:
@@ -106,7 +133,9 @@ def create_context(sid: str, language: str) -> Request:
 
 
 def run_code(ctx_id: str, code: str, timeout_ms: Optional[int]) -> Request:
-    return Request("POST", f"/v1/contexts/{seg(ctx_id)}/run", json=compact({"code": code, "timeout_ms": timeout_ms}))
+    r = Request("POST", f"/v1/contexts/{seg(ctx_id)}/run", json=compact({"code": code, "timeout_ms": timeout_ms}))
+    r.timeout = call_timeout(timeout_ms)
+    return r
 
 
 def delete_context(ctx_id: str) -> Request:

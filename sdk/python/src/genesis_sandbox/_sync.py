@@ -58,6 +58,7 @@ class Genesis:
         self.base_url, self.api_key = _core.resolve_config(base_url, api_key)
         self.act_as = act_as
         self.retries = retries
+        self.timeout = timeout
         self._own = http_client is None
         self._http = http_client or httpx.Client(timeout=httpx.Timeout(timeout, connect=10.0))
 
@@ -78,6 +79,8 @@ class Genesis:
         content = _core.encode_json(req)
         if req.content is not None:
             content = req.content
+        if timeout is None and req.timeout is not None:
+            timeout = httpx.Timeout(max(req.timeout, self.timeout), connect=10.0)
         kw: Dict[str, Any] = {} if timeout is None else {"timeout": timeout}
         return self._http.build_request(
             req.method, self.base_url + req.path, params=req.params or None,
@@ -232,6 +235,62 @@ class Sandbox:
                      stdin_stream=True if stdin_stream else None)
         return Job(self._c, self._c._call(_ops.exec_(self.id, command, script, stdin, extra)))
 
+    def exec_stream(self, command: Union[str, Iterable[str], None] = None, *, script: Optional[str] = None,
+                    stdin: Union[str, bytes, None] = None, stdin_stream: bool = False, cwd: Optional[str] = None,
+                    env: Optional[Mapping[str, str]] = None, timeout_ms: Optional[int] = None,
+                    encoding: str = "text", resume: bool = True,
+                    idle_timeout: float = _core.DEFAULT_IDLE_TIMEOUT, max_reconnects: int = 10,
+                    **extra: Any) -> Iterator[LogEvent]:
+        """Runs a command and yields its events live: first a ``job`` event
+        (its payload the job record), then its output up to the ``exit``
+        event. The job goes on if the connection drops; with resume the
+        stream continues from the job's log after the last event seen. The
+        POST itself is never repeated."""
+        extra.update(cwd=cwd, env=dict(env) if env else None, timeout_ms=timeout_ms,
+                     stdin_stream=True if stdin_stream else None)
+        req = _ops.exec_stream(self.id, command, script, stdin, extra, encoding)
+        state = _core.LogState()
+        job_id = ""
+        err: Exception
+        try:
+            resp = self._c._http.send(self._c._build(req, httpx.Timeout(30.0, read=idle_timeout)), stream=True)
+            try:
+                if resp.status_code != 200:
+                    raise errors.from_response(resp.status_code, resp.headers, resp.read())
+                job_id = resp.headers.get("x-genesis-job-id", "")
+                if not _core.is_event_stream(resp.headers):
+                    raise errors.StreamError(f"streamed exec in sandbox {self.id}: answer is not text/event-stream")
+                parser = _core.SSEParser()
+                for chunk in resp.iter_bytes():
+                    for ev in state.events(parser, chunk):
+                        if ev.event == "job":
+                            job_id = str(ev.payload.get("id", job_id))
+                        yield ev
+                    if state.exited:
+                        return
+            finally:
+                resp.close()
+            err = errors.StreamError("stream ended before the exit event")
+        except httpx.TransportError as e:
+            err = e
+        if not resume or not job_id:
+            raise errors.StreamError(f"streamed exec in sandbox {self.id}: {err}") from err
+        job = Job(self._c, {"id": job_id})
+        if not state.job_seen:
+            # The connection broke inside the job event: fetch the record so
+            # that the caller still sees the job first.
+            got = state.accept(LogEvent(id="0", event="job", payload=job.refresh().data))
+            if got is not None:
+                yield got
+        yield from job._follow(state, True, True, encoding, idle_timeout, max_reconnects)
+
+    # ---- sessions --------------------------------------------------------
+
+    def create_session(self) -> "Session":
+        """A session: execs that keep the working directory and the exported
+        environment between calls."""
+        return Session(self._c, self._c._call(_ops.create_session(self.id)))
+
     # ---- code contexts ---------------------------------------------------
 
     def create_context(self, language: str = "python") -> "CodeContext":
@@ -367,7 +426,10 @@ class Job:
         the log. With resume a dropped connection is reopened from the last
         event seen (Last-Event-ID): no event is lost or repeated. It gives up
         after max_reconnects failures in a row without progress."""
-        state = _core.LogState(cursor)
+        return self._follow(_core.LogState(cursor), follow, resume, encoding, idle_timeout, max_reconnects)
+
+    def _follow(self, state: _core.LogState, follow: bool, resume: bool, encoding: str, idle_timeout: float,
+                max_reconnects: int) -> Iterator[LogEvent]:
         failures = 0
         timeout = httpx.Timeout(30.0, read=idle_timeout)
         while True:
@@ -416,6 +478,33 @@ class Job:
 
 class _Transient(Exception):
     """A retryable answer of the log endpoint (429, 502-504)."""
+
+
+class Session:
+    """A session of a sandbox; as a context manager it is closed on exit."""
+
+    def __init__(self, client: Genesis, data: Dict[str, Any]) -> None:
+        self._c = client
+        self.data = data
+        self.id: str = data["id"]
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def exec(self, command: Union[str, Iterable[str], None] = None, *, script: Optional[str] = None,
+             stdin: Union[str, bytes, None] = None, cwd: Optional[str] = None,
+             env: Optional[Mapping[str, str]] = None, timeout_ms: Optional[int] = None,
+             **extra: Any) -> ExecResult:
+        """Runs a command or script in the session's directory and environment."""
+        extra.update(cwd=cwd, env=dict(env) if env else None, timeout_ms=timeout_ms)
+        return ExecResult.from_json(self._c._call(_ops.session_exec(self.id, command, script, stdin, extra)))
+
+    def close(self) -> None:
+        """Ends the session; closing a closed session succeeds."""
+        self._c._call(_ops.delete_session(self.id))
 
 
 class CodeContext:
