@@ -15,7 +15,7 @@ TEST_IMAGES ?= tool-basic tool-node code-python-basic code-python-data skill-pyt
 # Fuzz targets of the path policy, each run for FUZZTIME by `make test`.
 FUZZ_TARGETS ?= FuzzResolvePath FuzzResolveBelow
 FUZZTIME ?= 15s
-# The Python SDK's tests run with Debian's python3, httpx and pytest
+# The Python SDK's tests run with Debian's python3, httpx, pytest and mypy
 # (scripts/host-setup.sh installs them).
 PYTHON ?= /usr/bin/python3
 
@@ -39,9 +39,10 @@ console:
 console-test:
 	cd console && node --test test/
 
-# The Python SDK (sdk/python) against a real service under runc and runsc;
-# the suite builds the service's binaries itself.
+# The Python SDK (sdk/python): its types (mypy --strict), then its suite
+# against a real service under runc and runsc (it builds the binaries itself).
 python-test:
+	cd sdk/python && MYPYPATH=src $(PYTHON) -m mypy --strict --cache-dir=/dev/null src/genesis_sandbox
 	cd sdk/python && $(SUDO) env "PATH=$$PATH" PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -q -p no:cacheprovider tests/
 
 # Install Docker, debootstrap, busybox, gVisor runsc, Node.js and npm, and

@@ -27,7 +27,7 @@ def _iter_body(data: Any) -> Any:
     if hasattr(data, "__aiter__"):
         return data
     if hasattr(data, "read"):
-        f = data
+        f: Any = data
 
         async def read_file() -> AsyncIterator[bytes]:
             while True:
@@ -114,7 +114,7 @@ class AsyncGenesis:
             timeout = httpx.Timeout(max(req.timeout, self.timeout), connect=10.0)
         kw: Dict[str, Any] = {} if timeout is None else {"timeout": timeout}
         return self._http.build_request(
-            req.method, self.base_url + req.path, params=req.params or None,
+            req.method, self.base_url + req.path, params=httpx.QueryParams(tuple(req.params)) if req.params else None,
             headers=_core.build_headers(req, self.api_key, self.act_as), content=content, **kw)
 
     async def _send(self, req: Request, stream: bool = False) -> httpx.Response:
@@ -144,7 +144,8 @@ class AsyncGenesis:
 
     async def whoami(self) -> Dict[str, Any]:
         """The tenant of this client's key and whether it is an admin key."""
-        return await self._call(_ops.whoami())
+        d: Dict[str, Any] = await self._call(_ops.whoami())
+        return d
 
     # ---- sandboxes -------------------------------------------------------
 

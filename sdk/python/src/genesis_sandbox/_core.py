@@ -109,7 +109,7 @@ def backoff(attempt: int, retry_after: Optional[float] = None) -> float:
     if retry_after is not None:
         return min(retry_after, RETRY_MAX * 6)
     step = min(RETRY_MIN * (2 ** attempt), RETRY_MAX)
-    return step / 2 + random.uniform(0, step / 2)
+    return float(step / 2 + random.uniform(0, step / 2))
 
 
 def compact(d: Mapping[str, Any]) -> Dict[str, Any]:

@@ -22,17 +22,17 @@ def _iter_body(data: Body) -> Any:
     if isinstance(data, (bytes, bytearray, memoryview)):
         return bytes(data)
     if hasattr(data, "read"):
-        f = data
+        f: Any = data
 
         def gen() -> Iterator[bytes]:
             while True:
-                b = f.read(CHUNK)  # type: ignore[union-attr]
+                b = f.read(CHUNK)
                 if not b:
                     return
                 yield b
 
         return gen()
-    return iter(data)  # type: ignore[arg-type]
+    return iter(data)
 
 
 class Genesis:
@@ -83,7 +83,7 @@ class Genesis:
             timeout = httpx.Timeout(max(req.timeout, self.timeout), connect=10.0)
         kw: Dict[str, Any] = {} if timeout is None else {"timeout": timeout}
         return self._http.build_request(
-            req.method, self.base_url + req.path, params=req.params or None,
+            req.method, self.base_url + req.path, params=httpx.QueryParams(tuple(req.params)) if req.params else None,
             headers=_core.build_headers(req, self.api_key, self.act_as), content=content, **kw)
 
     def _send(self, req: Request, stream: bool = False) -> httpx.Response:
@@ -113,7 +113,8 @@ class Genesis:
 
     def whoami(self) -> Dict[str, Any]:
         """The tenant of this client's key and whether it is an admin key."""
-        return self._call(_ops.whoami())
+        d: Dict[str, Any] = self._call(_ops.whoami())
+        return d
 
     # ---- sandboxes -------------------------------------------------------
 
