@@ -13,7 +13,7 @@ from typing import Iterator, List, Tuple
 import pytest
 
 from conftest import Service
-from genesis_sandbox import AsyncGenesis, Genesis, GenesisError, NotFound, Sandbox, StreamError
+from genesis_sandbox import AsyncGenesis, Genesis, GenesisError, NotFound, Sandbox, StreamError, Unauthorized
 
 PROFILE = "code-python-basic"
 
@@ -50,9 +50,9 @@ def test_not_found_error(client: Genesis) -> None:
         client.get_sandbox("sbx_doesnotexist")
     e = ei.value
     assert isinstance(e, GenesisError) and e.status == 404 and e.code and e.request_id
-    with pytest.raises(GenesisError) as bad:
+    with pytest.raises(Unauthorized) as bad:
         Genesis(client.base_url, "wrong-key").whoami()
-    assert bad.value.status == 401
+    assert bad.value.status == 401 and bad.value.request_id
 
 
 def test_code_context_keeps_state(sb: Sandbox) -> None:

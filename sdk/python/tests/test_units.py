@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from genesis_sandbox import Genesis, NotFound, QuotaExceeded, errors
@@ -53,3 +54,56 @@ def test_log_state_drops_repeats() -> None:
     assert part is not None and (part.offset, part.data) == (3, b"de")
     assert s.accept(LogEvent("3", "exit", payload={"exit_code": 0})) is not None
     assert s.accept(LogEvent("3", "exit", payload={"exit_code": 0})) is None
+
+
+def _flaky(fail: int, status: int = 503) -> "tuple[httpx.MockTransport, dict[str, int]]":
+    """A transport that answers status fail times, then 200, counting calls."""
+    calls = {"n": 0}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls["n"] += 1
+        if calls["n"] <= fail:
+            return httpx.Response(status, json={"status": status, "code": "unavailable"})
+        return httpx.Response(200, json={"id": "sbx_1", "state": "ready", "job_id": "job_1", "exit_code": 0})
+
+    return httpx.MockTransport(handler), calls
+
+
+def test_retries_only_idempotent_calls() -> None:
+    from genesis_sandbox import ServiceUnavailable
+    from genesis_sandbox._core import Request
+
+    transport, calls = _flaky(2)
+    with Genesis("http://svc", "k", http_client=httpx.Client(transport=transport)) as c:
+        assert c.get_sandbox("sbx_1").id == "sbx_1"  # a read: sent again
+    assert calls["n"] == 3
+
+    transport, calls = _flaky(1)
+    with Genesis("http://svc", "k", http_client=httpx.Client(transport=transport)) as c:
+        with pytest.raises(ServiceUnavailable):
+            c._call(Request("POST", "/v1/sandboxes/sbx_1/exec", json={"script": "true"}))  # never repeated
+    assert calls["n"] == 1
+
+    transport, calls = _flaky(1)
+    with Genesis("http://svc", "k", http_client=httpx.Client(transport=transport)) as c:
+        c.create_sandbox("p", idempotency_key="key-1")  # a create with a key: safe to repeat
+    assert calls["n"] == 2
+
+    transport, calls = _flaky(5)
+    with Genesis("http://svc", "k", retries=2, http_client=httpx.Client(transport=transport)) as c:
+        with pytest.raises(ServiceUnavailable):
+            c.delete_sandbox("sbx_1")
+    assert calls["n"] == 3
+
+
+def test_sends_key_and_act_as() -> None:
+    seen: "dict[str, str]" = {}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.update(request.headers)
+        return httpx.Response(200, json={"tenant": "t"})
+
+    with Genesis("http://svc", "key-9", act_as="acme",
+                 http_client=httpx.Client(transport=httpx.MockTransport(handler))) as c:
+        c.whoami()
+    assert seen["authorization"] == "Bearer key-9" and seen["x-genesis-tenant"] == "acme"
