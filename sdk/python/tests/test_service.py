@@ -78,6 +78,20 @@ def test_file_round_trip_and_range(sb: Sandbox) -> None:
     assert ei.value.code == "file_not_found"
 
 
+def test_artifacts(sb: Sandbox, service: Service) -> None:
+    r = sb.exec(script="mkdir -p out && printf 'artifact-1' > out/a.txt", artifacts={"paths": ["out/*.txt"]})
+    assert r.ok
+    with Genesis(service.url, service.api_key) as c:
+        items = c.list_artifacts(r.job_id)
+        assert [a["path"] for a in items] == ["out/a.txt"]
+        art = c.get_artifact(items[0]["id"])
+        assert art["size"] == 10 and art["sha256"] == hashlib.sha256(b"artifact-1").hexdigest()
+        assert c.read_artifact(art["id"]) == b"artifact-1"
+        assert c.read_artifact(art["id"], offset=9) == b"1"
+        with pytest.raises(NotFound):
+            c.get_artifact("art_doesnotexist")
+
+
 def test_stdin_stream(sb: Sandbox) -> None:
     job = sb.start(["sort"], stdin_stream=True)
     assert job.write_stdin(b"pear\n") == 5

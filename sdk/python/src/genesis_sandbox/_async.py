@@ -66,6 +66,18 @@ class _Pending(Generic[T]):
             await self._obj.__aexit__(*exc)  # type: ignore[attr-defined]
 
 
+async def _stream(client: "AsyncGenesis", req: Request, chunk_size: int) -> AsyncIterator[bytes]:
+    """Sends a GET of raw content and yields its body in chunks."""
+    resp = await client._send(req, stream=True)
+    try:
+        if resp.status_code not in (200, 206):
+            raise errors.from_response(resp.status_code, resp.headers, await resp.aread())
+        async for chunk in resp.aiter_bytes(chunk_size):
+            yield chunk
+    finally:
+        await resp.aclose()
+
+
 class AsyncGenesis:
     """An asyncio client of the Genesis Sandbox HTTP API (see Genesis).
 
@@ -200,6 +212,26 @@ class AsyncGenesis:
 
     async def delete_snapshot(self, snapshot_id: str) -> None:
         await self._call(_ops.delete_snapshot(snapshot_id))
+
+    # ---- artifacts -------------------------------------------------------
+
+    async def list_artifacts(self, job_id: str) -> List[Dict[str, Any]]:
+        """The artifacts a job kept (its ``artifacts`` paths, collected when it ended)."""
+        d: Dict[str, Any] = await self._call(_ops.list_artifacts(job_id))
+        return list(d.get("items") or [])
+
+    async def get_artifact(self, artifact_id: str) -> Dict[str, Any]:
+        """The metadata of an artifact (path, size, sha256, mime, …)."""
+        d: Dict[str, Any] = await self._call(_ops.get_artifact(artifact_id))
+        return d
+
+    def iter_artifact(self, artifact_id: str, *, offset: int = 0, length: Optional[int] = None,
+                      chunk_size: int = CHUNK) -> AsyncIterator[bytes]:
+        """Streams an artifact's content (or length bytes from offset)."""
+        return _stream(self, _ops.read_artifact(artifact_id, offset, length), chunk_size)
+
+    async def read_artifact(self, artifact_id: str, *, offset: int = 0, length: Optional[int] = None) -> bytes:
+        return b"".join([c async for c in self.iter_artifact(artifact_id, offset=offset, length=length)])
 
     # ---- leases ----------------------------------------------------------
 
@@ -349,17 +381,10 @@ class Sandbox:
         req = _ops.write_file(self.id, path, _iter_body(data), size, mode, overwrite)
         return FileWritten.from_json(await self._c._call(req))
 
-    async def iter_file(self, path: str, *, offset: int = 0, length: Optional[int] = None,
-                        chunk_size: int = CHUNK) -> AsyncIterator[bytes]:
+    def iter_file(self, path: str, *, offset: int = 0, length: Optional[int] = None,
+                  chunk_size: int = CHUNK) -> AsyncIterator[bytes]:
         """Streams the file path (or length bytes from offset) in chunks."""
-        resp = await self._c._send(_ops.read_file(self.id, path, offset, length), stream=True)
-        try:
-            if resp.status_code not in (200, 206):
-                raise errors.from_response(resp.status_code, resp.headers, await resp.aread())
-            async for chunk in resp.aiter_bytes(chunk_size):
-                yield chunk
-        finally:
-            await resp.aclose()
+        return _stream(self._c, _ops.read_file(self.id, path, offset, length), chunk_size)
 
     async def read_file(self, path: str, *, offset: int = 0, length: Optional[int] = None) -> bytes:
         """The content of the file path, or length bytes from offset."""

@@ -188,3 +188,19 @@ def release_lease(lease_id: str) -> Request:
 
 def whoami() -> Request:
     return Request("GET", "/v1/whoami", idempotent=True)
+
+
+def list_artifacts(job_id: str) -> Request:
+    return Request("GET", f"/v1/jobs/{seg(job_id)}/artifacts", idempotent=True)
+
+
+def get_artifact(artifact_id: str) -> Request:
+    return Request("GET", f"/v1/artifacts/{seg(artifact_id)}/meta", idempotent=True)
+
+
+def read_artifact(artifact_id: str, offset: int, length: Optional[int]) -> Request:
+    r = Request("GET", "/v1/artifacts/" + seg(artifact_id), idempotent=True)
+    r.headers["Accept"] = "*/*"
+    if offset or length is not None:
+        r.headers["Range"] = range_header(offset, length)
+    return r

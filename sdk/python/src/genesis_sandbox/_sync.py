@@ -35,6 +35,17 @@ def _iter_body(data: Body) -> Any:
     return iter(data)
 
 
+def _stream(client: "Genesis", req: Request, chunk_size: int) -> Iterator[bytes]:
+    """Sends a GET of raw content and yields its body in chunks."""
+    resp = client._send(req, stream=True)
+    try:
+        if resp.status_code not in (200, 206):
+            raise errors.from_response(resp.status_code, resp.headers, resp.read())
+        yield from resp.iter_bytes(chunk_size)
+    finally:
+        resp.close()
+
+
 class Genesis:
     """A client of the Genesis Sandbox HTTP API.
 
@@ -169,6 +180,26 @@ class Genesis:
 
     def delete_snapshot(self, snapshot_id: str) -> None:
         self._call(_ops.delete_snapshot(snapshot_id))
+
+    # ---- artifacts -------------------------------------------------------
+
+    def list_artifacts(self, job_id: str) -> List[Dict[str, Any]]:
+        """The artifacts a job kept (its ``artifacts`` paths, collected when it ended)."""
+        d: Dict[str, Any] = self._call(_ops.list_artifacts(job_id))
+        return list(d.get("items") or [])
+
+    def get_artifact(self, artifact_id: str) -> Dict[str, Any]:
+        """The metadata of an artifact (path, size, sha256, mime, …)."""
+        d: Dict[str, Any] = self._call(_ops.get_artifact(artifact_id))
+        return d
+
+    def iter_artifact(self, artifact_id: str, *, offset: int = 0, length: Optional[int] = None,
+                      chunk_size: int = CHUNK) -> Iterator[bytes]:
+        """Streams an artifact's content (or length bytes from offset)."""
+        return _stream(self, _ops.read_artifact(artifact_id, offset, length), chunk_size)
+
+    def read_artifact(self, artifact_id: str, *, offset: int = 0, length: Optional[int] = None) -> bytes:
+        return b"".join(self.iter_artifact(artifact_id, offset=offset, length=length))
 
     # ---- leases ----------------------------------------------------------
 
@@ -320,13 +351,7 @@ class Sandbox:
     def iter_file(self, path: str, *, offset: int = 0, length: Optional[int] = None,
                   chunk_size: int = CHUNK) -> Iterator[bytes]:
         """Streams the file path (or length bytes from offset) in chunks."""
-        resp = self._c._send(_ops.read_file(self.id, path, offset, length), stream=True)
-        try:
-            if resp.status_code not in (200, 206):
-                raise errors.from_response(resp.status_code, resp.headers, resp.read())
-            yield from resp.iter_bytes(chunk_size)
-        finally:
-            resp.close()
+        return _stream(self._c, _ops.read_file(self.id, path, offset, length), chunk_size)
 
     def read_file(self, path: str, *, offset: int = 0, length: Optional[int] = None) -> bytes:
         """The content of the file path, or length bytes from offset."""
