@@ -15,8 +15,11 @@ TEST_IMAGES ?= tool-basic tool-node code-python-basic code-python-data skill-pyt
 # Fuzz targets of the path policy, each run for FUZZTIME by `make test`.
 FUZZ_TARGETS ?= FuzzResolvePath FuzzResolveBelow
 FUZZTIME ?= 15s
+# The Python SDK's tests run with Debian's python3, httpx, pytest and mypy
+# (scripts/host-setup.sh installs them).
+PYTHON ?= /usr/bin/python3
 
-.PHONY: proto all build console console-test setup run-setup images images-tool quickstart-images service-image test-images test-deps run test unit fuzz cross lint bench clean kube-up kube-down test-kube bench-kube
+.PHONY: proto all build console console-test python-test setup run-setup images images-tool quickstart-images service-image test-images test-deps run test unit fuzz cross lint bench clean kube-up kube-down test-kube bench-kube
 
 all: build
 
@@ -35,6 +38,12 @@ console:
 # The console's unit tests (node's own test runner; no packages needed).
 console-test:
 	cd console && node --test test/
+
+# The Python SDK (sdk/python): its types (mypy --strict), then its suite
+# against a real service under runc and runsc (it builds the binaries itself).
+python-test:
+	cd sdk/python && MYPYPATH=src $(PYTHON) -m mypy --strict --cache-dir=/dev/null src/genesis_sandbox
+	cd sdk/python && $(SUDO) env "PATH=$$PATH" PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -q -p no:cacheprovider tests/
 
 # Install Docker, debootstrap, busybox, gVisor runsc, Node.js and npm, and
 # the tests' Chromium, if missing; start dockerd.
@@ -94,6 +103,7 @@ test-deps: setup
 test: test-images test-deps cross
 	$(SUDO) env "PATH=$$PATH" $(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) console-test
+	$(MAKE) python-test
 	$(MAKE) fuzz
 	$(MAKE) lint
 

@@ -47,6 +47,10 @@ fi
 # Node.js and npm: the tests drive the service with the official
 # TypeScript MCP SDK (test/mcpclient, installed by npm ci from its lockfile).
 command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+# Debian's Python, httpx, pytest and mypy: the Python SDK's checks (sdk/python).
+/usr/bin/python3 -c 'import httpx' >/dev/null 2>&1 || missing+=(python3-httpx)
+/usr/bin/python3 -c 'import pytest' >/dev/null 2>&1 || missing+=(python3-pytest)
+/usr/bin/python3 -c 'import mypy' >/dev/null 2>&1 || missing+=(python3-mypy)
 if [ "${#missing[@]}" -gt 0 ]; then
   say "installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive

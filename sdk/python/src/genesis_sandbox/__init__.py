@@ -1,0 +1,44 @@
+"""Genesis Sandbox: a Python client of the Genesis Sandbox HTTP API.
+
+>>> from genesis_sandbox import Genesis
+>>> with Genesis() as client, client.sandbox("code-python-basic", runtime="runsc") as sb:
+...     print(sb.exec("echo hi").stdout)
+"""
+
+from ._async import AsyncGenesis
+from ._async import CodeContext as AsyncCodeContext
+from ._async import Job as AsyncJob
+from ._async import Lease as AsyncLease
+from ._async import Sandbox as AsyncSandbox
+from ._async import Session as AsyncSession
+from ._core import DEFAULT_URL, ENV_API_KEY, ENV_URL
+from ._sync import CodeContext, Genesis, Job, Lease, Sandbox, Session
+from .errors import (
+    BadRequest,
+    CapacityExhausted,
+    Conflict,
+    Forbidden,
+    GenesisError,
+    NotFound,
+    PayloadTooLarge,
+    PreconditionFailed,
+    QuotaExceeded,
+    RangeNotSatisfiable,
+    RateLimited,
+    RuntimeUnavailable,
+    ServiceUnavailable,
+    StreamError,
+    Unauthorized,
+)
+from .types import CodeResult, ExecResult, FileWritten, LogEvent, Snapshot
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncCodeContext", "AsyncGenesis", "AsyncJob", "AsyncLease", "AsyncSandbox", "AsyncSession", "BadRequest",
+    "CapacityExhausted", "CodeContext", "CodeResult", "Conflict", "DEFAULT_URL", "ENV_API_KEY", "ENV_URL",
+    "ExecResult", "FileWritten", "Forbidden", "Genesis", "GenesisError", "Job", "Lease", "LogEvent",
+    "NotFound", "PayloadTooLarge", "PreconditionFailed", "QuotaExceeded", "RangeNotSatisfiable",
+    "RateLimited", "RuntimeUnavailable", "Sandbox", "ServiceUnavailable", "Session", "Snapshot", "StreamError",
+    "Unauthorized",
+]

@@ -1,0 +1,206 @@
+"""Request builders of every call, shared by the sync and async clients."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, Mapping, Optional, Union
+
+from ._core import Request, call_timeout, compact, exec_body, range_header, seg
+
+
+def create_sandbox(
+    profile: str,
+    runtime: Optional[str],
+    risk_level: Optional[str],
+    ttl_seconds: Optional[int],
+    env: Optional[Mapping[str, str]],
+    metadata: Optional[Mapping[str, str]],
+    extra: Mapping[str, Any],
+    idempotency_key: Optional[str],
+) -> Request:
+    body = compact({"profile": profile, "runtime": runtime, "risk_level": risk_level,
+                    "ttl_seconds": ttl_seconds, "env": dict(env) if env else None,
+                    "metadata": dict(metadata) if metadata else None})
+    body.update(compact(extra))
+    r = Request("POST", "/v1/sandboxes", json=body)
+    if idempotency_key:
+        # The API makes a create with an Idempotency-Key safe to repeat.
+        r.headers["Idempotency-Key"] = idempotency_key
+        r.idempotent = True
+    return r
+
+
+def get_sandbox(sid: str) -> Request:
+    return Request("GET", "/v1/sandboxes/" + seg(sid), idempotent=True)
+
+
+def list_sandboxes(states: Iterable[str], profile: Optional[str], metadata: Optional[Mapping[str, str]]) -> Request:
+    params = [("state", s) for s in states]
+    if profile:
+        params.append(("profile", profile))
+    for k in sorted(metadata or {}):
+        params.append(("metadata", f"{k}={(metadata or {})[k]}"))
+    return Request("GET", "/v1/sandboxes", params=params, idempotent=True)
+
+
+def delete_sandbox(sid: str) -> Request:
+    # Documented idempotent: deleting a destroyed sandbox is 204 too.
+    return Request("DELETE", "/v1/sandboxes/" + seg(sid), idempotent=True)
+
+
+def exec_(sid: str, command: Union[str, Iterable[str], None], script: Optional[str],
+          stdin: Union[str, bytes, None], extra: Mapping[str, Any]) -> Request:
+    r = Request("POST", f"/v1/sandboxes/{seg(sid)}/exec", json=exec_body(command, script, stdin, extra))
+    if not extra.get("background"):
+        r.timeout = call_timeout(extra.get("timeout_ms"))
+    return r
+
+
+def exec_stream(sid: str, command: Union[str, Iterable[str], None], script: Optional[str],
+                stdin: Union[str, bytes, None], extra: Mapping[str, Any], encoding: str) -> Request:
+    r = exec_(sid, command, script, stdin, extra)
+    r.params = [("encoding", encoding)]
+    r.headers.update({"Accept": "text/event-stream", "Cache-Control": "no-cache"})
+    return r
+
+
+def create_session(sid: str) -> Request:
+    return Request("POST", f"/v1/sandboxes/{seg(sid)}/sessions")
+
+
+def session_exec(session_id: str, command: Union[str, Iterable[str], None], script: Optional[str],
+                 stdin: Union[str, bytes, None], extra: Mapping[str, Any]) -> Request:
+    r = Request("POST", f"/v1/sessions/{seg(session_id)}/exec", json=exec_body(command, script, stdin, extra))
+    r.timeout = call_timeout(extra.get("timeout_ms"))
+    return r
+
+
+def delete_session(session_id: str) -> Request:
+    # Documented idempotent: closing a closed session is 204 too.
+    return Request("DELETE", "/v1/sessions/" + seg(session_id), idempotent=True)
+
+
+def sandbox_action(sid: str, action: str, body: Optional[Dict[str, Any]] = None) -> Request:
+    return Request("POST", f"/v1/sandboxes/{seg(sid)}/{action}", json=body)
+
+
+def create_snapshot(sid: str, name: Optional[str], memory: Optional[bool]) -> Request:
+    return Request("POST", f"/v1/sandboxes/{seg(sid)}/snapshots", json=compact({"name": name, "memory": memory}))
+
+
+def list_snapshots(sid: Optional[str]) -> Request:
+    path = f"/v1/sandboxes/{seg(sid)}/snapshots" if sid else "/v1/snapshots"
+    return Request("GET", path, idempotent=True)
+
+
+def get_snapshot(snap_id: str) -> Request:
+    return Request("GET", "/v1/snapshots/" + seg(snap_id), idempotent=True)
+
+
+def delete_snapshot(snap_id: str) -> Request:
+    return Request("DELETE", "/v1/snapshots/" + seg(snap_id), idempotent=True)
+
+
+def fork(sid: str, count: int, ttl_seconds: Optional[int], metadata: Optional[Mapping[str, str]]) -> Request:
+    if count <= 0:
+        raise ValueError("fork count must be positive")
+    body = compact({"count": count, "ttl_seconds": ttl_seconds, "metadata": dict(metadata) if metadata else None})
+    return Request("POST", f"/v1/sandboxes/{seg(sid)}/fork", json=body)
+
+
+def get_job(job_id: str) -> Request:
+    return Request("GET", "/v1/jobs/" + seg(job_id), idempotent=True)
+
+
+def cancel_job(job_id: str) -> Request:
+    return Request("POST", f"/v1/jobs/{seg(job_id)}/cancel")
+
+
+def job_logs_path(job_id: str) -> str:
+    return f"/v1/jobs/{seg(job_id)}/logs"
+
+
+def write_stdin(job_id: str, content: Any) -> Request:
+    return Request("PUT", f"/v1/jobs/{seg(job_id)}/stdin", content=content)
+
+
+def close_stdin(job_id: str) -> Request:
+    # Documented idempotent.
+    return Request("POST", f"/v1/jobs/{seg(job_id)}/stdin/close", idempotent=True)
+
+
+def create_context(sid: str, language: str) -> Request:
+    return Request("POST", f"/v1/sandboxes/{seg(sid)}/contexts", json={"language": language})
+
+
+def run_code(ctx_id: str, code: str, timeout_ms: Optional[int]) -> Request:
+    r = Request("POST", f"/v1/contexts/{seg(ctx_id)}/run", json=compact({"code": code, "timeout_ms": timeout_ms}))
+    r.timeout = call_timeout(timeout_ms)
+    return r
+
+
+def delete_context(ctx_id: str) -> Request:
+    return Request("DELETE", "/v1/contexts/" + seg(ctx_id), idempotent=True)
+
+
+def write_file(sid: str, path: str, content: Any, size: Optional[int], mode: Optional[str], overwrite: bool) -> Request:
+    params = [("path", path)]
+    if mode:
+        params.append(("mode", mode))
+    if not overwrite:
+        params.append(("overwrite", "false"))
+    r = Request("PUT", f"/v1/sandboxes/{seg(sid)}/files", params=params, content=content)
+    if size is not None and size >= 0:
+        r.headers["Content-Length"] = str(size)
+    return r
+
+
+def read_file(sid: str, path: str, offset: int, length: Optional[int]) -> Request:
+    r = Request("GET", f"/v1/sandboxes/{seg(sid)}/files", params=[("path", path)], idempotent=True)
+    r.headers["Accept"] = "*/*"
+    if offset or length is not None:
+        r.headers["Range"] = range_header(offset, length)
+    return r
+
+
+def list_files(sid: str, path: str) -> Request:
+    return Request("GET", f"/v1/sandboxes/{seg(sid)}/files/list", params=[("path", path)], idempotent=True)
+
+
+def acquire_lease(profile: str, runtime: Optional[str], risk_level: Optional[str], ttl_seconds: Optional[int],
+                  holder: Optional[str], wait_seconds: Optional[int], metadata: Optional[Mapping[str, str]]) -> Request:
+    body = compact({"profile": profile, "runtime": runtime, "risk_level": risk_level, "ttl_seconds": ttl_seconds,
+                    "holder": holder, "wait_seconds": wait_seconds,
+                    "metadata": dict(metadata) if metadata else None})
+    return Request("POST", "/v1/leases", json=body)
+
+
+def get_lease(lease_id: str) -> Request:
+    return Request("GET", "/v1/leases/" + seg(lease_id), idempotent=True)
+
+
+def renew_lease(lease_id: str, ttl_seconds: Optional[int]) -> Request:
+    return Request("POST", f"/v1/leases/{seg(lease_id)}/renew", json=compact({"ttl_seconds": ttl_seconds}))
+
+
+def release_lease(lease_id: str) -> Request:
+    return Request("DELETE", "/v1/leases/" + seg(lease_id), idempotent=True)
+
+
+def whoami() -> Request:
+    return Request("GET", "/v1/whoami", idempotent=True)
+
+
+def list_artifacts(job_id: str) -> Request:
+    return Request("GET", f"/v1/jobs/{seg(job_id)}/artifacts", idempotent=True)
+
+
+def get_artifact(artifact_id: str) -> Request:
+    return Request("GET", f"/v1/artifacts/{seg(artifact_id)}/meta", idempotent=True)
+
+
+def read_artifact(artifact_id: str, offset: int, length: Optional[int]) -> Request:
+    r = Request("GET", "/v1/artifacts/" + seg(artifact_id), idempotent=True)
+    r.headers["Accept"] = "*/*"
+    if offset or length is not None:
+        r.headers["Range"] = range_header(offset, length)
+    return r

@@ -1,0 +1,580 @@
+"""The synchronous client."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, BinaryIO, Dict, Iterable, Iterator, List, Mapping, Optional, Union
+
+import httpx
+
+from . import _core, _ops, errors
+from ._core import Request
+from .types import CodeResult, ExecResult, FileWritten, LogEvent, Snapshot
+
+Body = Union[bytes, str, BinaryIO, Iterable[bytes]]
+CHUNK = 1 << 20
+
+
+def _iter_body(data: Body) -> Any:
+    """bytes and str go as they are; a file or an iterator is streamed."""
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    if hasattr(data, "read"):
+        f: Any = data
+
+        def gen() -> Iterator[bytes]:
+            while True:
+                b = f.read(CHUNK)
+                if not b:
+                    return
+                yield b
+
+        return gen()
+    return iter(data)
+
+
+def _stream(client: "Genesis", req: Request, chunk_size: int) -> Iterator[bytes]:
+    """Sends a GET of raw content and yields its body in chunks."""
+    resp = client._send(req, stream=True)
+    try:
+        if resp.status_code not in (200, 206):
+            raise errors.from_response(resp.status_code, resp.headers, resp.read())
+        yield from resp.iter_bytes(chunk_size)
+    finally:
+        resp.close()
+
+
+class Genesis:
+    """A client of the Genesis Sandbox HTTP API.
+
+    ``base_url`` and ``api_key`` default to ``GENESIS_URL`` (else
+    http://127.0.0.1:8080) and ``GENESIS_API_KEY``. ``act_as`` makes an
+    admin key act for a tenant. Calls the API documents as idempotent
+    (reads, deletes, a create with an idempotency key) are sent again up to
+    ``retries`` times after a transport error or a 429/502/503/504.
+    """
+
+    def __init__(
+        self,
+        base_url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        *,
+        timeout: float = 120.0,
+        retries: int = _core.DEFAULT_RETRIES,
+        act_as: str = "",
+        http_client: Optional[httpx.Client] = None,
+    ) -> None:
+        self.base_url, self.api_key = _core.resolve_config(base_url, api_key)
+        self.act_as = act_as
+        self.retries = retries
+        self.timeout = timeout
+        self._own = http_client is None
+        self._http = http_client or httpx.Client(timeout=httpx.Timeout(timeout, connect=10.0))
+
+    def close(self) -> None:
+        """Closes the connections (only those of a client it made itself)."""
+        if self._own:
+            self._http.close()
+
+    def __enter__(self) -> "Genesis":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ---- transport -------------------------------------------------------
+
+    def _build(self, req: Request, timeout: Optional[httpx.Timeout] = None) -> httpx.Request:
+        content = _core.encode_json(req)
+        if req.content is not None:
+            content = req.content
+        if timeout is None and req.timeout is not None:
+            timeout = httpx.Timeout(max(req.timeout, self.timeout), connect=10.0)
+        kw: Dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        return self._http.build_request(
+            req.method, self.base_url + req.path, params=httpx.QueryParams(tuple(req.params)) if req.params else None,
+            headers=_core.build_headers(req, self.api_key, self.act_as), content=content, **kw)
+
+    def _send(self, req: Request, stream: bool = False) -> httpx.Response:
+        attempt = 0
+        while True:
+            try:
+                resp = self._http.send(self._build(req), stream=stream)
+            except httpx.TransportError:
+                if not req.idempotent or attempt >= self.retries:
+                    raise
+                time.sleep(_core.backoff(attempt))
+                attempt += 1
+                continue
+            if req.idempotent and resp.status_code in _core.RETRY_STATUSES and attempt < self.retries:
+                ra = resp.headers.get("retry-after", "")
+                resp.close()
+                time.sleep(_core.backoff(attempt, float(ra) if ra.isdigit() else None))
+                attempt += 1
+                continue
+            return resp
+
+    def _call(self, req: Request) -> Any:
+        resp = self._send(req)
+        return _core.decode_json(resp.status_code, resp.headers, resp.content)
+
+    # ---- service ---------------------------------------------------------
+
+    def whoami(self) -> Dict[str, Any]:
+        """The tenant of this client's key and whether it is an admin key."""
+        d: Dict[str, Any] = self._call(_ops.whoami())
+        return d
+
+    # ---- sandboxes -------------------------------------------------------
+
+    def create_sandbox(
+        self,
+        profile: str,
+        *,
+        runtime: Optional[str] = None,
+        risk_level: Optional[str] = None,
+        ttl_seconds: Optional[int] = None,
+        env: Optional[Mapping[str, str]] = None,
+        metadata: Optional[Mapping[str, str]] = None,
+        idempotency_key: Optional[str] = None,
+        **extra: Any,
+    ) -> "Sandbox":
+        """Creates a sandbox (POST /v1/sandboxes). Further keyword arguments
+        (resources, network, wait_seconds, …) go into the body as given."""
+        d = self._call(_ops.create_sandbox(profile, runtime, risk_level, ttl_seconds, env, metadata, extra,
+                                           idempotency_key))
+        return Sandbox(self, d)
+
+    def sandbox(self, profile: str, **kwargs: Any) -> "Sandbox":
+        """Creates a sandbox to use as a context manager: it is destroyed
+        when the ``with`` block ends."""
+        return self.create_sandbox(profile, **kwargs)
+
+    def get_sandbox(self, sandbox_id: str) -> "Sandbox":
+        return Sandbox(self, self._call(_ops.get_sandbox(sandbox_id)))
+
+    def list_sandboxes(self, *, states: Iterable[str] = (), profile: Optional[str] = None,
+                       metadata: Optional[Mapping[str, str]] = None) -> List["Sandbox"]:
+        d = self._call(_ops.list_sandboxes(states, profile, metadata))
+        return [Sandbox(self, s) for s in d.get("items") or []]
+
+    def delete_sandbox(self, sandbox_id: str) -> None:
+        self._call(_ops.delete_sandbox(sandbox_id))
+
+    # ---- jobs ------------------------------------------------------------
+
+    def job(self, job_id: str) -> "Job":
+        """The job of this id (its record is fetched)."""
+        return Job(self, self._call(_ops.get_job(job_id)))
+
+    # ---- snapshots -------------------------------------------------------
+
+    def list_snapshots(self, sandbox_id: Optional[str] = None) -> List[Snapshot]:
+        d = self._call(_ops.list_snapshots(sandbox_id))
+        return [Snapshot.from_json(s) for s in d.get("items") or []]
+
+    def get_snapshot(self, snapshot_id: str) -> Snapshot:
+        return Snapshot.from_json(self._call(_ops.get_snapshot(snapshot_id)))
+
+    def delete_snapshot(self, snapshot_id: str) -> None:
+        self._call(_ops.delete_snapshot(snapshot_id))
+
+    # ---- artifacts -------------------------------------------------------
+
+    def list_artifacts(self, job_id: str) -> List[Dict[str, Any]]:
+        """The artifacts a job kept (its ``artifacts`` paths, collected when it ended)."""
+        d: Dict[str, Any] = self._call(_ops.list_artifacts(job_id))
+        return list(d.get("items") or [])
+
+    def get_artifact(self, artifact_id: str) -> Dict[str, Any]:
+        """The metadata of an artifact (path, size, sha256, mime, …)."""
+        d: Dict[str, Any] = self._call(_ops.get_artifact(artifact_id))
+        return d
+
+    def iter_artifact(self, artifact_id: str, *, offset: int = 0, length: Optional[int] = None,
+                      chunk_size: int = CHUNK) -> Iterator[bytes]:
+        """Streams an artifact's content (or length bytes from offset)."""
+        return _stream(self, _ops.read_artifact(artifact_id, offset, length), chunk_size)
+
+    def read_artifact(self, artifact_id: str, *, offset: int = 0, length: Optional[int] = None) -> bytes:
+        return b"".join(self.iter_artifact(artifact_id, offset=offset, length=length))
+
+    # ---- leases ----------------------------------------------------------
+
+    def get_lease(self, lease_id: str) -> "Lease":
+        return Lease(self, self._call(_ops.get_lease(lease_id)))
+
+    def lease(self, profile: str, *, runtime: Optional[str] = None, risk_level: Optional[str] = None,
+              ttl_seconds: Optional[int] = None, holder: Optional[str] = None,
+              wait_seconds: Optional[int] = None, metadata: Optional[Mapping[str, str]] = None) -> "Lease":
+        """Acquires a lease on a sandbox (warm from a pool when one is idle);
+        as a context manager it is released when the block ends."""
+        d = self._call(_ops.acquire_lease(profile, runtime, risk_level, ttl_seconds, holder, wait_seconds, metadata))
+        return Lease(self, d)
+
+
+class Sandbox:
+    """A sandbox. As a context manager it is destroyed on exit."""
+
+    def __init__(self, client: Genesis, data: Dict[str, Any]) -> None:
+        self._c = client
+        self.data = data
+        self.id: str = data["id"]
+        self._context: Optional[CodeContext] = None
+
+    def __repr__(self) -> str:
+        return f"<Sandbox {self.id} {self.state}>"
+
+    @property
+    def state(self) -> str:
+        return str(self.data.get("state", ""))
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.destroy()
+
+    def refresh(self) -> "Sandbox":
+        self.data = self._c._call(_ops.get_sandbox(self.id))
+        return self
+
+    def destroy(self) -> None:
+        """Destroys the sandbox; destroying a destroyed one succeeds."""
+        self._c._call(_ops.delete_sandbox(self.id))
+
+    # ---- exec ------------------------------------------------------------
+
+    def exec(self, command: Union[str, Iterable[str], None] = None, *, script: Optional[str] = None,
+             stdin: Union[str, bytes, None] = None, cwd: Optional[str] = None,
+             env: Optional[Mapping[str, str]] = None, timeout_ms: Optional[int] = None,
+             **extra: Any) -> ExecResult:
+        """Runs a command (a list, or a string for /bin/sh -c) or a script and
+        waits for it. A non-zero exit is a result, not an error."""
+        extra.update(cwd=cwd, env=dict(env) if env else None, timeout_ms=timeout_ms)
+        return ExecResult.from_json(self._c._call(_ops.exec_(self.id, command, script, stdin, extra)))
+
+    def start(self, command: Union[str, Iterable[str], None] = None, *, script: Optional[str] = None,
+              stdin: Union[str, bytes, None] = None, stdin_stream: bool = False, cwd: Optional[str] = None,
+              env: Optional[Mapping[str, str]] = None, timeout_ms: Optional[int] = None,
+              **extra: Any) -> "Job":
+        """Starts a background job and returns it at once; read its output
+        with ``job.logs()``. With ``stdin_stream`` its stdin stays open for
+        ``job.write_stdin`` until ``job.close_stdin``."""
+        extra.update(cwd=cwd, env=dict(env) if env else None, timeout_ms=timeout_ms, background=True,
+                     stdin_stream=True if stdin_stream else None)
+        return Job(self._c, self._c._call(_ops.exec_(self.id, command, script, stdin, extra)))
+
+    def exec_stream(self, command: Union[str, Iterable[str], None] = None, *, script: Optional[str] = None,
+                    stdin: Union[str, bytes, None] = None, stdin_stream: bool = False, cwd: Optional[str] = None,
+                    env: Optional[Mapping[str, str]] = None, timeout_ms: Optional[int] = None,
+                    encoding: str = "text", resume: bool = True,
+                    idle_timeout: float = _core.DEFAULT_IDLE_TIMEOUT, max_reconnects: int = 10,
+                    **extra: Any) -> Iterator[LogEvent]:
+        """Runs a command and yields its events live: first a ``job`` event
+        (its payload the job record), then its output up to the ``exit``
+        event. The job goes on if the connection drops; with resume the
+        stream continues from the job's log after the last event seen. The
+        POST itself is never repeated."""
+        extra.update(cwd=cwd, env=dict(env) if env else None, timeout_ms=timeout_ms,
+                     stdin_stream=True if stdin_stream else None)
+        req = _ops.exec_stream(self.id, command, script, stdin, extra, encoding)
+        state = _core.LogState()
+        job_id = ""
+        err: Exception
+        try:
+            resp = self._c._http.send(self._c._build(req, httpx.Timeout(30.0, read=idle_timeout)), stream=True)
+            try:
+                if resp.status_code != 200:
+                    raise errors.from_response(resp.status_code, resp.headers, resp.read())
+                job_id = resp.headers.get("x-genesis-job-id", "")
+                if not _core.is_event_stream(resp.headers):
+                    raise errors.StreamError(f"streamed exec in sandbox {self.id}: answer is not text/event-stream")
+                parser = _core.SSEParser()
+                for chunk in resp.iter_bytes():
+                    for ev in state.events(parser, chunk):
+                        if ev.event == "job":
+                            job_id = str(ev.payload.get("id", job_id))
+                        yield ev
+                    if state.exited:
+                        return
+            finally:
+                resp.close()
+            err = errors.StreamError("stream ended before the exit event")
+        except httpx.TransportError as e:
+            err = e
+        if not resume or not job_id:
+            raise errors.StreamError(f"streamed exec in sandbox {self.id}: {err}") from err
+        job = Job(self._c, {"id": job_id})
+        if not state.job_seen:
+            # The connection broke inside the job event: fetch the record so
+            # that the caller still sees the job first.
+            got = state.accept(LogEvent(id="0", event="job", payload=job.refresh().data))
+            if got is not None:
+                yield got
+        yield from job._follow(state, True, True, encoding, idle_timeout, max_reconnects)
+
+    # ---- sessions --------------------------------------------------------
+
+    def create_session(self) -> "Session":
+        """A session: execs that keep the working directory and the exported
+        environment between calls."""
+        return Session(self._c, self._c._call(_ops.create_session(self.id)))
+
+    # ---- code contexts ---------------------------------------------------
+
+    def create_context(self, language: str = "python") -> "CodeContext":
+        """Starts a code-interpreter kernel whose state lasts between runs."""
+        return CodeContext(self._c, self._c._call(_ops.create_context(self.id, language)))
+
+    def run_code(self, code: str, *, timeout_ms: Optional[int] = None) -> CodeResult:
+        """Runs code in the sandbox's default Python context (created on
+        first use), so variables persist between calls."""
+        if self._context is None:
+            self._context = self.create_context("python")
+        return self._context.run(code, timeout_ms=timeout_ms)
+
+    # ---- files -----------------------------------------------------------
+
+    def write_file(self, path: str, data: Body, *, size: Optional[int] = None, mode: Optional[str] = None,
+                   overwrite: bool = True) -> FileWritten:
+        """Uploads data as the file path (below /workspace when relative).
+        A file object or an iterator of bytes is streamed; pass ``size`` when
+        known so an over-limit upload is refused before it is sent."""
+        if isinstance(data, (bytes, bytearray)) and size is None:
+            size = len(data)
+        req = _ops.write_file(self.id, path, _iter_body(data), size, mode, overwrite)
+        return FileWritten.from_json(self._c._call(req))
+
+    def iter_file(self, path: str, *, offset: int = 0, length: Optional[int] = None,
+                  chunk_size: int = CHUNK) -> Iterator[bytes]:
+        """Streams the file path (or length bytes from offset) in chunks."""
+        return _stream(self._c, _ops.read_file(self.id, path, offset, length), chunk_size)
+
+    def read_file(self, path: str, *, offset: int = 0, length: Optional[int] = None) -> bytes:
+        """The content of the file path, or length bytes from offset."""
+        return b"".join(self.iter_file(path, offset=offset, length=length))
+
+    def download(self, path: str, dest: BinaryIO, *, offset: int = 0, length: Optional[int] = None) -> int:
+        """Streams the file path into dest and returns the bytes written."""
+        n = 0
+        for chunk in self.iter_file(path, offset=offset, length=length):
+            dest.write(chunk)
+            n += len(chunk)
+        return n
+
+    def list_files(self, path: str = ".") -> List[Dict[str, Any]]:
+        d = self._c._call(_ops.list_files(self.id, path))
+        return list(d.get("entries") or d.get("items") or [])
+
+    # ---- lifecycle and snapshots ----------------------------------------
+
+    def _action(self, action: str, body: Optional[Dict[str, Any]] = None) -> "Sandbox":
+        self.data = self._c._call(_ops.sandbox_action(self.id, action, body))
+        return self
+
+    def pause(self) -> "Sandbox":
+        """Freezes the sandbox's processes, keeping its memory."""
+        return self._action("pause")
+
+    def resume(self) -> "Sandbox":
+        """Brings a paused or hibernated sandbox back."""
+        return self._action("resume")
+
+    def hibernate(self) -> "Sandbox":
+        """Saves the sandbox's state to disk and frees its memory."""
+        return self._action("hibernate")
+
+    def rollback(self, snapshot_id: str) -> "Sandbox":
+        """Returns the sandbox to a snapshot under the same id."""
+        return self._action("rollback", {"snapshot_id": snapshot_id})
+
+    def snapshot(self, name: Optional[str] = None, *, memory: Optional[bool] = None) -> Snapshot:
+        """Saves the sandbox's state as a new snapshot."""
+        return Snapshot.from_json(self._c._call(_ops.create_snapshot(self.id, name, memory)))
+
+    def snapshots(self) -> List[Snapshot]:
+        return self._c.list_snapshots(self.id)
+
+    def fork(self, count: int = 1, *, ttl_seconds: Optional[int] = None,
+             metadata: Optional[Mapping[str, str]] = None) -> List["Sandbox"]:
+        """Makes count copies of the sandbox. Copies that could not be made
+        are in ``ForkError.errors`` when none was made."""
+        d = self._c._call(_ops.fork(self.id, count, ttl_seconds, metadata))
+        made = [Sandbox(self._c, s) for s in d.get("sandboxes") or []]
+        if not made and d.get("errors"):
+            e = d["errors"][0]
+            raise errors.GenesisError(500, str(e.get("code", "fork_failed")), str(e.get("detail", "")))
+        return made
+
+
+class Job:
+    """A job: a background job, or any job's record and log."""
+
+    def __init__(self, client: Genesis, data: Dict[str, Any]) -> None:
+        self._c = client
+        self.data = data
+        self.id: str = data["id"]
+
+    def __repr__(self) -> str:
+        return f"<Job {self.id} {self.state}>"
+
+    @property
+    def state(self) -> str:
+        return str(self.data.get("state", ""))
+
+    def refresh(self) -> "Job":
+        self.data = self._c._call(_ops.get_job(self.id))
+        return self
+
+    def cancel(self) -> "Job":
+        """Kills the job's whole process tree; it ends canceled."""
+        self.data = self._c._call(_ops.cancel_job(self.id))
+        return self
+
+    def write_stdin(self, data: Body) -> int:
+        """Writes data into the stdin of a job started with stdin_stream
+        (several calls append) and returns the bytes taken."""
+        d = self._c._call(_ops.write_stdin(self.id, _iter_body(data)))
+        return int(d.get("bytes", 0))
+
+    def close_stdin(self) -> None:
+        """Closes the job's stdin: it reads end of file after what was written."""
+        self._c._call(_ops.close_stdin(self.id))
+
+    def logs(self, *, cursor: str = "", follow: bool = True, resume: bool = True, encoding: str = "text",
+             idle_timeout: float = _core.DEFAULT_IDLE_TIMEOUT, max_reconnects: int = 10) -> Iterator[LogEvent]:
+        """Yields the events of the job's log (stdout, stderr, truncated,
+        exit) from cursor ("": the start). With follow it waits for new
+        output until the exit event; without, it ends at the current end of
+        the log. With resume a dropped connection is reopened from the last
+        event seen (Last-Event-ID): no event is lost or repeated. It gives up
+        after max_reconnects failures in a row without progress."""
+        return self._follow(_core.LogState(cursor), follow, resume, encoding, idle_timeout, max_reconnects)
+
+    def _follow(self, state: _core.LogState, follow: bool, resume: bool, encoding: str, idle_timeout: float,
+                max_reconnects: int) -> Iterator[LogEvent]:
+        failures = 0
+        timeout = httpx.Timeout(30.0, read=idle_timeout)
+        while True:
+            params, headers = state.params_headers(follow, encoding)
+            req = Request("GET", _ops.job_logs_path(self.id), params=params, headers=headers)
+            before = state.delivered
+            err: Exception
+            try:
+                resp = self._c._http.send(self._c._build(req, timeout), stream=True)
+                try:
+                    if resp.status_code != 200:
+                        e = errors.from_response(resp.status_code, resp.headers, resp.read())
+                        if resp.status_code not in _core.RETRY_STATUSES:
+                            raise e
+                        raise _Transient(e)
+                    if not _core.is_event_stream(resp.headers):
+                        raise errors.StreamError(f"log of job {self.id}: answer is not text/event-stream")
+                    parser = _core.SSEParser()
+                    for chunk in resp.iter_bytes():
+                        for ev in state.events(parser, chunk):
+                            yield ev
+                        if state.exited:
+                            return
+                finally:
+                    resp.close()
+                if not follow:
+                    return
+                err = errors.StreamError(f"log of job {self.id}: stream ended before the exit event")
+            except (httpx.TransportError, _Transient) as e:
+                err = e
+            if not resume:
+                raise errors.StreamError(f"log of job {self.id}: {err}") from err
+            if state.delivered != before:
+                failures = 0
+            failures += 1
+            if failures > max_reconnects:
+                raise errors.StreamError(f"log of job {self.id}: gave up after {max_reconnects} reconnects: {err}") from err
+            time.sleep(_core.backoff(failures - 1))
+
+    def wait(self) -> "Job":
+        """Follows the log to the exit event and returns the final record."""
+        for _ in self.logs(follow=True):
+            pass
+        return self.refresh()
+
+
+class _Transient(Exception):
+    """A retryable answer of the log endpoint (429, 502-504)."""
+
+
+class Session:
+    """A session of a sandbox; as a context manager it is closed on exit."""
+
+    def __init__(self, client: Genesis, data: Dict[str, Any]) -> None:
+        self._c = client
+        self.data = data
+        self.id: str = data["id"]
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def exec(self, command: Union[str, Iterable[str], None] = None, *, script: Optional[str] = None,
+             stdin: Union[str, bytes, None] = None, cwd: Optional[str] = None,
+             env: Optional[Mapping[str, str]] = None, timeout_ms: Optional[int] = None,
+             **extra: Any) -> ExecResult:
+        """Runs a command or script in the session's directory and environment."""
+        extra.update(cwd=cwd, env=dict(env) if env else None, timeout_ms=timeout_ms)
+        return ExecResult.from_json(self._c._call(_ops.session_exec(self.id, command, script, stdin, extra)))
+
+    def close(self) -> None:
+        """Ends the session; closing a closed session succeeds."""
+        self._c._call(_ops.delete_session(self.id))
+
+
+class CodeContext:
+    """A code-interpreter context; as a context manager it is closed on exit."""
+
+    def __init__(self, client: Genesis, data: Dict[str, Any]) -> None:
+        self._c = client
+        self.data = data
+        self.id: str = data["id"]
+
+    def __enter__(self) -> "CodeContext":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def run(self, code: str, *, timeout_ms: Optional[int] = None) -> CodeResult:
+        """Runs code with the context's globals kept between runs."""
+        return CodeResult.from_json(self._c._call(_ops.run_code(self.id, code, timeout_ms)))
+
+    def close(self) -> None:
+        """Stops the kernel; closing a closed context succeeds."""
+        self._c._call(_ops.delete_context(self.id))
+
+
+class Lease:
+    """A lease on a sandbox; as a context manager it is released on exit."""
+
+    def __init__(self, client: Genesis, data: Dict[str, Any]) -> None:
+        self._c = client
+        self.data = data
+        self.id: str = data["lease_id"]
+        self.sandbox = Sandbox(client, {"id": data["sandbox_id"]})
+
+    def __enter__(self) -> "Lease":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def renew(self, ttl_seconds: Optional[int] = None) -> "Lease":
+        self.data = self._c._call(_ops.renew_lease(self.id, ttl_seconds))
+        return self
+
+    def release(self) -> None:
+        """Releases the lease; releasing a released lease succeeds."""
+        self._c._call(_ops.release_lease(self.id))

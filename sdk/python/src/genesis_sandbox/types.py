@@ -1,0 +1,129 @@
+"""Records the client returns. Each keeps the whole JSON answer in
+``raw``, so fields this version does not name are still at hand."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+
+@dataclass
+class LogEvent:
+    """One event of a job's log stream.
+
+    ``event`` is ``stdout``, ``stderr``, ``truncated``, ``exit`` or (first
+    on a streamed exec) ``job``. Output events carry ``offset`` (of the
+    first byte in its stream) and the exact ``data`` bytes; the others their
+    JSON in ``payload``. ``id`` is the cursor after this event.
+    """
+
+    id: str
+    event: str
+    offset: int = 0
+    data: bytes = b""
+    payload: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """The output bytes decoded as UTF-8 (invalid bytes replaced)."""
+        return self.data.decode("utf-8", "replace")
+
+
+@dataclass
+class ExecResult:
+    """The result of a finished job: a non-zero exit is a result, not an error."""
+
+    job_id: str
+    exit_code: int
+    exit_reason: str
+    stdout: str
+    stderr: str
+    duration_ms: int
+    stdout_truncated: bool
+    stderr_truncated: bool
+    raw: Dict[str, Any]
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "ExecResult":
+        out = d.get("stdout", "")
+        err = d.get("stderr", "")
+        if d.get("stdout_base64"):
+            out = base64.b64decode(d["stdout_base64"]).decode("utf-8", "replace")
+        if d.get("stderr_base64"):
+            err = base64.b64decode(d["stderr_base64"]).decode("utf-8", "replace")
+        return cls(
+            job_id=d.get("job_id", ""),
+            exit_code=int(d.get("exit_code", 0)),
+            exit_reason=d.get("exit_reason", ""),
+            stdout=out,
+            stderr=err,
+            duration_ms=int(d.get("duration_ms", 0)),
+            stdout_truncated=bool(d.get("stdout_truncated", False)),
+            stderr_truncated=bool(d.get("stderr_truncated", False)),
+            raw=d,
+        )
+
+    @property
+    def ok(self) -> bool:
+        """Whether the job exited with code 0."""
+        return self.exit_reason == "exited" and self.exit_code == 0
+
+
+@dataclass
+class CodeResult:
+    """The answer of a run in a code context."""
+
+    job_id: str
+    status: str  # ok | error
+    stdout: str
+    stderr: str
+    value: Optional[str]
+    error: Optional[Dict[str, Any]]
+    outputs: List[Dict[str, Any]]
+    raw: Dict[str, Any]
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "CodeResult":
+        return cls(
+            job_id=d.get("job_id", ""),
+            status=d.get("status", ""),
+            stdout=d.get("stdout", ""),
+            stderr=d.get("stderr", ""),
+            value=d.get("value"),
+            error=d.get("error"),
+            outputs=list(d.get("outputs") or []),
+            raw=d,
+        )
+
+    def images(self) -> List[bytes]:
+        """The PNG images of the run (rendered matplotlib figures)."""
+        return [base64.b64decode(o["data"]) for o in self.outputs if o.get("mime") == "image/png"]
+
+
+@dataclass
+class FileWritten:
+    """The answer of an upload."""
+
+    path: str
+    size: int
+    sha256: str
+    raw: Dict[str, Any]
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "FileWritten":
+        return cls(path=d.get("path", ""), size=int(d.get("size", 0)), sha256=d.get("sha256", ""), raw=d)
+
+
+@dataclass
+class Snapshot:
+    """A saved state of a sandbox."""
+
+    id: str
+    sandbox_id: str
+    state: str
+    raw: Dict[str, Any]
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Snapshot":
+        return cls(id=d.get("id", ""), sandbox_id=d.get("sandbox_id", ""), state=d.get("state", ""), raw=d)

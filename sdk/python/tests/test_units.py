@@ -1,0 +1,109 @@
+"""Tests of the client's own logic that need no service."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from genesis_sandbox import Genesis, NotFound, QuotaExceeded, errors
+from genesis_sandbox._core import LogState, SSEParser
+from genesis_sandbox.types import LogEvent
+
+
+def test_config_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GENESIS_URL", "http://127.0.0.1:9/prefix/")
+    monkeypatch.setenv("GENESIS_API_KEY", "k1")
+    with Genesis() as c:
+        assert (c.base_url, c.api_key) == ("http://127.0.0.1:9/prefix", "k1")
+    with Genesis("http://127.0.0.1:10", "k2") as c:
+        assert (c.base_url, c.api_key) == ("http://127.0.0.1:10", "k2")
+    monkeypatch.delenv("GENESIS_URL")
+    with Genesis() as c:
+        assert c.base_url == "http://127.0.0.1:8080"
+    with pytest.raises(ValueError):
+        Genesis("ftp://x")
+
+
+def test_error_classes() -> None:
+    e = errors.from_response(404, {"x-request-id": "req_1"},
+                             b'{"title":"Not Found","status":404,"code":"sandbox_not_found","detail":"no"}')
+    assert isinstance(e, NotFound) and (e.status, e.code, e.detail, e.request_id) == (404, "sandbox_not_found", "no",
+                                                                                      "req_1")
+    q = errors.from_response(403, {}, b'{"status":403,"code":"quota_exceeded","request_id":"req_2"}')
+    assert isinstance(q, QuotaExceeded) and q.request_id == "req_2"
+    p = errors.from_response(502, {}, b"<html>bad gateway</html>")
+    assert type(p) is errors.GenesisError and p.code == "bad_gateway" and "bad gateway" in p.detail
+
+
+def test_sse_parser_split_anywhere() -> None:
+    stream = (b"\xef\xbb\xbfid: 5\r\nevent: stdout\r\ndata: 0\r\ndata: a\r\ndata: \r\n\r\n"
+              b": keepalive\n\nid: 9\nevent: exit\ndata: {\"exit_code\":0}\n\n")
+    for size in (1, 2, 3, 7, len(stream)):
+        p = SSEParser()
+        got = []
+        for i in range(0, len(stream), size):
+            got += p.feed(stream[i:i + size])
+        assert got == [("5", "stdout", "0\na\n"), ("9", "exit", '{"exit_code":0}')], size
+
+
+def test_log_state_drops_repeats() -> None:
+    s = LogState()
+    assert s.accept(LogEvent("1", "stdout", 0, b"abc")) is not None
+    assert s.accept(LogEvent("1", "stdout", 0, b"abc")) is None
+    part = s.accept(LogEvent("2", "stdout", 1, b"bcde"))
+    assert part is not None and (part.offset, part.data) == (3, b"de")
+    assert s.accept(LogEvent("3", "exit", payload={"exit_code": 0})) is not None
+    assert s.accept(LogEvent("3", "exit", payload={"exit_code": 0})) is None
+
+
+def _flaky(fail: int, status: int = 503) -> "tuple[httpx.MockTransport, dict[str, int]]":
+    """A transport that answers status fail times, then 200, counting calls."""
+    calls = {"n": 0}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls["n"] += 1
+        if calls["n"] <= fail:
+            return httpx.Response(status, json={"status": status, "code": "unavailable"})
+        return httpx.Response(200, json={"id": "sbx_1", "state": "ready", "job_id": "job_1", "exit_code": 0})
+
+    return httpx.MockTransport(handler), calls
+
+
+def test_retries_only_idempotent_calls() -> None:
+    from genesis_sandbox import ServiceUnavailable
+    from genesis_sandbox._core import Request
+
+    transport, calls = _flaky(2)
+    with Genesis("http://svc", "k", http_client=httpx.Client(transport=transport)) as c:
+        assert c.get_sandbox("sbx_1").id == "sbx_1"  # a read: sent again
+    assert calls["n"] == 3
+
+    transport, calls = _flaky(1)
+    with Genesis("http://svc", "k", http_client=httpx.Client(transport=transport)) as c:
+        with pytest.raises(ServiceUnavailable):
+            c._call(Request("POST", "/v1/sandboxes/sbx_1/exec", json={"script": "true"}))  # never repeated
+    assert calls["n"] == 1
+
+    transport, calls = _flaky(1)
+    with Genesis("http://svc", "k", http_client=httpx.Client(transport=transport)) as c:
+        c.create_sandbox("p", idempotency_key="key-1")  # a create with a key: safe to repeat
+    assert calls["n"] == 2
+
+    transport, calls = _flaky(5)
+    with Genesis("http://svc", "k", retries=2, http_client=httpx.Client(transport=transport)) as c:
+        with pytest.raises(ServiceUnavailable):
+            c.delete_sandbox("sbx_1")
+    assert calls["n"] == 3
+
+
+def test_sends_key_and_act_as() -> None:
+    seen: "dict[str, str]" = {}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.update(request.headers)
+        return httpx.Response(200, json={"tenant": "t"})
+
+    with Genesis("http://svc", "key-9", act_as="acme",
+                 http_client=httpx.Client(transport=httpx.MockTransport(handler))) as c:
+        c.whoami()
+    assert seen["authorization"] == "Bearer key-9" and seen["x-genesis-tenant"] == "acme"
