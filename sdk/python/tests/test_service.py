@@ -279,8 +279,6 @@ def test_snapshot_fork_rollback_runsc(client: Genesis) -> None:
 
 
 def test_large_file_streamed(sb: Sandbox) -> None:
-    if sb.data["runtime"] != "runc":
-        pytest.skip("one runtime is enough for the 100 MiB transfer")
     size = 100 << 20
     chunk = hashlib.sha256(b"seed").digest() * 32768  # 1 MiB
 
