@@ -384,10 +384,12 @@ func rewriteLocation(resp *http.Response, pr Request) {
 	resp.Header.Set("Location", u.String())
 }
 
-// scopeCookies confines the cookies a sandbox's server sets to its own
-// prefix: every preview shares the service's origin, so a cookie with
-// Path=/ would otherwise go to every other sandbox's server too. A Domain
-// attribute is dropped for the same reason.
+// scopeCookies confines the cookies a sandbox's server sets to where it
+// is served: under a prefix on the API's origin (the port routes), a
+// cookie with Path=/ would otherwise go with every request to that origin,
+// the console's and other sandboxes' too; on a preview's own origin the
+// prefix is empty. A Domain attribute is dropped, so that no preview's
+// cookie reaches a sibling preview host under the preview domain.
 func scopeCookies(resp *http.Response, pr Request) {
 	vals := resp.Header.Values("Set-Cookie")
 	if len(vals) == 0 {
