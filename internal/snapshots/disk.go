@@ -11,8 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"golang.org/x/sys/unix"
+	"syscall"
 
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -310,8 +309,8 @@ const fullBelow = 4 << 20
 // Full reports whether the disk holding the snapshots has (almost) no
 // space left: asked after a write failed, before its draft is removed.
 func (d Disk) Full() bool {
-	var st unix.Statfs_t
-	if err := unix.Statfs(d.Dir, &st); err != nil {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(d.Dir, &st); err != nil {
 		return false
 	}
 	return st.Bavail*uint64(st.Bsize) < fullBelow
