@@ -268,31 +268,7 @@ func newSandboxRemoveCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			deleted := []string{}
-			failed := 0
-			for _, id := range args {
-				ctx, cancel := a.callContext(cmd.Context())
-				err := c.DeleteSandbox(ctx, id)
-				cancel()
-				if err != nil {
-					a.printError(id, err)
-					failed++
-					continue
-				}
-				deleted = append(deleted, id)
-				if !a.jsonOutput() {
-					fmt.Fprintln(a.stdout, id)
-				}
-			}
-			if a.jsonOutput() {
-				if err := printJSON(a.stdout, map[string][]string{"deleted": deleted}); err != nil {
-					return err
-				}
-			}
-			if failed > 0 {
-				return &exitError{code: 1}
-			}
-			return nil
+			return a.removeEach(cmd, args, c.DeleteSandbox)
 		}),
 	}
 }
@@ -315,4 +291,35 @@ WebSocket; the API key itself never goes into a URL.`,
 			})
 		}),
 	}
+}
+
+// removeEach deletes each id with del, printing the ids it deleted (or,
+// with --json, {"deleted": [...]}) and a problem for each it could not;
+// any failure exits 1 after the rest were tried.
+func (a *app) removeEach(cmd *cobra.Command, ids []string, del func(context.Context, string) error) error {
+	deleted := []string{}
+	failed := 0
+	for _, id := range ids {
+		ctx, cancel := a.callContext(cmd.Context())
+		err := del(ctx, id)
+		cancel()
+		if err != nil {
+			a.printError(id, err)
+			failed++
+			continue
+		}
+		deleted = append(deleted, id)
+		if !a.jsonOutput() {
+			fmt.Fprintln(a.stdout, id)
+		}
+	}
+	if a.jsonOutput() {
+		if err := printJSON(a.stdout, map[string][]string{"deleted": deleted}); err != nil {
+			return err
+		}
+	}
+	if failed > 0 {
+		return &exitError{code: 1}
+	}
+	return nil
 }

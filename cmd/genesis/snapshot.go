@@ -411,31 +411,7 @@ func newSnapshotRemoveCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			deleted := []string{}
-			failed := 0
-			for _, id := range args {
-				ctx, cancel := a.callContext(cmd.Context())
-				err := c.DeleteSnapshot(ctx, id)
-				cancel()
-				if err != nil {
-					a.printError(id, err)
-					failed++
-					continue
-				}
-				deleted = append(deleted, id)
-				if !a.jsonOutput() {
-					fmt.Fprintln(a.stdout, id)
-				}
-			}
-			if a.jsonOutput() {
-				if err := printJSON(a.stdout, map[string][]string{"deleted": deleted}); err != nil {
-					return err
-				}
-			}
-			if failed > 0 {
-				return &exitError{code: 1}
-			}
-			return nil
+			return a.removeEach(cmd, args, c.DeleteSnapshot)
 		}),
 	}
 }
