@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -20,9 +21,9 @@ func (s *Server) artifactRoutes() {
 // execResult is the answer of a synchronous exec, with the outcome of its
 // artifact request when it made one.
 func (s *Server) execResult(r *http.Request, req api.ExecRequest, out *jobs.ExecOutput) api.ExecResult {
-	res := execResultWire(out)
+	res := apiwire.ExecResult(out)
 	if req.Artifacts != nil {
-		res.Artifacts = artifactSummaryWire(s.arts.Summary(r.Context(), out.Job.ID))
+		res.Artifacts = apiwire.ArtifactSummary(s.arts.Summary(r.Context(), out.Job.ID))
 	}
 	return res
 }
@@ -30,8 +31,8 @@ func (s *Server) execResult(r *http.Request, req api.ExecRequest, out *jobs.Exec
 // jobWithArtifacts is a job record with the outcome of its artifact
 // request, if it made one.
 func (s *Server) jobWithArtifacts(r *http.Request, j *sandbox.Job) api.Job {
-	w := jobWire(j)
-	w.Artifacts = artifactSummaryWire(s.arts.Summary(r.Context(), j.ID))
+	w := apiwire.Job(j)
+	w.Artifacts = apiwire.ArtifactSummary(s.arts.Summary(r.Context(), j.ID))
 	return w
 }
 
@@ -43,7 +44,7 @@ func (s *Server) listArtifacts(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, artifactListWire(jobID, c, list))
+	writeJSON(w, http.StatusOK, apiwire.ArtifactList(jobID, c, list))
 }
 
 // artifactMeta serves GET /v1/artifacts/{id}/meta.
@@ -54,7 +55,7 @@ func (s *Server) artifactMeta(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("ETag", `"`+a.SHA256+`"`)
-	writeJSON(w, http.StatusOK, artifactWire(a))
+	writeJSON(w, http.StatusOK, apiwire.Artifact(a))
 }
 
 // downloadArtifact serves GET /v1/artifacts/{id}: the content, with Range

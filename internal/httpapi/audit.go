@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/tenant"
@@ -173,7 +174,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 		list, page.HasMore = list[:limit], true
 	}
 	for _, a := range list {
-		page.Items = append(page.Items, auditRecordWire(a))
+		page.Items = append(page.Items, apiwire.AuditRecord(a))
 		page.NextCursor = strconv.FormatInt(a.Seq, 10)
 	}
 	writeJSON(w, http.StatusOK, page)

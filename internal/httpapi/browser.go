@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/browser"
 	"genesis.dev/sandbox/internal/errdefs"
 )
@@ -108,7 +109,7 @@ func (s *Server) browserStatus(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, browserStatusWire(st, s.publicURL+"/v1/sandboxes/"+url.PathEscape(id)+"/browser"))
+	writeJSON(w, http.StatusOK, apiwire.BrowserStatus(st, s.publicURL+"/v1/sandboxes/"+url.PathEscape(id)+"/browser"))
 }
 
 func (s *Server) browserActions(w http.ResponseWriter, r *http.Request) {
@@ -122,7 +123,7 @@ func (s *Server) browserActions(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, browserActionsWire(res))
+	writeJSON(w, http.StatusOK, apiwire.BrowserActions(res))
 }
 
 func (s *Server) browserLink(w http.ResponseWriter, r *http.Request) {
@@ -171,7 +172,7 @@ func (s *Server) writeDownloads(w http.ResponseWriter, r *http.Request, keep boo
 	}
 	out := api.BrowserDownloadList{Items: make([]api.BrowserDownload, len(list))}
 	for i, d := range list {
-		out.Items[i] = browserDownloadWire(d)
+		out.Items[i] = apiwire.BrowserDownload(d)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -201,5 +202,5 @@ func (s *Server) writeBrowserProfile(w http.ResponseWriter, r *http.Request, res
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, browserProfileWire(res))
+	writeJSON(w, http.StatusOK, apiwire.BrowserProfile(res))
 }

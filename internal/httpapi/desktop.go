@@ -8,13 +8,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/console"
 	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/recording"
+
+	"github.com/coder/websocket"
 )
 
 // Desktop routes of a desktop profile's sandbox:
@@ -296,7 +297,7 @@ func (s *Server) recordingRoutes(path string, m recorder) {
 			s.writeProblem(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusCreated, recordingWire(rec))
+		writeJSON(w, http.StatusCreated, apiwire.Recording(rec))
 	})
 	for method, f := range map[string]func(context.Context, string, string) (*recording.Recording, error){"GET": m.GetRecording, "DELETE": m.StopRecording} {
 		s.handle(method, path, true, func(w http.ResponseWriter, r *http.Request) {
@@ -305,7 +306,7 @@ func (s *Server) recordingRoutes(path string, m recorder) {
 				s.writeProblem(w, r, err)
 				return
 			}
-			writeJSON(w, http.StatusOK, recordingWire(rec))
+			writeJSON(w, http.StatusOK, apiwire.Recording(rec))
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 )
 
 // images answers GET /v1/images: the images of the configured profiles,
@@ -17,7 +18,7 @@ func (s *Server) images(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.ImageList{Items: make([]api.Image, len(views))}
 	for i, v := range views {
-		out.Items[i] = imageWire(v)
+		out.Items[i] = apiwire.Image(v)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/skills"
 )
@@ -64,7 +65,7 @@ func (s *Server) pushSkill(w http.ResponseWriter, r *http.Request) {
 	if !created {
 		status = http.StatusOK // the latest revision already has this content
 	}
-	writeJSON(w, status, skillRevisionWire(rev))
+	writeJSON(w, status, apiwire.SkillRevision(rev))
 }
 
 func (s *Server) listSkills(w http.ResponseWriter, r *http.Request) {
@@ -73,7 +74,7 @@ func (s *Server) listSkills(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.SkillList{Items: skillRevisionsWire(list)})
+	writeJSON(w, http.StatusOK, api.SkillList{Items: apiwire.SkillRevisions(list)})
 }
 
 func (s *Server) getSkill(w http.ResponseWriter, r *http.Request) {
@@ -82,7 +83,7 @@ func (s *Server) getSkill(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, skillRevisionWire(rev))
+	writeJSON(w, http.StatusOK, apiwire.SkillRevision(rev))
 }
 
 func (s *Server) listSkillRevisions(w http.ResponseWriter, r *http.Request) {
@@ -91,7 +92,7 @@ func (s *Server) listSkillRevisions(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.SkillRevisionList{Items: skillRevisionsWire(list)})
+	writeJSON(w, http.StatusOK, api.SkillRevisionList{Items: apiwire.SkillRevisions(list)})
 }
 
 // revisionParam reads a revision number: "" is 0 (the latest).
@@ -122,7 +123,7 @@ func (s *Server) getSkillRevision(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, skillRevisionWire(rev))
+	writeJSON(w, http.StatusOK, apiwire.SkillRevision(rev))
 }
 
 func (s *Server) getSkillFile(w http.ResponseWriter, r *http.Request) {
@@ -159,10 +160,10 @@ func (s *Server) runSkill(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	run, err := s.skills.Run(r.Context(), tenantOf(r), r.PathValue("name"), skillRunIn(req))
+	run, err := s.skills.Run(r.Context(), tenantOf(r), r.PathValue("name"), apiwire.SkillRunIn(req))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, skillRunWire(run))
+	writeJSON(w, http.StatusOK, apiwire.SkillRun(run))
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
@@ -30,14 +31,14 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	t, err := s.tenancy.CreateTenant(r.Context(), tenantInput(req))
+	t, err := s.tenancy.CreateTenant(r.Context(), apiwire.TenantInput(req))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
 	w.Header().Set("ETag", tenantETag(t))
 	w.Header().Set("Location", "/v1/tenants/"+url.PathEscape(t.Name))
-	writeJSON(w, http.StatusCreated, tenantWire(t))
+	writeJSON(w, http.StatusCreated, apiwire.Tenant(t))
 }
 
 func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
@@ -48,8 +49,8 @@ func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.TenantList{Items: make([]api.Tenant, len(list))}
 	for i, v := range list {
-		out.Items[i] = tenantWire(v.Tenant)
-		out.Items[i].Usage = usageWire(v.Usage)
+		out.Items[i] = apiwire.Tenant(v.Tenant)
+		out.Items[i].Usage = apiwire.Usage(v.Usage)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -60,8 +61,8 @@ func (s *Server) getTenant(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := tenantWire(v.Tenant)
-	out.Usage = usageWire(v.Usage)
+	out := apiwire.Tenant(v.Tenant)
+	out.Usage = apiwire.Usage(v.Usage)
 	w.Header().Set("ETag", tenantETag(v.Tenant))
 	writeJSON(w, http.StatusOK, out)
 }
@@ -77,13 +78,13 @@ func (s *Server) patchTenant(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	t, err := s.tenancy.UpdateTenant(r.Context(), r.PathValue("name"), ifv, tenantPatch(req))
+	t, err := s.tenancy.UpdateTenant(r.Context(), r.PathValue("name"), ifv, apiwire.TenantPatch(req))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
 	w.Header().Set("ETag", tenantETag(t))
-	writeJSON(w, http.StatusOK, tenantWire(t))
+	writeJSON(w, http.StatusOK, apiwire.Tenant(t))
 }
 
 func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request) {
@@ -113,7 +114,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := keyWire(k)
+	out := apiwire.Key(k)
 	out.Key = secret
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Location", "/v1/tenants/"+url.PathEscape(name)+"/keys/"+k.ID)
@@ -128,7 +129,7 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.APIKeyList{Items: make([]api.APIKey, len(list))}
 	for i, k := range list {
-		out.Items[i] = keyWire(k)
+		out.Items[i] = apiwire.Key(k)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

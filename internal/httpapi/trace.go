@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/console"
-
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/trace"
 )
@@ -71,7 +71,7 @@ func (s *Server) interruptTrace(op string) func(http.ResponseWriter, *http.Reque
 				return
 			}
 		}
-		writeJSON(w, http.StatusOK, interruptionWire(st, canceled))
+		writeJSON(w, http.StatusOK, apiwire.Interruption(st, canceled))
 	}
 }
 
@@ -183,7 +183,7 @@ func (s *Server) readTrace(w http.ResponseWriter, r *http.Request) {
 		if len(evs) > 0 {
 			next = evs[len(evs)-1].Seq
 		}
-		writeJSON(w, http.StatusOK, api.TracePage{Events: traceEventsWire(evs), Next: next})
+		writeJSON(w, http.StatusOK, api.TracePage{Events: apiwire.TraceEvents(evs), Next: next})
 		return
 	}
 	h := w.Header()

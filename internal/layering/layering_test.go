@@ -332,6 +332,12 @@ var rules = []rule{
 		NoImport: []string{"client"},
 	},
 	{
+		Pkg:      "internal/apiwire",
+		Why:      "apiwire converts between the domain's types and api's wire types below every edge: api, errdefs and the packages whose types it converts; no edge, SDK, command, store, driver, job log or agent client",
+		Forbid:   []string{"internal/httpapi", "client", "cmd/...", "internal/assemble"},
+		NoImport: []string{"internal/driver/...", "internal/store/...", "internal/admission", "internal/joblog", "internal/agent/..."},
+	},
+	{
 		Pkg:      "internal/httpapi",
 		Why:      "the API calls control and the workload managers and speaks api's wire types; it never imports the SDK, a driver, the store, admission, the job log or the agent protocol, nor assemble (the service is built below it and handed to it)",
 		Forbid:   []string{"client", "cmd/...", "internal/assemble"},
