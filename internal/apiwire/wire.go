@@ -597,9 +597,14 @@ func ExitEvent(j *sandbox.Job) api.ExitEvent {
 func TraceEvents(evs []trace.Event) []api.TraceEvent {
 	out := make([]api.TraceEvent, len(evs))
 	for i, e := range evs {
-		out[i] = api.TraceEvent(e)
+		out[i] = TraceEvent(e)
 	}
 	return out
+}
+
+// TraceEvent converts trace.Event to its wire form.
+func TraceEvent(e trace.Event) api.TraceEvent {
+	return api.TraceEvent{Seq: e.Seq, Time: e.Time, Actor: e.Actor, Kind: string(e.Kind), Data: e.Data}
 }
 
 // Interruption is a sandbox's interrupt state and the jobs an abort

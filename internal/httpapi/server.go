@@ -19,13 +19,12 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/api"
-	"genesis.dev/sandbox/internal/console"
-
 	"genesis.dev/sandbox/internal/artifacts"
 	"genesis.dev/sandbox/internal/browser"
 	"genesis.dev/sandbox/internal/changes"
 	"genesis.dev/sandbox/internal/compat/e2b"
 	"genesis.dev/sandbox/internal/compat/opensandbox"
+	"genesis.dev/sandbox/internal/console"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -35,6 +34,7 @@ import (
 	"genesis.dev/sandbox/internal/mcp/servers"
 	"genesis.dev/sandbox/internal/mcpserve"
 	"genesis.dev/sandbox/internal/ports"
+	"genesis.dev/sandbox/internal/replay"
 	"genesis.dev/sandbox/internal/skills"
 	"genesis.dev/sandbox/internal/snapshots"
 	"genesis.dev/sandbox/internal/tenancy"
@@ -135,6 +135,7 @@ type Server struct {
 	desktop   *desktop.Manager
 	viewer    *console.Viewer
 	trace     *trace.Store
+	replay    *replay.Replayer
 	e2b       *e2b.Adapter
 	osb       *opensandbox.Adapter
 	snaps     *snapshots.Manager
@@ -203,6 +204,19 @@ func New(cfg Config) (*Server, error) {
 	s.desktop = cfg.Desktop
 	s.viewer = console.NewViewer()
 	s.trace = cfg.Trace
+	if s.trace != nil {
+		rc := replay.Config{Traces: cfg.Trace, Sandboxes: cfg.Control, Jobs: cfg.Jobs, Artifacts: cfg.Artifacts}
+		if cfg.Desktop != nil {
+			rc.Computer = cfg.Desktop
+		}
+		if cfg.Browser != nil && cfg.Ports != nil {
+			rc.Browser = cfg.Browser
+		}
+		var err error
+		if s.replay, err = replay.New(rc); err != nil {
+			return nil, err
+		}
+	}
 	s.snaps = cfg.Snapshots
 	s.changes = cfg.Changes
 	s.mcpServe = cfg.MCPServe

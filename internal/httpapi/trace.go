@@ -36,6 +36,22 @@ func (s *Server) traceRoutes() {
 	}
 }
 
+// replayTrace serves POST /v1/traces/{id}/replay (id: the sandbox whose
+// trace): see replay.Replayer.Replay.
+func (s *Server) replayTrace(w http.ResponseWriter, r *http.Request) {
+	var req api.ReplayRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	out, err := s.replay.Replay(r.Context(), tenantOf(r), r.PathValue("id"), req)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 // interruptTrace serves POST /v1/sandboxes/{id}/trace/{pause,resume,step,abort}.
 func (s *Server) interruptTrace(op string) func(http.ResponseWriter, *http.Request) {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -75,9 +91,6 @@ func (s *Server) interruptTrace(op string) func(http.ResponseWriter, *http.Reque
 	}
 }
 
-// callerTraceKinds are the kinds a caller may post to a trace.
-var callerTraceKinds = map[string]bool{"annotation": true, "task.status": true}
-
 // traceOf opens the trace of the request's sandbox: the sandbox must be
 // the caller's while it lives (its trace is made then, empty); after it is
 // gone its trace is still the caller's tenant's.
@@ -99,7 +112,7 @@ func (s *Server) postTraceEvent(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	if !callerTraceKinds[in.Kind] {
+	if !trace.CallerKind(trace.Kind(in.Kind)) {
 		s.writeProblem(w, r, errdefs.WithCode("invalid_trace_event", fmt.Errorf(
 			"kind %q: a caller may post annotation or task.status: %w", in.Kind, errdefs.ErrInvalidArgument)))
 		return
@@ -117,7 +130,7 @@ func (s *Server) postTraceEvent(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	e, err := s.trace.Append(r.Context(), tenantOf(r), id, trace.Event{Actor: in.Actor, Kind: in.Kind, Data: in.Data})
+	e, err := s.trace.Append(r.Context(), tenantOf(r), id, trace.Event{Actor: in.Actor, Kind: trace.Kind(in.Kind), Data: in.Data})
 	if err != nil {
 		if errors.Is(err, errdefs.ErrInvalidArgument) && errdefs.Code(err) == "" {
 			err = errdefs.WithCode("invalid_trace_event", err)
@@ -125,7 +138,7 @@ func (s *Server) postTraceEvent(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, api.TraceEvent(e))
+	writeJSON(w, http.StatusCreated, apiwire.TraceEvent(e))
 }
 
 // traceCursor reads the resume point as job logs do (Last-Event-ID or
@@ -197,7 +210,7 @@ func (s *Server) readTrace(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	for {
 		for _, e := range evs {
-			if sw.event(strconv.FormatInt(e.Seq, 10), "trace", api.TraceEvent(e)) != nil {
+			if sw.event(strconv.FormatInt(e.Seq, 10), "trace", apiwire.TraceEvent(e)) != nil {
 				return
 			}
 			cursor = e.Seq

@@ -332,6 +332,13 @@ var rules = []rule{
 		NoImport: []string{"client"},
 	},
 	{
+		Pkg:      "internal/replay",
+		Why:      "replay re-runs a trace's agent actions through interfaces of its own: api, trace, jobs and browser (their inputs and results), control (the reservation check), sandbox and errdefs; no edge, SDK, store or driver",
+		Forbid:   []string{"internal/httpapi", "client", "cmd/...", "internal/assemble"},
+		Only:     []string{"api", "internal/trace", "internal/jobs", "internal/browser", "internal/control", "internal/sandbox", "internal/errdefs"},
+		External: []string{},
+	},
+	{
 		Pkg:      "internal/apiwire",
 		Why:      "apiwire converts between the domain's types and api's wire types below every edge: api, errdefs and the packages whose types it converts; no edge, SDK, command, store, driver, job log or agent client",
 		Forbid:   []string{"internal/httpapi", "client", "cmd/...", "internal/assemble"},
