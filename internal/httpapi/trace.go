@@ -1,12 +1,7 @@
 package httpapi
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -249,131 +244,24 @@ func (s *Server) exportTrace(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	ten := tenantOf(r)
-	var events bytes.Buffer
-	var artIDs []string
-	seen := map[string]bool{}
-	n := 0
-	for after := int64(0); ; {
-		evs, _, err := s.trace.Read(ten, id, after, 1000)
-		if err != nil {
-			s.writeProblem(w, r, err)
-			return
-		}
-		if len(evs) == 0 {
-			break
-		}
-		for _, e := range evs {
-			b, err := json.Marshal(e)
-			if err != nil {
-				s.writeProblem(w, r, err)
-				return
-			}
-			events.Write(b)
-			events.WriteByte('\n')
-			// An event names artifacts as {"artifact": {"id": …}} (a
-			// screenshot, a download, a video segment) and a screenshot's
-			// {"thumbnail": {"id": …}}.
-			type ref struct {
-				ID string `json:"id"`
-			}
-			var d struct {
-				Artifact  ref `json:"artifact"`
-				Thumbnail ref `json:"thumbnail"`
-			}
-			if json.Unmarshal(e.Data, &d) == nil {
-				for _, aid := range []string{d.Artifact.ID, d.Thumbnail.ID} {
-					if aid != "" && !seen[aid] {
-						seen[aid] = true
-						artIDs = append(artIDs, aid)
-					}
-				}
-			}
-			after = e.Seq
-			n++
-		}
+	x, err := s.trace.Export(tenantOf(r), id)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
 	}
 	w.Header().Set("Content-Type", "application/gzip")
 	w.Header().Set("Content-Disposition", `attachment; filename="trace-`+id+`.tar.gz"`)
 	w.WriteHeader(http.StatusOK)
-	gz := gzip.NewWriter(w)
-	tw := tar.NewWriter(gz)
-	now := time.Now().UTC()
-	man := api.TraceManifest{SandboxID: id, ExportedAt: now, Events: n}
-	add := func(name string, size int64, rd io.Reader, artifactID string) error {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: size, ModTime: now, Typeflag: tar.TypeReg}); err != nil {
-			return err
+	open := func(ctx context.Context, tenant, aid string) (string, int64, io.ReadCloser, error) {
+		a, f, err := s.arts.Open(ctx, tenant, aid)
+		if err != nil {
+			return "", 0, nil, err
 		}
-		h := sha256.New()
-		if _, err := io.CopyN(io.MultiWriter(tw, h), rd, size); err != nil {
-			return err
-		}
-		man.Files = append(man.Files, api.TraceManifestFile{Path: name, Size: size, SHA256: hex.EncodeToString(h.Sum(nil)), ArtifactID: artifactID})
-		return nil
+		return path.Ext(a.Path), a.Size, f, nil
 	}
-	fail := func(err error) {
+	if err := x.WriteTo(r.Context(), w, trace.ExportConfig{OpenArtifact: open, Player: console.PlayerHTML, Logger: s.log}); err != nil {
 		// The status is sent: a truncated archive (no manifest) tells the
 		// client; the log says why.
 		s.log.Warn("trace export ended", "sandbox", id, "err", err)
 	}
-	if err := add("events.jsonl", int64(events.Len()), bytes.NewReader(events.Bytes()), ""); err != nil {
-		fail(err)
-		return
-	}
-	exts := map[string]string{}
-	for _, aid := range artIDs {
-		a, f, err := s.arts.Open(r.Context(), ten, aid)
-		if err != nil {
-			man.Missing = append(man.Missing, aid)
-			continue
-		}
-		exts[aid] = path.Ext(a.Path)
-		err = add("artifacts/"+aid+path.Ext(a.Path), a.Size, f, aid)
-		f.Close()
-		if err != nil {
-			fail(err)
-			return
-		}
-	}
-	// The player, to open the unpacked archive offline (absent from a
-	// binary built without the front-end).
-	if page, err := exportPlayer(id, events.Bytes(), exts); err == nil {
-		if err := add("player.html", int64(len(page)), bytes.NewReader(page), ""); err != nil {
-			fail(err)
-			return
-		}
-	} else {
-		s.log.Debug("trace export without its player", "sandbox", id, "err", err)
-	}
-	mb, _ := json.MarshalIndent(man, "", "  ")
-	if err := tw.WriteHeader(&tar.Header{Name: "manifest.json", Mode: 0o644, Size: int64(len(mb)), ModTime: now, Typeflag: tar.TypeReg}); err != nil {
-		fail(err)
-		return
-	}
-	if _, err := tw.Write(mb); err != nil {
-		fail(err)
-		return
-	}
-	if err := tw.Close(); err != nil {
-		fail(err)
-		return
-	}
-	if err := gz.Close(); err != nil {
-		fail(err)
-	}
-}
-
-// exportPlayer builds the export's player.html from its events.jsonl.
-func exportPlayer(sandboxID string, jsonl []byte, exts map[string]string) ([]byte, error) {
-	evs := []json.RawMessage{}
-	for _, line := range bytes.Split(bytes.TrimSpace(jsonl), []byte("\n")) {
-		if len(line) > 0 {
-			evs = append(evs, line)
-		}
-	}
-	data, err := json.Marshal(map[string]any{"sandbox_id": sandboxID, "events": evs, "ext": exts})
-	if err != nil {
-		return nil, err
-	}
-	return console.PlayerHTML(data)
 }
