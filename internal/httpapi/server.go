@@ -39,6 +39,7 @@ import (
 	"genesis.dev/sandbox/internal/snapshots"
 	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/tenant"
+	"genesis.dev/sandbox/internal/tickets"
 	"genesis.dev/sandbox/internal/trace"
 )
 
@@ -131,7 +132,7 @@ type Server struct {
 	mcp       *servers.Manager
 	skills    *skills.Manager
 	browser   *browser.Manager
-	tickets   terminalTickets
+	tickets   tickets.Table
 	desktop   *desktop.Manager
 	viewer    *console.Viewer
 	trace     *trace.Store

@@ -339,6 +339,12 @@ var rules = []rule{
 		External: []string{},
 	},
 	{
+		Pkg:      "internal/tickets",
+		Why:      "tickets mints and redeems the terminal's one-use tickets: errdefs and the standard library only",
+		Only:     []string{"internal/errdefs"},
+		External: []string{},
+	},
+	{
 		Pkg:      "internal/apiwire",
 		Why:      "apiwire converts between the domain's types and api's wire types below every edge: api, errdefs and the packages whose types it converts; no edge, SDK, command, store, driver, job log or agent client",
 		Forbid:   []string{"internal/httpapi", "client", "cmd/...", "internal/assemble"},
