@@ -260,7 +260,7 @@ func (s *Server) handle(method, pattern string, auth bool, h func(http.ResponseW
 	if auth {
 		handler = s.authenticate(handler)
 	}
-	s.mux.Handle(route, s.metrics.instrument(route, handler))
+	s.mux.Handle(route, s.instrument(route, handler))
 }
 
 func (s *Server) routesInit() {
@@ -416,7 +416,7 @@ func (s *Server) handler(hosts hostRoutes) http.Handler {
 		}()
 		switch {
 		case preview:
-			s.metrics.instrument("preview", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.instrument("preview", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				s.servePreview(w, r, previewID, previewPort)
 			})).ServeHTTP(sw, r)
 			return

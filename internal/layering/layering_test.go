@@ -345,6 +345,13 @@ var rules = []rule{
 		External: []string{},
 	},
 	{
+		Pkg:      "internal/metrics",
+		Why:      "metrics is the Prometheus instrumentation: control and jobs (the figures it reads, the observers it is), sandbox and the Prometheus client; no edge, SDK, store or driver",
+		Forbid:   []string{"internal/httpapi", "client", "cmd/...", "internal/assemble"},
+		Only:     []string{"internal/control", "internal/jobs", "internal/sandbox"},
+		External: []string{"github.com/prometheus/client_golang/..."},
+	},
+	{
 		Pkg:      "internal/apiwire",
 		Why:      "apiwire converts between the domain's types and api's wire types below every edge: api, errdefs and the packages whose types it converts; no edge, SDK, command, store, driver, job log or agent client",
 		Forbid:   []string{"internal/httpapi", "client", "cmd/...", "internal/assemble"},
