@@ -104,6 +104,15 @@ func ImageBuild(b *imagebuild.Progress) *api.ImageBuild {
 	}
 }
 
+// Images converts the profiles' images to their wire form.
+func Images(views []control.ImageView) api.ImageList {
+	out := api.ImageList{Items: make([]api.Image, len(views))}
+	for i, v := range views {
+		out.Items[i] = Image(v)
+	}
+	return out
+}
+
 // Image converts control.ImageView to its wire form.
 func Image(v control.ImageView) api.Image {
 	im := api.Image{Name: v.Name, Ref: v.Ref, Profiles: v.Profiles, Status: imageStatus(v.Present, v.Build), Build: ImageBuild(v.Build)}
@@ -304,6 +313,31 @@ func Tenant(t *tenant.Tenant) api.Tenant {
 	}
 }
 
+// TenantView converts a tenant with its usage to its wire form.
+func TenantView(v *tenancy.TenantView) api.Tenant {
+	out := Tenant(v.Tenant)
+	out.Usage = Usage(v.Usage)
+	return out
+}
+
+// TenantList converts a list of tenants with their usage to its wire form.
+func TenantList(list []*tenancy.TenantView) api.TenantList {
+	out := api.TenantList{Items: make([]api.Tenant, len(list))}
+	for i, v := range list {
+		out.Items[i] = TenantView(v)
+	}
+	return out
+}
+
+// Keys converts a tenant's API keys to their wire form (never a secret).
+func Keys(list []*tenant.Key) api.APIKeyList {
+	out := api.APIKeyList{Items: make([]api.APIKey, len(list))}
+	for i, k := range list {
+		out.Items[i] = Key(k)
+	}
+	return out
+}
+
 // Usage converts tenant.Usage to its wire form.
 func Usage(u tenant.Usage) *api.Usage {
 	return &api.Usage{Sandboxes: u.Sandboxes, CPU: u.CPU, MemoryMB: u.MemoryMB, Leases: u.Leases}
@@ -433,6 +467,21 @@ func AuditRecord(a *tenant.AuditRecord) api.AuditRecord {
 		Target: a.Target, Status: a.Status, Code: a.Code, RequestID: a.RequestID, Remote: a.Remote}
 }
 
+// AuditPage converts one page of audit records to its wire form: list is
+// read with one record more than limit, which tells that another page
+// follows; cursor is where the page started.
+func AuditPage(list []*tenant.AuditRecord, limit int, cursor int64) api.AuditPage {
+	page := api.AuditPage{Items: []api.AuditRecord{}, NextCursor: strconv.FormatInt(cursor, 10)}
+	if len(list) > limit {
+		list, page.HasMore = list[:limit], true
+	}
+	for _, a := range list {
+		page.Items = append(page.Items, AuditRecord(a))
+		page.NextCursor = strconv.FormatInt(a.Seq, 10)
+	}
+	return page
+}
+
 // ArtifactList is GET /v1/jobs/{id}/artifacts: the job's artifact
 // request (state "none" when it made none) and what it kept.
 func ArtifactList(jobID string, c *sandbox.ArtifactCollection, list []*sandbox.Artifact) api.ArtifactList {
@@ -492,6 +541,15 @@ func BrowserDownload(d browser.Download) api.BrowserDownload {
 	if d.Artifact != nil {
 		a := Artifact(d.Artifact)
 		out.Artifact = &a
+	}
+	return out
+}
+
+// BrowserDownloads converts a list of downloads to its wire form.
+func BrowserDownloads(list []browser.Download) api.BrowserDownloadList {
+	out := api.BrowserDownloadList{Items: make([]api.BrowserDownload, len(list))}
+	for i, d := range list {
+		out.Items[i] = BrowserDownload(d)
 	}
 	return out
 }

@@ -13,7 +13,7 @@ import (
 
 // artifactRoutes registers the artifact routes.
 func (s *Server) artifactRoutes() {
-	s.handle("GET", "/v1/jobs/{id}/artifacts", true, s.listArtifacts)
+	s.handle("GET", "/v1/jobs/{id}/artifacts", true, serveGet(s, http.StatusOK, s.listArtifacts))
 	s.handle("GET", "/v1/artifacts/{id}", true, s.downloadArtifact)
 	s.handle("GET", "/v1/artifacts/{id}/meta", true, s.artifactMeta)
 }
@@ -37,14 +37,10 @@ func (s *Server) jobWithArtifacts(r *http.Request, j *sandbox.Job) api.Job {
 }
 
 // listArtifacts serves GET /v1/jobs/{id}/artifacts.
-func (s *Server) listArtifacts(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listArtifacts(r *http.Request) (api.ArtifactList, error) {
 	jobID := r.PathValue("id")
 	c, list, err := s.arts.JobArtifacts(r.Context(), tenantOf(r), jobID)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, apiwire.ArtifactList(jobID, c, list))
+	return apiwire.ArtifactList(jobID, c, list), err
 }
 
 // artifactMeta serves GET /v1/artifacts/{id}/meta.

@@ -39,11 +39,11 @@ func (s *Server) desktopRoutes() {
 	if s.desktop == nil {
 		return
 	}
-	s.handle("POST", "/v1/sandboxes/{id}/computer/actions", true, s.computerActions)
+	s.handle("POST", "/v1/sandboxes/{id}/computer/actions", true, serveBody(s, http.StatusOK, s.computerActions))
 	s.handle("GET", "/v1/sandboxes/{id}/control", true, s.desktopControl)
-	s.handle("POST", "/v1/sandboxes/{id}/control", true, s.takeDesktopControl)
-	s.handle("DELETE", "/v1/sandboxes/{id}/control", true, s.releaseDesktopControl)
-	s.handle("POST", "/v1/sandboxes/{id}/control/requests", true, s.requestHuman)
+	s.handle("POST", "/v1/sandboxes/{id}/control", true, serveBody(s, http.StatusOK, s.takeDesktopControl))
+	s.handle("DELETE", "/v1/sandboxes/{id}/control", true, serveGet(s, http.StatusOK, s.releaseDesktopControl))
+	s.handle("POST", "/v1/sandboxes/{id}/control/requests", true, serveBody(s, http.StatusCreated, s.requestHuman))
 	s.handle("GET", "/v1/sandboxes/{id}/display/vnc", true, s.displayVNC)
 	s.recordingRoutes("/v1/sandboxes/{id}/display/recording", s.desktop)
 	if s.ports != nil {
@@ -215,55 +215,20 @@ func (s *Server) desktopControl(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
-func (s *Server) takeDesktopControl(w http.ResponseWriter, r *http.Request) {
-	var req api.TakeDesktopControlRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	st, err := s.desktop.TakeControl(r.Context(), tenantOf(r), r.PathValue("id"), req)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, st)
+func (s *Server) takeDesktopControl(r *http.Request, req *api.TakeDesktopControlRequest) (*api.DesktopControl, error) {
+	return s.desktop.TakeControl(r.Context(), tenantOf(r), r.PathValue("id"), *req)
 }
 
-func (s *Server) releaseDesktopControl(w http.ResponseWriter, r *http.Request) {
-	st, err := s.desktop.ReleaseControl(r.Context(), tenantOf(r), r.PathValue("id"))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, st)
+func (s *Server) releaseDesktopControl(r *http.Request) (*api.DesktopControl, error) {
+	return s.desktop.ReleaseControl(r.Context(), tenantOf(r), r.PathValue("id"))
 }
 
-func (s *Server) requestHuman(w http.ResponseWriter, r *http.Request) {
-	var req api.RequestHumanRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	st, err := s.desktop.RequestHuman(r.Context(), tenantOf(r), r.PathValue("id"), req.Reason)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, st)
+func (s *Server) requestHuman(r *http.Request, req *api.RequestHumanRequest) (*api.DesktopControl, error) {
+	return s.desktop.RequestHuman(r.Context(), tenantOf(r), r.PathValue("id"), req.Reason)
 }
 
-func (s *Server) computerActions(w http.ResponseWriter, r *http.Request) {
-	var req api.ComputerActionsRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	res, err := s.desktop.Run(r.Context(), tenantOf(r), r.PathValue("id"), &req)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
+func (s *Server) computerActions(r *http.Request, req *api.ComputerActionsRequest) (*api.ComputerActionsResult, error) {
+	return s.desktop.Run(r.Context(), tenantOf(r), r.PathValue("id"), req)
 }
 
 // viewerAsset serves the live-view page's script and style.
@@ -286,27 +251,13 @@ type recorder interface {
 // recordingRoutes serves POST (start), GET (state) and DELETE (stop) of
 // path for m.
 func (s *Server) recordingRoutes(path string, m recorder) {
-	s.handle("POST", path, true, func(w http.ResponseWriter, r *http.Request) {
-		var req api.RecordingRequest
-		if err := s.decode(w, r, &req); err != nil {
-			s.writeProblem(w, r, err)
-			return
-		}
-		rec, err := m.StartRecording(r.Context(), tenantOf(r), r.PathValue("id"), recording.Options{FPS: req.FPS, SegmentSeconds: req.SegmentSeconds})
-		if err != nil {
-			s.writeProblem(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusCreated, apiwire.Recording(rec))
-	})
+	s.handle("POST", path, true, serveBody(s, http.StatusCreated, func(r *http.Request, req *api.RecordingRequest) (api.Recording, error) {
+		o := recording.Options{FPS: req.FPS, SegmentSeconds: req.SegmentSeconds}
+		return wired(apiwire.Recording)(m.StartRecording(r.Context(), tenantOf(r), r.PathValue("id"), o))
+	}))
 	for method, f := range map[string]func(context.Context, string, string) (*recording.Recording, error){"GET": m.GetRecording, "DELETE": m.StopRecording} {
-		s.handle(method, path, true, func(w http.ResponseWriter, r *http.Request) {
-			rec, err := f(r.Context(), tenantOf(r), r.PathValue("id"))
-			if err != nil {
-				s.writeProblem(w, r, err)
-				return
-			}
-			writeJSON(w, http.StatusOK, apiwire.Recording(rec))
-		})
+		s.handle(method, path, true, serveGet(s, http.StatusOK, func(r *http.Request) (api.Recording, error) {
+			return wired(apiwire.Recording)(f(r.Context(), tenantOf(r), r.PathValue("id")))
+		}))
 	}
 }

@@ -11,14 +11,7 @@ import (
 // in the order the service builds them, with the background builds'
 // progress.
 func (s *Server) images(w http.ResponseWriter, r *http.Request) {
-	views, err := s.ctl.Images(r.Context())
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	out := api.ImageList{Items: make([]api.Image, len(views))}
-	for i, v := range views {
-		out.Items[i] = apiwire.Image(v)
-	}
-	writeJSON(w, http.StatusOK, out)
+	serveGet(s, http.StatusOK, func(r *http.Request) (api.ImageList, error) {
+		return wired(apiwire.Images)(s.ctl.Images(r.Context()))
+	})(w, r)
 }

@@ -14,13 +14,26 @@ import (
 // without an admin key get 403 with code "admin_required".
 func (s *Server) tenantRoutes() {
 	s.handle("POST", "/v1/tenants", true, s.adminOnly(s.createTenant))
-	s.handle("GET", "/v1/tenants", true, s.adminOnly(s.listTenants))
+	s.handle("GET", "/v1/tenants", true, s.adminOnly(serveGet(s, http.StatusOK, func(r *http.Request) (api.TenantList, error) {
+		return wired(apiwire.TenantList)(s.tenancy.ListTenants(r.Context()))
+	})))
 	s.handle("GET", "/v1/tenants/{name}", true, s.adminOnly(s.getTenant))
 	s.handle("PATCH", "/v1/tenants/{name}", true, s.adminOnly(s.patchTenant))
-	s.handle("DELETE", "/v1/tenants/{name}", true, s.adminOnly(s.deleteTenant))
+	s.handle("DELETE", "/v1/tenants/{name}", true, s.adminOnly(serveNoContent(s, func(r *http.Request) error {
+		ifv, err := parseIfMatch(r.Header.Get("If-Match"))
+		if err != nil {
+			return err
+		}
+		return s.tenancy.DeleteTenant(r.Context(), r.PathValue("name"), ifv)
+	})))
 	s.handle("POST", "/v1/tenants/{name}/keys", true, s.adminOnly(s.createKey))
-	s.handle("GET", "/v1/tenants/{name}/keys", true, s.adminOnly(s.listKeys))
-	s.handle("DELETE", "/v1/tenants/{name}/keys/{key_id}", true, s.adminOnly(s.revokeKey))
+	s.handle("GET", "/v1/tenants/{name}/keys", true, s.adminOnly(serveGet(s, http.StatusOK, func(r *http.Request) (api.APIKeyList, error) {
+		return wired(apiwire.Keys)(s.tenancy.ListKeys(r.Context(), r.PathValue("name")))
+	})))
+	s.handle("DELETE", "/v1/tenants/{name}/keys/{key_id}", true, s.adminOnly(serveNoContent(s, func(r *http.Request) error {
+		_, err := s.tenancy.RevokeKey(r.Context(), r.PathValue("name"), r.PathValue("key_id"))
+		return err
+	})))
 }
 
 func tenantETag(t *tenant.Tenant) string { return `"` + strconv.FormatInt(t.ResourceVersion, 10) + `"` }
@@ -41,30 +54,14 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, apiwire.Tenant(t))
 }
 
-func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
-	list, err := s.tenancy.ListTenants(r.Context())
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	out := api.TenantList{Items: make([]api.Tenant, len(list))}
-	for i, v := range list {
-		out.Items[i] = apiwire.Tenant(v.Tenant)
-		out.Items[i].Usage = apiwire.Usage(v.Usage)
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
 func (s *Server) getTenant(w http.ResponseWriter, r *http.Request) {
 	v, err := s.tenancy.GetTenant(r.Context(), r.PathValue("name"))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := apiwire.Tenant(v.Tenant)
-	out.Usage = apiwire.Usage(v.Usage)
 	w.Header().Set("ETag", tenantETag(v.Tenant))
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, apiwire.TenantView(v))
 }
 
 func (s *Server) patchTenant(w http.ResponseWriter, r *http.Request) {
@@ -87,19 +84,6 @@ func (s *Server) patchTenant(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, apiwire.Tenant(t))
 }
 
-func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request) {
-	ifv, err := parseIfMatch(r.Header.Get("If-Match"))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	if err := s.tenancy.DeleteTenant(r.Context(), r.PathValue("name"), ifv); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateAPIKeyRequest
 	if r.ContentLength != 0 {
@@ -119,25 +103,4 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Location", "/v1/tenants/"+url.PathEscape(name)+"/keys/"+k.ID)
 	writeJSON(w, http.StatusCreated, out)
-}
-
-func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
-	list, err := s.tenancy.ListKeys(r.Context(), r.PathValue("name"))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	out := api.APIKeyList{Items: make([]api.APIKey, len(list))}
-	for i, k := range list {
-		out.Items[i] = apiwire.Key(k)
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
-	if _, err := s.tenancy.RevokeKey(r.Context(), r.PathValue("name"), r.PathValue("key_id")); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
 }

@@ -10,6 +10,5 @@ import (
 // it may use the admin API (so a client such as the console can show the
 // admin views without probing an admin route for a 403).
 func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
-	p := principalOf(r)
-	writeJSON(w, http.StatusOK, apiwire.Whoami(p))
+	writeJSON(w, http.StatusOK, apiwire.Whoami(principalOf(r)))
 }
