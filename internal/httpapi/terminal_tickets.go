@@ -10,8 +10,6 @@ import (
 
 	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/errdefs"
-	"genesis.dev/sandbox/internal/tenant"
-	"genesis.dev/sandbox/internal/tickets"
 )
 
 // terminalRoutes serves the terminal WebSocket (bearer key or ticket) and
@@ -59,33 +57,15 @@ func (s *Server) ticketOrBearer(next http.Handler) http.Handler {
 				"the terminal ticket is unknown, used, expired or for another sandbox; ask POST /v1/sandboxes/{id}/terminal/tickets for a new one: %w", errdefs.ErrUnauthenticated)))
 			return
 		}
-		p, err := s.redeemPrincipal(r.Context(), tk)
+		// The issuer is checked again as the ticket is used: its key still
+		// valid, an admin's still an admin's; the terminal then attaches
+		// as the ticket's tenant, so a sandbox no longer that tenant's is
+		// not found.
+		p, err := s.auth.Reissued(r.Context(), tk.Key, tk.Tenant, "terminal ticket for sandbox "+tk.Sandbox)
 		if err != nil {
 			s.writeProblem(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey, p)))
 	})
-}
-
-// redeemPrincipal checks a ticket's issuer again as it is used: its key
-// still valid (and the key's tenant still there); for a ticket an admin
-// took acting for another tenant, the key still an admin's and that tenant
-// still there. The terminal then attaches as the ticket's tenant, so a
-// sandbox that is no longer that tenant's is not found.
-func (s *Server) redeemPrincipal(ctx context.Context, tk tickets.Ticket) (tenant.Principal, error) {
-	p, err := s.resolveKey(ctx, tk.Key)
-	if err != nil || tk.Tenant == p.Tenant {
-		return p, err
-	}
-	if !p.Admin {
-		return tenant.Principal{}, errdefs.WithCode("admin_required", fmt.Errorf(
-			"the ticket was issued to an admin key acting for tenant %s, and the key is no longer an admin's: %w", tk.Tenant, errdefs.ErrPermissionDenied))
-	}
-	if _, err := s.tenancy.GetTenant(ctx, tk.Tenant); err != nil {
-		return tenant.Principal{}, err
-	}
-	s.log.Info("terminal opened by an admin acting for a tenant", "key", p.KeyID, "key_tenant", p.Tenant, "tenant", tk.Tenant, "sandbox", tk.Sandbox)
-	p.Tenant = tk.Tenant
-	return p, nil
 }

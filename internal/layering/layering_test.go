@@ -352,6 +352,12 @@ var rules = []rule{
 		External: []string{"github.com/prometheus/client_golang/..."},
 	},
 	{
+		Pkg:      "internal/auth",
+		Why:      "auth answers who holds an API key for every edge: tenancy, tenant, api and errdefs only",
+		Only:     []string{"internal/tenancy", "internal/tenant", "api", "internal/errdefs"},
+		External: []string{},
+	},
+	{
 		Pkg:      "internal/apiwire",
 		Why:      "apiwire converts between the domain's types and api's wire types below every edge: api, errdefs and the packages whose types it converts; no edge, SDK, command, store, driver, job log or agent client",
 		Forbid:   []string{"internal/httpapi", "client", "cmd/...", "internal/assemble"},
