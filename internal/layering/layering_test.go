@@ -698,3 +698,24 @@ func TestRulesCatchUpwardImports(t *testing.T) {
 		})
 	}
 }
+
+// thinEdges are the edges that only decode, call and encode: image and
+// archive work (pixel diffs, exports) belongs below them.
+var thinEdges = []string{"internal/httpapi"}
+
+// TestEdgeIsThin checks that no edge imports image/* or archive/*.
+func TestEdgeIsThin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list over the module")
+	}
+	for _, p := range listModule(t) {
+		if !slices.Contains(thinEdges, p.Path) {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if imp == "image" || strings.HasPrefix(imp, "image/") || strings.HasPrefix(imp, "archive/") {
+				t.Errorf("%s imports %s: an edge decodes, calls and encodes; image and archive work belongs below it", p.Path, imp)
+			}
+		}
+	}
+}
