@@ -2,13 +2,11 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"path"
 	"strconv"
-	"strings"
 	"time"
 
 	"genesis.dev/sandbox/api"
@@ -23,9 +21,9 @@ func (s *Server) traceRoutes() {
 		return
 	}
 	s.handle("GET", "/v1/sandboxes/{id}/trace", true, s.readTrace)
-	s.handle("POST", "/v1/sandboxes/{id}/trace/events", true, s.postTraceEvent)
+	s.handle("POST", "/v1/sandboxes/{id}/trace/events", true, serveBody(s, http.StatusCreated, s.postTraceEvent))
 	s.handle("GET", "/v1/sandboxes/{id}/trace/export", true, s.exportTrace)
-	s.handle("POST", "/v1/traces/{id}/replay", true, s.replayTrace)
+	s.handle("POST", "/v1/traces/{id}/replay", true, serveBody(s, http.StatusOK, s.replayTrace))
 	for _, op := range []string{"pause", "resume", "step", "abort"} {
 		s.handle("POST", "/v1/sandboxes/{id}/trace/"+op, true, s.interruptTrace(op))
 	}
@@ -33,18 +31,8 @@ func (s *Server) traceRoutes() {
 
 // replayTrace serves POST /v1/traces/{id}/replay (id: the sandbox whose
 // trace): see replay.Replayer.Replay.
-func (s *Server) replayTrace(w http.ResponseWriter, r *http.Request) {
-	var req api.ReplayRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	out, err := s.replay.Replay(r.Context(), tenantOf(r), r.PathValue("id"), req)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+func (s *Server) replayTrace(r *http.Request, req *api.ReplayRequest) (*api.ReplayReport, error) {
+	return s.replay.Replay(r.Context(), tenantOf(r), r.PathValue("id"), *req)
 }
 
 // interruptTrace serves POST /v1/sandboxes/{id}/trace/{pause,resume,step,abort}.
@@ -57,12 +45,9 @@ func (s *Server) interruptTrace(op string) func(http.ResponseWriter, *http.Reque
 				return
 			}
 		}
-		if in.Actor == "" {
-			in.Actor = trace.ActorAPI
-		}
-		if in.Actor != trace.ActorAPI && (!trace.ValidActor(in.Actor) || !strings.HasPrefix(in.Actor, "human:")) {
-			s.writeProblem(w, r, errdefs.WithCode("invalid_trace_event", fmt.Errorf(
-				"actor %.80q: want api or human:<who>, who %s: %w", in.Actor, trace.HumanNameRule, errdefs.ErrInvalidArgument)))
+		actor, err := trace.CallerInterruptActor(in.Actor)
+		if err != nil {
+			s.writeProblem(w, r, err)
 			return
 		}
 		id, ten := r.PathValue("id"), tenantOf(r)
@@ -70,7 +55,7 @@ func (s *Server) interruptTrace(op string) func(http.ResponseWriter, *http.Reque
 			s.writeProblem(w, r, err)
 			return
 		}
-		st, err := s.trace.Interrupt(r.Context(), ten, id, op, in.Actor)
+		st, err := s.trace.Interrupt(r.Context(), ten, id, op, actor)
 		if err != nil {
 			s.writeProblem(w, r, err)
 			return
@@ -101,39 +86,16 @@ func (s *Server) traceOf(r *http.Request) (string, error) {
 }
 
 // postTraceEvent serves POST /v1/sandboxes/{id}/trace/events.
-func (s *Server) postTraceEvent(w http.ResponseWriter, r *http.Request) {
-	var in api.TraceEventRequest
-	if err := s.decode(w, r, &in); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	if !trace.CallerKind(trace.Kind(in.Kind)) {
-		s.writeProblem(w, r, errdefs.WithCode("invalid_trace_event", fmt.Errorf(
-			"kind %q: a caller may post annotation or task.status: %w", in.Kind, errdefs.ErrInvalidArgument)))
-		return
-	}
-	if in.Actor == "" {
-		in.Actor = trace.ActorAPI
-	}
-	if in.Actor == trace.ActorSystem || !trace.ValidActor(in.Actor) {
-		s.writeProblem(w, r, errdefs.WithCode("invalid_trace_event", fmt.Errorf(
-			"actor %.80q: want api, agent or human:<who>, who %s: %w", in.Actor, trace.HumanNameRule, errdefs.ErrInvalidArgument)))
-		return
+func (s *Server) postTraceEvent(r *http.Request, in *api.TraceEventRequest) (api.TraceEvent, error) {
+	e, err := trace.CallerEvent(trace.Event{Actor: in.Actor, Kind: trace.Kind(in.Kind), Data: in.Data})
+	if err != nil {
+		return api.TraceEvent{}, err
 	}
 	id, err := s.traceOf(r)
 	if err != nil {
-		s.writeProblem(w, r, err)
-		return
+		return api.TraceEvent{}, err
 	}
-	e, err := s.trace.Append(r.Context(), tenantOf(r), id, trace.Event{Actor: in.Actor, Kind: trace.Kind(in.Kind), Data: in.Data})
-	if err != nil {
-		if errors.Is(err, errdefs.ErrInvalidArgument) && errdefs.Code(err) == "" {
-			err = errdefs.WithCode("invalid_trace_event", err)
-		}
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, apiwire.TraceEvent(e))
+	return wired(apiwire.TraceEvent)(s.trace.AppendCaller(r.Context(), tenantOf(r), id, e))
 }
 
 // traceCursor reads the resume point as job logs do (Last-Event-ID or
