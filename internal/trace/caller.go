@@ -32,10 +32,14 @@ func CallerEvent(e Event) (Event, error) {
 }
 
 // AppendCaller appends an event CallerEvent let through; a refusal of its
-// data carries CodeInvalidEvent.
+// data (not an object, too large) carries CodeInvalidEvent, as the API
+// documents. (The HTTP layer's check of this compared errdefs.Code with "",
+// which is never "" for a class error, so such refusals went out as
+// invalid_argument.)
 func (s *Store) AppendCaller(ctx context.Context, tenant, sandboxID string, e Event) (Event, error) {
 	e, err := s.Append(ctx, tenant, sandboxID, e)
-	if errors.Is(err, errdefs.ErrInvalidArgument) && errdefs.Code(err) == "" {
+	var coded errdefs.Coded
+	if errors.Is(err, errdefs.ErrInvalidArgument) && !errors.As(err, &coded) {
 		err = errdefs.WithCode(CodeInvalidEvent, err)
 	}
 	return e, err
