@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -47,7 +48,7 @@ func (s *Server) desktopRoutes() {
 	s.handle("GET", "/v1/sandboxes/{id}/display/vnc", true, s.displayVNC)
 	s.recordingRoutes("/v1/sandboxes/{id}/display/recording", s.desktop)
 	if s.ports != nil {
-		s.handle("POST", "/v1/sandboxes/{id}/display/links", true, s.displayLink)
+		s.handle("POST", "/v1/sandboxes/{id}/display/links", true, serveBody(s, http.StatusCreated, s.displayLink))
 		s.handle("GET", "/v1/displays/{token}/vnc", false, s.displayVNC)
 		s.handle("GET", "/v1/sandboxes/{id}/display/viewer", true, s.displayViewerRedirect)
 		s.handle("GET", "/v1/displays/{token}/viewer", false, s.displayViewer)
@@ -59,29 +60,34 @@ func (s *Server) desktopRoutes() {
 // displayScope prefixes the scope of live-view links; the role follows.
 const displayScope = "display:"
 
-func (s *Server) displayLink(w http.ResponseWriter, r *http.Request) {
-	var req api.CreateDisplayLinkRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
+// displayRole checks the role of a live-view link.
+func displayRole(role string) error {
+	if role != desktop.RoleObserver && role != desktop.RoleController {
+		return errdefs.WithCode("invalid_role", fmt.Errorf("role %.40q must be observer or controller: %w", role, errdefs.ErrInvalidArgument))
 	}
-	if req.Role != desktop.RoleObserver && req.Role != desktop.RoleController {
-		s.writeProblem(w, r, errdefs.WithCode("invalid_role", fmt.Errorf("role %.40q must be observer or controller: %w", req.Role, errdefs.ErrInvalidArgument)))
-		return
+	return nil
+}
+
+// newDisplayLink makes a live-view link of role for the request's
+// sandbox, good for ttl.
+func (s *Server) newDisplayLink(r *http.Request, role string, ttl time.Duration) (id, token string, exp time.Time, err error) {
+	if err = displayRole(role); err != nil {
+		return "", "", time.Time{}, err
 	}
-	id, err := s.desktop.CheckDesktop(r.Context(), tenantOf(r), r.PathValue("id"))
+	if id, err = s.desktop.CheckDesktop(r.Context(), tenantOf(r), r.PathValue("id")); err != nil {
+		return "", "", time.Time{}, err
+	}
+	token, exp, err = s.ports.NewScopedLink(principalOf(r), id, displayScope+role, ttl)
+	return id, token, exp, err
+}
+
+func (s *Server) displayLink(r *http.Request, req *api.CreateDisplayLinkRequest) (api.DisplayLink, error) {
+	id, token, exp, err := s.newDisplayLink(r, req.Role, time.Duration(req.TTLSeconds)*time.Second)
 	if err != nil {
-		s.writeProblem(w, r, err)
-		return
+		return api.DisplayLink{}, err
 	}
-	token, exp, err := s.ports.NewScopedLink(principalOf(r), id, displayScope+req.Role, time.Duration(req.TTLSeconds)*time.Second)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	base := s.publicURL
-	writeJSON(w, http.StatusCreated, api.DisplayLink{SandboxID: id, Role: req.Role, ExpiresAt: exp.UTC(),
-		VNCURL: "ws" + strings.TrimPrefix(base, "http") + "/v1/displays/" + token + "/vnc", ViewerURL: base + "/v1/displays/" + token + "/viewer"})
+	return api.DisplayLink{SandboxID: id, Role: req.Role, ExpiresAt: exp.UTC(),
+		VNCURL: "ws" + strings.TrimPrefix(s.publicURL, "http") + "/v1/displays/" + token + "/vnc", ViewerURL: s.publicURL + "/v1/displays/" + token + "/viewer"}, nil
 }
 
 // displayViewerRedirect makes a live-view link for the caller (?role=,
@@ -89,12 +95,9 @@ func (s *Server) displayLink(w http.ResponseWriter, r *http.Request) {
 // page: `genesis desktop view` prints where it leads.
 func (s *Server) displayViewerRedirect(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	role := q.Get("role")
-	if role == "" {
-		role = desktop.RoleObserver
-	}
-	if role != desktop.RoleObserver && role != desktop.RoleController {
-		s.writeProblem(w, r, errdefs.WithCode("invalid_role", fmt.Errorf("role %.40q must be observer or controller: %w", role, errdefs.ErrInvalidArgument)))
+	role := cmp.Or(q.Get("role"), desktop.RoleObserver)
+	if err := displayRole(role); err != nil {
+		s.writeProblem(w, r, err)
 		return
 	}
 	ttl := 600
@@ -106,12 +109,7 @@ func (s *Server) displayViewerRedirect(w http.ResponseWriter, r *http.Request) {
 		}
 		ttl = n
 	}
-	id, err := s.desktop.CheckDesktop(r.Context(), tenantOf(r), r.PathValue("id"))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	token, _, err := s.ports.NewScopedLink(principalOf(r), id, displayScope+role, time.Duration(ttl)*time.Second)
+	_, token, _, err := s.newDisplayLink(r, role, time.Duration(ttl)*time.Second)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
