@@ -332,6 +332,18 @@ func wireConversions() []conversion {
 		conv("key", Key).mirrored(map[string]string{"Hash": "the secret's digest, never shown"}).
 			leaving(map[string]string{"Key": "the secret: createKey adds it to its own answer"}),
 		conv("audit record", AuditRecord).mirrored(nil),
+		conv("audit page", func(a *tenant.AuditRecord) api.AuditPage { return AuditPage([]*tenant.AuditRecord{a}, 1, 0) }).
+			mirrored(nil).leaving(map[string]string{"HasMore": "true only when the store answered more than the page holds"}),
+		conv("tenant view", TenantView).mirrored(nil),
+		conv("tenant list", func(v *tenancy.TenantView) api.TenantList { return TenantList([]*tenancy.TenantView{v}) }).mirrored(nil),
+		conv("keys", func(k *tenant.Key) api.APIKeyList { return Keys([]*tenant.Key{k}) }).
+			mirrored(map[string]string{"Hash": "the secret's digest, never shown"}).
+			leaving(map[string]string{"Items.Key": "the secret: only createKey's answer holds it"}),
+		conv("trace event", func(e *trace.Event) api.TraceEvent { return TraceEvent(*e) }).mirrored(nil),
+		conv("images", func(v *control.ImageView) api.ImageList { return Images([]control.ImageView{*v}) }).
+			prepared(func(src any) { src.(*control.ImageView).Present = false }),
+		conv("browser downloads", func(d *browser.Download) api.BrowserDownloadList { return BrowserDownloads([]browser.Download{*d}) }).
+			mirrored(map[string]string{"Artifact.Tenant": caller}),
 		conv("whoami", func(p *tenant.Principal) api.Whoami { return Whoami(*p) }).mirrored(map[string]string{
 			"KeyTenant": "the key's own tenant when an admin acts for Tenant: not part of the answer"}),
 		conv("service", func(st *jobs.ServiceState) api.ServiceStatus { return ServiceStatus(*st) }).mirrored(nil),
