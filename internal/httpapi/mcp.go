@@ -53,7 +53,7 @@ func (s *Server) mcpRoutes() {
 		s.routes = append(s.routes, Route{Method: m, Pattern: pattern, Unaudited: true})
 		s.unaudited[pattern] = true
 		route := m + " " + pattern
-		s.mux.Handle(route, s.instrument(route, http.HandlerFunc(s.serveMCP)))
+		s.mux.Handle(route, s.metrics.instrument(route, http.HandlerFunc(s.serveMCP)))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/internal/metrics"
+	"genesis.dev/sandbox/internal/sandbox"
 )
 
 // The service's Prometheus instrumentation is package metrics'; these
@@ -22,8 +23,17 @@ type (
 // NewMetrics is metrics.New.
 func NewMetrics(cfg MetricsConfig) *Metrics { return metrics.New(cfg) }
 
+// edgeMetrics is the server's Metrics with what the handlers record
+// through it.
+type edgeMetrics struct{ *metrics.Metrics }
+
+// observeCreate records a successful create through the API, begun at since.
+func (m edgeMetrics) observeCreate(rt sandbox.Runtime, since time.Time) {
+	m.ObserveCreate(rt, time.Since(since))
+}
+
 // instrument counts and times the requests of one route.
-func (s *Server) instrument(route string, next http.Handler) http.Handler {
+func (m edgeMetrics) instrument(route string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw, ok := w.(*statusWriter)
@@ -31,7 +41,7 @@ func (s *Server) instrument(route string, next http.Handler) http.Handler {
 			sw = &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		}
 		next.ServeHTTP(sw, r)
-		s.metrics.ObserveRequest(route, strconv.Itoa(sw.status), time.Since(start))
+		m.ObserveRequest(route, strconv.Itoa(sw.status), time.Since(start))
 	})
 }
 

@@ -48,7 +48,7 @@ func (s *Server) handleAny(pattern string, auth bool, h func(http.ResponseWriter
 	if auth {
 		handler = s.authenticate(handler)
 	}
-	s.mux.Handle(pattern, s.instrument(pattern, handler))
+	s.mux.Handle(pattern, s.metrics.instrument(pattern, handler))
 }
 
 func (s *Server) portOf(w http.ResponseWriter, r *http.Request) (int, bool) {

@@ -115,7 +115,7 @@ type Server struct {
 	log       *slog.Logger
 	mux       *http.ServeMux
 	routes    []Route
-	metrics   *Metrics
+	metrics   edgeMetrics
 	keepalive time.Duration
 	terms     *interactive.Terminals
 	files     *files.Gateway
@@ -185,7 +185,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.PublicURL == "" {
 		return nil, fmt.Errorf("httpapi: no public URL: %w", errdefs.ErrInvalidArgument)
 	}
-	s := &Server{ctl: cfg.Control, tenancy: cfg.Tenancy, maxBody: cfg.MaxBodyBytes, log: cfg.Logger, mux: http.NewServeMux(), metrics: cfg.Metrics, keepalive: cfg.KeepAlive,
+	s := &Server{ctl: cfg.Control, tenancy: cfg.Tenancy, maxBody: cfg.MaxBodyBytes, log: cfg.Logger, mux: http.NewServeMux(), metrics: edgeMetrics{cfg.Metrics}, keepalive: cfg.KeepAlive,
 		ports: cfg.Ports, origins: cfg.Previews, publicURL: strings.TrimRight(cfg.PublicURL, "/"), services: cfg.Services, unaudited: map[string]bool{}}
 	var err error
 	if s.auth, err = auth.New(auth.Config{Tenants: cfg.Tenancy, Keys: cfg.Keys, ApproverKeys: cfg.ApproverKeys, Logger: cfg.Logger}); err != nil {
@@ -250,7 +250,7 @@ func (s *Server) handle(method, pattern string, auth bool, h func(http.ResponseW
 	if auth {
 		handler = s.authenticate(handler)
 	}
-	s.mux.Handle(route, s.instrument(route, handler))
+	s.mux.Handle(route, s.metrics.instrument(route, handler))
 }
 
 func (s *Server) routesInit() {
@@ -406,7 +406,7 @@ func (s *Server) handler(hosts hostRoutes) http.Handler {
 		}()
 		switch {
 		case preview:
-			s.instrument("preview", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.metrics.instrument("preview", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				s.servePreview(w, r, previewID, previewPort)
 			})).ServeHTTP(sw, r)
 			return

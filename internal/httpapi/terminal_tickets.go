@@ -19,7 +19,7 @@ func (s *Server) terminalRoutes() {
 	const pattern = "/v1/sandboxes/{id}/terminal"
 	s.routes = append(s.routes, Route{Method: "GET", Pattern: pattern, Auth: true})
 	route := "GET " + pattern
-	s.mux.Handle(route, s.instrument(route, s.ticketOrBearer(http.HandlerFunc(s.terminal))))
+	s.mux.Handle(route, s.metrics.instrument(route, s.ticketOrBearer(http.HandlerFunc(s.terminal))))
 }
 
 // createTerminalTicket serves POST /v1/sandboxes/{id}/terminal/tickets.
