@@ -175,7 +175,7 @@ func (m *Manager) Pause(ctx context.Context, tenant, id string) (*sandbox.Sandbo
 		return nil, err
 	}
 	out, err := m.cfg.Lifecycle.SetSuspended(detach(ctx), id, sandbox.StatePaused, nil)
-	m.record(ctx, out, "api", "sandbox.paused", map[string]any{})
+	m.record(ctx, out, "api", trace.KindSandboxPaused, map[string]any{})
 	return out, err
 }
 
@@ -211,7 +211,7 @@ func (m *Manager) Resume(ctx context.Context, tenant, id string) (*sandbox.Sandb
 		}
 	}
 	sb, err = m.cfg.Lifecycle.EndSuspend(detach(ctx), id)
-	m.record(ctx, sb, "api", "sandbox.resumed", map[string]any{})
+	m.record(ctx, sb, "api", trace.KindSandboxResumed, map[string]any{})
 	return sb, nil, err
 }
 
@@ -455,7 +455,7 @@ func (m *Manager) Close() { m.wg.Wait() }
 // record puts an operation in a sandbox's trace: actor "api" for a call,
 // "system" for the service's own (an idle hibernation, a wake by the next
 // call).
-func (m *Manager) record(ctx context.Context, sb *sandbox.Sandbox, actor, kind string, data map[string]any) {
+func (m *Manager) record(ctx context.Context, sb *sandbox.Sandbox, actor string, kind trace.Kind, data map[string]any) {
 	if m.cfg.Trace == nil || sb == nil {
 		return
 	}
