@@ -67,24 +67,8 @@ func profileWire(v control.ProfileView) api.Profile {
 	return p
 }
 
-// imageStatus is the wire status of an image: present, queued, building
-// (waiting for another build included), failed or not_built.
-func imageStatus(present bool, b *imagebuild.Progress) string {
-	switch {
-	case present:
-		return "present"
-	case b == nil:
-		return "not_built"
-	case b.State == imagebuild.StateQueued:
-		return "queued"
-	case b.State == imagebuild.StateWaiting || b.State == imagebuild.StateBuilding:
-		return "building"
-	case b.State == imagebuild.StateFailed:
-		return "failed"
-	default:
-		return "not_built"
-	}
-}
+// imageStatus is the wire status of an image (control.ImageStatus).
+func imageStatus(present bool, b *imagebuild.Progress) string { return control.ImageStatus(present, b) }
 
 func imageBuildWire(b *imagebuild.Progress) *api.ImageBuild {
 	if b == nil {
