@@ -98,6 +98,7 @@ test-deps: setup
 	cd test/browserclient && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --ignore-scripts --no-audit --no-fund --loglevel=warn
 	cd test/e2bclient && npm ci --ignore-scripts --no-audit --no-fund --loglevel=warn
 	cd test/osclient && npm ci --ignore-scripts --no-audit --no-fund --loglevel=warn
+	cd tools/proto && npm ci --ignore-scripts --no-audit --no-fund --loglevel=warn
 
 # Unit, conformance, integration (real Docker, runc and runsc) and end-to-end tests.
 test: test-images test-deps cross
