@@ -224,7 +224,7 @@ func serve(ctx context.Context, args []string) error {
 		defer stop() // before the stack closes: a build in progress is stopped and cleaned up
 	}
 
-	edge, err := grpcedge.New(grpcedge.Config{Control: stack.Control, Jobs: stack.Jobs, Authenticate: api.Principal,
+	edge, err := grpcedge.New(grpcedge.Config{Control: stack.Control, Jobs: stack.Jobs, Tenancy: stack.Tenancy, Authenticate: api.Principal,
 		MaxMessageBytes: int(min(cfg.Limits.MaxBodyBytes, 64<<20)), Logger: log})
 	if err != nil {
 		return err

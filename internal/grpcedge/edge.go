@@ -19,6 +19,7 @@ import (
 	"genesis.dev/sandbox/gen/genesis/sandbox/v1/sandboxv1connect"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/jobs"
+	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
@@ -31,6 +32,9 @@ const DefaultMaxMessageBytes = 8 << 20
 type Config struct {
 	Control *control.Service
 	Jobs    *jobs.Manager
+	// Tenancy checks the tenant an admin key acts for and records the
+	// audit log.
+	Tenancy *tenancy.Service
 	// Authenticate resolves an API key (the bearer token of the
 	// authorization metadata) to who holds it: the HTTP API's own key
 	// check, handed over by the command that builds both edges, so the two
@@ -44,13 +48,20 @@ type Config struct {
 // Edge is the gRPC/Connect edge: its handler serves the services of
 // genesis.sandbox.v1, gRPC health and server reflection.
 type Edge struct {
-	ctl    *control.Service
-	jobs   *jobs.Manager
-	auth   func(ctx context.Context, key string) (tenant.Principal, error)
-	log    *slog.Logger
-	mux    *http.ServeMux
-	names  []string
-	served []service
+	ctl     *control.Service
+	jobs    *jobs.Manager
+	tenancy tenants
+	auth    func(ctx context.Context, key string) (tenant.Principal, error)
+	log     *slog.Logger
+	mux     *http.ServeMux
+	names   []string
+	served  []service
+}
+
+// tenants is what the edge asks of tenancy.
+type tenants interface {
+	GetTenant(ctx context.Context, name string) (*tenancy.TenantView, error)
+	RecordAudit(ctx context.Context, r *tenant.AuditRecord) error
 }
 
 // service is one service of the edge: its name and the connect handler
@@ -64,8 +75,8 @@ type service struct {
 
 // New builds the edge. It has no side effects.
 func New(cfg Config) (*Edge, error) {
-	if cfg.Control == nil || cfg.Jobs == nil || cfg.Authenticate == nil {
-		return nil, errors.New("grpcedge: Control, Jobs and Authenticate are required")
+	if cfg.Control == nil || cfg.Jobs == nil || cfg.Tenancy == nil || cfg.Authenticate == nil {
+		return nil, errors.New("grpcedge: Control, Jobs, Tenancy and Authenticate are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -73,10 +84,18 @@ func New(cfg Config) (*Edge, error) {
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
-	e := &Edge{ctl: cfg.Control, jobs: cfg.Jobs, auth: cfg.Authenticate, log: cfg.Logger, mux: http.NewServeMux()}
+	e := &Edge{ctl: cfg.Control, jobs: cfg.Jobs, tenancy: cfg.Tenancy, auth: cfg.Authenticate, log: cfg.Logger}
+	e.build(cfg.MaxMessageBytes)
+	return e, nil
+}
+
+// build makes the edge's handlers: its services behind the interceptor,
+// health and reflection.
+func (e *Edge) build(maxMessageBytes int) {
+	e.mux = http.NewServeMux()
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(&interceptor{edge: e}),
-		connect.WithReadMaxBytes(cfg.MaxMessageBytes),
+		connect.WithReadMaxBytes(maxMessageBytes),
 	}
 	e.served = e.services(opts)
 	for _, s := range e.served {
@@ -87,15 +106,14 @@ func New(cfg Config) (*Edge, error) {
 	// /readyz), the empty name is the whole server.
 	hp, hh := grpchealth.NewHandler(&healthChecker{edge: e})
 	e.mux.Handle(hp, hh)
-	// Reflection lists the services above (not itself or health, as
-	// grpc-go's reflection does not list its own); descriptors come from
-	// the generated packages' registrations.
+	// Reflection lists the services above and health (not itself, as
+	// grpc-go's does not); descriptors come from the generated packages'
+	// registrations.
 	refl := connectv2.NewServer()
 	grpcreflect.Register(refl, grpcreflect.WithNamer(grpcreflect.NamerFunc(func() []string {
 		return append(e.Names(), grpchealth.HealthV1ServiceName)
 	})))
 	connecthttp.Mount(e.mux, refl)
-	return e, nil
 }
 
 // services lists the services of the edge, one line each: a new service
