@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"runtime/debug"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -96,6 +97,12 @@ func (e *Edge) build(maxMessageBytes int) {
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(&interceptor{edge: e}),
 		connect.WithReadMaxBytes(maxMessageBytes),
+		connect.WithRecover(func(ctx context.Context, spec connect.Spec, _ http.Header, v any) error {
+			// As the HTTP API's root handler: logged with the stack, answered
+			// as an internal error.
+			e.log.Error("panic in handler", "procedure", spec.Procedure, "request_id", requestIDOf(ctx), "panic", v, "stack", string(debug.Stack()))
+			return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+		}),
 	}
 	e.served = e.services(opts)
 	for _, s := range e.served {
