@@ -235,7 +235,7 @@ func serve(ctx context.Context, args []string) error {
 	}
 	// gRPC, gRPC-Web and Connect share the API's listener: HTTP/1.1 and
 	// HTTP/2 in cleartext (h2c, as gRPC clients speak it without TLS).
-	handler = edge.Route(handler)
+	handler = edge.Route(handler, api.IsPreviewHost)
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)

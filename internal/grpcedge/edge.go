@@ -52,6 +52,7 @@ type Edge struct {
 	ctl     *control.Service
 	jobs    *jobs.Manager
 	tenancy tenants
+	ready   func(context.Context) bool // the instance is ready (/readyz)
 	auth    func(ctx context.Context, key string) (tenant.Principal, error)
 	log     *slog.Logger
 	mux     *http.ServeMux
@@ -85,7 +86,8 @@ func New(cfg Config) (*Edge, error) {
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
-	e := &Edge{ctl: cfg.Control, jobs: cfg.Jobs, tenancy: cfg.Tenancy, auth: cfg.Authenticate, log: cfg.Logger}
+	e := &Edge{ctl: cfg.Control, jobs: cfg.Jobs, tenancy: cfg.Tenancy, auth: cfg.Authenticate, log: cfg.Logger,
+		ready: func(ctx context.Context) bool { ok, _ := cfg.Control.Readiness(ctx); return ok }}
 	e.build(cfg.MaxMessageBytes)
 	return e, nil
 }
@@ -157,10 +159,13 @@ func (e *Edge) Handles(r *http.Request) bool {
 }
 
 // Route sends the edge's calls to the edge and everything else to next
-// (the HTTP API), on one listener.
-func (e *Edge) Route(next http.Handler) http.Handler {
+// (the HTTP API), on one listener. A request for a preview host
+// (isPreview) always goes to next: a sandbox's own gRPC server reached
+// through a preview link keeps its paths (its health and reflection
+// included), and the API is never served on a sandbox's origin.
+func (e *Edge) Route(next http.Handler, isPreview func(*http.Request) bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if e.Handles(r) {
+		if e.Handles(r) && !isPreview(r) {
 			e.mux.ServeHTTP(w, r)
 			return
 		}
@@ -177,7 +182,7 @@ func (h *healthChecker) Check(ctx context.Context, req *grpchealth.CheckRequest)
 	if req.Service != "" && req.Service != grpchealth.HealthV1ServiceName && !containsName(h.edge.names, req.Service) {
 		return nil, connect.NewError(connect.CodeNotFound, errors.New("unknown service "+req.Service))
 	}
-	if ok, _ := h.edge.ctl.Readiness(ctx); !ok {
+	if !h.edge.ready(ctx) {
 		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
 	}
 	return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil

@@ -39,12 +39,28 @@ func TestHandlesOnlyTheEdgesPaths(t *testing.T) {
 			t.Errorf("Handles(POST %s) = %v, want %v", path, got, want)
 		}
 	}
-	// Anything else reaches the HTTP API unchanged.
+	// Anything else reaches the HTTP API unchanged, and so does every
+	// request for a preview host (a sandbox's own gRPC server's paths).
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) })
-	rec := httptest.NewRecorder()
-	e.Route(next).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/sandboxes", nil))
-	if rec.Code != http.StatusTeapot {
-		t.Fatalf("GET /v1/sandboxes through Route: %d", rec.Code)
+	isPreview := func(r *http.Request) bool { return strings.HasPrefix(r.Host, "8080-sbx") }
+	route := e.Route(next, isPreview)
+	for _, tc := range []struct {
+		host, path string
+		edge       bool
+	}{
+		{"api.example", "/v1/sandboxes", false},
+		{"api.example", "/grpc.health.v1.Health/Check", true},
+		{"8080-sbx1.example", "/grpc.health.v1.Health/Check", false},
+		{"8080-sbx1.example", "/genesis.sandbox.v1.SandboxService/ListProfiles", false},
+	} {
+		r := httptest.NewRequest(http.MethodPost, tc.path, strings.NewReader("{}"))
+		r.Host = tc.host
+		r.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		route.ServeHTTP(rec, r)
+		if got := rec.Code != http.StatusTeapot; got != tc.edge {
+			t.Errorf("POST %s%s: %d, to the edge: %v, want %v", tc.host, tc.path, rec.Code, got, tc.edge)
+		}
 	}
 }
 

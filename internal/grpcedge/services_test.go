@@ -28,7 +28,7 @@ const apiPackage = "genesis.sandbox.v1"
 func testEdge(t *testing.T) (*Edge, *fakeTenancy) {
 	t.Helper()
 	ft := &fakeTenancy{}
-	e := &Edge{tenancy: ft, log: slog.New(slog.DiscardHandler), auth: func(_ context.Context, key string) (tenant.Principal, error) {
+	e := &Edge{tenancy: ft, log: slog.New(slog.DiscardHandler), ready: func(context.Context) bool { return true }, auth: func(_ context.Context, key string) (tenant.Principal, error) {
 		switch key {
 		case "good":
 			return tenant.Principal{Tenant: "t1", KeyID: "key_good", KeyTenant: "t1"}, nil

@@ -139,6 +139,7 @@ func TestGRPC(t *testing.T) {
 			t.Run("stale-resource-version", func(t *testing.T) { testGRPCStaleVersion(t, ctx, cc, &sb) })
 			t.Run("other-tenant", func(t *testing.T) { testGRPCOtherTenant(t, cc, otherKey, sb.Id) })
 			t.Run("list-pages", func(t *testing.T) { testGRPCListPages(t, ctx, cc, sb.Id) })
+			t.Run("lease", func(t *testing.T) { testGRPCLease(t, e, ctx, cc, rt) })
 			t.Run("delete", func(t *testing.T) {
 				if err := cc.Invoke(ctx, sandboxSvc+"DeleteSandbox", &sandboxv1.DeleteSandboxRequest{Id: sb.Id}, &sandboxv1.DeleteSandboxResponse{}); err != nil {
 					t.Fatalf("DeleteSandbox: %v", err)
@@ -533,5 +534,38 @@ func testBufCurl(t *testing.T, svc *service) {
 	}
 	if err := json.Unmarshal(out, &res); err != nil || len(res.Profiles) == 0 {
 		t.Fatalf("buf curl ListProfiles: %v %s", err, out)
+	}
+}
+
+func testGRPCLease(t *testing.T, e *env, ctx context.Context, cc *grpc.ClientConn, rt string) {
+	ttl := int64(60)
+	var l sandboxv1.Lease
+	err := cc.Invoke(ctx, sandboxSvc+"AcquireLease", &sandboxv1.AcquireLeaseRequest{
+		Profile: "code-python-basic", Runtime: rt, RiskLevel: "low", TtlSeconds: &ttl, WaitSeconds: 60, Holder: "grpc-e2e"}, &l)
+	if err != nil {
+		t.Fatalf("AcquireLease: %v", err)
+	}
+	e.deleteOnCleanup(t, l.SandboxId)
+	if l.State != "active" || l.Sandbox == nil || l.Sandbox.Id != l.SandboxId || l.Sandbox.Runtime != rt || l.Holder != "grpc-e2e" || l.TtlSeconds != 60 {
+		t.Fatalf("acquired %v", &l)
+	}
+	var res sandboxv1.ExecResult
+	if err := cc.Invoke(ctx, execSvc+"Exec", &sandboxv1.ExecRequest{SandboxId: l.SandboxId, Command: []string{"echo", "leased"}}, &res); err != nil || string(res.Stdout) != "leased\n" {
+		t.Fatalf("exec in the leased sandbox: %v %q", err, res.Stdout)
+	}
+	longer := int64(600)
+	var renewed sandboxv1.Lease
+	if err := cc.Invoke(ctx, sandboxSvc+"RenewLease", &sandboxv1.RenewLeaseRequest{LeaseId: l.LeaseId, TtlSeconds: &longer}, &renewed); err != nil {
+		t.Fatalf("RenewLease: %v", err)
+	}
+	if !renewed.ExpireTime.AsTime().After(l.ExpireTime.AsTime()) || renewed.TtlSeconds != 600 {
+		t.Fatalf("renewed %v after %v", &renewed, &l)
+	}
+	if err := cc.Invoke(ctx, sandboxSvc+"ReleaseLease", &sandboxv1.ReleaseLeaseRequest{LeaseId: l.LeaseId}, &sandboxv1.ReleaseLeaseResponse{}); err != nil {
+		t.Fatalf("ReleaseLease: %v", err)
+	}
+	var after sandboxv1.Lease
+	if err := cc.Invoke(ctx, sandboxSvc+"GetLease", &sandboxv1.GetLeaseRequest{LeaseId: l.LeaseId}, &after); err != nil || after.State != "released" || after.EndTime == nil {
+		t.Fatalf("after release: %v %v", &after, err)
 	}
 }
