@@ -160,7 +160,7 @@ proto:
 	cd proto && ../tools/proto/node_modules/.bin/buf lint
 	rm -rf gen/genesis
 	cd proto && ../tools/proto/node_modules/.bin/buf generate
-	$(GO) test ./internal/grpcedge/ -count=1 -run '^TestGeneratedCodeIsFresh$$' -args -update
+	$(GO) test ./proto/ -count=1 -run '^TestGeneratedCodeIsFresh$$' -args -update
 
 # A single-node Kubernetes control plane on this host for the Kubernetes
 # driver (docs/kubernetes-dev.md): built from the Go module proxy at

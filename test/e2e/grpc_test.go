@@ -135,6 +135,7 @@ func TestGRPC(t *testing.T) {
 			t.Run("exec", func(t *testing.T) { testGRPCExec(t, ctx, cc, sb.Id) })
 			t.Run("log-resume", func(t *testing.T) { testGRPCLogResume(t, ctx, cc, sb.Id) })
 			t.Run("stdin-sort", func(t *testing.T) { testGRPCStdinSort(t, ctx, cc, sb.Id) })
+			t.Run("attach", func(t *testing.T) { testGRPCAttach(t, ctx, cc, sb.Id) })
 			t.Run("deadline-cancels-job", func(t *testing.T) { testGRPCDeadline(t, ctx, cc, svc, sb.Id) })
 			t.Run("stale-resource-version", func(t *testing.T) { testGRPCStaleVersion(t, ctx, cc, &sb) })
 			t.Run("other-tenant", func(t *testing.T) { testGRPCOtherTenant(t, cc, otherKey, sb.Id) })
@@ -568,4 +569,77 @@ func testGRPCLease(t *testing.T, e *env, ctx context.Context, cc *grpc.ClientCon
 	if err := cc.Invoke(ctx, sandboxSvc+"GetLease", &sandboxv1.GetLeaseRequest{LeaseId: l.LeaseId}, &after); err != nil || after.State != "released" || after.EndTime == nil {
 		t.Fatalf("after release: %v %v", &after, err)
 	}
+}
+
+// testGRPCAttach talks to a cat over one bidirectional stream: stdin in,
+// its echo out, close, exit; data to a job without streamed stdin ends the
+// stream with FAILED_PRECONDITION.
+func testGRPCAttach(t *testing.T, ctx context.Context, cc *grpc.ClientConn, id string) {
+	var j sandboxv1.Job
+	if err := cc.Invoke(ctx, execSvc+"StartJob", &sandboxv1.StartJobRequest{SandboxId: id, Command: []string{"cat"}, StdinStream: true}, &j); err != nil {
+		t.Fatalf("StartJob cat: %v", err)
+	}
+	actx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	st, err := cc.NewStream(actx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, execSvc+"AttachJob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SendMsg(&sandboxv1.AttachJobRequest{JobId: j.Id, Data: []byte("hello\n")}); err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	var exit *sandboxv1.Exit
+	recv := func() {
+		var ev sandboxv1.JobLogEvent
+		if err := st.RecvMsg(&ev); err != nil {
+			t.Fatalf("AttachJob after %q: %v", out, err)
+		}
+		switch x := ev.Event.(type) {
+		case *sandboxv1.JobLogEvent_Stdout:
+			out = append(out, x.Stdout.Data...)
+		case *sandboxv1.JobLogEvent_Exit:
+			exit = x.Exit
+		}
+	}
+	// The echo comes back while stdin is still open: a live conversation.
+	for string(out) != "hello\n" {
+		recv()
+		if len(out) > 6 || exit != nil {
+			t.Fatalf("cat echoed %q (exit %v)", out, exit)
+		}
+	}
+	if err := st.SendMsg(&sandboxv1.AttachJobRequest{Data: []byte("world\n"), CloseStdin: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	for exit == nil {
+		recv()
+	}
+	if string(out) != "hello\nworld\n" || exit.State != "succeeded" {
+		t.Fatalf("cat printed %q, exit %v", out, exit)
+	}
+	if err := st.RecvMsg(&sandboxv1.JobLogEvent{}); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the exit: %v, want the end of the stream", err)
+	}
+
+	// A job without streamed stdin: its output, and data is refused.
+	if err := cc.Invoke(ctx, execSvc+"StartJob", &sandboxv1.StartJobRequest{SandboxId: id, Command: []string{"sleep", "30"}}, &j); err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Invoke(ctx, execSvc+"CancelJob", &sandboxv1.CancelJobRequest{JobId: j.Id}, &sandboxv1.Job{})
+	st, err = cc.NewStream(actx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, execSvc+"AttachJob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = st.SendMsg(&sandboxv1.AttachJobRequest{JobId: j.Id, Data: []byte("x")})
+	for {
+		err = st.RecvMsg(&sandboxv1.JobLogEvent{})
+		if err != nil {
+			break
+		}
+	}
+	wantCode(t, "stdin to a job without streamed stdin", err, codes.FailedPrecondition, "stdin_not_streamed")
 }
