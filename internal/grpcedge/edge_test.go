@@ -133,15 +133,24 @@ func TestErrorsFromTheClassTable(t *testing.T) {
 	}
 }
 
-// edgeClients serve e over an httptest server with HTTP/2 in cleartext.
+// edgeClients serve e over an httptest server speaking HTTP/2 in
+// cleartext (h2c, as the service's listener), called as docs/grpc.md's Go
+// example calls it.
 func edgeClients(t *testing.T, e *Edge, opts ...connect.ClientOption) (sandboxv1connect.SandboxServiceClient, sandboxv1connect.ExecServiceClient) {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(e.Handler())
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
 	t.Cleanup(srv.Close)
-	return sandboxv1connect.NewSandboxServiceClient(srv.Client(), srv.URL, opts...),
-		sandboxv1connect.NewExecServiceClient(srv.Client(), srv.URL, opts...)
+	protocols := new(http.Protocols)
+	protocols.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: protocols}
+	t.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: tr}
+	return sandboxv1connect.NewSandboxServiceClient(hc, srv.URL, opts...),
+		sandboxv1connect.NewExecServiceClient(hc, srv.URL, opts...)
 }
 
 func withKeyHeader[T any](key string, m *T) *connect.Request[T] {

@@ -2,13 +2,10 @@ package grpcedge_test
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"net"
 	"net/http"
 
 	"connectrpc.com/connect"
-	"golang.org/x/net/http2"
 
 	sandboxv1 "genesis.dev/sandbox/gen/genesis/sandbox/v1"
 	"genesis.dev/sandbox/gen/genesis/sandbox/v1/sandboxv1connect"
@@ -19,10 +16,9 @@ import (
 // run: it needs a service; test/e2e/grpc_test.go runs the same calls.)
 func Example() {
 	ctx, key, base := context.Background(), "<api key>", "http://127.0.0.1:8080"
-	h2c := &http.Client{Transport: &http2.Transport{AllowHTTP: true,
-		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		}}}
+	protocols := new(http.Protocols)
+	protocols.SetUnencryptedHTTP2(true) // gRPC over cleartext HTTP/2 (h2c)
+	h2c := &http.Client{Transport: &http.Transport{Protocols: protocols}}
 	auth := connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 			req.Header().Set("Authorization", "Bearer "+key)
