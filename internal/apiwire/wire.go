@@ -65,24 +65,9 @@ func Profile(v control.ProfileView) api.Profile {
 	return p
 }
 
-// imageStatus is the wire status of an image: present, queued, building
-// (waiting for another build included), failed or not_built.
-func imageStatus(present bool, b *imagebuild.Progress) string {
-	switch {
-	case present:
-		return "present"
-	case b == nil:
-		return "not_built"
-	case b.State == imagebuild.StateQueued:
-		return "queued"
-	case b.State == imagebuild.StateWaiting || b.State == imagebuild.StateBuilding:
-		return "building"
-	case b.State == imagebuild.StateFailed:
-		return "failed"
-	default:
-		return "not_built"
-	}
-}
+// imageStatus is the wire status of an image (control.ImageStatus, which
+// the gRPC edge shares).
+func imageStatus(present bool, b *imagebuild.Progress) string { return control.ImageStatus(present, b) }
 
 // ImageBuild converts *imagebuild.Progress to its wire form.
 func ImageBuild(b *imagebuild.Progress) *api.ImageBuild {

@@ -364,6 +364,25 @@ var rules = []rule{
 		NoImport: []string{"internal/driver/...", "internal/store/...", "internal/admission", "internal/joblog", "internal/agent/..."},
 	},
 	{
+		Pkg:      "proto",
+		Why:      "proto holds the gRPC contract (.proto files) and a test of its own that gen/ is current: no code the binaries link",
+		Only:     []string{},
+		External: []string{},
+	},
+	{
+		Pkg:      "gen/...",
+		Why:      "gen holds the code buf generates from proto/ (make proto): protobuf and connect-go, nothing of the module but gen",
+		Only:     []string{"gen/..."},
+		External: []string{"connectrpc.com/connect", "google.golang.org/protobuf/..."},
+	},
+	{
+		Pkg: "internal/grpcedge",
+		Why: "the gRPC edge is beside the HTTP API, not on it: it calls control and the workload managers with the generated messages of gen/, and resolves keys with the function its command hands it; " +
+			"never httpapi, the SDK, assemble, a driver, the store, admission, the job log or the agent protocol",
+		Forbid:   []string{"internal/httpapi", "client", "cmd/...", "internal/assemble"},
+		NoImport: []string{"internal/driver/...", "internal/store/...", "internal/admission", "internal/joblog", "internal/agent/..."},
+	},
+	{
 		Pkg:      "internal/httpapi",
 		Why:      "the API calls control and the workload managers and speaks api's wire types; it never imports the SDK, a driver, the store, admission, the job log or the agent protocol, nor assemble (the service is built below it and handed to it)",
 		Forbid:   []string{"client", "cmd/...", "internal/assemble"},
