@@ -282,6 +282,29 @@ func TestGRPCFiles(t *testing.T) {
 				return len(names) == 0, strings.Join(names, ",")
 			})
 			statGone("after the cancel")
+
+			// A stream that goes wrong without a cancel writes nothing
+			// either: a later message naming another file, a stream that
+			// ends short of the size it announced.
+			cs, err = g.conn.NewStream(g.ctx(t), &grpc.StreamDesc{ClientStreams: true}, sandboxv1connect.FileServiceUploadProcedure)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = cs.SendMsg(&sandboxv1.UploadRequest{SandboxId: id, Path: "cancel/big.bin", Data: big[:256<<10]})
+			_ = cs.SendMsg(&sandboxv1.UploadRequest{SandboxId: id, Path: "cancel/other.bin", Data: big[:256<<10]})
+			_ = cs.CloseSend()
+			wantGRPCCode(t, "an upload whose second message names another file", cs.RecvMsg(new(sandboxv1.FileWritten)), codes.InvalidArgument)
+			statGone("after a message named another file")
+			size := int64(1 << 20)
+			_, err = g.upload(g.ctx(t), &sandboxv1.UploadRequest{SandboxId: id, Path: "cancel/big.bin", Size: &size}, big[:512<<10], 256<<10)
+			if status.Code(err) == codes.OK {
+				t.Errorf("an upload that ended short of its size succeeded")
+			}
+			statGone("after an upload ended short")
+			eventually(t, 60*time.Second, "the failed uploads' temporary files are removed", func() (bool, string) {
+				names := list()
+				return len(names) == 0, strings.Join(names, ",")
+			})
 		})
 
 		t.Run("stat-list-search-replace", func(t *testing.T) {
