@@ -441,6 +441,29 @@ func TestGRPCFiles(t *testing.T) {
 			}
 			wantGRPCCode(t, "the file made after the snapshot", g.call(t, sandboxv1connect.FileServiceStatProcedure, &sandboxv1.StatRequest{SandboxId: id, Path: "added.txt"}, new(sandboxv1.FileInfo)), codes.NotFound)
 
+			// A fork of it holds the rolled-back files; pause and resume.
+			var fork sandboxv1.ForkSandboxResponse
+			if err := g.call(t, sandboxv1connect.SnapshotServiceForkSandboxProcedure, &sandboxv1.ForkSandboxRequest{SandboxId: id, Count: 1}, &fork); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range fork.Sandboxes {
+				e.deleteOnCleanup(t, f.Sandbox.GetId())
+			}
+			if len(fork.Sandboxes) != 1 || len(fork.Errors) != 0 || fork.Sandboxes[0].Sandbox.GetId() == id {
+				t.Fatalf("fork: %+v", &fork)
+			}
+			if got, _, err := g.download(t, &sandboxv1.DownloadRequest{SandboxId: fork.Sandboxes[0].Sandbox.Id, Path: "state.txt"}); err != nil || string(got) != "before\n" {
+				t.Errorf("state.txt in the fork: %q %v", got, err)
+			}
+			var paused sandboxv1.Sandbox
+			if err := g.call(t, sandboxv1connect.SnapshotServicePauseSandboxProcedure, &sandboxv1.PauseSandboxRequest{SandboxId: id}, &paused); err != nil || paused.State != "paused" {
+				t.Fatalf("pause: %+v %v", &paused, err)
+			}
+			var resumed sandboxv1.ResumeSandboxResponse
+			if err := g.call(t, sandboxv1connect.SnapshotServiceResumeSandboxProcedure, &sandboxv1.ResumeSandboxRequest{SandboxId: id}, &resumed); err != nil || resumed.Sandbox.GetState() != "ready" {
+				t.Fatalf("resume: %+v %v", &resumed, err)
+			}
+
 			var list sandboxv1.ListSnapshotsResponse
 			if err := g.call(t, sandboxv1connect.SnapshotServiceListSnapshotsProcedure, &sandboxv1.ListSnapshotsRequest{SandboxId: id}, &list); err != nil || len(list.Snapshots) != 1 || list.Snapshots[0].Id != sn.Id {
 				t.Errorf("list snapshots: %+v %v", &list, err)
