@@ -98,6 +98,7 @@ test-deps: setup
 	cd test/browserclient && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --ignore-scripts --no-audit --no-fund --loglevel=warn
 	cd test/e2bclient && npm ci --ignore-scripts --no-audit --no-fund --loglevel=warn
 	cd test/osclient && npm ci --ignore-scripts --no-audit --no-fund --loglevel=warn
+	cd tools/proto && npm ci --ignore-scripts --no-audit --no-fund --loglevel=warn
 
 # Unit, conformance, integration (real Docker, runc and runsc) and end-to-end tests.
 test: test-images test-deps cross
@@ -159,7 +160,7 @@ proto:
 	cd proto && ../tools/proto/node_modules/.bin/buf lint
 	rm -rf gen/genesis
 	cd proto && ../tools/proto/node_modules/.bin/buf generate
-	$(GO) test ./internal/grpcedge/ -count=1 -run '^TestGeneratedCodeIsFresh$$' -args -update
+	$(GO) test ./proto/ -count=1 -run '^TestGeneratedCodeIsFresh$$' -args -update
 
 # A single-node Kubernetes control plane on this host for the Kubernetes
 # driver (docs/kubernetes-dev.md): built from the Go module proxy at

@@ -224,7 +224,7 @@ func serve(ctx context.Context, args []string) error {
 		defer stop() // before the stack closes: a build in progress is stopped and cleaned up
 	}
 
-	edge, err := grpcedge.New(grpcedge.Config{Control: stack.Control, Jobs: stack.Jobs, Authenticate: api.Principal,
+	edge, err := grpcedge.New(grpcedge.Config{Control: stack.Control, Jobs: stack.Jobs, Tenancy: stack.Tenancy, Authenticate: api.Principal,
 		MaxMessageBytes: int(min(cfg.Limits.MaxBodyBytes, 64<<20)), Logger: log,
 		Workloads: grpcedge.Workloads{Files: stack.Files, Artifacts: stack.Artifacts, Snapshots: stack.Snapshots}})
 	if err != nil {
@@ -236,7 +236,7 @@ func serve(ctx context.Context, args []string) error {
 	}
 	// gRPC, gRPC-Web and Connect share the API's listener: HTTP/1.1 and
 	// HTTP/2 in cleartext (h2c, as gRPC clients speak it without TLS).
-	handler = edge.Route(handler)
+	handler = edge.Route(handler, api.IsPreviewHost)
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)

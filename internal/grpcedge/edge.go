@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"runtime/debug"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -19,6 +20,7 @@ import (
 	"genesis.dev/sandbox/gen/genesis/sandbox/v1/sandboxv1connect"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/jobs"
+	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
@@ -31,6 +33,9 @@ const DefaultMaxMessageBytes = 8 << 20
 type Config struct {
 	Control *control.Service
 	Jobs    *jobs.Manager
+	// Tenancy checks the tenant an admin key acts for and records the
+	// audit log.
+	Tenancy *tenancy.Service
 	// Authenticate resolves an API key (the bearer token of the
 	// authorization metadata) to who holds it: the HTTP API's own key
 	// check, handed over by the command that builds both edges, so the two
@@ -45,14 +50,22 @@ type Config struct {
 // Edge is the gRPC/Connect edge: its handler serves the services of
 // genesis.sandbox.v1, gRPC health and server reflection.
 type Edge struct {
-	ctl    *control.Service
-	jobs   *jobs.Manager
-	auth   func(ctx context.Context, key string) (tenant.Principal, error)
-	log    *slog.Logger
-	mux    *http.ServeMux
-	names  []string
-	served []service
-	wl     Workloads
+	ctl     *control.Service
+	jobs    *jobs.Manager
+	tenancy tenants
+	ready   func(context.Context) bool // the instance is ready (/readyz)
+	auth    func(ctx context.Context, key string) (tenant.Principal, error)
+	log     *slog.Logger
+	mux     *http.ServeMux
+	names   []string
+	served  []service
+	wl      Workloads
+}
+
+// tenants is what the edge asks of tenancy.
+type tenants interface {
+	GetTenant(ctx context.Context, name string) (*tenancy.TenantView, error)
+	RecordAudit(ctx context.Context, r *tenant.AuditRecord) error
 }
 
 // service is one service of the edge: its name and the connect handler
@@ -66,8 +79,8 @@ type service struct {
 
 // New builds the edge. It has no side effects.
 func New(cfg Config) (*Edge, error) {
-	if cfg.Control == nil || cfg.Jobs == nil || cfg.Authenticate == nil {
-		return nil, errors.New("grpcedge: Control, Jobs and Authenticate are required")
+	if cfg.Control == nil || cfg.Jobs == nil || cfg.Tenancy == nil || cfg.Authenticate == nil {
+		return nil, errors.New("grpcedge: Control, Jobs, Tenancy and Authenticate are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -75,10 +88,25 @@ func New(cfg Config) (*Edge, error) {
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
-	e := &Edge{ctl: cfg.Control, jobs: cfg.Jobs, auth: cfg.Authenticate, log: cfg.Logger, mux: http.NewServeMux(), wl: cfg.Workloads}
+	e := &Edge{ctl: cfg.Control, jobs: cfg.Jobs, tenancy: cfg.Tenancy, auth: cfg.Authenticate, log: cfg.Logger, wl: cfg.Workloads,
+		ready: func(ctx context.Context) bool { ok, _ := cfg.Control.Readiness(ctx); return ok }}
+	e.build(cfg.MaxMessageBytes)
+	return e, nil
+}
+
+// build makes the edge's handlers: its services behind the interceptor,
+// health and reflection.
+func (e *Edge) build(maxMessageBytes int) {
+	e.mux = http.NewServeMux()
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(&interceptor{edge: e}),
-		connect.WithReadMaxBytes(cfg.MaxMessageBytes),
+		connect.WithReadMaxBytes(maxMessageBytes),
+		connect.WithRecover(func(ctx context.Context, spec connect.Spec, _ http.Header, v any) error {
+			// As the HTTP API's root handler: logged with the stack, answered
+			// as an internal error.
+			e.log.Error("panic in handler", "procedure", spec.Procedure, "request_id", requestIDOf(ctx), "panic", v, "stack", string(debug.Stack()))
+			return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+		}),
 	}
 	e.served = e.services(opts)
 	for _, s := range e.served {
@@ -89,15 +117,14 @@ func New(cfg Config) (*Edge, error) {
 	// /readyz), the empty name is the whole server.
 	hp, hh := grpchealth.NewHandler(&healthChecker{edge: e})
 	e.mux.Handle(hp, hh)
-	// Reflection lists the services above (not itself or health, as
-	// grpc-go's reflection does not list its own); descriptors come from
-	// the generated packages' registrations.
+	// Reflection lists the services above and health (not itself, as
+	// grpc-go's does not); descriptors come from the generated packages'
+	// registrations.
 	refl := connectv2.NewServer()
 	grpcreflect.Register(refl, grpcreflect.WithNamer(grpcreflect.NamerFunc(func() []string {
 		return append(e.Names(), grpchealth.HealthV1ServiceName)
 	})))
 	connecthttp.Mount(e.mux, refl)
-	return e, nil
 }
 
 // services lists the services of the edge, one line each: a new service
@@ -138,10 +165,13 @@ func (e *Edge) Handles(r *http.Request) bool {
 }
 
 // Route sends the edge's calls to the edge and everything else to next
-// (the HTTP API), on one listener.
-func (e *Edge) Route(next http.Handler) http.Handler {
+// (the HTTP API), on one listener. A request for a preview host
+// (isPreview) always goes to next: a sandbox's own gRPC server reached
+// through a preview link keeps its paths (its health and reflection
+// included), and the API is never served on a sandbox's origin.
+func (e *Edge) Route(next http.Handler, isPreview func(*http.Request) bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if e.Handles(r) {
+		if e.Handles(r) && !isPreview(r) {
 			e.mux.ServeHTTP(w, r)
 			return
 		}
@@ -158,7 +188,7 @@ func (h *healthChecker) Check(ctx context.Context, req *grpchealth.CheckRequest)
 	if req.Service != "" && req.Service != grpchealth.HealthV1ServiceName && !containsName(h.edge.names, req.Service) {
 		return nil, connect.NewError(connect.CodeNotFound, errors.New("unknown service "+req.Service))
 	}
-	if ok, _ := h.edge.ctl.Readiness(ctx); !ok {
+	if !h.edge.ready(ctx) {
 		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
 	}
 	return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil

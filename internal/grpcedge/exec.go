@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"connectrpc.com/connect"
@@ -82,7 +83,7 @@ func (s *execService) StreamJobLogs(ctx context.Context, req *connect.Request[sa
 	if ok, err := log.ValidCursor(m.Cursor); err != nil || !ok {
 		return invalidCursor(job.ID, m.Cursor)
 	}
-	sink := &logSink{stream: stream, jobID: job.ID}
+	sink := &logSink{send: stream.Send, jobID: job.ID}
 	follow := m.Follow == nil || *m.Follow
 	err = s.edge.jobs.FollowLog(ctx, tenantOf(ctx), job.ID, log, m.Cursor, jobs.FollowOptions{Follow: follow, Keepalive: logKeepalive}, sink)
 	if sink.invalid {
@@ -101,7 +102,7 @@ func (s *execService) StreamJobLogs(ctx context.Context, req *connect.Request[sa
 // logSink sends a followed log as JobLogEvents; each Send is flow
 // controlled, so a client that does not read holds the reader, not memory.
 type logSink struct {
-	stream  *connect.ServerStream[sandboxv1.JobLogEvent]
+	send    func(*sandboxv1.JobLogEvent) error
 	jobID   string
 	invalid bool
 }
@@ -124,7 +125,7 @@ func (k *logSink) Event(e jobs.LogEvent) error {
 	default:
 		return nil
 	}
-	return k.stream.Send(ev)
+	return k.send(ev)
 }
 
 func (k *logSink) Flush() error               { return nil } // Send flushes each message
@@ -132,7 +133,7 @@ func (k *logSink) Idle() error                { return nil } // a gone client en
 func (k *logSink) InvalidCursor(cursor int64) { k.invalid = true }
 
 func (k *logSink) RecordExit(j *sandbox.Job, cursor int64) {
-	_ = k.stream.Send(&sandboxv1.JobLogEvent{Cursor: cursor, Event: &sandboxv1.JobLogEvent_Exit{Exit: exitPB(jobs.ExitOfJob(j))}})
+	_ = k.send(&sandboxv1.JobLogEvent{Cursor: cursor, Event: &sandboxv1.JobLogEvent_Exit{Exit: exitPB(jobs.ExitOfJob(j))}})
 }
 
 func (s *execService) WriteStdin(ctx context.Context, stream *connect.ClientStream[sandboxv1.WriteStdinRequest]) (*connect.Response[sandboxv1.WriteStdinResponse], error) {
@@ -188,4 +189,97 @@ func (s *execService) WriteStdin(ctx context.Context, stream *connect.ClientStre
 		return nil, err
 	}
 	return connect.NewResponse(&sandboxv1.WriteStdinResponse{Bytes: n}), nil
+}
+
+func (s *execService) AttachJob(ctx context.Context, stream *connect.BidiStream[sandboxv1.AttachJobRequest, sandboxv1.JobLogEvent]) error {
+	first, err := stream.Receive()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return invalidArg("the stream sent no message: the first names the job (job_id)")
+		}
+		return err
+	}
+	tenant, jobID := tenantOf(ctx), first.JobId
+	if jobID == "" {
+		return invalidArg("job_id is required on the first message")
+	}
+	if first.Cursor < 0 {
+		return invalidCursor(jobID, first.Cursor)
+	}
+	job, log, err := s.edge.jobs.JobLog(ctx, tenant, jobID)
+	if err != nil {
+		return err
+	}
+	if ok, err := log.ValidCursor(first.Cursor); err != nil || !ok {
+		return invalidCursor(job.ID, first.Cursor)
+	}
+	// Open stdin first, so that a job without streamed stdin is known at
+	// once; an ended job is attached for its output only.
+	stdin, serr := s.edge.jobs.OpenStdin(ctx, tenant, job.ID)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	// Client → stdin, until the client closes its side or the call ends
+	// (a Receive blocked then fails as the handler returns; it is not
+	// waited for).
+	go func() {
+		defer func() {
+			if stdin != nil {
+				stdin.Close()
+			}
+		}()
+		msg := first
+		for {
+			if msg.JobId != "" && msg.JobId != job.ID {
+				cancel(invalidArg("job_id %q differs from the stream's job %s", msg.JobId, job.ID))
+				return
+			}
+			if len(msg.Data) > 0 {
+				if stdin == nil {
+					err := serr
+					if err == nil {
+						err = errdefs.WithCode("stdin_closed", fmt.Errorf("the stdin of job %s is closed: %w", job.ID, errdefs.ErrFailedPrecondition))
+					}
+					cancel(err)
+					return
+				}
+				if _, err := stdin.Write(msg.Data); err != nil {
+					cancel(err)
+					return
+				}
+			}
+			if msg.CloseStdin {
+				if stdin != nil {
+					if err := stdin.Close(); err != nil {
+						cancel(err)
+						return
+					}
+					stdin = nil
+				}
+				if err := s.edge.jobs.CloseStdin(ctx, tenant, job.ID); err != nil {
+					cancel(err)
+					return
+				}
+			}
+			var err error
+			if msg, err = stream.Receive(); err != nil {
+				if !errors.Is(err, io.EOF) {
+					cancel(err)
+				}
+				return
+			}
+		}
+	}()
+
+	// Log → client, to the exit.
+	sink := &logSink{send: stream.Send, jobID: job.ID}
+	err = s.edge.jobs.FollowLog(ctx, tenant, job.ID, log, first.Cursor, jobs.FollowOptions{Follow: true, Keepalive: logKeepalive}, sink)
+	stopped := context.Cause(ctx)
+	switch {
+	case stopped != nil && !errors.Is(stopped, context.Canceled):
+		return stopped // the client's stdin failed, or the client's call ended
+	case err != nil:
+		return err
+	}
+	return nil
 }

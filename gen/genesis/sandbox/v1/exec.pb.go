@@ -979,6 +979,79 @@ func (x *WriteStdinResponse) GetBytes() int64 {
 	return 0
 }
 
+type AttachJobRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// job_id: on the first message (later ones may leave it empty or
+	// repeat it).
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// cursor (first message): the events after this cursor (0: from the
+	// start).
+	Cursor int64  `protobuf:"varint,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	Data   []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	// close_stdin: the process reads end of file after this data.
+	CloseStdin    bool `protobuf:"varint,4,opt,name=close_stdin,json=closeStdin,proto3" json:"close_stdin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachJobRequest) Reset() {
+	*x = AttachJobRequest{}
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachJobRequest) ProtoMessage() {}
+
+func (x *AttachJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachJobRequest.ProtoReflect.Descriptor instead.
+func (*AttachJobRequest) Descriptor() ([]byte, []int) {
+	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *AttachJobRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *AttachJobRequest) GetCursor() int64 {
+	if x != nil {
+		return x.Cursor
+	}
+	return 0
+}
+
+func (x *AttachJobRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *AttachJobRequest) GetCloseStdin() bool {
+	if x != nil {
+		return x.CloseStdin
+	}
+	return false
+}
+
 var File_genesis_sandbox_v1_exec_proto protoreflect.FileDescriptor
 
 const file_genesis_sandbox_v1_exec_proto_rawDesc = "" +
@@ -1074,7 +1147,13 @@ const file_genesis_sandbox_v1_exec_proto_rawDesc = "" +
 	"\vclose_stdin\x18\x03 \x01(\bR\n" +
 	"closeStdin\"*\n" +
 	"\x12WriteStdinResponse\x12\x14\n" +
-	"\x05bytes\x18\x01 \x01(\x03R\x05bytes2\xf9\x03\n" +
+	"\x05bytes\x18\x01 \x01(\x03R\x05bytes\"v\n" +
+	"\x10AttachJobRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
+	"\x06cursor\x18\x02 \x01(\x03R\x06cursor\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\x12\x1f\n" +
+	"\vclose_stdin\x18\x04 \x01(\bR\n" +
+	"closeStdin2\xd1\x04\n" +
 	"\vExecService\x12G\n" +
 	"\x04Exec\x12\x1f.genesis.sandbox.v1.ExecRequest\x1a\x1e.genesis.sandbox.v1.ExecResult\x12H\n" +
 	"\bStartJob\x12#.genesis.sandbox.v1.StartJobRequest\x1a\x17.genesis.sandbox.v1.Job\x12I\n" +
@@ -1082,7 +1161,8 @@ const file_genesis_sandbox_v1_exec_proto_rawDesc = "" +
 	"\tCancelJob\x12$.genesis.sandbox.v1.CancelJobRequest\x1a\x17.genesis.sandbox.v1.Job\x12a\n" +
 	"\rStreamJobLogs\x12(.genesis.sandbox.v1.StreamJobLogsRequest\x1a\x1f.genesis.sandbox.v1.JobLogEvent\"\x03\x90\x02\x010\x01\x12]\n" +
 	"\n" +
-	"WriteStdin\x12%.genesis.sandbox.v1.WriteStdinRequest\x1a&.genesis.sandbox.v1.WriteStdinResponse(\x01B6Z4genesis.dev/sandbox/gen/genesis/sandbox/v1;sandboxv1b\x06proto3"
+	"WriteStdin\x12%.genesis.sandbox.v1.WriteStdinRequest\x1a&.genesis.sandbox.v1.WriteStdinResponse(\x01\x12V\n" +
+	"\tAttachJob\x12$.genesis.sandbox.v1.AttachJobRequest\x1a\x1f.genesis.sandbox.v1.JobLogEvent(\x010\x01B6Z4genesis.dev/sandbox/gen/genesis/sandbox/v1;sandboxv1b\x06proto3"
 
 var (
 	file_genesis_sandbox_v1_exec_proto_rawDescOnce sync.Once
@@ -1096,7 +1176,7 @@ func file_genesis_sandbox_v1_exec_proto_rawDescGZIP() []byte {
 	return file_genesis_sandbox_v1_exec_proto_rawDescData
 }
 
-var file_genesis_sandbox_v1_exec_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_genesis_sandbox_v1_exec_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_genesis_sandbox_v1_exec_proto_goTypes = []any{
 	(*ExecRequest)(nil),          // 0: genesis.sandbox.v1.ExecRequest
 	(*ExecResult)(nil),           // 1: genesis.sandbox.v1.ExecResult
@@ -1110,13 +1190,14 @@ var file_genesis_sandbox_v1_exec_proto_goTypes = []any{
 	(*Exit)(nil),                 // 9: genesis.sandbox.v1.Exit
 	(*WriteStdinRequest)(nil),    // 10: genesis.sandbox.v1.WriteStdinRequest
 	(*WriteStdinResponse)(nil),   // 11: genesis.sandbox.v1.WriteStdinResponse
-	nil,                          // 12: genesis.sandbox.v1.ExecRequest.EnvEntry
-	nil,                          // 13: genesis.sandbox.v1.StartJobRequest.EnvEntry
-	(*Job)(nil),                  // 14: genesis.sandbox.v1.Job
+	(*AttachJobRequest)(nil),     // 12: genesis.sandbox.v1.AttachJobRequest
+	nil,                          // 13: genesis.sandbox.v1.ExecRequest.EnvEntry
+	nil,                          // 14: genesis.sandbox.v1.StartJobRequest.EnvEntry
+	(*Job)(nil),                  // 15: genesis.sandbox.v1.Job
 }
 var file_genesis_sandbox_v1_exec_proto_depIdxs = []int32{
-	12, // 0: genesis.sandbox.v1.ExecRequest.env:type_name -> genesis.sandbox.v1.ExecRequest.EnvEntry
-	13, // 1: genesis.sandbox.v1.StartJobRequest.env:type_name -> genesis.sandbox.v1.StartJobRequest.EnvEntry
+	13, // 0: genesis.sandbox.v1.ExecRequest.env:type_name -> genesis.sandbox.v1.ExecRequest.EnvEntry
+	14, // 1: genesis.sandbox.v1.StartJobRequest.env:type_name -> genesis.sandbox.v1.StartJobRequest.EnvEntry
 	7,  // 2: genesis.sandbox.v1.JobLogEvent.stdout:type_name -> genesis.sandbox.v1.Output
 	7,  // 3: genesis.sandbox.v1.JobLogEvent.stderr:type_name -> genesis.sandbox.v1.Output
 	8,  // 4: genesis.sandbox.v1.JobLogEvent.truncated:type_name -> genesis.sandbox.v1.Truncated
@@ -1127,14 +1208,16 @@ var file_genesis_sandbox_v1_exec_proto_depIdxs = []int32{
 	4,  // 9: genesis.sandbox.v1.ExecService.CancelJob:input_type -> genesis.sandbox.v1.CancelJobRequest
 	5,  // 10: genesis.sandbox.v1.ExecService.StreamJobLogs:input_type -> genesis.sandbox.v1.StreamJobLogsRequest
 	10, // 11: genesis.sandbox.v1.ExecService.WriteStdin:input_type -> genesis.sandbox.v1.WriteStdinRequest
-	1,  // 12: genesis.sandbox.v1.ExecService.Exec:output_type -> genesis.sandbox.v1.ExecResult
-	14, // 13: genesis.sandbox.v1.ExecService.StartJob:output_type -> genesis.sandbox.v1.Job
-	14, // 14: genesis.sandbox.v1.ExecService.GetJob:output_type -> genesis.sandbox.v1.Job
-	14, // 15: genesis.sandbox.v1.ExecService.CancelJob:output_type -> genesis.sandbox.v1.Job
-	6,  // 16: genesis.sandbox.v1.ExecService.StreamJobLogs:output_type -> genesis.sandbox.v1.JobLogEvent
-	11, // 17: genesis.sandbox.v1.ExecService.WriteStdin:output_type -> genesis.sandbox.v1.WriteStdinResponse
-	12, // [12:18] is the sub-list for method output_type
-	6,  // [6:12] is the sub-list for method input_type
+	12, // 12: genesis.sandbox.v1.ExecService.AttachJob:input_type -> genesis.sandbox.v1.AttachJobRequest
+	1,  // 13: genesis.sandbox.v1.ExecService.Exec:output_type -> genesis.sandbox.v1.ExecResult
+	15, // 14: genesis.sandbox.v1.ExecService.StartJob:output_type -> genesis.sandbox.v1.Job
+	15, // 15: genesis.sandbox.v1.ExecService.GetJob:output_type -> genesis.sandbox.v1.Job
+	15, // 16: genesis.sandbox.v1.ExecService.CancelJob:output_type -> genesis.sandbox.v1.Job
+	6,  // 17: genesis.sandbox.v1.ExecService.StreamJobLogs:output_type -> genesis.sandbox.v1.JobLogEvent
+	11, // 18: genesis.sandbox.v1.ExecService.WriteStdin:output_type -> genesis.sandbox.v1.WriteStdinResponse
+	6,  // 19: genesis.sandbox.v1.ExecService.AttachJob:output_type -> genesis.sandbox.v1.JobLogEvent
+	13, // [13:20] is the sub-list for method output_type
+	6,  // [6:13] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -1160,7 +1243,7 @@ func file_genesis_sandbox_v1_exec_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_genesis_sandbox_v1_exec_proto_rawDesc), len(file_genesis_sandbox_v1_exec_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -50,6 +50,8 @@ const (
 	ExecServiceStreamJobLogsProcedure = "/genesis.sandbox.v1.ExecService/StreamJobLogs"
 	// ExecServiceWriteStdinProcedure is the fully-qualified name of the ExecService's WriteStdin RPC.
 	ExecServiceWriteStdinProcedure = "/genesis.sandbox.v1.ExecService/WriteStdin"
+	// ExecServiceAttachJobProcedure is the fully-qualified name of the ExecService's AttachJob RPC.
+	ExecServiceAttachJobProcedure = "/genesis.sandbox.v1.ExecService/AttachJob"
 )
 
 // ExecServiceClient is a client for the genesis.sandbox.v1.ExecService service.
@@ -73,6 +75,13 @@ type ExecServiceClient interface {
 	// stdin in order; close_stdin (on any message) closes it after that
 	// message's data.
 	WriteStdin(context.Context) *connect.ClientStreamForClient[v1.WriteStdinRequest, v1.WriteStdinResponse]
+	// AttachJob: GET /v1/jobs/{id}/attach (WebSocket) as one bidirectional
+	// stream (HTTP/2 only). The first message names the job and the cursor
+	// to read its log from; data of any message goes into the job's stdin,
+	// close_stdin closes it. The server sends the log's events from the
+	// cursor to the exit. A job without streamed stdin can be attached for
+	// its output; data sent to it ends the stream with FAILED_PRECONDITION.
+	AttachJob(context.Context) *connect.BidiStreamForClient[v1.AttachJobRequest, v1.JobLogEvent]
 }
 
 // NewExecServiceClient constructs a client for the genesis.sandbox.v1.ExecService service. By
@@ -124,6 +133,12 @@ func NewExecServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(execServiceMethods.ByName("WriteStdin")),
 			connect.WithClientOptions(opts...),
 		),
+		attachJob: connect.NewClient[v1.AttachJobRequest, v1.JobLogEvent](
+			httpClient,
+			baseURL+ExecServiceAttachJobProcedure,
+			connect.WithSchema(execServiceMethods.ByName("AttachJob")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -135,6 +150,7 @@ type execServiceClient struct {
 	cancelJob     *connect.Client[v1.CancelJobRequest, v1.Job]
 	streamJobLogs *connect.Client[v1.StreamJobLogsRequest, v1.JobLogEvent]
 	writeStdin    *connect.Client[v1.WriteStdinRequest, v1.WriteStdinResponse]
+	attachJob     *connect.Client[v1.AttachJobRequest, v1.JobLogEvent]
 }
 
 // Exec calls genesis.sandbox.v1.ExecService.Exec.
@@ -167,6 +183,11 @@ func (c *execServiceClient) WriteStdin(ctx context.Context) *connect.ClientStrea
 	return c.writeStdin.CallClientStream(ctx)
 }
 
+// AttachJob calls genesis.sandbox.v1.ExecService.AttachJob.
+func (c *execServiceClient) AttachJob(ctx context.Context) *connect.BidiStreamForClient[v1.AttachJobRequest, v1.JobLogEvent] {
+	return c.attachJob.CallBidiStream(ctx)
+}
+
 // ExecServiceHandler is an implementation of the genesis.sandbox.v1.ExecService service.
 type ExecServiceHandler interface {
 	// Exec: POST /v1/sandboxes/{id}/exec. Runs to the end; a call the
@@ -188,6 +209,13 @@ type ExecServiceHandler interface {
 	// stdin in order; close_stdin (on any message) closes it after that
 	// message's data.
 	WriteStdin(context.Context, *connect.ClientStream[v1.WriteStdinRequest]) (*connect.Response[v1.WriteStdinResponse], error)
+	// AttachJob: GET /v1/jobs/{id}/attach (WebSocket) as one bidirectional
+	// stream (HTTP/2 only). The first message names the job and the cursor
+	// to read its log from; data of any message goes into the job's stdin,
+	// close_stdin closes it. The server sends the log's events from the
+	// cursor to the exit. A job without streamed stdin can be attached for
+	// its output; data sent to it ends the stream with FAILED_PRECONDITION.
+	AttachJob(context.Context, *connect.BidiStream[v1.AttachJobRequest, v1.JobLogEvent]) error
 }
 
 // NewExecServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -235,6 +263,12 @@ func NewExecServiceHandler(svc ExecServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(execServiceMethods.ByName("WriteStdin")),
 		connect.WithHandlerOptions(opts...),
 	)
+	execServiceAttachJobHandler := connect.NewBidiStreamHandler(
+		ExecServiceAttachJobProcedure,
+		svc.AttachJob,
+		connect.WithSchema(execServiceMethods.ByName("AttachJob")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/genesis.sandbox.v1.ExecService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ExecServiceExecProcedure:
@@ -249,6 +283,8 @@ func NewExecServiceHandler(svc ExecServiceHandler, opts ...connect.HandlerOption
 			execServiceStreamJobLogsHandler.ServeHTTP(w, r)
 		case ExecServiceWriteStdinProcedure:
 			execServiceWriteStdinHandler.ServeHTTP(w, r)
+		case ExecServiceAttachJobProcedure:
+			execServiceAttachJobHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -280,4 +316,8 @@ func (UnimplementedExecServiceHandler) StreamJobLogs(context.Context, *connect.R
 
 func (UnimplementedExecServiceHandler) WriteStdin(context.Context, *connect.ClientStream[v1.WriteStdinRequest]) (*connect.Response[v1.WriteStdinResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("genesis.sandbox.v1.ExecService.WriteStdin is not implemented"))
+}
+
+func (UnimplementedExecServiceHandler) AttachJob(context.Context, *connect.BidiStream[v1.AttachJobRequest, v1.JobLogEvent]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("genesis.sandbox.v1.ExecService.AttachJob is not implemented"))
 }
