@@ -2,10 +2,17 @@ package grpcedge
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"connectrpc.com/connect"
+
+	sandboxv1 "genesis.dev/sandbox/gen/genesis/sandbox/v1"
+	"genesis.dev/sandbox/gen/genesis/sandbox/v1/sandboxv1connect"
 	"genesis.dev/sandbox/internal/errdefs"
 )
 
@@ -76,5 +83,48 @@ func TestByteRange(t *testing.T) {
 		if (err == nil) != tc.ok || (err != nil && (!errors.Is(err, errdefs.ErrInvalidArgument) || errdefs.Code(err) != "invalid_range")) {
 			t.Errorf("byteRange(%d, %d) = %v", tc.off, tc.n, err)
 		}
+	}
+}
+
+// TestWorkloadsMissing: an edge built without a file gateway, artifact
+// store or snapshot manager answers their RPCs UNIMPLEMENTED with reason
+// not_supported (HTTP serves no route for them), audits the mutating ones
+// and not the reads, and a Download's negative offset is INVALID_ARGUMENT
+// before anything is asked of the sandbox.
+func TestWorkloadsMissing(t *testing.T) {
+	t.Parallel()
+	e, ft := testEdge(t)
+	srv := httptest.NewUnstartedServer(e.Handler())
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	fc := sandboxv1connect.NewFileServiceClient(srv.Client(), srv.URL, connect.WithGRPC())
+	sc := sandboxv1connect.NewSnapshotServiceClient(srv.Client(), srv.URL, connect.WithGRPC())
+	ac := sandboxv1connect.NewArtifactServiceClient(srv.Client(), srv.URL, connect.WithGRPC())
+	ctx := context.Background()
+
+	wantUnsupported := func(what string, err error) {
+		t.Helper()
+		ce, info := connectError(t, err)
+		if ce.Code() != connect.CodeUnimplemented || info == nil || info.Reason != "not_supported" {
+			t.Errorf("%s: %v %v; want UNIMPLEMENTED not_supported", what, err, info)
+		}
+	}
+	_, err := sc.PauseSandbox(ctx, withKeyHeader("good", &sandboxv1.PauseSandboxRequest{SandboxId: "sbx_1"}))
+	wantUnsupported("PauseSandbox", err)
+	_, err = fc.Stat(ctx, withKeyHeader("good", &sandboxv1.StatRequest{SandboxId: "sbx_1", Path: "a"}))
+	wantUnsupported("Stat", err)
+	_, err = ac.GetArtifact(ctx, withKeyHeader("good", &sandboxv1.GetArtifactRequest{ArtifactId: "art_1"}))
+	wantUnsupported("GetArtifact", err)
+	up := fc.Upload(ctx)
+	up.RequestHeader().Set("Authorization", "Bearer good")
+	_ = up.Send(&sandboxv1.UploadRequest{SandboxId: "sbx_1", Path: "a", Data: []byte("x")})
+	_, err = up.CloseAndReceive()
+	wantUnsupported("Upload", err)
+
+	recs := ft.audit()
+	if len(recs) != 2 || recs[0].Action != "RPC "+sandboxv1connect.SnapshotServicePauseSandboxProcedure || recs[0].Target != "sbx_1" ||
+		recs[0].Status != http.StatusNotImplemented || recs[1].Action != "RPC "+sandboxv1connect.FileServiceUploadProcedure {
+		t.Errorf("audit records %+v; want PauseSandbox and Upload only", recs)
 	}
 }
