@@ -173,7 +173,8 @@ func wantGRPCCode(t *testing.T, what string, err error, code codes.Code) {
 // a 50 MiB upload streamed and ranged downloads checked byte for byte, an
 // upload canceled midway leaving nothing visible, stat/list/search/batch
 // replace, a shell session and a code context keeping state across runs,
-// an artifact's ranged download, snapshot → change → rollback, another
+// an artifact's ranged download, snapshot → change → rollback (then a
+// fork, pause/resume and hibernate/wake keeping the files), another
 // tenant's ids answering NOT_FOUND, and an oversized message answering
 // RESOURCE_EXHAUSTED with nothing written.
 func TestGRPCFiles(t *testing.T) {
@@ -462,6 +463,19 @@ func TestGRPCFiles(t *testing.T) {
 			var resumed sandboxv1.ResumeSandboxResponse
 			if err := g.call(t, sandboxv1connect.SnapshotServiceResumeSandboxProcedure, &sandboxv1.ResumeSandboxRequest{SandboxId: id}, &resumed); err != nil || resumed.Sandbox.GetState() != "ready" {
 				t.Fatalf("resume: %+v %v", &resumed, err)
+			}
+			// Hibernate and wake: the files are there again, and the
+			// hibernation's own snapshot is not listed below.
+			var hib sandboxv1.Sandbox
+			if err := g.call(t, sandboxv1connect.SnapshotServiceHibernateSandboxProcedure, &sandboxv1.HibernateSandboxRequest{SandboxId: id}, &hib); err != nil || hib.State != "hibernated" {
+				t.Fatalf("hibernate: %+v %v", &hib, err)
+			}
+			var woke sandboxv1.ResumeSandboxResponse
+			if err := g.call(t, sandboxv1connect.SnapshotServiceResumeSandboxProcedure, &sandboxv1.ResumeSandboxRequest{SandboxId: id}, &woke); err != nil || woke.Sandbox.GetState() != "ready" || woke.MemoryRestored == nil {
+				t.Fatalf("wake: %+v %v; want ready with memory_restored set", &woke, err)
+			}
+			if got, _, err := g.download(t, &sandboxv1.DownloadRequest{SandboxId: id, Path: "state.txt"}); err != nil || string(got) != "before\n" {
+				t.Errorf("state.txt after the wake: %q %v", got, err)
 			}
 
 			var list sandboxv1.ListSnapshotsResponse
