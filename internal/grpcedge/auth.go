@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
@@ -59,12 +60,15 @@ func mutating(spec connect.Spec) bool {
 
 func (i *interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		start := time.Now()
 		ctx, err := i.begin(ctx, req.Header())
 		rid := requestIDOf(ctx)
 		var resp connect.AnyResponse
 		if err == nil {
 			resp, err = next(ctx, req)
 		}
+		i.edge.log.Debug("rpc", "request_id", rid, "procedure", req.Spec().Procedure, "protocol", req.Peer().Protocol,
+			"code", codeOf(err), "duration_ms", time.Since(start).Milliseconds())
 		if mutating(req.Spec()) {
 			var out any
 			if resp != nil {
@@ -91,11 +95,14 @@ func (i *interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 
 func (i *interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		start := time.Now()
 		ctx, err := i.begin(ctx, conn.RequestHeader())
 		conn.ResponseHeader().Set(api.HeaderRequestID, requestIDOf(ctx))
 		if err == nil {
 			err = next(ctx, conn)
 		}
+		i.edge.log.Debug("rpc", "request_id", requestIDOf(ctx), "procedure", conn.Spec().Procedure, "protocol", conn.Peer().Protocol,
+			"code", codeOf(err), "duration_ms", time.Since(start).Milliseconds())
 		if mutating(conn.Spec()) {
 			i.edge.audit(ctx, conn.Spec().Procedure, conn.Peer().Addr, "", err)
 		}
@@ -104,6 +111,19 @@ func (i *interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) co
 		}
 		return nil
 	}
+}
+
+// codeOf names the gRPC code err answers with ("ok" for none), for the
+// access log.
+func codeOf(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce.Code().String()
+	}
+	return connect.Code(errdefs.GRPCCode(err)).String()
 }
 
 // audit writes the audit record of one mutating call: who (key id, or

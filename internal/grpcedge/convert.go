@@ -9,6 +9,7 @@ import (
 
 	sandboxv1 "genesis.dev/sandbox/gen/genesis/sandbox/v1"
 	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/egress"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -63,6 +64,12 @@ func sandboxPB(sb *sandbox.Sandbox) *sandboxv1.Sandbox {
 		RiskLevel: string(sb.RiskLevel), Image: sb.Image, Resources: resourcesPB(sb.Resources), Metadata: sb.Metadata,
 		FailureReason: sb.FailureReason, ResourceVersion: strconv.FormatInt(sb.ResourceVersion, 10),
 		CreateTime: ts(sb.CreatedAt), UpdateTime: ts(sb.UpdatedAt), ExpireTime: tsp(sb.ExpiresAt), Reserved: sb.Reserved,
+	}
+	if n := sb.Network; n != nil {
+		out.Network = &sandboxv1.NetworkSummary{Mode: string(n.Mode), Status: string(n.Status), StatusReason: n.StatusReason}
+	}
+	if su := sb.Suspension; su != nil {
+		out.Suspension = &sandboxv1.Suspension{ResumeState: string(su.ResumeState), Operation: su.Operation, Memory: su.Memory, Since: ts(su.Since)}
 	}
 	for k := range sb.Env {
 		out.EnvKeys = append(out.EnvKeys, k)
@@ -122,4 +129,24 @@ func exitPB(x jobs.LogExit) *sandboxv1.Exit {
 		StdoutBytes: x.StdoutBytes, StderrBytes: x.StderrBytes, StdoutTruncated: x.StdoutTruncated, StderrTruncated: x.StderrTruncated,
 		DurationMs: x.DurationMS,
 	}
+}
+
+// policyIn converts a request's network policy; nil stays nil (the
+// default).
+func policyIn(p *sandboxv1.NetworkPolicy) *egress.Policy {
+	if p == nil {
+		return nil
+	}
+	out := &egress.Policy{Mode: egress.Mode(p.Mode), Endpoints: p.Endpoints, Tools: p.Tools}
+	for _, r := range p.Allow {
+		ports := make([]int, len(r.Ports))
+		for i, port := range r.Ports {
+			ports[i] = int(port)
+		}
+		if len(ports) == 0 {
+			ports = nil
+		}
+		out.Allow = append(out.Allow, egress.Rule{Host: r.Host, CIDR: r.Cidr, Ports: ports})
+	}
+	return out
 }

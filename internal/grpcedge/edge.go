@@ -101,6 +101,8 @@ func (e *Edge) build(maxMessageBytes int) {
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(&interceptor{edge: e}),
 		connect.WithReadMaxBytes(maxMessageBytes),
+		connect.WithCodec(strictJSON{name: "json"}),
+		connect.WithCodec(strictJSON{name: "json; charset=utf-8"}),
 		connect.WithRecover(func(ctx context.Context, spec connect.Spec, _ http.Header, v any) error {
 			// As the HTTP API's root handler: logged with the stack, answered
 			// as an internal error.

@@ -2,6 +2,7 @@ package grpcedge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -217,5 +218,33 @@ func TestMessagesAreBounded(t *testing.T) {
 	}
 	if n := len(ft.audit()); n != 0 {
 		t.Fatalf("a refused message reached the handler: %d audit records", n)
+	}
+}
+
+// TestJSONRefusesUnknownFields: a Connect-JSON call with a field the
+// message does not have is INVALID_ARGUMENT before any work, as the HTTP
+// API's 400.
+func TestJSONRefusesUnknownFields(t *testing.T) {
+	t.Parallel()
+	e, ft := testEdge(t)
+	srv := httptest.NewServer(e.Handler())
+	t.Cleanup(srv.Close)
+	for _, ct := range []string{"application/json", "application/json; charset=utf-8"} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/genesis.sandbox.v1.SandboxService/DeleteSandbox", strings.NewReader(`{"id":"sbx_1","sandbx":"typo"}`))
+		req.Header.Set("Content-Type", ct)
+		req.Header.Set("Authorization", "Bearer good")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct{ Code, Message string }
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || body.Code != "invalid_argument" || !strings.Contains(body.Message, "sandbx") {
+			t.Fatalf("%s with an unknown field: %d %+v", ct, resp.StatusCode, body)
+		}
+	}
+	if n := len(ft.audit()); n != 0 {
+		t.Fatalf("a refused call reached the handler: %d audit records", n)
 	}
 }

@@ -74,7 +74,7 @@ func (s *sandboxService) CreateSandbox(ctx context.Context, req *connect.Request
 	in := control.CreateSandboxInput{
 		Tenant: tenantOf(ctx), Profile: m.Profile, Runtime: m.Runtime, RiskLevel: m.RiskLevel, Resources: resourcesIn(m.Resources),
 		Env: m.Env, Metadata: m.Metadata, TTLSeconds: m.TtlSeconds, ReadOnlyRoot: m.ReadOnlyRoot,
-		IdempotencyKey: m.IdempotencyKey, WaitSeconds: m.WaitSeconds,
+		IdempotencyKey: m.IdempotencyKey, WaitSeconds: m.WaitSeconds, Network: policyIn(m.Network),
 	}
 	sb, err := s.edge.ctl.CreateSandbox(ctx, in)
 	if err != nil {
@@ -240,6 +240,7 @@ func (s *sandboxService) AcquireLease(ctx context.Context, req *connect.Request[
 	in := control.AcquireLeaseInput{
 		Tenant: tenantOf(ctx), Profile: m.Profile, RiskLevel: m.RiskLevel, Runtime: m.Runtime, TTLSeconds: m.TtlSeconds,
 		Holder: m.Holder, WaitSeconds: m.WaitSeconds, Env: m.Env, Metadata: m.Metadata, Resources: resourcesIn(m.Resources),
+		Network: policyIn(m.Network),
 	}
 	out, err := s.edge.ctl.AcquireLease(ctx, in)
 	if err != nil {

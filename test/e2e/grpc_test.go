@@ -91,7 +91,8 @@ func wantCode(t *testing.T, what string, err error, code codes.Code, reason stri
 func TestGRPC(t *testing.T) {
 	t.Parallel()
 	const otherKey = "e2e-grpc-other-tenant-key-0123456789"
-	e := newEnv(t, "tenants:\n  other: {api_keys: [\""+otherKey+"\"]}\n")
+	e := newEnv(t, "tenants:\n  other: {api_keys: [\""+otherKey+"\"]}\n"+
+		fmt.Sprintf("limits: {max_output_bytes: %d}\n", slowReaderBytes))
 	e.requireImage(t, "code-python-basic")
 	svc := e.start(t)
 	cc := grpcConn(t, svc)
@@ -136,6 +137,7 @@ func TestGRPC(t *testing.T) {
 			t.Run("log-resume", func(t *testing.T) { testGRPCLogResume(t, ctx, cc, sb.Id) })
 			t.Run("stdin-sort", func(t *testing.T) { testGRPCStdinSort(t, ctx, cc, sb.Id) })
 			t.Run("attach", func(t *testing.T) { testGRPCAttach(t, ctx, cc, sb.Id) })
+			t.Run("slow-reader", func(t *testing.T) { testGRPCSlowReader(t, ctx, cc, svc, sb.Id) })
 			t.Run("deadline-cancels-job", func(t *testing.T) { testGRPCDeadline(t, ctx, cc, svc, sb.Id) })
 			t.Run("stale-resource-version", func(t *testing.T) { testGRPCStaleVersion(t, ctx, cc, &sb) })
 			t.Run("other-tenant", func(t *testing.T) { testGRPCOtherTenant(t, cc, otherKey, sb.Id) })
@@ -642,4 +644,76 @@ func testGRPCAttach(t *testing.T, ctx context.Context, cc *grpc.ClientConn, id s
 		}
 	}
 	wantCode(t, "stdin to a job without streamed stdin", err, codes.FailedPrecondition, "stdin_not_streamed")
+}
+
+// slowReaderBytes is the output of the slow reader's job: far more than
+// the service's memory bound, so holding it would show.
+const slowReaderBytes = 256 << 20
+
+// testGRPCSlowReader opens a job's log stream and does not read it while
+// the job writes slowReaderBytes: HTTP/2 flow control holds the service's
+// reader (the log is on disk), so the service's memory stays bounded;
+// then everything arrives, in order.
+func testGRPCSlowReader(t *testing.T, ctx context.Context, cc *grpc.ClientConn, svc *service, id string) {
+	var j sandboxv1.Job
+	if err := cc.Invoke(ctx, execSvc+"StartJob", &sandboxv1.StartJobRequest{SandboxId: id, MaxOutputBytes: slowReaderBytes,
+		Script: fmt.Sprintf("head -c %d /dev/zero", slowReaderBytes)}, &j); err != nil {
+		t.Fatalf("StartJob: %v", err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	st, err := cc.NewStream(sctx, &grpc.StreamDesc{ServerStreams: true}, execSvc+"StreamJobLogs")
+	if err == nil {
+		err = st.SendMsg(&sandboxv1.StreamJobLogsRequest{JobId: j.Id})
+	}
+	if err == nil {
+		err = st.CloseSend()
+	}
+	var first sandboxv1.JobLogEvent
+	if err == nil {
+		err = st.RecvMsg(&first) // the stream is open and sending
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := svc.cmd.Process.Pid
+	var peak int64
+	eventually(t, 2*time.Minute, "the job ends while its stream is not read", func() (bool, string) {
+		if kb, err := rssKB(pid, "VmRSS"); err == nil && kb > peak {
+			peak = kb
+		}
+		var now sandboxv1.Job
+		if err := cc.Invoke(ctx, execSvc+"GetJob", &sandboxv1.GetJobRequest{JobId: j.Id}, &now); err != nil {
+			return false, err.Error()
+		}
+		return now.State != "running", now.State
+	})
+	if peak == 0 || peak > serviceRSSBound {
+		t.Fatalf("service VmRSS peaked at %d KiB while a stream of %d MiB was not read; bound %d KiB", peak, slowReaderBytes>>20, serviceRSSBound)
+	}
+	n := int64(len(first.GetStdout().GetData()))
+	var exit *sandboxv1.Exit
+	for {
+		var ev sandboxv1.JobLogEvent
+		err := st.RecvMsg(&ev)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("reading on after %d bytes: %v", n, err)
+		}
+		if out := ev.GetStdout(); out != nil {
+			if out.Offset != n {
+				t.Fatalf("stdout at %d, want %d", out.Offset, n)
+			}
+			n += int64(len(out.Data))
+		}
+		if x := ev.GetExit(); x != nil {
+			exit = x
+		}
+	}
+	if n != slowReaderBytes || exit == nil || exit.State != "succeeded" {
+		t.Fatalf("read %d bytes of %d, exit %v", n, slowReaderBytes, exit)
+	}
+	t.Logf("service VmRSS peak %d KiB while %d MiB waited unread", peak, slowReaderBytes>>20)
 }

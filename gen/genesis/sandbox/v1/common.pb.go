@@ -125,7 +125,11 @@ type Sandbox struct {
 	ExpireTime      *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
 	// reserved, when set, is the service workload the sandbox is reserved
 	// to: no exec, file, session, terminal or port call reaches inside it.
-	Reserved      string `protobuf:"bytes,16,opt,name=reserved,proto3" json:"reserved,omitempty"`
+	Reserved string `protobuf:"bytes,16,opt,name=reserved,proto3" json:"reserved,omitempty"`
+	// network is set for a networked sandbox.
+	Network *NetworkSummary `protobuf:"bytes,17,opt,name=network,proto3" json:"network,omitempty"`
+	// suspension is set while the sandbox is paused or hibernated.
+	Suspension    *Suspension `protobuf:"bytes,18,opt,name=suspension,proto3" json:"suspension,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -272,6 +276,286 @@ func (x *Sandbox) GetReserved() string {
 	return ""
 }
 
+func (x *Sandbox) GetNetwork() *NetworkSummary {
+	if x != nil {
+		return x.Network
+	}
+	return nil
+}
+
+func (x *Sandbox) GetSuspension() *Suspension {
+	if x != nil {
+		return x.Suspension
+	}
+	return nil
+}
+
+// NetworkPolicy is a sandbox's network policy (HTTP: NetworkPolicy):
+// mode none (the default: loopback only), allowlist (allow), internal-api
+// (endpoints) or tool-proxy (tools), as the host supports them
+// (Capabilities).
+type NetworkPolicy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mode          string                 `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`
+	Allow         []*NetworkRule         `protobuf:"bytes,2,rep,name=allow,proto3" json:"allow,omitempty"`
+	Endpoints     []string               `protobuf:"bytes,3,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	Tools         []string               `protobuf:"bytes,4,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkPolicy) Reset() {
+	*x = NetworkPolicy{}
+	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkPolicy) ProtoMessage() {}
+
+func (x *NetworkPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkPolicy.ProtoReflect.Descriptor instead.
+func (*NetworkPolicy) Descriptor() ([]byte, []int) {
+	return file_genesis_sandbox_v1_common_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *NetworkPolicy) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *NetworkPolicy) GetAllow() []*NetworkRule {
+	if x != nil {
+		return x.Allow
+	}
+	return nil
+}
+
+func (x *NetworkPolicy) GetEndpoints() []string {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
+}
+
+func (x *NetworkPolicy) GetTools() []string {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+// NetworkRule is one allowlist entry: a host (exact or "*.suffix") or a
+// CIDR (for IP literals), with ports (default 80 and 443).
+type NetworkRule struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Host          string                 `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	Cidr          string                 `protobuf:"bytes,2,opt,name=cidr,proto3" json:"cidr,omitempty"`
+	Ports         []int32                `protobuf:"varint,3,rep,packed,name=ports,proto3" json:"ports,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkRule) Reset() {
+	*x = NetworkRule{}
+	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkRule) ProtoMessage() {}
+
+func (x *NetworkRule) ProtoReflect() protoreflect.Message {
+	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkRule.ProtoReflect.Descriptor instead.
+func (*NetworkRule) Descriptor() ([]byte, []int) {
+	return file_genesis_sandbox_v1_common_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *NetworkRule) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *NetworkRule) GetCidr() string {
+	if x != nil {
+		return x.Cidr
+	}
+	return ""
+}
+
+func (x *NetworkRule) GetPorts() []int32 {
+	if x != nil {
+		return x.Ports
+	}
+	return nil
+}
+
+// NetworkSummary is the network part of a Sandbox.
+type NetworkSummary struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mode          string                 `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`
+	Status        string                 `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	StatusReason  string                 `protobuf:"bytes,3,opt,name=status_reason,json=statusReason,proto3" json:"status_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkSummary) Reset() {
+	*x = NetworkSummary{}
+	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkSummary) ProtoMessage() {}
+
+func (x *NetworkSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkSummary.ProtoReflect.Descriptor instead.
+func (*NetworkSummary) Descriptor() ([]byte, []int) {
+	return file_genesis_sandbox_v1_common_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *NetworkSummary) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *NetworkSummary) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *NetworkSummary) GetStatusReason() string {
+	if x != nil {
+		return x.StatusReason
+	}
+	return ""
+}
+
+// Suspension is what a paused or hibernated sandbox returns to.
+type Suspension struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ResumeState string                 `protobuf:"bytes,1,opt,name=resume_state,json=resumeState,proto3" json:"resume_state,omitempty"`
+	// operation is under way (hibernating, waking, …) when set.
+	Operation string `protobuf:"bytes,2,opt,name=operation,proto3" json:"operation,omitempty"`
+	// memory: the sandbox comes back with its processes and memory.
+	Memory        bool                   `protobuf:"varint,3,opt,name=memory,proto3" json:"memory,omitempty"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Suspension) Reset() {
+	*x = Suspension{}
+	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Suspension) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Suspension) ProtoMessage() {}
+
+func (x *Suspension) ProtoReflect() protoreflect.Message {
+	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Suspension.ProtoReflect.Descriptor instead.
+func (*Suspension) Descriptor() ([]byte, []int) {
+	return file_genesis_sandbox_v1_common_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Suspension) GetResumeState() string {
+	if x != nil {
+		return x.ResumeState
+	}
+	return ""
+}
+
+func (x *Suspension) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *Suspension) GetMemory() bool {
+	if x != nil {
+		return x.Memory
+	}
+	return false
+}
+
+func (x *Suspension) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
 // Job is the record of one execution (HTTP: Job).
 type Job struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -303,7 +587,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[2]
+	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -315,7 +599,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[2]
+	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -328,7 +612,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_genesis_sandbox_v1_common_proto_rawDescGZIP(), []int{2}
+	return file_genesis_sandbox_v1_common_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Job) GetId() string {
@@ -473,7 +757,7 @@ const file_genesis_sandbox_v1_common_proto_rawDesc = "" +
 	"\x03cpu\x18\x01 \x01(\x01R\x03cpu\x12\x1b\n" +
 	"\tmemory_mb\x18\x02 \x01(\x03R\bmemoryMb\x12\x12\n" +
 	"\x04pids\x18\x03 \x01(\x03R\x04pids\x12\x17\n" +
-	"\adisk_mb\x18\x04 \x01(\x03R\x06diskMb\"\xb1\x05\n" +
+	"\adisk_mb\x18\x04 \x01(\x03R\x06diskMb\"\xaf\x06\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x14\n" +
@@ -495,10 +779,33 @@ const file_genesis_sandbox_v1_common_proto_rawDesc = "" +
 	"updateTime\x12;\n" +
 	"\vexpire_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12\x1a\n" +
-	"\breserved\x18\x10 \x01(\tR\breserved\x1a;\n" +
+	"\breserved\x18\x10 \x01(\tR\breserved\x12<\n" +
+	"\anetwork\x18\x11 \x01(\v2\".genesis.sandbox.v1.NetworkSummaryR\anetwork\x12>\n" +
+	"\n" +
+	"suspension\x18\x12 \x01(\v2\x1e.genesis.sandbox.v1.SuspensionR\n" +
+	"suspension\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x91\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8e\x01\n" +
+	"\rNetworkPolicy\x12\x12\n" +
+	"\x04mode\x18\x01 \x01(\tR\x04mode\x125\n" +
+	"\x05allow\x18\x02 \x03(\v2\x1f.genesis.sandbox.v1.NetworkRuleR\x05allow\x12\x1c\n" +
+	"\tendpoints\x18\x03 \x03(\tR\tendpoints\x12\x14\n" +
+	"\x05tools\x18\x04 \x03(\tR\x05tools\"K\n" +
+	"\vNetworkRule\x12\x12\n" +
+	"\x04host\x18\x01 \x01(\tR\x04host\x12\x12\n" +
+	"\x04cidr\x18\x02 \x01(\tR\x04cidr\x12\x14\n" +
+	"\x05ports\x18\x03 \x03(\x05R\x05ports\"a\n" +
+	"\x0eNetworkSummary\x12\x12\n" +
+	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12#\n" +
+	"\rstatus_reason\x18\x03 \x01(\tR\fstatusReason\"\x97\x01\n" +
+	"\n" +
+	"Suspension\x12!\n" +
+	"\fresume_state\x18\x01 \x01(\tR\vresumeState\x12\x1c\n" +
+	"\toperation\x18\x02 \x01(\tR\toperation\x12\x16\n" +
+	"\x06memory\x18\x03 \x01(\bR\x06memory\x120\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\x91\x05\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -541,28 +848,36 @@ func file_genesis_sandbox_v1_common_proto_rawDescGZIP() []byte {
 	return file_genesis_sandbox_v1_common_proto_rawDescData
 }
 
-var file_genesis_sandbox_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_genesis_sandbox_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_genesis_sandbox_v1_common_proto_goTypes = []any{
 	(*Resources)(nil),             // 0: genesis.sandbox.v1.Resources
 	(*Sandbox)(nil),               // 1: genesis.sandbox.v1.Sandbox
-	(*Job)(nil),                   // 2: genesis.sandbox.v1.Job
-	nil,                           // 3: genesis.sandbox.v1.Sandbox.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
+	(*NetworkPolicy)(nil),         // 2: genesis.sandbox.v1.NetworkPolicy
+	(*NetworkRule)(nil),           // 3: genesis.sandbox.v1.NetworkRule
+	(*NetworkSummary)(nil),        // 4: genesis.sandbox.v1.NetworkSummary
+	(*Suspension)(nil),            // 5: genesis.sandbox.v1.Suspension
+	(*Job)(nil),                   // 6: genesis.sandbox.v1.Job
+	nil,                           // 7: genesis.sandbox.v1.Sandbox.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
 }
 var file_genesis_sandbox_v1_common_proto_depIdxs = []int32{
-	0, // 0: genesis.sandbox.v1.Sandbox.resources:type_name -> genesis.sandbox.v1.Resources
-	3, // 1: genesis.sandbox.v1.Sandbox.metadata:type_name -> genesis.sandbox.v1.Sandbox.MetadataEntry
-	4, // 2: genesis.sandbox.v1.Sandbox.create_time:type_name -> google.protobuf.Timestamp
-	4, // 3: genesis.sandbox.v1.Sandbox.update_time:type_name -> google.protobuf.Timestamp
-	4, // 4: genesis.sandbox.v1.Sandbox.expire_time:type_name -> google.protobuf.Timestamp
-	4, // 5: genesis.sandbox.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	4, // 6: genesis.sandbox.v1.Job.start_time:type_name -> google.protobuf.Timestamp
-	4, // 7: genesis.sandbox.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	0,  // 0: genesis.sandbox.v1.Sandbox.resources:type_name -> genesis.sandbox.v1.Resources
+	7,  // 1: genesis.sandbox.v1.Sandbox.metadata:type_name -> genesis.sandbox.v1.Sandbox.MetadataEntry
+	8,  // 2: genesis.sandbox.v1.Sandbox.create_time:type_name -> google.protobuf.Timestamp
+	8,  // 3: genesis.sandbox.v1.Sandbox.update_time:type_name -> google.protobuf.Timestamp
+	8,  // 4: genesis.sandbox.v1.Sandbox.expire_time:type_name -> google.protobuf.Timestamp
+	4,  // 5: genesis.sandbox.v1.Sandbox.network:type_name -> genesis.sandbox.v1.NetworkSummary
+	5,  // 6: genesis.sandbox.v1.Sandbox.suspension:type_name -> genesis.sandbox.v1.Suspension
+	3,  // 7: genesis.sandbox.v1.NetworkPolicy.allow:type_name -> genesis.sandbox.v1.NetworkRule
+	8,  // 8: genesis.sandbox.v1.Suspension.since:type_name -> google.protobuf.Timestamp
+	8,  // 9: genesis.sandbox.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	8,  // 10: genesis.sandbox.v1.Job.start_time:type_name -> google.protobuf.Timestamp
+	8,  // 11: genesis.sandbox.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_genesis_sandbox_v1_common_proto_init() }
@@ -570,14 +885,14 @@ func file_genesis_sandbox_v1_common_proto_init() {
 	if File_genesis_sandbox_v1_common_proto != nil {
 		return
 	}
-	file_genesis_sandbox_v1_common_proto_msgTypes[2].OneofWrappers = []any{}
+	file_genesis_sandbox_v1_common_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_genesis_sandbox_v1_common_proto_rawDesc), len(file_genesis_sandbox_v1_common_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -665,8 +665,11 @@ type CreateSandboxRequest struct {
 	// idempotency_key: a retry with the same key returns the same sandbox
 	// (HTTP: the Idempotency-Key header).
 	IdempotencyKey string `protobuf:"bytes,10,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// network: the network policy; unset takes the tenant's or profile's
+	// default (normally mode none).
+	Network       *NetworkPolicy `protobuf:"bytes,11,opt,name=network,proto3" json:"network,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateSandboxRequest) Reset() {
@@ -767,6 +770,13 @@ func (x *CreateSandboxRequest) GetIdempotencyKey() string {
 		return x.IdempotencyKey
 	}
 	return ""
+}
+
+func (x *CreateSandboxRequest) GetNetwork() *NetworkPolicy {
+	if x != nil {
+		return x.Network
+	}
+	return nil
 }
 
 type GetSandboxRequest struct {
@@ -1171,10 +1181,13 @@ type AcquireLeaseRequest struct {
 	Holder     string `protobuf:"bytes,5,opt,name=holder,proto3" json:"holder,omitempty"`
 	// wait_seconds: how long to wait for capacity when no warm sandbox is
 	// free and the host is full (0: UNAVAILABLE at once).
-	WaitSeconds   int64             `protobuf:"varint,6,opt,name=wait_seconds,json=waitSeconds,proto3" json:"wait_seconds,omitempty"`
-	Env           map[string]string `protobuf:"bytes,7,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Metadata      map[string]string `protobuf:"bytes,8,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Resources     *Resources        `protobuf:"bytes,9,opt,name=resources,proto3" json:"resources,omitempty"`
+	WaitSeconds int64             `protobuf:"varint,6,opt,name=wait_seconds,json=waitSeconds,proto3" json:"wait_seconds,omitempty"`
+	Env         map[string]string `protobuf:"bytes,7,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Metadata    map[string]string `protobuf:"bytes,8,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Resources   *Resources        `protobuf:"bytes,9,opt,name=resources,proto3" json:"resources,omitempty"`
+	// network: the network policy; unset takes the tenant's or profile's
+	// default. A warm sandbox is handed out only when it runs this policy.
+	Network       *NetworkPolicy `protobuf:"bytes,10,opt,name=network,proto3" json:"network,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1268,6 +1281,13 @@ func (x *AcquireLeaseRequest) GetMetadata() map[string]string {
 func (x *AcquireLeaseRequest) GetResources() *Resources {
 	if x != nil {
 		return x.Resources
+	}
+	return nil
+}
+
+func (x *AcquireLeaseRequest) GetNetwork() *NetworkPolicy {
+	if x != nil {
+		return x.Network
 	}
 	return nil
 }
@@ -1782,7 +1802,7 @@ const file_genesis_sandbox_v1_sandboxes_proto_rawDesc = "" +
 	"\x15lease_max_ttl_seconds\x18\x0f \x01(\x03R\x12leaseMaxTtlSeconds\x1a;\n" +
 	"\rVersionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdf\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9c\x05\n" +
 	"\x14CreateSandboxRequest\x12\x18\n" +
 	"\aprofile\x18\x01 \x01(\tR\aprofile\x12\x18\n" +
 	"\aruntime\x18\x02 \x01(\tR\aruntime\x12\x1d\n" +
@@ -1796,7 +1816,8 @@ const file_genesis_sandbox_v1_sandboxes_proto_rawDesc = "" +
 	"\x0eread_only_root\x18\b \x01(\bH\x00R\freadOnlyRoot\x88\x01\x01\x12!\n" +
 	"\fwait_seconds\x18\t \x01(\x03R\vwaitSeconds\x12'\n" +
 	"\x0fidempotency_key\x18\n" +
-	" \x01(\tR\x0eidempotencyKey\x1a6\n" +
+	" \x01(\tR\x0eidempotencyKey\x12;\n" +
+	"\anetwork\x18\v \x01(\v2!.genesis.sandbox.v1.NetworkPolicyR\anetwork\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
@@ -1835,7 +1856,7 @@ const file_genesis_sandbox_v1_sandboxes_proto_rawDesc = "" +
 	"\x13RenewSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vttl_seconds\x18\x02 \x01(\x03R\n" +
-	"ttlSeconds\"\xa2\x04\n" +
+	"ttlSeconds\"\xdf\x04\n" +
 	"\x13AcquireLeaseRequest\x12\x18\n" +
 	"\aprofile\x18\x01 \x01(\tR\aprofile\x12\x1d\n" +
 	"\n" +
@@ -1847,7 +1868,9 @@ const file_genesis_sandbox_v1_sandboxes_proto_rawDesc = "" +
 	"\fwait_seconds\x18\x06 \x01(\x03R\vwaitSeconds\x12B\n" +
 	"\x03env\x18\a \x03(\v20.genesis.sandbox.v1.AcquireLeaseRequest.EnvEntryR\x03env\x12Q\n" +
 	"\bmetadata\x18\b \x03(\v25.genesis.sandbox.v1.AcquireLeaseRequest.MetadataEntryR\bmetadata\x12;\n" +
-	"\tresources\x18\t \x01(\v2\x1d.genesis.sandbox.v1.ResourcesR\tresources\x1a6\n" +
+	"\tresources\x18\t \x01(\v2\x1d.genesis.sandbox.v1.ResourcesR\tresources\x12;\n" +
+	"\anetwork\x18\n" +
+	" \x01(\v2!.genesis.sandbox.v1.NetworkPolicyR\anetwork\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
@@ -1964,7 +1987,8 @@ var file_genesis_sandbox_v1_sandboxes_proto_goTypes = []any{
 	nil,                                  // 32: genesis.sandbox.v1.Lease.MetadataEntry
 	(*timestamppb.Timestamp)(nil),        // 33: google.protobuf.Timestamp
 	(*Resources)(nil),                    // 34: genesis.sandbox.v1.Resources
-	(*Sandbox)(nil),                      // 35: genesis.sandbox.v1.Sandbox
+	(*NetworkPolicy)(nil),                // 35: genesis.sandbox.v1.NetworkPolicy
+	(*Sandbox)(nil),                      // 36: genesis.sandbox.v1.Sandbox
 }
 var file_genesis_sandbox_v1_sandboxes_proto_depIdxs = []int32{
 	33, // 0: genesis.sandbox.v1.RuntimeInfo.check_time:type_name -> google.protobuf.Timestamp
@@ -1980,51 +2004,53 @@ var file_genesis_sandbox_v1_sandboxes_proto_depIdxs = []int32{
 	34, // 10: genesis.sandbox.v1.CreateSandboxRequest.resources:type_name -> genesis.sandbox.v1.Resources
 	26, // 11: genesis.sandbox.v1.CreateSandboxRequest.env:type_name -> genesis.sandbox.v1.CreateSandboxRequest.EnvEntry
 	27, // 12: genesis.sandbox.v1.CreateSandboxRequest.metadata:type_name -> genesis.sandbox.v1.CreateSandboxRequest.MetadataEntry
-	28, // 13: genesis.sandbox.v1.ListSandboxesRequest.metadata:type_name -> genesis.sandbox.v1.ListSandboxesRequest.MetadataEntry
-	35, // 14: genesis.sandbox.v1.ListSandboxesResponse.sandboxes:type_name -> genesis.sandbox.v1.Sandbox
-	29, // 15: genesis.sandbox.v1.UpdateSandboxMetadataRequest.metadata:type_name -> genesis.sandbox.v1.UpdateSandboxMetadataRequest.MetadataEntry
-	30, // 16: genesis.sandbox.v1.AcquireLeaseRequest.env:type_name -> genesis.sandbox.v1.AcquireLeaseRequest.EnvEntry
-	31, // 17: genesis.sandbox.v1.AcquireLeaseRequest.metadata:type_name -> genesis.sandbox.v1.AcquireLeaseRequest.MetadataEntry
-	34, // 18: genesis.sandbox.v1.AcquireLeaseRequest.resources:type_name -> genesis.sandbox.v1.Resources
-	32, // 19: genesis.sandbox.v1.Lease.metadata:type_name -> genesis.sandbox.v1.Lease.MetadataEntry
-	33, // 20: genesis.sandbox.v1.Lease.create_time:type_name -> google.protobuf.Timestamp
-	33, // 21: genesis.sandbox.v1.Lease.renew_time:type_name -> google.protobuf.Timestamp
-	33, // 22: genesis.sandbox.v1.Lease.expire_time:type_name -> google.protobuf.Timestamp
-	33, // 23: genesis.sandbox.v1.Lease.end_time:type_name -> google.protobuf.Timestamp
-	35, // 24: genesis.sandbox.v1.Lease.sandbox:type_name -> genesis.sandbox.v1.Sandbox
-	17, // 25: genesis.sandbox.v1.ListLeasesResponse.leases:type_name -> genesis.sandbox.v1.Lease
-	3,  // 26: genesis.sandbox.v1.Capabilities.RiskPolicyEntry.value:type_name -> genesis.sandbox.v1.RuntimeList
-	0,  // 27: genesis.sandbox.v1.SandboxService.GetCapabilities:input_type -> genesis.sandbox.v1.GetCapabilitiesRequest
-	5,  // 28: genesis.sandbox.v1.SandboxService.ListProfiles:input_type -> genesis.sandbox.v1.ListProfilesRequest
-	8,  // 29: genesis.sandbox.v1.SandboxService.CreateSandbox:input_type -> genesis.sandbox.v1.CreateSandboxRequest
-	9,  // 30: genesis.sandbox.v1.SandboxService.GetSandbox:input_type -> genesis.sandbox.v1.GetSandboxRequest
-	10, // 31: genesis.sandbox.v1.SandboxService.ListSandboxes:input_type -> genesis.sandbox.v1.ListSandboxesRequest
-	12, // 32: genesis.sandbox.v1.SandboxService.DeleteSandbox:input_type -> genesis.sandbox.v1.DeleteSandboxRequest
-	14, // 33: genesis.sandbox.v1.SandboxService.UpdateSandboxMetadata:input_type -> genesis.sandbox.v1.UpdateSandboxMetadataRequest
-	15, // 34: genesis.sandbox.v1.SandboxService.RenewSandbox:input_type -> genesis.sandbox.v1.RenewSandboxRequest
-	16, // 35: genesis.sandbox.v1.SandboxService.AcquireLease:input_type -> genesis.sandbox.v1.AcquireLeaseRequest
-	18, // 36: genesis.sandbox.v1.SandboxService.GetLease:input_type -> genesis.sandbox.v1.GetLeaseRequest
-	19, // 37: genesis.sandbox.v1.SandboxService.ListLeases:input_type -> genesis.sandbox.v1.ListLeasesRequest
-	21, // 38: genesis.sandbox.v1.SandboxService.RenewLease:input_type -> genesis.sandbox.v1.RenewLeaseRequest
-	22, // 39: genesis.sandbox.v1.SandboxService.ReleaseLease:input_type -> genesis.sandbox.v1.ReleaseLeaseRequest
-	4,  // 40: genesis.sandbox.v1.SandboxService.GetCapabilities:output_type -> genesis.sandbox.v1.Capabilities
-	6,  // 41: genesis.sandbox.v1.SandboxService.ListProfiles:output_type -> genesis.sandbox.v1.ListProfilesResponse
-	35, // 42: genesis.sandbox.v1.SandboxService.CreateSandbox:output_type -> genesis.sandbox.v1.Sandbox
-	35, // 43: genesis.sandbox.v1.SandboxService.GetSandbox:output_type -> genesis.sandbox.v1.Sandbox
-	11, // 44: genesis.sandbox.v1.SandboxService.ListSandboxes:output_type -> genesis.sandbox.v1.ListSandboxesResponse
-	13, // 45: genesis.sandbox.v1.SandboxService.DeleteSandbox:output_type -> genesis.sandbox.v1.DeleteSandboxResponse
-	35, // 46: genesis.sandbox.v1.SandboxService.UpdateSandboxMetadata:output_type -> genesis.sandbox.v1.Sandbox
-	35, // 47: genesis.sandbox.v1.SandboxService.RenewSandbox:output_type -> genesis.sandbox.v1.Sandbox
-	17, // 48: genesis.sandbox.v1.SandboxService.AcquireLease:output_type -> genesis.sandbox.v1.Lease
-	17, // 49: genesis.sandbox.v1.SandboxService.GetLease:output_type -> genesis.sandbox.v1.Lease
-	20, // 50: genesis.sandbox.v1.SandboxService.ListLeases:output_type -> genesis.sandbox.v1.ListLeasesResponse
-	17, // 51: genesis.sandbox.v1.SandboxService.RenewLease:output_type -> genesis.sandbox.v1.Lease
-	23, // 52: genesis.sandbox.v1.SandboxService.ReleaseLease:output_type -> genesis.sandbox.v1.ReleaseLeaseResponse
-	40, // [40:53] is the sub-list for method output_type
-	27, // [27:40] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	35, // 13: genesis.sandbox.v1.CreateSandboxRequest.network:type_name -> genesis.sandbox.v1.NetworkPolicy
+	28, // 14: genesis.sandbox.v1.ListSandboxesRequest.metadata:type_name -> genesis.sandbox.v1.ListSandboxesRequest.MetadataEntry
+	36, // 15: genesis.sandbox.v1.ListSandboxesResponse.sandboxes:type_name -> genesis.sandbox.v1.Sandbox
+	29, // 16: genesis.sandbox.v1.UpdateSandboxMetadataRequest.metadata:type_name -> genesis.sandbox.v1.UpdateSandboxMetadataRequest.MetadataEntry
+	30, // 17: genesis.sandbox.v1.AcquireLeaseRequest.env:type_name -> genesis.sandbox.v1.AcquireLeaseRequest.EnvEntry
+	31, // 18: genesis.sandbox.v1.AcquireLeaseRequest.metadata:type_name -> genesis.sandbox.v1.AcquireLeaseRequest.MetadataEntry
+	34, // 19: genesis.sandbox.v1.AcquireLeaseRequest.resources:type_name -> genesis.sandbox.v1.Resources
+	35, // 20: genesis.sandbox.v1.AcquireLeaseRequest.network:type_name -> genesis.sandbox.v1.NetworkPolicy
+	32, // 21: genesis.sandbox.v1.Lease.metadata:type_name -> genesis.sandbox.v1.Lease.MetadataEntry
+	33, // 22: genesis.sandbox.v1.Lease.create_time:type_name -> google.protobuf.Timestamp
+	33, // 23: genesis.sandbox.v1.Lease.renew_time:type_name -> google.protobuf.Timestamp
+	33, // 24: genesis.sandbox.v1.Lease.expire_time:type_name -> google.protobuf.Timestamp
+	33, // 25: genesis.sandbox.v1.Lease.end_time:type_name -> google.protobuf.Timestamp
+	36, // 26: genesis.sandbox.v1.Lease.sandbox:type_name -> genesis.sandbox.v1.Sandbox
+	17, // 27: genesis.sandbox.v1.ListLeasesResponse.leases:type_name -> genesis.sandbox.v1.Lease
+	3,  // 28: genesis.sandbox.v1.Capabilities.RiskPolicyEntry.value:type_name -> genesis.sandbox.v1.RuntimeList
+	0,  // 29: genesis.sandbox.v1.SandboxService.GetCapabilities:input_type -> genesis.sandbox.v1.GetCapabilitiesRequest
+	5,  // 30: genesis.sandbox.v1.SandboxService.ListProfiles:input_type -> genesis.sandbox.v1.ListProfilesRequest
+	8,  // 31: genesis.sandbox.v1.SandboxService.CreateSandbox:input_type -> genesis.sandbox.v1.CreateSandboxRequest
+	9,  // 32: genesis.sandbox.v1.SandboxService.GetSandbox:input_type -> genesis.sandbox.v1.GetSandboxRequest
+	10, // 33: genesis.sandbox.v1.SandboxService.ListSandboxes:input_type -> genesis.sandbox.v1.ListSandboxesRequest
+	12, // 34: genesis.sandbox.v1.SandboxService.DeleteSandbox:input_type -> genesis.sandbox.v1.DeleteSandboxRequest
+	14, // 35: genesis.sandbox.v1.SandboxService.UpdateSandboxMetadata:input_type -> genesis.sandbox.v1.UpdateSandboxMetadataRequest
+	15, // 36: genesis.sandbox.v1.SandboxService.RenewSandbox:input_type -> genesis.sandbox.v1.RenewSandboxRequest
+	16, // 37: genesis.sandbox.v1.SandboxService.AcquireLease:input_type -> genesis.sandbox.v1.AcquireLeaseRequest
+	18, // 38: genesis.sandbox.v1.SandboxService.GetLease:input_type -> genesis.sandbox.v1.GetLeaseRequest
+	19, // 39: genesis.sandbox.v1.SandboxService.ListLeases:input_type -> genesis.sandbox.v1.ListLeasesRequest
+	21, // 40: genesis.sandbox.v1.SandboxService.RenewLease:input_type -> genesis.sandbox.v1.RenewLeaseRequest
+	22, // 41: genesis.sandbox.v1.SandboxService.ReleaseLease:input_type -> genesis.sandbox.v1.ReleaseLeaseRequest
+	4,  // 42: genesis.sandbox.v1.SandboxService.GetCapabilities:output_type -> genesis.sandbox.v1.Capabilities
+	6,  // 43: genesis.sandbox.v1.SandboxService.ListProfiles:output_type -> genesis.sandbox.v1.ListProfilesResponse
+	36, // 44: genesis.sandbox.v1.SandboxService.CreateSandbox:output_type -> genesis.sandbox.v1.Sandbox
+	36, // 45: genesis.sandbox.v1.SandboxService.GetSandbox:output_type -> genesis.sandbox.v1.Sandbox
+	11, // 46: genesis.sandbox.v1.SandboxService.ListSandboxes:output_type -> genesis.sandbox.v1.ListSandboxesResponse
+	13, // 47: genesis.sandbox.v1.SandboxService.DeleteSandbox:output_type -> genesis.sandbox.v1.DeleteSandboxResponse
+	36, // 48: genesis.sandbox.v1.SandboxService.UpdateSandboxMetadata:output_type -> genesis.sandbox.v1.Sandbox
+	36, // 49: genesis.sandbox.v1.SandboxService.RenewSandbox:output_type -> genesis.sandbox.v1.Sandbox
+	17, // 50: genesis.sandbox.v1.SandboxService.AcquireLease:output_type -> genesis.sandbox.v1.Lease
+	17, // 51: genesis.sandbox.v1.SandboxService.GetLease:output_type -> genesis.sandbox.v1.Lease
+	20, // 52: genesis.sandbox.v1.SandboxService.ListLeases:output_type -> genesis.sandbox.v1.ListLeasesResponse
+	17, // 53: genesis.sandbox.v1.SandboxService.RenewLease:output_type -> genesis.sandbox.v1.Lease
+	23, // 54: genesis.sandbox.v1.SandboxService.ReleaseLease:output_type -> genesis.sandbox.v1.ReleaseLeaseResponse
+	42, // [42:55] is the sub-list for method output_type
+	29, // [29:42] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_genesis_sandbox_v1_sandboxes_proto_init() }
