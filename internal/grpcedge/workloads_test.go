@@ -8,12 +8,16 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
 	sandboxv1 "genesis.dev/sandbox/gen/genesis/sandbox/v1"
 	"genesis.dev/sandbox/gen/genesis/sandbox/v1/sandboxv1connect"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/files"
+	"genesis.dev/sandbox/internal/jobs"
+	"genesis.dev/sandbox/internal/sandbox"
 )
 
 // TestSendChunks: a download is cut in messages of at most chunkBytes,
@@ -127,4 +131,29 @@ func TestWorkloadsMissing(t *testing.T) {
 		recs[0].Status != http.StatusNotImplemented || recs[1].Action != "RPC "+sandboxv1connect.FileServiceUploadProcedure {
 		t.Errorf("audit records %+v; want PauseSandbox and Upload only", recs)
 	}
+}
+
+// TestWorkloadConversionsCarryEveryField: every field of the messages of
+// files, sessions, artifacts and snapshots is carried from a fully
+// populated domain value.
+func TestWorkloadConversionsCarryEveryField(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	later := now.Add(time.Hour)
+	allSet(t, "FileInfo", fileInfoPB(files.FileInfo{Path: "/workspace/a", Name: "a", Type: "symlink", Size: 3, Mode: "0644", ModTime: now,
+		UID: 1, GID: 2, LinkTarget: "b", NameInvalidUTF8: true}), nil)
+	allSet(t, "Session", sessionPB(&sandbox.Session{ID: "ses_1", SandboxID: "sbx_1", Kind: "shell", State: "active", LastJobID: "job_1",
+		Runs: 2, CreatedAt: now, UpdatedAt: now}), nil)
+	code := 0
+	value := "42"
+	allSet(t, "RunCodeResult", runCodePB(&jobs.RunResult{
+		Exec:   &jobs.ExecOutput{Job: &sandbox.Job{ID: "job_1", ExitCode: &code}, Stdout: []byte("o"), Stderr: []byte("e"), DurationMS: 5},
+		Status: "error", Value: &value, Error: &jobs.CodeError{Name: "E", Value: "v", Traceback: []string{"t"}},
+		Outputs: []jobs.RichOutput{{MIME: "image/png", Data: "iVBO"}}, Warnings: []string{"w"},
+	}), nil)
+	allSet(t, "Artifact", artifactPB(&sandbox.Artifact{ID: "art_1", JobID: "job_1", SandboxID: "sbx_1", Path: "out/a", Name: "a", Size: 1,
+		SHA256: "ab", MIME: "text/plain", CreatedAt: now, ExpiresAt: later}), nil)
+	allSet(t, "Snapshot", snapshotPB(&sandbox.Snapshot{ID: "snp_1", Name: "n", SandboxID: "sbx_1", Parent: "snp_0", State: "ready",
+		Profile: "p", Runtime: "runsc", RiskLevel: "high", Resources: sandbox.Resources{CPU: 1, MemoryMB: 1, Pids: 1, DiskMB: 1},
+		Memory: true, SizeBytes: 9, Error: "e", CreatedAt: now, ExpiresAt: &later}), nil)
 }
