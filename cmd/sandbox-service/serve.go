@@ -225,7 +225,8 @@ func serve(ctx context.Context, args []string) error {
 	}
 
 	edge, err := grpcedge.New(grpcedge.Config{Control: stack.Control, Jobs: stack.Jobs, Tenancy: stack.Tenancy, Authenticate: api.Principal,
-		MaxMessageBytes: int(min(cfg.Limits.MaxBodyBytes, 64<<20)), Logger: log})
+		MaxMessageBytes: int(min(cfg.Limits.MaxBodyBytes, 64<<20)), Logger: log,
+		Workloads: grpcedge.Workloads{Files: stack.Files, Artifacts: stack.Artifacts, Snapshots: stack.Snapshots}})
 	if err != nil {
 		return err
 	}

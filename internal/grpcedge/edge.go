@@ -43,6 +43,7 @@ type Config struct {
 	Authenticate func(ctx context.Context, key string) (tenant.Principal, error)
 	// MaxMessageBytes bounds a received message (0: DefaultMaxMessageBytes).
 	MaxMessageBytes int
+	Workloads       Workloads // files, artifacts, snapshots (workloads.go)
 	Logger          *slog.Logger
 }
 
@@ -58,6 +59,7 @@ type Edge struct {
 	mux     *http.ServeMux
 	names   []string
 	served  []service
+	wl      Workloads
 }
 
 // tenants is what the edge asks of tenancy.
@@ -86,7 +88,7 @@ func New(cfg Config) (*Edge, error) {
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
-	e := &Edge{ctl: cfg.Control, jobs: cfg.Jobs, tenancy: cfg.Tenancy, auth: cfg.Authenticate, log: cfg.Logger,
+	e := &Edge{ctl: cfg.Control, jobs: cfg.Jobs, tenancy: cfg.Tenancy, auth: cfg.Authenticate, log: cfg.Logger, wl: cfg.Workloads,
 		ready: func(ctx context.Context) bool { ok, _ := cfg.Control.Readiness(ctx); return ok }}
 	e.build(cfg.MaxMessageBytes)
 	return e, nil
@@ -133,6 +135,10 @@ func (e *Edge) services(opts []connect.HandlerOption) []service {
 	return []service{
 		serve[sandboxv1connect.SandboxServiceHandler](sandboxv1connect.SandboxServiceName, &sandboxService{edge: e}, sandboxv1connect.NewSandboxServiceHandler, opts),
 		serve[sandboxv1connect.ExecServiceHandler](sandboxv1connect.ExecServiceName, &execService{edge: e}, sandboxv1connect.NewExecServiceHandler, opts),
+		serve[sandboxv1connect.FileServiceHandler](sandboxv1connect.FileServiceName, &fileService{edge: e}, sandboxv1connect.NewFileServiceHandler, opts),
+		serve[sandboxv1connect.SessionServiceHandler](sandboxv1connect.SessionServiceName, &sessionService{edge: e}, sandboxv1connect.NewSessionServiceHandler, opts),
+		serve[sandboxv1connect.ArtifactServiceHandler](sandboxv1connect.ArtifactServiceName, &artifactService{edge: e}, sandboxv1connect.NewArtifactServiceHandler, opts),
+		serve[sandboxv1connect.SnapshotServiceHandler](sandboxv1connect.SnapshotServiceName, &snapshotService{edge: e}, sandboxv1connect.NewSnapshotServiceHandler, opts),
 	}
 }
 
