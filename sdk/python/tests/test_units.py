@@ -107,3 +107,41 @@ def test_sends_key_and_act_as() -> None:
                  http_client=httpx.Client(transport=httpx.MockTransport(handler))) as c:
         c.whoami()
     assert seen["authorization"] == "Bearer key-9" and seen["x-genesis-tenant"] == "acme"
+
+
+def test_error_classes_by_code() -> None:
+    from genesis_sandbox import ControlHeld, PatchConflict
+    c = errors.from_response(409, {"x-request-id": "req_3"}, b'{"status":409,"code":"control_held","detail":"alice"}')
+    assert isinstance(c, ControlHeld) and isinstance(c, errors.Conflict) and c.request_id == "req_3"
+    p = errors.from_response(409, {}, b'{"status":409,"code":"patch_conflict"}')
+    assert isinstance(p, PatchConflict)
+
+
+def test_mcp_reply_json_and_event_stream() -> None:
+    from genesis_sandbox._core import mcp_reply
+    body = b'{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"42"}]}}'
+    assert mcp_reply(200, {"content-type": "application/json"}, body, 2)["content"][0]["text"] == "42"
+    sse = (b'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{}}\n\n'
+           b'event: message\ndata: ' + body)  # the last event without its blank line
+    assert mcp_reply(200, {"content-type": "text/event-stream"}, sse, 2)["content"][0]["text"] == "42"
+    err = b'{"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"unknown tool"}}'
+    with pytest.raises(errors.GenesisError) as ei:
+        mcp_reply(200, {"content-type": "application/json"}, err, 2)
+    assert ei.value.code == "mcp_error" and "unknown tool" in ei.value.detail
+    with pytest.raises(errors.StreamError):
+        mcp_reply(200, {"content-type": "application/json"}, body, 3)
+
+
+def test_screenshots_as_bytes() -> None:
+    import base64
+    from genesis_sandbox.types import ComputerResult, browser_shots
+    png = b"\x89PNG\r\n\x1a\nxx"
+    d = {"ok": True, "results": [{"type": "navigate", "ok": True},
+                                 {"type": "screenshot", "ok": True, "value": {"mime": "image/png",
+                                                                            "data": base64.b64encode(png).decode()}},
+                                 {"type": "screenshot", "ok": True, "artifact": {"id": "art_1"}}]}
+    assert browser_shots(d) == [png, "art_1"]
+    c = ComputerResult.from_json({"ok": False, "completed": 1, "results": [
+        {"action": "screenshot", "ok": True, "screenshot": base64.b64encode(png).decode()},
+        {"action": "key", "ok": False, "error": "bad key"}], "screenshot": base64.b64encode(b"after").decode()})
+    assert c.screenshots == [png, b"after"] and c.error == "bad key" and not c.ok

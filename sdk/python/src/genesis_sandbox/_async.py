@@ -10,7 +10,8 @@ import httpx
 
 from . import _core, _ops, errors
 from ._core import Request
-from .types import CodeResult, ExecResult, FileWritten, LogEvent, Snapshot
+from .types import (BrowserResult, CodeResult, ComputerResult, ExecResult, FileWritten, LogEvent, Snapshot,
+                    browser_result, browser_shots)
 
 Body = Union[bytes, str, BinaryIO, Iterable[bytes], AsyncIterator[bytes]]
 CHUNK = 1 << 20
@@ -250,6 +251,44 @@ class AsyncGenesis:
 
         return _Pending(make)
 
+    # ---- MCP servers -----------------------------------------------------
+
+    def create_mcp_server(self, catalog: Optional[str] = None, *, spec: Optional[Mapping[str, Any]] = None,
+                          **extra: Any) -> "_Pending[McpServer]":
+        """Starts an MCP server instance (see Genesis.create_mcp_server):
+        await it, or ``async with`` it to stop it when the block ends."""
+        async def make() -> McpServer:
+            return McpServer(self, await self._call(_ops.create_mcp_server(catalog, spec, extra)))
+
+        return _Pending(make)
+
+    async def list_mcp_servers(self) -> List["McpServer"]:
+        d = await self._call(_ops.list_mcp_servers())
+        return [McpServer(self, s) for s in d.get("items") or []]
+
+    async def get_mcp_server(self, server_id: str) -> "McpServer":
+        return McpServer(self, await self._call(_ops.get_mcp_server(server_id)))
+
+    # ---- skills ----------------------------------------------------------
+
+    async def push_skill(self, archive: Body, *, content_type: str = "application/gzip") -> Dict[str, Any]:
+        """Pushes a skill archive (tar, tar.gz or zip with SKILL.md) as a new revision."""
+        d: Dict[str, Any] = await self._call(_ops.push_skill(_iter_body(archive), content_type))
+        return d
+
+    async def list_skills(self) -> List[Dict[str, Any]]:
+        d: Dict[str, Any] = await self._call(_ops.list_skills())
+        return list(d.get("items") or [])
+
+    async def get_skill(self, name: str) -> Dict[str, Any]:
+        d: Dict[str, Any] = await self._call(_ops.get_skill(name))
+        return d
+
+    async def run_skill(self, name: str, script: str, **extra: Any) -> Dict[str, Any]:
+        """Runs one of a skill's scripts in a sandbox of its own (see Genesis.run_skill)."""
+        d: Dict[str, Any] = await self._call(_ops.run_skill(name, script, extra))
+        return d
+
 
 class Sandbox:
     """A sandbox. As a context manager it is destroyed on exit."""
@@ -442,6 +481,96 @@ class Sandbox:
             raise errors.GenesisError(500, str(e.get("code", "fork_failed")), str(e.get("detail", "")))
         return made
 
+    # ---- ports -----------------------------------------------------------
+
+    async def port_link(self, port: int, *, ttl_seconds: int = 3600) -> Dict[str, Any]:
+        """A preview link to a port (see Sandbox.port_link of the sync client)."""
+        d: Dict[str, Any] = await self._c._call(_ops.port_link(self.id, port, ttl_seconds))
+        return d
+
+    # ---- browser ---------------------------------------------------------
+
+    async def browser(self, actions: Iterable[Mapping[str, Any]]) -> BrowserResult:
+        """Runs browser actions; screenshots come back as bytes."""
+        d = await self._c._call(_ops.browser_actions(self.id, actions))
+        shots = [s if isinstance(s, bytes) else await self._c.read_artifact(s) for s in browser_shots(d)]
+        return browser_result(d, shots)
+
+    async def browser_screenshot(self, *, full_page: bool = False, format: str = "png") -> bytes:
+        """A screenshot of the browser's active tab."""
+        r = await self.browser([{"type": "screenshot", "full_page": full_page, "format": format, "keep": False}])
+        if not r.ok or not r.screenshots:
+            raise errors.GenesisError(200, "action_failed", r.error or "no screenshot in the answer")
+        return r.screenshots[0]
+
+    # ---- desktop ---------------------------------------------------------
+
+    async def computer(self, actions: Iterable[Mapping[str, Any]], *, screenshot: bool = False,
+                       display: Optional[Mapping[str, int]] = None) -> ComputerResult:
+        """Runs computer-use actions on a desktop sandbox; ControlHeld while a person holds control."""
+        d = await self._c._call(_ops.computer_actions(self.id, actions, screenshot, display))
+        return ComputerResult.from_json(d)
+
+    async def screenshot(self) -> bytes:
+        """The desktop's display as PNG bytes."""
+        r = await self.computer([{"action": "screenshot"}])
+        if not r.ok or not r.screenshots:
+            raise errors.GenesisError(200, "action_failed", r.error or "no screenshot in the answer")
+        return r.screenshots[0]
+
+    async def control(self, *, after: Optional[int] = None, wait_ms: Optional[int] = None) -> Dict[str, Any]:
+        """The desktop's control lease; with after, waits for a change."""
+        d: Dict[str, Any] = await self._c._call(_ops.get_control(self.id, after, wait_ms))
+        return d
+
+    async def take_control(self, holder: str, *, reason: Optional[str] = None,
+                           allow_screenshots: Optional[bool] = None) -> Dict[str, Any]:
+        d: Dict[str, Any] = await self._c._call(_ops.take_control(self.id, holder, reason, allow_screenshots))
+        return d
+
+    async def release_control(self) -> Dict[str, Any]:
+        d: Dict[str, Any] = await self._c._call(_ops.release_control(self.id))
+        return d
+
+    # ---- trace -----------------------------------------------------------
+
+    async def trace(self, *, after: int = 0, limit: int = 1000) -> AsyncIterator[Dict[str, Any]]:
+        """Yields the trace's events after the cursor up to its current end."""
+        while True:
+            d = await self._c._call(_ops.trace_page(self.id, after, limit))
+            events = d.get("events") or []
+            for ev in events:
+                yield ev
+            if not events:
+                return
+            after = int(d.get("next", after))
+
+    async def add_trace_event(self, kind: str, data: Optional[Mapping[str, Any]] = None, *,
+                              actor: Optional[str] = None) -> Dict[str, Any]:
+        d: Dict[str, Any] = await self._c._call(_ops.add_trace_event(self.id, kind, actor, data))
+        return d
+
+    async def export_trace(self, dest: BinaryIO) -> int:
+        """Streams the trace's tar.gz into dest and returns the bytes written."""
+        n = 0
+        async for chunk in _stream(self._c, _ops.export_trace(self.id), CHUNK):
+            dest.write(chunk)
+            n += len(chunk)
+        return n
+
+    # ---- diff and patch --------------------------------------------------
+
+    async def diff(self, base: Optional[str] = None) -> Dict[str, Any]:
+        d: Dict[str, Any] = await self._c._call(_ops.diff(self.id, base, False))
+        return d
+
+    async def diff_patch(self, base: Optional[str] = None) -> str:
+        return b"".join([c async for c in _stream(self._c, _ops.diff(self.id, base, True), CHUNK)]).decode("utf-8")
+
+    async def apply_patch(self, patch: str, *, dry_run: bool = False) -> Dict[str, Any]:
+        d: Dict[str, Any] = await self._c._call(_ops.apply_patch(self.id, patch, dry_run))
+        return d
+
 
 class Job:
     """A job: a background job, or any job's record and log."""
@@ -613,3 +742,55 @@ class Lease:
     async def release(self) -> None:
         """Releases the lease; releasing a released lease succeeds."""
         await self._c._call(_ops.release_lease(self.id))
+
+
+class McpServer:
+    """An MCP server instance (see McpServer of the sync client)."""
+
+    def __init__(self, client: AsyncGenesis, data: Dict[str, Any]) -> None:
+        self._c = client
+        self.data = data
+        self.id: str = data["id"]
+        self.token: str = data.get("token", "")
+
+    def __repr__(self) -> str:
+        return f"<McpServer {self.id} {self.data.get('state', '')}>"
+
+    async def __aenter__(self) -> "McpServer":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.delete()
+
+    async def refresh(self) -> "McpServer":
+        self.data = await self._c._call(_ops.get_mcp_server(self.id))
+        return self
+
+    async def tools(self) -> List[Dict[str, Any]]:
+        d = await self._c._call(_ops.mcp_server_tools(self.id))
+        return list(d.get("tools") or d.get("items") or [])
+
+    async def call_tool(self, name: str, arguments: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        """Calls a tool through the instance's endpoint and returns the call's result."""
+        endpoint = str(self.data.get("endpoint") or f"/v1/mcp/servers/{self.id}/mcp")
+        if not self.token:
+            raise ValueError("the instance's token is only in the answer to create_mcp_server")
+
+        async def rpc(session: str, msg: Dict[str, Any]) -> httpx.Response:
+            return await self._c._send(_ops.mcp_message(endpoint, self.token, session, msg))
+
+        r = await rpc("", _core.mcp_initialize(1))
+        _core.mcp_reply(r.status_code, r.headers, r.content, 1)
+        session = r.headers.get("mcp-session-id", "")
+        try:
+            await rpc(session, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            r = await rpc(session, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                    "params": {"name": name, "arguments": dict(arguments or {})}})
+            return _core.mcp_reply(r.status_code, r.headers, r.content, 2)
+        finally:
+            if session:
+                await (await self._c._send(_ops.mcp_end(endpoint, self.token, session))).aclose()
+
+    async def delete(self) -> None:
+        """Stops the instance and forgets it; deleting a deleted one succeeds."""
+        await self._c._call(_ops.delete_mcp_server(self.id))

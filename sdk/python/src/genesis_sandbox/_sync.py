@@ -9,7 +9,8 @@ import httpx
 
 from . import _core, _ops, errors
 from ._core import Request
-from .types import CodeResult, ExecResult, FileWritten, LogEvent, Snapshot
+from .types import (BrowserResult, CodeResult, ComputerResult, ExecResult, FileWritten, LogEvent, Snapshot,
+                    browser_result, browser_shots)
 
 Body = Union[bytes, str, BinaryIO, Iterable[bytes]]
 CHUNK = 1 << 20
@@ -214,6 +215,46 @@ class Genesis:
         d = self._call(_ops.acquire_lease(profile, runtime, risk_level, ttl_seconds, holder, wait_seconds, metadata))
         return Lease(self, d)
 
+    # ---- MCP servers -----------------------------------------------------
+
+    def create_mcp_server(self, catalog: Optional[str] = None, *, spec: Optional[Mapping[str, Any]] = None,
+                          **extra: Any) -> "McpServer":
+        """Starts an MCP server instance: a catalog entry or a ``spec`` of
+        your own (a stdio command), in a sandbox of its own or, with
+        ``lease_id``, in a leased sandbox. As a context manager it is
+        stopped when the block ends. Further keyword arguments (runtime,
+        scope, tools, …) go into the body as given."""
+        return McpServer(self, self._call(_ops.create_mcp_server(catalog, spec, extra)))
+
+    def list_mcp_servers(self) -> List["McpServer"]:
+        d = self._call(_ops.list_mcp_servers())
+        return [McpServer(self, s) for s in d.get("items") or []]
+
+    def get_mcp_server(self, server_id: str) -> "McpServer":
+        return McpServer(self, self._call(_ops.get_mcp_server(server_id)))
+
+    # ---- skills ----------------------------------------------------------
+
+    def push_skill(self, archive: Body, *, content_type: str = "application/gzip") -> Dict[str, Any]:
+        """Pushes a skill archive (tar, tar.gz or zip with SKILL.md) as a new revision."""
+        d: Dict[str, Any] = self._call(_ops.push_skill(_iter_body(archive), content_type))
+        return d
+
+    def list_skills(self) -> List[Dict[str, Any]]:
+        d: Dict[str, Any] = self._call(_ops.list_skills())
+        return list(d.get("items") or [])
+
+    def get_skill(self, name: str) -> Dict[str, Any]:
+        d: Dict[str, Any] = self._call(_ops.get_skill(name))
+        return d
+
+    def run_skill(self, name: str, script: str, **extra: Any) -> Dict[str, Any]:
+        """Runs one of a skill's scripts in a sandbox of its own and returns
+        the run (its exec result and artifacts). Keyword arguments: revision,
+        args, stdin, files, timeout_ms."""
+        d: Dict[str, Any] = self._call(_ops.run_skill(name, script, extra))
+        return d
+
 
 class Sandbox:
     """A sandbox. As a context manager it is destroyed on exit."""
@@ -409,6 +450,107 @@ class Sandbox:
             raise errors.GenesisError(500, str(e.get("code", "fork_failed")), str(e.get("detail", "")))
         return made
 
+    # ---- ports -----------------------------------------------------------
+
+    def port_link(self, port: int, *, ttl_seconds: int = 3600) -> Dict[str, Any]:
+        """A preview link to a port: ``url`` opens it in a browser without
+        the API key until ``expires_at``."""
+        d: Dict[str, Any] = self._c._call(_ops.port_link(self.id, port, ttl_seconds))
+        return d
+
+    # ---- browser ---------------------------------------------------------
+
+    def browser(self, actions: Iterable[Mapping[str, Any]]) -> BrowserResult:
+        """Runs browser actions (navigate, click, fill, screenshot, …) in a
+        sandbox of a browser profile; screenshots come back as bytes."""
+        d = self._c._call(_ops.browser_actions(self.id, actions))
+        shots = [s if isinstance(s, bytes) else self._c.read_artifact(s) for s in browser_shots(d)]
+        return browser_result(d, shots)
+
+    def browser_screenshot(self, *, full_page: bool = False, format: str = "png") -> bytes:
+        """A screenshot of the browser's active tab."""
+        r = self.browser([{"type": "screenshot", "full_page": full_page, "format": format, "keep": False}])
+        if not r.ok or not r.screenshots:
+            raise errors.GenesisError(200, "action_failed", r.error or "no screenshot in the answer")
+        return r.screenshots[0]
+
+    # ---- desktop ---------------------------------------------------------
+
+    def computer(self, actions: Iterable[Mapping[str, Any]], *, screenshot: bool = False,
+                 display: Optional[Mapping[str, int]] = None) -> ComputerResult:
+        """Runs computer-use actions on a desktop sandbox. While a person
+        holds control it raises ControlHeld."""
+        return ComputerResult.from_json(self._c._call(_ops.computer_actions(self.id, actions, screenshot, display)))
+
+    def screenshot(self) -> bytes:
+        """The desktop's display as PNG bytes."""
+        r = self.computer([{"action": "screenshot"}])
+        if not r.ok or not r.screenshots:
+            raise errors.GenesisError(200, "action_failed", r.error or "no screenshot in the answer")
+        return r.screenshots[0]
+
+    def control(self, *, after: Optional[int] = None, wait_ms: Optional[int] = None) -> Dict[str, Any]:
+        """The desktop's control lease (``holder``, ``version``). With after,
+        waits up to wait_ms until the version is past it."""
+        d: Dict[str, Any] = self._c._call(_ops.get_control(self.id, after, wait_ms))
+        return d
+
+    def take_control(self, holder: str, *, reason: Optional[str] = None,
+                     allow_screenshots: Optional[bool] = None) -> Dict[str, Any]:
+        """Takes control as ``agent`` or ``human:<who>``."""
+        d: Dict[str, Any] = self._c._call(_ops.take_control(self.id, holder, reason, allow_screenshots))
+        return d
+
+    def release_control(self) -> Dict[str, Any]:
+        d: Dict[str, Any] = self._c._call(_ops.release_control(self.id))
+        return d
+
+    # ---- trace -----------------------------------------------------------
+
+    def trace(self, *, after: int = 0, limit: int = 1000) -> Iterator[Dict[str, Any]]:
+        """Yields the trace's events after the cursor up to its current end,
+        a page at a time."""
+        while True:
+            d = self._c._call(_ops.trace_page(self.id, after, limit))
+            events = d.get("events") or []
+            yield from events
+            if not events:
+                return
+            after = int(d.get("next", after))
+
+    def add_trace_event(self, kind: str, data: Optional[Mapping[str, Any]] = None, *,
+                        actor: Optional[str] = None) -> Dict[str, Any]:
+        """Appends an ``annotation`` or ``task.status`` event to the trace."""
+        d: Dict[str, Any] = self._c._call(_ops.add_trace_event(self.id, kind, actor, data))
+        return d
+
+    def export_trace(self, dest: BinaryIO) -> int:
+        """Streams the trace's tar.gz (events.jsonl, screenshots, manifest)
+        into dest and returns the bytes written."""
+        n = 0
+        for chunk in _stream(self._c, _ops.export_trace(self.id), CHUNK):
+            dest.write(chunk)
+            n += len(chunk)
+        return n
+
+    # ---- diff and patch --------------------------------------------------
+
+    def diff(self, base: Optional[str] = None) -> Dict[str, Any]:
+        """What changed in /workspace since base (creation, git, a snapshot
+        or sandbox id): the files, a summary and each text file's diff."""
+        d: Dict[str, Any] = self._c._call(_ops.diff(self.id, base, False))
+        return d
+
+    def diff_patch(self, base: Optional[str] = None) -> str:
+        """The diff as a patch that ``git apply`` (and apply_patch) accepts."""
+        return b"".join(_stream(self._c, _ops.diff(self.id, base, True), CHUNK)).decode("utf-8")
+
+    def apply_patch(self, patch: str, *, dry_run: bool = False) -> Dict[str, Any]:
+        """Applies a unified or git diff to /workspace, all or nothing; a
+        hunk that does not apply raises PatchConflict."""
+        d: Dict[str, Any] = self._c._call(_ops.apply_patch(self.id, patch, dry_run))
+        return d
+
 
 class Job:
     """A job: a background job, or any job's record and log."""
@@ -578,3 +720,61 @@ class Lease:
     def release(self) -> None:
         """Releases the lease; releasing a released lease succeeds."""
         self._c._call(_ops.release_lease(self.id))
+
+
+class McpServer:
+    """An MCP server instance; as a context manager it is stopped on exit.
+    ``token`` (only known to the client that created it) is the bearer
+    token of its Streamable HTTP ``endpoint``."""
+
+    def __init__(self, client: Genesis, data: Dict[str, Any]) -> None:
+        self._c = client
+        self.data = data
+        self.id: str = data["id"]
+        self.token: str = data.get("token", "")
+
+    def __repr__(self) -> str:
+        return f"<McpServer {self.id} {self.data.get('state', '')}>"
+
+    def __enter__(self) -> "McpServer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.delete()
+
+    def refresh(self) -> "McpServer":
+        self.data = self._c._call(_ops.get_mcp_server(self.id))
+        return self
+
+    def tools(self) -> List[Dict[str, Any]]:
+        """The tools as the instance's clients see them (its policy applied)."""
+        d = self._c._call(_ops.mcp_server_tools(self.id))
+        return list(d.get("tools") or d.get("items") or [])
+
+    def call_tool(self, name: str, arguments: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        """Calls a tool through the instance's endpoint (one MCP session:
+        initialize, tools/call, end) and returns the call's result
+        (``content``, ``isError``, ``structuredContent``)."""
+        endpoint = str(self.data.get("endpoint") or f"/v1/mcp/servers/{self.id}/mcp")
+        if not self.token:
+            raise ValueError("the instance's token is only in the answer to create_mcp_server")
+
+        def rpc(session: str, msg: Dict[str, Any]) -> httpx.Response:
+            resp = self._c._send(_ops.mcp_message(endpoint, self.token, session, msg))
+            return resp
+
+        r = rpc("", _core.mcp_initialize(1))
+        _core.mcp_reply(r.status_code, r.headers, r.content, 1)
+        session = r.headers.get("mcp-session-id", "")
+        try:
+            rpc(session, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            r = rpc(session, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                              "params": {"name": name, "arguments": dict(arguments or {})}})
+            return _core.mcp_reply(r.status_code, r.headers, r.content, 2)
+        finally:
+            if session:
+                self._c._send(_ops.mcp_end(endpoint, self.token, session)).close()
+
+    def delete(self) -> None:
+        """Stops the instance and forgets it; deleting a deleted one succeeds."""
+        self._c._call(_ops.delete_mcp_server(self.id))
