@@ -490,6 +490,11 @@ class Sandbox:
 
     # ---- browser ---------------------------------------------------------
 
+    async def browser_status(self) -> Dict[str, Any]:
+        """The browser's status: ``ready`` once Chromium answers, its versions."""
+        d: Dict[str, Any] = await self._c._call(_ops.browser_status(self.id))
+        return d
+
     async def browser(self, actions: Iterable[Mapping[str, Any]]) -> BrowserResult:
         """Runs browser actions; screenshots come back as bytes."""
         d = await self._c._call(_ops.browser_actions(self.id, actions))

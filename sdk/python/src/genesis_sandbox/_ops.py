@@ -214,6 +214,10 @@ def port_link(sid: str, port: int, ttl_seconds: int) -> Request:
 
 # ---- browser and desktop ---------------------------------------------------
 
+def browser_status(sid: str) -> Request:
+    return Request("GET", f"/v1/sandboxes/{seg(sid)}/browser", idempotent=True)
+
+
 def browser_actions(sid: str, actions: Iterable[Mapping[str, Any]]) -> Request:
     return Request("POST", f"/v1/sandboxes/{seg(sid)}/browser/actions", json={"actions": [dict(a) for a in actions]})
 

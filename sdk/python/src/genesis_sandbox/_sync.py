@@ -460,6 +460,11 @@ class Sandbox:
 
     # ---- browser ---------------------------------------------------------
 
+    def browser_status(self) -> Dict[str, Any]:
+        """The browser's status: ``ready`` once Chromium answers, its versions."""
+        d: Dict[str, Any] = self._c._call(_ops.browser_status(self.id))
+        return d
+
     def browser(self, actions: Iterable[Mapping[str, Any]]) -> BrowserResult:
         """Runs browser actions (navigate, click, fill, screenshot, …) in a
         sandbox of a browser profile; screenshots come back as bytes."""
