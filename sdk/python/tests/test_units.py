@@ -145,3 +145,44 @@ def test_screenshots_as_bytes() -> None:
         {"action": "screenshot", "ok": True, "screenshot": base64.b64encode(png).decode()},
         {"action": "key", "ok": False, "error": "bad key"}], "screenshot": base64.b64encode(b"after").decode()})
     assert c.screenshots == [png, b"after"] and c.error == "bad key" and not c.ok
+
+
+def test_connections_set_tcp_nodelay() -> None:
+    """Without TCP_NODELAY a call with a body waits for the service's
+    delayed ACK of the request's head (about 40 ms): the transports set it."""
+    import asyncio
+    import http.server
+    import socket
+    import threading
+
+    from genesis_sandbox import AsyncGenesis
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["content-length"]))
+            self.wfile.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}")
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = "http://127.0.0.1:%d" % srv.server_address[1]
+
+    def nodelay(resp: httpx.Response) -> int:
+        sock = resp.extensions["network_stream"].get_extra_info("socket")
+        return int(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+    try:
+        with Genesis(url, "k") as c:
+            assert nodelay(c._http.post(url + "/x", json={"a": 1})) == 1
+
+        async def main() -> int:
+            async with AsyncGenesis(url, "k") as ac:
+                return nodelay(await ac._http.post(url + "/x", json={"a": 1}))
+
+        assert asyncio.run(main()) == 1
+    finally:
+        srv.shutdown()

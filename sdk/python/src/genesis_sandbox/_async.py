@@ -8,7 +8,7 @@ from typing import (Any, AsyncIterator, Awaitable, BinaryIO, Callable, Dict, Gen
 
 import httpx
 
-from . import _core, _ops, errors
+from . import _core, _ops, _transport, errors
 from ._core import Request
 from .types import (BrowserResult, CodeResult, ComputerResult, ExecResult, FileWritten, LogEvent, Snapshot,
                     browser_result, browser_shots)
@@ -104,7 +104,8 @@ class AsyncGenesis:
         self.retries = retries
         self.timeout = timeout
         self._own = http_client is None
-        self._http = http_client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0))
+        self._http = http_client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0),
+                                                      transport=_transport.async_transport())
 
     async def close(self) -> None:
         """Closes the connections (only those of a client it made itself)."""

@@ -7,7 +7,7 @@ from typing import Any, BinaryIO, Dict, Iterable, Iterator, List, Mapping, Optio
 
 import httpx
 
-from . import _core, _ops, errors
+from . import _core, _ops, _transport, errors
 from ._core import Request
 from .types import (BrowserResult, CodeResult, ComputerResult, ExecResult, FileWritten, LogEvent, Snapshot,
                     browser_result, browser_shots)
@@ -72,7 +72,8 @@ class Genesis:
         self.retries = retries
         self.timeout = timeout
         self._own = http_client is None
-        self._http = http_client or httpx.Client(timeout=httpx.Timeout(timeout, connect=10.0))
+        self._http = http_client or httpx.Client(timeout=httpx.Timeout(timeout, connect=10.0),
+                                                 transport=_transport.sync_transport())
 
     def close(self) -> None:
         """Closes the connections (only those of a client it made itself)."""
