@@ -264,16 +264,32 @@ func (s *Server) end(se *session) {
 	}
 }
 
-// disown forgets a sandbox the session no longer owns (destroyed).
-func (se *session) disown(id string) {
+// owns reports whether the session destroys the sandbox when it ends.
+func (se *session) owns(id string) bool {
 	se.mu.Lock()
-	delete(se.owned, id)
+	defer se.mu.Unlock()
+	return se.owned[id]
+}
+
+// forgetContexts forgets the session's code contexts of a sandbox whose
+// kernels are gone (a rollback or wake without its memory): the next
+// run_code starts a new one.
+func (se *session) forgetContexts(id string) {
+	se.mu.Lock()
+	defer se.mu.Unlock()
 	for k := range se.contexts {
 		if k.sandbox == id {
 			delete(se.contexts, k)
 		}
 	}
+}
+
+// disown forgets a sandbox the session no longer owns (destroyed).
+func (se *session) disown(id string) {
+	se.mu.Lock()
+	delete(se.owned, id)
 	se.mu.Unlock()
+	se.forgetContexts(id)
 }
 
 // audit records one tool call as the caller's key.
