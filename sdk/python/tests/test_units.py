@@ -186,3 +186,19 @@ def test_connections_set_tcp_nodelay() -> None:
         assert asyncio.run(main()) == 1
     finally:
         srv.shutdown()
+
+
+def test_sync_client_is_generated() -> None:
+    """_sync.py is tools/unasync.py's output from _async.py: edit the async
+    client, then run the tool, and the two cannot drift apart."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("unasync", root / "tools" / "unasync.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    pkg = root / "src" / "genesis_sandbox"
+    assert mod.unasync((pkg / "_async.py").read_text()) == (pkg / "_sync.py").read_text(), \
+        "_sync.py differs from what tools/unasync.py makes of _async.py: run python3 sdk/python/tools/unasync.py"

@@ -1,4 +1,5 @@
-"""The synchronous client."""
+"""The synchronous client. Generated from _async.py by tools/unasync.py: edit
+that file, then run it."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ Body = Union[bytes, str, BinaryIO, Iterable[bytes]]
 CHUNK = 1 << 20
 
 
-def _iter_body(data: Body) -> Any:
+def _iter_body(data: Any) -> Any:
     """bytes and str go as they are; a file or an iterator is streamed."""
     if isinstance(data, str):
         return data.encode("utf-8")
@@ -25,15 +26,21 @@ def _iter_body(data: Body) -> Any:
     if hasattr(data, "read"):
         f: Any = data
 
-        def gen() -> Iterator[bytes]:
+        def read_file() -> Iterator[bytes]:
             while True:
                 b = f.read(CHUNK)
                 if not b:
                     return
                 yield b
 
-        return gen()
-    return iter(data)
+        return read_file()
+    it = iter(data)
+
+    def from_iter() -> Iterator[bytes]:
+        for b in it:
+            yield b
+
+    return from_iter()
 
 
 def _stream(client: "Genesis", req: Request, chunk_size: int) -> Iterator[bytes]:
@@ -42,7 +49,8 @@ def _stream(client: "Genesis", req: Request, chunk_size: int) -> Iterator[bytes]
     try:
         if resp.status_code not in (200, 206):
             raise errors.from_response(resp.status_code, resp.headers, resp.read())
-        yield from resp.iter_bytes(chunk_size)
+        for chunk in resp.iter_bytes(chunk_size):
+            yield chunk
     finally:
         resp.close()
 
@@ -72,8 +80,8 @@ class Genesis:
         self.retries = retries
         self.timeout = timeout
         self._own = http_client is None
-        self._http = http_client or httpx.Client(timeout=httpx.Timeout(timeout, connect=10.0),
-                                                 transport=_transport.sync_transport())
+        timeouts = httpx.Timeout(timeout, connect=10.0)
+        self._http = http_client or httpx.Client(timeout=timeouts, transport=_transport.sync_transport())
 
     def close(self) -> None:
         """Closes the connections (only those of a client it made itself)."""
@@ -201,7 +209,7 @@ class Genesis:
         return _stream(self, _ops.read_artifact(artifact_id, offset, length), chunk_size)
 
     def read_artifact(self, artifact_id: str, *, offset: int = 0, length: Optional[int] = None) -> bytes:
-        return b"".join(self.iter_artifact(artifact_id, offset=offset, length=length))
+        return b"".join([c for c in self.iter_artifact(artifact_id, offset=offset, length=length)])
 
     # ---- leases ----------------------------------------------------------
 
@@ -213,8 +221,12 @@ class Genesis:
               wait_seconds: Optional[int] = None, metadata: Optional[Mapping[str, str]] = None) -> "Lease":
         """Acquires a lease on a sandbox (warm from a pool when one is idle);
         as a context manager it is released when the block ends."""
-        d = self._call(_ops.acquire_lease(profile, runtime, risk_level, ttl_seconds, holder, wait_seconds, metadata))
-        return Lease(self, d)
+        def make() -> Lease:
+            req = _ops.acquire_lease(profile, runtime, risk_level, ttl_seconds, holder, wait_seconds, metadata)
+            d = self._call(req)
+            return Lease(self, d)
+
+        return make()
 
     # ---- MCP servers -----------------------------------------------------
 
@@ -225,7 +237,10 @@ class Genesis:
         ``lease_id``, in a leased sandbox. As a context manager it is
         stopped when the block ends. Further keyword arguments (runtime,
         scope, tools, …) go into the body as given."""
-        return McpServer(self, self._call(_ops.create_mcp_server(catalog, spec, extra)))
+        def make() -> McpServer:
+            return McpServer(self, self._call(_ops.create_mcp_server(catalog, spec, extra)))
+
+        return make()
 
     def list_mcp_servers(self) -> List["McpServer"]:
         d = self._call(_ops.list_mcp_servers())
@@ -310,9 +325,9 @@ class Sandbox:
         return Job(self._c, self._c._call(_ops.exec_(self.id, command, script, stdin, extra)))
 
     def exec_stream(self, command: Union[str, Iterable[str], None] = None, *, script: Optional[str] = None,
-                    stdin: Union[str, bytes, None] = None, stdin_stream: bool = False, cwd: Optional[str] = None,
-                    env: Optional[Mapping[str, str]] = None, timeout_ms: Optional[int] = None,
-                    encoding: str = "text", resume: bool = True,
+                    stdin: Union[str, bytes, None] = None, stdin_stream: bool = False,
+                    cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
+                    timeout_ms: Optional[int] = None, encoding: str = "text", resume: bool = True,
                     idle_timeout: float = _core.DEFAULT_IDLE_TIMEOUT, max_reconnects: int = 10,
                     **extra: Any) -> Iterator[LogEvent]:
         """Runs a command and yields its events live: first a ``job`` event
@@ -327,7 +342,8 @@ class Sandbox:
         job_id = ""
         err: Exception
         try:
-            resp = self._c._http.send(self._c._build(req, httpx.Timeout(30.0, read=idle_timeout)), stream=True)
+            timeout = httpx.Timeout(30.0, read=idle_timeout)
+            resp = self._c._http.send(self._c._build(req, timeout), stream=True)
             try:
                 if resp.status_code != 200:
                     raise errors.from_response(resp.status_code, resp.headers, resp.read())
@@ -353,10 +369,11 @@ class Sandbox:
         if not state.job_seen:
             # The connection broke inside the job event: fetch the record so
             # that the caller still sees the job first.
-            got = state.accept(LogEvent(id="0", event="job", payload=job.refresh().data))
+            got = state.accept(LogEvent(id="0", event="job", payload=(job.refresh()).data))
             if got is not None:
                 yield got
-        yield from job._follow(state, True, True, encoding, idle_timeout, max_reconnects)
+        for ev in job._follow(state, True, True, encoding, idle_timeout, max_reconnects):
+            yield ev
 
     # ---- sessions --------------------------------------------------------
 
@@ -397,7 +414,7 @@ class Sandbox:
 
     def read_file(self, path: str, *, offset: int = 0, length: Optional[int] = None) -> bytes:
         """The content of the file path, or length bytes from offset."""
-        return b"".join(self.iter_file(path, offset=offset, length=length))
+        return b"".join([c for c in self.iter_file(path, offset=offset, length=length)])
 
     def download(self, path: str, dest: BinaryIO, *, offset: int = 0, length: Optional[int] = None) -> int:
         """Streams the file path into dest and returns the bytes written."""
@@ -486,7 +503,8 @@ class Sandbox:
                  display: Optional[Mapping[str, int]] = None) -> ComputerResult:
         """Runs computer-use actions on a desktop sandbox. While a person
         holds control it raises ControlHeld."""
-        return ComputerResult.from_json(self._c._call(_ops.computer_actions(self.id, actions, screenshot, display)))
+        d = self._c._call(_ops.computer_actions(self.id, actions, screenshot, display))
+        return ComputerResult.from_json(d)
 
     def screenshot(self) -> bytes:
         """The desktop's display as PNG bytes."""
@@ -519,7 +537,8 @@ class Sandbox:
         while True:
             d = self._c._call(_ops.trace_page(self.id, after, limit))
             events = d.get("events") or []
-            yield from events
+            for ev in events:
+                yield ev
             if not events:
                 return
             after = int(d.get("next", after))
@@ -549,7 +568,7 @@ class Sandbox:
 
     def diff_patch(self, base: Optional[str] = None) -> str:
         """The diff as a patch that ``git apply`` (and apply_patch) accepts."""
-        return b"".join(_stream(self._c, _ops.diff(self.id, base, True), CHUNK)).decode("utf-8")
+        return b"".join([c for c in _stream(self._c, _ops.diff(self.id, base, True), CHUNK)]).decode("utf-8")
 
     def apply_patch(self, patch: str, *, dry_run: bool = False) -> Dict[str, Any]:
         """Applies a unified or git diff to /workspace, all or nothing; a
@@ -600,7 +619,9 @@ class Job:
         the log. With resume a dropped connection is reopened from the last
         event seen (Last-Event-ID): no event is lost or repeated. It gives up
         after max_reconnects failures in a row without progress."""
-        return self._follow(_core.LogState(cursor), follow, resume, encoding, idle_timeout, max_reconnects)
+        state = _core.LogState(cursor)
+        for ev in self._follow(state, follow, resume, encoding, idle_timeout, max_reconnects):
+            yield ev
 
     def _follow(self, state: _core.LogState, follow: bool, resume: bool, encoding: str, idle_timeout: float,
                 max_reconnects: int) -> Iterator[LogEvent]:
@@ -766,20 +787,20 @@ class McpServer:
             raise ValueError("the instance's token is only in the answer to create_mcp_server")
 
         def rpc(session: str, msg: Dict[str, Any]) -> httpx.Response:
-            resp = self._c._send(_ops.mcp_message(endpoint, self.token, session, msg))
-            return resp
+            return self._c._send(_ops.mcp_message(endpoint, self.token, session, msg))
 
         r = rpc("", _core.mcp_initialize(1))
         _core.mcp_reply(r.status_code, r.headers, r.content, 1)
         session = r.headers.get("mcp-session-id", "")
         try:
             rpc(session, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-            r = rpc(session, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                              "params": {"name": name, "arguments": dict(arguments or {})}})
+            call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": name, "arguments": dict(arguments or {})}}
+            r = rpc(session, call)
             return _core.mcp_reply(r.status_code, r.headers, r.content, 2)
         finally:
             if session:
-                self._c._send(_ops.mcp_end(endpoint, self.token, session)).close()
+                (self._c._send(_ops.mcp_end(endpoint, self.token, session))).close()
 
     def delete(self) -> None:
         """Stops the instance and forgets it; deleting a deleted one succeeds."""
