@@ -89,6 +89,7 @@ def test_mcp_server_instance(client: Genesis, runtime: str) -> None:
         assert srv.id in [s.id for s in client.list_mcp_servers()]
     with pytest.raises(NotFound):
         client.get_mcp_server(srv.id)
+    srv.delete()  # documented idempotent: deleting a gone instance succeeds
 
 
 def _skill_archive() -> bytes:

@@ -202,3 +202,24 @@ def test_sync_client_is_generated() -> None:
     pkg = root / "src" / "genesis_sandbox"
     assert mod.unasync((pkg / "_async.py").read_text()) == (pkg / "_sync.py").read_text(), \
         "_sync.py differs from what tools/unasync.py makes of _async.py: run python3 sdk/python/tools/unasync.py"
+
+
+def test_only_idempotent_calls_are_retried() -> None:
+    """The new areas mark as retryable exactly what the API documents as
+    idempotent: reads and deletes; actions, creates and patches never."""
+    from genesis_sandbox import _ops
+
+    retried = [_ops.browser_status("s"), _ops.get_control("s", 3, 1000), _ops.release_control("s"),
+               _ops.trace_page("s", 0, 10), _ops.export_trace("s"), _ops.diff("s", None, True),
+               _ops.list_mcp_servers(), _ops.get_mcp_server("m"), _ops.delete_mcp_server("m"),
+               _ops.mcp_server_tools("m"), _ops.list_skills(), _ops.get_skill("k")]
+    never = [_ops.port_link("s", 80, 60), _ops.browser_actions("s", [{"type": "reload"}]),
+             _ops.computer_actions("s", [{"action": "screenshot"}], True, None),
+             _ops.take_control("s", "agent", None, None), _ops.add_trace_event("s", "annotation", None, {}),
+             _ops.apply_patch("s", "p", False), _ops.create_mcp_server("c", None, {}),
+             _ops.mcp_message("/e", "t", "", {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}),
+             _ops.push_skill(b"x", "application/gzip"), _ops.run_skill("k", "a.py", {})]
+    assert all(r.idempotent and r.method in ("GET", "DELETE") for r in retried)
+    assert not any(r.idempotent for r in never)
+    with pytest.raises(ValueError):
+        _ops.create_mcp_server(None, None, {})
