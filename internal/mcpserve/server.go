@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -82,6 +83,10 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 
+	// built counts the session servers built (a request of an existing
+	// session builds none).
+	built atomic.Int64
+
 	mu sync.Mutex
 	// sessions are the sessions that own sandboxes.
 	sessions map[*session]bool
@@ -126,7 +131,15 @@ type Edge struct {
 // check; a session answers only requests of the tenant that opened it.
 func (s *Server) Handler(edge Edge) http.Handler {
 	principalOf := edge.PrincipalOf
+	// The SDK asks for a server on every request, to learn the protocol
+	// versions it speaks, but starts a session only for a POST without a
+	// session id: only that gets a session's server, with its tools (their
+	// schemas cost milliseconds to build); the others get a bare one.
+	bare := s.newServer()
 	h := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
+		if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" {
+			return bare
+		}
 		return s.newSession(principalOf(r), edge.PreviewLink).srv
 	}, &sdk.StreamableHTTPOptions{JSONResponse: false, SessionTimeout: s.cfg.SessionTimeout,
 		// The edge authenticates every request with the tenant's key, a
@@ -184,14 +197,20 @@ type contextKey struct{ sandbox, language string }
 
 func (s *Server) newSession(p tenant.Principal, previews PreviewLinker) *session {
 	se := &session{p: p, owned: map[string]bool{}, contexts: map[contextKey]string{}}
-	se.srv = sdk.NewServer(&sdk.Implementation{Name: "genesis-sandbox", Title: "Genesis Sandbox", Version: s.cfg.Version},
-		&sdk.ServerOptions{Instructions: instructions})
+	s.built.Add(1)
+	se.srv = s.newServer()
 	s.addTools(se)
 	s.addOptionalTools(se, previews)
 	s.addSnapshotTools(se)
 	s.addComputerTool(se)
 	s.addResources(se)
 	return se
+}
+
+// newServer is an MCP server of the service, without tools.
+func (s *Server) newServer() *sdk.Server {
+	return sdk.NewServer(&sdk.Implementation{Name: "genesis-sandbox", Title: "Genesis Sandbox", Version: s.cfg.Version},
+		&sdk.ServerOptions{Instructions: instructions})
 }
 
 // own records a sandbox the session created; the first one starts the

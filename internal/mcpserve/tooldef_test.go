@@ -165,3 +165,32 @@ func containsText(res *sdk.CallToolResult, s string) bool {
 	}
 	return false
 }
+
+// TestCallsBuildNoSessionServer: the SDK asks for a server on every
+// request; only the one that starts a session builds a session's server
+// with its tools, so a call of an open session costs no schema building.
+func TestCallsBuildNoSessionServer(t *testing.T) {
+	t.Parallel()
+	s, err := New(Config{Sandboxes: &fakeSandboxes{}, Jobs: unusedJobs{}, Files: unusedFiles{}, Snapshots: &fakeSnapshots{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := connect(t, serve(t, s).URL, "acme")
+	defer cs.Close()
+	opened := s.built.Load()
+	if opened < 1 {
+		t.Fatalf("no session server was built for the session")
+	}
+	for range 5 {
+		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: ToolPause, Arguments: map[string]any{"sandbox_id": "sbx_1"}})
+		if err != nil || res.IsError {
+			t.Fatalf("pause: %v %+v", err, res)
+		}
+	}
+	if _, err := cs.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.built.Load(); n != opened {
+		t.Errorf("%d session servers built by the calls of an open session, want 0", n-opened)
+	}
+}
