@@ -254,7 +254,7 @@ loop:
 			runErr = fmt.Errorf("agent: serve: %v: %w", err, errdefs.ErrInternal)
 			break loop
 		case sig := <-sigs:
-			n := s.sup.signalAll(sig.(syscall.Signal))
+			n := s.sup.signalJobs(sig.(syscall.Signal))
 			s.log.Info("forwarded signal", "signal", sig, "jobs", n)
 			if sig == syscall.SIGTERM {
 				break loop

@@ -163,7 +163,6 @@ func RunShim(args []string) int {
 		if !sh.run(spec, stdio) {
 			return 0
 		}
-		setProcName(shimNameSpare)
 	}
 }
 
@@ -268,6 +267,15 @@ func (sh *shim) report(format string, args ...any) {
 	fmt.Fprintf(sh.status, format+"\n", args...)
 }
 
+// reportIdle names the shim a spare again and then sends the exit line
+// that says it is idle (after pidLine, "" or a LatePID "pid N" line):
+// the agent makes the job's end visible on that line, so whoever sees the
+// end finds the shim already named as what it is.
+func (sh *shim) reportIdle(pidLine string, ws uint32) {
+	setProcName(shimNameSpare)
+	sh.report("%sexit %d idle", pidLine, ws)
+}
+
 // run runs one job with stdio as its fds 0-2. It reports whether the shim
 // may take another: not when the agent is gone or part of the tree
 // survived. The shim keeps no copy of the job's stdio once the command
@@ -305,7 +313,7 @@ func (sh *shim) run(spec shimSpec, stdio [3]int) bool {
 			sh.report("exit %d", code<<8)
 			return false
 		}
-		sh.report("exit %d idle", code<<8)
+		sh.reportIdle("", uint32(code<<8))
 		return true
 	}
 	closeStdio(stdio)
@@ -357,7 +365,7 @@ func (sh *shim) run(spec shimSpec, stdio [3]int) bool {
 		pidLine = fmt.Sprintf("pid %d\n", pid)
 	}
 	if idle {
-		sh.report("%sexit %d idle", pidLine, uint32(sh.mainStatus))
+		sh.reportIdle(pidLine, uint32(sh.mainStatus))
 	} else {
 		sh.report("%sexit %d", pidLine, uint32(sh.mainStatus))
 	}
