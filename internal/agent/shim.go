@@ -51,7 +51,10 @@ import (
 // End of file (the agent is gone) acts like 'K', and the shim then exits.
 // A shim that got a control byte is not given another job: the agent
 // retires it, so a byte that crossed the job's end can never be taken for
-// the next job's header.
+// the next job's header. Signals the agent forwards (SIGTERM, SIGINT,
+// SIGHUP) go only to shims that run a job, which pass them to the job's
+// group; a shim that got one is retired after its job, for the same
+// reason (Go hands a signal to the shim some time after it arrives).
 //
 // When the command exits, the shim SIGKILLs whatever is left of the tree,
 // so a finished job leaves nothing behind, then reports.
