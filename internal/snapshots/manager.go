@@ -274,10 +274,14 @@ func (m *Manager) awaitAgent(ctx context.Context, id string) {
 }
 
 // readyAttempt bounds one wait for an agent back from a save. Under runsc
-// a connection dialled as the agent comes back is now and then never
-// answered although the agent serves (a ping on it then waits for
-// HTTP/2's own ping timeouts, 25 s): it is dropped after this and the
-// agent dialled afresh.
+// a host socket whose listener closed still takes connections, which
+// nobody answers or resets, while its name is there. An agent that kept
+// the name through its closing grace (agents before the name went first;
+// one restored from an older snapshot still does) could be frozen so,
+// and the first dial after the save landed on the dead socket (a ping on
+// it waits for HTTP/2's own ping timeouts, 25 s): such a connection is
+// dropped after this and the agent dialled afresh.
+// (internal/agent's TestCheckpointSocketGoneWhenClosed.)
 const readyAttempt = time.Second
 
 // prepareTimeout is how long an agent waits, closed, for its save.
