@@ -3,7 +3,6 @@ package grpcedge
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -35,21 +34,16 @@ func (i *interceptor) begin(ctx context.Context, h http.Header) (context.Context
 	if !ok {
 		return ctx, errNoKey
 	}
-	p, err := i.edge.auth(ctx, key)
+	p, err := i.edge.auth.Key(ctx, key)
 	if err != nil {
 		return ctx, err
 	}
-	if as := h.Get(api.HeaderActAs); as != "" && as != p.Tenant {
-		if !p.Admin {
-			return context.WithValue(ctx, principalKey, p), errdefs.WithCode("admin_required",
-				fmt.Errorf("only an admin key may act for another tenant (%s): %w", api.HeaderActAs, errdefs.ErrPermissionDenied))
-		}
-		if _, err := i.edge.tenancy.GetTenant(ctx, as); err != nil {
-			return context.WithValue(ctx, principalKey, p), err
-		}
-		p.Tenant = as
+	ctx = context.WithValue(ctx, principalKey, p) // the actor of the audit record, whatever follows
+	as, err := i.edge.auth.ActAs(ctx, p, h.Get(api.HeaderActAs))
+	if err != nil {
+		return ctx, err
 	}
-	return context.WithValue(ctx, principalKey, p), nil
+	return context.WithValue(ctx, principalKey, as), nil
 }
 
 // mutating reports whether a call of spec may change something: every

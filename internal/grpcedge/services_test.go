@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"genesis.dev/sandbox/internal/auth"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/tenant"
@@ -28,15 +29,11 @@ const apiPackage = "genesis.sandbox.v1"
 func testEdge(t *testing.T) (*Edge, *fakeTenancy) {
 	t.Helper()
 	ft := &fakeTenancy{}
-	e := &Edge{tenancy: ft, log: slog.New(slog.DiscardHandler), ready: func(context.Context) bool { return true }, auth: func(_ context.Context, key string) (tenant.Principal, error) {
-		switch key {
-		case "good":
-			return tenant.Principal{Tenant: "t1", KeyID: "key_good", KeyTenant: "t1"}, nil
-		case "admin":
-			return tenant.Principal{Tenant: "ops", KeyID: "key_admin", KeyTenant: "ops", Admin: true}, nil
-		}
-		return tenant.Principal{}, errdefs.WithCode("unauthenticated", fmt.Errorf("unknown API key: %w", errdefs.ErrUnauthenticated))
-	}}
+	keys, err := auth.New(auth.Config{Tenants: ft, Keys: map[string]string{"good": "t1", "admin": "ops"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Edge{tenancy: ft, auth: keys, log: slog.New(slog.DiscardHandler), ready: func(context.Context) bool { return true }}
 	e.build(1 << 10)
 	return e, ft
 }
@@ -44,6 +41,15 @@ func testEdge(t *testing.T) (*Edge, *fakeTenancy) {
 type fakeTenancy struct {
 	mu      sync.Mutex
 	records []tenant.AuditRecord
+}
+
+// Authenticate knows the keys of the config only (staticTenant); ops is
+// an admin tenant.
+func (f *fakeTenancy) Authenticate(_ context.Context, hash [32]byte, staticTenant string) (tenant.Principal, error) {
+	if staticTenant == "" {
+		return tenant.Principal{}, errdefs.WithCode("unauthenticated", fmt.Errorf("invalid API key: %w", errdefs.ErrUnauthenticated))
+	}
+	return tenant.Principal{Tenant: staticTenant, KeyID: tenant.ConfigKeyID(hash), KeyTenant: staticTenant, Admin: staticTenant == "ops"}, nil
 }
 
 func (f *fakeTenancy) GetTenant(_ context.Context, name string) (*tenancy.TenantView, error) {
