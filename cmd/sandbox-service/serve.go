@@ -232,7 +232,7 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	edge, err := grpcedge.New(grpcedge.Config{Control: stack.Control, Jobs: stack.Jobs, Tenancy: stack.Tenancy, Auth: keyAuth,
-		MaxMessageBytes: int(min(cfg.Limits.MaxBodyBytes, 64<<20)), Logger: log,
+		MaxMessageBytes: int(min(cfg.Limits.MaxBodyBytes, 64<<20)), Logger: log, Metrics: metrics,
 		Workloads: grpcedge.Workloads{Files: stack.Files, Artifacts: stack.Artifacts, Snapshots: stack.Snapshots}})
 	if err != nil {
 		return err

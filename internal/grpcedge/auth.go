@@ -62,8 +62,7 @@ func (i *interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		if err == nil {
 			resp, err = next(ctx, req)
 		}
-		i.edge.log.Debug("rpc", "request_id", rid, "procedure", req.Spec().Procedure, "protocol", req.Peer().Protocol,
-			"code", codeOf(err), "duration_ms", time.Since(start).Milliseconds())
+		i.edge.observe(ctx, req.Spec().Procedure, req.Peer().Protocol, err, time.Since(start))
 		if mutating(req.Spec()) {
 			var out any
 			if resp != nil {
@@ -97,8 +96,7 @@ func (i *interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) co
 		if err == nil {
 			err = next(ctx, first)
 		}
-		i.edge.log.Debug("rpc", "request_id", requestIDOf(ctx), "procedure", conn.Spec().Procedure, "protocol", conn.Peer().Protocol,
-			"code", codeOf(err), "duration_ms", time.Since(start).Milliseconds())
+		i.edge.observe(ctx, conn.Spec().Procedure, conn.Peer().Protocol, err, time.Since(start))
 		if mutating(conn.Spec()) {
 			i.edge.audit(ctx, conn.Spec().Procedure, conn.Peer().Addr, first.target, err)
 		}
@@ -123,6 +121,26 @@ func (c *firstReceived) Receive(m any) error {
 		c.received, c.target = true, auditTarget(m, nil)
 	}
 	return err
+}
+
+// observe writes the access log line of one call and records it in the
+// metrics.
+func (e *Edge) observe(ctx context.Context, procedure, protocol string, err error, d time.Duration) {
+	code := codeOf(err)
+	e.log.Debug("rpc", "request_id", requestIDOf(ctx), "procedure", procedure, "protocol", protocol, "code", code, "duration_ms", d.Milliseconds())
+	if e.metrics != nil {
+		svc, method := splitProcedure(procedure)
+		e.metrics.ObserveRPC(svc, method, code, d)
+	}
+}
+
+// splitProcedure is the service and method of "/<service>/<method>".
+func splitProcedure(procedure string) (service, method string) {
+	p := strings.TrimPrefix(procedure, "/")
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i], p[i+1:]
+	}
+	return p, ""
 }
 
 // codeOf names the gRPC code err answers with ("ok" for none), for the

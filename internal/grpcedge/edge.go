@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 	connectv2 "connectrpc.com/connect/v2"
@@ -45,7 +46,10 @@ type Config struct {
 	// MaxMessageBytes bounds a received message (0: DefaultMaxMessageBytes).
 	MaxMessageBytes int
 	Workloads       Workloads // files, artifacts, snapshots (workloads.go)
-	Logger          *slog.Logger
+	// Metrics counts and times every call of the edge's services (nil:
+	// none); internal/metrics' Metrics is one.
+	Metrics RPCObserver
+	Logger  *slog.Logger
 }
 
 // Edge is the gRPC/Connect edge: its handler serves the services of
@@ -61,6 +65,14 @@ type Edge struct {
 	names   []string
 	served  []service
 	wl      Workloads
+	metrics RPCObserver
+}
+
+// RPCObserver records one call of the edge: its service's full name, its
+// method, the gRPC code it answered with ("ok" for none, else connect's
+// lower-case name such as "not_found") and its duration.
+type RPCObserver interface {
+	ObserveRPC(service, method, code string, d time.Duration)
 }
 
 // tenants is what the edge asks of tenancy: the audit log.
@@ -94,7 +106,7 @@ func New(cfg Config) (*Edge, error) {
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
-	e := &Edge{ctl: cfg.Control, jobs: cfg.Jobs, tenancy: cfg.Tenancy, auth: cfg.Auth, log: cfg.Logger, wl: cfg.Workloads,
+	e := &Edge{ctl: cfg.Control, jobs: cfg.Jobs, tenancy: cfg.Tenancy, auth: cfg.Auth, log: cfg.Logger, wl: cfg.Workloads, metrics: cfg.Metrics,
 		ready: func(ctx context.Context) bool { ok, _ := cfg.Control.Readiness(ctx); return ok }}
 	e.build(cfg.MaxMessageBytes)
 	return e, nil

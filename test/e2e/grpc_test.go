@@ -117,6 +117,27 @@ func TestGRPC(t *testing.T) {
 		wantCode(t, "no key", err, codes.Unauthenticated, "unauthenticated")
 	})
 	t.Run("connect-json", func(t *testing.T) { testConnectJSON(t, svc) })
+	t.Run("metrics", func(t *testing.T) {
+		t.Parallel()
+		// Calls of the edge are counted in /metrics by service, method and
+		// code: two refused calls and one that succeeds.
+		for range 2 {
+			_ = cc.Invoke(withKey(callCtx(t), "not-a-key"), sandboxSvc+"GetCapabilities", &sandboxv1.GetCapabilitiesRequest{}, &sandboxv1.Capabilities{})
+		}
+		if err := cc.Invoke(withKey(callCtx(t), e.apiKey), sandboxSvc+"GetCapabilities", &sandboxv1.GetCapabilitiesRequest{}, &sandboxv1.Capabilities{}); err != nil {
+			t.Fatalf("GetCapabilities: %v", err)
+		}
+		text := metricsText(t, svc, "") // a tenant key may not scrape; no key may
+		for _, want := range []string{
+			`genesis_grpc_requests_total{code="unauthenticated",method="GetCapabilities",service="genesis.sandbox.v1.SandboxService"} 2`,
+			`genesis_grpc_requests_total{code="ok",method="GetCapabilities",service="genesis.sandbox.v1.SandboxService"} 1`,
+			`genesis_grpc_request_duration_seconds_count{code="ok",method="GetCapabilities",service="genesis.sandbox.v1.SandboxService"} 1`,
+		} {
+			if !strings.Contains(text, want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
+	})
 	t.Run("reflection", func(t *testing.T) { testBufCurl(t, svc) })
 	for _, rt := range e.runtimes(t) {
 		t.Run(rt, func(t *testing.T) {
