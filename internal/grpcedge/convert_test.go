@@ -9,6 +9,7 @@ import (
 
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/snapshots"
 )
 
 // allSet fails t for each field of m (and of its message fields) that a
@@ -50,7 +51,12 @@ func TestConversionsCarryEveryField(t *testing.T) {
 		Reserved:   "mcp:x",
 		Suspension: &sandbox.Suspension{ResumeState: "ready", Operation: "pausing", Memory: true, Since: now},
 	}
-	allSet(t, "Sandbox", sandboxPB(sb), nil)
+	made := map[string]string{
+		"memory_restored":        "set by madePB, on a sandbox made from a snapshot",
+		"sessions_from_snapshot": "set by madePB, on a sandbox made from a snapshot",
+	}
+	allSet(t, "Sandbox", sandboxPB(sb), made)
+	allSet(t, "Sandbox from a snapshot", madePB(&snapshots.Made{Sandbox: sb, Sessions: map[string]string{"ses_a": "ses_b"}}), nil)
 
 	j := &sandbox.Job{
 		ID: "job_1", SandboxID: "sbx_1", State: "failed", Command: []string{"x"}, Script: "y", Cwd: "/", ExitCode: &code,

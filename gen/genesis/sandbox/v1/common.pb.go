@@ -129,9 +129,17 @@ type Sandbox struct {
 	// network is set for a networked sandbox.
 	Network *NetworkSummary `protobuf:"bytes,17,opt,name=network,proto3" json:"network,omitempty"`
 	// suspension is set while the sandbox is paused or hibernated.
-	Suspension    *Suspension `protobuf:"bytes,18,opt,name=suspension,proto3" json:"suspension,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Suspension *Suspension `protobuf:"bytes,18,opt,name=suspension,proto3" json:"suspension,omitempty"`
+	// memory_restored, on the answer of a create or lease from a snapshot
+	// (snapshot_id), says whether processes and memory came back (false:
+	// files only).
+	MemoryRestored *bool `protobuf:"varint,19,opt,name=memory_restored,json=memoryRestored,proto3,oneof" json:"memory_restored,omitempty"`
+	// sessions_from_snapshot, on the answer of a create or lease from a
+	// snapshot, maps the snapshot's shell sessions and code contexts to
+	// this sandbox's copies of them.
+	SessionsFromSnapshot map[string]string `protobuf:"bytes,20,rep,name=sessions_from_snapshot,json=sessionsFromSnapshot,proto3" json:"sessions_from_snapshot,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
@@ -286,6 +294,20 @@ func (x *Sandbox) GetNetwork() *NetworkSummary {
 func (x *Sandbox) GetSuspension() *Suspension {
 	if x != nil {
 		return x.Suspension
+	}
+	return nil
+}
+
+func (x *Sandbox) GetMemoryRestored() bool {
+	if x != nil && x.MemoryRestored != nil {
+		return *x.MemoryRestored
+	}
+	return false
+}
+
+func (x *Sandbox) GetSessionsFromSnapshot() map[string]string {
+	if x != nil {
+		return x.SessionsFromSnapshot
 	}
 	return nil
 }
@@ -757,7 +779,7 @@ const file_genesis_sandbox_v1_common_proto_rawDesc = "" +
 	"\x03cpu\x18\x01 \x01(\x01R\x03cpu\x12\x1b\n" +
 	"\tmemory_mb\x18\x02 \x01(\x03R\bmemoryMb\x12\x12\n" +
 	"\x04pids\x18\x03 \x01(\x03R\x04pids\x12\x17\n" +
-	"\adisk_mb\x18\x04 \x01(\x03R\x06diskMb\"\xaf\x06\n" +
+	"\adisk_mb\x18\x04 \x01(\x03R\x06diskMb\"\xa7\b\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x14\n" +
@@ -783,10 +805,16 @@ const file_genesis_sandbox_v1_common_proto_rawDesc = "" +
 	"\anetwork\x18\x11 \x01(\v2\".genesis.sandbox.v1.NetworkSummaryR\anetwork\x12>\n" +
 	"\n" +
 	"suspension\x18\x12 \x01(\v2\x1e.genesis.sandbox.v1.SuspensionR\n" +
-	"suspension\x1a;\n" +
+	"suspension\x12,\n" +
+	"\x0fmemory_restored\x18\x13 \x01(\bH\x00R\x0ememoryRestored\x88\x01\x01\x12k\n" +
+	"\x16sessions_from_snapshot\x18\x14 \x03(\v25.genesis.sandbox.v1.Sandbox.SessionsFromSnapshotEntryR\x14sessionsFromSnapshot\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8e\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aG\n" +
+	"\x19SessionsFromSnapshotEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x12\n" +
+	"\x10_memory_restored\"\x8e\x01\n" +
 	"\rNetworkPolicy\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x125\n" +
 	"\x05allow\x18\x02 \x03(\v2\x1f.genesis.sandbox.v1.NetworkRuleR\x05allow\x12\x1c\n" +
@@ -848,7 +876,7 @@ func file_genesis_sandbox_v1_common_proto_rawDescGZIP() []byte {
 	return file_genesis_sandbox_v1_common_proto_rawDescData
 }
 
-var file_genesis_sandbox_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_genesis_sandbox_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_genesis_sandbox_v1_common_proto_goTypes = []any{
 	(*Resources)(nil),             // 0: genesis.sandbox.v1.Resources
 	(*Sandbox)(nil),               // 1: genesis.sandbox.v1.Sandbox
@@ -858,26 +886,28 @@ var file_genesis_sandbox_v1_common_proto_goTypes = []any{
 	(*Suspension)(nil),            // 5: genesis.sandbox.v1.Suspension
 	(*Job)(nil),                   // 6: genesis.sandbox.v1.Job
 	nil,                           // 7: genesis.sandbox.v1.Sandbox.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	nil,                           // 8: genesis.sandbox.v1.Sandbox.SessionsFromSnapshotEntry
+	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
 }
 var file_genesis_sandbox_v1_common_proto_depIdxs = []int32{
 	0,  // 0: genesis.sandbox.v1.Sandbox.resources:type_name -> genesis.sandbox.v1.Resources
 	7,  // 1: genesis.sandbox.v1.Sandbox.metadata:type_name -> genesis.sandbox.v1.Sandbox.MetadataEntry
-	8,  // 2: genesis.sandbox.v1.Sandbox.create_time:type_name -> google.protobuf.Timestamp
-	8,  // 3: genesis.sandbox.v1.Sandbox.update_time:type_name -> google.protobuf.Timestamp
-	8,  // 4: genesis.sandbox.v1.Sandbox.expire_time:type_name -> google.protobuf.Timestamp
+	9,  // 2: genesis.sandbox.v1.Sandbox.create_time:type_name -> google.protobuf.Timestamp
+	9,  // 3: genesis.sandbox.v1.Sandbox.update_time:type_name -> google.protobuf.Timestamp
+	9,  // 4: genesis.sandbox.v1.Sandbox.expire_time:type_name -> google.protobuf.Timestamp
 	4,  // 5: genesis.sandbox.v1.Sandbox.network:type_name -> genesis.sandbox.v1.NetworkSummary
 	5,  // 6: genesis.sandbox.v1.Sandbox.suspension:type_name -> genesis.sandbox.v1.Suspension
-	3,  // 7: genesis.sandbox.v1.NetworkPolicy.allow:type_name -> genesis.sandbox.v1.NetworkRule
-	8,  // 8: genesis.sandbox.v1.Suspension.since:type_name -> google.protobuf.Timestamp
-	8,  // 9: genesis.sandbox.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	8,  // 10: genesis.sandbox.v1.Job.start_time:type_name -> google.protobuf.Timestamp
-	8,  // 11: genesis.sandbox.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	8,  // 7: genesis.sandbox.v1.Sandbox.sessions_from_snapshot:type_name -> genesis.sandbox.v1.Sandbox.SessionsFromSnapshotEntry
+	3,  // 8: genesis.sandbox.v1.NetworkPolicy.allow:type_name -> genesis.sandbox.v1.NetworkRule
+	9,  // 9: genesis.sandbox.v1.Suspension.since:type_name -> google.protobuf.Timestamp
+	9,  // 10: genesis.sandbox.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	9,  // 11: genesis.sandbox.v1.Job.start_time:type_name -> google.protobuf.Timestamp
+	9,  // 12: genesis.sandbox.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_genesis_sandbox_v1_common_proto_init() }
@@ -885,6 +915,7 @@ func file_genesis_sandbox_v1_common_proto_init() {
 	if File_genesis_sandbox_v1_common_proto != nil {
 		return
 	}
+	file_genesis_sandbox_v1_common_proto_msgTypes[1].OneofWrappers = []any{}
 	file_genesis_sandbox_v1_common_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -892,7 +923,7 @@ func file_genesis_sandbox_v1_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_genesis_sandbox_v1_common_proto_rawDesc), len(file_genesis_sandbox_v1_common_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
