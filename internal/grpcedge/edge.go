@@ -46,6 +46,9 @@ type Config struct {
 	// MaxMessageBytes bounds a received message (0: DefaultMaxMessageBytes).
 	MaxMessageBytes int
 	Workloads       Workloads // files, artifacts, snapshots (workloads.go)
+	// PublicURL is the base URL callers reach the service at, for the
+	// URLs of a sandbox's endpoints (as the HTTP API's).
+	PublicURL string
 	// Metrics counts and times every call of the edge's services (nil:
 	// none); internal/metrics' Metrics is one.
 	Metrics RPCObserver
@@ -55,17 +58,18 @@ type Config struct {
 // Edge is the gRPC/Connect edge: its handler serves the services of
 // genesis.sandbox.v1, gRPC health and server reflection.
 type Edge struct {
-	ctl     *control.Service
-	jobs    *jobs.Manager
-	tenancy tenants
-	ready   func(context.Context) bool // the instance is ready (/readyz)
-	auth    keyChecker
-	log     *slog.Logger
-	mux     *http.ServeMux
-	names   []string
-	served  []service
-	wl      Workloads
-	metrics RPCObserver
+	ctl       *control.Service
+	jobs      *jobs.Manager
+	tenancy   tenants
+	ready     func(context.Context) bool // the instance is ready (/readyz)
+	auth      keyChecker
+	log       *slog.Logger
+	mux       *http.ServeMux
+	names     []string
+	served    []service
+	wl        Workloads
+	metrics   RPCObserver
+	publicURL string
 }
 
 // RPCObserver records one call of the edge: its service's full name, its
@@ -106,7 +110,7 @@ func New(cfg Config) (*Edge, error) {
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
-	e := &Edge{ctl: cfg.Control, jobs: cfg.Jobs, tenancy: cfg.Tenancy, auth: cfg.Auth, log: cfg.Logger, wl: cfg.Workloads, metrics: cfg.Metrics,
+	e := &Edge{ctl: cfg.Control, jobs: cfg.Jobs, tenancy: cfg.Tenancy, auth: cfg.Auth, log: cfg.Logger, wl: cfg.Workloads, metrics: cfg.Metrics, publicURL: strings.TrimSuffix(cfg.PublicURL, "/"),
 		ready: func(ctx context.Context) bool { ok, _ := cfg.Control.Readiness(ctx); return ok }}
 	e.build(cfg.MaxMessageBytes)
 	return e, nil

@@ -108,7 +108,16 @@ func (s *sandboxService) GetSandbox(ctx context.Context, req *connect.Request[sa
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(sandboxPB(sb)), nil
+	out := sandboxPB(sb)
+	if p, ok := s.edge.ctl.ProfileConfig(sb.Profile); ok {
+		out.Endpoints = endpointsPB(s.edge.publicURL, sb.ID, p)
+	}
+	if s.edge.wl.Services != nil {
+		for _, st := range s.edge.wl.Services.Of(sb.ID) {
+			out.Services = append(out.Services, serviceStatusPB(st))
+		}
+	}
+	return connect.NewResponse(out), nil
 }
 
 // Page sizes of ListSandboxes.
