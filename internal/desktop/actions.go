@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"image"
 	"image/png"
@@ -563,12 +561,8 @@ func (m *Manager) runStep(ctx context.Context, t *Target, d *display, sc scaler,
 		for k, v := range st.env {
 			env[k] = v
 		}
-		var id [8]byte
-		if _, err := rand.Read(id[:]); err != nil {
-			return err
-		}
 		info, err := t.Launch(ctx, agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{
-			JobID: "desktop-launch-" + hex.EncodeToString(id[:]), Command: st.cmd, Env: env, MaxOutputBytes: 64 << 10}})
+			Command: st.cmd, Env: env, MaxOutputBytes: 64 << 10}})
 		if err != nil {
 			return fmt.Errorf("launch %s: %w", st.cmd[0], err)
 		}

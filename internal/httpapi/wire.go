@@ -198,7 +198,7 @@ func artifactSummaryWire(c *sandbox.ArtifactCollection) *api.ArtifactSummary {
 }
 
 func recordingWire(r *recording.Recording) api.Recording {
-	return api.Recording{ID: r.ID, SandboxID: r.SandboxID, Source: r.Source, State: r.State, FPS: r.FPS, SegmentSeconds: r.SegmentSeconds,
+	return api.Recording{ID: r.ID, SandboxID: r.SandboxID, JobID: r.JobID, Source: r.Source, State: r.State, FPS: r.FPS, SegmentSeconds: r.SegmentSeconds,
 		StartedAt: r.StartedAt, StoppedAt: r.StoppedAt, Segments: r.Segments, Bytes: r.Bytes, Error: r.Error}
 }
 

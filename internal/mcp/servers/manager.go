@@ -70,6 +70,14 @@ type jobRunner interface {
 	CopyOutput(ctx context.Context, tenant, jobID string, stdout io.Writer) error
 	CancelJobAs(ctx context.Context, tenant, reservation, jobID string) (*sandbox.Job, error)
 	GetJob(ctx context.Context, tenant, jobID string) (*sandbox.Job, error)
+	// Wait waits for a job's final state (jobs.Manager.Wait).
+	Wait(ctx context.Context, tenant, jobID string) (*sandbox.Job, error)
+}
+
+// readiness waits until a port inside a sandbox answers, where job jobID
+// is to listen (its end fails the wait with code jobs.CodeJobEnded).
+type readiness interface {
+	WaitListening(ctx context.Context, sandboxID, jobID string, port int) error
 }
 
 // Config configures a Manager.
@@ -97,6 +105,10 @@ type Config struct {
 	// Gate, if set, is asked before each allowed tool call on an instance
 	// (pause and abort of the instance's sandbox's agent).
 	Gate trace.Gate
+	// Ready, if set, waits for a server of transport http to listen
+	// (jobs.Services.WaitListening); without it the port must answer at
+	// once.
+	Ready readiness
 	// DialPort, if set, connects to a TCP port inside a sandbox (the port
 	// primitive) for the workload of reservation ("" for a sandbox of the
 	// tenant's), for servers of transport http; without it they are
@@ -563,28 +575,26 @@ func (m *Manager) startHTTP(ctx context.Context, in *instance, jobID string) (sd
 	if wait <= 0 {
 		wait = mcp.DefaultInitTimeout
 	}
-	deadline := time.Now().Add(wait)
-	for {
-		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		c, err := dial(dctx, "", "")
-		cancel()
-		if err == nil {
-			c.Close()
-			break
-		}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var err error
+	if m.cfg.Ready != nil {
+		err = m.cfg.Ready.WaitListening(wctx, sandboxID, jobID, spec.port)
+	} else if c, derr := dial(wctx, "", ""); derr == nil {
+		c.Close()
+	} else {
+		err = derr
+	}
+	if errdefs.Code(err) == jobs.CodeJobEnded {
 		if j, gerr := m.cfg.Jobs.GetJob(ctx, tenant, jobID); gerr == nil && j.State.Final() {
 			return nil, errdefs.WithCode("mcp_server_exited", fmt.Errorf(
 				"the MCP server exited before it listened on port %d (%s, exit code %s; its output: GET /v1/jobs/%s/logs): %w",
 				spec.port, j.State, exitCode(j), jobID, errdefs.ErrBadGateway))
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return nil, errdefs.WithCode("mcp_init_timeout", fmt.Errorf(
-				"the MCP server did not listen on port %d within %s: %w", spec.port, wait, errdefs.ErrUnavailable))
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
+	}
+	if err != nil {
+		return nil, errdefs.WithCode("mcp_init_timeout", fmt.Errorf(
+			"the MCP server did not listen on port %d within %s: %v: %w", spec.port, wait, err, errdefs.ErrUnavailable))
 	}
 	hc := &http.Client{Transport: &http.Transport{DialContext: dial, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}
 	return &sdk.StreamableClientTransport{Endpoint: "http://127.0.0.1:" + strconv.Itoa(spec.port) + spec.path, HTTPClient: hc, MaxRetries: 3}, nil
@@ -947,17 +957,14 @@ func (m *Manager) startHTTPInstance(ctx context.Context, in *instance, jobID str
 	m.ready(in, p, nil)
 	// An HTTP connection does not end with the process: the job's end
 	// closes the bridge, and supervise takes it from there.
+	wctx, cancel := context.WithCancel(m.ctx)
 	go func() {
-		for {
-			select {
-			case <-p.Done():
-				return
-			case <-time.After(500 * time.Millisecond):
-			}
-			if j, err := m.cfg.Jobs.GetJob(m.ctx, in.cmd.Tenant, jobID); err == nil && j.State.Final() {
-				p.Close()
-				return
-			}
+		<-p.Done()
+		cancel()
+	}()
+	go func() {
+		if _, err := m.cfg.Jobs.Wait(wctx, in.cmd.Tenant, jobID); err == nil {
+			p.Close()
 		}
 	}()
 	return nil
@@ -1088,31 +1095,27 @@ func (m *Manager) ended(ctx context.Context, in *instance, p *mcp.Proxy) bool {
 	// The process's end is recorded just after its output ends.
 	jctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	for {
-		j, err := m.cfg.Jobs.GetJob(jctx, in.view.Tenant, jobID)
-		if err != nil {
-			break
+	// A server being killed (a breach) is not waited for.
+	var j *sandbox.Job
+	var err error
+	if over {
+		j, err = m.cfg.Jobs.GetJob(jctx, in.view.Tenant, jobID)
+	} else {
+		j, err = m.cfg.Jobs.Wait(jctx, in.view.Tenant, jobID)
+	}
+	switch {
+	case err == nil && j.State.Final():
+		if !over {
+			why += fmt.Sprintf(" (job %s %s, exit code %s)", jobID, j.State, exitCode(j))
 		}
-		if j.State.Final() {
-			if !over {
-				why += fmt.Sprintf(" (job %s %s, exit code %s)", jobID, j.State, exitCode(j))
-			}
-			in.mu.Lock()
-			in.view.LastExitCode = j.ExitCode
-			in.mu.Unlock()
-			break
-		}
-		if over || jctx.Err() != nil {
-			// it is being killed, or it closed its stdout and still runs
-			_, _ = m.cfg.Jobs.CancelJobAs(context.WithoutCancel(jctx), in.view.Tenant, in.reservation, jobID)
-			if !over {
-				why, over = why+" (it closed its stdout but kept running)", true
-			}
-			break
-		}
-		select {
-		case <-jctx.Done():
-		case <-time.After(50 * time.Millisecond):
+		in.mu.Lock()
+		in.view.LastExitCode = j.ExitCode
+		in.mu.Unlock()
+	case over || jctx.Err() != nil:
+		// it is being killed, or it closed its stdout and still runs
+		_, _ = m.cfg.Jobs.CancelJobAs(context.WithoutCancel(jctx), in.view.Tenant, in.reservation, jobID)
+		if !over {
+			why, over = why+" (it closed its stdout but kept running)", true
 		}
 	}
 	in.mu.Lock()
