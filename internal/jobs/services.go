@@ -474,15 +474,3 @@ func (v *Services) waitJob(ctx context.Context, id string) (int, bool) {
 	}
 	return *j.ExitCode, true
 }
-
-// sleepCtx sleeps d unless ctx ends first (false then).
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
