@@ -271,8 +271,8 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *api.BrowserAc
 		if a.TimeoutMs > 0 {
 			timeout = time.Duration(a.TimeoutMs) * time.Millisecond
 		}
-		if a.Type == "wait" && a.Selector == "" {
-			timeout = max(timeout, time.Duration(a.Ms)*time.Millisecond+time.Second)
+		if f := actions[a.Type].timeout; f != nil {
+			timeout = f(a, timeout)
 		}
 		redact := m.cfg.Trace != nil && s.redacted(ctx, a)
 		m.traceStarted(ctx, t, i, a, redact)
@@ -288,7 +288,7 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *api.BrowserAc
 		r.Ms = time.Since(start).Milliseconds()
 		if err != nil && ctx.Err() == nil && s.dead() {
 			err = fmt.Errorf("the browser went away during the action: Chromium exited, or its sandbox ended (GET /v1/sandboxes/%s says which): %w", t.SandboxID, err)
-		} else if err != nil && a.Type == "navigate" && t.Offline {
+		} else if err != nil && actions[a.Type].loads && t.Offline {
 			err = offline(t.SandboxID, t.Profile, a.URL, err)
 		}
 		if err != nil {

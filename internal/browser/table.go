@@ -40,6 +40,13 @@ type actionKind struct {
 	// image marks the action whose page answer is an encoded image, kept
 	// as an artifact or answered inline (screenshot).
 	image bool
+	// loads marks the action that loads a URL: its answer (status, URL)
+	// goes into the trace, and its failure in a sandbox without a network
+	// is explained as such.
+	loads bool
+	// timeout, if set, is the action's time given the one it would have
+	// (a wait of ms gets at least ms and a second).
+	timeout func(a api.BrowserAction, base time.Duration) time.Duration
 }
 
 // steps are the chromedp actions of a page action that answers nothing.
@@ -74,7 +81,7 @@ func actionTable() map[string]actionKind {
 		}
 	}
 	return map[string]actionKind{
-		"navigate": {changes: true, page: navigate, check: func(a api.BrowserAction, _ config.BrowserSpec) string {
+		"navigate": {changes: true, loads: true, page: navigate, check: func(a api.BrowserAction, _ config.BrowserSpec) string {
 			u, err := url.Parse(a.URL)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https" && a.URL != "about:blank") {
 				return fmt.Sprintf("url %q must be an http or https URL", a.URL)
@@ -100,7 +107,12 @@ func actionTable() map[string]actionKind {
 			return ""
 		}},
 		"scroll": {changes: true, page: scroll},
-		"wait": {page: wait, check: func(a api.BrowserAction, spec config.BrowserSpec) string {
+		"wait": {page: wait, timeout: func(a api.BrowserAction, base time.Duration) time.Duration {
+			if a.Selector != "" {
+				return base
+			}
+			return max(base, time.Duration(a.Ms)*time.Millisecond+time.Second)
+		}, check: func(a api.BrowserAction, spec config.BrowserSpec) string {
 			if time.Duration(a.Ms)*time.Millisecond > spec.MaxActionTimeout {
 				return fmt.Sprintf("ms %d is over the %d ms an action may take", a.Ms, spec.MaxActionTimeout.Milliseconds())
 			}

@@ -74,7 +74,7 @@ func (m *Manager) traceFinished(ctx context.Context, t *Target, r ActionResult) 
 	if r.Artifact != nil {
 		d["artifact"] = map[string]any{"id": r.Artifact.ID, "sha256": r.Artifact.SHA256, "size": r.Artifact.Size, "mime": r.Artifact.MIME}
 	}
-	if r.Type == "navigate" {
+	if actions[r.Type].loads {
 		d["value"] = r.Value
 	}
 	m.record(ctx, t, trace.ActorSystem, "browser.action.finished", d)
