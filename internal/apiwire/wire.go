@@ -199,7 +199,7 @@ func ArtifactSummary(c *sandbox.ArtifactCollection) *api.ArtifactSummary {
 
 // Recording converts *recording.Recording to its wire form.
 func Recording(r *recording.Recording) api.Recording {
-	return api.Recording{ID: r.ID, SandboxID: r.SandboxID, Source: r.Source, State: r.State, FPS: r.FPS, SegmentSeconds: r.SegmentSeconds,
+	return api.Recording{ID: r.ID, SandboxID: r.SandboxID, JobID: r.JobID, Source: r.Source, State: r.State, FPS: r.FPS, SegmentSeconds: r.SegmentSeconds,
 		StartedAt: r.StartedAt, StoppedAt: r.StoppedAt, Segments: r.Segments, Bytes: r.Bytes, Error: r.Error}
 }
 

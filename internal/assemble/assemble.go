@@ -255,21 +255,21 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 		return nil, fmt.Errorf("ports.preview_url: %w", err)
 	}
 
-	if s.Browser, err = browser.New(browser.Config{Sandboxes: browser.FromControl(s.Control), Ports: s.Ports, Images: c.Images,
-		Artifacts: s.Artifacts, ArtifactSource: s.Artifacts, Services: s.Services, Trace: rec, Gate: gate, Screenshots: set.Trace.Screenshots, Logger: log}); err != nil {
+	if s.Browser, err = browser.New(browser.Config{Sandboxes: browser.FromControl(s.Control, s.Jobs), Ports: s.Ports, Images: c.Images,
+		Artifacts: s.Artifacts, ArtifactSource: s.Artifacts, Services: s.Services, Ready: s.Services, Trace: rec, Gate: gate, Screenshots: set.Trace.Screenshots, Logger: log}); err != nil {
 		return nil, err
 	}
 	// After the port proxy: its CDP and Playwright connections close
 	// first when a sandbox ends.
 	s.add("browser", s.Browser)
-	if s.Desktop, err = desktop.New(desktop.Config{Sandboxes: desktop.FromControl(s.Control), Trace: rec, Gate: gate, Artifacts: s.Artifacts,
-		Screenshots: set.Trace.Screenshots, Logger: log}); err != nil {
+	if s.Desktop, err = desktop.New(desktop.Config{Sandboxes: desktop.FromControl(s.Control, s.Jobs), Trace: rec, Gate: gate, Artifacts: s.Artifacts,
+		Screenshots: set.Trace.Screenshots, Ready: s.Services, Logger: log}); err != nil {
 		return nil, err
 	}
 	s.add("desktop", s.Desktop)
 	if s.MCP, err = servers.New(servers.Config{Leases: s.Control, Jobs: s.Jobs, Catalog: mcpCatalog(set.MCP), TenantCatalog: mcpCatalogStore{c.Store},
 		Ceiling: set.MCP.MaxRiskLevel, TenantCeiling: s.Tenancy.ToolRiskCeiling, AllowedOrigins: set.MCP.AllowedOrigins, Audit: mcpAudit(s.Tenancy, log),
-		Secret: operatorSecret(set.Network), NetworkEvents: mcpNetworkEvents(s.Control), DialPort: mcpDialPort(s.Control), Trace: rec, Gate: gate,
+		Secret: operatorSecret(set.Network), NetworkEvents: mcpNetworkEvents(s.Control), DialPort: mcpDialPort(s.Control), Ready: s.Services, Trace: rec, Gate: gate,
 		Now: c.Now, Logger: log}); err != nil {
 		return nil, err
 	}

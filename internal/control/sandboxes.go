@@ -20,6 +20,7 @@ import (
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/egress"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/imagestate"
 	"genesis.dev/sandbox/internal/policy"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
@@ -255,14 +256,14 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if in.Runtime != "" && sandbox.Runtime(in.Runtime).Isolation() == 0 {
 		return nil, errdefs.WithCode(policy.CodeRuntimeNotAllowed, invalid("unknown runtime %q (known: runc, runsc, kata-*)", in.Runtime))
 	}
-	ref, declared := s.imageRef(p)
+	ref, declared := s.images.Ref(p)
 	fromImage := in.From != nil && in.From.Image != ""
 	if fromImage {
 		ref, declared = in.From.Image, true
 	}
 	if !declared {
 		return nil, errdefs.WithCode("image_not_built", fmt.Errorf(
-			"profile %s is declared but its image is not available: %s: %w", p.Name, buildCommand(p, false), errdefs.ErrFailedPrecondition))
+			"profile %s is declared but its image is not available: %s: %w", p.Name, imagestate.BuildCommand(p, false), errdefs.ErrFailedPrecondition))
 	}
 	dec, err := s.selectRuntime(ctx, p, in.Tenant, risk, in.Runtime)
 	if err != nil {
@@ -271,7 +272,7 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	// An image being built in the background is waited for within the
 	// request's wait_seconds; what is left of it waits for capacity.
 	imageWait := s.now()
-	if err := s.awaitImage(ctx, p, ref, wait, !fromImage); err != nil {
+	if err := s.images.Await(ctx, p, ref, wait, !fromImage); err != nil {
 		return nil, err
 	}
 	wait = max(0, wait-s.now().Sub(imageWait))

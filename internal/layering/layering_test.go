@@ -145,7 +145,7 @@ var rules = []rule{
 		Forbid: concat(workloads, []string{"internal/httpapi", "internal/tenancy", "client", "cmd/..."}),
 		Only: []string{"internal/driver", "internal/store", "internal/agent/agentclient", "internal/agent/agentproto",
 			"internal/policy", "internal/config", "images", "internal/imagebuild", "internal/admission", "internal/diskquota", "internal/driver/local",
-			"internal/egress", "internal/netctl", "internal/tenant", "internal/sandbox", "internal/errdefs", "internal/nofollow"},
+			"internal/egress", "internal/netctl", "internal/imagestate", "internal/tenant", "internal/sandbox", "internal/errdefs", "internal/nofollow"},
 	},
 	{
 		Pkg: "internal/netctl",
@@ -484,6 +484,12 @@ var rules = []rule{
 		Pkg:      "internal/testenv",
 		Why:      "testenv answers what a test's environment has (Docker, the module root): the driver contract, the Docker driver and sandbox only",
 		Only:     []string{"internal/driver", "internal/driver/docker", "internal/sandbox"},
+		External: []string{},
+	},
+	{
+		Pkg:      "internal/imagestate",
+		Why:      "imagestate says where the profiles' images stand (reference, presence, background build, the wait for it): config, imagebuild, images and errdefs only; never control, the store, a driver package or an API package",
+		Only:     []string{"internal/config", "internal/imagebuild", "images", "internal/errdefs"},
 		External: []string{},
 	},
 	{
