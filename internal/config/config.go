@@ -77,6 +77,8 @@ type Config struct {
 	Trace Trace `yaml:"trace"`
 	// Snapshots configures pause, hibernation, snapshots and forks.
 	Snapshots Snapshots `yaml:"snapshots"`
+	// Volumes configures named volumes (docs/volumes.md).
+	Volumes Volumes `yaml:"volumes"`
 	// E2B configures the E2B SDK adapter under /e2b (docs/compat-e2b.md).
 	E2B E2B `yaml:"e2b"`
 	// OpenSandbox configures the OpenSandbox SDK adapter (docs/compat-opensandbox.md).
@@ -176,6 +178,22 @@ type Snapshots struct {
 	MaxBytesPerTenant int64 `yaml:"max_bytes_per_tenant"`
 	// MaxFork bounds the copies of one fork.
 	MaxFork int `yaml:"max_fork"`
+}
+
+// Volumes configures tenants' named volumes (docs/volumes.md).
+type Volumes struct {
+	// Dir holds the volumes' images and mount points; relative paths are
+	// under the data dir.
+	Dir string `yaml:"dir"`
+	// MaxSizeMB bounds one volume; MaxMBPerTenant the summed size of a
+	// tenant's volumes (its disk quota for volumes); MaxPerTenant their
+	// number (0: no bound).
+	MaxSizeMB      int64 `yaml:"max_size_mb"`
+	MaxMBPerTenant int64 `yaml:"max_mb_per_tenant"`
+	MaxPerTenant   int   `yaml:"max_per_tenant"`
+	// Roots are the container paths strictly below which a sandbox may
+	// mount a volume.
+	Roots []string `yaml:"roots"`
 }
 
 // Console configures the web console served at /console/.

@@ -52,6 +52,9 @@ type Config struct {
 	// image is being built waits for it within its wait_seconds, or is
 	// answered 503 image_building.
 	ImageBuilds ImageBuilds
+	// Volumes mounts named volumes into sandboxes; nil: a request for
+	// volumes is answered 501 volumes_unsupported.
+	Volumes Volumes
 }
 
 // Observer is told the latency of control operations (the service's
@@ -114,6 +117,8 @@ type Service struct {
 
 	builds ImageBuilds // images.go; nil: the service builds none
 
+	volumes Volumes // volumes.go; nil: none
+
 	// probeFails counts failed probes in a row of runtimes that passed
 	// before (see keepThroughBlips); under capsMu.
 	probeFails map[string]int
@@ -167,6 +172,7 @@ func New(cfg Config) (*Service, error) {
 		driver:    cfg.Driver,
 		boxes:     boxes,
 		builds:    cfg.ImageBuilds,
+		volumes:   cfg.Volumes,
 		remote:    cfg.Sandboxer != nil,
 		instance:  cfg.InstanceID,
 		log:       cfg.Logger,
