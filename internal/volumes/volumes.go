@@ -143,7 +143,9 @@ func ValidName(name string) error {
 	return nil
 }
 
-func (m *Manager) image(v *sandbox.Volume) string { return filepath.Join(m.cfg.Dir, v.ID, "volume.img") }
+func (m *Manager) image(v *sandbox.Volume) string {
+	return filepath.Join(m.cfg.Dir, v.ID, "volume.img")
+}
 
 // HostDir is the host directory the volume's filesystem is mounted on.
 func (m *Manager) HostDir(v *sandbox.Volume) string { return filepath.Join(m.cfg.Dir, v.ID, "data") }
