@@ -37,6 +37,7 @@ import (
 	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/skills"
 	"genesis.dev/sandbox/internal/snapshots"
+	"genesis.dev/sandbox/internal/volumes"
 	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/tenant"
 	"genesis.dev/sandbox/internal/trace"
@@ -93,6 +94,9 @@ type Config struct {
 	Snapshots *snapshots.Manager
 	// Changes, when set, serves a sandbox's diff and patch.
 	Changes *changes.Service
+	// Volumes, when set, serves named volumes; nil answers their routes
+	// 501 volumes_unsupported.
+	Volumes *volumes.Manager
 	Logger  *slog.Logger
 	// E2B, when set, is served under /e2b; New binds it to this server
 	// (the key check).
@@ -139,6 +143,7 @@ type Server struct {
 	osb       *opensandbox.Adapter
 	snaps     *snapshots.Manager
 	changes   *changes.Service
+	vols      *volumes.Manager
 	mcpServe  *mcpserve.Server
 }
 
@@ -205,6 +210,7 @@ func New(cfg Config) (*Server, error) {
 	s.trace = cfg.Trace
 	s.snaps = cfg.Snapshots
 	s.changes = cfg.Changes
+	s.vols = cfg.Volumes
 	s.mcpServe = cfg.MCPServe
 	if cfg.Ports != nil {
 		s.browser = cfg.Browser
@@ -292,6 +298,7 @@ func (s *Server) routesInit() {
 	s.traceRoutes()
 	s.snapshotRoutes()
 	s.changeRoutes()
+	s.volumeRoutes()
 	s.e2bRoutes()
 	s.openSandboxRoutes()
 }

@@ -336,6 +336,7 @@ func createSandboxInput(tenant, idempotencyKey string, req api.CreateSandboxRequ
 		Tenant: tenant, Profile: req.Profile, Runtime: req.Runtime, RiskLevel: req.RiskLevel, Resources: resourcesIn(req.Resources),
 		Env: req.Env, Metadata: req.Metadata, TTLSeconds: req.TTLSeconds, ReadOnlyRoot: req.ReadOnlyRoot,
 		IdempotencyKey: idempotencyKey, WaitSeconds: req.WaitSeconds, Network: policyIn(req.Network),
+		Volumes: volumeRequests(req.Volumes),
 	}
 }
 
@@ -346,6 +347,7 @@ func acquireLeaseInput(tenant string, req api.AcquireLeaseRequest) control.Acqui
 		Tenant: tenant, Profile: req.Profile, RiskLevel: req.RiskLevel, Runtime: req.Runtime,
 		TTLSeconds: req.TTLSeconds, Holder: req.Holder, WaitSeconds: req.WaitSeconds, Env: req.Env, Metadata: req.Metadata,
 		Resources: resourcesIn(req.Resources), Network: policyIn(req.Network), SnapshotID: req.SnapshotID,
+		Volumes: volumeRequests(req.Volumes),
 	}
 }
 
