@@ -37,10 +37,10 @@ import (
 	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/skills"
 	"genesis.dev/sandbox/internal/snapshots"
-	"genesis.dev/sandbox/internal/volumes"
 	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/tenant"
 	"genesis.dev/sandbox/internal/trace"
+	"genesis.dev/sandbox/internal/volumes"
 )
 
 // Config wires a Server.
