@@ -15,6 +15,7 @@ import (
 
 	"genesis.dev/sandbox/client"
 	"genesis.dev/sandbox/internal/mountinfo"
+	"genesis.dev/sandbox/internal/testenv"
 )
 
 // apiStatus fails t unless err is an API error of status and code.
@@ -379,5 +380,77 @@ func TestVolumeCLI(t *testing.T) {
 	}
 	if left := volumeMounts(t, e); len(left) > 0 {
 		t.Errorf("mounted after rm: %v", left)
+	}
+}
+
+// TestOpenSandboxVolumes drives the unmodified OpenSandbox SDK's volume
+// mounts (the pvc backend: a named volume, made by the first create with
+// its storage request) under runc and runsc: a writer, a second writer
+// refused, a read-only reader after the writer is gone, a host path
+// refused; the volume is then one of the tenant's, with the file written
+// inside.
+func TestOpenSandboxVolumes(t *testing.T) {
+	t.Parallel()
+	root := testenv.ModuleRoot(t)
+	if _, err := os.Stat(filepath.Join(root, "test", "osclient", "node_modules", "@alibaba-group", "opensandbox")); err != nil {
+		t.Fatalf("the OpenSandbox SDK is not installed (make test-deps): %v", err)
+	}
+	untrusted := "e2e_" + randomHex(t, 16)
+	e := newEnv(t, openSandboxConfig(untrusted))
+	e.requireImage(t, "tool-basic")
+	svc := e.start(t)
+	t.Cleanup(func() {
+		for _, mp := range volumeMounts(t, e) {
+			_ = syscall.Unmount(mp, syscall.MNT_DETACH)
+		}
+	})
+	keys := map[string]string{"runc": e.apiKey, "runsc": untrusted}
+	for _, rt := range e.runtimes(t) {
+		t.Run(rt, func(t *testing.T) {
+			t.Parallel()
+			name := "os-" + rt
+			out := runOpenSandboxFlow(t, svc.url(), keys[rt], "ubuntu", "volumes", name)
+			c := client.New(svc.url(), keys[rt])
+			for _, id := range []string{fmt.Sprint(out["id"]), fmt.Sprint(out["readerId"])} {
+				if sb, err := c.GetSandbox(callCtx(t), id); err != nil || sb.Runtime != rt {
+					t.Errorf("sandbox %s: %+v %v, want one under %s", id, sb, err, rt)
+				}
+			}
+			want := map[string]any{
+				"write":   []any{"from-sdk"},
+				"read":    []any{"from-sdk"},
+				"roWrite": []any{"touch: cannot touch '/mnt/data/x': Read-only file system", "refused"},
+			}
+			for k, v := range want {
+				if got := out[k]; fmt.Sprint(got) != fmt.Sprint(v) {
+					t.Errorf("%s: got %#v, want %#v", k, got, v)
+				}
+			}
+			if s, _ := out["second"].(map[string]any); s["status"] != float64(409) {
+				t.Errorf("a second writer: %v, want a 409", out["second"])
+			}
+			if h, _ := out["host"].(map[string]any); h["status"] != float64(400) {
+				t.Errorf("a host path: %v, want a 400", out["host"])
+			}
+			ctx := callCtx(t)
+			v, err := c.GetVolume(ctx, name)
+			if err != nil || v.SizeMB != 16 {
+				t.Fatalf("the volume the create made: %+v %v", v, err)
+			}
+			d, err := c.ReadVolumeFile(ctx, name, "sdk.txt", nil)
+			if err != nil || readAll(t, d) != "from-sdk\n" {
+				t.Errorf("the file through the volumes API: %v", err)
+			}
+			eventually(t, 30*time.Second, "holds released after the kills", func() (bool, string) {
+				v, err := c.GetVolume(ctx, name)
+				if err != nil {
+					return false, err.Error()
+				}
+				return len(v.Mounts) == 0, fmt.Sprintf("%+v", v.Mounts)
+			})
+			if err := c.DeleteVolume(ctx, name); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 }
