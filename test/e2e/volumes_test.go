@@ -269,6 +269,41 @@ func TestVolumes(t *testing.T) {
 		return
 	}
 
+	// The data survives a crash of the service in the middle of a write
+	// of another file: a writer keeps appending while the service is
+	// killed; after the restart the other files are whole, and deleting
+	// the writer (adopted by the new process) lets go of the volume.
+	var writers []string
+	for _, rt := range runtimes {
+		name := "data-" + rt
+		w := e.createSandbox(t, client.CreateSandboxRequest{Profile: "tool-basic", Runtime: rt,
+			Volumes: []client.VolumeMount{{Volume: name, Path: "/mnt/v"}}})
+		writers = append(writers, w.ID)
+		if _, err := c.StartJob(ctx, w.ID, client.ExecRequest{Script: "while true; do echo 0123456789 >> /mnt/v/stream.txt; done", Background: true}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "the writer writing", func() (bool, string) {
+			res := execOK(t, c, w.ID, "test -s /mnt/v/stream.txt && echo yes")
+			return res.Stdout == "yes\n", res.Stdout + res.Stderr
+		})
+	}
+	svc.kill(t)
+	svc = e.start(t)
+	c = svc.client()
+	for i, rt := range runtimes {
+		name := "data-" + rt
+		d, err := c.ReadVolumeFile(ctx, name, "from-sandbox.txt", nil)
+		if err != nil || readAll(t, d) != "written\nleased\n" {
+			t.Errorf("%s: the other file after a crash mid-write: %v", rt, err)
+		}
+		if err := c.DeleteSandbox(ctx, writers[i]); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := c.GetVolume(ctx, name); err != nil || len(v.Mounts) != 0 {
+			t.Errorf("%s: holders after the adopted writer's delete: %+v %v", rt, v, err)
+		}
+	}
+
 	// The data survives a restart of the service.
 	svc.stop(t)
 	svc = e.start(t)
