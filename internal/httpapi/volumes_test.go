@@ -40,3 +40,19 @@ func TestVolumesUnsupported(t *testing.T) {
 		t.Errorf("a refused create left records: %d %v", len(list), err)
 	}
 }
+
+// TestE2BVolumeMountsRefused: the E2B adapter does not map the SDK's
+// volumes, so a create that asks for volumeMounts is refused (501) and
+// makes nothing, rather than answered with a sandbox without them.
+func TestE2BVolumeMountsRefused(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	resp, body := a.do(req{method: "POST", path: "/e2b/sandboxes", body: `{"templateID":"test","timeout":300,"volumeMounts":[{"name":"v","path":"/mnt/v"}]}`,
+		header: map[string]string{"X-API-KEY": keyA}})
+	if resp.StatusCode != http.StatusNotImplemented {
+		t.Errorf("create with volumeMounts: %d %s", resp.StatusCode, body)
+	}
+	if list, err := a.Stack.Control.ListSandboxes(t.Context(), store.SandboxFilter{Tenant: "a"}); err != nil || len(list) != 0 {
+		t.Errorf("a refused create left records: %d %v", len(list), err)
+	}
+}
