@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -436,9 +437,13 @@ type Profile struct {
 	// touch (absolute, clean, or "~" for the sandbox user's home, which the
 	// agent looks up); empty means DefaultFileRoots. Relative paths are
 	// resolved against the first.
-	FileRoots []string    `yaml:"file_roots"`
-	Pools     []PoolSpec  `yaml:"pools"`
-	Lease     LeasePolicy `yaml:"lease"`
+	FileRoots []string `yaml:"file_roots"`
+	// VolumeRoots, if set, narrows where named volumes may be mounted in
+	// this profile's sandboxes: strictly below one of these, as well as
+	// below one of the service's volumes.roots (docs/volumes.md).
+	VolumeRoots []string    `yaml:"volume_roots"`
+	Pools       []PoolSpec  `yaml:"pools"`
+	Lease       LeasePolicy `yaml:"lease"`
 	// Ports is which ports inside the sandbox callers may reach.
 	Ports PortPolicy `yaml:"ports"`
 	// Endpoints name ports the sandboxes serve (listed with their URLs).
@@ -825,6 +830,11 @@ func (c *Config) validate(v *problems) {
 				if err := agentproto.CheckRoot(root, "/.genesis", "/run/genesis"); err != nil {
 					bad(fmt.Sprintf("%s.file_roots[%d]", key, j), "%q must be an absolute clean path other than / without ':', or ~, and reach neither /proc, /sys, /dev nor the agent's /.genesis and /run/genesis", root)
 				}
+			}
+		}
+		for j, root := range p.VolumeRoots {
+			if !path.IsAbs(root) || path.Clean(root) != root || root == "/" || strings.ContainsAny(root, ":,\x00") {
+				bad(fmt.Sprintf("%s.volume_roots[%d]", key, j), "%q must be an absolute clean path other than / without ':' or ','", root)
 			}
 		}
 		if err := p.Network.Validate(c.Network.OperatorConfig); err != nil {

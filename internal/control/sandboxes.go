@@ -242,7 +242,7 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if len(in.Volumes) > 0 && in.poolMember {
 		return nil, invalid("a pool member mounts no volumes")
 	}
-	if err := s.checkVolumes(ctx, in.Tenant, in.Volumes); err != nil {
+	if err := s.checkVolumes(ctx, in.Tenant, in.Volumes, p.VolumeRoots); err != nil {
 		return nil, err
 	}
 	ttl := in.TTLSeconds
@@ -383,7 +383,7 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if err != nil {
 		return nil, s.failCreate(wctx, sb, err)
 	}
-	volMounts, err := s.acquireVolumes(wctx, sb, uid, gid, in.Volumes)
+	volMounts, err := s.acquireVolumes(wctx, sb, uid, gid, in.Volumes, p.VolumeRoots)
 	if err != nil {
 		return nil, s.failCreate(wctx, sb, err)
 	}

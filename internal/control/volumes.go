@@ -17,10 +17,12 @@ type Volumes interface {
 	// Check refuses, before anything is made, a request to mount volumes
 	// that are malformed, missing or busy (a later Acquire may still
 	// lose a race).
-	Check(ctx context.Context, tenant string, reqs []sandbox.VolumeRequest) error
+	// roots, if not nil, narrow the mount paths (a profile's
+	// volume_roots) below the service's own.
+	Check(ctx context.Context, tenant string, reqs []sandbox.VolumeRequest, roots []string) error
 	// Acquire takes the volumes for sandbox id and returns their bind
 	// mounts, each volume's root given to uid:gid; a failure takes none.
-	Acquire(ctx context.Context, tenant, id string, reqs []sandbox.VolumeRequest, uid, gid int) ([]driver.Mount, error)
+	Acquire(ctx context.Context, tenant, id string, reqs []sandbox.VolumeRequest, roots []string, uid, gid int) ([]driver.Mount, error)
 	// Release drops every hold of sandbox id; idempotent.
 	Release(ctx context.Context, id string) error
 	// Holds reports whether sandbox id holds any volume.
@@ -32,25 +34,25 @@ type Volumes interface {
 const CodeVolumesUnsupported = "volumes_unsupported"
 
 // checkVolumes refuses a request for volumes this service cannot mount.
-func (s *Service) checkVolumes(ctx context.Context, tenant string, reqs []sandbox.VolumeRequest) error {
+func (s *Service) checkVolumes(ctx context.Context, tenant string, reqs []sandbox.VolumeRequest, roots []string) error {
 	if len(reqs) == 0 {
 		return nil
 	}
 	if s.volumes == nil || s.remote {
 		return errdefs.WithCode(CodeVolumesUnsupported, fmt.Errorf("this service's backend does not mount named volumes: %w", errdefs.ErrNotImplemented))
 	}
-	return s.volumes.Check(ctx, tenant, reqs)
+	return s.volumes.Check(ctx, tenant, reqs, roots)
 }
 
 // acquireVolumes takes a new sandbox's volumes (nothing when it asks none).
-func (s *Service) acquireVolumes(ctx context.Context, sb *sandbox.Sandbox, uid, gid int, reqs []sandbox.VolumeRequest) ([]driver.Mount, error) {
+func (s *Service) acquireVolumes(ctx context.Context, sb *sandbox.Sandbox, uid, gid int, reqs []sandbox.VolumeRequest, roots []string) ([]driver.Mount, error) {
 	if len(reqs) == 0 {
 		return nil, nil
 	}
 	if s.volumes == nil || s.remote {
 		return nil, errdefs.WithCode(CodeVolumesUnsupported, fmt.Errorf("this service's backend does not mount named volumes: %w", errdefs.ErrNotImplemented))
 	}
-	return s.volumes.Acquire(ctx, sb.Tenant, sb.ID, reqs, uid, gid)
+	return s.volumes.Acquire(ctx, sb.Tenant, sb.ID, reqs, roots, uid, gid)
 }
 
 // releaseVolumes drops a sandbox's volume holds once its container is gone.

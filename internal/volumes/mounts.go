@@ -20,13 +20,10 @@ func badMount(format string, args ...any) error {
 }
 
 // ValidateMounts checks a request's mounts without looking anything up:
-// names, paths strictly below the roots (roots may restrict them further:
-// a profile's), no path twice, no volume twice, at most
-// MaxMountsPerSandbox. roots nil takes the manager's.
+// names, paths strictly below one of the manager's roots and, when roots
+// is not nil (a profile's volume_roots), below one of those too, no path
+// twice, no volume twice, at most MaxMountsPerSandbox.
 func (m *Manager) ValidateMounts(reqs []sandbox.VolumeRequest, roots []string) error {
-	if roots == nil {
-		roots = m.cfg.Roots
-	}
 	if len(reqs) > MaxMountsPerSandbox {
 		return badMount("%d volumes: at most %d per sandbox", len(reqs), MaxMountsPerSandbox)
 	}
@@ -41,8 +38,10 @@ func (m *Manager) ValidateMounts(reqs []sandbox.VolumeRequest, roots []string) e
 			return badMount("mount path %.70q of volume %s: a clean absolute path of at most %d bytes", p, r.Volume, maxMountPath)
 		case strings.ContainsAny(p, ":,\n\x00"):
 			return badMount("mount path %.70q of volume %s may not hold ':', ',' or control characters", p, r.Volume)
-		case !slices.ContainsFunc(roots, func(root string) bool { return hasPrefixDir(p, root) }):
-			return badMount("mount path %q of volume %s is not below an allowed root (%s)", p, r.Volume, strings.Join(roots, ", "))
+		case !below(p, m.cfg.Roots):
+			return badMount("mount path %q of volume %s is not below an allowed root (%s)", p, r.Volume, strings.Join(m.cfg.Roots, ", "))
+		case roots != nil && !below(p, roots):
+			return badMount("mount path %q of volume %s is not below a root its profile allows (%s)", p, r.Volume, strings.Join(roots, ", "))
 		case slices.Contains(names, r.Volume):
 			return badMount("volume %s is mounted twice", r.Volume)
 		}
@@ -62,8 +61,8 @@ func (m *Manager) ValidateMounts(reqs []sandbox.VolumeRequest, roots []string) e
 // rest is 409 volume_busy. It gives each volume's root to uid:gid and
 // returns the bind mounts; a failure releases what it took. Taking again
 // what id holds already (a retry) succeeds.
-func (m *Manager) Acquire(ctx context.Context, tenant, id string, reqs []sandbox.VolumeRequest, uid, gid int) (_ []driver.Mount, err error) {
-	if err := m.ValidateMounts(reqs, nil); err != nil {
+func (m *Manager) Acquire(ctx context.Context, tenant, id string, reqs []sandbox.VolumeRequest, roots []string, uid, gid int) (_ []driver.Mount, err error) {
+	if err := m.ValidateMounts(reqs, roots); err != nil {
 		return nil, err
 	}
 	var taken []string
@@ -144,8 +143,8 @@ func (m *Manager) Release(ctx context.Context, id string) error {
 // volumes tenant does not have or that are not ready, or that the volumes'
 // holders now make busy. Acquire decides under the row lock; Check only
 // spares a doomed create its record.
-func (m *Manager) Check(ctx context.Context, tenant string, reqs []sandbox.VolumeRequest) error {
-	if err := m.ValidateMounts(reqs, nil); err != nil {
+func (m *Manager) Check(ctx context.Context, tenant string, reqs []sandbox.VolumeRequest, roots []string) error {
+	if err := m.ValidateMounts(reqs, roots); err != nil {
 		return err
 	}
 	if ok, why := m.quota.Available(); !ok {
@@ -173,4 +172,9 @@ func (m *Manager) Check(ctx context.Context, tenant string, reqs []sandbox.Volum
 func (m *Manager) Holds(ctx context.Context, tenant, id string) (bool, error) {
 	list, err := m.Mounted(ctx, tenant, id)
 	return len(list) > 0, err
+}
+
+// below reports whether p lies strictly below one of roots.
+func below(p string, roots []string) bool {
+	return slices.ContainsFunc(roots, func(root string) bool { return hasPrefixDir(p, root) })
 }

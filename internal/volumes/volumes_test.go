@@ -126,18 +126,18 @@ func TestOneWriterOrManyReaders(t *testing.T) {
 	}
 	rw := []sandbox.VolumeRequest{{Volume: "data", Path: "/mnt/data"}}
 	ro := []sandbox.VolumeRequest{{Volume: "data", Path: "/mnt/data", ReadOnly: true}}
-	mounts, err := e.m.Acquire(ctx, "a", "sbx_w", rw, 1000, 1000)
+	mounts, err := e.m.Acquire(ctx, "a", "sbx_w", rw, nil, 1000, 1000)
 	if err != nil || len(mounts) != 1 || mounts[0].ReadOnly || mounts[0].Target != "/mnt/data" {
 		t.Fatalf("writer: %+v %v", mounts, err)
 	}
-	if _, err := e.m.Acquire(ctx, "a", "sbx_w", rw, 1000, 1000); err != nil {
+	if _, err := e.m.Acquire(ctx, "a", "sbx_w", rw, nil, 1000, 1000); err != nil {
 		t.Errorf("the same sandbox again (a retry): %v", err)
 	}
 	for _, req := range [][]sandbox.VolumeRequest{rw, ro} {
-		if _, err := e.m.Acquire(ctx, "a", "sbx_2", req, 1000, 1000); code(err) != volumes.CodeBusy || !errors.Is(err, errdefs.ErrConflict) {
+		if _, err := e.m.Acquire(ctx, "a", "sbx_2", req, nil, 1000, 1000); code(err) != volumes.CodeBusy || !errors.Is(err, errdefs.ErrConflict) {
 			t.Errorf("beside a writer %+v: %v", req, err)
 		}
-		if err := e.m.Check(ctx, "a", req); code(err) != volumes.CodeBusy {
+		if err := e.m.Check(ctx, "a", req, nil); code(err) != volumes.CodeBusy {
 			t.Errorf("check beside a writer: %v", err)
 		}
 	}
@@ -154,11 +154,11 @@ func TestOneWriterOrManyReaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"sbx_r1", "sbx_r2"} {
-		if _, err := e.m.Acquire(ctx, "a", id, ro, 1000, 1000); err != nil {
+		if _, err := e.m.Acquire(ctx, "a", id, ro, nil, 1000, 1000); err != nil {
 			t.Fatalf("reader %s: %v", id, err)
 		}
 	}
-	if _, err := e.m.Acquire(ctx, "a", "sbx_w2", rw, 1000, 1000); code(err) != volumes.CodeBusy {
+	if _, err := e.m.Acquire(ctx, "a", "sbx_w2", rw, nil, 1000, 1000); code(err) != volumes.CodeBusy {
 		t.Errorf("a writer beside readers: %v", err)
 	}
 	// A failed acquire of two volumes takes neither.
@@ -166,14 +166,14 @@ func TestOneWriterOrManyReaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	two := []sandbox.VolumeRequest{{Volume: "second", Path: "/mnt/second"}, {Volume: "data", Path: "/mnt/data"}}
-	if _, err := e.m.Acquire(ctx, "a", "sbx_3", two, 1000, 1000); code(err) != volumes.CodeBusy {
+	if _, err := e.m.Acquire(ctx, "a", "sbx_3", two, nil, 1000, 1000); code(err) != volumes.CodeBusy {
 		t.Fatalf("two, the second busy: %v", err)
 	}
 	if v, _ := e.m.Get(ctx, "a", "second"); len(v.Mounts) != 0 {
 		t.Errorf("a failed acquire kept a hold: %+v", v.Mounts)
 	}
 	// Another tenant cannot name a's volume.
-	if _, err := e.m.Acquire(ctx, "b", "sbx_b", ro, 1000, 1000); code(err) != volumes.CodeNotFound {
+	if _, err := e.m.Acquire(ctx, "b", "sbx_b", ro, nil, 1000, 1000); code(err) != volumes.CodeNotFound {
 		t.Errorf("another tenant's volume: %v", err)
 	}
 }
@@ -204,7 +204,13 @@ func TestMountValidation(t *testing.T) {
 		t.Errorf("good mounts: %v", err)
 	}
 	if err := e.m.ValidateMounts([]sandbox.VolumeRequest{{Volume: "v", Path: "/workspace/cache"}}, []string{"/mnt"}); err == nil {
-		t.Error("a narrower root set let /workspace through")
+		t.Error("a profile's narrower roots let /workspace through")
+	}
+	if err := e.m.ValidateMounts([]sandbox.VolumeRequest{{Volume: "v", Path: "/mnt/data/x"}}, []string{"/mnt/data"}); err != nil {
+		t.Errorf("below a profile's root: %v", err)
+	}
+	if err := e.m.ValidateMounts([]sandbox.VolumeRequest{{Volume: "v", Path: "/opt/v"}}, []string{"/opt"}); err == nil {
+		t.Error("a profile's root outside the service's let /opt through")
 	}
 }
 
@@ -320,7 +326,7 @@ func TestSweepReleasesEndedSandboxes(t *testing.T) {
 	}
 	ro := []sandbox.VolumeRequest{{Volume: "data", Path: "/mnt/data", ReadOnly: true}}
 	for _, id := range []string{"sbx_live", "sbx_gone"} {
-		if _, err := e.m.Acquire(ctx, "a", id, ro, 1000, 1000); err != nil {
+		if _, err := e.m.Acquire(ctx, "a", id, ro, nil, 1000, 1000); err != nil {
 			t.Fatal(err)
 		}
 	}
