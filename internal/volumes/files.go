@@ -159,7 +159,7 @@ func (m *Manager) ListFiles(ctx context.Context, tenant, name, p string, limit i
 		return nil, err
 	}
 	defer root.Close()
-	d, err := root.Open(r)
+	d, err := openNonBlocking(root, r)
 	if err != nil {
 		return nil, fileError(shown(r), err)
 	}
@@ -353,7 +353,7 @@ func (m *Manager) OpenFile(ctx context.Context, tenant, name, p string) (*os.Fil
 		return nil, nil, err
 	}
 	defer root.Close()
-	f, err := root.Open(r)
+	f, err := openNonBlocking(root, r)
 	if err != nil {
 		return nil, nil, fileError(shown(r), err)
 	}
@@ -405,4 +405,11 @@ func (m *Manager) DeleteFile(ctx context.Context, tenant, name, p string, recurs
 		return fileError(shown(r), err)
 	}
 	return nil
+}
+
+// openNonBlocking opens r for reading without blocking: a FIFO a sandbox
+// left on the volume would otherwise hold the open (and the request)
+// until a writer came. Callers check what they opened.
+func openNonBlocking(root *os.Root, r string) (*os.File, error) {
+	return root.OpenFile(r, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -260,6 +261,28 @@ func TestFilesConfinedAndLimited(t *testing.T) {
 	}
 	if _, err := os.Stat("/etc/x"); err == nil {
 		t.Fatal("a write escaped the volume")
+	}
+	// A FIFO (as a sandbox could leave) is refused at once, not waited on.
+	if err := syscall.Mkfifo(filepath.Join(host, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if _, _, err := e.m.OpenFile(ctx, "a", "data", "/fifo"); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("read a FIFO: %v", err)
+		}
+		if _, err := e.m.ListFiles(ctx, "a", "data", "/fifo", 0); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("list a FIFO: %v", err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("opening a FIFO on the volume blocked")
+	}
+	if err := os.Remove(filepath.Join(host, "fifo")); err != nil {
+		t.Fatal(err)
 	}
 	// Past the size: refused, nothing partial left, the volume still usable.
 	big := bytes.Repeat([]byte("z"), 6<<20)
