@@ -242,6 +242,11 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if len(in.Volumes) > 0 && in.poolMember {
 		return nil, invalid("a pool member mounts no volumes")
 	}
+	if len(in.Volumes) > 0 && in.From != nil {
+		// A saved state (a runsc checkpoint) is restored onto the mounts
+		// it was taken with; volumes are not part of it (docs/volumes.md).
+		return nil, errdefs.WithCode("invalid_volume_mount", invalid("a sandbox made from a snapshot mounts no volumes"))
+	}
 	if err := s.checkVolumes(ctx, in.Tenant, in.Volumes, p.VolumeRoots); err != nil {
 		return nil, err
 	}
