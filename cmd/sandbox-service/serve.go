@@ -25,6 +25,7 @@ import (
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/driver/docker"
+	"genesis.dev/sandbox/internal/grpcedge"
 	"genesis.dev/sandbox/internal/httpapi"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/postgres"
@@ -223,11 +224,23 @@ func serve(ctx context.Context, args []string) error {
 		defer stop() // before the stack closes: a build in progress is stopped and cleaned up
 	}
 
+	edge, err := grpcedge.New(grpcedge.Config{Control: stack.Control, Jobs: stack.Jobs, Tenancy: stack.Tenancy, Authenticate: api.Principal,
+		MaxMessageBytes: int(min(cfg.Limits.MaxBodyBytes, 64<<20)), Logger: log,
+		Workloads: grpcedge.Workloads{Files: stack.Files, Artifacts: stack.Artifacts, Snapshots: stack.Snapshots}})
+	if err != nil {
+		return err
+	}
 	handler := api.Handler()
 	if cfg.Console.Enabled {
 		handler = withConsole(handler, api.IsPreviewHost, log)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	// gRPC, gRPC-Web and Connect share the API's listener: HTTP/1.1 and
+	// HTTP/2 in cleartext (h2c, as gRPC clients speak it without TLS).
+	handler = edge.Route(handler, api.IsPreviewHost)
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: handler, Protocols: protocols, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	log.Info("sandbox-service listening", "addr", ln.Addr().String(), "public_url", cfg.PublicBaseURL(), "previews", cfg.PreviewTemplate(),
 		"data_dir", cfg.DataDir, "instance", instance, "version", version)
 	if cfg.PublicURL == "" && !loopbackAddr(ln.Addr()) {

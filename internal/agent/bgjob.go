@@ -604,6 +604,8 @@ func (s *Server) handToShim(id string, ss shimSpec, stdio [3]*os.File) (*spareSh
 		if err != nil {
 			return nil, err
 		}
+		// Forwarded signals reach it from here on: its job may start now.
+		s.sup.setQuiet(sp.pid, false)
 		if err = sp.hand(ss, stdio, time.Now().Add(shimStartTimeout)); err == nil {
 			return sp, nil
 		}

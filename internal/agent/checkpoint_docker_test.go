@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -214,4 +215,82 @@ func readIdentity(t *testing.T, runDir string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// TestCheckpointSocketGoneWhenClosed readies a runsc sandbox for a save
+// the way the service does while a caller follows a job's output (a stream
+// that holds the agent's closing for its grace): it pings until nobody
+// answers, then freezes, saves and thaws the sandbox and dials it afresh.
+// Under gVisor a host socket whose listener closed still takes connections
+// (nobody answers or resets them) for as long as its name is there, so the
+// name must be gone once the agent is seen closed; else the first dial
+// after the save lands on it and is never answered.
+func TestCheckpointSocketGoneWhenClosed(t *testing.T) {
+	t.Parallel()
+	if !slices.Contains(needDocker(t), "runsc") {
+		t.Skip("docker runtime runsc not configured (scripts/host-setup.sh registers it)")
+	}
+	ctx := context.Background()
+	c := startContainer(t, "runsc")
+	sock := filepath.Join(c.runDir, "agent.sock")
+	if _, err := c.client.StartJob(ctx, agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{JobID: "job_follow",
+		Script: "echo started; exec sleep 3600"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		// Follow the job's output on a client of its own until the save.
+		follower := agentclient.Dial(sock)
+		sctx, stop := context.WithCancel(ctx)
+		following := make(chan struct{})
+		var once sync.Once
+		go follower.StreamJob(sctx, "job_follow", 0, 0, func(agentproto.Frame) error {
+			once.Do(func() { close(following) })
+			return nil
+		})
+		select {
+		case <-following:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the job's output stream did not start")
+		}
+
+		if _, err := c.client.PrepareCheckpoint(ctx, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			_, err := c.client.Ping(pctx)
+			cancel()
+			if err != nil {
+				c.client.Close()
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("save %d: the agent answers no more but its socket is still named (%v)", i, err)
+		}
+
+		if out, err := dockerCmd(30*time.Second, nil, "pause", c.id); err != nil {
+			t.Fatalf("docker pause: %v %s", err, out)
+		}
+		if out, err := runscCmd("checkpoint", "--image-path", t.TempDir(), "--leave-running", c.id); err != nil {
+			t.Fatalf("runsc checkpoint: %v\n%s", err, out)
+		}
+		if out, err := dockerCmd(30*time.Second, nil, "unpause", c.id); err != nil {
+			t.Fatalf("docker unpause: %v %s", err, out)
+		}
+		if err := os.WriteFile(filepath.Join(c.runDir, agentproto.ResumeFile), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// A connection nobody accepts is never answered: 10 s is far above
+		// an answer (milliseconds) and below HTTP/2's own 25 s of pings.
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := c.client.WaitReady(wctx, 5*time.Millisecond)
+		cancel()
+		stop()
+		follower.Close()
+		if err != nil {
+			t.Fatalf("save %d: the first connection after the save was not answered: %v", i, err)
+		}
+	}
 }

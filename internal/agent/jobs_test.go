@@ -764,19 +764,44 @@ func TestJobShimReuse(t *testing.T) {
 		}
 	}
 
-	// A signal the agent forwards while the shim is idle does not reach
-	// the shim's next job.
+	// A signal that comes to the agent while the shim is idle is not sent
+	// to it (it runs no job), so it cannot reach the shim's next job.
+	forwarded := func() int { return strings.Count(a.stderr.String(), "forwarded signal") }
 	if err := syscall.Kill(a.pid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitCond(t, "the forwarded SIGHUP to be logged", func() bool {
-		return strings.Contains(a.stderr.String(), "forwarded signal")
-	})
+	waitCond(t, "the forwarded SIGHUP to be logged", func() bool { return forwarded() == 1 })
+	if _, line, _ := strings.Cut(a.stderr.String(), "forwarded signal"); !strings.HasPrefix(line, `" signal=hangup jobs=0`) {
+		t.Errorf("a signal that came while no job ran was forwarded to something: %q", line)
+	}
 	mustStart(t, a.client, agentproto.ExecRequest{JobID: "after-hup", Script: `sleep 0.3; echo $PPID`})
 	hup := mustStream(t, a.client, "after-hup", 0, 0)
 	if hup.exit.ExitCode != 0 || strings.TrimSpace(string(hup.stdout)) != strconv.Itoa(first) {
 		t.Errorf("job after an idle-time SIGHUP: %q %+v, want exit 0 under shim %d", hup.stdout, hup.exit, first)
 	}
+
+	// A shim that was forwarded a signal during its job is retired after
+	// it: the signal could have crossed the job's end. The job ignores the
+	// signal and ends only once the test saw it forwarded.
+	gate := filepath.Join(t.TempDir(), "go")
+	mustStart(t, a.client, agentproto.ExecRequest{JobID: "hup-during", Script: `trap '' HUP; echo $PPID; while [ ! -e ` + gate + ` ]; do sleep 0.01; done`})
+	waitCond(t, "the signalled job's output", func() bool {
+		info, err := a.client.JobInfo(context.Background(), "hup-during")
+		return err == nil && info.StdoutBytes > 0
+	})
+	if err := syscall.Kill(a.pid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitCond(t, "the second forwarded SIGHUP to be logged", func() bool { return forwarded() == 2 })
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	during := mustStream(t, a.client, "hup-during", 0, 0)
+	if during.exit.ExitCode != 0 || strings.TrimSpace(string(during.stdout)) != strconv.Itoa(first) {
+		t.Fatalf("job that ignored a forwarded SIGHUP: %q %+v, want exit 0 under shim %d", during.stdout, during.exit, first)
+	}
+	waitCond(t, "the signalled job's shim to exit", func() bool { return !procAlive(first) })
+	first = shimOf(t, a.client, "after-signalled")
 
 	// A shim that was sent a control byte (a cancel) is retired, not
 	// reused: the next job gets another shim and the old one exits.

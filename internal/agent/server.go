@@ -254,17 +254,22 @@ loop:
 			runErr = fmt.Errorf("agent: serve: %v: %w", err, errdefs.ErrInternal)
 			break loop
 		case sig := <-sigs:
-			n := s.sup.signalAll(sig.(syscall.Signal))
+			n := s.sup.signalJobs(sig.(syscall.Signal))
 			s.log.Info("forwarded signal", "signal", sig, "jobs", n)
 			if sig == syscall.SIGTERM {
 				break loop
 			}
 		case q := <-s.ckpt.quiesce:
 			// A save is coming: serve nobody until it is done. The prepare
-			// request's answer is let out first.
+			// request's answer is let out first. The socket's name goes
+			// before the listener: under gVisor (--host-uds=create) the
+			// host socket outlives a closed listener while its name is
+			// there, and takes connections nobody ever answers or resets.
+			// Named through the grace below (a stream held it open), it
+			// let the service's first dial after the save land on it.
 			s.sock.stopped()
-			closeServer(srv, 500*time.Millisecond)
 			os.Remove(s.cfg.SocketPath)
+			closeServer(srv, 500*time.Millisecond)
 			select {
 			case <-q.done:
 			case <-ctx.Done():

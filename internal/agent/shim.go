@@ -51,7 +51,10 @@ import (
 // End of file (the agent is gone) acts like 'K', and the shim then exits.
 // A shim that got a control byte is not given another job: the agent
 // retires it, so a byte that crossed the job's end can never be taken for
-// the next job's header.
+// the next job's header. Signals the agent forwards (SIGTERM, SIGINT,
+// SIGHUP) go only to shims that run a job, which pass them to the job's
+// group; a shim that got one is retired after its job, for the same
+// reason (Go hands a signal to the shim some time after it arrives).
 //
 // When the command exits, the shim SIGKILLs whatever is left of the tree,
 // so a finished job leaves nothing behind, then reports.
@@ -163,7 +166,6 @@ func RunShim(args []string) int {
 		if !sh.run(spec, stdio) {
 			return 0
 		}
-		setProcName(shimNameSpare)
 	}
 }
 
@@ -268,6 +270,15 @@ func (sh *shim) report(format string, args ...any) {
 	fmt.Fprintf(sh.status, format+"\n", args...)
 }
 
+// reportIdle names the shim a spare again and then sends the exit line
+// that says it is idle (after pidLine, "" or a LatePID "pid N" line):
+// the agent makes the job's end visible on that line, so whoever sees the
+// end finds the shim already named as what it is.
+func (sh *shim) reportIdle(pidLine string, ws uint32) {
+	setProcName(shimNameSpare)
+	sh.report("%sexit %d idle", pidLine, ws)
+}
+
 // run runs one job with stdio as its fds 0-2. It reports whether the shim
 // may take another: not when the agent is gone or part of the tree
 // survived. The shim keeps no copy of the job's stdio once the command
@@ -305,7 +316,7 @@ func (sh *shim) run(spec shimSpec, stdio [3]int) bool {
 			sh.report("exit %d", code<<8)
 			return false
 		}
-		sh.report("exit %d idle", code<<8)
+		sh.reportIdle("", uint32(code<<8))
 		return true
 	}
 	closeStdio(stdio)
@@ -357,7 +368,7 @@ func (sh *shim) run(spec shimSpec, stdio [3]int) bool {
 		pidLine = fmt.Sprintf("pid %d\n", pid)
 	}
 	if idle {
-		sh.report("%sexit %d idle", pidLine, uint32(sh.mainStatus))
+		sh.reportIdle(pidLine, uint32(sh.mainStatus))
 	} else {
 		sh.report("%sexit %d", pidLine, uint32(sh.mainStatus))
 	}

@@ -83,7 +83,8 @@ func (s *Server) startSpare() (sp *spareShim, err error) {
 		Files: []uintptr{s.devNull.Fd(), s.devNull.Fd(), 2, statW.Fd(), theirs.Fd()},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	}
-	pid, done, err := s.sup.start(s.shimPath, shimArgs(), attr)
+	// Quiet until it is handed a job: an idle shim gets no forwarded signal.
+	pid, done, err := s.sup.start(s.shimPath, shimArgs(), attr, true)
 	if err != nil {
 		if errors.Is(err, errdefs.ErrUnavailable) {
 			return nil, err
@@ -182,10 +183,13 @@ func (s *Server) takeSpare() (*spareShim, error) {
 }
 
 // returnSpare puts a shim whose job ended back into the idle set, or
-// retires it when the set is full or closed.
+// retires it when the set is full or closed, or when a signal was
+// forwarded to it during its job: that one may cross the job's end and
+// reach the shim's next job.
 func (s *Server) returnSpare(sp *spareShim) {
+	signalled := s.sup.setQuiet(sp.pid, true)
 	s.spares.mu.Lock()
-	keep := !s.spares.closed && len(s.spares.idle) < maxIdleSpares && sp.gen == s.spares.gen
+	keep := !signalled && !s.spares.closed && len(s.spares.idle) < maxIdleSpares && sp.gen == s.spares.gen
 	if keep {
 		s.spares.idle = append(s.spares.idle, sp)
 		s.spares.added++

@@ -30,7 +30,12 @@ type supervisor struct {
 
 	mu      sync.Mutex
 	waiters map[int]chan exitInfo // pid -> result, buffered(1)
-	closed  bool
+	// quiet holds the registered processes that run no job now (job
+	// shims while idle): signalJobs passes them over. hit holds those
+	// signalJobs signalled since they last stopped being quiet.
+	quiet  map[int]bool
+	hit    map[int]bool
+	closed bool
 
 	sigchld chan os.Signal
 	stop    chan struct{}
@@ -41,6 +46,8 @@ func newSupervisor(log *slog.Logger) *supervisor {
 	return &supervisor{
 		log:     log,
 		waiters: make(map[int]chan exitInfo),
+		quiet:   make(map[int]bool),
+		hit:     make(map[int]bool),
 	}
 }
 
@@ -120,6 +127,8 @@ func (s *supervisor) reapAll() {
 		ch, ok := s.waiters[pid]
 		if ok {
 			delete(s.waiters, pid)
+			delete(s.quiet, pid)
+			delete(s.hit, pid)
 		}
 		s.mu.Unlock()
 		if ok {
@@ -130,7 +139,8 @@ func (s *supervisor) reapAll() {
 
 // start forks and execs argv0 with attr and registers the child atomically
 // with respect to the reaper. The returned channel receives its exit status.
-func (s *supervisor) start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, <-chan exitInfo, error) {
+// A quiet child runs no job until setQuiet says it does (see signalJobs).
+func (s *supervisor) start(argv0 string, argv []string, attr *syscall.ProcAttr, quiet bool) (int, <-chan exitInfo, error) {
 	ch := make(chan exitInfo, 1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -142,11 +152,54 @@ func (s *supervisor) start(argv0 string, argv []string, attr *syscall.ProcAttr) 
 		return 0, nil, err
 	}
 	s.waiters[pid] = ch
+	if quiet {
+		s.quiet[pid] = true
+	}
 	return pid, ch, nil
 }
 
-// signalAll sends sig to the process group of every registered job.
-// It returns the number of groups signalled.
+// setQuiet records whether the registered child pid runs no job (quiet)
+// or runs one. It reports whether signalJobs signalled pid since it last
+// stopped being quiet.
+func (s *supervisor) setQuiet(pid int, quiet bool) (hit bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	hit = s.hit[pid]
+	delete(s.hit, pid)
+	if _, ok := s.waiters[pid]; !ok {
+		return hit
+	}
+	if quiet {
+		s.quiet[pid] = true
+	} else {
+		delete(s.quiet, pid)
+	}
+	return hit
+}
+
+// signalJobs sends sig to the process group of every registered child that
+// runs a job, passing over the quiet ones (idle job shims): a shim learns
+// of a signal some time after it arrives (Go delivers signals to a
+// channel), so one sent while it waits could reach the next job it is
+// given. It returns the number of groups signalled.
+func (s *supervisor) signalJobs(sig syscall.Signal) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for pid := range s.waiters {
+		if s.quiet[pid] {
+			continue
+		}
+		if err := syscall.Kill(-pid, sig); err == nil {
+			s.hit[pid] = true
+			n++
+		}
+	}
+	return n
+}
+
+// signalAll sends sig to the process group of every registered child, the
+// quiet ones too (at shutdown). It returns the number of groups signalled.
 func (s *supervisor) signalAll(sig syscall.Signal) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -144,7 +144,7 @@ func (m *Manager) traceDownloads(ctx context.Context, t *Target, dls []Download)
 		if d.Artifact != nil {
 			data["artifact"] = map[string]any{"id": d.Artifact.ID, "sha256": d.Artifact.SHA256, "size": d.Artifact.Size, "mime": d.Artifact.MIME}
 		}
-		m.record(ctx, &Target{Tenant: t.Tenant, SandboxID: t.SandboxID}, trace.ActorSystem, "browser.download", data)
+		m.record(ctx, &Target{Tenant: t.Tenant, SandboxID: t.SandboxID}, trace.ActorSystem, trace.KindBrowserDownload, data)
 	}
 }
 

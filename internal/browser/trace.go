@@ -58,7 +58,7 @@ func (m *Manager) traceStarted(ctx context.Context, t *Target, i int, a api.Brow
 		args.Text, args.Value, args.Expression = "", "", ""
 	}
 	d["args"] = args
-	m.record(ctx, t, trace.ActorAgent, "browser.action.started", d)
+	m.record(ctx, t, trace.ActorAgent, trace.KindBrowserActionStarted, d)
 }
 
 // traceFinished records how action r ended: duration, result or error,
@@ -77,7 +77,7 @@ func (m *Manager) traceFinished(ctx context.Context, t *Target, r ActionResult) 
 	if r.Type == "navigate" {
 		d["value"] = r.Value
 	}
-	m.record(ctx, t, trace.ActorSystem, "browser.action.finished", d)
+	m.record(ctx, t, trace.ActorSystem, trace.KindBrowserActionFinished, d)
 }
 
 // traceNavigation records the active tab's page when it changed.
@@ -86,10 +86,10 @@ func (m *Manager) traceNavigation(ctx context.Context, t *Target, s *session, ou
 		return
 	}
 	s.lastURL = out.URL
-	m.record(ctx, t, trace.ActorSystem, "browser.navigation", map[string]any{"url": out.URL, "title": out.Title, "tab": out.Tab})
+	m.record(ctx, t, trace.ActorSystem, trace.KindBrowserNavigation, map[string]any{"url": out.URL, "title": out.Title, "tab": out.Tab})
 }
 
-func (m *Manager) record(ctx context.Context, t *Target, actor, kind string, d map[string]any) {
+func (m *Manager) record(ctx context.Context, t *Target, actor string, kind trace.Kind, d map[string]any) {
 	b, err := json.Marshal(d)
 	if err != nil {
 		return
@@ -151,7 +151,7 @@ func (m *Manager) traceShot(ctx context.Context, t *Target, s *session, i int, a
 	})
 	if err != nil {
 		ev["error"] = err.Error()
-		m.record(ctx, t, trace.ActorSystem, "browser.screenshot", ev)
+		m.record(ctx, t, trace.ActorSystem, trace.KindBrowserScreenshot, ev)
 		return
 	}
 	m.encoders <- struct{}{}
@@ -169,6 +169,6 @@ func (m *Manager) traceShot(ctx context.Context, t *Target, s *session, i int, a
 				ev["thumbnail"] = recording.Ref(shot.Thumb)
 			}
 		}
-		m.record(ctx, t, trace.ActorSystem, "browser.screenshot", ev)
+		m.record(ctx, t, trace.ActorSystem, trace.KindBrowserScreenshot, ev)
 	}()
 }

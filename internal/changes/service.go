@@ -426,5 +426,5 @@ func (s *Service) record(ctx context.Context, tenant, id, actor string, res *Pat
 	if err != nil {
 		return
 	}
-	s.cfg.Trace.Record(context.WithoutCancel(ctx), tenant, id, trace.Event{Actor: actor, Kind: "files.patched", Data: b})
+	s.cfg.Trace.Record(context.WithoutCancel(ctx), tenant, id, trace.Event{Actor: actor, Kind: trace.KindFilesPatched, Data: b})
 }

@@ -196,13 +196,13 @@ func (m *Manager) TakeControl(ctx context.Context, tenant, id string, req api.Ta
 		return true, nil
 	})
 	if err == nil && prev != req.Holder {
-		m.recordControl(ctx, tenant, st, req.Holder, "control.taken", map[string]any{"holder": req.Holder, "previous": prev, "reason": req.Reason, "allow_screenshots": req.AllowScreenshots})
+		m.recordControl(ctx, tenant, st, req.Holder, trace.KindControlTaken, map[string]any{"holder": req.Holder, "previous": prev, "reason": req.Reason, "allow_screenshots": req.AllowScreenshots})
 	}
 	return st, err
 }
 
 // recordControl records a change of a desktop's control in its trace.
-func (m *Manager) recordControl(ctx context.Context, tenant string, st *api.DesktopControl, actor, kind string, d map[string]any) {
+func (m *Manager) recordControl(ctx context.Context, tenant string, st *api.DesktopControl, actor string, kind trace.Kind, d map[string]any) {
 	d["version"] = st.Version
 	recordTo(ctx, m.cfg.Trace, tenant, st.SandboxID, actor, kind, d)
 }
@@ -223,7 +223,7 @@ func (m *Manager) ReleaseControl(ctx context.Context, tenant, id string) (*api.D
 	if err == nil && prev != HolderNone {
 		// The agent side reads this (or GET …/control?after=N) as its cue
 		// to look again: the display may have changed.
-		m.recordControl(ctx, tenant, st, trace.ActorAPI, "control.released", map[string]any{"previous": prev})
+		m.recordControl(ctx, tenant, st, trace.ActorAPI, trace.KindControlReleased, map[string]any{"previous": prev})
 	}
 	return st, err
 }
@@ -242,7 +242,7 @@ func (m *Manager) RequestHuman(ctx context.Context, tenant, id, reason string) (
 		return true, nil
 	})
 	if err == nil {
-		m.recordControl(ctx, tenant, st, trace.ActorAgent, "control.requested", map[string]any{"reason": reason})
+		m.recordControl(ctx, tenant, st, trace.ActorAgent, trace.KindControlRequested, map[string]any{"reason": reason})
 	}
 	return st, err
 }
@@ -283,7 +283,7 @@ func (m *Manager) joinView(v *VNCSession) {
 	l.bump()
 	st := l.snapshot()
 	m.ctl.mu.Unlock()
-	m.recordControl(context.Background(), v.tenant, &st, holder, "control.taken",
+	m.recordControl(context.Background(), v.tenant, &st, holder, trace.KindControlTaken,
 		map[string]any{"holder": holder, "previous": prev, "reason": st.Reason, "via": "live_view"})
 }
 
@@ -302,5 +302,5 @@ func (m *Manager) leaveView(v *VNCSession) {
 	l.bump()
 	st := l.snapshot()
 	m.ctl.mu.Unlock()
-	m.recordControl(context.Background(), v.tenant, &st, prev, "control.released", map[string]any{"previous": prev, "via": "live_view"})
+	m.recordControl(context.Background(), v.tenant, &st, prev, trace.KindControlReleased, map[string]any{"previous": prev, "via": "live_view"})
 }

@@ -44,14 +44,14 @@ func (m *Manager) tracer(t *Target) *traced {
 	return &traced{m: m, tenant: t.Tenant, id: t.SandboxID, batch: batchID()}
 }
 
-func (tr *traced) record(ctx context.Context, actor, kind string, d map[string]any) {
+func (tr *traced) record(ctx context.Context, actor string, kind trace.Kind, d map[string]any) {
 	if tr == nil {
 		return
 	}
 	recordTo(ctx, tr.m.cfg.Trace, tr.tenant, tr.id, actor, kind, d)
 }
 
-func recordTo(ctx context.Context, rec trace.Recorder, tenant, id, actor, kind string, d map[string]any) {
+func recordTo(ctx context.Context, rec trace.Recorder, tenant, id, actor string, kind trace.Kind, d map[string]any) {
 	if rec == nil {
 		return
 	}
@@ -94,7 +94,7 @@ func (tr *traced) started(ctx context.Context, i int, a api.ComputerAction, st s
 		d["logical"] = p
 		d["physical"] = api.ComputerPoint{X: x, Y: y}
 	}
-	tr.record(ctx, trace.ActorAgent, "computer.action.started", d)
+	tr.record(ctx, trace.ActorAgent, trace.KindComputerActionStarted, d)
 }
 
 // finished records how step r ended.
@@ -112,12 +112,12 @@ func (tr *traced) finished(ctx context.Context, r api.ComputerStepResult) {
 	if r.JobID != "" {
 		d["job_id"] = r.JobID
 	}
-	tr.record(ctx, trace.ActorSystem, "computer.action.finished", d)
+	tr.record(ctx, trace.ActorSystem, trace.KindComputerActionFinished, d)
 }
 
 // refused records a batch refused before it ran (a human holds control).
 func (tr *traced) refused(ctx context.Context, code string, n int) {
-	tr.record(ctx, trace.ActorSystem, "action.refused", map[string]any{"action": "computer.actions", "batch": tr.batch, "state": code, "actions": n})
+	tr.record(ctx, trace.ActorSystem, trace.KindActionRefused, map[string]any{"action": "computer.actions", "batch": tr.batch, "state": code, "actions": n})
 }
 
 // wantShot reports whether step st gets a trace screenshot in phase
@@ -152,7 +152,7 @@ func (tr *traced) keep(ctx context.Context, sc scaler, i int, st step, phase str
 	}
 	if err != nil {
 		ev["error"] = err.Error()
-		tr.record(ctx, trace.ActorSystem, "computer.screenshot", ev)
+		tr.record(ctx, trace.ActorSystem, trace.KindComputerScreenshot, ev)
 		return
 	}
 	ev["size"] = api.DisplaySize{Width: img.Rect.Dx(), Height: img.Rect.Dy()}
@@ -170,6 +170,6 @@ func (tr *traced) keep(ctx context.Context, sc scaler, i int, st step, phase str
 				ev["thumbnail"] = recording.Ref(s.Thumb)
 			}
 		}
-		tr.record(ctx, trace.ActorSystem, "computer.screenshot", ev)
+		tr.record(ctx, trace.ActorSystem, trace.KindComputerScreenshot, ev)
 	}()
 }

@@ -12,6 +12,7 @@ import (
 
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/interactive"
+	"genesis.dev/sandbox/internal/trace"
 )
 
 // Roles of a live-view connection.
@@ -95,7 +96,7 @@ func (m *Manager) OpenVNCAs(ctx context.Context, tenant, id, role, who string) (
 		if m.cfg.Trace != nil {
 			actor := holderHumanPfx + who
 			v.log = newInputLog(func(d map[string]any) {
-				recordTo(context.Background(), m.cfg.Trace, v.tenant, v.SandboxID, actor, "human.input", d)
+				recordTo(context.Background(), m.cfg.Trace, v.tenant, v.SandboxID, actor, trace.KindHumanInput, d)
 			})
 		}
 	}

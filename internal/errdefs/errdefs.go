@@ -83,32 +83,61 @@ type class struct {
 	sentinel error
 	status   int
 	code     string
+	grpc     GRPCStatus
 }
 
-// table is the one place where error classes map to HTTP statuses.
+// GRPCStatus is a canonical gRPC status code (google.rpc.Code): the same
+// numbers in grpc-go's codes and connect-go's Code, so the edges convert
+// it without a table of their own.
+type GRPCStatus uint32
+
+// The gRPC codes the class table uses (google.rpc.Code's numbers).
+const (
+	GRPCCanceled           GRPCStatus = 1
+	GRPCInvalidArgument    GRPCStatus = 3
+	GRPCDeadlineExceeded   GRPCStatus = 4
+	GRPCNotFound           GRPCStatus = 5
+	GRPCAlreadyExists      GRPCStatus = 6
+	GRPCPermissionDenied   GRPCStatus = 7
+	GRPCResourceExhausted  GRPCStatus = 8
+	GRPCFailedPrecondition GRPCStatus = 9
+	GRPCAborted            GRPCStatus = 10
+	GRPCUnimplemented      GRPCStatus = 12
+	GRPCInternal           GRPCStatus = 13
+	GRPCUnavailable        GRPCStatus = 14
+	GRPCUnauthenticated    GRPCStatus = 16
+)
+
+// GRPCCode returns the gRPC status code for err from the one class table
+// (Google's API design guide's mapping of the HTTP status, with a stale
+// resource_version, HTTP's 412, as FAILED_PRECONDITION).
+func GRPCCode(err error) GRPCStatus { return classOf(err).grpc }
+
+// table is the one place where error classes map to HTTP statuses and
+// gRPC codes.
 var table = []class{
-	{ErrInvalidArgument, http.StatusBadRequest, "invalid_argument"},
-	{ErrUnauthenticated, http.StatusUnauthorized, "unauthenticated"},
-	{ErrPermissionDenied, http.StatusForbidden, "permission_denied"},
-	{ErrNotFound, http.StatusNotFound, "not_found"},
-	{ErrMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
-	{ErrAlreadyExists, http.StatusConflict, "already_exists"},
-	{ErrConflict, http.StatusConflict, "conflict"},
-	{ErrFailedPrecondition, http.StatusConflict, "failed_precondition"},
-	{ErrPreconditionFailed, http.StatusPreconditionFailed, "precondition_failed"},
-	{ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large"},
-	{ErrResourceExhausted, http.StatusTooManyRequests, "resource_exhausted"},
-	{ErrNotImplemented, http.StatusNotImplemented, "not_implemented"},
-	{ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
-	{ErrBadGateway, http.StatusBadGateway, "bad_gateway"},
-	{ErrDeadlineExceeded, http.StatusGatewayTimeout, "deadline_exceeded"},
+	{ErrInvalidArgument, http.StatusBadRequest, "invalid_argument", GRPCInvalidArgument},
+	{ErrUnauthenticated, http.StatusUnauthorized, "unauthenticated", GRPCUnauthenticated},
+	{ErrPermissionDenied, http.StatusForbidden, "permission_denied", GRPCPermissionDenied},
+	{ErrNotFound, http.StatusNotFound, "not_found", GRPCNotFound},
+	{ErrMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed", GRPCUnimplemented},
+	{ErrAlreadyExists, http.StatusConflict, "already_exists", GRPCAlreadyExists},
+	{ErrConflict, http.StatusConflict, "conflict", GRPCAborted},
+	{ErrFailedPrecondition, http.StatusConflict, "failed_precondition", GRPCFailedPrecondition},
+	{ErrPreconditionFailed, http.StatusPreconditionFailed, "precondition_failed", GRPCFailedPrecondition},
+	{ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large", GRPCResourceExhausted},
+	{ErrResourceExhausted, http.StatusTooManyRequests, "resource_exhausted", GRPCResourceExhausted},
+	{ErrNotImplemented, http.StatusNotImplemented, "not_implemented", GRPCUnimplemented},
+	{ErrUnavailable, http.StatusServiceUnavailable, "unavailable", GRPCUnavailable},
+	{ErrBadGateway, http.StatusBadGateway, "bad_gateway", GRPCUnavailable},
+	{ErrDeadlineExceeded, http.StatusGatewayTimeout, "deadline_exceeded", GRPCDeadlineExceeded},
 	// Context errors that reach the edge unclassified: the caller went away,
 	// or a deadline ran out on the way. Neither is an internal error.
-	{context.Canceled, StatusClientClosed, "client_closed"},
-	{context.DeadlineExceeded, http.StatusGatewayTimeout, "deadline_exceeded"},
+	{context.Canceled, StatusClientClosed, "client_closed", GRPCCanceled},
+	{context.DeadlineExceeded, http.StatusGatewayTimeout, "deadline_exceeded", GRPCDeadlineExceeded},
 }
 
-var internalClass = class{ErrInternal, http.StatusInternalServerError, "internal"}
+var internalClass = class{ErrInternal, http.StatusInternalServerError, "internal", GRPCInternal}
 
 func classOf(err error) class {
 	for _, c := range table {

@@ -84,3 +84,42 @@ func TestDetailSaysARepeatedPartOnce(t *testing.T) {
 		t.Error("Detail(nil) is not empty")
 	}
 }
+
+// TestGRPCCodes: every class has a gRPC code beside its HTTP status, by
+// Google's API design guide, with If-Match's 412 as FAILED_PRECONDITION.
+func TestGRPCCodes(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		err  error
+		want GRPCStatus
+	}{
+		{fmt.Errorf("bad: %w", ErrInvalidArgument), GRPCInvalidArgument},
+		{fmt.Errorf("who: %w", ErrUnauthenticated), GRPCUnauthenticated},
+		{fmt.Errorf("no: %w", ErrPermissionDenied), GRPCPermissionDenied},
+		{fmt.Errorf("gone: %w", ErrNotFound), GRPCNotFound},
+		{fmt.Errorf("twice: %w", ErrAlreadyExists), GRPCAlreadyExists},
+		{fmt.Errorf("race: %w", ErrConflict), GRPCAborted},
+		{fmt.Errorf("paused: %w", ErrFailedPrecondition), GRPCFailedPrecondition},
+		{fmt.Errorf("If-Match: %w", ErrPreconditionFailed), GRPCFailedPrecondition},
+		{fmt.Errorf("big: %w", ErrTooLarge), GRPCResourceExhausted},
+		{fmt.Errorf("quota: %w", ErrResourceExhausted), GRPCResourceExhausted},
+		{fmt.Errorf("later: %w", ErrNotImplemented), GRPCUnimplemented},
+		{fmt.Errorf("GET only: %w", ErrMethodNotAllowed), GRPCUnimplemented},
+		{fmt.Errorf("down: %w", ErrUnavailable), GRPCUnavailable},
+		{fmt.Errorf("inside: %w", ErrBadGateway), GRPCUnavailable},
+		{fmt.Errorf("slow: %w", ErrDeadlineExceeded), GRPCDeadlineExceeded},
+		{context.Canceled, GRPCCanceled},
+		{context.DeadlineExceeded, GRPCDeadlineExceeded},
+		{errors.New("boom"), GRPCInternal},
+	}
+	for _, c := range cases {
+		if got := GRPCCode(c.err); got != c.want {
+			t.Errorf("GRPCCode(%v) = %d; want %d", c.err, got, c.want)
+		}
+	}
+	for _, c := range table {
+		if c.grpc == 0 {
+			t.Errorf("class %q has no gRPC code", c.code)
+		}
+	}
+}

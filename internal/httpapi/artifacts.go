@@ -6,13 +6,14 @@ import (
 	"net/http"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
 
 // artifactRoutes registers the artifact routes.
 func (s *Server) artifactRoutes() {
-	s.handle("GET", "/v1/jobs/{id}/artifacts", true, s.listArtifacts)
+	s.handle("GET", "/v1/jobs/{id}/artifacts", true, serveGet(s, http.StatusOK, s.listArtifacts))
 	s.handle("GET", "/v1/artifacts/{id}", true, s.downloadArtifact)
 	s.handle("GET", "/v1/artifacts/{id}/meta", true, s.artifactMeta)
 }
@@ -20,9 +21,9 @@ func (s *Server) artifactRoutes() {
 // execResult is the answer of a synchronous exec, with the outcome of its
 // artifact request when it made one.
 func (s *Server) execResult(r *http.Request, req api.ExecRequest, out *jobs.ExecOutput) api.ExecResult {
-	res := execResultWire(out)
+	res := apiwire.ExecResult(out)
 	if req.Artifacts != nil {
-		res.Artifacts = artifactSummaryWire(s.arts.Summary(r.Context(), out.Job.ID))
+		res.Artifacts = apiwire.ArtifactSummary(s.arts.Summary(r.Context(), out.Job.ID))
 	}
 	return res
 }
@@ -30,20 +31,16 @@ func (s *Server) execResult(r *http.Request, req api.ExecRequest, out *jobs.Exec
 // jobWithArtifacts is a job record with the outcome of its artifact
 // request, if it made one.
 func (s *Server) jobWithArtifacts(r *http.Request, j *sandbox.Job) api.Job {
-	w := jobWire(j)
-	w.Artifacts = artifactSummaryWire(s.arts.Summary(r.Context(), j.ID))
+	w := apiwire.Job(j)
+	w.Artifacts = apiwire.ArtifactSummary(s.arts.Summary(r.Context(), j.ID))
 	return w
 }
 
 // listArtifacts serves GET /v1/jobs/{id}/artifacts.
-func (s *Server) listArtifacts(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listArtifacts(r *http.Request) (api.ArtifactList, error) {
 	jobID := r.PathValue("id")
 	c, list, err := s.arts.JobArtifacts(r.Context(), tenantOf(r), jobID)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, artifactListWire(jobID, c, list))
+	return apiwire.ArtifactList(jobID, c, list), err
 }
 
 // artifactMeta serves GET /v1/artifacts/{id}/meta.
@@ -54,7 +51,7 @@ func (s *Server) artifactMeta(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("ETag", `"`+a.SHA256+`"`)
-	writeJSON(w, http.StatusOK, artifactWire(a))
+	writeJSON(w, http.StatusOK, apiwire.Artifact(a))
 }
 
 // downloadArtifact serves GET /v1/artifacts/{id}: the content, with Range

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/tenant"
@@ -156,25 +157,14 @@ func auditFilter(r *http.Request) (tenancy.AuditFilter, error) {
 }
 
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
-	f, err := auditFilter(r)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	limit := f.Limit
-	f.Limit++ // one more tells whether another page follows
-	list, err := s.tenancy.ListAudit(r.Context(), f)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	page := api.AuditPage{Items: []api.AuditRecord{}, NextCursor: strconv.FormatInt(max(f.AfterSeq, f.BeforeSeq), 10)}
-	if len(list) > limit {
-		list, page.HasMore = list[:limit], true
-	}
-	for _, a := range list {
-		page.Items = append(page.Items, auditRecordWire(a))
-		page.NextCursor = strconv.FormatInt(a.Seq, 10)
-	}
-	writeJSON(w, http.StatusOK, page)
+	serveGet(s, http.StatusOK, func(r *http.Request) (api.AuditPage, error) {
+		f, err := auditFilter(r)
+		if err != nil {
+			return api.AuditPage{}, err
+		}
+		limit := f.Limit
+		f.Limit++ // one more tells whether another page follows
+		list, err := s.tenancy.ListAudit(r.Context(), f)
+		return apiwire.AuditPage(list, limit, max(f.AfterSeq, f.BeforeSeq)), err
+	})(w, r)
 }

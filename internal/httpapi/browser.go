@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/browser"
 	"genesis.dev/sandbox/internal/errdefs"
 )
@@ -31,17 +32,25 @@ func (s *Server) browserRoutes() {
 	if s.browser == nil {
 		return
 	}
-	s.handle("GET", "/v1/sandboxes/{id}/browser", true, s.browserStatus)
+	s.handle("GET", "/v1/sandboxes/{id}/browser", true, serveGet(s, http.StatusOK, s.browserStatus))
 	s.handleAny("/v1/sandboxes/{id}/browser/json", true, s.browserJSON)
 	s.handleAny("/v1/sandboxes/{id}/browser/json/{path...}", true, s.browserJSON)
 	s.handle("GET", "/v1/sandboxes/{id}/browser/devtools/{path...}", true, s.browserDevtools)
 	s.handle("GET", "/v1/sandboxes/{id}/browser/playwright", true, s.browserPlaywright)
-	s.handle("POST", "/v1/sandboxes/{id}/browser/actions", true, s.browserActions)
-	s.handle("POST", "/v1/sandboxes/{id}/browser/links", true, s.browserLink)
-	s.handle("GET", "/v1/sandboxes/{id}/browser/downloads", true, s.browserDownloads)
-	s.handle("POST", "/v1/sandboxes/{id}/browser/downloads/keep", true, s.keepBrowserDownloads)
-	s.handle("POST", "/v1/sandboxes/{id}/browser/profile/save", true, s.saveBrowserProfile)
-	s.handle("POST", "/v1/sandboxes/{id}/browser/profile/load", true, s.loadBrowserProfile)
+	s.handle("POST", "/v1/sandboxes/{id}/browser/actions", true, serveBody(s, http.StatusOK, s.browserActions))
+	s.handle("POST", "/v1/sandboxes/{id}/browser/links", true, serveBody(s, http.StatusCreated, s.browserLink))
+	s.handle("GET", "/v1/sandboxes/{id}/browser/downloads", true, serveGet(s, http.StatusOK, func(r *http.Request) (api.BrowserDownloadList, error) {
+		return s.downloads(r, false, nil)
+	}))
+	s.handle("POST", "/v1/sandboxes/{id}/browser/downloads/keep", true, serveBody(s, http.StatusOK, func(r *http.Request, req *api.KeepBrowserDownloadsRequest) (api.BrowserDownloadList, error) {
+		return s.downloads(r, true, req.Names)
+	}))
+	s.handle("POST", "/v1/sandboxes/{id}/browser/profile/save", true, serveBody(s, http.StatusOK, func(r *http.Request, req *api.SaveBrowserProfileRequest) (api.BrowserProfile, error) {
+		return wired(apiwire.BrowserProfile)(s.browser.SaveProfile(r.Context(), tenantOf(r), r.PathValue("id"), req.Name))
+	}))
+	s.handle("POST", "/v1/sandboxes/{id}/browser/profile/load", true, serveBody(s, http.StatusOK, func(r *http.Request, req *api.LoadBrowserProfileRequest) (api.BrowserProfile, error) {
+		return wired(apiwire.BrowserProfile)(s.browser.LoadProfile(r.Context(), tenantOf(r), r.PathValue("id"), req.ArtifactID))
+	}))
 	s.recordingRoutes("/v1/sandboxes/{id}/browser/recording", s.browser)
 	s.handleAny("/v1/browsers/{token}/json", false, s.browserJSON)
 	s.handleAny("/v1/browsers/{token}/json/{path...}", false, s.browserJSON)
@@ -101,105 +110,39 @@ func (s *Server) browserPlaywright(w http.ResponseWriter, r *http.Request) {
 	s.browser.ServePlaywright(w, r, br, s.writeProblem)
 }
 
-func (s *Server) browserStatus(w http.ResponseWriter, r *http.Request) {
+func (s *Server) browserStatus(r *http.Request) (api.BrowserStatus, error) {
 	id := r.PathValue("id")
 	st, err := s.browser.Status(r.Context(), tenantOf(r), id)
 	if err != nil {
-		s.writeProblem(w, r, err)
-		return
+		return api.BrowserStatus{}, err
 	}
-	writeJSON(w, http.StatusOK, browserStatusWire(st, s.publicURL+"/v1/sandboxes/"+url.PathEscape(id)+"/browser"))
+	return apiwire.BrowserStatus(st, s.publicURL+"/v1/sandboxes/"+url.PathEscape(id)+"/browser"), nil
 }
 
-func (s *Server) browserActions(w http.ResponseWriter, r *http.Request) {
-	var req api.BrowserActionsRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	res, err := s.browser.Run(r.Context(), tenantOf(r), r.PathValue("id"), &req)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, browserActionsWire(res))
+func (s *Server) browserActions(r *http.Request, req *api.BrowserActionsRequest) (api.BrowserActionsResult, error) {
+	return wired(apiwire.BrowserActions)(s.browser.Run(r.Context(), tenantOf(r), r.PathValue("id"), req))
 }
 
-func (s *Server) browserLink(w http.ResponseWriter, r *http.Request) {
-	var req api.CreatePortLinkRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
+func (s *Server) browserLink(r *http.Request, req *api.CreatePortLinkRequest) (api.BrowserLink, error) {
 	id := r.PathValue("id")
 	st, err := s.browser.Status(r.Context(), tenantOf(r), id)
 	if err != nil {
-		s.writeProblem(w, r, err)
-		return
+		return api.BrowserLink{}, err
 	}
 	token, exp, err := s.ports.NewLink(r.Context(), principalOf(r), id, st.CDPPort, time.Duration(req.TTLSeconds)*time.Second)
 	if err != nil {
-		s.writeProblem(w, r, err)
-		return
+		return api.BrowserLink{}, err
 	}
 	base := s.publicURL + "/v1/browsers/" + token
 	out := api.BrowserLink{CDPURL: base, SandboxID: id, ExpiresAt: exp.UTC()}
 	if st.Playwright {
 		out.PlaywrightURL = "ws" + strings.TrimPrefix(base, "http") + "/playwright"
 	}
-	writeJSON(w, http.StatusCreated, out)
+	return out, nil
 }
 
-func (s *Server) browserDownloads(w http.ResponseWriter, r *http.Request) {
-	s.writeDownloads(w, r, false, nil)
-}
-
-func (s *Server) keepBrowserDownloads(w http.ResponseWriter, r *http.Request) {
-	var req api.KeepBrowserDownloadsRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	s.writeDownloads(w, r, true, req.Names)
-}
-
-func (s *Server) writeDownloads(w http.ResponseWriter, r *http.Request, keep bool, names []string) {
-	list, err := s.browser.Downloads(r.Context(), tenantOf(r), r.PathValue("id"), keep, names)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	out := api.BrowserDownloadList{Items: make([]api.BrowserDownload, len(list))}
-	for i, d := range list {
-		out.Items[i] = browserDownloadWire(d)
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func (s *Server) saveBrowserProfile(w http.ResponseWriter, r *http.Request) {
-	var req api.SaveBrowserProfileRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	res, err := s.browser.SaveProfile(r.Context(), tenantOf(r), r.PathValue("id"), req.Name)
-	s.writeBrowserProfile(w, r, res, err)
-}
-
-func (s *Server) loadBrowserProfile(w http.ResponseWriter, r *http.Request) {
-	var req api.LoadBrowserProfileRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	res, err := s.browser.LoadProfile(r.Context(), tenantOf(r), r.PathValue("id"), req.ArtifactID)
-	s.writeBrowserProfile(w, r, res, err)
-}
-
-func (s *Server) writeBrowserProfile(w http.ResponseWriter, r *http.Request, res *browser.ProfileResult, err error) {
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, browserProfileWire(res))
+// downloads lists the browser's downloads, keeping those named (all when
+// names is empty) as artifacts when keep.
+func (s *Server) downloads(r *http.Request, keep bool, names []string) (api.BrowserDownloadList, error) {
+	return wired(apiwire.BrowserDownloads)(s.browser.Downloads(r.Context(), tenantOf(r), r.PathValue("id"), keep, names))
 }

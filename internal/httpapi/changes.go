@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/changes"
 	"genesis.dev/sandbox/internal/errdefs"
 )
@@ -55,7 +56,7 @@ func (s *Server) diffSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !asPatch {
-		writeJSON(w, http.StatusOK, diffWire(res))
+		writeJSON(w, http.StatusOK, apiwire.Diff(res))
 		return
 	}
 	w.Header().Set("Content-Type", "text/x-patch; charset=utf-8")
@@ -104,5 +105,5 @@ func (s *Server) applyPatch(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, patchResultWire(res))
+	writeJSON(w, http.StatusOK, apiwire.PatchResult(res))
 }

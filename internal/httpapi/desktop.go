@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -8,13 +9,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/console"
 	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/recording"
+
+	"github.com/coder/websocket"
 )
 
 // Desktop routes of a desktop profile's sandbox:
@@ -38,15 +40,15 @@ func (s *Server) desktopRoutes() {
 	if s.desktop == nil {
 		return
 	}
-	s.handle("POST", "/v1/sandboxes/{id}/computer/actions", true, s.computerActions)
+	s.handle("POST", "/v1/sandboxes/{id}/computer/actions", true, serveBody(s, http.StatusOK, s.computerActions))
 	s.handle("GET", "/v1/sandboxes/{id}/control", true, s.desktopControl)
-	s.handle("POST", "/v1/sandboxes/{id}/control", true, s.takeDesktopControl)
-	s.handle("DELETE", "/v1/sandboxes/{id}/control", true, s.releaseDesktopControl)
-	s.handle("POST", "/v1/sandboxes/{id}/control/requests", true, s.requestHuman)
+	s.handle("POST", "/v1/sandboxes/{id}/control", true, serveBody(s, http.StatusOK, s.takeDesktopControl))
+	s.handle("DELETE", "/v1/sandboxes/{id}/control", true, serveGet(s, http.StatusOK, s.releaseDesktopControl))
+	s.handle("POST", "/v1/sandboxes/{id}/control/requests", true, serveBody(s, http.StatusCreated, s.requestHuman))
 	s.handle("GET", "/v1/sandboxes/{id}/display/vnc", true, s.displayVNC)
 	s.recordingRoutes("/v1/sandboxes/{id}/display/recording", s.desktop)
 	if s.ports != nil {
-		s.handle("POST", "/v1/sandboxes/{id}/display/links", true, s.displayLink)
+		s.handle("POST", "/v1/sandboxes/{id}/display/links", true, serveBody(s, http.StatusCreated, s.displayLink))
 		s.handle("GET", "/v1/displays/{token}/vnc", false, s.displayVNC)
 		s.handle("GET", "/v1/sandboxes/{id}/display/viewer", true, s.displayViewerRedirect)
 		s.handle("GET", "/v1/displays/{token}/viewer", false, s.displayViewer)
@@ -58,29 +60,34 @@ func (s *Server) desktopRoutes() {
 // displayScope prefixes the scope of live-view links; the role follows.
 const displayScope = "display:"
 
-func (s *Server) displayLink(w http.ResponseWriter, r *http.Request) {
-	var req api.CreateDisplayLinkRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
+// displayRole checks the role of a live-view link.
+func displayRole(role string) error {
+	if role != desktop.RoleObserver && role != desktop.RoleController {
+		return errdefs.WithCode("invalid_role", fmt.Errorf("role %.40q must be observer or controller: %w", role, errdefs.ErrInvalidArgument))
 	}
-	if req.Role != desktop.RoleObserver && req.Role != desktop.RoleController {
-		s.writeProblem(w, r, errdefs.WithCode("invalid_role", fmt.Errorf("role %.40q must be observer or controller: %w", req.Role, errdefs.ErrInvalidArgument)))
-		return
+	return nil
+}
+
+// newDisplayLink makes a live-view link of role for the request's
+// sandbox, good for ttl.
+func (s *Server) newDisplayLink(r *http.Request, role string, ttl time.Duration) (id, token string, exp time.Time, err error) {
+	if err = displayRole(role); err != nil {
+		return "", "", time.Time{}, err
 	}
-	id, err := s.desktop.CheckDesktop(r.Context(), tenantOf(r), r.PathValue("id"))
+	if id, err = s.desktop.CheckDesktop(r.Context(), tenantOf(r), r.PathValue("id")); err != nil {
+		return "", "", time.Time{}, err
+	}
+	token, exp, err = s.ports.NewScopedLink(principalOf(r), id, displayScope+role, ttl)
+	return id, token, exp, err
+}
+
+func (s *Server) displayLink(r *http.Request, req *api.CreateDisplayLinkRequest) (api.DisplayLink, error) {
+	id, token, exp, err := s.newDisplayLink(r, req.Role, time.Duration(req.TTLSeconds)*time.Second)
 	if err != nil {
-		s.writeProblem(w, r, err)
-		return
+		return api.DisplayLink{}, err
 	}
-	token, exp, err := s.ports.NewScopedLink(principalOf(r), id, displayScope+req.Role, time.Duration(req.TTLSeconds)*time.Second)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	base := s.publicURL
-	writeJSON(w, http.StatusCreated, api.DisplayLink{SandboxID: id, Role: req.Role, ExpiresAt: exp.UTC(),
-		VNCURL: "ws" + strings.TrimPrefix(base, "http") + "/v1/displays/" + token + "/vnc", ViewerURL: base + "/v1/displays/" + token + "/viewer"})
+	return api.DisplayLink{SandboxID: id, Role: req.Role, ExpiresAt: exp.UTC(),
+		VNCURL: "ws" + strings.TrimPrefix(s.publicURL, "http") + "/v1/displays/" + token + "/vnc", ViewerURL: s.publicURL + "/v1/displays/" + token + "/viewer"}, nil
 }
 
 // displayViewerRedirect makes a live-view link for the caller (?role=,
@@ -88,12 +95,9 @@ func (s *Server) displayLink(w http.ResponseWriter, r *http.Request) {
 // page: `genesis desktop view` prints where it leads.
 func (s *Server) displayViewerRedirect(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	role := q.Get("role")
-	if role == "" {
-		role = desktop.RoleObserver
-	}
-	if role != desktop.RoleObserver && role != desktop.RoleController {
-		s.writeProblem(w, r, errdefs.WithCode("invalid_role", fmt.Errorf("role %.40q must be observer or controller: %w", role, errdefs.ErrInvalidArgument)))
+	role := cmp.Or(q.Get("role"), desktop.RoleObserver)
+	if err := displayRole(role); err != nil {
+		s.writeProblem(w, r, err)
 		return
 	}
 	ttl := 600
@@ -105,12 +109,7 @@ func (s *Server) displayViewerRedirect(w http.ResponseWriter, r *http.Request) {
 		}
 		ttl = n
 	}
-	id, err := s.desktop.CheckDesktop(r.Context(), tenantOf(r), r.PathValue("id"))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	token, _, err := s.ports.NewScopedLink(principalOf(r), id, displayScope+role, time.Duration(ttl)*time.Second)
+	_, token, _, err := s.newDisplayLink(r, role, time.Duration(ttl)*time.Second)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -214,55 +213,20 @@ func (s *Server) desktopControl(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
-func (s *Server) takeDesktopControl(w http.ResponseWriter, r *http.Request) {
-	var req api.TakeDesktopControlRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	st, err := s.desktop.TakeControl(r.Context(), tenantOf(r), r.PathValue("id"), req)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, st)
+func (s *Server) takeDesktopControl(r *http.Request, req *api.TakeDesktopControlRequest) (*api.DesktopControl, error) {
+	return s.desktop.TakeControl(r.Context(), tenantOf(r), r.PathValue("id"), *req)
 }
 
-func (s *Server) releaseDesktopControl(w http.ResponseWriter, r *http.Request) {
-	st, err := s.desktop.ReleaseControl(r.Context(), tenantOf(r), r.PathValue("id"))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, st)
+func (s *Server) releaseDesktopControl(r *http.Request) (*api.DesktopControl, error) {
+	return s.desktop.ReleaseControl(r.Context(), tenantOf(r), r.PathValue("id"))
 }
 
-func (s *Server) requestHuman(w http.ResponseWriter, r *http.Request) {
-	var req api.RequestHumanRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	st, err := s.desktop.RequestHuman(r.Context(), tenantOf(r), r.PathValue("id"), req.Reason)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, st)
+func (s *Server) requestHuman(r *http.Request, req *api.RequestHumanRequest) (*api.DesktopControl, error) {
+	return s.desktop.RequestHuman(r.Context(), tenantOf(r), r.PathValue("id"), req.Reason)
 }
 
-func (s *Server) computerActions(w http.ResponseWriter, r *http.Request) {
-	var req api.ComputerActionsRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	res, err := s.desktop.Run(r.Context(), tenantOf(r), r.PathValue("id"), &req)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
+func (s *Server) computerActions(r *http.Request, req *api.ComputerActionsRequest) (*api.ComputerActionsResult, error) {
+	return s.desktop.Run(r.Context(), tenantOf(r), r.PathValue("id"), req)
 }
 
 // viewerAsset serves the live-view page's script and style.
@@ -285,27 +249,13 @@ type recorder interface {
 // recordingRoutes serves POST (start), GET (state) and DELETE (stop) of
 // path for m.
 func (s *Server) recordingRoutes(path string, m recorder) {
-	s.handle("POST", path, true, func(w http.ResponseWriter, r *http.Request) {
-		var req api.RecordingRequest
-		if err := s.decode(w, r, &req); err != nil {
-			s.writeProblem(w, r, err)
-			return
-		}
-		rec, err := m.StartRecording(r.Context(), tenantOf(r), r.PathValue("id"), recording.Options{FPS: req.FPS, SegmentSeconds: req.SegmentSeconds})
-		if err != nil {
-			s.writeProblem(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusCreated, recordingWire(rec))
-	})
+	s.handle("POST", path, true, serveBody(s, http.StatusCreated, func(r *http.Request, req *api.RecordingRequest) (api.Recording, error) {
+		o := recording.Options{FPS: req.FPS, SegmentSeconds: req.SegmentSeconds}
+		return wired(apiwire.Recording)(m.StartRecording(r.Context(), tenantOf(r), r.PathValue("id"), o))
+	}))
 	for method, f := range map[string]func(context.Context, string, string) (*recording.Recording, error){"GET": m.GetRecording, "DELETE": m.StopRecording} {
-		s.handle(method, path, true, func(w http.ResponseWriter, r *http.Request) {
-			rec, err := f(r.Context(), tenantOf(r), r.PathValue("id"))
-			if err != nil {
-				s.writeProblem(w, r, err)
-				return
-			}
-			writeJSON(w, http.StatusOK, recordingWire(rec))
-		})
+		s.handle(method, path, true, serveGet(s, http.StatusOK, func(r *http.Request) (api.Recording, error) {
+			return wired(apiwire.Recording)(f(r.Context(), tenantOf(r), r.PathValue("id")))
+		}))
 	}
 }

@@ -116,19 +116,14 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := control.SandboxFilter{Tenant: tenantOf(r), Profile: q.Get("profile")}
 	// An admin key lists any tenant's sandboxes (?tenant=NAME, or * for
 	// every tenant's); a tenant's key only its own.
-	if t := q.Get("tenant"); t != "" && t != f.Tenant {
-		if !principalOf(r).Admin {
-			s.writeProblem(w, r, errdefs.WithCode("admin_required", fmt.Errorf("only an admin key may list another tenant's sandboxes: %w", errdefs.ErrPermissionDenied)))
-			return
-		}
-		f.Tenant = t
-		if t == "*" {
-			f.Tenant = ""
-		}
+	scope, err := control.ListScope(tenantOf(r), principalOf(r).Admin, q.Get("tenant"))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
 	}
+	f := control.SandboxFilter{Tenant: scope, Profile: q.Get("profile")}
 	for _, st := range q["state"] {
 		for _, one := range strings.Split(st, ",") {
 			f.States = append(f.States, sandbox.State(one))

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"genesis.dev/sandbox/api"
@@ -106,95 +105,32 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, jobID string,
 		}
 	}
 	ctx := r.Context()
-	keepalive := time.NewTicker(s.keepalive)
-	defer keepalive.Stop()
-	// A cursor beyond the current end: wait (follow) until the log reaches
-	// it, then it must be an event boundary; without follow, end cleanly.
-	for cursor > log.Size() {
-		if _, _, done := log.Offsets(); done || !follow {
-			return
-		}
-		changed := log.Wait()
-		if cursor <= log.Size() {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-		case <-keepalive.C:
-			if sw.comment("keepalive") != nil {
-				return
-			}
-		}
-	}
-	if ok, err := log.ValidCursor(cursor); err != nil || !ok {
-		_ = sw.event("", "error", map[string]string{"code": "invalid_cursor",
-			"detail": fmt.Sprintf("cursor %d is not an event id of job %s", cursor, jobID)})
-		_ = sw.flush()
-		return
-	}
-	rd, err := log.NewReader(cursor)
-	if err != nil {
+	sink := &sseSink{sw: sw, jobID: jobID}
+	err := s.jobs.FollowLog(ctx, tenantOf(r), jobID, log, cursor, jobs.FollowOptions{Follow: follow, Keepalive: s.keepalive, Started: first != nil}, sink)
+	if err != nil && ctx.Err() == nil {
 		s.log.Warn("log stream ended", "job", jobID, "err", err)
-		return
 	}
-	defer rd.Close()
-	// checkRecord: whether to look at the job record when the reader is at
-	// the end of an unfinished log: first at the end, then on keepalives.
-	// A job started by this request (first is set) is being followed right
-	// now, so its record waits for the first keepalive.
-	checkRecord := first == nil
-	for {
-		changed := log.Wait()
-		exited, err := rd.ReadAvailable(func(e jobs.LogEvent) error { return sw.frame(e, jobID) })
-		if err == nil {
-			err = sw.flush()
-		}
-		if err != nil || exited || ctx.Err() != nil {
-			if err != nil && ctx.Err() == nil {
-				s.log.Warn("log stream ended", "job", jobID, "err", err)
-			}
-			return
-		}
-		if !follow {
-			return // nothing more now
-		}
-		cursor = rd.Cursor()
-		if _, _, done := log.Offsets(); !done && checkRecord {
-			// A job can be final without an exit frame in its log (the
-			// service died between recording and appending it): end the
-			// stream with the record's exit rather than waiting forever.
-			// The record is read when the reader first catches up and then
-			// at each keepalive, not on every append.
-			checkRecord = false
-			// Not while this process is still to append the log's exit (it
-			// records the final state first): the stream would end with
-			// an exit whose id is the last event's, and the real one after.
-			if j, err := s.jobs.GetJob(ctx, tenantOf(r), jobID); err == nil && j.State.Final() && cursor >= log.Size() && !s.jobs.LogPending(jobID) {
-				if _, _, done := log.Offsets(); !done {
-					_ = sw.event(strconv.FormatInt(cursor, 10), "exit", exitEventWire(j))
-					_ = sw.flush()
-					return
-				}
-			}
-		}
-		if _, _, done := log.Offsets(); done && cursor >= log.Size() {
-			// The log is complete and the reader is at or past its end
-			// (resumed after the exit event): nothing will ever follow.
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-		case <-keepalive.C:
-			checkRecord = true
-			if sw.comment("keepalive") != nil {
-				return
-			}
-		}
-	}
+}
+
+// sseSink writes a followed log as Server-Sent Events.
+type sseSink struct {
+	sw    *sseWriter
+	jobID string
+}
+
+func (k *sseSink) Event(e jobs.LogEvent) error { return k.sw.frame(e, k.jobID) }
+func (k *sseSink) Flush() error                { return k.sw.flush() }
+func (k *sseSink) Idle() error                 { return k.sw.comment("keepalive") }
+
+func (k *sseSink) InvalidCursor(cursor int64) {
+	_ = k.sw.event("", "error", map[string]string{"code": "invalid_cursor",
+		"detail": fmt.Sprintf("cursor %d is not an event id of job %s", cursor, k.jobID)})
+	_ = k.sw.flush()
+}
+
+func (k *sseSink) RecordExit(j *sandbox.Job, cursor int64) {
+	_ = k.sw.event(strconv.FormatInt(cursor, 10), "exit", exitEventWire(j))
+	_ = k.sw.flush()
 }
 
 type sseWriter struct {
@@ -299,27 +235,16 @@ func (sw *sseWriter) frame(e jobs.LogEvent, jobID string) error {
 		}
 		return sw.output(id, name, e.Offset, e.Payload)
 	case jobs.FrameTruncated:
-		stream := "stdout"
-		if len(e.Payload) > 0 && e.Payload[0] == byte(jobs.FrameStderr) {
-			stream = "stderr"
-		}
-		return sw.event(id, "truncated", api.TruncatedEvent{Stream: stream, Kept: e.Offset})
+		return sw.event(id, "truncated", api.TruncatedEvent{Stream: jobs.TruncatedStream(e), Kept: e.Offset})
 	case jobs.FrameExit:
-		x, err := e.Exit()
+		x, err := jobs.ExitOfEvent(jobID, e)
 		if err != nil {
 			return err
 		}
 		ev := api.ExitEvent{
-			JobID: jobID, ExitReason: x.ExitReason, Signal: x.Signal,
+			JobID: x.JobID, State: string(x.State), ExitCode: x.ExitCode, ExitReason: x.ExitReason, Signal: x.Signal, Error: x.Error,
 			StdoutBytes: x.StdoutBytes, StderrBytes: x.StderrBytes,
 			StdoutTruncated: x.StdoutTruncated, StderrTruncated: x.StderrTruncated, DurationMS: x.DurationMS,
-		}
-		ev.State = string(sandbox.FinalJobState(sandbox.ExitReason(x.ExitReason), x.ExitCode))
-		if x.ExitReason == string(sandbox.ExitLost) {
-			ev.Error, ev.Signal = x.Signal, ""
-		} else {
-			code := x.ExitCode
-			ev.ExitCode = &code
 		}
 		return sw.event(id, "exit", ev)
 	}

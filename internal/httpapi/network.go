@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -27,7 +28,7 @@ func (s *Server) getNetwork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("ETag", networkETag(n))
-	writeJSON(w, http.StatusOK, networkWire(n))
+	writeJSON(w, http.StatusOK, apiwire.Network(n))
 }
 
 func (s *Server) putNetwork(w http.ResponseWriter, r *http.Request) {
@@ -41,13 +42,13 @@ func (s *Server) putNetwork(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	n, err := s.ctl.UpdateNetwork(r.Context(), tenantOf(r), r.PathValue("id"), ifv, *policyIn(&req))
+	n, err := s.ctl.UpdateNetwork(r.Context(), tenantOf(r), r.PathValue("id"), ifv, *apiwire.PolicyIn(&req))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
 	w.Header().Set("ETag", networkETag(n))
-	writeJSON(w, http.StatusOK, networkWire(n))
+	writeJSON(w, http.StatusOK, apiwire.Network(n))
 }
 
 func (s *Server) networkEvents(w http.ResponseWriter, r *http.Request) {
@@ -78,5 +79,5 @@ func (s *Server) networkEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, networkEventsWire(page))
+	writeJSON(w, http.StatusOK, apiwire.NetworkEvents(page))
 }

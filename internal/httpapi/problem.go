@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 )
@@ -55,7 +56,7 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 		RequestID: requestID(r),
 	}
 	if b, ok := control.ImageBuildOf(err); ok {
-		p.ImageBuild = imageBuildWire(&b)
+		p.ImageBuild = apiwire.ImageBuild(&b)
 	}
 	w.Header().Set("Content-Type", api.ProblemMediaType)
 	w.WriteHeader(status)

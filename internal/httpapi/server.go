@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -19,13 +17,13 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/api"
-	"genesis.dev/sandbox/internal/console"
-
 	"genesis.dev/sandbox/internal/artifacts"
+	"genesis.dev/sandbox/internal/auth"
 	"genesis.dev/sandbox/internal/browser"
 	"genesis.dev/sandbox/internal/changes"
 	"genesis.dev/sandbox/internal/compat/e2b"
 	"genesis.dev/sandbox/internal/compat/opensandbox"
+	"genesis.dev/sandbox/internal/console"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -35,10 +33,12 @@ import (
 	"genesis.dev/sandbox/internal/mcp/servers"
 	"genesis.dev/sandbox/internal/mcpserve"
 	"genesis.dev/sandbox/internal/ports"
+	"genesis.dev/sandbox/internal/replay"
 	"genesis.dev/sandbox/internal/skills"
 	"genesis.dev/sandbox/internal/snapshots"
 	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/tenant"
+	"genesis.dev/sandbox/internal/tickets"
 	"genesis.dev/sandbox/internal/trace"
 	"genesis.dev/sandbox/internal/volumes"
 )
@@ -114,12 +114,12 @@ type Config struct {
 type Server struct {
 	ctl       *control.Service
 	tenancy   *tenancy.Service
-	keys      []apiKey
+	auth      *auth.Authenticator
 	maxBody   int64
 	log       *slog.Logger
 	mux       *http.ServeMux
 	routes    []Route
-	metrics   *Metrics
+	metrics   edgeMetrics
 	keepalive time.Duration
 	terms     *interactive.Terminals
 	files     *files.Gateway
@@ -135,22 +135,17 @@ type Server struct {
 	mcp       *servers.Manager
 	skills    *skills.Manager
 	browser   *browser.Manager
-	tickets   terminalTickets
+	tickets   tickets.Table
 	desktop   *desktop.Manager
 	viewer    *console.Viewer
 	trace     *trace.Store
+	replay    *replay.Replayer
 	e2b       *e2b.Adapter
 	osb       *opensandbox.Adapter
 	snaps     *snapshots.Manager
 	changes   *changes.Service
 	vols      *volumes.Manager
 	mcpServe  *mcpserve.Server
-}
-
-type apiKey struct {
-	hash   [32]byte
-	tenant string
-	scopes []string
 }
 
 // Route is one served method and path pattern.
@@ -195,19 +190,29 @@ func New(cfg Config) (*Server, error) {
 	if cfg.PublicURL == "" {
 		return nil, fmt.Errorf("httpapi: no public URL: %w", errdefs.ErrInvalidArgument)
 	}
-	s := &Server{ctl: cfg.Control, tenancy: cfg.Tenancy, maxBody: cfg.MaxBodyBytes, log: cfg.Logger, mux: http.NewServeMux(), metrics: cfg.Metrics, keepalive: cfg.KeepAlive,
+	s := &Server{ctl: cfg.Control, tenancy: cfg.Tenancy, maxBody: cfg.MaxBodyBytes, log: cfg.Logger, mux: http.NewServeMux(), metrics: edgeMetrics{cfg.Metrics}, keepalive: cfg.KeepAlive,
 		ports: cfg.Ports, origins: cfg.Previews, publicURL: strings.TrimRight(cfg.PublicURL, "/"), services: cfg.Services, unaudited: map[string]bool{}}
-	for k, t := range cfg.Keys {
-		s.keys = append(s.keys, apiKey{hash: sha256.Sum256([]byte(k)), tenant: t})
-	}
-	for k, t := range cfg.ApproverKeys {
-		s.keys = append(s.keys, apiKey{hash: sha256.Sum256([]byte(k)), tenant: t, scopes: []string{tenant.ScopeApprove}})
+	var err error
+	if s.auth, err = auth.New(auth.Config{Tenants: cfg.Tenancy, Keys: cfg.Keys, ApproverKeys: cfg.ApproverKeys, Logger: cfg.Logger}); err != nil {
+		return nil, err
 	}
 	s.terms, s.files, s.jobs, s.arts, s.mcp = cfg.Terminals, cfg.Files, cfg.Jobs, cfg.Artifacts, cfg.MCP
 	s.skills = cfg.Skills
 	s.desktop = cfg.Desktop
 	s.viewer = console.NewViewer()
 	s.trace = cfg.Trace
+	if s.trace != nil {
+		rc := replay.Config{Traces: cfg.Trace, Sandboxes: cfg.Control, Jobs: cfg.Jobs, Artifacts: cfg.Artifacts}
+		if cfg.Desktop != nil {
+			rc.Computer = cfg.Desktop
+		}
+		if cfg.Browser != nil && cfg.Ports != nil {
+			rc.Browser = cfg.Browser
+		}
+		if s.replay, err = replay.New(rc); err != nil {
+			return nil, err
+		}
+	}
 	s.snaps = cfg.Snapshots
 	s.changes = cfg.Changes
 	s.vols = cfg.Volumes
@@ -485,10 +490,8 @@ const ActAsHeader = api.HeaderActAs
 // tenantOf returns the tenant of the authenticated request.
 func tenantOf(r *http.Request) string { return principalOf(r).Tenant }
 
-// authenticate resolves the bearer key: keys from the config and command
-// line are compared in constant time here (every one of them, whatever
-// matches); any other key is looked up by its SHA-256 in the store on every
-// request, so a revocation takes effect on the next one.
+// authenticate resolves the bearer key (auth.Authenticator: a revocation
+// takes effect on the next request).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := r.Header.Get("Authorization")
@@ -497,24 +500,15 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			s.writeProblem(w, r, errdefs.WithCode("unauthenticated", errdefs.Mark(errors.New("no API key: send the header Authorization: Bearer <api key>"), errdefs.ErrUnauthenticated)))
 			return
 		}
-		p, err := s.resolveKey(r.Context(), sha256.Sum256([]byte(token)))
+		p, err := s.auth.Key(r.Context(), token)
+		if err == nil {
+			// An admin key acts for another tenant with X-Genesis-Tenant;
+			// the audit records the admin's key as the actor.
+			p, err = s.auth.ActAs(r.Context(), p, r.Header.Get(ActAsHeader))
+		}
 		if err != nil {
 			s.writeProblem(w, r, err)
 			return
-		}
-		// An admin key acts for another tenant with X-Genesis-Tenant:
-		// every route then sees that tenant's resources, as its own key
-		// would, and the audit records the admin's key as the actor.
-		if as := r.Header.Get(ActAsHeader); as != "" && as != p.Tenant {
-			if !p.Admin {
-				s.writeProblem(w, r, errdefs.WithCode("admin_required", fmt.Errorf("only an admin key may act for another tenant (%s): %w", ActAsHeader, errdefs.ErrPermissionDenied)))
-				return
-			}
-			if _, err := s.tenancy.GetTenant(r.Context(), as); err != nil {
-				s.writeProblem(w, r, err)
-				return
-			}
-			p.Tenant = as
 		}
 		if ae := auditOf(r); ae != nil {
 			ae.principal = p
@@ -526,24 +520,9 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 // principalOfKey answers who holds an API key (for the compat adapters,
 // which read keys from their own headers).
 func (s *Server) principalOfKey(ctx context.Context, key string) (tenant.Principal, error) {
-	p, err := s.resolveKey(ctx, sha256.Sum256([]byte(key)))
+	p, err := s.auth.Key(ctx, key)
 	if ae, _ := ctx.Value(auditKey).(*auditEntry); ae != nil && err == nil {
 		ae.principal = p
-	}
-	return p, err
-}
-
-// resolveKey answers whose key has the SHA-256 sum.
-func (s *Server) resolveKey(ctx context.Context, sum [32]byte) (tenant.Principal, error) {
-	static, scopes := "", []string(nil)
-	for _, k := range s.keys {
-		if subtle.ConstantTimeCompare(sum[:], k.hash[:]) == 1 {
-			static, scopes = k.tenant, k.scopes
-		}
-	}
-	p, err := s.tenancy.Authenticate(ctx, sum, static)
-	if err == nil && static != "" {
-		p.Scopes = scopes
 	}
 	return p, err
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/skills"
 )
@@ -27,12 +28,24 @@ func (s *Server) skillRoutes() {
 		return
 	}
 	s.handle("POST", "/v1/skills", true, s.pushSkill)
-	s.handle("GET", "/v1/skills", true, s.listSkills)
-	s.handle("GET", "/v1/skills/{name}", true, s.getSkill)
-	s.handle("GET", "/v1/skills/{name}/revisions", true, s.listSkillRevisions)
-	s.handle("GET", "/v1/skills/{name}/revisions/{revision}", true, s.getSkillRevision)
+	s.handle("GET", "/v1/skills", true, serveGet(s, http.StatusOK, func(r *http.Request) (api.SkillList, error) {
+		list, err := s.skills.List(r.Context(), tenantOf(r))
+		return api.SkillList{Items: apiwire.SkillRevisions(list)}, err
+	}))
+	s.handle("GET", "/v1/skills/{name}", true, serveGet(s, http.StatusOK, func(r *http.Request) (api.SkillRevision, error) {
+		return wired(apiwire.SkillRevision)(s.skills.Get(r.Context(), tenantOf(r), r.PathValue("name"), 0))
+	}))
+	s.handle("GET", "/v1/skills/{name}/revisions", true, serveGet(s, http.StatusOK, func(r *http.Request) (api.SkillRevisionList, error) {
+		list, err := s.skills.Revisions(r.Context(), tenantOf(r), r.PathValue("name"))
+		return api.SkillRevisionList{Items: apiwire.SkillRevisions(list)}, err
+	}))
+	s.handle("GET", "/v1/skills/{name}/revisions/{revision}", true, serveGet(s, http.StatusOK, func(r *http.Request) (api.SkillRevision, error) {
+		return wired(apiwire.SkillRevision)(s.skillRevision(r, r.PathValue("revision"))) // never "": the pattern needs a segment
+	}))
 	s.handle("GET", "/v1/skills/{name}/files/{path...}", true, s.getSkillFile)
-	s.handle("POST", "/v1/skills/{name}/runs", true, s.runSkill)
+	s.handle("POST", "/v1/skills/{name}/runs", true, serveBody(s, http.StatusOK, func(r *http.Request, req *api.SkillRunRequest) (api.SkillRun, error) {
+		return wired(apiwire.SkillRun)(s.skills.Run(r.Context(), tenantOf(r), r.PathValue("name"), apiwire.SkillRunIn(*req)))
+	}))
 	h := s.skills.MCPHandler(tenantOf, "1")
 	for _, m := range []string{"POST", "GET", "DELETE"} {
 		s.handle(m, "/v1/mcp/skills", true, h.ServeHTTP)
@@ -64,34 +77,7 @@ func (s *Server) pushSkill(w http.ResponseWriter, r *http.Request) {
 	if !created {
 		status = http.StatusOK // the latest revision already has this content
 	}
-	writeJSON(w, status, skillRevisionWire(rev))
-}
-
-func (s *Server) listSkills(w http.ResponseWriter, r *http.Request) {
-	list, err := s.skills.List(r.Context(), tenantOf(r))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, api.SkillList{Items: skillRevisionsWire(list)})
-}
-
-func (s *Server) getSkill(w http.ResponseWriter, r *http.Request) {
-	rev, err := s.skills.Get(r.Context(), tenantOf(r), r.PathValue("name"), 0)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, skillRevisionWire(rev))
-}
-
-func (s *Server) listSkillRevisions(w http.ResponseWriter, r *http.Request) {
-	list, err := s.skills.Revisions(r.Context(), tenantOf(r), r.PathValue("name"))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, api.SkillRevisionList{Items: skillRevisionsWire(list)})
+	writeJSON(w, status, apiwire.SkillRevision(rev))
 }
 
 // revisionParam reads a revision number: "" is 0 (the latest).
@@ -114,15 +100,6 @@ func (s *Server) skillRevision(r *http.Request, revision string) (*skills.Revisi
 		return nil, err
 	}
 	return s.skills.Get(r.Context(), tenantOf(r), r.PathValue("name"), n)
-}
-
-func (s *Server) getSkillRevision(w http.ResponseWriter, r *http.Request) {
-	rev, err := s.skillRevision(r, r.PathValue("revision")) // never "": the pattern needs a segment
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, skillRevisionWire(rev))
 }
 
 func (s *Server) getSkillFile(w http.ResponseWriter, r *http.Request) {
@@ -151,18 +128,4 @@ func (s *Server) getSkillFile(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Skill-Revision", strconv.FormatInt(rev.Revision, 10))
 	w.Header().Set("X-Skill-Digest", rev.Digest)
 	_, _ = w.Write(data)
-}
-
-func (s *Server) runSkill(w http.ResponseWriter, r *http.Request) {
-	var req api.SkillRunRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	run, err := s.skills.Run(r.Context(), tenantOf(r), r.PathValue("name"), skillRunIn(req))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, skillRunWire(run))
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
@@ -13,13 +14,26 @@ import (
 // without an admin key get 403 with code "admin_required".
 func (s *Server) tenantRoutes() {
 	s.handle("POST", "/v1/tenants", true, s.adminOnly(s.createTenant))
-	s.handle("GET", "/v1/tenants", true, s.adminOnly(s.listTenants))
+	s.handle("GET", "/v1/tenants", true, s.adminOnly(serveGet(s, http.StatusOK, func(r *http.Request) (api.TenantList, error) {
+		return wired(apiwire.TenantList)(s.tenancy.ListTenants(r.Context()))
+	})))
 	s.handle("GET", "/v1/tenants/{name}", true, s.adminOnly(s.getTenant))
 	s.handle("PATCH", "/v1/tenants/{name}", true, s.adminOnly(s.patchTenant))
-	s.handle("DELETE", "/v1/tenants/{name}", true, s.adminOnly(s.deleteTenant))
+	s.handle("DELETE", "/v1/tenants/{name}", true, s.adminOnly(serveNoContent(s, func(r *http.Request) error {
+		ifv, err := parseIfMatch(r.Header.Get("If-Match"))
+		if err != nil {
+			return err
+		}
+		return s.tenancy.DeleteTenant(r.Context(), r.PathValue("name"), ifv)
+	})))
 	s.handle("POST", "/v1/tenants/{name}/keys", true, s.adminOnly(s.createKey))
-	s.handle("GET", "/v1/tenants/{name}/keys", true, s.adminOnly(s.listKeys))
-	s.handle("DELETE", "/v1/tenants/{name}/keys/{key_id}", true, s.adminOnly(s.revokeKey))
+	s.handle("GET", "/v1/tenants/{name}/keys", true, s.adminOnly(serveGet(s, http.StatusOK, func(r *http.Request) (api.APIKeyList, error) {
+		return wired(apiwire.Keys)(s.tenancy.ListKeys(r.Context(), r.PathValue("name")))
+	})))
+	s.handle("DELETE", "/v1/tenants/{name}/keys/{key_id}", true, s.adminOnly(serveNoContent(s, func(r *http.Request) error {
+		_, err := s.tenancy.RevokeKey(r.Context(), r.PathValue("name"), r.PathValue("key_id"))
+		return err
+	})))
 }
 
 func tenantETag(t *tenant.Tenant) string { return `"` + strconv.FormatInt(t.ResourceVersion, 10) + `"` }
@@ -30,28 +44,14 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	t, err := s.tenancy.CreateTenant(r.Context(), tenantInput(req))
+	t, err := s.tenancy.CreateTenant(r.Context(), apiwire.TenantInput(req))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
 	w.Header().Set("ETag", tenantETag(t))
 	w.Header().Set("Location", "/v1/tenants/"+url.PathEscape(t.Name))
-	writeJSON(w, http.StatusCreated, tenantWire(t))
-}
-
-func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
-	list, err := s.tenancy.ListTenants(r.Context())
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	out := api.TenantList{Items: make([]api.Tenant, len(list))}
-	for i, v := range list {
-		out.Items[i] = tenantWire(v.Tenant)
-		out.Items[i].Usage = usageWire(v.Usage)
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusCreated, apiwire.Tenant(t))
 }
 
 func (s *Server) getTenant(w http.ResponseWriter, r *http.Request) {
@@ -60,10 +60,8 @@ func (s *Server) getTenant(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := tenantWire(v.Tenant)
-	out.Usage = usageWire(v.Usage)
 	w.Header().Set("ETag", tenantETag(v.Tenant))
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, apiwire.TenantView(v))
 }
 
 func (s *Server) patchTenant(w http.ResponseWriter, r *http.Request) {
@@ -77,26 +75,13 @@ func (s *Server) patchTenant(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	t, err := s.tenancy.UpdateTenant(r.Context(), r.PathValue("name"), ifv, tenantPatch(req))
+	t, err := s.tenancy.UpdateTenant(r.Context(), r.PathValue("name"), ifv, apiwire.TenantPatch(req))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
 	w.Header().Set("ETag", tenantETag(t))
-	writeJSON(w, http.StatusOK, tenantWire(t))
-}
-
-func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request) {
-	ifv, err := parseIfMatch(r.Header.Get("If-Match"))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	if err := s.tenancy.DeleteTenant(r.Context(), r.PathValue("name"), ifv); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	writeJSON(w, http.StatusOK, apiwire.Tenant(t))
 }
 
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
@@ -113,30 +98,9 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := keyWire(k)
+	out := apiwire.Key(k)
 	out.Key = secret
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Location", "/v1/tenants/"+url.PathEscape(name)+"/keys/"+k.ID)
 	writeJSON(w, http.StatusCreated, out)
-}
-
-func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
-	list, err := s.tenancy.ListKeys(r.Context(), r.PathValue("name"))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	out := api.APIKeyList{Items: make([]api.APIKey, len(list))}
-	for i, k := range list {
-		out.Items[i] = keyWire(k)
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
-	if _, err := s.tenancy.RevokeKey(r.Context(), r.PathValue("name"), r.PathValue("key_id")); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
 }

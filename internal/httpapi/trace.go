@@ -1,24 +1,17 @@
 package httpapi
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"path"
 	"strconv"
-	"strings"
 	"time"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/console"
-
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/trace"
 )
@@ -28,12 +21,18 @@ func (s *Server) traceRoutes() {
 		return
 	}
 	s.handle("GET", "/v1/sandboxes/{id}/trace", true, s.readTrace)
-	s.handle("POST", "/v1/sandboxes/{id}/trace/events", true, s.postTraceEvent)
+	s.handle("POST", "/v1/sandboxes/{id}/trace/events", true, serveBody(s, http.StatusCreated, s.postTraceEvent))
 	s.handle("GET", "/v1/sandboxes/{id}/trace/export", true, s.exportTrace)
-	s.handle("POST", "/v1/traces/{id}/replay", true, s.replayTrace)
+	s.handle("POST", "/v1/traces/{id}/replay", true, serveBody(s, http.StatusOK, s.replayTrace))
 	for _, op := range []string{"pause", "resume", "step", "abort"} {
 		s.handle("POST", "/v1/sandboxes/{id}/trace/"+op, true, s.interruptTrace(op))
 	}
+}
+
+// replayTrace serves POST /v1/traces/{id}/replay (id: the sandbox whose
+// trace): see replay.Replayer.Replay.
+func (s *Server) replayTrace(r *http.Request, req *api.ReplayRequest) (*api.ReplayReport, error) {
+	return s.replay.Replay(r.Context(), tenantOf(r), r.PathValue("id"), *req)
 }
 
 // interruptTrace serves POST /v1/sandboxes/{id}/trace/{pause,resume,step,abort}.
@@ -46,12 +45,9 @@ func (s *Server) interruptTrace(op string) func(http.ResponseWriter, *http.Reque
 				return
 			}
 		}
-		if in.Actor == "" {
-			in.Actor = trace.ActorAPI
-		}
-		if in.Actor != trace.ActorAPI && (!trace.ValidActor(in.Actor) || !strings.HasPrefix(in.Actor, "human:")) {
-			s.writeProblem(w, r, errdefs.WithCode("invalid_trace_event", fmt.Errorf(
-				"actor %.80q: want api or human:<who>, who %s: %w", in.Actor, trace.HumanNameRule, errdefs.ErrInvalidArgument)))
+		actor, err := trace.CallerInterruptActor(in.Actor)
+		if err != nil {
+			s.writeProblem(w, r, err)
 			return
 		}
 		id, ten := r.PathValue("id"), tenantOf(r)
@@ -59,7 +55,7 @@ func (s *Server) interruptTrace(op string) func(http.ResponseWriter, *http.Reque
 			s.writeProblem(w, r, err)
 			return
 		}
-		st, err := s.trace.Interrupt(r.Context(), ten, id, op, in.Actor)
+		st, err := s.trace.Interrupt(r.Context(), ten, id, op, actor)
 		if err != nil {
 			s.writeProblem(w, r, err)
 			return
@@ -71,12 +67,9 @@ func (s *Server) interruptTrace(op string) func(http.ResponseWriter, *http.Reque
 				return
 			}
 		}
-		writeJSON(w, http.StatusOK, interruptionWire(st, canceled))
+		writeJSON(w, http.StatusOK, apiwire.Interruption(st, canceled))
 	}
 }
-
-// callerTraceKinds are the kinds a caller may post to a trace.
-var callerTraceKinds = map[string]bool{"annotation": true, "task.status": true}
 
 // traceOf opens the trace of the request's sandbox: the sandbox must be
 // the caller's while it lives (its trace is made then, empty); after it is
@@ -93,39 +86,16 @@ func (s *Server) traceOf(r *http.Request) (string, error) {
 }
 
 // postTraceEvent serves POST /v1/sandboxes/{id}/trace/events.
-func (s *Server) postTraceEvent(w http.ResponseWriter, r *http.Request) {
-	var in api.TraceEventRequest
-	if err := s.decode(w, r, &in); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	if !callerTraceKinds[in.Kind] {
-		s.writeProblem(w, r, errdefs.WithCode("invalid_trace_event", fmt.Errorf(
-			"kind %q: a caller may post annotation or task.status: %w", in.Kind, errdefs.ErrInvalidArgument)))
-		return
-	}
-	if in.Actor == "" {
-		in.Actor = trace.ActorAPI
-	}
-	if in.Actor == trace.ActorSystem || !trace.ValidActor(in.Actor) {
-		s.writeProblem(w, r, errdefs.WithCode("invalid_trace_event", fmt.Errorf(
-			"actor %.80q: want api, agent or human:<who>, who %s: %w", in.Actor, trace.HumanNameRule, errdefs.ErrInvalidArgument)))
-		return
+func (s *Server) postTraceEvent(r *http.Request, in *api.TraceEventRequest) (api.TraceEvent, error) {
+	e, err := trace.CallerEvent(trace.Event{Actor: in.Actor, Kind: trace.Kind(in.Kind), Data: in.Data})
+	if err != nil {
+		return api.TraceEvent{}, err
 	}
 	id, err := s.traceOf(r)
 	if err != nil {
-		s.writeProblem(w, r, err)
-		return
+		return api.TraceEvent{}, err
 	}
-	e, err := s.trace.Append(r.Context(), tenantOf(r), id, trace.Event{Actor: in.Actor, Kind: in.Kind, Data: in.Data})
-	if err != nil {
-		if errors.Is(err, errdefs.ErrInvalidArgument) && errdefs.Code(err) == "" {
-			err = errdefs.WithCode("invalid_trace_event", err)
-		}
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, api.TraceEvent(e))
+	return wired(apiwire.TraceEvent)(s.trace.AppendCaller(r.Context(), tenantOf(r), id, e))
 }
 
 // traceCursor reads the resume point as job logs do (Last-Event-ID or
@@ -183,7 +153,7 @@ func (s *Server) readTrace(w http.ResponseWriter, r *http.Request) {
 		if len(evs) > 0 {
 			next = evs[len(evs)-1].Seq
 		}
-		writeJSON(w, http.StatusOK, api.TracePage{Events: traceEventsWire(evs), Next: next})
+		writeJSON(w, http.StatusOK, api.TracePage{Events: apiwire.TraceEvents(evs), Next: next})
 		return
 	}
 	h := w.Header()
@@ -197,7 +167,7 @@ func (s *Server) readTrace(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	for {
 		for _, e := range evs {
-			if sw.event(strconv.FormatInt(e.Seq, 10), "trace", api.TraceEvent(e)) != nil {
+			if sw.event(strconv.FormatInt(e.Seq, 10), "trace", apiwire.TraceEvent(e)) != nil {
 				return
 			}
 			cursor = e.Seq
@@ -236,131 +206,24 @@ func (s *Server) exportTrace(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	ten := tenantOf(r)
-	var events bytes.Buffer
-	var artIDs []string
-	seen := map[string]bool{}
-	n := 0
-	for after := int64(0); ; {
-		evs, _, err := s.trace.Read(ten, id, after, 1000)
-		if err != nil {
-			s.writeProblem(w, r, err)
-			return
-		}
-		if len(evs) == 0 {
-			break
-		}
-		for _, e := range evs {
-			b, err := json.Marshal(e)
-			if err != nil {
-				s.writeProblem(w, r, err)
-				return
-			}
-			events.Write(b)
-			events.WriteByte('\n')
-			// An event names artifacts as {"artifact": {"id": …}} (a
-			// screenshot, a download, a video segment) and a screenshot's
-			// {"thumbnail": {"id": …}}.
-			type ref struct {
-				ID string `json:"id"`
-			}
-			var d struct {
-				Artifact  ref `json:"artifact"`
-				Thumbnail ref `json:"thumbnail"`
-			}
-			if json.Unmarshal(e.Data, &d) == nil {
-				for _, aid := range []string{d.Artifact.ID, d.Thumbnail.ID} {
-					if aid != "" && !seen[aid] {
-						seen[aid] = true
-						artIDs = append(artIDs, aid)
-					}
-				}
-			}
-			after = e.Seq
-			n++
-		}
+	x, err := s.trace.Export(tenantOf(r), id)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
 	}
 	w.Header().Set("Content-Type", "application/gzip")
 	w.Header().Set("Content-Disposition", `attachment; filename="trace-`+id+`.tar.gz"`)
 	w.WriteHeader(http.StatusOK)
-	gz := gzip.NewWriter(w)
-	tw := tar.NewWriter(gz)
-	now := time.Now().UTC()
-	man := api.TraceManifest{SandboxID: id, ExportedAt: now, Events: n}
-	add := func(name string, size int64, rd io.Reader, artifactID string) error {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: size, ModTime: now, Typeflag: tar.TypeReg}); err != nil {
-			return err
+	open := func(ctx context.Context, tenant, aid string) (string, int64, io.ReadCloser, error) {
+		a, f, err := s.arts.Open(ctx, tenant, aid)
+		if err != nil {
+			return "", 0, nil, err
 		}
-		h := sha256.New()
-		if _, err := io.CopyN(io.MultiWriter(tw, h), rd, size); err != nil {
-			return err
-		}
-		man.Files = append(man.Files, api.TraceManifestFile{Path: name, Size: size, SHA256: hex.EncodeToString(h.Sum(nil)), ArtifactID: artifactID})
-		return nil
+		return path.Ext(a.Path), a.Size, f, nil
 	}
-	fail := func(err error) {
+	if err := x.WriteTo(r.Context(), w, trace.ExportConfig{OpenArtifact: open, Player: console.PlayerHTML, Logger: s.log}); err != nil {
 		// The status is sent: a truncated archive (no manifest) tells the
 		// client; the log says why.
 		s.log.Warn("trace export ended", "sandbox", id, "err", err)
 	}
-	if err := add("events.jsonl", int64(events.Len()), bytes.NewReader(events.Bytes()), ""); err != nil {
-		fail(err)
-		return
-	}
-	exts := map[string]string{}
-	for _, aid := range artIDs {
-		a, f, err := s.arts.Open(r.Context(), ten, aid)
-		if err != nil {
-			man.Missing = append(man.Missing, aid)
-			continue
-		}
-		exts[aid] = path.Ext(a.Path)
-		err = add("artifacts/"+aid+path.Ext(a.Path), a.Size, f, aid)
-		f.Close()
-		if err != nil {
-			fail(err)
-			return
-		}
-	}
-	// The player, to open the unpacked archive offline (absent from a
-	// binary built without the front-end).
-	if page, err := exportPlayer(id, events.Bytes(), exts); err == nil {
-		if err := add("player.html", int64(len(page)), bytes.NewReader(page), ""); err != nil {
-			fail(err)
-			return
-		}
-	} else {
-		s.log.Debug("trace export without its player", "sandbox", id, "err", err)
-	}
-	mb, _ := json.MarshalIndent(man, "", "  ")
-	if err := tw.WriteHeader(&tar.Header{Name: "manifest.json", Mode: 0o644, Size: int64(len(mb)), ModTime: now, Typeflag: tar.TypeReg}); err != nil {
-		fail(err)
-		return
-	}
-	if _, err := tw.Write(mb); err != nil {
-		fail(err)
-		return
-	}
-	if err := tw.Close(); err != nil {
-		fail(err)
-		return
-	}
-	if err := gz.Close(); err != nil {
-		fail(err)
-	}
-}
-
-// exportPlayer builds the export's player.html from its events.jsonl.
-func exportPlayer(sandboxID string, jsonl []byte, exts map[string]string) ([]byte, error) {
-	evs := []json.RawMessage{}
-	for _, line := range bytes.Split(bytes.TrimSpace(jsonl), []byte("\n")) {
-		if len(line) > 0 {
-			evs = append(evs, line)
-		}
-	}
-	data, err := json.Marshal(map[string]any{"sandbox_id": sandboxID, "events": evs, "ext": exts})
-	if err != nil {
-		return nil, err
-	}
-	return console.PlayerHTML(data)
 }

@@ -61,7 +61,7 @@ func TestTraceHTTP(t *testing.T) {
 		if resp.StatusCode != 201 {
 			t.Fatalf("post %d: %d %s", i, resp.StatusCode, body)
 		}
-		if e := decodeJSON[trace.Event](t, body); e.Seq != int64(i) || e.Actor != "human:ann" || e.Kind != kind {
+		if e := decodeJSON[trace.Event](t, body); e.Seq != int64(i) || e.Actor != "human:ann" || string(e.Kind) != kind {
 			t.Fatalf("post %d: %+v", i, e)
 		}
 	}

@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/errdefs"
-	"genesis.dev/sandbox/internal/sandbox"
 )
 
 // Routes of named volumes (docs/volumes.md):
@@ -56,27 +56,6 @@ func (s *Server) volumesUnsupported(w http.ResponseWriter, r *http.Request) {
 		"this service's backend has no named volumes (they live on the host of sandboxes run by Docker): %w", errdefs.ErrNotImplemented)))
 }
 
-// volumeRequests is a create or lease request's volumes.
-func volumeRequests(in []api.VolumeMount) []sandbox.VolumeRequest {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make([]sandbox.VolumeRequest, len(in))
-	for i, m := range in {
-		out[i] = sandbox.VolumeRequest{Volume: m.Volume, Path: m.Path, ReadOnly: m.ReadOnly}
-	}
-	return out
-}
-
-func volumeWire(v *sandbox.Volume) api.Volume {
-	out := api.Volume{ID: v.ID, Name: v.Name, SizeMB: v.SizeMB, State: string(v.State), Mounts: []api.VolumeHolder{},
-		CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt}
-	for _, m := range v.Mounts {
-		out.Mounts = append(out.Mounts, api.VolumeHolder{SandboxID: m.SandboxID, Path: m.Path, ReadOnly: m.ReadOnly})
-	}
-	return out
-}
-
 func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateVolumeRequest
 	if err := s.decode(w, r, &req); err != nil {
@@ -89,7 +68,7 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/v1/volumes/"+url.PathEscape(v.Name))
-	writeJSON(w, http.StatusCreated, volumeWire(v))
+	writeJSON(w, http.StatusCreated, apiwire.Volume(v))
 }
 
 func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) {
@@ -100,7 +79,7 @@ func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.VolumeList{Items: make([]api.Volume, len(list))}
 	for i, v := range list {
-		out.Items[i] = volumeWire(v)
+		out.Items[i] = apiwire.Volume(v)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -111,7 +90,7 @@ func (s *Server) getVolume(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, volumeWire(v))
+	writeJSON(w, http.StatusOK, apiwire.Volume(v))
 }
 
 func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request) {

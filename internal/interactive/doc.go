@@ -8,6 +8,11 @@
 // declares), and closes its connections when control reports, through the
 // SandboxEnding hook, that a sandbox ends.
 //
-// It may import control, agentclient, agentproto, sandbox and errdefs; it
-// must not import httpapi, store, driver or the other workload packages.
+// ServeWebSocket speaks the terminal's WebSocket protocol (api's
+// TerminalMessage control messages beside raw bytes) over a connection the
+// edge accepted.
+//
+// It may import control, agentclient, agentproto, sandbox, errdefs, api and
+// the WebSocket library; it must not import httpapi, store, driver or the
+// other workload packages.
 package interactive

@@ -149,7 +149,7 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	if err := s.store.CreateJob(ctx, job); err != nil {
 		return nil, err
 	}
-	s.traceJob(ctx, job, "job.started", trace.ActorAgent)
+	s.traceJob(ctx, job, trace.KindJobStarted, trace.ActorAgent)
 	// The log exists while the job runs, so it can be opened and followed
 	// like a background job's; the output is appended when the job ends.
 	if _, err := s.logs.Get(job.ID, true); err != nil {
@@ -192,7 +192,7 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 		s.logs.Release(job.ID)
 		return nil, err
 	}
-	s.traceJob(ctx, final, "job.finished", trace.ActorSystem)
+	s.traceJob(ctx, final, trace.KindJobFinished, trace.ActorSystem)
 	// Artifacts are kept, and the log written, after the record is final,
 	// so a reader that sees the exit event also sees both.
 	s.arts.Collect(context.WithoutCancel(ctx), job.ID)
@@ -223,7 +223,7 @@ func (s *Manager) execFailed(ctx context.Context, sb *sandbox.Sandbox, job *sand
 	}); err != nil {
 		s.log.Error("recording job failure", "job", job.ID, "err", err)
 	} else {
-		s.traceJob(ctx, final, "job.finished", trace.ActorSystem)
+		s.traceJob(ctx, final, trace.KindJobFinished, trace.ActorSystem)
 	}
 	return out
 }

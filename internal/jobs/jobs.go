@@ -63,7 +63,7 @@ func (s *Manager) startJob(ctx context.Context, in ExecInput, busy bool) (*sandb
 	} else {
 		s.agentJobs.Store(job.ID, struct{}{})
 	}
-	s.traceJob(ctx, job, "job.started", actor)
+	s.traceJob(ctx, job, trace.KindJobStarted, actor)
 	if err := s.arts.Plan(ctx, job, in.Artifacts); err != nil {
 		att.Release()
 		return nil, s.finishJob(ctx, job.ID, lostExit("cannot record the artifact request: "+err.Error()))
@@ -401,7 +401,7 @@ func (s *Manager) recordExit(ctx context.Context, jobID string, x agentproto.Exi
 	})
 	s.agentJobs.Delete(jobID)
 	if err == nil && ended {
-		s.traceJob(ctx, final, "job.finished", trace.ActorSystem)
+		s.traceJob(ctx, final, trace.KindJobFinished, trace.ActorSystem)
 		s.rememberEnded(final)
 	}
 	return err

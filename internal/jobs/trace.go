@@ -12,7 +12,7 @@ import (
 // traceJob records a job's start or end in its sandbox's trace, if the
 // manager has one. Jobs a caller starts are the agent's; profile services
 // and stdin-fed service jobs (not busy) are the system's.
-func (s *Manager) traceJob(ctx context.Context, j *sandbox.Job, kind, actor string) {
+func (s *Manager) traceJob(ctx context.Context, j *sandbox.Job, kind trace.Kind, actor string) {
 	if s.trace == nil || j == nil {
 		return
 	}
@@ -23,7 +23,7 @@ func (s *Manager) traceJob(ctx context.Context, j *sandbox.Job, kind, actor stri
 	if j.Script != "" {
 		d["script"] = j.Script
 	}
-	if kind == "job.finished" {
+	if kind == trace.KindJobFinished {
 		d["state"] = j.State
 		if j.ExitCode != nil {
 			d["exit_code"] = *j.ExitCode

@@ -28,7 +28,7 @@ type pkg struct {
 // workloads are the packages that work inside running sandboxes over
 // control's Attach and hooks. Some do not exist yet; their rules hold the
 // day they are added. internal/trace is not one: it is a leaf (errdefs
-// only) that every producer records through.
+// and api only) that every producer records through.
 var workloads = []string{
 	"internal/jobs", "internal/files", "internal/interactive", "internal/artifacts",
 	"internal/ports", "internal/mcp", "internal/skills", "internal/browser", "internal/desktop",
@@ -279,8 +279,8 @@ var rules = []rule{
 	},
 	{
 		Pkg:      "internal/trace",
-		Why:      "trace is a leaf every producer may record through: errdefs and the standard library only",
-		Only:     []string{"internal/errdefs"},
+		Why:      "trace is a leaf every producer may record through: errdefs, api (an export's manifest; itself a leaf) and the standard library only",
+		Only:     []string{"internal/errdefs", "api"},
 		External: []string{},
 	},
 	{
@@ -330,6 +330,57 @@ var rules = []rule{
 		Why:      "assemble builds the service below the HTTP edge: the control service, every manager and the compatibility adapters; no API, client, command or test harness",
 		Forbid:   []string{"internal/httpapi", "cmd/...", "internal/controltest"},
 		NoImport: []string{"client"},
+	},
+	{
+		Pkg:      "internal/replay",
+		Why:      "replay re-runs a trace's agent actions through interfaces of its own: api, trace, jobs and browser (their inputs and results), control (the reservation check), sandbox and errdefs; no edge, SDK, store or driver",
+		Forbid:   []string{"internal/httpapi", "client", "cmd/...", "internal/assemble"},
+		Only:     []string{"api", "internal/trace", "internal/jobs", "internal/browser", "internal/control", "internal/sandbox", "internal/errdefs"},
+		External: []string{},
+	},
+	{
+		Pkg:      "internal/tickets",
+		Why:      "tickets mints and redeems the terminal's one-use tickets: errdefs and the standard library only",
+		Only:     []string{"internal/errdefs"},
+		External: []string{},
+	},
+	{
+		Pkg:      "internal/metrics",
+		Why:      "metrics is the Prometheus instrumentation: control and jobs (the figures it reads, the observers it is), sandbox and the Prometheus client; no edge, SDK, store or driver",
+		Forbid:   []string{"internal/httpapi", "client", "cmd/...", "internal/assemble"},
+		Only:     []string{"internal/control", "internal/jobs", "internal/sandbox"},
+		External: []string{"github.com/prometheus/client_golang/..."},
+	},
+	{
+		Pkg:      "internal/auth",
+		Why:      "auth answers who holds an API key for every edge: tenancy, tenant, api and errdefs only",
+		Only:     []string{"internal/tenancy", "internal/tenant", "api", "internal/errdefs"},
+		External: []string{},
+	},
+	{
+		Pkg:      "internal/apiwire",
+		Why:      "apiwire converts between the domain's types and api's wire types below every edge: api, errdefs and the packages whose types it converts; no edge, SDK, command, store, driver, job log or agent client",
+		Forbid:   []string{"internal/httpapi", "client", "cmd/...", "internal/assemble"},
+		NoImport: []string{"internal/driver/...", "internal/store/...", "internal/admission", "internal/joblog", "internal/agent/..."},
+	},
+	{
+		Pkg:      "proto",
+		Why:      "proto holds the gRPC contract (.proto files) and a test of its own that gen/ is current: no code the binaries link",
+		Only:     []string{},
+		External: []string{},
+	},
+	{
+		Pkg:      "gen/...",
+		Why:      "gen holds the code buf generates from proto/ (make proto): protobuf and connect-go, nothing of the module but gen",
+		Only:     []string{"gen/..."},
+		External: []string{"connectrpc.com/connect", "google.golang.org/protobuf/..."},
+	},
+	{
+		Pkg: "internal/grpcedge",
+		Why: "the gRPC edge is beside the HTTP API, not on it: it calls control and the workload managers with the generated messages of gen/, and resolves keys with the function its command hands it; " +
+			"never httpapi, the SDK, assemble, a driver, the store, admission, the job log or the agent protocol",
+		Forbid:   []string{"internal/httpapi", "client", "cmd/...", "internal/assemble"},
+		NoImport: []string{"internal/driver/...", "internal/store/...", "internal/admission", "internal/joblog", "internal/agent/..."},
 	},
 	{
 		Pkg:      "internal/httpapi",
@@ -672,5 +723,26 @@ func TestRulesCatchUpwardImports(t *testing.T) {
 				t.Fatalf("violations %q, want one with %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// thinEdges are the edges that only decode, call and encode: image and
+// archive work (pixel diffs, exports) belongs below them.
+var thinEdges = []string{"internal/httpapi"}
+
+// TestEdgeIsThin checks that no edge imports image/* or archive/*.
+func TestEdgeIsThin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list over the module")
+	}
+	for _, p := range listModule(t) {
+		if !slices.Contains(thinEdges, p.Path) {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if imp == "image" || strings.HasPrefix(imp, "image/") || strings.HasPrefix(imp, "archive/") {
+				t.Errorf("%s imports %s: an edge decodes, calls and encodes; image and archive work belongs below it", p.Path, imp)
+			}
+		}
 	}
 }

@@ -66,37 +66,34 @@ type PreviewLinkOutput struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
+// The browser and preview link tools' shapes.
+var (
+	browserTool = toolSpec{Name: ToolBrowser, Title: "Drive a browser",
+		Description: "Run actions in the headless Chromium of a sandbox of a browser profile (create it with profile browser-playwright): navigate, click, fill, " +
+			"type, press, scroll, read text or the accessibility snapshot, evaluate JavaScript, and take screenshots, returned as image content.",
+		Destructive: true, OpenWorld: true, Progress: true, Audit: true}
+	previewLinkTool = toolSpec{Name: ToolPreviewLink, Title: "Open a preview link",
+		Description: "Make a link that opens a port of a sandbox (a web server the code started) in a browser, without the API key, until it expires. " +
+			"Give it to the user to look at what runs in the sandbox.",
+		Audit: true}
+)
+
 func (s *Server) addOptionalTools(se *session, previews PreviewLinker) {
 	p := se.p
 	if s.cfg.Browser != nil {
-		sdk.AddTool(se.srv, &sdk.Tool{Name: ToolBrowser, Title: "Drive a browser",
-			Description: "Run actions in the headless Chromium of a sandbox of a browser profile (create it with profile browser-playwright): navigate, click, fill, " +
-				"type, press, scroll, read text or the accessibility snapshot, evaluate JavaScript, and take screenshots, returned as image content.",
-			Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(true)}},
-			func(ctx context.Context, req *sdk.CallToolRequest, in BrowserInput) (*sdk.CallToolResult, BrowserOutput, error) {
-				stop := s.heartbeat(ctx, req, ToolBrowser)
-				res, out, err := s.browse(ctx, p.Tenant, in)
-				stop()
-				s.audit(ctx, p, ToolBrowser, in.SandboxID, err)
-				if err != nil {
-					return nil, BrowserOutput{}, toolError(err)
-				}
-				return res, out, nil
-			})
+		addTool(s, se, browserTool, func(ctx context.Context, _ *sdk.CallToolRequest, in BrowserInput) (*sdk.CallToolResult, BrowserOutput, string, error) {
+			res, out, err := s.browse(ctx, p.Tenant, in)
+			return res, out, in.SandboxID, err
+		})
 	}
 	if previews != nil {
-		sdk.AddTool(se.srv, &sdk.Tool{Name: ToolPreviewLink, Title: "Open a preview link",
-			Description: "Make a link that opens a port of a sandbox (a web server the code started) in a browser, without the API key, until it expires. " +
-				"Give it to the user to look at what runs in the sandbox.",
-			Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}},
-			func(ctx context.Context, _ *sdk.CallToolRequest, in PreviewLinkInput) (*sdk.CallToolResult, PreviewLinkOutput, error) {
-				u, exp, err := previews(ctx, p, in.SandboxID, in.Port, time.Duration(in.TTLSeconds)*time.Second)
-				s.audit(ctx, p, ToolPreviewLink, in.SandboxID, err)
-				if err != nil {
-					return nil, PreviewLinkOutput{}, toolError(err)
-				}
-				return nil, PreviewLinkOutput{URL: u, ExpiresAt: exp.UTC()}, nil
-			})
+		addTool(s, se, previewLinkTool, func(ctx context.Context, _ *sdk.CallToolRequest, in PreviewLinkInput) (*sdk.CallToolResult, PreviewLinkOutput, string, error) {
+			u, exp, err := previews(ctx, p, in.SandboxID, in.Port, time.Duration(in.TTLSeconds)*time.Second)
+			if err != nil {
+				return nil, PreviewLinkOutput{}, in.SandboxID, err
+			}
+			return nil, PreviewLinkOutput{URL: u, ExpiresAt: exp.UTC()}, in.SandboxID, nil
+		})
 	}
 }
 

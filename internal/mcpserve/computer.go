@@ -45,29 +45,28 @@ type ComputerOutput struct {
 	Results   []ComputerStepOutput `json:"results"`
 }
 
+// computerTool is the computer tool's shape.
+var computerTool = toolSpec{Name: ToolComputer, Title: "Use a computer",
+	Description: "Run computer-use actions (mouse, keyboard, screenshots) on the desktop of a sandbox of a desktop profile (create it with profile desktop-vnc). " +
+		"Screenshots come back as image content. While a person holds the desktop's control, actions are refused with control_held: wait and try again.",
+	Destructive: true, OpenWorld: true, Progress: true, Audit: true}
+
 func (s *Server) addComputerTool(se *session) {
 	if s.cfg.Desktop == nil {
 		return
 	}
 	p := se.p
-	sdk.AddTool(se.srv, &sdk.Tool{Name: ToolComputer, Title: "Use a computer",
-		Description: "Run computer-use actions (mouse, keyboard, screenshots) on the desktop of a sandbox of a desktop profile (create it with profile desktop-vnc). " +
-			"Screenshots come back as image content. While a person holds the desktop's control, actions are refused with control_held: wait and try again.",
-		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(true)}},
-		func(ctx context.Context, req *sdk.CallToolRequest, in ComputerInput) (*sdk.CallToolResult, ComputerOutput, error) {
-			if len(in.Actions) == 0 && !in.Screenshot {
-				return nil, ComputerOutput{}, toolError(invalid("actions is empty (give actions, or screenshot: true)"))
-			}
-			stop := s.heartbeat(ctx, req, ToolComputer)
-			r, err := s.cfg.Desktop.Run(ctx, p.Tenant, in.SandboxID, &api.ComputerActionsRequest{Actions: in.Actions, Screenshot: in.Screenshot})
-			stop()
-			s.audit(ctx, p, ToolComputer, in.SandboxID, err)
-			if err != nil {
-				return nil, ComputerOutput{}, toolError(err)
-			}
-			res, out := computerResult(r)
-			return res, out, nil
-		})
+	addTool(s, se, computerTool, func(ctx context.Context, _ *sdk.CallToolRequest, in ComputerInput) (*sdk.CallToolResult, ComputerOutput, string, error) {
+		if len(in.Actions) == 0 && !in.Screenshot {
+			return nil, ComputerOutput{}, in.SandboxID, invalid("actions is empty (give actions, or screenshot: true)")
+		}
+		r, err := s.cfg.Desktop.Run(ctx, p.Tenant, in.SandboxID, &api.ComputerActionsRequest{Actions: in.Actions, Screenshot: in.Screenshot})
+		if err != nil {
+			return nil, ComputerOutput{}, in.SandboxID, err
+		}
+		res, out := computerResult(r)
+		return res, out, in.SandboxID, nil
+	})
 }
 
 // computerResult is a run of computer actions as the model reads it: a

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -82,6 +83,10 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 
+	// built counts the session servers built (a request of an existing
+	// session builds none).
+	built atomic.Int64
+
 	mu sync.Mutex
 	// sessions are the sessions that own sandboxes.
 	sessions map[*session]bool
@@ -126,7 +131,15 @@ type Edge struct {
 // check; a session answers only requests of the tenant that opened it.
 func (s *Server) Handler(edge Edge) http.Handler {
 	principalOf := edge.PrincipalOf
+	// The SDK asks for a server on every request, to learn the protocol
+	// versions it speaks, but starts a session only for a POST without a
+	// session id: only that gets a session's server, with its tools (their
+	// schemas cost milliseconds to build); the others get a bare one.
+	bare := s.newServer()
 	h := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
+		if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" {
+			return bare
+		}
 		return s.newSession(principalOf(r), edge.PreviewLink).srv
 	}, &sdk.StreamableHTTPOptions{JSONResponse: false, SessionTimeout: s.cfg.SessionTimeout,
 		// The edge authenticates every request with the tenant's key, a
@@ -184,14 +197,20 @@ type contextKey struct{ sandbox, language string }
 
 func (s *Server) newSession(p tenant.Principal, previews PreviewLinker) *session {
 	se := &session{p: p, owned: map[string]bool{}, contexts: map[contextKey]string{}}
-	se.srv = sdk.NewServer(&sdk.Implementation{Name: "genesis-sandbox", Title: "Genesis Sandbox", Version: s.cfg.Version},
-		&sdk.ServerOptions{Instructions: instructions})
+	s.built.Add(1)
+	se.srv = s.newServer()
 	s.addTools(se)
 	s.addOptionalTools(se, previews)
 	s.addSnapshotTools(se)
 	s.addComputerTool(se)
 	s.addResources(se)
 	return se
+}
+
+// newServer is an MCP server of the service, without tools.
+func (s *Server) newServer() *sdk.Server {
+	return sdk.NewServer(&sdk.Implementation{Name: "genesis-sandbox", Title: "Genesis Sandbox", Version: s.cfg.Version},
+		&sdk.ServerOptions{Instructions: instructions})
 }
 
 // own records a sandbox the session created; the first one starts the
@@ -264,16 +283,32 @@ func (s *Server) end(se *session) {
 	}
 }
 
-// disown forgets a sandbox the session no longer owns (destroyed).
-func (se *session) disown(id string) {
+// owns reports whether the session destroys the sandbox when it ends.
+func (se *session) owns(id string) bool {
 	se.mu.Lock()
-	delete(se.owned, id)
+	defer se.mu.Unlock()
+	return se.owned[id]
+}
+
+// forgetContexts forgets the session's code contexts of a sandbox whose
+// kernels are gone (a rollback or wake without its memory): the next
+// run_code starts a new one.
+func (se *session) forgetContexts(id string) {
+	se.mu.Lock()
+	defer se.mu.Unlock()
 	for k := range se.contexts {
 		if k.sandbox == id {
 			delete(se.contexts, k)
 		}
 	}
+}
+
+// disown forgets a sandbox the session no longer owns (destroyed).
+func (se *session) disown(id string) {
+	se.mu.Lock()
+	delete(se.owned, id)
 	se.mu.Unlock()
+	se.forgetContexts(id)
 }
 
 // audit records one tool call as the caller's key.

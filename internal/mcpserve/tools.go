@@ -228,153 +228,133 @@ func invalid(format string, a ...any) error {
 	return errdefs.WithCode("invalid_argument", fmt.Errorf(format+": %w", append(a, errdefs.ErrInvalidArgument)...))
 }
 
-func (s *Server) addTools(se *session) {
-	p := se.p
-	sdk.AddTool(se.srv, &sdk.Tool{Name: ToolCreateSandbox, Title: "Create a sandbox",
+// The core tools' shapes.
+var (
+	createSandboxTool = toolSpec{Name: ToolCreateSandbox, Title: "Create a sandbox",
 		Description: "Create an isolated sandbox to run code in and return its id. The service picks the isolation (gVisor or runc) from the risk level and profile, " +
 			"within your tenant's ceiling. The sandbox is destroyed when this MCP session ends unless keep is true.",
-		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}},
-		func(ctx context.Context, req *sdk.CallToolRequest, in CreateSandboxInput) (*sdk.CallToolResult, SandboxOutput, error) {
-			cin := control.CreateSandboxInput{Tenant: p.Tenant, Profile: in.Profile, Runtime: in.Runtime, RiskLevel: in.RiskLevel, TTLSeconds: in.TTLSeconds}
-			var sb *sandbox.Sandbox
-			var err error
-			switch {
-			case in.SnapshotID == "":
-				sb, err = s.cfg.Sandboxes.CreateSandbox(ctx, cin)
-			case s.cfg.Snapshots == nil:
-				err = errdefs.WithCode("not_supported", fmt.Errorf("this service keeps no snapshots: %w", errdefs.ErrNotImplemented))
-			default:
-				var made *snapshots.Made
-				if made, err = s.cfg.Snapshots.CreateFrom(ctx, in.SnapshotID, cin); err == nil {
-					sb = made.Sandbox
-				}
-			}
-			if err != nil {
-				s.audit(ctx, p, ToolCreateSandbox, "", err)
-				return nil, SandboxOutput{}, toolError(err)
-			}
-			if !in.Keep {
-				s.own(se, req.Session, sb.ID)
-			}
-			s.listSandbox(se, sb.ID, sb.Profile)
-			s.audit(ctx, p, ToolCreateSandbox, sb.ID, nil)
-			return nil, sandboxOutput(sb, in.Keep), nil
-		})
-	sdk.AddTool(se.srv, &sdk.Tool{Name: ToolDestroySandbox, Title: "Destroy a sandbox",
+		Audit: true}
+	destroySandboxTool = toolSpec{Name: ToolDestroySandbox, Title: "Destroy a sandbox",
 		Description: "Destroy a sandbox and everything in it. Destroying one that is already gone succeeds.",
-		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)}},
-		func(ctx context.Context, _ *sdk.CallToolRequest, in SandboxIDInput) (*sdk.CallToolResult, DestroyOutput, error) {
-			err := s.cfg.Sandboxes.DeleteSandbox(ctx, p.Tenant, in.SandboxID)
-			s.audit(ctx, p, ToolDestroySandbox, in.SandboxID, err)
-			if err != nil {
-				return nil, DestroyOutput{}, toolError(err)
-			}
-			se.disown(in.SandboxID)
-			se.srv.RemoveResources(ResourceURI(in.SandboxID, ""))
-			return nil, DestroyOutput{SandboxID: in.SandboxID, Destroyed: true}, nil
-		})
-	sdk.AddTool(se.srv, &sdk.Tool{Name: ToolExec, Title: "Run a command",
+		Destructive: true, Idempotent: true, Audit: true}
+	execTool = toolSpec{Name: ToolExec, Title: "Run a command",
 		Description: "Run a command (or a shell script) in a sandbox and wait for it: its exit code, standard output and standard error. " +
 			"Cancelling the call cancels the command.",
-		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(true)}},
-		func(ctx context.Context, req *sdk.CallToolRequest, in ExecInput) (*sdk.CallToolResult, ExecOutput, error) {
-			stop := s.heartbeat(ctx, req, ToolExec)
-			out, err := s.cfg.Jobs.Exec(ctx, execInput(p.Tenant, in))
-			stop()
-			if err != nil {
-				s.audit(ctx, p, ToolExec, in.SandboxID, err)
-				return nil, ExecOutput{}, toolError(err)
-			}
-			s.audit(ctx, p, ToolExec, out.Job.ID, nil)
-			res := execOutput(out)
-			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: execText(res)}}}, res, nil
-		})
-	sdk.AddTool(se.srv, &sdk.Tool{Name: ToolRunCode, Title: "Run code in a persistent context",
+		Destructive: true, OpenWorld: true, Progress: true, Audit: true}
+	runCodeTool = toolSpec{Name: ToolRunCode, Title: "Run code in a persistent context",
 		Description: "Run Python code in a sandbox's code context, like a notebook cell: variables, imports and functions persist between calls " +
 			"with the same sandbox and language in this session. Returns the last expression's value, the output, any exception, and images (plots) as image content.",
-		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(true)}},
-		func(ctx context.Context, req *sdk.CallToolRequest, in RunCodeInput) (*sdk.CallToolResult, RunCodeOutput, error) {
-			stop := s.heartbeat(ctx, req, ToolRunCode)
-			res, out, err := s.runCode(ctx, se, in)
-			stop()
-			s.audit(ctx, p, ToolRunCode, in.SandboxID, err)
-			if err != nil {
-				return nil, RunCodeOutput{}, toolError(err)
-			}
-			return res, out, nil
-		})
-	sdk.AddTool(se.srv, &sdk.Tool{Name: ToolWriteFile, Title: "Write a file",
+		Destructive: true, OpenWorld: true, Progress: true, Audit: true}
+	writeFileTool = toolSpec{Name: ToolWriteFile, Title: "Write a file",
 		Description: "Write a file in a sandbox (made with its parent directories; an existing file is replaced).",
-		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)}},
-		func(ctx context.Context, _ *sdk.CallToolRequest, in WriteFileInput) (*sdk.CallToolResult, WriteFileOutput, error) {
-			out, err := s.writeFile(ctx, p.Tenant, in)
-			s.audit(ctx, p, ToolWriteFile, in.SandboxID, err)
-			if err != nil {
-				return nil, WriteFileOutput{}, toolError(err)
-			}
-			return nil, out, nil
-		})
-	sdk.AddTool(se.srv, &sdk.Tool{Name: ToolReadFile, Title: "Read a file",
-		Description: fmt.Sprintf("Read a file of a sandbox: its text, or its bytes in base64 when it is not UTF-8 text (at most %d bytes).", s.cfg.MaxReadBytes),
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)}},
-		func(ctx context.Context, _ *sdk.CallToolRequest, in PathInput) (*sdk.CallToolResult, ReadFileOutput, error) {
-			out, err := s.readFile(ctx, p.Tenant, in)
-			if err != nil {
-				return nil, ReadFileOutput{}, toolError(err)
-			}
-			return nil, out, nil
-		})
-	sdk.AddTool(se.srv, &sdk.Tool{Name: ToolListFiles, Title: "List files",
+		Destructive: true, Idempotent: true, Audit: true}
+	listFilesTool = toolSpec{Name: ToolListFiles, Title: "List files",
 		Description: "List a directory of a sandbox: each entry's path, type, size and mode.",
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)}},
-		func(ctx context.Context, _ *sdk.CallToolRequest, in ListFilesInput) (*sdk.CallToolResult, ListFilesOutput, error) {
-			depth := max(in.Depth, 1)
-			list, err := s.cfg.Files.ListFiles(ctx, p.Tenant, in.SandboxID, in.Path, depth, 0)
-			if err != nil {
-				return nil, ListFilesOutput{}, toolError(err)
-			}
-			return nil, listOutput(list), nil
-		})
-	sdk.AddTool(se.srv, &sdk.Tool{Name: ToolSearchFiles, Title: "Search files",
+		ReadOnly:    true, Idempotent: true}
+	searchFilesTool = toolSpec{Name: ToolSearchFiles, Title: "Search files",
 		Description: "Find files of a sandbox by name (glob) and lines by content (text or a regular expression), below a directory.",
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)}},
-		func(ctx context.Context, _ *sdk.CallToolRequest, in SearchFilesInput) (*sdk.CallToolResult, SearchFilesOutput, error) {
-			res, err := s.cfg.Files.SearchFiles(ctx, p.Tenant, in.SandboxID, agentproto.SearchRequest{Path: in.Path, Glob: in.Glob, Content: in.Content,
-				Regex: in.Regex, IgnoreCase: in.IgnoreCase, MaxResults: in.MaxResults})
-			if err != nil {
-				return nil, SearchFilesOutput{}, toolError(err)
-			}
-			out := SearchFilesOutput{Matches: make([]SearchMatch, 0, len(res.Matches)), Truncated: res.Truncated || res.TimedOut}
-			for _, m := range res.Matches {
-				out.Matches = append(out.Matches, SearchMatch{Path: m.Path, Line: m.Line, Text: m.Text})
-			}
-			return nil, out, nil
-		})
-	sdk.AddTool(se.srv, &sdk.Tool{Name: ToolStartJob, Title: "Start a background job",
+		ReadOnly:    true, Idempotent: true}
+	startJobTool = toolSpec{Name: ToolStartJob, Title: "Start a background job",
 		Description: "Start a command (or a shell script) in a sandbox in the background and return its job id at once; read its output and state with " + ToolJobLogs + ".",
-		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(true)}},
-		func(ctx context.Context, _ *sdk.CallToolRequest, in ExecInput) (*sdk.CallToolResult, JobOutput, error) {
-			j, err := s.cfg.Jobs.StartJob(ctx, execInput(p.Tenant, in))
-			if err != nil {
-				s.audit(ctx, p, ToolStartJob, in.SandboxID, err)
-				return nil, JobOutput{}, toolError(err)
-			}
-			s.audit(ctx, p, ToolStartJob, j.ID, nil)
-			return nil, JobOutput{JobID: j.ID, SandboxID: j.SandboxID, State: string(j.State)}, nil
-		})
-	sdk.AddTool(se.srv, &sdk.Tool{Name: ToolJobLogs, Title: "Read a background job's output",
+		Destructive: true, OpenWorld: true, Audit: true}
+	jobLogsTool = toolSpec{Name: ToolJobLogs, Title: "Read a background job's output",
 		Description: "Read a background job's output from a cursor (0: the start), and its state and exit code once it ended. " +
 			"Give wait_ms to wait for the job to end first.",
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)}},
-		func(ctx context.Context, req *sdk.CallToolRequest, in JobLogsInput) (*sdk.CallToolResult, JobLogsOutput, error) {
-			stop := s.heartbeat(ctx, req, ToolJobLogs)
-			out, err := s.jobLogs(ctx, p.Tenant, in)
-			stop()
-			if err != nil {
-				return nil, JobLogsOutput{}, toolError(err)
+		ReadOnly: true, Idempotent: true, Progress: true}
+)
+
+// readFileTool is read_file's shape: its description names the service's
+// limit.
+func (s *Server) readFileTool() toolSpec {
+	return toolSpec{Name: ToolReadFile, Title: "Read a file",
+		Description: fmt.Sprintf("Read a file of a sandbox: its text, or its bytes in base64 when it is not UTF-8 text (at most %d bytes).", s.cfg.MaxReadBytes),
+		ReadOnly:    true, Idempotent: true}
+}
+
+func (s *Server) addTools(se *session) {
+	p := se.p
+	addTool(s, se, createSandboxTool, func(ctx context.Context, req *sdk.CallToolRequest, in CreateSandboxInput) (*sdk.CallToolResult, SandboxOutput, string, error) {
+		cin := control.CreateSandboxInput{Tenant: p.Tenant, Profile: in.Profile, Runtime: in.Runtime, RiskLevel: in.RiskLevel, TTLSeconds: in.TTLSeconds}
+		var sb *sandbox.Sandbox
+		var err error
+		switch {
+		case in.SnapshotID == "":
+			sb, err = s.cfg.Sandboxes.CreateSandbox(ctx, cin)
+		case s.cfg.Snapshots == nil:
+			err = errdefs.WithCode("not_supported", fmt.Errorf("this service keeps no snapshots: %w", errdefs.ErrNotImplemented))
+		default:
+			var made *snapshots.Made
+			if made, err = s.cfg.Snapshots.CreateFrom(ctx, in.SnapshotID, cin); err == nil {
+				sb = made.Sandbox
 			}
-			return nil, out, nil
-		})
+		}
+		if err != nil {
+			return nil, SandboxOutput{}, "", err
+		}
+		if !in.Keep {
+			s.own(se, req.Session, sb.ID)
+		}
+		s.listSandbox(se, sb.ID, sb.Profile)
+		return nil, sandboxOutput(sb, in.Keep), sb.ID, nil
+	})
+	addTool(s, se, destroySandboxTool, func(ctx context.Context, _ *sdk.CallToolRequest, in SandboxIDInput) (*sdk.CallToolResult, DestroyOutput, string, error) {
+		if err := s.cfg.Sandboxes.DeleteSandbox(ctx, p.Tenant, in.SandboxID); err != nil {
+			return nil, DestroyOutput{}, in.SandboxID, err
+		}
+		se.disown(in.SandboxID)
+		se.srv.RemoveResources(ResourceURI(in.SandboxID, ""))
+		return nil, DestroyOutput{SandboxID: in.SandboxID, Destroyed: true}, in.SandboxID, nil
+	})
+	addTool(s, se, execTool, func(ctx context.Context, _ *sdk.CallToolRequest, in ExecInput) (*sdk.CallToolResult, ExecOutput, string, error) {
+		out, err := s.cfg.Jobs.Exec(ctx, execInput(p.Tenant, in))
+		if err != nil {
+			return nil, ExecOutput{}, in.SandboxID, err
+		}
+		res := execOutput(out)
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: execText(res)}}}, res, out.Job.ID, nil
+	})
+	addTool(s, se, runCodeTool, func(ctx context.Context, _ *sdk.CallToolRequest, in RunCodeInput) (*sdk.CallToolResult, RunCodeOutput, string, error) {
+		res, out, err := s.runCode(ctx, se, in)
+		return res, out, in.SandboxID, err
+	})
+	addTool(s, se, writeFileTool, func(ctx context.Context, _ *sdk.CallToolRequest, in WriteFileInput) (*sdk.CallToolResult, WriteFileOutput, string, error) {
+		out, err := s.writeFile(ctx, p.Tenant, in)
+		return nil, out, in.SandboxID, err
+	})
+	addTool(s, se, s.readFileTool(), func(ctx context.Context, _ *sdk.CallToolRequest, in PathInput) (*sdk.CallToolResult, ReadFileOutput, string, error) {
+		out, err := s.readFile(ctx, p.Tenant, in)
+		return nil, out, in.SandboxID, err
+	})
+	addTool(s, se, listFilesTool, func(ctx context.Context, _ *sdk.CallToolRequest, in ListFilesInput) (*sdk.CallToolResult, ListFilesOutput, string, error) {
+		list, err := s.cfg.Files.ListFiles(ctx, p.Tenant, in.SandboxID, in.Path, max(in.Depth, 1), 0)
+		if err != nil {
+			return nil, ListFilesOutput{}, in.SandboxID, err
+		}
+		return nil, listOutput(list), in.SandboxID, nil
+	})
+	addTool(s, se, searchFilesTool, func(ctx context.Context, _ *sdk.CallToolRequest, in SearchFilesInput) (*sdk.CallToolResult, SearchFilesOutput, string, error) {
+		res, err := s.cfg.Files.SearchFiles(ctx, p.Tenant, in.SandboxID, agentproto.SearchRequest{Path: in.Path, Glob: in.Glob, Content: in.Content,
+			Regex: in.Regex, IgnoreCase: in.IgnoreCase, MaxResults: in.MaxResults})
+		if err != nil {
+			return nil, SearchFilesOutput{}, in.SandboxID, err
+		}
+		out := SearchFilesOutput{Matches: make([]SearchMatch, 0, len(res.Matches)), Truncated: res.Truncated || res.TimedOut}
+		for _, m := range res.Matches {
+			out.Matches = append(out.Matches, SearchMatch{Path: m.Path, Line: m.Line, Text: m.Text})
+		}
+		return nil, out, in.SandboxID, nil
+	})
+	addTool(s, se, startJobTool, func(ctx context.Context, _ *sdk.CallToolRequest, in ExecInput) (*sdk.CallToolResult, JobOutput, string, error) {
+		j, err := s.cfg.Jobs.StartJob(ctx, execInput(p.Tenant, in))
+		if err != nil {
+			return nil, JobOutput{}, in.SandboxID, err
+		}
+		return nil, JobOutput{JobID: j.ID, SandboxID: j.SandboxID, State: string(j.State)}, j.ID, nil
+	})
+	addTool(s, se, jobLogsTool, func(ctx context.Context, _ *sdk.CallToolRequest, in JobLogsInput) (*sdk.CallToolResult, JobLogsOutput, string, error) {
+		out, err := s.jobLogs(ctx, p.Tenant, in)
+		return nil, out, in.JobID, err
+	})
 }
 
 func execInput(tenant string, in ExecInput) jobs.ExecInput {

@@ -14,8 +14,12 @@
 // signs names the API key it was made with and is refused once that key is
 // (Config.KeyLive).
 //
+// ServePreview serves a request that came to a port's own preview origin:
+// the link token from the query (traded for an HttpOnly cookie of that
+// origin on a browser's navigation), a header or the cookie, then the port.
+//
 // It reaches a sandbox only through control's Attach (FromControl adapts
 // it to the Sandboxes seam its tests fake). It may import control,
-// config, tenant, errdefs and the agent client; it must not import
-// httpapi, store or driver.
+// config, tenant, errdefs, api (a header's name) and the agent client; it
+// must not import httpapi, store or driver.
 package ports

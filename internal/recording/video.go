@@ -206,7 +206,7 @@ func (s *Set) Start(ctx context.Context, t *Target, src Source, o Options) (*Rec
 	s.mu.Lock()
 	s.recs[t.SandboxID] = r
 	s.mu.Unlock()
-	r.record(ctx, "video.started", map[string]any{"recording": recID, "source": src.Name, "fps": o.FPS, "segment_seconds": o.SegmentSeconds})
+	r.record(ctx, trace.KindVideoStarted, map[string]any{"recording": recID, "source": src.Name, "fps": o.FPS, "segment_seconds": o.SegmentSeconds})
 	if src.Feed != nil {
 		go r.feed(rctx)
 	}
@@ -325,7 +325,7 @@ func (r *recorder) snapshot() Recording {
 	return r.st
 }
 
-func (r *recorder) record(ctx context.Context, kind string, d map[string]any) {
+func (r *recorder) record(ctx context.Context, kind trace.Kind, d map[string]any) {
 	b, err := json.Marshal(d)
 	if err != nil {
 		return
@@ -452,7 +452,7 @@ func (r *recorder) finish(ctx context.Context, reason string, failure error) {
 	if failure != nil {
 		d["error"] = failure.Error()
 	}
-	r.record(ctx, "video.stopped", d)
+	r.record(ctx, trace.KindVideoStopped, d)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_ = r.t.RemoveFile(cctx, r.dir, true)
@@ -529,7 +529,7 @@ func (r *recorder) keepSegment(ctx context.Context, name string, start, end floa
 	}
 	ws := wall(r.t0 + start)
 	we := wall(r.t0 + end)
-	r.record(ctx, "video.segment", map[string]any{"recording": recID, "source": r.src.Name, "index": idx,
+	r.record(ctx, trace.KindVideoSegment, map[string]any{"recording": recID, "source": r.src.Name, "index": idx,
 		"start": ws.Format(time.RFC3339Nano), "end": we.Format(time.RFC3339Nano), "duration_ms": we.Sub(ws).Milliseconds(),
 		"artifact": Ref(a)})
 	r.mu.Lock()

@@ -108,7 +108,7 @@ func (e *events) of(kind string) []map[string]any {
 	defer e.mu.Unlock()
 	var out []map[string]any
 	for _, ev := range e.list {
-		if ev.Kind == kind {
+		if string(ev.Kind) == kind {
 			var d map[string]any
 			_ = json.Unmarshal(ev.Data, &d)
 			out = append(out, d)

@@ -179,7 +179,7 @@ func (m *Manager) Pause(ctx context.Context, tenant, id string) (*sandbox.Sandbo
 		return nil, err
 	}
 	out, err := m.cfg.Lifecycle.SetSuspended(detach(ctx), id, sandbox.StatePaused, nil)
-	m.record(ctx, out, "api", "sandbox.paused", map[string]any{})
+	m.record(ctx, out, "api", trace.KindSandboxPaused, map[string]any{})
 	return out, err
 }
 
@@ -215,7 +215,7 @@ func (m *Manager) Resume(ctx context.Context, tenant, id string) (*sandbox.Sandb
 		}
 	}
 	sb, err = m.cfg.Lifecycle.EndSuspend(detach(ctx), id)
-	m.record(ctx, sb, "api", "sandbox.resumed", map[string]any{})
+	m.record(ctx, sb, "api", trace.KindSandboxResumed, map[string]any{})
 	return sb, nil, err
 }
 
@@ -278,10 +278,14 @@ func (m *Manager) awaitAgent(ctx context.Context, id string) {
 }
 
 // readyAttempt bounds one wait for an agent back from a save. Under runsc
-// a connection dialled as the agent comes back is now and then never
-// answered although the agent serves (a ping on it then waits for
-// HTTP/2's own ping timeouts, 25 s): it is dropped after this and the
-// agent dialled afresh.
+// a host socket whose listener closed still takes connections, which
+// nobody answers or resets, while its name is there. An agent that kept
+// the name through its closing grace (agents before the name went first;
+// one restored from an older snapshot still does) could be frozen so,
+// and the first dial after the save landed on the dead socket (a ping on
+// it waits for HTTP/2's own ping timeouts, 25 s): such a connection is
+// dropped after this and the agent dialled afresh.
+// (internal/agent's TestCheckpointSocketGoneWhenClosed.)
 const readyAttempt = time.Second
 
 // prepareTimeout is how long an agent waits, closed, for its save.
@@ -459,7 +463,7 @@ func (m *Manager) Close() { m.wg.Wait() }
 // record puts an operation in a sandbox's trace: actor "api" for a call,
 // "system" for the service's own (an idle hibernation, a wake by the next
 // call).
-func (m *Manager) record(ctx context.Context, sb *sandbox.Sandbox, actor, kind string, data map[string]any) {
+func (m *Manager) record(ctx context.Context, sb *sandbox.Sandbox, actor string, kind trace.Kind, data map[string]any) {
 	if m.cfg.Trace == nil || sb == nil {
 		return
 	}

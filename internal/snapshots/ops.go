@@ -16,6 +16,7 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/trace"
 )
 
 // take writes the state of sandbox sb, already paused for operation op
@@ -298,7 +299,7 @@ func (m *Manager) snapshot(ctx context.Context, sb *sandbox.Sandbox, name string
 		return nil, err
 	}
 	if !internal {
-		m.record(ctx, sb, "api", "snapshot.taken", map[string]any{"snapshot_id": sn.ID, "name": sn.Name, "memory": sn.Memory, "size_bytes": sn.SizeBytes})
+		m.record(ctx, sb, "api", trace.KindSnapshotTaken, map[string]any{"snapshot_id": sn.ID, "name": sn.Name, "memory": sn.Memory, "size_bytes": sn.SizeBytes})
 	}
 	return sn, nil
 }
@@ -368,7 +369,7 @@ func (m *Manager) HibernateWith(ctx context.Context, tenant, id string, o Hibern
 		s.SnapshotID, s.Memory = sn.ID, memory
 	})
 	m.log.Debug("hibernated", "sandbox", id, "remove_container", t1.Sub(t0).Round(time.Millisecond), "record", time.Since(t1).Round(time.Millisecond))
-	m.record(ctx, out, actorOf(ctx), "sandbox.hibernated", map[string]any{"memory": memory, "size_bytes": sn.SizeBytes})
+	m.record(ctx, out, actorOf(ctx), trace.KindSandboxHibernated, map[string]any{"memory": memory, "size_bytes": sn.SizeBytes})
 	return out, err
 }
 
@@ -417,7 +418,7 @@ func (m *Manager) wake(ctx context.Context, tenant, id string) (*sandbox.Sandbox
 		return nil, nil, err
 	}
 	m.dropInternal(ctx, sn)
-	m.record(ctx, out, actorOf(ctx), "sandbox.woken", map[string]any{"memory_restored": memory})
+	m.record(ctx, out, actorOf(ctx), trace.KindSandboxWoken, map[string]any{"memory_restored": memory})
 	return out, &memory, nil
 }
 
@@ -562,7 +563,7 @@ func (m *Manager) Rollback(ctx context.Context, tenant, id, snapID string) (*san
 		return nil, false, fmt.Errorf("rolling sandbox %s back: %w", id, err)
 	}
 	out, err := m.cfg.Lifecycle.EndSuspend(ctx, id)
-	m.record(ctx, out, "api", "sandbox.rolled_back", map[string]any{"snapshot_id": sn.ID, "memory_restored": memory})
+	m.record(ctx, out, "api", trace.KindSandboxRolledBack, map[string]any{"snapshot_id": sn.ID, "memory_restored": memory})
 	return out, memory, err
 }
 
@@ -855,7 +856,7 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, count int, in Cre
 			ids = append(ids, c.Sandbox.ID)
 		}
 	}
-	m.record(ctx, sb, "api", "sandbox.forked", map[string]any{"count": count, "sandboxes": ids, "memory": memory})
+	m.record(ctx, sb, "api", trace.KindSandboxForked, map[string]any{"count": count, "sandboxes": ids, "memory": memory})
 	return out, nil
 }
 

@@ -12,8 +12,11 @@
 // tenant-scoped after the record is gone. A torn last line left by a crash
 // is cut off when the log is opened.
 //
-// Producers record through the Recorder interface declared here; trace
-// imports nothing of the project but errdefs, so any workload package may
-// depend on it without an upward import. It must import only errdefs and
-// the standard library (internal/layering states the rule).
+// Producers record through the Recorder interface declared here, with the
+// event kinds named in kind.go; Export writes a trace with the artifacts it
+// names as a tar.gz (with a manifest of api's TraceManifest shape and an
+// offline player). trace imports nothing of the project but errdefs and
+// api (itself a leaf), so any workload package may depend on it without
+// an upward import. It must import only errdefs, api and the standard
+// library (internal/layering states the rule).
 package trace

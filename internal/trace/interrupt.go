@@ -78,7 +78,7 @@ func (s *Store) Interrupt(ctx context.Context, tenant, sandboxID, op, actor stri
 	out := Interruption{State: g.state, Steps: g.steps}
 	s.mu.Unlock()
 	b, _ := json.Marshal(out)
-	if _, err := s.Append(ctx, tenant, sandboxID, Event{Actor: actor, Kind: "interrupt." + op, Data: b}); err != nil {
+	if _, err := s.Append(ctx, tenant, sandboxID, Event{Actor: actor, Kind: Kind("interrupt." + op), Data: b}); err != nil {
 		return Interruption{}, err
 	}
 	return out, nil
@@ -101,10 +101,10 @@ func (s *Store) Admit(ctx context.Context, tenant, sandboxID, action string) err
 	}
 	s.mu.Unlock()
 	if stepped {
-		s.Record(ctx, tenant, sandboxID, Event{Actor: ActorSystem, Kind: "interrupt.stepped", Data: actionData(action)})
+		s.Record(ctx, tenant, sandboxID, Event{Actor: ActorSystem, Kind: KindInterruptStepped, Data: actionData(action)})
 		return nil
 	}
-	s.Record(ctx, tenant, sandboxID, Event{Actor: ActorSystem, Kind: "action.refused", Data: actionData(action, "state", state)})
+	s.Record(ctx, tenant, sandboxID, Event{Actor: ActorSystem, Kind: KindActionRefused, Data: actionData(action, "state", state)})
 	return errdefs.WithCode(state, errdefs.Mark(fmt.Errorf("sandbox %s's agent is %s: resume its trace, or step it, to let actions through",
 		sandboxID, state), errdefs.ErrConflict))
 }

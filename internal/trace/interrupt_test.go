@@ -75,7 +75,7 @@ func TestInterrupt(t *testing.T) {
 	}
 	var kinds []string
 	for _, e := range evs {
-		kinds = append(kinds, e.Kind)
+		kinds = append(kinds, string(e.Kind))
 	}
 	want := "interrupt.pause action.refused interrupt.step interrupt.stepped action.refused interrupt.abort action.refused interrupt.resume"
 	if strings.Join(kinds, " ") != want {

@@ -73,7 +73,7 @@ type Event struct {
 	Seq   int64           `json:"seq"`
 	Time  time.Time       `json:"time"`
 	Actor string          `json:"actor"`
-	Kind  string          `json:"kind"`
+	Kind  Kind            `json:"kind"`
 	Data  json.RawMessage `json:"data,omitempty"`
 }
 

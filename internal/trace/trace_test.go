@@ -237,7 +237,7 @@ func TestBadEvents(t *testing.T) {
 		{Actor: trace.ActorAPI, Kind: "annotation", Data: big},
 	} {
 		if _, err := s.Append(ctx, "t1", "sb", e); !errors.Is(err, errdefs.ErrInvalidArgument) {
-			t.Fatalf("append %+v: %v, want invalid argument", e.Actor+"/"+e.Kind, err)
+			t.Fatalf("append %+v: %v, want invalid argument", e.Actor+"/"+string(e.Kind), err)
 		}
 	}
 	if last, _ := s.Last("t1", "sb"); last != 1 {

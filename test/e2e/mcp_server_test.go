@@ -53,6 +53,13 @@ func callTool(t *testing.T, cs *sdk.ClientSession, name string, args map[string]
 	return res
 }
 
+// SandboxState is the part of a sandbox tool's output the tests read.
+type SandboxState struct {
+	SandboxID string `json:"sandbox_id"`
+	Runtime   string `json:"runtime"`
+	State     string `json:"state"`
+}
+
 // sandboxStateAs is sandboxState with key.
 func sandboxStateAs(t *testing.T, svc *service, key, id string) string {
 	t.Helper()
@@ -132,7 +139,7 @@ func TestMCPServer(t *testing.T) {
 	for _, tl := range tools.Tools {
 		byName[tl.Name] = tl
 	}
-	for _, name := range []string{"create_sandbox", "destroy_sandbox", "exec", "run_code", "write_file", "read_file", "list_files", "search_files", "start_job", "job_logs", "browser", "preview_link", "snapshot_sandbox", "fork_sandbox", "computer"} {
+	for _, name := range []string{"create_sandbox", "destroy_sandbox", "exec", "run_code", "write_file", "read_file", "list_files", "search_files", "start_job", "job_logs", "browser", "preview_link", "snapshot_sandbox", "fork_sandbox", "rollback_sandbox", "pause_sandbox", "resume_sandbox", "computer"} {
 		tl := byName[name]
 		if tl == nil || tl.Description == "" || tl.InputSchema == nil || tl.Annotations == nil {
 			t.Fatalf("tool %s: %+v", name, tl)
@@ -402,6 +409,74 @@ func TestMCPServer(t *testing.T) {
 		}
 	})
 
+	// snapshot → change a file → rollback: the file is the snapshot's
+	// again under the same id; pause and resume keep the sandbox's files,
+	// and a paused sandbox runs nothing. Under runc and runsc.
+	t.Run("rollback", func(t *testing.T) {
+		for _, rt := range e.runtimes(t) {
+			t.Run(rt, func(t *testing.T) {
+				var sb SandboxState
+				callTool(t, cs, "create_sandbox", map[string]any{"profile": "code-python-data", "runtime": rt, "risk_level": "low"}, &sb)
+				if sb.SandboxID == "" || sb.Runtime != rt {
+					t.Fatalf("created %+v", sb)
+				}
+				defer apiJSON(t, svc, "DELETE", "/v1/sandboxes/"+sb.SandboxID, nil, nil)
+				callTool(t, cs, "write_file", map[string]any{"sandbox_id": sb.SandboxID, "path": "state.txt", "content": "saved"}, nil)
+				var snap struct {
+					SnapshotID string `json:"snapshot_id"`
+				}
+				if res := callTool(t, cs, "snapshot_sandbox", map[string]any{"sandbox_id": sb.SandboxID}, &snap); res.IsError || snap.SnapshotID == "" {
+					t.Fatalf("snapshot: %q", toolText(res))
+				}
+				defer apiJSON(t, svc, "DELETE", "/v1/snapshots/"+snap.SnapshotID, nil, nil)
+				callTool(t, cs, "write_file", map[string]any{"sandbox_id": sb.SandboxID, "path": "state.txt", "content": "changed"}, nil)
+				callTool(t, cs, "write_file", map[string]any{"sandbox_id": sb.SandboxID, "path": "after.txt", "content": "new"}, nil)
+				var rb struct {
+					SandboxState
+					MemoryRestored *bool `json:"memory_restored"`
+				}
+				if res := callTool(t, cs, "rollback_sandbox", map[string]any{"sandbox_id": sb.SandboxID, "snapshot_id": snap.SnapshotID}, &rb); res.IsError ||
+					rb.SandboxID != sb.SandboxID || rb.MemoryRestored == nil {
+					t.Fatalf("rollback: %q %+v", toolText(res), rb)
+				}
+				var rf struct {
+					Content string `json:"content"`
+				}
+				callTool(t, cs, "read_file", map[string]any{"sandbox_id": sb.SandboxID, "path": "state.txt"}, &rf)
+				if rf.Content != "saved" {
+					t.Errorf("state.txt after the rollback: %q, want the snapshot's", rf.Content)
+				}
+				if res := callTool(t, cs, "read_file", map[string]any{"sandbox_id": sb.SandboxID, "path": "after.txt"}, nil); !res.IsError || !strings.Contains(toolText(res), "not_found") {
+					t.Errorf("a file made after the snapshot survived the rollback: %q", toolText(res))
+				}
+				if res := callTool(t, cs, "rollback_sandbox", map[string]any{"sandbox_id": sb.SandboxID, "snapshot_id": "snap_doesnotexist"}, nil); !res.IsError || !strings.Contains(toolText(res), "not_found") {
+					t.Errorf("a rollback to a missing snapshot: %q", toolText(res))
+				}
+
+				var st SandboxState
+				if res := callTool(t, cs, "pause_sandbox", map[string]any{"sandbox_id": sb.SandboxID}, &st); res.IsError || st.State != "paused" {
+					t.Fatalf("pause: %q %+v", toolText(res), st)
+				}
+				if got := sandboxState(t, svc, sb.SandboxID); got != "paused" {
+					t.Errorf("the API says %s after pause_sandbox", got)
+				}
+				if res := callTool(t, cs, "pause_sandbox", map[string]any{"sandbox_id": sb.SandboxID}, &st); res.IsError || st.State != "paused" {
+					t.Errorf("pausing a paused sandbox: %q %+v", toolText(res), st)
+				}
+				if res := callTool(t, cs, "resume_sandbox", map[string]any{"sandbox_id": sb.SandboxID}, &st); res.IsError || st.State == "paused" {
+					t.Fatalf("resume: %q %+v", toolText(res), st)
+				}
+				var ex struct {
+					ExitCode int    `json:"exit_code"`
+					Stdout   string `json:"stdout"`
+				}
+				if res := callTool(t, cs, "exec", map[string]any{"sandbox_id": sb.SandboxID, "command": []string{"cat", "state.txt"}}, &ex); res.IsError || ex.Stdout != "saved" {
+					t.Errorf("exec after resume: %q %+v", toolText(res), ex)
+				}
+			})
+		}
+	})
+
 	// The browser tool: actions in a browser profile's sandbox, the
 	// screenshot as image content that decodes.
 	t.Run("browser", func(t *testing.T) {
@@ -526,7 +601,8 @@ func TestMCPServer(t *testing.T) {
 			if err := json.Unmarshal(out, &ts); err != nil {
 				t.Fatalf("TypeScript client output %q: %v", out, err)
 			}
-			if len(ts.Tools) != 15 || ts.Annotations["read_file"]["readOnlyHint"] != true || ts.Annotations["destroy_sandbox"]["destructiveHint"] != true {
+			if len(ts.Tools) != 18 || ts.Annotations["read_file"]["readOnlyHint"] != true || ts.Annotations["destroy_sandbox"]["destructiveHint"] != true ||
+				ts.Annotations["rollback_sandbox"]["destructiveHint"] != true || ts.Annotations["pause_sandbox"]["idempotentHint"] != true {
 				t.Errorf("TypeScript client's tools %v %v", ts.Tools, ts.Annotations)
 			}
 			if ts.Sandbox.Runtime != rt || len(ts.Contexts) != 2 || ts.Contexts[0] == "" || ts.Contexts[0] != ts.Contexts[1] || ts.Value != "42" ||

@@ -1184,7 +1184,7 @@ func (m *Manager) traceCall(tenant, instance, sandboxID string, rec mcp.CallReco
 	if err != nil {
 		return
 	}
-	m.cfg.Trace.Record(m.ctx, tenant, sandboxID, trace.Event{Actor: trace.ActorAgent, Kind: "mcp.tool_call", Data: b})
+	m.cfg.Trace.Record(m.ctx, tenant, sandboxID, trace.Event{Actor: trace.ActorAgent, Kind: trace.KindMCPToolCall, Data: b})
 }
 
 // auditor writes call records to the audit log off the call's path.

@@ -10,6 +10,7 @@ instance is left. The tests skip only when Docker is absent.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -27,6 +28,36 @@ import pytest
 REPO = Path(__file__).resolve().parents[3]
 RUNTIMES = ["runc", "runsc"]
 READY_TIMEOUT = 120.0
+
+# A stdio MCP server with one tool, add, for the MCP server instance tests.
+MCP_SERVER = """
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    i, meth = m.get("id"), m.get("method")
+    if i is None:
+        continue
+    if meth == "initialize":
+        r = {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}},
+             "serverInfo": {"name": "py-add", "version": "1"}}
+    elif meth == "tools/list":
+        r = {"tools": [{"name": "add", "description": "Adds a and b.", "inputSchema": {"type": "object",
+             "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}}]}
+    elif meth == "tools/call":
+        a = m["params"]["arguments"]
+        r = {"content": [{"type": "text", "text": str(a["a"] + a["b"])}]}
+    elif meth == "ping":
+        r = {}
+    else:
+        r = None
+    out = {"jsonrpc": "2.0", "id": i}
+    if r is None:
+        out["error"] = {"code": -32601, "message": "method not found"}
+    else:
+        out["result"] = r
+    sys.stdout.write(json.dumps(out) + "\\n")
+    sys.stdout.flush()
+"""
 STOP_TIMEOUT = 40.0
 
 
@@ -87,7 +118,13 @@ def service() -> Iterator[Service]:
     _build(bin_dir)
     config = tmp / "config.yaml"
     # No warm pools: they would start containers the tests do not use.
-    config.write_text("warm_pools: false\n")
+    # A catalog entry runs MCP_SERVER (a stdio MCP server in Python) in
+    # the Python image, and skills run there too (one image fewer to build).
+    config.write_text("warm_pools: false\n"
+                      "skills: {profile: code-python-basic}\n"
+                      "mcp:\n  catalog:\n"
+                      "    - {name: py-add, source: builtin, profile: code-python-basic, "
+                      f"command: [python3, -c, {json.dumps(MCP_SERVER)}]}}\n")
     api_key = "pysdk_" + secrets.token_hex(16)
     addr = _free_addr()
     log_path = tmp / "service.log"

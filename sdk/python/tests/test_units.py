@@ -107,3 +107,119 @@ def test_sends_key_and_act_as() -> None:
                  http_client=httpx.Client(transport=httpx.MockTransport(handler))) as c:
         c.whoami()
     assert seen["authorization"] == "Bearer key-9" and seen["x-genesis-tenant"] == "acme"
+
+
+def test_error_classes_by_code() -> None:
+    from genesis_sandbox import ControlHeld, PatchConflict
+    c = errors.from_response(409, {"x-request-id": "req_3"}, b'{"status":409,"code":"control_held","detail":"alice"}')
+    assert isinstance(c, ControlHeld) and isinstance(c, errors.Conflict) and c.request_id == "req_3"
+    p = errors.from_response(409, {}, b'{"status":409,"code":"patch_conflict"}')
+    assert isinstance(p, PatchConflict)
+
+
+def test_mcp_reply_json_and_event_stream() -> None:
+    from genesis_sandbox._core import mcp_reply
+    body = b'{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"42"}]}}'
+    assert mcp_reply(200, {"content-type": "application/json"}, body, 2)["content"][0]["text"] == "42"
+    sse = (b'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{}}\n\n'
+           b'event: message\ndata: ' + body)  # the last event without its blank line
+    assert mcp_reply(200, {"content-type": "text/event-stream"}, sse, 2)["content"][0]["text"] == "42"
+    err = b'{"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"unknown tool"}}'
+    with pytest.raises(errors.GenesisError) as ei:
+        mcp_reply(200, {"content-type": "application/json"}, err, 2)
+    assert ei.value.code == "mcp_error" and "unknown tool" in ei.value.detail
+    with pytest.raises(errors.StreamError):
+        mcp_reply(200, {"content-type": "application/json"}, body, 3)
+
+
+def test_screenshots_as_bytes() -> None:
+    import base64
+    from genesis_sandbox.types import ComputerResult, browser_shots
+    png = b"\x89PNG\r\n\x1a\nxx"
+    d = {"ok": True, "results": [{"type": "navigate", "ok": True},
+                                 {"type": "screenshot", "ok": True, "value": {"mime": "image/png",
+                                                                            "data": base64.b64encode(png).decode()}},
+                                 {"type": "screenshot", "ok": True, "artifact": {"id": "art_1"}}]}
+    assert browser_shots(d) == [png, "art_1"]
+    c = ComputerResult.from_json({"ok": False, "completed": 1, "results": [
+        {"action": "screenshot", "ok": True, "screenshot": base64.b64encode(png).decode()},
+        {"action": "key", "ok": False, "error": "bad key"}], "screenshot": base64.b64encode(b"after").decode()})
+    assert c.screenshots == [png, b"after"] and c.error == "bad key" and not c.ok
+
+
+def test_connections_set_tcp_nodelay() -> None:
+    """Without TCP_NODELAY a call with a body waits for the service's
+    delayed ACK of the request's head (about 40 ms): the transports set it."""
+    import asyncio
+    import http.server
+    import socket
+    import threading
+
+    from genesis_sandbox import AsyncGenesis
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["content-length"]))
+            self.wfile.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}")
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = "http://127.0.0.1:%d" % srv.server_address[1]
+
+    def nodelay(resp: httpx.Response) -> int:
+        sock = resp.extensions["network_stream"].get_extra_info("socket")
+        return int(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+    try:
+        with Genesis(url, "k") as c:
+            assert nodelay(c._http.post(url + "/x", json={"a": 1})) == 1
+
+        async def main() -> int:
+            async with AsyncGenesis(url, "k") as ac:
+                return nodelay(await ac._http.post(url + "/x", json={"a": 1}))
+
+        assert asyncio.run(main()) == 1
+    finally:
+        srv.shutdown()
+
+
+def test_sync_client_is_generated() -> None:
+    """_sync.py is tools/unasync.py's output from _async.py: edit the async
+    client, then run the tool, and the two cannot drift apart."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("unasync", root / "tools" / "unasync.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    pkg = root / "src" / "genesis_sandbox"
+    assert mod.unasync((pkg / "_async.py").read_text()) == (pkg / "_sync.py").read_text(), \
+        "_sync.py differs from what tools/unasync.py makes of _async.py: run python3 sdk/python/tools/unasync.py"
+
+
+def test_only_idempotent_calls_are_retried() -> None:
+    """The new areas mark as retryable exactly what the API documents as
+    idempotent: reads and deletes; actions, creates and patches never."""
+    from genesis_sandbox import _ops
+
+    retried = [_ops.browser_status("s"), _ops.get_control("s", 3, 1000), _ops.release_control("s"),
+               _ops.trace_page("s", 0, 10), _ops.export_trace("s"), _ops.diff("s", None, True),
+               _ops.list_mcp_servers(), _ops.get_mcp_server("m"), _ops.delete_mcp_server("m"),
+               _ops.mcp_server_tools("m"), _ops.list_skills(), _ops.get_skill("k")]
+    never = [_ops.port_link("s", 80, 60), _ops.browser_actions("s", [{"type": "reload"}]),
+             _ops.computer_actions("s", [{"action": "screenshot"}], True, None),
+             _ops.take_control("s", "agent", None, None), _ops.add_trace_event("s", "annotation", None, {}),
+             _ops.apply_patch("s", "p", False), _ops.create_mcp_server("c", None, {}),
+             _ops.mcp_message("/e", "t", "", {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}),
+             _ops.push_skill(b"x", "application/gzip"), _ops.run_skill("k", "a.py", {})]
+    assert all(r.idempotent and r.method in ("GET", "DELETE") for r in retried)
+    assert not any(r.idempotent for r in never)
+    with pytest.raises(ValueError):
+        _ops.create_mcp_server(None, None, {})

@@ -9,17 +9,20 @@ from ._async import AsyncGenesis
 from ._async import CodeContext as AsyncCodeContext
 from ._async import Job as AsyncJob
 from ._async import Lease as AsyncLease
+from ._async import McpServer as AsyncMcpServer
 from ._async import Sandbox as AsyncSandbox
 from ._async import Session as AsyncSession
 from ._core import DEFAULT_URL, ENV_API_KEY, ENV_URL
-from ._sync import CodeContext, Genesis, Job, Lease, Sandbox, Session
+from ._sync import CodeContext, Genesis, Job, Lease, McpServer, Sandbox, Session
 from .errors import (
     BadRequest,
     CapacityExhausted,
     Conflict,
+    ControlHeld,
     Forbidden,
     GenesisError,
     NotFound,
+    PatchConflict,
     PayloadTooLarge,
     PreconditionFailed,
     QuotaExceeded,
@@ -30,15 +33,16 @@ from .errors import (
     StreamError,
     Unauthorized,
 )
-from .types import CodeResult, ExecResult, FileWritten, LogEvent, Snapshot
+from .types import BrowserResult, CodeResult, ComputerResult, ExecResult, FileWritten, LogEvent, Snapshot
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncCodeContext", "AsyncGenesis", "AsyncJob", "AsyncLease", "AsyncSandbox", "AsyncSession", "BadRequest",
-    "CapacityExhausted", "CodeContext", "CodeResult", "Conflict", "DEFAULT_URL", "ENV_API_KEY", "ENV_URL",
+    "AsyncCodeContext", "AsyncGenesis", "AsyncJob", "AsyncLease", "AsyncMcpServer", "AsyncSandbox", "AsyncSession",
+    "BadRequest", "BrowserResult", "CapacityExhausted", "CodeContext", "CodeResult", "ComputerResult", "Conflict",
+    "ControlHeld", "DEFAULT_URL", "ENV_API_KEY", "ENV_URL",
     "ExecResult", "FileWritten", "Forbidden", "Genesis", "GenesisError", "Job", "Lease", "LogEvent",
-    "NotFound", "PayloadTooLarge", "PreconditionFailed", "QuotaExceeded", "RangeNotSatisfiable",
+    "McpServer", "NotFound", "PatchConflict", "PayloadTooLarge", "PreconditionFailed", "QuotaExceeded", "RangeNotSatisfiable",
     "RateLimited", "RuntimeUnavailable", "Sandbox", "ServiceUnavailable", "Session", "Snapshot", "StreamError",
     "Unauthorized",
 ]

@@ -8,9 +8,10 @@ from typing import (Any, AsyncIterator, Awaitable, BinaryIO, Callable, Dict, Gen
 
 import httpx
 
-from . import _core, _ops, errors
+from . import _core, _ops, _transport, errors
 from ._core import Request
-from .types import CodeResult, ExecResult, FileWritten, LogEvent, Snapshot
+from .types import (BrowserResult, CodeResult, ComputerResult, ExecResult, FileWritten, LogEvent, Snapshot,
+                    browser_result, browser_shots)
 
 Body = Union[bytes, str, BinaryIO, Iterable[bytes], AsyncIterator[bytes]]
 CHUNK = 1 << 20
@@ -103,7 +104,8 @@ class AsyncGenesis:
         self.retries = retries
         self.timeout = timeout
         self._own = http_client is None
-        self._http = http_client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0))
+        timeouts = httpx.Timeout(timeout, connect=10.0)
+        self._http = http_client or httpx.AsyncClient(timeout=timeouts, transport=_transport.async_transport())
 
     async def close(self) -> None:
         """Closes the connections (only those of a client it made itself)."""
@@ -188,7 +190,7 @@ class AsyncGenesis:
         return Sandbox(self, await self._call(_ops.get_sandbox(sandbox_id)))
 
     async def list_sandboxes(self, *, states: Iterable[str] = (), profile: Optional[str] = None,
-                       metadata: Optional[Mapping[str, str]] = None) -> List["Sandbox"]:
+                             metadata: Optional[Mapping[str, str]] = None) -> List["Sandbox"]:
         d = await self._call(_ops.list_sandboxes(states, profile, metadata))
         return [Sandbox(self, s) for s in d.get("items") or []]
 
@@ -244,11 +246,51 @@ class AsyncGenesis:
         """Acquires a lease on a sandbox (warm from a pool when one is idle);
         as a context manager it is released when the block ends."""
         async def make() -> Lease:
-            d = await self._call(_ops.acquire_lease(profile, runtime, risk_level, ttl_seconds, holder, wait_seconds,
-                                                    metadata))
+            req = _ops.acquire_lease(profile, runtime, risk_level, ttl_seconds, holder, wait_seconds, metadata)
+            d = await self._call(req)
             return Lease(self, d)
 
         return _Pending(make)
+
+    # ---- MCP servers -----------------------------------------------------
+
+    def create_mcp_server(self, catalog: Optional[str] = None, *, spec: Optional[Mapping[str, Any]] = None,
+                          **extra: Any) -> "_Pending[McpServer]":
+        """Starts an MCP server instance (see Genesis.create_mcp_server):
+        await it, or ``async with`` it to stop it when the block ends."""
+        async def make() -> McpServer:
+            return McpServer(self, await self._call(_ops.create_mcp_server(catalog, spec, extra)))
+
+        return _Pending(make)
+
+    async def list_mcp_servers(self) -> List["McpServer"]:
+        d = await self._call(_ops.list_mcp_servers())
+        return [McpServer(self, s) for s in d.get("items") or []]
+
+    async def get_mcp_server(self, server_id: str) -> "McpServer":
+        return McpServer(self, await self._call(_ops.get_mcp_server(server_id)))
+
+    # ---- skills ----------------------------------------------------------
+
+    async def push_skill(self, archive: Body, *, content_type: str = "application/gzip") -> Dict[str, Any]:
+        """Pushes a skill archive (tar, tar.gz or zip with SKILL.md) as a new revision."""
+        d: Dict[str, Any] = await self._call(_ops.push_skill(_iter_body(archive), content_type))
+        return d
+
+    async def list_skills(self) -> List[Dict[str, Any]]:
+        d: Dict[str, Any] = await self._call(_ops.list_skills())
+        return list(d.get("items") or [])
+
+    async def get_skill(self, name: str) -> Dict[str, Any]:
+        d: Dict[str, Any] = await self._call(_ops.get_skill(name))
+        return d
+
+    async def run_skill(self, name: str, script: str, **extra: Any) -> Dict[str, Any]:
+        """Runs one of a skill's scripts in a sandbox of its own and returns
+        the run (its exec result and artifacts). Keyword arguments: revision,
+        args, stdin, files, timeout_ms."""
+        d: Dict[str, Any] = await self._call(_ops.run_skill(name, script, extra))
+        return d
 
 
 class Sandbox:
@@ -284,18 +326,18 @@ class Sandbox:
     # ---- exec ------------------------------------------------------------
 
     async def exec(self, command: Union[str, Iterable[str], None] = None, *, script: Optional[str] = None,
-             stdin: Union[str, bytes, None] = None, cwd: Optional[str] = None,
-             env: Optional[Mapping[str, str]] = None, timeout_ms: Optional[int] = None,
-             **extra: Any) -> ExecResult:
+                   stdin: Union[str, bytes, None] = None, cwd: Optional[str] = None,
+                   env: Optional[Mapping[str, str]] = None, timeout_ms: Optional[int] = None,
+                   **extra: Any) -> ExecResult:
         """Runs a command (a list, or a string for /bin/sh -c) or a script and
         waits for it. A non-zero exit is a result, not an error."""
         extra.update(cwd=cwd, env=dict(env) if env else None, timeout_ms=timeout_ms)
         return ExecResult.from_json(await self._c._call(_ops.exec_(self.id, command, script, stdin, extra)))
 
     async def start(self, command: Union[str, Iterable[str], None] = None, *, script: Optional[str] = None,
-              stdin: Union[str, bytes, None] = None, stdin_stream: bool = False, cwd: Optional[str] = None,
-              env: Optional[Mapping[str, str]] = None, timeout_ms: Optional[int] = None,
-              **extra: Any) -> "Job":
+                    stdin: Union[str, bytes, None] = None, stdin_stream: bool = False, cwd: Optional[str] = None,
+                    env: Optional[Mapping[str, str]] = None, timeout_ms: Optional[int] = None,
+                    **extra: Any) -> "Job":
         """Starts a background job and returns it at once; read its output
         with ``job.logs()``. With ``stdin_stream`` its stdin stays open for
         ``job.write_stdin`` until ``job.close_stdin``."""
@@ -309,8 +351,11 @@ class Sandbox:
                           timeout_ms: Optional[int] = None, encoding: str = "text", resume: bool = True,
                           idle_timeout: float = _core.DEFAULT_IDLE_TIMEOUT, max_reconnects: int = 10,
                           **extra: Any) -> AsyncIterator[LogEvent]:
-        """Runs a command and yields its events live (see Sandbox.exec_stream
-        of the sync client)."""
+        """Runs a command and yields its events live: first a ``job`` event
+        (its payload the job record), then its output up to the ``exit``
+        event. The job goes on if the connection drops; with resume the
+        stream continues from the job's log after the last event seen. The
+        POST itself is never repeated."""
         extra.update(cwd=cwd, env=dict(env) if env else None, timeout_ms=timeout_ms,
                      stdin_stream=True if stdin_stream else None)
         req = _ops.exec_stream(self.id, command, script, stdin, extra, encoding)
@@ -318,8 +363,8 @@ class Sandbox:
         job_id = ""
         err: Exception
         try:
-            resp = await self._c._http.send(self._c._build(req, httpx.Timeout(30.0, read=idle_timeout)),
-                                            stream=True)
+            timeout = httpx.Timeout(30.0, read=idle_timeout)
+            resp = await self._c._http.send(self._c._build(req, timeout), stream=True)
             try:
                 if resp.status_code != 200:
                     raise errors.from_response(resp.status_code, resp.headers, await resp.aread())
@@ -343,6 +388,8 @@ class Sandbox:
             raise errors.StreamError(f"streamed exec in sandbox {self.id}: {err}") from err
         job = Job(self._c, {"id": job_id})
         if not state.job_seen:
+            # The connection broke inside the job event: fetch the record so
+            # that the caller still sees the job first.
             got = state.accept(LogEvent(id="0", event="job", payload=(await job.refresh()).data))
             if got is not None:
                 yield got
@@ -372,7 +419,7 @@ class Sandbox:
     # ---- files -----------------------------------------------------------
 
     async def write_file(self, path: str, data: Body, *, size: Optional[int] = None, mode: Optional[str] = None,
-                   overwrite: bool = True) -> FileWritten:
+                         overwrite: bool = True) -> FileWritten:
         """Uploads data as the file path (below /workspace when relative).
         A file object or an iterator of bytes is streamed; pass ``size`` when
         known so an over-limit upload is refused before it is sent."""
@@ -432,7 +479,7 @@ class Sandbox:
         return await self._c.list_snapshots(self.id)
 
     async def fork(self, count: int = 1, *, ttl_seconds: Optional[int] = None,
-             metadata: Optional[Mapping[str, str]] = None) -> List["Sandbox"]:
+                   metadata: Optional[Mapping[str, str]] = None) -> List["Sandbox"]:
         """Makes count copies of the sandbox. Copies that could not be made
         are in ``ForkError.errors`` when none was made."""
         d = await self._c._call(_ops.fork(self.id, count, ttl_seconds, metadata))
@@ -441,6 +488,114 @@ class Sandbox:
             e = d["errors"][0]
             raise errors.GenesisError(500, str(e.get("code", "fork_failed")), str(e.get("detail", "")))
         return made
+
+    # ---- ports -----------------------------------------------------------
+
+    async def port_link(self, port: int, *, ttl_seconds: int = 3600) -> Dict[str, Any]:
+        """A preview link to a port: ``url`` opens it in a browser without
+        the API key until ``expires_at``."""
+        d: Dict[str, Any] = await self._c._call(_ops.port_link(self.id, port, ttl_seconds))
+        return d
+
+    # ---- browser ---------------------------------------------------------
+
+    async def browser_status(self) -> Dict[str, Any]:
+        """The browser's status: ``ready`` once Chromium answers, its versions."""
+        d: Dict[str, Any] = await self._c._call(_ops.browser_status(self.id))
+        return d
+
+    async def browser(self, actions: Iterable[Mapping[str, Any]]) -> BrowserResult:
+        """Runs browser actions (navigate, click, fill, screenshot, …) in a
+        sandbox of a browser profile; screenshots come back as bytes."""
+        d = await self._c._call(_ops.browser_actions(self.id, actions))
+        shots = [s if isinstance(s, bytes) else await self._c.read_artifact(s) for s in browser_shots(d)]
+        return browser_result(d, shots)
+
+    async def browser_screenshot(self, *, full_page: bool = False, format: str = "png") -> bytes:
+        """A screenshot of the browser's active tab."""
+        r = await self.browser([{"type": "screenshot", "full_page": full_page, "format": format, "keep": False}])
+        if not r.ok or not r.screenshots:
+            raise errors.GenesisError(200, "action_failed", r.error or "no screenshot in the answer")
+        return r.screenshots[0]
+
+    # ---- desktop ---------------------------------------------------------
+
+    async def computer(self, actions: Iterable[Mapping[str, Any]], *, screenshot: bool = False,
+                       display: Optional[Mapping[str, int]] = None) -> ComputerResult:
+        """Runs computer-use actions on a desktop sandbox. While a person
+        holds control it raises ControlHeld."""
+        d = await self._c._call(_ops.computer_actions(self.id, actions, screenshot, display))
+        return ComputerResult.from_json(d)
+
+    async def screenshot(self) -> bytes:
+        """The desktop's display as PNG bytes."""
+        r = await self.computer([{"action": "screenshot"}])
+        if not r.ok or not r.screenshots:
+            raise errors.GenesisError(200, "action_failed", r.error or "no screenshot in the answer")
+        return r.screenshots[0]
+
+    async def control(self, *, after: Optional[int] = None, wait_ms: Optional[int] = None) -> Dict[str, Any]:
+        """The desktop's control lease (``holder``, ``version``). With after,
+        waits up to wait_ms until the version is past it."""
+        d: Dict[str, Any] = await self._c._call(_ops.get_control(self.id, after, wait_ms))
+        return d
+
+    async def take_control(self, holder: str, *, reason: Optional[str] = None,
+                           allow_screenshots: Optional[bool] = None) -> Dict[str, Any]:
+        """Takes control as ``agent`` or ``human:<who>``."""
+        d: Dict[str, Any] = await self._c._call(_ops.take_control(self.id, holder, reason, allow_screenshots))
+        return d
+
+    async def release_control(self) -> Dict[str, Any]:
+        d: Dict[str, Any] = await self._c._call(_ops.release_control(self.id))
+        return d
+
+    # ---- trace -----------------------------------------------------------
+
+    async def trace(self, *, after: int = 0, limit: int = 1000) -> AsyncIterator[Dict[str, Any]]:
+        """Yields the trace's events after the cursor up to its current end,
+        a page at a time."""
+        while True:
+            d = await self._c._call(_ops.trace_page(self.id, after, limit))
+            events = d.get("events") or []
+            for ev in events:
+                yield ev
+            if not events:
+                return
+            after = int(d.get("next", after))
+
+    async def add_trace_event(self, kind: str, data: Optional[Mapping[str, Any]] = None, *,
+                              actor: Optional[str] = None) -> Dict[str, Any]:
+        """Appends an ``annotation`` or ``task.status`` event to the trace."""
+        d: Dict[str, Any] = await self._c._call(_ops.add_trace_event(self.id, kind, actor, data))
+        return d
+
+    async def export_trace(self, dest: BinaryIO) -> int:
+        """Streams the trace's tar.gz (events.jsonl, screenshots, manifest)
+        into dest and returns the bytes written."""
+        n = 0
+        async for chunk in _stream(self._c, _ops.export_trace(self.id), CHUNK):
+            dest.write(chunk)
+            n += len(chunk)
+        return n
+
+    # ---- diff and patch --------------------------------------------------
+
+    async def diff(self, base: Optional[str] = None) -> Dict[str, Any]:
+        """What changed in /workspace since base (creation, git, a snapshot
+        or sandbox id): the files, a summary and each text file's diff."""
+        d: Dict[str, Any] = await self._c._call(_ops.diff(self.id, base, False))
+        return d
+
+    async def diff_patch(self, base: Optional[str] = None) -> str:
+        """The diff as a patch that ``git apply`` (and apply_patch) accepts."""
+        return b"".join([c async for c in _stream(self._c, _ops.diff(self.id, base, True), CHUNK)]).decode("utf-8")
+
+    async def apply_patch(self, patch: str, *, dry_run: bool = False) -> Dict[str, Any]:
+        """Applies a unified or git diff to /workspace, all or nothing; a
+        hunk that does not apply raises PatchConflict."""
+        d: Dict[str, Any] = await self._c._call(_ops.apply_patch(self.id, patch, dry_run))
+        return d
 
 
 class Job:
@@ -478,15 +633,15 @@ class Job:
         await self._c._call(_ops.close_stdin(self.id))
 
     async def logs(self, *, cursor: str = "", follow: bool = True, resume: bool = True, encoding: str = "text",
-             idle_timeout: float = _core.DEFAULT_IDLE_TIMEOUT, max_reconnects: int = 10) -> AsyncIterator[LogEvent]:
+                   idle_timeout: float = _core.DEFAULT_IDLE_TIMEOUT, max_reconnects: int = 10) -> AsyncIterator[LogEvent]:
         """Yields the events of the job's log (stdout, stderr, truncated,
         exit) from cursor ("": the start). With follow it waits for new
         output until the exit event; without, it ends at the current end of
         the log. With resume a dropped connection is reopened from the last
         event seen (Last-Event-ID): no event is lost or repeated. It gives up
         after max_reconnects failures in a row without progress."""
-        async for ev in self._follow(_core.LogState(cursor), follow, resume, encoding, idle_timeout,
-                                     max_reconnects):
+        state = _core.LogState(cursor)
+        async for ev in self._follow(state, follow, resume, encoding, idle_timeout, max_reconnects):
             yield ev
 
     async def _follow(self, state: _core.LogState, follow: bool, resume: bool, encoding: str, idle_timeout: float,
@@ -613,3 +768,61 @@ class Lease:
     async def release(self) -> None:
         """Releases the lease; releasing a released lease succeeds."""
         await self._c._call(_ops.release_lease(self.id))
+
+
+class McpServer:
+    """An MCP server instance; as a context manager it is stopped on exit.
+    ``token`` (only known to the client that created it) is the bearer
+    token of its Streamable HTTP ``endpoint``."""
+
+    def __init__(self, client: AsyncGenesis, data: Dict[str, Any]) -> None:
+        self._c = client
+        self.data = data
+        self.id: str = data["id"]
+        self.token: str = data.get("token", "")
+
+    def __repr__(self) -> str:
+        return f"<McpServer {self.id} {self.data.get('state', '')}>"
+
+    async def __aenter__(self) -> "McpServer":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.delete()
+
+    async def refresh(self) -> "McpServer":
+        self.data = await self._c._call(_ops.get_mcp_server(self.id))
+        return self
+
+    async def tools(self) -> List[Dict[str, Any]]:
+        """The tools as the instance's clients see them (its policy applied)."""
+        d = await self._c._call(_ops.mcp_server_tools(self.id))
+        return list(d.get("tools") or d.get("items") or [])
+
+    async def call_tool(self, name: str, arguments: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        """Calls a tool through the instance's endpoint (one MCP session:
+        initialize, tools/call, end) and returns the call's result
+        (``content``, ``isError``, ``structuredContent``)."""
+        endpoint = str(self.data.get("endpoint") or f"/v1/mcp/servers/{self.id}/mcp")
+        if not self.token:
+            raise ValueError("the instance's token is only in the answer to create_mcp_server")
+
+        async def rpc(session: str, msg: Dict[str, Any]) -> httpx.Response:
+            return await self._c._send(_ops.mcp_message(endpoint, self.token, session, msg))
+
+        r = await rpc("", _core.mcp_initialize(1))
+        _core.mcp_reply(r.status_code, r.headers, r.content, 1)
+        session = r.headers.get("mcp-session-id", "")
+        try:
+            await rpc(session, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": name, "arguments": dict(arguments or {})}}
+            r = await rpc(session, call)
+            return _core.mcp_reply(r.status_code, r.headers, r.content, 2)
+        finally:
+            if session:
+                await (await self._c._send(_ops.mcp_end(endpoint, self.token, session))).aclose()
+
+    async def delete(self) -> None:
+        """Stops the instance and forgets it; deleting a deleted one succeeds."""
+        await self._c._call(_ops.delete_mcp_server(self.id))

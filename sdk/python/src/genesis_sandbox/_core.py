@@ -324,3 +324,39 @@ class LogState:
 
 def is_event_stream(headers: Mapping[str, str]) -> bool:
     return headers.get("content-type", "").split(";")[0].strip().lower() == "text/event-stream"
+
+
+def mcp_reply(status: int, headers: Mapping[str, str], body: bytes, want_id: int) -> Dict[str, Any]:
+    """The JSON-RPC answer of id want_id to a POST to an MCP endpoint,
+    answered as JSON or as an event stream; a JSON-RPC error raises
+    GenesisError with the error's message."""
+    if status < 200 or status > 299:
+        raise errors.from_response(status, headers, body)
+    messages: List[Any] = []
+    if is_event_stream(headers):
+        parser = SSEParser()
+        for _, _, data in parser.feed(body) + parser.feed(b"\n\n"):
+            if data:
+                messages.append(json.loads(data))
+    elif body:
+        decoded = json.loads(body.decode("utf-8"))
+        messages = decoded if isinstance(decoded, list) else [decoded]
+    for m in messages:
+        if isinstance(m, dict) and m.get("id") == want_id:
+            if "error" in m:
+                e = m["error"]
+                raise errors.GenesisError(status, "mcp_error", f"{e.get('code')}: {e.get('message')}",
+                                          headers.get("x-request-id", ""))
+            res: Dict[str, Any] = m.get("result") or {}
+            return res
+    raise errors.StreamError(f"no JSON-RPC answer of id {want_id} in the MCP endpoint's reply")
+
+
+# The MCP protocol version the client speaks to an MCP server instance.
+MCP_PROTOCOL = "2025-06-18"
+
+
+def mcp_initialize(msg_id: int) -> Dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": msg_id, "method": "initialize",
+            "params": {"protocolVersion": MCP_PROTOCOL, "capabilities": {},
+                       "clientInfo": {"name": "genesis-python-sdk", "version": "0.1.0"}}}

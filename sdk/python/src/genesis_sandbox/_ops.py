@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, Mapping, Optional, Union
 
-from ._core import Request, call_timeout, compact, exec_body, range_header, seg
+from ._core import MCP_PROTOCOL, Request, call_timeout, compact, exec_body, range_header, seg
 
 
 def create_sandbox(
@@ -203,4 +203,151 @@ def read_artifact(artifact_id: str, offset: int, length: Optional[int]) -> Reque
     r.headers["Accept"] = "*/*"
     if offset or length is not None:
         r.headers["Range"] = range_header(offset, length)
+    return r
+
+
+# ---- ports -----------------------------------------------------------------
+
+def port_link(sid: str, port: int, ttl_seconds: int) -> Request:
+    return Request("POST", f"/v1/sandboxes/{seg(sid)}/ports/{int(port)}/links", json={"ttl_seconds": ttl_seconds})
+
+
+# ---- browser and desktop ---------------------------------------------------
+
+def browser_status(sid: str) -> Request:
+    return Request("GET", f"/v1/sandboxes/{seg(sid)}/browser", idempotent=True)
+
+
+def browser_actions(sid: str, actions: Iterable[Mapping[str, Any]]) -> Request:
+    return Request("POST", f"/v1/sandboxes/{seg(sid)}/browser/actions", json={"actions": [dict(a) for a in actions]})
+
+
+def computer_actions(sid: str, actions: Iterable[Mapping[str, Any]], screenshot: bool,
+                     display: Optional[Mapping[str, int]]) -> Request:
+    body = compact({"actions": [dict(a) for a in actions], "screenshot": screenshot or None,
+                    "display": dict(display) if display else None})
+    return Request("POST", f"/v1/sandboxes/{seg(sid)}/computer/actions", json=body)
+
+
+def get_control(sid: str, after: Optional[int], wait_ms: Optional[int]) -> Request:
+    params = []
+    if after is not None:
+        params.append(("after", str(after)))
+    if wait_ms is not None:
+        params.append(("wait_ms", str(wait_ms)))
+    r = Request("GET", f"/v1/sandboxes/{seg(sid)}/control", params=params, idempotent=True)
+    if wait_ms is not None:
+        r.timeout = wait_ms / 1000 + 30
+    return r
+
+
+def take_control(sid: str, holder: str, reason: Optional[str], allow_screenshots: Optional[bool]) -> Request:
+    body = compact({"holder": holder, "reason": reason, "allow_screenshots": allow_screenshots})
+    return Request("POST", f"/v1/sandboxes/{seg(sid)}/control", json=body)
+
+
+def release_control(sid: str) -> Request:
+    # Documented idempotent.
+    return Request("DELETE", f"/v1/sandboxes/{seg(sid)}/control", idempotent=True)
+
+
+# ---- trace -----------------------------------------------------------------
+
+def trace_page(sid: str, after: int, limit: int) -> Request:
+    params = [("format", "json"), ("follow", "false"), ("after", str(after)), ("limit", str(limit))]
+    return Request("GET", f"/v1/sandboxes/{seg(sid)}/trace", params=params, idempotent=True)
+
+
+def add_trace_event(sid: str, kind: str, actor: Optional[str], data: Optional[Mapping[str, Any]]) -> Request:
+    body = compact({"kind": kind, "actor": actor, "data": dict(data) if data is not None else None})
+    return Request("POST", f"/v1/sandboxes/{seg(sid)}/trace/events", json=body)
+
+
+def export_trace(sid: str) -> Request:
+    r = Request("GET", f"/v1/sandboxes/{seg(sid)}/trace/export", idempotent=True)
+    r.headers["Accept"] = "application/gzip, application/problem+json"
+    return r
+
+
+# ---- diff and patch --------------------------------------------------------
+
+def diff(sid: str, base: Optional[str], patch: bool) -> Request:
+    params = [("base", base)] if base else []
+    if patch:
+        params.append(("format", "patch"))
+    r = Request("GET", f"/v1/sandboxes/{seg(sid)}/diff", params=params, idempotent=True)
+    if patch:
+        r.headers["Accept"] = "text/x-patch, application/problem+json"
+    return r
+
+
+def apply_patch(sid: str, patch: str, dry_run: bool) -> Request:
+    return Request("POST", f"/v1/sandboxes/{seg(sid)}/patch", json=compact({"patch": patch, "dry_run": dry_run or None}))
+
+
+# ---- MCP servers -----------------------------------------------------------
+
+def create_mcp_server(catalog: Optional[str], spec: Optional[Mapping[str, Any]], extra: Mapping[str, Any]) -> Request:
+    if (catalog is None) == (spec is None):
+        raise ValueError("give exactly one of catalog and spec")
+    body = compact({"catalog": catalog, "spec": dict(spec) if spec else None})
+    body.update(compact(extra))
+    return Request("POST", "/v1/mcp/servers", json=body)
+
+
+def list_mcp_servers() -> Request:
+    return Request("GET", "/v1/mcp/servers", idempotent=True)
+
+
+def get_mcp_server(server_id: str) -> Request:
+    return Request("GET", "/v1/mcp/servers/" + seg(server_id), idempotent=True)
+
+
+def delete_mcp_server(server_id: str) -> Request:
+    return Request("DELETE", "/v1/mcp/servers/" + seg(server_id), idempotent=True)
+
+
+def mcp_server_tools(server_id: str) -> Request:
+    return Request("GET", f"/v1/mcp/servers/{seg(server_id)}/tools", idempotent=True)
+
+
+def mcp_message(endpoint: str, token: str, session: str, message: Mapping[str, Any]) -> Request:
+    """One JSON-RPC message to an MCP server instance's Streamable HTTP
+    endpoint, under the instance's own token (not the API key)."""
+    r = Request("POST", endpoint, json=dict(message))
+    r.headers.update({"Authorization": "Bearer " + token, "Accept": "application/json, text/event-stream",
+                      "MCP-Protocol-Version": MCP_PROTOCOL})
+    if session:
+        r.headers["Mcp-Session-Id"] = session
+    return r
+
+
+def mcp_end(endpoint: str, token: str, session: str) -> Request:
+    r = Request("DELETE", endpoint, idempotent=True)
+    r.headers.update({"Authorization": "Bearer " + token, "Mcp-Session-Id": session,
+                      "MCP-Protocol-Version": MCP_PROTOCOL})
+    return r
+
+
+# ---- skills ----------------------------------------------------------------
+
+def push_skill(archive: Any, content_type: str) -> Request:
+    r = Request("POST", "/v1/skills", content=archive)
+    r.headers["Content-Type"] = content_type
+    return r
+
+
+def list_skills() -> Request:
+    return Request("GET", "/v1/skills", idempotent=True)
+
+
+def get_skill(name: str) -> Request:
+    return Request("GET", "/v1/skills/" + seg(name), idempotent=True)
+
+
+def run_skill(name: str, script: str, extra: Mapping[str, Any]) -> Request:
+    body = compact({"script": script})
+    body.update(compact(extra))
+    r = Request("POST", f"/v1/skills/{seg(name)}/runs", json=body)
+    r.timeout = call_timeout(extra.get("timeout_ms") or 60000)
     return r

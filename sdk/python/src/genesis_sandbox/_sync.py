@@ -1,4 +1,5 @@
-"""The synchronous client."""
+"""The synchronous client. Generated from _async.py by tools/unasync.py: edit
+that file, then run it."""
 
 from __future__ import annotations
 
@@ -7,15 +8,16 @@ from typing import Any, BinaryIO, Dict, Iterable, Iterator, List, Mapping, Optio
 
 import httpx
 
-from . import _core, _ops, errors
+from . import _core, _ops, _transport, errors
 from ._core import Request
-from .types import CodeResult, ExecResult, FileWritten, LogEvent, Snapshot
+from .types import (BrowserResult, CodeResult, ComputerResult, ExecResult, FileWritten, LogEvent, Snapshot,
+                    browser_result, browser_shots)
 
 Body = Union[bytes, str, BinaryIO, Iterable[bytes]]
 CHUNK = 1 << 20
 
 
-def _iter_body(data: Body) -> Any:
+def _iter_body(data: Any) -> Any:
     """bytes and str go as they are; a file or an iterator is streamed."""
     if isinstance(data, str):
         return data.encode("utf-8")
@@ -24,15 +26,21 @@ def _iter_body(data: Body) -> Any:
     if hasattr(data, "read"):
         f: Any = data
 
-        def gen() -> Iterator[bytes]:
+        def read_file() -> Iterator[bytes]:
             while True:
                 b = f.read(CHUNK)
                 if not b:
                     return
                 yield b
 
-        return gen()
-    return iter(data)
+        return read_file()
+    it = iter(data)
+
+    def from_iter() -> Iterator[bytes]:
+        for b in it:
+            yield b
+
+    return from_iter()
 
 
 def _stream(client: "Genesis", req: Request, chunk_size: int) -> Iterator[bytes]:
@@ -41,7 +49,8 @@ def _stream(client: "Genesis", req: Request, chunk_size: int) -> Iterator[bytes]
     try:
         if resp.status_code not in (200, 206):
             raise errors.from_response(resp.status_code, resp.headers, resp.read())
-        yield from resp.iter_bytes(chunk_size)
+        for chunk in resp.iter_bytes(chunk_size):
+            yield chunk
     finally:
         resp.close()
 
@@ -71,7 +80,8 @@ class Genesis:
         self.retries = retries
         self.timeout = timeout
         self._own = http_client is None
-        self._http = http_client or httpx.Client(timeout=httpx.Timeout(timeout, connect=10.0))
+        timeouts = httpx.Timeout(timeout, connect=10.0)
+        self._http = http_client or httpx.Client(timeout=timeouts, transport=_transport.sync_transport())
 
     def close(self) -> None:
         """Closes the connections (only those of a client it made itself)."""
@@ -199,7 +209,7 @@ class Genesis:
         return _stream(self, _ops.read_artifact(artifact_id, offset, length), chunk_size)
 
     def read_artifact(self, artifact_id: str, *, offset: int = 0, length: Optional[int] = None) -> bytes:
-        return b"".join(self.iter_artifact(artifact_id, offset=offset, length=length))
+        return b"".join([c for c in self.iter_artifact(artifact_id, offset=offset, length=length)])
 
     # ---- leases ----------------------------------------------------------
 
@@ -211,8 +221,55 @@ class Genesis:
               wait_seconds: Optional[int] = None, metadata: Optional[Mapping[str, str]] = None) -> "Lease":
         """Acquires a lease on a sandbox (warm from a pool when one is idle);
         as a context manager it is released when the block ends."""
-        d = self._call(_ops.acquire_lease(profile, runtime, risk_level, ttl_seconds, holder, wait_seconds, metadata))
-        return Lease(self, d)
+        def make() -> Lease:
+            req = _ops.acquire_lease(profile, runtime, risk_level, ttl_seconds, holder, wait_seconds, metadata)
+            d = self._call(req)
+            return Lease(self, d)
+
+        return make()
+
+    # ---- MCP servers -----------------------------------------------------
+
+    def create_mcp_server(self, catalog: Optional[str] = None, *, spec: Optional[Mapping[str, Any]] = None,
+                          **extra: Any) -> "McpServer":
+        """Starts an MCP server instance: a catalog entry or a ``spec`` of
+        your own (a stdio command), in a sandbox of its own or, with
+        ``lease_id``, in a leased sandbox. As a context manager it is
+        stopped when the block ends. Further keyword arguments (runtime,
+        scope, tools, …) go into the body as given."""
+        def make() -> McpServer:
+            return McpServer(self, self._call(_ops.create_mcp_server(catalog, spec, extra)))
+
+        return make()
+
+    def list_mcp_servers(self) -> List["McpServer"]:
+        d = self._call(_ops.list_mcp_servers())
+        return [McpServer(self, s) for s in d.get("items") or []]
+
+    def get_mcp_server(self, server_id: str) -> "McpServer":
+        return McpServer(self, self._call(_ops.get_mcp_server(server_id)))
+
+    # ---- skills ----------------------------------------------------------
+
+    def push_skill(self, archive: Body, *, content_type: str = "application/gzip") -> Dict[str, Any]:
+        """Pushes a skill archive (tar, tar.gz or zip with SKILL.md) as a new revision."""
+        d: Dict[str, Any] = self._call(_ops.push_skill(_iter_body(archive), content_type))
+        return d
+
+    def list_skills(self) -> List[Dict[str, Any]]:
+        d: Dict[str, Any] = self._call(_ops.list_skills())
+        return list(d.get("items") or [])
+
+    def get_skill(self, name: str) -> Dict[str, Any]:
+        d: Dict[str, Any] = self._call(_ops.get_skill(name))
+        return d
+
+    def run_skill(self, name: str, script: str, **extra: Any) -> Dict[str, Any]:
+        """Runs one of a skill's scripts in a sandbox of its own and returns
+        the run (its exec result and artifacts). Keyword arguments: revision,
+        args, stdin, files, timeout_ms."""
+        d: Dict[str, Any] = self._call(_ops.run_skill(name, script, extra))
+        return d
 
 
 class Sandbox:
@@ -268,9 +325,9 @@ class Sandbox:
         return Job(self._c, self._c._call(_ops.exec_(self.id, command, script, stdin, extra)))
 
     def exec_stream(self, command: Union[str, Iterable[str], None] = None, *, script: Optional[str] = None,
-                    stdin: Union[str, bytes, None] = None, stdin_stream: bool = False, cwd: Optional[str] = None,
-                    env: Optional[Mapping[str, str]] = None, timeout_ms: Optional[int] = None,
-                    encoding: str = "text", resume: bool = True,
+                    stdin: Union[str, bytes, None] = None, stdin_stream: bool = False,
+                    cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
+                    timeout_ms: Optional[int] = None, encoding: str = "text", resume: bool = True,
                     idle_timeout: float = _core.DEFAULT_IDLE_TIMEOUT, max_reconnects: int = 10,
                     **extra: Any) -> Iterator[LogEvent]:
         """Runs a command and yields its events live: first a ``job`` event
@@ -285,7 +342,8 @@ class Sandbox:
         job_id = ""
         err: Exception
         try:
-            resp = self._c._http.send(self._c._build(req, httpx.Timeout(30.0, read=idle_timeout)), stream=True)
+            timeout = httpx.Timeout(30.0, read=idle_timeout)
+            resp = self._c._http.send(self._c._build(req, timeout), stream=True)
             try:
                 if resp.status_code != 200:
                     raise errors.from_response(resp.status_code, resp.headers, resp.read())
@@ -311,10 +369,11 @@ class Sandbox:
         if not state.job_seen:
             # The connection broke inside the job event: fetch the record so
             # that the caller still sees the job first.
-            got = state.accept(LogEvent(id="0", event="job", payload=job.refresh().data))
+            got = state.accept(LogEvent(id="0", event="job", payload=(job.refresh()).data))
             if got is not None:
                 yield got
-        yield from job._follow(state, True, True, encoding, idle_timeout, max_reconnects)
+        for ev in job._follow(state, True, True, encoding, idle_timeout, max_reconnects):
+            yield ev
 
     # ---- sessions --------------------------------------------------------
 
@@ -355,7 +414,7 @@ class Sandbox:
 
     def read_file(self, path: str, *, offset: int = 0, length: Optional[int] = None) -> bytes:
         """The content of the file path, or length bytes from offset."""
-        return b"".join(self.iter_file(path, offset=offset, length=length))
+        return b"".join([c for c in self.iter_file(path, offset=offset, length=length)])
 
     def download(self, path: str, dest: BinaryIO, *, offset: int = 0, length: Optional[int] = None) -> int:
         """Streams the file path into dest and returns the bytes written."""
@@ -409,6 +468,114 @@ class Sandbox:
             raise errors.GenesisError(500, str(e.get("code", "fork_failed")), str(e.get("detail", "")))
         return made
 
+    # ---- ports -----------------------------------------------------------
+
+    def port_link(self, port: int, *, ttl_seconds: int = 3600) -> Dict[str, Any]:
+        """A preview link to a port: ``url`` opens it in a browser without
+        the API key until ``expires_at``."""
+        d: Dict[str, Any] = self._c._call(_ops.port_link(self.id, port, ttl_seconds))
+        return d
+
+    # ---- browser ---------------------------------------------------------
+
+    def browser_status(self) -> Dict[str, Any]:
+        """The browser's status: ``ready`` once Chromium answers, its versions."""
+        d: Dict[str, Any] = self._c._call(_ops.browser_status(self.id))
+        return d
+
+    def browser(self, actions: Iterable[Mapping[str, Any]]) -> BrowserResult:
+        """Runs browser actions (navigate, click, fill, screenshot, …) in a
+        sandbox of a browser profile; screenshots come back as bytes."""
+        d = self._c._call(_ops.browser_actions(self.id, actions))
+        shots = [s if isinstance(s, bytes) else self._c.read_artifact(s) for s in browser_shots(d)]
+        return browser_result(d, shots)
+
+    def browser_screenshot(self, *, full_page: bool = False, format: str = "png") -> bytes:
+        """A screenshot of the browser's active tab."""
+        r = self.browser([{"type": "screenshot", "full_page": full_page, "format": format, "keep": False}])
+        if not r.ok or not r.screenshots:
+            raise errors.GenesisError(200, "action_failed", r.error or "no screenshot in the answer")
+        return r.screenshots[0]
+
+    # ---- desktop ---------------------------------------------------------
+
+    def computer(self, actions: Iterable[Mapping[str, Any]], *, screenshot: bool = False,
+                 display: Optional[Mapping[str, int]] = None) -> ComputerResult:
+        """Runs computer-use actions on a desktop sandbox. While a person
+        holds control it raises ControlHeld."""
+        d = self._c._call(_ops.computer_actions(self.id, actions, screenshot, display))
+        return ComputerResult.from_json(d)
+
+    def screenshot(self) -> bytes:
+        """The desktop's display as PNG bytes."""
+        r = self.computer([{"action": "screenshot"}])
+        if not r.ok or not r.screenshots:
+            raise errors.GenesisError(200, "action_failed", r.error or "no screenshot in the answer")
+        return r.screenshots[0]
+
+    def control(self, *, after: Optional[int] = None, wait_ms: Optional[int] = None) -> Dict[str, Any]:
+        """The desktop's control lease (``holder``, ``version``). With after,
+        waits up to wait_ms until the version is past it."""
+        d: Dict[str, Any] = self._c._call(_ops.get_control(self.id, after, wait_ms))
+        return d
+
+    def take_control(self, holder: str, *, reason: Optional[str] = None,
+                     allow_screenshots: Optional[bool] = None) -> Dict[str, Any]:
+        """Takes control as ``agent`` or ``human:<who>``."""
+        d: Dict[str, Any] = self._c._call(_ops.take_control(self.id, holder, reason, allow_screenshots))
+        return d
+
+    def release_control(self) -> Dict[str, Any]:
+        d: Dict[str, Any] = self._c._call(_ops.release_control(self.id))
+        return d
+
+    # ---- trace -----------------------------------------------------------
+
+    def trace(self, *, after: int = 0, limit: int = 1000) -> Iterator[Dict[str, Any]]:
+        """Yields the trace's events after the cursor up to its current end,
+        a page at a time."""
+        while True:
+            d = self._c._call(_ops.trace_page(self.id, after, limit))
+            events = d.get("events") or []
+            for ev in events:
+                yield ev
+            if not events:
+                return
+            after = int(d.get("next", after))
+
+    def add_trace_event(self, kind: str, data: Optional[Mapping[str, Any]] = None, *,
+                        actor: Optional[str] = None) -> Dict[str, Any]:
+        """Appends an ``annotation`` or ``task.status`` event to the trace."""
+        d: Dict[str, Any] = self._c._call(_ops.add_trace_event(self.id, kind, actor, data))
+        return d
+
+    def export_trace(self, dest: BinaryIO) -> int:
+        """Streams the trace's tar.gz (events.jsonl, screenshots, manifest)
+        into dest and returns the bytes written."""
+        n = 0
+        for chunk in _stream(self._c, _ops.export_trace(self.id), CHUNK):
+            dest.write(chunk)
+            n += len(chunk)
+        return n
+
+    # ---- diff and patch --------------------------------------------------
+
+    def diff(self, base: Optional[str] = None) -> Dict[str, Any]:
+        """What changed in /workspace since base (creation, git, a snapshot
+        or sandbox id): the files, a summary and each text file's diff."""
+        d: Dict[str, Any] = self._c._call(_ops.diff(self.id, base, False))
+        return d
+
+    def diff_patch(self, base: Optional[str] = None) -> str:
+        """The diff as a patch that ``git apply`` (and apply_patch) accepts."""
+        return b"".join([c for c in _stream(self._c, _ops.diff(self.id, base, True), CHUNK)]).decode("utf-8")
+
+    def apply_patch(self, patch: str, *, dry_run: bool = False) -> Dict[str, Any]:
+        """Applies a unified or git diff to /workspace, all or nothing; a
+        hunk that does not apply raises PatchConflict."""
+        d: Dict[str, Any] = self._c._call(_ops.apply_patch(self.id, patch, dry_run))
+        return d
+
 
 class Job:
     """A job: a background job, or any job's record and log."""
@@ -452,7 +619,9 @@ class Job:
         the log. With resume a dropped connection is reopened from the last
         event seen (Last-Event-ID): no event is lost or repeated. It gives up
         after max_reconnects failures in a row without progress."""
-        return self._follow(_core.LogState(cursor), follow, resume, encoding, idle_timeout, max_reconnects)
+        state = _core.LogState(cursor)
+        for ev in self._follow(state, follow, resume, encoding, idle_timeout, max_reconnects):
+            yield ev
 
     def _follow(self, state: _core.LogState, follow: bool, resume: bool, encoding: str, idle_timeout: float,
                 max_reconnects: int) -> Iterator[LogEvent]:
@@ -578,3 +747,61 @@ class Lease:
     def release(self) -> None:
         """Releases the lease; releasing a released lease succeeds."""
         self._c._call(_ops.release_lease(self.id))
+
+
+class McpServer:
+    """An MCP server instance; as a context manager it is stopped on exit.
+    ``token`` (only known to the client that created it) is the bearer
+    token of its Streamable HTTP ``endpoint``."""
+
+    def __init__(self, client: Genesis, data: Dict[str, Any]) -> None:
+        self._c = client
+        self.data = data
+        self.id: str = data["id"]
+        self.token: str = data.get("token", "")
+
+    def __repr__(self) -> str:
+        return f"<McpServer {self.id} {self.data.get('state', '')}>"
+
+    def __enter__(self) -> "McpServer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.delete()
+
+    def refresh(self) -> "McpServer":
+        self.data = self._c._call(_ops.get_mcp_server(self.id))
+        return self
+
+    def tools(self) -> List[Dict[str, Any]]:
+        """The tools as the instance's clients see them (its policy applied)."""
+        d = self._c._call(_ops.mcp_server_tools(self.id))
+        return list(d.get("tools") or d.get("items") or [])
+
+    def call_tool(self, name: str, arguments: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        """Calls a tool through the instance's endpoint (one MCP session:
+        initialize, tools/call, end) and returns the call's result
+        (``content``, ``isError``, ``structuredContent``)."""
+        endpoint = str(self.data.get("endpoint") or f"/v1/mcp/servers/{self.id}/mcp")
+        if not self.token:
+            raise ValueError("the instance's token is only in the answer to create_mcp_server")
+
+        def rpc(session: str, msg: Dict[str, Any]) -> httpx.Response:
+            return self._c._send(_ops.mcp_message(endpoint, self.token, session, msg))
+
+        r = rpc("", _core.mcp_initialize(1))
+        _core.mcp_reply(r.status_code, r.headers, r.content, 1)
+        session = r.headers.get("mcp-session-id", "")
+        try:
+            rpc(session, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": name, "arguments": dict(arguments or {})}}
+            r = rpc(session, call)
+            return _core.mcp_reply(r.status_code, r.headers, r.content, 2)
+        finally:
+            if session:
+                (self._c._send(_ops.mcp_end(endpoint, self.token, session))).close()
+
+    def delete(self) -> None:
+        """Stops the instance and forgets it; deleting a deleted one succeeds."""
+        self._c._call(_ops.delete_mcp_server(self.id))

@@ -93,6 +93,15 @@ class RuntimeUnavailable(Conflict):
     """``runtime_unavailable``: the runtime asked for is not usable."""
 
 
+class ControlHeld(Conflict):
+    """409 ``control_held``: a person holds control of the desktop; the
+    agent waits (``sandbox.wait_for_control``) and acts after the release."""
+
+
+class PatchConflict(Conflict):
+    """409 ``patch_conflict``: a hunk did not apply; nothing changed."""
+
+
 class StreamError(Exception):
     """A log stream could not be read to its end (a protocol error, or the
     connection kept failing and resuming was not asked for)."""
@@ -106,6 +115,8 @@ _BY_CODE: Dict[str, Type[GenesisError]] = {
     "runtime_unavailable": RuntimeUnavailable,
     "rate_limited": RateLimited,
     "unauthorized": Unauthorized,
+    "control_held": ControlHeld,
+    "patch_conflict": PatchConflict,
 }
 
 _BY_STATUS: Dict[int, Type[GenesisError]] = {

@@ -127,3 +127,75 @@ class Snapshot:
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "Snapshot":
         return cls(id=d.get("id", ""), sandbox_id=d.get("sandbox_id", ""), state=d.get("state", ""), raw=d)
+
+
+@dataclass
+class BrowserResult:
+    """What a batch of browser actions did. The actions ran in order and
+    stopped at the first that failed (``ok`` false, its ``error`` in the
+    last of ``results``). ``screenshots`` are the bytes of every
+    screenshot the batch took, in order (answered inline with ``keep``
+    false, else read back from the artifact the service kept)."""
+
+    ok: bool
+    url: str
+    title: str
+    results: List[Dict[str, Any]]
+    screenshots: List[bytes]
+    raw: Dict[str, Any]
+
+    @property
+    def error(self) -> str:
+        """Why the batch stopped ("" when every action ran)."""
+        for r in self.results:
+            if not r.get("ok"):
+                return str(r.get("error", ""))
+        return ""
+
+
+@dataclass
+class ComputerResult:
+    """What a batch of computer actions on a desktop did (see
+    BrowserResult for ``ok``). ``screenshots`` are the PNG bytes of every
+    screenshot or zoom step, then the one after the batch when asked."""
+
+    ok: bool
+    completed: int
+    results: List[Dict[str, Any]]
+    screenshots: List[bytes]
+    raw: Dict[str, Any]
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "ComputerResult":
+        results = list(d.get("results") or [])
+        shots = [base64.b64decode(r["screenshot"]) for r in results if r.get("screenshot")]
+        if d.get("screenshot"):
+            shots.append(base64.b64decode(d["screenshot"]))
+        return cls(ok=bool(d.get("ok")), completed=int(d.get("completed", 0)), results=results,
+                   screenshots=shots, raw=d)
+
+    @property
+    def error(self) -> str:
+        """Why the batch stopped ("" when every action ran)."""
+        for r in self.results:
+            if not r.get("ok"):
+                return str(r.get("error", ""))
+        return ""
+
+
+def browser_shots(d: Dict[str, Any]) -> List[Any]:
+    """The screenshots of a browser answer in order: bytes when inline,
+    else the id of the artifact that keeps it."""
+    out: List[Any] = []
+    for r in d.get("results") or []:
+        v = r.get("value")
+        if r.get("type") == "screenshot" and isinstance(v, dict) and v.get("data"):
+            out.append(base64.b64decode(v["data"]))
+        elif r.get("type") == "screenshot" and isinstance(r.get("artifact"), dict):
+            out.append(str(r["artifact"]["id"]))
+    return out
+
+
+def browser_result(d: Dict[str, Any], shots: List[bytes]) -> BrowserResult:
+    return BrowserResult(ok=bool(d.get("ok")), url=str(d.get("url", "")), title=str(d.get("title", "")),
+                         results=list(d.get("results") or []), screenshots=shots, raw=d)

@@ -1,4 +1,4 @@
-package httpapi
+package apiwire
 
 import (
 	"encoding/json"
@@ -259,7 +259,7 @@ func wireConversions() []conversion {
 		notInExit       = "the job's (GET /v1/jobs/{id}), not its exit's"
 	)
 	exec := func(req *api.ExecRequest) jobs.ExecInput {
-		in, err := execIn("t", "s", *req)
+		in, err := ExecIn("t", "s", *req)
 		if err != nil {
 			panic(err)
 		}
@@ -271,46 +271,46 @@ func wireConversions() []conversion {
 	return []conversion{
 		// A profile view holds the whole profile config, most of which is
 		// not shown: only the answer's side is checked.
-		conv("profile", func(v *control.ProfileView) api.Profile { return profileWire(*v) }).
+		conv("profile", func(v *control.ProfileView) api.Profile { return Profile(*v) }).
 			prepared(func(src any) { src.(*control.ProfileView).ImagePresent = false }), // build_command is shown only then
-		conv("diff", diffWire).mirrored(nil),
-		conv("patch result", patchResultWire).mirrored(nil),
-		conv("image build", imageBuildWire).mirrored(map[string]string{
+		conv("diff", Diff).mirrored(nil),
+		conv("patch result", PatchResult).mirrored(nil),
+		conv("image build", ImageBuild).mirrored(map[string]string{
 			"Name": "the image's (an image's name, a profile's image)", "Ref": "the image's", "PID": "the building process: the service's own business"}),
-		conv("image", func(v *control.ImageView) api.Image { return imageWire(*v) }).
+		conv("image", func(v *control.ImageView) api.Image { return Image(*v) }).
 			prepared(func(src any) { src.(*control.ImageView).Present = false }), // build_command is shown only then
-		conv("sandbox", sandboxWire).mirrored(map[string]string{
+		conv("sandbox", Sandbox).mirrored(map[string]string{
 			"ContainerID": "the driver's handle, never shown", "Instance": "the service replica that owns it, the service's own business",
 			"Suspension.SnapshotID": "the service's own snapshot a hibernated sandbox wakes from, never shown",
 			"Pool":                  "the warm pool a member belongs to, the service's own business (GET /v1/pools counts them)",
 		}).leaving(map[string]string{"Endpoints": "getSandbox adds them from the profile", "Services": "getSandbox adds them from jobs.Services",
-			"MemoryRestored": "madeWire and the resume and rollback answers add it", "SessionsFromSnapshot": "madeWire adds it"}),
-		conv("sandbox made from a snapshot", madeWire).mirrored(map[string]string{
+			"MemoryRestored": "Made and the resume and rollback answers add it", "SessionsFromSnapshot": "Made adds it"}),
+		conv("sandbox made from a snapshot", Made).mirrored(map[string]string{
 			"Sandbox.ContainerID": "as sandbox", "Sandbox.Instance": "as sandbox", "Sandbox.Suspension.SnapshotID": "as sandbox", "Sandbox.Pool": "as sandbox",
 			"Err": "a copy that failed is an error of the fork, not a sandbox"}).
 			leaving(map[string]string{"Endpoints": "as sandbox", "Services": "as sandbox"}),
-		conv("snapshot", snapshotWire).mirrored(map[string]string{"Tenant": caller,
+		conv("snapshot", Snapshot).mirrored(map[string]string{"Tenant": caller,
 			"Image":     "the image its sandbox ran: a sandbox made from it shows its own",
 			"Internal":  "the service's own snapshots (a fork's, a hibernation's) are never listed",
 			"Sessions":  "copied into each sandbox made from it (sessions_from_snapshot)",
 			"UpdatedAt": "the record's bookkeeping"}),
-		conv("job", jobWire).mirrored(map[string]string{"Tenant": caller}).leaving(map[string]string{"Artifacts": "jobWithArtifacts adds the artifact summary"}),
-		conv("exec result", execResultWire).prepared(setExec).leaving(map[string]string{"Artifacts": "execResult adds the artifact summary"}),
-		conv("lease", leaseWire).mirrored(map[string]string{"Tenant": caller}).leaving(map[string]string{
+		conv("job", Job).mirrored(map[string]string{"Tenant": caller}).leaving(map[string]string{"Artifacts": "jobWithArtifacts adds the artifact summary"}),
+		conv("exec result", ExecResult).prepared(setExec).leaving(map[string]string{"Artifacts": "execResult adds the artifact summary"}),
+		conv("lease", Lease).mirrored(map[string]string{"Tenant": caller}).leaving(map[string]string{
 			"Sandbox": "acquireLease adds the leased sandbox", "MCPServers": "acquireLease adds the servers it started"}),
-		conv("pools", func(v *control.PoolView) api.PoolList { return poolsWire([]control.PoolView{*v}, true) }).mirrored(nil),
-		conv("network", networkWire).mirrored(map[string]string{"Tenant": caller}),
-		conv("network summary", networkSummaryWire).mirrored(nil),
-		conv("network capabilities", func(v *control.NetworkCapability) api.NetworkCapabilities { return networkCapabilitiesWire(*v) }).mirrored(nil),
-		conv("network events", func(v *control.NetworkEventsPage) api.NetworkEventList { return networkEventsWire(*v) }).mirrored(map[string]string{
+		conv("pools", func(v *control.PoolView) api.PoolList { return Pools([]control.PoolView{*v}, true) }).mirrored(nil),
+		conv("network", Network).mirrored(map[string]string{"Tenant": caller}),
+		conv("network summary", NetworkSummary).mirrored(nil),
+		conv("network capabilities", func(v *control.NetworkCapability) api.NetworkCapabilities { return NetworkCapabilities(*v) }).mirrored(nil),
+		conv("network events", func(v *control.NetworkEventsPage) api.NetworkEventList { return NetworkEvents(*v) }).mirrored(map[string]string{
 			"Events.SandboxID": "the route's sandbox"}),
-		conv("exit event", exitEventWire).mirrored(map[string]string{
+		conv("exit event", ExitEvent).mirrored(map[string]string{
 			"Tenant": caller, "SandboxID": notInExit, "Command": notInExit, "Script": notInExit, "Cwd": notInExit, "TimeoutMS": notInExit,
 			"Mode": notInExit, "CreatedAt": notInExit, "StartedAt": notInExit, "FinishedAt": notInExit,
 		}).leaving(map[string]string{"DurationMS": "a record's exit event has none (the log's exit frame carries it)"}),
-		conv("trace interruption", func(st *trace.Interruption) api.TraceInterruption { return interruptionWire(*st, []string{"job_1"}) }).mirrored(nil),
-		conv("artifact", artifactWire).mirrored(map[string]string{"Tenant": caller}),
-		conv("artifact summary", artifactSummaryWire).mirrored(map[string]string{
+		conv("trace interruption", func(st *trace.Interruption) api.TraceInterruption { return Interruption(*st, []string{"job_1"}) }).mirrored(nil),
+		conv("artifact", Artifact).mirrored(map[string]string{"Tenant": caller}),
+		conv("artifact summary", ArtifactSummary).mirrored(map[string]string{
 			"Spec.Paths": "listed by GET /v1/jobs/{id}/artifacts", "Spec.MaxFileBytes": "the request's caps", "Spec.MaxTotalBytes": "the request's caps",
 			"Skipped.Path": "counted here, listed by GET /v1/jobs/{id}/artifacts", "Skipped.Size": "counted here", "Skipped.Reason": "counted here", "Skipped.Detail": "counted here",
 			"JobID": "the job's own", "SandboxID": "the job's own", "Tenant": caller,
@@ -318,60 +318,72 @@ func wireConversions() []conversion {
 		conv("artifact list", func(v *sandbox.ArtifactCollection) api.ArtifactList {
 			var a sandbox.Artifact
 			fill(reflect.ValueOf(&a).Elem(), "")
-			return artifactListWire("job_1", v, []*sandbox.Artifact{&a})
+			return ArtifactList("job_1", v, []*sandbox.Artifact{&a})
 		}).mirrored(map[string]string{
 			"Spec.MaxFileBytes": "the request's caps", "Spec.MaxTotalBytes": "the request's caps", "Collected": "the summary's (on the job)",
 			"CollectedBytes": "the summary's (on the job)", "JobID": "the route's", "SandboxID": "the job's own", "Tenant": caller,
 			"CreatedAt": collectionTimes, "FinishedAt": collectionTimes, "ExpiresAt": collectionTimes}),
-		conv("recording", recordingWire).mirrored(nil),
-		conv("session", sessionWire).mirrored(map[string]string{"Tenant": caller,
+		conv("recording", Recording).mirrored(nil),
+		conv("session", Session).mirrored(map[string]string{"Tenant": caller,
 			"Cwd": "the shell's saved state, which the service carries from one exec to the next", "Env": "the shell's saved state",
 			"KernelJobID": "a context's kernel job, the service's own"}),
-		conv("tenant", tenantWire).mirrored(nil).leaving(map[string]string{"Usage": "listTenants and getTenant add it"}),
-		conv("usage", func(u *tenant.Usage) *api.Usage { return usageWire(*u) }).mirrored(nil),
-		conv("key", keyWire).mirrored(map[string]string{"Hash": "the secret's digest, never shown"}).
+		conv("tenant", Tenant).mirrored(nil).leaving(map[string]string{"Usage": "listTenants and getTenant add it"}),
+		conv("usage", func(u *tenant.Usage) *api.Usage { return Usage(*u) }).mirrored(nil),
+		conv("key", Key).mirrored(map[string]string{"Hash": "the secret's digest, never shown"}).
 			leaving(map[string]string{"Key": "the secret: createKey adds it to its own answer"}),
-		conv("audit record", auditRecordWire).mirrored(nil),
-		conv("whoami", func(p *tenant.Principal) api.Whoami { return whoamiWire(*p) }).mirrored(map[string]string{
+		conv("audit record", AuditRecord).mirrored(nil),
+		conv("audit page", func(a *tenant.AuditRecord) api.AuditPage { return AuditPage([]*tenant.AuditRecord{a}, 1, 0) }).
+			mirrored(nil).leaving(map[string]string{"HasMore": "true only when the store answered more than the page holds"}),
+		conv("tenant view", TenantView).mirrored(nil),
+		conv("tenant list", func(v *tenancy.TenantView) api.TenantList { return TenantList([]*tenancy.TenantView{v}) }).mirrored(nil),
+		conv("keys", func(k *tenant.Key) api.APIKeyList { return Keys([]*tenant.Key{k}) }).
+			mirrored(map[string]string{"Hash": "the secret's digest, never shown"}).
+			leaving(map[string]string{"Items.Key": "the secret: only createKey's answer holds it"}),
+		conv("trace event", func(e *trace.Event) api.TraceEvent { return TraceEvent(*e) }).mirrored(nil),
+		conv("images", func(v *control.ImageView) api.ImageList { return Images([]control.ImageView{*v}) }).
+			prepared(func(src any) { src.(*control.ImageView).Present = false }),
+		conv("browser downloads", func(d *browser.Download) api.BrowserDownloadList { return BrowserDownloads([]browser.Download{*d}) }).
+			mirrored(map[string]string{"Artifact.Tenant": caller}),
+		conv("whoami", func(p *tenant.Principal) api.Whoami { return Whoami(*p) }).mirrored(map[string]string{
 			"KeyTenant": "the key's own tenant when an admin acts for Tenant: not part of the answer"}),
-		conv("service", func(st *jobs.ServiceState) api.ServiceStatus { return serviceStatusWire(*st) }).mirrored(nil),
-		conv("disk quota", func(dq *control.DiskQuotaStatus) api.Feature { return diskQuotaWire(*dq) }).mirrored(nil),
-		conv("run code", runCodeWire).mirrored(map[string]string{ // a run answers its job's id and output; GET /v1/jobs/{id} the rest
+		conv("service", func(st *jobs.ServiceState) api.ServiceStatus { return ServiceStatus(*st) }).mirrored(nil),
+		conv("disk quota", func(dq *control.DiskQuotaStatus) api.Feature { return DiskQuota(*dq) }).mirrored(nil),
+		conv("run code", RunCode).mirrored(map[string]string{ // a run answers its job's id and output; GET /v1/jobs/{id} the rest
 			"Exec.Job.SandboxID": "", "Exec.Job.Tenant": "", "Exec.Job.State": "", "Exec.Job.Command": "", "Exec.Job.Script": "",
 			"Exec.Job.Cwd": "", "Exec.Job.ExitCode": "", "Exec.Job.ExitReason": "", "Exec.Job.Signal": "", "Exec.Job.Error": "",
 			"Exec.Job.StdoutBytes": "", "Exec.Job.StderrBytes": "", "Exec.Job.StdoutTruncated": "", "Exec.Job.StderrTruncated": "",
 			"Exec.Job.TimeoutMS": "", "Exec.Job.Mode": "", "Exec.Job.CreatedAt": "", "Exec.Job.StartedAt": "", "Exec.Job.FinishedAt": "",
 		}),
 		conv("browser status", func(st *browser.Status) api.BrowserStatus {
-			return browserStatusWire(st, "http://x/v1/sandboxes/s/browser")
+			return BrowserStatus(st, "http://x/v1/sandboxes/s/browser")
 		}).
 			mirrored(map[string]string{"CDPPort": "behind CDPURL"}),
-		conv("browser actions", browserActionsWire).mirrored(map[string]string{"Results.Artifact.Tenant": caller}),
-		conv("browser download", func(d *browser.Download) api.BrowserDownload { return browserDownloadWire(*d) }).
+		conv("browser actions", BrowserActions).mirrored(map[string]string{"Results.Artifact.Tenant": caller}),
+		conv("browser download", func(d *browser.Download) api.BrowserDownload { return BrowserDownload(*d) }).
 			mirrored(map[string]string{"Artifact.Tenant": caller}),
-		conv("browser profile", browserProfileWire).mirrored(map[string]string{"Artifact.Tenant": caller}),
-		conv("mcp server", mcpServerWire).mirrored(nil),
-		conv("skill revision", skillRevisionWire).mirrored(nil),
-		conv("skill run", skillRunWire).mirrored(map[string]string{"Artifacts.Tenant": caller}),
-		conv("skill run request", func(req *api.SkillRunRequest) skills.RunRequest { return skillRunIn(*req) }).mirrored(nil),
-		conv("mcp pin", func(p *mcp.Pin) api.MCPPin { return mcpPinWire(*p) }).mirrored(nil),
-		conv("mcp approval", mcpApprovalWire).mirrored(nil),
-		conv("mcp catalog entry", mcpCatalogEntryWire).mirrored(nil),
-		conv("file list", func(l *files.FileList) api.FileList { return fileListWire(*l) }).mirrored(nil),
-		conv("search result", func(r *files.SearchResult) api.SearchResult { return searchWire(*r) }).mirrored(nil),
-		conv("replace result", func(r *files.ReplaceResult) api.ReplaceResult { return replaceWire(*r) }).mirrored(nil),
+		conv("browser profile", BrowserProfile).mirrored(map[string]string{"Artifact.Tenant": caller}),
+		conv("mcp server", MCPServer).mirrored(nil),
+		conv("skill revision", SkillRevision).mirrored(nil),
+		conv("skill run", SkillRun).mirrored(map[string]string{"Artifacts.Tenant": caller}),
+		conv("skill run request", func(req *api.SkillRunRequest) skills.RunRequest { return SkillRunIn(*req) }).mirrored(nil),
+		conv("mcp pin", func(p *mcp.Pin) api.MCPPin { return MCPPin(*p) }).mirrored(nil),
+		conv("mcp approval", MCPApproval).mirrored(nil),
+		conv("mcp catalog entry", MCPCatalogEntry).mirrored(nil),
+		conv("file list", func(l *files.FileList) api.FileList { return FileList(*l) }).mirrored(nil),
+		conv("search result", func(r *files.SearchResult) api.SearchResult { return Search(*r) }).mirrored(nil),
+		conv("replace result", func(r *files.ReplaceResult) api.ReplaceResult { return Replace(*r) }).mirrored(nil),
 
 		// Wire → domain: every field of the body reaches the call.
 		conv("create sandbox", func(req *api.CreateSandboxRequest) control.CreateSandboxInput {
-			return createSandboxInput("t", "key", *req)
+			return CreateSandboxInput("t", "key", *req)
 		}).mirrored(map[string]string{"SnapshotID": fromSnapshot}).leaving(map[string]string{
 			"ReadOnlyDirs": "for workload packages, never from the API", "Reserved": "for workload packages, never from the API",
 			"From": "for workload packages (snapshots), never from the API"}),
-		conv("acquire lease", func(req *api.AcquireLeaseRequest) control.AcquireLeaseInput { return acquireLeaseInput("t", *req) }).
-			mirrored(map[string]string{"MCP": "mcpCreateIn, one by one (leaseMCPRequests)", "SnapshotID": fromSnapshot}).
+		conv("acquire lease", func(req *api.AcquireLeaseRequest) control.AcquireLeaseInput { return AcquireLeaseInput("t", *req) }).
+			mirrored(map[string]string{"MCP": "MCPCreateIn, one by one (leaseMCPRequests)", "SnapshotID": fromSnapshot}).
 			leaving(map[string]string{"Reserved": "for workload packages, never from the API",
 				"From": "for workload packages (snapshots), never from the API"}),
-		conv("fork", func(req *api.ForkRequest) control.CreateSandboxInput { return forkInput(*req) }).
+		conv("fork", func(req *api.ForkRequest) control.CreateSandboxInput { return ForkInput(*req) }).
 			mirrored(map[string]string{"Count": "the fork's own argument"}).partOf(), // the rest of each copy is the sandbox's
 		conv("exec", exec).prepared(func(src any) { src.(*api.ExecRequest).StdinBase64 = "" }).
 			mirrored(map[string]string{"Background": background, "StdinBase64": "exclusive with stdin: the case below"}).
@@ -381,12 +393,12 @@ func wireConversions() []conversion {
 			req.Stdin, req.StdinBase64 = "", "aGk="
 		}).mirrored(map[string]string{"Background": background, "Stdin": "exclusive with stdin_base64: the case above"}).
 			leaving(execUnset),
-		conv("artifact request", artifactSpec).mirrored(nil),
-		conv("create tenant", func(req *api.CreateTenantRequest) tenancy.TenantInput { return tenantInput(*req) }).mirrored(nil),
-		conv("update tenant", func(req *api.UpdateTenantRequest) tenancy.TenantPatch { return tenantPatch(*req) }).mirrored(nil),
-		conv("mcp create", func(req *api.MCPCreateRequest) servers.CreateRequest { return mcpCreateIn(*req) }).mirrored(nil).
+		conv("artifact request", ArtifactSpec).mirrored(nil),
+		conv("create tenant", func(req *api.CreateTenantRequest) tenancy.TenantInput { return TenantInput(*req) }).mirrored(nil),
+		conv("update tenant", func(req *api.UpdateTenantRequest) tenancy.TenantPatch { return TenantPatch(*req) }).mirrored(nil),
+		conv("mcp create", func(req *api.MCPCreateRequest) servers.CreateRequest { return MCPCreateIn(*req) }).mirrored(nil).
 			leaving(map[string]string{"CreatedBy": "the caller's key: the handler sets it, never the body"}),
-		conv("network policy", policyIn).mirrored(nil),
+		conv("network policy", PolicyIn).mirrored(nil),
 	}
 }
 
@@ -443,18 +455,18 @@ func TestWireRoundTrips(t *testing.T) {
 	t.Parallel()
 	var pol api.NetworkPolicy
 	fill(reflect.ValueOf(&pol).Elem(), "")
-	if back := policyOut(*policyIn(&pol)); !reflect.DeepEqual(back, pol) {
+	if back := PolicyOut(*PolicyIn(&pol)); !reflect.DeepEqual(back, pol) {
 		t.Errorf("network policy: %+v came back as %+v", pol, back)
 	}
 	var res api.Resources
 	fill(reflect.ValueOf(&res).Elem(), "")
-	if back := resourcesWire(resourcesIn(&res)); back != res {
+	if back := Resources(ResourcesIn(&res)); back != res {
 		t.Errorf("resources: %+v came back as %+v", res, back)
 	}
 	var in servers.Instance
 	fill(reflect.ValueOf(&in).Elem(), "")
 	in.Server = &sdk.Implementation{Name: "n", Version: "1", Icons: []sdk.Icon{{Source: "https://example.com/i.png", MIMEType: "image/png"}}}
-	w := mcpServerWire(&in)
+	w := MCPServer(&in)
 	want, _ := json.Marshal(in.Server)
 	got, _ := json.Marshal(w.Server)
 	if string(got) != string(want) {
