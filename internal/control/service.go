@@ -53,6 +53,9 @@ type Config struct {
 	// image is being built waits for it within its wait_seconds, or is
 	// answered 503 image_building.
 	ImageBuilds ImageBuilds
+	// Volumes mounts named volumes into sandboxes; nil: a request for
+	// volumes is answered 501 volumes_unsupported.
+	Volumes Volumes
 }
 
 // Observer is told the latency of control operations (the service's
@@ -115,6 +118,8 @@ type Service struct {
 
 	images *imagestate.Images // the profiles' images on this host
 
+	volumes Volumes // volumes.go; nil: none
+
 	// probeFails counts failed probes in a row of runtimes that passed
 	// before (see keepThroughBlips); under capsMu.
 	probeFails map[string]int
@@ -168,6 +173,7 @@ func New(cfg Config) (*Service, error) {
 		driver:    cfg.Driver,
 		boxes:     boxes,
 		images:    imagestate.New(cfg.Settings.ImageRepository, cfg.Driver, cfg.ImageBuilds),
+		volumes:   cfg.Volumes,
 		remote:    cfg.Sandboxer != nil,
 		instance:  cfg.InstanceID,
 		log:       cfg.Logger,

@@ -404,6 +404,14 @@ var rules = []rule{
 		External: []string{},
 	},
 	{
+		Pkg: "internal/volumes",
+		Why: "volumes owns named volumes below control (which mounts them through an interface it declares): the store's contract, diskquota, driver (a mount's shape), sandbox and errdefs; " +
+			"no control, workload, API or driver implementation",
+		Forbid:   concat(workloads, []string{"internal/control", "internal/httpapi", "client", "cmd/..."}),
+		Only:     []string{"internal/store", "internal/diskquota", "internal/mountinfo", "internal/driver", "internal/sandbox", "internal/errdefs", "internal/egress"},
+		External: []string{"golang.org/x/sys/..."},
+	},
+	{
 		Pkg:      "internal/config",
 		Why:      "config reads the service's settings into the domain vocabulary (sandbox, egress, tenant) with errdefs and a YAML parser, checks file roots with the agent protocol's path policy and image repositories with the recipes' rule (images, a leaf); it runs nothing",
 		Only:     []string{"internal/sandbox", "internal/egress", "internal/tenant", "internal/errdefs", "internal/agent/agentproto", "images"},
