@@ -207,7 +207,7 @@ func serve(ctx context.Context, args []string) error {
 	defer stack.Close() // after the drain and the listeners: every part, in reverse build order
 	api, err := httpapi.New(httpapi.Config{PublicURL: cfg.PublicBaseURL(), Previews: stack.Previews, Control: stack.Control, Tenancy: stack.Tenancy, Terminals: stack.Terminals,
 		Files: stack.Files, Jobs: stack.Jobs, Artifacts: stack.Artifacts, Ports: stack.Ports, Browser: stack.Browser, Desktop: stack.Desktop,
-		Trace: stack.Trace, Services: stack.Services, Snapshots: stack.Snapshots, Changes: stack.Changes, MCP: stack.MCP, Skills: stack.Skills, MCPServe: stack.MCPServe, E2B: stack.E2B, OpenSandbox: stack.OpenSandbox,
+		Trace: stack.Trace, Services: stack.Services, Snapshots: stack.Snapshots, Changes: stack.Changes, Volumes: stack.Volumes, MCP: stack.MCP, Skills: stack.Skills, MCPServe: stack.MCPServe, E2B: stack.E2B, OpenSandbox: stack.OpenSandbox,
 		Keys: keys, ApproverKeys: approvers, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics})
 	if err != nil {
 		return err
