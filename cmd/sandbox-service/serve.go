@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/internal/assemble"
+	"genesis.dev/sandbox/internal/auth"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/console"
 	"genesis.dev/sandbox/internal/control"
@@ -224,9 +225,16 @@ func serve(ctx context.Context, args []string) error {
 		defer stop() // before the stack closes: a build in progress is stopped and cleaned up
 	}
 
-	edge, err := grpcedge.New(grpcedge.Config{Control: stack.Control, Jobs: stack.Jobs, Tenancy: stack.Tenancy, Authenticate: api.Principal,
-		MaxMessageBytes: int(min(cfg.Limits.MaxBodyBytes, 64<<20)), Logger: log,
-		Workloads: grpcedge.Workloads{Files: stack.Files, Artifacts: stack.Artifacts, Snapshots: stack.Snapshots}})
+	// The gRPC edge checks keys with internal/auth over the same keys as
+	// the HTTP API, never through the HTTP server.
+	keyAuth, err := auth.New(auth.Config{Tenants: stack.Tenancy, Keys: keys, ApproverKeys: approvers, Logger: log})
+	if err != nil {
+		return err
+	}
+	edge, err := grpcedge.New(grpcedge.Config{Control: stack.Control, Jobs: stack.Jobs, Tenancy: stack.Tenancy, Auth: keyAuth,
+		MaxMessageBytes: int(min(cfg.Limits.MaxBodyBytes, 64<<20)), Logger: log, Metrics: metrics,
+		PublicURL: cfg.PublicBaseURL(),
+		Workloads: grpcedge.Workloads{Files: stack.Files, Artifacts: stack.Artifacts, Snapshots: stack.Snapshots, Services: stack.Services}})
 	if err != nil {
 		return err
 	}
