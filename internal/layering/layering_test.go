@@ -377,7 +377,7 @@ var rules = []rule{
 	},
 	{
 		Pkg: "internal/grpcedge",
-		Why: "the gRPC edge is beside the HTTP API, not on it: it calls control and the workload managers with the generated messages of gen/, and resolves keys with the function its command hands it; " +
+		Why: "the gRPC edge is beside the HTTP API, not on it: it calls control and the workload managers with the generated messages of gen/, and checks keys through internal/auth; " +
 			"never httpapi, the SDK, assemble, a driver, the store, admission, the job log or the agent protocol",
 		Forbid:   []string{"internal/httpapi", "client", "cmd/...", "internal/assemble"},
 		NoImport: []string{"internal/driver/...", "internal/store/...", "internal/admission", "internal/joblog", "internal/agent/..."},
