@@ -823,8 +823,8 @@ class Sandbox:
 
     async def recording_segments(self, recording_id: Optional[str] = None) -> List[Dict[str, Any]]:
         """The kept video segments (their ``video.segment`` trace events'
-        data: ``recording``, ``index``, ``artifact``, …); read one with
-        client.read_artifact(segment["artifact"])."""
+        data: ``recording``, ``index``, ``artifact`` {id, size, sha256}, …);
+        read one with client.read_artifact(segment["artifact"]["id"])."""
         out = []
         async for ev in self.trace():
             data = ev.get("data") or {}
@@ -832,8 +832,9 @@ class Sandbox:
                 out.append(dict(data))
         return out
 
-    async def display_link(self, role: str = "view", *, ttl_seconds: int = 3600) -> Dict[str, Any]:
-        """A link to the desktop's VNC stream and viewer (role view or control)."""
+    async def display_link(self, role: str = "observer", *, ttl_seconds: int = 3600) -> Dict[str, Any]:
+        """A link to the desktop's VNC stream and viewer page (role observer
+        or controller) that carries its own token."""
         return await self._c._json(_ops.post(_ops.sbx(self.id, "display/links"),
                                              {"role": role, "ttl_seconds": ttl_seconds}))
 

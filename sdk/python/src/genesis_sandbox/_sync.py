@@ -802,8 +802,8 @@ class Sandbox:
 
     def recording_segments(self, recording_id: Optional[str] = None) -> List[Dict[str, Any]]:
         """The kept video segments (their ``video.segment`` trace events'
-        data: ``recording``, ``index``, ``artifact``, …); read one with
-        client.read_artifact(segment["artifact"])."""
+        data: ``recording``, ``index``, ``artifact`` {id, size, sha256}, …);
+        read one with client.read_artifact(segment["artifact"]["id"])."""
         out = []
         for ev in self.trace():
             data = ev.get("data") or {}
@@ -811,8 +811,9 @@ class Sandbox:
                 out.append(dict(data))
         return out
 
-    def display_link(self, role: str = "view", *, ttl_seconds: int = 3600) -> Dict[str, Any]:
-        """A link to the desktop's VNC stream and viewer (role view or control)."""
+    def display_link(self, role: str = "observer", *, ttl_seconds: int = 3600) -> Dict[str, Any]:
+        """A link to the desktop's VNC stream and viewer page (role observer
+        or controller) that carries its own token."""
         return self._c._json(_ops.post(_ops.sbx(self.id, "display/links"),
                                              {"role": role, "ttl_seconds": ttl_seconds}))
 
