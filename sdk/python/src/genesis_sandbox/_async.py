@@ -10,6 +10,7 @@ import httpx
 
 from . import _core, _ops, _transport, errors
 from ._core import Request
+from ._ws import AsyncTerminal
 from .types import (BrowserResult, CodeResult, ComputerResult, ExecResult, FileWritten, LogEvent, Snapshot,
                     browser_result, browser_shots)
 
@@ -800,6 +801,17 @@ class Sandbox:
         ignore_case, dry_run, max_files."""
         body = {"find": find, "replace": replace, "paths": list(paths) if paths is not None else None, **extra}
         return await self._c._json(_ops.post(_ops.sbx(self.id, "files/replace"), body))
+
+    def terminal(self, *, cols: Optional[int] = None, rows: Optional[int] = None, terminal: Optional[str] = None,
+                 takeover: bool = False, timeout: float = 30.0) -> "_Pending[AsyncTerminal]":
+        """Opens an interactive terminal over a WebSocket: a new one running
+        the sandbox user's shell, or with terminal (an id) an existing one.
+        ``read()`` output bytes, ``write()`` input, ``resize(cols, rows)``,
+        ``close()``; as a context manager it is closed on exit."""
+        params = {"cols": cols, "rows": rows, "terminal": terminal, "takeover": takeover or None}
+        headers = _core.build_headers(Request("GET", ""), self._c.api_key, self._c.act_as)
+        path = f"/v1/sandboxes/{_core.seg(self.id)}/terminal"
+        return _Pending(lambda: AsyncTerminal.open(self._c.base_url, path, params, headers, timeout))
 
     async def terminal_ticket(self) -> Dict[str, Any]:
         """A one-use ticket that opens a terminal without the API key."""
