@@ -139,7 +139,8 @@ def test_every_operation_has_a_method() -> None:
         cls, attr = target.split(".")
         for mod, name in ((S, cls), (A, "AsyncGenesis" if cls == "Genesis" else cls)):
             assert callable(getattr(getattr(mod, name), attr, None)), f"{key}: {mod.__name__}.{name}.{attr} is missing"
-    assert not missing, "operations with no SDK method (add one, or to EXCLUDED with the reason):\n" + "\n".join(missing)
+    assert not missing, ("operations with no SDK method (add one, or to EXCLUDED with the reason):\n"
+                         + "\n".join(missing))
 
 
 def test_lists_name_real_operations() -> None:

@@ -11,8 +11,8 @@ import pytest
 
 from conftest import Service
 from genesis_sandbox import AsyncGenesis, Genesis, Sandbox, Unauthorized
-from genesis_sandbox._ws import (OP_BINARY, OP_CLOSE, OP_PING, OP_TEXT, FrameParser, ProtocolError, accept_key,
-                                 encode_frame, mask)
+from genesis_sandbox._ws import (OP_BINARY, OP_CLOSE, OP_PING, OP_TEXT, FrameParser, ProtocolError, _Core,
+                                 accept_key, encode_frame, mask)
 
 PROFILE = "code-python-basic"
 TIMEOUT = 60.0
@@ -68,6 +68,24 @@ def test_parser_refuses_masked_and_bad_frames() -> None:
         FrameParser().feed(server_frame(0, b"x"))                  # continuation of nothing
     with pytest.raises(ProtocolError):
         FrameParser().feed(server_frame(OP_PING, b"x", fin=False))  # fragmented control frame
+
+
+def test_control_messages() -> None:
+    """A ping is answered with a pong of its payload; hello, writer and exit
+    set the terminal's fields; a close is echoed once and ends reading."""
+    t = _Core()
+    data, reply = t._handle(OP_TEXT, b'{"type":"hello","terminal":"term_1","writer":true}')
+    assert (data, reply, t.id, t.writer) == (None, None, "term_1", True)
+    t._handle(OP_TEXT, b'{"type":"writer","writer":false}')
+    assert not t.writer
+    data, reply = t._handle(OP_PING, b"hi")
+    assert data is None and reply is not None and reply[0] == 0x8A and mask(reply[6:], reply[2:6]) == b"hi"
+    t._handle(OP_TEXT, b'{"type":"exit","code":7,"reason":"exited"}')
+    assert t.exit is not None and t.exit["code"] == 7
+    data, reply = t._handle(OP_CLOSE, b"\x03\xe8bye")
+    assert data == b"" and t.closed and t.close_code == 1000
+    assert reply is not None and reply[0] == 0x88 and mask(reply[6:], reply[2:6]) == b"\x03\xe8"
+    assert t._close_frame() is None  # already closed: nothing more to send
 
 
 @pytest.fixture(scope="module", params=["runc", "runsc"])

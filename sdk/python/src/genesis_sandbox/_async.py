@@ -766,7 +766,8 @@ class Sandbox:
                                              {"from": src, "to": dst, "overwrite": overwrite}))
 
     async def delete_file(self, path: str, *, recursive: bool = False) -> None:
-        await self._c._call(_ops.post(_ops.sbx(self.id, "files/delete"), {"path": path, "recursive": recursive or None}))
+        body = {"path": path, "recursive": recursive or None}
+        await self._c._call(_ops.post(_ops.sbx(self.id, "files/delete"), body))
 
     async def chmod(self, path: str, mode: str) -> Dict[str, Any]:
         return await self._c._json(_ops.post(_ops.sbx(self.id, "files/chmod"), {"path": path, "mode": mode}))

@@ -745,7 +745,8 @@ class Sandbox:
                                              {"from": src, "to": dst, "overwrite": overwrite}))
 
     def delete_file(self, path: str, *, recursive: bool = False) -> None:
-        self._c._call(_ops.post(_ops.sbx(self.id, "files/delete"), {"path": path, "recursive": recursive or None}))
+        body = {"path": path, "recursive": recursive or None}
+        self._c._call(_ops.post(_ops.sbx(self.id, "files/delete"), body))
 
     def chmod(self, path: str, mode: str) -> Dict[str, Any]:
         return self._c._json(_ops.post(_ops.sbx(self.id, "files/chmod"), {"path": path, "mode": mode}))
