@@ -98,6 +98,7 @@ class Service:
     def __init__(self, url: str, api_key: str, data_dir: Path, log: Path) -> None:
         self.url = url
         self.api_key = api_key
+        self.admin_key = ""  # the built-in admin tenant's key (tenants, keys, audit of every tenant)
         self.data_dir = data_dir
         self.log = log
 
@@ -126,14 +127,17 @@ def service() -> Iterator[Service]:
                       "    - {name: py-add, source: builtin, profile: code-python-basic, "
                       f"command: [python3, -c, {json.dumps(MCP_SERVER)}]}}\n")
     api_key = "pysdk_" + secrets.token_hex(16)
+    admin_key = "pysdkadm_" + secrets.token_hex(16)
     addr = _free_addr()
     log_path = tmp / "service.log"
     log = open(log_path, "wb")
     env = dict(os.environ, GENESIS_CONFIG="", GENESIS_API_KEY="")
     proc = subprocess.Popen([str(bin_dir / "sandbox-service"), "serve", "--addr", addr, "--data-dir",
-                             str(data_dir), "--api-key", api_key, "--config", str(config)],
+                             str(data_dir), "--api-key", api_key, "--admin-key", admin_key,
+                             "--config", str(config)],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
     svc = Service("http://" + addr, api_key, data_dir, log_path)
+    svc.admin_key = admin_key
     try:
         _wait_ready(proc, svc)
         yield svc

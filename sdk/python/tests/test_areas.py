@@ -14,7 +14,8 @@ from typing import Iterator
 import pytest
 
 from conftest import Service
-from genesis_sandbox import (AsyncGenesis, BadRequest, ControlHeld, Genesis, NotFound, PatchConflict, Sandbox)
+from genesis_sandbox import (AsyncGenesis, BadRequest, ControlHeld, Genesis, GenesisError, NotFound, PatchConflict,
+                             Sandbox)
 
 PROFILE = "code-python-basic"
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -136,3 +137,58 @@ def test_async_areas(service: Service, runtime: str) -> None:
                 assert res["content"][0]["text"] in ("2", "2.0")
 
     asyncio.run(main())
+
+
+def test_file_operations(sb: Sandbox) -> None:
+    sb.mkdir("ops/a/b", parents=True)
+    written = sb.upload_files({"one.txt": b"alpha beta\n", "sub/two.txt": b"beta gamma\n"}, path="ops/a")
+    assert sorted(f["path"].rsplit("/", 1)[-1] for f in written) == ["one.txt", "two.txt"], written
+    st = sb.stat("ops/a/one.txt")
+    assert st["size"] == 11 and st.get("type", "file") == "file", st
+    sb.move("ops/a/one.txt", "ops/a/uno.txt")
+    with pytest.raises(NotFound):
+        sb.stat("ops/a/one.txt")
+    sb.chmod("ops/a/uno.txt", "0600")
+    assert int(str(sb.stat("ops/a/uno.txt")["mode"]), 8) & 0o777 == 0o600
+    found = sb.search("ops", content="beta")
+    assert sorted(m["path"].rsplit("/", 1)[-1] for m in found["matches"]) == ["two.txt", "uno.txt"], found
+    rep = sb.replace("beta", "BETA", path="ops", glob="*.txt")
+    assert rep["replacements"] == 2 and sb.read_file("ops/a/sub/two.txt") == b"BETA gamma\n", rep
+    tar = b"".join(sb.iter_archive("ops/a"))
+    with tarfile.open(fileobj=io.BytesIO(tar)) as tf:
+        names = tf.getnames()
+        assert any(n.endswith("uno.txt") for n in names), names
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        info = tarfile.TarInfo("x/y.txt")
+        info.size = 3
+        tf.addfile(info, io.BytesIO(b"xyz"))
+    res = sb.extract("ops/ex", buf.getvalue())
+    assert res["files"] == 1 and sb.read_file("ops/ex/x/y.txt") == b"xyz", res
+    sb.delete_file("ops", recursive=True)
+    with pytest.raises(NotFound):
+        sb.stat("ops")
+
+
+def test_sandbox_settings_jobs_and_lookups(sb: Sandbox) -> None:
+    client = sb._c
+    sb.set_metadata({"area": "pysdk"})
+    assert client.get_sandbox(sb.id).data["metadata"] == {"area": "pysdk"}
+    before = sb.refresh().data["expires_at"]
+    assert sb.renew(ttl_seconds=1200).data["expires_at"] >= before
+    net = sb.network()
+    assert net["policy"]["mode"] == "none" and net["resource_version"], net
+    again = sb.set_network("none", if_match=net["resource_version"])
+    assert again["policy"]["mode"] == "none"
+    with pytest.raises(GenesisError) as ei:  # a running sandbox cannot gain an interface
+        sb.set_network("allowlist", allow=[{"host": "example.com"}])
+    assert ei.value.code == "network_mode_requires_recreate", ei.value
+    assert isinstance(sb.network_events(limit=5)["items"], list)
+    r = sb.exec("echo listed")
+    assert r.job_id in [j.id for j in sb.jobs(limit=50)]
+    with sb.create_session() as s:
+        assert client.get_session(s.id).id == s.id
+    with sb.create_context() as ctx:
+        assert client.get_context(ctx.id).id == ctx.id
+    t = sb.terminal_ticket()
+    assert t["ticket"] and t["expires_at"]

@@ -8,6 +8,7 @@ import struct
 import time
 from typing import Callable, Iterator
 
+import httpx
 import pytest
 
 from conftest import Service
@@ -94,3 +95,42 @@ def test_desktop_screenshot_and_control(desktop_sb: Sandbox) -> None:
     assert released["holder"] == "" and released["version"] > held["version"]
     assert sb.control()["holder"] == ""
     assert png_size(sb.screenshot()) == (w, h)
+
+
+def test_recording_segments(desktop_sb: Sandbox, service: Service) -> None:
+    sb = desktop_sb
+    eventually("the desktop ready", lambda: bool(sb.screenshot()))
+    rec = sb.start_recording(fps=2, segment_seconds=1)
+    assert rec["state"] == "recording" and rec["source"] == "display", rec
+    try:
+        eventually("a kept segment", lambda: sb.recording()["segments"] >= 1)
+    finally:
+        stopped = sb.stop_recording()
+    assert stopped["state"] == "stopped" and stopped["segments"] >= 1, stopped
+    segs = sb.recording_segments(rec["id"])
+    assert len(segs) == stopped["segments"] and segs[0]["artifact"]["id"], segs
+    with Genesis(service.url, service.api_key) as c:
+        mp4 = c.read_artifact(segs[0]["artifact"]["id"])
+    assert len(mp4) == segs[0]["artifact"]["size"]
+    assert mp4[4:8] in (b"ftyp", b"styp", b"moof"), mp4[:16]
+
+
+def test_display_link_and_help(desktop_sb: Sandbox) -> None:
+    link = desktop_sb.display_link(ttl_seconds=60)
+    assert link["role"] == "observer" and link["vnc_url"] and link["viewer_url"], link
+    help = desktop_sb.request_human("a captcha")
+    assert help["requests"], help
+
+
+def test_browser_link_and_profile(browser_sb: Sandbox) -> None:
+    eventually("the browser ready", lambda: bool(browser_sb.browser_status().get("ready")))
+    bl = browser_sb.browser_link(ttl_seconds=60)
+    assert bl["sandbox_id"] == browser_sb.id and bl["playwright_url"].startswith("ws://"), bl
+    # The link carries its own token: CDP discovery answers through it without the API key.
+    version = httpx.get(bl["cdp_url"] + "/json/version", timeout=30).json()
+    assert "Browser" in version, version
+    assert isinstance(browser_sb.browser_downloads(), list)
+    saved = browser_sb.save_browser_profile("pysdk")
+    art = saved.get("artifact_id") or (saved.get("artifact") or {}).get("id")
+    assert art, saved
+    assert browser_sb.load_browser_profile(art) is not None

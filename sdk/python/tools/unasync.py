@@ -63,6 +63,7 @@ WORDS: List[Tuple[str, str]] = [
     (r"\bawait ", ""),
     (r"\bAsyncIterator\b", "Iterator"),
     (r"\bAsyncGenesis\b", "Genesis"),
+    (r"\bAsyncTerminal\b", "Terminal"),
     (r"\b__aenter__\b", "__enter__"),
     (r"\b__aexit__\b", "__exit__"),
     (r"\.aclose\(\)", ".close()"),

@@ -14,6 +14,7 @@ from ._async import Sandbox as AsyncSandbox
 from ._async import Session as AsyncSession
 from ._core import DEFAULT_URL, ENV_API_KEY, ENV_URL
 from ._sync import CodeContext, Genesis, Job, Lease, McpServer, Sandbox, Session
+from ._ws import AsyncTerminal, Terminal
 from .errors import (
     BadRequest,
     CapacityExhausted,
@@ -38,6 +39,8 @@ from .types import BrowserResult, CodeResult, ComputerResult, ExecResult, FileWr
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncTerminal",
+    "Terminal",
     "AsyncCodeContext", "AsyncGenesis", "AsyncJob", "AsyncLease", "AsyncMcpServer", "AsyncSandbox", "AsyncSession",
     "BadRequest", "BrowserResult", "CapacityExhausted", "CodeContext", "CodeResult", "ComputerResult", "Conflict",
     "ControlHeld", "DEFAULT_URL", "ENV_API_KEY", "ENV_URL",

@@ -10,6 +10,7 @@ import httpx
 
 from . import _core, _ops, _transport, errors
 from ._core import Request
+from ._ws import AsyncTerminal
 from .types import (BrowserResult, CodeResult, ComputerResult, ExecResult, FileWritten, LogEvent, Snapshot,
                     browser_result, browser_shots)
 
@@ -154,12 +155,94 @@ class AsyncGenesis:
         resp = await self._send(req)
         return _core.decode_json(resp.status_code, resp.headers, resp.content)
 
+    async def _json(self, req: Request) -> Dict[str, Any]:
+        d = await self._call(req)
+        return dict(d) if isinstance(d, dict) else {}
+
+    async def _items(self, req: Request) -> List[Dict[str, Any]]:
+        return list((await self._json(req)).get("items") or [])
+
     # ---- service ---------------------------------------------------------
 
     async def whoami(self) -> Dict[str, Any]:
         """The tenant of this client's key and whether it is an admin key."""
         d: Dict[str, Any] = await self._call(_ops.whoami())
         return d
+
+    async def capabilities(self) -> Dict[str, Any]:
+        """What the service's driver can do: runtimes, checkpoint, risk policy, …"""
+        return await self._json(_ops.get("/v1/capabilities"))
+
+    async def profiles(self) -> List[Dict[str, Any]]:
+        """The sandbox profiles this key may use."""
+        return await self._items(_ops.get("/v1/profiles"))
+
+    async def images(self) -> List[Dict[str, Any]]:
+        """Each profile's image and whether it is present and current."""
+        return await self._items(_ops.get("/v1/images"))
+
+    async def pools(self) -> Dict[str, Any]:
+        """The warm pools (``items``) and whether they are ``draining``."""
+        return await self._json(_ops.get("/v1/pools"))
+
+    async def drain_pool(self, name: str) -> Dict[str, Any]:
+        """Destroys a pool's idle sandboxes (admin)."""
+        return await self._json(_ops.post(f"/v1/pools/{_core.seg(name)}/drain"))
+
+    async def audit(self, *, tenant: Optional[str] = None, action: Optional[str] = None,
+                    target: Optional[str] = None, since: Optional[str] = None, until: Optional[str] = None,
+                    result: Optional[str] = None, order: Optional[str] = None, cursor: Optional[str] = None,
+                    limit: int = 500) -> AsyncIterator[Dict[str, Any]]:
+        """Yields the audit log's entries that match, a page at a time (an
+        admin key sees every tenant's)."""
+        while True:
+            d = await self._json(_ops.get("/v1/audit", {
+                "tenant": tenant, "action": action, "target": target, "since": since, "until": until,
+                "result": result, "order": order, "cursor": cursor, "limit": limit}))
+            for entry in d.get("items") or []:
+                yield entry
+            cursor = d.get("next_cursor")
+            if not d.get("has_more") or not cursor:
+                return
+
+    async def replay_trace(self, trace_id: str, target_sandbox: str, *,
+                           threshold: Optional[float] = None) -> Dict[str, Any]:
+        """Replays a sandbox's recorded browser actions into another sandbox."""
+        return await self._json(_ops.post(f"/v1/traces/{_core.seg(trace_id)}/replay",
+                                          {"target_sandbox": target_sandbox, "threshold": threshold}))
+
+    # ---- tenants and API keys (admin) ------------------------------------
+
+    async def create_tenant(self, name: str, **fields: Any) -> Dict[str, Any]:
+        """Creates a tenant; fields: weight, min_risk_level,
+        max_tool_risk_level, admin, quotas."""
+        return await self._json(_ops.post("/v1/tenants", {"name": name, **fields}))
+
+    async def list_tenants(self) -> List[Dict[str, Any]]:
+        return await self._items(_ops.get("/v1/tenants"))
+
+    async def get_tenant(self, name: str) -> Dict[str, Any]:
+        return await self._json(_ops.get("/v1/tenants/" + _core.seg(name)))
+
+    async def update_tenant(self, name: str, *, if_match: Optional[str] = None, **fields: Any) -> Dict[str, Any]:
+        """Changes the fields given (weight, quotas, …); with if_match only
+        if the tenant is still at that version."""
+        return await self._json(_ops.send("PATCH", "/v1/tenants/" + _core.seg(name), fields, if_match))
+
+    async def delete_tenant(self, name: str, *, if_match: Optional[str] = None) -> None:
+        await self._call(_ops.send("DELETE", "/v1/tenants/" + _core.seg(name), None, if_match))
+
+    async def create_api_key(self, tenant: str, *, description: Optional[str] = None,
+                             scopes: Optional[Iterable[str]] = None) -> Dict[str, Any]:
+        """Issues an API key for a tenant; its secret (``key``) is only in this answer."""
+        body = {"description": description, "scopes": list(scopes) if scopes is not None else None}
+        return await self._json(_ops.post(f"/v1/tenants/{_core.seg(tenant)}/keys", body))
+
+    async def list_api_keys(self, tenant: str) -> List[Dict[str, Any]]:
+        return await self._items(_ops.get(f"/v1/tenants/{_core.seg(tenant)}/keys"))
+
+    async def revoke_api_key(self, tenant: str, key_id: str) -> None:
+        await self._call(_ops.send("DELETE", f"/v1/tenants/{_core.seg(tenant)}/keys/{_core.seg(key_id)}"))
 
     # ---- sandboxes -------------------------------------------------------
 
@@ -188,6 +271,12 @@ class AsyncGenesis:
 
     async def get_sandbox(self, sandbox_id: str) -> "Sandbox":
         return Sandbox(self, await self._call(_ops.get_sandbox(sandbox_id)))
+
+    async def get_session(self, session_id: str) -> "Session":
+        return Session(self, await self._json(_ops.get("/v1/sessions/" + _core.seg(session_id))))
+
+    async def get_context(self, context_id: str) -> "CodeContext":
+        return CodeContext(self, await self._json(_ops.get("/v1/contexts/" + _core.seg(context_id))))
 
     async def list_sandboxes(self, *, states: Iterable[str] = (), profile: Optional[str] = None,
                              metadata: Optional[Mapping[str, str]] = None) -> List["Sandbox"]:
@@ -240,6 +329,9 @@ class AsyncGenesis:
     async def get_lease(self, lease_id: str) -> "Lease":
         return Lease(self, await self._call(_ops.get_lease(lease_id)))
 
+    async def list_leases(self, *, state: Optional[str] = None) -> List["Lease"]:
+        return [Lease(self, d) for d in await self._items(_ops.get("/v1/leases", {"state": state}))]
+
     def lease(self, profile: str, *, runtime: Optional[str] = None, risk_level: Optional[str] = None,
               ttl_seconds: Optional[int] = None, holder: Optional[str] = None,
               wait_seconds: Optional[int] = None, metadata: Optional[Mapping[str, str]] = None) -> "_Pending[Lease]":
@@ -270,6 +362,21 @@ class AsyncGenesis:
     async def get_mcp_server(self, server_id: str) -> "McpServer":
         return McpServer(self, await self._call(_ops.get_mcp_server(server_id)))
 
+    async def mcp_catalog(self) -> List[Dict[str, Any]]:
+        """The MCP server catalog: the operator's entries and the tenant's."""
+        return await self._items(_ops.get("/v1/mcp/catalog"))
+
+    async def get_mcp_catalog_entry(self, name: str) -> Dict[str, Any]:
+        return await self._json(_ops.get("/v1/mcp/catalog/" + _core.seg(name)))
+
+    async def add_mcp_catalog_entry(self, name: str, command: Iterable[str], **fields: Any) -> Dict[str, Any]:
+        """Adds a tenant catalog entry; fields: description, profile, cwd,
+        env, transport, port, path, permissions, tools, pins."""
+        return await self._json(_ops.post("/v1/mcp/catalog", {"name": name, "command": list(command), **fields}))
+
+    async def delete_mcp_catalog_entry(self, name: str) -> None:
+        await self._call(_ops.send("DELETE", "/v1/mcp/catalog/" + _core.seg(name)))
+
     # ---- skills ----------------------------------------------------------
 
     async def push_skill(self, archive: Body, *, content_type: str = "application/gzip") -> Dict[str, Any]:
@@ -284,6 +391,17 @@ class AsyncGenesis:
     async def get_skill(self, name: str) -> Dict[str, Any]:
         d: Dict[str, Any] = await self._call(_ops.get_skill(name))
         return d
+
+    async def skill_revisions(self, name: str) -> List[Dict[str, Any]]:
+        return await self._items(_ops.get(f"/v1/skills/{_core.seg(name)}/revisions"))
+
+    async def get_skill_revision(self, name: str, revision: int) -> Dict[str, Any]:
+        """A revision's manifest and file list."""
+        return await self._json(_ops.get(f"/v1/skills/{_core.seg(name)}/revisions/{int(revision)}"))
+
+    async def read_skill_file(self, name: str, path: str, *, revision: Optional[int] = None) -> bytes:
+        """One file of a skill (of its latest revision unless revision)."""
+        return b"".join([c async for c in _stream(self, _ops.skill_file(name, path, revision), CHUNK)])
 
     async def run_skill(self, name: str, script: str, **extra: Any) -> Dict[str, Any]:
         """Runs one of a skill's scripts in a sandbox of its own and returns
@@ -597,6 +715,180 @@ class Sandbox:
         d: Dict[str, Any] = await self._c._call(_ops.apply_patch(self.id, patch, dry_run))
         return d
 
+    # ---- settings --------------------------------------------------------
+
+    async def set_metadata(self, metadata: Mapping[str, str], *, if_match: Optional[str] = None) -> "Sandbox":
+        """Replaces the sandbox's metadata (with if_match only if it is still
+        at that version)."""
+        self.data = await self._c._json(_ops.send("PATCH", "/v1/sandboxes/" + _core.seg(self.id),
+                                                  {"metadata": dict(metadata)}, if_match))
+        return self
+
+    async def renew(self, ttl_seconds: Optional[int] = None) -> "Sandbox":
+        """Extends the sandbox's time to live."""
+        return await self._action("renew", _core.compact({"ttl_seconds": ttl_seconds}))
+
+    async def network(self) -> Dict[str, Any]:
+        """The sandbox's network policy (``mode``, ``allow``, …)."""
+        return await self._c._json(_ops.get(_ops.sbx(self.id, "network")))
+
+    async def set_network(self, mode: str, *, allow: Optional[Iterable[Mapping[str, Any]]] = None,
+                          endpoints: Optional[Iterable[str]] = None, tools: Optional[Iterable[str]] = None,
+                          if_match: Optional[str] = None) -> Dict[str, Any]:
+        """Replaces the network policy: none, allowlist (allow rules),
+        internal-api (endpoints) or tool-proxy (tools)."""
+        body = {"mode": mode, "allow": [dict(a) for a in allow] if allow is not None else None,
+                "endpoints": list(endpoints) if endpoints is not None else None,
+                "tools": list(tools) if tools is not None else None}
+        return await self._c._json(_ops.send("PUT", _ops.sbx(self.id, "network"), body, if_match))
+
+    async def network_events(self, *, cursor: Optional[str] = None, limit: Optional[int] = None) -> Dict[str, Any]:
+        """A page of the egress decisions (``items``, ``next_cursor``)."""
+        return await self._c._json(_ops.get(_ops.sbx(self.id, "network/events"), {"cursor": cursor, "limit": limit}))
+
+    async def jobs(self, *, state: Optional[str] = None, limit: Optional[int] = None) -> List["Job"]:
+        """The sandbox's jobs, newest first."""
+        items = await self._c._items(_ops.get(_ops.sbx(self.id, "jobs"), {"state": state, "limit": limit}))
+        return [Job(self._c, j) for j in items]
+
+    # ---- more file operations -------------------------------------------
+
+    async def stat(self, path: str) -> Dict[str, Any]:
+        """A file's type, size, mode and times."""
+        return await self._c._json(_ops.get(_ops.sbx(self.id, "files/stat"), {"path": path}))
+
+    async def mkdir(self, path: str, *, mode: Optional[str] = None, parents: Optional[bool] = None) -> Dict[str, Any]:
+        return await self._c._json(_ops.post(_ops.sbx(self.id, "files/mkdir"),
+                                             {"path": path, "mode": mode, "parents": parents}))
+
+    async def move(self, src: str, dst: str, *, overwrite: Optional[bool] = None) -> Dict[str, Any]:
+        return await self._c._json(_ops.post(_ops.sbx(self.id, "files/move"),
+                                             {"from": src, "to": dst, "overwrite": overwrite}))
+
+    async def delete_file(self, path: str, *, recursive: bool = False) -> None:
+        body = {"path": path, "recursive": recursive or None}
+        await self._c._call(_ops.post(_ops.sbx(self.id, "files/delete"), body))
+
+    async def chmod(self, path: str, mode: str) -> Dict[str, Any]:
+        return await self._c._json(_ops.post(_ops.sbx(self.id, "files/chmod"), {"path": path, "mode": mode}))
+
+    async def upload_files(self, files: Mapping[str, bytes], *, path: str = ".", mode: Optional[str] = None,
+                           overwrite: bool = True) -> List[Dict[str, Any]]:
+        """Writes several files at once (relative path → content) under the
+        directory path, all or nothing."""
+        body, ctype = _core.multipart(files)
+        d = await self._c._json(_ops.upload_files(self.id, path, body, ctype, mode, overwrite))
+        return list(d.get("files") or [])
+
+    async def extract(self, path: str, archive: Body, *, content_type: str = "application/gzip") -> Dict[str, Any]:
+        """Unpacks a tar (application/x-tar) or tar.gz archive, streamed, into
+        the directory path."""
+        return await self._c._json(_ops.extract_archive(self.id, path, _iter_body(archive), content_type))
+
+    def iter_archive(self, path: str, *, chunk_size: int = CHUNK) -> AsyncIterator[bytes]:
+        """Streams a directory as a tar archive."""
+        return _stream(self._c, _ops.read_archive(self.id, path), chunk_size)
+
+    async def search(self, path: str = ".", *, glob: Optional[str] = None, content: Optional[str] = None,
+                     **extra: Any) -> Dict[str, Any]:
+        """Finds files by name (glob) and/or content; extra: regex,
+        ignore_case, max_depth, max_results, timeout_ms."""
+        return await self._c._json(_ops.post(_ops.sbx(self.id, "files/search"),
+                                             {"path": path, "glob": glob, "content": content, **extra}))
+
+    async def replace(self, find: str, replace: str, *, paths: Optional[Iterable[str]] = None,
+                      **extra: Any) -> Dict[str, Any]:
+        """Replaces text in files (paths, or path and glob); extra: regex,
+        ignore_case, dry_run, max_files."""
+        body = {"find": find, "replace": replace, "paths": list(paths) if paths is not None else None, **extra}
+        return await self._c._json(_ops.post(_ops.sbx(self.id, "files/replace"), body))
+
+    def terminal(self, *, cols: Optional[int] = None, rows: Optional[int] = None, terminal: Optional[str] = None,
+                 takeover: bool = False, timeout: float = 30.0) -> "_Pending[AsyncTerminal]":
+        """Opens an interactive terminal over a WebSocket: a new one running
+        the sandbox user's shell, or with terminal (an id) an existing one.
+        ``read()`` output bytes, ``write()`` input, ``resize(cols, rows)``,
+        ``close()``; as a context manager it is closed on exit."""
+        params = {"cols": cols, "rows": rows, "terminal": terminal, "takeover": takeover or None}
+        headers = _core.build_headers(Request("GET", ""), self._c.api_key, self._c.act_as)
+        path = f"/v1/sandboxes/{_core.seg(self.id)}/terminal"
+        return _Pending(lambda: AsyncTerminal.open(self._c.base_url, path, params, headers, timeout))
+
+    async def terminal_ticket(self) -> Dict[str, Any]:
+        """A one-use ticket that opens a terminal without the API key."""
+        return await self._c._json(_ops.post(_ops.sbx(self.id, "terminal/tickets")))
+
+    # ---- recordings, links and human help ---------------------------------
+
+    async def start_recording(self, *, source: str = "display", fps: Optional[int] = None,
+                              segment_seconds: Optional[int] = None) -> Dict[str, Any]:
+        """Records the desktop's display (source "display") or the browser's
+        tab ("browser") as video segments kept as artifacts."""
+        return await self._c._json(_ops.post(_ops.sbx(self.id, _rec(source)),
+                                             {"fps": fps, "segment_seconds": segment_seconds}))
+
+    async def recording(self, *, source: str = "display") -> Dict[str, Any]:
+        return await self._c._json(_ops.get(_ops.sbx(self.id, _rec(source))))
+
+    async def stop_recording(self, *, source: str = "display") -> Dict[str, Any]:
+        """Stops the recording once its last segment is kept."""
+        return await self._c._json(_ops.send("DELETE", _ops.sbx(self.id, _rec(source))))
+
+    async def recording_segments(self, recording_id: Optional[str] = None) -> List[Dict[str, Any]]:
+        """The kept video segments (their ``video.segment`` trace events'
+        data: ``recording``, ``index``, ``artifact`` {id, size, sha256}, …);
+        read one with client.read_artifact(segment["artifact"]["id"])."""
+        out = []
+        async for ev in self.trace():
+            data = ev.get("data") or {}
+            if ev.get("kind") == "video.segment" and recording_id in (None, data.get("recording")):
+                out.append(dict(data))
+        return out
+
+    async def display_link(self, role: str = "observer", *, ttl_seconds: int = 3600) -> Dict[str, Any]:
+        """A link to the desktop's VNC stream and viewer page (role observer
+        or controller) that carries its own token."""
+        return await self._c._json(_ops.post(_ops.sbx(self.id, "display/links"),
+                                             {"role": role, "ttl_seconds": ttl_seconds}))
+
+    async def browser_link(self, *, ttl_seconds: Optional[int] = None) -> Dict[str, Any]:
+        """CDP and Playwright URLs of the sandbox's browser (``cdp_url``,
+        ``playwright_url``) that carry their own token."""
+        return await self._c._json(_ops.post(_ops.sbx(self.id, "browser/links"), {"ttl_seconds": ttl_seconds}))
+
+    async def request_human(self, reason: str) -> Dict[str, Any]:
+        """Asks a person to take over the desktop."""
+        return await self._c._json(_ops.post(_ops.sbx(self.id, "control/requests"), {"reason": reason}))
+
+    async def browser_downloads(self) -> List[Dict[str, Any]]:
+        return await self._c._items(_ops.get(_ops.sbx(self.id, "browser/downloads")))
+
+    async def keep_browser_downloads(self, names: Optional[Iterable[str]] = None) -> Dict[str, Any]:
+        """Keeps the browser's downloads (all, or those named) as artifacts."""
+        return await self._c._json(_ops.post(_ops.sbx(self.id, "browser/downloads/keep"),
+                                             {"names": list(names) if names is not None else None}))
+
+    async def save_browser_profile(self, name: Optional[str] = None) -> Dict[str, Any]:
+        """Keeps the browser's profile (cookies, storage) as an artifact."""
+        return await self._c._json(_ops.post(_ops.sbx(self.id, "browser/profile/save"), {"name": name}))
+
+    async def load_browser_profile(self, artifact_id: str) -> Dict[str, Any]:
+        return await self._c._json(_ops.post(_ops.sbx(self.id, "browser/profile/load"),
+                                             {"artifact_id": artifact_id}))
+
+    async def pause_trace(self, *, actor: Optional[str] = None) -> Dict[str, Any]:
+        """Holds the agent's next action until resume_trace or step_trace."""
+        return await self._c._json(_ops.post(_ops.sbx(self.id, "trace/pause"), {"actor": actor}))
+
+    async def resume_trace(self, *, actor: Optional[str] = None) -> Dict[str, Any]:
+        return await self._c._json(_ops.post(_ops.sbx(self.id, "trace/resume"), {"actor": actor}))
+
+    async def step_trace(self, *, actor: Optional[str] = None) -> Dict[str, Any]:
+        return await self._c._json(_ops.post(_ops.sbx(self.id, "trace/step"), {"actor": actor}))
+
+    async def abort_trace(self, *, actor: Optional[str] = None) -> Dict[str, Any]:
+        return await self._c._json(_ops.post(_ops.sbx(self.id, "trace/abort"), {"actor": actor}))
+
 
 class Job:
     """A job: a background job, or any job's record and log."""
@@ -694,6 +986,12 @@ class Job:
 
 class _Transient(Exception):
     """A retryable answer of the log endpoint (429, 502-504)."""
+
+
+def _rec(source: str) -> str:
+    if source not in ("display", "browser"):
+        raise ValueError('source is "display" or "browser"')
+    return source + "/recording"
 
 
 class Session:
@@ -826,3 +1124,28 @@ class McpServer:
     async def delete(self) -> None:
         """Stops the instance and forgets it; deleting a deleted one succeeds."""
         await self._c._call(_ops.delete_mcp_server(self.id))
+
+    async def pins(self) -> List[Dict[str, Any]]:
+        """The tools' pinned definitions and their state (pinned, changed, …)."""
+        return await self._c._items(_ops.get(f"/v1/mcp/servers/{_core.seg(self.id)}/pins"))
+
+    async def approve_pin(self, tool: str, hash: str) -> Dict[str, Any]:
+        """Accepts a changed tool definition (the hash it now has)."""
+        return await self._c._json(_ops.post(f"/v1/mcp/servers/{_core.seg(self.id)}/pins/{_core.seg(tool)}/approve",
+                                             {"hash": hash}))
+
+    async def approvals(self) -> List[Dict[str, Any]]:
+        """The tool calls waiting for a person's approval."""
+        return await self._c._items(_ops.get(f"/v1/mcp/servers/{_core.seg(self.id)}/approvals"))
+
+    async def decide_approval(self, approval_id: str, decision: str, args_digest: str, *,
+                              reason: Optional[str] = None) -> Dict[str, Any]:
+        """Approves or denies (decision) a waiting call whose arguments have args_digest."""
+        path = f"/v1/mcp/servers/{_core.seg(self.id)}/approvals/{_core.seg(approval_id)}"
+        return await self._c._json(_ops.post(path, {"decision": decision, "args_digest": args_digest,
+                                                    "reason": reason}))
+
+    async def calls(self, *, cursor: Optional[str] = None, limit: Optional[int] = None) -> Dict[str, Any]:
+        """A page of the instance's tool calls (``items``, ``next_cursor``)."""
+        return await self._c._json(_ops.get(f"/v1/mcp/servers/{_core.seg(self.id)}/calls",
+                                            {"cursor": cursor, "limit": limit}))

@@ -360,3 +360,24 @@ def mcp_initialize(msg_id: int) -> Dict[str, Any]:
     return {"jsonrpc": "2.0", "id": msg_id, "method": "initialize",
             "params": {"protocolVersion": MCP_PROTOCOL, "capabilities": {},
                        "clientInfo": {"name": "genesis-python-sdk", "version": "0.1.0"}}}
+
+
+def multipart(files: Mapping[str, bytes]) -> Tuple[bytes, str]:
+    """Encodes files (target path → content) as a multipart/form-data body,
+    each part's filename the path (RFC 2231 encoded when not plain ASCII);
+    returns the body and its Content-Type."""
+    boundary = "genesis-" + "".join(random.choice("0123456789abcdef") for _ in range(32))
+    out: List[bytes] = []
+    for i, (name, data) in enumerate(files.items()):
+        if not name:
+            raise ValueError("empty file name")
+        if all(32 <= ord(ch) < 127 and ch not in '"\\' for ch in name):
+            disp = f'form-data; name="f{i}"; filename="{name}"'
+        else:
+            disp = f"form-data; name=\"f{i}\"; filename*=UTF-8''{quote(name, safe='')}"
+        out.append(f"--{boundary}\r\nContent-Disposition: {disp}\r\n"
+                   "Content-Type: application/octet-stream\r\n\r\n".encode("utf-8"))
+        out.append(bytes(data))
+        out.append(b"\r\n")
+    out.append(f"--{boundary}--\r\n".encode("ascii"))
+    return b"".join(out), "multipart/form-data; boundary=" + boundary

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any, Dict, Iterable, Mapping, Optional, Union
+from urllib.parse import quote
 
 from ._core import MCP_PROTOCOL, Request, call_timeout, compact, exec_body, range_header, seg
 
@@ -350,4 +351,60 @@ def run_skill(name: str, script: str, extra: Mapping[str, Any]) -> Request:
     body.update(compact(extra))
     r = Request("POST", f"/v1/skills/{seg(name)}/runs", json=body)
     r.timeout = call_timeout(extra.get("timeout_ms") or 60000)
+    return r
+
+
+# ---- plain calls -----------------------------------------------------------
+# The rest of the API: JSON in, JSON out. Reads are idempotent; writes are
+# sent once.
+
+def get(path: str, params: Optional[Mapping[str, Any]] = None) -> Request:
+    ps = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in compact(params or {}).items()]
+    return Request("GET", path, params=ps, idempotent=True)
+
+
+def post(path: str, body: Optional[Mapping[str, Any]] = None) -> Request:
+    return Request("POST", path, json=compact(body or {}))
+
+
+def send(method: str, path: str, body: Optional[Mapping[str, Any]] = None, if_match: Optional[str] = None) -> Request:
+    r = Request(method, path, json=compact(body) if body is not None else None)
+    if if_match:
+        r.headers["If-Match"] = if_match
+    return r
+
+
+def sbx(sid: str, rest: str) -> str:
+    return f"/v1/sandboxes/{seg(sid)}/{rest}"
+
+
+def read_archive(sid: str, path: str) -> Request:
+    r = Request("GET", sbx(sid, "files/archive"), params=[("path", path)], idempotent=True)
+    r.headers["Accept"] = "application/x-tar, application/problem+json"
+    return r
+
+
+def extract_archive(sid: str, path: str, content: Any, content_type: str) -> Request:
+    r = Request("POST", sbx(sid, "files/extract"), params=[("path", path)], content=content)
+    r.headers["Content-Type"] = content_type
+    return r
+
+
+def upload_files(sid: str, path: str, content: bytes, content_type: str, mode: Optional[str],
+                 overwrite: bool) -> Request:
+    params = [("path", path)]
+    if mode:
+        params.append(("mode", mode))
+    if not overwrite:
+        params.append(("overwrite", "false"))
+    r = Request("POST", sbx(sid, "files"), params=params, content=content)
+    r.headers["Content-Type"] = content_type
+    return r
+
+
+def skill_file(name: str, path: str, revision: Optional[int]) -> Request:
+    params = [("revision", str(revision))] if revision is not None else []
+    r = Request("GET", f"/v1/skills/{seg(name)}/files/{quote(path.lstrip('/'), safe='/')}", params=params,
+                idempotent=True)
+    r.headers["Accept"] = "*/*"
     return r

@@ -10,6 +10,7 @@ import httpx
 
 from . import _core, _ops, _transport, errors
 from ._core import Request
+from ._ws import Terminal
 from .types import (BrowserResult, CodeResult, ComputerResult, ExecResult, FileWritten, LogEvent, Snapshot,
                     browser_result, browser_shots)
 
@@ -130,12 +131,94 @@ class Genesis:
         resp = self._send(req)
         return _core.decode_json(resp.status_code, resp.headers, resp.content)
 
+    def _json(self, req: Request) -> Dict[str, Any]:
+        d = self._call(req)
+        return dict(d) if isinstance(d, dict) else {}
+
+    def _items(self, req: Request) -> List[Dict[str, Any]]:
+        return list((self._json(req)).get("items") or [])
+
     # ---- service ---------------------------------------------------------
 
     def whoami(self) -> Dict[str, Any]:
         """The tenant of this client's key and whether it is an admin key."""
         d: Dict[str, Any] = self._call(_ops.whoami())
         return d
+
+    def capabilities(self) -> Dict[str, Any]:
+        """What the service's driver can do: runtimes, checkpoint, risk policy, …"""
+        return self._json(_ops.get("/v1/capabilities"))
+
+    def profiles(self) -> List[Dict[str, Any]]:
+        """The sandbox profiles this key may use."""
+        return self._items(_ops.get("/v1/profiles"))
+
+    def images(self) -> List[Dict[str, Any]]:
+        """Each profile's image and whether it is present and current."""
+        return self._items(_ops.get("/v1/images"))
+
+    def pools(self) -> Dict[str, Any]:
+        """The warm pools (``items``) and whether they are ``draining``."""
+        return self._json(_ops.get("/v1/pools"))
+
+    def drain_pool(self, name: str) -> Dict[str, Any]:
+        """Destroys a pool's idle sandboxes (admin)."""
+        return self._json(_ops.post(f"/v1/pools/{_core.seg(name)}/drain"))
+
+    def audit(self, *, tenant: Optional[str] = None, action: Optional[str] = None,
+              target: Optional[str] = None, since: Optional[str] = None, until: Optional[str] = None,
+              result: Optional[str] = None, order: Optional[str] = None, cursor: Optional[str] = None,
+              limit: int = 500) -> Iterator[Dict[str, Any]]:
+        """Yields the audit log's entries that match, a page at a time (an
+        admin key sees every tenant's)."""
+        while True:
+            d = self._json(_ops.get("/v1/audit", {
+                "tenant": tenant, "action": action, "target": target, "since": since, "until": until,
+                "result": result, "order": order, "cursor": cursor, "limit": limit}))
+            for entry in d.get("items") or []:
+                yield entry
+            cursor = d.get("next_cursor")
+            if not d.get("has_more") or not cursor:
+                return
+
+    def replay_trace(self, trace_id: str, target_sandbox: str, *,
+                     threshold: Optional[float] = None) -> Dict[str, Any]:
+        """Replays a sandbox's recorded browser actions into another sandbox."""
+        return self._json(_ops.post(f"/v1/traces/{_core.seg(trace_id)}/replay",
+                                          {"target_sandbox": target_sandbox, "threshold": threshold}))
+
+    # ---- tenants and API keys (admin) ------------------------------------
+
+    def create_tenant(self, name: str, **fields: Any) -> Dict[str, Any]:
+        """Creates a tenant; fields: weight, min_risk_level,
+        max_tool_risk_level, admin, quotas."""
+        return self._json(_ops.post("/v1/tenants", {"name": name, **fields}))
+
+    def list_tenants(self) -> List[Dict[str, Any]]:
+        return self._items(_ops.get("/v1/tenants"))
+
+    def get_tenant(self, name: str) -> Dict[str, Any]:
+        return self._json(_ops.get("/v1/tenants/" + _core.seg(name)))
+
+    def update_tenant(self, name: str, *, if_match: Optional[str] = None, **fields: Any) -> Dict[str, Any]:
+        """Changes the fields given (weight, quotas, …); with if_match only
+        if the tenant is still at that version."""
+        return self._json(_ops.send("PATCH", "/v1/tenants/" + _core.seg(name), fields, if_match))
+
+    def delete_tenant(self, name: str, *, if_match: Optional[str] = None) -> None:
+        self._call(_ops.send("DELETE", "/v1/tenants/" + _core.seg(name), None, if_match))
+
+    def create_api_key(self, tenant: str, *, description: Optional[str] = None,
+                       scopes: Optional[Iterable[str]] = None) -> Dict[str, Any]:
+        """Issues an API key for a tenant; its secret (``key``) is only in this answer."""
+        body = {"description": description, "scopes": list(scopes) if scopes is not None else None}
+        return self._json(_ops.post(f"/v1/tenants/{_core.seg(tenant)}/keys", body))
+
+    def list_api_keys(self, tenant: str) -> List[Dict[str, Any]]:
+        return self._items(_ops.get(f"/v1/tenants/{_core.seg(tenant)}/keys"))
+
+    def revoke_api_key(self, tenant: str, key_id: str) -> None:
+        self._call(_ops.send("DELETE", f"/v1/tenants/{_core.seg(tenant)}/keys/{_core.seg(key_id)}"))
 
     # ---- sandboxes -------------------------------------------------------
 
@@ -164,6 +247,12 @@ class Genesis:
 
     def get_sandbox(self, sandbox_id: str) -> "Sandbox":
         return Sandbox(self, self._call(_ops.get_sandbox(sandbox_id)))
+
+    def get_session(self, session_id: str) -> "Session":
+        return Session(self, self._json(_ops.get("/v1/sessions/" + _core.seg(session_id))))
+
+    def get_context(self, context_id: str) -> "CodeContext":
+        return CodeContext(self, self._json(_ops.get("/v1/contexts/" + _core.seg(context_id))))
 
     def list_sandboxes(self, *, states: Iterable[str] = (), profile: Optional[str] = None,
                        metadata: Optional[Mapping[str, str]] = None) -> List["Sandbox"]:
@@ -216,6 +305,9 @@ class Genesis:
     def get_lease(self, lease_id: str) -> "Lease":
         return Lease(self, self._call(_ops.get_lease(lease_id)))
 
+    def list_leases(self, *, state: Optional[str] = None) -> List["Lease"]:
+        return [Lease(self, d) for d in self._items(_ops.get("/v1/leases", {"state": state}))]
+
     def lease(self, profile: str, *, runtime: Optional[str] = None, risk_level: Optional[str] = None,
               ttl_seconds: Optional[int] = None, holder: Optional[str] = None,
               wait_seconds: Optional[int] = None, metadata: Optional[Mapping[str, str]] = None) -> "Lease":
@@ -249,6 +341,21 @@ class Genesis:
     def get_mcp_server(self, server_id: str) -> "McpServer":
         return McpServer(self, self._call(_ops.get_mcp_server(server_id)))
 
+    def mcp_catalog(self) -> List[Dict[str, Any]]:
+        """The MCP server catalog: the operator's entries and the tenant's."""
+        return self._items(_ops.get("/v1/mcp/catalog"))
+
+    def get_mcp_catalog_entry(self, name: str) -> Dict[str, Any]:
+        return self._json(_ops.get("/v1/mcp/catalog/" + _core.seg(name)))
+
+    def add_mcp_catalog_entry(self, name: str, command: Iterable[str], **fields: Any) -> Dict[str, Any]:
+        """Adds a tenant catalog entry; fields: description, profile, cwd,
+        env, transport, port, path, permissions, tools, pins."""
+        return self._json(_ops.post("/v1/mcp/catalog", {"name": name, "command": list(command), **fields}))
+
+    def delete_mcp_catalog_entry(self, name: str) -> None:
+        self._call(_ops.send("DELETE", "/v1/mcp/catalog/" + _core.seg(name)))
+
     # ---- skills ----------------------------------------------------------
 
     def push_skill(self, archive: Body, *, content_type: str = "application/gzip") -> Dict[str, Any]:
@@ -263,6 +370,17 @@ class Genesis:
     def get_skill(self, name: str) -> Dict[str, Any]:
         d: Dict[str, Any] = self._call(_ops.get_skill(name))
         return d
+
+    def skill_revisions(self, name: str) -> List[Dict[str, Any]]:
+        return self._items(_ops.get(f"/v1/skills/{_core.seg(name)}/revisions"))
+
+    def get_skill_revision(self, name: str, revision: int) -> Dict[str, Any]:
+        """A revision's manifest and file list."""
+        return self._json(_ops.get(f"/v1/skills/{_core.seg(name)}/revisions/{int(revision)}"))
+
+    def read_skill_file(self, name: str, path: str, *, revision: Optional[int] = None) -> bytes:
+        """One file of a skill (of its latest revision unless revision)."""
+        return b"".join([c for c in _stream(self, _ops.skill_file(name, path, revision), CHUNK)])
 
     def run_skill(self, name: str, script: str, **extra: Any) -> Dict[str, Any]:
         """Runs one of a skill's scripts in a sandbox of its own and returns
@@ -576,6 +694,180 @@ class Sandbox:
         d: Dict[str, Any] = self._c._call(_ops.apply_patch(self.id, patch, dry_run))
         return d
 
+    # ---- settings --------------------------------------------------------
+
+    def set_metadata(self, metadata: Mapping[str, str], *, if_match: Optional[str] = None) -> "Sandbox":
+        """Replaces the sandbox's metadata (with if_match only if it is still
+        at that version)."""
+        self.data = self._c._json(_ops.send("PATCH", "/v1/sandboxes/" + _core.seg(self.id),
+                                                  {"metadata": dict(metadata)}, if_match))
+        return self
+
+    def renew(self, ttl_seconds: Optional[int] = None) -> "Sandbox":
+        """Extends the sandbox's time to live."""
+        return self._action("renew", _core.compact({"ttl_seconds": ttl_seconds}))
+
+    def network(self) -> Dict[str, Any]:
+        """The sandbox's network policy (``mode``, ``allow``, …)."""
+        return self._c._json(_ops.get(_ops.sbx(self.id, "network")))
+
+    def set_network(self, mode: str, *, allow: Optional[Iterable[Mapping[str, Any]]] = None,
+                    endpoints: Optional[Iterable[str]] = None, tools: Optional[Iterable[str]] = None,
+                    if_match: Optional[str] = None) -> Dict[str, Any]:
+        """Replaces the network policy: none, allowlist (allow rules),
+        internal-api (endpoints) or tool-proxy (tools)."""
+        body = {"mode": mode, "allow": [dict(a) for a in allow] if allow is not None else None,
+                "endpoints": list(endpoints) if endpoints is not None else None,
+                "tools": list(tools) if tools is not None else None}
+        return self._c._json(_ops.send("PUT", _ops.sbx(self.id, "network"), body, if_match))
+
+    def network_events(self, *, cursor: Optional[str] = None, limit: Optional[int] = None) -> Dict[str, Any]:
+        """A page of the egress decisions (``items``, ``next_cursor``)."""
+        return self._c._json(_ops.get(_ops.sbx(self.id, "network/events"), {"cursor": cursor, "limit": limit}))
+
+    def jobs(self, *, state: Optional[str] = None, limit: Optional[int] = None) -> List["Job"]:
+        """The sandbox's jobs, newest first."""
+        items = self._c._items(_ops.get(_ops.sbx(self.id, "jobs"), {"state": state, "limit": limit}))
+        return [Job(self._c, j) for j in items]
+
+    # ---- more file operations -------------------------------------------
+
+    def stat(self, path: str) -> Dict[str, Any]:
+        """A file's type, size, mode and times."""
+        return self._c._json(_ops.get(_ops.sbx(self.id, "files/stat"), {"path": path}))
+
+    def mkdir(self, path: str, *, mode: Optional[str] = None, parents: Optional[bool] = None) -> Dict[str, Any]:
+        return self._c._json(_ops.post(_ops.sbx(self.id, "files/mkdir"),
+                                             {"path": path, "mode": mode, "parents": parents}))
+
+    def move(self, src: str, dst: str, *, overwrite: Optional[bool] = None) -> Dict[str, Any]:
+        return self._c._json(_ops.post(_ops.sbx(self.id, "files/move"),
+                                             {"from": src, "to": dst, "overwrite": overwrite}))
+
+    def delete_file(self, path: str, *, recursive: bool = False) -> None:
+        body = {"path": path, "recursive": recursive or None}
+        self._c._call(_ops.post(_ops.sbx(self.id, "files/delete"), body))
+
+    def chmod(self, path: str, mode: str) -> Dict[str, Any]:
+        return self._c._json(_ops.post(_ops.sbx(self.id, "files/chmod"), {"path": path, "mode": mode}))
+
+    def upload_files(self, files: Mapping[str, bytes], *, path: str = ".", mode: Optional[str] = None,
+                     overwrite: bool = True) -> List[Dict[str, Any]]:
+        """Writes several files at once (relative path → content) under the
+        directory path, all or nothing."""
+        body, ctype = _core.multipart(files)
+        d = self._c._json(_ops.upload_files(self.id, path, body, ctype, mode, overwrite))
+        return list(d.get("files") or [])
+
+    def extract(self, path: str, archive: Body, *, content_type: str = "application/gzip") -> Dict[str, Any]:
+        """Unpacks a tar (application/x-tar) or tar.gz archive, streamed, into
+        the directory path."""
+        return self._c._json(_ops.extract_archive(self.id, path, _iter_body(archive), content_type))
+
+    def iter_archive(self, path: str, *, chunk_size: int = CHUNK) -> Iterator[bytes]:
+        """Streams a directory as a tar archive."""
+        return _stream(self._c, _ops.read_archive(self.id, path), chunk_size)
+
+    def search(self, path: str = ".", *, glob: Optional[str] = None, content: Optional[str] = None,
+               **extra: Any) -> Dict[str, Any]:
+        """Finds files by name (glob) and/or content; extra: regex,
+        ignore_case, max_depth, max_results, timeout_ms."""
+        return self._c._json(_ops.post(_ops.sbx(self.id, "files/search"),
+                                             {"path": path, "glob": glob, "content": content, **extra}))
+
+    def replace(self, find: str, replace: str, *, paths: Optional[Iterable[str]] = None,
+                **extra: Any) -> Dict[str, Any]:
+        """Replaces text in files (paths, or path and glob); extra: regex,
+        ignore_case, dry_run, max_files."""
+        body = {"find": find, "replace": replace, "paths": list(paths) if paths is not None else None, **extra}
+        return self._c._json(_ops.post(_ops.sbx(self.id, "files/replace"), body))
+
+    def terminal(self, *, cols: Optional[int] = None, rows: Optional[int] = None, terminal: Optional[str] = None,
+                 takeover: bool = False, timeout: float = 30.0) -> "Terminal":
+        """Opens an interactive terminal over a WebSocket: a new one running
+        the sandbox user's shell, or with terminal (an id) an existing one.
+        ``read()`` output bytes, ``write()`` input, ``resize(cols, rows)``,
+        ``close()``; as a context manager it is closed on exit."""
+        params = {"cols": cols, "rows": rows, "terminal": terminal, "takeover": takeover or None}
+        headers = _core.build_headers(Request("GET", ""), self._c.api_key, self._c.act_as)
+        path = f"/v1/sandboxes/{_core.seg(self.id)}/terminal"
+        return Terminal.open(self._c.base_url, path, params, headers, timeout)
+
+    def terminal_ticket(self) -> Dict[str, Any]:
+        """A one-use ticket that opens a terminal without the API key."""
+        return self._c._json(_ops.post(_ops.sbx(self.id, "terminal/tickets")))
+
+    # ---- recordings, links and human help ---------------------------------
+
+    def start_recording(self, *, source: str = "display", fps: Optional[int] = None,
+                        segment_seconds: Optional[int] = None) -> Dict[str, Any]:
+        """Records the desktop's display (source "display") or the browser's
+        tab ("browser") as video segments kept as artifacts."""
+        return self._c._json(_ops.post(_ops.sbx(self.id, _rec(source)),
+                                             {"fps": fps, "segment_seconds": segment_seconds}))
+
+    def recording(self, *, source: str = "display") -> Dict[str, Any]:
+        return self._c._json(_ops.get(_ops.sbx(self.id, _rec(source))))
+
+    def stop_recording(self, *, source: str = "display") -> Dict[str, Any]:
+        """Stops the recording once its last segment is kept."""
+        return self._c._json(_ops.send("DELETE", _ops.sbx(self.id, _rec(source))))
+
+    def recording_segments(self, recording_id: Optional[str] = None) -> List[Dict[str, Any]]:
+        """The kept video segments (their ``video.segment`` trace events'
+        data: ``recording``, ``index``, ``artifact`` {id, size, sha256}, …);
+        read one with client.read_artifact(segment["artifact"]["id"])."""
+        out = []
+        for ev in self.trace():
+            data = ev.get("data") or {}
+            if ev.get("kind") == "video.segment" and recording_id in (None, data.get("recording")):
+                out.append(dict(data))
+        return out
+
+    def display_link(self, role: str = "observer", *, ttl_seconds: int = 3600) -> Dict[str, Any]:
+        """A link to the desktop's VNC stream and viewer page (role observer
+        or controller) that carries its own token."""
+        return self._c._json(_ops.post(_ops.sbx(self.id, "display/links"),
+                                             {"role": role, "ttl_seconds": ttl_seconds}))
+
+    def browser_link(self, *, ttl_seconds: Optional[int] = None) -> Dict[str, Any]:
+        """CDP and Playwright URLs of the sandbox's browser (``cdp_url``,
+        ``playwright_url``) that carry their own token."""
+        return self._c._json(_ops.post(_ops.sbx(self.id, "browser/links"), {"ttl_seconds": ttl_seconds}))
+
+    def request_human(self, reason: str) -> Dict[str, Any]:
+        """Asks a person to take over the desktop."""
+        return self._c._json(_ops.post(_ops.sbx(self.id, "control/requests"), {"reason": reason}))
+
+    def browser_downloads(self) -> List[Dict[str, Any]]:
+        return self._c._items(_ops.get(_ops.sbx(self.id, "browser/downloads")))
+
+    def keep_browser_downloads(self, names: Optional[Iterable[str]] = None) -> Dict[str, Any]:
+        """Keeps the browser's downloads (all, or those named) as artifacts."""
+        return self._c._json(_ops.post(_ops.sbx(self.id, "browser/downloads/keep"),
+                                             {"names": list(names) if names is not None else None}))
+
+    def save_browser_profile(self, name: Optional[str] = None) -> Dict[str, Any]:
+        """Keeps the browser's profile (cookies, storage) as an artifact."""
+        return self._c._json(_ops.post(_ops.sbx(self.id, "browser/profile/save"), {"name": name}))
+
+    def load_browser_profile(self, artifact_id: str) -> Dict[str, Any]:
+        return self._c._json(_ops.post(_ops.sbx(self.id, "browser/profile/load"),
+                                             {"artifact_id": artifact_id}))
+
+    def pause_trace(self, *, actor: Optional[str] = None) -> Dict[str, Any]:
+        """Holds the agent's next action until resume_trace or step_trace."""
+        return self._c._json(_ops.post(_ops.sbx(self.id, "trace/pause"), {"actor": actor}))
+
+    def resume_trace(self, *, actor: Optional[str] = None) -> Dict[str, Any]:
+        return self._c._json(_ops.post(_ops.sbx(self.id, "trace/resume"), {"actor": actor}))
+
+    def step_trace(self, *, actor: Optional[str] = None) -> Dict[str, Any]:
+        return self._c._json(_ops.post(_ops.sbx(self.id, "trace/step"), {"actor": actor}))
+
+    def abort_trace(self, *, actor: Optional[str] = None) -> Dict[str, Any]:
+        return self._c._json(_ops.post(_ops.sbx(self.id, "trace/abort"), {"actor": actor}))
+
 
 class Job:
     """A job: a background job, or any job's record and log."""
@@ -673,6 +965,12 @@ class Job:
 
 class _Transient(Exception):
     """A retryable answer of the log endpoint (429, 502-504)."""
+
+
+def _rec(source: str) -> str:
+    if source not in ("display", "browser"):
+        raise ValueError('source is "display" or "browser"')
+    return source + "/recording"
 
 
 class Session:
@@ -805,3 +1103,28 @@ class McpServer:
     def delete(self) -> None:
         """Stops the instance and forgets it; deleting a deleted one succeeds."""
         self._c._call(_ops.delete_mcp_server(self.id))
+
+    def pins(self) -> List[Dict[str, Any]]:
+        """The tools' pinned definitions and their state (pinned, changed, …)."""
+        return self._c._items(_ops.get(f"/v1/mcp/servers/{_core.seg(self.id)}/pins"))
+
+    def approve_pin(self, tool: str, hash: str) -> Dict[str, Any]:
+        """Accepts a changed tool definition (the hash it now has)."""
+        return self._c._json(_ops.post(f"/v1/mcp/servers/{_core.seg(self.id)}/pins/{_core.seg(tool)}/approve",
+                                             {"hash": hash}))
+
+    def approvals(self) -> List[Dict[str, Any]]:
+        """The tool calls waiting for a person's approval."""
+        return self._c._items(_ops.get(f"/v1/mcp/servers/{_core.seg(self.id)}/approvals"))
+
+    def decide_approval(self, approval_id: str, decision: str, args_digest: str, *,
+                        reason: Optional[str] = None) -> Dict[str, Any]:
+        """Approves or denies (decision) a waiting call whose arguments have args_digest."""
+        path = f"/v1/mcp/servers/{_core.seg(self.id)}/approvals/{_core.seg(approval_id)}"
+        return self._c._json(_ops.post(path, {"decision": decision, "args_digest": args_digest,
+                                                    "reason": reason}))
+
+    def calls(self, *, cursor: Optional[str] = None, limit: Optional[int] = None) -> Dict[str, Any]:
+        """A page of the instance's tool calls (``items``, ``next_cursor``)."""
+        return self._c._json(_ops.get(f"/v1/mcp/servers/{_core.seg(self.id)}/calls",
+                                            {"cursor": cursor, "limit": limit}))
