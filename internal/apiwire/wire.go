@@ -18,6 +18,7 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/files"
 	"genesis.dev/sandbox/internal/imagebuild"
+	"genesis.dev/sandbox/internal/imagestate"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/mcp"
 	"genesis.dev/sandbox/internal/mcp/servers"
@@ -67,7 +68,7 @@ func Profile(v control.ProfileView) api.Profile {
 
 // imageStatus is the wire status of an image (control.ImageStatus, which
 // the gRPC edge shares).
-func imageStatus(present bool, b *imagebuild.Progress) string { return control.ImageStatus(present, b) }
+func imageStatus(present bool, b *imagebuild.Progress) string { return imagestate.Status(present, b) }
 
 // ImageBuild converts *imagebuild.Progress to its wire form.
 func ImageBuild(b *imagebuild.Progress) *api.ImageBuild {

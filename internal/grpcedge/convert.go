@@ -14,6 +14,7 @@ import (
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/egress"
+	"genesis.dev/sandbox/internal/imagestate"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -94,7 +95,7 @@ func leasePB(l *sandbox.Lease) *sandboxv1.Lease {
 
 func profilePB(v control.ProfileView) *sandboxv1.Profile {
 	p := &sandboxv1.Profile{
-		Name: v.Name, Description: v.Description, Image: v.ImageRef, ImageStatus: control.ImageStatus(v.ImagePresent, v.ImageBuild),
+		Name: v.Name, Description: v.Description, Image: v.ImageRef, ImageStatus: imagestate.Status(v.ImagePresent, v.ImageBuild),
 		AllowedRuntimes: runtimeNames(v.AllowedRuntimes), UsableRuntimes: runtimeNames(v.UsableRuntimes),
 		DefaultResources: resourcesPB(v.Resources), Network: string(v.Network.Mode), User: v.User, ReadOnlyRoot: v.ReadOnlyRoot,
 		FileRoots: v.Roots(), Versions: v.Versions, LeaseDefaultTtlSeconds: v.LeaseDefaultTTL, LeaseMaxTtlSeconds: v.LeaseMaxTTL,
