@@ -144,7 +144,7 @@ func (s *Server) runDirect(ctx context.Context, j *job) (agentproto.ExecResult, 
 		}
 	})
 	start := time.Now()
-	pid, done, err := s.sup.start(j.argv0, j.argv, attr, false)
+	pid, done, err := s.sup.start(j.argv0, j.argv, attr, false, workloadOOMScoreAdj)
 	if err != nil {
 		if errors.Is(err, errdefs.ErrUnavailable) {
 			return agentproto.ExecResult{}, err

@@ -407,17 +407,104 @@ func measureExecTrue(tb testing.TB, c *agentclient.Client, n int) time.Duration 
 	return d[len(d)/2]
 }
 
+// TestOOMInContainer runs a job out of its container's memory and checks
+// that the kernel's OOM killer takes the job, not the agent: every process
+// the agent starts has a higher oom_score_adj than the agent (oomadj.go).
+// The job keeps writers alive after the first kill (the shell holding the
+// substitution dies first, then head and tr keep allocating pipe and page
+// memory), which under load used to make a second kill pick PID 1.
 func TestOOMInContainer(t *testing.T) {
-	t.Parallel()
-	if !slices.Contains(runtimesUnderTest(t), "runc") {
-		t.Skip("docker runtime runc not configured")
+	for _, rt := range []string{"runc", "runsc"} {
+		t.Run(rt, func(t *testing.T) {
+			t.Parallel()
+			if !slices.Contains(runtimesUnderTest(t), rt) {
+				t.Skipf("docker runtime %s not configured", rt)
+			}
+			testOOMInContainer(t, rt)
+		})
 	}
-	c := startContainer(t, "runc", "--memory", "64m", "--memory-swap", "64m")
+}
+
+func testOOMInContainer(t *testing.T, rt string) {
+	c := startContainer(t, rt, "--memory", "64m", "--memory-swap", "64m")
+	ctx := context.Background()
+
+	// The priorities: a command the agent starts directly and one a shim
+	// starts are at 1000, the shim at 500, the agent at the container's
+	// value (0). The agent is raised while it forks, so its value is read
+	// from outside until it is back.
+	res := execOK(t, c.client, agentproto.ExecRequest{Script: "cat /proc/self/oom_score_adj"})
+	if got := strings.TrimSpace(string(res.Stdout)); got != "1000" {
+		t.Errorf("oom_score_adj of an exec = %q, want 1000; stderr %q", got, res.Stderr)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got, err := dockerCmd(30*time.Second, nil, "exec", c.id, "cat", "/proc/1/oom_score_adj")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == "0" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("oom_score_adj of the agent = %q, want 0", got)
+		}
+	}
+	// A background job runs under a shim; it stays up while the shim's
+	// value is read (the shim is raised while it forks the command).
+	if _, err := c.client.StartJob(ctx, agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{JobID: "job_adj",
+		Script: "echo $(cat /proc/self/oom_score_adj) $PPID >/tmp/adj.part && mv /tmp/adj.part /tmp/adj && exec sleep 60"}}); err != nil {
+		t.Fatal(err)
+	}
+	var job []string
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if len(job) == 0 {
+			res = execOK(t, c.client, agentproto.ExecRequest{Script: "cat /tmp/adj 2>/dev/null; true"})
+			job = strings.Fields(string(res.Stdout))
+		}
+		var shimAdj string
+		if len(job) == 2 {
+			res = execOK(t, c.client, agentproto.ExecRequest{Command: []string{"cat", "/proc/" + job[1] + "/oom_score_adj"}})
+			shimAdj = strings.TrimSpace(string(res.Stdout))
+			if job[0] == "1000" && shimAdj == "500" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("oom_score_adj of a shim's command and its pid %q, of the shim %q; want 1000 and 500", job, shimAdj)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := c.client.CancelJob(ctx, "job_adj", 0); err != nil {
+		t.Fatal(err)
+	}
+
+	if rt != "runc" {
+		// gVisor keeps the values but has no OOM killer of its own: the
+		// host cgroup's limit covers the sentry, whose kernel processes the
+		// host kills, so any out-of-memory job ends the whole sandbox
+		// (docs/security.md). Nothing in the sandbox can change that.
+		return
+	}
+
 	// The shell holds the whole substitution in memory and is the biggest
-	// process in the cgroup, so the kernel's OOM killer picks it.
-	res := execOK(t, c.client, agentproto.ExecRequest{Script: `x=$(head -c 400000000 /dev/zero | tr '\0' a); echo survived`})
+	// process in the cgroup, so the kernel's OOM killer picks it first.
+	res = execOK(t, c.client, agentproto.ExecRequest{Script: `x=$(head -c 400000000 /dev/zero | tr '\0' a); echo survived`})
 	if res.ExitReason != "oom" || res.Signal != "SIGKILL" {
-		t.Fatalf("result %s signal %q code %d stdout %q stderr %q, want oom", res.ExitReason, res.Signal, res.ExitCode, res.Stdout, res.Stderr)
+		t.Errorf("result %s signal %q code %d stdout %q stderr %q, want oom", res.ExitReason, res.Signal, res.ExitCode, res.Stdout, res.Stderr)
+	}
+
+	// The agent survived: the same PID 1 answers a new exec.
+	p, err := c.client.Ping(ctx)
+	if err != nil {
+		t.Fatalf("the agent does not answer after the out-of-memory exec: %v", err)
+	}
+	if p.PID != 1 {
+		t.Errorf("ping after the out-of-memory exec: pid %d, want 1", p.PID)
+	}
+	res = execOK(t, c.client, agentproto.ExecRequest{Script: "echo alive"})
+	if string(res.Stdout) != "alive\n" || res.ExitCode != 0 {
+		t.Errorf("exec after the out-of-memory exec: %+v", res)
 	}
 	// A SIGKILL without memory pressure stays a plain signal.
 	res = execOK(t, c.client, agentproto.ExecRequest{Script: "kill -KILL $$"})

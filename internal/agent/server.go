@@ -202,8 +202,18 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 // process groups. On the way out it terminates every job (SIGTERM, then
 // SIGKILL after ShutdownGrace), removes the socket and returns.
 func (s *Server) Run(ctx context.Context) error {
-	// First of all: the workload runs as the agent's user, and must not
-	// attach to it or read its memory or environment.
+	// The agent's oom_score_adj is writable only while the process is
+	// dumpable (its /proc files then belong to its user): the file is
+	// opened first and kept.
+	adj, err := openOOMScoreAdj(oomScoreAdjPath, func(err error) {
+		s.log.Warn("out-of-memory priority of a child", "err", err)
+	})
+	if err != nil {
+		s.log.Warn("children start with the agent's out-of-memory priority: an out-of-memory workload may kill the agent", "err", err)
+	}
+	defer adj.close()
+	// Then, before anything else: the workload runs as the agent's user,
+	// and must not attach to it or read its memory or environment.
 	if err := makeUndumpable(); err != nil {
 		return err
 	}
@@ -230,6 +240,7 @@ func (s *Server) Run(ctx context.Context) error {
 	defer signal.Stop(sigs)
 
 	s.sup = newSupervisor(s.log)
+	s.sup.adj = adj
 	s.initDirect(s.sup.run())
 	defer s.sup.shutdown()
 	s.refillSpare()

@@ -150,6 +150,9 @@ func RunShim(args []string) int {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		sh.warnSubreaper = err
 	}
+	sh.adj, sh.warnAdj = openOOMScoreAdj(oomScoreAdjPath, func(err error) {
+		sh.report("warn out-of-memory priority of the command: %v", err)
+	})
 	signal.Notify(sh.chld, syscall.SIGCHLD)
 	signal.Notify(sh.fwd, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	for {
@@ -259,6 +262,10 @@ type shim struct {
 	chld          chan os.Signal
 	fwd           chan os.Signal
 	warnSubreaper error // why the shim is not a subreaper, if it is not
+	// adj raises the shim's oom_score_adj (shimOOMScoreAdj, from the
+	// agent) to workloadOOMScoreAdj around a command's start (oomadj.go).
+	adj     *oomScoreAdj
+	warnAdj error // why adj is nil, if it is
 
 	// The current job.
 	main       int
@@ -288,6 +295,9 @@ func (sh *shim) run(spec shimSpec, stdio [3]int) bool {
 	if sh.warnSubreaper != nil {
 		sh.report("warn cannot become a child subreaper (%v): escaped descendants cannot be tracked", sh.warnSubreaper)
 	}
+	if sh.warnAdj != nil {
+		sh.report("warn the command starts with the shim's out-of-memory priority: %v", sh.warnAdj)
+	}
 	sh.main, sh.mainDone, sh.mainStatus = 0, false, 0
 	drainSignals(sh.chld) // the last job's; a signal to an idle shim is not this job's
 	drainSignals(sh.fwd)
@@ -299,11 +309,13 @@ func (sh *shim) run(spec shimSpec, stdio [3]int) bool {
 	if spec.TTY {
 		sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	}
-	pid, err := syscall.ForkExec(spec.Path, spec.Argv, &syscall.ProcAttr{
-		Dir:   spec.Dir,
-		Env:   spec.Env,
-		Files: []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2])},
-		Sys:   sys,
+	pid, err := sh.adj.fork(workloadOOMScoreAdj, func() (int, error) {
+		return syscall.ForkExec(spec.Path, spec.Argv, &syscall.ProcAttr{
+			Dir:   spec.Dir,
+			Env:   spec.Env,
+			Files: []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2])},
+			Sys:   sys,
+		})
 	})
 	if err != nil {
 		code := 126

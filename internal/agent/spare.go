@@ -84,7 +84,7 @@ func (s *Server) startSpare() (sp *spareShim, err error) {
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	}
 	// Quiet until it is handed a job: an idle shim gets no forwarded signal.
-	pid, done, err := s.sup.start(s.shimPath, shimArgs(), attr, true)
+	pid, done, err := s.sup.start(s.shimPath, shimArgs(), attr, true, shimOOMScoreAdj)
 	if err != nil {
 		if errors.Is(err, errdefs.ErrUnavailable) {
 			return nil, err

@@ -38,8 +38,11 @@ type supervisor struct {
 	closed bool
 
 	sigchld chan os.Signal
-	stop    chan struct{}
-	done    chan struct{}
+	// adj raises the agent's oom_score_adj around each start (oomadj.go);
+	// nil if the file is unusable.
+	adj  *oomScoreAdj
+	stop chan struct{}
+	done chan struct{}
 }
 
 func newSupervisor(log *slog.Logger) *supervisor {
@@ -140,14 +143,15 @@ func (s *supervisor) reapAll() {
 // start forks and execs argv0 with attr and registers the child atomically
 // with respect to the reaper. The returned channel receives its exit status.
 // A quiet child runs no job until setQuiet says it does (see signalJobs).
-func (s *supervisor) start(argv0 string, argv []string, attr *syscall.ProcAttr, quiet bool) (int, <-chan exitInfo, error) {
+// The child starts with oom_score_adj oomAdj if that is above the agent's.
+func (s *supervisor) start(argv0 string, argv []string, attr *syscall.ProcAttr, quiet bool, oomAdj int) (int, <-chan exitInfo, error) {
 	ch := make(chan exitInfo, 1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return 0, nil, fmt.Errorf("agent is shutting down: %w", errdefs.ErrUnavailable)
 	}
-	pid, err := syscall.ForkExec(argv0, argv, attr)
+	pid, err := s.adj.fork(oomAdj, func() (int, error) { return syscall.ForkExec(argv0, argv, attr) })
 	if err != nil {
 		return 0, nil, err
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -498,6 +499,17 @@ func testJobExitReasons(t *testing.T, e *env, svc *service) {
 		}
 
 		t.Logf("exit reasons under %s: %v", rt, reasons)
+		if rt == "runc" {
+			// The OOM killer took the job, not the sandbox's agent: the
+			// sandbox still runs commands. (Under gVisor the host kills
+			// the whole sandbox: docs/security.md.)
+			ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+			res, err := svc.client().Exec(ctx, sbOOM.ID, client.ExecRequest{Script: "echo alive"})
+			cancel()
+			if err != nil || res.Stdout != "alive\n" || res.ExitCode != 0 {
+				t.Errorf("exec after the out-of-memory job: %+v, %v", res, err)
+			}
+		}
 		seen := map[string]string{}
 		for name, r := range reasons {
 			if rt != "runc" && name == "oom" && r != "oom" {

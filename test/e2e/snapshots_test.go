@@ -129,6 +129,11 @@ func TestHibernateWake(t *testing.T) {
 				t.Errorf("the trace lacks the hibernation or the wake: %v", kinds)
 			}
 			if rt == "runsc" {
+				// The restored agent still starts commands above itself for
+				// the OOM killer (internal/agent/oomadj.go).
+				if v := execOK(t, c, st.sandboxID, "cat /proc/self/oom_score_adj").Stdout; v != "1000\n" {
+					t.Errorf("oom_score_adj of an exec after the wake: %q, want 1000", v)
+				}
 				if v := runValue(t, c, st.contextID, "x + 1"); v != "42" {
 					t.Errorf("x + 1 = %s after the wake", v)
 				}
