@@ -74,6 +74,11 @@ COVERED: Dict[str, str] = {
     "pushSkill": "Genesis.push_skill", "listSkills": "Genesis.list_skills", "getSkill": "Genesis.get_skill",
     "listSkillRevisions": "Genesis.skill_revisions", "getSkillRevision": "Genesis.get_skill_revision",
     "getSkillFile": "Genesis.read_skill_file", "runSkill": "Genesis.run_skill",
+    "createVolume": "Genesis.create_volume", "listVolumes": "Genesis.list_volumes",
+    "getVolume": "Genesis.get_volume", "deleteVolume": "Genesis.delete_volume",
+    "writeVolumeFile": "Genesis.write_volume_file", "readVolumeFile": "Genesis.iter_volume_file",
+    "statVolumeFile": "Genesis.stat_volume_file", "listVolumeFiles": "Genesis.list_volume_files",
+    "deleteVolumeFile": "Genesis.delete_volume_file",
 }
 
 # Operations the SDK does not wrap, by operationId or "METHOD path" prefix, and why.

@@ -223,3 +223,23 @@ def test_only_idempotent_calls_are_retried() -> None:
     assert not any(r.idempotent for r in never)
     with pytest.raises(ValueError):
         _ops.create_mcp_server(None, None, {})
+
+
+def test_volume_mounts_and_errors() -> None:
+    from genesis_sandbox import VolumeBusy, VolumeInUse
+    from genesis_sandbox._ops import acquire_lease, create_sandbox, volume_mounts
+    assert volume_mounts(None) is None and volume_mounts([]) is None
+    assert volume_mounts(["a:/mnt/a", "b:/mnt/b:ro", {"volume": "c", "path": "/mnt/c", "read_only": None}]) == [
+        {"volume": "a", "path": "/mnt/a"}, {"volume": "b", "path": "/mnt/b", "read_only": True},
+        {"volume": "c", "path": "/mnt/c"}]
+    for bad in ("a", ":/mnt/a", "a:", "a:/mnt/a:rw", "a:/mnt/a:ro:x"):
+        with pytest.raises(ValueError):
+            volume_mounts([bad])
+    r = create_sandbox("p", None, None, None, None, None, {}, None, ["v:/mnt/v"])
+    assert r.json == {"profile": "p", "volumes": [{"volume": "v", "path": "/mnt/v"}]}
+    r = acquire_lease("p", None, None, None, None, None, None, ["v:/mnt/v:ro"])
+    assert r.json == {"profile": "p", "volumes": [{"volume": "v", "path": "/mnt/v", "read_only": True}]}
+    assert "volumes" not in (create_sandbox("p", None, None, None, None, None, {}, None).json or {})
+    u = errors.from_response(409, {}, b'{"status":409,"code":"volume_in_use"}')
+    b = errors.from_response(409, {}, b'{"status":409,"code":"volume_busy"}')
+    assert isinstance(u, VolumeInUse) and isinstance(b, VolumeBusy) and isinstance(u, errors.Conflict)

@@ -33,6 +33,8 @@ from .errors import (
     ServiceUnavailable,
     StreamError,
     Unauthorized,
+    VolumeBusy,
+    VolumeInUse,
 )
 from .types import BrowserResult, CodeResult, ComputerResult, ExecResult, FileWritten, LogEvent, Snapshot
 
@@ -47,5 +49,5 @@ __all__ = [
     "ExecResult", "FileWritten", "Forbidden", "Genesis", "GenesisError", "Job", "Lease", "LogEvent",
     "McpServer", "NotFound", "PatchConflict", "PayloadTooLarge", "PreconditionFailed", "QuotaExceeded", "RangeNotSatisfiable",
     "RateLimited", "RuntimeUnavailable", "Sandbox", "ServiceUnavailable", "Session", "Snapshot", "StreamError",
-    "Unauthorized",
+    "Unauthorized", "VolumeBusy", "VolumeInUse",
 ]

@@ -256,12 +256,15 @@ class AsyncGenesis:
         env: Optional[Mapping[str, str]] = None,
         metadata: Optional[Mapping[str, str]] = None,
         idempotency_key: Optional[str] = None,
+        volumes: Optional[Iterable[_ops.VolumeMount]] = None,
         **extra: Any,
     ) -> "Sandbox":
-        """Creates a sandbox (POST /v1/sandboxes). Further keyword arguments
+        """Creates a sandbox (POST /v1/sandboxes). ``volumes`` mounts named
+        volumes: ``{"volume": "cache", "path": "/mnt/cache", "read_only":
+        True}`` or ``"cache:/mnt/cache:ro"``. Further keyword arguments
         (resources, network, wait_seconds, …) go into the body as given."""
         d = await self._call(_ops.create_sandbox(profile, runtime, risk_level, ttl_seconds, env, metadata, extra,
-                                           idempotency_key))
+                                           idempotency_key, volumes))
         return Sandbox(self, d)
 
     def sandbox(self, profile: str, **kwargs: Any) -> "_Pending[Sandbox]":
@@ -334,11 +337,14 @@ class AsyncGenesis:
 
     def lease(self, profile: str, *, runtime: Optional[str] = None, risk_level: Optional[str] = None,
               ttl_seconds: Optional[int] = None, holder: Optional[str] = None,
-              wait_seconds: Optional[int] = None, metadata: Optional[Mapping[str, str]] = None) -> "_Pending[Lease]":
-        """Acquires a lease on a sandbox (warm from a pool when one is idle);
-        as a context manager it is released when the block ends."""
+              wait_seconds: Optional[int] = None, metadata: Optional[Mapping[str, str]] = None,
+              volumes: Optional[Iterable[_ops.VolumeMount]] = None) -> "_Pending[Lease]":
+        """Acquires a lease on a sandbox (warm from a pool when one is idle;
+        with ``volumes`` always a new one, destroyed on release); as a
+        context manager it is released when the block ends."""
         async def make() -> Lease:
-            req = _ops.acquire_lease(profile, runtime, risk_level, ttl_seconds, holder, wait_seconds, metadata)
+            req = _ops.acquire_lease(profile, runtime, risk_level, ttl_seconds, holder, wait_seconds, metadata,
+                                     volumes)
             d = await self._call(req)
             return Lease(self, d)
 
@@ -409,6 +415,66 @@ class AsyncGenesis:
         args, stdin, files, timeout_ms."""
         d: Dict[str, Any] = await self._call(_ops.run_skill(name, script, extra))
         return d
+
+    # ---- volumes ---------------------------------------------------------
+
+    async def create_volume(self, name: str, size_mb: int) -> Dict[str, Any]:
+        """Creates a named volume of at most size_mb MiB (a hard limit)."""
+        return await self._json(_ops.create_volume(name, size_mb))
+
+    async def list_volumes(self) -> List[Dict[str, Any]]:
+        """The tenant's volumes, by name."""
+        return await self._items(_ops.get("/v1/volumes"))
+
+    async def get_volume(self, name: str) -> Dict[str, Any]:
+        """One volume, with the sandboxes that hold it now (``mounts``)."""
+        return await self._json(_ops.get(_ops.vol(name)))
+
+    async def delete_volume(self, name: str) -> None:
+        """Deletes a volume and its data; a mounted one is 409
+        ``volume_in_use`` (VolumeInUse), a missing one succeeds."""
+        await self._call(_ops.delete_volume(name))
+
+    async def write_volume_file(self, name: str, path: str, data: Body, *, size: Optional[int] = None,
+                                mode: Optional[str] = None, overwrite: bool = True) -> FileWritten:
+        """Uploads data as the file path of the volume (parents are made).
+        A file object or an iterator of bytes is streamed; past the volume's
+        size it is 413 ``volume_full`` and no partial file is left."""
+        if isinstance(data, (bytes, bytearray)) and size is None:
+            size = len(data)
+        req = _ops.write_volume_file(name, path, _iter_body(data), size, mode, overwrite)
+        return FileWritten.from_json(await self._call(req))
+
+    def iter_volume_file(self, name: str, path: str, *, offset: int = 0, length: Optional[int] = None,
+                         chunk_size: int = CHUNK) -> AsyncIterator[bytes]:
+        """Streams the file path of the volume (or length bytes from offset)."""
+        return _stream(self, _ops.read_volume_file(name, path, offset, length), chunk_size)
+
+    async def read_volume_file(self, name: str, path: str, *, offset: int = 0,
+                               length: Optional[int] = None) -> bytes:
+        """The content of the file path of the volume, or length bytes from offset."""
+        return b"".join([c async for c in self.iter_volume_file(name, path, offset=offset, length=length)])
+
+    async def download_volume_file(self, name: str, path: str, dest: BinaryIO, *, offset: int = 0,
+                                   length: Optional[int] = None) -> int:
+        """Streams the file path of the volume into dest; returns the bytes written."""
+        n = 0
+        async for chunk in self.iter_volume_file(name, path, offset=offset, length=length):
+            dest.write(chunk)
+            n += len(chunk)
+        return n
+
+    async def stat_volume_file(self, name: str, path: str = "") -> Dict[str, Any]:
+        """A file of the volume: type, size, mode and times."""
+        return await self._json(_ops.get(_ops.vol(name, "files/stat"), {"path": path}))
+
+    async def list_volume_files(self, name: str, path: str = "", *, limit: Optional[int] = None) -> Dict[str, Any]:
+        """One directory level of the volume: ``{path, entries, truncated}``."""
+        return await self._json(_ops.get(_ops.vol(name, "files/list"), {"path": path, "limit": limit}))
+
+    async def delete_volume_file(self, name: str, path: str, *, recursive: bool = False) -> None:
+        """Deletes a file, or a directory (with content only when recursive)."""
+        await self._call(_ops.post(_ops.vol(name, "files/delete"), {"path": path, "recursive": recursive or None}))
 
 
 class Sandbox:

@@ -2,10 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, Mapping, Optional, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
 from urllib.parse import quote
 
 from ._core import MCP_PROTOCOL, Request, call_timeout, compact, exec_body, range_header, seg
+
+# A volume mount: {"volume": name, "path": "/mnt/x", "read_only": bool}, or
+# the same as the CLI's "name:/mnt/x" or "name:/mnt/x:ro".
+VolumeMount = Union[str, Mapping[str, Any]]
+
+
+def volume_mounts(volumes: Optional[Iterable[VolumeMount]]) -> Optional[List[Dict[str, Any]]]:
+    """The ``volumes`` of a create or lease body (None when there are none)."""
+    if volumes is None:
+        return None
+    out: List[Dict[str, Any]] = []
+    for v in volumes:
+        if isinstance(v, str):
+            parts = v.split(":")
+            if len(parts) not in (2, 3) or not parts[0] or not parts[1] or (len(parts) == 3 and parts[2] != "ro"):
+                raise ValueError(f"volume mount {v!r}: want NAME:/PATH or NAME:/PATH:ro")
+            m: Dict[str, Any] = {"volume": parts[0], "path": parts[1]}
+            if len(parts) == 3:
+                m["read_only"] = True
+            out.append(m)
+        else:
+            out.append(compact(dict(v)))
+    return out or None
 
 
 def create_sandbox(
@@ -17,10 +40,12 @@ def create_sandbox(
     metadata: Optional[Mapping[str, str]],
     extra: Mapping[str, Any],
     idempotency_key: Optional[str],
+    volumes: Optional[Iterable[VolumeMount]] = None,
 ) -> Request:
     body = compact({"profile": profile, "runtime": runtime, "risk_level": risk_level,
                     "ttl_seconds": ttl_seconds, "env": dict(env) if env else None,
-                    "metadata": dict(metadata) if metadata else None})
+                    "metadata": dict(metadata) if metadata else None,
+                    "volumes": volume_mounts(volumes)})
     body.update(compact(extra))
     r = Request("POST", "/v1/sandboxes", json=body)
     if idempotency_key:
@@ -168,10 +193,11 @@ def list_files(sid: str, path: str) -> Request:
 
 
 def acquire_lease(profile: str, runtime: Optional[str], risk_level: Optional[str], ttl_seconds: Optional[int],
-                  holder: Optional[str], wait_seconds: Optional[int], metadata: Optional[Mapping[str, str]]) -> Request:
+                  holder: Optional[str], wait_seconds: Optional[int], metadata: Optional[Mapping[str, str]],
+                  volumes: Optional[Iterable[VolumeMount]] = None) -> Request:
     body = compact({"profile": profile, "runtime": runtime, "risk_level": risk_level, "ttl_seconds": ttl_seconds,
                     "holder": holder, "wait_seconds": wait_seconds,
-                    "metadata": dict(metadata) if metadata else None})
+                    "metadata": dict(metadata) if metadata else None, "volumes": volume_mounts(volumes)})
     return Request("POST", "/v1/leases", json=body)
 
 
@@ -407,4 +433,40 @@ def skill_file(name: str, path: str, revision: Optional[int]) -> Request:
     r = Request("GET", f"/v1/skills/{seg(name)}/files/{quote(path.lstrip('/'), safe='/')}", params=params,
                 idempotent=True)
     r.headers["Accept"] = "*/*"
+    return r
+
+
+# ---- volumes ---------------------------------------------------------------
+
+def vol(name: str, rest: str = "") -> str:
+    return "/v1/volumes/" + seg(name) + (("/" + rest) if rest else "")
+
+
+def create_volume(name: str, size_mb: int) -> Request:
+    return Request("POST", "/v1/volumes", json={"name": name, "size_mb": size_mb})
+
+
+def delete_volume(name: str) -> Request:
+    # Documented idempotent: deleting a missing volume is 204 too.
+    return Request("DELETE", vol(name), idempotent=True)
+
+
+def write_volume_file(name: str, path: str, content: Any, size: Optional[int], mode: Optional[str],
+                      overwrite: bool) -> Request:
+    params = [("path", path)]
+    if mode:
+        params.append(("mode", mode))
+    if not overwrite:
+        params.append(("overwrite", "false"))
+    r = Request("PUT", vol(name, "files"), params=params, content=content)
+    if size is not None and size >= 0:
+        r.headers["Content-Length"] = str(size)
+    return r
+
+
+def read_volume_file(name: str, path: str, offset: int, length: Optional[int]) -> Request:
+    r = Request("GET", vol(name, "files"), params=[("path", path)], idempotent=True)
+    r.headers["Accept"] = "*/*"
+    if offset or length is not None:
+        r.headers["Range"] = range_header(offset, length)
     return r

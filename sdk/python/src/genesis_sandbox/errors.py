@@ -102,6 +102,16 @@ class PatchConflict(Conflict):
     """409 ``patch_conflict``: a hunk did not apply; nothing changed."""
 
 
+class VolumeInUse(Conflict):
+    """409 ``volume_in_use``: a sandbox mounts the volume; delete it after
+    that sandbox ends."""
+
+
+class VolumeBusy(Conflict):
+    """409 ``volume_busy``: the volume has a writer (a sandbox holds it
+    writable), so another mount, an upload or a delete through the API waits."""
+
+
 class StreamError(Exception):
     """A log stream could not be read to its end (a protocol error, or the
     connection kept failing and resuming was not asked for)."""
@@ -117,6 +127,8 @@ _BY_CODE: Dict[str, Type[GenesisError]] = {
     "unauthorized": Unauthorized,
     "control_held": ControlHeld,
     "patch_conflict": PatchConflict,
+    "volume_in_use": VolumeInUse,
+    "volume_busy": VolumeBusy,
 }
 
 _BY_STATUS: Dict[int, Type[GenesisError]] = {
