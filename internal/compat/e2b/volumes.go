@@ -173,3 +173,23 @@ func (a *Adapter) mountsOf(ctx context.Context, tenant, id string) ([]volumeMoun
 	}
 	return out, nil
 }
+
+// volumeContentRoute answers every call of E2B's volume content API 501.
+// The SDK calls it with the per-volume token create and get answered,
+// which is empty, so it sends no credential: such a call is answered at
+// once and says nothing of any volume. A call with an API key is
+// authenticated first (and so audited as its caller's).
+func (a *Adapter) volumeContentRoute(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("X-API-KEY") != "" || r.Header.Get("Authorization") != "" {
+		a.apiKey(a.volumeContent)(w, r)
+		return
+	}
+	a.volumeContent(w, r)
+}
+
+// volumeContent is the 501 of E2B's volume content API: a volume's files
+// go through a sandbox that mounts it or /v1/volumes/{name}/files.
+func (a *Adapter) volumeContent(w http.ResponseWriter, r *http.Request) {
+	a.writeError(w, r, errdefs.WithCode("not_supported", errdefs.Mark(fmt.Errorf(
+		"E2B's volume content API is not served here: read and write a volume's files in a sandbox that mounts it, or through /v1/volumes/{name}/files"), errdefs.ErrNotImplemented)))
+}
