@@ -366,6 +366,25 @@ type Capabilities struct {
 	CheckedAt  time.Time           `json:"checked_at"`
 	// Network says which network modes this host can enforce now.
 	Network NetworkCapabilities `json:"network"`
+	// Volumes says whether named volumes can be made here, where they
+	// may be mounted and how large they may be.
+	Volumes VolumesCapability `json:"volumes"`
+}
+
+// VolumesCapability is the named volumes part of GET /v1/capabilities.
+type VolumesCapability struct {
+	// Supported: volumes can be made on this host now; Reason says why
+	// not otherwise (no loop devices, not root, another backend).
+	Supported bool   `json:"supported"`
+	Reason    string `json:"reason,omitempty"`
+	// Roots are the container paths strictly below which a volume may be
+	// mounted (a profile's volume_roots may narrow them).
+	Roots []string `json:"roots"`
+	// MaxSizeMB bounds one volume; MaxMBPerTenant the summed size of a
+	// tenant's volumes; MaxPerTenant their number (0: no bound).
+	MaxSizeMB      int64 `json:"max_size_mb,omitempty"`
+	MaxMBPerTenant int64 `json:"max_mb_per_tenant,omitempty"`
+	MaxPerTenant   int   `json:"max_per_tenant,omitempty"`
 }
 
 // Health is the body of /healthz and /readyz.

@@ -18,6 +18,7 @@ import { notFoundView } from './views/misc.js';
 import { desktopsView } from './views/desktops.js';
 import { tracesView, traceView } from './views/traces.js';
 import { snapshotsView } from './views/snapshots.js';
+import { volumesView } from './views/volumes.js';
 
 const routes = [
   [/^\/sandboxes$/, sandboxesView, 'sandboxes'],
@@ -28,6 +29,7 @@ const routes = [
   [/^\/sandboxes\/([^/]+)\/terminal$/, terminalView, 'sandboxes'],
   [/^\/jobs\/([^/]+)$/, jobView, 'sandboxes'],
   [/^\/snapshots$/, snapshotsView, 'snapshots'],
+  [/^\/volumes$/, volumesView, 'volumes'],
   [/^\/leases$/, leasesView, 'leases'],
   [/^\/pools$/, poolsView, 'pools'],
   [/^\/tenants$/, tenantsView, 'tenants'],
@@ -39,7 +41,7 @@ const routes = [
 ];
 
 const nav = [
-  ['sandboxes', 'Sandboxes'], ['snapshots', 'Snapshots'], ['leases', 'Leases'], ['pools', 'Pools'], ['tenants', 'Tenants', true],
+  ['sandboxes', 'Sandboxes'], ['snapshots', 'Snapshots'], ['volumes', 'Volumes'], ['leases', 'Leases'], ['pools', 'Pools'], ['tenants', 'Tenants', true],
   ['audit', 'Audit log'], ['system', 'System'], ['desktop', 'Desktops'], ['traces', 'Traces'],
 ];
 

@@ -9,6 +9,7 @@ import { imageProgress } from '../src/views/system.js';
 import { exitSummary, lifetime, newestFirst, jobWhat } from '../src/dom.js';
 import { summary } from '../src/player/player.js';
 import { holds, restoredText, suspensionText, sessionsText, madeText, wokenText, setFlash, takeFlash } from '../src/views/snapshots.js';
+import { fmtMB, holdersText } from '../src/views/volumes.js';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -196,4 +197,16 @@ test('diffLines classifies a git diff: headers, hunks, added and removed lines, 
   assert.deepEqual(diffLines(d).map((l) => l.cls), ['meta', 'meta', 'meta', 'hunk', 'context', 'del', 'add', 'note']);
   assert.equal(diffLines(d)[2].text, '+++ b/x'); // a header, not an added line
   assert.deepEqual(diffLines(''), []);
+});
+
+test('volumes: sizes in MiB and GiB, and who holds a volume', () => {
+  assert.equal(fmtMB(512), '512 MiB');
+  assert.equal(fmtMB(2048), '2 GiB');
+  assert.equal(fmtMB(1536), '1.5 GiB');
+  assert.equal(fmtMB(0), '–');
+  assert.equal(holdersText({ mounts: [] }), 'not mounted');
+  assert.equal(holdersText({}), 'not mounted');
+  assert.equal(holdersText({ mounts: [{ sandbox_id: 'sb_a', path: '/mnt/data', read_only: false }] }), 'written by sb_a at /mnt/data');
+  assert.equal(holdersText({ mounts: [{ sandbox_id: 'sb_a', path: '/mnt/r', read_only: true }] }), 'read by sb_a at /mnt/r');
+  assert.equal(holdersText({ mounts: [{ sandbox_id: 'sb_a', path: '/mnt/r', read_only: true }, { sandbox_id: 'sb_b', path: '/mnt/r', read_only: true }] }), 'read by 2 sandboxes');
 });

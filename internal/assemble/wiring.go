@@ -66,7 +66,11 @@ func (s *Stack) buildAdapters(set *config.Config, log *slog.Logger) error {
 	}
 	if set.E2B.Enabled {
 		var a *e2b.Adapter
-		a, err = e2b.New(e2b.Config{Control: s.Control, KeyLive: s.Tenancy.KeyLive, Jobs: s.Jobs, Files: s.Files, Settings: set.E2B, MaxJobTimeoutMS: set.Limits.MaxExecTimeoutMS,
+		var vols e2b.Volumes
+		if s.Volumes != nil {
+			vols = s.Volumes
+		}
+		a, err = e2b.New(e2b.Config{Volumes: vols, Control: s.Control, KeyLive: s.Tenancy.KeyLive, Jobs: s.Jobs, Files: s.Files, Settings: set.E2B, MaxJobTimeoutMS: set.Limits.MaxExecTimeoutMS,
 			TokenKey: tokenKey, PreviewDomain: s.Previews.Domain(), Snapshots: s.Snapshots, Logger: log,
 			ProxyPort: func(w http.ResponseWriter, r *http.Request, tenant, sandboxID string, port int, path, prefix string) {
 				// The host-based form (no prefix) is the port's own origin.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/jobs"
@@ -66,6 +67,7 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 		CheckedAt:  p.CheckedAt,
 		Runtimes:   []api.RuntimeInfo{},
 		Network:    networkCapabilitiesWire(s.ctl.NetworkCapabilities()),
+		Volumes:    apiwire.VolumesCapability(s.vols),
 	}
 	// The probe's types are the driver's, which the API may not import, so
 	// they cannot be named in a conversion of wire.go: read here.

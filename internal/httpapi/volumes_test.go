@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"net/http"
 	"testing"
 
@@ -41,16 +42,17 @@ func TestVolumesUnsupported(t *testing.T) {
 	}
 }
 
-// TestE2BVolumeMountsRefused: the E2B adapter does not map the SDK's
-// volumes, so a create that asks for volumeMounts is refused (501) and
-// makes nothing, rather than answered with a sandbox without them.
+// TestE2BVolumeMountsRefused: the E2B adapter maps the SDK's
+// volumeMounts onto named volumes, so a create that names a volume the
+// caller has not is refused (404) and makes nothing, rather than answered
+// with a sandbox without it.
 func TestE2BVolumeMountsRefused(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t, nil)
 	resp, body := a.do(req{method: "POST", path: "/e2b/sandboxes", body: `{"templateID":"test","timeout":300,"volumeMounts":[{"name":"v","path":"/mnt/v"}]}`,
 		header: map[string]string{"X-API-KEY": keyA}})
-	if resp.StatusCode != http.StatusNotImplemented {
-		t.Errorf("create with volumeMounts: %d %s", resp.StatusCode, body)
+	if resp.StatusCode != http.StatusNotFound || !bytes.Contains(body, []byte(`volume \"v\"`)) {
+		t.Errorf("create with volumeMounts of a missing volume: %d %s", resp.StatusCode, body)
 	}
 	if list, err := a.Stack.Control.ListSandboxes(t.Context(), store.SandboxFilter{Tenant: "a"}); err != nil || len(list) != 0 {
 		t.Errorf("a refused create left records: %d %v", len(list), err)

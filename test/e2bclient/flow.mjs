@@ -3,8 +3,8 @@
 // (test/e2e/e2b_test.go asserts on it). Environment: E2B_API_URL,
 // E2B_SANDBOX_URL, E2B_API_KEY as a user of the SDK sets them; argv[2] is
 // the flow: "core" (e2b), "interpreter" (@e2b/code-interpreter), "host",
-// "warm", "pause", "pausecode", "snapshot" or "autopause".
-import { Sandbox, CommandExitError, SandboxNotFoundError } from 'e2b';
+// "warm", "pause", "pausecode", "snapshot", "autopause" or "volumes".
+import { Sandbox, CommandExitError, SandboxNotFoundError, Volume } from 'e2b';
 import { Sandbox as CodeInterpreter } from '@e2b/code-interpreter';
 
 const out = {};
@@ -266,8 +266,44 @@ async function autopause() {
   out.killed = await sbx.kill();
 }
 
+// volumes creates a named volume, mounts it into a
+// sandbox that writes to it, reads it from a second sandbox after the
+// first is gone, and deletes it; deleting it while mounted is refused.
+// FLOW_VOLUME names the volume.
+async function volumes() {
+  const vol = await Volume.create(process.env.FLOW_VOLUME);
+  out.volumeId = vol.volumeId;
+  out.volumeName = vol.name;
+  out.listed = (await Volume.list()).map((v) => `${v.name}:${v.volumeId}`);
+  out.info = await Volume.getInfo(vol.volumeId);
+  const a = await Sandbox.create('base', { timeoutMs: 120_000, volumeMounts: { '/mnt/data': vol } });
+  out.writerId = a.sandboxId;
+  out.mounts = (await a.getInfo()).volumeMounts;
+  out.write = (await a.commands.run('echo kept > /mnt/data/note.txt && cat /mnt/data/note.txt')).stdout;
+  try {
+    await Volume.destroy(vol.volumeId);
+    out.destroyWhileMounted = 'deleted';
+  } catch (e) {
+    out.destroyWhileMounted = errInfo(e);
+  }
+  await a.kill();
+  const b = await Sandbox.create('base', { timeoutMs: 120_000, volumeMounts: { '/mnt/again': vol.name } });
+  out.readerId = b.sandboxId;
+  out.read = (await b.commands.run('cat /mnt/again/note.txt')).stdout;
+  await b.kill();
+  out.destroyed = await Volume.destroy(vol.volumeId);
+  out.destroyedAgain = await Volume.destroy(vol.volumeId);
+  try {
+    await Volume.getInfo(vol.volumeId);
+    out.gone = 'still there';
+  } catch (e) {
+    out.gone = errInfo(e).name;
+  }
+}
+
 try {
-  if (process.argv[2] === 'interpreter') await interpreter();
+  if (process.argv[2] === 'volumes') await volumes();
+  else if (process.argv[2] === 'interpreter') await interpreter();
   else if (process.argv[2] === 'pause') await pause();
   else if (process.argv[2] === 'pausecode') await pausecode();
   else if (process.argv[2] === 'snapshot') await snapshot();

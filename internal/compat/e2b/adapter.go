@@ -70,7 +70,10 @@ type Config struct {
 	// Snapshots, if set, serves pause, resume, auto-pause at the timeout,
 	// snapshots and forks; without it they answer 501.
 	Snapshots Snapshots
-	Logger    *slog.Logger
+	// Volumes, if set, serves the SDK's Volume class and a create's
+	// volumeMounts as named volumes; without it they answer 501.
+	Volumes Volumes
+	Logger  *slog.Logger
 }
 
 // Adapter serves the E2B control plane, the agent API and the code
@@ -99,6 +102,7 @@ type Adapter struct {
 	contexts map[string]*contextSlot // sandbox id → its default code context
 
 	snaps Snapshots
+	vols  Volumes // volumes.go; nil: none
 	// bg are the auto-pauses under way, at most cap(autoPauses) at once;
 	// closed (under bgMu) once Close waits for them.
 	bgMu       sync.Mutex
@@ -127,7 +131,7 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	a := &Adapter{ctl: cfg.Control, keyLive: cfg.KeyLive, jobs: cfg.Jobs, files: cfg.Files, set: cfg.Settings, previewDomain: cfg.PreviewDomain,
 		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, tokens: signer, contexts: map[string]*contextSlot{}, proxyPort: cfg.ProxyPort,
-		snaps: cfg.Snapshots, autoPauses: make(chan struct{}, 2)}
+		snaps: cfg.Snapshots, vols: cfg.Volumes, autoPauses: make(chan struct{}, 2)}
 	a.procs.bySandbox = map[string]*sandboxProcs{}
 	mux := http.NewServeMux()
 	mux.Handle(processconnect.NewProcessHandler(&processService{a: a}))
@@ -174,6 +178,20 @@ func (a *Adapter) Routes() []Route {
 		{"POST", p + "/sandboxes/{id}/fork", a.apiKey(a.forkSandbox), false},
 		{"GET", p + "/snapshots", a.apiKey(a.listSnapshots), false},
 		{"DELETE", p + "/templates/{templateID}", a.apiKey(a.deleteSnapshot), false},
+		{"POST", p + "/volumes", a.apiKey(a.withVolumes(a.createVolume)), false},
+		{"GET", p + "/volumes", a.apiKey(a.withVolumes(a.listVolumes)), false},
+		{"GET", p + "/volumes/{volumeID}", a.apiKey(a.withVolumes(a.getVolume)), false},
+		{"DELETE", p + "/volumes/{volumeID}", a.apiKey(a.withVolumes(a.deleteVolume)), false},
+		// E2B's volume content API (E2B_VOLUME_API_URL) is not served:
+		// an honest 501 rather than the mux's 404, which the SDK reads as
+		// a missing path.
+		{"GET", p + "/volumecontent/{volumeID}/file", a.volumeContentRoute, false},
+		{"PUT", p + "/volumecontent/{volumeID}/file", a.volumeContentRoute, false},
+		{"GET", p + "/volumecontent/{volumeID}/dir", a.volumeContentRoute, false},
+		{"POST", p + "/volumecontent/{volumeID}/dir", a.volumeContentRoute, false},
+		{"GET", p + "/volumecontent/{volumeID}/path", a.volumeContentRoute, false},
+		{"PATCH", p + "/volumecontent/{volumeID}/path", a.volumeContentRoute, false},
+		{"DELETE", p + "/volumecontent/{volumeID}/path", a.volumeContentRoute, false},
 		// Sandbox traffic (E2B_SANDBOX_URL), routed by E2b-Sandbox-Id and
 		// E2b-Sandbox-Port and authenticated by the sandbox's access token.
 		{"GET", p + "/health", a.sandboxAuth(a.health), true},

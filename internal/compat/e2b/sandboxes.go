@@ -2,7 +2,6 @@ package e2b
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -37,9 +36,10 @@ type createBody struct {
 	AutoResume      *struct {
 		Enabled bool `json:"enabled"`
 	} `json:"autoResume"`
-	// VolumeMounts (E2B volumes) are not mapped: a create asking for any
-	// is refused rather than served without them (docs/volumes.md).
-	VolumeMounts []json.RawMessage `json:"volumeMounts"`
+	// VolumeMounts are named volumes of the caller to mount writable
+	// (volumes.go); without volumes on this service a create asking for
+	// any is refused (501) rather than served without them.
+	VolumeMounts []volumeMount `json:"volumeMounts"`
 }
 
 // created is the answer to create and connect.
@@ -69,6 +69,8 @@ type detail struct {
 	EnvdAccessToken string            `json:"envdAccessToken,omitempty"`
 	Domain          *string           `json:"domain"`
 	Lifecycle       *lifecycle        `json:"lifecycle,omitempty"`
+	// VolumeMounts are the volumes the sandbox holds (get only).
+	VolumeMounts []volumeMount `json:"volumeMounts,omitempty"`
 }
 
 // profileOf maps a template to a profile by the configured table.
@@ -111,9 +113,13 @@ func (a *Adapter) createSandbox(w http.ResponseWriter, r *http.Request) {
 			from, err = sn, nil
 		}
 	}
-	if err == nil && len(body.VolumeMounts) > 0 {
-		err = errdefs.WithCode("not_supported", errdefs.Mark(fmt.Errorf(
-			"volumeMounts (E2B volumes) are not available through this adapter; this service's named volumes are under /v1/volumes"), errdefs.ErrNotImplemented))
+	var vols []sandbox.VolumeRequest
+	if err == nil {
+		vols, err = a.volumeRequests(body.VolumeMounts)
+	}
+	if err == nil && from != nil && len(vols) > 0 {
+		err = errdefs.WithCode("invalid_volume_mount", errdefs.Mark(fmt.Errorf(
+			"volumeMounts cannot be given to a sandbox made from a snapshot; create it from a template"), errdefs.ErrInvalidArgument))
 	}
 	if err == nil && (body.AutoPause || body.AutoResume != nil && body.AutoResume.Enabled) && a.snaps == nil {
 		err = notSupported("lifecycle onTimeout 'pause'")
@@ -161,6 +167,7 @@ func (a *Adapter) createSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	out, err := a.ctl.AcquireLease(r.Context(), control.AcquireLeaseInput{
 		Tenant: tenant, Profile: profile, TTLSeconds: &ttl, Holder: "e2b", Env: body.EnvVars, Metadata: md,
+		Volumes: vols,
 	})
 	if err != nil {
 		a.writeError(w, r, err)
@@ -215,6 +222,10 @@ func (a *Adapter) getSandbox(w http.ResponseWriter, r *http.Request) {
 	d := a.detail(sb, started)
 	d.EnvdAccessToken = a.accessToken(r.Context(), sb.ID)
 	d.Lifecycle = lifecycleOf(sb)
+	if d.VolumeMounts, err = a.mountsOf(r.Context(), tenantOf(r.Context()), sb.ID); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
 	writeJSON(w, http.StatusOK, d)
 }
 
