@@ -168,6 +168,7 @@ type (
 	RuntimeInfo                 = api.RuntimeInfo
 	Feature                     = api.Feature
 	Capabilities                = api.Capabilities
+	VolumesCapability           = api.VolumesCapability
 	Health                      = api.Health
 	Session                     = api.Session
 	CreateContextRequest        = api.CreateContextRequest

@@ -54,6 +54,7 @@ func printCapabilities(w io.Writer, c *client.Capabilities) error {
 		{"Cgroup", cgroup},
 		{"Checkpoint", featureText(c.Checkpoint)},
 		{"Disk quota", featureText(c.DiskQuota)},
+		{"Volumes", volumesText(c.Volumes)},
 		{"Checked", formatTime(c.CheckedAt)},
 	}); err != nil {
 		return err
@@ -137,6 +138,22 @@ func featureText(f client.Feature) string {
 	}
 	if f.Reason != "" {
 		s += ": " + f.Reason
+	}
+	return s
+}
+
+// volumesText says whether named volumes can be made here, under which
+// roots and up to what size.
+func volumesText(v client.VolumesCapability) string {
+	if !v.Supported {
+		if v.Reason == "" {
+			return "unsupported"
+		}
+		return "unsupported: " + v.Reason
+	}
+	s := "supported, mounted below " + strings.Join(v.Roots, ", ")
+	if v.MaxSizeMB > 0 {
+		s += fmt.Sprintf("; at most %d MiB each", v.MaxSizeMB)
 	}
 	return s
 }
