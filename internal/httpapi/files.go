@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/files"
 )
@@ -42,7 +43,7 @@ func (s *Server) searchFiles(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, searchWire(res))
+	writeJSON(w, http.StatusOK, apiwire.Search(res))
 }
 
 func (s *Server) replaceInFiles(w http.ResponseWriter, r *http.Request) {
@@ -56,7 +57,7 @@ func (s *Server) replaceInFiles(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, replaceWire(res))
+	writeJSON(w, http.StatusOK, apiwire.Replace(res))
 }
 
 // extractArchive serves POST /v1/sandboxes/{id}/files/extract?path=: the
@@ -222,7 +223,7 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, fileListWire(list))
+	writeJSON(w, http.StatusOK, apiwire.FileList(list))
 }
 
 func (s *Server) mkdir(w http.ResponseWriter, r *http.Request) {

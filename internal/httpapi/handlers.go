@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/jobs"
@@ -37,7 +38,7 @@ func (s *Server) profileList(w http.ResponseWriter, r *http.Request) ([]api.Prof
 	}
 	out := make([]api.Profile, len(views))
 	for i, v := range views {
-		out[i] = profileWire(v)
+		out[i] = apiwire.Profile(v)
 	}
 	return out, true
 }
@@ -60,12 +61,12 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 		Driver: p.Driver, Healthy: p.Healthy, Error: p.Error, DaemonVersion: p.DaemonVersion,
 		APIVersion: p.APIVersion, KernelVersion: p.KernelVersion, CgroupVersion: p.CgroupVersion,
 		Checkpoint: api.Feature{Supported: p.Checkpoint.Supported, Method: p.Checkpoint.Method, Reason: p.Checkpoint.Reason},
-		DiskQuota:  diskQuotaWire(dq),
+		DiskQuota:  apiwire.DiskQuota(dq),
 		RiskPolicy: control.RiskPolicy(p),
 		Profiles:   items,
 		CheckedAt:  p.CheckedAt,
 		Runtimes:   []api.RuntimeInfo{},
-		Network:    networkCapabilitiesWire(s.ctl.NetworkCapabilities()),
+		Network:    apiwire.NetworkCapabilities(s.ctl.NetworkCapabilities()),
 	}
 	// The probe's types are the driver's, which the API may not import, so
 	// they cannot be named in a conversion of wire.go: read here.
@@ -84,7 +85,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	in := createSandboxInput(tenantOf(r), r.Header.Get(api.HeaderIdempotencyKey), req)
+	in := apiwire.CreateSandboxInput(tenantOf(r), r.Header.Get(api.HeaderIdempotencyKey), req)
 	start := time.Now()
 	var sb *sandbox.Sandbox
 	var made *snapshots.Made
@@ -107,9 +108,9 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	s.metrics.observeCreate(sb.Runtime, start)
 	w.Header().Set("ETag", etag(sb))
 	w.Header().Set("Location", "/v1/sandboxes/"+sb.ID)
-	out := sandboxWire(sb)
+	out := apiwire.Sandbox(sb)
 	if made != nil {
-		out = madeWire(made)
+		out = apiwire.Made(made)
 	}
 	writeJSON(w, http.StatusCreated, out)
 }
@@ -147,7 +148,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.SandboxList{Items: make([]api.Sandbox, len(list))}
 	for i, sb := range list {
-		out.Items[i] = sandboxWire(sb)
+		out.Items[i] = apiwire.Sandbox(sb)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -159,11 +160,11 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("ETag", etag(sb))
-	out := sandboxWire(sb)
+	out := apiwire.Sandbox(sb)
 	out.Endpoints = s.endpoints(sb.ID, sb.Profile)
 	if s.services != nil {
 		for _, st := range s.services.Of(sb.ID) {
-			out.Services = append(out.Services, serviceStatusWire(st))
+			out.Services = append(out.Services, apiwire.ServiceStatus(st))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -186,7 +187,7 @@ func (s *Server) patchSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("ETag", etag(sb))
-	writeJSON(w, http.StatusOK, sandboxWire(sb))
+	writeJSON(w, http.StatusOK, apiwire.Sandbox(sb))
 }
 
 // renewSandbox serves POST /v1/sandboxes/{id}/renew {ttl_seconds}.
@@ -202,7 +203,7 @@ func (s *Server) renewSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("ETag", etag(sb))
-	writeJSON(w, http.StatusOK, sandboxWire(sb))
+	writeJSON(w, http.StatusOK, apiwire.Sandbox(sb))
 }
 
 func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
@@ -215,7 +216,7 @@ func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 
 // execInput translates an exec request body.
 func execInput(r *http.Request, req api.ExecRequest) (jobs.ExecInput, error) {
-	return execIn(tenantOf(r), r.PathValue("id"), req)
+	return apiwire.ExecIn(tenantOf(r), r.PathValue("id"), req)
 }
 
 func invalidArg(msg string) error { return fmt.Errorf("%s: %w", msg, errdefs.ErrInvalidArgument) }
@@ -281,7 +282,7 @@ func (s *Server) listSandboxJobs(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.JobList{Items: make([]api.Job, 0, len(list))}
 	for _, j := range list {
-		out.Items = append(out.Items, jobWire(j))
+		out.Items = append(out.Items, apiwire.Job(j))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

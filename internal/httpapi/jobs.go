@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -129,7 +130,7 @@ func (k *sseSink) InvalidCursor(cursor int64) {
 }
 
 func (k *sseSink) RecordExit(j *sandbox.Job, cursor int64) {
-	_ = k.sw.event(strconv.FormatInt(cursor, 10), "exit", exitEventWire(j))
+	_ = k.sw.event(strconv.FormatInt(cursor, 10), "exit", apiwire.ExitEvent(j))
 	_ = k.sw.flush()
 }
 
@@ -258,7 +259,7 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, jobWire(j))
+	writeJSON(w, http.StatusAccepted, apiwire.Job(j))
 }
 
 // wantsEventStream reports whether the client asked for SSE.
@@ -289,7 +290,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, in jobs.Exec
 	}
 	w.Header().Set("Location", "/v1/jobs/"+job.ID)
 	s.streamLog(w, r, job.ID, log, 0, true, text, func(sw *sseWriter) error {
-		if err := sw.event("0", "job", jobWire(job)); err != nil {
+		if err := sw.event("0", "job", apiwire.Job(job)); err != nil {
 			return err
 		}
 		return sw.flush()

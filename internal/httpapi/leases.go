@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -28,7 +29,7 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	in := acquireLeaseInput(tenantOf(r), req)
+	in := apiwire.AcquireLeaseInput(tenantOf(r), req)
 	mcpReqs, err := s.leaseMCPRequests(r, req.MCP)
 	if err != nil {
 		s.writeProblem(w, r, err)
@@ -49,10 +50,10 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	l := leaseWire(out.Lease)
-	sb := sandboxWire(out.Sandbox)
+	l := apiwire.Lease(out.Lease)
+	sb := apiwire.Sandbox(out.Sandbox)
 	if made != nil {
-		sb = madeWire(made)
+		sb = apiwire.Made(made)
 	}
 	l.Sandbox = &sb
 	if len(mcpReqs) > 0 {
@@ -78,7 +79,7 @@ func (s *Server) listLeases(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.LeaseList{Items: make([]api.Lease, len(list))}
 	for i, l := range list {
-		out.Items[i] = leaseWire(l)
+		out.Items[i] = apiwire.Lease(l)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -89,7 +90,7 @@ func (s *Server) getLease(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, leaseWire(l))
+	writeJSON(w, http.StatusOK, apiwire.Lease(l))
 }
 
 func (s *Server) renewLease(w http.ResponseWriter, r *http.Request) {
@@ -105,7 +106,7 @@ func (s *Server) renewLease(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, leaseWire(l))
+	writeJSON(w, http.StatusOK, apiwire.Lease(l))
 }
 
 func (s *Server) releaseLease(w http.ResponseWriter, r *http.Request) {
@@ -122,7 +123,7 @@ func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, poolsWire(views, s.ctl.Draining()))
+	writeJSON(w, http.StatusOK, apiwire.Pools(views, s.ctl.Draining()))
 }
 
 func (s *Server) drainPool(w http.ResponseWriter, r *http.Request) {
@@ -131,5 +132,5 @@ func (s *Server) drainPool(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, poolsWire(views, s.ctl.Draining()))
+	writeJSON(w, http.StatusOK, apiwire.Pools(views, s.ctl.Draining()))
 }

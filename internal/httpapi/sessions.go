@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/sandbox"
 )
 
@@ -14,7 +15,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/v1/sessions/"+se.ID)
-	writeJSON(w, http.StatusCreated, sessionWire(se))
+	writeJSON(w, http.StatusCreated, apiwire.Session(se))
 }
 
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
@@ -26,7 +27,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, sessionWire(se))
+	writeJSON(w, http.StatusOK, apiwire.Session(se))
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
@@ -83,7 +84,7 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/v1/contexts/"+se.ID)
-	writeJSON(w, http.StatusCreated, sessionWire(se))
+	writeJSON(w, http.StatusCreated, apiwire.Session(se))
 }
 
 func (s *Server) getContext(w http.ResponseWriter, r *http.Request) {
@@ -95,7 +96,7 @@ func (s *Server) getContext(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, sessionWire(se))
+	writeJSON(w, http.StatusOK, apiwire.Session(se))
 }
 
 func (s *Server) deleteContext(w http.ResponseWriter, r *http.Request) {
@@ -113,6 +114,6 @@ func (s *Server) runCode(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := runCodeWire(res)
+	out := apiwire.RunCode(res)
 	writeJSON(w, http.StatusOK, out)
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/snapshots"
@@ -50,7 +51,7 @@ func (s *Server) sandboxStep(step func(ctx context.Context, tenant, id string) (
 			return
 		}
 		w.Header().Set("ETag", etag(sb))
-		writeJSON(w, http.StatusOK, sandboxWire(sb))
+		writeJSON(w, http.StatusOK, apiwire.Sandbox(sb))
 	}
 }
 
@@ -66,7 +67,7 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/v1/snapshots/"+sn.ID)
-	writeJSON(w, http.StatusCreated, snapshotWire(sn))
+	writeJSON(w, http.StatusCreated, apiwire.Snapshot(sn))
 }
 
 func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
@@ -93,7 +94,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.SnapshotList{Items: make([]api.Snapshot, len(list))}
 	for i, sn := range list {
-		out.Items[i] = snapshotWire(sn)
+		out.Items[i] = apiwire.Snapshot(sn)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -104,7 +105,7 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, snapshotWire(sn))
+	writeJSON(w, http.StatusOK, apiwire.Snapshot(sn))
 }
 
 func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
@@ -121,7 +122,7 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	res, err := s.snaps.Fork(r.Context(), tenantOf(r), r.PathValue("id"), req.Count, forkInput(req))
+	res, err := s.snaps.Fork(r.Context(), tenantOf(r), r.PathValue("id"), req.Count, apiwire.ForkInput(req))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -132,7 +133,7 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 			out.Errors = append(out.Errors, api.ForkError{Code: errdefs.Code(c.Err), Detail: errdefs.Detail(c.Err)})
 			continue
 		}
-		out.Sandboxes = append(out.Sandboxes, madeWire(c))
+		out.Sandboxes = append(out.Sandboxes, apiwire.Made(c))
 	}
 	status := http.StatusCreated
 	if len(out.Sandboxes) == 0 {
@@ -160,7 +161,7 @@ func (s *Server) rollbackSandbox(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := sandboxWire(sb)
+	out := apiwire.Sandbox(sb)
 	out.MemoryRestored = &memory
 	w.Header().Set("ETag", etag(sb))
 	writeJSON(w, http.StatusOK, out)
@@ -172,7 +173,7 @@ func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := sandboxWire(sb)
+	out := apiwire.Sandbox(sb)
 	out.MemoryRestored = memory
 	w.Header().Set("ETag", etag(sb))
 	writeJSON(w, http.StatusOK, out)
