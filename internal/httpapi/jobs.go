@@ -253,13 +253,8 @@ func (sw *sseWriter) frame(e jobs.LogEvent, jobID string) error {
 }
 
 // cancelJob serves POST /v1/jobs/{id}/cancel.
-func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
-	j, err := s.jobs.CancelJob(r.Context(), tenantOf(r), r.PathValue("id"))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusAccepted, apiwire.Job(j))
+func (s *Server) cancelJob(r *http.Request) (api.Job, error) {
+	return wired(apiwire.Job)(s.jobs.CancelJob(r.Context(), tenantOf(r), r.PathValue("id")))
 }
 
 // wantsEventStream reports whether the client asked for SSE.

@@ -14,13 +14,35 @@ import (
 
 func (s *Server) leaseRoutes() {
 	s.handle("POST", "/v1/leases", true, s.acquireLease)
-	s.handle("GET", "/v1/leases", true, s.listLeases)
-	s.handle("GET", "/v1/leases/{id}", true, s.getLease)
+	s.handle("GET", "/v1/leases", true, serveGet(s, http.StatusOK, func(r *http.Request) (api.LeaseList, error) {
+		f := control.LeaseFilter{Tenant: tenantOf(r)}
+		for _, st := range r.URL.Query()["state"] {
+			f.States = append(f.States, sandbox.LeaseState(st))
+		}
+		return wired(apiwire.LeaseList)(s.ctl.ListLeases(r.Context(), f))
+	}))
+	s.handle("GET", "/v1/leases/{id}", true, serveGet(s, http.StatusOK, func(r *http.Request) (api.Lease, error) {
+		return wired(apiwire.Lease)(s.ctl.GetLease(r.Context(), tenantOf(r), r.PathValue("id")))
+	}))
 	s.handle("POST", "/v1/leases/{id}/renew", true, s.renewLease)
-	s.handle("DELETE", "/v1/leases/{id}", true, s.releaseLease)
-	s.handle("GET", "/v1/pools", true, s.listPools)
+	s.handle("DELETE", "/v1/leases/{id}", true, serveNoContent(s, func(r *http.Request) error {
+		return s.ctl.ReleaseLease(r.Context(), tenantOf(r), r.PathValue("id"))
+	}))
+	s.handle("GET", "/v1/pools", true, serveGet(s, http.StatusOK, func(r *http.Request) (api.PoolList, error) {
+		return s.pools(s.ctl.Pools(r.Context()))
+	}))
 	// Draining takes capacity away from every tenant: an operator action.
-	s.handle("POST", "/v1/pools/{name}/drain", true, s.adminOnly(s.drainPool))
+	s.handle("POST", "/v1/pools/{name}/drain", true, s.adminOnly(serveGet(s, http.StatusOK, func(r *http.Request) (api.PoolList, error) {
+		return s.pools(s.ctl.DrainPool(r.Context(), r.PathValue("name")))
+	})))
+}
+
+// pools answers the pools of views with the pools being drained.
+func (s *Server) pools(views []control.PoolView, err error) (api.PoolList, error) {
+	if err != nil {
+		return api.PoolList{}, err
+	}
+	return apiwire.Pools(views, s.ctl.Draining()), nil
 }
 
 func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
@@ -67,32 +89,6 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, l)
 }
 
-func (s *Server) listLeases(w http.ResponseWriter, r *http.Request) {
-	f := control.LeaseFilter{Tenant: tenantOf(r)}
-	for _, st := range r.URL.Query()["state"] {
-		f.States = append(f.States, sandbox.LeaseState(st))
-	}
-	list, err := s.ctl.ListLeases(r.Context(), f)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	out := api.LeaseList{Items: make([]api.Lease, len(list))}
-	for i, l := range list {
-		out.Items[i] = apiwire.Lease(l)
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func (s *Server) getLease(w http.ResponseWriter, r *http.Request) {
-	l, err := s.ctl.GetLease(r.Context(), tenantOf(r), r.PathValue("id"))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, apiwire.Lease(l))
-}
-
 func (s *Server) renewLease(w http.ResponseWriter, r *http.Request) {
 	var req api.RenewLeaseRequest
 	if r.ContentLength != 0 {
@@ -107,30 +103,4 @@ func (s *Server) renewLease(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, apiwire.Lease(l))
-}
-
-func (s *Server) releaseLease(w http.ResponseWriter, r *http.Request) {
-	if err := s.ctl.ReleaseLease(r.Context(), tenantOf(r), r.PathValue("id")); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
-	views, err := s.ctl.Pools(r.Context())
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, apiwire.Pools(views, s.ctl.Draining()))
-}
-
-func (s *Server) drainPool(w http.ResponseWriter, r *http.Request) {
-	views, err := s.ctl.DrainPool(r.Context(), r.PathValue("name"))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, apiwire.Pools(views, s.ctl.Draining()))
 }
