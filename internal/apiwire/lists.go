@@ -1,6 +1,11 @@
 package apiwire
 
 import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
 	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -52,4 +57,43 @@ func each[T, W any](list []T, conv func(T) W) []W {
 		out[i] = conv(v)
 	}
 	return out
+}
+
+// SandboxFilter reads the query of GET /v1/sandboxes (profile, state —
+// repeated or comma-separated —, metadata=key=value repeated) for the
+// sandboxes of scope (control.ListScope).
+func SandboxFilter(scope string, q url.Values) (control.SandboxFilter, error) {
+	f := control.SandboxFilter{Tenant: scope, Profile: q.Get("profile")}
+	for _, st := range q["state"] {
+		for _, one := range strings.Split(st, ",") {
+			f.States = append(f.States, sandbox.State(one))
+		}
+	}
+	for _, kv := range q["metadata"] {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return f, fmt.Errorf("metadata filter %q must be key=value: %w", kv, errdefs.ErrInvalidArgument)
+		}
+		if f.Metadata == nil {
+			f.Metadata = map[string]string{}
+		}
+		f.Metadata[k] = v
+	}
+	return f, nil
+}
+
+// JobFilter reads the query of GET /v1/sandboxes/{id}/jobs: the states
+// (repeated or comma-separated) and the limit (0: the service's default).
+func JobFilter(q url.Values) (states []sandbox.JobState, limit int, err error) {
+	for _, st := range q["state"] {
+		for _, one := range strings.Split(st, ",") {
+			states = append(states, sandbox.JobState(one))
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil {
+			return nil, 0, fmt.Errorf("limit %q is not a number: %w", v, errdefs.ErrInvalidArgument)
+		}
+	}
+	return states, limit, nil
 }

@@ -208,4 +208,3 @@ func positiveQuery(r *http.Request, name string) (int, error) {
 	}
 	return n, nil
 }
-

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"genesis.dev/sandbox/api"
@@ -108,21 +107,9 @@ func (s *Server) listSandboxes(r *http.Request) (api.SandboxList, error) {
 	if err != nil {
 		return api.SandboxList{}, err
 	}
-	f := control.SandboxFilter{Tenant: scope, Profile: q.Get("profile")}
-	for _, st := range q["state"] {
-		for _, one := range strings.Split(st, ",") {
-			f.States = append(f.States, sandbox.State(one))
-		}
-	}
-	for _, kv := range q["metadata"] {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return api.SandboxList{}, fmt.Errorf("metadata filter %q must be key=value: %w", kv, errdefs.ErrInvalidArgument)
-		}
-		if f.Metadata == nil {
-			f.Metadata = map[string]string{}
-		}
-		f.Metadata[k] = v
+	f, err := apiwire.SandboxFilter(scope, q)
+	if err != nil {
+		return api.SandboxList{}, err
 	}
 	return wired(apiwire.SandboxList)(s.ctl.ListSandboxes(r.Context(), f))
 }
@@ -211,20 +198,9 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 // listSandboxJobs serves GET /v1/sandboxes/{id}/jobs?state=&limit=: the
 // sandbox's jobs, newest first.
 func (s *Server) listSandboxJobs(r *http.Request) (api.JobList, error) {
-	q := r.URL.Query()
-	var states []sandbox.JobState
-	for _, st := range q["state"] {
-		for _, one := range strings.Split(st, ",") {
-			states = append(states, sandbox.JobState(one))
-		}
-	}
-	limit := 0
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return api.JobList{}, fmt.Errorf("limit %q is not a number: %w", v, errdefs.ErrInvalidArgument)
-		}
-		limit = n
+	states, limit, err := apiwire.JobFilter(r.URL.Query())
+	if err != nil {
+		return api.JobList{}, err
 	}
 	return wired(apiwire.JobList)(s.jobs.ListSandboxJobs(r.Context(), tenantOf(r), r.PathValue("id"), states, limit))
 }

@@ -76,14 +76,9 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	job, log, err := s.jobs.JobLog(r.Context(), tenantOf(r), r.PathValue("id"))
+	job, log, err := s.jobs.JobLogFrom(r.Context(), tenantOf(r), r.PathValue("id"), cursor)
 	if err != nil {
 		s.writeProblem(w, r, err)
-		return
-	}
-	if ok, err := log.ValidCursor(cursor); err != nil || !ok {
-		s.writeProblem(w, r, errdefs.WithCode("invalid_cursor", fmt.Errorf(
-			"cursor %d is not an event id of job %s: %w", cursor, job.ID, errdefs.ErrInvalidArgument)))
 		return
 	}
 	s.streamLog(w, r, job.ID, log, cursor, follow, text, nil)
