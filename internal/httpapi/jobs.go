@@ -237,12 +237,7 @@ func (sw *sseWriter) frame(e jobs.LogEvent, jobID string) error {
 		if err != nil {
 			return err
 		}
-		ev := api.ExitEvent{
-			JobID: x.JobID, State: string(x.State), ExitCode: x.ExitCode, ExitReason: x.ExitReason, Signal: x.Signal, Error: x.Error,
-			StdoutBytes: x.StdoutBytes, StderrBytes: x.StderrBytes,
-			StdoutTruncated: x.StdoutTruncated, StderrTruncated: x.StderrTruncated, DurationMS: x.DurationMS,
-		}
-		return sw.event(id, "exit", ev)
+		return sw.event(id, "exit", apiwire.LogExit(x))
 	}
 	return nil
 }
