@@ -10,7 +10,6 @@ import (
 	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
-	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/snapshots"
 )
@@ -153,14 +152,7 @@ func (s *Server) deleteSandbox(r *http.Request) error {
 	return s.ctl.DeleteSandbox(r.Context(), tenantOf(r), r.PathValue("id"))
 }
 
-// execInput translates an exec request body.
-func execInput(r *http.Request, req api.ExecRequest) (jobs.ExecInput, error) {
-	return apiwire.ExecIn(tenantOf(r), r.PathValue("id"), req)
-}
-
 func invalidArg(msg string) error { return fmt.Errorf("%s: %w", msg, errdefs.ErrInvalidArgument) }
-
-func notFound(what, id string) error { return fmt.Errorf("%s %q: %w", what, id, errdefs.ErrNotFound) }
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	var req api.ExecRequest
@@ -168,7 +160,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	in, err := execInput(r, req)
+	in, err := apiwire.ExecIn(tenantOf(r), r.PathValue("id"), req)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

@@ -24,7 +24,9 @@ func (s *Server) leaseRoutes() {
 	s.handle("GET", "/v1/leases/{id}", true, serveGet(s, http.StatusOK, func(r *http.Request) (api.Lease, error) {
 		return wired(apiwire.Lease)(s.ctl.GetLease(r.Context(), tenantOf(r), r.PathValue("id")))
 	}))
-	s.handle("POST", "/v1/leases/{id}/renew", true, s.renewLease)
+	s.handle("POST", "/v1/leases/{id}/renew", true, serveOptionalBody(s, http.StatusOK, func(r *http.Request, req *api.RenewLeaseRequest) (api.Lease, error) {
+		return wired(apiwire.Lease)(s.ctl.RenewLease(r.Context(), tenantOf(r), r.PathValue("id"), req.TTLSeconds))
+	}))
 	s.handle("DELETE", "/v1/leases/{id}", true, serveNoContent(s, func(r *http.Request) error {
 		return s.ctl.ReleaseLease(r.Context(), tenantOf(r), r.PathValue("id"))
 	}))
@@ -87,20 +89,4 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/v1/leases/"+l.LeaseID)
 	writeJSON(w, http.StatusCreated, l)
-}
-
-func (s *Server) renewLease(w http.ResponseWriter, r *http.Request) {
-	var req api.RenewLeaseRequest
-	if r.ContentLength != 0 {
-		if err := s.decode(w, r, &req); err != nil {
-			s.writeProblem(w, r, err)
-			return
-		}
-	}
-	l, err := s.ctl.RenewLease(r.Context(), tenantOf(r), r.PathValue("id"), req.TTLSeconds)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, apiwire.Lease(l))
 }

@@ -75,3 +75,15 @@ func serveBodyHeaded[Req, W any](s *Server, status int, f func(h http.Header, r 
 		serveBody(s, status, func(r *http.Request, req *Req) (W, error) { return f(w.Header(), r, req) })(w, r)
 	}
 }
+
+// serveOptionalBody is serveBody for a route whose body may be left out
+// (every field at its default).
+func serveOptionalBody[Req, W any](s *Server, status int, f func(*http.Request, *Req) (W, error)) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 {
+			serveBody(s, status, f)(w, r)
+			return
+		}
+		serveGet(s, status, func(r *http.Request) (W, error) { return f(r, new(Req)) })(w, r)
+	}
+}

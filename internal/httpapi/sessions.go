@@ -59,7 +59,7 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	in, err := execInput(r, req)
+	in, err := apiwire.ExecIn(tenantOf(r), r.PathValue("id"), req)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

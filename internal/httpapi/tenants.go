@@ -69,23 +69,19 @@ func (s *Server) patchTenant(w http.ResponseWriter, r *http.Request) {
 	})(w, r)
 }
 
+// createKey serves POST /v1/tenants/{name}/keys: the answer holds the
+// key's secret, the one time it is shown (never cached).
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
-	var req api.CreateAPIKeyRequest
-	if r.ContentLength != 0 {
-		if err := s.decode(w, r, &req); err != nil {
-			s.writeProblem(w, r, err)
-			return
+	serveOptionalBody(s, http.StatusCreated, func(r *http.Request, req *api.CreateAPIKeyRequest) (api.APIKey, error) {
+		name := r.PathValue("name")
+		k, secret, err := s.tenancy.CreateKey(r.Context(), name, req.Description, req.Scopes)
+		if err != nil {
+			return api.APIKey{}, err
 		}
-	}
-	name := r.PathValue("name")
-	k, secret, err := s.tenancy.CreateKey(r.Context(), name, req.Description, req.Scopes)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	out := apiwire.Key(k)
-	out.Key = secret
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Location", "/v1/tenants/"+url.PathEscape(name)+"/keys/"+k.ID)
-	writeJSON(w, http.StatusCreated, out)
+		out := apiwire.Key(k)
+		out.Key = secret
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Location", "/v1/tenants/"+url.PathEscape(name)+"/keys/"+k.ID)
+		return out, nil
+	})(w, r)
 }
