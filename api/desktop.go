@@ -196,6 +196,9 @@ type RecordingRequest struct {
 type Recording struct {
 	ID        string `json:"id"`
 	SandboxID string `json:"sandbox_id"`
+	// JobID is the recorder's job (ffmpeg in the sandbox): GET
+	// /v1/jobs/{id} and its logs answer it.
+	JobID string `json:"job_id,omitempty"`
 	// Source is what is recorded: display (a desktop) or browser (the
 	// active tab's screencast).
 	Source         string     `json:"source,omitempty"`

@@ -28,6 +28,9 @@ type AcquireLeaseRequest struct {
 	// one is idle, else a new sandbox made from it (see
 	// CreateSandboxRequest.SnapshotID).
 	SnapshotID string `json:"snapshot_id,omitempty"`
+	// Volumes are the tenant's named volumes to mount; a lease that asks
+	// for any is served by a new sandbox, never a warm one.
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // Lease is a time-bounded claim on a sandbox.

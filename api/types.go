@@ -46,6 +46,9 @@ type CreateSandboxRequest struct {
 	// and its processes and memory where the snapshot holds them. The
 	// profile and runtime are the snapshot's (Profile may be left empty).
 	SnapshotID string `json:"snapshot_id,omitempty"`
+	// Volumes are the tenant's named volumes to mount (one writer or any
+	// number of readers per volume; a busy one is 409 volume_busy).
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // Sandbox is a sandbox as the API shows it. It never exposes container ids

@@ -39,6 +39,7 @@ func newLeaseAcquireCmd(a *app) *cobra.Command {
 		req       client.AcquireLeaseRequest
 		env, meta []string
 		ttl, wait time.Duration
+		volumes   []string
 		net       policyFlags
 	)
 	cmd := &cobra.Command{
@@ -53,6 +54,9 @@ func newLeaseAcquireCmd(a *app) *cobra.Command {
 				return usageErrorf("--ttl and --wait must not be negative")
 			}
 			var err error
+			if req.Volumes, err = parseVolumeFlags(volumes); err != nil {
+				return err
+			}
 			if req.Env, err = parseKV("env", env); err != nil {
 				return err
 			}
@@ -99,6 +103,7 @@ func newLeaseAcquireCmd(a *app) *cobra.Command {
 	f.DurationVar(&wait, "wait", 0, "wait up to this long for capacity when no warm sandbox is idle and the host is full, or for the profile's image while the service builds it")
 	f.StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE for every job (repeatable)")
 	f.StringArrayVar(&meta, "meta", nil, "metadata KEY=VALUE (repeatable)")
+	f.StringArrayVar(&volumes, "volume", nil, "mount a named volume NAME:/PATH[:ro] (repeatable; PATH below /workspace or /mnt)")
 	net.register(f, "network")
 	return cmd
 }

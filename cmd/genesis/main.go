@@ -4,6 +4,7 @@
 //	genesis sandbox create|ls|get|rm         manage sandboxes
 //	genesis sandbox pause|resume|hibernate|snapshot|fork|rollback   keep a sandbox's state
 //	genesis snapshot ls|get|rm               snapshots (create --snapshot starts from one)
+//	genesis volume create|ls|get|rm|cp       named volumes (create --volume NAME:/PATH[:ro] mounts one)
 //	genesis exec SANDBOX -- CMD ARGS         run a command and relay its output
 //	genesis exec --stream SANDBOX -- CMD     ... live, resuming after disconnects
 //	genesis exec --background SANDBOX -- CMD start a job and print its id
@@ -91,6 +92,7 @@ func newRootCmd(a *app) *cobra.Command {
 	root.AddCommand(
 		newSandboxCmd(a),
 		newSnapshotCmd(a),
+		newVolumeCmd(a),
 		newExecCmd(a),
 		newLogsCmd(a),
 		newCancelCmd(a),

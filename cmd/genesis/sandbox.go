@@ -40,6 +40,7 @@ func newSandboxCreateCmd(a *app) *cobra.Command {
 		env, meta      []string
 		ttl, wait      time.Duration
 		idempotencyKey string
+		volumes        []string
 		net            policyFlags
 	)
 	cmd := &cobra.Command{
@@ -57,6 +58,9 @@ func newSandboxCreateCmd(a *app) *cobra.Command {
 				return usageErrorf("--ttl must not be negative")
 			}
 			var err error
+			if req.Volumes, err = parseVolumeFlags(volumes); err != nil {
+				return err
+			}
 			if req.Env, err = parseKV("env", env); err != nil {
 				return err
 			}
@@ -116,6 +120,7 @@ func newSandboxCreateCmd(a *app) *cobra.Command {
 	f.DurationVar(&ttl, "ttl", 0, "destroy the sandbox after this long, e.g. 10m (0: service default)")
 	f.StringVar(&idempotencyKey, "idempotency-key", "", "retrying with the same key returns the same sandbox")
 	f.DurationVar(&wait, "wait", 0, "wait up to this long for host capacity when it is exhausted, or for the profile's image while the service builds it, e.g. 30s (0: fail at once)")
+	f.StringArrayVar(&volumes, "volume", nil, "mount a named volume NAME:/PATH[:ro] (repeatable; PATH below /workspace or /mnt)")
 	net.register(f, "network")
 	return cmd
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/internal/assemble"
+	"genesis.dev/sandbox/internal/auth"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/console"
 	"genesis.dev/sandbox/internal/control"
@@ -206,7 +207,7 @@ func serve(ctx context.Context, args []string) error {
 	defer stack.Close() // after the drain and the listeners: every part, in reverse build order
 	api, err := httpapi.New(httpapi.Config{PublicURL: cfg.PublicBaseURL(), Previews: stack.Previews, Control: stack.Control, Tenancy: stack.Tenancy, Terminals: stack.Terminals,
 		Files: stack.Files, Jobs: stack.Jobs, Artifacts: stack.Artifacts, Ports: stack.Ports, Browser: stack.Browser, Desktop: stack.Desktop,
-		Trace: stack.Trace, Services: stack.Services, Snapshots: stack.Snapshots, Changes: stack.Changes, MCP: stack.MCP, Skills: stack.Skills, MCPServe: stack.MCPServe, E2B: stack.E2B, OpenSandbox: stack.OpenSandbox,
+		Trace: stack.Trace, Services: stack.Services, Snapshots: stack.Snapshots, Changes: stack.Changes, Volumes: stack.Volumes, MCP: stack.MCP, Skills: stack.Skills, MCPServe: stack.MCPServe, E2B: stack.E2B, OpenSandbox: stack.OpenSandbox,
 		Keys: keys, ApproverKeys: approvers, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics})
 	if err != nil {
 		return err
@@ -224,9 +225,16 @@ func serve(ctx context.Context, args []string) error {
 		defer stop() // before the stack closes: a build in progress is stopped and cleaned up
 	}
 
-	edge, err := grpcedge.New(grpcedge.Config{Control: stack.Control, Jobs: stack.Jobs, Tenancy: stack.Tenancy, Authenticate: api.Principal,
-		MaxMessageBytes: int(min(cfg.Limits.MaxBodyBytes, 64<<20)), Logger: log,
-		Workloads: grpcedge.Workloads{Files: stack.Files, Artifacts: stack.Artifacts, Snapshots: stack.Snapshots}})
+	// The gRPC edge checks keys with internal/auth over the same keys as
+	// the HTTP API, never through the HTTP server.
+	keyAuth, err := auth.New(auth.Config{Tenants: stack.Tenancy, Keys: keys, ApproverKeys: approvers, Logger: log})
+	if err != nil {
+		return err
+	}
+	edge, err := grpcedge.New(grpcedge.Config{Control: stack.Control, Jobs: stack.Jobs, Tenancy: stack.Tenancy, Auth: keyAuth,
+		MaxMessageBytes: int(min(cfg.Limits.MaxBodyBytes, 64<<20)), Logger: log, Metrics: metrics,
+		PublicURL: cfg.PublicBaseURL(),
+		Workloads: grpcedge.Workloads{Files: stack.Files, Artifacts: stack.Artifacts, Snapshots: stack.Snapshots, Services: stack.Services}})
 	if err != nil {
 		return err
 	}

@@ -199,7 +199,7 @@ func ArtifactSummary(c *sandbox.ArtifactCollection) *api.ArtifactSummary {
 
 // Recording converts *recording.Recording to its wire form.
 func Recording(r *recording.Recording) api.Recording {
-	return api.Recording{ID: r.ID, SandboxID: r.SandboxID, Source: r.Source, State: r.State, FPS: r.FPS, SegmentSeconds: r.SegmentSeconds,
+	return api.Recording{ID: r.ID, SandboxID: r.SandboxID, JobID: r.JobID, Source: r.Source, State: r.State, FPS: r.FPS, SegmentSeconds: r.SegmentSeconds,
 		StartedAt: r.StartedAt, StoppedAt: r.StoppedAt, Segments: r.Segments, Bytes: r.Bytes, Error: r.Error}
 }
 
@@ -373,6 +373,7 @@ func CreateSandboxInput(tenant, idempotencyKey string, req api.CreateSandboxRequ
 		Tenant: tenant, Profile: req.Profile, Runtime: req.Runtime, RiskLevel: req.RiskLevel, Resources: ResourcesIn(req.Resources),
 		Env: req.Env, Metadata: req.Metadata, TTLSeconds: req.TTLSeconds, ReadOnlyRoot: req.ReadOnlyRoot,
 		IdempotencyKey: idempotencyKey, WaitSeconds: req.WaitSeconds, Network: PolicyIn(req.Network),
+		Volumes: VolumeRequests(req.Volumes),
 	}
 }
 
@@ -383,7 +384,30 @@ func AcquireLeaseInput(tenant string, req api.AcquireLeaseRequest) control.Acqui
 		Tenant: tenant, Profile: req.Profile, RiskLevel: req.RiskLevel, Runtime: req.Runtime,
 		TTLSeconds: req.TTLSeconds, Holder: req.Holder, WaitSeconds: req.WaitSeconds, Env: req.Env, Metadata: req.Metadata,
 		Resources: ResourcesIn(req.Resources), Network: PolicyIn(req.Network), SnapshotID: req.SnapshotID,
+		Volumes: VolumeRequests(req.Volumes),
 	}
+}
+
+// VolumeRequests is a create or lease request's volumes.
+func VolumeRequests(in []api.VolumeMount) []sandbox.VolumeRequest {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]sandbox.VolumeRequest, len(in))
+	for i, m := range in {
+		out[i] = sandbox.VolumeRequest{Volume: m.Volume, Path: m.Path, ReadOnly: m.ReadOnly}
+	}
+	return out
+}
+
+// Volume is a named volume as the API shows it.
+func Volume(v *sandbox.Volume) api.Volume {
+	out := api.Volume{ID: v.ID, Name: v.Name, SizeMB: v.SizeMB, State: string(v.State), Mounts: []api.VolumeHolder{},
+		CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt}
+	for _, m := range v.Mounts {
+		out.Mounts = append(out.Mounts, api.VolumeHolder{SandboxID: m.SandboxID, Path: m.Path, ReadOnly: m.ReadOnly})
+	}
+	return out
 }
 
 // ServiceStatus converts jobs.ServiceState to its wire form.

@@ -1,6 +1,7 @@
 package assemble
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +32,7 @@ import (
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/trace"
+	"genesis.dev/sandbox/internal/volumes"
 )
 
 // Config is what the service is built over: its settings, and what the
@@ -106,6 +108,9 @@ type Stack struct {
 	Snapshots *snapshots.Manager
 	// Changes diffs and patches sandboxes' workspaces.
 	Changes *changes.Service
+	// Volumes are the tenants' named volumes; nil where sandboxes run on
+	// other hosts (a cluster), which mount none.
+	Volumes *volumes.Manager
 	// E2B and OpenSandbox are the compatibility adapters, nil when their
 	// settings disable them. An edge serves them after binding them to
 	// itself (their Bind).
@@ -177,9 +182,27 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 		}
 	}()
 
+	// Named volumes live on this host's data dir: built for sandboxes on
+	// this host only, below control, which mounts them.
+	if c.Sandboxer == nil {
+		volDir := set.Volumes.Dir
+		if !filepath.IsAbs(volDir) {
+			if volDir, err = filepath.Abs(filepath.Join(set.DataDir, cmp.Or(volDir, "volumes"))); err != nil {
+				return nil, err
+			}
+		}
+		if s.Volumes, err = volumes.New(volumes.Config{Store: c.Store, Dir: volDir, MaxSizeMB: set.Volumes.MaxSizeMB,
+			MaxMBPerTenant: set.Volumes.MaxMBPerTenant, MaxPerTenant: set.Volumes.MaxPerTenant, Roots: set.Volumes.Roots,
+			UID: volumes.DefaultUID, GID: volumes.DefaultGID, Now: c.Now, Logger: log}); err != nil {
+			return nil, err
+		}
+	}
 	// The lifecycle core everything else works over.
 	cc := control.Config{Settings: set, Store: c.Store, Driver: c.Driver, Sandboxer: c.Sandboxer, AgentDir: c.AgentDir, EgressDir: c.EgressDir,
 		InstanceID: c.InstanceID, Logger: log, Now: c.Now, Metrics: c.Metrics, ImageBuilds: c.ImageBuilds}
+	if s.Volumes != nil {
+		cc.Volumes = s.Volumes
+	}
 	if c.TuneControl != nil {
 		c.TuneControl(&cc)
 	}
@@ -255,21 +278,21 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 		return nil, fmt.Errorf("ports.preview_url: %w", err)
 	}
 
-	if s.Browser, err = browser.New(browser.Config{Sandboxes: browser.FromControl(s.Control), Ports: s.Ports, Images: c.Images,
-		Artifacts: s.Artifacts, ArtifactSource: s.Artifacts, Services: s.Services, Trace: rec, Gate: gate, Screenshots: set.Trace.Screenshots, Logger: log}); err != nil {
+	if s.Browser, err = browser.New(browser.Config{Sandboxes: browser.FromControl(s.Control, s.Jobs), Ports: s.Ports, Images: c.Images,
+		Artifacts: s.Artifacts, ArtifactSource: s.Artifacts, Services: s.Services, Ready: s.Services, Trace: rec, Gate: gate, Screenshots: set.Trace.Screenshots, Logger: log}); err != nil {
 		return nil, err
 	}
 	// After the port proxy: its CDP and Playwright connections close
 	// first when a sandbox ends.
 	s.add("browser", s.Browser)
-	if s.Desktop, err = desktop.New(desktop.Config{Sandboxes: desktop.FromControl(s.Control), Trace: rec, Gate: gate, Artifacts: s.Artifacts,
-		Screenshots: set.Trace.Screenshots, Logger: log}); err != nil {
+	if s.Desktop, err = desktop.New(desktop.Config{Sandboxes: desktop.FromControl(s.Control, s.Jobs), Trace: rec, Gate: gate, Artifacts: s.Artifacts,
+		Screenshots: set.Trace.Screenshots, Ready: s.Services, Logger: log}); err != nil {
 		return nil, err
 	}
 	s.add("desktop", s.Desktop)
 	if s.MCP, err = servers.New(servers.Config{Leases: s.Control, Jobs: s.Jobs, Catalog: mcpCatalog(set.MCP), TenantCatalog: mcpCatalogStore{c.Store},
 		Ceiling: set.MCP.MaxRiskLevel, TenantCeiling: s.Tenancy.ToolRiskCeiling, AllowedOrigins: set.MCP.AllowedOrigins, Audit: mcpAudit(s.Tenancy, log),
-		Secret: operatorSecret(set.Network), NetworkEvents: mcpNetworkEvents(s.Control), DialPort: mcpDialPort(s.Control), Trace: rec, Gate: gate,
+		Secret: operatorSecret(set.Network), NetworkEvents: mcpNetworkEvents(s.Control), DialPort: mcpDialPort(s.Control), Ready: s.Services, Trace: rec, Gate: gate,
 		Now: c.Now, Logger: log}); err != nil {
 		return nil, err
 	}
@@ -296,6 +319,9 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.add("snapshots", s.Snapshots)
+	if s.Volumes != nil {
+		s.add("volumes", s.Volumes) // its Sweep releases the holds of ended sandboxes
+	}
 	if s.Changes, err = changes.New(changes.Config{Files: s.Files, Sandboxes: s.Control, Snapshots: s.Snapshots, Trace: rec, Logger: log}); err != nil {
 		return nil, err
 	}

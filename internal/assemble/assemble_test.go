@@ -69,11 +69,11 @@ func names(s *Stack, has func(part) bool) []string {
 func TestOneOrderedList(t *testing.T) {
 	t.Parallel()
 	s := build(t, nil)
-	if s.Tenancy == nil || s.MCPServe == nil || s.E2B == nil || s.OpenSandbox == nil || s.Browser == nil || s.Desktop == nil || s.MCP == nil || s.Skills == nil || s.Trace == nil || s.Snapshots == nil {
+	if s.Tenancy == nil || s.MCPServe == nil || s.E2B == nil || s.OpenSandbox == nil || s.Browser == nil || s.Desktop == nil || s.MCP == nil || s.Skills == nil || s.Trace == nil || s.Snapshots == nil || s.Volumes == nil {
 		t.Fatalf("a part is missing from the stack: %+v", s)
 	}
 	hooks := names(s, func(p part) bool { return p.hook != nil })
-	wantHooks := []string{"artifacts", "jobs", "services", "terminals", "ports", "browser", "desktop", "mcp-servers", "snapshots", "e2b", "opensandbox", "trace ending"}
+	wantHooks := []string{"artifacts", "jobs", "services", "terminals", "ports", "browser", "desktop", "mcp-servers", "snapshots", "volumes", "e2b", "opensandbox", "trace ending"}
 	if !slices.Equal(hooks, wantHooks) {
 		t.Errorf("hooks in the order %v, want %v", hooks, wantHooks)
 	}

@@ -80,6 +80,9 @@ func (s *Stack) buildAdapters(set *config.Config, log *slog.Logger) error {
 	if set.OpenSandbox.Enabled {
 		oc := opensandbox.Config{Control: s.Control, KeyLive: s.Tenancy.KeyLive, Jobs: s.Jobs, Files: s.Files, Settings: set.OpenSandbox, MaxJobTimeoutMS: set.Limits.MaxExecTimeoutMS,
 			TokenKey: tokenKey, Preview: s.openPreview, Snapshots: s.Snapshots, Logger: log}
+		if s.Volumes != nil {
+			oc.Volumes = s.Volumes
+		}
 		if u, err := url.Parse(set.PublicBaseURL()); err == nil {
 			oc.PublicHost = u.Host
 		}

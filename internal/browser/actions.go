@@ -16,8 +16,6 @@ import (
 
 	"github.com/chromedp/cdproto/accessibility"
 	cdpbrowser "github.com/chromedp/cdproto/browser"
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -48,13 +46,6 @@ type ActionsResult struct {
 	URL, Title, Tab string
 }
 
-var actionTypes = map[string]bool{
-	"navigate": true, "back": true, "forward": true, "reload": true, "click": true, "fill": true, "type": true,
-	"press": true, "hover": true, "scroll": true, "wait": true, "evaluate": true, "text": true, "screenshot": true,
-	"upload": true, "tab_new": true, "tab_switch": true, "tab_activate": true, "tab_close": true, "tabs": true,
-	"select": true, "snapshot": true,
-}
-
 var keyNames = map[string]string{
 	"Enter": kb.Enter, "Tab": kb.Tab, "Escape": kb.Escape, "Backspace": kb.Backspace, "Delete": kb.Delete,
 	"ArrowUp": kb.ArrowUp, "ArrowDown": kb.ArrowDown, "ArrowLeft": kb.ArrowLeft, "ArrowRight": kb.ArrowRight,
@@ -73,77 +64,18 @@ func validate(req *api.BrowserActionsRequest, t *Target) error {
 		return errdefs.WithCode("too_many_actions", fmt.Errorf("actions: %d actions, at most %d in one request: %w", len(req.Actions), t.Spec.MaxActions, errdefs.ErrInvalidArgument))
 	}
 	for i, a := range req.Actions {
-		if !actionTypes[a.Type] {
+		kind, ok := actions[a.Type]
+		if !ok {
 			return bad(i, "unknown type %q", a.Type)
 		}
 		if a.TimeoutMs < 0 || time.Duration(a.TimeoutMs)*time.Millisecond > t.Spec.MaxActionTimeout {
 			return bad(i, "timeout_ms %d is not between 0 and %d", a.TimeoutMs, t.Spec.MaxActionTimeout.Milliseconds())
 		}
-		needSel := func() error {
-			if a.Selector == "" {
-				return bad(i, "%s needs a selector", a.Type)
-			}
-			return nil
+		if kind.check == nil {
+			continue
 		}
-		var err error
-		switch a.Type {
-		case "navigate":
-			u, perr := url.Parse(a.URL)
-			if perr != nil || (u.Scheme != "http" && u.Scheme != "https" && a.URL != "about:blank") {
-				err = bad(i, "url %q must be an http or https URL", a.URL)
-			}
-		case "tab_new":
-			if a.URL != "" {
-				if u, perr := url.Parse(a.URL); perr != nil || (u.Scheme != "http" && u.Scheme != "https") {
-					err = bad(i, "url %q must be an http or https URL", a.URL)
-				}
-			}
-		case "click", "hover":
-			if a.Selector == "" && (a.X == nil || a.Y == nil) {
-				err = bad(i, "%s needs a selector or x and y", a.Type)
-			}
-		case "select":
-			err = needSel()
-		case "fill", "type", "upload":
-			err = needSel()
-			if err == nil && a.Type == "upload" && len(a.Files) == 0 {
-				err = bad(i, "upload needs files")
-			}
-		case "press":
-			if _, ok := keyNames[a.Key]; !ok && len([]rune(a.Key)) != 1 {
-				err = bad(i, "key %q is not a key name (Enter, Tab, Escape, ...) or one character", a.Key)
-			}
-		case "wait":
-			if a.Selector == "" && a.Ms <= 0 {
-				err = bad(i, "wait needs a selector or ms")
-			}
-			if time.Duration(a.Ms)*time.Millisecond > t.Spec.MaxActionTimeout {
-				err = bad(i, "ms %d is over the %d ms an action may take", a.Ms, t.Spec.MaxActionTimeout.Milliseconds())
-			}
-		case "evaluate":
-			if a.Expression == "" {
-				err = bad(i, "evaluate needs an expression")
-			}
-		case "screenshot":
-			if a.Format != "" && a.Format != "png" && a.Format != "jpeg" {
-				err = bad(i, "format %q is not png or jpeg", a.Format)
-			}
-			if a.Scale != 0 && (a.Scale < 0.1 || a.Scale > 2) {
-				err = bad(i, "scale %g is not between 0.1 and 2", a.Scale)
-			}
-			if a.Quality < 0 || a.Quality > 100 {
-				err = bad(i, "quality %d is not 0-100", a.Quality)
-			}
-			if a.Name != "" && (strings.ContainsAny(a.Name, "/\\\x00") || len(a.Name) > 255) {
-				err = bad(i, "name %q must be a plain file name", a.Name)
-			}
-		case "tab_switch", "tab_activate", "tab_close":
-			if a.Type != "tab_close" && a.Tab == "" {
-				err = bad(i, "%s needs a tab", a.Type)
-			}
-		}
-		if err != nil {
-			return err
+		if p := kind.check(a, t.Spec); p != "" {
+			return bad(i, "%s", p)
 		}
 	}
 	return nil
@@ -339,8 +271,8 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *api.BrowserAc
 		if a.TimeoutMs > 0 {
 			timeout = time.Duration(a.TimeoutMs) * time.Millisecond
 		}
-		if a.Type == "wait" && a.Selector == "" {
-			timeout = max(timeout, time.Duration(a.Ms)*time.Millisecond+time.Second)
+		if f := actions[a.Type].timeout; f != nil {
+			timeout = f(a, timeout)
 		}
 		redact := m.cfg.Trace != nil && s.redacted(ctx, a)
 		m.traceStarted(ctx, t, i, a, redact)
@@ -356,7 +288,7 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *api.BrowserAc
 		r.Ms = time.Since(start).Milliseconds()
 		if err != nil && ctx.Err() == nil && s.dead() {
 			err = fmt.Errorf("the browser went away during the action: Chromium exited, or its sandbox ended (GET /v1/sandboxes/%s says which): %w", t.SandboxID, err)
-		} else if err != nil && a.Type == "navigate" && t.Offline {
+		} else if err != nil && actions[a.Type].loads && t.Offline {
 			err = offline(t.SandboxID, t.Profile, a.URL, err)
 		}
 		if err != nil {
@@ -481,65 +413,12 @@ func (m *Manager) session(ctx context.Context, t *Target) (*session, error) {
 
 // do runs one action on the active tab.
 func (s *session) do(ctx context.Context, tenant string, a api.BrowserAction, timeout time.Duration, r *ActionResult, keep Keeper) error {
-	switch a.Type {
-	case "tab_new":
-		id, err := s.newTab(ctx, a.URL)
-		r.Value = string(id)
-		return err
-	case "tabs":
-		tabs, err := s.listTabs(ctx)
-		r.Value = tabs
-		return err
-	case "tab_switch", "tab_activate":
-		id := target.ID(a.Tab)
-		if _, ok := s.tabs[id]; !ok {
-			tabs, err := s.listTabs(ctx)
-			if err != nil {
-				return err
-			}
-			found := false
-			for _, tb := range tabs {
-				found = found || tb.ID == a.Tab
-			}
-			if !found {
-				return fmt.Errorf("no tab %q (list them with a tabs action)", a.Tab)
-			}
-			if err := s.adopt(ctx, id); err != nil {
-				return err
-			}
-		}
-		s.setActive(id)
-		_, err := withDeadline(ctx, s.bctx, func(c context.Context) (struct{}, error) {
-			_, err := chromedp.CallBrowser(c, target.ActivateTarget, target.ActivateTargetParams{TargetID: id})
-			return struct{}{}, err
-		})
-		return err
-	case "tab_close":
-		id := s.active
-		if a.Tab != "" {
-			id = target.ID(a.Tab)
-		}
-		_, err := withDeadline(ctx, s.bctx, func(c context.Context) (struct{}, error) {
-			_, err := chromedp.CallBrowser(c, target.CloseTarget, target.CloseTargetParams{TargetID: id})
-			return struct{}{}, err
-		})
-		if err == nil {
-			// Chromium answers before the page is gone: a tabs action
-			// right after would still list it.
-			err = s.waitGone(ctx, id, timeout)
-		}
-		if tc, ok := s.tabs[id]; ok {
-			tc.cancel()
-			delete(s.tabs, id)
-		}
-		if err == nil && id == s.active {
-			s.setActive("")
-			for other := range s.tabs {
-				s.setActive(other)
-				break
-			}
-		}
-		return err
+	kind := actions[a.Type]
+	if kind.tab != nil {
+		return kind.tab(s, ctx, a, timeout, r)
+	}
+	if kind.page == nil {
+		return fmt.Errorf("action %q has no handler: %w", a.Type, errdefs.ErrInternal)
 	}
 	tc, ok := s.tabs[s.active]
 	if !ok || tc.ctx.Err() != nil {
@@ -551,12 +430,12 @@ func (s *session) do(ctx context.Context, tenant string, a api.BrowserAction, ti
 	v, err := withDeadline(ctx, tc.ctx, func(c context.Context) (any, error) {
 		c, cancel := context.WithTimeout(c, timeout)
 		defer cancel()
-		return s.page(c, a)
+		return kind.page(s, c, a)
 	})
 	if err != nil {
 		return err
 	}
-	if shot, ok := v.([]byte); ok && a.Type == "screenshot" {
+	if shot, ok := v.([]byte); ok && kind.image {
 		s.shots++
 		name := a.Name
 		if name == "" {
@@ -622,160 +501,6 @@ func (s *session) listTabs(ctx context.Context) ([]api.BrowserTab, error) {
 		}
 	}
 	return tabs, nil
-}
-
-// page runs a page action on the chromedp tab context c.
-func (s *session) page(c context.Context, a api.BrowserAction) (any, error) {
-	sel := chromedp.CSS(a.Selector)
-	switch a.Type {
-	case "navigate":
-		if a.URL == "about:blank" {
-			return nil, chromedp.Do(c, chromedp.Navigate(a.URL))
-		}
-		resp, err := chromedp.Run(c, chromedp.NavigateResponse(a.URL))
-		if err != nil {
-			return nil, err
-		}
-		if resp == nil {
-			return nil, nil
-		}
-		// The egress gateway answers a refused plain-HTTP request itself:
-		// that is the policy speaking, not the site.
-		for k, v := range resp.Headers {
-			if strings.EqualFold(k, "X-Genesis-Egress-Reason") {
-				host := a.URL
-				if u, err := url.Parse(a.URL); err == nil {
-					host = u.Host
-				}
-				return nil, fmt.Errorf("the sandbox's network policy refused %s (%v): see GET /v1/sandboxes/{id}/network/events", host, v)
-			}
-		}
-		return navResult{Status: resp.Status, URL: resp.URL}, nil
-	case "back":
-		return nil, chromedp.Do(c, chromedp.NavigateBack())
-	case "forward":
-		return nil, chromedp.Do(c, chromedp.NavigateForward())
-	case "reload":
-		return nil, chromedp.Do(c, chromedp.Reload())
-	case "click":
-		if a.Selector == "" {
-			return nil, chromedp.Do(c, chromedp.MouseClickXY(*a.X, *a.Y))
-		}
-		// One evaluate finds the element, waits until it is visible,
-		// scrolls it to the middle and answers its centre; then the press
-		// and release. (chromedp's Click takes five or more round trips to
-		// the page for the same, each a dear one under runsc.)
-		pt, err := chromedp.Run(c, chromedp.Evaluate[point](clickTarget(a.Selector, remaining(c)), chromedp.EvalAwaitPromise))
-		if err != nil {
-			return nil, err
-		}
-		s.point = &pt
-		return nil, chromedp.Do(c, chromedp.MouseClickXY(pt.X, pt.Y))
-	case "hover":
-		if a.Selector == "" {
-			return nil, chromedp.Do(c, chromedp.MouseEvent(chromedp.MouseMoved, *a.X, *a.Y))
-		}
-		return nil, chromedp.Do(c, chromedp.ScrollIntoView(sel), chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-			_, err := chromedp.Evaluate[bool](fmt.Sprintf(`(() => { const e = document.querySelector(%s); if (!e) return false;
-				const r = e.getBoundingClientRect(); e.dispatchEvent(new MouseEvent('mouseover', {bubbles: true, clientX: r.x + r.width/2, clientY: r.y + r.height/2})); return true })()`, jsString(a.Selector)))(ctx, t)
-			return err
-		}))
-	case "fill":
-		return nil, chromedp.Do(c, chromedp.Clear(sel), chromedp.SendKeys(sel, a.Text))
-	case "type":
-		return nil, chromedp.Do(c, chromedp.SendKeys(sel, a.Text))
-	case "press":
-		k := keyNames[a.Key]
-		if k == "" {
-			k = a.Key
-		}
-		if a.Selector != "" {
-			return nil, chromedp.Do(c, chromedp.SendKeys(sel, k))
-		}
-		return nil, chromedp.Do(c, chromedp.KeyEvent(k))
-	case "scroll":
-		if a.Selector != "" {
-			return nil, chromedp.Do(c, chromedp.ScrollIntoView(sel))
-		}
-		_, err := chromedp.Run(c, chromedp.Evaluate[bool](fmt.Sprintf(`(window.scrollBy(%g, %g), true)`, a.DeltaX, a.DeltaY)))
-		return nil, err
-	case "wait":
-		if a.Selector != "" {
-			return nil, chromedp.Do(c, chromedp.WaitVisible(sel))
-		}
-		return nil, chromedp.Do(c, chromedp.Sleep(time.Duration(a.Ms)*time.Millisecond))
-	case "evaluate":
-		v, err := chromedp.Run(c, chromedp.Evaluate[json.RawMessage](a.Expression, chromedp.EvalAwaitPromise))
-		if errors.Is(err, chromedp.ErrJSNull) || errors.Is(err, chromedp.ErrJSUndefined) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		return v, nil
-	case "text":
-		if a.Selector == "" {
-			return chromedp.Run(c, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
-		}
-		return chromedp.Run(c, chromedp.Text(sel))
-	case "upload":
-		return nil, chromedp.Do(c, chromedp.SetUploadFiles(sel, a.Files))
-	case "select":
-		if err := chromedp.Do(c, chromedp.WaitReady(sel)); err != nil {
-			return nil, err
-		}
-		return chromedp.Run(c, chromedp.Evaluate[string](fmt.Sprintf(`(() => {
-  const e = document.querySelector(%s), v = %s;
-  if (!e || e.tagName !== 'SELECT') throw new Error('the selector matches no <select>');
-  if (![...e.options].some(o => o.value === v)) throw new Error('the <select> has no option ' + JSON.stringify(v));
-  e.value = v;
-  e.dispatchEvent(new Event('input', {bubbles: true}));
-  e.dispatchEvent(new Event('change', {bubbles: true}));
-  return e.value;
-})()`, jsString(a.Selector), jsString(a.Value))))
-	case "snapshot":
-		return snapshot(c)
-	case "screenshot":
-		p := page.CaptureScreenshotParams{Format: page.CaptureScreenshotFormatPng}
-		if !a.Compress {
-			// Fast encoding (larger files) saves about a tenth of a
-			// viewport screenshot's time (make bench).
-			fast := true
-			p.OptimizeForSpeed = &fast
-		}
-		if a.Format == "jpeg" {
-			p.Format = page.CaptureScreenshotFormatJpeg
-			q := int64(80)
-			if a.Quality > 0 {
-				q = int64(a.Quality)
-			}
-			p.Quality = &q
-		}
-		if a.FullPage {
-			yes := true
-			p.CaptureBeyondViewport = &yes
-		}
-		if a.Scale != 0 && a.Scale != 1 {
-			m, err := chromedp.Call(c, page.GetLayoutMetrics, cdp.Empty{})
-			if err != nil {
-				return nil, err
-			}
-			clip := &page.Viewport{Scale: a.Scale}
-			if vv := m.CSSVisualViewport; vv != nil {
-				clip.X, clip.Y, clip.Width, clip.Height = vv.PageX, vv.PageY, vv.ClientWidth, vv.ClientHeight
-			}
-			if cs := m.CSSContentSize; a.FullPage && cs != nil {
-				clip.X, clip.Y, clip.Width, clip.Height = 0, 0, cs.Width, cs.Height
-			}
-			p.Clip = clip
-		}
-		res, err := chromedp.Call(c, page.CaptureScreenshot, p)
-		if err != nil {
-			return nil, err
-		}
-		return res.Data, nil
-	}
-	return nil, fmt.Errorf("action %q: %w", a.Type, errdefs.ErrInternal)
 }
 
 // point is a viewport position.

@@ -3,6 +3,7 @@ package browser
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -81,6 +82,10 @@ type Config struct {
 	// profiles are neither saved nor loaded.
 	ArtifactSource ArtifactSource
 	Services       ServiceHolder
+	// Ready waits for a port inside a sandbox to answer (the browser's
+	// DevTools port, a Playwright port); without it a port must answer at
+	// once.
+	Ready Readiness
 	// ReadyWait bounds how long a request waits for a sandbox's browser
 	// to start answering (default 30 s).
 	ReadyWait time.Duration
@@ -141,7 +146,7 @@ func (m *Manager) SandboxReady(ctx context.Context, a *control.Attachment) error
 	if !a.Warm || a.Profile == nil || a.Profile.Browser == nil {
 		return nil
 	}
-	t := targetOf(a)
+	t := targetOf(a, nil) // it records nothing
 	if err := m.waitReady(ctx, t); err != nil {
 		return err
 	}
@@ -198,6 +203,13 @@ func (m *Manager) attach(ctx context.Context, tenant, id string) (*Target, error
 	return m.cfg.Sandboxes.AttachBrowser(ctx, tenant, id)
 }
 
+// Readiness waits until a port inside a sandbox answers, or ctx ends
+// (jobs.Services.WaitReady: a profile service's ready state when one has
+// the port as its ready port).
+type Readiness interface {
+	WaitReady(ctx context.Context, sandboxID string, port int) error
+}
+
 // waitReady waits until the browser's CDP port answers, up to ReadyWait
 // (a fresh sandbox's Chromium takes a few seconds to start).
 func (m *Manager) waitReady(ctx context.Context, t *Target) error {
@@ -207,28 +219,24 @@ func (m *Manager) waitReady(ctx context.Context, t *Target) error {
 	})
 }
 
-// waitDial polls port until a dial succeeds, up to ReadyWait; then it
-// fails with code browser_not_ready and late()'s message.
+// waitDial waits until port answers, up to ReadyWait; then it fails with
+// code browser_not_ready and late()'s message.
 func (m *Manager) waitDial(ctx context.Context, t *Target, port int, late func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyWait)
 	defer cancel()
-	for {
-		dctx, dcancel := context.WithTimeout(ctx, 2*time.Second)
-		c, err := t.Dial(dctx, port)
-		dcancel()
-		if err == nil {
+	var err error
+	if m.cfg.Ready != nil {
+		err = m.cfg.Ready.WaitReady(ctx, t.SandboxID, port)
+	} else {
+		var c net.Conn
+		if c, err = t.Dial(ctx, port); err == nil {
 			c.Close()
-			return nil
-		}
-		if errdefs.Code(err) != "port_unreachable" {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return errdefs.WithCode(CodeNotReady, fmt.Errorf("%w: %w", late(), errdefs.ErrUnavailable))
-		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	if err == nil || (ctx.Err() == nil && errdefs.Code(err) != "port_unreachable" && !errors.Is(err, errdefs.ErrUnavailable)) {
+		return err
+	}
+	return errdefs.WithCode(CodeNotReady, fmt.Errorf("%w: %v: %w", late(), err, errdefs.ErrUnavailable))
 }
 
 // Request is one proxied browser request as the HTTP layer parsed it.
@@ -469,11 +477,15 @@ func (m *Manager) Status(ctx context.Context, tenant, id string) (*Status, error
 	return st, nil
 }
 
-// FromControl adapts the lifecycle layer's Attach: a sandbox whose
-// profile has no browser key is refused with code not_a_browser_profile.
-func FromControl(a ports.Attacher) Sandboxes { return controlSandboxes{a} }
+// FromControl adapts the lifecycle layer's Attach, running the recorder
+// through jobs: a sandbox whose profile has no browser key is refused with
+// code not_a_browser_profile.
+func FromControl(a ports.Attacher, jobs Jobs) Sandboxes { return controlSandboxes{a, jobs} }
 
-type controlSandboxes struct{ a ports.Attacher }
+type controlSandboxes struct {
+	a    ports.Attacher
+	jobs Jobs
+}
 
 func (c controlSandboxes) AttachBrowser(ctx context.Context, tenant, id string) (*Target, error) {
 	// Network: Target.Offline reads the sandbox's network mode.
@@ -487,14 +499,15 @@ func (c controlSandboxes) AttachBrowser(ctx context.Context, tenant, id string) 
 			"sandbox %s runs profile %s, which has no browser (create it with a browser profile such as browser-playwright): %w",
 			id, at.Sandbox.Profile, errdefs.ErrFailedPrecondition))
 	}
-	return targetOf(at), nil
+	return targetOf(at, c.jobs), nil
 }
 
-// targetOf is the browser of a browser profile's attachment.
-func targetOf(at *control.Attachment) *Target {
+// targetOf is the browser of a browser profile's attachment, running its
+// helper processes through jobs.
+func targetOf(at *control.Attachment, jobs Jobs) *Target {
 	return &Target{
 		Tenant: at.Sandbox.Tenant, SandboxID: at.Sandbox.ID, Image: at.Sandbox.Image, Spec: *at.Profile.Browser,
-		Dial: at.Agent.DialPort, Files: at.Agent, Jobs: at.Agent, Release: at.Release,
+		Dial: at.Agent.DialPort, Files: at.Agent, Jobs: jobs, Release: at.Release,
 		Offline: at.Sandbox.Network == nil || at.Sandbox.Network.Mode == egress.ModeNone, Profile: at.Sandbox.Profile,
 	}
 }

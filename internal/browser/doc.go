@@ -4,6 +4,10 @@
 // the page from the service side. The sandbox itself stays offline: every
 // byte goes through its agent's port dial, as the port proxy's do.
 //
+// The action vocabulary is one table (table.go: each type's check,
+// handler, trace screenshots and redaction); the recorder runs as a
+// helper job of jobs, and readiness is jobs' one wait (Config.Ready).
+//
 // browser is a workload package: it reaches sandboxes through control's
 // Attach (and the ports package's attacher and links), records through
 // trace and recording, and takes its actions as api.BrowserAction. It

@@ -16,12 +16,14 @@ import (
 	"genesis.dev/sandbox/internal/recording"
 )
 
-// Jobs runs the recorder in a browser sandbox (the agent's jobs).
+// Jobs runs the recorder in a browser sandbox as a recorded job, so it
+// has a job id that GET /v1/jobs/{id} answers and a log (jobs.Manager's
+// helper jobs).
 type Jobs interface {
-	StartJob(ctx context.Context, req agentproto.JobStartRequest) (agentproto.JobInfo, error)
-	JobInfo(ctx context.Context, id string) (agentproto.JobInfo, error)
-	CancelJob(ctx context.Context, id string, grace time.Duration) error
-	OpenStdin(ctx context.Context, jobID string) (io.WriteCloser, error)
+	StartHelper(ctx context.Context, tenant, sandboxID string, req agentproto.JobStartRequest) (agentproto.JobInfo, error)
+	HelperInfo(ctx context.Context, tenant, jobID string) (agentproto.JobInfo, error)
+	CancelHelper(ctx context.Context, tenant, jobID string, grace time.Duration) error
+	OpenHelperStdin(ctx context.Context, tenant, jobID string) (io.WriteCloser, error)
 }
 
 // screencastQuality is the JPEG quality of the screencast's frames.
@@ -59,9 +61,20 @@ func (m *Manager) StartRecording(ctx context.Context, tenant, id string, o recor
 		}
 	}
 	s.mu.Unlock()
-	files := t.Files
-	rt := &recording.Target{Tenant: t.Tenant, SandboxID: t.SandboxID,
-		Launch: t.Jobs.StartJob, JobInfo: t.Jobs.JobInfo, CancelJob: t.Jobs.CancelJob, OpenStdin: t.Jobs.OpenStdin,
+	files, jobs, tenant, sandboxID := t.Files, t.Jobs, t.Tenant, t.SandboxID
+	rt := &recording.Target{Tenant: tenant, SandboxID: sandboxID,
+		Launch: func(ctx context.Context, req agentproto.JobStartRequest) (agentproto.JobInfo, error) {
+			return jobs.StartHelper(ctx, tenant, sandboxID, req)
+		},
+		JobInfo: func(ctx context.Context, id string) (agentproto.JobInfo, error) {
+			return jobs.HelperInfo(ctx, tenant, id)
+		},
+		CancelJob: func(ctx context.Context, id string, grace time.Duration) error {
+			return jobs.CancelHelper(ctx, tenant, id, grace)
+		},
+		OpenStdin: func(ctx context.Context, id string) (io.WriteCloser, error) {
+			return jobs.OpenHelperStdin(ctx, tenant, id)
+		},
 		ReadFile: func(ctx context.Context, path string) (io.ReadCloser, error) {
 			r, err := files.ReadFile(ctx, http.MethodGet, path, nil)
 			if err != nil {

@@ -24,7 +24,7 @@ func (s *session) redacted(ctx context.Context, a api.BrowserAction) bool {
 	if a.Sensitive {
 		return true
 	}
-	if a.Text == "" || (a.Type != "fill" && a.Type != "type") {
+	if a.Text == "" || !actions[a.Type].types {
 		return false
 	}
 	tc, ok := s.tabs[s.active]
@@ -74,7 +74,7 @@ func (m *Manager) traceFinished(ctx context.Context, t *Target, r ActionResult) 
 	if r.Artifact != nil {
 		d["artifact"] = map[string]any{"id": r.Artifact.ID, "sha256": r.Artifact.SHA256, "size": r.Artifact.Size, "mime": r.Artifact.MIME}
 	}
-	if r.Type == "navigate" {
+	if actions[r.Type].loads {
 		d["value"] = r.Value
 	}
 	m.record(ctx, t, trace.ActorSystem, trace.KindBrowserActionFinished, d)
@@ -117,11 +117,10 @@ func (m *Manager) shotsFor(a api.BrowserAction) shotPhases {
 	if m.cfg.Trace == nil || m.cfg.Artifacts == nil {
 		return shotPhases{}
 	}
-	switch a.Type {
-	case "navigate", "back", "forward", "reload", "click", "hover", "fill", "type", "press", "scroll", "select", "upload":
-		return shotPhases{recording.WantShot(m.cfg.Screenshots, "before"), recording.WantShot(m.cfg.Screenshots, "after")}
+	if !actions[a.Type].changes {
+		return shotPhases{}
 	}
-	return shotPhases{}
+	return shotPhases{recording.WantShot(m.cfg.Screenshots, "before"), recording.WantShot(m.cfg.Screenshots, "after")}
 }
 
 // traceShot captures the active tab's viewport now and keeps it, with a

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -77,6 +78,8 @@ type Config struct {
 	Trace Trace `yaml:"trace"`
 	// Snapshots configures pause, hibernation, snapshots and forks.
 	Snapshots Snapshots `yaml:"snapshots"`
+	// Volumes configures named volumes (docs/volumes.md).
+	Volumes Volumes `yaml:"volumes"`
 	// E2B configures the E2B SDK adapter under /e2b (docs/compat-e2b.md).
 	E2B E2B `yaml:"e2b"`
 	// OpenSandbox configures the OpenSandbox SDK adapter (docs/compat-opensandbox.md).
@@ -176,6 +179,22 @@ type Snapshots struct {
 	MaxBytesPerTenant int64 `yaml:"max_bytes_per_tenant"`
 	// MaxFork bounds the copies of one fork.
 	MaxFork int `yaml:"max_fork"`
+}
+
+// Volumes configures tenants' named volumes (docs/volumes.md).
+type Volumes struct {
+	// Dir holds the volumes' images and mount points; relative paths are
+	// under the data dir.
+	Dir string `yaml:"dir"`
+	// MaxSizeMB bounds one volume; MaxMBPerTenant the summed size of a
+	// tenant's volumes (its disk quota for volumes); MaxPerTenant their
+	// number (0: no bound).
+	MaxSizeMB      int64 `yaml:"max_size_mb"`
+	MaxMBPerTenant int64 `yaml:"max_mb_per_tenant"`
+	MaxPerTenant   int   `yaml:"max_per_tenant"`
+	// Roots are the container paths strictly below which a sandbox may
+	// mount a volume.
+	Roots []string `yaml:"roots"`
 }
 
 // Console configures the web console served at /console/.
@@ -418,9 +437,13 @@ type Profile struct {
 	// touch (absolute, clean, or "~" for the sandbox user's home, which the
 	// agent looks up); empty means DefaultFileRoots. Relative paths are
 	// resolved against the first.
-	FileRoots []string    `yaml:"file_roots"`
-	Pools     []PoolSpec  `yaml:"pools"`
-	Lease     LeasePolicy `yaml:"lease"`
+	FileRoots []string `yaml:"file_roots"`
+	// VolumeRoots, if set, narrows where named volumes may be mounted in
+	// this profile's sandboxes: strictly below one of these, as well as
+	// below one of the service's volumes.roots (docs/volumes.md).
+	VolumeRoots []string    `yaml:"volume_roots"`
+	Pools       []PoolSpec  `yaml:"pools"`
+	Lease       LeasePolicy `yaml:"lease"`
 	// Ports is which ports inside the sandbox callers may reach.
 	Ports PortPolicy `yaml:"ports"`
 	// Endpoints name ports the sandboxes serve (listed with their URLs).
@@ -807,6 +830,11 @@ func (c *Config) validate(v *problems) {
 				if err := agentproto.CheckRoot(root, "/.genesis", "/run/genesis"); err != nil {
 					bad(fmt.Sprintf("%s.file_roots[%d]", key, j), "%q must be an absolute clean path other than / without ':', or ~, and reach neither /proc, /sys, /dev nor the agent's /.genesis and /run/genesis", root)
 				}
+			}
+		}
+		for j, root := range p.VolumeRoots {
+			if !path.IsAbs(root) || path.Clean(root) != root || root == "/" || strings.ContainsAny(root, ":,\x00") {
+				bad(fmt.Sprintf("%s.volume_roots[%d]", key, j), "%q must be an absolute clean path other than / without ':' or ','", root)
 			}
 		}
 		if err := p.Network.Validate(c.Network.OperatorConfig); err != nil {

@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"genesis.dev/sandbox/images"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/imagebuild"
+	"genesis.dev/sandbox/internal/imagestate"
 	"genesis.dev/sandbox/internal/policy"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -158,30 +158,6 @@ type imageLabeler interface {
 	ImageLabels(ctx context.Context, ref string) (map[string]string, bool, error)
 }
 
-// imageRef resolves the image a profile runs (a recipe's under the
-// configured image_repository). ok is false when the profile is declared
-// but no recipe for its image exists in this version.
-func (s *Service) imageRef(p *config.Profile) (ref string, ok bool) {
-	if p.Image != "" {
-		return p.Image, true
-	}
-	r, ok := images.Lookup(p.Recipe)
-	if !ok {
-		return s.cfg.ImageRepository + p.Recipe + ":not-built", false
-	}
-	return r.RefIn(s.cfg.ImageRepository), true
-}
-
-func buildCommand(p *config.Profile, declared bool) string {
-	if p.Image != "" {
-		return fmt.Sprintf("load image %s into Docker (it is configured explicitly)", p.Image)
-	}
-	if !declared {
-		return "no image recipe for " + p.Recipe + " in this version yet"
-	}
-	return "make images (or: sandbox-service images build --profile " + p.Name + ")"
-}
-
 // Profiles returns every configured profile with its image status.
 func (s *Service) Profiles(ctx context.Context) ([]ProfileView, error) {
 	healthy := s.Probe(ctx).HealthyRuntimes()
@@ -198,8 +174,8 @@ func (s *Service) Profiles(ctx context.Context) ([]ProfileView, error) {
 }
 
 func (s *Service) profileView(ctx context.Context, p *config.Profile, healthy []sandbox.Runtime) (ProfileView, error) {
-	ref, declared := s.imageRef(p)
-	v := ProfileView{Profile: *p, ImageRef: ref, ImageDeclared: declared, BuildCommand: buildCommand(p, declared), WarmPools: s.cfg.WarmPools}
+	ref, declared := s.images.Ref(p)
+	v := ProfileView{Profile: *p, ImageRef: ref, ImageDeclared: declared, BuildCommand: imagestate.BuildCommand(p, declared), WarmPools: s.cfg.WarmPools}
 	v.LeaseDefaultTTL, v.LeaseMaxTTL = s.cfg.LeaseTTL(p)
 	if declared {
 		if il, ok := s.driver.(imageLabeler); ok {
@@ -224,7 +200,7 @@ func (s *Service) profileView(ctx context.Context, p *config.Profile, healthy []
 			v.ImagePresent = present
 		}
 		if !v.ImagePresent {
-			if b, ok := s.imageBuild(p); ok {
+			if b, ok := s.images.Build(p); ok {
 				v.ImageBuild = &b
 			}
 		}
@@ -303,7 +279,7 @@ func (s *Service) Readiness(ctx context.Context) (bool, map[string]string) {
 			checks["image."+v.Name] = "ok"
 		case v.ImageBuild != nil:
 			checks["image."+v.Name] = v.ImageBuild.Summary()
-			if building(*v.ImageBuild) {
+			if imagestate.Building(*v.ImageBuild) {
 				inBuild++
 			}
 		case v.ImageDeclared:

@@ -44,6 +44,9 @@ type AcquireLeaseInput struct {
 	// profile and runtime is fed from it, an idle member of that pool
 	// serves the lease (From starts the sandbox only when none is idle).
 	SnapshotID string
+	// Volumes are the tenant's named volumes to mount: such a lease is
+	// always served cold (a warm member's container has its mounts).
+	Volumes []sandbox.VolumeRequest
 }
 
 // LeaseOutput is a lease with the sandbox it holds.
@@ -139,7 +142,7 @@ func (s *Service) acquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	}
 	// A lease from a saved state is warm only from a pool fed from that
 	// snapshot.
-	warmOK := pl != nil && res == p.Resources && s.memberPolicy(p, netPol) && (in.From == nil || in.SnapshotID != "")
+	warmOK := pl != nil && res == p.Resources && s.memberPolicy(p, netPol) && (in.From == nil || in.SnapshotID != "") && len(in.Volumes) == 0
 	if warmOK {
 		if out, err := s.claimWarm(ctx, pl, claim, res); err == nil || !errors.Is(err, errdefs.ErrNotFound) {
 			return out, err
@@ -163,7 +166,7 @@ func (s *Service) acquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	sb, err := s.CreateSandbox(ctx, CreateSandboxInput{
 		Tenant: in.Tenant, Profile: p.Name, Runtime: in.Runtime, RiskLevel: in.RiskLevel,
 		Resources: coldRes, Env: in.Env, Metadata: in.Metadata, TTLSeconds: ttl, WaitSeconds: in.WaitSeconds,
-		Network: &netPol, Reserved: in.Reserved, From: in.From,
+		Network: &netPol, Reserved: in.Reserved, From: in.From, Volumes: in.Volumes,
 	})
 	if err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ import (
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/egress"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/imagestate"
 	"genesis.dev/sandbox/internal/policy"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
@@ -57,6 +58,8 @@ type CreateSandboxInput struct {
 	// From, if set, starts the sandbox from a saved state (a snapshot):
 	// for workload packages, never from the API directly.
 	From *FromState
+	// Volumes are the tenant's named volumes to mount.
+	Volumes []sandbox.VolumeRequest
 	// poolMember makes a tenant-less idle warm-pool member with no expiry.
 	poolMember bool
 	// poolSnapshot is the snapshot a pool member's pool is fed from
@@ -237,6 +240,17 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if err != nil {
 		return nil, err
 	}
+	if len(in.Volumes) > 0 && in.poolMember {
+		return nil, invalid("a pool member mounts no volumes")
+	}
+	if len(in.Volumes) > 0 && in.From != nil {
+		// A saved state (a runsc checkpoint) is restored onto the mounts
+		// it was taken with; volumes are not part of it (docs/volumes.md).
+		return nil, errdefs.WithCode("invalid_volume_mount", invalid("a sandbox made from a snapshot mounts no volumes"))
+	}
+	if err := s.checkVolumes(ctx, in.Tenant, in.Volumes, p.VolumeRoots); err != nil {
+		return nil, err
+	}
 	ttl := in.TTLSeconds
 	switch {
 	case ttl < 0 || ttl > s.cfg.Limits.MaxTTLSeconds:
@@ -255,14 +269,14 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if in.Runtime != "" && sandbox.Runtime(in.Runtime).Isolation() == 0 {
 		return nil, errdefs.WithCode(policy.CodeRuntimeNotAllowed, invalid("unknown runtime %q (known: runc, runsc, kata-*)", in.Runtime))
 	}
-	ref, declared := s.imageRef(p)
+	ref, declared := s.images.Ref(p)
 	fromImage := in.From != nil && in.From.Image != ""
 	if fromImage {
 		ref, declared = in.From.Image, true
 	}
 	if !declared {
 		return nil, errdefs.WithCode("image_not_built", fmt.Errorf(
-			"profile %s is declared but its image is not available: %s: %w", p.Name, buildCommand(p, false), errdefs.ErrFailedPrecondition))
+			"profile %s is declared but its image is not available: %s: %w", p.Name, imagestate.BuildCommand(p, false), errdefs.ErrFailedPrecondition))
 	}
 	dec, err := s.selectRuntime(ctx, p, in.Tenant, risk, in.Runtime)
 	if err != nil {
@@ -271,7 +285,7 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	// An image being built in the background is waited for within the
 	// request's wait_seconds; what is left of it waits for capacity.
 	imageWait := s.now()
-	if err := s.awaitImage(ctx, p, ref, wait, !fromImage); err != nil {
+	if err := s.images.Await(ctx, p, ref, wait, !fromImage); err != nil {
 		return nil, err
 	}
 	wait = max(0, wait-s.now().Sub(imageWait))
@@ -371,7 +385,15 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	case <-wctx.Done():
 		return nil, s.failCreate(wctx, sb, fmt.Errorf("waiting for a create slot: %w", errdefs.ErrDeadlineExceeded))
 	}
-	out, err := s.startSandbox(wctx, sb, p, readOnly, roMounts, in.From)
+	uid, gid, err := parseUser(p.User)
+	if err != nil {
+		return nil, s.failCreate(wctx, sb, err)
+	}
+	volMounts, err := s.acquireVolumes(wctx, sb, uid, gid, in.Volumes, p.VolumeRoots)
+	if err != nil {
+		return nil, s.failCreate(wctx, sb, err)
+	}
+	out, err := s.startSandbox(wctx, sb, p, readOnly, append(roMounts, volMounts...), in.From)
 	if err == nil && in.poolMember {
 		err = s.warmUp(wctx, sb.ID)
 	}
@@ -563,6 +585,8 @@ func (s *Service) teardown(ctx context.Context, id, containerID string) {
 	defer cancel()
 	if err := s.boxes.RemoveSandbox(cctx, id, containerID); err != nil {
 		s.log.Error("removing sandbox", "sandbox", id, "err", err)
+	} else {
+		s.releaseVolumes(cctx, id) // its container is gone
 	}
 	s.net.Release(cctx, id)
 }

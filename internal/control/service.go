@@ -20,6 +20,7 @@ import (
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/driver/local"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/imagestate"
 	"genesis.dev/sandbox/internal/netctl"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
@@ -52,6 +53,9 @@ type Config struct {
 	// image is being built waits for it within its wait_seconds, or is
 	// answered 503 image_building.
 	ImageBuilds ImageBuilds
+	// Volumes mounts named volumes into sandboxes; nil: a request for
+	// volumes is answered 501 volumes_unsupported.
+	Volumes Volumes
 }
 
 // Observer is told the latency of control operations (the service's
@@ -112,7 +116,9 @@ type Service struct {
 
 	reps *replicas // replicas.go; nil with a store of one process
 
-	builds ImageBuilds // images.go; nil: the service builds none
+	images *imagestate.Images // the profiles' images on this host
+
+	volumes Volumes // volumes.go; nil: none
 
 	// probeFails counts failed probes in a row of runtimes that passed
 	// before (see keepThroughBlips); under capsMu.
@@ -166,7 +172,8 @@ func New(cfg Config) (*Service, error) {
 		store:     cfg.Store,
 		driver:    cfg.Driver,
 		boxes:     boxes,
-		builds:    cfg.ImageBuilds,
+		images:    imagestate.New(cfg.Settings.ImageRepository, cfg.Driver, cfg.ImageBuilds),
+		volumes:   cfg.Volumes,
 		remote:    cfg.Sandboxer != nil,
 		instance:  cfg.InstanceID,
 		log:       cfg.Logger,
@@ -185,7 +192,7 @@ func New(cfg Config) (*Service, error) {
 		sandboxDir = h.SandboxDir
 	}
 	s.net, err = netctl.New(netctl.Config{Settings: cfg.Settings, Driver: cfg.Driver, Store: cfg.Store, SandboxDir: sandboxDir,
-		ProfileImage: s.imageRef, EgressDir: cfg.EgressDir, InstanceID: cfg.InstanceID, Logger: cfg.Logger, Now: cfg.Now})
+		ProfileImage: s.images.Ref, EgressDir: cfg.EgressDir, InstanceID: cfg.InstanceID, Logger: cfg.Logger, Now: cfg.Now})
 	if err != nil {
 		return nil, err
 	}

@@ -4,22 +4,18 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"image"
 	"image/png"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jezek/xgb/xproto"
 
 	"genesis.dev/sandbox/api"
-	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/recording"
 )
@@ -111,148 +107,14 @@ func validate(req *api.ComputerActionsRequest, logical api.DisplaySize, maxActio
 	}
 	out := make([]step, 0, len(req.Actions))
 	for i, a := range req.Actions {
-		s := step{kind: a.Action}
-		var err error
-		switch a.Action {
-		case "screenshot", "cursor_position", "list_windows":
-		case "mouse_move", "move":
-			s.kind = "mouse_move"
-			var p api.ComputerPoint
-			p, err = point(i, a, logical)
-			s.pts = []api.ComputerPoint{p}
-		case "left_click", "right_click", "middle_click", "double_click", "triple_click", "click", "left_mouse_down", "left_mouse_up":
-			s.pts, err = optPoint(i, a, logical)
-			s.button, s.clicks = 1, 1
-			switch a.Action {
-			case "right_click":
-				s.button = 3
-			case "middle_click":
-				s.button = 2
-			case "double_click":
-				s.clicks = 2
-			case "triple_click":
-				s.clicks = 3
-			case "click":
-				b, ok := buttons[a.Button]
-				if !ok {
-					return nil, bad("invalid_action", "actions[%d]: unknown button %q (left, right, middle, back, forward)", i, a.Button)
-				}
-				s.button = b
-			}
-			if err == nil && a.Text != "" {
-				s.keys, err = parseCombo(a.Text)
-			}
-		case "left_click_drag", "drag":
-			s.kind = "drag"
-			switch {
-			case len(a.Path) > 0:
-				if len(a.Path) < 2 {
-					return nil, bad("invalid_action", "actions[%d]: a drag path needs at least two points", i)
-				}
-				s.pts = a.Path
-			case len(a.StartCoordinate) == 2:
-				var end api.ComputerPoint
-				if end, err = point(i, a, logical); err == nil {
-					s.pts = []api.ComputerPoint{{X: a.StartCoordinate[0], Y: a.StartCoordinate[1]}, end}
-				}
-			default:
-				return nil, bad("invalid_action", "actions[%d]: drag needs path or start_coordinate and coordinate", i)
-			}
-			for _, p := range s.pts {
-				if err == nil {
-					err = inRange(i, p, logical)
-				}
-			}
-		case "scroll":
-			s.pts, err = optPoint(i, a, logical)
-			dir, amount := a.ScrollDirection, a.ScrollAmount
-			if dir == "" {
-				// OpenAI: pixels, 100 per wheel click; vertical wins.
-				switch {
-				case a.ScrollY < 0:
-					dir, amount = "up", -a.ScrollY
-				case a.ScrollY > 0:
-					dir, amount = "down", a.ScrollY
-				case a.ScrollX < 0:
-					dir, amount = "left", -a.ScrollX
-				case a.ScrollX > 0:
-					dir, amount = "right", a.ScrollX
-				}
-				amount = (amount + 99) / 100
-			}
-			b, ok := map[string]byte{"up": 4, "down": 5, "left": 6, "right": 7}[dir]
-			if !ok {
-				return nil, bad("invalid_action", "actions[%d]: scroll_direction must be up, down, left or right (or give scroll_x/scroll_y)", i)
-			}
-			if amount < 1 || amount > 100 {
-				return nil, bad("invalid_action", "actions[%d]: scroll amount %d is not 1..100", i, amount)
-			}
-			s.scrollB, s.amount = b, amount
-			if err == nil && a.Text != "" {
-				s.keys, err = parseCombo(a.Text)
-			}
-		case "type":
-			if a.Text == "" || len(a.Text) > 10000 {
-				return nil, bad("invalid_action", "actions[%d]: type needs text of 1..10000 bytes", i)
-			}
-			s.text = a.Text
-		case "key", "keypress", "hotkey", "hold_key":
-			if len(a.Keys) > 0 {
-				s.keys, err = parseKeyList(a.Keys)
-			} else {
-				s.keys, err = parseCombo(a.Text)
-			}
-			if a.Action == "hold_key" {
-				if a.Duration <= 0 || a.Duration > 30 {
-					return nil, bad("invalid_action", "actions[%d]: hold_key needs a duration of 0..30 seconds", i)
-				}
-				s.hold = time.Duration(a.Duration * float64(time.Second))
-			} else {
-				s.kind = "key"
-			}
-		case "wait":
-			d := a.Duration
-			if d == 0 {
-				d = 1
-			}
-			if d < 0 || d > 30 {
-				return nil, bad("invalid_action", "actions[%d]: wait duration must be 0..30 seconds", i)
-			}
-			s.hold = time.Duration(d * float64(time.Second))
-		case "zoom":
-			if len(a.Region) != 4 {
-				return nil, bad("invalid_action", "actions[%d]: zoom needs region [x0, y0, x1, y1]", i)
-			}
-			r := image.Rect(a.Region[0], a.Region[1], a.Region[2], a.Region[3])
-			if r.Empty() || r.Min.X < 0 || r.Min.Y < 0 || r.Max.X > logical.Width || r.Max.Y > logical.Height || r != r.Canon() ||
-				a.Region[0] >= a.Region[2] || a.Region[1] >= a.Region[3] {
-				return nil, bad(CodeOutOfRange, "actions[%d]: region %v is not inside the %dx%d display", i, a.Region, logical.Width, logical.Height)
-			}
-			s.region = r
-		case "wait_for_window":
-			if a.Title == "" || len(a.Title) > 1024 {
-				return nil, bad("invalid_action", "actions[%d]: wait_for_window needs a title of 1..1024 bytes (a part of the window's title, or its class)", i)
-			}
-			if a.Duration < 0 || a.Duration > maxWindowWait.Seconds() {
-				return nil, bad("invalid_action", "actions[%d]: wait_for_window duration must be 0..%.0f seconds", i, maxWindowWait.Seconds())
-			}
-			s.text, s.hold = a.Title, defaultWindowWait
-			if a.Duration > 0 {
-				s.hold = time.Duration(a.Duration * float64(time.Second))
-			}
-		case "focus_window":
-			v, perr := strconv.ParseUint(strings.TrimPrefix(a.Window, "0x"), 16, 32)
-			if perr != nil || !strings.HasPrefix(a.Window, "0x") {
-				return nil, bad("invalid_action", "actions[%d]: window %q is not a window id of list_windows (0x…)", i, a.Window)
-			}
-			s.window = xproto.Window(v)
-		case "launch":
-			if len(a.Command) == 0 || a.Command[0] == "" {
-				return nil, bad("invalid_action", "actions[%d]: launch needs a command", i)
-			}
-			s.cmd, s.env = a.Command, a.Env
-		default:
+		kind, ok := actions[a.Action]
+		if !ok {
 			return nil, bad(CodeUnknownAction, "actions[%d]: unknown action %q", i, a.Action)
+		}
+		s := step{kind: kind.kind}
+		var err error
+		if kind.parse != nil {
+			err = kind.parse(i, a, logical, &s)
 		}
 		if err != nil {
 			return nil, err
@@ -265,9 +127,7 @@ func validate(req *api.ComputerActionsRequest, logical api.DisplaySize, maxActio
 // onlyLooks reports whether a batch changes nothing on the display.
 func onlyLooks(steps []step) bool {
 	for _, s := range steps {
-		switch s.kind {
-		case "screenshot", "zoom", "cursor_position", "list_windows", "wait", "wait_for_window":
-		default:
+		if !actions[s.kind].looks {
 			return false
 		}
 	}
@@ -347,7 +207,7 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *api.ComputerA
 	// A program launched while the window manager starts can lose its
 	// window: the first batch that launches one waits for it first,
 	// outside the batch's own time.
-	if slices.ContainsFunc(steps, func(st step) bool { return st.kind == "launch" }) {
+	if slices.ContainsFunc(steps, func(st step) bool { return actions[st.kind].launches }) {
 		if err := waitWM(ctx, s.d, wmWait); err != nil {
 			s.broken = true
 			s.d.close()
@@ -443,137 +303,8 @@ func (m *Manager) runStep(ctx context.Context, t *Target, d *display, sc scaler,
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("the batch ran out of time: %w", err)
 	}
-	moveTo := func() {
-		if len(st.pts) > 0 {
-			x, y := sc.toReal(st.pts[0])
-			d.move(x, y)
-		}
-	}
-	withMods := func(f func() error) error {
-		for _, k := range st.keys {
-			if err := d.key(k, true); err != nil {
-				return err
-			}
-		}
-		err := f()
-		for i := len(st.keys) - 1; i >= 0; i-- {
-			if kerr := d.key(st.keys[i], false); kerr != nil && err == nil {
-				err = kerr
-			}
-		}
-		return err
-	}
-	switch st.kind {
-	case "screenshot":
-		img, err := shot(d, sc, image.Rect(0, 0, sc.real.Width, sc.real.Height), sc.logical)
-		r.Screenshot = img
-		return err
-	case "zoom":
-		img, err := shot(d, sc, sc.rectToReal(st.region), api.DisplaySize{})
-		r.Screenshot = img
-		return err
-	case "cursor_position":
-		x, y, err := d.pointer()
-		if err == nil {
-			p := sc.toLogical(x, y)
-			r.Cursor = &p
-		}
-		return err
-	case "mouse_move":
-		moveTo()
-		return d.sync()
-	case "left_click", "right_click", "middle_click", "double_click", "triple_click", "click":
-		moveTo()
-		err := withMods(func() error {
-			for range st.clicks {
-				d.button(st.button, true)
-				d.button(st.button, false)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		return d.sync()
-	case "left_mouse_down", "left_mouse_up":
-		moveTo()
-		d.button(1, st.kind == "left_mouse_down")
-		return d.sync()
-	case "drag":
-		x, y := sc.toReal(st.pts[0])
-		d.move(x, y)
-		d.button(1, true)
-		for _, p := range st.pts[1:] {
-			x, y := sc.toReal(p)
-			d.move(x, y)
-			// Each point is its own motion event the application sees.
-			if err := d.sync(); err != nil {
-				return err
-			}
-		}
-		d.button(1, false)
-		return d.sync()
-	case "scroll":
-		moveTo()
-		err := withMods(func() error {
-			for range st.amount {
-				d.button(st.scrollB, true)
-				d.button(st.scrollB, false)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		return d.sync()
-	case "type":
-		for _, ru := range st.text {
-			if err := d.chord([]keysym{runeKeysym(ru)}, 0); err != nil {
-				return err
-			}
-		}
-		return nil
-	case "key":
-		return d.chord(st.keys, 0)
-	case "hold_key":
-		return d.chord(st.keys, st.hold)
-	case "wait":
-		select {
-		case <-time.After(st.hold):
-			return nil
-		case <-ctx.Done():
-			return fmt.Errorf("the batch ran out of time: %w", ctx.Err())
-		}
-	case "list_windows":
-		ws, err := d.windows()
-		r.Windows = logicalWindows(sc, ws)
-		return err
-	case "wait_for_window":
-		ws, err := waitWindow(ctx, d, st.text, st.hold)
-		r.Windows = logicalWindows(sc, ws)
-		return err
-	case "focus_window":
-		deadline, ok := ctx.Deadline()
-		if !ok {
-			deadline = time.Now().Add(5 * time.Second)
-		}
-		return d.focus(st.window, deadline)
-	case "launch":
-		env := map[string]string{"DISPLAY": fmt.Sprintf(":%d", t.Spec.Display)}
-		for k, v := range st.env {
-			env[k] = v
-		}
-		var id [8]byte
-		if _, err := rand.Read(id[:]); err != nil {
-			return err
-		}
-		info, err := t.Launch(ctx, agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{
-			JobID: "desktop-launch-" + hex.EncodeToString(id[:]), Command: st.cmd, Env: env, MaxOutputBytes: 64 << 10}})
-		if err != nil {
-			return fmt.Errorf("launch %s: %w", st.cmd[0], err)
-		}
-		r.JobID = info.JobID
-		return nil
+	if run := actions[st.kind].run; run != nil {
+		return run(ctx, t, d, sc, st, r)
 	}
 	return fmt.Errorf("action %q has no runner: %w", st.kind, errdefs.ErrInternal)
 }

@@ -2,6 +2,7 @@ package desktop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -34,8 +35,9 @@ type Target struct {
 	// Dial connects to 127.0.0.1:port inside the sandbox; it stays usable
 	// after Release while the sandbox runs.
 	Dial func(ctx context.Context, port int) (net.Conn, error)
-	// Launch starts a program in the background inside the sandbox;
-	// JobInfo and CancelJob follow and end it.
+	// Launch starts a program in the background inside the sandbox as a
+	// recorded job (its JobInfo.JobID is the job's id; the request's is
+	// not used); JobInfo and CancelJob follow and end it.
 	Launch    func(ctx context.Context, req agentproto.JobStartRequest) (agentproto.JobInfo, error)
 	JobInfo   func(ctx context.Context, id string) (agentproto.JobInfo, error)
 	CancelJob func(ctx context.Context, id string, grace time.Duration) error
@@ -68,7 +70,10 @@ type Config struct {
 	Gate        trace.Gate
 	Artifacts   Keeper
 	Screenshots string
-	Logger      *slog.Logger
+	// Ready waits for the X server's port to answer; without it the port
+	// must answer at once.
+	Ready  Readiness
+	Logger *slog.Logger
 }
 
 // Manager serves the desktop routes. It is safe for concurrent use.
@@ -181,40 +186,68 @@ func (m *Manager) session(ctx context.Context, t *Target) (*session, error) {
 	return s, nil
 }
 
-// connect dials the X server's port until it answers, up to ReadyWait.
+// connect waits for the X server's port to answer, up to ReadyWait, and
+// opens the display.
 func (m *Manager) connect(ctx context.Context, t *Target) (*display, error) {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyWait)
-	defer cancel()
-	var last error
-	for {
-		c, err := t.Dial(ctx, t.Spec.XPort())
-		if err == nil {
-			d, err := openDisplay(c)
-			if err == nil {
-				return d, nil
-			}
-			last = err
-		} else {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, errdefs.WithCode(CodeNotReady, fmt.Errorf(
-				"the display of sandbox %s did not answer within %v (see its display service in GET /v1/sandboxes/%s): %v: %w",
-				t.SandboxID, m.cfg.ReadyWait, t.SandboxID, last, errdefs.ErrUnavailable))
-		case <-waitTick():
-		}
+	c, err := m.dialReady(ctx, t, t.Spec.XPort(), "display")
+	if err != nil {
+		return nil, err
 	}
+	d, err := openDisplay(c)
+	if err != nil {
+		return nil, errdefs.WithCode(CodeNotReady, fmt.Errorf("the display of sandbox %s: %v: %w", t.SandboxID, err, errdefs.ErrUnavailable))
+	}
+	return d, nil
 }
 
-// waitTick paces the polls for a starting display.
-func waitTick() <-chan time.Time { return time.After(50 * time.Millisecond) }
+// dialReady waits, up to ReadyWait, for port to answer (what names the
+// server in the error) and connects to it.
+func (m *Manager) dialReady(ctx context.Context, t *Target, port int, what string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyWait)
+	defer cancel()
+	var err error
+	if m.cfg.Ready != nil {
+		err = m.cfg.Ready.WaitReady(ctx, t.SandboxID, port)
+	}
+	var c net.Conn
+	if err == nil {
+		if c, err = t.Dial(ctx, port); err == nil {
+			return c, nil
+		}
+	}
+	if ctx.Err() == nil && errdefs.Code(err) != "port_unreachable" && !errors.Is(err, errdefs.ErrUnavailable) {
+		return nil, err
+	}
+	return nil, errdefs.WithCode(CodeNotReady, fmt.Errorf(
+		"the %s of sandbox %s did not answer within %v (see its services in GET /v1/sandboxes/%s): %v: %w",
+		what, t.SandboxID, m.cfg.ReadyWait, t.SandboxID, err, errdefs.ErrUnavailable))
+}
 
-// FromControl adapts the lifecycle layer's Attach: a sandbox whose
-// profile has no desktop key is refused with code not_a_desktop_profile.
-func FromControl(a ports.Attacher) Sandboxes { return controlSandboxes{a} }
+// Readiness waits until a port inside a sandbox answers, or ctx ends
+// (jobs.Services.WaitReady: a profile service's ready state when one has
+// the port as its ready port).
+type Readiness interface {
+	WaitReady(ctx context.Context, sandboxID string, port int) error
+}
 
-type controlSandboxes struct{ a ports.Attacher }
+// Helpers runs the processes the desktop starts in a sandbox (launched
+// programs, the recorder) as recorded jobs, so each has a job id that
+// GET /v1/jobs/{id} answers and a log (jobs.Manager).
+type Helpers interface {
+	StartHelper(ctx context.Context, tenant, sandboxID string, req agentproto.JobStartRequest) (agentproto.JobInfo, error)
+	HelperInfo(ctx context.Context, tenant, jobID string) (agentproto.JobInfo, error)
+	CancelHelper(ctx context.Context, tenant, jobID string, grace time.Duration) error
+}
+
+// FromControl adapts the lifecycle layer's Attach, starting processes
+// through h: a sandbox whose profile has no desktop key is refused with
+// code not_a_desktop_profile.
+func FromControl(a ports.Attacher, h Helpers) Sandboxes { return controlSandboxes{a, h} }
+
+type controlSandboxes struct {
+	a ports.Attacher
+	h Helpers
+}
 
 func (c controlSandboxes) AttachDesktop(ctx context.Context, tenant, id string) (*Target, error) {
 	at, err := c.a.Attach(ctx, tenant, id, control.AttachOptions{})
@@ -227,10 +260,17 @@ func (c controlSandboxes) AttachDesktop(ctx context.Context, tenant, id string) 
 			"sandbox %s runs profile %s, which has no desktop (create it with a desktop profile such as desktop-vnc): %w",
 			id, at.Sandbox.Profile, errdefs.ErrFailedPrecondition))
 	}
-	ag := at.Agent
+	ag, h, tenant, sandboxID := at.Agent, c.h, at.Sandbox.Tenant, at.Sandbox.ID
 	return &Target{
-		Tenant: at.Sandbox.Tenant, SandboxID: at.Sandbox.ID, Spec: *at.Profile.Desktop,
-		Dial: ag.DialPort, Launch: ag.StartJob, JobInfo: ag.JobInfo, CancelJob: ag.CancelJob,
+		Tenant: tenant, SandboxID: sandboxID, Spec: *at.Profile.Desktop,
+		Dial: ag.DialPort,
+		Launch: func(ctx context.Context, req agentproto.JobStartRequest) (agentproto.JobInfo, error) {
+			return h.StartHelper(ctx, tenant, sandboxID, req)
+		},
+		JobInfo: func(ctx context.Context, id string) (agentproto.JobInfo, error) { return h.HelperInfo(ctx, tenant, id) },
+		CancelJob: func(ctx context.Context, id string, grace time.Duration) error {
+			return h.CancelHelper(ctx, tenant, id, grace)
+		},
 		ReadFile: func(ctx context.Context, path string) (io.ReadCloser, error) {
 			r, err := ag.ReadFile(ctx, http.MethodGet, path, nil)
 			if err != nil {

@@ -10,6 +10,11 @@
 // extension and reads the screen with GetImage. The sandbox stays
 // offline; no process is spawned per action.
 //
+// The action vocabulary, aliases included, is one table (table.go: each
+// action's parse, run and how the trace treats it). A launched program
+// and the recorder are helper jobs of jobs (Helpers: real job ids), and
+// the X and VNC servers' readiness is jobs' one wait (Config.Ready).
+//
 // desktop is a workload package: it reaches sandboxes through control's
 // Attach and hooks only; it imports no API, store or driver package.
 package desktop

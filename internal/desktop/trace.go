@@ -126,8 +126,7 @@ func (tr *traced) wantShot(st step, phase string) bool {
 	if tr == nil || tr.m.cfg.Artifacts == nil {
 		return false
 	}
-	switch st.kind {
-	case "screenshot", "zoom", "cursor_position", "list_windows", "wait", "wait_for_window", "launch": // a launched program draws later
+	if k := actions[st.kind]; k.looks || k.launches { // a launched program draws later
 		return false
 	}
 	return recording.WantShot(tr.m.cfg.Screenshots, phase)

@@ -10,7 +10,6 @@ import (
 	"net"
 	"sync"
 
-	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/interactive"
 	"genesis.dev/sandbox/internal/trace"
 )
@@ -76,19 +75,9 @@ func (m *Manager) OpenVNCAs(ctx context.Context, tenant, id, role, who string) (
 		return nil, err
 	}
 	defer t.Release()
-	wctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyWait)
-	defer cancel()
-	var c net.Conn
-	for {
-		c, err = t.Dial(wctx, t.Spec.VNCPort())
-		if err == nil {
-			break
-		}
-		select {
-		case <-wctx.Done():
-			return nil, errdefs.WithCode(CodeNotReady, fmt.Errorf("the VNC server of sandbox %s did not answer within %v: %v: %w", id, m.cfg.ReadyWait, err, errdefs.ErrUnavailable))
-		case <-waitTick():
-		}
+	c, err := m.dialReady(ctx, t, t.Spec.VNCPort(), "VNC server")
+	if err != nil {
+		return nil, err
 	}
 	v := &VNCSession{SandboxID: t.SandboxID, Role: role, Who: who, server: c, m: m, tenant: t.Tenant}
 	if role == RoleController {

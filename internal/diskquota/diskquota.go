@@ -209,3 +209,40 @@ func (m *Manager) withinReal(p string) bool {
 	rel, err := filepath.Rel(real, p)
 	return err == nil && rel != "." && filepath.IsLocal(rel)
 }
+
+// Mount mounts the existing image (one Create made) on dir again unless
+// dir is a mount point already: a filesystem that outlives the process
+// that made it (a named volume) is mounted on first use after a restart
+// of the host. It is idempotent.
+func (m *Manager) Mount(image, dir string) error {
+	if !m.within(image) || !m.within(dir) {
+		return fmt.Errorf("diskquota: %s and %s must lie below %s: %w", image, dir, m.root, errdefs.ErrInvalidArgument)
+	}
+	mounted, err := m.Mounted(dir)
+	if err != nil || mounted {
+		return err
+	}
+	if ok, why := m.Available(); !ok {
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, why, errdefs.ErrFailedPrecondition)
+	}
+	if err := mountImage(image, dir); err != nil {
+		return fmt.Errorf("diskquota: mounting %s: %w", image, err)
+	}
+	return nil
+}
+
+// Mounted reports whether dir is a mount point.
+func (m *Manager) Mounted(dir string) (bool, error) {
+	mps, err := mountinfo.Read()
+	if err != nil {
+		return false, fmt.Errorf("diskquota: %w", err)
+	}
+	clean := filepath.Clean(dir)
+	real, rerr := filepath.EvalSymlinks(clean)
+	for _, mp := range mps {
+		if mp == clean || (rerr == nil && mp == real) {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -3,8 +3,8 @@ package grpcedge
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -35,21 +35,16 @@ func (i *interceptor) begin(ctx context.Context, h http.Header) (context.Context
 	if !ok {
 		return ctx, errNoKey
 	}
-	p, err := i.edge.auth(ctx, key)
+	p, err := i.edge.auth.Key(ctx, key)
 	if err != nil {
 		return ctx, err
 	}
-	if as := h.Get(api.HeaderActAs); as != "" && as != p.Tenant {
-		if !p.Admin {
-			return context.WithValue(ctx, principalKey, p), errdefs.WithCode("admin_required",
-				fmt.Errorf("only an admin key may act for another tenant (%s): %w", api.HeaderActAs, errdefs.ErrPermissionDenied))
-		}
-		if _, err := i.edge.tenancy.GetTenant(ctx, as); err != nil {
-			return context.WithValue(ctx, principalKey, p), err
-		}
-		p.Tenant = as
+	ctx = context.WithValue(ctx, principalKey, p) // the actor of the audit record, whatever follows
+	as, err := i.edge.auth.ActAs(ctx, p, h.Get(api.HeaderActAs))
+	if err != nil {
+		return ctx, err
 	}
-	return context.WithValue(ctx, principalKey, p), nil
+	return context.WithValue(ctx, principalKey, as), nil
 }
 
 // mutating reports whether a call of spec may change something: every
@@ -67,8 +62,7 @@ func (i *interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		if err == nil {
 			resp, err = next(ctx, req)
 		}
-		i.edge.log.Debug("rpc", "request_id", rid, "procedure", req.Spec().Procedure, "protocol", req.Peer().Protocol,
-			"code", codeOf(err), "duration_ms", time.Since(start).Milliseconds())
+		i.edge.observe(ctx, req.Spec().Procedure, req.Peer().Protocol, err, time.Since(start))
 		if mutating(req.Spec()) {
 			var out any
 			if resp != nil {
@@ -98,19 +92,55 @@ func (i *interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) co
 		start := time.Now()
 		ctx, err := i.begin(ctx, conn.RequestHeader())
 		conn.ResponseHeader().Set(api.HeaderRequestID, requestIDOf(ctx))
+		first := &firstReceived{StreamingHandlerConn: conn}
 		if err == nil {
-			err = next(ctx, conn)
+			err = next(ctx, first)
 		}
-		i.edge.log.Debug("rpc", "request_id", requestIDOf(ctx), "procedure", conn.Spec().Procedure, "protocol", conn.Peer().Protocol,
-			"code", codeOf(err), "duration_ms", time.Since(start).Milliseconds())
+		i.edge.observe(ctx, conn.Spec().Procedure, conn.Peer().Protocol, err, time.Since(start))
 		if mutating(conn.Spec()) {
-			i.edge.audit(ctx, conn.Spec().Procedure, conn.Peer().Addr, "", err)
+			i.edge.audit(ctx, conn.Spec().Procedure, conn.Peer().Addr, first.target, err)
 		}
 		if err != nil {
 			return i.edge.toConnect(ctx, err)
 		}
 		return nil
 	}
+}
+
+// firstReceived keeps the target named by the first message a stream
+// received (read at once: a handler may reuse the message).
+type firstReceived struct {
+	connect.StreamingHandlerConn
+	received bool
+	target   string
+}
+
+func (c *firstReceived) Receive(m any) error {
+	err := c.StreamingHandlerConn.Receive(m)
+	if err == nil && !c.received {
+		c.received, c.target = true, auditTarget(m, nil)
+	}
+	return err
+}
+
+// observe writes the access log line of one call and records it in the
+// metrics.
+func (e *Edge) observe(ctx context.Context, procedure, protocol string, err error, d time.Duration) {
+	code := codeOf(err)
+	e.log.Debug("rpc", "request_id", requestIDOf(ctx), "procedure", procedure, "protocol", protocol, "code", code, "duration_ms", d.Milliseconds())
+	if e.metrics != nil {
+		svc, method := splitProcedure(procedure)
+		e.metrics.ObserveRPC(svc, method, code, d)
+	}
+}
+
+// splitProcedure is the service and method of "/<service>/<method>".
+func splitProcedure(procedure string) (service, method string) {
+	p := strings.TrimPrefix(procedure, "/")
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i], p[i+1:]
+	}
+	return p, ""
 }
 
 // codeOf names the gRPC code err answers with ("ok" for none), for the
@@ -151,11 +181,10 @@ func (e *Edge) audit(ctx context.Context, procedure, remote, target string, err 
 	}
 }
 
-// targetFields name a call's target in its request, most specific first.
-var targetFields = []protoreflect.Name{"job_id", "lease_id", "sandbox_id", "id"}
-
-// auditTarget is the id a call created (its answer's id or lease_id),
-// else the most specific id its request names.
+// auditTarget is the id a call acted on: its answer's id (what a create
+// made), else its request's (for a stream, its first message's). Which
+// field holds it is read from the message's descriptor (idField), so a new
+// id field of the protos is audited without a list here to keep current.
 func auditTarget(in, out any) string {
 	for _, m := range []any{out, in} {
 		msg, ok := m.(proto.Message)
@@ -163,18 +192,36 @@ func auditTarget(in, out any) string {
 			continue
 		}
 		r := msg.ProtoReflect()
-		fields := r.Descriptor().Fields()
-		names := targetFields
-		if m == out {
-			names = []protoreflect.Name{"lease_id", "id"}
+		if !r.IsValid() {
+			continue
 		}
-		for _, n := range names {
-			if f := fields.ByName(n); f != nil && f.Kind() == protoreflect.StringKind {
-				if v := r.Get(f).String(); v != "" {
-					return v
-				}
+		if f := idField(r.Descriptor()); f != nil {
+			if v := r.Get(f).String(); v != "" {
+				return v
 			}
 		}
 	}
 	return ""
+}
+
+// idField is the field of md that names what a message is about: its
+// lowest-numbered string field named id or ending in _id (the API puts
+// the target first: GetSessionRequest.session_id, RollbackSandboxRequest.
+// sandbox_id before snapshot_id, Lease.lease_id), or nil.
+func idField(md protoreflect.MessageDescriptor) protoreflect.FieldDescriptor {
+	var best protoreflect.FieldDescriptor
+	fields := md.Fields()
+	for i := range fields.Len() {
+		f := fields.Get(i)
+		if f.Kind() != protoreflect.StringKind || f.Cardinality() == protoreflect.Repeated {
+			continue
+		}
+		if n := string(f.Name()); n != "id" && !strings.HasSuffix(n, "_id") {
+			continue
+		}
+		if best == nil || f.Number() < best.Number() {
+			best = f
+		}
+	}
+	return best
 }

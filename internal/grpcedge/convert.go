@@ -1,13 +1,17 @@
 package grpcedge
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"genesis.dev/sandbox/api"
 	sandboxv1 "genesis.dev/sandbox/gen/genesis/sandbox/v1"
+	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/egress"
 	"genesis.dev/sandbox/internal/jobs"
@@ -147,6 +151,30 @@ func policyIn(p *sandboxv1.NetworkPolicy) *egress.Policy {
 			ports = nil
 		}
 		out.Allow = append(out.Allow, egress.Rule{Host: r.Host, CIDR: r.Cidr, Ports: ports})
+	}
+	return out
+}
+
+// serviceStatusPB converts how a sandbox's service runs.
+func serviceStatusPB(st jobs.ServiceState) *sandboxv1.ServiceStatus {
+	return &sandboxv1.ServiceStatus{Name: st.Name, State: st.State, JobId: st.JobID, Restarts: int32(st.Restarts), LastExitCode: int32p(st.LastExit),
+		Error: st.Error, SinceTime: ts(st.Since), ReadyTime: tsp(st.Ready)}
+}
+
+// endpointsPB are the named ports of profile p for sandbox id with their
+// URLs under publicURL (as the HTTP API's GET answer lists them).
+func endpointsPB(publicURL, id string, p *config.Profile) []*sandboxv1.Endpoint {
+	if p == nil {
+		return nil
+	}
+	var out []*sandboxv1.Endpoint
+	for _, e := range p.Endpoints {
+		proto := cmp.Or(e.Protocol, "http")
+		u := publicURL + api.PortPath(id, e.Port)
+		if proto == "tcp" {
+			u = "ws" + strings.TrimPrefix(u, "http") + "tcp"
+		}
+		out = append(out, &sandboxv1.Endpoint{Name: e.Name, Port: int32(e.Port), Protocol: proto, Url: u})
 	}
 	return out
 }

@@ -1,14 +1,17 @@
 package grpcedge
 
 import (
+	"maps"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/snapshots"
 )
 
 // allSet fails t for each field of m (and of its message fields) that a
@@ -50,7 +53,22 @@ func TestConversionsCarryEveryField(t *testing.T) {
 		Reserved:   "mcp:x",
 		Suspension: &sandbox.Suspension{ResumeState: "ready", Operation: "pausing", Memory: true, Since: now},
 	}
-	allSet(t, "Sandbox", sandboxPB(sb), nil)
+	byGet := map[string]string{"endpoints": "set by GetSandbox (endpointsPB)", "services": "set by GetSandbox (serviceStatusPB)"}
+	made := map[string]string{
+		"memory_restored":        "set by madePB, on a sandbox made from a snapshot",
+		"sessions_from_snapshot": "set by madePB, on a sandbox made from a snapshot",
+	}
+	maps.Copy(made, byGet)
+	allSet(t, "Sandbox", sandboxPB(sb), made)
+	allSet(t, "Sandbox from a snapshot", madePB(&snapshots.Made{Sandbox: sb, Sessions: map[string]string{"ses_a": "ses_b"}}), byGet)
+	st := serviceStatusPB(jobs.ServiceState{Name: "web", State: "ready", JobID: "job_1", Restarts: 2, LastExit: &code, Error: "e", Since: now, Ready: &later})
+	allSet(t, "ServiceStatus", st, nil)
+	eps := endpointsPB("https://api.example", "sbx_1", &config.Profile{Endpoints: []config.EndpointSpec{{Name: "web", Port: 8080}, {Name: "db", Port: 5432, Protocol: "tcp"}}})
+	if len(eps) != 2 || eps[0].Url != "https://api.example/v1/sandboxes/sbx_1/ports/8080/" || eps[0].Protocol != "http" ||
+		eps[1].Url != "wss://api.example/v1/sandboxes/sbx_1/ports/5432/tcp" || eps[1].Protocol != "tcp" {
+		t.Errorf("endpoints %v", eps)
+	}
+	allSet(t, "Endpoint", eps[0], nil)
 
 	j := &sandbox.Job{
 		ID: "job_1", SandboxID: "sbx_1", State: "failed", Command: []string{"x"}, Script: "y", Cwd: "/", ExitCode: &code,

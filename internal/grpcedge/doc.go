@@ -6,8 +6,8 @@
 //
 // It is an edge beside internal/httpapi, never on top of it: each RPC calls
 // the same application layer (control, jobs, tenancy) that the matching
-// HTTP route calls. API keys are resolved by the one function the HTTP API
-// uses (Config.Authenticate), and errors are translated once, from
+// HTTP route calls. API keys are resolved by internal/auth, the key check
+// of every edge (Config.Auth), and errors are translated once, from
 // errdefs' class table (GRPCCode, Code), with the stable code and the
 // request id in a google.rpc.ErrorInfo detail and Retry-After in a
 // google.rpc.RetryInfo detail.

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 	connectv2 "connectrpc.com/connect/v2"
@@ -18,6 +19,7 @@ import (
 	"connectrpc.com/grpcreflect/v2"
 
 	"genesis.dev/sandbox/gen/genesis/sandbox/v1/sandboxv1connect"
+	"genesis.dev/sandbox/internal/auth"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/tenancy"
@@ -28,44 +30,64 @@ import (
 // stream) when Config.MaxMessageBytes is 0.
 const DefaultMaxMessageBytes = 8 << 20
 
-// Config is what the edge serves over. Control, Jobs and Authenticate are
-// required.
+// Config is what the edge serves over. Control, Jobs, Tenancy and Auth
+// are required.
 type Config struct {
 	Control *control.Service
 	Jobs    *jobs.Manager
 	// Tenancy checks the tenant an admin key acts for and records the
 	// audit log.
 	Tenancy *tenancy.Service
-	// Authenticate resolves an API key (the bearer token of the
-	// authorization metadata) to who holds it: the HTTP API's own key
-	// check, handed over by the command that builds both edges, so the two
-	// accept exactly the same keys.
-	Authenticate func(ctx context.Context, key string) (tenant.Principal, error)
+	// Auth resolves an API key (the bearer token of the authorization
+	// metadata) to who holds it, and an admin key acting for another
+	// tenant: the same key check as every edge's (internal/auth), built
+	// from the same keys, so the edges accept exactly the same keys.
+	Auth *auth.Authenticator
 	// MaxMessageBytes bounds a received message (0: DefaultMaxMessageBytes).
 	MaxMessageBytes int
 	Workloads       Workloads // files, artifacts, snapshots (workloads.go)
-	Logger          *slog.Logger
+	// PublicURL is the base URL callers reach the service at, for the
+	// URLs of a sandbox's endpoints (as the HTTP API's).
+	PublicURL string
+	// Metrics counts and times every call of the edge's services (nil:
+	// none); internal/metrics' Metrics is one.
+	Metrics RPCObserver
+	Logger  *slog.Logger
 }
 
 // Edge is the gRPC/Connect edge: its handler serves the services of
 // genesis.sandbox.v1, gRPC health and server reflection.
 type Edge struct {
-	ctl     *control.Service
-	jobs    *jobs.Manager
-	tenancy tenants
-	ready   func(context.Context) bool // the instance is ready (/readyz)
-	auth    func(ctx context.Context, key string) (tenant.Principal, error)
-	log     *slog.Logger
-	mux     *http.ServeMux
-	names   []string
-	served  []service
-	wl      Workloads
+	ctl       *control.Service
+	jobs      *jobs.Manager
+	tenancy   tenants
+	ready     func(context.Context) bool // the instance is ready (/readyz)
+	auth      keyChecker
+	log       *slog.Logger
+	mux       *http.ServeMux
+	names     []string
+	served    []service
+	wl        Workloads
+	metrics   RPCObserver
+	publicURL string
 }
 
-// tenants is what the edge asks of tenancy.
+// RPCObserver records one call of the edge: its service's full name, its
+// method, the gRPC code it answered with ("ok" for none, else connect's
+// lower-case name such as "not_found") and its duration.
+type RPCObserver interface {
+	ObserveRPC(service, method, code string, d time.Duration)
+}
+
+// tenants is what the edge asks of tenancy: the audit log.
 type tenants interface {
-	GetTenant(ctx context.Context, name string) (*tenancy.TenantView, error)
 	RecordAudit(ctx context.Context, r *tenant.AuditRecord) error
+}
+
+// keyChecker is what the edge asks of auth.
+type keyChecker interface {
+	Key(ctx context.Context, key string) (tenant.Principal, error)
+	ActAs(ctx context.Context, p tenant.Principal, as string) (tenant.Principal, error)
 }
 
 // service is one service of the edge: its name and the connect handler
@@ -79,8 +101,8 @@ type service struct {
 
 // New builds the edge. It has no side effects.
 func New(cfg Config) (*Edge, error) {
-	if cfg.Control == nil || cfg.Jobs == nil || cfg.Tenancy == nil || cfg.Authenticate == nil {
-		return nil, errors.New("grpcedge: Control, Jobs, Tenancy and Authenticate are required")
+	if cfg.Control == nil || cfg.Jobs == nil || cfg.Tenancy == nil || cfg.Auth == nil {
+		return nil, errors.New("grpcedge: Control, Jobs, Tenancy and Auth are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -88,7 +110,7 @@ func New(cfg Config) (*Edge, error) {
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
-	e := &Edge{ctl: cfg.Control, jobs: cfg.Jobs, tenancy: cfg.Tenancy, auth: cfg.Authenticate, log: cfg.Logger, wl: cfg.Workloads,
+	e := &Edge{ctl: cfg.Control, jobs: cfg.Jobs, tenancy: cfg.Tenancy, auth: cfg.Auth, log: cfg.Logger, wl: cfg.Workloads, metrics: cfg.Metrics, publicURL: strings.TrimSuffix(cfg.PublicURL, "/"),
 		ready: func(ctx context.Context) bool { ok, _ := cfg.Control.Readiness(ctx); return ok }}
 	e.build(cfg.MaxMessageBytes)
 	return e, nil

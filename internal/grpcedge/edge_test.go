@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -255,5 +257,47 @@ func TestJSONRefusesUnknownFields(t *testing.T) {
 	}
 	if n := len(ft.audit()); n != 0 {
 		t.Fatalf("a refused call reached the handler: %d audit records", n)
+	}
+}
+
+// rpcRecorder is an RPCObserver that keeps what it saw.
+type rpcRecorder struct {
+	mu    sync.Mutex
+	calls []string // "service method code"
+}
+
+func (r *rpcRecorder) ObserveRPC(service, method, code string, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if d <= 0 {
+		code += " (no duration)"
+	}
+	r.calls = append(r.calls, service+" "+method+" "+code)
+}
+
+// TestCallsAreObserved: every call of a service, unary or streaming,
+// refused or not, reaches the metrics once with its service, method and
+// code.
+func TestCallsAreObserved(t *testing.T) {
+	t.Parallel()
+	e, _ := testEdge(t)
+	rec := &rpcRecorder{}
+	e.metrics = rec
+	sandboxes, execs := edgeClients(t, e, connect.WithGRPC())
+	ctx := context.Background()
+	_, _ = sandboxes.GetSandbox(ctx, withKeyHeader("", &sandboxv1.GetSandboxRequest{Id: "sbx_1"}))
+	_, _ = sandboxes.DeleteSandbox(ctx, withKeyHeader("wrong", &sandboxv1.DeleteSandboxRequest{Id: "sbx_1"}))
+	st := execs.WriteStdin(ctx)
+	_ = st.Send(&sandboxv1.WriteStdinRequest{JobId: "job_1", Data: []byte("x")})
+	_, _ = st.CloseAndReceive()
+	want := []string{
+		"genesis.sandbox.v1.SandboxService GetSandbox unauthenticated",
+		"genesis.sandbox.v1.SandboxService DeleteSandbox unauthenticated",
+		"genesis.sandbox.v1.ExecService WriteStdin unauthenticated",
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if !slices.Equal(rec.calls, want) {
+		t.Fatalf("observed %q, want %q", rec.calls, want)
 	}
 }

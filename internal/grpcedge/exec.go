@@ -55,6 +55,22 @@ func (s *execService) GetJob(ctx context.Context, req *connect.Request[sandboxv1
 	return connect.NewResponse(jobPB(j)), nil
 }
 
+func (s *execService) ListJobs(ctx context.Context, req *connect.Request[sandboxv1.ListJobsRequest]) (*connect.Response[sandboxv1.ListJobsResponse], error) {
+	states := make([]sandbox.JobState, len(req.Msg.States))
+	for i, st := range req.Msg.States {
+		states[i] = sandbox.JobState(st)
+	}
+	list, err := s.edge.jobs.ListSandboxJobs(ctx, tenantOf(ctx), req.Msg.SandboxId, states, int(req.Msg.Limit))
+	if err != nil {
+		return nil, err
+	}
+	out := &sandboxv1.ListJobsResponse{Jobs: make([]*sandboxv1.Job, len(list))}
+	for i, j := range list {
+		out.Jobs[i] = jobPB(j)
+	}
+	return connect.NewResponse(out), nil
+}
+
 func (s *execService) CancelJob(ctx context.Context, req *connect.Request[sandboxv1.CancelJobRequest]) (*connect.Response[sandboxv1.Job], error) {
 	j, err := s.edge.jobs.CancelJob(ctx, tenantOf(ctx), req.Msg.JobId)
 	if err != nil {

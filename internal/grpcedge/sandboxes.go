@@ -18,6 +18,7 @@ import (
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/snapshots"
 )
 
 // sandboxService serves genesis.sandbox.v1.SandboxService over control,
@@ -76,6 +77,17 @@ func (s *sandboxService) CreateSandbox(ctx context.Context, req *connect.Request
 		Env: m.Env, Metadata: m.Metadata, TTLSeconds: m.TtlSeconds, ReadOnlyRoot: m.ReadOnlyRoot,
 		IdempotencyKey: m.IdempotencyKey, WaitSeconds: m.WaitSeconds, Network: policyIn(m.Network),
 	}
+	if m.SnapshotId != "" {
+		snaps, err := s.edge.snapshots()
+		if err != nil {
+			return nil, err
+		}
+		made, err := snaps.CreateFrom(ctx, m.SnapshotId, in)
+		if err != nil {
+			return nil, err
+		}
+		return connect.NewResponse(madePB(made)), nil
+	}
 	sb, err := s.edge.ctl.CreateSandbox(ctx, in)
 	if err != nil {
 		return nil, err
@@ -83,12 +95,29 @@ func (s *sandboxService) CreateSandbox(ctx context.Context, req *connect.Request
 	return connect.NewResponse(sandboxPB(sb)), nil
 }
 
+// madePB is a sandbox made from a snapshot, with what came back of it.
+func madePB(m *snapshots.Made) *sandboxv1.Sandbox {
+	out := sandboxPB(m.Sandbox)
+	out.MemoryRestored = &m.Memory
+	out.SessionsFromSnapshot = m.Sessions
+	return out
+}
+
 func (s *sandboxService) GetSandbox(ctx context.Context, req *connect.Request[sandboxv1.GetSandboxRequest]) (*connect.Response[sandboxv1.Sandbox], error) {
 	sb, err := s.edge.ctl.GetSandbox(ctx, tenantOf(ctx), req.Msg.Id)
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(sandboxPB(sb)), nil
+	out := sandboxPB(sb)
+	if p, ok := s.edge.ctl.ProfileConfig(sb.Profile); ok {
+		out.Endpoints = endpointsPB(s.edge.publicURL, sb.ID, p)
+	}
+	if s.edge.wl.Services != nil {
+		for _, st := range s.edge.wl.Services.Of(sb.ID) {
+			out.Services = append(out.Services, serviceStatusPB(st))
+		}
+	}
+	return connect.NewResponse(out), nil
 }
 
 // Page sizes of ListSandboxes.
@@ -242,12 +271,26 @@ func (s *sandboxService) AcquireLease(ctx context.Context, req *connect.Request[
 		Holder: m.Holder, WaitSeconds: m.WaitSeconds, Env: m.Env, Metadata: m.Metadata, Resources: resourcesIn(m.Resources),
 		Network: policyIn(m.Network),
 	}
-	out, err := s.edge.ctl.AcquireLease(ctx, in)
+	var out *control.LeaseOutput
+	var made *snapshots.Made
+	var err error
+	if m.SnapshotId != "" {
+		snaps, serr := s.edge.snapshots()
+		if serr != nil {
+			return nil, serr
+		}
+		out, made, err = snaps.LeaseFrom(ctx, m.SnapshotId, in)
+	} else {
+		out, err = s.edge.ctl.AcquireLease(ctx, in)
+	}
 	if err != nil {
 		return nil, err
 	}
 	l := leasePB(out.Lease)
 	l.Sandbox = sandboxPB(out.Sandbox)
+	if made != nil {
+		l.Sandbox = madePB(made)
+	}
 	return connect.NewResponse(l), nil
 }
 

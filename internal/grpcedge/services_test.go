@@ -10,9 +10,14 @@ import (
 	"sync"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
 
+	sandboxv1 "genesis.dev/sandbox/gen/genesis/sandbox/v1"
+
+	"genesis.dev/sandbox/internal/auth"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/tenant"
@@ -28,15 +33,11 @@ const apiPackage = "genesis.sandbox.v1"
 func testEdge(t *testing.T) (*Edge, *fakeTenancy) {
 	t.Helper()
 	ft := &fakeTenancy{}
-	e := &Edge{tenancy: ft, log: slog.New(slog.DiscardHandler), ready: func(context.Context) bool { return true }, auth: func(_ context.Context, key string) (tenant.Principal, error) {
-		switch key {
-		case "good":
-			return tenant.Principal{Tenant: "t1", KeyID: "key_good", KeyTenant: "t1"}, nil
-		case "admin":
-			return tenant.Principal{Tenant: "ops", KeyID: "key_admin", KeyTenant: "ops", Admin: true}, nil
-		}
-		return tenant.Principal{}, errdefs.WithCode("unauthenticated", fmt.Errorf("unknown API key: %w", errdefs.ErrUnauthenticated))
-	}}
+	keys, err := auth.New(auth.Config{Tenants: ft, Keys: map[string]string{"good": "t1", "admin": "ops"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Edge{tenancy: ft, auth: keys, log: slog.New(slog.DiscardHandler), ready: func(context.Context) bool { return true }}
 	e.build(1 << 10)
 	return e, ft
 }
@@ -44,6 +45,15 @@ func testEdge(t *testing.T) (*Edge, *fakeTenancy) {
 type fakeTenancy struct {
 	mu      sync.Mutex
 	records []tenant.AuditRecord
+}
+
+// Authenticate knows the keys of the config only (staticTenant); ops is
+// an admin tenant.
+func (f *fakeTenancy) Authenticate(_ context.Context, hash [32]byte, staticTenant string) (tenant.Principal, error) {
+	if staticTenant == "" {
+		return tenant.Principal{}, errdefs.WithCode("unauthenticated", fmt.Errorf("invalid API key: %w", errdefs.ErrUnauthenticated))
+	}
+	return tenant.Principal{Tenant: staticTenant, KeyID: tenant.ConfigKeyID(hash), KeyTenant: staticTenant, Admin: staticTenant == "ops"}, nil
 }
 
 func (f *fakeTenancy) GetTenant(_ context.Context, name string) (*tenancy.TenantView, error) {
@@ -114,4 +124,107 @@ func TestEveryRPCIsServed(t *testing.T) {
 			t.Errorf("the edge serves %s, which no .proto declares", name)
 		}
 	}
+}
+
+// TestAuditTargetOfEveryRPC: for every RPC of genesis.sandbox.v1, the
+// audit target is read from its messages' descriptors: the answer's id
+// when it has one, else the request's lowest-numbered id field (id or
+// *_id), whatever its name; and every RPC that may change something names
+// a target in its request or its answer.
+func TestAuditTargetOfEveryRPC(t *testing.T) {
+	t.Parallel()
+	// fill sets every top-level string field named id or *_id of m to
+	// prefix+name, and returns the names in field-number order.
+	fill := func(m protoreflect.Message, prefix string) []string {
+		var names []string
+		fields := m.Descriptor().Fields()
+		byNumber := map[protoreflect.FieldNumber]string{}
+		var nums []protoreflect.FieldNumber
+		for i := range fields.Len() {
+			f := fields.Get(i)
+			n := string(f.Name())
+			if f.Kind() != protoreflect.StringKind || f.IsList() || (n != "id" && !strings.HasSuffix(n, "_id")) {
+				continue
+			}
+			m.Set(f, protoreflect.ValueOfString(prefix+n))
+			byNumber[f.Number()] = n
+			nums = append(nums, f.Number())
+		}
+		slices.Sort(nums)
+		for _, num := range nums {
+			names = append(names, byNumber[num])
+		}
+		return names
+	}
+	rpcs := 0
+	protoregistry.GlobalFiles.RangeFilesByPackage(apiPackage, func(fd protoreflect.FileDescriptor) bool {
+		svcs := fd.Services()
+		for i := range svcs.Len() {
+			methods := svcs.Get(i).Methods()
+			for j := range methods.Len() {
+				md := methods.Get(j)
+				rpcs++
+				in, err := protoregistry.GlobalTypes.FindMessageByName(md.Input().FullName())
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, err := protoregistry.GlobalTypes.FindMessageByName(md.Output().FullName())
+				if err != nil {
+					t.Fatal(err)
+				}
+				req, resp := in.New(), out.New()
+				inIDs, outIDs := fill(req, "in:"), fill(resp, "out:")
+				want := ""
+				switch {
+				case len(outIDs) > 0:
+					want = "out:" + outIDs[0]
+				case len(inIDs) > 0:
+					want = "in:" + inIDs[0]
+				}
+				if got := auditTarget(req.Interface(), resp.Interface()); got != want {
+					t.Errorf("%s: audit target %q, want %q", md.FullName(), got, want)
+				}
+				if len(inIDs) > 0 {
+					if got := auditTarget(req.Interface(), nil); got != "in:"+inIDs[0] {
+						t.Errorf("%s without an answer: audit target %q, want %q", md.FullName(), got, "in:"+inIDs[0])
+					}
+				}
+				// An RPC that may change something names what it changed
+				// (CreateSandbox and AcquireLease by their answer).
+				if md.Options() == nil || !mutatingMethod(md) {
+					continue
+				}
+				if want == "" {
+					t.Errorf("%s may change something but neither %s nor %s has an id field: the audit log cannot name its target",
+						md.FullName(), md.Input().Name(), md.Output().Name())
+				}
+			}
+		}
+		return true
+	})
+	if rpcs == 0 {
+		t.Fatal("no RPC of " + apiPackage + " is registered")
+	}
+	// The ids named in the issue, each alone in its request.
+	for _, tc := range []struct {
+		msg  proto.Message
+		want string
+	}{
+		{&sandboxv1.GetSessionRequest{SessionId: "ses_1"}, "ses_1"},
+		{&sandboxv1.RunCodeRequest{ContextId: "ctx_1"}, "ctx_1"},
+		{&sandboxv1.DeleteSnapshotRequest{SnapshotId: "snap_1"}, "snap_1"},
+		{&sandboxv1.GetArtifactRequest{ArtifactId: "art_1"}, "art_1"},
+		{&sandboxv1.RollbackSandboxRequest{SandboxId: "sbx_1", SnapshotId: "snap_1"}, "sbx_1"},
+	} {
+		if got := auditTarget(tc.msg, (*sandboxv1.Sandbox)(nil)); got != tc.want {
+			t.Errorf("auditTarget(%T) = %q, want %q", tc.msg, got, tc.want)
+		}
+	}
+}
+
+// mutatingMethod reports whether md is not declared free of side effects
+// (as mutating does for a connect.Spec).
+func mutatingMethod(md protoreflect.MethodDescriptor) bool {
+	opts, _ := md.Options().(*descriptorpb.MethodOptions)
+	return opts.GetIdempotencyLevel() != descriptorpb.MethodOptions_NO_SIDE_EFFECTS
 }

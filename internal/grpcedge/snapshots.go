@@ -16,11 +16,15 @@ import (
 // snapshot manager, as httpapi's snapshots.go serves the same routes.
 type snapshotService struct{ edge *Edge }
 
-func (s *snapshotService) manager() (*snapshots.Manager, error) {
-	if s.edge.wl.Snapshots == nil {
+func (s *snapshotService) manager() (*snapshots.Manager, error) { return s.edge.snapshots() }
+
+// snapshots is the snapshot manager, or UNIMPLEMENTED (not_supported)
+// when the service keeps no snapshots.
+func (e *Edge) snapshots() (*snapshots.Manager, error) {
+	if e.wl.Snapshots == nil {
 		return nil, notSupported("snapshots")
 	}
-	return s.edge.wl.Snapshots, nil
+	return e.wl.Snapshots, nil
 }
 
 func (s *snapshotService) PauseSandbox(ctx context.Context, req *connect.Request[sandboxv1.PauseSandboxRequest]) (*connect.Response[sandboxv1.Sandbox], error) {

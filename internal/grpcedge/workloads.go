@@ -13,6 +13,7 @@ import (
 	"genesis.dev/sandbox/internal/artifacts"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/files"
+	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/snapshots"
 )
 
@@ -25,6 +26,9 @@ type Workloads struct {
 	Artifacts *artifacts.Keeper
 	// Snapshots is nil when the service keeps no snapshots.
 	Snapshots *snapshots.Manager
+	// Services are the sandboxes' services (GetSandbox lists them; nil:
+	// none listed).
+	Services *jobs.Services
 }
 
 // chunkBytes is the most a download sends in one message: well under any

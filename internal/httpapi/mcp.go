@@ -1,11 +1,9 @@
 package httpapi
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -274,13 +272,9 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 	s.mcp.ServeMCP(w, r, r.PathValue("id"), s.writeProblem)
 }
 
-// maxLeaseMCP is how many MCP servers one lease request may start.
-const maxLeaseMCP = 16
-
 // leaseMCPRequests checks the mcp option of a lease request before the
-// lease is made: the same body as POST /v1/mcp/servers, without lease_id,
-// naming no server that holds operator secrets (they share no sandbox with
-// the tenant).
+// lease is made: the same body as POST /v1/mcp/servers, without lease_id
+// (servers.Manager.CheckLeaseServers).
 func (s *Server) leaseMCPRequests(r *http.Request, reqs []api.MCPCreateRequest) ([]servers.CreateRequest, error) {
 	if len(reqs) == 0 {
 		return nil, nil
@@ -288,45 +282,26 @@ func (s *Server) leaseMCPRequests(r *http.Request, reqs []api.MCPCreateRequest) 
 	if s.mcp == nil {
 		return nil, errdefs.WithCode("mcp_not_configured", fmt.Errorf("this service runs no MCP servers: %w", errdefs.ErrNotImplemented))
 	}
-	if len(reqs) > maxLeaseMCP {
-		return nil, fmt.Errorf("mcp lists %d servers; a lease starts at most %d: %w", len(reqs), maxLeaseMCP, errdefs.ErrInvalidArgument)
-	}
 	out := make([]servers.CreateRequest, len(reqs))
 	for i, req := range reqs {
 		out[i] = mcpCreateIn(req)
-		if out[i].LeaseID != "" {
-			return nil, fmt.Errorf("mcp[%d]: lease_id is the lease being acquired; leave it out: %w", i, errdefs.ErrInvalidArgument)
-		}
-		if err := s.mcp.CheckLeaseServer(r.Context(), tenantOf(r), out[i]); err != nil {
-			return nil, fmt.Errorf("mcp[%d]: %w", i, err)
-		}
+	}
+	if err := s.mcp.CheckLeaseServers(r.Context(), tenantOf(r), out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
-// startLeaseMCP starts a new lease's MCP servers; when one cannot start,
-// the others are stopped and the lease is released.
+// startLeaseMCP starts a new lease's MCP servers, all or none (then the
+// lease is released: servers.Manager.StartOnLease).
 func (s *Server) startLeaseMCP(r *http.Request, leaseID string, reqs []servers.CreateRequest) ([]api.MCPServer, error) {
-	tenant := tenantOf(r)
-	var made []api.MCPServer
-	undo := func() {
-		for _, m := range made {
-			_ = s.mcp.Delete(tenant, m.ID)
-		}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
-		defer cancel()
-		if err := s.ctl.ReleaseLease(ctx, tenant, leaseID); err != nil {
-			s.log.Warn("releasing a lease whose MCP server did not start", "lease", leaseID, "err", err)
-		}
+	made, err := s.mcp.StartOnLease(r.Context(), tenantOf(r), leaseID, principalOf(r).KeyID, reqs)
+	if err != nil {
+		return nil, err
 	}
-	for i, req := range reqs {
-		req.LeaseID, req.CreatedBy = leaseID, principalOf(r).KeyID
-		inst, err := s.mcp.Create(r.Context(), tenant, req)
-		if err != nil {
-			undo()
-			return nil, fmt.Errorf("mcp[%d] did not start, so the lease was released: %w", i, err)
-		}
-		made = append(made, mcpServerWire(inst))
+	out := make([]api.MCPServer, len(made))
+	for i, inst := range made {
+		out[i] = mcpServerWire(inst)
 	}
-	return made, nil
+	return out, nil
 }

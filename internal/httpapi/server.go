@@ -40,6 +40,7 @@ import (
 	"genesis.dev/sandbox/internal/tenant"
 	"genesis.dev/sandbox/internal/tickets"
 	"genesis.dev/sandbox/internal/trace"
+	"genesis.dev/sandbox/internal/volumes"
 )
 
 // Config wires a Server.
@@ -93,6 +94,9 @@ type Config struct {
 	Snapshots *snapshots.Manager
 	// Changes, when set, serves a sandbox's diff and patch.
 	Changes *changes.Service
+	// Volumes, when set, serves named volumes; nil answers their routes
+	// 501 volumes_unsupported.
+	Volumes *volumes.Manager
 	Logger  *slog.Logger
 	// E2B, when set, is served under /e2b; New binds it to this server
 	// (the key check).
@@ -140,6 +144,7 @@ type Server struct {
 	osb       *opensandbox.Adapter
 	snaps     *snapshots.Manager
 	changes   *changes.Service
+	vols      *volumes.Manager
 	mcpServe  *mcpserve.Server
 }
 
@@ -210,6 +215,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.snaps = cfg.Snapshots
 	s.changes = cfg.Changes
+	s.vols = cfg.Volumes
 	s.mcpServe = cfg.MCPServe
 	if cfg.Ports != nil {
 		s.browser = cfg.Browser
@@ -290,6 +296,7 @@ func (s *Server) routesInit() {
 	s.traceRoutes()
 	s.snapshotRoutes()
 	s.changeRoutes()
+	s.volumeRoutes()
 	s.e2bRoutes()
 	s.openSandboxRoutes()
 }

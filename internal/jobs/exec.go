@@ -192,6 +192,7 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 		s.logs.Release(job.ID)
 		return nil, err
 	}
+	s.jobEnded(job.ID)
 	s.traceJob(ctx, final, trace.KindJobFinished, trace.ActorSystem)
 	// Artifacts are kept, and the log written, after the record is final,
 	// so a reader that sees the exit event also sees both.
@@ -223,6 +224,7 @@ func (s *Manager) execFailed(ctx context.Context, sb *sandbox.Sandbox, job *sand
 	}); err != nil {
 		s.log.Error("recording job failure", "job", job.ID, "err", err)
 	} else {
+		s.jobEnded(job.ID)
 		s.traceJob(ctx, final, trace.KindJobFinished, trace.ActorSystem)
 	}
 	return out

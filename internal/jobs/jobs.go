@@ -400,6 +400,9 @@ func (s *Manager) recordExit(ctx context.Context, jobID string, x agentproto.Exi
 		return nil
 	})
 	s.agentJobs.Delete(jobID)
+	if err == nil {
+		s.jobEnded(jobID)
+	}
 	if err == nil && ended {
 		s.traceJob(ctx, final, trace.KindJobFinished, trace.ActorSystem)
 		s.rememberEnded(final)
@@ -418,6 +421,11 @@ func (s *Manager) CancelJob(ctx context.Context, tenant, jobID string) (*sandbox
 // (control.AttachOptions.Reservation), or control.AnyReservation for the
 // service's own ends of jobs.
 func (s *Manager) CancelJobAs(ctx context.Context, tenant, reservation, jobID string) (*sandbox.Job, error) {
+	return s.cancelJob(ctx, tenant, reservation, jobID, cancelGrace)
+}
+
+// cancelJob is CancelJobAs with grace between SIGTERM and SIGKILL.
+func (s *Manager) cancelJob(ctx context.Context, tenant, reservation, jobID string, grace time.Duration) (*sandbox.Job, error) {
 	j, err := s.GetJob(ctx, tenant, jobID)
 	if err != nil {
 		return nil, err
@@ -440,7 +448,7 @@ func (s *Manager) CancelJobAs(ctx context.Context, tenant, reservation, jobID st
 	} else if err := control.CheckReservation(att.Sandbox, reservation); err != nil {
 		return nil, err
 	}
-	err = att.Agent.CancelJob(ctx, jobID, cancelGrace)
+	err = att.Agent.CancelJob(ctx, jobID, grace)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return j, s.finishJob(ctx, jobID, lostExit("the agent no longer knows the job"))
 	}

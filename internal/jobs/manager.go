@@ -99,6 +99,9 @@ type Manager struct {
 	closing bool
 	bgCtx   context.Context // followers; canceled by Close
 
+	waitMu sync.Mutex
+	waits  map[string]*jobWait // job id → who waits for its end (Wait)
+
 	endedMu sync.Mutex
 	ended   map[string][]endedJob // sandbox id → its last background jobs that ended (PortHint)
 	cancel  context.CancelFunc
@@ -134,7 +137,7 @@ func New(cfg Config) (*Manager, error) {
 		sbx: cfg.Sandboxes, store: cfg.Store, logs: cfg.Logs, arts: cfg.Artifacts, lim: cfg.Limits, ret: cfg.LogRetention,
 		now: func() time.Time { return now().UTC() }, log: cfg.Logger, obs: cfg.Metrics, trace: cfg.Trace, gate: cfg.Gate,
 		following: map[string]*control.Attachment{}, execing: map[string]bool{}, bgCtx: bg, cancel: cancel,
-		ended: map[string][]endedJob{},
+		ended: map[string][]endedJob{}, waits: map[string]*jobWait{},
 	}, nil
 }
 

@@ -1,13 +1,10 @@
 package jobs
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -465,94 +462,15 @@ func sandboxGone(err error) bool {
 // waitJob waits until job id ends and returns its exit code (-1 without
 // one); false when ctx ended first.
 func (v *Services) waitJob(ctx context.Context, id string) (int, bool) {
-	l, err := v.m.logs.View(id)
-	if err != nil {
-		return -1, ctx.Err() == nil
-	}
-	if err := l.Read(ctx, l.Size(), true, func(LogEvent) error { return nil }); ctx.Err() != nil {
+	j, err := v.m.Wait(ctx, "", id)
+	switch {
+	case ctx.Err() != nil:
 		return 0, false
-	} else if err != nil {
-		v.log.Debug("reading a service job's log", "job", id, "err", err)
+	case err != nil:
+		v.log.Debug("waiting for a service job's end", "job", id, "err", err)
+		return -1, true
+	case j.ExitCode == nil:
+		return -1, true
 	}
-	// The log's exit frame is written before the record is final; the
-	// record is what the API shows, so wait for it briefly.
-	for range 50 {
-		j, err := v.m.store.GetJob(ctx, "", id)
-		if err == nil && j.State.Final() {
-			if j.ExitCode != nil {
-				return *j.ExitCode, true
-			}
-			return -1, true
-		}
-		if !sleepCtx(ctx, 20*time.Millisecond) {
-			return 0, false
-		}
-	}
-	return -1, true
-}
-
-// watchReady marks the service ready once its port accepts a connection
-// or, with a path, answers an HTTP GET of it with a 2xx or 3xx status.
-func (v *Services) watchReady(ctx context.Context, ss *sandboxServices, i int, sb *sandbox.Sandbox, jobID string, port int, path string) {
-	deadline := time.Now().Add(serviceReadyWait)
-	for time.Now().Before(deadline) {
-		att, err := v.m.sbx.Attach(ctx, "", sb.ID, control.AttachOptions{Reservation: control.AnyReservation})
-		if err != nil {
-			return
-		}
-		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		c, err := att.Agent.DialPort(dctx, port)
-		if err == nil {
-			if path != "" {
-				err = probeHTTP(dctx, c, port, path)
-			}
-			c.Close()
-		}
-		cancel()
-		att.Release()
-		if err == nil {
-			now := v.m.now()
-			ss.set(i, func(s *ServiceState) {
-				if s.JobID == jobID && s.State == "running" {
-					s.State, s.Ready = "ready", &now
-				}
-			})
-			return
-		}
-		if !sleepCtx(ctx, 100*time.Millisecond) {
-			return
-		}
-	}
-}
-
-// probeHTTP sends GET path over c and wants a 2xx or 3xx answer before
-// ctx ends.
-func probeHTTP(ctx context.Context, c net.Conn, port int, path string) error {
-	if d, ok := ctx.Deadline(); ok {
-		c.SetDeadline(d)
-	}
-	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUser-Agent: genesis-ready-probe\r\nConnection: close\r\n\r\n", path, port); err != nil {
-		return err
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
-		return fmt.Errorf("GET %s answered %s", path, resp.Status)
-	}
-	return nil
-}
-
-// sleepCtx sleeps d unless ctx ends first (false then).
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return *j.ExitCode, true
 }

@@ -145,7 +145,7 @@ var rules = []rule{
 		Forbid: concat(workloads, []string{"internal/httpapi", "internal/tenancy", "client", "cmd/..."}),
 		Only: []string{"internal/driver", "internal/store", "internal/agent/agentclient", "internal/agent/agentproto",
 			"internal/policy", "internal/config", "images", "internal/imagebuild", "internal/admission", "internal/diskquota", "internal/driver/local",
-			"internal/egress", "internal/netctl", "internal/tenant", "internal/sandbox", "internal/errdefs", "internal/nofollow"},
+			"internal/egress", "internal/netctl", "internal/imagestate", "internal/tenant", "internal/sandbox", "internal/errdefs", "internal/nofollow"},
 	},
 	{
 		Pkg: "internal/netctl",
@@ -377,7 +377,7 @@ var rules = []rule{
 	},
 	{
 		Pkg: "internal/grpcedge",
-		Why: "the gRPC edge is beside the HTTP API, not on it: it calls control and the workload managers with the generated messages of gen/, and resolves keys with the function its command hands it; " +
+		Why: "the gRPC edge is beside the HTTP API, not on it: it calls control and the workload managers with the generated messages of gen/, and checks keys through internal/auth; " +
 			"never httpapi, the SDK, assemble, a driver, the store, admission, the job log or the agent protocol",
 		Forbid:   []string{"internal/httpapi", "client", "cmd/...", "internal/assemble"},
 		NoImport: []string{"internal/driver/...", "internal/store/...", "internal/admission", "internal/joblog", "internal/agent/..."},
@@ -402,6 +402,14 @@ var rules = []rule{
 		Only: []string{"internal/control", "internal/driver", "internal/store", "internal/agent/agentclient", "internal/sandbox",
 			"internal/config", "internal/errdefs", "internal/trace"},
 		External: []string{},
+	},
+	{
+		Pkg: "internal/volumes",
+		Why: "volumes owns named volumes below control (which mounts them through an interface it declares): the store's contract, diskquota, driver (a mount's shape), sandbox and errdefs; " +
+			"no control, workload, API or driver implementation",
+		Forbid:   concat(workloads, []string{"internal/control", "internal/httpapi", "client", "cmd/..."}),
+		Only:     []string{"internal/store", "internal/diskquota", "internal/mountinfo", "internal/driver", "internal/sandbox", "internal/errdefs", "internal/egress"},
+		External: []string{"golang.org/x/sys/..."},
 	},
 	{
 		Pkg:      "internal/config",
@@ -484,6 +492,12 @@ var rules = []rule{
 		Pkg:      "internal/testenv",
 		Why:      "testenv answers what a test's environment has (Docker, the module root): the driver contract, the Docker driver and sandbox only",
 		Only:     []string{"internal/driver", "internal/driver/docker", "internal/sandbox"},
+		External: []string{},
+	},
+	{
+		Pkg:      "internal/imagestate",
+		Why:      "imagestate says where the profiles' images stand (reference, presence, background build, the wait for it): config, imagebuild, images and errdefs only; never control, the store, a driver package or an API package",
+		Only:     []string{"internal/config", "internal/imagebuild", "images", "internal/errdefs"},
 		External: []string{},
 	},
 	{

@@ -60,6 +60,8 @@ type Metrics struct {
 	firstOutput *prometheus.HistogramVec
 	create      *prometheus.HistogramVec
 	leaseWait   *prometheus.HistogramVec
+	rpcs        *prometheus.CounterVec
+	rpcDuration *prometheus.HistogramVec
 }
 
 var (
@@ -88,10 +90,17 @@ func New(cfg Config) *Metrics {
 			"Time from starting a background or streamed job to its first output, by runtime.", execBuckets),
 		create: byRuntime("genesis_sandbox_create_duration_seconds",
 			"Time of successful sandbox creates through the API (waits for capacity included), by runtime.", createBuckets),
+		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "genesis_grpc_requests_total", Help: "Calls of the gRPC edge (gRPC, gRPC-Web and Connect) by service, method and gRPC code.",
+		}, []string{"service", "method", "code"}),
+		rpcDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "genesis_grpc_request_duration_seconds", Help: "Time spent serving calls of the gRPC edge (a stream: until it ends) by service, method and gRPC code.",
+			Buckets: httpBuckets,
+		}, []string{"service", "method", "code"}),
 		leaseWait: byRuntime("genesis_lease_wait_seconds",
 			"Time from a lease request to its grant (a warm claim or a cold create), by runtime.", createBuckets),
 	}
-	m.reg.MustRegister(m.requests, m.duration, m.exec, m.firstOutput, m.create, m.leaseWait,
+	m.reg.MustRegister(m.requests, m.duration, m.exec, m.firstOutput, m.create, m.leaseWait, m.rpcs, m.rpcDuration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -121,6 +130,14 @@ func (m *Metrics) ObserveLeaseWait(rt sandbox.Runtime, d time.Duration) {
 func (m *Metrics) ObserveRequest(route, status string, d time.Duration) {
 	m.requests.WithLabelValues(route, status).Inc()
 	m.duration.WithLabelValues(route, status).Observe(d.Seconds())
+}
+
+// ObserveRPC records one call of the gRPC edge: the service's full name,
+// the method, its gRPC code ("ok" for success, else the lower-case name:
+// "not_found") and how long it took.
+func (m *Metrics) ObserveRPC(service, method, code string, d time.Duration) {
+	m.rpcs.WithLabelValues(service, method, code).Inc()
+	m.rpcDuration.WithLabelValues(service, method, code).Observe(d.Seconds())
 }
 
 // TenantLabels reports whether a scrape with an admin key names tenants.

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -52,6 +53,9 @@ func TestScrape(t *testing.T) {
 	t.Parallel()
 	m := New(Config{TenantLabels: true})
 	m.ObserveRequest("GET /v1/x", "200", 0)
+	m.ObserveRPC("genesis.sandbox.v1.ExecService", "Exec", "ok", 3*time.Millisecond)
+	m.ObserveRPC("genesis.sandbox.v1.ExecService", "Exec", "ok", 4*time.Millisecond)
+	m.ObserveRPC("genesis.sandbox.v1.ExecService", "Exec", "not_found", time.Millisecond)
 	svc := &fakeService{}
 	for _, want := range []string{
 		`genesis_admission_grants_total{tenant="(tenants)"} 7`,
@@ -62,6 +66,11 @@ func TestScrape(t *testing.T) {
 		`genesis_pool_hits_total{pool="warm"} 7`,
 		`genesis_egress_gateway_up 1`,
 		`genesis_http_requests_total{route="GET /v1/x",status="200"} 1`,
+		`genesis_grpc_requests_total{code="ok",method="Exec",service="genesis.sandbox.v1.ExecService"} 2`,
+		`genesis_grpc_requests_total{code="not_found",method="Exec",service="genesis.sandbox.v1.ExecService"} 1`,
+		`genesis_grpc_request_duration_seconds_count{code="ok",method="Exec",service="genesis.sandbox.v1.ExecService"} 2`,
+		`genesis_grpc_request_duration_seconds_bucket{code="ok",method="Exec",service="genesis.sandbox.v1.ExecService",le="0.0025"} 0`,
+		`genesis_grpc_request_duration_seconds_bucket{code="ok",method="Exec",service="genesis.sandbox.v1.ExecService",le="0.005"} 2`,
 	} {
 		if out := scrape(t, m, svc, false); !strings.Contains(out, want) {
 			t.Errorf("scrape lacks %s", want)
@@ -71,7 +80,7 @@ func TestScrape(t *testing.T) {
 	if !strings.Contains(out, `genesis_admission_grants_total{tenant="a"} 3`) || strings.Contains(out, `tenant="(tenants)"`) {
 		t.Errorf("a scrape by tenant names tenants, and only them:\n%s", out)
 	}
-	if svc.counts != 9 {
-		t.Errorf("%d count queries for 9 scrapes, want one each", svc.counts)
+	if svc.counts != 14 {
+		t.Errorf("%d count queries for 14 scrapes, want one each", svc.counts)
 	}
 }

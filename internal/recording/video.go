@@ -53,8 +53,10 @@ type Options struct {
 
 // Recording is the state of a sandbox's recording.
 type Recording struct {
-	ID             string     `json:"id"`
-	SandboxID      string     `json:"sandbox_id"`
+	ID        string `json:"id"`
+	SandboxID string `json:"sandbox_id"`
+	// JobID is the recorder's job (ffmpeg): GET /v1/jobs/{id}.
+	JobID          string     `json:"job_id,omitempty"`
 	Source         string     `json:"source"` // display | browser
 	State          string     `json:"state"`  // recording | stopped | failed
 	FPS            int        `json:"fps"`
@@ -70,7 +72,8 @@ type Recording struct {
 type Target struct {
 	Tenant    string
 	SandboxID string
-	// Launch starts the recorder (a background job); JobInfo and
+	// Launch starts the recorder (a recorded background job; the answer's
+	// JobID is its id, the request names none); JobInfo and
 	// CancelJob follow and end it; OpenStdin streams into its standard
 	// input (a Source with a Feed needs it).
 	Launch    func(ctx context.Context, req agentproto.JobStartRequest) (agentproto.JobInfo, error)
@@ -194,19 +197,20 @@ func (s *Set) Start(ctx context.Context, t *Target, src Source, o Options) (*Rec
 	if src.Feed == nil {
 		script = strings.Replace(script, "-loglevel info", "-nostdin -loglevel info", 1)
 	}
-	jobID := src.Name + "-record-" + recID
-	if _, err := t.Launch(ctx, agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{
-		JobID: jobID, Command: []string{"/bin/sh", "-c", script}, MaxOutputBytes: 64 << 10, StdinStream: src.Feed != nil}}); err != nil {
+	info, err := t.Launch(ctx, agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{
+		Command: []string{"/bin/sh", "-c", script}, MaxOutputBytes: 64 << 10, StdinStream: src.Feed != nil}})
+	if err != nil {
 		t.Release()
 		return nil, errdefs.WithCode(CodeRecordingFailed, fmt.Errorf("starting the recorder in sandbox %s: %v: %w", t.SandboxID, err, errdefs.ErrUnavailable))
 	}
+	jobID := info.JobID
 	rctx, cancel := context.WithCancel(context.Background())
 	r := &recorder{set: s, t: t, src: src, dir: dir, jobID: jobID, cancel: cancel, done: make(chan struct{}),
-		st: Recording{ID: recID, SandboxID: t.SandboxID, Source: src.Name, State: "recording", FPS: o.FPS, SegmentSeconds: o.SegmentSeconds, StartedAt: time.Now().UTC()}}
+		st: Recording{ID: recID, SandboxID: t.SandboxID, JobID: jobID, Source: src.Name, State: "recording", FPS: o.FPS, SegmentSeconds: o.SegmentSeconds, StartedAt: time.Now().UTC()}}
 	s.mu.Lock()
 	s.recs[t.SandboxID] = r
 	s.mu.Unlock()
-	r.record(ctx, trace.KindVideoStarted, map[string]any{"recording": recID, "source": src.Name, "fps": o.FPS, "segment_seconds": o.SegmentSeconds})
+	r.record(ctx, trace.KindVideoStarted, map[string]any{"recording": recID, "job_id": jobID, "source": src.Name, "fps": o.FPS, "segment_seconds": o.SegmentSeconds})
 	if src.Feed != nil {
 		go r.feed(rctx)
 	}

@@ -36,7 +36,7 @@ func (f *fakeFFmpeg) target(sandboxID string) *Target {
 			f.running = true
 			f.files["ffmpeg.log"] = []byte("Input #0, x11grab, from ':0':\n  Duration: N/A, start: 1700000000.250000, bitrate: N/A\n")
 			f.files["seg-00000.mp4"] = []byte("segment being written")
-			return agentproto.JobInfo{Running: true}, nil
+			return agentproto.JobInfo{JobID: "job_recorder", Running: true}, nil
 		},
 		JobInfo: func(_ context.Context, id string) (agentproto.JobInfo, error) {
 			f.mu.Lock()
@@ -132,6 +132,9 @@ func TestDrainKeepsTheLastSegment(t *testing.T) {
 	rec, err := set.Start(t.Context(), ff.target("sbx_1"), display, Options{SegmentSeconds: 60})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if rec.JobID != "job_recorder" {
+		t.Errorf("recording's job_id %q, want the recorder's job job_recorder", rec.JobID)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()

@@ -44,6 +44,10 @@ type Lifecycle interface {
 	Probe(ctx context.Context) driver.ProbeResult
 	// SnapshotPool names the warm pool fed from a snapshot ("": none).
 	SnapshotPool(id string) string
+	// RefuseIfVolumes answers 409 sandbox_has_volumes for a sandbox that
+	// mounts named volumes: their data is in no snapshot, and a sandbox
+	// restored or woken in a new container would hold none.
+	RefuseIfVolumes(ctx context.Context, tenant, id string) error
 }
 
 // Sessions are the shell sessions and code contexts of sandboxes

@@ -248,6 +248,9 @@ func (m *Manager) Snapshot(ctx context.Context, tenant, id string, o SnapshotOpt
 	if err != nil {
 		return nil, err
 	}
+	if err := m.cfg.Lifecycle.RefuseIfVolumes(ctx, tenant, id); err != nil {
+		return nil, err
+	}
 	memory, err := m.wantMemory(ctx, sb, o.Memory)
 	if err != nil {
 		return nil, err
@@ -326,6 +329,9 @@ func (m *Manager) HibernateWith(ctx context.Context, tenant, id string, o Hibern
 	}
 	if sb.State == sandbox.StateHibernated {
 		return sb, nil
+	}
+	if err := m.cfg.Lifecycle.RefuseIfVolumes(ctx, tenant, id); err != nil {
+		return nil, err
 	}
 	if _, ok := m.cfg.Driver.(driver.Pauser); !ok {
 		return nil, unsupported("hibernation", sb, driver.Feature{Reason: "the driver cannot freeze a sandbox"})
@@ -523,6 +529,9 @@ func (m *Manager) Rollback(ctx context.Context, tenant, id, snapID string) (*san
 	defer m.lock(id)()
 	sb, err := m.cfg.Lifecycle.GetSandbox(ctx, tenant, id)
 	if err != nil {
+		return nil, false, err
+	}
+	if err := m.cfg.Lifecycle.RefuseIfVolumes(ctx, tenant, id); err != nil {
 		return nil, false, err
 	}
 	if sn.Profile != sb.Profile || sn.Runtime != sb.Runtime {
@@ -794,6 +803,10 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, count int, in Cre
 	unlock := m.lock(id)
 	sb, err := m.cfg.Lifecycle.GetSandbox(ctx, tenant, id)
 	if err != nil {
+		unlock()
+		return nil, err
+	}
+	if err := m.cfg.Lifecycle.RefuseIfVolumes(ctx, tenant, id); err != nil {
 		unlock()
 		return nil, err
 	}

@@ -62,6 +62,7 @@ type Store interface {
 	Skills
 	MCPCatalog
 	Snapshots
+	Volumes
 }
 
 // SandboxFilter selects sandboxes. Zero fields match everything.

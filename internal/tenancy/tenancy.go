@@ -22,6 +22,9 @@ const DefaultTenant = "default"
 type records interface {
 	store.Tenants
 	store.Audit
+	// VolumeUsage counts a tenant's named volumes (a tenant that has any
+	// is not deleted).
+	VolumeUsage(ctx context.Context, tenant string) (count int, sizeMB int64, err error)
 }
 
 // sandboxes is what the service asks the lifecycle core

@@ -11,6 +11,7 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store/sqlite"
+	"genesis.dev/sandbox/internal/store/sqlstore"
 	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/tenant"
 )
@@ -56,6 +57,13 @@ func (f *fakeSandboxes) LockTenant(_ context.Context, name string) (func(), erro
 // sandboxes, with config tenant "cfg" and an admin key.
 func newService(t *testing.T) (*tenancy.Service, *fakeSandboxes) {
 	t.Helper()
+	s, boxes, _ := newServiceWithStore(t)
+	return s, boxes
+}
+
+// newServiceWithStore is newService with its store.
+func newServiceWithStore(t *testing.T) (*tenancy.Service, *fakeSandboxes, *sqlstore.Store) {
+	t.Helper()
 	set, err := config.Default()
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +84,7 @@ func newService(t *testing.T) (*tenancy.Service, *fakeSandboxes) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	return s, boxes
+	return s, boxes, st
 }
 
 // TestStartWritesConfigTenants: the default tenant, the config's tenants
@@ -219,5 +227,30 @@ func TestListAuditScopesATenantsKey(t *testing.T) {
 				t.Errorf("%s: a record of tenant %q", tc.name, rec.Tenant)
 			}
 		}
+	}
+}
+
+// TestDeleteTenantWithVolumes: a tenant that has named volumes is not
+// deleted (tenant_in_use): their data would be out of anyone's reach.
+func TestDeleteTenantWithVolumes(t *testing.T) {
+	t.Parallel()
+	s, _, st := newServiceWithStore(t)
+	ctx := t.Context()
+	if _, err := s.CreateTenant(ctx, tenancy.TenantInput{Name: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	v := &sandbox.Volume{ID: sandbox.NewID("vol"), Tenant: "acme", Name: "data", SizeMB: 8, State: sandbox.VolumeReady, CreatedAt: now, UpdatedAt: now}
+	if err := st.CreateVolume(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteTenant(ctx, "acme", 0); errdefs.Code(err) != "tenant_in_use" {
+		t.Fatalf("deleting a tenant with a volume: %v, want tenant_in_use", err)
+	}
+	if err := st.DeleteVolume(ctx, v.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteTenant(ctx, "acme", 0); err != nil {
+		t.Fatalf("deleting a tenant without volumes: %v", err)
 	}
 }

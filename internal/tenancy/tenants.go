@@ -197,6 +197,14 @@ func (s *Service) DeleteTenant(ctx context.Context, name string, ifVersion int64
 		return errdefs.WithCode(codeTenantInUse, fmt.Errorf(
 			"tenant %s still has %d live sandboxes; destroy them first: %w", name, u.Sandboxes, errdefs.ErrFailedPrecondition))
 	}
+	// Its named volumes hold data on the host that nobody could reach once
+	// the tenant is gone.
+	if n, _, err := s.store.VolumeUsage(ctx, name); err != nil {
+		return err
+	} else if n > 0 {
+		return errdefs.WithCode(codeTenantInUse, fmt.Errorf(
+			"tenant %s still has %d named volumes; delete them first: %w", name, n, errdefs.ErrFailedPrecondition))
+	}
 	err = s.store.DeleteTenant(ctx, name, ifVersion)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return tenantNotFound(name)

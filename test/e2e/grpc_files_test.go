@@ -456,6 +456,19 @@ func TestGRPCFiles(t *testing.T) {
 			if got, _, err := g.download(t, &sandboxv1.DownloadRequest{SandboxId: fork.Sandboxes[0].Sandbox.Id, Path: "state.txt"}); err != nil || string(got) != "before\n" {
 				t.Errorf("state.txt in the fork: %q %v", got, err)
 			}
+			// A new sandbox from the snapshot (CreateSandbox.snapshot_id)
+			// holds its files too.
+			var made sandboxv1.Sandbox
+			if err := g.call(t, sandboxv1connect.SandboxServiceCreateSandboxProcedure, &sandboxv1.CreateSandboxRequest{SnapshotId: sn.Id, RiskLevel: "low"}, &made); err != nil {
+				t.Fatalf("CreateSandbox from a snapshot: %v", err)
+			}
+			e.deleteOnCleanup(t, made.Id)
+			if made.State != "ready" || made.Id == id || made.MemoryRestored == nil {
+				t.Fatalf("created from a snapshot: %+v", &made)
+			}
+			if got, _, err := g.download(t, &sandboxv1.DownloadRequest{SandboxId: made.Id, Path: "state.txt"}); err != nil || string(got) != "before\n" {
+				t.Errorf("state.txt in the sandbox made from the snapshot: %q %v", got, err)
+			}
 			var paused sandboxv1.Sandbox
 			if err := g.call(t, sandboxv1connect.SnapshotServicePauseSandboxProcedure, &sandboxv1.PauseSandboxRequest{SandboxId: id}, &paused); err != nil || paused.State != "paused" {
 				t.Fatalf("pause: %+v %v", &paused, err)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	sandboxv1 "genesis.dev/sandbox/gen/genesis/sandbox/v1"
 	"genesis.dev/sandbox/internal/testenv"
@@ -117,6 +119,28 @@ func TestGRPC(t *testing.T) {
 		wantCode(t, "no key", err, codes.Unauthenticated, "unauthenticated")
 	})
 	t.Run("connect-json", func(t *testing.T) { testConnectJSON(t, svc) })
+	t.Run("grpc-web", func(t *testing.T) { testGRPCWeb(t, svc) })
+	t.Run("metrics", func(t *testing.T) {
+		t.Parallel()
+		// Calls of the edge are counted in /metrics by service, method and
+		// code: two refused calls and one that succeeds.
+		for range 2 {
+			_ = cc.Invoke(withKey(callCtx(t), "not-a-key"), sandboxSvc+"GetCapabilities", &sandboxv1.GetCapabilitiesRequest{}, &sandboxv1.Capabilities{})
+		}
+		if err := cc.Invoke(withKey(callCtx(t), e.apiKey), sandboxSvc+"GetCapabilities", &sandboxv1.GetCapabilitiesRequest{}, &sandboxv1.Capabilities{}); err != nil {
+			t.Fatalf("GetCapabilities: %v", err)
+		}
+		text := metricsText(t, svc, "") // a tenant key may not scrape; no key may
+		for _, want := range []string{
+			`genesis_grpc_requests_total{code="unauthenticated",method="GetCapabilities",service="genesis.sandbox.v1.SandboxService"} 2`,
+			`genesis_grpc_requests_total{code="ok",method="GetCapabilities",service="genesis.sandbox.v1.SandboxService"} 1`,
+			`genesis_grpc_request_duration_seconds_count{code="ok",method="GetCapabilities",service="genesis.sandbox.v1.SandboxService"} 1`,
+		} {
+			if !strings.Contains(text, want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
+	})
 	t.Run("reflection", func(t *testing.T) { testBufCurl(t, svc) })
 	for _, rt := range e.runtimes(t) {
 		t.Run(rt, func(t *testing.T) {
@@ -142,6 +166,15 @@ func TestGRPC(t *testing.T) {
 			t.Run("stale-resource-version", func(t *testing.T) { testGRPCStaleVersion(t, ctx, cc, &sb) })
 			t.Run("other-tenant", func(t *testing.T) { testGRPCOtherTenant(t, cc, otherKey, sb.Id) })
 			t.Run("list-pages", func(t *testing.T) { testGRPCListPages(t, ctx, cc, sb.Id) })
+			t.Run("renew", func(t *testing.T) {
+				var got sandboxv1.Sandbox
+				if err := cc.Invoke(ctx, sandboxSvc+"RenewSandbox", &sandboxv1.RenewSandboxRequest{Id: sb.Id, TtlSeconds: 7200}, &got); err != nil {
+					t.Fatalf("RenewSandbox: %v", err)
+				}
+				if got.ExpireTime == nil || time.Until(got.ExpireTime.AsTime()) < 7100*time.Second || time.Until(got.ExpireTime.AsTime()) > 7200*time.Second {
+					t.Fatalf("renewed for 7200 s: expire_time %v", got.ExpireTime)
+				}
+			})
 			t.Run("lease", func(t *testing.T) { testGRPCLease(t, e, ctx, cc, rt) })
 			t.Run("delete", func(t *testing.T) {
 				if err := cc.Invoke(ctx, sandboxSvc+"DeleteSandbox", &sandboxv1.DeleteSandboxRequest{Id: sb.Id}, &sandboxv1.DeleteSandboxResponse{}); err != nil {
@@ -184,6 +217,15 @@ func testGRPCExec(t *testing.T, ctx context.Context, cc *grpc.ClientConn, id str
 	if j.State != "failed" || j.ExitCode == nil || *j.ExitCode != 3 || j.Mode != "sync" || j.SandboxId != id {
 		t.Fatalf("job of the exec: %v", &j)
 	}
+	var list sandboxv1.ListJobsResponse
+	if err := cc.Invoke(ctx, execSvc+"ListJobs", &sandboxv1.ListJobsRequest{SandboxId: id, States: []string{"failed"}}, &list); err != nil {
+		t.Fatalf("ListJobs: %v", err)
+	}
+	if !slices.ContainsFunc(list.Jobs, func(j *sandboxv1.Job) bool { return j.Id == res.JobId && j.State == "failed" }) {
+		t.Fatalf("ListJobs of failed jobs lacks %s: %v", res.JobId, list.Jobs)
+	}
+	err = cc.Invoke(ctx, execSvc+"ListJobs", &sandboxv1.ListJobsRequest{SandboxId: id, States: []string{"bogus"}}, &list)
+	wantCode(t, "ListJobs of an unknown state", err, codes.InvalidArgument, "invalid_argument")
 	err = cc.Invoke(ctx, execSvc+"Exec", &sandboxv1.ExecRequest{SandboxId: id}, &res)
 	wantCode(t, "exec without command", err, codes.InvalidArgument, "invalid_argument")
 }
@@ -716,4 +758,71 @@ func testGRPCSlowReader(t *testing.T, ctx context.Context, cc *grpc.ClientConn, 
 		t.Fatalf("read %d bytes of %d, exit %v", n, slowReaderBytes, exit)
 	}
 	t.Logf("service VmRSS peak %d KiB while %d MiB waited unread", peak, slowReaderBytes>>20)
+}
+
+// testGRPCWeb calls ListProfiles as a browser's gRPC-Web client does:
+// application/grpc-web+proto over plain HTTP/1.1 net/http, the message in
+// one length-prefixed frame, the status in a trailer frame of the body;
+// and a call without a key, whose status is UNAUTHENTICATED.
+func testGRPCWeb(t *testing.T, svc *service) {
+	t.Parallel()
+	call := func(key string) (msgs [][]byte, trailer string) {
+		body, err := proto.Marshal(&sandboxv1.ListProfilesRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		frame := append([]byte{0, 0, 0, 0, 0}, body...)
+		binary.BigEndian.PutUint32(frame[1:5], uint32(len(body)))
+		req, err := http.NewRequestWithContext(callCtx(t), http.MethodPost, svc.url()+sandboxSvc+"ListProfiles", bytes.NewReader(frame))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/grpc-web+proto")
+		req.Header.Set("X-Grpc-Web", "1")
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.ProtoMajor != 1 || resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/grpc-web+proto") {
+			t.Fatalf("gRPC-Web answer: %s %d %q", resp.Proto, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		raw, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := resp.Header.Get("Grpc-Status"); st != "" { // a trailers-only answer
+			return nil, "grpc-status:" + st
+		}
+		for len(raw) >= 5 {
+			n := int(binary.BigEndian.Uint32(raw[1:5]))
+			if len(raw) < 5+n {
+				t.Fatalf("a truncated gRPC-Web frame: %d of %d bytes", len(raw)-5, n)
+			}
+			if raw[0]&0x80 != 0 {
+				trailer = strings.ToLower(string(raw[5 : 5+n]))
+			} else {
+				msgs = append(msgs, raw[5:5+n])
+			}
+			raw = raw[5+n:]
+		}
+		return msgs, trailer
+	}
+	msgs, trailer := call(svc.e.apiKey)
+	if len(msgs) != 1 || !strings.Contains(trailer, "grpc-status: 0") && !strings.Contains(trailer, "grpc-status:0") {
+		t.Fatalf("gRPC-Web ListProfiles: %d messages, trailer %q", len(msgs), trailer)
+	}
+	var out sandboxv1.ListProfilesResponse
+	if err := proto.Unmarshal(msgs[0], &out); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(out.Profiles, func(p *sandboxv1.Profile) bool { return p.Name == "code-python-basic" }) {
+		t.Fatalf("gRPC-Web profiles %v lack code-python-basic", out.Profiles)
+	}
+	if _, trailer := call(""); !strings.Contains(strings.ReplaceAll(trailer, " ", ""), fmt.Sprintf("grpc-status:%d", codes.Unauthenticated)) {
+		t.Fatalf("gRPC-Web without a key: trailer %q, want grpc-status %d", trailer, codes.Unauthenticated)
+	}
 }

@@ -3,7 +3,7 @@
 // object (test/e2e/opensandbox_test.go asserts on it). Environment:
 // OPEN_SANDBOX_DOMAIN and OPEN_SANDBOX_API_KEY as a user of the SDK sets
 // them; argv[2] is the image, argv[3] the flow: "core" (the default),
-// "warm" or "pause".
+// "warm", "pause" or "volumes" (argv[4]: the volume's name).
 import { Sandbox, SandboxManager } from '@alibaba-group/opensandbox';
 
 const out = {};
@@ -141,8 +141,34 @@ async function pause() {
   await mgr.close?.();
 }
 
+// volumes mounts a named volume (the pvc backend, made by the first
+// create) writable into one sandbox, which writes to it; a second writer
+// is refused; after a kill, a read-only mount in a new sandbox reads the
+// file and cannot write; a host path backend is refused.
+async function volumes() {
+  const claimName = process.argv[4];
+  const vol = (readOnly) => [{ name: 'data', pvc: { claimName, storage: '16Mi' }, mountPath: '/mnt/data', readOnly }];
+  const w = await Sandbox.create({ image, timeoutSeconds: 300, volumes: vol(false) });
+  out.id = w.id;
+  out.write = (await w.commands.run('echo from-sdk > /mnt/data/sdk.txt && cat /mnt/data/sdk.txt')).logs.stdout.map((m) => m.text);
+  try { await Sandbox.create({ image, timeoutSeconds: 300, volumes: vol(false), skipHealthCheck: true }); out.second = 'created'; } catch (e) { out.second = errInfo(e); }
+  await w.kill();
+  const r = await Sandbox.create({ image, timeoutSeconds: 300, volumes: vol(true) });
+  out.readerId = r.id;
+  out.read = (await r.commands.run('cat /mnt/data/sdk.txt')).logs.stdout.map((m) => m.text);
+  out.roWrite = (await r.commands.run('touch /mnt/data/x 2>&1 || echo refused')).logs.stdout.map((m) => m.text);
+  await r.kill();
+  try {
+    await Sandbox.create({ image, timeoutSeconds: 300, skipHealthCheck: true, volumes: [{ name: 'h', host: { path: '/etc' }, mountPath: '/mnt/h', readOnly: true }] });
+    out.host = 'created';
+  } catch (e) { out.host = errInfo(e); }
+  await w.close?.();
+  await r.close?.();
+}
+
 try {
   if (process.argv[3] === 'warm') await warm();
+  else if (process.argv[3] === 'volumes') await volumes();
   else if (process.argv[3] === 'pause') await pause();
   else await core();
 } catch (e) {

@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -36,6 +37,9 @@ type createBody struct {
 	AutoResume      *struct {
 		Enabled bool `json:"enabled"`
 	} `json:"autoResume"`
+	// VolumeMounts (E2B volumes) are not mapped: a create asking for any
+	// is refused rather than served without them (docs/volumes.md).
+	VolumeMounts []json.RawMessage `json:"volumeMounts"`
 }
 
 // created is the answer to create and connect.
@@ -106,6 +110,10 @@ func (a *Adapter) createSandbox(w http.ResponseWriter, r *http.Request) {
 		if sn, ok := a.findSnapshot(r.Context(), tenant, body.TemplateID); ok {
 			from, err = sn, nil
 		}
+	}
+	if err == nil && len(body.VolumeMounts) > 0 {
+		err = errdefs.WithCode("not_supported", errdefs.Mark(fmt.Errorf(
+			"volumeMounts (E2B volumes) are not available through this adapter; this service's named volumes are under /v1/volumes"), errdefs.ErrNotImplemented))
 	}
 	if err == nil && (body.AutoPause || body.AutoResume != nil && body.AutoResume.Enabled) && a.snaps == nil {
 		err = notSupported("lifecycle onTimeout 'pause'")

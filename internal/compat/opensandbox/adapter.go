@@ -62,7 +62,10 @@ type Config struct {
 	// Snapshots, if set, serves pause and resume; without it they answer
 	// 501.
 	Snapshots Snapshots
-	Logger    *slog.Logger
+	// Volumes, if set, serves a create's volumes (the pvc backend) as
+	// named volumes; without it a create that asks for any answers 501.
+	Volumes Volumes
+	Logger  *slog.Logger
 }
 
 // PreviewHeader carries a preview link's token to a preview origin.
@@ -86,6 +89,7 @@ type Adapter struct {
 	preview    func(ctx context.Context, by tenant.Principal, sandboxID string, port int) (host, token string, err error)
 	ctx        contexts
 	snaps      Snapshots
+	vols       Volumes // nil: none
 }
 
 // New builds the adapter.
@@ -108,7 +112,7 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	return &Adapter{ctl: cfg.Control, keyLive: cfg.KeyLive, jobs: cfg.Jobs, files: cfg.Files, set: cfg.Settings,
 		maxJob: cfg.MaxJobTimeoutMS, log: cfg.Logger, tokens: signer, publicHost: cfg.PublicHost, preview: cfg.Preview,
-		ctx: contexts{def: map[string]*defaultContext{}}, snaps: cfg.Snapshots}, nil
+		ctx: contexts{def: map[string]*defaultContext{}}, snaps: cfg.Snapshots, vols: cfg.Volumes}, nil
 }
 
 // Edge is what the HTTP server that serves the adapter lends it.

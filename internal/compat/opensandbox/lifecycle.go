@@ -48,8 +48,9 @@ type info struct {
 }
 
 // createBody is what the SDK sends to create (the fields this adapter
-// reads; the rest — resources, network policy, volumes, extensions — is
-// the profile's and the tenant's to decide).
+// reads; the rest — resources, network policy, extensions — is the
+// profile's and the tenant's to decide; volumes map onto named volumes,
+// volumes.go).
 type createBody struct {
 	Image *struct {
 		URI string `json:"uri"`
@@ -59,6 +60,7 @@ type createBody struct {
 	Timeout    *int64            `json:"timeout"`
 	Env        map[string]string `json:"env"`
 	Metadata   map[string]string `json:"metadata"`
+	Volumes    []osVolume        `json:"volumes"`
 }
 
 // profileOf maps an image to a profile: by the configured table, else an
@@ -176,8 +178,14 @@ func (a *Adapter) createSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	md[imageKey] = body.Image.URI
 	md[entrypointKey] = strings.Join(body.Entrypoint, " ")
+	vols, err := a.volumeRequests(r.Context(), tenantOf(r.Context()), body.Volumes)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
 	out, err := a.ctl.AcquireLease(r.Context(), control.AcquireLeaseInput{
 		Tenant: tenantOf(r.Context()), Profile: profile, TTLSeconds: &ttl, Holder: "opensandbox", Env: body.Env, Metadata: md,
+		Volumes: vols,
 	})
 	if err != nil {
 		a.writeError(w, r, err)

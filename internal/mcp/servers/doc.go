@@ -9,6 +9,14 @@
 // the secret mode, and a decision above the ceiling is refused rather than
 // relabelled. The decision is kept on the instance and returned.
 //
+// Its files follow its concerns: manager.go (the set of instances, its
+// hooks and sweep), instance.go (the types), create.go (a request's
+// validation and decision, its own lease), lease.go (the servers a lease
+// request starts, all or none: StartOnLease), start.go (bringing a server
+// up over stdio or http), supervise.go (restarts, lease renewal, a
+// server's end), calls.go (the call log, audit, the egress join, serving
+// the endpoint), catalog.go, approvals.go and risk.go.
+//
 // It reaches sandboxes through control's leases and jobs' background jobs
 // only; it never imports a driver, the store or the API.
 package servers

@@ -159,6 +159,15 @@ func (f *fakeJobs) GetJob(_ context.Context, _, jobID string) (*sandbox.Job, err
 	}
 }
 
+func (f *fakeJobs) Wait(ctx context.Context, _, jobID string) (*sandbox.Job, error) {
+	select {
+	case <-f.proc(jobID).done:
+		return &sandbox.Job{ID: jobID, State: sandbox.JobCanceled}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 const secretValue = "op-secret-0123456789abcdef"
 
 func newReservedManager(t *testing.T) (*Manager, *fakeLeases, *fakeJobs, *int) {

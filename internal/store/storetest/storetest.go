@@ -65,6 +65,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Skills", testSkills},
 		{"MCPCatalog", testMCPCatalog},
 		{"Snapshots", testSnapshots},
+		{"Volumes", testVolumes},
+		{"ConcurrentVolumeMounts", testConcurrentVolumeMounts},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -129,7 +129,21 @@ type Sandbox struct {
 	// network is set for a networked sandbox.
 	Network *NetworkSummary `protobuf:"bytes,17,opt,name=network,proto3" json:"network,omitempty"`
 	// suspension is set while the sandbox is paused or hibernated.
-	Suspension    *Suspension `protobuf:"bytes,18,opt,name=suspension,proto3" json:"suspension,omitempty"`
+	Suspension *Suspension `protobuf:"bytes,18,opt,name=suspension,proto3" json:"suspension,omitempty"`
+	// memory_restored, on the answer of a create or lease from a snapshot
+	// (snapshot_id), says whether processes and memory came back (false:
+	// files only).
+	MemoryRestored *bool `protobuf:"varint,19,opt,name=memory_restored,json=memoryRestored,proto3,oneof" json:"memory_restored,omitempty"`
+	// sessions_from_snapshot, on the answer of a create or lease from a
+	// snapshot, maps the snapshot's shell sessions and code contexts to
+	// this sandbox's copies of them.
+	SessionsFromSnapshot map[string]string `protobuf:"bytes,20,rep,name=sessions_from_snapshot,json=sessionsFromSnapshot,proto3" json:"sessions_from_snapshot,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// endpoints are the named ports of the sandbox's profile with their
+	// URLs (GetSandbox answers).
+	Endpoints []*Endpoint `protobuf:"bytes,21,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	// services are the profile's services and how they run (GetSandbox
+	// answers).
+	Services      []*ServiceStatus `protobuf:"bytes,22,rep,name=services,proto3" json:"services,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -290,6 +304,211 @@ func (x *Sandbox) GetSuspension() *Suspension {
 	return nil
 }
 
+func (x *Sandbox) GetMemoryRestored() bool {
+	if x != nil && x.MemoryRestored != nil {
+		return *x.MemoryRestored
+	}
+	return false
+}
+
+func (x *Sandbox) GetSessionsFromSnapshot() map[string]string {
+	if x != nil {
+		return x.SessionsFromSnapshot
+	}
+	return nil
+}
+
+func (x *Sandbox) GetEndpoints() []*Endpoint {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
+}
+
+func (x *Sandbox) GetServices() []*ServiceStatus {
+	if x != nil {
+		return x.Services
+	}
+	return nil
+}
+
+// Endpoint is a named port of a sandbox's profile (HTTP: Endpoint).
+type Endpoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Port  int32                  `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	// protocol: http, websocket or tcp.
+	Protocol string `protobuf:"bytes,3,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// url is the HTTP(S) URL of the port's root through the service (it
+	// needs the API key); for a tcp endpoint, the WebSocket URL that carries
+	// the bytes.
+	Url           string `protobuf:"bytes,4,opt,name=url,proto3" json:"url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Endpoint) Reset() {
+	*x = Endpoint{}
+	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Endpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Endpoint) ProtoMessage() {}
+
+func (x *Endpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
+func (*Endpoint) Descriptor() ([]byte, []int) {
+	return file_genesis_sandbox_v1_common_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Endpoint) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Endpoint) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *Endpoint) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+func (x *Endpoint) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+// ServiceStatus is how one of a sandbox's services runs (HTTP:
+// ServiceStatus).
+type ServiceStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// state: starting, running, ready, backoff, exited, failed or held.
+	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	// job_id is its current job (its log: ExecService.StreamJobLogs).
+	JobId         string                 `protobuf:"bytes,3,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Restarts      int32                  `protobuf:"varint,4,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	LastExitCode  *int32                 `protobuf:"varint,5,opt,name=last_exit_code,json=lastExitCode,proto3,oneof" json:"last_exit_code,omitempty"`
+	Error         string                 `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	SinceTime     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=since_time,json=sinceTime,proto3" json:"since_time,omitempty"`
+	ReadyTime     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=ready_time,json=readyTime,proto3" json:"ready_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceStatus) Reset() {
+	*x = ServiceStatus{}
+	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceStatus) ProtoMessage() {}
+
+func (x *ServiceStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceStatus.ProtoReflect.Descriptor instead.
+func (*ServiceStatus) Descriptor() ([]byte, []int) {
+	return file_genesis_sandbox_v1_common_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ServiceStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ServiceStatus) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *ServiceStatus) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ServiceStatus) GetRestarts() int32 {
+	if x != nil {
+		return x.Restarts
+	}
+	return 0
+}
+
+func (x *ServiceStatus) GetLastExitCode() int32 {
+	if x != nil && x.LastExitCode != nil {
+		return *x.LastExitCode
+	}
+	return 0
+}
+
+func (x *ServiceStatus) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *ServiceStatus) GetSinceTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SinceTime
+	}
+	return nil
+}
+
+func (x *ServiceStatus) GetReadyTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReadyTime
+	}
+	return nil
+}
+
 // NetworkPolicy is a sandbox's network policy (HTTP: NetworkPolicy):
 // mode none (the default: loopback only), allowlist (allow), internal-api
 // (endpoints) or tool-proxy (tools), as the host supports them
@@ -306,7 +525,7 @@ type NetworkPolicy struct {
 
 func (x *NetworkPolicy) Reset() {
 	*x = NetworkPolicy{}
-	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[2]
+	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -318,7 +537,7 @@ func (x *NetworkPolicy) String() string {
 func (*NetworkPolicy) ProtoMessage() {}
 
 func (x *NetworkPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[2]
+	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -331,7 +550,7 @@ func (x *NetworkPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkPolicy.ProtoReflect.Descriptor instead.
 func (*NetworkPolicy) Descriptor() ([]byte, []int) {
-	return file_genesis_sandbox_v1_common_proto_rawDescGZIP(), []int{2}
+	return file_genesis_sandbox_v1_common_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *NetworkPolicy) GetMode() string {
@@ -375,7 +594,7 @@ type NetworkRule struct {
 
 func (x *NetworkRule) Reset() {
 	*x = NetworkRule{}
-	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[3]
+	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -387,7 +606,7 @@ func (x *NetworkRule) String() string {
 func (*NetworkRule) ProtoMessage() {}
 
 func (x *NetworkRule) ProtoReflect() protoreflect.Message {
-	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[3]
+	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -400,7 +619,7 @@ func (x *NetworkRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkRule.ProtoReflect.Descriptor instead.
 func (*NetworkRule) Descriptor() ([]byte, []int) {
-	return file_genesis_sandbox_v1_common_proto_rawDescGZIP(), []int{3}
+	return file_genesis_sandbox_v1_common_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *NetworkRule) GetHost() string {
@@ -436,7 +655,7 @@ type NetworkSummary struct {
 
 func (x *NetworkSummary) Reset() {
 	*x = NetworkSummary{}
-	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[4]
+	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -448,7 +667,7 @@ func (x *NetworkSummary) String() string {
 func (*NetworkSummary) ProtoMessage() {}
 
 func (x *NetworkSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[4]
+	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -461,7 +680,7 @@ func (x *NetworkSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkSummary.ProtoReflect.Descriptor instead.
 func (*NetworkSummary) Descriptor() ([]byte, []int) {
-	return file_genesis_sandbox_v1_common_proto_rawDescGZIP(), []int{4}
+	return file_genesis_sandbox_v1_common_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *NetworkSummary) GetMode() string {
@@ -500,7 +719,7 @@ type Suspension struct {
 
 func (x *Suspension) Reset() {
 	*x = Suspension{}
-	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[5]
+	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -512,7 +731,7 @@ func (x *Suspension) String() string {
 func (*Suspension) ProtoMessage() {}
 
 func (x *Suspension) ProtoReflect() protoreflect.Message {
-	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[5]
+	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -525,7 +744,7 @@ func (x *Suspension) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Suspension.ProtoReflect.Descriptor instead.
 func (*Suspension) Descriptor() ([]byte, []int) {
-	return file_genesis_sandbox_v1_common_proto_rawDescGZIP(), []int{5}
+	return file_genesis_sandbox_v1_common_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Suspension) GetResumeState() string {
@@ -587,7 +806,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[6]
+	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -599,7 +818,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[6]
+	mi := &file_genesis_sandbox_v1_common_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -612,7 +831,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_genesis_sandbox_v1_common_proto_rawDescGZIP(), []int{6}
+	return file_genesis_sandbox_v1_common_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Job) GetId() string {
@@ -757,7 +976,7 @@ const file_genesis_sandbox_v1_common_proto_rawDesc = "" +
 	"\x03cpu\x18\x01 \x01(\x01R\x03cpu\x12\x1b\n" +
 	"\tmemory_mb\x18\x02 \x01(\x03R\bmemoryMb\x12\x12\n" +
 	"\x04pids\x18\x03 \x01(\x03R\x04pids\x12\x17\n" +
-	"\adisk_mb\x18\x04 \x01(\x03R\x06diskMb\"\xaf\x06\n" +
+	"\adisk_mb\x18\x04 \x01(\x03R\x06diskMb\"\xa2\t\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x14\n" +
@@ -783,10 +1002,35 @@ const file_genesis_sandbox_v1_common_proto_rawDesc = "" +
 	"\anetwork\x18\x11 \x01(\v2\".genesis.sandbox.v1.NetworkSummaryR\anetwork\x12>\n" +
 	"\n" +
 	"suspension\x18\x12 \x01(\v2\x1e.genesis.sandbox.v1.SuspensionR\n" +
-	"suspension\x1a;\n" +
+	"suspension\x12,\n" +
+	"\x0fmemory_restored\x18\x13 \x01(\bH\x00R\x0ememoryRestored\x88\x01\x01\x12k\n" +
+	"\x16sessions_from_snapshot\x18\x14 \x03(\v25.genesis.sandbox.v1.Sandbox.SessionsFromSnapshotEntryR\x14sessionsFromSnapshot\x12:\n" +
+	"\tendpoints\x18\x15 \x03(\v2\x1c.genesis.sandbox.v1.EndpointR\tendpoints\x12=\n" +
+	"\bservices\x18\x16 \x03(\v2!.genesis.sandbox.v1.ServiceStatusR\bservices\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8e\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aG\n" +
+	"\x19SessionsFromSnapshotEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x12\n" +
+	"\x10_memory_restored\"`\n" +
+	"\bEndpoint\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x1a\n" +
+	"\bprotocol\x18\x03 \x01(\tR\bprotocol\x12\x10\n" +
+	"\x03url\x18\x04 \x01(\tR\x03url\"\xb6\x02\n" +
+	"\rServiceStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x15\n" +
+	"\x06job_id\x18\x03 \x01(\tR\x05jobId\x12\x1a\n" +
+	"\brestarts\x18\x04 \x01(\x05R\brestarts\x12)\n" +
+	"\x0elast_exit_code\x18\x05 \x01(\x05H\x00R\flastExitCode\x88\x01\x01\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\x129\n" +
+	"\n" +
+	"since_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tsinceTime\x129\n" +
+	"\n" +
+	"ready_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\treadyTimeB\x11\n" +
+	"\x0f_last_exit_code\"\x8e\x01\n" +
 	"\rNetworkPolicy\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x125\n" +
 	"\x05allow\x18\x02 \x03(\v2\x1f.genesis.sandbox.v1.NetworkRuleR\x05allow\x12\x1c\n" +
@@ -848,36 +1092,44 @@ func file_genesis_sandbox_v1_common_proto_rawDescGZIP() []byte {
 	return file_genesis_sandbox_v1_common_proto_rawDescData
 }
 
-var file_genesis_sandbox_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_genesis_sandbox_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_genesis_sandbox_v1_common_proto_goTypes = []any{
 	(*Resources)(nil),             // 0: genesis.sandbox.v1.Resources
 	(*Sandbox)(nil),               // 1: genesis.sandbox.v1.Sandbox
-	(*NetworkPolicy)(nil),         // 2: genesis.sandbox.v1.NetworkPolicy
-	(*NetworkRule)(nil),           // 3: genesis.sandbox.v1.NetworkRule
-	(*NetworkSummary)(nil),        // 4: genesis.sandbox.v1.NetworkSummary
-	(*Suspension)(nil),            // 5: genesis.sandbox.v1.Suspension
-	(*Job)(nil),                   // 6: genesis.sandbox.v1.Job
-	nil,                           // 7: genesis.sandbox.v1.Sandbox.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	(*Endpoint)(nil),              // 2: genesis.sandbox.v1.Endpoint
+	(*ServiceStatus)(nil),         // 3: genesis.sandbox.v1.ServiceStatus
+	(*NetworkPolicy)(nil),         // 4: genesis.sandbox.v1.NetworkPolicy
+	(*NetworkRule)(nil),           // 5: genesis.sandbox.v1.NetworkRule
+	(*NetworkSummary)(nil),        // 6: genesis.sandbox.v1.NetworkSummary
+	(*Suspension)(nil),            // 7: genesis.sandbox.v1.Suspension
+	(*Job)(nil),                   // 8: genesis.sandbox.v1.Job
+	nil,                           // 9: genesis.sandbox.v1.Sandbox.MetadataEntry
+	nil,                           // 10: genesis.sandbox.v1.Sandbox.SessionsFromSnapshotEntry
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
 }
 var file_genesis_sandbox_v1_common_proto_depIdxs = []int32{
 	0,  // 0: genesis.sandbox.v1.Sandbox.resources:type_name -> genesis.sandbox.v1.Resources
-	7,  // 1: genesis.sandbox.v1.Sandbox.metadata:type_name -> genesis.sandbox.v1.Sandbox.MetadataEntry
-	8,  // 2: genesis.sandbox.v1.Sandbox.create_time:type_name -> google.protobuf.Timestamp
-	8,  // 3: genesis.sandbox.v1.Sandbox.update_time:type_name -> google.protobuf.Timestamp
-	8,  // 4: genesis.sandbox.v1.Sandbox.expire_time:type_name -> google.protobuf.Timestamp
-	4,  // 5: genesis.sandbox.v1.Sandbox.network:type_name -> genesis.sandbox.v1.NetworkSummary
-	5,  // 6: genesis.sandbox.v1.Sandbox.suspension:type_name -> genesis.sandbox.v1.Suspension
-	3,  // 7: genesis.sandbox.v1.NetworkPolicy.allow:type_name -> genesis.sandbox.v1.NetworkRule
-	8,  // 8: genesis.sandbox.v1.Suspension.since:type_name -> google.protobuf.Timestamp
-	8,  // 9: genesis.sandbox.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	8,  // 10: genesis.sandbox.v1.Job.start_time:type_name -> google.protobuf.Timestamp
-	8,  // 11: genesis.sandbox.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	9,  // 1: genesis.sandbox.v1.Sandbox.metadata:type_name -> genesis.sandbox.v1.Sandbox.MetadataEntry
+	11, // 2: genesis.sandbox.v1.Sandbox.create_time:type_name -> google.protobuf.Timestamp
+	11, // 3: genesis.sandbox.v1.Sandbox.update_time:type_name -> google.protobuf.Timestamp
+	11, // 4: genesis.sandbox.v1.Sandbox.expire_time:type_name -> google.protobuf.Timestamp
+	6,  // 5: genesis.sandbox.v1.Sandbox.network:type_name -> genesis.sandbox.v1.NetworkSummary
+	7,  // 6: genesis.sandbox.v1.Sandbox.suspension:type_name -> genesis.sandbox.v1.Suspension
+	10, // 7: genesis.sandbox.v1.Sandbox.sessions_from_snapshot:type_name -> genesis.sandbox.v1.Sandbox.SessionsFromSnapshotEntry
+	2,  // 8: genesis.sandbox.v1.Sandbox.endpoints:type_name -> genesis.sandbox.v1.Endpoint
+	3,  // 9: genesis.sandbox.v1.Sandbox.services:type_name -> genesis.sandbox.v1.ServiceStatus
+	11, // 10: genesis.sandbox.v1.ServiceStatus.since_time:type_name -> google.protobuf.Timestamp
+	11, // 11: genesis.sandbox.v1.ServiceStatus.ready_time:type_name -> google.protobuf.Timestamp
+	5,  // 12: genesis.sandbox.v1.NetworkPolicy.allow:type_name -> genesis.sandbox.v1.NetworkRule
+	11, // 13: genesis.sandbox.v1.Suspension.since:type_name -> google.protobuf.Timestamp
+	11, // 14: genesis.sandbox.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	11, // 15: genesis.sandbox.v1.Job.start_time:type_name -> google.protobuf.Timestamp
+	11, // 16: genesis.sandbox.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_genesis_sandbox_v1_common_proto_init() }
@@ -885,14 +1137,16 @@ func file_genesis_sandbox_v1_common_proto_init() {
 	if File_genesis_sandbox_v1_common_proto != nil {
 		return
 	}
-	file_genesis_sandbox_v1_common_proto_msgTypes[6].OneofWrappers = []any{}
+	file_genesis_sandbox_v1_common_proto_msgTypes[1].OneofWrappers = []any{}
+	file_genesis_sandbox_v1_common_proto_msgTypes[3].OneofWrappers = []any{}
+	file_genesis_sandbox_v1_common_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_genesis_sandbox_v1_common_proto_rawDesc), len(file_genesis_sandbox_v1_common_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

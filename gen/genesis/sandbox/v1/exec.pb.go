@@ -25,6 +25,113 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ListJobsRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	// states: only jobs in these states (pending, running, succeeded,
+	// failed, canceled, lost); empty: every state.
+	States []string `protobuf:"bytes,2,rep,name=states,proto3" json:"states,omitempty"`
+	// limit: at most this many (1..500; 0: 100).
+	Limit         int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListJobsRequest) Reset() {
+	*x = ListJobsRequest{}
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListJobsRequest) ProtoMessage() {}
+
+func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
+func (*ListJobsRequest) Descriptor() ([]byte, []int) {
+	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ListJobsRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *ListJobsRequest) GetStates() []string {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+func (x *ListJobsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListJobsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Jobs          []*Job                 `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListJobsResponse) Reset() {
+	*x = ListJobsResponse{}
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListJobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListJobsResponse) ProtoMessage() {}
+
+func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
+func (*ListJobsResponse) Descriptor() ([]byte, []int) {
+	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListJobsResponse) GetJobs() []*Job {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
 type ExecRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SandboxId string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
@@ -43,7 +150,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[0]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -55,7 +162,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[0]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -68,7 +175,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{0}
+	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ExecRequest) GetSandboxId() string {
@@ -148,7 +255,7 @@ type ExecResult struct {
 
 func (x *ExecResult) Reset() {
 	*x = ExecResult{}
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[1]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -160,7 +267,7 @@ func (x *ExecResult) String() string {
 func (*ExecResult) ProtoMessage() {}
 
 func (x *ExecResult) ProtoReflect() protoreflect.Message {
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[1]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -173,7 +280,7 @@ func (x *ExecResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResult.ProtoReflect.Descriptor instead.
 func (*ExecResult) Descriptor() ([]byte, []int) {
-	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{1}
+	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ExecResult) GetJobId() string {
@@ -273,7 +380,7 @@ type StartJobRequest struct {
 
 func (x *StartJobRequest) Reset() {
 	*x = StartJobRequest{}
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[2]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -285,7 +392,7 @@ func (x *StartJobRequest) String() string {
 func (*StartJobRequest) ProtoMessage() {}
 
 func (x *StartJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[2]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -298,7 +405,7 @@ func (x *StartJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartJobRequest.ProtoReflect.Descriptor instead.
 func (*StartJobRequest) Descriptor() ([]byte, []int) {
-	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{2}
+	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StartJobRequest) GetSandboxId() string {
@@ -373,7 +480,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[3]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -385,7 +492,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[3]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -398,7 +505,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{3}
+	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetJobRequest) GetJobId() string {
@@ -417,7 +524,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[4]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -429,7 +536,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[4]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -442,7 +549,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{4}
+	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CancelJobRequest) GetJobId() string {
@@ -466,7 +573,7 @@ type StreamJobLogsRequest struct {
 
 func (x *StreamJobLogsRequest) Reset() {
 	*x = StreamJobLogsRequest{}
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[5]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +585,7 @@ func (x *StreamJobLogsRequest) String() string {
 func (*StreamJobLogsRequest) ProtoMessage() {}
 
 func (x *StreamJobLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[5]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +598,7 @@ func (x *StreamJobLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamJobLogsRequest.ProtoReflect.Descriptor instead.
 func (*StreamJobLogsRequest) Descriptor() ([]byte, []int) {
-	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{5}
+	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StreamJobLogsRequest) GetJobId() string {
@@ -533,7 +640,7 @@ type JobLogEvent struct {
 
 func (x *JobLogEvent) Reset() {
 	*x = JobLogEvent{}
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[6]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -545,7 +652,7 @@ func (x *JobLogEvent) String() string {
 func (*JobLogEvent) ProtoMessage() {}
 
 func (x *JobLogEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[6]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -558,7 +665,7 @@ func (x *JobLogEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobLogEvent.ProtoReflect.Descriptor instead.
 func (*JobLogEvent) Descriptor() ([]byte, []int) {
-	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{6}
+	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *JobLogEvent) GetCursor() int64 {
@@ -650,7 +757,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[7]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -662,7 +769,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[7]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -675,7 +782,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{7}
+	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Output) GetOffset() int64 {
@@ -704,7 +811,7 @@ type Truncated struct {
 
 func (x *Truncated) Reset() {
 	*x = Truncated{}
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[8]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -716,7 +823,7 @@ func (x *Truncated) String() string {
 func (*Truncated) ProtoMessage() {}
 
 func (x *Truncated) ProtoReflect() protoreflect.Message {
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[8]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -729,7 +836,7 @@ func (x *Truncated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Truncated.ProtoReflect.Descriptor instead.
 func (*Truncated) Descriptor() ([]byte, []int) {
-	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{8}
+	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Truncated) GetStream() string {
@@ -766,7 +873,7 @@ type Exit struct {
 
 func (x *Exit) Reset() {
 	*x = Exit{}
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[9]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +885,7 @@ func (x *Exit) String() string {
 func (*Exit) ProtoMessage() {}
 
 func (x *Exit) ProtoReflect() protoreflect.Message {
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[9]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +898,7 @@ func (x *Exit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Exit.ProtoReflect.Descriptor instead.
 func (*Exit) Descriptor() ([]byte, []int) {
-	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{9}
+	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Exit) GetJobId() string {
@@ -885,7 +992,7 @@ type WriteStdinRequest struct {
 
 func (x *WriteStdinRequest) Reset() {
 	*x = WriteStdinRequest{}
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[10]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -897,7 +1004,7 @@ func (x *WriteStdinRequest) String() string {
 func (*WriteStdinRequest) ProtoMessage() {}
 
 func (x *WriteStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[10]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -910,7 +1017,7 @@ func (x *WriteStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinRequest.ProtoReflect.Descriptor instead.
 func (*WriteStdinRequest) Descriptor() ([]byte, []int) {
-	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{10}
+	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WriteStdinRequest) GetJobId() string {
@@ -944,7 +1051,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[11]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1063,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[11]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1076,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{11}
+	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WriteStdinResponse) GetBytes() int64 {
@@ -996,7 +1103,7 @@ type AttachJobRequest struct {
 
 func (x *AttachJobRequest) Reset() {
 	*x = AttachJobRequest{}
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[12]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1115,7 @@ func (x *AttachJobRequest) String() string {
 func (*AttachJobRequest) ProtoMessage() {}
 
 func (x *AttachJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[12]
+	mi := &file_genesis_sandbox_v1_exec_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1128,7 @@ func (x *AttachJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachJobRequest.ProtoReflect.Descriptor instead.
 func (*AttachJobRequest) Descriptor() ([]byte, []int) {
-	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{12}
+	return file_genesis_sandbox_v1_exec_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AttachJobRequest) GetJobId() string {
@@ -1056,7 +1163,14 @@ var File_genesis_sandbox_v1_exec_proto protoreflect.FileDescriptor
 
 const file_genesis_sandbox_v1_exec_proto_rawDesc = "" +
 	"\n" +
-	"\x1dgenesis/sandbox/v1/exec.proto\x12\x12genesis.sandbox.v1\x1a\x1fgenesis/sandbox/v1/common.proto\"\xc3\x02\n" +
+	"\x1dgenesis/sandbox/v1/exec.proto\x12\x12genesis.sandbox.v1\x1a\x1fgenesis/sandbox/v1/common.proto\"^\n" +
+	"\x0fListJobsRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x16\n" +
+	"\x06states\x18\x02 \x03(\tR\x06states\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\"?\n" +
+	"\x10ListJobsResponse\x12+\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x17.genesis.sandbox.v1.JobR\x04jobs\"\xc3\x02\n" +
 	"\vExecRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x18\n" +
@@ -1153,11 +1267,12 @@ const file_genesis_sandbox_v1_exec_proto_rawDesc = "" +
 	"\x06cursor\x18\x02 \x01(\x03R\x06cursor\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x1f\n" +
 	"\vclose_stdin\x18\x04 \x01(\bR\n" +
-	"closeStdin2\xd1\x04\n" +
+	"closeStdin2\xad\x05\n" +
 	"\vExecService\x12G\n" +
 	"\x04Exec\x12\x1f.genesis.sandbox.v1.ExecRequest\x1a\x1e.genesis.sandbox.v1.ExecResult\x12H\n" +
 	"\bStartJob\x12#.genesis.sandbox.v1.StartJobRequest\x1a\x17.genesis.sandbox.v1.Job\x12I\n" +
-	"\x06GetJob\x12!.genesis.sandbox.v1.GetJobRequest\x1a\x17.genesis.sandbox.v1.Job\"\x03\x90\x02\x01\x12J\n" +
+	"\x06GetJob\x12!.genesis.sandbox.v1.GetJobRequest\x1a\x17.genesis.sandbox.v1.Job\"\x03\x90\x02\x01\x12Z\n" +
+	"\bListJobs\x12#.genesis.sandbox.v1.ListJobsRequest\x1a$.genesis.sandbox.v1.ListJobsResponse\"\x03\x90\x02\x01\x12J\n" +
 	"\tCancelJob\x12$.genesis.sandbox.v1.CancelJobRequest\x1a\x17.genesis.sandbox.v1.Job\x12a\n" +
 	"\rStreamJobLogs\x12(.genesis.sandbox.v1.StreamJobLogsRequest\x1a\x1f.genesis.sandbox.v1.JobLogEvent\"\x03\x90\x02\x010\x01\x12]\n" +
 	"\n" +
@@ -1176,51 +1291,56 @@ func file_genesis_sandbox_v1_exec_proto_rawDescGZIP() []byte {
 	return file_genesis_sandbox_v1_exec_proto_rawDescData
 }
 
-var file_genesis_sandbox_v1_exec_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_genesis_sandbox_v1_exec_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_genesis_sandbox_v1_exec_proto_goTypes = []any{
-	(*ExecRequest)(nil),          // 0: genesis.sandbox.v1.ExecRequest
-	(*ExecResult)(nil),           // 1: genesis.sandbox.v1.ExecResult
-	(*StartJobRequest)(nil),      // 2: genesis.sandbox.v1.StartJobRequest
-	(*GetJobRequest)(nil),        // 3: genesis.sandbox.v1.GetJobRequest
-	(*CancelJobRequest)(nil),     // 4: genesis.sandbox.v1.CancelJobRequest
-	(*StreamJobLogsRequest)(nil), // 5: genesis.sandbox.v1.StreamJobLogsRequest
-	(*JobLogEvent)(nil),          // 6: genesis.sandbox.v1.JobLogEvent
-	(*Output)(nil),               // 7: genesis.sandbox.v1.Output
-	(*Truncated)(nil),            // 8: genesis.sandbox.v1.Truncated
-	(*Exit)(nil),                 // 9: genesis.sandbox.v1.Exit
-	(*WriteStdinRequest)(nil),    // 10: genesis.sandbox.v1.WriteStdinRequest
-	(*WriteStdinResponse)(nil),   // 11: genesis.sandbox.v1.WriteStdinResponse
-	(*AttachJobRequest)(nil),     // 12: genesis.sandbox.v1.AttachJobRequest
-	nil,                          // 13: genesis.sandbox.v1.ExecRequest.EnvEntry
-	nil,                          // 14: genesis.sandbox.v1.StartJobRequest.EnvEntry
-	(*Job)(nil),                  // 15: genesis.sandbox.v1.Job
+	(*ListJobsRequest)(nil),      // 0: genesis.sandbox.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),     // 1: genesis.sandbox.v1.ListJobsResponse
+	(*ExecRequest)(nil),          // 2: genesis.sandbox.v1.ExecRequest
+	(*ExecResult)(nil),           // 3: genesis.sandbox.v1.ExecResult
+	(*StartJobRequest)(nil),      // 4: genesis.sandbox.v1.StartJobRequest
+	(*GetJobRequest)(nil),        // 5: genesis.sandbox.v1.GetJobRequest
+	(*CancelJobRequest)(nil),     // 6: genesis.sandbox.v1.CancelJobRequest
+	(*StreamJobLogsRequest)(nil), // 7: genesis.sandbox.v1.StreamJobLogsRequest
+	(*JobLogEvent)(nil),          // 8: genesis.sandbox.v1.JobLogEvent
+	(*Output)(nil),               // 9: genesis.sandbox.v1.Output
+	(*Truncated)(nil),            // 10: genesis.sandbox.v1.Truncated
+	(*Exit)(nil),                 // 11: genesis.sandbox.v1.Exit
+	(*WriteStdinRequest)(nil),    // 12: genesis.sandbox.v1.WriteStdinRequest
+	(*WriteStdinResponse)(nil),   // 13: genesis.sandbox.v1.WriteStdinResponse
+	(*AttachJobRequest)(nil),     // 14: genesis.sandbox.v1.AttachJobRequest
+	nil,                          // 15: genesis.sandbox.v1.ExecRequest.EnvEntry
+	nil,                          // 16: genesis.sandbox.v1.StartJobRequest.EnvEntry
+	(*Job)(nil),                  // 17: genesis.sandbox.v1.Job
 }
 var file_genesis_sandbox_v1_exec_proto_depIdxs = []int32{
-	13, // 0: genesis.sandbox.v1.ExecRequest.env:type_name -> genesis.sandbox.v1.ExecRequest.EnvEntry
-	14, // 1: genesis.sandbox.v1.StartJobRequest.env:type_name -> genesis.sandbox.v1.StartJobRequest.EnvEntry
-	7,  // 2: genesis.sandbox.v1.JobLogEvent.stdout:type_name -> genesis.sandbox.v1.Output
-	7,  // 3: genesis.sandbox.v1.JobLogEvent.stderr:type_name -> genesis.sandbox.v1.Output
-	8,  // 4: genesis.sandbox.v1.JobLogEvent.truncated:type_name -> genesis.sandbox.v1.Truncated
-	9,  // 5: genesis.sandbox.v1.JobLogEvent.exit:type_name -> genesis.sandbox.v1.Exit
-	0,  // 6: genesis.sandbox.v1.ExecService.Exec:input_type -> genesis.sandbox.v1.ExecRequest
-	2,  // 7: genesis.sandbox.v1.ExecService.StartJob:input_type -> genesis.sandbox.v1.StartJobRequest
-	3,  // 8: genesis.sandbox.v1.ExecService.GetJob:input_type -> genesis.sandbox.v1.GetJobRequest
-	4,  // 9: genesis.sandbox.v1.ExecService.CancelJob:input_type -> genesis.sandbox.v1.CancelJobRequest
-	5,  // 10: genesis.sandbox.v1.ExecService.StreamJobLogs:input_type -> genesis.sandbox.v1.StreamJobLogsRequest
-	10, // 11: genesis.sandbox.v1.ExecService.WriteStdin:input_type -> genesis.sandbox.v1.WriteStdinRequest
-	12, // 12: genesis.sandbox.v1.ExecService.AttachJob:input_type -> genesis.sandbox.v1.AttachJobRequest
-	1,  // 13: genesis.sandbox.v1.ExecService.Exec:output_type -> genesis.sandbox.v1.ExecResult
-	15, // 14: genesis.sandbox.v1.ExecService.StartJob:output_type -> genesis.sandbox.v1.Job
-	15, // 15: genesis.sandbox.v1.ExecService.GetJob:output_type -> genesis.sandbox.v1.Job
-	15, // 16: genesis.sandbox.v1.ExecService.CancelJob:output_type -> genesis.sandbox.v1.Job
-	6,  // 17: genesis.sandbox.v1.ExecService.StreamJobLogs:output_type -> genesis.sandbox.v1.JobLogEvent
-	11, // 18: genesis.sandbox.v1.ExecService.WriteStdin:output_type -> genesis.sandbox.v1.WriteStdinResponse
-	6,  // 19: genesis.sandbox.v1.ExecService.AttachJob:output_type -> genesis.sandbox.v1.JobLogEvent
-	13, // [13:20] is the sub-list for method output_type
-	6,  // [6:13] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	17, // 0: genesis.sandbox.v1.ListJobsResponse.jobs:type_name -> genesis.sandbox.v1.Job
+	15, // 1: genesis.sandbox.v1.ExecRequest.env:type_name -> genesis.sandbox.v1.ExecRequest.EnvEntry
+	16, // 2: genesis.sandbox.v1.StartJobRequest.env:type_name -> genesis.sandbox.v1.StartJobRequest.EnvEntry
+	9,  // 3: genesis.sandbox.v1.JobLogEvent.stdout:type_name -> genesis.sandbox.v1.Output
+	9,  // 4: genesis.sandbox.v1.JobLogEvent.stderr:type_name -> genesis.sandbox.v1.Output
+	10, // 5: genesis.sandbox.v1.JobLogEvent.truncated:type_name -> genesis.sandbox.v1.Truncated
+	11, // 6: genesis.sandbox.v1.JobLogEvent.exit:type_name -> genesis.sandbox.v1.Exit
+	2,  // 7: genesis.sandbox.v1.ExecService.Exec:input_type -> genesis.sandbox.v1.ExecRequest
+	4,  // 8: genesis.sandbox.v1.ExecService.StartJob:input_type -> genesis.sandbox.v1.StartJobRequest
+	5,  // 9: genesis.sandbox.v1.ExecService.GetJob:input_type -> genesis.sandbox.v1.GetJobRequest
+	0,  // 10: genesis.sandbox.v1.ExecService.ListJobs:input_type -> genesis.sandbox.v1.ListJobsRequest
+	6,  // 11: genesis.sandbox.v1.ExecService.CancelJob:input_type -> genesis.sandbox.v1.CancelJobRequest
+	7,  // 12: genesis.sandbox.v1.ExecService.StreamJobLogs:input_type -> genesis.sandbox.v1.StreamJobLogsRequest
+	12, // 13: genesis.sandbox.v1.ExecService.WriteStdin:input_type -> genesis.sandbox.v1.WriteStdinRequest
+	14, // 14: genesis.sandbox.v1.ExecService.AttachJob:input_type -> genesis.sandbox.v1.AttachJobRequest
+	3,  // 15: genesis.sandbox.v1.ExecService.Exec:output_type -> genesis.sandbox.v1.ExecResult
+	17, // 16: genesis.sandbox.v1.ExecService.StartJob:output_type -> genesis.sandbox.v1.Job
+	17, // 17: genesis.sandbox.v1.ExecService.GetJob:output_type -> genesis.sandbox.v1.Job
+	1,  // 18: genesis.sandbox.v1.ExecService.ListJobs:output_type -> genesis.sandbox.v1.ListJobsResponse
+	17, // 19: genesis.sandbox.v1.ExecService.CancelJob:output_type -> genesis.sandbox.v1.Job
+	8,  // 20: genesis.sandbox.v1.ExecService.StreamJobLogs:output_type -> genesis.sandbox.v1.JobLogEvent
+	13, // 21: genesis.sandbox.v1.ExecService.WriteStdin:output_type -> genesis.sandbox.v1.WriteStdinResponse
+	8,  // 22: genesis.sandbox.v1.ExecService.AttachJob:output_type -> genesis.sandbox.v1.JobLogEvent
+	15, // [15:23] is the sub-list for method output_type
+	7,  // [7:15] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_genesis_sandbox_v1_exec_proto_init() }
@@ -1229,21 +1349,21 @@ func file_genesis_sandbox_v1_exec_proto_init() {
 		return
 	}
 	file_genesis_sandbox_v1_common_proto_init()
-	file_genesis_sandbox_v1_exec_proto_msgTypes[5].OneofWrappers = []any{}
-	file_genesis_sandbox_v1_exec_proto_msgTypes[6].OneofWrappers = []any{
+	file_genesis_sandbox_v1_exec_proto_msgTypes[7].OneofWrappers = []any{}
+	file_genesis_sandbox_v1_exec_proto_msgTypes[8].OneofWrappers = []any{
 		(*JobLogEvent_Stdout)(nil),
 		(*JobLogEvent_Stderr)(nil),
 		(*JobLogEvent_Truncated)(nil),
 		(*JobLogEvent_Exit)(nil),
 	}
-	file_genesis_sandbox_v1_exec_proto_msgTypes[9].OneofWrappers = []any{}
+	file_genesis_sandbox_v1_exec_proto_msgTypes[11].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_genesis_sandbox_v1_exec_proto_rawDesc), len(file_genesis_sandbox_v1_exec_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

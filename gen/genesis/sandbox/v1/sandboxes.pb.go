@@ -667,7 +667,11 @@ type CreateSandboxRequest struct {
 	IdempotencyKey string `protobuf:"bytes,10,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// network: the network policy; unset takes the tenant's or profile's
 	// default (normally mode none).
-	Network       *NetworkPolicy `protobuf:"bytes,11,opt,name=network,proto3" json:"network,omitempty"`
+	Network *NetworkPolicy `protobuf:"bytes,11,opt,name=network,proto3" json:"network,omitempty"`
+	// snapshot_id, if set, starts the sandbox from a snapshot: its files,
+	// and its processes and memory where the snapshot holds them (the
+	// profile and runtime are the snapshot's).
+	SnapshotId    string `protobuf:"bytes,12,opt,name=snapshot_id,json=snapshotId,proto3" json:"snapshot_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -777,6 +781,13 @@ func (x *CreateSandboxRequest) GetNetwork() *NetworkPolicy {
 		return x.Network
 	}
 	return nil
+}
+
+func (x *CreateSandboxRequest) GetSnapshotId() string {
+	if x != nil {
+		return x.SnapshotId
+	}
+	return ""
 }
 
 type GetSandboxRequest struct {
@@ -1187,7 +1198,11 @@ type AcquireLeaseRequest struct {
 	Resources   *Resources        `protobuf:"bytes,9,opt,name=resources,proto3" json:"resources,omitempty"`
 	// network: the network policy; unset takes the tenant's or profile's
 	// default. A warm sandbox is handed out only when it runs this policy.
-	Network       *NetworkPolicy `protobuf:"bytes,10,opt,name=network,proto3" json:"network,omitempty"`
+	Network *NetworkPolicy `protobuf:"bytes,10,opt,name=network,proto3" json:"network,omitempty"`
+	// snapshot_id, if set, starts the lease's sandbox from a snapshot (a
+	// warm pool of that snapshot hands one out at once), as
+	// CreateSandboxRequest.snapshot_id.
+	SnapshotId    string `protobuf:"bytes,11,opt,name=snapshot_id,json=snapshotId,proto3" json:"snapshot_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1290,6 +1305,13 @@ func (x *AcquireLeaseRequest) GetNetwork() *NetworkPolicy {
 		return x.Network
 	}
 	return nil
+}
+
+func (x *AcquireLeaseRequest) GetSnapshotId() string {
+	if x != nil {
+		return x.SnapshotId
+	}
+	return ""
 }
 
 // Lease is a time-bounded claim on a sandbox (HTTP: Lease).
@@ -1802,7 +1824,7 @@ const file_genesis_sandbox_v1_sandboxes_proto_rawDesc = "" +
 	"\x15lease_max_ttl_seconds\x18\x0f \x01(\x03R\x12leaseMaxTtlSeconds\x1a;\n" +
 	"\rVersionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9c\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbd\x05\n" +
 	"\x14CreateSandboxRequest\x12\x18\n" +
 	"\aprofile\x18\x01 \x01(\tR\aprofile\x12\x18\n" +
 	"\aruntime\x18\x02 \x01(\tR\aruntime\x12\x1d\n" +
@@ -1817,7 +1839,9 @@ const file_genesis_sandbox_v1_sandboxes_proto_rawDesc = "" +
 	"\fwait_seconds\x18\t \x01(\x03R\vwaitSeconds\x12'\n" +
 	"\x0fidempotency_key\x18\n" +
 	" \x01(\tR\x0eidempotencyKey\x12;\n" +
-	"\anetwork\x18\v \x01(\v2!.genesis.sandbox.v1.NetworkPolicyR\anetwork\x1a6\n" +
+	"\anetwork\x18\v \x01(\v2!.genesis.sandbox.v1.NetworkPolicyR\anetwork\x12\x1f\n" +
+	"\vsnapshot_id\x18\f \x01(\tR\n" +
+	"snapshotId\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
@@ -1856,7 +1880,7 @@ const file_genesis_sandbox_v1_sandboxes_proto_rawDesc = "" +
 	"\x13RenewSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vttl_seconds\x18\x02 \x01(\x03R\n" +
-	"ttlSeconds\"\xdf\x04\n" +
+	"ttlSeconds\"\x80\x05\n" +
 	"\x13AcquireLeaseRequest\x12\x18\n" +
 	"\aprofile\x18\x01 \x01(\tR\aprofile\x12\x1d\n" +
 	"\n" +
@@ -1870,7 +1894,9 @@ const file_genesis_sandbox_v1_sandboxes_proto_rawDesc = "" +
 	"\bmetadata\x18\b \x03(\v25.genesis.sandbox.v1.AcquireLeaseRequest.MetadataEntryR\bmetadata\x12;\n" +
 	"\tresources\x18\t \x01(\v2\x1d.genesis.sandbox.v1.ResourcesR\tresources\x12;\n" +
 	"\anetwork\x18\n" +
-	" \x01(\v2!.genesis.sandbox.v1.NetworkPolicyR\anetwork\x1a6\n" +
+	" \x01(\v2!.genesis.sandbox.v1.NetworkPolicyR\anetwork\x12\x1f\n" +
+	"\vsnapshot_id\x18\v \x01(\tR\n" +
+	"snapshotId\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +

@@ -43,6 +43,8 @@ const (
 	ExecServiceStartJobProcedure = "/genesis.sandbox.v1.ExecService/StartJob"
 	// ExecServiceGetJobProcedure is the fully-qualified name of the ExecService's GetJob RPC.
 	ExecServiceGetJobProcedure = "/genesis.sandbox.v1.ExecService/GetJob"
+	// ExecServiceListJobsProcedure is the fully-qualified name of the ExecService's ListJobs RPC.
+	ExecServiceListJobsProcedure = "/genesis.sandbox.v1.ExecService/ListJobs"
 	// ExecServiceCancelJobProcedure is the fully-qualified name of the ExecService's CancelJob RPC.
 	ExecServiceCancelJobProcedure = "/genesis.sandbox.v1.ExecService/CancelJob"
 	// ExecServiceStreamJobLogsProcedure is the fully-qualified name of the ExecService's StreamJobLogs
@@ -64,6 +66,9 @@ type ExecServiceClient interface {
 	StartJob(context.Context, *connect.Request[v1.StartJobRequest]) (*connect.Response[v1.Job], error)
 	// GetJob: GET /v1/jobs/{id}.
 	GetJob(context.Context, *connect.Request[v1.GetJobRequest]) (*connect.Response[v1.Job], error)
+	// ListJobs: GET /v1/sandboxes/{id}/jobs. The sandbox's jobs, newest
+	// first; a destroyed sandbox lists its jobs while its record is kept.
+	ListJobs(context.Context, *connect.Request[v1.ListJobsRequest]) (*connect.Response[v1.ListJobsResponse], error)
 	// CancelJob: POST /v1/jobs/{id}/cancel.
 	CancelJob(context.Context, *connect.Request[v1.CancelJobRequest]) (*connect.Response[v1.Job], error)
 	// StreamJobLogs: GET /v1/jobs/{id}/logs. Every event carries its
@@ -114,6 +119,13 @@ func NewExecServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		listJobs: connect.NewClient[v1.ListJobsRequest, v1.ListJobsResponse](
+			httpClient,
+			baseURL+ExecServiceListJobsProcedure,
+			connect.WithSchema(execServiceMethods.ByName("ListJobs")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 		cancelJob: connect.NewClient[v1.CancelJobRequest, v1.Job](
 			httpClient,
 			baseURL+ExecServiceCancelJobProcedure,
@@ -147,6 +159,7 @@ type execServiceClient struct {
 	exec          *connect.Client[v1.ExecRequest, v1.ExecResult]
 	startJob      *connect.Client[v1.StartJobRequest, v1.Job]
 	getJob        *connect.Client[v1.GetJobRequest, v1.Job]
+	listJobs      *connect.Client[v1.ListJobsRequest, v1.ListJobsResponse]
 	cancelJob     *connect.Client[v1.CancelJobRequest, v1.Job]
 	streamJobLogs *connect.Client[v1.StreamJobLogsRequest, v1.JobLogEvent]
 	writeStdin    *connect.Client[v1.WriteStdinRequest, v1.WriteStdinResponse]
@@ -166,6 +179,11 @@ func (c *execServiceClient) StartJob(ctx context.Context, req *connect.Request[v
 // GetJob calls genesis.sandbox.v1.ExecService.GetJob.
 func (c *execServiceClient) GetJob(ctx context.Context, req *connect.Request[v1.GetJobRequest]) (*connect.Response[v1.Job], error) {
 	return c.getJob.CallUnary(ctx, req)
+}
+
+// ListJobs calls genesis.sandbox.v1.ExecService.ListJobs.
+func (c *execServiceClient) ListJobs(ctx context.Context, req *connect.Request[v1.ListJobsRequest]) (*connect.Response[v1.ListJobsResponse], error) {
+	return c.listJobs.CallUnary(ctx, req)
 }
 
 // CancelJob calls genesis.sandbox.v1.ExecService.CancelJob.
@@ -198,6 +216,9 @@ type ExecServiceHandler interface {
 	StartJob(context.Context, *connect.Request[v1.StartJobRequest]) (*connect.Response[v1.Job], error)
 	// GetJob: GET /v1/jobs/{id}.
 	GetJob(context.Context, *connect.Request[v1.GetJobRequest]) (*connect.Response[v1.Job], error)
+	// ListJobs: GET /v1/sandboxes/{id}/jobs. The sandbox's jobs, newest
+	// first; a destroyed sandbox lists its jobs while its record is kept.
+	ListJobs(context.Context, *connect.Request[v1.ListJobsRequest]) (*connect.Response[v1.ListJobsResponse], error)
 	// CancelJob: POST /v1/jobs/{id}/cancel.
 	CancelJob(context.Context, *connect.Request[v1.CancelJobRequest]) (*connect.Response[v1.Job], error)
 	// StreamJobLogs: GET /v1/jobs/{id}/logs. Every event carries its
@@ -244,6 +265,13 @@ func NewExecServiceHandler(svc ExecServiceHandler, opts ...connect.HandlerOption
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	execServiceListJobsHandler := connect.NewUnaryHandler(
+		ExecServiceListJobsProcedure,
+		svc.ListJobs,
+		connect.WithSchema(execServiceMethods.ByName("ListJobs")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	execServiceCancelJobHandler := connect.NewUnaryHandler(
 		ExecServiceCancelJobProcedure,
 		svc.CancelJob,
@@ -277,6 +305,8 @@ func NewExecServiceHandler(svc ExecServiceHandler, opts ...connect.HandlerOption
 			execServiceStartJobHandler.ServeHTTP(w, r)
 		case ExecServiceGetJobProcedure:
 			execServiceGetJobHandler.ServeHTTP(w, r)
+		case ExecServiceListJobsProcedure:
+			execServiceListJobsHandler.ServeHTTP(w, r)
 		case ExecServiceCancelJobProcedure:
 			execServiceCancelJobHandler.ServeHTTP(w, r)
 		case ExecServiceStreamJobLogsProcedure:
@@ -304,6 +334,10 @@ func (UnimplementedExecServiceHandler) StartJob(context.Context, *connect.Reques
 
 func (UnimplementedExecServiceHandler) GetJob(context.Context, *connect.Request[v1.GetJobRequest]) (*connect.Response[v1.Job], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("genesis.sandbox.v1.ExecService.GetJob is not implemented"))
+}
+
+func (UnimplementedExecServiceHandler) ListJobs(context.Context, *connect.Request[v1.ListJobsRequest]) (*connect.Response[v1.ListJobsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("genesis.sandbox.v1.ExecService.ListJobs is not implemented"))
 }
 
 func (UnimplementedExecServiceHandler) CancelJob(context.Context, *connect.Request[v1.CancelJobRequest]) (*connect.Response[v1.Job], error) {

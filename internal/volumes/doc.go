@@ -1,0 +1,22 @@
+// Package volumes owns named volumes: a tenant's directories with a hard
+// size limit that outlive the sandboxes they are mounted into. Each volume
+// is a loop-mounted ext4 image below the service's data dir
+// (<data>/volumes/<id>/{volume.img,data}, made and mounted by diskquota,
+// the mechanism of workspace quotas), so writing past its size fails with
+// ENOSPC inside a sandbox and on the host alike. Records live in the store
+// (store.Volumes); the sandboxes that hold a volume are kept in its record
+// under the row lock, which enforces one writer or any number of readers
+// across every instance sharing the store.
+//
+// The package answers the volume API (create, list, get, delete), the
+// files of a volume no sandbox needs for (list, upload, download, delete;
+// every path opened through an os.Root on the volume, so neither "..", an
+// absolute path nor a symlink leaves it), and, for control through the
+// interface control declares, the holds of a sandbox (Acquire at create,
+// Release when its container is gone; its Sweep hook releases the holds of
+// sandboxes that ended without it).
+//
+// It imports the store's contract, diskquota, driver (a mount's shape),
+// sandbox and errdefs; never control, a workload package, the API or a
+// driver implementation.
+package volumes

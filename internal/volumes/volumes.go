@@ -1,0 +1,394 @@
+package volumes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"genesis.dev/sandbox/internal/diskquota"
+	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store"
+)
+
+// Stable problem codes.
+const (
+	CodeInvalidName    = "invalid_volume_name"
+	CodeInvalidSize    = "invalid_volume_size"
+	CodeNotFound       = "volume_not_found"
+	CodeExists         = "volume_exists"
+	CodeInUse          = "volume_in_use"
+	CodeBusy           = "volume_busy"
+	CodeInvalidMount   = "invalid_volume_mount"
+	CodeQuotaExceeded  = "quota_exceeded"
+	CodeFull           = "volume_full"
+	CodeUnavailable    = "volumes_unavailable"
+	CodeInvalidPath    = "invalid_path"
+	CodeFileNotFound   = "file_not_found"
+	CodeFileExists     = "file_exists"
+	CodeNotADirectory  = "not_a_directory"
+	CodeIsADirectory   = "is_a_directory"
+	CodeVolumeNotReady = "volume_not_ready"
+)
+
+// DefaultRoots are where a sandbox may mount a volume when the
+// configuration names none: strictly below each of them.
+var DefaultRoots = []string{"/workspace", "/mnt"}
+
+// Limits of a request.
+const (
+	// MaxMountsPerSandbox bounds the volumes one sandbox mounts.
+	MaxMountsPerSandbox = 8
+	maxMountPath        = 256
+)
+
+// records is what the manager needs of the store.
+type records interface {
+	store.Volumes
+	GetSandbox(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error)
+}
+
+// Config configures a Manager.
+type Config struct {
+	Store records
+	// Dir holds the volumes: <Dir>/<id>/volume.img and its mount point
+	// <Dir>/<id>/data. It must be absolute.
+	Dir string
+	// MaxSizeMB bounds one volume; MaxMBPerTenant the summed size of a
+	// tenant's volumes; MaxPerTenant their number (0: no bound).
+	MaxSizeMB      int64
+	MaxMBPerTenant int64
+	MaxPerTenant   int
+	// Roots are the container paths strictly below which a volume may be
+	// mounted; nil takes DefaultRoots.
+	Roots []string
+	// UID and GID own a new volume's root directory (the built-in images'
+	// sandbox user); a mount gives it to the mounting sandbox's user.
+	UID, GID int
+	Now      func() time.Time
+	Logger   *slog.Logger
+}
+
+// Manager makes, mounts and removes volumes. Safe for concurrent use.
+type Manager struct {
+	cfg   Config
+	quota *diskquota.Manager
+	log   *slog.Logger
+
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex // volume id → serializes its host mount
+}
+
+// New validates cfg. It has no side effects.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Store == nil || !filepath.IsAbs(cfg.Dir) {
+		return nil, fmt.Errorf("volumes: a store and an absolute dir are required: %w", errdefs.ErrInvalidArgument)
+	}
+	if cfg.MaxSizeMB <= 0 {
+		cfg.MaxSizeMB = 100 << 10
+	}
+	if cfg.Roots == nil {
+		cfg.Roots = DefaultRoots
+	}
+	for _, r := range cfg.Roots {
+		if !filepath.IsAbs(r) || filepath.Clean(r) != r || r == "/" {
+			return nil, fmt.Errorf("volumes: mount root %q must be a clean absolute path other than /: %w", r, errdefs.ErrInvalidArgument)
+		}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	q, err := diskquota.New(diskquota.Config{Root: cfg.Dir, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	return &Manager{cfg: cfg, quota: q, log: cfg.Logger, locks: map[string]*sync.Mutex{}}, nil
+}
+
+// Name names the manager's control hook.
+func (m *Manager) Name() string { return "volumes" }
+
+// Roots are the container paths below which volumes may be mounted.
+func (m *Manager) Roots() []string { return slices.Clone(m.cfg.Roots) }
+
+// Available says whether volumes can be made on this host, and why not.
+func (m *Manager) Available() (bool, string) { return m.quota.Available() }
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// reservedNames may not name a volume: they read as something else in a
+// path or a command line.
+var reservedNames = []string{"default", "none", "all", "workspace", "tmp"}
+
+// ValidName refuses a name that is not a volume's.
+func ValidName(name string) error {
+	if !nameRE.MatchString(name) {
+		return errdefs.WithCode(CodeInvalidName, fmt.Errorf(
+			"volume name %.70q: 1 to 63 lower-case letters, digits, '-' and '_', starting with a letter or digit: %w", name, errdefs.ErrInvalidArgument))
+	}
+	if slices.Contains(reservedNames, name) {
+		return errdefs.WithCode(CodeInvalidName, fmt.Errorf("volume name %q is reserved: %w", name, errdefs.ErrInvalidArgument))
+	}
+	return nil
+}
+
+func (m *Manager) image(v *sandbox.Volume) string {
+	return filepath.Join(m.cfg.Dir, v.ID, "volume.img")
+}
+
+// HostDir is the host directory the volume's filesystem is mounted on.
+func (m *Manager) HostDir(v *sandbox.Volume) string { return filepath.Join(m.cfg.Dir, v.ID, "data") }
+
+func notFound(name string, err error) error {
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return errdefs.WithCode(CodeNotFound, fmt.Errorf("volume %q: %w", name, errdefs.ErrNotFound))
+	}
+	return err
+}
+
+// Create makes tenant's volume name of sizeMB MiB: its record first (a
+// name taken is 409 volume_exists), then, within the tenant's limits, its
+// filesystem. A failure removes what it made.
+func (m *Manager) Create(ctx context.Context, tenant, name string, sizeMB int64) (_ *sandbox.Volume, err error) {
+	if err := ValidName(name); err != nil {
+		return nil, err
+	}
+	if sizeMB < 1 || sizeMB > m.cfg.MaxSizeMB {
+		return nil, errdefs.WithCode(CodeInvalidSize, fmt.Errorf("size_mb must be between 1 and %d, got %d: %w", m.cfg.MaxSizeMB, sizeMB, errdefs.ErrInvalidArgument))
+	}
+	if ok, why := m.quota.Available(); !ok {
+		return nil, errdefs.WithCode(CodeUnavailable, fmt.Errorf("volumes need loop-mounted filesystems, unavailable here: %s: %w", why, errdefs.ErrNotImplemented))
+	}
+	now := m.cfg.Now()
+	v := &sandbox.Volume{ID: sandbox.NewID("vol"), Tenant: tenant, Name: name, SizeMB: sizeMB, State: sandbox.VolumeCreating,
+		CreatedAt: now, UpdatedAt: now}
+	if err := m.cfg.Store.CreateVolume(ctx, v); err != nil {
+		if errors.Is(err, errdefs.ErrAlreadyExists) {
+			return nil, errdefs.WithCode(CodeExists, fmt.Errorf("volume %q exists: %w", name, errdefs.ErrAlreadyExists))
+		}
+		return nil, err
+	}
+	// From here on the work finishes or rolls back even if the caller
+	// goes away.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	defer func() {
+		if err != nil {
+			if rerr := m.removeFiles(v); rerr != nil {
+				m.log.Error("removing the files of a failed volume create", "volume", v.ID, "err", rerr)
+				return // the record stays (creating): Sweep finishes it
+			}
+			if derr := m.cfg.Store.DeleteVolume(ctx, v.ID); derr != nil {
+				m.log.Error("removing the record of a failed volume create", "volume", v.ID, "err", derr)
+			}
+		}
+	}()
+	// The record counts from its insert: of two creates racing past a
+	// limit, neither passes unseen (both may be refused).
+	n, total, err := m.cfg.Store.VolumeUsage(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case m.cfg.MaxPerTenant > 0 && n > m.cfg.MaxPerTenant:
+		return nil, errdefs.WithCode(CodeQuotaExceeded, fmt.Errorf("tenant %s would have %d volumes, its limit is %d: %w",
+			tenant, n, m.cfg.MaxPerTenant, errdefs.ErrResourceExhausted))
+	case m.cfg.MaxMBPerTenant > 0 && total > m.cfg.MaxMBPerTenant:
+		return nil, errdefs.WithCode(CodeQuotaExceeded, fmt.Errorf("tenant %s's volumes would take %d MiB, its limit is %d MiB: %w",
+			tenant, total, m.cfg.MaxMBPerTenant, errdefs.ErrResourceExhausted))
+	}
+	if err := os.MkdirAll(m.cfg.Dir, 0o711); err != nil {
+		return nil, fmt.Errorf("volumes dir: %w", err)
+	}
+	if err := os.Mkdir(filepath.Join(m.cfg.Dir, v.ID), 0o700); err != nil {
+		return nil, fmt.Errorf("volume dir: %w", err)
+	}
+	if err := os.Mkdir(m.HostDir(v), 0o755); err != nil {
+		return nil, fmt.Errorf("volume dir: %w", err)
+	}
+	if err := m.quota.Create(ctx, diskquota.Spec{Image: m.image(v), Dir: m.HostDir(v), SizeMB: sizeMB, UID: m.cfg.UID, GID: m.cfg.GID}); err != nil {
+		return nil, err
+	}
+	return m.cfg.Store.UpdateVolume(ctx, v.ID, m.cfg.Now(), func(x *sandbox.Volume) error {
+		x.State = sandbox.VolumeReady
+		return nil
+	})
+}
+
+// Get returns tenant's volume name (404 volume_not_found when it has none:
+// another tenant's is not seen).
+func (m *Manager) Get(ctx context.Context, tenant, name string) (*sandbox.Volume, error) {
+	if err := ValidName(name); err != nil {
+		return nil, errdefs.WithCode(CodeNotFound, fmt.Errorf("volume %.70q: %w", name, errdefs.ErrNotFound))
+	}
+	v, err := m.cfg.Store.GetVolume(ctx, tenant, name)
+	if err != nil {
+		return nil, notFound(name, err)
+	}
+	return v, nil
+}
+
+// List returns tenant's volumes by name.
+func (m *Manager) List(ctx context.Context, tenant string) ([]*sandbox.Volume, error) {
+	return m.cfg.Store.ListVolumes(ctx, store.VolumeFilter{Tenant: tenant})
+}
+
+// Delete removes tenant's volume name and its data. A volume some sandbox
+// mounts is 409 volume_in_use; a missing one is not an error.
+func (m *Manager) Delete(ctx context.Context, tenant, name string) error {
+	v, err := m.Get(ctx, tenant, name)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	v, err = m.cfg.Store.UpdateVolume(ctx, v.ID, m.cfg.Now(), func(x *sandbox.Volume) error {
+		if len(x.Mounts) > 0 {
+			return errdefs.WithCode(CodeInUse, fmt.Errorf("volume %q is mounted by sandbox %s: delete the sandbox first: %w",
+				name, x.Mounts[0].SandboxID, errdefs.ErrConflict))
+		}
+		x.State = sandbox.VolumeDeleting
+		return nil
+	})
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return m.finishDelete(context.WithoutCancel(ctx), v)
+}
+
+// finishDelete removes a deleting (or failed creating) volume's files and
+// then its record.
+func (m *Manager) finishDelete(ctx context.Context, v *sandbox.Volume) error {
+	if err := m.removeFiles(v); err != nil {
+		return err
+	}
+	return m.cfg.Store.DeleteVolume(ctx, v.ID)
+}
+
+// removeFiles unmounts the volume and deletes its image and directory.
+func (m *Manager) removeFiles(v *sandbox.Volume) error {
+	unlock := m.lock(v.ID)
+	defer unlock()
+	dir := filepath.Join(m.cfg.Dir, v.ID)
+	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := m.quota.Remove(m.image(v), m.HostDir(v)); err != nil {
+		return err
+	}
+	return os.RemoveAll(dir)
+}
+
+func (m *Manager) lock(id string) func() {
+	m.mu.Lock()
+	l, ok := m.locks[id]
+	if !ok {
+		l = &sync.Mutex{}
+		m.locks[id] = l
+	}
+	m.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// ensureMounted mounts the volume's filesystem on its host directory if
+// it is not (the first use after the host restarted).
+func (m *Manager) ensureMounted(v *sandbox.Volume) error {
+	unlock := m.lock(v.ID)
+	defer unlock()
+	if err := m.quota.Mount(m.image(v), m.HostDir(v)); err != nil {
+		return errdefs.WithCode(CodeUnavailable, fmt.Errorf("volume %q: %w", v.Name, err))
+	}
+	return nil
+}
+
+// ready returns tenant's volume name, mounted on the host, when it is ready.
+func (m *Manager) ready(ctx context.Context, tenant, name string) (*sandbox.Volume, error) {
+	v, err := m.Get(ctx, tenant, name)
+	if err != nil {
+		return nil, err
+	}
+	if v.State != sandbox.VolumeReady {
+		return nil, errdefs.WithCode(CodeVolumeNotReady, fmt.Errorf("volume %q is %s: %w", name, v.State, errdefs.ErrConflict))
+	}
+	return v, m.ensureMounted(v)
+}
+
+// Sweep releases the holds of sandboxes that are gone (a destroy that did
+// not get to it, a crash) and finishes deletes and failed creates a
+// previous process left.
+func (m *Manager) Sweep(ctx context.Context, now time.Time, startup bool) {
+	list, err := m.cfg.Store.ListVolumes(ctx, store.VolumeFilter{})
+	if err != nil {
+		m.log.Warn("volumes: sweep", "err", err)
+		return
+	}
+	for _, v := range list {
+		switch {
+		case v.State == sandbox.VolumeDeleting && len(v.Mounts) == 0,
+			v.State == sandbox.VolumeCreating && now.Sub(v.CreatedAt) > 10*time.Minute:
+			if err := m.finishDelete(ctx, v); err != nil {
+				m.log.Warn("volumes: finishing a delete", "volume", v.ID, "err", err)
+			}
+			continue
+		}
+		var gone []string
+		for _, mt := range v.Mounts {
+			sb, err := m.cfg.Store.GetSandbox(ctx, "", mt.SandboxID)
+			if errors.Is(err, errdefs.ErrNotFound) || (err == nil && (sb.State.Final() || sb.State == sandbox.StateFailed)) {
+				gone = append(gone, mt.SandboxID)
+			}
+		}
+		if len(gone) > 0 {
+			if err := m.drop(ctx, v.ID, gone...); err != nil {
+				m.log.Warn("volumes: releasing the holds of ended sandboxes", "volume", v.ID, "err", err)
+			}
+		}
+	}
+}
+
+// drop removes the holds of sandboxes ids from volume id.
+func (m *Manager) drop(ctx context.Context, id string, ids ...string) error {
+	_, err := m.cfg.Store.UpdateVolume(ctx, id, m.cfg.Now(), func(x *sandbox.Volume) error {
+		x.Mounts = slices.DeleteFunc(x.Mounts, func(mt sandbox.VolumeMount) bool { return slices.Contains(ids, mt.SandboxID) })
+		return nil
+	})
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// Mounted lists the volumes sandbox id holds.
+func (m *Manager) Mounted(ctx context.Context, tenant, id string) ([]*sandbox.Volume, error) {
+	list, err := m.cfg.Store.ListVolumes(ctx, store.VolumeFilter{Tenant: tenant, Mounted: true})
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(list, func(v *sandbox.Volume) bool { _, ok := v.MountOf(id); return !ok }), nil
+}
+
+// hasPrefixDir reports whether p lies strictly below dir.
+func hasPrefixDir(p, dir string) bool { return strings.HasPrefix(p, dir+"/") }
+
+// DefaultUID and DefaultGID own a new volume's root: the built-in images'
+// sandbox user.
+const (
+	DefaultUID = 1000
+	DefaultGID = 1000
+)
