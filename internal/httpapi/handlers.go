@@ -70,20 +70,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	in := apiwire.CreateSandboxInput(tenantOf(r), r.Header.Get(api.HeaderIdempotencyKey), req)
 	start := time.Now()
-	var sb *sandbox.Sandbox
-	var made *snapshots.Made
-	var err error
-	if req.SnapshotID != "" {
-		if s.snaps == nil {
-			s.writeProblem(w, r, errdefs.WithCode("not_supported", fmt.Errorf("this service keeps no snapshots: %w", errdefs.ErrNotImplemented)))
-			return
-		}
-		if made, err = s.snaps.CreateFrom(r.Context(), req.SnapshotID, in); err == nil {
-			sb = made.Sandbox
-		}
-	} else {
-		sb, err = s.ctl.CreateSandbox(r.Context(), in)
-	}
+	sb, made, err := snapshots.Create(r.Context(), s.ctl, s.snaps, req.SnapshotID, in)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

@@ -1,13 +1,11 @@
 package httpapi
 
 import (
-	"fmt"
 	"net/http"
 
 	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/control"
-	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/snapshots"
 )
@@ -59,17 +57,7 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	var out *control.LeaseOutput
-	var made *snapshots.Made
-	if req.SnapshotID != "" {
-		if s.snaps == nil {
-			s.writeProblem(w, r, errdefs.WithCode("not_supported", errdefs.Mark(fmt.Errorf("this service keeps no snapshots"), errdefs.ErrNotImplemented)))
-			return
-		}
-		out, made, err = s.snaps.LeaseFrom(r.Context(), req.SnapshotID, in)
-	} else {
-		out, err = s.ctl.AcquireLease(r.Context(), in)
-	}
+	out, made, err := snapshots.Lease(r.Context(), s.ctl, s.snaps, req.SnapshotID, in)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

@@ -91,13 +91,7 @@ func (s *Server) listSnapshots(r *http.Request) (api.SnapshotList, error) {
 		}
 		limit = n
 	}
-	id := r.PathValue("id")
-	if id != "" {
-		if _, err := s.ctl.GetSandbox(r.Context(), tenantOf(r), id); err != nil {
-			return api.SnapshotList{}, err
-		}
-	}
-	return wired(apiwire.SnapshotList)(s.snaps.List(r.Context(), tenantOf(r), id, limit))
+	return wired(apiwire.SnapshotList)(s.snaps.ListOfSandbox(r.Context(), tenantOf(r), r.PathValue("id"), limit))
 }
 
 func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
