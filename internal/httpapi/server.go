@@ -477,9 +477,6 @@ func principalOf(r *http.Request) tenant.Principal {
 	return p
 }
 
-// ActAsHeader names the tenant an admin key acts for.
-const ActAsHeader = api.HeaderActAs
-
 // tenantOf returns the tenant of the authenticated request.
 func tenantOf(r *http.Request) string { return principalOf(r).Tenant }
 
@@ -497,7 +494,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		if err == nil {
 			// An admin key acts for another tenant with X-Genesis-Tenant;
 			// the audit records the admin's key as the actor.
-			p, err = s.auth.ActAs(r.Context(), p, r.Header.Get(ActAsHeader))
+			p, err = s.auth.ActAs(r.Context(), p, r.Header.Get(api.HeaderActAs))
 		}
 		if err != nil {
 			s.writeProblem(w, r, err)

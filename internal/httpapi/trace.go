@@ -1,11 +1,8 @@
 package httpapi
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"net/http"
-	"path"
 	"strconv"
 	"time"
 
@@ -203,14 +200,7 @@ func (s *Server) exportTrace(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/gzip")
 	w.Header().Set("Content-Disposition", `attachment; filename="trace-`+id+`.tar.gz"`)
 	w.WriteHeader(http.StatusOK)
-	open := func(ctx context.Context, tenant, aid string) (string, int64, io.ReadCloser, error) {
-		a, f, err := s.arts.Open(ctx, tenant, aid)
-		if err != nil {
-			return "", 0, nil, err
-		}
-		return path.Ext(a.Path), a.Size, f, nil
-	}
-	if err := x.WriteTo(r.Context(), w, trace.ExportConfig{OpenArtifact: open, Player: console.PlayerHTML, Logger: s.log}); err != nil {
+	if err := x.WriteTo(r.Context(), w, trace.ExportConfig{OpenArtifact: s.arts.OpenForExport, Player: console.PlayerHTML, Logger: s.log}); err != nil {
 		// The status is sent: a truncated archive (no manifest) tells the
 		// client; the log says why.
 		s.log.Warn("trace export ended", "sandbox", id, "err", err)
