@@ -660,6 +660,15 @@ func ExitEvent(j *sandbox.Job) api.ExitEvent {
 	}
 }
 
+// LogExit is the exit event of a job's log stream (jobs.ExitOfEvent).
+func LogExit(x jobs.LogExit) api.ExitEvent {
+	return api.ExitEvent{
+		JobID: x.JobID, State: string(x.State), ExitCode: x.ExitCode, ExitReason: x.ExitReason, Signal: x.Signal, Error: x.Error,
+		StdoutBytes: x.StdoutBytes, StderrBytes: x.StderrBytes,
+		StdoutTruncated: x.StdoutTruncated, StderrTruncated: x.StderrTruncated, DurationMS: x.DurationMS,
+	}
+}
+
 // TraceEvents is a page of trace events (never null: an empty page is
 // an empty list). An event is the trace's own shape, field for field.
 func TraceEvents(evs []trace.Event) []api.TraceEvent {

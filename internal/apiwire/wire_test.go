@@ -308,6 +308,7 @@ func wireConversions() []conversion {
 			"Tenant": caller, "SandboxID": notInExit, "Command": notInExit, "Script": notInExit, "Cwd": notInExit, "TimeoutMS": notInExit,
 			"Mode": notInExit, "CreatedAt": notInExit, "StartedAt": notInExit, "FinishedAt": notInExit,
 		}).leaving(map[string]string{"DurationMS": "a record's exit event has none (the log's exit frame carries it)"}),
+		conv("log exit", func(x *jobs.LogExit) api.ExitEvent { return LogExit(*x) }).mirrored(nil),
 		conv("trace interruption", func(st *trace.Interruption) api.TraceInterruption { return Interruption(*st, []string{"job_1"}) }).mirrored(nil),
 		conv("artifact", Artifact).mirrored(map[string]string{"Tenant": caller}),
 		conv("artifact summary", ArtifactSummary).mirrored(map[string]string{

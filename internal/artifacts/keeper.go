@@ -425,6 +425,17 @@ func (s *Keeper) Open(ctx context.Context, tenant, id string) (*sandbox.Artifact
 	return a, f, nil
 }
 
+// OpenForExport opens an artifact of tenant for a trace export
+// (trace.ExportConfig.OpenArtifact): the extension of its path, its size
+// and its content, which the caller closes.
+func (s *Keeper) OpenForExport(ctx context.Context, tenant, id string) (string, int64, io.ReadCloser, error) {
+	a, f, err := s.Open(ctx, tenant, id)
+	if err != nil {
+		return "", 0, nil, err
+	}
+	return path.Ext(a.Path), a.Size, f, nil
+}
+
 // collectGarbage removes expired artifact records and the blobs
 // no record uses any more; at startup it also sweeps every blob (a crash
 // between a blob's write and its record leaves one unused). It returns

@@ -226,7 +226,7 @@ func TestLeaseSystemEndsAudited(t *testing.T) {
 		{"a", "system lease_expired", expired.Lease.ID},
 		{"b", "system service_drained", kept.ID},
 	} {
-		recs, err := h.Tenancy.ListAudit(ctx, store.AuditFilter{Tenant: want.tenant, Action: want.action, Target: want.target})
+		recs, err := h.Tenancy.ListAudit(ctx, tenant.Principal{Admin: true}, store.AuditFilter{Tenant: want.tenant, Action: want.action, Target: want.target})
 		if err != nil || len(recs) != 1 || recs[0].Actor != "system" || recs[0].Status != 200 {
 			t.Errorf("audit of %s on %s: %+v, %v; want one system record", want.action, want.target, recs, err)
 		}

@@ -15,7 +15,14 @@ import (
 func (s *Server) artifactRoutes() {
 	s.handle("GET", "/v1/jobs/{id}/artifacts", true, serveGet(s, http.StatusOK, s.listArtifacts))
 	s.handle("GET", "/v1/artifacts/{id}", true, s.downloadArtifact)
-	s.handle("GET", "/v1/artifacts/{id}/meta", true, s.artifactMeta)
+	s.handle("GET", "/v1/artifacts/{id}/meta", true, serveHeaded(s, http.StatusOK, func(h http.Header, r *http.Request) (api.Artifact, error) {
+		a, err := s.arts.Get(r.Context(), tenantOf(r), r.PathValue("id"))
+		if err != nil {
+			return api.Artifact{}, err
+		}
+		h.Set("ETag", `"`+a.SHA256+`"`)
+		return apiwire.Artifact(a), nil
+	}))
 }
 
 // execResult is the answer of a synchronous exec, with the outcome of its
@@ -41,17 +48,6 @@ func (s *Server) listArtifacts(r *http.Request) (api.ArtifactList, error) {
 	jobID := r.PathValue("id")
 	c, list, err := s.arts.JobArtifacts(r.Context(), tenantOf(r), jobID)
 	return apiwire.ArtifactList(jobID, c, list), err
-}
-
-// artifactMeta serves GET /v1/artifacts/{id}/meta.
-func (s *Server) artifactMeta(w http.ResponseWriter, r *http.Request) {
-	a, err := s.arts.Get(r.Context(), tenantOf(r), r.PathValue("id"))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	w.Header().Set("ETag", `"`+a.SHA256+`"`)
-	writeJSON(w, http.StatusOK, apiwire.Artifact(a))
 }
 
 // downloadArtifact serves GET /v1/artifacts/{id}: the content, with Range

@@ -1,25 +1,14 @@
 package httpapi
 
 import (
-	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
-	"time"
 
 	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/apiwire"
-	"genesis.dev/sandbox/internal/errdefs"
-	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/tenant"
-)
-
-// Paging bounds of GET /v1/audit.
-const (
-	auditDefaultLimit = 100
-	auditMaxLimit     = 1000
 )
 
 // auditEntry collects what the audit record of one mutating request needs
@@ -86,85 +75,15 @@ func auditTarget(r *http.Request, pattern string, sw *statusWriter) string {
 	return r.PathValue(names[len(names)-1][1])
 }
 
-var problemCodeRE = regexp.MustCompile(`^[a-z][a-z_]{0,63}$`)
-
-// auditFilter reads the query of GET /v1/audit. A tenant's key sees only
-// its own records (asking for another tenant is 403); an admin key sees
-// every tenant's, and the records of unauthenticated calls.
-func auditFilter(r *http.Request) (tenancy.AuditFilter, error) {
-	q := r.URL.Query()
-	p := principalOf(r)
-	f := tenancy.AuditFilter{Tenant: q.Get("tenant"), Action: q.Get("action"), Target: q.Get("target"), Limit: auditDefaultLimit}
-	if !p.Admin {
-		if f.Tenant != "" && f.Tenant != p.Tenant {
-			return f, errdefs.WithCode("admin_required", fmt.Errorf("only an admin key may read another tenant's audit records: %w", errdefs.ErrPermissionDenied))
-		}
-		f.Tenant = p.Tenant
-	}
-	for _, t := range []struct {
-		name string
-		dst  *time.Time
-	}{{"since", &f.Since}, {"until", &f.Until}} {
-		if v := q.Get(t.name); v != "" {
-			ts, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil {
-				return f, invalidArg(t.name + " must be an RFC 3339 time, got " + strconv.Quote(v))
-			}
-			*t.dst = ts
-		}
-	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > auditMaxLimit {
-			return f, invalidArg("limit must be between 1 and " + strconv.Itoa(auditMaxLimit) + ", got " + strconv.Quote(v))
-		}
-		f.Limit = n
-	}
-	switch v := q.Get("order"); v {
-	case "", "oldest":
-	case "newest":
-		f.Newest = true
-	default:
-		return f, invalidArg("order must be oldest or newest, got " + strconv.Quote(v))
-	}
-	if v := q.Get("cursor"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			return f, errdefs.WithCode("invalid_cursor", invalidArg("cursor "+strconv.Quote(v)+" is not one this service returned"))
-		}
-		if f.Newest {
-			f.BeforeSeq = n
-		} else {
-			f.AfterSeq = n
-		}
-	}
-	switch v := q.Get("result"); {
-	case v == "":
-	case len(v) == 3 && strings.HasSuffix(v, "xx") && v[0] >= '1' && v[0] <= '5':
-		f.StatusClass = int(v[0] - '0')
-	case len(v) == 3:
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 100 || n > 599 {
-			return f, invalidArg("result " + strconv.Quote(v) + " is not a status, a class like 4xx, or a problem code")
-		}
-		f.Status = n
-	case problemCodeRE.MatchString(v):
-		f.Code = v
-	default:
-		return f, invalidArg("result " + strconv.Quote(v) + " is not a status, a class like 4xx, or a problem code")
-	}
-	return f, nil
-}
-
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	serveGet(s, http.StatusOK, func(r *http.Request) (api.AuditPage, error) {
-		f, err := auditFilter(r)
+		f, err := apiwire.AuditFilter(r.URL.Query())
 		if err != nil {
 			return api.AuditPage{}, err
 		}
 		limit := f.Limit
 		f.Limit++ // one more tells whether another page follows
-		list, err := s.tenancy.ListAudit(r.Context(), f)
+		list, err := s.tenancy.ListAudit(r.Context(), principalOf(r), f)
 		return apiwire.AuditPage(list, limit, max(f.AfterSeq, f.BeforeSeq)), err
 	})(w, r)
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/files"
 )
@@ -19,44 +20,55 @@ func (s *Server) fileRoutes() {
 	s.handle("PUT", "/v1/sandboxes/{id}/files", true, s.putFile)
 	s.handle("POST", "/v1/sandboxes/{id}/files", true, s.uploadFiles)
 	s.handle("GET", "/v1/sandboxes/{id}/files", true, s.getFile)
-	s.handle("GET", "/v1/sandboxes/{id}/files/stat", true, s.statFile)
-	s.handle("GET", "/v1/sandboxes/{id}/files/list", true, s.listFiles)
-	s.handle("POST", "/v1/sandboxes/{id}/files/mkdir", true, s.mkdir)
-	s.handle("POST", "/v1/sandboxes/{id}/files/move", true, s.moveFile)
+	s.handle("GET", "/v1/sandboxes/{id}/files/stat", true, serveGet(s, http.StatusOK, func(r *http.Request) (api.FileInfo, error) {
+		return wired(fileInfo)(s.files.StatFile(r.Context(), tenantOf(r), r.PathValue("id"), r.URL.Query().Get("path")))
+	}))
+	s.handle("GET", "/v1/sandboxes/{id}/files/list", true, serveGet(s, http.StatusOK, s.listFiles))
+	s.handle("POST", "/v1/sandboxes/{id}/files/mkdir", true, serveBody(s, http.StatusOK, func(r *http.Request, b *api.MkdirRequest) (api.FileInfo, error) {
+		return wired(fileInfo)(s.files.Mkdir(r.Context(), tenantOf(r), r.PathValue("id"), files.MkdirRequest(*b)))
+	}))
+	s.handle("POST", "/v1/sandboxes/{id}/files/move", true, serveBody(s, http.StatusOK, func(r *http.Request, b *api.MoveRequest) (api.FileInfo, error) {
+		return wired(fileInfo)(s.files.MoveFile(r.Context(), tenantOf(r), r.PathValue("id"), files.MoveRequest(*b)))
+	}))
 	s.handle("POST", "/v1/sandboxes/{id}/files/delete", true, s.deleteFile)
-	s.handle("POST", "/v1/sandboxes/{id}/files/chmod", true, s.chmodFile)
+	s.handle("POST", "/v1/sandboxes/{id}/files/chmod", true, serveBody(s, http.StatusOK, func(r *http.Request, b *api.ChmodRequest) (api.FileInfo, error) {
+		return wired(fileInfo)(s.files.ChmodFile(r.Context(), tenantOf(r), r.PathValue("id"), files.ChmodRequest(*b)))
+	}))
 	s.handle("POST", "/v1/sandboxes/{id}/files/extract", true, s.extractArchive)
 	s.handle("GET", "/v1/sandboxes/{id}/files/archive", true, s.readArchive)
-	s.handle("POST", "/v1/sandboxes/{id}/files/search", true, s.searchFiles)
-	s.handle("POST", "/v1/sandboxes/{id}/files/replace", true, s.replaceInFiles)
+	s.handle("POST", "/v1/sandboxes/{id}/files/search", true, serveBody(s, http.StatusOK, func(r *http.Request, b *api.SearchRequest) (api.SearchResult, error) {
+		return wired(apiwire.Search)(s.files.SearchFiles(r.Context(), tenantOf(r), r.PathValue("id"), files.SearchRequest(*b)))
+	}))
+	s.handle("POST", "/v1/sandboxes/{id}/files/replace", true, serveBody(s, http.StatusOK, func(r *http.Request, b *api.ReplaceRequest) (api.ReplaceResult, error) {
+		return wired(apiwire.Replace)(s.files.ReplaceInFiles(r.Context(), tenantOf(r), r.PathValue("id"), files.ReplaceRequest(*b)))
+	}))
 }
 
-func (s *Server) searchFiles(w http.ResponseWriter, r *http.Request) {
-	var b api.SearchRequest
+// fileInfo is a file's metadata on the wire (the same fields).
+func fileInfo(fi files.FileInfo) api.FileInfo { return api.FileInfo(fi) }
+
+func (s *Server) listFiles(r *http.Request) (api.FileList, error) {
+	depth, err := positiveQuery(r, "depth")
+	if err != nil {
+		return api.FileList{}, err
+	}
+	limit, err := positiveQuery(r, "limit")
+	if err != nil {
+		return api.FileList{}, err
+	}
+	return wired(apiwire.FileList)(s.files.ListFiles(r.Context(), tenantOf(r), r.PathValue("id"), r.URL.Query().Get("path"), depth, limit))
+}
+
+// deleteFile serves POST /v1/sandboxes/{id}/files/delete {path, recursive}: 204.
+func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
+	var b api.DeleteFileRequest
 	if err := s.decode(w, r, &b); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	res, err := s.files.SearchFiles(r.Context(), tenantOf(r), r.PathValue("id"), files.SearchRequest(b))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, searchWire(res))
-}
-
-func (s *Server) replaceInFiles(w http.ResponseWriter, r *http.Request) {
-	var b api.ReplaceRequest
-	if err := s.decode(w, r, &b); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	res, err := s.files.ReplaceInFiles(r.Context(), tenantOf(r), r.PathValue("id"), files.ReplaceRequest(b))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, replaceWire(res))
+	serveNoContent(s, func(r *http.Request) error {
+		return s.files.DeleteFile(r.Context(), tenantOf(r), r.PathValue("id"), files.DeleteRequest(b))
+	})(w, r)
 }
 
 // extractArchive serves POST /v1/sandboxes/{id}/files/extract?path=: the
@@ -185,15 +197,6 @@ func (s *Server) writeStatusProblem(w http.ResponseWriter, r *http.Request, stat
 	})
 }
 
-func (s *Server) statFile(w http.ResponseWriter, r *http.Request) {
-	info, err := s.files.StatFile(r.Context(), tenantOf(r), r.PathValue("id"), r.URL.Query().Get("path"))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, api.FileInfo(info))
-}
-
 func positiveQuery(r *http.Request, name string) (int, error) {
 	v := r.URL.Query().Get(name)
 	if v == "" {
@@ -204,78 +207,4 @@ func positiveQuery(r *http.Request, name string) (int, error) {
 		return 0, fmt.Errorf("%s=%q is not a positive integer: %w", name, v, errdefs.ErrInvalidArgument)
 	}
 	return n, nil
-}
-
-func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
-	depth, err := positiveQuery(r, "depth")
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	limit, err := positiveQuery(r, "limit")
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	list, err := s.files.ListFiles(r.Context(), tenantOf(r), r.PathValue("id"), r.URL.Query().Get("path"), depth, limit)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, fileListWire(list))
-}
-
-func (s *Server) mkdir(w http.ResponseWriter, r *http.Request) {
-	var b api.MkdirRequest
-	if err := s.decode(w, r, &b); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	info, err := s.files.Mkdir(r.Context(), tenantOf(r), r.PathValue("id"), files.MkdirRequest(b))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, api.FileInfo(info))
-}
-
-func (s *Server) moveFile(w http.ResponseWriter, r *http.Request) {
-	var b api.MoveRequest
-	if err := s.decode(w, r, &b); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	info, err := s.files.MoveFile(r.Context(), tenantOf(r), r.PathValue("id"), files.MoveRequest(b))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, api.FileInfo(info))
-}
-
-func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
-	var b api.DeleteFileRequest
-	if err := s.decode(w, r, &b); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	if err := s.files.DeleteFile(r.Context(), tenantOf(r), r.PathValue("id"), files.DeleteRequest(b)); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-func (s *Server) chmodFile(w http.ResponseWriter, r *http.Request) {
-	var b api.ChmodRequest
-	if err := s.decode(w, r, &b); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	info, err := s.files.ChmodFile(r.Context(), tenantOf(r), r.PathValue("id"), files.ChmodRequest(b))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, api.FileInfo(info))
 }

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -75,14 +76,9 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	job, log, err := s.jobs.JobLog(r.Context(), tenantOf(r), r.PathValue("id"))
+	job, log, err := s.jobs.JobLogFrom(r.Context(), tenantOf(r), r.PathValue("id"), cursor)
 	if err != nil {
 		s.writeProblem(w, r, err)
-		return
-	}
-	if ok, err := log.ValidCursor(cursor); err != nil || !ok {
-		s.writeProblem(w, r, errdefs.WithCode("invalid_cursor", fmt.Errorf(
-			"cursor %d is not an event id of job %s: %w", cursor, job.ID, errdefs.ErrInvalidArgument)))
 		return
 	}
 	s.streamLog(w, r, job.ID, log, cursor, follow, text, nil)
@@ -129,7 +125,7 @@ func (k *sseSink) InvalidCursor(cursor int64) {
 }
 
 func (k *sseSink) RecordExit(j *sandbox.Job, cursor int64) {
-	_ = k.sw.event(strconv.FormatInt(cursor, 10), "exit", exitEventWire(j))
+	_ = k.sw.event(strconv.FormatInt(cursor, 10), "exit", apiwire.ExitEvent(j))
 	_ = k.sw.flush()
 }
 
@@ -241,24 +237,14 @@ func (sw *sseWriter) frame(e jobs.LogEvent, jobID string) error {
 		if err != nil {
 			return err
 		}
-		ev := api.ExitEvent{
-			JobID: x.JobID, State: string(x.State), ExitCode: x.ExitCode, ExitReason: x.ExitReason, Signal: x.Signal, Error: x.Error,
-			StdoutBytes: x.StdoutBytes, StderrBytes: x.StderrBytes,
-			StdoutTruncated: x.StdoutTruncated, StderrTruncated: x.StderrTruncated, DurationMS: x.DurationMS,
-		}
-		return sw.event(id, "exit", ev)
+		return sw.event(id, "exit", apiwire.LogExit(x))
 	}
 	return nil
 }
 
 // cancelJob serves POST /v1/jobs/{id}/cancel.
-func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
-	j, err := s.jobs.CancelJob(r.Context(), tenantOf(r), r.PathValue("id"))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusAccepted, jobWire(j))
+func (s *Server) cancelJob(r *http.Request) (api.Job, error) {
+	return wired(apiwire.Job)(s.jobs.CancelJob(r.Context(), tenantOf(r), r.PathValue("id")))
 }
 
 // wantsEventStream reports whether the client asked for SSE.
@@ -289,7 +275,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, in jobs.Exec
 	}
 	w.Header().Set("Location", "/v1/jobs/"+job.ID)
 	s.streamLog(w, r, job.ID, log, 0, true, text, func(sw *sseWriter) error {
-		if err := sw.event("0", "job", jobWire(job)); err != nil {
+		if err := sw.event("0", "job", apiwire.Job(job)); err != nil {
 			return err
 		}
 		return sw.flush()

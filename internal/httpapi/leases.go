@@ -1,25 +1,48 @@
 package httpapi
 
 import (
-	"fmt"
 	"net/http"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/control"
-	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/snapshots"
 )
 
 func (s *Server) leaseRoutes() {
 	s.handle("POST", "/v1/leases", true, s.acquireLease)
-	s.handle("GET", "/v1/leases", true, s.listLeases)
-	s.handle("GET", "/v1/leases/{id}", true, s.getLease)
-	s.handle("POST", "/v1/leases/{id}/renew", true, s.renewLease)
-	s.handle("DELETE", "/v1/leases/{id}", true, s.releaseLease)
-	s.handle("GET", "/v1/pools", true, s.listPools)
+	s.handle("GET", "/v1/leases", true, serveGet(s, http.StatusOK, func(r *http.Request) (api.LeaseList, error) {
+		f := control.LeaseFilter{Tenant: tenantOf(r)}
+		for _, st := range r.URL.Query()["state"] {
+			f.States = append(f.States, sandbox.LeaseState(st))
+		}
+		return wired(apiwire.LeaseList)(s.ctl.ListLeases(r.Context(), f))
+	}))
+	s.handle("GET", "/v1/leases/{id}", true, serveGet(s, http.StatusOK, func(r *http.Request) (api.Lease, error) {
+		return wired(apiwire.Lease)(s.ctl.GetLease(r.Context(), tenantOf(r), r.PathValue("id")))
+	}))
+	s.handle("POST", "/v1/leases/{id}/renew", true, serveOptionalBody(s, http.StatusOK, func(r *http.Request, req *api.RenewLeaseRequest) (api.Lease, error) {
+		return wired(apiwire.Lease)(s.ctl.RenewLease(r.Context(), tenantOf(r), r.PathValue("id"), req.TTLSeconds))
+	}))
+	s.handle("DELETE", "/v1/leases/{id}", true, serveNoContent(s, func(r *http.Request) error {
+		return s.ctl.ReleaseLease(r.Context(), tenantOf(r), r.PathValue("id"))
+	}))
+	s.handle("GET", "/v1/pools", true, serveGet(s, http.StatusOK, func(r *http.Request) (api.PoolList, error) {
+		return s.pools(s.ctl.Pools(r.Context()))
+	}))
 	// Draining takes capacity away from every tenant: an operator action.
-	s.handle("POST", "/v1/pools/{name}/drain", true, s.adminOnly(s.drainPool))
+	s.handle("POST", "/v1/pools/{name}/drain", true, s.adminOnly(serveGet(s, http.StatusOK, func(r *http.Request) (api.PoolList, error) {
+		return s.pools(s.ctl.DrainPool(r.Context(), r.PathValue("name")))
+	})))
+}
+
+// pools answers the pools of views with the pools being drained.
+func (s *Server) pools(views []control.PoolView, err error) (api.PoolList, error) {
+	if err != nil {
+		return api.PoolList{}, err
+	}
+	return apiwire.Pools(views, s.ctl.Draining()), nil
 }
 
 func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
@@ -28,31 +51,21 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	in := acquireLeaseInput(tenantOf(r), req)
+	in := apiwire.AcquireLeaseInput(tenantOf(r), req)
 	mcpReqs, err := s.leaseMCPRequests(r, req.MCP)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	var out *control.LeaseOutput
-	var made *snapshots.Made
-	if req.SnapshotID != "" {
-		if s.snaps == nil {
-			s.writeProblem(w, r, errdefs.WithCode("not_supported", errdefs.Mark(fmt.Errorf("this service keeps no snapshots"), errdefs.ErrNotImplemented)))
-			return
-		}
-		out, made, err = s.snaps.LeaseFrom(r.Context(), req.SnapshotID, in)
-	} else {
-		out, err = s.ctl.AcquireLease(r.Context(), in)
-	}
+	out, made, err := snapshots.Lease(r.Context(), s.ctl, s.snaps, req.SnapshotID, in)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	l := leaseWire(out.Lease)
-	sb := sandboxWire(out.Sandbox)
+	l := apiwire.Lease(out.Lease)
+	sb := apiwire.Sandbox(out.Sandbox)
 	if made != nil {
-		sb = madeWire(made)
+		sb = apiwire.Made(made)
 	}
 	l.Sandbox = &sb
 	if len(mcpReqs) > 0 {
@@ -64,72 +77,4 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/v1/leases/"+l.LeaseID)
 	writeJSON(w, http.StatusCreated, l)
-}
-
-func (s *Server) listLeases(w http.ResponseWriter, r *http.Request) {
-	f := control.LeaseFilter{Tenant: tenantOf(r)}
-	for _, st := range r.URL.Query()["state"] {
-		f.States = append(f.States, sandbox.LeaseState(st))
-	}
-	list, err := s.ctl.ListLeases(r.Context(), f)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	out := api.LeaseList{Items: make([]api.Lease, len(list))}
-	for i, l := range list {
-		out.Items[i] = leaseWire(l)
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func (s *Server) getLease(w http.ResponseWriter, r *http.Request) {
-	l, err := s.ctl.GetLease(r.Context(), tenantOf(r), r.PathValue("id"))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, leaseWire(l))
-}
-
-func (s *Server) renewLease(w http.ResponseWriter, r *http.Request) {
-	var req api.RenewLeaseRequest
-	if r.ContentLength != 0 {
-		if err := s.decode(w, r, &req); err != nil {
-			s.writeProblem(w, r, err)
-			return
-		}
-	}
-	l, err := s.ctl.RenewLease(r.Context(), tenantOf(r), r.PathValue("id"), req.TTLSeconds)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, leaseWire(l))
-}
-
-func (s *Server) releaseLease(w http.ResponseWriter, r *http.Request) {
-	if err := s.ctl.ReleaseLease(r.Context(), tenantOf(r), r.PathValue("id")); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
-	views, err := s.ctl.Pools(r.Context())
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, poolsWire(views, s.ctl.Draining()))
-}
-
-func (s *Server) drainPool(w http.ResponseWriter, r *http.Request) {
-	views, err := s.ctl.DrainPool(r.Context(), r.PathValue("name"))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, poolsWire(views, s.ctl.Draining()))
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/mcp/servers"
 	"genesis.dev/sandbox/internal/tenant"
@@ -61,7 +62,7 @@ func (s *Server) createMCPServer(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	in := mcpCreateIn(req)
+	in := apiwire.MCPCreateIn(req)
 	in.CreatedBy = principalOf(r).KeyID
 	inst, err := s.mcp.Create(r.Context(), tenantOf(r), in)
 	if err != nil {
@@ -69,14 +70,14 @@ func (s *Server) createMCPServer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/v1/mcp/servers/"+inst.ID)
-	writeJSON(w, http.StatusCreated, mcpServerWire(inst))
+	writeJSON(w, http.StatusCreated, apiwire.MCPServer(inst))
 }
 
 func (s *Server) listMCPServers(w http.ResponseWriter, r *http.Request) {
 	items := s.mcp.List(tenantOf(r))
 	out := api.MCPServerList{Items: make([]api.MCPServer, len(items))}
 	for i := range items {
-		out.Items[i] = mcpServerWire(&items[i])
+		out.Items[i] = apiwire.MCPServer(&items[i])
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -87,7 +88,7 @@ func (s *Server) getMCPServer(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, mcpServerWire(inst))
+	writeJSON(w, http.StatusOK, apiwire.MCPServer(inst))
 }
 
 func (s *Server) deleteMCPServer(w http.ResponseWriter, r *http.Request) {
@@ -117,7 +118,7 @@ func (s *Server) mcpServerPins(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.MCPPinList{Items: mcpPinsWire(pins)})
+	writeJSON(w, http.StatusOK, api.MCPPinList{Items: apiwire.MCPPins(pins)})
 }
 
 func (s *Server) approveMCPPin(w http.ResponseWriter, r *http.Request) {
@@ -135,7 +136,7 @@ func (s *Server) approveMCPPin(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, mcpPinWire(pin))
+	writeJSON(w, http.StatusOK, apiwire.MCPPin(pin))
 }
 
 func (s *Server) mcpServerCalls(w http.ResponseWriter, r *http.Request) {
@@ -176,7 +177,7 @@ func (s *Server) mcpApprovals(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.MCPApprovalList{Items: make([]api.MCPApproval, len(items))}
 	for i := range items {
-		out.Items[i] = mcpApprovalWire(&items[i])
+		out.Items[i] = apiwire.MCPApproval(&items[i])
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -202,7 +203,7 @@ func (s *Server) decideMCPApproval(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, mcpApprovalWire(ap))
+	writeJSON(w, http.StatusOK, apiwire.MCPApproval(ap))
 }
 
 // mayApprove lets a key with the scope approve, or an admin's, decide
@@ -231,7 +232,7 @@ func (s *Server) mcpCatalog(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.MCPCatalog{Items: make([]api.MCPCatalogEntry, len(items))}
 	for i := range items {
-		out.Items[i] = mcpCatalogEntryWire(&items[i])
+		out.Items[i] = apiwire.MCPCatalogEntry(&items[i])
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -248,7 +249,7 @@ func (s *Server) addMCPCatalogEntry(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/v1/mcp/catalog/"+out.Name)
-	writeJSON(w, http.StatusCreated, mcpCatalogEntryWire(out))
+	writeJSON(w, http.StatusCreated, apiwire.MCPCatalogEntry(out))
 }
 
 func (s *Server) getMCPCatalogEntry(w http.ResponseWriter, r *http.Request) {
@@ -257,7 +258,7 @@ func (s *Server) getMCPCatalogEntry(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, mcpCatalogEntryWire(e))
+	writeJSON(w, http.StatusOK, apiwire.MCPCatalogEntry(e))
 }
 
 func (s *Server) deleteMCPCatalogEntry(w http.ResponseWriter, r *http.Request) {
@@ -284,7 +285,7 @@ func (s *Server) leaseMCPRequests(r *http.Request, reqs []api.MCPCreateRequest) 
 	}
 	out := make([]servers.CreateRequest, len(reqs))
 	for i, req := range reqs {
-		out[i] = mcpCreateIn(req)
+		out[i] = apiwire.MCPCreateIn(req)
 	}
 	if err := s.mcp.CheckLeaseServers(r.Context(), tenantOf(r), out); err != nil {
 		return nil, err
@@ -301,7 +302,7 @@ func (s *Server) startLeaseMCP(r *http.Request, leaseID string, reqs []servers.C
 	}
 	out := make([]api.MCPServer, len(made))
 	for i, inst := range made {
-		out[i] = mcpServerWire(inst)
+		out[i] = apiwire.MCPServer(inst)
 	}
 	return out, nil
 }

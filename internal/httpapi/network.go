@@ -12,46 +12,38 @@ import (
 )
 
 func (s *Server) networkRoutes() {
-	s.handle("GET", "/v1/sandboxes/{id}/network", true, s.getNetwork)
+	s.handle("GET", "/v1/sandboxes/{id}/network", true, serveHeaded(s, http.StatusOK, func(h http.Header, r *http.Request) (api.SandboxNetwork, error) {
+		return networkOf(h)(s.ctl.GetNetwork(r.Context(), tenantOf(r), r.PathValue("id")))
+	}))
 	s.handle("PUT", "/v1/sandboxes/{id}/network", true, s.putNetwork)
-	s.handle("GET", "/v1/sandboxes/{id}/network/events", true, s.networkEvents)
+	s.handle("GET", "/v1/sandboxes/{id}/network/events", true, serveGet(s, http.StatusOK, s.networkEvents))
 }
 
-func networkETag(n *sandbox.Network) string {
-	return `"` + strconv.FormatInt(n.ResourceVersion, 10) + `"`
-}
-
-func (s *Server) getNetwork(w http.ResponseWriter, r *http.Request) {
-	n, err := s.ctl.GetNetwork(r.Context(), tenantOf(r), r.PathValue("id"))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
+// networkOf answers a sandbox's network with its ETag.
+func networkOf(h http.Header) func(*sandbox.Network, error) (api.SandboxNetwork, error) {
+	return func(n *sandbox.Network, err error) (api.SandboxNetwork, error) {
+		if err != nil {
+			return api.SandboxNetwork{}, err
+		}
+		h.Set("ETag", `"`+strconv.FormatInt(n.ResourceVersion, 10)+`"`)
+		return apiwire.Network(n), nil
 	}
-	w.Header().Set("ETag", networkETag(n))
-	writeJSON(w, http.StatusOK, apiwire.Network(n))
 }
 
+// putNetwork serves PUT /v1/sandboxes/{id}/network; If-Match is checked
+// before the body is read.
 func (s *Server) putNetwork(w http.ResponseWriter, r *http.Request) {
 	ifv, err := parseIfMatch(r.Header.Get("If-Match"))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	var req api.NetworkPolicy
-	if err := s.decode(w, r, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	n, err := s.ctl.UpdateNetwork(r.Context(), tenantOf(r), r.PathValue("id"), ifv, *apiwire.PolicyIn(&req))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	w.Header().Set("ETag", networkETag(n))
-	writeJSON(w, http.StatusOK, apiwire.Network(n))
+	serveBodyHeaded(s, http.StatusOK, func(h http.Header, r *http.Request, req *api.NetworkPolicy) (api.SandboxNetwork, error) {
+		return networkOf(h)(s.ctl.UpdateNetwork(r.Context(), tenantOf(r), r.PathValue("id"), ifv, *apiwire.PolicyIn(req)))
+	})(w, r)
 }
 
-func (s *Server) networkEvents(w http.ResponseWriter, r *http.Request) {
+func (s *Server) networkEvents(r *http.Request) (api.NetworkEventList, error) {
 	q := r.URL.Query()
 	num := func(key string) (int64, error) {
 		v := q.Get(key)
@@ -66,18 +58,11 @@ func (s *Server) networkEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	cursor, err := num("cursor")
 	if err != nil {
-		s.writeProblem(w, r, err)
-		return
+		return api.NetworkEventList{}, err
 	}
 	limit, err := num("limit")
 	if err != nil {
-		s.writeProblem(w, r, err)
-		return
+		return api.NetworkEventList{}, err
 	}
-	page, err := s.ctl.ListNetworkEvents(r.Context(), tenantOf(r), r.PathValue("id"), cursor, int(limit))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, apiwire.NetworkEvents(page))
+	return wired(apiwire.NetworkEvents)(s.ctl.ListNetworkEvents(r.Context(), tenantOf(r), r.PathValue("id"), cursor, int(limit)))
 }

@@ -90,20 +90,16 @@ func (s *Server) createPortLink(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req api.CreatePortLinkRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	id := r.PathValue("id")
-	token, exp, err := s.ports.NewLink(r.Context(), principalOf(r), id, port, time.Duration(req.TTLSeconds)*time.Second)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, api.PortLink{
-		URL: s.previewURL(id, port, "/", "", token), Origin: s.origins.URL(id, port), Token: token, SandboxID: id, Port: port, ExpiresAt: exp.UTC(),
-	})
+	serveBody(s, http.StatusCreated, func(r *http.Request, req *api.CreatePortLinkRequest) (api.PortLink, error) {
+		id := r.PathValue("id")
+		token, exp, err := s.ports.NewLink(r.Context(), principalOf(r), id, port, time.Duration(req.TTLSeconds)*time.Second)
+		if err != nil {
+			return api.PortLink{}, err
+		}
+		return api.PortLink{
+			URL: s.previewURL(id, port, "/", "", token), Origin: s.origins.URL(id, port), Token: token, SandboxID: id, Port: port, ExpiresAt: exp.UTC(),
+		}, nil
+	})(w, r)
 }
 
 // preview serves a preview link of the first form, /v1/previews/{token}/…

@@ -59,3 +59,31 @@ func wired[T, W any](conv func(T) W) func(T, error) (W, error) {
 		return conv(v), nil
 	}
 }
+
+// serveHeaded is serveGet for a route whose answer carries headers (ETag,
+// Location): f sets them in h once its call succeeded.
+func serveHeaded[W any](s *Server, status int, f func(h http.Header, r *http.Request) (W, error)) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		serveGet(s, status, func(r *http.Request) (W, error) { return f(w.Header(), r) })(w, r)
+	}
+}
+
+// serveBodyHeaded is serveBody for a route whose answer carries headers:
+// f sets them in h once its call succeeded.
+func serveBodyHeaded[Req, W any](s *Server, status int, f func(h http.Header, r *http.Request, req *Req) (W, error)) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		serveBody(s, status, func(r *http.Request, req *Req) (W, error) { return f(w.Header(), r, req) })(w, r)
+	}
+}
+
+// serveOptionalBody is serveBody for a route whose body may be left out
+// (every field at its default).
+func serveOptionalBody[Req, W any](s *Server, status int, f func(*http.Request, *Req) (W, error)) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 {
+			serveBody(s, status, f)(w, r)
+			return
+		}
+		serveGet(s, status, func(r *http.Request) (W, error) { return f(r, new(Req)) })(w, r)
+	}
+}

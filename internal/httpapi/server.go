@@ -265,27 +265,20 @@ func (s *Server) routesInit() {
 	s.handle("GET", "/metrics", false, s.serveMetrics)
 	s.handle("GET", "/v1/capabilities", true, s.capabilities)
 	s.handle("GET", "/v1/whoami", true, s.whoami)
-	s.handle("GET", "/v1/profiles", true, s.profiles)
+	s.handle("GET", "/v1/profiles", true, serveGet(s, http.StatusOK, s.profiles))
 	s.handle("GET", "/v1/images", true, s.images)
 	s.handle("POST", "/v1/sandboxes", true, s.createSandbox)
-	s.handle("GET", "/v1/sandboxes", true, s.listSandboxes)
-	s.handle("GET", "/v1/sandboxes/{id}", true, s.getSandbox)
+	s.handle("GET", "/v1/sandboxes", true, serveGet(s, http.StatusOK, s.listSandboxes))
+	s.handle("GET", "/v1/sandboxes/{id}", true, serveHeaded(s, http.StatusOK, s.getSandbox))
 	s.handle("PATCH", "/v1/sandboxes/{id}", true, s.patchSandbox)
-	s.handle("DELETE", "/v1/sandboxes/{id}", true, s.deleteSandbox)
-	s.handle("POST", "/v1/sandboxes/{id}/renew", true, s.renewSandbox)
+	s.handle("DELETE", "/v1/sandboxes/{id}", true, serveNoContent(s, s.deleteSandbox))
+	s.handle("POST", "/v1/sandboxes/{id}/renew", true, serveBodyHeaded(s, http.StatusOK, s.renewSandbox))
 	s.handle("POST", "/v1/sandboxes/{id}/exec", true, s.exec)
-	s.handle("GET", "/v1/sandboxes/{id}/jobs", true, s.listSandboxJobs)
-	s.handle("GET", "/v1/jobs/{id}", true, s.getJob)
+	s.handle("GET", "/v1/sandboxes/{id}/jobs", true, serveGet(s, http.StatusOK, s.listSandboxJobs))
+	s.handle("GET", "/v1/jobs/{id}", true, serveGet(s, http.StatusOK, s.getJob))
 	s.handle("GET", "/v1/jobs/{id}/logs", true, s.jobLogs)
-	s.handle("POST", "/v1/jobs/{id}/cancel", true, s.cancelJob)
-	s.handle("POST", "/v1/sandboxes/{id}/sessions", true, s.createSession)
-	s.handle("GET", "/v1/sessions/{id}", true, s.getSession)
-	s.handle("POST", "/v1/sessions/{id}/exec", true, s.sessionExec)
-	s.handle("DELETE", "/v1/sessions/{id}", true, s.deleteSession)
-	s.handle("POST", "/v1/sandboxes/{id}/contexts", true, s.createContext)
-	s.handle("GET", "/v1/contexts/{id}", true, s.getContext)
-	s.handle("POST", "/v1/contexts/{id}/run", true, s.runCode)
-	s.handle("DELETE", "/v1/contexts/{id}", true, s.deleteContext)
+	s.handle("POST", "/v1/jobs/{id}/cancel", true, serveGet(s, http.StatusAccepted, s.cancelJob))
+	s.sessionRoutes()
 	s.fileRoutes()
 	s.artifactRoutes()
 	s.networkRoutes()
@@ -484,9 +477,6 @@ func principalOf(r *http.Request) tenant.Principal {
 	return p
 }
 
-// ActAsHeader names the tenant an admin key acts for.
-const ActAsHeader = api.HeaderActAs
-
 // tenantOf returns the tenant of the authenticated request.
 func tenantOf(r *http.Request) string { return principalOf(r).Tenant }
 
@@ -504,7 +494,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		if err == nil {
 			// An admin key acts for another tenant with X-Genesis-Tenant;
 			// the audit records the admin's key as the actor.
-			p, err = s.auth.ActAs(r.Context(), p, r.Header.Get(ActAsHeader))
+			p, err = s.auth.ActAs(r.Context(), p, r.Header.Get(api.HeaderActAs))
 		}
 		if err != nil {
 			s.writeProblem(w, r, err)

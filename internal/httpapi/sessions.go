@@ -4,48 +4,53 @@ import (
 	"net/http"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/sandbox"
 )
 
-func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
-	se, err := s.jobs.CreateSession(r.Context(), tenantOf(r), r.PathValue("id"))
+// sessionRoutes serves the shell sessions and the code contexts (sessions
+// of kind python): each kind's routes answer 404 for the other's ids.
+func (s *Server) sessionRoutes() {
+	s.handle("POST", "/v1/sandboxes/{id}/sessions", true, serveHeaded(s, http.StatusCreated, func(h http.Header, r *http.Request) (api.Session, error) {
+		se, err := s.jobs.CreateSession(r.Context(), tenantOf(r), r.PathValue("id"))
+		return created(h, "/v1/sessions/", se, err)
+	}))
+	s.handle("GET", "/v1/sessions/{id}", true, serveGet(s, http.StatusOK, s.getSessionOf(sandbox.SessionShell)))
+	s.handle("POST", "/v1/sessions/{id}/exec", true, s.sessionExec)
+	s.handle("DELETE", "/v1/sessions/{id}", true, serveNoContent(s, s.closeSession(sandbox.SessionShell)))
+	s.handle("POST", "/v1/sandboxes/{id}/contexts", true, serveBodyHeaded(s, http.StatusCreated, func(h http.Header, r *http.Request, req *api.CreateContextRequest) (api.Session, error) {
+		se, err := s.jobs.CreateContext(r.Context(), tenantOf(r), r.PathValue("id"), req.Language)
+		return created(h, "/v1/contexts/", se, err)
+	}))
+	s.handle("GET", "/v1/contexts/{id}", true, serveGet(s, http.StatusOK, s.getSessionOf(sandbox.SessionPython)))
+	s.handle("POST", "/v1/contexts/{id}/run", true, serveBody(s, http.StatusOK, func(r *http.Request, req *api.RunCodeRequest) (api.RunCodeResult, error) {
+		return wired(apiwire.RunCode)(s.jobs.RunCode(r.Context(), tenantOf(r), r.PathValue("id"), req.Code, req.TimeoutMS))
+	}))
+	s.handle("DELETE", "/v1/contexts/{id}", true, serveNoContent(s, s.closeSession(sandbox.SessionPython)))
+}
+
+// created answers a created session and its Location (prefix + id).
+func created(h http.Header, prefix string, se *sandbox.Session, err error) (api.Session, error) {
 	if err != nil {
-		s.writeProblem(w, r, err)
-		return
+		return api.Session{}, err
 	}
-	w.Header().Set("Location", "/v1/sessions/"+se.ID)
-	writeJSON(w, http.StatusCreated, sessionWire(se))
+	h.Set("Location", prefix+se.ID)
+	return apiwire.Session(se), nil
 }
 
-func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
-	se, err := s.jobs.GetSession(r.Context(), tenantOf(r), r.PathValue("id"))
-	if err != nil || se.Kind != sandbox.SessionShell {
-		if err == nil {
-			err = notFound("session", r.PathValue("id"))
-		}
-		s.writeProblem(w, r, err)
-		return
+// getSessionOf answers the request's session if it is of kind (a shell
+// session's routes do not serve a code context, nor the reverse).
+func (s *Server) getSessionOf(kind sandbox.SessionKind) func(*http.Request) (api.Session, error) {
+	return func(r *http.Request) (api.Session, error) {
+		return wired(apiwire.Session)(s.jobs.GetSessionOf(r.Context(), tenantOf(r), r.PathValue("id"), kind))
 	}
-	writeJSON(w, http.StatusOK, sessionWire(se))
 }
 
-func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
-	s.closeSession(w, r, sandbox.SessionShell, "session")
-}
-
-func (s *Server) closeSession(w http.ResponseWriter, r *http.Request, kind sandbox.SessionKind, what string) {
-	se, err := s.jobs.GetSession(r.Context(), tenantOf(r), r.PathValue("id"))
-	if err == nil && se.Kind != kind {
-		err = notFound(what, r.PathValue("id"))
+// closeSession closes the request's session if it is of kind.
+func (s *Server) closeSession(kind sandbox.SessionKind) func(*http.Request) error {
+	return func(r *http.Request) error {
+		return s.jobs.CloseSessionOf(r.Context(), tenantOf(r), r.PathValue("id"), kind)
 	}
-	if err == nil {
-		err = s.jobs.CloseSession(r.Context(), tenantOf(r), se.ID)
-	}
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request) {
@@ -54,7 +59,7 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	in, err := execInput(r, req)
+	in, err := apiwire.ExecIn(tenantOf(r), r.PathValue("id"), req)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -69,50 +74,4 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.execResult(r, req, out))
-}
-
-func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
-	var req api.CreateContextRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	se, err := s.jobs.CreateContext(r.Context(), tenantOf(r), r.PathValue("id"), req.Language)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	w.Header().Set("Location", "/v1/contexts/"+se.ID)
-	writeJSON(w, http.StatusCreated, sessionWire(se))
-}
-
-func (s *Server) getContext(w http.ResponseWriter, r *http.Request) {
-	se, err := s.jobs.GetSession(r.Context(), tenantOf(r), r.PathValue("id"))
-	if err == nil && se.Kind != sandbox.SessionPython {
-		err = notFound("context", r.PathValue("id"))
-	}
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, sessionWire(se))
-}
-
-func (s *Server) deleteContext(w http.ResponseWriter, r *http.Request) {
-	s.closeSession(w, r, sandbox.SessionPython, "context")
-}
-
-func (s *Server) runCode(w http.ResponseWriter, r *http.Request) {
-	var req api.RunCodeRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	res, err := s.jobs.RunCode(r.Context(), tenantOf(r), r.PathValue("id"), req.Code, req.TimeoutMS)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	out := runCodeWire(res)
-	writeJSON(w, http.StatusOK, out)
 }

@@ -5,7 +5,6 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/apiwire"
@@ -114,16 +113,7 @@ func (s *Server) getSkillFile(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	ct := "application/octet-stream"
-	if i := strings.LastIndexByte(p, '.'); i >= 0 {
-		if t := mime.TypeByExtension(p[i:]); t != "" {
-			ct = t
-		}
-	}
-	if strings.HasSuffix(p, ".md") || strings.HasSuffix(p, ".py") || strings.HasSuffix(p, ".sh") {
-		ct = "text/plain; charset=utf-8"
-	}
-	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Content-Type", skills.FileContentType(p))
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("X-Skill-Revision", strconv.FormatInt(rev.Revision, 10))
 	w.Header().Set("X-Skill-Digest", rev.Digest)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/snapshots"
@@ -29,90 +30,68 @@ func (s *Server) snapshotRoutes() {
 	if s.snaps == nil {
 		return
 	}
-	s.handle("POST", "/v1/sandboxes/{id}/pause", true, s.sandboxStep(s.snaps.Pause))
-	s.handle("POST", "/v1/sandboxes/{id}/resume", true, s.resumeSandbox)
-	s.handle("POST", "/v1/sandboxes/{id}/hibernate", true, s.sandboxStep(s.snaps.Hibernate))
-	s.handle("POST", "/v1/sandboxes/{id}/snapshots", true, s.createSnapshot)
-	s.handle("GET", "/v1/sandboxes/{id}/snapshots", true, s.listSnapshots)
+	s.handle("POST", "/v1/sandboxes/{id}/pause", true, serveHeaded(s, http.StatusOK, sandboxStep(s.snaps.Pause)))
+	s.handle("POST", "/v1/sandboxes/{id}/resume", true, serveHeaded(s, http.StatusOK, func(h http.Header, r *http.Request) (api.Sandbox, error) {
+		sb, memory, err := s.snaps.Resume(r.Context(), tenantOf(r), r.PathValue("id"))
+		return restored(h, sb, memory, err)
+	}))
+	s.handle("POST", "/v1/sandboxes/{id}/hibernate", true, serveHeaded(s, http.StatusOK, sandboxStep(s.snaps.Hibernate)))
+	s.handle("POST", "/v1/sandboxes/{id}/snapshots", true, serveBodyHeaded(s, http.StatusCreated, func(h http.Header, r *http.Request, req *api.CreateSnapshotRequest) (api.Snapshot, error) {
+		sn, err := s.snaps.Snapshot(r.Context(), tenantOf(r), r.PathValue("id"), snapshots.SnapshotOptions{Name: req.Name, Memory: req.Memory})
+		if err != nil {
+			return api.Snapshot{}, err
+		}
+		h.Set("Location", "/v1/snapshots/"+sn.ID)
+		return apiwire.Snapshot(sn), nil
+	}))
+	s.handle("GET", "/v1/sandboxes/{id}/snapshots", true, serveGet(s, http.StatusOK, s.listSnapshots))
 	s.handle("POST", "/v1/sandboxes/{id}/fork", true, s.forkSandbox)
-	s.handle("POST", "/v1/sandboxes/{id}/rollback", true, s.rollbackSandbox)
-	s.handle("GET", "/v1/snapshots", true, s.listSnapshots)
-	s.handle("GET", "/v1/snapshots/{id}", true, s.getSnapshot)
-	s.handle("DELETE", "/v1/snapshots/{id}", true, s.deleteSnapshot)
+	s.handle("POST", "/v1/sandboxes/{id}/rollback", true, serveBodyHeaded(s, http.StatusOK, func(h http.Header, r *http.Request, req *api.RollbackRequest) (api.Sandbox, error) {
+		if req.SnapshotID == "" {
+			return api.Sandbox{}, errdefs.WithCode("invalid_snapshot", invalidArg("snapshot_id is required"))
+		}
+		sb, memory, err := s.snaps.Rollback(r.Context(), tenantOf(r), r.PathValue("id"), req.SnapshotID)
+		return restored(h, sb, &memory, err)
+	}))
+	s.handle("GET", "/v1/snapshots", true, serveGet(s, http.StatusOK, s.listSnapshots))
+	s.handle("GET", "/v1/snapshots/{id}", true, serveGet(s, http.StatusOK, func(r *http.Request) (api.Snapshot, error) {
+		return wired(apiwire.Snapshot)(s.snaps.Get(r.Context(), tenantOf(r), r.PathValue("id")))
+	}))
+	s.handle("DELETE", "/v1/snapshots/{id}", true, serveNoContent(s, func(r *http.Request) error {
+		return s.snaps.Delete(r.Context(), tenantOf(r), r.PathValue("id"))
+	}))
 }
 
 // sandboxStep serves a step that answers the sandbox.
-func (s *Server) sandboxStep(step func(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error)) func(http.ResponseWriter, *http.Request) {
-	return func(w http.ResponseWriter, r *http.Request) {
+func sandboxStep(step func(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error)) func(http.Header, *http.Request) (api.Sandbox, error) {
+	return func(h http.Header, r *http.Request) (api.Sandbox, error) {
 		sb, err := step(r.Context(), tenantOf(r), r.PathValue("id"))
-		if err != nil {
-			s.writeProblem(w, r, err)
-			return
-		}
-		w.Header().Set("ETag", etag(sb))
-		writeJSON(w, http.StatusOK, sandboxWire(sb))
+		return restored(h, sb, nil, err)
 	}
 }
 
-func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
-	var req api.CreateSnapshotRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	sn, err := s.snaps.Snapshot(r.Context(), tenantOf(r), r.PathValue("id"), snapshots.SnapshotOptions{Name: req.Name, Memory: req.Memory})
+// restored answers a sandbox after a step, with its ETag and, if memory
+// is set, whether its memory was restored.
+func restored(h http.Header, sb *sandbox.Sandbox, memory *bool, err error) (api.Sandbox, error) {
 	if err != nil {
-		s.writeProblem(w, r, err)
-		return
+		return api.Sandbox{}, err
 	}
-	w.Header().Set("Location", "/v1/snapshots/"+sn.ID)
-	writeJSON(w, http.StatusCreated, snapshotWire(sn))
+	h.Set("ETag", etag(sb))
+	out := apiwire.Sandbox(sb)
+	out.MemoryRestored = memory
+	return out, nil
 }
 
-func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listSnapshots(r *http.Request) (api.SnapshotList, error) {
 	limit := 0
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
-			s.writeProblem(w, r, errdefs.WithCode("invalid_limit", invalidArg("limit must be 1 to 1000")))
-			return
+			return api.SnapshotList{}, errdefs.WithCode("invalid_limit", invalidArg("limit must be 1 to 1000"))
 		}
 		limit = n
 	}
-	id := r.PathValue("id")
-	if id != "" {
-		if _, err := s.ctl.GetSandbox(r.Context(), tenantOf(r), id); err != nil {
-			s.writeProblem(w, r, err)
-			return
-		}
-	}
-	list, err := s.snaps.List(r.Context(), tenantOf(r), id, limit)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	out := api.SnapshotList{Items: make([]api.Snapshot, len(list))}
-	for i, sn := range list {
-		out.Items[i] = snapshotWire(sn)
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
-	sn, err := s.snaps.Get(r.Context(), tenantOf(r), r.PathValue("id"))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, snapshotWire(sn))
-}
-
-func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
-	if err := s.snaps.Delete(r.Context(), tenantOf(r), r.PathValue("id")); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	return wired(apiwire.SnapshotList)(s.snaps.ListOfSandbox(r.Context(), tenantOf(r), r.PathValue("id"), limit))
 }
 
 func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
@@ -121,19 +100,12 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	res, err := s.snaps.Fork(r.Context(), tenantOf(r), r.PathValue("id"), req.Count, forkInput(req))
+	res, err := s.snaps.Fork(r.Context(), tenantOf(r), r.PathValue("id"), req.Count, apiwire.ForkInput(req))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := api.ForkResult{Sandboxes: []api.Sandbox{}}
-	for _, c := range res {
-		if c.Err != nil {
-			out.Errors = append(out.Errors, api.ForkError{Code: errdefs.Code(c.Err), Detail: errdefs.Detail(c.Err)})
-			continue
-		}
-		out.Sandboxes = append(out.Sandboxes, madeWire(c))
-	}
+	out := apiwire.ForkResult(res)
 	status := http.StatusCreated
 	if len(out.Sandboxes) == 0 {
 		status = http.StatusServiceUnavailable
@@ -143,37 +115,4 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, status, out)
-}
-
-func (s *Server) rollbackSandbox(w http.ResponseWriter, r *http.Request) {
-	var req api.RollbackRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	if req.SnapshotID == "" {
-		s.writeProblem(w, r, errdefs.WithCode("invalid_snapshot", invalidArg("snapshot_id is required")))
-		return
-	}
-	sb, memory, err := s.snaps.Rollback(r.Context(), tenantOf(r), r.PathValue("id"), req.SnapshotID)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	out := sandboxWire(sb)
-	out.MemoryRestored = &memory
-	w.Header().Set("ETag", etag(sb))
-	writeJSON(w, http.StatusOK, out)
-}
-
-func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
-	sb, memory, err := s.snaps.Resume(r.Context(), tenantOf(r), r.PathValue("id"))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	out := sandboxWire(sb)
-	out.MemoryRestored = memory
-	w.Header().Set("ETag", etag(sb))
-	writeJSON(w, http.StatusOK, out)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"sync"
 
@@ -34,26 +33,14 @@ import (
 // direction in the service: a peer that does not read stops the reading
 // of the log, one that does not write costs nothing.
 func (s *Server) stdinRoutes() {
-	s.handle("PUT", "/v1/jobs/{id}/stdin", true, s.putStdin)
-	s.handle("POST", "/v1/jobs/{id}/stdin/close", true, s.closeStdin)
+	s.handle("PUT", "/v1/jobs/{id}/stdin", true, serveGet(s, http.StatusOK, func(r *http.Request) (api.StdinWritten, error) {
+		n, err := s.jobs.WriteStdin(r.Context(), tenantOf(r), r.PathValue("id"), r.Body)
+		return api.StdinWritten{Bytes: n}, err
+	}))
+	s.handle("POST", "/v1/jobs/{id}/stdin/close", true, serveNoContent(s, func(r *http.Request) error {
+		return s.jobs.CloseStdin(r.Context(), tenantOf(r), r.PathValue("id"))
+	}))
 	s.handle("GET", "/v1/jobs/{id}/attach", true, s.attachJob)
-}
-
-func (s *Server) putStdin(w http.ResponseWriter, r *http.Request) {
-	n, err := s.jobs.WriteStdin(r.Context(), tenantOf(r), r.PathValue("id"), r.Body)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, api.StdinWritten{Bytes: n})
-}
-
-func (s *Server) closeStdin(w http.ResponseWriter, r *http.Request) {
-	if err := s.jobs.CloseStdin(r.Context(), tenantOf(r), r.PathValue("id")); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) attachJob(w http.ResponseWriter, r *http.Request) {
@@ -68,14 +55,9 @@ func (s *Server) attachJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tenant, id := tenantOf(r), r.PathValue("id")
-	job, log, err := s.jobs.JobLog(r.Context(), tenant, id)
+	_, log, err := s.jobs.JobLogFrom(r.Context(), tenant, id, cursor)
 	if err != nil {
 		s.writeProblem(w, r, err)
-		return
-	}
-	if ok, err := log.ValidCursor(cursor); err != nil || !ok {
-		s.writeProblem(w, r, errdefs.WithCode("invalid_cursor", fmt.Errorf(
-			"cursor %d is not an event id of job %s: %w", cursor, job.ID, errdefs.ErrInvalidArgument)))
 		return
 	}
 	// Open stdin before the upgrade, so that a job without streamed stdin

@@ -1,11 +1,8 @@
 package httpapi
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"net/http"
-	"path"
 	"strconv"
 	"time"
 
@@ -25,7 +22,7 @@ func (s *Server) traceRoutes() {
 	s.handle("GET", "/v1/sandboxes/{id}/trace/export", true, s.exportTrace)
 	s.handle("POST", "/v1/traces/{id}/replay", true, serveBody(s, http.StatusOK, s.replayTrace))
 	for _, op := range []string{"pause", "resume", "step", "abort"} {
-		s.handle("POST", "/v1/sandboxes/{id}/trace/"+op, true, s.interruptTrace(op))
+		s.handle("POST", "/v1/sandboxes/{id}/trace/"+op, true, serveOptionalBody(s, http.StatusOK, s.interruptTrace(op)))
 	}
 }
 
@@ -36,38 +33,27 @@ func (s *Server) replayTrace(r *http.Request, req *api.ReplayRequest) (*api.Repl
 }
 
 // interruptTrace serves POST /v1/sandboxes/{id}/trace/{pause,resume,step,abort}.
-func (s *Server) interruptTrace(op string) func(http.ResponseWriter, *http.Request) {
-	return func(w http.ResponseWriter, r *http.Request) {
-		var in api.TraceInterruptRequest
-		if r.ContentLength != 0 {
-			if err := s.decode(w, r, &in); err != nil {
-				s.writeProblem(w, r, err)
-				return
-			}
-		}
+func (s *Server) interruptTrace(op string) func(*http.Request, *api.TraceInterruptRequest) (api.TraceInterruption, error) {
+	return func(r *http.Request, in *api.TraceInterruptRequest) (api.TraceInterruption, error) {
 		actor, err := trace.CallerInterruptActor(in.Actor)
 		if err != nil {
-			s.writeProblem(w, r, err)
-			return
+			return api.TraceInterruption{}, err
 		}
 		id, ten := r.PathValue("id"), tenantOf(r)
 		if _, err := s.ctl.GetSandbox(r.Context(), ten, id); err != nil {
-			s.writeProblem(w, r, err)
-			return
+			return api.TraceInterruption{}, err
 		}
 		st, err := s.trace.Interrupt(r.Context(), ten, id, op, actor)
 		if err != nil {
-			s.writeProblem(w, r, err)
-			return
+			return api.TraceInterruption{}, err
 		}
 		var canceled []string
 		if op == "abort" {
 			if canceled, err = s.jobs.CancelAgentJobs(r.Context(), ten, id); err != nil {
-				s.writeProblem(w, r, err)
-				return
+				return api.TraceInterruption{}, err
 			}
 		}
-		writeJSON(w, http.StatusOK, apiwire.Interruption(st, canceled))
+		return apiwire.Interruption(st, canceled), nil
 	}
 }
 
@@ -214,14 +200,7 @@ func (s *Server) exportTrace(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/gzip")
 	w.Header().Set("Content-Disposition", `attachment; filename="trace-`+id+`.tar.gz"`)
 	w.WriteHeader(http.StatusOK)
-	open := func(ctx context.Context, tenant, aid string) (string, int64, io.ReadCloser, error) {
-		a, f, err := s.arts.Open(ctx, tenant, aid)
-		if err != nil {
-			return "", 0, nil, err
-		}
-		return path.Ext(a.Path), a.Size, f, nil
-	}
-	if err := x.WriteTo(r.Context(), w, trace.ExportConfig{OpenArtifact: open, Player: console.PlayerHTML, Logger: s.log}); err != nil {
+	if err := x.WriteTo(r.Context(), w, trace.ExportConfig{OpenArtifact: s.arts.OpenForExport, Player: console.PlayerHTML, Logger: s.log}); err != nil {
 		// The status is sent: a truncated archive (no manifest) tells the
 		// client; the log says why.
 		s.log.Warn("trace export ended", "sandbox", id, "err", err)

@@ -471,6 +471,21 @@ func (s *Manager) JobLog(ctx context.Context, tenant, jobID string) (*sandbox.Jo
 	return j, l, nil
 }
 
+// JobLogFrom is JobLog for a reader that starts at cursor (an event id of
+// the log, 0 for its start): a cursor that is none is an invalid argument
+// with code invalid_cursor, on every edge.
+func (s *Manager) JobLogFrom(ctx context.Context, tenant, jobID string, cursor int64) (*sandbox.Job, *joblog.Log, error) {
+	j, l, err := s.JobLog(ctx, tenant, jobID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ok, err := l.ValidCursor(cursor); err != nil || !ok {
+		return nil, nil, errdefs.WithCode("invalid_cursor", fmt.Errorf(
+			"cursor %d is not an event id of job %s: %w", cursor, j.ID, errdefs.ErrInvalidArgument))
+	}
+	return j, l, nil
+}
+
 // StartedJobLog returns the log of a job that StartJob just returned to the
 // same caller, without reading the job's record again.
 func (s *Manager) StartedJobLog(j *sandbox.Job) (*joblog.Log, error) {

@@ -42,6 +42,33 @@ func (s *Manager) GetSession(ctx context.Context, tenant, id string) (*sandbox.S
 	return s.store.GetSession(ctx, tenant, id)
 }
 
+// GetSessionOf returns a session of tenant if it is of kind: a shell
+// session's id is not found as a code context, nor the reverse (every edge
+// serves the two kinds under names of their own).
+func (s *Manager) GetSessionOf(ctx context.Context, tenant, id string, kind sandbox.SessionKind) (*sandbox.Session, error) {
+	se, err := s.GetSession(ctx, tenant, id)
+	if err == nil && se.Kind != kind {
+		return nil, fmt.Errorf("%s %q: %w", sessionNoun(kind), id, errdefs.ErrNotFound)
+	}
+	return se, err
+}
+
+// CloseSessionOf is CloseSession of a session of kind (see GetSessionOf).
+func (s *Manager) CloseSessionOf(ctx context.Context, tenant, id string, kind sandbox.SessionKind) error {
+	if _, err := s.GetSessionOf(ctx, tenant, id, kind); err != nil {
+		return err
+	}
+	return s.CloseSession(ctx, tenant, id)
+}
+
+// sessionNoun is what the API calls a session of kind.
+func sessionNoun(kind sandbox.SessionKind) string {
+	if kind == sandbox.SessionPython {
+		return "context"
+	}
+	return "session"
+}
+
 func (s *Manager) activeSession(ctx context.Context, tenant, id string, kind sandbox.SessionKind) (*sandbox.Session, error) {
 	se, err := s.GetSession(ctx, tenant, id)
 	if err != nil {

@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"genesis.dev/sandbox/internal/control"
+	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/jobs"
+	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 )
 
@@ -46,5 +48,58 @@ func TestSessionJobKeepsTheCallersCommand(t *testing.T) {
 		if strings.Contains(j.Script, "__gs_") || strings.Contains(j.Script, "trap") {
 			t.Errorf("job %s records the session wrapper: %q", j.ID, j.Script)
 		}
+	}
+}
+
+// TestSessionOfKind: a shell session's id is not found as a code context
+// (and closing it as one changes nothing); as a shell session it is found
+// and closed.
+func TestSessionOfKind(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	sb := h.Create("a", control.CreateSandboxInput{})
+	se, err := h.Jobs.CreateSession(ctx, "a", sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Jobs.GetSessionOf(ctx, "a", se.ID, sandbox.SessionPython); !errdefs.Is(err, errdefs.ErrNotFound) || !strings.Contains(err.Error(), "context") {
+		t.Errorf("a shell session as a context: %v, want not found naming a context", err)
+	}
+	if err := h.Jobs.CloseSessionOf(ctx, "a", se.ID, sandbox.SessionPython); !errdefs.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("closing a shell session as a context: %v, want not found", err)
+	}
+	if got, err := h.Jobs.GetSessionOf(ctx, "a", se.ID, sandbox.SessionShell); err != nil || got.State != sandbox.SessionActive {
+		t.Fatalf("the shell session: %+v %v, want it active", got, err)
+	}
+	if err := h.Jobs.CloseSessionOf(ctx, "a", se.ID, sandbox.SessionShell); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := h.Jobs.GetSessionOf(ctx, "a", se.ID, sandbox.SessionShell); err != nil || got.State != sandbox.SessionClosed {
+		t.Errorf("after closing: %+v %v, want it closed", got, err)
+	}
+}
+
+// TestJobLogFrom: a reader's cursor must be an event id of the job's log
+// (invalid_cursor otherwise); 0 is the start, past the end waits.
+func TestJobLogFrom(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	sb := h.Create("a", control.CreateSandboxInput{})
+	out, err := h.Jobs.Exec(ctx, jobs.ExecInput{Tenant: "a", SandboxID: sb.ID, Script: "echo hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j, l, err := h.Jobs.JobLogFrom(ctx, "a", out.Job.ID, 0); err != nil || j.ID != out.Job.ID || l == nil {
+		t.Fatalf("from the start: %v", err)
+	}
+	for _, c := range []int64{-1, 1} { // 1 is inside the first event
+		if _, _, err := h.Jobs.JobLogFrom(ctx, "a", out.Job.ID, c); errdefs.Code(err) != "invalid_cursor" {
+			t.Errorf("cursor %d: %v, want invalid_cursor", c, err)
+		}
+	}
+	if _, _, err := h.Jobs.JobLogFrom(ctx, "b", out.Job.ID, 0); !errdefs.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("another tenant's job: %v, want not found", err)
 	}
 }

@@ -218,6 +218,21 @@ func (m *Manager) readResource(tenant string) sdk.ResourceHandler {
 	}
 }
 
+// FileContentType is the Content-Type a skill's file p is served with by
+// the HTTP API: SKILL.md and the scripts as UTF-8 text (shown, never run,
+// by a browser), any other file by its extension, else
+// application/octet-stream. (An MCP resource's type is mimeOf's.)
+func FileContentType(p string) string {
+	switch path.Ext(p) {
+	case ".md", ".py", ".sh":
+		return "text/plain; charset=utf-8"
+	}
+	if t := mime.TypeByExtension(path.Ext(p)); t != "" {
+		return t
+	}
+	return "application/octet-stream"
+}
+
 func mimeOf(p string) string {
 	switch path.Ext(p) {
 	case ".md":

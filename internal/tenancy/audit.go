@@ -2,8 +2,10 @@ package tenancy
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/tenant"
 )
@@ -31,8 +33,17 @@ func (s *Service) RecordAudit(ctx context.Context, r *tenant.AuditRecord) error 
 	return s.store.AppendAudit(wctx, r)
 }
 
-// ListAudit returns audit records matching f.
-func (s *Service) ListAudit(ctx context.Context, f AuditFilter) ([]*tenant.AuditRecord, error) {
+// ListAudit returns the audit records matching f that p may read: a
+// tenant's key reads only its own tenant's (f.Tenant empty means its own;
+// another tenant is permission denied, code admin_required), an admin key
+// every tenant's and the records of unauthenticated calls.
+func (s *Service) ListAudit(ctx context.Context, p tenant.Principal, f AuditFilter) ([]*tenant.AuditRecord, error) {
+	if !p.Admin {
+		if f.Tenant != "" && f.Tenant != p.Tenant {
+			return nil, errdefs.WithCode("admin_required", fmt.Errorf("only an admin key may read another tenant's audit records: %w", errdefs.ErrPermissionDenied))
+		}
+		f.Tenant = p.Tenant
+	}
 	return s.store.ListAudit(ctx, f)
 }
 

@@ -178,6 +178,58 @@ func TestTenantViewsCarryUsage(t *testing.T) {
 	}
 }
 
+// TestListAuditScopesATenantsKey: a tenant's key reads its own records
+// only (another tenant's is admin_required, none asked is its own); an
+// admin key reads any tenant's and the anonymous records.
+func TestListAuditScopesATenantsKey(t *testing.T) {
+	t.Parallel()
+	s, _ := newService(t)
+	ctx := t.Context()
+	for _, rec := range []*tenant.AuditRecord{
+		{Actor: "key_a", Tenant: "cfg", Action: "POST /v1/sandboxes", Status: 201},
+		{Actor: "key_b", Tenant: tenancy.DefaultTenant, Action: "POST /v1/sandboxes", Status: 201},
+		{Actor: tenant.ActorAnonymous, Action: "POST (no route)", Status: 401},
+	} {
+		if err := s.RecordAudit(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfgKey := tenant.Principal{Tenant: "cfg", KeyID: "key_a"}
+	admin := tenant.Principal{Tenant: config.AdminTenant, Admin: true}
+	for _, tc := range []struct {
+		name     string
+		p        tenant.Principal
+		asked    string
+		want     int
+		wantCode string
+	}{
+		{"own tenant, none asked", cfgKey, "", 1, ""},
+		{"own tenant asked", cfgKey, "cfg", 1, ""},
+		{"another tenant", cfgKey, tenancy.DefaultTenant, 0, "admin_required"},
+		{"admin, every tenant", admin, "", 3, ""},
+		{"admin, one tenant", admin, tenancy.DefaultTenant, 1, ""},
+	} {
+		list, err := s.ListAudit(ctx, tc.p, tenancy.AuditFilter{Tenant: tc.asked, Limit: 10})
+		if tc.wantCode != "" {
+			if err == nil || errdefs.Code(err) != tc.wantCode {
+				t.Errorf("%s: err %v, want code %s", tc.name, err, tc.wantCode)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if len(list) != tc.want {
+			t.Errorf("%s: %d records, want %d", tc.name, len(list), tc.want)
+		}
+		for _, rec := range list {
+			if !tc.p.Admin && rec.Tenant != tc.p.Tenant {
+				t.Errorf("%s: a record of tenant %q", tc.name, rec.Tenant)
+			}
+		}
+	}
+}
+
 // TestDeleteTenantWithVolumes: a tenant that has named volumes is not
 // deleted (tenant_in_use): their data would be out of anyone's reach.
 func TestDeleteTenantWithVolumes(t *testing.T) {

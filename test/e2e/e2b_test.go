@@ -323,18 +323,36 @@ func crossTenantE2B(t *testing.T, e *env, svc *service, otherKey string, routes 
 	if code, body := e2bCall(t, svc.url(), otherKey, "POST", "/e2b/v2/sandboxes", `{"templateID":"`+ownerSnap+`"}`); code != 400 || !strings.Contains(body, `"code":400`) {
 		t.Errorf("another tenant's create from the owner's snapshot: %d %s; want 400 as for an unknown template", code, body)
 	}
+	// The owner's volume: another tenant reaches it as it reaches a volume
+	// nobody has.
+	code, body = e2bCall(t, svc.url(), e.apiKey, "POST", "/e2b/volumes", `{"name":"owners-e2b"}`)
+	var vol struct{ VolumeID string }
+	if code != 201 || json.Unmarshal([]byte(body), &vol) != nil || vol.VolumeID == "" {
+		t.Fatalf("the owner's volume: %d %s", code, body)
+	}
+	t.Cleanup(func() { e2bCall(t, svc.url(), e.apiKey, "DELETE", "/e2b/volumes/"+vol.VolumeID, "") })
+	const missingVol = "vol_00000000000000000000"
 	bodies := map[string]string{
-		"GET /e2b/sandboxes/{id}":                  "",
-		"DELETE /e2b/sandboxes/{id}":               "",
-		"POST /e2b/sandboxes/{id}/timeout":         `{"timeout":5}`,
-		"POST /e2b/v2/sandboxes/{id}/connect":      `{"timeout":5}`,
-		"POST /e2b/sandboxes/{id}/pause":           `{}`,
-		"POST /e2b/sandboxes/{id}/snapshots":       `{"name":"other"}`,
-		"POST /e2b/sandboxes/{id}/fork":            `{"count":1}`,
-		"DELETE /e2b/templates/{templateID}":       "",
-		"POST /e2b/process.Process/{method}":       `{}`,
-		"POST /e2b/filesystem.Filesystem/{method}": `{"path":"/home/user"}`,
-		"DELETE /e2b/contexts/{id}":                "",
+		"GET /e2b/volumes/{volumeID}":               "",
+		"DELETE /e2b/volumes/{volumeID}":            "",
+		"GET /e2b/volumecontent/{volumeID}/file":    "",
+		"PUT /e2b/volumecontent/{volumeID}/file":    "pwned",
+		"GET /e2b/volumecontent/{volumeID}/dir":     "",
+		"POST /e2b/volumecontent/{volumeID}/dir":    "",
+		"GET /e2b/volumecontent/{volumeID}/path":    "",
+		"PATCH /e2b/volumecontent/{volumeID}/path":  `{}`,
+		"DELETE /e2b/volumecontent/{volumeID}/path": "",
+		"GET /e2b/sandboxes/{id}":                   "",
+		"DELETE /e2b/sandboxes/{id}":                "",
+		"POST /e2b/sandboxes/{id}/timeout":          `{"timeout":5}`,
+		"POST /e2b/v2/sandboxes/{id}/connect":       `{"timeout":5}`,
+		"POST /e2b/sandboxes/{id}/pause":            `{}`,
+		"POST /e2b/sandboxes/{id}/snapshots":        `{"name":"other"}`,
+		"POST /e2b/sandboxes/{id}/fork":             `{"count":1}`,
+		"DELETE /e2b/templates/{templateID}":        "",
+		"POST /e2b/process.Process/{method}":        `{}`,
+		"POST /e2b/filesystem.Filesystem/{method}":  `{"path":"/home/user"}`,
+		"DELETE /e2b/contexts/{id}":                 "",
 	}
 	for _, m := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"} {
 		bodies[m+" /e2b/ports/{port}/{path}"] = ""
@@ -348,6 +366,21 @@ func crossTenantE2B(t *testing.T, e *env, svc *service, otherKey string, routes 
 		body, known := bodies[route]
 		if strings.Contains(path, "{") && !known {
 			t.Errorf("%s names a resource this walk does not know: add it", route)
+			continue
+		}
+		if strings.Contains(path, "{volumeID}") {
+			// Volumes: 404 for a volume this tenant does not have; their
+			// contents 501 (not served here) whoever asks.
+			want := 404
+			if strings.HasPrefix(path, "/e2b/volumecontent/") {
+				want = 501
+			}
+			foreignCode, foreign := e2bCall(t, svc.url(), otherKey, method, strings.Replace(path, "{volumeID}", vol.VolumeID, 1), body)
+			missingCode, miss := e2bCall(t, svc.url(), otherKey, method, strings.Replace(path, "{volumeID}", missingVol, 1), body)
+			if foreignCode != want || missingCode != want || strings.ReplaceAll(foreign, vol.VolumeID, missingVol) != miss {
+				t.Errorf("%s with another tenant's key: %d %s; for a missing id: %d %s; want the same %d", route, foreignCode, foreign, missingCode, miss, want)
+			}
+			walked++
 			continue
 		}
 		if strings.Contains(path, "/templates/{templateID}") {
@@ -398,6 +431,9 @@ func crossTenantE2B(t *testing.T, e *env, svc *service, otherKey string, routes 
 	}
 	if code, body := e2bCall(t, svc.url(), e.apiKey, "GET", "/e2b/snapshots?name="+ownerSnap, ""); code != 200 || !strings.Contains(body, ownerSnap) {
 		t.Errorf("owner's snapshot after the walk: %d %s", code, body)
+	}
+	if code, body := e2bCall(t, svc.url(), e.apiKey, "GET", "/e2b/volumes/"+vol.VolumeID, ""); code != 200 || !strings.Contains(body, vol.VolumeID) {
+		t.Errorf("owner's volume after the walk: %d %s", code, body)
 	}
 	if code, _ := sandboxCall(t, svc.url(), ownerToken, ownerID, "GET", "/e2b/health", ""); code != 204 {
 		t.Errorf("owner's health after the walk: %d", code)

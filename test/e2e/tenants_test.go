@@ -193,6 +193,10 @@ func TestCrossTenantIsolation(t *testing.T) {
 		t.Parallel()
 		crossTenantOpenSandbox(t, e, svc, otherKey, routes)
 	})
+	t.Run("volumes", func(t *testing.T) {
+		t.Parallel()
+		crossTenantVolumes(t, svc, otherKey, routes)
+	})
 	for _, rt := range e.runtimes(t) {
 		t.Run(rt, func(t *testing.T) {
 			t.Parallel()
@@ -252,8 +256,8 @@ func TestCrossTenantIsolation(t *testing.T) {
 				method, path, _ := strings.Cut(route, " ")
 				if !strings.Contains(path, "{") || strings.HasPrefix(path, "/v1/tenants") || strings.HasPrefix(path, "/v1/pools/") ||
 					strings.HasPrefix(path, "/v1/previews/") || strings.HasPrefix(path, "/v1/browsers/") || strings.HasPrefix(path, "/v1/displays/") || strings.HasPrefix(path, "/viewer/") ||
-					strings.HasPrefix(path, "/v1/mcp/") || strings.HasPrefix(path, "/v1/skills/") || strings.HasPrefix(path, "/e2b/") || strings.HasPrefix(path, "/opensandbox/") {
-					// MCP servers and skills are walked by crossTenantMCPAndSkills,
+					strings.HasPrefix(path, "/v1/mcp/") || strings.HasPrefix(path, "/v1/skills/") || strings.HasPrefix(path, "/e2b/") || strings.HasPrefix(path, "/opensandbox/") || strings.HasPrefix(path, "/v1/volumes/") {
+					// MCP servers and skills are walked by crossTenantMCPAndSkills, volumes by crossTenantVolumes,
 					// the E2B and OpenSandbox adapters' routes by crossTenantE2B and crossTenantOpenSandbox
 					// collections, the admin API (403 for tenant keys, tested in httpapi), service-wide
 					// pools, preview, browser and display links (their token is the
