@@ -92,12 +92,9 @@ func (s *execService) StreamJobLogs(ctx context.Context, req *connect.Request[sa
 	if m.Cursor < 0 {
 		return invalidCursor(m.JobId, m.Cursor)
 	}
-	job, log, err := s.edge.jobs.JobLog(ctx, tenantOf(ctx), m.JobId)
+	job, log, err := s.edge.jobs.JobLogFrom(ctx, tenantOf(ctx), m.JobId, m.Cursor)
 	if err != nil {
 		return err
-	}
-	if ok, err := log.ValidCursor(m.Cursor); err != nil || !ok {
-		return invalidCursor(job.ID, m.Cursor)
 	}
 	sink := &logSink{send: stream.Send, jobID: job.ID}
 	follow := m.Follow == nil || *m.Follow
@@ -222,12 +219,9 @@ func (s *execService) AttachJob(ctx context.Context, stream *connect.BidiStream[
 	if first.Cursor < 0 {
 		return invalidCursor(jobID, first.Cursor)
 	}
-	job, log, err := s.edge.jobs.JobLog(ctx, tenant, jobID)
+	job, log, err := s.edge.jobs.JobLogFrom(ctx, tenant, jobID, first.Cursor)
 	if err != nil {
 		return err
-	}
-	if ok, err := log.ValidCursor(first.Cursor); err != nil || !ok {
-		return invalidCursor(job.ID, first.Cursor)
 	}
 	// Open stdin first, so that a job without streamed stdin is known at
 	// once; an ended job is attached for its output only.

@@ -77,20 +77,12 @@ func (s *sandboxService) CreateSandbox(ctx context.Context, req *connect.Request
 		Env: m.Env, Metadata: m.Metadata, TTLSeconds: m.TtlSeconds, ReadOnlyRoot: m.ReadOnlyRoot,
 		IdempotencyKey: m.IdempotencyKey, WaitSeconds: m.WaitSeconds, Network: policyIn(m.Network),
 	}
-	if m.SnapshotId != "" {
-		snaps, err := s.edge.snapshots()
-		if err != nil {
-			return nil, err
-		}
-		made, err := snaps.CreateFrom(ctx, m.SnapshotId, in)
-		if err != nil {
-			return nil, err
-		}
-		return connect.NewResponse(madePB(made)), nil
-	}
-	sb, err := s.edge.ctl.CreateSandbox(ctx, in)
+	sb, made, err := snapshots.Create(ctx, s.edge.ctl, s.edge.wl.Snapshots, m.SnapshotId, in)
 	if err != nil {
 		return nil, err
+	}
+	if made != nil {
+		return connect.NewResponse(madePB(made)), nil
 	}
 	return connect.NewResponse(sandboxPB(sb)), nil
 }
@@ -271,18 +263,7 @@ func (s *sandboxService) AcquireLease(ctx context.Context, req *connect.Request[
 		Holder: m.Holder, WaitSeconds: m.WaitSeconds, Env: m.Env, Metadata: m.Metadata, Resources: resourcesIn(m.Resources),
 		Network: policyIn(m.Network),
 	}
-	var out *control.LeaseOutput
-	var made *snapshots.Made
-	var err error
-	if m.SnapshotId != "" {
-		snaps, serr := s.edge.snapshots()
-		if serr != nil {
-			return nil, serr
-		}
-		out, made, err = snaps.LeaseFrom(ctx, m.SnapshotId, in)
-	} else {
-		out, err = s.edge.ctl.AcquireLease(ctx, in)
-	}
+	out, made, err := snapshots.Lease(ctx, s.edge.ctl, s.edge.wl.Snapshots, m.SnapshotId, in)
 	if err != nil {
 		return nil, err
 	}

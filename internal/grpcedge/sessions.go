@@ -3,12 +3,10 @@ package grpcedge
 import (
 	"context"
 	"encoding/base64"
-	"fmt"
 
 	"connectrpc.com/connect"
 
 	sandboxv1 "genesis.dev/sandbox/gen/genesis/sandbox/v1"
-	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -18,26 +16,10 @@ import (
 // context id and the other way round (NOT_FOUND, as over HTTP).
 type sessionService struct{ edge *Edge }
 
-func notFound(what, id string) error { return fmt.Errorf("%s %q: %w", what, id, errdefs.ErrNotFound) }
-
-// session is the tenant's session or context id of kind.
-func (s *sessionService) session(ctx context.Context, id string, kind sandbox.SessionKind, what string) (*sandbox.Session, error) {
-	se, err := s.edge.jobs.GetSession(ctx, tenantOf(ctx), id)
-	if err != nil {
-		return nil, err
-	}
-	if se.Kind != kind {
-		return nil, notFound(what, id)
-	}
-	return se, nil
-}
-
-func (s *sessionService) closeSession(ctx context.Context, id string, kind sandbox.SessionKind, what string) error {
-	se, err := s.session(ctx, id, kind, what)
-	if err != nil {
-		return err
-	}
-	return s.edge.jobs.CloseSession(ctx, tenantOf(ctx), se.ID)
+// session is the tenant's session or context id of kind (jobs.GetSessionOf,
+// the check both edges make).
+func (s *sessionService) session(ctx context.Context, id string, kind sandbox.SessionKind) (*sandbox.Session, error) {
+	return s.edge.jobs.GetSessionOf(ctx, tenantOf(ctx), id, kind)
 }
 
 func (s *sessionService) CreateSession(ctx context.Context, req *connect.Request[sandboxv1.CreateSessionRequest]) (*connect.Response[sandboxv1.Session], error) {
@@ -49,7 +31,7 @@ func (s *sessionService) CreateSession(ctx context.Context, req *connect.Request
 }
 
 func (s *sessionService) GetSession(ctx context.Context, req *connect.Request[sandboxv1.GetSessionRequest]) (*connect.Response[sandboxv1.Session], error) {
-	se, err := s.session(ctx, req.Msg.SessionId, sandbox.SessionShell, "session")
+	se, err := s.session(ctx, req.Msg.SessionId, sandbox.SessionShell)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +39,7 @@ func (s *sessionService) GetSession(ctx context.Context, req *connect.Request[sa
 }
 
 func (s *sessionService) DeleteSession(ctx context.Context, req *connect.Request[sandboxv1.DeleteSessionRequest]) (*connect.Response[sandboxv1.DeleteSessionResponse], error) {
-	if err := s.closeSession(ctx, req.Msg.SessionId, sandbox.SessionShell, "session"); err != nil {
+	if err := s.edge.jobs.CloseSessionOf(ctx, tenantOf(ctx), req.Msg.SessionId, sandbox.SessionShell); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&sandboxv1.DeleteSessionResponse{}), nil
@@ -86,7 +68,7 @@ func (s *sessionService) CreateContext(ctx context.Context, req *connect.Request
 }
 
 func (s *sessionService) GetContext(ctx context.Context, req *connect.Request[sandboxv1.GetContextRequest]) (*connect.Response[sandboxv1.Session], error) {
-	se, err := s.session(ctx, req.Msg.ContextId, sandbox.SessionPython, "context")
+	se, err := s.session(ctx, req.Msg.ContextId, sandbox.SessionPython)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +76,7 @@ func (s *sessionService) GetContext(ctx context.Context, req *connect.Request[sa
 }
 
 func (s *sessionService) DeleteContext(ctx context.Context, req *connect.Request[sandboxv1.DeleteContextRequest]) (*connect.Response[sandboxv1.DeleteContextResponse], error) {
-	if err := s.closeSession(ctx, req.Msg.ContextId, sandbox.SessionPython, "context"); err != nil {
+	if err := s.edge.jobs.CloseSessionOf(ctx, tenantOf(ctx), req.Msg.ContextId, sandbox.SessionPython); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&sandboxv1.DeleteContextResponse{}), nil

@@ -84,14 +84,8 @@ func (s *snapshotService) ListSnapshots(ctx context.Context, req *connect.Reques
 	if size < 0 || size > 1000 {
 		return nil, errdefs.WithCode("invalid_limit", invalidArg("page_size must be 0 to 1000"))
 	}
-	id := req.Msg.SandboxId
-	if id != "" {
-		// Another tenant's (or no) sandbox is NOT_FOUND, not an empty list.
-		if _, err := s.edge.ctl.GetSandbox(ctx, tenantOf(ctx), id); err != nil {
-			return nil, err
-		}
-	}
-	list, err := m.List(ctx, tenantOf(ctx), id, int(size))
+	// Another tenant's (or no) sandbox is NOT_FOUND, not an empty list.
+	list, err := m.ListOfSandbox(ctx, tenantOf(ctx), req.Msg.SandboxId, int(size))
 	if err != nil {
 		return nil, err
 	}
