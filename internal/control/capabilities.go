@@ -1,10 +1,8 @@
 package control
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -13,7 +11,6 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/imagebuild"
 	"genesis.dev/sandbox/internal/imagestate"
-	"genesis.dev/sandbox/internal/policy"
 	"genesis.dev/sandbox/internal/sandbox"
 )
 
@@ -213,30 +210,6 @@ func (s *Service) profileView(ctx context.Context, p *config.Profile, healthy []
 		}
 	}
 	return v, nil
-}
-
-// RiskPolicy maps each risk level to the runtimes the probe p found
-// (healthy or not) that it may use by their isolation, weakest first, for
-// GET /v1/capabilities. A level no found runtime isolates enough maps to an
-// empty list: nothing on this host runs it.
-func RiskPolicy(p driver.ProbeResult) map[string][]string {
-	rts := make([]sandbox.Runtime, len(p.Runtimes))
-	for i, r := range p.Runtimes {
-		rts[i] = sandbox.Runtime(r.Name)
-	}
-	slices.SortStableFunc(rts, func(a, b sandbox.Runtime) int {
-		return cmp.Or(cmp.Compare(a.Isolation(), b.Isolation()), strings.Compare(string(a), string(b)))
-	})
-	out := map[string][]string{}
-	for _, r := range sandbox.RiskLevels {
-		out[string(r)] = []string{}
-		for _, rt := range rts {
-			if rt.Isolation() > 0 && rt.Isolation() >= policy.MinIsolation(r) {
-				out[string(r)] = append(out[string(r)], string(rt))
-			}
-		}
-	}
-	return out
 }
 
 // Readiness reports whether the service can create sandboxes now, with one

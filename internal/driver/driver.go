@@ -226,3 +226,12 @@ func (p ProbeResult) HealthyRuntimes() []sandbox.Runtime {
 	}
 	return out
 }
+
+// RuntimeNames are the names of the runtimes the probe found, healthy or not.
+func (p ProbeResult) RuntimeNames() []string {
+	out := make([]string, len(p.Runtimes))
+	for i, r := range p.Runtimes {
+		out[i] = r.Name
+	}
+	return out
+}

@@ -17,8 +17,10 @@ import (
 	sandboxv1 "genesis.dev/sandbox/gen/genesis/sandbox/v1"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/policy"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/snapshots"
+	"genesis.dev/sandbox/internal/tenancy"
 )
 
 // sandboxService serves genesis.sandbox.v1.SandboxService over control,
@@ -45,7 +47,7 @@ func (s *sandboxService) GetCapabilities(ctx context.Context, _ *connect.Request
 		RiskPolicy: map[string]*sandboxv1.RuntimeList{},
 		CheckTime:  ts(p.CheckedAt),
 	}
-	for level, rts := range control.RiskPolicy(p) {
+	for level, rts := range policy.RiskPolicy(p.RuntimeNames()) {
 		c.RiskPolicy[level] = &sandboxv1.RuntimeList{Runtimes: rts}
 	}
 	for _, rt := range p.Runtimes {
@@ -120,7 +122,7 @@ const (
 
 func (s *sandboxService) ListSandboxes(ctx context.Context, req *connect.Request[sandboxv1.ListSandboxesRequest]) (*connect.Response[sandboxv1.ListSandboxesResponse], error) {
 	m := req.Msg
-	scope, err := control.ListScope(tenantOf(ctx), principalOf(ctx).Admin, m.Tenant)
+	scope, err := tenancy.ListScope(tenantOf(ctx), principalOf(ctx).Admin, m.Tenant)
 	if err != nil {
 		return nil, err
 	}

@@ -8,10 +8,11 @@ import (
 
 	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/apiwire"
-	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/policy"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/snapshots"
+	"genesis.dev/sandbox/internal/tenancy"
 )
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
@@ -45,7 +46,7 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 		APIVersion: p.APIVersion, KernelVersion: p.KernelVersion, CgroupVersion: p.CgroupVersion,
 		Checkpoint: api.Feature{Supported: p.Checkpoint.Supported, Method: p.Checkpoint.Method, Reason: p.Checkpoint.Reason},
 		DiskQuota:  apiwire.DiskQuota(dq),
-		RiskPolicy: control.RiskPolicy(p),
+		RiskPolicy: policy.RiskPolicy(p.RuntimeNames()),
 		Profiles:   profiles.Items,
 		CheckedAt:  p.CheckedAt,
 		Runtimes:   []api.RuntimeInfo{},
@@ -90,7 +91,7 @@ func (s *Server) listSandboxes(r *http.Request) (api.SandboxList, error) {
 	q := r.URL.Query()
 	// An admin key lists any tenant's sandboxes (?tenant=NAME, or * for
 	// every tenant's); a tenant's key only its own.
-	scope, err := control.ListScope(tenantOf(r), principalOf(r).Admin, q.Get("tenant"))
+	scope, err := tenancy.ListScope(tenantOf(r), principalOf(r).Admin, q.Get("tenant"))
 	if err != nil {
 		return api.SandboxList{}, err
 	}

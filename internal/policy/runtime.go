@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -152,4 +153,28 @@ func join(rs []sandbox.Runtime) string {
 		s[i] = string(r)
 	}
 	return strings.Join(s, ", ")
+}
+
+// RiskPolicy maps each risk level to the runtimes a probe found (their names)
+// (healthy or not) that it may use by their isolation, weakest first, for
+// GET /v1/capabilities. A level no found runtime isolates enough maps to an
+// empty list: nothing on this host runs it.
+func RiskPolicy(found []string) map[string][]string {
+	rts := make([]sandbox.Runtime, len(found))
+	for i, r := range found {
+		rts[i] = sandbox.Runtime(r)
+	}
+	slices.SortStableFunc(rts, func(a, b sandbox.Runtime) int {
+		return cmp.Or(cmp.Compare(a.Isolation(), b.Isolation()), strings.Compare(string(a), string(b)))
+	})
+	out := map[string][]string{}
+	for _, r := range sandbox.RiskLevels {
+		out[string(r)] = []string{}
+		for _, rt := range rts {
+			if rt.Isolation() > 0 && rt.Isolation() >= MinIsolation(r) {
+				out[string(r)] = append(out[string(r)], string(rt))
+			}
+		}
+	}
+	return out
 }

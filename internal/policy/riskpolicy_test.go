@@ -1,11 +1,10 @@
-package control_test
+package policy_test
 
 import (
 	"fmt"
 	"testing"
 
-	"genesis.dev/sandbox/internal/control"
-	"genesis.dev/sandbox/internal/driver"
+	"genesis.dev/sandbox/internal/policy"
 )
 
 // TestRiskPolicyListsFoundRuntimes: the risk policy names the runtimes the
@@ -13,13 +12,6 @@ import (
 // gets none (no kata-* where no kata runtime is).
 func TestRiskPolicyListsFoundRuntimes(t *testing.T) {
 	t.Parallel()
-	probe := func(names ...string) driver.ProbeResult {
-		var p driver.ProbeResult
-		for _, n := range names {
-			p.Runtimes = append(p.Runtimes, driver.RuntimeInfo{Name: n})
-		}
-		return p
-	}
 	for _, c := range []struct {
 		found []string
 		want  string
@@ -28,7 +20,7 @@ func TestRiskPolicyListsFoundRuntimes(t *testing.T) {
 		{[]string{"runc"}, "map[high:[] low:[runc] medium:[] trusted:[runc] untrusted:[]]"},
 		{[]string{"kata-qemu", "runc", "runsc"}, "map[high:[runsc kata-qemu] low:[runc runsc kata-qemu] medium:[runsc kata-qemu] trusted:[runc runsc kata-qemu] untrusted:[runsc kata-qemu]]"},
 	} {
-		if got := fmt.Sprint(control.RiskPolicy(probe(c.found...))); got != c.want {
+		if got := fmt.Sprint(policy.RiskPolicy(c.found)); got != c.want {
 			t.Errorf("found %v: %s, want %s", c.found, got, c.want)
 		}
 	}

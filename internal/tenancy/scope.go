@@ -1,4 +1,4 @@
-package control
+package tenancy
 
 import (
 	"fmt"
