@@ -88,6 +88,12 @@ func (c *Client) WriteFile(ctx context.Context, sandboxID, path string, body io.
 	if err != nil {
 		return nil, err
 	}
+	return c.upload(ctx, p, path, body, opts)
+}
+
+// upload PUTs body as file path at route p (a sandbox's or a volume's
+// files): the query carries the path and opts, the body is streamed.
+func (c *Client) upload(ctx context.Context, p, path string, body io.Reader, opts WriteFileOptions) (*FileWritten, error) {
 	q := url.Values{"path": {path}}
 	if opts.Mode != "" {
 		q.Set("mode", opts.Mode)

@@ -75,22 +75,7 @@ func (c *Client) WriteVolumeFile(ctx context.Context, name, path string, body io
 	if err != nil {
 		return nil, err
 	}
-	q := url.Values{"path": {path}}
-	if opts.Mode != "" {
-		q.Set("mode", opts.Mode)
-	}
-	if opts.NoOverwrite {
-		q.Set("overwrite", "false")
-	}
-	size := opts.Size
-	if size <= 0 {
-		size = -1
-	}
-	var v FileWritten
-	if err := c.do(ctx, request{method: http.MethodPut, path: p, query: q, raw: body, rawLen: size, auth: true}, &v); err != nil {
-		return nil, err
-	}
-	return &v, nil
+	return c.upload(ctx, p, path, body, opts)
 }
 
 // ReadVolumeFile streams file path of a volume, or the part rng names.
