@@ -477,6 +477,7 @@ func (s *service) eachRuntime(b *testing.B, fn func(b *testing.B, runtime string
 func reportSummary(b *testing.B, prefix string, s Summary) {
 	b.ReportMetric(0, "ns/op") // the wall time of the whole run says nothing
 	b.ReportMetric(Ms(s.P50), prefix+"p50-ms")
+	b.ReportMetric(Ms(s.P90), prefix+"p90-ms")
 	b.ReportMetric(Ms(s.P99), prefix+"p99-ms")
 	b.ReportMetric(Ms(s.Mean), prefix+"mean-ms")
 	b.ReportMetric(Ms(s.Min), prefix+"min-ms")

@@ -16,6 +16,7 @@ type Summary struct {
 	Max  time.Duration
 	Mean time.Duration
 	P50  time.Duration
+	P90  time.Duration
 	P99  time.Duration
 }
 
@@ -37,6 +38,7 @@ func Summarize(samples []time.Duration) Summary {
 		Max:  sorted[len(sorted)-1],
 		Mean: sum / time.Duration(len(sorted)),
 		P50:  Percentile(sorted, 50),
+		P90:  Percentile(sorted, 90),
 		P99:  Percentile(sorted, 99),
 	}
 }
