@@ -54,7 +54,7 @@ func TestSummarize(t *testing.T) {
 	in := ms(5, 1, 4, 2, 3)
 	got := Summarize(in)
 	want := Summary{N: 5, Min: 1 * time.Millisecond, Max: 5 * time.Millisecond,
-		Mean: 3 * time.Millisecond, P50: 3 * time.Millisecond, P99: 5 * time.Millisecond}
+		Mean: 3 * time.Millisecond, P50: 3 * time.Millisecond, P90: 5 * time.Millisecond, P99: 5 * time.Millisecond}
 	if got != want {
 		t.Errorf("Summarize = %+v, want %+v", got, want)
 	}
