@@ -318,8 +318,14 @@ func readCapacity(ctx context.Context, s *service) (map[string][2]float64, error
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
 	}
+	return parseCapacity(string(body))
+}
+
+// parseCapacity reads genesis_capacity and genesis_capacity_in_use from a
+// Prometheus text exposition: resource → {in use, total}.
+func parseCapacity(metrics string) (map[string][2]float64, error) {
 	out := map[string][2]float64{}
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(metrics, "\n") {
 		name, rest, ok := strings.Cut(line, "{resource=\"")
 		if !ok || (name != "genesis_capacity" && name != "genesis_capacity_in_use") {
 			continue
