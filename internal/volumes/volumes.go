@@ -83,7 +83,7 @@ type Config struct {
 	// the files API answers 501 volume_files_unsupported.
 	Provisioner driver.VolumeProvisioner
 	Now         func() time.Time
-	Logger   *slog.Logger
+	Logger      *slog.Logger
 }
 
 // Manager makes, mounts and removes volumes. Safe for concurrent use.
