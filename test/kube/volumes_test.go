@@ -94,7 +94,8 @@ func offerLocalVolumes(ctx context.Context, t *testing.T, cs *kubernetes.Clients
 // one Pod sandbox is read by a later one after the first is deleted; a
 // second writer or a reader beside the writer is 409 volume_busy, and
 // deleting the volume while it is mounted 409 volume_in_use; a read-only
-// mount refuses writes, and two readers hold it at once. Its files
+// mount refuses writes, and two readers hold it at once. After a restart
+// of the service a new sandbox still reads it. Its files
 // without a sandbox are 501 volume_files_unsupported, and deleting it
 // removes its claim. Where gVisor Pods cannot start (this VM; see
 // docs/kubernetes-dev.md) a runsc sandbox asking for the volume is
@@ -111,7 +112,8 @@ func TestVolumes(t *testing.T) {
 	} else if len(l.Items) > 0 {
 		t.Fatalf("the plane has StorageClasses already (%s): this test needs one with none", l.Items[0].Name)
 	}
-	s := startService(t, t.TempDir(), "")
+	dataDir := t.TempDir()
+	s := startService(t, dataDir, "")
 	c := s.client()
 
 	if _, err := c.CreateVolume(ctx, "data", 64); !hasCode(err, 501, "volumes_unavailable") {
@@ -230,6 +232,23 @@ func TestVolumes(t *testing.T) {
 			noManagedPods(t)
 		})
 	}
+
+	// The service restarts: the volume, its claim and its data are still
+	// there, and a new sandbox reads what the runc one wrote.
+	s.stop()
+	s = startService(t, dataDir, "")
+	c = s.client()
+	rd, err := create("runc", true)
+	if err != nil {
+		t.Fatalf("after a restart: %v", err)
+	}
+	if res := run(rd.ID, "cat /mnt/data/runc.txt"); res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != "written under runc" {
+		t.Fatalf("reading after a restart of the service: %+v", res)
+	}
+	if err := c.DeleteSandbox(ctx, rd.ID); err != nil {
+		t.Fatal(err)
+	}
+	noManagedPods(t)
 
 	if err := c.DeleteVolume(ctx, "data"); err != nil {
 		t.Fatal(err)
