@@ -759,12 +759,34 @@ func (d *Driver) CreateSandbox(ctx context.Context, spec driver.SandboxSpec) (st
 	return d.create(ctx, pod)
 }
 
-// RemoveSandbox removes the sandbox's Pod (its volumes go with it).
+// RemoveSandbox removes the sandbox's Pod (its own volumes go with it). A
+// Pod that mounts named volumes' claims is stopped first and removed only
+// once its container has ended: the caller releases the volumes' holds
+// when this returns, and the next writer's processes must not overlap
+// this Pod's (removed at once, a Pod's containers are killed by the
+// kubelet some time after its object is gone).
 func (d *Driver) RemoveSandbox(ctx context.Context, id, containerID string) error {
 	if containerID == "" {
 		containerID = podName(id)
 	}
-	return d.Remove(ctx, containerID)
+	name := objectName(containerID)
+	p, err := d.pods().Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return apiErr("get pod "+name, err)
+	case mountsClaims(p):
+		if err := d.Stop(ctx, name, time.Second); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return err
+		}
+	}
+	return d.Remove(ctx, name)
+}
+
+// mountsClaims reports whether p mounts a PersistentVolumeClaim.
+func mountsClaims(p *corev1.Pod) bool {
+	return slices.ContainsFunc(p.Spec.Volumes, func(v corev1.Volume) bool { return v.PersistentVolumeClaim != nil })
 }
 
 // AgentAddress names the agent's Pod and port.

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -128,5 +129,52 @@ func TestVolumeMounts(t *testing.T) {
 	}
 	if _, err := d.pod(driver.Spec{Name: "sb", Image: "img", Mounts: []driver.Mount{{Source: "/etc", Target: "/mnt/etc"}}}); !errors.Is(err, errdefs.ErrNotImplemented) {
 		t.Fatalf("a host bind mount: %v, want not implemented", err)
+	}
+}
+
+// TestRemoveSandboxStopsClaimHolders: a sandbox Pod that mounts a claim
+// is deleted with grace (stopped, its end awaited) before it is removed
+// at once; one without claims is removed at once only. Its volumes' holds
+// are released when RemoveSandbox returns, so the next writer never
+// overlaps its processes.
+func TestRemoveSandboxStopsClaimHolders(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		mounts    []driver.Mount
+		wantGrace []int64 // the grace periods of the deletes, in order
+	}{
+		// The fake clientset honours no finalizer: the graceful delete
+		// removes the Pod, and nothing is left to remove at once.
+		{"with a claim", []driver.Mount{{Volume: "vol_w", Target: "/mnt/w"}}, []int64{1}},
+		{"without", nil, []int64{0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d, cs := volumeDriver(t, "")
+			pod, err := d.pod(driver.Spec{Name: podName("sb_1"), Image: "img", Mounts: tc.mounts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cs.CoreV1().Pods("sandboxes").Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			cs.ClearActions()
+			if err := d.RemoveSandbox(t.Context(), "sb_1", ""); err != nil {
+				t.Fatal(err)
+			}
+			var grace []int64
+			for _, a := range cs.Actions() {
+				if del, ok := a.(interface{ GetDeleteOptions() metav1.DeleteOptions }); ok && a.GetVerb() == "delete" {
+					grace = append(grace, *del.GetDeleteOptions().GracePeriodSeconds)
+				}
+			}
+			if !slices.Equal(grace, tc.wantGrace) {
+				t.Fatalf("deletes with grace %v, want %v", grace, tc.wantGrace)
+			}
+			if err := d.RemoveSandbox(t.Context(), "sb_1", ""); err != nil {
+				t.Fatalf("removing a gone sandbox: %v", err)
+			}
+		})
 	}
 }
