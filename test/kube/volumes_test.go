@@ -95,7 +95,8 @@ func offerLocalVolumes(ctx context.Context, t *testing.T, cs *kubernetes.Clients
 // second writer or a reader beside the writer is 409 volume_busy, and
 // deleting the volume while it is mounted 409 volume_in_use; a read-only
 // mount refuses writes, and two readers hold it at once. After a restart
-// of the service a new sandbox still reads it. Its files
+// of the service a new sandbox still reads it, and a lease mounts it
+// writable until it is released. Its files
 // without a sandbox are 501 volume_files_unsupported, and deleting it
 // removes its claim. Where gVisor Pods cannot start (this VM; see
 // docs/kubernetes-dev.md) a runsc sandbox asking for the volume is
@@ -248,6 +249,26 @@ func TestVolumes(t *testing.T) {
 	if err := c.DeleteSandbox(ctx, rd.ID); err != nil {
 		t.Fatal(err)
 	}
+	noManagedPods(t)
+	// A lease mounts it too (in a new sandbox, never a warm one), and
+	// releasing the lease ends the sandbox and its hold.
+	l, err := c.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: "code-python-basic", Runtime: "runc", RiskLevel: "low", Volumes: mount(false)})
+	if err != nil {
+		t.Fatalf("a lease with the volume: %v", err)
+	}
+	if res := run(l.SandboxID, "echo leased >> /mnt/data/runc.txt && cat /mnt/data/runc.txt"); res.ExitCode != 0 || res.Stdout != "written under runc\nleased\n" {
+		t.Fatalf("writing through a lease: %+v", res)
+	}
+	if v, err := c.GetVolume(ctx, "data"); err != nil || len(v.Mounts) != 1 || v.Mounts[0].SandboxID != l.SandboxID || v.Mounts[0].ReadOnly {
+		t.Fatalf("held by the lease's sandbox: %+v, %v", v, err)
+	}
+	if err := c.ReleaseLease(ctx, l.LeaseID); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the released lease's hold ends", func() (bool, string) {
+		v, err := c.GetVolume(ctx, "data")
+		return err == nil && len(v.Mounts) == 0, fmt.Sprint(v, err)
+	})
 	noManagedPods(t)
 
 	if err := c.DeleteVolume(ctx, "data"); err != nil {
