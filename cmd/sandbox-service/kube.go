@@ -27,6 +27,6 @@ func newKubeDriver(cfg *config.Config, log *slog.Logger) (*kube.Driver, error) {
 	}
 	return kube.New(kube.Config{
 		Kubeconfig: k.Kubeconfig, Namespace: k.Namespace, RuntimeClasses: rcs, AgentImage: k.AgentImage,
-		PullPolicy: corev1.PullPolicy(k.PullPolicy), AgentPort: k.AgentPort, RequestRatio: k.RequestRatio, TokenKey: key, Logger: log.With("driver", "kubernetes"),
+		PullPolicy: corev1.PullPolicy(k.PullPolicy), AgentPort: k.AgentPort, RequestRatio: k.RequestRatio, StorageClass: k.StorageClass, TokenKey: key, Logger: log.With("driver", "kubernetes"),
 	})
 }

@@ -109,7 +109,7 @@ type Stack struct {
 	// Changes diffs and patches sandboxes' workspaces.
 	Changes *changes.Service
 	// Volumes are the tenants' named volumes; nil where sandboxes run on
-	// other hosts (a cluster), which mount none.
+	// other hosts whose sandboxer provisions none.
 	Volumes *volumes.Manager
 	// E2B and OpenSandbox are the compatibility adapters, nil when their
 	// settings disable them. An edge serves them after binding them to
@@ -182,9 +182,11 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 		}
 	}()
 
-	// Named volumes live on this host's data dir: built for sandboxes on
-	// this host only, below control, which mounts them.
-	if c.Sandboxer == nil {
+	// Named volumes live on this host's data dir, built for sandboxes on
+	// this host, or are kept by a sandboxer that provisions them (a
+	// cluster's claims); below control, which mounts them.
+	prov, _ := c.Sandboxer.(driver.VolumeProvisioner)
+	if c.Sandboxer == nil || prov != nil {
 		volDir := set.Volumes.Dir
 		if !filepath.IsAbs(volDir) {
 			if volDir, err = filepath.Abs(filepath.Join(set.DataDir, cmp.Or(volDir, "volumes"))); err != nil {
@@ -193,7 +195,7 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 		}
 		if s.Volumes, err = volumes.New(volumes.Config{Store: c.Store, Dir: volDir, MaxSizeMB: set.Volumes.MaxSizeMB,
 			MaxMBPerTenant: set.Volumes.MaxMBPerTenant, MaxPerTenant: set.Volumes.MaxPerTenant, Roots: set.Volumes.Roots,
-			UID: volumes.DefaultUID, GID: volumes.DefaultGID, Now: c.Now, Logger: log}); err != nil {
+			UID: volumes.DefaultUID, GID: volumes.DefaultGID, Provisioner: prov, Now: c.Now, Logger: log}); err != nil {
 			return nil, err
 		}
 	}

@@ -112,6 +112,10 @@ type Kubernetes struct {
 	// Guaranteed; less packs more sandboxes on a node that they may then
 	// contend for.
 	RequestRatio float64 `yaml:"request_ratio"`
+	// StorageClass is the StorageClass of named volumes' claims (a
+	// PersistentVolumeClaim per volume); empty means the cluster's
+	// default. With neither, volumes answer 501 volumes_unavailable.
+	StorageClass string `yaml:"storage_class"`
 }
 
 // E2B configures the adapter that serves the E2B SDKs.

@@ -30,7 +30,8 @@ type Volumes interface {
 }
 
 // CodeVolumesUnsupported answers a request for volumes where the service
-// has none (a sandboxer on other hosts, or no volume manager).
+// has none (a sandboxer on other hosts that keeps none, or no volume
+// manager).
 const CodeVolumesUnsupported = "volumes_unsupported"
 
 // checkVolumes refuses a request for volumes this service cannot mount.
@@ -38,7 +39,7 @@ func (s *Service) checkVolumes(ctx context.Context, tenant string, reqs []sandbo
 	if len(reqs) == 0 {
 		return nil
 	}
-	if s.volumes == nil || s.remote {
+	if s.volumes == nil {
 		return errdefs.WithCode(CodeVolumesUnsupported, fmt.Errorf("this service's backend does not mount named volumes: %w", errdefs.ErrNotImplemented))
 	}
 	return s.volumes.Check(ctx, tenant, reqs, roots)
@@ -49,7 +50,7 @@ func (s *Service) acquireVolumes(ctx context.Context, sb *sandbox.Sandbox, uid, 
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	if s.volumes == nil || s.remote {
+	if s.volumes == nil {
 		return nil, errdefs.WithCode(CodeVolumesUnsupported, fmt.Errorf("this service's backend does not mount named volumes: %w", errdefs.ErrNotImplemented))
 	}
 	return s.volumes.Acquire(ctx, sb.Tenant, sb.ID, reqs, roots, uid, gid)

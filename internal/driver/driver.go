@@ -106,6 +106,10 @@ type Mount struct {
 	Source   string
 	Target   string
 	ReadOnly bool
+	// Volume, when set, names a volume the sandboxer keeps itself (see
+	// VolumeProvisioner) by its id, mounted instead of the host path
+	// Source, which is then empty.
+	Volume string
 }
 
 // Spec describes a container to create. All hardening fields are explicit:

@@ -108,3 +108,30 @@ type AgentToken struct {
 	Generation int64
 	SHA256     [32]byte
 }
+
+// VolumeProvisioner is implemented by sandboxers that keep named volumes'
+// data themselves rather than on the service's host (driver/kube: a
+// PersistentVolumeClaim per volume). The volumes' records, names, limits
+// and holds stay the caller's; a mount of such a volume is a Mount whose
+// Volume is the volume's id.
+type VolumeProvisioner interface {
+	// VolumesAvailable says whether volumes can be made now, and why not
+	// (for example: the cluster offers no StorageClass).
+	VolumesAvailable(ctx context.Context) (bool, string)
+	// CreateVolume makes the storage of spec; a failed CreateVolume
+	// leaves nothing behind. Creating what exists with the same spec
+	// succeeds (a retry).
+	CreateVolume(ctx context.Context, spec VolumeSpec) error
+	// RemoveVolume removes volume id's storage and its data. Removing
+	// what is gone succeeds.
+	RemoveVolume(ctx context.Context, id string) error
+}
+
+// VolumeSpec asks a VolumeProvisioner for one volume.
+type VolumeSpec struct {
+	// ID is the volume's id; what the provisioner makes is named after it.
+	ID string
+	// Tenant and Name label it for operators; SizeMB is its capacity.
+	Tenant, Name string
+	SizeMB       int64
+}

@@ -16,6 +16,12 @@
 // Release when its container is gone; its Sweep hook releases the holds of
 // sandboxes that ended without it).
 //
+// Where sandboxes run on other hosts a sandboxer may keep the volumes'
+// data itself (driver.VolumeProvisioner, Config.Provisioner: driver/kube
+// makes a PersistentVolumeClaim per volume); the records, limits and holds
+// stay here, a mount names the volume (driver.Mount.Volume), and the files
+// API answers 501 volume_files_unsupported.
+//
 // It imports the store's contract, diskquota, driver (a mount's shape),
 // sandbox and errdefs; never control, a workload package, the API or a
 // driver implementation.

@@ -111,6 +111,10 @@ func (m *Manager) Acquire(ctx context.Context, tenant, id string, reqs []sandbox
 			return nil, err
 		}
 		taken = append(taken, v.ID)
+		if m.cfg.Provisioner != nil {
+			out = append(out, driver.Mount{Volume: v.ID, Target: r.Path, ReadOnly: r.ReadOnly})
+			continue
+		}
 		if err := m.ensureMounted(v); err != nil {
 			return nil, err
 		}
@@ -147,8 +151,8 @@ func (m *Manager) Check(ctx context.Context, tenant string, reqs []sandbox.Volum
 	if err := m.ValidateMounts(reqs, roots); err != nil {
 		return err
 	}
-	if ok, why := m.quota.Available(); !ok {
-		return errdefs.WithCode(CodeUnavailable, fmt.Errorf("volumes need loop-mounted filesystems, unavailable here: %s: %w", why, errdefs.ErrNotImplemented))
+	if ok, why := m.available(ctx); !ok {
+		return m.unavailable(why)
 	}
 	for _, r := range reqs {
 		v, err := m.Get(ctx, tenant, r.Volume)

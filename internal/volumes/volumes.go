@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/internal/diskquota"
+	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
@@ -37,6 +38,9 @@ const (
 	CodeNotADirectory  = "not_a_directory"
 	CodeIsADirectory   = "is_a_directory"
 	CodeVolumeNotReady = "volume_not_ready"
+	// CodeFilesUnsupported answers the files API of volumes a sandboxer
+	// keeps (Config.Provisioner): no host directory holds them.
+	CodeFilesUnsupported = "volume_files_unsupported"
 )
 
 // DefaultRoots are where a sandbox may mount a volume when the
@@ -73,8 +77,13 @@ type Config struct {
 	// UID and GID own a new volume's root directory (the built-in images'
 	// sandbox user); a mount gives it to the mounting sandbox's user.
 	UID, GID int
-	Now      func() time.Time
-	Logger   *slog.Logger
+	// Provisioner, when set, keeps the volumes' data (driver/kube: a
+	// PersistentVolumeClaim each) instead of loop-mounted images below
+	// Dir; a mount is then the provisioner's (driver.Mount.Volume) and
+	// the files API answers 501 volume_files_unsupported.
+	Provisioner driver.VolumeProvisioner
+	Now         func() time.Time
+	Logger      *slog.Logger
 }
 
 // Manager makes, mounts and removes volumes. Safe for concurrent use.
@@ -122,8 +131,30 @@ func (m *Manager) Name() string { return "volumes" }
 // Roots are the container paths below which volumes may be mounted.
 func (m *Manager) Roots() []string { return slices.Clone(m.cfg.Roots) }
 
-// Available says whether volumes can be made on this host, and why not.
-func (m *Manager) Available() (bool, string) { return m.quota.Available() }
+// Available says whether volumes can be made here, and why not.
+func (m *Manager) Available() (bool, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), availableWait)
+	defer cancel()
+	return m.available(ctx)
+}
+
+// availableWait bounds a provisioner's answer to Available.
+const availableWait = 5 * time.Second
+
+func (m *Manager) available(ctx context.Context) (bool, string) {
+	if p := m.cfg.Provisioner; p != nil {
+		return p.VolumesAvailable(ctx)
+	}
+	return m.quota.Available()
+}
+
+// unavailable is the 501 of a service that cannot make volumes now.
+func (m *Manager) unavailable(why string) error {
+	if m.cfg.Provisioner != nil {
+		return errdefs.WithCode(CodeUnavailable, fmt.Errorf("volumes are unavailable: %s: %w", why, errdefs.ErrNotImplemented))
+	}
+	return errdefs.WithCode(CodeUnavailable, fmt.Errorf("volumes need loop-mounted filesystems, unavailable here: %s: %w", why, errdefs.ErrNotImplemented))
+}
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
@@ -167,8 +198,8 @@ func (m *Manager) Create(ctx context.Context, tenant, name string, sizeMB int64)
 	if sizeMB < 1 || sizeMB > m.cfg.MaxSizeMB {
 		return nil, errdefs.WithCode(CodeInvalidSize, fmt.Errorf("size_mb must be between 1 and %d, got %d: %w", m.cfg.MaxSizeMB, sizeMB, errdefs.ErrInvalidArgument))
 	}
-	if ok, why := m.quota.Available(); !ok {
-		return nil, errdefs.WithCode(CodeUnavailable, fmt.Errorf("volumes need loop-mounted filesystems, unavailable here: %s: %w", why, errdefs.ErrNotImplemented))
+	if ok, why := m.available(ctx); !ok {
+		return nil, m.unavailable(why)
 	}
 	now := m.cfg.Now()
 	v := &sandbox.Volume{ID: sandbox.NewID("vol"), Tenant: tenant, Name: name, SizeMB: sizeMB, State: sandbox.VolumeCreating,
@@ -185,7 +216,7 @@ func (m *Manager) Create(ctx context.Context, tenant, name string, sizeMB int64)
 	defer cancel()
 	defer func() {
 		if err != nil {
-			if rerr := m.removeFiles(v); rerr != nil {
+			if rerr := m.removeFiles(ctx, v); rerr != nil {
 				m.log.Error("removing the files of a failed volume create", "volume", v.ID, "err", rerr)
 				return // the record stays (creating): Sweep finishes it
 			}
@@ -207,6 +238,15 @@ func (m *Manager) Create(ctx context.Context, tenant, name string, sizeMB int64)
 	case m.cfg.MaxMBPerTenant > 0 && total > m.cfg.MaxMBPerTenant:
 		return nil, errdefs.WithCode(CodeQuotaExceeded, fmt.Errorf("tenant %s's volumes would take %d MiB, its limit is %d MiB: %w",
 			tenant, total, m.cfg.MaxMBPerTenant, errdefs.ErrResourceExhausted))
+	}
+	if p := m.cfg.Provisioner; p != nil {
+		if err := p.CreateVolume(ctx, driver.VolumeSpec{ID: v.ID, Tenant: tenant, Name: name, SizeMB: sizeMB}); err != nil {
+			return nil, err
+		}
+		return m.cfg.Store.UpdateVolume(ctx, v.ID, m.cfg.Now(), func(x *sandbox.Volume) error {
+			x.State = sandbox.VolumeReady
+			return nil
+		})
 	}
 	if err := os.MkdirAll(m.cfg.Dir, 0o711); err != nil {
 		return nil, fmt.Errorf("volumes dir: %w", err)
@@ -274,16 +314,20 @@ func (m *Manager) Delete(ctx context.Context, tenant, name string) error {
 // finishDelete removes a deleting (or failed creating) volume's files and
 // then its record.
 func (m *Manager) finishDelete(ctx context.Context, v *sandbox.Volume) error {
-	if err := m.removeFiles(v); err != nil {
+	if err := m.removeFiles(ctx, v); err != nil {
 		return err
 	}
 	return m.cfg.Store.DeleteVolume(ctx, v.ID)
 }
 
-// removeFiles unmounts the volume and deletes its image and directory.
-func (m *Manager) removeFiles(v *sandbox.Volume) error {
+// removeFiles unmounts the volume and deletes its image and directory
+// (or has the provisioner remove its storage).
+func (m *Manager) removeFiles(ctx context.Context, v *sandbox.Volume) error {
 	unlock := m.lock(v.ID)
 	defer unlock()
+	if p := m.cfg.Provisioner; p != nil {
+		return p.RemoveVolume(ctx, v.ID)
+	}
 	dir := filepath.Join(m.cfg.Dir, v.ID)
 	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -325,6 +369,10 @@ func (m *Manager) ready(ctx context.Context, tenant, name string) (*sandbox.Volu
 	}
 	if v.State != sandbox.VolumeReady {
 		return nil, errdefs.WithCode(CodeVolumeNotReady, fmt.Errorf("volume %q is %s: %w", name, v.State, errdefs.ErrConflict))
+	}
+	if m.cfg.Provisioner != nil {
+		return nil, errdefs.WithCode(CodeFilesUnsupported, fmt.Errorf(
+			"volume %q is kept by the cluster, not on this host: its files are reached through a sandbox that mounts it: %w", name, errdefs.ErrNotImplemented))
 	}
 	return v, m.ensureMounted(v)
 }

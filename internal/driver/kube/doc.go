@@ -16,5 +16,12 @@
 // name, so one sandbox cannot drive another's agent. The workspace is an
 // emptyDir, capped when the sandbox has a disk quota.
 //
+// As a driver.VolumeProvisioner it keeps named volumes as
+// PersistentVolumeClaims of the configured or the cluster's default
+// StorageClass; a mount of one (driver.Mount.Volume) is the Pod's claim
+// volume, and a Pod that mounts claims is stopped and seen ended before it
+// is removed. Host bind mounts are refused: a Pod has no path on the
+// service's host.
+//
 // Like every driver package it knows neither records nor tenants.
 package kube

@@ -84,6 +84,9 @@ type Config struct {
 	RequestRatio float64
 	// ProbeTimeout bounds one runtime's smoke Pod.
 	ProbeTimeout time.Duration
+	// StorageClass is the StorageClass of volumes' claims; empty means
+	// the cluster's default. With neither, volumes are unavailable.
+	StorageClass string
 	Logger       *slog.Logger
 }
 
@@ -196,8 +199,9 @@ func (d *Driver) create(ctx context.Context, pod *corev1.Pod) (string, error) {
 
 // pod is the Pod of a container spec: hardened, gated, finalized.
 func (d *Driver) pod(spec driver.Spec) (*corev1.Pod, error) {
-	if len(spec.Mounts) > 0 {
-		return nil, fmt.Errorf("kube: host bind mounts (%s) are not available to Pods: %w", spec.Mounts[0].Target, errdefs.ErrNotImplemented)
+	claimVols, claimVMs, err := claimMounts(spec.Mounts)
+	if err != nil {
+		return nil, err
 	}
 	if spec.Network != "" && spec.Network != "none" {
 		return nil, fmt.Errorf("kube: network %q: Pods get no network but the agent's: %w", spec.Network, errdefs.ErrNotImplemented)
@@ -250,7 +254,8 @@ func (d *Driver) pod(spec driver.Spec) (*corev1.Pod, error) {
 		SecurityContext:          hardened(uid, gid, spec.ReadOnly, caps),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
-	var vols []corev1.Volume
+	vols := claimVols
+	c.VolumeMounts = claimVMs
 	for _, target := range sortedKeys(spec.Tmpfs) {
 		name := fmt.Sprintf("tmpfs-%d", len(vols))
 		ed := &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}
@@ -733,8 +738,12 @@ func (d *Driver) CreateSandbox(ctx context.Context, spec driver.SandboxSpec) (st
 	ps.Volumes = append(ps.Volumes,
 		corev1.Volume{Name: agentVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 		corev1.Volume{Name: workspaceVolume, VolumeSource: corev1.VolumeSource{EmptyDir: ws}})
-	// The workspace belongs to the sandbox's user.
+	// The workspace and the volumes belong to the sandbox's user (a
+	// volume's files are given to its group once, when its root is not
+	// yet: a large volume is not walked at every mount).
 	ps.SecurityContext.FSGroup = &gid
+	onMismatch := corev1.FSGroupChangeOnRootMismatch
+	ps.SecurityContext.FSGroupChangePolicy = &onMismatch
 	sc := &ps.Containers[0]
 	ps.InitContainers = []corev1.Container{{
 		Name: installContainer, Image: d.cfg.AgentImage, ImagePullPolicy: d.cfg.PullPolicy,
@@ -750,12 +759,34 @@ func (d *Driver) CreateSandbox(ctx context.Context, spec driver.SandboxSpec) (st
 	return d.create(ctx, pod)
 }
 
-// RemoveSandbox removes the sandbox's Pod (its volumes go with it).
+// RemoveSandbox removes the sandbox's Pod (its own volumes go with it). A
+// Pod that mounts named volumes' claims is stopped first and removed only
+// once its container has ended: the caller releases the volumes' holds
+// when this returns, and the next writer's processes must not overlap
+// this Pod's (removed at once, a Pod's containers are killed by the
+// kubelet some time after its object is gone).
 func (d *Driver) RemoveSandbox(ctx context.Context, id, containerID string) error {
 	if containerID == "" {
 		containerID = podName(id)
 	}
-	return d.Remove(ctx, containerID)
+	name := objectName(containerID)
+	p, err := d.pods().Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return apiErr("get pod "+name, err)
+	case mountsClaims(p):
+		if err := d.Stop(ctx, name, time.Second); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return err
+		}
+	}
+	return d.Remove(ctx, name)
+}
+
+// mountsClaims reports whether p mounts a PersistentVolumeClaim.
+func mountsClaims(p *corev1.Pod) bool {
+	return slices.ContainsFunc(p.Spec.Volumes, func(v corev1.Volume) bool { return v.PersistentVolumeClaim != nil })
 }
 
 // AgentAddress names the agent's Pod and port.
