@@ -17,9 +17,11 @@ const (
 )
 
 // GVisorHint ends every refusal caused by gVisor's absence (Docker
-// Desktop, say, has only runc): it says where to learn how to get it.
-const GVisorHint = "gVisor (runsc) is not installed in the Docker engine this service uses; " +
-	"to run medium, high and untrusted work, install it there: see docs/operations.md#getting-gvisor"
+// Desktop, say, has only runc; a cluster may lack the RuntimeClass): it
+// says where to learn how to get it, for either driver.
+const GVisorHint = "gVisor (runsc) is not available where this service runs sandboxes (the Docker engine's runtimes, " +
+	"or the Kubernetes RuntimeClass of kubernetes.runtime_classes); to run medium, high and untrusted work, " +
+	"install it there: see docs/operations.md#getting-gvisor"
 
 // MinIsolation is the minimum runtime isolation (see sandbox.Runtime.Isolation)
 // each risk level needs: trusted and low work may use runc; medium, high and
