@@ -16,7 +16,11 @@
 // Release when its container is gone; its Sweep hook releases the holds of
 // sandboxes that ended without it).
 //
+// A create checks the tenant's volume limits (its quotas max_volumes and
+// max_volume_mb, under the service's ceiling) and stores the record under
+// the tenant's quota lock, so concurrent creates cannot pass them.
+//
 // It imports the store's contract, diskquota, driver (a mount's shape),
-// sandbox and errdefs; never control, a workload package, the API or a
+// sandbox, tenant (a tenant's quotas) and errdefs; never control, a workload package, the API or a
 // driver implementation.
 package volumes
