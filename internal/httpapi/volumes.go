@@ -10,6 +10,7 @@ import (
 	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
 )
 
 // Routes of named volumes (docs/volumes.md):
@@ -56,6 +57,16 @@ func (s *Server) volumesUnsupported(w http.ResponseWriter, r *http.Request) {
 		"this service's backend has no named volumes (they live on the host of sandboxes run by Docker): %w", errdefs.ErrNotImplemented)))
 }
 
+// volume is v as the API shows it, with the bytes its filesystem holds
+// when they are known.
+func (s *Server) volume(v *sandbox.Volume) api.Volume {
+	out := apiwire.Volume(v)
+	if used, ok := s.vols.UsedBytes(v); ok {
+		out.UsedBytes = &used
+	}
+	return out
+}
+
 func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateVolumeRequest
 	if err := s.decode(w, r, &req); err != nil {
@@ -68,7 +79,7 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/v1/volumes/"+url.PathEscape(v.Name))
-	writeJSON(w, http.StatusCreated, apiwire.Volume(v))
+	writeJSON(w, http.StatusCreated, s.volume(v))
 }
 
 func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) {
@@ -79,7 +90,7 @@ func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.VolumeList{Items: make([]api.Volume, len(list))}
 	for i, v := range list {
-		out.Items[i] = apiwire.Volume(v)
+		out.Items[i] = s.volume(v)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -90,7 +101,7 @@ func (s *Server) getVolume(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, apiwire.Volume(v))
+	writeJSON(w, http.StatusOK, s.volume(v))
 }
 
 func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request) {

@@ -461,3 +461,16 @@ const (
 	DefaultUID = 1000
 	DefaultGID = 1000
 )
+
+// UsedBytes answers the bytes in use on the volume's filesystem, from
+// statfs (cheap: no walk of its files; ext4's own metadata, a few MiB of
+// journal and inode tables, counts as used), and false when it is not
+// known: the volume is not ready, or its filesystem is not mounted on this
+// host now (after a host restart until its first use, or a volume of
+// another instance's host).
+func (m *Manager) UsedBytes(v *sandbox.Volume) (int64, bool) {
+	if v.State != sandbox.VolumeReady {
+		return 0, false
+	}
+	return usedBytes(m.HostDir(v))
+}
