@@ -11,6 +11,7 @@ import (
 	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/volumes"
 )
 
 // Routes of named volumes (docs/volumes.md):
@@ -154,13 +155,19 @@ func (s *Server) getVolumeFile(w http.ResponseWriter, r *http.Request) {
 	http.ServeContent(&rangeProblemWriter{ResponseWriter: w, s: s, r: r, size: fi.Size()}, r, "", fi.ModTime(), f)
 }
 
+// volumeFileInfo is a volume's file as the API shows it.
+func volumeFileInfo(fi volumes.FileInfo) api.FileInfo {
+	return api.FileInfo{Path: fi.Path, Name: fi.Name, Type: fi.Type, Size: fi.Size, Mode: fi.Mode, ModTime: fi.ModTime,
+		UID: fi.UID, GID: fi.GID, LinkTarget: fi.LinkTarget, NameInvalidUTF8: fi.NameInvalidUTF8}
+}
+
 func (s *Server) statVolumeFile(w http.ResponseWriter, r *http.Request) {
 	info, err := s.vols.StatFile(r.Context(), tenantOf(r), r.PathValue("name"), r.URL.Query().Get("path"))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.FileInfo(*info))
+	writeJSON(w, http.StatusOK, volumeFileInfo(*info))
 }
 
 func (s *Server) listVolumeFiles(w http.ResponseWriter, r *http.Request) {
@@ -176,7 +183,7 @@ func (s *Server) listVolumeFiles(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.FileList{Path: list.Path, Truncated: list.Truncated, Entries: make([]api.FileInfo, len(list.Entries))}
 	for i, e := range list.Entries {
-		out.Entries[i] = api.FileInfo(e)
+		out.Entries[i] = volumeFileInfo(e)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -2,6 +2,8 @@ package volumes
 
 import (
 	"path/filepath"
+	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,4 +22,9 @@ func usedBytes(dir string) (int64, bool) {
 		return 0, false
 	}
 	return int64(fs.Blocks-fs.Bfree) * int64(fs.Bsize), true
+}
+
+// statTimes are the atime and ctime of st.
+func statTimes(st *syscall.Stat_t) (atime, ctime time.Time) {
+	return time.Unix(st.Atim.Unix()).UTC(), time.Unix(st.Ctim.Unix()).UTC()
 }

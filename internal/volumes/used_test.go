@@ -56,4 +56,3 @@ func TestUsedBytes(t *testing.T) {
 		t.Error("used bytes unknown after the volume was mounted again")
 	}
 }
-
