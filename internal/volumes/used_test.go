@@ -2,8 +2,10 @@ package volumes_test
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 
+	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/volumes"
 )
@@ -54,5 +56,61 @@ func TestUsedBytes(t *testing.T) {
 	}
 	if _, ok := e.m.UsedBytes(v); !ok {
 		t.Error("used bytes unknown after the volume was mounted again")
+	}
+}
+
+// TestMakeDirAndSetAttrs: directories are made with their mode and the
+// root's owner (parents only when asked; an existing one is no error
+// then, file_exists otherwise); attributes change mode and owner, refuse
+// set-id bits and bad ids, stay inside the volume, and are refused beside
+// a writable mount.
+func TestMakeDirAndSetAttrs(t *testing.T) {
+	e := newEnv(t, volumes.Config{})
+	ctx := t.Context()
+	if _, err := e.m.Create(ctx, "a", "data", 8); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.MakeDir(ctx, "a", "data", "/x/y", "", false); code(err) != volumes.CodeFileNotFound {
+		t.Errorf("a dir without its parent: %v, want file_not_found", err)
+	}
+	fi, err := e.m.MakeDir(ctx, "a", "data", "/x/y", "0750", true)
+	if err != nil || fi.Type != "dir" || fi.Mode != "0750" || fi.UID != 1000 || fi.GID != 1000 || fi.Path != "/x/y" {
+		t.Fatalf("MakeDir with parents: %+v %v", fi, err)
+	}
+	if _, err := e.m.MakeDir(ctx, "a", "data", "/x/y", "", true); err != nil {
+		t.Errorf("an existing dir with parents: %v", err)
+	}
+	if _, err := e.m.MakeDir(ctx, "a", "data", "/x/y", "", false); code(err) != volumes.CodeFileExists {
+		t.Errorf("an existing dir without parents: %v, want file_exists", err)
+	}
+	if _, err := e.m.MakeDir(ctx, "a", "data", "/../escape", "", true); code(err) != volumes.CodeInvalidPath {
+		t.Errorf("a dir outside the volume: %v, want invalid_path", err)
+	}
+	if _, err := e.m.WriteFile(ctx, "a", "data", "/x/f", "", true, bytes.NewReader([]byte("f"))); err != nil {
+		t.Fatal(err)
+	}
+	mode, uid, gid := "0600", 1234, 2345
+	fi, err = e.m.SetAttrs(ctx, "a", "data", "/x/f", volumes.Attrs{Mode: &mode, UID: &uid, GID: &gid})
+	if err != nil || fi.Mode != "0600" || fi.UID != 1234 || fi.GID != 2345 {
+		t.Errorf("SetAttrs: %+v %v", fi, err)
+	}
+	setuid, bad := "4755", -2
+	if _, err := e.m.SetAttrs(ctx, "a", "data", "/x/f", volumes.Attrs{Mode: &setuid}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("a set-uid mode: %v, want invalid", err)
+	}
+	if _, err := e.m.SetAttrs(ctx, "a", "data", "/x/f", volumes.Attrs{UID: &bad}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("a negative uid: %v, want invalid", err)
+	}
+	if _, err := e.m.SetAttrs(ctx, "a", "data", "/missing", volumes.Attrs{Mode: &mode}); code(err) != volumes.CodeFileNotFound {
+		t.Errorf("a missing file: %v, want file_not_found", err)
+	}
+	if _, err := e.m.Acquire(ctx, "a", "sbx_w", []sandbox.VolumeRequest{{Volume: "data", Path: "/mnt/d"}}, nil, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.MakeDir(ctx, "a", "data", "/z", "", true); code(err) != volumes.CodeBusy {
+		t.Errorf("MakeDir beside a writer: %v, want volume_busy", err)
+	}
+	if _, err := e.m.SetAttrs(ctx, "a", "data", "/x/f", volumes.Attrs{Mode: &mode}); code(err) != volumes.CodeBusy {
+		t.Errorf("SetAttrs beside a writer: %v, want volume_busy", err)
 	}
 }
