@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -51,6 +52,37 @@ func TestE2BVolumes(t *testing.T) {
 	if v := caps.Volumes; !v.Supported || v.Reason != "" || !reflect.DeepEqual(v.Roots, []string{"/workspace", "/mnt"}) || v.MaxSizeMB != 100<<10 || v.MaxMBPerTenant != 200<<10 || v.MaxPerTenant != 100 {
 		t.Errorf("capabilities volumes = %+v, want supported, roots /workspace and /mnt, the default limits", v)
 	}
+	// A volume's content token opens that volume only: not another volume
+	// of the same tenant, not the same volume as a sandbox; none is 401.
+	t.Run("token scope", func(t *testing.T) {
+		toks := map[string]string{}
+		ids := map[string]string{}
+		for _, n := range []string{"scope-a", "scope-b"} {
+			code, body := e2bCall(t, svc.url(), e.apiKey, "POST", "/e2b/volumes", `{"name":"`+n+`"}`)
+			var v struct{ VolumeID, Token string }
+			if code != 201 || json.Unmarshal([]byte(body), &v) != nil || v.Token == "" {
+				t.Fatalf("create %s: %d %s", n, code, body)
+			}
+			toks[n], ids[n] = v.Token, v.VolumeID
+			t.Cleanup(func() { e2bCall(t, svc.url(), e.apiKey, "DELETE", "/e2b/volumes/"+v.VolumeID, "") })
+		}
+		stat := func(id, token string) int {
+			code, _ := e2bRequest(t, "GET", svc.url()+"/e2b/volumecontent/"+id+"/path?path=/", "", map[string]string{"Authorization": "Bearer " + token})
+			return code
+		}
+		if c := stat(ids["scope-a"], toks["scope-a"]); c != 200 {
+			t.Errorf("a volume's own token: %d, want 200", c)
+		}
+		if c := stat(ids["scope-b"], toks["scope-a"]); c != 401 {
+			t.Errorf("another volume's token: %d, want 401", c)
+		}
+		if c := stat(ids["scope-a"], ""); c != 401 {
+			t.Errorf("no token: %d, want 401", c)
+		}
+		if code, _ := e2bRequest(t, "GET", svc.url()+"/e2b/health", "", map[string]string{"E2b-Sandbox-Id": "volume:" + ids["scope-a"], "X-Access-Token": toks["scope-a"]}); code == 200 || code == 204 {
+			t.Errorf("a volume's token as a sandbox's: %d, want a refusal", code)
+		}
+	})
 	keys := map[string]string{"runc": "e2b_" + e.apiKey, "runsc": untrusted}
 	for _, rt := range e.runtimes(t) {
 		t.Run(rt, func(t *testing.T) {
