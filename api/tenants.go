@@ -8,6 +8,11 @@ type Quotas struct {
 	MaxCPU       float64 `json:"max_cpu"`
 	MaxMemoryMB  int64   `json:"max_memory_mb"`
 	MaxLeases    int     `json:"max_leases"`
+	// MaxVolumes bounds the tenant's named volumes and MaxVolumeMB their
+	// summed size_mb; the service's volumes.max_per_tenant and
+	// max_mb_per_tenant stay the ceiling (the lower of the two set holds).
+	MaxVolumes  int   `json:"max_volumes"`
+	MaxVolumeMB int64 `json:"max_volume_mb"`
 }
 
 // QuotasPatch changes the quotas that are set (nil: unchanged; 0: unlimited).
@@ -16,6 +21,8 @@ type QuotasPatch struct {
 	MaxCPU       *float64 `json:"max_cpu,omitempty"`
 	MaxMemoryMB  *int64   `json:"max_memory_mb,omitempty"`
 	MaxLeases    *int     `json:"max_leases,omitempty"`
+	MaxVolumes   *int     `json:"max_volumes,omitempty"`
+	MaxVolumeMB  *int64   `json:"max_volume_mb,omitempty"`
 }
 
 // Usage is what a tenant holds now.
@@ -24,6 +31,10 @@ type Usage struct {
 	CPU       float64 `json:"cpu"`
 	MemoryMB  int64   `json:"memory_mb"`
 	Leases    int     `json:"leases"`
+	// Volumes and VolumeMB are the tenant's named volumes and their
+	// summed size_mb.
+	Volumes  int   `json:"volumes"`
+	VolumeMB int64 `json:"volume_mb"`
 }
 
 // Tenant is an owner of API keys, sandboxes, quotas and audit records.

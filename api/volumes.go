@@ -17,6 +17,11 @@ type Volume struct {
 	ID     string `json:"id"`
 	Name   string `json:"name"`
 	SizeMB int64  `json:"size_mb"`
+	// UsedBytes is what the volume's filesystem holds now (statfs, so its
+	// own metadata counts: a few MiB on an empty volume); absent when the
+	// service does not know it (the volume is not ready, or its filesystem
+	// is not mounted on the service's host now).
+	UsedBytes *int64 `json:"used_bytes,omitempty"`
 	// State is creating, ready or deleting.
 	State string `json:"state"`
 	// Mounts are the sandboxes that hold the volume now: one writer or

@@ -25,10 +25,12 @@ func (f *quotaFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.q.MaxCPU, "max-cpu", 0, "CPUs of live sandboxes together (0: unlimited)")
 	fs.Int64Var(&f.q.MaxMemoryMB, "max-memory-mb", 0, "MiB of memory of live sandboxes together (0: unlimited)")
 	fs.IntVar(&f.q.MaxLeases, "max-leases", 0, "active leases at once (0: unlimited)")
+	fs.IntVar(&f.q.MaxVolumes, "max-volumes", 0, "named volumes (0: the service's volumes.max_per_tenant alone)")
+	fs.Int64Var(&f.q.MaxVolumeMB, "max-volume-mb", 0, "MiB of named volumes together (0: the service's volumes.max_mb_per_tenant alone)")
 }
 
 func (f *quotaFlags) validate() error {
-	if f.q.MaxSandboxes < 0 || f.q.MaxCPU < 0 || f.q.MaxMemoryMB < 0 || f.q.MaxLeases < 0 {
+	if f.q.MaxSandboxes < 0 || f.q.MaxCPU < 0 || f.q.MaxMemoryMB < 0 || f.q.MaxLeases < 0 || f.q.MaxVolumes < 0 || f.q.MaxVolumeMB < 0 {
 		return usageErrorf("quotas must not be negative (0 is unlimited)")
 	}
 	return nil
@@ -43,6 +45,8 @@ func (f *quotaFlags) patch() *client.QuotasPatch {
 		"max-cpu":       func() { p.MaxCPU = &f.q.MaxCPU },
 		"max-memory-mb": func() { p.MaxMemoryMB = &f.q.MaxMemoryMB },
 		"max-leases":    func() { p.MaxLeases = &f.q.MaxLeases },
+		"max-volumes":   func() { p.MaxVolumes = &f.q.MaxVolumes },
+		"max-volume-mb": func() { p.MaxVolumeMB = &f.q.MaxVolumeMB },
 	} {
 		if f.fs.Changed(name) {
 			apply()
@@ -99,14 +103,15 @@ func newTenantCmd(a *app) *cobra.Command {
 				return c.ListTenants(ctx)
 			}, func(l *client.TenantList) error {
 				// Usage / quota ("-": no limit).
-				return printTable(a.stdout, "NAME\tSOURCE\tADMIN\tWEIGHT\tSANDBOXES\tCPU\tMEMORY MB\tLEASES", l.Items, func(tw io.Writer, t client.Tenant) {
+				return printTable(a.stdout, "NAME\tSOURCE\tADMIN\tWEIGHT\tSANDBOXES\tCPU\tMEMORY MB\tLEASES\tVOLUMES\tVOLUME MB", l.Items, func(tw io.Writer, t client.Tenant) {
 					q, u := t.Quotas, client.Usage{}
 					if t.Usage != nil {
 						u = *t.Usage
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d/%s\t%s/%s\t%d/%s\t%d/%s\n", t.Name, t.Source, t.Admin, t.Weight,
+					fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d/%s\t%s/%s\t%d/%s\t%d/%s\t%d/%s\t%d/%s\n", t.Name, t.Source, t.Admin, t.Weight,
 						u.Sandboxes, limit(float64(q.MaxSandboxes)), strconv.FormatFloat(u.CPU, 'f', -1, 64), limit(q.MaxCPU),
-						u.MemoryMB, limit(float64(q.MaxMemoryMB)), u.Leases, limit(float64(q.MaxLeases)))
+						u.MemoryMB, limit(float64(q.MaxMemoryMB)), u.Leases, limit(float64(q.MaxLeases)),
+						u.Volumes, limit(float64(q.MaxVolumes)), u.VolumeMB, limit(float64(q.MaxVolumeMB)))
 				})
 			})
 		}),
@@ -134,7 +139,7 @@ func newTenantCmd(a *app) *cobra.Command {
 	}
 	var qq quotaFlags
 	quota := &cobra.Command{
-		Use:   "quota NAME [--max-sandboxes N] [--max-cpu N] [--max-memory-mb N] [--max-leases N]",
+		Use:   "quota NAME [--max-sandboxes N] [--max-cpu N] [--max-memory-mb N] [--max-leases N] [--max-volumes N] [--max-volume-mb N]",
 		Short: "Show a tenant's quotas and usage, or change the quotas given",
 		Args:  exactArgs(1, "one tenant name"),
 		RunE: a.action(func(cmd *cobra.Command, args []string) error {
@@ -175,16 +180,21 @@ func (a *app) printTenant(t *client.Tenant) error {
 	if t.Usage != nil {
 		u = *t.Usage
 	}
+	// A volume quota of 0 leaves the service's per-tenant limit alone.
+	const serviceLimit = "the service's limit"
 	for _, r := range []struct {
 		name      string
 		used, max float64
+		none      string
 	}{
-		{"Sandboxes", float64(u.Sandboxes), float64(q.MaxSandboxes)},
-		{"CPU", u.CPU, q.MaxCPU},
-		{"Memory MB", float64(u.MemoryMB), float64(q.MaxMemoryMB)},
-		{"Leases", float64(u.Leases), float64(q.MaxLeases)},
+		{"Sandboxes", float64(u.Sandboxes), float64(q.MaxSandboxes), "unlimited"},
+		{"CPU", u.CPU, q.MaxCPU, "unlimited"},
+		{"Memory MB", float64(u.MemoryMB), float64(q.MaxMemoryMB), "unlimited"},
+		{"Leases", float64(u.Leases), float64(q.MaxLeases), "unlimited"},
+		{"Volumes", float64(u.Volumes), float64(q.MaxVolumes), serviceLimit},
+		{"Volume MB", float64(u.VolumeMB), float64(q.MaxVolumeMB), serviceLimit},
 	} {
-		of := "unlimited"
+		of := r.none
 		if r.max != 0 {
 			of = limit(r.max)
 		}

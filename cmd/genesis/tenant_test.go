@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-const tenantJSON = `{"name":"acme","weight":1,"admin":false,"quotas":{"max_sandboxes":2,"max_cpu":0,"max_memory_mb":0,"max_leases":0},
-"source":"api","usage":{"sandboxes":1,"cpu":0.5,"memory_mb":256,"leases":0},"resource_version":"3","created_at":"2026-03-01T11:00:00Z","updated_at":"2026-03-01T11:00:00Z"}`
+const tenantJSON = `{"name":"acme","weight":1,"admin":false,"quotas":{"max_sandboxes":2,"max_cpu":0,"max_memory_mb":0,"max_leases":0,"max_volumes":0,"max_volume_mb":2048},
+"source":"api","usage":{"sandboxes":1,"cpu":0.5,"memory_mb":256,"leases":0,"volumes":2,"volume_mb":1536},"resource_version":"3","created_at":"2026-03-01T11:00:00Z","updated_at":"2026-03-01T11:00:00Z"}`
 
 func TestTenantCommands(t *testing.T) {
 	t.Parallel()
@@ -28,26 +28,30 @@ func TestTenantCommands(t *testing.T) {
 			problem(404, "not_found", "no "+r.URL.Path)(w, r, b)
 		}
 	})
-	r := cli(t, api.URL, "", nil, "tenant", "create", "acme", "--max-sandboxes", "2", "--weight", "3")
+	r := cli(t, api.URL, "", nil, "tenant", "create", "acme", "--max-sandboxes", "2", "--weight", "3", "--max-volume-mb", "2048")
 	if r.code != 0 || r.stdout != "acme\n" {
 		t.Fatalf("create: %d %q %q", r.code, r.stdout, r.stderr)
 	}
-	jsonEqual(t, api.requests()[0].Body, `{"name":"acme","weight":3,"quotas":{"max_sandboxes":2,"max_cpu":0,"max_memory_mb":0,"max_leases":0}}`)
+	jsonEqual(t, api.requests()[0].Body, `{"name":"acme","weight":3,"quotas":{"max_sandboxes":2,"max_cpu":0,"max_memory_mb":0,"max_leases":0,"max_volumes":0,"max_volume_mb":2048}}`)
 
 	// The list shows usage against each quota.
 	r = cli(t, api.URL, "", nil, "tenant", "ls")
-	if f := strings.Fields(strings.Split(r.stdout, "\n")[1]); r.code != 0 || len(f) != 8 || f[4] != "1/2" || f[5] != "0.5/-" || f[6] != "256/-" || f[7] != "0/-" {
+	if f := strings.Fields(strings.Split(r.stdout, "\n")[1]); r.code != 0 || len(f) != 10 || f[4] != "1/2" || f[5] != "0.5/-" || f[6] != "256/-" || f[7] != "0/-" ||
+		f[8] != "2/-" || f[9] != "1536/2048" {
 		t.Errorf("ls: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 
 	r = cli(t, api.URL, "", nil, "tenant", "quota", "acme", "--max-cpu", "4")
 	reqs := api.requests()
 	jsonEqual(t, reqs[len(reqs)-2].Body, `{"quotas":{"max_cpu":4}}`)
-	for _, want := range []string{"Sandboxes:", "1 of 2", "CPU:", "0.5 of unlimited"} {
+	for _, want := range []string{"Sandboxes:", "1 of 2", "CPU:", "0.5 of unlimited", "Volumes:", "2 of the service's limit", "Volume MB:", "1536 of 2048"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("quota output lacks %q:\n%s", want, r.stdout)
 		}
 	}
+	r = cli(t, api.URL, "", nil, "tenant", "quota", "acme", "--max-volumes", "5", "--max-volume-mb", "0")
+	reqs = api.requests()
+	jsonEqual(t, reqs[len(reqs)-2].Body, `{"quotas":{"max_volumes":5,"max_volume_mb":0}}`)
 	if r := cli(t, api.URL, "", nil, "tenant", "quota", "acme", "--max-leases", "-1"); r.code != 2 {
 		t.Errorf("negative quota: exit %d, want usage error 2", r.code)
 	}

@@ -58,12 +58,21 @@ func newVolumeListCmd(a *app) *cobra.Command {
 			return callAndPrint(a, cmd, func(ctx context.Context, c *client.Client) ([]client.Volume, error) {
 				return c.ListVolumes(ctx)
 			}, func(items []client.Volume) error {
-				return printTable(a.stdout, "NAME\tSIZE\tSTATE\tMOUNTED BY\tAGE", items, func(tw io.Writer, v client.Volume) {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.Name, sizeText(v.SizeMB<<20), v.State, holders(v), shortDuration(a.now().Sub(v.CreatedAt)))
+				return printTable(a.stdout, "NAME\tUSED\tSIZE\tSTATE\tMOUNTED BY\tAGE", items, func(tw io.Writer, v client.Volume) {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.Name, usedText(v), sizeText(v.SizeMB<<20), v.State, holders(v), shortDuration(a.now().Sub(v.CreatedAt)))
 				})
 			})
 		}),
 	}
+}
+
+// usedText is what v's filesystem holds ("-" when the service does not
+// know: the volume is not ready, or not mounted on its host now).
+func usedText(v client.Volume) string {
+	if v.UsedBytes == nil {
+		return "-"
+	}
+	return sizeText(*v.UsedBytes)
 }
 
 // holders names the sandboxes that hold v ("-" for none), ":ro" after a
@@ -95,7 +104,7 @@ func newVolumeGetCmd(a *app) *cobra.Command {
 				return c.GetVolume(ctx, args[0])
 			}, func(v *client.Volume) error {
 				return printFields(a.stdout, []field{
-					{"Name", v.Name}, {"ID", v.ID}, {"Size", sizeText(v.SizeMB << 20)}, {"State", v.State},
+					{"Name", v.Name}, {"ID", v.ID}, {"Size", sizeText(v.SizeMB << 20)}, {"Used", usedText(*v)}, {"State", v.State},
 					{"Mounted by", holders(*v)}, {"Created", formatTime(v.CreatedAt)},
 				})
 			})

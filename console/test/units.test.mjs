@@ -9,7 +9,7 @@ import { imageProgress } from '../src/views/system.js';
 import { exitSummary, lifetime, newestFirst, jobWhat } from '../src/dom.js';
 import { summary } from '../src/player/player.js';
 import { holds, restoredText, suspensionText, sessionsText, madeText, wokenText, setFlash, takeFlash } from '../src/views/snapshots.js';
-import { fmtMB, holdersText } from '../src/views/volumes.js';
+import { fmtMB, fmtBytes, usedText, holdersText } from '../src/views/volumes.js';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -209,4 +209,15 @@ test('volumes: sizes in MiB and GiB, and who holds a volume', () => {
   assert.equal(holdersText({ mounts: [{ sandbox_id: 'sb_a', path: '/mnt/data', read_only: false }] }), 'written by sb_a at /mnt/data');
   assert.equal(holdersText({ mounts: [{ sandbox_id: 'sb_a', path: '/mnt/r', read_only: true }] }), 'read by sb_a at /mnt/r');
   assert.equal(holdersText({ mounts: [{ sandbox_id: 'sb_a', path: '/mnt/r', read_only: true }, { sandbox_id: 'sb_b', path: '/mnt/r', read_only: true }] }), 'read by 2 sandboxes');
+});
+
+test('volumes: used bytes against the size', () => {
+  assert.equal(fmtBytes(0), '0 B');
+  assert.equal(fmtBytes(1023), '1023 B');
+  assert.equal(fmtBytes(12 * 1024), '12 KiB');
+  assert.equal(fmtBytes(3.5 * 1048576), '3.5 MiB');
+  assert.equal(fmtBytes(undefined), '–');
+  assert.equal(usedText({ size_mb: 1024, used_bytes: 256 * 1048576 }), '256 MiB / 1 GiB (25%)');
+  assert.equal(usedText({ size_mb: 64, used_bytes: 0 }), '0 B / 64 MiB (0%)');
+  assert.equal(usedText({ size_mb: 64 }), '– / 64 MiB');
 });

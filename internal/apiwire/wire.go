@@ -293,7 +293,8 @@ func Tenant(t *tenant.Tenant) api.Tenant {
 	q := t.Quotas
 	return api.Tenant{
 		Name: t.Name, Weight: max(t.Weight, 1), MinRiskLevel: string(t.MinRiskLevel), MaxToolRiskLevel: string(t.MaxToolRiskLevel), Admin: t.Admin,
-		Quotas: api.Quotas{MaxSandboxes: q.MaxSandboxes, MaxCPU: q.MaxCPU, MaxMemoryMB: q.MaxMemoryMB, MaxLeases: q.MaxLeases},
+		Quotas: api.Quotas{MaxSandboxes: q.MaxSandboxes, MaxCPU: q.MaxCPU, MaxMemoryMB: q.MaxMemoryMB, MaxLeases: q.MaxLeases,
+			MaxVolumes: q.MaxVolumes, MaxVolumeMB: q.MaxVolumeMB},
 		Source: string(t.Source), ResourceVersion: strconv.FormatInt(t.ResourceVersion, 10),
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
 	}
@@ -326,7 +327,7 @@ func Keys(list []*tenant.Key) api.APIKeyList {
 
 // Usage converts tenant.Usage to its wire form.
 func Usage(u tenant.Usage) *api.Usage {
-	return &api.Usage{Sandboxes: u.Sandboxes, CPU: u.CPU, MemoryMB: u.MemoryMB, Leases: u.Leases}
+	return &api.Usage{Sandboxes: u.Sandboxes, CPU: u.CPU, MemoryMB: u.MemoryMB, Leases: u.Leases, Volumes: u.Volumes, VolumeMB: u.VolumeMB}
 }
 
 // Key converts *tenant.Key to its wire form.
@@ -457,7 +458,8 @@ func RunCode(res *jobs.RunResult) api.RunCodeResult {
 func TenantInput(req api.CreateTenantRequest) tenancy.TenantInput {
 	in := tenancy.TenantInput{Name: req.Name, Weight: req.Weight, MinRiskLevel: req.MinRiskLevel, MaxToolRiskLevel: req.MaxToolRiskLevel, Admin: req.Admin}
 	if q := req.Quotas; q != nil {
-		in.Quotas = tenant.Quotas{MaxSandboxes: q.MaxSandboxes, MaxCPU: q.MaxCPU, MaxMemoryMB: q.MaxMemoryMB, MaxLeases: q.MaxLeases}
+		in.Quotas = tenant.Quotas{MaxSandboxes: q.MaxSandboxes, MaxCPU: q.MaxCPU, MaxMemoryMB: q.MaxMemoryMB, MaxLeases: q.MaxLeases,
+			MaxVolumes: q.MaxVolumes, MaxVolumeMB: q.MaxVolumeMB}
 	}
 	return in
 }
@@ -466,7 +468,8 @@ func TenantInput(req api.CreateTenantRequest) tenancy.TenantInput {
 func TenantPatch(req api.UpdateTenantRequest) tenancy.TenantPatch {
 	p := tenancy.TenantPatch{Weight: req.Weight, MinRiskLevel: req.MinRiskLevel, MaxToolRiskLevel: req.MaxToolRiskLevel, Admin: req.Admin}
 	if q := req.Quotas; q != nil {
-		p.Quotas = tenancy.QuotasPatch{MaxSandboxes: q.MaxSandboxes, MaxCPU: q.MaxCPU, MaxMemoryMB: q.MaxMemoryMB, MaxLeases: q.MaxLeases}
+		p.Quotas = tenancy.QuotasPatch{MaxSandboxes: q.MaxSandboxes, MaxCPU: q.MaxCPU, MaxMemoryMB: q.MaxMemoryMB, MaxLeases: q.MaxLeases,
+			MaxVolumes: q.MaxVolumes, MaxVolumeMB: q.MaxVolumeMB}
 	}
 	return p
 }

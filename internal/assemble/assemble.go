@@ -195,7 +195,10 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 		}
 		if s.Volumes, err = volumes.New(volumes.Config{Store: c.Store, Dir: volDir, MaxSizeMB: set.Volumes.MaxSizeMB,
 			MaxMBPerTenant: set.Volumes.MaxMBPerTenant, MaxPerTenant: set.Volumes.MaxPerTenant, Roots: set.Volumes.Roots,
-			UID: volumes.DefaultUID, GID: volumes.DefaultGID, Provisioner: prov, Now: c.Now, Logger: log}); err != nil {
+			// The tenant's quota lock is control's, built next (below
+			// volumes, which it mounts); nothing calls this before Start.
+			LockTenant: func(ctx context.Context, tenant string) (func(), error) { return s.Control.LockTenant(ctx, tenant) },
+			UID:        volumes.DefaultUID, GID: volumes.DefaultGID, Provisioner: prov, Now: c.Now, Logger: log}); err != nil {
 			return nil, err
 		}
 	}

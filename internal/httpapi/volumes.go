@@ -10,6 +10,8 @@ import (
 	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/volumes"
 )
 
 // Routes of named volumes (docs/volumes.md):
@@ -56,6 +58,16 @@ func (s *Server) volumesUnsupported(w http.ResponseWriter, r *http.Request) {
 		"this service's backend has no named volumes (they live on the host of sandboxes run by Docker): %w", errdefs.ErrNotImplemented)))
 }
 
+// volume is v as the API shows it, with the bytes its filesystem holds
+// when they are known.
+func (s *Server) volume(v *sandbox.Volume) api.Volume {
+	out := apiwire.Volume(v)
+	if used, ok := s.vols.UsedBytes(v); ok {
+		out.UsedBytes = &used
+	}
+	return out
+}
+
 func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateVolumeRequest
 	if err := s.decode(w, r, &req); err != nil {
@@ -68,7 +80,7 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/v1/volumes/"+url.PathEscape(v.Name))
-	writeJSON(w, http.StatusCreated, apiwire.Volume(v))
+	writeJSON(w, http.StatusCreated, s.volume(v))
 }
 
 func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) {
@@ -79,7 +91,7 @@ func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.VolumeList{Items: make([]api.Volume, len(list))}
 	for i, v := range list {
-		out.Items[i] = apiwire.Volume(v)
+		out.Items[i] = s.volume(v)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -90,7 +102,7 @@ func (s *Server) getVolume(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, apiwire.Volume(v))
+	writeJSON(w, http.StatusOK, s.volume(v))
 }
 
 func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request) {
@@ -143,13 +155,19 @@ func (s *Server) getVolumeFile(w http.ResponseWriter, r *http.Request) {
 	http.ServeContent(&rangeProblemWriter{ResponseWriter: w, s: s, r: r, size: fi.Size()}, r, "", fi.ModTime(), f)
 }
 
+// volumeFileInfo is a volume's file as the API shows it.
+func volumeFileInfo(fi volumes.FileInfo) api.FileInfo {
+	return api.FileInfo{Path: fi.Path, Name: fi.Name, Type: fi.Type, Size: fi.Size, Mode: fi.Mode, ModTime: fi.ModTime,
+		UID: fi.UID, GID: fi.GID, LinkTarget: fi.LinkTarget, NameInvalidUTF8: fi.NameInvalidUTF8}
+}
+
 func (s *Server) statVolumeFile(w http.ResponseWriter, r *http.Request) {
 	info, err := s.vols.StatFile(r.Context(), tenantOf(r), r.PathValue("name"), r.URL.Query().Get("path"))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.FileInfo(*info))
+	writeJSON(w, http.StatusOK, volumeFileInfo(*info))
 }
 
 func (s *Server) listVolumeFiles(w http.ResponseWriter, r *http.Request) {
@@ -165,7 +183,7 @@ func (s *Server) listVolumeFiles(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.FileList{Path: list.Path, Truncated: list.Truncated, Entries: make([]api.FileInfo, len(list.Entries))}
 	for i, e := range list.Entries {
-		out.Entries[i] = api.FileInfo(e)
+		out.Entries[i] = volumeFileInfo(e)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -285,12 +285,12 @@ var rules = []rule{
 	},
 	{
 		Pkg: "internal/compat/e2b/...",
-		Why: "the E2B adapter translates onto control (leases, sandboxes), jobs, files, snapshots and config (and names the caller's key, tenant); no API, client, store, driver, job log or agent package; " +
+		Why: "the E2B adapter translates onto control (leases, sandboxes), jobs, files, snapshots, volumes (a volume's files) and config (and names the caller's key, tenant); no API, client, store, driver, job log or agent package; " +
 			"externals: connect-go and protobuf (its generated code)",
 		Forbid:   []string{"internal/httpapi", "client", "cmd/..."},
 		NoImport: []string{"internal/driver/...", "internal/store/...", "internal/admission", "internal/joblog", "internal/agent/..."},
 		Only: []string{"internal/control", "internal/jobs", "internal/files", "internal/snapshots", "internal/config", "internal/sandbox", "internal/errdefs",
-			"internal/compat/e2b/gen/...", "internal/compat/tokens", "internal/compat/shared", "internal/tenant"},
+			"internal/compat/e2b/gen/...", "internal/compat/tokens", "internal/compat/shared", "internal/tenant", "internal/volumes"},
 		External: []string{"connectrpc.com/connect", "google.golang.org/protobuf/..."},
 	},
 	{
@@ -405,10 +405,10 @@ var rules = []rule{
 	},
 	{
 		Pkg: "internal/volumes",
-		Why: "volumes owns named volumes below control (which mounts them through an interface it declares): the store's contract, diskquota, driver (a mount's shape), sandbox and errdefs; " +
+		Why: "volumes owns named volumes below control (which mounts them through an interface it declares): the store's contract, diskquota, driver (a mount's shape), sandbox, tenant (a tenant's volume quotas) and errdefs; " +
 			"no control, workload, API or driver implementation",
 		Forbid:   concat(workloads, []string{"internal/control", "internal/httpapi", "client", "cmd/..."}),
-		Only:     []string{"internal/store", "internal/diskquota", "internal/mountinfo", "internal/driver", "internal/sandbox", "internal/errdefs", "internal/egress"},
+		Only:     []string{"internal/store", "internal/diskquota", "internal/mountinfo", "internal/driver", "internal/sandbox", "internal/tenant", "internal/errdefs", "internal/egress"},
 		External: []string{"golang.org/x/sys/..."},
 	},
 	{

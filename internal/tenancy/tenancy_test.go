@@ -254,3 +254,77 @@ func TestDeleteTenantWithVolumes(t *testing.T) {
 		t.Fatalf("deleting a tenant without volumes: %v", err)
 	}
 }
+
+// TestVolumeQuotas: a tenant's max_volumes and max_volume_mb are set at
+// create, changed by a patch (nil leaves them, 0 lifts them), refused when
+// negative, written from the config for config tenants, and its views
+// count its named volumes; a tenant with volumes is not deleted.
+func TestVolumeQuotas(t *testing.T) {
+	t.Parallel()
+	s, _, st := newServiceWithStore(t)
+	ctx := t.Context()
+	if _, err := s.CreateTenant(ctx, tenancy.TenantInput{Name: "acme", Quotas: tenant.Quotas{MaxVolumes: 2, MaxVolumeMB: 300}}); err != nil {
+		t.Fatal(err)
+	}
+	mb := int64(500)
+	v, err := s.UpdateTenant(ctx, "acme", 0, tenancy.TenantPatch{Quotas: tenancy.QuotasPatch{MaxVolumeMB: &mb}})
+	if err != nil || v.Quotas.MaxVolumes != 2 || v.Quotas.MaxVolumeMB != 500 {
+		t.Fatalf("patching max_volume_mb: %+v %v, want max_volumes 2 (unchanged) and max_volume_mb 500", v, err)
+	}
+	neg := -1
+	if _, err := s.UpdateTenant(ctx, "acme", 0, tenancy.TenantPatch{Quotas: tenancy.QuotasPatch{MaxVolumes: &neg}}); !errdefs.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("a negative max_volumes: %v, want invalid argument", err)
+	}
+	now := time.Now()
+	for i, size := range []int64{100, 150} {
+		vol := &sandbox.Volume{ID: sandbox.NewID("vol"), Tenant: "acme", Name: "v" + string(rune('a'+i)), SizeMB: size,
+			State: sandbox.VolumeReady, CreatedAt: now, UpdatedAt: now}
+		if err := st.CreateVolume(ctx, vol); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.GetTenant(ctx, "acme")
+	if err != nil || got.Usage.Volumes != 2 || got.Usage.VolumeMB != 250 || got.Quotas.MaxVolumeMB != 500 {
+		t.Fatalf("GetTenant: %+v %v, want 2 volumes of 250 MiB and max_volume_mb 500", got, err)
+	}
+	list, err := s.ListTenants(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range list {
+		if v.Name == "acme" && (v.Usage.Volumes != 2 || v.Usage.VolumeMB != 250) {
+			t.Errorf("ListTenants: acme's usage %+v, want 2 volumes of 250 MiB", v.Usage)
+		}
+	}
+	if err := s.DeleteTenant(ctx, "acme", 0); errdefs.Code(err) != "tenant_in_use" {
+		t.Errorf("deleting a tenant with volumes: %v, want tenant_in_use", err)
+	}
+}
+
+// TestConfigTenantVolumeQuotas: the config's quotas for a tenant carry
+// its volume quotas into the store.
+func TestConfigTenantVolumeQuotas(t *testing.T) {
+	t.Parallel()
+	set, err := config.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.Tenants["cfg"] = config.Tenant{Quotas: tenant.Quotas{MaxVolumes: 4, MaxVolumeMB: 1024}}
+	st, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(t.TempDir(), "state.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	s, err := tenancy.New(tenancy.Config{Settings: set, Store: st, Sandboxes: &fakeSandboxes{locked: map[string]bool{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	v, err := s.GetTenant(t.Context(), "cfg")
+	if err != nil || v.Quotas.MaxVolumes != 4 || v.Quotas.MaxVolumeMB != 1024 {
+		t.Fatalf("config tenant: %+v %v, want max_volumes 4, max_volume_mb 1024", v, err)
+	}
+}

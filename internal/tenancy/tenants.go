@@ -42,6 +42,8 @@ type QuotasPatch struct {
 	MaxCPU       *float64
 	MaxMemoryMB  *int64
 	MaxLeases    *int
+	MaxVolumes   *int
+	MaxVolumeMB  *int64
 }
 
 // TenantView is a tenant with what it holds now.
@@ -102,6 +104,9 @@ func (s *Service) ListTenants(ctx context.Context) ([]*TenantView, error) {
 	out := make([]*TenantView, len(list))
 	for i, t := range list {
 		u, _ := tenant.UsageOf(byTenant[t.Name])
+		if u.Volumes, u.VolumeMB, err = s.store.VolumeUsage(ctx, t.Name); err != nil {
+			return nil, err
+		}
 		out[i] = &TenantView{Tenant: t, Usage: u}
 	}
 	return out, nil
@@ -120,13 +125,17 @@ func (s *Service) GetTenant(ctx context.Context, name string) (*TenantView, erro
 	return &TenantView{Tenant: t, Usage: u}, nil
 }
 
-// usage is what the live sandboxes of tenant name hold.
+// usage is what the live sandboxes and the named volumes of tenant name
+// hold.
 func (s *Service) usage(ctx context.Context, name string) (tenant.Usage, error) {
 	live, err := s.boxes.LiveSandboxes(ctx, name)
 	if err != nil {
 		return tenant.Usage{}, err
 	}
 	u, _ := tenant.UsageOf(live)
+	if u.Volumes, u.VolumeMB, err = s.store.VolumeUsage(ctx, name); err != nil {
+		return tenant.Usage{}, err
+	}
 	return u, nil
 }
 
@@ -152,6 +161,8 @@ func (s *Service) UpdateTenant(ctx context.Context, name string, ifVersion int64
 		set(&t.Quotas.MaxCPU, q.MaxCPU)
 		set(&t.Quotas.MaxMemoryMB, q.MaxMemoryMB)
 		set(&t.Quotas.MaxLeases, q.MaxLeases)
+		set(&t.Quotas.MaxVolumes, q.MaxVolumes)
+		set(&t.Quotas.MaxVolumeMB, q.MaxVolumeMB)
 		return t.Validate()
 	})
 	if errors.Is(err, errdefs.ErrNotFound) {
@@ -198,12 +209,10 @@ func (s *Service) DeleteTenant(ctx context.Context, name string, ifVersion int64
 			"tenant %s still has %d live sandboxes; destroy them first: %w", name, u.Sandboxes, errdefs.ErrFailedPrecondition))
 	}
 	// Its named volumes hold data on the host that nobody could reach once
-	// the tenant is gone.
-	if n, _, err := s.store.VolumeUsage(ctx, name); err != nil {
-		return err
-	} else if n > 0 {
+	// the tenant is gone (a volume create takes the quota lock too).
+	if u.Volumes > 0 {
 		return errdefs.WithCode(codeTenantInUse, fmt.Errorf(
-			"tenant %s still has %d named volumes; delete them first: %w", name, n, errdefs.ErrFailedPrecondition))
+			"tenant %s still has %d named volumes; delete them first: %w", name, u.Volumes, errdefs.ErrFailedPrecondition))
 	}
 	err = s.store.DeleteTenant(ctx, name, ifVersion)
 	if errors.Is(err, errdefs.ErrNotFound) {

@@ -33,6 +33,12 @@ type Quotas struct {
 	MaxCPU       float64 `json:"max_cpu" yaml:"max_cpu"`
 	MaxMemoryMB  int64   `json:"max_memory_mb" yaml:"max_memory_mb"`
 	MaxLeases    int     `json:"max_leases" yaml:"max_leases"`
+	// MaxVolumes bounds the tenant's named volumes and MaxVolumeMB their
+	// summed size_mb (its volume disk quota). The config's volumes.
+	// max_per_tenant and volumes.max_mb_per_tenant stay the ceiling: the
+	// tighter of the two holds (VolumeLimits).
+	MaxVolumes  int   `json:"max_volumes" yaml:"max_volumes"`
+	MaxVolumeMB int64 `json:"max_volume_mb" yaml:"max_volume_mb"`
 }
 
 // Validate refuses negative quotas, naming the offending key under prefix
@@ -50,6 +56,10 @@ func (q Quotas) Validate(prefix string) error {
 		return bad("max_memory_mb", q.MaxMemoryMB)
 	case q.MaxLeases < 0:
 		return bad("max_leases", q.MaxLeases)
+	case q.MaxVolumes < 0:
+		return bad("max_volumes", q.MaxVolumes)
+	case q.MaxVolumeMB < 0:
+		return bad("max_volume_mb", q.MaxVolumeMB)
 	}
 	return nil
 }
@@ -60,6 +70,10 @@ type Usage struct {
 	CPU       float64 `json:"cpu"`
 	MemoryMB  int64   `json:"memory_mb"`
 	Leases    int     `json:"leases"`
+	// Volumes and VolumeMB are the tenant's named volumes and their summed
+	// size_mb (not counted by UsageOf, which sums sandboxes).
+	Volumes  int   `json:"volumes"`
+	VolumeMB int64 `json:"volume_mb"`
 }
 
 // Add returns u with one more sandbox of r (and one more lease if lease).
@@ -105,6 +119,25 @@ func (q Quotas) Exceeded(next Usage) string {
 		return fmt.Sprintf("max_leases %d (would be %d)", q.MaxLeases, next.Leases)
 	}
 	return ""
+}
+
+// VolumeLimits combines the tenant's volume quotas with the service's
+// per-tenant ceiling (config volumes.max_per_tenant, max_mb_per_tenant):
+// each bound is the tighter of the two that are set, 0 when neither is.
+// A tenant's quota narrows the service's limit, never widens it.
+func (q Quotas) VolumeLimits(ceilingCount int, ceilingMB int64) (count int, mb int64) {
+	return tighter(q.MaxVolumes, ceilingCount), tighter(q.MaxVolumeMB, ceilingMB)
+}
+
+// tighter is the smaller of a and b that is set (> 0), or 0.
+func tighter[T int | int64](a, b T) T {
+	switch {
+	case a <= 0:
+		return max(b, 0)
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
 }
 
 // Tenant is the owner of API keys, sandboxes, quotas and audit records.

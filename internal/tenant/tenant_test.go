@@ -108,3 +108,33 @@ func TestUsageOf(t *testing.T) {
 		t.Errorf("UsageOf(one without expiry) = %+v, first %+v; want one sandbox and no expiry", u, first)
 	}
 }
+
+func TestQuotasVolumeLimits(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		q         Quotas
+		ceilCount int
+		ceilMB    int64
+		wantCount int
+		wantMB    int64
+	}{
+		{"neither", Quotas{}, 0, 0, 0, 0},
+		{"ceiling only", Quotas{}, 100, 2048, 100, 2048},
+		{"tenant only", Quotas{MaxVolumes: 3, MaxVolumeMB: 512}, 0, 0, 3, 512},
+		{"tenant narrows", Quotas{MaxVolumes: 3, MaxVolumeMB: 512}, 100, 2048, 3, 512},
+		{"tenant cannot widen", Quotas{MaxVolumes: 300, MaxVolumeMB: 4096}, 100, 2048, 100, 2048},
+		{"mixed", Quotas{MaxVolumeMB: 4096}, 5, 2048, 5, 2048},
+	}
+	for _, tc := range tests {
+		n, mb := tc.q.VolumeLimits(tc.ceilCount, tc.ceilMB)
+		if n != tc.wantCount || mb != tc.wantMB {
+			t.Errorf("%s: VolumeLimits = %d, %d; want %d, %d", tc.name, n, mb, tc.wantCount, tc.wantMB)
+		}
+	}
+	for _, q := range []Quotas{{MaxVolumes: -1}, {MaxVolumeMB: -1}} {
+		if err := q.Validate("quotas"); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("Validate(%+v) = %v, want invalid argument", q, err)
+		}
+	}
+}

@@ -22,7 +22,11 @@
 // stay here, a mount names the volume (driver.Mount.Volume), and the files
 // API answers 501 volume_files_unsupported.
 //
+// A create checks the tenant's volume limits (its quotas max_volumes and
+// max_volume_mb, under the service's ceiling) and stores the record under
+// the tenant's quota lock, so concurrent creates cannot pass them.
+//
 // It imports the store's contract, diskquota, driver (a mount's shape),
-// sandbox and errdefs; never control, a workload package, the API or a
+// sandbox, tenant (a tenant's quotas) and errdefs; never control, a workload package, the API or a
 // driver implementation.
 package volumes

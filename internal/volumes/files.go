@@ -23,12 +23,15 @@ import (
 
 // FileInfo describes one file of a volume (the shape of api.FileInfo).
 type FileInfo struct {
-	Path            string
-	Name            string
-	Type            string
-	Size            int64
-	Mode            string
-	ModTime         time.Time
+	Path    string
+	Name    string
+	Type    string
+	Size    int64
+	Mode    string
+	ModTime time.Time
+	// AccessTime and ChangeTime are the inode's atime and ctime.
+	AccessTime      time.Time
+	ChangeTime      time.Time
 	UID             int
 	GID             int
 	LinkTarget      string
@@ -137,8 +140,10 @@ func info(p string, fi fs.FileInfo, link string) FileInfo {
 	default:
 		out.Type = "other"
 	}
+	out.AccessTime, out.ChangeTime = out.ModTime, out.ModTime
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		out.UID, out.GID = int(st.Uid), int(st.Gid)
+		out.AccessTime, out.ChangeTime = statTimes(st)
 	}
 	return out
 }

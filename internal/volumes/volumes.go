@@ -18,6 +18,7 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/tenant"
 )
 
 // Stable problem codes.
@@ -57,6 +58,8 @@ const (
 // records is what the manager needs of the store.
 type records interface {
 	store.Volumes
+	// GetTenant reads a tenant's volume quotas.
+	GetTenant(ctx context.Context, name string) (*tenant.Tenant, error)
 	GetSandbox(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error)
 }
 
@@ -67,10 +70,16 @@ type Config struct {
 	// <Dir>/<id>/data. It must be absolute.
 	Dir string
 	// MaxSizeMB bounds one volume; MaxMBPerTenant the summed size of a
-	// tenant's volumes; MaxPerTenant their number (0: no bound).
+	// tenant's volumes; MaxPerTenant their number (0: no bound). A
+	// tenant's own quotas (max_volume_mb, max_volumes) narrow the last two.
 	MaxSizeMB      int64
 	MaxMBPerTenant int64
 	MaxPerTenant   int
+	// LockTenant takes the tenant's quota lock, which every sandbox create
+	// and a tenant's delete take too (control.Service.LockTenant, shared
+	// by the instances sharing the store): a create checks the tenant's
+	// limits and stores its record under it. nil: a lock of this manager's.
+	LockTenant func(ctx context.Context, tenant string) (unlock func(), err error)
 	// Roots are the container paths strictly below which a volume may be
 	// mounted; nil takes DefaultRoots.
 	Roots []string
@@ -188,8 +197,9 @@ func notFound(name string, err error) error {
 	return err
 }
 
-// Create makes tenant's volume name of sizeMB MiB: its record first (a
-// name taken is 409 volume_exists), then, within the tenant's limits, its
+// Create makes tenant's volume name of sizeMB MiB: its record first,
+// within the tenant's limits and under its quota lock (reserve: a name
+// taken is 409 volume_exists, a limit passed 429 quota_exceeded), then its
 // filesystem. A failure removes what it made.
 func (m *Manager) Create(ctx context.Context, tenant, name string, sizeMB int64) (_ *sandbox.Volume, err error) {
 	if err := ValidName(name); err != nil {
@@ -204,10 +214,7 @@ func (m *Manager) Create(ctx context.Context, tenant, name string, sizeMB int64)
 	now := m.cfg.Now()
 	v := &sandbox.Volume{ID: sandbox.NewID("vol"), Tenant: tenant, Name: name, SizeMB: sizeMB, State: sandbox.VolumeCreating,
 		CreatedAt: now, UpdatedAt: now}
-	if err := m.cfg.Store.CreateVolume(ctx, v); err != nil {
-		if errors.Is(err, errdefs.ErrAlreadyExists) {
-			return nil, errdefs.WithCode(CodeExists, fmt.Errorf("volume %q exists: %w", name, errdefs.ErrAlreadyExists))
-		}
+	if err := m.reserve(ctx, v); err != nil {
 		return nil, err
 	}
 	// From here on the work finishes or rolls back even if the caller
@@ -225,20 +232,6 @@ func (m *Manager) Create(ctx context.Context, tenant, name string, sizeMB int64)
 			}
 		}
 	}()
-	// The record counts from its insert: of two creates racing past a
-	// limit, neither passes unseen (both may be refused).
-	n, total, err := m.cfg.Store.VolumeUsage(ctx, tenant)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case m.cfg.MaxPerTenant > 0 && n > m.cfg.MaxPerTenant:
-		return nil, errdefs.WithCode(CodeQuotaExceeded, fmt.Errorf("tenant %s would have %d volumes, its limit is %d: %w",
-			tenant, n, m.cfg.MaxPerTenant, errdefs.ErrResourceExhausted))
-	case m.cfg.MaxMBPerTenant > 0 && total > m.cfg.MaxMBPerTenant:
-		return nil, errdefs.WithCode(CodeQuotaExceeded, fmt.Errorf("tenant %s's volumes would take %d MiB, its limit is %d MiB: %w",
-			tenant, total, m.cfg.MaxMBPerTenant, errdefs.ErrResourceExhausted))
-	}
 	if p := m.cfg.Provisioner; p != nil {
 		if err := p.CreateVolume(ctx, driver.VolumeSpec{ID: v.ID, Tenant: tenant, Name: name, SizeMB: sizeMB}); err != nil {
 			return nil, err
@@ -264,6 +257,82 @@ func (m *Manager) Create(ctx context.Context, tenant, name string, sizeMB int64)
 		x.State = sandbox.VolumeReady
 		return nil
 	})
+}
+
+// reserve checks v against its tenant's volume limits and inserts its
+// record, under the tenant's quota lock: a record counts from its insert,
+// so concurrent creates (here, or in another instance sharing the store
+// and the lock) cannot pass a limit together. A name taken is 409
+// volume_exists; a limit passed is 429 quota_exceeded, and nothing is
+// stored.
+func (m *Manager) reserve(ctx context.Context, v *sandbox.Volume) error {
+	unlock, err := m.lockTenant(ctx, v.Tenant)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	exists := func() error {
+		return errdefs.WithCode(CodeExists, fmt.Errorf("volume %q exists: %w", v.Name, errdefs.ErrAlreadyExists))
+	}
+	if _, err := m.cfg.Store.GetVolume(ctx, v.Tenant, v.Name); err == nil {
+		return exists()
+	} else if !errors.Is(err, errdefs.ErrNotFound) {
+		return err
+	}
+	q, err := m.tenantQuotas(ctx, v.Tenant)
+	if err != nil {
+		return err
+	}
+	maxN, maxMB := q.VolumeLimits(m.cfg.MaxPerTenant, m.cfg.MaxMBPerTenant)
+	n, total, err := m.cfg.Store.VolumeUsage(ctx, v.Tenant)
+	if err != nil {
+		return err
+	}
+	// which names the bound that holds: the tenant's own quota when it set
+	// the tighter one, else the service's limit.
+	which := func(own bool, quota, config string) string {
+		if own {
+			return "its quota " + quota
+		}
+		return "the service's limit " + config
+	}
+	switch {
+	case maxN > 0 && n+1 > maxN:
+		return errdefs.WithCode(CodeQuotaExceeded, fmt.Errorf("tenant %s has %d volumes, %s is %d: delete one first: %w",
+			v.Tenant, n, which(q.MaxVolumes == maxN, "max_volumes", "volumes.max_per_tenant"), maxN, errdefs.ErrResourceExhausted))
+	case maxMB > 0 && total+v.SizeMB > maxMB:
+		return errdefs.WithCode(CodeQuotaExceeded, fmt.Errorf("tenant %s's volumes take %d MiB, %d MiB more would pass %s of %d MiB: %w",
+			v.Tenant, total, v.SizeMB, which(q.MaxVolumeMB == maxMB, "max_volume_mb", "volumes.max_mb_per_tenant"), maxMB, errdefs.ErrResourceExhausted))
+	}
+	if err := m.cfg.Store.CreateVolume(ctx, v); err != nil {
+		if errors.Is(err, errdefs.ErrAlreadyExists) {
+			return exists()
+		}
+		return err
+	}
+	return nil
+}
+
+// lockTenant takes the tenant's quota lock (Config.LockTenant), or this
+// manager's lock of the tenant when none is configured.
+func (m *Manager) lockTenant(ctx context.Context, tenant string) (func(), error) {
+	if m.cfg.LockTenant != nil {
+		return m.cfg.LockTenant(ctx, tenant)
+	}
+	return m.lock("tenant:" + tenant), nil
+}
+
+// tenantQuotas returns the tenant's quotas (none for a tenant without a
+// record).
+func (m *Manager) tenantQuotas(ctx context.Context, name string) (tenant.Quotas, error) {
+	t, err := m.cfg.Store.GetTenant(ctx, name)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return tenant.Quotas{}, nil
+	}
+	if err != nil {
+		return tenant.Quotas{}, err
+	}
+	return t.Quotas, nil
 }
 
 // Get returns tenant's volume name (404 volume_not_found when it has none:
@@ -440,3 +509,16 @@ const (
 	DefaultUID = 1000
 	DefaultGID = 1000
 )
+
+// UsedBytes answers the bytes in use on the volume's filesystem, from
+// statfs (cheap: no walk of its files; ext4's own metadata, a few MiB of
+// journal and inode tables, counts as used), and false when it is not
+// known: the volume is not ready, or its filesystem is not mounted on this
+// host now (after a host restart until its first use, or a volume of
+// another instance's host).
+func (m *Manager) UsedBytes(v *sandbox.Volume) (int64, bool) {
+	if v.State != sandbox.VolumeReady {
+		return 0, false
+	}
+	return usedBytes(m.HostDir(v))
+}

@@ -266,20 +266,33 @@ async function autopause() {
   out.killed = await sbx.kill();
 }
 
-// volumes creates a named volume, mounts it into a
-// sandbox that writes to it, reads it from a second sandbox after the
-// first is gone, and deletes it; deleting it while mounted is refused.
+// volumes creates a named volume, seeds it through the content API
+// (content), mounts it into a sandbox that writes to it (a content write
+// beside that writer is refused), reads it from a second sandbox after the
+// first is gone and through the content API, and deletes it; deleting it
+// while mounted is refused.
 // FLOW_VOLUME names the volume.
 async function volumes() {
   const vol = await Volume.create(process.env.FLOW_VOLUME);
   out.volumeId = vol.volumeId;
   out.volumeName = vol.name;
   out.listed = (await Volume.list()).map((v) => `${v.name}:${v.volumeId}`);
-  out.info = await Volume.getInfo(vol.volumeId);
+  const info = await Volume.getInfo(vol.volumeId);
+  // create and getInfo answer the same token, the service's own kind.
+  out.tokenShape = info.token.startsWith('gst_v2.') && info.token === vol.token ? 'gst_v2' : `other: ${info.token.slice(0, 8)}`;
+  out.info = { volumeId: info.volumeId, name: info.name };
+  await content(vol);
   const a = await Sandbox.create('base', { timeoutMs: 120_000, volumeMounts: { '/mnt/data': vol } });
   out.writerId = a.sandboxId;
   out.mounts = (await a.getInfo()).volumeMounts;
+  out.seenInside = (await a.commands.run('cat /mnt/data/seed/hello.txt; stat -c %a /mnt/data/seed/hello.txt')).stdout;
   out.write = (await a.commands.run('echo kept > /mnt/data/note.txt && cat /mnt/data/note.txt')).stdout;
+  try {
+    await vol.writeFile('/beside-the-writer.txt', 'no');
+    out.writeWhileMounted = 'written';
+  } catch (e) {
+    out.writeWhileMounted = errInfo(e);
+  }
   try {
     await Volume.destroy(vol.volumeId);
     out.destroyWhileMounted = 'deleted';
@@ -291,6 +304,11 @@ async function volumes() {
   out.readerId = b.sandboxId;
   out.read = (await b.commands.run('cat /mnt/again/note.txt')).stdout;
   await b.kill();
+  // The writer's file through the content API, with a new connection.
+  const again = await Volume.connect(vol.volumeId);
+  out.readNote = await again.readFile('/note.txt');
+  await again.remove('/made');
+  out.removed = await again.exists('/made/deep');
   out.destroyed = await Volume.destroy(vol.volumeId);
   out.destroyedAgain = await Volume.destroy(vol.volumeId);
   try {
@@ -298,6 +316,40 @@ async function volumes() {
     out.gone = 'still there';
   } catch (e) {
     out.gone = errInfo(e).name;
+  }
+}
+
+// content drives the volume content API with the volume's token: write,
+// read, makeDir, list, getInfo, exists, updateMetadata; a path leaving the
+// volume and a wrong token are refused.
+async function content(vol) {
+  const w = await vol.writeFile('/seed/hello.txt', 'from the sdk\n');
+  out.contentWrite = { path: w.path, type: w.type, size: w.size };
+  out.contentRead = await vol.readFile('/seed/hello.txt');
+  out.contentBytes = Array.from(await vol.readFile('/seed/hello.txt', { format: 'bytes' })).length;
+  out.contentMakeDir = (await vol.makeDir('/made/deep', { force: true })).type;
+  out.contentList = (await vol.list('/', { depth: 2 })).map((e) => `${e.type}:${e.path}`).sort();
+  const st = await vol.getInfo('/seed/hello.txt');
+  out.contentInfo = { name: st.name, type: st.type, size: st.size, mtimeIsDate: st.mtime instanceof Date && !Number.isNaN(st.mtime.getTime()) };
+  out.contentExists = [await vol.exists('/seed/hello.txt'), await vol.exists('/nope')];
+  out.contentMode = (await vol.updateMetadata('/seed/hello.txt', { mode: 0o640 })).mode;
+  try {
+    await vol.readFile('/../../etc/passwd');
+    out.contentEscape = 'read';
+  } catch (e) {
+    out.contentEscape = errInfo(e);
+  }
+  try {
+    await vol.getInfo('/missing.txt');
+    out.contentMissing = 'found';
+  } catch (e) {
+    out.contentMissing = errInfo(e).name;
+  }
+  try {
+    await new Volume(vol.volumeId, vol.name, vol.token + 'x').readFile('/seed/hello.txt');
+    out.contentBadToken = 'read';
+  } catch (e) {
+    out.contentBadToken = errInfo(e);
   }
 }
 

@@ -369,12 +369,9 @@ func crossTenantE2B(t *testing.T, e *env, svc *service, otherKey string, routes 
 			continue
 		}
 		if strings.Contains(path, "{volumeID}") {
-			// Volumes: 404 for a volume this tenant does not have; their
-			// contents 501 (not served here) whoever asks.
+			// Volumes and their contents: 404 for a volume this tenant
+			// does not have.
 			want := 404
-			if strings.HasPrefix(path, "/e2b/volumecontent/") {
-				want = 501
-			}
 			foreignCode, foreign := e2bCall(t, svc.url(), otherKey, method, strings.Replace(path, "{volumeID}", vol.VolumeID, 1), body)
 			missingCode, miss := e2bCall(t, svc.url(), otherKey, method, strings.Replace(path, "{volumeID}", missingVol, 1), body)
 			if foreignCode != want || missingCode != want || strings.ReplaceAll(foreign, vol.VolumeID, missingVol) != miss {

@@ -200,6 +200,25 @@ func TestVolumes(t *testing.T) {
 				if res := execOK(t, c, w.ID, "rm "+mnt+"/big && echo fine > "+mnt+"/after.txt && cat "+mnt+"/after.txt"); res.ExitCode != 0 || res.Stdout != "fine\n" {
 					t.Errorf("after the full write: exit %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
 				}
+				// The API's used bytes follow what the sandbox writes.
+				v, err := c.GetVolume(ctx, name)
+				if err != nil || v.UsedBytes == nil {
+					t.Fatalf("used bytes of a mounted volume: %+v %v", v, err)
+				}
+				before := *v.UsedBytes
+				if res := execOK(t, c, w.ID, "dd if=/dev/zero of="+mnt+"/used bs=1M count=4 && sync"); res.ExitCode != 0 {
+					t.Fatalf("writing 4 MiB: exit %d %q", res.ExitCode, res.Stderr)
+				}
+				eventually(t, 30*time.Second, "used_bytes to count the sandbox's 4 MiB", func() (bool, string) {
+					v, err := c.GetVolume(ctx, name)
+					if err != nil || v.UsedBytes == nil {
+						return false, fmt.Sprintf("%+v %v", v, err)
+					}
+					return *v.UsedBytes-before >= 4<<20 && *v.UsedBytes <= 16<<20, fmt.Sprintf("used %d, was %d", *v.UsedBytes, before)
+				})
+				if res := execOK(t, c, w.ID, "rm "+mnt+"/used"); res.ExitCode != 0 {
+					t.Errorf("rm: %q", res.Stderr)
+				}
 
 				if err := c.DeleteSandbox(ctx, w.ID); err != nil {
 					t.Fatal(err)

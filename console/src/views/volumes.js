@@ -12,6 +12,25 @@ export function fmtMB(mb) {
   return `${Number.isInteger(g) ? g : g.toFixed(1)} GiB`;
 }
 
+// fmtBytes renders a byte count in binary units ("0 B", "12 KiB",
+// "3.4 MiB", "1.2 GiB").
+export function fmtBytes(n) {
+  if (!Number.isFinite(n) || n < 0) return '–';
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return `${i === 0 || Number.isInteger(n) ? n : n.toFixed(1)} ${units[i]}`;
+}
+
+// usedText says how full a volume is: "3.4 MiB / 1 GiB (1%)", or the
+// size alone when the service does not know the used bytes (the volume's
+// filesystem is not mounted on its host right now).
+export function usedText(v) {
+  if (!Number.isFinite(v.used_bytes)) return `– / ${fmtMB(v.size_mb)}`;
+  const pct = v.size_mb > 0 ? Math.min(100, Math.round((100 * v.used_bytes) / (v.size_mb * 1048576))) : 0;
+  return `${fmtBytes(v.used_bytes)} / ${fmtMB(v.size_mb)} (${pct}%)`;
+}
+
 // holdersText says who holds a volume: "not mounted", "written by S at
 // /mnt/data" or "read by 2 sandboxes".
 export function holdersText(v) {
@@ -37,7 +56,7 @@ export async function volumesView(root, { refresh }) {
 
   const rows = items.map((v) => h('tr', { dataset: { name: v.name, id: v.id, holders: String((v.mounts || []).length) } },
     h('td', { class: 'nowrap' }, v.name), h('td', { class: 'nowrap muted' }, v.id),
-    h('td', { class: 'num nowrap size' }, fmtMB(v.size_mb)),
+    h('td', { class: 'num nowrap size', dataset: { used: String(v.used_bytes ?? '') } }, usedText(v)),
     h('td', {}, badge(v.state)),
     h('td', { class: 'holders' }, holdersText(v), (v.mounts || []).length ? h('ul', { class: 'plain' },
       v.mounts.map((m) => h('li', { dataset: { sandbox: m.sandbox_id } },
@@ -56,7 +75,7 @@ export async function volumesView(root, { refresh }) {
     h('div', { class: 'title-row' }, h('h1', {}, 'Volumes'),
       h('span', { class: 'muted', id: 'volume-count' }, `${items.length} listed, ${fmtMB(total)} in all`)),
     msg,
-    table('Volumes, by name', ['Name', 'ID', 'Size', 'State', 'Held by', 'Created', ''], rows,
+    table('Volumes, by name', ['Name', 'ID', 'Used / size', 'State', 'Held by', 'Created', ''], rows,
       'No volumes yet: make one with genesis volume create NAME --size-mb 1024, or POST /v1/volumes.'),
     h('p', { class: 'muted' }, 'A volume is a named directory with a hard size limit that outlives the sandboxes it is mounted into: one writer or any number of readers at a time.'));
 }

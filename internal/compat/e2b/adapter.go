@@ -182,16 +182,15 @@ func (a *Adapter) Routes() []Route {
 		{"GET", p + "/volumes", a.apiKey(a.withVolumes(a.listVolumes)), false},
 		{"GET", p + "/volumes/{volumeID}", a.apiKey(a.withVolumes(a.getVolume)), false},
 		{"DELETE", p + "/volumes/{volumeID}", a.apiKey(a.withVolumes(a.deleteVolume)), false},
-		// E2B's volume content API (E2B_VOLUME_API_URL) is not served:
-		// an honest 501 rather than the mux's 404, which the SDK reads as
-		// a missing path.
-		{"GET", p + "/volumecontent/{volumeID}/file", a.volumeContentRoute, false},
-		{"PUT", p + "/volumecontent/{volumeID}/file", a.volumeContentRoute, false},
-		{"GET", p + "/volumecontent/{volumeID}/dir", a.volumeContentRoute, false},
-		{"POST", p + "/volumecontent/{volumeID}/dir", a.volumeContentRoute, false},
-		{"GET", p + "/volumecontent/{volumeID}/path", a.volumeContentRoute, false},
-		{"PATCH", p + "/volumecontent/{volumeID}/path", a.volumeContentRoute, false},
-		{"DELETE", p + "/volumecontent/{volumeID}/path", a.volumeContentRoute, false},
+		// E2B's volume content API (E2B_VOLUME_API_URL): a volume's files,
+		// authenticated by the volume's token (volumecontent.go).
+		{"GET", p + "/volumecontent/{volumeID}/file", a.volumeContent(a.volumeReadFile), false},
+		{"PUT", p + "/volumecontent/{volumeID}/file", a.volumeContent(a.volumeWriteFile), false},
+		{"GET", p + "/volumecontent/{volumeID}/dir", a.volumeContent(a.volumeList), false},
+		{"POST", p + "/volumecontent/{volumeID}/dir", a.volumeContent(a.volumeMakeDir), false},
+		{"GET", p + "/volumecontent/{volumeID}/path", a.volumeContent(a.volumeStat), false},
+		{"PATCH", p + "/volumecontent/{volumeID}/path", a.volumeContent(a.volumeSetMetadata), false},
+		{"DELETE", p + "/volumecontent/{volumeID}/path", a.volumeContent(a.volumeRemove), false},
 		// Sandbox traffic (E2B_SANDBOX_URL), routed by E2b-Sandbox-Id and
 		// E2b-Sandbox-Port and authenticated by the sandbox's access token.
 		{"GET", p + "/health", a.sandboxAuth(a.health), true},

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/http"
+	"os"
 
 	"genesis.dev/sandbox/internal/compat/shared"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/volumes"
 )
 
 // Volumes are the named volumes the SDK's Volume class and a create's
@@ -19,6 +23,14 @@ type Volumes interface {
 	Delete(ctx context.Context, tenant, name string) error
 	// Mounted are the volumes sandbox id of tenant holds.
 	Mounted(ctx context.Context, tenant, id string) ([]*sandbox.Volume, error)
+	// A volume's files, for the content API (volumecontent.go).
+	ListFiles(ctx context.Context, tenant, name, p string, limit int) (*volumes.FileList, error)
+	StatFile(ctx context.Context, tenant, name, p string) (*volumes.FileInfo, error)
+	OpenFile(ctx context.Context, tenant, name, p string) (*os.File, fs.FileInfo, error)
+	WriteFile(ctx context.Context, tenant, name, p, mode string, overwrite bool, body io.Reader) (*volumes.FileWritten, error)
+	MakeDir(ctx context.Context, tenant, name, p, mode string, parents bool) (*volumes.FileInfo, error)
+	SetAttrs(ctx context.Context, tenant, name, p string, a volumes.Attrs) (*volumes.FileInfo, error)
+	DeleteFile(ctx context.Context, tenant, name, p string, recursive bool) error
 }
 
 // DefaultVolumeMB is the size of a volume made through the SDK, whose
@@ -33,8 +45,8 @@ type volumeInfo struct {
 
 // volumeAndToken is a volume as create and get answer it (schema
 // VolumeAndToken). Token is the credential of E2B's volume content API
-// (/volumecontent/…), which this adapter does not serve: it is empty, and
-// a volume's files go through a sandbox that mounts it or /v1/volumes.
+// (/volumecontent/…, volumecontent.go): a token of package tokens for this
+// volume, made for the caller's key.
 type volumeAndToken struct {
 	volumeInfo
 	Token string `json:"token"`
@@ -93,7 +105,7 @@ func (a *Adapter) createVolume(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, volumeAndToken{volumeInfo: volumeInfo{Name: v.Name, VolumeID: v.ID}})
+	writeJSON(w, http.StatusCreated, volumeAndToken{volumeInfo: volumeInfo{Name: v.Name, VolumeID: v.ID}, Token: a.volumeToken(r.Context(), v.ID)})
 }
 
 // listVolumes serves GET /volumes: the caller's volumes.
@@ -117,7 +129,7 @@ func (a *Adapter) getVolume(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, volumeAndToken{volumeInfo: volumeInfo{Name: v.Name, VolumeID: v.ID}})
+	writeJSON(w, http.StatusOK, volumeAndToken{volumeInfo: volumeInfo{Name: v.Name, VolumeID: v.ID}, Token: a.volumeToken(r.Context(), v.ID)})
 }
 
 // deleteVolume serves DELETE /volumes/{volumeID}: 204, 404 for a volume
@@ -172,24 +184,4 @@ func (a *Adapter) mountsOf(ctx context.Context, tenant, id string) ([]volumeMoun
 		}
 	}
 	return out, nil
-}
-
-// volumeContentRoute answers every call of E2B's volume content API 501.
-// The SDK calls it with the per-volume token create and get answered,
-// which is empty, so it sends no credential: such a call is answered at
-// once and says nothing of any volume. A call with an API key is
-// authenticated first (and so audited as its caller's).
-func (a *Adapter) volumeContentRoute(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("X-API-KEY") != "" || r.Header.Get("Authorization") != "" {
-		a.apiKey(a.volumeContent)(w, r)
-		return
-	}
-	a.volumeContent(w, r)
-}
-
-// volumeContent is the 501 of E2B's volume content API: a volume's files
-// go through a sandbox that mounts it or /v1/volumes/{name}/files.
-func (a *Adapter) volumeContent(w http.ResponseWriter, r *http.Request) {
-	a.writeError(w, r, errdefs.WithCode("not_supported", errdefs.Mark(fmt.Errorf(
-		"E2B's volume content API is not served here: read and write a volume's files in a sandbox that mounts it, or through /v1/volumes/{name}/files"), errdefs.ErrNotImplemented)))
 }

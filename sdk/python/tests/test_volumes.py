@@ -65,9 +65,13 @@ def test_volume_round_trip(client: Genesis, volume: str, runtime: str) -> None:
     name = volume
     assert name in [v["name"] for v in client.list_volumes()]
 
-    # Upload without any sandbox: streamed from a file object.
+    # Upload without any sandbox: streamed from a file object; the
+    # volume's used bytes grow by it.
+    used_before = client.get_volume(name)["used_bytes"]
+    assert 0 < used_before < 64 << 20
     data = bytes(range(256)) * 512
     w = client.write_volume_file(name, "dir/data.bin", io.BytesIO(data))
+    assert client.get_volume(name)["used_bytes"] - used_before >= len(data)
     assert (w.path.lstrip("/"), w.size, w.sha256) == ("dir/data.bin", len(data), hashlib.sha256(data).hexdigest())
     assert client.stat_volume_file(name, "dir/data.bin")["size"] == len(data)
     listing = client.list_volume_files(name, "dir")

@@ -215,7 +215,9 @@ class AsyncGenesis:
 
     async def create_tenant(self, name: str, **fields: Any) -> Dict[str, Any]:
         """Creates a tenant; fields: weight, min_risk_level,
-        max_tool_risk_level, admin, quotas."""
+        max_tool_risk_level, admin, quotas (max_sandboxes, max_cpu,
+        max_memory_mb, max_leases, and for named volumes max_volumes and
+        max_volume_mb, which narrow the service's per-tenant volume limits)."""
         return await self._json(_ops.post("/v1/tenants", {"name": name, **fields}))
 
     async def list_tenants(self) -> List[Dict[str, Any]]:
@@ -423,11 +425,14 @@ class AsyncGenesis:
         return await self._json(_ops.create_volume(name, size_mb))
 
     async def list_volumes(self) -> List[Dict[str, Any]]:
-        """The tenant's volumes, by name."""
+        """The tenant's volumes, by name; each with ``size_mb`` and
+        ``used_bytes`` (what its filesystem holds now; absent when the
+        service does not know it)."""
         return await self._items(_ops.get("/v1/volumes"))
 
     async def get_volume(self, name: str) -> Dict[str, Any]:
-        """One volume, with the sandboxes that hold it now (``mounts``)."""
+        """One volume, with the sandboxes that hold it now (``mounts``) and
+        ``used_bytes`` beside ``size_mb`` (see list_volumes)."""
         return await self._json(_ops.get(_ops.vol(name)))
 
     async def delete_volume(self, name: str) -> None:

@@ -191,7 +191,9 @@ class Genesis:
 
     def create_tenant(self, name: str, **fields: Any) -> Dict[str, Any]:
         """Creates a tenant; fields: weight, min_risk_level,
-        max_tool_risk_level, admin, quotas."""
+        max_tool_risk_level, admin, quotas (max_sandboxes, max_cpu,
+        max_memory_mb, max_leases, and for named volumes max_volumes and
+        max_volume_mb, which narrow the service's per-tenant volume limits)."""
         return self._json(_ops.post("/v1/tenants", {"name": name, **fields}))
 
     def list_tenants(self) -> List[Dict[str, Any]]:
@@ -402,11 +404,14 @@ class Genesis:
         return self._json(_ops.create_volume(name, size_mb))
 
     def list_volumes(self) -> List[Dict[str, Any]]:
-        """The tenant's volumes, by name."""
+        """The tenant's volumes, by name; each with ``size_mb`` and
+        ``used_bytes`` (what its filesystem holds now; absent when the
+        service does not know it)."""
         return self._items(_ops.get("/v1/volumes"))
 
     def get_volume(self, name: str) -> Dict[str, Any]:
-        """One volume, with the sandboxes that hold it now (``mounts``)."""
+        """One volume, with the sandboxes that hold it now (``mounts``) and
+        ``used_bytes`` beside ``size_mb`` (see list_volumes)."""
         return self._json(_ops.get(_ops.vol(name)))
 
     def delete_volume(self, name: str) -> None:
