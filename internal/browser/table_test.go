@@ -1,6 +1,8 @@
 package browser
 
 import (
+	"context"
+	"errors"
 	"testing"
 
 	"genesis.dev/sandbox/api"
@@ -44,5 +46,26 @@ func TestReadsOnly(t *testing.T) {
 		if got := actions[c.a.Type].readsOnly(c.a); got != c.want {
 			t.Errorf("%+v: readsOnly %v, want %v", c.a, got, c.want)
 		}
+	}
+}
+
+// TestWaitShot: an action that may change the page waits for the trace's
+// pending screenshot, and gives up when its request ends.
+func TestWaitShot(t *testing.T) {
+	t.Parallel()
+	s := &session{}
+	if err := s.waitShot(context.Background()); err != nil {
+		t.Fatalf("nothing pending: %v", err)
+	}
+	pending := make(chan struct{})
+	s.pendingShot = pending
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.waitShot(ended); !errors.Is(err, context.Canceled) || s.pendingShot == nil {
+		t.Fatalf("an ended request: %v (pending %v), want context.Canceled and the capture still pending", err, s.pendingShot != nil)
+	}
+	close(pending)
+	if err := s.waitShot(context.Background()); err != nil || s.pendingShot != nil {
+		t.Fatalf("a captured screenshot: %v (pending %v)", err, s.pendingShot != nil)
 	}
 }
