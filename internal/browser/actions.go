@@ -101,6 +101,9 @@ type session struct {
 	// watched is the active tab for a recording's screencast, which reads
 	// it without the session's lock (setActive keeps it).
 	watched atomic.Pointer[tabCtx]
+	// pendingShot, if set, closes once the trace's "after" screenshot that
+	// a request left behind is captured (waitShot).
+	pendingShot chan struct{}
 }
 
 // setActive makes id the active tab.
@@ -253,18 +256,19 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *api.BrowserAc
 		return nil, err
 	}
 	s.mu.Lock()
-	unlock := true // false once a background capture holds the session
-	defer func() {
-		if unlock {
-			s.mu.Unlock()
-		}
-	}()
+	defer s.mu.Unlock()
 	out := &ActionsResult{OK: true, Results: make([]ActionResult, 0, len(req.Actions))}
 	// The last action's "after" screenshot for the trace is taken after the
-	// answer, holding the session until it is captured (so it shows what
-	// this request left, and the next request waits for it).
+	// answer (so it shows what this request left); the next action that may
+	// change the page waits until it is captured (pendingShot), one that
+	// only reads the page does not.
 	lastAfter := -1
 	for i, a := range req.Actions {
+		if !actions[a.Type].readsOnly(a) {
+			if err := s.waitShot(ctx); err != nil {
+				return nil, err
+			}
+		}
 		start := time.Now()
 		r := ActionResult{Index: i, Type: a.Type}
 		timeout := t.Spec.ActionTimeout
@@ -282,13 +286,13 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *api.BrowserAc
 		}
 		shots := m.shotsFor(a)
 		if shots.before {
-			m.traceShot(ctx, t, s, i, a, "before")
+			m.traceShot(ctx, t, s.shotOf(), i, a, "before")
 		}
 		err := s.do(ctx, tenant, a, timeout, &r, m.cfg.Artifacts)
 		r.Ms = time.Since(start).Milliseconds()
 		if err != nil && ctx.Err() == nil && s.dead() {
 			err = fmt.Errorf("the browser went away during the action: Chromium exited, or its sandbox ended (GET /v1/sandboxes/%s says which): %w", t.SandboxID, err)
-		} else if err != nil && actions[a.Type].loads && t.Offline {
+		} else if err != nil && actions[a.Type].loads && t.Offline != nil && t.Offline(ctx) {
 			err = offline(t.SandboxID, t.Profile, a.URL, err)
 		}
 		if err != nil {
@@ -303,7 +307,7 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *api.BrowserAc
 			if i == len(req.Actions)-1 {
 				lastAfter = i
 			} else {
-				m.traceShot(ctx, t, s, i, a, "after")
+				m.traceShot(ctx, t, s.shotOf(), i, a, "after")
 			}
 		}
 		if err != nil {
@@ -326,15 +330,30 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *api.BrowserAc
 	}
 	m.traceNavigation(ctx, t, s, out)
 	if lastAfter >= 0 {
-		unlock = false
-		a, pt := req.Actions[lastAfter], s.point
+		a, of, done := req.Actions[lastAfter], s.shotOf(), make(chan struct{})
+		s.pendingShot = done
 		go func() {
-			defer s.mu.Unlock()
-			s.point = pt
-			m.traceShot(context.WithoutCancel(ctx), t, s, lastAfter, a, "after")
+			defer close(done)
+			m.traceShot(context.WithoutCancel(ctx), t, of, lastAfter, a, "after")
 		}()
 	}
 	return out, nil
+}
+
+// waitShot waits until the trace's pending "after" screenshot (of the
+// previous request's last action) is captured, so that an action that may
+// change the page does not show in it. The capture has its own deadline.
+func (s *session) waitShot(ctx context.Context) error {
+	if s.pendingShot == nil {
+		return nil
+	}
+	select {
+	case <-s.pendingShot:
+		s.pendingShot = nil
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // offline explains a failed navigation to rawURL in a sandbox (of

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"image/png"
@@ -25,6 +26,7 @@ import (
 	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/testenv"
+	"genesis.dev/sandbox/internal/trace"
 )
 
 // hostBrowser starts this machine's Chromium with its DevTools port on
@@ -335,5 +337,96 @@ func TestOfflineNavigationSaysWhy(t *testing.T) {
 		if got := offline("sbx_1", "browser-playwright", u, cause); got != cause {
 			t.Errorf("%s: %v, want the error unchanged", u, got)
 		}
+	}
+}
+
+// memTrace is a trace.Recorder that keeps the events.
+type memTrace struct {
+	mu  sync.Mutex
+	evs []trace.Event
+}
+
+func (r *memTrace) Record(_ context.Context, _, _ string, e trace.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.evs = append(r.evs, e)
+}
+
+func (r *memTrace) kinds(kind trace.Kind) []trace.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []trace.Event
+	for _, e := range r.evs {
+		if e.Kind == kind {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// TestTraceShotAfterTheAnswer: the trace's screenshot after a click is
+// captured after the request's answer, and an action that changes the
+// page right after waits for it, so the capture shows what the click
+// left, not what came after.
+func TestTraceShotAfterTheAnswer(t *testing.T) {
+	t.Parallel()
+	tgt := hostBrowser(t)
+	keep := &memKeeper{}
+	m := newManager(t, tgt, keep)
+	rec := &memTrace{}
+	m.cfg.Trace, m.cfg.Screenshots = rec, "after"
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	run := func(a api.BrowserAction) *ActionsResult {
+		t.Helper()
+		res, err := m.Run(ctx, "t1", "sbx_1", &api.BrowserActionsRequest{Actions: []api.BrowserAction{a}})
+		if err != nil || !res.OK {
+			t.Fatalf("%s: %+v %v", a.Type, res, err)
+		}
+		return res
+	}
+	no := false
+	run(api.BrowserAction{Type: "evaluate", Expression: `document.documentElement.style.background = "white";
+document.body.innerHTML = '<button id="b" onclick="document.documentElement.style.background = \'black\'">paint</button>'; 1`})
+	run(api.BrowserAction{Type: "click", Selector: "#b"})
+	run(api.BrowserAction{Type: "evaluate", Expression: `document.documentElement.style.background = "white"; 1`})
+	if shot := run(api.BrowserAction{Type: "screenshot", Keep: &no}); shot.Results[0].Value == nil {
+		t.Fatalf("a screenshot answered no image: %+v", shot)
+	}
+
+	var ev map[string]any
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if evs := rec.kinds(trace.KindBrowserScreenshot); len(evs) > 0 {
+			if len(evs) != 1 {
+				t.Fatalf("%d trace screenshots, want the click's only", len(evs))
+			}
+			if err := json.Unmarshal(evs[0].Data, &ev); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no trace screenshot of the click within 30 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ev["type"] != "click" || ev["phase"] != "after" || ev["error"] != nil || ev["artifact"] == nil {
+		t.Fatalf("the click's trace screenshot: %v", ev)
+	}
+	var shot []byte
+	keep.mu.Lock()
+	for name, b := range keep.kept {
+		if strings.HasSuffix(name, "-0-after.png") {
+			shot = b
+		}
+	}
+	keep.mu.Unlock()
+	img, err := png.Decode(bytes.NewReader(shot))
+	if err != nil {
+		t.Fatalf("the click's trace screenshot (%d bytes): %v", len(shot), err)
+	}
+	b := img.Bounds()
+	if r, g, bl, _ := img.At(b.Dx()/2, b.Dy()-10).RGBA(); r > 0x1000 || g > 0x1000 || bl > 0x1000 {
+		t.Errorf("the click's trace screenshot shows (%x, %x, %x) at the bottom: not the black the click painted, so it was taken after the next action", r, g, bl)
 	}
 }

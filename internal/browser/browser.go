@@ -45,9 +45,11 @@ type Target struct {
 	Dial  func(ctx context.Context, port int) (net.Conn, error)
 	Files Files
 	Jobs  Jobs
-	// Offline says the sandbox has no network (mode none): its browser
-	// reaches only servers inside the sandbox. Profile is its profile.
-	Offline bool
+	// Offline reports whether the sandbox has no network (mode none): its
+	// browser reaches only servers inside the sandbox. It is asked only to
+	// explain a failed load (it may read the sandbox's network record, a
+	// store read no action pays for). Profile is its profile.
+	Offline func(ctx context.Context) bool
 	Profile string
 	Release func()
 }
@@ -488,8 +490,7 @@ type controlSandboxes struct {
 }
 
 func (c controlSandboxes) AttachBrowser(ctx context.Context, tenant, id string) (*Target, error) {
-	// Network: Target.Offline reads the sandbox's network mode.
-	at, err := c.a.Attach(ctx, tenant, id, control.AttachOptions{Network: true})
+	at, err := c.a.Attach(ctx, tenant, id, control.AttachOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -499,7 +500,23 @@ func (c controlSandboxes) AttachBrowser(ctx context.Context, tenant, id string) 
 			"sandbox %s runs profile %s, which has no browser (create it with a browser profile such as browser-playwright): %w",
 			id, at.Sandbox.Profile, errdefs.ErrFailedPrecondition))
 	}
-	return targetOf(at, c.jobs), nil
+	t := targetOf(at, c.jobs)
+	// The network mode is read only when a failed load needs it
+	// explained: an attachment with Network reads the store once more.
+	t.Offline = func(ctx context.Context) bool {
+		an, err := c.a.Attach(ctx, tenant, id, control.AttachOptions{Network: true})
+		if err != nil {
+			return false
+		}
+		defer an.Release()
+		return offlineOf(an)
+	}
+	return t, nil
+}
+
+// offlineOf reports whether an attachment's sandbox has no network.
+func offlineOf(at *control.Attachment) bool {
+	return at.Sandbox.Network == nil || at.Sandbox.Network.Mode == egress.ModeNone
 }
 
 // targetOf is the browser of a browser profile's attachment, running its
@@ -508,6 +525,6 @@ func targetOf(at *control.Attachment, jobs Jobs) *Target {
 	return &Target{
 		Tenant: at.Sandbox.Tenant, SandboxID: at.Sandbox.ID, Image: at.Sandbox.Image, Spec: *at.Profile.Browser,
 		Dial: at.Agent.DialPort, Files: at.Agent, Jobs: jobs, Release: at.Release,
-		Offline: at.Sandbox.Network == nil || at.Sandbox.Network.Mode == egress.ModeNone, Profile: at.Sandbox.Profile,
+		Offline: func(context.Context) bool { return offlineOf(at) }, Profile: at.Sandbox.Profile,
 	}
 }

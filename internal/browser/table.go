@@ -40,6 +40,10 @@ type actionKind struct {
 	// image marks the action whose page answer is an encoded image, kept
 	// as an artifact or answered inline (screenshot).
 	image bool
+	// reads marks the actions that only read the page (or the tab list):
+	// they run while the trace's "after" screenshot of the action before
+	// is still being captured, where any other action waits for it.
+	reads bool
 	// loads marks the action that loads a URL: its answer (status, URL)
 	// goes into the trace, and its failure in a sandbox without a network
 	// is explained as such.
@@ -48,6 +52,11 @@ type actionKind struct {
 	// (a wait of ms gets at least ms and a second).
 	timeout func(a api.BrowserAction, base time.Duration) time.Duration
 }
+
+// readsOnly reports whether action a only reads the page: a kind that
+// reads, but not a full-page screenshot (Chromium resizes the view while
+// it captures one).
+func (k actionKind) readsOnly(a api.BrowserAction) bool { return k.reads && !a.FullPage }
 
 // steps are the chromedp actions of a page action that answers nothing.
 type steps = []chromedp.Action[chromedp.Void]
@@ -107,7 +116,7 @@ func actionTable() map[string]actionKind {
 			return ""
 		}},
 		"scroll": {changes: true, page: scroll},
-		"wait": {page: wait, timeout: func(a api.BrowserAction, base time.Duration) time.Duration {
+		"wait": {reads: true, page: wait, timeout: func(a api.BrowserAction, base time.Duration) time.Duration {
 			if a.Selector != "" {
 				return base
 			}
@@ -127,7 +136,7 @@ func actionTable() map[string]actionKind {
 			}
 			return ""
 		}},
-		"text": {page: text},
+		"text": {reads: true, page: text},
 		"upload": {changes: true, page: do(func(a api.BrowserAction) steps {
 			return steps{chromedp.SetUploadFiles(chromedp.CSS(a.Selector), a.Files)}
 		}), check: func(a api.BrowserAction, spec config.BrowserSpec) string {
@@ -140,10 +149,10 @@ func actionTable() map[string]actionKind {
 			return ""
 		}},
 		"select":       {changes: true, check: needSel, page: selectOption},
-		"snapshot":     {page: func(_ *session, c context.Context, _ api.BrowserAction) (any, error) { return snapshot(c) }},
-		"screenshot":   {image: true, page: screenshot, check: checkScreenshot},
+		"snapshot":     {reads: true, page: func(_ *session, c context.Context, _ api.BrowserAction) (any, error) { return snapshot(c) }},
+		"screenshot":   {reads: true, image: true, page: screenshot, check: checkScreenshot},
 		"tab_new":      {tab: tabNew, check: checkTabURL},
-		"tabs":         {tab: tabs},
+		"tabs":         {reads: true, tab: tabs},
 		"tab_switch":   {tab: tabSwitch, check: needTab},
 		"tab_activate": {tab: tabSwitch, check: needTab},
 		"tab_close":    {tab: tabClose},

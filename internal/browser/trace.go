@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
 	"genesis.dev/sandbox/api"
@@ -123,21 +124,38 @@ func (m *Manager) shotsFor(a api.BrowserAction) shotPhases {
 	return shotPhases{recording.WantShot(m.cfg.Screenshots, "before"), recording.WantShot(m.cfg.Screenshots, "after")}
 }
 
-// traceShot captures the active tab's viewport now and keeps it, with a
+// shotOf is what a trace screenshot taken now captures: the active tab,
+// and the point the current action pressed.
+type shotOf struct {
+	tab target.ID
+	tc  tabCtx
+	ok  bool // there is an active tab
+	pt  *point
+}
+
+// shotOf is the session's active tab and point, for traceShot (which
+// may run after the session has moved on).
+func (s *session) shotOf() shotOf {
+	tc, ok := s.tabs[s.active]
+	return shotOf{tab: s.active, tc: tc, ok: ok, pt: s.point}
+}
+
+// traceShot captures the viewport of of's tab now and keeps it, with a
 // thumbnail, in the background; browser.screenshot names both, the action
 // and the point it pressed (in the image's pixels: headless Chromium
 // draws one pixel per CSS pixel). A failed capture is recorded as such;
-// the action is not failed by it.
-func (m *Manager) traceShot(ctx context.Context, t *Target, s *session, i int, a api.BrowserAction, phase string) {
+// the action is not failed by it. It reads nothing of the session, so it
+// may run without the session's lock.
+func (m *Manager) traceShot(ctx context.Context, t *Target, of shotOf, i int, a api.BrowserAction, phase string) {
 	ev := map[string]any{"index": i, "type": a.Type, "phase": phase}
-	if s.point != nil {
-		ev["physical"] = map[string]int{"x": int(s.point.X), "y": int(s.point.Y)}
+	if of.pt != nil {
+		ev["physical"] = map[string]int{"x": int(of.pt.X), "y": int(of.pt.Y)}
 	}
-	tc, ok := s.tabs[s.active]
-	if !ok {
+	if !of.ok {
 		return // no page yet: nothing to show
 	}
-	ev["tab"] = string(s.active)
+	tc := of.tc
+	ev["tab"] = string(of.tab)
 	img, err := withDeadline(ctx, tc.ctx, func(c context.Context) ([]byte, error) {
 		c, cancel := context.WithTimeout(c, 5*time.Second)
 		defer cancel()

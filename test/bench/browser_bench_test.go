@@ -2,9 +2,12 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,7 +21,11 @@ import (
 // benchmark service, allowed under runc too (the default profile runs
 // high-risk pages under runsc only), with pools of pool idle members per
 // runtime when pool > 0.
-func browserProfile(name string, pool int) string {
+func browserProfile(name string, pool int, chromiumArgs ...string) string {
+	command := "/opt/genesis/browser/chromium.sh"
+	for _, a := range chromiumArgs {
+		command += ", " + a
+	}
 	y := fmt.Sprintf(`  - name: %s
     recipe: browser-playwright
     allowed_runtimes: [runsc, runc]
@@ -27,10 +34,10 @@ func browserProfile(name string, pool int) string {
     network: none
     user: "1000:1000"
     services:
-      - {name: chromium, command: [/opt/genesis/browser/chromium.sh], ready_port: 9222, ready_path: /json/version}
+      - {name: chromium, command: [%s], ready_port: 9222, ready_path: /json/version}
       - {name: playwright, command: [node, /opt/genesis/browser/playwright-server.mjs], ready_port: 9223}
     browser: {cdp_port: 9222, playwright_port: 9223, downloads_dir: /workspace/downloads, profile_dir: /home/sandbox/.genesis-browser, action_timeout: 10s, max_action_timeout: 60s, max_actions: 100}
-`, name)
+`, name, command)
 	if pool > 0 {
 		y += fmt.Sprintf("    pools: [{runtime: runc, min_idle: %[1]d, max_total: %[1]d}, {runtime: runsc, min_idle: %[1]d, max_total: %[1]d}]\n", pool)
 	}
@@ -44,7 +51,28 @@ var browserConfig = "warm_pools: true\nprofiles:\n" + `  - name: tool-basic
     resources: {cpu: 1, memory_mb: 512, pids: 256}
     network: none
     user: "1000:1000"
-` + browserProfile("browser-cold", 0) + browserProfile("browser-warm", 1)
+` + browserProfile("browser-cold", 0) + browserProfile("browser-warm", 1) + chromiumVariantProfiles()
+
+// chromiumVariants are Chromium command lines BenchmarkBrowser measures
+// beside the image's own (chromium.sh's flags plus these), each in a
+// profile of its own: the ones that might make Chromium's rendering and
+// capture cheaper under gVisor (fewer processes, the GPU process's work in
+// the browser's, no software GL).
+var chromiumVariants = []struct{ name, args string }{
+	{"single-process", "--single-process"},
+	{"in-process-gpu", "--in-process-gpu"},
+	{"no-zygote-in-process-gpu", "--no-zygote --in-process-gpu"},
+	{"disable-gpu-compositing", "--disable-gpu-compositing"},
+	{"disable-software-rasterizer", "--disable-software-rasterizer"},
+}
+
+func chromiumVariantProfiles() string {
+	var y string
+	for _, v := range chromiumVariants {
+		y += browserProfile("browser-"+v.name, 0, strings.Fields(v.args)...)
+	}
+	return y
+}
 
 // cdpAnswer asks the sandbox's browser for /json/version through the
 // service; the service waits for a starting browser, so the answer comes
@@ -77,10 +105,21 @@ func (s *service) cdpAnswer(ctx context.Context, id string) error {
 //   - actions on one sandbox, each a request of one action
 //     (GENESIS_BENCH_BROWSER_ACTIONS, default 50): evaluate of a constant
 //     (the round-trip floor: service → agent → Chromium and back),
-//     click, and a 1280×800 viewport PNG screenshot kept as an artifact
-//     (fast PNG encoding, the default), beside the same encoded for size
-//     (compress, the encoding before it was the default) and one answered
-//     inline (keep false), interleaved so that all three see the same load;
+//     click, and a viewport PNG screenshot kept as an artifact (fast PNG
+//     encoding, the default), beside the same encoded for size (compress)
+//     and PNG and JPEG q80 answered inline (keep false), interleaved so
+//     that all see the same load, each click followed (unmeasured) by
+//     the wait until the trace has kept its screenshot; then clicks back
+//     to back, each waiting for the trace's screenshot after the one
+//     before;
+//   - beside each, the same CDP calls made by a direct client inside the
+//     sandbox (cdpdirect: Chromium's page WebSocket on the sandbox's
+//     loopback, no service or agent in the path), in rounds alternating
+//     with the service's, and the difference of the two;
+//   - Chromium's command-line variants (chromiumVariants), each in a
+//     sandbox of its own, by the direct client only, alternating with
+//     the image's own (GENESIS_BENCH_BROWSER_FLAGS, default 30), with the
+//     sandbox's process count;
 //   - the idle memory of one browser sandbox (its container's cgroup, as
 //     docker stats reports it), measured after the actions.
 func BenchmarkBrowser(b *testing.B) {
@@ -88,13 +127,15 @@ func BenchmarkBrowser(b *testing.B) {
 	cold := envInt(b, "GENESIS_BENCH_BROWSER_COLD", 5)
 	warm := envInt(b, "GENESIS_BENCH_BROWSER_WARM", 5)
 	acts := envInt(b, "GENESIS_BENCH_BROWSER_ACTIONS", 50)
-	tbl := NewTable("runtime", "measure", "n", "p50 ms", "p99 ms", "mean ms", "min ms", "max ms")
+	tbl := NewTable("runtime", "measure", "n", "p50 ms", "p90 ms", "p99 ms", "mean ms", "min ms", "max ms")
 	row := func(rt, what string, d []time.Duration) Summary {
 		sum := Summarize(d)
-		tbl.Row(rt, what, strconv.Itoa(sum.N), FormatMs(sum.P50), FormatMs(sum.P99), FormatMs(sum.Mean), FormatMs(sum.Min), FormatMs(sum.Max))
+		tbl.Row(rt, what, strconv.Itoa(sum.N), FormatMs(sum.P50), FormatMs(sum.P90), FormatMs(sum.P99), FormatMs(sum.Mean), FormatMs(sum.Min), FormatMs(sum.Max))
 		return sum
 	}
 	mem := NewTable("runtime", "idle browser sandbox memory")
+	flagIters := envInt(b, "GENESIS_BENCH_BROWSER_FLAGS", 30)
+	flags := NewTable("runtime", "chromium", "processes", "op", "n", "p50 ms", "p90 ms", "p99 ms")
 	s.eachRuntime(b, func(b *testing.B, rt string) {
 		b.Run("cold", func(b *testing.B) {
 			var total, create []time.Duration
@@ -183,39 +224,219 @@ func BenchmarkBrowser(b *testing.B) {
 			}
 			// A page of the viewport's size with a button that counts.
 			run(client.BrowserAction{Type: "evaluate", Expression: `document.body.innerHTML = '<button id="b" style="width:200px;height:80px" onclick="this.textContent = +this.textContent + 1">0</button><div style="height:700px;background:linear-gradient(#39f,#f93)"></div>'; true`})
-			var eval, click, shot, shotSmall, shotInline []time.Duration
+			direct := s.directCDP(ctx, b, sb.ID)
 			no := false
-			for range acts {
-				eval = append(eval, run(client.BrowserAction{Type: "evaluate", Expression: "1"}))
+			ours := map[string][]time.Duration{}
+			measure := func(name string, a client.BrowserAction) { ours[name] = append(ours[name], run(a)) }
+			// Rounds of the direct client and of the service alternate, so
+			// that both see the same load; within a round each measure's
+			// calls are interleaved.
+			rounds := min(5, acts)
+			clicks := 0
+			// settle waits, unmeasured, until the trace has the screenshot
+			// after the click just made (captured and kept in the
+			// background), so that the next action measured meets a
+			// settled page, as after an agent's think time.
+			var cursor int64
+			settle := func() {
+				deadline := time.Now().Add(time.Minute)
+				for {
+					page, err := s.client.TracePage(ctx, sb.ID, cursor, 0)
+					if err != nil {
+						b.Fatal(err)
+					}
+					cursor = page.Next
+					for _, ev := range page.Events {
+						if ev.Kind == "browser.screenshot" {
+							return
+						}
+					}
+					if time.Now().After(deadline) {
+						b.Fatal("no trace screenshot after a click within a minute")
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
 			}
-			for range acts {
-				click = append(click, run(client.BrowserAction{Type: "click", Selector: "#b"}))
+			for { // the trace so far
+				page, err := s.client.TracePage(ctx, sb.ID, cursor, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(page.Events) == 0 {
+					break
+				}
+				cursor = page.Next
 			}
+			for r := range rounds {
+				n := acts/rounds + btoi(r < acts%rounds)
+				clicks += direct.round(n)
+				for range n {
+					measure("evaluate", client.BrowserAction{Type: "evaluate", Expression: "1"})
+					measure("click", client.BrowserAction{Type: "click", Selector: "#b"})
+					clicks++
+					settle()
+					measure("png", client.BrowserAction{Type: "screenshot"})
+					measure("png-compress", client.BrowserAction{Type: "screenshot", Compress: true})
+					measure("png-inline", client.BrowserAction{Type: "screenshot", Keep: &no})
+					measure("jpeg-inline", client.BrowserAction{Type: "screenshot", Format: "jpeg", Keep: &no})
+				}
+			}
+			// Clicks back to back: each waits until the trace's screenshot
+			// after the one before is captured (the default
+			// trace.screenshots: after).
 			for range acts {
-				shot = append(shot, run(client.BrowserAction{Type: "screenshot"}))
-				shotSmall = append(shotSmall, run(client.BrowserAction{Type: "screenshot", Compress: true}))
-				shotInline = append(shotInline, run(client.BrowserAction{Type: "screenshot", Keep: &no}))
+				measure("click-b2b", client.BrowserAction{Type: "click", Selector: "#b"})
+				clicks++
 			}
 			res, err := s.client.BrowserActions(ctx, sb.ID, client.BrowserAction{Type: "text", Selector: "#b"})
-			if err != nil || string(res.Results[0].Value) != strconv.Quote(strconv.Itoa(acts)) {
-				b.Fatalf("the button counted %s clicks, want %d (%v)", res.Results[0].Value, acts, err)
+			if err != nil || string(res.Results[0].Value) != strconv.Quote(strconv.Itoa(clicks)) {
+				b.Fatalf("the button counted %s clicks, want %d (%v)", res.Results[0].Value, clicks, err)
 			}
-			row(rt, "evaluate (round-trip floor)", eval)
-			cs := row(rt, "click", click)
-			ss := row(rt, "screenshot 1280×800 png, kept", shot)
-			row(rt, "… encoded for size (compress, as before)", shotSmall)
-			row(rt, "… in the answer, not kept (keep false)", shotInline)
+			pair := func(what, ourKey, directKey string) Summary {
+				o := row(rt, what, ours[ourKey])
+				if directKey == "" {
+					return o
+				}
+				d := row(rt, "  direct CDP in the sandbox", direct.samples[directKey])
+				tbl.Row(rt, "  actions API − direct, p50", "", fmt.Sprintf("%+.2f", Ms(o.P50-d.P50)), fmt.Sprintf("%+.2f", Ms(o.P90-d.P90)), "", "", "", "")
+				return o
+			}
+			es := pair("evaluate (round-trip floor)", "evaluate", "evaluate")
+			cs := pair("click (selector)", "click", "click")
+			row(rt, "… back to back (waits for the trace's screenshot)", ours["click-b2b"])
+			ss := pair("screenshot png (fast), kept", "png", "shot:png+fast")
+			pair("… png encoded for size (compress), kept", "png-compress", "shot:png")
+			pair("… png (fast) in the answer (keep false)", "png-inline", "")
+			js := pair("… jpeg q80 in the answer (keep false)", "jpeg-inline", "shot:jpeg-80")
 			b.ReportMetric(0, "ns/op")
 			b.ReportMetric(Ms(cs.P50), "click-p50-ms")
+			b.ReportMetric(Ms(cs.P50-Summarize(direct.samples["click"]).P50), "click-overhead-p50-ms")
 			b.ReportMetric(Ms(ss.P50), "screenshot-p50-ms")
-			b.ReportMetric(Ms(Summarize(eval).P50), "evaluate-p50-ms")
+			b.ReportMetric(Ms(Summarize(direct.samples["shot:png+fast"]).P50), "direct-screenshot-p50-ms")
+			b.ReportMetric(Ms(js.P50), "jpeg-p50-ms")
+			b.ReportMetric(Ms(es.P50), "evaluate-p50-ms")
 			mib := sandboxMemMiB(ctx, b, sb.ID)
 			b.ReportMetric(mib, "idle-MiB")
 			mem.Row(rt, fmt.Sprintf("%.1f MiB", mib))
 		})
+		b.Run("chromium-flags", func(b *testing.B) {
+			// Each variant in a sandbox of its own, measured by the direct
+			// client (Chromium's flags are Chromium's cost, not the
+			// service's), alternating with the image's own in rounds.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+			defer cancel()
+			type variant struct {
+				name    string
+				d       *directCDP
+				procs   string
+				profile string
+			}
+			vs := []*variant{{name: "as shipped", profile: "browser-cold"}}
+			for _, v := range chromiumVariants {
+				vs = append(vs, &variant{name: v.name + " (" + v.args + ")", profile: "browser-" + v.name})
+			}
+			for _, v := range vs {
+				sb, err := s.client.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: v.profile, Runtime: rt}, "")
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.client.DeleteSandbox(context.Background(), sb.ID)
+				if err := s.cdpAnswer(ctx, sb.ID); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.client.BrowserActions(ctx, sb.ID, client.BrowserAction{Type: "evaluate", Expression: `document.body.innerHTML = '<button id="b" style="width:200px;height:80px" onclick="this.textContent = +this.textContent + 1">0</button><div style="height:700px;background:linear-gradient(#39f,#f93)"></div>'; true`}); err != nil {
+					b.Fatal(err)
+				}
+				v.d = s.directCDP(ctx, b, sb.ID)
+				res, err := s.client.Exec(ctx, sb.ID, client.ExecRequest{Command: []string{"sh", "-c", `ls /proc | grep -c '^[0-9]'`}})
+				if err != nil || res.ExitCode != 0 {
+					b.Fatalf("counting processes: %v %+v", err, res)
+				}
+				v.procs = strings.TrimSpace(res.Stdout)
+			}
+			rounds := min(3, flagIters)
+			for r := range rounds {
+				for _, v := range vs {
+					v.d.round(flagIters/rounds + btoi(r < flagIters%rounds))
+				}
+			}
+			for _, v := range vs {
+				for _, op := range []string{"evaluate", "click", "shot:png+fast", "shot:jpeg-80"} {
+					sum := Summarize(v.d.samples[op])
+					flags.Row(rt, v.name, v.procs, op, strconv.Itoa(sum.N), FormatMs(sum.P50), FormatMs(sum.P90), FormatMs(sum.P99))
+				}
+			}
+			b.ReportMetric(0, "ns/op")
+		})
 	})
+	printTable("browser-playwright: Chromium's flags, direct CDP in the sandbox, ms", flags)
 	printTable("browser-playwright: readiness and actions API, ms", tbl)
 	printTable("browser-playwright: one idle browser sandbox after the actions (docker stats)", mem)
+}
+
+// directCDP is the benchmark's direct DevTools client (cdpdirect) in a
+// browser sandbox: it talks to Chromium's page WebSocket on the sandbox's
+// loopback, without the service or the agent in the path, making the same
+// CDP calls the actions API makes.
+type directCDP struct {
+	b       *testing.B
+	s       *service
+	ctx     context.Context
+	id      string
+	warmed  bool
+	samples map[string][]time.Duration
+}
+
+// directOps are what the direct client measures (cdpdirect -ops).
+const directOps = "evaluate,click,shot:png+fast,shot:png,shot:jpeg-80"
+
+// directCDP uploads cdpdirect into sandbox id.
+func (s *service) directCDP(ctx context.Context, b *testing.B, id string) *directCDP {
+	b.Helper()
+	f, err := os.Open(filepath.Join(binDir(b), "cdpdirect"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.client.WriteFile(ctx, id, "/workspace/cdpdirect", f, client.WriteFileOptions{Mode: "0755", Size: fi.Size()}); err != nil {
+		b.Fatal(err)
+	}
+	return &directCDP{b: b, s: s, ctx: ctx, id: id, samples: map[string][]time.Duration{}}
+}
+
+// round measures n of each op (after a few unmeasured ones the first
+// time) and answers how many clicks it made.
+func (d *directCDP) round(n int) int {
+	warm := 1
+	if !d.warmed {
+		warm, d.warmed = 5, true
+	}
+	res, err := d.s.client.Exec(d.ctx, d.id, client.ExecRequest{Command: []string{"/workspace/cdpdirect",
+		"-setup=false", "-n", strconv.Itoa(n), "-warm", strconv.Itoa(warm), "-ops", directOps}, TimeoutMS: 600_000, MaxOutputBytes: 16 << 20})
+	if err != nil || res.ExitCode != 0 {
+		d.b.Fatalf("direct CDP client: %v %+v", err, res)
+	}
+	var out map[string][]int64
+	if err := json.Unmarshal([]byte(res.Stdout), &out); err != nil {
+		d.b.Fatalf("direct CDP client's output %q: %v", res.Stdout, err)
+	}
+	for k, us := range out {
+		for _, u := range us {
+			d.samples[k] = append(d.samples[k], time.Duration(u)*time.Microsecond)
+		}
+	}
+	return n + warm
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // sandboxMemMiB is the memory a sandbox's container uses now, as docker

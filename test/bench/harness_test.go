@@ -90,6 +90,7 @@ func binDir(tb testing.TB) string {
 			{"./test/e2e/inetserver", "inetserver", []string{"CGO_ENABLED=0"}},
 			{"./test/e2e/sandboxserver", "sandboxserver", []string{"CGO_ENABLED=0"}},
 			{"./test/mcpfixture", "mcpfixture", []string{"CGO_ENABLED=0"}},
+			{"./test/bench/cdpdirect", "cdpdirect", []string{"CGO_ENABLED=0"}},
 		} {
 			cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, b.out), b.pkg)
 			cmd.Dir = root
