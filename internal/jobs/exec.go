@@ -123,6 +123,7 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 		return nil, errdefs.WithCode("stdin_stream_needs_background", fmt.Errorf(
 			"stdin_stream is for background jobs (or a streamed exec); a synchronous exec takes stdin or stdin_base64: %w", errdefs.ErrInvalidArgument))
 	}
+	sw := startStopwatch(ctx)
 	if err := s.admit(ctx, in, "exec"); err != nil {
 		return nil, err
 	}
@@ -131,6 +132,7 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 		return nil, err
 	}
 	defer att.Release()
+	sw.lap(lapAttach)
 	sb := att.Sandbox
 	now := s.now()
 	job := &sandbox.Job{
@@ -166,7 +168,9 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	start := time.Now() // wall time for the latency metric, not the service clock
 	req := agentRequest(sb, in)
 	req.JobID, req.Stdin, req.TimeoutMS, req.KillGraceMS, req.MaxOutputBytes = job.ID, in.Stdin, in.TimeoutMS, killGrace.Milliseconds(), in.MaxOutputBytes
+	sw.lap(lapRecord)
 	res, runErr := att.Agent.Exec(actx, req)
+	sw.lap(lapAgent)
 	fctx, fcancel := cleanupCtx(ctx, 10*time.Second)
 	defer fcancel()
 	if runErr != nil {
@@ -198,6 +202,7 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	// so a reader that sees the exit event also sees both.
 	s.arts.Collect(context.WithoutCancel(ctx), job.ID)
 	s.writeSyncLog(job.ID, res)
+	sw.lap(lapFinish)
 	return &ExecOutput{Job: final, Stdout: res.Stdout, Stderr: res.Stderr, DurationMS: res.DurationMS}, nil
 }
 

@@ -137,9 +137,23 @@ func startService(tb testing.TB) *service {
 // benchmark config.
 func startServiceWith(tb testing.TB, extraConfig string) *service {
 	tb.Helper()
+	return startServiceBin(tb, "", extraConfig)
+}
+
+// startServiceBin is startServiceWith running the sandbox-service binary
+// bin ("" for this tree's) with this tree's agent and egress binaries: a
+// baseline build beside the current one (GENESIS_BENCH_BASELINE_BIN).
+func startServiceBin(tb testing.TB, bin, extraConfig string) *service {
+	tb.Helper()
 	d := testenv.Docker(tb) // skips (or fails in CI) without Docker
 	registered := testenv.Runtimes(tb, d)
 	dir := binDir(tb)
+	var binArgs []string
+	if bin == "" {
+		bin = filepath.Join(dir, "sandbox-service")
+	} else {
+		binArgs = []string{"--agent-binary", filepath.Join(dir, "genesis-agent"), "--egress-binary", filepath.Join(dir, "genesis-egress")}
+	}
 
 	// A short base path: sandbox dirs under it hold Unix sockets.
 	base, err := os.MkdirTemp("/tmp", "gsb-")
@@ -173,9 +187,9 @@ func startServiceWith(tb testing.TB, extraConfig string) *service {
 		tb.Fatal(err)
 	}
 	key := randomKey(tb)
-	s.cmd = exec.Command(filepath.Join(dir, "sandbox-service"), "serve",
+	s.cmd = exec.Command(bin, append([]string{"serve",
 		"--addr", addr, "--data-dir", s.dataDir, "--api-key", key,
-		"--config", cfgPath, "--log-level", "warn")
+		"--config", cfgPath, "--log-level", "warn"}, binArgs...)...)
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := s.cmd.Start(); err != nil {
