@@ -199,8 +199,11 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	s.jobEnded(job.ID)
 	s.traceJob(ctx, final, trace.KindJobFinished, trace.ActorSystem)
 	// Artifacts are kept, and the log written, after the record is final,
-	// so a reader that sees the exit event also sees both.
-	s.arts.Collect(context.WithoutCancel(ctx), job.ID)
+	// so a reader that sees the exit event also sees both. A job that
+	// asked for none has no collection record to read.
+	if in.Artifacts != nil {
+		s.arts.Collect(context.WithoutCancel(ctx), job.ID)
+	}
 	s.writeSyncLog(job.ID, res)
 	sw.lap(lapFinish)
 	return &ExecOutput{Job: final, Stdout: res.Stdout, Stderr: res.Stderr, DurationMS: res.DurationMS}, nil

@@ -86,7 +86,7 @@ func (s *Store) CreateJob(ctx context.Context, j *sandbox.Job) error {
 	if err != nil {
 		return fmt.Errorf("create job %s: %w", j.ID, err)
 	}
-	_, err = s.writer.ExecContext(ctx, s.q(`INSERT INTO jobs (`+jobColumns+`)
+	_, err = s.hot(s.writer).ExecContext(ctx, s.q(`INSERT INTO jobs (`+jobColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		j.ID, j.Tenant, j.SandboxID, r.command, j.Script, j.Cwd, string(j.State), r.exitCode, string(j.ExitReason),
 		j.Signal, j.Error, j.StdoutBytes, j.StderrBytes, j.StdoutTruncated, j.StderrTruncated,
@@ -137,7 +137,7 @@ func (s *Store) UpdateJob(ctx context.Context, id string, fn func(*sandbox.Job) 
 		if err != nil {
 			return nil, fmt.Errorf("update job %s: %w", id, err)
 		}
-		if _, err := tx.ExecContext(ctx, s.q(`UPDATE jobs SET command = ?, script = ?, cwd = ?, state = ?, exit_code = ?,
+		if _, err := s.hot(tx).ExecContext(ctx, s.q(`UPDATE jobs SET command = ?, script = ?, cwd = ?, state = ?, exit_code = ?,
 			exit_reason = ?, signal = ?, error = ?, stdout_bytes = ?, stderr_bytes = ?, stdout_truncated = ?,
 			stderr_truncated = ?, timeout_ms = ?, started_at = ?, finished_at = ?
 			WHERE id = ?`),
