@@ -182,16 +182,17 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	}
 	done := s.now()
 	code := res.ExitCode
-	final, err := s.store.UpdateJob(fctx, job.ID, func(j *sandbox.Job) error {
-		j.State = sandbox.FinalJobState(sandbox.ExitReason(res.ExitReason), res.ExitCode)
-		j.ExitCode = &code
-		j.ExitReason = sandbox.ExitReason(res.ExitReason)
-		j.Signal = res.Signal
-		j.StdoutBytes, j.StderrBytes = res.StdoutBytes, res.StderrBytes
-		j.StdoutTruncated, j.StderrTruncated = res.StdoutTruncated, res.StderrTruncated
-		j.FinishedAt = &done
-		return nil
-	})
+	end := *job
+	end.State = sandbox.FinalJobState(sandbox.ExitReason(res.ExitReason), res.ExitCode)
+	end.ExitCode = &code
+	end.ExitReason = sandbox.ExitReason(res.ExitReason)
+	end.Signal = res.Signal
+	end.StdoutBytes, end.StderrBytes = res.StdoutBytes, res.StderrBytes
+	end.StdoutTruncated, end.StderrTruncated = res.StdoutTruncated, res.StderrTruncated
+	end.FinishedAt = &done
+	// Only this call ends a synchronous job, so its end is written in one
+	// statement, without a transaction that reads the record first.
+	final, err := s.store.FinishJob(fctx, &end)
 	if err != nil {
 		s.logs.Release(job.ID)
 		return nil, err
