@@ -21,18 +21,19 @@ const pprofEnv = "GENESIS_PPROF_ADDR"
 const serverTimingEnv = "GENESIS_SERVER_TIMING"
 
 // startPprof serves the profiling endpoints on addr, which must be a
-// loopback address, and returns the function that stops them.
-func startPprof(addr string, log *slog.Logger) (stop func(), err error) {
+// loopback address, and returns the address it listens on and the
+// function that stops them.
+func startPprof(addr string, log *slog.Logger) (bound string, stop func(), err error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", pprofEnv, err)
+		return "", nil, fmt.Errorf("%s: %w", pprofEnv, err)
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return nil, fmt.Errorf("%s=%s: the profiling endpoints listen on a loopback IP address only", pprofEnv, addr)
+		return "", nil, fmt.Errorf("%s=%s: the profiling endpoints listen on a loopback IP address only", pprofEnv, addr)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", pprofEnv, err)
+		return "", nil, fmt.Errorf("%s: %w", pprofEnv, err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -43,5 +44,5 @@ func startPprof(addr string, log *slog.Logger) (stop func(), err error) {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	log.Warn("profiling endpoints served", "addr", ln.Addr().String(), "env", pprofEnv)
-	return func() { srv.Close() }, nil
+	return ln.Addr().String(), func() { srv.Close() }, nil
 }

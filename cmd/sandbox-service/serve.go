@@ -214,7 +214,7 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	if addr := os.Getenv(pprofEnv); addr != "" {
-		stop, err := startPprof(addr, log)
+		_, stop, err := startPprof(addr, log)
 		if err != nil {
 			return err
 		}
