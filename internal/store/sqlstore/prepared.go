@@ -21,7 +21,6 @@ type stmtCache struct {
 	mu    sync.Mutex
 	stmts map[stmtKey]*sql.Stmt
 	want  map[string]bool // queries transactions met unprepared
-	bad   map[stmtKey]bool
 }
 
 type stmtKey struct {
@@ -30,32 +29,30 @@ type stmtKey struct {
 }
 
 func newStmtCache() *stmtCache {
-	return &stmtCache{stmts: map[stmtKey]*sql.Stmt{}, want: map[string]bool{}, bad: map[stmtKey]bool{}}
+	return &stmtCache{stmts: map[stmtKey]*sql.Stmt{}, want: map[string]bool{}}
 }
 
 // get returns the prepared statement of query on db, preparing it if
-// prepare is set, or nil (the caller runs the query unprepared).
+// prepare is set, or nil (the caller runs the query unprepared, and meets
+// the error of a query that does not prepare as it would have without
+// the cache).
 func (c *stmtCache) get(ctx context.Context, db *sql.DB, query string, prepare bool) *sql.Stmt {
 	k := stmtKey{db, query}
 	c.mu.Lock()
 	st, ok := c.stmts[k]
-	bad := c.bad[k]
-	if !ok && !prepare && !bad {
+	if !ok && !prepare {
 		c.want[query] = true
 	}
 	c.mu.Unlock()
-	if ok || !prepare || bad {
+	if ok || !prepare {
 		return st
 	}
 	st, err := db.PrepareContext(ctx, query)
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if err != nil {
-		if ctx.Err() == nil { // a query that does not prepare is never tried again
-			c.bad[k] = true
-		}
 		return nil
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if prev, ok := c.stmts[k]; ok { // another caller won
 		_ = st.Close()
 		return prev
