@@ -12,8 +12,8 @@ type ExecTimings struct {
 	// Attach is the gate's admission and control's Attach (the sandbox's
 	// record and, for a leased sandbox, its busy hold).
 	Attach time.Duration
-	// Record is the job's record and its trace event, before the agent
-	// is called.
+	// Record is the job's record, its trace event, its artifact request
+	// and its log, before the agent is called.
 	Record time.Duration
 	// Agent is the agent call: the request to the agent, the process it
 	// runs and the answer.
