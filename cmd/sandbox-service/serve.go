@@ -208,9 +208,17 @@ func serve(ctx context.Context, args []string) error {
 	api, err := httpapi.New(httpapi.Config{PublicURL: cfg.PublicBaseURL(), Previews: stack.Previews, Control: stack.Control, Tenancy: stack.Tenancy, Terminals: stack.Terminals,
 		Files: stack.Files, Jobs: stack.Jobs, Artifacts: stack.Artifacts, Ports: stack.Ports, Browser: stack.Browser, Desktop: stack.Desktop,
 		Trace: stack.Trace, Services: stack.Services, Snapshots: stack.Snapshots, Changes: stack.Changes, Volumes: stack.Volumes, MCP: stack.MCP, Skills: stack.Skills, MCPServe: stack.MCPServe, E2B: stack.E2B, OpenSandbox: stack.OpenSandbox,
-		Keys: keys, ApproverKeys: approvers, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics})
+		Keys: keys, ApproverKeys: approvers, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics,
+		ServerTiming: os.Getenv(serverTimingEnv) == "1"})
 	if err != nil {
 		return err
+	}
+	if addr := os.Getenv(pprofEnv); addr != "" {
+		_, stop, err := startPprof(addr, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

@@ -168,11 +168,13 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusAccepted, s.jobWithArtifacts(r, job))
 		return
 	}
-	out, err := s.jobs.Exec(r.Context(), in)
+	ctx, timed := s.execTimings(r)
+	out, err := s.jobs.Exec(ctx, in)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
+	timed(w)
 	writeJSON(w, http.StatusOK, s.execResult(r, req, out))
 }
 

@@ -108,6 +108,10 @@ type Config struct {
 	// NewMetrics(MetricsConfig{}). Give the same Metrics to the jobs
 	// manager (jobs.Config.Metrics) for its exec latencies.
 	Metrics *Metrics
+	// ServerTiming, a diagnosis for benchmarks, adds a Server-Timing
+	// header to the answer of a synchronous exec: where its time went
+	// inside the service (serverTiming). Off by default.
+	ServerTiming bool
 }
 
 // Server is the HTTP API.
@@ -146,6 +150,8 @@ type Server struct {
 	changes   *changes.Service
 	vols      *volumes.Manager
 	mcpServe  *mcpserve.Server
+	// serverTiming: see Config.ServerTiming.
+	serverTiming bool
 }
 
 // Route is one served method and path pattern.
@@ -191,7 +197,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("httpapi: no public URL: %w", errdefs.ErrInvalidArgument)
 	}
 	s := &Server{ctl: cfg.Control, tenancy: cfg.Tenancy, maxBody: cfg.MaxBodyBytes, log: cfg.Logger, mux: http.NewServeMux(), metrics: edgeMetrics{cfg.Metrics}, keepalive: cfg.KeepAlive,
-		ports: cfg.Ports, origins: cfg.Previews, publicURL: strings.TrimRight(cfg.PublicURL, "/"), services: cfg.Services, unaudited: map[string]bool{}}
+		ports: cfg.Ports, origins: cfg.Previews, publicURL: strings.TrimRight(cfg.PublicURL, "/"), services: cfg.Services, unaudited: map[string]bool{},
+		serverTiming: cfg.ServerTiming}
 	var err error
 	if s.auth, err = auth.New(auth.Config{Tenants: cfg.Tenancy, Keys: cfg.Keys, ApproverKeys: cfg.ApproverKeys, Logger: cfg.Logger}); err != nil {
 		return nil, err
@@ -346,6 +353,7 @@ const (
 	requestIDKey ctxKey = iota
 	principalKey
 	auditKey
+	startKey // when the root handler took the request (Config.ServerTiming)
 )
 
 var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
@@ -374,6 +382,9 @@ func (s *Server) handler(hosts hostRoutes) http.Handler {
 		w.Header().Set(api.HeaderRequestID, rid)
 		r = r.WithContext(context.WithValue(r.Context(), requestIDKey, rid))
 		start := time.Now()
+		if s.serverTiming {
+			r = r.WithContext(context.WithValue(r.Context(), startKey, start))
+		}
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		var previewID string
 		var previewPort int

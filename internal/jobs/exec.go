@@ -123,6 +123,7 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 		return nil, errdefs.WithCode("stdin_stream_needs_background", fmt.Errorf(
 			"stdin_stream is for background jobs (or a streamed exec); a synchronous exec takes stdin or stdin_base64: %w", errdefs.ErrInvalidArgument))
 	}
+	sw := startStopwatch(ctx)
 	if err := s.admit(ctx, in, "exec"); err != nil {
 		return nil, err
 	}
@@ -131,6 +132,7 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 		return nil, err
 	}
 	defer att.Release()
+	sw.lap(lapAttach)
 	sb := att.Sandbox
 	now := s.now()
 	job := &sandbox.Job{
@@ -166,7 +168,9 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	start := time.Now() // wall time for the latency metric, not the service clock
 	req := agentRequest(sb, in)
 	req.JobID, req.Stdin, req.TimeoutMS, req.KillGraceMS, req.MaxOutputBytes = job.ID, in.Stdin, in.TimeoutMS, killGrace.Milliseconds(), in.MaxOutputBytes
+	sw.lap(lapRecord)
 	res, runErr := att.Agent.Exec(actx, req)
+	sw.lap(lapAgent)
 	fctx, fcancel := cleanupCtx(ctx, 10*time.Second)
 	defer fcancel()
 	if runErr != nil {
@@ -178,16 +182,17 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	}
 	done := s.now()
 	code := res.ExitCode
-	final, err := s.store.UpdateJob(fctx, job.ID, func(j *sandbox.Job) error {
-		j.State = sandbox.FinalJobState(sandbox.ExitReason(res.ExitReason), res.ExitCode)
-		j.ExitCode = &code
-		j.ExitReason = sandbox.ExitReason(res.ExitReason)
-		j.Signal = res.Signal
-		j.StdoutBytes, j.StderrBytes = res.StdoutBytes, res.StderrBytes
-		j.StdoutTruncated, j.StderrTruncated = res.StdoutTruncated, res.StderrTruncated
-		j.FinishedAt = &done
-		return nil
-	})
+	end := *job
+	end.State = sandbox.FinalJobState(sandbox.ExitReason(res.ExitReason), res.ExitCode)
+	end.ExitCode = &code
+	end.ExitReason = sandbox.ExitReason(res.ExitReason)
+	end.Signal = res.Signal
+	end.StdoutBytes, end.StderrBytes = res.StdoutBytes, res.StderrBytes
+	end.StdoutTruncated, end.StderrTruncated = res.StdoutTruncated, res.StderrTruncated
+	end.FinishedAt = &done
+	// Only this call ends a synchronous job, so its end is written in one
+	// statement, without a transaction that reads the record first.
+	final, err := s.store.FinishJob(fctx, &end)
 	if err != nil {
 		s.logs.Release(job.ID)
 		return nil, err
@@ -195,9 +200,13 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	s.jobEnded(job.ID)
 	s.traceJob(ctx, final, trace.KindJobFinished, trace.ActorSystem)
 	// Artifacts are kept, and the log written, after the record is final,
-	// so a reader that sees the exit event also sees both.
-	s.arts.Collect(context.WithoutCancel(ctx), job.ID)
+	// so a reader that sees the exit event also sees both. A job that
+	// asked for none has no collection record to read.
+	if in.Artifacts != nil {
+		s.arts.Collect(context.WithoutCancel(ctx), job.ID)
+	}
 	s.writeSyncLog(job.ID, res)
+	sw.lap(lapFinish)
 	return &ExecOutput{Job: final, Stdout: res.Stdout, Stderr: res.Stderr, DurationMS: res.DurationMS}, nil
 }
 

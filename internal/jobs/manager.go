@@ -34,6 +34,7 @@ type records interface {
 	CreateJob(ctx context.Context, j *sandbox.Job) error
 	GetJob(ctx context.Context, tenant, id string) (*sandbox.Job, error)
 	UpdateJob(ctx context.Context, id string, fn func(*sandbox.Job) error) (*sandbox.Job, error)
+	FinishJob(ctx context.Context, j *sandbox.Job) (*sandbox.Job, error)
 	ListJobs(ctx context.Context, f store.JobFilter) ([]*sandbox.Job, error)
 	CreateSession(ctx context.Context, se *sandbox.Session) error
 	GetSession(ctx context.Context, tenant, id string) (*sandbox.Session, error)

@@ -42,6 +42,13 @@ type Store interface {
 	// UpdateJob applies fn to the current job record and stores the result;
 	// the fields NextJob keeps (among them Mode) cannot change.
 	UpdateJob(ctx context.Context, id string, fn func(*sandbox.Job) error) (*sandbox.Job, error)
+	// FinishJob stores the end of job j.ID — j's State, ExitCode,
+	// ExitReason, Signal, Error, output byte counts, truncation flags and
+	// FinishedAt — in one write whatever the record held (a synchronous
+	// exec's end, which only its own caller records), and returns the
+	// record as stored; its other fields stay as recorded. A job not
+	// recorded is ErrNotFound.
+	FinishJob(ctx context.Context, j *sandbox.Job) (*sandbox.Job, error)
 	// ListJobs returns jobs matching f, oldest first.
 	ListJobs(ctx context.Context, f JobFilter) ([]*sandbox.Job, error)
 

@@ -70,7 +70,7 @@ func Open(ctx context.Context, cfg Config) (*sqlstore.Store, error) {
 		reader.SetMaxOpenConns(maxReadConns)
 		reader.SetMaxIdleConns(maxReadConns)
 	}
-	s, err := sqlstore.Open(ctx, sqlstore.Config{Dialect: Dialect{}, Writer: writer, Reader: reader, Logger: cfg.Logger})
+	s, err := sqlstore.Open(ctx, sqlstore.Config{Dialect: Dialect{}, Writer: writer, Reader: reader, Logger: cfg.Logger, PrepareHot: true})
 	if err != nil {
 		if reader != nil {
 			reader.Close()

@@ -24,7 +24,7 @@ func (s *Store) AppendAudit(ctx context.Context, r *tenant.AuditRecord) error {
 		return err
 	}
 	insert := func(q queryer) error {
-		err := q.QueryRowContext(ctx, s.q(`INSERT INTO audit (time, actor, tenant, action, target, status, code, request_id, remote)
+		err := s.hot(q).QueryRowContext(ctx, s.q(`INSERT INTO audit (time, actor, tenant, action, target, status, code, request_id, remote)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`),
 			at, r.Actor, r.Tenant, r.Action, r.Target, r.Status, r.Code, r.RequestID, r.Remote).Scan(&r.Seq)
 		if err != nil {

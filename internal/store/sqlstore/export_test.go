@@ -11,3 +11,13 @@ func MigrateFrom(ctx context.Context, s *Store, fsys fs.FS) error { return s.mig
 
 // MigrationFS is the embedded history.
 var MigrationFS = migrationFS
+
+// PreparedStatements is how many statements s keeps prepared (stmtCache).
+func PreparedStatements(s *Store) int {
+	if s.stmts == nil {
+		return 0
+	}
+	s.stmts.mu.Lock()
+	defer s.stmts.mu.Unlock()
+	return len(s.stmts.stmts)
+}

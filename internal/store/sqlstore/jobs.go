@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math"
 
@@ -86,7 +87,7 @@ func (s *Store) CreateJob(ctx context.Context, j *sandbox.Job) error {
 	if err != nil {
 		return fmt.Errorf("create job %s: %w", j.ID, err)
 	}
-	_, err = s.writer.ExecContext(ctx, s.q(`INSERT INTO jobs (`+jobColumns+`)
+	_, err = s.hot(s.writer).ExecContext(ctx, s.q(`INSERT INTO jobs (`+jobColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		j.ID, j.Tenant, j.SandboxID, r.command, j.Script, j.Cwd, string(j.State), r.exitCode, string(j.ExitReason),
 		j.Signal, j.Error, j.StdoutBytes, j.StderrBytes, j.StdoutTruncated, j.StderrTruncated,
@@ -137,7 +138,7 @@ func (s *Store) UpdateJob(ctx context.Context, id string, fn func(*sandbox.Job) 
 		if err != nil {
 			return nil, fmt.Errorf("update job %s: %w", id, err)
 		}
-		if _, err := tx.ExecContext(ctx, s.q(`UPDATE jobs SET command = ?, script = ?, cwd = ?, state = ?, exit_code = ?,
+		if _, err := s.hot(tx).ExecContext(ctx, s.q(`UPDATE jobs SET command = ?, script = ?, cwd = ?, state = ?, exit_code = ?,
 			exit_reason = ?, signal = ?, error = ?, stdout_bytes = ?, stderr_bytes = ?, stdout_truncated = ?,
 			stderr_truncated = ?, timeout_ms = ?, started_at = ?, finished_at = ?
 			WHERE id = ?`),
@@ -148,6 +149,30 @@ func (s *Store) UpdateJob(ctx context.Context, id string, fn func(*sandbox.Job) 
 		}
 		return next, nil
 	})
+}
+
+// FinishJob stores a job's end in one UPDATE that returns the stored
+// record: no transaction around a read and a write, as UpdateJob needs.
+func (s *Store) FinishJob(ctx context.Context, j *sandbox.Job) (*sandbox.Job, error) {
+	if j == nil || j.ID == "" {
+		return nil, fmt.Errorf("finish job: missing id: %w", errdefs.ErrInvalidArgument)
+	}
+	r, err := s.encodeJob(j)
+	if err != nil {
+		return nil, fmt.Errorf("finish job %s: %w", j.ID, err)
+	}
+	got, err := scanJob(s.hot(s.writer).QueryRowContext(ctx, s.q(`UPDATE jobs SET state = ?, exit_code = ?, exit_reason = ?,
+		signal = ?, error = ?, stdout_bytes = ?, stderr_bytes = ?, stdout_truncated = ?, stderr_truncated = ?, finished_at = ?
+		WHERE id = ? RETURNING `+jobColumns),
+		string(j.State), r.exitCode, string(j.ExitReason), j.Signal, j.Error, j.StdoutBytes, j.StderrBytes,
+		j.StdoutTruncated, j.StderrTruncated, r.finishedAt, j.ID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("job %s: %w", j.ID, errdefs.ErrNotFound)
+	}
+	if err != nil {
+		return nil, s.dbError(ctx, "finish job "+j.ID, err)
+	}
+	return got, nil
 }
 
 // ListJobs returns the jobs matching f, oldest first (by CreatedAt, then

@@ -38,7 +38,7 @@ func (s *Store) CreateSession(ctx context.Context, se *sandbox.Session) error {
 // getRow reads the one row that query selects by id with scan; no row is
 // errdefs.ErrNotFound. what names the record ("sandbox").
 func getRow[T any](ctx context.Context, s *Store, q queryer, what, id string, scan func(scanner) (T, error), query string) (T, error) {
-	v, err := scan(q.QueryRowContext(ctx, s.q(query), id))
+	v, err := scan(s.hot(q).QueryRowContext(ctx, s.q(query), id))
 	if errors.Is(err, sql.ErrNoRows) {
 		var zero T
 		return zero, fmt.Errorf("%s %s: %w", what, id, errdefs.ErrNotFound)
@@ -55,7 +55,7 @@ func getRow[T any](ctx context.Context, s *Store, q queryer, what, id string, sc
 // is not "", is errdefs.ErrNotFound. what names the record ("session").
 func getDoc[T any](ctx context.Context, s *Store, q queryer, query, what, tenant, id string) (*T, error) {
 	var t, doc string
-	err := q.QueryRowContext(ctx, s.q(query), id).Scan(&t, &doc)
+	err := s.hot(q).QueryRowContext(ctx, s.q(query), id).Scan(&t, &doc)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && tenant != "" && t != tenant) {
 		return nil, fmt.Errorf("%s %s: %w", what, id, errdefs.ErrNotFound)
 	}

@@ -27,6 +27,10 @@ type Config struct {
 	Reader *sql.DB
 	// Logger receives migration and lifecycle messages; nil discards them.
 	Logger *slog.Logger
+	// PrepareHot keeps the hot path's statements prepared (stmtCache):
+	// SQLite parses a statement on every unprepared call, while pgx
+	// already caches PostgreSQL's statements itself.
+	PrepareHot bool
 }
 
 // Store is the SQL implementation of store.Store. It is safe for concurrent
@@ -42,6 +46,9 @@ type Store struct {
 	// waitSlots bounds the Lock locks held at once, each on a connection
 	// of its own (WaitLockSlots).
 	waitSlots chan struct{}
+	// stmts holds the hot path's prepared statements (Config.PrepareHot);
+	// nil without.
+	stmts *stmtCache
 }
 
 var _ store.Store = (*Store)(nil)
@@ -66,6 +73,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if s.d.Placeholder(1) != "?" {
 		s.rebound = new(sync.Map)
+	}
+	if cfg.PrepareHot {
+		s.stmts = newStmtCache()
 	}
 	if err := s.migrate(ctx); err != nil {
 		return nil, err
@@ -96,6 +106,9 @@ func (s *Store) Ping(ctx context.Context) error {
 // discarded.
 func (s *Store) Close() error {
 	var errs []error
+	if s.stmts != nil {
+		errs = append(errs, s.stmts.close())
+	}
 	if s.reader != s.writer {
 		errs = append(errs, s.reader.Close())
 	}
@@ -156,7 +169,14 @@ func (s *Store) inTx(ctx context.Context, op string, f func(tx *sql.Tx) error) e
 	if err != nil {
 		return s.dbError(ctx, op, err)
 	}
-	defer func() { _ = tx.Rollback() }() // a no-op after Commit
+	defer func() {
+		_ = tx.Rollback() // a no-op after Commit
+		if s.stmts != nil {
+			// The writer is free again: prepare what the transaction met
+			// unprepared.
+			s.stmts.prepareWanted(context.WithoutCancel(ctx), s.writer)
+		}
+	}()
 	if err := f(tx); err != nil {
 		return err
 	}

@@ -41,6 +41,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"UpdateJobLifecycle", testUpdateJobLifecycle},
 		{"UpdateJobFnErrorAborts", testUpdateJobFnError},
 		{"UpdateJobKeepsIdentity", testUpdateJobKeepsIdentity},
+		{"FinishJob", testFinishJob},
 		{"ConcurrentUpdateJob", testConcurrentUpdateJob},
 		{"ListJobsFilters", testListJobsFilters},
 		{"NotFound", testNotFound},
@@ -737,6 +738,49 @@ func testUpdateJobLifecycle(t *testing.T, s store.Store) {
 	want.State, want.ExitCode, want.ExitReason, want.FinishedAt = sandbox.JobSucceeded, ptr(0), sandbox.ExitExited, &finished
 	want.StdoutBytes, want.StderrBytes, want.StderrTruncated = 4096, 7, true
 	checkJob(t, "GetJob after final state", mustGetJob(t, s, "tenant-1", "job_l"), want)
+}
+
+// testFinishJob checks that FinishJob writes a job's end fields, whatever
+// the record held, returns the record as stored and leaves the rest of it
+// (another caller's command, script, timeout) alone; a job not recorded is
+// not found.
+func testFinishJob(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustCreateSandbox(t, s, newSandbox("sbx_f", "tenant-1", base))
+	started := base.Add(time.Second)
+	rec := newJob("job_f", "tenant-1", "sbx_f", base)
+	rec.State, rec.StartedAt, rec.Script, rec.Command, rec.TimeoutMS = sandbox.JobRunning, &started, "", []string{"sh", "-c", "exit 7"}, 30000
+	mustCreateJob(t, s, rec)
+
+	finished := started.Add(250 * time.Millisecond).In(east)
+	end := store.CloneJob(rec)
+	end.Command, end.TimeoutMS = []string{"ignored"}, 1 // not end fields: not written
+	end.State, end.ExitCode, end.ExitReason, end.Signal, end.Error = sandbox.JobFailed, ptr(7), sandbox.ExitExited, "", ""
+	end.StdoutBytes, end.StderrBytes, end.StdoutTruncated, end.StderrTruncated, end.FinishedAt = 1<<20, 3, true, false, &finished
+	got, err := s.FinishJob(ctx, end)
+	if err != nil {
+		t.Fatalf("FinishJob: %v", err)
+	}
+	want := store.CloneJob(rec)
+	want.State, want.ExitCode, want.ExitReason, want.FinishedAt = sandbox.JobFailed, ptr(7), sandbox.ExitExited, &finished
+	want.StdoutBytes, want.StderrBytes, want.StdoutTruncated = 1<<20, 3, true
+	checkJob(t, "FinishJob result", got, want)
+	checkJob(t, "GetJob after FinishJob", mustGetJob(t, s, "tenant-1", "job_f"), want)
+
+	// A second end overwrites the first (the caller that owns the job's
+	// end decides), from any state.
+	end.State, end.ExitCode, end.ExitReason, end.Error = sandbox.JobLost, nil, sandbox.ExitLost, "agent gone"
+	if _, err := s.FinishJob(ctx, end); err != nil {
+		t.Fatalf("FinishJob again: %v", err)
+	}
+	want.State, want.ExitCode, want.ExitReason, want.Error = sandbox.JobLost, nil, sandbox.ExitLost, "agent gone"
+	checkJob(t, "GetJob after a second FinishJob", mustGetJob(t, s, "", "job_f"), want)
+
+	missing := newJob("job_missing", "tenant-1", "sbx_f", base)
+	missing.State, missing.FinishedAt = sandbox.JobSucceeded, &finished
+	if _, err := s.FinishJob(ctx, missing); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("FinishJob of a job not recorded: %v, want ErrNotFound", err)
+	}
 }
 
 func testUpdateJobFnError(t *testing.T, s store.Store) {

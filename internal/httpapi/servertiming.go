@@ -1,0 +1,39 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"genesis.dev/sandbox/internal/jobs"
+)
+
+// execTimings, with Config.ServerTiming, asks the jobs manager where a
+// synchronous exec's time goes and returns the func that writes it, before
+// the answer, as a Server-Timing header (durations in ms): pre (the root
+// handler to the exec handler: routing, the key check, the body), attach,
+// record, agent and finish (jobs.ExecTimings), and handler (the root
+// handler to the header). Without it ctx is r's and the func does nothing.
+func (s *Server) execTimings(r *http.Request) (context.Context, func(http.ResponseWriter)) {
+	start, ok := r.Context().Value(startKey).(time.Time)
+	if !s.serverTiming || !ok {
+		return r.Context(), func(http.ResponseWriter) {}
+	}
+	pre := time.Since(start)
+	t := &jobs.ExecTimings{}
+	return jobs.WithExecTimings(r.Context(), t), func(w http.ResponseWriter) {
+		var b strings.Builder
+		for i, m := range []struct {
+			name string
+			d    time.Duration
+		}{{"pre", pre}, {"attach", t.Attach}, {"record", t.Record}, {"agent", t.Agent}, {"finish", t.Finish}, {"handler", time.Since(start)}} {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%s;dur=%.3f", m.name, float64(m.d)/float64(time.Millisecond))
+		}
+		w.Header().Set("Server-Timing", b.String())
+	}
+}
