@@ -168,7 +168,7 @@ bench-speed: test-images
 		base="$$tmp/bin/sandbox-service"; \
 	fi; \
 	$(SUDO) env "PATH=$$PATH" GENESIS_BENCH_BASELINE_BIN="$$base" GENESIS_BENCH_BASELINE_REV="$$rev" \
-		$(GO) test -run '^$$' -bench '^BenchmarkSpeed$$' -benchtime 1x -timeout 90m ./test/bench/
+		$(GO) test -run '^$$' -bench '^(BenchmarkSpeed|BenchmarkExecHops)$$' -benchtime 1x -timeout 90m ./test/bench/
 
 # BenchmarkLoad (test/bench/load_test.go) alone: GENESIS_BENCH_LOAD_* scale it.
 bench-load: test-images
