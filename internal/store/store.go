@@ -57,6 +57,7 @@ type Store interface {
 	Audit
 	Artifacts
 	LeaseStore
+	LeaseEnder
 	SandboxSessions
 	PoolReturn
 	Skills
