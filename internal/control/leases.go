@@ -295,8 +295,12 @@ func (s *Service) RenewLease(ctx context.Context, tenant, id string, ttl *int64)
 	return l, nil
 }
 
-// ReleaseLease ends an active lease: its running jobs are canceled and its
-// sandbox destroyed. Releasing a released lease succeeds; an expired one is a
+// ReleaseLease ends an active lease: it answers once the lease is
+// released and its sandbox taken from the holder (draining, in the same
+// store transaction); the sandbox's running jobs are canceled and it is
+// reset or destroyed after the answer, by a recycle worker (recycle.go).
+// A crash in between leaves the sandbox draining, and the next start-up
+// destroys it. Releasing a released lease succeeds; an expired one is a
 // conflict (the reaper has ended or will end it).
 func (s *Service) ReleaseLease(ctx context.Context, tenant, id string) error {
 	cur, err := s.GetLease(ctx, tenant, id)
@@ -307,7 +311,7 @@ func (s *Service) ReleaseLease(ctx context.Context, tenant, id string) error {
 		return nil
 	}
 	now := s.now()
-	l, err := s.endLease(ctx, cur.ID, sandbox.LeaseReleased, "released", func(l *sandbox.Lease) error {
+	l, before, err := s.endLeaseDraining(ctx, cur, sandbox.LeaseReleased, "released", func(l *sandbox.Lease) error {
 		if l.Expired(now) {
 			return leaseEnded(l, now)
 		}
@@ -319,7 +323,25 @@ func (s *Service) ReleaseLease(ctx context.Context, tenant, id string) error {
 		}
 		return err
 	}
-	return s.recycle(ctx, l)
+	s.queueRecycle(l, before)
+	return nil
+}
+
+// endLeaseDraining moves active lease l to a final state (check may refuse)
+// and its sandbox to draining, in one store transaction, and returns the
+// ended lease and the sandbox as it was before (nil when it is gone). A
+// lease that is no longer active is errdefs.ErrFailedPrecondition.
+func (s *Service) endLeaseDraining(ctx context.Context, l *sandbox.Lease, to sandbox.LeaseState, reason string, check func(*sandbox.Lease) error) (*sandbox.Lease, *sandbox.Sandbox, error) {
+	now := s.now()
+	return s.store.EndLease(ctx, store.LeaseEnd{LeaseID: l.ID, SandboxID: l.SandboxID, Now: now, End: func(x *sandbox.Lease) error {
+		if check != nil {
+			if err := check(x); err != nil {
+				return err
+			}
+		}
+		x.State, x.EndedAt, x.EndReason = to, &now, reason
+		return nil
+	}})
 }
 
 // endLease moves an active lease to a final state; check may refuse.
@@ -371,7 +393,7 @@ func (s *Service) reapLeases(ctx context.Context, now time.Time) int {
 		if s.keepExpired(ctx, sb, l, now) {
 			continue // a hook keeps it (E2B's auto-pause)
 		}
-		ended, err := s.endLease(ctx, l.ID, sandbox.LeaseExpired, "ttl expired", func(x *sandbox.Lease) error {
+		ended, before, err := s.endLeaseDraining(ctx, l, sandbox.LeaseExpired, "ttl expired", func(x *sandbox.Lease) error {
 			if !x.Expired(now) {
 				return fmt.Errorf("lease %s was renewed: %w", x.ID, errdefs.ErrFailedPrecondition)
 			}
@@ -380,7 +402,8 @@ func (s *Service) reapLeases(ctx context.Context, now time.Time) int {
 		if err != nil {
 			continue
 		}
-		err = s.recycle(ctx, ended)
+		// The reaper has no caller waiting: it recycles in line.
+		_, err = s.recycle(ctx, ended, before)
 		if err != nil {
 			s.log.Warn("recycling the sandbox of an expired lease", "lease", l.ID, "err", err)
 		}

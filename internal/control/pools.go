@@ -566,6 +566,11 @@ func (s *Service) Drain(ctx context.Context, timeout time.Duration) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+	// The recycles of released leases finish first (a reset would race
+	// the destroy below; most of them destroy anyway while draining).
+	if err := s.WaitRecycles(ctx); err != nil {
+		return err
+	}
 	live, err := s.store.ListSandboxes(ctx, store.SandboxFilter{Instance: s.instance, States: liveStates})
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -50,12 +51,17 @@ func (s *Service) tenantRecord(ctx context.Context, name string) (*tenant.Tenant
 }
 
 // usage sums what a tenant's live sandboxes hold, and returns the one that
-// expires first (zero if none).
+// expires first (zero if none). A draining sandbox is on its way out of
+// the tenant's hands (a destroy, or the recycle of a released lease that
+// runs after the release answered): it no longer counts, so a lease
+// released and taken again at once fits as it did before the release.
+// The host capacity it holds is held until it is gone (admission).
 func (s *Service) usage(ctx context.Context, name string) (tenant.Usage, sandbox.Sandbox, error) {
 	live, err := s.LiveSandboxes(ctx, name)
 	if err != nil {
 		return tenant.Usage{}, sandbox.Sandbox{}, err
 	}
+	live = slices.DeleteFunc(live, func(sb *sandbox.Sandbox) bool { return sb.State == sandbox.StateDraining })
 	u, first := tenant.UsageOf(live)
 	return u, first, nil
 }
