@@ -19,7 +19,7 @@ FUZZTIME ?= 15s
 # (scripts/host-setup.sh installs them).
 PYTHON ?= /usr/bin/python3
 
-.PHONY: proto all build console console-test python-test setup run-setup images images-tool quickstart-images service-image test-images test-deps run test unit fuzz cross lint bench clean kube-up kube-down test-kube bench-kube
+.PHONY: proto all build console console-test python-test setup run-setup images images-tool quickstart-images service-image test-images test-deps run test unit fuzz cross lint bench bench-speed bench-load clean kube-up kube-down test-kube bench-kube
 
 all: build
 
@@ -139,9 +139,40 @@ fuzz:
 unit:
 	$(GO) test -race -count=1 ./...
 
+# Every benchmark, once each (test/bench/doc.go lists them). Two targets
+# run a part of it on its own: `make bench-speed` (the headline speed
+# figures, each beside its comparison in one interleaved run, against the
+# service built from git rev BASE) and `make bench-load` (one host, 200
+# sandboxes, execs at concurrency 32; docs/performance.md).
 bench: test-images test-deps
-	$(SUDO) env "PATH=$$PATH" $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/ ./internal/egress/gateway/
+	$(SUDO) env "PATH=$$PATH" $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 90m ./test/bench/ ./internal/egress/gateway/
 	$(SUDO) env "PATH=$$PATH" $(GO) test -run '^$$' -bench BenchmarkQuotaLock -benchtime 2000x ./internal/store/postgres/
+
+# BenchmarkSpeed (test/bench/speed_test.go): exec round trip over HTTP and
+# gRPC, warm lease → first echo and release, cold create → first output,
+# under runc and runsc, with p50/p90/p99 beside the same figures of the
+# build of git rev BASE (sandbox-service, genesis-agent and genesis-egress
+# built from `git archive BASE` in a temporary directory, run as a second
+# service), the agent alone, `docker exec` and `docker run`, and the load
+# average during the run. BASE= (empty) measures this build alone.
+BASE ?= 2086070
+bench-speed: test-images
+	@set -e; tmp=$$(mktemp -d /tmp/genesis-base-XXXXXX); trap 'rm -rf "$$tmp"' EXIT; base=""; rev=""; \
+	if [ -n "$(BASE)" ]; then \
+		rev=$$(git rev-parse --short "$(BASE)^{commit}"); \
+		echo "building the baseline, $$rev, in $$tmp"; \
+		mkdir -p "$$tmp/src" "$$tmp/bin"; \
+		git archive --format=tar "$$rev" | tar -x -C "$$tmp/src"; \
+		(cd "$$tmp/src" && CGO_ENABLED=0 $(GO) build -trimpath -o "$$tmp/bin/" ./cmd/genesis-agent ./cmd/genesis-egress \
+			&& $(GO) build -trimpath -o "$$tmp/bin/" ./cmd/sandbox-service); \
+		base="$$tmp/bin/sandbox-service"; \
+	fi; \
+	$(SUDO) env "PATH=$$PATH" GENESIS_BENCH_BASELINE_BIN="$$base" GENESIS_BENCH_BASELINE_REV="$$rev" \
+		$(GO) test -run '^$$' -bench '^BenchmarkSpeed$$' -benchtime 1x -timeout 90m ./test/bench/
+
+# BenchmarkLoad (test/bench/load_test.go) alone: GENESIS_BENCH_LOAD_* scale it.
+bench-load: test-images
+	$(SUDO) env "PATH=$$PATH" $(GO) test -run '^$$' -bench '^BenchmarkLoad$$' -benchtime 1x -timeout 60m ./test/bench/
 
 clean:
 	rm -rf $(BIN)

@@ -20,7 +20,15 @@
 //   - BenchmarkStreamResume: GET /v1/jobs/{id}/logs of a finished job with
 //     Last-Event-ID in the middle of its log until the first event;
 //   - BenchmarkConsoleFirstView: the web console's sandbox list with 100
-//     sandboxes, reloaded in Chromium until it is rendered.
+//     sandboxes, reloaded in Chromium until it is rendered;
+//   - BenchmarkSpeed (`make bench-speed`): the headline figures of exec,
+//     warm lease and cold create, each beside this build's baseline (a
+//     second service of another build, GENESIS_BENCH_BASELINE_BIN), the
+//     agent alone, `docker exec` and `docker run`, interleaved call by call;
+//   - BenchmarkLoad (`make bench-load`): 200 sandboxes on one host, execs of
+//     `true` at concurrency 32, with the service's CPU and RSS.
+//
+// docs/performance.md describes the last two and their knobs.
 //
 // Each benchmark runs its own fixed number of iterations (run it with
 // -benchtime 1x) and reports percentiles with b.ReportMetric plus a table in

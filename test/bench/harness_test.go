@@ -137,9 +137,17 @@ func startService(tb testing.TB) *service {
 // benchmark config.
 func startServiceWith(tb testing.TB, extraConfig string) *service {
 	tb.Helper()
+	testenv.Docker(tb) // skips (or fails in CI) without Docker
+	return startServiceIn(tb, binDir(tb), extraConfig)
+}
+
+// startServiceIn is startServiceWith running the sandbox-service of dir,
+// which must hold genesis-agent and genesis-egress beside it: a second
+// service, e.g. another build's, on its own port and data directory.
+func startServiceIn(tb testing.TB, dir, extraConfig string) *service {
+	tb.Helper()
 	d := testenv.Docker(tb) // skips (or fails in CI) without Docker
 	registered := testenv.Runtimes(tb, d)
-	dir := binDir(tb)
 
 	// A short base path: sandbox dirs under it hold Unix sockets.
 	base, err := os.MkdirTemp("/tmp", "gsb-")

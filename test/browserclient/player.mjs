@@ -24,13 +24,19 @@ try {
     await page.waitForFunction(() => document.getElementById('player-video').readyState >= 1);
     out.video_from = await page.evaluate(() => document.getElementById('player-video').currentTime);
     await page.click('#player-play');
-    // The time is read where it is seen to have moved on: read later, the
-    // player may already be on the next segment, back at its start.
-    const moved = await page.waitForFunction((f) => {
-      const t = document.getElementById('player-video').currentTime;
-      return t > f + 0.3 ? t : false;
-    }, out.video_from);
-    out.video_to = await moved.jsonValue();
+    // Playing moves through 1-second segments, so the element's own time
+    // falls back to a segment's start at each switch and may never reach
+    // video_from + 0.3: what is summed is the playback seen within one
+    // segment, sampled at every animation frame.
+    const moved = await page.waitForFunction(() => {
+      const v = document.getElementById('player-video');
+      const p = (window.__played ||= { seg: v.dataset.segment, last: v.currentTime, sum: 0 });
+      if (v.dataset.segment === p.seg && v.currentTime > p.last) p.sum += v.currentTime - p.last;
+      p.seg = v.dataset.segment;
+      p.last = v.currentTime;
+      return p.sum > 0.3 ? p.sum : false;
+    });
+    out.video_to = out.video_from + (await moved.jsonValue());
     await page.screenshot({ path: outPng });
     console.log(JSON.stringify(out));
     await browser.close();

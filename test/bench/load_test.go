@@ -1,0 +1,362 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"genesis.dev/sandbox/client"
+)
+
+// BenchmarkLoad is issue 40's target 5: one host holding many sandboxes
+// (two thirds runc, one third runsc) while closed-loop clients exec `true`
+// at a fixed concurrency on the runc ones, each taking the next sandbox
+// round robin, for a fixed time. It reports execs/s, p50/p90/p99, errors,
+// the service's CPU seconds and VmRSS (from /proc of its pid), the CPU and
+// throttled time of the runc sandboxes' cgroups, the client's own CPU, the
+// capacity in use (from /metrics) and the host's load, next to the target
+// (≥ 500 execs/s, p99 ≤ 50 ms, no error). Nothing asserts the target: a
+// benchmark reports; a failed create fails the run.
+//
+// The service runs the benchmark config, whose capacity settings are the
+// defaults. At those a 2-vCPU host admits only 32 sandboxes of the
+// profile's 1 CPU (capacity.cpu = 2 × cpu_overcommit 16;
+// docs/performance.md), so the sandboxes ask for less:
+// GENESIS_BENCH_LOAD_CPU_MILLI (default 125, i.e. 0.125 CPU) and
+// GENESIS_BENCH_LOAD_MEMORY_MB (default 128). A create refused for
+// capacity fails the run and says so.
+//
+// Scale: GENESIS_BENCH_LOAD_SANDBOXES (default 200),
+// GENESIS_BENCH_LOAD_CONCURRENCY (default 32), GENESIS_BENCH_LOAD_SECONDS
+// (default 30).
+func BenchmarkLoad(b *testing.B) {
+	total := envInt(b, "GENESIS_BENCH_LOAD_SANDBOXES", 200)
+	conc := envInt(b, "GENESIS_BENCH_LOAD_CONCURRENCY", 32)
+	secs := envInt(b, "GENESIS_BENCH_LOAD_SECONDS", 30)
+	res := &client.Resources{
+		CPU:      float64(envInt(b, "GENESIS_BENCH_LOAD_CPU_MILLI", 125)) / 1000,
+		MemoryMB: int64(envInt(b, "GENESIS_BENCH_LOAD_MEMORY_MB", 128)),
+	}
+	s := startService(b)
+	watch := watchLoad()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	defer cancel()
+
+	nRunsc := total / 3
+	if !slices.Contains(s.runtimes, "runsc") {
+		fmt.Printf("load: runsc is not usable here; all %d sandboxes run under runc\n", total)
+		nRunsc = 0
+	}
+	rts := make([]string, total)
+	for i := range rts {
+		rts[i] = "runc"
+		if i%3 == 2 && nRunsc > 0 { // interleaved, so both kinds start throughout
+			rts[i] = "runsc"
+			nRunsc--
+		}
+	}
+	rssIdle, err := s.rssKiB()
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	// Create them four at a time: the service's own limit on concurrent
+	// creates; more would only queue inside it.
+	created := make([]string, total)
+	errs := make([]error, total)
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i, rt := range rts {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			sb, err := s.createWith(ctx, rt, res)
+			if err != nil {
+				errs[i] = fmt.Errorf("create %d (%s): %w", i, rt, err)
+				return
+			}
+			created[i] = sb.ID
+		})
+	}
+	wg.Wait()
+	createWall := time.Since(t0)
+	if err := errors.Join(errs...); err != nil {
+		var ae *client.APIError
+		if errors.As(err, &ae) && ae.Problem.Code == "capacity_exhausted" {
+			b.Fatalf("the host's capacity bound before %d sandboxes of %+v (docs/performance.md): %v", total, *res, err)
+		}
+		b.Fatal(err) // the cleanup deletes those that were made
+	}
+	defer removeAll(b, s, created)
+	var runc []string
+	for i, id := range created {
+		if rts[i] == "runc" {
+			runc = append(runc, id)
+		}
+	}
+	rssSandboxes, err := s.rssKiB()
+	if err != nil {
+		b.Fatal(err)
+	}
+	capacity, err := readCapacity(ctx, s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The CPU accounting of the runc sandboxes: the agents and what they
+	// spawn, and how long their CPU limit throttled them.
+	cgroups := make([]*cgroupCPU, len(runc))
+	for i, id := range runc {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			cgroups[i], errs[i] = sandboxCgroup(ctx, id)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		b.Fatal(err)
+	}
+	sandboxCPU := func() (usage, throttled time.Duration) {
+		for _, cg := range cgroups {
+			u, t, err := cg.read()
+			if err != nil {
+				b.Fatal(err)
+			}
+			usage, throttled = usage+u, throttled+t
+		}
+		return usage, throttled
+	}
+
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc, IdleConnTimeout: time.Minute}}
+	defer hc.CloseIdleConnections()
+	c := client.New(s.url, s.key, client.WithHTTPClient(hc))
+	execTrue := func(ctx context.Context, id string) error {
+		r, err := c.Exec(ctx, id, client.ExecRequest{Command: []string{"true"}})
+		if err == nil && r.ExitCode != 0 {
+			err = fmt.Errorf("true in %s exited %d (%s): %q", id, r.ExitCode, r.ExitReason, r.Stderr)
+		}
+		return err
+	}
+	// Warm-up: one exec in each runc sandbox, at the same concurrency.
+	var next atomic.Int64
+	warm := make([]error, conc)
+	for w := range conc {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(len(runc)); i = next.Add(1) - 1 {
+				if err := execTrue(ctx, runc[i]); err != nil {
+					warm[w] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(warm...); err != nil {
+		b.Fatalf("warm-up: %v", err)
+	}
+
+	// The measured phase: conc workers, each taking the next runc sandbox
+	// round robin, until the deadline.
+	var peakRSS atomic.Int64
+	stopRSS := make(chan struct{})
+	rssDone := make(chan struct{})
+	go func() {
+		defer close(rssDone)
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if kib, err := s.rssKiB(); err == nil && kib > peakRSS.Load() {
+				peakRSS.Store(kib)
+			}
+			select {
+			case <-stopRSS:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	samples := make([][]time.Duration, conc)
+	var nErr atomic.Int64
+	var errMu sync.Mutex
+	var firstErrs []string
+	next.Store(0)
+	cpu0 := s.serviceCPU()
+	sbCPU0, sbThrottled0 := sandboxCPU()
+	client0 := selfCPU(b)
+	start := time.Now()
+	deadline := start.Add(time.Duration(secs) * time.Second)
+	for w := range conc {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				id := runc[(next.Add(1)-1)%int64(len(runc))]
+				t := time.Now()
+				if err := execTrue(ctx, id); err != nil {
+					nErr.Add(1)
+					errMu.Lock()
+					if len(firstErrs) < 5 {
+						firstErrs = append(firstErrs, err.Error())
+					}
+					errMu.Unlock()
+					continue
+				}
+				samples[w] = append(samples[w], time.Since(t))
+			}
+		})
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	cpu := s.serviceCPU() - cpu0
+	clientCPU := selfCPU(b) - client0
+	sbCPU, sbThrottled := sandboxCPU()
+	sbCPU, sbThrottled = sbCPU-sbCPU0, sbThrottled-sbThrottled0
+	close(stopRSS)
+	<-rssDone
+	rssAfter, err := s.rssKiB()
+	if err != nil {
+		b.Fatal(err)
+	}
+	load := watch.end()
+
+	var all []time.Duration
+	for _, w := range samples {
+		all = append(all, w...)
+	}
+	sum := Summarize(all)
+	rate := float64(sum.N) / wall.Seconds()
+	reportSummary(b, "", sum)
+	b.ReportMetric(rate, "execs/s")
+	b.ReportMetric(float64(nErr.Load()), "errors")
+	b.ReportMetric(float64(peakRSS.Load()), "service-peak-KiB")
+	b.ReportMetric(cpu.Seconds(), "service-cpu-s")
+
+	met := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "NOT met"
+	}
+	tbl := NewTable("figure", "value", "target (issue 40 #5)")
+	tbl.Row("sandboxes (runc + runsc)", fmt.Sprintf("%d + %d", len(runc), total-len(runc)), "200 (133 + 67)")
+	tbl.Row("resources per sandbox", fmt.Sprintf("cpu %.3g, memory %d MiB", res.CPU, res.MemoryMB), "")
+	tbl.Row("creates, 4 at a time", fmt.Sprintf("%.1f s (%.2f/s)", createWall.Seconds(), float64(total)/createWall.Seconds()), "")
+	tbl.Row("concurrency × time", fmt.Sprintf("%d × %.1f s", conc, wall.Seconds()), "32 on the runc ones")
+	tbl.Row("execs/s", fmt.Sprintf("%.1f", rate), "≥ 500: "+met(rate >= 500))
+	tbl.Row("p50 / p90 / p99 ms", fmt.Sprintf("%s / %s / %s", FormatMs(sum.P50), FormatMs(sum.P90), FormatMs(sum.P99)),
+		"p99 ≤ 50: "+met(sum.N > 0 && sum.P99 <= 50*time.Millisecond))
+	tbl.Row("execs ok / errors", fmt.Sprintf("%d / %d", sum.N, nErr.Load()), "0 errors: "+met(nErr.Load() == 0))
+	cores := func(d time.Duration) string {
+		perExec := 0.0
+		if sum.N > 0 {
+			perExec = Ms(d) / float64(sum.N)
+		}
+		return fmt.Sprintf("%.2f s (%.2f cores, %.2f ms per exec)", d.Seconds(), d.Seconds()/wall.Seconds(), perExec)
+	}
+	tbl.Row("service CPU during the run", cores(cpu), "")
+	tbl.Row("runc sandboxes' CPU (agent + true)", cores(sbCPU)+fmt.Sprintf("; throttled %.2f s", sbThrottled.Seconds()), "")
+	tbl.Row("this benchmark's client CPU", cores(clientCPU), "")
+	for _, r := range []string{"sandboxes", "cpu", "memory_mb"} {
+		tbl.Row("capacity "+r+": in use / total", fmt.Sprintf("%g / %g", capacity[r][0], capacity[r][1]), "")
+	}
+	tbl.Row("service VmRSS: idle / with sandboxes", FormatKiB(rssIdle)+" / "+FormatKiB(rssSandboxes), "")
+	tbl.Row("service VmRSS: peak in the run / after", FormatKiB(peakRSS.Load())+" / "+FormatKiB(rssAfter), "")
+	printTable(fmt.Sprintf("load: %d sandboxes on one host, exec `true` at concurrency %d on the runc ones (%s)", total, conc, profile), tbl)
+	fmt.Println(load)
+	for _, e := range firstErrs {
+		fmt.Println("load: exec failed:", e)
+	}
+}
+
+// removeAll deletes the sandboxes of ids (empty ones skipped) four at a
+// time.
+func removeAll(b *testing.B, s *service, ids []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		if id == "" {
+			continue
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if err := s.remove(ctx, id); err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// readCapacity reads the host capacity the service applies from its
+// /metrics: resource → {in use, total}.
+func readCapacity(ctx context.Context, s *service) (map[string][2]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	return parseCapacity(string(body))
+}
+
+// parseCapacity reads genesis_capacity and genesis_capacity_in_use from a
+// Prometheus text exposition: resource → {in use, total}.
+func parseCapacity(metrics string) (map[string][2]float64, error) {
+	out := map[string][2]float64{}
+	for _, line := range strings.Split(metrics, "\n") {
+		name, rest, ok := strings.Cut(line, "{resource=\"")
+		if !ok || (name != "genesis_capacity" && name != "genesis_capacity_in_use") {
+			continue
+		}
+		res, val, ok := strings.Cut(rest, "\"} ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		if err != nil {
+			return nil, fmt.Errorf("/metrics: %q: %w", line, err)
+		}
+		c := out[res]
+		if name == "genesis_capacity" {
+			c[1] = v
+		} else {
+			c[0] = v
+		}
+		out[res] = c
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("/metrics has no genesis_capacity")
+	}
+	return out, nil
+}
+
+// selfCPU is the user and system CPU time of this process so far.
+func selfCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
