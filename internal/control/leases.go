@@ -295,20 +295,47 @@ func (s *Service) RenewLease(ctx context.Context, tenant, id string, ttl *int64)
 	return l, nil
 }
 
-// ReleaseLease ends an active lease: it answers once the lease is
-// released and its sandbox taken from the holder (draining, in the same
-// store transaction); the sandbox's running jobs are canceled and it is
-// reset or destroyed after the answer, by a recycle worker (recycle.go).
-// A crash in between leaves the sandbox draining, and the next start-up
-// destroys it. Releasing a released lease succeeds; an expired one is a
-// conflict (the reaper has ended or will end it).
+// ReleaseLease ends an active lease and returns once its sandbox is reset
+// and back in its pool or destroyed (its running jobs canceled), with the
+// recycle's error: for callers whose release means the sandbox is gone
+// when it returns (the compat APIs' deletes, MCP servers). The leases API
+// answers earlier: ReleaseLeaseNoWait. Releasing a released lease
+// succeeds; an expired one is a conflict (the reaper has ended or will end
+// it).
 func (s *Service) ReleaseLease(ctx context.Context, tenant, id string) error {
-	cur, err := s.GetLease(ctx, tenant, id)
-	if err != nil {
+	done, err := s.releaseLease(ctx, tenant, id)
+	if err != nil || done == nil {
 		return err
 	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err() // the recycle goes on
+	}
+}
+
+// ReleaseLeaseNoWait ends an active lease and answers once the lease is
+// released and its sandbox taken from the holder (draining, in the same
+// store transaction); the sandbox's running jobs are canceled and it is
+// reset or destroyed after the answer, by a recycle worker
+// (recycle_queue.go). A crash in between leaves the sandbox draining, and
+// the next start-up destroys it. Releasing a released lease succeeds; an
+// expired one is a conflict.
+func (s *Service) ReleaseLeaseNoWait(ctx context.Context, tenant, id string) error {
+	_, err := s.releaseLease(ctx, tenant, id)
+	return err
+}
+
+// releaseLease ends the lease, queues its sandbox's recycle and returns
+// the channel its outcome comes on (nil: nothing to wait for).
+func (s *Service) releaseLease(ctx context.Context, tenant, id string) (<-chan error, error) {
+	cur, err := s.GetLease(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
 	if cur.State == sandbox.LeaseReleased {
-		return nil
+		return nil, nil
 	}
 	now := s.now()
 	l, before, err := s.endLeaseDraining(ctx, cur, sandbox.LeaseReleased, "released", func(l *sandbox.Lease) error {
@@ -319,12 +346,11 @@ func (s *Service) ReleaseLease(ctx context.Context, tenant, id string) error {
 	})
 	if err != nil {
 		if errors.Is(err, errdefs.ErrFailedPrecondition) {
-			return nil // released concurrently
+			return nil, nil // released concurrently
 		}
-		return err
+		return nil, err
 	}
-	s.queueRecycle(l, before)
-	return nil
+	return s.queueRecycle(l, before), nil
 }
 
 // endLeaseDraining moves active lease l to a final state (check may refuse)

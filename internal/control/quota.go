@@ -35,9 +35,17 @@ func (s *Service) LockTenant(ctx context.Context, name string) (unlock func(), e
 
 // LiveSandboxes lists the live sandboxes of tenant name, or of every
 // tenant when name is "": what tenants hold now (internal/tenancy's
-// views of tenants).
+// views of tenants). A draining sandbox is on its way out of the tenant's
+// hands (a destroy, or the recycle of a released lease that runs after
+// the release answered) and is not listed: it holds no quota, and a
+// tenant whose leases are all released can be deleted at once. The host
+// capacity it holds stays held until it is gone (admission).
 func (s *Service) LiveSandboxes(ctx context.Context, name string) ([]*sandbox.Sandbox, error) {
-	return s.store.ListSandboxes(ctx, store.SandboxFilter{Tenant: name, States: liveStates})
+	live, err := s.store.ListSandboxes(ctx, store.SandboxFilter{Tenant: name, States: liveStates})
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(live, func(sb *sandbox.Sandbox) bool { return sb.State == sandbox.StateDraining }), nil
 }
 
 // tenantRecord returns the stored tenant, or a zero tenant (no quotas, no
@@ -50,18 +58,15 @@ func (s *Service) tenantRecord(ctx context.Context, name string) (*tenant.Tenant
 	return t, err
 }
 
-// usage sums what a tenant's live sandboxes hold, and returns the one that
-// expires first (zero if none). A draining sandbox is on its way out of
-// the tenant's hands (a destroy, or the recycle of a released lease that
-// runs after the release answered): it no longer counts, so a lease
-// released and taken again at once fits as it did before the release.
-// The host capacity it holds is held until it is gone (admission).
+// usage sums what a tenant's live sandboxes hold (LiveSandboxes: not the
+// draining ones, so a lease released and taken again at once fits as it
+// did before the release), and returns the one that expires first (zero
+// if none).
 func (s *Service) usage(ctx context.Context, name string) (tenant.Usage, sandbox.Sandbox, error) {
 	live, err := s.LiveSandboxes(ctx, name)
 	if err != nil {
 		return tenant.Usage{}, sandbox.Sandbox{}, err
 	}
-	live = slices.DeleteFunc(live, func(sb *sandbox.Sandbox) bool { return sb.State == sandbox.StateDraining })
 	u, first := tenant.UsageOf(live)
 	return u, first, nil
 }

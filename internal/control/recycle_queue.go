@@ -50,10 +50,13 @@ func (s *Service) RecycleStats() RecycleStats {
 // The sandbox's record is draining from the lease's end until the worker
 // returns it to its pool or destroys it, so no claim can take it on the
 // way; if this process dies first, the next start-up destroys it
-// (finishUnfinished), so it is recycled or destroyed exactly once.
-func (s *Service) queueRecycle(l *sandbox.Lease, sb *sandbox.Sandbox) {
+// (finishUnfinished), so it is recycled or destroyed exactly once. The
+// recycle's error comes on the returned channel (buffered: nobody need
+// read it).
+func (s *Service) queueRecycle(l *sandbox.Lease, sb *sandbox.Sandbox) <-chan error {
 	q := &s.recycles
 	q.pending.Add(1)
+	done := make(chan error, 1)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -72,7 +75,9 @@ func (s *Service) queueRecycle(l *sandbox.Lease, sb *sandbox.Sandbox) {
 		default:
 			q.destroyed.Add(1)
 		}
+		done <- err
 	}()
+	return done
 }
 
 // WaitRecycles waits until no recycle of a released lease's sandbox is

@@ -91,7 +91,7 @@ func TestReleaseAnswersBeforeRecycle(t *testing.T) {
 	g.hold(id)
 	defer g.let()
 	done := make(chan error, 1)
-	go func() { done <- h.Svc.ReleaseLease(ctx, "a", out.Lease.ID) }()
+	go func() { done <- h.Svc.ReleaseLeaseNoWait(ctx, "a", out.Lease.ID) }()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -154,7 +154,7 @@ func TestReleaseCrashBeforeRecycle(t *testing.T) {
 	h.waitIdle(1)
 	g.hold(id)
 	defer g.let()
-	if err := h.Svc.ReleaseLease(ctx, "a", out.Lease.ID); err != nil {
+	if err := h.Svc.ReleaseLeaseNoWait(ctx, "a", out.Lease.ID); err != nil {
 		t.Fatal(err)
 	}
 	<-g.entered // "killed" here: answered, the recycle not done
