@@ -144,7 +144,7 @@ func (s *Service) acquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	// snapshot.
 	warmOK := pl != nil && res == p.Resources && s.memberPolicy(p, netPol) && (in.From == nil || in.SnapshotID != "") && len(in.Volumes) == 0
 	if warmOK {
-		if out, err := s.claimWarm(ctx, pl, claim, res); err == nil || !errors.Is(err, errdefs.ErrNotFound) {
+		if out, err := s.claimWarmOrWait(ctx, pl, claim, res); err == nil || !errors.Is(err, errdefs.ErrNotFound) {
 			return out, err
 		}
 		pl.misses.Add(1)
@@ -193,6 +193,33 @@ func (s *Service) acquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 func (s *Service) memberPolicy(p *config.Profile, pol egress.Policy) bool {
 	member, err := p.Network.Policy.Normalize(s.cfg.Network.OperatorConfig)
 	return err == nil && member.Equal(pol)
+}
+
+// claimWarmOrWait is claimWarm that, when pl has no idle member but
+// released sandboxes of it are being recycled (a release answers before
+// its reset), waits up to returnWaitMax for one of them to come back
+// rather than creating a sandbox cold.
+func (s *Service) claimWarmOrWait(ctx context.Context, pl *pool, c store.Claim, res sandbox.Resources) (*LeaseOutput, error) {
+	var deadline <-chan time.Time
+	for {
+		back := pl.recycleWait()
+		out, err := s.claimWarm(ctx, pl, c, res)
+		if err == nil || !errors.Is(err, errdefs.ErrNotFound) || pl.resetting.Load() == 0 {
+			return out, err
+		}
+		if deadline == nil {
+			t := time.NewTimer(returnWaitMax)
+			defer t.Stop()
+			deadline = t.C
+		}
+		select {
+		case <-back:
+		case <-deadline:
+			return nil, err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // claimWarm takes an idle member of pl; errdefs.ErrNotFound when none is.

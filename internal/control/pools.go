@@ -71,6 +71,12 @@ type pool struct {
 	// resetFailed counts resets that failed, whose sandboxes were destroyed.
 	resetFailed atomic.Int64
 	creating    atomic.Int64 // members being made now
+	// resetting counts the released sandboxes whose recycle is queued or
+	// running and may return them to this pool (queueRecycle); a claim
+	// that finds the pool empty waits a little for one (awaitReturn).
+	resetting atomic.Int64
+	retMu     sync.Mutex
+	retCh     chan struct{} // closed when a recycle counted in resetting ends
 
 	mu       sync.Mutex
 	made     int64     // members made ready in all

@@ -57,10 +57,17 @@ func (s *Service) queueRecycle(l *sandbox.Lease, sb *sandbox.Sandbox) <-chan err
 	q := &s.recycles
 	q.pending.Add(1)
 	done := make(chan error, 1)
+	pl := s.mayReturn(l, sb)
+	if pl != nil {
+		pl.resetting.Add(1)
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer q.pending.Add(-1)
+		if pl != nil {
+			defer pl.recycleEnded()
+		}
 		q.sem <- struct{}{}
 		defer func() { <-q.sem }()
 		start := time.Now() // wall time for the metric, not the service clock
@@ -93,3 +100,49 @@ func (s *Service) WaitRecycles(ctx context.Context) error {
 	}
 	return nil
 }
+
+// mayReturn is the pool the recycle of lease l's sandbox sb may return it
+// to, or nil when it will surely be destroyed (a first look at what
+// resetRefusal decides in full).
+func (s *Service) mayReturn(l *sandbox.Lease, sb *sandbox.Sandbox) *pool {
+	if sb == nil || !l.Warm || sb.Reserved != "" {
+		return nil
+	}
+	pl := s.pool(sb.Profile, sb.Runtime, sb.Pool)
+	if pl == nil || pl.key.snapshot != "" {
+		return nil
+	}
+	if p, err := s.profile(sb.Profile); err != nil || !p.Lease.Resets() {
+		return nil
+	}
+	return pl
+}
+
+// recycleEnded wakes the claims waiting for a recycle of pl to end.
+func (pl *pool) recycleEnded() {
+	pl.resetting.Add(-1)
+	pl.retMu.Lock()
+	defer pl.retMu.Unlock()
+	if pl.retCh != nil {
+		close(pl.retCh)
+		pl.retCh = nil
+	}
+}
+
+// recycleWait returns a channel closed when the next recycle of pl that
+// may return a sandbox ends. Taken before a claim looks, it cannot miss
+// one that ends in between.
+func (pl *pool) recycleWait() <-chan struct{} {
+	pl.retMu.Lock()
+	defer pl.retMu.Unlock()
+	if pl.retCh == nil {
+		pl.retCh = make(chan struct{})
+	}
+	return pl.retCh
+}
+
+// returnWaitMax bounds how long a lease that finds its pool empty waits
+// for a released sandbox being reset instead of creating one cold: a
+// reset takes milliseconds (a member's first under runsc up to about a
+// second), a cold create a few hundred.
+const returnWaitMax = time.Second

@@ -203,3 +203,51 @@ func TestReleaseCrashBeforeRecycle(t *testing.T) {
 		t.Errorf("the late recycle returned a destroyed sandbox to its pool: %+v", st)
 	}
 }
+
+// TestLeaseWaitsForReset: a lease that finds its pool empty while a
+// released member is being reset waits for it (briefly) instead of
+// creating a sandbox cold, and gets it warm and wiped.
+func TestLeaseWaitsForReset(t *testing.T) {
+	t.Parallel()
+	g := newEndingGate()
+	h := &harness{controltest.NewOpts(t, controltest.Options{Hooks: []control.Hook{g}, Configure: withResetPool(1, 1)})}
+	if !h.Agents.AsUser() {
+		t.Skip("agents cannot run as the sandbox user here; a reset needs that")
+	}
+	ctx := context.Background()
+	h.waitIdle(1)
+	first, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: controltest.Profile, TTLSeconds: ttl(60),
+		Env: map[string]string{"LEASE_VAR": "secret-a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := first.Sandbox.ID
+	g.hold(id)
+	defer g.let()
+	if err := h.Svc.ReleaseLeaseNoWait(ctx, "a", first.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	<-g.entered
+	got := make(chan *control.LeaseOutput, 1)
+	go func() {
+		out, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "b", Profile: controltest.Profile, TTLSeconds: ttl(60)})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- out
+	}()
+	select {
+	case out := <-got:
+		t.Fatalf("the lease did not wait for the reset under way: %+v", out)
+	case <-time.After(100 * time.Millisecond):
+	}
+	g.let()
+	out := <-got
+	if out == nil {
+		t.FailNow()
+	}
+	if !out.Lease.Warm || out.Sandbox.ID != id || out.Sandbox.Env["LEASE_VAR"] != "" {
+		t.Fatalf("lease after the reset: warm %v sandbox %s env %v, want the reset member %s without the first holder's env",
+			out.Lease.Warm, out.Sandbox.ID, out.Sandbox.Env, id)
+	}
+}
