@@ -55,6 +55,11 @@ func (s *Service) recycle(ctx context.Context, l *sandbox.Lease, sb *sandbox.San
 	if gerr != nil {
 		cur = sb
 	}
+	if sb.State == sandbox.StatePaused && cur.State == sandbox.StateDraining {
+		// Paused when its lease ended (the end drained the record, so
+		// destroy no longer sees it paused).
+		s.thawToEnd(cctx, cur)
+	}
 	err = s.destroy(cctx, cur, reason)
 	if pl != nil {
 		pl.wake()

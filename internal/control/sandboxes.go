@@ -697,15 +697,8 @@ func (s *Service) destroy(ctx context.Context, sb *sandbox.Sandbox, reason strin
 			return err
 		}
 	}
-	if p, ok := s.driver.(driver.Pauser); ok && sb.State == sandbox.StatePaused && sb.ContainerID != "" {
-		// A frozen container ignores its stop signal until the runtime's
-		// kill timeout (5 s under runc, 15 s under runsc): thawed, it ends
-		// at once.
-		uctx, ucancel := cleanupCtx(ctx, s.cfg.Intervals.DockerCallTimeout)
-		if err := p.Unpause(uctx, sb.ContainerID); err != nil {
-			s.log.Debug("thawing a paused sandbox to end it", "sandbox", sb.ID, "err", err)
-		}
-		ucancel()
+	if sb.State == sandbox.StatePaused {
+		s.thawToEnd(ctx, sb)
 	}
 	s.teardown(ctx, sb.ID, sb.ContainerID)
 	cctx, cancel := cleanupCtx(ctx, 10*time.Second)
@@ -725,6 +718,21 @@ func (s *Service) destroy(ctx context.Context, sb *sandbox.Sandbox, reason strin
 	}
 	s.log.Info("sandbox destroyed", "sandbox", sb.ID, "reason", reason)
 	return nil
+}
+
+// thawToEnd unfreezes a paused sandbox that is about to be destroyed: a
+// frozen container ignores its stop signal until the runtime's kill
+// timeout (5 s under runc, 15 s under runsc); thawed, it ends at once.
+func (s *Service) thawToEnd(ctx context.Context, sb *sandbox.Sandbox) {
+	p, ok := s.driver.(driver.Pauser)
+	if !ok || sb.ContainerID == "" {
+		return
+	}
+	uctx, ucancel := cleanupCtx(ctx, s.cfg.Intervals.DockerCallTimeout)
+	defer ucancel()
+	if err := p.Unpause(uctx, sb.ContainerID); err != nil {
+		s.log.Debug("thawing a paused sandbox to end it", "sandbox", sb.ID, "err", err)
+	}
 }
 
 // takeToEnd makes this instance the owner of another instance's sandbox it
