@@ -13,6 +13,7 @@ import (
 	"genesis.dev/sandbox/internal/policy"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/tenant"
 )
 
 // AcquireLeaseInput is a lease request.
@@ -112,7 +113,11 @@ func (s *Service) acquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	if in.Runtime != "" && sandbox.Runtime(in.Runtime).Isolation() == 0 {
 		return nil, errdefs.WithCode(policy.CodeRuntimeNotAllowed, invalid("unknown runtime %q (known: runc, runsc, kata-*)", in.Runtime))
 	}
-	dec, err := s.selectRuntime(ctx, p, in.Tenant, risk, in.Runtime)
+	tn, err := s.tenantRecord(ctx, in.Tenant)
+	if err != nil {
+		return nil, err
+	}
+	dec, err := s.selectRuntimeOf(ctx, p, tn, risk, in.Runtime)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +149,7 @@ func (s *Service) acquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	// snapshot.
 	warmOK := pl != nil && res == p.Resources && s.memberPolicy(p, netPol) && (in.From == nil || in.SnapshotID != "") && len(in.Volumes) == 0
 	if warmOK {
-		if out, err := s.claimWarmOrWait(ctx, pl, claim, res); err == nil || !errors.Is(err, errdefs.ErrNotFound) {
+		if out, err := s.claimWarmOrWait(ctx, pl, claim, res, tn); err == nil || !errors.Is(err, errdefs.ErrNotFound) {
 			return out, err
 		}
 		pl.misses.Add(1)
@@ -199,11 +204,11 @@ func (s *Service) memberPolicy(p *config.Profile, pol egress.Policy) bool {
 // released sandboxes of it are being recycled (a release answers before
 // its reset), waits up to returnWaitMax for one of them to come back
 // rather than creating a sandbox cold.
-func (s *Service) claimWarmOrWait(ctx context.Context, pl *pool, c store.Claim, res sandbox.Resources) (*LeaseOutput, error) {
+func (s *Service) claimWarmOrWait(ctx context.Context, pl *pool, c store.Claim, res sandbox.Resources, tn *tenant.Tenant) (*LeaseOutput, error) {
 	var deadline <-chan time.Time
 	for {
 		back := pl.recycleWait()
-		out, err := s.claimWarm(ctx, pl, c, res)
+		out, err := s.claimWarm(ctx, pl, c, res, tn)
 		if err == nil || !errors.Is(err, errdefs.ErrNotFound) || pl.resetting.Load() == 0 {
 			return out, err
 		}
@@ -222,12 +227,13 @@ func (s *Service) claimWarmOrWait(ctx context.Context, pl *pool, c store.Claim, 
 	}
 }
 
-// claimWarm takes an idle member of pl; errdefs.ErrNotFound when none is.
-func (s *Service) claimWarm(ctx context.Context, pl *pool, c store.Claim, res sandbox.Resources) (*LeaseOutput, error) {
+// claimWarm takes an idle member of pl for tenant tn (its record as read
+// for this lease); errdefs.ErrNotFound when none is idle.
+func (s *Service) claimWarm(ctx context.Context, pl *pool, c store.Claim, res sandbox.Resources, tn *tenant.Tenant) (*LeaseOutput, error) {
 	c.Lease = func() *sandbox.Lease { l := *c.Lease; l.Warm = true; return &l }()
 	c.Now = s.now()
 	// The tenant's quota is held from its check until the claim is stored.
-	releaseQuota, err := s.reserveQuota(ctx, c.Lease.Tenant, res, true)
+	releaseQuota, _, err := s.reserveOf(ctx, tn, res, true)
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ import (
 	"genesis.dev/sandbox/internal/policy"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/tenant"
 )
 
 // CreateSandboxInput is a validated-on-use create request.
@@ -416,13 +417,18 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 // stored tenant's floor (from the configuration or the API) and the
 // runtimes that are healthy now.
 func (s *Service) selectRuntime(ctx context.Context, p *config.Profile, tenant string, risk sandbox.RiskLevel, runtime string) (policy.Decision, error) {
-	defRisk := p.DefaultRiskLevel
-	if defRisk == "" {
-		defRisk = s.cfg.DefaultRiskLevel
-	}
 	tn, err := s.tenantRecord(ctx, tenant)
 	if err != nil {
 		return policy.Decision{}, err
+	}
+	return s.selectRuntimeOf(ctx, p, tn, risk, runtime)
+}
+
+// selectRuntimeOf is selectRuntime with the tenant's record read already.
+func (s *Service) selectRuntimeOf(ctx context.Context, p *config.Profile, tn *tenant.Tenant, risk sandbox.RiskLevel, runtime string) (policy.Decision, error) {
+	defRisk := p.DefaultRiskLevel
+	if defRisk == "" {
+		defRisk = s.cfg.DefaultRiskLevel
 	}
 	return policy.Select(
 		policy.RuntimeRequest{RiskLevel: risk, Runtime: sandbox.Runtime(runtime)},
