@@ -1,7 +1,9 @@
 package control_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
@@ -24,4 +26,15 @@ func newHarness(t *testing.T, configure func(*config.Config)) *harness {
 func newHarnessWith(t *testing.T, configure func(*config.Config), tune func(*control.Config)) *harness {
 	t.Helper()
 	return &harness{controltest.NewWith(t, configure, tune)}
+}
+
+// recycled waits until the recycles of the released leases (which run
+// after the release answers) have finished.
+func (h *harness) recycled(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.Svc.WaitRecycles(ctx); err != nil {
+		t.Fatalf("waiting for the recycles of released leases: %v", err)
+	}
 }

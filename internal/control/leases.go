@@ -13,6 +13,7 @@ import (
 	"genesis.dev/sandbox/internal/policy"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/tenant"
 )
 
 // AcquireLeaseInput is a lease request.
@@ -112,7 +113,11 @@ func (s *Service) acquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	if in.Runtime != "" && sandbox.Runtime(in.Runtime).Isolation() == 0 {
 		return nil, errdefs.WithCode(policy.CodeRuntimeNotAllowed, invalid("unknown runtime %q (known: runc, runsc, kata-*)", in.Runtime))
 	}
-	dec, err := s.selectRuntime(ctx, p, in.Tenant, risk, in.Runtime)
+	tn, err := s.tenantRecord(ctx, in.Tenant)
+	if err != nil {
+		return nil, err
+	}
+	dec, err := s.selectRuntimeOf(ctx, p, tn, risk, in.Runtime)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +149,7 @@ func (s *Service) acquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	// snapshot.
 	warmOK := pl != nil && res == p.Resources && s.memberPolicy(p, netPol) && (in.From == nil || in.SnapshotID != "") && len(in.Volumes) == 0
 	if warmOK {
-		if out, err := s.claimWarm(ctx, pl, claim, res); err == nil || !errors.Is(err, errdefs.ErrNotFound) {
+		if out, err := s.claimWarmOrWait(ctx, pl, claim, res, tn); err == nil || !errors.Is(err, errdefs.ErrNotFound) {
 			return out, err
 		}
 		pl.misses.Add(1)
@@ -195,12 +200,40 @@ func (s *Service) memberPolicy(p *config.Profile, pol egress.Policy) bool {
 	return err == nil && member.Equal(pol)
 }
 
-// claimWarm takes an idle member of pl; errdefs.ErrNotFound when none is.
-func (s *Service) claimWarm(ctx context.Context, pl *pool, c store.Claim, res sandbox.Resources) (*LeaseOutput, error) {
+// claimWarmOrWait is claimWarm that, when pl has no idle member but
+// released sandboxes of it are being recycled (a release answers before
+// its reset), waits up to returnWaitMax for one of them to come back
+// rather than creating a sandbox cold.
+func (s *Service) claimWarmOrWait(ctx context.Context, pl *pool, c store.Claim, res sandbox.Resources, tn *tenant.Tenant) (*LeaseOutput, error) {
+	var deadline <-chan time.Time
+	for {
+		back := pl.recycleWait()
+		out, err := s.claimWarm(ctx, pl, c, res, tn)
+		if err == nil || !errors.Is(err, errdefs.ErrNotFound) || pl.resetting.Load() == 0 {
+			return out, err
+		}
+		if deadline == nil {
+			t := time.NewTimer(returnWaitMax)
+			defer t.Stop()
+			deadline = t.C
+		}
+		select {
+		case <-back:
+		case <-deadline:
+			return nil, err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// claimWarm takes an idle member of pl for tenant tn (its record as read
+// for this lease); errdefs.ErrNotFound when none is idle.
+func (s *Service) claimWarm(ctx context.Context, pl *pool, c store.Claim, res sandbox.Resources, tn *tenant.Tenant) (*LeaseOutput, error) {
 	c.Lease = func() *sandbox.Lease { l := *c.Lease; l.Warm = true; return &l }()
 	c.Now = s.now()
 	// The tenant's quota is held from its check until the claim is stored.
-	releaseQuota, err := s.reserveQuota(ctx, c.Lease.Tenant, res, true)
+	releaseQuota, _, err := s.reserveOf(ctx, tn, res, true)
 	if err != nil {
 		return nil, err
 	}
@@ -295,19 +328,50 @@ func (s *Service) RenewLease(ctx context.Context, tenant, id string, ttl *int64)
 	return l, nil
 }
 
-// ReleaseLease ends an active lease: its running jobs are canceled and its
-// sandbox destroyed. Releasing a released lease succeeds; an expired one is a
-// conflict (the reaper has ended or will end it).
+// ReleaseLease ends an active lease and returns once its sandbox is reset
+// and back in its pool or destroyed (its running jobs canceled), with the
+// recycle's error: for callers whose release means the sandbox is gone
+// when it returns (the compat APIs' deletes, MCP servers). The leases API
+// answers earlier: ReleaseLeaseNoWait. Releasing a released lease
+// succeeds; an expired one is a conflict (the reaper has ended or will end
+// it).
 func (s *Service) ReleaseLease(ctx context.Context, tenant, id string) error {
-	cur, err := s.GetLease(ctx, tenant, id)
-	if err != nil {
+	done, err := s.releaseLease(ctx, tenant, id)
+	if err != nil || done == nil {
 		return err
 	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err() // the recycle goes on
+	}
+}
+
+// ReleaseLeaseNoWait ends an active lease and answers once the lease is
+// released and its sandbox taken from the holder (draining, in the same
+// store transaction); the sandbox's running jobs are canceled and it is
+// reset or destroyed after the answer, by a recycle worker
+// (recycle_queue.go). A crash in between leaves the sandbox draining, and
+// the next start-up destroys it. Releasing a released lease succeeds; an
+// expired one is a conflict.
+func (s *Service) ReleaseLeaseNoWait(ctx context.Context, tenant, id string) error {
+	_, err := s.releaseLease(ctx, tenant, id)
+	return err
+}
+
+// releaseLease ends the lease, queues its sandbox's recycle and returns
+// the channel its outcome comes on (nil: nothing to wait for).
+func (s *Service) releaseLease(ctx context.Context, tenant, id string) (<-chan error, error) {
+	cur, err := s.GetLease(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
 	if cur.State == sandbox.LeaseReleased {
-		return nil
+		return nil, nil
 	}
 	now := s.now()
-	l, err := s.endLease(ctx, cur.ID, sandbox.LeaseReleased, "released", func(l *sandbox.Lease) error {
+	l, before, err := s.endLeaseDraining(ctx, cur, sandbox.LeaseReleased, "released", func(l *sandbox.Lease) error {
 		if l.Expired(now) {
 			return leaseEnded(l, now)
 		}
@@ -315,11 +379,28 @@ func (s *Service) ReleaseLease(ctx context.Context, tenant, id string) error {
 	})
 	if err != nil {
 		if errors.Is(err, errdefs.ErrFailedPrecondition) {
-			return nil // released concurrently
+			return nil, nil // released concurrently
 		}
-		return err
+		return nil, err
 	}
-	return s.recycle(ctx, l)
+	return s.queueRecycle(l, before), nil
+}
+
+// endLeaseDraining moves active lease l to a final state (check may refuse)
+// and its sandbox to draining, in one store transaction, and returns the
+// ended lease and the sandbox as it was before (nil when it is gone). A
+// lease that is no longer active is errdefs.ErrFailedPrecondition.
+func (s *Service) endLeaseDraining(ctx context.Context, l *sandbox.Lease, to sandbox.LeaseState, reason string, check func(*sandbox.Lease) error) (*sandbox.Lease, *sandbox.Sandbox, error) {
+	now := s.now()
+	return s.store.EndLease(ctx, store.LeaseEnd{LeaseID: l.ID, SandboxID: l.SandboxID, Now: now, End: func(x *sandbox.Lease) error {
+		if check != nil {
+			if err := check(x); err != nil {
+				return err
+			}
+		}
+		x.State, x.EndedAt, x.EndReason = to, &now, reason
+		return nil
+	}})
 }
 
 // endLease moves an active lease to a final state; check may refuse.
@@ -371,7 +452,7 @@ func (s *Service) reapLeases(ctx context.Context, now time.Time) int {
 		if s.keepExpired(ctx, sb, l, now) {
 			continue // a hook keeps it (E2B's auto-pause)
 		}
-		ended, err := s.endLease(ctx, l.ID, sandbox.LeaseExpired, "ttl expired", func(x *sandbox.Lease) error {
+		ended, before, err := s.endLeaseDraining(ctx, l, sandbox.LeaseExpired, "ttl expired", func(x *sandbox.Lease) error {
 			if !x.Expired(now) {
 				return fmt.Errorf("lease %s was renewed: %w", x.ID, errdefs.ErrFailedPrecondition)
 			}
@@ -380,7 +461,8 @@ func (s *Service) reapLeases(ctx context.Context, now time.Time) int {
 		if err != nil {
 			continue
 		}
-		err = s.recycle(ctx, ended)
+		// The reaper has no caller waiting: it recycles in line.
+		_, err = s.recycle(ctx, ended, before)
 		if err != nil {
 			s.log.Warn("recycling the sandbox of an expired lease", "lease", l.ID, "err", err)
 		}

@@ -124,6 +124,7 @@ func TestLeaseWarmClaim(t *testing.T) {
 	if err := h.Svc.ReleaseLease(ctx, "a", l.ID); err != nil {
 		t.Fatal(err)
 	}
+	h.recycled(t)
 	if got := h.Record(sb.ID).State; got != sandbox.StateDestroyed {
 		t.Errorf("released sandbox is %s, want destroyed", got)
 	}
@@ -231,6 +232,7 @@ func TestLeaseCapacityWait(t *testing.T) {
 	if err := h.Svc.ReleaseLease(ctx, "a", first.Lease.ID); err != nil {
 		t.Fatal(err)
 	}
+	h.recycled(t)
 	select {
 	case err := <-done:
 		if err != nil {
@@ -307,5 +309,6 @@ func TestLeaseWaitObserved(t *testing.T) {
 		if err := h.Svc.ReleaseLease(ctx, "a", l.Lease.ID); err != nil {
 			t.Fatal(err)
 		}
+		h.recycled(t)
 	}
 }

@@ -71,6 +71,12 @@ type pool struct {
 	// resetFailed counts resets that failed, whose sandboxes were destroyed.
 	resetFailed atomic.Int64
 	creating    atomic.Int64 // members being made now
+	// resetting counts the released sandboxes whose recycle is queued or
+	// running and may return them to this pool (queueRecycle); a claim
+	// that finds the pool empty waits a little for one (awaitReturn).
+	resetting atomic.Int64
+	retMu     sync.Mutex
+	retCh     chan struct{} // closed when a recycle counted in resetting ends
 
 	mu       sync.Mutex
 	made     int64     // members made ready in all
@@ -565,6 +571,11 @@ func (s *Service) Drain(ctx context.Context, timeout time.Duration) error {
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
+	}
+	// The recycles of released leases finish first (a reset would race
+	// the destroy below; most of them destroy anyway while draining).
+	if err := s.WaitRecycles(ctx); err != nil {
+		return err
 	}
 	live, err := s.store.ListSandboxes(ctx, store.SandboxFilter{Instance: s.instance, States: liveStates})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -34,9 +35,17 @@ func (s *Service) LockTenant(ctx context.Context, name string) (unlock func(), e
 
 // LiveSandboxes lists the live sandboxes of tenant name, or of every
 // tenant when name is "": what tenants hold now (internal/tenancy's
-// views of tenants).
+// views of tenants). A draining sandbox is on its way out of the tenant's
+// hands (a destroy, or the recycle of a released lease that runs after
+// the release answered) and is not listed: it holds no quota, and a
+// tenant whose leases are all released can be deleted at once. The host
+// capacity it holds stays held until it is gone (admission).
 func (s *Service) LiveSandboxes(ctx context.Context, name string) ([]*sandbox.Sandbox, error) {
-	return s.store.ListSandboxes(ctx, store.SandboxFilter{Tenant: name, States: liveStates})
+	live, err := s.store.ListSandboxes(ctx, store.SandboxFilter{Tenant: name, States: liveStates})
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(live, func(sb *sandbox.Sandbox) bool { return sb.State == sandbox.StateDraining }), nil
 }
 
 // tenantRecord returns the stored tenant, or a zero tenant (no quotas, no
@@ -49,8 +58,10 @@ func (s *Service) tenantRecord(ctx context.Context, name string) (*tenant.Tenant
 	return t, err
 }
 
-// usage sums what a tenant's live sandboxes hold, and returns the one that
-// expires first (zero if none).
+// usage sums what a tenant's live sandboxes hold (LiveSandboxes: not the
+// draining ones, so a lease released and taken again at once fits as it
+// did before the release), and returns the one that expires first (zero
+// if none).
 func (s *Service) usage(ctx context.Context, name string) (tenant.Usage, sandbox.Sandbox, error) {
 	live, err := s.LiveSandboxes(ctx, name)
 	if err != nil {
@@ -98,12 +109,19 @@ func (s *Service) reserveQuota(ctx context.Context, tenantName string, add sandb
 
 // reserve is reserveQuota that also returns the tenant's quotas.
 func (s *Service) reserve(ctx context.Context, tenantName string, add sandbox.Resources, lease bool) (release func(), q tenant.Quotas, err error) {
-	// A tenant without quotas needs no lock between instances: the store
-	// lock costs a round trip on every create and claim.
 	t, err := s.tenantRecord(ctx, tenantName)
 	if err != nil {
 		return nil, q, err
 	}
+	return s.reserveOf(ctx, t, add, lease)
+}
+
+// reserveOf is reserve with the tenant's record read already (a warm
+// claim read it to select the runtime: one store read fewer).
+func (s *Service) reserveOf(ctx context.Context, t *tenant.Tenant, add sandbox.Resources, lease bool) (release func(), q tenant.Quotas, err error) {
+	tenantName := t.Name
+	// A tenant without quotas needs no lock between instances: the store
+	// lock costs a round trip on every create and claim.
 	lock, err := s.lockTenant(ctx, tenantName, t.Quotas != (tenant.Quotas{}))
 	if err != nil {
 		return nil, q, err

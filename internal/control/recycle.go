@@ -17,20 +17,28 @@ import (
 // and job kills have their own shorter deadlines inside).
 const resetTimeout = 90 * time.Second
 
-// recycle disposes of the sandbox of an ended lease: the SandboxEnding
-// hooks are told first (the jobs hook cancels its running jobs), then it is reset and returned to its pool where the profile
-// says so (lease.on_release: reset) and the sandbox is still like the
-// pool's members; otherwise, or when any step of the reset fails, it is
-// destroyed and the pool makes a fresh member.
-func (s *Service) recycle(ctx context.Context, l *sandbox.Lease) error {
-	sb, err := s.store.GetSandbox(ctx, "", l.SandboxID)
-	if err != nil {
-		return err
+// recycle disposes of the sandbox of an ended lease l, which the lease's
+// end moved to draining (endLeaseDraining); sb is the sandbox as it was
+// before that (nil: it was gone). The SandboxEnding hooks are told first
+// (the jobs hook cancels its running jobs), then it is reset and returned
+// to its pool where the profile says so (lease.on_release: reset) and the
+// sandbox is still like the pool's members; otherwise, or when any step of
+// the reset fails, it is destroyed and the pool makes a fresh member.
+// reset says it went back to its pool.
+func (s *Service) recycle(ctx context.Context, l *sandbox.Lease, sb *sandbox.Sandbox) (reset bool, err error) {
+	if sb == nil || sb.State == sandbox.StateDestroyed {
+		return false, nil
 	}
 	s.sandboxEnding(ctx, sb.ID, "lease "+string(l.State))
 	defer s.forgetHeld(sb.ID)
 	pl := s.pool(sb.Profile, sb.Runtime, sb.Pool)
 	reason := leaseEndReason(l.State)
+	// Another instance's member (shared pools) becomes this one's first:
+	// should this process die before the end, the leader adopts the
+	// draining record from it and destroys it at once.
+	if err := s.takeToEnd(ctx, sb); err != nil {
+		s.log.Warn("taking another instance's sandbox to end it", "sandbox", sb.ID, "err", err)
+	}
 	if why := s.resetRefusal(ctx, l, sb, pl); why != "" {
 		s.log.Debug("destroying instead of resetting", "sandbox", sb.ID, "lease", l.ID, "why", why)
 	} else if err := s.resetMember(ctx, pl, l, sb); err != nil {
@@ -39,7 +47,7 @@ func (s *Service) recycle(ctx context.Context, l *sandbox.Lease) error {
 		pl.resetFailed.Add(1)
 	} else {
 		pl.recycled.Add(1)
-		return nil
+		return true, nil
 	}
 	cctx, cancel := cleanupCtx(ctx, 2*time.Minute)
 	defer cancel()
@@ -47,11 +55,16 @@ func (s *Service) recycle(ctx context.Context, l *sandbox.Lease) error {
 	if gerr != nil {
 		cur = sb
 	}
+	if sb.State == sandbox.StatePaused && cur.State == sandbox.StateDraining {
+		// Paused when its lease ended (the end drained the record, so
+		// destroy no longer sees it paused).
+		s.thawToEnd(cctx, cur)
+	}
 	err = s.destroy(cctx, cur, reason)
 	if pl != nil {
 		pl.wake()
 	}
-	return err
+	return false, err
 }
 
 // resetRefusal says why the sandbox of lease l must be destroyed rather
@@ -94,9 +107,10 @@ func (s *Service) resetRefusal(ctx context.Context, l *sandbox.Lease, sb *sandbo
 
 // resetMember wipes the sandbox of the ended lease l and returns it to pl.
 // Each step fails closed: on any error the caller destroys the sandbox.
-//  1. The sandbox leaves the holder's hands: draining refuses every new
-//     exec, file, session or terminal call (a crash from here on leaves it
-//     draining, and the next start-up destroys it).
+//  1. The sandbox left the holder's hands when the lease ended (draining,
+//     in the lease's end transaction): draining refuses every new exec,
+//     file, session or terminal call, and a crash from then on leaves it
+//     draining, which the next start-up destroys.
 //  2. The holder's sessions and code contexts end.
 //  3. The agent kills everything but itself, forgets its jobs and
 //     terminals and empties every writable place. Where the agent admits
@@ -109,20 +123,14 @@ func (s *Service) resetRefusal(ctx context.Context, l *sandbox.Lease, sb *sandbo
 func (s *Service) resetMember(ctx context.Context, pl *pool, l *sandbox.Lease, sb *sandbox.Sandbox) error {
 	ctx, cancel := cleanupCtx(ctx, resetTimeout+30*time.Second)
 	defer cancel()
-	// Another instance's member (shared pools) becomes this one's first:
-	// should this process die mid-reset, the leader adopts the draining
-	// record from it and destroys it at once.
-	if err := s.takeToEnd(ctx, sb); err != nil {
+	// The lease's end drained it (step 1); nothing else may have
+	// touched it since.
+	cur, err := s.store.GetSandbox(ctx, "", sb.ID)
+	if err != nil {
 		return err
 	}
-	if _, err := s.store.UpdateSandbox(ctx, sb.ID, 0, s.now(), func(x *sandbox.Sandbox) error {
-		if x.Tenant != l.Tenant || (x.State != sandbox.StateLeased && x.State != sandbox.StateBusy) {
-			return fmt.Errorf("sandbox %s is %s of tenant %q: %w", x.ID, x.State, x.Tenant, errdefs.ErrConflict)
-		}
-		x.State = sandbox.StateDraining
-		return nil
-	}); err != nil {
-		return err
+	if cur.Tenant != l.Tenant || cur.State != sandbox.StateDraining {
+		return fmt.Errorf("sandbox %s is %s of tenant %q: %w", cur.ID, cur.State, cur.Tenant, errdefs.ErrConflict)
 	}
 	if err := s.endSessions(ctx, sb.ID); err != nil {
 		return err

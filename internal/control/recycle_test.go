@@ -76,6 +76,7 @@ func TestLeaseResetReturnsToPool(t *testing.T) {
 	if err := h.Svc.ReleaseLease(ctx, "a", out.Lease.ID); err != nil {
 		t.Fatal(err)
 	}
+	h.recycled(t)
 	rec := h.Record(sb.ID)
 	if rec.State != sandbox.StateIdle || rec.Tenant != "" || len(rec.Env) != 0 || len(rec.Metadata) != 0 || rec.ExpiresAt != nil {
 		t.Fatalf("reset sandbox record %+v, want an idle member without the holder's env and metadata", rec)
@@ -138,6 +139,7 @@ func TestLeaseResetFailureDestroys(t *testing.T) {
 	if err := h.Svc.ReleaseLease(ctx, "a", out.Lease.ID); err != nil {
 		t.Fatal(err)
 	}
+	h.recycled(t)
 	rec := h.Record(out.Sandbox.ID)
 	if rec.State != sandbox.StateDestroyed || !strings.Contains(rec.FailureReason, "reset failed") {
 		t.Fatalf("sandbox after a failed reset: %s (%q), want destroyed saying why", rec.State, rec.FailureReason)
@@ -176,6 +178,7 @@ func TestLeaseResetAfterRedialDestroys(t *testing.T) {
 	if err := h.Svc.ReleaseLease(ctx, "a", out.Lease.ID); err != nil {
 		t.Fatal(err)
 	}
+	h.recycled(t)
 	if got := h.Record(out.Sandbox.ID).State; got != sandbox.StateIdle {
 		t.Fatalf("sandbox that kept its agent connection after release: %s, want idle (reset)", got)
 	}
@@ -193,6 +196,7 @@ func TestLeaseResetAfterRedialDestroys(t *testing.T) {
 	if err := h.Svc.ReleaseLease(ctx, "b", out.Lease.ID); err != nil {
 		t.Fatal(err)
 	}
+	h.recycled(t)
 	if got := h.Record(out.Sandbox.ID).State; got != sandbox.StateDestroyed {
 		t.Fatalf("sandbox whose agent was dialled again during the lease, after release: %s, want destroyed", got)
 	}
@@ -220,6 +224,7 @@ func TestLeaseResetOnlyPoolLike(t *testing.T) {
 	if err := h.Svc.ReleaseLease(ctx, "a", out.Lease.ID); err != nil {
 		t.Fatal(err)
 	}
+	h.recycled(t)
 	if got := h.Record(out.Sandbox.ID).State; got != sandbox.StateDestroyed {
 		t.Errorf("cold-created leased sandbox after release: %s, want destroyed", got)
 	}
@@ -301,6 +306,7 @@ func TestLeaseResetRekeysAgent(t *testing.T) {
 	if err := h.Svc.ReleaseLease(ctx, "a", out.Lease.ID); err != nil {
 		t.Fatal(err)
 	}
+	h.recycled(t)
 	rec := h.Record(out.Sandbox.ID)
 	if rec.State != sandbox.StateDestroyed || !strings.Contains(rec.FailureReason, "agent token") {
 		t.Fatalf("sandbox whose agent refused a new token: %s (%q), want destroyed saying why", rec.State, rec.FailureReason)

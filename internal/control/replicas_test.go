@@ -107,6 +107,9 @@ func TestQuotasAcrossInstances(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		if err := hs[1].Svc.WaitRecycles(ctx); err != nil {
+			t.Fatal(err)
+		}
 		if n := liveOf("a") + liveOf("b"); n != 0 {
 			t.Fatalf("round %d: %d live sandboxes of a and b after deleting and releasing all", round, n)
 		}

@@ -145,6 +145,7 @@ func TestLeaseReserved(t *testing.T) {
 		if err := h.Svc.ReleaseLease(ctx, "a", out.Lease.ID); err != nil {
 			t.Fatal(err)
 		}
+		h.recycled(t)
 		if r := h.Record(out.Sandbox.ID); r.State != sandbox.StateDestroyed {
 			t.Errorf("released reserved sandbox (warm %v) is %s, want destroyed", warm, r.State)
 		}

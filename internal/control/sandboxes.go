@@ -24,6 +24,7 @@ import (
 	"genesis.dev/sandbox/internal/policy"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/tenant"
 )
 
 // CreateSandboxInput is a validated-on-use create request.
@@ -416,13 +417,18 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 // stored tenant's floor (from the configuration or the API) and the
 // runtimes that are healthy now.
 func (s *Service) selectRuntime(ctx context.Context, p *config.Profile, tenant string, risk sandbox.RiskLevel, runtime string) (policy.Decision, error) {
-	defRisk := p.DefaultRiskLevel
-	if defRisk == "" {
-		defRisk = s.cfg.DefaultRiskLevel
-	}
 	tn, err := s.tenantRecord(ctx, tenant)
 	if err != nil {
 		return policy.Decision{}, err
+	}
+	return s.selectRuntimeOf(ctx, p, tn, risk, runtime)
+}
+
+// selectRuntimeOf is selectRuntime with the tenant's record read already.
+func (s *Service) selectRuntimeOf(ctx context.Context, p *config.Profile, tn *tenant.Tenant, risk sandbox.RiskLevel, runtime string) (policy.Decision, error) {
+	defRisk := p.DefaultRiskLevel
+	if defRisk == "" {
+		defRisk = s.cfg.DefaultRiskLevel
 	}
 	return policy.Select(
 		policy.RuntimeRequest{RiskLevel: risk, Runtime: sandbox.Runtime(runtime)},
@@ -697,15 +703,8 @@ func (s *Service) destroy(ctx context.Context, sb *sandbox.Sandbox, reason strin
 			return err
 		}
 	}
-	if p, ok := s.driver.(driver.Pauser); ok && sb.State == sandbox.StatePaused && sb.ContainerID != "" {
-		// A frozen container ignores its stop signal until the runtime's
-		// kill timeout (5 s under runc, 15 s under runsc): thawed, it ends
-		// at once.
-		uctx, ucancel := cleanupCtx(ctx, s.cfg.Intervals.DockerCallTimeout)
-		if err := p.Unpause(uctx, sb.ContainerID); err != nil {
-			s.log.Debug("thawing a paused sandbox to end it", "sandbox", sb.ID, "err", err)
-		}
-		ucancel()
+	if sb.State == sandbox.StatePaused {
+		s.thawToEnd(ctx, sb)
 	}
 	s.teardown(ctx, sb.ID, sb.ContainerID)
 	cctx, cancel := cleanupCtx(ctx, 10*time.Second)
@@ -725,6 +724,21 @@ func (s *Service) destroy(ctx context.Context, sb *sandbox.Sandbox, reason strin
 	}
 	s.log.Info("sandbox destroyed", "sandbox", sb.ID, "reason", reason)
 	return nil
+}
+
+// thawToEnd unfreezes a paused sandbox that is about to be destroyed: a
+// frozen container ignores its stop signal until the runtime's kill
+// timeout (5 s under runc, 15 s under runsc); thawed, it ends at once.
+func (s *Service) thawToEnd(ctx context.Context, sb *sandbox.Sandbox) {
+	p, ok := s.driver.(driver.Pauser)
+	if !ok || sb.ContainerID == "" {
+		return
+	}
+	uctx, ucancel := cleanupCtx(ctx, s.cfg.Intervals.DockerCallTimeout)
+	defer ucancel()
+	if err := p.Unpause(uctx, sb.ContainerID); err != nil {
+		s.log.Debug("thawing a paused sandbox to end it", "sandbox", sb.ID, "err", err)
+	}
 }
 
 // takeToEnd makes this instance the owner of another instance's sandbox it

@@ -110,6 +110,7 @@ type Service struct {
 	busySync map[string]bool // sandbox id → a goroutine brings its record in line with busy
 	heldMu   sync.Mutex
 	held     map[string]heldAgent // sandbox id → its agent connection when a warm claim took it (recycle.go)
+	recycles recycleQueue         // the recycles after release answers (recycle_queue.go)
 
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -186,6 +187,7 @@ func New(cfg Config) (*Service, error) {
 		capacity:  capacityHolds{holds: map[string]capacityHold{}},
 		busy:      map[string]int{},
 		busySync:  map[string]bool{},
+		recycles:  recycleQueue{sem: make(chan struct{}, recycleWorkers)},
 	}
 	var sandboxDir func(string) string
 	if h, ok := boxes.(driver.HostDirs); ok {

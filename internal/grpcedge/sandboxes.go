@@ -310,7 +310,7 @@ func (s *sandboxService) RenewLease(ctx context.Context, req *connect.Request[sa
 }
 
 func (s *sandboxService) ReleaseLease(ctx context.Context, req *connect.Request[sandboxv1.ReleaseLeaseRequest]) (*connect.Response[sandboxv1.ReleaseLeaseResponse], error) {
-	if err := s.edge.ctl.ReleaseLease(ctx, tenantOf(ctx), req.Msg.LeaseId); err != nil {
+	if err := s.edge.ctl.ReleaseLeaseNoWait(ctx, tenantOf(ctx), req.Msg.LeaseId); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&sandboxv1.ReleaseLeaseResponse{}), nil

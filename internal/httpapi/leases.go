@@ -26,7 +26,7 @@ func (s *Server) leaseRoutes() {
 		return wired(apiwire.Lease)(s.ctl.RenewLease(r.Context(), tenantOf(r), r.PathValue("id"), req.TTLSeconds))
 	}))
 	s.handle("DELETE", "/v1/leases/{id}", true, serveNoContent(s, func(r *http.Request) error {
-		return s.ctl.ReleaseLease(r.Context(), tenantOf(r), r.PathValue("id"))
+		return s.ctl.ReleaseLeaseNoWait(r.Context(), tenantOf(r), r.PathValue("id"))
 	}))
 	s.handle("GET", "/v1/pools", true, serveGet(s, http.StatusOK, func(r *http.Request) (api.PoolList, error) {
 		return s.pools(s.ctl.Pools(r.Context()))

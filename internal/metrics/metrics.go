@@ -149,6 +149,7 @@ type Service interface {
 	CountSandboxesByState(ctx context.Context) (map[sandbox.State]int, error)
 	Pools(ctx context.Context) ([]control.PoolView, error)
 	NetworkMetrics(ctx context.Context) control.NetworkMetrics
+	RecycleStats() control.RecycleStats
 }
 
 // Handler answers one scrape: the registered metrics, and the gauges and
@@ -188,6 +189,7 @@ func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
 	collectAdmission(ch, c.svc.AdmissionStats(), c.byTenant)
 	c.collectSandboxes(ch)
 	c.collectPools(ch)
+	collectRecycles(ch, c.svc.RecycleStats())
 	collectNetwork(ch, c.svc.NetworkMetrics(c.ctx))
 }
 
@@ -223,6 +225,24 @@ var (
 	poolHitsDesc     = prometheus.NewDesc("genesis_pool_hits_total", "Leases served by a warm member.", []string{"pool"}, nil)
 	poolMissesDesc   = prometheus.NewDesc("genesis_pool_misses_total", "Leases that found no warm member.", []string{"pool"}, nil)
 )
+
+var (
+	recyclePendingDesc = prometheus.NewDesc("genesis_recycle_pending",
+		"Sandboxes of released leases waiting for or in their recycle (reset or destroy), which runs after the release answers.", nil, nil)
+	recyclesDesc = prometheus.NewDesc("genesis_recycles_total",
+		"Finished recycles of released leases' sandboxes by outcome (reset: back in its pool; destroyed; failed: its destroy failed and the reconciler finishes it).",
+		[]string{"outcome"}, nil)
+	recycleSecondsDesc = prometheus.NewDesc("genesis_recycle_seconds_total", "Time spent in finished recycles of released leases' sandboxes.", nil, nil)
+)
+
+// collectRecycles sends the recycle queue's gauge and counters.
+func collectRecycles(ch chan<- prometheus.Metric, st control.RecycleStats) {
+	ch <- prometheus.MustNewConstMetric(recyclePendingDesc, prometheus.GaugeValue, float64(st.Pending))
+	ch <- prometheus.MustNewConstMetric(recyclesDesc, prometheus.CounterValue, float64(st.Reset), "reset")
+	ch <- prometheus.MustNewConstMetric(recyclesDesc, prometheus.CounterValue, float64(st.Destroyed), "destroyed")
+	ch <- prometheus.MustNewConstMetric(recyclesDesc, prometheus.CounterValue, float64(st.Failed), "failed")
+	ch <- prometheus.MustNewConstMetric(recycleSecondsDesc, prometheus.CounterValue, st.Seconds)
+}
 
 // collectPools sends the warm pools' sizes and counters.
 func (c *serviceCollector) collectPools(ch chan<- prometheus.Metric) {

@@ -35,6 +35,10 @@ func (f *fakeService) Pools(ctx context.Context) ([]control.PoolView, error) {
 	return []control.PoolView{{Name: "warm", MinIdle: 2, Hits: 7}}, nil
 }
 
+func (f *fakeService) RecycleStats() control.RecycleStats {
+	return control.RecycleStats{Pending: 2, Reset: 5, Destroyed: 1, Seconds: 0.25}
+}
+
 func (f *fakeService) NetworkMetrics(ctx context.Context) control.NetworkMetrics {
 	return control.NetworkMetrics{GatewayUp: true}
 }
@@ -64,6 +68,10 @@ func TestScrape(t *testing.T) {
 		`genesis_capacity{resource="cpu"} 2`,
 		`genesis_sandboxes{state="ready"} 1`,
 		`genesis_pool_hits_total{pool="warm"} 7`,
+		`genesis_recycle_pending 2`,
+		`genesis_recycles_total{outcome="reset"} 5`,
+		`genesis_recycles_total{outcome="destroyed"} 1`,
+		`genesis_recycle_seconds_total 0.25`,
 		`genesis_egress_gateway_up 1`,
 		`genesis_http_requests_total{route="GET /v1/x",status="200"} 1`,
 		`genesis_grpc_requests_total{code="ok",method="Exec",service="genesis.sandbox.v1.ExecService"} 2`,
@@ -80,7 +88,7 @@ func TestScrape(t *testing.T) {
 	if !strings.Contains(out, `genesis_admission_grants_total{tenant="a"} 3`) || strings.Contains(out, `tenant="(tenants)"`) {
 		t.Errorf("a scrape by tenant names tenants, and only them:\n%s", out)
 	}
-	if svc.counts != 14 {
-		t.Errorf("%d count queries for 14 scrapes, want one each", svc.counts)
+	if svc.counts != 18 {
+		t.Errorf("%d count queries for 18 scrapes, want one each", svc.counts)
 	}
 }

@@ -64,6 +64,7 @@ type Store interface {
 	Audit
 	Artifacts
 	LeaseStore
+	LeaseEnder
 	SandboxSessions
 	PoolReturn
 	Skills

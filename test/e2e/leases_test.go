@@ -111,9 +111,11 @@ func TestLeaseWarmPool(t *testing.T) {
 			if r := svc.cli(t, "lease", "release", leaseID); r.code != 0 {
 				t.Fatalf("%s", r)
 			}
-			if left := sandboxContainers(t, sbID); len(left) != 0 {
-				t.Errorf("containers of %s after release: %v", sbID, left)
-			}
+			// The release answers before the destroy, which follows at once.
+			eventually(t, 2*time.Minute, "the released lease's sandbox destroyed", func() (bool, string) {
+				left := sandboxContainers(t, sbID)
+				return len(left) == 0, fmt.Sprintf("containers of %s after release: %v", sbID, left)
+			})
 			eventually(t, 30*time.Second, "the job of the released lease ends", func() (bool, string) {
 				j, err := c.GetJob(ctx, job.ID)
 				return err == nil && j.State != "running", fmt.Sprint(j, err)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -78,14 +79,28 @@ func TestLeaseReset(t *testing.T) {
 				names := processNames(t, c, l1.SandboxID)
 				return slices.Contains(names, "sleep"), "processes " + strings.Join(names, " ")
 			})
+			// The release answers once the lease is released and the
+			// sandbox taken from the holder; the reset (which must kill a
+			// job that ignores SIGTERM) runs after the answer. Right after
+			// it the sandbox is draining (or already reset: then 404),
+			// never the holder's to use, and no lease can get it.
 			start := time.Now()
 			if err := c.ReleaseLease(ctx, l1.LeaseID); err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%s: release with reset took %v", rt, time.Since(start))
-			if _, err := c.GetSandbox(ctx, l1.SandboxID); err == nil {
-				t.Errorf("the tenant still sees the reset sandbox as its own")
+			answered := time.Since(start)
+			if sb, err := c.GetSandbox(ctx, l1.SandboxID); err == nil && sb.State != "draining" {
+				t.Errorf("right after the release the sandbox is %s, want draining (or reset and gone)", sb.State)
+			} else if err == nil {
+				if _, err := c.Exec(ctx, l1.SandboxID, client.ExecRequest{Command: []string{"true"}}); !isStatus(err, 409, "sandbox_not_running") {
+					t.Errorf("exec in the released sandbox while it is reset: %v, want 409", err)
+				}
 			}
+			eventually(t, 2*time.Minute, "the reset sandbox to leave the tenant's hands", func() (bool, string) {
+				_, err := c.GetSandbox(ctx, l1.SandboxID)
+				return err != nil, fmt.Sprintf("get: %v", err)
+			})
+			t.Logf("%s: release answered in %v; reset done within %v", rt, answered, time.Since(start))
 			p := waitPool(t, c, pool, 1)
 			if p.Recycled != before.Recycled+1 || p.ResetFailed != before.ResetFailed {
 				t.Errorf("pool after the reset: recycled %d → %d, reset_failed %d → %d", before.Recycled, p.Recycled, before.ResetFailed, p.ResetFailed)
@@ -142,9 +157,10 @@ func TestLeaseReset(t *testing.T) {
 			if err := c.ReleaseLease(ctx, l3.LeaseID); err != nil {
 				t.Fatal(err)
 			}
-			if left := sandboxContainers(t, l3.SandboxID); len(left) != 0 {
-				t.Errorf("containers of the unlike lease after release: %v", left)
-			}
+			eventually(t, 2*time.Minute, "the unlike lease's sandbox to be destroyed after the release", func() (bool, string) {
+				left := sandboxContainers(t, l3.SandboxID)
+				return len(left) == 0, fmt.Sprintf("containers %v", left)
+			})
 			if after := waitPool(t, c, pool, 1); after.Recycled != p.Recycled {
 				t.Errorf("the unlike lease's sandbox was recycled: %d → %d", p.Recycled, after.Recycled)
 			}
@@ -163,9 +179,10 @@ func TestLeaseReset(t *testing.T) {
 			if err := c.ReleaseLease(ctx, l4.LeaseID); err != nil {
 				t.Fatal(err)
 			}
-			if left := sandboxContainers(t, l4.SandboxID); len(left) != 0 {
-				t.Errorf("the sandbox with System V IPC objects was not destroyed: %v", left)
-			}
+			eventually(t, 2*time.Minute, "the sandbox with System V IPC objects to be destroyed", func() (bool, string) {
+				left := sandboxContainers(t, l4.SandboxID)
+				return len(left) == 0, fmt.Sprintf("containers %v", left)
+			})
 			if after := waitPool(t, c, pool, 1); after.ResetFailed != p.ResetFailed+1 || after.Recycled != p.Recycled {
 				t.Errorf("pool after a reset refused for IPC objects: %+v (before %+v)", after, p)
 			}

@@ -60,6 +60,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ClaimHandsOverNetwork", testClaimHandsOverNetwork},
 		{"LeaseHolds", testLeaseHolds},
 		{"SandboxSessions", testSandboxSessions},
+		{"EndLease", testEndLease},
 		{"ReturnSandbox", testReturnSandbox},
 		{"ReturnSandboxReady", testReturnSandboxReady},
 		{"ReservedSandbox", testReservedSandbox},
