@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"testing"
 
 	"genesis.dev/sandbox/api"
@@ -134,6 +135,25 @@ func FuzzDecodeOutput(f *testing.F) {
 			}
 		}
 		_, _, _ = decodeOutput(data)
+	})
+}
+
+// FuzzDecodeBase64 checks decodeBase64 against the standard decoder: the
+// same bytes wherever it answers, an answer for every valid encoding.
+func FuzzDecodeBase64(f *testing.F) {
+	for _, s := range []string{"", "QQ==", "QUJD", "QUJDREVGR0hJSktM", "QUJDREVGR0hJSk==", "QUJD=EVGR0hJSktMTU5P", "QU\nJDREVGR0hJSktMTU5P", strings.Repeat("QUJD", 100)} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		if bytes.ContainsAny(src, "\r\n") {
+			return // decodeOutputJSON leaves these to encoding/json
+		}
+		dst := make([]byte, base64.StdEncoding.DecodedLen(len(src)))
+		n, ok := decodeBase64(dst, src)
+		want, err := base64.StdEncoding.DecodeString(string(src))
+		if ok != (err == nil) || ok && !bytes.Equal(dst[:n], want) {
+			t.Fatalf("%q: decodeBase64 %q %v; standard %q %v", src, dst[:n], ok, want, err)
+		}
 	})
 }
 
