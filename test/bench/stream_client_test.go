@@ -3,8 +3,12 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -15,7 +19,7 @@ import (
 
 // clientPath is one way BenchmarkStreamClient reads a job's output.
 type clientPath struct {
-	name string
+	name, metric string
 	// run reads, with encoding enc, the output of the benchmark job (live)
 	// or of the finished job last (a replay) into c.
 	run func(ctx context.Context, c *clientCount, sandboxID, last, enc string) error
@@ -31,6 +35,9 @@ type clientCount struct {
 	exit   *client.ExitEvent
 	exitAt time.Time
 	jobID  string
+	// wall and cpu, if set, are the reader's own measure of the run and
+	// of its CPU time (a Python reader, in another process).
+	wall, cpu time.Duration
 }
 
 func (c *clientCount) event(ev client.LogEvent) error {
@@ -84,6 +91,10 @@ func BenchmarkStreamClient(b *testing.B) {
 	b.Cleanup(tr.CloseIdleConnections)
 	sdk := client.New(s.url, s.key, client.WithHTTPClient(&http.Client{Transport: tr}))
 	want := bytes.Repeat([]byte(benchLine+"\n"), (4<<20)/(len(benchLine)+1)+2)
+	py, pyWhy := pythonWithHTTPX()
+	if py == "" {
+		fmt.Printf("stream client: no Python SDK rows: %s\n", pyWhy)
+	}
 	tbl := NewTable("runtime", "path", "encoding", "n", "MiB/s p50", "MiB/s p90", "min", "max", "events",
 		"CPU s/GiB: service", "client", "sandbox")
 	var job string
@@ -112,12 +123,17 @@ func BenchmarkStreamClient(b *testing.B) {
 		}
 		job = how
 		paths := []clientPath{
-			{"exec (live)", func(ctx context.Context, c *clientCount, id, _, enc string) error {
+			{"exec (live)", "exec", func(ctx context.Context, c *clientCount, id, _, enc string) error {
 				return sdk.ExecStream(ctx, id, req, client.StreamOptions{Encoding: enc}, c.event)
 			}},
-			{"logs (replay)", func(ctx context.Context, c *clientCount, _, last, enc string) error {
+			{"logs (replay)", "logs", func(ctx context.Context, c *clientCount, _, last, enc string) error {
 				return sdk.StreamLogs(ctx, last, client.StreamOptions{Encoding: enc}, c.event)
 			}},
+		}
+		if py != "" {
+			paths = append(paths, clientPath{"python exec (live)", "python-exec", func(ctx context.Context, c *clientCount, id, _, enc string) error {
+				return pythonStream(ctx, py, s, id, req, enc, c)
+			}})
 		}
 		type cell struct {
 			walls                    []time.Duration
@@ -149,6 +165,9 @@ func BenchmarkStreamClient(b *testing.B) {
 						b.Fatalf("%s %s (%s): %v", p.name, enc, rt, err)
 					}
 					wall := c.exitAt.Sub(start)
+					if c.wall > 0 {
+						wall = c.wall
+					}
 					// Keep the recording of the job's end out of the next run.
 					if _, err := s.waitFinal(ctx, jobID); err != nil {
 						b.Fatal(err)
@@ -166,6 +185,9 @@ func BenchmarkStreamClient(b *testing.B) {
 					cl := cells[k]
 					cl.walls = append(cl.walls, wall)
 					cl.service = append(cl.service, d.service.Seconds()/gib)
+					if c.wall > 0 {
+						d.client = c.cpu
+					}
 					cl.client = append(cl.client, d.client.Seconds()/gib)
 					if d.sandboxOK {
 						cl.sandbox = append(cl.sandbox, d.sandbox.Seconds()/gib)
@@ -181,7 +203,7 @@ func BenchmarkStreamClient(b *testing.B) {
 				cl := cells[key(p.name, enc)]
 				sum := Summarize(cl.walls)
 				rate := func(d time.Duration) float64 { return mib / d.Seconds() }
-				metric := p.name[:4] + "-" + enc
+				metric := p.metric + "-" + enc
 				b.ReportMetric(rate(sum.P50), metric+"-MiB/s")
 				b.ReportMetric(median(cl.service), metric+"-service-CPU-s/GiB")
 				sbCPU := "n/a"
@@ -198,7 +220,8 @@ func BenchmarkStreamClient(b *testing.B) {
 		envInt(b, "GENESIS_BENCH_CLIENT_STREAM_MIB", 256), profile), tbl)
 	fmt.Printf("job: %s.\nexec (live): client.ExecStream; logs (replay): client.StreamLogs of that job's finished log.\n"+
 		"MiB/s: decoded stdout over request sent → exit event delivered, at the median and the 90th-percentile run time;\n"+
-		"CPU s/GiB: medians over the rounds (client: this whole process).\n", job)
+		"python exec (live): Sandbox.exec_stream of the repository's Python SDK (stream_client.py, its own clock and CPU time);\n"+
+		"CPU s/GiB: medians over the rounds (client: this whole process, or the Python process).\n", job)
 }
 
 // median is the middle value of xs (the mean of the two middle ones for
@@ -213,4 +236,52 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// pythonWithHTTPX returns the Python interpreter of the SDK rows
+// (GENESIS_BENCH_PYTHON, default /usr/bin/python3) if it has httpx, else
+// "" and why not.
+func pythonWithHTTPX() (string, string) {
+	py := os.Getenv("GENESIS_BENCH_PYTHON")
+	if py == "" {
+		py = "/usr/bin/python3"
+	}
+	if out, err := exec.Command(py, "-c", "import httpx").CombinedOutput(); err != nil {
+		return "", fmt.Sprintf("%s cannot import httpx (apt-get install python3-httpx): %v %s", py, err, bytes.TrimSpace(out))
+	}
+	return py, ""
+}
+
+// pythonStream runs req's script through the Python SDK's exec_stream
+// (stream_client.py) and fills c with what it reports.
+func pythonStream(ctx context.Context, py string, s *service, sandboxID string, req client.ExecRequest, enc string, c *clientCount) error {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, py, "stream_client.py", sandboxID, req.Script, strconv.FormatInt(req.MaxOutputBytes, 10), enc)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(root, "sdk", "python", "src"), "PYTHONDONTWRITEBYTECODE=1",
+		"GENESIS_URL="+s.url, "GENESIS_API_KEY="+s.key)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("%s stream_client.py: %v\n%s", py, err, stderr.String())
+	}
+	var res struct {
+		JobID       string  `json:"job_id"`
+		StdoutBytes int64   `json:"stdout_bytes"`
+		Events      int     `json:"events"`
+		WallS       float64 `json:"wall_s"`
+		CPUS        float64 `json:"cpu_s"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		return fmt.Errorf("stream_client.py output %.200q: %v", out, err)
+	}
+	code := 0
+	c.jobID, c.next, c.events = res.JobID, res.StdoutBytes, res.Events
+	c.exit = &client.ExitEvent{JobID: res.JobID, ExitCode: &code, StdoutBytes: res.StdoutBytes}
+	c.wall = time.Duration(res.WallS * float64(time.Second))
+	c.cpu = time.Duration(res.CPUS * float64(time.Second))
+	return nil
 }
