@@ -77,8 +77,8 @@ func (c *clientCount) event(ev client.LogEvent) error {
 // paths and encodings alternate within each of GENESIS_BENCH_STREAM_RUNS
 // (default 5) rounds, so a change of machine load hits all of them. Each
 // event's bytes are checked against the job's known output. The client is
-// client.New with no options (http.DefaultClient), as an SDK user would
-// build it. Reported: MiB/s (decoded bytes over request sent → exit event)
+// client.New over a clone of http.DefaultTransport (what an SDK user gets
+// with no options; a clone, so that the benchmark can close it). Reported: MiB/s (decoded bytes over request sent → exit event)
 // at the median and at the 90th-percentile run time, and the CPU seconds
 // per GiB of the service, of this process (the client) and of the
 // sandbox's cgroup, medians over the rounds.
