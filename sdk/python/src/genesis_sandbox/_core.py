@@ -223,8 +223,10 @@ class SSEParser:
                 if end < 0 or end > last_lf:
                     end = last_lf
                 run = buf[pos:end]
-                if run.count(b"\n") == run.count(b"\ndata: "):
-                    value = run[6:].replace(b"\ndata: ", b"\n")
+                value = run[6:].replace(b"\ndata: ", b"\n")
+                # Every line of the run is a data line when each of its line
+                # ends was one of the prefixes replaced (6 bytes shorter each).
+                if value.count(b"\n") * 6 == len(run) - 6 - len(value):
                     self._size += len(value) + 1
                     if self._size > MAX_EVENT_BYTES:
                         raise errors.StreamError("server-sent event too large")
