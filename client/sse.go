@@ -25,7 +25,9 @@ type sseEvent struct {
 	// value of the most recent id field, in this or an earlier event).
 	ID    string
 	Event string // "message" when the event named none
-	Data  string
+	// Data is the event's data lines joined with LF. It is only valid
+	// until the next call of next: the reader reuses its memory.
+	Data []byte
 }
 
 // sseReader parses a text/event-stream body as the WHATWG HTML standard
@@ -33,39 +35,54 @@ type sseEvent struct {
 // starting with ':' are comments; data fields accumulate with '\n'
 // between them; an empty line dispatches; an event cut off by the end of
 // the stream is dropped.
+//
+// It is the hot path of log streaming (an event carries up to a MiB of
+// output), so it copies each byte as few times as it can: a line wholly in
+// the read buffer is parsed where it lies, and the data of an event that
+// is one long line (the JSON form of output) becomes the event's data
+// without a second copy.
 type sseReader struct {
 	r       *bufio.Reader
-	line    []byte
-	skipLF  bool // the last line ended with CR: a following LF belongs to it
-	started bool // the BOM check is done
+	line    []byte // a line longer than what the read buffer held, gathered
+	data    []byte // the data of the event being read
+	skipLF  bool   // the last line ended with CR: a following LF belongs to it
+	started bool   // the BOM check is done
 
 	lastID string        // the last event id buffer
 	retry  time.Duration // the last valid retry field, 0 if none
 	max    int           // bound on a line and on an event's data
 }
 
-func newSSEReader(r io.Reader) *sseReader {
-	return &sseReader{r: bufio.NewReaderSize(r, 64<<10), max: maxEventBytes}
+// sseReadBuffer is the size of an sseReader's read buffer: large enough
+// that reads of a fast stream are few, and that most lines are parsed in
+// place.
+const sseReadBuffer = 256 << 10
+
+func newSSEReader(r io.Reader) *sseReader { return newSSEReaderSize(r, sseReadBuffer) }
+
+// newSSEReaderSize is newSSEReader with a read buffer of size bytes (at
+// least 16).
+func newSSEReaderSize(r io.Reader, size int) *sseReader {
+	return &sseReader{r: bufio.NewReaderSize(r, size), max: maxEventBytes}
 }
 
 // next returns the next event. It returns io.EOF at a clean end of the
 // stream (an unfinished event is dropped) and the reader's error otherwise.
 func (p *sseReader) next() (sseEvent, error) {
-	var (
-		event string
-		data  []byte
-	)
+	var event string
+	hasData := false
+	p.data = p.data[:0]
 	for {
-		line, err := p.readLine()
+		line, owned, err := p.readLine()
 		if err != nil {
 			return sseEvent{}, err
 		}
 		if len(line) == 0 {
-			if len(data) == 0 {
+			if !hasData {
 				event = ""
 				continue
 			}
-			ev := sseEvent{ID: p.lastID, Event: event, Data: string(data[:len(data)-1])}
+			ev := sseEvent{ID: p.lastID, Event: event, Data: p.data[:len(p.data)-1]}
 			if ev.Event == "" {
 				ev.Event = "message"
 			}
@@ -85,11 +102,18 @@ func (p *sseReader) next() (sseEvent, error) {
 		case "event":
 			event = string(value)
 		case "data":
-			if len(data)+len(value)+1 > p.max {
+			if len(p.data)+len(value)+1 > p.max {
 				return sseEvent{}, errEventTooLarge
 			}
-			data = append(data, value...)
-			data = append(data, '\n')
+			if owned && len(p.data) == 0 {
+				// The first data line was gathered in p.line: it becomes
+				// the data, and the data's old memory gathers lines next.
+				p.line, p.data = p.data[:0], append(value, '\n')
+			} else {
+				p.data = append(p.data, value...)
+				p.data = append(p.data, '\n')
+			}
+			hasData = true
 		case "id":
 			if bytes.IndexByte(value, 0) < 0 {
 				p.lastID = string(value)
@@ -103,15 +127,16 @@ func (p *sseReader) next() (sseEvent, error) {
 	}
 }
 
-// readLine returns the next line without its terminator. The slice is
-// valid until the next call. A line cut off by the end of the stream is
-// not returned: the error is.
-func (p *sseReader) readLine() ([]byte, error) {
-	p.line = p.line[:0]
+// readLine returns the next line without its terminator: a slice of the
+// read buffer when the line lies in it whole, else (owned) p.line, where it
+// was gathered. The slice is valid until the next call. A line cut off by
+// the end of the stream is not returned: the error is.
+func (p *sseReader) readLine() (line []byte, owned bool, err error) {
+	gathering := false
 	for {
 		if p.r.Buffered() == 0 {
 			if _, err := p.r.Peek(1); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 		}
 		buf, _ := p.r.Peek(p.r.Buffered())
@@ -129,23 +154,44 @@ func (p *sseReader) readLine() ([]byte, error) {
 				continue
 			}
 		}
-		i := bytes.IndexAny(buf, "\r\n")
+		i := lineEnd(buf)
 		if i < 0 {
+			if !gathering {
+				gathering, p.line = true, p.line[:0]
+			}
 			if len(p.line)+len(buf) > p.max {
-				return nil, errEventTooLarge
+				return nil, false, errEventTooLarge
 			}
 			p.line = append(p.line, buf...)
 			_, _ = p.r.Discard(len(buf))
 			continue
 		}
+		p.skipLF = buf[i] == '\r'
+		if !gathering {
+			// The slice stays valid: Discard does not move the buffer.
+			line = buf[:i:i]
+			_, _ = p.r.Discard(i + 1)
+			return line, false, nil
+		}
 		if len(p.line)+i > p.max {
-			return nil, errEventTooLarge
+			return nil, false, errEventTooLarge
 		}
 		p.line = append(p.line, buf[:i]...)
-		p.skipLF = buf[i] == '\r'
 		_, _ = p.r.Discard(i + 1)
-		return p.line, nil
+		return p.line, true, nil
 	}
+}
+
+// lineEnd returns the index of the first CR or LF in b, or -1.
+func lineEnd(b []byte) int {
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		return bytes.IndexByte(b, '\r')
+	}
+	if j := bytes.IndexByte(b[:i], '\r'); j >= 0 {
+		return j
+	}
+	return i
 }
 
 func isDigits(b []byte) bool {
@@ -162,9 +208,9 @@ func isDigits(b []byte) bool {
 
 // String renders the event for error messages.
 func (e sseEvent) String() string {
-	d := e.Data
-	if len(d) > 80 {
-		d = d[:80] + "…"
+	d := string(e.Data[:min(len(e.Data), 80)])
+	if len(e.Data) > 80 {
+		d += "…"
 	}
 	return fmt.Sprintf("event %q id %q data %q", e.Event, e.ID, d)
 }

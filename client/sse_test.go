@@ -11,10 +11,20 @@ import (
 	"time"
 )
 
+// testEvent is an sseEvent kept after the reader moved on.
+type testEvent struct {
+	ID, Event, Data string
+}
+
 // readAll parses every event of an event stream.
-func readAll(r io.Reader) ([]sseEvent, *sseReader, error) {
-	p := newSSEReader(r)
-	var out []sseEvent
+func readAll(r io.Reader) ([]testEvent, *sseReader, error) {
+	return readAllSize(r, sseReadBuffer)
+}
+
+// readAllSize is readAll through a read buffer of size bytes.
+func readAllSize(r io.Reader, size int) ([]testEvent, *sseReader, error) {
+	p := newSSEReaderSize(r, size)
+	var out []testEvent
 	for {
 		ev, err := p.next()
 		if errors.Is(err, io.EOF) {
@@ -23,7 +33,7 @@ func readAll(r io.Reader) ([]sseEvent, *sseReader, error) {
 		if err != nil {
 			return out, p, err
 		}
-		out = append(out, ev)
+		out = append(out, testEvent{ID: ev.ID, Event: ev.Event, Data: string(ev.Data)})
 	}
 }
 
@@ -32,74 +42,74 @@ func TestSSEParser(t *testing.T) {
 	tests := []struct {
 		name  string
 		in    string
-		want  []sseEvent
+		want  []testEvent
 		retry time.Duration
 	}{
 		{
 			name: "lf",
 			in:   "id: 1\nevent: stdout\ndata: {\"a\":1}\n\n",
-			want: []sseEvent{{ID: "1", Event: "stdout", Data: `{"a":1}`}},
+			want: []testEvent{{ID: "1", Event: "stdout", Data: `{"a":1}`}},
 		},
 		{
 			name: "crlf",
 			in:   "id: 1\r\nevent: stdout\r\ndata: x\r\n\r\nid: 2\r\ndata: y\r\n\r\n",
-			want: []sseEvent{{ID: "1", Event: "stdout", Data: "x"}, {ID: "2", Event: "message", Data: "y"}},
+			want: []testEvent{{ID: "1", Event: "stdout", Data: "x"}, {ID: "2", Event: "message", Data: "y"}},
 		},
 		{
 			name: "cr only",
 			in:   "id: 1\revent: e\rdata: x\r\rdata: y\r\r",
-			want: []sseEvent{{ID: "1", Event: "e", Data: "x"}, {ID: "1", Event: "message", Data: "y"}},
+			want: []testEvent{{ID: "1", Event: "e", Data: "x"}, {ID: "1", Event: "message", Data: "y"}},
 		},
 		{
 			name: "mixed line ends",
 			in:   "data: a\r\ndata: b\rdata: c\n\r\n",
-			want: []sseEvent{{Event: "message", Data: "a\nb\nc"}},
+			want: []testEvent{{Event: "message", Data: "a\nb\nc"}},
 		},
 		{
 			name: "multi-line data",
 			in:   "data: first\ndata:second\ndata:  third\ndata\ndata:\n\n",
-			want: []sseEvent{{Event: "message", Data: "first\nsecond\n third\n\n"}},
+			want: []testEvent{{Event: "message", Data: "first\nsecond\n third\n\n"}},
 		},
 		{
 			name: "comments and keepalives",
 			in:   ": keepalive\n\n:\nevent: a\n: inside\ndata: 1\n\n: keepalive\n\n",
-			want: []sseEvent{{Event: "a", Data: "1"}},
+			want: []testEvent{{Event: "a", Data: "1"}},
 		},
 		{
 			name: "event without data is not dispatched, its id persists",
 			in:   "id: 5\nevent: ghost\n\ndata: x\n\n",
-			want: []sseEvent{{ID: "5", Event: "message", Data: "x"}},
+			want: []testEvent{{ID: "5", Event: "message", Data: "x"}},
 		},
 		{
 			name: "empty id resets, id with NUL is ignored",
 			in:   "id: 5\ndata: a\n\nid\ndata: b\n\nid: 7\x00\ndata: c\n\n",
-			want: []sseEvent{{ID: "5", Event: "message", Data: "a"}, {ID: "", Event: "message", Data: "b"}, {ID: "", Event: "message", Data: "c"}},
+			want: []testEvent{{ID: "5", Event: "message", Data: "a"}, {ID: "", Event: "message", Data: "b"}, {ID: "", Event: "message", Data: "c"}},
 		},
 		{
 			name: "unfinished event at the end is dropped",
 			in:   "data: done\n\nid: 9\nevent: stdout\ndata: cut",
-			want: []sseEvent{{Event: "message", Data: "done"}},
+			want: []testEvent{{Event: "message", Data: "done"}},
 		},
 		{
 			name: "unfinished event with a complete line is dropped",
 			in:   "data: done\n\ndata: half\n",
-			want: []sseEvent{{Event: "message", Data: "done"}},
+			want: []testEvent{{Event: "message", Data: "done"}},
 		},
 		{
 			name: "bom skipped once",
 			in:   "\xEF\xBB\xBFdata: a\n\n\xEF\xBB\xBFdata: b\n\n",
-			want: []sseEvent{{Event: "message", Data: "a"}},
+			want: []testEvent{{Event: "message", Data: "a"}},
 		},
 		{
 			name:  "retry and unknown fields",
 			in:    "retry: 1500\nretry: x1\nfoo: bar\ndata: a\n\n",
-			want:  []sseEvent{{Event: "message", Data: "a"}},
+			want:  []testEvent{{Event: "message", Data: "a"}},
 			retry: 1500 * time.Millisecond,
 		},
 		{
 			name: "colon in value and no space",
 			in:   "event:exit\ndata:{\"a\":\"b:c\"}\n\n",
-			want: []sseEvent{{Event: "exit", Data: `{"a":"b:c"}`}},
+			want: []testEvent{{Event: "exit", Data: `{"a":"b:c"}`}},
 		},
 		{
 			name: "empty stream",
@@ -159,22 +169,28 @@ func TestSSEParserErrors(t *testing.T) {
 	}
 }
 
-// FuzzSSEParser checks that the parser never panics and that how the bytes
-// arrive (all at once or one by one) does not change what it reads.
+// FuzzSSEParser checks that the parser never panics and that neither how
+// the bytes arrive (all at once or one by one) nor the size of its read
+// buffer (lines in it or gathered across reads) changes what it reads.
 func FuzzSSEParser(f *testing.F) {
 	for _, s := range []string{
 		"id: 1\nevent: stdout\ndata: {}\n\n",
 		"data: a\r\ndata: b\r\r\n\n",
 		":x\n\xEF\xBB\xBFdata\n\n",
 		"retry: 10\nid: \x00\ndata:\n\n",
+		"data: 0123456789abcdefghijklmnopqrstuvwxyz\r\ndata: x\n\ndata: 0123456789abcdefghijklmnopqrstuvwxyz\n\n",
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		whole, p1, err1 := readAll(bytes.NewReader(b))
 		bytewise, p2, err2 := readAll(iotest.OneByteReader(bytes.NewReader(b)))
-		if err1 != nil || err2 != nil {
-			t.Fatalf("errors %v %v", err1, err2)
+		small, p3, err3 := readAllSize(iotest.HalfReader(bytes.NewReader(b)), 16)
+		if err1 != nil || err2 != nil || err3 != nil {
+			t.Fatalf("errors %v %v %v", err1, err2, err3)
+		}
+		if !reflect.DeepEqual(whole, small) || p1.lastID != p3.lastID || p1.retry != p3.retry {
+			t.Fatalf("whole %+v / %q, 16-byte buffer %+v / %q", whole, p1.lastID, small, p3.lastID)
 		}
 		if !reflect.DeepEqual(whole, bytewise) || p1.lastID != p2.lastID || p1.retry != p2.retry {
 			t.Fatalf("whole %+v / %q, bytewise %+v / %q", whole, p1.lastID, bytewise, p2.lastID)

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"genesis.dev/sandbox/api"
@@ -429,40 +427,24 @@ func decodeLogEvent(ev sseEvent) (LogEvent, bool, error) {
 	}
 	switch ev.Event {
 	case EventStdout, EventStderr:
-		// The text form: the offset line, then the bytes as they are.
-		if head, text, ok := strings.Cut(ev.Data, "\n"); ok && isDigits([]byte(head)) {
-			off, err := strconv.ParseInt(head, 10, 64)
-			if err != nil {
-				return bad(err)
-			}
-			le.Offset, le.Data = off, []byte(text)
-			break
-		}
-		var o api.OutputEvent
-		if err := json.Unmarshal([]byte(ev.Data), &o); err != nil {
-			return bad(err)
-		}
-		b, err := base64.StdEncoding.DecodeString(o.Data)
+		off, b, err := decodeOutput(ev.Data)
 		if err != nil {
 			return bad(err)
 		}
-		if o.Offset < 0 {
-			return bad(errors.New("negative offset"))
-		}
-		le.Offset, le.Data = o.Offset, b
+		le.Offset, le.Data = off, b
 	case EventTruncated:
 		le.Truncated = new(TruncatedEvent)
-		if err := json.Unmarshal([]byte(ev.Data), le.Truncated); err != nil {
+		if err := json.Unmarshal(ev.Data, le.Truncated); err != nil {
 			return bad(err)
 		}
 	case EventExit:
 		le.Exit = new(ExitEvent)
-		if err := json.Unmarshal([]byte(ev.Data), le.Exit); err != nil {
+		if err := json.Unmarshal(ev.Data, le.Exit); err != nil {
 			return bad(err)
 		}
 	case EventJob:
 		le.Job = new(Job)
-		if err := json.Unmarshal([]byte(ev.Data), le.Job); err != nil {
+		if err := json.Unmarshal(ev.Data, le.Job); err != nil {
 			return bad(err)
 		}
 		if le.Job.ID == "" {

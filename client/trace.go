@@ -91,7 +91,7 @@ func (c *Client) traceOnce(ctx context.Context, sandboxID string, cursor *int64,
 		switch ev.Event {
 		case "trace":
 			var te TraceEvent
-			if err := json.Unmarshal([]byte(ev.Data), &te); err != nil {
+			if err := json.Unmarshal(ev.Data, &te); err != nil {
 				return true, fmt.Errorf("trace event: %w", err)
 			}
 			if te.Seq != *cursor+1 {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -337,6 +338,51 @@ func TestValidCursorWithIndex(t *testing.T) {
 					t.Fatalf("ValidCursor(%d) = %v, %v; want %v", c+d, ok, err, want)
 				}
 			}
+		}
+	}
+}
+
+// TestAppendLargeFramesAllOrNothing appends frames above and below
+// directWrite in one call, then a call whose last frame leaves a gap: the
+// first reads back byte-exact, the second changes nothing, and the log
+// continues where it ended (also after reopening the file).
+func TestAppendLargeFramesAllOrNothing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, _ := Open(dir)
+	l, err := s.Get("job_big", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("0123456789abcdef", 3*directWrite/16+5)
+	if err := l.Append(out(agentproto.FrameStdout, 0, "head "), out(agentproto.FrameStdout, 5, big),
+		out(agentproto.FrameStderr, 0, "e"), out(agentproto.FrameStdout, int64(5+len(big)), " tail")); err != nil {
+		t.Fatal(err)
+	}
+	size := l.Size()
+	stdout := int64(5 + len(big) + 5)
+	err = l.Append(out(agentproto.FrameStdout, stdout, big), out(agentproto.FrameStderr, 1, "ok"), out(agentproto.FrameStdout, stdout+int64(len(big))+1, "gap"))
+	if err == nil {
+		t.Fatal("gap accepted")
+	}
+	if so, se, _ := l.Offsets(); l.Size() != size || so != stdout || se != 1 {
+		t.Fatalf("after the failed append: size %d offsets %d/%d; want %d, %d/1", l.Size(), so, se, size, stdout)
+	}
+	if err := l.Append(out(agentproto.FrameStdout, stdout, "!"), exitFrame(t, 0)); err != nil {
+		t.Fatal(err)
+	}
+	want := "head " + big + " tail!"
+	for _, view := range []bool{false, true} {
+		lg := l
+		if view {
+			s.Release("job_big")
+			if lg, err = s.View("job_big"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		o, e, _, exit := collect(t, lg, 0)
+		if string(o) != want || string(e) != "e" || !exit {
+			t.Fatalf("view=%v: stdout %d bytes (equal: %v), stderr %q, exit %v", view, len(o), string(o) == want, e, exit)
 		}
 	}
 }

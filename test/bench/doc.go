@@ -15,6 +15,12 @@
 //     GET /v1/jobs/{id}/logs?follow=true after a background start, and
 //     replayed from the finished log, with the CPU time of the client, the
 //     service and the sandbox's cgroup;
+//   - BenchmarkStreamClient: MiB/s of a job's stdout as a user of the public
+//     client package receives it (ExecStream live, StreamLogs replayed),
+//     base64 and text alternating over several rounds, with the CPU seconds
+//     per GiB of the service, the client and the sandbox; and the same
+//     through the Python SDK's exec_stream (stream_client.py) when
+//     /usr/bin/python3 has httpx;
 //   - BenchmarkStreamTTFB: POST exec of `echo hi` with Accept:
 //     text/event-stream until its stdout event, on one warm sandbox;
 //   - BenchmarkStreamResume: GET /v1/jobs/{id}/logs of a finished job with
@@ -38,6 +44,8 @@
 // GENESIS_BENCH_DOCKER_EXEC_ITERS (docker exec reference, default 30),
 // GENESIS_BENCH_IDLE (idle sandboxes per runtime, default 10),
 // GENESIS_BENCH_STREAM_MIB (output of the throughput job, default 512),
+// GENESIS_BENCH_CLIENT_STREAM_MIB (of the client job, default 256),
+// GENESIS_BENCH_STREAM_RUNS (rounds of BenchmarkStreamClient, default 5),
 // GENESIS_BENCH_TTFB_ITERS (default 300) and GENESIS_BENCH_RESUME_ITERS
 // (default 200).
 //

@@ -128,12 +128,18 @@ var ErrBadFrame = errors.New("malformed frame")
 
 // AppendFrame appends the encoding of f to b.
 func AppendFrame(b []byte, f Frame) []byte {
+	return append(AppendFrameHeader(b, f), f.Payload...)
+}
+
+// AppendFrameHeader appends the header of f (which gives the length of
+// its payload) to b, for a writer that sends the payload from where it
+// lies.
+func AppendFrameHeader(b []byte, f Frame) []byte {
 	var h [FrameHeaderSize]byte
 	h[0] = byte(f.Type)
 	binary.BigEndian.PutUint32(h[4:8], uint32(len(f.Payload)))
 	binary.BigEndian.PutUint64(h[8:16], uint64(f.Offset))
-	b = append(b, h[:]...)
-	return append(b, f.Payload...)
+	return append(b, h[:]...)
 }
 
 // ReadFrame reads one frame from r. It returns io.EOF at a clean end and

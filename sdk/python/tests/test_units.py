@@ -46,6 +46,56 @@ def test_sse_parser_split_anywhere() -> None:
         assert got == [("5", "stdout", "0\na\n"), ("9", "exit", '{"exit_code":0}')], size
 
 
+def test_sse_parser_bulk_data_lines_match_line_by_line() -> None:
+    # Fed whole, runs of data lines take the parser's bulk path; fed a byte
+    # at a time, every line goes one by one: both must read the same.
+    import random
+    atoms = [b"data: ", b"data:", b"data", b"id: 1", b"event: e", b": c", b"x", b"\xc3\xa9", b"\n", b"\n\n",
+             b"\r", b"\r\n", b"data: ab\n", b"retry: 5"]
+    rnd = random.Random(7)
+    for _ in range(3000):
+        stream = b"".join(rnd.choice(atoms) for _ in range(rnd.randint(0, 40)))
+        whole, bytewise = SSEParser(), SSEParser()
+        got = whole.feed(stream)
+        want = [ev for i in range(len(stream)) for ev in bytewise.feed(stream[i:i + 1])]
+        assert got == want and whole.last_id == bytewise.last_id, stream
+    text = b"".join(b"id: %d\nevent: stdout\ndata: %d\ndata: " % (i, i) + b"\ndata: ".join([b"line"] * 500) + b"\n\n"
+                    for i in range(3))
+    p = SSEParser()
+    got = [ev for i in range(0, len(text), 1000) for ev in p.feed(text[i:i + 1000])]
+    assert got == [(str(i), "stdout", "%d\n" % i + "\n".join(["line"] * 500)) for i in range(3)]
+
+
+def test_output_event_fast_path_matches_json() -> None:
+    import base64
+    import json
+
+    from genesis_sandbox._core import decode_log_event
+
+    def reference(data: str) -> "tuple[int, bytes] | None":
+        try:
+            o = json.loads(data)
+            if int(o.get("offset", 0)) < 0:
+                return None
+            return int(o.get("offset", 0)), base64.b64decode(o.get("data", ""))
+        except (ValueError, TypeError):
+            return None
+
+    cases = ['{"offset":0,"data":"aGkK"}', '{"offset":12,"data":"b29wcwo="}', '{"offset":01,"data":"aGkK"}',
+             '{"offset":1,"data":"aG\\/kK"}', '{"offset":1,"data":"QQ=="}"}', '{"offset":-1,"data":"aGkK"}',
+             '{"offset":1,"data":"Q Q=="}', '{"offset":\u0661,"data":"aGkK"}', '{"offset":7,"data":""}',
+             '{"offset":7,"data":"QQ"}', '{"data":"aGkK","offset":3}',
+             '{"offset":5,"data":"%s"}' % base64.b64encode(bytes(range(256)) * 10).decode()]
+    for data in cases:
+        want = reference(data)
+        try:
+            ev = decode_log_event("1", "stdout", data)
+            got = None if ev is None else (ev.offset, ev.data)
+        except errors.StreamError:
+            got = None
+        assert got == want, data
+
+
 def test_log_state_drops_repeats() -> None:
     s = LogState()
     assert s.accept(LogEvent("1", "stdout", 0, b"abc")) is not None
