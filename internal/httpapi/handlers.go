@@ -120,7 +120,7 @@ func (s *Server) getSandbox(h http.Header, r *http.Request) (api.Sandbox, error)
 // patchSandbox serves PATCH /v1/sandboxes/{id} {metadata}; If-Match is
 // checked before the body is read.
 func (s *Server) patchSandbox(w http.ResponseWriter, r *http.Request) {
-	ifv, err := parseIfMatch(r.Header.Get("If-Match"))
+	ifv, err := apiwire.ParseIfMatch(r.Header.Get("If-Match"))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

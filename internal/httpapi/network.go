@@ -33,7 +33,7 @@ func networkOf(h http.Header) func(*sandbox.Network, error) (api.SandboxNetwork,
 // putNetwork serves PUT /v1/sandboxes/{id}/network; If-Match is checked
 // before the body is read.
 func (s *Server) putNetwork(w http.ResponseWriter, r *http.Request) {
-	ifv, err := parseIfMatch(r.Header.Get("If-Match"))
+	ifv, err := apiwire.ParseIfMatch(r.Header.Get("If-Match"))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

@@ -35,7 +35,7 @@ func (s *Server) tenantRoutes() {
 	})))
 	s.handle("PATCH", "/v1/tenants/{name}", true, s.adminOnly(s.patchTenant))
 	s.handle("DELETE", "/v1/tenants/{name}", true, s.adminOnly(serveNoContent(s, func(r *http.Request) error {
-		ifv, err := parseIfMatch(r.Header.Get("If-Match"))
+		ifv, err := apiwire.ParseIfMatch(r.Header.Get("If-Match"))
 		if err != nil {
 			return err
 		}
@@ -54,7 +54,7 @@ func (s *Server) tenantRoutes() {
 func tenantETag(t *tenant.Tenant) string { return `"` + strconv.FormatInt(t.ResourceVersion, 10) + `"` }
 
 func (s *Server) patchTenant(w http.ResponseWriter, r *http.Request) {
-	ifv, err := parseIfMatch(r.Header.Get("If-Match"))
+	ifv, err := apiwire.ParseIfMatch(r.Header.Get("If-Match"))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

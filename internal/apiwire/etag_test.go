@@ -1,4 +1,4 @@
-package httpapi
+package apiwire
 
 import (
 	"errors"
@@ -54,14 +54,14 @@ func TestParseIfMatch(t *testing.T) {
 		{`"7", "8"`, 0, errdefs.ErrInvalidArgument}, // several versions: no single compare-and-swap
 	}
 	for _, c := range cases {
-		got, err := parseIfMatch(c.header)
+		got, err := ParseIfMatch(c.header)
 		switch {
 		case c.class == nil && (err != nil || got != c.want):
-			t.Errorf("parseIfMatch(%q) = %d, %v; want %d", c.header, got, err, c.want)
+			t.Errorf("ParseIfMatch(%q) = %d, %v; want %d", c.header, got, err, c.want)
 		case c.class != nil && !errors.Is(err, c.class):
-			t.Errorf("parseIfMatch(%q) = %d, %v; want %v", c.header, got, err, c.class)
+			t.Errorf("ParseIfMatch(%q) = %d, %v; want %v", c.header, got, err, c.class)
 		case c.class != nil && !strings.Contains(err.Error(), "If-Match"):
-			t.Errorf("parseIfMatch(%q): %q does not name the header", c.header, err)
+			t.Errorf("ParseIfMatch(%q): %q does not name the header", c.header, err)
 		}
 	}
 }
@@ -71,15 +71,15 @@ func FuzzParseIfMatch(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, h string) {
-		v, err := parseIfMatch(h)
+		v, err := ParseIfMatch(h)
 		if err == nil && v < 0 {
-			t.Fatalf("parseIfMatch(%q) = %d; want >= 0", h, v)
+			t.Fatalf("ParseIfMatch(%q) = %d; want >= 0", h, v)
 		}
 		if err != nil && !errors.Is(err, errdefs.ErrInvalidArgument) && !errors.Is(err, errdefs.ErrPreconditionFailed) {
-			t.Fatalf("parseIfMatch(%q): %v; want a 400 or 412 class", h, err)
+			t.Fatalf("ParseIfMatch(%q): %v; want a 400 or 412 class", h, err)
 		}
 		if err != nil && v != 0 {
-			t.Fatalf("parseIfMatch(%q) = %d with error %v", h, v, err)
+			t.Fatalf("ParseIfMatch(%q) = %d with error %v", h, v, err)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package httpapi
+package apiwire
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 )
 
-// parseIfMatch reads an If-Match header (RFC 9110 §13.1.1) for a resource
+// ParseIfMatch reads an If-Match header (RFC 9110 §13.1.1) for a resource
 // whose ETag is the strong entity tag "<resourceVersion>". It returns the
 // resourceVersion the write must find, or 0 when any current representation
 // will do (no header, or "*").
@@ -23,7 +23,7 @@ import (
 //     not "*" or a list of entity tags (malformed, 400).
 //
 // A bare positive integer (3 for "3") is accepted for hand-written requests.
-func parseIfMatch(h string) (int64, error) {
+func ParseIfMatch(h string) (int64, error) {
 	h = strings.TrimSpace(h)
 	if h == "" || h == "*" {
 		return 0, nil
