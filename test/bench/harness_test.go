@@ -119,6 +119,7 @@ type service struct {
 	client   *client.Client
 	http     *http.Client
 	runtimes []string // usable runtimes of the profile, runc first
+	image    string   // the profile's image reference
 
 	mu   sync.Mutex
 	live map[string]bool
@@ -136,6 +137,13 @@ func startService(tb testing.TB) *service {
 // startServiceWith is startService with extraConfig (YAML) appended to the
 // benchmark config.
 func startServiceWith(tb testing.TB, extraConfig string) *service {
+	tb.Helper()
+	return startServiceLogging(tb, extraConfig, "warn")
+}
+
+// startServiceLogging is startServiceWith at the log level logLevel (the
+// cold-create benchmark reads the service's debug lines).
+func startServiceLogging(tb testing.TB, extraConfig, logLevel string) *service {
 	tb.Helper()
 	d := testenv.Docker(tb) // skips (or fails in CI) without Docker
 	registered := testenv.Runtimes(tb, d)
@@ -175,7 +183,7 @@ func startServiceWith(tb testing.TB, extraConfig string) *service {
 	key := randomKey(tb)
 	s.cmd = exec.Command(filepath.Join(dir, "sandbox-service"), "serve",
 		"--addr", addr, "--data-dir", s.dataDir, "--api-key", key,
-		"--config", cfgPath, "--log-level", "warn")
+		"--config", cfgPath, "--log-level", logLevel)
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := s.cmd.Start(); err != nil {
@@ -206,6 +214,7 @@ func startServiceWith(tb testing.TB, extraConfig string) *service {
 		}
 		tb.Skip(msg)
 	}
+	s.image = profs.Items[i].Image
 	for _, rt := range registered {
 		if slices.Contains(profs.Items[i].UsableRuntimes, string(rt)) {
 			s.runtimes = append(s.runtimes, string(rt))

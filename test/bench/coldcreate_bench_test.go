@@ -1,0 +1,140 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"genesis.dev/sandbox/client"
+)
+
+// BenchmarkColdCreate measures, per runtime, a cold create (no warm pool):
+// the time from POST /v1/sandboxes until the answer of the first exec
+// (`echo hi`) has arrived with its output. Each create is interleaved with
+// its reference, `docker run --rm --network none --runtime <runtime>
+// <the profile's image> echo hi` through the Docker CLI, in alternating
+// order, so that both see the same machine; the ratio of the two is the
+// figure of issue 40 (target: ≤ 0.8 under runc, ≤ 0.9 under runsc). Each
+// sandbox is deleted outside the timed section (docker run's --rm removal is
+// inside its own: that is what a docker run costs).
+//
+// The service runs at log level debug, and its "create timeline" lines
+// (one per create: the time of each step, control's timeline) are read
+// back into a per-step table, so that the run says where the time goes.
+func BenchmarkColdCreate(b *testing.B) {
+	s := startServiceLogging(b, "", "debug")
+	iters := envInt(b, "GENESIS_BENCH_ITERS", 100)
+	tbl := NewTable("runtime", "path", "n", "failed", "p50 ms", "p90 ms", "p99 ms", "mean ms", "min ms", "max ms")
+	ratios := NewTable("runtime", "ours p50 / docker run p50", "p90 / p90", "p99 / p99", "create p50", "1st exec p50")
+	s.eachRuntime(b, func(b *testing.B, rt string) {
+		var total, create, first, docker []time.Duration
+		var failures, dockerFailures []string
+		ours := func() {
+			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+			defer cancel()
+			t0 := time.Now()
+			sb, err := s.create(ctx, rt)
+			t1 := time.Now()
+			if err != nil {
+				failures = append(failures, fmt.Sprintf("create after %s ms: %v", FormatMs(t1.Sub(t0)), err))
+				return
+			}
+			res, err := s.client.Exec(ctx, sb.ID, client.ExecRequest{Command: []string{"echo", "hi"}})
+			t2 := time.Now()
+			derr := s.remove(ctx, sb.ID)
+			switch {
+			case derr != nil:
+				b.Fatal(derr)
+			case err != nil:
+				failures = append(failures, fmt.Sprintf("first exec in %s: %v", sb.ID, err))
+				return
+			case res.ExitCode != 0 || res.Stdout != "hi\n":
+				b.Fatalf("first exec in %s (%s): exit %d (%s), stdout %q, stderr %q",
+					sb.ID, rt, res.ExitCode, res.ExitReason, res.Stdout, res.Stderr)
+			}
+			total = append(total, t2.Sub(t0))
+			create = append(create, t1.Sub(t0))
+			first = append(first, t2.Sub(t1))
+		}
+		dockerRun := func() {
+			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+			defer cancel()
+			t0 := time.Now()
+			out, err := dockerCLI(ctx, "run", "--rm", "--network", "none", "--runtime", rt, s.image, "echo", "hi")
+			d := time.Since(t0)
+			switch {
+			case err != nil:
+				dockerFailures = append(dockerFailures, err.Error())
+			case out != "hi":
+				b.Fatalf("docker run (%s) printed %q, want hi", rt, out)
+			default:
+				docker = append(docker, d)
+			}
+		}
+		for i := range iters {
+			if i%2 == 0 {
+				ours()
+				dockerRun()
+			} else {
+				dockerRun()
+				ours()
+			}
+		}
+		for _, f := range failures {
+			fmt.Printf("cold create (%s) failed: %s\n", rt, f)
+		}
+		for _, f := range dockerFailures {
+			fmt.Printf("docker run (%s) failed: %s\n", rt, f)
+		}
+		// A failure is reported, not hidden; only a runtime failing often
+		// enough that the numbers mean little stops the benchmark.
+		if len(failures) > iters/10 || len(total) == 0 {
+			b.Fatalf("%d of %d cold creates under %s failed", len(failures), iters, rt)
+		}
+		if len(dockerFailures) > iters/10 || len(docker) == 0 {
+			b.Fatalf("%d of %d docker runs under %s failed", len(dockerFailures), iters, rt)
+		}
+		sum, dsum := Summarize(total), Summarize(docker)
+		b.ReportMetric(float64(len(failures)), "failed")
+		reportSummary(b, "", sum)
+		reportSummary(b, "docker-run-", dsum)
+		b.ReportMetric(Ms(Summarize(create).P50), "create-p50-ms")
+		b.ReportMetric(Ms(Summarize(first).P50), "first-exec-p50-ms")
+		b.ReportMetric(ratio(sum.P50, dsum.P50), "ratio-p50")
+		b.ReportMetric(ratio(sum.P90, dsum.P90), "ratio-p90")
+		row := func(path string, sm Summary, failed int) {
+			tbl.Row(rt, path, strconv.Itoa(sm.N), strconv.Itoa(failed), FormatMs(sm.P50), FormatMs(sm.P90), FormatMs(sm.P99),
+				FormatMs(sm.Mean), FormatMs(sm.Min), FormatMs(sm.Max))
+		}
+		row("ours: create → 1st output", sum, len(failures))
+		row("docker run --rm --network none", dsum, len(dockerFailures))
+		ratios.Row(rt, fmt.Sprintf("%.2f×", ratio(sum.P50, dsum.P50)), fmt.Sprintf("%.2f×", ratio(sum.P90, dsum.P90)),
+			fmt.Sprintf("%.2f×", ratio(sum.P99, dsum.P99)), FormatMs(Summarize(create).P50), FormatMs(Summarize(first).P50))
+	})
+	printTable(fmt.Sprintf("cold create → first command output vs docker run, interleaved, ms (%s, image %s)", profile, s.image), tbl)
+	printTable("cold create / docker run", ratios)
+	logText, err := os.ReadFile(s.logPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	steps := NewTable("runtime", "step", "n", "p50 ms", "p90 ms", "p99 ms", "mean ms")
+	for _, rt := range s.runtimes {
+		names, byStep := CreateTimelines(string(logText), rt)
+		for _, name := range names {
+			sm := Summarize(byStep[name])
+			steps.Row(rt, name, strconv.Itoa(sm.N), FormatMs(sm.P50), FormatMs(sm.P90), FormatMs(sm.P99), FormatMs(sm.Mean))
+		}
+	}
+	printTable("where a cold create's time goes, per step (the service's create timeline; first exec not included)", steps)
+}
+
+// ratio is a/b (0 when b is 0).
+func ratio(a, b time.Duration) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
