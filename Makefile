@@ -19,7 +19,7 @@ FUZZTIME ?= 15s
 # (scripts/host-setup.sh installs them).
 PYTHON ?= /usr/bin/python3
 
-.PHONY: proto all build console console-test python-test setup run-setup images images-tool quickstart-images service-image test-images test-deps run test unit fuzz cross lint bench clean kube-up kube-down test-kube bench-kube
+.PHONY: proto all build console console-test python-test setup run-setup images images-tool quickstart-images service-image test-images test-deps run test unit fuzz cross lint bench bench-cold clean kube-up kube-down test-kube bench-kube
 
 all: build
 
@@ -142,6 +142,12 @@ unit:
 bench: test-images test-deps
 	$(SUDO) env "PATH=$$PATH" $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/ ./internal/egress/gateway/
 	$(SUDO) env "PATH=$$PATH" $(GO) test -run '^$$' -bench BenchmarkQuotaLock -benchtime 2000x ./internal/store/postgres/
+
+# Cold create → first output against docker run of the same image, interleaved
+# (issue 40's third figure), with the per-step timeline; GENESIS_BENCH_ITERS
+# creates per runtime (default 100).
+bench-cold: test-images test-deps
+	$(SUDO) env "PATH=$$PATH" $(GO) test -run '^$$' -bench BenchmarkColdCreate -benchtime 1x -timeout 30m ./test/bench/
 
 clean:
 	rm -rf $(BIN)
