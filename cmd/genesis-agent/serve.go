@@ -20,9 +20,7 @@ import (
 // GENESIS_AGENT_LOG_LEVEL (debug, info, warn, error; default info), which,
 // like every GENESIS_AGENT_* variable, is not passed on to jobs.
 // GENESIS_AGENT_SPARE_REFILL_MS sets how long after a job start that took
-// the last idle job shim another is started (default 50), and
-// GENESIS_AGENT_FIRST_SPARE_MS how long after start-up the first one is
-// started when no exec came first (default 250).
+// the last idle job shim another is started (default 50).
 // GENESIS_AGENT_RESET_DIRS (colon-separated) names the directories a reset
 // empties when the agent does not run as a container's init (tests).
 func runServe(args []string) int {
@@ -48,13 +46,14 @@ func runServe(args []string) int {
 			return 2
 		}
 	}
-	refill, ok := envMillis("GENESIS_AGENT_SPARE_REFILL_MS")
-	if !ok {
-		return 2
-	}
-	firstSpare, ok := envMillis("GENESIS_AGENT_FIRST_SPARE_MS")
-	if !ok {
-		return 2
+	var refill time.Duration
+	if v := os.Getenv("GENESIS_AGENT_SPARE_REFILL_MS"); v != "" {
+		ms, err := strconv.ParseUint(v, 10, 31)
+		if err != nil || ms == 0 {
+			fmt.Fprintf(os.Stderr, "genesis-agent: GENESIS_AGENT_SPARE_REFILL_MS: want a positive number of milliseconds, got %q\n", v)
+			return 2
+		}
+		refill = time.Duration(ms) * time.Millisecond
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	srv, err := agent.New(agent.Config{
@@ -65,7 +64,6 @@ func runServe(args []string) int {
 		Environ:          os.Environ(),
 		ResetDirs:        resetDirs(),
 		SpareRefillDelay: refill,
-		FirstSpareDelay:  firstSpare,
 		IdentityFile:     identityFile(*socket),
 	}, log)
 	if err != nil {
@@ -77,22 +75,6 @@ func runServe(args []string) int {
 		return 1
 	}
 	return 0
-}
-
-// envMillis reads a positive number of milliseconds from the environment
-// variable name (0 when unset); ok is false, with the reason printed, when
-// it is not one.
-func envMillis(name string) (d time.Duration, ok bool) {
-	v := os.Getenv(name)
-	if v == "" {
-		return 0, true
-	}
-	ms, err := strconv.ParseUint(v, 10, 31)
-	if err != nil || ms == 0 {
-		fmt.Fprintf(os.Stderr, "genesis-agent: %s: want a positive number of milliseconds, got %q\n", name, v)
-		return 0, false
-	}
-	return time.Duration(ms) * time.Millisecond, true
 }
 
 // resetDirs reads GENESIS_AGENT_RESET_DIRS; unset or empty is nil.

@@ -59,9 +59,6 @@ type Config struct {
 	// job shim another is started, unless a shim came back meanwhile
 	// (default 50 ms; see spare.go).
 	SpareRefillDelay time.Duration
-	// FirstSpareDelay is how long after start-up the first idle job shim
-	// is started when no exec came first (default 250 ms; see spare.go).
-	FirstSpareDelay time.Duration
 	// ShutdownGrace is how long jobs get between SIGTERM and SIGKILL when
 	// the agent shuts down (default 2 s).
 	ShutdownGrace time.Duration
@@ -176,9 +173,6 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.SpareRefillDelay <= 0 {
 		cfg.SpareRefillDelay = 50 * time.Millisecond
 	}
-	if cfg.FirstSpareDelay <= 0 {
-		cfg.FirstSpareDelay = firstSpareDelay
-	}
 	if cfg.OOMCounterFiles == nil {
 		cfg.OOMCounterFiles = DefaultOOMCounterFiles()
 	}
@@ -249,8 +243,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.sup.adj = adj
 	s.initDirect(s.sup.run())
 	defer s.sup.shutdown()
-	firstSpare := time.AfterFunc(s.cfg.FirstSpareDelay, s.primeSpare)
-	defer firstSpare.Stop()
+	s.refillSpare()
 
 	s.ckpt.quiesce = make(chan quiesceOrder, 1)
 	s.takeIdentity(false)
@@ -494,11 +487,6 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("exec", "job", req.JobID, "pid", res.PID, "reason", res.ExitReason, "code", res.ExitCode, "ms", res.DurationMS)
 	}
 	writeJSON(w, http.StatusOK, res)
-	if !s.spares.primed.Load() {
-		// The first exec's answer goes out before the first spare starts.
-		_ = http.NewResponseController(w).Flush()
-		s.primeSpare()
-	}
 }
 
 func (s *Server) getBuf() []byte  { return *(s.bufs.Get().(*[]byte)) }

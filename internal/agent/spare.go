@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,14 +29,6 @@ import (
 // set is retired.
 const maxIdleSpares = 2
 
-// firstSpareDelay is the default of Config.FirstSpareDelay: how long after
-// start-up the first spare is started when no exec came before it. A new sandbox's first request is most often
-// an exec, which runs in the direct slot and needs no shim; a shim starting
-// meanwhile (a process and its Go runtime, about 10 ms of CPU under gVisor)
-// would compete with that exec and with the service's first connection.
-// So the first spare starts after the first exec, or after this delay.
-const firstSpareDelay = 250 * time.Millisecond
-
 // spareShim is a shim process waiting for its job.
 type spareShim struct {
 	pid    int
@@ -57,7 +48,6 @@ type spareSet struct {
 	gen     uint64 // bumped by retireSpares: older shims are not kept
 	filling bool
 	closed  bool
-	primed  atomic.Bool // the first spare was asked for (primeSpare)
 }
 
 // startSpare starts an idle shim.
@@ -218,15 +208,6 @@ func (s *Server) refillSpareUnless(added uint64) {
 	again := s.spares.added != added
 	s.spares.mu.Unlock()
 	if !again {
-		s.refillSpare()
-	}
-}
-
-// primeSpare starts the first spare, once: after the first exec's answer,
-// or FirstSpareDelay after start-up (Run), whichever comes first. A job that
-// needs a shim before then starts its own (takeSpare).
-func (s *Server) primeSpare() {
-	if s.spares.primed.CompareAndSwap(false, true) {
 		s.refillSpare()
 	}
 }
