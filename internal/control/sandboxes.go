@@ -7,6 +7,7 @@ import (
 	"encoding/base32"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -283,6 +284,7 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if err != nil {
 		return nil, err
 	}
+	tl.runtime = dec.Runtime
 	// An image being built in the background is waited for within the
 	// request's wait_seconds; what is left of it waits for capacity.
 	tl.mark("validate")
@@ -419,7 +421,7 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	}
 	out = s.withNetwork(wctx, out)
 	tl.mark("answer")
-	tl.log(s.log, "create timeline", "sandbox", sb.ID, "runtime", sb.Runtime)
+	tl.log(s.log, "create timeline", "sandbox", sb.ID, "runtime", tl.runtime)
 	return out, nil
 }
 
@@ -602,11 +604,16 @@ func (s *Service) startUntilAgent(ctx context.Context, tl *timeline, id, cid str
 		}
 	}
 	tl.mark("agent_ready_before_start_answer")
+	agentAt := s.now()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		err := <-started
 		if err == nil {
+			// What the create did not wait for, in a timeline line of
+			// its own.
+			s.log.Debug("create timeline", "sandbox", id, "runtime", tl.runtime,
+				slog.Duration("start_answer_after_agent", s.now().Sub(agentAt)))
 			return
 		}
 		fctx, cancel := cleanupCtx(sctx, s.cfg.Intervals.DockerCallTimeout)

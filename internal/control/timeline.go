@@ -3,16 +3,20 @@ package control
 import (
 	"log/slog"
 	"time"
+
+	"genesis.dev/sandbox/internal/sandbox"
 )
 
 // timeline records how long each step of an operation took, for the one
 // debug log line that ends it ("create timeline"): where a cold create's
 // time goes, read from the service's log without a profiler.
 type timeline struct {
-	now   func() time.Time
-	start time.Time
-	last  time.Time
-	attrs []any
+	// runtime is the sandbox's runtime, once chosen (the log line's).
+	runtime sandbox.Runtime
+	now     func() time.Time
+	start   time.Time
+	last    time.Time
+	attrs   []any
 }
 
 func newTimeline(now func() time.Time) *timeline {

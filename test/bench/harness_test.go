@@ -145,9 +145,18 @@ func startServiceWith(tb testing.TB, extraConfig string) *service {
 // cold-create benchmark reads the service's debug lines).
 func startServiceLogging(tb testing.TB, extraConfig, logLevel string) *service {
 	tb.Helper()
+	return startServiceFrom(tb, "", extraConfig, logLevel)
+}
+
+// startServiceFrom is startServiceLogging running the sandbox-service (and
+// genesis-agent) binaries in dir; "" builds them from this tree.
+func startServiceFrom(tb testing.TB, dir, extraConfig, logLevel string) *service {
+	tb.Helper()
 	d := testenv.Docker(tb) // skips (or fails in CI) without Docker
 	registered := testenv.Runtimes(tb, d)
-	dir := binDir(tb)
+	if dir == "" {
+		dir = binDir(tb)
+	}
 
 	// A short base path: sandbox dirs under it hold Unix sockets.
 	base, err := os.MkdirTemp("/tmp", "gsb-")
