@@ -53,7 +53,7 @@ func (m *Manager) volumeFiles() driver.VolumeFiles {
 
 func filesUnsupported(name string) error {
 	return errdefs.WithCode(CodeFilesUnsupported, fmt.Errorf(
-		"volume %q is kept by the cluster, not on this host: its files are reached through a sandbox that mounts it: %w", name, errdefs.ErrNotImplemented))
+		"volume %q is kept by the cluster, not on this host, and this call on its files is not served without a sandbox: reach them through a sandbox that mounts it: %w", name, errdefs.ErrNotImplemented))
 }
 
 // newHolder is a helper's holder id made at now.

@@ -31,20 +31,7 @@ var _ driver.VolumeFiles = (*Driver)(nil)
 // (VolumeFilesHelpers).
 func (d *Driver) OpenVolumeFiles(ctx context.Context, holder, id string, readOnly bool) (_ driver.Dialer, err error) {
 	name := podName(holder)
-	// A sandbox's Pod (CreateSandbox: the agent installed by the init
-	// container, its token's SHA-256 only, fsGroup) whose container is the
-	// agent image itself and whose one file root is the volume.
-	spec := driver.SandboxSpec{ID: holder, UID: helperUID, GID: helperUID, DiskMB: 16, Container: driver.Spec{
-		Image: d.cfg.AgentImage, Runtime: sandbox.RuntimeRunc,
-		Labels:    map[string]string{driver.LabelPurpose: PurposeVolumeFiles, driver.LabelSandbox: holder, labelVolume: id},
-		Env:       []string{agentproto.FileRootsEnv + "=" + driver.VolumeFilesRoot},
-		User:      strconv.Itoa(helperUID) + ":" + strconv.Itoa(helperUID),
-		WorkDir:   driver.VolumeFilesRoot,
-		Resources: sandbox.Resources{CPU: 0.25, MemoryMB: 128},
-		ReadOnly:  true,
-		Mounts:    []driver.Mount{{Volume: id, Target: driver.VolumeFilesRoot, ReadOnly: readOnly}},
-		Tmpfs:     map[string]string{"/tmp": "size=16m"},
-	}}
+	spec := d.helperSpec(holder, id, readOnly)
 	if _, err := d.CreateSandbox(ctx, spec); err != nil {
 		return nil, err
 	}
@@ -84,4 +71,22 @@ func (d *Driver) VolumeFilesHelpers(ctx context.Context) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// helperSpec is helper holder's sandbox: its container is the agent image
+// itself (CreateSandbox adds the agent, installed by the init container,
+// its token's SHA-256 only, and fsGroup), whose one file root is volume
+// id's claim.
+func (d *Driver) helperSpec(holder, id string, readOnly bool) driver.SandboxSpec {
+	return driver.SandboxSpec{ID: holder, UID: helperUID, GID: helperUID, DiskMB: 16, Container: driver.Spec{
+		Image: d.cfg.AgentImage, Runtime: sandbox.RuntimeRunc,
+		Labels:    map[string]string{driver.LabelPurpose: PurposeVolumeFiles, driver.LabelSandbox: holder, labelVolume: id},
+		Env:       []string{agentproto.FileRootsEnv + "=" + driver.VolumeFilesRoot},
+		User:      strconv.Itoa(helperUID) + ":" + strconv.Itoa(helperUID),
+		WorkDir:   driver.VolumeFilesRoot,
+		Resources: sandbox.Resources{CPU: 0.25, MemoryMB: 128},
+		ReadOnly:  true,
+		Mounts:    []driver.Mount{{Volume: id, Target: driver.VolumeFilesRoot, ReadOnly: readOnly}},
+		Tmpfs:     map[string]string{"/tmp": "size=16m"},
+	}}
 }
