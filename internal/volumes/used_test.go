@@ -132,7 +132,7 @@ func TestCheckAttrs(t *testing.T) {
 		{volumes.Attrs{UID: &ok, GID: &ok, Mode: &mode}, ""},
 		{volumes.Attrs{}, ""},
 	} {
-		if err := local.CheckAttrs("data", c.a); code(err) != c.code {
+		if err := local.CheckAttrs("data", c.a); (err == nil) != (c.code == "") || (err != nil && code(err) != c.code) {
 			t.Errorf("CheckAttrs(%+v) = %v, want code %q", c.a, err, c.code)
 		}
 	}
