@@ -445,7 +445,9 @@ func (r *recorder) run(ctx context.Context) {
 				reason = r.stopReason
 				r.mu.Unlock()
 			}
-			r.finish(ctx, reason, failure, ended && r.unlisted(ctx))
+			// A recorder that failed while running is killed: the
+			// segment it was writing is lost.
+			r.finish(ctx, reason, failure, !ended || r.unlisted(ctx))
 			return
 		}
 	}
