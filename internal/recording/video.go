@@ -40,6 +40,10 @@ const (
 	// ReasonServiceStopping is video.stopped's reason for a recording the
 	// service ended because it stops (Drain).
 	ReasonServiceStopping = "the service is stopping"
+	// ReasonStopCutShort is video.stopped's reason for a recording a stop
+	// ended because its recorder did not end (and its last segment was
+	// not kept) within the stop's bound; the segment being written is lost.
+	ReasonStopCutShort = "the recorder did not end within the stop's bound"
 )
 
 // Options asks for a recording.
@@ -143,6 +147,9 @@ type recorder struct {
 
 	// stopReason is video.stopped's reason once stop is set (under mu).
 	stopReason string
+	// cutShort is set (under mu) when a stop ended the recorder because
+	// it did not end within the stop's bound.
+	cutShort bool
 }
 
 func bad(format string, a ...any) error {
@@ -247,6 +254,9 @@ func (r *recorder) halt(ctx context.Context, reason string) error {
 	select {
 	case <-r.done:
 	case <-time.After(2*stopGrace + 2*time.Second):
+		r.mu.Lock()
+		r.cutShort = true
+		r.mu.Unlock()
 		r.cancel()
 		<-r.done
 	case <-ctx.Done():
@@ -390,7 +400,14 @@ func (r *recorder) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			r.finish(context.Background(), "the sandbox ended", nil)
+			reason := "the sandbox ended"
+			r.mu.Lock()
+			if r.cutShort {
+				reason = ReasonStopCutShort
+			}
+			r.mu.Unlock()
+			// The segment being written is lost.
+			r.finish(context.Background(), reason, nil, true)
 			return
 		case <-tick.C:
 		}
@@ -428,7 +445,9 @@ func (r *recorder) run(ctx context.Context) {
 				reason = r.stopReason
 				r.mu.Unlock()
 			}
-			r.finish(ctx, reason, failure)
+			// A recorder that failed while running is killed: the
+			// segment it was writing is lost.
+			r.finish(ctx, reason, failure, !ended || r.unlisted(ctx))
 			return
 		}
 	}
@@ -440,8 +459,24 @@ func (r *recorder) jobInfo(ctx context.Context) (agentproto.JobInfo, error) {
 	return r.t.JobInfo(cctx, r.jobID)
 }
 
-// finish records the end and removes the recording's directory.
-func (r *recorder) finish(ctx context.Context, reason string, failure error) {
+// unlisted reports whether ffmpeg, ended, left a segment it never closed
+// (killed before it could, e.g. after a stop's grace): the file of the
+// next segment after the kept ones exists, though unlisted.
+func (r *recorder) unlisted(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	rc, err := r.t.ReadFile(cctx, fmt.Sprintf("%s/seg-%05d.mp4", r.dir, r.taken))
+	if err != nil {
+		return false
+	}
+	rc.Close()
+	return true
+}
+
+// finish records the end and removes the recording's directory. lost says
+// that the segment being written when the recorder ended was not kept: the
+// video ends at the last kept segment's end, before the recording's end.
+func (r *recorder) finish(ctx context.Context, reason string, failure error, lost bool) {
 	r.cancel() // ends the feed
 	now := time.Now().UTC()
 	r.mu.Lock()
@@ -452,7 +487,7 @@ func (r *recorder) finish(ctx context.Context, reason string, failure error) {
 	}
 	st := r.st
 	r.mu.Unlock()
-	d := map[string]any{"recording": st.ID, "reason": reason, "segments": st.Segments, "bytes": st.Bytes}
+	d := map[string]any{"recording": st.ID, "reason": reason, "segments": st.Segments, "bytes": st.Bytes, "last_segment_lost": lost}
 	if failure != nil {
 		d["error"] = failure.Error()
 	}

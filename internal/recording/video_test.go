@@ -25,6 +25,9 @@ type fakeFFmpeg struct {
 	files    map[string][]byte // by base name (the recorder's directory is one)
 	running  bool
 	released int
+	// killedInGrace plays an ffmpeg too starved to close its segment
+	// within a stop's grace: the cancel kills it, the segment unlisted.
+	killedInGrace bool
 }
 
 func (f *fakeFFmpeg) target(sandboxID string) *Target {
@@ -49,7 +52,7 @@ func (f *fakeFFmpeg) target(sandboxID string) *Target {
 		CancelJob: func(_ context.Context, _ string, grace time.Duration) error {
 			f.mu.Lock()
 			defer f.mu.Unlock()
-			if f.running && grace > 0 {
+			if f.running && grace > 0 && !f.killedInGrace {
 				f.files["seg-00000.mp4"] = []byte("the whole last segment")
 				f.files["segments.csv"] = []byte("seg-00000.mp4,0.000000,3.400000\n")
 			}
@@ -152,7 +155,7 @@ func TestDrainKeepsTheLastSegment(t *testing.T) {
 		t.Errorf("video.segment events %v, want one of 3.4 s", segs)
 	}
 	stopped := ev.of("video.stopped")
-	if len(stopped) != 1 || stopped[0]["reason"] != ReasonServiceStopping || stopped[0]["segments"] != float64(1) {
+	if len(stopped) != 1 || stopped[0]["reason"] != ReasonServiceStopping || stopped[0]["segments"] != float64(1) || stopped[0]["last_segment_lost"] != false {
 		t.Errorf("video.stopped %v, want one with reason %q and 1 segment", stopped, ReasonServiceStopping)
 	}
 	if ff.released != 1 {
@@ -181,5 +184,30 @@ func TestDrainKeepsTheLastSegment(t *testing.T) {
 	lost.End("sbx_3")
 	if segs := ev.of("video.segment"); len(segs) != 1 {
 		t.Errorf("%d video.segment events after End, want still 1 (the ended recording's segment is lost)", len(segs))
+	}
+	if stopped := ev.of("video.stopped"); len(stopped) != 2 || stopped[1]["last_segment_lost"] != true {
+		t.Errorf("video.stopped after End %v, want a second one saying the last segment is lost", stopped)
+	}
+}
+
+// TestStopSaysTheLastSegmentIsLost: a stop whose recorder is killed before
+// it closes the segment it is writing (a starved ffmpeg past the stop's
+// grace) ends stopped, and its video.stopped says that the last segment is
+// lost: the video ends before the recording did.
+func TestStopSaysTheLastSegmentIsLost(t *testing.T) {
+	t.Parallel()
+	ev := &events{kept: map[string][]byte{}}
+	set := NewSet(ev, ev)
+	ff := &fakeFFmpeg{files: map[string][]byte{}, killedInGrace: true}
+	if _, err := set.Start(t.Context(), ff.target("sbx_1"), display, Options{SegmentSeconds: 60}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := set.Stop(t.Context(), "sbx_1")
+	if err != nil || st.State != "stopped" || st.Segments != 0 {
+		t.Fatalf("stop: %+v %v, want stopped with no segment", st, err)
+	}
+	stopped := ev.of("video.stopped")
+	if len(stopped) != 1 || stopped[0]["reason"] != "stopped" || stopped[0]["last_segment_lost"] != true {
+		t.Errorf("video.stopped %v, want one saying the last segment is lost", stopped)
 	}
 }

@@ -26,6 +26,8 @@ type videoSegment struct {
 		SHA256 string `json:"sha256"`
 		Size   int64  `json:"size"`
 	} `json:"artifact"`
+	// Kept is when the service recorded the segment (its event's time).
+	Kept time.Time `json:"-"`
 }
 
 // TestTraceVideo records a desktop's display under runc and runsc while
@@ -71,12 +73,9 @@ func TestTraceVideo(t *testing.T) {
 				shown = time.Now()
 				return err == nil && len(res.Results[0].Windows) > 0, fmt.Sprint(res, err)
 			})
-			// Two more segments after it, then stop.
-			n0 := len(segments())
-			eventually(t, 30*time.Second, "two segments of the white screen", func() (bool, string) {
-				n := len(segments())
-				return n >= n0+2, fmt.Sprintf("%d segments", n)
-			})
+			// Kept segments past the frame checked after the change, then
+			// stop.
+			waitCovered(t, c, sb.ID, shown.Add(coveredAfter))
 			rec, err := c.StopRecording(callCtx(t), sb.ID)
 			if err != nil || rec.State != "stopped" || rec.Segments < 4 {
 				t.Fatalf("stop: %+v %v", rec, err)
@@ -108,6 +107,29 @@ func TestTraceVideo(t *testing.T) {
 	}
 }
 
+// coveredAfter is how far past the change the kept segments must reach
+// before a test stops its recording: past the frame checkVideo decodes
+// 0.6 s after the change, by a second.
+const coveredAfter = 1600 * time.Millisecond
+
+// waitCovered waits until the kept segments of a sandbox's recording
+// reach past at by their own (recorded) times. It does not count segments
+// kept after some moment: the service keeps a segment some time after
+// ffmpeg closed it (longer on a loaded machine), so segments kept after a
+// moment may all have been recorded before it; and a stop keeps the
+// segment being written only if ffmpeg closes it within the stop's grace.
+func waitCovered(t *testing.T, c *client.Client, sandboxID string, at time.Time) {
+	t.Helper()
+	eventually(t, 30*time.Second, "segments past "+at.Format(time.RFC3339Nano), func() (bool, string) {
+		segs := traceSegments(t, c, sandboxID)
+		if len(segs) == 0 {
+			return false, "no segments"
+		}
+		last := segs[len(segs)-1]
+		return last.End.After(at), fmt.Sprintf("%d segments, the last ends at %s", len(segs), last.End.Format(time.RFC3339Nano))
+	})
+}
+
 // traceSegments are the video.segment events of a sandbox's trace.
 func traceSegments(t *testing.T, c *client.Client, sandboxID string) []videoSegment {
 	t.Helper()
@@ -122,6 +144,7 @@ func traceSegments(t *testing.T, c *client.Client, sandboxID string) []videoSegm
 			if err := json.Unmarshal(ev.Data, &s); err != nil {
 				t.Fatal(err)
 			}
+			s.Kept = ev.Time
 			out = append(out, s)
 		}
 	}
@@ -139,6 +162,11 @@ func checkVideo(t *testing.T, c *client.Client, sandboxID string, rec *client.Re
 		t.Fatalf("%d segments in the trace, the recording says %d", len(segs), rec.Segments)
 	}
 	checkSegments(t, segs, before, shown)
+	var lag time.Duration
+	for _, s := range segs {
+		lag = max(lag, s.Kept.Sub(s.End))
+	}
+	t.Logf("segments kept up to %v after they end", lag)
 	if v := frameBrightness(t, c, sandboxID, segs, before.Add(-600*time.Millisecond)); v > 40 {
 		t.Errorf("the frame 0.6 s before the change has brightness %d, want dark", v)
 	}
@@ -199,7 +227,19 @@ func frameBrightness(t *testing.T, c *client.Client, sandboxID string, segs []vi
 		}
 		return v
 	}
-	t.Fatalf("no segment covers %v", at)
+	var b strings.Builder
+	for _, s := range segs {
+		fmt.Fprintf(&b, "\n  segment %d: %s – %s (%d ms)", s.Index, s.Start.Format(time.RFC3339Nano), s.End.Format(time.RFC3339Nano), s.DurationMS)
+	}
+	pg, err := c.TracePage(callCtx(t), sandboxID, 0, 1000)
+	if err == nil {
+		for _, ev := range pg.Events {
+			if ev.Kind == "video.stopped" || ev.Kind == "video.gap" {
+				fmt.Fprintf(&b, "\n  %s: %s", ev.Kind, ev.Data)
+			}
+		}
+	}
+	t.Fatalf("no segment covers %v:%s", at.Format(time.RFC3339Nano), b.String())
 	return 0
 }
 
@@ -236,11 +276,7 @@ func TestTraceBrowserVideo(t *testing.T) {
 			before := time.Now()
 			paint("white")
 			shown := time.Now()
-			n0 := len(traceSegments(t, c, sb.ID))
-			eventually(t, 30*time.Second, "two segments of the white page", func() (bool, string) {
-				n := len(traceSegments(t, c, sb.ID))
-				return n >= n0+2, fmt.Sprintf("%d segments", n)
-			})
+			waitCovered(t, c, sb.ID, shown.Add(coveredAfter))
 			rec, err := c.StopBrowserRecording(callCtx(t), sb.ID)
 			if err != nil || rec.State != "stopped" || rec.Source != "browser" || rec.Segments < 4 {
 				t.Fatalf("stop: %+v %v", rec, err)
