@@ -89,7 +89,7 @@ type Service struct {
 	createSem    chan struct{}
 	admitMu      sync.Mutex // serializes the capacity check with the record insert
 	admission    *admission.Controller
-	capacity     capacityHolds
+	capacity     admission.Holds  // the host capacity each live sandbox holds
 	net          *netctl.Networks // the egress gateway and the networks of sandboxes
 	hooks        []Hook           // hooks.go; set before Start
 	started      atomic.Bool
@@ -175,7 +175,6 @@ func New(cfg Config) (*Service, error) {
 		held:      map[string]heldAgent{},
 		createSem: make(chan struct{}, 4),
 		admission: adm,
-		capacity:  capacityHolds{holds: map[string]capacityHold{}},
 		busy:      map[string]int{},
 		busySync:  map[string]bool{},
 		recycles:  recycleQueue{sem: make(chan struct{}, recycleWorkers)},
@@ -189,7 +188,7 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.capabilities, err = probe.New(probe.Config{Driver: cfg.Driver, Settings: cfg.Settings, Images: s.images, Logger: cfg.Logger, Now: s.now})
+	s.capabilities, err = probe.New(probe.Config{Driver: cfg.Driver, Sandboxer: boxes, Settings: cfg.Settings, Images: s.images, Logger: cfg.Logger, Now: s.now})
 	if err != nil {
 		return nil, err
 	}

@@ -431,7 +431,7 @@ var rules = []rule{
 	},
 	{
 		Pkg:      "internal/admission",
-		Why:      "admission is pure scheduling (weighted fair queues over an injected clock): sandbox and errdefs only",
+		Why:      "admission is pure scheduling (weighted fair queues over an injected clock) and the holds of what was granted: sandbox and errdefs only",
 		Only:     []string{"internal/sandbox", "internal/errdefs"},
 		External: []string{},
 	},
@@ -497,9 +497,9 @@ var rules = []rule{
 	{
 		Pkg: "internal/probe",
 		Why: "probe keeps what this host can run now below control: the driver's capability probe, the profiles' views and readiness; " +
-			"driver, config, imagestate, imagebuild, sandbox and errdefs only; never control, the store, a workload or an API package",
+			"driver, config, imagestate, imagebuild, diskquota (its method's name), sandbox and errdefs only; never control, the store, a workload or an API package",
 		Forbid:   concat(workloads, []string{"internal/control", "internal/store/...", "internal/httpapi", "client", "cmd/..."}),
-		Only:     []string{"internal/driver", "internal/config", "internal/imagestate", "internal/imagebuild", "internal/sandbox", "internal/errdefs"},
+		Only:     []string{"internal/driver", "internal/config", "internal/imagestate", "internal/imagebuild", "internal/diskquota", "internal/sandbox", "internal/errdefs"},
 		External: []string{},
 	},
 	{

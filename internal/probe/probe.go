@@ -18,6 +18,9 @@ import (
 type Config struct {
 	// Driver is probed, and asked about the profiles' images.
 	Driver driver.Driver
+	// Sandboxer places the sandboxes; it says whether workspace quotas
+	// are possible (driver.QuotaReporter). Nil: they are not.
+	Sandboxer driver.Sandboxer
 	// Settings are the configured profiles and warm_pools.
 	Settings *config.Config
 	// Images resolves the profiles' images and their background builds.
@@ -30,6 +33,7 @@ type Config struct {
 // Prober runs the driver's capability probe and caches its result.
 type Prober struct {
 	driver driver.Driver
+	boxes  driver.Sandboxer
 	cfg    *config.Config
 	images *imagestate.Images
 	log    *slog.Logger
@@ -63,7 +67,7 @@ func New(cfg Config) (*Prober, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Prober{driver: cfg.Driver, cfg: cfg.Settings, images: cfg.Images, log: cfg.Logger, now: cfg.Now}, nil
+	return &Prober{driver: cfg.Driver, boxes: cfg.Sandboxer, cfg: cfg.Settings, images: cfg.Images, log: cfg.Logger, now: cfg.Now}, nil
 }
 
 // Refresh runs the driver's capability probe now and caches the result.
