@@ -19,7 +19,7 @@ FUZZTIME ?= 15s
 # (scripts/host-setup.sh installs them).
 PYTHON ?= /usr/bin/python3
 
-.PHONY: proto all build console console-test python-test setup run-setup images images-tool quickstart-images service-image test-images test-deps run test unit fuzz cross lint bench bench-speed bench-load clean kube-up kube-down test-kube bench-kube
+.PHONY: proto all build console console-test python-test setup run-setup images images-tool quickstart-images service-image test-images test-deps run test unit fuzz cross lint bench bench-speed bench-load bench-cold clean kube-up kube-down test-kube bench-kube
 
 all: build
 
@@ -173,6 +173,12 @@ bench-speed: test-images
 # BenchmarkLoad (test/bench/load_test.go) alone: GENESIS_BENCH_LOAD_* scale it.
 bench-load: test-images
 	$(SUDO) env "PATH=$$PATH" $(GO) test -run '^$$' -bench '^BenchmarkLoad$$' -benchtime 1x -timeout 60m ./test/bench/
+
+# Cold create → first output against docker run of the same image, interleaved
+# (issue 40's third figure), with the per-step timeline; GENESIS_BENCH_ITERS
+# creates per runtime (default 100).
+bench-cold: test-images test-deps
+	$(SUDO) env "PATH=$$PATH" $(GO) test -run '^$$' -bench BenchmarkColdCreate -benchtime 1x -timeout 30m ./test/bench/
 
 clean:
 	rm -rf $(BIN)

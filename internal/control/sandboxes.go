@@ -7,6 +7,7 @@ import (
 	"encoding/base32"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -203,6 +204,7 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if err := s.checkDraining(); err != nil {
 		return nil, err
 	}
+	tl := newTimeline(s.now)
 	if in.IdempotencyKey != "" {
 		if len(in.IdempotencyKey) > 255 {
 			return nil, invalid("Idempotency-Key is longer than 255 bytes")
@@ -283,13 +285,16 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if err != nil {
 		return nil, err
 	}
+	tl.runtime = dec.Runtime
 	// An image being built in the background is waited for within the
 	// request's wait_seconds; what is left of it waits for capacity.
+	tl.mark("validate")
 	imageWait := s.now()
 	if err := s.images.Await(ctx, p, ref, wait, !fromImage); err != nil {
 		return nil, err
 	}
 	wait = max(0, wait-s.now().Sub(imageWait))
+	tl.mark("image")
 	// A tenant over its quota is refused at once, before any wait for
 	// host capacity; the check is repeated under the tenant's lock below.
 	// Pool members belong to no tenant until a lease claims them (the
@@ -324,6 +329,7 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 		}
 	}
 	defer releaseQuota()
+	tl.mark("admit")
 	s.admitMu.Lock()
 
 	now := s.now()
@@ -373,6 +379,7 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if err != nil {
 		return nil, err
 	}
+	tl.mark("insert")
 	if err := s.net.Record(ctx, sb, netPol); err != nil {
 		return nil, s.failCreate(ctx, sb, err)
 	}
@@ -386,6 +393,7 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	case <-wctx.Done():
 		return nil, s.failCreate(wctx, sb, fmt.Errorf("waiting for a create slot: %w", errdefs.ErrDeadlineExceeded))
 	}
+	tl.mark("network_record")
 	uid, gid, err := parseUser(p.User)
 	if err != nil {
 		return nil, s.failCreate(wctx, sb, err)
@@ -394,14 +402,17 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if err != nil {
 		return nil, s.failCreate(wctx, sb, err)
 	}
-	out, err := s.startSandbox(wctx, sb, p, readOnly, append(roMounts, volMounts...), in.From)
+	tl.mark("volumes")
+	out, err := s.startSandbox(wctx, tl, sb, p, readOnly, append(roMounts, volMounts...), in.From)
 	if err == nil && in.poolMember {
 		err = s.warmUp(wctx, sb.ID)
+		tl.mark("warm_up")
 	}
 	if err == nil {
 		a := s.attachment(out)
 		a.Warm = in.poolMember
 		err = s.sandboxReady(wctx, a)
+		tl.mark("ready_hooks")
 	}
 	if err == nil && in.poolMember {
 		out, err = s.setState(wctx, sb.ID, sandbox.StateIdle, nil)
@@ -409,7 +420,10 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if err != nil {
 		return nil, s.failCreate(wctx, sb, err)
 	}
-	return s.withNetwork(wctx, out), nil
+	out = s.withNetwork(wctx, out)
+	tl.mark("answer")
+	tl.log(s.log, "create timeline", "sandbox", sb.ID, "runtime", tl.runtime)
+	return out, nil
 }
 
 // selectRuntime applies the runtime policy to a request of tenant for
@@ -476,7 +490,7 @@ func parseUser(u string) (uid, gid int, err error) {
 	return int(x), int(y), nil
 }
 
-func (s *Service) startSandbox(ctx context.Context, sb *sandbox.Sandbox, p *config.Profile, readOnly bool, extra []driver.Mount, from *FromState) (*sandbox.Sandbox, error) {
+func (s *Service) startSandbox(ctx context.Context, tl *timeline, sb *sandbox.Sandbox, p *config.Profile, readOnly bool, extra []driver.Mount, from *FromState) (*sandbox.Sandbox, error) {
 	spec, err := s.containerSpec(ctx, sb, p, readOnly, extra)
 	if err != nil {
 		return nil, err
@@ -484,10 +498,12 @@ func (s *Service) startSandbox(ctx context.Context, sb *sandbox.Sandbox, p *conf
 	if from != nil {
 		spec.Container.Restore = from.Restore
 	}
+	tl.mark("spec")
 	cid, err := s.boxes.CreateSandbox(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
+	tl.mark("container_create")
 	if from != nil && from.Fill != nil {
 		dir, err := s.WorkspaceDir(sb.ID)
 		if err == nil {
@@ -500,10 +516,13 @@ func (s *Service) startSandbox(ctx context.Context, sb *sandbox.Sandbox, p *conf
 	if _, err := s.setState(ctx, sb.ID, sandbox.StateStarting, func(x *sandbox.Sandbox) { x.ContainerID = cid }); err != nil {
 		return nil, err
 	}
-	if err := s.startContainer(ctx, sb.ID, cid); err != nil {
+	tl.mark("record_starting")
+	if err := s.startUntilAgent(ctx, tl, sb.ID, cid); err != nil {
 		return nil, err
 	}
-	return s.setState(ctx, sb.ID, sandbox.StateReady, nil)
+	out, err := s.setState(ctx, sb.ID, sandbox.StateReady, nil)
+	tl.mark("record_ready")
+	return out, err
 }
 
 // startContainer starts a sandbox's container and waits for its agent.
@@ -511,15 +530,106 @@ func (s *Service) startContainer(ctx context.Context, id, cid string) error {
 	if err := s.driver.Start(ctx, cid); err != nil {
 		return err
 	}
+	return s.awaitAgent(ctx, id, cid, nil, nil)
+}
+
+// awaitAgent waits up to the agent-ready timeout for the agent of a
+// started container to answer; ready, if not nil, is a wait already under
+// way (startUntilAgent's), which stop ends. A container that exits first
+// is reported so.
+func (s *Service) awaitAgent(ctx context.Context, id, cid string, ready <-chan error, stop func()) error {
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.Intervals.AgentReadyTimeout)
 	defer cancel()
-	if _, err := s.agent(id).WaitReady(rctx, 2*time.Millisecond); err != nil {
+	var err error
+	if ready == nil {
+		_, err = s.agent(id).WaitReady(rctx, agentPoll)
+	} else {
+		select {
+		case err = <-ready:
+		case <-rctx.Done():
+			stop()
+			err = <-ready // the wait's own error: unavailable, with the last dial's
+		}
+	}
+	if err != nil {
 		st, ierr := s.driver.Inspect(ctx, cid)
 		if ierr == nil && !st.Running {
 			return fmt.Errorf("sandbox container exited (code %d) before its agent answered: %w", st.ExitCode, errdefs.ErrUnavailable)
 		}
 		return fmt.Errorf("agent did not answer within %v: %w", s.cfg.Intervals.AgentReadyTimeout, err)
 	}
+	return nil
+}
+
+// agentPoll is how often a starting sandbox's agent is dialled until it
+// answers (a refused dial of a Unix socket costs microseconds).
+const agentPoll = 2 * time.Millisecond
+
+// startUntilAgent starts a new sandbox's container and returns as soon as
+// its agent answers, dialling it while the daemon's start call is still
+// running. The agent answers only once the runtime has started its
+// process, and the daemon answers the start call after bookkeeping of its
+// own (the container's state written to disk, its event), which under
+// runc ends after the agent listens: a create that waited for both paid
+// for that bookkeeping. The start call's answer is still taken: when the
+// agent answered first, a goroutine waits for it and fails the sandbox if
+// the call failed after all. Meanwhile the daemon reports the container
+// "created", which the reconciler counts as not ended.
+func (s *Service) startUntilAgent(ctx context.Context, tl *timeline, id, cid string) error {
+	pctx, stopPoll := context.WithCancel(ctx)
+	defer stopPoll()
+	ready := make(chan error, 1)
+	go func() {
+		_, err := s.agent(id).WaitReady(pctx, agentPoll)
+		ready <- err
+	}()
+	// The call outlives this create when the agent answers first; the
+	// driver bounds it with its own deadline.
+	started := make(chan error, 1)
+	sctx := context.WithoutCancel(ctx)
+	go func() { started <- s.driver.Start(sctx, cid) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			return err
+		}
+		tl.mark("container_start")
+		if err := s.awaitAgent(ctx, id, cid, ready, stopPoll); err != nil {
+			return err
+		}
+		tl.mark("agent_ready")
+		return nil
+	case err := <-ready:
+		if err != nil {
+			// Not a refusal (those are retried until pctx ends): an
+			// answer that is no agent's. The start's outcome first.
+			if serr := <-started; serr != nil {
+				return serr
+			}
+			return fmt.Errorf("agent of the new sandbox: %w", err)
+		}
+	}
+	tl.mark("agent_ready_before_start_answer")
+	agentAt := s.now()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		err := <-started
+		if err == nil {
+			// What the create did not wait for, in a timeline line of
+			// its own.
+			s.log.Debug("create timeline", "sandbox", id, "runtime", tl.runtime,
+				slog.Duration("start_answer_after_agent", s.now().Sub(agentAt)))
+			return
+		}
+		fctx, cancel := cleanupCtx(sctx, s.cfg.Intervals.DockerCallTimeout)
+		defer cancel()
+		sb, gerr := s.store.GetSandbox(fctx, "", id)
+		if gerr != nil || sb.State.Final() || sb.State == sandbox.StateDraining {
+			return // gone or going anyway
+		}
+		s.markFailed(fctx, sb, "container start failed after its agent answered: "+err.Error())
+	}()
 	return nil
 }
 

@@ -127,6 +127,28 @@ type VolumeProvisioner interface {
 	RemoveVolume(ctx context.Context, id string) error
 }
 
+// VolumeFiles is implemented by VolumeProvisioners that can reach a
+// volume's files without a sandbox: a short-lived helper (driver/kube: a
+// Pod of the agent image, no network, runc) mounts the volume at
+// VolumeFilesRoot, and its agent, the one allowed root being the volume,
+// serves the file calls. The caller holds the volume for the helper (its
+// holds count Holder like a sandbox) and closes the helper after its call.
+type VolumeFiles interface {
+	// OpenVolumeFiles starts helper holder mounting volume id (read-only
+	// when readOnly) and returns a dialer of its agent (the caller waits
+	// for the agent to answer). A failure leaves no helper behind.
+	OpenVolumeFiles(ctx context.Context, holder, id string, readOnly bool) (Dialer, error)
+	// CloseVolumeFiles removes helper holder; it returns once the helper's
+	// processes have ended. Closing what is gone succeeds.
+	CloseVolumeFiles(ctx context.Context, holder string) error
+	// VolumeFilesHelpers lists the helpers that exist now, by holder.
+	VolumeFilesHelpers(ctx context.Context) ([]string, error)
+}
+
+// VolumeFilesRoot is where a VolumeFiles helper mounts the volume: its
+// agent's only allowed root.
+const VolumeFilesRoot = "/mnt/volume"
+
 // VolumeSpec asks a VolumeProvisioner for one volume.
 type VolumeSpec struct {
 	// ID is the volume's id; what the provisioner makes is named after it.

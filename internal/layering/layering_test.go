@@ -405,10 +405,11 @@ var rules = []rule{
 	},
 	{
 		Pkg: "internal/volumes",
-		Why: "volumes owns named volumes below control (which mounts them through an interface it declares): the store's contract, diskquota, driver (a mount's shape), sandbox, tenant (a tenant's volume quotas) and errdefs; " +
+		Why: "volumes owns named volumes below control (which mounts them through an interface it declares): the store's contract, diskquota, driver (a mount's shape), sandbox, tenant (a tenant's volume quotas) and errdefs, and agentclient (a provisioner's files helper's agent); " +
 			"no control, workload, API or driver implementation",
-		Forbid:   concat(workloads, []string{"internal/control", "internal/httpapi", "client", "cmd/..."}),
-		Only:     []string{"internal/store", "internal/diskquota", "internal/mountinfo", "internal/driver", "internal/sandbox", "internal/tenant", "internal/errdefs", "internal/egress"},
+		Forbid: concat(workloads, []string{"internal/control", "internal/httpapi", "client", "cmd/..."}),
+		Only: []string{"internal/store", "internal/diskquota", "internal/mountinfo", "internal/driver", "internal/sandbox", "internal/tenant", "internal/errdefs", "internal/egress",
+			"internal/agent/agentclient", "internal/agent/agentproto"},
 		External: []string{"golang.org/x/sys/..."},
 	},
 	{

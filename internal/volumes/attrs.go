@@ -88,6 +88,26 @@ type Attrs struct {
 	UID, GID *int
 }
 
+// CheckAttrs refuses attributes SetAttrs would refuse for volume name, so
+// that a caller writing a file and then setting them can check first and
+// change nothing on bad input.
+func (m *Manager) CheckAttrs(name string, a Attrs) error {
+	if a.Mode != nil {
+		if _, err := parseMode(*a.Mode, 0); err != nil {
+			return err
+		}
+	}
+	for _, id := range []*int{a.UID, a.GID} {
+		if id != nil && (*id < 0 || *id > maxID) {
+			return errdefs.WithCode("invalid_owner", fmt.Errorf("uid and gid must be between 0 and %d, got %d: %w", maxID, *id, errdefs.ErrInvalidArgument))
+		}
+	}
+	if m.cfg.Provisioner != nil && (a.Mode != nil || a.UID != nil || a.GID != nil) {
+		return filesUnsupported(name)
+	}
+	return nil
+}
+
 // SetAttrs changes the permission bits and owner of file p of tenant's
 // volume name (a symlink itself is not followed: only its owner changes).
 // A volume a sandbox holds writable is 409 volume_busy.
@@ -96,16 +116,12 @@ func (m *Manager) SetAttrs(ctx context.Context, tenant, name, p string, a Attrs)
 	if err != nil {
 		return nil, err
 	}
+	if err := m.CheckAttrs(name, a); err != nil {
+		return nil, err
+	}
 	var perm fs.FileMode
 	if a.Mode != nil {
-		if perm, err = parseMode(*a.Mode, 0); err != nil {
-			return nil, err
-		}
-	}
-	for _, id := range []*int{a.UID, a.GID} {
-		if id != nil && (*id < 0 || *id > maxID) {
-			return nil, errdefs.WithCode("invalid_owner", fmt.Errorf("uid and gid must be between 0 and %d, got %d: %w", maxID, *id, errdefs.ErrInvalidArgument))
-		}
+		perm, _ = parseMode(*a.Mode, 0) // checked
 	}
 	v, root, err := m.open(ctx, tenant, name)
 	if err != nil {

@@ -20,13 +20,16 @@
 // data itself (driver.VolumeProvisioner, Config.Provisioner: driver/kube
 // makes a PersistentVolumeClaim per volume); the records, limits and holds
 // stay here, a mount names the volume (driver.Mount.Volume), and the files
-// API answers 501 volume_files_unsupported.
+// API goes through the sandboxer's files helpers (driver.VolumeFiles,
+// remotefiles.go: a helper per call, held like a sandbox), or answers 501
+// volume_files_unsupported where it has none.
 //
 // A create checks the tenant's volume limits (its quotas max_volumes and
 // max_volume_mb, under the service's ceiling) and stores the record under
 // the tenant's quota lock, so concurrent creates cannot pass them.
 //
 // It imports the store's contract, diskquota, driver (a mount's shape),
-// sandbox, tenant (a tenant's quotas) and errdefs; never control, a workload package, the API or a
+// sandbox, tenant (a tenant's quotas), errdefs and agentclient (a files
+// helper's agent); never control, a workload package, the API or a
 // driver implementation.
 package volumes

@@ -111,6 +111,11 @@ func (m *Manager) open(ctx context.Context, tenant, name string) (*sandbox.Volum
 	if err != nil {
 		return nil, nil, err
 	}
+	if m.cfg.Provisioner != nil {
+		// A provisioner's volume served by helpers: only the calls of
+		// remotefiles.go reach it.
+		return nil, nil, filesUnsupported(name)
+	}
 	root, err := os.OpenRoot(m.HostDir(v))
 	if err != nil {
 		return nil, nil, fmt.Errorf("volume %q: %w", name, err)
@@ -159,6 +164,9 @@ func (m *Manager) ListFiles(ctx context.Context, tenant, name, p string, limit i
 		limit = DefaultListLimit
 	}
 	limit = min(limit, MaxListLimit)
+	if m.volumeFiles() != nil {
+		return m.remoteList(ctx, tenant, name, r, limit)
+	}
 	_, root, err := m.open(ctx, tenant, name)
 	if err != nil {
 		return nil, err
@@ -203,6 +211,9 @@ func (m *Manager) StatFile(ctx context.Context, tenant, name, p string) (*FileIn
 	r, err := rel(p)
 	if err != nil {
 		return nil, err
+	}
+	if m.volumeFiles() != nil {
+		return m.remoteStat(ctx, tenant, name, r)
 	}
 	_, root, err := m.open(ctx, tenant, name)
 	if err != nil {
@@ -250,6 +261,9 @@ func (m *Manager) WriteFile(ctx context.Context, tenant, name, p, mode string, o
 	perm, err := parseMode(mode, 0o644)
 	if err != nil {
 		return nil, err
+	}
+	if m.volumeFiles() != nil {
+		return m.remoteWrite(ctx, tenant, name, r, perm, overwrite, body)
 	}
 	v, root, err := m.open(ctx, tenant, name)
 	if err != nil {
@@ -353,6 +367,9 @@ func (m *Manager) OpenFile(ctx context.Context, tenant, name, p string) (*os.Fil
 	if err != nil {
 		return nil, nil, err
 	}
+	if m.volumeFiles() != nil {
+		return m.remoteOpen(ctx, tenant, name, r)
+	}
 	_, root, err := m.open(ctx, tenant, name)
 	if err != nil {
 		return nil, nil, err
@@ -384,6 +401,9 @@ func (m *Manager) DeleteFile(ctx context.Context, tenant, name, p string, recurs
 	}
 	if r == "." {
 		return errdefs.WithCode(CodeInvalidPath, fmt.Errorf("the volume's root cannot be deleted (delete the volume): %w", errdefs.ErrInvalidArgument))
+	}
+	if m.volumeFiles() != nil {
+		return m.remoteDelete(ctx, tenant, name, r, recursive)
 	}
 	v, root, err := m.open(ctx, tenant, name)
 	if err != nil {

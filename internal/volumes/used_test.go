@@ -114,3 +114,26 @@ func TestMakeDirAndSetAttrs(t *testing.T) {
 		t.Errorf("SetAttrs beside a writer: %v, want volume_busy", err)
 	}
 }
+
+// TestCheckAttrs: what SetAttrs refuses, CheckAttrs refuses first (so a
+// write followed by SetAttrs can refuse bad owners before it writes), and
+// a volume the cluster keeps takes no attributes at all.
+func TestCheckAttrs(t *testing.T) {
+	t.Parallel()
+	bad, big, ok, mode, badMode := -1, 1<<31, 1000, "0640", "4755"
+	local := &volumes.Manager{}
+	for _, c := range []struct {
+		a    volumes.Attrs
+		code string
+	}{
+		{volumes.Attrs{UID: &bad}, "invalid_owner"},
+		{volumes.Attrs{GID: &big}, "invalid_owner"},
+		{volumes.Attrs{Mode: &badMode}, "invalid_mode"},
+		{volumes.Attrs{UID: &ok, GID: &ok, Mode: &mode}, ""},
+		{volumes.Attrs{}, ""},
+	} {
+		if err := local.CheckAttrs("data", c.a); (err == nil) != (c.code == "") || (err != nil && code(err) != c.code) {
+			t.Errorf("CheckAttrs(%+v) = %v, want code %q", c.a, err, c.code)
+		}
+	}
+}

@@ -88,8 +88,10 @@ type Config struct {
 	UID, GID int
 	// Provisioner, when set, keeps the volumes' data (driver/kube: a
 	// PersistentVolumeClaim each) instead of loop-mounted images below
-	// Dir; a mount is then the provisioner's (driver.Mount.Volume) and
-	// the files API answers 501 volume_files_unsupported.
+	// Dir; a mount is then the provisioner's (driver.Mount.Volume). The
+	// files API goes through the provisioner's helpers when it implements
+	// driver.VolumeFiles (remotefiles.go), else answers 501
+	// volume_files_unsupported.
 	Provisioner driver.VolumeProvisioner
 	Now         func() time.Time
 	Logger      *slog.Logger
@@ -440,8 +442,10 @@ func (m *Manager) ready(ctx context.Context, tenant, name string) (*sandbox.Volu
 		return nil, errdefs.WithCode(CodeVolumeNotReady, fmt.Errorf("volume %q is %s: %w", name, v.State, errdefs.ErrConflict))
 	}
 	if m.cfg.Provisioner != nil {
-		return nil, errdefs.WithCode(CodeFilesUnsupported, fmt.Errorf(
-			"volume %q is kept by the cluster, not on this host: its files are reached through a sandbox that mounts it: %w", name, errdefs.ErrNotImplemented))
+		if m.volumeFiles() == nil {
+			return nil, filesUnsupported(name)
+		}
+		return v, nil
 	}
 	return v, m.ensureMounted(v)
 }
@@ -450,6 +454,7 @@ func (m *Manager) ready(ctx context.Context, tenant, name string) (*sandbox.Volu
 // not get to it, a crash) and finishes deletes and failed creates a
 // previous process left.
 func (m *Manager) Sweep(ctx context.Context, now time.Time, startup bool) {
+	m.sweepHelpers(ctx, now)
 	list, err := m.cfg.Store.ListVolumes(ctx, store.VolumeFilter{})
 	if err != nil {
 		m.log.Warn("volumes: sweep", "err", err)
@@ -466,6 +471,14 @@ func (m *Manager) Sweep(ctx context.Context, now time.Time, startup bool) {
 		}
 		var gone []string
 		for _, mt := range v.Mounts {
+			if isHelper(mt.SandboxID) {
+				// A files helper's hold ends with its call; one older than
+				// any call is a crash's leftover (sweepHelpers removes its Pod).
+				if helperStale(mt.SandboxID, now) {
+					gone = append(gone, mt.SandboxID)
+				}
+				continue
+			}
 			sb, err := m.cfg.Store.GetSandbox(ctx, "", mt.SandboxID)
 			if errors.Is(err, errdefs.ErrNotFound) || (err == nil && (sb.State.Final() || sb.State == sandbox.StateFailed)) {
 				gone = append(gone, mt.SandboxID)

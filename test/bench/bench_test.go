@@ -13,63 +13,6 @@ import (
 	"genesis.dev/sandbox/client"
 )
 
-// BenchmarkColdCreate measures, per runtime, the time from POST
-// /v1/sandboxes until the answer of the first exec (`echo hi`) has arrived
-// with its output; each sandbox is deleted outside the timed section.
-func BenchmarkColdCreate(b *testing.B) {
-	s := startService(b)
-	iters := envInt(b, "GENESIS_BENCH_ITERS", 100)
-	tbl := NewTable("runtime", "n", "failed", "p50 ms", "p99 ms", "mean ms", "min ms", "max ms", "create p50", "1st exec p50")
-	s.eachRuntime(b, func(b *testing.B, rt string) {
-		var total, create, first []time.Duration
-		var failures []string
-		for range iters {
-			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-			t0 := time.Now()
-			sb, err := s.create(ctx, rt)
-			t1 := time.Now()
-			if err != nil {
-				cancel()
-				failures = append(failures, fmt.Sprintf("create after %s ms: %v", FormatMs(t1.Sub(t0)), err))
-				continue
-			}
-			res, err := s.client.Exec(ctx, sb.ID, client.ExecRequest{Command: []string{"echo", "hi"}})
-			t2 := time.Now()
-			derr := s.remove(ctx, sb.ID)
-			cancel()
-			switch {
-			case derr != nil:
-				b.Fatal(derr)
-			case err != nil:
-				failures = append(failures, fmt.Sprintf("first exec in %s: %v", sb.ID, err))
-				continue
-			case res.ExitCode != 0 || res.Stdout != "hi\n":
-				b.Fatalf("first exec in %s (%s): exit %d (%s), stdout %q, stderr %q",
-					sb.ID, rt, res.ExitCode, res.ExitReason, res.Stdout, res.Stderr)
-			}
-			total = append(total, t2.Sub(t0))
-			create = append(create, t1.Sub(t0))
-			first = append(first, t2.Sub(t1))
-		}
-		for _, f := range failures {
-			fmt.Printf("cold create (%s) failed: %s\n", rt, f)
-		}
-		// A failure is reported, not hidden; only a runtime failing often
-		// enough that the numbers mean little stops the benchmark.
-		if len(failures) > iters/10 || len(total) == 0 {
-			b.Fatalf("%d of %d cold creates under %s failed", len(failures), iters, rt)
-		}
-		b.ReportMetric(float64(len(failures)), "failed")
-		sum := Summarize(total)
-		reportSummary(b, "", sum)
-		b.ReportMetric(Ms(Summarize(create).P50), "create-p50-ms")
-		b.ReportMetric(Ms(Summarize(first).P50), "first-exec-p50-ms")
-		tbl.Row(rt, strconv.Itoa(sum.N), strconv.Itoa(len(failures)), FormatMs(sum.P50), FormatMs(sum.P99), FormatMs(sum.Mean),
-			FormatMs(sum.Min), FormatMs(sum.Max), FormatMs(Summarize(create).P50), FormatMs(Summarize(first).P50))
-	})
-	printTable(fmt.Sprintf("cold create → first command output, ms (%s)", profile), tbl)
-}
-
 // BenchmarkExecRoundTrip measures, per runtime, sequential execs of `true`
 // through the HTTP API on one running sandbox, and `docker exec <container>
 // true` on the same container as a reference.

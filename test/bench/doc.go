@@ -5,7 +5,9 @@
 // reader), under runc and runsc:
 //
 //   - BenchmarkColdCreate: POST /v1/sandboxes until the first exec's output
-//     has arrived (also create-only and first-exec-only);
+//     has arrived (also create-only and first-exec-only), interleaved with
+//     `docker run --rm --network none` of the same image, with their ratio
+//     and the service's per-step create timeline;
 //   - BenchmarkExecRoundTrip: sequential exec of `true` on one running
 //     sandbox, with `docker exec` on the same container as a reference;
 //   - BenchmarkMemory: idle RSS of genesis-agent in a sandbox, and the

@@ -120,6 +120,7 @@ type service struct {
 	client   *client.Client
 	http     *http.Client
 	runtimes []string // usable runtimes of the profile, runc first
+	image    string   // the profile's image reference
 
 	mu   sync.Mutex
 	live map[string]bool
@@ -138,8 +139,14 @@ func startService(tb testing.TB) *service {
 // benchmark config.
 func startServiceWith(tb testing.TB, extraConfig string) *service {
 	tb.Helper()
-	testenv.Docker(tb) // skips (or fails in CI) without Docker
-	return startServiceIn(tb, binDir(tb), extraConfig)
+	return startServiceLogging(tb, extraConfig, "warn")
+}
+
+// startServiceLogging is startServiceWith at the log level logLevel (the
+// cold-create benchmark reads the service's debug lines).
+func startServiceLogging(tb testing.TB, extraConfig, logLevel string) *service {
+	tb.Helper()
+	return startServiceFrom(tb, "", extraConfig, logLevel)
 }
 
 // startServiceIn is startServiceWith running the sandbox-service of dir,
@@ -147,8 +154,18 @@ func startServiceWith(tb testing.TB, extraConfig string) *service {
 // service, e.g. another build's, on its own port and data directory.
 func startServiceIn(tb testing.TB, dir, extraConfig string) *service {
 	tb.Helper()
+	return startServiceFrom(tb, dir, extraConfig, "warn")
+}
+
+// startServiceFrom is startServiceLogging running the sandbox-service (and
+// genesis-agent) binaries in dir; "" builds them from this tree.
+func startServiceFrom(tb testing.TB, dir, extraConfig, logLevel string) *service {
+	tb.Helper()
 	d := testenv.Docker(tb) // skips (or fails in CI) without Docker
 	registered := testenv.Runtimes(tb, d)
+	if dir == "" {
+		dir = binDir(tb)
+	}
 
 	// A short base path: sandbox dirs under it hold Unix sockets.
 	base, err := os.MkdirTemp("/tmp", "gsb-")
@@ -184,7 +201,7 @@ func startServiceIn(tb testing.TB, dir, extraConfig string) *service {
 	key := randomKey(tb)
 	s.cmd = exec.Command(filepath.Join(dir, "sandbox-service"), "serve",
 		"--addr", addr, "--data-dir", s.dataDir, "--api-key", key,
-		"--config", cfgPath, "--log-level", "warn")
+		"--config", cfgPath, "--log-level", logLevel)
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := s.cmd.Start(); err != nil {
@@ -215,6 +232,7 @@ func startServiceIn(tb testing.TB, dir, extraConfig string) *service {
 		}
 		tb.Skip(msg)
 	}
+	s.image = profs.Items[i].Image
 	for _, rt := range registered {
 		if slices.Contains(profs.Items[i].UsableRuntimes, string(rt)) {
 			s.runtimes = append(s.runtimes, string(rt))

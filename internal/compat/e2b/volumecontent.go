@@ -301,6 +301,10 @@ func (a *Adapter) volumeWriteFile(w http.ResponseWriter, r *http.Request, tenant
 		return
 	}
 	uid, gid, err := queryIDs(r)
+	if err == nil {
+		// Owners that would be refused after the write refuse it first.
+		err = a.vols.CheckAttrs(name, volumes.Attrs{UID: uid, GID: gid})
+	}
 	if err != nil {
 		a.writeError(w, r, err)
 		return

@@ -30,6 +30,7 @@ type Volumes interface {
 	WriteFile(ctx context.Context, tenant, name, p, mode string, overwrite bool, body io.Reader) (*volumes.FileWritten, error)
 	MakeDir(ctx context.Context, tenant, name, p, mode string, parents bool) (*volumes.FileInfo, error)
 	SetAttrs(ctx context.Context, tenant, name, p string, a volumes.Attrs) (*volumes.FileInfo, error)
+	CheckAttrs(name string, a volumes.Attrs) error
 	DeleteFile(ctx context.Context, tenant, name, p string, recursive bool) error
 }
 

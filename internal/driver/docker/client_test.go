@@ -290,18 +290,65 @@ func TestCreateNetworkCheckDuplicateOnlyBelow144(t *testing.T) {
 	}
 }
 
-func TestCreateMissingImageNeverCreates(t *testing.T) {
+// TestCreateCallsAndMissingImage: a create is one create call and one
+// inspection, with no look at the image first; a 404 from the create is
+// image_not_built only when the image is indeed absent (a missing network
+// answers 404 too).
+func TestCreateCallsAndMissingImage(t *testing.T) {
 	t.Parallel()
-	f := newFakeDaemon(t, "1.41", func(w http.ResponseWriter, r *http.Request) {
-		apiErr(w, http.StatusNotFound, "No such image")
-	})
-	d := newTestDriver(t, f.socket, 5*time.Second)
-	_, err := d.Create(t.Context(), driver.Spec{Image: "genesis/nope:1"})
-	if !errors.Is(err, errdefs.ErrFailedPrecondition) || errdefs.Code(err) != "image_not_built" || !strings.Contains(err.Error(), `build it with "make images"`) {
-		t.Errorf("Create: %v (code %q); want image_not_built", err, errdefs.Code(err))
-	}
-	if n := f.called("POST /v1.41/containers/create"); n != 0 {
-		t.Errorf("create called %d times for a missing image", n)
+	const hardened = `{"Id":"c1","HostConfig":{"CapDrop":["ALL"],"SecurityOpt":["no-new-privileges:true"],"NetworkMode":"none"}}`
+	for _, c := range []struct {
+		name         string
+		createStatus int  // 0: created
+		imagePresent bool // what an image inspection finds
+		wantCode     string
+		wantCalls    map[string]int
+	}{
+		{name: "created", imagePresent: true, wantCalls: map[string]int{
+			"POST /v1.41/containers/create": 1, "GET /v1.41/containers/c1/json": 1, "GET /v1.41/images/img:1/json": 0}},
+		{name: "missing image", createStatus: http.StatusNotFound, wantCode: "image_not_built", wantCalls: map[string]int{
+			"POST /v1.41/containers/create": 1, "GET /v1.41/images/img:1/json": 1}},
+		{name: "other 404", createStatus: http.StatusNotFound, imagePresent: true, wantCalls: map[string]int{
+			"POST /v1.41/containers/create": 1, "GET /v1.41/images/img:1/json": 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeDaemon(t, "1.41", func(w http.ResponseWriter, r *http.Request) {
+				switch {
+				case r.URL.Path == "/v1.41/images/img:1/json" && c.imagePresent:
+					w.Write([]byte("{}"))
+				case r.URL.Path == "/v1.41/images/img:1/json":
+					apiErr(w, http.StatusNotFound, "No such image")
+				case r.URL.Path == "/v1.41/containers/create" && c.createStatus != 0:
+					apiErr(w, c.createStatus, "not found")
+				case r.URL.Path == "/v1.41/containers/create":
+					w.Write([]byte(`{"Id":"c1"}`))
+				case r.URL.Path == "/v1.41/containers/c1/json":
+					w.Write([]byte(hardened))
+				default:
+					apiErr(w, http.StatusInternalServerError, "unexpected "+r.URL.Path)
+				}
+			})
+			d := newTestDriver(t, f.socket, 5*time.Second)
+			id, err := d.Create(t.Context(), driver.Spec{Image: "img:1"})
+			switch {
+			case c.createStatus == 0 && (err != nil || id != "c1"):
+				t.Errorf("Create = %q, %v; want c1", id, err)
+			case c.createStatus != 0 && err == nil:
+				t.Error("Create succeeded; want an error")
+			case c.wantCode != "" && errdefs.Code(err) != c.wantCode:
+				t.Errorf("Create: %v (code %q); want code %q", err, errdefs.Code(err), c.wantCode)
+			case c.wantCode == "image_not_built" && (!errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), `build it with "make images"`)):
+				t.Errorf("Create: %v; want a failed precondition that says how to build the image", err)
+			case c.createStatus != 0 && c.wantCode == "" && (!errors.Is(err, errdefs.ErrNotFound) || errdefs.Code(err) == "image_not_built"):
+				t.Errorf("Create: %v; want the daemon's not-found as it was", err)
+			}
+			for call, n := range c.wantCalls {
+				if got := f.called(call); got != n {
+					t.Errorf("%s called %d times; want %d (calls %v)", call, got, n, f.calls)
+				}
+			}
+		})
 	}
 }
 

@@ -287,8 +287,9 @@ func checkHardening(want, got hostConfig) error {
 	return nil
 }
 
-// Create creates (does not start) a hardened container for spec. A missing
-// image fails with code image_not_built, an unregistered runtime with code
+// Create creates (does not start) a hardened container for spec: one
+// create call and one inspection (the hardening check). A missing image
+// fails with code image_not_built, an unregistered runtime with code
 // runtime_unavailable (both errdefs.ErrFailedPrecondition); nothing is left
 // behind on failure.
 func (d *Driver) Create(ctx context.Context, spec driver.Spec) (string, error) {
@@ -315,14 +316,9 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (string, error) {
 	ctx, cancel := d.callCtx(ctx, 0)
 	defer cancel()
 
-	present, err := d.imagePresent(ctx, spec.Image)
-	if err != nil {
-		return "", err
-	}
-	if !present {
-		return "", imageNotBuilt(spec.Image)
-	}
-
+	// No image inspection first: the daemon's create never pulls, and
+	// answers 404 for a missing image (createFailed tells that apart from
+	// other 404s), so the call that succeeds is the only one.
 	q := url.Values{}
 	if spec.Name != "" {
 		q.Set("name", spec.Name)
@@ -366,7 +362,13 @@ func runtimeOf(spec driver.Spec) string {
 func (d *Driver) createFailed(ctx context.Context, spec driver.Spec, started time.Time, err error) error {
 	switch statusOf(err) {
 	case http.StatusNotFound:
-		return fmt.Errorf("%w (%v)", imageNotBuilt(spec.Image), err)
+		// The image, or something else the container names (a network):
+		// asked only now, so that a create that succeeds costs no
+		// inspection of its image.
+		if present, perr := d.imagePresent(ctx, spec.Image); perr == nil && !present {
+			return fmt.Errorf("%w (%v)", imageNotBuilt(spec.Image), err)
+		}
+		return err
 	case http.StatusConflict:
 		return fmt.Errorf("%w: %w", err, errdefs.ErrAlreadyExists)
 	case http.StatusBadRequest:
