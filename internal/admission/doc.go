@@ -16,6 +16,10 @@
 // stream of small ones; the price is that capacity can stay idle for a while
 // before it.
 //
+// Holds ties what each live sandbox was granted to its id, so it goes back
+// when the sandbox ends by whichever path, with a sweep of holds whose
+// sandbox is gone.
+//
 // The package is pure Go: it imports errdefs and the sandbox domain types and
 // nothing that touches Docker, the store or the network.
 package admission

@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"genesis.dev/sandbox/internal/admission"
@@ -17,20 +16,6 @@ import (
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 )
-
-// capacityHolds maps live sandboxes to the host capacity they hold, so that
-// the capacity goes back when the sandbox is destroyed or fails, whichever
-// path gets it there.
-type capacityHolds struct {
-	mu    sync.Mutex
-	seq   uint64
-	holds map[string]capacityHold
-}
-
-type capacityHold struct {
-	release admission.Release
-	seq     uint64 // when it was registered, for the reconciler's sweep
-}
 
 // newAdmission builds the admission controller from the capacity config,
 // deriving unset totals from this host, or, when sandboxes run elsewhere
@@ -103,66 +88,11 @@ func (s *Service) waitDuration(seconds int64) (time.Duration, error) {
 
 // holdCapacity ties capacity taken by admit to the sandbox id; it is given
 // back by releaseCapacity when the sandbox ends.
-func (s *Service) holdCapacity(id string, release func()) {
-	h := &s.capacity
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if old, ok := h.holds[id]; ok {
-		old.release()
-	}
-	h.seq++
-	h.holds[id] = capacityHold{release: release, seq: h.seq}
-}
-
-// holdsCapacity says whether sandbox id holds host capacity.
-func (s *Service) holdsCapacity(id string) bool {
-	h := &s.capacity
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	_, ok := h.holds[id]
-	return ok
-}
+func (s *Service) holdCapacity(id string, release func()) { s.capacity.Hold(id, release) }
 
 // releaseCapacity gives back what sandbox id holds (nothing if it holds
 // nothing).
-func (s *Service) releaseCapacity(id string) {
-	h := &s.capacity
-	h.mu.Lock()
-	hold, ok := h.holds[id]
-	delete(h.holds, id)
-	h.mu.Unlock()
-	if ok {
-		hold.release()
-	}
-}
-
-// capacityMark returns a mark to pass to sweepCapacity: holds registered
-// after it are not judged.
-func (s *Service) capacityMark() uint64 {
-	s.capacity.mu.Lock()
-	defer s.capacity.mu.Unlock()
-	return s.capacity.seq
-}
-
-// sweepCapacity releases holds, registered up to mark, of sandboxes that are
-// not in live (a live listing made after mark): a safety net for any path
-// that ends a sandbox without going through setState.
-func (s *Service) sweepCapacity(live map[string]*sandbox.Sandbox, mark uint64) {
-	h := &s.capacity
-	h.mu.Lock()
-	var leaked []capacityHold
-	for id, hold := range h.holds {
-		if _, ok := live[id]; !ok && hold.seq <= mark {
-			leaked = append(leaked, hold)
-			delete(h.holds, id)
-			s.log.Warn("released host capacity of a sandbox that is no longer live", "sandbox", id)
-		}
-	}
-	h.mu.Unlock()
-	for _, hold := range leaked {
-		hold.release()
-	}
-}
+func (s *Service) releaseCapacity(id string) { s.capacity.Release(id) }
 
 // adoptCapacity accounts for the live sandboxes of this instance found at
 // start-up (they may exceed the capacity if it was lowered).

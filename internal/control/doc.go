@@ -1,7 +1,8 @@
 // Package control is the lifecycle core: sandboxes (create, start,
 // destroy, workspace quotas, rollback), warm pools, leases and their
-// recycling, admission and tenant quotas, the capability probe, and
-// reconciliation with the runtime (orphans, TTLs, stale directories).
+// recycling, admission and tenant quotas, and reconciliation with the
+// runtime (orphans, TTLs, stale directories). The capability probe and
+// the profiles' views are probe's, below control, which holds one Prober.
 // Tenants, API keys and the audit log are internal/tenancy's, above it: it
 // asks control for a tenant's live sandboxes and quota lock (LiveSandboxes,
 // LockTenant); control reads tenants' records from the store for its
@@ -21,7 +22,7 @@
 // It may import driver, store, the agent client and protocol, policy,
 // config, images, imagebuild (for the progress of the background image
 // builds it is given, never to build), admission, diskquota, egress (its
-// policy), netctl, tenant, sandbox and errdefs; it must not import the
+// policy), netctl, probe, tenant, sandbox and errdefs; it must not import the
 // workload packages, tenancy, httpapi or the public client package
 // (internal/layering checks them).
 package control

@@ -51,7 +51,7 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 	if err != nil {
 		return fmt.Errorf("listing containers: %w", err)
 	}
-	mark := s.capacityMark()
+	mark := s.capacity.Mark()
 	records, err := s.store.ListSandboxes(ctx, store.SandboxFilter{States: liveStates})
 	if err != nil {
 		return err
@@ -66,7 +66,9 @@ func (s *Service) Reconcile(ctx context.Context, startup bool) error {
 			mine = append(mine, r)
 		}
 	}
-	s.sweepCapacity(live, mark)
+	for _, id := range s.capacity.Sweep(func(id string) bool { return live[id] != nil }, mark) {
+		s.log.Warn("released host capacity of a sandbox that is no longer live", "sandbox", id)
+	}
 	records = mine
 	byContainer := map[string]driver.Status{}
 	for _, c := range containers {

@@ -22,6 +22,7 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/imagestate"
 	"genesis.dev/sandbox/internal/netctl"
+	"genesis.dev/sandbox/internal/probe"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
 )
@@ -82,19 +83,13 @@ type Service struct {
 	now      func() time.Time
 	obs      Observer
 
-	probeMu sync.Mutex // serializes probe runs
-	capsMu  sync.RWMutex
-	probe   driver.ProbeResult
-	probeOK bool
-	// probeRetries counts the probes in a row that found something
-	// unhealthy (nextProbe; under capsMu).
-	probeRetries uint
+	capabilities *probe.Prober // the driver's probe and the profiles' views (capabilities.go)
 	agentsMu     sync.Mutex
 	agents       map[string]*agentclient.Client
 	createSem    chan struct{}
 	admitMu      sync.Mutex // serializes the capacity check with the record insert
 	admission    *admission.Controller
-	capacity     capacityHolds
+	capacity     admission.Holds  // the host capacity each live sandbox holds
 	net          *netctl.Networks // the egress gateway and the networks of sandboxes
 	hooks        []Hook           // hooks.go; set before Start
 	started      atomic.Bool
@@ -120,10 +115,6 @@ type Service struct {
 	images *imagestate.Images // the profiles' images on this host
 
 	volumes Volumes // volumes.go; nil: none
-
-	// probeFails counts failed probes in a row of runtimes that passed
-	// before (see keepThroughBlips); under capsMu.
-	probeFails map[string]int
 }
 
 // New validates cfg and returns a Service. It has no side effects; call Start.
@@ -184,7 +175,6 @@ func New(cfg Config) (*Service, error) {
 		held:      map[string]heldAgent{},
 		createSem: make(chan struct{}, 4),
 		admission: adm,
-		capacity:  capacityHolds{holds: map[string]capacityHold{}},
 		busy:      map[string]int{},
 		busySync:  map[string]bool{},
 		recycles:  recycleQueue{sem: make(chan struct{}, recycleWorkers)},
@@ -195,6 +185,10 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.net, err = netctl.New(netctl.Config{Settings: cfg.Settings, Driver: cfg.Driver, Store: cfg.Store, SandboxDir: sandboxDir,
 		ProfileImage: s.images.Ref, EgressDir: cfg.EgressDir, InstanceID: cfg.InstanceID, Logger: cfg.Logger, Now: cfg.Now})
+	if err != nil {
+		return nil, err
+	}
+	s.capabilities, err = probe.New(probe.Config{Driver: cfg.Driver, Sandboxer: boxes, Settings: cfg.Settings, Images: s.images, Logger: cfg.Logger, Now: s.now})
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +218,8 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.adoptCapacity(ctx); err != nil {
 		s.log.Error("accounting for the host capacity of existing sandboxes failed", "err", err)
 	}
-	s.probeLoop(loopCtx, s.cfg.Intervals.Probe)
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.capabilities.Run(loopCtx, s.cfg.Intervals.Probe) }()
 	if s.net.Start(ctx) {
 		s.loop(loopCtx, s.cfg.Network.Gateway.HealthInterval, s.net.Check)
 		s.loop(loopCtx, s.cfg.Network.Gateway.EventsInterval, s.net.PullEvents)

@@ -226,7 +226,7 @@ func (s *Service) NewContainer(ctx context.Context, id string, o ContainerOption
 	if o.Image != "" {
 		sb.Image = o.Image
 	}
-	if !s.holdsCapacity(id) {
+	if !s.capacity.Held(id) {
 		// A hibernated sandbox gave its capacity back: it waits for room
 		// again, in its tenant's fair queue.
 		release, err := s.admit(ctx, sb.Tenant, sb.Resources, wakeCapacityWait)

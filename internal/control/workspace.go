@@ -6,9 +6,9 @@ import (
 	"fmt"
 
 	"genesis.dev/sandbox/internal/config"
-	"genesis.dev/sandbox/internal/diskquota"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/probe"
 )
 
 // CodeDiskQuotaUnavailable is the problem code of a create that asks for a
@@ -16,35 +16,13 @@ import (
 const CodeDiskQuotaUnavailable = "disk_quota_unavailable"
 
 // DiskQuotaStatus says whether per-sandbox workspace quotas are enforced.
-type DiskQuotaStatus struct {
-	Enforced bool
-	Method   string
-	Reason   string // why not, when not enforced
-}
+type DiskQuotaStatus = probe.DiskQuotaStatus
 
 // DiskQuota reports whether this host enforces workspace quotas: it needs
 // loop-mounted ext4 on the service's host and a driver that bind-mounts
 // host directories (the probe says so).
 func (s *Service) DiskQuota(ctx context.Context) DiskQuotaStatus {
-	st := DiskQuotaStatus{Method: diskquota.Method}
-	q, ok := s.boxes.(driver.QuotaReporter)
-	if !ok {
-		st.Reason = "driver " + s.driver.Name() + " has no workspace quotas"
-		return st
-	}
-	if ok, why := q.QuotaAvailable(); !ok {
-		st.Reason = why
-		return st
-	}
-	if f := s.Probe(ctx).DiskQuota; !f.Supported {
-		st.Reason = "driver " + s.driver.Name() + " cannot bind a quota-limited workspace"
-		if f.Reason != "" {
-			st.Reason += ": " + f.Reason
-		}
-		return st
-	}
-	st.Enforced = true
-	return st
+	return s.capabilities.DiskQuota(ctx)
 }
 
 // resolveDisk settles the workspace quota of a create: requested (0: the

@@ -145,7 +145,7 @@ var rules = []rule{
 		Forbid: concat(workloads, []string{"internal/httpapi", "internal/tenancy", "client", "cmd/..."}),
 		Only: []string{"internal/driver", "internal/store", "internal/agent/agentclient", "internal/agent/agentproto",
 			"internal/policy", "internal/config", "images", "internal/imagebuild", "internal/admission", "internal/diskquota", "internal/driver/local",
-			"internal/egress", "internal/netctl", "internal/imagestate", "internal/tenant", "internal/sandbox", "internal/errdefs", "internal/nofollow"},
+			"internal/egress", "internal/netctl", "internal/imagestate", "internal/probe", "internal/tenant", "internal/sandbox", "internal/errdefs", "internal/nofollow"},
 	},
 	{
 		Pkg: "internal/netctl",
@@ -432,7 +432,7 @@ var rules = []rule{
 	},
 	{
 		Pkg:      "internal/admission",
-		Why:      "admission is pure scheduling (weighted fair queues over an injected clock): sandbox and errdefs only",
+		Why:      "admission is pure scheduling (weighted fair queues over an injected clock) and the holds of what was granted: sandbox and errdefs only",
 		Only:     []string{"internal/sandbox", "internal/errdefs"},
 		External: []string{},
 	},
@@ -493,6 +493,14 @@ var rules = []rule{
 		Pkg:      "internal/testenv",
 		Why:      "testenv answers what a test's environment has (Docker, the module root): the driver contract, the Docker driver and sandbox only",
 		Only:     []string{"internal/driver", "internal/driver/docker", "internal/sandbox"},
+		External: []string{},
+	},
+	{
+		Pkg: "internal/probe",
+		Why: "probe keeps what this host can run now below control: the driver's capability probe, the profiles' views and readiness; " +
+			"driver, config, imagestate, imagebuild, diskquota (its method's name), sandbox and errdefs only; never control, the store, a workload or an API package",
+		Forbid:   concat(workloads, []string{"internal/control", "internal/store/...", "internal/httpapi", "client", "cmd/..."}),
+		Only:     []string{"internal/driver", "internal/config", "internal/imagestate", "internal/imagebuild", "internal/diskquota", "internal/sandbox", "internal/errdefs"},
 		External: []string{},
 	},
 	{
