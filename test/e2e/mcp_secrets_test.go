@@ -301,9 +301,15 @@ mcp:
 		apiJSON(t, svc, "GET", "/v1/mcp/servers/"+s.ID, nil, &now)
 		return now.State == "stopped" && strings.Contains(now.LastError, "lease released"), fmt.Sprintf("%+v", now)
 	})
-	if sb, err := c.GetSandbox(callCtx(t), s.SandboxID); err == nil && sb.State != "destroyed" {
-		t.Errorf("the server's sandbox after its lease's release: %s", sb.State)
-	}
+	// The release answers before its sandbox is recycled (draining, then
+	// destroyed: docs/architecture.md, leases).
+	eventually(t, callTimeout, "the server's sandbox destroyed after its lease's release", func() (bool, string) {
+		sb, err := c.GetSandbox(callCtx(t), s.SandboxID)
+		if err != nil {
+			return client.IsNotFound(err), err.Error()
+		}
+		return sb.State == "destroyed", sb.State
+	})
 	eventually(t, callTimeout, "the server's container removed", func() (bool, string) {
 		left := sandboxContainers(t, s.SandboxID)
 		return len(left) == 0, fmt.Sprint(left)
