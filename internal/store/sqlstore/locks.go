@@ -66,6 +66,12 @@ func (s *Store) Lock(ctx context.Context, name string) (store.Lock, error) {
 	conn, err := s.writer.Conn(ctx)
 	if err != nil {
 		freeSlot()
+		// The context may end while a connection is dialled (which takes
+		// long on a loaded machine): that is the wait's end, not the
+		// database's failure.
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("lock %s: %w", name, ctx.Err())
+		}
 		return nil, fmt.Errorf("lock %s: %v: %w", name, err, errdefs.ErrUnavailable)
 	}
 	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock(hashtextextended($1, 0))", name); err != nil {
