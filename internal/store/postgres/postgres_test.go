@@ -231,6 +231,9 @@ func TestWaitLocks(t *testing.T) {
 			t.Fatalf("b.Lock with an ended context = %v; want the deadline", err)
 		}
 	}
+	if _, _, err := b.TryLock(ended, "quota:z"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("b.TryLock with an ended context = %v; want the deadline", err)
+	}
 	la.Release()
 
 	// A store holds WaitLockSlots at once; one more waits for a slot.
