@@ -65,13 +65,17 @@ func TestProfileServices(t *testing.T) {
 	}
 	long := waitService(t, svcs, sb.ID, "long", "running", func(s jobs.ServiceState) bool { return s.State == "running" })
 
-	// The crashing service's output is kept like any job's.
+	// The crashing service's output is kept like any job's. st.JobID is
+	// the run that has just started (Restarts counts it): its log is read
+	// to its end (follow), since its output may not be written yet.
 	_, l, err := h.Jobs.JobLog(context.Background(), "", st.JobID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	if err := l.Read(context.Background(), 0, false, func(e jobs.LogEvent) error {
+	rctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := l.Read(rctx, 0, true, func(e jobs.LogEvent) error {
 		if e.Type == jobs.FrameStdout {
 			out.Write(e.Payload)
 		}

@@ -145,7 +145,15 @@ var rules = []rule{
 		Forbid: concat(workloads, []string{"internal/httpapi", "internal/tenancy", "client", "cmd/..."}),
 		Only: []string{"internal/driver", "internal/store", "internal/agent/agentclient", "internal/agent/agentproto",
 			"internal/policy", "internal/config", "images", "internal/imagebuild", "internal/admission", "internal/diskquota", "internal/driver/local",
-			"internal/egress", "internal/netctl", "internal/imagestate", "internal/probe", "internal/tenant", "internal/sandbox", "internal/errdefs", "internal/nofollow"},
+			"internal/egress", "internal/netctl", "internal/imagestate", "internal/probe", "internal/instances", "internal/tenant", "internal/sandbox", "internal/errdefs", "internal/nofollow"},
+	},
+	{
+		Pkg: "internal/instances",
+		Why: "instances is one instance's part in sharing a store below control (its instance lock, the leader, the adoption of gone instances): " +
+			"the store's contract, sandbox and errdefs only; never control, a driver, a workload or an API package",
+		Forbid:   concat(workloads, []string{"internal/control", "internal/driver/...", "internal/httpapi", "client", "cmd/..."}),
+		Only:     []string{"internal/store", "internal/sandbox", "internal/errdefs"},
+		External: []string{},
 	},
 	{
 		Pkg: "internal/netctl",

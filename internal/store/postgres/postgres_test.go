@@ -221,6 +221,19 @@ func TestWaitLocks(t *testing.T) {
 			t.Fatalf("b.Lock of a held lock with a deadline = %v; want the deadline", err)
 		}
 	}
+	// A context that ends before the wait starts (here: already ended; on
+	// a loaded machine: while a new connection is dialled) ends it with its
+	// error too, wherever it finds the call.
+	ended, cancel := context.WithDeadline(ctx, time.Now())
+	defer cancel()
+	for range 20 {
+		if _, err := b.Lock(ended, "quota:y"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("b.Lock with an ended context = %v; want the deadline", err)
+		}
+	}
+	if _, _, err := b.TryLock(ended, "quota:z"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("b.TryLock with an ended context = %v; want the deadline", err)
+	}
 	la.Release()
 
 	// A store holds WaitLockSlots at once; one more waits for a slot.

@@ -26,12 +26,12 @@ func (s *Store) TryLock(ctx context.Context, name string) (store.Lock, bool, err
 	}
 	conn, err := s.writer.Conn(ctx)
 	if err != nil {
-		return nil, false, fmt.Errorf("lock %s: %v: %w", name, err, errdefs.ErrUnavailable)
+		return nil, false, lockError(ctx, name, err)
 	}
 	var ok bool
 	if err := conn.QueryRowContext(ctx, "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", name).Scan(&ok); err != nil {
 		conn.Close()
-		return nil, false, fmt.Errorf("lock %s: %v: %w", name, err, errdefs.ErrUnavailable)
+		return nil, false, lockError(ctx, name, err)
 	}
 	if !ok {
 		conn.Close()
@@ -66,21 +66,29 @@ func (s *Store) Lock(ctx context.Context, name string) (store.Lock, error) {
 	conn, err := s.writer.Conn(ctx)
 	if err != nil {
 		freeSlot()
-		return nil, fmt.Errorf("lock %s: %v: %w", name, err, errdefs.ErrUnavailable)
+		return nil, lockError(ctx, name, err)
 	}
 	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock(hashtextextended($1, 0))", name); err != nil {
 		// A cancelled wait may leave the session in any state: drop it.
 		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 		conn.Close()
 		freeSlot()
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("lock %s: %w", name, ctx.Err())
-		}
-		return nil, fmt.Errorf("lock %s: %v: %w", name, err, errdefs.ErrUnavailable)
+		return nil, lockError(ctx, name, err)
 	}
 	l := &pgLock{conn: conn, name: name, lost: make(chan struct{}), stop: make(chan struct{}), released: freeSlot}
 	go l.watch()
 	return l, nil
+}
+
+// lockError is the error of a lock call that failed with err: the
+// context's error when ctx has ended (also while a connection was being
+// dialled, which takes long on a loaded machine: the caller's wait ended,
+// the database did not fail), else unavailable.
+func lockError(ctx context.Context, name string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("lock %s: %w", name, ctx.Err())
+	}
+	return fmt.Errorf("lock %s: %v: %w", name, err, errdefs.ErrUnavailable)
 }
 
 // pgLock is a session advisory lock held on conn.
