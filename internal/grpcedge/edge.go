@@ -70,6 +70,8 @@ type Edge struct {
 	wl        Workloads
 	metrics   RPCObserver
 	publicURL string
+	// maxMessageBytes bounds a received message, on either transport.
+	maxMessageBytes int
 }
 
 // RPCObserver records one call of the edge: its service's full name, its
@@ -120,6 +122,7 @@ func New(cfg Config) (*Edge, error) {
 // health and reflection.
 func (e *Edge) build(maxMessageBytes int) {
 	e.mux = http.NewServeMux()
+	e.maxMessageBytes = maxMessageBytes
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(&interceptor{edge: e}),
 		connect.WithReadMaxBytes(maxMessageBytes),
