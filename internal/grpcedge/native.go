@@ -17,6 +17,7 @@ import (
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	_ "google.golang.org/grpc/encoding/gzip" // gzip-compressed calls, as connect takes them on the API listener
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
@@ -190,6 +191,7 @@ type bridgeWriter struct {
 	stream      grpc.ServerStream
 	header      http.Header
 	wroteHeader bool
+	sentHeader  bool // Flush sent the header metadata
 	code        int
 	pending     []byte // a frame not yet whole
 	err         error  // the send that failed
@@ -259,8 +261,16 @@ func (w *bridgeWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// Flush: every whole frame is sent when written.
-func (w *bridgeWriter) Flush() {}
+// Flush sends the header metadata if no message has carried it yet (a
+// stream's first message may be long in coming); every whole frame is
+// sent when written.
+func (w *bridgeWriter) Flush() {
+	if !w.wroteHeader || w.sentHeader || w.code != http.StatusOK || w.err != nil {
+		return
+	}
+	w.sentHeader = true
+	_ = w.stream.SendHeader(nil) // fails only once a message has sent it
+}
 
 // finish is the call's end: the status and trailer metadata of the
 // handler's trailers (or of its headers, for a trailers-only answer).

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding/gzip"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
@@ -73,6 +74,11 @@ func TestNativeServerServesTheEdge(t *testing.T) {
 	}
 	if _, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{Service: "nope.Nope"}); status.Code(err) != codes.NotFound {
 		t.Fatalf("health of an unknown service: %v", err)
+	}
+	// A gzip-compressed call is taken, as on the API listener.
+	hres, err = healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.UseCompressor(gzip.Name))
+	if err != nil || hres.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health, gzip: %v %v", hres, err)
 	}
 
 	rs, err := reflectionpb.NewServerReflectionClient(cc).ServerReflectionInfo(ctx)
