@@ -213,8 +213,9 @@ func (f *fakeStream) SetHeader(metadata.MD) error { return nil }
 
 // BenchmarkTransports: a grpc-go client's health check over the main
 // listener's transport (connect on net/http's HTTP/2 in cleartext) and
-// over the native listener's, and GET of an empty answer over HTTP/1.1
-// keep-alive for scale: what each transport costs a small unary call.
+// over the native listener's; the same handler over HTTP/1.1 keep-alive
+// (Connect's unary protocol) and a GET of an empty answer for scale: what
+// each transport costs a small unary call.
 func BenchmarkTransports(b *testing.B) {
 	e, _ := testEdge(b)
 	ctx := context.Background()
@@ -236,6 +237,22 @@ func BenchmarkTransports(b *testing.B) {
 		check(b, dial(b, strings.TrimPrefix(srv.URL, "http://")))
 	})
 	b.Run("grpc-native", func(b *testing.B) { check(b, nativeClient(b, e)) })
+	b.Run("connect-proto-http1", func(b *testing.B) {
+		// The same handler (Connect's unary protocol) over HTTP/1.1.
+		srv := httptest.NewServer(e.Handler())
+		defer srv.Close()
+		for b.Loop() {
+			resp, err := srv.Client().Post(srv.URL+"/grpc.health.v1.Health/Check", "application/proto", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b.Fatal(resp.Status)
+			}
+		}
+	})
 	b.Run("http1-get", func(b *testing.B) {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(`{"status":"ok"}`)) }))
 		defer srv.Close()
