@@ -57,6 +57,12 @@ func (e *Edge) NativeServer() *grpc.Server {
 		grpc.MaxHeaderListSize(1<<20),
 		grpc.ConnectionTimeout(10*time.Second),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 2 * time.Minute}),
+		// Fixed flow-control windows, net/http's (1 MiB per stream and per
+		// connection): they bound what a client may send ahead of a slow
+		// handler, and they switch off grpc-go's bandwidth estimation,
+		// whose PING would add a round of frames to every small call.
+		grpc.InitialWindowSize(1<<20),
+		grpc.InitialConnWindowSize(1<<20),
 	)
 }
 
