@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"genesis.dev/sandbox/internal/assemble"
 	"genesis.dev/sandbox/internal/auth"
 	"genesis.dev/sandbox/internal/config"
@@ -36,7 +38,7 @@ import (
 )
 
 type serveFlags struct {
-	addr, dataDir, apiKey, adminKey, adminKeyFile, configPath, agentBinary, egressBinary, dockerHost, logLevel string
+	addr, grpcAddr, dataDir, apiKey, adminKey, adminKeyFile, configPath, agentBinary, egressBinary, dockerHost, logLevel string
 
 	// buildImages builds the missing profile images in the background.
 	buildImages bool
@@ -46,6 +48,7 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	var f serveFlags
 	fs := flag.NewFlagSet("sandbox-service serve", flag.ContinueOnError)
 	fs.StringVar(&f.addr, "addr", "", "listen address (default from config: 127.0.0.1:8080)")
+	fs.StringVar(&f.grpcAddr, "grpc-addr", os.Getenv("GENESIS_GRPC_ADDR"), "listen address of the native gRPC listener, gRPC only and faster per call than --addr, which serves gRPC too (env GENESIS_GRPC_ADDR; default from config: none)")
 	fs.StringVar(&f.dataDir, "data-dir", "", "data directory for the database, sandbox dirs and agent (default from config: ./.data)")
 	fs.StringVar(&f.apiKey, "api-key", "", "API key of the default tenant (env GENESIS_API_KEY; generated and saved in the data dir if unset)")
 	fs.StringVar(&f.adminKey, "admin-key", "", "key of the built-in admin tenant \"admin\", for the tenant and key API (env GENESIS_ADMIN_KEY; overrides admin_api_key in the config)")
@@ -94,6 +97,9 @@ func serve(ctx context.Context, args []string) error {
 	}
 	if f.addr != "" {
 		cfg.Addr = f.addr
+	}
+	if f.grpcAddr != "" {
+		cfg.GRPCAddr = f.grpcAddr
 	}
 	if f.dataDir != "" {
 		cfg.DataDir = f.dataDir
@@ -224,6 +230,14 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	var gln net.Listener
+	if cfg.GRPCAddr != "" {
+		if gln, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
+			ln.Close()
+			return fmt.Errorf("grpc_addr: %w", err)
+		}
+		defer gln.Close() // closed by its server once served
+	}
 	if err := stack.Start(ctx); err != nil {
 		ln.Close()
 		return err
@@ -269,8 +283,21 @@ func serve(ctx context.Context, args []string) error {
 	}))
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	go func() { errc <- srv.Serve(ln) }()
+	var gsrv *grpc.Server
+	if gln != nil {
+		// gRPC alone on grpc-go's own transport, into the same handlers:
+		// a small call costs less there than over net/http's HTTP/2.
+		gsrv = edge.NativeServer()
+		defer gsrv.Stop()
+		log.Info("gRPC listener", "addr", gln.Addr().String())
+		go func() {
+			if err := gsrv.Serve(gln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				errc <- fmt.Errorf("grpc listener: %w", err)
+			}
+		}()
+	}
 	if cfg.Ports.PreviewListen != "" {
 		pln, err := net.Listen("tcp", cfg.Ports.PreviewListen)
 		if err != nil {
@@ -333,10 +360,21 @@ func serve(ctx context.Context, args []string) error {
 		}
 	}
 	if stopping.Err() != nil { // forced: no wait for open connections either
-		return srv.Close()
+		return srv.Close() // and gsrv.Stop, deferred
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	if gsrv != nil { // its calls may end until the same deadline; Stop cuts what is left
+		done := make(chan struct{})
+		go func() { gsrv.GracefulStop(); close(done) }()
+		defer func() {
+			select {
+			case <-done:
+			case <-sctx.Done():
+				gsrv.Stop()
+			}
+		}()
+	}
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -29,6 +29,10 @@ var defaultYAML []byte
 // Config is the whole service configuration.
 type Config struct {
 	Addr string `yaml:"addr"`
+	// GRPCAddr is the listen address of the native gRPC listener (gRPC
+	// only, on grpc-go's own HTTP/2 transport: the fastest path for gRPC
+	// clients). Empty: none; gRPC is still served on Addr beside HTTP.
+	GRPCAddr string `yaml:"grpc_addr"`
 	// PublicURL is the service's base URL as its callers reach it: every
 	// URL the service hands back (preview links, endpoints, display and
 	// browser links) is built from it, never from a request's Host header.
@@ -571,6 +575,9 @@ func (c *Config) validate(v *problems) {
 	bad := v.add
 	if c.Addr == "" {
 		bad("addr", "must not be empty")
+	}
+	if c.GRPCAddr != "" && c.GRPCAddr == c.Addr {
+		bad("grpc_addr", "must differ from addr (addr serves gRPC too)")
 	}
 	if c.DataDir == "" {
 		bad("data_dir", "must not be empty")

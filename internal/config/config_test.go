@@ -55,6 +55,7 @@ func TestLoadOverlayAndErrors(t *testing.T) {
 		"limits: {max_pids: -1}\n":                                                               "limits.max_pids",
 		"limits: {max_sandboxes: 0}\n":                                                           "limits.max_sandboxes",
 		"bogus_key: 1\n":                                                                         "bogus_key",
+		"addr: 127.0.0.1:7000\ngrpc_addr: 127.0.0.1:7000\n":                                      "grpc_addr",
 		"tenants: {acme: {min_risk_level: meh}}\n":                                               "tenants.acme.min_risk_level",
 		"tenants: {acme: {quotas: {max_sandboxes: -1}}}\n":                                       "tenants.acme.quotas.max_sandboxes",
 		"tenants: {acme: {quotas: {max_cpu: -0.5}}}\n":                                           "tenants.acme.quotas.max_cpu",

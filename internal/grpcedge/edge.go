@@ -30,6 +30,10 @@ import (
 // stream) when Config.MaxMessageBytes is 0.
 const DefaultMaxMessageBytes = 8 << 20
 
+// compressMinBytes is the smallest answer the edge compresses for a
+// client that accepts compression.
+const compressMinBytes = 1 << 10
+
 // Config is what the edge serves over. Control, Jobs, Tenancy and Auth
 // are required.
 type Config struct {
@@ -70,6 +74,8 @@ type Edge struct {
 	wl        Workloads
 	metrics   RPCObserver
 	publicURL string
+	// maxMessageBytes bounds a received message, on either transport.
+	maxMessageBytes int
 }
 
 // RPCObserver records one call of the edge: its service's full name, its
@@ -120,9 +126,15 @@ func New(cfg Config) (*Edge, error) {
 // health and reflection.
 func (e *Edge) build(maxMessageBytes int) {
 	e.mux = http.NewServeMux()
+	e.maxMessageBytes = maxMessageBytes
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(&interceptor{edge: e}),
 		connect.WithReadMaxBytes(maxMessageBytes),
+		// A client that accepts gzip (grpc-java, grpcio and Go's HTTP
+		// client do by default) would have every answer compressed, a
+		// compressor's reset costing more than a small answer's bytes:
+		// only messages of 1 KiB and more are.
+		connect.WithCompressMinBytes(compressMinBytes),
 		connect.WithCodec(strictJSON{name: "json"}),
 		connect.WithCodec(strictJSON{name: "json; charset=utf-8"}),
 		connect.WithRecover(func(ctx context.Context, spec connect.Spec, _ http.Header, v any) error {
@@ -139,7 +151,7 @@ func (e *Edge) build(maxMessageBytes int) {
 	}
 	// Health: every service serves while the instance is ready (as
 	// /readyz), the empty name is the whole server.
-	hp, hh := grpchealth.NewHandler(&healthChecker{edge: e})
+	hp, hh := grpchealth.NewHandler(&healthChecker{edge: e}, connect.WithReadMaxBytes(maxMessageBytes), connect.WithCompressMinBytes(compressMinBytes))
 	e.mux.Handle(hp, hh)
 	// Reflection lists the services above and health (not itself, as
 	// grpc-go's does not); descriptors come from the generated packages'

@@ -30,7 +30,7 @@ const apiPackage = "genesis.sandbox.v1"
 // routing, registration, keys, errors and audit, never of an RPC's work.
 // The key "good" is tenant t1's, "admin" an admin's of tenant ops; the
 // tenants are t1, t2 and ops.
-func testEdge(t *testing.T) (*Edge, *fakeTenancy) {
+func testEdge(t testing.TB) (*Edge, *fakeTenancy) {
 	t.Helper()
 	ft := &fakeTenancy{}
 	keys, err := auth.New(auth.Config{Tenants: ft, Keys: map[string]string{"good": "t1", "admin": "ops"}})

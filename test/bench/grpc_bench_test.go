@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,27 +22,36 @@ import (
 )
 
 // BenchmarkGRPCvsHTTP compares, per runtime and in the same run, the gRPC
-// edge (grpc-go's client, HTTP/2 in cleartext) with the HTTP API on the
-// same listener: the round trip of an exec of `true` on one warm sandbox,
-// the two alternating call by call (GENESIS_BENCH_GRPC_ITERS each, default
-// 300), and a job's log streamed to a client (GENESIS_BENCH_GRPC_STREAM_MIB,
-// default 256): followed live by each, then the finished log replayed.
+// edge (grpc-go's client, HTTP/2 in cleartext) on its native listener
+// (grpc_addr) with the HTTP API (HTTP/1.1 keep-alive): the round trip of an
+// exec of `true` on one warm sandbox, the paths alternating call by call
+// (GENESIS_BENCH_GRPC_ITERS each, default 300), beside the HTTP API over
+// h2c and gRPC on the main listener (both net/http's HTTP/2), and a job's
+// log streamed to a client (GENESIS_BENCH_GRPC_STREAM_MIB, default 256):
+// followed live by each, then the finished log replayed.
 func BenchmarkGRPCvsHTTP(b *testing.B) {
 	s := startService(b)
 	api := newRawAPI(b, s)
 	iters := envInt(b, "GENESIS_BENCH_GRPC_ITERS", 300)
 	total := int64(envInt(b, "GENESIS_BENCH_GRPC_STREAM_MIB", 256)) << 20
 	const warmup = 10
-	cc, err := grpc.NewClient("passthrough:///"+strings.TrimPrefix(s.url, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// gRPC on the native listener (grpc_addr), and on the main listener
+	// beside HTTP (connect on net/http's HTTP/2).
+	cc, err := grpc.NewClient("passthrough:///"+s.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer cc.Close()
+	ccMain, err := grpc.NewClient("passthrough:///"+strings.TrimPrefix(s.url, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ccMain.Close()
 	var protos http.Protocols
 	protos.SetUnencryptedHTTP2(true)
 	h2c := &http.Client{Transport: &http.Transport{Protocols: &protos, DisableCompression: true}}
 	defer h2c.CloseIdleConnections()
-	rtt := NewTable("runtime", "edge", "n", "p50 ms", "p90 ms", "p99 ms", "mean ms", "min ms", "max ms")
+	rtt := NewTable("runtime", "edge", "n", "p50 ms", "p90 ms", "p99 ms", "mean ms", "min ms", "max ms", "service CPU ms/call")
 	thr := NewTable("runtime", "edge", "path", "MiB", "wall s", "MiB/s")
 	s.eachRuntime(b, func(b *testing.B, rt string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
@@ -62,14 +73,17 @@ func BenchmarkGRPCvsHTTP(b *testing.B) {
 			}
 			return err
 		}
-		grpcExec := func() error {
-			var res sandboxv1.ExecResult
-			err := cc.Invoke(gctx, "/genesis.sandbox.v1.ExecService/Exec", &sandboxv1.ExecRequest{SandboxId: sb.ID, Command: []string{"true"}}, &res)
-			if err == nil && res.ExitCode != 0 {
-				err = fmt.Errorf("true exited %d", res.ExitCode)
+		grpcExecOn := func(cc *grpc.ClientConn) func() error {
+			return func() error {
+				var res sandboxv1.ExecResult
+				err := cc.Invoke(gctx, "/genesis.sandbox.v1.ExecService/Exec", &sandboxv1.ExecRequest{SandboxId: sb.ID, Command: []string{"true"}}, &res)
+				if err == nil && res.ExitCode != 0 {
+					err = fmt.Errorf("true exited %d", res.ExitCode)
+				}
+				return err
 			}
-			return err
 		}
+		grpcExec, grpcMainExec := grpcExecOn(cc), grpcExecOn(ccMain)
 		// The HTTP API again over HTTP/2 in cleartext (prior knowledge),
 		// gRPC's transport: what the two edges' difference owes to HTTP/2.
 		h2Exec := func() error {
@@ -77,32 +91,54 @@ func BenchmarkGRPCvsHTTP(b *testing.B) {
 			return err
 		}
 		for range warmup {
-			if err := errors.Join(httpExec(), grpcExec(), h2Exec()); err != nil {
+			if err := errors.Join(httpExec(), grpcExec(), h2Exec(), grpcMainExec()); err != nil {
 				b.Fatalf("warm-up (%s): %v", rt, err)
 			}
 		}
-		var hs, gs, h2s []time.Duration
-		for range iters {
-			t0 := time.Now()
-			if err := httpExec(); err != nil {
-				b.Fatalf("HTTP exec (%s): %v", rt, err)
+		// Rounds of a block of calls per path, each round starting with the
+		// next path, so that no path always follows the same one; the
+		// service's CPU per call of each path from its threads' run time
+		// (schedstat, in ns) over its blocks: less noisy than latency on a
+		// shared host.
+		paths := []struct {
+			name string
+			run  func() error
+			took []time.Duration
+			cpu  time.Duration
+		}{{name: "http", run: httpExec}, {name: "grpc", run: grpcExec}, {name: "http-h2c", run: h2Exec}, {name: "grpc-main-h2c", run: grpcMainExec}}
+		const block = 10
+		pid := s.cmd.Process.Pid
+		for i := range (iters + block - 1) / block {
+			for j := range paths {
+				p := &paths[(i+j)%len(paths)]
+				cpu0, err := threadsRunTime(pid)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for range block {
+					t0 := time.Now()
+					if err := p.run(); err != nil {
+						b.Fatalf("%s exec (%s): %v", p.name, rt, err)
+					}
+					p.took = append(p.took, time.Since(t0))
+				}
+				cpu1, err := threadsRunTime(pid)
+				if err != nil {
+					b.Fatal(err)
+				}
+				p.cpu += cpu1 - cpu0
 			}
-			t1 := time.Now()
-			if err := grpcExec(); err != nil {
-				b.Fatalf("gRPC exec (%s): %v", rt, err)
-			}
-			t2 := time.Now()
-			if err := h2Exec(); err != nil {
-				b.Fatalf("HTTP/2 exec (%s): %v", rt, err)
-			}
-			hs, gs, h2s = append(hs, t1.Sub(t0)), append(gs, t2.Sub(t1)), append(h2s, time.Since(t2))
 		}
-		for _, row := range []struct {
-			edge string
-			s    Summary
-		}{{"http", Summarize(hs)}, {"grpc", Summarize(gs)}, {"http-h2c", Summarize(h2s)}} {
+		for _, p := range paths {
+			row := struct {
+				edge string
+				s    Summary
+			}{p.name, Summarize(p.took)}
 			reportSummary(b, row.edge+"-", row.s)
-			rtt.Row(rt, row.edge, strconv.Itoa(row.s.N), FormatMs(row.s.P50), FormatMs(row.s.P90), FormatMs(row.s.P99), FormatMs(row.s.Mean), FormatMs(row.s.Min), FormatMs(row.s.Max))
+			cpu := Ms(p.cpu) / float64(len(p.took))
+			b.ReportMetric(cpu, row.edge+"-service-cpu-ms")
+			rtt.Row(rt, row.edge, strconv.Itoa(row.s.N), FormatMs(row.s.P50), FormatMs(row.s.P90), FormatMs(row.s.P99), FormatMs(row.s.Mean), FormatMs(row.s.Min), FormatMs(row.s.Max),
+				fmt.Sprintf("%.3f", cpu))
 		}
 
 		req, _, err := bulkJob(ctx, s, api, sb.ID, total)
@@ -215,4 +251,32 @@ func grpcLog(ctx context.Context, cc *grpc.ClientConn, jobID string, follow bool
 		return 0, errors.New("the stream ended without an exit event")
 	}
 	return next[0] + next[1], nil
+}
+
+// threadsRunTime is the CPU time all threads of process pid have run so
+// far, from each thread's schedstat (nanoseconds, unlike /proc/pid/stat's
+// 10 ms ticks). A thread that ended in between is not counted.
+func threadsRunTime(pid int) (time.Duration, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var sum time.Duration
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "schedstat"))
+		if err != nil {
+			continue // the thread ended
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 1 {
+			return 0, fmt.Errorf("%s/%s/schedstat: malformed", dir, t.Name())
+		}
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s/%s/schedstat: %v", dir, t.Name(), err)
+		}
+		sum += time.Duration(ns)
+	}
+	return sum, nil
 }

@@ -110,12 +110,16 @@ func binDir(tb testing.TB) string {
 // service is one sandbox-service subprocess and a client for it. It tracks
 // the sandboxes created through it so that stop can remove them.
 type service struct {
-	cmd      *exec.Cmd
-	exited   chan struct{}
-	base     string // temp dir holding config, log and data dir
-	dataDir  string
-	logPath  string
-	url      string // http://127.0.0.1:port
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	base    string // temp dir holding config, log and data dir
+	dataDir string
+	logPath string
+	url     string // http://127.0.0.1:port
+	// grpcAddr is where its gRPC clients dial: its native gRPC listener
+	// (grpc_addr), or url's address for a build without one (a baseline
+	// older than it).
+	grpcAddr string
 	key      string // API key of the default tenant
 	client   *client.Client
 	http     *http.Client
@@ -198,10 +202,17 @@ func startServiceFrom(tb testing.TB, dir, extraConfig, logLevel string) *service
 	if err != nil {
 		tb.Fatal(err)
 	}
+	gaddr, err := freeLoopbackAddr()
+	if err != nil {
+		tb.Fatal(err)
+	}
 	key := randomKey(tb)
 	s.cmd = exec.Command(filepath.Join(dir, "sandbox-service"), "serve",
 		"--addr", addr, "--data-dir", s.dataDir, "--api-key", key,
 		"--config", cfgPath, "--log-level", logLevel)
+	// The environment, not --grpc-addr: a baseline build without the
+	// native gRPC listener ignores it (and is dialled on addr).
+	s.cmd.Env = append(os.Environ(), "GENESIS_GRPC_ADDR="+gaddr)
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := s.cmd.Start(); err != nil {
@@ -214,6 +225,13 @@ func startServiceFrom(tb testing.TB, dir, extraConfig, logLevel string) *service
 
 	if err := s.waitReady(); err != nil {
 		tb.Fatalf("sandbox-service not ready: %v\n%s", err, s.logTail())
+	}
+	// A build with the native gRPC listener listens on it before it is
+	// ready.
+	s.grpcAddr = addr
+	if c, err := net.DialTimeout("tcp", gaddr, time.Second); err == nil {
+		c.Close()
+		s.grpcAddr = gaddr
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()

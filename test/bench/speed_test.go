@@ -251,7 +251,7 @@ func verdict(s Summary, p50max, p99max time.Duration) string {
 
 // grpcExec returns a call of ExecService/Exec of `true` in sandbox id of s.
 func grpcExec(b *testing.B, s *service, id string) func(ctx context.Context) error {
-	cc, err := grpc.NewClient("passthrough:///"+strings.TrimPrefix(s.url, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient("passthrough:///"+s.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -37,12 +36,7 @@ type gfClient struct {
 
 func newGFClient(t *testing.T, svc *service, key string) *gfClient {
 	t.Helper()
-	conn, err := grpc.NewClient("passthrough:///"+svc.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return &gfClient{t: t, conn: conn, key: key}
+	return &gfClient{t: t, conn: grpcConn(t, svc), key: key}
 }
 
 // ctx is a call context with the client's key and the harness's deadline.

@@ -40,10 +40,23 @@ const (
 	execSvc    = "/genesis.sandbox.v1.ExecService/"
 )
 
-// grpcConn dials the service's API listener with HTTP/2 in cleartext.
+// grpcConn dials the service's native gRPC listener (--grpc-addr) with
+// HTTP/2 in cleartext.
 func grpcConn(t *testing.T, svc *service) *grpc.ClientConn {
 	t.Helper()
-	cc, err := grpc.NewClient("passthrough:///"+svc.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return dialGRPC(t, svc.grpcAddr)
+}
+
+// grpcMainConn dials the service's API listener, which serves gRPC beside
+// HTTP, with HTTP/2 in cleartext.
+func grpcMainConn(t *testing.T, svc *service) *grpc.ClientConn {
+	t.Helper()
+	return dialGRPC(t, svc.addr)
+}
+
+func dialGRPC(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,26 +110,49 @@ func TestGRPC(t *testing.T) {
 		fmt.Sprintf("limits: {max_output_bytes: %d}\n", slowReaderBytes))
 	e.requireImage(t, "code-python-basic")
 	svc := e.start(t)
-	cc := grpcConn(t, svc)
+	// Most calls go to the native gRPC listener; the API listener serves
+	// the same handlers over net/http's HTTP/2 (health, keys, an exec and
+	// a resumed log stream below).
+	cc, ccMain := grpcConn(t, svc), grpcMainConn(t, svc)
 
-	t.Run("health", func(t *testing.T) {
+	for _, l := range []struct {
+		name string
+		cc   *grpc.ClientConn
+	}{{"native", cc}, {"main-listener", ccMain}} {
+		t.Run(l.name+"/health", func(t *testing.T) {
+			t.Parallel()
+			res, err := healthpb.NewHealthClient(l.cc).Check(callCtx(t), &healthpb.HealthCheckRequest{})
+			if err != nil || res.Status != healthpb.HealthCheckResponse_SERVING {
+				t.Fatalf("health: %v %v", res, err)
+			}
+			_, err = healthpb.NewHealthClient(l.cc).Check(callCtx(t), &healthpb.HealthCheckRequest{Service: "no.such.Service"})
+			if status.Code(err) != codes.NotFound {
+				t.Fatalf("health of an unknown service: %v, want NotFound", err)
+			}
+		})
+		t.Run(l.name+"/wrong-key", func(t *testing.T) {
+			t.Parallel()
+			var out sandboxv1.ListProfilesResponse
+			err := l.cc.Invoke(withKey(callCtx(t), "not-a-key"), sandboxSvc+"ListProfiles", &sandboxv1.ListProfilesRequest{}, &out)
+			wantCode(t, "wrong key", err, codes.Unauthenticated, "unauthenticated")
+			err = l.cc.Invoke(callCtx(t), sandboxSvc+"ListProfiles", &sandboxv1.ListProfilesRequest{}, &out)
+			wantCode(t, "no key", err, codes.Unauthenticated, "unauthenticated")
+		})
+	}
+	t.Run("native/not-the-http-api", func(t *testing.T) {
 		t.Parallel()
-		res, err := healthpb.NewHealthClient(cc).Check(callCtx(t), &healthpb.HealthCheckRequest{})
-		if err != nil || res.Status != healthpb.HealthCheckResponse_SERVING {
-			t.Fatalf("health: %v %v", res, err)
+		// The native listener serves the gRPC services only.
+		resp, err := http.Get("http://" + svc.grpcAddr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				t.Fatalf("GET /healthz on the gRPC listener: %s", resp.Status)
+			}
 		}
-		_, err = healthpb.NewHealthClient(cc).Check(callCtx(t), &healthpb.HealthCheckRequest{Service: "no.such.Service"})
-		if status.Code(err) != codes.NotFound {
-			t.Fatalf("health of an unknown service: %v, want NotFound", err)
+		err = cc.Invoke(withKey(callCtx(t), e.apiKey), "/genesis.sandbox.v1.NoSuchService/Get", &sandboxv1.GetSandboxRequest{}, &sandboxv1.Sandbox{})
+		if status.Code(err) != codes.Unimplemented {
+			t.Fatalf("an unknown service: %v, want Unimplemented", err)
 		}
-	})
-	t.Run("wrong-key", func(t *testing.T) {
-		t.Parallel()
-		var out sandboxv1.ListProfilesResponse
-		err := cc.Invoke(withKey(callCtx(t), "not-a-key"), sandboxSvc+"ListProfiles", &sandboxv1.ListProfilesRequest{}, &out)
-		wantCode(t, "wrong key", err, codes.Unauthenticated, "unauthenticated")
-		err = cc.Invoke(callCtx(t), sandboxSvc+"ListProfiles", &sandboxv1.ListProfilesRequest{}, &out)
-		wantCode(t, "no key", err, codes.Unauthenticated, "unauthenticated")
 	})
 	t.Run("connect-json", func(t *testing.T) { testConnectJSON(t, svc) })
 	t.Run("grpc-web", func(t *testing.T) { testGRPCWeb(t, svc) })
@@ -141,7 +177,8 @@ func TestGRPC(t *testing.T) {
 			}
 		}
 	})
-	t.Run("reflection", func(t *testing.T) { testBufCurl(t, svc) })
+	t.Run("reflection", func(t *testing.T) { testBufCurl(t, svc, svc.url()) })
+	t.Run("native/reflection", func(t *testing.T) { testBufCurl(t, svc, "http://"+svc.grpcAddr) })
 	for _, rt := range e.runtimes(t) {
 		t.Run(rt, func(t *testing.T) {
 			t.Parallel()
@@ -159,6 +196,8 @@ func TestGRPC(t *testing.T) {
 			}
 			t.Run("exec", func(t *testing.T) { testGRPCExec(t, ctx, cc, sb.Id) })
 			t.Run("log-resume", func(t *testing.T) { testGRPCLogResume(t, ctx, cc, sb.Id) })
+			t.Run("main-listener/exec", func(t *testing.T) { testGRPCExec(t, ctx, ccMain, sb.Id) })
+			t.Run("main-listener/log-resume", func(t *testing.T) { testGRPCLogResume(t, ctx, ccMain, sb.Id) })
 			t.Run("stdin-sort", func(t *testing.T) { testGRPCStdinSort(t, ctx, cc, sb.Id) })
 			t.Run("attach", func(t *testing.T) { testGRPCAttach(t, ctx, cc, sb.Id) })
 			t.Run("slow-reader", func(t *testing.T) { testGRPCSlowReader(t, ctx, cc, svc, sb.Id) })
@@ -546,8 +585,9 @@ func testConnectJSON(t *testing.T, svc *service) {
 }
 
 // testBufCurl lists the services through server reflection with buf curl
-// (tools/proto's pinned buf, installed by make test-deps) and calls one.
-func testBufCurl(t *testing.T, svc *service) {
+// (tools/proto's pinned buf, installed by make test-deps) and calls one, at
+// base: the API listener's URL or the native gRPC listener's.
+func testBufCurl(t *testing.T, svc *service, base string) {
 	t.Parallel()
 	buf := filepath.Join(testenv.ModuleRoot(t), "tools", "proto", "node_modules", ".bin", "buf")
 	if _, err := os.Stat(buf); err != nil {
@@ -563,17 +603,17 @@ func testBufCurl(t *testing.T, svc *service) {
 		}
 		return out
 	}
-	list := string(run("--list-services", svc.url()))
+	list := string(run("--list-services", base))
 	for _, want := range []string{"genesis.sandbox.v1.SandboxService", "genesis.sandbox.v1.ExecService", "grpc.health.v1.Health"} {
 		if !strings.Contains(list, want) {
 			t.Fatalf("reflection lists %q, not %s", list, want)
 		}
 	}
-	methods := string(run("--list-methods", svc.url()))
+	methods := string(run("--list-methods", base))
 	if !strings.Contains(methods, "genesis.sandbox.v1.ExecService/StreamJobLogs") {
 		t.Fatalf("reflection lists the methods %q", methods)
 	}
-	out := run("-H", "Authorization: Bearer "+svc.e.apiKey, "--data", "{}", svc.url()+sandboxSvc+"ListProfiles")
+	out := run("-H", "Authorization: Bearer "+svc.e.apiKey, "--data", "{}", base+sandboxSvc+"ListProfiles")
 	var res struct {
 		Profiles []struct{ Name string } `json:"profiles"`
 	}

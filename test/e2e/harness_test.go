@@ -146,10 +146,12 @@ func (e *env) requireImage(t *testing.T, profile string) {
 type service struct {
 	e    *env
 	addr string
-	cmd  *exec.Cmd
-	log  *lockedBuffer
-	done chan struct{} // closed when the process has exited
-	err  error         // Wait's result, valid after done
+	// grpcAddr is the native gRPC listener's address (--grpc-addr).
+	grpcAddr string
+	cmd      *exec.Cmd
+	log      *lockedBuffer
+	done     chan struct{} // closed when the process has exited
+	err      error         // Wait's result, valid after done
 }
 
 // lockedBuffer collects the service's output from its writer goroutines.
@@ -203,13 +205,17 @@ func (e *env) startOnce(t *testing.T) (*service, error) {
 	if err != nil {
 		return nil, err
 	}
+	gaddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
 	runtimes := e.runtimes(t)
-	args := []string{"serve", "--addr", addr, "--data-dir", e.dataDir, "--api-key", e.apiKey}
+	args := []string{"serve", "--addr", addr, "--grpc-addr", gaddr, "--data-dir", e.dataDir, "--api-key", e.apiKey}
 	if e.config != "" {
 		args = append(args, "--config", e.config)
 	}
 	args = append(args, e.serveArgs...)
-	s := &service{e: e, addr: addr, log: &lockedBuffer{}, done: make(chan struct{})}
+	s := &service{e: e, addr: addr, grpcAddr: gaddr, log: &lockedBuffer{}, done: make(chan struct{})}
 	s.cmd = exec.Command(filepath.Join(binDir, "sandbox-service"), args...)
 	s.cmd.Env = append(os.Environ(), "GENESIS_CONFIG=", "GENESIS_API_KEY=")
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log

@@ -27,10 +27,10 @@ import (
 )
 
 // TestGRPCOnPlane: the service with driver kubernetes answers the
-// official grpc-go client in cleartext HTTP/2 (h2c) on the one port that
-// also serves its HTTP API — the port deploy/kubernetes's Service
-// forwards (checked below against the manifest: the Service's only port
-// targets the container's API port and declares kubernetes.io/h2c). Over
+// official grpc-go client in cleartext HTTP/2 (h2c) on the port that
+// also serves its HTTP API — a port deploy/kubernetes's Service forwards
+// (checked below against the manifest: each Service port targets the
+// container port its flag listens on and declares kubernetes.io/h2c). Over
 // it: health, then create → exec → delete of a sandbox that is a Pod of
 // the plane (its kernel is the node's; its Pod goes with the delete).
 func TestGRPCOnPlane(t *testing.T) {
@@ -124,19 +124,24 @@ func checkServicePortH2C(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if dep == nil || svc == nil || len(svc.Spec.Ports) != 1 || len(dep.Spec.Template.Spec.Containers) == 0 {
-		t.Fatalf("deploy/kubernetes/50-deployment.yaml: want a Deployment and a Service of one port")
+	if dep == nil || svc == nil || len(svc.Spec.Ports) != 2 || len(dep.Spec.Template.Spec.Containers) == 0 {
+		t.Fatalf("deploy/kubernetes/50-deployment.yaml: want a Deployment and a Service of two ports (http, grpc)")
 	}
-	p := svc.Spec.Ports[0]
 	c := dep.Spec.Template.Spec.Containers[0]
-	var container *corev1.ContainerPort
-	for i := range c.Ports {
-		if (p.TargetPort.Type == intstr.String && c.Ports[i].Name == p.TargetPort.StrVal) || (p.TargetPort.Type == intstr.Int && c.Ports[i].ContainerPort == p.TargetPort.IntVal) {
-			container = &c.Ports[i]
+	// Each Service port declares h2c and targets the container port its
+	// flag listens on: http the API's (--addr), grpc the native gRPC
+	// listener's (--grpc-addr).
+	for _, p := range svc.Spec.Ports {
+		flag := map[string]string{"http": "--addr", "grpc": "--grpc-addr"}[p.Name]
+		var container *corev1.ContainerPort
+		for i := range c.Ports {
+			if (p.TargetPort.Type == intstr.String && c.Ports[i].Name == p.TargetPort.StrVal) || (p.TargetPort.Type == intstr.Int && c.Ports[i].ContainerPort == p.TargetPort.IntVal) {
+				container = &c.Ports[i]
+			}
 		}
-	}
-	if p.AppProtocol == nil || *p.AppProtocol != "kubernetes.io/h2c" || container == nil ||
-		!strings.Contains(strings.Join(c.Args, " "), "--addr 0.0.0.0:"+strconv.Itoa(int(container.ContainerPort))) {
-		t.Fatalf("the Service's port %+v must declare kubernetes.io/h2c and target the port the service listens on (container ports %+v, args %v)", p, c.Ports, c.Args)
+		if flag == "" || p.AppProtocol == nil || *p.AppProtocol != "kubernetes.io/h2c" || container == nil ||
+			!strings.Contains(strings.Join(c.Args, " "), flag+" 0.0.0.0:"+strconv.Itoa(int(container.ContainerPort))) {
+			t.Fatalf("the Service's port %+v must declare kubernetes.io/h2c and target the port the service listens on (container ports %+v, args %v)", p, c.Ports, c.Args)
+		}
 	}
 }
