@@ -19,6 +19,10 @@ import (
 // (httpapi.Config.ServerTiming), in the order it writes them.
 var execHops = []string{"pre", "attach", "record", "agent", "finish", "handler"}
 
+// execParts are the parts of record and finish in the Server-Timing
+// header; a build that does not write them (an older baseline) shows 0.
+var execParts = []string{"rec-job", "rec-trace", "rec-log", "fin-job", "fin-trace", "fin-log"}
+
 // BenchmarkExecHops measures, per runtime, sequential execs of `true`
 // through the HTTP API on one running sandbox (GENESIS_BENCH_EXEC_ITERS,
 // default 500) and where their time goes: the service runs with
@@ -43,6 +47,7 @@ func BenchmarkExecHops(b *testing.B) {
 	const warmup = 20
 	rtt := NewTable("runtime", "build", "n", "p50 ms", "p90 ms", "p99 ms", "mean ms", "min ms", "max ms")
 	hops := NewTable(append([]string{"runtime", "percentile"}, append(execHops, "outside", "total")...)...)
+	parts := NewTable(append([]string{"runtime", "percentile"}, execParts...)...)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute, DisableCompression: true}}
 	defer hc.CloseIdleConnections()
 	s.eachRuntime(b, func(b *testing.B, rt string) {
@@ -90,7 +95,7 @@ func BenchmarkExecHops(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				for _, h := range execHops {
+				for _, h := range append(execHops, execParts...) {
 					perHop[h] = append(perHop[h], m[h])
 				}
 				perHop["outside"] = append(perHop["outside"], d-m["handler"])
@@ -119,10 +124,16 @@ func BenchmarkExecHops(b *testing.B) {
 				}
 			}
 			hops.Row(row...)
+			row = []string{rt, p.name}
+			for _, h := range execParts {
+				row = append(row, FormatMs(p.of(Summarize(perHop[h]))))
+			}
+			parts.Row(row...)
 		}
 	})
 	printTable("exec `true` round trip over HTTP, alternating builds call by call, ms", rtt)
 	printTable("where an exec's time goes (current build; Server-Timing), ms; each column is its own percentile", hops)
+	printTable("the parts of record and finish (current build; Server-Timing), ms; each column is its own percentile", parts)
 }
 
 // rawExecTrue runs `true` in sandbox id over the HTTP API and returns the
