@@ -10,10 +10,13 @@ import (
 
 // The checkpointer's pace: after a checkpoint that moved pages it looks
 // again after checkpointMinPause; with nothing to move the pause doubles
-// up to checkpointMaxPause, so an idle service wakes rarely.
+// up to checkpointMaxPause, so an idle service wakes rarely. Half a second
+// lets a busy service's rewrites of the same pages (an index's leaf, the
+// audit table's last page) coalesce in the WAL, as SQLite's own threshold
+// of 1000 frames did, rather than be copied and synced every few commits.
 const (
-	checkpointMinPause = 100 * time.Millisecond
-	checkpointMaxPause = 2 * time.Second
+	checkpointMinPause = 500 * time.Millisecond
+	checkpointMaxPause = 4 * time.Second
 )
 
 // checkpointer copies the WAL's pages into the database file off the write
