@@ -139,6 +139,11 @@ type part struct {
 	close func() error
 }
 
+// jobLogSpares is how many empty job log files the job log store keeps
+// ready (joblog.Store.KeepSpares): more than the execs that start at once
+// between two refills.
+const jobLogSpares = 32
+
 // drainer is a part with work of its own in the sandboxes (recordings, MCP
 // servers' own leases) that must end before they are drained or handed
 // over.
@@ -252,6 +257,13 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Spare files for new job logs: a synchronous exec renames one into
+	// place instead of creating its log on the exec's path. Closed after
+	// the jobs, which write the logs.
+	if err := logs.KeepSpares(jobLogSpares); err != nil {
+		return nil, err
+	}
+	s.add("job logs", logs)
 	if err := jobs.InstallKernel(c.AgentDir); err != nil {
 		return nil, err
 	}

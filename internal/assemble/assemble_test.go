@@ -65,7 +65,8 @@ func names(s *Stack, has func(part) bool) []string {
 // trace ends a sandbox's trace, the E2B adapter closed (its auto-pauses
 // finished) before the snapshots, the snapshots closed (idle hibernations
 // finished) before the managers they use, the recorders (browser, desktop) and the
-// job followers closed before the trace and the control service.
+// job followers closed before the trace and the control service, and
+// the job logs (their spare files) after the jobs that write them.
 func TestOneOrderedList(t *testing.T) {
 	t.Parallel()
 	s := build(t, nil)
@@ -78,7 +79,7 @@ func TestOneOrderedList(t *testing.T) {
 		t.Errorf("hooks in the order %v, want %v", hooks, wantHooks)
 	}
 	closers := names(s, func(p part) bool { return p.close != nil })
-	wantClosers := []string{"control", "tenancy", "trace", "jobs", "services", "browser", "desktop", "mcp-servers", "snapshots", "mcp-serve", "e2b"}
+	wantClosers := []string{"control", "tenancy", "trace", "job logs", "jobs", "services", "browser", "desktop", "mcp-servers", "snapshots", "mcp-serve", "e2b"}
 	if !slices.Equal(closers, wantClosers) {
 		t.Errorf("parts with a Close %v, want %v", closers, wantClosers)
 	}

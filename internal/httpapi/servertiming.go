@@ -14,8 +14,9 @@ import (
 // synchronous exec's time goes and returns the func that writes it, before
 // the answer, as a Server-Timing header (durations in ms): pre (the root
 // handler to the exec handler: routing, the key check, the body), attach,
-// record, agent and finish (jobs.ExecTimings), and handler (the root
-// handler to the header). Without it ctx is r's and the func does nothing.
+// record, agent and finish (jobs.ExecTimings), handler (the root handler
+// to the header), then the parts of record and finish: rec-job, rec-trace,
+// rec-log, fin-job, fin-trace and fin-log. Without it ctx is r's and the func does nothing.
 func (s *Server) execTimings(r *http.Request) (context.Context, func(http.ResponseWriter)) {
 	start, ok := r.Context().Value(startKey).(time.Time)
 	if !s.serverTiming || !ok {
@@ -28,7 +29,9 @@ func (s *Server) execTimings(r *http.Request) (context.Context, func(http.Respon
 		for i, m := range []struct {
 			name string
 			d    time.Duration
-		}{{"pre", pre}, {"attach", t.Attach}, {"record", t.Record}, {"agent", t.Agent}, {"finish", t.Finish}, {"handler", time.Since(start)}} {
+		}{{"pre", pre}, {"attach", t.Attach}, {"record", t.Record}, {"agent", t.Agent}, {"finish", t.Finish}, {"handler", time.Since(start)},
+			{"rec-job", t.RecordJob}, {"rec-trace", t.RecordTrace}, {"rec-log", t.RecordLog},
+			{"fin-job", t.FinishJob}, {"fin-trace", t.FinishTrace}, {"fin-log", t.FinishLog}} {
 			if i > 0 {
 				b.WriteString(", ")
 			}

@@ -52,6 +52,18 @@ func TestServerTiming(t *testing.T) {
 		}
 		sum += hops[h]
 	}
+	for lap, parts := range map[string][]string{"record": {"rec-job", "rec-trace", "rec-log"}, "finish": {"fin-job", "fin-trace", "fin-log"}} {
+		psum := 0.0
+		for _, p := range parts {
+			if _, ok := hops[p]; !ok {
+				t.Fatalf("Server-Timing %q has no %s", resp.Header.Get("Server-Timing"), p)
+			}
+			psum += hops[p]
+		}
+		if hops[parts[0]] <= 0 || psum > hops[lap]+0.01 {
+			t.Errorf("Server-Timing %q: the job's row took no time, or the parts of %s add up to more than it", resp.Header.Get("Server-Timing"), lap)
+		}
+	}
 	if hops["agent"] <= 0 || hops["handler"] < sum-0.01 {
 		t.Errorf("Server-Timing %q: the agent took no time, or the hops add up to more than the handler", resp.Header.Get("Server-Timing"))
 	}

@@ -21,8 +21,9 @@ import (
 type Store struct {
 	dir string
 
-	mu   sync.Mutex
-	logs map[string]*Log // open logs (being written or followed)
+	mu     sync.Mutex
+	logs   map[string]*Log // open logs (being written or followed)
+	spares *spares         // nil without KeepSpares
 }
 
 // Open returns a Store rooted at dir (created if missing).
@@ -99,7 +100,7 @@ func (h *headerReader) header(off int64) ([]byte, error) {
 const maxKeptWriteBuffer = 4 << 20
 
 // Get opens (or returns the already open) log of jobID, creating the file if
-// create is set. On open it scans the file, drops a torn final frame left by
+// create is set (from a spare, if the store keeps them). On open it scans the file, drops a torn final frame left by
 // a crash, and recovers the stream offsets.
 func (s *Store) Get(jobID string, create bool) (*Log, error) {
 	s.mu.Lock()
@@ -108,6 +109,13 @@ func (s *Store) Get(jobID string, create bool) (*Log, error) {
 		return l, nil
 	}
 	p := s.path(jobID)
+	if create && s.spares != nil {
+		if f, ok := s.spares.take(p); ok { // a new, empty log: nothing to recover
+			l := &Log{path: p, f: f, changed: make(chan struct{})}
+			s.logs[jobID] = l
+			return l, nil
+		}
+	}
 	flags := os.O_RDWR
 	if create {
 		flags |= os.O_CREATE

@@ -151,12 +151,15 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	if err := s.store.CreateJob(ctx, job); err != nil {
 		return nil, err
 	}
+	sw.split(partRecordJob)
 	s.traceJob(ctx, job, trace.KindJobStarted, trace.ActorAgent)
+	sw.split(partRecordTrace)
 	// The log exists while the job runs, so it can be opened and followed
 	// like a background job's; the output is appended when the job ends.
 	if _, err := s.logs.Get(job.ID, true); err != nil {
 		s.log.Warn("creating job log", "job", job.ID, "err", err)
 	}
+	sw.split(partRecordLog)
 	s.setExecing(job.ID, true)
 	defer s.setExecing(job.ID, false)
 	if err := s.arts.Plan(ctx, job, in.Artifacts); err != nil {
@@ -197,8 +200,10 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 		s.logs.Release(job.ID)
 		return nil, err
 	}
+	sw.split(partFinishJob)
 	s.jobEnded(job.ID)
 	s.traceJob(ctx, final, trace.KindJobFinished, trace.ActorSystem)
+	sw.split(partFinishTrace)
 	// Artifacts are kept, and the log written, after the record is final,
 	// so a reader that sees the exit event also sees both. A job that
 	// asked for none has no collection record to read.
@@ -206,6 +211,7 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 		s.arts.Collect(context.WithoutCancel(ctx), job.ID)
 	}
 	s.writeSyncLog(job.ID, res)
+	sw.split(partFinishLog)
 	sw.lap(lapFinish)
 	return &ExecOutput{Job: final, Stdout: res.Stdout, Stderr: res.Stderr, DurationMS: res.DurationMS}, nil
 }

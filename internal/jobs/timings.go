@@ -21,6 +21,12 @@ type ExecTimings struct {
 	// Finish is the job's final record, its trace event, its artifacts
 	// and its log.
 	Finish time.Duration
+	// The parts of Record and Finish: the job's row (its insert, its
+	// final update), its trace events and its log (the log's opening, the
+	// output's append and the log's release). The rest of each lap is
+	// bookkeeping.
+	RecordJob, RecordTrace, RecordLog time.Duration
+	FinishJob, FinishTrace, FinishLog time.Duration
 }
 
 type timingsKey struct{}
@@ -34,7 +40,8 @@ func WithExecTimings(ctx context.Context, t *ExecTimings) context.Context {
 // asked for) does nothing.
 type stopwatch struct {
 	t    *ExecTimings
-	last time.Time
+	last time.Time // the previous lap
+	part time.Time // the previous lap or part
 }
 
 func startStopwatch(ctx context.Context) stopwatch {
@@ -42,7 +49,8 @@ func startStopwatch(ctx context.Context) stopwatch {
 	if t == nil {
 		return stopwatch{}
 	}
-	return stopwatch{t: t, last: time.Now()}
+	now := time.Now()
+	return stopwatch{t: t, last: now, part: now}
 }
 
 // lap adds the time since the previous lap to *field(t).
@@ -52,10 +60,28 @@ func (w *stopwatch) lap(field func(*ExecTimings) *time.Duration) {
 	}
 	now := time.Now()
 	*field(w.t) += now.Sub(w.last)
-	w.last = now
+	w.last, w.part = now, now
+}
+
+// split adds the time since the previous lap or split to *field(t), a
+// part of the lap under way.
+func (w *stopwatch) split(field func(*ExecTimings) *time.Duration) {
+	if w.t == nil {
+		return
+	}
+	now := time.Now()
+	*field(w.t) += now.Sub(w.part)
+	w.part = now
 }
 
 func lapAttach(t *ExecTimings) *time.Duration { return &t.Attach }
 func lapRecord(t *ExecTimings) *time.Duration { return &t.Record }
 func lapAgent(t *ExecTimings) *time.Duration  { return &t.Agent }
 func lapFinish(t *ExecTimings) *time.Duration { return &t.Finish }
+
+func partRecordJob(t *ExecTimings) *time.Duration   { return &t.RecordJob }
+func partRecordTrace(t *ExecTimings) *time.Duration { return &t.RecordTrace }
+func partRecordLog(t *ExecTimings) *time.Duration   { return &t.RecordLog }
+func partFinishJob(t *ExecTimings) *time.Duration   { return &t.FinishJob }
+func partFinishTrace(t *ExecTimings) *time.Duration { return &t.FinishTrace }
+func partFinishLog(t *ExecTimings) *time.Duration   { return &t.FinishLog }

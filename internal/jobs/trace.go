@@ -16,6 +16,52 @@ func (s *Manager) traceJob(ctx context.Context, j *sandbox.Job, kind trace.Kind,
 	if s.trace == nil || j == nil {
 		return
 	}
+	b, err := jobEventData(j, kind)
+	if err != nil {
+		return
+	}
+	s.trace.Record(context.WithoutCancel(ctx), j.Tenant, j.SandboxID, trace.Event{Actor: actor, Kind: kind, Data: b})
+}
+
+// jobEvent is the data of a job's trace event, its fields in the order of
+// their names, as jobEventMap's keys are written.
+type jobEvent struct {
+	Command    []string           `json:"command,omitempty"`
+	DurationMS *int64             `json:"duration_ms,omitempty"`
+	Error      string             `json:"error,omitempty"`
+	ExitCode   *int               `json:"exit_code,omitempty"`
+	ExitReason sandbox.ExitReason `json:"exit_reason,omitempty"`
+	JobID      string             `json:"job_id"`
+	Mode       sandbox.JobMode    `json:"mode"`
+	Script     string             `json:"script,omitempty"`
+	State      *sandbox.JobState  `json:"state,omitempty"` // set for a job's end, empty or not
+}
+
+// jobEventData is the data of j's trace event of kind: jobEventMap's, but
+// without building and sorting a map on every exec, except for a script
+// too long to keep.
+func jobEventData(j *sandbox.Job, kind trace.Kind) ([]byte, error) {
+	if len(j.Script) > trace.MaxDataBytes/4 {
+		return jobEventMap(j, kind)
+	}
+	e := jobEvent{Command: j.Command, JobID: j.ID, Mode: j.Mode, Script: j.Script}
+	if kind == trace.KindJobFinished {
+		e.State, e.ExitCode, e.ExitReason, e.Error = &j.State, j.ExitCode, j.ExitReason, j.Error
+		if j.StartedAt != nil && j.FinishedAt != nil {
+			ms := j.FinishedAt.Sub(*j.StartedAt).Milliseconds()
+			e.DurationMS = &ms
+		}
+	}
+	b, err := json.Marshal(e)
+	if err != nil || len(b) > trace.MaxDataBytes/2 {
+		return jobEventMap(j, kind)
+	}
+	return b, nil
+}
+
+// jobEventMap builds the data of j's trace event as a map, and keeps the
+// event, not the text, of a huge script.
+func jobEventMap(j *sandbox.Job, kind trace.Kind) ([]byte, error) {
 	d := map[string]any{"job_id": j.ID, "mode": j.Mode}
 	if len(j.Command) > 0 {
 		d["command"] = j.Command
@@ -40,14 +86,14 @@ func (s *Manager) traceJob(ctx context.Context, j *sandbox.Job, kind trace.Kind,
 	}
 	b, err := json.Marshal(d)
 	if err != nil {
-		return
+		return nil, err
 	}
 	if len(b) > trace.MaxDataBytes/2 { // a huge script: keep the event, not the text
 		delete(d, "script")
 		d["script_bytes"] = len(j.Script)
-		b, _ = json.Marshal(d)
+		b, err = json.Marshal(d)
 	}
-	s.trace.Record(context.WithoutCancel(ctx), j.Tenant, j.SandboxID, trace.Event{Actor: actor, Kind: kind, Data: b})
+	return b, err
 }
 
 // admit asks the gate (the trace's interrupt state) whether an agent job

@@ -464,9 +464,9 @@ var rules = []rule{
 	},
 	{
 		Pkg:      "internal/joblog",
-		Why:      "the job log stores a job's output on the host: the agent's protocol types and errdefs only",
+		Why:      "the job log stores a job's output on the host: the agent's protocol types and errdefs only (and renameat2 for its spare files)",
 		Only:     []string{"internal/agent/agentproto", "internal/errdefs"},
-		External: []string{},
+		External: []string{"golang.org/x/sys/unix"},
 	},
 	{
 		Pkg:      "internal/errdefs",

@@ -19,6 +19,10 @@ import (
 // (httpapi.Config.ServerTiming), in the order it writes them.
 var execHops = []string{"pre", "attach", "record", "agent", "finish", "handler"}
 
+// execParts are the parts of record and finish in the Server-Timing
+// header; a build that does not write them (an older baseline) shows 0.
+var execParts = []string{"rec-job", "rec-trace", "rec-log", "fin-job", "fin-trace", "fin-log"}
+
 // BenchmarkExecHops measures, per runtime, sequential execs of `true`
 // through the HTTP API on one running sandbox (GENESIS_BENCH_EXEC_ITERS,
 // default 500) and where their time goes: the service runs with
@@ -43,6 +47,7 @@ func BenchmarkExecHops(b *testing.B) {
 	const warmup = 20
 	rtt := NewTable("runtime", "build", "n", "p50 ms", "p90 ms", "p99 ms", "mean ms", "min ms", "max ms")
 	hops := NewTable(append([]string{"runtime", "percentile"}, append(execHops, "outside", "total")...)...)
+	parts := NewTable(append([]string{"runtime", "build", "percentile", "record", "finish"}, execParts...)...)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute, DisableCompression: true}}
 	defer hc.CloseIdleConnections()
 	s.eachRuntime(b, func(b *testing.B, rt string) {
@@ -71,6 +76,7 @@ func BenchmarkExecHops(b *testing.B) {
 			}()
 		}
 		perHop := make(map[string][]time.Duration)
+		baseParts := make(map[string][]time.Duration)
 		for i := range warmup + iters {
 			for _, t := range targets {
 				t0 := time.Now()
@@ -84,13 +90,20 @@ func BenchmarkExecHops(b *testing.B) {
 				}
 				t.rtt = append(t.rtt, d)
 				if t.s != s {
+					// A baseline that writes the parts too (one built
+					// from this commit's parent) shows them beside ours.
+					if m, err := parseServerTiming(timing); err == nil && strings.Contains(timing, execParts[0]) {
+						for _, h := range append([]string{"record", "finish"}, execParts...) {
+							baseParts[h] = append(baseParts[h], m[h])
+						}
+					}
 					continue
 				}
 				m, err := parseServerTiming(timing)
 				if err != nil {
 					b.Fatal(err)
 				}
-				for _, h := range execHops {
+				for _, h := range append(execHops, execParts...) {
 					perHop[h] = append(perHop[h], m[h])
 				}
 				perHop["outside"] = append(perHop["outside"], d-m["handler"])
@@ -119,10 +132,24 @@ func BenchmarkExecHops(b *testing.B) {
 				}
 			}
 			hops.Row(row...)
+			for _, build := range []struct {
+				name string
+				of   map[string][]time.Duration
+			}{{"current", perHop}, {"baseline", baseParts}} {
+				if len(build.of[execParts[0]]) == 0 {
+					continue
+				}
+				row = []string{rt, build.name, p.name}
+				for _, h := range append([]string{"record", "finish"}, execParts...) {
+					row = append(row, FormatMs(p.of(Summarize(build.of[h]))))
+				}
+				parts.Row(row...)
+			}
 		}
 	})
 	printTable("exec `true` round trip over HTTP, alternating builds call by call, ms", rtt)
 	printTable("where an exec's time goes (current build; Server-Timing), ms; each column is its own percentile", hops)
+	printTable("the parts of record and finish (Server-Timing; the baseline's if it writes them), ms; each column is its own percentile", parts)
 }
 
 // rawExecTrue runs `true` in sandbox id over the HTTP API and returns the

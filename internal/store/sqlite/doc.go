@@ -4,7 +4,10 @@
 // query and the schema history live in sqlstore.
 //
 // It owns the database file's connection settings (WAL journal, 5 s busy
-// timeout, foreign keys, synchronous NORMAL). All writes go through one
+// timeout, foreign keys, synchronous NORMAL) and the file's WAL
+// checkpoints, which a connection of their own runs in the background
+// (checkpointer) rather than a commit that crosses SQLite's automatic
+// threshold, whose writes and fsyncs held that commit. All writes go through one
 // connection that begins its transactions with BEGIN IMMEDIATE, so
 // read-modify-write updates are serialized (SQLite needs no row locks) and
 // never lose a write; reads use a separate pool of read-only connections. A

@@ -70,13 +70,42 @@ func Open(ctx context.Context, cfg Config) (*sqlstore.Store, error) {
 		reader.SetMaxOpenConns(maxReadConns)
 		reader.SetMaxIdleConns(maxReadConns)
 	}
-	s, err := sqlstore.Open(ctx, sqlstore.Config{Dialect: Dialect{}, Writer: writer, Reader: reader, Logger: cfg.Logger, PrepareHot: true})
-	if err != nil {
-		if reader != nil {
+	scfg := sqlstore.Config{Dialect: Dialect{}, Writer: writer, Reader: reader, Logger: cfg.Logger, PrepareHot: true}
+	var ckpt *sql.DB
+	if cfg.Path != MemoryPath {
+		// The checkpoints' own connection (see checkpointer).
+		if ckpt, err = sql.Open("sqlite", dsn(cfg.Path, false)); err != nil {
 			reader.Close()
+			writer.Close()
+			return nil, fmt.Errorf("sqlite store: open %s for checkpoints: %w: %w", cfg.Path, errdefs.ErrUnavailable, err)
 		}
-		writer.Close()
+		ckpt.SetMaxOpenConns(1)
+		ckpt.SetMaxIdleConns(1)
+		ckpt.SetConnMaxLifetime(0)
+		ckpt.SetConnMaxIdleTime(0)
+	}
+	var cp *checkpointer
+	scfg.OnClose = func() error {
+		if cp != nil {
+			return cp.close()
+		}
+		return nil
+	}
+	s, err := sqlstore.Open(ctx, scfg)
+	if err != nil {
+		for _, db := range []*sql.DB{ckpt, reader, writer} {
+			if db != nil {
+				db.Close()
+			}
+		}
 		return nil, err
+	}
+	if ckpt != nil {
+		log := cfg.Logger
+		if log == nil {
+			log = slog.New(slog.DiscardHandler)
+		}
+		cp = startCheckpointer(ckpt, log)
 	}
 	return s, nil
 }
@@ -111,8 +140,8 @@ func enableWAL(ctx context.Context, db *sql.DB) error {
 }
 
 // dsn builds the driver data source name for path. Write connections use
-// synchronous NORMAL and BEGIN IMMEDIATE (and WAL, which enableWAL sets on
-// the file); read connections are query-only.
+// synchronous NORMAL, BEGIN IMMEDIATE and no automatic checkpoint (and
+// WAL, which enableWAL sets on the file); read connections are query-only.
 func dsn(path string, readOnly bool) string {
 	q := url.Values{}
 	q.Set("_busy_timeout", fmt.Sprint(busyTimeoutMS))
@@ -122,6 +151,8 @@ func dsn(path string, readOnly bool) string {
 	} else {
 		q.Set("_synchronous", "NORMAL")
 		q.Set("_txlock", "immediate")
+		// No checkpoint inside a commit: the checkpointer runs them.
+		q.Set("_pragma", "wal_autocheckpoint(0)")
 	}
 	return path + "?" + q.Encode()
 }

@@ -16,7 +16,7 @@ import (
 	"genesis.dev/sandbox/internal/store/storetest"
 )
 
-func openFile(t *testing.T, path string) *sqlstore.Store {
+func openFile(t testing.TB, path string) *sqlstore.Store {
 	t.Helper()
 	s, err := sqlite.Open(t.Context(), sqlite.Config{Path: path})
 	if err != nil {

@@ -31,6 +31,9 @@ type Config struct {
 	// SQLite parses a statement on every unprepared call, while pgx
 	// already caches PostgreSQL's statements itself.
 	PrepareHot bool
+	// OnClose, if set, runs first in Close (the dialect's own background
+	// work on the database, such as SQLite's checkpoints).
+	OnClose func() error
 }
 
 // Store is the SQL implementation of store.Store. It is safe for concurrent
@@ -49,6 +52,8 @@ type Store struct {
 	// stmts holds the hot path's prepared statements (Config.PrepareHot);
 	// nil without.
 	stmts *stmtCache
+	// onClose is Config.OnClose.
+	onClose func() error
 }
 
 var _ store.Store = (*Store)(nil)
@@ -67,7 +72,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{d: cfg.Dialect, writer: cfg.Writer, reader: cfg.Reader, log: log, waitSlots: make(chan struct{}, WaitLockSlots)}
+	s := &Store{d: cfg.Dialect, writer: cfg.Writer, reader: cfg.Reader, log: log, waitSlots: make(chan struct{}, WaitLockSlots), onClose: cfg.OnClose}
 	if s.reader == nil {
 		s.reader = s.writer
 	}
@@ -106,6 +111,9 @@ func (s *Store) Ping(ctx context.Context) error {
 // discarded.
 func (s *Store) Close() error {
 	var errs []error
+	if s.onClose != nil {
+		errs = append(errs, s.onClose())
+	}
 	if s.stmts != nil {
 		errs = append(errs, s.stmts.close())
 	}
