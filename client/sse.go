@@ -207,17 +207,19 @@ const maxEmptyReads = 100
 // fill reads more of the source after buf[r:w]. A full buffer first makes
 // room: the line being read moves to the buffer's start, or, when it
 // fills more than half the buffer or the event holds a slice of it
-// (pinned), to a new buffer (twice as large when more than half full).
+// (pinned), to a new buffer (twice as large when more than half full, up
+// to what the longest allowed line needs).
 func (p *sseReader) fill() {
 	if p.w == len(p.buf) {
 		n := p.w - p.r
-		if p.r > 0 && !p.pinned && n <= len(p.buf)/2 {
+		size := len(p.buf)
+		if n > size/2 {
+			// Bounded: a line (n) never exceeds max (see readLine).
+			size = min(2*size, p.max+maxRead)
+		}
+		if p.r > 0 && !p.pinned && size == len(p.buf) {
 			copy(p.buf, p.buf[p.r:p.w])
 		} else {
-			size := len(p.buf)
-			if n > size/2 {
-				size *= 2
-			}
 			nb := make([]byte, size)
 			copy(nb, p.buf[p.r:p.w])
 			p.buf, p.pinned = nb, false
