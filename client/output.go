@@ -24,13 +24,19 @@ import (
 // (FuzzDecodeOutput checks it), only slower: for a MiB of output,
 // json.Unmarshal's validation and unquoting of the string cost more than
 // the base64 decoding itself.
-func decodeOutput(data []byte) (int64, []byte, error) {
+//
+// owned says the caller may keep data: the text form's bytes are then
+// returned in place, not copied.
+func decodeOutput(data []byte, owned bool) (int64, []byte, error) {
 	if head, text, ok := bytes.Cut(data, []byte{'\n'}); ok && isDigits(head) {
 		off, err := strconv.ParseInt(string(head), 10, 64)
 		if err != nil {
 			return 0, nil, err
 		}
-		return off, bytes.Clone(text), nil // not nil for empty text
+		if !owned {
+			text = bytes.Clone(text)
+		}
+		return off, text[:len(text):len(text)], nil // not nil for empty text
 	}
 	if off, b, ok := decodeOutputJSON(data); ok {
 		return off, b, nil

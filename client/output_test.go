@@ -134,7 +134,8 @@ func FuzzDecodeOutput(f *testing.F) {
 				t.Fatalf("%q: fast path %d %q, encoding/json %d %q (%v)", data, off, b, o.Offset, want, err)
 			}
 		}
-		_, _, _ = decodeOutput(data)
+		_, _, _ = decodeOutput(data, false)
+		_, _, _ = decodeOutput(bytes.Clone(data), true)
 	})
 }
 

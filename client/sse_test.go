@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -201,4 +202,64 @@ func FuzzSSEParser(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSSEParserBufferMoves reads events whose lines are longer than the
+// read buffer, single data lines kept in place and events of several
+// lines, through buffers that must slide and grow, in reads of every
+// size: the events must come out as written, also when the caller keeps
+// the data of one event while the next is read.
+func TestSSEParserBufferMoves(t *testing.T) {
+	t.Parallel()
+	var in strings.Builder
+	var want []testEvent
+	for i := range 60 {
+		long := strings.Repeat(string(rune('a'+i%26)), 1+i*i%97)
+		switch i % 3 {
+		case 0: // one data line, the JSON form's shape
+			in.WriteString("id: " + strconv.Itoa(i) + "\nevent: stdout\ndata: " + long + "\n\n")
+			want = append(want, testEvent{ID: strconv.Itoa(i), Event: "stdout", Data: long})
+		case 1: // several lines, the text form's shape
+			in.WriteString("id: " + strconv.Itoa(i) + "\nevent: stdout\ndata: 7\ndata: " + long + "\r\ndata: x\rdata:\n\n")
+			want = append(want, testEvent{ID: strconv.Itoa(i), Event: "stdout", Data: "7\n" + long + "\nx\n"})
+		case 2: // a long comment between
+			in.WriteString(": " + long + "\ndata: " + long[:len(long)/2] + "\n\n")
+			want = append(want, testEvent{ID: strconv.Itoa(i - 1), Event: "message", Data: long[:len(long)/2]})
+		}
+	}
+	for _, size := range []int{16, 40, 100, 4096} {
+		for _, rd := range []func(io.Reader) io.Reader{
+			func(r io.Reader) io.Reader { return r },
+			iotest.OneByteReader,
+			iotest.HalfReader,
+			iotest.DataErrReader,
+		} {
+			p := newSSEReaderSize(rd(strings.NewReader(in.String())), size)
+			var got []testEvent
+			var kept [][]byte // detached data, checked at the end
+			var keptWant []string
+			for {
+				ev, err := p.next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatalf("buffer %d: %v", size, err)
+				}
+				got = append(got, testEvent{ID: ev.ID, Event: ev.Event, Data: string(ev.Data)})
+				if ev.detachable {
+					kept, keptWant = append(kept, ev.Data), append(keptWant, string(ev.Data))
+					p.detach()
+				}
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("buffer %d: got %d events %+v, want %d", size, len(got), got, len(want))
+			}
+			for i := range kept {
+				if string(kept[i]) != keptWant[i] {
+					t.Fatalf("buffer %d: detached data %d changed to %q, was %q", size, i, kept[i], keptWant[i])
+				}
+			}
+		}
+	}
 }

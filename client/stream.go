@@ -360,6 +360,9 @@ func (s *logStream) consume(body io.Reader) error {
 		if err != nil {
 			return err
 		}
+		if ev.detachable && (le.Event == EventStdout || le.Event == EventStderr) {
+			p.detach() // le.Data may be ev.Data (see decodeOutput)
+		}
 		if ok {
 			if err := s.deliver(le); err != nil {
 				return err
@@ -427,7 +430,7 @@ func decodeLogEvent(ev sseEvent) (LogEvent, bool, error) {
 	}
 	switch ev.Event {
 	case EventStdout, EventStderr:
-		off, b, err := decodeOutput(ev.Data)
+		off, b, err := decodeOutput(ev.Data, ev.detachable)
 		if err != nil {
 			return bad(err)
 		}
