@@ -25,7 +25,10 @@ import (
 //     container, when GENESIS_AGENT_BENCH_BASE names a git revision (built
 //     from `git archive` in a temporary directory) or
 //     GENESIS_AGENT_BENCH_BASE_BIN a genesis-agent binary;
-//   - ping: a ping of this build's agent (the HTTP/2 round trip);
+//   - ping: a ping of this build's agent (the HTTP/2 round trip), and
+//     baseping of the baseline's;
+//   - cpu: the CPU time each container used per round (one exec, one
+//     ping), from the host's cgroup v1 cpuacct hierarchy when it has one;
 //   - spawn: the bare start of `true` inside the same container by a small
 //     Go program (testdata/spawnfloor: ForkExec with two output pipes and
 //     wait4), and through os/exec; run after the interleaved rounds.
@@ -67,7 +70,13 @@ func BenchmarkExecFloor(b *testing.B) {
 			if base != nil {
 				rows = append(rows, &row{name: "base", call: execOn(base)})
 			}
-			rows = append(rows, &row{name: "ping", call: func() error { _, err := cur.client.Ping(ctx); return err }})
+			pingOn := func(c *sandboxContainer) func() error {
+				return func() error { _, err := c.client.Ping(ctx); return err }
+			}
+			rows = append(rows, &row{name: "ping", call: pingOn(cur)})
+			if base != nil {
+				rows = append(rows, &row{name: "baseping", call: pingOn(base)})
+			}
 			for range 10 {
 				for _, r := range rows {
 					if err := r.call(); err != nil {
@@ -75,6 +84,7 @@ func BenchmarkExecFloor(b *testing.B) {
 					}
 				}
 			}
+			curCPU, baseCPU := cpuUsage(cur), cpuUsage(base)
 			b.ResetTimer()
 			for i := range b.N {
 				for k := range rows {
@@ -88,6 +98,15 @@ func BenchmarkExecFloor(b *testing.B) {
 				}
 			}
 			b.StopTimer()
+			// CPU time of each container (agent, commands and, under
+			// gVisor, the sandbox's kernel) per round: one exec and one
+			// ping. Less sensitive to a busy host than the latencies.
+			if d, ok := curCPU(); ok {
+				b.ReportMetric(float64(d.Microseconds())/float64(b.N), "exec-cpu-µs/round")
+			}
+			if d, ok := baseCPU(); ok {
+				b.ReportMetric(float64(d.Microseconds())/float64(b.N), "base-cpu-µs/round")
+			}
 			for _, r := range rows {
 				slices.Sort(r.d)
 				b.ReportMetric(ms(r.d[len(r.d)/2]), r.name+"-p50-ms")
@@ -116,6 +135,37 @@ func BenchmarkExecFloor(b *testing.B) {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// cpuUsage returns a function that reports the CPU time c's cgroup used
+// since cpuUsage was called; false when the host's cgroup v1 cpuacct
+// hierarchy does not have it (or c is nil).
+func cpuUsage(c *sandboxContainer) func() (time.Duration, bool) {
+	none := func() (time.Duration, bool) { return 0, false }
+	if c == nil {
+		return none
+	}
+	full, err := dockerCmd(15*time.Second, nil, "inspect", "--format", "{{.Id}}", c.id)
+	if err != nil {
+		return none
+	}
+	path := filepath.Join("/sys/fs/cgroup/cpuacct/docker", full, "cpuacct.usage")
+	read := func() (time.Duration, bool) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return 0, false
+		}
+		ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		return time.Duration(ns), err == nil
+	}
+	start, ok := read()
+	if !ok {
+		return none
+	}
+	return func() (time.Duration, bool) {
+		now, ok := read()
+		return now - start, ok
+	}
+}
 
 var spawnFloor struct {
 	once sync.Once
