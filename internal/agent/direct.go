@@ -49,6 +49,7 @@ type directSlot struct {
 	// or no such file). Read under the supervisor's lock, as is buf.
 	children *os.File
 	buf      []byte
+	self     int // the agent's pid, which the slot's tree is below
 	busy     atomic.Bool
 	scan     *procScanner // used only by the slot's holder
 	// strays is set once a shim ended without emptying its tree (it died,
@@ -80,7 +81,7 @@ func (s *Server) initDirect(subreaper bool) {
 		s.log.Info("synchronous execs all run under shims: the agent's children are not listed", "path", path, "err", err)
 		return
 	}
-	s.direct.children, s.direct.buf = f, make([]byte, 4096)
+	s.direct.children, s.direct.buf, s.direct.self = f, make([]byte, 4096), os.Getpid()
 	s.direct.scan = newProcScanner("/proc")
 }
 
@@ -294,8 +295,7 @@ func (s *Server) signalDirectTree(main int, before map[int]bool, sig syscall.Sig
 		if err != nil {
 			return
 		}
-		self := os.Getpid()
-		for _, p := range directTree(procs, self, main, spared(known, before), s.direct.scan.kids) {
+		for _, p := range directTree(procs, s.direct.self, main, spared(known, before), s.direct.scan.kids) {
 			if !p.zombie() {
 				syscall.Kill(p.pid, sig)
 			}
@@ -309,7 +309,7 @@ func (s *Server) signalDirectTree(main int, before map[int]bool, sig syscall.Sig
 // alive. When the agent has no child it did not start — the common case —
 // this costs one read of its children file.
 func (s *Server) sweepDirect(before map[int]bool, deadline time.Time) int {
-	self := os.Getpid()
+	self := s.direct.self
 	for {
 		alive := 0
 		s.sup.withKnown(func(known func(int) bool) {
