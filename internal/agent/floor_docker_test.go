@@ -33,9 +33,16 @@ import (
 //     Go program (testdata/spawnfloor: ForkExec with two output pipes and
 //     wait4), and through os/exec; run after the interleaved rounds.
 //
-// Each call of exec, base and ping alternates with the others, the order
-// rotating each round. Run with -benchtime 300x for 300 rounds; the
-// metrics are p50 and p90 in ms.
+// Each call of exec, base and the pings alternates with the others, the
+// order rotating each round. The latencies are p50 and p90 in ms; on a busy
+// host the CPU per round is the steadier comparison. For 300 rounds
+// against the agent of git rev REV:
+//
+//	GENESIS_AGENT_BENCH_BASE=REV go test -run '^$' -bench BenchmarkExecFloor -benchtime 300x ./internal/agent/
+//
+// Counting the system calls and context switches of both containers'
+// agents per round (perf stat -p on each agent's host pid while this runs)
+// is steadier still.
 func BenchmarkExecFloor(b *testing.B) {
 	baseDir := baseAgentDir(b)
 	floorDir := spawnFloorDir(b)
