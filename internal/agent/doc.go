@@ -7,9 +7,10 @@
 // HTTP/2 (cleartext, prior knowledge) server on the per-sandbox Unix socket
 // that speaks the agentproto protocol.
 //
-// The agent never uses os/exec: one reaper goroutine calls wait4(-1) and
-// dispatches statuses to the jobs that registered their pids, so nothing else
-// may wait for children in this process.
+// The agent never uses os/exec: the supervisor's reaper calls wait4(-1)
+// and dispatches statuses to the jobs that registered their pids, so
+// nothing else may wait for children in this process. It runs on SIGCHLD,
+// and for the direct exec also as soon as the command's output ends.
 //
 // Synchronous execs (POST /v1/exec), background jobs (/v1/jobs) and
 // terminals (pty.go) run the same way: under a subreaper, so everything the

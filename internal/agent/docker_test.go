@@ -172,6 +172,12 @@ func newRunDir(tb testing.TB) string {
 // containerArgs are the docker run/create arguments after the name, labels
 // and runtime: the lockdown, the mounts and the agent as entrypoint.
 func containerArgs(runDir string, extraArgs ...string) []string {
+	return containerArgsFrom(filepath.Dir(agentBin), runDir, extraArgs...)
+}
+
+// containerArgsFrom is containerArgs with the genesis-agent binary of
+// agentDir.
+func containerArgsFrom(agentDir, runDir string, extraArgs ...string) []string {
 	args := []string{
 		"--network", "none",
 		"--cap-drop", "ALL",
@@ -179,7 +185,7 @@ func containerArgs(runDir string, extraArgs ...string) []string {
 		"--user", fmt.Sprintf("%d:%d", sandboxUID, sandboxUID),
 		"--env", "SANDBOX_VAR=from-container",
 		"--env", "GENESIS_AGENT_LOG_LEVEL=debug",
-		"-v", filepath.Dir(agentBin) + ":/.genesis:ro",
+		"-v", agentDir + ":/.genesis:ro",
 		"-v", runDir + ":/run/genesis",
 	}
 	args = append(args, extraArgs...)
@@ -213,13 +219,20 @@ func runCmd(timeout time.Duration, name string, args ...string) (string, error) 
 // under runtime and waits until it answers over the bind-mounted socket.
 func startContainer(tb testing.TB, runtime string, extraArgs ...string) *sandboxContainer {
 	tb.Helper()
+	return startContainerFrom(tb, runtime, filepath.Dir(agentBin), extraArgs...)
+}
+
+// startContainerFrom is startContainer with the genesis-agent binary of
+// agentDir.
+func startContainerFrom(tb testing.TB, runtime, agentDir string, extraArgs ...string) *sandboxContainer {
+	tb.Helper()
 	runDir := newRunDir(tb)
 	args := []string{"run", "-d",
 		"--name", fmt.Sprintf("genesis-agent-test-%s-%d", runtime, time.Now().UnixNano()),
 		"--label", "dev.genesis.purpose=agent-test",
 		"--runtime", runtime,
 	}
-	args = append(args, containerArgs(runDir, extraArgs...)...)
+	args = append(args, containerArgsFrom(agentDir, runDir, extraArgs...)...)
 	id, err := dockerCmd(60*time.Second, nil, args...)
 	if err != nil {
 		tb.Fatal(err)

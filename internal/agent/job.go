@@ -97,24 +97,26 @@ func (s *Server) prepare(req *agentproto.ExecRequest) (*job, *runError, error) {
 		j.maxOut = s.cfg.DefaultMaxOutputBytes
 	}
 
-	base := s.workdir()
+	// The default directory is one workdir has just found to be a
+	// directory; any other is checked here.
 	j.dir = req.Cwd
-	switch {
-	case j.dir == "":
-		j.dir = base
-	case !filepath.IsAbs(j.dir):
-		j.dir = filepath.Join(base, j.dir)
-	}
-	var st syscall.Stat_t
-	if err := syscall.Stat(j.dir, &st); err != nil {
-		code := 127
-		if err == syscall.EACCES {
-			code = 126
+	if j.dir == "" {
+		j.dir = s.workdir()
+	} else {
+		if !filepath.IsAbs(j.dir) {
+			j.dir = filepath.Join(s.workdir(), j.dir)
 		}
-		return nil, &runError{code: code, msg: fmt.Sprintf("cwd %s: %v", j.dir, err)}, nil
-	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-		return nil, &runError{code: 126, msg: fmt.Sprintf("cwd %s: not a directory", j.dir)}, nil
+		var st syscall.Stat_t
+		if err := syscall.Stat(j.dir, &st); err != nil {
+			code := 127
+			if err == syscall.EACCES {
+				code = 126
+			}
+			return nil, &runError{code: code, msg: fmt.Sprintf("cwd %s: %v", j.dir, err)}, nil
+		}
+		if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+			return nil, &runError{code: 126, msg: fmt.Sprintf("cwd %s: not a directory", j.dir)}, nil
+		}
 	}
 
 	argv0, code, err := lookPath(argv[0], path, j.dir)
@@ -125,7 +127,8 @@ func (s *Server) prepare(req *agentproto.ExecRequest) (*job, *runError, error) {
 	return j, nil, nil
 }
 
-// workdir is the default working directory: /workspace if it exists, else /.
+// workdir is the default working directory: /workspace if it is a
+// directory, else /.
 func (s *Server) workdir() string {
 	var st syscall.Stat_t
 	if err := syscall.Stat(s.cfg.DefaultWorkdir, &st); err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {

@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"os"
 	"strconv"
+	"syscall"
 )
 
 // oomCounter reads the memory cgroup's cumulative OOM-kill counter of the
-// container the agent runs in.
+// container the agent runs in. Every exec reads it before it starts, so the
+// file is kept open and read with one pread at offset 0, which makes the
+// kernel (and gVisor) generate it afresh: 1 system call instead of the 9 of
+// an open, read and close through the runtime's poller.
 type oomCounter struct {
-	path string // "" when no readable counter exists
+	path string   // "" when no readable counter exists
+	f    *os.File // path kept open; nil: read it whole each time
 }
 
 // DefaultOOMCounterFiles returns the files that hold the memory cgroup's
@@ -25,17 +30,43 @@ func DefaultOOMCounterFiles() []string {
 func newOOMCounter(files []string) oomCounter {
 	for _, f := range files {
 		c := oomCounter{path: f}
-		if _, ok := c.read(); ok {
-			return c
+		if _, ok := c.read(); !ok {
+			continue
 		}
+		if fh, err := os.Open(f); err == nil {
+			c.f = fh
+			fh.Fd() // into blocking mode now, once: pread needs no poller
+			if _, ok := c.read(); !ok {
+				fh.Close()
+				c.f = nil
+			}
+		}
+		return c
 	}
 	return oomCounter{}
 }
+
+// oomCounterMax bounds the counter file: memory.oom_control and
+// memory.events are well below it.
+const oomCounterMax = 1024
 
 // read returns the current oom_kill count; ok is false if it is unreadable.
 func (c oomCounter) read() (uint64, bool) {
 	if c.path == "" {
 		return 0, false
+	}
+	if c.f != nil {
+		var buf [oomCounterMax]byte
+		for {
+			n, err := syscall.Pread(int(c.f.Fd()), buf[:], 0)
+			if err == syscall.EINTR {
+				continue
+			}
+			if err == nil && n < len(buf) {
+				return parseOOMKill(buf[:n])
+			}
+			break // unreadable, or longer than expected: read it whole
+		}
 	}
 	b, err := os.ReadFile(c.path)
 	if err != nil {
@@ -61,4 +92,11 @@ func parseOOMKill(b []byte) (uint64, bool) {
 		return n, true
 	}
 	return 0, false
+}
+
+// close closes the kept file, if any.
+func (c oomCounter) close() {
+	if c.f != nil {
+		c.f.Close()
+	}
 }

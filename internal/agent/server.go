@@ -221,6 +221,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.kernel = KernelRelease()
 	s.env = newBaseEnv(s.cfg.Environ, defaultHome(s.cfg.DefaultWorkdir))
 	s.oom = newOOMCounter(s.cfg.OOMCounterFiles)
+	defer s.oom.close()
 	s.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
 	s.discard.New = func() any { b := make([]byte, discardBuf); return &b }
 	s.frames.New = func() any { b := make([]byte, 0, streamBuffer); return &b }

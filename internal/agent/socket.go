@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"net"
@@ -58,10 +59,44 @@ func (st *socketState) retired(ln net.Listener) bool {
 // serveOn serves srv on ln until either is closed; an error that is not
 // the server's or a reset's closing goes to errs.
 func (s *Server) serveOn(srv *http.Server, ln net.Listener, errs chan<- error) {
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) && !s.sock.retired(ln) {
+	served := ln
+	if ul, ok := ln.(*net.UnixListener); ok {
+		served = bufferedListener{ul}
+	}
+	if err := srv.Serve(served); !errors.Is(err, http.ErrServerClosed) && !s.sock.retired(ln) {
 		errs <- err
 	}
 }
+
+// bufferedListener hands out its connections with their reads buffered.
+// The HTTP/2 server reads each frame with two reads on the bare
+// connection, its 9-byte header and then its payload; an exec's request is
+// two frames, so four system calls (each one a trap into the sentry and a
+// call on the host socket under gVisor) where one read takes them all.
+type bufferedListener struct{ *net.UnixListener }
+
+func (l bufferedListener) Accept() (net.Conn, error) {
+	c, err := l.UnixListener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, connReadBuffer)}, nil
+}
+
+// connReadBuffer is the read buffer of a connection to the agent: a frame
+// header and a small request with room to spare; larger payloads (file
+// writes, stdin) are read through it in pieces of this size or straight
+// into the caller's buffer when that is bigger.
+const connReadBuffer = 4 << 10
+
+// bufferedConn is a connection whose reads go through r; everything else
+// is the connection's own.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // makeUndumpable makes the process non-dumpable: a process of the same
 // user (the workload) can no longer ptrace it, nor read its /proc/PID/mem,

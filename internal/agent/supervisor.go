@@ -111,7 +111,9 @@ func (s *supervisor) reapLoop() {
 
 // reapAll collects every exited child without blocking and hands each status
 // to the job that registered the pid; unknown children (orphans that were
-// reparented to us) are reaped silently.
+// reparented to us) are reaped silently. It runs in the reaper goroutine
+// and wherever a child's exit is likely (runDirect), possibly at once:
+// wait4 hands each status to one caller only.
 func (s *supervisor) reapAll() {
 	for {
 		var ws syscall.WaitStatus

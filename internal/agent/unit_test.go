@@ -50,6 +50,13 @@ func TestOOMCounterPicksReadableFile(t *testing.T) {
 	if n, ok := c.read(); !ok || n != 2 {
 		t.Fatalf("read = %d, %v; want 2, true", n, ok)
 	}
+	// The file is kept open: a later read sees the counter as it is then.
+	if err := os.WriteFile(v2, []byte("oom 1\noom_kill 13\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := c.read(); !ok || n != 13 {
+		t.Fatalf("read after a change = %d, %v; want 13, true", n, ok)
+	}
 	if _, ok := newOOMCounter([]string{filepath.Join(dir, "missing")}).read(); ok {
 		t.Fatal("counter without a file reads ok")
 	}
