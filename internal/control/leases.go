@@ -75,6 +75,7 @@ func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 }
 
 func (s *Service) acquireLease(ctx context.Context, in AcquireLeaseInput) (*LeaseOutput, error) {
+	laps := startLeaseLaps(ctx)
 	if err := s.checkDraining(); err != nil {
 		return nil, err
 	}
@@ -121,6 +122,7 @@ func (s *Service) acquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	if err != nil {
 		return nil, err
 	}
+	laps.lap(lapCheck)
 	now := s.now()
 	lease := &sandbox.Lease{
 		ID: sandbox.NewID("lse"), Tenant: in.Tenant, Profile: p.Name, Runtime: dec.Runtime, Holder: in.Holder,
@@ -147,6 +149,8 @@ func (s *Service) acquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	}
 	// A lease from a saved state is warm only from a pool fed from that
 	// snapshot.
+	laps.lap(lapPolicy)
+	defer laps.lap(lapClaim)
 	warmOK := pl != nil && res == p.Resources && s.memberPolicy(p, netPol) && (in.From == nil || in.SnapshotID != "") && len(in.Volumes) == 0
 	if warmOK {
 		if out, err := s.claimWarmOrWait(ctx, pl, claim, res, tn); err == nil || !errors.Is(err, errdefs.ErrNotFound) {
