@@ -43,7 +43,8 @@ var leaseHopsHeldProfile = fmt.Sprintf(`  - name: %s
 // many commands. Each exec is broken down as BenchmarkExecHops does.
 // GENESIS_BENCH_LEASE_HOPS_AGE_MS, if set, waits that long between the
 // pool settling and the lease: a member's age apart from the pool's own
-// work.
+// work. GENESIS_BENCH_LEASE_HOPS_PRE, if set, names a program the leased
+// sandbox runs (untimed) before the first echo.
 func BenchmarkLeaseHops(b *testing.B) {
 	b.Setenv("GENESIS_SERVER_TIMING", "1")
 	// GENESIS_BENCH_LEASE_HOPS_DIR runs another build's binaries (as
@@ -52,6 +53,7 @@ func BenchmarkLeaseHops(b *testing.B) {
 	s := startServiceIn(b, os.Getenv("GENESIS_BENCH_LEASE_HOPS_DIR"), speedLeaseConfig+leaseHopsHeldProfile)
 	iters := envInt(b, "GENESIS_BENCH_LEASE_HOPS_ITERS", 40)
 	age := time.Duration(envInt(b, "GENESIS_BENCH_LEASE_HOPS_AGE_MS", 0)) * time.Millisecond
+	pre := os.Getenv("GENESIS_BENCH_LEASE_HOPS_PRE")
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute, DisableCompression: true}}
 	defer hc.CloseIdleConnections()
 	cols := append(append([]string{}, execHops...), "outside", "total")
@@ -110,6 +112,13 @@ func BenchmarkLeaseHops(b *testing.B) {
 				b.Fatal(err)
 			}
 			add("lease", leaseHops, m, d)
+			if pre != "" {
+				// Another command first, untimed: is the first echo slow as
+				// the sandbox's first command, or as echo's first run?
+				if _, _, err := rawCall(ctx, hc, s, http.MethodPost, "/v1/sandboxes/"+l.SandboxID+"/exec", fmt.Sprintf(`{"command":[%q]}`, pre)); err != nil {
+					b.Fatal(err)
+				}
+			}
 			for _, c := range calls {
 				id := l.SandboxID
 				if c == "held echo" {
