@@ -454,16 +454,13 @@ func (s *Service) selectRuntimeOf(ctx context.Context, p *config.Profile, tn *te
 
 // warmUp runs one exec and one background job through a new pool
 // member's agent before the member is handed out, so that a lease holder's
-// first command finds the agent's code, its job shim, the sandbox's shell
-// and the PATH directories already in memory instead of paying for the
-// first use of each. A member whose agent cannot do this is not healthy:
-// its create fails.
+// first command finds the agent's code, its job shim and the sandbox's
+// shell already in memory instead of paying for the first use of each. A
+// member whose agent cannot do this is not healthy: its create fails.
 func (s *Service) warmUp(ctx context.Context, id string) error {
 	a := s.agent(id)
-	// The exec names its program as the API's commands mostly do, without
-	// a path: the agent looks it up in PATH (a stat per directory, which
-	// under gVisor goes to the gofer until the directories are cached).
-	res, err := a.Exec(ctx, agentproto.ExecRequest{Command: []string{"sh", "-c", "echo warm"}})
+	cmd := []string{"/bin/sh", "-c", "echo warm"}
+	res, err := a.Exec(ctx, agentproto.ExecRequest{Command: cmd})
 	if err == nil && res.ExitCode != 0 {
 		err = fmt.Errorf("exited with %d: %s", res.ExitCode, res.Stderr)
 	}
@@ -471,7 +468,7 @@ func (s *Service) warmUp(ctx context.Context, id string) error {
 		return fmt.Errorf("warm-up exec in the new pool member: %w", err)
 	}
 	const job = "pool-warm-up"
-	err = a.StartJobFollow(ctx, agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{JobID: job, Command: []string{"/bin/sh", "-c", "echo warm"}}},
+	err = a.StartJobFollow(ctx, agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{JobID: job, Command: cmd}},
 		func(agentproto.JobInfo) {}, func(agentproto.Frame) error { return nil })
 	if err == nil {
 		err = a.ForgetJob(ctx, job)
