@@ -115,6 +115,36 @@ func TestAttachBusy(t *testing.T) {
 	waitState(t, h, id, sandbox.StateLeased)
 }
 
+// TestAttachBusyShortWritesNothing checks that a busy attachment released
+// at once (a short exec) leaves the leased sandbox's record as it was: only
+// jobs that run a while move it to busy and back, one write each way.
+func TestAttachBusyShortWritesNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	out, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: controltest.Profile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := out.Sandbox.ID
+	v0 := h.Record(id).ResourceVersion
+	short, err := h.Svc.Attach(ctx, "a", id, control.AttachOptions{Busy: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short.Release()
+	long, err := h.Svc.Attach(ctx, "a", id, control.AttachOptions{Busy: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h, id, sandbox.StateBusy)
+	long.Release()
+	waitState(t, h, id, sandbox.StateLeased)
+	if v := h.Record(id).ResourceVersion; v != v0+2 {
+		t.Errorf("record version %d after a short and a long busy attachment, want %d (one write to busy, one back)", v, v0+2)
+	}
+}
+
 // TestHooks checks when control calls the hooks, and that a failing ready
 // hook fails the create and rolls it back.
 func TestHooks(t *testing.T) {

@@ -101,8 +101,7 @@ type Service struct {
 	poolList []*pool
 	draining atomic.Bool
 	busyMu   sync.Mutex
-	busy     map[string]int  // sandbox id → jobs running on a leased sandbox
-	busySync map[string]bool // sandbox id → a goroutine brings its record in line with busy
+	busy     map[string]*busyHold // sandbox id → its jobs and busy record (jobRunning)
 	heldMu   sync.Mutex
 	held     map[string]heldAgent // sandbox id → its agent connection when a warm claim took it (recycle.go)
 	recycles recycleQueue         // the recycles after release answers (recycle_queue.go)
@@ -175,8 +174,7 @@ func New(cfg Config) (*Service, error) {
 		held:      map[string]heldAgent{},
 		createSem: make(chan struct{}, 4),
 		admission: adm,
-		busy:      map[string]int{},
-		busySync:  map[string]bool{},
+		busy:      map[string]*busyHold{},
 		recycles:  recycleQueue{sem: make(chan struct{}, recycleWorkers)},
 	}
 	var sandboxDir func(string) string

@@ -129,9 +129,10 @@ func (s *Service) MarkOperation(ctx context.Context, tenant, id, op string) (*sa
 // EndSuspend returns a suspended sandbox to the state it left (busy
 // when jobs it holds still run) and drops its suspension.
 func (s *Service) EndSuspend(ctx context.Context, id string) (*sandbox.Sandbox, error) {
-	s.busyMu.Lock()
-	busy := s.busy[id] > 0
-	s.busyMu.Unlock()
+	busy := s.busyJobs(id) > 0
+	if busy {
+		s.noteBusyRecorded(id)
+	}
 	return s.store.UpdateSandbox(ctx, id, 0, s.now(), func(x *sandbox.Sandbox) error {
 		if x.Suspension == nil {
 			return nil

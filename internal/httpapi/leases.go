@@ -57,7 +57,8 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out, made, err := snapshots.Lease(r.Context(), s.ctl, s.snaps, req.SnapshotID, in)
+	ctx, timed := s.leaseTimings(r)
+	out, made, err := snapshots.Lease(ctx, s.ctl, s.snaps, req.SnapshotID, in)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -76,5 +77,6 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.Header().Set("Location", "/v1/leases/"+l.LeaseID)
+	timed(w)
 	writeJSON(w, http.StatusCreated, l)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/jobs"
 )
 
@@ -39,4 +40,36 @@ func (s *Server) execTimings(r *http.Request) (context.Context, func(http.Respon
 		}
 		w.Header().Set("Server-Timing", b.String())
 	}
+}
+
+// leaseTimings is execTimings for POST /v1/leases: pre, check, policy and
+// claim (control.LeaseTimings), and handler.
+func (s *Server) leaseTimings(r *http.Request) (context.Context, func(http.ResponseWriter)) {
+	start, ok := r.Context().Value(startKey).(time.Time)
+	if !s.serverTiming || !ok {
+		return r.Context(), func(http.ResponseWriter) {}
+	}
+	pre := time.Since(start)
+	t := &control.LeaseTimings{}
+	return control.WithLeaseTimings(r.Context(), t), func(w http.ResponseWriter) {
+		w.Header().Set("Server-Timing", serverTiming([]timing{
+			{"pre", pre}, {"check", t.Check}, {"policy", t.Policy}, {"claim", t.Claim}, {"handler", time.Since(start)}}))
+	}
+}
+
+type timing struct {
+	name string
+	d    time.Duration
+}
+
+// serverTiming is a Server-Timing header's value of ts, in ms.
+func serverTiming(ts []timing) string {
+	var b strings.Builder
+	for i, m := range ts {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s;dur=%.3f", m.name, float64(m.d)/float64(time.Millisecond))
+	}
+	return b.String()
 }
