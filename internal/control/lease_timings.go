@@ -3,6 +3,8 @@ package control
 import (
 	"context"
 	"time"
+
+	"genesis.dev/sandbox/internal/stopwatch"
 )
 
 // LeaseTimings are where a lease's time went inside AcquireLease, on the
@@ -20,36 +22,9 @@ type LeaseTimings struct {
 	Claim time.Duration
 }
 
-type leaseTimingsKey struct{}
-
 // WithLeaseTimings returns ctx with t, which AcquireLease fills in.
 func WithLeaseTimings(ctx context.Context, t *LeaseTimings) context.Context {
-	return context.WithValue(ctx, leaseTimingsKey{}, t)
-}
-
-// leaseLaps fills a LeaseTimings lap by lap; without timings asked for it
-// does nothing.
-type leaseLaps struct {
-	t    *LeaseTimings
-	last time.Time
-}
-
-func startLeaseLaps(ctx context.Context) leaseLaps {
-	t, _ := ctx.Value(leaseTimingsKey{}).(*LeaseTimings)
-	if t == nil {
-		return leaseLaps{}
-	}
-	return leaseLaps{t: t, last: time.Now()}
-}
-
-// lap adds the time since the previous lap to *field(t).
-func (w *leaseLaps) lap(field func(*LeaseTimings) *time.Duration) {
-	if w.t == nil {
-		return
-	}
-	now := time.Now()
-	*field(w.t) += now.Sub(w.last)
-	w.last = now
+	return stopwatch.With(ctx, t)
 }
 
 func lapCheck(t *LeaseTimings) *time.Duration  { return &t.Check }

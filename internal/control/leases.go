@@ -12,6 +12,7 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/policy"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/stopwatch"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/tenant"
 )
@@ -75,7 +76,7 @@ func (s *Service) AcquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 }
 
 func (s *Service) acquireLease(ctx context.Context, in AcquireLeaseInput) (*LeaseOutput, error) {
-	laps := startLeaseLaps(ctx)
+	laps := stopwatch.Start[LeaseTimings](ctx)
 	if err := s.checkDraining(); err != nil {
 		return nil, err
 	}
@@ -122,7 +123,7 @@ func (s *Service) acquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	if err != nil {
 		return nil, err
 	}
-	laps.lap(lapCheck)
+	laps.Lap(lapCheck)
 	now := s.now()
 	lease := &sandbox.Lease{
 		ID: sandbox.NewID("lse"), Tenant: in.Tenant, Profile: p.Name, Runtime: dec.Runtime, Holder: in.Holder,
@@ -149,8 +150,8 @@ func (s *Service) acquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	}
 	// A lease from a saved state is warm only from a pool fed from that
 	// snapshot.
-	laps.lap(lapPolicy)
-	defer laps.lap(lapClaim)
+	laps.Lap(lapPolicy)
+	defer laps.Lap(lapClaim)
 	warmOK := pl != nil && res == p.Resources && s.memberPolicy(p, netPol) && (in.From == nil || in.SnapshotID != "") && len(in.Volumes) == 0
 	if warmOK {
 		if out, err := s.claimWarmOrWait(ctx, pl, claim, res, tn); err == nil || !errors.Is(err, errdefs.ErrNotFound) {

@@ -13,6 +13,7 @@ import (
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/stopwatch"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/trace"
 )
@@ -123,7 +124,7 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 		return nil, errdefs.WithCode("stdin_stream_needs_background", fmt.Errorf(
 			"stdin_stream is for background jobs (or a streamed exec); a synchronous exec takes stdin or stdin_base64: %w", errdefs.ErrInvalidArgument))
 	}
-	sw := startStopwatch(ctx)
+	sw := stopwatch.Start[ExecTimings](ctx)
 	if err := s.admit(ctx, in, "exec"); err != nil {
 		return nil, err
 	}
@@ -132,7 +133,7 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 		return nil, err
 	}
 	defer att.Release()
-	sw.lap(lapAttach)
+	sw.Lap(lapAttach)
 	sb := att.Sandbox
 	now := s.now()
 	job := &sandbox.Job{
@@ -151,15 +152,15 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	if err := s.store.CreateJob(ctx, job); err != nil {
 		return nil, err
 	}
-	sw.split(partRecordJob)
+	sw.Split(partRecordJob)
 	s.traceJob(ctx, job, trace.KindJobStarted, trace.ActorAgent)
-	sw.split(partRecordTrace)
+	sw.Split(partRecordTrace)
 	// The log exists while the job runs, so it can be opened and followed
 	// like a background job's; the output is appended when the job ends.
 	if _, err := s.logs.Get(job.ID, true); err != nil {
 		s.log.Warn("creating job log", "job", job.ID, "err", err)
 	}
-	sw.split(partRecordLog)
+	sw.Split(partRecordLog)
 	s.setExecing(job.ID, true)
 	defer s.setExecing(job.ID, false)
 	if err := s.arts.Plan(ctx, job, in.Artifacts); err != nil {
@@ -171,9 +172,9 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	start := time.Now() // wall time for the latency metric, not the service clock
 	req := agentRequest(sb, in)
 	req.JobID, req.Stdin, req.TimeoutMS, req.KillGraceMS, req.MaxOutputBytes = job.ID, in.Stdin, in.TimeoutMS, killGrace.Milliseconds(), in.MaxOutputBytes
-	sw.lap(lapRecord)
+	sw.Lap(lapRecord)
 	res, runErr := att.Agent.Exec(actx, req)
-	sw.lap(lapAgent)
+	sw.Lap(lapAgent)
 	fctx, fcancel := cleanupCtx(ctx, 10*time.Second)
 	defer fcancel()
 	if runErr != nil {
@@ -200,10 +201,10 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 		s.logs.Release(job.ID)
 		return nil, err
 	}
-	sw.split(partFinishJob)
+	sw.Split(partFinishJob)
 	s.jobEnded(job.ID)
 	s.traceJob(ctx, final, trace.KindJobFinished, trace.ActorSystem)
-	sw.split(partFinishTrace)
+	sw.Split(partFinishTrace)
 	// Artifacts are kept, and the log written, after the record is final,
 	// so a reader that sees the exit event also sees both. A job that
 	// asked for none has no collection record to read.
@@ -211,8 +212,8 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 		s.arts.Collect(context.WithoutCancel(ctx), job.ID)
 	}
 	s.writeSyncLog(job.ID, res)
-	sw.split(partFinishLog)
-	sw.lap(lapFinish)
+	sw.Split(partFinishLog)
+	sw.Lap(lapFinish)
 	return &ExecOutput{Job: final, Stdout: res.Stdout, Stderr: res.Stderr, DurationMS: res.DurationMS}, nil
 }
 

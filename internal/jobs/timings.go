@@ -3,6 +3,8 @@ package jobs
 import (
 	"context"
 	"time"
+
+	"genesis.dev/sandbox/internal/stopwatch"
 )
 
 // ExecTimings are where a synchronous exec's time went inside the jobs
@@ -29,49 +31,9 @@ type ExecTimings struct {
 	FinishJob, FinishTrace, FinishLog time.Duration
 }
 
-type timingsKey struct{}
-
 // WithExecTimings returns ctx with t, which Exec fills in.
 func WithExecTimings(ctx context.Context, t *ExecTimings) context.Context {
-	return context.WithValue(ctx, timingsKey{}, t)
-}
-
-// stopwatch fills an ExecTimings lap by lap; its zero value (no timings
-// asked for) does nothing.
-type stopwatch struct {
-	t    *ExecTimings
-	last time.Time // the previous lap
-	part time.Time // the previous lap or part
-}
-
-func startStopwatch(ctx context.Context) stopwatch {
-	t, _ := ctx.Value(timingsKey{}).(*ExecTimings)
-	if t == nil {
-		return stopwatch{}
-	}
-	now := time.Now()
-	return stopwatch{t: t, last: now, part: now}
-}
-
-// lap adds the time since the previous lap to *field(t).
-func (w *stopwatch) lap(field func(*ExecTimings) *time.Duration) {
-	if w.t == nil {
-		return
-	}
-	now := time.Now()
-	*field(w.t) += now.Sub(w.last)
-	w.last, w.part = now, now
-}
-
-// split adds the time since the previous lap or split to *field(t), a
-// part of the lap under way.
-func (w *stopwatch) split(field func(*ExecTimings) *time.Duration) {
-	if w.t == nil {
-		return
-	}
-	now := time.Now()
-	*field(w.t) += now.Sub(w.part)
-	w.part = now
+	return stopwatch.With(ctx, t)
 }
 
 func lapAttach(t *ExecTimings) *time.Duration { return &t.Attach }
