@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"genesis.dev/sandbox/internal/config"
@@ -477,159 +476,26 @@ func (s *Service) reapLeases(ctx context.Context, now time.Time) int {
 	return n
 }
 
-// busyRecordAfter is how long jobs must have been running on a leased
-// sandbox before its record moves to busy. The busy state is what the
-// sandbox shows (GET, lists), not something recovery needs: after a crash
-// its jobs are recovered from their own records, and a leased and a busy
-// sandbox count alike against quotas. A short exec, the common case, thus
-// ends before any write: the store is not asked to flip the record twice
-// for each command, which would compete with the job's own writes.
-const busyRecordAfter = 250 * time.Millisecond
-
-// busyHold is the in-memory busy accounting of one leased sandbox.
-type busyHold struct {
-	jobs int // jobs running on it
-	// recorded: its record may say busy, so the last job's end moves it
-	// back to leased.
-	recorded bool
-	syncing  bool // a goroutine brings the record in line (syncBusyLocked)
-	pending  bool // a check after busyRecordAfter is due
-}
-
-// busyJobs is the number of jobs running on leased sandbox id.
-func (s *Service) busyJobs(id string) int {
-	s.busyMu.Lock()
-	defer s.busyMu.Unlock()
-	if h := s.busy[id]; h != nil {
-		return h.jobs
-	}
-	return 0
-}
-
-// dropBusyLocked forgets the accounting of id once nothing about it is
-// left to do. Called with busyMu held.
-func (s *Service) dropBusyLocked(id string) {
-	if h := s.busy[id]; h != nil && h.jobs == 0 && !h.recorded && !h.syncing && !h.pending {
-		delete(s.busy, id)
-	}
-}
-
-// jobRunning keeps a leased sandbox busy while a job runs on it: once jobs
-// have been running on it for busyRecordAfter its record moves leased →
-// busy, and the returned func, called when the job ends, moves it back
-// once no job runs. Sandboxes that are not leased are left as they are.
-// The record follows in the background, so that no job waits for the
-// write.
+// jobRunning keeps a leased sandbox busy while a job runs on it, in
+// memory and, once jobs have run on it a while, in its record (s.busy,
+// internal/busy); the returned func is called when the job ends.
+// Sandboxes that are not leased are left as they are.
 func (s *Service) jobRunning(ctx context.Context, sb *sandbox.Sandbox) (done func()) {
 	if sb.State != sandbox.StateLeased && sb.State != sandbox.StateBusy {
 		return func() {}
 	}
-	id := sb.ID
-	bctx := context.WithoutCancel(ctx)
-	s.busyMu.Lock()
-	h := s.busy[id]
-	if h == nil {
-		h = &busyHold{}
-		s.busy[id] = h
-	}
-	h.jobs++
-	if sb.State == sandbox.StateBusy {
-		h.recorded = true // left so by a job that ran before
-	}
-	if !h.recorded && !h.pending && !h.syncing {
-		h.pending = true
-		time.AfterFunc(busyRecordAfter, func() {
-			s.busyMu.Lock()
-			defer s.busyMu.Unlock()
-			h := s.busy[id]
-			if h == nil {
-				return
-			}
-			h.pending = false
-			if h.jobs > 0 {
-				s.syncBusyLocked(bctx, id)
-			}
-			s.dropBusyLocked(id)
-		})
-	}
-	s.busyMu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			s.busyMu.Lock()
-			defer s.busyMu.Unlock()
-			h := s.busy[id]
-			if h == nil {
-				return
-			}
-			if h.jobs--; h.jobs <= 0 {
-				h.jobs = 0
-				if h.recorded {
-					s.syncBusyLocked(bctx, id)
-				}
-			}
-			s.dropBusyLocked(id)
-		})
-	}
+	return s.busy.Running(ctx, sb.ID, sb.State == sandbox.StateBusy)
 }
 
-// noteBusyRecorded notes that the record of id was written busy outside
-// the busy accounting (EndSuspend), so that the last job's end moves it
-// back.
-func (s *Service) noteBusyRecorded(id string) {
-	s.busyMu.Lock()
-	defer s.busyMu.Unlock()
-	if h := s.busy[id]; h != nil {
-		h.recorded = true
+// writeBusy is the busy accounting's write (busy.Config.Write).
+func (s *Service) writeBusy(ctx context.Context, id string, busy bool) {
+	cctx, cancel := cleanupCtx(ctx, 10*time.Second)
+	defer cancel()
+	if busy {
+		s.flipBusy(cctx, id, sandbox.StateLeased, sandbox.StateBusy)
+	} else {
+		s.flipBusy(cctx, id, sandbox.StateBusy, sandbox.StateLeased)
 	}
-}
-
-// syncBusyLocked makes sure that a goroutine moves the sandbox's record to
-// busy while jobs run on it and back to leased when none does. One runs
-// per sandbox at a time, and it re-reads the count after each write, so
-// the record ends in line with the last change. Called with busyMu held
-// and s.busy[id] set.
-func (s *Service) syncBusyLocked(ctx context.Context, id string) {
-	h := s.busy[id]
-	if h.syncing {
-		return
-	}
-	h.syncing = true
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		written := -1 // 1: busy, 0: leased
-		for {
-			s.busyMu.Lock()
-			want := 0
-			if h.jobs > 0 {
-				want = 1
-			}
-			if want == written {
-				h.syncing = false
-				s.dropBusyLocked(id)
-				s.busyMu.Unlock()
-				return
-			}
-			if want == 1 {
-				h.recorded = true // before the write: a job's end must undo it
-			}
-			s.busyMu.Unlock()
-			cctx, cancel := cleanupCtx(ctx, 10*time.Second)
-			if want == 1 {
-				s.flipBusy(cctx, id, sandbox.StateLeased, sandbox.StateBusy)
-			} else {
-				s.flipBusy(cctx, id, sandbox.StateBusy, sandbox.StateLeased)
-			}
-			cancel()
-			if want == 0 {
-				s.busyMu.Lock()
-				h.recorded = h.jobs > 0 && h.recorded
-				s.busyMu.Unlock()
-			}
-			written = want
-		}
-	}()
 }
 
 // flipBusy moves a sandbox from → to when it is in from (a release or a

@@ -16,6 +16,7 @@ import (
 
 	"genesis.dev/sandbox/internal/admission"
 	"genesis.dev/sandbox/internal/agent/agentclient"
+	"genesis.dev/sandbox/internal/busy"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/driver/local"
@@ -100,8 +101,7 @@ type Service struct {
 	pools    map[poolKey]*pool
 	poolList []*pool
 	draining atomic.Bool
-	busyMu   sync.Mutex
-	busy     map[string]*busyHold // sandbox id → its jobs and busy record (jobRunning)
+	busy     *busy.Tracker // the jobs on leased sandboxes and their busy records (jobRunning)
 	heldMu   sync.Mutex
 	held     map[string]heldAgent // sandbox id → its agent connection when a warm claim took it (recycle.go)
 	recycles recycleQueue         // the recycles after release answers (recycle_queue.go)
@@ -174,9 +174,9 @@ func New(cfg Config) (*Service, error) {
 		held:      map[string]heldAgent{},
 		createSem: make(chan struct{}, 4),
 		admission: adm,
-		busy:      map[string]*busyHold{},
 		recycles:  recycleQueue{sem: make(chan struct{}, recycleWorkers)},
 	}
+	s.busy = busy.New(busy.Config{Write: s.writeBusy})
 	var sandboxDir func(string) string
 	if h, ok := boxes.(driver.HostDirs); ok {
 		sandboxDir = h.SandboxDir
@@ -255,6 +255,7 @@ func (s *Service) Close() {
 		s.cancel()
 	}
 	s.wg.Wait()
+	s.busy.Wait()
 	s.net.Close()
 	s.agentsMu.Lock()
 	defer s.agentsMu.Unlock()

@@ -129,9 +129,9 @@ func (s *Service) MarkOperation(ctx context.Context, tenant, id, op string) (*sa
 // EndSuspend returns a suspended sandbox to the state it left (busy
 // when jobs it holds still run) and drops its suspension.
 func (s *Service) EndSuspend(ctx context.Context, id string) (*sandbox.Sandbox, error) {
-	busy := s.busyJobs(id) > 0
+	busy := s.busy.Jobs(id) > 0
 	if busy {
-		s.noteBusyRecorded(id)
+		s.busy.NoteRecorded(id)
 	}
 	return s.store.UpdateSandbox(ctx, id, 0, s.now(), func(x *sandbox.Sandbox) error {
 		if x.Suspension == nil {
