@@ -404,6 +404,9 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	}
 	tl.mark("volumes")
 	out, err := s.startSandbox(wctx, tl, sb, p, readOnly, append(roMounts, volMounts...), in.From)
+	if errdefs.Code(err) == "image_not_built" {
+		s.images.Forget(ref) // removed since Await saw it: the next create asks again
+	}
 	if err == nil && in.poolMember {
 		err = s.warmUp(wctx, sb.ID)
 		tl.mark("warm_up")
