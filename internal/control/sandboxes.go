@@ -581,9 +581,13 @@ const agentPoll = 2 * time.Millisecond
 func (s *Service) startUntilAgent(ctx context.Context, tl *timeline, id, cid string) error {
 	pctx, stopPoll := context.WithCancel(ctx)
 	defer stopPoll()
+	var wake <-chan struct{}
+	if w, ok := s.boxes.(driver.AgentWatcher); ok {
+		wake = w.WatchAgent(pctx, id) // dial as the socket appears, not at the next poll
+	}
 	ready := make(chan error, 1)
 	go func() {
-		_, err := s.agent(id).WaitReady(pctx, agentPoll)
+		_, err := s.agent(id).WaitReadyWake(pctx, agentPoll, wake)
 		ready <- err
 	}()
 	// The call outlives this create when the agent answers first; the
