@@ -516,11 +516,22 @@ func (s *Service) startSandbox(ctx context.Context, tl *timeline, sb *sandbox.Sa
 			return nil, err
 		}
 	}
-	if _, err := s.setState(ctx, sb.ID, sandbox.StateStarting, func(x *sandbox.Sandbox) { x.ContainerID = cid }); err != nil {
-		return nil, err
+	// The record says starting (with the container's id) while the
+	// container starts, not before: a store write less on a cold create's
+	// path. A crash in between leaves a record that says created, which
+	// the reconciler ends as it ends one that says starting (the
+	// container found by its name).
+	recorded := make(chan error, 1)
+	go func() {
+		_, err := s.setState(ctx, sb.ID, sandbox.StateStarting, func(x *sandbox.Sandbox) { x.ContainerID = cid })
+		recorded <- err
+	}()
+	err = s.startUntilAgent(ctx, tl, sb.ID, cid)
+	if rerr := <-recorded; err == nil {
+		err = rerr
 	}
 	tl.mark("record_starting")
-	if err := s.startUntilAgent(ctx, tl, sb.ID, cid); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	out, err := s.setState(ctx, sb.ID, sandbox.StateReady, nil)
