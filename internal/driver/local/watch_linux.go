@@ -1,15 +1,19 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"genesis.dev/sandbox/internal/driver"
 )
 
-// WatchAgent reports, through inotify on the run directory, each time a
-// name appears in it (the agent's socket when it binds), until ctx ends.
+// WatchAgent reports, through inotify on the run directory, each time the
+// agent's socket's name appears in it (at its bind), until ctx ends.
 // The directory belongs to the sandbox user, which can make names appear
 // too: a value only makes the wait dial now, which a poll would do
 // anyway. nil when the directory cannot be watched (the wait then polls).
@@ -31,8 +35,12 @@ func (l *Sandboxer) WatchAgent(ctx context.Context, id string) <-chan struct{} {
 	go func() {
 		buf := make([]byte, 4096)
 		for {
-			if _, err := f.Read(buf); err != nil {
+			n, err := f.Read(buf)
+			if err != nil {
 				return
+			}
+			if !namesSocket(buf[:n]) {
+				continue // the identity file, say: the agent has not bound yet
 			}
 			select {
 			case wake <- struct{}{}:
@@ -41,4 +49,22 @@ func (l *Sandboxer) WatchAgent(ctx context.Context, id string) <-chan struct{} {
 		}
 	}()
 	return wake
+}
+
+// namesSocket says whether the inotify events in b (whole events, as one
+// read returns them) name the agent's socket.
+func namesSocket(b []byte) bool {
+	for len(b) >= unix.SizeofInotifyEvent {
+		ev := (*unix.InotifyEvent)(unsafe.Pointer(&b[0]))
+		end := unix.SizeofInotifyEvent + int(ev.Len)
+		if end > len(b) {
+			return false
+		}
+		name, _, _ := bytes.Cut(b[unix.SizeofInotifyEvent:end], []byte{0}) // NUL-padded
+		if string(name) == driver.AgentSocketRel {
+			return true
+		}
+		b = b[end:]
+	}
+	return false
 }

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"genesis.dev/sandbox/internal/driver/fake"
 )
@@ -37,12 +40,39 @@ func TestWatchAgentSeesTheSocketAppear(t *testing.T) {
 		t.Fatal("a wake before anything appeared")
 	default:
 	}
+	// Another name (the identity file the agent writes first) is no wake.
+	if err := os.WriteFile(filepath.Join(l.RunDir(id), "identity"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(l.RunDir(id), "agent.sock"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case <-wake:
 	case <-time.After(10 * time.Second):
-		t.Fatal("no wake within 10 s of a name appearing in the run directory")
+		t.Fatal("no wake within 10 s of the socket's name appearing in the run directory")
+	}
+}
+
+// TestNamesSocket: only an event naming the agent's socket counts, among
+// several in one read.
+func TestNamesSocket(t *testing.T) {
+	t.Parallel()
+	event := func(name string, padTo int) []byte {
+		b := make([]byte, unix.SizeofInotifyEvent+padTo)
+		(*unix.InotifyEvent)(unsafe.Pointer(&b[0])).Len = uint32(padTo)
+		copy(b[unix.SizeofInotifyEvent:], name)
+		return b
+	}
+	other := event(".identity.tmp", 16)
+	sock := event("agent.sock", 16)
+	if namesSocket(other) || namesSocket(event("agent.sock.x", 16)) {
+		t.Error("an event of another name counted")
+	}
+	if !namesSocket(append(append([]byte{}, other...), sock...)) {
+		t.Error("the socket's event after another's did not count")
+	}
+	if namesSocket(sock[:len(sock)-4]) {
+		t.Error("a truncated event counted")
 	}
 }
