@@ -20,7 +20,7 @@ func (s *Server) Handler() http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 		if r.URL.Path != agentproto.PathPing {
-			s.firstSpare.Do(s.refillSpare)
+			s.firstSpare.Do(s.firstSpareSoon)
 		}
 	})
 }
