@@ -19,6 +19,9 @@ func (s *Server) Handler() http.Handler {
 			return
 		}
 		mux.ServeHTTP(w, r)
+		if r.URL.Path != agentproto.PathPing {
+			s.firstSpare.Do(s.firstSpareSoon)
+		}
 	})
 }
 

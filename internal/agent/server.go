@@ -113,6 +113,8 @@ type Server struct {
 	frames   sync.Pool  // *[]byte: encoded frames of job streams
 	shimPath string
 	spares   spareSet // job shims started ahead of their jobs (spare.go)
+	// firstSpare starts the first spare once (firstSpareLater).
+	firstSpare sync.Once
 
 	terms terminalTable // processes on pseudo-terminals (pty.go)
 
@@ -244,7 +246,12 @@ func (s *Server) Run(ctx context.Context) error {
 	s.sup.adj = adj
 	s.initDirect(s.sup.run())
 	defer s.sup.shutdown()
-	s.refillSpare()
+	if s.direct.children == nil {
+		s.refillSpare() // every exec needs a shim: have one ready
+	}
+	// The file roots (read by the first ping) are worked out beside the
+	// listen instead of after it.
+	go s.roots()
 
 	s.ckpt.quiesce = make(chan quiesceOrder, 1)
 	s.takeIdentity(false)
@@ -255,6 +262,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.firstSpareLater()
 	var runErr error
 loop:
 	for {

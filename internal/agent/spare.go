@@ -212,6 +212,26 @@ func (s *Server) refillSpareUnless(added uint64) {
 	}
 }
 
+// firstSpareAfter is how long after it listens the agent starts its first
+// spare shim if no request (other than a ping) has ended before.
+const firstSpareAfter = 250 * time.Millisecond
+
+// firstSpareLater starts the first spare shim SpareRefillDelay after the
+// agent has answered a request other than a ping (a new sandbox's first
+// command: its answer is out by then), or firstSpareAfter after it
+// listens, whichever comes first. Started with the agent, the shim (a
+// second start of the agent's binary: under gVisor tens of milliseconds
+// of CPU) ran beside the agent's own start and the first exec, on the
+// critical path of a cold create; the first exec runs without a shim (the
+// direct slot), and a job that comes before the spare starts its shim
+// itself, as it would have while that spare was starting.
+func (s *Server) firstSpareLater() {
+	time.AfterFunc(firstSpareAfter, func() { s.firstSpare.Do(s.refillSpare) })
+}
+
+// firstSpareSoon is firstSpareLater's start after a first request.
+func (s *Server) firstSpareSoon() { time.AfterFunc(s.cfg.SpareRefillDelay, s.refillSpare) }
+
 // refillSpare starts a spare in the background unless one is idle or
 // being started.
 func (s *Server) refillSpare() {

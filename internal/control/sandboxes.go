@@ -404,6 +404,9 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	}
 	tl.mark("volumes")
 	out, err := s.startSandbox(wctx, tl, sb, p, readOnly, append(roMounts, volMounts...), in.From)
+	if errdefs.Code(err) == "image_not_built" {
+		s.images.Forget(ref) // removed since Await saw it: the next create asks again
+	}
 	if err == nil && in.poolMember {
 		err = s.warmUp(wctx, sb.ID)
 		tl.mark("warm_up")
@@ -513,11 +516,22 @@ func (s *Service) startSandbox(ctx context.Context, tl *timeline, sb *sandbox.Sa
 			return nil, err
 		}
 	}
-	if _, err := s.setState(ctx, sb.ID, sandbox.StateStarting, func(x *sandbox.Sandbox) { x.ContainerID = cid }); err != nil {
-		return nil, err
+	// The record says starting (with the container's id) while the
+	// container starts, not before: a store write less on a cold create's
+	// path. A crash in between leaves a record that says created, which
+	// the reconciler ends as it ends one that says starting (the
+	// container found by its name).
+	recorded := make(chan error, 1)
+	go func() {
+		_, err := s.setState(ctx, sb.ID, sandbox.StateStarting, func(x *sandbox.Sandbox) { x.ContainerID = cid })
+		recorded <- err
+	}()
+	err = s.startUntilAgent(ctx, tl, sb.ID, cid)
+	if rerr := <-recorded; err == nil {
+		err = rerr
 	}
 	tl.mark("record_starting")
-	if err := s.startUntilAgent(ctx, tl, sb.ID, cid); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	out, err := s.setState(ctx, sb.ID, sandbox.StateReady, nil)
@@ -578,9 +592,13 @@ const agentPoll = 2 * time.Millisecond
 func (s *Service) startUntilAgent(ctx context.Context, tl *timeline, id, cid string) error {
 	pctx, stopPoll := context.WithCancel(ctx)
 	defer stopPoll()
+	var wake <-chan struct{}
+	if w, ok := s.boxes.(driver.AgentWatcher); ok {
+		wake = w.WatchAgent(pctx, id) // dial as the socket appears, not at the next poll
+	}
 	ready := make(chan error, 1)
 	go func() {
-		_, err := s.agent(id).WaitReady(pctx, agentPoll)
+		_, err := s.agent(id).WaitReadyWake(pctx, agentPoll, wake)
 		ready <- err
 	}()
 	// The call outlives this create when the agent answers first; the

@@ -46,6 +46,18 @@ type Sandboxer interface {
 	AgentAddress(id string) string
 }
 
+// AgentWatcher is implemented by sandboxers that can tell when a starting
+// sandbox's agent may have begun to listen (the local one: something
+// appeared in the directory of its socket), so that the wait for the
+// agent dials at once instead of at its next poll.
+type AgentWatcher interface {
+	// WatchAgent returns a channel that receives (without blocking the
+	// sender; a missed value is covered by the next) whenever sandbox
+	// id's agent may have begun to listen, until ctx ends; nil when it
+	// cannot watch.
+	WatchAgent(ctx context.Context, id string) <-chan struct{}
+}
+
 // QuotaReporter is implemented by sandboxers that can cap a workspace
 // (SandboxSpec.DiskMB).
 type QuotaReporter interface {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"genesis.dev/sandbox/images"
@@ -31,6 +32,11 @@ type Images struct {
 	repo   string
 	driver presence
 	builds Builds
+	// seen holds the references Await found present: a create does not
+	// ask the daemon again (one call of every cold create). One removed
+	// since fails the container's create with image_not_built, and
+	// Forget makes the next Await ask again.
+	seen sync.Map
 }
 
 // New returns the images of repository (config's image_repository) as
@@ -111,7 +117,13 @@ func Building(b imagebuild.Progress) bool {
 // image_not_built with the failure, and one still being built is
 // image_building (503) with Retry-After and the progress.
 func (im *Images) Await(ctx context.Context, p *config.Profile, ref string, wait time.Duration, recipe bool) error {
+	if _, ok := im.seen.Load(ref); ok {
+		return nil
+	}
 	present, err := im.driver.ImagePresent(ctx, ref)
+	if present {
+		im.seen.Store(ref, true)
+	}
 	if err != nil || present {
 		return err
 	}
@@ -144,6 +156,10 @@ func (im *Images) Await(ctx context.Context, p *config.Profile, ref string, wait
 	return errdefs.WithCode("image_not_built", fmt.Errorf(
 		"image %s of profile %s is not available: %s; build it with: %s: %w", ref, p.Name, reason, BuildCommand(p, true), errdefs.ErrFailedPrecondition))
 }
+
+// Forget drops what Await remembers of ref: a create that found it
+// missing after all (the daemon's image_not_built) calls it.
+func (im *Images) Forget(ref string) { im.seen.Delete(ref) }
 
 // View is one image the configured profiles run, with its state on this
 // host.

@@ -143,17 +143,30 @@ func (c *Client) Exec(ctx context.Context, req agentproto.ExecRequest) (agentpro
 // WaitReady pings the agent every poll interval until it answers or ctx
 // ends; the socket appears a few milliseconds after the container starts.
 func (c *Client) WaitReady(ctx context.Context, poll time.Duration) (agentproto.Ping, error) {
+	return c.WaitReadyWake(ctx, poll, nil)
+}
+
+// WaitReadyWake is WaitReady that also pings at once whenever wake
+// receives (the agent may have begun to listen: driver.AgentWatcher); nil
+// wake only polls.
+func (c *Client) WaitReadyWake(ctx context.Context, poll time.Duration, wake <-chan struct{}) (agentproto.Ping, error) {
 	if poll <= 0 {
 		poll = 5 * time.Millisecond
 	}
 	t := time.NewTimer(0)
 	defer t.Stop()
 	var last error
+	quick := 0 // pings left at a short interval after a wake
 	for {
 		select {
 		case <-ctx.Done():
 			return agentproto.Ping{}, c.notReady(ctx, last)
 		case <-t.C:
+		case <-wake:
+			t.Stop() // Reset below; no stale value (Go 1.23 timers)
+			// The socket's name appears at its bind, a moment before
+			// the listen: a refusal then is retried soon.
+			quick = 4
 		}
 		p, err := c.Ping(ctx)
 		if err == nil {
@@ -166,7 +179,12 @@ func (c *Client) WaitReady(ctx context.Context, poll time.Duration) (agentproto.
 			return agentproto.Ping{}, err
 		}
 		last = err
-		t.Reset(poll)
+		if quick > 0 {
+			quick--
+			t.Reset(poll / 8)
+		} else {
+			t.Reset(poll)
+		}
 	}
 }
 

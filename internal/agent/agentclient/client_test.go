@@ -232,3 +232,54 @@ func TestClientRedialsAfterItsConnectionEnds(t *testing.T) {
 		t.Fatalf("agent saw %d connections, want 3", n)
 	}
 }
+
+// TestWaitReadyWakeDialsAtOnce: a wake makes WaitReadyWake ping at once,
+// not at its next poll (an hour away here), and a refusal right after a
+// wake is retried soon.
+func TestWaitReadyWakeDialsAtOnce(t *testing.T) {
+	t.Parallel()
+	dir, err := os.MkdirTemp("", "gac")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "a.sock")
+	c := Dial(sock)
+	defer c.Close()
+	wake := make(chan struct{}, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	type result struct {
+		p   agentproto.Ping
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		p, err := c.WaitReadyWake(ctx, time.Hour, wake)
+		done <- result{p, err}
+	}()
+	// A wake while nothing listens: refused, retried soon, still refused.
+	wake <- struct{}{}
+	time.Sleep(20 * time.Millisecond) // past the quick retries; WaitReadyWake must still wait
+	select {
+	case r := <-done:
+		t.Fatalf("WaitReadyWake returned without an agent: %+v, %v", r.p, r.err)
+	default:
+	}
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Protocols: &protos, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, agentproto.Ping{Protocol: agentproto.Version, PID: 7})
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	wake <- struct{}{}
+	r := <-done
+	if r.err != nil || r.p.PID != 7 {
+		t.Fatalf("WaitReadyWake after the wake = %+v, %v; want the agent's ping", r.p, r.err)
+	}
+}
