@@ -3,6 +3,7 @@ package browser
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -33,6 +34,26 @@ type version struct {
 func httpClient(t *Target) *http.Client {
 	return &http.Client{Transport: &http.Transport{
 		DialContext:       func(ctx context.Context, _, _ string) (net.Conn, error) { return t.Dial(ctx, t.Spec.CDPPort) },
+		DisableKeepAlives: true,
+	}}
+}
+
+// sessionClient is httpClient for the session's DevTools WebSocket: its
+// connection is the agent's raw dial where the agent gives one
+// (Target.DialRaw), each DevTools message then costs no framing or
+// hand-off in the agent or here.
+func sessionClient(t *Target) *http.Client {
+	if t.DialRaw == nil {
+		return httpClient(t)
+	}
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			c, err := t.DialRaw(ctx, t.Spec.CDPPort)
+			if errors.Is(err, errdefs.ErrNotImplemented) {
+				return t.Dial(ctx, t.Spec.CDPPort)
+			}
+			return c, err
+		},
 		DisableKeepAlives: true,
 	}}
 }
@@ -113,7 +134,7 @@ func dialCDP(ctx context.Context, t *Target) (*wsConn, error) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(dctx, "ws://127.0.0.1:"+strconv.Itoa(t.Spec.CDPPort)+u.Path, &websocket.DialOptions{HTTPClient: httpClient(t)})
+	c, _, err := websocket.Dial(dctx, "ws://127.0.0.1:"+strconv.Itoa(t.Spec.CDPPort)+u.Path, &websocket.DialOptions{HTTPClient: sessionClient(t)})
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the browser of sandbox %s: %v: %w", t.SandboxID, err, errdefs.ErrBadGateway)
 	}
