@@ -366,11 +366,13 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *api.BrowserAc
 	}
 	if tc, ok := s.tabs[s.active]; ok {
 		out.Tab = string(s.active)
-		info, err := withDeadline(ctx, tc.ctx, func(c context.Context) (pageInfo, error) {
-			c, cancel := context.WithTimeout(c, 2*time.Second)
-			defer cancel()
-			return evalPage[pageInfo](s, c, `({url: document.location.href, title: document.title})`, false)
-		})
+		// evalPage ends when its context does, so the request's end
+		// cancels it here, with no goroutine to wait on (withDeadline's).
+		c, cancel := context.WithTimeout(tc.ctx, 2*time.Second)
+		stop := context.AfterFunc(ctx, cancel)
+		info, err := evalPage[pageInfo](s, c, `({url: document.location.href, title: document.title})`, false)
+		stop()
+		cancel()
 		if err == nil {
 			out.URL, out.Title = info.URL, info.Title
 		}
