@@ -252,12 +252,16 @@ func (w *wsConn) send(ctx context.Context, session target.SessionID, cmds ...com
 		}
 		w.wmu.Unlock()
 	}()
+	// A write cut by its context closes the WebSocket: the writes go
+	// under the connection's life, as chromedp's own do, and only the
+	// wait for the answers ends with ctx.
+	wctx := context.WithoutCancel(ctx)
 	for _, b := range msgs {
 		if w.debugf != nil {
 			w.debugf("-> %s", b)
 		}
 		w.mu.Lock()
-		err := w.c.Write(ctx, websocket.MessageText, b)
+		err := w.c.Write(wctx, websocket.MessageText, b)
 		w.mu.Unlock()
 		if err != nil {
 			return err
