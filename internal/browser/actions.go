@@ -244,7 +244,9 @@ func (s *session) send(c context.Context, cmds ...command) error {
 // as chromedp.Evaluate does (by value; an exception is a
 // *chromedp.ExceptionError; undefined and null are chromedp.ErrJSUndefined
 // and chromedp.ErrJSNull), but as the session's own command: its answer
-// goes straight to the caller, past chromedp's routing.
+// goes straight to the caller, past chromedp's routing. T is a type that
+// cannot be nil (a struct, a number, a string): chromedp answers null as
+// the zero value for the others, this does not.
 func evalPage[T any](s *session, c context.Context, expression string, await bool) (T, error) {
 	var zero T
 	yes := true
