@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -56,6 +58,10 @@ func (s *Server) handlePortDial(w http.ResponseWriter, r *http.Request, port int
 	}
 	conn := c.(*net.TCPConn)
 	defer conn.Close()
+	if wantsRawPort(r) {
+		s.splicePort(w, r, conn)
+		return
+	}
 	// The caller going away (stream reset, connection lost) ends both
 	// directions: a blocked socket read or write returns.
 	stop := context.AfterFunc(r.Context(), func() { conn.Close() })
@@ -117,4 +123,74 @@ func (s *Server) handlePortDial(w http.ResponseWriter, r *http.Request, port int
 	conn.Close()
 	r.Body.Close()
 	<-upDone
+}
+
+// splicePort answers an HTTP/1.1 dial that asked for the connection
+// itself (agentproto.UpgradeRawPort): 101, then the bytes both ways with
+// no framing, one goroutine a direction. It ends as the streamed dial
+// does: the caller's end of sending shuts down conn's write side, conn's
+// end (or any error) ends both. A shutdown of the server (a save's
+// quiesce, the agent stopping) closes it, as it closes its other
+// connections.
+func (s *Server) splicePort(w http.ResponseWriter, r *http.Request, conn *net.TCPConn) {
+	nc, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		writeError(w, fmt.Errorf("the dial asked for the connection itself, which this server cannot give: %v: %w", err, errdefs.ErrInvalidArgument))
+		return
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Time{}) // the header's read deadline is over
+	if srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok {
+		var once sync.Once
+		closeBoth := func() { once.Do(func() { nc.Close(); conn.Close() }) }
+		srv.RegisterOnShutdown(closeBoth)
+	}
+	if _, err := brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + agentproto.UpgradeRawPort + "\r\n\r\n"); err != nil {
+		return
+	}
+	if err := brw.Flush(); err != nil {
+		return
+	}
+	upDone := make(chan struct{})
+	go func() {
+		defer close(upDone)
+		// What the server read ahead of the request's end comes first.
+		_, err := io.Copy(conn, brw.Reader)
+		if err != nil {
+			conn.Close()
+			return
+		}
+		conn.CloseWrite() // the caller is done sending: the service reads EOF
+	}()
+	b := make([]byte, portDownChunk)
+	for {
+		n, err := conn.Read(b)
+		if n > 0 {
+			if _, werr := nc.Write(b[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	conn.Close()
+	nc.Close()
+	<-upDone
+}
+
+// wantsRawPort reports whether r asks for the connection itself
+// (agentproto.UpgradeRawPort).
+func wantsRawPort(r *http.Request) bool {
+	if r.ProtoMajor != 1 || !strings.EqualFold(r.Header.Get("Upgrade"), agentproto.UpgradeRawPort) {
+		return false
+	}
+	for _, v := range r.Header.Values("Connection") {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
 }

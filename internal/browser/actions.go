@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/cdproto/accessibility"
 	cdpbrowser "github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -86,6 +87,7 @@ func validate(req *api.BrowserActionsRequest, t *Target) error {
 type session struct {
 	mu      sync.Mutex
 	t       *Target
+	alloc   *allocator
 	acancel context.CancelFunc
 	bctx    context.Context // browser-level chromedp context
 	bcancel context.CancelFunc
@@ -125,9 +127,10 @@ type tabCtx struct {
 // notice, if set, is called (in its own goroutine) when Chromium reports a
 // download complete.
 func openSession(ctx context.Context, t *Target, notice func()) (*session, error) {
-	actx, acancel := chromedp.NewAllocatorContext(context.Background(), &allocator{t: t})
+	alloc := &allocator{t: t}
+	actx, acancel := chromedp.NewAllocatorContext(context.Background(), alloc)
 	bctx, bcancel := chromedp.NewContext(actx)
-	s := &session{t: t, acancel: acancel, bctx: bctx, bcancel: bcancel, tabs: map[target.ID]tabCtx{}}
+	s := &session{t: t, alloc: alloc, acancel: acancel, bctx: bctx, bcancel: bcancel, tabs: map[target.ID]tabCtx{}}
 	fail := func(err error) (*session, error) {
 		s.close()
 		return nil, err
@@ -225,6 +228,52 @@ func (s *session) close() {
 	s.acancel()
 }
 
+// send sends cmds to the page of the action's context c in one go
+// (wsConn.send), within c's deadline.
+func (s *session) send(c context.Context, cmds ...command) error {
+	conn := s.alloc.conn.Load()
+	if conn == nil {
+		return fmt.Errorf("the session has no connection to the browser: %w", errdefs.ErrInternal)
+	}
+	return chromedp.Do(c, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		return conn.send(ctx, t.SessionID, cmds...)
+	}))
+}
+
+// evalPage evaluates expression in the page of the action's context c,
+// as chromedp.Evaluate does (by value; an exception is a
+// *chromedp.ExceptionError; undefined and null are chromedp.ErrJSUndefined
+// and chromedp.ErrJSNull), but as the session's own command: its answer
+// goes straight to the caller, past chromedp's routing. T is a type that
+// cannot be nil (a struct, a number, a string): chromedp answers null as
+// the zero value for the others, this does not.
+func evalPage[T any](s *session, c context.Context, expression string, await bool) (T, error) {
+	var zero T
+	yes := true
+	p := runtime.EvaluateParams{Expression: expression, ReturnByValue: &yes}
+	if await {
+		p.AwaitPromise = &yes
+	}
+	var r runtime.EvaluateResult
+	if err := s.send(c, command{Method: runtime.CommandEvaluate, Params: p, Result: &r}); err != nil {
+		return zero, err
+	}
+	if r.ExceptionDetails != nil {
+		return zero, &chromedp.ExceptionError{ExceptionDetails: r.ExceptionDetails}
+	}
+	if r.Result == nil || len(r.Result.Value) == 0 || string(r.Result.Value) == "null" {
+		if r.Result != nil && r.Result.Type == "undefined" {
+			return zero, chromedp.ErrJSUndefined
+		}
+		return zero, chromedp.ErrJSNull
+	}
+	var v T
+	if err := json.Unmarshal(r.Result.Value, &v); err != nil {
+		return zero, err
+	}
+	return v, nil
+}
+
 // dead reports whether the session lost its browser.
 func (s *session) dead() bool { return s.bctx.Err() != nil }
 
@@ -319,11 +368,13 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *api.BrowserAc
 	}
 	if tc, ok := s.tabs[s.active]; ok {
 		out.Tab = string(s.active)
-		info, err := withDeadline(ctx, tc.ctx, func(c context.Context) (pageInfo, error) {
-			c, cancel := context.WithTimeout(c, 2*time.Second)
-			defer cancel()
-			return chromedp.Run(c, chromedp.Evaluate[pageInfo](`({url: document.location.href, title: document.title})`))
-		})
+		// evalPage ends when its context does, so the request's end
+		// cancels it here, with no goroutine to wait on (withDeadline's).
+		c, cancel := context.WithTimeout(tc.ctx, 2*time.Second)
+		stop := context.AfterFunc(ctx, cancel)
+		info, err := evalPage[pageInfo](s, c, `({url: document.location.href, title: document.title})`, false)
+		stop()
+		cancel()
 		if err == nil {
 			out.URL, out.Title = info.URL, info.Title
 		}

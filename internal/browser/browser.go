@@ -42,9 +42,14 @@ type Target struct {
 	Spec      config.BrowserSpec
 	// Dial connects to 127.0.0.1:port inside the sandbox; it stays usable
 	// after Release while the sandbox runs.
-	Dial  func(ctx context.Context, port int) (net.Conn, error)
-	Files Files
-	Jobs  Jobs
+	Dial func(ctx context.Context, port int) (net.Conn, error)
+	// DialRaw, if set, is Dial over a connection of its own to the
+	// sandbox's agent (agentclient.DialPortRaw): cheaper per message, for
+	// the actions session's long-lived DevTools connection. An agent that
+	// cannot answers errdefs.ErrNotImplemented, and Dial is used.
+	DialRaw func(ctx context.Context, port int) (net.Conn, error)
+	Files   Files
+	Jobs    Jobs
 	// Offline reports whether the sandbox has no network (mode none): its
 	// browser reaches only servers inside the sandbox. It is asked only to
 	// explain a failed load (it may read the sandbox's network record, a
@@ -524,7 +529,7 @@ func offlineOf(at *control.Attachment) bool {
 func targetOf(at *control.Attachment, jobs Jobs) *Target {
 	return &Target{
 		Tenant: at.Sandbox.Tenant, SandboxID: at.Sandbox.ID, Image: at.Sandbox.Image, Spec: *at.Profile.Browser,
-		Dial: at.Agent.DialPort, Files: at.Agent, Jobs: jobs, Release: at.Release,
+		Dial: at.Agent.DialPort, DialRaw: at.Agent.DialPortRaw, Files: at.Agent, Jobs: jobs, Release: at.Release,
 		Offline: func(context.Context) bool { return offlineOf(at) }, Profile: at.Sandbox.Profile,
 	}
 }

@@ -3,6 +3,7 @@ package browser
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,10 +11,12 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chromedp/cdproto"
 	jsonv2 "github.com/chromedp/cdproto/cdp/jsonv2"
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 	"github.com/coder/websocket"
 
@@ -31,6 +34,26 @@ type version struct {
 func httpClient(t *Target) *http.Client {
 	return &http.Client{Transport: &http.Transport{
 		DialContext:       func(ctx context.Context, _, _ string) (net.Conn, error) { return t.Dial(ctx, t.Spec.CDPPort) },
+		DisableKeepAlives: true,
+	}}
+}
+
+// sessionClient is httpClient for the session's DevTools WebSocket: its
+// connection is the agent's raw dial where the agent gives one
+// (Target.DialRaw), each DevTools message then costs no framing or
+// hand-off in the agent or here.
+func sessionClient(t *Target) *http.Client {
+	if t.DialRaw == nil {
+		return httpClient(t)
+	}
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			c, err := t.DialRaw(ctx, t.Spec.CDPPort)
+			if errors.Is(err, errdefs.ErrNotImplemented) {
+				return t.Dial(ctx, t.Spec.CDPPort)
+			}
+			return c, err
+		},
 		DisableKeepAlives: true,
 	}}
 }
@@ -63,12 +86,38 @@ func fetchVersion(ctx context.Context, t *Target) (*version, error) {
 const maxMessage = 256 << 20
 
 // wsConn is a chromedp.Transport over a WebSocket dialled through the
-// sandbox's agent.
+// sandbox's agent. Besides chromedp's commands it sends the session's own
+// (send): several in one go, in order, without waiting for each answer.
 type wsConn struct {
 	c      *websocket.Conn
 	mu     sync.Mutex
 	debugf func(string, ...any)
+
+	// next is the id of the last own command; own ids start at ownIDs.
+	next atomic.Int64
+	wmu  sync.Mutex
+	// waiting holds the replies awaited, by id; lost is why the
+	// connection ended (nil while it is up).
+	waiting map[int64]waiter
+	lost    error
 }
+
+// waiter awaits the reply to one own command sent to session.
+type waiter struct {
+	session target.SessionID
+	ch      chan reply
+}
+
+// reply is an own command's answer, or why none comes.
+type reply struct {
+	msg *cdproto.Message
+	err error
+}
+
+// ownIDs is where the ids of the session's own commands start: far above
+// chromedp's, which count from 1, and within the 32-bit integer Chromium
+// takes as an id.
+const ownIDs = 1 << 30
 
 // SetDebugf is the protocol logger chromedp.NewBrowserTransport sets.
 func (w *wsConn) SetDebugf(f func(string, ...any)) { w.debugf = f }
@@ -85,7 +134,7 @@ func dialCDP(ctx context.Context, t *Target) (*wsConn, error) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(dctx, "ws://127.0.0.1:"+strconv.Itoa(t.Spec.CDPPort)+u.Path, &websocket.DialOptions{HTTPClient: httpClient(t)})
+	c, _, err := websocket.Dial(dctx, "ws://127.0.0.1:"+strconv.Itoa(t.Spec.CDPPort)+u.Path, &websocket.DialOptions{HTTPClient: sessionClient(t)})
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the browser of sandbox %s: %v: %w", t.SandboxID, err, errdefs.ErrBadGateway)
 	}
@@ -93,15 +142,150 @@ func dialCDP(ctx context.Context, t *Target) (*wsConn, error) {
 	return &wsConn{c: c}, nil
 }
 
+// Read reads the next message for chromedp. The replies to the session's
+// own commands are taken out here, in the order they arrive.
 func (w *wsConn) Read(ctx context.Context, msg *cdproto.Message) error {
-	_, data, err := w.c.Read(ctx)
-	if err != nil {
-		return err
+	for {
+		_, data, err := w.c.Read(ctx)
+		if err != nil {
+			w.fail(err)
+			return err
+		}
+		if w.debugf != nil {
+			w.debugf("<- %s", data)
+		}
+		*msg = cdproto.Message{}
+		if err := jsonv2.Unmarshal(data, msg, chromedp.DefaultUnmarshalOptions); err != nil {
+			return err
+		}
+		if msg.Method == cdproto.EventTargetDetachedFromTarget {
+			w.detached(msg.Params)
+		}
+		if msg.ID < ownIDs || msg.Method != "" {
+			return nil
+		}
+		w.wmu.Lock()
+		wt, ok := w.waiting[msg.ID]
+		delete(w.waiting, msg.ID)
+		w.wmu.Unlock()
+		if ok {
+			wt.ch <- reply{msg: &cdproto.Message{ID: msg.ID, Result: msg.Result, Error: msg.Error}}
+		}
 	}
-	if w.debugf != nil {
-		w.debugf("<- %s", data)
+}
+
+// detached ends the wait of the own commands sent to a session the
+// browser detached (its page closed): no reply comes for them.
+func (w *wsConn) detached(params []byte) {
+	var ev target.EventDetachedFromTarget
+	if jsonv2.Unmarshal(params, &ev, chromedp.DefaultUnmarshalOptions) != nil || ev.SessionID == "" {
+		return
 	}
-	return jsonv2.Unmarshal(data, msg, chromedp.DefaultUnmarshalOptions)
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	for id, wt := range w.waiting {
+		if wt.session == ev.SessionID {
+			wt.ch <- reply{err: fmt.Errorf("session %s: %w: inspected target navigated or closed", ev.SessionID, chromedp.ErrTargetDetached)}
+			delete(w.waiting, id)
+		}
+	}
+}
+
+// fail ends the wait of every own command: the connection is gone.
+func (w *wsConn) fail(err error) {
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	if w.lost == nil {
+		w.lost = fmt.Errorf("lost the connection to the browser: %w", err)
+	}
+	for id, wt := range w.waiting {
+		wt.ch <- reply{err: w.lost}
+		delete(w.waiting, id)
+	}
+}
+
+// command is one CDP command of the session's own; Result, if set,
+// receives its answer.
+type command struct {
+	Method string
+	Params any
+	Result any
+}
+
+// send sends cmds to the target of session in order, each as soon as the
+// one before is written, and waits for all the answers: a sequence of
+// commands the browser runs in the order it receives them (as it does
+// the Input domain's) costs one round trip through the sandbox's agent
+// instead of one each. The first command that failed says why.
+func (w *wsConn) send(ctx context.Context, session target.SessionID, cmds ...command) error {
+	chans := make([]chan reply, len(cmds))
+	msgs := make([][]byte, len(cmds))
+	ids := make([]int64, len(cmds))
+	for i, c := range cmds {
+		params, err := jsonv2.Marshal(c.Params, chromedp.DefaultMarshalOptions)
+		if err != nil {
+			return err
+		}
+		ids[i] = ownIDs + w.next.Add(1)
+		msgs[i], err = jsonv2.Marshal(&cdproto.Message{ID: ids[i], SessionID: session, Method: cdproto.MethodType(c.Method), Params: params}, chromedp.DefaultMarshalOptions)
+		if err != nil {
+			return err
+		}
+		chans[i] = make(chan reply, 1)
+	}
+	w.wmu.Lock()
+	if w.lost != nil {
+		w.wmu.Unlock()
+		return w.lost
+	}
+	if w.waiting == nil {
+		w.waiting = map[int64]waiter{}
+	}
+	for i, id := range ids {
+		w.waiting[id] = waiter{session, chans[i]}
+	}
+	w.wmu.Unlock()
+	defer func() {
+		w.wmu.Lock()
+		for _, id := range ids {
+			delete(w.waiting, id)
+		}
+		w.wmu.Unlock()
+	}()
+	// A write cut by its context closes the WebSocket: the writes go
+	// under the connection's life, as chromedp's own do, and only the
+	// wait for the answers ends with ctx.
+	wctx := context.WithoutCancel(ctx)
+	for _, b := range msgs {
+		if w.debugf != nil {
+			w.debugf("-> %s", b)
+		}
+		w.mu.Lock()
+		err := w.c.Write(wctx, websocket.MessageText, b)
+		w.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	var first error
+	for i, ch := range chans {
+		select {
+		case r := <-ch:
+			switch {
+			case r.err != nil:
+				return r.err
+			case r.msg.Error != nil && first == nil:
+				first = r.msg.Error
+			case r.msg.Error == nil && cmds[i].Result != nil && first == nil:
+				if err := jsonv2.Unmarshal(r.msg.Result, cmds[i].Result, chromedp.DefaultUnmarshalOptions); err != nil {
+					first = err
+				}
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return first
 }
 
 func (w *wsConn) Write(ctx context.Context, msg *cdproto.Message) error {
@@ -123,6 +307,8 @@ func (w *wsConn) Close() error { return w.c.Close(websocket.StatusNormalClosure,
 type allocator struct {
 	t  *Target
 	wg sync.WaitGroup
+	// conn is the connection once Allocate made it.
+	conn atomic.Pointer[wsConn]
 }
 
 func (a *allocator) Allocate(ctx context.Context, opts ...chromedp.BrowserOption) (*chromedp.Browser, error) {
@@ -142,6 +328,7 @@ func (a *allocator) Allocate(ctx context.Context, opts ...chromedp.BrowserOption
 		cancel()
 		return nil, err
 	}
+	a.conn.Store(conn)
 	return chromedp.NewBrowserTransport(wctx, conn, opts...)
 }
 

@@ -16,6 +16,18 @@ package agentproto
 //     1..65535 answers 400.
 const PathPortDial = "/v1/ports/{port}/dial"
 
+// UpgradeRawPort is the Upgrade token of a PathPortDial over HTTP/1.1 that
+// asks for the connection itself: with "Connection: Upgrade" and
+// "Upgrade: genesis-port" (and no body) the agent answers 101 Switching
+// Protocols once the port is connected, and the HTTP connection then
+// carries the port's bytes both ways with no framing, as PathPortDial
+// describes otherwise (the caller's shutdown of its write side is the end
+// of sending; a refused port answers as above, without the upgrade). One
+// connection per dial costs a connect, and saves the per-message framing
+// and hand-offs of a stream of the shared HTTP/2 connection, which under
+// gVisor are most of a small exchange's time (a DevTools session's).
+const UpgradeRawPort = "genesis-port"
+
 // PathPorts is the prefix of the port routes.
 const PathPorts = "/v1/ports/"
 
