@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -78,5 +79,28 @@ func TestCheckpointer(t *testing.T) {
 			t.Fatalf("the database file is still %d bytes: no checkpoint ran", before)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestNextPause(t *testing.T) {
+	mid := 2 * checkpointMinPause
+	for _, c := range []struct {
+		name  string
+		pause time.Duration
+		w     walState
+		err   error
+		want  time.Duration
+	}{
+		{"little written: longer", checkpointMinPause, walState{frames: 10, copied: 10}, nil, 2 * checkpointMinPause},
+		{"nothing written, at the bound", checkpointMaxPause, walState{}, nil, checkpointMaxPause},
+		{"about the target: the same", mid, walState{frames: checkpointFrames + 1, copied: checkpointFrames + 1}, nil, mid},
+		{"much written: shorter", mid, walState{frames: 3 * checkpointFrames, copied: 3 * checkpointFrames}, nil, checkpointMinPause},
+		{"a reader held pages back: shorter", mid, walState{frames: checkpointFrames + 1, copied: 5}, nil, checkpointMinPause},
+		{"never under the floor", checkpointMinPause, walState{frames: 9 * checkpointFrames}, nil, checkpointMinPause},
+		{"an error: the longest", checkpointMinPause, walState{}, errors.New("x"), checkpointMaxPause},
+	} {
+		if got := nextPause(c.pause, c.w, c.err); got != c.want {
+			t.Errorf("%s: nextPause(%v, %+v, %v) = %v, want %v", c.name, c.pause, c.w, c.err, got, c.want)
+		}
 	}
 }
