@@ -141,9 +141,10 @@ func (s *Server) splicePort(w http.ResponseWriter, r *http.Request, conn *net.TC
 	defer nc.Close()
 	nc.SetDeadline(time.Time{}) // the header's read deadline is over
 	if srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok {
-		var once sync.Once
-		closeBoth := func() { once.Do(func() { nc.Close(); conn.Close() }) }
-		srv.RegisterOnShutdown(closeBoth)
+		// One hook per server, closing the splices live at its shutdown
+		// (a hook per splice would pile up for the agent's whole life).
+		s.splices.hookOnce(srv)
+		defer s.splices.add(nc, conn)()
 	}
 	if _, err := brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + agentproto.UpgradeRawPort + "\r\n\r\n"); err != nil {
 		return
@@ -193,4 +194,49 @@ func wantsRawPort(r *http.Request) bool {
 		}
 	}
 	return false
+}
+
+// splices are the raw port connections (splicePort) open now, closed
+// when the server they came through shuts down.
+type splices struct {
+	mu     sync.Mutex
+	hooked map[*http.Server]bool
+	open   map[net.Conn]net.Conn
+}
+
+// hookOnce registers, once per server, the hook that closes every open
+// splice at its shutdown.
+func (sp *splices) hookOnce(srv *http.Server) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.hooked[srv] {
+		return
+	}
+	if sp.hooked == nil {
+		sp.hooked = map[*http.Server]bool{}
+	}
+	sp.hooked[srv] = true
+	srv.RegisterOnShutdown(func() {
+		sp.mu.Lock()
+		defer sp.mu.Unlock()
+		for a, b := range sp.open {
+			a.Close()
+			b.Close()
+		}
+	})
+}
+
+// add notes an open splice of a and b; the returned func forgets it.
+func (sp *splices) add(a, b net.Conn) func() {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.open == nil {
+		sp.open = map[net.Conn]net.Conn{}
+	}
+	sp.open[a] = b
+	return func() {
+		sp.mu.Lock()
+		defer sp.mu.Unlock()
+		delete(sp.open, a)
+	}
 }

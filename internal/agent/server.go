@@ -97,6 +97,7 @@ type Config struct {
 // Server is the agent: a process supervisor with an HTTP/2 front end.
 type Server struct {
 	cfg     Config
+	splices splices // raw port connections open now (ports.go)
 	log     *slog.Logger
 	sup     *supervisor
 	env     *baseEnv
