@@ -396,7 +396,11 @@ func (s *Service) releaseLease(ctx context.Context, tenant, id string) (<-chan e
 // lease that is no longer active is errdefs.ErrFailedPrecondition.
 func (s *Service) endLeaseDraining(ctx context.Context, l *sandbox.Lease, to sandbox.LeaseState, reason string, check func(*sandbox.Lease) error) (*sandbox.Lease, *sandbox.Sandbox, error) {
 	now := s.now()
-	return s.store.EndLease(ctx, store.LeaseEnd{LeaseID: l.ID, SandboxID: l.SandboxID, Now: now, End: func(x *sandbox.Lease) error {
+	var inst string
+	if s.reps != nil {
+		inst = s.instance // another instance's sandbox is this one's to end (takeToEnd, in the same write)
+	}
+	return s.store.EndLease(ctx, store.LeaseEnd{LeaseID: l.ID, SandboxID: l.SandboxID, Now: now, Instance: inst, End: func(x *sandbox.Lease) error {
 		if check != nil {
 			if err := check(x); err != nil {
 				return err

@@ -33,12 +33,10 @@ func (s *Service) recycle(ctx context.Context, l *sandbox.Lease, sb *sandbox.San
 	defer s.forgetHeld(sb.ID)
 	pl := s.pool(sb.Profile, sb.Runtime, sb.Pool)
 	reason := leaseEndReason(l.State)
-	// Another instance's member (shared pools) becomes this one's first:
-	// should this process die before the end, the leader adopts the
-	// draining record from it and destroys it at once.
-	if err := s.takeToEnd(ctx, sb); err != nil {
-		s.log.Warn("taking another instance's sandbox to end it", "sandbox", sb.ID, "err", err)
-	}
+	// Another instance's member (shared pools) became this one's in the
+	// write that drained it (endLeaseDraining): should this process die
+	// before the end, the leader adopts the draining record from it and
+	// destroys it at once.
 	if why := s.resetRefusal(ctx, l, sb, pl); why != "" {
 		s.log.Debug("destroying instead of resetting", "sandbox", sb.ID, "lease", l.ID, "why", why)
 	} else if err := s.resetMember(ctx, pl, l, sb); err != nil {

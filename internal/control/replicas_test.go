@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"genesis.dev/sandbox/internal/assemble"
 	"genesis.dev/sandbox/internal/config"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/controltest"
@@ -15,6 +18,7 @@ import (
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/pgtest"
 	"genesis.dev/sandbox/internal/store/postgres"
+	"genesis.dev/sandbox/internal/store/sqlstore"
 	"genesis.dev/sandbox/internal/tenant"
 )
 
@@ -157,5 +161,85 @@ func TestEndAnotherInstancesSandbox(t *testing.T) {
 	}
 	if got.State != sandbox.StateDestroyed || got.Instance != "instance-1" {
 		t.Errorf("after instance-1 deleted instance-0's sandbox: %s, owned by %s; want destroyed, instance-1", got.State, got.Instance)
+	}
+}
+
+// diesAfterLeaseEnd is an instance's store that stops writing sandboxes
+// once it has ended a lease, as if its process died right after that
+// write.
+type diesAfterLeaseEnd struct {
+	*sqlstore.Store
+	dead atomic.Bool
+}
+
+var errDied = errors.New("the process died")
+
+func (d *diesAfterLeaseEnd) EndLease(ctx context.Context, e store.LeaseEnd) (*sandbox.Lease, *sandbox.Sandbox, error) {
+	l, sb, err := d.Store.EndLease(ctx, e)
+	d.dead.Store(true)
+	return l, sb, err
+}
+
+func (d *diesAfterLeaseEnd) UpdateSandbox(ctx context.Context, id string, version int64, now time.Time, fn func(*sandbox.Sandbox) error) (*sandbox.Sandbox, error) {
+	if d.dead.Load() {
+		return nil, errDied
+	}
+	return d.Store.UpdateSandbox(ctx, id, version, now, fn)
+}
+
+func (d *diesAfterLeaseEnd) TakeSandbox(ctx context.Context, id, from, to string, now time.Time) error {
+	if d.dead.Load() {
+		return errDied
+	}
+	return d.Store.TakeSandbox(ctx, id, from, to, now)
+}
+
+// TestLeaseEndTakesAnotherInstancesSandbox: the release, through one
+// instance, of a lease on another instance's sandbox drains the sandbox
+// and makes it the releasing instance's in one write. Should the releasing
+// process die right after it, the draining record names that dead
+// instance, whose sandboxes the leader adopts and finishes at once; named
+// after its live owner it would look like a drain still under way and
+// wait out the stuck-drain bound.
+func TestLeaseEndTakesAnotherInstancesSandbox(t *testing.T) {
+	dsn := pgtest.Start(t)
+	var hs []*harness
+	var dying *diesAfterLeaseEnd
+	for i := range 2 {
+		st, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		o := controltest.Options{Store: st, Instance: fmt.Sprintf("instance-%d", i)}
+		if i == 1 {
+			dying = &diesAfterLeaseEnd{Store: st}
+			o.Assemble = func(c *assemble.Config) { c.Store = dying }
+		}
+		hs = append(hs, &harness{controltest.NewOpts(t, o)})
+	}
+	ctx := t.Context()
+	out, err := hs[0].Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: controltest.Profile, TTLSeconds: ttl(60)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb, err := hs[0].St.GetSandbox(ctx, "", out.Lease.SandboxID); err != nil || sb.Instance != "instance-0" {
+		t.Fatalf("leased sandbox %+v, %v; want one of instance-0", sb, err)
+	}
+	if err := hs[1].Svc.ReleaseLease(ctx, "a", out.Lease.ID); !errors.Is(err, errDied) {
+		t.Logf("release through the instance that dies: %v", err)
+	}
+	if err := hs[1].Svc.WaitRecycles(ctx); err != nil {
+		t.Logf("recycles of the instance that dies: %v", err)
+	}
+	if !dying.dead.Load() {
+		t.Fatal("the release did not end the lease through EndLease")
+	}
+	got, err := hs[0].St.GetSandbox(ctx, "", out.Lease.SandboxID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != sandbox.StateDraining || got.Instance != "instance-1" {
+		t.Errorf("after instance-1 ended the lease and died: %s, owned by %s; want draining, instance-1", got.State, got.Instance)
 	}
 }

@@ -23,7 +23,8 @@ type LeaseEnder interface {
 	// e.SandboxID (else errdefs.ErrConflict). It returns the ended lease
 	// and the sandbox as it was before the change (its state then says
 	// whether it may be reset). A missing lease is errdefs.ErrNotFound;
-	// a missing sandbox ends the lease alone (nil sandbox).
+	// a missing sandbox ends the lease alone (nil sandbox). A drained
+	// sandbox that has an owner becomes e.Instance's when that is set.
 	EndLease(ctx context.Context, e LeaseEnd) (*sandbox.Lease, *sandbox.Sandbox, error)
 }
 
@@ -34,6 +35,13 @@ type LeaseEnd struct {
 	// End changes the active lease into its final form.
 	End func(*sandbox.Lease) error
 	Now time.Time
+	// Instance, when set, is the service instance that ends the lease: a
+	// sandbox of another instance that the end drains becomes its in the
+	// same write. Should that process die before the sandbox is gone, the
+	// leader adopts the draining record from it and finishes the destroy
+	// at once; left with its owner, the record would look like a drain
+	// still under way and wait out the stuck-drain bound.
+	Instance string
 }
 
 // ApplyLeaseEnd checks that l (a copy of the stored lease) is active and

@@ -11,7 +11,8 @@ import (
 	"genesis.dev/sandbox/internal/store"
 )
 
-// EndLease ends a lease and drains its sandbox in one write transaction.
+// EndLease ends a lease and drains its sandbox (taking it for e.Instance)
+// in one write transaction.
 // The sandbox row is locked before the lease row, in the order a claim
 // takes them, so the two cannot deadlock on PostgreSQL.
 func (s *Store) EndLease(ctx context.Context, e store.LeaseEnd) (*sandbox.Lease, *sandbox.Sandbox, error) {
@@ -55,9 +56,13 @@ func (s *Store) EndLease(ctx context.Context, e store.LeaseEnd) (*sandbox.Lease,
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, s.q(`UPDATE sandboxes SET state = ?, resource_version = ?, updated_at = ?
+		owner := cur.Instance
+		if owner != "" && e.Instance != "" {
+			owner = e.Instance
+		}
+		res, err := tx.ExecContext(ctx, s.q(`UPDATE sandboxes SET state = ?, resource_version = ?, updated_at = ?, instance = ?
 			WHERE id = ? AND resource_version = ? AND state = ?`),
-			string(sandbox.StateDraining), cur.ResourceVersion+1, updated, cur.ID, cur.ResourceVersion, string(cur.State))
+			string(sandbox.StateDraining), cur.ResourceVersion+1, updated, owner, cur.ID, cur.ResourceVersion, string(cur.State))
 		if err != nil {
 			return s.dbError(ctx, "drain sandbox "+cur.ID, err)
 		}

@@ -93,6 +93,18 @@ func testEndLease(t *testing.T, s store.Store) {
 	if _, _, err := s.ClaimSandbox(ctx, poolClaim(l2, "p", sandbox.RuntimeRunc, "i1", now.Add(4*time.Second))); err != nil {
 		t.Fatalf("claim of the returned member: %v", err)
 	}
+	if got := mustGetSandbox(t, s, "b", m.ID); got.Instance != "i1" {
+		t.Fatalf("an end without an instance moved the sandbox to %q", got.Instance)
+	}
+	// An end by another instance drains the sandbox and takes it for that
+	// instance in the same write.
+	e2 := store.LeaseEnd{LeaseID: l2.ID, SandboxID: m.ID, End: release, Now: now.Add(5 * time.Second), Instance: "i2"}
+	if _, _, err := s.EndLease(ctx, e2); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustGetSandbox(t, s, "b", m.ID); got.State != sandbox.StateDraining || got.Instance != "i2" {
+		t.Fatalf("sandbox after an end by instance i2: %s of %q, want draining of i2", got.State, got.Instance)
+	}
 
 	// A destroyed sandbox stays destroyed; the lease still ends.
 	d := newPoolMember("p", sandbox.RuntimeRunc, "i1", now)
