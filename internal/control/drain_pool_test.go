@@ -2,13 +2,17 @@ package control_test
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/driver"
+	"genesis.dev/sandbox/internal/driver/local"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/store/pgtest"
+	"genesis.dev/sandbox/internal/store/postgres"
 )
 
 // gatedDriver holds ImagePresent (a create's last driver call before its
@@ -126,5 +130,60 @@ func TestPoolDrainWaitsForMemberCreates(t *testing.T) {
 	}
 	if n := h.Agents.Running(); n != 0 {
 		t.Errorf("%d agent processes run after the pool drain, want 0", n)
+	}
+}
+
+// TestStopTakingKeepsMemberInFlight: an instance that hands its sandboxes
+// over (shared pools: instances on one PostgreSQL, sandboxes every
+// instance reaches) keeps a pool member whose create is in flight when it
+// stops taking work. The member ends idle, for the leader to adopt, as the
+// pool's other members do; it is not destroyed as a drain destroys it.
+func TestStopTakingKeepsMemberInFlight(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	st, err := postgres.Open(t.Context(), postgres.Config{DSN: pgtest.Start(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h := &harness{controltest.NewOpts(t, controltest.Options{Store: st, Configure: withPool(1, 1), Tune: func(c *control.Config) {
+		l, err := local.New(local.Config{Driver: c.Driver, Root: filepath.Join(c.Settings.DataDir, "sandboxes"), AgentDir: c.AgentDir, Logger: c.Logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Sandboxer = l
+		c.Driver = &gatedDriver{Driver: c.Driver, gate: gate}
+	}})}
+	if !h.Svc.HandsOver() {
+		t.Fatal("an instance on PostgreSQL with a sandboxer does not hand over")
+	}
+	h.waitStarting(1)
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.Svc.StopTaking(context.Background()) }()
+	for deadline := time.Now().Add(30 * time.Second); !h.Svc.Draining(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the service never said draining")
+		}
+	}
+	close(gate)
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("StopTaking did not return")
+	}
+	var idle int
+	for _, r := range h.Records() {
+		switch r.State {
+		case sandbox.StateIdle:
+			idle++
+		default:
+			t.Errorf("pool member %s is %s (%q) after StopTaking; want idle", r.ID, r.State, r.FailureReason)
+		}
+	}
+	if idle != 1 {
+		t.Errorf("%d idle members after StopTaking; want the one in flight", idle)
 	}
 }

@@ -318,10 +318,12 @@ func (s *Service) makeMember(ctx context.Context, pl *pool) error {
 	if err != nil {
 		return err
 	}
-	if pl.draining.Load() || s.draining.Load() {
+	if pl.draining.Load() || (s.draining.Load() && !s.HandsOver()) {
 		// Drained (or the service drains) while it was being made: it must not stay idle, even if
 		// nobody waits for it (a DrainPool whose caller went away). Done
-		// before pl.creating drops, so a waiting drain finds it gone.
+		// before pl.creating drops, so a waiting drain finds it gone. A
+		// service that hands its sandboxes over (StopTaking) keeps it: an
+		// idle member of the shared pool, which the leader adopts.
 		s.retireMember(context.WithoutCancel(ctx), sb, "pool drained")
 	}
 	return nil
