@@ -242,6 +242,50 @@ func withTenant(in control.CreateSandboxInput, tenant string) control.CreateSand
 	return in
 }
 
+// inspectsAs reports every container as st says (the container a create
+// waits on, as the cluster or the daemon would show it).
+type inspectsAs struct {
+	driver.Driver
+	st driver.Status
+}
+
+func (d *inspectsAs) Inspect(ctx context.Context, id string) (driver.Status, error) {
+	if _, err := d.Driver.Inspect(ctx, id); err != nil {
+		return driver.Status{}, err
+	}
+	st := d.st
+	st.ID = id
+	return st, nil
+}
+
+// TestAgentWaitSaysWhy: a create whose agent never answers says whether
+// the container exited (with its code) or was still there, not yet
+// running or running: a Pod whose container the node has not started yet
+// (state "created") did not exit.
+func TestAgentWaitSaysWhy(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		st   driver.Status
+		want string
+	}{
+		{"exited", driver.Status{State: "exited", ExitCode: 3}, "sandbox container exited (code 3) before its agent answered"},
+		{"not started yet", driver.Status{State: "created"}, "agent did not answer within 300ms"},
+		{"running", driver.Status{State: "running", Running: true}, "agent did not answer within 300ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarnessWith(t, func(c *config.Config) { c.Intervals.AgentReadyTimeout = 300 * time.Millisecond },
+				func(c *control.Config) { c.Driver = &inspectsAs{Driver: c.Driver, st: tc.st} })
+			h.Agents.Enabled.Store(false)
+			_, err := h.Svc.CreateSandbox(context.Background(), withTenant(control.CreateSandboxInput{}, "a"))
+			if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("CreateSandbox: %v; want unavailable saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
 func TestCreateRollsBack(t *testing.T) {
 	t.Parallel()
 	errStart := errors.New("injected start failure")

@@ -567,7 +567,7 @@ func (s *Service) awaitAgent(ctx context.Context, id, cid string, ready <-chan e
 	}
 	if err != nil {
 		st, ierr := s.driver.Inspect(ctx, cid)
-		if ierr == nil && !st.Running {
+		if ierr == nil && !notEnded(st) { // a Pod whose container is not started yet has not exited
 			return fmt.Errorf("sandbox container exited (code %d) before its agent answered: %w", st.ExitCode, errdefs.ErrUnavailable)
 		}
 		return fmt.Errorf("agent did not answer within %v: %w", s.cfg.Intervals.AgentReadyTimeout, err)
