@@ -3,6 +3,7 @@ package agent_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"os"
 	"slices"
 	"strconv"
@@ -18,9 +19,31 @@ import (
 // sleep runs into the exec's timeout.
 const escapeTimeoutScript = "setsid sleep 1017 & sleep 1018"
 
-// hostSleeps returns the pids of this host's processes running sleep with
-// one of args.
-func hostSleeps(args ...string) []int {
+// treeMarkVar names the environment variable that marks the processes of
+// one test's agent: the agent passes its environment on to every job, and
+// a process keeps the environment it was started with however it leaves
+// its session or whoever adopts it. Matching on it, a test sees the
+// processes its own agent made, never those of a test beside it (in this
+// binary or another one on the host) that runs the same commands.
+const treeMarkVar = "SANDBOX_TEST_TREE"
+
+// markedAgent is an agent whose descendants carry a mark unique to it.
+type markedAgent struct {
+	*agentProc
+	mark string // treeMarkVar=..., as it appears in /proc/PID/environ
+}
+
+// startMarkedAgent starts an agent that marks every process it starts.
+func startMarkedAgent(t *testing.T) *markedAgent {
+	t.Helper()
+	mark := treeMarkVar + "=" + rand.Text()
+	return &markedAgent{agentProc: startAgent(t, mark), mark: mark}
+}
+
+// sleeps returns the pids of this agent's processes running sleep with
+// one of args: any sleep on the host that carries the agent's mark, so
+// that a daemon that left the agent's tree is still found.
+func (a *markedAgent) sleeps(args ...string) []int {
 	var out []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
@@ -33,7 +56,14 @@ func hostSleeps(args ...string) []int {
 			continue
 		}
 		argv := strings.Split(string(bytes.TrimRight(b, "\x00")), "\x00")
-		if len(argv) == 2 && strings.HasSuffix(argv[0], "sleep") && slices.Contains(args, argv[1]) {
+		if len(argv) != 2 || !strings.HasSuffix(argv[0], "sleep") || !slices.Contains(args, argv[1]) {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue // gone, or its environment is unreadable: not ours
+		}
+		if slices.Contains(strings.Split(string(env), "\x00"), a.mark) {
 			out = append(out, pid)
 		}
 	}
@@ -44,14 +74,14 @@ func hostSleeps(args ...string) []int {
 // call) kills its whole tree, including a child that left its session.
 func TestExecTimeoutKillsEscapedTree(t *testing.T) {
 	t.Parallel()
-	a := startAgent(t)
+	a := startMarkedAgent(t)
 	start := time.Now()
 	res := execOK(t, a.client, agentproto.ExecRequest{Script: escapeTimeoutScript, TimeoutMS: 1000})
 	if res.ExitReason != agentproto.ExitReasonTimeout || time.Since(start) > 5*time.Second {
 		t.Fatalf("exec %+v after %v, want a timeout after about 1 s", res, time.Since(start))
 	}
 	// The exit is reported once the tree is gone.
-	if left := hostSleeps("1017", "1018"); len(left) > 0 {
+	if left := a.sleeps("1017", "1018"); len(left) > 0 {
 		t.Fatalf("sleeps left after the exec's timeout: %v", left)
 	}
 
@@ -62,7 +92,7 @@ func TestExecTimeoutKillsEscapedTree(t *testing.T) {
 		done <- err
 	}()
 	deadline := time.Now().Add(10 * time.Second)
-	for len(hostSleeps("1019", "1020")) < 2 {
+	for len(a.sleeps("1019", "1020")) < 2 {
 		if time.Now().After(deadline) {
 			t.Fatal("the canceled exec's sleeps did not start")
 		}
@@ -72,7 +102,7 @@ func TestExecTimeoutKillsEscapedTree(t *testing.T) {
 	<-done
 	deadline = time.Now().Add(5 * time.Second)
 	for {
-		left := hostSleeps("1019", "1020")
+		left := a.sleeps("1019", "1020")
 		if len(left) == 0 {
 			break
 		}
@@ -121,7 +151,7 @@ func TestExecTimeoutKillsEscapedTreeInContainers(t *testing.T) {
 // (a second exec while the first holds the slot).
 func TestExecLeavesNoDaemon(t *testing.T) {
 	t.Parallel()
-	a := startAgent(t)
+	a := startMarkedAgent(t)
 	ctx := context.Background()
 	// The first exec holds the direct slot, where the agent is the
 	// command's parent; the one beside it runs under a shim.
@@ -134,7 +164,7 @@ func TestExecLeavesNoDaemon(t *testing.T) {
 		holder <- res
 	}()
 	deadline := time.Now().Add(10 * time.Second)
-	for len(hostSleeps("1021")) == 0 {
+	for len(a.sleeps("1021")) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the first exec's daemon did not start")
 		}
@@ -150,7 +180,7 @@ func TestExecLeavesNoDaemon(t *testing.T) {
 		t.Errorf("second exec's parent %q, want a shim, not the agent %s", got, agentPID)
 	}
 	// Each result is answered once its tree is gone.
-	if left := hostSleeps("1021", "1022"); len(left) > 0 {
+	if left := a.sleeps("1021", "1022"); len(left) > 0 {
 		t.Fatalf("daemons left after their execs ended: %v", left)
 	}
 }
@@ -160,7 +190,7 @@ func TestExecLeavesNoDaemon(t *testing.T) {
 // job whose shim was killed), and a terminal's tree goes when it ends.
 func TestExecSparesOlderOrphans(t *testing.T) {
 	t.Parallel()
-	a := startAgent(t)
+	a := startMarkedAgent(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if _, err := a.client.StartJob(ctx, agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{JobID: "escapee",
@@ -181,15 +211,15 @@ func TestExecSparesOlderOrphans(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	stray := hostSleeps("1023")
+	stray := a.sleeps("1023")
 	if len(stray) != 1 {
 		t.Fatalf("stray sleeps %v, want one", stray)
 	}
 	execOK(t, a.client, agentproto.ExecRequest{Script: "(setsid sleep 1024 &)"})
-	if left := hostSleeps("1024"); len(left) > 0 {
+	if left := a.sleeps("1024"); len(left) > 0 {
 		t.Errorf("the exec's own daemon survived: %v", left)
 	}
-	if got := hostSleeps("1023"); !slices.Equal(got, stray) {
+	if got := a.sleeps("1023"); !slices.Equal(got, stray) {
 		t.Errorf("the older stray %v is now %v: an exec killed a process that was not its own", stray, got)
 	}
 	syscall.Kill(stray[0], syscall.SIGKILL)
@@ -213,7 +243,7 @@ func TestExecSparesOlderOrphans(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if left := hostSleeps("1025"); len(left) > 0 {
+	if left := a.sleeps("1025"); len(left) > 0 {
 		t.Errorf("the terminal's daemon survived its end: %v", left)
 	}
 }

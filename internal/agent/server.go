@@ -282,12 +282,14 @@ loop:
 			}
 		case q := <-s.ckpt.quiesce:
 			// A save is coming: serve nobody until it is done. The prepare
-			// request's answer is let out first. The socket's name goes
-			// before the listener: under gVisor (--host-uds=create) the
-			// host socket outlives a closed listener while its name is
-			// there, and takes connections nobody ever answers or resets.
-			// Named through the grace below (a stream held it open), it
-			// let the service's first dial after the save land on it.
+			// request's answer is let out first. The listener closes, then
+			// the socket's name goes (a name gone says nothing bound is
+			// left to save), then the connections: under gVisor
+			// (--host-uds=create) the host socket outlives a closed
+			// listener while its name is there, and takes connections
+			// nobody ever answers or resets. Named through the grace below
+			// (a stream held it open), it let the service's first dial
+			// after the save land on it.
 			s.sock.stopped()
 			os.Remove(s.cfg.SocketPath)
 			closeServer(srv, 500*time.Millisecond)

@@ -40,10 +40,22 @@ func (st *socketState) serving(srv *http.Server, ln *net.UnixListener, errs chan
 	st.srv, st.ln, st.errs = srv, ln, errs
 }
 
-// stopped records that the server is being closed (for a save).
+// stopped records that the server is being closed (for a save) and closes
+// its listener at once, before the caller removes the socket's name: a
+// caller that sees the name gone (or its dial refused) takes the agent for
+// closed and saves the sandbox, and gVisor refuses to save one with a
+// bound host socket in it. Its connections close after, in the server's
+// own grace.
 func (st *socketState) stopped() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if st.ln != nil {
+		if st.retiredL == nil {
+			st.retiredL = map[net.Listener]bool{}
+		}
+		st.retiredL[st.ln] = true // its end is no serving error
+		st.ln.Close()
+	}
 	st.srv, st.ln, st.errs = nil, nil, nil
 }
 
@@ -63,7 +75,8 @@ func (s *Server) serveOn(srv *http.Server, ln net.Listener, errs chan<- error) {
 	if ul, ok := ln.(*net.UnixListener); ok {
 		served = bufferedListener{ul}
 	}
-	if err := srv.Serve(served); !errors.Is(err, http.ErrServerClosed) && !s.sock.retired(ln) {
+	err := srv.Serve(served)
+	if retired := s.sock.retired(ln); !errors.Is(err, http.ErrServerClosed) && !retired {
 		errs <- err
 	}
 }
