@@ -330,6 +330,9 @@ func (s *Store) Ensure(tenant, sandboxID string) error {
 // to tenant (control's hook), off the path of the holder's first call,
 // which would make it (Record).
 func (s *Store) SandboxClaimed(ctx context.Context, tenant, sandboxID string) {
+	if tenant == "" {
+		return // Record keeps no trace without a tenant
+	}
 	_ = s.Ensure(tenant, sandboxID)
 }
 
