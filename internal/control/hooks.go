@@ -44,17 +44,6 @@ type SandboxEndingHook interface {
 	SandboxEnding(ctx context.Context, sandboxID, reason string)
 }
 
-// SandboxClaimedHook is told when a warm claim has handed a pool member to
-// tenant: after the claim is stored, on a goroutine of its own beside the
-// lease's answer, so that work the holder's first call would do on its
-// path (a trace's files made) is done ahead of it. The holder's calls may
-// come before it ends: it must be idempotent, and its failure changes
-// nothing (the holder's call does the work itself then).
-type SandboxClaimedHook interface {
-	Hook
-	SandboxClaimed(ctx context.Context, tenant, sandboxID string)
-}
-
 // RecoverHook is called once at start-up, after the first reconcile has
 // settled the sandboxes a previous process left (they are failed,
 // destroyed or still running), so that work the previous process left in
@@ -129,17 +118,6 @@ func (s *Service) sandboxEnding(ctx context.Context, id, reason string) {
 		if eh, ok := h.(SandboxEndingHook); ok {
 			hctx, cancel := cleanupCtx(ctx, hookTimeout)
 			eh.SandboxEnding(hctx, id, reason)
-			cancel()
-		}
-	}
-}
-
-// sandboxClaimed runs the SandboxClaimed hooks; they cannot fail.
-func (s *Service) sandboxClaimed(tenant, id string) {
-	for _, h := range s.hooks {
-		if ch, ok := h.(SandboxClaimedHook); ok {
-			ctx, cancel := context.WithTimeout(context.Background(), hookTimeout)
-			ch.SandboxClaimed(ctx, tenant, id)
 			cancel()
 		}
 	}

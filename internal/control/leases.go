@@ -247,41 +247,10 @@ func (s *Service) claimWarm(ctx context.Context, pl *pool, c store.Claim, res sa
 		return nil, err
 	}
 	s.noteHeld(sb.ID)
-	s.primeClaimed(sb)
 	pl.hits.Add(1)
 	pl.wakeSoon()
 	return &LeaseOutput{Lease: l, Sandbox: sb}, nil
 }
-
-// primeClaimed readies a pool member a warm claim has just handed to its
-// holder for the holder's first call, beside the lease's answer, not before
-// it: its agent is pinged and the SandboxClaimed hooks run (the holder's
-// trace is made), each on a goroutine of its own.
-//
-// A pool member idles until it is claimed, and the first call into a
-// sandbox after idleness costs more than one that follows another (the
-// agent's and the sandbox's threads wake; measured on runc: an exec on the
-// agent's socket after 400 ms of idleness ≈ 1.1–1.7 ms slower than one
-// right after another, ≈ 0.6 ms when a ping went first). The ping takes
-// that wake-up while the answer travels to the holder and the holder's
-// first call travels back. It goes on the agent connection noteHeld
-// recorded; if none was open, its dial comes after the claim, which makes
-// it one a release does not trust (heldAgentTrusted), as the holder's
-// first call's dial would have been. Its outcome is ignored: a dead agent
-// shows on the holder's first call as it would have without it.
-func (s *Service) primeClaimed(sb *sandbox.Sandbox) {
-	c := s.agent(sb.ID)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
-		defer cancel()
-		_, _ = c.Ping(ctx)
-	}()
-	go s.sandboxClaimed(sb.Tenant, sb.ID)
-}
-
-// wakeTimeout bounds primeClaimed's ping; Close ends it sooner by closing the
-// agent connections.
-const wakeTimeout = 2 * time.Second
 
 // GetLease returns a lease of tenant as it stands now (an active lease past
 // its expiry reads as expired).

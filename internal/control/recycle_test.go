@@ -3,7 +3,6 @@ package control_test
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/driver"
 	"genesis.dev/sandbox/internal/driver/local"
-	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
 )
@@ -204,63 +202,6 @@ func TestLeaseResetAfterRedialDestroys(t *testing.T) {
 	}
 	if v := h.testPool(); v.Recycled != 1 || v.ResetFailed != 0 {
 		t.Errorf("pool: %+v, want the first reset only", v)
-	}
-}
-
-// TestLeaseClaimWakesAgent: a warm claim calls the member's agent and makes
-// the holder's trace beside its answer (primeClaimed), with no call of the
-// holder's: here the member's connection was closed before the claim, so
-// the wake shows as a dial.
-// That dial came after the claim, so it is not trusted: the release
-// destroys the sandbox rather than resetting it, as it would after the
-// holder's first call had dialled.
-func TestLeaseClaimWakesAgent(t *testing.T) {
-	t.Parallel()
-	h := resetHarness(t, 1, 2)
-	ctx := context.Background()
-	h.waitIdle(1)
-	var member *sandbox.Sandbox
-	for _, sb := range h.Records() {
-		if sb.Tenant == "" && sb.State == sandbox.StateIdle {
-			member = sb
-		}
-	}
-	if member == nil {
-		t.Fatal("no idle member")
-	}
-	ac := h.Svc.AgentOf(member.ID)
-	ac.Close()
-	before := ac.Dials()
-	out, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: controltest.Profile, TTLSeconds: ttl(60)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.Sandbox.ID != member.ID || !out.Lease.Warm {
-		t.Fatalf("lease took %s (warm %v), want the idle member %s", out.Sandbox.ID, out.Lease.Warm, member.ID)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for ac.Dials() == before {
-		if time.Now().After(deadline) {
-			t.Fatal("the claim did not call the member's agent within 10 s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	for {
-		_, err := h.Trace.Last("a", member.ID)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, errdefs.ErrNotFound) || time.Now().After(deadline) {
-			t.Fatalf("the holder's trace after the claim: %v", err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if err := h.Svc.ReleaseLease(ctx, "a", out.Lease.ID); err != nil {
-		t.Fatal(err)
-	}
-	h.recycled(t)
-	if got := h.Record(member.ID).State; got != sandbox.StateDestroyed {
-		t.Fatalf("sandbox whose agent was dialled after the claim, after release: %s, want destroyed", got)
 	}
 }
 

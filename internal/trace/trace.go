@@ -326,16 +326,6 @@ func (s *Store) Ensure(tenant, sandboxID string) error {
 	return err
 }
 
-// SandboxClaimed makes the trace of a pool member a warm claim has handed
-// to tenant (control's hook), off the path of the holder's first call,
-// which would make it (Record).
-func (s *Store) SandboxClaimed(ctx context.Context, tenant, sandboxID string) {
-	if tenant == "" {
-		return // Record keeps no trace without a tenant
-	}
-	_ = s.Ensure(tenant, sandboxID)
-}
-
 // Name names the store among control's hooks.
 func (s *Store) Name() string { return "trace" }
 
