@@ -72,7 +72,8 @@ func (s *Server) reset() (agentproto.ResetResult, error) {
 	}
 
 	// The idle spare shims are retired too: nothing the previous holder
-	// could reach survives. A new one starts with the next job.
+	// could reach survives. A new one starts once the reset is done
+	// (primeAfterReset).
 	s.retireSpares()
 
 	for _, t := range s.terms.list() {
@@ -134,6 +135,7 @@ func (s *Server) reset() (agentproto.ResetResult, error) {
 		return res, errdefs.WithCode(codeResetIncomplete, fmt.Errorf("reset left %d entries behind: %s: %w",
 			len(w.left), strings.Join(w.left[:min(len(w.left), resetReport)], "; "), errdefs.ErrInternal))
 	}
+	s.primeAfterReset()
 	return res, nil
 }
 

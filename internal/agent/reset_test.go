@@ -123,6 +123,10 @@ func TestResetHostProcess(t *testing.T) {
 		}
 	}()
 
+	before := map[int]bool{}
+	for _, p := range descendantsOf(a.pid()) {
+		before[p.pid] = true
+	}
 	res := resetOK(t, a.client)
 	// The agent listens on its name again: a fresh dial reaches it.
 	fresh := agentclient.Dial(a.socket)
@@ -136,10 +140,23 @@ func TestResetHostProcess(t *testing.T) {
 		// Killed: the job and the orphan at least.
 		t.Errorf("reset result %+v", res)
 	}
-	// Only the agent's own spare shim may run below it now: it is started
-	// after the reset by the next job, not before.
-	if left := descendantsOf(a.pid()); len(left) > 0 {
-		t.Errorf("processes below the agent after reset: %+v", left)
+	// Only the agent's own spare shim may run below it now, one started
+	// after the sweep (primeAfterReset), none of before it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left := descendantsOf(a.pid())
+		for _, p := range left {
+			if before[p.pid] || !idleSpare(p.pid) {
+				t.Fatalf("process below the agent after reset: %+v (all: %+v)", p, left)
+			}
+		}
+		if len(left) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no spare shim within 10 s of the reset")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	for _, d := range []string{ws, scratch} {
 		if ents, err := os.ReadDir(d); err != nil || len(ents) > 0 {

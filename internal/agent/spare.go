@@ -259,6 +259,15 @@ func (s *Server) refillSpare() {
 	}()
 }
 
+// primeAfterReset starts a spare shim in the background once a reset has
+// swept the sandbox (its last step), so that the next holder's first job
+// finds one, as a new sandbox's first holder's does (firstSpareLater),
+// rather than starting its own shim on its path. The reset retired every
+// shim of before it (retireSpares), and its sweep ran before this one
+// starts: the new shim is of the new generation and no process the
+// previous holder could reach. The reset's answer does not wait for it.
+func (s *Server) primeAfterReset() { s.refillSpare() }
+
 // retireAndWait retires a shim that is not reused and waits until it has
 // exited (and was reaped), so that a job's end leaves no process of it
 // behind; one that does not exit in time is killed.

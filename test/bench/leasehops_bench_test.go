@@ -19,6 +19,10 @@ import (
 // (httpapi's leaseTimings), in the order it writes them.
 var leaseHops = []string{"pre", "check", "policy", "claim", "handler"}
 
+// recordParts are the parts of an exec's record hop in its Server-Timing
+// header (httpapi's execTimings): the job's row, its trace event, its log.
+var recordParts = []string{"rec-job", "rec-trace", "rec-log"}
+
 // leaseHopsHeld is the profile of the held sandbox of BenchmarkLeaseHops:
 // the pool profile's recipe and resources without a pool, so that the
 // held sandbox is not counted among the pool's sandboxes.
@@ -56,7 +60,8 @@ func BenchmarkLeaseHops(b *testing.B) {
 	pre := os.Getenv("GENESIS_BENCH_LEASE_HOPS_PRE")
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute, DisableCompression: true}}
 	defer hc.CloseIdleConnections()
-	cols := append(append([]string{}, execHops...), "outside", "total")
+	echoHops := append(append([]string{}, execHops...), recordParts...)
+	cols := append(append([]string{}, echoHops...), "outside", "total")
 	tbl := NewTable(append([]string{"runtime", "call (p50 ms)"}, cols...)...)
 	ltbl := NewTable(append([]string{"runtime", "lease (p50 ms)"}, append(append([]string{}, leaseHops...), "outside", "total")...)...)
 	s.eachRuntime(b, func(b *testing.B, rt string) {
@@ -134,7 +139,7 @@ func BenchmarkLeaseHops(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				add(c, execHops, m, d)
+				add(c, echoHops, m, d)
 			}
 			if _, _, err := rawCall(ctx, hc, s, http.MethodDelete, "/v1/leases/"+l.LeaseID, ""); err != nil {
 				b.Fatal(err)
