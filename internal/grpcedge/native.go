@@ -43,8 +43,12 @@ import (
 // key, audits, counts and answers exactly as over the main listener; a
 // path of no service is UNIMPLEMENTED. It serves gRPC only (no gRPC-Web,
 // Connect or HTTP API), in cleartext HTTP/2.
-func (e *Edge) NativeServer() *grpc.Server {
-	return grpc.NewServer(
+func (e *Edge) NativeServer() *grpc.Server { return e.nativeServer(true) }
+
+// nativeServer is NativeServer, with unary calls bridged too unless
+// direct (for the benchmark that compares the two).
+func (e *Edge) nativeServer(direct bool) *grpc.Server {
+	srv := grpc.NewServer(
 		grpc.UnknownServiceHandler(e.bridge),
 		grpc.ForceServerCodecV2(rawCodec{}),
 		// The same bound as connect's (WithReadMaxBytes): a larger message
@@ -64,6 +68,19 @@ func (e *Edge) NativeServer() *grpc.Server {
 		grpc.InitialWindowSize(1<<20),
 		grpc.InitialConnWindowSize(1<<20),
 	)
+	if !direct {
+		return srv
+	}
+	// Unary RPCs of the edge's services skip the bridge (nativeunary.go).
+	descs, err := e.nativeServices()
+	if err != nil { // a handler set out of step with its proto: TestNativeUnaryCoversEveryRPC
+		e.log.Error("the native listener bridges every call", "err", err)
+		return srv
+	}
+	for _, d := range descs {
+		srv.RegisterService(d, nil)
+	}
+	return srv
 }
 
 // rawFrame is one message as its encoded bytes: the bridge hands messages
@@ -119,25 +136,7 @@ func bridgeRequest(ctx context.Context, method string, stream grpc.ServerStream)
 	}
 	h := make(http.Header)
 	md, _ := metadata.FromIncomingContext(ctx)
-	host := ""
-	for k, vs := range md {
-		switch {
-		case k == ":authority":
-			if len(vs) > 0 {
-				host = vs[0]
-			}
-			continue
-		case strings.HasPrefix(k, ":"), k == "content-type", k == "te", strings.HasPrefix(k, "grpc-"):
-			continue
-		}
-		ck := textproto.CanonicalMIMEHeaderKey(k)
-		for _, v := range vs {
-			if strings.HasSuffix(k, "-bin") { // grpc-go decoded it; connect decodes again
-				v = base64.RawStdEncoding.EncodeToString([]byte(v))
-			}
-			h.Add(ck, v)
-		}
-	}
+	host := headerOf(h, md)
 	h.Set("Content-Type", "application/grpc+proto")
 	h.Set("Te", "trailers")
 	r := &http.Request{
@@ -347,3 +346,7 @@ func grpcStatus(t http.Header) error {
 	}
 	return status.Error(codes.Code(code), msg)
 }
+
+// base64RawStd is v in base64 without padding, as gRPC sends a binary
+// metadata value.
+func base64RawStd(v string) string { return base64.RawStdEncoding.EncodeToString([]byte(v)) }
