@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -67,6 +68,13 @@ func (e *Edge) nativeServer(direct bool) *grpc.Server {
 		// whose PING would add a round of frames to every small call.
 		grpc.InitialWindowSize(1<<20),
 		grpc.InitialConnWindowSize(1<<20),
+		// Calls run on a few long-lived goroutines, not on a new one each:
+		// a new goroutine grows its stack afresh, by copies, down to the
+		// store's driver on every call (a net/http HTTP/1.1 connection's
+		// goroutine keeps its grown stack from call to call). A call that
+		// finds every worker busy (a long stream holds one) gets a
+		// goroutine of its own, as without workers.
+		grpc.NumStreamWorkers(uint32(4*runtime.GOMAXPROCS(0))), //nolint:gosec // GOMAXPROCS is small and positive
 	)
 	if !direct {
 		return srv
