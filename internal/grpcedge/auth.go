@@ -3,6 +3,7 @@ package grpcedge
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -149,7 +150,9 @@ func (c *firstReceived) Receive(m any) error {
 // metrics.
 func (e *Edge) observe(ctx context.Context, procedure, protocol string, err error, d time.Duration) {
 	code := codeOf(err)
-	e.log.Debug("rpc", "request_id", requestIDOf(ctx), "procedure", procedure, "protocol", protocol, "code", code, "duration_ms", d.Milliseconds())
+	if e.log.Enabled(ctx, slog.LevelDebug) { // not the boxing of its fields on every call
+		e.log.Debug("rpc", "request_id", requestIDOf(ctx), "procedure", procedure, "protocol", protocol, "code", code, "duration_ms", d.Milliseconds())
+	}
 	if e.metrics != nil {
 		svc, method := splitProcedure(procedure)
 		e.metrics.ObserveRPC(svc, method, code, d)
