@@ -33,16 +33,17 @@ import (
 // small unary call that costs more than the whole HTTP/1.1 exchange of
 // the same call. grpc-go's own server transport does less per call, so
 // the edge also serves gRPC (and only gRPC) on a listener of its own with
-// a grpc.Server whose every call is bridged, as raw length-prefixed
-// frames, into the very same connect handlers (Edge.Handler): one set of
-// handlers, interceptor, limits, health and reflection, whichever
-// listener a call arrives on.
+// a grpc.Server whose streaming calls, health and reflection are bridged,
+// as raw length-prefixed frames, into the very same connect handlers
+// (Edge.Handler), and whose unary calls go straight to the same handler
+// methods (nativeunary.go): one set of handlers, wrapping, limits, health
+// and reflection, whichever listener a call arrives on.
 
 // NativeServer is a grpc-go server for the edge's services, health and
-// reflection: serve it on a listener of its own (Serve). Every call goes
-// to the edge's connect handler of its path, which decodes, checks the
-// key, audits, counts and answers exactly as over the main listener; a
-// path of no service is UNIMPLEMENTED. It serves gRPC only (no gRPC-Web,
+// reflection: serve it on a listener of its own (Serve). Every call is
+// answered by the edge's handlers, which check the key, audit, count and
+// answer exactly as over the main listener; a path of no service is
+// UNIMPLEMENTED. It serves gRPC only (no gRPC-Web,
 // Connect or HTTP API), in cleartext HTTP/2.
 func (e *Edge) NativeServer() *grpc.Server { return e.nativeServer(true) }
 
