@@ -3,6 +3,7 @@ package grpcedge
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -55,32 +56,54 @@ func mutating(spec connect.Spec) bool {
 
 func (i *interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		start := time.Now()
-		ctx, err := i.begin(ctx, req.Header())
-		rid := requestIDOf(ctx)
-		var resp connect.AnyResponse
-		if err == nil {
-			resp, err = next(ctx, req)
-		}
-		i.edge.observe(ctx, req.Spec().Procedure, req.Peer().Protocol, err, time.Since(start))
-		if mutating(req.Spec()) {
-			var out any
-			if resp != nil {
-				out = resp.Any()
-			}
-			i.edge.audit(ctx, req.Spec().Procedure, req.Peer().Addr, auditTarget(req.Any(), out), err)
-		}
-		if err != nil {
-			err = i.edge.toConnect(ctx, err)
-			var ce *connect.Error
-			if errors.As(err, &ce) {
-				ce.Meta().Set(api.HeaderRequestID, rid)
-			}
-			return nil, err
-		}
-		resp.Header().Set(api.HeaderRequestID, rid)
-		return resp, nil
+		c := call{procedure: req.Spec().Procedure, protocol: req.Peer().Protocol, remote: req.Peer().Addr, mutating: mutating(req.Spec())}
+		return i.edge.unary(ctx, c, req.Header(), req.Any(), func(ctx context.Context) (connect.AnyResponse, error) {
+			return next(ctx, req)
+		})
 	}
+}
+
+// call is what the edge's wrapping of a unary call knows of it.
+type call struct {
+	procedure string // "/<service>/<method>"
+	protocol  string // connect's name of the protocol: grpc, grpcweb, connect
+	remote    string // the client's address
+	mutating  bool   // the RPC may change something (audited)
+}
+
+// unary is the edge's wrapping of every unary call, whichever transport
+// it arrived on (the interceptor, or the native listener's unary path):
+// the request id and the caller's principal from the request headers h
+// (or UNAUTHENTICATED), the access log and metrics, the audit record of a
+// mutating call, the error translated once (toConnect) with the request id
+// in its metadata, or the answer with the request id in its headers. in is
+// the request message, next the handler.
+func (e *Edge) unary(ctx context.Context, c call, h http.Header, in any, next func(context.Context) (connect.AnyResponse, error)) (connect.AnyResponse, error) {
+	start := time.Now()
+	ctx, err := (&interceptor{edge: e}).begin(ctx, h)
+	rid := requestIDOf(ctx)
+	var resp connect.AnyResponse
+	if err == nil {
+		resp, err = next(ctx)
+	}
+	e.observe(ctx, c.procedure, c.protocol, err, time.Since(start))
+	if c.mutating {
+		var out any
+		if resp != nil {
+			out = resp.Any()
+		}
+		e.audit(ctx, c.procedure, c.remote, auditTarget(in, out), err)
+	}
+	if err != nil {
+		err = e.toConnect(ctx, err)
+		var ce *connect.Error
+		if errors.As(err, &ce) {
+			ce.Meta().Set(api.HeaderRequestID, rid)
+		}
+		return nil, err
+	}
+	resp.Header().Set(api.HeaderRequestID, rid)
+	return resp, nil
 }
 
 func (i *interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
@@ -127,7 +150,9 @@ func (c *firstReceived) Receive(m any) error {
 // metrics.
 func (e *Edge) observe(ctx context.Context, procedure, protocol string, err error, d time.Duration) {
 	code := codeOf(err)
-	e.log.Debug("rpc", "request_id", requestIDOf(ctx), "procedure", procedure, "protocol", protocol, "code", code, "duration_ms", d.Milliseconds())
+	if e.log.Enabled(ctx, slog.LevelDebug) { // not the boxing of its fields on every call
+		e.log.Debug("rpc", "request_id", requestIDOf(ctx), "procedure", procedure, "protocol", protocol, "code", code, "duration_ms", d.Milliseconds())
+	}
 	if e.metrics != nil {
 		svc, method := splitProcedure(procedure)
 		e.metrics.ObserveRPC(svc, method, code, d)

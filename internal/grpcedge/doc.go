@@ -3,8 +3,10 @@
 // sandbox/v1, generated into gen/genesis/sandbox/v1), on the same listener
 // as the HTTP API: Edge.Route sends a request whose path is one of its
 // services' to the edge and anything else to the HTTP API. Edge.NativeServer
-// serves gRPC alone on a listener of its own, on grpc-go's transport, every
-// call bridged as raw frames into the same handlers (native.go).
+// serves gRPC alone on a listener of its own, on grpc-go's transport: a
+// unary call goes straight to the same handler method inside the same
+// wrapping (nativeunary.go), a streaming one is bridged as raw frames into
+// the same connect handler (native.go).
 //
 // It is an edge beside internal/httpapi, never on top of it: each RPC calls
 // the same application layer (control, jobs, tenancy) that the matching

@@ -127,24 +127,7 @@ func New(cfg Config) (*Edge, error) {
 func (e *Edge) build(maxMessageBytes int) {
 	e.mux = http.NewServeMux()
 	e.maxMessageBytes = maxMessageBytes
-	opts := []connect.HandlerOption{
-		connect.WithInterceptors(&interceptor{edge: e}),
-		connect.WithReadMaxBytes(maxMessageBytes),
-		// A client that accepts gzip (grpc-java, grpcio and Go's HTTP
-		// client do by default) would have every answer compressed, a
-		// compressor's reset costing more than a small answer's bytes:
-		// only messages of 1 KiB and more are.
-		connect.WithCompressMinBytes(compressMinBytes),
-		connect.WithCodec(strictJSON{name: "json"}),
-		connect.WithCodec(strictJSON{name: "json; charset=utf-8"}),
-		connect.WithRecover(func(ctx context.Context, spec connect.Spec, _ http.Header, v any) error {
-			// As the HTTP API's root handler: logged with the stack, answered
-			// as an internal error.
-			e.log.Error("panic in handler", "procedure", spec.Procedure, "request_id", requestIDOf(ctx), "panic", v, "stack", string(debug.Stack()))
-			return connect.NewError(connect.CodeInternal, errors.New("internal error"))
-		}),
-	}
-	e.served = e.services(opts)
+	e.served = e.services(e.handlerOptions())
 	for _, s := range e.served {
 		e.mux.Handle(s.path, s.handler)
 		e.names = append(e.names, s.name)
@@ -161,6 +144,33 @@ func (e *Edge) build(maxMessageBytes int) {
 		return append(e.Names(), grpchealth.HealthV1ServiceName)
 	})))
 	connecthttp.Mount(e.mux, refl)
+}
+
+// handlerOptions are the options of the edge's connect handlers: the
+// interceptor, the message bound, compression of large answers only, the
+// strict JSON codec, panics recovered.
+func (e *Edge) handlerOptions() []connect.HandlerOption {
+	return []connect.HandlerOption{
+		connect.WithInterceptors(&interceptor{edge: e}),
+		connect.WithReadMaxBytes(e.maxMessageBytes),
+		// A client that accepts gzip (grpc-java, grpcio and Go's HTTP
+		// client do by default) would have every answer compressed, a
+		// compressor's reset costing more than a small answer's bytes:
+		// only messages of 1 KiB and more are.
+		connect.WithCompressMinBytes(compressMinBytes),
+		connect.WithCodec(strictJSON{name: "json"}),
+		connect.WithCodec(strictJSON{name: "json; charset=utf-8"}),
+		connect.WithRecover(func(ctx context.Context, spec connect.Spec, _ http.Header, v any) error {
+			return e.recovered(ctx, spec.Procedure, v)
+		}),
+	}
+}
+
+// recovered is the answer to a handler's panic v, as the HTTP API's root
+// handler's: logged with the stack, answered as an internal error.
+func (e *Edge) recovered(ctx context.Context, procedure string, v any) error {
+	e.log.Error("panic in handler", "procedure", procedure, "request_id", requestIDOf(ctx), "panic", v, "stack", string(debug.Stack()))
+	return connect.NewError(connect.CodeInternal, errors.New("internal error"))
 }
 
 // services lists the services of the edge, one line each: a new service

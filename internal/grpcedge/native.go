@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -32,19 +33,24 @@ import (
 // small unary call that costs more than the whole HTTP/1.1 exchange of
 // the same call. grpc-go's own server transport does less per call, so
 // the edge also serves gRPC (and only gRPC) on a listener of its own with
-// a grpc.Server whose every call is bridged, as raw length-prefixed
-// frames, into the very same connect handlers (Edge.Handler): one set of
-// handlers, interceptor, limits, health and reflection, whichever
-// listener a call arrives on.
+// a grpc.Server whose streaming calls, health and reflection are bridged,
+// as raw length-prefixed frames, into the very same connect handlers
+// (Edge.Handler), and whose unary calls go straight to the same handler
+// methods (nativeunary.go): one set of handlers, wrapping, limits, health
+// and reflection, whichever listener a call arrives on.
 
 // NativeServer is a grpc-go server for the edge's services, health and
-// reflection: serve it on a listener of its own (Serve). Every call goes
-// to the edge's connect handler of its path, which decodes, checks the
-// key, audits, counts and answers exactly as over the main listener; a
-// path of no service is UNIMPLEMENTED. It serves gRPC only (no gRPC-Web,
+// reflection: serve it on a listener of its own (Serve). Every call is
+// answered by the edge's handlers, which check the key, audit, count and
+// answer exactly as over the main listener; a path of no service is
+// UNIMPLEMENTED. It serves gRPC only (no gRPC-Web,
 // Connect or HTTP API), in cleartext HTTP/2.
-func (e *Edge) NativeServer() *grpc.Server {
-	return grpc.NewServer(
+func (e *Edge) NativeServer() *grpc.Server { return e.nativeServer(true) }
+
+// nativeServer is NativeServer, with unary calls bridged too unless
+// direct (for the benchmark that compares the two).
+func (e *Edge) nativeServer(direct bool) *grpc.Server {
+	srv := grpc.NewServer(
 		grpc.UnknownServiceHandler(e.bridge),
 		grpc.ForceServerCodecV2(rawCodec{}),
 		// The same bound as connect's (WithReadMaxBytes): a larger message
@@ -63,7 +69,27 @@ func (e *Edge) NativeServer() *grpc.Server {
 		// whose PING would add a round of frames to every small call.
 		grpc.InitialWindowSize(1<<20),
 		grpc.InitialConnWindowSize(1<<20),
+		// Calls run on a few long-lived goroutines, not on a new one each:
+		// a new goroutine grows its stack afresh, by copies, down to the
+		// store's driver on every call (a net/http HTTP/1.1 connection's
+		// goroutine keeps its grown stack from call to call). A call that
+		// finds every worker busy (a long stream holds one) gets a
+		// goroutine of its own, as without workers.
+		grpc.NumStreamWorkers(uint32(4*runtime.GOMAXPROCS(0))), //nolint:gosec // GOMAXPROCS is small and positive
 	)
+	if !direct {
+		return srv
+	}
+	// Unary RPCs of the edge's services skip the bridge (nativeunary.go).
+	descs, err := e.nativeServices()
+	if err != nil { // a handler set out of step with its proto: TestNativeUnaryCoversEveryRPC
+		e.log.Error("the native listener bridges every call", "err", err)
+		return srv
+	}
+	for _, d := range descs {
+		srv.RegisterService(d, nil)
+	}
+	return srv
 }
 
 // rawFrame is one message as its encoded bytes: the bridge hands messages
@@ -119,25 +145,7 @@ func bridgeRequest(ctx context.Context, method string, stream grpc.ServerStream)
 	}
 	h := make(http.Header)
 	md, _ := metadata.FromIncomingContext(ctx)
-	host := ""
-	for k, vs := range md {
-		switch {
-		case k == ":authority":
-			if len(vs) > 0 {
-				host = vs[0]
-			}
-			continue
-		case strings.HasPrefix(k, ":"), k == "content-type", k == "te", strings.HasPrefix(k, "grpc-"):
-			continue
-		}
-		ck := textproto.CanonicalMIMEHeaderKey(k)
-		for _, v := range vs {
-			if strings.HasSuffix(k, "-bin") { // grpc-go decoded it; connect decodes again
-				v = base64.RawStdEncoding.EncodeToString([]byte(v))
-			}
-			h.Add(ck, v)
-		}
-	}
+	host := headerOf(h, md)
 	h.Set("Content-Type", "application/grpc+proto")
 	h.Set("Te", "trailers")
 	r := &http.Request{
@@ -347,3 +355,7 @@ func grpcStatus(t http.Header) error {
 	}
 	return status.Error(codes.Code(code), msg)
 }
+
+// base64RawStd is v in base64 without padding, as gRPC sends a binary
+// metadata value.
+func base64RawStd(v string) string { return base64.RawStdEncoding.EncodeToString([]byte(v)) }

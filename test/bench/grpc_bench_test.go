@@ -26,7 +26,8 @@ import (
 // (grpc_addr) with the HTTP API (HTTP/1.1 keep-alive): the round trip of an
 // exec of `true` on one warm sandbox, the paths alternating call by call
 // (GENESIS_BENCH_GRPC_ITERS each, default 300), beside the HTTP API over
-// h2c and gRPC on the main listener (both net/http's HTTP/2), and a job's
+// h2c and gRPC on the main listener (both net/http's HTTP/2) and gRPC on
+// the native listener from a client with fixed flow-control windows, and a job's
 // log streamed to a client (GENESIS_BENCH_GRPC_STREAM_MIB, default 256):
 // followed live by each, then the finished log replayed.
 func BenchmarkGRPCvsHTTP(b *testing.B) {
@@ -47,6 +48,15 @@ func BenchmarkGRPCvsHTTP(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ccMain.Close()
+	// The native listener again, from a client whose flow-control windows
+	// are fixed: no bandwidth-estimation PING (and WINDOW_UPDATE) after
+	// every answer, so what the default client's frames cost the service.
+	ccFixed, err := grpc.NewClient("passthrough:///"+s.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(1<<20))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ccFixed.Close()
 	var protos http.Protocols
 	protos.SetUnencryptedHTTP2(true)
 	h2c := &http.Client{Transport: &http.Transport{Protocols: &protos, DisableCompression: true}}
@@ -83,7 +93,7 @@ func BenchmarkGRPCvsHTTP(b *testing.B) {
 				return err
 			}
 		}
-		grpcExec, grpcMainExec := grpcExecOn(cc), grpcExecOn(ccMain)
+		grpcExec, grpcMainExec, grpcFixedExec := grpcExecOn(cc), grpcExecOn(ccMain), grpcExecOn(ccFixed)
 		// The HTTP API again over HTTP/2 in cleartext (prior knowledge),
 		// gRPC's transport: what the two edges' difference owes to HTTP/2.
 		h2Exec := func() error {
@@ -91,7 +101,7 @@ func BenchmarkGRPCvsHTTP(b *testing.B) {
 			return err
 		}
 		for range warmup {
-			if err := errors.Join(httpExec(), grpcExec(), h2Exec(), grpcMainExec()); err != nil {
+			if err := errors.Join(httpExec(), grpcExec(), h2Exec(), grpcMainExec(), grpcFixedExec()); err != nil {
 				b.Fatalf("warm-up (%s): %v", rt, err)
 			}
 		}
@@ -105,7 +115,7 @@ func BenchmarkGRPCvsHTTP(b *testing.B) {
 			run  func() error
 			took []time.Duration
 			cpu  time.Duration
-		}{{name: "http", run: httpExec}, {name: "grpc", run: grpcExec}, {name: "http-h2c", run: h2Exec}, {name: "grpc-main-h2c", run: grpcMainExec}}
+		}{{name: "http", run: httpExec}, {name: "grpc", run: grpcExec}, {name: "http-h2c", run: h2Exec}, {name: "grpc-main-h2c", run: grpcMainExec}, {name: "grpc-fixed-windows", run: grpcFixedExec}}
 		const block = 10
 		pid := s.cmd.Process.Pid
 		for i := range (iters + block - 1) / block {
