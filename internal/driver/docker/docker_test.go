@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -103,8 +104,12 @@ func TestHardening(t *testing.T) {
 			if fmt.Sprint(hc.CapDrop) != "[ALL]" || len(hc.CapAdd) != 0 {
 				t.Errorf("CapDrop %v CapAdd %v; want [ALL] and none", hc.CapDrop, hc.CapAdd)
 			}
-			if fmt.Sprint(hc.SecurityOpt) != "[no-new-privileges:true]" {
-				t.Errorf("SecurityOpt = %v", hc.SecurityOpt)
+			wantOpt := []string{"no-new-privileges:true"}
+			if rt == sandbox.RuntimeRunc {
+				wantOpt = append(wantOpt, docker.NativeSeccompOpt())
+			}
+			if !slices.Equal(hc.SecurityOpt, wantOpt) {
+				t.Errorf("SecurityOpt = %.200q; want %.200q", hc.SecurityOpt, wantOpt)
 			}
 			if want := docker.HostPidsLimit(rt, 50); hc.PidsLimit == nil || *hc.PidsLimit != want {
 				t.Errorf("PidsLimit = %v; want %d", hc.PidsLimit, want)
@@ -123,7 +128,11 @@ func TestHardening(t *testing.T) {
 			}
 
 			out := logsUntil(t, d, id, "END")
-			for _, want := range []string{"CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "NoNewPrivs:\t1", "Uid:\t1000"} {
+			wants := []string{"CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "NoNewPrivs:\t1", "Uid:\t1000"}
+			if rt == sandbox.RuntimeRunc {
+				wants = append(wants, "Seccomp:\t2") // the filter is in force
+			}
+			for _, want := range wants {
 				if !strings.Contains(out, want) {
 					t.Errorf("/proc/self/status lacks %q:\n%s", want, out)
 				}

@@ -217,12 +217,19 @@ func buildCreate(spec driver.Spec) (createRequest, error) {
 		network = "none"
 	}
 	initFalse := false
+	secOpt := []string{"no-new-privileges:true"}
+	if spec.Runtime == sandbox.RuntimeRunc && spec.Restore == nil {
+		// runsc applies its own filter and ignores the container's.
+		if opt := nativeSeccompOpt(); opt != "" {
+			secOpt = append(secOpt, opt)
+		}
+	}
 	hc := hostConfig{
 		Binds:          binds,
 		NetworkMode:    network,
 		CapAdd:         slices.Clone(spec.CapAdd),
 		CapDrop:        []string{"ALL"},
-		SecurityOpt:    []string{"no-new-privileges:true"},
+		SecurityOpt:    secOpt,
 		ReadonlyRootfs: spec.ReadOnly,
 		Tmpfs:          maps.Clone(spec.Tmpfs),
 		Runtime:        runtimeOf(spec),
@@ -259,6 +266,11 @@ func checkHardening(want, got hostConfig) error {
 	}
 	if !slices.Contains(got.SecurityOpt, "no-new-privileges:true") && !slices.Contains(got.SecurityOpt, "no-new-privileges") {
 		bad = append(bad, "no-new-privileges")
+	}
+	for _, o := range want.SecurityOpt {
+		if strings.HasPrefix(o, "seccomp=") && !slices.Contains(got.SecurityOpt, o) {
+			bad = append(bad, "the seccomp profile")
+		}
 	}
 	if got.Privileged {
 		bad = append(bad, "privileged")

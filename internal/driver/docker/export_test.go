@@ -2,6 +2,8 @@ package docker
 
 import (
 	"context"
+
+	"genesis.dev/sandbox/internal/driver"
 )
 
 // RawHostConfig is the daemon's view of a container's host config, for tests.
@@ -11,4 +13,13 @@ type RawHostConfig = hostConfig
 func (d *Driver) InspectHostConfig(ctx context.Context, id string) (RawHostConfig, string, error) {
 	c, err := d.inspectRaw(ctx, id)
 	return c.HostConfig, c.Config.User, err
+}
+
+// NativeSeccompOpt is the seccomp option a runc container gets, for tests.
+func NativeSeccompOpt() string { return nativeSeccompOpt() }
+
+// BuildCreateForTest returns the security options of spec's create request.
+func BuildCreateForTest(spec driver.Spec) ([]string, error) {
+	r, err := buildCreate(spec)
+	return r.HostConfig.SecurityOpt, err
 }
