@@ -386,3 +386,89 @@ func TestAppendLargeFramesAllOrNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveReaderRing checks that a reader following a log live gets the
+// same events from the log's in-memory tail as from the file: across the
+// ring's wrap, when it falls further behind than the ring holds, and after
+// a failed append; that the ring serves the last bytes appended; and that
+// it goes with the log's last reader.
+func TestLiveReaderRing(t *testing.T) {
+	t.Parallel()
+	s, _ := Open(t.TempDir())
+	l, err := s.Get("job_ring", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := l.NewReader(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	var want, got []byte
+	var so int64
+	read := func() {
+		t.Helper()
+		if _, err := r.ReadAvailable(func(e Event) error {
+			if e.Type != agentproto.FrameStdout || e.Offset != int64(len(got)) {
+				t.Fatalf("event %d at %d after %d bytes", e.Type, e.Offset, len(got))
+			}
+			got = append(got, e.Payload...)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 120 {
+		n := 1 + rng.IntN(agentproto.MaxFramePayload)
+		if i%3 == 0 && (i < 20 || i >= 50) {
+			n = 1 + rng.IntN(ringMin)
+		}
+		p := make([]byte, n)
+		for j := range p {
+			p[j] = byte(so + int64(j) + int64(j>>9))
+		}
+		if i == 60 {
+			// A failed append (a gap after a bulk frame) changes nothing.
+			if err := l.Append(out(agentproto.FrameStdout, so, string(p)), out(agentproto.FrameStdout, so+int64(n)+1, "x")); err == nil {
+				t.Fatal("gap accepted")
+			}
+		}
+		if err := l.Append(agentproto.Frame{Type: agentproto.FrameStdout, Offset: so, Payload: p}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, p...)
+		so += int64(n)
+		if i < 20 || i >= 50 { // in between, the reader falls behind the ring (15 MiB)
+			read()
+		}
+		if i == 100 {
+			l.mu.Lock()
+			ring := l.ring != nil
+			l.mu.Unlock()
+			if !ring {
+				t.Fatal("no ring while a reader follows bulk output")
+			}
+			tail := make([]byte, 1<<20)
+			fromFile := make([]byte, len(tail))
+			if !l.fromRing(tail, l.Size()-int64(len(tail))) {
+				t.Fatal("the ring does not hold the last MiB appended")
+			}
+			if _, err := r.f.ReadAt(fromFile, l.Size()-int64(len(tail))); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(tail, fromFile) {
+				t.Fatal("the ring's last MiB differs from the file's")
+			}
+		}
+	}
+	read()
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes, want %d (equal: %v)", len(got), len(want), bytes.Equal(got, want))
+	}
+	r.Close()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ring != nil || l.readers != 0 {
+		t.Fatalf("after the last reader closed: ring %v, readers %d", l.ring != nil, l.readers)
+	}
+}
