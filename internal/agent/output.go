@@ -80,11 +80,7 @@ type output struct {
 	// moved is closed and replaced when a reader advances or leaves:
 	// what a capture waiting in pace waits for.
 	moved chan struct{}
-	// stalled: a capture gave up waiting in pace; none waits again until
-	// a reader moves.
-	stalled bool
-	// For tests: blocks allocated (not reused), and paceStall timeouts.
-	fresh, stalls int
+	fresh int // blocks allocated, not reused (for tests)
 }
 
 // maxFreeBlocks bounds the dropped blocks an output keeps for reuse: enough
@@ -281,7 +277,6 @@ func (o *output) dropReader(rp *cursor) {
 
 // signalMoved wakes a capture waiting in pace. Called with mu held.
 func (o *output) signalMoved() {
-	o.stalled = false
 	close(o.moved)
 	o.moved = make(chan struct{})
 }
@@ -290,8 +285,7 @@ func (o *output) signalMoved() {
 // capture is readAhead or more ahead of its slowest live reader, so that
 // it reuses the blocks readers are done with. It returns at once without
 // readers (nobody takes the output: it is kept, up to the cap, as ever),
-// and when the slowest reader takes nothing for paceStall; from then on
-// until a reader moves again, it does not wait at all.
+// and when the slowest reader takes nothing for paceStall.
 func (o *output) pace(s int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -302,7 +296,7 @@ func (o *output) pace(s int) {
 		}
 	}()
 	for {
-		if len(o.readers) == 0 || o.stalled {
+		if len(o.readers) == 0 {
 			return
 		}
 		st := &o.streams[s]
@@ -325,8 +319,6 @@ func (o *output) pace(s int) {
 			o.mu.Lock()
 		case <-stall.C:
 			o.mu.Lock()
-			o.stalled = true
-			o.stalls++
 			return
 		}
 	}
