@@ -7,7 +7,6 @@ import (
 	"sort"
 	"sync"
 	"syscall"
-	"time"
 
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
@@ -35,18 +34,6 @@ const (
 	hugeBlock = 4 << 20
 	// discardBuf is the read size once a stream's cap is reached.
 	discardBuf = 256 << 10
-	// readAhead is how far a stream's capture runs ahead of its slowest
-	// live reader before it waits for that reader (see pace): a job that
-	// writes faster than its output is taken away then goes at the pace of
-	// the taking, as through a pipe with a readAhead buffer, and the blocks
-	// the reader is done with carry the next output instead of fresh
-	// memory (zeroing new pages was a third of the agent's work of moving
-	// a bulk stream).
-	readAhead = 4 * maxBlock
-	// paceStall is how long a reader may go without taking anything
-	// before a capture waiting for it stops waiting: a stalled or stuck
-	// reader never holds the job.
-	paceStall = 250 * time.Millisecond
 )
 
 // output keeps a background job's stdout and stderr in memory, up to a cap
@@ -77,15 +64,11 @@ type output struct {
 	released [2]int64
 	readers  map[*cursor]struct{} // positions of open stream readers
 	free     [][]byte             // dropped blocks, for reuse by grow
-	// moved is closed and replaced when a reader advances or leaves:
-	// what a capture waiting in pace waits for.
-	moved chan struct{}
-	fresh int // blocks allocated, not reused (for tests)
+	fresh    int                  // blocks allocated, not reused (for tests)
 }
 
-// maxFreeBlocks bounds the dropped blocks an output keeps for reuse: enough
-// for the read-ahead and the service's release lag (releaseEvery, 8 MiB).
-const maxFreeBlocks = readAhead/maxBlock + 2
+// maxFreeBlocks bounds the dropped blocks an output keeps for reuse.
+const maxFreeBlocks = 4
 
 // streamStore is one stream's storage: append-only blocks, each full except
 // the last, block i holding the bytes from starts[i].
@@ -102,7 +85,7 @@ type streamStore struct {
 }
 
 func newOutput(maxStdout, maxStderr int64) *output {
-	o := &output{last: -1, watchers: make(map[chan struct{}]struct{}), readers: make(map[*cursor]struct{}), moved: make(chan struct{})}
+	o := &output{last: -1, watchers: make(map[chan struct{}]struct{}), readers: make(map[*cursor]struct{})}
 	o.streams[streamStdout].max = maxStdout
 	o.streams[streamStderr].max = maxStderr
 	// Thin the order index when segments average under 256 bytes, so its
@@ -264,7 +247,6 @@ func (o *output) advance(rp *cursor, c cursor) {
 	defer o.mu.Unlock()
 	*rp = c
 	o.reclaim()
-	o.signalMoved()
 }
 
 func (o *output) dropReader(rp *cursor) {
@@ -272,56 +254,6 @@ func (o *output) dropReader(rp *cursor) {
 	defer o.mu.Unlock()
 	delete(o.readers, rp)
 	o.reclaim()
-	o.signalMoved()
-}
-
-// signalMoved wakes a capture waiting in pace. Called with mu held.
-func (o *output) signalMoved() {
-	close(o.moved)
-	o.moved = make(chan struct{})
-}
-
-// pace waits, before stream s takes a new block, while the stream's
-// capture is readAhead or more ahead of its slowest live reader, so that
-// it reuses the blocks readers are done with. It returns at once without
-// readers (nobody takes the output: it is kept, up to the cap, as ever),
-// and when the slowest reader takes nothing for paceStall.
-func (o *output) pace(s int) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	var stall *time.Timer
-	defer func() {
-		if stall != nil {
-			stall.Stop()
-		}
-	}()
-	for {
-		if len(o.readers) == 0 {
-			return
-		}
-		st := &o.streams[s]
-		low := st.alloc
-		for rp := range o.readers {
-			low = min(low, rp[s])
-		}
-		if st.alloc-low < readAhead {
-			return
-		}
-		if stall == nil {
-			stall = time.NewTimer(paceStall)
-		} else {
-			stall.Reset(paceStall)
-		}
-		moved := o.moved
-		o.mu.Unlock()
-		select {
-		case <-moved:
-			o.mu.Lock()
-		case <-stall.C:
-			o.mu.Lock()
-			return
-		}
-	}
 }
 
 // release records that the output before c is stored elsewhere and may be
@@ -357,9 +289,10 @@ func (o *output) reclaim() {
 }
 
 // keepFree keeps a dropped block for reuse by grow. The largest blocks are
-// kept: the stream's first blocks are small, and keeping them (as the
-// first ones dropped) left no room for the full-size blocks that a bulk
-// stream asks for. Called with mu held.
+// kept: a stream's first blocks are small, and keeping them (as the first
+// ones dropped) left no room for the full-size blocks a bulk stream asks
+// for, so each of those was fresh memory, which the kernel zeroes page by
+// page as the pipe reads touch it. Called with mu held.
 func (o *output) keepFree(b []byte) {
 	if len(o.free) < maxFreeBlocks {
 		o.free = append(o.free, b)
@@ -438,9 +371,8 @@ func (o *output) keptBytes(s int) []byte {
 
 // capture reads stream s from f until EOF or an error, or, once f's read
 // deadline passed, until f holds nothing more (see lateReader), storing up
-// to the cap and counting the rest. It blocks the writer on nothing but
-// this loop's own pace and, before each new block, on a live reader readAhead
-// behind (see pace).
+// to the cap and counting the rest. It never blocks the writer on anything
+// but this loop's own pace.
 func (o *output) capture(s int, f *os.File, discard *sync.Pool) {
 	r := &lateReader{f: f, limit: pendingLimit}
 	var blk []byte // current block; blk[used:] is not yet valid
@@ -454,7 +386,6 @@ func (o *output) capture(s int, f *os.File, discard *sync.Pool) {
 	}()
 	for {
 		if !full && used == len(blk) {
-			o.pace(s)
 			blk, used = o.grow(s), 0
 			full = blk == nil
 		}

@@ -472,71 +472,44 @@ func TestOutputRelease(t *testing.T) {
 	t.Logf("%d MiB written, at most %d MiB resident", total>>20, maxResident>>20)
 }
 
-// TestOutputPaceReusesBlocks checks that a capture running ahead of a live
-// reader waits for it, so that the stream's memory stays near readAhead
-// and new output goes into the blocks the reader is done with rather than
-// fresh ones, with every byte read back unchanged.
-func TestOutputPaceReusesBlocks(t *testing.T) {
+// TestOutputReusesFullBlocks checks that a stream the service keeps up with
+// carries its output in the full-size blocks it released, not in fresh
+// ones: the small first blocks, dropped first, must not take the places
+// of the free list.
+func TestOutputReusesFullBlocks(t *testing.T) {
 	t.Parallel()
-	const total = 192 << 20
+	const total = 128 << 20
 	o := newOutput(total, total)
 	rp, err := o.addReader(cursor{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer w.Close()
-		buf := make([]byte, 1<<20)
-		for off := int64(0); off < total; off += int64(len(buf)) {
-			for i := range buf {
-				buf[i] = patterned(streamStdout, off+int64(i))
-			}
-			if _, err := w.Write(buf); err != nil {
-				return
-			}
-		}
-	}()
-	captured := make(chan struct{})
-	var discard sync.Pool
-	discard.New = func() any { b := make([]byte, discardBuf); return &b }
-	go func() { defer close(captured); o.capture(streamStdout, r, &discard) }()
-
+	chunk := make([]byte, 1<<20)
 	var c cursor
-	var maxResident int64
-	deadline := time.Now().Add(time.Minute)
-	for c[streamStdout] < total {
-		if time.Now().After(deadline) {
-			t.Fatalf("read %d of %d bytes in a minute", c[streamStdout], total)
+	for written := int64(0); written < total; written += int64(len(chunk)) {
+		for i := range chunk {
+			chunk[i] = patterned(streamStdout, written+int64(i))
 		}
-		segs, nc := o.next(c, 1<<20, 2<<20, 16)
-		if len(segs) == 0 {
-			time.Sleep(time.Millisecond)
-			continue
-		}
-		for _, g := range segs {
-			for i, x := range g.appendTo(nil) {
-				if want := patterned(g.stream, g.from+int64(i)); x != want {
-					t.Fatalf("offset %d: %d, want %d", g.from+int64(i), x, want)
+		put(t, o, streamStdout, chunk)
+		for {
+			segs, nc := o.next(c, 1<<20, 2<<20, 16)
+			if len(segs) == 0 {
+				break
+			}
+			for _, g := range segs {
+				for i, x := range g.appendTo(nil) {
+					if want := patterned(g.stream, g.from+int64(i)); x != want {
+						t.Fatalf("offset %d: %d, want %d", g.from+int64(i), x, want)
+					}
 				}
 			}
+			c = nc
+			o.advance(rp, c)
 		}
-		c = nc
-		o.advance(rp, c)
-		o.release(c)
-		maxResident = max(maxResident, o.resident())
+		if c[streamStdout]%(8<<20) == 0 { // as the service releases
+			o.release(c)
+		}
 	}
-	<-captured
-	r.Close()
-	if maxResident > readAhead+2*maxBlock {
-		t.Errorf("up to %d bytes resident; want at most %d (read-ahead and two blocks)", maxResident, readAhead+2*maxBlock)
-	}
-	// The blocks double from firstBlock up to maxBlock, then full-size
-	// blocks are reused: only the read-ahead's worth and the release lag
-	// are allocated fresh.
 	small := 0
 	for b := firstBlock; b < maxBlock; b *= 2 {
 		small++
@@ -544,40 +517,9 @@ func TestOutputPaceReusesBlocks(t *testing.T) {
 	o.mu.Lock()
 	fresh := o.fresh
 	o.mu.Unlock()
-	if big := fresh - small; big > maxFreeBlocks+1 {
-		t.Errorf("%d full-size blocks allocated for %d MiB; want at most %d (the rest reused)", big, total>>20, maxFreeBlocks+1)
-	}
-}
-
-// TestOutputPaceStalledReader checks that a reader that takes nothing does
-// not hold the job: the capture waits for it at most paceStall per block
-// and keeps the output, as without readers.
-func TestOutputPaceStalledReader(t *testing.T) {
-	t.Parallel()
-	const total = readAhead + 4*maxBlock
-	o := newOutput(total, total)
-	if _, err := o.addReader(cursor{}); err != nil {
-		t.Fatal(err)
-	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer w.Close()
-		w.Write(make([]byte, total))
-	}()
-	captured := make(chan struct{})
-	var discard sync.Pool
-	discard.New = func() any { b := make([]byte, discardBuf); return &b }
-	go func() { defer close(captured); o.capture(streamStdout, r, &discard) }()
-	select {
-	case <-captured:
-	case <-time.After(time.Minute):
-		t.Fatal("the capture did not finish in a minute with a stalled reader")
-	}
-	r.Close()
-	if _, kept, _ := o.counts(); kept[streamStdout] != total {
-		t.Fatalf("kept %d bytes, want %d", kept[streamStdout], total)
+	// Two full-size blocks in use at a release, one being filled: the
+	// rest of the 128 MiB goes into released ones.
+	if big := fresh - small; big > 3 {
+		t.Errorf("%d full-size blocks allocated for %d MiB; want at most 3 (the rest reused)", big, total>>20)
 	}
 }
