@@ -52,54 +52,6 @@ type Log struct {
 	// index holds frame starts, one at least every indexEvery bytes of
 	// log, in order: a cursor is checked from the nearest one below it.
 	index []int64
-	// readers counts the open Readers. While there are any and the log
-	// takes bulk output, ring holds its last ringSize bytes, from ringFrom
-	// on (the log offset x at ring[x%ringSize]): a reader following the
-	// log live copies what was just appended from there instead of
-	// reading it back from the file. The file stays the record; the ring
-	// only ever holds bytes already written to it.
-	readers  int
-	ring     []byte
-	ringFrom int64
-}
-
-// ringSize is the size of a log's in-memory tail (see Log.ring): room for
-// what a live reader has not yet read when an append comes (up to a
-// readChunk and a largest frame) and more.
-const ringSize = 8 << 20
-
-// ringMin is the size of an append from which the log starts its ring when
-// it has readers: small outputs never allocate one.
-const ringMin = 64 << 10
-
-// toRing copies p, the log's bytes from off, into the ring. Called with mu
-// held.
-func (l *Log) toRing(off int64, p []byte) {
-	if len(p) >= ringSize {
-		off, p = off+int64(len(p)-ringSize), p[len(p)-ringSize:]
-	}
-	for len(p) > 0 {
-		at := int(off % ringSize)
-		n := copy(l.ring[at:], p)
-		off, p = off+int64(n), p[n:]
-	}
-}
-
-// fromRing copies the log's bytes at off into b if the ring holds all of
-// them, and reports whether it did.
-func (l *Log) fromRing(b []byte, off int64) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	end := off + int64(len(b))
-	if l.ring == nil || off < max(l.ringFrom, l.size-ringSize) || end > l.size {
-		return false
-	}
-	for len(b) > 0 {
-		at := int(off % ringSize)
-		n := copy(b, l.ring[at:])
-		off, b = off+int64(n), b[n:]
-	}
-	return true
 }
 
 // indexEvery is the spacing of the sparse frame index.
@@ -196,7 +148,6 @@ func (s *Store) Release(jobID string) {
 			l.f.Close()
 			l.f = nil
 		}
-		l.ring = nil
 		l.mu.Unlock()
 	}
 }
@@ -363,20 +314,8 @@ func (l *Log) Append(frames ...agentproto.Frame) error {
 		return fmt.Errorf("joblog: %s is closed: %w", l.path, errdefs.ErrFailedPrecondition)
 	}
 	stdout, stderr, exited, exit, indexed := l.stdout, l.stderr, l.exited, l.exit, len(l.index)
-	if l.ring == nil && l.readers > 0 {
-		var n int
-		for _, fr := range frames {
-			n += len(fr.Payload)
-		}
-		if n >= ringMin {
-			l.ring, l.ringFrom = make([]byte, ringSize), l.size
-		}
-	}
 	fail := func(err error) error {
 		l.stdout, l.stderr, l.exited, l.exit, l.index = stdout, stderr, exited, exit, l.index[:indexed]
-		// The ring may hold bytes of this append over ones it still
-		// needs: drop it (readers read the file).
-		l.ring = nil
 		// Cut what this append wrote (best effort: the error is reported
 		// either way), so that the next one continues where the log ends.
 		if l.f.Truncate(l.size) == nil {
@@ -414,9 +353,6 @@ func (l *Log) Append(frames ...agentproto.Frame) error {
 				if _, err := l.f.Write(p); err != nil {
 					return fail(fmt.Errorf("joblog: %w", err))
 				}
-				if l.ring != nil {
-					l.toRing(l.size+written, p)
-				}
 				written += int64(len(p))
 			}
 			b = b[:0]
@@ -429,9 +365,6 @@ func (l *Log) Append(frames ...agentproto.Frame) error {
 	if len(b) > 0 {
 		if _, err := l.f.Write(b); err != nil {
 			return fail(fmt.Errorf("joblog: %w", err))
-		}
-		if l.ring != nil {
-			l.toRing(l.size+written, b)
 		}
 		written += int64(len(b))
 	}
@@ -542,25 +475,11 @@ func (l *Log) NewReader(cursor int64) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("joblog: %w", err)
 	}
-	l.mu.Lock()
-	l.readers++
-	l.mu.Unlock()
 	return &Reader{l: l, f: f, cursor: cursor}, nil
 }
 
-// Close releases the reader's file handle (and the log's ring, with its
-// last reader).
-func (r *Reader) Close() error {
-	if r.l != nil {
-		r.l.mu.Lock()
-		if r.l.readers--; r.l.readers == 0 {
-			r.l.ring = nil
-		}
-		r.l.mu.Unlock()
-		r.l = nil
-	}
-	return r.f.Close()
-}
+// Close releases the reader's file handle.
+func (r *Reader) Close() error { return r.f.Close() }
 
 // Cursor is the position after the last event delivered: where a resumed
 // reader continues.
@@ -578,10 +497,8 @@ func (r *Reader) ReadAvailable(fn func(Event) error) (exited bool, err error) {
 			r.buf = make([]byte, n)
 		}
 		b := r.buf[:n]
-		if !r.l.fromRing(b, r.cursor) {
-			if _, err := r.f.ReadAt(b, r.cursor); err != nil {
-				return false, fmt.Errorf("joblog: reading %s at %d: %w", r.l.path, r.cursor, err)
-			}
+		if _, err := r.f.ReadAt(b, r.cursor); err != nil {
+			return false, fmt.Errorf("joblog: reading %s at %d: %w", r.l.path, r.cursor, err)
 		}
 		for len(b) >= agentproto.FrameHeaderSize {
 			t, plen, off, err := agentproto.ParseFrameHeader(b)
