@@ -64,6 +64,7 @@ type output struct {
 	released [2]int64
 	readers  map[*cursor]struct{} // positions of open stream readers
 	free     [][]byte             // dropped blocks, for reuse by grow
+	fresh    int                  // blocks allocated, not reused (for tests)
 }
 
 // maxFreeBlocks bounds the dropped blocks an output keeps for reuse.
@@ -116,6 +117,7 @@ func (o *output) grow(s int) []byte {
 		}
 	}
 	if b == nil {
+		o.fresh++
 		b = make([]byte, size)
 		if size >= hugeBlock {
 			// Best effort; the Go runtime leaves heap pages' THP flags alone.
@@ -281,10 +283,29 @@ func (o *output) reclaim() {
 			st.blocks[st.live] = nil
 			st.dropped += int64(len(b))
 			st.live++
-			if len(o.free) < maxFreeBlocks {
-				o.free = append(o.free, b)
-			}
+			o.keepFree(b)
 		}
+	}
+}
+
+// keepFree keeps a dropped block for reuse by grow. The largest blocks are
+// kept: a stream's first blocks are small, and keeping them (as the first
+// ones dropped) left no room for the full-size blocks a bulk stream asks
+// for, so each of those was fresh memory, which the kernel zeroes page by
+// page as the pipe reads touch it. Called with mu held.
+func (o *output) keepFree(b []byte) {
+	if len(o.free) < maxFreeBlocks {
+		o.free = append(o.free, b)
+		return
+	}
+	small := 0
+	for i, f := range o.free {
+		if cap(f) < cap(o.free[small]) {
+			small = i
+		}
+	}
+	if cap(o.free[small]) < cap(b) {
+		o.free[small] = b
 	}
 }
 

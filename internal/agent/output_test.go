@@ -471,3 +471,55 @@ func TestOutputRelease(t *testing.T) {
 	}
 	t.Logf("%d MiB written, at most %d MiB resident", total>>20, maxResident>>20)
 }
+
+// TestOutputReusesFullBlocks checks that a stream the service keeps up with
+// carries its output in the full-size blocks it released, not in fresh
+// ones: the small first blocks, dropped first, must not take the places
+// of the free list.
+func TestOutputReusesFullBlocks(t *testing.T) {
+	t.Parallel()
+	const total = 128 << 20
+	o := newOutput(total, total)
+	rp, err := o.addReader(cursor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 1<<20)
+	var c cursor
+	for written := int64(0); written < total; written += int64(len(chunk)) {
+		for i := range chunk {
+			chunk[i] = patterned(streamStdout, written+int64(i))
+		}
+		put(t, o, streamStdout, chunk)
+		for {
+			segs, nc := o.next(c, 1<<20, 2<<20, 16)
+			if len(segs) == 0 {
+				break
+			}
+			for _, g := range segs {
+				for i, x := range g.appendTo(nil) {
+					if want := patterned(g.stream, g.from+int64(i)); x != want {
+						t.Fatalf("offset %d: %d, want %d", g.from+int64(i), x, want)
+					}
+				}
+			}
+			c = nc
+			o.advance(rp, c)
+		}
+		if c[streamStdout]%(8<<20) == 0 { // as the service releases
+			o.release(c)
+		}
+	}
+	small := 0
+	for b := firstBlock; b < maxBlock; b *= 2 {
+		small++
+	}
+	o.mu.Lock()
+	fresh := o.fresh
+	o.mu.Unlock()
+	// Two full-size blocks in use at a release, one being filled: the
+	// rest of the 128 MiB goes into released ones.
+	if big := fresh - small; big > 3 {
+		t.Errorf("%d full-size blocks allocated for %d MiB; want at most 3 (the rest reused)", big, total>>20)
+	}
+}

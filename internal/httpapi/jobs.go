@@ -166,6 +166,15 @@ func (sw *sseWriter) event(id, name string, data any) error {
 // all but very short lines, bytes on the wire; a caller who asked for text
 // gets it for short lines too.
 func (sw *sseWriter) output(id, name string, offset int64, payload []byte) error {
+	sw.appendOutput(id, name, offset, payload)
+	if len(sw.buf) >= 256<<10 {
+		return sw.flush()
+	}
+	return nil
+}
+
+// appendOutput appends the event output writes to the buffer.
+func (sw *sseWriter) appendOutput(id, name string, offset int64, payload []byte) {
 	sw.buf = append(sw.buf, "id: "...)
 	sw.buf = append(sw.buf, id...)
 	sw.buf = append(sw.buf, "\nevent: "...)
@@ -191,10 +200,6 @@ func (sw *sseWriter) output(id, name string, offset int64, payload []byte) error
 		sw.buf = appendBase64(sw.buf, payload)
 		sw.buf = append(sw.buf, "\"}\n\n"...)
 	}
-	if len(sw.buf) >= 256<<10 {
-		return sw.flush()
-	}
-	return nil
 }
 
 // textForm reports whether b goes as SSE data lines in text mode: it must
