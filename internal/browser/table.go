@@ -9,9 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chromedp/cdproto"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
@@ -216,12 +218,20 @@ func click(s *session, c context.Context, a api.BrowserAction) (any, error) {
 	// scrolls it to the middle and answers its centre; then the press
 	// and release. (chromedp's Click takes five or more round trips to
 	// the page for the same, each a dear one under runsc.)
-	pt, err := evalPage[point](s, c, clickTarget(a.Selector, remaining(c)), true)
+	arm := s.wantInfo
+	t0 := time.Now()
+	pt, err := evalPage[point](s, c, clickTarget(a.Selector, remaining(c), arm), true)
+	s.lap(func(t *ActionTimings) *time.Duration { return &t.Find }, t0)
 	if err != nil {
 		return nil, err
 	}
 	s.point = &pt
-	return nil, s.mouseClick(c, pt.X, pt.Y)
+	t0 = time.Now()
+	defer s.lap(func(t *ActionTimings) *time.Duration { return &t.Input }, t0)
+	if !arm {
+		return nil, s.mouseClick(c, pt.X, pt.Y)
+	}
+	return nil, s.mouseClickRead(c, pt.X, pt.Y)
 }
 
 // mouseClick presses and releases the left button at x, y: both
@@ -235,6 +245,60 @@ func (s *session) mouseClick(c context.Context, x, y float64) error {
 	r := p
 	r.Type = input.DispatchMouseEventTypeMouseReleased
 	return s.send(c, command{Method: input.CommandDispatchMouseEvent, Params: p}, command{Method: input.CommandDispatchMouseEvent, Params: r})
+}
+
+// mouseClickRead is mouseClick for a click that the request's answer
+// follows: the read of the page's URL and title (pageInfo) goes with the
+// press and release, in the same round trip, and waits in the page for
+// the click (clickArm, clickRead). It keeps what it read in s.info; when
+// the page could not answer so (it went away), s.info stays nil and the
+// answer is read as after any other action.
+func (s *session) mouseClickRead(c context.Context, x, y float64) error {
+	p := input.DispatchMouseEventParams{Type: input.DispatchMouseEventTypeMousePressed, X: x, Y: y, Button: input.MouseButtonLeft, ClickCount: 1}
+	r := p
+	r.Type = input.DispatchMouseEventTypeMouseReleased
+	yes := true
+	var info runtime.EvaluateResult
+	b, err := s.start(c,
+		command{Method: input.CommandDispatchMouseEvent, Params: p},
+		command{Method: input.CommandDispatchMouseEvent, Params: r},
+		command{Method: runtime.CommandEvaluate, Params: runtime.EvaluateParams{Expression: clickRead, ReturnByValue: &yes, AwaitPromise: &yes}, Result: &info})
+	if err != nil {
+		return err
+	}
+	defer b.done()
+	var first error
+	for i := range 2 {
+		if err := b.wait(c, i); err != nil {
+			var cerr *cdproto.Error
+			if !errors.As(err, &cerr) {
+				return err
+			}
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	// The release is handled: its events have run in the page. If the
+	// read still waits (the page's window saw no pointerup: the press
+	// landed in a frame, or a listener of the page's stopped it), this
+	// lets it go now, as the read after the click would run; its answer
+	// is not awaited.
+	select {
+	case rep := <-b.chans[2]:
+		b.chans[2] <- rep
+	default:
+		if k, err := s.start(c, command{Method: runtime.CommandEvaluate, Params: runtime.EvaluateParams{Expression: clickKick}}); err == nil {
+			k.done()
+		}
+	}
+	if err := b.wait(c, 2); err == nil && info.ExceptionDetails == nil && info.Result != nil {
+		var pi pageInfo
+		if json.Unmarshal(info.Result.Value, &pi) == nil && pi.URL != "" {
+			s.info = &pi
+		}
+	}
+	return first
 }
 
 func hover(_ *session, c context.Context, a api.BrowserAction) (any, error) {

@@ -54,6 +54,12 @@ b.addEventListener('click', () => { n++; b.textContent = n; document.title = 'cl
 			t.Fatalf("click %d answered title %q, want %q (read before the click was handled)", i, res.Title, want)
 		}
 	}
+	// Every selector click read its answer's URL and title with its
+	// press and release (no read of their own after it); a click at a
+	// point took one.
+	if got := liveSession(t, m, "sbx_1").infoReads; got != clicks/2+1 {
+		t.Fatalf("%d answers took a read of their own after %d clicks by selector and %d at a point (and the setup evaluate), want %d", got, clicks/2, clicks/2, clicks/2+1)
+	}
 	res := run(api.BrowserAction{Type: "evaluate", Expression: `log.join(' ')`})
 	want := strings.TrimSpace(strings.Repeat("mousedown mouseup click ", clicks))
 	if got, _ := res.Results[0].Value.(json.RawMessage); !res.OK || strings.Trim(string(got), `"`) != want {
@@ -64,6 +70,77 @@ b.addEventListener('click', () => { n++; b.textContent = n; document.title = 'cl
 	res = run(api.BrowserAction{Type: "click", Selector: "#["})
 	if res.OK || !strings.Contains(res.Results[0].Error, "exception") || !strings.Contains(res.Results[0].Error, "not a valid selector") {
 		t.Fatalf("a click of a malformed selector: %+v", res)
+	}
+}
+
+// liveSession is m's actions session of sandbox id.
+func liveSession(t *testing.T, m *Manager, id string) *session {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.sessions[id]
+	if s == nil {
+		t.Fatalf("no session of %s", id)
+	}
+	return s
+}
+
+// TestClickAnswerAfterHandlers: the answer of a click by selector is the
+// page as the click's handlers left it also when the page's window sees
+// no pointerup (a listener of the page's stops it first, or the element
+// is covered by a frame, whose document gets the events): the read that
+// goes with the press and release is let go once the release is handled.
+// A click that navigates answers the page's URL, read as after any action.
+func TestClickAnswerAfterHandlers(t *testing.T) {
+	t.Parallel()
+	tgt := hostBrowser(t)
+	m := newManager(t, tgt, &memKeeper{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	run := func(a api.BrowserAction) *ActionsResult {
+		t.Helper()
+		res, err := m.Run(ctx, "t1", "sbx_1", &api.BrowserActionsRequest{Actions: []api.BrowserAction{a}})
+		if err != nil {
+			t.Fatalf("%s: %v", a.Type, err)
+		}
+		if !res.OK {
+			t.Fatalf("%s: %+v", a.Type, res)
+		}
+		return res
+	}
+	// The window's own capturing listeners, added first, stop the
+	// release; the button's mousedown sets the title, as does a frame's
+	// click over the second button.
+	run(api.BrowserAction{Type: "evaluate", Expression: `let n = 0;
+for (const k of ['pointerup', 'mouseup']) addEventListener(k, e => e.stopImmediatePropagation(), true);
+document.body.innerHTML = '<button id="b" style="position:absolute;left:0;top:0;width:200px;height:80px">0</button>' +
+  '<div id="c" style="position:absolute;left:0;top:100px;width:200px;height:80px">under</div>' +
+  '<iframe id="f" style="position:absolute;left:0;top:100px;width:200px;height:80px;border:0"></iframe>';
+document.getElementById('b').addEventListener('mousedown', () => { n++; document.title = 'pressed ' + n; });
+const f = document.getElementById('f');
+f.contentDocument.body.style.margin = '0';
+f.contentDocument.body.innerHTML = '<div style="width:200px;height:80px">frame</div>';
+f.contentDocument.addEventListener('click', () => { n++; document.title = 'frame ' + n; }); 1`})
+	for i := 1; i <= 6; i += 2 {
+		if res := run(api.BrowserAction{Type: "click", Selector: "#b"}); res.Title != "pressed "+strconv.Itoa(i) {
+			t.Fatalf("click %d on the button answered title %q, want %q", i, res.Title, "pressed "+strconv.Itoa(i))
+		}
+		if res := run(api.BrowserAction{Type: "click", Selector: "#c"}); res.Title != "frame "+strconv.Itoa(i+1) {
+			t.Fatalf("click %d over the frame answered title %q, want %q", i+1, res.Title, "frame "+strconv.Itoa(i+1))
+		}
+	}
+	// None of them took a read of its own for the answer (the evaluate
+	// before them did).
+	if got := liveSession(t, m, "sbx_1").infoReads; got != 1 {
+		t.Fatalf("%d answers took a read of their own, want 1 (the evaluate's): a click's read was not let go", got)
+	}
+	// A link to a page that changes its own title and URL in the click's
+	// handler, with no new document: the answer has both.
+	run(api.BrowserAction{Type: "evaluate", Expression: `document.body.innerHTML = '<a id="a" href="#next">next</a>';
+document.getElementById('a').addEventListener('click', () => { document.title = 'moved'; }); 1`})
+	res := run(api.BrowserAction{Type: "click", Selector: "#a"})
+	if res.Title != "moved" || !strings.HasSuffix(res.URL, "#next") {
+		t.Fatalf("a click on an in-page link answered %q %q, want the title moved and a URL ending #next", res.Title, res.URL)
 	}
 }
 
