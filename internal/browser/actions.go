@@ -692,7 +692,7 @@ func clickTarget(sel string, ms int64, arm bool) string {
 }))(%s, %d)`, armJS, jsString(sel), ms)
 }
 
-// clickArm (run in clickTarget's evaluate, before the press is sent) arms
+// clickArm (run in clickTarget's evaluate, or sent ahead of the press) arms
 // a signal in the page that fires in the task after the one that
 // dispatches the release's pointerup and mouseup: the click's own
 // handlers, run in that same task, are done by then. The window's

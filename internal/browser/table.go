@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/chromedp/cdproto"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/page"
@@ -212,6 +211,9 @@ func navigate(_ *session, c context.Context, a api.BrowserAction) (any, error) {
 
 func click(s *session, c context.Context, a api.BrowserAction) (any, error) {
 	if a.Selector == "" {
+		if s.wantInfo {
+			return nil, s.mouseClickRead(c, *a.X, *a.Y, true)
+		}
 		return nil, s.mouseClick(c, *a.X, *a.Y)
 	}
 	// One evaluate finds the element, waits until it is visible,
@@ -231,7 +233,7 @@ func click(s *session, c context.Context, a api.BrowserAction) (any, error) {
 	if !arm {
 		return nil, s.mouseClick(c, pt.X, pt.Y)
 	}
-	return nil, s.mouseClickRead(c, pt.X, pt.Y)
+	return nil, s.mouseClickRead(c, pt.X, pt.Y, false)
 }
 
 // mouseClick presses and releases the left button at x, y: both
@@ -250,55 +252,68 @@ func (s *session) mouseClick(c context.Context, x, y float64) error {
 // mouseClickRead is mouseClick for a click that the request's answer
 // follows: the read of the page's URL and title (pageInfo) goes with the
 // press and release, in the same round trip, and waits in the page for
-// the click (clickArm, clickRead). It keeps what it read in s.info; when
-// the page could not answer so (it went away), s.info stays nil and the
-// answer is read as after any other action.
-func (s *session) mouseClickRead(c context.Context, x, y float64) error {
+// the click (clickArm, clickRead). With arm, the signal is armed in the
+// same go, ahead of the press (a click by selector armed it when it found
+// the element). It keeps what it read in s.info; when the page could not
+// answer so (it went away), s.info stays nil and the answer is read as
+// after any other action.
+//
+// The read answers after the click's handlers ran, whichever of the
+// page's tasks comes first: the one after the task that dispatched the
+// release's pointerup (and with it mouseup and click), or the evaluate
+// sent once the release is answered (clickKick: Chromium answers it once
+// the page handled the release, the point at which the answer was read
+// before). An arm that runs after the release only leaves the first to
+// the kick: the read runs after the arm (the page runs a session's
+// evaluates in order).
+func (s *session) mouseClickRead(c context.Context, x, y float64, arm bool) error {
 	p := input.DispatchMouseEventParams{Type: input.DispatchMouseEventTypeMousePressed, X: x, Y: y, Button: input.MouseButtonLeft, ClickCount: 1}
 	r := p
 	r.Type = input.DispatchMouseEventTypeMouseReleased
 	yes := true
 	var info runtime.EvaluateResult
-	b, err := s.start(c,
+	var cmds []command
+	if arm {
+		cmds = append(cmds, command{Method: runtime.CommandEvaluate, Params: runtime.EvaluateParams{Expression: clickArm}})
+	}
+	cmds = append(cmds,
 		command{Method: input.CommandDispatchMouseEvent, Params: p},
 		command{Method: input.CommandDispatchMouseEvent, Params: r},
 		command{Method: runtime.CommandEvaluate, Params: runtime.EvaluateParams{Expression: clickRead, ReturnByValue: &yes, AwaitPromise: &yes}, Result: &info})
+	b, err := s.start(c, cmds...)
 	if err != nil {
 		return err
 	}
 	defer b.done()
+	read := len(cmds) - 1
 	var first error
-	for i := range 2 {
-		if err := b.wait(c, i); err != nil {
-			var cerr *cdproto.Error
-			if !errors.As(err, &cerr) {
-				return err
-			}
-			if first == nil {
-				first = err
-			}
+	for i := range read {
+		if err := b.wait(c, i); err != nil && first == nil {
+			first = err
 		}
 	}
-	// The release is handled: its events have run in the page. If the
-	// read still waits (the page's window saw no pointerup: the press
-	// landed in a frame, or a listener of the page's stopped it), this
-	// lets it go now, as the read after the click would run; its answer
-	// is not awaited.
+	// The release is handled (or failed): if the read still waits (the
+	// page's window saw no pointerup: the press landed in a frame, or a
+	// listener of the page's stopped it, or the arm came late), this lets
+	// it go now; its own answer is not awaited.
 	select {
-	case rep := <-b.chans[2]:
-		b.chans[2] <- rep
+	case rep := <-b.chans[read]:
+		b.chans[read] <- rep
 	default:
 		if k, err := s.start(c, command{Method: runtime.CommandEvaluate, Params: runtime.EvaluateParams{Expression: clickKick}}); err == nil {
 			k.done()
 		}
 	}
-	if err := b.wait(c, 2); err == nil && info.ExceptionDetails == nil && info.Result != nil {
+	if first != nil {
+		return first
+	}
+	if err := b.wait(c, read); err == nil && info.ExceptionDetails == nil && info.Result != nil {
 		var pi pageInfo
 		if json.Unmarshal(info.Result.Value, &pi) == nil && pi.URL != "" {
 			s.info = &pi
 		}
 	}
-	return first
+	return nil
 }
 
 func hover(_ *session, c context.Context, a api.BrowserAction) (any, error) {
