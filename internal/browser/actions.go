@@ -106,14 +106,6 @@ type session struct {
 	// pendingShot, if set, closes once the trace's "after" screenshot that
 	// a request left behind is captured (waitShot).
 	pendingShot chan struct{}
-	// wantInfo marks the request's last action: a click then reads the
-	// page's URL and title for the answer with its own commands, into
-	// info (nil until an action did).
-	wantInfo bool
-	info     *pageInfo
-	// infoReads counts the answers whose URL and title took a read of
-	// their own after the actions (the tests check a click needs none).
-	infoReads int
 	// timings, when the request asked for them (WithActionTimings), is
 	// where the request's time goes.
 	timings *ActionTimings
@@ -125,9 +117,8 @@ type session struct {
 // admission and the session; Trace the trace's records of the actions
 // (and the redaction check); Actions the actions themselves, of which
 // Find is a click's evaluate that finds its element and Input its press
-// and release (with the answer's read when it goes with them); Info the
-// answer's own read of the URL and title after the actions (0 when the
-// last action's commands read them).
+// and release; Info the answer's read of the URL and title after the
+// actions.
 type ActionTimings struct {
 	Attach, Trace, Actions, Find, Input, Info time.Duration
 }
@@ -278,22 +269,6 @@ func (s *session) send(c context.Context, cmds ...command) error {
 	}))
 }
 
-// start sends cmds to the page of the action's context c in one go,
-// without waiting for the answers (wsConn.start).
-func (s *session) start(c context.Context, cmds ...command) (*batch, error) {
-	conn := s.alloc.conn.Load()
-	if conn == nil {
-		return nil, fmt.Errorf("the session has no connection to the browser: %w", errdefs.ErrInternal)
-	}
-	var b *batch
-	err := chromedp.Do(c, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-		var err error
-		b, err = conn.start(ctx, t.SessionID, cmds...)
-		return err
-	}))
-	return b, err
-}
-
 // evalPage evaluates expression in the page of the action's context c,
 // as chromedp.Evaluate does (by value; an exception is a
 // *chromedp.ExceptionError; undefined and null are chromedp.ErrJSUndefined
@@ -372,7 +347,6 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *api.BrowserAc
 		}
 	}
 	lap(func(t *ActionTimings) *time.Duration { return &t.Attach })
-	s.info = nil
 	out := &ActionsResult{OK: true, Results: make([]ActionResult, 0, len(req.Actions))}
 	// The last action's "after" screenshot for the trace is taken after the
 	// answer (so it shows what this request left); the next action that may
@@ -406,7 +380,6 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *api.BrowserAc
 		if shots.before {
 			m.traceShot(ctx, t, s.shotOf(), i, a, "before")
 		}
-		s.info, s.wantInfo = nil, i == len(req.Actions)-1
 		err := s.do(ctx, tenant, a, timeout, &r, m.cfg.Artifacts)
 		r.Ms = time.Since(start).Milliseconds()
 		lap(func(t *ActionTimings) *time.Duration { return &t.Actions })
@@ -440,26 +413,18 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *api.BrowserAc
 	}
 	if tc, ok := s.tabs[s.active]; ok {
 		out.Tab = string(s.active)
-		if s.info != nil {
-			// The last action read them with its own commands, after it
-			// was handled (mouseClickRead), on this tab.
-			out.URL, out.Title = s.info.URL, s.info.Title
-		} else {
-			// evalPage ends when its context does, so the request's end
-			// cancels it here, with no goroutine to wait on (withDeadline's).
-			s.infoReads++
-			c, cancel := context.WithTimeout(tc.ctx, 2*time.Second)
-			stop := context.AfterFunc(ctx, cancel)
-			info, err := evalPage[pageInfo](s, c, `({url: document.location.href, title: document.title})`, false)
-			stop()
-			cancel()
-			if err == nil {
-				out.URL, out.Title = info.URL, info.Title
-			}
+		// evalPage ends when its context does, so the request's end
+		// cancels it here, with no goroutine to wait on (withDeadline's).
+		c, cancel := context.WithTimeout(tc.ctx, 2*time.Second)
+		stop := context.AfterFunc(ctx, cancel)
+		info, err := evalPage[pageInfo](s, c, `({url: document.location.href, title: document.title})`, false)
+		stop()
+		cancel()
+		if err == nil {
+			out.URL, out.Title = info.URL, info.Title
 		}
 	}
 	lap(func(t *ActionTimings) *time.Duration { return &t.Info })
-	s.info = nil
 	m.traceNavigation(ctx, t, s, out)
 	lap(func(t *ActionTimings) *time.Duration { return &t.Trace })
 	if lastAfter >= 0 {
@@ -664,13 +629,8 @@ type point struct {
 // clickTarget is a script that answers the centre of the first element
 // matching the CSS selector sel once it is visible, after scrolling it to
 // the middle of the viewport, and gives up after ms. A malformed selector
-// throws at once. With arm, it also arms clickArm's signal before it
-// answers.
-func clickTarget(sel string, ms int64, arm bool) string {
-	armJS := ""
-	if arm {
-		armJS = clickArm
-	}
+// throws at once.
+func clickTarget(sel string, ms int64) string {
 	return fmt.Sprintf(`((sel, ms) => new Promise((resolve, reject) => {
   const end = Date.now() + ms;
   const tick = () => {
@@ -680,7 +640,6 @@ func clickTarget(sel string, ms int64, arm bool) string {
       e.scrollIntoView({block: 'center', inline: 'center', behavior: 'instant'});
       const r = e.getBoundingClientRect(), st = getComputedStyle(e);
       if (r.width > 0 && r.height > 0 && st.visibility !== 'hidden') {
-        %s
         resolve({x: r.left + r.width / 2, y: r.top + r.height / 2});
         return;
       }
@@ -689,47 +648,8 @@ func clickTarget(sel string, ms int64, arm bool) string {
     setTimeout(tick, 20);
   };
   tick();
-}))(%s, %d)`, armJS, jsString(sel), ms)
+}))(%s, %d)`, jsString(sel), ms)
 }
-
-// clickArm (run in clickTarget's evaluate, or sent ahead of the press) arms
-// a signal in the page that fires in the task after the one that
-// dispatches the release's pointerup and mouseup: the click's own
-// handlers, run in that same task, are done by then. The window's
-// capturing listeners see the release first, before any element's
-// listener could stop it. The signal is kept under a registered symbol,
-// out of the page's names; a signal armed before is disarmed.
-const clickArm = `{
-        const k = Symbol.for('genesis.click'), old = globalThis[k];
-        if (old) old.stop();
-        let done;
-        const p = new Promise(r => { done = r; });
-        const ch = new MessageChannel();
-        ch.port1.onmessage = () => done();
-        const on = () => ch.port2.postMessage(0);
-        addEventListener('pointerup', on, true);
-        addEventListener('mouseup', on, true);
-        const stop = () => { removeEventListener('pointerup', on, true); removeEventListener('mouseup', on, true); ch.port1.close(); };
-        Object.defineProperty(globalThis, k, {value: {p, done, stop}, configurable: true, writable: true});
-      }`
-
-// clickRead, sent with the press and release, waits for clickArm's
-// signal (or clickKick) and answers the page's URL and title, as the
-// answer's read after the click would; null when no signal is armed
-// (the page changed since clickTarget).
-const clickRead = `(async () => {
-  const k = Symbol.for('genesis.click'), s = globalThis[k];
-  if (!s) return null;
-  await s.p;
-  s.stop();
-  delete globalThis[k];
-  return {url: document.location.href, title: document.title};
-})()`
-
-// clickKick fires clickArm's signal: sent once the release is answered
-// (its events have run in the page), for a click whose pointerup the
-// window did not see.
-const clickKick = `(() => { const s = globalThis[Symbol.for('genesis.click')]; if (s) s.done(); })()`
 
 // remaining is how long c has left, in ms (the action timeout sets it).
 func remaining(c context.Context) int64 {

@@ -12,7 +12,6 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/page"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
@@ -211,18 +210,14 @@ func navigate(_ *session, c context.Context, a api.BrowserAction) (any, error) {
 
 func click(s *session, c context.Context, a api.BrowserAction) (any, error) {
 	if a.Selector == "" {
-		if s.wantInfo {
-			return nil, s.mouseClickRead(c, *a.X, *a.Y, true)
-		}
 		return nil, s.mouseClick(c, *a.X, *a.Y)
 	}
 	// One evaluate finds the element, waits until it is visible,
 	// scrolls it to the middle and answers its centre; then the press
 	// and release. (chromedp's Click takes five or more round trips to
 	// the page for the same, each a dear one under runsc.)
-	arm := s.wantInfo
 	t0 := time.Now()
-	pt, err := evalPage[point](s, c, clickTarget(a.Selector, remaining(c), arm), true)
+	pt, err := evalPage[point](s, c, clickTarget(a.Selector, remaining(c)), true)
 	s.lap(func(t *ActionTimings) *time.Duration { return &t.Find }, t0)
 	if err != nil {
 		return nil, err
@@ -230,10 +225,7 @@ func click(s *session, c context.Context, a api.BrowserAction) (any, error) {
 	s.point = &pt
 	t0 = time.Now()
 	defer s.lap(func(t *ActionTimings) *time.Duration { return &t.Input }, t0)
-	if !arm {
-		return nil, s.mouseClick(c, pt.X, pt.Y)
-	}
-	return nil, s.mouseClickRead(c, pt.X, pt.Y, false)
+	return nil, s.mouseClick(c, pt.X, pt.Y)
 }
 
 // mouseClick presses and releases the left button at x, y: both
@@ -247,73 +239,6 @@ func (s *session) mouseClick(c context.Context, x, y float64) error {
 	r := p
 	r.Type = input.DispatchMouseEventTypeMouseReleased
 	return s.send(c, command{Method: input.CommandDispatchMouseEvent, Params: p}, command{Method: input.CommandDispatchMouseEvent, Params: r})
-}
-
-// mouseClickRead is mouseClick for a click that the request's answer
-// follows: the read of the page's URL and title (pageInfo) goes with the
-// press and release, in the same round trip, and waits in the page for
-// the click (clickArm, clickRead). With arm, the signal is armed in the
-// same go, ahead of the press (a click by selector armed it when it found
-// the element). It keeps what it read in s.info; when the page could not
-// answer so (it went away), s.info stays nil and the answer is read as
-// after any other action.
-//
-// The read answers after the click's handlers ran, whichever of the
-// page's tasks comes first: the one after the task that dispatched the
-// release's pointerup (and with it mouseup and click), or the evaluate
-// sent once the release is answered (clickKick: Chromium answers it once
-// the page handled the release, the point at which the answer was read
-// before). An arm that runs after the release only leaves the first to
-// the kick: the read runs after the arm (the page runs a session's
-// evaluates in order).
-func (s *session) mouseClickRead(c context.Context, x, y float64, arm bool) error {
-	p := input.DispatchMouseEventParams{Type: input.DispatchMouseEventTypeMousePressed, X: x, Y: y, Button: input.MouseButtonLeft, ClickCount: 1}
-	r := p
-	r.Type = input.DispatchMouseEventTypeMouseReleased
-	yes := true
-	var info runtime.EvaluateResult
-	var cmds []command
-	if arm {
-		cmds = append(cmds, command{Method: runtime.CommandEvaluate, Params: runtime.EvaluateParams{Expression: clickArm}})
-	}
-	cmds = append(cmds,
-		command{Method: input.CommandDispatchMouseEvent, Params: p},
-		command{Method: input.CommandDispatchMouseEvent, Params: r},
-		command{Method: runtime.CommandEvaluate, Params: runtime.EvaluateParams{Expression: clickRead, ReturnByValue: &yes, AwaitPromise: &yes}, Result: &info})
-	b, err := s.start(c, cmds...)
-	if err != nil {
-		return err
-	}
-	defer b.done()
-	read := len(cmds) - 1
-	var first error
-	for i := range read {
-		if err := b.wait(c, i); err != nil && first == nil {
-			first = err
-		}
-	}
-	// The release is handled (or failed): if the read still waits (the
-	// page's window saw no pointerup: the press landed in a frame, or a
-	// listener of the page's stopped it, or the arm came late), this lets
-	// it go now; its own answer is not awaited.
-	select {
-	case rep := <-b.chans[read]:
-		b.chans[read] <- rep
-	default:
-		if k, err := s.start(c, command{Method: runtime.CommandEvaluate, Params: runtime.EvaluateParams{Expression: clickKick}}); err == nil {
-			k.done()
-		}
-	}
-	if first != nil {
-		return first
-	}
-	if err := b.wait(c, read); err == nil && info.ExceptionDetails == nil && info.Result != nil {
-		var pi pageInfo
-		if json.Unmarshal(info.Result.Value, &pi) == nil && pi.URL != "" {
-			s.info = &pi
-		}
-	}
-	return nil
 }
 
 func hover(_ *session, c context.Context, a api.BrowserAction) (any, error) {

@@ -218,109 +218,74 @@ type command struct {
 // the Input domain's) costs one round trip through the sandbox's agent
 // instead of one each. The first command that failed says why.
 func (w *wsConn) send(ctx context.Context, session target.SessionID, cmds ...command) error {
-	b, err := w.start(ctx, session, cmds...)
-	if err != nil {
-		return err
-	}
-	defer b.done()
-	var first error
-	for i := range cmds {
-		if err := b.wait(ctx, i); err != nil {
-			var cerr *cdproto.Error
-			if !errors.As(err, &cerr) {
-				return err
-			}
-			if first == nil {
-				first = err
-			}
-		}
-	}
-	return first
-}
-
-// batch is commands sent by start whose answers are awaited one by one
-// (wait), in any order; done forgets the ones not awaited.
-type batch struct {
-	w     *wsConn
-	cmds  []command
-	ids   []int64
-	chans []chan reply
-}
-
-// start sends cmds to the target of session in order, each as soon as
-// the one before is written, without waiting for an answer.
-func (w *wsConn) start(ctx context.Context, session target.SessionID, cmds ...command) (*batch, error) {
-	b := &batch{w: w, cmds: cmds, ids: make([]int64, len(cmds)), chans: make([]chan reply, len(cmds))}
+	chans := make([]chan reply, len(cmds))
 	msgs := make([][]byte, len(cmds))
+	ids := make([]int64, len(cmds))
 	for i, c := range cmds {
 		params, err := jsonv2.Marshal(c.Params, chromedp.DefaultMarshalOptions)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		b.ids[i] = ownIDs + w.next.Add(1)
-		msgs[i], err = jsonv2.Marshal(&cdproto.Message{ID: b.ids[i], SessionID: session, Method: cdproto.MethodType(c.Method), Params: params}, chromedp.DefaultMarshalOptions)
+		ids[i] = ownIDs + w.next.Add(1)
+		msgs[i], err = jsonv2.Marshal(&cdproto.Message{ID: ids[i], SessionID: session, Method: cdproto.MethodType(c.Method), Params: params}, chromedp.DefaultMarshalOptions)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		b.chans[i] = make(chan reply, 1)
+		chans[i] = make(chan reply, 1)
 	}
 	w.wmu.Lock()
 	if w.lost != nil {
 		w.wmu.Unlock()
-		return nil, w.lost
+		return w.lost
 	}
 	if w.waiting == nil {
 		w.waiting = map[int64]waiter{}
 	}
-	for i, id := range b.ids {
-		w.waiting[id] = waiter{session, b.chans[i]}
+	for i, id := range ids {
+		w.waiting[id] = waiter{session, chans[i]}
 	}
 	w.wmu.Unlock()
+	defer func() {
+		w.wmu.Lock()
+		for _, id := range ids {
+			delete(w.waiting, id)
+		}
+		w.wmu.Unlock()
+	}()
 	// A write cut by its context closes the WebSocket: the writes go
 	// under the connection's life, as chromedp's own do, and only the
 	// wait for the answers ends with ctx.
 	wctx := context.WithoutCancel(ctx)
-	for _, m := range msgs {
+	for _, b := range msgs {
 		if w.debugf != nil {
-			w.debugf("-> %s", m)
+			w.debugf("-> %s", b)
 		}
 		w.mu.Lock()
-		err := w.c.Write(wctx, websocket.MessageText, m)
+		err := w.c.Write(wctx, websocket.MessageText, b)
 		w.mu.Unlock()
 		if err != nil {
-			b.done()
-			return nil, err
+			return err
 		}
 	}
-	return b, nil
-}
-
-// wait waits for the answer to the batch's command i and decodes it into
-// the command's Result: a *cdproto.Error when the browser refused it.
-func (b *batch) wait(ctx context.Context, i int) error {
-	select {
-	case r := <-b.chans[i]:
-		switch {
-		case r.err != nil:
-			return r.err
-		case r.msg.Error != nil:
-			return r.msg.Error
-		case b.cmds[i].Result != nil:
-			return jsonv2.Unmarshal(r.msg.Result, b.cmds[i].Result, chromedp.DefaultUnmarshalOptions)
+	var first error
+	for i, ch := range chans {
+		select {
+		case r := <-ch:
+			switch {
+			case r.err != nil:
+				return r.err
+			case r.msg.Error != nil && first == nil:
+				first = r.msg.Error
+			case r.msg.Error == nil && cmds[i].Result != nil && first == nil:
+				if err := jsonv2.Unmarshal(r.msg.Result, cmds[i].Result, chromedp.DefaultUnmarshalOptions); err != nil {
+					first = err
+				}
+			}
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
-}
-
-// done forgets the batch's commands: answers still to come are dropped.
-func (b *batch) done() {
-	b.w.wmu.Lock()
-	for _, id := range b.ids {
-		delete(b.w.waiting, id)
-	}
-	b.w.wmu.Unlock()
+	return first
 }
 
 func (w *wsConn) Write(ctx context.Context, msg *cdproto.Message) error {

@@ -508,16 +508,16 @@ const clickPage = `document.body.innerHTML = '<button id="b" style="width:200px;
 // answers each request with a Server-Timing header (pre: routing, key
 // check, body; attach: lookup, checks, admission, session; trace: the
 // trace's records; actions, of which find (the click's evaluate) and
-// input (its press and release, and the answer's URL and title when they
-// go with them); info: the answer's own read of URL and title after the
-// actions; handler: all of it); "outside" is the client's round trip less
+// input (its press and release); info: the answer's read of URL and title
+// after the actions; handler: all of it); "outside" is the client's round trip less
 // the handler. GENESIS_BENCH_BROWSER_CLICKS (default 100) clicks and as
 // many evaluates of a constant (the round-trip floor), interleaved, each
 // click followed, unmeasured, by the wait until the trace has kept its
 // screenshot. With GENESIS_BENCH_BASELINE_BIN (an earlier build's
 // sandbox-service, as make bench-speed builds it) a second service runs
 // that build with a sandbox of its own, and its calls alternate with this
-// build's, call by call, so that both see the same machine.
+// build's, call by call (each first every other time), so that both see
+// the same machine.
 func BenchmarkBrowserClick(b *testing.B) {
 	b.Setenv("GENESIS_SERVER_TIMING", "1")
 	s := startServiceWith(b, clickConfig)
@@ -610,7 +610,9 @@ func BenchmarkBrowserClick(b *testing.B) {
 				n += warm
 			}
 			for i := range n {
-				for _, t := range targets {
+				// Which build goes first alternates too.
+				for k := range targets {
+					t := targets[(k+i)%len(targets)]
 					d, st, err := rawBrowserAction(ctx, hc, t.s, t.id, client.BrowserAction{Type: "click", Selector: "#b"})
 					if err != nil {
 						b.Fatalf("%s: click: %v", t.name, err)
