@@ -106,6 +106,35 @@ type session struct {
 	// pendingShot, if set, closes once the trace's "after" screenshot that
 	// a request left behind is captured (waitShot).
 	pendingShot chan struct{}
+	// timings, when the request asked for them (WithActionTimings), is
+	// where the request's time goes.
+	timings *ActionTimings
+}
+
+// ActionTimings is where an actions request's time goes inside the
+// service, for a caller that asks (WithActionTimings; the Server-Timing
+// knob): Attach is the sandbox's lookup, the request's checks, the
+// admission and the session; Trace the trace's records of the actions
+// (and the redaction check); Actions the actions themselves, of which
+// Find is a click's evaluate that finds its element and Input its press
+// and release; Info the answer's read of the URL and title after the
+// actions.
+type ActionTimings struct {
+	Attach, Trace, Actions, Find, Input, Info time.Duration
+}
+
+type timingsKey struct{}
+
+// WithActionTimings returns ctx asking Run to fill in t.
+func WithActionTimings(ctx context.Context, t *ActionTimings) context.Context {
+	return context.WithValue(ctx, timingsKey{}, t)
+}
+
+// lap adds the time since t0 to the request's timing field, if it asked.
+func (s *session) lap(field func(*ActionTimings) *time.Duration, t0 time.Time) {
+	if s.timings != nil {
+		*field(s.timings) += time.Since(t0)
+	}
 }
 
 // setActive makes id the active tab.
@@ -279,6 +308,8 @@ func (s *session) dead() bool { return s.bctx.Err() != nil }
 
 // Run runs the actions of req in the sandbox's browser.
 func (m *Manager) Run(ctx context.Context, tenant, id string, req *api.BrowserActionsRequest) (*ActionsResult, error) {
+	tm, _ := ctx.Value(timingsKey{}).(*ActionTimings)
+	t0 := time.Now()
 	t, err := m.attach(ctx, tenant, id)
 	if err != nil {
 		return nil, err
@@ -306,6 +337,16 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *api.BrowserAc
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.timings = tm
+	defer func() { s.timings = nil }()
+	lap := func(field func(*ActionTimings) *time.Duration) {
+		if tm != nil {
+			now := time.Now()
+			*field(tm) += now.Sub(t0)
+			t0 = now
+		}
+	}
+	lap(func(t *ActionTimings) *time.Duration { return &t.Attach })
 	out := &ActionsResult{OK: true, Results: make([]ActionResult, 0, len(req.Actions))}
 	// The last action's "after" screenshot for the trace is taken after the
 	// answer (so it shows what this request left); the next action that may
@@ -327,8 +368,10 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *api.BrowserAc
 		if f := actions[a.Type].timeout; f != nil {
 			timeout = f(a, timeout)
 		}
+		t0 = time.Now()
 		redact := m.cfg.Trace != nil && s.redacted(ctx, a)
 		m.traceStarted(ctx, t, i, a, redact)
+		lap(func(t *ActionTimings) *time.Duration { return &t.Trace })
 		s.point = nil
 		if a.X != nil && a.Y != nil {
 			s.point = &point{*a.X, *a.Y}
@@ -339,6 +382,7 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *api.BrowserAc
 		}
 		err := s.do(ctx, tenant, a, timeout, &r, m.cfg.Artifacts)
 		r.Ms = time.Since(start).Milliseconds()
+		lap(func(t *ActionTimings) *time.Duration { return &t.Actions })
 		if err != nil && ctx.Err() == nil && s.dead() {
 			err = fmt.Errorf("the browser went away during the action: Chromium exited, or its sandbox ended (GET /v1/sandboxes/%s says which): %w", t.SandboxID, err)
 		} else if err != nil && actions[a.Type].loads && t.Offline != nil && t.Offline(ctx) {
@@ -352,6 +396,7 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *api.BrowserAc
 		}
 		out.Results = append(out.Results, r)
 		m.traceFinished(ctx, t, r)
+		lap(func(t *ActionTimings) *time.Duration { return &t.Trace })
 		if shots.after && !s.dead() {
 			if i == len(req.Actions)-1 {
 				lastAfter = i
@@ -379,7 +424,9 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *api.BrowserAc
 			out.URL, out.Title = info.URL, info.Title
 		}
 	}
+	lap(func(t *ActionTimings) *time.Duration { return &t.Info })
 	m.traceNavigation(ctx, t, s, out)
+	lap(func(t *ActionTimings) *time.Duration { return &t.Trace })
 	if lastAfter >= 0 {
 		a, of, done := req.Actions[lastAfter], s.shotOf(), make(chan struct{})
 		s.pendingShot = done

@@ -216,11 +216,15 @@ func click(s *session, c context.Context, a api.BrowserAction) (any, error) {
 	// scrolls it to the middle and answers its centre; then the press
 	// and release. (chromedp's Click takes five or more round trips to
 	// the page for the same, each a dear one under runsc.)
+	t0 := time.Now()
 	pt, err := evalPage[point](s, c, clickTarget(a.Selector, remaining(c)), true)
+	s.lap(func(t *ActionTimings) *time.Duration { return &t.Find }, t0)
 	if err != nil {
 		return nil, err
 	}
 	s.point = &pt
+	t0 = time.Now()
+	defer s.lap(func(t *ActionTimings) *time.Duration { return &t.Input }, t0)
 	return nil, s.mouseClick(c, pt.X, pt.Y)
 }
 

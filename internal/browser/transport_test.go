@@ -123,3 +123,32 @@ func TestSendEndsWhenTheTabCloses(t *testing.T) {
 		t.Fatal("the wait for a closed tab's reply did not end within 10 s of the close")
 	}
 }
+
+// TestActionTimings: a request that asks (WithActionTimings) learns where
+// a click's time went: each part is filled in and they fit in the whole.
+func TestActionTimings(t *testing.T) {
+	t.Parallel()
+	tgt := hostBrowser(t)
+	m := newManager(t, tgt, &memKeeper{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if res, err := m.Run(ctx, "t1", "sbx_1", &api.BrowserActionsRequest{Actions: []api.BrowserAction{{Type: "evaluate",
+		Expression: `document.body.innerHTML = '<button id="b" style="width:200px;height:80px">0</button>'; 1`}}}); err != nil || !res.OK {
+		t.Fatalf("setup: %+v %v", res, err)
+	}
+	tm := &ActionTimings{}
+	t0 := time.Now()
+	res, err := m.Run(WithActionTimings(ctx, tm), "t1", "sbx_1", &api.BrowserActionsRequest{Actions: []api.BrowserAction{{Type: "click", Selector: "#b"}}})
+	whole := time.Since(t0)
+	if err != nil || !res.OK {
+		t.Fatalf("click: %+v %v", res, err)
+	}
+	for name, d := range map[string]time.Duration{"attach": tm.Attach, "trace": tm.Trace, "actions": tm.Actions, "find": tm.Find, "input": tm.Input, "info": tm.Info} {
+		if d <= 0 {
+			t.Errorf("%s took %v: not timed (%+v)", name, d, tm)
+		}
+	}
+	if tm.Find+tm.Input > tm.Actions || tm.Attach+tm.Trace+tm.Actions+tm.Info > whole {
+		t.Errorf("the parts %+v do not fit in the actions or the whole %v", tm, whole)
+	}
+}

@@ -37,7 +37,7 @@ func (s *Server) browserRoutes() {
 	s.handleAny("/v1/sandboxes/{id}/browser/json/{path...}", true, s.browserJSON)
 	s.handle("GET", "/v1/sandboxes/{id}/browser/devtools/{path...}", true, s.browserDevtools)
 	s.handle("GET", "/v1/sandboxes/{id}/browser/playwright", true, s.browserPlaywright)
-	s.handle("POST", "/v1/sandboxes/{id}/browser/actions", true, serveBody(s, http.StatusOK, s.browserActions))
+	s.handle("POST", "/v1/sandboxes/{id}/browser/actions", true, serveBodyHeaded(s, http.StatusOK, s.browserActions))
 	s.handle("POST", "/v1/sandboxes/{id}/browser/links", true, serveBody(s, http.StatusCreated, s.browserLink))
 	s.handle("GET", "/v1/sandboxes/{id}/browser/downloads", true, serveGet(s, http.StatusOK, func(r *http.Request) (api.BrowserDownloadList, error) {
 		return s.downloads(r, false, nil)
@@ -119,8 +119,13 @@ func (s *Server) browserStatus(r *http.Request) (api.BrowserStatus, error) {
 	return apiwire.BrowserStatus(st, s.publicURL+"/v1/sandboxes/"+url.PathEscape(id)+"/browser"), nil
 }
 
-func (s *Server) browserActions(r *http.Request, req *api.BrowserActionsRequest) (api.BrowserActionsResult, error) {
-	return wired(apiwire.BrowserActions)(s.browser.Run(r.Context(), tenantOf(r), r.PathValue("id"), req))
+func (s *Server) browserActions(h http.Header, r *http.Request, req *api.BrowserActionsRequest) (api.BrowserActionsResult, error) {
+	ctx, timed := s.browserTimings(r)
+	out, err := s.browser.Run(ctx, tenantOf(r), r.PathValue("id"), req)
+	if err == nil {
+		timed(h)
+	}
+	return wired(apiwire.BrowserActions)(out, err)
 }
 
 func (s *Server) browserLink(r *http.Request, req *api.CreatePortLinkRequest) (api.BrowserLink, error) {

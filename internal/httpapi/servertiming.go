@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"genesis.dev/sandbox/internal/browser"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/jobs"
 )
@@ -54,6 +55,23 @@ func (s *Server) leaseTimings(r *http.Request) (context.Context, func(http.Respo
 	return control.WithLeaseTimings(r.Context(), t), func(w http.ResponseWriter) {
 		w.Header().Set("Server-Timing", serverTiming([]timing{
 			{"pre", pre}, {"check", t.Check}, {"policy", t.Policy}, {"claim", t.Claim}, {"handler", time.Since(start)}}))
+	}
+}
+
+// browserTimings is execTimings for POST …/browser/actions: pre, attach,
+// trace, actions (of which find and input), info (browser.ActionTimings)
+// and handler.
+func (s *Server) browserTimings(r *http.Request) (context.Context, func(http.Header)) {
+	start, ok := r.Context().Value(startKey).(time.Time)
+	if !s.serverTiming || !ok {
+		return r.Context(), func(http.Header) {}
+	}
+	pre := time.Since(start)
+	t := &browser.ActionTimings{}
+	return browser.WithActionTimings(r.Context(), t), func(h http.Header) {
+		h.Set("Server-Timing", serverTiming([]timing{
+			{"pre", pre}, {"attach", t.Attach}, {"trace", t.Trace}, {"actions", t.Actions}, {"find", t.Find}, {"input", t.Input},
+			{"info", t.Info}, {"handler", time.Since(start)}}))
 	}
 }
 

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -385,6 +387,8 @@ type directCDP struct {
 	id      string
 	warmed  bool
 	samples map[string][]time.Duration
+	// ops, if set, are the ops measured instead of directOps.
+	ops string
 }
 
 // directOps are what the direct client measures (cdpdirect -ops).
@@ -416,7 +420,7 @@ func (d *directCDP) round(n int) int {
 		warm, d.warmed = 5, true
 	}
 	res, err := d.s.client.Exec(d.ctx, d.id, client.ExecRequest{Command: []string{"/workspace/cdpdirect",
-		"-setup=false", "-n", strconv.Itoa(n), "-warm", strconv.Itoa(warm), "-ops", directOps}, TimeoutMS: 600_000, MaxOutputBytes: 16 << 20})
+		"-setup=false", "-n", strconv.Itoa(n), "-warm", strconv.Itoa(warm), "-ops", cmp.Or(d.ops, directOps)}, TimeoutMS: 600_000, MaxOutputBytes: 16 << 20})
 	if err != nil || res.ExitCode != 0 {
 		d.b.Fatalf("direct CDP client: %v %+v", err, res)
 	}
@@ -477,4 +481,247 @@ func memUsageMiB(s string) (float64, error) {
 		v *= 1024
 	}
 	return v, nil
+}
+
+// clickConfig is BenchmarkBrowserClick's service: the browser profile and
+// no pools.
+var clickConfig = "profiles:\n" + `  - name: tool-basic
+    recipe: tool-basic
+    allowed_runtimes: [runc, runsc]
+    default_risk_level: low
+    resources: {cpu: 1, memory_mb: 512, pids: 256}
+    network: none
+    user: "1000:1000"
+` + browserProfile("browser-cold", 0)
+
+// clickHops are the hops of an actions request's Server-Timing header
+// (browser.ActionTimings), in the order the service writes them.
+var clickHops = []string{"pre", "attach", "trace", "actions", "find", "input", "info", "handler"}
+
+// clickPage is the benchmark's page (the same as BenchmarkBrowser's).
+const clickPage = `document.body.innerHTML = '<button id="b" style="width:200px;height:80px" onclick="this.textContent = +this.textContent + 1">0</button><div style="height:700px;background:linear-gradient(#39f,#f93)"></div>'; true`
+
+// BenchmarkBrowserClick measures, per runtime, a click by selector through
+// the actions API (one action a request) beside the same CDP calls made
+// by the direct client inside the sandbox (cdpdirect), and where the
+// API's time goes: the service runs with GENESIS_SERVER_TIMING=1 and
+// answers each request with a Server-Timing header (pre: routing, key
+// check, body; attach: lookup, checks, admission, session; trace: the
+// trace's records; actions, of which find (the click's evaluate) and
+// input (its press and release); info: the answer's read of URL and title
+// after the actions; handler: all of it); "outside" is the client's round trip less
+// the handler. GENESIS_BENCH_BROWSER_CLICKS (default 100) clicks and as
+// many evaluates of a constant (the round-trip floor), interleaved, each
+// click followed, unmeasured, by the wait until the trace has kept its
+// screenshot. With GENESIS_BENCH_BASELINE_BIN (an earlier build's
+// sandbox-service, as make bench-speed builds it) a second service runs
+// that build with a sandbox of its own, and its calls alternate with this
+// build's, call by call (each first every other time), so that both see
+// the same machine.
+func BenchmarkBrowserClick(b *testing.B) {
+	b.Setenv("GENESIS_SERVER_TIMING", "1")
+	s := startServiceWith(b, clickConfig)
+	var base *service
+	if bin := os.Getenv("GENESIS_BENCH_BASELINE_BIN"); bin != "" {
+		base = startServiceIn(b, filepath.Dir(bin), clickConfig)
+	}
+	baseRev := cmp.Or(os.Getenv("GENESIS_BENCH_BASELINE_REV"), "baseline")
+	clicks := envInt(b, "GENESIS_BENCH_BROWSER_CLICKS", 100)
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute, DisableCompression: true}}
+	defer hc.CloseIdleConnections()
+	tbl := NewTable("runtime", "measure", "n", "p50 ms", "p90 ms", "p99 ms", "mean ms", "min ms")
+	row := func(rt, what string, d []time.Duration) Summary {
+		sum := Summarize(d)
+		tbl.Row(rt, what, strconv.Itoa(sum.N), FormatMs(sum.P50), FormatMs(sum.P90), FormatMs(sum.P99), FormatMs(sum.Mean), FormatMs(sum.Min))
+		return sum
+	}
+	hops := NewTable(append([]string{"runtime", "percentile"}, append(clickHops, "outside", "total")...)...)
+	loadStart := loadAvg()
+	s.eachRuntime(b, func(b *testing.B, rt string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+		defer cancel()
+		type target struct {
+			name    string
+			s       *service
+			id      string
+			cursor  int64
+			clicks  int
+			click   []time.Duration
+			eval    []time.Duration
+			timings map[string][]time.Duration
+		}
+		targets := []*target{{name: "this build", s: s}}
+		if base != nil {
+			targets = append(targets, &target{name: "build " + baseRev, s: base})
+		}
+		for _, t := range targets {
+			sb, err := t.s.client.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "browser-cold", Runtime: rt}, "")
+			if err != nil {
+				b.Fatalf("create (%s, %s): %v", t.name, rt, err)
+			}
+			t.id, t.timings = sb.ID, map[string][]time.Duration{}
+			defer t.s.client.DeleteSandbox(context.Background(), sb.ID)
+			if err := t.s.cdpAnswer(ctx, sb.ID); err != nil {
+				b.Fatal(err)
+			}
+			if _, _, err := rawBrowserAction(ctx, hc, t.s, t.id, client.BrowserAction{Type: "evaluate", Expression: clickPage}); err != nil {
+				b.Fatal(err)
+			}
+			for { // the trace so far
+				page, err := t.s.client.TracePage(ctx, t.id, t.cursor, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(page.Events) == 0 {
+					break
+				}
+				t.cursor = page.Next
+			}
+		}
+		direct := s.directCDP(ctx, b, targets[0].id)
+		direct.ops = "evaluate,click"
+		// settle waits, unmeasured, until the trace has the screenshot
+		// after t's click just made.
+		settle := func(t *target) {
+			deadline := time.Now().Add(time.Minute)
+			for {
+				page, err := t.s.client.TracePage(ctx, t.id, t.cursor, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				t.cursor = page.Next
+				for _, ev := range page.Events {
+					if ev.Kind == "browser.screenshot" {
+						return
+					}
+				}
+				if time.Now().After(deadline) {
+					b.Fatal("no trace screenshot after a click within a minute")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		const warm = 5
+		rounds := min(5, clicks)
+		for r := range rounds {
+			n := clicks/rounds + btoi(r < clicks%rounds)
+			targets[0].clicks += direct.round(n)
+			if r == 0 {
+				n += warm
+			}
+			for i := range n {
+				// Which build goes first alternates too.
+				for k := range targets {
+					t := targets[(k+i)%len(targets)]
+					d, st, err := rawBrowserAction(ctx, hc, t.s, t.id, client.BrowserAction{Type: "click", Selector: "#b"})
+					if err != nil {
+						b.Fatalf("%s: click: %v", t.name, err)
+					}
+					t.clicks++
+					settle(t)
+					de, _, err := rawBrowserAction(ctx, hc, t.s, t.id, client.BrowserAction{Type: "evaluate", Expression: "1"})
+					if err != nil {
+						b.Fatalf("%s: evaluate: %v", t.name, err)
+					}
+					if r == 0 && i < warm {
+						continue
+					}
+					t.click, t.eval = append(t.click, d), append(t.eval, de)
+					if hs, ok := parseHops(st, clickHops); ok {
+						for k, v := range hs {
+							t.timings[k] = append(t.timings[k], v)
+						}
+						t.timings["outside"] = append(t.timings["outside"], d-hs["handler"])
+						t.timings["total"] = append(t.timings["total"], d)
+					}
+				}
+			}
+		}
+		for _, t := range targets {
+			res, err := t.s.client.BrowserActions(ctx, t.id, client.BrowserAction{Type: "text", Selector: "#b"})
+			if err != nil || string(res.Results[0].Value) != strconv.Quote(strconv.Itoa(t.clicks)) {
+				b.Fatalf("%s: the button counted %s clicks, want %d (%v)", t.name, res.Results[0].Value, t.clicks, err)
+			}
+		}
+		dc, de := Summarize(direct.samples["click"]), Summarize(direct.samples["evaluate"])
+		for _, t := range targets {
+			c := row(rt, "click (selector), "+t.name, t.click)
+			tbl.Row(rt, "  − direct, p50 / p90 / p99 / min", "", fmt.Sprintf("%+.2f", Ms(c.P50-dc.P50)), fmt.Sprintf("%+.2f", Ms(c.P90-dc.P90)), fmt.Sprintf("%+.2f", Ms(c.P99-dc.P99)), "", fmt.Sprintf("%+.2f", Ms(c.Min-dc.Min)))
+			if t == targets[0] {
+				b.ReportMetric(Ms(c.P50-dc.P50), "click-overhead-p50-ms")
+			}
+		}
+		row(rt, "click, direct CDP in the sandbox", direct.samples["click"])
+		for _, t := range targets {
+			e := row(rt, "evaluate 1, "+t.name, t.eval)
+			tbl.Row(rt, "  − direct, p50 / p90 / p99 / min", "", fmt.Sprintf("%+.2f", Ms(e.P50-de.P50)), fmt.Sprintf("%+.2f", Ms(e.P90-de.P90)), fmt.Sprintf("%+.2f", Ms(e.P99-de.P99)), "", fmt.Sprintf("%+.2f", Ms(e.Min-de.Min)))
+		}
+		row(rt, "evaluate 1, direct CDP in the sandbox", direct.samples["evaluate"])
+		tm := targets[0].timings
+		for _, pct := range []struct {
+			name string
+			f    func(Summary) time.Duration
+		}{{"p50", func(s Summary) time.Duration { return s.P50 }}, {"p90", func(s Summary) time.Duration { return s.P90 }}, {"min", func(s Summary) time.Duration { return s.Min }}} {
+			cells := []string{rt, pct.name}
+			for _, h := range append(clickHops, "outside", "total") {
+				cells = append(cells, FormatMs(pct.f(Summarize(tm[h]))))
+			}
+			hops.Row(cells...)
+		}
+		b.ReportMetric(0, "ns/op")
+	})
+	fmt.Printf("\nload average at the start: %s\n", loadStart)
+	printTable("a click through the actions API vs direct CDP (alternating call by call with the baseline build, rounds with the direct client), ms", tbl)
+	printTable("where a click's time goes (this build; Server-Timing), ms; each column is its own percentile", hops)
+}
+
+// rawBrowserAction runs action a in sandbox id over the HTTP API and
+// answers the client's round trip and the answer's Server-Timing header.
+func rawBrowserAction(ctx context.Context, hc *http.Client, s *service, id string, a client.BrowserAction) (time.Duration, string, error) {
+	body, err := json.Marshal(client.BrowserActionsRequest{Actions: []client.BrowserAction{a}})
+	if err != nil {
+		return 0, "", err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+client.BrowserPath(id)+"/actions", bytes.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.key)
+	req.Header.Set("Content-Type", "application/json")
+	t0 := time.Now()
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	out, err := io.ReadAll(resp.Body)
+	d := time.Since(t0)
+	resp.Body.Close()
+	if err != nil {
+		return 0, "", err
+	}
+	var res struct {
+		OK bool `json:"ok"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(out, &res) != nil || !res.OK {
+		return 0, "", fmt.Errorf("%s: %s", resp.Status, out)
+	}
+	return d, resp.Header.Get("Server-Timing"), nil
+}
+
+// parseHops reads a Server-Timing header into durations; false unless it
+// has every hop of want (a build that does not time the route).
+func parseHops(h string, want []string) (map[string]time.Duration, bool) {
+	m := map[string]time.Duration{}
+	for part := range strings.SplitSeq(h, ",") {
+		name, dur, ok := strings.Cut(strings.TrimSpace(part), ";dur=")
+		if ms, err := strconv.ParseFloat(dur, 64); ok && err == nil {
+			m[name] = time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	for _, k := range want {
+		if _, ok := m[k]; !ok {
+			return nil, false
+		}
+	}
+	return m, true
 }
