@@ -240,25 +240,7 @@ func BenchmarkBrowser(b *testing.B) {
 			// background), so that the next action measured meets a
 			// settled page, as after an agent's think time.
 			var cursor int64
-			settle := func() {
-				deadline := time.Now().Add(time.Minute)
-				for {
-					page, err := s.client.TracePage(ctx, sb.ID, cursor, 0)
-					if err != nil {
-						b.Fatal(err)
-					}
-					cursor = page.Next
-					for _, ev := range page.Events {
-						if ev.Kind == "browser.screenshot" {
-							return
-						}
-					}
-					if time.Now().After(deadline) {
-						b.Fatal("no trace screenshot after a click within a minute")
-					}
-					time.Sleep(5 * time.Millisecond)
-				}
-			}
+			settle := func() { cursor = awaitTraceScreenshot(ctx, b, s.client, sb.ID, cursor) }
 			for { // the trace so far
 				page, err := s.client.TracePage(ctx, sb.ID, cursor, 0)
 				if err != nil {
@@ -582,25 +564,7 @@ func BenchmarkBrowserClick(b *testing.B) {
 		direct.ops = "evaluate,click"
 		// settle waits, unmeasured, until the trace has the screenshot
 		// after t's click just made.
-		settle := func(t *target) {
-			deadline := time.Now().Add(time.Minute)
-			for {
-				page, err := t.s.client.TracePage(ctx, t.id, t.cursor, 0)
-				if err != nil {
-					b.Fatal(err)
-				}
-				t.cursor = page.Next
-				for _, ev := range page.Events {
-					if ev.Kind == "browser.screenshot" {
-						return
-					}
-				}
-				if time.Now().After(deadline) {
-					b.Fatal("no trace screenshot after a click within a minute")
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-		}
+		settle := func(t *target) { t.cursor = awaitTraceScreenshot(ctx, b, t.s.client, t.id, t.cursor) }
 		const warm = 5
 		rounds := min(5, clicks)
 		for r := range rounds {
@@ -724,4 +688,28 @@ func parseHops(h string, want []string) (map[string]time.Duration, bool) {
 		}
 	}
 	return m, true
+}
+
+// awaitTraceScreenshot polls sandbox id's trace from cursor until a
+// browser screenshot appears (the one captured after a click, kept in the
+// background) and returns the cursor after it; a minute without one fails
+// the benchmark.
+func awaitTraceScreenshot(ctx context.Context, b *testing.B, c *client.Client, id string, cursor int64) int64 {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		page, err := c.TracePage(ctx, id, cursor, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cursor = page.Next
+		for _, ev := range page.Events {
+			if ev.Kind == "browser.screenshot" {
+				return cursor
+			}
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("no trace screenshot after a click within a minute")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
