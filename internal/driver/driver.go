@@ -19,6 +19,7 @@ const (
 	LabelExpiresAt = "dev.genesis.expires-at" // RFC 3339, empty if none
 	LabelRecipe    = "dev.genesis.recipe"     // image recipe hash (images only)
 	LabelPurpose   = "dev.genesis.purpose"    // "sandbox" or "probe"
+	LabelSnapshot  = "dev.genesis.snapshot"   // snapshot id (snapshot images only)
 	// LabelVersionPrefix + component: a version an image reports (images only).
 	LabelVersionPrefix = "dev.genesis.version."
 )

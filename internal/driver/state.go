@@ -51,9 +51,12 @@ type RootfsSaver interface {
 	SaveRootfsUpper(ctx context.Context, id, path string) error
 }
 
-// SavedImage is an image CommitRootfs made: its id and the references
-// that still name it (none when it is dangling).
+// SavedImage is an image CommitRootfs made: its id, the references
+// that still name it (none when it is dangling, and for a moment while
+// the daemon commits it: it tags an image only after making it) and its
+// labels.
 type SavedImage struct {
-	ID   string
-	Refs []string
+	ID     string
+	Refs   []string
+	Labels map[string]string
 }

@@ -386,7 +386,11 @@ func (m *Manager) sweepImages(ctx context.Context) {
 	}
 	removed := 0
 	for _, im := range list {
-		if slices.ContainsFunc(im.Refs, func(ref string) bool { return m.imageWanted(ctx, ref) }) {
+		// The label names the snapshot from the moment the image exists;
+		// its tag comes a moment later, so an image listed in between has
+		// no reference yet and must not be taken for a dangling one.
+		if id := im.Labels[driver.LabelSnapshot]; id != "" && m.imageWanted(ctx, imageRef(id)) ||
+			slices.ContainsFunc(im.Refs, func(ref string) bool { return m.imageWanted(ctx, ref) }) {
 			continue
 		}
 		refs := append(im.Refs, im.ID)

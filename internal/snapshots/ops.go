@@ -95,7 +95,7 @@ func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Sna
 	case rs != nil:
 		ref := imageRef(sn.ID)
 		if err = rs.CommitRootfs(ctx, sb.ContainerID, ref, map[string]string{driver.LabelManaged: "true", driver.LabelPurpose: "snapshot",
-			driver.LabelSandbox: sb.ID}); err != nil {
+			driver.LabelSandbox: sb.ID, driver.LabelSnapshot: sn.ID}); err != nil {
 			return prepared, nil, err
 		}
 		dr.Manifest().RootfsImage = ref

@@ -199,8 +199,9 @@ func (d *Driver) SavedImages(ctx context.Context, labels ...string) ([]driver.Sa
 	defer cancel()
 	f, _ := json.Marshal(map[string][]string{"label": labels})
 	var list []struct {
-		ID       string   `json:"Id"`
-		RepoTags []string `json:"RepoTags"`
+		ID       string            `json:"Id"`
+		RepoTags []string          `json:"RepoTags"`
+		Labels   map[string]string `json:"Labels"`
 	}
 	if err := d.api.call(ctx, request{op: "list images", method: http.MethodGet, path: "/images/json", query: url.Values{"filters": {string(f)}}}, &list); err != nil {
 		return nil, err
@@ -213,7 +214,7 @@ func (d *Driver) SavedImages(ctx context.Context, labels ...string) ([]driver.Sa
 				refs = append(refs, t)
 			}
 		}
-		out = append(out, driver.SavedImage{ID: im.ID, Refs: refs})
+		out = append(out, driver.SavedImage{ID: im.ID, Refs: refs, Labels: im.Labels})
 	}
 	return out, nil
 }

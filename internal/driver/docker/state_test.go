@@ -167,7 +167,8 @@ func TestCommitRootfs(t *testing.T) {
 	src := run(t, d, driver.Spec{Image: img, Runtime: sandbox.RuntimeRunc, Cmd: ticker})
 	waitTick(t, d, src, 1)
 	ref := "genesis-test/commit:" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	if err := d.CommitRootfs(t.Context(), src, ref, map[string]string{testenv.LabelTest: "1"}); err != nil {
+	mark := strconv.FormatInt(time.Now().UnixNano(), 36)
+	if err := d.CommitRootfs(t.Context(), src, ref, map[string]string{testenv.LabelTest: "1", driver.LabelSnapshot: mark}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -180,6 +181,12 @@ func TestCommitRootfs(t *testing.T) {
 	st, err := d.Inspect(t.Context(), src)
 	if err != nil || st.State != "running" {
 		t.Errorf("the source after the commit: %+v %v", st, err)
+	}
+	// The listing names the image by its reference and gives its labels
+	// (the snapshots' sweep tells an image being tagged by its label).
+	list, err := d.SavedImages(t.Context(), driver.LabelSnapshot+"="+mark)
+	if err != nil || len(list) != 1 || !slices.Equal(list[0].Refs, []string{ref}) || list[0].Labels[driver.LabelSnapshot] != mark {
+		t.Errorf("SavedImages after the commit: %+v %v, want %s labelled %s", list, err, ref, mark)
 	}
 	id := run(t, d, driver.Spec{Image: ref, Runtime: sandbox.RuntimeRunc, Cmd: []string{"/bin/busybox", "cat", "/etc/marker"}})
 	logsUntil(t, d, id, "changed")
