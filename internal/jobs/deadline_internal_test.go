@@ -86,6 +86,36 @@ func TestExecDeadlineFromArrival(t *testing.T) {
 		})
 	}
 
+	// A background job's start likewise answers within jobStartTimeout
+	// of its arrival.
+	for _, tc := range []struct {
+		name    string
+		sbx     stallSandboxes
+		waiting string
+	}{
+		{"start attach", stallSandboxes{stall: true}, "waiting for the sandbox"},
+		{"start job record", stallSandboxes{}, "waiting for the job's record"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				m := &Manager{
+					sbx: tc.sbx, store: stallRecords{},
+					lim: config.Limits{MaxExecTimeoutMS: 600_000, DefaultExecTimeoutMS: 60_000, MaxOutputBytes: 1 << 20, DefaultOutputBytes: 1 << 20},
+					now: time.Now, log: slog.New(slog.DiscardHandler), obs: noObserver{},
+				}
+				start := time.Now()
+				_, err := m.StartJob(context.Background(), ExecInput{Tenant: "a", SandboxID: "sbx_x", Script: "sleep 1000"})
+				if took := time.Since(start); took != jobStartTimeout {
+					t.Errorf("answered after %v, want %v", took, jobStartTimeout)
+				}
+				if !errors.Is(err, errdefs.ErrDeadlineExceeded) || errdefs.HTTPStatus(err) != 504 || !strings.Contains(err.Error(), tc.waiting) {
+					t.Errorf("error %v (status %d); want 504 deadline_exceeded %s", err, errdefs.HTTPStatus(err), tc.waiting)
+				}
+			})
+		})
+	}
+
 	// A caller that gives up first gets its own error, not the exec's.
 	t.Run("caller gone", func(t *testing.T) {
 		t.Parallel()
