@@ -77,6 +77,23 @@ type ExecOutput struct {
 // killGrace is how long a timed-out job gets between SIGTERM and SIGKILL.
 const killGrace = 200 * time.Millisecond
 
+// execSlack is how long a synchronous exec may take beyond its timeout
+// and killGrace before it answers 504 deadline_exceeded, saying what it
+// was waiting for: the way to the agent and back, and the records on
+// either side. (A job that runs into its own timeout is no error: it
+// answers 200 with exit_reason timeout.)
+const execSlack = 10 * time.Second
+
+// execBudget is the longest a synchronous exec of timeoutMS waits for its
+// result, from its arrival.
+func execBudget(timeoutMS int64) time.Duration {
+	return time.Duration(timeoutMS)*time.Millisecond + killGrace + execSlack
+}
+
+// errExecDeadline is the cause of a synchronous exec's context when its
+// own deadline, not its caller, ended it.
+var errExecDeadline = errors.New("the exec's deadline passed")
+
 // validateExec checks in and fills in its defaults; background jobs get
 // no default timeout (see ExecInput.TimeoutMS).
 func (s *Manager) validateExec(in *ExecInput, background bool) error {
@@ -125,12 +142,31 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 			"stdin_stream is for background jobs (or a streamed exec); a synchronous exec takes stdin or stdin_base64: %w", errdefs.ErrInvalidArgument))
 	}
 	sw := stopwatch.Start[ExecTimings](ctx)
-	if err := s.admit(ctx, in, "exec"); err != nil {
-		return nil, err
+	// One deadline bounds the whole exec from its arrival: every wait on
+	// the way to the agent (the gate, the sandbox's record, the job's
+	// record, trace and log) as well as the agent's answer. The agent
+	// enforces the timeout itself; the deadline is the backstop.
+	dctx, cancel := context.WithTimeoutCause(ctx, execBudget(in.TimeoutMS), errExecDeadline)
+	defer cancel()
+	phase := "admission"
+	// late is err, or the exec's deadline error when the deadline ended
+	// the wait in phase (the caller still waits).
+	late := func(err error) error {
+		if ctx.Err() != nil || !errors.Is(context.Cause(dctx), errExecDeadline) {
+			return err
+		}
+		s.log.Warn("exec got no answer within its deadline", "sandbox", in.SandboxID, "waiting_for", phase,
+			"timeout_ms", in.TimeoutMS, "err", err)
+		return fmt.Errorf("sandbox %s: the exec got no answer within its timeout of %d ms plus %v; it was waiting for %s: %w",
+			in.SandboxID, in.TimeoutMS, killGrace+execSlack, phase, errdefs.ErrDeadlineExceeded)
 	}
-	att, err := s.sbx.Attach(ctx, in.Tenant, in.SandboxID, control.AttachOptions{Busy: true, Reservation: in.Reservation})
+	if err := s.admit(dctx, in, "exec"); err != nil {
+		return nil, late(err)
+	}
+	phase = "the sandbox"
+	att, err := s.sbx.Attach(dctx, in.Tenant, in.SandboxID, control.AttachOptions{Busy: true, Reservation: in.Reservation})
 	if err != nil {
-		return nil, err
+		return nil, late(err)
 	}
 	defer att.Release()
 	sw.Lap(lapAttach)
@@ -149,8 +185,9 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 		CreatedAt: now,
 		StartedAt: &now,
 	}
-	if err := s.store.CreateJob(ctx, job); err != nil {
-		return nil, err
+	phase = "the job's record"
+	if err := s.store.CreateJob(dctx, job); err != nil {
+		return nil, late(err)
 	}
 	sw.Split(partRecordJob)
 	s.traceJob(ctx, job, trace.KindJobStarted, trace.ActorAgent)
@@ -163,22 +200,23 @@ func (s *Manager) Exec(ctx context.Context, in ExecInput) (*ExecOutput, error) {
 	sw.Split(partRecordLog)
 	s.setExecing(job.ID, true)
 	defer s.setExecing(job.ID, false)
-	if err := s.arts.Plan(ctx, job, in.Artifacts); err != nil {
-		return nil, s.execFailed(ctx, sb, job, err, false)
+	phase = "the job's artifact request"
+	if err := s.arts.Plan(dctx, job, in.Artifacts); err != nil {
+		fctx, fcancel := cleanupCtx(ctx, 10*time.Second)
+		defer fcancel()
+		return nil, s.execFailed(fctx, sb, job, late(err), ctx.Err() != nil)
 	}
-	// The agent enforces the timeout; the host deadline is a backstop.
-	actx, cancel := context.WithTimeout(ctx, time.Duration(in.TimeoutMS)*time.Millisecond+killGrace+10*time.Second)
-	defer cancel()
 	start := time.Now() // wall time for the latency metric, not the service clock
 	req := agentRequest(sb, in)
 	req.JobID, req.Stdin, req.TimeoutMS, req.KillGraceMS, req.MaxOutputBytes = job.ID, in.Stdin, in.TimeoutMS, killGrace.Milliseconds(), in.MaxOutputBytes
 	sw.Lap(lapRecord)
-	res, runErr := att.Agent.Exec(actx, req)
+	phase = "the sandbox's agent"
+	res, runErr := att.Agent.Exec(dctx, req)
 	sw.Lap(lapAgent)
 	fctx, fcancel := cleanupCtx(ctx, 10*time.Second)
 	defer fcancel()
 	if runErr != nil {
-		return nil, s.execFailed(fctx, sb, job, runErr, ctx.Err() != nil)
+		return nil, s.execFailed(fctx, sb, job, late(runErr), ctx.Err() != nil)
 	}
 	s.obs.ObserveExec(sb.Runtime, time.Since(start))
 	if m := newMasker(in.Secrets); m != nil {

@@ -42,9 +42,24 @@ func (s *Manager) StartJob(ctx context.Context, in ExecInput) (*sandbox.Job, err
 // startJob starts a validated background job; busy holds a leased sandbox
 // busy while it runs (a profile service does not).
 func (s *Manager) startJob(ctx context.Context, in ExecInput, busy bool) (*sandbox.Job, error) {
-	att, err := s.sbx.Attach(ctx, in.Tenant, in.SandboxID, control.AttachOptions{Busy: busy, Reservation: in.Reservation})
+	// The start answers within jobStartTimeout of its arrival, whatever it
+	// waits for: the sandbox's and the job's records here, the agent's
+	// start of the command in the follower.
+	startBy := time.Now().Add(jobStartTimeout)
+	pctx, pcancel := context.WithDeadlineCause(ctx, startBy, errStartDeadline)
+	defer pcancel()
+	phase := "the sandbox"
+	late := func(err error) error {
+		if ctx.Err() != nil || !errors.Is(context.Cause(pctx), errStartDeadline) {
+			return err
+		}
+		s.log.Warn("job start got no answer within its deadline", "sandbox", in.SandboxID, "waiting_for", phase, "err", err)
+		return fmt.Errorf("sandbox %s: the job's start got no answer within %v; it was waiting for %s: %w",
+			in.SandboxID, jobStartTimeout, phase, errdefs.ErrDeadlineExceeded)
+	}
+	att, err := s.sbx.Attach(pctx, in.Tenant, in.SandboxID, control.AttachOptions{Busy: busy, Reservation: in.Reservation})
 	if err != nil {
-		return nil, err
+		return nil, late(err)
 	}
 	sb := att.Sandbox
 	now := s.now()
@@ -53,9 +68,10 @@ func (s *Manager) startJob(ctx context.Context, in ExecInput, busy bool) (*sandb
 		Cwd: in.Cwd, State: sandbox.JobRunning, TimeoutMS: in.TimeoutMS, Mode: sandbox.JobModeBackground,
 		CreatedAt: now, StartedAt: &now,
 	}
-	if err := s.store.CreateJob(ctx, job); err != nil {
+	phase = "the job's record"
+	if err := s.store.CreateJob(pctx, job); err != nil {
 		att.Release()
-		return nil, err
+		return nil, late(err)
 	}
 	actor := trace.ActorAgent
 	if !busy {
@@ -64,13 +80,24 @@ func (s *Manager) startJob(ctx context.Context, in ExecInput, busy bool) (*sandb
 		s.agentJobs.Store(job.ID, struct{}{})
 	}
 	s.traceJob(ctx, job, trace.KindJobStarted, actor)
-	if err := s.arts.Plan(ctx, job, in.Artifacts); err != nil {
+	phase = "the job's artifact request"
+	if err := s.arts.Plan(pctx, job, in.Artifacts); err != nil {
 		att.Release()
-		return nil, s.finishJob(ctx, job.ID, lostExit("cannot record the artifact request: "+err.Error()))
+		fctx, cancel := cleanupCtx(ctx, 10*time.Second)
+		defer cancel()
+		if ferr := s.finishJob(fctx, job.ID, lostExit("cannot record the artifact request: "+err.Error())); ferr != nil {
+			return nil, ferr
+		}
+		return nil, late(err)
 	}
 	if _, err := s.logs.Get(job.ID, true); err != nil {
 		att.Release()
-		return nil, s.finishJob(ctx, job.ID, lostExit("cannot create the job log: "+err.Error()))
+		fctx, cancel := cleanupCtx(ctx, 10*time.Second)
+		defer cancel()
+		if ferr := s.finishJob(fctx, job.ID, lostExit("cannot create the job log: "+err.Error())); ferr != nil {
+			return nil, ferr
+		}
+		return nil, err
 	}
 	req := agentproto.JobStartRequest{ExecRequest: agentRequest(sb, in)}
 	req.JobID, req.Stdin, req.StdinStream = job.ID, in.Stdin, in.StdinStream
@@ -83,7 +110,7 @@ func (s *Manager) startJob(ctx context.Context, in ExecInput, busy bool) (*sandb
 	following := s.followJob(att, job.ID, newMasker(in.Secrets), func(ctx context.Context, fn func(agentproto.Frame) error) error {
 		sctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		deadline := time.AfterFunc(jobStartTimeout, cancel)
+		deadline := time.AfterFunc(time.Until(startBy), cancel)
 		ok := false
 		start, output := time.Now(), false // wall time for the first-output metric
 		err := att.Agent.StartJobFollow(sctx, req, func(agentproto.JobInfo) {
@@ -128,8 +155,13 @@ func (s *Manager) startJob(ctx context.Context, in ExecInput, busy bool) (*sandb
 	return job, nil
 }
 
-// jobStartTimeout bounds the wait for the agent to start a job's command.
+// jobStartTimeout bounds a job's start, from its arrival to the agent's
+// start of its command.
 const jobStartTimeout = time.Minute
+
+// errStartDeadline is the cause of a job start's context when its own
+// deadline, not its caller, ended it.
+var errStartDeadline = errors.New("the job start's deadline passed")
 
 // errNotStarted ends a follower whose job's start failed: StartJob
 // records that end.

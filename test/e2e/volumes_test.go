@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -71,9 +70,11 @@ func TestVolumes(t *testing.T) {
 	e.requireImage(t, "tool-basic")
 	svc := e.start(t)
 	c := svc.client()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if _, err := c.ListVolumes(ctx); err != nil {
+	// Every call has a deadline of its own (callCtx), never one budget
+	// for the whole test: on a loaded host that budget ran out inside
+	// whichever call came last (a job start, after 10 minutes of earlier
+	// calls), which then looked like a call that hung.
+	if _, err := c.ListVolumes(callCtx(t)); err != nil {
 		var ae *client.APIError
 		if errors.As(err, &ae) && ae.Status == http.StatusNotImplemented && os.Getenv("CI") != "true" {
 			t.Skipf("volumes unavailable on this host: %v", err)
@@ -106,16 +107,16 @@ func TestVolumes(t *testing.T) {
 			{"zero", 0, "invalid_volume_size"},
 			{"huge", 1 << 40, "invalid_volume_size"},
 		} {
-			_, err := c.CreateVolume(ctx, tc.name, tc.size)
+			_, err := c.CreateVolume(callCtx(t), tc.name, tc.size)
 			apiStatus(t, fmt.Sprintf("create %q %d", tc.name, tc.size), err, 400, tc.code)
 		}
-		if list, err := c.ListVolumes(ctx); err != nil || len(list) != 0 {
+		if list, err := c.ListVolumes(callCtx(t)); err != nil || len(list) != 0 {
 			t.Errorf("bad creates made volumes: %+v %v", list, err)
 		}
-		if _, err := c.CreateVolume(ctx, "probe", 8); err != nil {
+		if _, err := c.CreateVolume(callCtx(t), "probe", 8); err != nil {
 			t.Fatal(err)
 		}
-		before, err := c.ListSandboxes(ctx, client.ListSandboxesOptions{})
+		before, err := c.ListSandboxes(callCtx(t), client.ListSandboxesOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,23 +133,23 @@ func TestVolumes(t *testing.T) {
 			{client.VolumeMount{Volume: "../probe", Path: "/mnt/probe"}, 400, "invalid_volume_name"},
 			{client.VolumeMount{Volume: "missing", Path: "/mnt/probe"}, 404, "volume_not_found"},
 		} {
-			_, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "tool-basic", Volumes: []client.VolumeMount{tc.m}}, "")
+			_, err := c.CreateSandbox(callCtx(t), client.CreateSandboxRequest{Profile: "tool-basic", Volumes: []client.VolumeMount{tc.m}}, "")
 			apiStatus(t, fmt.Sprintf("mount %+v", tc.m), err, tc.status, tc.code)
 		}
-		if after, err := c.ListSandboxes(ctx, client.ListSandboxesOptions{}); err != nil || len(after.Items) != len(before.Items) {
+		if after, err := c.ListSandboxes(callCtx(t), client.ListSandboxesOptions{}); err != nil || len(after.Items) != len(before.Items) {
 			t.Errorf("refused creates made sandboxes: %d before, %d after (%v)", len(before.Items), len(after.Items), err)
 		}
 		for _, p := range []string{"../x", "/../../etc/passwd", "a/../../x"} {
-			_, err := c.WriteVolumeFile(ctx, "probe", p, strings.NewReader("x"), client.WriteFileOptions{})
+			_, err := c.WriteVolumeFile(callCtx(t), "probe", p, strings.NewReader("x"), client.WriteFileOptions{})
 			apiStatus(t, "upload to "+p, err, 400, "invalid_path")
 		}
-		if l, err := c.ListVolumeFiles(ctx, "probe", "/", 0); err != nil || len(l.Entries) != 0 {
+		if l, err := c.ListVolumeFiles(callCtx(t), "probe", "/", 0); err != nil || len(l.Entries) != 0 {
 			t.Errorf("bad uploads wrote: %+v %v", l, err)
 		}
-		if err := c.DeleteVolume(ctx, "probe"); err != nil {
+		if err := c.DeleteVolume(callCtx(t), "probe"); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.DeleteVolume(ctx, "probe"); err != nil {
+		if err := c.DeleteVolume(callCtx(t), "probe"); err != nil {
 			t.Errorf("delete of a deleted volume: %v", err)
 		}
 	})
@@ -159,10 +160,10 @@ func TestVolumes(t *testing.T) {
 				t.Parallel()
 				name := "data-" + rt
 				mnt := "/mnt/" + name
-				if _, err := c.CreateVolume(ctx, name, 16); err != nil {
+				if _, err := c.CreateVolume(callCtx(t), name, 16); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := c.WriteVolumeFile(ctx, name, "/seed/seed.txt", strings.NewReader("seeded"), client.WriteFileOptions{}); err != nil {
+				if _, err := c.WriteVolumeFile(callCtx(t), name, "/seed/seed.txt", strings.NewReader("seeded"), client.WriteFileOptions{}); err != nil {
 					t.Fatal(err)
 				}
 				w := e.createSandbox(t, client.CreateSandboxRequest{Profile: "tool-basic", Runtime: rt,
@@ -179,16 +180,16 @@ func TestVolumes(t *testing.T) {
 				}
 
 				// One writer or many readers; a mounted volume stays.
-				_, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "tool-basic", Runtime: rt, Volumes: []client.VolumeMount{{Volume: name, Path: mnt}}}, "")
+				_, err := c.CreateSandbox(callCtx(t), client.CreateSandboxRequest{Profile: "tool-basic", Runtime: rt, Volumes: []client.VolumeMount{{Volume: name, Path: mnt}}}, "")
 				apiStatus(t, "a second writer", err, 409, "volume_busy")
-				_, err = c.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "tool-basic", Runtime: rt, Volumes: []client.VolumeMount{{Volume: name, Path: mnt, ReadOnly: true}}}, "")
+				_, err = c.CreateSandbox(callCtx(t), client.CreateSandboxRequest{Profile: "tool-basic", Runtime: rt, Volumes: []client.VolumeMount{{Volume: name, Path: mnt, ReadOnly: true}}}, "")
 				apiStatus(t, "a reader beside the writer", err, 409, "volume_busy")
-				apiStatus(t, "delete while mounted", c.DeleteVolume(ctx, name), 409, "volume_in_use")
-				_, err = c.WriteVolumeFile(ctx, name, "/x", strings.NewReader("x"), client.WriteFileOptions{})
+				apiStatus(t, "delete while mounted", c.DeleteVolume(callCtx(t), name), 409, "volume_in_use")
+				_, err = c.WriteVolumeFile(callCtx(t), name, "/x", strings.NewReader("x"), client.WriteFileOptions{})
 				apiStatus(t, "upload beside the writer", err, 409, "volume_busy")
-				_, err = c.CreateSnapshot(ctx, w.ID, client.CreateSnapshotRequest{})
+				_, err = c.CreateSnapshot(callCtx(t), w.ID, client.CreateSnapshotRequest{})
 				apiStatus(t, "snapshot of a sandbox with a volume", err, 409, "sandbox_has_volumes")
-				if v, err := c.GetVolume(ctx, name); err != nil || len(v.Mounts) != 1 || v.Mounts[0].SandboxID != w.ID || v.Mounts[0].ReadOnly {
+				if v, err := c.GetVolume(callCtx(t), name); err != nil || len(v.Mounts) != 1 || v.Mounts[0].SandboxID != w.ID || v.Mounts[0].ReadOnly {
 					t.Errorf("holders while mounted: %+v %v", v, err)
 				}
 
@@ -201,7 +202,7 @@ func TestVolumes(t *testing.T) {
 					t.Errorf("after the full write: exit %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
 				}
 				// The API's used bytes follow what the sandbox writes.
-				v, err := c.GetVolume(ctx, name)
+				v, err := c.GetVolume(callCtx(t), name)
 				if err != nil || v.UsedBytes == nil {
 					t.Fatalf("used bytes of a mounted volume: %+v %v", v, err)
 				}
@@ -210,7 +211,7 @@ func TestVolumes(t *testing.T) {
 					t.Fatalf("writing 4 MiB: exit %d %q", res.ExitCode, res.Stderr)
 				}
 				eventually(t, 30*time.Second, "used_bytes to count the sandbox's 4 MiB", func() (bool, string) {
-					v, err := c.GetVolume(ctx, name)
+					v, err := c.GetVolume(callCtx(t), name)
 					if err != nil || v.UsedBytes == nil {
 						return false, fmt.Sprintf("%+v %v", v, err)
 					}
@@ -220,18 +221,18 @@ func TestVolumes(t *testing.T) {
 					t.Errorf("rm: %q", res.Stderr)
 				}
 
-				if err := c.DeleteSandbox(ctx, w.ID); err != nil {
+				if err := c.DeleteSandbox(callCtx(t), w.ID); err != nil {
 					t.Fatal(err)
 				}
-				if v, err := c.GetVolume(ctx, name); err != nil || len(v.Mounts) != 0 {
+				if v, err := c.GetVolume(callCtx(t), name); err != nil || len(v.Mounts) != 0 {
 					t.Errorf("holders after the writer's delete: %+v %v", v, err)
 				}
 				// Its writes are on the volume, read without any sandbox.
-				d, err := c.ReadVolumeFile(ctx, name, "/from-sandbox.txt", nil)
+				d, err := c.ReadVolumeFile(callCtx(t), name, "/from-sandbox.txt", nil)
 				if err != nil || readAll(t, d) != "written\n" {
 					t.Errorf("download of the sandbox's file: %v", err)
 				}
-				d, err = c.ReadVolumeFile(ctx, name, "dir/deep.txt", &client.ByteRange{Offset: 1, Length: 2})
+				d, err = c.ReadVolumeFile(callCtx(t), name, "dir/deep.txt", &client.ByteRange{Offset: 1, Length: 2})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -253,16 +254,16 @@ func TestVolumes(t *testing.T) {
 						t.Errorf("write on a read-only mount: exit %d %q", res.ExitCode, res.Stderr)
 					}
 				}
-				_, err = c.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "tool-basic", Runtime: rt, Volumes: []client.VolumeMount{{Volume: name, Path: mnt}}}, "")
+				_, err = c.CreateSandbox(callCtx(t), client.CreateSandboxRequest{Profile: "tool-basic", Runtime: rt, Volumes: []client.VolumeMount{{Volume: name, Path: mnt}}}, "")
 				apiStatus(t, "a writer beside readers", err, 409, "volume_busy")
 				for _, id := range readers {
-					if err := c.DeleteSandbox(ctx, id); err != nil {
+					if err := c.DeleteSandbox(callCtx(t), id); err != nil {
 						t.Fatal(err)
 					}
 				}
 
 				// A lease mounts it (cold) and lets go when released.
-				l, err := c.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: "tool-basic", Runtime: rt,
+				l, err := c.AcquireLease(callCtx(t), client.AcquireLeaseRequest{Profile: "tool-basic", Runtime: rt,
 					Volumes: []client.VolumeMount{{Volume: name, Path: mnt}}})
 				if err != nil {
 					t.Fatal(err)
@@ -271,11 +272,11 @@ func TestVolumes(t *testing.T) {
 				if res := execOK(t, c, l.SandboxID, "echo leased >> "+mnt+"/from-sandbox.txt"); res.ExitCode != 0 {
 					t.Errorf("write from the lease: %q", res.Stderr)
 				}
-				if err := c.ReleaseLease(ctx, l.LeaseID); err != nil {
+				if err := c.ReleaseLease(callCtx(t), l.LeaseID); err != nil {
 					t.Fatal(err)
 				}
 				eventually(t, 30*time.Second, "the lease's hold released", func() (bool, string) {
-					v, err := c.GetVolume(ctx, name)
+					v, err := c.GetVolume(callCtx(t), name)
 					if err != nil {
 						return false, err.Error()
 					}
@@ -298,7 +299,7 @@ func TestVolumes(t *testing.T) {
 		w := e.createSandbox(t, client.CreateSandboxRequest{Profile: "tool-basic", Runtime: rt,
 			Volumes: []client.VolumeMount{{Volume: name, Path: "/mnt/v"}}})
 		writers = append(writers, w.ID)
-		if _, err := c.StartJob(ctx, w.ID, client.ExecRequest{Script: "while true; do echo 0123456789 >> /mnt/v/stream.txt; done", Background: true}); err != nil {
+		if _, err := c.StartJob(callCtx(t), w.ID, client.ExecRequest{Script: "while true; do echo 0123456789 >> /mnt/v/stream.txt; done", Background: true}); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, 30*time.Second, "the writer writing", func() (bool, string) {
@@ -311,14 +312,14 @@ func TestVolumes(t *testing.T) {
 	c = svc.client()
 	for i, rt := range runtimes {
 		name := "data-" + rt
-		d, err := c.ReadVolumeFile(ctx, name, "from-sandbox.txt", nil)
+		d, err := c.ReadVolumeFile(callCtx(t), name, "from-sandbox.txt", nil)
 		if err != nil || readAll(t, d) != "written\nleased\n" {
 			t.Errorf("%s: the other file after a crash mid-write: %v", rt, err)
 		}
-		if err := c.DeleteSandbox(ctx, writers[i]); err != nil {
+		if err := c.DeleteSandbox(callCtx(t), writers[i]); err != nil {
 			t.Fatal(err)
 		}
-		if v, err := c.GetVolume(ctx, name); err != nil || len(v.Mounts) != 0 {
+		if v, err := c.GetVolume(callCtx(t), name); err != nil || len(v.Mounts) != 0 {
 			t.Errorf("%s: holders after the adopted writer's delete: %+v %v", rt, v, err)
 		}
 	}
@@ -334,7 +335,7 @@ func TestVolumes(t *testing.T) {
 		if res := execOK(t, c, r.ID, "cat /mnt/v/from-sandbox.txt /mnt/v/seed/seed.txt"); res.Stdout != "written\nleased\nseeded" {
 			t.Errorf("%s after a restart: exit %d %q %q", rt, res.ExitCode, res.Stdout, res.Stderr)
 		}
-		if err := c.DeleteSandbox(ctx, r.ID); err != nil {
+		if err := c.DeleteSandbox(callCtx(t), r.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -342,31 +343,31 @@ func TestVolumes(t *testing.T) {
 	// Another tenant sees none of it and has names of its own.
 	oc := client.New(svc.url(), otherKey)
 	name := "data-" + runtimes[0]
-	_, err := oc.GetVolume(ctx, name)
+	_, err := oc.GetVolume(callCtx(t), name)
 	apiStatus(t, "another tenant's get", err, 404, "volume_not_found")
-	_, err = oc.ReadVolumeFile(ctx, name, "/from-sandbox.txt", nil)
+	_, err = oc.ReadVolumeFile(callCtx(t), name, "/from-sandbox.txt", nil)
 	apiStatus(t, "another tenant's download", err, 404, "volume_not_found")
-	_, err = oc.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "tool-basic", Volumes: []client.VolumeMount{{Volume: name, Path: "/mnt/x", ReadOnly: true}}}, "")
+	_, err = oc.CreateSandbox(callCtx(t), client.CreateSandboxRequest{Profile: "tool-basic", Volumes: []client.VolumeMount{{Volume: name, Path: "/mnt/x", ReadOnly: true}}}, "")
 	apiStatus(t, "another tenant's mount", err, 404, "volume_not_found")
-	if list, err := oc.ListVolumes(ctx); err != nil || len(list) != 0 {
+	if list, err := oc.ListVolumes(callCtx(t)); err != nil || len(list) != 0 {
 		t.Errorf("another tenant's list: %+v %v", list, err)
 	}
-	if err := oc.DeleteVolume(ctx, name); err != nil {
+	if err := oc.DeleteVolume(callCtx(t), name); err != nil {
 		t.Errorf("another tenant's delete (of a volume it does not have): %v", err)
 	}
-	if _, err := c.GetVolume(ctx, name); err != nil {
+	if _, err := c.GetVolume(callCtx(t), name); err != nil {
 		t.Errorf("the other tenant's delete reached ours: %v", err)
 	}
-	if _, err := oc.CreateVolume(ctx, name, 4); err != nil {
+	if _, err := oc.CreateVolume(callCtx(t), name, 4); err != nil {
 		t.Errorf("another tenant, the same name: %v", err)
 	}
-	if err := oc.DeleteVolume(ctx, name); err != nil {
+	if err := oc.DeleteVolume(callCtx(t), name); err != nil {
 		t.Error(err)
 	}
 
 	// Deleting the volumes unmounts and removes them.
 	for _, rt := range runtimes {
-		if err := c.DeleteVolume(ctx, "data-"+rt); err != nil {
+		if err := c.DeleteVolume(callCtx(t), "data-"+rt); err != nil {
 			t.Errorf("delete volume: %v", err)
 		}
 	}
