@@ -134,10 +134,18 @@ func (s *Manager) startJob(ctx context.Context, in ExecInput, busy bool) (*sandb
 		}
 		return err
 	})
+	phase = "the sandbox's agent"
 	if !following {
 		err = fmt.Errorf("the service is shutting down: %w", errdefs.ErrUnavailable)
 	} else {
-		err = <-started
+		// The follower answers on started (by startBy: its own deadline
+		// cancels the start); the deadline is here too for a follower that
+		// ended before it began the start.
+		select {
+		case err = <-started:
+		case <-pctx.Done():
+			err = late(context.Cause(pctx))
+		}
 	}
 	if err != nil {
 		fctx, cancel := cleanupCtx(ctx, 10*time.Second)
