@@ -256,7 +256,8 @@ func (s *Server) Run(ctx context.Context) error {
 	defer devNull.Close()
 	s.devNull = devNull
 
-	// Signals first, so none is lost between start-up steps.
+	// Signals before the server serves (no job can start before), so none
+	// meant for a job or for the agent's shutdown is lost.
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -269,7 +270,7 @@ func (s *Server) Run(ctx context.Context) error {
 		s.refillSpare() // every exec needs a shim: have one ready
 	}
 	// The file roots (read by the first ping) are worked out beside the
-	// listen instead of after it.
+	// rest of the start-up instead of after it.
 	go s.roots()
 
 	s.ckpt.quiesce = make(chan quiesceOrder, 1)
