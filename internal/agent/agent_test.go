@@ -446,6 +446,63 @@ func TestWaitReadyBeforeStart(t *testing.T) {
 	}
 }
 
+// TestFirstAnswerAfterStartUp dials the agent the moment its socket's name
+// appears: the agent listens before the rest of its start-up (the service
+// dials while it runs), so that connection waits in the backlog, and its
+// first answer comes only after the start-up is done — here, after the
+// identity file the workload reads is written.
+func TestFirstAnswerAfterStartUp(t *testing.T) {
+	t.Parallel()
+	dir, err := os.MkdirTemp("", "ga")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "a.sock")
+	cmd := exec.Command(agentBin, "serve", "--socket", sock)
+	cmd.Env = append(os.Environ(), agentproto.EnvSandboxID+"=sb_first")
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("agent log:\n%s", stderr.String())
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Lstat(sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear", sock)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	c := agentclient.Dial(sock)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := c.Ping(ctx)
+	if err != nil {
+		t.Fatalf("ping at the socket's first sight: %v", err)
+	}
+	if p.PID != cmd.Process.Pid {
+		t.Fatalf("ping answered by pid %d, want %d", p.PID, cmd.Process.Pid)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "identity"))
+	if err != nil {
+		t.Fatalf("identity file at the first answer: %v", err)
+	}
+	if id := string(b); !strings.Contains(id, agentproto.EnvSandboxID+"=sb_first\n") || !strings.Contains(id, agentproto.EnvSeed+"=") {
+		t.Fatalf("identity file at the first answer: %q", id)
+	}
+}
+
 // startAgentAt is startAgent with a chosen socket path.
 func startAgentAt(t *testing.T, socket string) *agentProc {
 	t.Helper()

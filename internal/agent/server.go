@@ -220,6 +220,24 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := makeUndumpable(); err != nil {
 		return err
 	}
+	// Listen next: the socket's name is what the service waits for. Its
+	// first connection waits in the listener's backlog while the rest of
+	// the start-up runs (under gVisor the costlier part of an agent's
+	// start), and is taken the moment the server starts, instead of the
+	// dial and its request following the listen.
+	if s.cfg.SocketPath != "" {
+		defer os.Remove(s.cfg.SocketPath)
+	}
+	ln, where, err := s.listen()
+	if err != nil {
+		return err
+	}
+	served := false
+	defer func() {
+		if !served {
+			ln.Close()
+		}
+	}()
 	s.started = time.Now()
 	s.kernel = KernelRelease()
 	s.env = newBaseEnv(s.cfg.Environ, defaultHome(s.cfg.DefaultWorkdir))
@@ -238,7 +256,8 @@ func (s *Server) Run(ctx context.Context) error {
 	defer devNull.Close()
 	s.devNull = devNull
 
-	// Signals first, so none is lost between start-up steps.
+	// Signals before the server serves (no job can start before), so none
+	// meant for a job or for the agent's shutdown is lost.
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -251,18 +270,13 @@ func (s *Server) Run(ctx context.Context) error {
 		s.refillSpare() // every exec needs a shim: have one ready
 	}
 	// The file roots (read by the first ping) are worked out beside the
-	// listen instead of after it.
+	// rest of the start-up instead of after it.
 	go s.roots()
 
 	s.ckpt.quiesce = make(chan quiesceOrder, 1)
 	s.takeIdentity(false)
-	if s.cfg.SocketPath != "" {
-		defer os.Remove(s.cfg.SocketPath)
-	}
-	srv, serveErr, err := s.serve()
-	if err != nil {
-		return err
-	}
+	srv, serveErr := s.serveOnNew(ln, where)
+	served = true
 	s.firstSpareLater()
 	var runErr error
 loop:
@@ -311,8 +325,17 @@ loop:
 // serve listens (on the socket, or TCP) and serves on a new server until
 // it is closed; a serving error goes to the channel.
 func (s *Server) serve() (*http.Server, <-chan error, error) {
-	var ln net.Listener
-	where := s.cfg.SocketPath
+	ln, where, err := s.listen()
+	if err != nil {
+		return nil, nil, err
+	}
+	srv, serveErr := s.serveOnNew(ln, where)
+	return srv, serveErr, nil
+}
+
+// listen opens the listener a server is to serve: the Unix socket, or
+// TCP (where names it for the log).
+func (s *Server) listen() (net.Listener, string, error) {
 	if s.cfg.Listen != "" {
 		sum := s.cfg.TokenSHA256
 		if s.tokens != nil { // listening again after a save: the token now in force
@@ -322,17 +345,21 @@ func (s *Server) serve() (*http.Server, <-chan error, error) {
 		}
 		tl, err := listenTCP(s.cfg.Listen, sum, s.log)
 		if err != nil {
-			return nil, nil, err
+			return nil, "", err
 		}
-		ln, where = tl, "tcp "+tl.Addr().String()
 		s.tokens = tl
-	} else {
-		ul, err := listenUnix(s.cfg.SocketPath, s.cfg.SocketMode)
-		if err != nil {
-			return nil, nil, err
-		}
-		ln = ul
+		return tl, "tcp " + tl.Addr().String(), nil
 	}
+	ul, err := listenUnix(s.cfg.SocketPath, s.cfg.SocketMode)
+	if err != nil {
+		return nil, "", err
+	}
+	return ul, s.cfg.SocketPath, nil
+}
+
+// serveOnNew serves ln on a new server until either is closed; a serving
+// error goes to the channel.
+func (s *Server) serveOnNew(ln net.Listener, where string) (*http.Server, <-chan error) {
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	protos.SetUnencryptedHTTP2(true)
@@ -352,7 +379,7 @@ func (s *Server) serve() (*http.Server, <-chan error, error) {
 	go s.serveOn(srv, ln, serveErr)
 	s.log.Info("agent serving", "on", where, "pid", os.Getpid(), "uid", os.Getuid(), "kernel", s.kernel,
 		"oom_counter", s.oom.path)
-	return srv, serveErr, nil
+	return srv, serveErr
 }
 
 // closeServer lets srv finish its requests for up to grace, then closes
