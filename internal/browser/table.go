@@ -209,15 +209,35 @@ func navigate(_ *session, c context.Context, a api.BrowserAction) (any, error) {
 }
 
 func click(s *session, c context.Context, a api.BrowserAction) (any, error) {
+	ch := s.listenClicks(c)
 	if a.Selector == "" {
-		return nil, s.mouseClick(c, *a.X, *a.Y)
+		// The page's listener is set up once per document, by the first
+		// click (clickanswer.go); if that fails, the answer is read after
+		// the release.
+		if ch != nil && s.knownWorld(c) == 0 {
+			if _, err := evalWorld[bool](s, c, listenScript+"; true", false); err != nil {
+				ch = nil
+			}
+		}
+		if err := s.mouseClick(c, *a.X, *a.Y); err != nil {
+			return nil, err
+		}
+		s.takeAnswer(ch, point{*a.X, *a.Y})
+		return nil, nil
 	}
 	// One evaluate finds the element, waits until it is visible,
-	// scrolls it to the middle and answers its centre; then the press
-	// and release. (chromedp's Click takes five or more round trips to
-	// the page for the same, each a dear one under runsc.)
+	// scrolls it to the middle and answers its centre (and sets up the
+	// page's listener for the click's answer, clickanswer.go); then the
+	// press and release. (chromedp's Click takes five or more round trips
+	// to the page for the same, each a dear one under runsc.)
 	t0 := time.Now()
-	pt, err := evalPage[point](s, c, clickTarget(a.Selector, remaining(c)), true)
+	var pt point
+	var err error
+	if ch != nil {
+		pt, err = evalWorld[point](s, c, listenScript+";\n"+clickTarget(a.Selector, remaining(c)), true)
+	} else {
+		pt, err = evalPage[point](s, c, clickTarget(a.Selector, remaining(c)), true)
+	}
 	s.lap(func(t *ActionTimings) *time.Duration { return &t.Find }, t0)
 	if err != nil {
 		return nil, err
@@ -225,7 +245,11 @@ func click(s *session, c context.Context, a api.BrowserAction) (any, error) {
 	s.point = &pt
 	t0 = time.Now()
 	defer s.lap(func(t *ActionTimings) *time.Duration { return &t.Input }, t0)
-	return nil, s.mouseClick(c, pt.X, pt.Y)
+	if err := s.mouseClick(c, pt.X, pt.Y); err != nil {
+		return nil, err
+	}
+	s.takeAnswer(ch, pt)
+	return nil, nil
 }
 
 // mouseClick presses and releases the left button at x, y: both

@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/cdproto"
 	jsonv2 "github.com/chromedp/cdproto/cdp/jsonv2"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 	"github.com/coder/websocket"
@@ -100,6 +101,11 @@ type wsConn struct {
 	// connection ended (nil while it is up).
 	waiting map[int64]waiter
 	lost    error
+
+	// pmu guards pushes: by session, the payloads of the click binding's
+	// calls (clickBinding) not yet taken.
+	pmu    sync.Mutex
+	pushes map[target.SessionID]chan string
 }
 
 // waiter awaits the reply to one own command sent to session.
@@ -158,8 +164,11 @@ func (w *wsConn) Read(ctx context.Context, msg *cdproto.Message) error {
 		if err := jsonv2.Unmarshal(data, msg, chromedp.DefaultUnmarshalOptions); err != nil {
 			return err
 		}
-		if msg.Method == cdproto.EventTargetDetachedFromTarget {
+		switch msg.Method {
+		case cdproto.EventTargetDetachedFromTarget:
 			w.detached(msg.Params)
+		case cdproto.EventRuntimeBindingCalled:
+			w.pushed(msg.SessionID, msg.Params)
 		}
 		if msg.ID < ownIDs || msg.Method != "" {
 			return nil
@@ -181,6 +190,9 @@ func (w *wsConn) detached(params []byte) {
 	if jsonv2.Unmarshal(params, &ev, chromedp.DefaultUnmarshalOptions) != nil || ev.SessionID == "" {
 		return
 	}
+	w.pmu.Lock()
+	delete(w.pushes, ev.SessionID)
+	w.pmu.Unlock()
 	w.wmu.Lock()
 	defer w.wmu.Unlock()
 	for id, wt := range w.waiting {
@@ -189,6 +201,44 @@ func (w *wsConn) detached(params []byte) {
 			delete(w.waiting, id)
 		}
 	}
+}
+
+// pushed keeps the payload of a call of the click binding in session's
+// page (the page's answer after a click, clickAnswer), for listen's
+// reader. A full buffer drops its oldest: the reader wants the newest
+// click's.
+func (w *wsConn) pushed(session target.SessionID, params []byte) {
+	var ev runtime.EventBindingCalled
+	if jsonv2.Unmarshal(params, &ev, chromedp.DefaultUnmarshalOptions) != nil || ev.Name != clickBinding {
+		return
+	}
+	ch := w.listen(session)
+	for {
+		select {
+		case ch <- ev.Payload:
+			return
+		default:
+			select {
+			case <-ch:
+			default:
+			}
+		}
+	}
+}
+
+// listen is the channel of session's click binding payloads.
+func (w *wsConn) listen(session target.SessionID) chan string {
+	w.pmu.Lock()
+	defer w.pmu.Unlock()
+	if w.pushes == nil {
+		w.pushes = map[target.SessionID]chan string{}
+	}
+	ch, ok := w.pushes[session]
+	if !ok {
+		ch = make(chan string, 4)
+		w.pushes[session] = ch
+	}
+	return ch
 }
 
 // fail ends the wait of every own command: the connection is gone.
