@@ -185,20 +185,43 @@ func (pa *pendingAnswer) match(p string) (pageInfo, bool) {
 	return pageInfo{URL: a.URL, Title: a.Title}, true
 }
 
-// takeAnswer keeps, as the action's answer, the answer the page pushed
-// for the click at pt since listenClicks if it is in, or else what to
-// await (readAnswer).
-func (s *session) takeAnswer(ch chan string, pt point) {
+// clickAt presses and releases the left button at pt (mouseClick) and
+// ends when Chromium has answered both or, if sooner, when the page
+// pushed the click's answer on ch (nil: none comes): the page sends it
+// while it handles the click, after the press and release were
+// dispatched to it, and Chromium's answer to the release may come a
+// frame later. The answer is kept for the request (s.answer); else what
+// may still come is (s.pending, for readAnswer).
+func (s *session) clickAt(c context.Context, ch chan string, pt point) error {
 	if ch == nil {
-		return
+		return s.mouseClick(c, pt.X, pt.Y)
 	}
+	// The send goes on after an answer pushed first, until Chromium
+	// answers or c (the action's) ends.
+	sent := make(chan error, 1)
+	go func() { sent <- s.mouseClick(c, pt.X, pt.Y) }()
 	pa := &pendingAnswer{ch, pt}
-	if info, ok := pa.taken(); ok {
-		s.answer = &info
-		s.pushedAnswers++
-		return
+	for {
+		select {
+		case err := <-sent:
+			if err != nil {
+				return err
+			}
+			if info, ok := pa.taken(); ok {
+				s.answer = &info
+				s.pushedAnswers++
+			} else {
+				s.pending = pa
+			}
+			return nil
+		case p := <-ch:
+			if info, ok := pa.match(p); ok {
+				s.answer = &info
+				s.pushedAnswers++
+				return nil
+			}
+		}
 	}
-	s.pending = pa
 }
 
 // taken is the click's answer if the page pushed it by now.

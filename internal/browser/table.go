@@ -219,11 +219,7 @@ func click(s *session, c context.Context, a api.BrowserAction) (any, error) {
 				ch = nil
 			}
 		}
-		if err := s.mouseClick(c, *a.X, *a.Y); err != nil {
-			return nil, err
-		}
-		s.takeAnswer(ch, point{*a.X, *a.Y})
-		return nil, nil
+		return nil, s.clickAt(c, ch, point{*a.X, *a.Y})
 	}
 	// One evaluate finds the element, waits until it is visible,
 	// scrolls it to the middle and answers its centre (and sets up the
@@ -245,11 +241,7 @@ func click(s *session, c context.Context, a api.BrowserAction) (any, error) {
 	s.point = &pt
 	t0 = time.Now()
 	defer s.lap(func(t *ActionTimings) *time.Duration { return &t.Input }, t0)
-	if err := s.mouseClick(c, pt.X, pt.Y); err != nil {
-		return nil, err
-	}
-	s.takeAnswer(ch, pt)
-	return nil, nil
+	return nil, s.clickAt(c, ch, pt)
 }
 
 // mouseClick presses and releases the left button at x, y: both
