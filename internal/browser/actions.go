@@ -125,8 +125,9 @@ type session struct {
 // admission and the session; Trace the trace's records of the actions
 // (and the redaction check); Actions the actions themselves, of which
 // Find is a click's evaluate that finds its element and Input its press
-// and release; Info the answer's read of the URL and title after the
-// actions.
+// and release (until the page pushed the click's answer, or Chromium
+// answered both); Info the answer's read of the URL and title after the
+// actions (none when the click's page pushed it in time).
 type ActionTimings struct {
 	Attach, Trace, Actions, Find, Input, Info time.Duration
 }
