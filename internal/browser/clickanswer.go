@@ -45,13 +45,13 @@ const (
 	clickWorld   = "genesis-actions"
 )
 
-// world is a tab's isolated world for the click's evaluates: its context
-// (0 until made, stale after the page navigated) and whether the binding
-// was added to the tab's session (once: it holds for the worlds made
-// later).
+// world is what the session set up in a tab for the actions world: once
+// per tab, the binding and the listener for every new document (the
+// world made with it); then the world of the document open then, made
+// when first needed. The browser reports the worlds' contexts
+// (wsConn.world).
 type world struct {
-	id    runtime.ExecutionContextID
-	bound bool
+	registered bool
 }
 
 // clickAnswer is the payload of a call of clickBinding: where the click
@@ -74,6 +74,7 @@ type clickAnswer struct {
 // the evaluates that include it declare nothing global.
 const listenScript = `{
 if (typeof genesisClickAnswer !== 'function') throw new Error('genesis: not the actions world');
+if (window === window.top) {
 const activates = (e) => e instanceof Element && (e.matches('a[href], area[href], label, summary, select, option, [popovertarget], [commandfor]') ||
   (e.localName === 'input' && !/^(text|search|email|url|tel|password)$/.test(e.type)) ||
   (e.localName === 'button' && e.form !== null));
@@ -84,6 +85,7 @@ const h = globalThis.__genesisClick ||= (ev) => {
   genesisClickAnswer(JSON.stringify({x: ev.clientX, y: ev.clientY, url: document.location.href, title: document.title}));
 };
 last(h);
+}
 }`
 
 // notTheWorld reports whether err says the world's context is gone (the
@@ -96,13 +98,15 @@ func notTheWorld(err error) bool {
 	return strings.Contains(msg, "Cannot find context") || strings.Contains(msg, "genesis: not the actions world")
 }
 
-// tabWorld makes, if need be, the actions world of the page of the
-// action's context c, and answers its context. fresh asks for a new one
-// (the known one is gone).
-func (s *session) tabWorld(c context.Context, fresh bool) (runtime.ExecutionContextID, error) {
+// tabWorld answers the actions world of the page of the action's
+// context c, set up if need be, and whether it was made just now (its
+// listener is then not yet set up: the caller's evaluate includes
+// listenScript). fresh asks for a new one (the one known is gone).
+func (s *session) tabWorld(c context.Context, fresh bool) (runtime.ExecutionContextID, bool, error) {
 	t := chromedp.FromContext(c).Target
-	if t == nil {
-		return 0, chromedp.ErrInvalidContext
+	conn := s.alloc.conn.Load()
+	if t == nil || conn == nil {
+		return 0, false, chromedp.ErrInvalidContext
 	}
 	if s.worlds == nil {
 		s.worlds = map[target.ID]*world{}
@@ -112,36 +116,39 @@ func (s *session) tabWorld(c context.Context, fresh bool) (runtime.ExecutionCont
 		w = &world{}
 		s.worlds[t.TargetID] = w
 	}
-	if w.id != 0 && !fresh {
-		return w.id, nil
+	if !w.registered {
+		// Every new document of the tab gets the world with its listener
+		// (and the browser reports the world's context before it answers).
+		if err := s.send(c,
+			command{Method: runtime.CommandAddBinding, Params: runtime.AddBindingParams{Name: clickBinding, ExecutionContextName: clickWorld}},
+			command{Method: page.CommandAddScriptToEvaluateOnNewDocument, Params: page.AddScriptToEvaluateOnNewDocumentParams{Source: listenScript, WorldName: clickWorld}},
+		); err != nil {
+			return 0, false, err
+		}
+		w.registered = true
 	}
-	w.id = 0
 	// A page target's main frame has the target's id.
-	mk := command{Method: page.CommandCreateIsolatedWorld, Params: page.CreateIsolatedWorldParams{FrameID: cdp.FrameID(t.TargetID), WorldName: clickWorld}}
+	if id := conn.world(t.SessionID, string(t.TargetID)); id != 0 && !fresh {
+		return id, false, nil
+	}
 	var res page.CreateIsolatedWorldResult
-	mk.Result = &res
-	cmds := []command{mk}
-	if !w.bound {
-		cmds = []command{{Method: runtime.CommandAddBinding, Params: runtime.AddBindingParams{Name: clickBinding, ExecutionContextName: clickWorld}}, mk}
+	if err := s.send(c, command{Method: page.CommandCreateIsolatedWorld, Params: page.CreateIsolatedWorldParams{FrameID: cdp.FrameID(t.TargetID), WorldName: clickWorld}, Result: &res}); err != nil {
+		return 0, false, err
 	}
-	if err := s.send(c, cmds...); err != nil {
-		return 0, err
-	}
-	w.bound, w.id = true, res.ExecutionContextID
-	return w.id, nil
+	return res.ExecutionContextID, true, nil
 }
 
 // evalWorld is evalPage in the actions world of c's page, made (or made
 // again, once, after a navigation) as needed.
 func evalWorld[T any](s *session, c context.Context, expression string, await bool) (T, error) {
-	id, err := s.tabWorld(c, false)
+	id, _, err := s.tabWorld(c, false)
 	if err != nil {
 		var zero T
 		return zero, err
 	}
 	v, err := evalIn[T](s, c, id, expression, await)
 	if notTheWorld(err) {
-		if id, err = s.tabWorld(c, true); err != nil {
+		if id, _, err = s.tabWorld(c, true); err != nil {
 			return v, err
 		}
 		v, err = evalIn[T](s, c, id, expression, await)
@@ -287,14 +294,4 @@ func (s *session) readAnswer(ctx context.Context, tc tabCtx) (pageInfo, bool) {
 			return r.info, r.ok
 		}
 	}
-}
-
-// knownWorld is the actions world of c's page if one was made (it may be
-// stale: an evaluate there then fails, and makes it again).
-func (s *session) knownWorld(c context.Context) runtime.ExecutionContextID {
-	t := chromedp.FromContext(c).Target
-	if t == nil || s.worlds[t.TargetID] == nil {
-		return 0
-	}
-	return s.worlds[t.TargetID].id
 }

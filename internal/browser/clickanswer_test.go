@@ -17,7 +17,8 @@ import (
 // selector and at a point, again after the page navigated; read for a
 // click whose default action still runs (a link to a fragment, which
 // changes the URL after the click event; a checkbox, whose change handler
-// runs after it) and for a click the page stopped on its way up. A
+// runs after it), for a click the page stopped on its way up and for a
+// click in a frame. A
 // window listener the page added after the service's still runs before
 // the answer is taken. The page's own scripts see neither the binding nor
 // the listener.
@@ -114,11 +115,31 @@ window.addEventListener('click', (e) => { if (e.target.id === 'w') document.titl
 	setup("again")
 	before = pushed()
 	for i := 1; i <= clicks; i++ {
-		if res := run(api.BrowserAction{Type: "click", Selector: "#b"}); res.Title != "clicked "+strconv.Itoa(i) || !strings.HasSuffix(res.URL, "#again") {
+		// Clicks at a point first: the new document has the listener.
+		a := api.BrowserAction{Type: "click", Selector: "#b"}
+		if i <= clicks/2 {
+			x, y := 100.0, 40.0
+			a = api.BrowserAction{Type: "click", X: &x, Y: &y}
+		}
+		if res := run(a); res.Title != "clicked "+strconv.Itoa(i) || !strings.HasSuffix(res.URL, "#again") {
 			t.Fatalf("click %d after navigating answered %q %q", i, res.URL, res.Title)
 		}
+		if i == clicks/2 && pushed() == before {
+			t.Fatal("no click's answer at a point was pushed after the page navigated")
+		}
 	}
-	if pushed() == before {
-		t.Fatal("no click's answer was pushed after the page navigated")
+	if got := pushed() - before; got != clicks {
+		t.Fatalf("%d of %d clicks' answers pushed after the page navigated", got, clicks)
+	}
+	// A frame's click pushes nothing of the frame's.
+	run(api.BrowserAction{Type: "evaluate", Expression: `document.body.insertAdjacentHTML('beforeend', '<iframe id="f" style="position:absolute;left:0;top:400px;width:300px;height:100px;border:0" srcdoc="<title>inner</title><button id=i style=width:100px;height:50px onclick=&quot;parent.document.title = \'frame clicked\'&quot;>i</button>"></iframe>');
+new Promise((r) => document.getElementById('f').onload = () => r(1))`})
+	before = pushed()
+	x, y = 50.0, 425.0
+	if res := run(api.BrowserAction{Type: "click", X: &x, Y: &y}); res.Title != "frame clicked" {
+		t.Fatalf("a click in a frame answered title %q", res.Title)
+	}
+	if pushed() != before {
+		t.Fatal("a click in a frame was answered by a push")
 	}
 }

@@ -211,12 +211,17 @@ func navigate(_ *session, c context.Context, a api.BrowserAction) (any, error) {
 func click(s *session, c context.Context, a api.BrowserAction) (any, error) {
 	ch := s.listenClicks(c)
 	if a.Selector == "" {
-		// The page's listener is set up once per document, by the first
-		// click (clickanswer.go); if that fails, the answer is read after
-		// the release.
-		if ch != nil && s.knownWorld(c) == 0 {
-			if _, err := evalWorld[bool](s, c, listenScript+"; true", false); err != nil {
+		// The page's listener is set up in each new document once the
+		// session has the tab's world, and made here in the document
+		// open then (clickanswer.go); if that fails, the answer is read
+		// after the release.
+		if ch != nil {
+			if id, made, err := s.tabWorld(c, false); err != nil {
 				ch = nil
+			} else if made {
+				if _, err := evalIn[bool](s, c, id, listenScript+"; true", false); err != nil {
+					ch = nil
+				}
 			}
 		}
 		return nil, s.clickAt(c, ch, point{*a.X, *a.Y})

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -106,6 +107,16 @@ type wsConn struct {
 	// calls (clickBinding) not yet taken.
 	pmu    sync.Mutex
 	pushes map[target.SessionID]chan string
+	// worlds are, by session, the actions worlds (clickWorld) the
+	// browser reported live, by frame.
+	worlds map[target.SessionID][]liveWorld
+}
+
+// liveWorld is an actions world the browser reported.
+type liveWorld struct {
+	frame  string
+	id     runtime.ExecutionContextID
+	unique string
 }
 
 // waiter awaits the reply to one own command sent to session.
@@ -169,6 +180,8 @@ func (w *wsConn) Read(ctx context.Context, msg *cdproto.Message) error {
 			w.detached(msg.Params)
 		case cdproto.EventRuntimeBindingCalled:
 			w.pushed(msg.SessionID, msg.Params)
+		case cdproto.EventRuntimeExecutionContextCreated, cdproto.EventRuntimeExecutionContextDestroyed, cdproto.EventRuntimeExecutionContextsCleared:
+			w.contexts(msg.SessionID, msg.Method, msg.Params)
 		}
 		if msg.ID < ownIDs || msg.Method != "" {
 			return nil
@@ -192,6 +205,7 @@ func (w *wsConn) detached(params []byte) {
 	}
 	w.pmu.Lock()
 	delete(w.pushes, ev.SessionID)
+	delete(w.worlds, ev.SessionID)
 	w.pmu.Unlock()
 	w.wmu.Lock()
 	defer w.wmu.Unlock()
@@ -224,6 +238,57 @@ func (w *wsConn) pushed(session target.SessionID, params []byte) {
 			}
 		}
 	}
+}
+
+// contexts follows the actions worlds of session's page from the
+// browser's events of its execution contexts.
+func (w *wsConn) contexts(session target.SessionID, method cdproto.MethodType, params []byte) {
+	w.pmu.Lock()
+	defer w.pmu.Unlock()
+	switch method {
+	case cdproto.EventRuntimeExecutionContextCreated:
+		var ev runtime.EventExecutionContextCreated
+		if jsonv2.Unmarshal(params, &ev, chromedp.DefaultUnmarshalOptions) != nil || ev.Context == nil || ev.Context.Name != clickWorld {
+			return
+		}
+		var aux struct {
+			FrameID string `json:"frameId"`
+		}
+		if json.Unmarshal(ev.Context.AuxData, &aux) != nil || aux.FrameID == "" {
+			return
+		}
+		if w.worlds == nil {
+			w.worlds = map[target.SessionID][]liveWorld{}
+		}
+		w.worlds[session] = append(w.worlds[session], liveWorld{aux.FrameID, ev.Context.ID, ev.Context.UniqueID})
+	case cdproto.EventRuntimeExecutionContextDestroyed:
+		var ev struct {
+			ID     runtime.ExecutionContextID `json:"executionContextId"`
+			Unique string                     `json:"executionContextUniqueId"`
+		}
+		if jsonv2.Unmarshal(params, &ev, chromedp.DefaultUnmarshalOptions) != nil {
+			return
+		}
+		w.worlds[session] = slices.DeleteFunc(w.worlds[session], func(lw liveWorld) bool {
+			return (ev.Unique != "" && lw.unique == ev.Unique) || (ev.Unique == "" && lw.id == ev.ID)
+		})
+	case cdproto.EventRuntimeExecutionContextsCleared:
+		delete(w.worlds, session)
+	}
+}
+
+// world is the newest live actions world of frame in session's page (0
+// if there is none).
+func (w *wsConn) world(session target.SessionID, frame string) runtime.ExecutionContextID {
+	w.pmu.Lock()
+	defer w.pmu.Unlock()
+	ws := w.worlds[session]
+	for i := len(ws) - 1; i >= 0; i-- {
+		if ws[i].frame == frame {
+			return ws[i].id
+		}
+	}
+	return 0
 }
 
 // listen is the channel of session's click binding payloads.
