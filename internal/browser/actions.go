@@ -240,6 +240,7 @@ func (s *session) adopt(ctx context.Context, id target.ID) error {
 		return fmt.Errorf("attaching to tab %s: %w", id, err)
 	}
 	s.tabs[id] = tabCtx{c, cancel}
+	delete(s.worlds, id) // a new DevTools session: its actions world is to be set up
 	s.setActive(id)
 	return nil
 }

@@ -428,6 +428,7 @@ func tabClose(s *session, ctx context.Context, a api.BrowserAction, timeout time
 	if tc, ok := s.tabs[id]; ok {
 		tc.cancel()
 		delete(s.tabs, id)
+		delete(s.worlds, id)
 	}
 	if err == nil && id == s.active {
 		s.setActive("")
