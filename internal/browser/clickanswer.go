@@ -3,6 +3,8 @@ package browser
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"time"
@@ -138,20 +140,27 @@ func (s *session) tabWorld(c context.Context, fresh bool) (runtime.ExecutionCont
 	return res.ExecutionContextID, true, nil
 }
 
+// errNoWorld is evalWorld's error when the actions world could not be
+// set up or reached: the caller goes on without it.
+var errNoWorld = errors.New("the actions world is not there")
+
 // evalWorld is evalPage in the actions world of c's page, made (or made
-// again, once, after a navigation) as needed.
+// again, once, after a navigation) as needed; errNoWorld if that fails.
 func evalWorld[T any](s *session, c context.Context, expression string, await bool) (T, error) {
+	var zero T
 	id, _, err := s.tabWorld(c, false)
 	if err != nil {
-		var zero T
-		return zero, err
+		return zero, fmt.Errorf("%w: %v", errNoWorld, err)
 	}
 	v, err := evalIn[T](s, c, id, expression, await)
 	if notTheWorld(err) {
 		if id, _, err = s.tabWorld(c, true); err != nil {
-			return v, err
+			return zero, fmt.Errorf("%w: %v", errNoWorld, err)
 		}
 		v, err = evalIn[T](s, c, id, expression, await)
+		if notTheWorld(err) {
+			return zero, fmt.Errorf("%w: %v", errNoWorld, err)
+		}
 	}
 	return v, err
 }

@@ -236,7 +236,10 @@ func click(s *session, c context.Context, a api.BrowserAction) (any, error) {
 	var err error
 	if ch != nil {
 		pt, err = evalWorld[point](s, c, listenScript+";\n"+clickTarget(a.Selector, remaining(c)), true)
-	} else {
+	}
+	if ch == nil || errors.Is(err, errNoWorld) {
+		// Without the world the answer is read after the release.
+		ch = nil
 		pt, err = evalPage[point](s, c, clickTarget(a.Selector, remaining(c)), true)
 	}
 	s.lap(func(t *ActionTimings) *time.Duration { return &t.Find }, t0)
