@@ -109,6 +109,14 @@ type session struct {
 	// timings, when the request asked for them (WithActionTimings), is
 	// where the request's time goes.
 	timings *ActionTimings
+	// worlds are the tabs' isolated worlds for the clicks' evaluates;
+	// answer, if set, is the URL and title the page pushed after the
+	// current action, a click, and pending the push that action still
+	// awaits (clickanswer.go); pushedAnswers counts the answers pushed.
+	worlds        map[target.ID]*world
+	answer        *pageInfo
+	pending       *pendingAnswer
+	pushedAnswers int
 }
 
 // ActionTimings is where an actions request's time goes inside the
@@ -117,8 +125,9 @@ type session struct {
 // admission and the session; Trace the trace's records of the actions
 // (and the redaction check); Actions the actions themselves, of which
 // Find is a click's evaluate that finds its element and Input its press
-// and release; Info the answer's read of the URL and title after the
-// actions.
+// and release (until the page pushed the click's answer, or Chromium
+// answered both); Info the answer's read of the URL and title after the
+// actions (none when the click's page pushed it in time).
 type ActionTimings struct {
 	Attach, Trace, Actions, Find, Input, Info time.Duration
 }
@@ -231,6 +240,7 @@ func (s *session) adopt(ctx context.Context, id target.ID) error {
 		return fmt.Errorf("attaching to tab %s: %w", id, err)
 	}
 	s.tabs[id] = tabCtx{c, cancel}
+	delete(s.worlds, id) // a new DevTools session: its actions world is to be set up
 	s.setActive(id)
 	return nil
 }
@@ -277,9 +287,14 @@ func (s *session) send(c context.Context, cmds ...command) error {
 // cannot be nil (a struct, a number, a string): chromedp answers null as
 // the zero value for the others, this does not.
 func evalPage[T any](s *session, c context.Context, expression string, await bool) (T, error) {
+	return evalIn[T](s, c, 0, expression, await)
+}
+
+// evalIn is evalPage in the page's context id (0: its main world).
+func evalIn[T any](s *session, c context.Context, id runtime.ExecutionContextID, expression string, await bool) (T, error) {
 	var zero T
 	yes := true
-	p := runtime.EvaluateParams{Expression: expression, ReturnByValue: &yes}
+	p := runtime.EvaluateParams{Expression: expression, ReturnByValue: &yes, ContextID: id}
 	if await {
 		p.AwaitPromise = &yes
 	}
@@ -372,7 +387,7 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *api.BrowserAc
 		redact := m.cfg.Trace != nil && s.redacted(ctx, a)
 		m.traceStarted(ctx, t, i, a, redact)
 		lap(func(t *ActionTimings) *time.Duration { return &t.Trace })
-		s.point = nil
+		s.point, s.answer, s.pending = nil, nil, nil
 		if a.X != nil && a.Y != nil {
 			s.point = &point{*a.X, *a.Y}
 		}
@@ -413,14 +428,7 @@ func (m *Manager) Run(ctx context.Context, tenant, id string, req *api.BrowserAc
 	}
 	if tc, ok := s.tabs[s.active]; ok {
 		out.Tab = string(s.active)
-		// evalPage ends when its context does, so the request's end
-		// cancels it here, with no goroutine to wait on (withDeadline's).
-		c, cancel := context.WithTimeout(tc.ctx, 2*time.Second)
-		stop := context.AfterFunc(ctx, cancel)
-		info, err := evalPage[pageInfo](s, c, `({url: document.location.href, title: document.title})`, false)
-		stop()
-		cancel()
-		if err == nil {
+		if info, ok := s.readAnswer(ctx, tc); ok {
 			out.URL, out.Title = info.URL, info.Title
 		}
 	}

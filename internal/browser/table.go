@@ -209,15 +209,39 @@ func navigate(_ *session, c context.Context, a api.BrowserAction) (any, error) {
 }
 
 func click(s *session, c context.Context, a api.BrowserAction) (any, error) {
+	ch := s.listenClicks(c)
 	if a.Selector == "" {
-		return nil, s.mouseClick(c, *a.X, *a.Y)
+		// The page's listener is set up in each new document once the
+		// session has the tab's world, and made here in the document
+		// open then (clickanswer.go); if that fails, the answer is read
+		// after the release.
+		if ch != nil {
+			if id, made, err := s.tabWorld(c, false); err != nil {
+				ch = nil
+			} else if made {
+				if _, err := evalIn[bool](s, c, id, listenScript+"; true", false); err != nil {
+					ch = nil
+				}
+			}
+		}
+		return nil, s.clickAt(c, ch, point{*a.X, *a.Y})
 	}
 	// One evaluate finds the element, waits until it is visible,
-	// scrolls it to the middle and answers its centre; then the press
-	// and release. (chromedp's Click takes five or more round trips to
-	// the page for the same, each a dear one under runsc.)
+	// scrolls it to the middle and answers its centre (and sets up the
+	// page's listener for the click's answer, clickanswer.go); then the
+	// press and release. (chromedp's Click takes five or more round trips
+	// to the page for the same, each a dear one under runsc.)
 	t0 := time.Now()
-	pt, err := evalPage[point](s, c, clickTarget(a.Selector, remaining(c)), true)
+	var pt point
+	var err error
+	if ch != nil {
+		pt, err = evalWorld[point](s, c, listenScript+";\n"+clickTarget(a.Selector, remaining(c)), true)
+	}
+	if ch == nil || errors.Is(err, errNoWorld) {
+		// Without the world the answer is read after the release.
+		ch = nil
+		pt, err = evalPage[point](s, c, clickTarget(a.Selector, remaining(c)), true)
+	}
 	s.lap(func(t *ActionTimings) *time.Duration { return &t.Find }, t0)
 	if err != nil {
 		return nil, err
@@ -225,7 +249,7 @@ func click(s *session, c context.Context, a api.BrowserAction) (any, error) {
 	s.point = &pt
 	t0 = time.Now()
 	defer s.lap(func(t *ActionTimings) *time.Duration { return &t.Input }, t0)
-	return nil, s.mouseClick(c, pt.X, pt.Y)
+	return nil, s.clickAt(c, ch, pt)
 }
 
 // mouseClick presses and releases the left button at x, y: both
@@ -407,6 +431,7 @@ func tabClose(s *session, ctx context.Context, a api.BrowserAction, timeout time
 	if tc, ok := s.tabs[id]; ok {
 		tc.cancel()
 		delete(s.tabs, id)
+		delete(s.worlds, id)
 	}
 	if err == nil && id == s.active {
 		s.setActive("")

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/chromedp/cdproto"
 	jsonv2 "github.com/chromedp/cdproto/cdp/jsonv2"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 	"github.com/coder/websocket"
@@ -100,6 +102,21 @@ type wsConn struct {
 	// connection ended (nil while it is up).
 	waiting map[int64]waiter
 	lost    error
+
+	// pmu guards pushes: by session, the payloads of the click binding's
+	// calls (clickBinding) not yet taken.
+	pmu    sync.Mutex
+	pushes map[target.SessionID]chan string
+	// worlds are, by session, the actions worlds (clickWorld) the
+	// browser reported live, by frame.
+	worlds map[target.SessionID][]liveWorld
+}
+
+// liveWorld is an actions world the browser reported.
+type liveWorld struct {
+	frame  string
+	id     runtime.ExecutionContextID
+	unique string
 }
 
 // waiter awaits the reply to one own command sent to session.
@@ -158,8 +175,13 @@ func (w *wsConn) Read(ctx context.Context, msg *cdproto.Message) error {
 		if err := jsonv2.Unmarshal(data, msg, chromedp.DefaultUnmarshalOptions); err != nil {
 			return err
 		}
-		if msg.Method == cdproto.EventTargetDetachedFromTarget {
+		switch msg.Method {
+		case cdproto.EventTargetDetachedFromTarget:
 			w.detached(msg.Params)
+		case cdproto.EventRuntimeBindingCalled:
+			w.pushed(msg.SessionID, msg.Params)
+		case cdproto.EventRuntimeExecutionContextCreated, cdproto.EventRuntimeExecutionContextDestroyed, cdproto.EventRuntimeExecutionContextsCleared:
+			w.contexts(msg.SessionID, msg.Method, msg.Params)
 		}
 		if msg.ID < ownIDs || msg.Method != "" {
 			return nil
@@ -181,6 +203,10 @@ func (w *wsConn) detached(params []byte) {
 	if jsonv2.Unmarshal(params, &ev, chromedp.DefaultUnmarshalOptions) != nil || ev.SessionID == "" {
 		return
 	}
+	w.pmu.Lock()
+	delete(w.pushes, ev.SessionID)
+	delete(w.worlds, ev.SessionID)
+	w.pmu.Unlock()
 	w.wmu.Lock()
 	defer w.wmu.Unlock()
 	for id, wt := range w.waiting {
@@ -189,6 +215,95 @@ func (w *wsConn) detached(params []byte) {
 			delete(w.waiting, id)
 		}
 	}
+}
+
+// pushed keeps the payload of a call of the click binding in session's
+// page (the page's answer after a click, clickAnswer), for listen's
+// reader. A full buffer drops its oldest: the reader wants the newest
+// click's.
+func (w *wsConn) pushed(session target.SessionID, params []byte) {
+	var ev runtime.EventBindingCalled
+	if jsonv2.Unmarshal(params, &ev, chromedp.DefaultUnmarshalOptions) != nil || ev.Name != clickBinding {
+		return
+	}
+	ch := w.listen(session)
+	for {
+		select {
+		case ch <- ev.Payload:
+			return
+		default:
+			select {
+			case <-ch:
+			default:
+			}
+		}
+	}
+}
+
+// contexts follows the actions worlds of session's page from the
+// browser's events of its execution contexts.
+func (w *wsConn) contexts(session target.SessionID, method cdproto.MethodType, params []byte) {
+	w.pmu.Lock()
+	defer w.pmu.Unlock()
+	switch method {
+	case cdproto.EventRuntimeExecutionContextCreated:
+		var ev runtime.EventExecutionContextCreated
+		if jsonv2.Unmarshal(params, &ev, chromedp.DefaultUnmarshalOptions) != nil || ev.Context == nil || ev.Context.Name != clickWorld {
+			return
+		}
+		var aux struct {
+			FrameID string `json:"frameId"`
+		}
+		if json.Unmarshal(ev.Context.AuxData, &aux) != nil || aux.FrameID == "" {
+			return
+		}
+		if w.worlds == nil {
+			w.worlds = map[target.SessionID][]liveWorld{}
+		}
+		w.worlds[session] = append(w.worlds[session], liveWorld{aux.FrameID, ev.Context.ID, ev.Context.UniqueID})
+	case cdproto.EventRuntimeExecutionContextDestroyed:
+		var ev struct {
+			ID     runtime.ExecutionContextID `json:"executionContextId"`
+			Unique string                     `json:"executionContextUniqueId"`
+		}
+		if jsonv2.Unmarshal(params, &ev, chromedp.DefaultUnmarshalOptions) != nil {
+			return
+		}
+		w.worlds[session] = slices.DeleteFunc(w.worlds[session], func(lw liveWorld) bool {
+			return (ev.Unique != "" && lw.unique == ev.Unique) || (ev.Unique == "" && lw.id == ev.ID)
+		})
+	case cdproto.EventRuntimeExecutionContextsCleared:
+		delete(w.worlds, session)
+	}
+}
+
+// world is the newest live actions world of frame in session's page (0
+// if there is none).
+func (w *wsConn) world(session target.SessionID, frame string) runtime.ExecutionContextID {
+	w.pmu.Lock()
+	defer w.pmu.Unlock()
+	ws := w.worlds[session]
+	for i := len(ws) - 1; i >= 0; i-- {
+		if ws[i].frame == frame {
+			return ws[i].id
+		}
+	}
+	return 0
+}
+
+// listen is the channel of session's click binding payloads.
+func (w *wsConn) listen(session target.SessionID) chan string {
+	w.pmu.Lock()
+	defer w.pmu.Unlock()
+	if w.pushes == nil {
+		w.pushes = map[target.SessionID]chan string{}
+	}
+	ch, ok := w.pushes[session]
+	if !ok {
+		ch = make(chan string, 4)
+		w.pushes[session] = ch
+	}
+	return ch
 }
 
 // fail ends the wait of every own command: the connection is gone.
