@@ -48,6 +48,11 @@ type AcquireLeaseInput struct {
 	// Volumes are the tenant's named volumes to mount: such a lease is
 	// always served cold (a warm member's container has its mounts).
 	Volumes []sandbox.VolumeRequest
+	// Audit, if set, is the audit record of the request asking for the
+	// lease when nothing after the lease's stored can fail it: it is
+	// appended in the claim's transaction, with Target set to the lease's
+	// id and Time to the claim's (Seq set says it was stored).
+	Audit *tenant.AuditRecord
 }
 
 // LeaseOutput is a lease with the sandbox it holds.
@@ -130,7 +135,10 @@ func (s *Service) acquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 		CreatedAt: now, RenewedAt: now, ExpiresAt: now.Add(time.Duration(ttl) * time.Second),
 	}
 	claim := store.Claim{Lease: lease, Profile: p.Name, Runtime: dec.Runtime, Instance: s.instance,
-		RiskLevel: dec.RiskLevel, Env: in.Env, Metadata: in.Metadata}
+		RiskLevel: dec.RiskLevel, Env: in.Env, Metadata: in.Metadata, Audit: in.Audit}
+	if in.Audit != nil {
+		in.Audit.Target, in.Audit.Time = lease.ID, now
+	}
 	if s.sharedPools() {
 		claim.Instance = "" // any instance's member
 	}

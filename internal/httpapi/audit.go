@@ -13,10 +13,14 @@ import (
 
 // auditEntry collects what the audit record of one mutating request needs
 // from the layers below the root handler: authenticate fills principal,
-// writeProblem fills code.
+// writeProblem fills code. A handler whose request ends in one store
+// transaction may have the record written in it (stored, see
+// storedAudit); the root handler then writes none.
 type auditEntry struct {
+	pattern   string
 	principal tenant.Principal
 	code      string
+	stored    *tenant.AuditRecord
 }
 
 func auditOf(r *http.Request) *auditEntry {
@@ -37,23 +41,51 @@ func mutating(method string) bool {
 // (key id, or "anonymous"), tenant, action (method and route pattern, or
 // "<method> (no route)"), target, result, request id and remote address.
 func (s *Server) recordAudit(r *http.Request, pattern string, ae *auditEntry, sw *statusWriter) {
+	if st := ae.stored; st != nil && st.Seq > 0 {
+		if st.Status == sw.status {
+			return
+		}
+		// Not expected: storedAudit is for answers that cannot change.
+		s.log.Error("a request's stored audit record has another status than its answer", "request_id", st.RequestID,
+			"action", st.Action, "stored", st.Status, "answered", sw.status)
+	}
+	rec := auditRecord(r, pattern, ae, sw.status, auditTarget(r, pattern, sw))
+	if err := s.tenancy.RecordAudit(r.Context(), rec); err != nil {
+		s.log.Error("writing audit record", "request_id", rec.RequestID, "action", rec.Action, "err", err)
+	}
+}
+
+// auditRecord is the audit record of r answered with status.
+func auditRecord(r *http.Request, pattern string, ae *auditEntry, status int, target string) *tenant.AuditRecord {
 	action := pattern
 	if action == "" {
 		action = r.Method + " (no route)"
 	}
 	rec := &tenant.AuditRecord{
-		Actor: ae.principal.KeyID, Tenant: ae.principal.Tenant, Action: action, Target: auditTarget(r, pattern, sw),
-		Status: sw.status, RequestID: requestID(r), Remote: r.RemoteAddr,
+		Actor: ae.principal.KeyID, Tenant: ae.principal.Tenant, Action: action, Target: target,
+		Status: status, RequestID: requestID(r), Remote: r.RemoteAddr,
 	}
 	if rec.Actor == "" {
 		rec.Actor = tenant.ActorAnonymous
 	}
-	if sw.status >= 400 {
+	if status >= 400 {
 		rec.Code = ae.code
 	}
-	if err := s.tenancy.RecordAudit(r.Context(), rec); err != nil {
-		s.log.Error("writing audit record", "request_id", rec.RequestID, "action", action, "err", err)
+	return rec
+}
+
+// storedAudit is the audit record r will have if it is answered with
+// status, for a handler to have written in the transaction that decides
+// the answer (its store sets Seq once committed; its target is for the
+// handler to fill); nil when r is not audited. The root handler writes no
+// other record for r once Seq is set.
+func storedAudit(r *http.Request, status int) *tenant.AuditRecord {
+	ae := auditOf(r)
+	if ae == nil {
+		return nil
 	}
+	ae.stored = auditRecord(r, ae.pattern, ae, status, "")
+	return ae.stored
 }
 
 var wildcardRE = regexp.MustCompile(`\{([A-Za-z_]+)\}`)

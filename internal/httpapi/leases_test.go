@@ -4,7 +4,9 @@ import (
 	"net/http"
 	"testing"
 
+	apipkg "genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/controltest"
 )
 
 // TestLeaseRoutes: bad input gets clear problems, pools are listed, and
@@ -41,5 +43,34 @@ func TestLeaseRoutes(t *testing.T) {
 	}
 	if resp, body := a.do(req{method: "POST", path: "/v1/pools/nope/drain", key: keyAdmin}); resp.StatusCode != http.StatusNotFound || problemCode(t, body) != "pool_not_found" {
 		t.Errorf("drain of an unknown pool: %d %s, want 404 pool_not_found", resp.StatusCode, body)
+	}
+}
+
+// TestLeaseAuditedOnce: a lease's audit record, written in the claim's
+// transaction, is there once when the answer is (read-your-writes), with
+// the lease as its target; a refused lease still gets its record.
+func TestLeaseAuditedOnce(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	resp, body := a.do(req{method: "POST", path: "/v1/leases", key: keyA, body: `{"profile":"` + controltest.Profile + `","runtime":"runc"}`})
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("lease: %d %s", resp.StatusCode, body)
+	}
+	l := decodeJSON[client.Lease](t, body)
+	rid := resp.Header.Get(apipkg.HeaderRequestID)
+	page := a.auditPage(keyA, "action=POST+/v1/leases&limit=100")
+	if len(page.Items) != 1 {
+		t.Fatalf("%d audit records of POST /v1/leases, want 1: %+v", len(page.Items), page.Items)
+	}
+	if r := page.Items[0]; r.Target != l.LeaseID || r.Status != http.StatusCreated || r.RequestID != rid || r.Actor == "" || r.Tenant != "a" {
+		t.Errorf("the lease's audit record: %+v, want target %s, status 201, request %s", r, l.LeaseID, rid)
+	}
+	resp, body = a.do(req{method: "POST", path: "/v1/leases", key: keyA, body: `{"profile":"nope"}`})
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("lease of an unknown profile: %d %s", resp.StatusCode, body)
+	}
+	page = a.auditPage(keyA, "action=POST+/v1/leases&limit=100")
+	if len(page.Items) != 2 || page.Items[1].Status != http.StatusNotFound || page.Items[1].Code != "profile_not_found" {
+		t.Errorf("audit records after a refused lease: %+v", page.Items)
 	}
 }

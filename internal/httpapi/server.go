@@ -397,7 +397,7 @@ func (s *Server) handler(hosts hostRoutes) http.Handler {
 			_, pattern = s.mux.Handler(r)
 		}
 		if !preview && mutating(r.Method) && !s.unaudited[pattern] {
-			ae := &auditEntry{}
+			ae := &auditEntry{pattern: pattern}
 			r = r.WithContext(context.WithValue(r.Context(), auditKey, ae))
 			// Deferred first, so it runs last: after a panic's problem.
 			defer s.recordAudit(r, pattern, ae, sw)

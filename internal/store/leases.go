@@ -9,6 +9,7 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/tenant"
 )
 
 // LeaseStore is the lease part of the persistence contract.
@@ -85,6 +86,11 @@ type Claim struct {
 	// the claim drops it in its transaction, so the lease is never counted
 	// twice nor not at all.
 	HoldID string
+	// Audit, if set, is the audit record of the request that makes the
+	// claim, appended in the claim's transaction (as AppendAudit would,
+	// one write transaction fewer before the answer); its Seq is set only
+	// once the claim has committed.
+	Audit *tenant.AuditRecord
 }
 
 // LeaseFilter selects leases. Zero fields match everything.

@@ -19,29 +19,50 @@ const auditColumns = `seq, time, actor, tenant, action, target, status, code, re
 // a record that commits late. SQLite's single writer gives that order
 // without a lock.
 func (s *Store) AppendAudit(ctx context.Context, r *tenant.AuditRecord) error {
-	at, err := s.encodeTime("time", r.Time)
-	if err != nil {
+	if s.d.AuditOrderLock() == "" {
+		seq, err := s.insertAudit(ctx, s.writer, r)
+		if err == nil {
+			r.Seq = seq
+		}
 		return err
 	}
-	insert := func(q queryer) error {
-		err := s.hot(q).QueryRowContext(ctx, s.q(`INSERT INTO audit (time, actor, tenant, action, target, status, code, request_id, remote)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`),
-			at, r.Actor, r.Tenant, r.Action, r.Target, r.Status, r.Code, r.RequestID, r.Remote).Scan(&r.Seq)
-		if err != nil {
-			return s.dbError(ctx, "append audit record", err)
-		}
-		return nil
-	}
-	lock := s.d.AuditOrderLock()
-	if lock == "" {
-		return insert(s.writer)
-	}
-	return s.inTx(ctx, "append audit record", func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, lock); err != nil {
-			return s.dbError(ctx, "append audit record", err)
-		}
-		return insert(tx)
+	var seq int64
+	err := s.inTx(ctx, "append audit record", func(tx *sql.Tx) (err error) {
+		seq, err = s.appendAuditTx(ctx, tx, r)
+		return err
 	})
+	if err == nil {
+		r.Seq = seq
+	}
+	return err
+}
+
+// appendAuditTx inserts r in tx, taking the dialect's audit order lock
+// first (held until tx ends, so take it last), and returns its seq, which
+// is r's only once tx commits.
+func (s *Store) appendAuditTx(ctx context.Context, tx *sql.Tx, r *tenant.AuditRecord) (int64, error) {
+	if lock := s.d.AuditOrderLock(); lock != "" {
+		if _, err := tx.ExecContext(ctx, lock); err != nil {
+			return 0, s.dbError(ctx, "append audit record", err)
+		}
+	}
+	return s.insertAudit(ctx, tx, r)
+}
+
+// insertAudit is the audit record's INSERT; it returns the record's seq.
+func (s *Store) insertAudit(ctx context.Context, q queryer, r *tenant.AuditRecord) (int64, error) {
+	at, err := s.encodeTime("time", r.Time)
+	if err != nil {
+		return 0, err
+	}
+	var seq int64
+	err = s.hot(q).QueryRowContext(ctx, s.q(`INSERT INTO audit (time, actor, tenant, action, target, status, code, request_id, remote)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`),
+		at, r.Actor, r.Tenant, r.Action, r.Target, r.Status, r.Code, r.RequestID, r.Remote).Scan(&seq)
+	if err != nil {
+		return 0, s.dbError(ctx, "append audit record", err)
+	}
+	return seq, nil
 }
 
 // ListAudit returns the records matching f in seq order.

@@ -25,6 +25,7 @@ func (s *Store) ClaimSandbox(ctx context.Context, c store.Claim) (*sandbox.Lease
 	}
 	var l *sandbox.Lease
 	var next *sandbox.Sandbox
+	var auditSeq int64
 	err := s.inTx(ctx, "claim sandbox", func(tx *sql.Tx) error {
 		id := c.SandboxID
 		var cur *sandbox.Sandbox
@@ -77,10 +78,20 @@ func (s *Store) ClaimSandbox(ctx context.Context, c store.Claim) (*sandbox.Lease
 		l = store.CloneLease(c.Lease)
 		l.SandboxID, l.ResourceVersion = id, 1
 		store.NormalizeLease(l)
-		return s.insertLease(ctx, tx, l)
+		if err := s.insertLease(ctx, tx, l); err != nil {
+			return err
+		}
+		if c.Audit != nil {
+			// Last: the audit order lock is held until the commit.
+			auditSeq, err = s.appendAuditTx(ctx, tx, c.Audit)
+		}
+		return err
 	})
 	if err != nil {
 		return nil, nil, err
+	}
+	if c.Audit != nil {
+		c.Audit.Seq = auditSeq
 	}
 	return l, next, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/tenant"
 )
 
 // Bench runs the store benchmarks of the hot paths against the store
@@ -19,7 +20,22 @@ import (
 // other load on the machine disturbs far less.
 func Bench(b *testing.B, open func(b *testing.B) store.Store) {
 	b.Run("JobCreateUpdateGet", func(b *testing.B) { benchJob(b, open(b)) })
-	b.Run("ClaimReturn", func(b *testing.B) { benchClaim(b, open(b)) })
+	b.Run("ClaimReturn", func(b *testing.B) { benchClaim(b, open(b), nil) })
+	// A lease's claim with its request's audit record: appended after
+	// the claim (its own write transaction, as before Claim.Audit), or in
+	// the claim's transaction.
+	b.Run("ClaimAuditReturn/separate", func(b *testing.B) {
+		st := open(b)
+		benchClaim(b, st, func(c *store.Claim, r *tenant.AuditRecord) func() error {
+			return func() error { return st.AppendAudit(b.Context(), r) }
+		})
+	})
+	b.Run("ClaimAuditReturn/in-claim", func(b *testing.B) {
+		benchClaim(b, open(b), func(c *store.Claim, r *tenant.AuditRecord) func() error {
+			c.Audit = r
+			return nil
+		})
+	})
 }
 
 // loopCPU runs the benchmark loop of b with body and reports the process's
@@ -66,7 +82,10 @@ func benchJob(b *testing.B, s store.Store) {
 	})
 }
 
-func benchClaim(b *testing.B, s store.Store) {
+// benchClaim claims and returns pool members; audit, if set, is given each
+// claim and its audit record before the claim and returns what to run
+// after it (nil: nothing).
+func benchClaim(b *testing.B, s store.Store, audit func(*store.Claim, *tenant.AuditRecord) func() error) {
 	defer s.Close()
 	ctx := b.Context()
 	const members = 8
@@ -80,9 +99,20 @@ func benchClaim(b *testing.B, s store.Store) {
 	loopCPU(b, func(i int) {
 		l := &sandbox.Lease{ID: fmt.Sprintf("lease_%d", i), Tenant: "tenant-1", State: sandbox.LeaseActive,
 			CreatedAt: base, RenewedAt: base, ExpiresAt: base.Add(time.Hour)}
-		_, sb, err := s.ClaimSandbox(ctx, store.Claim{Lease: l, Profile: "code-python-basic", Runtime: sandbox.RuntimeRunc, Now: base})
+		c := store.Claim{Lease: l, Profile: "code-python-basic", Runtime: sandbox.RuntimeRunc, Now: base}
+		var after func() error
+		if audit != nil {
+			after = audit(&c, &tenant.AuditRecord{Time: base, Actor: "key_1", Tenant: "tenant-1", Action: "POST /v1/leases",
+				Target: l.ID, Status: 201, RequestID: fmt.Sprintf("req_%d", i), Remote: "127.0.0.1:1"})
+		}
+		_, sb, err := s.ClaimSandbox(ctx, c)
 		if err != nil {
 			b.Fatal(err)
+		}
+		if after != nil {
+			if err := after(); err != nil {
+				b.Fatal(err)
+			}
 		}
 		if _, err := s.UpdateLease(ctx, l.ID, func(l *sandbox.Lease) error {
 			l.State = sandbox.LeaseReleased

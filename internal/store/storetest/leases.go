@@ -10,6 +10,7 @@ import (
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/store"
+	"genesis.dev/sandbox/internal/tenant"
 )
 
 // newPoolMember returns an idle, tenant-less sandbox of a pool.
@@ -368,5 +369,43 @@ func testClaimFromAnyInstance(t *testing.T, s store.Store) {
 	_, got, err = s.ClaimSandbox(ctx, poolClaim(newLease("a", base, time.Minute), "p", sandbox.RuntimeRunc, "", base))
 	if err != nil || got.ID != older.ID || got.Instance != "i1" {
 		t.Fatalf("claim of any instance's member: %v, %v; want %s of i1", got, err, older.ID)
+	}
+}
+
+// testClaimWithAudit checks that a claim's audit record is stored with the
+// lease in one transaction: appended, with its Seq set, when the claim
+// commits; neither stored nor given a Seq when the claim fails.
+func testClaimWithAudit(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustCreateSandbox(t, s, newPoolMember("p", sandbox.RuntimeRunc, "i1", base))
+	rec := func(id string) *tenant.AuditRecord {
+		return &tenant.AuditRecord{Time: base, Actor: "key_a", Tenant: "a", Action: "POST /v1/leases", Status: 201,
+			RequestID: id, Remote: "127.0.0.1:1"}
+	}
+	c := poolClaim(newLease("a", base, time.Minute), "p", sandbox.RuntimeRunc, "i1", base)
+	c.Audit = rec("req_claimed")
+	c.Audit.Target = c.Lease.ID
+	l, _, err := s.ClaimSandbox(ctx, c)
+	if err != nil {
+		t.Fatalf("ClaimSandbox: %v", err)
+	}
+	if c.Audit.Seq <= 0 {
+		t.Fatalf("a committed claim's audit record has seq %d", c.Audit.Seq)
+	}
+	// The pool is empty now: the claim fails, and its record is not kept.
+	failed := poolClaim(newLease("a", base, time.Minute), "p", sandbox.RuntimeRunc, "i1", base)
+	failed.Audit = rec("req_failed")
+	if _, _, err := s.ClaimSandbox(ctx, failed); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("claim of an empty pool: %v, want not found", err)
+	}
+	if failed.Audit.Seq != 0 {
+		t.Fatalf("a failed claim's audit record has seq %d", failed.Audit.Seq)
+	}
+	got, err := s.ListAudit(ctx, store.AuditFilter{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].RequestID != "req_claimed" || got[0].Seq != c.Audit.Seq || got[0].Target != l.ID || got[0].Status != 201 {
+		t.Fatalf("audit records after a stored and a failed claim: %+v", got)
 	}
 }

@@ -54,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ClaimFromPool", testClaimFromPool},
 		{"ClaimFromAnyInstance", testClaimFromAnyInstance},
 		{"ClaimSandboxByID", testClaimSandboxByID},
+		{"ClaimWithAudit", testClaimWithAudit},
 		{"OneActiveLeasePerSandbox", testOneActiveLeasePerSandbox},
 		{"ListLeases", testListLeases},
 		{"ConcurrentClaims", testConcurrentClaims},
