@@ -117,14 +117,9 @@ func (s *Server) readArchive(w http.ResponseWriter, r *http.Request) {
 // its temporary file before the error is answered.
 func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	overwrite, err := parseBool(r, "overwrite", true)
+	overwrite, err := putQuery(r, "; send multipart uploads with POST")
 	if err != nil {
 		s.writeProblem(w, r, err)
-		return
-	}
-	if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "multipart/") {
-		s.writeProblem(w, r, errdefs.WithCode("unsupported_media_type", fmt.Errorf(
-			"the body of a PUT is the file's content; send multipart uploads with POST (got %q): %w", ct, errdefs.ErrInvalidArgument)))
 		return
 	}
 	limit := s.files.Limits().MaxUploadBytes
@@ -207,4 +202,15 @@ func positiveQuery(r *http.Request, name string) (int, error) {
 		return 0, fmt.Errorf("%s=%q is not a positive integer: %w", name, v, errdefs.ErrInvalidArgument)
 	}
 	return n, nil
+}
+
+// putQuery is the overwrite parameter of a PUT of a file's raw content,
+// or why the request is refused (a multipart body: hint says where those
+// go).
+func putQuery(r *http.Request, hint string) (overwrite bool, err error) {
+	if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "multipart/") {
+		return false, errdefs.WithCode("unsupported_media_type", fmt.Errorf(
+			"the body of a PUT is the file's content%s (got %q): %w", hint, ct, errdefs.ErrInvalidArgument))
+	}
+	return parseBool(r, "overwrite", true)
 }

@@ -9,6 +9,7 @@ import (
 	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/errdefs"
+	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/policy"
 	"genesis.dev/sandbox/internal/sandbox"
 	"genesis.dev/sandbox/internal/snapshots"
@@ -143,13 +144,16 @@ func (s *Server) deleteSandbox(r *http.Request) error {
 
 func invalidArg(msg string) error { return fmt.Errorf("%s: %w", msg, errdefs.ErrInvalidArgument) }
 
-func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
-	var req api.ExecRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
+// execIn decodes an exec request of the sandbox in r's path.
+func (s *Server) execIn(w http.ResponseWriter, r *http.Request) (req api.ExecRequest, in jobs.ExecInput, err error) {
+	if err = s.decode(w, r, &req); err == nil {
+		in, err = apiwire.ExecIn(tenantOf(r), r.PathValue("id"), req)
 	}
-	in, err := apiwire.ExecIn(tenantOf(r), r.PathValue("id"), req)
+	return req, in, err
+}
+
+func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
+	req, in, err := s.execIn(w, r)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -174,7 +178,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	timed(w)
+	timed(w.Header())
 	writeJSON(w, http.StatusOK, s.execResult(r, req, out))
 }
 

@@ -83,6 +83,6 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.Header().Set("Location", "/v1/leases/"+l.LeaseID)
-	timed(w)
+	timed(w.Header())
 	writeJSON(w, http.StatusCreated, l)
 }

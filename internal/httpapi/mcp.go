@@ -38,9 +38,9 @@ func (s *Server) mcpRoutes() {
 	s.handle("GET", "/v1/mcp/servers/{id}/pins", true, s.mcpServerPins)
 	s.handle("POST", "/v1/mcp/servers/{id}/pins/{tool}/approve", true, s.approveMCPPin)
 	s.handle("GET", "/v1/mcp/servers/{id}/calls", true, s.mcpServerCalls)
-	s.handle("GET", "/v1/mcp/servers/{id}/approvals", true, s.mcpApprovals)
+	s.handle("GET", "/v1/mcp/servers/{id}/approvals", true, serveGet(s, http.StatusOK, s.mcpApprovals))
 	s.handle("POST", "/v1/mcp/servers/{id}/approvals/{approval}", true, s.decideMCPApproval)
-	s.handle("GET", "/v1/mcp/catalog", true, s.mcpCatalog)
+	s.handle("GET", "/v1/mcp/catalog", true, serveGet(s, http.StatusOK, s.mcpCatalog))
 	s.handle("POST", "/v1/mcp/catalog", true, s.addMCPCatalogEntry)
 	s.handle("GET", "/v1/mcp/catalog/{name}", true, s.getMCPCatalogEntry)
 	s.handle("DELETE", "/v1/mcp/catalog/{name}", true, s.deleteMCPCatalogEntry)
@@ -169,17 +169,13 @@ func (s *Server) mcpServerCalls(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"items": recs, "next_cursor": next})
 }
 
-func (s *Server) mcpApprovals(w http.ResponseWriter, r *http.Request) {
+func (s *Server) mcpApprovals(r *http.Request) (api.MCPApprovalList, error) {
 	items, err := s.mcp.Approvals(tenantOf(r), r.PathValue("id"))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
 	out := api.MCPApprovalList{Items: make([]api.MCPApproval, len(items))}
 	for i := range items {
 		out.Items[i] = apiwire.MCPApproval(&items[i])
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, err
 }
 
 func (s *Server) decideMCPApproval(w http.ResponseWriter, r *http.Request) {
@@ -224,17 +220,13 @@ func (s *Server) mayApprove(r *http.Request) error {
 		tenant.ScopeApprove, p.KeyID, errdefs.ErrPermissionDenied))
 }
 
-func (s *Server) mcpCatalog(w http.ResponseWriter, r *http.Request) {
+func (s *Server) mcpCatalog(r *http.Request) (api.MCPCatalog, error) {
 	items, err := s.mcp.CatalogFor(r.Context(), tenantOf(r))
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
 	out := api.MCPCatalog{Items: make([]api.MCPCatalogEntry, len(items))}
 	for i := range items {
 		out.Items[i] = apiwire.MCPCatalogEntry(&items[i])
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, err
 }
 
 func (s *Server) addMCPCatalogEntry(w http.ResponseWriter, r *http.Request) {

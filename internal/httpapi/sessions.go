@@ -54,12 +54,7 @@ func (s *Server) closeSession(kind sandbox.SessionKind) func(*http.Request) erro
 }
 
 func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request) {
-	var req api.ExecRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	in, err := apiwire.ExecIn(tenantOf(r), r.PathValue("id"), req)
+	req, in, err := s.execIn(w, r)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

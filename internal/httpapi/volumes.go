@@ -117,14 +117,9 @@ func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request) {
 // the raw body becomes the file, whole or not at all.
 func (s *Server) putVolumeFile(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	overwrite, err := parseBool(r, "overwrite", true)
+	overwrite, err := putQuery(r, "")
 	if err != nil {
 		s.writeProblem(w, r, err)
-		return
-	}
-	if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "multipart/") {
-		s.writeProblem(w, r, errdefs.WithCode("unsupported_media_type", fmt.Errorf(
-			"the body of a PUT is the file's content (got %q): %w", ct, errdefs.ErrInvalidArgument)))
 		return
 	}
 	res, err := s.vols.WriteFile(r.Context(), tenantOf(r), r.PathValue("name"), q.Get("path"), q.Get("mode"), overwrite, r.Body)
