@@ -386,3 +386,160 @@ func TestAppendLargeFramesAllOrNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestReaderMappedWindows follows a log that grows past one mapping window
+// in frames of all sizes, small appends read with pread and bulk ones
+// through the mapping (whose pages beyond the end at mapping time show
+// later appends), and resumes a second reader mid-way through the finished
+// log: every byte arrives once, in order, with its offset.
+func TestReaderMappedWindows(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Get("job_mapped", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = mapWindow + 5<<20
+	at := func(o int64) byte { return byte(o % 251) }
+	rng := rand.New(rand.NewPCG(4, 2))
+	var next int64 // stdout offset expected by the live reader
+	var cursors []int64
+	check := func(next *int64) func(e Event) error {
+		return func(e Event) error {
+			if e.Type != agentproto.FrameStdout || e.Offset != *next {
+				t.Fatalf("event %v at %d, want stdout at %d", e.Type, e.Offset, *next)
+			}
+			for i, c := range e.Payload {
+				if c != at(e.Offset+int64(i)) {
+					t.Fatalf("byte at stdout offset %d is %d, want %d", e.Offset+int64(i), c, at(e.Offset+int64(i)))
+				}
+			}
+			*next += int64(len(e.Payload))
+			return nil
+		}
+	}
+	live, err := l.NewReader(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	var off int64
+	mapped, preads := 0, 0
+	for off < total {
+		n := int64(1 + rng.IntN(64))
+		if len(cursors) >= 20 && rng.IntN(3) > 0 { // small frames first: pread
+			n = int64(1 + rng.IntN(agentproto.MaxFramePayload))
+		}
+		p := make([]byte, n)
+		for i := range p {
+			p[i] = at(off + int64(i))
+		}
+		if err := l.Append(agentproto.Frame{Type: agentproto.FrameStdout, Offset: off, Payload: p}); err != nil {
+			t.Fatal(err)
+		}
+		off += n
+		if rng.IntN(2) == 0 {
+			continue // let some appends pile up for one read
+		}
+		if _, err := live.ReadAvailable(check(&next)); err != nil {
+			t.Fatal(err)
+		}
+		if live.m != nil {
+			mapped++
+		} else {
+			preads++
+		}
+		cursors = append(cursors, live.Cursor())
+	}
+	if _, err := live.ReadAvailable(check(&next)); err != nil {
+		t.Fatal(err)
+	}
+	if next != off {
+		t.Fatalf("live reader got %d bytes, want %d", next, off)
+	}
+	if mapped == 0 || preads == 0 {
+		t.Fatalf("%d reads through the mapping and %d with pread: want both kinds", mapped, preads)
+	}
+	if live.mOff < mapWindow {
+		t.Fatalf("the live reader's mapping starts at %d: it never moved to the second window", live.mOff)
+	}
+	if err := l.Append(exitFrame(t, 0)); err != nil {
+		t.Fatal(err)
+	}
+	// Resume from a cursor in the first window's last MiBs: the reader maps
+	// the first window, crosses into the second and ends at the exit.
+	var from int64
+	for _, c := range cursors {
+		if c < mapWindow-2<<20 {
+			from = c
+		}
+	}
+	var stdout int64
+	r, err := l.NewReader(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// The stdout offset at cursor from: read the log's events up to it.
+	_ = l.Read(context.Background(), 0, false, func(e Event) error {
+		if e.Cursor <= from {
+			stdout = e.Offset + int64(len(e.Payload))
+		}
+		return nil
+	})
+	r.cursor = from
+	exited, err := r.ReadAvailable(func(e Event) error {
+		if e.Type == agentproto.FrameExit {
+			return nil
+		}
+		return check(&stdout)(e)
+	})
+	if err != nil || !exited || stdout != off {
+		t.Fatalf("resumed at %d: exited %v, err %v, stdout to %d; want the exit after %d bytes", from, exited, err, stdout, off)
+	}
+}
+
+// TestReaderMappedFaultIsError: a mapped page that cannot be read (here the
+// file cut short under the reader, as an I/O error would leave it) fails
+// the read with an error instead of crashing the process.
+func TestReaderMappedFaultIsError(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Get("job_fault", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := bytes.Repeat([]byte("x"), agentproto.MaxFramePayload)
+	for i := range int64(4) {
+		if err := l.Append(agentproto.Frame{Type: agentproto.FrameStdout, Offset: i * int64(len(p)), Payload: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := l.NewReader(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := os.Truncate(l.path, 4096); err != nil {
+		t.Fatal(err)
+	}
+	var sum int
+	_, err = r.ReadAvailable(func(e Event) error {
+		for _, c := range e.Payload {
+			sum += int(c)
+		}
+		return nil
+	})
+	if r.m == nil {
+		t.Fatal("the reader did not map the log")
+	}
+	if err == nil || !strings.Contains(err.Error(), "fault") {
+		t.Fatalf("read of a log cut under its mapping: %v, want a fault error", err)
+	}
+}
