@@ -470,10 +470,13 @@ const readChunk = 2 << 20
 // CPU for a live base64 stream. Only bytes below the log's size are ever
 // touched: the mapping may reach beyond the end of the file, whose later
 // appends it shows (one page cache), but the pages past the end are not
-// read.
+// read. The window is small enough that a reader's mapped pages (which
+// count in the service's resident size, though they are the page cache's)
+// stay a few MiB, and large enough that mapping it costs next to nothing
+// per byte.
 const (
 	mapMin    = 1 << 20
-	mapWindow = 64 << 20
+	mapWindow = 16 << 20
 	mapLen    = mapWindow + 2<<20 // a window and more than one largest frame
 )
 

@@ -17,9 +17,9 @@ import (
 // and out of it (≈ 0.40 vs 0.52 CPU-s/GiB for append and read). The reader
 // reads every byte handed out (as the SSE writer does), so a reader that
 // hands out bytes without touching them does not look cheap: with that,
-// mapped reading ≈ 0.42 against pread ≈ 0.44 (a live reader reads what
-// was just written, still in the CPU's caches; BenchmarkReplay shows the
-// mapping's gain).
+// mapped reading and pread cost the same within the noise (≈ 0.44–0.46,
+// interleaved, load ≈ 45: a live reader reads what was just written,
+// still in the CPU's caches; BenchmarkReplay shows the mapping's gain).
 func BenchmarkLiveFollow(b *testing.B) {
 	const total = 256 << 20
 	payload := make([]byte, agentproto.MaxFramePayload)
@@ -86,7 +86,7 @@ func rusage(b *testing.B) time.Duration {
 // BenchmarkReplay measures the CPU time per GiB of reading a finished
 // 256 MiB log (in the page cache) from the start, every byte of each
 // payload read, as a replayed SSE stream does: ≈ 0.21 CPU-s/GiB through
-// the mapping against ≈ 0.33 with pread into a buffer.
+// the mapping against ≈ 0.32 with pread into a buffer (interleaved runs).
 func BenchmarkReplay(b *testing.B) {
 	const total = 256 << 20
 	payload := make([]byte, agentproto.MaxFramePayload)
