@@ -461,16 +461,19 @@ func (l *Log) Read(ctx context.Context, cursor int64, follow bool, fn func(Event
 // whole frame of the largest size) when it reads it with pread.
 const readChunk = 2 << 20
 
-// Mapped reading: a reader that has mapMin bytes or more to read maps the
-// log file (a window of mapWindow bytes at a time, plus room for one whole
+// Mapped reading: a reader of a finished log (a replay) that has mapMin
+// bytes or more to read maps the log file (a window of mapWindow bytes at a time, plus room for one whole
 // frame that starts in the window) and hands out payloads from the page
 // cache itself. A read copied every byte of a bulk stream once more — out
 // of the page cache into the reader's buffer, right before the SSE writer
 // encodes or copies it anyway — and that copy was a fifth of the service's
-// CPU for a live base64 stream. Only bytes below the log's size are ever
-// touched: the mapping may reach beyond the end of the file, whose later
-// appends it shows (one page cache), but the pages past the end are not
-// read. The window is small enough that a reader's mapped pages (which
+// CPU for a base64 stream. A live reader reads with pread: it reads bytes
+// just written, still in the CPU's caches, where the copy costs about what
+// the mapping does (BenchmarkLiveFollow), and in the interleaved
+// StreamClient runs live streams were not cheaper mapped, maybe dearer (the
+// unmapping of each window interrupts the service's other threads). Only
+// bytes below the log's size are ever touched: the mapping may reach
+// beyond the end of the file, but the pages past the end are not read. The window is small enough that a reader's mapped pages (which
 // count in the service's resident size, though they are the page cache's)
 // stay a few MiB, and large enough that mapping it costs next to nothing
 // per byte.
@@ -522,14 +525,15 @@ func (r *Reader) unmap() {
 func (r *Reader) Cursor() int64 { return r.cursor }
 
 // view returns the log's bytes from the reader's cursor to at most size:
-// from the mapping when it holds the cursor's window or when there is
-// mapMin or more to read (mapping the window then), else read into buf.
+// from the mapping when it holds the cursor's window or when the log is
+// finished and there is mapMin or more to read (mapping the window then),
+// else read into buf.
 // The bytes start at a frame and hold at least one whole frame unless the
 // log is corrupt.
 func (r *Reader) view(size int64) ([]byte, error) {
 	if r.m == nil || r.cursor < r.mOff || r.cursor >= r.mOff+mapWindow {
 		r.unmap()
-		if size-r.cursor >= mapMin {
+		if _, _, done := r.l.Offsets(); done && size-r.cursor >= mapMin {
 			off := r.cursor &^ (mapWindow - 1)
 			m, err := unix.Mmap(int(r.f.Fd()), off, mapLen, unix.PROT_READ, unix.MAP_SHARED)
 			if err == nil {
@@ -571,7 +575,7 @@ func (r *Reader) view(size int64) ([]byte, error) {
 // After an error from fn the reader stays at the event fn failed on.
 func (r *Reader) ReadAvailable(fn func(Event) error) (exited bool, err error) {
 	size := r.l.Size()
-	if size-r.cursor >= mapMin || r.m != nil {
+	if _, _, done := r.l.Offsets(); done && size-r.cursor >= mapMin || r.m != nil {
 		// A payload read from the mapping whose page the kernel cannot
 		// read back (an I/O error after it was evicted) faults: make that
 		// an error of this read, not the end of the process.

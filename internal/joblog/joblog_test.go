@@ -388,10 +388,10 @@ func TestAppendLargeFramesAllOrNothing(t *testing.T) {
 }
 
 // TestReaderMappedWindows follows a log that grows past one mapping window
-// in frames of all sizes, small appends read with pread and bulk ones
-// through the mapping (whose pages beyond the end at mapping time show
-// later appends), and resumes a second reader mid-way through the finished
-// log: every byte arrives once, in order, with its offset.
+// in frames of all sizes (a live reader: pread), then reads the finished
+// log from the start and from a cursor in the first window through the
+// mapping, across windows: every byte arrives once, in order, with its
+// offset.
 func TestReaderMappedWindows(t *testing.T) {
 	t.Parallel()
 	s, err := Open(t.TempDir())
@@ -405,10 +405,12 @@ func TestReaderMappedWindows(t *testing.T) {
 	const total = mapWindow + 5<<20
 	at := func(o int64) byte { return byte(o % 251) }
 	rng := rand.New(rand.NewPCG(4, 2))
-	var next int64 // stdout offset expected by the live reader
 	var cursors []int64
 	check := func(next *int64) func(e Event) error {
 		return func(e Event) error {
+			if e.Type == agentproto.FrameExit {
+				return nil
+			}
 			if e.Type != agentproto.FrameStdout || e.Offset != *next {
 				t.Fatalf("event %v at %d, want stdout at %d", e.Type, e.Offset, *next)
 			}
@@ -426,11 +428,10 @@ func TestReaderMappedWindows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer live.Close()
-	var off int64
-	mapped, preads := 0, 0
+	var off, next int64
 	for off < total {
 		n := int64(1 + rng.IntN(64))
-		if len(cursors) >= 20 && rng.IntN(3) > 0 { // small frames first: pread
+		if rng.IntN(3) > 0 {
 			n = int64(1 + rng.IntN(agentproto.MaxFramePayload))
 		}
 		p := make([]byte, n)
@@ -448,57 +449,45 @@ func TestReaderMappedWindows(t *testing.T) {
 			t.Fatal(err)
 		}
 		if live.m != nil {
-			mapped++
-		} else {
-			preads++
+			t.Fatal("a live reader mapped the log")
 		}
 		cursors = append(cursors, live.Cursor())
-	}
-	if _, err := live.ReadAvailable(check(&next)); err != nil {
-		t.Fatal(err)
-	}
-	if next != off {
-		t.Fatalf("live reader got %d bytes, want %d", next, off)
-	}
-	if mapped == 0 || preads == 0 {
-		t.Fatalf("%d reads through the mapping and %d with pread: want both kinds", mapped, preads)
-	}
-	if live.mOff < mapWindow {
-		t.Fatalf("the live reader's mapping starts at %d: it never moved to the second window", live.mOff)
 	}
 	if err := l.Append(exitFrame(t, 0)); err != nil {
 		t.Fatal(err)
 	}
-	// Resume from a cursor in the first window's last MiBs: the reader maps
-	// the first window, crosses into the second and ends at the exit.
+	if exited, err := live.ReadAvailable(check(&next)); err != nil || !exited || next != off {
+		t.Fatalf("live reader: exited %v, err %v, %d bytes; want the exit after %d", exited, err, next, off)
+	}
+	// The finished log, from the start and from a cursor in the first
+	// window's last MiBs.
 	var from int64
 	for _, c := range cursors {
 		if c < mapWindow-2<<20 {
 			from = c
 		}
 	}
-	var stdout int64
-	r, err := l.NewReader(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	// The stdout offset at cursor from: read the log's events up to it.
+	var fromStdout int64
 	_ = l.Read(context.Background(), 0, false, func(e Event) error {
 		if e.Cursor <= from {
-			stdout = e.Offset + int64(len(e.Payload))
+			fromStdout = e.Offset + int64(len(e.Payload))
 		}
 		return nil
 	})
-	r.cursor = from
-	exited, err := r.ReadAvailable(func(e Event) error {
-		if e.Type == agentproto.FrameExit {
-			return nil
+	for _, start := range [][2]int64{{0, 0}, {from, fromStdout}} {
+		r, err := l.NewReader(start[0])
+		if err != nil {
+			t.Fatal(err)
 		}
-		return check(&stdout)(e)
-	})
-	if err != nil || !exited || stdout != off {
-		t.Fatalf("resumed at %d: exited %v, err %v, stdout to %d; want the exit after %d bytes", from, exited, err, stdout, off)
+		stdout := start[1]
+		exited, err := r.ReadAvailable(check(&stdout))
+		if err != nil || !exited || stdout != off {
+			t.Fatalf("from %d: exited %v, err %v, stdout to %d; want the exit after %d bytes", start[0], exited, err, stdout, off)
+		}
+		if r.m == nil || r.mOff < mapWindow {
+			t.Fatalf("from %d: the reader's mapping %v at %d: it did not map the log into its second window", start[0], r.m != nil, r.mOff)
+		}
+		r.Close()
 	}
 }
 
@@ -520,6 +509,9 @@ func TestReaderMappedFaultIsError(t *testing.T) {
 		if err := l.Append(agentproto.Frame{Type: agentproto.FrameStdout, Offset: i * int64(len(p)), Payload: p}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := l.Append(exitFrame(t, 0)); err != nil {
+		t.Fatal(err)
 	}
 	r, err := l.NewReader(0)
 	if err != nil {
