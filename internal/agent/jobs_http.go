@@ -25,6 +25,10 @@ const (
 	streamFrame    = agentproto.MaxFramePayload
 	streamBatch    = 2 << 20
 	streamSegments = 256 // frames per batch
+	// streamDirect is the payload size from which a frame's bytes are
+	// written from the output's blocks, not copied into the batch first
+	// (a copy of every byte of a bulk stream, in the sandbox's CPU quota).
+	streamDirect = 64 << 10
 	// streamBuffer holds a whole batch, headers included, so it never grows.
 	streamBuffer = streamBatch + (streamSegments+2)*agentproto.FrameHeaderSize + 4<<10
 )
@@ -198,12 +202,21 @@ func (s *Server) streamJob(w http.ResponseWriter, r *http.Request, j *bgJob, c c
 		for _, g := range segs {
 			h := len(b)
 			b = agentproto.AppendFrame(b, agentproto.Frame{Type: frameType(g.stream), Offset: g.from})
-			b = g.appendTo(b)
-			// The header's length field (bytes 4-8) now gets the payload size.
-			binary.BigEndian.PutUint32(b[h+4:h+8], uint32(len(b)-h-agentproto.FrameHeaderSize))
+			// The header's length field (bytes 4-8) gets the payload size.
+			binary.BigEndian.PutUint32(b[h+4:h+8], uint32(g.to-g.from))
+			if g.to-g.from < streamDirect {
+				b = g.appendTo(b)
+				continue
+			}
+			// A bulk segment goes out from the output's blocks, after what
+			// the batch holds so far: the reader's position (advanced only
+			// once the batch is written) keeps them from being reused.
+			if err := g.writeTo(w, b); err != nil {
+				return
+			}
+			b = b[:0]
 		}
 		c = nc
-		j.out.advance(rp, c) // the batch holds copies of the bytes
 		// Caps that were hit go out right after the last kept byte, in the
 		// same write; once everything is sent and the job is over, its exit.
 		kept, trunc, closed := j.out.state()
@@ -227,10 +240,13 @@ func (s *Server) streamJob(w http.ResponseWriter, r *http.Request, j *bgJob, c c
 			if _, err := w.Write(b); err != nil {
 				return
 			}
+		}
+		if len(b) > 0 || len(segs) > 0 {
 			if err := rc.Flush(); err != nil {
 				return
 			}
 		}
+		j.out.advance(rp, c) // what it sent from the blocks is written
 		if ended {
 			return
 		}

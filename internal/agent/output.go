@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"sort"
@@ -461,6 +462,24 @@ func (g segment) appendTo(b []byte) []byte {
 		off += n
 	}
 	return b
+}
+
+// writeTo writes head and then the segment's bytes to w, from the blocks
+// where they lie.
+func (g segment) writeTo(w io.Writer, head []byte) error {
+	if _, err := w.Write(head); err != nil {
+		return err
+	}
+	i := sort.Search(len(g.starts), func(i int) bool { return g.starts[i] > g.from }) - 1
+	for off := g.from; off < g.to; i++ {
+		blk := g.blocks[i][off-g.starts[i]:]
+		n := min(int64(len(blk)), g.to-off)
+		if _, err := w.Write(blk[:n]); err != nil {
+			return err
+		}
+		off += n
+	}
+	return nil
 }
 
 // state returns kept sizes and truncation under one lock, plus whether the

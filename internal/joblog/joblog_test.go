@@ -386,3 +386,152 @@ func TestAppendLargeFramesAllOrNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestReaderMappedWindows follows a log that grows past one mapping window
+// in frames of all sizes (a live reader: pread), then reads the finished
+// log from the start and from a cursor in the first window through the
+// mapping, across windows: every byte arrives once, in order, with its
+// offset.
+func TestReaderMappedWindows(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Get("job_mapped", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = mapWindow + 5<<20
+	at := func(o int64) byte { return byte(o % 251) }
+	rng := rand.New(rand.NewPCG(4, 2))
+	var cursors []int64
+	check := func(next *int64) func(e Event) error {
+		return func(e Event) error {
+			if e.Type == agentproto.FrameExit {
+				return nil
+			}
+			if e.Type != agentproto.FrameStdout || e.Offset != *next {
+				t.Fatalf("event %v at %d, want stdout at %d", e.Type, e.Offset, *next)
+			}
+			for i, c := range e.Payload {
+				if c != at(e.Offset+int64(i)) {
+					t.Fatalf("byte at stdout offset %d is %d, want %d", e.Offset+int64(i), c, at(e.Offset+int64(i)))
+				}
+			}
+			*next += int64(len(e.Payload))
+			return nil
+		}
+	}
+	live, err := l.NewReader(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	var off, next int64
+	for off < total {
+		n := int64(1 + rng.IntN(64))
+		if rng.IntN(3) > 0 {
+			n = int64(1 + rng.IntN(agentproto.MaxFramePayload))
+		}
+		p := make([]byte, n)
+		for i := range p {
+			p[i] = at(off + int64(i))
+		}
+		if err := l.Append(agentproto.Frame{Type: agentproto.FrameStdout, Offset: off, Payload: p}); err != nil {
+			t.Fatal(err)
+		}
+		off += n
+		if rng.IntN(2) == 0 {
+			continue // let some appends pile up for one read
+		}
+		if _, err := live.ReadAvailable(check(&next)); err != nil {
+			t.Fatal(err)
+		}
+		if live.m != nil {
+			t.Fatal("a live reader mapped the log")
+		}
+		cursors = append(cursors, live.Cursor())
+	}
+	if err := l.Append(exitFrame(t, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if exited, err := live.ReadAvailable(check(&next)); err != nil || !exited || next != off {
+		t.Fatalf("live reader: exited %v, err %v, %d bytes; want the exit after %d", exited, err, next, off)
+	}
+	// The finished log, from the start and from a cursor in the first
+	// window's last MiBs.
+	var from int64
+	for _, c := range cursors {
+		if c < mapWindow-2<<20 {
+			from = c
+		}
+	}
+	var fromStdout int64
+	_ = l.Read(context.Background(), 0, false, func(e Event) error {
+		if e.Cursor <= from {
+			fromStdout = e.Offset + int64(len(e.Payload))
+		}
+		return nil
+	})
+	for _, start := range [][2]int64{{0, 0}, {from, fromStdout}} {
+		r, err := l.NewReader(start[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout := start[1]
+		exited, err := r.ReadAvailable(check(&stdout))
+		if err != nil || !exited || stdout != off {
+			t.Fatalf("from %d: exited %v, err %v, stdout to %d; want the exit after %d bytes", start[0], exited, err, stdout, off)
+		}
+		if r.m == nil || r.mOff < mapWindow {
+			t.Fatalf("from %d: the reader's mapping %v at %d: it did not map the log into its second window", start[0], r.m != nil, r.mOff)
+		}
+		r.Close()
+	}
+}
+
+// TestReaderMappedFaultIsError: a mapped page that cannot be read (here the
+// file cut short under the reader, as an I/O error would leave it) fails
+// the read with an error instead of crashing the process.
+func TestReaderMappedFaultIsError(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Get("job_fault", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := bytes.Repeat([]byte("x"), agentproto.MaxFramePayload)
+	for i := range int64(4) {
+		if err := l.Append(agentproto.Frame{Type: agentproto.FrameStdout, Offset: i * int64(len(p)), Payload: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Append(exitFrame(t, 0)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := l.NewReader(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := os.Truncate(l.path, 4096); err != nil {
+		t.Fatal(err)
+	}
+	var sum int
+	_, err = r.ReadAvailable(func(e Event) error {
+		for _, c := range e.Payload {
+			sum += int(c)
+		}
+		return nil
+	})
+	if r.m == nil {
+		t.Fatal("the reader did not map the log")
+	}
+	if err == nil || !strings.Contains(err.Error(), "fault") {
+		t.Fatalf("read of a log cut under its mapping: %v, want a fault error", err)
+	}
+}

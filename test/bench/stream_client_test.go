@@ -81,59 +81,76 @@ func (c *clientCount) event(ev client.LogEvent) error {
 // with no options; a clone, so that the benchmark can close it). Reported: MiB/s (decoded bytes over request sent → exit event)
 // at the median and at the 90th-percentile run time, and the CPU seconds
 // per GiB of the service, of this process (the client) and of the
-// sandbox's cgroup, medians over the rounds.
+// sandbox's cgroup, medians over the rounds. With
+// GENESIS_BENCH_BASELINE_BIN (a directory holding an earlier build's
+// sandbox-service and genesis-agent) a second service of that build runs
+// beside this one and each round reads every path and encoding from both
+// in turn, so that both see the same machine load; rows say which build.
 func BenchmarkStreamClient(b *testing.B) {
 	s := startService(b)
-	api := newRawAPI(b, s)
+	builds := []*streamBuild{{name: "this", s: s}}
+	if dir := os.Getenv("GENESIS_BENCH_BASELINE_BIN"); dir != "" {
+		builds = append(builds, &streamBuild{name: "baseline", s: startServiceFrom(b, dir, "", "warn")})
+	}
 	total := int64(envInt(b, "GENESIS_BENCH_CLIENT_STREAM_MIB", 256)) << 20
 	rounds := envInt(b, "GENESIS_BENCH_STREAM_RUNS", 5)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	b.Cleanup(tr.CloseIdleConnections)
-	sdk := client.New(s.url, s.key, client.WithHTTPClient(&http.Client{Transport: tr}))
+	for _, bd := range builds {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		b.Cleanup(tr.CloseIdleConnections)
+		bd.sdk = client.New(bd.s.url, bd.s.key, client.WithHTTPClient(&http.Client{Transport: tr}))
+		bd.api = newRawAPI(b, bd.s)
+	}
 	want := bytes.Repeat([]byte(benchLine+"\n"), (4<<20)/(len(benchLine)+1)+2)
 	py, pyWhy := pythonWithHTTPX()
 	if py == "" {
 		fmt.Printf("stream client: no Python SDK rows: %s\n", pyWhy)
 	}
-	tbl := NewTable("runtime", "path", "encoding", "n", "MiB/s p50", "MiB/s p90", "min", "max", "events",
+	tbl := NewTable("runtime", "build", "path", "encoding", "n", "MiB/s p50", "MiB/s p90", "min", "max", "events",
 		"CPU s/GiB: service", "client", "sandbox")
 	var job string
 	s.eachRuntime(b, func(b *testing.B, rt string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 		defer cancel()
-		sb, err := s.createWith(ctx, rt, &client.Resources{MemoryMB: streamMemoryMB})
-		if err != nil {
-			b.Fatalf("create (%s): %v", rt, err)
-		}
-		defer func() {
-			if err := s.remove(ctx, sb.ID); err != nil {
-				b.Error(err)
+		for _, bd := range builds {
+			s := bd.s
+			sb, err := s.createWith(ctx, rt, &client.Resources{MemoryMB: streamMemoryMB})
+			if err != nil {
+				b.Fatalf("create (%s, %s build): %v", rt, bd.name, err)
 			}
-		}()
-		cg, err := sandboxCgroup(ctx, sb.ID)
-		if err != nil {
-			fmt.Printf("stream client (%s): sandbox CPU not shown: %v\n", rt, err)
-		}
-		req, how, err := bulkJob(ctx, s, api, sb.ID, total)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if req.MaxOutputBytes != total {
-			b.Skipf("stream client (%s): the service refuses a %d-byte cap on one stream (%s)", rt, total, how)
-		}
-		job = how
-		paths := []clientPath{
-			{"exec (live)", "exec", func(ctx context.Context, c *clientCount, id, _, enc string) error {
-				return sdk.ExecStream(ctx, id, req, client.StreamOptions{Encoding: enc}, c.event)
-			}},
-			{"logs (replay)", "logs", func(ctx context.Context, c *clientCount, _, last, enc string) error {
-				return sdk.StreamLogs(ctx, last, client.StreamOptions{Encoding: enc}, c.event)
-			}},
-		}
-		if py != "" {
-			paths = append(paths, clientPath{"python exec (live)", "python-exec", func(ctx context.Context, c *clientCount, id, _, enc string) error {
-				return pythonStream(ctx, py, s, id, req, enc, c)
-			}})
+			bd.sandboxID = sb.ID
+			defer func() {
+				if err := s.remove(ctx, sb.ID); err != nil {
+					b.Error(err)
+				}
+			}()
+			req, how, err := bulkJob(ctx, s, bd.api, sb.ID, total)
+			if err != nil {
+				b.Fatal(err)
+			}
+			// After bulkJob's first exec: a sandbox's container may start
+			// with it.
+			bd.cg, err = sandboxCgroup(ctx, sb.ID)
+			if err != nil {
+				fmt.Printf("stream client (%s): sandbox CPU not shown: %v\n", rt, err)
+			}
+			if req.MaxOutputBytes != total {
+				b.Skipf("stream client (%s): the service refuses a %d-byte cap on one stream (%s)", rt, total, how)
+			}
+			job = how
+			sdk := bd.sdk
+			bd.paths = []clientPath{
+				{"exec (live)", "exec", func(ctx context.Context, c *clientCount, id, _, enc string) error {
+					return sdk.ExecStream(ctx, id, req, client.StreamOptions{Encoding: enc}, c.event)
+				}},
+				{"logs (replay)", "logs", func(ctx context.Context, c *clientCount, _, last, enc string) error {
+					return sdk.StreamLogs(ctx, last, client.StreamOptions{Encoding: enc}, c.event)
+				}},
+			}
+			if py != "" {
+				bd.paths = append(bd.paths, clientPath{"python exec (live)", "python-exec", func(ctx context.Context, c *clientCount, id, _, enc string) error {
+					return pythonStream(ctx, py, s, id, req, enc, c)
+				}})
+			}
 		}
 		type cell struct {
 			walls                    []time.Duration
@@ -141,78 +158,86 @@ func BenchmarkStreamClient(b *testing.B) {
 			events                   int
 		}
 		cells := map[string]*cell{}
-		key := func(p, enc string) string { return p + "\x00" + enc }
+		key := func(bd, p, enc string) string { return bd + "\x00" + p + "\x00" + enc }
 		b.ReportMetric(0, "ns/op")
 		for range rounds {
 			for _, enc := range []string{client.EncodingBase64, client.EncodingText} {
-				last := ""
-				for _, p := range paths {
-					c := &clientCount{want: want}
-					c0, err := s.cpu(cg)
-					if err != nil {
-						b.Fatal(err)
+				for _, bd := range builds {
+					s, cg := bd.s, bd.cg
+					last := ""
+					for _, p := range bd.paths {
+						c := &clientCount{want: want}
+						c0, err := s.cpu(cg)
+						if err != nil {
+							b.Fatal(err)
+						}
+						start := time.Now()
+						err = p.run(ctx, c, bd.sandboxID, last, enc)
+						jobID := c.jobID
+						if err == nil && (c.exit == nil || c.exit.ExitCode == nil || *c.exit.ExitCode != 0) {
+							err = fmt.Errorf("job %s did not exit 0: %+v", jobID, c.exit)
+						}
+						if err == nil && (c.next != total || c.exit.StdoutBytes != total) {
+							err = fmt.Errorf("job %s: %d bytes of stdout delivered, the exit event counts %d; want %d", jobID, c.next, c.exit.StdoutBytes, total)
+						}
+						if err != nil {
+							b.Fatalf("%s %s (%s): %v", p.name, enc, rt, err)
+						}
+						wall := c.exitAt.Sub(start)
+						if c.wall > 0 {
+							wall = c.wall
+						}
+						// Keep the recording of the job's end out of the next run.
+						if _, err := s.waitFinal(ctx, jobID); err != nil {
+							b.Fatal(err)
+						}
+						c1, err := s.cpu(cg)
+						if err != nil {
+							b.Fatal(err)
+						}
+						d := c1.sub(c0)
+						gib := float64(total) / (1 << 30)
+						k := key(bd.name, p.name, enc)
+						if cells[k] == nil {
+							cells[k] = &cell{}
+						}
+						cl := cells[k]
+						cl.walls = append(cl.walls, wall)
+						cl.service = append(cl.service, d.service.Seconds()/gib)
+						if c.wall > 0 {
+							d.client = c.cpu
+						}
+						cl.client = append(cl.client, d.client.Seconds()/gib)
+						if d.sandboxOK {
+							cl.sandbox = append(cl.sandbox, d.sandbox.Seconds()/gib)
+						}
+						cl.events = c.events
+						last = jobID
 					}
-					start := time.Now()
-					err = p.run(ctx, c, sb.ID, last, enc)
-					jobID := c.jobID
-					if err == nil && (c.exit == nil || c.exit.ExitCode == nil || *c.exit.ExitCode != 0) {
-						err = fmt.Errorf("job %s did not exit 0: %+v", jobID, c.exit)
-					}
-					if err == nil && (c.next != total || c.exit.StdoutBytes != total) {
-						err = fmt.Errorf("job %s: %d bytes of stdout delivered, the exit event counts %d; want %d", jobID, c.next, c.exit.StdoutBytes, total)
-					}
-					if err != nil {
-						b.Fatalf("%s %s (%s): %v", p.name, enc, rt, err)
-					}
-					wall := c.exitAt.Sub(start)
-					if c.wall > 0 {
-						wall = c.wall
-					}
-					// Keep the recording of the job's end out of the next run.
-					if _, err := s.waitFinal(ctx, jobID); err != nil {
-						b.Fatal(err)
-					}
-					c1, err := s.cpu(cg)
-					if err != nil {
-						b.Fatal(err)
-					}
-					d := c1.sub(c0)
-					gib := float64(total) / (1 << 30)
-					k := key(p.name, enc)
-					if cells[k] == nil {
-						cells[k] = &cell{}
-					}
-					cl := cells[k]
-					cl.walls = append(cl.walls, wall)
-					cl.service = append(cl.service, d.service.Seconds()/gib)
-					if c.wall > 0 {
-						d.client = c.cpu
-					}
-					cl.client = append(cl.client, d.client.Seconds()/gib)
-					if d.sandboxOK {
-						cl.sandbox = append(cl.sandbox, d.sandbox.Seconds()/gib)
-					}
-					cl.events = c.events
-					last = jobID
 				}
 			}
 		}
 		mib := float64(total) / (1 << 20)
-		for _, p := range paths {
-			for _, enc := range []string{client.EncodingBase64, client.EncodingText} {
-				cl := cells[key(p.name, enc)]
-				sum := Summarize(cl.walls)
-				rate := func(d time.Duration) float64 { return mib / d.Seconds() }
-				metric := p.metric + "-" + enc
-				b.ReportMetric(rate(sum.P50), metric+"-MiB/s")
-				b.ReportMetric(median(cl.service), metric+"-service-CPU-s/GiB")
-				sbCPU := "n/a"
-				if len(cl.sandbox) > 0 {
-					sbCPU = fmt.Sprintf("%.2f", median(cl.sandbox))
+		for _, bd := range builds {
+			for _, p := range bd.paths {
+				for _, enc := range []string{client.EncodingBase64, client.EncodingText} {
+					cl := cells[key(bd.name, p.name, enc)]
+					sum := Summarize(cl.walls)
+					rate := func(d time.Duration) float64 { return mib / d.Seconds() }
+					metric := p.metric + "-" + enc
+					if bd.name != "this" {
+						metric = bd.name + "-" + metric
+					}
+					b.ReportMetric(rate(sum.P50), metric+"-MiB/s")
+					b.ReportMetric(median(cl.service), metric+"-service-CPU-s/GiB")
+					sbCPU := "n/a"
+					if len(cl.sandbox) > 0 {
+						sbCPU = fmt.Sprintf("%.2f", median(cl.sandbox))
+					}
+					tbl.Row(rt, bd.name, p.name, enc, strconv.Itoa(sum.N), fmt.Sprintf("%.0f", rate(sum.P50)), fmt.Sprintf("%.0f", rate(sum.P90)),
+						fmt.Sprintf("%.0f", rate(sum.Max)), fmt.Sprintf("%.0f", rate(sum.Min)), strconv.Itoa(cl.events),
+						fmt.Sprintf("%.2f", median(cl.service)), fmt.Sprintf("%.2f", median(cl.client)), sbCPU)
 				}
-				tbl.Row(rt, p.name, enc, strconv.Itoa(sum.N), fmt.Sprintf("%.0f", rate(sum.P50)), fmt.Sprintf("%.0f", rate(sum.P90)),
-					fmt.Sprintf("%.0f", rate(sum.Max)), fmt.Sprintf("%.0f", rate(sum.Min)), strconv.Itoa(cl.events),
-					fmt.Sprintf("%.2f", median(cl.service)), fmt.Sprintf("%.2f", median(cl.client)), sbCPU)
 			}
 		}
 	})
@@ -222,6 +247,18 @@ func BenchmarkStreamClient(b *testing.B) {
 		"MiB/s: decoded stdout over request sent → exit event delivered, at the median and the 90th-percentile run time;\n"+
 		"python exec (live): Sandbox.exec_stream of the repository's Python SDK (stream_client.py, its own clock and CPU time);\n"+
 		"CPU s/GiB: medians over the rounds (client: this whole process, or the Python process).\n", job)
+}
+
+// streamBuild is one service BenchmarkStreamClient reads from: this
+// tree's build, or a baseline.
+type streamBuild struct {
+	name      string
+	s         *service
+	sdk       *client.Client
+	api       *rawAPI
+	sandboxID string
+	cg        *cgroupCPU
+	paths     []clientPath
 }
 
 // median is the middle value of xs (the mean of the two middle ones for
