@@ -12,6 +12,7 @@ import (
 
 	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/apiwire"
+	"genesis.dev/sandbox/internal/b64"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -197,7 +198,7 @@ func (sw *sseWriter) appendOutput(id, name string, offset int64, payload []byte)
 		sw.buf = append(sw.buf, "\ndata: {\"offset\":"...)
 		sw.buf = strconv.AppendInt(sw.buf, offset, 10)
 		sw.buf = append(sw.buf, `,"data":"`...)
-		sw.buf = appendBase64(sw.buf, payload)
+		sw.buf = b64.AppendEncode(sw.buf, payload)
 		sw.buf = append(sw.buf, "\"}\n\n"...)
 	}
 }

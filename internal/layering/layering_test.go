@@ -154,6 +154,12 @@ var rules = []rule{
 		External: []string{},
 	},
 	{
+		Pkg:      "internal/b64",
+		Why:      "b64 is a base64 encoder for the streamed job output: the standard library only",
+		Only:     []string{},
+		External: []string{},
+	},
+	{
 		Pkg:      "internal/stopwatch",
 		Why:      "stopwatch times the laps of one call for a caller that asks (Server-Timing): the standard library only",
 		Only:     []string{},

@@ -1,4 +1,4 @@
-package httpapi
+package b64
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func TestAppendBase64MatchesStd(t *testing.T) {
+func TestAppendEncodeMatchesStd(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(5, 8))
 	prefix := []byte("data: ")
@@ -16,7 +16,7 @@ func TestAppendBase64MatchesStd(t *testing.T) {
 		for i := range src {
 			src[i] = byte(rng.Uint32())
 		}
-		got := appendBase64(append([]byte(nil), prefix...), src)
+		got := AppendEncode(append([]byte(nil), prefix...), src)
 		want := base64.StdEncoding.AppendEncode(append([]byte(nil), prefix...), src)
 		if !bytes.Equal(got, want) {
 			t.Fatalf("%d bytes: %q, want %q", n, got, want)
@@ -26,28 +26,28 @@ func TestAppendBase64MatchesStd(t *testing.T) {
 	for i := range big {
 		big[i] = byte(rng.Uint32())
 	}
-	if got := appendBase64(make([]byte, 0, 10), big); !bytes.Equal(got, base64.StdEncoding.AppendEncode(nil, big)) {
+	if got := AppendEncode(make([]byte, 0, 10), big); !bytes.Equal(got, base64.StdEncoding.AppendEncode(nil, big)) {
 		t.Fatal("3 MiB input differs")
 	}
 }
 
-func FuzzAppendBase64(f *testing.F) {
+func FuzzAppendEncode(f *testing.F) {
 	f.Add([]byte("hi\n"), []byte("x"))
 	f.Fuzz(func(t *testing.T, src, prefix []byte) {
-		got := appendBase64(append([]byte(nil), prefix...), src)
+		got := AppendEncode(append([]byte(nil), prefix...), src)
 		if want := base64.StdEncoding.AppendEncode(append([]byte(nil), prefix...), src); !bytes.Equal(got, want) {
 			t.Fatalf("%q: %q, want %q", src, got, want)
 		}
 	})
 }
 
-func BenchmarkAppendBase64(b *testing.B) {
+func BenchmarkAppendEncode(b *testing.B) {
 	src := make([]byte, 1<<20)
 	dst := make([]byte, 0, 2<<20)
 	b.SetBytes(int64(len(src)))
 	b.Run("fast", func(b *testing.B) {
 		for b.Loop() {
-			dst = appendBase64(dst[:0], src)
+			dst = AppendEncode(dst[:0], src)
 		}
 	})
 	b.Run("std", func(b *testing.B) {
