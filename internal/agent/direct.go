@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
 )
@@ -408,14 +410,19 @@ func directTree(procs []procEntry, self, main int, known func(int) bool, kids ma
 // hand to the child, which the caller closes with syscall.Close once the
 // child has it. Both are close-on-exec (the child gets its copy by dup2).
 // Unlike os.Pipe and then Fd, the write end never enters the poller only
-// to leave it again: 4 system calls instead of 12, and 1 instead of 3 to
-// close it — each one a trap into the sentry under gVisor.
+// to leave it again, and the read end's flags are known (O_RDONLY; close-
+// on-exec is a descriptor flag), so one F_SETFL makes it non-blocking
+// without syscall.SetNonblock's F_GETFL: pipe2, F_SETFL and os.NewFile's
+// F_GETFL, 3 system calls before the poller's epoll_ctl where os.Pipe and
+// Fd make 12, and 1 instead of 3 to close the write end — each a trap
+// into the sentry under gVisor (≈ 3–25 µs each, the busier the host the
+// more).
 func outputPipe() (r *os.File, w int, err error) {
 	var p [2]int
 	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
 		return nil, -1, err
 	}
-	if err := syscall.SetNonblock(p[0], true); err != nil {
+	if _, err := unix.FcntlInt(uintptr(p[0]), unix.F_SETFL, unix.O_NONBLOCK); err != nil {
 		syscall.Close(p[0])
 		syscall.Close(p[1])
 		return nil, -1, err
