@@ -182,11 +182,12 @@ func (s *Server) runDirect(ctx context.Context, j *job) (agentproto.ExecResult, 
 	stderr := capture{max: j.maxOut}
 	// The command's exit closes its ends of both pipes just before it
 	// becomes a zombie, so the reader that sees the second end of output
-	// reaps at once: the status is dispatched without waiting for SIGCHLD
-	// to travel through the runtime's signal goroutine to the reaper's
-	// (several thread wake-ups, each costly under gVisor). When the
-	// output ends earlier (closed by the command, or the exit not
-	// reapable yet) this finds nothing and SIGCHLD does it as before.
+	// reaps it at once: the status is dispatched without waiting for
+	// SIGCHLD to travel through the runtime's signal goroutine to the
+	// reaper's (several thread wake-ups, each costly under gVisor). When
+	// the output ends earlier (closed by the command, or the exit not
+	// reapable yet) this finds nothing and SIGCHLD does it as before;
+	// orphans of the command are the reaper's too.
 	var wg sync.WaitGroup
 	var open atomic.Int32
 	open.Store(2)
@@ -196,7 +197,7 @@ func (s *Server) runDirect(ctx context.Context, j *job) (agentproto.ExecResult, 
 		c.drain(r, b)
 		s.putBuf(b)
 		if open.Add(-1) == 0 {
-			s.sup.reapAll()
+			s.sup.reapPid(pid)
 		}
 	}
 	wg.Add(2)
@@ -440,6 +441,7 @@ type capture struct {
 }
 
 func (c *capture) drain(r *os.File, scratch []byte) {
+	awaitReadable(r)
 	lr := &lateReader{f: r, limit: pendingLimit}
 	for {
 		n, err := lr.Read(scratch)
@@ -458,6 +460,23 @@ func (c *capture) drain(r *os.File, scratch []byte) {
 			return
 		}
 	}
+}
+
+// awaitReadable waits until the pipe r has data, its end or a passed read
+// deadline, without a read: a command rarely writes before the agent's
+// first read, which would only find EAGAIN (a system call each, a trap
+// into the sentry under gVisor) before waiting in the poller anyway.
+func awaitReadable(r *os.File) {
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return
+	}
+	waited := false
+	rc.Read(func(uintptr) bool { // the deadline's error is the next read's to report
+		done := waited
+		waited = true
+		return done
+	})
 }
 
 // bytes returns the kept output, never nil.
