@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
 )
@@ -180,11 +182,12 @@ func (s *Server) runDirect(ctx context.Context, j *job) (agentproto.ExecResult, 
 	stderr := capture{max: j.maxOut}
 	// The command's exit closes its ends of both pipes just before it
 	// becomes a zombie, so the reader that sees the second end of output
-	// reaps at once: the status is dispatched without waiting for SIGCHLD
-	// to travel through the runtime's signal goroutine to the reaper's
-	// (several thread wake-ups, each costly under gVisor). When the
-	// output ends earlier (closed by the command, or the exit not
-	// reapable yet) this finds nothing and SIGCHLD does it as before.
+	// reaps it at once: the status is dispatched without waiting for
+	// SIGCHLD to travel through the runtime's signal goroutine to the
+	// reaper's (several thread wake-ups, each costly under gVisor). When
+	// the output ends earlier (closed by the command, or the exit not
+	// reapable yet) this finds nothing and SIGCHLD does it as before;
+	// orphans of the command are the reaper's too.
 	var wg sync.WaitGroup
 	var open atomic.Int32
 	open.Store(2)
@@ -194,7 +197,7 @@ func (s *Server) runDirect(ctx context.Context, j *job) (agentproto.ExecResult, 
 		c.drain(r, b)
 		s.putBuf(b)
 		if open.Add(-1) == 0 {
-			s.sup.reapAll()
+			s.sup.reapPid(pid)
 		}
 	}
 	wg.Add(2)
@@ -408,14 +411,19 @@ func directTree(procs []procEntry, self, main int, known func(int) bool, kids ma
 // hand to the child, which the caller closes with syscall.Close once the
 // child has it. Both are close-on-exec (the child gets its copy by dup2).
 // Unlike os.Pipe and then Fd, the write end never enters the poller only
-// to leave it again: 4 system calls instead of 12, and 1 instead of 3 to
-// close it — each one a trap into the sentry under gVisor.
+// to leave it again, and the read end's flags are known (O_RDONLY; close-
+// on-exec is a descriptor flag), so one F_SETFL makes it non-blocking
+// without syscall.SetNonblock's F_GETFL: pipe2, F_SETFL and os.NewFile's
+// F_GETFL, 3 system calls before the poller's epoll_ctl where os.Pipe and
+// Fd make 12, and 1 instead of 3 to close the write end — each a trap
+// into the sentry under gVisor (≈ 3–25 µs each, the busier the host the
+// more).
 func outputPipe() (r *os.File, w int, err error) {
 	var p [2]int
 	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
 		return nil, -1, err
 	}
-	if err := syscall.SetNonblock(p[0], true); err != nil {
+	if _, err := unix.FcntlInt(uintptr(p[0]), unix.F_SETFL, unix.O_NONBLOCK); err != nil {
 		syscall.Close(p[0])
 		syscall.Close(p[1])
 		return nil, -1, err
@@ -433,6 +441,7 @@ type capture struct {
 }
 
 func (c *capture) drain(r *os.File, scratch []byte) {
+	awaitReadable(r)
 	lr := &lateReader{f: r, limit: pendingLimit}
 	for {
 		n, err := lr.Read(scratch)
@@ -451,6 +460,23 @@ func (c *capture) drain(r *os.File, scratch []byte) {
 			return
 		}
 	}
+}
+
+// awaitReadable waits until the pipe r has data, its end or a passed read
+// deadline, without a read: a command rarely writes before the agent's
+// first read, which would only find EAGAIN (a system call each, a trap
+// into the sentry under gVisor) before waiting in the poller anyway.
+func awaitReadable(r *os.File) {
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return
+	}
+	waited := false
+	rc.Read(func(uintptr) bool { // the deadline's error is the next read's to report
+		done := waited
+		waited = true
+		return done
+	})
 }
 
 // bytes returns the kept output, never nil.

@@ -40,6 +40,11 @@ import (
 //
 //	GENESIS_AGENT_BENCH_BASE=REV go test -run '^$' -bench BenchmarkExecFloor -benchtime 300x ./internal/agent/
 //
+// GENESIS_AGENT_BENCH_ENV (NAME=VALUE, space-separated) sets environment
+// variables for this build's agent only, so that a run setting it and
+// GENESIS_AGENT_BENCH_BASE_BIN to this build's own binary compares the
+// agent with and without them (a runtime setting such as GOMAXPROCS).
+//
 // Counting the system calls and context switches of both containers'
 // agents per round (perf stat -p on each agent's host pid while this runs)
 // is steadier still.
@@ -52,7 +57,11 @@ func BenchmarkExecFloor(b *testing.B) {
 				b.Skipf("docker runtime %s not configured", rt)
 			}
 			info := []string{"--env", "GENESIS_AGENT_LOG_LEVEL=info", "-v", floorDir + ":/.floor:ro"}
-			cur := startContainer(b, rt, info...)
+			curArgs := slices.Clone(info)
+			for _, kv := range strings.Fields(os.Getenv("GENESIS_AGENT_BENCH_ENV")) {
+				curArgs = append(curArgs, "--env", kv)
+			}
+			cur := startContainer(b, rt, curArgs...)
 			var base *sandboxContainer
 			if baseDir != "" {
 				base = startContainerFrom(b, rt, baseDir, info...)

@@ -15,6 +15,10 @@ import (
 type oomCounter struct {
 	path string   // "" when no readable counter exists
 	f    *os.File // path kept open; nil: read it whole each time
+	// fd is f's descriptor, taken once: File.Fd costs an fcntl on every
+	// call for a file the runtime's poller accepted (cgroup v1 files can
+	// be polled), a trap into the sentry under gVisor on every exec.
+	fd int
 }
 
 // DefaultOOMCounterFiles returns the files that hold the memory cgroup's
@@ -35,7 +39,7 @@ func newOOMCounter(files []string) oomCounter {
 		}
 		if fh, err := os.Open(f); err == nil {
 			c.f = fh
-			fh.Fd() // into blocking mode now, once: pread needs no poller
+			c.fd = int(fh.Fd()) // into blocking mode now, once: pread needs no poller
 			if _, ok := c.read(); !ok {
 				fh.Close()
 				c.f = nil
@@ -58,7 +62,7 @@ func (c oomCounter) read() (uint64, bool) {
 	if c.f != nil {
 		var buf [oomCounterMax]byte
 		for {
-			n, err := syscall.Pread(int(c.f.Fd()), buf[:], 0)
+			n, err := syscall.Pread(c.fd, buf[:], 0)
 			if err == syscall.EINTR {
 				continue
 			}

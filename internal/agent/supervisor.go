@@ -127,18 +127,42 @@ func (s *supervisor) reapAll() {
 		if !ws.Exited() && !ws.Signaled() {
 			continue // stopped/continued: not reported without WUNTRACED, be safe
 		}
-		now := time.Now()
-		s.mu.Lock()
-		ch, ok := s.waiters[pid]
-		if ok {
-			delete(s.waiters, pid)
-			delete(s.quiet, pid)
-			delete(s.hit, pid)
+		s.dispatch(pid, ws)
+	}
+}
+
+// reapPid collects pid's exit, if it has one, without blocking, and hands
+// it over as reapAll does: one wait4 where reapAll needs a second to learn
+// that nothing more is there. Other children are left to the reaper.
+func (s *supervisor) reapPid(pid int) {
+	for {
+		var ws syscall.WaitStatus
+		got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
 		}
-		s.mu.Unlock()
-		if ok {
-			ch <- exitInfo{status: ws, at: now}
+		if err != nil || got <= 0 || !ws.Exited() && !ws.Signaled() {
+			return // not exited, or reaped already (ECHILD)
 		}
+		s.dispatch(got, ws)
+		return
+	}
+}
+
+// dispatch hands a reaped child's status to the job that registered its
+// pid; an unknown child's (an orphan's) is dropped.
+func (s *supervisor) dispatch(pid int, ws syscall.WaitStatus) {
+	now := time.Now()
+	s.mu.Lock()
+	ch, ok := s.waiters[pid]
+	if ok {
+		delete(s.waiters, pid)
+		delete(s.quiet, pid)
+		delete(s.hit, pid)
+	}
+	s.mu.Unlock()
+	if ok {
+		ch <- exitInfo{status: ws, at: now}
 	}
 }
 
