@@ -45,6 +45,16 @@ func (stallRecords) CreateJob(ctx context.Context, _ *sandbox.Job) error {
 	return ctx.Err()
 }
 
+// stalledManager is a Manager whose job records wait for their context,
+// with sbx's sandboxes.
+func stalledManager(sbx stallSandboxes) *Manager {
+	return &Manager{
+		sbx: sbx, store: stallRecords{},
+		lim: config.Limits{MaxExecTimeoutMS: 600_000, DefaultExecTimeoutMS: 60_000, MaxOutputBytes: 1 << 20, DefaultOutputBytes: 1 << 20},
+		now: time.Now, log: slog.New(slog.DiscardHandler), obs: noObserver{},
+	}
+}
+
 // TestExecDeadlineFromArrival: a synchronous exec answers once its
 // timeout, the kill grace and execSlack have passed since it arrived,
 // whatever it waits for on the way to the agent, with 504
@@ -64,11 +74,7 @@ func TestExecDeadlineFromArrival(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				m := &Manager{
-					sbx: tc.sbx, store: stallRecords{},
-					lim: config.Limits{MaxExecTimeoutMS: 600_000, DefaultExecTimeoutMS: 60_000, MaxOutputBytes: 1 << 20, DefaultOutputBytes: 1 << 20},
-					now: time.Now, log: slog.New(slog.DiscardHandler), obs: noObserver{},
-				}
+				m := stalledManager(tc.sbx)
 				const timeoutMS = 30_000
 				start := time.Now()
 				_, err := m.Exec(context.Background(), ExecInput{Tenant: "a", SandboxID: "sbx_x", Script: "true", TimeoutMS: timeoutMS})
@@ -99,11 +105,7 @@ func TestExecDeadlineFromArrival(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				m := &Manager{
-					sbx: tc.sbx, store: stallRecords{},
-					lim: config.Limits{MaxExecTimeoutMS: 600_000, DefaultExecTimeoutMS: 60_000, MaxOutputBytes: 1 << 20, DefaultOutputBytes: 1 << 20},
-					now: time.Now, log: slog.New(slog.DiscardHandler), obs: noObserver{},
-				}
+				m := stalledManager(tc.sbx)
 				start := time.Now()
 				_, err := m.StartJob(context.Background(), ExecInput{Tenant: "a", SandboxID: "sbx_x", Script: "sleep 1000"})
 				if took := time.Since(start); took != jobStartTimeout {
@@ -120,11 +122,7 @@ func TestExecDeadlineFromArrival(t *testing.T) {
 	t.Run("caller gone", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
-			m := &Manager{
-				sbx: stallSandboxes{stall: true}, store: stallRecords{},
-				lim: config.Limits{MaxExecTimeoutMS: 600_000, DefaultExecTimeoutMS: 60_000, MaxOutputBytes: 1 << 20, DefaultOutputBytes: 1 << 20},
-				now: time.Now, log: slog.New(slog.DiscardHandler), obs: noObserver{},
-			}
+			m := stalledManager(stallSandboxes{stall: true})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			_, err := m.Exec(ctx, ExecInput{Tenant: "a", SandboxID: "sbx_x", Script: "true", TimeoutMS: 30_000})
