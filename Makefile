@@ -101,12 +101,36 @@ test-deps: setup
 	cd tools/proto && npm ci --ignore-scripts --no-audit --no-fund --loglevel=warn
 
 # Unit, conformance, integration (real Docker, runc and runsc) and end-to-end tests.
-test: test-images test-deps cross
-	$(SUDO) env "PATH=$$PATH" $(GO) test -race -count=1 -timeout 30m ./...
-	$(MAKE) console-test
-	$(MAKE) python-test
-	$(MAKE) fuzz
-	$(MAKE) lint
+#
+# Where its time goes is printed as it runs: each phase is timed
+# (scripts/phase; the table comes last and stays in $(PHASE_LOG)), and the
+# Go tests run with -json into $(TESTJSON), whose slowest packages, tests
+# and subtests scripts/gotest-summary.py prints after them (run it on that
+# file again, e.g. with --package e2e --top 50, for more). ./test/e2e/ is
+# named first: go test starts a package's run only once every package
+# named before it is built and prefers their runs, and e2e is the longest
+# run by far, so it starts at once and the others run beside it. The
+# steps of TEST_BESIDE run beside the Go tests too (their output follows
+# theirs); fuzz runs last on its own, so its FUZZTIME gets the CPUs.
+TESTJSON ?= $(BIN)/test.json
+PHASE_LOG ?= $(BIN)/test-phases.txt
+TEST_BESIDE ?= console-test python-test lint
+TEST_PKGS ?= ./test/e2e/ ./...
+export PHASE_LOG
+
+test:
+	@mkdir -p $(BIN) && rm -f $(PHASE_LOG)
+	@scripts/phase prepare $(MAKE) --no-print-directory -j3 -Otarget test-images test-deps cross
+	@set -uo pipefail; rc=0; logs=$$(mktemp -d); pids=(); \
+	for t in $(TEST_BESIDE); do \
+		scripts/phase $$t $(MAKE) --no-print-directory $$t >"$$logs/$$t.log" 2>&1 & pids+=($$!); \
+	done; \
+	scripts/phase go-test bash -c 'set -o pipefail; $(SUDO) env "PATH=$$PATH" $(GO) test -json -race -count=1 -timeout 30m $(TEST_PKGS) 2>&1 \
+		| tee $(TESTJSON) | $(PYTHON) scripts/gotest-summary.py --stream --top 20' || rc=1; \
+	for p in "$${pids[@]}"; do wait "$$p" || rc=1; done; \
+	for t in $(TEST_BESIDE); do echo; cat "$$logs/$$t.log"; done; rm -rf "$$logs"; \
+	[ $$rc = 0 ] && scripts/phase fuzz $(MAKE) --no-print-directory fuzz || rc=1; \
+	echo; scripts/phase --report; exit $$rc
 
 # go vet and staticcheck, pinned by tools/lint/go.mod (built once into bin/;
 # a module of its own, so the service's go.mod does not carry it).

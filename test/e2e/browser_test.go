@@ -100,6 +100,7 @@ func createBrowser(t *testing.T, c *client.Client, rt string, res *client.Resour
 }
 
 func TestBrowser(t *testing.T) {
+	t.Parallel()
 	e, in := browserEnv(t, "")
 	e.requireImage(t, "tool-basic")
 	dir := browserClientDir(t)

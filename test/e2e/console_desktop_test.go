@@ -16,6 +16,7 @@ import (
 // again; the trace view lists every event of the sandbox and shows a
 // screenshot the trace kept.
 func TestConsoleDesktop(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "")
 	e.requireImage(t, "desktop-vnc")
 	svc := e.start(t)

@@ -22,6 +22,7 @@ import (
 // workspace returns, and under runsc a process started before the
 // snapshot lives again), a new sandbox from the snapshot, and its delete.
 func TestConsoleSnapshots(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "")
 	e.requireImage(t, "tool-basic")
 	svc := e.start(t)

@@ -20,6 +20,7 @@ import (
 // (volume_in_use) is shown and the volume stays; once the sandbox is gone
 // the view says it is not mounted and Delete removes it.
 func TestConsoleVolumes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "")
 	e.requireImage(t, "tool-basic")
 	svc := e.start(t)

@@ -37,6 +37,7 @@ func colours(img image.Image, limit int) int {
 // a blank screen. The screenshots are saved under
 // test/e2e/artifacts/console/desktop-images/.
 func TestDesktopImages(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "")
 	e.requireImage(t, "desktop-cloud")
 	e.requireImage(t, "desktop-browser")

@@ -14,6 +14,7 @@ import (
 // launched program's output is in its job's log and its exit code in its
 // record, and the recorder's job ends once the recording is stopped.
 func TestDesktopHelperJobs(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "")
 	e.requireImage(t, "desktop-vnc")
 	svc := e.start(t)

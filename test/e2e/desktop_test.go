@@ -66,6 +66,7 @@ func ip(v int) *int { return &v }
 // window's pixels change. Coordinates are in a logical 1024x640 display
 // scaled to the real 1280x800. Bad input answers 400 before anything runs.
 func TestDesktop(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "")
 	e.requireImage(t, "desktop-vnc")
 	e.requireImage(t, "tool-basic")

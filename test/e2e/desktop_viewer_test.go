@@ -65,6 +65,7 @@ func runViewer(t *testing.T, args ...string) viewerRun {
 // control lease as human:<who>, and the agent's next action answers 409
 // control_held; closing the page releases it.
 func TestDesktopViewer(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "")
 	e.requireImage(t, "desktop-vnc")
 	svc := e.start(t)

@@ -111,6 +111,7 @@ func (r *rfbClient) typeText(text string) {
 // a second controller takes the pen and the first one's input is dropped
 // from then on.
 func TestDesktopLiveView(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "")
 	e.requireImage(t, "desktop-vnc")
 	svc := e.start(t)

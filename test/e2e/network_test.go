@@ -249,6 +249,7 @@ func networkConfig(in *internet, secretFile string) string {
 }
 
 func TestNetworkPolicy(t *testing.T) {
+	t.Parallel()
 	in := startInternet(t)
 	secret := "gs-tool-secret-" + randomHex(t, 16)
 	secretFile := filepath.Join(t.TempDir(), "echo.secret")

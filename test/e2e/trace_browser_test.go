@@ -28,6 +28,7 @@ import (
 // action that changes the page has a screenshot after it (the default
 // mode), kept with a thumbnail, the click's point marked, and exported.
 func TestTraceBrowser(t *testing.T) {
+	t.Parallel()
 	e, _ := browserEnv(t, "")
 	svc := e.start(t)
 	c := svc.client()
