@@ -30,10 +30,8 @@ import (
 // its logical and physical point, a screenshot (and thumbnail) kept after
 // each input action, the person's input coalesced with the password as a
 // count only, the control changes and the refusals; and that the export
-// carries every screenshot with matching sha256s. It is not t.Parallel:
-// player.mjs reads how far 4x playback got, then clicks Pause, and on a
-// loaded host playback can reach the end in between (the click then plays
-// again); beside the parallel tests that was seen to fail.
+// carries every screenshot with matching sha256s. (Not t.Parallel: its
+// screenshots and the player's 4× playback are timed on a real display.)
 func TestTraceDesktop(t *testing.T) {
 	e := newEnv(t, "")
 	e.requireImage(t, "desktop-vnc")
