@@ -441,7 +441,6 @@ type capture struct {
 }
 
 func (c *capture) drain(r *os.File, scratch []byte) {
-	awaitReadable(r)
 	lr := &lateReader{f: r, limit: pendingLimit}
 	for {
 		n, err := lr.Read(scratch)
@@ -460,23 +459,6 @@ func (c *capture) drain(r *os.File, scratch []byte) {
 			return
 		}
 	}
-}
-
-// awaitReadable waits until the pipe r has data, its end or a passed read
-// deadline, without a read: a command rarely writes before the agent's
-// first read, which would only find EAGAIN (a system call each, a trap
-// into the sentry under gVisor) before waiting in the poller anyway.
-func awaitReadable(r *os.File) {
-	rc, err := r.SyscallConn()
-	if err != nil {
-		return
-	}
-	waited := false
-	rc.Read(func(uintptr) bool { // the deadline's error is the next read's to report
-		done := waited
-		waited = true
-		return done
-	})
 }
 
 // bytes returns the kept output, never nil.
