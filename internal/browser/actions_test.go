@@ -113,6 +113,19 @@ func (k *memKeeper) KeepBytes(_ context.Context, tenant, sandboxID, name string,
 	return &sandbox.Artifact{ID: "art_" + name, Tenant: tenant, SandboxID: sandboxID, Name: name, Size: int64(len(b))}, nil
 }
 
+// runOK runs one action at a time in sandbox sbx_1 of tenant t1 and
+// fails the test unless it succeeds.
+func runOK(t *testing.T, ctx context.Context, m *Manager) func(api.BrowserAction) *ActionsResult {
+	return func(a api.BrowserAction) *ActionsResult {
+		t.Helper()
+		res, err := m.Run(ctx, "t1", "sbx_1", &api.BrowserActionsRequest{Actions: []api.BrowserAction{a}})
+		if err != nil || !res.OK {
+			t.Fatalf("%s: %+v %v", a.Type, res, err)
+		}
+		return res
+	}
+}
+
 func newManager(t *testing.T, tgt *Target, keep Keeper) *Manager {
 	t.Helper()
 	signer, err := ports.NewSigner(bytes.Repeat([]byte{1}, 32))
@@ -377,14 +390,7 @@ func TestTraceShotAfterTheAnswer(t *testing.T) {
 	m.cfg.Trace, m.cfg.Screenshots = rec, "after"
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	run := func(a api.BrowserAction) *ActionsResult {
-		t.Helper()
-		res, err := m.Run(ctx, "t1", "sbx_1", &api.BrowserActionsRequest{Actions: []api.BrowserAction{a}})
-		if err != nil || !res.OK {
-			t.Fatalf("%s: %+v %v", a.Type, res, err)
-		}
-		return res
-	}
+	run := runOK(t, ctx, m)
 	no := false
 	run(api.BrowserAction{Type: "evaluate", Expression: `document.documentElement.style.background = "white";
 document.body.innerHTML = '<button id="b" onclick="document.documentElement.style.background = \'black\'">paint</button>'; 1`})

@@ -28,14 +28,7 @@ func TestClickAnswerPushed(t *testing.T) {
 	m := newManager(t, tgt, &memKeeper{})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	run := func(a api.BrowserAction) *ActionsResult {
-		t.Helper()
-		res, err := m.Run(ctx, "t1", "sbx_1", &api.BrowserActionsRequest{Actions: []api.BrowserAction{a}})
-		if err != nil || !res.OK {
-			t.Fatalf("%s: %+v %v", a.Type, res, err)
-		}
-		return res
-	}
+	run := runOK(t, ctx, m)
 	pushed := func() int {
 		m.mu.Lock()
 		defer m.mu.Unlock()
