@@ -383,7 +383,7 @@ func wireConversions() []conversion {
 		conv("acquire lease", func(req *api.AcquireLeaseRequest) control.AcquireLeaseInput { return AcquireLeaseInput("t", *req) }).
 			mirrored(map[string]string{"MCP": "MCPCreateIn, one by one (leaseMCPRequests)", "SnapshotID": fromSnapshot}).
 			leaving(map[string]string{"Reserved": "for workload packages, never from the API",
-				"From": "for workload packages (snapshots), never from the API",
+				"From":  "for workload packages (snapshots), never from the API",
 				"Audit": "the edge's audit record of the request, written in the claim's transaction; never from the API"}),
 		conv("fork", func(req *api.ForkRequest) control.CreateSandboxInput { return ForkInput(*req) }).
 			mirrored(map[string]string{"Count": "the fork's own argument"}).partOf(), // the rest of each copy is the sandbox's
