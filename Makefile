@@ -19,7 +19,7 @@ FUZZTIME ?= 15s
 # (scripts/host-setup.sh installs them).
 PYTHON ?= /usr/bin/python3
 
-.PHONY: proto all build console console-test python-test setup run-setup images images-tool quickstart-images service-image test-images test-deps run test unit fuzz cross lint bench bench-speed bench-load bench-cold clean kube-up kube-down test-kube bench-kube
+.PHONY: proto all build console console-test python-test setup run-setup images images-tool quickstart-images service-image test-images test-deps run test unit fuzz cross lint bench bench-speed bench-targets bench-load bench-cold clean kube-up kube-down test-kube bench-kube
 
 all: build
 
@@ -163,25 +163,23 @@ fuzz:
 unit:
 	$(GO) test -race -count=1 ./...
 
-# Every benchmark, once each (test/bench/doc.go lists them). Two targets
-# run a part of it on its own: `make bench-speed` (the headline speed
-# figures, each beside its comparison in one interleaved run, against the
-# service built from git rev BASE) and `make bench-load` (one host, 200
-# sandboxes, execs at concurrency 32; docs/performance.md).
+# Every benchmark, once each (test/bench/doc.go lists them). Issue 40's
+# figures, each beside its comparison with the verdict of its target and
+# the load average, in ONE table: `make bench-targets` (below; bench does
+# not run it). Two more targets run a part on its own: `make bench-speed`
+# (the headline speed figures against the service built from git rev
+# BASE) and `make bench-load` (one host, 200 sandboxes, execs at
+# concurrency 32; docs/performance.md).
 bench: test-images test-deps
 	$(SUDO) env "PATH=$$PATH" $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 90m ./test/bench/ ./internal/egress/gateway/
 	$(SUDO) env "PATH=$$PATH" $(GO) test -run '^$$' -bench BenchmarkQuotaLock -benchtime 2000x ./internal/store/postgres/
+	@echo "issue 40's targets in one table, against a baseline build: make bench-targets BASE=<rev>"
 
-# BenchmarkSpeed (test/bench/speed_test.go): exec round trip over HTTP and
-# gRPC, warm lease → first echo and release, cold create → first output,
-# under runc and runsc, with p50/p90/p99 beside the same figures of the
-# build of git rev BASE (sandbox-service, genesis-agent and genesis-egress
-# built from `git archive BASE` in a temporary directory, run as a second
-# service), the agent alone, `docker exec` and `docker run`, and the load
-# average during the run. BASE= (empty) measures this build alone.
-BASE ?= 2086070
-bench-speed: test-images
-	@set -e; tmp=$$(mktemp -d /tmp/genesis-base-XXXXXX); trap 'rm -rf "$$tmp"' EXIT; base=""; rev=""; \
+# The shell (one line) of a recipe that builds sandbox-service,
+# genesis-agent and genesis-egress of git rev BASE from `git archive` in a
+# temporary directory (removed on exit) and sets base to its
+# sandbox-service and rev to its short hash; both empty when BASE is.
+BUILD_BASE = tmp=$$(mktemp -d /tmp/genesis-base-XXXXXX); trap 'rm -rf "$$tmp"' EXIT; base=""; rev=""; \
 	if [ -n "$(BASE)" ]; then \
 		rev=$$(git rev-parse --short "$(BASE)^{commit}"); \
 		echo "building the baseline, $$rev, in $$tmp"; \
@@ -190,9 +188,37 @@ bench-speed: test-images
 		(cd "$$tmp/src" && CGO_ENABLED=0 $(GO) build -trimpath -o "$$tmp/bin/" ./cmd/genesis-agent ./cmd/genesis-egress \
 			&& $(GO) build -trimpath -o "$$tmp/bin/" ./cmd/sandbox-service); \
 		base="$$tmp/bin/sandbox-service"; \
-	fi; \
+	fi
+
+# BenchmarkSpeed (test/bench/speed_test.go): exec round trip over HTTP and
+# gRPC, warm lease → first echo and release, cold create → first output,
+# under runc and runsc, with p50/p90/p99 beside the same figures of the
+# build of git rev BASE (BUILD_BASE, run as a second service), the agent
+# alone, `docker exec` and `docker run`, and the load average during the
+# run. BASE= (empty) measures this build alone.
+BASE ?= 2086070
+bench-speed: test-images
+	@set -e; $(BUILD_BASE); \
 	$(SUDO) env "PATH=$$PATH" GENESIS_BENCH_BASELINE_BIN="$$base" GENESIS_BENCH_BASELINE_REV="$$rev" \
 		$(GO) test -run '^$$' -bench '^(BenchmarkSpeed|BenchmarkExecHops)$$' -benchtime 1x -timeout 90m ./test/bench/
+
+# Issue 40's done-criterion (BenchmarkTargets, test/bench/targets_bench_test.go):
+# every figure of its targets in one run, each against the build of git
+# rev BASE (BUILD_BASE) where the benchmark takes a baseline and against
+# docker exec / docker run / the agent alone / direct CDP / a direct stdio
+# MCP call, each part printing its own table; then one summary table
+# (figure, runtime, p50/p90/p99, comparisons, target, verdict) with the
+# load average over the run, also written to TARGETS_OUT. The load step
+# (200 sandboxes, the longest) runs last; LOAD=0 leaves it out. The
+# GENESIS_BENCH_* knobs of each part still apply (docs/performance.md).
+TARGETS_OUT ?= $(BIN)/bench-targets.md
+LOAD ?=
+bench-targets: test-images
+	@set -e; $(BUILD_BASE); \
+	$(SUDO) env "PATH=$$PATH" GENESIS_BENCH_TARGETS=1 GENESIS_BENCH_TARGETS_OUT="$(abspath $(TARGETS_OUT))" \
+		$(if $(LOAD),GENESIS_BENCH_TARGETS_LOAD="$(LOAD)") \
+		GENESIS_BENCH_BASELINE_BIN="$$base" GENESIS_BENCH_BASELINE_REV="$$rev" \
+		$(GO) test -run '^$$' -bench '^BenchmarkTargets$$' -benchtime 1x -timeout 120m ./test/bench/
 
 # BenchmarkLoad (test/bench/load_test.go) alone: GENESIS_BENCH_LOAD_* scale it.
 bench-load: test-images

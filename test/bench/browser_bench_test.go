@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -46,14 +47,28 @@ func browserProfile(name string, pool int, chromiumArgs ...string) string {
 	return y
 }
 
-var browserConfig = "warm_pools: true\nprofiles:\n" + `  - name: tool-basic
+// browserConfig is BenchmarkBrowser's service; the browser-warm profile
+// has a pool of one per runtime when warm (the warm part runs).
+func browserConfig(warm bool) string {
+	return "warm_pools: true\nprofiles:\n" + `  - name: tool-basic
     recipe: tool-basic
     allowed_runtimes: [runc, runsc]
     default_risk_level: low
     resources: {cpu: 1, memory_mb: 512, pids: 256}
     network: none
     user: "1000:1000"
-` + browserProfile("browser-cold", 0) + browserProfile("browser-warm", 1) + chromiumVariantProfiles()
+` + browserProfile("browser-cold", 0) + browserProfile("browser-warm", btoi(warm)) + chromiumVariantProfiles()
+}
+
+// benchParts is the set of parts a benchmark runs: those listed
+// (comma-separated) in the environment variable env, or every one when it
+// is unset.
+func benchParts(env string) func(part string) bool {
+	v, ok := os.LookupEnv(env)
+	return func(part string) bool {
+		return !ok || slices.Contains(strings.Split(v, ","), part)
+	}
+}
 
 // chromiumVariants are Chromium command lines BenchmarkBrowser measures
 // beside the image's own (chromium.sh's flags plus these), each in a
@@ -124,8 +139,12 @@ func (s *service) cdpAnswer(ctx context.Context, id string) error {
 //     sandbox's process count;
 //   - the idle memory of one browser sandbox (its container's cgroup, as
 //     docker stats reports it), measured after the actions.
+//
+// GENESIS_BENCH_BROWSER_PARTS (e.g. "actions") runs only the parts it
+// lists, of cold, warm, actions and chromium-flags.
 func BenchmarkBrowser(b *testing.B) {
-	s := startServiceWith(b, browserConfig)
+	selected := benchParts("GENESIS_BENCH_BROWSER_PARTS")
+	s := startServiceWith(b, browserConfig(selected("warm")))
 	cold := envInt(b, "GENESIS_BENCH_BROWSER_COLD", 5)
 	warm := envInt(b, "GENESIS_BENCH_BROWSER_WARM", 5)
 	acts := envInt(b, "GENESIS_BENCH_BROWSER_ACTIONS", 50)
@@ -139,7 +158,12 @@ func BenchmarkBrowser(b *testing.B) {
 	flagIters := envInt(b, "GENESIS_BENCH_BROWSER_FLAGS", 30)
 	flags := NewTable("runtime", "chromium", "processes", "op", "n", "p50 ms", "p90 ms", "p99 ms")
 	s.eachRuntime(b, func(b *testing.B, rt string) {
-		b.Run("cold", func(b *testing.B) {
+		part := func(b *testing.B, name string, fn func(b *testing.B)) {
+			if selected(name) {
+				b.Run(name, fn)
+			}
+		}
+		part(b, "cold", func(b *testing.B) {
 			var total, create []time.Duration
 			for range cold {
 				ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
@@ -164,7 +188,7 @@ func BenchmarkBrowser(b *testing.B) {
 			row(rt, "  of which create", create)
 			reportSummary(b, "", sum)
 		})
-		b.Run("warm", func(b *testing.B) {
+		part(b, "warm", func(b *testing.B) {
 			pool := "browser-warm-" + rt
 			var total, lease, action []time.Duration
 			ttl := int64(300)
@@ -204,7 +228,7 @@ func BenchmarkBrowser(b *testing.B) {
 			row(rt, "  of which the lease", lease)
 			row(rt, "then the first action (evaluate)", action)
 		})
-		b.Run("actions", func(b *testing.B) {
+		part(b, "actions", func(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			sb, err := s.client.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "browser-cold", Runtime: rt}, "")
@@ -297,13 +321,20 @@ func BenchmarkBrowser(b *testing.B) {
 			b.ReportMetric(Ms(cs.P50-Summarize(direct.samples["click"]).P50), "click-overhead-p50-ms")
 			b.ReportMetric(Ms(ss.P50), "screenshot-p50-ms")
 			b.ReportMetric(Ms(Summarize(direct.samples["shot:png+fast"]).P50), "direct-screenshot-p50-ms")
+			tr := MsRow(6, "browser screenshot (png, kept)", rt, ss)
+			tr.Compare = []Compared{{"direct CDP in the sandbox", Ms(Summarize(direct.samples["shot:png+fast"]).P50)}}
+			tr.Verdict = NoTarget
+			if rt == "runsc" {
+				tr.Verdict = VerdictOf(ss.P50 <= 80*time.Millisecond)
+			}
+			recordTarget(tr)
 			b.ReportMetric(Ms(js.P50), "jpeg-p50-ms")
 			b.ReportMetric(Ms(es.P50), "evaluate-p50-ms")
 			mib := sandboxMemMiB(ctx, b, sb.ID)
 			b.ReportMetric(mib, "idle-MiB")
 			mem.Row(rt, fmt.Sprintf("%.1f MiB", mib))
 		})
-		b.Run("chromium-flags", func(b *testing.B) {
+		part(b, "chromium-flags", func(b *testing.B) {
 			// Each variant in a sandbox of its own, measured by the direct
 			// client (Chromium's flags are Chromium's cost, not the
 			// service's), alternating with the image's own in rounds.
@@ -630,6 +661,7 @@ func BenchmarkBrowserClick(b *testing.B) {
 				b.ReportMetric(Ms(c.P50-ds.P50), "click-overhead-after-capture-p50-ms")
 			}
 		}
+		recordClickTarget(rt, baseRev, dc, ds, Summarize(targets[0].click), Summarize(targets[len(targets)-1].click), len(targets) > 1)
 		row(rt, "click, direct CDP in the sandbox", direct.samples["click"])
 		row(rt, "click after a capture (as the trace's), direct CDP", direct.samples["click-after-shot"])
 		for _, t := range targets {
@@ -728,4 +760,18 @@ func awaitTraceScreenshot(ctx context.Context, b *testing.B, c *client.Client, i
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// recordClickTarget records the click row of target 6: this build's click
+// through the actions API against direct CDP (as it is and after a
+// capture) and, when hasBase, the baseline build's.
+func recordClickTarget(rt, baseRev string, direct, directAfterShot, this, base Summary, hasBase bool) {
+	r := MsRow(6, "browser click, actions API", rt, this)
+	r.Compare = []Compared{{"direct CDP", Ms(direct.P50)}, {"direct CDP after a capture", Ms(directAfterShot.P50)}}
+	if hasBase {
+		r.Compare = append(r.Compare, Compared{"baseline " + baseRev, Ms(base.P50)})
+	}
+	r.Verdict = VerdictOf(direct.N > 0 && this.P50-direct.P50 <= time.Millisecond)
+	r.Note = fmt.Sprintf("API − direct p50 %+.2f ms (%+.2f after a capture)", Ms(this.P50-direct.P50), Ms(this.P50-directAfterShot.P50))
+	recordTarget(r)
 }

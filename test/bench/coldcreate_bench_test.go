@@ -21,8 +21,8 @@ import (
 // sandbox is deleted outside the timed section (docker run's --rm removal is
 // inside its own: that is what a docker run costs).
 //
-// With GENESIS_BENCH_BASELINE_BIN naming a directory that holds
-// sandbox-service and genesis-agent built from another commit (go build
+// With GENESIS_BENCH_BASELINE_BIN naming a directory that holds (or the
+// path of) sandbox-service and genesis-agent built from another commit (go build
 // -trimpath; the agent with CGO_ENABLED=0), a second service runs from it
 // and its creates join the rotation: the previous build, measured in the
 // same run.
@@ -33,7 +33,7 @@ import (
 func BenchmarkColdCreate(b *testing.B) {
 	s := startServiceLogging(b, "", "debug")
 	var base *service
-	if dir := os.Getenv("GENESIS_BENCH_BASELINE_BIN"); dir != "" {
+	if dir := baselineDir(b); dir != "" {
 		base = startServiceFrom(b, dir, "", "warn")
 	}
 	iters := envInt(b, "GENESIS_BENCH_ITERS", 100)

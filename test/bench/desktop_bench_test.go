@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -42,8 +43,19 @@ var desktopConfig = "profiles:\n" + `  - name: tool-basic
 //     one character, and a takeover (a human's POST …/control) followed
 //     by the agent's refused action, then the release;
 //   - the idle memory of one desktop sandbox (docker stats).
+//
+// GENESIS_BENCH_DESKTOP_PARTS (e.g. "actions") runs only the parts it
+// lists, of ready and actions. With GENESIS_BENCH_BASELINE_BIN a second
+// service runs that build with a desktop sandbox of its own, and the
+// actions alternate between the two builds round by round (each first
+// every other time), so that both see the same machine.
 func BenchmarkDesktop(b *testing.B) {
+	selected := benchParts("GENESIS_BENCH_DESKTOP_PARTS")
 	s := startServiceWith(b, desktopConfig)
+	var base *service
+	if dir := baselineDir(b); dir != "" && selected("actions") {
+		base = startServiceIn(b, dir, desktopConfig)
+	}
 	cold := envInt(b, "GENESIS_BENCH_DESKTOP_COLD", 5)
 	acts := envInt(b, "GENESIS_BENCH_DESKTOP_ACTIONS", 50)
 	tbl := NewTable("runtime", "measure", "n", "p50 ms", "p99 ms", "mean ms", "min ms", "max ms")
@@ -53,7 +65,7 @@ func BenchmarkDesktop(b *testing.B) {
 		return sum
 	}
 	mem := NewTable("runtime", "idle desktop sandbox memory")
-	one := func(ctx context.Context, id string, a client.ComputerAction) error {
+	one := func(ctx context.Context, s *service, id string, a client.ComputerAction) error {
 		res, err := s.client.ComputerActions(ctx, id, client.ComputerActionsRequest{Actions: []client.ComputerAction{a}})
 		if err == nil && !res.OK {
 			err = fmt.Errorf("%s: %s", a.Action, res.Results[0].Error)
@@ -61,7 +73,12 @@ func BenchmarkDesktop(b *testing.B) {
 		return err
 	}
 	s.eachRuntime(b, func(b *testing.B, rt string) {
-		b.Run("ready", func(b *testing.B) {
+		part := func(b *testing.B, name string, fn func(b *testing.B)) {
+			if selected(name) {
+				b.Run(name, fn)
+			}
+		}
+		part(b, "ready", func(b *testing.B) {
 			var total, create []time.Duration
 			for range cold {
 				ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
@@ -72,7 +89,7 @@ func BenchmarkDesktop(b *testing.B) {
 					cancel()
 					b.Fatalf("create (%s): %v", rt, err)
 				}
-				err = one(ctx, sb.ID, client.ComputerAction{Action: "screenshot"})
+				err = one(ctx, s, sb.ID, client.ComputerAction{Action: "screenshot"})
 				t2 := time.Now()
 				derr := s.client.DeleteSandbox(ctx, sb.ID)
 				cancel()
@@ -86,57 +103,91 @@ func BenchmarkDesktop(b *testing.B) {
 			row(rt, "  of which create", create)
 			reportSummary(b, "", sum)
 		})
-		b.Run("actions", func(b *testing.B) {
+		part(b, "actions", func(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*opTimeout)
 			defer cancel()
-			sb, err := s.client.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "desktop", Runtime: rt}, "")
-			if err != nil {
-				b.Fatal(err)
+			type build struct {
+				name                       string
+				s                          *service
+				id                         string
+				shot, click, key, takeover []time.Duration
 			}
-			defer s.client.DeleteSandbox(context.Background(), sb.ID)
-			if err := one(ctx, sb.ID, client.ComputerAction{Action: "screenshot"}); err != nil {
-				b.Fatal(err)
+			builds := []*build{{name: "", s: s}}
+			if base != nil {
+				if !slices.Contains(base.runtimes, rt) {
+					b.Skipf("runtime %s is not usable for the desktop by the baseline", rt)
+				}
+				builds = append(builds, &build{name: baselineLabel() + ": ", s: base})
 			}
-			var shot, click, key, takeover []time.Duration
+			for _, bd := range builds {
+				sb, err := bd.s.client.CreateSandbox(ctx, client.CreateSandboxRequest{Profile: "desktop", Runtime: rt}, "")
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer bd.s.client.DeleteSandbox(context.Background(), sb.ID)
+				bd.id = sb.ID
+				if err := one(ctx, bd.s, sb.ID, client.ComputerAction{Action: "screenshot"}); err != nil {
+					b.Fatal(err)
+				}
+			}
 			for i := range acts {
-				t0 := time.Now()
-				if err := one(ctx, sb.ID, client.ComputerAction{Action: "screenshot"}); err != nil {
-					b.Fatal(err)
-				}
-				shot = append(shot, time.Since(t0))
-				t0 = time.Now()
-				if err := one(ctx, sb.ID, client.ComputerAction{Action: "left_click", Coordinate: []int{10 + i%100, 700}}); err != nil {
-					b.Fatal(err)
-				}
-				click = append(click, time.Since(t0))
-				t0 = time.Now()
-				if err := one(ctx, sb.ID, client.ComputerAction{Action: "key", Text: "shift"}); err != nil {
-					b.Fatal(err)
-				}
-				key = append(key, time.Since(t0))
-				// Takeover: the human's POST, then the agent's next action
-				// answered 409 — the time until the agent knows.
-				t0 = time.Now()
-				if _, err := s.client.TakeDesktopControl(ctx, sb.ID, client.TakeDesktopControlRequest{Holder: "human:bench"}); err != nil {
-					b.Fatal(err)
-				}
-				if err := one(ctx, sb.ID, client.ComputerAction{Action: "mouse_move", Coordinate: []int{5, 5}}); err == nil {
-					b.Fatal("the agent acted while a human held control")
-				}
-				takeover = append(takeover, time.Since(t0))
-				if _, err := s.client.ReleaseDesktopControl(ctx, sb.ID); err != nil {
-					b.Fatal(err)
+				for k := range builds {
+					bd := builds[(i+k)%len(builds)]
+					t0 := time.Now()
+					if err := one(ctx, bd.s, bd.id, client.ComputerAction{Action: "screenshot"}); err != nil {
+						b.Fatal(err)
+					}
+					bd.shot = append(bd.shot, time.Since(t0))
+					t0 = time.Now()
+					if err := one(ctx, bd.s, bd.id, client.ComputerAction{Action: "left_click", Coordinate: []int{10 + i%100, 700}}); err != nil {
+						b.Fatal(err)
+					}
+					bd.click = append(bd.click, time.Since(t0))
+					t0 = time.Now()
+					if err := one(ctx, bd.s, bd.id, client.ComputerAction{Action: "key", Text: "shift"}); err != nil {
+						b.Fatal(err)
+					}
+					bd.key = append(bd.key, time.Since(t0))
+					// Takeover: the human's POST, then the agent's next action
+					// answered 409 — the time until the agent knows.
+					t0 = time.Now()
+					if _, err := bd.s.client.TakeDesktopControl(ctx, bd.id, client.TakeDesktopControlRequest{Holder: "human:bench"}); err != nil {
+						b.Fatal(err)
+					}
+					if err := one(ctx, bd.s, bd.id, client.ComputerAction{Action: "mouse_move", Coordinate: []int{5, 5}}); err == nil {
+						b.Fatal("the agent acted while a human held control")
+					}
+					bd.takeover = append(bd.takeover, time.Since(t0))
+					if _, err := bd.s.client.ReleaseDesktopControl(ctx, bd.id); err != nil {
+						b.Fatal(err)
+					}
 				}
 			}
-			ss := row(rt, "screenshot 1280×800 png (inline)", shot)
-			cs := row(rt, "left click", click)
-			row(rt, "key (one chord)", key)
-			ts := row(rt, "takeover → agent's action refused", takeover)
+			var ss, cs, bss, bcs Summary
+			for i, bd := range builds {
+				s1 := row(rt, bd.name+"screenshot 1280×800 png (inline)", bd.shot)
+				c1 := row(rt, bd.name+"left click", bd.click)
+				row(rt, bd.name+"key (one chord)", bd.key)
+				ts := row(rt, bd.name+"takeover → agent's action refused", bd.takeover)
+				if i == 0 {
+					ss, cs = s1, c1
+					b.ReportMetric(Ms(ts.P50), "takeover-p50-ms")
+				} else {
+					bss, bcs = s1, c1
+				}
+			}
 			b.ReportMetric(0, "ns/op")
 			b.ReportMetric(Ms(ss.P50), "screenshot-p50-ms")
 			b.ReportMetric(Ms(cs.P50), "click-p50-ms")
-			b.ReportMetric(Ms(ts.P50), "takeover-p50-ms")
-			mib := sandboxMemMiB(ctx, b, sb.ID)
+			for _, f := range []struct {
+				figure     string
+				this, base Summary
+			}{{"desktop left click", cs, bcs}, {"desktop screenshot 1280×800", ss, bss}} {
+				tr := MsRow(7, f.figure, rt, f.this)
+				judgeNoRegression(&tr, f.this, f.base, baselineLabel())
+				recordTarget(tr)
+			}
+			mib := sandboxMemMiB(ctx, b, builds[0].id)
 			b.ReportMetric(mib, "idle-MiB")
 			mem.Row(rt, fmt.Sprintf("%.1f MiB", mib))
 		})

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -78,82 +79,126 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 // the server's stdin stream in the sandbox → its stdout back through the
 // job log — against the same call made directly over stdio by a Go SDK
 // client inside the same sandbox (the fixture's bench mode), and reports
-// the overhead as the difference of the medians.
+// the overhead as the difference of the medians. With
+// GENESIS_BENCH_BASELINE_BIN a second service runs that build, with an
+// instance of its own, and its calls alternate with this build's, call by
+// call (each first every other time), so that both see the same machine.
 func BenchmarkMCPToolCall(b *testing.B) {
 	s := startServiceWith(b, mcpCatalog)
+	var base *service
+	if dir := baselineDir(b); dir != "" {
+		base = startServiceIn(b, dir, mcpCatalog)
+	}
 	iters := envInt(b, "GENESIS_BENCH_MCP_ITERS", 1000)
-	tbl := NewTable("runtime", "n", "direct p50 ms", "direct p99 ms", "service p50 ms", "service p99 ms", "overhead p50 ms", "calls/s")
+	tbl := NewTable("runtime", "build", "n", "direct p50 ms", "direct p99 ms", "service p50 ms", "service p99 ms", "overhead p50 ms", "calls/s")
 	s.eachRuntime(b, func(b *testing.B, rt string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		lease, err := s.client.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: profile, Runtime: rt, RiskLevel: map[string]string{"runc": "low", "runsc": "high"}[rt]})
-		if err != nil {
-			b.Fatal(err)
+		type build struct {
+			name    string
+			s       *service
+			cs      *sdk.ClientSession
+			samples []time.Duration
+			busy    time.Duration
 		}
-		defer s.client.ReleaseLease(context.Background(), lease.LeaseID)
-		f, err := os.Open(filepath.Join(binDir(b), "mcpfixture"))
-		if err != nil {
-			b.Fatal(err)
+		builds := []*build{{name: "this build", s: s}}
+		if base != nil {
+			if !slices.Contains(base.runtimes, rt) {
+				b.Skipf("runtime %s is not usable for %s by the baseline", rt, profile)
+			}
+			builds = append(builds, &build{name: baselineLabel(), s: base})
 		}
-		fi, _ := f.Stat()
-		_, err = s.client.WriteFile(ctx, lease.SandboxID, "/workspace/mcpfixture", f, client.WriteFileOptions{Mode: "0755", Size: fi.Size()})
-		f.Close()
-		if err != nil {
-			b.Fatal(err)
-		}
-
-		// Direct: a stdio client inside the sandbox.
-		res, err := s.client.Exec(ctx, lease.SandboxID, client.ExecRequest{Command: []string{
-			"/workspace/mcpfixture", "-n", strconv.Itoa(iters + 20), "bench"}, TimeoutMS: 300_000, MaxOutputBytes: 16 << 20})
-		if err != nil || res.ExitCode != 0 {
-			b.Fatalf("direct: %v %+v", err, res)
-		}
-		var direct struct{ US []int64 }
-		if err := json.Unmarshal([]byte(res.Stdout), &direct); err != nil {
-			b.Fatalf("direct output %q: %v", res.Stdout, err)
-		}
-		var ds []time.Duration
-		for _, us := range direct.US[20:] {
-			ds = append(ds, time.Duration(us)*time.Microsecond)
-		}
-		dsum := Summarize(ds)
-
-		// Through the service.
-		cs, done := s.mcpSession(ctx, b, map[string]any{"catalog": "fixture", "lease_id": lease.LeaseID})
-		defer done()
-		call := func(i int) error {
-			r, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": strconv.Itoa(i)}})
+		var dsum Summary
+		for i, bd := range builds {
+			lease, err := bd.s.client.AcquireLease(ctx, client.AcquireLeaseRequest{Profile: profile, Runtime: rt, RiskLevel: map[string]string{"runc": "low", "runsc": "high"}[rt]})
 			if err != nil {
-				return err
+				b.Fatalf("%s: %v", bd.name, err)
+			}
+			defer bd.s.client.ReleaseLease(context.Background(), lease.LeaseID)
+			f, err := os.Open(filepath.Join(binDir(b), "mcpfixture"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			fi, _ := f.Stat()
+			_, err = bd.s.client.WriteFile(ctx, lease.SandboxID, "/workspace/mcpfixture", f, client.WriteFileOptions{Mode: "0755", Size: fi.Size()})
+			f.Close()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if i == 0 {
+				// Direct: a stdio client inside this build's sandbox.
+				res, err := s.client.Exec(ctx, lease.SandboxID, client.ExecRequest{Command: []string{
+					"/workspace/mcpfixture", "-n", strconv.Itoa(iters + 20), "bench"}, TimeoutMS: 300_000, MaxOutputBytes: 16 << 20})
+				if err != nil || res.ExitCode != 0 {
+					b.Fatalf("direct: %v %+v", err, res)
+				}
+				var direct struct{ US []int64 }
+				if err := json.Unmarshal([]byte(res.Stdout), &direct); err != nil {
+					b.Fatalf("direct output %q: %v", res.Stdout, err)
+				}
+				var ds []time.Duration
+				for _, us := range direct.US[20:] {
+					ds = append(ds, time.Duration(us)*time.Microsecond)
+				}
+				dsum = Summarize(ds)
+			}
+			// Through the service.
+			cs, done := bd.s.mcpSession(ctx, b, map[string]any{"catalog": "fixture", "lease_id": lease.LeaseID})
+			defer done()
+			bd.cs = cs
+		}
+		call := func(bd *build, i int) error {
+			r, err := bd.cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": strconv.Itoa(i)}})
+			if err != nil {
+				return fmt.Errorf("%s: %w", bd.name, err)
 			}
 			if r.IsError {
-				return fmt.Errorf("tool error")
+				return fmt.Errorf("%s: tool error", bd.name)
 			}
 			return nil
 		}
 		for i := range 20 {
-			if err := call(i); err != nil {
-				b.Fatal(err)
+			for _, bd := range builds {
+				if err := call(bd, i); err != nil {
+					b.Fatal(err)
+				}
 			}
 		}
-		ps := make([]time.Duration, 0, iters)
-		start := time.Now()
 		for i := range iters {
-			t0 := time.Now()
-			if err := call(i); err != nil {
-				b.Fatal(err)
+			for k := range builds {
+				bd := builds[(i+k)%len(builds)]
+				t0 := time.Now()
+				if err := call(bd, i); err != nil {
+					b.Fatal(err)
+				}
+				d := time.Since(t0)
+				bd.samples, bd.busy = append(bd.samples, d), bd.busy+d
 			}
-			ps = append(ps, time.Since(t0))
 		}
-		rate := float64(iters) / time.Since(start).Seconds()
-		psum := Summarize(ps)
+		sums := make([]Summary, len(builds))
+		for i, bd := range builds {
+			psum := Summarize(bd.samples)
+			sums[i] = psum
+			rate := float64(len(bd.samples)) / bd.busy.Seconds()
+			tbl.Row(rt, bd.name, strconv.Itoa(iters), fmt.Sprintf("%.3f", Ms(dsum.P50)), fmt.Sprintf("%.3f", Ms(dsum.P99)),
+				fmt.Sprintf("%.3f", Ms(psum.P50)), fmt.Sprintf("%.3f", Ms(psum.P99)), fmt.Sprintf("%.3f", Ms(psum.P50-dsum.P50)), fmt.Sprintf("%.0f", rate))
+		}
+		psum := sums[0]
 		reportSummary(b, "service-", psum)
 		b.ReportMetric(Ms(dsum.P50), "direct-p50-ms")
 		b.ReportMetric(Ms(psum.P50-dsum.P50), "overhead-p50-ms")
-		tbl.Row(rt, strconv.Itoa(iters), fmt.Sprintf("%.3f", Ms(dsum.P50)), fmt.Sprintf("%.3f", Ms(dsum.P99)),
-			fmt.Sprintf("%.3f", Ms(psum.P50)), fmt.Sprintf("%.3f", Ms(psum.P99)), fmt.Sprintf("%.3f", Ms(psum.P50-dsum.P50)), fmt.Sprintf("%.0f", rate))
+		tr := MsRow(7, "MCP tools/call (echo)", rt, psum)
+		tr.Compare = []Compared{{"direct stdio call in the sandbox", Ms(dsum.P50)}}
+		tr.Note = fmt.Sprintf("overhead over direct p50 %.2f ms", Ms(psum.P50-dsum.P50))
+		var bsum Summary
+		if len(sums) > 1 {
+			bsum = sums[1]
+			tr.Note += fmt.Sprintf(" (%s %.2f)", baselineLabel(), Ms(bsum.P50-dsum.P50))
+		}
+		judgeNoRegression(&tr, psum, bsum, baselineLabel())
+		recordTarget(tr)
 	})
-	printTable("MCP tools/call through the service vs a direct stdio call in the sandbox", tbl)
+	printTable("MCP tools/call through the service vs a direct stdio call in the sandbox (calls/s: while calling)", tbl)
 }
 
 // mcpSession creates an instance from req and connects an MCP client to

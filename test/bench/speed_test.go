@@ -65,18 +65,9 @@ type speedPair struct {
 func startPair(b *testing.B, extraConfig string) *speedPair {
 	b.Helper()
 	p := &speedPair{cur: startServiceWith(b, extraConfig)}
-	bin := os.Getenv("GENESIS_BENCH_BASELINE_BIN")
-	if bin == "" {
+	dir := baselineDir(b)
+	if dir == "" {
 		return p
-	}
-	dir := filepath.Dir(bin)
-	for _, f := range []string{bin, filepath.Join(dir, "genesis-agent"), filepath.Join(dir, "genesis-egress")} {
-		if _, err := os.Stat(f); err != nil {
-			b.Fatalf("GENESIS_BENCH_BASELINE_BIN=%s: %v (the baseline's sandbox-service, with genesis-agent and genesis-egress beside it)", bin, err)
-		}
-	}
-	if filepath.Base(bin) != "sandbox-service" {
-		b.Fatalf("GENESIS_BENCH_BASELINE_BIN=%s: want a path to a binary named sandbox-service", bin)
 	}
 	p.base = startServiceIn(b, dir, extraConfig)
 	p.baseLabel = "baseline"
@@ -181,22 +172,24 @@ func (w *loadWatch) sample() {
 	w.mu.Unlock()
 }
 
-// end stops sampling and describes the load seen.
-func (w *loadWatch) end() string {
+// stopSamples stops sampling and answers the samples taken, a last one
+// included.
+func (w *loadWatch) stopSamples() []float64 {
 	close(w.stop)
 	<-w.done
 	w.sample()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.samples) == 0 {
+	return slices.Clone(w.samples)
+}
+
+// end stops sampling and describes the load seen.
+func (w *loadWatch) end() string {
+	samples := w.stopSamples()
+	if len(samples) == 0 {
 		return "1-min load during the run unknown"
 	}
-	var sum float64
-	for _, v := range w.samples {
-		sum += v
-	}
-	return fmt.Sprintf("1-min load during the run: start %.2f, mean %.2f, max %.2f, end %.2f",
-		w.samples[0], sum/float64(len(w.samples)), slices.Max(w.samples), w.samples[len(w.samples)-1])
+	return "1-min load during the run: " + LoadStats(samples)
 }
 
 // serviceCPU is the CPU time of the service's process so far (user and
@@ -390,6 +383,7 @@ func benchSpeedExec(b *testing.B) {
 			row{path: "GET /healthz (HTTP floor)", s: Summarize(health)},
 			row{path: "docker exec (CLI)", s: Summarize(dexec)})
 		addRows(tbl, rt, rows)
+		recordSpeedExec(rt, p, ch, cg, bh, bg, Summarize(agent), Summarize(health), Summarize(dexec), cpuNotes[len(cpuNotes)-1])
 		reportSummary(b, "http-", ch)
 		reportSummary(b, "grpc-", cg)
 		if p.base != nil {
@@ -536,6 +530,7 @@ func benchSpeedLease(b *testing.B) {
 				row{path: p.baseLabel + ": release answers", s: br})
 		}
 		addRows(tbl, rt, rows)
+		recordSpeedLease(rt, p, ct, bt, cr, br, first)
 		reportSummary(b, "first-echo-", ct)
 		b.ReportMetric(Ms(cr.P50), "release-p50-ms")
 		b.ReportMetric(Ms(cr.P99), "release-p99-ms")
@@ -627,6 +622,14 @@ func benchSpeedCold(b *testing.B) {
 		}
 		rows = append(rows, row{path: "docker run --rm --network none", s: ds})
 		addRows(tbl, rt, rows)
+		tr := MsRow(3, "cold create → first output", rt, cs)
+		tr.Compare = []Compared{{"docker run --rm --network none", Ms(ds.P50)}}
+		if p.base != nil {
+			tr.Compare = append(tr.Compare, Compared{p.baseLabel, Ms(bs.P50)})
+		}
+		tr.Verdict = VerdictOf(ds.N > 0 && float64(cs.P50) <= factor*float64(ds.P50))
+		tr.Note = fmt.Sprintf("%s docker run; of which create p50 %s ms", ratio(cs, ds), FormatMs(Summarize(curCreate).P50))
+		recordTarget(tr)
 		reportSummary(b, "", cs)
 		b.ReportMetric(Ms(ds.P50), "docker-run-p50-ms")
 		if p.base != nil {
@@ -653,4 +656,44 @@ func profileImage(b *testing.B, s *service) string {
 	}
 	b.Fatalf("profile %s not found", profile)
 	return ""
+}
+
+// recordSpeedExec records the exec rows of the targets summary (target 1).
+func recordSpeedExec(rt string, p *speedPair, ch, cg, bh, bg, agent, health, dexec Summary, cpuNote string) {
+	for _, v := range []struct {
+		how        string
+		this, base Summary
+	}{{"HTTP", ch, bh}, {"gRPC", cg, bg}} {
+		r := MsRow(1, "exec `true`, "+v.how, rt, v.this)
+		if p.base != nil {
+			r.Compare = append(r.Compare, Compared{p.baseLabel, Ms(v.base.P50)})
+		}
+		r.Compare = append(r.Compare, Compared{"agent socket (floor)", Ms(agent.P50)}, Compared{"docker exec", Ms(dexec.P50)})
+		r.Verdict = NoTarget
+		if v.how == "HTTP" {
+			r.Compare = append(r.Compare, Compared{"GET /healthz", Ms(health.P50)})
+			r.Note = strings.TrimPrefix(cpuNote, rt+": ")
+			if rt == "runc" {
+				r.Verdict = VerdictOf(v.this.P50 <= 2500*time.Microsecond && v.this.P99 <= 6*time.Millisecond)
+			} else {
+				r.Verdict = VerdictOf(v.this.P50 <= 14*time.Millisecond)
+			}
+		}
+		recordTarget(r)
+	}
+}
+
+// recordSpeedLease records the lease rows of the targets summary (target
+// 2).
+func recordSpeedLease(rt string, p *speedPair, ct, bt, cr, br Summary, first time.Duration) {
+	r := MsRow(2, "warm lease → first echo", rt, ct)
+	rel := MsRow(2, "release answers", rt, cr)
+	if p.base != nil {
+		r.Compare = []Compared{{p.baseLabel, Ms(bt.P50)}}
+		rel.Compare = []Compared{{p.baseLabel, Ms(br.P50)}}
+	}
+	r.Verdict = VerdictOf(ct.P50 <= first)
+	rel.Verdict = VerdictOf(cr.P50 <= 10*time.Millisecond)
+	recordTarget(r)
+	recordTarget(rel)
 }

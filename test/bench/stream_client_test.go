@@ -86,10 +86,11 @@ func (c *clientCount) event(ev client.LogEvent) error {
 // sandbox-service and genesis-agent) a second service of that build runs
 // beside this one and each round reads every path and encoding from both
 // in turn, so that both see the same machine load; rows say which build.
+// GENESIS_BENCH_STREAM_PYTHON=0 leaves the Python SDK's rows out.
 func BenchmarkStreamClient(b *testing.B) {
 	s := startService(b)
 	builds := []*streamBuild{{name: "this", s: s}}
-	if dir := os.Getenv("GENESIS_BENCH_BASELINE_BIN"); dir != "" {
+	if dir := baselineDir(b); dir != "" {
 		builds = append(builds, &streamBuild{name: "baseline", s: startServiceFrom(b, dir, "", "warn")})
 	}
 	total := int64(envInt(b, "GENESIS_BENCH_CLIENT_STREAM_MIB", 256)) << 20
@@ -102,6 +103,9 @@ func BenchmarkStreamClient(b *testing.B) {
 	}
 	want := bytes.Repeat([]byte(benchLine+"\n"), (4<<20)/(len(benchLine)+1)+2)
 	py, pyWhy := pythonWithHTTPX()
+	if os.Getenv("GENESIS_BENCH_STREAM_PYTHON") == "0" {
+		py, pyWhy = "", "GENESIS_BENCH_STREAM_PYTHON=0"
+	}
 	if py == "" {
 		fmt.Printf("stream client: no Python SDK rows: %s\n", pyWhy)
 	}
@@ -218,6 +222,12 @@ func BenchmarkStreamClient(b *testing.B) {
 			}
 		}
 		mib := float64(total) / (1 << 20)
+		recordStreamTargets(rt, mib, func(build, path, enc string) ([]time.Duration, []float64) {
+			if cl := cells[key(build, path, enc)]; cl != nil {
+				return cl.walls, cl.service
+			}
+			return nil, nil
+		})
 		for _, bd := range builds {
 			for _, p := range bd.paths {
 				for _, enc := range []string{client.EncodingBase64, client.EncodingText} {
@@ -321,4 +331,31 @@ func pythonStream(ctx context.Context, py string, s *service, sandboxID string, 
 	c.wall = time.Duration(res.WallS * float64(time.Second))
 	c.cpu = time.Duration(res.CPUS * float64(time.Second))
 	return nil
+}
+
+// recordStreamTargets records the rows of target 4: the live exec stream
+// to the Go client in base64 and text, as MiB/s at the median, 90th and
+// 99th percentile run time, against the baseline's median, with the
+// service's CPU per MiB. cell answers a cell's run times and service CPU
+// seconds per GiB (nil when it has none).
+func recordStreamTargets(rt string, mib float64, cell func(build, path, enc string) ([]time.Duration, []float64)) {
+	const path = "exec (live)"
+	rate := func(d time.Duration) float64 { return mib / d.Seconds() }
+	for _, enc := range []string{client.EncodingBase64, client.EncodingText} {
+		walls, svc := cell("this", path, enc)
+		s := Summarize(walls)
+		r := TargetRow{Target: 4, Figure: "stdout → Go client, " + enc, Runtime: rt, Unit: "MiB/s", N: s.N}
+		if s.N == 0 {
+			continue
+		}
+		r.P50, r.P90, r.P99 = rate(s.P50), rate(s.P90), rate(s.P99)
+		r.Verdict = VerdictOf(r.P50 >= 400)
+		// s per GiB → ms per MiB: × 1000 / 1024.
+		r.Note = fmt.Sprintf("p90/p99: the slower runs; service CPU %.2f ms/MiB", median(svc)*1000/1024)
+		if bw, bsvc := cell("baseline", path, enc); len(bw) > 0 {
+			r.Compare = []Compared{{baselineLabel(), rate(Summarize(bw).P50)}}
+			r.Note += fmt.Sprintf(" (%s %.2f)", baselineLabel(), median(bsvc)*1000/1024)
+		}
+		recordTarget(r)
+	}
 }
