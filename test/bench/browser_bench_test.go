@@ -384,9 +384,13 @@ func BenchmarkBrowser(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	})
-	printTable("browser-playwright: Chromium's flags, direct CDP in the sandbox, ms", flags)
+	if selected("chromium-flags") {
+		printTable("browser-playwright: Chromium's flags, direct CDP in the sandbox, ms", flags)
+	}
 	printTable("browser-playwright: readiness and actions API, ms", tbl)
-	printTable("browser-playwright: one idle browser sandbox after the actions (docker stats)", mem)
+	if selected("actions") {
+		printTable("browser-playwright: one idle browser sandbox after the actions (docker stats)", mem)
+	}
 }
 
 // directCDP is the benchmark's direct DevTools client (cdpdirect) in a

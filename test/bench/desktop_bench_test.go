@@ -193,7 +193,9 @@ func BenchmarkDesktop(b *testing.B) {
 		})
 	})
 	printTable("desktop-vnc: readiness and computer actions API, ms", tbl)
-	printTable("desktop-vnc: one idle desktop sandbox after the actions (docker stats)", mem)
+	if selected("actions") {
+		printTable("desktop-vnc: one idle desktop sandbox after the actions (docker stats)", mem)
+	}
 }
 
 // BenchmarkDesktopViewer measures one live viewer, per runtime, while the

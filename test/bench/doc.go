@@ -34,9 +34,17 @@
 //     second service of another build, GENESIS_BENCH_BASELINE_BIN), the
 //     agent alone, `docker exec` and `docker run`, interleaved call by call;
 //   - BenchmarkLoad (`make bench-load`): 200 sandboxes on one host, execs of
-//     `true` at concurrency 32, with the service's CPU and RSS.
+//     `true` at concurrency 32, with the service's CPU and RSS;
+//   - BenchmarkTargets (`make bench-targets`, only with
+//     GENESIS_BENCH_TARGETS=1): the parts of the benchmarks above and of
+//     the browser, MCP and desktop ones that measure issue 40's figures,
+//     in one run against the baseline build, then one summary table of
+//     every figure with its comparisons, its target's verdict and the
+//     load average (targets.go renders it; GENESIS_BENCH_TARGETS_OUT
+//     names its file, GENESIS_BENCH_TARGETS_LOAD=0 leaves the load step
+//     out).
 //
-// docs/performance.md describes the last two and their knobs.
+// docs/performance.md describes the last three and their knobs.
 //
 // Each benchmark runs its own fixed number of iterations (run it with
 // -benchtime 1x) and reports percentiles with b.ReportMetric plus a table in

@@ -113,31 +113,6 @@ func BenchmarkLoad(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The CPU accounting of the runc sandboxes: the agents and what they
-	// spawn, and how long their CPU limit throttled them.
-	cgroups := make([]*cgroupCPU, len(runc))
-	for i, id := range runc {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			cgroups[i], errs[i] = sandboxCgroup(ctx, id)
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		b.Fatal(err)
-	}
-	sandboxCPU := func() (usage, throttled time.Duration) {
-		for _, cg := range cgroups {
-			u, t, err := cg.read()
-			if err != nil {
-				b.Fatal(err)
-			}
-			usage, throttled = usage+u, throttled+t
-		}
-		return usage, throttled
-	}
-
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc, IdleConnTimeout: time.Minute}}
 	defer hc.CloseIdleConnections()
 	c := client.New(s.url, s.key, client.WithHTTPClient(hc))
@@ -164,6 +139,32 @@ func BenchmarkLoad(b *testing.B) {
 	wg.Wait()
 	if err := errors.Join(warm...); err != nil {
 		b.Fatalf("warm-up: %v", err)
+	}
+
+	// The CPU accounting of the runc sandboxes: the agents and what they
+	// spawn, and how long their CPU limit throttled them. After the
+	// warm-up: a sandbox's container may start with its first exec.
+	cgroups := make([]*cgroupCPU, len(runc))
+	for i, id := range runc {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			cgroups[i], errs[i] = sandboxCgroup(ctx, id)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		b.Fatal(err)
+	}
+	sandboxCPU := func() (usage, throttled time.Duration) {
+		for _, cg := range cgroups {
+			u, t, err := cg.read()
+			if err != nil {
+				b.Fatal(err)
+			}
+			usage, throttled = usage+u, throttled+t
+		}
+		return usage, throttled
 	}
 
 	// The measured phase: conc workers, each taking the next runc sandbox
