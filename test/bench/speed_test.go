@@ -530,7 +530,7 @@ func benchSpeedLease(b *testing.B) {
 				row{path: p.baseLabel + ": release answers", s: br})
 		}
 		addRows(tbl, rt, rows)
-		recordSpeedLease(rt, p, ct, bt, cr, br, first)
+		recordSpeedLease(rt, p, ct, bt, cr, br, first, fmt.Sprintf("of which lease p50 %s ms, first echo %s ms", FormatMs(Summarize(cur.lease).P50), FormatMs(Summarize(cur.echo).P50)))
 		reportSummary(b, "first-echo-", ct)
 		b.ReportMetric(Ms(cr.P50), "release-p50-ms")
 		b.ReportMetric(Ms(cr.P99), "release-p99-ms")
@@ -685,8 +685,9 @@ func recordSpeedExec(rt string, p *speedPair, ch, cg, bh, bg, agent, health, dex
 
 // recordSpeedLease records the lease rows of the targets summary (target
 // 2).
-func recordSpeedLease(rt string, p *speedPair, ct, bt, cr, br Summary, first time.Duration) {
+func recordSpeedLease(rt string, p *speedPair, ct, bt, cr, br Summary, first time.Duration, parts string) {
 	r := MsRow(2, "warm lease → first echo", rt, ct)
+	r.Note = parts
 	rel := MsRow(2, "release answers", rt, cr)
 	if p.base != nil {
 		r.Compare = []Compared{{p.baseLabel, Ms(bt.P50)}}
