@@ -401,10 +401,13 @@ func (s *Server) handler(hosts hostRoutes) http.Handler {
 		if !preview {
 			_, pattern = s.mux.Handler(r)
 		}
+		defer func() { // runs last: the audit record's time is the request's
+			s.slow.End(q, r, sw.status, rid, preview || s.unaudited[pattern] || slowlog.Streamed(r, sw.Header()))
+		}()
 		if !preview && mutating(r.Method) && !s.unaudited[pattern] {
 			ae := &auditEntry{pattern: pattern}
 			r = r.WithContext(context.WithValue(r.Context(), auditKey, ae))
-			// Deferred first, so it runs last: after a panic's problem.
+			// Deferred before the recovery, so it runs after: after a panic's problem.
 			defer s.recordAudit(r, pattern, ae, sw)
 		}
 		defer func() {
@@ -419,7 +422,6 @@ func (s *Server) handler(hosts hostRoutes) http.Handler {
 			}
 			s.log.Debug("request", "request_id", rid, "method", r.Method, "path", r.URL.Path,
 				"status", sw.status, "duration_ms", time.Since(start).Milliseconds())
-			s.slow.End(q, r, sw.status, rid, preview || s.unaudited[pattern] || slowlog.Streamed(r, sw.Header()))
 		}()
 		switch {
 		case preview:
