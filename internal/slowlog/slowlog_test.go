@@ -187,3 +187,32 @@ func jsonEqual(a, b any) bool {
 	y, _ := json.Marshal(b)
 	return bytes.Equal(x, y)
 }
+
+// BenchmarkRequest is what the log adds to a request that is not slow,
+// with hops as an exec's: its record, the context value, the hops' closure
+// and the end's check (the hops themselves are the stopwatch's).
+func BenchmarkRequest(b *testing.B) {
+	l, err := slowlog.New(slowlog.Config{Threshold: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := httptest.NewRequest("POST", "/v1/sandboxes/sbx_1/exec", nil)
+	ctx := r.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		q := l.Begin(time.Now())
+		c := slowlog.With(ctx, q)
+		slowlog.AllowMS(c, 0, time.Minute)
+		var t [10]time.Duration
+		slowlog.Of(c).SetHops(func(yield func(string, time.Duration) bool) {
+			for _, d := range t {
+				if !yield("x", d) {
+					return
+				}
+			}
+		})
+		if l.End(q, r, 200, "req_1", false) {
+			b.Fatal("logged")
+		}
+	}
+}
