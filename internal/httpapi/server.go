@@ -388,8 +388,11 @@ func (s *Server) handler(hosts hostRoutes) http.Handler {
 		w.Header().Set(api.HeaderRequestID, rid)
 		r = r.WithContext(context.WithValue(r.Context(), requestIDKey, rid))
 		start := time.Now()
-		q := s.slow.Begin(start)
-		r = r.WithContext(slowlog.With(r.Context(), q))
+		var q *slowlog.Request // nil with the slow request log and Server-Timing off: nothing to note
+		if s.slow.On() || s.serverTiming {
+			q = s.slow.Begin(start)
+			r = r.WithContext(slowlog.With(r.Context(), q))
+		}
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		var previewID string
 		var previewPort int
