@@ -30,6 +30,7 @@ import (
 	"genesis.dev/sandbox/internal/driver/docker"
 	"genesis.dev/sandbox/internal/grpcedge"
 	"genesis.dev/sandbox/internal/httpapi"
+	"genesis.dev/sandbox/internal/slowlog"
 	"genesis.dev/sandbox/internal/store"
 	"genesis.dev/sandbox/internal/store/postgres"
 	"genesis.dev/sandbox/internal/store/sqlite"
@@ -211,11 +212,15 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stack.Close() // after the drain and the listeners: every part, in reverse build order
+	slow, err := slowlog.New(slowlog.Config{Threshold: cfg.Log.SlowRequest, Logger: log, Counted: metrics.ObserveSlowRequest})
+	if err != nil {
+		return err
+	}
 	api, err := httpapi.New(httpapi.Config{PublicURL: cfg.PublicBaseURL(), Previews: stack.Previews, Control: stack.Control, Tenancy: stack.Tenancy, Terminals: stack.Terminals,
 		Files: stack.Files, Jobs: stack.Jobs, Artifacts: stack.Artifacts, Ports: stack.Ports, Browser: stack.Browser, Desktop: stack.Desktop,
 		Trace: stack.Trace, Services: stack.Services, Snapshots: stack.Snapshots, Changes: stack.Changes, Volumes: stack.Volumes, MCP: stack.MCP, Skills: stack.Skills, MCPServe: stack.MCPServe, E2B: stack.E2B, OpenSandbox: stack.OpenSandbox,
 		Keys: keys, ApproverKeys: approvers, MaxBodyBytes: cfg.Limits.MaxBodyBytes, Logger: log, Metrics: metrics,
-		ServerTiming: os.Getenv(serverTimingEnv) == "1"})
+		ServerTiming: os.Getenv(serverTimingEnv) == "1", SlowLog: slow, ExecTimeout: time.Duration(cfg.Limits.DefaultExecTimeoutMS) * time.Millisecond})
 	if err != nil {
 		return err
 	}

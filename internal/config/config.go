@@ -78,6 +78,8 @@ type Config struct {
 	Console Console `yaml:"console"`
 	// Metrics configures GET /metrics.
 	Metrics Metrics `yaml:"metrics"`
+	// Log configures the service's log beyond its level (--log-level).
+	Log Log `yaml:"log"`
 	// Trace configures the sandboxes' operation traces.
 	Trace Trace `yaml:"trace"`
 	// Snapshots configures pause, hibernation, snapshots and forks.
@@ -218,6 +220,15 @@ type Metrics struct {
 	// queues') of a scrape that sends an admin key. Off (the default), and
 	// for a scrape without a key, /metrics names no tenant.
 	TenantLabels bool `yaml:"tenant_labels"`
+}
+
+// Log configures the service's log.
+type Log struct {
+	// SlowRequest: an API request that takes longer than this beyond the
+	// wait its caller asked for (an exec's time limit, a create's or
+	// lease's wait_seconds) logs one warning "slow request" with where its
+	// time went (docs/operations.md); streams never do. 0: none.
+	SlowRequest time.Duration `yaml:"slow_request"`
 }
 
 // AdminTenant is the tenant that owns admin_api_key.
@@ -709,6 +720,9 @@ func (c *Config) validate(v *problems) {
 		if d <= 0 {
 			bad(key, "must be a positive duration, got %v", d)
 		}
+	}
+	if c.Log.SlowRequest < 0 {
+		bad("log.slow_request", "must not be negative (0 turns the slow request log off), got %v", c.Log.SlowRequest)
 	}
 	for name, t := range c.Tenants {
 		if !profileName.MatchString(name) {

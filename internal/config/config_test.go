@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"genesis.dev/sandbox/internal/errdefs"
 )
@@ -25,6 +26,9 @@ func TestDefaultsValid(t *testing.T) {
 	p, _ := c.Profile("tool-basic")
 	if p.Network.Mode != "none" || p.User != "1000:1000" {
 		t.Errorf("tool-basic not hardened by default: %+v", p)
+	}
+	if c.Log.SlowRequest != 2*time.Second {
+		t.Errorf("log.slow_request %v, want 2s by default", c.Log.SlowRequest)
 	}
 	if !c.WarmPools || len(p.Pools) != 1 || p.Pools[0].Runtime != "runc" || p.Pools[0].MinIdle != 2 || c.Store.Driver != "sqlite" {
 		t.Errorf("default warm pool of tool-basic (runc, min_idle 2) or store missing: %+v %+v", p.Pools, c.Store)
@@ -94,6 +98,7 @@ func TestLoadOverlayAndErrors(t *testing.T) {
 		"capacity: {memory_mb: -2}\n":        "capacity.memory_mb",
 		"capacity: {cpu_overcommit: 0}\n":    "capacity.cpu_overcommit",
 		"capacity: {max_wait_seconds: -1}\n": "capacity.max_wait_seconds",
+		"log: {slow_request: -1s}\n":         "log.slow_request",
 	}
 	pool := func(pools, lease string) string {
 		return "profiles: [{name: x, recipe: r, allowed_runtimes: [runc], resources: {cpu: 1, memory_mb: 64, pids: 64}, pools: " + pools + ", lease: " + lease + "}]\n"

@@ -15,6 +15,7 @@ import (
 	"genesis.dev/sandbox/internal/desktop"
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/recording"
+	"genesis.dev/sandbox/internal/slowlog"
 
 	"github.com/coder/websocket"
 )
@@ -194,6 +195,7 @@ func (s *Server) desktopControl(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = time.Duration(n) * time.Millisecond
 	}
+	slowlog.Of(r.Context()).Allow(wait) // a long poll the caller asked for
 	tenant, id := tenantOf(r), r.PathValue("id")
 	if token := r.PathValue("token"); token != "" {
 		// A live-view link's page shows who holds control and the agent's

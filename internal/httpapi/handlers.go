@@ -12,6 +12,7 @@ import (
 	"genesis.dev/sandbox/internal/jobs"
 	"genesis.dev/sandbox/internal/policy"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/slowlog"
 	"genesis.dev/sandbox/internal/snapshots"
 	"genesis.dev/sandbox/internal/tenancy"
 )
@@ -73,11 +74,13 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	in := apiwire.CreateSandboxInput(tenantOf(r), r.Header.Get(api.HeaderIdempotencyKey), req)
 	start := time.Now()
+	slowlog.AllowMS(r.Context(), req.WaitSeconds*1000, 0)
 	sb, made, err := snapshots.Create(r.Context(), s.ctl, s.snaps, req.SnapshotID, in)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
+	slowlog.Of(r.Context()).SetSandbox(sb.ID)
 	s.metrics.observeCreate(sb.Runtime, start)
 	w.Header().Set("ETag", etag(sb))
 	w.Header().Set("Location", "/v1/sandboxes/"+sb.ID)
@@ -144,9 +147,11 @@ func (s *Server) deleteSandbox(r *http.Request) error {
 
 func invalidArg(msg string) error { return fmt.Errorf("%s: %w", msg, errdefs.ErrInvalidArgument) }
 
-// execIn decodes an exec request of the sandbox in r's path.
+// execIn decodes an exec request of the sandbox in r's path; its time
+// limit is a wait its caller asked for (slowlog.Allow).
 func (s *Server) execIn(w http.ResponseWriter, r *http.Request) (req api.ExecRequest, in jobs.ExecInput, err error) {
 	if err = s.decode(w, r, &req); err == nil {
+		slowlog.AllowMS(r.Context(), req.TimeoutMS, s.execTimeout)
 		in, err = apiwire.ExecIn(tenantOf(r), r.PathValue("id"), req)
 	}
 	return req, in, err

@@ -7,6 +7,7 @@ import (
 	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/slowlog"
 	"genesis.dev/sandbox/internal/snapshots"
 )
 
@@ -63,12 +64,14 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) {
 		// answer (and still before it, so GET /v1/audit reads it).
 		in.Audit = storedAudit(r, http.StatusCreated)
 	}
+	slowlog.AllowMS(r.Context(), req.WaitSeconds*1000, 0)
 	ctx, timed := s.leaseTimings(r)
 	out, made, err := snapshots.Lease(ctx, s.ctl, s.snaps, req.SnapshotID, in)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
+	slowlog.Of(r.Context()).SetSandbox(out.Sandbox.ID)
 	l := apiwire.Lease(out.Lease)
 	sb := apiwire.Sandbox(out.Sandbox)
 	if made != nil {

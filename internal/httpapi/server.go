@@ -35,6 +35,7 @@ import (
 	"genesis.dev/sandbox/internal/ports"
 	"genesis.dev/sandbox/internal/replay"
 	"genesis.dev/sandbox/internal/skills"
+	"genesis.dev/sandbox/internal/slowlog"
 	"genesis.dev/sandbox/internal/snapshots"
 	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/tenant"
@@ -112,6 +113,10 @@ type Config struct {
 	// header to the answer of a synchronous exec: where its time went
 	// inside the service (serverTiming). Off by default.
 	ServerTiming bool
+	// SlowLog, when set, logs the slow requests; ExecTimeout, an exec's
+	// default time limit, is the wait it allows one.
+	SlowLog     *slowlog.Log
+	ExecTimeout time.Duration
 }
 
 // Server is the HTTP API.
@@ -152,6 +157,8 @@ type Server struct {
 	mcpServe  *mcpserve.Server
 	// serverTiming: see Config.ServerTiming.
 	serverTiming bool
+	slow         *slowlog.Log
+	execTimeout  time.Duration
 }
 
 // Route is one served method and path pattern.
@@ -198,7 +205,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{ctl: cfg.Control, tenancy: cfg.Tenancy, maxBody: cfg.MaxBodyBytes, log: cfg.Logger, mux: http.NewServeMux(), metrics: edgeMetrics{cfg.Metrics}, keepalive: cfg.KeepAlive,
 		ports: cfg.Ports, origins: cfg.Previews, publicURL: strings.TrimRight(cfg.PublicURL, "/"), services: cfg.Services, unaudited: map[string]bool{},
-		serverTiming: cfg.ServerTiming}
+		serverTiming: cfg.ServerTiming, slow: cfg.SlowLog, execTimeout: cfg.ExecTimeout}
 	var err error
 	if s.auth, err = auth.New(auth.Config{Tenants: cfg.Tenancy, Keys: cfg.Keys, ApproverKeys: cfg.ApproverKeys, Logger: cfg.Logger}); err != nil {
 		return nil, err
@@ -353,7 +360,6 @@ const (
 	requestIDKey ctxKey = iota
 	principalKey
 	auditKey
-	startKey // when the root handler took the request (Config.ServerTiming)
 )
 
 var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
@@ -382,8 +388,10 @@ func (s *Server) handler(hosts hostRoutes) http.Handler {
 		w.Header().Set(api.HeaderRequestID, rid)
 		r = r.WithContext(context.WithValue(r.Context(), requestIDKey, rid))
 		start := time.Now()
-		if s.serverTiming {
-			r = r.WithContext(context.WithValue(r.Context(), startKey, start))
+		var q *slowlog.Request // nil with the slow request log and Server-Timing off: nothing to note
+		if s.slow.On() || s.serverTiming {
+			q = s.slow.Begin(start)
+			r = r.WithContext(slowlog.With(r.Context(), q))
 		}
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		var previewID string
@@ -396,10 +404,13 @@ func (s *Server) handler(hosts hostRoutes) http.Handler {
 		if !preview {
 			_, pattern = s.mux.Handler(r)
 		}
+		defer func() { // runs last: the audit record's time is the request's
+			s.slow.End(q, r, sw.status, rid, preview || s.unaudited[pattern] || slowlog.Streamed(r, sw.Header()))
+		}()
 		if !preview && mutating(r.Method) && !s.unaudited[pattern] {
 			ae := &auditEntry{pattern: pattern}
 			r = r.WithContext(context.WithValue(r.Context(), auditKey, ae))
-			// Deferred first, so it runs last: after a panic's problem.
+			// Deferred before the recovery, so it runs after: after a panic's problem.
 			defer s.recordAudit(r, pattern, ae, sw)
 		}
 		defer func() {
@@ -514,6 +525,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		if ae := auditOf(r); ae != nil {
 			ae.principal = p
 		}
+		slowlog.Of(r.Context()).SetTenant(p.Tenant)
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey, p)))
 	})
 }
@@ -525,6 +537,7 @@ func (s *Server) principalOfKey(ctx context.Context, key string) (tenant.Princip
 	if ae, _ := ctx.Value(auditKey).(*auditEntry); ae != nil && err == nil {
 		ae.principal = p
 	}
+	slowlog.Of(ctx).SetTenant(p.Tenant)
 	return p, err
 }
 

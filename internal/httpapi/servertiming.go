@@ -2,14 +2,13 @@ package httpapi
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"genesis.dev/sandbox/internal/browser"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/jobs"
+	"genesis.dev/sandbox/internal/slowlog"
 )
 
 type timing struct {
@@ -17,29 +16,30 @@ type timing struct {
 	d    time.Duration
 }
 
-// serverTimed, with Config.ServerTiming, gives r's context the timings
-// *T of the layer below (with) and returns the func that writes them, as
-// parts names them, before the answer as a Server-Timing header in ms,
-// between pre (the root handler to this handler: routing, the key check,
-// the body) and handler (the root handler to the header). Without it ctx
-// is r's and the func does nothing.
+// serverTimed, with Config.ServerTiming or the slow request log on, gives
+// r's context the timings *T of the layer below (with) and r's
+// slowlog.Request its hops: pre (the root handler to this handler:
+// routing, the key check, the body), then the parts of *T. With
+// Config.ServerTiming the func it returns writes them before the answer
+// as a Server-Timing header, with handler (the root handler to the
+// header). Otherwise ctx is r's and the func does nothing.
 func serverTimed[T any](s *Server, r *http.Request, with func(context.Context, *T) context.Context, parts func(*T) []timing) (context.Context, func(http.Header)) {
-	start, ok := r.Context().Value(startKey).(time.Time)
-	if !s.serverTiming || !ok {
+	q := slowlog.Of(r.Context())
+	if q == nil || !s.serverTiming && !s.slow.On() {
 		return r.Context(), func(http.Header) {}
 	}
-	pre, t := time.Since(start), new(T)
-	return with(r.Context(), t), func(h http.Header) {
-		ts := append(append([]timing{{"pre", pre}}, parts(t)...), timing{"handler", time.Since(start)})
-		var b strings.Builder
-		for i, m := range ts {
-			if i > 0 {
-				b.WriteString(", ")
+	pre, t := time.Since(q.Start()), new(T)
+	q.SetHops(func(yield func(string, time.Duration) bool) {
+		for _, h := range append([]timing{{"pre", pre}}, parts(t)...) {
+			if !yield(h.name, h.d) {
+				return
 			}
-			fmt.Fprintf(&b, "%s;dur=%.3f", m.name, float64(m.d)/float64(time.Millisecond))
 		}
-		h.Set("Server-Timing", b.String())
+	})
+	if !s.serverTiming {
+		return with(r.Context(), t), func(http.Header) {}
 	}
+	return with(r.Context(), t), func(h http.Header) { h.Set("Server-Timing", q.ServerTiming(time.Now())) }
 }
 
 // execTimings is serverTimed for a synchronous exec: attach, record,

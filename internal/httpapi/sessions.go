@@ -6,6 +6,7 @@ import (
 	"genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/sandbox"
+	"genesis.dev/sandbox/internal/slowlog"
 )
 
 // sessionRoutes serves the shell sessions and the code contexts (sessions
@@ -24,6 +25,7 @@ func (s *Server) sessionRoutes() {
 	}))
 	s.handle("GET", "/v1/contexts/{id}", true, serveGet(s, http.StatusOK, s.getSessionOf(sandbox.SessionPython)))
 	s.handle("POST", "/v1/contexts/{id}/run", true, serveBody(s, http.StatusOK, func(r *http.Request, req *api.RunCodeRequest) (api.RunCodeResult, error) {
+		slowlog.AllowMS(r.Context(), req.TimeoutMS, s.execTimeout)
 		return wired(apiwire.RunCode)(s.jobs.RunCode(r.Context(), tenantOf(r), r.PathValue("id"), req.Code, req.TimeoutMS))
 	}))
 	s.handle("DELETE", "/v1/contexts/{id}", true, serveNoContent(s, s.closeSession(sandbox.SessionPython)))

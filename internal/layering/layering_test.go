@@ -166,6 +166,12 @@ var rules = []rule{
 		External: []string{},
 	},
 	{
+		Pkg:      "internal/slowlog",
+		Why:      "slowlog logs the API's slow requests with the hops of their Server-Timing: the standard library only",
+		Only:     []string{},
+		External: []string{},
+	},
+	{
 		Pkg: "internal/instances",
 		Why: "instances is one instance's part in sharing a store below control (its instance lock, the leader, the adoption of gone instances): " +
 			"the store's contract, sandbox and errdefs only; never control, a driver, a workload or an API package",

@@ -55,6 +55,7 @@ type Metrics struct {
 	tenantLabels bool
 
 	requests    *prometheus.CounterVec
+	slow        *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
 	exec        *prometheus.HistogramVec
 	firstOutput *prometheus.HistogramVec
@@ -81,6 +82,9 @@ func New(cfg Config) *Metrics {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "genesis_http_requests_total", Help: "HTTP requests by route and status.",
 		}, []string{"route", "status"}),
+		slow: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "genesis_http_slow_requests_total", Help: "HTTP requests logged as slow (slow_request_threshold beyond the wait their caller asked for) by route.",
+		}, []string{"route"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "genesis_http_request_duration_seconds", Help: "Time spent serving requests by route and status.", Buckets: httpBuckets,
 		}, []string{"route", "status"}),
@@ -100,7 +104,7 @@ func New(cfg Config) *Metrics {
 		leaseWait: byRuntime("genesis_lease_wait_seconds",
 			"Time from a lease request to its grant (a warm claim or a cold create), by runtime.", createBuckets),
 	}
-	m.reg.MustRegister(m.requests, m.duration, m.exec, m.firstOutput, m.create, m.leaseWait, m.rpcs, m.rpcDuration,
+	m.reg.MustRegister(m.requests, m.slow, m.duration, m.exec, m.firstOutput, m.create, m.leaseWait, m.rpcs, m.rpcDuration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -131,6 +135,9 @@ func (m *Metrics) ObserveRequest(route, status string, d time.Duration) {
 	m.requests.WithLabelValues(route, status).Inc()
 	m.duration.WithLabelValues(route, status).Observe(d.Seconds())
 }
+
+// ObserveSlowRequest counts one request of route logged as slow.
+func (m *Metrics) ObserveSlowRequest(route string) { m.slow.WithLabelValues(route).Inc() }
 
 // ObserveRPC records one call of the gRPC edge: the service's full name,
 // the method, its gRPC code ("ok" for success, else the lower-case name:

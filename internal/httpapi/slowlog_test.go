@@ -1,0 +1,142 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apipkg "genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/httpapi"
+	"genesis.dev/sandbox/internal/slowlog"
+)
+
+// lockedBuffer is a log's output written by the server's goroutines and
+// read by the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// lines returns the log's lines with msg "slow request", decoded, and
+// empties it.
+func (l *lockedBuffer) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for line := range strings.Lines(l.b.String()) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if m["msg"] == "slow request" {
+			out = append(out, m)
+		}
+	}
+	l.b.Reset()
+	return out
+}
+
+// TestSlowRequestLog checks the slow request log through the API's root
+// handler, on a clock the test moves by a set step at each reading (the
+// request's start and its end): a synchronous exec slower than its
+// timeout and the threshold logs one line with its route, status,
+// tenant, sandbox, request id and the exec's hops, and counts in
+// genesis_http_slow_requests_total; the same exec within its timeout
+// (given or the default), a streamed exec and a fast request log nothing.
+func TestSlowRequestLog(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	st := a.Stack
+	var step atomic.Int64 // how long each request takes on the clock
+	var ticks atomic.Int64
+	t0 := time.Now()
+	clock := func() time.Time { return t0.Add(time.Duration(ticks.Add(1) * step.Load())) }
+	var logged lockedBuffer
+	metrics := httpapi.NewMetrics(httpapi.MetricsConfig{})
+	slow, err := slowlog.New(slowlog.Config{Threshold: 2 * time.Second, Logger: slog.New(slog.NewJSONHandler(&logged, nil)),
+		Counted: metrics.ObserveSlowRequest, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := httpapi.New(httpapi.Config{PublicURL: testPublicURL, Control: st.Control, Tenancy: st.Tenancy, Terminals: st.Terminals,
+		Files: st.Files, Jobs: st.Jobs, Artifacts: st.Artifacts, Keys: map[string]string{keyA: "a"}, Metrics: metrics,
+		SlowLog: slow, ExecTimeout: 60 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	s := &api{Harness: a.Harness, srv: srv, url: ts.URL, hc: ts.Client()}
+	sb, _ := s.createHTTP(keyA, client.CreateSandboxRequest{})
+	execPath := "/v1/sandboxes/" + sb.ID + "/exec"
+
+	// Slower than its timeout and the threshold.
+	step.Store(int64(5 * time.Second))
+	resp, body := s.do(req{method: "POST", path: execPath, key: keyA, body: `{"command":["true"],"timeout_ms":1000}`})
+	if resp.StatusCode != 200 {
+		t.Fatalf("exec: %d %s", resp.StatusCode, body)
+	}
+	lines := logged.lines(t)
+	if len(lines) != 1 {
+		t.Fatalf("want one slow request line, got %v", lines)
+	}
+	line := lines[0]
+	for k, want := range map[string]any{"level": "WARN", "method": "POST", "route": "POST /v1/sandboxes/{id}/exec", "status": 200.0,
+		"duration_ms": 5000.0, "tenant": "a", "sandbox": sb.ID, "request_id": resp.Header.Get(apipkg.HeaderRequestID), "allowed_ms": 1000.0} {
+		if line[k] != want {
+			t.Errorf("%s = %v, want %v (line %v)", k, line[k], want, line)
+		}
+	}
+	hops, _ := line["hops_ms"].(map[string]any)
+	for _, h := range []string{"pre", "attach", "record", "agent", "finish", "rec-job", "fin-job"} {
+		if ms, ok := hops[h].(float64); !ok || ms < 0 {
+			t.Errorf("hops_ms has no %s: %v", h, line["hops_ms"])
+		}
+	}
+	if hops["agent"].(float64) <= 0 {
+		t.Errorf("the agent took no time: %v", hops)
+	}
+	if resp.Header.Get("Server-Timing") != "" {
+		t.Errorf("Server-Timing %q without Config.ServerTiming", resp.Header.Get("Server-Timing"))
+	}
+	step.Store(0)
+	_, body = s.do(req{method: "GET", path: "/metrics"})
+	if want := `genesis_http_slow_requests_total{route="POST /v1/sandboxes/{id}/exec"} 1`; !strings.Contains(string(body), want) {
+		t.Errorf("/metrics has no %s", want)
+	}
+
+	// Not slow: within a long timeout, given or the default; streamed;
+	// fast.
+	step.Store(int64(50 * time.Second))
+	for _, body := range []string{`{"command":["true"],"timeout_ms":120000}`, `{"command":["true"]}`} {
+		if resp, b := s.do(req{method: "POST", path: execPath, key: keyA, body: body}); resp.StatusCode != 200 {
+			t.Fatalf("exec %s: %d %s", body, resp.StatusCode, b)
+		}
+	}
+	step.Store(int64(time.Hour))
+	if resp, b := s.do(req{method: "POST", path: execPath, key: keyA, body: `{"command":["true"],"timeout_ms":1000}`,
+		header: map[string]string{"Accept": "text/event-stream"}}); resp.StatusCode != 200 || !strings.Contains(string(b), "event:") {
+		t.Fatalf("streamed exec: %d %s", resp.StatusCode, b)
+	}
+	step.Store(0)
+	if resp, b := s.do(req{method: "GET", path: "/v1/sandboxes/" + sb.ID, key: keyA}); resp.StatusCode != 200 {
+		t.Fatalf("get: %d %s", resp.StatusCode, b)
+	}
+	if lines := logged.lines(t); len(lines) != 0 {
+		t.Errorf("logged %v", lines)
+	}
+}

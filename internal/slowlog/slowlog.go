@@ -1,0 +1,207 @@
+package slowlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Config configures a Log.
+type Config struct {
+	// Threshold is how much longer than the wait its caller asked for a
+	// request may take before it is logged as slow; 0 logs nothing.
+	Threshold time.Duration
+	// Logger receives the lines (slog.Default() when nil).
+	Logger *slog.Logger
+	// Counted, when set, is told the route of each slow request (the
+	// metric genesis_http_slow_requests_total).
+	Counted func(route string)
+	// Clock, when set, replaces time.Now in telling how long a request
+	// took (for tests).
+	Clock func() time.Time
+}
+
+// Log decides which requests were slow and logs them.
+type Log struct {
+	threshold time.Duration
+	log       *slog.Logger
+	counted   func(route string)
+	clock     func() time.Time
+}
+
+// New returns a Log of cfg.
+func New(cfg Config) (*Log, error) {
+	if cfg.Threshold < 0 {
+		return nil, errors.New("slowlog: negative threshold")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Log{threshold: cfg.Threshold, log: cfg.Logger, counted: cfg.Counted, clock: cfg.Clock}, nil
+}
+
+// On says whether slow requests are logged (a threshold is set): only
+// then are the hops of every request worth collecting. A nil *Log is off.
+func (l *Log) On() bool { return l != nil && l.threshold > 0 }
+
+// Request is what is known of one request while it is served. The
+// request's handlers fill it in (Allow, SetTenant, SetSandbox, SetHops)
+// before they return; the root handler reads it after (Log.End). Its
+// methods do nothing on a nil *Request.
+type Request struct {
+	start   time.Time // on the wall clock, for the hops
+	began   time.Time // on the Log's clock, for the request's duration
+	allow   time.Duration
+	tenant  string
+	sandbox string
+	hops    iter.Seq2[string, time.Duration]
+}
+
+// Begin opens the record of a request the root handler took at start
+// (time.Now()); l may be nil.
+func (l *Log) Begin(start time.Time) *Request {
+	q := &Request{start: start, began: start}
+	if l.On() && l.clock != nil {
+		q.began = l.clock()
+	}
+	return q
+}
+
+// Start is when the root handler took the request.
+func (q *Request) Start() time.Time { return q.start }
+
+// Allow notes a wait the caller asked for (an exec's time limit, a
+// create's wait for capacity): the request is slow only beyond it and
+// the threshold. The longest of several counts.
+func (q *Request) Allow(d time.Duration) {
+	if q != nil && d > q.allow {
+		q.allow = d
+	}
+}
+
+// SetTenant notes the tenant the request acts for, once it is known.
+func (q *Request) SetTenant(tenant string) {
+	if q != nil {
+		q.tenant = tenant
+	}
+}
+
+// SetSandbox notes the sandbox the request is about when its path does
+// not name it (a create, a lease).
+func (q *Request) SetSandbox(id string) {
+	if q != nil {
+		q.sandbox = id
+	}
+}
+
+// SetHops gives the request its hops, the parts of its time as
+// Server-Timing names them, read only if it is slow.
+func (q *Request) SetHops(hops iter.Seq2[string, time.Duration]) {
+	if q != nil {
+		q.hops = hops
+	}
+}
+
+type key struct{}
+
+// With returns ctx carrying q.
+func With(ctx context.Context, q *Request) context.Context {
+	return context.WithValue(ctx, key{}, q)
+}
+
+// Of returns the Request in ctx, or nil.
+func Of(ctx context.Context) *Request {
+	q, _ := ctx.Value(key{}).(*Request)
+	return q
+}
+
+// AllowMS is Of(ctx).Allow of ms milliseconds, as the API's bodies give
+// waits, or of orElse when ms is 0 (the service's default).
+func AllowMS(ctx context.Context, ms int64, orElse time.Duration) {
+	if ms > 0 {
+		orElse = time.Duration(ms) * time.Millisecond
+	}
+	Of(ctx).Allow(orElse)
+}
+
+// Streamed says whether r, answered with the header h, is long-lived by
+// its form: an upgrade (WebSocket), a CONNECT, or an answer that streams
+// (server-sent events, NDJSON, gRPC).
+func Streamed(r *http.Request, h http.Header) bool {
+	if r.Header.Get("Upgrade") != "" || r.Method == http.MethodConnect {
+		return true
+	}
+	ct := h.Get("Content-Type")
+	for _, s := range []string{"text/event-stream", "application/x-ndjson", "application/grpc"} {
+		if strings.HasPrefix(ct, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// ServerTiming is the value of a Server-Timing header of q's hops, in ms,
+// and handler: the time from q's start to now.
+func (q *Request) ServerTiming(now time.Time) string {
+	var b strings.Builder
+	for name, d := range q.hops {
+		fmt.Fprintf(&b, "%s;dur=%.3f, ", name, ms(d))
+	}
+	fmt.Fprintf(&b, "handler;dur=%.3f", ms(now.Sub(q.start)))
+	return b.String()
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// End logs q, the request r answered with status, if it was slow, and
+// says whether it was. Its route is r's pattern (the method and the
+// path's pattern, as the metrics label requests), not its path: the lines
+// of one route group together and the ids go into fields of their own.
+// longLived marks a request that lasts as long as its caller keeps it
+// (Streamed, traffic to a sandbox's own server): never slow.
+func (l *Log) End(q *Request, r *http.Request, status int, requestID string, longLived bool) bool {
+	if !l.On() || q == nil || longLived {
+		return false
+	}
+	now := time.Now()
+	if l.clock != nil {
+		now = l.clock()
+	}
+	d := now.Sub(q.began)
+	if d <= q.allow+l.threshold {
+		return false
+	}
+	attrs := make([]slog.Attr, 0, 10)
+	attrs = append(attrs, slog.String("method", r.Method), slog.String("route", r.Pattern), slog.Int("status", status),
+		slog.Int64("duration_ms", d.Milliseconds()), slog.String("tenant", q.tenant))
+	if strings.Contains(r.Pattern, "/sandboxes/{id}") {
+		q.sandbox = r.PathValue("id")
+	}
+	if q.sandbox != "" {
+		attrs = append(attrs, slog.String("sandbox", q.sandbox))
+	}
+	if requestID != "" {
+		attrs = append(attrs, slog.String("request_id", requestID))
+	}
+	if q.allow > 0 {
+		attrs = append(attrs, slog.Int64("allowed_ms", q.allow.Milliseconds()))
+	}
+	if q.hops != nil {
+		var hops []any
+		for name, d := range q.hops {
+			hops = append(hops, slog.Float64(name, math.Round(ms(d)*1000)/1000))
+		}
+		attrs = append(attrs, slog.Group("hops_ms", hops...))
+	}
+	l.log.LogAttrs(context.Background(), slog.LevelWarn, "slow request", attrs...)
+	if l.counted != nil {
+		l.counted(r.Pattern)
+	}
+	return true
+}
