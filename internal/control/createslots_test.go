@@ -58,7 +58,9 @@ func TestCreateSlotQueue(t *testing.T) {
 	d.hold.Store(true)
 	var wg sync.WaitGroup
 	for range slots {
-		wg.Go(func() { _, _ = h.Svc.CreateSandbox(ctx, control.CreateSandboxInput{Tenant: "a", Profile: controltest.Profile}) })
+		wg.Go(func() {
+			_, _ = h.Svc.CreateSandbox(ctx, control.CreateSandboxInput{Tenant: "a", Profile: controltest.Profile})
+		})
 	}
 	defer wg.Wait()
 	for deadline := time.Now().Add(30 * time.Second); d.held.Load() < slots; time.Sleep(5 * time.Millisecond) {
