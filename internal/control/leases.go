@@ -191,6 +191,9 @@ func (s *Service) acquireLease(ctx context.Context, in AcquireLeaseInput) (*Leas
 	claim.SandboxID, claim.Env, claim.Metadata = sb.ID, nil, nil // set at create
 	claim.Runtime, claim.RiskLevel, claim.Lease.Runtime = sb.Runtime, sb.RiskLevel, sb.Runtime
 	claim.Now = s.now()
+	// Its TTL counts from the grant: the wait for capacity and the create
+	// (long on a busy host) are not the holder's time.
+	lease.CreatedAt, lease.RenewedAt, lease.ExpiresAt = claim.Now, claim.Now, claim.Now.Add(time.Duration(ttl)*time.Second)
 	// The stored lease replaces the hold in one transaction: a quota check
 	// in any instance sees the lease once, never twice (held and stored),
 	// which would refuse a lease or a create that fits.

@@ -243,6 +243,65 @@ func TestLeaseCapacityWait(t *testing.T) {
 	}
 }
 
+// TestColdLeaseTTLFromGrant: a cold lease that waited for capacity (or
+// whose sandbox was slow to start, as on a busy host) longer than its
+// TTL is still granted its whole TTL from the grant: the wait is not the
+// holder's time. Counted from the request, it was granted expired, and
+// the reaper ended it under its holder's first command.
+func TestColdLeaseTTLFromGrant(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *config.Config) { c.Limits.MaxSandboxes = 1 })
+	ctx := context.Background()
+	first, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "a", Profile: controltest.Profile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		out *control.LeaseOutput
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := h.Svc.AcquireLease(ctx, control.AcquireLeaseInput{Tenant: "b", Profile: controltest.Profile, TTLSeconds: ttl(5), WaitSeconds: 60})
+		done <- result{out, err}
+	}()
+	for deadline := time.Now().Add(30 * time.Second); h.Svc.AdmissionStats().Waiting == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second lease never waited for capacity")
+		}
+	}
+	h.Clock.Advance(time.Minute) // the wait outlasts the 5 s TTL
+	if err := h.Svc.ReleaseLease(ctx, "a", first.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the waiting lease did not get the freed slot")
+	}
+	if r.err != nil {
+		t.Fatalf("waiting lease: %v", r.err)
+	}
+	granted := h.Clock.Now()
+	if left := r.out.Lease.ExpiresAt.Sub(granted); left < 4*time.Second || left > 5*time.Second {
+		t.Errorf("a lease of 5 s granted after a minute's wait expires in %v", left)
+	}
+	if l, err := h.Svc.GetLease(ctx, "b", r.out.Lease.ID); err != nil || l.State != sandbox.LeaseActive {
+		t.Fatalf("the lease just granted reads %+v, %v; want active", l, err)
+	}
+	if sb := h.Record(r.out.Sandbox.ID); sb.ExpiresAt == nil || !sb.ExpiresAt.Equal(r.out.Lease.ExpiresAt) {
+		t.Errorf("its sandbox expires at %v, the lease at %v", sb.ExpiresAt, r.out.Lease.ExpiresAt)
+	}
+	// The reaper leaves it to its holder.
+	if err := h.Svc.Reconcile(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Record(r.out.Sandbox.ID).State; got != sandbox.StateLeased {
+		t.Errorf("the sandbox of a lease granted just now is %s after a reconcile", got)
+	}
+}
+
 // TestPoolDrain: a drained pool destroys its idle members, hands out
 // nothing and says draining.
 func TestPoolDrain(t *testing.T) {

@@ -213,7 +213,7 @@ func (s *Service) finishUnfinished(ctx context.Context, r *sandbox.Sandbox, gone
 // stuck says r has not changed for longer than any step of a create or a
 // destroy may take.
 func (s *Service) stuck(r *sandbox.Sandbox, now time.Time) bool {
-	return now.Sub(r.UpdatedAt) > s.cfg.Intervals.AgentReadyTimeout+3*s.cfg.Intervals.DockerCallTimeout
+	return now.Sub(r.UpdatedAt) > s.createBound()
 }
 
 // containerStopped tells whether the container of r, a live record that

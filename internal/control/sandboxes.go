@@ -320,6 +320,11 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	if err != nil {
 		return nil, err
 	}
+	if err := s.awaitCreateSlot(ctx, wait); err != nil {
+		release()
+		return nil, err
+	}
+	defer func() { <-s.createSem }()
 	// The tenant's quota is held from its check until the record exists.
 	releaseQuota := func() {}
 	if !in.poolMember {
@@ -385,14 +390,8 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	}
 	// From here on the work must finish (or roll back) even if the caller
 	// goes away: detach from its cancellation, keep a deadline.
-	wctx, cancel := cleanupCtx(ctx, s.cfg.Intervals.AgentReadyTimeout+3*s.cfg.Intervals.DockerCallTimeout)
+	wctx, cancel := cleanupCtx(ctx, s.createBound())
 	defer cancel()
-	select {
-	case s.createSem <- struct{}{}:
-		defer func() { <-s.createSem }()
-	case <-wctx.Done():
-		return nil, s.failCreate(wctx, sb, fmt.Errorf("waiting for a create slot: %w", errdefs.ErrDeadlineExceeded))
-	}
 	tl.mark("network_record")
 	uid, gid, err := parseUser(p.User)
 	if err != nil {
@@ -427,6 +426,31 @@ func (s *Service) CreateSandbox(ctx context.Context, in CreateSandboxInput) (*sa
 	tl.mark("answer")
 	tl.log(s.log, "create timeline", "sandbox", sb.ID, "runtime", tl.runtime)
 	return out, nil
+}
+
+// createBound is the longest a create may take from its record's insert:
+// a record older than that in created or starting is stuck.
+func (s *Service) createBound() time.Duration {
+	return s.cfg.Intervals.AgentReadyTimeout + 3*s.cfg.Intervals.DockerCallTimeout
+}
+
+// awaitCreateSlot takes one of the slots that bound the creates running at
+// once. A create queues for one before its record exists, so the queue
+// takes none of the create's own time (createBound): in a burst, each
+// create waits its turn for as long as its request waits for capacity,
+// and at least createBound, instead of losing to the queue the time its
+// container needs to start.
+func (s *Service) awaitCreateSlot(ctx context.Context, wait time.Duration) error {
+	t := time.NewTimer(max(wait, s.createBound()))
+	defer t.Stop()
+	select {
+	case s.createSem <- struct{}{}:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("waiting for a create slot: %w", errdefs.ErrDeadlineExceeded)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // selectRuntime applies the runtime policy to a request of tenant for
