@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -105,4 +106,84 @@ func procSyscalls(tb testing.TB, pid int) [2]int64 {
 		}
 	}
 	return n
+}
+
+// TestJobStreamStalledReaderBounded checks the flow control of the HTTP/2
+// hop: a reader that stops taking a job's stream holds a bounded amount of
+// it in memory (the stream's window and a frame or two), not what the job
+// goes on writing, and gets all of it, in order, once it reads again.
+func TestJobStreamStalledReaderBounded(t *testing.T) {
+	const total = 96 << 20
+	a := startAgentSocket(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req := agentproto.JobStartRequest{ExecRequest: agentproto.ExecRequest{
+		JobID: "stalled", Command: []string{"head", "-c", strconv.Itoa(total), "/dev/zero"}, MaxOutputBytes: total,
+	}}
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	stalled, resume := make(chan struct{}), make(chan struct{})
+	var got int64
+	errc := make(chan error, 1)
+	go func() {
+		errc <- a.client.StartJobFollow(ctx, req, func(agentproto.JobInfo) {}, func(f agentproto.Frame) error {
+			if f.Type != agentproto.FrameStdout {
+				return nil
+			}
+			if f.Offset != got {
+				return fmt.Errorf("frame at %d, want %d", f.Offset, got)
+			}
+			if got == 0 {
+				close(stalled)
+				<-resume
+			}
+			got += int64(len(f.Payload))
+			return nil
+		})
+	}()
+	select {
+	case <-stalled:
+	case err := <-errc:
+		t.Fatalf("stream ended before its first frame: %v", err)
+	}
+	// The job writes everything while the reader stalls (the agent keeps
+	// it); the reader's process must not take it all in meanwhile.
+	for {
+		info, err := a.client.JobInfo(ctx, req.JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !info.Running {
+			if info.StdoutBytes != total {
+				t.Fatalf("job wrote %d bytes, want %d", info.StdoutBytes, total)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("job did not end")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Watch the reader's heap for a while after the job's end: whatever the
+	// connection would buffer arrives in this time.
+	const bound = 24 << 20
+	var peak uint64
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		peak = max(peak, m.HeapInuse)
+		if m.HeapInuse > before.HeapInuse+bound {
+			t.Fatalf("a stalled reader's heap grew by %d MiB (bound %d MiB) while the job wrote %d MiB",
+				(m.HeapInuse-before.HeapInuse)>>20, bound>>20, total>>20)
+		}
+	}
+	close(resume)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if got != total {
+		t.Fatalf("read %d bytes after the stall, want %d", got, total)
+	}
+	t.Logf("heap in use grew by at most %.1f MiB during the stall", float64(int64(peak)-int64(before.HeapInuse))/(1<<20))
 }
