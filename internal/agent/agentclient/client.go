@@ -85,15 +85,8 @@ func New(d Dialer) *Client {
 			SendPingTimeout: 15 * time.Second,
 			PingTimeout:     10 * time.Second,
 			// Large DATA frames: job output streams move hundreds of MiB,
-			// and under gVisor every socket write is costly. Not larger:
-			// each frame is copied twice in this process (into the
-			// stream's buffer, out of it into the caller's) and once in
-			// the agent, and a 256 KiB frame stays in the CPU's cache
-			// through those copies where a 1 MiB one does not
-			// (BenchmarkJobStreamHop, alternating runs: ≈ 9% less CPU on
-			// this side, ≈ 10% on the agent's; 1 MiB frames needed half
-			// the writes, 3,000 a GiB with agentproto.ConnWriteBuffer).
-			MaxReadFrameSize: 256 << 10,
+			// and under gVisor every socket write is costly.
+			MaxReadFrameSize: 1 << 20,
 		},
 		DisableCompression: true,
 	}
