@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"genesis.dev/sandbox/internal/agent/agentproto"
 	"genesis.dev/sandbox/internal/errdefs"
 )
 
@@ -89,10 +90,12 @@ func (s *Server) serveOn(srv *http.Server, ln net.Listener, errs chan<- error) {
 type bufferedListener struct{ *net.UnixListener }
 
 func (l bufferedListener) Accept() (net.Conn, error) {
-	c, err := l.UnixListener.Accept()
+	c, err := l.UnixListener.AcceptUnix()
 	if err != nil {
 		return nil, err
 	}
+	// Best effort: the kernel caps it at net.core.wmem_max.
+	_ = c.SetWriteBuffer(agentproto.ConnWriteBuffer)
 	return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, connReadBuffer)}, nil
 }
 

