@@ -127,11 +127,12 @@ func (s *Server) handlePortDial(w http.ResponseWriter, r *http.Request, port int
 
 // splicePort answers an HTTP/1.1 dial that asked for the connection
 // itself (agentproto.UpgradeRawPort): 101, then the bytes both ways with
-// no framing, one goroutine a direction. It ends as the streamed dial
-// does: the caller's end of sending shuts down conn's write side, conn's
-// end (or any error) ends both. A shutdown of the server (a save's
-// quiesce, the agent stopping) closes it, as it closes its other
-// connections.
+// no framing, one OS thread a direction in blocking reads (fdSplice), or
+// one goroutine a direction when the caller's connection is not a plain
+// socket. It ends as the streamed dial does: the caller's end of sending
+// shuts down conn's write side, conn's end (or any error) ends both. A
+// shutdown of the server (a save's quiesce, the agent stopping) closes it,
+// as it closes its other connections.
 func (s *Server) splicePort(w http.ResponseWriter, r *http.Request, conn *net.TCPConn) {
 	nc, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
@@ -140,16 +141,34 @@ func (s *Server) splicePort(w http.ResponseWriter, r *http.Request, conn *net.TC
 	}
 	defer nc.Close()
 	nc.SetDeadline(time.Time{}) // the header's read deadline is over
+	fs, threads := newFDSplice(nc, conn)
+	stop := func() { nc.Close(); conn.Close() }
+	if threads {
+		stop = fs.stop
+	}
 	if srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok {
 		// One hook per server, closing the splices live at its shutdown
 		// (a hook per splice would pile up for the agent's whole life).
 		s.splices.hookOnce(srv)
-		defer s.splices.add(nc, conn)()
+		defer s.splices.add(stop)()
 	}
 	if _, err := brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + agentproto.UpgradeRawPort + "\r\n\r\n"); err != nil {
+		if threads {
+			fs.close()
+		}
 		return
 	}
 	if err := brw.Flush(); err != nil {
+		if threads {
+			fs.close()
+		}
+		return
+	}
+	if threads {
+		// What the server read ahead of the request's end comes first;
+		// the buffer is not read past it (that would read nc).
+		head, _ := brw.Reader.Peek(brw.Reader.Buffered())
+		fs.run(head)
 		return
 	}
 	upDone := make(chan struct{})
@@ -201,7 +220,7 @@ func wantsRawPort(r *http.Request) bool {
 type splices struct {
 	mu     sync.Mutex
 	hooked map[*http.Server]bool
-	open   map[net.Conn]net.Conn
+	open   map[*func()]struct{} // each open splice's stop
 }
 
 // hookOnce registers, once per server, the hook that closes every open
@@ -219,24 +238,24 @@ func (sp *splices) hookOnce(srv *http.Server) {
 	srv.RegisterOnShutdown(func() {
 		sp.mu.Lock()
 		defer sp.mu.Unlock()
-		for a, b := range sp.open {
-			a.Close()
-			b.Close()
+		for stop := range sp.open {
+			(*stop)()
 		}
 	})
 }
 
-// add notes an open splice of a and b; the returned func forgets it.
-func (sp *splices) add(a, b net.Conn) func() {
+// add notes an open splice that stop ends; the returned func forgets it.
+func (sp *splices) add(stop func()) func() {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	if sp.open == nil {
-		sp.open = map[net.Conn]net.Conn{}
+		sp.open = map[*func()]struct{}{}
 	}
-	sp.open[a] = b
+	key := &stop
+	sp.open[key] = struct{}{}
 	return func() {
 		sp.mu.Lock()
 		defer sp.mu.Unlock()
-		delete(sp.open, a)
+		delete(sp.open, key)
 	}
 }
