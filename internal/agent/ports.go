@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -141,7 +142,16 @@ func (s *Server) splicePort(w http.ResponseWriter, r *http.Request, conn *net.TC
 	}
 	defer nc.Close()
 	nc.SetDeadline(time.Time{}) // the header's read deadline is over
-	fs, threads := newFDSplice(nc, conn)
+	// The agent's Unix connections read through a buffer of their own
+	// (bufferedConn): the splice takes the socket under it, and what that
+	// buffer holds after the request comes after what the server read
+	// ahead.
+	callerConn, pending := nc, []byte(nil)
+	if bc, ok := nc.(*bufferedConn); ok {
+		callerConn = bc.Conn
+		pending, _ = bc.r.Peek(bc.r.Buffered())
+	}
+	fs, threads := newFDSplice(callerConn, conn)
 	stop := func() { nc.Close(); conn.Close() }
 	if threads {
 		stop = fs.stop
@@ -168,7 +178,7 @@ func (s *Server) splicePort(w http.ResponseWriter, r *http.Request, conn *net.TC
 		// What the server read ahead of the request's end comes first;
 		// the buffer is not read past it (that would read nc).
 		head, _ := brw.Reader.Peek(brw.Reader.Buffered())
-		fs.run(head)
+		fs.run(append(slices.Clone(head), pending...))
 		return
 	}
 	upDone := make(chan struct{})

@@ -126,7 +126,7 @@ func BenchmarkPortSplice(b *testing.B) {
 				report(r.name+"-idle", r.idle)
 			}
 			out, err := dockerCmd(5*time.Minute, nil, "exec", rows[0].c.id, "/.echo/portecho", "probe", "8000",
-				strconv.Itoa(max(b.N, 20)), strconv.Itoa(int(idle.Milliseconds())))
+				strconv.Itoa(max(b.N, 20)), strconv.Itoa(idleRounds), strconv.Itoa(int(idle.Milliseconds())))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -198,8 +198,8 @@ func portEchoDir(tb testing.TB) string {
 // TestDialPortRawInContainers: the raw dial's splice under runc and runsc
 // carries small exchanges and large transfers, ends as it should (the
 // caller's CloseWrite reaches the service, whose close ends the caller's
-// reads), and 100 splices opened at once and closed leave the agent with
-// the threads and file descriptors it had.
+// reads), and 100 splices opened at once run on two threads each and,
+// closed, leave the agent with the threads and file descriptors it had.
 func TestDialPortRawInContainers(t *testing.T) {
 	for _, rt := range []string{"runc", "runsc"} {
 		t.Run(rt, func(t *testing.T) {
@@ -244,6 +244,10 @@ func TestDialPortRawInContainers(t *testing.T) {
 				if _, err := io.ReadFull(nc, got[:4]); err != nil || string(got[:4]) != "ping" {
 					t.Fatalf("splice %d: read %q, %v", i, got[:4], err)
 				}
+			}
+			// Each open splice holds one thread a direction.
+			if threads, _ := agentThreadsFDs(t, c); threads < 2*len(conns) {
+				t.Errorf("with %d splices open the agent has %d threads (had %d): the splices do not run on threads of their own", len(conns), threads, threads0)
 			}
 			for _, nc := range conns {
 				nc.Close()

@@ -302,4 +302,3 @@ func socketCount(t *testing.T) int {
 	}
 	return n
 }
-

@@ -4,9 +4,10 @@
 //
 // Usage:
 //
-//	portecho serve PORT               echo every connection's bytes back
-//	portecho probe PORT ROUNDS IDLEMS time ROUNDS exchanges back to back
-//	                                  and ROUNDS after IDLEMS of idleness
+//	portecho serve PORT     echo every connection's bytes back
+//	portecho probe PORT ROUNDS IDLEROUNDS IDLEMS
+//	                        time ROUNDS exchanges back to back and
+//	                        IDLEROUNDS after IDLEMS of idleness each
 //
 // probe prints one line per way: "NAME p50_µs p90_µs".
 package main
@@ -37,20 +38,21 @@ func main() {
 	switch {
 	case os.Args[1] == "serve" && len(os.Args) == 3:
 		serve(addr)
-	case os.Args[1] == "probe" && len(os.Args) == 5:
+	case os.Args[1] == "probe" && len(os.Args) == 6:
 		rounds, err1 := strconv.Atoi(os.Args[3])
-		idle, err2 := strconv.Atoi(os.Args[4])
-		if err1 != nil || err2 != nil || rounds < 1 || idle < 0 {
+		idleRounds, err2 := strconv.Atoi(os.Args[4])
+		idle, err3 := strconv.Atoi(os.Args[5])
+		if err1 != nil || err2 != nil || err3 != nil || rounds < 1 || idleRounds < 1 || idle < 0 {
 			usage()
 		}
-		probe(addr, rounds, time.Duration(idle)*time.Millisecond)
+		probe(addr, rounds, idleRounds, time.Duration(idle)*time.Millisecond)
 	default:
 		usage()
 	}
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: portecho serve PORT | portecho probe PORT ROUNDS IDLEMS")
+	fmt.Fprintln(os.Stderr, "usage: portecho serve PORT | portecho probe PORT ROUNDS IDLEROUNDS IDLEMS")
 	os.Exit(2)
 }
 
@@ -73,7 +75,7 @@ func serve(addr string) {
 	}
 }
 
-func probe(addr string, rounds int, idle time.Duration) {
+func probe(addr string, rounds, idleRounds int, idle time.Duration) {
 	c, err := net.Dial("tcp4", addr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "portecho:", err)
@@ -101,7 +103,7 @@ func probe(addr string, rounds int, idle time.Duration) {
 	for range rounds {
 		b2b = append(b2b, exchange())
 	}
-	for range rounds {
+	for range idleRounds {
 		time.Sleep(idle)
 		afterIdle = append(afterIdle, exchange())
 	}
