@@ -128,9 +128,9 @@ func (s *Server) handlePortDial(w http.ResponseWriter, r *http.Request, port int
 
 // splicePort answers an HTTP/1.1 dial that asked for the connection
 // itself (agentproto.UpgradeRawPort): 101, then the bytes both ways with
-// no framing, one OS thread a direction in blocking reads (fdSplice), or
-// one goroutine a direction when the caller's connection is not a plain
-// socket. It ends as the streamed dial does: the caller's end of sending
+// no framing: under gVisor one OS thread a direction in blocking reads
+// (fdSplice), elsewhere (or when the caller's connection is not a plain
+// socket) one goroutine a direction. It ends as the streamed dial does: the caller's end of sending
 // shuts down conn's write side, conn's end (or any error) ends both. A
 // shutdown of the server (a save's quiesce, the agent stopping) closes it,
 // as it closes its other connections.
@@ -151,7 +151,11 @@ func (s *Server) splicePort(w http.ResponseWriter, r *http.Request, conn *net.TC
 		callerConn = bc.Conn
 		pending, _ = bc.r.Peek(bc.r.Buffered())
 	}
-	fs, threads := newFDSplice(callerConn, conn)
+	var fs *fdSplice
+	threads := false
+	if spliceOnThreads(s.kernel) {
+		fs, threads = newFDSplice(callerConn, conn)
+	}
 	stop := func() { nc.Close(); conn.Close() }
 	if threads {
 		stop = fs.stop
