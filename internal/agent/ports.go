@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -128,12 +127,11 @@ func (s *Server) handlePortDial(w http.ResponseWriter, r *http.Request, port int
 
 // splicePort answers an HTTP/1.1 dial that asked for the connection
 // itself (agentproto.UpgradeRawPort): 101, then the bytes both ways with
-// no framing: under gVisor one OS thread a direction in blocking reads
-// (fdSplice), elsewhere (or when the caller's connection is not a plain
-// socket) one goroutine a direction. It ends as the streamed dial does: the caller's end of sending
-// shuts down conn's write side, conn's end (or any error) ends both. A
-// shutdown of the server (a save's quiesce, the agent stopping) closes it,
-// as it closes its other connections.
+// no framing, one goroutine a direction. It ends as the streamed dial
+// does: the caller's end of sending shuts down conn's write side, conn's
+// end (or any error) ends both. A shutdown of the server (a save's
+// quiesce, the agent stopping) closes it, as it closes its other
+// connections.
 func (s *Server) splicePort(w http.ResponseWriter, r *http.Request, conn *net.TCPConn) {
 	nc, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
@@ -142,47 +140,16 @@ func (s *Server) splicePort(w http.ResponseWriter, r *http.Request, conn *net.TC
 	}
 	defer nc.Close()
 	nc.SetDeadline(time.Time{}) // the header's read deadline is over
-	// The agent's Unix connections read through a buffer of their own
-	// (bufferedConn): the splice takes the socket under it, and what that
-	// buffer holds after the request comes after what the server read
-	// ahead.
-	callerConn, pending := nc, []byte(nil)
-	if bc, ok := nc.(*bufferedConn); ok {
-		callerConn = bc.Conn
-		pending, _ = bc.r.Peek(bc.r.Buffered())
-	}
-	var fs *fdSplice
-	threads := false
-	if spliceOnThreads(s.kernel) {
-		fs, threads = newFDSplice(callerConn, conn)
-	}
-	stop := func() { nc.Close(); conn.Close() }
-	if threads {
-		stop = fs.stop
-	}
 	if srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok {
 		// One hook per server, closing the splices live at its shutdown
 		// (a hook per splice would pile up for the agent's whole life).
 		s.splices.hookOnce(srv)
-		defer s.splices.add(stop)()
+		defer s.splices.add(nc, conn)()
 	}
 	if _, err := brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + agentproto.UpgradeRawPort + "\r\n\r\n"); err != nil {
-		if threads {
-			fs.close()
-		}
 		return
 	}
 	if err := brw.Flush(); err != nil {
-		if threads {
-			fs.close()
-		}
-		return
-	}
-	if threads {
-		// What the server read ahead of the request's end comes first;
-		// the buffer is not read past it (that would read nc).
-		head, _ := brw.Reader.Peek(brw.Reader.Buffered())
-		fs.run(append(slices.Clone(head), pending...))
 		return
 	}
 	upDone := make(chan struct{})
@@ -234,7 +201,7 @@ func wantsRawPort(r *http.Request) bool {
 type splices struct {
 	mu     sync.Mutex
 	hooked map[*http.Server]bool
-	open   map[*func()]struct{} // each open splice's stop
+	open   map[net.Conn]net.Conn
 }
 
 // hookOnce registers, once per server, the hook that closes every open
@@ -252,24 +219,24 @@ func (sp *splices) hookOnce(srv *http.Server) {
 	srv.RegisterOnShutdown(func() {
 		sp.mu.Lock()
 		defer sp.mu.Unlock()
-		for stop := range sp.open {
-			(*stop)()
+		for a, b := range sp.open {
+			a.Close()
+			b.Close()
 		}
 	})
 }
 
-// add notes an open splice that stop ends; the returned func forgets it.
-func (sp *splices) add(stop func()) func() {
+// add notes an open splice of a and b; the returned func forgets it.
+func (sp *splices) add(a, b net.Conn) func() {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	if sp.open == nil {
-		sp.open = map[*func()]struct{}{}
+		sp.open = map[net.Conn]net.Conn{}
 	}
-	key := &stop
-	sp.open[key] = struct{}{}
+	sp.open[a] = b
 	return func() {
 		sp.mu.Lock()
 		defer sp.mu.Unlock()
-		delete(sp.open, key)
+		delete(sp.open, a)
 	}
 }
