@@ -178,10 +178,15 @@ async function pause() {
   await sbx.files.write('/home/user/before.txt', 'written before the pause');
   await sbx.commands.run('i=0; while true; do i=$((i+1)); echo $i > count.new; mv count.new count; sleep 1; done', { background: true, timeoutMs: 0 });
   for (let i = 0; i < 200 && (await count(sbx).catch(() => 0)) < 3; i++) await sleep(100);
-  out.before = await count(sbx);
+  // ranMs: how long the counter may have run between its two reads (from
+  // this read until the pause answers, from the connect until the read
+  // after it), never through the sleep between.
   let t = performance.now();
+  out.before = await count(sbx);
+  const pauseAt = performance.now();
   out.paused = await sbx.pause();
-  out.pauseMs = performance.now() - t;
+  out.pauseMs = performance.now() - pauseAt;
+  out.ranMs = performance.now() - t;
   out.stateAfterPause = (await sbx.getInfo()).state;
   out.listedPaused = (await Sandbox.list({ query: { state: ['paused'], metadata: { suite: 'e2b-pause' } } }).nextItems()).map((s) => `${s.sandboxId}:${s.state}`);
   out.listedRunning = (await Sandbox.list({ query: { state: ['running'], metadata: { suite: 'e2b-pause' } } }).nextItems()).map((s) => s.sandboxId);
@@ -194,6 +199,7 @@ async function pause() {
   out.stateAfterConnect = (await again.getInfo()).state;
   out.runningAfterConnect = await again.isRunning();
   out.afterConnect = await count(again);
+  out.ranMs += performance.now() - t;
   out.read = await again.files.read('/home/user/before.txt');
   out.cat = (await again.commands.run('cat before.txt')).stdout;
   await sleep(3000);

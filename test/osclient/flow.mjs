@@ -108,10 +108,15 @@ async function pause() {
   await sbx.files.writeFiles([{ path: '/workspace/before.txt', data: 'written before the pause' }]);
   await sbx.commands.run('i=0; while true; do i=$((i+1)); echo $i > /workspace/count.new; mv /workspace/count.new /workspace/count; sleep 1; done', { background: true });
   for (let i = 0; i < 200 && (await count(sbx).catch(() => 0)) < 3; i++) await sleep(100);
-  out.before = await count(sbx);
+  // ranMs: how long the counter may have run between its two reads (from
+  // this read until the pause answers, from the resume until the read
+  // after it), never through the sleep between.
   let t = performance.now();
+  out.before = await count(sbx);
+  const pauseAt = performance.now();
   await sbx.pause();
-  out.pauseMs = performance.now() - t;
+  out.pauseMs = performance.now() - pauseAt;
+  out.ranMs = performance.now() - t;
   out.stateAfterPause = (await sbx.getInfo()).status.state;
   const mgr = SandboxManager.create();
   out.listedPaused = (await mgr.listSandboxInfos({ states: ['Paused'], metadata: { suite: 'os-pause' } })).items.map((s) => `${s.id}:${s.status.state}`);
@@ -126,6 +131,7 @@ async function pause() {
   out.stateAfterResume = (await resumed.getInfo()).status.state;
   out.healthyAfterResume = await resumed.isHealthy();
   out.afterResume = await count(resumed);
+  out.ranMs += performance.now() - t;
   out.read = await resumed.files.readFile('/workspace/before.txt');
   out.cat = (await resumed.commands.run('cat /workspace/before.txt')).logs.stdout.map((m) => m.text);
   await sleep(3000);
