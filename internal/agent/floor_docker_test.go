@@ -50,7 +50,7 @@ import (
 // is steadier still.
 func BenchmarkExecFloor(b *testing.B) {
 	baseDir := baseAgentDir(b)
-	floorDir := spawnFloorDir(b)
+	floorDir := testProgramDir(b, "floor", "spawnfloor")
 	for _, rt := range []string{"runc", "runsc"} {
 		b.Run(rt, func(b *testing.B) {
 			if !slices.Contains(runtimesUnderTest(b), rt) {
@@ -183,29 +183,27 @@ func cpuUsage(c *sandboxContainer) func() (time.Duration, bool) {
 	}
 }
 
-var spawnFloor struct {
-	once sync.Once
-	dir  string
-	err  error
-}
+// testPrograms holds, by name, the build of each testdata program
+// (testProgramDir).
+var testPrograms sync.Map // name → func() (string, error)
 
-// spawnFloorDir builds testdata/spawnfloor (static) into a directory the
-// containers' user can read, once per test binary.
-func spawnFloorDir(tb testing.TB) string {
+// testProgramDir builds testdata/<name> (static) into <sub>, a directory
+// beside the agent's binary that the containers' user can read, once per
+// test binary, and returns that directory.
+func testProgramDir(tb testing.TB, sub, name string) string {
 	tb.Helper()
-	spawnFloor.once.Do(func() {
-		dir := filepath.Join(filepath.Dir(agentBin), "floor")
+	build, _ := testPrograms.LoadOrStore(name, sync.OnceValues(func() (string, error) {
+		dir := filepath.Join(filepath.Dir(agentBin), sub)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			spawnFloor.err = err
-			return
+			return "", err
 		}
-		spawnFloor.dir = dir
-		spawnFloor.err = goBuild(".", filepath.Join(dir, "spawnfloor"), "./testdata/spawnfloor")
-	})
-	if spawnFloor.err != nil {
-		tb.Fatal(spawnFloor.err)
+		return dir, goBuild(".", filepath.Join(dir, name), "./testdata/"+name)
+	}))
+	dir, err := build.(func() (string, error))()
+	if err != nil {
+		tb.Fatal(err)
 	}
-	return spawnFloor.dir
+	return dir
 }
 
 // baseAgentDir returns the directory of the baseline's genesis-agent

@@ -5,11 +5,9 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -50,7 +48,7 @@ func BenchmarkPortSplice(b *testing.B) {
 		idleRounds = n
 	}
 	baseDir := baseAgentDir(b)
-	echoDir := portEchoDir(b)
+	echoDir := testProgramDir(b, "echo", "portecho")
 	for _, rt := range []string{"runc", "runsc"} {
 		b.Run(rt, func(b *testing.B) {
 			if !slices.Contains(runtimesUnderTest(b), rt) {
@@ -170,31 +168,6 @@ func dialEcho(tb testing.TB, c *sandboxContainer) net.Conn {
 	}
 }
 
-var portEcho struct {
-	once sync.Once
-	dir  string
-	err  error
-}
-
-// portEchoDir builds testdata/portecho (static) into a directory the
-// containers' user can read, once per test binary.
-func portEchoDir(tb testing.TB) string {
-	tb.Helper()
-	portEcho.once.Do(func() {
-		dir := filepath.Join(filepath.Dir(agentBin), "echo")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			portEcho.err = err
-			return
-		}
-		portEcho.dir = dir
-		portEcho.err = goBuild(".", filepath.Join(dir, "portecho"), "./testdata/portecho")
-	})
-	if portEcho.err != nil {
-		tb.Fatal(portEcho.err)
-	}
-	return portEcho.dir
-}
-
 // TestDialPortRawInContainers: the raw dial's splice under runc and runsc
 // carries small exchanges and large transfers, ends as it should (the
 // caller's CloseWrite reaches the service, whose close ends the caller's
@@ -207,7 +180,7 @@ func TestDialPortRawInContainers(t *testing.T) {
 			if !slices.Contains(runtimesUnderTest(t), rt) {
 				t.Skipf("docker runtime %s not configured", rt)
 			}
-			c := startContainer(t, rt, "-v", portEchoDir(t)+":/.echo:ro")
+			c := startContainer(t, rt, "-v", testProgramDir(t, "echo", "portecho")+":/.echo:ro")
 			conn := dialEcho(t, c)
 			conn.SetDeadline(time.Now().Add(60 * time.Second))
 			got := make([]byte, 128)
