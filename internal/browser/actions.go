@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/cdproto/accessibility"
 	cdpbrowser "github.com/chromedp/cdproto/browser"
+	jsonv2 "github.com/chromedp/cdproto/cdp/jsonv2"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
@@ -292,7 +293,6 @@ func evalPage[T any](s *session, c context.Context, expression string, await boo
 
 // evalIn is evalPage in the page's context id (0: its main world).
 func evalIn[T any](s *session, c context.Context, id runtime.ExecutionContextID, expression string, await bool) (T, error) {
-	var zero T
 	yes := true
 	p := runtime.EvaluateParams{Expression: expression, ReturnByValue: &yes, ContextID: id}
 	if await {
@@ -300,19 +300,50 @@ func evalIn[T any](s *session, c context.Context, id runtime.ExecutionContextID,
 	}
 	var r runtime.EvaluateResult
 	if err := s.send(c, command{Method: runtime.CommandEvaluate, Params: p, Result: &r}); err != nil {
+		var zero T
 		return zero, err
 	}
-	if r.ExceptionDetails != nil {
-		return zero, &chromedp.ExceptionError{ExceptionDetails: r.ExceptionDetails}
+	return jsValue[T](r.Result, r.ExceptionDetails)
+}
+
+// callIn calls the function that declaration declares with args (each
+// marshalled to JSON) in the page's context id, awaiting the promise it
+// may answer, and answers as evalPage does. Its source is the same on
+// every call, so V8 compiles it once (an evaluate whose source embeds
+// its arguments is compiled anew each time).
+func callIn[T any](s *session, c context.Context, id runtime.ExecutionContextID, declaration string, args ...any) (T, error) {
+	var zero T
+	yes := true
+	p := runtime.CallFunctionOnParams{FunctionDeclaration: declaration, ExecutionContextID: id, ReturnByValue: &yes, AwaitPromise: &yes}
+	for _, a := range args {
+		b, err := json.Marshal(a)
+		if err != nil {
+			return zero, err
+		}
+		p.Arguments = append(p.Arguments, &runtime.CallArgument{Value: jsonv2.Value(b)})
 	}
-	if r.Result == nil || len(r.Result.Value) == 0 || string(r.Result.Value) == "null" {
-		if r.Result != nil && r.Result.Type == "undefined" {
+	var r runtime.CallFunctionOnResult
+	if err := s.send(c, command{Method: runtime.CommandCallFunctionOn, Params: p, Result: &r}); err != nil {
+		return zero, err
+	}
+	return jsValue[T](r.Result, r.ExceptionDetails)
+}
+
+// jsValue is the value of an evaluate's or a call's answer, as evalPage
+// answers it.
+func jsValue[T any](res *runtime.RemoteObject, exc *runtime.ExceptionDetails) (T, error) {
+	var zero T
+	if exc != nil {
+		return zero, &chromedp.ExceptionError{ExceptionDetails: exc}
+	}
+	if res == nil || len(res.Value) == 0 || string(res.Value) == "null" {
+		if res != nil && res.Type == "undefined" {
 			return zero, chromedp.ErrJSUndefined
 		}
 		return zero, chromedp.ErrJSNull
 	}
 	var v T
-	if err := json.Unmarshal(r.Result.Value, &v); err != nil {
+	if err := json.Unmarshal(res.Value, &v); err != nil {
 		return zero, err
 	}
 	return v, nil
@@ -634,12 +665,13 @@ type point struct {
 	Y float64 `json:"y"`
 }
 
-// clickTarget is a script that answers the centre of the first element
-// matching the CSS selector sel once it is visible, after scrolling it to
-// the middle of the viewport, and gives up after ms. A malformed selector
-// throws at once.
-func clickTarget(sel string, ms int64) string {
-	return fmt.Sprintf(`((sel, ms) => new Promise((resolve, reject) => {
+// findScript declares a function (sel, ms) that answers the centre of
+// the first element matching the CSS selector sel once it is visible,
+// after scrolling it to the middle of the viewport, and gives up after
+// ms. A malformed selector throws at once. It is constant: the click
+// calls it with its selector and time left as arguments
+// (Runtime.callFunctionOn), so V8 compiles it once.
+const findScript = `(sel, ms) => new Promise((resolve, reject) => {
   const end = Date.now() + ms;
   const tick = () => {
     let e;
@@ -656,7 +688,11 @@ func clickTarget(sel string, ms int64) string {
     setTimeout(tick, 20);
   };
   tick();
-}))(%s, %d)`, jsString(sel), ms)
+})`
+
+// clickTarget is findScript called with sel and ms, as one expression.
+func clickTarget(sel string, ms int64) string {
+	return fmt.Sprintf("(%s)(%s, %d)", findScript, jsString(sel), ms)
 }
 
 // remaining is how long c has left, in ms (the action timeout sets it).

@@ -73,6 +73,7 @@ func hostBrowser(t *testing.T) *Target {
 	case <-time.After(30 * time.Second):
 		t.Fatal("chromium did not print its DevTools address within 30 s")
 	}
+	chromiumPIDs.Store(p, cmd.Process.Pid)
 	dl := t.TempDir()
 	return &Target{
 		Tenant: "t1", SandboxID: "sbx_1",
@@ -84,6 +85,10 @@ func hostBrowser(t *testing.T) *Target {
 		Release: func() {},
 	}
 }
+
+// chromiumPIDs maps hostBrowser's DevTools ports to its Chromium's
+// process (the leader of its process group).
+var chromiumPIDs sync.Map
 
 type oneSandbox struct{ t *Target }
 

@@ -144,26 +144,30 @@ func (s *session) tabWorld(c context.Context, fresh bool) (runtime.ExecutionCont
 // set up or reached: the caller goes on without it.
 var errNoWorld = errors.New("the actions world is not there")
 
-// evalWorld is evalPage in the actions world of c's page, made (or made
-// again, once, after a navigation) as needed; errNoWorld if that fails.
-func evalWorld[T any](s *session, c context.Context, expression string, await bool) (T, error) {
+// inWorld runs f in the actions world of c's page, made (or made again,
+// once, after a navigation) as needed; errNoWorld if that fails.
+func inWorld[T any](s *session, c context.Context, f func(runtime.ExecutionContextID) (T, error)) (T, error) {
 	var zero T
 	id, _, err := s.tabWorld(c, false)
 	if err != nil {
 		return zero, fmt.Errorf("%w: %v", errNoWorld, err)
 	}
-	v, err := evalIn[T](s, c, id, expression, await)
+	v, err := f(id)
 	if notTheWorld(err) {
 		if id, _, err = s.tabWorld(c, true); err != nil {
 			return zero, fmt.Errorf("%w: %v", errNoWorld, err)
 		}
-		v, err = evalIn[T](s, c, id, expression, await)
+		v, err = f(id)
 		if notTheWorld(err) {
 			return zero, fmt.Errorf("%w: %v", errNoWorld, err)
 		}
 	}
 	return v, err
 }
+
+// findInWorld is findScript for the actions world: it sets up the
+// listener (listenScript) first. Constant, as findScript is.
+const findInWorld = "function (sel, ms) {\n" + listenScript + "\nreturn (" + findScript + ")(sel, ms);\n}"
 
 // listenClicks answers the channel of the click answers pushed by c's
 // page, emptied of earlier clicks' (nil if there is none).

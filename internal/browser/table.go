@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
@@ -235,7 +236,9 @@ func click(s *session, c context.Context, a api.BrowserAction) (any, error) {
 	var pt point
 	var err error
 	if ch != nil {
-		pt, err = evalWorld[point](s, c, listenScript+";\n"+clickTarget(a.Selector, remaining(c)), true)
+		pt, err = inWorld(s, c, func(id runtime.ExecutionContextID) (point, error) {
+			return callIn[point](s, c, id, findInWorld, a.Selector, remaining(c))
+		})
 	}
 	if ch == nil || errors.Is(err, errNoWorld) {
 		// Without the world the answer is read after the release.
