@@ -32,7 +32,7 @@ import (
 // hostBrowser starts this machine's Chromium with its DevTools port on
 // loopback and returns a Target that dials it directly (the agent's dial
 // in production).
-func hostBrowser(t *testing.T) *Target {
+func hostBrowser(t testing.TB) *Target {
 	t.Helper()
 	profile, err := os.MkdirTemp("", "genesis-browser-test-")
 	if err != nil {
@@ -120,7 +120,7 @@ func (k *memKeeper) KeepBytes(_ context.Context, tenant, sandboxID, name string,
 
 // runOK runs one action at a time in sandbox sbx_1 of tenant t1 and
 // fails the test unless it succeeds.
-func runOK(t *testing.T, ctx context.Context, m *Manager) func(api.BrowserAction) *ActionsResult {
+func runOK(t testing.TB, ctx context.Context, m *Manager) func(api.BrowserAction) *ActionsResult {
 	return func(a api.BrowserAction) *ActionsResult {
 		t.Helper()
 		res, err := m.Run(ctx, "t1", "sbx_1", &api.BrowserActionsRequest{Actions: []api.BrowserAction{a}})
@@ -131,7 +131,7 @@ func runOK(t *testing.T, ctx context.Context, m *Manager) func(api.BrowserAction
 	}
 }
 
-func newManager(t *testing.T, tgt *Target, keep Keeper) *Manager {
+func newManager(t testing.TB, tgt *Target, keep Keeper) *Manager {
 	t.Helper()
 	signer, err := ports.NewSigner(bytes.Repeat([]byte{1}, 32))
 	if err != nil {

@@ -18,25 +18,25 @@ import (
 	"genesis.dev/sandbox/api"
 )
 
-// TestFindCost (GENESIS_BENCH_FIND=N calls a variant) times ways of a
-// click's find evaluate against this machine's Chromium, alternating
-// call by call: p50 and the CPU a call of the test's process and of
-// Chromium's processes.
-func TestFindCost(t *testing.T) {
+// BenchmarkFindCost (GENESIS_BENCH_FIND=N calls a variant, default 100)
+// times ways of a click's find evaluate against this machine's Chromium,
+// alternating call by call: p50 and the CPU a call of the benchmark's
+// process and of Chromium's processes.
+func BenchmarkFindCost(b *testing.B) {
 	n, _ := strconv.Atoi(os.Getenv("GENESIS_BENCH_FIND"))
-	if n == 0 {
-		t.Skip("GENESIS_BENCH_FIND is not set")
+	if n <= 0 {
+		n = 100
 	}
-	tgt := hostBrowser(t)
-	m := newManager(t, tgt, &memKeeper{})
+	tgt := hostBrowser(b)
+	m := newManager(b, tgt, &memKeeper{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	run := runOK(t, ctx, m)
+	run := runOK(b, ctx, m)
 	run(api.BrowserAction{Type: "evaluate", Expression: `document.body.innerHTML = '<button id="b" style="position:absolute;left:10px;top:10px;width:200px;height:80px">0</button>'; let n = 0; document.getElementById('b').addEventListener('click', () => { n++; document.title = 'clicked ' + n; }); 1`})
 	run(api.BrowserAction{Type: "click", Selector: "#b"})
 	s, err := m.session(ctx, tgt)
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
 	tc := s.tabs[s.active]
 	pid, _ := chromiumPIDs.Load(tgt.Spec.CDPPort)
@@ -44,25 +44,25 @@ func TestFindCost(t *testing.T) {
 	// A direct client: its own connection, attached to the same page.
 	v, err := fetchVersion(ctx, tgt)
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
 	ws, _, err := websocket.Dial(ctx, v.WebSocketDebuggerURL, nil)
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
 	ws.SetReadLimit(1 << 24)
 	defer ws.CloseNow()
 	id := 0
 	raw := func(session, method string, params any) json.RawMessage {
 		id++
-		b, _ := json.Marshal(map[string]any{"id": id, "sessionId": session, "method": method, "params": params})
-		if err := ws.Write(ctx, websocket.MessageText, b); err != nil {
-			t.Fatal(err)
+		req, _ := json.Marshal(map[string]any{"id": id, "sessionId": session, "method": method, "params": params})
+		if err := ws.Write(ctx, websocket.MessageText, req); err != nil {
+			b.Fatal(err)
 		}
 		for {
 			_, data, err := ws.Read(ctx)
 			if err != nil {
-				t.Fatal(err)
+				b.Fatal(err)
 			}
 			var msg struct {
 				ID     int
@@ -72,7 +72,7 @@ func TestFindCost(t *testing.T) {
 			json.Unmarshal(data, &msg)
 			if msg.ID == id {
 				if msg.Error != nil {
-					t.Fatalf("%s: %s", method, msg.Error)
+					b.Fatalf("%s: %s", method, msg.Error)
 				}
 				return msg.Result
 			}
@@ -137,16 +137,16 @@ func TestFindCost(t *testing.T) {
 			chrome[j] += chromiumCPU(pid.(int)) - cs
 			cancel()
 			if err != nil {
-				t.Fatalf("%s: %v", variants[j].name, err)
+				b.Fatalf("%s: %v", variants[j].name, err)
 			}
 			took[j] = append(took[j], float64(d.Microseconds())/1000)
 		}
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
-	t.Logf("n = %d, load %s", n, strings.Fields(string(load))[:3])
+	b.Logf("n = %d, load %s", n, strings.Fields(string(load))[:3])
 	for j, v := range variants {
 		slices.Sort(took[j])
-		t.Logf("%-55s p50 %.3f p90 %.3f min %.3f ms; CPU a call: test %d µs, chromium %d µs", v.name,
+		b.Logf("%-55s p50 %.3f p90 %.3f min %.3f ms; CPU a call: test %d µs, chromium %d µs", v.name,
 			took[j][len(took[j])/2], took[j][len(took[j])*9/10], took[j][0], self[j].Microseconds()/int64(n), chrome[j].Microseconds()/int64(n))
 	}
 }
