@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -546,4 +547,24 @@ func loadAvg() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// timesInSandbox runs argv, a timing client inside sandbox id that prints
+// {"US": [...]} (the µs of each call), and returns its calls after the
+// first 20 (its warm-up).
+func (s *service) timesInSandbox(ctx context.Context, b *testing.B, id string, argv ...string) []time.Duration {
+	b.Helper()
+	res, err := s.client.Exec(ctx, id, client.ExecRequest{Command: argv, TimeoutMS: 300_000, MaxOutputBytes: 16 << 20})
+	if err != nil || res.ExitCode != 0 {
+		b.Fatalf("direct: %v %+v", err, res)
+	}
+	var direct struct{ US []int64 }
+	if err := json.Unmarshal([]byte(res.Stdout), &direct); err != nil {
+		b.Fatalf("direct output %q: %v", res.Stdout, err)
+	}
+	var ds []time.Duration
+	for _, us := range direct.US[min(20, len(direct.US)):] {
+		ds = append(ds, time.Duration(us)*time.Microsecond)
+	}
+	return ds
 }

@@ -127,20 +127,7 @@ func BenchmarkMCPToolCall(b *testing.B) {
 			}
 			if i == 0 {
 				// Direct: a stdio client inside this build's sandbox.
-				res, err := s.client.Exec(ctx, lease.SandboxID, client.ExecRequest{Command: []string{
-					"/workspace/mcpfixture", "-n", strconv.Itoa(iters + 20), "bench"}, TimeoutMS: 300_000, MaxOutputBytes: 16 << 20})
-				if err != nil || res.ExitCode != 0 {
-					b.Fatalf("direct: %v %+v", err, res)
-				}
-				var direct struct{ US []int64 }
-				if err := json.Unmarshal([]byte(res.Stdout), &direct); err != nil {
-					b.Fatalf("direct output %q: %v", res.Stdout, err)
-				}
-				var ds []time.Duration
-				for _, us := range direct.US[20:] {
-					ds = append(ds, time.Duration(us)*time.Microsecond)
-				}
-				dsum = Summarize(ds)
+				dsum = Summarize(s.timesInSandbox(ctx, b, lease.SandboxID, "/workspace/mcpfixture", "-n", strconv.Itoa(iters+20), "bench"))
 			}
 			// Through the service.
 			cs, done := bd.s.mcpSession(ctx, b, map[string]any{"catalog": "fixture", "lease_id": lease.LeaseID})

@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -86,20 +85,7 @@ func BenchmarkPortProxy(b *testing.B) {
 		s.startPortServers(ctx, b, sb.ID)
 
 		// Direct: inside the sandbox.
-		res, err := s.client.Exec(ctx, sb.ID, client.ExecRequest{Command: []string{
-			"/workspace/sbserver", "get", "-url", "http://127.0.0.1:8001/", "-n", strconv.Itoa(iters + 20)}, TimeoutMS: 300_000, MaxOutputBytes: 16 << 20})
-		if err != nil || res.ExitCode != 0 {
-			b.Fatalf("direct: %v %+v", err, res)
-		}
-		var direct struct{ US []int64 }
-		if err := json.Unmarshal([]byte(res.Stdout), &direct); err != nil {
-			b.Fatalf("direct output %q: %v", res.Stdout, err)
-		}
-		var ds []time.Duration
-		for _, us := range direct.US[20:] {
-			ds = append(ds, time.Duration(us)*time.Microsecond)
-		}
-		dsum := Summarize(ds)
+		dsum := Summarize(s.timesInSandbox(ctx, b, sb.ID, "/workspace/sbserver", "get", "-url", "http://127.0.0.1:8001/", "-n", strconv.Itoa(iters+20)))
 
 		// Proxied: the same GET through the service.
 		get := func() error {
