@@ -153,34 +153,84 @@ func BenchmarkExecFloor(b *testing.B) {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // cpuUsage returns a function that reports the CPU time c's cgroup used
-// since cpuUsage was called; false when the host's cgroup v1 cpuacct
-// hierarchy does not have it (or c is nil).
+// since cpuUsage was called; false when the container's cgroup cannot be
+// read (or c is nil).
 func cpuUsage(c *sandboxContainer) func() (time.Duration, bool) {
 	none := func() (time.Duration, bool) { return 0, false }
 	if c == nil {
 		return none
 	}
-	full, err := dockerCmd(15*time.Second, nil, "inspect", "--format", "{{.Id}}", c.id)
+	read, err := containerCPU(c)
 	if err != nil {
 		return none
 	}
-	path := filepath.Join("/sys/fs/cgroup/cpuacct/docker", full, "cpuacct.usage")
-	read := func() (time.Duration, bool) {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return 0, false
-		}
-		ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-		return time.Duration(ns), err == nil
-	}
-	start, ok := read()
-	if !ok {
+	start, err := read()
+	if err != nil {
 		return none
 	}
 	return func() (time.Duration, bool) {
-		now, ok := read()
-		return now - start, ok
+		now, err := read()
+		return now - start, err == nil
 	}
+}
+
+// containerCPU finds the cgroup of c's container from its host process
+// (cgroup v1's cpuacct hierarchy or the v2 unified one) and returns a
+// reader of the CPU time the cgroup has used.
+func containerCPU(c *sandboxContainer) (func() (time.Duration, error), error) {
+	out, err := dockerCmd(15*time.Second, nil, "inspect", "--format", "{{.State.Pid}}", c.id)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile("/proc/" + strings.TrimSpace(out) + "/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	var v1, v2 string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[0] == "0" && parts[1] == "" {
+			v2 = parts[2]
+		}
+		if slices.Contains(strings.Split(parts[1], ","), "cpuacct") {
+			v1 = filepath.Join(parts[1], parts[2])
+		}
+	}
+	if v1 != "" {
+		path := filepath.Join("/sys/fs/cgroup", v1, "cpuacct.usage")
+		if _, err := os.Stat(path); err == nil {
+			return func() (time.Duration, error) {
+				b, err := os.ReadFile(path)
+				if err != nil {
+					return 0, err
+				}
+				ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+				return time.Duration(ns), err
+			}, nil
+		}
+	}
+	if v2 != "" {
+		path := filepath.Join("/sys/fs/cgroup", v2, "cpu.stat")
+		if _, err := os.Stat(path); err == nil {
+			return func() (time.Duration, error) {
+				b, err := os.ReadFile(path)
+				if err != nil {
+					return 0, err
+				}
+				for _, line := range strings.Split(string(b), "\n") {
+					if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+						us, err := strconv.ParseInt(v, 10, 64)
+						return time.Duration(us) * time.Microsecond, err
+					}
+				}
+				return 0, fmt.Errorf("%s has no usage_usec", path)
+			}, nil
+		}
+	}
+	return nil, fmt.Errorf("no CPU accounting found for container %s in %q", c.id, b)
 }
 
 // testPrograms holds, by name, the build of each testdata program

@@ -91,11 +91,19 @@ func (s *supervisor) shutdown() {
 	<-s.done
 }
 
+// reapBackstop is how often the reaper reaps without a SIGCHLD.
+const reapBackstop = time.Minute
+
 func (s *supervisor) reapLoop() {
 	defer close(s.done)
-	// A slow safety tick covers any SIGCHLD lost while the channel was full;
-	// the reap loop itself is idempotent.
-	tick := time.NewTicker(time.Second)
+	// SIGCHLD alone drives the loop: the channel holds one pending signal,
+	// and a signal that finds it full is covered by the reap that pending
+	// one starts (reapAll takes every exited child). The tick is only a
+	// backstop against a signal lost below us (the kernel, gVisor's
+	// sentry), and slow, since an idle agent must not wake: under gVisor
+	// each wake-up costs the sandbox CPU (docs/performance.md, "An idle
+	// sandbox's CPU"). The reap itself is idempotent.
+	tick := time.NewTicker(reapBackstop)
 	defer tick.Stop()
 	s.reapAll()
 	for {
