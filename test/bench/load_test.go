@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,7 +24,8 @@ import (
 // at a fixed concurrency on the runc ones, each taking the next sandbox
 // round robin, for a fixed time. It reports execs/s, p50/p90/p99, errors,
 // the service's CPU seconds and VmRSS (from /proc of its pid), the CPU and
-// throttled time of the runc sandboxes' cgroups, the client's own CPU, the
+// throttled time of the runc sandboxes' cgroups, the CPU the runsc ones use
+// idling through the run, the client's own CPU, the
 // capacity in use (from /metrics) and the host's load, next to the target
 // (≥ 500 execs/s, p99 ≤ 50 ms, no error). Nothing asserts the target: a
 // benchmark reports; a failed create fails the run.
@@ -38,8 +40,20 @@ import (
 //
 // Scale: GENESIS_BENCH_LOAD_SANDBOXES (default 200),
 // GENESIS_BENCH_LOAD_CONCURRENCY (default 32), GENESIS_BENCH_LOAD_SECONDS
-// (default 30).
+// (default 30). GENESIS_BENCH_LOAD_DIR runs the binaries of another build
+// (as make bench-speed builds them) instead of this tree's.
+//
+// GENESIS_BENCH_LOAD_HOPS=1 runs the service with Server-Timing and adds a
+// table of where the time of the fastest half, the slowest 10% and the
+// slowest 1% of the execs went (BenchmarkExecHops' hops; "outside" is the
+// client's round trip less the handler: the connection, the HTTP server
+// and the run queue). It changes the service's answers slightly (one more
+// header), so the headline figures come from a run without it.
 func BenchmarkLoad(b *testing.B) {
+	hopsOn := os.Getenv("GENESIS_BENCH_LOAD_HOPS") == "1"
+	if hopsOn {
+		b.Setenv("GENESIS_SERVER_TIMING", "1")
+	}
 	total := envInt(b, "GENESIS_BENCH_LOAD_SANDBOXES", 200)
 	conc := envInt(b, "GENESIS_BENCH_LOAD_CONCURRENCY", 32)
 	secs := envInt(b, "GENESIS_BENCH_LOAD_SECONDS", 30)
@@ -47,7 +61,9 @@ func BenchmarkLoad(b *testing.B) {
 		CPU:      float64(envInt(b, "GENESIS_BENCH_LOAD_CPU_MILLI", 125)) / 1000,
 		MemoryMB: int64(envInt(b, "GENESIS_BENCH_LOAD_MEMORY_MB", 128)),
 	}
-	s := startService(b)
+	// GENESIS_BENCH_LOAD_DIR runs another build's binaries (a directory
+	// holding sandbox-service, genesis-agent and genesis-egress).
+	s := startServiceIn(b, os.Getenv("GENESIS_BENCH_LOAD_DIR"), "")
 	watch := watchLoad()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
@@ -99,10 +115,12 @@ func BenchmarkLoad(b *testing.B) {
 		b.Fatal(err) // the cleanup deletes those that were made
 	}
 	defer removeAll(b, s, created)
-	var runc []string
+	var runc, runsc []string
 	for i, id := range created {
 		if rts[i] == "runc" {
 			runc = append(runc, id)
+		} else {
+			runsc = append(runsc, id)
 		}
 	}
 	rssSandboxes, err := s.rssKiB()
@@ -156,6 +174,30 @@ func BenchmarkLoad(b *testing.B) {
 	if err := errors.Join(errs...); err != nil {
 		b.Fatal(err)
 	}
+	// The runsc sandboxes idle through the run: what they cost the host
+	// doing nothing (their sentries and agents).
+	idleCgroups := make([]*cgroupCPU, len(runsc))
+	for i, id := range runsc {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			idleCgroups[i], errs[i] = sandboxCgroup(ctx, id)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		b.Fatal(err)
+	}
+	idleCPU := func() (usage time.Duration) {
+		for _, cg := range idleCgroups {
+			u, _, err := cg.read()
+			if err != nil {
+				b.Fatal(err)
+			}
+			usage += u
+		}
+		return usage
+	}
 	sandboxCPU := func() (usage, throttled time.Duration) {
 		for _, cg := range cgroups {
 			u, t, err := cg.read()
@@ -188,12 +230,14 @@ func BenchmarkLoad(b *testing.B) {
 		}
 	}()
 	samples := make([][]time.Duration, conc)
+	hopSamples := make([][]map[string]time.Duration, conc)
 	var nErr atomic.Int64
 	var errMu sync.Mutex
 	var firstErrs []string
 	next.Store(0)
 	cpu0 := s.serviceCPU()
 	sbCPU0, sbThrottled0 := sandboxCPU()
+	idle0 := idleCPU()
 	client0 := selfCPU(b)
 	start := time.Now()
 	deadline := start.Add(time.Duration(secs) * time.Second)
@@ -202,7 +246,14 @@ func BenchmarkLoad(b *testing.B) {
 			for time.Now().Before(deadline) {
 				id := runc[(next.Add(1)-1)%int64(len(runc))]
 				t := time.Now()
-				if err := execTrue(ctx, id); err != nil {
+				var err error
+				var m map[string]time.Duration
+				if hopsOn {
+					m, err = execHopsOnce(ctx, hc, s, id)
+				} else {
+					err = execTrue(ctx, id)
+				}
+				if err != nil {
 					nErr.Add(1)
 					errMu.Lock()
 					if len(firstErrs) < 5 {
@@ -211,7 +262,12 @@ func BenchmarkLoad(b *testing.B) {
 					errMu.Unlock()
 					continue
 				}
-				samples[w] = append(samples[w], time.Since(t))
+				d := time.Since(t)
+				samples[w] = append(samples[w], d)
+				if hopsOn {
+					m["total"] = d
+					hopSamples[w] = append(hopSamples[w], m)
+				}
 			}
 		})
 	}
@@ -221,6 +277,7 @@ func BenchmarkLoad(b *testing.B) {
 	clientCPU := selfCPU(b) - client0
 	sbCPU, sbThrottled := sandboxCPU()
 	sbCPU, sbThrottled = sbCPU-sbCPU0, sbThrottled-sbThrottled0
+	idle := idleCPU() - idle0
 	close(stopRSS)
 	<-rssDone
 	rssAfter, err := s.rssKiB()
@@ -271,12 +328,23 @@ func BenchmarkLoad(b *testing.B) {
 	tbl.Row("service CPU during the run", cores(cpu), "")
 	tbl.Row("runc sandboxes' CPU (agent + true)", cores(sbCPU)+fmt.Sprintf("; throttled %.2f s", sbThrottled.Seconds()), "")
 	tbl.Row("this benchmark's client CPU", cores(clientCPU), "")
+	if len(runsc) > 0 {
+		tbl.Row("idle runsc sandboxes' CPU", fmt.Sprintf("%.3f s (%.3f cores; %.3f ms a second each)", idle.Seconds(), idle.Seconds()/wall.Seconds(),
+			Ms(idle)/wall.Seconds()/float64(len(runsc))), "")
+	}
 	for _, r := range []string{"sandboxes", "cpu", "memory_mb"} {
 		tbl.Row("capacity "+r+": in use / total", fmt.Sprintf("%g / %g", capacity[r][0], capacity[r][1]), "")
 	}
 	tbl.Row("service VmRSS: idle / with sandboxes", FormatKiB(rssIdle)+" / "+FormatKiB(rssSandboxes), "")
 	tbl.Row("service VmRSS: peak in the run / after", FormatKiB(peakRSS.Load())+" / "+FormatKiB(rssAfter), "")
 	printTable(fmt.Sprintf("load: %d sandboxes on one host, exec `true` at concurrency %d on the runc ones (%s)", total, conc, profile), tbl)
+	if hopsOn {
+		var hs []map[string]time.Duration
+		for _, w := range hopSamples {
+			hs = append(hs, w...)
+		}
+		printTable("load: where the time of the fast and the slow execs went (Server-Timing), mean ms per exec", tailHops(hs))
+	}
 	fmt.Println(load)
 	for _, e := range firstErrs {
 		fmt.Println("load: exec failed:", e)
@@ -365,4 +433,52 @@ func selfCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// execHopsOnce execs `true` in id through the raw HTTP API and returns its
+// Server-Timing hops with "outside" (the round trip less the handler).
+func execHopsOnce(ctx context.Context, hc *http.Client, s *service, id string) (map[string]time.Duration, error) {
+	t0 := time.Now()
+	body, timing, err := rawCall(ctx, hc, s, http.MethodPost, "/v1/sandboxes/"+id+"/exec", `{"command":["true"]}`)
+	d := time.Since(t0)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.Contains(string(body), `"exit_code":0`) {
+		return nil, fmt.Errorf("true in %s: %s", id, body)
+	}
+	m, err := parseTiming(timing, execHops)
+	if err != nil {
+		return nil, err
+	}
+	m["outside"] = d - m["handler"]
+	return m, nil
+}
+
+// tailHops tabulates the mean of each hop over the fastest half, the
+// slowest 10% and the slowest 1% of hs (by "total").
+func tailHops(hs []map[string]time.Duration) *Table {
+	slices.SortFunc(hs, func(a, b map[string]time.Duration) int { return int(a["total"] - b["total"]) })
+	cols := append(append([]string{}, execHops...), "outside", "total")
+	tbl := NewTable(append([]string{"execs", "n"}, cols...)...)
+	for _, part := range []struct {
+		name     string
+		from, to float64
+	}{{"fastest 50%", 0, 0.5}, {"slowest 10%", 0.9, 1}, {"slowest 1%", 0.99, 1}} {
+		sel := hs[int(part.from*float64(len(hs))):int(part.to*float64(len(hs)))]
+		row := []string{part.name, strconv.Itoa(len(sel))}
+		for _, c := range cols {
+			var sum time.Duration
+			for _, m := range sel {
+				sum += m[c]
+			}
+			mean := time.Duration(0)
+			if len(sel) > 0 {
+				mean = sum / time.Duration(len(sel))
+			}
+			row = append(row, FormatMs(mean))
+		}
+		tbl.Row(row...)
+	}
+	return tbl
 }
