@@ -40,7 +40,9 @@ import (
 //
 // Scale: GENESIS_BENCH_LOAD_SANDBOXES (default 200),
 // GENESIS_BENCH_LOAD_CONCURRENCY (default 32), GENESIS_BENCH_LOAD_SECONDS
-// (default 30). GENESIS_BENCH_LOAD_DIR runs the binaries of another build
+// (default 30); before the run, all sandboxes idle for
+// GENESIS_BENCH_LOAD_IDLE_SECONDS (default 10) and the service's and the
+// sandboxes' CPU meanwhile is reported. GENESIS_BENCH_LOAD_DIR runs the binaries of another build
 // (as make bench-speed builds them) instead of this tree's.
 //
 // GENESIS_BENCH_LOAD_HOPS=1 runs the service with Server-Timing and adds a
@@ -209,6 +211,21 @@ func BenchmarkLoad(b *testing.B) {
 		return usage, throttled
 	}
 
+	// All of them idle for a while (GENESIS_BENCH_LOAD_IDLE_SECONDS,
+	// default 10; 0 leaves it out), after the warm-up's spare shims have
+	// started: what a host of idle sandboxes costs, the service's part and
+	// the sandboxes'.
+	idleSecs := envInt(b, "GENESIS_BENCH_LOAD_IDLE_SECONDS", 10)
+	var idleService, idleRunc, idleRunsc time.Duration
+	var idleWall time.Duration
+	if idleSecs > 0 {
+		time.Sleep(time.Second) // the warm-up's last spare shims start 50 ms after their exec
+		svc0, runc0, runsc0, t0 := s.serviceCPU(), first(sandboxCPU()), idleCPU(), time.Now()
+		time.Sleep(time.Duration(idleSecs) * time.Second) // the window measured
+		idleService, idleRunc, idleRunsc = s.serviceCPU()-svc0, first(sandboxCPU())-runc0, idleCPU()-runsc0
+		idleWall = time.Since(t0)
+	}
+
 	// The measured phase: conc workers, each taking the next runc sandbox
 	// round robin, until the deadline.
 	var peakRSS atomic.Int64
@@ -328,8 +345,18 @@ func BenchmarkLoad(b *testing.B) {
 	tbl.Row("service CPU during the run", cores(cpu), "")
 	tbl.Row("runc sandboxes' CPU (agent + true)", cores(sbCPU)+fmt.Sprintf("; throttled %.2f s", sbThrottled.Seconds()), "")
 	tbl.Row("this benchmark's client CPU", cores(clientCPU), "")
+	if idleWall > 0 {
+		perSec := func(d time.Duration, n int) string {
+			return fmt.Sprintf("%.3f cores; %.3f ms a second each", d.Seconds()/idleWall.Seconds(), Ms(d)/idleWall.Seconds()/float64(max(n, 1)))
+		}
+		tbl.Row(fmt.Sprintf("before the run, all idle %.0f s: service CPU", idleWall.Seconds()), fmt.Sprintf("%.3f cores", idleService.Seconds()/idleWall.Seconds()), "")
+		tbl.Row("  runc sandboxes' CPU", perSec(idleRunc, len(runc)), "")
+		if len(runsc) > 0 {
+			tbl.Row("  runsc sandboxes' CPU", perSec(idleRunsc, len(runsc)), "")
+		}
+	}
 	if len(runsc) > 0 {
-		tbl.Row("idle runsc sandboxes' CPU", fmt.Sprintf("%.3f s (%.3f cores; %.3f ms a second each)", idle.Seconds(), idle.Seconds()/wall.Seconds(),
+		tbl.Row("idle runsc sandboxes' CPU during the run", fmt.Sprintf("%.3f s (%.3f cores; %.3f ms a second each)", idle.Seconds(), idle.Seconds()/wall.Seconds(),
 			Ms(idle)/wall.Seconds()/float64(len(runsc))), "")
 	}
 	for _, r := range []string{"sandboxes", "cpu", "memory_mb"} {
@@ -482,3 +509,6 @@ func tailHops(hs []map[string]time.Duration) *Table {
 	}
 	return tbl
 }
+
+// first returns the first of two values.
+func first[T, U any](t T, _ U) T { return t }
