@@ -393,7 +393,7 @@ func (s *Server) handler(hosts hostRoutes) http.Handler {
 			q = s.slow.Begin(start)
 			r = r.WithContext(slowlog.With(r.Context(), q))
 		}
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, q: q}
 		var previewID string
 		var previewPort int
 		preview := false
@@ -403,6 +403,7 @@ func (s *Server) handler(hosts hostRoutes) http.Handler {
 		pattern := ""
 		if !preview {
 			_, pattern = s.mux.Handler(r)
+			r.Body = q.Body(r.Body) // a large upload is allowed its time (slowlog.TransferRate)
 		}
 		defer func() { // runs last: the audit record's time is the request's
 			s.slow.End(q, r, sw.status, rid, preview || s.unaudited[pattern] || slowlog.Streamed(r, sw.Header()))
@@ -472,6 +473,7 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
+	q      *slowlog.Request // counts the bytes written; nil: nothing counts
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -483,7 +485,9 @@ func (w *statusWriter) WriteHeader(code int) {
 
 func (w *statusWriter) Write(b []byte) (int, error) {
 	w.wrote = true
-	return w.ResponseWriter.Write(b)
+	n, err := w.ResponseWriter.Write(b)
+	w.q.Moved(n)
+	return n, err
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

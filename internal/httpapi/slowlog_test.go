@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,8 @@ import (
 
 	apipkg "genesis.dev/sandbox/api"
 	"genesis.dev/sandbox/client"
+	"genesis.dev/sandbox/internal/config"
+	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/httpapi"
 	"genesis.dev/sandbox/internal/slowlog"
 )
@@ -59,7 +62,14 @@ func (l *lockedBuffer) lines(t *testing.T) []map[string]any {
 // (given or the default), a streamed exec and a fast request log nothing.
 func TestSlowRequestLog(t *testing.T) {
 	t.Parallel()
-	a := newAPI(t, nil)
+	root := worldWritableDir(t) // a file root the host agent (uid 1000) can write, for the transfers
+	a := newAPI(t, func(c *config.Config) {
+		for i := range c.Profiles {
+			if c.Profiles[i].Name == controltest.Profile {
+				c.Profiles[i].FileRoots = []string{root}
+			}
+		}
+	})
 	st := a.Stack
 	var step atomic.Int64 // how long each request takes on the clock
 	var ticks atomic.Int64
@@ -139,4 +149,40 @@ func TestSlowRequestLog(t *testing.T) {
 	if lines := logged.lines(t); len(lines) != 0 {
 		t.Errorf("logged %v", lines)
 	}
+
+	// A file moves at its client's pace: each MiB it moves allows a
+	// second (slowlog.TransferRate), the upload's and the download's.
+	const size = 8 << 20
+	filePath := "/v1/sandboxes/" + sb.ID + "/files?path=big.bin&overwrite=true"
+	step.Store(int64(9 * time.Second)) // within 8 s for the bytes and the 2 s threshold
+	if resp, b := s.do(req{method: "PUT", path: filePath, key: keyA, body: strings.Repeat("x", size)}); resp.StatusCode/100 != 2 {
+		t.Fatalf("upload: %d %s", resp.StatusCode, b)
+	}
+	if resp, b := s.do(req{method: "GET", path: filePath, key: keyA}); resp.StatusCode != 200 || len(b) != size {
+		t.Fatalf("download: %d, %d bytes", resp.StatusCode, len(b))
+	}
+	if lines := logged.lines(t); len(lines) != 0 {
+		t.Errorf("transfers within their time logged %v", lines)
+	}
+	step.Store(int64(11 * time.Second))
+	if resp, b := s.do(req{method: "GET", path: filePath, key: keyA}); resp.StatusCode != 200 || len(b) != size {
+		t.Fatalf("download: %d, %d bytes", resp.StatusCode, len(b))
+	}
+	if lines := logged.lines(t); len(lines) != 1 || lines[0]["bytes"] != float64(size) || lines[0]["allowed_ms"] != 8000.0 {
+		t.Errorf("want one line of the slow download with bytes %d and allowed_ms 8000, got %v", size, lines)
+	}
+}
+
+// worldWritableDir makes a directory anyone may write, removed after t.
+func worldWritableDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "gslow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"iter"
 	"log/slog"
 	"math"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -61,6 +63,41 @@ type Request struct {
 	tenant  string
 	sandbox string
 	hops    iter.Seq2[string, time.Duration]
+	moved   atomic.Int64 // bytes of its body read and of its answer written
+}
+
+// TransferRate is the rate at which a request's own bytes (its body as
+// read, its answer as written) may move before it counts as slow: a large
+// upload or download takes as long as its client's link, not the
+// service, so each MiB moved allows a second.
+const TransferRate = 1 << 20 // bytes a second
+
+// Moved notes n bytes of the request's body read or of its answer
+// written (TransferRate).
+func (q *Request) Moved(n int) {
+	if q != nil && n > 0 {
+		q.moved.Add(int64(n))
+	}
+}
+
+// Body returns b, the request's body, counting what is read of it into q
+// (Moved); b itself when q is nil or there is no body.
+func (q *Request) Body(b io.ReadCloser) io.ReadCloser {
+	if q == nil || b == nil || b == http.NoBody {
+		return b
+	}
+	return &countedBody{ReadCloser: b, q: q}
+}
+
+type countedBody struct {
+	io.ReadCloser
+	q *Request
+}
+
+func (c *countedBody) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.q.Moved(n)
+	return n, err
 }
 
 // Begin opens the record of a request the root handler took at start
@@ -174,7 +211,8 @@ func (l *Log) End(q *Request, r *http.Request, status int, requestID string, lon
 		now = l.clock()
 	}
 	d := now.Sub(q.began)
-	if d <= q.allow+l.threshold {
+	allow := q.allow + time.Duration(float64(q.moved.Load())/TransferRate*float64(time.Second))
+	if d <= allow+l.threshold {
 		return false
 	}
 	attrs := make([]slog.Attr, 0, 10)
@@ -189,8 +227,11 @@ func (l *Log) End(q *Request, r *http.Request, status int, requestID string, lon
 	if requestID != "" {
 		attrs = append(attrs, slog.String("request_id", requestID))
 	}
-	if q.allow > 0 {
-		attrs = append(attrs, slog.Int64("allowed_ms", q.allow.Milliseconds()))
+	if allow >= time.Millisecond {
+		attrs = append(attrs, slog.Int64("allowed_ms", allow.Milliseconds()))
+	}
+	if n := q.moved.Load(); n > 0 {
+		attrs = append(attrs, slog.Int64("bytes", n))
 	}
 	if q.hops != nil {
 		var hops []any

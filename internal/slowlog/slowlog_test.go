@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -33,6 +34,9 @@ type call struct {
 	// contentType is the answer's; upgrade, the request's Upgrade header.
 	contentType, upgrade string
 	hops                 bool
+	// upload is the size of the request's body, which the handler reads;
+	// download, of the answer it writes.
+	upload, download int
 }
 
 func serve(t *testing.T, c call) served {
@@ -54,20 +58,31 @@ func serve(t *testing.T, c call) served {
 				_ = yield("pre", 1500*time.Microsecond) && yield("agent", c.took-2*time.Millisecond)
 			})
 		}
+		if n, err := io.Copy(io.Discard, r.Body); err != nil || n != int64(max(c.upload, 2)) {
+			t.Errorf("read %d bytes of the body (%v)", n, err)
+		}
 		time.Sleep(c.took) // on synctest's clock: no real wait
 		if c.contentType != "" {
 			w.Header().Set("Content-Type", c.contentType)
 		}
 		w.WriteHeader(http.StatusOK)
+		// The API's root handler counts what its writer writes.
+		n, _ := w.Write(make([]byte, c.download))
+		q.Moved(n)
 	})
 	synctest.Test(t, func(t *testing.T) {
-		r := httptest.NewRequest("POST", "/v1/sandboxes/sbx_1/exec", strings.NewReader("{}"))
+		body := "{}"
+		if c.upload > 0 {
+			body = strings.Repeat("x", c.upload)
+		}
+		r := httptest.NewRequest("POST", "/v1/sandboxes/sbx_1/exec", strings.NewReader(body))
 		if c.upgrade != "" {
 			r.Header.Set("Upgrade", c.upgrade)
 		}
 		w := httptest.NewRecorder()
 		q := l.Begin(time.Now())
 		r = r.WithContext(slowlog.With(r.Context(), q))
+		r.Body = q.Body(r.Body)
 		mux.ServeHTTP(w, r)
 		logged := l.End(q, r, w.Code, "req_1", slowlog.Streamed(r, w.Header()))
 		if logged != (buf.Len() > 0) {
@@ -94,7 +109,7 @@ func TestSlowRequestLine(t *testing.T) {
 	}
 	want := map[string]any{
 		"level": "WARN", "msg": "slow request", "method": "POST", "route": "POST /v1/sandboxes/{id}/exec", "status": 200.0,
-		"duration_ms": 3000.0, "tenant": "acme", "sandbox": "sbx_1", "request_id": "req_1",
+		"duration_ms": 3000.0, "tenant": "acme", "sandbox": "sbx_1", "request_id": "req_1", "bytes": 2.0,
 		"hops_ms": map[string]any{"pre": 1.5, "agent": 2998.0},
 	}
 	line := got.lines[0]
@@ -120,6 +135,8 @@ func TestNotSlow(t *testing.T) {
 		"server-sent events":            {threshold: 2 * time.Second, took: time.Hour, contentType: "text/event-stream"},
 		"ndjson":                        {threshold: 2 * time.Second, took: time.Hour, contentType: "application/x-ndjson"},
 		"websocket":                     {threshold: 2 * time.Second, took: time.Hour, upgrade: "websocket"},
+		"an upload of 5 MiB in 7 s":     {threshold: 2 * time.Second, took: 7 * time.Second, upload: 5 << 20},
+		"a download of 5 MiB in 7 s":    {threshold: 2 * time.Second, took: 7 * time.Second, download: 5 << 20},
 		"off":                           {took: time.Hour},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -141,6 +158,28 @@ func TestSlowBeyondItsWait(t *testing.T) {
 	}
 	if _, ok := got.lines[0]["hops_ms"]; ok {
 		t.Errorf("a route without hops logged %v", got.lines[0]["hops_ms"])
+	}
+}
+
+// TestSlowBeyondItsTransfer checks that a request is allowed a second per
+// MiB it moves (slowlog.TransferRate), no more, and says so.
+func TestSlowBeyondItsTransfer(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]call{
+		"upload":   {threshold: 2 * time.Second, took: 7100 * time.Millisecond, upload: 5 << 20},
+		"download": {threshold: 2 * time.Second, took: 7100 * time.Millisecond, download: 5 << 20},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got := serve(t, c)
+			moved := float64(c.upload + c.download)
+			if c.upload == 0 {
+				moved += 2 // the body "{}"
+			}
+			if len(got.lines) != 1 || got.lines[0]["allowed_ms"] != 5000.0 || got.lines[0]["bytes"] != moved {
+				t.Fatalf("want one line with allowed_ms 5000 and the bytes moved, got %v", got.lines)
+			}
+		})
 	}
 }
 
