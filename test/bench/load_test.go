@@ -163,45 +163,28 @@ func BenchmarkLoad(b *testing.B) {
 
 	// The CPU accounting of the runc sandboxes: the agents and what they
 	// spawn, and how long their CPU limit throttled them. After the
-	// warm-up: a sandbox's container may start with its first exec.
-	cgroups := make([]*cgroupCPU, len(runc))
-	for i, id := range runc {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			cgroups[i], errs[i] = sandboxCgroup(ctx, id)
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		b.Fatal(err)
-	}
-	// The runsc sandboxes idle through the run: what they cost the host
-	// doing nothing (their sentries and agents).
-	idleCgroups := make([]*cgroupCPU, len(runsc))
-	for i, id := range runsc {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			idleCgroups[i], errs[i] = sandboxCgroup(ctx, id)
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		b.Fatal(err)
-	}
-	idleCPU := func() (usage time.Duration) {
-		for _, cg := range idleCgroups {
-			u, _, err := cg.read()
-			if err != nil {
-				b.Fatal(err)
-			}
-			usage += u
+	// warm-up: a sandbox's container may start with its first exec. And
+	// of the runsc ones, which idle through the run: what they cost the
+	// host doing nothing (their sentries and agents).
+	cgroupsOf := func(ids []string) []*cgroupCPU {
+		cgs := make([]*cgroupCPU, len(ids))
+		errs := make([]error, len(ids))
+		for i, id := range ids {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				cgs[i], errs[i] = sandboxCgroup(ctx, id)
+			})
 		}
-		return usage
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			b.Fatal(err)
+		}
+		return cgs
 	}
-	sandboxCPU := func() (usage, throttled time.Duration) {
-		for _, cg := range cgroups {
+	runcCgroups, runscCgroups := cgroupsOf(runc), cgroupsOf(runsc)
+	cpuOf := func(cgs []*cgroupCPU) (usage, throttled time.Duration) {
+		for _, cg := range cgs {
 			u, t, err := cg.read()
 			if err != nil {
 				b.Fatal(err)
@@ -210,6 +193,8 @@ func BenchmarkLoad(b *testing.B) {
 		}
 		return usage, throttled
 	}
+	sandboxCPU := func() (usage, throttled time.Duration) { return cpuOf(runcCgroups) }
+	idleCPU := func() time.Duration { return first(cpuOf(runscCgroups)) }
 
 	// All of them idle for a while (GENESIS_BENCH_LOAD_IDLE_SECONDS,
 	// default 10; 0 leaves it out), after the warm-up's spare shims have
