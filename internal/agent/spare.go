@@ -233,7 +233,10 @@ func (s *Server) firstSpareLater() {
 func (s *Server) firstSpareSoon() { time.AfterFunc(s.cfg.SpareRefillDelay, s.refillSpare) }
 
 // refillSpare starts a spare in the background unless one is idle or
-// being started.
+// being started. A start that a reset overtook (retireSpares bumped the
+// generation while the shim started, and the sweep may have killed it)
+// is retired and started again for the new generation: the reset's own
+// refill (primeAfterReset) found this one filling and left the set to it.
 func (s *Server) refillSpare() {
 	s.spares.mu.Lock()
 	defer s.spares.mu.Unlock()
@@ -242,19 +245,26 @@ func (s *Server) refillSpare() {
 	}
 	s.spares.filling = true
 	go func() {
-		sp, err := s.startSpare()
-		s.spares.mu.Lock()
-		s.spares.filling = false
-		if err == nil && !s.spares.closed && len(s.spares.idle) < maxIdleSpares && sp.gen == s.spares.gen {
-			s.spares.idle, sp = append(s.spares.idle, sp), nil
-			s.spares.added++
-		}
-		s.spares.mu.Unlock()
-		if sp != nil {
-			sp.retire()
-		}
-		if err != nil && !errors.Is(err, errdefs.ErrUnavailable) {
-			s.log.Warn("starting a spare job shim", "err", err)
+		for {
+			sp, err := s.startSpare()
+			s.spares.mu.Lock()
+			stale := err == nil && sp.gen != s.spares.gen
+			if err == nil && !stale && !s.spares.closed && len(s.spares.idle) < maxIdleSpares {
+				s.spares.idle, sp = append(s.spares.idle, sp), nil
+				s.spares.added++
+			}
+			again := stale && !s.spares.closed && len(s.spares.idle) == 0
+			s.spares.filling = again
+			s.spares.mu.Unlock()
+			if sp != nil {
+				sp.retire()
+			}
+			if err != nil && !errors.Is(err, errdefs.ErrUnavailable) {
+				s.log.Warn("starting a spare job shim", "err", err)
+			}
+			if !again {
+				return
+			}
 		}
 	}()
 }
@@ -262,11 +272,16 @@ func (s *Server) refillSpare() {
 // primeAfterReset starts a spare shim in the background once a reset has
 // swept the sandbox (its last step), so that the next holder's first job
 // finds one, as a new sandbox's first holder's does (firstSpareLater),
-// rather than starting its own shim on its path. The reset retired every
-// shim of before it (retireSpares), and its sweep ran before this one
-// starts: the new shim is of the new generation and no process the
-// previous holder could reach. The reset's answer does not wait for it.
-func (s *Server) primeAfterReset() { s.refillSpare() }
+// rather than starting its own shim on its path. A refill timer of before
+// the reset may have started a shim during it, which the sweep may have
+// killed: the generation is bumped again here, so that such a shim is
+// retired rather than kept, and its refill starts a new one. The new
+// shim is of the new generation and no process the previous holder could
+// reach. The reset's answer does not wait for it.
+func (s *Server) primeAfterReset() {
+	s.retireSpares()
+	s.refillSpare()
+}
 
 // retireAndWait retires a shim that is not reused and waits until it has
 // exited (and was reaped), so that a job's end leaves no process of it
