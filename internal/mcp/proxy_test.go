@@ -256,7 +256,9 @@ func TestConcurrentClientsWithTheSameIDs(t *testing.T) {
 }
 
 func TestProgressResetsTheTimeoutAndIsForwarded(t *testing.T) {
-	s := newSetup(t, "serve", mcp.Config{CallTimeout: 400 * time.Millisecond, CallCeiling: 10 * time.Second})
+	// The timeout is ten steps long: a loaded host may hold a process for a
+	// few hundred milliseconds, and progress must still come within it.
+	s := newSetup(t, "serve", mcp.Config{CallTimeout: 1500 * time.Millisecond, CallCeiling: 10 * time.Second})
 	var mu sync.Mutex
 	var got []float64
 	var tokens []any
@@ -266,23 +268,23 @@ func TestProgressResetsTheTimeoutAndIsForwarded(t *testing.T) {
 		tokens = append(tokens, r.Params.ProgressToken)
 		mu.Unlock()
 	}}, nil)
-	// 6 steps of 150 ms: 900 ms in all, longer than the timeout, but
+	// 12 steps of 150 ms: 1.8 s in all, longer than the timeout, but
 	// progress comes well within each timeout.
-	params := &sdk.CallToolParams{Name: "slow", Arguments: map[string]any{"steps": 6, "step_ms": 150}}
+	params := &sdk.CallToolParams{Name: "slow", Arguments: map[string]any{"steps": 12, "step_ms": 150}}
 	params.SetProgressToken("client-token")
 	res, err := cs.CallTool(ctx10(t), params)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if textOf(t, res) != "done after 6 steps" {
+	if textOf(t, res) != "done after 12 steps" {
 		t.Fatalf("answer %q", textOf(t, res))
 	}
 	// The SDK client hands notifications to the handler apart from
 	// answers, so the last may reach it after the answer.
-	waitFor(t, "six progress notifications", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= 6 })
+	waitFor(t, "twelve progress notifications", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= 12 })
 	mu.Lock()
 	defer mu.Unlock()
-	if fmt.Sprint(got) != "[1 2 3 4 5 6]" {
+	if fmt.Sprint(got) != "[1 2 3 4 5 6 7 8 9 10 11 12]" {
 		t.Fatalf("progress %v", got)
 	}
 	for _, tk := range tokens {
@@ -293,16 +295,19 @@ func TestProgressResetsTheTimeoutAndIsForwarded(t *testing.T) {
 }
 
 func TestTimeoutsCancelAtTheBackend(t *testing.T) {
-	s := newSetup(t, "serve", mcp.Config{CallTimeout: 300 * time.Millisecond, CallCeiling: 900 * time.Millisecond})
+	// Progress every 100 ms against a 1.5 s timeout: a loaded host holding
+	// the backend a few hundred milliseconds (it did, at 300 ms) must not
+	// end the ceiling case by the timeout instead.
+	s := newSetup(t, "serve", mcp.Config{CallTimeout: 1500 * time.Millisecond, CallCeiling: 3 * time.Second})
 	cs := connect(t, s.url, "2025-11-25", nil, nil)
 	cases := []struct {
 		name string
 		args map[string]any
 		want string
 	}{
-		{"no progress", map[string]any{"steps": 1, "step_ms": 5000}, "no answer and no progress for 300ms"},
+		{"no progress", map[string]any{"steps": 1, "step_ms": 20000}, "no answer and no progress for 1.5s"},
 		// progress every 100 ms keeps it alive, but the ceiling ends it
-		{"ceiling", map[string]any{"steps": 100, "step_ms": 100}, "past its ceiling of 900ms"},
+		{"ceiling", map[string]any{"steps": 100, "step_ms": 100}, "past its ceiling of 3s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
