@@ -260,6 +260,7 @@ func serve(ctx context.Context, args []string) error {
 	}
 	edge, err := grpcedge.New(grpcedge.Config{Control: stack.Control, Jobs: stack.Jobs, Tenancy: stack.Tenancy, Auth: keyAuth,
 		MaxMessageBytes: int(min(cfg.Limits.MaxBodyBytes, 64<<20)), Logger: log, Metrics: metrics,
+		SlowLog: slow, ExecTimeout: time.Duration(cfg.Limits.DefaultExecTimeoutMS) * time.Millisecond,
 		PublicURL: cfg.PublicBaseURL(),
 		Workloads: grpcedge.Workloads{Files: stack.Files, Artifacts: stack.Artifacts, Snapshots: stack.Snapshots, Services: stack.Services}})
 	if err != nil {

@@ -75,11 +75,12 @@ type call struct {
 // it arrived on (the interceptor, or the native listener's unary path):
 // the request id and the caller's principal from the request headers h
 // (or UNAUTHENTICATED), the access log and metrics, the audit record of a
-// mutating call, the error translated once (toConnect) with the request id
-// in its metadata, or the answer with the request id in its headers. in is
-// the request message, next the handler.
+// mutating call, the slow request log (slow.go), the error translated once
+// (toConnect) with the request id in its metadata, or the answer with the
+// request id in its headers. in is the request message, next the handler.
 func (e *Edge) unary(ctx context.Context, c call, h http.Header, in any, next func(context.Context) (connect.AnyResponse, error)) (connect.AnyResponse, error) {
 	start := time.Now()
+	q := e.slowBegin(start, in)
 	ctx, err := (&interceptor{edge: e}).begin(ctx, h)
 	rid := requestIDOf(ctx)
 	var resp connect.AnyResponse
@@ -87,13 +88,14 @@ func (e *Edge) unary(ctx context.Context, c call, h http.Header, in any, next fu
 		resp, err = next(ctx)
 	}
 	e.observe(ctx, c.procedure, c.protocol, err, time.Since(start))
+	var out any
+	if resp != nil {
+		out = resp.Any()
+	}
 	if c.mutating {
-		var out any
-		if resp != nil {
-			out = resp.Any()
-		}
 		e.audit(ctx, c.procedure, c.remote, auditTarget(in, out), err)
 	}
+	e.slowEnd(q, c, principalOf(ctx).Tenant, codeOf(err), rid, in, out)
 	if err != nil {
 		err = e.toConnect(ctx, err)
 		var ce *connect.Error

@@ -22,6 +22,7 @@ import (
 	"genesis.dev/sandbox/internal/auth"
 	"genesis.dev/sandbox/internal/control"
 	"genesis.dev/sandbox/internal/jobs"
+	"genesis.dev/sandbox/internal/slowlog"
 	"genesis.dev/sandbox/internal/tenancy"
 	"genesis.dev/sandbox/internal/tenant"
 )
@@ -56,24 +57,32 @@ type Config struct {
 	// Metrics counts and times every call of the edge's services (nil:
 	// none); internal/metrics' Metrics is one.
 	Metrics RPCObserver
-	Logger  *slog.Logger
+	// SlowLog, when set, logs the unary calls that were slow (slow.go);
+	// ExecTimeout is the limit of an exec that names none, which such a
+	// call is allowed.
+	SlowLog     *slowlog.Log
+	ExecTimeout time.Duration
+	Logger      *slog.Logger
 }
 
 // Edge is the gRPC/Connect edge: its handler serves the services of
 // genesis.sandbox.v1, gRPC health and server reflection.
 type Edge struct {
-	ctl       *control.Service
-	jobs      *jobs.Manager
-	tenancy   tenants
-	ready     func(context.Context) bool // the instance is ready (/readyz)
-	auth      keyChecker
-	log       *slog.Logger
-	mux       *http.ServeMux
-	names     []string
-	served    []service
-	wl        Workloads
-	metrics   RPCObserver
-	publicURL string
+	ctl     *control.Service
+	jobs    *jobs.Manager
+	tenancy tenants
+	ready   func(context.Context) bool // the instance is ready (/readyz)
+	auth    keyChecker
+	log     *slog.Logger
+	mux     *http.ServeMux
+	names   []string
+	served  []service
+	wl      Workloads
+	metrics RPCObserver
+	slow    *slowlog.Log
+	// execTimeout is the limit of an exec that names none (slow.go).
+	execTimeout time.Duration
+	publicURL   string
 	// maxMessageBytes bounds a received message, on either transport.
 	maxMessageBytes int
 }
@@ -116,7 +125,7 @@ func New(cfg Config) (*Edge, error) {
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
-	e := &Edge{ctl: cfg.Control, jobs: cfg.Jobs, tenancy: cfg.Tenancy, auth: cfg.Auth, log: cfg.Logger, wl: cfg.Workloads, metrics: cfg.Metrics, publicURL: strings.TrimSuffix(cfg.PublicURL, "/"),
+	e := &Edge{ctl: cfg.Control, jobs: cfg.Jobs, tenancy: cfg.Tenancy, auth: cfg.Auth, log: cfg.Logger, wl: cfg.Workloads, metrics: cfg.Metrics, slow: cfg.SlowLog, execTimeout: cfg.ExecTimeout, publicURL: strings.TrimSuffix(cfg.PublicURL, "/"),
 		ready: func(ctx context.Context) bool { ok, _ := cfg.Control.Readiness(ctx); return ok }}
 	e.build(cfg.MaxMessageBytes)
 	return e, nil

@@ -206,21 +206,50 @@ func (l *Log) End(q *Request, r *http.Request, status int, requestID string, lon
 	if !l.On() || q == nil || longLived {
 		return false
 	}
-	now := time.Now()
-	if l.clock != nil {
-		now = l.clock()
+	if strings.Contains(r.Pattern, "/sandboxes/{id}") {
+		q.sandbox = r.PathValue("id")
 	}
-	d := now.Sub(q.began)
+	return l.end(q, r.Pattern, requestID, slog.String("method", r.Method), slog.String("route", r.Pattern), slog.Int("status", status))
+}
+
+// EndCall is End for a unary call of the RPC edge (Connect, gRPC or
+// gRPC-Web, on either listener): protocol is connect's name of it,
+// procedure the call's "/<service>/<method>" (its route, as the metrics
+// and the line name it) and code the gRPC code it answered with ("ok"
+// for none). A streaming call is long-lived: it is never ended here.
+func (l *Log) EndCall(q *Request, protocol, procedure, code, requestID string) bool {
+	if !l.On() || q == nil {
+		return false
+	}
+	return l.end(q, procedure, requestID, slog.String("method", protocol), slog.String("route", procedure), slog.String("code", code))
+}
+
+// Past says whether q has already lasted longer than the threshold alone:
+// no wait it was allowed can make a shorter request slow, so a caller can
+// leave work that only a slow request's line needs (counting the bytes of
+// its messages) until this says so.
+func (l *Log) Past(q *Request) bool {
+	return l.On() && q != nil && l.now().Sub(q.began) > l.threshold
+}
+
+func (l *Log) now() time.Time {
+	if l.clock != nil {
+		return l.clock()
+	}
+	return time.Now()
+}
+
+// end logs q if it was slow, the line beginning with head (what names the
+// request: method, route and its answer), and counts it under route.
+func (l *Log) end(q *Request, route, requestID string, head ...slog.Attr) bool {
+	d := l.now().Sub(q.began)
 	allow := q.allow + time.Duration(float64(q.moved.Load())/TransferRate*float64(time.Second))
 	if d <= allow+l.threshold {
 		return false
 	}
 	attrs := make([]slog.Attr, 0, 10)
-	attrs = append(attrs, slog.String("method", r.Method), slog.String("route", r.Pattern), slog.Int("status", status),
-		slog.Int64("duration_ms", d.Milliseconds()), slog.String("tenant", q.tenant))
-	if strings.Contains(r.Pattern, "/sandboxes/{id}") {
-		q.sandbox = r.PathValue("id")
-	}
+	attrs = append(attrs, head...)
+	attrs = append(attrs, slog.Int64("duration_ms", d.Milliseconds()), slog.String("tenant", q.tenant))
 	if q.sandbox != "" {
 		attrs = append(attrs, slog.String("sandbox", q.sandbox))
 	}
@@ -242,7 +271,7 @@ func (l *Log) End(q *Request, r *http.Request, status int, requestID string, lon
 	}
 	l.log.LogAttrs(context.Background(), slog.LevelWarn, "slow request", attrs...)
 	if l.counted != nil {
-		l.counted(r.Pattern)
+		l.counted(route)
 	}
 	return true
 }

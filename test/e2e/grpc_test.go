@@ -106,8 +106,10 @@ func wantCode(t *testing.T, what string, err error, code codes.Code, reason stri
 func TestGRPC(t *testing.T) {
 	t.Parallel()
 	const otherKey = "e2e-grpc-other-tenant-key-0123456789"
+	// A 50 ms slow request threshold: a cold create over gRPC is slower,
+	// and the log says so (the slow-log subtest).
 	e := newEnv(t, "tenants:\n  other: {api_keys: [\""+otherKey+"\"]}\n"+
-		fmt.Sprintf("limits: {max_output_bytes: %d}\n", slowReaderBytes))
+		fmt.Sprintf("limits: {max_output_bytes: %d}\n", slowReaderBytes)+"log: {slow_request: 50ms}\n")
 	e.requireImage(t, "code-python-basic")
 	svc := e.start(t)
 	// Most calls go to the native gRPC listener; the API listener serves
@@ -194,6 +196,7 @@ func TestGRPC(t *testing.T) {
 			if sb.Runtime != rt || sb.State != "ready" || sb.ResourceVersion == "" {
 				t.Fatalf("created %v", &sb)
 			}
+			t.Run("slow-log", func(t *testing.T) { testGRPCSlowLog(t, svc, sb.Id) })
 			t.Run("exec", func(t *testing.T) { testGRPCExec(t, ctx, cc, sb.Id) })
 			t.Run("log-resume", func(t *testing.T) { testGRPCLogResume(t, ctx, cc, sb.Id) })
 			t.Run("main-listener/exec", func(t *testing.T) { testGRPCExec(t, ctx, ccMain, sb.Id) })
@@ -236,6 +239,25 @@ func TestGRPC(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// testGRPCSlowLog: the cold create of sandbox id over the native
+// listener took longer than the 50 ms threshold, so the service logged it
+// as a slow request, named by its procedure, with the sandbox it made.
+func testGRPCSlowLog(t *testing.T, svc *service, id string) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		for _, line := range strings.Split(svc.log.String(), "\n") {
+			if strings.Contains(line, `msg="slow request"`) && strings.Contains(line, "method=grpc route="+sandboxSvc+"CreateSandbox code=ok") &&
+				strings.Contains(line, "sandbox="+id) && strings.Contains(line, "tenant=default") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no slow request line for the create of %s over gRPC in the service's log", id)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
