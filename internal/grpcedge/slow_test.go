@@ -1,9 +1,7 @@
 package grpcedge
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"strings"
 	"sync"
@@ -15,39 +13,8 @@ import (
 
 	sandboxv1 "genesis.dev/sandbox/gen/genesis/sandbox/v1"
 	"genesis.dev/sandbox/internal/slowlog"
+	"genesis.dev/sandbox/internal/slowlog/slowlogtest"
 )
-
-// lockedBuffer is a log's writer that several calls' goroutines share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// lines are the JSON log lines written, and empties the buffer.
-func (l *lockedBuffer) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for _, s := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
-		if s == "" {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(s), &m); err != nil {
-			t.Fatalf("log line %q: %v", s, err)
-		}
-		out = append(out, m)
-	}
-	l.b.Reset()
-	return out
-}
 
 // TestSlowUnaryCalls: the edge's unary calls are in the slow request log
 // on either listener, with their procedure as the route, their code, the
@@ -58,7 +25,7 @@ func (l *lockedBuffer) lines(t *testing.T) []map[string]any {
 func TestSlowUnaryCalls(t *testing.T) {
 	t.Parallel()
 	e, _ := testEdge(t)
-	var buf lockedBuffer
+	var buf slowlogtest.Buffer
 	var mu sync.Mutex
 	now := time.Unix(1_800_000_000, 0)
 	var counted []string
@@ -80,7 +47,7 @@ func TestSlowUnaryCalls(t *testing.T) {
 	if _, err := sandboxes.DeleteSandbox(ctx, req); connect.CodeOf(err) != connect.CodePermissionDenied {
 		t.Fatalf("DeleteSandbox: %v", err)
 	}
-	lines := buf.lines(t)
+	lines := buf.Lines(t)
 	if len(lines) != 1 {
 		t.Fatalf("log lines %v, want one slow request", lines)
 	}
@@ -118,13 +85,13 @@ func TestSlowUnaryCalls(t *testing.T) {
 			t.Fatalf("want unauthenticated, got %v", err)
 		}
 	}
-	if lines := buf.lines(t); len(lines) != 0 {
+	if lines := buf.Lines(t); len(lines) != 0 {
 		t.Fatalf("calls within their wait logged: %v", lines)
 	}
 	if _, err := execs.StartJob(ctx, withKeyHeader("", &sandboxv1.StartJobRequest{SandboxId: "sbx_3"})); connect.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Fatalf("StartJob: %v", err)
 	}
-	if lines := buf.lines(t); len(lines) != 1 || lines[0]["route"] != "/genesis.sandbox.v1.ExecService/StartJob" || lines[0]["sandbox"] != "sbx_3" || lines[0]["tenant"] != "" {
+	if lines := buf.Lines(t); len(lines) != 1 || lines[0]["route"] != "/genesis.sandbox.v1.ExecService/StartJob" || lines[0]["sandbox"] != "sbx_3" || lines[0]["tenant"] != "" {
 		t.Fatalf("a job's start: %v", lines)
 	}
 
@@ -134,7 +101,7 @@ func TestSlowUnaryCalls(t *testing.T) {
 	if _, err := st.CloseAndReceive(); connect.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Fatalf("WriteStdin: %v", err)
 	}
-	if lines := buf.lines(t); len(lines) != 0 {
+	if lines := buf.Lines(t); len(lines) != 0 {
 		t.Fatalf("a stream logged: %v", lines)
 	}
 
@@ -144,7 +111,7 @@ func TestSlowUnaryCalls(t *testing.T) {
 	if err := cc.Invoke(nctx, "/genesis.sandbox.v1.SandboxService/GetSandbox", &sandboxv1.GetSandboxRequest{Id: "sbx_4"}, &sandboxv1.Sandbox{}); err == nil {
 		t.Fatal("GetSandbox with a wrong key answered")
 	}
-	lines = buf.lines(t)
+	lines = buf.Lines(t)
 	if len(lines) != 1 || lines[0]["method"] != "grpc" || lines[0]["route"] != "/genesis.sandbox.v1.SandboxService/GetSandbox" ||
 		lines[0]["code"] != "unauthenticated" || lines[0]["sandbox"] != "sbx_4" {
 		t.Fatalf("a native call: %v", lines)

@@ -1,13 +1,10 @@
 package httpapi_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"log/slog"
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,40 +15,8 @@ import (
 	"genesis.dev/sandbox/internal/controltest"
 	"genesis.dev/sandbox/internal/httpapi"
 	"genesis.dev/sandbox/internal/slowlog"
+	"genesis.dev/sandbox/internal/slowlog/slowlogtest"
 )
-
-// lockedBuffer is a log's output written by the server's goroutines and
-// read by the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// lines returns the log's lines with msg "slow request", decoded, and
-// empties it.
-func (l *lockedBuffer) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for line := range strings.Lines(l.b.String()) {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		if m["msg"] == "slow request" {
-			out = append(out, m)
-		}
-	}
-	l.b.Reset()
-	return out
-}
 
 // TestSlowRequestLog checks the slow request log through the API's root
 // handler, on a clock the test moves by a set step at each reading (the
@@ -75,7 +40,7 @@ func TestSlowRequestLog(t *testing.T) {
 	var ticks atomic.Int64
 	t0 := time.Now()
 	clock := func() time.Time { return t0.Add(time.Duration(ticks.Add(1) * step.Load())) }
-	var logged lockedBuffer
+	var logged slowlogtest.Buffer
 	metrics := httpapi.NewMetrics(httpapi.MetricsConfig{})
 	slow, err := slowlog.New(slowlog.Config{Threshold: 2 * time.Second, Logger: slog.New(slog.NewJSONHandler(&logged, nil)),
 		Counted: metrics.ObserveSlowRequest, Clock: clock})
@@ -100,7 +65,7 @@ func TestSlowRequestLog(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("exec: %d %s", resp.StatusCode, body)
 	}
-	lines := logged.lines(t)
+	lines := logged.Lines(t)
 	if len(lines) != 1 {
 		t.Fatalf("want one slow request line, got %v", lines)
 	}
@@ -146,7 +111,7 @@ func TestSlowRequestLog(t *testing.T) {
 	if resp, b := s.do(req{method: "GET", path: "/v1/sandboxes/" + sb.ID, key: keyA}); resp.StatusCode != 200 {
 		t.Fatalf("get: %d %s", resp.StatusCode, b)
 	}
-	if lines := logged.lines(t); len(lines) != 0 {
+	if lines := logged.Lines(t); len(lines) != 0 {
 		t.Errorf("logged %v", lines)
 	}
 
@@ -161,14 +126,14 @@ func TestSlowRequestLog(t *testing.T) {
 	if resp, b := s.do(req{method: "GET", path: filePath, key: keyA}); resp.StatusCode != 200 || len(b) != size {
 		t.Fatalf("download: %d, %d bytes", resp.StatusCode, len(b))
 	}
-	if lines := logged.lines(t); len(lines) != 0 {
+	if lines := logged.Lines(t); len(lines) != 0 {
 		t.Errorf("transfers within their time logged %v", lines)
 	}
 	step.Store(int64(11 * time.Second))
 	if resp, b := s.do(req{method: "GET", path: filePath, key: keyA}); resp.StatusCode != 200 || len(b) != size {
 		t.Fatalf("download: %d, %d bytes", resp.StatusCode, len(b))
 	}
-	if lines := logged.lines(t); len(lines) != 1 || lines[0]["bytes"] != float64(size) || lines[0]["allowed_ms"] != 8000.0 {
+	if lines := logged.Lines(t); len(lines) != 1 || lines[0]["bytes"] != float64(size) || lines[0]["allowed_ms"] != 8000.0 {
 		t.Errorf("want one line of the slow download with bytes %d and allowed_ms 8000, got %v", size, lines)
 	}
 }
