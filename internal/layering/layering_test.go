@@ -38,7 +38,7 @@ var workloads = []string{
 // testSupport are the packages that exist for tests: no binary links them.
 var testSupport = []string{
 	"internal/controltest", "internal/testenv", "internal/driver/fake", "internal/driver/drivertest",
-	"internal/store/storetest", "internal/store/pgtest", "test/...",
+	"internal/store/storetest", "internal/store/pgtest", "internal/slowlog/slowlogtest", "test/...",
 }
 
 // rule constrains the packages matching Pkg ("x" is x itself, "x/..." is x
@@ -168,6 +168,12 @@ var rules = []rule{
 	{
 		Pkg:      "internal/slowlog",
 		Why:      "slowlog logs the API's slow requests with the hops of their Server-Timing: the standard library only",
+		Only:     []string{},
+		External: []string{},
+	},
+	{
+		Pkg:      "internal/slowlog/slowlogtest",
+		Why:      "slowlogtest reads the slow request log's lines for tests: the standard library only",
 		Only:     []string{},
 		External: []string{},
 	},

@@ -1,4 +1,3 @@
-// Package slowlogtest reads the slow request log's lines in tests.
 package slowlogtest
 
 import (
