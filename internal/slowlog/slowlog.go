@@ -206,10 +206,15 @@ func (l *Log) End(q *Request, r *http.Request, status int, requestID string, lon
 	if !l.On() || q == nil || longLived {
 		return false
 	}
+	d, allow, slow := l.over(q)
+	if !slow {
+		return false
+	}
 	if strings.Contains(r.Pattern, "/sandboxes/{id}") {
 		q.sandbox = r.PathValue("id")
 	}
-	return l.end(q, r.Pattern, requestID, slog.String("method", r.Method), slog.String("route", r.Pattern), slog.Int("status", status))
+	l.write(q, d, allow, r.Pattern, requestID, slog.String("method", r.Method), slog.String("route", r.Pattern), slog.Int("status", status))
+	return true
 }
 
 // EndCall is End for a unary call of the RPC edge (Connect, gRPC or
@@ -221,7 +226,12 @@ func (l *Log) EndCall(q *Request, protocol, procedure, code, requestID string) b
 	if !l.On() || q == nil {
 		return false
 	}
-	return l.end(q, procedure, requestID, slog.String("method", protocol), slog.String("route", procedure), slog.String("code", code))
+	d, allow, slow := l.over(q)
+	if !slow {
+		return false
+	}
+	l.write(q, d, allow, procedure, requestID, slog.String("method", protocol), slog.String("route", procedure), slog.String("code", code))
+	return true
 }
 
 // Past says whether q has already lasted longer than the threshold alone:
@@ -239,14 +249,18 @@ func (l *Log) now() time.Time {
 	return time.Now()
 }
 
-// end logs q if it was slow, the line beginning with head (what names the
-// request: method, route and its answer), and counts it under route.
-func (l *Log) end(q *Request, route, requestID string, head ...slog.Attr) bool {
-	d := l.now().Sub(q.began)
-	allow := q.allow + time.Duration(float64(q.moved.Load())/TransferRate*float64(time.Second))
-	if d <= allow+l.threshold {
-		return false
-	}
+// over says how long q took, what it was allowed, and whether that was
+// slow.
+func (l *Log) over(q *Request) (d, allow time.Duration, slow bool) {
+	d = l.now().Sub(q.began)
+	allow = q.allow + time.Duration(float64(q.moved.Load())/TransferRate*float64(time.Second))
+	return d, allow, d > allow+l.threshold
+}
+
+// write logs the line of q, slow after d of the allow it had, beginning
+// with head (what names the request: method, route and its answer), and
+// counts it under route.
+func (l *Log) write(q *Request, d, allow time.Duration, route, requestID string, head ...slog.Attr) {
 	attrs := make([]slog.Attr, 0, 10)
 	attrs = append(attrs, head...)
 	attrs = append(attrs, slog.Int64("duration_ms", d.Milliseconds()), slog.String("tenant", q.tenant))
@@ -273,5 +287,4 @@ func (l *Log) end(q *Request, route, requestID string, head ...slog.Attr) bool {
 	if l.counted != nil {
 		l.counted(route)
 	}
-	return true
 }
