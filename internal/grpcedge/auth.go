@@ -80,7 +80,7 @@ type call struct {
 // request id in its headers. in is the request message, next the handler.
 func (e *Edge) unary(ctx context.Context, c call, h http.Header, in any, next func(context.Context) (connect.AnyResponse, error)) (connect.AnyResponse, error) {
 	start := time.Now()
-	q := e.slowBegin(start, in)
+	q := e.slowBegin(start)
 	ctx, err := (&interceptor{edge: e}).begin(ctx, h)
 	rid := requestIDOf(ctx)
 	var resp connect.AnyResponse

@@ -16,18 +16,22 @@ import (
 // request" line, its route the procedure. Streaming calls last as long as
 // their caller keeps them, as the HTTP API's streams do: never slow.
 
-// slowBegin starts the slow request record of a unary call with request
-// message in (nil while the log is off): the wait the call asks for is
-// allowed as over HTTP, an exec's timeout_ms (or the default exec
-// timeout), a create's or lease's wait_seconds.
-func (e *Edge) slowBegin(start time.Time, in any) *slowlog.Request {
+// slowBegin starts the slow request record of a unary call (nil while the
+// log is off).
+func (e *Edge) slowBegin(start time.Time) *slowlog.Request {
 	if !e.slow.On() {
 		return nil
 	}
-	q := e.slow.Begin(start)
+	return e.slow.Begin(start)
+}
+
+// allow gives q the wait the call with request message in asked for, as
+// over HTTP: an exec's timeout_ms (or the default exec timeout), a
+// create's or lease's wait_seconds.
+func (e *Edge) allow(q *slowlog.Request, in any) {
 	m, ok := in.(proto.Message)
 	if !ok || m == nil || !m.ProtoReflect().IsValid() {
-		return q
+		return
 	}
 	r := m.ProtoReflect()
 	if f := r.Descriptor().Fields().ByName("timeout_ms"); f != nil && f.Kind() == protoreflect.Int64Kind {
@@ -40,7 +44,6 @@ func (e *Edge) slowBegin(start time.Time, in any) *slowlog.Request {
 	if f := r.Descriptor().Fields().ByName("wait_seconds"); f != nil && f.Kind() == protoreflect.Int64Kind {
 		q.Allow(time.Duration(r.Get(f).Int()) * time.Second)
 	}
-	return q
 }
 
 // waitsForItsCommand names the requests whose call waits for a command
@@ -48,15 +51,18 @@ func (e *Edge) slowBegin(start time.Time, in any) *slowlog.Request {
 // timeout (a background job's start answers at once).
 var waitsForItsCommand = map[protoreflect.Name]bool{"ExecRequest": true, "ExecInSessionRequest": true, "RunCodeRequest": true}
 
-// slowEnd logs the call if it was slow: its tenant and sandbox, and the
-// bytes of its messages (each MiB allows a second, as over HTTP).
+// slowEnd logs the call if it was slow: its tenant and sandbox, the wait
+// it asked for and the bytes of its messages (each MiB allows a second, as
+// over HTTP). A call within the threshold alone cannot be slow: only a
+// longer one's messages are read for them, off every fast call's path.
 func (e *Edge) slowEnd(q *slowlog.Request, c call, tenant, code, requestID string, in, out any) {
 	if q == nil {
 		return
 	}
-	if !e.slow.Past(q) { // not slow whatever it was allowed: skip the sizes
+	if !e.slow.Past(q) { // not slow whatever it was allowed: skip the rest
 		return
 	}
+	e.allow(q, in)
 	q.SetTenant(tenant)
 	q.SetSandbox(sandboxOf(in, out))
 	for _, m := range []any{in, out} {
