@@ -44,8 +44,7 @@ func (s *Service) recycle(ctx context.Context, l *sandbox.Lease, sb *sandbox.San
 		reason += "; reset failed: " + err.Error()
 		pl.resetFailed.Add(1)
 	} else {
-		pl.recycled.Add(1)
-		return true, nil
+		return true, nil // counted in recycled by resetMember
 	}
 	cctx, cancel := cleanupCtx(ctx, 2*time.Minute)
 	defer cancel()
@@ -164,6 +163,10 @@ func (s *Service) resetMember(ctx context.Context, pl *pool, l *sandbox.Lease, s
 	if pl.draining.Load() || s.draining.Load() {
 		return fmt.Errorf("pool %s started draining during the reset: %w", pl.key.name(), errdefs.ErrConflict)
 	}
+	// Counted before the member shows idle, so that whoever sees it idle in
+	// the pool's view (Pools) sees it counted too; uncounted if it does not
+	// get there.
+	pl.recycled.Add(1)
 	if _, err := s.store.UpdateSandbox(ctx, sb.ID, 0, s.now(), func(x *sandbox.Sandbox) error {
 		if x.Tenant != "" || x.State != sandbox.StateReady {
 			return fmt.Errorf("sandbox %s became %s of %q during its reset: %w", x.ID, x.State, x.Tenant, errdefs.ErrConflict)
@@ -171,6 +174,7 @@ func (s *Service) resetMember(ctx context.Context, pl *pool, l *sandbox.Lease, s
 		x.State = sandbox.StateIdle
 		return nil
 	}); err != nil {
+		pl.recycled.Add(-1)
 		return err
 	}
 	s.log.Info("sandbox reset and returned to its pool", "sandbox", sb.ID, "pool", pl.key.name(), "lease", l.ID,
