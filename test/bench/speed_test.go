@@ -289,68 +289,26 @@ func benchSpeedExec(b *testing.B) {
 	p.eachRuntime(b, func(b *testing.B, rt string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 		defer cancel()
-		cur, err := p.cur.create(ctx, rt)
-		if err != nil {
-			b.Fatalf("create (%s): %v", rt, err)
-		}
-		defer func() {
-			if err := p.cur.remove(ctx, cur.ID); err != nil {
-				b.Error(err)
-			}
-		}()
-		var curHTTP, curGRPC, baseHTTP, baseGRPC, agent, health, dexec []time.Duration
-		steps := []step{
-			{name: "HTTP exec", run: wrap(&curHTTP, httpExec(p.cur, cur.ID))},
-			{name: "gRPC exec", run: wrap(&curGRPC, grpcExec(b, p.cur, cur.ID))},
-			{name: "GET /healthz", run: wrap(&health, func(ctx context.Context) error {
-				_, err := p.cur.client.Health(ctx)
-				return err
-			})},
-		}
+		// Each build's sandbox gets the same calls in a round: its exec
+		// over HTTP and gRPC, its service's /healthz, an exec on its
+		// agent's socket and, every so often, a docker exec. A sandbox
+		// that sees more calls idles less between them and answers faster
+		// (its threads, and under gVisor the sentry's, are still awake):
+		// when the floors were measured on this build's sandbox only, a
+		// run of one build against itself read this build 0.90× under
+		// runsc.
+		cur, base := &execPaths{}, &execPaths{}
+		steps, agentMissing := cur.steps(ctx, b, p.cur, rt, "", rounds/dockerN)
 		if p.base != nil {
-			base, err := p.base.create(ctx, rt)
-			if err != nil {
-				b.Fatalf("baseline create (%s): %v", rt, err)
-			}
-			defer func() {
-				if err := p.base.remove(ctx, base.ID); err != nil {
-					b.Error(err)
-				}
-			}()
-			steps = append(steps,
-				step{name: "baseline HTTP exec", run: wrap(&baseHTTP, httpExec(p.base, base.ID))},
-				step{name: "baseline gRPC exec", run: wrap(&baseGRPC, grpcExec(b, p.base, base.ID))})
+			bsteps, _ := base.steps(ctx, b, p.base, rt, "baseline ", rounds/dockerN)
+			steps = append(steps, bsteps...)
 		}
-		// The agent alone: its socket dialled directly, as the service
-		// does, with nothing of the service in between.
-		var agentMissing string
-		if _, err := os.Stat(p.cur.agentSocket(cur.ID)); err != nil {
-			agentMissing = fmt.Sprintf("agent socket not found: %v", err)
-		} else {
-			ac := agentclient.Dial(p.cur.agentSocket(cur.ID))
-			defer ac.Close()
-			steps = append(steps, step{name: "agent exec", run: wrap(&agent, func(ctx context.Context) error {
-				res, err := ac.Exec(ctx, agentproto.ExecRequest{Command: []string{"true"}})
-				if err == nil && res.ExitCode != 0 {
-					err = fmt.Errorf("true exited %d", res.ExitCode)
-				}
-				return err
-			})})
-		}
-		container, err := containerOf(ctx, cur.ID)
-		if err != nil {
-			b.Fatal(err)
-		}
-		steps = append(steps, step{name: "docker exec", every: max(1, rounds/dockerN), run: wrap(&dexec, func(ctx context.Context) error {
-			_, err := dockerCLI(ctx, "exec", container, "true")
-			return err
-		})})
 
 		// Warm-up: every path, not recorded.
 		if err := interleave(ctx, warmup, steps); err != nil {
 			b.Fatalf("warm-up (%s): %v", rt, err)
 		}
-		curHTTP, curGRPC, baseHTTP, baseGRPC, agent, health, dexec = nil, nil, nil, nil, nil, nil, nil
+		*cur, *base = execPaths{}, execPaths{}
 		cpu0, bcpu0 := p.cur.serviceCPU(), time.Duration(0)
 		if p.base != nil {
 			bcpu0 = p.base.serviceCPU()
@@ -359,12 +317,13 @@ func benchSpeedExec(b *testing.B) {
 			b.Fatalf("%s: %v", rt, err)
 		}
 		cpuNotes = append(cpuNotes, fmt.Sprintf("%s: service CPU per exec (HTTP+gRPC, /healthz included) this build %.2f ms",
-			rt, Ms(p.cur.serviceCPU()-cpu0)/float64(len(curHTTP)+len(curGRPC))))
+			rt, Ms(p.cur.serviceCPU()-cpu0)/float64(len(cur.http)+len(cur.grpc))))
 		if p.base != nil {
-			cpuNotes[len(cpuNotes)-1] += fmt.Sprintf(", %s %.2f ms", p.baseLabel, Ms(p.base.serviceCPU()-bcpu0)/float64(len(baseHTTP)+len(baseGRPC)))
+			cpuNotes[len(cpuNotes)-1] += fmt.Sprintf(", %s %.2f ms", p.baseLabel, Ms(p.base.serviceCPU()-bcpu0)/float64(len(base.http)+len(base.grpc)))
 		}
 
-		ch, cg, bh, bg := Summarize(curHTTP), Summarize(curGRPC), Summarize(baseHTTP), Summarize(baseGRPC)
+		ch, cg, bh, bg := Summarize(cur.http), Summarize(cur.grpc), Summarize(base.http), Summarize(base.grpc)
+		agent, health, dexec := Summarize(cur.agent), Summarize(cur.health), Summarize(cur.docker)
 		target := func(s Summary) string {
 			if rt == "runc" {
 				return verdict(s, 2500*time.Microsecond, 6*time.Millisecond)
@@ -379,19 +338,19 @@ func benchSpeedExec(b *testing.B) {
 			rows = append(rows, row{path: p.baseLabel + ", HTTP", s: bh}, row{path: p.baseLabel + ", gRPC", s: bg})
 		}
 		rows = append(rows,
-			row{path: "agent socket directly (floor)", s: Summarize(agent), missing: agentMissing},
-			row{path: "GET /healthz (HTTP floor)", s: Summarize(health)},
-			row{path: "docker exec (CLI)", s: Summarize(dexec)})
+			row{path: "agent socket directly (floor)", s: agent, vs: ratio(agent, Summarize(base.agent)), missing: agentMissing},
+			row{path: "GET /healthz (HTTP floor)", s: health, vs: ratio(health, Summarize(base.health))},
+			row{path: "docker exec (CLI)", s: dexec})
 		addRows(tbl, rt, rows)
-		recordSpeedExec(rt, p, ch, cg, bh, bg, Summarize(agent), Summarize(health), Summarize(dexec), cpuNotes[len(cpuNotes)-1])
+		recordSpeedExec(rt, p, ch, cg, bh, bg, agent, health, dexec, cpuNotes[len(cpuNotes)-1])
 		reportSummary(b, "http-", ch)
 		reportSummary(b, "grpc-", cg)
 		if p.base != nil {
 			b.ReportMetric(Ms(bh.P50), "base-http-p50-ms")
 			b.ReportMetric(Ms(bg.P50), "base-grpc-p50-ms")
 		}
-		b.ReportMetric(Ms(Summarize(agent).P50), "agent-p50-ms")
-		b.ReportMetric(Ms(Summarize(dexec).P50), "docker-exec-p50-ms")
+		b.ReportMetric(Ms(agent.P50), "agent-p50-ms")
+		b.ReportMetric(Ms(dexec.P50), "docker-exec-p50-ms")
 	})
 	load := watch.end()
 	printTable(fmt.Sprintf("speed: exec `true` round trip on a held sandbox, ms (%s; %d rounds after %d warm-ups; %s)", profile, rounds, warmup, p.note()), tbl)
@@ -399,6 +358,62 @@ func benchSpeedExec(b *testing.B) {
 	for _, n := range cpuNotes {
 		fmt.Println(n)
 	}
+}
+
+// execPaths are the round trips of one build's held sandbox in
+// benchSpeedExec.
+type execPaths struct {
+	http, grpc, health, agent, docker []time.Duration
+}
+
+// steps creates a sandbox of runtime rt on s (removed when the benchmark
+// ends) and answers the steps that time each of its paths into e (names
+// prefixed by label), a docker exec every dockerEvery rounds, and why its
+// agent's socket could not be dialled, if so (then there is no agent
+// step).
+func (e *execPaths) steps(ctx context.Context, b *testing.B, s *service, rt, label string, dockerEvery int) ([]step, string) {
+	b.Helper()
+	sb, err := s.create(ctx, rt)
+	if err != nil {
+		b.Fatalf("%screate (%s): %v", label, rt, err)
+	}
+	b.Cleanup(func() {
+		if err := s.remove(context.Background(), sb.ID); err != nil {
+			b.Error(err)
+		}
+	})
+	steps := []step{
+		{name: label + "HTTP exec", run: wrap(&e.http, httpExec(s, sb.ID))},
+		{name: label + "gRPC exec", run: wrap(&e.grpc, grpcExec(b, s, sb.ID))},
+		{name: label + "GET /healthz", run: wrap(&e.health, func(ctx context.Context) error {
+			_, err := s.client.Health(ctx)
+			return err
+		})},
+	}
+	// The agent alone: its socket dialled directly, as the service does,
+	// with nothing of the service in between.
+	var missing string
+	if _, err := os.Stat(s.agentSocket(sb.ID)); err != nil {
+		missing = fmt.Sprintf("agent socket not found: %v", err)
+	} else {
+		ac := agentclient.Dial(s.agentSocket(sb.ID))
+		b.Cleanup(ac.Close)
+		steps = append(steps, step{name: label + "agent exec", run: wrap(&e.agent, func(ctx context.Context) error {
+			res, err := ac.Exec(ctx, agentproto.ExecRequest{Command: []string{"true"}})
+			if err == nil && res.ExitCode != 0 {
+				err = fmt.Errorf("true exited %d", res.ExitCode)
+			}
+			return err
+		})})
+	}
+	container, err := containerOf(ctx, sb.ID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return append(steps, step{name: label + "docker exec", every: max(1, dockerEvery), run: wrap(&e.docker, func(ctx context.Context) error {
+		_, err := dockerCLI(ctx, "exec", container, "true")
+		return err
+	})}), missing
 }
 
 // wrap is a step's run that times call into *into.
