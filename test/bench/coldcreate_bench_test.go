@@ -66,11 +66,14 @@ func BenchmarkColdCreate(b *testing.B) {
 		if old != nil {
 			steps = append(steps, func() { old.one(b) })
 		}
+		// Each round runs the steps in the next of their orders, so that
+		// none always runs right after the same other's cleanup (with a
+		// rotation of three, each would: ours after the baseline's,
+		// the baseline's after docker run's).
+		orders := permutations(len(steps))
 		for i := range iters {
-			// Rotate the order, so that none always runs right after
-			// another's cleanup.
-			for k := range steps {
-				steps[(i+k)%len(steps)]()
+			for _, k := range orders[i%len(orders)] {
+				steps[k]()
 			}
 		}
 		for _, f := range dockerFailures {
@@ -174,6 +177,21 @@ func (c *coldRuns) check(b *testing.B, iters int) {
 	if len(c.failures) > iters/10 || len(c.total) == 0 {
 		b.Fatalf("%d of %d cold creates under %s failed", len(c.failures), iters, c.rt)
 	}
+}
+
+// permutations answers every order of 0…n-1.
+func permutations(n int) [][]int {
+	if n == 0 {
+		return [][]int{{}}
+	}
+	var out [][]int
+	for _, p := range permutations(n - 1) {
+		for at := range n {
+			q := append(append(append(make([]int, 0, n), p[:at]...), n-1), p[at:]...)
+			out = append(out, q)
+		}
+	}
+	return out
 }
 
 // durRatio is a/b (0 when b is 0).

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,6 +106,32 @@ func TestTableAligns(t *testing.T) {
 	for _, l := range lines[1:] {
 		if len(l) != len(lines[0]) {
 			t.Errorf("row %q is not as wide as the header %q", l, lines[0])
+		}
+	}
+}
+
+func TestPermutations(t *testing.T) {
+	for n := range 5 {
+		ps := permutations(n)
+		want := 1
+		for k := 2; k <= n; k++ {
+			want *= k
+		}
+		seen := map[string]bool{}
+		for _, p := range ps {
+			if len(p) != n {
+				t.Fatalf("permutations(%d) has %v", n, p)
+			}
+			s := fmt.Sprint(p)
+			for k := range n {
+				if !slices.Contains(p, k) {
+					t.Fatalf("permutations(%d): %v lacks %d", n, p, k)
+				}
+			}
+			seen[s] = true
+		}
+		if len(ps) != want || len(seen) != want {
+			t.Fatalf("permutations(%d): %d orders, %d distinct, want %d", n, len(ps), len(seen), want)
 		}
 	}
 }
