@@ -55,7 +55,8 @@
 // GENESIS_BENCH_IDLE (idle sandboxes per runtime, default 10),
 // GENESIS_BENCH_STREAM_MIB (output of the throughput job, default 512),
 // GENESIS_BENCH_CLIENT_STREAM_MIB (of the client job, default 256),
-// GENESIS_BENCH_STREAM_RUNS (rounds of BenchmarkStreamClient, default 5),
+// GENESIS_BENCH_STREAM_RUNS (rounds of BenchmarkStreamClient, default 5;
+// rounded up to an even count with a baseline),
 // GENESIS_BENCH_TTFB_ITERS (default 300) and GENESIS_BENCH_RESUME_ITERS
 // (default 200).
 //
