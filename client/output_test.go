@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -139,6 +138,55 @@ func FuzzDecodeOutput(f *testing.F) {
 	})
 }
 
+// bothBase64Paths runs fn with decodeBase64's vector decoder (where this
+// CPU has it) and with its table. Its callers must not run in parallel
+// with other tests that decode.
+func bothBase64Paths(t testing.TB, fn func()) {
+	was := vectorBase64
+	defer func() { vectorBase64 = was }()
+	for _, v := range []bool{was, false} {
+		vectorBase64 = v
+		fn()
+		if !was {
+			return
+		}
+	}
+}
+
+// TestDecodeBase64Paths checks both of decodeBase64's paths against the
+// standard decoder on every length up to 600 and on inputs the standard
+// decoder refuses.
+func TestDecodeBase64Paths(t *testing.T) {
+	var inputs [][]byte
+	for n := range 600 {
+		src := make([]byte, n)
+		for i := range src {
+			src[i] = byte(i*131 + n*7)
+		}
+		enc := []byte(base64.StdEncoding.EncodeToString(src))
+		inputs = append(inputs, enc)
+		if len(enc) > 0 {
+			for _, bad := range []byte{'"', '\\', '=', '-', 0x80} {
+				for _, at := range []int{0, len(enc) / 2, len(enc) - 1} {
+					b := bytes.Clone(enc)
+					b[at] = bad
+					inputs = append(inputs, b)
+				}
+			}
+		}
+	}
+	bothBase64Paths(t, func() {
+		for _, src := range inputs {
+			dst := make([]byte, base64.StdEncoding.DecodedLen(len(src)))
+			n, ok := decodeBase64(dst, src)
+			want, err := base64.StdEncoding.DecodeString(string(src))
+			if ok != (err == nil) || ok && !bytes.Equal(dst[:n], want) {
+				t.Fatalf("vector %v, %q: decodeBase64 %q %v; standard %q %v", vectorBase64, src, dst[:n], ok, want, err)
+			}
+		}
+	})
+}
+
 // FuzzDecodeBase64 checks decodeBase64 against the standard decoder: the
 // same bytes wherever it answers, an answer for every valid encoding.
 func FuzzDecodeBase64(f *testing.F) {
@@ -149,22 +197,34 @@ func FuzzDecodeBase64(f *testing.F) {
 		if bytes.ContainsAny(src, "\r\n") {
 			return // decodeOutputJSON leaves these to encoding/json
 		}
-		dst := make([]byte, base64.StdEncoding.DecodedLen(len(src)))
-		n, ok := decodeBase64(dst, src)
-		want, err := base64.StdEncoding.DecodeString(string(src))
-		if ok != (err == nil) || ok && !bytes.Equal(dst[:n], want) {
-			t.Fatalf("%q: decodeBase64 %q %v; standard %q %v", src, dst[:n], ok, want, err)
-		}
+		bothBase64Paths(t, func() {
+			dst := make([]byte, base64.StdEncoding.DecodedLen(len(src)))
+			n, ok := decodeBase64(dst, src)
+			want, err := base64.StdEncoding.DecodeString(string(src))
+			if ok != (err == nil) || ok && !bytes.Equal(dst[:n], want) {
+				t.Fatalf("vector %v, %q: decodeBase64 %q %v; standard %q %v", vectorBase64, src, dst[:n], ok, want, err)
+			}
+		})
 	})
 }
 
 // BenchmarkConsume measures the client's reading of a job's output as the
-// service streams it (1 MiB events of log lines), per encoding.
+// service streams it (1 MiB events of log lines), per encoding, and for
+// base64 with the table decoder too.
 func BenchmarkConsume(b *testing.B) {
 	out := logLines(64 << 20)
-	for _, text := range []bool{false, true} {
-		body := serviceStream(out, 1<<20, text)
-		b.Run("text="+strconv.FormatBool(text), func(b *testing.B) {
+	was := vectorBase64
+	defer func() { vectorBase64 = was }()
+	for _, c := range []struct {
+		name         string
+		text, vector bool
+	}{{"text=false", false, true}, {"text=false/table", false, false}, {"text=true", true, was}} {
+		if c.vector && !was {
+			continue // this CPU has no vector decoder
+		}
+		body := serviceStream(out, 1<<20, c.text)
+		b.Run(c.name, func(b *testing.B) {
+			vectorBase64 = c.vector
 			b.SetBytes(int64(len(out)))
 			for b.Loop() {
 				n := 0

@@ -5,8 +5,21 @@ package b64
 import (
 	"encoding/base64"
 	"encoding/binary"
+	"runtime"
 	"sync"
+
+	simd "github.com/segmentio/asm/base64"
+	"golang.org/x/sys/cpu"
 )
+
+// vector says whether AppendEncode uses github.com/segmentio/asm's vector
+// encoder: on amd64 with AVX2 (without it, that package falls back to
+// encoding/base64, slower than the table below) and on arm64 (NEON). On
+// this project's 2-vCPU hosts it encodes a MiB in ≈ 0.07 ms against the
+// table's 0.6 and encoding/base64's 1.2 (BenchmarkAppendEncode), and a
+// live base64 stream spends ≈ 1 CPU-s of its ≈ 5.4 per GiB encoding with
+// the table. A variable, so that the tests run both paths.
+var vector = runtime.GOARCH == "amd64" && cpu.X86.HasAVX2 || runtime.GOARCH == "arm64"
 
 // pairs maps 12 bits to their two characters of the standard base64
 // alphabet, little endian (first character in the low byte).
@@ -20,10 +33,12 @@ var pairs = sync.OnceValue(func() *[1 << 12]uint16 {
 })
 
 // AppendEncode appends the standard (padded) base64 encoding of src to
-// dst, exactly as base64.StdEncoding.AppendEncode does, two to three times
-// as fast: six input bytes become eight characters with four table lookups
-// and one store, four such steps per bounds check (≈ 1.3× the one-step
-// loop). Job output in SSE events is most of what the service encodes.
+// dst, exactly as base64.StdEncoding.AppendEncode does: with the vector
+// encoder where the CPU has one, or else two to three times as fast as
+// encoding/base64: six input bytes become eight characters with four table
+// lookups and one store, four such steps per bounds check (≈ 1.3× the
+// one-step loop). Job output in SSE events is most of what the service
+// encodes.
 func AppendEncode(dst, src []byte) []byte {
 	n := base64.StdEncoding.EncodedLen(len(src))
 	start := len(dst)
@@ -34,6 +49,10 @@ func AppendEncode(dst, src []byte) []byte {
 	}
 	dst = dst[:start+n]
 	out := dst[start:]
+	if vector {
+		simd.StdEncoding.Encode(out, src)
+		return dst
+	}
 	t := pairs()
 	si, di := 0, 0
 	// Four steps of six bytes at a time, through fixed-size views of src
