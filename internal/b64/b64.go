@@ -16,9 +16,10 @@ import (
 // encoder: on amd64 with AVX2 (without it, that package falls back to
 // encoding/base64, slower than the table below) and on arm64 (NEON). On
 // this project's 2-vCPU hosts it encodes a MiB in ≈ 0.07 ms against the
-// table's 0.6 and encoding/base64's 1.2 (BenchmarkAppendEncode), and a
-// live base64 stream spends ≈ 1 CPU-s of its ≈ 5.4 per GiB encoding with
-// the table. A variable, so that the tests run both paths.
+// table's 0.6 and encoding/base64's 1.2 (BenchmarkAppendEncode): with
+// the table, a live base64 stream spent ≈ 0.6 of its ≈ 5.4 CPU-s per GiB
+// (service, client and sandbox) encoding. A variable, so that the tests
+// run both paths.
 var vector = runtime.GOARCH == "amd64" && cpu.X86.HasAVX2 || runtime.GOARCH == "arm64"
 
 // pairs maps 12 bits to their two characters of the standard base64
