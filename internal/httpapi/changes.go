@@ -94,8 +94,12 @@ func (s *Server) applyPatch(w http.ResponseWriter, r *http.Request) {
 		var req api.PatchRequest
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil || dec.More() {
-			s.writeProblem(w, r, errdefs.Mark(fmt.Errorf("a JSON body is {\"patch\": \"…\", \"dry_run\": false}: %v", err), errdefs.ErrInvalidArgument))
+		err := dec.Decode(&req)
+		if err == nil && dec.More() {
+			err = errors.New("json: data after the JSON value")
+		}
+		if err != nil {
+			s.writeProblem(w, r, errdefs.Mark(fmt.Errorf("a JSON body is {\"patch\": \"…\", \"dry_run\": false}: %v", apiwire.DecodeError(err, &req)), errdefs.ErrInvalidArgument))
 			return
 		}
 		body, dry = []byte(req.Patch), dry || req.DryRun

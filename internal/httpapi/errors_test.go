@@ -85,6 +85,10 @@ func TestProblemDetailsAreSentences(t *testing.T) {
 		{"admin route", req{method: "GET", path: "/v1/tenants", key: keyA}, 403, "admin_required", "this needs an admin key: the service's --admin-key (GENESIS_ADMIN_KEY)"},
 		{"no key", req{method: "GET", path: "/v1/sandboxes"}, 401, "unauthenticated", "no API key"},
 		{"wrong key", req{method: "GET", path: "/v1/sandboxes", key: "not-a-key-0123456789"}, 401, "unauthenticated", "invalid API key"},
+		{"misnamed field", req{method: "POST", path: "/v1/sandboxes", key: keyA, body: `{"snapshot":"snap_x"}`}, 400, "invalid_argument",
+			`unknown field "snapshot"; did you mean "snapshot_id"?`},
+		{"field of the wrong type", req{method: "POST", path: "/v1/sandboxes/" + sb.ID + "/exec", key: keyA, body: `{"command":"ls"}`}, 400, "invalid_argument",
+			`field "command": want an array of strings, got string`},
 	} {
 		resp, body := a.do(c.r)
 		p := checkProblem(t, resp, body, c.status, c.code)
@@ -106,7 +110,7 @@ func checkSentence(t *testing.T, name, detail string) {
 			t.Errorf("%s: %q says %q twice", name, detail, parts[i])
 		}
 	}
-	for _, bad := range []string{"agentclient", "agent answered", "GET GET", "admin_api_key", "errdefs", "%!"} {
+	for _, bad := range []string{"agentclient", "agent answered", "GET GET", "admin_api_key", "errdefs", "%!", "Go value", "Go struct", "json:"} {
 		if strings.Contains(detail, bad) {
 			t.Errorf("%s: %q contains %q", name, detail, bad)
 		}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"genesis.dev/sandbox/api"
+	"genesis.dev/sandbox/internal/apiwire"
 	"genesis.dev/sandbox/internal/artifacts"
 	"genesis.dev/sandbox/internal/auth"
 	"genesis.dev/sandbox/internal/browser"
@@ -580,7 +581,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("malformed JSON body: %v: %w", err, errdefs.ErrInvalidArgument)
+		return apiwire.DecodeError(err, v)
 	}
 	// Decoder.More is false before a stray '}' or ']', so check the rest.
 	if len(bytes.TrimSpace(body[dec.InputOffset():])) != 0 {
