@@ -3,7 +3,6 @@ package apiwire
 import (
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,7 +31,7 @@ import (
 )
 
 // invalidArg is a request's error of the caller's making.
-func invalidArg(msg string) error { return fmt.Errorf("%s: %w", msg, errdefs.ErrInvalidArgument) }
+func invalidArg(msg string) error { return errdefs.Invalid("%s", msg) }
 
 // Profile converts control.ProfileView to its wire form.
 func Profile(v control.ProfileView) api.Profile {

@@ -122,7 +122,7 @@ func (s *Keeper) Sweep(ctx context.Context, now time.Time, startup bool) {
 }
 
 func invalid(format string, args ...any) error {
-	return fmt.Errorf(format+": %w", append(args, errdefs.ErrInvalidArgument)...)
+	return errdefs.Invalid(format, args...)
 }
 
 // Validate checks an artifact request before its job is recorded.

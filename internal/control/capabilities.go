@@ -46,7 +46,7 @@ func (s *Service) Readiness(ctx context.Context) (bool, map[string]string) {
 // profile looks up a profile by name.
 func (s *Service) profile(name string) (*config.Profile, error) {
 	if name == "" {
-		return nil, fmt.Errorf("profile is required: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("profile is required")
 	}
 	p, ok := s.cfg.Profile(name)
 	if !ok {

@@ -130,7 +130,7 @@ const (
 )
 
 func invalid(format string, args ...any) error {
-	return fmt.Errorf(format+": %w", append(args, errdefs.ErrInvalidArgument)...)
+	return errdefs.Invalid(format, args...)
 }
 
 // ValidateEnv checks environment keys and sizes.

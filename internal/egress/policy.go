@@ -85,7 +85,7 @@ const (
 )
 
 func invalid(code, format string, args ...any) error {
-	return errdefs.WithCode(code, fmt.Errorf("network policy: %s: %w", fmt.Sprintf(format, args...), errdefs.ErrInvalidArgument))
+	return errdefs.WithCode(code, errdefs.Invalid("network policy: %s", fmt.Sprintf(format, args...)))
 }
 
 // Normalize validates p against the operator configuration op and returns

@@ -3,6 +3,7 @@ package errdefs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -194,6 +195,13 @@ func Mark(err, class error) error {
 		return nil
 	}
 	return &markedError{err: err, class: class}
+}
+
+// Invalid is an invalid argument whose message, a sentence that says what
+// is wrong ("timeout_ms must be between 1 and 3600000, got -1"), is the
+// whole text: the class's text is not appended (Mark).
+func Invalid(format string, args ...any) error {
+	return Mark(fmt.Errorf(format, args...), ErrInvalidArgument)
 }
 
 // Detail is the message of err for a person: its text with a part that a

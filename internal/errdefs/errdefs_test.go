@@ -67,6 +67,20 @@ func TestMarkClassesWithoutText(t *testing.T) {
 	}
 }
 
+// TestInvalid: an invalid argument built from a sentence is that sentence,
+// of the class (400, invalid_argument), and keeps an error it wraps.
+func TestInvalid(t *testing.T) {
+	t.Parallel()
+	inner := errors.New("bad digit")
+	err := Invalid("timeout_ms must be between 1 and %d, got %q: %w", 10, "x", inner)
+	if err.Error() != `timeout_ms must be between 1 and 10, got "x": bad digit` {
+		t.Errorf("Error() = %q; the class's text must not be added", err.Error())
+	}
+	if !errors.Is(err, ErrInvalidArgument) || !errors.Is(err, inner) || HTTPStatus(err) != 400 || Code(err) != "invalid_argument" {
+		t.Errorf("class %d, code %q, wraps inner %v; want 400, invalid_argument, true", HTTPStatus(err), Code(err), errors.Is(err, inner))
+	}
+}
+
 func TestDetailSaysARepeatedPartOnce(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ err, want string }{

@@ -61,7 +61,7 @@ func New(cfg Config) (*Gateway, error) {
 func (g *Gateway) Limits() config.FileLimits { return g.lim }
 
 func invalid(format string, args ...any) error {
-	return fmt.Errorf(format+": %w", append(args, errdefs.ErrInvalidArgument)...)
+	return errdefs.Invalid(format, args...)
 }
 
 // fileRoots are the allowed roots of a sandbox's file operations: its

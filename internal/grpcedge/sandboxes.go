@@ -28,7 +28,7 @@ import (
 type sandboxService struct{ edge *Edge }
 
 func invalidArg(format string, args ...any) error {
-	return fmt.Errorf(format+": %w", append(args, errdefs.ErrInvalidArgument)...)
+	return errdefs.Invalid(format, args...)
 }
 
 func (s *sandboxService) GetCapabilities(ctx context.Context, _ *connect.Request[sandboxv1.GetCapabilitiesRequest]) (*connect.Response[sandboxv1.Capabilities], error) {

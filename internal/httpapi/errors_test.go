@@ -89,6 +89,11 @@ func TestProblemDetailsAreSentences(t *testing.T) {
 			`unknown field "snapshot"; did you mean "snapshot_id"?`},
 		{"field of the wrong type", req{method: "POST", path: "/v1/sandboxes/" + sb.ID + "/exec", key: keyA, body: `{"command":"ls"}`}, 400, "invalid_argument",
 			`field "command": want an array of strings, got string`},
+		{"exec out of range", req{method: "POST", path: "/v1/sandboxes/" + sb.ID + "/exec", key: keyA, body: `{"command":["true"],"timeout_ms":-1}`}, 400, "invalid_argument",
+			`timeout_ms must be between 1 and `},
+		{"no profile", req{method: "POST", path: "/v1/sandboxes", key: keyA, body: `{}`}, 400, "invalid_argument", "profile is required"},
+		{"create out of range", req{method: "POST", path: "/v1/sandboxes", key: keyA, body: `{"profile":"` + controltest.Profile + `","ttl_seconds":-5}`}, 400, "invalid_argument",
+			`ttl_seconds must be between 1 and `},
 	} {
 		resp, body := a.do(c.r)
 		p := checkProblem(t, resp, body, c.status, c.code)

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -145,7 +144,7 @@ func (s *Server) deleteSandbox(r *http.Request) error {
 	return s.ctl.DeleteSandbox(r.Context(), tenantOf(r), r.PathValue("id"))
 }
 
-func invalidArg(msg string) error { return fmt.Errorf("%s: %w", msg, errdefs.ErrInvalidArgument) }
+func invalidArg(msg string) error { return errdefs.Invalid("%s", msg) }
 
 // execIn decodes an exec request of the sandbox in r's path; its time
 // limit is a wait its caller asked for (slowlog.Allow).

@@ -232,7 +232,7 @@ func mergeEnv(sb *sandbox.Sandbox, env map[string]string) map[string]string {
 }
 
 func invalid(format string, args ...any) error {
-	return fmt.Errorf(format+": %w", append(args, errdefs.ErrInvalidArgument)...)
+	return errdefs.Invalid(format, args...)
 }
 
 // cleanupCtx returns a context for work that must run even when the

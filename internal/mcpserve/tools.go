@@ -225,7 +225,7 @@ func toolError(err error) error {
 }
 
 func invalid(format string, a ...any) error {
-	return errdefs.WithCode("invalid_argument", fmt.Errorf(format+": %w", append(a, errdefs.ErrInvalidArgument)...))
+	return errdefs.WithCode("invalid_argument", errdefs.Invalid(format, a...))
 }
 
 // The core tools' shapes.

@@ -99,7 +99,7 @@ func New(cfg Config) (*Replayer, error) {
 	return &Replayer{cfg: cfg}, nil
 }
 
-func invalidArg(msg string) error { return fmt.Errorf("%s: %w", msg, errdefs.ErrInvalidArgument) }
+func invalidArg(msg string) error { return errdefs.Invalid("%s", msg) }
 
 // Replay runs the agent's actions recorded in the trace of tenant's
 // sandbox source (computer actions, browser actions, execs and jobs;

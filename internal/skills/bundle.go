@@ -66,7 +66,7 @@ func (b *Bundle) file(p string) (*File, bool) {
 
 // invalid is a bad-archive error with its code.
 func invalid(code, format string, args ...any) error {
-	return errdefs.WithCode(code, fmt.Errorf(format+": %w", append(args, errdefs.ErrInvalidArgument)...))
+	return errdefs.WithCode(code, errdefs.Invalid(format, args...))
 }
 
 // Parse reads a skill archive: a tar (optionally gzip-compressed) or a zip

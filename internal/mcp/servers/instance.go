@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"fmt"
 	"net/http"
 	"slices"
 	"sync"
@@ -154,7 +153,7 @@ func newToken() (string, [32]byte) {
 }
 
 func invalid(format string, a ...any) error {
-	return fmt.Errorf(format+": %w", append(a, errdefs.ErrInvalidArgument)...)
+	return errdefs.Invalid(format, a...)
 }
 
 func (in *instance) snapshot() Instance {
