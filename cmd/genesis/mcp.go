@@ -679,7 +679,16 @@ func (a *app) bridgeMCP(ctx context.Context, local sdk.Transport, endpoint, toke
 	}
 	defer in.Close()
 
-	b := &mcpBridge{pending: map[any]bool{}, changed: make(chan struct{}, 1), setVersion: rt.setVersion}
+	b := &mcpBridge{pending: map[any]bool{}, changed: make(chan struct{}, 1), setVersion: rt.setVersion,
+		explain: func(err error) string {
+			switch {
+			case rt.refused():
+				return refusedMsg
+			case isUnreachable(err):
+				return fmt.Sprintf("cannot reach the Genesis service at %s: %v", a.baseURL(), dialCause(err))
+			}
+			return ""
+		}}
 	downDone := make(chan error, 1)
 	go func() { downDone <- b.down(ctx, remote, in) }()
 	upDone := make(chan error, 1)
@@ -737,6 +746,10 @@ type mcpBridge struct {
 	changed chan struct{}
 	// setVersion takes the protocol version the initialize answer gave.
 	setVersion func(string)
+	// explain is what to tell the client of a call the endpoint did not
+	// take (a refused key, a service that cannot be reached); empty: the
+	// transport's own error.
+	explain func(error) string
 }
 
 func (b *mcpBridge) due() int {
@@ -808,7 +821,9 @@ func (b *mcpBridge) send(ctx context.Context, in, remote sdk.Connection, req *js
 		return nil
 	}
 	var je *jsonrpc.Error
-	if !errors.As(err, &je) {
+	if msg := b.explain(err); msg != "" {
+		je = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg}
+	} else if !errors.As(err, &je) {
 		je = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 	}
 	b.answered(req.ID.Raw(), nil)

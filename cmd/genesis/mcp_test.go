@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -380,11 +381,45 @@ func TestMCPStdioRefused(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil || m.ID != 1 || m.Error == nil {
 		t.Errorf("stdout %q (%v), want an error answer to id 1", r.stdout, err)
+	} else if !strings.Contains(m.Error.Message, "401") || !strings.Contains(m.Error.Message, "token") {
+		t.Errorf("error answer %q, want the refusal explained (the host shows it, not stderr)", m.Error.Message)
 	}
 	if got := api.requests(); len(got) != 1 || got[0].Header.Get("Authorization") != "Bearer gmcp_wrong" {
 		t.Errorf("requests %+v", got)
 	}
 	if r := cli(t, api.URL, "", nil, "mcp", "stdio", "mcp_1"); r.code != 2 || !strings.Contains(r.stderr, "--token") {
 		t.Errorf("no token: exit %d stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestMCPServeUnreachable: when the service cannot be reached, genesis mcp
+// serve answers the client's call with an error that says so (a host shows
+// the answer, often not stderr), not the transport's bare "rejected by
+// transport".
+func TestMCPServeUnreachable(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	stdin := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n"
+	r := cli(t, closed, stdin, nil, "mcp", "serve")
+	if r.code != 1 {
+		t.Errorf("exit %d, want 1; stderr %q", r.code, r.stderr)
+	}
+	var m struct {
+		ID    int `json:"id"`
+		Error *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	want := "cannot reach the Genesis service at " + closed + ": connection refused"
+	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil || m.ID != 1 || m.Error == nil {
+		t.Fatalf("stdout %q (%v), want an error answer to id 1", r.stdout, err)
+	}
+	if m.Error.Message != want {
+		t.Errorf("error answer %q, want %q", m.Error.Message, want)
 	}
 }

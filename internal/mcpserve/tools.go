@@ -78,7 +78,7 @@ type ExecInput struct {
 	SandboxID string            `json:"sandbox_id" jsonschema:"the sandbox's id"`
 	Command   []string          `json:"command,omitempty" jsonschema:"the program and its arguments, run without a shell (give command or script)"`
 	Script    string            `json:"script,omitempty" jsonschema:"a shell script run with sh -c (give command or script)"`
-	Cwd       string            `json:"cwd,omitempty" jsonschema:"the working directory; empty: the sandbox's home"`
+	Cwd       string            `json:"cwd,omitempty" jsonschema:"the working directory, an absolute path; empty: the sandbox's home"`
 	Env       map[string]string `json:"env,omitempty" jsonschema:"extra environment variables"`
 	Stdin     string            `json:"stdin,omitempty" jsonschema:"text given to the command on its standard input"`
 	TimeoutMS int64             `json:"timeout_ms,omitempty" jsonschema:"the command is killed after this many milliseconds; 0: the service's default (exec) or none (start_job)"`

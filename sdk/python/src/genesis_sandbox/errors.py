@@ -16,7 +16,7 @@ class GenesisError(Exception):
     """A non-2xx answer of the service (an ``application/problem+json``).
 
     ``status`` is the HTTP status, ``code`` the problem's stable code (for
-    example ``"sandbox_not_found"``), ``detail`` the human text and
+    example ``"not_found"``), ``detail`` the human text and
     ``request_id`` the ``X-Request-ID`` of the answer (quote it when asking
     the operator about a failure).
     """
