@@ -34,18 +34,21 @@ func TestMCPServeTransportProblems(t *testing.T) {
 
 	resp, body = a.do(req{method: "POST", path: "/v1/mcp/sandbox", key: keyB, header: with(map[string]string{"Mcp-Session-Id": session}), body: list})
 	p := checkProblem(t, resp, body, http.StatusForbidden, "permission_denied")
+	checkSentence(t, "another tenant's session", p.Detail)
 	if !strings.Contains(p.Detail, "another tenant") {
 		t.Errorf("another tenant's session: detail %q", p.Detail)
 	}
 
 	resp, body = a.do(req{method: "POST", path: "/v1/mcp/sandbox", key: keyA, header: with(map[string]string{"Mcp-Session-Id": "nope"}), body: list})
 	p = checkProblem(t, resp, body, http.StatusNotFound, "not_found")
+	checkSentence(t, "unknown session", p.Detail)
 	if !strings.Contains(p.Detail, "initialize a new one") {
 		t.Errorf("unknown session: detail %q", p.Detail)
 	}
 
 	resp, body = a.do(req{method: "POST", path: "/v1/mcp/sandbox", key: keyA, header: with(map[string]string{"Mcp-Session-Id": session}), body: `garbage`})
-	checkProblem(t, resp, body, http.StatusBadRequest, "invalid_argument")
+	p = checkProblem(t, resp, body, http.StatusBadRequest, "invalid_argument")
+	checkSentence(t, "malformed message", p.Detail)
 
 	resp, body = a.do(req{method: "POST", path: "/v1/mcp/sandbox", key: keyA, header: with(map[string]string{"Mcp-Session-Id": session}), body: list})
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"create_sandbox"`) {
