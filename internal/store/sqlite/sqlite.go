@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -44,6 +46,11 @@ func Open(ctx context.Context, cfg Config) (*sqlstore.Store, error) {
 	}
 	if strings.ContainsRune(cfg.Path, '?') || strings.HasPrefix(cfg.Path, "file:") {
 		return nil, fmt.Errorf("sqlite store: database path %q must be a plain file path (no '?', no file: URI): %w", cfg.Path, errdefs.ErrInvalidArgument)
+	}
+	if cfg.Path != MemoryPath {
+		if err := ownerOnly(cfg.Path); err != nil {
+			return nil, fmt.Errorf("sqlite store: %w: %w", errdefs.ErrUnavailable, err)
+		}
 	}
 	writer, err := sql.Open("sqlite", dsn(cfg.Path, false))
 	if err != nil {
@@ -244,4 +251,32 @@ func (Dialect) Classify(err error) sqlstore.ErrorKind {
 		return sqlstore.KindUnavailable
 	}
 	return sqlstore.KindOther
+}
+
+// ownerOnly makes the database file, and its WAL and shared-memory files
+// where they exist, readable by the service's user alone: they hold the
+// tenants, the keys' hashes, the jobs' commands and the audit log. A
+// missing database is created with mode 0600, and SQLite gives the files
+// it makes beside it the database's mode.
+func ownerOnly(path string) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			if err := os.Chmod(p, perm&0o700); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"database/sql"
 	"errors"
+	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -55,6 +56,37 @@ func TestFileSettings(t *testing.T) {
 	}
 	if mode != "wal" {
 		t.Errorf("journal_mode = %q, want wal", mode)
+	}
+}
+
+// TestFilesOwnerOnly: the database and the files SQLite makes beside it are
+// readable by the service's user alone, whether the store creates the
+// database or finds one another mode made.
+func TestFilesOwnerOnly(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fresh, old := filepath.Join(dir, "fresh.db"), filepath.Join(dir, "old.db")
+	if err := os.WriteFile(old, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(old, 0o644); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	for _, path := range []string{fresh, old} {
+		s := openFile(t, path)
+		if _, err := s.ListSandboxes(t.Context(), store.SandboxFilter{}); err != nil { // the WAL and shm exist once used
+			t.Fatal(err)
+		}
+		for _, p := range []string{path, path + "-wal", path + "-shm"} {
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+				t.Errorf("%s: mode %o, want no access for group and others", filepath.Base(p), perm)
+			}
+		}
+		s.Close()
 	}
 }
 
