@@ -106,11 +106,11 @@ func New(cfg Config) (*Controller, error) {
 	c := cfg.Capacity
 	switch {
 	case c.CPU <= 0 || math.IsInf(c.CPU, 0) || math.IsNaN(c.CPU):
-		return nil, fmt.Errorf("admission: capacity cpu must be positive, got %v: %w", c.CPU, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("admission: capacity cpu must be positive, got %v", c.CPU)
 	case c.MemoryMB <= 0:
-		return nil, fmt.Errorf("admission: capacity memory_mb must be positive, got %d: %w", c.MemoryMB, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("admission: capacity memory_mb must be positive, got %d", c.MemoryMB)
 	case c.Sandboxes <= 0:
-		return nil, fmt.Errorf("admission: capacity sandboxes must be positive, got %d: %w", c.Sandboxes, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("admission: capacity sandboxes must be positive, got %d", c.Sandboxes)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

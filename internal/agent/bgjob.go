@@ -295,15 +295,15 @@ func (j *bgJob) keptBytes() int64 { return j.out.resident() }
 // validJobID checks that id can be used as one path segment.
 func validJobID(id string) error {
 	if id == "" {
-		return fmt.Errorf("job_id is required for a background job: %w", errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("job_id is required for a background job")
 	}
 	if len(id) > maxJobIDLen || id == "." || id == ".." {
-		return fmt.Errorf("job_id %.40q is not usable: %w", id, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("job_id %.40q is not usable", id)
 	}
 	for i := 0; i < len(id); i++ {
 		c := id[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
-			return fmt.Errorf("job_id %.40q may only hold letters, digits and -_.: %w", id, errdefs.ErrInvalidArgument)
+			return errdefs.Invalid("job_id %.40q may only hold letters, digits and -_.", id)
 		}
 	}
 	return nil
@@ -319,10 +319,10 @@ func (s *Server) startJob(req *agentproto.JobStartRequest) (*bgJob, error) {
 	er := req.ExecRequest
 	maxOut := er.MaxOutputBytes
 	if maxOut < 0 {
-		return nil, fmt.Errorf("max_output_bytes must not be negative: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("max_output_bytes must not be negative")
 	}
 	if maxOut > s.cfg.JobOutputLimit {
-		return nil, fmt.Errorf("max_output_bytes %d exceeds the agent's job limit %d: %w", maxOut, s.cfg.JobOutputLimit, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("max_output_bytes %d exceeds the agent's job limit %d", maxOut, s.cfg.JobOutputLimit)
 	}
 	er.MaxOutputBytes = 0 // checked above against the job limit, not the exec limit
 	spec, re, err := s.prepare(&er)

@@ -60,7 +60,7 @@ func (b *baseEnv) with(overlay map[string]string) ([]string, []string, error) {
 	}
 	for k, v := range overlay {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-			return nil, nil, fmt.Errorf("invalid environment variable %q: %w", k, errdefs.ErrInvalidArgument)
+			return nil, nil, errdefs.Invalid("invalid environment variable %q", k)
 		}
 	}
 	out := make([]string, 0, len(b.list)+len(overlay))

@@ -227,7 +227,7 @@ func queryInt(r *http.Request, name string, def, min, max int64) (int64, error) 
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < min || n > max {
-		return 0, fmt.Errorf("%s=%q must be an integer between %d and %d: %w", name, v, min, max, errdefs.ErrInvalidArgument)
+		return 0, errdefs.Invalid("%s=%q must be an integer between %d and %d", name, v, min, max)
 	}
 	return n, nil
 }
@@ -248,7 +248,7 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 	overwrite := true
 	if v := q.Get(agentproto.QueryOverwrite); v != "" {
 		if overwrite, err = strconv.ParseBool(v); err != nil {
-			writeError(w, fmt.Errorf("overwrite=%q is not a boolean: %w", v, errdefs.ErrInvalidArgument))
+			writeError(w, errdefs.Invalid("overwrite=%q is not a boolean", v))
 			return
 		}
 	}
@@ -260,7 +260,7 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 	size := r.ContentLength
 	if v := r.Header.Get(agentproto.HeaderUploadSize); v != "" && size < 0 {
 		if size, err = strconv.ParseInt(v, 10, 64); err != nil || size < 0 {
-			writeError(w, fmt.Errorf("%s=%q is not a size: %w", agentproto.HeaderUploadSize, v, errdefs.ErrInvalidArgument))
+			writeError(w, errdefs.Invalid("%s=%q is not a size", agentproto.HeaderUploadSize, v))
 			return
 		}
 	}
@@ -406,7 +406,7 @@ func (s *Server) handleChmod(w http.ResponseWriter, r *http.Request) {
 		var mode fs.FileMode
 		parseMode := func(_, _ string) (err error) {
 			if req.Mode == "" {
-				return errdefs.WithCode(agentproto.CodeInvalidMode, fmt.Errorf("chmod: mode is required: %w", errdefs.ErrInvalidArgument))
+				return errdefs.WithCode(agentproto.CodeInvalidMode, errdefs.Invalid("chmod: mode is required"))
 			}
 			mode, err = agentproto.ParseMode(req.Mode, 0)
 			return err

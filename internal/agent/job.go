@@ -50,20 +50,20 @@ func (s *Server) prepare(req *agentproto.ExecRequest) (*job, *runError, error) {
 	hasCmd, hasScript := len(req.Command) > 0, req.Script != ""
 	switch {
 	case hasCmd && hasScript:
-		return nil, nil, fmt.Errorf("exactly one of command and script must be set, got both: %w", errdefs.ErrInvalidArgument)
+		return nil, nil, errdefs.Invalid("exactly one of command and script must be set, got both")
 	case !hasCmd && !hasScript:
 		if req.Command != nil {
-			return nil, nil, fmt.Errorf("command is an empty argv: %w", errdefs.ErrInvalidArgument)
+			return nil, nil, errdefs.Invalid("command is an empty argv")
 		}
-		return nil, nil, fmt.Errorf("exactly one of command and script must be set, got neither: %w", errdefs.ErrInvalidArgument)
+		return nil, nil, errdefs.Invalid("exactly one of command and script must be set, got neither")
 	case hasCmd && req.Command[0] == "":
-		return nil, nil, fmt.Errorf("command[0] is empty: %w", errdefs.ErrInvalidArgument)
+		return nil, nil, errdefs.Invalid("command[0] is empty")
 	case req.TimeoutMS < 0 || req.KillGraceMS < 0 || req.MaxOutputBytes < 0:
-		return nil, nil, fmt.Errorf("timeout_ms, kill_grace_ms and max_output_bytes must not be negative: %w", errdefs.ErrInvalidArgument)
+		return nil, nil, errdefs.Invalid("timeout_ms, kill_grace_ms and max_output_bytes must not be negative")
 	case req.StdinStream && len(req.Stdin) > 0:
-		return nil, nil, fmt.Errorf("stdin and stdin_stream exclude each other: %w", errdefs.ErrInvalidArgument)
+		return nil, nil, errdefs.Invalid("stdin and stdin_stream exclude each other")
 	case req.MaxOutputBytes > s.cfg.MaxOutputLimit:
-		return nil, nil, fmt.Errorf("max_output_bytes %d exceeds the agent limit %d: %w", req.MaxOutputBytes, s.cfg.MaxOutputLimit, errdefs.ErrInvalidArgument)
+		return nil, nil, errdefs.Invalid("max_output_bytes %d exceeds the agent limit %d", req.MaxOutputBytes, s.cfg.MaxOutputLimit)
 	}
 	argv := req.Command
 	if hasScript {
@@ -75,11 +75,11 @@ func (s *Server) prepare(req *agentproto.ExecRequest) (*job, *runError, error) {
 	}
 	for _, a := range argv {
 		if containsNUL(a) {
-			return nil, nil, fmt.Errorf("argument contains a NUL byte: %w", errdefs.ErrInvalidArgument)
+			return nil, nil, errdefs.Invalid("argument contains a NUL byte")
 		}
 	}
 	if containsNUL(req.Cwd) {
-		return nil, nil, fmt.Errorf("cwd contains a NUL byte: %w", errdefs.ErrInvalidArgument)
+		return nil, nil, errdefs.Invalid("cwd contains a NUL byte")
 	}
 	env, path, err := s.env.with(req.Env)
 	if err != nil {

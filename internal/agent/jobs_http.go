@@ -128,7 +128,7 @@ func (s *Server) handleJobCancel(w http.ResponseWriter, r *http.Request, j *bgJo
 		return
 	}
 	if req.GraceMS < 0 {
-		writeError(w, fmt.Errorf("grace_ms must not be negative: %w", errdefs.ErrInvalidArgument))
+		writeError(w, errdefs.Invalid("grace_ms must not be negative"))
 		return
 	}
 	j.terminate(agentproto.ExitReasonCanceled, time.Duration(req.GraceMS)*time.Millisecond)
@@ -146,7 +146,7 @@ func parseStreamOffsets(r *http.Request) (cursor, error) {
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			return c, fmt.Errorf("query %s=%q is not a byte offset: %w", name, v, errdefs.ErrInvalidArgument)
+			return c, errdefs.Invalid("query %s=%q is not a byte offset", name, v)
 		}
 		c[i] = n
 	}

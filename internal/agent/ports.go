@@ -32,7 +32,7 @@ const portDownChunk = 256 << 10
 func parsePort(s string) (int, error) {
 	p, err := strconv.Atoi(s)
 	if err != nil || p < 1 || p > 65535 || strconv.Itoa(p) != s {
-		return 0, fmt.Errorf("port %.20q is not a TCP port (1..65535): %w", s, errdefs.ErrInvalidArgument)
+		return 0, errdefs.Invalid("port %.20q is not a TCP port (1..65535)", s)
 	}
 	return p, nil
 }
@@ -135,7 +135,7 @@ func (s *Server) handlePortDial(w http.ResponseWriter, r *http.Request, port int
 func (s *Server) splicePort(w http.ResponseWriter, r *http.Request, conn *net.TCPConn) {
 	nc, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		writeError(w, fmt.Errorf("the dial asked for the connection itself, which this server cannot give: %v: %w", err, errdefs.ErrInvalidArgument))
+		writeError(w, errdefs.Invalid("the dial asked for the connection itself, which this server cannot give: %v", err))
 		return
 	}
 	defer nc.Close()

@@ -317,7 +317,7 @@ func validSize(cols, rows int, zeroOK bool) error {
 // startTerminal starts req's process on a new pseudo-terminal.
 func (s *Server) startTerminal(req *agentproto.TerminalStartRequest) (*terminal, error) {
 	if !validTerminalID(req.ID) {
-		return nil, fmt.Errorf("terminal id %q: want 1-%d characters of [A-Za-z0-9._-]: %w", req.ID, maxTerminalIDLen, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("terminal id %q: want 1-%d characters of [A-Za-z0-9._-]", req.ID, maxTerminalIDLen)
 	}
 	if err := validSize(req.Cols, req.Rows, true); err != nil {
 		return nil, err

@@ -3,7 +3,6 @@ package agent
 import (
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 
@@ -58,7 +57,7 @@ func attachStart(r *http.Request, t *terminal) (int64, error) {
 	if v := q.Get(agentproto.AttachOffsetQ); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			return 0, fmt.Errorf("query %s=%q is not an output offset: %w", agentproto.AttachOffsetQ, v, errdefs.ErrInvalidArgument)
+			return 0, errdefs.Invalid("query %s=%q is not an output offset", agentproto.AttachOffsetQ, v)
 		}
 		return min(n, t.end()), nil
 	}
@@ -66,7 +65,7 @@ func attachStart(r *http.Request, t *terminal) (int64, error) {
 	if v := q.Get(agentproto.AttachReplayQ); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return 0, fmt.Errorf("query %s=%q is not a boolean: %w", agentproto.AttachReplayQ, v, errdefs.ErrInvalidArgument)
+			return 0, errdefs.Invalid("query %s=%q is not a boolean", agentproto.AttachReplayQ, v)
 		}
 		replay = b
 	}

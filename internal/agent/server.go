@@ -137,7 +137,7 @@ type Server struct {
 // starts everything.
 func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.SocketPath == "" && cfg.Listen == "" {
-		return nil, fmt.Errorf("agent: a socket path or a TCP address is required: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("agent: a socket path or a TCP address is required")
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -506,7 +506,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.StdinStream {
-		writeError(w, fmt.Errorf("stdin_stream needs a background job (POST %s): %w", agentproto.PathJobs, errdefs.ErrInvalidArgument))
+		writeError(w, errdefs.Invalid("stdin_stream needs a background job (POST %s)", agentproto.PathJobs))
 		return
 	}
 	started := time.Now()

@@ -44,7 +44,7 @@ const prefaceLen = len(agentproto.TokenPreface) + 2*agentproto.TokenBytes + 1
 
 func listenTCP(addr string, sum []byte, log *slog.Logger) (*tokenListener, error) {
 	if len(sum) != sha256.Size {
-		return nil, fmt.Errorf("agent: a TCP listener needs the %d-byte SHA-256 of its token in %s: %w", sha256.Size, agentproto.TokenSHA256Env, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("agent: a TCP listener needs the %d-byte SHA-256 of its token in %s", sha256.Size, agentproto.TokenSHA256Env)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -181,7 +181,7 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 	}
 	sum, err := hex.DecodeString(req.SHA256)
 	if err != nil || len(sum) != sha256.Size {
-		writeError(w, fmt.Errorf("sha256 must be %d bytes in hex: %w", sha256.Size, errdefs.ErrInvalidArgument))
+		writeError(w, errdefs.Invalid("sha256 must be %d bytes in hex", sha256.Size))
 		return
 	}
 	keep, _ := r.Context().Value(connKey{}).(net.Conn)

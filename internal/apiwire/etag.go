@@ -45,7 +45,7 @@ func ParseIfMatch(h string) (int64, error) {
 			continue
 		}
 		if version != 0 && v != version {
-			return 0, fmt.Errorf("If-Match %q names several resourceVersions; send the one the write must find: %w", h, errdefs.ErrInvalidArgument)
+			return 0, errdefs.Invalid("If-Match %q names several resourceVersions; send the one the write must find", h)
 		}
 		version = v
 	}
@@ -83,17 +83,17 @@ func splitEntityTags(h string) ([]string, error) {
 		}
 		tag, tail, ok := cutEntityTag(rest)
 		if !ok {
-			return nil, fmt.Errorf("If-Match %q is neither \"*\" nor a list of entity tags: %w", h, errdefs.ErrInvalidArgument)
+			return nil, errdefs.Invalid("If-Match %q is neither \"*\" nor a list of entity tags", h)
 		}
 		tags = append(tags, tag)
 		tail = strings.TrimLeft(tail, " \t")
 		if tail != "" && tail[0] != ',' {
-			return nil, fmt.Errorf("If-Match %q is neither \"*\" nor a list of entity tags: %w", h, errdefs.ErrInvalidArgument)
+			return nil, errdefs.Invalid("If-Match %q is neither \"*\" nor a list of entity tags", h)
 		}
 		rest = tail
 	}
 	if len(tags) == 0 {
-		return nil, fmt.Errorf("If-Match %q is neither \"*\" nor a list of entity tags: %w", h, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("If-Match %q is neither \"*\" nor a list of entity tags", h)
 	}
 	return tags, nil
 }

@@ -1,7 +1,6 @@
 package apiwire
 
 import (
-	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
@@ -72,7 +71,7 @@ func SandboxFilter(scope string, q url.Values) (control.SandboxFilter, error) {
 	for _, kv := range q["metadata"] {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return f, fmt.Errorf("metadata filter %q must be key=value: %w", kv, errdefs.ErrInvalidArgument)
+			return f, errdefs.Invalid("metadata filter %q must be key=value", kv)
 		}
 		if f.Metadata == nil {
 			f.Metadata = map[string]string{}
@@ -92,7 +91,7 @@ func JobFilter(q url.Values) (states []sandbox.JobState, limit int, err error) {
 	}
 	if v := q.Get("limit"); v != "" {
 		if limit, err = strconv.Atoi(v); err != nil {
-			return nil, 0, fmt.Errorf("limit %q is not a number: %w", v, errdefs.ErrInvalidArgument)
+			return nil, 0, errdefs.Invalid("limit %q is not a number", v)
 		}
 	}
 	return states, limit, nil

@@ -28,7 +28,7 @@ const SniffBytes = 512
 // OpenBlobs makes (if needed) and opens the blob store in dir.
 func OpenBlobs(dir string) (*Blobs, error) {
 	if dir == "" {
-		return nil, fmt.Errorf("artifacts: empty blob directory: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("artifacts: empty blob directory")
 	}
 	for _, d := range []string{dir, filepath.Join(dir, "tmp")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {

@@ -97,7 +97,7 @@ func NewKeeper(cfg KeeperConfig) (*Keeper, error) {
 	case cfg.Sandboxes == nil:
 		return nil, fmt.Errorf("artifacts: nil sandboxes: %w", errdefs.ErrInvalidArgument)
 	case cfg.Retention <= 0:
-		return nil, fmt.Errorf("artifacts: retention %v must be positive: %w", cfg.Retention, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("artifacts: retention %v must be positive", cfg.Retention)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -491,7 +491,7 @@ func (s *Keeper) removeBlobIfUnused(ctx context.Context, sum string) bool {
 // per-file cap applies.
 func (s *Keeper) KeepBytes(ctx context.Context, tenant, sandboxID, name string, r io.Reader) (*sandbox.Artifact, error) {
 	if name == "" || strings.ContainsAny(name, "/\x00") {
-		return nil, fmt.Errorf("artifact name %q must be a plain file name: %w", name, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("artifact name %q must be a plain file name", name)
 	}
 	s.gcMu.RLock()
 	defer s.gcMu.RUnlock()

@@ -174,7 +174,7 @@ func (s *Stack) add(name string, v any) {
 // closed.
 func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 	if c.Settings == nil || c.Store == nil || c.Driver == nil {
-		return nil, fmt.Errorf("assemble: settings, store and driver are required: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("assemble: settings, store and driver are required")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -45,7 +45,7 @@ type Authenticator struct {
 // New returns an Authenticator for cfg.
 func New(cfg Config) (*Authenticator, error) {
 	if cfg.Tenants == nil {
-		return nil, fmt.Errorf("auth: no tenants: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("auth: no tenants")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

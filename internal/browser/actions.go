@@ -60,10 +60,10 @@ func validate(req *api.BrowserActionsRequest, t *Target) error {
 		return errdefs.WithCode("invalid_action", fmt.Errorf("actions[%d]: "+format+": %w", append([]any{i}, append(args, errdefs.ErrInvalidArgument)...)...))
 	}
 	if len(req.Actions) == 0 {
-		return errdefs.WithCode("invalid_action", fmt.Errorf("actions: give at least one action: %w", errdefs.ErrInvalidArgument))
+		return errdefs.WithCode("invalid_action", errdefs.Invalid("actions: give at least one action"))
 	}
 	if len(req.Actions) > t.Spec.MaxActions {
-		return errdefs.WithCode("too_many_actions", fmt.Errorf("actions: %d actions, at most %d in one request: %w", len(req.Actions), t.Spec.MaxActions, errdefs.ErrInvalidArgument))
+		return errdefs.WithCode("too_many_actions", errdefs.Invalid("actions: %d actions, at most %d in one request", len(req.Actions), t.Spec.MaxActions))
 	}
 	for i, a := range req.Actions {
 		kind, ok := actions[a.Type]

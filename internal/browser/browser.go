@@ -123,7 +123,7 @@ type Manager struct {
 // New returns a Manager.
 func New(cfg Config) (*Manager, error) {
 	if cfg.Sandboxes == nil || cfg.Ports == nil {
-		return nil, fmt.Errorf("browser: Sandboxes and Ports are required: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("browser: Sandboxes and Ports are required")
 	}
 	if cfg.ReadyWait <= 0 {
 		cfg.ReadyWait = 30 * time.Second

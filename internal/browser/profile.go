@@ -99,7 +99,7 @@ func (m *Manager) SaveProfile(ctx context.Context, tenant, id, name string) (*Pr
 		name = "browser-profile.tar.gz"
 	}
 	if strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
-		return nil, fmt.Errorf("name %q must be a plain file name: %w", name, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("name %q must be a plain file name", name)
 	}
 	if m.cfg.Artifacts == nil {
 		return nil, fmt.Errorf("artifacts are not kept on this service: %w", errdefs.ErrUnavailable)
@@ -143,7 +143,7 @@ func (m *Manager) SaveProfile(ctx context.Context, tenant, id, name string) (*Pr
 func (m *Manager) LoadProfile(ctx context.Context, tenant, id, artifactID string) (*ProfileResult, error) {
 	start := time.Now()
 	if artifactID == "" {
-		return nil, fmt.Errorf("artifact_id is required: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("artifact_id is required")
 	}
 	if m.cfg.ArtifactSource == nil {
 		return nil, fmt.Errorf("artifacts are not kept on this service: %w", errdefs.ErrUnavailable)

@@ -126,9 +126,9 @@ func New(cfg Config) (*Service, error) {
 	case cfg.Driver == nil:
 		return nil, fmt.Errorf("control: nil driver: %w", errdefs.ErrInvalidArgument)
 	case cfg.AgentDir == "":
-		return nil, fmt.Errorf("control: empty agent dir: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("control: empty agent dir")
 	case cfg.InstanceID == "":
-		return nil, fmt.Errorf("control: empty instance id: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("control: empty instance id")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -92,7 +92,7 @@ type Manager struct {
 // New returns a Manager.
 func New(cfg Config) (*Manager, error) {
 	if cfg.Sandboxes == nil {
-		return nil, fmt.Errorf("desktop: Sandboxes is required: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("desktop: Sandboxes is required")
 	}
 	if cfg.ReadyWait <= 0 {
 		cfg.ReadyWait = 30 * time.Second

@@ -89,7 +89,7 @@ func parseKey(name string) (keysym, error) {
 // the end ("ctrl++"), is the plus key.
 func parseCombo(combo string) ([]keysym, error) {
 	if combo == "" {
-		return nil, fmt.Errorf("empty key: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("empty key")
 	}
 	var parts []string
 	if combo == "+" {
@@ -115,7 +115,7 @@ func parseCombo(combo string) ([]keysym, error) {
 // the shifted character).
 func parseKeyList(keys []string) ([]keysym, error) {
 	if len(keys) == 0 {
-		return nil, fmt.Errorf("keys is empty: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("keys is empty")
 	}
 	out := make([]keysym, 0, len(keys))
 	for _, k := range keys {

@@ -40,7 +40,7 @@ type Manager struct {
 // New validates cfg. It has no side effects.
 func New(cfg Config) (*Manager, error) {
 	if cfg.Root == "" || !filepath.IsAbs(cfg.Root) {
-		return nil, fmt.Errorf("diskquota: root %q must be an absolute path: %w", cfg.Root, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("diskquota: root %q must be an absolute path", cfg.Root)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -82,7 +82,7 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (err error) {
 	}
 	switch {
 	case !m.within(spec.Image) || !m.within(spec.Dir):
-		return fmt.Errorf("diskquota: %s and %s must lie below %s: %w", spec.Image, spec.Dir, m.root, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("diskquota: %s and %s must lie below %s", spec.Image, spec.Dir, m.root)
 	case spec.SizeMB <= 0:
 		return fmt.Errorf("diskquota: size %d MiB: %w", spec.SizeMB, errdefs.ErrInvalidArgument)
 	}
@@ -122,7 +122,7 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (err error) {
 // a directory not mounted and an image already gone are not errors.
 func (m *Manager) Remove(image, dir string) error {
 	if !m.within(image) || !m.within(dir) {
-		return fmt.Errorf("diskquota: %s and %s must lie below %s: %w", image, dir, m.root, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("diskquota: %s and %s must lie below %s", image, dir, m.root)
 	}
 	if err := unmount(dir); err != nil {
 		return fmt.Errorf("diskquota: unmounting %s: %w", dir, err)
@@ -216,7 +216,7 @@ func (m *Manager) withinReal(p string) bool {
 // of the host. It is idempotent.
 func (m *Manager) Mount(image, dir string) error {
 	if !m.within(image) || !m.within(dir) {
-		return fmt.Errorf("diskquota: %s and %s must lie below %s: %w", image, dir, m.root, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("diskquota: %s and %s must lie below %s", image, dir, m.root)
 	}
 	mounted, err := m.Mounted(dir)
 	if err != nil || mounted {

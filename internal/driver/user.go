@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -18,12 +17,12 @@ func ParseUser(u string) (uid, gid uint32, err error) {
 	a, b, _ := strings.Cut(u, ":")
 	x, err := strconv.ParseUint(a, 10, 32)
 	if err != nil {
-		return 0, 0, fmt.Errorf("user %q must be a numeric uid[:gid]: %w", u, errdefs.ErrInvalidArgument)
+		return 0, 0, errdefs.Invalid("user %q must be a numeric uid[:gid]", u)
 	}
 	y := x
 	if b != "" {
 		if y, err = strconv.ParseUint(b, 10, 32); err != nil {
-			return 0, 0, fmt.Errorf("user %q must be a numeric uid[:gid]: %w", u, errdefs.ErrInvalidArgument)
+			return 0, 0, errdefs.Invalid("user %q must be a numeric uid[:gid]", u)
 		}
 	}
 	return uint32(x), uint32(y), nil

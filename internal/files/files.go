@@ -49,7 +49,7 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("files: nil sandboxes: %w", errdefs.ErrInvalidArgument)
 	case cfg.Limits.MaxUploadBytes <= 0 || cfg.Limits.MaxPathBytes <= 0 || cfg.Limits.MaxFilesPerCall <= 0 ||
 		cfg.Limits.CallTimeout <= 0 || cfg.Limits.TransferTimeout <= 0:
-		return nil, fmt.Errorf("files: limits %+v must be positive: %w", cfg.Limits, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("files: limits %+v must be positive", cfg.Limits)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

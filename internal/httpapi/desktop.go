@@ -64,7 +64,7 @@ const displayScope = "display:"
 // displayRole checks the role of a live-view link.
 func displayRole(role string) error {
 	if role != desktop.RoleObserver && role != desktop.RoleController {
-		return errdefs.WithCode("invalid_role", fmt.Errorf("role %.40q must be observer or controller: %w", role, errdefs.ErrInvalidArgument))
+		return errdefs.WithCode("invalid_role", errdefs.Invalid("role %.40q must be observer or controller", role))
 	}
 	return nil
 }
@@ -105,7 +105,7 @@ func (s *Server) displayViewerRedirect(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("ttl_seconds"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {
-			s.writeProblem(w, r, fmt.Errorf("ttl_seconds %.20q must be a positive integer: %w", v, errdefs.ErrInvalidArgument))
+			s.writeProblem(w, r, errdefs.Invalid("ttl_seconds %.20q must be a positive integer", v))
 			return
 		}
 		ttl = n
@@ -182,7 +182,7 @@ func (s *Server) desktopControl(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("after"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			s.writeProblem(w, r, fmt.Errorf("after %q is not a version: %w", v, errdefs.ErrInvalidArgument))
+			s.writeProblem(w, r, errdefs.Invalid("after %q is not a version", v))
 			return
 		}
 		after = n
@@ -190,7 +190,7 @@ func (s *Server) desktopControl(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("wait_ms"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 || time.Duration(n)*time.Millisecond > maxControlWait {
-			s.writeProblem(w, r, fmt.Errorf("wait_ms %q is not 0..%d: %w", v, maxControlWait.Milliseconds(), errdefs.ErrInvalidArgument))
+			s.writeProblem(w, r, errdefs.Invalid("wait_ms %q is not 0..%d", v, maxControlWait.Milliseconds()))
 			return
 		}
 		wait = time.Duration(n) * time.Millisecond

@@ -199,7 +199,7 @@ func positiveQuery(r *http.Request, name string) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		return 0, fmt.Errorf("%s=%q is not a positive integer: %w", name, v, errdefs.ErrInvalidArgument)
+		return 0, errdefs.Invalid("%s=%q is not a positive integer", name, v)
 	}
 	return n, nil
 }

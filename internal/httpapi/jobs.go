@@ -29,7 +29,7 @@ func parseCursor(r *http.Request) (int64, error) {
 	}
 	c, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || c < 0 {
-		return 0, errdefs.WithCode("invalid_cursor", fmt.Errorf("cursor %q is not a non-negative event id: %w", v, errdefs.ErrInvalidArgument))
+		return 0, errdefs.WithCode("invalid_cursor", errdefs.Invalid("cursor %q is not a non-negative event id", v))
 	}
 	return c, nil
 }
@@ -55,7 +55,7 @@ func parseBool(r *http.Request, name string, def bool) (bool, error) {
 	}
 	b, err := strconv.ParseBool(v)
 	if err != nil {
-		return false, fmt.Errorf("%s=%q is not a boolean: %w", name, v, errdefs.ErrInvalidArgument)
+		return false, errdefs.Invalid("%s=%q is not a boolean", name, v)
 	}
 	return b, nil
 }

@@ -144,7 +144,7 @@ func (s *Server) mcpServerCalls(w http.ResponseWriter, r *http.Request) {
 	if c := r.URL.Query().Get("cursor"); c != "" {
 		n, err := strconv.ParseInt(c, 10, 64)
 		if err != nil || n < 0 {
-			s.writeProblem(w, r, errdefs.WithCode("invalid_cursor", fmt.Errorf("cursor must be a cursor from a previous page, got %q: %w", c, errdefs.ErrInvalidArgument)))
+			s.writeProblem(w, r, errdefs.WithCode("invalid_cursor", errdefs.Invalid("cursor must be a cursor from a previous page, got %q", c)))
 			return
 		}
 		cursor = n
@@ -153,7 +153,7 @@ func (s *Server) mcpServerCalls(w http.ResponseWriter, r *http.Request) {
 	if l := r.URL.Query().Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > 1000 {
-			s.writeProblem(w, r, fmt.Errorf("limit must be between 1 and 1000, got %q: %w", l, errdefs.ErrInvalidArgument))
+			s.writeProblem(w, r, errdefs.Invalid("limit must be between 1 and 1000, got %q", l))
 			return
 		}
 		limit = n

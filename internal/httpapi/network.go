@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 
@@ -52,7 +51,7 @@ func (s *Server) networkEvents(r *http.Request) (api.NetworkEventList, error) {
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return 0, errdefs.WithCode("invalid_cursor", fmt.Errorf("%s %q is not a number: %w", key, v, errdefs.ErrInvalidArgument))
+			return 0, errdefs.WithCode("invalid_cursor", errdefs.Invalid("%s %q is not a number", key, v))
 		}
 		return n, nil
 	}

@@ -199,10 +199,10 @@ func New(cfg Config) (*Server, error) {
 		cfg.Metrics = NewMetrics(MetricsConfig{})
 	}
 	if cfg.Ports != nil && cfg.Previews == nil {
-		return nil, fmt.Errorf("httpapi: the port routes need preview origins: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("httpapi: the port routes need preview origins")
 	}
 	if cfg.PublicURL == "" {
-		return nil, fmt.Errorf("httpapi: no public URL: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("httpapi: no public URL")
 	}
 	s := &Server{ctl: cfg.Control, tenancy: cfg.Tenancy, maxBody: cfg.MaxBodyBytes, log: cfg.Logger, mux: http.NewServeMux(), metrics: edgeMetrics{cfg.Metrics}, keepalive: cfg.KeepAlive,
 		ports: cfg.Ports, origins: cfg.Previews, publicURL: strings.TrimRight(cfg.PublicURL, "/"), services: cfg.Services, unaudited: map[string]bool{},
@@ -565,7 +565,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	// The body must be JSON whatever Content-Type says (curl -d sends a form
 	// type by default); multipart bodies are refused explicitly.
 	if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "multipart/") {
-		return errdefs.WithCode("unsupported_media_type", fmt.Errorf("Content-Type must be application/json, got %q: %w", ct, errdefs.ErrInvalidArgument))
+		return errdefs.WithCode("unsupported_media_type", errdefs.Invalid("Content-Type must be application/json, got %q", ct))
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
 	if err != nil {
@@ -576,7 +576,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 		return fmt.Errorf("reading request body: %v: %w", err, errdefs.ErrInvalidArgument)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return fmt.Errorf("request body is empty; a JSON object is required: %w", errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("request body is empty; a JSON object is required")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()

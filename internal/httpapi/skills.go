@@ -86,7 +86,7 @@ func revisionParam(v string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 1 {
-		return 0, errdefs.WithCode("invalid_argument", fmt.Errorf("revision must be a positive integer, got %q: %w", v, errdefs.ErrInvalidArgument))
+		return 0, errdefs.WithCode("invalid_argument", errdefs.Invalid("revision must be a positive integer, got %q", v))
 	}
 	return n, nil
 }

@@ -29,7 +29,7 @@ func queryInt(r *http.Request, name string) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%s=%q is not a non-negative integer: %w", name, v, errdefs.ErrInvalidArgument)
+		return 0, errdefs.Invalid("%s=%q is not a non-negative integer", name, v)
 	}
 	return n, nil
 }

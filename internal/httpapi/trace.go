@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -114,13 +113,13 @@ func (s *Server) readTrace(w http.ResponseWriter, r *http.Request) {
 	limit := 100
 	if v := r.URL.Query().Get("limit"); v != "" {
 		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 1000 {
-			s.writeProblem(w, r, fmt.Errorf("limit=%q: want 1..1000: %w", v, errdefs.ErrInvalidArgument))
+			s.writeProblem(w, r, errdefs.Invalid("limit=%q: want 1..1000", v))
 			return
 		}
 	}
 	format := r.URL.Query().Get("format")
 	if format != "" && format != "json" && format != "sse" {
-		s.writeProblem(w, r, fmt.Errorf("format=%q: want json or sse: %w", format, errdefs.ErrInvalidArgument))
+		s.writeProblem(w, r, errdefs.Invalid("format=%q: want json or sse", format))
 		return
 	}
 	id, err := s.traceOf(r)

@@ -108,7 +108,7 @@ type Builder struct {
 // New validates cfg and returns a Builder. It touches nothing on the host.
 func New(cfg Config) (*Builder, error) {
 	if cfg.Importer == nil {
-		return nil, fmt.Errorf("imagebuild: Importer is required: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("imagebuild: Importer is required")
 	}
 	wd := cfg.WorkDir
 	if wd == "" {
@@ -120,17 +120,17 @@ func New(cfg Config) (*Builder, error) {
 	}
 	if strings.ContainsAny(wd, ", \t\n") {
 		// debootstrap takes --cache-dir and the target as plain words.
-		return nil, fmt.Errorf("imagebuild: work dir %q must not contain spaces or commas: %w", wd, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("imagebuild: work dir %q must not contain spaces or commas", wd)
 	}
 	repo := cfg.Repository
 	if repo == "" {
 		repo = images.RefRepositoryPrefix
 	}
 	if !images.ValidRepository(repo) {
-		return nil, fmt.Errorf("imagebuild: repository %q must be lower-case letters, digits, '-', '_', '.' and '/', ending in '/': %w", cfg.Repository, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("imagebuild: repository %q must be lower-case letters, digits, '-', '_', '.' and '/', ending in '/'", cfg.Repository)
 	}
 	if cfg.Mirror != "" && !images.ValidMirror(cfg.Mirror) {
-		return nil, fmt.Errorf("imagebuild: mirror %q must be an http://, https:// or file:/ URI: %w", cfg.Mirror, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("imagebuild: mirror %q must be an http://, https:// or file:/ URI", cfg.Mirror)
 	}
 	if cfg.MirrorTrusted && !images.LocalMirror(cfg.Mirror) {
 		return nil, fmt.Errorf("imagebuild: a trusted (unsigned) mirror must be on this machine, a file:/ URI or a loopback address like http://127.0.0.1:PORT/, not %q: %w",
@@ -227,7 +227,7 @@ func (b *Builder) Build(ctx context.Context, name string, force bool) (res Resul
 	start := time.Now()
 	r, ok := images.Lookup(name)
 	if !ok {
-		return Result{Name: name}, fmt.Errorf("imagebuild: unknown image profile %q: %w", name, errdefs.ErrInvalidArgument)
+		return Result{Name: name}, errdefs.Invalid("imagebuild: unknown image profile %q", name)
 	}
 	res = Result{Name: r.Name, Ref: b.ref(r), Hash: r.Hash}
 	log := b.log.With("profile", r.Name, "ref", res.Ref)

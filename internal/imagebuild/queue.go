@@ -2,7 +2,6 @@ package imagebuild
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -49,7 +48,7 @@ type queued struct {
 // NewQueue validates cfg. It starts nothing: Run does.
 func NewQueue(cfg QueueConfig) (*Queue, error) {
 	if cfg.Builder == nil {
-		return nil, fmt.Errorf("imagebuild: queue: Builder is required: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("imagebuild: queue: Builder is required")
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -62,7 +61,7 @@ func NewQueue(cfg QueueConfig) (*Queue, error) {
 		}
 		ref, ok := cfg.Builder.Ref(name)
 		if !ok {
-			return nil, fmt.Errorf("imagebuild: queue: unknown image profile %q: %w", name, errdefs.ErrInvalidArgument)
+			return nil, errdefs.Invalid("imagebuild: queue: unknown image profile %q", name)
 		}
 		q.names = append(q.names, name)
 		q.status[name] = &queued{p: Progress{Name: name, Ref: ref, State: StateQueued}, done: make(chan struct{})}

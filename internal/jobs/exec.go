@@ -339,13 +339,13 @@ func (s *Manager) ListSandboxJobs(ctx context.Context, tenant, id string, states
 		limit = 100
 	}
 	if limit < 1 || limit > MaxJobList {
-		return nil, fmt.Errorf("limit %d is not 1..%d: %w", limit, MaxJobList, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("limit %d is not 1..%d", limit, MaxJobList)
 	}
 	for _, st := range states {
 		switch st {
 		case sandbox.JobPending, sandbox.JobRunning, sandbox.JobSucceeded, sandbox.JobFailed, sandbox.JobCanceled, sandbox.JobLost:
 		default:
-			return nil, fmt.Errorf("unknown job state %q: %w", st, errdefs.ErrInvalidArgument)
+			return nil, errdefs.Invalid("unknown job state %q", st)
 		}
 	}
 	if !sandbox.ValidID("sbx", id) {

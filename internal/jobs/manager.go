@@ -121,7 +121,7 @@ func New(cfg Config) (*Manager, error) {
 	case cfg.Artifacts == nil:
 		return nil, fmt.Errorf("jobs: nil artifact keeper: %w", errdefs.ErrInvalidArgument)
 	case cfg.Limits.MaxExecTimeoutMS <= 0 || cfg.Limits.MaxOutputBytes <= 0:
-		return nil, fmt.Errorf("jobs: exec limits must be positive: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("jobs: exec limits must be positive")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

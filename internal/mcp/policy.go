@@ -31,7 +31,7 @@ type Rules struct {
 func (r Rules) Validate() error {
 	for _, p := range slices.Concat(r.Allow, r.Deny, r.Approve) {
 		if p == "" {
-			return fmt.Errorf("an empty tool pattern: %w", errdefs.ErrInvalidArgument)
+			return errdefs.Invalid("an empty tool pattern")
 		}
 		if _, err := path.Match(p, ""); err != nil {
 			return fmt.Errorf("tool pattern %q: %v: %w", p, err, errdefs.ErrInvalidArgument)
@@ -298,11 +298,11 @@ func (p *Policy) Check(tool string, args json.RawMessage) Decision {
 		var v any = map[string]any{}
 		if len(args) > 0 && string(args) != "null" {
 			if err := json.Unmarshal(args, &v); err != nil {
-				return Decision{Rule: "input schema", Err: fmt.Errorf("arguments of %q are not JSON: %w", tool, errdefs.ErrInvalidArgument)}
+				return Decision{Rule: "input schema", Err: errdefs.Invalid("arguments of %q are not JSON", tool)}
 			}
 		}
 		if err := rs.Validate(v); err != nil {
-			return Decision{Rule: "input schema", Err: fmt.Errorf("arguments of %q do not match its inputSchema: %v: %w", tool, err, errdefs.ErrInvalidArgument)}
+			return Decision{Rule: "input schema", Err: errdefs.Invalid("arguments of %q do not match its inputSchema: %v", tool, err)}
 		}
 	}
 	rule := "allowed"

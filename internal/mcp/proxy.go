@@ -155,7 +155,7 @@ type pending struct {
 // caller kills it).
 func Connect(ctx context.Context, cfg Config) (*Proxy, error) {
 	if cfg.Backend == nil {
-		return nil, fmt.Errorf("mcp proxy: no backend: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("mcp proxy: no backend")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -2,7 +2,6 @@ package mcpserve
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -96,7 +95,7 @@ type Server struct {
 // New builds a Server; it starts nothing.
 func New(cfg Config) (*Server, error) {
 	if cfg.Sandboxes == nil || cfg.Jobs == nil || cfg.Files == nil {
-		return nil, fmt.Errorf("mcpserve: sandboxes, jobs and files are required: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("mcpserve: sandboxes, jobs and files are required")
 	}
 	if cfg.SessionTimeout <= 0 {
 		cfg.SessionTimeout = 30 * time.Minute

@@ -106,7 +106,7 @@ func New(c Config) (*Networks, error) {
 	case c.ProfileImage == nil:
 		return nil, fmt.Errorf("netctl: nil profile image: %w", errdefs.ErrInvalidArgument)
 	case c.InstanceID == "":
-		return nil, fmt.Errorf("netctl: empty instance id: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("netctl: empty instance id")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -281,9 +281,9 @@ type EventsPage struct {
 func (n *Networks) Events(ctx context.Context, id string, cursor int64, limit int) (EventsPage, error) {
 	switch {
 	case cursor < 0:
-		return EventsPage{}, fmt.Errorf("cursor must not be negative, got %d: %w", cursor, errdefs.ErrInvalidArgument)
+		return EventsPage{}, errdefs.Invalid("cursor must not be negative, got %d", cursor)
 	case limit < 0 || limit > MaxEventsLimit:
-		return EventsPage{}, fmt.Errorf("limit must be between 1 and %d, got %d: %w", MaxEventsLimit, limit, errdefs.ErrInvalidArgument)
+		return EventsPage{}, errdefs.Invalid("limit must be between 1 and %d, got %d", MaxEventsLimit, limit)
 	case limit == 0:
 		limit = DefaultEventsLimit
 	}

@@ -59,7 +59,7 @@ func DialUnix(ctx context.Context, d *net.Dialer, path string) (net.Conn, error)
 // symlink. Another kind of file holding the name fails with ErrNotRegular.
 func CreateFile(dir, name string, perm os.FileMode) error {
 	if name == "" || name != filepath.Base(name) || name == "." || name == ".." {
-		return fmt.Errorf("create %q in %s: not one path component: %w", name, dir, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("create %q in %s: not one path component", name, dir)
 	}
 	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {

@@ -75,7 +75,7 @@ func Select(req RuntimeRequest, prof ProfileRuntimes, tenant TenantPolicy, healt
 		risk = sandbox.RiskMedium
 	}
 	if risk.Rank() < 0 {
-		return Decision{}, fmt.Errorf("unknown risk_level %q: %w", risk, errdefs.ErrInvalidArgument)
+		return Decision{}, errdefs.Invalid("unknown risk_level %q", risk)
 	}
 	if tenant.MinRiskLevel.Rank() > risk.Rank() {
 		risk = tenant.MinRiskLevel

@@ -75,7 +75,7 @@ const MinLinkKeyBytes = 32
 // NewSigner returns a signer with key (at least MinLinkKeyBytes).
 func NewSigner(key []byte) (*Signer, error) {
 	if len(key) < MinLinkKeyBytes {
-		return nil, fmt.Errorf("ports: link key of %d bytes, want at least %d: %w", len(key), MinLinkKeyBytes, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("ports: link key of %d bytes, want at least %d", len(key), MinLinkKeyBytes)
 	}
 	return &Signer{key: append([]byte(nil), key...)}, nil
 }
@@ -87,7 +87,7 @@ func LoadOrCreateKey(path string) ([]byte, error) {
 	if err == nil {
 		k := []byte(strings.TrimSpace(string(b)))
 		if len(k) < MinLinkKeyBytes {
-			return nil, fmt.Errorf("ports: link key file %s holds %d bytes, want at least %d: %w", path, len(k), MinLinkKeyBytes, errdefs.ErrInvalidArgument)
+			return nil, errdefs.Invalid("ports: link key file %s holds %d bytes, want at least %d", path, len(k), MinLinkKeyBytes)
 		}
 		return k, nil
 	}

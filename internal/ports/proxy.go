@@ -80,7 +80,7 @@ type sandboxConns struct {
 // New returns a Proxy.
 func New(cfg Config) (*Proxy, error) {
 	if cfg.Sandboxes == nil || cfg.Signer == nil || cfg.KeyLive == nil {
-		return nil, fmt.Errorf("ports: Sandboxes, Signer and KeyLive are required: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("ports: Sandboxes, Signer and KeyLive are required")
 	}
 	if cfg.MaxLinkTTL <= 0 {
 		cfg.MaxLinkTTL = 24 * time.Hour
@@ -125,7 +125,7 @@ func (p *Proxy) SandboxEnding(_ context.Context, sandboxID, _ string) {
 func ParsePort(s string) (int, error) {
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != s {
-		return 0, errdefs.WithCode("invalid_port", fmt.Errorf("port %.12q is not a number in 1-65535: %w", s, errdefs.ErrInvalidArgument))
+		return 0, errdefs.WithCode("invalid_port", errdefs.Invalid("port %.12q is not a number in 1-65535", s))
 	}
 	return n, nil
 }
@@ -556,7 +556,7 @@ func (p *Proxy) NewScopedLink(by tenant.Principal, sandboxID, scope string, ttl 
 			"ttl_seconds must be between 1 and %d: %w", int64(p.cfg.MaxLinkTTL/time.Second), errdefs.ErrInvalidArgument))
 	}
 	if scope == "" {
-		return "", time.Time{}, fmt.Errorf("ports: a scoped link needs a scope: %w", errdefs.ErrInvalidArgument)
+		return "", time.Time{}, errdefs.Invalid("ports: a scoped link needs a scope")
 	}
 	if err := issuerOK(by); err != nil {
 		return "", time.Time{}, err

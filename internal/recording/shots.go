@@ -38,7 +38,7 @@ func CheckShots(mode string) (string, error) {
 	case ShotsOff, ShotsAfter, ShotsBoth:
 		return mode, nil
 	}
-	return "", fmt.Errorf("screenshots %q must be off, after or both: %w", mode, errdefs.ErrInvalidArgument)
+	return "", errdefs.Invalid("screenshots %q must be off, after or both", mode)
 }
 
 // WantShot reports whether mode keeps a screenshot in phase ("before" or

@@ -87,7 +87,7 @@ func CanTransition(from, to State) bool {
 // class ErrFailedPrecondition when it is not allowed.
 func Transition(from, to State) error {
 	if !from.Valid() || !to.Valid() {
-		return fmt.Errorf("unknown sandbox state %q → %q: %w", from, to, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("unknown sandbox state %q → %q", from, to)
 	}
 	if !CanTransition(from, to) {
 		return errdefs.WithCode("invalid_state", fmt.Errorf("sandbox cannot go from %s to %s: %w", from, to, errdefs.ErrFailedPrecondition))

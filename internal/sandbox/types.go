@@ -3,7 +3,6 @@ package sandbox
 import (
 	"crypto/rand"
 	"encoding/base32"
-	"fmt"
 	"strings"
 	"time"
 
@@ -65,7 +64,7 @@ func ParseRiskLevel(s string, def RiskLevel) (RiskLevel, error) {
 	}
 	r := RiskLevel(s)
 	if r.Rank() < 0 {
-		return "", fmt.Errorf("unknown risk_level %q (want one of trusted, low, medium, high, untrusted): %w", s, errdefs.ErrInvalidArgument)
+		return "", errdefs.Invalid("unknown risk_level %q (want one of trusted, low, medium, high, untrusted)", s)
 	}
 	return r, nil
 }

@@ -106,7 +106,7 @@ type Manager struct {
 // New checks cfg and makes a Manager.
 func New(cfg Config) (*Manager, error) {
 	if cfg.Store == nil || cfg.Sandboxes == nil || cfg.Jobs == nil || cfg.Files == nil || cfg.Artifacts == nil || cfg.Dir == "" {
-		return nil, fmt.Errorf("skills: missing store, sandboxes, jobs, files, artifacts or dir: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("skills: missing store, sandboxes, jobs, files, artifacts or dir")
 	}
 	if cfg.Profile == "" {
 		cfg.Profile = DefaultProfile

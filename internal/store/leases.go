@@ -146,11 +146,11 @@ func ApplyClaim(sb *sandbox.Sandbox, c Claim) error {
 func CheckClaim(c Claim) error {
 	switch {
 	case c.Lease == nil || c.Lease.ID == "" || c.Lease.Tenant == "":
-		return fmt.Errorf("claim sandbox: lease id and tenant are required: %w", errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("claim sandbox: lease id and tenant are required")
 	case c.SandboxID == "" && (c.Profile == "" || c.Runtime == ""):
-		return fmt.Errorf("claim sandbox: a sandbox id or a pool (profile, runtime) is required: %w", errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("claim sandbox: a sandbox id or a pool (profile, runtime) is required")
 	case c.Lease.State != sandbox.LeaseActive:
-		return fmt.Errorf("claim sandbox: a new lease must be active, not %q: %w", c.Lease.State, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("claim sandbox: a new lease must be active, not %q", c.Lease.State)
 	}
 	return nil
 }

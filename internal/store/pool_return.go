@@ -47,7 +47,7 @@ func ApplyReturn(sb *sandbox.Sandbox, r Return) error {
 		to = sandbox.StateIdle
 	}
 	if to != sandbox.StateIdle && to != sandbox.StateReady {
-		return fmt.Errorf("a sandbox returns to its pool idle or ready, not %s: %w", to, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("a sandbox returns to its pool idle or ready, not %s", to)
 	}
 	if err := sandbox.Transition(sb.State, to); err != nil {
 		return err

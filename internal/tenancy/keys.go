@@ -52,7 +52,7 @@ func (s *Service) Authenticate(ctx context.Context, hash [32]byte, staticTenant 
 // The secret is returned once and never stored.
 func (s *Service) CreateKey(ctx context.Context, name, description string, scopes []string) (*tenant.Key, string, error) {
 	if len(description) > 256 {
-		return nil, "", fmt.Errorf("description is longer than 256 bytes: %w", errdefs.ErrInvalidArgument)
+		return nil, "", errdefs.Invalid("description is longer than 256 bytes")
 	}
 	if err := tenant.ValidateScopes(scopes); err != nil {
 		return nil, "", errdefs.WithCode("invalid_scope", err)

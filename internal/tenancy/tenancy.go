@@ -75,7 +75,7 @@ type Service struct {
 // Start.
 func New(cfg Config) (*Service, error) {
 	if cfg.Settings == nil || cfg.Store == nil || cfg.Sandboxes == nil {
-		return nil, fmt.Errorf("tenancy: settings, store and sandboxes are required: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("tenancy: settings, store and sandboxes are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -45,7 +45,7 @@ type Quotas struct {
 // (for example "tenants.acme.quotas").
 func (q Quotas) Validate(prefix string) error {
 	bad := func(key string, v any) error {
-		return fmt.Errorf("%s.%s must not be negative, got %v: %w", prefix, key, v, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("%s.%s must not be negative, got %v", prefix, key, v)
 	}
 	switch {
 	case q.MaxSandboxes < 0:
@@ -167,16 +167,16 @@ func ValidName(s string) bool { return nameRE.MatchString(s) }
 // Validate checks the tenant's fields (not its identity or times).
 func (t *Tenant) Validate() error {
 	if !ValidName(t.Name) {
-		return fmt.Errorf("tenant name %q must be 1-63 lowercase letters, digits and dashes: %w", t.Name, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("tenant name %q must be 1-63 lowercase letters, digits and dashes", t.Name)
 	}
 	if t.Weight < 0 || t.Weight > 1000 {
-		return fmt.Errorf("weight must be between 1 and 1000 (0: the default 1), got %d: %w", t.Weight, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("weight must be between 1 and 1000 (0: the default 1), got %d", t.Weight)
 	}
 	if t.MinRiskLevel != "" && t.MinRiskLevel.Rank() < 0 {
-		return fmt.Errorf("unknown min_risk_level %q: %w", t.MinRiskLevel, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("unknown min_risk_level %q", t.MinRiskLevel)
 	}
 	if t.MaxToolRiskLevel != "" && t.MaxToolRiskLevel.Rank() < 0 {
-		return fmt.Errorf("unknown max_tool_risk_level %q: %w", t.MaxToolRiskLevel, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("unknown max_tool_risk_level %q", t.MaxToolRiskLevel)
 	}
 	return t.Quotas.Validate("quotas")
 }
@@ -218,10 +218,10 @@ func ValidateScopes(scopes []string) error {
 	seen := map[string]bool{}
 	for _, sc := range scopes {
 		if sc != ScopeApprove {
-			return fmt.Errorf("unknown key scope %q (known: %s): %w", sc, ScopeApprove, errdefs.ErrInvalidArgument)
+			return errdefs.Invalid("unknown key scope %q (known: %s)", sc, ScopeApprove)
 		}
 		if seen[sc] {
-			return fmt.Errorf("key scope %q is given twice: %w", sc, errdefs.ErrInvalidArgument)
+			return errdefs.Invalid("key scope %q is given twice", sc)
 		}
 		seen[sc] = true
 	}

@@ -73,7 +73,7 @@ func (s *Store) Interrupt(ctx context.Context, tenant, sandboxID, op, actor stri
 		g.state, g.steps = StateAborted, 0
 	default:
 		s.mu.Unlock()
-		return Interruption{}, fmt.Errorf("interrupt %q: want pause, resume, step or abort: %w", op, errdefs.ErrInvalidArgument)
+		return Interruption{}, errdefs.Invalid("interrupt %q: want pause, resume, step or abort", op)
 	}
 	out := Interruption{State: g.state, Steps: g.steps}
 	s.mu.Unlock()

@@ -129,7 +129,7 @@ type log struct {
 // Open returns a Store for cfg.
 func Open(cfg Config) (*Store, error) {
 	if cfg.Dir == "" {
-		return nil, fmt.Errorf("trace: no directory: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("trace: no directory")
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("trace: %w", err)
@@ -262,15 +262,15 @@ func (s *Store) Append(ctx context.Context, tenant, sandboxID string, e Event) (
 		return Event{}, fmt.Errorf("trace: actor %q: %w", e.Actor, errdefs.ErrInvalidArgument)
 	}
 	if e.Kind == "" {
-		return Event{}, fmt.Errorf("trace: empty kind: %w", errdefs.ErrInvalidArgument)
+		return Event{}, errdefs.Invalid("trace: empty kind")
 	}
 	if len(e.Data) > MaxDataBytes {
-		return Event{}, fmt.Errorf("trace: event data of %d bytes exceeds %d: %w", len(e.Data), MaxDataBytes, errdefs.ErrInvalidArgument)
+		return Event{}, errdefs.Invalid("trace: event data of %d bytes exceeds %d", len(e.Data), MaxDataBytes)
 	}
 	if len(e.Data) > 0 {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, e.Data); err != nil || buf.Len() == 0 || buf.Bytes()[0] != '{' {
-			return Event{}, fmt.Errorf("trace: event data must be a JSON object: %w", errdefs.ErrInvalidArgument)
+			return Event{}, errdefs.Invalid("trace: event data must be a JSON object")
 		}
 		e.Data = buf.Bytes()
 	}

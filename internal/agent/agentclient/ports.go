@@ -35,7 +35,7 @@ const portReadChunk = 256 << 10
 // service closes its side: Read returns io.EOF and later writes fail.
 func (c *Client) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	if port < 1 || port > 65535 {
-		return nil, fmt.Errorf("agentclient: port %d is not a TCP port (1..65535): %w", port, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("agentclient: port %d is not a TCP port (1..65535)", port)
 	}
 	path := strings.Replace(agentproto.PathPortDial, "{port}", strconv.Itoa(port), 1)
 	pc := &portConn{
@@ -363,7 +363,7 @@ func (d *deadline) stop() {
 // answers errdefs.ErrNotImplemented, and the caller may then use DialPort.
 func (c *Client) DialPortRaw(ctx context.Context, port int) (net.Conn, error) {
 	if port < 1 || port > 65535 {
-		return nil, fmt.Errorf("agentclient: port %d is not a TCP port (1..65535): %w", port, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("agentclient: port %d is not a TCP port (1..65535)", port)
 	}
 	path := strings.Replace(agentproto.PathPortDial, "{port}", strconv.Itoa(port), 1)
 	conn, err := c.dial(ctx)

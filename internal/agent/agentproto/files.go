@@ -381,7 +381,7 @@ func JoinRoot(root, rel string) string {
 // socket's).
 func CheckRoot(root string, own ...string) error {
 	if !path.IsAbs(root) || path.Clean(root) != root || root == "/" || strings.IndexByte(root, 0) >= 0 {
-		return fmt.Errorf("allowed root %q is not an absolute clean path other than /: %w", root, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("allowed root %q is not an absolute clean path other than /", root)
 	}
 	for _, p := range append([]string{"/proc", "/sys", "/dev"}, own...) {
 		if p == "" || !path.IsAbs(p) {
@@ -411,7 +411,7 @@ func ParseRoots(v string) ([]string, error) {
 			continue
 		}
 		if !path.IsAbs(r) || path.Clean(r) != r || strings.IndexByte(r, 0) >= 0 {
-			return nil, fmt.Errorf("allowed root %q is not an absolute clean path: %w", r, errdefs.ErrInvalidArgument)
+			return nil, errdefs.Invalid("allowed root %q is not an absolute clean path", r)
 		}
 		out = append(out, r)
 	}
@@ -430,7 +430,7 @@ func ParseMode(s string, def fs.FileMode) (fs.FileMode, error) {
 	v := strings.TrimPrefix(strings.TrimPrefix(s, "0o"), "0O")
 	n, err := strconv.ParseUint(v, 8, 32)
 	if err != nil || n > 0o7777 || len(v) > 5 {
-		return 0, errdefs.WithCode(CodeInvalidMode, fmt.Errorf("mode %q is not an octal permission between 0 and 07777: %w", s, errdefs.ErrInvalidArgument))
+		return 0, errdefs.WithCode(CodeInvalidMode, errdefs.Invalid("mode %q is not an octal permission between 0 and 07777", s))
 	}
 	m := fs.FileMode(n & 0o777)
 	if n&0o4000 != 0 {

@@ -153,7 +153,7 @@ func archiveBodyErr(err error) error {
 	if errors.As(err, &mbe) {
 		return errdefs.WithCode(agentproto.CodeUploadTooLarge, fmt.Errorf("archive: %v: %w", err, errdefs.ErrTooLarge))
 	}
-	return errdefs.WithCode("invalid_archive", fmt.Errorf("archive is not a readable tar or tar.gz: %v: %w", err, errdefs.ErrInvalidArgument))
+	return errdefs.WithCode("invalid_archive", errdefs.Invalid("archive is not a readable tar or tar.gz: %v", err))
 }
 
 // extractSymlink makes the symlink of entry h at rel, replacing a file or

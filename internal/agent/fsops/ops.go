@@ -83,7 +83,7 @@ func notRegular(op, p string, m fs.FileMode) error {
 
 // rootItself refuses an operation on an allowed root itself.
 func rootItself(op, display string) error {
-	return errdefs.WithCode(agentproto.CodeRootNotAllowed, fmt.Errorf("%s %q: is an allowed root: %w", op, display, errdefs.ErrInvalidArgument))
+	return errdefs.WithCode(agentproto.CodeRootNotAllowed, errdefs.Invalid("%s %q: is an allowed root", op, display))
 }
 
 // openTreeFor opens an allowed root for an operation.

@@ -32,7 +32,7 @@ type matcher struct {
 
 func newMatcher(pattern string, regex, icase bool) (*matcher, error) {
 	if len(pattern) > agentproto.MaxPatternBytes {
-		return nil, fmt.Errorf("pattern is %d bytes, over %d: %w", len(pattern), agentproto.MaxPatternBytes, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("pattern is %d bytes, over %d", len(pattern), agentproto.MaxPatternBytes)
 	}
 	if !regex && !icase {
 		return &matcher{lit: []byte(pattern)}, nil
@@ -151,7 +151,7 @@ func isBinary(head []byte) bool { return bytes.IndexByte(head, 0) >= 0 }
 func searchFiles(t *Tree, rel, display string, req agentproto.SearchRequest, now func() time.Time) (agentproto.SearchResult, error) {
 	res := agentproto.SearchResult{Matches: []agentproto.SearchMatch{}}
 	if req.Glob == "" && req.Content == "" {
-		return res, fmt.Errorf("search: glob or content is required: %w", errdefs.ErrInvalidArgument)
+		return res, errdefs.Invalid("search: glob or content is required")
 	}
 	if _, err := path.Match(req.Glob, ""); err != nil {
 		return res, errdefs.WithCode("invalid_pattern", fmt.Errorf("glob %q: %v: %w", req.Glob, err, errdefs.ErrInvalidArgument))
@@ -246,7 +246,7 @@ func clampInt(v, def, max int) int {
 func replaceFiles(t *Tree, req agentproto.ReplaceRequest, resolve func(string) (string, string, error)) (agentproto.ReplaceResult, error) {
 	res := agentproto.ReplaceResult{DryRun: req.DryRun, Files: []agentproto.ReplaceFile{}}
 	if req.Find == "" {
-		return res, fmt.Errorf("replace: find is required: %w", errdefs.ErrInvalidArgument)
+		return res, errdefs.Invalid("replace: find is required")
 	}
 	m, err := newMatcher(req.Find, req.Regex, req.IgnoreCase)
 	if err != nil {
@@ -256,9 +256,9 @@ func replaceFiles(t *Tree, req agentproto.ReplaceRequest, resolve func(string) (
 	var rels, displays []string
 	switch {
 	case len(req.Paths) > 0 && req.Path != "":
-		return res, fmt.Errorf("replace: paths and path are mutually exclusive: %w", errdefs.ErrInvalidArgument)
+		return res, errdefs.Invalid("replace: paths and path are mutually exclusive")
 	case len(req.Paths) > maxFiles:
-		return res, fmt.Errorf("replace: %d paths, at most %d: %w", len(req.Paths), maxFiles, errdefs.ErrInvalidArgument)
+		return res, errdefs.Invalid("replace: %d paths, at most %d", len(req.Paths), maxFiles)
 	case len(req.Paths) > 0:
 		for _, p := range req.Paths {
 			root, rel, err := resolve(p)
@@ -266,7 +266,7 @@ func replaceFiles(t *Tree, req agentproto.ReplaceRequest, resolve func(string) (
 				return res, err
 			}
 			if root != t.root {
-				return res, errdefs.WithCode(agentproto.CodeCrossRoot, fmt.Errorf("replace: %q is in another allowed root: %w", p, errdefs.ErrInvalidArgument))
+				return res, errdefs.WithCode(agentproto.CodeCrossRoot, errdefs.Invalid("replace: %q is in another allowed root", p))
 			}
 			rels, displays = append(rels, rel), append(displays, p)
 		}
@@ -276,7 +276,7 @@ func replaceFiles(t *Tree, req agentproto.ReplaceRequest, resolve func(string) (
 			return res, err
 		}
 		if root != t.root {
-			return res, errdefs.WithCode(agentproto.CodeCrossRoot, fmt.Errorf("replace: %q is in another allowed root: %w", req.Path, errdefs.ErrInvalidArgument))
+			return res, errdefs.WithCode(agentproto.CodeCrossRoot, errdefs.Invalid("replace: %q is in another allowed root", req.Path))
 		}
 		err = walkFiles(t, rel, req.Path, agentproto.MaxListDepth, func(_ int, name, relFile, below string) error {
 			if !globMatch(req.Glob, below, name) {
@@ -335,7 +335,7 @@ func replaceOne(t *Tree, rel, display string, m *matcher, repl string, dryRun bo
 	l.close()
 	if err != nil {
 		if err == syscall.EINVAL {
-			return 0, errdefs.WithCode(agentproto.CodeNotRegularFile, fmt.Errorf("replace in %q: not a regular file: %w", display, errdefs.ErrInvalidArgument))
+			return 0, errdefs.WithCode(agentproto.CodeNotRegularFile, errdefs.Invalid("replace in %q: not a regular file", display))
 		}
 		return 0, fileErr("replace in", display, err)
 	}

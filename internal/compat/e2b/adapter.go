@@ -114,7 +114,7 @@ type Adapter struct {
 // New builds the adapter.
 func New(cfg Config) (*Adapter, error) {
 	if cfg.Control == nil || cfg.Jobs == nil || cfg.Files == nil || cfg.KeyLive == nil {
-		return nil, fmt.Errorf("e2b: control, jobs, files and KeyLive are required: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("e2b: control, jobs, files and KeyLive are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -316,7 +316,7 @@ func (a *Adapter) sandboxAuth(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("E2b-Sandbox-Id")
 		if id == "" {
-			a.writeError(w, r, fmt.Errorf("missing E2b-Sandbox-Id header (set E2B_SANDBOX_URL to this service's /e2b): %w", errdefs.ErrInvalidArgument))
+			a.writeError(w, r, errdefs.Invalid("missing E2b-Sandbox-Id header (set E2B_SANDBOX_URL to this service's /e2b)"))
 			return
 		}
 		token := r.Header.Get("X-Access-Token")

@@ -44,7 +44,7 @@ func queryPath(r *http.Request) (string, error) {
 func (a *Adapter) readFile(w http.ResponseWriter, r *http.Request) {
 	p, err := queryPath(r)
 	if err == nil && p == "" {
-		err = fmt.Errorf("path is required: %w", errdefs.ErrInvalidArgument)
+		err = errdefs.Invalid("path is required")
 	}
 	if err != nil {
 		a.writeError(w, r, err)
@@ -83,7 +83,7 @@ func (a *Adapter) writeFiles(w http.ResponseWriter, r *http.Request) {
 			target := p
 			if target == "" {
 				if target, err = sandboxPath(part.FileName()); err != nil || target == "" {
-					a.writeError(w, r, fmt.Errorf("a file part names no path and ?path= is absent: %w", errdefs.ErrInvalidArgument))
+					a.writeError(w, r, errdefs.Invalid("a file part names no path and ?path= is absent"))
 					return
 				}
 			}
@@ -96,7 +96,7 @@ func (a *Adapter) writeFiles(w http.ResponseWriter, r *http.Request) {
 		}
 	} else {
 		if p == "" {
-			a.writeError(w, r, fmt.Errorf("path is required: %w", errdefs.ErrInvalidArgument))
+			a.writeError(w, r, errdefs.Invalid("path is required"))
 			return
 		}
 		var body io.Reader = r.Body
@@ -116,7 +116,7 @@ func (a *Adapter) writeFiles(w http.ResponseWriter, r *http.Request) {
 		out = append(out, e)
 	}
 	if len(out) == 0 {
-		a.writeError(w, r, fmt.Errorf("no file part in the body: %w", errdefs.ErrInvalidArgument))
+		a.writeError(w, r, errdefs.Invalid("no file part in the body"))
 		return
 	}
 	writeJSON(w, http.StatusOK, out)

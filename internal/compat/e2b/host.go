@@ -99,7 +99,7 @@ func (a *Adapter) HostHandler(next http.Handler) http.Handler {
 func (a *Adapter) portTraffic(w http.ResponseWriter, r *http.Request) {
 	port, err := strconv.Atoi(r.PathValue("port"))
 	if err != nil || port < 1 || port > 65535 {
-		a.writeError(w, r, fmt.Errorf("port %q is not 1..65535: %w", r.PathValue("port"), errdefs.ErrInvalidArgument))
+		a.writeError(w, r, errdefs.Invalid("port %q is not 1..65535", r.PathValue("port")))
 		return
 	}
 	if a.proxyPort == nil {

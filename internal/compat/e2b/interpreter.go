@@ -43,7 +43,7 @@ func (a *Adapter) execute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if body.Language != "" && body.Language != "python" {
-		a.writeError(w, r, errdefs.WithCode("language_unsupported", fmt.Errorf("language %q is not supported (python is): %w", body.Language, errdefs.ErrInvalidArgument)))
+		a.writeError(w, r, errdefs.WithCode("language_unsupported", errdefs.Invalid("language %q is not supported (python is)", body.Language)))
 		return
 	}
 	if len(body.EnvVars) > 0 {

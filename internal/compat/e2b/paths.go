@@ -1,7 +1,6 @@
 package e2b
 
 import (
-	"fmt"
 	"path"
 	"strings"
 
@@ -23,7 +22,7 @@ func sandboxPath(p string) (string, error) {
 		return "", nil
 	}
 	if strings.ContainsRune(p, 0) {
-		return "", fmt.Errorf("path contains NUL: %w", errdefs.ErrInvalidArgument)
+		return "", errdefs.Invalid("path contains NUL")
 	}
 	if !path.IsAbs(p) {
 		p = workspace + "/" + p

@@ -355,7 +355,7 @@ func (a *Adapter) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
-			a.writeError(w, r, fmt.Errorf("limit %q must be 1 to 1000: %w", v, errdefs.ErrInvalidArgument))
+			a.writeError(w, r, errdefs.Invalid("limit %q must be 1 to 1000", v))
 			return
 		}
 		limit = n

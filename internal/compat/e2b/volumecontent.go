@@ -110,7 +110,7 @@ func (a *Adapter) volumeContent(h func(w http.ResponseWriter, r *http.Request, t
 func contentPath(r *http.Request) (string, error) {
 	p := r.URL.Query().Get("path")
 	if p == "" {
-		return "", errdefs.WithCode("invalid_path", fmt.Errorf("the path query parameter is required: %w", errdefs.ErrInvalidArgument))
+		return "", errdefs.WithCode("invalid_path", errdefs.Invalid("the path query parameter is required"))
 	}
 	return p, nil
 }
@@ -138,7 +138,7 @@ func queryIDs(r *http.Request) (uid, gid *int, err error) {
 		}
 		n, err := strconv.Atoi(s)
 		if err != nil {
-			return nil, errdefs.WithCode("invalid_owner", fmt.Errorf("%s %.20q is not a number: %w", k, s, errdefs.ErrInvalidArgument))
+			return nil, errdefs.WithCode("invalid_owner", errdefs.Invalid("%s %.20q is not a number", k, s))
 		}
 		return &n, nil
 	}

@@ -95,7 +95,7 @@ type Adapter struct {
 // New builds the adapter.
 func New(cfg Config) (*Adapter, error) {
 	if cfg.Control == nil || cfg.Jobs == nil || cfg.Files == nil || cfg.KeyLive == nil {
-		return nil, fmt.Errorf("opensandbox: control, jobs, files and KeyLive are required: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("opensandbox: control, jobs, files and KeyLive are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

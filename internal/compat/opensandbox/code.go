@@ -47,7 +47,7 @@ type codeContext struct {
 
 func checkLanguage(lang string) error {
 	if lang != "" && lang != "python" {
-		return errdefs.WithCode("language_unsupported", fmt.Errorf("language %q is not supported (python is): %w", lang, errdefs.ErrInvalidArgument))
+		return errdefs.WithCode("language_unsupported", errdefs.Invalid("language %q is not supported (python is)", lang))
 	}
 	return nil
 }

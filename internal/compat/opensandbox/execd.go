@@ -24,10 +24,10 @@ const workspace = "/workspace"
 // the workspace); the file gateway applies the profile's path policy.
 func sandboxPath(p string) (string, error) {
 	if strings.ContainsRune(p, 0) {
-		return "", fmt.Errorf("path contains NUL: %w", errdefs.ErrInvalidArgument)
+		return "", errdefs.Invalid("path contains NUL")
 	}
 	if p == "" {
-		return "", fmt.Errorf("path is required: %w", errdefs.ErrInvalidArgument)
+		return "", errdefs.Invalid("path is required")
 	}
 	if !path.IsAbs(p) {
 		p = workspace + "/" + p
@@ -76,7 +76,7 @@ func (a *Adapter) runCommand(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if strings.TrimSpace(body.Command) == "" {
-		a.writeError(w, r, fmt.Errorf("command is required: %w", errdefs.ErrInvalidArgument))
+		a.writeError(w, r, errdefs.Invalid("command is required"))
 		return
 	}
 	if body.UID != nil {
@@ -266,7 +266,7 @@ func (a *Adapter) commandLogs(w http.ResponseWriter, r *http.Request, id string)
 	var cursor int64
 	if v := r.URL.Query().Get("cursor"); v != "" {
 		if cursor, err = strconv.ParseInt(v, 10, 64); err != nil || cursor < 0 {
-			a.writeError(w, r, fmt.Errorf("cursor %q is not a cursor this service gave: %w", v, errdefs.ErrInvalidArgument))
+			a.writeError(w, r, errdefs.Invalid("cursor %q is not a cursor this service gave", v))
 			return
 		}
 	}
@@ -276,7 +276,7 @@ func (a *Adapter) commandLogs(w http.ResponseWriter, r *http.Request, id string)
 		return
 	}
 	if ok, _ := log.ValidCursor(cursor); !ok {
-		a.writeError(w, r, fmt.Errorf("cursor %d is not a cursor this service gave: %w", cursor, errdefs.ErrInvalidArgument))
+		a.writeError(w, r, errdefs.Invalid("cursor %d is not a cursor this service gave", cursor))
 		return
 	}
 	var out bytes.Buffer

@@ -54,7 +54,7 @@ func modeOf(m int) (string, error) {
 	}
 	s := strconv.Itoa(m)
 	if _, err := strconv.ParseUint(s, 8, 32); err != nil || m > 7777 {
-		return "", fmt.Errorf("mode %d is not octal permission digits (e.g. 644): %w", m, errdefs.ErrInvalidArgument)
+		return "", errdefs.Invalid("mode %d is not octal permission digits (e.g. 644)", m)
 	}
 	return "0" + s, nil
 }
@@ -63,7 +63,7 @@ func modeOf(m int) (string, error) {
 func queryPaths(r *http.Request) ([]string, error) {
 	raw := r.URL.Query()["path"]
 	if len(raw) == 0 {
-		return nil, fmt.Errorf("path is required: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("path is required")
 	}
 	out := make([]string, 0, len(raw))
 	for _, p := range raw {
@@ -83,7 +83,7 @@ func queryPaths(r *http.Request) ([]string, error) {
 func (a *Adapter) upload(w http.ResponseWriter, r *http.Request) {
 	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
-		a.writeError(w, r, fmt.Errorf("the body must be multipart/form-data with metadata and file parts: %w", errdefs.ErrInvalidArgument))
+		a.writeError(w, r, errdefs.Invalid("the body must be multipart/form-data with metadata and file parts"))
 		return
 	}
 	mr := multipart.NewReader(r.Body, params["boundary"])
@@ -112,7 +112,7 @@ func (a *Adapter) upload(w http.ResponseWriter, r *http.Request) {
 				err = json.Unmarshal(b, meta)
 			}
 			if err != nil {
-				a.writeError(w, r, fmt.Errorf("a metadata part is not JSON {path, mode}: %v: %w", err, errdefs.ErrInvalidArgument))
+				a.writeError(w, r, errdefs.Invalid("a metadata part is not JSON {path, mode}: %v", err))
 				return
 			}
 		case "file":
@@ -139,7 +139,7 @@ func (a *Adapter) upload(w http.ResponseWriter, r *http.Request) {
 		part.Close()
 	}
 	if written == 0 {
-		a.writeError(w, r, fmt.Errorf("no file part in the body: %w", errdefs.ErrInvalidArgument))
+		a.writeError(w, r, errdefs.Invalid("no file part in the body"))
 		return
 	}
 	w.WriteHeader(http.StatusOK)
@@ -261,7 +261,7 @@ func (a *Adapter) listDirectory(w http.ResponseWriter, r *http.Request) {
 	depth := 1
 	if v := r.URL.Query().Get("depth"); v != "" {
 		if depth, err = strconv.Atoi(v); err != nil || depth < 1 || depth > 10 {
-			a.writeError(w, r, fmt.Errorf("depth %q is not 1..10: %w", v, errdefs.ErrInvalidArgument))
+			a.writeError(w, r, errdefs.Invalid("depth %q is not 1..10", v))
 			return
 		}
 	}

@@ -157,7 +157,7 @@ func (a *Adapter) createSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if body.SnapshotID != "" || body.Image == nil || body.Image.URI == "" {
-		a.writeError(w, r, errdefs.WithCode("invalid_image", fmt.Errorf("create needs image.uri (snapshots are not supported here): %w", errdefs.ErrInvalidArgument)))
+		a.writeError(w, r, errdefs.WithCode("invalid_image", errdefs.Invalid("create needs image.uri (snapshots are not supported here)")))
 		return
 	}
 	profile, err := a.profileOf(body.Image.URI)
@@ -249,7 +249,7 @@ func (a *Adapter) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		if v := q.Get(name); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || (name == "pageSize" && n > 200) {
-				a.writeError(w, r, fmt.Errorf("%s %q must be a number from 1 (pageSize at most 200): %w", name, v, errdefs.ErrInvalidArgument))
+				a.writeError(w, r, errdefs.Invalid("%s %q must be a number from 1 (pageSize at most 200)", name, v))
 				return
 			}
 			*p = n
@@ -324,12 +324,12 @@ func (a *Adapter) renewExpiration(w http.ResponseWriter, r *http.Request) {
 	}
 	at, err := time.Parse(time.RFC3339Nano, body.ExpiresAt)
 	if err != nil {
-		a.writeError(w, r, fmt.Errorf("expiresAt %q is not an RFC 3339 time: %w", body.ExpiresAt, errdefs.ErrInvalidArgument))
+		a.writeError(w, r, errdefs.Invalid("expiresAt %q is not an RFC 3339 time", body.ExpiresAt))
 		return
 	}
 	ttl := int64(time.Until(at).Round(time.Second) / time.Second)
 	if ttl < 1 {
-		a.writeError(w, r, fmt.Errorf("expiresAt %s is not in the future: %w", body.ExpiresAt, errdefs.ErrInvalidArgument))
+		a.writeError(w, r, errdefs.Invalid("expiresAt %s is not in the future", body.ExpiresAt))
 		return
 	}
 	sb, err := a.sandboxOfCaller(r)
@@ -368,7 +368,7 @@ func (a *Adapter) renewExpiration(w http.ResponseWriter, r *http.Request) {
 func (a *Adapter) endpoint(w http.ResponseWriter, r *http.Request) {
 	port, err := strconv.Atoi(r.PathValue("port"))
 	if err != nil || port < 1 || port > 65535 {
-		a.writeError(w, r, fmt.Errorf("port %q is not 1..65535: %w", r.PathValue("port"), errdefs.ErrInvalidArgument))
+		a.writeError(w, r, errdefs.Invalid("port %q is not 1..65535", r.PathValue("port")))
 		return
 	}
 	sb, err := a.sandboxOfCaller(r)

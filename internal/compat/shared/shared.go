@@ -35,7 +35,7 @@ func DecodeBody(r *http.Request, v any) error {
 		return nil
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("body is not the expected JSON: %v: %w", err, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("body is not the expected JSON: %v", err)
 	}
 	return nil
 }

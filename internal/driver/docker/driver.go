@@ -84,7 +84,7 @@ func New(cfg Config) (*Driver, error) {
 		socket = cfg.Host
 	}
 	if !path.IsAbs(socket) {
-		return nil, fmt.Errorf("docker: host %q: want unix:///absolute/path: %w", cfg.Host, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("docker: host %q: want unix:///absolute/path", cfg.Host)
 	}
 	if cfg.CallTimeout < 0 || cfg.ImportTimeout < 0 || cfg.ProbeTimeout < 0 {
 		return nil, fmt.Errorf("docker: negative timeout: %w", errdefs.ErrInvalidArgument)
@@ -99,7 +99,7 @@ func New(cfg Config) (*Driver, error) {
 		cfg.ProbeTimeout = DefaultProbeTimeout
 	}
 	if cfg.AgentDir != "" && !path.IsAbs(cfg.AgentDir) {
-		return nil, fmt.Errorf("docker: agent dir %q must be absolute: %w", cfg.AgentDir, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("docker: agent dir %q must be absolute", cfg.AgentDir)
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -143,11 +143,11 @@ func (d *Driver) Ping(ctx context.Context) error {
 // validID accepts container ids and names: no path or query metacharacters.
 func validID(id string) error {
 	if id == "" || len(id) > 256 || strings.HasPrefix(id, ".") {
-		return fmt.Errorf("docker: bad container id %q: %w", id, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("docker: bad container id %q", id)
 	}
 	for _, c := range id {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return fmt.Errorf("docker: bad container id %q: %w", id, errdefs.ErrInvalidArgument)
+			return errdefs.Invalid("docker: bad container id %q", id)
 		}
 	}
 	return nil
@@ -156,11 +156,11 @@ func validID(id string) error {
 // validRef accepts image references (name[:tag][@digest], or an image id).
 func validRef(ref string) error {
 	if ref == "" || len(ref) > 512 || strings.Contains(ref, "..") || strings.HasPrefix(ref, "/") {
-		return fmt.Errorf("docker: bad image reference %q: %w", ref, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("docker: bad image reference %q", ref)
 	}
 	for _, c := range ref {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("_.-/:@", c)) {
-			return fmt.Errorf("docker: bad image reference %q: %w", ref, errdefs.ErrInvalidArgument)
+			return errdefs.Invalid("docker: bad image reference %q", ref)
 		}
 	}
 	return nil
@@ -182,19 +182,19 @@ func runtimeUnavailable(rt string) error {
 // every container gets.
 func buildCreate(spec driver.Spec) (createRequest, error) {
 	if spec.Image == "" {
-		return createRequest{}, fmt.Errorf("docker: create: image is required: %w", errdefs.ErrInvalidArgument)
+		return createRequest{}, errdefs.Invalid("docker: create: image is required")
 	}
 	if err := validRef(spec.Image); err != nil {
 		return createRequest{}, err
 	}
 	r := spec.Resources
 	if r.CPU < 0 || r.MemoryMB < 0 || r.Pids < 0 || math.IsNaN(r.CPU) || math.IsInf(r.CPU, 0) {
-		return createRequest{}, fmt.Errorf("docker: create: negative or invalid resources %+v: %w", r, errdefs.ErrInvalidArgument)
+		return createRequest{}, errdefs.Invalid("docker: create: negative or invalid resources %+v", r)
 	}
 	binds := make([]string, 0, len(spec.Mounts))
 	for _, m := range spec.Mounts {
 		if !path.IsAbs(m.Source) || !path.IsAbs(m.Target) || strings.ContainsAny(m.Source+m.Target, ":,\n") {
-			return createRequest{}, fmt.Errorf("docker: create: bad mount %q → %q: paths must be absolute without ':' or ',': %w", m.Source, m.Target, errdefs.ErrInvalidArgument)
+			return createRequest{}, errdefs.Invalid("docker: create: bad mount %q → %q: paths must be absolute without ':' or ','", m.Source, m.Target)
 		}
 		b := m.Source + ":" + m.Target
 		if m.ReadOnly {
@@ -204,7 +204,7 @@ func buildCreate(spec driver.Spec) (createRequest, error) {
 	}
 	for target := range spec.Tmpfs {
 		if !path.IsAbs(target) || strings.ContainsAny(target, ":,\n") {
-			return createRequest{}, fmt.Errorf("docker: create: bad tmpfs target %q: %w", target, errdefs.ErrInvalidArgument)
+			return createRequest{}, errdefs.Invalid("docker: create: bad tmpfs target %q", target)
 		}
 	}
 	labels := maps.Clone(spec.Labels)
@@ -633,14 +633,14 @@ func splitRef(ref string) (repo, tag string, err error) {
 		return "", "", err
 	}
 	if strings.Contains(ref, "@") {
-		return "", "", fmt.Errorf("docker: import: reference %q must not carry a digest: %w", ref, errdefs.ErrInvalidArgument)
+		return "", "", errdefs.Invalid("docker: import: reference %q must not carry a digest", ref)
 	}
 	repo, tag = ref, "latest"
 	if i := strings.LastIndexByte(ref, ':'); i > strings.LastIndexByte(ref, '/') {
 		repo, tag = ref[:i], ref[i+1:]
 	}
 	if repo == "" || tag == "" {
-		return "", "", fmt.Errorf("docker: import: bad reference %q: %w", ref, errdefs.ErrInvalidArgument)
+		return "", "", errdefs.Invalid("docker: import: bad reference %q", ref)
 	}
 	return repo, tag, nil
 }
@@ -648,7 +648,7 @@ func splitRef(ref string) (repo, tag string, err error) {
 // labelChange renders a Dockerfile LABEL instruction for one label.
 func labelChange(k, v string) (string, error) {
 	if k == "" || strings.ContainsAny(k, " \t\n\r=\"'\\") || strings.ContainsAny(v, "\n\r") {
-		return "", fmt.Errorf("docker: import: label %q=%q not representable: %w", k, v, errdefs.ErrInvalidArgument)
+		return "", errdefs.Invalid("docker: import: label %q=%q not representable", k, v)
 	}
 	v = strings.ReplaceAll(v, `\`, `\\`)
 	v = strings.ReplaceAll(v, `"`, `\"`)

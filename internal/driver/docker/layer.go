@@ -84,11 +84,11 @@ func (d *Driver) AddLayer(ctx context.Context, spec LayerSpec) (string, error) {
 		return "", err
 	}
 	if spec.Files == nil {
-		return "", fmt.Errorf("docker: add layer: no files: %w", errdefs.ErrInvalidArgument)
+		return "", errdefs.Invalid("docker: add layer: no files")
 	}
 	cfg := spec.Config.wire(spec.Base)
 	if len(cfg.Entrypoint) == 0 && len(cfg.Cmd) == 0 {
-		return "", fmt.Errorf("docker: add layer %s: the image needs an entrypoint or a command: %w", spec.Ref, errdefs.ErrInvalidArgument)
+		return "", errdefs.Invalid("docker: add layer %s: the image needs an entrypoint or a command", spec.Ref)
 	}
 	cctx, cancel := d.callCtx(ctx, 0)
 	present, err := d.imagePresent(cctx, spec.Base)

@@ -68,13 +68,13 @@ func (d *Driver) CreateNetwork(ctx context.Context, spec driver.NetworkSpec) (st
 	if spec.Subnet != "" {
 		p, err := netip.ParsePrefix(spec.Subnet)
 		if err != nil || !p.Addr().Is4() || p.Masked() != p {
-			return "", fmt.Errorf("docker: create network %s: bad subnet %q: %w", spec.Name, spec.Subnet, errdefs.ErrInvalidArgument)
+			return "", errdefs.Invalid("docker: create network %s: bad subnet %q", spec.Name, spec.Subnet)
 		}
 		cfg := networkIPAMConfig{Subnet: p.String()}
 		if spec.DynamicRange != "" {
 			r, err := netip.ParsePrefix(spec.DynamicRange)
 			if err != nil || r.Masked() != r || !p.Contains(r.Addr()) || r.Bits() < p.Bits() {
-				return "", fmt.Errorf("docker: create network %s: dynamic range %q is not a prefix inside %s: %w", spec.Name, spec.DynamicRange, p, errdefs.ErrInvalidArgument)
+				return "", errdefs.Invalid("docker: create network %s: dynamic range %q is not a prefix inside %s", spec.Name, spec.DynamicRange, p)
 			}
 			cfg.IPRange = r.String()
 		}
@@ -185,7 +185,7 @@ func (d *Driver) ConnectNetwork(ctx context.Context, network, container, addr st
 	if addr != "" {
 		a, err := netip.ParseAddr(addr)
 		if err != nil || !a.Is4() {
-			return "", fmt.Errorf("docker: connect %s to network %s: bad address %q: %w", container, network, addr, errdefs.ErrInvalidArgument)
+			return "", errdefs.Invalid("docker: connect %s to network %s: bad address %q", container, network, addr)
 		}
 		body["EndpointConfig"] = map[string]any{"IPAMConfig": map[string]string{"IPv4Address": a.String()}}
 	}

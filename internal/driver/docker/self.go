@@ -144,7 +144,7 @@ func (s *SelfContainer) mountOf(p string) (SelfMount, bool) {
 // tmpfs) has no such place: errdefs.ErrFailedPrecondition.
 func (s *SelfContainer) HostPath(p string) (string, error) {
 	if !path.IsAbs(p) {
-		return "", fmt.Errorf("docker: path %q must be absolute: %w", p, errdefs.ErrInvalidArgument)
+		return "", errdefs.Invalid("docker: path %q must be absolute", p)
 	}
 	p = path.Clean(p)
 	m, ok := s.mountOf(p)

@@ -132,7 +132,7 @@ func (d *Driver) Checkpoint(ctx context.Context, id string, o driver.CheckpointO
 		return err
 	}
 	if o.ImagePath == "" || !filepath.IsAbs(o.ImagePath) {
-		return fmt.Errorf("docker: checkpoint image path %q must be absolute: %w", o.ImagePath, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("docker: checkpoint image path %q must be absolute", o.ImagePath)
 	}
 	bin, err := d.runscOf(ctx, id)
 	if err != nil {
@@ -166,7 +166,7 @@ func (d *Driver) CommitRootfs(ctx context.Context, id, ref string, labels map[st
 	}
 	repo, tag, ok := strings.Cut(ref, ":")
 	if !ok || repo == "" || tag == "" {
-		return fmt.Errorf("docker: commit ref %q: want repo:tag: %w", ref, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("docker: commit ref %q: want repo:tag", ref)
 	}
 	ctx, cancel := d.callCtx(ctx, 5*time.Minute)
 	defer cancel()

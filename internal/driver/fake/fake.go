@@ -297,7 +297,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (string, error) {
 		return "", err
 	}
 	if spec.Image == "" {
-		return "", fmt.Errorf("fake: create: image is required: %w", errdefs.ErrInvalidArgument)
+		return "", errdefs.Invalid("fake: create: image is required")
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -455,7 +455,7 @@ func (d *Driver) ImportImage(ctx context.Context, ref string, rootfs io.Reader, 
 		return err
 	}
 	if ref == "" {
-		return fmt.Errorf("fake: import: reference is required: %w", errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("fake: import: reference is required")
 	}
 	if _, err := io.Copy(io.Discard, rootfs); err != nil {
 		return fmt.Errorf("fake: import %s: reading root filesystem: %w", ref, err)

@@ -45,7 +45,7 @@ func (d *Driver) CreateNetwork(ctx context.Context, spec driver.NetworkSpec) (st
 	}
 	p, err := netip.ParsePrefix(subnet)
 	if err != nil {
-		return "", fmt.Errorf("fake: bad subnet %q: %w", subnet, errdefs.ErrInvalidArgument)
+		return "", errdefs.Invalid("fake: bad subnet %q", subnet)
 	}
 	for _, n := range d.networks {
 		if q, _ := netip.ParsePrefix(n.status.Subnet); q.Overlaps(p) {
@@ -129,14 +129,14 @@ func (d *Driver) ConnectNetwork(ctx context.Context, network, container, want st
 		return a, nil
 	}
 	if c.spec.Network == "" || c.spec.Network == "none" {
-		return "", fmt.Errorf("fake: container %s has network mode none and cannot join %s: %w", container, network, errdefs.ErrInvalidArgument)
+		return "", errdefs.Invalid("fake: container %s has network mode none and cannot join %s", container, network)
 	}
 	addr := n.next.String()
 	if want != "" {
 		a, err := netip.ParseAddr(want)
 		p, _ := netip.ParsePrefix(n.status.Subnet)
 		if err != nil || !p.Contains(a) {
-			return "", fmt.Errorf("fake: address %q is not in %s: %w", want, p, errdefs.ErrInvalidArgument)
+			return "", errdefs.Invalid("fake: address %q is not in %s", want, p)
 		}
 		for _, m := range n.status.Members {
 			if m == want {

@@ -129,20 +129,20 @@ func New(cfg Config) (*Driver, error) {
 func NewWithClient(cfg Config, cs kubernetes.Interface) (*Driver, error) {
 	switch {
 	case cfg.Namespace == "":
-		return nil, fmt.Errorf("kube: a namespace is required: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("kube: a namespace is required")
 	case cfg.AgentImage == "":
-		return nil, fmt.Errorf("kube: an agent image is required: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("kube: an agent image is required")
 	case len(cfg.TokenKey) < 16:
-		return nil, fmt.Errorf("kube: a token key of at least 16 bytes is required: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("kube: a token key of at least 16 bytes is required")
 	case len(cfg.RuntimeClasses) == 0:
-		return nil, fmt.Errorf("kube: at least one runtime is required: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("kube: at least one runtime is required")
 	}
 	switch cfg.PullPolicy {
 	case "":
 		cfg.PullPolicy = corev1.PullIfNotPresent
 	case corev1.PullNever, corev1.PullIfNotPresent, corev1.PullAlways:
 	default:
-		return nil, fmt.Errorf("kube: pull policy %q is not Never, IfNotPresent or Always: %w", cfg.PullPolicy, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("kube: pull policy %q is not Never, IfNotPresent or Always", cfg.PullPolicy)
 	}
 	if cfg.AgentPort == 0 {
 		cfg.AgentPort = agentproto.DefaultTCPPort
@@ -701,7 +701,7 @@ func (d *Driver) NextAgentToken(ctx context.Context, id string) (driver.AgentTok
 func (d *Driver) UseAgentToken(ctx context.Context, id string, next driver.AgentToken) error {
 	name := podName(id)
 	if next.SHA256 != sha256.Sum256(d.token(name, next.Generation)) {
-		return fmt.Errorf("kube: pod %s: not the token of generation %d: %w", name, next.Generation, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("kube: pod %s: not the token of generation %d", name, next.Generation)
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{tokenAnnotation: strconv.FormatInt(next.Generation, 10)}}})
 	if err != nil {

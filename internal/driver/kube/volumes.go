@@ -94,7 +94,7 @@ func (d *Driver) VolumesAvailable(ctx context.Context) (bool, string) {
 // that exists already is taken as made (a retry).
 func (d *Driver) CreateVolume(ctx context.Context, spec driver.VolumeSpec) error {
 	if spec.ID == "" || spec.SizeMB < 1 {
-		return fmt.Errorf("kube: a volume needs an id and a size: %w", errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("kube: a volume needs an id and a size")
 	}
 	class, why, err := d.storageClass(ctx)
 	if err != nil {

@@ -52,7 +52,7 @@ var (
 // New returns a Sandboxer; it creates nothing until the first sandbox.
 func New(cfg Config) (*Sandboxer, error) {
 	if cfg.Driver == nil || cfg.AgentDir == "" || !filepath.IsAbs(cfg.Root) {
-		return nil, fmt.Errorf("local sandboxer: driver, agent dir and an absolute root are required: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("local sandboxer: driver, agent dir and an absolute root are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

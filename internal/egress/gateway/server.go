@@ -89,7 +89,7 @@ type sandbox struct {
 // New checks cfg and returns a gateway; Run starts it.
 func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.ControlSocket == "" {
-		return nil, fmt.Errorf("gateway: control socket path is required: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("gateway: control socket path is required")
 	}
 	def := func(p *int, v int) {
 		if *p == 0 {
@@ -173,12 +173,12 @@ var sandboxID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 // starts after Put returns, and open connections it refuses are closed.
 func (s *Server) Put(ctx context.Context, id string, cfg egress.SandboxConfig) (egress.SandboxStatus, error) {
 	if !sandboxID.MatchString(id) {
-		return egress.SandboxStatus{}, fmt.Errorf("gateway: sandbox id %q is not valid: %w", id, errdefs.ErrInvalidArgument)
+		return egress.SandboxStatus{}, errdefs.Invalid("gateway: sandbox id %q is not valid", id)
 	}
 	ip, err := netip.ParseAddr(cfg.LocalIP)
 	if err != nil || ip.IsUnspecified() {
 		return egress.SandboxStatus{}, errdefs.WithCode("invalid_local_ip",
-			fmt.Errorf("gateway: local_ip %q is not a usable address: %w", cfg.LocalIP, errdefs.ErrInvalidArgument))
+			errdefs.Invalid("gateway: local_ip %q is not a usable address", cfg.LocalIP))
 	}
 	ip = ip.Unmap()
 	rules, err := egress.Compile(cfg, s.ownAddrs())

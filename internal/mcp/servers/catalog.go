@@ -61,10 +61,10 @@ var (
 // Validate checks an entry.
 func (e Entry) Validate() error {
 	if len(e.Command) == 0 || e.Command[0] == "" {
-		return fmt.Errorf("command is required: %w", errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("command is required")
 	}
 	if _, ok := sourceRisk[e.Source]; !ok {
-		return fmt.Errorf("unknown source %q (builtin, verified, registry, unverified, ad-hoc): %w", e.Source, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("unknown source %q (builtin, verified, registry, unverified, ad-hoc)", e.Source)
 	}
 	if err := e.Permissions.Validate(); err != nil {
 		return err
@@ -76,17 +76,17 @@ func (e Entry) Validate() error {
 		}
 	case TransportHTTP:
 		if e.Port < 1 || e.Port > 65535 {
-			return fmt.Errorf("transport http needs the port the server listens on (1-65535), got %d: %w", e.Port, errdefs.ErrInvalidArgument)
+			return errdefs.Invalid("transport http needs the port the server listens on (1-65535), got %d", e.Port)
 		}
 		if e.Path != "" && !strings.HasPrefix(e.Path, "/") {
-			return fmt.Errorf("path must start with /, got %q: %w", e.Path, errdefs.ErrInvalidArgument)
+			return errdefs.Invalid("path must start with /, got %q", e.Path)
 		}
 	default:
-		return fmt.Errorf("transport must be stdio or http, got %q: %w", e.Transport, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("transport must be stdio or http, got %q", e.Transport)
 	}
 	for _, p := range e.Pins {
 		if p.Tool == "" || !pinHashRE.MatchString(p.Hash) {
-			return fmt.Errorf("pin %q: a pin names a tool and a hash sha256:<64 hex digits>, got %q: %w", p.Tool, p.Hash, errdefs.ErrInvalidArgument)
+			return errdefs.Invalid("pin %q: a pin names a tool and a hash sha256:<64 hex digits>, got %q", p.Tool, p.Hash)
 		}
 	}
 	return e.Tools.Validate()

@@ -17,11 +17,11 @@ const MaxLeaseServers = 16
 // (CheckLeaseServer: they share no sandbox with the tenant).
 func (m *Manager) CheckLeaseServers(ctx context.Context, tenant string, reqs []CreateRequest) error {
 	if len(reqs) > MaxLeaseServers {
-		return fmt.Errorf("mcp lists %d servers; a lease starts at most %d: %w", len(reqs), MaxLeaseServers, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("mcp lists %d servers; a lease starts at most %d", len(reqs), MaxLeaseServers)
 	}
 	for i, req := range reqs {
 		if req.LeaseID != "" {
-			return fmt.Errorf("mcp[%d]: lease_id is the lease being acquired; leave it out: %w", i, errdefs.ErrInvalidArgument)
+			return errdefs.Invalid("mcp[%d]: lease_id is the lease being acquired; leave it out", i)
 		}
 		if err := m.CheckLeaseServer(ctx, tenant, req); err != nil {
 			return fmt.Errorf("mcp[%d]: %w", i, err)

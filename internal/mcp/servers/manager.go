@@ -139,7 +139,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg.Ceiling = sandbox.RiskHigh
 	}
 	if cfg.Ceiling.Rank() < 0 {
-		return nil, fmt.Errorf("mcp servers: unknown ceiling %q: %w", cfg.Ceiling, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("mcp servers: unknown ceiling %q", cfg.Ceiling)
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 10 * time.Minute

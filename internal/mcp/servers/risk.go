@@ -61,15 +61,15 @@ func (p Permissions) Validate() error {
 	switch p.Workspace {
 	case "", "none", "read", "write":
 	default:
-		return fmt.Errorf("permissions.workspace must be none, read or write, got %q: %w", p.Workspace, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("permissions.workspace must be none, read or write, got %q", p.Workspace)
 	}
 	for _, h := range p.Network {
 		if h == "" || strings.ContainsAny(h, "/ \t") {
-			return fmt.Errorf("permissions.network entry %q must be a host or host:port: %w", h, errdefs.ErrInvalidArgument)
+			return errdefs.Invalid("permissions.network entry %q must be a host or host:port", h)
 		}
 	}
 	if len(p.Network) > 0 && len(p.Tools) > 0 {
-		return fmt.Errorf("permissions.network and permissions.tools are exclusive (a sandbox has one egress mode): %w", errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("permissions.network and permissions.tools are exclusive (a sandbox has one egress mode)")
 	}
 	for _, e := range p.EnvSecrets {
 		if _, _, err := ParseEnvSecret(e); err != nil {
@@ -78,7 +78,7 @@ func (p Permissions) Validate() error {
 	}
 	for _, t := range p.Tools {
 		if t == "" || strings.ContainsAny(t, "/ .\t") {
-			return fmt.Errorf("permissions.tools entry %q must be a tool name: %w", t, errdefs.ErrInvalidArgument)
+			return errdefs.Invalid("permissions.tools entry %q must be a tool name", t)
 		}
 	}
 	return nil
@@ -98,9 +98,9 @@ func ParseEnvSecret(e string) (envVar, secret string, err error) {
 	}
 	switch {
 	case !secretNameRE.MatchString(secret):
-		return "", "", fmt.Errorf("env_secrets entry %q: %q is not a secret name: %w", e, secret, errdefs.ErrInvalidArgument)
+		return "", "", errdefs.Invalid("env_secrets entry %q: %q is not a secret name", e, secret)
 	case !envVarRE.MatchString(envVar) || strings.HasPrefix(envVar, "GENESIS_"):
-		return "", "", fmt.Errorf("env_secrets entry %q: %q is not a variable name (or uses the reserved prefix GENESIS_): %w", e, envVar, errdefs.ErrInvalidArgument)
+		return "", "", errdefs.Invalid("env_secrets entry %q: %q is not a variable name (or uses the reserved prefix GENESIS_)", e, envVar)
 	}
 	return envVar, secret, nil
 }
@@ -135,7 +135,7 @@ type Decision struct {
 func Decide(src Source, perm Permissions, ceiling sandbox.RiskLevel) (Decision, error) {
 	sr, ok := sourceRisk[src]
 	if !ok {
-		return Decision{}, fmt.Errorf("unknown source %q (builtin, verified, registry, unverified, ad-hoc): %w", src, errdefs.ErrInvalidArgument)
+		return Decision{}, errdefs.Invalid("unknown source %q (builtin, verified, registry, unverified, ad-hoc)", src)
 	}
 	if err := perm.Validate(); err != nil {
 		return Decision{}, err

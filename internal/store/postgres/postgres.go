@@ -43,7 +43,7 @@ type Config struct {
 // errdefs.ErrUnavailable.
 func Open(ctx context.Context, cfg Config) (*sqlstore.Store, error) {
 	if cfg.DSN == "" {
-		return nil, fmt.Errorf("postgres store: empty DSN: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("postgres store: empty DSN")
 	}
 	if cfg.MaxConns < 0 {
 		return nil, fmt.Errorf("postgres store: negative MaxConns %d: %w", cfg.MaxConns, errdefs.ErrInvalidArgument)
@@ -107,7 +107,7 @@ var (
 // are ErrInvalidArgument.
 func (Dialect) EncodeTime(field string, t time.Time) (any, error) {
 	if t.Before(minTime) || t.After(maxTime) {
-		return nil, fmt.Errorf("%s %v is out of range (%d to %d): %w", field, t, minTime.Year(), maxTime.Year(), errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("%s %v is out of range (%d to %d)", field, t, minTime.Year(), maxTime.Year())
 	}
 	return t.UnixNano(), nil
 }

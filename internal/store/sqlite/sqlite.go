@@ -42,10 +42,10 @@ type Config struct {
 // applies any pending migrations (see sqlstore.Open for the refusals).
 func Open(ctx context.Context, cfg Config) (*sqlstore.Store, error) {
 	if cfg.Path == "" {
-		return nil, fmt.Errorf("sqlite store: empty database path: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("sqlite store: empty database path")
 	}
 	if strings.ContainsRune(cfg.Path, '?') || strings.HasPrefix(cfg.Path, "file:") {
-		return nil, fmt.Errorf("sqlite store: database path %q must be a plain file path (no '?', no file: URI): %w", cfg.Path, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("sqlite store: database path %q must be a plain file path (no '?', no file: URI)", cfg.Path)
 	}
 	if cfg.Path != MemoryPath {
 		if err := ownerOnly(cfg.Path); err != nil {
@@ -190,7 +190,7 @@ func (Dialect) InsertOrder() string { return "rowid" }
 func (Dialect) EncodeTime(field string, t time.Time) (any, error) {
 	u := t.UTC()
 	if y := u.Year(); y < 1 || y > 9999 {
-		return nil, fmt.Errorf("%s %v is out of range (years 1 to 9999): %w", field, t, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("%s %v is out of range (years 1 to 9999)", field, t)
 	}
 	return u.Format(sqlstore.TextTimeLayout), nil
 }

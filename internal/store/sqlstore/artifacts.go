@@ -15,7 +15,7 @@ import (
 // record of a job.
 func (s *Store) PutArtifactCollection(ctx context.Context, c *sandbox.ArtifactCollection) error {
 	if c == nil || c.JobID == "" {
-		return fmt.Errorf("put artifact collection: missing job id: %w", errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("put artifact collection: missing job id")
 	}
 	exp, err := s.encodeTime("expires_at", c.ExpiresAt)
 	if err != nil {
@@ -43,7 +43,7 @@ func (s *Store) GetArtifactCollection(ctx context.Context, tenant, jobID string)
 // CreateArtifact inserts one artifact record.
 func (s *Store) CreateArtifact(ctx context.Context, a *sandbox.Artifact) error {
 	if a == nil || a.ID == "" {
-		return fmt.Errorf("create artifact: missing id: %w", errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("create artifact: missing id")
 	}
 	exp, err := s.encodeTime("expires_at", a.ExpiresAt)
 	if err != nil {
@@ -94,7 +94,7 @@ func (s *Store) ListArtifacts(ctx context.Context, tenant, jobID string) ([]*san
 // the dialect can.
 func (s *Store) DeleteExpiredArtifacts(ctx context.Context, now time.Time, limit int) ([]*sandbox.Artifact, error) {
 	if limit <= 0 {
-		return nil, fmt.Errorf("delete expired artifacts: limit must be positive: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("delete expired artifacts: limit must be positive")
 	}
 	cut, err := s.encodeTime("now", now)
 	if err != nil {

@@ -31,7 +31,7 @@ func (s *Store) encodeJob(j *sandbox.Job) (*jobRow, error) {
 	if j.ExitCode != nil {
 		// The column is a 32-bit INTEGER on PostgreSQL.
 		if *j.ExitCode < math.MinInt32 || *j.ExitCode > math.MaxInt32 {
-			return nil, fmt.Errorf("exit code %d does not fit 32 bits: %w", *j.ExitCode, errdefs.ErrInvalidArgument)
+			return nil, errdefs.Invalid("exit code %d does not fit 32 bits", *j.ExitCode)
 		}
 		r.exitCode = sql.NullInt64{Int64: int64(*j.ExitCode), Valid: true}
 	}
@@ -81,7 +81,7 @@ func scanJob(row scanner) (*sandbox.Job, error) {
 // errdefs.ErrNotFound.
 func (s *Store) CreateJob(ctx context.Context, j *sandbox.Job) error {
 	if j == nil || j.ID == "" {
-		return fmt.Errorf("create job: missing id: %w", errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("create job: missing id")
 	}
 	r, err := s.encodeJob(j)
 	if err != nil {
@@ -155,7 +155,7 @@ func (s *Store) UpdateJob(ctx context.Context, id string, fn func(*sandbox.Job) 
 // record: no transaction around a read and a write, as UpdateJob needs.
 func (s *Store) FinishJob(ctx context.Context, j *sandbox.Job) (*sandbox.Job, error) {
 	if j == nil || j.ID == "" {
-		return nil, fmt.Errorf("finish job: missing id: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("finish job: missing id")
 	}
 	r, err := s.encodeJob(j)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 
 	"genesis.dev/sandbox/internal/errdefs"
 	"genesis.dev/sandbox/internal/sandbox"
@@ -17,7 +16,7 @@ import (
 // takes them, so the two cannot deadlock on PostgreSQL.
 func (s *Store) EndLease(ctx context.Context, e store.LeaseEnd) (*sandbox.Lease, *sandbox.Sandbox, error) {
 	if e.LeaseID == "" || e.SandboxID == "" || e.End == nil {
-		return nil, nil, fmt.Errorf("end lease: lease id, sandbox id and end are required: %w", errdefs.ErrInvalidArgument)
+		return nil, nil, errdefs.Invalid("end lease: lease id, sandbox id and end are required")
 	}
 	var ended *sandbox.Lease
 	var before *sandbox.Sandbox

@@ -190,7 +190,7 @@ func (s *Store) UpdateLease(ctx context.Context, id string, fn func(*sandbox.Lea
 // HoldLease inserts a lease hold.
 func (s *Store) HoldLease(ctx context.Context, h store.LeaseHold) error {
 	if h.ID == "" || h.Tenant == "" || h.Instance == "" || h.ExpiresAt.IsZero() {
-		return fmt.Errorf("lease hold %q of tenant %q: id, tenant, instance and expiry are required: %w", h.ID, h.Tenant, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("lease hold %q of tenant %q: id, tenant, instance and expiry are required", h.ID, h.Tenant)
 	}
 	exp, err := s.encodeTime("expires_at", h.ExpiresAt)
 	if err != nil {

@@ -28,7 +28,7 @@ func scanMCPCatalogEntry(r scanner) (*store.MCPCatalogEntry, error) {
 // CreateMCPCatalogEntry stores a tenant's catalog entry.
 func (s *Store) CreateMCPCatalogEntry(ctx context.Context, e *store.MCPCatalogEntry) error {
 	if e == nil || e.Tenant == "" || e.Name == "" || len(e.Doc) == 0 {
-		return fmt.Errorf("create mcp catalog entry: missing tenant, name or doc: %w", errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("create mcp catalog entry: missing tenant, name or doc")
 	}
 	at, err := s.encodeTime("created_at", e.CreatedAt)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 // CreateSandboxNetwork inserts a sandbox's network record.
 func (s *Store) CreateSandboxNetwork(ctx context.Context, n *sandbox.Network) error {
 	if n == nil || n.SandboxID == "" {
-		return fmt.Errorf("create sandbox network: missing sandbox id: %w", errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("create sandbox network: missing sandbox id")
 	}
 	rec := *n
 	rec.ResourceVersion, rec.UpdatedAt = 1, n.UpdatedAt.UTC()
@@ -110,7 +110,7 @@ func (s *Store) AppendNetworkEvents(ctx context.Context, events []sandbox.Networ
 // ListNetworkEvents returns up to limit events of a sandbox after a cursor.
 func (s *Store) ListNetworkEvents(ctx context.Context, sandboxID string, after int64, limit int) ([]sandbox.NetworkEvent, error) {
 	if limit <= 0 {
-		return nil, fmt.Errorf("list network events: limit must be positive: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("list network events: limit must be positive")
 	}
 	return appendRows(ctx, s, s.reader, []sandbox.NetworkEvent{}, "list network events", func(r scanner) (sandbox.NetworkEvent, error) {
 		e := sandbox.NetworkEvent{SandboxID: sandboxID}

@@ -93,7 +93,7 @@ func scanSandbox(row scanner) (*sandbox.Sandbox, error) {
 // to 1. A duplicate ID returns errdefs.ErrAlreadyExists.
 func (s *Store) CreateSandbox(ctx context.Context, sb *sandbox.Sandbox) error {
 	if sb == nil || sb.ID == "" {
-		return fmt.Errorf("create sandbox: missing id: %w", errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("create sandbox: missing id")
 	}
 	r, err := s.encodeSandbox(sb)
 	if err != nil {

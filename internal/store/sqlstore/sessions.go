@@ -16,7 +16,7 @@ import (
 // errdefs.ErrNotFound.
 func (s *Store) CreateSession(ctx context.Context, se *sandbox.Session) error {
 	if se == nil || se.ID == "" {
-		return fmt.Errorf("create session: missing id: %w", errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("create session: missing id")
 	}
 	doc, err := marshalDoc("create session "+se.ID, se)
 	if err != nil {

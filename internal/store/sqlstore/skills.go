@@ -33,7 +33,7 @@ func scanSkill(r scanner) (*store.SkillRevision, error) {
 // for a store that keeps colliding for another reason.
 func (s *Store) CreateSkillRevision(ctx context.Context, rev *store.SkillRevision, archive []byte) (*store.SkillRevision, bool, error) {
 	if rev == nil || rev.Tenant == "" || rev.Name == "" || rev.Digest == "" || len(rev.Doc) == 0 {
-		return nil, false, fmt.Errorf("create skill revision: missing tenant, name, digest or doc: %w", errdefs.ErrInvalidArgument)
+		return nil, false, errdefs.Invalid("create skill revision: missing tenant, name, digest or doc")
 	}
 	at, err := s.encodeTime("created_at", rev.CreatedAt)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 // CreateSnapshot inserts a snapshot record.
 func (s *Store) CreateSnapshot(ctx context.Context, sn *sandbox.Snapshot) error {
 	if sn == nil || sn.ID == "" || sn.Tenant == "" {
-		return fmt.Errorf("create snapshot: missing id or tenant: %w", errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("create snapshot: missing id or tenant")
 	}
 	args, err := s.snapshotRow(sn)
 	if err != nil {

@@ -66,7 +66,7 @@ var _ store.Store = (*Store)(nil)
 // the caller closes them.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Dialect == nil || cfg.Writer == nil {
-		return nil, fmt.Errorf("sql store: dialect and writer are required: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("sql store: dialect and writer are required")
 	}
 	log := cfg.Logger
 	if log == nil {

@@ -16,7 +16,7 @@ import (
 // CreateVolume inserts a volume record.
 func (s *Store) CreateVolume(ctx context.Context, v *sandbox.Volume) error {
 	if v == nil || v.ID == "" || v.Tenant == "" || v.Name == "" {
-		return fmt.Errorf("create volume: missing id, tenant or name: %w", errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("create volume: missing id, tenant or name")
 	}
 	args, err := s.volumeRow(v)
 	if err != nil {
