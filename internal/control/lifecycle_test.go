@@ -92,11 +92,11 @@ func TestCreateExecDelete(t *testing.T) {
 		t.Errorf("workspace mount %+v", m)
 	}
 
-	// Host directories: owned by the profile user, run dir private.
+	// Host directories: owned by the profile user and private to it.
 	for _, d := range []struct {
 		path string
 		mode os.FileMode
-	}{{runDir, 0o700}, {filepath.Join(h.SandboxDir(sb.ID), "workspace"), 0o755}} {
+	}{{runDir, 0o700}, {filepath.Join(h.SandboxDir(sb.ID), "workspace"), 0o700}} {
 		fi, err := os.Stat(d.path)
 		if err != nil {
 			t.Fatal(err)

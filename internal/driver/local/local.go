@@ -157,7 +157,10 @@ func (l *Sandboxer) CreateSandbox(ctx context.Context, spec driver.SandboxSpec) 
 	for _, d := range []struct {
 		path string
 		mode os.FileMode
-	}{{dir, 0o711}, {runDir, 0o700}, {wsDir, 0o755}} {
+	}{{dir, 0o711}, {runDir, 0o700}, {wsDir, 0o700}} {
+		// The workspace is the sandbox user's alone on the host too: what the
+		// sandbox leaves in it (a set-user-ID program of its uid, say) is no
+		// other host user's to reach. Its processes run as that user.
 		// The directory itself may hold the network's resolver file already.
 		if err := os.Mkdir(d.path, d.mode); err != nil && (d.path != dir || !errors.Is(err, fs.ErrExist)) {
 			return "", fmt.Errorf("sandbox dir: %w", err)
