@@ -175,6 +175,9 @@ func TestHibernateWake(t *testing.T) {
 					j, err := c.GetJob(callCtx(t), st.countJob)
 					return err == nil && j.State == "lost", fmt.Sprintf("%+v %v", j, err)
 				})
+				if j, err := c.GetJob(callCtx(t), st.countJob); err != nil || !strings.Contains(j.Error, "did not survive") {
+					t.Errorf("the lost job does not say why: %+v %v", j, err)
+				}
 				// The code context lost its kernel: a run says so once,
 				// and how to go on.
 				res, err := c.RunCode(callCtx(t), st.contextID, client.RunCodeRequest{Code: "x + 1"})
