@@ -338,6 +338,19 @@ type RuntimeInfo struct {
 	Error     string    `json:"error,omitempty"`
 	SmokeMS   int64     `json:"smoke_ms,omitempty"`
 	CheckedAt time.Time `json:"checked_at"`
+	// Features say what the runtime can do to keep a sandbox's state
+	// (docs/snapshots.md), each with the reason when it cannot.
+	Features RuntimeFeatures `json:"features"`
+}
+
+// RuntimeFeatures are a runtime's state-keeping features.
+type RuntimeFeatures struct {
+	// Pause freezes a sandbox's processes in place.
+	Pause Feature `json:"pause"`
+	// FSSnapshot saves and restores a sandbox's files.
+	FSSnapshot Feature `json:"fs_snapshot"`
+	// MemoryCheckpoint saves and restores its processes and memory.
+	MemoryCheckpoint Feature `json:"memory_checkpoint"`
 }
 
 // Feature is an optional capability found by the probe.

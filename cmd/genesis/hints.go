@@ -32,7 +32,7 @@ var codeHints = map[string]string{
 	// A sandbox's saved state (genesis sandbox pause|hibernate|snapshot).
 	"sandbox_paused":                "`genesis sandbox resume SANDBOX` thaws it",
 	"sandbox_hibernated":            "`genesis sandbox resume SANDBOX` wakes it (so does the next call that needs it running)",
-	"memory_checkpoint_unsupported": "this runtime keeps files only: `genesis sandbox snapshot SANDBOX --memory=false` takes them",
+	"memory_checkpoint_unsupported": "this sandbox keeps files only (its runtime or its network): `genesis sandbox snapshot SANDBOX --memory=false` takes them",
 }
 
 // failure is what printError says about err: the message, and a hint of

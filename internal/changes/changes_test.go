@@ -350,3 +350,61 @@ func FuzzParsePatch(f *testing.F) {
 		Apply(p, map[string]Current{})
 	})
 }
+
+// TestPatchNamesModeGitCannotExpress: a mode change git cannot express
+// (0644 → 0600) is listed without patch text, and the patch form names it
+// in a leading comment instead of leaving it out silently; the patch still
+// parses and applies the rest.
+func TestPatchNamesModeGitCannotExpress(t *testing.T) {
+	t.Parallel()
+	treeWith := func(secretMode int64, notes string) Tree {
+		var b bytes.Buffer
+		tw := tar.NewWriter(&b)
+		for _, f := range []struct {
+			name, data string
+			mode       int64
+		}{{"notes.txt", notes, 0o644}, {"secret.txt", "key\n", secretMode}} {
+			if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Typeflag: tar.TypeReg, Size: int64(len(f.data))}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tw.Write([]byte(f.data)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := ReadTree(context.Background(), &b, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	res := Diff(treeWith(0o644, "a\n"), treeWith(0o600, "a\nb\n"), Limits{})
+	if len(res.Files) != 2 || res.Files[1].Status != ModeChanged || res.Files[1].Diff != "" {
+		t.Fatalf("files %+v, want notes.txt modified and secret.txt mode_changed without text", res.Files)
+	}
+	patch := res.Patch()
+	want := "# genesis: secret.txt: mode 0644 → 0600, which git cannot express"
+	if !strings.HasPrefix(patch, want) || !strings.Contains(patch, "+b\n") {
+		t.Fatalf("patch %q, want it to start with %q and hold the text change", patch, want)
+	}
+	p, err := ParsePatch([]byte(patch), Limits{})
+	if err != nil {
+		t.Fatalf("the patch with its comment does not parse: %v", err)
+	}
+	if len(p.Files) != 1 {
+		t.Errorf("parsed %d file changes, want 1 (notes.txt)", len(p.Files))
+	}
+	if git, err := exec.LookPath("git"); err == nil {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("a\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(git, "apply", "--check", "-")
+		cmd.Dir, cmd.Stdin = dir, strings.NewReader(patch)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("git apply --check: %v: %s", err, out)
+		}
+	}
+}

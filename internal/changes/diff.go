@@ -79,11 +79,18 @@ type Result struct {
 // order; binary and too-large files are named the way git names a binary
 // file it does not show ("Binary files … differ"), so git apply refuses
 // such a patch rather than apply part of it. A truncated diff starts with
-// a comment saying so, which git apply ignores.
+// a comment saying so, which git apply ignores; so does one that names each
+// mode change git cannot express (0644 → 0600), which has no patch text.
 func (r *Result) Patch() string {
 	var b strings.Builder
 	if r.Truncated {
 		fmt.Fprintf(&b, "# genesis: this diff is truncated: %s\n", r.TruncatedReason)
+	}
+	for _, f := range r.Files {
+		if f.Status == ModeChanged && f.Diff == "" && !r.Truncated {
+			fmt.Fprintf(&b, "# genesis: %s: mode %s → %s, which git cannot express (it keeps only the executable bit): not in this patch\n",
+				f.Path, f.OldMode, f.NewMode)
+		}
 	}
 	for _, f := range r.Files {
 		if f.Diff != "" {

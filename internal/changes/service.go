@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"path"
 	"strconv"
+	"strings"
 	"sync"
 
 	"genesis.dev/sandbox/internal/agent/agentclient"
@@ -215,6 +216,11 @@ func (s *Service) baseTree(ctx context.Context, tenant, id, base string) (Tree, 
 		defer cancel()
 		defer rc.Close()
 		return readTree(ctx, rc, k)
+	case strings.HasPrefix(base, "snap_"):
+		// No snapshot has this id, as none has one that is not well formed.
+		return nil, fmt.Errorf("snapshot %.80q: %w", base, errdefs.ErrNotFound)
+	case strings.HasPrefix(base, "sbx_"):
+		return nil, fmt.Errorf("sandbox %.80q: %w", base, errdefs.ErrNotFound)
 	default:
 		return nil, errdefs.WithCode(CodeInvalidBase, errdefs.Mark(fmt.Errorf(
 			"base %.80q is none of %q, %q, a snapshot id (snap_…) or a sandbox id (sbx_…)", base, BaseCreation, BaseGit), errdefs.ErrInvalidArgument))

@@ -293,7 +293,9 @@ func (s *Service) agent(id string) *agentclient.Client {
 	defer s.agentsMu.Unlock()
 	c, ok := s.agents[id]
 	if !ok {
-		c = agentclient.NewNamed(agentclient.Dialer(s.boxes.AgentDialer(id)), s.boxes.AgentAddress(id))
+		// Named by the sandbox, not by its address (a socket path below
+		// the data dir, a Pod's address): the name reaches API answers.
+		c = agentclient.NewNamed(agentclient.Dialer(s.boxes.AgentDialer(id)), "the agent of sandbox "+id)
 		s.agents[id] = c
 	}
 	return c

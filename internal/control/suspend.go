@@ -42,7 +42,7 @@ type Waker interface {
 // suspendedError is the answer of Attach for a suspended sandbox.
 func suspendedError(sb *sandbox.Sandbox) error {
 	if sb.Suspension != nil && sb.Suspension.Operation != "" {
-		return errdefs.WithCode(CodeOperationInProgress, errdefs.Mark(fmt.Errorf("sandbox %s is being %s; try again when it is done", sb.ID, sb.Suspension.Operation), errdefs.ErrConflict))
+		return errdefs.WithCode(CodeOperationInProgress, errdefs.Mark(fmt.Errorf("sandbox %s is %s; try again when it is done", sb.ID, sb.Suspension.Operation), errdefs.ErrConflict))
 	}
 	if sb.State == sandbox.StateHibernated {
 		return errdefs.WithCode(CodeHibernated, errdefs.Mark(fmt.Errorf("sandbox %s is hibernated; resume it: genesis sandbox resume %s (POST /v1/sandboxes/%s/resume)", sb.ID, sb.ID, sb.ID), errdefs.ErrConflict))

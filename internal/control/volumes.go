@@ -83,7 +83,7 @@ func (s *Service) RefuseIfVolumes(ctx context.Context, tenant, id string) error 
 	}
 	if held {
 		return errdefs.WithCode(CodeSandboxHasVolumes, fmt.Errorf(
-			"sandbox %s mounts named volumes, which a snapshot does not hold: snapshots, forks and hibernation are refused for it: %w", id, errdefs.ErrConflict))
+			"sandbox %s mounts named volumes, which a snapshot does not hold: snapshots, forks, hibernation and rollback are refused for it (pause and resume work): %w", id, errdefs.ErrConflict))
 	}
 	return nil
 }

@@ -25,6 +25,8 @@ func TestChangesBadInput(t *testing.T) {
 	}{
 		{"format", req{method: "GET", path: base + "/diff?format=html", key: keyA}, 400, "invalid_format"},
 		{"base", req{method: "GET", path: base + "/diff?base=HEAD~1", key: keyA}, 400, "invalid_base"},
+		{"malformed snapshot id", req{method: "GET", path: base + "/diff?base=snap_nope", key: keyA}, 404, "not_found"},
+		{"malformed sandbox id", req{method: "GET", path: base + "/diff?base=sbx_nope", key: keyA}, 404, "not_found"},
 		{"json body", req{method: "POST", path: base + "/patch", key: keyA, body: `{"patch":"x"}`}, 400, "patch_invalid"},
 		{"json body with an unknown field", req{method: "POST", path: base + "/patch", key: keyA, body: `{"diff":"x"}`}, 400, "invalid_argument"},
 		{"multipart", req{method: "POST", path: base + "/patch", key: keyA, body: "x", header: map[string]string{"Content-Type": "multipart/form-data; boundary=x"}}, 400, "unsupported_media_type"},

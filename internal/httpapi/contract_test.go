@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -143,6 +144,52 @@ func TestMetrics(t *testing.T) {
 	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
 		if !strings.HasPrefix(line, "#") && !sample.MatchString(line) {
 			t.Errorf("malformed metrics line %q", line)
+		}
+	}
+}
+
+// TestCapabilitiesRuntimeFeatures: GET /v1/capabilities shows each
+// runtime's state-keeping features as docs/snapshots.md names them (pause,
+// fs_snapshot, memory_checkpoint), with the probe's method and reason.
+func TestCapabilitiesRuntimeFeatures(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	p := controltest.ProbeWith("runc", "runsc")
+	no := driver.Feature{Reason: "needs CRIU"}
+	p.Runtimes[0].Features = driver.RuntimeFeatures{Pause: driver.Feature{Supported: true, Method: "cgroup freezer"},
+		FSSnapshot: driver.Feature{Supported: true, Method: "docker commit"}, MemoryCheckpoint: no}
+	p.Runtimes[1].Features = driver.RuntimeFeatures{Pause: driver.Feature{Supported: true, Method: "runsc pause"},
+		FSSnapshot:       driver.Feature{Supported: true, Method: "runsc tar rootfs-upper"},
+		MemoryCheckpoint: driver.Feature{Supported: true, Method: "runsc checkpoint"}}
+	a.SetProbe(p)
+	resp, body := a.do(req{method: "GET", path: "/v1/capabilities", key: keyA})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("capabilities: %d %s", resp.StatusCode, body)
+	}
+	var raw struct {
+		Runtimes []struct {
+			Name     string                    `json:"name"`
+			Features map[string]map[string]any `json:"features"`
+		} `json:"runtimes"`
+	}
+	if err := json.Unmarshal(body, &raw); err != nil || len(raw.Runtimes) != 2 {
+		t.Fatalf("capabilities body %s: %v", body, err)
+	}
+	want := map[string]map[string]string{
+		"runc":  {"pause": "cgroup freezer", "fs_snapshot": "docker commit", "memory_checkpoint": ""},
+		"runsc": {"pause": "runsc pause", "fs_snapshot": "runsc tar rootfs-upper", "memory_checkpoint": "runsc checkpoint"},
+	}
+	for _, rt := range raw.Runtimes {
+		for name, method := range want[rt.Name] {
+			f, ok := rt.Features[name]
+			if !ok {
+				t.Errorf("%s: no feature %q in %v", rt.Name, name, rt.Features)
+				continue
+			}
+			supported := method != ""
+			if f["supported"] != supported || method != "" && f["method"] != method || !supported && f["reason"] != no.Reason {
+				t.Errorf("%s %s: %v, want supported=%v method %q", rt.Name, name, f, supported, method)
+			}
 		}
 	}
 }

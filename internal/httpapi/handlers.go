@@ -57,8 +57,14 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 	// The probe's types are the driver's, which the API may not import, so
 	// they cannot be named in a conversion of wire.go: read here.
 	for _, rt := range p.Runtimes {
+		f := rt.Features
 		c.Runtimes = append(c.Runtimes, api.RuntimeInfo{Name: rt.Name, Path: rt.Path, Version: rt.Version,
-			Healthy: rt.Healthy, Error: rt.Error, SmokeMS: rt.SmokeMS, CheckedAt: rt.CheckedAt})
+			Healthy: rt.Healthy, Error: rt.Error, SmokeMS: rt.SmokeMS, CheckedAt: rt.CheckedAt,
+			Features: api.RuntimeFeatures{
+				Pause:            api.Feature{Supported: f.Pause.Supported, Method: f.Pause.Method, Reason: f.Pause.Reason},
+				FSSnapshot:       api.Feature{Supported: f.FSSnapshot.Supported, Method: f.FSSnapshot.Method, Reason: f.FSSnapshot.Reason},
+				MemoryCheckpoint: api.Feature{Supported: f.MemoryCheckpoint.Supported, Method: f.MemoryCheckpoint.Method, Reason: f.MemoryCheckpoint.Reason},
+			}})
 	}
 	writeJSON(w, http.StatusOK, c)
 }

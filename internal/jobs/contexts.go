@@ -159,7 +159,10 @@ func (s *Manager) RunCode(ctx context.Context, tenant, contextID, code string, t
 	}
 	if cat.Job.ExitCode == nil || *cat.Job.ExitCode != 0 {
 		res.Status = "error"
-		res.Error = &CodeError{Name: "KernelUnavailable", Value: "the context's kernel did not answer; it may have ended (create a new context): " + strings.TrimSpace(string(out.Stderr))}
+		// The client's stderr shows the kernel client's own error; the
+		// value says what it means.
+		res.Error = &CodeError{Name: "KernelUnavailable", Value: "the context's kernel did not answer: it ended, or its sandbox started afresh on its files " +
+			"(woken, rolled back or made from a snapshot without its processes, as under runc); create a new context"}
 		return res, nil
 	}
 	if err := json.Unmarshal(cat.Stdout, res); err != nil {

@@ -178,6 +178,11 @@ var errNotStarted = errors.New("job not started")
 // streamFunc streams a job's frames to fn; see agentclient.StreamJob.
 type streamFunc func(ctx context.Context, fn func(agentproto.Frame) error) error
 
+// agentForgotJob is why a job the sandbox's agent does not know is lost:
+// its process went with the container it ran in.
+const agentForgotJob = "the sandbox's agent no longer knows the job: its process did not survive " +
+	"(a sandbox woken, rolled back or restarted on its files only, as under runc, starts without it)"
+
 func lostExit(why string) agentproto.ExitResult {
 	return agentproto.ExitResult{ExitCode: -1, ExitReason: string(sandbox.ExitLost), Signal: why}
 }
@@ -324,7 +329,7 @@ func (s *Manager) follow(att *control.Attachment, jobID string, mask *masker, fi
 			return // service shutting down: the job keeps running; re-attached on restart
 		}
 		if errors.Is(err, errdefs.ErrNotFound) {
-			_ = s.finishJob(ctx, jobID, lostExit("the agent no longer knows the job"))
+			_ = s.finishJob(ctx, jobID, lostExit(agentForgotJob))
 			return
 		}
 		if storeErr == nil && errors.Is(err, errdefs.ErrFailedPrecondition) {
@@ -490,7 +495,7 @@ func (s *Manager) cancelJob(ctx context.Context, tenant, reservation, jobID stri
 	}
 	err = att.Agent.CancelJob(ctx, jobID, grace)
 	if errors.Is(err, errdefs.ErrNotFound) {
-		return j, s.finishJob(ctx, jobID, lostExit("the agent no longer knows the job"))
+		return j, s.finishJob(ctx, jobID, lostExit(agentForgotJob))
 	}
 	if err != nil {
 		return nil, err

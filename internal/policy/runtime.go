@@ -91,8 +91,8 @@ func Select(req RuntimeRequest, prof ProfileRuntimes, tenant TenantPolicy, healt
 		}
 		if !strongEnough(req.Runtime) {
 			return Decision{}, errdefs.WithCode(CodeRuntimeNotAllowed, fmt.Errorf(
-				"risk level %s needs isolation of runsc or stronger; runtime %q is weaker and is never used for it: %w",
-				risk, req.Runtime, errdefs.ErrInvalidArgument))
+				"risk level %s%s needs isolation of runsc or stronger; runtime %q is weaker and is never used for it%s: %w",
+				risk, riskSource(req, prof, tenant, risk), req.Runtime, lowerRisks(req.Runtime, tenant), errdefs.ErrInvalidArgument))
 		}
 		if !slices.Contains(healthy, req.Runtime) {
 			return Decision{}, errdefs.WithCode(CodeRuntimeUnavailable, errdefs.Mark(fmt.Errorf(
@@ -179,4 +179,33 @@ func RiskPolicy(found []string) map[string][]string {
 		}
 	}
 	return out
+}
+
+// riskSource says where an effective risk level the request did not name
+// came from: the profile's default or the tenant's floor.
+func riskSource(req RuntimeRequest, prof ProfileRuntimes, tenant TenantPolicy, risk sandbox.RiskLevel) string {
+	switch {
+	case req.RiskLevel == risk:
+		return ""
+	case tenant.MinRiskLevel == risk:
+		return " (the tenant's floor)"
+	case prof.DefaultRiskLevel == risk:
+		return fmt.Sprintf(" (profile %s's default)", prof.Name)
+	}
+	return " (the default)"
+}
+
+// lowerRisks names the risk levels that may use runtime r, when the tenant's
+// floor leaves any: the way to ask for it.
+func lowerRisks(r sandbox.Runtime, tenant TenantPolicy) string {
+	var ok []string
+	for _, l := range sandbox.RiskLevels {
+		if r.Isolation() >= MinIsolation(l) && l.Rank() >= tenant.MinRiskLevel.Rank() {
+			ok = append(ok, string(l))
+		}
+	}
+	if len(ok) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; ask for risk_level %s to use it (genesis sandbox create --risk)", strings.Join(ok, " or "))
 }

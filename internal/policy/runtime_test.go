@@ -119,3 +119,43 @@ func TestGVisorHint(t *testing.T) {
 		}
 	}
 }
+
+// TestSelectRefusalSaysHow: a runtime refused for the risk level says where
+// that level came from (the profile's default, the tenant's floor) and which
+// levels may use the runtime, unless the tenant's floor leaves none.
+func TestSelectRefusalSaysHow(t *testing.T) {
+	t.Parallel()
+	both := []sandbox.Runtime{sandbox.RuntimeRunc, sandbox.RuntimeRunsc}
+	medium := ProfileRuntimes{Name: "code-python-basic", AllowedRuntimes: both, DefaultRiskLevel: sandbox.RiskMedium}
+	tests := []struct {
+		name   string
+		req    RuntimeRequest
+		tenant TenantPolicy
+		want   []string
+		absent string
+	}{
+		{name: "profile default", req: RuntimeRequest{Runtime: "runc"},
+			want: []string{"risk level medium (profile code-python-basic's default)", "ask for risk_level trusted or low", "--risk"}},
+		{name: "asked", req: RuntimeRequest{Runtime: "runc", RiskLevel: "high"},
+			want: []string{"risk level high needs", "ask for risk_level trusted or low"}, absent: "default"},
+		{name: "tenant floor leaves low", req: RuntimeRequest{Runtime: "runc", RiskLevel: "trusted"}, tenant: TenantPolicy{MinRiskLevel: "medium"},
+			want: []string{"risk level medium (the tenant's floor)"}, absent: "ask for"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Select(tc.req, medium, tc.tenant, both)
+			if errdefs.Code(err) != CodeRuntimeNotAllowed {
+				t.Fatalf("err %v, want %s", err, CodeRuntimeNotAllowed)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q lacks %q", err, w)
+				}
+			}
+			if tc.absent != "" && strings.Contains(err.Error(), tc.absent) {
+				t.Errorf("%q says %q", err, tc.absent)
+			}
+		})
+	}
+}

@@ -264,16 +264,23 @@ func (m *Manager) wantMemory(ctx context.Context, sb *sandbox.Sandbox, asked *bo
 	if !f.FSSnapshot.Supported {
 		return false, unsupported("a snapshot", sb, f.FSSnapshot)
 	}
-	can := f.MemoryCheckpoint.Supported && sb.Network == nil
+	return memoryDecision(sb, f.MemoryCheckpoint, asked)
+}
+
+// memoryDecision settles whether a snapshot of sb holds memory, given
+// what its runtime can do (mem) and what was asked (nil: where it can).
+func memoryDecision(sb *sandbox.Sandbox, mem driver.Feature, asked *bool) (bool, error) {
+	can := mem.Supported && sb.Network == nil
 	switch {
 	case asked == nil:
 		return can, nil
+	case *asked && !can && mem.Supported:
+		// The runtime keeps memory; this sandbox's network is why not.
+		return false, errdefs.WithCode("memory_checkpoint_unsupported", errdefs.Mark(fmt.Errorf(
+			"sandbox %s has a network (mode %s), so its snapshots keep files only: its connections cannot move to another container; ask with memory: false",
+			sb.ID, sb.Network.Mode), errdefs.ErrNotImplemented))
 	case *asked && !can:
-		why := f.MemoryCheckpoint
-		if f.MemoryCheckpoint.Supported {
-			why.Reason = "a sandbox with a network keeps files only (its connections cannot move to another container)"
-		}
-		return false, memoryUnavailable(sb, why)
+		return false, memoryUnavailable(sb, mem)
 	}
 	return *asked, nil
 }

@@ -175,6 +175,16 @@ func TestHibernateWake(t *testing.T) {
 					j, err := c.GetJob(callCtx(t), st.countJob)
 					return err == nil && j.State == "lost", fmt.Sprintf("%+v %v", j, err)
 				})
+				if j, err := c.GetJob(callCtx(t), st.countJob); err != nil || !strings.Contains(j.Error, "did not survive") {
+					t.Errorf("the lost job does not say why: %+v %v", j, err)
+				}
+				// The code context lost its kernel: a run says so once,
+				// and how to go on.
+				res, err := c.RunCode(callCtx(t), st.contextID, client.RunCodeRequest{Code: "x + 1"})
+				if err != nil || res.Status != "error" || res.Error == nil || res.Error.Name != "KernelUnavailable" ||
+					strings.Contains(res.Error.Value, "Traceback") || !strings.Contains(res.Error.Value, "create a new context") {
+					t.Errorf("a run in the context after the wake: %+v %v", res, err)
+				}
 			}
 		})
 	}

@@ -189,6 +189,9 @@ func TestVolumes(t *testing.T) {
 				apiStatus(t, "upload beside the writer", err, 409, "volume_busy")
 				_, err = c.CreateSnapshot(callCtx(t), w.ID, client.CreateSnapshotRequest{})
 				apiStatus(t, "snapshot of a sandbox with a volume", err, 409, "sandbox_has_volumes")
+				if ae := (*client.APIError)(nil); errors.As(err, &ae) && !strings.Contains(ae.Problem.Detail, "rollback") {
+					t.Errorf("the refusal %q does not say that rollback is refused too", ae.Problem.Detail)
+				}
 				if v, err := c.GetVolume(callCtx(t), name); err != nil || len(v.Mounts) != 1 || v.Mounts[0].SandboxID != w.ID || v.Mounts[0].ReadOnly {
 					t.Errorf("holders while mounted: %+v %v", v, err)
 				}
