@@ -174,11 +174,11 @@ func (s *Service) diffGit(ctx context.Context, tenant, id string) (*Result, erro
 	}
 	defer cancel()
 	defer rc.Close()
-	cur, repo, err := readTreeAndGit(ctx, rc, &keeper{lim: s.lim}, s.lim.MaxGitBytes)
+	cur, repo, err := readTreeAndGit(ctx, rc, &keeper{lim: s.lim, gitIDs: true}, s.lim.MaxGitBytes)
 	if err != nil {
 		return nil, err
 	}
-	head, err := repo.headTree(ctx, &keeper{lim: s.lim})
+	head, err := repo.headTree(ctx, &keeper{lim: s.lim}, cur)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,8 @@ import (
 	"path"
 	"strings"
 
+	"github.com/go-git/go-git/v5/plumbing"
+
 	"genesis.dev/sandbox/internal/errdefs"
 )
 
@@ -34,7 +36,8 @@ type Limits struct {
 	// names.
 	MaxPatchBytes int64
 	MaxPatchFiles int
-	// MaxGitBytes bounds the .git directory read for a diff against git.
+	// MaxGitBytes bounds the .git directory read for a diff against git,
+	// and, apart, the bytes of the HEAD commit and trees inflated from it.
 	MaxGitBytes int64
 }
 
@@ -109,6 +112,9 @@ type Entry struct {
 	// MaxKeptBytes.
 	Data []byte
 	Kept bool
+	// blob is the content's git blob id, set for a diff against git
+	// (both sides), which compares by it.
+	blob plumbing.Hash
 }
 
 // Tree is a workspace's files by slash-separated path relative to its
@@ -131,6 +137,9 @@ func ignored(p string) bool {
 type keeper struct {
 	lim  Limits
 	kept int64
+	// gitIDs, when set, has each entry's git blob id computed as it is
+	// read.
+	gitIDs bool
 	// skip, when set, names contents not to keep: files equal to the
 	// other side's need no lines.
 	skip func(p string, sum [sha256.Size]byte) bool
@@ -213,24 +222,36 @@ func readTreeWith(ctx context.Context, r io.Reader, k *keeper, hook entryHook) (
 	}
 }
 
-// read fills e's checksum from r, keeping the content where the limits
-// allow it.
+// read fills e's checksum (and git blob id, for a diff against git) from
+// r, keeping the content where the limits allow it.
 func (k *keeper) read(name string, e *Entry, r io.Reader) error {
 	h := sha256.New()
+	var w io.Writer = h
+	var gh plumbing.Hasher
+	if k.gitIDs {
+		gh = plumbing.NewHasher(plumbing.BlobObject, e.Size)
+		w = io.MultiWriter(h, gh)
+	}
+	done := func() {
+		copy(e.Sum[:], h.Sum(nil))
+		if k.gitIDs {
+			e.blob = gh.Sum()
+		}
+	}
 	keep := e.Size <= k.lim.MaxTextBytes && k.kept+e.Size <= k.lim.MaxKeptBytes
 	if !keep {
-		if _, err := io.Copy(h, r); err != nil {
+		if _, err := io.Copy(w, r); err != nil {
 			return errdefs.Mark(fmt.Errorf("reading %s of the workspace: %v", name, err), errdefs.ErrUnavailable)
 		}
-		copy(e.Sum[:], h.Sum(nil))
+		done()
 		return nil
 	}
 	var buf bytes.Buffer
 	buf.Grow(int(e.Size))
-	if _, err := io.Copy(io.MultiWriter(&buf, h), r); err != nil {
+	if _, err := io.Copy(io.MultiWriter(&buf, w), io.LimitReader(r, e.Size)); err != nil {
 		return errdefs.Mark(fmt.Errorf("reading %s of the workspace: %v", name, err), errdefs.ErrUnavailable)
 	}
-	copy(e.Sum[:], h.Sum(nil))
+	done()
 	if k.skip != nil && k.skip(name, e.Sum) {
 		return nil // equal to the other side: its lines are never needed
 	}
