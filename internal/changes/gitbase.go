@@ -240,6 +240,9 @@ func (w *headWalk) tree(ctx context.Context, h plumbing.Hash, dir string) error 
 		if err := w.blob(name, e); err != nil {
 			return err
 		}
+		if err := w.k.name(name); err != nil {
+			return err
+		}
 		w.t[name] = e
 	}
 	return nil

@@ -25,8 +25,11 @@ type Limits struct {
 	// MaxTextBytes is the largest file whose lines are compared; a larger
 	// changed file is listed with too_large and no hunks.
 	MaxTextBytes int64
-	// MaxKeptBytes bounds the file contents held in memory for one diff;
-	// files past it are compared by checksum only (too_large).
+	// MaxKeptBytes bounds the file contents and link targets held in
+	// memory for one tree read for a diff; files and links past it are
+	// compared by checksum only (too_large). The paths of one tree are
+	// bounded by it too: past it the tree is refused
+	// (workspace_too_large).
 	MaxKeptBytes int64
 	// MaxDiffFiles bounds the files listed by a diff; MaxDiffBytes the
 	// bytes of its unified diff. Past either the diff says truncated.
@@ -137,6 +140,9 @@ func ignored(p string) bool {
 type keeper struct {
 	lim  Limits
 	kept int64
+	// names counts the bytes of the paths kept, bounded by MaxKeptBytes
+	// apart from the contents.
+	names int64
 	// gitIDs, when set, has each entry's git blob id computed as it is
 	// read.
 	gitIDs bool
@@ -213,17 +219,32 @@ func readTreeWith(ctx context.Context, r io.Reader, k *keeper, hook entryHook) (
 				return nil, err
 			}
 		case tar.TypeSymlink:
-			data := []byte(h.Linkname)
-			e = &Entry{Mode: fs.ModeSymlink | 0o777, Size: int64(len(data)), Sum: sha256.Sum256(data), Data: data, Kept: true}
+			e = &Entry{Mode: fs.ModeSymlink | 0o777, Size: int64(len(h.Linkname))}
+			if err := k.read(name, e, strings.NewReader(h.Linkname)); err != nil {
+				return nil, err
+			}
 		default:
 			continue
+		}
+		if err := k.name(name); err != nil {
+			return nil, err
 		}
 		t[name] = e
 	}
 }
 
+// name counts the bytes of a path a tree keeps.
+func (k *keeper) name(p string) error {
+	if k.names += int64(len(p)); k.names > k.lim.MaxKeptBytes {
+		return errdefs.WithCode(CodeTreeTooLarge, errdefs.Mark(fmt.Errorf(
+			"the workspace's paths are over %d bytes together, over the diff's limit", k.lim.MaxKeptBytes), errdefs.ErrTooLarge))
+	}
+	return nil
+}
+
 // read fills e's checksum (and git blob id, for a diff against git) from
-// r, keeping the content where the limits allow it.
+// r, keeping the content (a file's or a link's target) where the limits
+// allow it.
 func (k *keeper) read(name string, e *Entry, r io.Reader) error {
 	h := sha256.New()
 	var w io.Writer = h
