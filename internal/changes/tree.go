@@ -42,6 +42,9 @@ type Limits struct {
 	// MaxGitBytes bounds the .git directory read for a diff against git,
 	// and, apart, the bytes of the HEAD commit and trees inflated from it.
 	MaxGitBytes int64
+	// MaxPatchReadBytes bounds the current contents of all the files one
+	// patch reads.
+	MaxPatchReadBytes int64
 }
 
 // DefaultLimits are the limits of a Service whose Config names none.
@@ -54,6 +57,8 @@ var DefaultLimits = Limits{
 	MaxPatchBytes:  8 << 20,
 	MaxPatchFiles:  1000,
 	MaxGitBytes:    256 << 20,
+
+	MaxPatchReadBytes: 64 << 20,
 }
 
 func (l Limits) withDefaults() Limits {
@@ -82,6 +87,9 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxGitBytes > 0 {
 		d.MaxGitBytes = l.MaxGitBytes
 	}
+	if l.MaxPatchReadBytes > 0 {
+		d.MaxPatchReadBytes = l.MaxPatchReadBytes
+	}
 	return d
 }
 
@@ -93,7 +101,9 @@ const (
 	// CodePatchInvalid: the text is not a patch this service applies
 	// (malformed, empty, a binary or symbolic-link change, a copy).
 	CodePatchInvalid = "patch_invalid"
-	// CodePatchTooLarge: a patch over MaxPatchBytes or MaxPatchFiles.
+	// CodePatchTooLarge: a patch over MaxPatchBytes or MaxPatchFiles, or
+	// whose files are over MaxTextBytes each or MaxPatchReadBytes
+	// together.
 	CodePatchTooLarge = "patch_too_large"
 	// CodeTreeTooLarge: a tree over MaxTreeEntries.
 	CodeTreeTooLarge = "workspace_too_large"
