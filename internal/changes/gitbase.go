@@ -138,17 +138,26 @@ const maxLinkBytes = 4 << 10
 // repository without commits). Submodules are left out. Every entry has
 // its git blob id; a blob is inflated only when its lines may be shown:
 // at most MaxTextBytes (a link's at most maxLinkBytes), within k's
-// MaxKeptBytes and not equal to cur's file at its path. The commit and
-// trees inflated count against MaxGitBytes, whose limit reached is
-// git_too_large.
+// MaxKeptBytes and not equal to cur's file at its path. What is inflated
+// is bounded by MaxGitBytes: the commit and trees (git_too_large past it),
+// and the blobs read (past it a blob is left unread, too_large).
 func (g *gitRepo) headTree(ctx context.Context, k *keeper, cur Tree) (Tree, error) {
 	if !g.found {
 		return nil, errdefs.WithCode(CodeNotGitRepository, errdefs.Mark(fmt.Errorf(
 			"the workspace (%s) holds no git repository (a .git directory at its root); diff against creation, a snapshot or a sandbox", Root), errdefs.ErrFailedPrecondition))
 	}
+	// Objects elsewhere are none of the workspace's, and go-git reads
+	// them without the options below.
+	_ = g.dotGit.Remove("objects/info/alternates")
+	objs, err := newGitObjects(g.dotGit)
+	if err != nil {
+		return nil, gitUnreadable(err)
+	}
+	defer objs.close()
 	// Objects over the text limit are read as streams, never whole.
 	st := filesystem.NewStorageWithOptions(g.dotGit, cache.NewObjectLRUDefault(),
 		filesystem.Options{LargeObjectThreshold: k.lim.MaxTextBytes})
+	defer st.Close()
 	ref, err := storer.ResolveReference(st, plumbing.HEAD)
 	if errors.Is(err, plumbing.ErrReferenceNotFound) {
 		return Tree{}, nil // no commit yet: every file is new
@@ -156,7 +165,7 @@ func (g *gitRepo) headTree(ctx context.Context, k *keeper, cur Tree) (Tree, erro
 	if err != nil {
 		return nil, gitUnreadable(err)
 	}
-	w := &headWalk{st: st, k: k, cur: cur, t: Tree{}}
+	w := &headWalk{st: st, objs: objs, k: k, cur: cur, t: Tree{}}
 	if err := w.inflate(ref.Hash()); err != nil {
 		return nil, err
 	}
@@ -176,21 +185,22 @@ func (g *gitRepo) headTree(ctx context.Context, k *keeper, cur Tree) (Tree, erro
 // headWalk reads a commit's trees into a Tree.
 type headWalk struct {
 	st       *filesystem.Storage
+	objs     *gitObjects
 	k        *keeper
 	cur      Tree
 	t        Tree
 	n        int   // entries seen, directories too
-	inflated int64 // bytes of the commit and trees inflated
+	inflated int64 // bytes go-git may have inflated
 }
 
-// inflate counts the size of object h (read from its header) against
-// MaxGitBytes before it is inflated.
+// inflate counts what reading commit or tree h inflates against
+// MaxGitBytes before it is read.
 func (w *headWalk) inflate(h plumbing.Hash) error {
-	size, err := w.st.EncodedObjectSize(h)
+	c, err := w.objs.check(h)
 	if err != nil {
 		return gitUnreadable(err)
 	}
-	if w.inflated += size; w.inflated > w.k.lim.MaxGitBytes {
+	if w.inflated += c.cost; w.inflated > w.k.lim.MaxGitBytes {
 		return errdefs.WithCode(CodeGitTooLarge, errdefs.Mark(fmt.Errorf(
 			"HEAD's commit and trees are over %d bytes, the limit of a diff against git", w.k.lim.MaxGitBytes), errdefs.ErrTooLarge))
 	}
@@ -250,7 +260,7 @@ func (w *headWalk) tree(ctx context.Context, h plumbing.Hash, dir string) error 
 
 // blob fills e's size and, where its lines may be shown, its content.
 func (w *headWalk) blob(name string, e *Entry) error {
-	size, err := w.st.EncodedObjectSize(e.blob)
+	size, err := w.objs.size(e.blob)
 	if err != nil {
 		return err
 	}
@@ -265,6 +275,14 @@ func (w *headWalk) blob(name string, e *Entry) error {
 	if size > max || w.k.kept+size > w.k.lim.MaxKeptBytes {
 		return nil // not inflated: compared by blob id, listed too_large
 	}
+	c, err := w.objs.check(e.blob)
+	if err != nil {
+		return err
+	}
+	if w.inflated+c.cost > w.k.lim.MaxGitBytes {
+		return nil // its delta bases are over what is left to inflate
+	}
+	w.inflated += c.cost
 	b, err := object.GetBlob(w.st, e.blob)
 	if err != nil {
 		return err

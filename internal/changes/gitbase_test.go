@@ -3,9 +3,12 @@ package changes
 import (
 	"archive/tar"
 	"bytes"
+	"compress/zlib"
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +21,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/go-git/go-git/v5/storage/filesystem/dotgit"
@@ -305,5 +309,157 @@ func TestDiffAgainstGitLargeObjects(t *testing.T) {
 	small.MaxGitBytes = 100
 	if _, err := repo.headTree(context.Background(), &keeper{lim: small}, cur); errdefs.Code(err) != CodeGitTooLarge || errdefs.HTTPStatus(err) != 413 {
 		t.Errorf("commit and trees over MaxGitBytes: %v", err)
+	}
+}
+
+// zlibZeros writes prefix and n zero bytes to w as one zlib stream.
+func zlibZeros(t *testing.T, w io.Writer, prefix []byte, n int64) {
+	t.Helper()
+	zw := zlib.NewWriter(w)
+	zw.Write(prefix)
+	if _, err := io.CopyN(zw, zeroReader{}, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// commitFiles makes a repository in dir (the .git's storage returned)
+// whose HEAD's tree holds files: name → blob id (the blobs are the
+// caller's to write).
+func commitFiles(t *testing.T, dir string, files map[string]plumbing.Hash) *filesystem.Storage {
+	t.Helper()
+	st := filesystem.NewStorage(osfs.New(filepath.Join(dir, ".git")), cache.NewObjectLRUDefault())
+	if err := st.Init(); err != nil {
+		t.Fatal(err)
+	}
+	tree := &object.Tree{}
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		tree.Entries = append(tree.Entries, object.TreeEntry{Name: name, Mode: filemode.Regular, Hash: files[name]})
+	}
+	put := func(o object.Object) plumbing.Hash {
+		obj := st.NewEncodedObject()
+		if err := o.Encode(obj); err != nil {
+			t.Fatal(err)
+		}
+		h, err := st.SetEncodedObject(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	sig := object.Signature{Name: "t", Email: "t@example.com"}
+	c := put(&object.Commit{Author: sig, Committer: sig, Message: "x\n", TreeHash: put(tree)})
+	if err := st.SetReference(plumbing.NewHashReference(plumbing.HEAD, c)); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestDiffAgainstGitDamagedObjects: objects whose headers lie about what
+// they hold — a loose blob that declares 10 bytes and inflates to 64 MiB,
+// a packed delta of a 10-byte blob whose instructions inflate to 32 MiB —
+// are refused or left unread, never inflated in memory. Not parallel: it
+// measures the process's allocations.
+func TestDiffAgainstGitDamagedObjects(t *testing.T) {
+	const big = 64 << 20
+	fake := func(s string) plumbing.Hash { return plumbing.ComputeHash(plumbing.BlobObject, []byte(s)) }
+	diff := func(dir string, lim Limits) (Tree, error) {
+		t.Helper()
+		ws := tarDir(t, dir)
+		cur, repo, err := readTreeAndGit(context.Background(), bytes.NewReader(ws), &keeper{lim: lim, gitIDs: true}, lim.MaxGitBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		head, err := repo.headTree(context.Background(), &keeper{lim: lim}, cur)
+		runtime.ReadMemStats(&after)
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 8<<20 {
+			t.Errorf("reading HEAD allocated %d bytes", alloc)
+		}
+		return head, err
+	}
+
+	// A loose blob whose header says 10 bytes.
+	dir := t.TempDir()
+	liar := fake("liar")
+	commitFiles(t, dir, map[string]plumbing.Hash{"liar.txt": liar})
+	p := filepath.Join(dir, ".git", "objects", liar.String()[:2], liar.String()[2:])
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zlibZeros(t, f, []byte("blob 10\x00"), big)
+	f.Close()
+	if _, err := diff(dir, DefaultLimits); errdefs.Code(err) != "git_unreadable" || errdefs.HTTPStatus(err) != 409 {
+		t.Errorf("a loose object longer than its header: %v", err)
+	}
+
+	// A packed delta (of a loose base) whose instructions inflate to
+	// 32 MiB: its size is read from its first bytes, and reading it is
+	// over what is left to inflate.
+	dir = t.TempDir()
+	delta := fake("delta")
+	st := commitFiles(t, dir, map[string]plumbing.Hash{"delta.txt": delta})
+	base := st.NewEncodedObject()
+	base.SetType(plumbing.BlobObject)
+	w, _ := base.Writer()
+	w.Write([]byte("base\n"))
+	baseID, err := st.SetEncodedObject(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pack bytes.Buffer
+	pack.Write([]byte("PACK\x00\x00\x00\x02\x00\x00\x00\x01"))
+	const instr = 32 << 20
+	n := int64(instr + 2) // the two sizes, then the instructions
+	pack.WriteByte(0x80 | byte(plumbing.REFDeltaObject)<<4 | byte(n&0x0f))
+	for n >>= 4; n > 0; n >>= 7 {
+		c := byte(n & 0x7f)
+		if n > 0x7f {
+			c |= 0x80
+		}
+		pack.WriteByte(c)
+	}
+	pack.Write(baseID[:])
+	zlibZeros(t, &pack, []byte{5, 10}, instr)
+	sum := plumbing.ComputeHash(plumbing.BlobObject, pack.Bytes()) // any id: nothing checks it
+	pack.Write(sum[:])
+	iw := new(idxfile.Writer)
+	iw.OnHeader(1)
+	iw.OnInflatedObjectContent(delta, 12, 0, nil)
+	iw.OnFooter(sum)
+	idx, err := iw.Index()
+	if err != nil {
+		t.Fatal(err)
+	}
+	packDir := filepath.Join(dir, ".git", "objects", "pack")
+	os.MkdirAll(packDir, 0o755)
+	os.WriteFile(filepath.Join(packDir, "pack-"+sum.String()+".pack"), pack.Bytes(), 0o644)
+	var ib bytes.Buffer
+	if _, err := idxfile.NewEncoder(&ib).Encode(idx); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(packDir, "pack-"+sum.String()+".idx"), ib.Bytes(), 0o644)
+	pack.Reset()
+	lim := DefaultLimits
+	lim.MaxGitBytes = 8 << 20
+	head, err := diff(dir, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := head["delta.txt"]; e == nil || e.Size != 10 || e.Kept {
+		t.Errorf("the delta: %+v", e)
 	}
 }
