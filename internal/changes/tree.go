@@ -40,7 +40,8 @@ type Limits struct {
 	MaxPatchBytes int64
 	MaxPatchFiles int
 	// MaxGitBytes bounds the .git directory read for a diff against git,
-	// and, apart, the bytes of the HEAD commit and trees inflated from it.
+	// and, apart, the bytes inflated from it: HEAD's commit, its trees and
+	// the blobs whose lines are shown, with their delta bases.
 	MaxGitBytes int64
 	// MaxPatchReadBytes bounds the current contents of all the files one
 	// patch reads.
