@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -234,6 +235,52 @@ func TestDiffLimits(t *testing.T) {
 	_, err := ReadTree(context.Background(), bytes.NewReader(tarOf(t, base)), Limits{MaxTreeEntries: 2})
 	if errdefs.Code(err) != CodeTreeTooLarge {
 		t.Errorf("tree over its limit: %v", err)
+	}
+}
+
+// TestReadTreeBoundsLinksAndNames: link targets count against
+// MaxKeptBytes as file contents do (those past it are compared by
+// checksum, too_large), and a tree whose paths are over it is refused.
+func TestReadTreeBoundsLinksAndNames(t *testing.T) {
+	t.Parallel()
+	target := "->" + strings.Repeat("t", 4000)
+	links := map[string]string{}
+	for i := range 100 {
+		links[fmt.Sprintf("l/%03d", i)] = target
+	}
+	lim := Limits{MaxKeptBytes: 100_000}
+	tr, err := ReadTree(context.Background(), bytes.NewReader(tarOf(t, links)), lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, over := 0, 0
+	for _, e := range tr {
+		kept += len(e.Data)
+		if !e.Kept {
+			over++
+		}
+	}
+	if kept > 100_000 || over == 0 || len(tr) != 100 {
+		t.Errorf("%d entries, %d bytes of link targets kept, %d not kept; want at most 100000 kept", len(tr), kept, over)
+	}
+	res := Diff(Tree{}, tr, lim)
+	tooLarge := 0
+	for _, f := range res.Files {
+		if f.TooLarge {
+			tooLarge++
+		}
+	}
+	if res.Summary.Added != 100 || tooLarge != over {
+		t.Errorf("links past the limit: %d added, %d too_large, want %d", res.Summary.Added, tooLarge, over)
+	}
+
+	names := map[string]string{}
+	for i := range 1000 {
+		names[fmt.Sprintf("%03d-%s", i, strings.Repeat("n", 200))] = ""
+	}
+	_, err = ReadTree(context.Background(), bytes.NewReader(tarOf(t, names)), lim)
+	if errdefs.Code(err) != CodeTreeTooLarge || errdefs.HTTPStatus(err) != 413 {
+		t.Errorf("paths over MaxKeptBytes: %v", err)
 	}
 }
 

@@ -196,7 +196,7 @@ func compare(p string, old, cur *Entry, lim Limits) (FileChange, bool) {
 		f.IsDelete, f.NewName, f.OldMode = true, "", gitMode(old)
 	default:
 		fc.OldSize, fc.NewSize = old.Size, cur.Size
-		sameData := old.Sum == cur.Sum && old.Mode&fs.ModeSymlink == cur.Mode&fs.ModeSymlink
+		sameData := sameContent(old, cur) && old.Mode&fs.ModeSymlink == cur.Mode&fs.ModeSymlink
 		if sameData && old.Mode == cur.Mode {
 			return fc, false
 		}
@@ -288,6 +288,16 @@ func fragments(old, new string) []*gitdiff.TextFragment {
 		out = append(out, fr)
 	}
 	return out
+}
+
+// sameContent reports whether a and b hold the same bytes: by git blob id
+// when both have one (a git base's large blobs are never inflated, so
+// have no checksum), else by checksum.
+func sameContent(a, b *Entry) bool {
+	if !a.blob.IsZero() && !b.blob.IsZero() {
+		return a.blob == b.blob
+	}
+	return a.Sum == b.Sum
 }
 
 // tooLarge reports whether e is a file whose lines a diff does not show.

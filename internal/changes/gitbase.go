@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -131,14 +130,34 @@ func writeMem(fsys billy.Filesystem, p string, data []byte) error {
 	return nil
 }
 
+// maxLinkBytes bounds a symbolic link's target read from git: no path a
+// workspace holds is longer.
+const maxLinkBytes = 4 << 10
+
 // headTree is the tree of g's HEAD commit as a Tree (an empty one for a
-// repository without commits). Submodules are left out.
-func (g *gitRepo) headTree(ctx context.Context, k *keeper) (Tree, error) {
+// repository without commits). Submodules are left out. Every entry has
+// its git blob id; a blob is inflated only when its lines may be shown:
+// at most MaxTextBytes (a link's at most maxLinkBytes), within k's
+// MaxKeptBytes and not equal to cur's file at its path. What is inflated
+// is bounded by MaxGitBytes: the commit and trees (git_too_large past it),
+// and the blobs read (past it a blob is left unread, too_large).
+func (g *gitRepo) headTree(ctx context.Context, k *keeper, cur Tree) (Tree, error) {
 	if !g.found {
 		return nil, errdefs.WithCode(CodeNotGitRepository, errdefs.Mark(fmt.Errorf(
 			"the workspace (%s) holds no git repository (a .git directory at its root); diff against creation, a snapshot or a sandbox", Root), errdefs.ErrFailedPrecondition))
 	}
-	st := filesystem.NewStorage(g.dotGit, cache.NewObjectLRUDefault())
+	// Objects elsewhere are none of the workspace's, and go-git reads
+	// them without the options below.
+	_ = g.dotGit.Remove("objects/info/alternates")
+	objs, err := newGitObjects(g.dotGit)
+	if err != nil {
+		return nil, gitUnreadable(err)
+	}
+	defer objs.close()
+	// Objects over the text limit are read as streams, never whole.
+	st := filesystem.NewStorageWithOptions(g.dotGit, cache.NewObjectLRUDefault(),
+		filesystem.Options{LargeObjectThreshold: k.lim.MaxTextBytes})
+	defer st.Close()
 	ref, err := storer.ResolveReference(st, plumbing.HEAD)
 	if errors.Is(err, plumbing.ErrReferenceNotFound) {
 		return Tree{}, nil // no commit yet: every file is new
@@ -146,28 +165,79 @@ func (g *gitRepo) headTree(ctx context.Context, k *keeper) (Tree, error) {
 	if err != nil {
 		return nil, gitUnreadable(err)
 	}
+	w := &headWalk{st: st, objs: objs, k: k, cur: cur, t: Tree{}}
+	if err := w.inflate(ref.Hash()); err != nil {
+		return nil, err
+	}
 	commit, err := object.GetCommit(st, ref.Hash())
 	if err != nil {
 		return nil, gitUnreadable(err)
 	}
-	tree, err := commit.Tree()
-	if err != nil {
+	if err := w.tree(ctx, commit.TreeHash, ""); err != nil {
+		if _, ok := errors.AsType[errdefs.Coded](err); ok || ctx.Err() != nil {
+			return nil, err
+		}
 		return nil, gitUnreadable(err)
 	}
-	t := Tree{}
-	err = tree.Files().ForEach(func(f *object.File) error {
+	return w.t, nil
+}
+
+// headWalk reads a commit's trees into a Tree.
+type headWalk struct {
+	st       *filesystem.Storage
+	objs     *gitObjects
+	k        *keeper
+	cur      Tree
+	t        Tree
+	n        int   // entries seen, directories too
+	inflated int64 // bytes go-git may have inflated
+}
+
+// inflate counts what reading commit or tree h inflates against
+// MaxGitBytes before it is read.
+func (w *headWalk) inflate(h plumbing.Hash) error {
+	c, err := w.objs.check(h)
+	if err != nil {
+		return gitUnreadable(err)
+	}
+	if w.inflated += c.cost; w.inflated > w.k.lim.MaxGitBytes {
+		return errdefs.WithCode(CodeGitTooLarge, errdefs.Mark(fmt.Errorf(
+			"HEAD's commit and trees are over %d bytes, the limit of a diff against git", w.k.lim.MaxGitBytes), errdefs.ErrTooLarge))
+	}
+	return nil
+}
+
+// tree adds the files under tree h (at dir) to w.t.
+func (w *headWalk) tree(ctx context.Context, h plumbing.Hash, dir string) error {
+	if err := w.inflate(h); err != nil {
+		return err
+	}
+	tree, err := object.GetTree(w.st, h)
+	if err != nil {
+		return err
+	}
+	for _, te := range tree.Entries {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if len(t) >= k.lim.MaxTreeEntries {
+		if w.n++; w.n > w.k.lim.MaxTreeEntries {
 			return errdefs.WithCode(CodeTreeTooLarge, errdefs.Mark(fmt.Errorf(
-				"HEAD holds more than %d files, over the diff's limit", k.lim.MaxTreeEntries), errdefs.ErrTooLarge))
+				"HEAD holds more than %d entries, over the diff's limit", w.k.lim.MaxTreeEntries), errdefs.ErrTooLarge))
 		}
-		if !localName(f.Name) {
-			return nil
+		name := te.Name
+		if dir != "" {
+			name = dir + "/" + te.Name
 		}
-		e := &Entry{Size: f.Size}
-		switch f.Mode {
+		if strings.Contains(te.Name, "/") || !localName(name) {
+			continue
+		}
+		e := &Entry{blob: te.Hash}
+		switch te.Mode {
+		case filemode.Dir:
+			if err := w.tree(ctx, te.Hash, name); err != nil {
+				return err
+			}
+			continue
 		case filemode.Regular, filemode.Deprecated:
 			e.Mode = 0o644
 		case filemode.Executable:
@@ -175,32 +245,54 @@ func (g *gitRepo) headTree(ctx context.Context, k *keeper) (Tree, error) {
 		case filemode.Symlink:
 			e.Mode = fs.ModeSymlink | 0o777
 		default:
-			return nil // submodules
+			continue // submodules
 		}
-		rd, err := f.Reader()
-		if err != nil {
+		if err := w.blob(name, e); err != nil {
 			return err
 		}
-		defer rd.Close()
-		if e.Mode&fs.ModeSymlink != 0 {
-			data, err := io.ReadAll(rd)
-			if err != nil {
-				return err
-			}
-			e.Data, e.Kept, e.Sum = data, true, sha256.Sum256(data)
-		} else if err := k.read(f.Name, e, rd); err != nil {
+		if err := w.k.name(name); err != nil {
 			return err
 		}
-		t[f.Name] = e
-		return nil
-	})
-	if err != nil {
-		if _, ok := errors.AsType[errdefs.Coded](err); ok || ctx.Err() != nil {
-			return nil, err
-		}
-		return nil, gitUnreadable(err)
+		w.t[name] = e
 	}
-	return t, nil
+	return nil
+}
+
+// blob fills e's size and, where its lines may be shown, its content.
+func (w *headWalk) blob(name string, e *Entry) error {
+	size, err := w.objs.size(e.blob)
+	if err != nil {
+		return err
+	}
+	e.Size = size
+	if c, ok := w.cur[name]; ok && c.blob == e.blob {
+		return nil // equal to the workspace's: its lines are never needed
+	}
+	max := w.k.lim.MaxTextBytes
+	if e.Mode&fs.ModeSymlink != 0 {
+		max = min(max, maxLinkBytes)
+	}
+	if size > max || w.k.kept+size > w.k.lim.MaxKeptBytes {
+		return nil // not inflated: compared by blob id, listed too_large
+	}
+	c, err := w.objs.check(e.blob)
+	if err != nil {
+		return err
+	}
+	if w.inflated+c.cost > w.k.lim.MaxGitBytes {
+		return nil // its delta bases are over what is left to inflate
+	}
+	w.inflated += c.cost
+	b, err := object.GetBlob(w.st, e.blob)
+	if err != nil {
+		return err
+	}
+	rd, err := b.Reader()
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	return w.k.read(name, e, io.LimitReader(rd, size))
 }
 
 // dropIgnored removes from cur the files HEAD does not track that the

@@ -3,14 +3,28 @@ package changes
 import (
 	"archive/tar"
 	"bytes"
+	"compress/zlib"
 	"context"
+	"fmt"
+	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+	"github.com/go-git/go-git/v5/storage/filesystem/dotgit"
 
 	"genesis.dev/sandbox/internal/errdefs"
 )
@@ -110,12 +124,12 @@ func TestDiffAgainstGit(t *testing.T) {
 	os.Chmod(filepath.Join(dir, "run.sh"), 0o755)
 	os.Remove(filepath.Join(dir, "gone.txt"))
 
-	k := &keeper{lim: DefaultLimits}
+	k := &keeper{lim: DefaultLimits, gitIDs: true}
 	cur, repo, err := readTreeAndGit(context.Background(), bytes.NewReader(tarDir(t, dir)), k, DefaultLimits.MaxGitBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	head, err := repo.headTree(context.Background(), &keeper{lim: DefaultLimits})
+	head, err := repo.headTree(context.Background(), &keeper{lim: DefaultLimits}, cur)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,11 +168,298 @@ func TestDiffAgainstGit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := repo.headTree(context.Background(), &keeper{lim: DefaultLimits}); errdefs.Code(err) != CodeNotGitRepository || errdefs.HTTPStatus(err) != 409 {
+	if _, err := repo.headTree(context.Background(), &keeper{lim: DefaultLimits}, nil); errdefs.Code(err) != CodeNotGitRepository || errdefs.HTTPStatus(err) != 409 {
 		t.Errorf("no repository: %v", err)
 	}
 	// A .git directory over the limit.
 	if _, _, err := readTreeAndGit(context.Background(), bytes.NewReader(tarDir(t, dir)), &keeper{lim: DefaultLimits}, 100); errdefs.Code(err) != CodeGitTooLarge {
 		t.Errorf(".git over its limit: %v", err)
+	}
+}
+
+// writeBlob writes a loose blob of size bytes of b to the repository
+// dotGit, streaming (a large one compresses to almost nothing).
+func writeBlob(t *testing.T, dg *dotgit.DotGit, b byte, size int64) plumbing.Hash {
+	t.Helper()
+	w, err := dg.NewObject()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteHeader(plumbing.BlobObject, size); err != nil {
+		t.Fatal(err)
+	}
+	chunk := bytes.Repeat([]byte{b}, 1<<20)
+	for n := size; n > 0; n -= int64(len(chunk)) {
+		if _, err := w.Write(chunk[:min(n, int64(len(chunk)))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return w.Hash()
+}
+
+// largeObjectRepo makes, in dir, a repository whose HEAD holds blobs
+// declared far larger than the .git that holds them: big.bin and
+// same.bin (zeros, same.bin also in the work tree), a link whose target
+// is 64 MiB and one of 8 KiB, and a small text file.
+func largeObjectRepo(t *testing.T, dir string, big int64) {
+	t.Helper()
+	fsys := osfs.New(filepath.Join(dir, ".git"))
+	st := filesystem.NewStorage(fsys, cache.NewObjectLRUDefault())
+	if err := st.Init(); err != nil {
+		t.Fatal(err)
+	}
+	dg := dotgit.New(fsys)
+	tree := &object.Tree{Entries: []object.TreeEntry{
+		{Name: "big.bin", Mode: filemode.Regular, Hash: writeBlob(t, dg, 0, big)},
+		{Name: "biglink", Mode: filemode.Symlink, Hash: writeBlob(t, dg, 'a', big)},
+		{Name: "longlink", Mode: filemode.Symlink, Hash: writeBlob(t, dg, 'a', 8<<10)},
+		{Name: "same.bin", Mode: filemode.Regular, Hash: writeBlob(t, dg, 0, 1<<20)},
+		{Name: "text.txt", Mode: filemode.Regular, Hash: writeBlob(t, dg, 'x', 3)},
+	}}
+	put := func(o object.Object) plumbing.Hash {
+		obj := st.NewEncodedObject()
+		if err := o.Encode(obj); err != nil {
+			t.Fatal(err)
+		}
+		h, err := st.SetEncodedObject(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	sig := object.Signature{Name: "t", Email: "t@example.com"}
+	c := put(&object.Commit{Author: sig, Committer: sig, Message: "x\n", TreeHash: put(tree)})
+	if err := st.SetReference(plumbing.NewSymbolicReference(plumbing.HEAD, "refs/heads/main")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetReference(plumbing.NewHashReference("refs/heads/main", c)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "same.bin"), make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "big.bin"), []byte("small now\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "text.txt"), []byte("xxy"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDiffAgainstGitLargeObjects: a small .git whose HEAD holds blobs
+// declared large (compressing to almost nothing) is diffed without
+// inflating them: large blobs are compared by git blob id and listed
+// too_large, a link's blob over 4 KiB is never read, and the bytes
+// allocated stay far below the blobs' size. Not parallel: it measures the
+// process's allocations.
+func TestDiffAgainstGitLargeObjects(t *testing.T) {
+	const big = 64 << 20
+	dir := t.TempDir()
+	largeObjectRepo(t, dir, big)
+	ws := tarDir(t, dir)
+	lim := Limits{MaxTextBytes: 64 << 10}.withDefaults()
+
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	cur, repo, err := readTreeAndGit(context.Background(), bytes.NewReader(ws), &keeper{lim: lim, gitIDs: true}, lim.MaxGitBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := repo.headTree(context.Background(), &keeper{lim: lim}, cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Diff(head, cur, lim)
+	runtime.ReadMemStats(&after)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > big/8 {
+		t.Errorf("the diff allocated %d bytes for blobs of %d", alloc, big)
+	}
+
+	show := func(f FileChange) string {
+		return fmt.Sprintf("%s %s too_large=%v sizes %d→%d +%d -%d", f.Path, f.Status, f.TooLarge, f.OldSize, f.NewSize, f.Additions, f.Deletions)
+	}
+	got := map[string]FileChange{}
+	for _, f := range res.Files {
+		got[f.Path] = f
+	}
+	if len(got) != 4 {
+		t.Errorf("%d changed files, want 4", len(got))
+	}
+	if f := got["big.bin"]; f.Status != Modified || !f.TooLarge || f.OldSize != big || f.NewSize != 10 {
+		t.Errorf("big.bin: %s", show(f))
+	}
+	for _, p := range []string{"biglink", "longlink"} {
+		if f := got[p]; f.Status != Deleted || !f.TooLarge || head[p].Kept {
+			t.Errorf("%s: %s", p, show(f))
+		}
+	}
+	if f := got["text.txt"]; f.Status != Modified || f.TooLarge || f.Additions != 1 {
+		t.Errorf("text.txt: %s", show(f))
+	}
+	if _, listed := got["same.bin"]; listed || head["same.bin"].Kept {
+		t.Errorf("same.bin (equal, over the text limit) was listed or read: %s", show(got["same.bin"]))
+	}
+
+	// The commit and trees inflated are bounded too.
+	small := lim
+	small.MaxGitBytes = 100
+	if _, err := repo.headTree(context.Background(), &keeper{lim: small}, cur); errdefs.Code(err) != CodeGitTooLarge || errdefs.HTTPStatus(err) != 413 {
+		t.Errorf("commit and trees over MaxGitBytes: %v", err)
+	}
+}
+
+// zlibZeros writes prefix and n zero bytes to w as one zlib stream.
+func zlibZeros(t *testing.T, w io.Writer, prefix []byte, n int64) {
+	t.Helper()
+	zw := zlib.NewWriter(w)
+	zw.Write(prefix)
+	if _, err := io.CopyN(zw, zeroReader{}, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// commitFiles makes a repository in dir (the .git's storage returned)
+// whose HEAD's tree holds files: name → blob id (the blobs are the
+// caller's to write).
+func commitFiles(t *testing.T, dir string, files map[string]plumbing.Hash) *filesystem.Storage {
+	t.Helper()
+	st := filesystem.NewStorage(osfs.New(filepath.Join(dir, ".git")), cache.NewObjectLRUDefault())
+	if err := st.Init(); err != nil {
+		t.Fatal(err)
+	}
+	tree := &object.Tree{}
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		tree.Entries = append(tree.Entries, object.TreeEntry{Name: name, Mode: filemode.Regular, Hash: files[name]})
+	}
+	put := func(o object.Object) plumbing.Hash {
+		obj := st.NewEncodedObject()
+		if err := o.Encode(obj); err != nil {
+			t.Fatal(err)
+		}
+		h, err := st.SetEncodedObject(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	sig := object.Signature{Name: "t", Email: "t@example.com"}
+	c := put(&object.Commit{Author: sig, Committer: sig, Message: "x\n", TreeHash: put(tree)})
+	if err := st.SetReference(plumbing.NewHashReference(plumbing.HEAD, c)); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestDiffAgainstGitDamagedObjects: objects whose headers lie about what
+// they hold — a loose blob that declares 10 bytes and inflates to 64 MiB,
+// a packed delta of a 10-byte blob whose instructions inflate to 32 MiB —
+// are refused or left unread, never inflated in memory. Not parallel: it
+// measures the process's allocations.
+func TestDiffAgainstGitDamagedObjects(t *testing.T) {
+	const big = 64 << 20
+	fake := func(s string) plumbing.Hash { return plumbing.ComputeHash(plumbing.BlobObject, []byte(s)) }
+	diff := func(dir string, lim Limits) (Tree, error) {
+		t.Helper()
+		ws := tarDir(t, dir)
+		cur, repo, err := readTreeAndGit(context.Background(), bytes.NewReader(ws), &keeper{lim: lim, gitIDs: true}, lim.MaxGitBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		head, err := repo.headTree(context.Background(), &keeper{lim: lim}, cur)
+		runtime.ReadMemStats(&after)
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 8<<20 {
+			t.Errorf("reading HEAD allocated %d bytes", alloc)
+		}
+		return head, err
+	}
+
+	// A loose blob whose header says 10 bytes.
+	dir := t.TempDir()
+	liar := fake("liar")
+	commitFiles(t, dir, map[string]plumbing.Hash{"liar.txt": liar})
+	p := filepath.Join(dir, ".git", "objects", liar.String()[:2], liar.String()[2:])
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zlibZeros(t, f, []byte("blob 10\x00"), big)
+	f.Close()
+	if _, err := diff(dir, DefaultLimits); errdefs.Code(err) != "git_unreadable" || errdefs.HTTPStatus(err) != 409 {
+		t.Errorf("a loose object longer than its header: %v", err)
+	}
+
+	// A packed delta (of a loose base) whose instructions inflate to
+	// 32 MiB: its size is read from its first bytes, and reading it is
+	// over what is left to inflate.
+	dir = t.TempDir()
+	delta := fake("delta")
+	st := commitFiles(t, dir, map[string]plumbing.Hash{"delta.txt": delta})
+	base := st.NewEncodedObject()
+	base.SetType(plumbing.BlobObject)
+	w, _ := base.Writer()
+	w.Write([]byte("base\n"))
+	baseID, err := st.SetEncodedObject(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pack bytes.Buffer
+	pack.Write([]byte("PACK\x00\x00\x00\x02\x00\x00\x00\x01"))
+	const instr = 32 << 20
+	n := int64(instr + 2) // the two sizes, then the instructions
+	pack.WriteByte(0x80 | byte(plumbing.REFDeltaObject)<<4 | byte(n&0x0f))
+	for n >>= 4; n > 0; n >>= 7 {
+		c := byte(n & 0x7f)
+		if n > 0x7f {
+			c |= 0x80
+		}
+		pack.WriteByte(c)
+	}
+	pack.Write(baseID[:])
+	zlibZeros(t, &pack, []byte{5, 10}, instr)
+	sum := plumbing.ComputeHash(plumbing.BlobObject, pack.Bytes()) // any id: nothing checks it
+	pack.Write(sum[:])
+	iw := new(idxfile.Writer)
+	iw.OnHeader(1)
+	iw.OnInflatedObjectContent(delta, 12, 0, nil)
+	iw.OnFooter(sum)
+	idx, err := iw.Index()
+	if err != nil {
+		t.Fatal(err)
+	}
+	packDir := filepath.Join(dir, ".git", "objects", "pack")
+	os.MkdirAll(packDir, 0o755)
+	os.WriteFile(filepath.Join(packDir, "pack-"+sum.String()+".pack"), pack.Bytes(), 0o644)
+	var ib bytes.Buffer
+	if _, err := idxfile.NewEncoder(&ib).Encode(idx); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(packDir, "pack-"+sum.String()+".idx"), ib.Bytes(), 0o644)
+	pack.Reset()
+	lim := DefaultLimits
+	lim.MaxGitBytes = 8 << 20
+	head, err := diff(dir, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := head["delta.txt"]; e == nil || e.Size != 10 || e.Kept {
+		t.Errorf("the delta: %+v", e)
 	}
 }

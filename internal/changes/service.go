@@ -175,11 +175,11 @@ func (s *Service) diffGit(ctx context.Context, tenant, id string) (*Result, erro
 	}
 	defer cancel()
 	defer rc.Close()
-	cur, repo, err := readTreeAndGit(ctx, rc, &keeper{lim: s.lim}, s.lim.MaxGitBytes)
+	cur, repo, err := readTreeAndGit(ctx, rc, &keeper{lim: s.lim, gitIDs: true}, s.lim.MaxGitBytes)
 	if err != nil {
 		return nil, err
 	}
-	head, err := repo.headTree(ctx, &keeper{lim: s.lim})
+	head, err := repo.headTree(ctx, &keeper{lim: s.lim}, cur)
 	if err != nil {
 		return nil, err
 	}
@@ -270,11 +270,13 @@ func (s *Service) Patch(ctx context.Context, tenant, id string, text []byte, o P
 	unlock := s.lock(id)
 	defer unlock()
 	cur := map[string]Current{}
+	left := s.lim.MaxPatchReadBytes // bytes of current files the patch may still read
 	for _, rel := range p.Reads() {
-		c, err := s.current(ctx, tenant, id, rel)
+		c, err := s.current(ctx, tenant, id, rel, left)
 		if err != nil {
 			return nil, err
 		}
+		left -= int64(len(c.Data))
 		cur[rel] = c
 	}
 	ops, err := Apply(p, cur)
@@ -293,8 +295,9 @@ func (s *Service) Patch(ctx context.Context, tenant, id string, text []byte, o P
 	return res, nil
 }
 
-// current reads the state of one file a patch names.
-func (s *Service) current(ctx context.Context, tenant, id, rel string) (Current, error) {
+// current reads the state of one file a patch names, refusing one over
+// left bytes: what the patch's files may still hold together.
+func (s *Service) current(ctx context.Context, tenant, id, rel string, left int64) (Current, error) {
 	abs := path.Join(Root, rel)
 	info, err := s.cfg.Files.StatFile(ctx, tenant, id, abs)
 	if errdefs.Is(err, errdefs.ErrNotFound) {
@@ -310,6 +313,8 @@ func (s *Service) current(ctx context.Context, tenant, id, rel string) (Current,
 	case info.Size > s.lim.MaxTextBytes:
 		return Current{}, errdefs.WithCode(CodePatchTooLarge, errdefs.Mark(fmt.Errorf(
 			"%s is %d bytes, over the %d-byte limit of a file a patch changes; nothing was changed", rel, info.Size, s.lim.MaxTextBytes), errdefs.ErrTooLarge))
+	case info.Size > left:
+		return Current{}, s.readTooLarge()
 	}
 	mode, err := strconv.ParseUint(info.Mode, 8, 32)
 	if err != nil {
@@ -329,7 +334,17 @@ func (s *Service) current(ctx context.Context, tenant, id, rel string) (Current,
 		return Current{}, errdefs.WithCode(CodePatchTooLarge, errdefs.Mark(fmt.Errorf(
 			"%s grew over the %d-byte limit of a file a patch changes; nothing was changed", rel, s.lim.MaxTextBytes), errdefs.ErrTooLarge))
 	}
+	if int64(len(data)) > left {
+		return Current{}, s.readTooLarge()
+	}
 	return Current{Exists: true, Data: data, Mode: fs.FileMode(mode).Perm()}, nil
+}
+
+// readTooLarge refuses a patch whose files are over MaxPatchReadBytes
+// together.
+func (s *Service) readTooLarge() error {
+	return errdefs.WithCode(CodePatchTooLarge, errdefs.Mark(fmt.Errorf(
+		"the files this patch changes are over %d bytes together, the limit of one patch; split it; nothing was changed", s.lim.MaxPatchReadBytes), errdefs.ErrTooLarge))
 }
 
 // commit writes ops: every new content to a staging file beside its

@@ -204,6 +204,34 @@ func TestServicePatchAllOrNothing(t *testing.T) {
 	}
 }
 
+// TestServicePatchReadLimit: a patch whose files are over
+// MaxPatchReadBytes together is refused with 413 and changes nothing; one
+// within it applies.
+func TestServicePatchReadLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fs := &fakeFS{files: map[string]fakeFile{
+		"/workspace/one.txt": {data: []byte("a\nb\nc\n"), mode: "0644"},
+		"/workspace/two.txt": {data: []byte("x\ny\nz\n"), mode: "0644"},
+	}}
+	s, err := New(Config{Files: fs, Sandboxes: fakeSandboxes{}, Limits: Limits{MaxPatchReadBytes: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := "--- a/one.txt\n+++ b/one.txt\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n"
+	both := one + "--- a/two.txt\n+++ b/two.txt\n@@ -1,3 +1,3 @@\n x\n-y\n+Y\n z\n"
+	_, err = s.Patch(ctx, "a", "sbx_1", []byte(both), PatchOptions{})
+	if errdefs.Code(err) != CodePatchTooLarge || errdefs.HTTPStatus(err) != 413 || !strings.Contains(err.Error(), "10 bytes together") {
+		t.Fatalf("patch over the read limit: %v", err)
+	}
+	if fs.writes != 0 || string(fs.snapshot()["/workspace/one.txt"].data) != "a\nb\nc\n" {
+		t.Fatalf("a refused patch changed files (%d writes)", fs.writes)
+	}
+	if res, err := s.Patch(ctx, "a", "sbx_1", []byte(one), PatchOptions{}); err != nil || !res.Applied {
+		t.Fatalf("patch within the read limit: %+v %v", res, err)
+	}
+}
+
 func TestServiceDiff(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

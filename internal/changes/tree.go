@@ -12,6 +12,8 @@ import (
 	"path"
 	"strings"
 
+	"github.com/go-git/go-git/v5/plumbing"
+
 	"genesis.dev/sandbox/internal/errdefs"
 )
 
@@ -23,8 +25,11 @@ type Limits struct {
 	// MaxTextBytes is the largest file whose lines are compared; a larger
 	// changed file is listed with too_large and no hunks.
 	MaxTextBytes int64
-	// MaxKeptBytes bounds the file contents held in memory for one diff;
-	// files past it are compared by checksum only (too_large).
+	// MaxKeptBytes bounds the file contents and link targets held in
+	// memory for one tree read for a diff; files and links past it are
+	// compared by checksum only (too_large). The paths of one tree are
+	// bounded by it too: past it the tree is refused
+	// (workspace_too_large).
 	MaxKeptBytes int64
 	// MaxDiffFiles bounds the files listed by a diff; MaxDiffBytes the
 	// bytes of its unified diff. Past either the diff says truncated.
@@ -34,8 +39,13 @@ type Limits struct {
 	// names.
 	MaxPatchBytes int64
 	MaxPatchFiles int
-	// MaxGitBytes bounds the .git directory read for a diff against git.
+	// MaxGitBytes bounds the .git directory read for a diff against git,
+	// and, apart, the bytes inflated from it: HEAD's commit, its trees and
+	// the blobs whose lines are shown, with their delta bases.
 	MaxGitBytes int64
+	// MaxPatchReadBytes bounds the current contents of all the files one
+	// patch reads.
+	MaxPatchReadBytes int64
 }
 
 // DefaultLimits are the limits of a Service whose Config names none.
@@ -48,6 +58,8 @@ var DefaultLimits = Limits{
 	MaxPatchBytes:  8 << 20,
 	MaxPatchFiles:  1000,
 	MaxGitBytes:    256 << 20,
+
+	MaxPatchReadBytes: 64 << 20,
 }
 
 func (l Limits) withDefaults() Limits {
@@ -76,6 +88,9 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxGitBytes > 0 {
 		d.MaxGitBytes = l.MaxGitBytes
 	}
+	if l.MaxPatchReadBytes > 0 {
+		d.MaxPatchReadBytes = l.MaxPatchReadBytes
+	}
 	return d
 }
 
@@ -87,7 +102,9 @@ const (
 	// CodePatchInvalid: the text is not a patch this service applies
 	// (malformed, empty, a binary or symbolic-link change, a copy).
 	CodePatchInvalid = "patch_invalid"
-	// CodePatchTooLarge: a patch over MaxPatchBytes or MaxPatchFiles.
+	// CodePatchTooLarge: a patch over MaxPatchBytes or MaxPatchFiles, or
+	// whose files are over MaxTextBytes each or MaxPatchReadBytes
+	// together.
 	CodePatchTooLarge = "patch_too_large"
 	// CodeTreeTooLarge: a tree over MaxTreeEntries.
 	CodeTreeTooLarge = "workspace_too_large"
@@ -109,6 +126,9 @@ type Entry struct {
 	// MaxKeptBytes.
 	Data []byte
 	Kept bool
+	// blob is the content's git blob id, set for a diff against git
+	// (both sides), which compares by it.
+	blob plumbing.Hash
 }
 
 // Tree is a workspace's files by slash-separated path relative to its
@@ -131,6 +151,12 @@ func ignored(p string) bool {
 type keeper struct {
 	lim  Limits
 	kept int64
+	// names counts the bytes of the paths kept, bounded by MaxKeptBytes
+	// apart from the contents.
+	names int64
+	// gitIDs, when set, has each entry's git blob id computed as it is
+	// read.
+	gitIDs bool
 	// skip, when set, names contents not to keep: files equal to the
 	// other side's need no lines.
 	skip func(p string, sum [sha256.Size]byte) bool
@@ -204,33 +230,60 @@ func readTreeWith(ctx context.Context, r io.Reader, k *keeper, hook entryHook) (
 				return nil, err
 			}
 		case tar.TypeSymlink:
-			data := []byte(h.Linkname)
-			e = &Entry{Mode: fs.ModeSymlink | 0o777, Size: int64(len(data)), Sum: sha256.Sum256(data), Data: data, Kept: true}
+			e = &Entry{Mode: fs.ModeSymlink | 0o777, Size: int64(len(h.Linkname))}
+			if err := k.read(name, e, strings.NewReader(h.Linkname)); err != nil {
+				return nil, err
+			}
 		default:
 			continue
+		}
+		if err := k.name(name); err != nil {
+			return nil, err
 		}
 		t[name] = e
 	}
 }
 
-// read fills e's checksum from r, keeping the content where the limits
+// name counts the bytes of a path a tree keeps.
+func (k *keeper) name(p string) error {
+	if k.names += int64(len(p)); k.names > k.lim.MaxKeptBytes {
+		return errdefs.WithCode(CodeTreeTooLarge, errdefs.Mark(fmt.Errorf(
+			"the workspace's paths are over %d bytes together, over the diff's limit", k.lim.MaxKeptBytes), errdefs.ErrTooLarge))
+	}
+	return nil
+}
+
+// read fills e's checksum (and git blob id, for a diff against git) from
+// r, keeping the content (a file's or a link's target) where the limits
 // allow it.
 func (k *keeper) read(name string, e *Entry, r io.Reader) error {
 	h := sha256.New()
+	var w io.Writer = h
+	var gh plumbing.Hasher
+	if k.gitIDs {
+		gh = plumbing.NewHasher(plumbing.BlobObject, e.Size)
+		w = io.MultiWriter(h, gh)
+	}
+	done := func() {
+		copy(e.Sum[:], h.Sum(nil))
+		if k.gitIDs {
+			e.blob = gh.Sum()
+		}
+	}
 	keep := e.Size <= k.lim.MaxTextBytes && k.kept+e.Size <= k.lim.MaxKeptBytes
 	if !keep {
-		if _, err := io.Copy(h, r); err != nil {
+		if _, err := io.Copy(w, r); err != nil {
 			return errdefs.Mark(fmt.Errorf("reading %s of the workspace: %v", name, err), errdefs.ErrUnavailable)
 		}
-		copy(e.Sum[:], h.Sum(nil))
+		done()
 		return nil
 	}
 	var buf bytes.Buffer
 	buf.Grow(int(e.Size))
-	if _, err := io.Copy(io.MultiWriter(&buf, h), r); err != nil {
+	if _, err := io.Copy(io.MultiWriter(&buf, w), io.LimitReader(r, e.Size)); err != nil {
 		return errdefs.Mark(fmt.Errorf("reading %s of the workspace: %v", name, err), errdefs.ErrUnavailable)
 	}
-	copy(e.Sum[:], h.Sum(nil))
+	done()
 	if k.skip != nil && k.skip(name, e.Sum) {
 		return nil // equal to the other side: its lines are never needed
 	}
