@@ -124,7 +124,11 @@ that it applies and changes nothing.`,
 				if r.DryRun {
 					verb = "would apply (dry run: nothing changed)"
 				}
-				_, err := fmt.Fprintf(a.stdout, "%s: %d files\n", verb, len(r.Files))
+				files := "files"
+				if len(r.Files) == 1 {
+					files = "file"
+				}
+				_, err := fmt.Fprintf(a.stdout, "%s: %d %s\n", verb, len(r.Files), files)
 				return err
 			})
 		}),

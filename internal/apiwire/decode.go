@@ -46,6 +46,15 @@ func DecodeError(err error, v any) error {
 	return errdefs.Mark(errors.New(msg), errdefs.ErrInvalidArgument)
 }
 
+// ProblemInstance is a problem's instance, the request's path: at most
+// 256 bytes of it, so that an answer does not echo a huge path back.
+func ProblemInstance(path string) string {
+	if len(path) <= 256 {
+		return path
+	}
+	return strings.ToValidUTF8(path[:256], "") + "…"
+}
+
 // jsonKind names the JSON value that decodes into t.
 func jsonKind(t reflect.Type) string {
 	for t.Kind() == reflect.Pointer {

@@ -126,3 +126,19 @@ func checkSentence(t *testing.T, name, detail string) {
 		}
 	}
 }
+
+// TestProblemInstanceIsBounded: a problem names the request's path as its
+// instance, but does not echo a huge one back whole.
+func TestProblemInstanceIsBounded(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	long := "/v1/snapshots/snap_" + strings.Repeat("x", 20000)
+	resp, body := a.do(req{method: "GET", path: long, key: keyA})
+	p := checkProblem(t, resp, body, http.StatusNotFound, "not_found")
+	if len(p.Instance) > 260 || !strings.HasPrefix(p.Instance, "/v1/snapshots/snap_xxx") {
+		t.Errorf("instance of %d bytes: %.80q…", len(p.Instance), p.Instance)
+	}
+	if len(body) > 2000 {
+		t.Errorf("a problem of %d bytes for a long path", len(body))
+	}
+}

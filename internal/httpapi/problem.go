@@ -52,7 +52,7 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 		Status:    status,
 		Detail:    detail,
 		Code:      code,
-		Instance:  r.URL.Path,
+		Instance:  apiwire.ProblemInstance(r.URL.Path),
 		RequestID: requestID(r),
 	}
 	if b, ok := control.ImageBuildOf(err); ok {
