@@ -166,6 +166,7 @@ type (
 	Image                       = api.Image
 	ImageList                   = api.ImageList
 	RuntimeInfo                 = api.RuntimeInfo
+	RuntimeFeatures             = api.RuntimeFeatures
 	Feature                     = api.Feature
 	Capabilities                = api.Capabilities
 	VolumesCapability           = api.VolumesCapability

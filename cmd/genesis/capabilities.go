@@ -73,6 +73,9 @@ func printCapabilities(w io.Writer, c *client.Capabilities) error {
 		} else if r.SmokeMS > 0 {
 			detail = fmt.Sprintf("smoke test %dms", r.SmokeMS)
 		}
+		if keeps := stateFeatures(r.Features); r.Healthy && keeps != "" {
+			detail += "; keeps state: " + keeps
+		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", r.Name, status, orDash(r.Version), detail)
 	}
 	if err := tw.Flush(); err != nil {
@@ -156,4 +159,19 @@ func volumesText(v client.VolumesCapability) string {
 		s += fmt.Sprintf("; at most %d MiB each", v.MaxSizeMB)
 	}
 	return s
+}
+
+// stateFeatures lists what a runtime can do to keep a sandbox's state
+// (docs/snapshots.md): "pause, files, memory", or "" for none.
+func stateFeatures(f client.RuntimeFeatures) string {
+	var have []string
+	for _, x := range []struct {
+		name string
+		f    client.Feature
+	}{{"pause", f.Pause}, {"files", f.FSSnapshot}, {"memory", f.MemoryCheckpoint}} {
+		if x.f.Supported {
+			have = append(have, x.name)
+		}
+	}
+	return strings.Join(have, ", ")
 }

@@ -651,7 +651,8 @@ func TestJobGet(t *testing.T) {
 
 const capsJSON = `{"driver":"docker","healthy":true,"daemon_version":"27.3.1","api_version":"1.47",
 "kernel_version":"6.8.0","cgroup_version":"2",
-"runtimes":[{"name":"runc","version":"1.1.12","healthy":true,"smoke_ms":80,"checked_at":"2026-03-01T11:00:00Z"},
+"runtimes":[{"name":"runc","version":"1.1.12","healthy":true,"smoke_ms":80,"checked_at":"2026-03-01T11:00:00Z",
+"features":{"pause":{"supported":true},"fs_snapshot":{"supported":true},"memory_checkpoint":{"supported":false,"reason":"runc keeps files only"}}},
 {"name":"runsc","healthy":false,"error":"runsc not found in PATH","checked_at":"2026-03-01T11:00:00Z"}],
 "checkpoint":{"supported":false,"enforced":false,"reason":"criu missing"},
 "disk_quota":{"supported":true,"enforced":true,"method":"xfs-prjquota"},
@@ -678,7 +679,7 @@ func TestCapabilities(t *testing.T) {
 		"Cgroup:          v2\n",
 		"Checkpoint:      not supported: criu missing\n",
 		"Disk quota:      supported, enforced (xfs-prjquota)\n",
-		"  runc   healthy    1.1.12  smoke test 80ms\n",
+		"  runc   healthy    1.1.12  smoke test 80ms; keeps state: pause, files\n",
 		"  runsc  unhealthy  -       runsc not found in PATH\n",
 		"  low        runc, runsc\n  high       runsc\n  untrusted  none on this host\n", // by risk, not by name
 		"  tool-basic  present    runc (unusable: runsc)  none     shell tools\n",
