@@ -154,11 +154,15 @@ func WriteTree(ctx context.Context, dir string, w io.Writer, lim TreeLimits) (in
 }
 
 // errnoOf is the system's errno under err (its text names no path), or
-// err when there is none.
+// err without the path of its *fs.PathError, or err.
 func errnoOf(err error) error {
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
 		return errno
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
 	}
 	return err
 }
@@ -169,11 +173,7 @@ func errnoOf(err error) error {
 func restoreError(p string, err error) error {
 	var errno syscall.Errno
 	if !errors.As(err, &errno) {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return restoreError(p, err)
+		return fmt.Errorf("snapshots: restore %s: %v: %w", p, errnoOf(err), errdefs.ErrUnavailable)
 	}
 	switch errno {
 	case syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG:
@@ -209,7 +209,7 @@ func ReadTree(ctx context.Context, r io.Reader, dir, name, wantSHA string) error
 			break
 		}
 		if err != nil {
-			return errCorrupt(name, err.Error())
+			return errCorrupt(name, errnoOf(err).Error())
 		}
 		p := path.Clean(hdr.Name)
 		if !fs.ValidPath(p) || p == "." {
@@ -276,7 +276,7 @@ func ReadTree(ctx context.Context, r io.Reader, dir, name, wantSHA string) error
 		}
 	}
 	if _, err := io.Copy(io.Discard, r); err != nil { // the tar's padding counts too
-		return errCorrupt(name, err.Error())
+		return errCorrupt(name, errnoOf(err).Error())
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != wantSHA {
 		return errCorrupt(name, "checksum mismatch")

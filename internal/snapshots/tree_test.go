@@ -282,6 +282,10 @@ func TestTreeRestoreErrors(t *testing.T) {
 	if errdefs.Code(err) != "no_space" || errdefs.HTTPStatus(err) != 413 || strings.Contains(err.Error(), "/tmp") {
 		t.Errorf("ENOSPC: %v (%d %s)", err, errdefs.HTTPStatus(err), errdefs.Code(err))
 	}
+	err = restoreError("x", &fs.PathError{Op: "openat", Path: "/tmp/x/workspace/x", Err: errors.New("path escapes from parent")})
+	if !errors.Is(err, errdefs.ErrUnavailable) || strings.Contains(err.Error(), "/tmp") {
+		t.Errorf("an error without an errno: %v", err)
+	}
 	src, dst := t.TempDir(), t.TempDir()
 	if err := os.WriteFile(filepath.Join(src, "x"), []byte("data"), 0o644); err != nil {
 		t.Fatal(err)
