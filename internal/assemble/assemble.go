@@ -332,7 +332,7 @@ func Build(ctx context.Context, c Config) (_ *Stack, err error) {
 	}
 	if s.Snapshots, err = snapshots.New(snapshots.Config{Lifecycle: s.Control, Driver: c.Driver, Store: c.Store, Dir: snapDir, Instance: c.InstanceID,
 		Retention: set.Snapshots.Retention, MaxPerTenant: set.Snapshots.MaxPerTenant, MaxBytesPerTenant: set.Snapshots.MaxBytesPerTenant,
-		MaxFork: set.Snapshots.MaxFork, Sessions: s.Jobs, Trace: rec, Now: c.Now, Logger: log}); err != nil {
+		MaxBytesPerSnapshot: set.Snapshots.MaxBytesPerSnapshot, MaxFork: set.Snapshots.MaxFork, Sessions: s.Jobs, Trace: rec, Now: c.Now, Logger: log}); err != nil {
 		return nil, err
 	}
 	s.add("snapshots", s.Snapshots)

@@ -187,6 +187,10 @@ type Snapshots struct {
 	// no bound).
 	MaxPerTenant      int   `yaml:"max_per_tenant"`
 	MaxBytesPerTenant int64 `yaml:"max_bytes_per_tenant"`
+	// MaxBytesPerSnapshot bounds one snapshot's files: its workspace and
+	// its root filesystem's changes (0: no bound). A workspace's files
+	// are bounded by the sandbox's disk size too.
+	MaxBytesPerSnapshot int64 `yaml:"max_bytes_per_snapshot"`
 	// MaxFork bounds the copies of one fork.
 	MaxFork int `yaml:"max_fork"`
 }

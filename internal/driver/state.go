@@ -38,10 +38,12 @@ type Checkpointer interface {
 // runsc, whose changes stay inside the sandbox).
 type RootfsSaver interface {
 	// CommitRootfs makes image ref of the container's current files,
-	// pausing it for the copy; RemoveImage removes such an image.
+	// pausing it for the copy, and returns the size of the layer it added
+	// (what the image takes beyond the container's own image); RemoveImage
+	// removes such an image.
 	// RemoveImage answers an error of class errdefs.ErrConflict, and keeps
 	// the image, while a container (running or not) was made from it.
-	CommitRootfs(ctx context.Context, id, ref string, labels map[string]string) error
+	CommitRootfs(ctx context.Context, id, ref string, labels map[string]string) (int64, error)
 	RemoveImage(ctx context.Context, ref string) error
 	// SavedImages lists the images made by CommitRootfs that carry every
 	// label of labels ("key=value"), dangling ones included.

@@ -76,6 +76,10 @@ type Config struct {
 	// bound).
 	MaxPerTenant      int
 	MaxBytesPerTenant int64
+	// MaxBytesPerSnapshot bounds one snapshot's files: its workspace and
+	// its root filesystem's changes (0: no bound). A workspace's files
+	// are bounded by its sandbox's disk size too.
+	MaxBytesPerSnapshot int64
 	// MaxFork bounds one fork's copies (default 16).
 	MaxFork int
 	// Sessions, if set, keeps a sandbox's shell sessions and code contexts
@@ -414,26 +418,27 @@ func (m *Manager) workspaceOf(id string) (string, error) {
 	return m.cfg.Lifecycle.WorkspaceDir(id)
 }
 
-// writeWorkspace copies the workspace of sandbox id into the draft.
-func (m *Manager) writeWorkspace(ctx context.Context, id string, dr *Draft) error {
+// writeWorkspace copies the workspace of sandbox id into the draft, within
+// lim, and returns the tar's size.
+func (m *Manager) writeWorkspace(ctx context.Context, id string, dr *Draft, lim TreeLimits) (int64, error) {
 	dir, err := m.workspaceOf(id)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	f, err := os.OpenFile(filepath.Join(dr.Dir(), "workspace.tar"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return fmt.Errorf("snapshots: %v: %w", err, errdefs.ErrUnavailable)
+		return 0, fmt.Errorf("snapshots: create the workspace's tar: %v: %w", errnoOf(err), errdefs.ErrUnavailable)
 	}
-	n, sum, err := WriteTree(ctx, dir, f)
+	n, sum, err := WriteTree(ctx, dir, f, lim)
 	if cerr := f.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("snapshots: %v: %w", cerr, errdefs.ErrUnavailable)
+		err = fmt.Errorf("snapshots: write the workspace's tar: %v: %w", errnoOf(cerr), errdefs.ErrUnavailable)
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	dr.AddSummed("workspace.tar", n, sum)
 	dr.Manifest().Workspace = "workspace.tar"
-	return nil
+	return n, nil
 }
 
 // fillWorkspace writes a snapshot's workspace into dir.
@@ -450,7 +455,7 @@ func (m *Manager) fillWorkspace(ctx context.Context, man *Manifest, dir string) 
 		return errCorrupt(man.Workspace, "missing")
 	}
 	if err != nil {
-		return fmt.Errorf("snapshots: %v: %w", err, errdefs.ErrUnavailable)
+		return fmt.Errorf("snapshots: open %s: %v: %w", man.Workspace, errnoOf(err), errdefs.ErrUnavailable)
 	}
 	defer r.Close()
 	return ReadTree(ctx, r, dir, man.Workspace, f.SHA256)

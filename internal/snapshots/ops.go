@@ -56,6 +56,11 @@ func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Sna
 	pauser, _ := m.cfg.Driver.(driver.Pauser)
 	rs, _ := m.cfg.Driver.(driver.RootfsSaver)
 	runsc := sb.Runtime == sandbox.RuntimeRunsc
+	lim, err := m.sizeLimits(ctx, sb, sn)
+	if err != nil {
+		return false, nil, err
+	}
+	var files int64 // the workspace's tar and the root filesystem's changes, so far
 	steps := stepTimer{log: m.log, what: "snapshot " + sn.ID, start: time.Now()}
 	steps.last = steps.start
 	if sn.Memory {
@@ -80,22 +85,36 @@ func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Sna
 		steps.mark("frozen")
 	}
 	if workspace {
-		if err = m.writeWorkspace(ctx, sb.ID, dr); err != nil {
-			return prepared, nil, err
+		if files, err = m.writeWorkspace(ctx, sb.ID, dr, TreeLimits{MaxContent: sb.Resources.DiskMB << 20, MaxBytes: lim.files}); err != nil {
+			return prepared, nil, lim.explain(err)
 		}
 		steps.mark("workspace")
 	}
+	var imageBytes int64 // a runc snapshot's image: not in the draft
 	switch {
 	case runsc && rs != nil:
-		if err = rs.SaveRootfsUpper(ctx, sb.ContainerID, filepath.Join(dr.Dir(), "rootfs.tar")); err != nil {
+		p := filepath.Join(dr.Dir(), "rootfs.tar")
+		if err = rs.SaveRootfsUpper(ctx, sb.ContainerID, p); err != nil {
+			return prepared, nil, err
+		}
+		if fi, serr := os.Stat(p); serr == nil {
+			files += fi.Size()
+		}
+		if err = lim.check(files); err != nil {
 			return prepared, nil, err
 		}
 		dr.Manifest().RootfsTar = "rootfs.tar"
 		steps.mark("rootfs tar")
 	case rs != nil:
 		ref := imageRef(sn.ID)
-		if err = rs.CommitRootfs(ctx, sb.ContainerID, ref, map[string]string{driver.LabelManaged: "true", driver.LabelPurpose: "snapshot",
+		if imageBytes, err = rs.CommitRootfs(ctx, sb.ContainerID, ref, map[string]string{driver.LabelManaged: "true", driver.LabelPurpose: "snapshot",
 			driver.LabelSandbox: sb.ID, driver.LabelSnapshot: sn.ID}); err != nil {
+			return prepared, nil, err
+		}
+		if err = lim.check(files + imageBytes); err != nil {
+			if rerr := rs.RemoveImage(detach(ctx), ref); rerr != nil {
+				m.log.Warn("removing the image of a snapshot over its limit", "snapshot", sn.ID, "image", ref, "err", rerr)
+			}
 			return prepared, nil, err
 		}
 		dr.Manifest().RootfsImage = ref
@@ -135,6 +154,10 @@ func (m *Manager) take(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Sna
 		size, err := dr.Commit()
 		if err != nil {
 			return err
+		}
+		size += imageBytes
+		if lim.total > 0 && size > lim.total {
+			return lim.explain(errOverMax)
 		}
 		m.log.Debug("sealed snapshot "+sn.ID, "checksums", time.Since(t0).Round(time.Millisecond))
 		now := m.cfg.Now()
@@ -223,6 +246,57 @@ func (m *Manager) checkQuota(ctx context.Context, tenant string) error {
 			tenant, bytes, m.cfg.MaxBytesPerTenant), errdefs.ErrResourceExhausted))
 	}
 	return nil
+}
+
+// sizeLimits are the most a snapshot may take, in bytes (0: no bound).
+type sizeLimits struct {
+	// files bounds the workspace's tar and the root filesystem's changes
+	// together: MaxBytesPerSnapshot, or less when total is less.
+	files int64
+	// total bounds the whole snapshot: what is left of its tenant's
+	// MaxBytesPerTenant (the service's own snapshots count in none).
+	total   int64
+	byQuota bool // files is total
+	tenant  string
+}
+
+// sizeLimits returns the limits of snapshot sn of sb.
+func (m *Manager) sizeLimits(ctx context.Context, sb *sandbox.Sandbox, sn *sandbox.Snapshot) (sizeLimits, error) {
+	lim := sizeLimits{files: m.cfg.MaxBytesPerSnapshot, tenant: sb.Tenant}
+	if m.cfg.MaxBytesPerTenant > 0 && !sn.Internal {
+		_, used, err := m.cfg.Store.SnapshotUsage(ctx, sb.Tenant)
+		if err != nil {
+			return lim, err
+		}
+		lim.total = max(m.cfg.MaxBytesPerTenant-used, 1)
+		if lim.files <= 0 || lim.total < lim.files {
+			lim.files, lim.byQuota = lim.total, true
+		}
+	}
+	return lim, nil
+}
+
+// check refuses files bytes of the workspace and root filesystem.
+func (l sizeLimits) check(files int64) error {
+	if l.files > 0 && files > l.files {
+		return l.explain(errOverMax)
+	}
+	return nil
+}
+
+// explain says which limit a snapshot over one passed (errOverMax, or
+// WriteTree's snapshot_too_large past its MaxBytes): 429 quota_exceeded
+// for the tenant's, 413 snapshot_too_large for one snapshot's. Other
+// errors are returned as they are.
+func (l sizeLimits) explain(err error) error {
+	if !errors.Is(err, errOverMax) {
+		return err
+	}
+	if l.byQuota {
+		return errdefs.WithCode("quota_exceeded", errdefs.Mark(fmt.Errorf("the snapshot would take more than the %d bytes left of tenant %s's snapshot limit: nothing was kept; delete snapshots first",
+			l.total, l.tenant), errdefs.ErrResourceExhausted))
+	}
+	return errTooLarge("the snapshot's files (workspace and root filesystem changes) take more than %d bytes, the limit of one snapshot: nothing was kept", l.files)
 }
 
 // SnapshotOptions ask for a snapshot.
@@ -795,7 +869,7 @@ func (m *Manager) PoolMember(ctx context.Context, id, profile string, runtime sa
 // restore does), not a refusal of the request.
 func restoreFailure(err error) bool {
 	return !errors.Is(err, errdefs.ErrInvalidArgument) && !errors.Is(err, errdefs.ErrResourceExhausted) &&
-		!errors.Is(err, errdefs.ErrPermissionDenied) && !errors.Is(err, errdefs.ErrNotFound)
+		!errors.Is(err, errdefs.ErrPermissionDenied) && !errors.Is(err, errdefs.ErrNotFound) && !errors.Is(err, errdefs.ErrTooLarge)
 }
 
 // Fork makes count new sandboxes with the state of sandbox id: one

@@ -78,7 +78,7 @@ func writeSnapshot(t *testing.T, h *controltest.Harness, id string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, sum, err := snapshots.WriteTree(context.Background(), src, f)
+	n, sum, err := snapshots.WriteTree(context.Background(), src, f, snapshots.TreeLimits{})
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

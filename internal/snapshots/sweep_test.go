@@ -20,8 +20,8 @@ type savedImages struct {
 	removed []string
 }
 
-func (d *savedImages) CommitRootfs(context.Context, string, string, map[string]string) error {
-	return nil
+func (d *savedImages) CommitRootfs(context.Context, string, string, map[string]string) (int64, error) {
+	return 0, nil
 }
 func (d *savedImages) SaveRootfsUpper(context.Context, string, string) error { return nil }
 func (d *savedImages) SavedImages(context.Context, ...string) ([]driver.SavedImage, error) {

@@ -1,11 +1,19 @@
 package snapshots
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,7 +41,7 @@ func TestTreeRoundTrip(t *testing.T) {
 	must(os.Symlink("a/b/f.txt", filepath.Join(src, "link")))
 	must(os.Symlink("/etc/passwd", filepath.Join(src, "escape")))
 	var buf bytes.Buffer
-	n, sum, err := WriteTree(context.Background(), src, &buf)
+	n, sum, err := WriteTree(context.Background(), src, &buf, TreeLimits{})
 	if err != nil || n != int64(buf.Len()) || len(sum) != 64 {
 		t.Fatalf("WriteTree: %d %q %v (%d bytes)", n, sum, err, buf.Len())
 	}
@@ -75,7 +83,7 @@ func TestTreeNeverFollowsLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	_, sum, err := WriteTree(context.Background(), src, &buf)
+	_, sum, err := WriteTree(context.Background(), src, &buf, TreeLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,5 +148,186 @@ func TestDiskDraft(t *testing.T) {
 	}
 	if _, err := d.Open(id); errdefs.Code(err) != "snapshot_missing" {
 		t.Errorf("removed snapshot: %v", err)
+	}
+}
+
+// TestTreeHardLinksOnce: a file with many hard links is stored once and
+// restored as links to one file, not as copies.
+func TestTreeHardLinksOnce(t *testing.T) {
+	t.Parallel()
+	src, dst := t.TempDir(), t.TempDir()
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	if err := os.WriteFile(filepath.Join(src, "big"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if err := os.Link(filepath.Join(src, "big"), filepath.Join(src, fmt.Sprintf("h%02d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	n, sum, err := WriteTree(context.Background(), src, &buf, TreeLimits{MaxContent: 2 << 20})
+	if err != nil || n > 1<<20+64<<10 {
+		t.Fatalf("WriteTree of a file with 21 names: %d bytes, %v; want it stored once", n, err)
+	}
+	if err := ReadTree(context.Background(), &buf, dst, "workspace.tar", sum); err != nil {
+		t.Fatal(err)
+	}
+	first, err := os.Stat(filepath.Join(dst, "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		fi, err := os.Stat(filepath.Join(dst, fmt.Sprintf("h%02d", i)))
+		if err != nil || !os.SameFile(first, fi) {
+			t.Fatalf("h%02d is not a link to big: %v %v", i, fi, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "h07")); err != nil || !bytes.Equal(b, big) {
+		t.Errorf("h07: %d bytes, %v", len(b), err)
+	}
+}
+
+// TestTreeLinkTargets: a tar's hard link may name only a regular file
+// the same tar wrote before it: never one outside the directory, one
+// already there, a symbolic link, or a later entry.
+func TestTreeLinkTargets(t *testing.T) {
+	t.Parallel()
+	outside := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(outside, []byte("host"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{
+		"outside":  "../secret",
+		"absolute": outside,
+		"present":  "present",
+		"symlink":  "sym",
+		"later":    "later",
+		"dir":      "d",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var buf bytes.Buffer
+			tw := tar.NewWriter(&buf)
+			must := func(err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			must(tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "d/", Mode: 0o755}))
+			must(tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "sym", Linkname: outside}))
+			must(tw.WriteHeader(&tar.Header{Typeflag: tar.TypeLink, Name: "x", Linkname: target}))
+			must(tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "later", Mode: 0o644}))
+			must(tw.Close())
+			sum := sha256.Sum256(buf.Bytes())
+			dst := t.TempDir()
+			must(os.WriteFile(filepath.Join(dst, "present"), []byte("mine"), 0o644))
+			err := ReadTree(context.Background(), &buf, dst, "workspace.tar", hex.EncodeToString(sum[:]))
+			if errdefs.Code(err) != "snapshot_corrupt" {
+				t.Errorf("a link to %q: %v, want snapshot_corrupt", target, err)
+			}
+			if _, err := os.Lstat(filepath.Join(dst, "x")); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("the link was made: %v", err)
+			}
+		})
+	}
+}
+
+// TestTreeLimits: a workspace over its limits is refused with 413
+// snapshot_too_large, writing no more than the limit: a sparse file counts
+// at its full length against the disk size, and the tar's bytes against
+// MaxBytes.
+func TestTreeLimits(t *testing.T) {
+	t.Parallel()
+	sparse := t.TempDir()
+	if err := os.Truncate(mustCreate(t, filepath.Join(sparse, "sparse")), 2<<30); err != nil {
+		t.Fatal(err)
+	}
+	var cw countWriter
+	cw.w = io.Discard
+	_, _, err := WriteTree(context.Background(), sparse, &cw, TreeLimits{MaxContent: 32 << 20})
+	if errdefs.Code(err) != CodeTooLarge || errdefs.HTTPStatus(err) != 413 || cw.n > 4096 {
+		t.Errorf("a 2 GiB sparse file in a 32 MiB disk: %v (%d bytes written)", err, cw.n)
+	}
+	dense := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dense, "f"), make([]byte, 3<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cw = countWriter{w: io.Discard}
+	_, _, err = WriteTree(context.Background(), dense, &cw, TreeLimits{MaxBytes: 1 << 20})
+	if errdefs.Code(err) != CodeTooLarge || !errors.Is(err, errOverMax) || cw.n > 1<<20 {
+		t.Errorf("3 MiB over a 1 MiB limit: %v (%d bytes written)", err, cw.n)
+	}
+	if strings.Contains(fmt.Sprint(err), dense) {
+		t.Errorf("the error names a host path: %v", err)
+	}
+}
+
+func mustCreate(t *testing.T, p string) string {
+	t.Helper()
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	return p
+}
+
+// TestTreeRestoreErrors: a restore's error names the entry, never the
+// host's directory; a full disk is 413 no_space.
+func TestTreeRestoreErrors(t *testing.T) {
+	t.Parallel()
+	err := restoreError("h10", &fs.PathError{Op: "write", Path: "/tmp/x/sandboxes/sbx_1/workspace/h10", Err: syscall.ENOSPC})
+	if errdefs.Code(err) != "no_space" || errdefs.HTTPStatus(err) != 413 || strings.Contains(err.Error(), "/tmp") {
+		t.Errorf("ENOSPC: %v (%d %s)", err, errdefs.HTTPStatus(err), errdefs.Code(err))
+	}
+	err = restoreError("x", &fs.PathError{Op: "openat", Path: "/tmp/x/workspace/x", Err: errors.New("path escapes from parent")})
+	if !errors.Is(err, errdefs.ErrUnavailable) || strings.Contains(err.Error(), "/tmp") {
+		t.Errorf("an error without an errno: %v", err)
+	}
+	src, dst := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "x"), []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	_, sum, err := WriteTree(context.Background(), src, &buf, TreeLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dst, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	err = ReadTree(context.Background(), &buf, dst, "workspace.tar", sum)
+	if err == nil || strings.Contains(err.Error(), dst) || !strings.Contains(err.Error(), "x") {
+		t.Errorf("restoring over a directory: %v", err)
+	}
+}
+
+// TestTreeModes: permission bits and a directory's sticky bit come back;
+// setuid and setgid never do.
+func TestTreeModes(t *testing.T) {
+	t.Parallel()
+	src, dst := t.TempDir(), t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(src, "suid"), []byte("x"), 0o755))
+	must(os.Chmod(filepath.Join(src, "suid"), 0o755|fs.ModeSetuid|fs.ModeSetgid))
+	must(os.Mkdir(filepath.Join(src, "tmp"), 0o777))
+	must(os.Chmod(filepath.Join(src, "tmp"), 0o777|fs.ModeSticky))
+	must(os.Mkdir(filepath.Join(src, "sgid"), 0o755))
+	must(os.Chmod(filepath.Join(src, "sgid"), 0o755|fs.ModeSetgid))
+	var buf bytes.Buffer
+	_, sum, err := WriteTree(context.Background(), src, &buf, TreeLimits{})
+	must(err)
+	must(ReadTree(context.Background(), &buf, dst, "workspace.tar", sum))
+	for name, want := range map[string]fs.FileMode{"suid": 0o755, "tmp": fs.ModeDir | fs.ModeSticky | 0o777, "sgid": fs.ModeDir | 0o755} {
+		if fi, err := os.Lstat(filepath.Join(dst, name)); err != nil || fi.Mode() != want {
+			t.Errorf("%s: %v %v, want %v", name, fi.Mode(), err, want)
+		}
 	}
 }

@@ -159,20 +159,33 @@ func (d *Driver) SaveRootfsUpper(ctx context.Context, id, path string) error {
 }
 
 // CommitRootfs makes image ref from a container's files (the daemon pauses
-// it for the copy).
-func (d *Driver) CommitRootfs(ctx context.Context, id, ref string, labels map[string]string) error {
+// it for the copy) and returns the size of the layer the commit added:
+// the image's newest layer, by its history.
+func (d *Driver) CommitRootfs(ctx context.Context, id, ref string, labels map[string]string) (int64, error) {
 	if err := validID(id); err != nil {
-		return err
+		return 0, err
 	}
 	repo, tag, ok := strings.Cut(ref, ":")
 	if !ok || repo == "" || tag == "" {
-		return errdefs.Invalid("docker: commit ref %q: want repo:tag", ref)
+		return 0, errdefs.Invalid("docker: commit ref %q: want repo:tag", ref)
 	}
 	ctx, cancel := d.callCtx(ctx, 5*time.Minute)
 	defer cancel()
 	q := url.Values{"container": {id}, "repo": {repo}, "tag": {tag}, "pause": {"1"}}
 	body := map[string]any{"Labels": labels}
-	return d.api.call(ctx, request{op: "commit container " + id, method: http.MethodPost, path: "/commit", query: q, body: body}, nil)
+	if err := d.api.call(ctx, request{op: "commit container " + id, method: http.MethodPost, path: "/commit", query: q, body: body}, nil); err != nil {
+		return 0, err
+	}
+	var history []struct {
+		Size int64 `json:"Size"`
+	}
+	if err := d.api.call(ctx, request{op: "history of image " + ref, method: http.MethodGet, path: "/images/" + ref + "/history"}, &history); err != nil {
+		return 0, err
+	}
+	if len(history) == 0 {
+		return 0, fmt.Errorf("docker: image %s has no history: %w", ref, errdefs.ErrUnavailable)
+	}
+	return history[0].Size, nil
 }
 
 // RemoveImage removes an image the service made (a committed root

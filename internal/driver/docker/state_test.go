@@ -160,15 +160,19 @@ func TestCheckpointRestore(t *testing.T) {
 }
 
 // TestCommitRootfs keeps a runc container's file changes as an image that
-// a new container starts from.
+// a new container starts from, and says the size they take in it: a
+// sparse file of 8 MiB takes all of it (the snapshots count it).
 func TestCommitRootfs(t *testing.T) {
 	d := testenv.Docker(t)
 	img := testenv.BusyboxImage(t, d)
-	src := run(t, d, driver.Spec{Image: img, Runtime: sandbox.RuntimeRunc, Cmd: ticker})
+	cmd := slices.Clone(ticker)
+	cmd[3] = "/bin/busybox truncate -s 8M /sparse && " + cmd[3]
+	src := run(t, d, driver.Spec{Image: img, Runtime: sandbox.RuntimeRunc, Cmd: cmd})
 	waitTick(t, d, src, 1)
 	ref := "genesis-test/commit:" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	mark := strconv.FormatInt(time.Now().UnixNano(), 36)
-	if err := d.CommitRootfs(t.Context(), src, ref, map[string]string{testenv.LabelTest: "1", driver.LabelSnapshot: mark}); err != nil {
+	layer, err := d.CommitRootfs(t.Context(), src, ref, map[string]string{testenv.LabelTest: "1", driver.LabelSnapshot: mark})
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -178,6 +182,9 @@ func TestCommitRootfs(t *testing.T) {
 			t.Errorf("remove %s: %v", ref, err)
 		}
 	})
+	if layer < 8<<20 || layer > 9<<20 {
+		t.Errorf("the committed layer takes %d bytes, want about 8 MiB", layer)
+	}
 	st, err := d.Inspect(t.Context(), src)
 	if err != nil || st.State != "running" {
 		t.Errorf("the source after the commit: %+v %v", st, err)
