@@ -455,3 +455,43 @@ func TestPatchNamesModeGitCannotExpress(t *testing.T) {
 		}
 	}
 }
+
+// TestReadTreeHardLinks: a snapshot's tar stores another name of a file as
+// a hard link; the tree has the file under each name, so a workspace that
+// still holds both names is no change against it.
+func TestReadTreeHardLinks(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, h := range []*tar.Header{
+		{Name: "a", Typeflag: tar.TypeReg, Mode: 0o644, Size: 2},
+		{Name: "b", Typeflag: tar.TypeLink, Linkname: "a"},
+		{Name: "c", Typeflag: tar.TypeLink, Linkname: "nowhere"},
+	} {
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			if _, err := tw.Write([]byte("x\n")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := ReadTree(context.Background(), &buf, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := snap["b"]; b == nil || string(b.Data) != "x\n" || b.Sum != snap["a"].Sum || snap["c"] != nil {
+		t.Fatalf("tree %v: want b as a's second name and no c", snap)
+	}
+	live, err := ReadTree(context.Background(), bytes.NewReader(tarOf(t, map[string]string{"a": "x\n", "b": "x\n"})), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := Diff(snap, live, Limits{}); len(res.Files) != 0 {
+		t.Errorf("a workspace with both names against the snapshot: %+v, want no change", res.Files)
+	}
+}

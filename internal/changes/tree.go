@@ -234,6 +234,13 @@ func readTreeWith(ctx context.Context, r io.Reader, k *keeper, hook entryHook) (
 			if err := k.read(name, e, strings.NewReader(h.Linkname)); err != nil {
 				return nil, err
 			}
+		case tar.TypeLink: // a snapshot's hard link: another name of a file read before
+			target, ok := t[strings.TrimPrefix(path.Clean(h.Linkname), "./")]
+			if !ok || !target.Mode.IsRegular() {
+				continue
+			}
+			c := *target
+			e = &c
 		default:
 			continue
 		}
