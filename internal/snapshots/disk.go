@@ -73,7 +73,7 @@ type Draft struct {
 // Begin starts writing snapshot id in a fresh temporary directory.
 func (d Disk) Begin(id string) (*Draft, error) {
 	if !sandbox.ValidID("snap", id) {
-		return nil, fmt.Errorf("snapshots: bad id %q: %w", id, errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("snapshots: bad id %q", id)
 	}
 	if err := os.MkdirAll(d.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("snapshots: %v: %w", err, errdefs.ErrUnavailable)
@@ -228,7 +228,7 @@ func (m *Manifest) File(name string) (ManifestFile, bool) {
 // Remove deletes a snapshot's files (complete or draft).
 func (d Disk) Remove(id string) error {
 	if !sandbox.ValidID("snap", id) {
-		return fmt.Errorf("snapshots: bad id %q: %w", id, errdefs.ErrInvalidArgument)
+		return errdefs.Invalid("snapshots: bad id %q", id)
 	}
 	os.RemoveAll(filepath.Join(d.Dir, "."+id+".tmp"))
 	if err := os.RemoveAll(d.Path(id)); err != nil {

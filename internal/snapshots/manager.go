@@ -113,7 +113,7 @@ type Manager struct {
 // New returns a Manager.
 func New(cfg Config) (*Manager, error) {
 	if cfg.Lifecycle == nil || cfg.Driver == nil || cfg.Store == nil || cfg.Dir == "" {
-		return nil, fmt.Errorf("snapshots: lifecycle, driver, store and dir are required: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("snapshots: lifecycle, driver, store and dir are required")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

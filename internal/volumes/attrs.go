@@ -99,7 +99,7 @@ func (m *Manager) CheckAttrs(name string, a Attrs) error {
 	}
 	for _, id := range []*int{a.UID, a.GID} {
 		if id != nil && (*id < 0 || *id > maxID) {
-			return errdefs.WithCode("invalid_owner", fmt.Errorf("uid and gid must be between 0 and %d, got %d: %w", maxID, *id, errdefs.ErrInvalidArgument))
+			return errdefs.WithCode("invalid_owner", errdefs.Invalid("uid and gid must be between 0 and %d, got %d", maxID, *id))
 		}
 	}
 	if m.cfg.Provisioner != nil && (a.Mode != nil || a.UID != nil || a.GID != nil) {

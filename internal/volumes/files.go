@@ -94,7 +94,7 @@ func fileError(p string, err error) error {
 	case errors.As(err, &errno) && (errno == syscall.ENOSPC || errno == syscall.EDQUOT):
 		return errdefs.WithCode(CodeFull, fmt.Errorf("the volume is full writing %s: %w", p, errdefs.ErrTooLarge))
 	case errors.As(err, &errno) && errno == syscall.ENOTDIR:
-		return errdefs.WithCode(CodeNotADirectory, fmt.Errorf("%s: a parent is not a directory: %w", p, errdefs.ErrInvalidArgument))
+		return errdefs.WithCode(CodeNotADirectory, errdefs.Invalid("%s: a parent is not a directory", p))
 	case errors.As(err, &errno) && errno == syscall.ENOTEMPTY:
 		return errdefs.WithCode("directory_not_empty", fmt.Errorf("%s is a directory that is not empty (recursive deletes it): %w", p, errdefs.ErrConflict))
 	case strings.Contains(err.Error(), "path escapes from parent"):
@@ -180,7 +180,7 @@ func (m *Manager) ListFiles(ctx context.Context, tenant, name, p string, limit i
 	if fi, err := d.Stat(); err != nil {
 		return nil, fileError(shown(r), err)
 	} else if !fi.IsDir() {
-		return nil, errdefs.WithCode(CodeNotADirectory, fmt.Errorf("%s is not a directory: %w", shown(r), errdefs.ErrInvalidArgument))
+		return nil, errdefs.WithCode(CodeNotADirectory, errdefs.Invalid("%s is not a directory", shown(r)))
 	}
 	entries, err := d.ReadDir(-1)
 	if err != nil {
@@ -256,7 +256,7 @@ func (m *Manager) WriteFile(ctx context.Context, tenant, name, p, mode string, o
 		return nil, err
 	}
 	if r == "." {
-		return nil, errdefs.WithCode(CodeIsADirectory, fmt.Errorf("/ is the volume's root: %w", errdefs.ErrInvalidArgument))
+		return nil, errdefs.WithCode(CodeIsADirectory, errdefs.Invalid("/ is the volume's root"))
 	}
 	perm, err := parseMode(mode, 0o644)
 	if err != nil {
@@ -340,7 +340,7 @@ func (m *Manager) mkdirAll(root *os.Root, dir string, uid, gid int) error {
 		fi, err := root.Stat(d)
 		if err == nil {
 			if !fi.IsDir() {
-				return errdefs.WithCode(CodeNotADirectory, fmt.Errorf("%s is not a directory: %w", shown(d), errdefs.ErrInvalidArgument))
+				return errdefs.WithCode(CodeNotADirectory, errdefs.Invalid("%s is not a directory", shown(d)))
 			}
 			break
 		}
@@ -386,7 +386,7 @@ func (m *Manager) OpenFile(ctx context.Context, tenant, name, p string) (*os.Fil
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, nil, errdefs.WithCode(CodeIsADirectory, fmt.Errorf("%s is not a regular file: %w", shown(r), errdefs.ErrInvalidArgument))
+		return nil, nil, errdefs.WithCode(CodeIsADirectory, errdefs.Invalid("%s is not a regular file", shown(r)))
 	}
 	return f, fi, nil
 }
@@ -400,7 +400,7 @@ func (m *Manager) DeleteFile(ctx context.Context, tenant, name, p string, recurs
 		return err
 	}
 	if r == "." {
-		return errdefs.WithCode(CodeInvalidPath, fmt.Errorf("the volume's root cannot be deleted (delete the volume): %w", errdefs.ErrInvalidArgument))
+		return errdefs.WithCode(CodeInvalidPath, errdefs.Invalid("the volume's root cannot be deleted (delete the volume)"))
 	}
 	if m.volumeFiles() != nil {
 		return m.remoteDelete(ctx, tenant, name, r, recursive)

@@ -110,7 +110,7 @@ type Manager struct {
 // New validates cfg. It has no side effects.
 func New(cfg Config) (*Manager, error) {
 	if cfg.Store == nil || !filepath.IsAbs(cfg.Dir) {
-		return nil, fmt.Errorf("volumes: a store and an absolute dir are required: %w", errdefs.ErrInvalidArgument)
+		return nil, errdefs.Invalid("volumes: a store and an absolute dir are required")
 	}
 	if cfg.MaxSizeMB <= 0 {
 		cfg.MaxSizeMB = 100 << 10
@@ -120,7 +120,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	for _, r := range cfg.Roots {
 		if !filepath.IsAbs(r) || filepath.Clean(r) != r || r == "/" {
-			return nil, fmt.Errorf("volumes: mount root %q must be a clean absolute path other than /: %w", r, errdefs.ErrInvalidArgument)
+			return nil, errdefs.Invalid("volumes: mount root %q must be a clean absolute path other than /", r)
 		}
 	}
 	if cfg.Now == nil {
@@ -180,7 +180,7 @@ func ValidName(name string) error {
 			"volume name %.70q: 1 to 63 lower-case letters, digits, '-' and '_', starting with a letter or digit: %w", name, errdefs.ErrInvalidArgument))
 	}
 	if slices.Contains(reservedNames, name) {
-		return errdefs.WithCode(CodeInvalidName, fmt.Errorf("volume name %q is reserved: %w", name, errdefs.ErrInvalidArgument))
+		return errdefs.WithCode(CodeInvalidName, errdefs.Invalid("volume name %q is reserved", name))
 	}
 	return nil
 }
@@ -208,7 +208,7 @@ func (m *Manager) Create(ctx context.Context, tenant, name string, sizeMB int64)
 		return nil, err
 	}
 	if sizeMB < 1 || sizeMB > m.cfg.MaxSizeMB {
-		return nil, errdefs.WithCode(CodeInvalidSize, fmt.Errorf("size_mb must be between 1 and %d, got %d: %w", m.cfg.MaxSizeMB, sizeMB, errdefs.ErrInvalidArgument))
+		return nil, errdefs.WithCode(CodeInvalidSize, errdefs.Invalid("size_mb must be between 1 and %d, got %d", m.cfg.MaxSizeMB, sizeMB))
 	}
 	if ok, why := m.available(ctx); !ok {
 		return nil, m.unavailable(why)
