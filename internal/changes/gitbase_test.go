@@ -23,6 +23,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/go-git/go-git/v5/storage/filesystem/dotgit"
 
@@ -219,19 +220,7 @@ func largeObjectRepo(t *testing.T, dir string, big int64) {
 		{Name: "same.bin", Mode: filemode.Regular, Hash: writeBlob(t, dg, 0, 1<<20)},
 		{Name: "text.txt", Mode: filemode.Regular, Hash: writeBlob(t, dg, 'x', 3)},
 	}}
-	put := func(o object.Object) plumbing.Hash {
-		obj := st.NewEncodedObject()
-		if err := o.Encode(obj); err != nil {
-			t.Fatal(err)
-		}
-		h, err := st.SetEncodedObject(obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h
-	}
-	sig := object.Signature{Name: "t", Email: "t@example.com"}
-	c := put(&object.Commit{Author: sig, Committer: sig, Message: "x\n", TreeHash: put(tree)})
+	c := storeCommit(t, st, tree)
 	if err := st.SetReference(plumbing.NewSymbolicReference(plumbing.HEAD, "refs/heads/main")); err != nil {
 		t.Fatal(err)
 	}
@@ -345,19 +334,7 @@ func commitFiles(t *testing.T, dir string, files map[string]plumbing.Hash) *file
 	for _, name := range slices.Sorted(maps.Keys(files)) {
 		tree.Entries = append(tree.Entries, object.TreeEntry{Name: name, Mode: filemode.Regular, Hash: files[name]})
 	}
-	put := func(o object.Object) plumbing.Hash {
-		obj := st.NewEncodedObject()
-		if err := o.Encode(obj); err != nil {
-			t.Fatal(err)
-		}
-		h, err := st.SetEncodedObject(obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h
-	}
-	sig := object.Signature{Name: "t", Email: "t@example.com"}
-	c := put(&object.Commit{Author: sig, Committer: sig, Message: "x\n", TreeHash: put(tree)})
+	c := storeCommit(t, st, tree)
 	if err := st.SetReference(plumbing.NewHashReference(plumbing.HEAD, c)); err != nil {
 		t.Fatal(err)
 	}
@@ -462,4 +439,23 @@ func TestDiffAgainstGitDamagedObjects(t *testing.T) {
 	if e := head["delta.txt"]; e == nil || e.Size != 10 || e.Kept {
 		t.Errorf("the delta: %+v", e)
 	}
+}
+
+// storeCommit stores tree and a commit of it in st and returns the
+// commit's hash.
+func storeCommit(t *testing.T, st storer.EncodedObjectStorer, tree *object.Tree) plumbing.Hash {
+	t.Helper()
+	put := func(o object.Object) plumbing.Hash {
+		obj := st.NewEncodedObject()
+		if err := o.Encode(obj); err != nil {
+			t.Fatal(err)
+		}
+		h, err := st.SetEncodedObject(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	sig := object.Signature{Name: "t", Email: "t@example.com"}
+	return put(&object.Commit{Author: sig, Committer: sig, Message: "x\n", TreeHash: put(tree)})
 }
